@@ -1,0 +1,7 @@
+# netctl: fragment of the top Makefile.am — the netctl command-line client
+# of the control API (blocking HTTP/1.1 over the unix socket).
+bin_PROGRAMS += netctl/netctl
+netctl_netctl_SOURCES = netctl/netctl.c netctl/cli_http.c netctl/cli.h \
+	proxy/valid.c proxy/valid.h
+netctl_netctl_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+netctl_netctl_LDADD = $(JANSSON_LIBS) $(HTTP_PARSER_LIBS)

@@ -1,0 +1,1 @@
+# netctl: fragment of the top Makefile.am

@@ -1,0 +1,940 @@
+/*
+ * berthd.c — the parent: parses the configuration, owns the state store,
+ * the control API, the certificates and the listening sockets; forks one
+ * unprivileged proxy worker per core and keeps them fed (routes, TLS,
+ * ticket keys) and alive (a dead worker is restarted, the others keep
+ * their connections). SIGHUP reloads, SIGTERM drains.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "conf.h"
+#include "control.h"
+#include "ipc.h"
+#include "log.h"
+#include "store.h"
+#include "tls.h"
+#include "worker.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+
+#define MAX_WORKERS 64
+
+struct slot {
+	int		 id;
+	pid_t		 pid;
+	struct bufferevent *ipc;
+	int		 fds[PX_MAX_LISTEN];
+	int		 ready;
+	json_t		*stats;
+	unsigned	 restarts;
+	time_t		 started;
+	struct event	*restart_timer;
+};
+
+static struct {
+	struct event_base *base;
+	struct px_config cfg;
+	const char	*cfgfile;
+	char		 state_dir[PATH_MAX];
+	char		 empty_dir[PATH_MAX];
+	struct px_store	*store;
+	struct px_control *control;
+	struct slot	 slots[MAX_WORKERS];
+	int		 nslots;
+	json_t		*certs;		/* [{cert, key}] PEM text */
+	unsigned char	 tickets[PX_TICKET_KEYS][PX_TICKET_KEY_LEN];
+	int		 access_fd;
+	int		 acme_fd;
+	uid_t		 uid;
+	gid_t		 gid;
+	int		 drop;
+	int		 announced;
+	int		 stopping;
+	unsigned long long restarts_total;
+} P;
+
+static void fork_worker(struct slot *);
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: berthd [-f CONFIG] [-s STATE_DIR] [-n] [-v]\n");
+	exit(2);
+}
+
+static int
+mkdirs(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX], *p;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -1;
+	for (p = tmp + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+				return -1;
+			*p = '/';
+		}
+	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static char *
+read_file(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	long n;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > 1 << 20 ||
+	    fseek(f, 0, SEEK_SET) != 0 || (buf = malloc(n + 1)) == NULL ||
+	    fread(buf, 1, n, f) != (size_t)n) {
+		snprintf(err, errlen, "%s: cannot read", path);
+		free(buf);
+		fclose(f);
+		return NULL;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Finds berth-mkcert: $BERTH_MKCERT, next to this binary's source tree
+ * (uninstalled builds), or the installed copy. */
+static int
+find_mkcert(char *out, size_t len)
+{
+	const char *env = getenv("BERTH_MKCERT");
+	char self[PATH_MAX], *slash;
+	ssize_t n;
+	const char *rel[] = { "/../certs/berth-mkcert", "/../../certs/berth-mkcert",
+	    "/../../main/certs/berth-mkcert", NULL };
+	int i;
+
+	if (env != NULL) {
+		snprintf(out, len, "%s", env);
+		return access(out, X_OK);
+	}
+	snprintf(out, len, "%s/berth-mkcert", PKGDATADIR);
+	if (access(out, X_OK) == 0)
+		return 0;
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
+		return -1;
+	self[n] = '\0';
+	if ((slash = strrchr(self, '/')) != NULL)
+		*slash = '\0';
+	for (i = 0; rel[i] != NULL; i++) {
+		snprintf(out, len, "%s%s", self, rel[i]);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	snprintf(out, len, "%s/%s", SRCDIR, "certs/berth-mkcert");
+	return access(out, X_OK);
+}
+
+/* Makes the dev CA and the wildcard certificate on first start, or when
+ * the domain changed. */
+static void
+ensure_dev_cert(const char *domain)
+{
+	char tlsdir[PATH_MAX], path[PATH_MAX], mk[PATH_MAX], stamp[PATH_MAX];
+	char err[256], *old;
+	pid_t pid;
+	int st, fresh = 1;
+
+	snprintf(tlsdir, sizeof(tlsdir), "%s/tls", P.state_dir);
+	snprintf(path, sizeof(path), "%s/server.pem", tlsdir);
+	snprintf(stamp, sizeof(stamp), "%s/domain", tlsdir);
+	if (access(path, R_OK) == 0 && (old = read_file(stamp, err, sizeof(err))) != NULL) {
+		fresh = strcmp(old, domain) != 0;
+		free(old);
+	}
+	if (!fresh)
+		return;
+	if (find_mkcert(mk, sizeof(mk)) != 0)
+		fatalx("cannot find berth-mkcert (set BERTH_MKCERT)");
+	log_info("making a development CA and a certificate for *.%s in %s", domain, tlsdir);
+	if ((pid = fork()) < 0)
+		fatal("fork");
+	if (pid == 0) {
+		execl(mk, mk, tlsdir, domain, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fatalx("%s failed", mk);
+	{
+		FILE *f = fopen(stamp, "w");
+
+		if (f != NULL) {
+			fputs(domain, f);
+			fclose(f);
+		}
+	}
+}
+
+/* Reads every certificate into memory as PEM text for the workers. */
+static json_t *
+load_certs(const struct px_config *c, char *err, size_t errlen)
+{
+	json_t *arr = json_array();
+	char path[PATH_MAX], kpath[PATH_MAX];
+	int i;
+
+	for (i = -1; i < c->ncerts; i++) {
+		char *cert, *key;
+
+		if (i < 0) {
+			snprintf(path, sizeof(path), "%s/tls/server.pem", P.state_dir);
+			snprintf(kpath, sizeof(kpath), "%s/tls/server.key", P.state_dir);
+		} else {
+			snprintf(path, sizeof(path), "%s", c->certs[i].cert);
+			snprintf(kpath, sizeof(kpath), "%s", c->certs[i].key);
+		}
+		if ((cert = read_file(path, err, errlen)) == NULL)
+			goto fail;
+		if ((key = read_file(kpath, err, errlen)) == NULL) {
+			free(cert);
+			goto fail;
+		}
+		json_array_append_new(arr, json_pack("{s:s,s:s}", "cert", cert, "key", key));
+		memset(key, 0, strlen(key));
+		free(cert);
+		free(key);
+	}
+	/* Prove they load before any worker sees them. */
+	{
+		struct px_tls_cert tc[PX_MAX_CERTS + 1];
+		struct px_tls *t;
+		size_t k;
+		json_t *cj;
+
+		json_array_foreach(arr, k, cj) {
+			tc[k].cert_pem = json_string_value(json_object_get(cj, "cert"));
+			tc[k].cert_len = strlen(tc[k].cert_pem);
+			tc[k].key_pem = json_string_value(json_object_get(cj, "key"));
+			tc[k].key_len = strlen(tc[k].key_pem);
+		}
+		if ((t = px_tls_new(tc, (int)json_array_size(arr), err, errlen)) == NULL)
+			goto fail;
+		px_tls_unref(t);
+	}
+	return arr;
+fail:
+	json_decref(arr);
+	return NULL;
+}
+
+static json_t *
+tickets_json(void)
+{
+	json_t *a = json_array();
+	char hex[PX_TICKET_KEY_LEN * 2 + 1];
+	int i, j;
+
+	for (i = 0; i < PX_TICKET_KEYS; i++) {
+		for (j = 0; j < PX_TICKET_KEY_LEN; j++)
+			snprintf(hex + 2 * j, 3, "%02x", P.tickets[i][j]);
+		json_array_append_new(a, json_string(hex));
+	}
+	return a;
+}
+
+static json_t *
+config_msg(void)
+{
+	const struct px_config *c = &P.cfg;
+	unsigned n = (unsigned)P.nslots;
+
+	/* Limits are enforced per worker: each gets its share. */
+	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+	    "type", "config", "domain", c->domain,
+	    "https_port", (int)px_config_https_port(c),
+	    "t_head", (int)c->t_head, "t_keepalive", (int)c->t_keepalive,
+	    "t_connect", (int)c->t_connect, "t_response", (int)c->t_response,
+	    "t_tunnel", (int)c->t_tunnel, "t_drain", (int)c->t_drain,
+	    "t_retry", (int)c->t_retry,
+	    "max_conns", (int)((c->max_conns + n - 1) / n),
+	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n));
+}
+
+static int
+sb_cb(const struct px_sandbox *sb, void *arg)
+{
+	json_t *sbs = arg;
+
+	json_object_set_new(sbs, sb->id, json_pack("{s:s,s:s,s:s,s:[]}",
+	    "id", sb->id, "address", sb->address, "state", sb->state, "ports"));
+	return 0;
+}
+
+static int
+port_cb(const struct px_port *p, void *arg)
+{
+	json_t *sbs = arg, *sb = json_object_get(sbs, p->sandbox);
+
+	if (sb == NULL)
+		return 0;
+	json_array_append_new(json_object_get(sb, "ports"),
+	    json_pack("{s:i,s:s,s:s,s:s?}", "port", (int)p->port,
+	    "host_header", p->host_header == PX_HOST_UPSTREAM ? "upstream" : "preserve",
+	    "visibility", p->visibility == PX_VIS_PRIVATE ? "private" : "public",
+	    "host", p->custom_host[0] ? p->custom_host : NULL));
+	return 0;
+}
+
+static json_t *
+routes_msg(void)
+{
+	json_t *sbs = json_object(), *arr = json_array(), *v;
+	const char *k;
+	char err[256];
+
+	if (px_store_sandbox_list(P.store, sb_cb, sbs, err, sizeof(err)) != 0 ||
+	    px_store_port_list(P.store, NULL, port_cb, sbs, err, sizeof(err)) != 0)
+		log_warnx("routes: %s", err);
+	json_object_foreach(sbs, k, v)
+		json_array_append(arr, v);
+	json_decref(sbs);
+	return json_pack("{s:s,s:{s:s,s:o}}", "type", "routes", "routes",
+	    "domain", P.cfg.domain, "sandboxes", arr);
+}
+
+static json_t *
+tls_msg(void)
+{
+	return json_pack("{s:s,s:O,s:o}", "type", "tls", "certs", P.certs,
+	    "tickets", tickets_json());
+}
+
+static void
+send_all(json_t *m)
+{
+	int i;
+
+	for (i = 0; i < P.nslots; i++)
+		if (P.slots[i].ipc != NULL)
+			px_ipc_send(P.slots[i].ipc, m);
+	json_decref(m);
+}
+
+static void
+routes_changed(void *arg)
+{
+	send_all(routes_msg());
+}
+
+static void
+metrics(struct evbuffer *out, void *arg)
+{
+	unsigned long long req = 0, st[6] = { 0 }, bin = 0, bout = 0, uerr = 0;
+	unsigned long long rej = 0, conns = 0, over = 0, active = 0, full = 0, res = 0;
+	json_t *sbs = json_object(), *v, *x;
+	const char *k;
+	int i, j, live = 0;
+
+	for (i = 0; i < P.nslots; i++) {
+		json_t *s = P.slots[i].stats;
+
+		if (s == NULL)
+			continue;
+		live += P.slots[i].pid > 0;
+#define G(name) (unsigned long long)json_integer_value(json_object_get(s, name))
+		req += G("requests"); bin += G("bytes_in"); bout += G("bytes_out");
+		uerr += G("upstream_errors"); rej += G("rejected");
+		conns += G("conns_total"); over += G("overload"); active += G("active");
+		full += G("tls_full"); res += G("tls_resumed");
+#undef G
+		for (j = 0; j < 6; j++)
+			st[j] += json_integer_value(json_array_get(json_object_get(s, "status"), j));
+		json_object_foreach(json_object_get(s, "sandboxes"), k, v) {
+			json_t *acc = json_object_get(sbs, k);
+
+			if (acc == NULL) {
+				acc = json_pack("{s:I,s:I,s:I,s:I}", "requests", (json_int_t)0,
+				    "conns", (json_int_t)0, "bytes_in", (json_int_t)0,
+				    "bytes_out", (json_int_t)0);
+				json_object_set_new(sbs, k, acc);
+			}
+			json_object_foreach(v, k, x)
+				json_object_set_new(acc, k, json_integer(
+				    json_integer_value(json_object_get(acc, k)) + json_integer_value(x)));
+		}
+	}
+	evbuffer_add_printf(out,
+	    "# HELP berth_requests_total Requests answered, by status class.\n"
+	    "# TYPE berth_requests_total counter\n");
+	for (j = 1; j <= 5; j++)
+		evbuffer_add_printf(out, "berth_requests_total{code=\"%dxx\"} %llu\n", j, st[j]);
+	evbuffer_add_printf(out,
+	    "# HELP berth_bytes_total Bytes through the proxy.\n"
+	    "# TYPE berth_bytes_total counter\n"
+	    "berth_bytes_total{direction=\"in\"} %llu\nberth_bytes_total{direction=\"out\"} %llu\n"
+	    "# HELP berth_connections_active Open client connections.\n"
+	    "# TYPE berth_connections_active gauge\nberth_connections_active %llu\n"
+	    "# HELP berth_connections_total Client connections accepted.\n"
+	    "# TYPE berth_connections_total counter\nberth_connections_total %llu\n"
+	    "# HELP berth_upstream_errors_total Upstream connect, timeout and protocol errors.\n"
+	    "# TYPE berth_upstream_errors_total counter\nberth_upstream_errors_total %llu\n"
+	    "# HELP berth_rejected_total Requests refused as malformed.\n"
+	    "# TYPE berth_rejected_total counter\nberth_rejected_total %llu\n"
+	    "# HELP berth_overload_total Connections refused at a limit.\n"
+	    "# TYPE berth_overload_total counter\nberth_overload_total %llu\n"
+	    "# HELP berth_tls_handshakes_total TLS handshakes completed.\n"
+	    "# TYPE berth_tls_handshakes_total counter\n"
+	    "berth_tls_handshakes_total{type=\"full\"} %llu\nberth_tls_handshakes_total{type=\"resumed\"} %llu\n"
+	    "# HELP berth_workers Proxy workers running.\n# TYPE berth_workers gauge\nberth_workers %d\n"
+	    "# HELP berth_worker_restarts_total Workers restarted after dying.\n"
+	    "# TYPE berth_worker_restarts_total counter\nberth_worker_restarts_total %llu\n",
+	    bin, bout, active, conns, uerr, rej, over, full, res, live, P.restarts_total);
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
+	    "# TYPE berth_sandbox_requests_total counter\n");
+	json_object_foreach(sbs, k, v)
+		evbuffer_add_printf(out, "berth_sandbox_requests_total{sandbox=\"%s\"} %lld\n",
+		    k, (long long)json_integer_value(json_object_get(v, "requests")));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_connections Client connections bound to a sandbox now.\n"
+	    "# TYPE berth_sandbox_connections gauge\n");
+	json_object_foreach(sbs, k, v)
+		evbuffer_add_printf(out, "berth_sandbox_connections{sandbox=\"%s\"} %lld\n",
+		    k, (long long)json_integer_value(json_object_get(v, "conns")));
+	json_decref(sbs);
+}
+
+static void
+announce_ready(void)
+{
+	char buf[512];
+	size_t o = 0;
+	int i;
+
+	for (i = 0; i < P.nslots; i++)
+		if (!P.slots[i].ready)
+			return;
+	if (P.announced)
+		return;
+	P.announced = 1;
+	for (i = 0; i < P.cfg.nlisten; i++)
+		o += snprintf(buf + o, sizeof(buf) - o, "%s%s %s", i ? " " : "",
+		    P.cfg.listen[i].https ? "https" : "http", P.cfg.listen[i].text);
+	log_info("ready: %s workers %d", buf, P.nslots);
+}
+
+static void
+slot_ipc_read(struct bufferevent *bev, void *arg)
+{
+	struct slot *s = arg;
+	json_t *m;
+	int r;
+
+	while ((r = px_ipc_recv(bev, &m)) == 1) {
+		const char *type = json_string_value(json_object_get(m, "type"));
+
+		if (strcmp(type, "stats") == 0) {
+			json_decref(s->stats);
+			s->stats = m;
+			continue;
+		}
+		if (strcmp(type, "ready") == 0) {
+			s->ready = 1;
+			log_debug("worker %d (pid %d) ready", s->id, (int)s->pid);
+			announce_ready();
+		} else {
+			log_warnx("worker %d sent unknown message '%s': stopping it", s->id, type);
+			kill(s->pid, SIGKILL);
+		}
+		json_decref(m);
+	}
+	if (r < 0) {
+		log_warnx("worker %d sent a corrupt message: stopping it", s->id);
+		kill(s->pid, SIGKILL);
+		bufferevent_free(s->ipc);
+		s->ipc = NULL;
+	}
+}
+
+static void
+slot_ipc_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct slot *s = arg;
+
+	/* the worker is exiting; SIGCHLD does the rest */
+	bufferevent_free(s->ipc);
+	s->ipc = NULL;
+}
+
+/* Closes every descriptor but those a worker needs. */
+static void
+close_other_fds(const int *keep, int nkeep)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int dfd, i;
+
+	if (d == NULL)
+		return;
+	dfd = dirfd(d);
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name), k = 0;
+
+		if (e->d_name[0] == '.' || fd <= 2 || fd == dfd)
+			continue;
+		for (i = 0; i < nkeep; i++)
+			k |= keep[i] == fd;
+		if (!k)
+			close(fd);
+	}
+	closedir(d);
+}
+
+static void
+drop_privileges(void)
+{
+	if (!P.drop)
+		return;
+	if (chroot(P.empty_dir) != 0 || chdir("/") != 0)
+		fatal("worker: chroot %s", P.empty_dir);
+	if (setgroups(1, &P.gid) != 0 || setresgid(P.gid, P.gid, P.gid) != 0 ||
+	    setresuid(P.uid, P.uid, P.uid) != 0)
+		fatal("worker: cannot drop privileges");
+	if (setuid(0) == 0)
+		fatalx("worker: still root after dropping privileges");
+}
+
+static void
+fork_worker(struct slot *s)
+{
+	int sp[2], keep[PX_MAX_LISTEN + 4], nkeep = 0, https[PX_MAX_LISTEN], i;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0)
+		fatal("socketpair");
+	if ((pid = fork()) < 0)
+		fatal("fork");
+	if (pid == 0) {
+		char role[32];
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (i = 1; i < NSIG; i++)
+			signal(i, SIG_DFL);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		snprintf(role, sizeof(role), "berthd[worker %d]", s->id);
+		log_setrole(strdup(role));
+		keep[nkeep++] = sp[1];
+		for (i = 0; i < P.cfg.nlisten; i++) {
+			keep[nkeep++] = s->fds[i];
+			https[i] = P.cfg.listen[i].https;
+		}
+		if (P.access_fd >= 0)
+			keep[nkeep++] = P.access_fd;
+		if (P.acme_fd >= 0)
+			keep[nkeep++] = P.acme_fd;
+		close_other_fds(keep, nkeep);
+		drop_privileges();
+		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+		prctl(PR_SET_DUMPABLE, 0);	/* no ptrace, no core with keys */
+		_exit(px_worker_main(s->id, sp[1], s->fds, https, P.cfg.nlisten,
+		    P.access_fd, P.acme_fd));
+	}
+	close(sp[1]);
+	evutil_make_socket_nonblocking(sp[0]);
+	evutil_make_socket_closeonexec(sp[0]);
+	s->pid = pid;
+	s->ready = 0;
+	s->started = time(NULL);
+	s->ipc = bufferevent_socket_new(P.base, sp[0], BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(s->ipc, slot_ipc_read, NULL, slot_ipc_event, s);
+	bufferevent_enable(s->ipc, EV_READ | EV_WRITE);
+	/* everything a worker needs, queued before it even runs */
+	{
+		json_t *m;
+
+		px_ipc_send(s->ipc, m = config_msg());
+		json_decref(m);
+		px_ipc_send(s->ipc, m = tls_msg());
+		json_decref(m);
+		px_ipc_send(s->ipc, m = routes_msg());
+		json_decref(m);
+	}
+}
+
+static void
+restart_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+
+	if (!P.stopping)
+		fork_worker(s);
+}
+
+static void
+sigchld_cb(evutil_socket_t sig, short what, void *arg)
+{
+	pid_t pid;
+	int st, i, alive = 0;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		for (i = 0; i < P.nslots; i++) {
+			struct slot *s = &P.slots[i];
+			struct timeval tv = { 0, 0 };
+
+			if (s->pid != pid)
+				continue;
+			s->pid = 0;
+			s->ready = 0;
+			if (s->ipc != NULL) {
+				bufferevent_free(s->ipc);
+				s->ipc = NULL;
+			}
+			if (P.stopping)
+				break;
+			if (WIFSIGNALED(st))
+				log_warnx("worker %d (pid %d) killed by signal %d: restarting",
+				    s->id, (int)pid, WTERMSIG(st));
+			else
+				log_warnx("worker %d (pid %d) exited with status %d: restarting",
+				    s->id, (int)pid, WEXITSTATUS(st));
+			s->restarts++;
+			P.restarts_total++;
+			/* A worker that dies right after starting is crashing
+			 * on something persistent: back off, up to 5 s. */
+			if (time(NULL) - s->started < 2)
+				tv.tv_sec = s->restarts < 5 ? s->restarts : 5;
+			else
+				s->restarts = 0;
+			evtimer_add(s->restart_timer, &tv);
+		}
+	}
+	if (!P.stopping)
+		return;
+	for (i = 0; i < P.nslots; i++)
+		alive += P.slots[i].pid > 0;
+	if (alive == 0) {
+		log_info("all workers finished: exiting");
+		event_base_loopexit(P.base, NULL);
+	}
+}
+
+static void
+hard_stop(evutil_socket_t fd, short what, void *arg)
+{
+	int i;
+
+	log_warnx("workers did not finish in time: killing them");
+	for (i = 0; i < P.nslots; i++)
+		if (P.slots[i].pid > 0)
+			kill(P.slots[i].pid, SIGKILL);
+	event_base_loopexit(P.base, NULL);
+}
+
+static void
+sigterm_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct timeval tv;
+	json_t *m;
+	int i, alive = 0;
+
+	if (P.stopping) {
+		hard_stop(-1, 0, NULL);
+		return;
+	}
+	P.stopping = 1;
+	log_info("received %s: draining (up to %u ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+	    P.cfg.t_drain);
+	/* stop accepting right away: the workers' listeners close on
+	 * "drain", these copies close here */
+	for (i = 0; i < P.nslots; i++) {
+		int j;
+
+		for (j = 0; j < P.cfg.nlisten; j++) {
+			close(P.slots[i].fds[j]);
+			P.slots[i].fds[j] = -1;
+		}
+		alive += P.slots[i].pid > 0;
+	}
+	m = json_pack("{s:s}", "type", "drain");
+	send_all(m);
+	if (P.control != NULL) {
+		px_control_free(P.control);
+		P.control = NULL;
+	}
+	if (alive == 0) {
+		event_base_loopexit(P.base, NULL);
+		return;
+	}
+	tv.tv_sec = (P.cfg.t_drain + 2000) / 1000;
+	tv.tv_usec = 0;
+	event_base_once(P.base, -1, EV_TIMEOUT, hard_stop, NULL, &tv);
+}
+
+static int
+open_access_log(const struct px_config *c)
+{
+	int fd;
+
+	if (strcmp(c->access_log, "off") == 0)
+		return -1;
+	if (strcmp(c->access_log, "stderr") == 0)
+		return dup(STDERR_FILENO);
+	fd = open(c->access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		log_warn("access log %s", c->access_log);
+	return fd;
+}
+
+static void
+sighup_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct px_config nc;
+	char err[512];
+	json_t *certs;
+	int i;
+
+	if (P.cfgfile == NULL) {
+		log_info("SIGHUP: no configuration file; reloading certificates and routes");
+		nc = P.cfg;
+	} else if (px_config_load(&nc, P.cfgfile, err, sizeof(err)) != 0) {
+		log_warnx("SIGHUP: configuration not reloaded: %s", err);
+		return;
+	}
+	if (P.cfgfile != NULL) {
+		int changed = nc.nlisten != P.cfg.nlisten;
+
+		for (i = 0; !changed && i < nc.nlisten; i++)
+			changed = strcmp(nc.listen[i].text, P.cfg.listen[i].text) != 0 ||
+			    nc.listen[i].https != P.cfg.listen[i].https;
+		if (changed)
+			log_warnx("SIGHUP: listen addresses changed: takes effect on restart");
+		if (nc.workers != P.cfg.workers)
+			log_warnx("SIGHUP: worker count changed: takes effect on restart");
+		if ((nc.acme_dir == NULL) != (P.cfg.acme_dir == NULL) ||
+		    (nc.acme_dir && strcmp(nc.acme_dir, P.cfg.acme_dir) != 0))
+			log_warnx("SIGHUP: acme_dir changed: takes effect on restart");
+		memcpy(nc.listen, P.cfg.listen, sizeof(nc.listen));
+		nc.nlisten = P.cfg.nlisten;
+		nc.workers = P.cfg.workers;
+	}
+	ensure_dev_cert(nc.domain);
+	if ((certs = load_certs(&nc, err, sizeof(err))) == NULL) {
+		log_warnx("SIGHUP: configuration not reloaded: %s", err);
+		if (P.cfgfile != NULL)
+			px_config_free(&nc);
+		return;
+	}
+	if (P.cfgfile != NULL) {
+		char *oldlog = strdup(P.cfg.access_log);
+
+		px_config_free(&P.cfg);
+		P.cfg = nc;
+		if (oldlog && strcmp(oldlog, P.cfg.access_log) != 0)
+			log_warnx("SIGHUP: access_log changed: takes effect on restart");
+		free(oldlog);
+	}
+	json_decref(P.certs);
+	P.certs = certs;
+	send_all(config_msg());
+	send_all(tls_msg());
+	send_all(routes_msg());
+	log_info("reloaded configuration, certificates and routes");
+}
+
+static void
+rotate_tickets(evutil_socket_t fd, short what, void *arg)
+{
+	memmove(P.tickets[1], P.tickets[0], PX_TICKET_KEY_LEN);
+	if (RAND_bytes(P.tickets[0], PX_TICKET_KEY_LEN) != 1)
+		fatalx("RAND_bytes");
+	send_all(json_pack("{s:s,s:o}", "type", "tickets", "keys", tickets_json()));
+	log_debug("rotated session ticket keys");
+}
+
+static int
+listen_socket(const struct px_listen *l)
+{
+	int fd, one = 1;
+
+	if ((fd = socket(l->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+	    bind(fd, (const struct sockaddr *)&l->ss, l->sslen) != 0 ||
+	    listen(fd, 1024) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *state = NULL, *cfgfile = NULL;
+	struct px_control_hooks hooks;
+	struct rlimit rl;
+	char err[512], path[PATH_MAX];
+	int ch, check = 0, verbose = 0, i, j;
+	struct event *ev_hup, *ev_term, *ev_int, *ev_chld, *ev_rot;
+	struct timeval rot = { 6 * 3600, 0 };
+
+	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
+		switch (ch) {
+		case 'f': cfgfile = optarg; break;
+		case 's': state = optarg; break;
+		case 'n': check = 1; break;
+		case 'v': verbose++; break;
+		default: usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	log_init("berthd", verbose);
+	if (state == NULL)
+		state = getenv("BERTH_STATE_DIR");
+	if (state == NULL || *state == '\0')
+		state = BERTH_STATE_DIR_DEFAULT;
+	if (realpath(state, P.state_dir) == NULL)
+		snprintf(P.state_dir, sizeof(P.state_dir), "%s", state);
+	P.cfgfile = cfgfile;
+	if (px_config_load(&P.cfg, cfgfile, err, sizeof(err)) != 0) {
+		fprintf(stderr, "berthd: %s\n", err);
+		return 1;
+	}
+	if (check) {
+		for (i = 0; i < P.cfg.ncerts; i++)
+			for (j = 0; j < 2; j++) {
+				const char *f = j ? P.cfg.certs[i].key : P.cfg.certs[i].cert;
+
+				if (access(f, R_OK) != 0) {
+					fprintf(stderr, "berthd: %s: certificate %s: %s\n",
+					    cfgfile, f, strerror(errno));
+					return 1;
+				}
+			}
+		printf("berthd: configuration %s OK\n", cfgfile ? cfgfile : "(embedded default)");
+		return 0;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max > 1048576 ? 1048576 : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (mkdirs(P.state_dir, 0755) != 0)
+		fatal("state dir %s", P.state_dir);
+	snprintf(P.empty_dir, sizeof(P.empty_dir), "%s/empty", P.state_dir);
+	if (mkdirs(P.empty_dir, 0755) != 0)
+		fatal("%s", P.empty_dir);
+	OPENSSL_init_ssl(0, NULL);
+	ensure_dev_cert(P.cfg.domain);
+	if ((P.certs = load_certs(&P.cfg, err, sizeof(err))) == NULL)
+		fatalx("certificates: %s", err);
+	if ((P.store = px_store_open(P.state_dir, err, sizeof(err))) == NULL)
+		fatalx("state store: %s", err);
+	if (RAND_bytes(P.tickets[0], PX_TICKET_KEY_LEN) != 1 ||
+	    RAND_bytes(P.tickets[1], PX_TICKET_KEY_LEN) != 1)
+		fatalx("RAND_bytes");
+	P.access_fd = open_access_log(&P.cfg);
+	P.acme_fd = -1;
+	if (P.cfg.acme_dir != NULL &&
+	    (P.acme_fd = open(P.cfg.acme_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		fatal("acme_dir %s", P.cfg.acme_dir);
+
+	if (geteuid() == 0) {
+		struct passwd *pw = getpwnam(P.cfg.user);
+
+		if (pw == NULL)
+			fatalx("user %s: no such user", P.cfg.user);
+		if (pw->pw_uid == 0)
+			fatalx("user %s: workers must not run as root", P.cfg.user);
+		P.uid = pw->pw_uid;
+		P.gid = pw->pw_gid;
+		P.drop = 1;
+	}
+
+	P.nslots = P.cfg.workers > 0 ? P.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (P.nslots < 1)
+		P.nslots = 1;
+	if (P.nslots > MAX_WORKERS)
+		P.nslots = MAX_WORKERS;
+	for (i = 0; i < P.nslots; i++) {
+		P.slots[i].id = i;
+		for (j = 0; j < P.cfg.nlisten; j++)
+			if ((P.slots[i].fds[j] = listen_socket(&P.cfg.listen[j])) < 0)
+				fatal("listen %s %s", P.cfg.listen[j].https ? "https" : "http",
+				    P.cfg.listen[j].text);
+	}
+
+	if ((P.base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	memset(&hooks, 0, sizeof(hooks));
+	hooks.domain = P.cfg.domain;
+	hooks.https_port = px_config_https_port(&P.cfg);
+	hooks.routes_changed = routes_changed;
+	hooks.metrics = metrics;
+	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
+	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)
+		fatalx("control socket: %s", err);
+
+	ev_hup = evsignal_new(P.base, SIGHUP, sighup_cb, NULL);
+	ev_term = evsignal_new(P.base, SIGTERM, sigterm_cb, NULL);
+	ev_int = evsignal_new(P.base, SIGINT, sigterm_cb, NULL);
+	ev_chld = evsignal_new(P.base, SIGCHLD, sigchld_cb, NULL);
+	ev_rot = event_new(P.base, -1, EV_PERSIST, rotate_tickets, NULL);
+	evsignal_add(ev_hup, NULL);
+	evsignal_add(ev_term, NULL);
+	evsignal_add(ev_int, NULL);
+	evsignal_add(ev_chld, NULL);
+	evtimer_add(ev_rot, &rot);
+
+	for (i = 0; i < P.nslots; i++) {
+		P.slots[i].restart_timer = evtimer_new(P.base, restart_cb, &P.slots[i]);
+		fork_worker(&P.slots[i]);
+	}
+	log_info("state %s, control %s, CA %s/tls/ca.pem", P.state_dir, path, P.state_dir);
+	event_base_dispatch(P.base);
+
+	if (P.control != NULL)
+		px_control_free(P.control);
+	px_store_close(P.store);
+	event_free(ev_hup);
+	event_free(ev_term);
+	event_free(ev_int);
+	event_free(ev_chld);
+	event_free(ev_rot);
+	event_base_free(P.base);
+	return 0;
+}

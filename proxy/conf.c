@@ -1,0 +1,326 @@
+/*
+ * config.c — see config.h. A small line-oriented parser: the grammar is
+ * "directive arg..." and every failure says which line and why.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "conf.h"
+#include "valid.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+px_config_defaults(struct px_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->domain = strdup("berth.localhost");
+	c->user = strdup("nobody");
+	c->access_log = strdup("stderr");
+	c->t_head = 10000;
+	c->t_keepalive = 75000;
+	c->t_connect = 5000;
+	c->t_response = 60000;
+	c->t_tunnel = 3600000;
+	c->t_drain = 10000;
+	c->t_retry = 1000;
+	c->max_conns = 10000;
+	c->max_conns_sandbox = 1000;
+}
+
+void
+px_config_free(struct px_config *c)
+{
+	int i;
+
+	free(c->file);
+	free(c->domain);
+	free(c->user);
+	free(c->acme_dir);
+	free(c->access_log);
+	for (i = 0; i < c->ncerts; i++) {
+		free(c->certs[i].cert);
+		free(c->certs[i].key);
+	}
+	memset(c, 0, sizeof(*c));
+}
+
+long
+px_parse_duration(const char *s)
+{
+	char *end;
+	long v, mul = 1000;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || v < 0 || *s == '+' || *s == '-')
+		return -1;
+	if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (strcmp(end, "s") == 0 || *end == '\0')
+		mul = 1000;
+	else if (strcmp(end, "m") == 0)
+		mul = 60000;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600000;
+	else
+		return -1;
+	if (v > LONG_MAX / mul || v * mul > 7L * 24 * 3600000)
+		return -1;
+	return v * mul;
+}
+
+int
+px_parse_sockaddr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
+    unsigned *portp)
+{
+	char host[64];
+	const char *colon;
+	size_t hlen;
+	uint16_t port;
+
+	memset(ss, 0, sizeof(*ss));
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (rb == NULL || rb[1] != ':')
+			return -1;
+		hlen = rb - s - 1;
+		if (hlen >= sizeof(host))
+			return -1;
+		memcpy(host, s + 1, hlen);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return -1;
+		hlen = colon - s;
+		if (hlen >= sizeof(host))
+			return -1;
+		memcpy(host, s, hlen);
+	}
+	host[hlen] = '\0';
+	if ((port = px_parse_port(colon + 1, strlen(colon + 1))) == 0)
+		return -1;
+	if (s[0] != '[') {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
+			return -1;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		*len = sizeof(*sin);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
+			return -1;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		*len = sizeof(*sin6);
+	}
+	*portp = port;
+	return 0;
+}
+
+unsigned
+px_config_https_port(const struct px_config *c)
+{
+	int i;
+
+	for (i = 0; i < c->nlisten; i++)
+		if (c->listen[i].https)
+			return c->listen[i].port;
+	return 443;
+}
+
+static int
+add_listen(struct px_config *c, int https, const char *addr)
+{
+	struct px_listen *l;
+
+	if (c->nlisten >= PX_MAX_LISTEN)
+		return -1;
+	l = &c->listen[c->nlisten];
+	if (px_parse_sockaddr(addr, &l->ss, &l->sslen, &l->port) != 0)
+		return -1;
+	l->https = https;
+	snprintf(l->text, sizeof(l->text), "%s", addr);
+	c->nlisten++;
+	return 0;
+}
+
+static int
+set_str(char **dst, const char *v)
+{
+	char *n = strdup(v);
+
+	if (n == NULL)
+		return -1;
+	free(*dst);
+	*dst = n;
+	return 0;
+}
+
+#define ERR(...) do {							\
+	int _n = snprintf(err, errlen, "%s:%d: ", file, lineno);	\
+	if (_n > 0 && (size_t)_n < errlen)				\
+		snprintf(err + _n, errlen - _n, __VA_ARGS__);		\
+	goto fail;							\
+} while (0)
+
+static unsigned *
+timeout_slot(struct px_config *c, const char *name)
+{
+	static const struct { const char *name; size_t off; } t[] = {
+		{ "head", offsetof(struct px_config, t_head) },
+		{ "keepalive", offsetof(struct px_config, t_keepalive) },
+		{ "connect", offsetof(struct px_config, t_connect) },
+		{ "response", offsetof(struct px_config, t_response) },
+		{ "tunnel", offsetof(struct px_config, t_tunnel) },
+		{ "drain", offsetof(struct px_config, t_drain) },
+		{ "retry", offsetof(struct px_config, t_retry) },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(t[i].name, name) == 0)
+			return (unsigned *)((char *)c + t[i].off);
+	return NULL;
+}
+
+int
+px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
+{
+	char line[4096];
+	int lineno = 0, listen_seen = 0;
+	FILE *f;
+
+	px_config_defaults(c);
+	if (file == NULL) {
+		add_listen(c, 1, "127.0.0.1:8443");
+		add_listen(c, 0, "127.0.0.1:8080");
+		return 0;
+	}
+	if ((f = fopen(file, "r")) == NULL) {
+		snprintf(err, errlen, "%s: %s", file, strerror(errno));
+		return -1;
+	}
+	c->file = strdup(file);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *argv[8], *p, *hash;
+		int argc = 0;
+
+		lineno++;
+		if (strchr(line, '\n') == NULL && !feof(f))
+			ERR("line too long");
+		if ((hash = strchr(line, '#')) != NULL)
+			*hash = '\0';
+		for (p = strtok(line, " \t\r\n"); p != NULL; p = strtok(NULL, " \t\r\n")) {
+			if (argc == 8)
+				ERR("too many arguments");
+			argv[argc++] = p;
+		}
+		if (argc == 0)
+			continue;
+#define NARGS(n) do { if (argc != (n) + 1) ERR("'%s' takes %d argument%s", argv[0], (n), (n) == 1 ? "" : "s"); } while (0)
+		if (strcmp(argv[0], "domain") == 0) {
+			NARGS(1);
+			if (!px_valid_hostname(argv[1], strlen(argv[1])))
+				ERR("invalid domain '%s': lower-case DNS name expected", argv[1]);
+			set_str(&c->domain, argv[1]);
+		} else if (strcmp(argv[0], "listen") == 0) {
+			NARGS(2);
+			if (strcmp(argv[1], "https") != 0 && strcmp(argv[1], "http") != 0)
+				ERR("listen: expected 'https' or 'http', got '%s'", argv[1]);
+			if (!listen_seen)
+				c->nlisten = 0;
+			listen_seen = 1;
+			if (add_listen(c, argv[1][4] == 's', argv[2]) != 0)
+				ERR("listen: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[2]);
+		} else if (strcmp(argv[0], "workers") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (strcmp(argv[1], "auto") == 0)
+				n = 0;
+			else if (*end != '\0' || n < 1 || n > 64)
+				ERR("workers: expected 1-64 or 'auto', got '%s'", argv[1]);
+			c->workers = (int)n;
+		} else if (strcmp(argv[0], "user") == 0) {
+			NARGS(1);
+			set_str(&c->user, argv[1]);
+		} else if (strcmp(argv[0], "acme_dir") == 0) {
+			NARGS(1);
+			if (argv[1][0] != '/')
+				ERR("acme_dir: absolute path expected");
+			set_str(&c->acme_dir, argv[1]);
+		} else if (strcmp(argv[0], "access_log") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "stderr") != 0 && strcmp(argv[1], "off") != 0 &&
+			    argv[1][0] != '/')
+				ERR("access_log: expected 'stderr', 'off' or an absolute path");
+			set_str(&c->access_log, argv[1]);
+		} else if (strcmp(argv[0], "certificate") == 0) {
+			NARGS(2);
+			if (c->ncerts >= PX_MAX_CERTS)
+				ERR("too many certificates (max %d)", PX_MAX_CERTS);
+			c->certs[c->ncerts].cert = strdup(argv[1]);
+			c->certs[c->ncerts].key = strdup(argv[2]);
+			c->ncerts++;
+		} else if (strcmp(argv[0], "timeout") == 0) {
+			unsigned *slot;
+			long ms;
+
+			NARGS(2);
+			if ((slot = timeout_slot(c, argv[1])) == NULL)
+				ERR("timeout: unknown timeout '%s' (head, keepalive, connect, response, tunnel, drain, retry)", argv[1]);
+			if ((ms = px_parse_duration(argv[2])) < 0)
+				ERR("timeout %s: invalid duration '%s' (e.g. 10s, 250ms, 5m, 1h)", argv[1], argv[2]);
+			if (ms == 0 && strcmp(argv[1], "retry") != 0)
+				ERR("timeout %s: must be more than 0", argv[1]);
+			*slot = (unsigned)ms;
+		} else if (strcmp(argv[0], "limit") == 0) {
+			char *end;
+			long n;
+
+			NARGS(2);
+			n = strtol(argv[2], &end, 10);
+			if (*end != '\0' || n < 1 || n > 1000000)
+				ERR("limit %s: expected 1-1000000, got '%s'", argv[1], argv[2]);
+			if (strcmp(argv[1], "connections") == 0)
+				c->max_conns = (unsigned)n;
+			else if (strcmp(argv[1], "connections_per_sandbox") == 0)
+				c->max_conns_sandbox = (unsigned)n;
+			else
+				ERR("limit: unknown limit '%s' (connections, connections_per_sandbox)", argv[1]);
+		} else {
+			ERR("unknown directive '%s'", argv[0]);
+		}
+	}
+	fclose(f);
+	if (c->nlisten == 0) {
+		add_listen(c, 1, "127.0.0.1:8443");
+		add_listen(c, 0, "127.0.0.1:8080");
+	}
+	{
+		int i, https = 0;
+
+		for (i = 0; i < c->nlisten; i++)
+			https |= c->listen[i].https;
+		if (!https) {
+			snprintf(err, errlen, "%s: no 'listen https' line", file);
+			return -1;
+		}
+	}
+	return 0;
+fail:
+	fclose(f);
+	return -1;
+}

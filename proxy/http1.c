@@ -1,0 +1,628 @@
+/*
+ * http1.c — strict HTTP/1.1 head lexer, framing rules and chunked decoder;
+ * see http1.h for the contract. Everything here parses untrusted bytes:
+ * every index is checked against a length before use.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "http1.h"
+
+#include <http_parser.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* RFC 9110 tchar */
+static const unsigned char tchar[256] = {
+	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
+	['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
+	['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1,
+	['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+	['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
+	['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1,
+	['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
+	['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+	['Y'] = 1, ['Z'] = 1,
+	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
+	['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1,
+	['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
+	['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+	['y'] = 1, ['z'] = 1,
+};
+
+/* field-value bytes: VCHAR, obs-text, SP, HTAB */
+static int
+is_vbyte(unsigned char c)
+{
+	return c == ' ' || c == '\t' || (c >= 0x21 && c != 0x7f);
+}
+
+static int
+is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int
+memcaseeq(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+
+	return alen == blen && strncasecmp(a, b, blen) == 0;
+}
+
+/* Headers berthd never forwards as received (RFC 9110 7.6.1 plus the
+ * proxy-specific ones); framing and Host are re-emitted by berthd. */
+static const char *const hop_headers[] = {
+	"connection", "keep-alive", "proxy-connection", "te", "trailer",
+	"transfer-encoding", "upgrade", "proxy-authorization",
+	"proxy-authenticate", "content-length", "host", NULL,
+};
+
+void
+px_head_init(struct px_head *h, int request)
+{
+	memset(h, 0, sizeof(*h));
+	h->request = request;
+	h->content_length = -1;
+}
+
+void
+px_head_reset(struct px_head *h)
+{
+	int request = h->request;
+
+	free(h->raw);
+	px_head_init(h, request);
+}
+
+static int
+lex_request_line(const char *p, size_t n)
+{
+	size_t i = 0, s;
+
+	for (s = i; i < n && tchar[(unsigned char)p[i]]; i++)
+		;
+	if (i == s || i >= n || p[i] != ' ')
+		return -1;
+	for (s = ++i; i < n && p[i] >= 0x21 && p[i] <= 0x7e; i++)
+		;
+	if (i == s || i >= n || p[i] != ' ')
+		return -1;
+	i++;
+	if (n - i != 8 || memcmp(p + i, "HTTP/", 5) != 0 ||
+	    !is_digit(p[i + 5]) || p[i + 6] != '.' || !is_digit(p[i + 7]))
+		return -1;
+	return 0;
+}
+
+static int
+lex_status_line(const char *p, size_t n)
+{
+	size_t i;
+
+	if (n < 12 || memcmp(p, "HTTP/", 5) != 0 || !is_digit(p[5]) ||
+	    p[6] != '.' || !is_digit(p[7]) || p[8] != ' ' ||
+	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]))
+		return -1;
+	if (n == 12)
+		return 0;
+	if (p[12] != ' ')
+		return -1;
+	for (i = 13; i < n; i++)
+		if (!is_vbyte((unsigned char)p[i]))
+			return -1;
+	return 0;
+}
+
+static int
+lex_field_line(const char *p, size_t n, const char **why)
+{
+	size_t i;
+
+	if (p[0] == ' ' || p[0] == '\t') {
+		*why = "obsolete line folding in a header";
+		return -1;
+	}
+	for (i = 0; i < n && tchar[(unsigned char)p[i]]; i++)
+		;
+	if (i == 0 || i >= n || p[i] != ':') {
+		*why = (i < n && (p[i] == ' ' || p[i] == '\t')) ?
+		    "whitespace before a header's colon" :
+		    "invalid byte in a header name";
+		return -1;
+	}
+	for (i++; i < n; i++)
+		if (!is_vbyte((unsigned char)p[i])) {
+			*why = "control byte in a header value";
+			return -1;
+		}
+	return 0;
+}
+
+/* Fills the field table from h->raw, which passed the lexer. */
+static void
+split_fields(struct px_head *h)
+{
+	const char *p = h->raw, *end = h->raw + h->rawlen - 2;
+	const char *eol;
+
+	eol = memchr(p, '\r', end - p);
+	p = eol + 2;
+	h->nhdr = 0;
+	while (p < end && h->nhdr < PX_HEADERS_MAX) {
+		struct px_hdr *f = &h->hdr[h->nhdr++];
+		const char *colon, *v, *ve;
+
+		eol = memchr(p, '\r', end - p + 1);
+		colon = memchr(p, ':', eol - p);
+		f->name = p;
+		f->nlen = colon - p;
+		v = colon + 1;
+		ve = eol;
+		while (v < ve && (*v == ' ' || *v == '\t'))
+			v++;
+		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+			ve--;
+		f->value = v;
+		f->vlen = ve - v;
+		p = eol + 2;
+	}
+}
+
+static int
+parse_start(struct px_head *h)
+{
+	const char *p = h->raw, *sp, *eol = memchr(h->raw, '\r', h->rawlen);
+
+	if (h->request) {
+		sp = memchr(p, ' ', eol - p);
+		h->method_str = p;
+		h->method_len = sp - p;
+		h->target = sp + 1;
+		sp = memchr(h->target, ' ', eol - h->target);
+		h->target_len = sp - h->target;
+		h->major = sp[6] - '0';
+		h->minor = sp[8] - '0';
+	} else {
+		h->major = p[5] - '0';
+		h->minor = p[7] - '0';
+		h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+		h->reason = eol - p > 12 ? p + 13 : eol;
+		h->reason_len = eol - h->reason;
+	}
+	return 0;
+}
+
+/* Runs http-parser over the accepted head: a second opinion that must
+ * agree, and the source of the method number. */
+static int
+cross_check(struct px_head *h, int *status, const char **why)
+{
+	static const http_parser_settings settings;
+	http_parser hp;
+	size_t n;
+
+	http_parser_init(&hp, h->request ? HTTP_REQUEST : HTTP_RESPONSE);
+	n = http_parser_execute(&hp, &settings, h->raw, h->rawlen);
+	if (HTTP_PARSER_ERRNO(&hp) != HPE_OK || n != h->rawlen) {
+		if (HTTP_PARSER_ERRNO(&hp) == HPE_INVALID_METHOD) {
+			*status = 501;
+			*why = "unknown request method";
+		} else {
+			*status = h->request ? 400 : 502;
+			*why = http_errno_description(HTTP_PARSER_ERRNO(&hp));
+		}
+		return -1;
+	}
+	if (h->request)
+		h->method = hp.method;
+	if (hp.http_major != h->major || hp.http_minor != h->minor ||
+	    (!h->request && hp.status_code != (unsigned)h->status)) {
+		*status = h->request ? 400 : 502;
+		*why = "start line parsed two ways";
+		return -1;
+	}
+	return 0;
+}
+
+static int
+parse_cl(const char *v, size_t n, int64_t *out)
+{
+	int64_t x = 0;
+	size_t i;
+
+	if (n == 0 || n > 18)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!is_digit((unsigned char)v[i]))
+			return -1;
+		x = x * 10 + (v[i] - '0');
+	}
+	*out = x;
+	return 0;
+}
+
+#define FAIL(st, w) do { *status = (st); *why = (w); return -1; } while (0)
+
+static int
+semantics(struct px_head *h, int *status, const char **why)
+{
+	int bad = h->request ? 400 : 502;
+	const struct px_hdr *te = NULL, *cl = NULL, *expect = NULL;
+	int i, k;
+
+	if (h->major != 1 || h->minor > 1)
+		FAIL(h->request ? 505 : 502, "unsupported HTTP version");
+	for (i = 0; i < h->nhdr; i++) {
+		struct px_hdr *f = &h->hdr[i];
+
+		if (memcaseeq(f->name, f->nlen, "host")) {
+			if (h->host != NULL)
+				FAIL(bad, "duplicate Host header");
+			h->host = f;
+		} else if (memcaseeq(f->name, f->nlen, "content-length")) {
+			if (cl != NULL)
+				FAIL(bad, "duplicate Content-Length header");
+			cl = f;
+		} else if (memcaseeq(f->name, f->nlen, "transfer-encoding")) {
+			if (te != NULL)
+				FAIL(bad, "duplicate Transfer-Encoding header");
+			te = f;
+		} else if (memcaseeq(f->name, f->nlen, "connection")) {
+			if (px_list_has(f->value, f->vlen, "close"))
+				h->conn_close = 1;
+			if (px_list_has(f->value, f->vlen, "keep-alive"))
+				h->conn_keepalive = 1;
+			if (px_list_has(f->value, f->vlen, "upgrade"))
+				h->conn_upgrade = 1;
+		} else if (memcaseeq(f->name, f->nlen, "upgrade")) {
+			if (h->upgrade != NULL)
+				FAIL(bad, "duplicate Upgrade header");
+			h->upgrade = f;
+		} else if (memcaseeq(f->name, f->nlen, "expect")) {
+			if (expect != NULL)
+				FAIL(bad, "duplicate Expect header");
+			expect = f;
+		}
+		for (k = 0; hop_headers[k] != NULL; k++)
+			if (memcaseeq(f->name, f->nlen, hop_headers[k]))
+				f->hop = 1;
+	}
+	/* Headers the Connection header names are hop-by-hop too. */
+	for (i = 0; i < h->nhdr; i++) {
+		const struct px_hdr *c = &h->hdr[i];
+		int j;
+
+		if (!memcaseeq(c->name, c->nlen, "connection"))
+			continue;
+		for (j = 0; j < h->nhdr; j++) {
+			char name[64];
+
+			if (h->hdr[j].nlen >= sizeof(name))
+				continue;
+			memcpy(name, h->hdr[j].name, h->hdr[j].nlen);
+			name[h->hdr[j].nlen] = '\0';
+			if (px_list_has(c->value, c->vlen, name))
+				h->hdr[j].hop = 1;
+		}
+	}
+	if (te != NULL) {
+		if (h->request && h->minor == 0)
+			FAIL(400, "Transfer-Encoding in an HTTP/1.0 request");
+		if (cl != NULL)
+			FAIL(bad, "both Content-Length and Transfer-Encoding");
+		if (!memcaseeq(te->value, te->vlen, "chunked")) {
+			/* A final chunked after other codings is valid HTTP
+			 * that berthd does not implement; anything else is
+			 * an attempt at ambiguity. */
+			const char *last = te->value + te->vlen;
+			size_t n = 0;
+
+			while (n < te->vlen && last[-1 - (ssize_t)n] != ',' &&
+			    last[-1 - (ssize_t)n] != ' ')
+				n++;
+			if (h->request && memcaseeq(last - n, n, "chunked") &&
+			    !px_list_has(te->value, te->vlen - n, "chunked"))
+				FAIL(501, "transfer coding not implemented");
+			FAIL(bad, "Transfer-Encoding other than chunked");
+		}
+		h->chunked = 1;
+	}
+	if (cl != NULL && parse_cl(cl->value, cl->vlen, &h->content_length) != 0)
+		FAIL(bad, "invalid Content-Length");
+	if (!h->request)
+		return 0;
+
+	if (h->minor == 1 && h->host == NULL)
+		FAIL(400, "missing Host header");
+	if (h->method == HTTP_CONNECT)
+		FAIL(405, "CONNECT is not supported");
+	if (h->target[0] != '/' &&
+	    !(h->method == HTTP_OPTIONS && h->target_len == 1 && h->target[0] == '*'))
+		FAIL(400, "request target must be a path");
+	if (expect != NULL) {
+		if (!memcaseeq(expect->value, expect->vlen, "100-continue"))
+			FAIL(417, "unsupported Expect");
+		h->expect_continue = h->minor == 1;
+	}
+	if (h->upgrade != NULL && !h->conn_upgrade)
+		h->upgrade = NULL;	/* not a valid upgrade request: ignore */
+	return 0;
+}
+
+ssize_t
+px_head_parse(struct px_head *h, const char *buf, size_t len, int *status,
+    const char **why)
+{
+	size_t pos = h->scanned, lim = len < PX_HEAD_MAX ? len : PX_HEAD_MAX;
+	int big = h->request ? 431 : 502;
+
+	for (;;) {
+		const char *nl, *cr;
+		size_t eol, n;
+
+		nl = memchr(buf + pos, '\n', lim - pos);
+		cr = memchr(buf + pos, '\r', (nl ? (size_t)(nl - buf) : lim) - pos);
+		/* A CR must be immediately followed by LF, and only there. */
+		if (cr != NULL && (size_t)(cr - buf) + 1 < lim &&
+		    (nl == NULL || cr + 1 != nl))
+			FAIL(h->request ? 400 : 502, "bare CR in the head");
+		if (nl == NULL) {
+			if (memchr(buf + pos, '\0', lim - pos) != NULL)
+				FAIL(h->request ? 400 : 502, "NUL byte in the head");
+			if (len >= PX_HEAD_MAX)
+				FAIL(big, "head too large");
+			h->scanned = pos;
+			return 0;
+		}
+		eol = nl - buf;
+		if (eol == pos || buf[eol - 1] != '\r')
+			FAIL(h->request ? 400 : 502, "bare LF in the head");
+		n = eol - 1 - pos;
+		if (n == 0) {
+			if (pos == 0)
+				FAIL(h->request ? 400 : 502, "empty start line");
+			pos = eol + 1;
+			break;
+		}
+		if (pos == 0) {
+			if ((h->request ? lex_request_line(buf, n) :
+			    lex_status_line(buf, n)) != 0)
+				FAIL(h->request ? 400 : 502,
+				    h->request ? "malformed request line" :
+				    "malformed status line");
+		} else {
+			if (lex_field_line(buf + pos, n, why) != 0) {
+				*status = h->request ? 400 : 502;
+				return -1;
+			}
+			if (++h->nhdr > PX_HEADERS_MAX)
+				FAIL(big, "too many header fields");
+		}
+		pos = eol + 1;
+	}
+
+	if ((h->raw = malloc(pos + 1)) == NULL)
+		FAIL(h->request ? 503 : 502, "out of memory");
+	memcpy(h->raw, buf, pos);
+	h->raw[pos] = '\0';
+	h->rawlen = pos;
+	parse_start(h);
+	split_fields(h);
+	if (cross_check(h, status, why) != 0 || semantics(h, status, why) != 0)
+		return -1;
+	return (ssize_t)pos;
+}
+
+const struct px_hdr *
+px_head_get(const struct px_head *h, const char *name)
+{
+	int i;
+
+	for (i = 0; i < h->nhdr; i++)
+		if (memcaseeq(h->hdr[i].name, h->hdr[i].nlen, name))
+			return &h->hdr[i];
+	return NULL;
+}
+
+int
+px_list_has(const char *v, size_t vlen, const char *token)
+{
+	size_t tlen = strlen(token), i = 0;
+
+	while (i < vlen) {
+		size_t s, e;
+
+		while (i < vlen && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < vlen && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s == tlen && strncasecmp(v + s, token, tlen) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+enum px_body_kind
+px_request_body(const struct px_head *h)
+{
+	if (h->chunked)
+		return PX_BODY_CHUNKED;
+	if (h->content_length > 0)
+		return PX_BODY_LENGTH;
+	return PX_BODY_NONE;
+}
+
+enum px_body_kind
+px_response_body(const struct px_head *h, int req_method)
+{
+	if (req_method == HTTP_HEAD || (h->status >= 100 && h->status < 200) ||
+	    h->status == 204 || h->status == 304)
+		return PX_BODY_NONE;
+	if (h->chunked)
+		return PX_BODY_CHUNKED;
+	if (h->content_length >= 0)
+		return h->content_length > 0 ? PX_BODY_LENGTH : PX_BODY_NONE;
+	return PX_BODY_CLOSE;
+}
+
+int
+px_head_keepalive(const struct px_head *h)
+{
+	if (h->conn_close)
+		return 0;
+	if (h->minor == 0)
+		return h->conn_keepalive;
+	return 1;
+}
+
+/* chunked decoder states */
+enum {
+	CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF,
+	CH_TRAILER, CH_TRAILER_LF, CH_END_LF, CH_DONE,
+};
+
+void
+px_chunk_init(struct px_chunk *c)
+{
+	memset(c, 0, sizeof(*c));
+}
+
+int
+px_chunk_done(const struct px_chunk *c)
+{
+	return c->state == CH_DONE;
+}
+
+static int
+hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+#define CFAIL(w) do { *why = (w); return -1; } while (0)
+
+ssize_t
+px_chunk_step(struct px_chunk *c, const char *in, size_t len, size_t *dlen,
+    const char **why)
+{
+	size_t i = 0;
+
+	*dlen = 0;
+	while (i < len && c->state != CH_DONE) {
+		unsigned char ch = in[i];
+		int v;
+
+		switch (c->state) {
+		case CH_SIZE:
+			if ((v = hexval(ch)) >= 0) {
+				/* 15 hex digits: far beyond any real body,
+				 * and no uint64 overflow. */
+				if (++c->digits > 15)
+					CFAIL("chunk size too large");
+				c->remain = c->remain * 16 + v;
+			} else if (c->digits == 0) {
+				CFAIL("invalid chunk size");
+			} else if (ch == ';') {
+				c->state = CH_EXT;
+				c->linelen = 0;
+			} else if (ch == '\r') {
+				c->state = CH_SIZE_LF;
+			} else {
+				CFAIL("invalid byte after chunk size");
+			}
+			i++;
+			break;
+		case CH_EXT:
+			if (ch == '\r') {
+				c->state = CH_SIZE_LF;
+			} else if (ch == '\t' || (ch >= 0x20 && ch < 0x7f) ||
+			    ch >= 0x80) {
+				if (++c->linelen > PX_CHUNK_EXT_MAX)
+					CFAIL("chunk extension too long");
+			} else {
+				CFAIL("control byte in a chunk extension");
+			}
+			i++;
+			break;
+		case CH_SIZE_LF:
+			if (ch != '\n')
+				CFAIL("chunk size line not ended by CRLF");
+			i++;
+			c->digits = 0;
+			if (c->remain == 0) {
+				c->state = CH_TRAILER;
+				c->linelen = 0;
+			} else {
+				c->state = CH_DATA;
+			}
+			break;
+		case CH_DATA: {
+			size_t n = len - i;
+
+			if (n > c->remain)
+				n = (size_t)c->remain;
+			c->remain -= n;
+			i += n;
+			*dlen = n;
+			if (c->remain == 0)
+				c->state = CH_DATA_CR;
+			return (ssize_t)i;
+		}
+		case CH_DATA_CR:
+			if (ch != '\r')
+				CFAIL("chunk data not followed by CRLF");
+			c->state = CH_DATA_LF;
+			i++;
+			break;
+		case CH_DATA_LF:
+			if (ch != '\n')
+				CFAIL("chunk data not followed by CRLF");
+			c->state = CH_SIZE;
+			c->remain = 0;
+			i++;
+			break;
+		case CH_TRAILER:
+			/* Trailers are checked like header lines and then
+			 * dropped: berthd forwards none. */
+			if (ch == '\r') {
+				c->state = c->linelen == 0 ? CH_END_LF : CH_TRAILER_LF;
+			} else if (c->linelen == 0 && (ch == ' ' || ch == '\t')) {
+				CFAIL("obsolete line folding in a trailer");
+			} else if (ch == '\t' || (ch >= 0x20 && ch != 0x7f)) {
+				c->linelen++;
+			} else {
+				CFAIL("invalid byte in a trailer");
+			}
+			if (++c->trailer > PX_TRAILER_MAX)
+				CFAIL("trailers too large");
+			i++;
+			break;
+		case CH_TRAILER_LF:
+			if (ch != '\n')
+				CFAIL("trailer not ended by CRLF");
+			c->state = CH_TRAILER;
+			c->linelen = 0;
+			i++;
+			break;
+		case CH_END_LF:
+			if (ch != '\n')
+				CFAIL("chunked body not ended by CRLF");
+			c->state = CH_DONE;
+			i++;
+			break;
+		}
+	}
+	return (ssize_t)i;
+}

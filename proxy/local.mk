@@ -1,0 +1,11 @@
+# proxy: berthd, the parent and its proxy workers
+sbin_PROGRAMS += proxy/berthd
+PX_CORE = proxy/valid.c proxy/valid.h proxy/http1.c proxy/http1.h \
+	proxy/route.c proxy/route.h proxy/conf.c proxy/conf.h \
+	proxy/log.c proxy/log.h
+proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
+	proxy/tls.c proxy/tls.h proxy/ipc.c proxy/ipc.h \
+	proxy/worker.c proxy/worker.h proxy/session.c
+proxy_berthd_CPPFLAGS = $(AM_CPPFLAGS) -DPKGDATADIR='"$(pkgdatadir)"' -DSRCDIR='"$(abs_top_srcdir)"'
+proxy_berthd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+proxy_berthd_LDADD = proxy/libpxcontrol.a $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) $(HTTP_PARSER_LIBS)

@@ -1,0 +1,266 @@
+/*
+ * route.c — see route.h. Lookups are two binary searches over arrays
+ * sorted once per table build; no allocation on the request path.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "route.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct px_sbstat *sbstats;
+
+struct px_sbstat *
+px_sbstat_get(const char *id)
+{
+	struct px_sbstat *s;
+
+	for (s = sbstats; s != NULL; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->next = sbstats;
+	sbstats = s;
+	return s;
+}
+
+struct px_sbstat *
+px_sbstat_first(void)
+{
+	return sbstats;
+}
+
+static int
+cmp_sb(const void *a, const void *b)
+{
+	return strcmp(((const struct px_rsb *)a)->id,
+	    ((const struct px_rsb *)b)->id);
+}
+
+static int
+cmp_custom(const void *a, const void *b)
+{
+	return strcmp(((const struct px_custom *)a)->host,
+	    ((const struct px_custom *)b)->host);
+}
+
+static void
+routes_free(struct px_routes *r)
+{
+	size_t i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; i < r->nsbs; i++)
+		free(r->sbs[i].ports);
+	for (i = 0; i < r->ncustoms; i++)
+		free(r->customs[i].host);
+	free(r->sbs);
+	free(r->customs);
+	free(r->domain);
+	free(r);
+}
+
+void
+px_routes_ref(struct px_routes *r)
+{
+	r->refs++;
+}
+
+void
+px_routes_unref(struct px_routes *r)
+{
+	if (r != NULL && --r->refs == 0)
+		routes_free(r);
+}
+
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+struct px_routes *
+px_routes_from_json(const char *json, size_t len, char *err, size_t errlen)
+{
+	struct px_routes *r;
+	json_error_t jerr;
+	json_t *root;
+
+	if ((root = json_loadb(json, len, 0, &jerr)) == NULL) {
+		snprintf(err, errlen, "routes: %s", jerr.text);
+		return NULL;
+	}
+	r = px_routes_build(root, err, errlen);
+	json_decref(root);
+	return r;
+}
+
+struct px_routes *
+px_routes_build(json_t *root, char *err, size_t errlen)
+{
+	struct px_routes *r;
+	json_t *sbs, *sbj, *pj;
+	size_t i, j, nc = 0;
+	const char *domain;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	r->refs = 1;
+	domain = json_string_value(json_object_get(root, "domain"));
+	sbs = json_object_get(root, "sandboxes");
+	if (domain == NULL || !json_is_array(sbs))
+		BAD("routes: missing domain or sandboxes");
+	if ((r->domain = strdup(domain)) == NULL)
+		BAD("out of memory");
+	r->nsbs = json_array_size(sbs);
+	if ((r->sbs = calloc(r->nsbs + 1, sizeof(*r->sbs))) == NULL)
+		BAD("out of memory");
+	json_array_foreach(sbs, i, sbj) {
+		struct px_rsb *sb = &r->sbs[i];
+		const char *id = json_string_value(json_object_get(sbj, "id"));
+		const char *addr = json_string_value(json_object_get(sbj, "address"));
+		const char *state = json_string_value(json_object_get(sbj, "state"));
+		json_t *ports = json_object_get(sbj, "ports");
+
+		if (id == NULL || !px_valid_sandbox_id(id, strlen(id)) ||
+		    addr == NULL || strlen(addr) >= sizeof(sb->address))
+			BAD("routes: bad sandbox entry %zu", i);
+		snprintf(sb->id, sizeof(sb->id), "%s", id);
+		snprintf(sb->address, sizeof(sb->address), "%s", addr);
+		snprintf(sb->state, sizeof(sb->state), "%s", state ? state : "running");
+		if ((sb->stat = px_sbstat_get(id)) == NULL)
+			BAD("out of memory");
+		sb->nports = json_array_size(ports);
+		if ((sb->ports = calloc(sb->nports + 1, sizeof(*sb->ports))) == NULL)
+			BAD("out of memory");
+		json_array_foreach(ports, j, pj) {
+			json_int_t port = json_integer_value(json_object_get(pj, "port"));
+			const char *hh = json_string_value(json_object_get(pj, "host_header"));
+			const char *vis = json_string_value(json_object_get(pj, "visibility"));
+
+			if (port < 1 || port > 65535)
+				BAD("routes: bad port in %s", id);
+			sb->ports[j].port = (uint16_t)port;
+			sb->ports[j].host_upstream = hh && strcmp(hh, "upstream") == 0;
+			sb->ports[j].private_ = vis && strcmp(vis, "private") == 0;
+			if (json_string_value(json_object_get(pj, "host")) != NULL)
+				nc++;
+		}
+	}
+	qsort(r->sbs, r->nsbs, sizeof(*r->sbs), cmp_sb);
+	if ((r->customs = calloc(nc + 1, sizeof(*r->customs))) == NULL)
+		BAD("out of memory");
+	/* Second pass after sorting, so custom entries point at final slots. */
+	for (i = 0; i < r->nsbs; i++) {
+		struct px_rsb *sb = &r->sbs[i];
+		json_t *ports = NULL;
+
+		json_array_foreach(sbs, j, sbj) {
+			if (strcmp(json_string_value(json_object_get(sbj, "id")), sb->id) == 0) {
+				ports = json_object_get(sbj, "ports");
+				break;
+			}
+		}
+		json_array_foreach(ports, j, pj) {
+			const char *host = json_string_value(json_object_get(pj, "host"));
+
+			if (host == NULL || *host == '\0')
+				continue;
+			if (!px_valid_hostname(host, strlen(host)))
+				BAD("routes: bad custom host in %s", sb->id);
+			if ((r->customs[r->ncustoms].host = strdup(host)) == NULL)
+				BAD("out of memory");
+			r->customs[r->ncustoms].sb = sb;
+			r->customs[r->ncustoms].port = &sb->ports[j];
+			r->ncustoms++;
+		}
+	}
+	qsort(r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
+	return r;
+fail:
+	routes_free(r);
+	return NULL;
+}
+
+static const struct px_rsb *
+find_sb(const struct px_routes *r, const char *id)
+{
+	struct px_rsb key;
+
+	snprintf(key.id, sizeof(key.id), "%s", id);
+	return bsearch(&key, r->sbs, r->nsbs, sizeof(*r->sbs), cmp_sb);
+}
+
+static const struct px_rport *
+find_port(const struct px_rsb *sb, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < sb->nports; i++)
+		if (sb->ports[i].port == port)
+			return &sb->ports[i];
+	return NULL;
+}
+
+enum px_route_result
+px_route_lookup(const struct px_routes *r, const char *host, size_t len,
+    struct px_route_match *m)
+{
+	size_t hlen = len, dlen, i;
+	const char *colon, *dash;
+	struct px_custom key, *c;
+
+	memset(m, 0, sizeof(*m));
+	colon = memchr(host, ':', len);
+	if (colon != NULL) {
+		hlen = colon - host;
+		if (px_parse_port(colon + 1, len - hlen - 1) == 0)
+			return PX_ROUTE_BAD_HOST;
+	}
+	if (hlen == 0 || hlen > PX_HOSTNAME_MAX)
+		return PX_ROUTE_BAD_HOST;
+	for (i = 0; i < hlen; i++) {
+		char ch = host[i];
+
+		m->host[i] = (ch >= 'A' && ch <= 'Z') ? ch - 'A' + 'a' : ch;
+	}
+	m->host[hlen] = '\0';
+	if (!px_valid_hostname(m->host, hlen))
+		return PX_ROUTE_BAD_HOST;
+
+	dlen = strlen(r->domain);
+	if (hlen > dlen + 1 && m->host[hlen - dlen - 1] == '.' &&
+	    memcmp(m->host + hlen - dlen, r->domain, dlen) == 0) {
+		size_t llen = hlen - dlen - 1;
+
+		/* exactly one label: <port>-<sandbox> */
+		if (memchr(m->host, '.', llen) != NULL)
+			return PX_ROUTE_UNKNOWN_HOST;
+		dash = memchr(m->host, '-', llen);
+		if (dash == NULL)
+			return PX_ROUTE_UNKNOWN_HOST;
+		m->guest_port = px_parse_port(m->host, dash - m->host);
+		i = llen - (dash + 1 - m->host);
+		if (m->guest_port == 0 || !px_valid_sandbox_id(dash + 1, i))
+			return PX_ROUTE_UNKNOWN_HOST;
+		memcpy(m->sandbox, dash + 1, i);
+		m->sandbox[i] = '\0';
+		if ((m->sb = find_sb(r, m->sandbox)) == NULL)
+			return PX_ROUTE_NO_SANDBOX;
+		if ((m->port = find_port(m->sb, m->guest_port)) == NULL)
+			return PX_ROUTE_NO_PORT;
+		return PX_ROUTE_OK;
+	}
+	key.host = m->host;
+	c = bsearch(&key, r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
+	if (c == NULL)
+		return PX_ROUTE_UNKNOWN_HOST;
+	m->sb = c->sb;
+	m->port = c->port;
+	m->guest_port = c->port->port;
+	snprintf(m->sandbox, sizeof(m->sandbox), "%s", c->sb->id);
+	return PX_ROUTE_OK;
+}

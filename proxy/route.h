@@ -1,0 +1,92 @@
+/*
+ * route.h — the worker's route table: which sandbox and guest port a Host
+ * names. Built from the JSON the parent pushes; replaced whole on every
+ * change (readers hold a reference, so a swap never pulls a table from
+ * under a request in flight).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_ROUTE_H
+#define BERTH_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "valid.h"
+
+/* Per-sandbox counters that outlive route tables. */
+struct px_sbstat {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	unsigned	 conns;		/* client sessions bound to it now */
+	uint64_t	 requests;
+	uint64_t	 bytes_in, bytes_out;
+	struct px_sbstat *next;
+};
+
+struct px_rport {
+	uint16_t	 port;
+	int		 host_upstream;	/* rewrite Host to localhost:<port> */
+	int		 private_;
+};
+
+struct px_rsb {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	char		 address[46];
+	char		 state[16];
+	struct px_rport	*ports;
+	size_t		 nports;
+	struct px_sbstat *stat;
+};
+
+struct px_custom {
+	char		*host;
+	struct px_rsb *sb;
+	struct px_rport	*port;
+};
+
+struct px_routes {
+	int		 refs;
+	char		*domain;
+	struct px_rsb *sbs;		/* sorted by id */
+	size_t		 nsbs;
+	struct px_custom *customs;	/* sorted by host */
+	size_t		 ncustoms;
+};
+
+enum px_route_result {
+	PX_ROUTE_OK,
+	PX_ROUTE_BAD_HOST,	/* Host is not a valid host name: 400 */
+	PX_ROUTE_UNKNOWN_HOST,	/* not ours: 404 */
+	PX_ROUTE_NO_SANDBOX,	/* <port>-<id>.<domain>, no such id: 404 */
+	PX_ROUTE_NO_PORT,	/* sandbox exists, port unpublished: 404 */
+};
+
+struct px_route_match {
+	const struct px_rsb *sb;
+	const struct px_rport *port;
+	char		 sandbox[PX_SANDBOX_ID_MAX + 1];	/* named, even if unknown */
+	uint16_t	 guest_port;
+	char		 host[PX_HOSTNAME_MAX + 1];	/* lower case, no port */
+};
+
+/* Builds a table from the parent's JSON; NULL with err on bad input. */
+struct px_routes *px_routes_from_json(const char *json, size_t len,
+    char *err, size_t errlen);
+struct json_t;
+struct px_routes *px_routes_build(struct json_t *root, char *err, size_t errlen);
+void px_routes_ref(struct px_routes *);
+void px_routes_unref(struct px_routes *);
+
+/*
+ * Parses a Host header value (host[:port]) into m->host and, for
+ * <port>-<sandbox>.<domain>, m->guest_port and m->sandbox, then looks the
+ * route up. Strict: lower-cased DNS names only, no IP literals, no
+ * trailing dot, an optional decimal port.
+ */
+enum px_route_result px_route_lookup(const struct px_routes *, const char *host,
+    size_t len, struct px_route_match *m);
+
+/* Per-sandbox counters: found or made. */
+struct px_sbstat *px_sbstat_get(const char *id);
+struct px_sbstat *px_sbstat_first(void);
+
+#endif

@@ -1,0 +1,1459 @@
+/*
+ * session.c — one client connection through berthd: TLS (or plain HTTP
+ * for the redirect listener), request heads, routing, the upstream
+ * connection, both bodies with backpressure, Upgrade tunnels, errors and
+ * the access log.
+ *
+ * Shape: a session reads one request head at a time. Bodies are framed
+ * by berthd (Content-Length counted, chunked decoded strictly and
+ * re-encoded), so a peer's framing bytes never cross to the other side.
+ * Backpressure: when the destination's output passes PX_HIWAT the source
+ * stops reading; the destination's write callback (low watermark) starts
+ * it again. TLS bufferevents get no read watermark (libevent 2.1 stalls
+ * with one); the source is paused from the other side instead.
+ * Pipelined requests wait in the input buffer (reading paused) until the
+ * response before them is finished.
+ *
+ * Ownership: a session owns its client bufferevent and, while bound, its
+ * upstream; px_sess_free() is the one function that frees them. Callbacks
+ * are deferred (BEV_OPT_DEFER_CALLBACKS), so a callback never runs inside
+ * another and may free its session as its last act.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "worker.h"
+#include "http1.h"
+#include "route.h"
+#include "tls.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/util.h>
+#include <openssl/rand.h>
+
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
+
+#define PX_HIWAT	(256 * 1024)
+#define PX_LOWAT	(64 * 1024)
+#define PX_POOL_MAX_PER_KEY 32
+#define PX_POOL_MAX	4096
+#define PX_POOL_IDLE_MS	30000
+
+enum sess_state {
+	S_HEAD,		/* waiting for / reading a request head */
+	S_BODY,		/* forwarding the request body */
+	S_WAIT,		/* request sent, waiting for the response */
+	S_TUNNEL,	/* after 101: raw bytes both ways */
+	S_CLOSING,	/* flushing the last bytes, then free */
+};
+
+struct px_up {
+	struct bufferevent *bev;
+	char		 key[64];	/* address:port */
+	struct px_sess	*s;		/* NULL while idle in the pool */
+	int		 connected;
+	int		 reused;
+	int		 pooled;	/* idle, on a pool list */
+	unsigned	 bucket;
+	TAILQ_ENTRY(px_up) entry;
+};
+
+struct px_sess {
+	struct px_worker *w;
+	struct bufferevent *c;
+	SSL		*ssl;
+	struct px_tls	*tls;
+	int		 https;
+	char		 peer[INET6_ADDRSTRLEN];
+	char		 peer_port[8];
+	enum sess_state	 state;
+	struct event	*timer;		/* head deadline / keep-alive idle / retry */
+	int		 timer_kind;
+
+	/* the exchange in progress */
+	struct px_head	 req, resp;
+	enum px_body_kind req_kind, resp_kind;
+	uint64_t	 req_left, resp_left;
+	struct px_chunk	 req_ch, resp_ch;
+	int		 req_done, resp_done, resp_head_sent;
+	int		 resp_reframe;	/* close-delimited → chunked to client */
+	int		 close_after;
+	int		 upgrade;
+	struct px_routes *routes;
+	struct px_route_match m;
+	struct px_sbstat *sb;		/* counted in sb->conns while set */
+	struct px_up	*up;
+	struct evbuffer	*up_head;	/* serialized request head, for retry */
+	int		 replayable;
+	int		 tries;
+	struct timespec	 t0, t_up;
+	uint64_t	 bytes_in, bytes_out;
+	int		 status;
+	char		 reqid[20];
+	TAILQ_ENTRY(px_sess) entry;
+};
+
+enum { T_NONE, T_HEAD, T_IDLE, T_RETRY };
+
+static void sess_free(struct px_sess *);
+static void sess_next(struct px_sess *);
+static void client_read(struct bufferevent *, void *);
+static void client_write(struct bufferevent *, void *);
+static void client_event(struct bufferevent *, short, void *);
+static void up_read(struct bufferevent *, void *);
+static void up_write(struct bufferevent *, void *);
+static void up_event(struct bufferevent *, short, void *);
+static void up_connect(struct px_sess *);
+static void pump_request(struct px_sess *);
+static void pump_response(struct px_sess *);
+
+static void
+tv_ms(struct timeval *tv, unsigned ms)
+{
+	tv->tv_sec = ms / 1000;
+	tv->tv_usec = (ms % 1000) * 1000;
+}
+
+static long
+ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	if (t->tv_sec == 0)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static void
+timer_set(struct px_sess *s, int kind, unsigned ms)
+{
+	struct timeval tv;
+
+	tv_ms(&tv, ms);
+	s->timer_kind = kind;
+	evtimer_add(s->timer, &tv);
+}
+
+static void
+timer_clear(struct px_sess *s)
+{
+	s->timer_kind = T_NONE;
+	evtimer_del(s->timer);
+}
+
+/* ---- upstream pool ---- */
+
+static unsigned
+key_hash(const char *k)
+{
+	unsigned h = 2166136261u;
+
+	while (*k)
+		h = (h ^ (unsigned char)*k++) * 16777619u;
+	return h % PX_POOL_BUCKETS;
+}
+
+static void
+up_free(struct px_up *u)
+{
+	if (u == NULL)
+		return;
+	if (u->pooled) {
+		TAILQ_REMOVE(&px_w->pool[u->bucket], u, entry);
+		px_w->pool_idle--;
+	}
+	bufferevent_free(u->bev);
+	free(u);
+}
+
+static void
+pool_idle_read(struct bufferevent *bev, void *arg)
+{
+	/* An idle upstream has nothing to say: data or EOF ends it. */
+	up_free(arg);
+}
+
+static void
+pool_idle_event(struct bufferevent *bev, short what, void *arg)
+{
+	up_free(arg);
+}
+
+static void
+pool_put(struct px_up *u)
+{
+	struct px_uplist *l = &px_w->pool[u->bucket];
+	struct px_up *x;
+	struct timeval tv;
+	int n = 0;
+
+	TAILQ_FOREACH(x, l, entry)
+		if (strcmp(x->key, u->key) == 0)
+			n++;
+	if (n >= PX_POOL_MAX_PER_KEY || px_w->pool_idle >= PX_POOL_MAX ||
+	    px_w->draining) {
+		up_free(u);
+		return;
+	}
+	u->s = NULL;
+	u->reused = 1;
+	u->pooled = 1;
+	TAILQ_INSERT_HEAD(l, u, entry);
+	px_w->pool_idle++;
+	bufferevent_setcb(u->bev, pool_idle_read, NULL, pool_idle_event, u);
+	tv_ms(&tv, PX_POOL_IDLE_MS);
+	bufferevent_set_timeouts(u->bev, &tv, NULL);
+	bufferevent_enable(u->bev, EV_READ);
+}
+
+static struct px_up *
+pool_get(const char *key)
+{
+	unsigned b = key_hash(key);
+	struct px_up *u;
+
+	TAILQ_FOREACH(u, &px_w->pool[b], entry)
+		if (strcmp(u->key, key) == 0) {
+			TAILQ_REMOVE(&px_w->pool[b], u, entry);
+			px_w->pool_idle--;
+			u->pooled = 0;
+			return u;
+		}
+	return NULL;
+}
+
+void
+px_pool_flush(struct px_worker *w)
+{
+	int i;
+
+	for (i = 0; i < PX_POOL_BUCKETS; i++)
+		while (!TAILQ_EMPTY(&w->pool[i]))
+			up_free(TAILQ_FIRST(&w->pool[i]));
+}
+
+/* ---- responses berthd writes itself ---- */
+
+static const char *
+status_text(int st)
+{
+	switch (st) {
+	case 200: return "OK";
+	case 301: return "Moved Permanently";
+	case 308: return "Permanent Redirect";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 413: return "Content Too Large";
+	case 417: return "Expectation Failed";
+	case 421: return "Misdirected Request";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
+
+static void
+json_escape(char *out, size_t outlen, const char *in)
+{
+	size_t o = 0;
+
+	for (; *in && o + 7 < outlen; in++) {
+		unsigned char ch = *in;
+
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = ch;
+		} else if (ch < 0x20) {
+			o += snprintf(out + o, outlen - o, "\\u%04x", ch);
+		} else {
+			out[o++] = ch;
+		}
+	}
+	out[o] = '\0';
+}
+
+static void
+html_escape(char *out, size_t outlen, const char *in)
+{
+	size_t o = 0;
+
+	for (; *in && o + 7 < outlen; in++) {
+		switch (*in) {
+		case '<': o += snprintf(out + o, outlen - o, "&lt;"); break;
+		case '>': o += snprintf(out + o, outlen - o, "&gt;"); break;
+		case '&': o += snprintf(out + o, outlen - o, "&amp;"); break;
+		case '"': o += snprintf(out + o, outlen - o, "&quot;"); break;
+		default: out[o++] = *in;
+		}
+	}
+	out[o] = '\0';
+}
+
+static int
+wants_html(const struct px_sess *s)
+{
+	const struct px_hdr *a;
+
+	if (s->req.raw == NULL || (a = px_head_get(&s->req, "accept")) == NULL)
+		return 0;
+	return memmem(a->value, a->vlen, "text/html", 9) != NULL;
+}
+
+static void access_log(struct px_sess *);
+
+/*
+ * Answers the current request with an error page (HTML for browsers,
+ * JSON otherwise) naming the sandbox and the reason. The connection
+ * closes afterwards unless the request was fully read and the error
+ * leaves the stream in sync.
+ */
+static void
+sess_error(struct px_sess *s, int status, const char *reason, const char *extra_hdrs)
+{
+	struct evbuffer *out = bufferevent_get_output(s->c);
+	char body[2048], esc[768], esc2[128];
+	int n, close_conn;
+
+	close_conn = s->close_after || status == 400 || status == 408 ||
+	    status == 413 || status == 431 || status == 501 || status == 505 ||
+	    status == 417 || s->state != S_HEAD || s->req.raw == NULL ||
+	    px_request_body(&s->req) != PX_BODY_NONE || !px_head_keepalive(&s->req) ||
+	    s->w->draining;
+	if (s->resp_head_sent) {
+		/* Too late for a page: the response is already on its way. */
+		s->close_after = 1;
+		s->state = S_CLOSING;
+		if (evbuffer_get_length(out) == 0)
+			sess_free(s);
+		return;
+	}
+	if (wants_html(s)) {
+		html_escape(esc, sizeof(esc), reason);
+		html_escape(esc2, sizeof(esc2), s->m.sandbox[0] ? s->m.sandbox : "-");
+		n = snprintf(body, sizeof(body),
+		    "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+		    "<title>%d %s</title></head><body>"
+		    "<h1>%d %s</h1><p>%s</p><p>sandbox: <code>%s</code></p>"
+		    "<hr><p><small>berth</small></p></body></html>\n",
+		    status, status_text(status), status, status_text(status),
+		    esc, esc2);
+	} else {
+		json_escape(esc, sizeof(esc), reason);
+		json_escape(esc2, sizeof(esc2), s->m.sandbox);
+		n = snprintf(body, sizeof(body),
+		    "{\"error\":{\"status\":%d,\"sandbox\":%s%s%s,\"reason\":\"%s\"}}\n",
+		    status, s->m.sandbox[0] ? "\"" : "", s->m.sandbox[0] ? esc2 : "null",
+		    s->m.sandbox[0] ? "\"" : "", esc);
+	}
+	if (n < 0 || (size_t)n >= sizeof(body))
+		n = (int)strlen(body);
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+	    "Cache-Control: no-store\r\nX-Request-Id: %s\r\n%s%s\r\n",
+	    status, status_text(status),
+	    wants_html(s) ? "text/html; charset=utf-8" : "application/json",
+	    n, s->reqid, extra_hdrs ? extra_hdrs : "",
+	    close_conn ? "Connection: close\r\n" : "");
+	if (s->req.method != HTTP_HEAD || s->req.raw == NULL)
+		evbuffer_add(out, body, n);
+	s->status = status;
+	s->bytes_out += n;
+	if (status >= 500)
+		s->w->stats.upstream_errors += (status == 502 || status == 504);
+	access_log(s);
+	if (close_conn) {
+		s->state = S_CLOSING;
+		bufferevent_disable(s->c, EV_READ);
+		return;		/* client_write frees once flushed */
+	}
+	sess_next(s);
+}
+
+/* ---- access log ---- */
+
+static void
+access_log(struct px_sess *s)
+{
+	char line[2048], tbuf[32], path[512];
+	const struct px_hdr *h = s->req.host;
+	struct timespec rt;
+	struct tm tm;
+	int n, cls = s->status / 100;
+	size_t plen;
+
+	s->w->stats.requests++;
+	s->w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
+	s->w->stats.bytes_in += s->bytes_in;
+	s->w->stats.bytes_out += s->bytes_out;
+	if (s->sb != NULL) {
+		s->sb->requests++;
+		s->sb->bytes_in += s->bytes_in;
+		s->sb->bytes_out += s->bytes_out;
+	}
+	if (s->w->access_fd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	gmtime_r(&rt.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* Paths are logged without their query (tokens live there) and with
+	 * nothing a terminal would interpret. */
+	plen = 0;
+	if (s->req.raw != NULL) {
+		size_t i;
+
+		for (i = 0; i < s->req.target_len && s->req.target[i] != '?' &&
+		    plen < sizeof(path) - 1; i++)
+			path[plen++] = s->req.target[i];
+	}
+	path[plen] = '\0';
+	n = snprintf(line, sizeof(line),
+	    "access %s.%03ldZ %s %.*s %s %u %.*s %s %d %llu %ld %ld %s\n",
+	    tbuf, rt.tv_nsec / 1000000, s->peer,
+	    h ? (int)(h->vlen > 253 ? 253 : h->vlen) : 1, h ? h->value : "-",
+	    s->m.sandbox[0] ? s->m.sandbox : "-", s->m.guest_port,
+	    s->req.raw ? (int)s->req.method_len : 1, s->req.raw ? s->req.method_str : "-",
+	    plen ? path : "-", s->status, (unsigned long long)s->bytes_out,
+	    ms_since(&s->t_up), ms_since(&s->t0), s->reqid);
+	if (n > 0)
+		(void)!write(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* ---- session lifetime ---- */
+
+static void
+sb_unbind(struct px_sess *s)
+{
+	if (s->sb != NULL) {
+		s->sb->conns--;
+		s->sb = NULL;
+	}
+}
+
+static void
+sess_free(struct px_sess *s)
+{
+	struct px_worker *w = s->w;
+
+	TAILQ_REMOVE(&w->sessions, s, entry);
+	sb_unbind(s);
+	if (s->up != NULL)
+		up_free(s->up);
+	if (s->routes != NULL)
+		px_routes_unref(s->routes);
+	px_head_reset(&s->req);
+	px_head_reset(&s->resp);
+	if (s->up_head != NULL)
+		evbuffer_free(s->up_head);
+	event_free(s->timer);
+	if (s->c != NULL)
+		bufferevent_free(s->c);	/* frees the SSL too */
+	px_tls_unref(s->tls);
+	free(s);
+	w->nconns--;
+	px_worker_maybe_exit();
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_sess *s = arg;
+	int kind = s->timer_kind;
+
+	s->timer_kind = T_NONE;
+	switch (kind) {
+	case T_HEAD:
+		if (evbuffer_get_length(bufferevent_get_input(s->c)) == 0 &&
+		    s->req.raw == NULL && s->req.scanned == 0 && s->state == S_HEAD &&
+		    s->tries == 0 && s->bytes_in == 0) {
+			/* nothing arrived at all: just close */
+			sess_free(s);
+			return;
+		}
+		sess_error(s, 408, "the request head did not arrive in time", NULL);
+		return;
+	case T_IDLE:
+		sess_free(s);
+		return;
+	case T_RETRY:
+		up_connect(s);
+		return;
+	}
+}
+
+void
+px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
+    int https)
+{
+	struct px_sess *s;
+	int one = 1;
+
+	if (w->nconns >= w->cfg.max_conns || w->draining) {
+		w->stats.overload++;
+		close(fd);
+		return;
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		close(fd);
+		return;
+	}
+	s->w = w;
+	s->https = https;
+	px_head_init(&s->req, 1);
+	px_head_init(&s->resp, 0);
+	getnameinfo(sa, socklen, s->peer, sizeof(s->peer), s->peer_port,
+	    sizeof(s->peer_port), NI_NUMERICHOST | NI_NUMERICSERV);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evutil_make_socket_nonblocking(fd);
+	if (https) {
+		s->tls = w->tls;
+		px_tls_ref(s->tls);
+		if ((s->ssl = px_tls_ssl(s->tls)) == NULL)
+			goto fail;
+		s->c = bufferevent_openssl_socket_new(w->base, fd, s->ssl,
+		    BUFFEREVENT_SSL_ACCEPTING,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		if (s->c != NULL)
+			bufferevent_openssl_set_allow_dirty_shutdown(s->c, 1);
+	} else {
+		s->c = bufferevent_socket_new(w->base, fd,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	}
+	if (s->c == NULL || (s->timer = evtimer_new(w->base, timer_cb, s)) == NULL) {
+		if (s->c == NULL && s->ssl != NULL)
+			SSL_free(s->ssl);
+		goto fail;
+	}
+	bufferevent_setcb(s->c, client_read, client_write, client_event, s);
+	bufferevent_setwatermark(s->c, EV_WRITE, PX_LOWAT, 0);
+	bufferevent_enable(s->c, EV_READ | EV_WRITE);
+	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
+	w->nconns++;
+	w->stats.conns_total++;
+	clock_gettime(CLOCK_MONOTONIC, &s->t0);
+	timer_set(s, T_HEAD, w->cfg.t_head);
+	return;
+fail:
+	if (s->c == NULL)
+		close(fd);
+	else
+		bufferevent_free(s->c);
+	if (s->timer)
+		event_free(s->timer);
+	px_tls_unref(s->tls);
+	free(s);
+}
+
+/* Ends one exchange and gets ready for the next request (keep-alive). */
+static void
+sess_next(struct px_sess *s)
+{
+	if (s->close_after || s->w->draining || !px_head_keepalive(&s->req)) {
+		s->state = S_CLOSING;
+		bufferevent_disable(s->c, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_output(s->c)) == 0)
+			sess_free(s);
+		return;
+	}
+	px_head_reset(&s->req);
+	px_head_reset(&s->resp);
+	memset(&s->m, 0, sizeof(s->m));
+	s->req_done = s->resp_done = s->resp_head_sent = s->resp_reframe = 0;
+	s->upgrade = s->replayable = s->tries = 0;
+	s->bytes_in = s->bytes_out = 0;
+	s->status = 0;
+	s->t_up.tv_sec = 0;
+	if (s->up_head != NULL)
+		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));
+	s->state = S_HEAD;
+	bufferevent_set_timeouts(s->c, NULL, NULL);
+	bufferevent_enable(s->c, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(s->c)) > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &s->t0);
+		timer_set(s, T_HEAD, s->w->cfg.t_head);
+		client_read(s->c, s);	/* a pipelined request is waiting */
+	} else {
+		timer_set(s, T_IDLE, s->w->cfg.t_keepalive);
+	}
+}
+
+/* ---- request side ---- */
+
+static void
+make_reqid(struct px_sess *s)
+{
+	unsigned char r[8];
+	int i;
+
+	RAND_bytes(r, sizeof(r));
+	for (i = 0; i < 8; i++)
+		snprintf(s->reqid + 2 * i, 3, "%02x", r[i]);
+}
+
+/* Appends the request head berthd sends upstream, in one piece. */
+static int
+build_up_head(struct px_sess *s)
+{
+	const struct px_head *h = &s->req;
+	char xfh[300], fwd[600];
+	struct evbuffer *b;
+	const char *proto = s->https ? "https" : "http";
+	unsigned port = s->https ? s->w->cfg.https_port : 80;
+	int i, v6 = strchr(s->peer, ':') != NULL;
+
+	if (s->up_head == NULL && (s->up_head = evbuffer_new()) == NULL)
+		return -1;
+	b = s->up_head;
+	evbuffer_add_printf(b, "%.*s %.*s HTTP/1.1\r\n", (int)h->method_len,
+	    h->method_str, (int)h->target_len, h->target);
+	snprintf(xfh, sizeof(xfh), "%.*s", (int)h->host->vlen, h->host->value);
+	if (s->m.port->host_upstream)
+		evbuffer_add_printf(b, "Host: localhost:%u\r\n", s->m.guest_port);
+	else
+		evbuffer_add_printf(b, "Host: %s\r\n", xfh);
+	for (i = 0; i < h->nhdr; i++) {
+		const struct px_hdr *f = &h->hdr[i];
+
+		if (f->hop)
+			continue;
+		/* berthd is the edge: forwarding headers are its own */
+		if ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
+		    (f->nlen == 17 && strncasecmp(f->name, "x-forwarded-proto", 17) == 0) ||
+		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-host", 16) == 0) ||
+		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-port", 16) == 0) ||
+		    (f->nlen == 9 && strncasecmp(f->name, "forwarded", 9) == 0) ||
+		    (f->nlen == 12 && strncasecmp(f->name, "x-request-id", 12) == 0))
+			continue;
+		evbuffer_add(b, f->name, f->nlen);
+		evbuffer_add(b, ": ", 2);
+		evbuffer_add(b, f->value, f->vlen);
+		evbuffer_add(b, "\r\n", 2);
+	}
+	snprintf(fwd, sizeof(fwd), "for=%s%s%s;host=\"%s\";proto=%s",
+	    v6 ? "\"[" : "", s->peer, v6 ? "]\"" : "", xfh, proto);
+	evbuffer_add_printf(b,
+	    "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n"
+	    "X-Forwarded-Host: %s\r\nX-Forwarded-Port: %u\r\n"
+	    "Forwarded: %s\r\nX-Request-Id: %s\r\n",
+	    s->peer, proto, xfh, port, fwd, s->reqid);
+	if (s->upgrade)
+		evbuffer_add_printf(b, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
+		    (int)h->upgrade->vlen, h->upgrade->value);
+	if (s->req_kind == PX_BODY_CHUNKED)
+		evbuffer_add(b, "Transfer-Encoding: chunked\r\n", 28);
+	else if (h->content_length >= 0)
+		evbuffer_add_printf(b, "Content-Length: %lld\r\n",
+		    (long long)h->content_length);
+	evbuffer_add(b, "\r\n", 2);
+	return 0;
+}
+
+static void
+serve_acme(struct px_sess *s, const char *tok, size_t len)
+{
+	char name[256];
+	struct evbuffer *out = bufferevent_get_output(s->c);
+	struct stat st;
+	size_t i;
+	int fd;
+
+	if (s->w->acme_fd < 0 || len == 0 || len >= sizeof(name)) {
+		sess_error(s, 404, "no such ACME challenge", NULL);
+		return;
+	}
+	for (i = 0; i < len; i++) {
+		char ch = tok[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_')) {
+			sess_error(s, 404, "no such ACME challenge", NULL);
+			return;
+		}
+	}
+	memcpy(name, tok, len);
+	name[len] = '\0';
+	fd = openat(s->w->acme_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > 65536) {
+		if (fd >= 0)
+			close(fd);
+		sess_error(s, 404, "no such ACME challenge", NULL);
+		return;
+	}
+	evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: %lld\r\n\r\n", (long long)st.st_size);
+	evbuffer_add_file(out, fd, 0, st.st_size);	/* takes fd */
+	s->status = 200;
+	s->bytes_out = st.st_size;
+	access_log(s);
+	sess_next(s);
+}
+
+static void
+redirect_https(struct px_sess *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->c);
+	char port[16] = "";
+	static const char acme[] = "/.well-known/acme-challenge/";
+
+	if (s->req.target_len > sizeof(acme) - 1 &&
+	    memcmp(s->req.target, acme, sizeof(acme) - 1) == 0) {
+		serve_acme(s, s->req.target + sizeof(acme) - 1,
+		    s->req.target_len - (sizeof(acme) - 1));
+		return;
+	}
+	if (s->w->cfg.https_port != 443)
+		snprintf(port, sizeof(port), ":%u", s->w->cfg.https_port);
+	evbuffer_add_printf(out, "HTTP/1.1 308 Permanent Redirect\r\n"
+	    "Location: https://%s%s%.*s\r\nContent-Length: 0\r\n%s\r\n",
+	    s->m.host, port, (int)s->req.target_len, s->req.target,
+	    px_head_keepalive(&s->req) ? "" : "Connection: close\r\n");
+	s->status = 308;
+	access_log(s);
+	sess_next(s);
+}
+
+static void
+handle_request(struct px_sess *s)
+{
+	enum px_route_result rr;
+	const char *sni;
+	char why[256];
+
+	timer_clear(s);
+	make_reqid(s);
+	if (s->req.host == NULL) {	/* HTTP/1.0 without Host */
+		sess_error(s, 400, "missing Host header", NULL);
+		return;
+	}
+	if (s->routes != NULL)
+		px_routes_unref(s->routes);
+	s->routes = s->w->routes;
+	px_routes_ref(s->routes);
+	rr = px_route_lookup(s->routes, s->req.host->value, s->req.host->vlen, &s->m);
+	if (rr == PX_ROUTE_BAD_HOST) {
+		sess_error(s, 400, "invalid Host header", NULL);
+		return;
+	}
+	if (!s->https) {
+		redirect_https(s);
+		return;
+	}
+	if (s->ssl != NULL && (sni = px_tls_sni(s->ssl)) != NULL &&
+	    strcasecmp(sni, s->m.host) != 0) {
+		sess_error(s, 421, "the Host header does not match the TLS server name", NULL);
+		return;
+	}
+	switch (rr) {
+	case PX_ROUTE_UNKNOWN_HOST:
+		snprintf(why, sizeof(why), "no sandbox is published at %s", s->m.host);
+		sess_error(s, 404, why, NULL);
+		return;
+	case PX_ROUTE_NO_SANDBOX:
+		snprintf(why, sizeof(why), "no such sandbox: %s", s->m.sandbox);
+		sess_error(s, 404, why, NULL);
+		return;
+	case PX_ROUTE_NO_PORT:
+		snprintf(why, sizeof(why), "port %u of sandbox %s is not published",
+		    s->m.guest_port, s->m.sandbox);
+		sess_error(s, 404, why, NULL);
+		return;
+	default:
+		break;
+	}
+	if (s->m.port->private_) {
+		snprintf(why, sizeof(why), "port %u of sandbox %s is private: a token is required",
+		    s->m.guest_port, s->m.sandbox);
+		sess_error(s, 401, why, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
+		return;
+	}
+	if (strcmp(s->m.sb->state, "running") != 0) {
+		snprintf(why, sizeof(why), "sandbox %s is %s", s->m.sandbox, s->m.sb->state);
+		sess_error(s, 503, why, "Retry-After: 5\r\n");
+		return;
+	}
+	if (s->sb != s->m.sb->stat) {
+		sb_unbind(s);
+		if (s->m.sb->stat->conns >= s->w->cfg.max_conns_sandbox) {
+			s->w->stats.overload++;
+			snprintf(why, sizeof(why), "sandbox %s has too many open connections",
+			    s->m.sandbox);
+			sess_error(s, 503, why, "Retry-After: 1\r\n");
+			return;
+		}
+		s->sb = s->m.sb->stat;
+		s->sb->conns++;
+	}
+	s->req_kind = px_request_body(&s->req);
+	s->req_left = s->req_kind == PX_BODY_LENGTH ? (uint64_t)s->req.content_length : 0;
+	px_chunk_init(&s->req_ch);
+	s->req_done = s->req_kind == PX_BODY_NONE;
+	s->upgrade = s->req.upgrade != NULL && s->req_kind == PX_BODY_NONE;
+	s->replayable = s->req_kind == PX_BODY_NONE;
+	if (build_up_head(s) != 0) {
+		sess_error(s, 503, "out of memory", NULL);
+		return;
+	}
+	s->state = s->req_done ? S_WAIT : S_BODY;
+	/* Pipelined bytes wait; the body is read once the upstream is up. */
+	bufferevent_disable(s->c, EV_READ);
+	bufferevent_set_timeouts(s->c, NULL, NULL);
+	up_connect(s);
+}
+
+static void
+parse_head(struct px_sess *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->c);
+	size_t len;
+	ssize_t n;
+	int status = 400;
+	const char *why = "bad request";
+	unsigned char *p;
+
+	/* RFC 9112 2.2: ignore empty lines before a request line. */
+	while (s->req.scanned == 0 && evbuffer_get_length(in) >= 2) {
+		p = evbuffer_pullup(in, 2);
+		if (p[0] != '\r' || p[1] != '\n')
+			break;
+		evbuffer_drain(in, 2);
+	}
+	len = evbuffer_get_length(in);
+	if (len == 0)
+		return;
+	if (s->timer_kind == T_IDLE) {
+		clock_gettime(CLOCK_MONOTONIC, &s->t0);
+		timer_set(s, T_HEAD, s->w->cfg.t_head);
+	}
+	if (len > PX_HEAD_MAX)
+		len = PX_HEAD_MAX;
+	p = evbuffer_pullup(in, len);
+	n = px_head_parse(&s->req, (const char *)p, len, &status, &why);
+	if (n == 0)
+		return;
+	if (n < 0) {
+		s->w->stats.rejected++;
+		if (s->req.raw == NULL)
+			px_head_reset(&s->req);	/* keep the error page simple */
+		make_reqid(s);
+		s->close_after = 1;
+		sess_error(s, status, why, NULL);
+		return;
+	}
+	evbuffer_drain(in, n);
+	s->bytes_in += n;
+	handle_request(s);
+}
+
+static void
+req_body_finished(struct px_sess *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->up->bev);
+
+	if (s->req_kind == PX_BODY_CHUNKED)
+		evbuffer_add(out, "0\r\n\r\n", 5);
+	s->req_done = 1;
+	if (s->state == S_BODY)
+		s->state = S_WAIT;
+	if (s->resp_done) {
+		/* response finished first: already handled */
+		return;
+	}
+	bufferevent_disable(s->c, EV_READ);	/* pipelined requests wait */
+}
+
+/* Moves request body bytes from the client to the upstream. */
+static void
+pump_request(struct px_sess *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->c);
+	struct evbuffer *out;
+
+	if (s->up == NULL || !s->up->connected || s->req_done)
+		return;
+	out = bufferevent_get_output(s->up->bev);
+	while (!s->req_done && evbuffer_get_length(in) > 0) {
+		if (evbuffer_get_length(out) >= PX_HIWAT) {
+			bufferevent_disable(s->c, EV_READ);
+			return;	/* up_write resumes */
+		}
+		if (s->req_kind == PX_BODY_LENGTH) {
+			size_t n = evbuffer_get_length(in);
+
+			if (n > s->req_left)
+				n = (size_t)s->req_left;
+			evbuffer_remove_buffer(in, out, n);
+			s->req_left -= n;
+			s->bytes_in += n;
+			if (s->req_left == 0)
+				req_body_finished(s);
+		} else {
+			struct evbuffer_iovec v;
+			const char *why = NULL;
+			size_t dlen;
+			ssize_t n;
+
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				break;
+			n = px_chunk_step(&s->req_ch, v.iov_base, v.iov_len, &dlen, &why);
+			if (n < 0) {
+				s->w->stats.rejected++;
+				s->close_after = 1;
+				/* the upstream saw half a body: never reuse it */
+				up_free(s->up);
+				s->up = NULL;
+				sess_error(s, 400, why, NULL);
+				return;
+			}
+			s->bytes_in += n;
+			if (dlen > 0) {
+				evbuffer_drain(in, n - dlen);
+				evbuffer_add_printf(out, "%zx\r\n", dlen);
+				evbuffer_remove_buffer(in, out, dlen);
+				evbuffer_add(out, "\r\n", 2);
+			} else {
+				evbuffer_drain(in, n);
+			}
+			if (px_chunk_done(&s->req_ch))
+				req_body_finished(s);
+		}
+	}
+	if (!s->req_done)
+		bufferevent_enable(s->c, EV_READ);
+}
+
+/* ---- upstream side ---- */
+
+static void
+up_fail(struct px_sess *s, int status, const char *why)
+{
+	if (s->up != NULL) {
+		up_free(s->up);
+		s->up = NULL;
+	}
+	s->close_after |= !s->req_done;
+	s->w->stats.upstream_errors++;
+	sess_error(s, status, why, NULL);
+}
+
+static void
+up_connect(struct px_sess *s)
+{
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	char key[64];
+	struct px_up *u;
+	struct timeval tv;
+
+	snprintf(key, sizeof(key), strchr(s->m.sb->address, ':') ? "[%s]:%u" : "%s:%u",
+	    s->m.sb->address, s->m.guest_port);
+	if (s->tries == 0 && (u = pool_get(key)) != NULL) {
+		u->s = s;
+		s->up = u;
+		bufferevent_setcb(u->bev, up_read, up_write, up_event, s);
+		clock_gettime(CLOCK_MONOTONIC, &s->t_up);
+		up_event(u->bev, BEV_EVENT_CONNECTED, s);
+		return;
+	}
+	if (evutil_parse_sockaddr_port(key, (struct sockaddr *)&ss, &sslen) != 0) {
+		up_fail(s, 502, "the sandbox address is invalid");
+		return;
+	}
+	if ((u = calloc(1, sizeof(*u))) == NULL ||
+	    (u->bev = bufferevent_socket_new(s->w->base, -1,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS)) == NULL) {
+		free(u);
+		up_fail(s, 503, "out of memory");
+		return;
+	}
+	snprintf(u->key, sizeof(u->key), "%s", key);
+	u->bucket = key_hash(key);
+	u->s = s;
+	s->up = u;
+	bufferevent_setcb(u->bev, up_read, up_write, up_event, s);
+	bufferevent_setwatermark(u->bev, EV_WRITE, PX_LOWAT, 0);
+	tv_ms(&tv, s->w->cfg.t_connect);
+	bufferevent_set_timeouts(u->bev, NULL, &tv);
+	s->tries++;
+	if (s->t_up.tv_sec == 0)
+		clock_gettime(CLOCK_MONOTONIC, &s->t_up);
+	if (bufferevent_socket_connect(u->bev, (struct sockaddr *)&ss, sslen) != 0) {
+		/* immediate failure (e.g. refused on loopback) arrives as an
+		 * error event through the deferred callback path */
+		up_event(u->bev, BEV_EVENT_ERROR, s);
+	}
+}
+
+static void
+up_connected(struct px_sess *s)
+{
+	struct px_up *u = s->up;
+	struct evbuffer *out = bufferevent_get_output(u->bev);
+	struct timeval rt, wt;
+	int one = 1;
+
+	u->connected = 1;
+	setsockopt(bufferevent_getfd(u->bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* one piece: the head is one write, hence one TCP segment */
+	evbuffer_add(out, evbuffer_pullup(s->up_head, -1), evbuffer_get_length(s->up_head));
+	tv_ms(&rt, s->w->cfg.t_response);
+	tv_ms(&wt, s->w->cfg.t_response);
+	bufferevent_set_timeouts(u->bev, &rt, &wt);
+	bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+	if (!s->req_done) {
+		struct timeval ct;
+
+		tv_ms(&ct, s->w->cfg.t_keepalive);
+		bufferevent_set_timeouts(s->c, &ct, NULL);
+		pump_request(s);
+	}
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_sess *s = arg;
+	struct px_up *u = s->up;
+	char why[256];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		up_connected(s);
+		return;
+	}
+	if (s->state == S_TUNNEL) {
+		/* one side ended the tunnel: flush the rest, then close */
+		s->state = S_CLOSING;
+		bufferevent_disable(s->c, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+			evbuffer_add_buffer(bufferevent_get_output(s->c),
+			    bufferevent_get_input(bev));
+		up_free(u);
+		s->up = NULL;
+		if (evbuffer_get_length(bufferevent_get_output(s->c)) == 0)
+			sess_free(s);
+		return;
+	}
+	if (!u->connected) {
+		int err = EVUTIL_SOCKET_ERROR();
+
+		up_free(u);
+		s->up = NULL;
+		if ((what & BEV_EVENT_TIMEOUT) == 0 &&
+		    (err == ECONNREFUSED || err == 0) &&
+		    ms_since(&s->t_up) + 100 < (long)s->w->cfg.t_retry) {
+			/* A server that just started or resumed may not be
+			 * listening yet: retry for a short window. */
+			timer_set(s, T_RETRY, 100);
+			return;
+		}
+		if (what & BEV_EVENT_TIMEOUT)
+			snprintf(why, sizeof(why), "sandbox %s did not accept a connection on port %u in time",
+			    s->m.sandbox, s->m.guest_port);
+		else
+			snprintf(why, sizeof(why), "sandbox %s is running but nothing listens on port %u",
+			    s->m.sandbox, s->m.guest_port);
+		up_fail(s, (what & BEV_EVENT_TIMEOUT) ? 504 : 502, why);
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && s->resp_kind == PX_BODY_CLOSE &&
+	    s->resp_head_sent && !s->resp_done) {
+		/* close-delimited response: EOF is its end */
+		up_read(bev, s);
+		s->resp_done = 1;
+		if (s->resp_reframe)
+			evbuffer_add(bufferevent_get_output(s->c), "0\r\n\r\n", 5);
+		up_free(u);
+		s->up = NULL;
+		if (!s->resp_reframe)
+			s->close_after = 1;
+		s->close_after |= !s->req_done;
+		access_log(s);
+		sess_next(s);
+		return;
+	}
+	if (!s->resp_head_sent && s->resp.scanned == 0 &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) == 0 &&
+	    u->reused && s->replayable && !(what & BEV_EVENT_TIMEOUT)) {
+		/* A pooled connection the upstream closed meanwhile: the
+		 * request never reached it, send it on a fresh one. */
+		up_free(u);
+		s->up = NULL;
+		up_connect(s);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		snprintf(why, sizeof(why), "sandbox %s did not answer on port %u in time",
+		    s->m.sandbox, s->m.guest_port);
+		up_fail(s, 504, why);
+		return;
+	}
+	snprintf(why, sizeof(why), "sandbox %s closed the connection on port %u without a complete response",
+	    s->m.sandbox, s->m.guest_port);
+	up_fail(s, 502, why);
+}
+
+static void
+up_write(struct bufferevent *bev, void *arg)
+{
+	struct px_sess *s = arg;
+
+	if (s->state == S_TUNNEL) {
+		bufferevent_enable(s->c, EV_READ);
+		return;
+	}
+	if (!s->req_done)
+		pump_request(s);
+}
+
+/* Writes the response head to the client, rewritten. */
+static void
+send_resp_head(struct px_sess *s)
+{
+	const struct px_head *h = &s->resp;
+	struct evbuffer *b = evbuffer_new();
+	int i, interim = h->status >= 100 && h->status < 200;
+
+	if (b == NULL)
+		return;
+	evbuffer_add_printf(b, "HTTP/1.1 %d %.*s\r\n", h->status,
+	    (int)h->reason_len, h->reason);
+	for (i = 0; i < h->nhdr; i++) {
+		const struct px_hdr *f = &h->hdr[i];
+
+		if (f->hop)
+			continue;
+		evbuffer_add(b, f->name, f->nlen);
+		evbuffer_add(b, ": ", 2);
+		evbuffer_add(b, f->value, f->vlen);
+		evbuffer_add(b, "\r\n", 2);
+	}
+	if (h->status == 101) {
+		evbuffer_add_printf(b, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
+		    (int)h->upgrade->vlen, h->upgrade->value);
+	} else if (!interim) {
+		if (s->resp_kind == PX_BODY_CHUNKED || s->resp_reframe)
+			evbuffer_add(b, "Transfer-Encoding: chunked\r\n", 28);
+		else if (h->content_length >= 0 && h->status != 304 &&
+		    (h->status != 204))
+			evbuffer_add_printf(b, "Content-Length: %lld\r\n",
+			    (long long)h->content_length);
+		if (s->close_after || s->w->draining)
+			evbuffer_add(b, "Connection: close\r\n", 19);
+		else if (s->req.minor == 0)
+			evbuffer_add(b, "Connection: keep-alive\r\n", 24);
+	}
+	evbuffer_add(b, "\r\n", 2);
+	s->bytes_out += evbuffer_get_length(b);
+	evbuffer_add(bufferevent_get_output(s->c), evbuffer_pullup(b, -1),
+	    evbuffer_get_length(b));
+	evbuffer_free(b);
+}
+
+static void
+resp_finished(struct px_sess *s)
+{
+	struct px_up *u = s->up;
+
+	s->resp_done = 1;
+	s->up = NULL;
+	u->s = NULL;
+	if (s->req_done && px_head_keepalive(&s->resp) && !s->upgrade &&
+	    evbuffer_get_length(bufferevent_get_input(u->bev)) == 0) {
+		pool_put(u);
+	} else {
+		up_free(u);
+	}
+	if (!s->req_done)
+		s->close_after = 1;	/* body unread: stream out of sync */
+	access_log(s);
+	sess_next(s);
+}
+
+static void
+start_tunnel(struct px_sess *s)
+{
+	struct timeval tv;
+
+	s->state = S_TUNNEL;
+	s->w->stats.requests += 0;
+	tv_ms(&tv, s->w->cfg.t_tunnel);
+	bufferevent_set_timeouts(s->c, &tv, NULL);
+	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
+	access_log(s);
+	bufferevent_enable(s->c, EV_READ);
+	bufferevent_enable(s->up->bev, EV_READ);
+	/* bytes that followed the 101, and any the client sent early */
+	if (evbuffer_get_length(bufferevent_get_input(s->up->bev)) > 0)
+		evbuffer_add_buffer(bufferevent_get_output(s->c),
+		    bufferevent_get_input(s->up->bev));
+	if (evbuffer_get_length(bufferevent_get_input(s->c)) > 0)
+		evbuffer_add_buffer(bufferevent_get_output(s->up->bev),
+		    bufferevent_get_input(s->c));
+}
+
+static void
+tunnel_move(struct bufferevent *from, struct bufferevent *to)
+{
+	struct evbuffer *out = bufferevent_get_output(to);
+
+	evbuffer_add_buffer(out, bufferevent_get_input(from));
+	if (evbuffer_get_length(out) >= PX_HIWAT)
+		bufferevent_disable(from, EV_READ);
+}
+
+static void
+pump_response(struct px_sess *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->up->bev);
+	struct evbuffer *out = bufferevent_get_output(s->c);
+
+	while (!s->resp_done && evbuffer_get_length(in) > 0) {
+		if (evbuffer_get_length(out) >= PX_HIWAT) {
+			bufferevent_disable(s->up->bev, EV_READ);
+			return;	/* client_write resumes */
+		}
+		if (s->resp_kind == PX_BODY_LENGTH) {
+			size_t n = evbuffer_get_length(in);
+
+			if (n > s->resp_left)
+				n = (size_t)s->resp_left;
+			evbuffer_remove_buffer(in, out, n);
+			s->resp_left -= n;
+			s->bytes_out += n;
+			if (s->resp_left == 0) {
+				resp_finished(s);
+				return;
+			}
+		} else if (s->resp_kind == PX_BODY_CLOSE) {
+			size_t n = evbuffer_get_length(in);
+
+			if (s->resp_reframe)
+				evbuffer_add_printf(out, "%zx\r\n", n);
+			evbuffer_remove_buffer(in, out, n);
+			if (s->resp_reframe)
+				evbuffer_add(out, "\r\n", 2);
+			s->bytes_out += n;
+		} else {
+			struct evbuffer_iovec v;
+			const char *why = NULL;
+			size_t dlen;
+			ssize_t n;
+
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				break;
+			n = px_chunk_step(&s->resp_ch, v.iov_base, v.iov_len, &dlen, &why);
+			if (n < 0) {
+				log_debug("%s: upstream %s: %s", __func__, s->up->key, why);
+				up_fail(s, 502, why);	/* head sent: closes */
+				return;
+			}
+			if (dlen > 0) {
+				evbuffer_drain(in, n - dlen);
+				evbuffer_add_printf(out, "%zx\r\n", dlen);
+				evbuffer_remove_buffer(in, out, dlen);
+				evbuffer_add(out, "\r\n", 2);
+				s->bytes_out += dlen;
+			} else {
+				evbuffer_drain(in, n);
+			}
+			if (px_chunk_done(&s->resp_ch)) {
+				evbuffer_add(out, "0\r\n\r\n", 5);
+				resp_finished(s);
+				return;
+			}
+		}
+	}
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+	struct px_sess *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	if (s->state == S_TUNNEL) {
+		tunnel_move(bev, s->c);
+		return;
+	}
+	while (!s->resp_head_sent) {
+		size_t len = evbuffer_get_length(in);
+		int status;
+		const char *why;
+		ssize_t n;
+		unsigned char *p;
+
+		if (len == 0)
+			return;
+		if (len > PX_HEAD_MAX)
+			len = PX_HEAD_MAX;
+		p = evbuffer_pullup(in, len);
+		n = px_head_parse(&s->resp, (const char *)p, len, &status, &why);
+		if (n == 0)
+			return;
+		if (n < 0) {
+			char msg[256];
+
+			snprintf(msg, sizeof(msg), "sandbox %s sent an invalid response: %s",
+			    s->m.sandbox, why);
+			up_fail(s, 502, msg);
+			return;
+		}
+		evbuffer_drain(in, n);
+		if (s->resp.status == 101) {
+			if (!s->upgrade || s->resp.upgrade == NULL) {
+				up_fail(s, 502, "upstream switched protocols unasked");
+				return;
+			}
+			s->resp_head_sent = 1;
+			s->status = 101;
+			send_resp_head(s);
+			start_tunnel(s);
+			return;
+		}
+		if (s->resp.status < 200) {
+			/* interim (100 Continue, 103): pass on to 1.1 clients */
+			if (s->req.minor == 1) {
+				s->resp_kind = PX_BODY_NONE;
+				send_resp_head(s);
+			}
+			px_head_reset(&s->resp);
+			continue;
+		}
+		s->status = s->resp.status;
+		s->resp_kind = px_response_body(&s->resp, s->req.method);
+		s->resp_left = s->resp_kind == PX_BODY_LENGTH ? (uint64_t)s->resp.content_length : 0;
+		px_chunk_init(&s->resp_ch);
+		if (s->resp_kind == PX_BODY_CLOSE) {
+			if (s->req.minor == 1)
+				s->resp_reframe = 1;
+			else
+				s->close_after = 1;
+		}
+		if (s->upgrade)
+			s->upgrade = 0;	/* refused upgrade: plain HTTP goes on */
+		if (!s->req_done)
+			s->close_after = 1;	/* answered before the body ended */
+		s->resp_head_sent = 1;
+		send_resp_head(s);
+		if (s->resp_kind != PX_BODY_CLOSE) {
+			struct timeval tv;
+
+			tv_ms(&tv, s->w->cfg.t_tunnel);
+			bufferevent_set_timeouts(bev, &tv, NULL);
+		} else {
+			struct timeval tv;
+
+			tv_ms(&tv, s->w->cfg.t_tunnel);
+			bufferevent_set_timeouts(bev, &tv, NULL);
+		}
+		if (s->resp_kind == PX_BODY_NONE) {
+			resp_finished(s);
+			return;
+		}
+	}
+	pump_response(s);
+}
+
+/* ---- client side ---- */
+
+static void
+client_read(struct bufferevent *bev, void *arg)
+{
+	struct px_sess *s = arg;
+
+	switch (s->state) {
+	case S_HEAD:
+		parse_head(s);
+		break;
+	case S_BODY:
+		pump_request(s);
+		break;
+	case S_TUNNEL:
+		if (s->up != NULL)
+			tunnel_move(bev, s->up->bev);
+		break;
+	case S_WAIT:
+	case S_CLOSING:
+		bufferevent_disable(bev, EV_READ);
+		break;
+	}
+}
+
+static void
+client_write(struct bufferevent *bev, void *arg)
+{
+	struct px_sess *s = arg;
+
+	if (s->state == S_CLOSING) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			sess_free(s);
+		return;
+	}
+	if (s->up != NULL && s->up->connected &&
+	    (s->state == S_TUNNEL || s->resp_head_sent))
+		bufferevent_enable(s->up->bev, EV_READ);
+	if (s->state != S_TUNNEL && s->up != NULL && s->resp_head_sent &&
+	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) > 0)
+		pump_response(s);
+}
+
+static void
+client_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_sess *s = arg;
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	if (s->state == S_TUNNEL && (what & BEV_EVENT_EOF) && s->up != NULL) {
+		/* client done: pass what it sent, then close both */
+		evbuffer_add_buffer(bufferevent_get_output(s->up->bev),
+		    bufferevent_get_input(bev));
+	}
+	if ((what & BEV_EVENT_EOF) && s->state == S_WAIT && s->req_done) {
+		/* half-close after a complete request: still answer */
+		return;
+	}
+	sess_free(s);
+}
+
+void
+px_sess_drain_all(struct px_worker *w, int hard)
+{
+	struct px_sess *s, *t;
+
+	TAILQ_FOREACH_SAFE(s, &w->sessions, entry, t) {
+		if (hard || (s->state == S_HEAD && s->req.scanned == 0 &&
+		    evbuffer_get_length(bufferevent_get_input(s->c)) == 0))
+			sess_free(s);
+		else
+			s->close_after = 1;
+	}
+}

@@ -1,0 +1,749 @@
+/*
+ * store.c — the SQLite implementation of store.h. One connection per
+ * px_store, WAL journal, foreign keys on, a busy timeout so a second
+ * reader (a backup, sqlite3 on the command line) does not fail writes.
+ * The schema is a list of migrations; PRAGMA user_version counts how many
+ * have run, each in its own transaction together with its version bump.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "store.h"
+#include "valid.h"
+
+#include <sqlite3.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define STORE_FILE		"berth.db"
+#define STORE_BUSY_MS		5000
+
+struct px_store {
+	sqlite3 *db;
+};
+
+/*
+ * Append only: a released build's migration never changes, a new one is
+ * added at the end. CHECKs mirror what the code validates so a hand-edited
+ * database cannot feed garbage to the route table.
+ */
+static const char *const migrations[] = {
+	/* 1: sandboxes and published ports */
+	"CREATE TABLE sandboxes ("
+	"  id TEXT PRIMARY KEY NOT NULL,"
+	"  address TEXT,"
+	"  external INTEGER NOT NULL DEFAULT 0 CHECK (external IN (0, 1)),"
+	"  state TEXT NOT NULL,"
+	"  created INTEGER NOT NULL"
+	");"
+	"CREATE TABLE ports ("
+	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+	"  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),"
+	"  host_header TEXT NOT NULL DEFAULT 'preserve'"
+	"    CHECK (host_header IN ('preserve', 'upstream')),"
+	"  visibility TEXT NOT NULL DEFAULT 'public'"
+	"    CHECK (visibility IN ('public', 'private')),"
+	"  custom_host TEXT UNIQUE,"
+	"  created INTEGER NOT NULL,"
+	"  PRIMARY KEY (sandbox, port)"
+	");",
+};
+
+#define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static void __attribute__((format(printf, 3, 4)))
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int
+dberr(struct px_store *st, char *err, size_t errlen, const char *what)
+{
+	seterr(err, errlen, "%s: %s", what, sqlite3_errmsg(st->db));
+	return PX_STORE_ERR;
+}
+
+int
+px_store_schema_version(void)
+{
+	return NMIGRATIONS;
+}
+
+const char *
+px_host_header_name(enum px_host_header h)
+{
+	return h == PX_HOST_UPSTREAM ? "upstream" : "preserve";
+}
+
+int
+px_host_header_parse(const char *s, enum px_host_header *out)
+{
+	if (strcmp(s, "preserve") == 0)
+		*out = PX_HOST_PRESERVE;
+	else if (strcmp(s, "upstream") == 0)
+		*out = PX_HOST_UPSTREAM;
+	else
+		return -1;
+	return 0;
+}
+
+const char *
+px_visibility_name(enum px_visibility v)
+{
+	return v == PX_VIS_PRIVATE ? "private" : "public";
+}
+
+int
+px_visibility_parse(const char *s, enum px_visibility *out)
+{
+	if (strcmp(s, "public") == 0)
+		*out = PX_VIS_PUBLIC;
+	else if (strcmp(s, "private") == 0)
+		*out = PX_VIS_PRIVATE;
+	else
+		return -1;
+	return 0;
+}
+
+int
+px_state_valid(const char *s)
+{
+	static const char *const states[] = {
+		PX_STATE_CREATING, PX_STATE_RUNNING, PX_STATE_PAUSED,
+		PX_STATE_SUSPENDED, PX_STATE_STOPPED, PX_STATE_FAILED,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		if (strcmp(s, states[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* A fixed-size string field is usable if it is NUL-terminated in place. */
+static int
+field_ok(const char *s, size_t size)
+{
+	return memchr(s, '\0', size) != NULL;
+}
+
+static int
+check_id(const char *id, char *err, size_t errlen)
+{
+	if (id == NULL || !px_valid_sandbox_id(id, strnlen(id, 41)) ||
+	    id[strnlen(id, 41)] != '\0') {
+		seterr(err, errlen, "invalid sandbox id");
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs SQL without results; on error the message names what (or the SQL). */
+static int
+exec_what(struct px_store *st, const char *sql, const char *what,
+    char *err, size_t errlen)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		seterr(err, errlen, "%s: %s", what ? what : sql,
+		    msg ? msg : sqlite3_errmsg(st->db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+exec_sql(struct px_store *st, const char *sql, char *err, size_t errlen)
+{
+	return exec_what(st, sql, NULL, err, errlen);
+}
+
+static int
+tx_begin(struct px_store *st, char *err, size_t errlen)
+{
+	/* IMMEDIATE takes the write lock now, so a read-then-write
+	 * transaction cannot fail half way with SQLITE_BUSY. */
+	return exec_sql(st, "BEGIN IMMEDIATE", err, errlen);
+}
+
+static int
+tx_commit(struct px_store *st, char *err, size_t errlen)
+{
+	if (exec_sql(st, "COMMIT", err, errlen) == -1) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+tx_rollback(struct px_store *st)
+{
+	if (!sqlite3_get_autocommit(st->db))
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static sqlite3_stmt *
+prepare(struct px_store *st, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt = NULL;
+
+	if (sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+		seterr(err, errlen, "prepare: %s", sqlite3_errmsg(st->db));
+		return NULL;
+	}
+	return stmt;
+}
+
+static int
+user_version(struct px_store *st, int *out, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if ((stmt = prepare(st, "PRAGMA user_version", err, errlen)) == NULL)
+		return -1;
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int(stmt, 0);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_ROW)
+		return dberr(st, err, errlen, "reading schema version");
+	return 0;
+}
+
+static int
+migrate(struct px_store *st, char *err, size_t errlen)
+{
+	char sql[64], what[64];
+	int v;
+
+	if (user_version(st, &v, err, errlen) == -1)
+		return -1;
+	if (v > NMIGRATIONS) {
+		seterr(err, errlen, "database schema version %d is newer than "
+		    "this berth knows (%d)", v, NMIGRATIONS);
+		return -1;
+	}
+	for (; v < NMIGRATIONS; v++) {
+		if (tx_begin(st, err, errlen) == -1)
+			return -1;
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
+		snprintf(what, sizeof(what), "schema migration %d", v + 1);
+		if (exec_what(st, migrations[v], what, err, errlen) == -1 ||
+		    exec_sql(st, sql, err, errlen) == -1) {
+			tx_rollback(st);
+			return -1;
+		}
+		if (tx_commit(st, err, errlen) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+struct px_store *
+px_store_open(const char *state_dir, char *err, size_t errlen)
+{
+	struct px_store *st;
+	char *path;
+	size_t n;
+	char *mode = NULL, sub[256] = "";
+	sqlite3_stmt *stmt;
+
+	if (state_dir == NULL || *state_dir == '\0') {
+		seterr(err, errlen, "no state directory");
+		return NULL;
+	}
+	if (mkdir(state_dir, 0700) == -1 && errno != EEXIST) {
+		seterr(err, errlen, "mkdir %s: %s", state_dir, strerror(errno));
+		return NULL;
+	}
+	n = strlen(state_dir) + sizeof("/" STORE_FILE);
+	if ((path = malloc(n)) == NULL || (st = calloc(1, sizeof(*st))) == NULL) {
+		free(path);
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	snprintf(path, n, "%s/%s", state_dir, STORE_FILE);
+
+	if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		seterr(err, errlen, "%s: %s", path,
+		    st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		goto fail;
+	}
+	sqlite3_extended_result_codes(st->db, 1);
+	sqlite3_busy_timeout(st->db, STORE_BUSY_MS);
+
+	/* journal_mode answers with the mode now in force; a file system
+	 * without shared memory support (some network mounts) says "delete". */
+	if ((stmt = prepare(st, "PRAGMA journal_mode=WAL", err, errlen)) == NULL)
+		goto fail;
+	if (sqlite3_step(stmt) == SQLITE_ROW)
+		mode = sqlite3_mprintf("%s", sqlite3_column_text(stmt, 0));
+	sqlite3_finalize(stmt);
+	if (mode == NULL || sqlite3_stricmp(mode, "wal") != 0) {
+		seterr(err, errlen, "%s: cannot use WAL journal (%s)", path,
+		    mode ? mode : sqlite3_errmsg(st->db));
+		sqlite3_free(mode);
+		goto fail;
+	}
+	sqlite3_free(mode);
+	/* FULL: a commit is on disk before the API answers 2xx. */
+	if (exec_sql(st, "PRAGMA synchronous=FULL", err, errlen) == -1 ||
+	    exec_sql(st, "PRAGMA foreign_keys=ON", err, errlen) == -1)
+		goto fail;
+	if (migrate(st, sub, sizeof(sub)) == -1) {
+		seterr(err, errlen, "%s: %s", path, sub);
+		goto fail;
+	}
+	free(path);
+	return st;
+fail:
+	free(path);
+	px_store_close(st);
+	return NULL;
+}
+
+void
+px_store_close(struct px_store *st)
+{
+	if (st == NULL)
+		return;
+	sqlite3_close_v2(st->db);
+	free(st);
+}
+
+/* ---- sandboxes ---- */
+
+static void
+row_sandbox(sqlite3_stmt *stmt, int col, struct px_sandbox *sb)
+{
+	const unsigned char *t;
+
+	memset(sb, 0, sizeof(*sb));
+	if ((t = sqlite3_column_text(stmt, col)) != NULL)
+		snprintf(sb->id, sizeof(sb->id), "%s", t);
+	if ((t = sqlite3_column_text(stmt, col + 1)) != NULL)
+		snprintf(sb->address, sizeof(sb->address), "%s", t);
+	sb->external = sqlite3_column_int(stmt, col + 2);
+	if ((t = sqlite3_column_text(stmt, col + 3)) != NULL)
+		snprintf(sb->state, sizeof(sb->state), "%s", t);
+	sb->created = sqlite3_column_int64(stmt, col + 4);
+}
+
+#define SANDBOX_COLS "s.id, s.address, s.external, s.state, s.created"
+
+int
+px_store_sandbox_add(struct px_store *st, const struct px_sandbox *sb,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (!field_ok(sb->id, sizeof(sb->id)) || check_id(sb->id, err, errlen))
+		return PX_STORE_ERR;
+	if (!field_ok(sb->address, sizeof(sb->address)) ||
+	    (sb->address[0] != '\0' && !px_valid_ip(sb->address))) {
+		seterr(err, errlen, "invalid address");
+		return PX_STORE_ERR;
+	}
+	if (!field_ok(sb->state, sizeof(sb->state)) || !px_state_valid(sb->state)) {
+		seterr(err, errlen, "invalid state");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "INSERT INTO sandboxes (id, address, external, "
+	    "state, created) VALUES (?, ?, ?, ?, ?)", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, sb->id, -1, SQLITE_STATIC);
+	if (sb->address[0] != '\0')
+		sqlite3_bind_text(stmt, 2, sb->address, -1, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 3, sb->external ? 1 : 0);
+	sqlite3_bind_text(stmt, 4, sb->state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 5, sb->created ? sb->created :
+	    (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_DONE)
+		return PX_STORE_OK;
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+		seterr(err, errlen, "sandbox '%s' already exists", sb->id);
+		return PX_STORE_EXISTS;
+	}
+	return dberr(st, err, errlen, "adding sandbox");
+}
+
+int
+px_store_sandbox_get(struct px_store *st, const char *id,
+    struct px_sandbox *out, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(id, err, errlen))
+		return PX_STORE_ERR;
+	stmt = prepare(st, "SELECT " SANDBOX_COLS " FROM sandboxes s "
+	    "WHERE s.id = ?", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW && out != NULL)
+		row_sandbox(stmt, 0, out);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return PX_STORE_OK;
+	if (rc == SQLITE_DONE) {
+		seterr(err, errlen, "no sandbox '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	return dberr(st, err, errlen, "reading sandbox");
+}
+
+int
+px_store_sandbox_rm(struct px_store *st, const char *id,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(id, err, errlen))
+		return PX_STORE_ERR;
+	/* One statement: the cascade to ports runs in its transaction. */
+	stmt = prepare(st, "DELETE FROM sandboxes WHERE id = ?", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "removing sandbox");
+	if (sqlite3_changes(st->db) == 0) {
+		seterr(err, errlen, "no sandbox '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_OK;
+}
+
+int
+px_store_sandbox_list(struct px_store *st,
+    int (*cb)(const struct px_sandbox *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_sandbox sb;
+	int rc, ret = PX_STORE_OK;
+
+	stmt = prepare(st, "SELECT " SANDBOX_COLS " FROM sandboxes s "
+	    "ORDER BY s.id", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		row_sandbox(stmt, 0, &sb);
+		if ((ret = cb(&sb, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "listing sandboxes");
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+/* ---- ports ---- */
+
+#define PORT_COLS "p.sandbox, p.port, p.host_header, p.visibility, " \
+	"p.custom_host, p.created"
+
+static void
+row_port(sqlite3_stmt *stmt, int col, struct px_port *p)
+{
+	const unsigned char *t;
+
+	memset(p, 0, sizeof(*p));
+	if ((t = sqlite3_column_text(stmt, col)) != NULL)
+		snprintf(p->sandbox, sizeof(p->sandbox), "%s", t);
+	p->port = (uint16_t)sqlite3_column_int(stmt, col + 1);
+	if ((t = sqlite3_column_text(stmt, col + 2)) != NULL)
+		(void)px_host_header_parse((const char *)t, &p->host_header);
+	if ((t = sqlite3_column_text(stmt, col + 3)) != NULL)
+		(void)px_visibility_parse((const char *)t, &p->visibility);
+	if ((t = sqlite3_column_text(stmt, col + 4)) != NULL)
+		snprintf(p->custom_host, sizeof(p->custom_host), "%s", t);
+	p->created = sqlite3_column_int64(stmt, col + 5);
+}
+
+/* 1 if the sandbox exists, 0 if not, -1 on error. */
+static int
+sandbox_exists(struct px_store *st, const char *id, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	stmt = prepare(st, "SELECT 1 FROM sandboxes WHERE id = ?", err, errlen);
+	if (stmt == NULL)
+		return -1;
+	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return dberr(st, err, errlen, "reading sandbox");
+}
+
+int
+px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc, ret = PX_STORE_ERR, inserted;
+
+	if (!field_ok(p->sandbox, sizeof(p->sandbox)) ||
+	    check_id(p->sandbox, err, errlen))
+		return PX_STORE_ERR;
+	if (p->port == 0 || (p->host_header != PX_HOST_PRESERVE &&
+	    p->host_header != PX_HOST_UPSTREAM) || (p->visibility !=
+	    PX_VIS_PUBLIC && p->visibility != PX_VIS_PRIVATE)) {
+		seterr(err, errlen, "invalid port, host header or visibility");
+		return PX_STORE_ERR;
+	}
+	if (!field_ok(p->custom_host, sizeof(p->custom_host)) ||
+	    (p->custom_host[0] != '\0' &&
+	    !px_valid_hostname(p->custom_host, strlen(p->custom_host)))) {
+		seterr(err, errlen, "invalid custom host");
+		return PX_STORE_ERR;
+	}
+
+	if (tx_begin(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = sandbox_exists(st, p->sandbox, err, errlen)) != 1) {
+		if (rc == 0) {
+			seterr(err, errlen, "no sandbox '%s'", p->sandbox);
+			ret = PX_STORE_NOTFOUND;
+		}
+		goto fail;
+	}
+	if (p->custom_host[0] != '\0') {
+		stmt = prepare(st, "SELECT sandbox, port FROM ports WHERE "
+		    "custom_host = ? AND NOT (sandbox = ? AND port = ?)",
+		    err, errlen);
+		if (stmt == NULL)
+			goto fail;
+		sqlite3_bind_text(stmt, 1, p->custom_host, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stmt, 2, p->sandbox, -1, SQLITE_STATIC);
+		sqlite3_bind_int(stmt, 3, p->port);
+		rc = sqlite3_step(stmt);
+		if (rc == SQLITE_ROW) {
+			seterr(err, errlen, "host '%s' is already used by port "
+			    "%d of sandbox '%s'", p->custom_host,
+			    sqlite3_column_int(stmt, 1),
+			    (const char *)sqlite3_column_text(stmt, 0));
+			ret = PX_STORE_CONFLICT;
+			goto fail;
+		}
+		if (rc != SQLITE_DONE) {
+			dberr(st, err, errlen, "checking custom host");
+			goto fail;
+		}
+		sqlite3_finalize(stmt);
+	}
+	stmt = prepare(st, "SELECT 1 FROM ports WHERE sandbox = ? AND port = ?",
+	    err, errlen);
+	if (stmt == NULL)
+		goto fail;
+	sqlite3_bind_text(stmt, 1, p->sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 2, p->port);
+	rc = sqlite3_step(stmt);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		dberr(st, err, errlen, "reading port");
+		goto fail;
+	}
+	inserted = rc == SQLITE_DONE;
+	sqlite3_finalize(stmt);
+
+	stmt = prepare(st, "INSERT INTO ports (sandbox, port, host_header, "
+	    "visibility, custom_host, created) VALUES (?, ?, ?, ?, ?, ?) "
+	    "ON CONFLICT (sandbox, port) DO UPDATE SET "
+	    "host_header = excluded.host_header, "
+	    "visibility = excluded.visibility, "
+	    "custom_host = excluded.custom_host", err, errlen);
+	if (stmt == NULL)
+		goto fail;
+	sqlite3_bind_text(stmt, 1, p->sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 2, p->port);
+	sqlite3_bind_text(stmt, 3, px_host_header_name(p->host_header), -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 4, px_visibility_name(p->visibility), -1,
+	    SQLITE_STATIC);
+	if (p->custom_host[0] != '\0')
+		sqlite3_bind_text(stmt, 5, p->custom_host, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 6, p->created ? p->created :
+	    (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_CONSTRAINT_UNIQUE) {
+		seterr(err, errlen, "host '%s' is already used by another port",
+		    p->custom_host);
+		ret = PX_STORE_CONFLICT;
+		goto fail;
+	}
+	if (rc != SQLITE_DONE) {
+		dberr(st, err, errlen, "publishing port");
+		goto fail;
+	}
+	sqlite3_finalize(stmt);
+	stmt = NULL;
+	if (tx_commit(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if (created != NULL)
+		*created = inserted;
+	return PX_STORE_OK;
+fail:
+	sqlite3_finalize(stmt);
+	tx_rollback(st);
+	return ret;
+}
+
+int
+px_store_port_get(struct px_store *st, const char *sandbox, uint16_t port,
+    struct px_port *out, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(sandbox, err, errlen))
+		return PX_STORE_ERR;
+	stmt = prepare(st, "SELECT " PORT_COLS " FROM ports p "
+	    "WHERE p.sandbox = ? AND p.port = ?", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 2, port);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW && out != NULL)
+		row_port(stmt, 0, out);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return PX_STORE_OK;
+	if (rc == SQLITE_DONE) {
+		seterr(err, errlen, "port %u of sandbox '%s' is not published",
+		    port, sandbox);
+		return PX_STORE_NOTFOUND;
+	}
+	return dberr(st, err, errlen, "reading port");
+}
+
+int
+px_store_port_rm(struct px_store *st, const char *sandbox, uint16_t port,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(sandbox, err, errlen))
+		return PX_STORE_ERR;
+	stmt = prepare(st, "DELETE FROM ports WHERE sandbox = ? AND port = ?",
+	    err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 2, port);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "unpublishing port");
+	if (sqlite3_changes(st->db) == 0) {
+		seterr(err, errlen, "port %u of sandbox '%s' is not published",
+		    port, sandbox);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_OK;
+}
+
+int
+px_store_port_list(struct px_store *st, const char *sandbox,
+    int (*cb)(const struct px_port *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_port p;
+	int rc, ret = PX_STORE_OK;
+
+	if (sandbox != NULL && check_id(sandbox, err, errlen))
+		return PX_STORE_ERR;
+	/* A read transaction so "sandbox exists" and its rows agree. */
+	if (exec_sql(st, "BEGIN", err, errlen) == -1)
+		return PX_STORE_ERR;
+	if (sandbox != NULL) {
+		if ((rc = sandbox_exists(st, sandbox, err, errlen)) != 1) {
+			tx_rollback(st);
+			if (rc == 0) {
+				seterr(err, errlen, "no sandbox '%s'", sandbox);
+				return PX_STORE_NOTFOUND;
+			}
+			return PX_STORE_ERR;
+		}
+		stmt = prepare(st, "SELECT " PORT_COLS " FROM ports p WHERE "
+		    "p.sandbox = ? ORDER BY p.port", err, errlen);
+	} else
+		stmt = prepare(st, "SELECT " PORT_COLS " FROM ports p "
+		    "ORDER BY p.sandbox, p.port", err, errlen);
+	if (stmt == NULL) {
+		tx_rollback(st);
+		return PX_STORE_ERR;
+	}
+	if (sandbox != NULL)
+		sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		row_port(stmt, 0, &p);
+		if ((ret = cb(&p, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "listing ports");
+	sqlite3_finalize(stmt);
+	tx_rollback(st);	/* read only: ending it either way is the same */
+	return ret;
+}
+
+int
+px_store_routes(struct px_store *st,
+    int (*cb)(const struct px_route_row *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_sandbox sb;
+	struct px_port p;
+	struct px_route_row row = { &sb, &p };
+	int rc, ret = PX_STORE_OK;
+
+	stmt = prepare(st, "SELECT " SANDBOX_COLS ", " PORT_COLS " FROM ports p "
+	    "JOIN sandboxes s ON s.id = p.sandbox ORDER BY p.sandbox, p.port",
+	    err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		row_sandbox(stmt, 0, &sb);
+		row_port(stmt, 5, &p);
+		if ((ret = cb(&row, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "reading routes");
+	sqlite3_finalize(stmt);
+	return ret;
+}

@@ -1,0 +1,287 @@
+/*
+ * worker.c — a proxy worker process. Started by the parent with its
+ * listening sockets, it waits for its configuration, certificates and
+ * routes over the IPC socket, then accepts. It never opens a file: the
+ * parent already dropped it into an empty root as an unprivileged user.
+ * It reports counters to the parent once a second.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "worker.h"
+#include "ipc.h"
+#include "log.h"
+#include "route.h"
+#include "tls.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <jansson.h>
+
+struct px_worker *px_w;
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int socklen, void *arg)
+{
+	int i = (int)(intptr_t)arg;
+
+	px_sess_accept(px_w, fd, sa, socklen, px_w->listen_https[i]);
+}
+
+static void
+accept_error(struct evconnlistener *l, void *arg)
+{
+	/* EMFILE and friends: pause a moment rather than spin */
+	log_warn("worker %d: accept", px_w->id);
+}
+
+void
+px_worker_maybe_exit(void)
+{
+	if (px_w->draining && px_w->nconns == 0)
+		event_base_loopexit(px_w->base, NULL);
+}
+
+static void
+drain_hard(evutil_socket_t fd, short what, void *arg)
+{
+	log_info("worker %d: drain deadline: closing %u connection(s)",
+	    px_w->id, px_w->nconns);
+	px_sess_drain_all(px_w, 1);
+	event_base_loopexit(px_w->base, NULL);
+}
+
+static void
+start_drain(void)
+{
+	struct timeval tv;
+	int i;
+
+	if (px_w->draining)
+		return;
+	px_w->draining = 1;
+	for (i = 0; i < px_w->nlisteners; i++) {
+		evconnlistener_free(px_w->listeners[i]);
+		px_w->listeners[i] = NULL;
+	}
+	px_w->nlisteners = 0;
+	px_pool_flush(px_w);
+	px_sess_drain_all(px_w, 0);
+	tv.tv_sec = px_w->cfg.t_drain / 1000;
+	tv.tv_usec = (px_w->cfg.t_drain % 1000) * 1000;
+	px_w->drain_timer = evtimer_new(px_w->base, drain_hard, NULL);
+	evtimer_add(px_w->drain_timer, &tv);
+	px_worker_maybe_exit();
+}
+
+static void
+send_stats(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_stats *st = &px_w->stats;
+	struct px_sbstat *sb;
+	unsigned long long full, resumed;
+	json_t *m, *sbs;
+
+	px_tls_counts(&full, &resumed);
+	sbs = json_object();
+	for (sb = px_sbstat_first(); sb != NULL; sb = sb->next)
+		json_object_set_new(sbs, sb->id, json_pack("{s:I,s:I,s:I,s:I}",
+		    "requests", (json_int_t)sb->requests, "conns", (json_int_t)sb->conns,
+		    "bytes_in", (json_int_t)sb->bytes_in, "bytes_out", (json_int_t)sb->bytes_out));
+	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+	    "type", "stats", "requests", (json_int_t)st->requests,
+	    "status", (json_int_t)st->status[0], (json_int_t)st->status[1],
+	    (json_int_t)st->status[2], (json_int_t)st->status[3],
+	    (json_int_t)st->status[4], (json_int_t)st->status[5],
+	    "bytes_in", (json_int_t)st->bytes_in, "bytes_out", (json_int_t)st->bytes_out,
+	    "upstream_errors", (json_int_t)st->upstream_errors,
+	    "rejected", (json_int_t)st->rejected, "conns_total", (json_int_t)st->conns_total,
+	    "overload", (json_int_t)st->overload, "active", (json_int_t)px_w->nconns,
+	    "pool_idle", (json_int_t)px_w->pool_idle,
+	    "tls_full", (json_int_t)full, "tls_resumed", (json_int_t)resumed,
+	    "sandboxes", sbs);
+	if (m != NULL) {
+		px_ipc_send(px_w->ipc, m);
+		json_decref(m);
+	}
+}
+
+static int
+hexdecode(const char *hex, unsigned char *out, size_t outlen)
+{
+	size_t i;
+
+	if (hex == NULL || strlen(hex) != outlen * 2)
+		return -1;
+	for (i = 0; i < outlen; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -1;
+		out[i] = (unsigned char)v;
+	}
+	return 0;
+}
+
+static void
+set_tickets(json_t *keys)
+{
+	unsigned char k[PX_TICKET_KEYS][PX_TICKET_KEY_LEN];
+	size_t i, n = json_array_size(keys);
+
+	if (n == 0 || n > PX_TICKET_KEYS)
+		fatalx("worker %d: bad ticket keys", px_w->id);
+	for (i = 0; i < n; i++)
+		if (hexdecode(json_string_value(json_array_get(keys, i)), k[i],
+		    PX_TICKET_KEY_LEN) != 0)
+			fatalx("worker %d: bad ticket key", px_w->id);
+	px_tls_set_ticket_keys((const unsigned char (*)[PX_TICKET_KEY_LEN])k, (int)n);
+	memset(k, 0, sizeof(k));
+}
+
+static void
+handle_msg(json_t *m)
+{
+	const char *type = json_string_value(json_object_get(m, "type"));
+	char err[256];
+
+	if (strcmp(type, "config") == 0) {
+		struct px_wcfg *c = &px_w->cfg;
+		const char *d = json_string_value(json_object_get(m, "domain"));
+
+		if (d == NULL)
+			fatalx("worker %d: config without domain", px_w->id);
+		snprintf(c->domain, sizeof(c->domain), "%s", d);
+#define U(name) c->name = (unsigned)json_integer_value(json_object_get(m, #name))
+		U(https_port); U(t_head); U(t_keepalive); U(t_connect);
+		U(t_response); U(t_tunnel); U(t_drain); U(t_retry);
+		U(max_conns); U(max_conns_sandbox);
+#undef U
+		px_w->configured |= 1;
+	} else if (strcmp(type, "tls") == 0) {
+		json_t *certs = json_object_get(m, "certs"), *cj;
+		struct px_tls_cert tc[32];
+		struct px_tls *t;
+		size_t i, n = json_array_size(certs);
+
+		if (n == 0 || n > 32)
+			fatalx("worker %d: bad tls message", px_w->id);
+		json_array_foreach(certs, i, cj) {
+			tc[i].cert_pem = json_string_value(json_object_get(cj, "cert"));
+			tc[i].key_pem = json_string_value(json_object_get(cj, "key"));
+			if (tc[i].cert_pem == NULL || tc[i].key_pem == NULL)
+				fatalx("worker %d: bad tls message", px_w->id);
+			tc[i].cert_len = strlen(tc[i].cert_pem);
+			tc[i].key_len = strlen(tc[i].key_pem);
+		}
+		if ((t = px_tls_new(tc, (int)n, err, sizeof(err))) == NULL) {
+			log_warnx("worker %d: certificates not changed: %s", px_w->id, err);
+			return;
+		}
+		px_tls_unref(px_w->tls);
+		px_w->tls = t;
+		set_tickets(json_object_get(m, "tickets"));
+		px_w->configured |= 2;
+	} else if (strcmp(type, "tickets") == 0) {
+		set_tickets(json_object_get(m, "keys"));
+	} else if (strcmp(type, "routes") == 0) {
+		struct px_routes *r = px_routes_build(json_object_get(m, "routes"),
+		    err, sizeof(err));
+
+		if (r == NULL)
+			fatalx("worker %d: %s", px_w->id, err);
+		px_routes_unref(px_w->routes);
+		px_w->routes = r;
+		px_w->configured |= 4;
+	} else if (strcmp(type, "drain") == 0) {
+		start_drain();
+	} else {
+		fatalx("worker %d: unknown message '%s'", px_w->id, type);
+	}
+}
+
+static void
+ipc_read(struct bufferevent *bev, void *arg)
+{
+	json_t *m;
+	int r, was = px_w->configured;
+
+	while ((r = px_ipc_recv(bev, &m)) == 1) {
+		handle_msg(m);
+		json_decref(m);
+	}
+	if (r < 0)
+		fatalx("worker %d: corrupt message from the parent", px_w->id);
+	if (was != 7 && px_w->configured == 7 && !px_w->draining) {
+		int i;
+		json_t *ready = json_pack("{s:s,s:i}", "type", "ready", "pid", (int)getpid());
+
+		for (i = 0; i < px_w->nlisteners; i++)
+			evconnlistener_enable(px_w->listeners[i]);
+		px_ipc_send(px_w->ipc, ready);
+		json_decref(ready);
+	}
+}
+
+static void
+ipc_event(struct bufferevent *bev, short what, void *arg)
+{
+	/* The parent is gone: nobody can restart or reload us. */
+	log_warnx("worker %d: lost the parent, exiting", px_w->id);
+	exit(0);
+}
+
+int
+px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
+    int access_fd, int acme_fd)
+{
+	static struct px_worker w;
+	struct timeval sec = { 1, 0 };
+	int i;
+
+	px_w = &w;
+	w.id = id;
+	w.ipc_fd = ipc_fd;
+	w.access_fd = access_fd;
+	w.acme_fd = acme_fd;
+	TAILQ_INIT(&w.sessions);
+	for (i = 0; i < PX_POOL_BUCKETS; i++)
+		TAILQ_INIT(&w.pool[i]);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGINT, SIG_IGN);	/* the parent coordinates shutdown */
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	if ((w.base = event_base_new()) == NULL)
+		fatalx("worker %d: event_base_new", id);
+	evutil_make_socket_nonblocking(ipc_fd);
+	w.ipc = bufferevent_socket_new(w.base, ipc_fd, BEV_OPT_CLOSE_ON_FREE);
+	if (w.ipc == NULL)
+		fatalx("worker %d: ipc", id);
+	bufferevent_setcb(w.ipc, ipc_read, NULL, ipc_event, NULL);
+	bufferevent_enable(w.ipc, EV_READ | EV_WRITE);
+	for (i = 0; i < n; i++) {
+		evutil_make_socket_nonblocking(listen_fds[i]);
+		w.listeners[i] = evconnlistener_new(w.base, accept_cb,
+		    (void *)(intptr_t)i, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_DISABLED,
+		    -1, listen_fds[i]);
+		if (w.listeners[i] == NULL)
+			fatal("worker %d: listener", id);
+		evconnlistener_set_error_cb(w.listeners[i], accept_error);
+		w.listen_https[i] = https[i];
+	}
+	w.nlisteners = n;
+	w.stats_timer = event_new(w.base, -1, EV_PERSIST, send_stats, NULL);
+	evtimer_add(w.stats_timer, &sec);
+	event_base_dispatch(w.base);
+	/* drained */
+	send_stats(-1, 0, NULL);
+	bufferevent_flush(w.ipc, EV_WRITE, BEV_FLUSH);
+	return 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * worker.h — a proxy worker: an unprivileged process with its own event
+ * loop, its SO_REUSEPORT listeners, TLS contexts and route table, all
+ * pushed by the parent over a socketpair. Sessions (session.c) do the
+ * HTTP work; this file's functions are the worker's shared state.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_WORKER_H
+#define BERTH_WORKER_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "conf.h"
+
+struct px_tls;
+struct px_routes;
+struct px_sess;
+struct px_up;
+
+struct px_wcfg {
+	char		 domain[256];
+	unsigned	 https_port;
+	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
+	unsigned	 t_drain, t_retry;
+	unsigned	 max_conns, max_conns_sandbox;	/* this worker's share */
+};
+
+struct px_stats {
+	uint64_t	 requests;
+	uint64_t	 status[6];		/* by class: 1xx..5xx, [0] other */
+	uint64_t	 bytes_in, bytes_out;
+	uint64_t	 upstream_errors;
+	uint64_t	 rejected;		/* parse errors */
+	uint64_t	 conns_total;
+	uint64_t	 overload;		/* refused at a limit */
+};
+
+TAILQ_HEAD(px_sesslist, px_sess);
+TAILQ_HEAD(px_uplist, px_up);
+
+#define PX_POOL_BUCKETS 256
+
+struct px_worker {
+	int		 id;
+	struct event_base *base;
+	int		 ipc_fd;
+	struct bufferevent *ipc;
+	struct evconnlistener *listeners[PX_MAX_LISTEN];
+	int		 listen_https[PX_MAX_LISTEN];
+	int		 nlisteners;
+	struct px_tls	*tls;
+	struct px_routes *routes;
+	struct px_wcfg	 cfg;
+	int		 configured;	/* config + tls + routes received */
+	int		 access_fd;	/* -1: off */
+	int		 acme_fd;	/* directory, -1: none */
+	unsigned	 nconns;
+	int		 draining;
+	struct event	*drain_timer;
+	struct event	*stats_timer;
+	struct px_stats	 stats;
+	struct px_sesslist sessions;
+	struct px_uplist pool[PX_POOL_BUCKETS];
+	unsigned	 pool_idle;
+};
+
+extern struct px_worker *px_w;
+
+/* worker.c */
+int px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
+    int access_fd, int acme_fd);
+void px_worker_maybe_exit(void);
+
+/* session.c */
+void px_sess_accept(struct px_worker *, int fd, struct sockaddr *, int socklen,
+    int https);
+void px_sess_drain_all(struct px_worker *, int hard);
+/* Upstream pool: idle keep-alive connections per guest address:port. */
+void px_pool_flush(struct px_worker *);
+
+#endif

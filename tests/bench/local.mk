@@ -1,0 +1,1 @@
+# tests/bench: fragment of the top Makefile.am

@@ -1,0 +1,1 @@
+# tests/integ: fragment of the top Makefile.am

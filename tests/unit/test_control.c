@@ -1,0 +1,565 @@
+/*
+ * test_control.c — the control API end to end on a real unix socket: a
+ * forked child runs px_control_new on a temp state dir in its own event
+ * loop; the parent drives it with raw HTTP (netctl's client, and bare
+ * sockets for framing edge cases) and with the real netctl binary
+ * ($top_builddir/netctl/netctl), checking statuses, JSON, exit codes and
+ * output. No root needed.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "control.h"
+#include "store.h"
+#include "cli.h"
+#include "tap.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64], sock[100], netctl[1024];
+static pid_t child = -1;
+
+/* ---- the server, in the child ---- */
+
+static int routes_changed;
+
+static void
+on_routes_changed(void *arg)
+{
+	routes_changed++;
+}
+
+static void
+on_metrics(struct evbuffer *out, void *arg)
+{
+	evbuffer_add_printf(out, "test_routes_changed %d\n", routes_changed);
+}
+
+static void
+on_term(evutil_socket_t fd, short what, void *arg)
+{
+	event_base_loopbreak(arg);
+}
+
+static void
+serve(int ready_fd)
+{
+	struct px_control_hooks hooks = {
+		.domain = "berth.localhost",
+		.https_port = 8443,
+		.routes_changed = on_routes_changed,
+		.metrics = on_metrics,
+	};
+	struct event_base *base = event_base_new();
+	struct px_store *st;
+	struct px_control *ctl;
+	struct event *term;
+	char err[512] = "";
+
+	if (base == NULL || (st = px_store_open(dir, err, sizeof(err))) == NULL ||
+	    (ctl = px_control_new(base, st, sock, &hooks, err,
+	    sizeof(err))) == NULL) {
+		dprintf(ready_fd, "error: %s", err);
+		_exit(1);
+	}
+	term = evsignal_new(base, SIGTERM, on_term, base);
+	event_add(term, NULL);
+	if (write(ready_fd, "ready", 5) != 5)
+		_exit(1);
+	close(ready_fd);
+	event_base_dispatch(base);
+	event_free(term);
+	px_control_free(ctl);
+	px_store_close(st);
+	event_base_free(base);
+	_exit(0);
+}
+
+/* ---- client helpers ---- */
+
+static struct cli_response last;
+static json_t *last_json;
+
+/* One request via netctl's client; returns the status (-1 transport). */
+static int
+req(const char *method, const char *target, const char *body)
+{
+	char err[512];
+	int cf;
+
+	cli_response_free(&last);
+	json_decref(last_json);
+	last_json = NULL;
+	if (cli_http_request(sock, method, target, body, &last, &cf, err,
+	    sizeof(err)) == -1) {
+		diag("%s %s: %s", method, target, err);
+		return -1;
+	}
+	last_json = json_loadb(last.body, last.len, 0, NULL);
+	return last.status;
+}
+
+/* A string at a slash path in the last JSON answer ("error/field"). */
+static const char *
+js(const char *path)
+{
+	char buf[256], *p, *save = NULL;
+	json_t *v = last_json;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = strtok_r(buf, "/", &save); p && v; p = strtok_r(NULL, "/",
+	    &save)) {
+		if (json_is_array(v))
+			v = json_array_get(v, (size_t)atoi(p));
+		else
+			v = json_object_get(v, p);
+	}
+	if (json_is_string(v))
+		return json_string_value(v);
+	if (json_is_integer(v)) {
+		static char num[32];
+
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+		return num;
+	}
+	if (json_is_boolean(v))
+		return json_is_true(v) ? "true" : "false";
+	if (json_is_null(v))
+		return "null";
+	return v ? "(value)" : "(missing)";
+}
+
+/* Sends raw bytes, reads until close; returns the response text. */
+static char *
+raw(const char *data, size_t len)
+{
+	static char buf[65536];
+	struct sockaddr_un sun;
+	struct timeval tv = { 5, 0 };
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
+		return buf;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		close(fd);
+		return buf;
+	}
+	while (len > 0 && (n = send(fd, data, len, MSG_NOSIGNAL)) > 0) {
+		data += n;
+		len -= (size_t)n;
+	}
+	/* A half close, as `printf ... | nc -U` does: answers must still
+	 * arrive. */
+	shutdown(fd, SHUT_WR);
+	while (got < sizeof(buf) - 1 &&
+	    (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	return buf;
+}
+
+#define raws(s) raw((s), strlen(s))
+
+static int
+count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	while ((hay = strstr(hay, needle)) != NULL) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
+static char out[8192], errout[8192];
+
+static void
+slurp(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	if (f != NULL) {
+		n = fread(buf, 1, size - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+}
+
+/* Runs netctl with args (shell words); returns its exit code. */
+static int
+run(const char *args)
+{
+	char cmd[4096], o[128], e[128];
+	int st;
+
+	snprintf(o, sizeof(o), "%s/out", dir);
+	snprintf(e, sizeof(e), "%s/err", dir);
+	snprintf(cmd, sizeof(cmd), "BERTH_STATE_DIR= '%s' -s '%s' %s >'%s' 2>'%s'",
+	    netctl, dir, args, o, e);
+	st = system(cmd);
+	slurp(o, out, sizeof(out));
+	slurp(e, errout, sizeof(errout));
+	if (st == -1 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+static void
+stop_child(void)
+{
+	int st;
+
+	if (child > 0) {
+		kill(child, SIGTERM);
+		waitpid(child, &st, 0);
+		child = -1;
+	}
+}
+
+static void
+cleanup(void)
+{
+	char cmd[128];
+
+	stop_child();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		diag("could not remove %s", dir);
+}
+
+static int
+start_child(void)
+{
+	char buf[600];
+	int pfd[2];
+	ssize_t n;
+
+	if (pipe(pfd) == -1)
+		return -1;
+	if ((child = fork()) == -1)
+		return -1;
+	if (child == 0) {
+		close(pfd[0]);
+		serve(pfd[1]);
+	}
+	close(pfd[1]);
+	n = read(pfd[0], buf, sizeof(buf) - 1);
+	close(pfd[0]);
+	buf[n > 0 ? n : 0] = '\0';
+	if (strcmp(buf, "ready") != 0) {
+		diag("server did not start: %s", buf);
+		return -1;
+	}
+	return 0;
+}
+
+int
+main(void)
+{
+	struct px_control_hooks hooks = { .domain = "berth.localhost",
+	    .https_port = 443 };
+	struct event_base *base;
+	struct px_control *ctl;
+	struct stat st;
+	char err[512], big[70 * 1024 + 256], url[256], *r;
+	const char *tb = getenv("top_builddir");
+	int fd;
+
+	snprintf(dir, sizeof(dir), "/tmp/berth-test-ctl.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		skip_all("mkdtemp failed");
+	atexit(cleanup);
+	snprintf(sock, sizeof(sock), "%s/control.sock", dir);
+	snprintf(netctl, sizeof(netctl), "%s/netctl/netctl", tb ? tb : ".");
+
+	/* URL shapes */
+	px_control_url(url, sizeof(url), "berth.localhost", 443, "sb-1", 80, NULL);
+	is_str(url, "https://80-sb-1.berth.localhost/", "URL omits :443");
+	px_control_url(url, sizeof(url), "d.test", 8443, "sb-1", 80, "a.example");
+	is_str(url, "https://a.example:8443/", "custom host URL keeps the port");
+
+	/* a non-socket file is not removed */
+	fd = creat(sock, 0600);
+	close(fd);
+	base = event_base_new();
+	ctl = px_control_new(base, NULL, sock, &hooks, err, sizeof(err));
+	ok(ctl == NULL && strstr(err, "not a socket") != NULL,
+	    "refuses a regular file at the socket path: %s", err);
+	unlink(sock);
+
+	/* a stale socket file is replaced */
+	{
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+		if (bind(s, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+			diag("bind: %s", strerror(errno));
+		close(s);
+	}
+	if (!ok(start_child() == 0, "server starts over a stale socket"))
+		return done_testing();
+	ok(stat(sock, &st) == 0 && (st.st_mode & 0777) == 0600,
+	    "socket mode 0600");
+	ctl = px_control_new(base, NULL, sock, &hooks, err, sizeof(err));
+	ok(ctl == NULL && strstr(err, "another server") != NULL,
+	    "refuses when a live server answers: %s", err);
+	px_control_free(ctl);
+	event_base_free(base);
+
+	/* health, metrics, unknown paths, methods */
+	is_int(req("GET", "/v1/health", NULL), 200, "GET /v1/health");
+	is_str(js("status"), "ok", "health says ok");
+	is_str(last.content_type, "application/json", "JSON content type");
+	is_int(req("GET", "/v1/nope", NULL), 404, "unknown path: 404");
+	is_str(js("error/code"), "not_found", "error code not_found");
+	is_int(req("GET", "/", NULL), 404, "root: 404");
+	is_int(req("POST", "/v1/health", "{}"), 405, "POST health: 405");
+	is_str(js("error/status"), "405", "error carries its status");
+	is_int(req("PATCH", "/v1/sandboxes", "{}"), 405, "PATCH sandboxes: 405");
+	r = raws("DELETE /v1/ports HTTP/1.1\r\nHost: x\r\n\r\n");
+	ok(strstr(r, "\r\nAllow: GET, HEAD\r\n") != NULL, "405 has Allow");
+
+	/* sandboxes */
+	is_int(req("GET", "/v1/sandboxes", NULL), 200, "list (empty)");
+	is_int((long long)json_array_size(json_object_get(last_json,
+	    "sandboxes")), 0, "no sandboxes yet");
+	is_int(req("POST", "/v1/sandboxes",
+	    "{\"id\":\"sb-1\",\"address\":\"127.0.0.1\"}"), 201, "create sb-1");
+	is_str(js("id"), "sb-1", "created id");
+	is_str(js("state"), "running", "state running");
+	is_str(js("external"), "true", "external");
+	is_int(req("POST", "/v1/sandboxes",
+	    "{\"id\":\"sb-1\",\"address\":\"127.0.0.1\"}"), 409, "again: 409");
+	is_str(js("error/field"), "id", "409 names id");
+	is_int(req("POST", "/v1/sandboxes", "{\"id\":\"sb-2\"}"), 400,
+	    "no address: 400");
+	is_str(js("error/field"), "address", "names address");
+	ok(strstr(js("error/message"), "VM-backed") != NULL, "says VMs are not "
+	    "there yet: %s", js("error/message"));
+	is_int(req("POST", "/v1/sandboxes",
+	    "{\"id\":\"sb-2\",\"address\":\"x\"}"), 400, "bad address: 400");
+	is_str(js("error/message"), "not an IP address: 'x'", "says why");
+	is_int(req("POST", "/v1/sandboxes",
+	    "{\"id\":\"SB\",\"address\":\"10.0.0.1\"}"), 400, "bad id: 400");
+	is_str(js("error/field"), "id", "names id");
+	is_int(req("POST", "/v1/sandboxes",
+	    "{\"id\":\"sb-2\",\"address\":\"10.0.0.1\",\"cpu\":2}"), 400,
+	    "unknown field: 400");
+	is_str(js("error/field"), "cpu", "names the unknown field");
+	is_int(req("POST", "/v1/sandboxes", "{\"id\":"), 400, "bad JSON: 400");
+	ok(strstr(js("error/message"), "invalid JSON") != NULL, "says invalid "
+	    "JSON: %s", js("error/message"));
+	is_int(req("POST", "/v1/sandboxes", "[1]"), 400, "array body: 400");
+	is_int(req("POST", "/v1/sandboxes", "{\"id\":7,\"address\":\"::1\"}"),
+	    400, "id not a string: 400");
+	is_int(req("POST", "/v1/sandboxes", NULL), 400, "no body: 400");
+	is_int(req("GET", "/v1/sandboxes/sb-9", NULL), 404, "unknown: 404");
+	is_str(js("error/message"), "no sandbox 'sb-9'", "names it");
+	is_int(req("GET", "/v1/sandboxes/Bad_Id", NULL), 400, "bad id in path");
+
+	/* ports */
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/8080", NULL), 201,
+	    "publish 8080: 201");
+	is_str(js("url"), "https://8080-sb-1.berth.localhost:8443/", "url");
+	is_str(js("host_header"), "preserve", "default host_header");
+	is_str(js("visibility"), "public", "default visibility");
+	is_str(js("host"), "null", "no custom host");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/8080",
+	    "{\"host_header\":\"upstream\"}"), 200, "update: 200");
+	is_str(js("host_header"), "upstream", "host_header updated");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/8080",
+	    "{\"visibility\":\"private\",\"host\":\"app.example.com\"}"), 200,
+	    "set private + host");
+	is_str(js("host_header"), "upstream", "omitted field kept");
+	is_str(js("host"), "app.example.com", "custom host");
+	is_str(js("urls/1"), "https://app.example.com:8443/", "custom URL");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
+	    "{\"host\":\"app.example.com\"}"), 409, "host taken: 409");
+	is_str(js("error/field"), "host", "409 names host");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
+	    "{\"host\":\"x.berth.localhost\"}"), 400, "host under domain: 400");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
+	    "{\"visibility\":\"secret\"}"), 400, "bad visibility: 400");
+	is_str(js("error/field"), "visibility", "names visibility");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
+	    "{\"host_header\":1}"), 400, "host_header not a string: 400");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/65536", NULL), 400,
+	    "port 65536: 400");
+	is_str(js("error/field"), "port", "names port");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/080", NULL), 400,
+	    "port 080: 400");
+	is_int(req("PUT", "/v1/sandboxes/sb-9/ports/80", NULL), 404,
+	    "publish on unknown sandbox: 404");
+	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000", "{}"), 201,
+	    "publish 3000");
+	is_int(req("GET", "/v1/sandboxes/sb-1/ports", NULL), 200, "list ports");
+	is_str(js("ports/0/port"), "3000", "ordered by port");
+	is_str(js("ports/1/port"), "8080", "second port");
+	is_int(req("GET", "/v1/sandboxes/sb-1/ports/8080", NULL), 200,
+	    "get one port");
+	is_str(js("visibility"), "private", "its visibility");
+	is_int(req("GET", "/v1/sandboxes/sb-1", NULL), 200, "show sb-1");
+	is_str(js("ports/1/url"), "https://8080-sb-1.berth.localhost:8443/",
+	    "show includes ports");
+	is_int(req("GET", "/v1/sandboxes/sb-9/ports", NULL), 404,
+	    "ports of unknown: 404");
+	is_int(req("DELETE", "/v1/sandboxes/sb-1/ports/3000", NULL), 204,
+	    "unpublish: 204");
+	is_int(req("DELETE", "/v1/sandboxes/sb-1/ports/3000", NULL), 404,
+	    "unpublish again: 404");
+	ok(strstr(js("error/message"), "not published") != NULL, "says not "
+	    "published: %s", js("error/message"));
+	is_int(req("GET", "/v1/ports", NULL), 200, "all ports");
+	is_int((long long)json_array_size(json_object_get(last_json, "ports")),
+	    1, "one port left");
+	is_int(req("GET", "/v1/sandboxes/", NULL), 200, "trailing slash ok");
+	is_int(req("GET", "/v1/health?x=1", NULL), 200, "query ignored");
+
+	/* framing */
+	memset(big, 'x', sizeof(big));
+	snprintf(big, sizeof(big), "PUT /v1/sandboxes/sb-1/ports/1 HTTP/1.1\r\n"
+	    "Host: x\r\nContent-Length: %d\r\n\r\n", 70 * 1024);
+	r = raw(big, sizeof(big));
+	ok(strncmp(r, "HTTP/1.1 413 ", 13) == 0 && strstr(r,
+	    "payload_too_large") != NULL, "Content-Length over 64 KB: 413 JSON");
+	{
+		/* chunked body that grows past 64 KB */
+		static char chunked[80 * 1024];
+		size_t n = (size_t)snprintf(chunked, sizeof(chunked),
+		    "PUT /v1/sandboxes/sb-1/ports/1 HTTP/1.1\r\nHost: x\r\n"
+		    "Transfer-Encoding: chunked\r\n\r\n");
+		int i;
+
+		for (i = 0; i < 17; i++) {
+			n += (size_t)snprintf(chunked + n, sizeof(chunked) - n,
+			    "1000\r\n");
+			memset(chunked + n, ' ', 4096);
+			n += 4096;
+			n += (size_t)snprintf(chunked + n, sizeof(chunked) - n,
+			    "\r\n");
+		}
+		r = raw(chunked, n);
+		ok(strncmp(r, "HTTP/1.1 413 ", 13) == 0, "chunked body over "
+		    "64 KB: 413");
+	}
+	r = raws("PUT /v1/sandboxes/sb-1/ports/4000 HTTP/1.1\r\nHost: x\r\n"
+	    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+	    "6\r\n{\"visi\r\n12\r\nbility\":\"private\"}\r\n0\r\n\r\n");
+	ok(strncmp(r, "HTTP/1.1 201 ", 13) == 0 && strstr(r, "\"private\""),
+	    "small chunked body accepted");
+	r = raws("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /v1/nope HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	is_int(count(r, "HTTP/1.1 "), 3, "three pipelined answers");
+	{
+		char *p1 = strstr(r, "200 OK"), *p2 = strstr(r, "404 Not Found");
+
+		ok(p1 && p2 && p1 < p2 && strstr(p2, "200 OK"),
+		    "answered in order");
+	}
+	r = raws("GET /v1/health HTTP/1.1\r\nHost: x\r\nX: a\nb\r\n\r\n");
+	ok(strncmp(r, "HTTP/1.1 400 ", 13) == 0 && strstr(r, "\"error\""),
+	    "malformed head: 400 JSON");
+	r = raws("HEAD /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	    "\r\n");
+	ok(strncmp(r, "HTTP/1.1 200 ", 13) == 0 && strstr(r, "{") == NULL,
+	    "HEAD has no body");
+
+	/* netctl */
+	is_int(run("status"), 0, "netctl status");
+	ok(strstr(out, "berthd is up") != NULL, "status says up");
+	is_int(run("sandbox add sb-2 --address 10.0.0.2"), 0, "netctl sandbox add");
+	is_int(run("sandbox add sb-2 --address 10.0.0.2"), 1, "add again: exit 1");
+	is_str(errout, "netctl: id: sandbox 'sb-2' already exists\n",
+	    "one clear line");
+	is_int(run("sandbox add Bad --address 10.0.0.2"), 2, "bad id: exit 2");
+	if (!ok(strstr(errout, "invalid sandbox id 'Bad'") != NULL, "local check"))
+		diag("%s", errout);
+	is_int(run("sandbox add sb-3 --address 10.0.0"), 2, "bad ip: exit 2");
+	is_int(run("sandbox add sb-3"), 2, "no address: exit 2");
+	is_int(run("port publish sb-2 8080"), 0, "netctl port publish");
+	is_str(out, "https://8080-sb-2.berth.localhost:8443/\n", "prints the URL");
+	is_int(run("port publish sb-2 3000 --host-header upstream --private "
+	    "--host App.Example.ORG"), 0, "publish with options");
+	is_int(run("port publish sb-2 65536"), 2, "bad port: exit 2");
+	if (!ok(strstr(errout, "invalid port '65536'") != NULL, "says why"))
+		diag("%s", errout);
+	is_int(run("port publish sb-2 80 --host-header sideways"), 2,
+	    "bad --host-header: exit 2");
+	is_int(run("port publish sb-2 80 --address 1.2.3.4"), 2,
+	    "option that does not apply: exit 2");
+	is_int(run("port publish sb-9 80"), 1, "unknown sandbox: exit 1");
+	is_str(errout, "netctl: no sandbox 'sb-9'\n", "API message");
+	is_int(run("port ls sb-2"), 0, "netctl port ls sb-2");
+	if (!ok(strstr(out, "SANDBOX") && strstr(out, "HOST-HEADER") &&
+	    strstr(out, "upstream") && strstr(out, "app.example.org"),
+	    "port table has its columns"))
+		diag("%s", out);
+	is_int(run("port ls"), 0, "netctl port ls");
+	is_int(count(out, "\n"), 5, "header + 4 ports");
+	is_int(run("--json port ls sb-2"), 0, "port ls --json");
+	ok(out[0] == '{' && strstr(out, "\"ports\""), "prints JSON");
+	is_int(run("sandbox ls"), 0, "sandbox ls");
+	if (!ok(strstr(out, "ID") && strstr(out, "sb-1") && strstr(out, "sb-2"),
+	    "lists both"))
+		diag("%s", out);
+	is_int(run("sandbox show sb-2"), 0, "sandbox show");
+	ok(strstr(out, "10.0.0.2") && strstr(out, "3000"), "shows ports");
+	is_int(run("port unpublish sb-2 3000"), 0, "unpublish");
+	is_int(run("port unpublish sb-2 3000"), 1, "unpublish again: exit 1");
+	is_int(run("sandbox rm sb-2"), 0, "sandbox rm");
+	is_int(run("port ls sb-2"), 1, "its ports are gone with it");
+	is_int(run("frobnicate"), 2, "unknown command: exit 2");
+	is_int(run("port"), 2, "noun without verb: exit 2");
+	is_int(run("port publish sb-1"), 2, "missing argument: exit 2");
+	is_int(run("help port publish"), 0, "help port publish");
+	ok(strstr(out, "--host-header") != NULL, "help shows options");
+	is_int(run("--help"), 0, "--help");
+	is_int(run("--bogus status"), 2, "unknown option: exit 2");
+
+	is_int(req("GET", "/metrics", NULL), 200, "GET /metrics");
+	ok(strstr(last.content_type, "version=0.0.4") != NULL,
+	    "Prometheus content type");
+	ok(strstr(last.body, "test_routes_changed 12\n") != NULL,
+	    "routes_changed after each mutation (12)");
+	ok(strstr(last.body, "berth_control_responses_total{class=\"4xx\"}") !=
+	    NULL, "own counters");
+
+	/* state survives the server */
+	stop_child();
+	ok(stat(sock, &st) == -1 && errno == ENOENT, "socket removed on free");
+	is_int(run("status"), 3, "netctl without berthd: exit 3");
+	if (!ok(strstr(errout, "cannot connect to berthd at ") != NULL, "says so"))
+		diag("%s", errout);
+	if (ok(start_child() == 0, "server restarts")) {
+		is_int(req("GET", "/v1/sandboxes/sb-1/ports/8080", NULL), 200,
+		    "port survives restart");
+		is_str(js("host"), "app.example.com", "with its custom host");
+	}
+	cli_response_free(&last);
+	json_decref(last_json);
+	return done_testing();
+}

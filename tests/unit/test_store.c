@@ -1,0 +1,304 @@
+/*
+ * test_store.c — unit tests for proxy/store.c on a real SQLite file in a
+ * temporary directory: sandboxes, ports, custom host conflicts, cascade,
+ * persistence across reopen, schema versioning.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "store.h"
+#include "tap.h"
+
+#include <sqlite3.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+static char err[256];
+
+static void
+cleanup(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		diag("could not remove %s", dir);
+}
+
+static struct px_sandbox
+mksb(const char *id, const char *addr)
+{
+	struct px_sandbox sb;
+
+	memset(&sb, 0, sizeof(sb));
+	snprintf(sb.id, sizeof(sb.id), "%s", id);
+	snprintf(sb.address, sizeof(sb.address), "%s", addr);
+	sb.external = 1;
+	snprintf(sb.state, sizeof(sb.state), "%s", PX_STATE_RUNNING);
+	return sb;
+}
+
+static struct px_port
+mkport(const char *sb, uint16_t port, const char *host)
+{
+	struct px_port p;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.sandbox, sizeof(p.sandbox), "%s", sb);
+	p.port = port;
+	snprintf(p.custom_host, sizeof(p.custom_host), "%s", host);
+	return p;
+}
+
+struct collect {
+	char text[1024];
+	int n;
+};
+
+static int
+collect_sb(const struct px_sandbox *sb, void *arg)
+{
+	struct collect *c = arg;
+	size_t len = strlen(c->text);
+
+	snprintf(c->text + len, sizeof(c->text) - len, "%s%s", len ? "," : "",
+	    sb->id);
+	c->n++;
+	return 0;
+}
+
+static int
+collect_port(const struct px_port *p, void *arg)
+{
+	struct collect *c = arg;
+	size_t len = strlen(c->text);
+
+	snprintf(c->text + len, sizeof(c->text) - len, "%s%s:%u", len ? "," :
+	    "", p->sandbox, p->port);
+	c->n++;
+	return 0;
+}
+
+static int
+collect_route(const struct px_route_row *r, void *arg)
+{
+	struct collect *c = arg;
+	size_t len = strlen(c->text);
+
+	snprintf(c->text + len, sizeof(c->text) - len, "%s%s@%s:%u", len ?
+	    "," : "", r->sb->id, r->sb->address, r->port->port);
+	c->n++;
+	return 0;
+}
+
+static int
+stop_at_first(const struct px_sandbox *sb, void *arg)
+{
+	(*(int *)arg)++;
+	return 7;
+}
+
+static int
+count_ports(struct px_store *st, const char *sb)
+{
+	struct collect c = { "", 0 };
+
+	if (px_store_port_list(st, sb, collect_port, &c, err, sizeof(err)) != 0)
+		return -1;
+	return c.n;
+}
+
+int
+main(void)
+{
+	struct px_store *st;
+	struct px_sandbox sb, got;
+	struct px_port p, gp;
+	struct collect c;
+	int created, calls;
+	char path[128];
+	struct stat sst;
+	sqlite3 *db;
+
+	snprintf(dir, sizeof(dir), "/tmp/berth-test-store.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		skip_all("mkdtemp failed");
+	atexit(cleanup);
+	strcat(dir, "/state");	/* not there yet: open creates it */
+
+	st = px_store_open(dir, err, sizeof(err));
+	if (!ok(st != NULL, "open creates the store"))
+		diag("%s", err);
+	if (st == NULL)
+		return done_testing();
+	ok(stat(dir, &sst) == 0 && (sst.st_mode & 0777) == 0700,
+	    "state dir created 0700");
+
+	/* sandboxes */
+	sb = mksb("sb-1", "10.0.0.2");
+	is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)), PX_STORE_OK,
+	    "add sb-1");
+	is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)), PX_STORE_EXISTS,
+	    "add sb-1 again: EXISTS");
+	ok(strstr(err, "sb-1") != NULL, "EXISTS message names it: %s", err);
+	sb = mksb("sb-0", "fd00::2");
+	sb.created = 1234;
+	is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)), PX_STORE_OK,
+	    "add sb-0 (IPv6)");
+	sb = mksb("Bad", "10.0.0.3");
+	is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)), PX_STORE_ERR,
+	    "bad id refused");
+	sb = mksb("sb-x", "nope");
+	is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)), PX_STORE_ERR,
+	    "bad address refused");
+	sb = mksb("sb-x", "10.0.0.9");
+	strcpy(sb.state, "dancing");
+	is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)), PX_STORE_ERR,
+	    "bad state refused");
+
+	is_int(px_store_sandbox_get(st, "sb-1", &got, err, sizeof(err)),
+	    PX_STORE_OK, "get sb-1");
+	is_str(got.address, "10.0.0.2", "address kept");
+	is_int(got.external, 1, "external kept");
+	is_str(got.state, "running", "state kept");
+	ok(got.created > 1600000000, "created filled with now");
+	is_int(px_store_sandbox_get(st, "sb-0", &got, err, sizeof(err)),
+	    PX_STORE_OK, "get sb-0");
+	is_int(got.created, 1234, "explicit created kept");
+	is_int(px_store_sandbox_get(st, "sb-9", &got, err, sizeof(err)),
+	    PX_STORE_NOTFOUND, "get unknown: NOTFOUND");
+
+	memset(&c, 0, sizeof(c));
+	is_int(px_store_sandbox_list(st, collect_sb, &c, err, sizeof(err)), 0,
+	    "list");
+	is_str(c.text, "sb-0,sb-1", "list is ordered by id");
+	calls = 0;
+	is_int(px_store_sandbox_list(st, stop_at_first, &calls, err,
+	    sizeof(err)), 7, "callback's nonzero return stops and is returned");
+	is_int(calls, 1, "walk stopped after one row");
+
+	/* ports */
+	p = mkport("sb-1", 8080, "");
+	created = -1;
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_OK, "publish sb-1:8080");
+	is_int(created, 1, "reported as created");
+	is_int(px_store_port_get(st, "sb-1", 8080, &gp, err, sizeof(err)),
+	    PX_STORE_OK, "get sb-1:8080");
+	ok(gp.host_header == PX_HOST_PRESERVE && gp.visibility == PX_VIS_PUBLIC
+	    && gp.custom_host[0] == '\0', "defaults read back");
+	p.host_header = PX_HOST_UPSTREAM;
+	p.visibility = PX_VIS_PRIVATE;
+	strcpy(p.custom_host, "app.example.com");
+	p.created = 5;
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_OK, "update sb-1:8080");
+	is_int(created, 0, "reported as updated");
+	px_store_port_get(st, "sb-1", 8080, &gp, err, sizeof(err));
+	ok(gp.host_header == PX_HOST_UPSTREAM && gp.visibility ==
+	    PX_VIS_PRIVATE, "update read back");
+	is_str(gp.custom_host, "app.example.com", "custom host read back");
+	ok(gp.created != 5, "created kept on update");
+
+	p = mkport("sb-1", 3000, "app.example.com");
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_CONFLICT, "same custom host on another port: CONFLICT");
+	ok(strstr(err, "8080") != NULL, "conflict names the owner: %s", err);
+	is_int(count_ports(st, "sb-1"), 1, "conflicting publish left nothing");
+	p = mkport("sb-0", 3000, "app.example.com");
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_CONFLICT, "same custom host on another sandbox: CONFLICT");
+	p = mkport("sb-1", 8080, "app.example.com");
+	p.visibility = PX_VIS_PRIVATE;
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_OK, "same port keeps its own custom host");
+	p = mkport("sb-9", 80, "");
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_NOTFOUND, "publish on unknown sandbox: NOTFOUND");
+	p = mkport("sb-1", 0, "");
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_ERR, "port 0 refused");
+	p = mkport("sb-1", 80, "Bad.Host");
+	is_int(px_store_port_set(st, &p, &created, err, sizeof(err)),
+	    PX_STORE_ERR, "bad custom host refused");
+
+	p = mkport("sb-1", 3000, "");
+	px_store_port_set(st, &p, NULL, err, sizeof(err));
+	p = mkport("sb-0", 443, "");
+	px_store_port_set(st, &p, NULL, err, sizeof(err));
+	memset(&c, 0, sizeof(c));
+	is_int(px_store_port_list(st, NULL, collect_port, &c, err, sizeof(err)),
+	    0, "list all ports");
+	is_str(c.text, "sb-0:443,sb-1:3000,sb-1:8080", "ordered by sandbox, port");
+	is_int(count_ports(st, "sb-1"), 2, "list one sandbox's ports");
+	is_int(px_store_port_list(st, "sb-9", collect_port, &c, err,
+	    sizeof(err)), PX_STORE_NOTFOUND, "list ports of unknown: NOTFOUND");
+	memset(&c, 0, sizeof(c));
+	is_int(px_store_routes(st, collect_route, &c, err, sizeof(err)), 0,
+	    "routes");
+	is_str(c.text, "sb-0@fd00::2:443,sb-1@10.0.0.2:3000,sb-1@10.0.0.2:8080",
+	    "routes join sandbox and port");
+
+	is_int(px_store_port_rm(st, "sb-1", 3000, err, sizeof(err)),
+	    PX_STORE_OK, "unpublish sb-1:3000");
+	is_int(px_store_port_rm(st, "sb-1", 3000, err, sizeof(err)),
+	    PX_STORE_NOTFOUND, "unpublish again: NOTFOUND");
+	is_int(px_store_port_get(st, "sb-1", 3000, &gp, err, sizeof(err)),
+	    PX_STORE_NOTFOUND, "get unpublished: NOTFOUND");
+
+	/* cascade */
+	is_int(px_store_sandbox_rm(st, "sb-0", err, sizeof(err)), PX_STORE_OK,
+	    "rm sb-0");
+	is_int(px_store_sandbox_rm(st, "sb-0", err, sizeof(err)),
+	    PX_STORE_NOTFOUND, "rm sb-0 again: NOTFOUND");
+	is_int(count_ports(st, NULL), 1, "sb-0's port went with it");
+
+	/* persistence */
+	px_store_close(st);
+	st = px_store_open(dir, err, sizeof(err));
+	if (!ok(st != NULL, "reopen"))
+		diag("%s", err);
+	if (st == NULL)
+		return done_testing();
+	is_int(px_store_port_get(st, "sb-1", 8080, &gp, err, sizeof(err)),
+	    PX_STORE_OK, "port survives reopen");
+	is_str(gp.custom_host, "app.example.com", "with its custom host");
+	is_int(px_store_sandbox_get(st, "sb-0", &got, err, sizeof(err)),
+	    PX_STORE_NOTFOUND, "removed sandbox stays removed");
+	is_int(px_store_sandbox_rm(st, "sb-1", err, sizeof(err)), PX_STORE_OK,
+	    "rm sb-1");
+	is_int(count_ports(st, NULL), 0, "no ports left");
+	px_store_close(st);
+
+	/* schema version, journal mode, a newer schema refused */
+	snprintf(path, sizeof(path), "%s/berth.db", dir);
+	if (sqlite3_open(path, &db) == SQLITE_OK) {
+		sqlite3_stmt *stmt;
+		int v = -1;
+		char mode[16] = "";
+
+		if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt,
+		    NULL) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+			v = sqlite3_column_int(stmt, 0);
+		sqlite3_finalize(stmt);
+		is_int(v, px_store_schema_version(), "user_version is latest");
+		if (sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt,
+		    NULL) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+			snprintf(mode, sizeof(mode), "%s",
+			    (const char *)sqlite3_column_text(stmt, 0));
+		sqlite3_finalize(stmt);
+		is_str(mode, "wal", "journal mode is WAL");
+		sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL);
+		sqlite3_close(db);
+	} else
+		ok(0, "open db with sqlite3");
+	st = px_store_open(dir, err, sizeof(err));
+	ok(st == NULL && strstr(err, "newer") != NULL,
+	    "newer schema refused: %s", err);
+	px_store_close(st);
+
+	return done_testing();
+}
