@@ -1,2 +1,13 @@
 # tests: unit tests (TAP, no root) and the integration runner
 EXTRA_DIST += tests/run-integ
+
+# Unit tests of the proxy's pure parts (TAP, no root).
+PX_UNIT_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+check_PROGRAMS += tests/unit/test_http1 tests/unit/test_route tests/unit/test_conf
+TESTS += tests/unit/test_http1 tests/unit/test_route tests/unit/test_conf
+tests_unit_test_http1_SOURCES = tests/unit/test_http1.c proxy/http1.c
+tests_unit_test_http1_LDADD = $(HTTP_PARSER_LIBS)
+tests_unit_test_route_SOURCES = tests/unit/test_route.c proxy/route.c proxy/valid.c
+tests_unit_test_route_CFLAGS = $(PX_UNIT_CFLAGS)
+tests_unit_test_route_LDADD = $(JANSSON_LIBS)
+tests_unit_test_conf_SOURCES = tests/unit/test_conf.c proxy/conf.c proxy/valid.c

@@ -1,0 +1,97 @@
+/*
+ * test_conf.c — berth.conf parsing and its file:line errors
+ * (proxy/conf.c).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "tap.h"
+#include "conf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char path[64];
+
+static int
+load(const char *text, struct px_config *c, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "w");
+
+	fputs(text, f);
+	fclose(f);
+	return px_config_load(c, path, err, errlen);
+}
+
+static void
+bad(const char *text, int line, const char *needle)
+{
+	struct px_config c;
+	char err[512] = "", want[128];
+	int r = load(text, &c, err, sizeof(err));
+
+	snprintf(want, sizeof(want), "%s:%d: ", path, line);
+	ok(r == -1 && strncmp(err, want, strlen(want)) == 0 && strstr(err, needle) != NULL,
+	    "error cites line %d and '%s': %s", line, needle, err);
+	px_config_free(&c);
+}
+
+int
+main(void)
+{
+	struct px_config c;
+	char err[512];
+	int fd;
+
+	strcpy(path, "/tmp/berth-conf-XXXXXX");
+	fd = mkstemp(path);
+	close(fd);
+
+	ok(px_config_load(&c, NULL, err, sizeof(err)) == 0, "embedded default");
+	is_str(c.domain, "berth.localhost", "default domain");
+	is_int(c.nlisten, 2, "two listeners");
+	is_str(c.listen[0].text, "127.0.0.1:8443", "https default");
+	ok(c.listen[0].https && !c.listen[1].https, "https then http");
+	is_int(px_config_https_port(&c), 8443, "https port for URLs");
+	is_int(c.t_head, 10000, "head timeout 10 s");
+	is_int(c.t_keepalive, 75000, "keep-alive 75 s");
+	px_config_free(&c);
+
+	ok(load("# comment\ndomain dev.example.com  # trailing\n"
+	    "listen https [::1]:9443\nlisten http 127.0.0.1:9080\nworkers 3\n"
+	    "timeout head 500ms\ntimeout tunnel 2h\nlimit connections 50\n"
+	    "access_log off\n", &c, err, sizeof(err)) == 0, "full file loads: %s", err);
+	is_str(c.domain, "dev.example.com", "domain");
+	is_int(c.nlisten, 2, "listeners replace the default");
+	is_int(c.listen[0].port, 9443, "v6 listener port");
+	is_int(c.workers, 3, "workers");
+	is_int(c.t_head, 500, "ms duration");
+	is_int(c.t_tunnel, 7200000, "h duration");
+	is_int(c.max_conns, 50, "limit");
+	px_config_free(&c);
+
+	bad("domain Berth.Localhost\n", 1, "invalid domain");
+	bad("\n\nlisten https nowhere\n", 3, "invalid address");
+	bad("listen tcp 127.0.0.1:1\n", 1, "expected 'https' or 'http'");
+	bad("workers 0\n", 1, "workers");
+	bad("timeout head ten\n", 1, "invalid duration");
+	bad("timeout nap 1s\n", 1, "unknown timeout");
+	bad("timeout head 0\n", 1, "more than 0");
+	bad("limit connections -1\n", 1, "expected 1-1000000");
+	bad("frobnicate yes\n", 1, "unknown directive");
+	bad("domain a b\n", 1, "takes 1 argument");
+	bad("access_log relative.log\n", 1, "absolute path");
+	{
+		struct px_config c2;
+
+		ok(load("listen http 127.0.0.1:1\n", &c2, err, sizeof(err)) == -1 &&
+		    strstr(err, "no 'listen https'") != NULL, "https listener required: %s", err);
+		px_config_free(&c2);
+	}
+	is_int(px_parse_duration("90"), 90000, "plain seconds");
+	is_int(px_parse_duration("5m"), 300000, "minutes");
+	is_int(px_parse_duration("-1s"), -1, "negative");
+	is_int(px_parse_duration("1d"), -1, "unknown unit");
+	unlink(path);
+	return done_testing();
+}

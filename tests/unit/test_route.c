@@ -1,0 +1,70 @@
+/*
+ * test_route.c — Host parsing and routing (proxy/route.c).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "tap.h"
+#include "route.h"
+
+#include <string.h>
+
+static const char *table =
+    "{\"domain\":\"berth.localhost\",\"sandboxes\":["
+    "{\"id\":\"sb-1\",\"address\":\"10.0.0.2\",\"state\":\"running\",\"ports\":["
+    "{\"port\":8080,\"host_header\":\"upstream\",\"visibility\":\"public\"},"
+    "{\"port\":3000,\"host_header\":\"preserve\",\"visibility\":\"private\",\"host\":\"app.example.com\"}]},"
+    "{\"id\":\"a\",\"address\":\"::1\",\"state\":\"paused\",\"ports\":[]}]}";
+
+static enum px_route_result
+look(struct px_routes *r, const char *host, struct px_route_match *m)
+{
+	return px_route_lookup(r, host, strlen(host), m);
+}
+
+int
+main(void)
+{
+	struct px_route_match m;
+	struct px_routes *r;
+	char err[256];
+
+	r = px_routes_from_json(table, strlen(table), err, sizeof(err));
+	ok(r != NULL, "table builds");
+	if (r == NULL)
+		return done_testing();
+
+	is_int(look(r, "8080-sb-1.berth.localhost", &m), PX_ROUTE_OK, "port-sandbox host");
+	ok(m.port && m.port->host_upstream && m.guest_port == 8080, "route fields");
+	is_str(m.sb ? m.sb->address : "", "10.0.0.2", "address");
+	is_int(look(r, "8080-SB-1.Berth.LocalHost:8443", &m), PX_ROUTE_OK,
+	    "case-insensitive, with port");
+	is_str(m.host, "8080-sb-1.berth.localhost", "host lower-cased, port stripped");
+	is_int(look(r, "3000-sb-1.berth.localhost", &m), PX_ROUTE_OK, "second port");
+	ok(m.port && m.port->private_, "private");
+	is_int(look(r, "9999-sb-1.berth.localhost", &m), PX_ROUTE_NO_PORT, "unpublished port");
+	is_str(m.sandbox, "sb-1", "sandbox named even when the port is not");
+	is_int(look(r, "80-nope.berth.localhost", &m), PX_ROUTE_NO_SANDBOX, "unknown sandbox");
+	is_int(look(r, "app.example.com", &m), PX_ROUTE_OK, "custom host");
+	ok(m.guest_port == 3000 && strcmp(m.sandbox, "sb-1") == 0, "custom host target");
+	is_int(look(r, "other.example.com", &m), PX_ROUTE_UNKNOWN_HOST, "unknown host");
+	is_int(look(r, "berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST, "bare domain");
+	is_int(look(r, "x.8080-sb-1.berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST, "extra label");
+	is_int(look(r, "0-sb-1.berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST, "port 0");
+	is_int(look(r, "65536-sb-1.berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST, "port 65536");
+	is_int(look(r, "08080-sb-1.berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST, "leading zero port");
+	is_int(look(r, "8080--x.berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST, "sandbox id starting with '-'");
+	is_int(look(r, "8080-sb-1.berth.localhost.", &m), PX_ROUTE_BAD_HOST, "trailing dot");
+	is_int(look(r, "8080-sb_1.berth.localhost", &m), PX_ROUTE_BAD_HOST, "underscore");
+	is_int(look(r, "[::1]:8443", &m), PX_ROUTE_BAD_HOST, "IP literal");
+	is_int(look(r, "127.0.0.1", &m), PX_ROUTE_UNKNOWN_HOST, "IPv4 address is no route");
+	is_int(look(r, "a.berth.localhost:0", &m), PX_ROUTE_BAD_HOST, "port 0 in Host");
+	is_int(look(r, "a.berth.localhost:", &m), PX_ROUTE_BAD_HOST, "empty port");
+	is_int(look(r, "", &m), PX_ROUTE_BAD_HOST, "empty Host");
+	is_int(px_route_lookup(r, "a\0b.berth.localhost", 19, &m), PX_ROUTE_BAD_HOST, "NUL in Host");
+	is_int(look(r, "1-a.berth.localhost", &m), PX_ROUTE_NO_PORT, "sandbox with no ports");
+
+	ok(px_routes_from_json("{\"domain\":\"d\",\"sandboxes\":[{\"id\":\"-x\",\"address\":\"1.1.1.1\"}]}",
+	    70, err, sizeof(err)) == NULL, "bad sandbox id rejected: %s", err);
+	ok(px_routes_from_json("nope", 4, err, sizeof(err)) == NULL, "bad JSON rejected");
+	px_routes_unref(r);
+	return done_testing();
+}
