@@ -355,7 +355,7 @@ routes_changed(void *arg)
 static void
 metrics(struct evbuffer *out, void *arg)
 {
-	unsigned long long req = 0, st[6] = { 0 }, bin = 0, bout = 0, uerr = 0;
+	unsigned long long st[6] = { 0 }, bin = 0, bout = 0, uerr = 0;
 	unsigned long long rej = 0, conns = 0, over = 0, active = 0, full = 0, res = 0;
 	json_t *sbs = json_object(), *v, *x;
 	const char *k;
@@ -368,7 +368,7 @@ metrics(struct evbuffer *out, void *arg)
 			continue;
 		live += P.slots[i].pid > 0;
 #define G(name) (unsigned long long)json_integer_value(json_object_get(s, name))
-		req += G("requests"); bin += G("bytes_in"); bout += G("bytes_out");
+		bin += G("bytes_in"); bout += G("bytes_out");
 		uerr += G("upstream_errors"); rej += G("rejected");
 		conns += G("conns_total"); over += G("overload"); active += G("active");
 		full += G("tls_full"); res += G("tls_resumed");

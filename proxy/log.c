@@ -33,6 +33,9 @@ log_verbose(void)
 	return log_level;
 }
 
+static void vlog(const char *, const char *, va_list, const char *)
+    __attribute__((format(printf, 2, 0)));
+
 static void
 vlog(const char *level, const char *fmt, va_list ap, const char *err)
 {

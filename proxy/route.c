@@ -6,6 +6,8 @@
 #include "route.h"
 
 #include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,7 @@ routes_free(struct px_routes *r)
 		free(r->customs[i].host);
 	free(r->sbs);
 	free(r->customs);
+	free(r->tokens);
 	free(r->domain);
 	free(r);
 }
@@ -76,6 +79,83 @@ px_routes_unref(struct px_routes *r)
 {
 	if (r != NULL && --r->refs == 0)
 		routes_free(r);
+}
+
+static int
+cmp_token(const void *a, const void *b)
+{
+	return memcmp(((const struct px_rtoken *)a)->hash,
+	    ((const struct px_rtoken *)b)->hash, 32);
+}
+
+static int
+unhex(const char *hex, unsigned char *out, size_t n)
+{
+	size_t i;
+
+	if (hex == NULL || strlen(hex) != 2 * n)
+		return -1;
+	for (i = 0; i < 2 * n; i++) {
+		char c = hex[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ?
+		    c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+
+		if (v < 0)
+			return -1;
+		out[i / 2] = (unsigned char)(i % 2 ? out[i / 2] | v : v << 4);
+	}
+	return 0;
+}
+
+static int
+build_tokens(struct px_routes *r, json_t *toks, char *err, size_t errlen)
+{
+	json_t *t;
+	size_t i;
+
+	r->ntokens = json_array_size(toks);
+	if ((r->tokens = calloc(r->ntokens + 1, sizeof(*r->tokens))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	json_array_foreach(toks, i, t) {
+		const char *sb = json_string_value(json_object_get(t, "sandbox"));
+
+		if (unhex(json_string_value(json_object_get(t, "sha256")),
+		    r->tokens[i].hash, 32) != 0 ||
+		    (sb != NULL && !px_valid_sandbox_id(sb, strlen(sb)))) {
+			snprintf(err, errlen, "routes: bad token entry %zu", i);
+			return -1;
+		}
+		snprintf(r->tokens[i].sandbox, sizeof(r->tokens[i].sandbox), "%s",
+		    sb ? sb : "");
+	}
+	qsort(r->tokens, r->ntokens, sizeof(*r->tokens), cmp_token);
+	return 0;
+}
+
+enum px_token_result
+px_route_token(const struct px_routes *r, const char *sandbox, const char *token,
+    size_t len)
+{
+	struct px_rtoken key;
+	const struct px_rtoken *t;
+	size_t i;
+
+	if (len == 0 || len > 512)
+		return PX_TOKEN_UNKNOWN;
+	SHA256((const unsigned char *)token, len, key.hash);
+	/* A hash of a secret leaks nothing through the search's timing;
+	 * the final equality check is constant-time anyway. */
+	t = bsearch(&key, r->tokens, r->ntokens, sizeof(*r->tokens), cmp_token);
+	if (t == NULL || CRYPTO_memcmp(t->hash, key.hash, 32) != 0)
+		return PX_TOKEN_UNKNOWN;
+	if (t->sandbox[0] == '\0')
+		return PX_TOKEN_OK;
+	/* the same token may not appear twice, but be exact about it */
+	for (i = 0; sandbox[i] == t->sandbox[i] && sandbox[i] != '\0'; i++)
+		;
+	return sandbox[i] == t->sandbox[i] ? PX_TOKEN_OK : PX_TOKEN_OTHER;
 }
 
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -179,6 +259,8 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		}
 	}
 	qsort(r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
+	if (build_tokens(r, json_object_get(root, "tokens"), err, errlen) != 0)
+		goto fail;
 	return r;
 fail:
 	routes_free(r);

@@ -43,8 +43,17 @@ struct px_custom {
 	struct px_rport	*port;
 };
 
+/* A token allowed on private routes: SHA-256 of the token, and the
+ * sandbox it belongs to ("" for admin tokens, valid everywhere). */
+struct px_rtoken {
+	unsigned char	 hash[32];
+	char		 sandbox[PX_SANDBOX_ID_MAX + 1];
+};
+
 struct px_routes {
 	int		 refs;
+	struct px_rtoken *tokens;	/* sorted by hash */
+	size_t		 ntokens;
 	char		*domain;
 	struct px_rsb *sbs;		/* sorted by id */
 	size_t		 nsbs;
@@ -84,6 +93,16 @@ void px_routes_unref(struct px_routes *);
  */
 enum px_route_result px_route_lookup(const struct px_routes *, const char *host,
     size_t len, struct px_route_match *m);
+
+enum px_token_result {
+	PX_TOKEN_UNKNOWN,	/* 401 */
+	PX_TOKEN_OTHER,		/* a valid token of another sandbox: 403 */
+	PX_TOKEN_OK,
+};
+
+/* Checks token[0..len) for sandbox: hashes it and looks the hash up. */
+enum px_token_result px_route_token(const struct px_routes *, const char *sandbox,
+    const char *token, size_t len);
 
 /* Per-sandbox counters: found or made. */
 struct px_sbstat *px_sbstat_get(const char *id);

@@ -109,6 +109,8 @@ struct px_sess {
 	struct timespec	 t0, t_up;
 	uint64_t	 bytes_in, bytes_out;
 	int		 status;
+	const struct px_hdr *auth_used;	/* Authorization carrying our token */
+	int		 cookie_used;	/* our cookie carried the token */
 	char		 reqid[20];
 	TAILQ_ENTRY(px_sess) entry;
 };
@@ -588,6 +590,8 @@ sess_next(struct px_sess *s)
 	memset(&s->m, 0, sizeof(s->m));
 	s->req_done = s->resp_done = s->resp_head_sent = s->resp_reframe = 0;
 	s->upgrade = s->replayable = s->tries = 0;
+	s->auth_used = NULL;
+	s->cookie_used = 0;
 	s->bytes_in = s->bytes_out = 0;
 	s->status = 0;
 	s->t_up.tv_sec = 0;
@@ -618,6 +622,48 @@ make_reqid(struct px_sess *s)
 		snprintf(s->reqid + 2 * i, 3, "%02x", r[i]);
 }
 
+#define PX_COOKIE "__Host-berth_token"
+
+static int
+token_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
+}
+
+/* Finds name=value in a list separated by sep (query or cookie); the
+ * value must be token characters. */
+static int
+find_param(const char *v, size_t vlen, char sep, const char *name,
+    const char **val, size_t *len, size_t *start, size_t *end)
+{
+	size_t i = 0, nlen = strlen(name);
+
+	while (i < vlen) {
+		size_t s0, e;
+
+		while (i < vlen && (v[i] == ' ' || v[i] == sep))
+			i++;
+		s0 = i;
+		while (i < vlen && v[i] != sep)
+			i++;
+		e = i;
+		if (e - s0 > nlen && memcmp(v + s0, name, nlen) == 0 && v[s0 + nlen] == '=') {
+			size_t k;
+
+			*val = v + s0 + nlen + 1;
+			*len = e - s0 - nlen - 1;
+			for (k = 0; k < *len; k++)
+				if (!token_char((*val)[k]))
+					return 0;
+			*start = s0;
+			*end = e;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Appends the request head berthd sends upstream, in one piece. */
 static int
 build_up_head(struct px_sess *s)
@@ -642,8 +688,28 @@ build_up_head(struct px_sess *s)
 	for (i = 0; i < h->nhdr; i++) {
 		const struct px_hdr *f = &h->hdr[i];
 
-		if (f->hop)
-			continue;
+		if (f->hop || f == s->auth_used)
+			continue;	/* berth's own token never reaches a guest */
+		if (s->cookie_used && f->nlen == 6 && strncasecmp(f->name, "cookie", 6) == 0) {
+			const char *tv;
+			size_t tl, a, e;
+
+			if (find_param(f->value, f->vlen, ';', PX_COOKIE, &tv, &tl, &a, &e)) {
+				size_t rest = f->vlen - e;
+
+				while (rest > 0 && (f->value[e] == ';' || f->value[e] == ' ')) {
+					e++;
+					rest--;
+				}
+				while (a > 0 && (f->value[a - 1] == ' ' || f->value[a - 1] == ';'))
+					a--;
+				if (a == 0 && rest == 0)
+					continue;
+				evbuffer_add_printf(b, "Cookie: %.*s%s%.*s\r\n", (int)a, f->value,
+				    a > 0 && rest > 0 ? "; " : "", (int)rest, f->value + e);
+				continue;
+			}
+		}
 		/* berthd is the edge: forwarding headers are its own */
 		if ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
 		    (f->nlen == 17 && strncasecmp(f->name, "x-forwarded-proto", 17) == 0) ||
@@ -741,6 +807,88 @@ redirect_https(struct px_sess *s)
 	sess_next(s);
 }
 
+/*
+ * Private routes: a berth token in Authorization: Bearer, in the
+ * host-scoped cookie, or once in ?berth_token= (then exchanged for the
+ * cookie with a redirect, so the token leaves the URL and the browser
+ * history). Returns 1 when the request was answered here.
+ */
+static int
+access_check(struct px_sess *s)
+{
+	const struct px_head *h = &s->req;
+	const char *tok = NULL, *q;
+	size_t tlen = 0, qs, qe;
+	int i, from_query = 0;
+	char why[256];
+	enum px_token_result tr;
+
+	for (i = 0; i < h->nhdr && tok == NULL; i++) {
+		const struct px_hdr *f = &h->hdr[i];
+
+		if (f->nlen == 13 && strncasecmp(f->name, "authorization", 13) == 0 &&
+		    f->vlen > 7 && strncasecmp(f->value, "bearer ", 7) == 0) {
+			tok = f->value + 7;
+			tlen = f->vlen - 7;
+			s->auth_used = f;
+		}
+	}
+	for (i = 0; i < h->nhdr && tok == NULL; i++) {
+		const struct px_hdr *f = &h->hdr[i];
+
+		if (f->nlen == 6 && strncasecmp(f->name, "cookie", 6) == 0 &&
+		    find_param(f->value, f->vlen, ';', PX_COOKIE, &tok, &tlen, &qs, &qe))
+			s->cookie_used = 1;
+	}
+	q = memchr(h->target, '?', h->target_len);
+	if (tok == NULL && q != NULL &&
+	    find_param(q + 1, h->target + h->target_len - q - 1, '&', "berth_token",
+	    &tok, &tlen, &qs, &qe))
+		from_query = 1;
+	if (tok == NULL) {
+		s->auth_used = NULL;
+		snprintf(why, sizeof(why), "port %u of sandbox %s is private: a token is required",
+		    s->m.guest_port, s->m.sandbox);
+		sess_error(s, 401, why, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
+		return 1;
+	}
+	tr = px_route_token(s->routes, s->m.sandbox, tok, tlen);
+	if (tr != PX_TOKEN_OK) {
+		s->auth_used = NULL;
+		s->cookie_used = 0;
+		snprintf(why, sizeof(why), tr == PX_TOKEN_OTHER ?
+		    "this token belongs to another sandbox, not %s" :
+		    "the token for sandbox %s is not valid", s->m.sandbox);
+		sess_error(s, tr == PX_TOKEN_OTHER ? 403 : 401, why,
+		    tr == PX_TOKEN_OTHER ? NULL :
+		    "WWW-Authenticate: Bearer realm=\"berth\", error=\"invalid_token\"\r\n");
+		return 1;
+	}
+	if (from_query) {
+		struct evbuffer *out = bufferevent_get_output(s->c);
+		size_t plen = q - h->target, a = qs, b = qe;
+		const char *qv = q + 1;
+		size_t qlen = h->target + h->target_len - qv;
+
+		/* drop "berth_token=..." and one neighbouring '&' */
+		if (b < qlen && qv[b] == '&')
+			b++;
+		else if (a > 0 && qv[a - 1] == '&')
+			a--;
+		evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\nLocation: %.*s%s%.*s%.*s\r\n"
+		    "Set-Cookie: " PX_COOKIE "=%.*s; Path=/; Secure; HttpOnly; SameSite=Lax\r\n"
+		    "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\n"
+		    "Content-Length: 0\r\n\r\n",
+		    (int)plen, h->target, (a > 0 || b < qlen) ? "?" : "",
+		    (int)a, qv, (int)(qlen - b), qv + b, (int)tlen, tok);
+		s->status = 302;
+		access_log(s);
+		sess_next(s);
+		return 1;
+	}
+	return 0;
+}
+
 static void
 handle_request(struct px_sess *s)
 {
@@ -789,12 +937,8 @@ handle_request(struct px_sess *s)
 	default:
 		break;
 	}
-	if (s->m.port->private_) {
-		snprintf(why, sizeof(why), "port %u of sandbox %s is private: a token is required",
-		    s->m.guest_port, s->m.sandbox);
-		sess_error(s, 401, why, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
+	if (s->m.port->private_ && access_check(s))
 		return;
-	}
 	if (strcmp(s->m.sb->state, "running") != 0) {
 		snprintf(why, sizeof(why), "sandbox %s is %s", s->m.sandbox, s->m.sb->state);
 		sess_error(s, 503, why, "Retry-After: 5\r\n");

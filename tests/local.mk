@@ -9,5 +9,5 @@ tests_unit_test_http1_SOURCES = tests/unit/test_http1.c proxy/http1.c
 tests_unit_test_http1_LDADD = $(HTTP_PARSER_LIBS)
 tests_unit_test_route_SOURCES = tests/unit/test_route.c proxy/route.c proxy/valid.c
 tests_unit_test_route_CFLAGS = $(PX_UNIT_CFLAGS)
-tests_unit_test_route_LDADD = $(JANSSON_LIBS)
+tests_unit_test_route_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
 tests_unit_test_conf_SOURCES = tests/unit/test_conf.c proxy/conf.c proxy/valid.c

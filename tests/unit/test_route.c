@@ -12,7 +12,10 @@ static const char *table =
     "{\"id\":\"sb-1\",\"address\":\"10.0.0.2\",\"state\":\"running\",\"ports\":["
     "{\"port\":8080,\"host_header\":\"upstream\",\"visibility\":\"public\"},"
     "{\"port\":3000,\"host_header\":\"preserve\",\"visibility\":\"private\",\"host\":\"app.example.com\"}]},"
-    "{\"id\":\"a\",\"address\":\"::1\",\"state\":\"paused\",\"ports\":[]}]}";
+    "{\"id\":\"a\",\"address\":\"::1\",\"state\":\"paused\",\"ports\":[]}],"
+    "\"tokens\":[{\"sha256\":\"8766b9cb08e6040b704f1e3ee1e186efccf2635b1d2634d6525333007e6aeae1\",\"sandbox\":\"sb-1\"},"
+    "{\"sha256\":\"fd31e09e2f8a2d8b4a0abc727de9e123352c6839ac4ae08577223addfe7cc132\",\"sandbox\":null},"
+    "{\"sha256\":\"8c3310fc190c0549408bbdedb46b7107da5e3db277d152c86ae5885fc7652745\",\"sandbox\":\"a\"}]}";
 
 static enum px_route_result
 look(struct px_routes *r, const char *host, struct px_route_match *m)
@@ -62,6 +65,12 @@ main(void)
 	is_int(px_route_lookup(r, "a\0b.berth.localhost", 19, &m), PX_ROUTE_BAD_HOST, "NUL in Host");
 	is_int(look(r, "1-a.berth.localhost", &m), PX_ROUTE_NO_PORT, "sandbox with no ports");
 
+	is_int(px_route_token(r, "sb-1", "secret-a", 8), PX_TOKEN_OK, "sandbox token");
+	is_int(px_route_token(r, "sb-1", "admin-tok", 9), PX_TOKEN_OK, "admin token works everywhere");
+	is_int(px_route_token(r, "sb-1", "other-tok", 9), PX_TOKEN_OTHER, "another sandbox's token");
+	is_int(px_route_token(r, "sb-1", "secret-b", 8), PX_TOKEN_UNKNOWN, "unknown token");
+	is_int(px_route_token(r, "sb-1", "", 0), PX_TOKEN_UNKNOWN, "empty token");
+	is_int(px_route_token(r, "a", "secret-a", 8), PX_TOKEN_OTHER, "sb-1's token on sandbox a");
 	ok(px_routes_from_json("{\"domain\":\"d\",\"sandboxes\":[{\"id\":\"-x\",\"address\":\"1.1.1.1\"}]}",
 	    70, err, sizeof(err)) == NULL, "bad sandbox id rejected: %s", err);
 	ok(px_routes_from_json("nope", 4, err, sizeof(err)) == NULL, "bad JSON rejected");
