@@ -480,7 +480,8 @@ sess_free(struct px_sess *s)
 		bufferevent_free(s->c);	/* frees the SSL too */
 	px_tls_unref(s->tls);
 	free(s);
-	w->nconns--;
+	if (w->nconns-- == w->cfg.max_conns)
+		px_worker_accepting(1);
 	px_worker_maybe_exit();
 }
 
@@ -518,8 +519,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	struct px_sess *s;
 	int one = 1;
 
-	if (w->nconns >= w->cfg.max_conns || w->draining) {
-		w->stats.overload++;
+	if (w->draining) {
 		close(fd);
 		return;
 	}
@@ -560,6 +560,8 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
 	w->nconns++;
 	w->stats.conns_total++;
+	if (w->nconns >= w->cfg.max_conns)
+		px_worker_accepting(0);	/* the rest wait in the backlog */
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	timer_set(s, T_HEAD, w->cfg.t_head);
 	return;

@@ -35,10 +35,39 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 }
 
 static void
+accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	px_worker_accepting(1);
+}
+
+static void
 accept_error(struct evconnlistener *l, void *arg)
 {
+	struct timeval tv = { 0, 100000 };
+
 	/* EMFILE and friends: pause a moment rather than spin */
 	log_warn("worker %d: accept", px_w->id);
+	px_worker_accepting(0);
+	event_base_once(px_w->base, -1, EV_TIMEOUT, accept_resume, NULL, &tv);
+}
+
+void
+px_worker_accepting(int on)
+{
+	int i;
+
+	if (px_w->draining || px_w->configured != 7)
+		return;
+	if (!on) {
+		px_w->stats.overload++;
+		log_warnx("worker %d: %u connections: at the limit, pausing accept",
+		    px_w->id, px_w->nconns);
+	}
+	for (i = 0; i < px_w->nlisteners; i++)
+		if (on)
+			evconnlistener_enable(px_w->listeners[i]);
+		else
+			evconnlistener_disable(px_w->listeners[i]);
 }
 
 void

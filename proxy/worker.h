@@ -73,6 +73,8 @@ extern struct px_worker *px_w;
 int px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
     int access_fd, int acme_fd);
 void px_worker_maybe_exit(void);
+/* Pauses (0) or resumes (1) accepting, at the connection limit. */
+void px_worker_accepting(int on);
 
 /* session.c */
 void px_sess_accept(struct px_worker *, int fd, struct sockaddr *, int socklen,

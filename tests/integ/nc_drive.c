@@ -1,0 +1,435 @@
+/*
+ * nc_drive.c — drives libnetctl's egress API from shell tests, and plays
+ * the small network roles those tests need without extra tools: a
+ * listener (TCP banner + UDP echo) and a probe that reports how a
+ * connection attempt ended and how long that took.
+ *   nc_drive init [--uplink IF] [--tap-prefix P] [--group N] [--host-addr A] [--deny CIDR]
+ *                 [--permit CIDR]
+ *   nc_drive fini | attach IF IP MAC GW MODE | detach IF IP | mode IP MODE
+ *   nc_drive allow|unallow|deny|undeny IP RULE [--for DURATION]
+ *   nc_drive bulk N            attach N fake sandboxes in one batch
+ *   nc_drive count-rules | count SET
+ *   nc_drive listen ADDR tcp:PORT|udp:PORT...   (prints "ready")
+ *   nc_drive nflog GROUP       print denials as they come (prints "ready")
+ *   nc_drive probe tcp|udp IP PORT [--bind SRC] [--timeout MS]
+ *     prints open|refused|unreach|timeout|error and the elapsed ms
+ * Errors go to stderr as the library wrote them; exit 1.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "netctl.h"
+
+static char err[NC_ERRLEN];
+
+static void __attribute__((noreturn))
+die(const char *what)
+{
+	fprintf(stderr, "nc_drive: %s: %s\n", what, err);
+	exit(1);
+}
+
+static struct in_addr
+ip_arg(const char *s)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1) {
+		fprintf(stderr, "nc_drive: bad address '%s'\n", s);
+		exit(2);
+	}
+	return a;
+}
+
+static struct nc_cidr
+cidr_arg(const char *s)
+{
+	struct nc_rule r;
+	struct nc_cidr c;
+
+	if (nc_rule_parse(s, &r, err, sizeof(err)) < 0 ||
+	    r.kind != NC_RULE_ADDR)
+		die("cidr");
+	c.addr = r.addr;
+	c.plen = r.plen;
+	return c;
+}
+
+static enum nc_mode
+mode_arg(const char *s)
+{
+	enum nc_mode m;
+
+	if (nc_mode_parse(s, &m) < 0) {
+		fprintf(stderr, "nc_drive: bad mode '%s'\n", s);
+		exit(2);
+	}
+	return m;
+}
+
+static void
+mac_arg(const char *s, uint8_t *mac)
+{
+	unsigned int m[6];
+	int i;
+
+	if (sscanf(s, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4],
+	    &m[5]) != 6) {
+		fprintf(stderr, "nc_drive: bad MAC '%s'\n", s);
+		exit(2);
+	}
+	for (i = 0; i < 6; i++)
+		mac[i] = (uint8_t)m[i];
+}
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static const char *
+outcome(int e)
+{
+	switch (e) {
+	case 0:
+		return "open";
+	case ECONNREFUSED:
+		return "refused";
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EACCES:
+	case EPERM:
+		return "unreach";
+	case ETIMEDOUT:
+		return "timeout";
+	}
+	return "error";
+}
+
+static int
+probe(int argc, char **argv)
+{
+	const char *src = NULL;
+	int tcp, fd, e = 0, timeout = 2000, i, port;
+	struct sockaddr_in sa, sb;
+	struct pollfd pfd;
+	socklen_t sl = sizeof(e);
+	double t0;
+	char buf[64];
+
+	if (argc < 4)
+		return 2;
+	tcp = strcmp(argv[1], "tcp") == 0;
+	port = atoi(argv[3]);
+	for (i = 4; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--bind") == 0)
+			src = argv[i + 1];
+		else if (strcmp(argv[i], "--timeout") == 0)
+			timeout = atoi(argv[i + 1]);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr = ip_arg(argv[2]);
+	sa.sin_port = htons((uint16_t)port);
+	fd = socket(AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK,
+	    0);
+	if (fd < 0)
+		return perror("socket"), 1;
+	if (src != NULL) {
+		memset(&sb, 0, sizeof(sb));
+		sb.sin_family = AF_INET;
+		sb.sin_addr = ip_arg(src);
+		if (bind(fd, (struct sockaddr *)&sb, sizeof(sb)) < 0)
+			return perror("bind"), 1;
+	}
+	t0 = now_ms();
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 &&
+	    errno != EINPROGRESS) {
+		e = errno;
+		goto out;
+	}
+	pfd.fd = fd;
+	if (tcp) {
+		pfd.events = POLLOUT;
+		if (poll(&pfd, 1, timeout) == 0) {
+			e = ETIMEDOUT;
+			goto out;
+		}
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl);
+	} else {
+		/* UDP: the listener echoes; a reject comes back as ICMP */
+		if (send(fd, "ping", 4, 0) < 0) {
+			e = errno;
+			goto out;
+		}
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, timeout) == 0) {
+			e = ETIMEDOUT;
+			goto out;
+		}
+		if (recv(fd, buf, sizeof(buf), 0) < 0)
+			e = errno;
+	}
+out:
+	printf("%s %.1f\n", outcome(e), now_ms() - t0);
+	close(fd);
+	return 0;
+}
+
+static int
+listen_main(int argc, char **argv)
+{
+	struct pollfd pfd[32];
+	int kind[32], n = 0, i, fd, one = 1, c;
+	struct sockaddr_in sa;
+	struct sockaddr_storage from;
+	socklen_t fl;
+	char buf[512];
+	ssize_t r;
+
+	for (i = 2; i < argc && n < 32; i++) {
+		int tcp = strncmp(argv[i], "tcp:", 4) == 0;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_addr = ip_arg(argv[1]);
+		sa.sin_port = htons((uint16_t)atoi(argv[i] + 4));
+		fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		    (tcp && listen(fd, 64) < 0)) {
+			fprintf(stderr, "nc_drive listen %s %s: %s\n",
+			    argv[1], argv[i], strerror(errno));
+			return 1;
+		}
+		pfd[n].fd = fd;
+		pfd[n].events = POLLIN;
+		kind[n++] = tcp;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		if (poll(pfd, (nfds_t)n, -1) < 0)
+			continue;
+		for (i = 0; i < n; i++) {
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			fl = sizeof(from);
+			if (kind[i]) {
+				c = accept(pfd[i].fd, NULL, NULL);
+				if (c >= 0) {
+					(void)!write(c, "hello\n", 6);
+					close(c);
+				}
+			} else {
+				r = recvfrom(pfd[i].fd, buf, sizeof(buf), 0,
+				    (struct sockaddr *)&from, &fl);
+				if (r > 0)
+					sendto(pfd[i].fd, buf, (size_t)r, 0,
+					    (struct sockaddr *)&from, fl);
+			}
+		}
+	}
+}
+
+static void
+print_denial(const struct nc_denial *d, void *arg)
+{
+	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
+
+	(void)arg;
+	inet_ntop(AF_INET, &d->src, src, sizeof(src));
+	inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
+	printf("%lld.%06ld %s %s %s %u %s\n", (long long)d->when.tv_sec,
+	    d->when.tv_nsec / 1000, d->reason, src, dst, d->dport,
+	    d->family == AF_INET6 ? "ipv6" : d->proto == IPPROTO_TCP ? "tcp" :
+	    d->proto == IPPROTO_UDP ? "udp" : d->proto == IPPROTO_ICMP ?
+	    "icmp" : "other");
+	fflush(stdout);
+}
+
+static int
+nflog_main(int group)
+{
+	struct nc_nflog *l;
+	struct pollfd pfd;
+
+	if ((l = nc_nflog_open((uint16_t)group, err, sizeof(err))) == NULL)
+		die("nflog");
+	printf("ready\n");
+	fflush(stdout);
+	pfd.fd = nc_nflog_fd(l);
+	pfd.events = POLLIN;
+	for (;;) {
+		if (poll(&pfd, 1, -1) < 0)
+			continue;
+		if (nc_nflog_read(l, print_denial, NULL, err, sizeof(err)) < 0)
+			fprintf(stderr, "nc_drive: %s\n", err);
+	}
+	nc_nflog_close(l);	/* not reached: killed by the test */
+	return 0;
+}
+
+static int
+bulk(struct nc_ctx *ctx, int n)
+{
+	struct nc_txn *t;
+	struct nc_sandbox sb;
+	char ifn[16];
+	double t0;
+	int i, ret;
+
+	if ((t = nc_txn_new(ctx, err, sizeof(err))) == NULL)
+		die("bulk");
+	for (i = 0; i < n; i++) {
+		snprintf(ifn, sizeof(ifn), "bk%d", i);
+		memset(&sb, 0, sizeof(sb));
+		sb.ifname = ifn;
+		sb.ip.s_addr = htonl(0x0afa0000U | (uint32_t)(i * 4 + 2));
+		sb.gw.s_addr = htonl(0x0afa0000U | (uint32_t)(i * 4 + 1));
+		sb.mac[0] = 0x02;
+		sb.mac[4] = (uint8_t)(i >> 8);
+		sb.mac[5] = (uint8_t)i;
+		sb.mode = i % 3 == 0 ? NC_MODE_OPEN : i % 3 == 1 ?
+		    NC_MODE_ALLOWLIST : NC_MODE_CLOSED;
+		if (nc_txn_sandbox_attach(t, &sb, err, sizeof(err)) < 0)
+			die("bulk attach");
+	}
+	t0 = now_ms();
+	ret = nc_txn_commit(t, err, sizeof(err));
+	printf("bulk %d sandboxes, %zu messages, %.1f ms\n", n,
+	    nc_txn_size(t), now_ms() - t0);
+	nc_txn_free(t);
+	if (ret < 0)
+		die("bulk commit");
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct nc_ctx *ctx;
+	struct nc_global g;
+	struct nc_cidr deny[16], permit[16];
+	struct in_addr host[16];
+	struct nc_sandbox sb;
+	struct nc_rule r;
+	uint64_t ms = 0;
+	size_t n;
+	int i, ret = 0;
+	const char *cmd;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: see the top of nc_drive.c\n");
+		return 2;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "probe") == 0)
+		return probe(argc - 1, argv + 1);
+	if (strcmp(cmd, "listen") == 0)
+		return listen_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "nflog") == 0 && argc == 3)
+		return nflog_main(atoi(argv[2]));
+	if (strcmp(cmd, "parse") == 0 && argc == 3) {
+		char buf[300];
+
+		if (nc_rule_parse(argv[2], &r, err, sizeof(err)) < 0)
+			die("parse");
+		nc_rule_format(&r, buf, sizeof(buf));
+		printf("%s\n", buf);
+		return 0;
+	}
+
+	if ((ctx = nc_ctx_new(err, sizeof(err))) == NULL)
+		die("context");
+	if (strcmp(cmd, "init") == 0) {
+		memset(&g, 0, sizeof(g));
+		g.deny = deny;
+		g.permit = permit;
+		g.host_addrs = host;
+		for (i = 2; i + 1 < argc; i += 2) {
+			if (strcmp(argv[i], "--uplink") == 0)
+				g.uplink = argv[i + 1];
+			else if (strcmp(argv[i], "--tap-prefix") == 0)
+				g.tap_prefix = argv[i + 1];
+			else if (strcmp(argv[i], "--group") == 0)
+				g.nflog_group = (uint16_t)atoi(argv[i + 1]);
+			else if (strcmp(argv[i], "--host-addr") == 0 &&
+			    g.nhost_addrs < 16)
+				host[g.nhost_addrs++] = ip_arg(argv[i + 1]);
+			else if (strcmp(argv[i], "--deny") == 0 && g.ndeny < 16)
+				deny[g.ndeny++] = cidr_arg(argv[i + 1]);
+			else if (strcmp(argv[i], "--permit") == 0 &&
+			    g.npermit < 16)
+				permit[g.npermit++] = cidr_arg(argv[i + 1]);
+		}
+		ret = nc_egress_init(ctx, &g, err, sizeof(err));
+	} else if (strcmp(cmd, "fini") == 0) {
+		ret = nc_egress_fini(ctx, err, sizeof(err));
+	} else if (strcmp(cmd, "attach") == 0 && argc == 7) {
+		memset(&sb, 0, sizeof(sb));
+		sb.ifname = argv[2];
+		sb.ip = ip_arg(argv[3]);
+		mac_arg(argv[4], sb.mac);
+		sb.gw = ip_arg(argv[5]);
+		sb.mode = mode_arg(argv[6]);
+		ret = nc_sandbox_attach(ctx, &sb, err, sizeof(err));
+	} else if (strcmp(cmd, "detach") == 0 && argc == 4) {
+		ret = nc_sandbox_detach(ctx, argv[2], ip_arg(argv[3]), err,
+		    sizeof(err));
+	} else if (strcmp(cmd, "mode") == 0 && argc == 4) {
+		ret = nc_sandbox_set_mode(ctx, ip_arg(argv[2]),
+		    mode_arg(argv[3]), err, sizeof(err));
+	} else if ((strcmp(cmd, "allow") == 0 || strcmp(cmd, "unallow") == 0 ||
+	    strcmp(cmd, "deny") == 0 || strcmp(cmd, "undeny") == 0) &&
+	    argc >= 4) {
+		if (nc_rule_parse(argv[3], &r, err, sizeof(err)) < 0)
+			die("rule");
+		if (argc == 6 && strcmp(argv[4], "--for") == 0 &&
+		    nc_duration_parse(argv[5], &ms, err, sizeof(err)) < 0)
+			die("duration");
+		if (strcmp(cmd, "allow") == 0)
+			ret = nc_allow_add(ctx, ip_arg(argv[2]), &r, ms, err,
+			    sizeof(err));
+		else if (strcmp(cmd, "unallow") == 0)
+			ret = nc_allow_del(ctx, ip_arg(argv[2]), &r, err,
+			    sizeof(err));
+		else if (strcmp(cmd, "deny") == 0)
+			ret = nc_deny_add(ctx, ip_arg(argv[2]), &r, ms, err,
+			    sizeof(err));
+		else
+			ret = nc_deny_del(ctx, ip_arg(argv[2]), &r, err,
+			    sizeof(err));
+	} else if (strcmp(cmd, "bulk") == 0 && argc == 3) {
+		ret = bulk(ctx, atoi(argv[2]));
+	} else if (strcmp(cmd, "count-rules") == 0) {
+		if ((ret = nc_egress_count_rules(ctx, &n, err,
+		    sizeof(err))) == 0)
+			printf("%zu\n", n);
+	} else if (strcmp(cmd, "count") == 0 && argc == 3) {
+		if ((ret = nc_egress_count_elems(ctx, argv[2], &n, err,
+		    sizeof(err))) == 0)
+			printf("%zu\n", n);
+	} else {
+		fprintf(stderr, "nc_drive: unknown command or arguments\n");
+		ret = 2;
+		nc_ctx_free(ctx);
+		return ret;
+	}
+	nc_ctx_free(ctx);
+	if (ret < 0)
+		die(cmd);
+	return 0;
+}
