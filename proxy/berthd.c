@@ -275,13 +275,14 @@ config_msg(void)
 	unsigned n = (unsigned)P.nslots;
 
 	/* Limits are enforced per worker: each gets its share. */
-	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
 	    "type", "config", "domain", c->domain,
 	    "https_port", (int)px_config_https_port(c),
 	    "t_head", (int)c->t_head, "t_keepalive", (int)c->t_keepalive,
 	    "t_connect", (int)c->t_connect, "t_response", (int)c->t_response,
 	    "t_tunnel", (int)c->t_tunnel, "t_drain", (int)c->t_drain,
-	    "t_retry", (int)c->t_retry,
+	    "t_retry", (int)c->t_retry, "t_wake", (int)c->t_wake,
+	    "t_wake_backoff", (int)c->t_wake_backoff, "max_parked", (int)c->max_parked,
 	    "max_conns", (int)((c->max_conns + n - 1) / n),
 	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n));
 }
@@ -449,6 +450,46 @@ announce_ready(void)
 	log_info("ready: %s workers %d", buf, P.nslots);
 }
 
+/* Tells every worker how a wake of sandbox id ended. */
+static void
+send_woken(const char *id, int ok, const char *reason)
+{
+	send_all(json_pack("{s:s,s:s,s:b,s:s?}", "type", "woken", "sandbox", id,
+	    "ok", ok, "reason", reason));
+}
+
+/*
+ * A worker holds requests for a sleeping sandbox. One wake serves all
+ * workers: the answer goes to every worker, whichever asked.
+ */
+static void
+handle_wake(const char *id)
+{
+	struct px_sandbox sb;
+	char err[256], why[320];
+
+	if (px_store_sandbox_get(P.store, id, &sb, err, sizeof(err)) != PX_STORE_OK) {
+		send_woken(id, 0, "no such sandbox");
+		return;
+	}
+	if (strcmp(sb.state, "running") == 0) {
+		/* already awake: the worker's routes were behind */
+		send_all(routes_msg());
+		send_woken(id, 1, NULL);
+		return;
+	}
+	if (sb.external) {
+		snprintf(why, sizeof(why), "sandbox %s is %s and managed outside berth: "
+		    "berth cannot resume it", id, sb.state);
+		send_woken(id, 0, why);
+		return;
+	}
+	snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM to resume it",
+	    id, sb.state);
+	log_warnx("wake %s: %s", id, why);
+	send_woken(id, 0, why);
+}
+
 static void
 slot_ipc_read(struct bufferevent *bev, void *arg)
 {
@@ -464,7 +505,10 @@ slot_ipc_read(struct bufferevent *bev, void *arg)
 			s->stats = m;
 			continue;
 		}
-		if (strcmp(type, "ready") == 0) {
+		if (strcmp(type, "wake") == 0 &&
+		    json_is_string(json_object_get(m, "sandbox"))) {
+			handle_wake(json_string_value(json_object_get(m, "sandbox")));
+		} else if (strcmp(type, "ready") == 0) {
 			s->ready = 1;
 			log_debug("worker %d (pid %d) ready", s->id, (int)s->pid);
 			announce_ready();

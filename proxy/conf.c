@@ -28,6 +28,9 @@ px_config_defaults(struct px_config *c)
 	c->t_tunnel = 3600000;
 	c->t_drain = 10000;
 	c->t_retry = 1000;
+	c->t_wake = 30000;
+	c->t_wake_backoff = 5000;
+	c->max_parked = 1000;
 	c->max_conns = 10000;
 	c->max_conns_sandbox = 1000;
 }
@@ -184,6 +187,8 @@ timeout_slot(struct px_config *c, const char *name)
 		{ "tunnel", offsetof(struct px_config, t_tunnel) },
 		{ "drain", offsetof(struct px_config, t_drain) },
 		{ "retry", offsetof(struct px_config, t_retry) },
+		{ "wake", offsetof(struct px_config, t_wake) },
+		{ "wake_backoff", offsetof(struct px_config, t_wake_backoff) },
 	};
 	size_t i;
 
@@ -280,7 +285,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 
 			NARGS(2);
 			if ((slot = timeout_slot(c, argv[1])) == NULL)
-				ERR("timeout: unknown timeout '%s' (head, keepalive, connect, response, tunnel, drain, retry)", argv[1]);
+				ERR("timeout: unknown timeout '%s' (head, keepalive, connect, response, tunnel, drain, retry, wake, wake_backoff)", argv[1]);
 			if ((ms = px_parse_duration(argv[2])) < 0)
 				ERR("timeout %s: invalid duration '%s' (e.g. 10s, 250ms, 5m, 1h)", argv[1], argv[2]);
 			if (ms == 0 && strcmp(argv[1], "retry") != 0)
@@ -298,8 +303,10 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->max_conns = (unsigned)n;
 			else if (strcmp(argv[1], "connections_per_sandbox") == 0)
 				c->max_conns_sandbox = (unsigned)n;
+			else if (strcmp(argv[1], "parked_per_sandbox") == 0)
+				c->max_parked = (unsigned)n;
 			else
-				ERR("limit: unknown limit '%s' (connections, connections_per_sandbox)", argv[1]);
+				ERR("limit: unknown limit '%s' (connections, connections_per_sandbox, parked_per_sandbox)", argv[1]);
 		} else {
 			ERR("unknown directive '%s'", argv[0]);
 		}

@@ -40,7 +40,8 @@ struct px_config {
 	int		 ncerts;
 	/* milliseconds */
 	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
-	unsigned	 t_drain, t_retry;
+	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
+	unsigned	 max_parked;		/* parked requests per sandbox */
 	unsigned	 max_conns, max_conns_sandbox;
 };
 

@@ -10,15 +10,25 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "valid.h"
 
 /* Per-sandbox counters that outlive route tables. */
+struct px_sess;
+
 struct px_sbstat {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
 	unsigned	 conns;		/* client sessions bound to it now */
 	uint64_t	 requests;
 	uint64_t	 bytes_in, bytes_out;
+	/* wake on request */
+	TAILQ_HEAD(, px_sess) parked;	/* sessions waiting, in arrival order */
+	unsigned	 nparked;
+	int		 waking;	/* a wake was asked for */
+	uint64_t	 fail_until_ms;	/* after a failed wake: answer 503 until */
+	char		 fail_reason[200];
+	uint64_t	 wakes, wake_failures;
 	struct px_sbstat *next;
 };
 

@@ -64,6 +64,7 @@ enum sess_state {
 	S_BODY,		/* forwarding the request body */
 	S_WAIT,		/* request sent, waiting for the response */
 	S_TUNNEL,	/* after 101: raw bytes both ways */
+	S_PARK,		/* waiting for the sandbox to wake */
 	S_CLOSING,	/* flushing the last bytes, then free */
 };
 
@@ -112,10 +113,15 @@ struct px_sess {
 	const struct px_hdr *auth_used;	/* Authorization carrying our token */
 	int		 cookie_used;	/* our cookie carried the token */
 	char		 reqid[20];
+	struct px_sbstat *park;		/* set while parked there */
+	struct timespec	 t_park;
+	long		 wake_ms;	/* -1: not woken for this request */
+	int		 woken;
+	TAILQ_ENTRY(px_sess) park_entry;
 	TAILQ_ENTRY(px_sess) entry;
 };
 
-enum { T_NONE, T_HEAD, T_IDLE, T_RETRY };
+enum { T_NONE, T_HEAD, T_IDLE, T_RETRY, T_WAKE };
 
 static void sess_free(struct px_sess *);
 static void sess_next(struct px_sess *);
@@ -466,6 +472,10 @@ sess_free(struct px_sess *s)
 	struct px_worker *w = s->w;
 
 	TAILQ_REMOVE(&w->sessions, s, entry);
+	if (s->park != NULL) {
+		TAILQ_REMOVE(&s->park->parked, s, park_entry);
+		s->park->nparked--;
+	}
 	sb_unbind(s);
 	if (s->up != NULL)
 		up_free(s->up);
@@ -509,6 +519,18 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	case T_RETRY:
 		up_connect(s);
 		return;
+	case T_WAKE: {
+		char why[256];
+
+		TAILQ_REMOVE(&s->park->parked, s, park_entry);
+		s->park->nparked--;
+		s->park = NULL;
+		snprintf(why, sizeof(why), "sandbox %s did not wake within %u ms",
+		    s->m.sandbox, s->w->cfg.t_wake);
+		s->state = S_WAIT;	/* not S_HEAD: the page closes if a body waits */
+		sess_error(s, 503, why, "Retry-After: 5\r\n");
+		return;
+	}
 	}
 }
 
@@ -563,6 +585,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	if (w->nconns >= w->cfg.max_conns)
 		px_worker_accepting(0);	/* the rest wait in the backlog */
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
+	s->wake_ms = -1;
 	timer_set(s, T_HEAD, w->cfg.t_head);
 	return;
 fail:
@@ -594,6 +617,8 @@ sess_next(struct px_sess *s)
 	s->upgrade = s->replayable = s->tries = 0;
 	s->auth_used = NULL;
 	s->cookie_used = 0;
+	s->wake_ms = -1;
+	s->woken = 0;
 	s->bytes_in = s->bytes_out = 0;
 	s->status = 0;
 	s->t_up.tv_sec = 0;
@@ -891,19 +916,112 @@ access_check(struct px_sess *s)
 	return 0;
 }
 
+static uint64_t
+now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/*
+ * The sandbox sleeps: keep the request (and its connection) and ask the
+ * parent to wake it, once for all requests waiting. A failed wake makes
+ * further requests fail fast until the back-off passes, so a broken
+ * sandbox is not resumed over and over.
+ */
+static void
+park(struct px_sess *s)
+{
+	struct px_sbstat *st = s->m.sb->stat;
+	char why[300];
+
+	if (st->fail_until_ms > now_ms()) {
+		snprintf(why, sizeof(why), "sandbox %s could not be woken: %s",
+		    s->m.sandbox, st->fail_reason);
+		sess_error(s, 503, why, "Retry-After: 5\r\n");
+		return;
+	}
+	if (st->nparked >= s->w->cfg.max_parked || s->w->draining) {
+		snprintf(why, sizeof(why), "sandbox %s is waking and too many requests wait for it",
+		    s->m.sandbox);
+		sess_error(s, 503, why, "Retry-After: 1\r\n");
+		return;
+	}
+	s->state = S_PARK;
+	s->park = st;
+	TAILQ_INSERT_TAIL(&st->parked, s, park_entry);
+	st->nparked++;
+	clock_gettime(CLOCK_MONOTONIC, &s->t_park);
+	bufferevent_disable(s->c, EV_READ);
+	timer_set(s, T_WAKE, s->w->cfg.t_wake);
+	if (!st->waking) {
+		st->waking = 1;
+		st->wakes++;
+		px_worker_wake(s->m.sandbox);
+	}
+}
+
+static void route_request(struct px_sess *);
+
+void
+px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
+{
+	struct px_sbstat *st = px_sbstat_get(id);
+	struct px_sess *s;
+
+	if (st == NULL)
+		return;
+	st->waking = 0;
+	if (!ok) {
+		st->wake_failures++;
+		st->fail_until_ms = now_ms() + w->cfg.t_wake_backoff;
+		snprintf(st->fail_reason, sizeof(st->fail_reason), "%s",
+		    reason ? reason : "unknown error");
+	} else {
+		st->fail_until_ms = 0;
+	}
+	while ((s = TAILQ_FIRST(&st->parked)) != NULL) {
+		TAILQ_REMOVE(&st->parked, s, park_entry);
+		st->nparked--;
+		s->park = NULL;
+		timer_clear(s);
+		if (!ok) {
+			char why[300];
+
+			snprintf(why, sizeof(why), "sandbox %s could not be woken: %s", id,
+			    st->fail_reason);
+			s->state = S_WAIT;
+			sess_error(s, 503, why, "Retry-After: 5\r\n");
+			continue;
+		}
+		s->wake_ms = ms_since(&s->t_park);
+		s->woken = 1;
+		s->state = S_HEAD;
+		route_request(s);	/* with the routes that say it runs */
+	}
+}
+
 static void
 handle_request(struct px_sess *s)
 {
-	enum px_route_result rr;
-	const char *sni;
-	char why[256];
-
 	timer_clear(s);
 	make_reqid(s);
 	if (s->req.host == NULL) {	/* HTTP/1.0 without Host */
 		sess_error(s, 400, "missing Host header", NULL);
 		return;
 	}
+	route_request(s);
+}
+
+static void
+route_request(struct px_sess *s)
+{
+	enum px_route_result rr;
+	const char *sni;
+	char why[256];
+
 	if (s->routes != NULL)
 		px_routes_unref(s->routes);
 	s->routes = s->w->routes;
@@ -942,6 +1060,11 @@ handle_request(struct px_sess *s)
 	if (s->m.port->private_ && access_check(s))
 		return;
 	if (strcmp(s->m.sb->state, "running") != 0) {
+		if (!s->woken && (strcmp(s->m.sb->state, "paused") == 0 ||
+		    strcmp(s->m.sb->state, "suspended") == 0)) {
+			park(s);
+			return;
+		}
 		snprintf(why, sizeof(why), "sandbox %s is %s", s->m.sandbox, s->m.sb->state);
 		sess_error(s, 503, why, "Retry-After: 5\r\n");
 		return;
@@ -1311,6 +1434,8 @@ send_resp_head(struct px_sess *s)
 		    (h->status != 204))
 			evbuffer_add_printf(b, "Content-Length: %lld\r\n",
 			    (long long)h->content_length);
+		if (s->wake_ms >= 0)
+			evbuffer_add_printf(b, "Server-Timing: wake;dur=%ld\r\n", s->wake_ms);
 		if (s->close_after || s->w->draining)
 			evbuffer_add(b, "Connection: close\r\n", 19);
 		else if (s->req.minor == 0)
@@ -1547,6 +1672,7 @@ client_read(struct bufferevent *bev, void *arg)
 			tunnel_move(bev, s->up->bev);
 		break;
 	case S_WAIT:
+	case S_PARK:
 	case S_CLOSING:
 		bufferevent_disable(bev, EV_READ);
 		break;

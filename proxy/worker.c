@@ -71,6 +71,17 @@ px_worker_accepting(int on)
 }
 
 void
+px_worker_wake(const char *id)
+{
+	json_t *m = json_pack("{s:s,s:s}", "type", "wake", "sandbox", id);
+
+	if (m != NULL) {
+		px_ipc_send(px_w->ipc, m);
+		json_decref(m);
+	}
+}
+
+void
 px_worker_maybe_exit(void)
 {
 	if (px_w->draining && px_w->nconns == 0)
@@ -190,6 +201,7 @@ handle_msg(json_t *m)
 #define U(name) c->name = (unsigned)json_integer_value(json_object_get(m, #name))
 		U(https_port); U(t_head); U(t_keepalive); U(t_connect);
 		U(t_response); U(t_tunnel); U(t_drain); U(t_retry);
+		U(t_wake); U(t_wake_backoff); U(max_parked);
 		U(max_conns); U(max_conns_sandbox);
 #undef U
 		px_w->configured |= 1;
@@ -228,6 +240,13 @@ handle_msg(json_t *m)
 		px_routes_unref(px_w->routes);
 		px_w->routes = r;
 		px_w->configured |= 4;
+	} else if (strcmp(type, "woken") == 0) {
+		const char *id = json_string_value(json_object_get(m, "sandbox"));
+
+		if (id == NULL)
+			fatalx("worker %d: woken without sandbox", px_w->id);
+		px_sess_woken(px_w, id, json_is_true(json_object_get(m, "ok")),
+		    json_string_value(json_object_get(m, "reason")));
 	} else if (strcmp(type, "drain") == 0) {
 		start_drain();
 	} else {

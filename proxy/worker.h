@@ -24,7 +24,8 @@ struct px_wcfg {
 	char		 domain[256];
 	unsigned	 https_port;
 	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
-	unsigned	 t_drain, t_retry;
+	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
+	unsigned	 max_parked;
 	unsigned	 max_conns, max_conns_sandbox;	/* this worker's share */
 };
 
@@ -80,6 +81,10 @@ void px_worker_accepting(int on);
 void px_sess_accept(struct px_worker *, int fd, struct sockaddr *, int socklen,
     int https);
 void px_sess_drain_all(struct px_worker *, int hard);
+/* The parent's answer to a wake request for sandbox id. */
+void px_sess_woken(struct px_worker *, const char *id, int ok, const char *reason);
+/* Asks the parent to wake sandbox id (worker.c). */
+void px_worker_wake(const char *id);
 /* Upstream pool: idle keep-alive connections per guest address:port. */
 void px_pool_flush(struct px_worker *);
 

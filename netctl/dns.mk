@@ -1,0 +1,1 @@
+# netctl: filtering DNS resolver, added to libnetctl
