@@ -100,6 +100,7 @@ struct px_sess {
 	int		 resp_reframe;	/* close-delimited → chunked to client */
 	int		 close_after;
 	int		 upgrade;
+	int		 client_eof;	/* tunnel: client done, flushing upstream */
 	struct px_routes *routes;
 	struct px_route_match m;
 	struct px_sbstat *sb;		/* counted in sb->conns while set */
@@ -353,9 +354,9 @@ sess_error(struct px_sess *s, int status, const char *reason, const char *extra_
 
 	close_conn = s->close_after || status == 400 || status == 408 ||
 	    status == 413 || status == 431 || status == 501 || status == 505 ||
-	    status == 417 || s->state != S_HEAD || s->req.raw == NULL ||
-	    px_request_body(&s->req) != PX_BODY_NONE || !px_head_keepalive(&s->req) ||
-	    s->w->draining;
+	    status == 417 || s->req.raw == NULL || s->state == S_BODY ||
+	    (px_request_body(&s->req) != PX_BODY_NONE && !s->req_done) ||
+	    !px_head_keepalive(&s->req) || s->w->draining;
 	if (s->resp_head_sent) {
 		/* Too late for a page: the response is already on its way. */
 		s->close_after = 1;
@@ -1395,6 +1396,11 @@ up_write(struct bufferevent *bev, void *arg)
 	struct px_sess *s = arg;
 
 	if (s->state == S_TUNNEL) {
+		if (s->client_eof) {
+			if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+				sess_free(s);
+			return;
+		}
 		bufferevent_enable(s->c, EV_READ);
 		return;
 	}
@@ -1705,14 +1711,19 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED)
 		return;
 	if (s->state == S_TUNNEL && (what & BEV_EVENT_EOF) && s->up != NULL) {
-		/* client done: pass what it sent, then close both */
-		evbuffer_add_buffer(bufferevent_get_output(s->up->bev),
-		    bufferevent_get_input(bev));
+		struct evbuffer *out = bufferevent_get_output(s->up->bev);
+
+		/* client done: pass on what it sent, then close both */
+		evbuffer_add_buffer(out, bufferevent_get_input(bev));
+		if (evbuffer_get_length(out) > 0) {
+			s->client_eof = 1;
+			bufferevent_disable(bev, EV_READ);
+			bufferevent_setwatermark(s->up->bev, EV_WRITE, 0, 0);
+			return;	/* up_write frees once flushed */
+		}
 	}
-	if ((what & BEV_EVENT_EOF) && s->state == S_WAIT && s->req_done) {
-		/* half-close after a complete request: still answer */
-		return;
-	}
+	/* Like nginx's default: a client that goes away aborts its request
+	 * (a write to it fails, or its EOF arrives), upstream included. */
 	sess_free(s);
 }
 
