@@ -73,6 +73,7 @@ px_head_reset(struct px_head *h)
 	int request = h->request;
 
 	free(h->raw);
+	free(h->hdr);
 	px_head_init(h, request);
 }
 
@@ -150,7 +151,7 @@ split_fields(struct px_head *h)
 	eol = memchr(p, '\r', end - p);
 	p = eol + 2;
 	h->nhdr = 0;
-	while (p < end && h->nhdr < PX_HEADERS_MAX) {
+	while (p < end) {
 		struct px_hdr *f = &h->hdr[h->nhdr++];
 		const char *colon, *v, *ve;
 
@@ -403,7 +404,10 @@ px_head_parse(struct px_head *h, const char *buf, size_t len, int *status,
 		pos = eol + 1;
 	}
 
-	if ((h->raw = malloc(pos + 1)) == NULL)
+	/* Idle connections hold no field table: it exists only while a
+	 * message is in flight, sized to the fields the lexer counted. */
+	if ((h->raw = malloc(pos + 1)) == NULL ||
+	    (h->hdr = calloc(h->nhdr + 1, sizeof(*h->hdr))) == NULL)
 		FAIL(h->request ? 503 : 502, "out of memory");
 	memcpy(h->raw, buf, pos);
 	h->raw[pos] = '\0';

@@ -54,7 +54,7 @@ struct px_head {
 	size_t		 reason_len;
 	unsigned	 major, minor;
 
-	struct px_hdr	 hdr[PX_HEADERS_MAX];
+	struct px_hdr	*hdr;		/* nhdr fields, allocated with raw */
 	int		 nhdr;
 
 	/* derived framing and connection semantics */
