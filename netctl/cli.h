@@ -27,4 +27,34 @@ int cli_http_request(const char *sock_path, const char *method,
     int *connect_failed, char *err, size_t errlen);
 void cli_response_free(struct cli_response *);
 
+/* Where to send requests: url (http[s]://host:port) when not NULL, else
+ * the unix socket. token: sent as a bearer token when not NULL. cacert:
+ * CA file for https (NULL: the system's). */
+struct cli_target {
+	const char *sock_path;
+	const char *url;
+	const char *token;
+	const char *cacert;
+};
+
+/* cli_http_request for any target. */
+int cli_http_do(const struct cli_target *, const char *method,
+    const char *target, const char *body, struct cli_response *resp,
+    int *connect_failed, char *err, size_t errlen);
+
+/*
+ * One JSON request: body (may be NULL) is sent as JSON; *status gets the
+ * HTTP status and *doc the parsed answer (NULL when empty or not JSON).
+ * 0 when berthd answered (whatever the status), -1 with err filled when it
+ * could not be reached (*unreachable 1) or answered garbage.
+ */
+struct json_t;
+int cli_api(const struct cli_target *, const char *method,
+    const char *target, struct json_t *body, int *status,
+    struct json_t **doc, int *unreachable, char *err, size_t errlen);
+
+/* netctl mcp: serves MCP (JSON-RPC 2.0 over stdio lines) until EOF.
+ * sandbox: default sandbox for tools that take one (may be NULL). */
+int cli_mcp_serve(const struct cli_target *, const char *sandbox);
+
 #endif

@@ -2,6 +2,7 @@
 # of the control API (blocking HTTP/1.1 over the unix socket).
 bin_PROGRAMS += netctl/netctl
 netctl_netctl_SOURCES = netctl/netctl.c netctl/cli_http.c netctl/cli.h \
+	netctl/cli_mcp.c \
 	proxy/valid.c proxy/valid.h
-netctl_netctl_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
-netctl_netctl_LDADD = $(JANSSON_LIBS) $(HTTP_PARSER_LIBS)
+netctl_netctl_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(OPENSSL_CFLAGS)
+netctl_netctl_LDADD = $(JANSSON_LIBS) $(HTTP_PARSER_LIBS) $(OPENSSL_LIBS)

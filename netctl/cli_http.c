@@ -1,6 +1,7 @@
 /*
  * cli_http.c — netctl's HTTP/1.1 client: one request per connection over
- * a blocking unix socket, "Connection: close", the response parsed with
+ * a blocking unix socket or TCP (TLS verified against --cacert or the
+ * system's CAs, with a bearer token), "Connection: close", the response parsed with
  * http-parser (so Content-Length, chunked and read-until-close bodies all
  * work). Timeouts keep a wedged berthd from hanging the CLI forever.
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -8,8 +9,13 @@
 #include "cli.h"
 
 #include <http_parser.h>
+#include <jansson.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,22 +99,233 @@ on_message_complete(http_parser *p)
 	return 0;
 }
 
+/* A connection: a socket, maybe with TLS over it. */
+struct link {
+	int fd;
+	SSL_CTX *ctx;
+	SSL *ssl;
+	const char *where;	/* for messages */
+};
+
 static int
-send_all(int fd, const char *buf, size_t len)
+link_send(struct link *l, const char *buf, size_t len)
 {
 	ssize_t n;
+	int k;
 
 	while (len > 0) {
-		n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
+		if (l->ssl != NULL) {
+			k = SSL_write(l->ssl, buf, (int)len);
+			if (k <= 0)
+				return -1;
+			n = k;
+		} else {
+			n = send(l->fd, buf, len, MSG_NOSIGNAL);
+			if (n == -1) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
 		}
 		buf += n;
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* Like recv(); a TLS close without close_notify counts as EOF. */
+static ssize_t
+link_recv(struct link *l, char *buf, size_t len)
+{
+	int k, e;
+
+	if (l->ssl == NULL)
+		return recv(l->fd, buf, len, 0);
+	k = SSL_read(l->ssl, buf, (int)len);
+	if (k > 0)
+		return k;
+	e = SSL_get_error(l->ssl, k);
+	if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL &&
+	    ERR_peek_error() == 0 && errno == 0))
+		return 0;
+	if (e == SSL_ERROR_SYSCALL && errno == 0)
+		return 0;
+	if (errno == 0)
+		errno = EIO;
+	return -1;
+}
+
+static void
+link_close(struct link *l)
+{
+	if (l->ssl != NULL)
+		SSL_free(l->ssl);
+	if (l->ctx != NULL)
+		SSL_CTX_free(l->ctx);
+	if (l->fd != -1)
+		close(l->fd);
+	l->ssl = NULL;
+	l->ctx = NULL;
+	l->fd = -1;
+}
+
+static int
+open_unix(struct link *l, const char *sock_path, int *connect_failed,
+    char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	struct timeval tv = { CLI_TIMEOUT_SECS, 0 };
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(sock_path) >= sizeof(sun.sun_path)) {
+		*connect_failed = 1;
+		snprintf(err, errlen, "cannot connect to berthd at %s: path too "
+		    "long for a unix socket", sock_path);
+		return -1;
+	}
+	memcpy(sun.sun_path, sock_path, strlen(sock_path));
+	if ((l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	setsockopt(l->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(l->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(l->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		*connect_failed = 1;
+		snprintf(err, errlen, "cannot connect to berthd at %s: %s",
+		    sock_path, strerror(errno));
+		link_close(l);
+		return -1;
+	}
+	return 0;
+}
+
+/* Splits http[s]://host[:port][/...] ; -1 if it is not such a URL. */
+static int
+parse_url(const char *url, int *tls, char *host, size_t hostlen, char *port,
+    size_t portlen)
+{
+	const char *p, *end, *colon;
+	size_t n;
+
+	if (strncmp(url, "https://", 8) == 0) {
+		*tls = 1;
+		p = url + 8;
+	} else if (strncmp(url, "http://", 7) == 0) {
+		*tls = 0;
+		p = url + 7;
+	} else
+		return -1;
+	end = p + strcspn(p, "/?#");
+	if (*p == '[') {
+		const char *rb = memchr(p, ']', (size_t)(end - p));
+
+		if (rb == NULL)
+			return -1;
+		n = (size_t)(rb - p - 1);
+		if (n == 0 || n >= hostlen)
+			return -1;
+		memcpy(host, p + 1, n);
+		host[n] = '\0';
+		colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+	} else {
+		colon = memchr(p, ':', (size_t)(end - p));
+		n = (size_t)((colon ? colon : end) - p);
+		if (n == 0 || n >= hostlen)
+			return -1;
+		memcpy(host, p, n);
+		host[n] = '\0';
+	}
+	if (colon != NULL) {
+		n = (size_t)(end - colon - 1);
+		if (n == 0 || n >= portlen)
+			return -1;
+		memcpy(port, colon + 1, n);
+		port[n] = '\0';
+	} else
+		snprintf(port, portlen, "%s", *tls ? "443" : "80");
+	return 0;
+}
+
+static int
+open_url(struct link *l, const struct cli_target *t, int *connect_failed,
+    char *err, size_t errlen)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	struct timeval tv = { CLI_TIMEOUT_SECS, 0 };
+	char host[256], port[16];
+	int tls, rc, e = 0;
+
+	if (parse_url(t->url, &tls, host, sizeof(host), port,
+	    sizeof(port)) == -1) {
+		snprintf(err, errlen, "--url '%s': use https://HOST:PORT (or "
+		    "http:// on loopback)", t->url);
+		return -1;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {
+		*connect_failed = 1;
+		snprintf(err, errlen, "cannot connect to berthd at %s: %s",
+		    t->url, gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		l->fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+		if (l->fd == -1)
+			continue;
+		setsockopt(l->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(l->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(l->fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		e = errno;
+		close(l->fd);
+		l->fd = -1;
+	}
+	freeaddrinfo(res);
+	if (l->fd == -1) {
+		*connect_failed = 1;
+		snprintf(err, errlen, "cannot connect to berthd at %s: %s",
+		    t->url, strerror(e ? e : ECONNREFUSED));
+		return -1;
+	}
+	if (!tls)
+		return 0;
+	if ((l->ctx = SSL_CTX_new(TLS_client_method())) == NULL ||
+	    SSL_CTX_set_min_proto_version(l->ctx, TLS1_2_VERSION) != 1)
+		goto tlsfail;
+	SSL_CTX_set_verify(l->ctx, SSL_VERIFY_PEER, NULL);
+	if (t->cacert != NULL && t->cacert[0] != '\0') {
+		if (SSL_CTX_load_verify_locations(l->ctx, t->cacert, NULL) != 1) {
+			snprintf(err, errlen, "CA file %s: cannot load it",
+			    t->cacert);
+			link_close(l);
+			return -1;
+		}
+	} else if (SSL_CTX_set_default_verify_paths(l->ctx) != 1)
+		goto tlsfail;
+	if ((l->ssl = SSL_new(l->ctx)) == NULL ||
+	    SSL_set_fd(l->ssl, l->fd) != 1 ||
+	    SSL_set_tlsext_host_name(l->ssl, host) != 1 ||
+	    SSL_set1_host(l->ssl, host) != 1)
+		goto tlsfail;
+	if (SSL_connect(l->ssl) != 1) {
+		long v = SSL_get_verify_result(l->ssl);
+
+		*connect_failed = 1;
+		snprintf(err, errlen, "TLS with berthd at %s failed: %s", t->url,
+		    v != X509_V_OK ? X509_verify_cert_error_string(v) :
+		    "handshake error");
+		link_close(l);
+		return -1;
+	}
+	return 0;
+tlsfail:
+	snprintf(err, errlen, "TLS setup for %s failed", t->url);
+	link_close(l);
+	return -1;
 }
 
 void
@@ -124,49 +341,50 @@ cli_http_request(const char *sock_path, const char *method, const char *target,
     const char *body, struct cli_response *resp, int *connect_failed,
     char *err, size_t errlen)
 {
+	struct cli_target t = { sock_path, NULL, NULL, NULL };
+
+	return cli_http_do(&t, method, target, body, resp, connect_failed, err,
+	    errlen);
+}
+
+int
+cli_http_do(const struct cli_target *t, const char *method,
+    const char *target, const char *body, struct cli_response *resp,
+    int *connect_failed, char *err, size_t errlen)
+{
 	static const http_parser_settings settings = {
 		.on_header_field = on_header_field,
 		.on_header_value = on_header_value,
 		.on_body = on_body,
 		.on_message_complete = on_message_complete,
 	};
-	struct sockaddr_un sun;
-	struct timeval tv = { CLI_TIMEOUT_SECS, 0 };
+	struct link l = { -1, NULL, NULL, NULL };
 	struct reader rd;
 	http_parser parser;
 	char head[1024], buf[16384];
 	size_t blen = body ? strlen(body) : 0;
 	ssize_t n;
-	int fd, hlen;
+	int hlen;
 
 	*connect_failed = 0;
 	memset(resp, 0, sizeof(*resp));
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(sock_path) >= sizeof(sun.sun_path)) {
-		*connect_failed = 1;
-		snprintf(err, errlen, "cannot connect to berthd at %s: path too "
-		    "long for a unix socket", sock_path);
-		return -1;
-	}
-	memcpy(sun.sun_path, sock_path, strlen(sock_path));
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		*connect_failed = 1;
-		snprintf(err, errlen, "cannot connect to berthd at %s: %s",
-		    sock_path, strerror(errno));
-		close(fd);
-		return -1;
+	if (t->url != NULL) {
+		l.where = t->url;
+		if (open_url(&l, t, connect_failed, err, errlen) == -1)
+			return -1;
+	} else {
+		l.where = t->sock_path;
+		if (open_unix(&l, t->sock_path, connect_failed, err,
+		    errlen) == -1)
+			return -1;
 	}
 
 	hlen = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\n"
 	    "Host: localhost\r\nUser-Agent: netctl\r\n"
 	    "Accept: application/json\r\nConnection: close\r\n", method, target);
+	if (t->token != NULL && t->token[0] != '\0')
+		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
+		    "Authorization: Bearer %s\r\n", t->token);
 	if (body != NULL)
 		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
 		    "Content-Type: application/json\r\nContent-Length: %zu\r\n",
@@ -177,14 +395,14 @@ cli_http_request(const char *sock_path, const char *method, const char *target,
 	hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen, "\r\n");
 	if ((size_t)hlen >= sizeof(head)) {
 		snprintf(err, errlen, "request target too long");
-		close(fd);
+		link_close(&l);
 		return -1;
 	}
-	if (send_all(fd, head, (size_t)hlen) == -1 ||
-	    (blen > 0 && send_all(fd, body, blen) == -1)) {
-		snprintf(err, errlen, "sending to berthd at %s: %s", sock_path,
+	if (link_send(&l, head, (size_t)hlen) == -1 ||
+	    (blen > 0 && link_send(&l, body, blen) == -1)) {
+		snprintf(err, errlen, "sending to berthd at %s: %s", l.where,
 		    strerror(errno));
-		close(fd);
+		link_close(&l);
 		return -1;
 	}
 
@@ -193,12 +411,13 @@ cli_http_request(const char *sock_path, const char *method, const char *target,
 	http_parser_init(&parser, HTTP_RESPONSE);
 	parser.data = &rd;
 	while (!rd.done) {
-		n = recv(fd, buf, sizeof(buf), 0);
+		errno = 0;
+		n = link_recv(&l, buf, sizeof(buf));
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
 			snprintf(err, errlen, "reading from berthd at %s: %s",
-			    sock_path, errno == EAGAIN ? "timed out" :
+			    l.where, errno == EAGAIN ? "timed out" :
 			    strerror(errno));
 			goto fail;
 		}
@@ -207,17 +426,17 @@ cli_http_request(const char *sock_path, const char *method, const char *target,
 		if (http_parser_execute(&parser, &settings, buf, (size_t)n) !=
 		    (size_t)n || HTTP_PARSER_ERRNO(&parser) != HPE_OK) {
 			snprintf(err, errlen, "bad response from berthd at %s: "
-			    "%s", sock_path, rd.too_big ? "body too large" :
+			    "%s", l.where, rd.too_big ? "body too large" :
 			    http_errno_description(HTTP_PARSER_ERRNO(&parser)));
 			goto fail;
 		}
 		if (n == 0 && !rd.done) {
 			snprintf(err, errlen, "berthd at %s closed the "
-			    "connection before answering", sock_path);
+			    "connection before answering", l.where);
 			goto fail;
 		}
 	}
-	close(fd);
+	link_close(&l);
 	resp->status = parser.status_code;
 	if (resp->body == NULL && (resp->body = strdup("")) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -225,7 +444,34 @@ cli_http_request(const char *sock_path, const char *method, const char *target,
 	}
 	return 0;
 fail:
-	close(fd);
+	link_close(&l);
 	cli_response_free(resp);
 	return -1;
+}
+
+int
+cli_api(const struct cli_target *t, const char *method, const char *target,
+    json_t *body, int *status, json_t **doc, int *unreachable, char *err,
+    size_t errlen)
+{
+	struct cli_response r;
+	char *text = NULL;
+	int rc;
+
+	*doc = NULL;
+	*status = 0;
+	if (body != NULL && (text = json_dumps(body, JSON_COMPACT)) == NULL) {
+		*unreachable = 0;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = cli_http_do(t, method, target, text, &r, unreachable, err, errlen);
+	free(text);
+	if (rc == -1)
+		return -1;
+	*status = r.status;
+	if (r.len > 0)
+		*doc = json_loadb(r.body, r.len, 0, NULL);
+	cli_response_free(&r);
+	return 0;
 }

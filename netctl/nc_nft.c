@@ -46,19 +46,6 @@
 #define NC_RBUF (64 * 1024)
 #define NC_FIRST_ERR 512
 
-int
-nc_errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && len > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
 /* ---- batches ---- */
 
 struct nc_msg {

@@ -16,6 +16,23 @@
 
 #include "netctl.h"
 #include "nc_nft.h"
+#include <stdarg.h>
+
+/* Lives here, not in nc_nft.c: the rule parser is used without the
+ * nftables code (berthd's control API validates rules with it). */
+int
+nc_errf(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && len > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
 
 /* Parse a decimal number of at most maxdig digits; returns chars used. */
 static size_t

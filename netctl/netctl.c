@@ -2,11 +2,13 @@
  * netctl.c — the netctl command-line client of berthd's control API:
  * parses `netctl [options] <noun> <verb> [args]`, checks every argument
  * locally (so a typo gets a precise message before any request), sends
- * one request over <state>/control.sock and prints a table, a URL, or
- * with --json the API's JSON as it came.
+ * requests over <state>/control.sock (or --url with --token) and prints
+ * a table, a URL, or with --json the API's JSON. `netctl mcp` serves the
+ * same API to coding agents over MCP (cli_mcp.c).
  *
- * Exit codes: 0 done, 1 berthd refused (4xx/5xx), 2 usage error,
- * 3 berthd cannot be reached.
+ * Exit codes: 0 done, 1 berthd refused (4xx/5xx other than below),
+ * 2 usage error, 3 berthd cannot be reached, 4 not authenticated or not
+ * allowed (401/403).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -30,7 +32,8 @@ enum {
 	EXIT_OK = 0,
 	EXIT_REFUSED = 1,
 	EXIT_USAGE = 2,
-	EXIT_UNREACHABLE = 3
+	EXIT_UNREACHABLE = 3,
+	EXIT_DENIED = 4
 };
 
 /* Options, and which commands may take them. */
@@ -40,7 +43,18 @@ enum {
 	O_PRIVATE = 1 << 2,
 	O_PUBLIC = 1 << 3,
 	O_HOST = 1 << 4,
+	O_TTL = 1 << 5,
+	O_ADMIN = 1 << 6,
+	O_SANDBOX = 1 << 7,
+	O_NAME = 1 << 8,
+	O_DEFAULT_MODE = 1 << 9,
+	O_MAX_MODE = 1 << 10,
+	O_DENY = 1 << 11,
+	O_ALLOW = 1 << 12,
+	O_LAST = O_ALLOW
 };
+
+#define MAX_RULE_OPTS 64
 
 struct opts {
 	const char *state_dir;
@@ -50,6 +64,15 @@ struct opts {
 	const char *host_header;
 	char host[PX_HOSTNAME_MAX + 2];
 	int private_;
+	const char *ttl;
+	const char *sandbox;
+	const char *name;
+	const char *default_mode;
+	const char *max_mode;
+	const char *deny[MAX_RULE_OPTS];
+	int ndeny;
+	const char *allow[MAX_RULE_OPTS];
+	int nallow;
 };
 
 struct cmd;
@@ -68,6 +91,7 @@ struct cmd {
 
 static const char *progname = "netctl";
 static char sock_path[4096];
+static struct cli_target tgt;
 
 static void __attribute__((format(printf, 1, 2)))
 fail(const char *fmt, ...)
@@ -104,7 +128,8 @@ api_error(const struct cli_response *r, const struct opts *o)
 	else
 		fail("berthd answered HTTP %d", r->status);
 	json_decref(doc);
-	return EXIT_REFUSED;
+	return r->status == 401 || r->status == 403 ? EXIT_DENIED :
+	    EXIT_REFUSED;
 }
 
 /*
@@ -126,8 +151,8 @@ call(const struct opts *o, const char *method, const char *target,
 		fail("out of memory");
 		return EXIT_REFUSED;
 	}
-	rc = cli_http_request(sock_path, method, target, text, &r, &unreachable,
-	    err, sizeof(err));
+	rc = cli_http_do(&tgt, method, target, text, &r, &unreachable, err,
+	    sizeof(err));
 	free(text);
 	if (rc == -1) {
 		fail("%s", err);
@@ -151,6 +176,9 @@ call(const struct opts *o, const char *method, const char *target,
 	cli_response_free(&r);
 	return EXIT_OK;
 }
+
+static int call_list(const struct opts *, const char *, const char *,
+    json_t **);
 
 /* ---- output helpers ---- */
 
@@ -317,9 +345,10 @@ c_status(const struct cmd *c, struct opts *o, char **a, int n)
 	if ((rc = call(o, "GET", "/v1/health", NULL, &doc)) != EXIT_OK)
 		return rc;
 	if (!o->json)
-		printf("berthd is %s (control socket %s)\n",
+		printf("berthd is %s (%s %s)\n",
 		    strcmp(jstr(doc, "status"), "ok") == 0 ? "up" :
-		    jstr(doc, "status"), sock_path);
+		    jstr(doc, "status"), tgt.url ? "control API" :
+		    "control socket", tgt.url ? tgt.url : sock_path);
 	json_decref(doc);
 	return EXIT_OK;
 }
@@ -345,8 +374,10 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 	rc = call(o, "POST", "/v1/sandboxes", body, &doc);
 	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
-		printf("sandbox %s added (%s, %s)\n", jstr(doc, "id"),
-		    jstr(doc, "address"), jstr(doc, "state"));
+		printf("sandbox %s added (%s, %s)\ntoken: %s\n# its token "
+		    "(id %s) is shown only now\n", jstr(doc, "id"),
+		    jstr(doc, "address"), jstr(doc, "state"), jstr(doc, "token"),
+		    jstr(doc, "token_id"));
 	json_decref(doc);
 	return rc;
 }
@@ -377,8 +408,8 @@ c_sandbox_ls(const struct cmd *c, struct opts *o, char **a, int n)
 	size_t i;
 	int rc;
 
-	if ((rc = call(o, "GET", "/v1/sandboxes", NULL, &doc)) != EXIT_OK ||
-	    o->json) {
+	if ((rc = call_list(o, "/v1/sandboxes", "sandboxes", &doc)) !=
+	    EXIT_OK || o->json) {
 		json_decref(doc);
 		return rc;
 	}
@@ -505,7 +536,7 @@ c_port_ls(const struct cmd *c, struct opts *o, char **a, int n)
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s/ports", a[0]);
 	} else
 		snprintf(target, sizeof(target), "/v1/ports");
-	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json) {
+	if ((rc = call_list(o, target, "ports", &doc)) != EXIT_OK || o->json) {
 		json_decref(doc);
 		return rc;
 	}
@@ -514,19 +545,526 @@ c_port_ls(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
+/*
+ * A whole list: follows "next" page by page (1000 rows a page) and
+ * returns {key: [...all rows]} in *doc; with --json prints it.
+ */
+static int
+call_list(const struct opts *o, const char *base, const char *key,
+    json_t **doc)
+{
+	struct opts q = *o;
+	char target[1024], after[512] = "";
+	json_t *page, *all;
+	const char *next;
+	int rc;
+
+	*doc = NULL;
+	q.json = 0;
+	if ((all = json_array()) == NULL)
+		return EXIT_REFUSED;
+	for (;;) {
+		char enc[sizeof(after) * 3];
+		size_t i, k = 0;
+
+		for (i = 0; after[i] != '\0'; i++) {
+			unsigned char ch = (unsigned char)after[i];
+
+			if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_')
+				enc[k++] = (char)ch;
+			else
+				k += (size_t)snprintf(enc + k, 4, "%%%02X", ch);
+		}
+		enc[k] = '\0';
+		snprintf(target, sizeof(target), "%s%slimit=1000%s%s", base,
+		    strchr(base, '?') ? "&" : "?", k ? "&after=" : "", enc);
+		if ((rc = call(&q, "GET", target, NULL, &page)) != EXIT_OK) {
+			if (o->json)
+				call(o, "GET", target, NULL, &page);
+			json_decref(page);
+			json_decref(all);
+			return rc;
+		}
+		json_array_extend(all, json_object_get(page, key));
+		next = json_string_value(json_object_get(page, "next"));
+		if (next == NULL || strlen(next) >= sizeof(after)) {
+			json_decref(page);
+			break;
+		}
+		snprintf(after, sizeof(after), "%s", next);
+		json_decref(page);
+	}
+	*doc = json_pack("{s:o}", key, all);
+	if (o->json && *doc != NULL) {
+		json_dumpf(*doc, stdout, JSON_COMPACT);
+		putchar('\n');
+	}
+	return EXIT_OK;
+}
+
+static int
+c_lifecycle(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", a[0], c->verb);
+	rc = call(o, "POST", target, json_object(), &doc);
+	if (rc == EXIT_OK && !o->json)
+		printf("sandbox %s is %s\n", a[0], jstr(doc, "state"));
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_sandbox_events(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct table t = { 0 };
+	const char *row[6] = { "SEQ", "TIME", "OPERATION", "RESULT",
+	    "DURATION", "REASON" };
+	char target[128], seq[24], tbuf[40], dur[24];
+	json_t *doc, *ev;
+	size_t i;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/events", a[0]);
+	if ((rc = call_list(o, target, "events", &doc)) != EXIT_OK || o->json) {
+		json_decref(doc);
+		return rc;
+	}
+	t.ncols = 6;
+	table_add(&t, row);
+	json_array_foreach(json_object_get(doc, "events"), i, ev) {
+		long long ms = (long long)json_integer_value(json_object_get(ev,
+		    "time_ms"));
+		long long d = (long long)json_integer_value(json_object_get(ev,
+		    "duration_ms"));
+		time_t secs = (time_t)(ms / 1000);
+		struct tm tm;
+
+		snprintf(seq, sizeof(seq), "%lld", (long long)json_integer_value(
+		    json_object_get(ev, "seq")));
+		if (gmtime_r(&secs, &tm) == NULL ||
+		    strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+			snprintf(tbuf, sizeof(tbuf), "-");
+		else
+			snprintf(tbuf + strlen(tbuf), sizeof(tbuf) - strlen(tbuf),
+			    ".%03lldZ", ms % 1000);
+		if (d >= 0)
+			snprintf(dur, sizeof(dur), "%lldms", d);
+		else
+			snprintf(dur, sizeof(dur), "-");
+		row[0] = seq;
+		row[1] = tbuf;
+		row[2] = jstr(ev, "operation");
+		row[3] = jstr(ev, "result");
+		row[4] = dur;
+		row[5] = json_string_length(json_object_get(ev, "reason")) ?
+		    jstr(ev, "reason") : "-";
+		table_add(&t, row);
+	}
+	table_print(&t);
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+static void
+print_rules(json_t *rules)
+{
+	struct table t = { 0 };
+	const char *row[3] = { "ACTION", "RULE", "EXPIRES" };
+	char tbuf[32];
+	json_t *r;
+	size_t i;
+
+	t.ncols = 3;
+	table_add(&t, row);
+	json_array_foreach(rules, i, r) {
+		row[0] = jstr(r, "action");
+		row[1] = jstr(r, "rule");
+		row[2] = json_is_integer(json_object_get(r, "expires")) ?
+		    jtime(r, "expires", tbuf, sizeof(tbuf)) : "never";
+		table_add(&t, row);
+	}
+	table_print(&t);
+}
+
+static int
+c_egress_show(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
+	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json) {
+		json_decref(doc);
+		return rc;
+	}
+	printf("sandbox:  %s\nmode:     %s%s\n", a[0], jstr(doc,
+	    "effective_mode"), json_is_null(json_object_get(doc, "mode")) ?
+	    " (global policy default)" : "");
+	if (json_array_size(json_object_get(doc, "rules")) == 0)
+		printf("rules:    none\n");
+	else
+		print_rules(json_object_get(doc, "rules"));
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+/* egress allow|deny <id> <rule>... : one request per rule, in order. */
+static int
+c_egress_add(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *body, *doc;
+	int i, rc = EXIT_OK;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
+	for (i = 1; i < n && rc == EXIT_OK; i++) {
+		body = json_pack("{s:s, s:s}", "action", c->verb, "rule", a[i]);
+		if (o->ttl != NULL)
+			json_object_set_new(body, "ttl", json_string(o->ttl));
+		rc = call(o, "POST", target, body, &doc);
+		json_decref(body);
+		if (rc == EXIT_OK && !o->json)
+			printf("%s %s%s%s\n", jstr(doc, "action"), jstr(doc,
+			    "rule"), o->ttl ? " for " : "", o->ttl ? o->ttl : "");
+		else if (o->json && rc == EXIT_OK)
+			putchar('\n');
+		json_decref(doc);
+	}
+	return rc;
+}
+
+static int
+c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[1024], enc[800];
+	json_t *doc;
+	size_t i, k = 0;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	if (strcmp(a[1], "allow") != 0 && strcmp(a[1], "deny") != 0) {
+		fail("egress rm: say 'allow' or 'deny' before the rule, not "
+		    "'%s'", a[1]);
+		return EXIT_USAGE;
+	}
+	for (i = 0; a[2][i] != '\0' && k + 4 < sizeof(enc); i++) {
+		unsigned char ch = (unsigned char)a[2][i];
+
+		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' ||
+		    ch == '*' || ch == ':')
+			enc[k++] = (char)ch;
+		else
+			k += (size_t)snprintf(enc + k, 4, "%%%02X", ch);
+	}
+	enc[k] = '\0';
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/%s/%s", a[0],
+	    a[1], enc);
+	rc = call(o, "DELETE", target, NULL, &doc);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_egress_reset(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
+	rc = call(o, "DELETE", target, NULL, &doc);
+	if (rc == EXIT_OK && !o->json)
+		printf("egress of %s reset to the global policy's default\n",
+		    a[0]);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_egress_mode(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *body, *doc;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	if (strcmp(a[1], "open") != 0 && strcmp(a[1], "allowlist") != 0 &&
+	    strcmp(a[1], "closed") != 0 && strcmp(a[1], "default") != 0) {
+		fail("egress mode: use open, allowlist, closed or default, "
+		    "not '%s'", a[1]);
+		return EXIT_USAGE;
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
+	body = json_pack("{s:o}", "mode", strcmp(a[1], "default") == 0 ?
+	    json_null() : json_string(a[1]));
+	rc = call(o, "PUT", target, body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("egress mode of %s: %s\n", a[0], jstr(doc,
+		    "effective_mode"));
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_egress_log(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc, *e;
+	size_t i;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/log", a[0]);
+	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json) {
+		json_decref(doc);
+		return rc;
+	}
+	if (!json_is_true(json_object_get(doc, "available")))
+		printf("no denial log for %s (egress filtering is not active "
+		    "for it)\n", a[0]);
+	else if (json_array_size(json_object_get(doc, "entries")) == 0)
+		printf("no denied connections\n");
+	json_array_foreach(json_object_get(doc, "entries"), i, e) {
+		char *line = json_dumps(e, JSON_COMPACT);
+
+		printf("%s\n", line ? line : "?");
+		free(line);
+	}
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+static void
+print_policy(json_t *doc)
+{
+	json_t *v;
+	size_t i;
+
+	printf("default_mode: %s\nmax_mode:     %s\n", jstr(doc,
+	    "default_mode"), jstr(doc, "max_mode"));
+	printf("deny:        %s", json_array_size(json_object_get(doc,
+	    "deny")) ? "" : " none");
+	json_array_foreach(json_object_get(doc, "deny"), i, v)
+		printf(" %s", json_string_value(v));
+	printf("\nallow:       %s", json_array_size(json_object_get(doc,
+	    "allow")) ? "" : " anything not denied");
+	json_array_foreach(json_object_get(doc, "allow"), i, v)
+		printf(" %s", json_string_value(v));
+	printf("\n");
+}
+
+static int
+c_policy_show(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	json_t *doc;
+	int rc;
+
+	if ((rc = call(o, "GET", "/v1/policy", NULL, &doc)) == EXIT_OK &&
+	    !o->json)
+		print_policy(doc);
+	json_decref(doc);
+	return rc;
+}
+
+static json_t *
+strings(const char *const *v, int n)
+{
+	json_t *a = json_array();
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (v[i][0] != '\0')	/* --deny '' clears the list */
+			json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static int
+c_policy_set(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	json_t *body, *doc;
+	int rc;
+
+	if (!(o->given & (O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW))) {
+		fail("policy set: give at least one of --default-mode, "
+		    "--max-mode, --deny, --allow");
+		return EXIT_USAGE;
+	}
+	body = json_object();
+	if (o->default_mode != NULL)
+		json_object_set_new(body, "default_mode",
+		    json_string(o->default_mode));
+	if (o->max_mode != NULL)
+		json_object_set_new(body, "max_mode", json_string(o->max_mode));
+	if (o->given & O_DENY)
+		json_object_set_new(body, "deny", strings(o->deny, o->ndeny));
+	if (o->given & O_ALLOW)
+		json_object_set_new(body, "allow", strings(o->allow, o->nallow));
+	rc = call(o, "PUT", "/v1/policy", body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		print_policy(doc);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_token_create(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	json_t *body, *doc;
+	int rc;
+
+	if (((o->given & O_ADMIN) != 0) == (o->sandbox != NULL)) {
+		fail("token create: give either --admin or --sandbox <id>");
+		return EXIT_USAGE;
+	}
+	if (o->sandbox != NULL && check_id(o->sandbox) == -1)
+		return EXIT_USAGE;
+	body = o->sandbox ? json_pack("{s:s}", "sandbox", o->sandbox) :
+	    json_pack("{s:b}", "admin", 1);
+	if (o->name != NULL)
+		json_object_set_new(body, "name", json_string(o->name));
+	rc = call(o, "POST", "/v1/tokens", body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("%s\n# id %s (%s); the token is shown only now\n",
+		    jstr(doc, "token"), jstr(doc, "id"), o->sandbox ?
+		    o->sandbox : "admin");
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_token_ls(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct table t = { 0 };
+	const char *row[4] = { "ID", "SCOPE", "NAME", "CREATED" };
+	char tbuf[32];
+	json_t *doc, *k;
+	size_t i;
+	int rc;
+
+	if ((rc = call_list(o, "/v1/tokens", "tokens", &doc)) != EXIT_OK ||
+	    o->json) {
+		json_decref(doc);
+		return rc;
+	}
+	t.ncols = 4;
+	table_add(&t, row);
+	json_array_foreach(json_object_get(doc, "tokens"), i, k) {
+		row[0] = jstr(k, "id");
+		row[1] = json_is_true(json_object_get(k, "admin")) ? "admin" :
+		    jstr(k, "sandbox");
+		row[2] = json_string_length(json_object_get(k, "name")) ?
+		    jstr(k, "name") : "-";
+		row[3] = jtime(k, "created", tbuf, sizeof(tbuf));
+		table_add(&t, row);
+	}
+	table_print(&t);
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+static int
+check_token_id(const char *id)
+{
+	size_t i, len = strlen(id);
+
+	for (i = 0; i < len; i++)
+		if (!islower((unsigned char)id[i]) &&
+		    !isdigit((unsigned char)id[i]) && id[i] != '-')
+			break;
+	if (len > 0 && len < 24 && i == len)
+		return 0;
+	fail("invalid token id '%s': see 'netctl token ls' (tok-...)", id);
+	return -1;
+}
+
+static int
+c_token_rotate(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc;
+	int rc;
+
+	if (check_token_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/tokens/%s/rotate", a[0]);
+	rc = call(o, "POST", target, json_object(), &doc);
+	if (rc == EXIT_OK && !o->json)
+		printf("%s\n# the old secret of %s no longer works\n",
+		    jstr(doc, "token"), a[0]);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_token_revoke(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc;
+	int rc;
+
+	if (check_token_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/tokens/%s", a[0]);
+	rc = call(o, "DELETE", target, NULL, &doc);
+	if (rc == EXIT_OK && !o->json)
+		printf("token %s revoked\n", a[0]);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_mcp(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	if (o->sandbox != NULL && check_id(o->sandbox) == -1)
+		return EXIT_USAGE;
+	return cli_mcp_serve(&tgt, o->sandbox) == 0 ? EXIT_OK : EXIT_REFUSED;
+}
+
 static int c_help(const struct cmd *, struct opts *, char **, int);
 
 static const struct cmd cmds[] = {
 	{ "sandbox", "add", "create", "<id> --address <ip>", 1, 1, O_ADDRESS,
 	  c_sandbox_add, "Register an externally managed sandbox (a container "
 	  "or another host)\nreachable at <ip>; its ports can then be "
-	  "published." },
+	  "published. Prints the sandbox's\ntoken once: it may manage only "
+	  "this sandbox (ports, egress, pause,\nresume, events)." },
 	{ "sandbox", "rm", "delete", "<id>", 1, 1, 0, c_sandbox_rm,
-	  "Remove a sandbox and unpublish all its ports." },
+	  "Remove a sandbox with its ports, egress rules, tokens and events." },
 	{ "sandbox", "ls", "list", "", 0, 0, 0, c_sandbox_ls,
 	  "List sandboxes: ID STATE ADDRESS EXTERNAL CREATED." },
 	{ "sandbox", "show", NULL, "<id>", 1, 1, 0, c_sandbox_show,
 	  "Show one sandbox and its published ports." },
+	{ "sandbox", "pause", NULL, "<id>", 1, 1, 0, c_lifecycle,
+	  "Pause a VM-backed sandbox (memory kept). Refused (exit 1) for an\n"
+	  "external sandbox; the attempt is recorded in its events." },
+	{ "sandbox", "suspend", NULL, "<id>", 1, 1, 0, c_lifecycle,
+	  "Snapshot a VM-backed sandbox to disk and free its memory." },
+	{ "sandbox", "resume", NULL, "<id>", 1, 1, 0, c_lifecycle,
+	  "Resume a paused or suspended sandbox." },
+	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
+	  "Lifecycle events of a sandbox, oldest first:\n"
+	  "SEQ TIME OPERATION RESULT DURATION REASON." },
 	{ "port", "publish", NULL, "<id> <port> [--host-header preserve|upstream]"
 	  " [--private|--public] [--host NAME]", 2, 2,
 	  O_HOST_HEADER | O_PRIVATE | O_PUBLIC | O_HOST, c_port_publish,
@@ -541,8 +1079,54 @@ static const struct cmd cmds[] = {
 	{ "port", "ls", "list", "[<id>]", 0, 1, 0, c_port_ls,
 	  "List published ports, of one sandbox or all:\n"
 	  "SANDBOX PORT VISIBILITY HOST-HEADER URL." },
+	{ "egress", "show", NULL, "<id>", 1, 1, 0, c_egress_show,
+	  "Show a sandbox's egress mode and rules." },
+	{ "egress", "allow", NULL, "<id> <rule>... [--ttl DURATION]", 2,
+	  MAX_RULE_OPTS, O_TTL, c_egress_add,
+	  "Allow destinations: example.com, *.example.com, 1.2.3.4,\n"
+	  "10.1.0.0/16, each optionally with :443 or :8000-8100 and /tcp or\n"
+	  "/udp. --ttl 10m makes the rules expire. Allow rules must stay inside\n"
+	  "the global policy (exit 4 otherwise)." },
+	{ "egress", "deny", NULL, "<id> <rule>... [--ttl DURATION]", 2,
+	  MAX_RULE_OPTS, O_TTL, c_egress_add,
+	  "Deny destinations (same rule syntax as allow)." },
+	{ "egress", "rm", NULL, "<id> allow|deny <rule>", 3, 3, 0, c_egress_rm,
+	  "Remove one rule." },
+	{ "egress", "mode", NULL, "<id> open|allowlist|closed|default", 2, 2, 0,
+	  c_egress_mode, "Set a sandbox's egress mode (default: follow the "
+	  "global policy).\nIt cannot be wider than the policy's max_mode." },
+	{ "egress", "reset", NULL, "<id>", 1, 1, 0, c_egress_reset,
+	  "Remove every rule and return to the global policy's default mode." },
+	{ "egress", "log", NULL, "<id>", 1, 1, 0, c_egress_log,
+	  "Recent denied connections of a sandbox." },
+	{ "policy", "show", NULL, "", 0, 0, 0, c_policy_show,
+	  "Show the global egress policy." },
+	{ "policy", "set", NULL, "[--default-mode M] [--max-mode M] "
+	  "[--deny RULE]... [--allow RULE]...", 0, 0,
+	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW, c_policy_set,
+	  "Change the global policy (admin only). Modes: closed < allowlist <\n"
+	  "open; max_mode caps every sandbox. --deny rules are always denied\n"
+	  "and no sandbox may allow them; a non-empty --allow list bounds\n"
+	  "what sandboxes may allow. Giving --deny or --allow replaces that\n"
+	  "list ('' empties it)." },
+	{ "token", "create", NULL, "--admin | --sandbox <id> [--name TEXT]", 0,
+	  0, O_ADMIN | O_SANDBOX | O_NAME, c_token_create,
+	  "Create a token for the TCP control API and private URLs and print\n"
+	  "it (only now). Admin tokens may do everything; a sandbox token\n"
+	  "only that sandbox's ports, egress, pause/resume and events." },
+	{ "token", "ls", "list", "", 0, 0, 0, c_token_ls,
+	  "List tokens (never their secrets): ID SCOPE NAME CREATED." },
+	{ "token", "rotate", NULL, "<token-id>", 1, 1, 0, c_token_rotate,
+	  "Give a token a new secret and print it; the old one stops working." },
+	{ "token", "revoke", "rm", "<token-id>", 1, 1, 0, c_token_revoke,
+	  "Revoke a token." },
 	{ "status", NULL, NULL, "", 0, 0, 0, c_status,
-	  "Check that berthd answers on its control socket." },
+	  "Check that berthd answers on its control socket (or --url)." },
+	{ "mcp", NULL, NULL, "[--sandbox <id>]", 0, 0, O_SANDBOX, c_mcp,
+	  "Serve the Model Context Protocol on stdin/stdout (JSON-RPC 2.0,\n"
+	  "one message a line) so a coding agent can publish ports, manage\n"
+	  "egress and pause or resume, acting with netctl's socket or --token.\n"
+	  "--sandbox names the sandbox tools use when the agent names none." },
 	{ "help", NULL, NULL, "[<command>]", 0, 2, 0, c_help,
 	  "Show help for all commands or one." },
 };
@@ -561,7 +1145,8 @@ usage(FILE *f)
 {
 	size_t i;
 
-	fprintf(f, "usage: %s [-s STATE_DIR] [--json] <noun> <verb> [args]\n\n"
+	fprintf(f, "usage: %s [-s STATE_DIR | --url URL --token TOKEN] [--json] "
+	    "<noun> <verb> [args]\n\n"
 	    "commands:\n", progname);
 	for (i = 0; i < NCMDS; i++) {
 		fputs("  ", f);
@@ -572,11 +1157,16 @@ usage(FILE *f)
 	    "$BERTH_STATE_DIR,\n"
 	    "                       else %s); the control socket is\n"
 	    "                       DIR/control.sock\n"
+	    "      --url URL        use berthd's TCP control API at URL "
+	    "(https://HOST:PORT)\n"
+	    "                       instead of the socket; also $BERTH_URL\n"
+	    "      --token TOKEN    bearer token for --url; also $BERTH_TOKEN\n"
+	    "      --cacert FILE    CA to verify --url with; also $BERTH_CACERT\n"
 	    "      --json           print the API's JSON instead of tables\n"
 	    "  -h, --help           this help; '%s help <command>' for one "
 	    "command\n\n"
 	    "exit status: 0 done, 1 berthd refused the request, 2 usage error, "
-	    "3 berthd\ncannot be reached.\n", BERTH_STATE_DIR_DEFAULT, progname);
+	    "3 berthd\ncannot be reached, 4 not authenticated or not allowed.\n", BERTH_STATE_DIR_DEFAULT, progname);
 }
 
 static int
@@ -621,6 +1211,14 @@ opt_name(unsigned o)
 	case O_PRIVATE: return "--private";
 	case O_PUBLIC: return "--public";
 	case O_HOST: return "--host";
+	case O_TTL: return "--ttl";
+	case O_ADMIN: return "--admin";
+	case O_SANDBOX: return "--sandbox";
+	case O_NAME: return "--name";
+	case O_DEFAULT_MODE: return "--default-mode";
+	case O_MAX_MODE: return "--max-mode";
+	case O_DENY: return "--deny";
+	case O_ALLOW: return "--allow";
 	default: return "?";
 	}
 }
@@ -637,6 +1235,17 @@ main(int argc, char **argv)
 		{ "private", no_argument, NULL, 'P' },
 		{ "public", no_argument, NULL, 'U' },
 		{ "host", required_argument, NULL, 'n' },
+		{ "url", required_argument, NULL, 'u' },
+		{ "token", required_argument, NULL, 't' },
+		{ "cacert", required_argument, NULL, 'c' },
+		{ "ttl", required_argument, NULL, 'T' },
+		{ "admin", no_argument, NULL, 'A' },
+		{ "sandbox", required_argument, NULL, 'S' },
+		{ "name", required_argument, NULL, 'N' },
+		{ "default-mode", required_argument, NULL, 'D' },
+		{ "max-mode", required_argument, NULL, 'M' },
+		{ "deny", required_argument, NULL, 'd' },
+		{ "allow", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -686,6 +1295,52 @@ main(int argc, char **argv)
 				o.host[k] = (char)tolower((unsigned char)optarg[k]);
 			o.host[k] = '\0';
 			o.given |= O_HOST;
+			break;
+		case 'u':
+			tgt.url = optarg;
+			break;
+		case 't':
+			tgt.token = optarg;
+			break;
+		case 'c':
+			tgt.cacert = optarg;
+			break;
+		case 'T':
+			o.ttl = optarg;
+			o.given |= O_TTL;
+			break;
+		case 'A':
+			o.given |= O_ADMIN;
+			break;
+		case 'S':
+			o.sandbox = optarg;
+			o.given |= O_SANDBOX;
+			break;
+		case 'N':
+			o.name = optarg;
+			o.given |= O_NAME;
+			break;
+		case 'D':
+			o.default_mode = optarg;
+			o.given |= O_DEFAULT_MODE;
+			break;
+		case 'M':
+			o.max_mode = optarg;
+			o.given |= O_MAX_MODE;
+			break;
+		case 'd':
+		case 'w':
+			if ((ch == 'd' ? o.ndeny : o.nallow) == MAX_RULE_OPTS) {
+				fail("at most %d rules per option", MAX_RULE_OPTS);
+				return EXIT_USAGE;
+			}
+			if (ch == 'd') {
+				o.deny[o.ndeny++] = optarg;
+				o.given |= O_DENY;
+			} else {
+				o.allow[o.nallow++] = optarg;
+				o.given |= O_ALLOW;
+			}
 			break;
 		case ':':
 			fail("option %s needs a value", argv[optind - 1]);
@@ -755,7 +1410,7 @@ main(int argc, char **argv)
 		usage_line(stderr, c);
 		return EXIT_USAGE;
 	}
-	for (bit = 1; bit <= O_HOST; bit <<= 1)
+	for (bit = 1; bit <= O_LAST; bit <<= 1)
 		if ((o.given & bit) && !(c->opts & bit)) {
 			fail("option %s does not apply to '%s%s%s'",
 			    opt_name(bit), c->noun, c->verb ? " " : "",
@@ -771,6 +1426,21 @@ main(int argc, char **argv)
 	if ((size_t)snprintf(sock_path, sizeof(sock_path), "%s/control.sock",
 	    o.state_dir) >= sizeof(sock_path)) {
 		fail("state directory path too long");
+		return EXIT_USAGE;
+	}
+	tgt.sock_path = sock_path;
+	if (tgt.url == NULL && (env = getenv("BERTH_URL")) != NULL &&
+	    env[0] != '\0')
+		tgt.url = env;
+	if (tgt.token == NULL && (env = getenv("BERTH_TOKEN")) != NULL &&
+	    env[0] != '\0')
+		tgt.token = env;
+	if (tgt.cacert == NULL && (env = getenv("BERTH_CACERT")) != NULL &&
+	    env[0] != '\0')
+		tgt.cacert = env;
+	if (tgt.url != NULL && (tgt.token == NULL || tgt.token[0] == '\0') &&
+	    strcmp(c->noun, "help") != 0) {
+		fail("--url needs a token: --token or $BERTH_TOKEN");
 		return EXIT_USAGE;
 	}
 	return c->fn(c, &o, args, nargs);

@@ -287,46 +287,21 @@ config_msg(void)
 	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n));
 }
 
-static int
-sb_cb(const struct px_sandbox *sb, void *arg)
-{
-	json_t *sbs = arg;
-
-	json_object_set_new(sbs, sb->id, json_pack("{s:s,s:s,s:s,s:[]}",
-	    "id", sb->id, "address", sb->address, "state", sb->state, "ports"));
-	return 0;
-}
-
-static int
-port_cb(const struct px_port *p, void *arg)
-{
-	json_t *sbs = arg, *sb = json_object_get(sbs, p->sandbox);
-
-	if (sb == NULL)
-		return 0;
-	json_array_append_new(json_object_get(sb, "ports"),
-	    json_pack("{s:i,s:s,s:s,s:s?}", "port", (int)p->port,
-	    "host_header", p->host_header == PX_HOST_UPSTREAM ? "upstream" : "preserve",
-	    "visibility", p->visibility == PX_VIS_PRIVATE ? "private" : "public",
-	    "host", p->custom_host[0] ? p->custom_host : NULL));
-	return 0;
-}
-
 static json_t *
 routes_msg(void)
 {
-	json_t *sbs = json_object(), *arr = json_array(), *v;
-	const char *k;
+	json_t *m;
 	char err[256];
 
-	if (px_store_sandbox_list(P.store, sb_cb, sbs, err, sizeof(err)) != 0 ||
-	    px_store_port_list(P.store, NULL, port_cb, sbs, err, sizeof(err)) != 0)
-		log_warnx("routes: %s", err);
-	json_object_foreach(sbs, k, v)
-		json_array_append(arr, v);
-	json_decref(sbs);
-	return json_pack("{s:s,s:{s:s,s:o}}", "type", "routes", "routes",
-	    "domain", P.cfg.domain, "sandboxes", arr);
+	/* Built by the control API: sandboxes, ports and the token hashes
+	 * the workers check private routes against. */
+	if ((m = px_control_routes_json(P.store, P.cfg.domain, err,
+	    sizeof(err))) != NULL)
+		return m;
+	/* NULL sends nothing (px_ipc_send, json_decref accept it): the
+	 * workers keep the table they have rather than lose every route. */
+	log_warnx("routes: %s", err);
+	return NULL;
 }
 
 static json_t *

@@ -10,18 +10,24 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
+#include "control_rule.h"
 #include "store.h"
+#include "token.h"
 #include "valid.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <openssl/ssl.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <strings.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,7 +43,10 @@
 #define CTL_MAX_HEAD		(16 * 1024)
 #define CTL_MAX_CONNS		128
 #define CTL_IDLE_SECS		60
-#define CTL_MAX_SEGS		6
+#define CTL_MAX_SEGS		7
+#define CTL_MAX_AUTHZ		256	/* longer Authorization: 401 */
+#define CTL_PAGE_DEFAULT	100
+#define CTL_PAGE_MAX		1000
 #define CTL_OUT_HIGH		(256 * 1024)	/* stop reading above this */
 
 struct conn;
@@ -51,6 +60,8 @@ struct px_control {
 	dev_t sock_dev;
 	ino_t sock_ino;
 	struct evconnlistener *listener;
+	struct evconnlistener *tcp_listener;	/* optional, bearer tokens */
+	SSL_CTX *ssl_ctx;			/* for it; NULL: plain TCP */
 	struct event *accept_retry;
 	TAILQ_HEAD(, conn) conns;
 	int nconns;
@@ -70,6 +81,15 @@ struct conn {
 	int complete;		/* a whole request is waiting to be served */
 	int closing;		/* free once the output is flushed */
 	int throttled;		/* reading paused: output above CTL_OUT_HIGH */
+	int tcp;		/* came through the TCP listener: needs a token */
+	/* The Authorization header, captured while the head is parsed. */
+	char field[16];		/* current header name (prefix) */
+	size_t fieldlen;
+	int in_value;		/* the last callback was a header value */
+	int is_authz;
+	char authz[CTL_MAX_AUTHZ + 1];
+	size_t authzlen;
+	int authz_bad;		/* too long or repeated */
 };
 
 /* One request being served. */
@@ -82,9 +102,12 @@ struct req {
 	char segbuf[2048];	/* path split in place */
 	char *seg[CTL_MAX_SEGS];
 	int nseg;
+	char query[1024];	/* raw query string, "" if none */
+	struct px_auth auth;
 };
 
 static const struct http_parser_settings parser_settings;
+static int query_get(const struct req *, const char *, char *, size_t);
 
 /* ---- small helpers ---- */
 
@@ -110,6 +133,8 @@ reason(int status)
 	case 201: return "Created";
 	case 204: return "No Content";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
@@ -202,6 +227,8 @@ error_code(int status)
 {
 	switch (status) {
 	case 400: return "invalid_argument";
+	case 401: return "unauthenticated";
+	case 403: return "forbidden";
 	case 404: return "not_found";
 	case 405: return "method_not_allowed";
 	case 408: return "timeout";
@@ -270,10 +297,11 @@ reply_store(struct req *r, int rc, const char *field, const char *err)
 static json_t *
 sandbox_json(const struct px_sandbox *sb)
 {
-	return json_pack("{s:s, s:s?, s:b, s:s, s:I}", "id", sb->id,
+	return json_pack("{s:s, s:s?, s:b, s:s, s:I, s:s?}", "id", sb->id,
 	    "address", sb->address[0] ? sb->address : NULL,
 	    "external", sb->external, "state", sb->state,
-	    "created", (json_int_t)sb->created);
+	    "created", (json_int_t)sb->created,
+	    "egress_mode", sb->egress_mode[0] ? sb->egress_mode : NULL);
 }
 
 static json_t *
@@ -298,16 +326,86 @@ port_json(struct px_control *ctl, const struct px_port *p)
 	    "created", (json_int_t)p->created);
 }
 
+/* ---- pagination ---- */
+
+#define PAGE_FULL	2	/* list callback: the page is complete */
+
+struct page {
+	int limit;
+	int have_after;
+	char after[300];
+	int count;
+	int more;		/* a row beyond this page exists */
+	char next[300];		/* cursor of the page's last row */
+};
+
+/* Reads ?limit= and ?after=; -1 after replying 400. */
+static int
+page_parse(struct req *r, struct page *pg)
+{
+	char buf[16], *end;
+	long v;
+	int rc;
+
+	memset(pg, 0, sizeof(*pg));
+	pg->limit = CTL_PAGE_DEFAULT;
+	if ((rc = query_get(r, "limit", buf, sizeof(buf))) != 0) {
+		v = rc == 1 && buf[0] >= '1' && buf[0] <= '9' ?
+		    strtol(buf, &end, 10) : 0;
+		if (rc == -1 || v < 1 || v > CTL_PAGE_MAX || *end != '\0') {
+			reply_error(r, 400, NULL, "limit", "must be a number "
+			    "from 1 to %d", CTL_PAGE_MAX);
+			return -1;
+		}
+		pg->limit = (int)v;
+	}
+	if ((rc = query_get(r, "after", pg->after, sizeof(pg->after))) == -1) {
+		reply_error(r, 400, NULL, "after", "not a valid cursor");
+		return -1;
+	}
+	pg->have_after = rc == 1 && pg->after[0] != '\0';
+	return 0;
+}
+
+/* For each row in order: 0 add it, 1 skip it (not after the cursor),
+ * PAGE_FULL stop. beyond: the row sorts after pg->after. */
+static int
+page_row(struct page *pg, const char *cursor, int beyond)
+{
+	if (pg->have_after && !beyond)
+		return 1;
+	if (pg->count == pg->limit) {
+		pg->more = 1;
+		return PAGE_FULL;
+	}
+	pg->count++;
+	snprintf(pg->next, sizeof(pg->next), "%s", cursor);
+	return 0;
+}
+
+/* obj[key] = array, plus "next"; reference to array stolen. */
+static json_t *
+page_doc(const char *key, json_t *array, const struct page *pg)
+{
+	return json_pack("{s:o, s:s?}", key, array, "next",
+	    pg->more ? pg->next : NULL);
+}
+
 struct list_ctx {
 	struct px_control *ctl;
 	json_t *array;
+	struct page *pg;
+	const char *one_sandbox;	/* ports of one sandbox: cursor = port */
 };
 
 static int
 add_sandbox(const struct px_sandbox *sb, void *arg)
 {
 	struct list_ctx *lc = arg;
+	int rc;
 
+	if ((rc = page_row(lc->pg, sb->id, strcmp(sb->id, lc->pg->after) > 0)))
+		return rc == 1 ? 0 : rc;
 	return json_array_append_new(lc->array, sandbox_json(sb)) == 0 ? 0 : 1;
 }
 
@@ -315,7 +413,24 @@ static int
 add_port(const struct px_port *p, void *arg)
 {
 	struct list_ctx *lc = arg;
+	char cur[64], asb[64] = "";
+	unsigned aport = 0;
+	int rc, beyond;
 
+	if (lc->pg != NULL) {
+		if (lc->one_sandbox != NULL) {
+			snprintf(cur, sizeof(cur), "%u", p->port);
+			beyond = p->port > (unsigned)atoi(lc->pg->after);
+		} else {
+			snprintf(cur, sizeof(cur), "%s/%u", p->sandbox, p->port);
+			if (sscanf(lc->pg->after, "%40[^/]/%u", asb, &aport) < 1)
+				asb[0] = '\0';
+			beyond = strcmp(p->sandbox, asb) > 0 ||
+			    (strcmp(p->sandbox, asb) == 0 && p->port > aport);
+		}
+		if ((rc = page_row(lc->pg, cur, beyond)))
+			return rc == 1 ? 0 : rc;
+	}
 	return json_array_append_new(lc->array, port_json(lc->ctl, p)) == 0 ?
 	    0 : 1;
 }
@@ -450,35 +565,47 @@ h_metrics(struct req *r)
 static void
 h_sandbox_list(struct req *r)
 {
-	struct list_ctx lc = { r->c->ctl, json_array() };
+	struct page pg;
+	struct list_ctx lc = { r->c->ctl, NULL, &pg, NULL };
 	char err[256];
 	int rc;
 
-	if (lc.array == NULL) {
+	if (page_parse(r, &pg) == -1)
+		return;
+	if ((lc.array = json_array()) == NULL) {
 		reply_error(r, 500, NULL, NULL, "out of memory");
 		return;
 	}
 	rc = px_store_sandbox_list(r->c->ctl->store, add_sandbox, &lc, err,
 	    sizeof(err));
-	if (rc != 0) {
+	if (rc != 0 && rc != PAGE_FULL) {
 		json_decref(lc.array);
 		if (rc > 0)
 			snprintf(err, sizeof(err), "out of memory");
 		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
 		return;
 	}
-	reply_json(r, 200, json_pack("{s:o}", "sandboxes", lc.array));
+	reply_json(r, 200, page_doc("sandboxes", lc.array, &pg));
+}
+
+static void
+routes_changed(struct px_control *ctl)
+{
+	if (ctl->hooks.routes_changed != NULL)
+		ctl->hooks.routes_changed(ctl->hooks.arg);
 }
 
 static void
 h_sandbox_create(struct req *r)
 {
-	static const char *const fields[] = { "id", "address", NULL };
+	static const char *const fields[] = { "id", "address", "egress_mode",
+	    NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
-	const char *id, *addr;
-	char err[256], buf[64];
-	json_t *obj;
+	struct px_token tok;
+	const char *id, *addr, *mode;
+	char err[256], buf[64], secret[PX_TOKEN_LEN + 1];
+	json_t *obj, *doc;
 	int rc;
 
 	if ((obj = body_object(r, fields, 0)) == NULL)
@@ -502,21 +629,42 @@ h_sandbox_create(struct req *r)
 		    shown(buf, sizeof(buf), addr));
 		goto out;
 	}
+	if (string_field(r, obj, "egress_mode", 1, &mode) < 0)
+		goto out;
+	if (mode != NULL && px_mode_rank(mode) < 0) {
+		reply_error(r, 400, NULL, "egress_mode", "must be 'open', "
+		    "'allowlist' or 'closed', not '%s'", shown(buf, sizeof(buf),
+		    mode));
+		goto out;
+	}
 	memset(&sb, 0, sizeof(sb));
 	snprintf(sb.id, sizeof(sb.id), "%s", id);
 	snprintf(sb.address, sizeof(sb.address), "%s", addr);
 	sb.external = 1;
 	snprintf(sb.state, sizeof(sb.state), "%s", PX_STATE_RUNNING);
+	snprintf(sb.egress_mode, sizeof(sb.egress_mode), "%s", mode ? mode : "");
 	sb.created = (int64_t)time(NULL);
-	rc = px_store_sandbox_add(ctl->store, &sb, err, sizeof(err));
+	memset(&tok, 0, sizeof(tok));
+	if (px_token_generate(secret, tok.id, err, sizeof(err)) == -1) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		goto out;
+	}
+	px_token_hash_hex(secret, strlen(secret), tok.sha256);
+	snprintf(tok.name, sizeof(tok.name), "sandbox %s", sb.id);
+	tok.created = sb.created;
+	rc = px_store_sandbox_create(ctl->store, &sb, &tok, err, sizeof(err));
 	if (rc != PX_STORE_OK) {
 		reply_store(r, rc, "id", err);
 		goto out;
 	}
-	if (ctl->hooks.routes_changed != NULL)
-		ctl->hooks.routes_changed(ctl->hooks.arg);
-	reply_json(r, 201, sandbox_json(&sb));
+	routes_changed(ctl);
+	if ((doc = sandbox_json(&sb)) != NULL) {
+		json_object_set_new(doc, "token", json_string(secret));
+		json_object_set_new(doc, "token_id", json_string(tok.id));
+	}
+	reply_json(r, 201, doc);
 out:
+	OPENSSL_cleanse(secret, sizeof(secret));
 	json_decref(obj);
 }
 
@@ -524,7 +672,7 @@ static void
 h_sandbox_show(struct req *r, const char *id)
 {
 	struct px_control *ctl = r->c->ctl;
-	struct list_ctx lc = { ctl, NULL };
+	struct list_ctx lc = { ctl, NULL, NULL, NULL };
 	struct px_sandbox sb;
 	char err[256];
 	json_t *obj;
@@ -577,23 +725,26 @@ static void
 h_port_list(struct req *r, const char *id)
 {
 	struct px_control *ctl = r->c->ctl;
-	struct list_ctx lc = { ctl, json_array() };
+	struct page pg;
+	struct list_ctx lc = { ctl, NULL, &pg, id };
 	char err[256];
 	int rc;
 
-	if (lc.array == NULL) {
+	if (page_parse(r, &pg) == -1)
+		return;
+	if ((lc.array = json_array()) == NULL) {
 		reply_error(r, 500, NULL, NULL, "out of memory");
 		return;
 	}
 	rc = px_store_port_list(ctl->store, id, add_port, &lc, err, sizeof(err));
-	if (rc != 0) {
+	if (rc != 0 && rc != PAGE_FULL) {
 		json_decref(lc.array);
 		if (rc > 0)
 			snprintf(err, sizeof(err), "out of memory");
 		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
 		return;
 	}
-	reply_json(r, 200, json_pack("{s:o}", "ports", lc.array));
+	reply_json(r, 200, page_doc("ports", lc.array, &pg));
 }
 
 /* 0 if host may be a custom host name, else -1 after replying 400. */
@@ -730,6 +881,931 @@ h_port_delete(struct req *r, const char *id, uint16_t port)
 	reply_empty(r, 204);
 }
 
+/* ---- lifecycle and events ---- */
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+record_event(struct px_control *ctl, const char *id, const char *op,
+    const char *result, const char *why, int64_t duration_ms)
+{
+	struct px_event ev;
+	char err[256];
+
+	memset(&ev, 0, sizeof(ev));
+	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+	snprintf(ev.operation, sizeof(ev.operation), "%s", op);
+	snprintf(ev.result, sizeof(ev.result), "%s", result);
+	snprintf(ev.reason, sizeof(ev.reason), "%s", why ? why : "");
+	ev.duration_ms = duration_ms;
+	/* The reply already says what happened; a lost event must not turn
+	 * it into an error. */
+	(void)px_store_event_add(ctl->store, &ev, NULL, err, sizeof(err));
+}
+
+static void
+h_lifecycle(struct req *r, const char *id, const char *op)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	char err[256] = "";
+	int64_t t0;
+	int rc;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (sb.external || ctl->hooks.lifecycle == NULL) {
+		record_event(ctl, id, op, "refused", "not a VM-backed sandbox",
+		    -1);
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: it cannot %s", id, op);
+		return;
+	}
+	t0 = now_ms();
+	rc = ctl->hooks.lifecycle(id, op, err, sizeof(err), ctl->hooks.arg);
+	record_event(ctl, id, op, rc == 0 ? "ok" : "failed", rc == 0 ? "" : err,
+	    now_ms() - t0);
+	if (rc != 0) {
+		reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
+		    op, id, err);
+		return;
+	}
+	routes_changed(ctl);
+	if (px_store_sandbox_get(ctl->store, id, &sb, err, sizeof(err)) !=
+	    PX_STORE_OK)
+		reply_error(r, 500, NULL, NULL, "state store: %s", err);
+	else
+		reply_json(r, 200, sandbox_json(&sb));
+}
+
+struct ev_ctx {
+	json_t *array;
+	int n, limit;
+	int more;
+	int64_t last;
+};
+
+static int
+add_event(const struct px_event *ev, void *arg)
+{
+	struct ev_ctx *ec = arg;
+
+	if (ec->n == ec->limit) {
+		ec->more = 1;
+		return PAGE_FULL;
+	}
+	ec->n++;
+	ec->last = ev->seq;
+	return json_array_append_new(ec->array, json_pack("{s:I, s:I, s:s, "
+	    "s:s, s:s, s:I}", "seq", (json_int_t)ev->seq, "time_ms",
+	    (json_int_t)ev->time_ms, "operation", ev->operation, "result",
+	    ev->result, "reason", ev->reason, "duration_ms",
+	    (json_int_t)ev->duration_ms)) == 0 ? 0 : 1;
+}
+
+static void
+h_events(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct page pg;
+	struct ev_ctx ec = { NULL, 0, 0, 0, 0 };
+	long long after = 0;
+	char err[256], *end;
+	int rc;
+
+	if (page_parse(r, &pg) == -1)
+		return;
+	if (pg.have_after) {
+		after = strtoll(pg.after, &end, 10);
+		if (*end != '\0' || after < 0) {
+			reply_error(r, 400, NULL, "after", "must be an event seq");
+			return;
+		}
+	}
+	if ((ec.array = json_array()) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	ec.limit = pg.limit;
+	rc = px_store_event_list(ctl->store, id, (int64_t)after, pg.limit + 1,
+	    add_event, &ec, err, sizeof(err));
+	if (rc != 0 && rc != PAGE_FULL) {
+		json_decref(ec.array);
+		if (rc > 0)
+			snprintf(err, sizeof(err), "out of memory");
+		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
+		return;
+	}
+	snprintf(pg.next, sizeof(pg.next), "%lld", (long long)ec.last);
+	pg.more = ec.more;
+	reply_json(r, 200, page_doc("events", ec.array, &pg));
+}
+
+/* ---- global policy ---- */
+
+/* The stored policy with defaults filled in; NULL after replying 500. */
+static json_t *
+policy_load(struct req *r)
+{
+	char err[256], *text = NULL;
+	json_t *doc = NULL;
+
+	if (px_store_policy_get(r->c->ctl->store, &text, err, sizeof(err)) !=
+	    PX_STORE_OK) {
+		reply_error(r, 500, NULL, NULL, "state store: %s", err);
+		return NULL;
+	}
+	if (text != NULL)
+		doc = json_loads(text, 0, NULL);
+	free(text);
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		doc = json_object();
+	}
+	if (json_object_get(doc, "default_mode") == NULL)
+		json_object_set_new(doc, "default_mode", json_string("allowlist"));
+	if (json_object_get(doc, "max_mode") == NULL)
+		json_object_set_new(doc, "max_mode", json_string("open"));
+	if (!json_is_array(json_object_get(doc, "deny")))
+		json_object_set_new(doc, "deny", json_array());
+	if (!json_is_array(json_object_get(doc, "allow")))
+		json_object_set_new(doc, "allow", json_array());
+	return doc;
+}
+
+/*
+ * Parses a rule for field (as "field" or "field[i]" in messages) and
+ * writes its canonical text. 0, or -1 after replying 400.
+ */
+static int
+rule_arg(struct req *r, const char *field, const char *text,
+    struct nc_rule *rule, char *canon, size_t size)
+{
+	char err[512];
+
+	if (px_rule_parse(text, rule, err, sizeof(err)) < 0) {
+		reply_error(r, 400, NULL, field, "%s", err);
+		return -1;
+	}
+	if (px_rule_format(rule, canon, size) >= (int)size) {
+		reply_error(r, 400, NULL, field, "rule too long");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * 0 if an allow rule stays inside the policy, else -1 after replying 403
+ * naming field.
+ */
+static int
+policy_permits(struct req *r, json_t *pol, const char *field,
+    const struct nc_rule *rule, const char *canon)
+{
+	struct nc_rule pr;
+	json_t *v, *allow = json_object_get(pol, "allow");
+	char err[512];
+	size_t i;
+	int covered = 0;
+
+	json_array_foreach(json_object_get(pol, "deny"), i, v) {
+		if (px_rule_parse(json_string_value(v), &pr, err,
+		    sizeof(err)) < 0)
+			continue;
+		if (px_rule_overlaps(&pr, rule)) {
+			reply_error(r, 403, NULL, field, "allow rule '%s' "
+			    "overlaps the global deny rule '%s'", canon,
+			    json_string_value(v));
+			return -1;
+		}
+	}
+	if (json_array_size(allow) == 0)
+		return 0;
+	json_array_foreach(allow, i, v)
+		if (px_rule_parse(json_string_value(v), &pr, err,
+		    sizeof(err)) == 0 && px_rule_covers(&pr, rule))
+			covered = 1;
+	if (!covered) {
+		reply_error(r, 403, NULL, field, "allow rule '%s' is outside "
+		    "the global policy's allow list", canon);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+mode_permitted(struct req *r, json_t *pol, const char *field,
+    const char *mode)
+{
+	const char *max = json_string_value(json_object_get(pol, "max_mode"));
+
+	if (px_mode_rank(mode) <= px_mode_rank(max))
+		return 0;
+	reply_error(r, 403, NULL, field, "egress mode '%s' is wider than the "
+	    "global policy's max_mode '%s'", mode, max);
+	return -1;
+}
+
+/* Replaces doc[field] by canonical rules; -1 after replying 400. */
+static int
+rule_list_arg(struct req *r, json_t *doc, const char *field)
+{
+	json_t *in = json_object_get(doc, field), *out, *v;
+	struct nc_rule rule;
+	char canon[300], name[32];
+	size_t i;
+
+	if (in == NULL)
+		return 0;
+	if (!json_is_array(in)) {
+		reply_error(r, 400, NULL, field, "must be an array of rules");
+		return -1;
+	}
+	if ((out = json_array()) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	json_array_foreach(in, i, v) {
+		snprintf(name, sizeof(name), "%s[%zu]", field, i);
+		if (!json_is_string(v)) {
+			json_decref(out);
+			reply_error(r, 400, NULL, name, "must be a string");
+			return -1;
+		}
+		if (rule_arg(r, name, json_string_value(v), &rule, canon,
+		    sizeof(canon)) == -1) {
+			json_decref(out);
+			return -1;
+		}
+		json_array_append_new(out, json_string(canon));
+	}
+	json_object_set_new(doc, field, out);
+	return 0;
+}
+
+static void
+h_policy_get(struct req *r)
+{
+	json_t *pol = policy_load(r);
+
+	if (pol != NULL)
+		reply_json(r, 200, pol);
+}
+
+static void
+h_policy_put(struct req *r)
+{
+	static const char *const fields[] = { "default_mode", "max_mode",
+	    "deny", "allow", NULL };
+	struct px_control *ctl = r->c->ctl;
+	json_t *obj, *pol = NULL, *v;
+	const char *key, *m;
+	char err[256], buf[64], *text = NULL;
+	int rc;
+
+	if ((obj = body_object(r, fields, 0)) == NULL)
+		return;
+	if (rule_list_arg(r, obj, "deny") == -1 ||
+	    rule_list_arg(r, obj, "allow") == -1)
+		goto out;
+	for (rc = 0; rc < 2; rc++) {
+		key = rc ? "max_mode" : "default_mode";
+		if (string_field(r, obj, key, 0, &m) < 0)
+			goto out;
+		if (m != NULL && px_mode_rank(m) < 0) {
+			reply_error(r, 400, NULL, key, "must be 'open', "
+			    "'allowlist' or 'closed', not '%s'",
+			    shown(buf, sizeof(buf), m));
+			goto out;
+		}
+	}
+	if ((pol = policy_load(r)) == NULL)
+		goto out;
+	json_object_foreach(obj, key, v)
+		json_object_set(pol, key, v);
+	if (px_mode_rank(json_string_value(json_object_get(pol,
+	    "default_mode"))) > px_mode_rank(json_string_value(
+	    json_object_get(pol, "max_mode")))) {
+		reply_error(r, 400, NULL, "default_mode", "is wider than "
+		    "max_mode");
+		goto out;
+	}
+	if ((text = json_dumps(pol, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		goto out;
+	}
+	if ((rc = px_store_policy_set(ctl->store, text, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	if (ctl->hooks.egress_changed != NULL)
+		ctl->hooks.egress_changed(NULL, ctl->hooks.arg);
+	reply_json(r, 200, pol);
+	pol = NULL;
+out:
+	free(text);
+	json_decref(pol);
+	json_decref(obj);
+}
+
+/* ---- egress ---- */
+
+static json_t *
+egress_rule_json(const struct px_egress_rule *e)
+{
+	json_t *o = json_pack("{s:s, s:s}", "action",
+	    px_egress_action_name(e->action), "rule", e->rule);
+
+	if (o != NULL)
+		json_object_set_new(o, "expires", e->expires ?
+		    json_integer((json_int_t)e->expires) : json_null());
+	return o;
+}
+
+static int
+add_egress_rule(const struct px_egress_rule *e, void *arg)
+{
+	return json_array_append_new(arg, egress_rule_json(e)) == 0 ? 0 : 1;
+}
+
+static void
+h_egress_get(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	json_t *rules, *pol;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if ((pol = policy_load(r)) == NULL)
+		return;
+	if ((rules = json_array()) == NULL) {
+		json_decref(pol);
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	rc = px_store_egress_list(ctl->store, id, add_egress_rule, rules, err,
+	    sizeof(err));
+	if (rc != 0) {
+		json_decref(rules);
+		json_decref(pol);
+		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, rc > 0 ?
+		    "out of memory" : err);
+		return;
+	}
+	reply_json(r, 200, json_pack("{s:s, s:s?, s:s, s:o}", "sandbox", id,
+	    "mode", sb.egress_mode[0] ? sb.egress_mode : NULL,
+	    "effective_mode", sb.egress_mode[0] ? sb.egress_mode :
+	    json_string_value(json_object_get(pol, "default_mode")),
+	    "rules", rules));
+	json_decref(pol);
+}
+
+/*
+ * Reads one {"action","rule","ttl"?} object (prefix names its fields in
+ * messages) into e, checking an allow rule against the policy. 0, or -1
+ * after replying.
+ */
+static int
+egress_rule_arg(struct req *r, json_t *o, const char *prefix, json_t *pol,
+    struct px_egress_rule *e)
+{
+	static const char *const fields[] = { "action", "rule", "ttl", NULL };
+	const char *action, *text, *ttl, *key, *const *a;
+	struct nc_rule rule;
+	char f[48], err[512], buf[64];
+	uint64_t ms;
+	json_t *v;
+
+	memset(e, 0, sizeof(*e));
+	if (!json_is_object(o)) {
+		reply_error(r, 400, NULL, prefix[0] ? prefix : NULL, "must be "
+		    "an object {\"action\", \"rule\", \"ttl\"?}");
+		return -1;
+	}
+	json_object_foreach(o, key, v) {
+		for (a = fields; *a != NULL; a++)
+			if (strcmp(*a, key) == 0)
+				break;
+		if (*a == NULL) {
+			snprintf(f, sizeof(f), "%s%s", prefix, shown(buf,
+			    sizeof(buf), key));
+			reply_error(r, 400, NULL, f, "unknown field '%s'", buf);
+			return -1;
+		}
+	}
+#define FIELD(name) (snprintf(f, sizeof(f), "%s%s", prefix, name), f)
+	v = json_object_get(o, "action");
+	if ((action = json_string_value(v)) == NULL ||
+	    px_egress_action_parse(action, &e->action) == -1) {
+		reply_error(r, 400, NULL, FIELD("action"), "%s", v == NULL ?
+		    "required: 'allow' or 'deny'" : "must be 'allow' or 'deny'");
+		return -1;
+	}
+	v = json_object_get(o, "rule");
+	if ((text = json_string_value(v)) == NULL) {
+		reply_error(r, 400, NULL, FIELD("rule"), "%s", v == NULL ?
+		    "required, as in example.com:443/tcp" : "must be a string");
+		return -1;
+	}
+	if (rule_arg(r, FIELD("rule"), text, &rule, e->rule,
+	    sizeof(e->rule)) == -1)
+		return -1;
+	v = json_object_get(o, "ttl");
+	if (v != NULL && !json_is_null(v)) {
+		if ((ttl = json_string_value(v)) == NULL ||
+		    px_rule_duration(ttl, &ms, err, sizeof(err)) < 0) {
+			reply_error(r, 400, NULL, FIELD("ttl"), "%s", ttl ? err :
+			    "must be a duration such as 90s, 10m, 2h or 1d");
+			return -1;
+		}
+		e->expires = (int64_t)time(NULL) + (int64_t)((ms + 999) / 1000);
+	}
+	if (e->action == PX_EGRESS_ALLOW &&
+	    policy_permits(r, pol, FIELD("rule"), &rule, e->rule) == -1)
+		return -1;
+#undef FIELD
+	return 0;
+}
+
+static void
+egress_changed(struct px_control *ctl, const char *id)
+{
+	if (ctl->hooks.egress_changed != NULL)
+		ctl->hooks.egress_changed(id, ctl->hooks.arg);
+}
+
+static void
+h_egress_add(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_egress_rule e;
+	json_t *obj = NULL, *pol;
+	char err[256];
+	int rc, created = 0;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, NULL, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if ((pol = policy_load(r)) == NULL)
+		return;
+	if (r->bodylen == 0) {
+		reply_error(r, 400, NULL, NULL, "a JSON object is required "
+		    "as the request body");
+		goto out;
+	}
+	if ((obj = json_loadb(r->body, r->bodylen, JSON_REJECT_DUPLICATES,
+	    NULL)) == NULL) {
+		reply_error(r, 400, NULL, NULL, "invalid JSON");
+		goto out;
+	}
+	if (egress_rule_arg(r, obj, "", pol, &e) == -1)
+		goto out;
+	snprintf(e.sandbox, sizeof(e.sandbox), "%s", id);
+	if ((rc = px_store_egress_add(ctl->store, &e, &created, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	egress_changed(ctl, id);
+	reply_json(r, created ? 201 : 200, egress_rule_json(&e));
+out:
+	json_decref(obj);
+	json_decref(pol);
+}
+
+static void
+h_egress_put(struct req *r, const char *id)
+{
+	static const char *const fields[] = { "mode", "rules", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_egress_rule *rules = NULL;
+	json_t *obj, *pol = NULL, *arr, *v;
+	const char *mode;
+	char err[256], f[32], buf[64];
+	size_t i, n;
+	int rc, has_mode;
+
+	if ((obj = body_object(r, fields, 0)) == NULL)
+		return;
+	if ((rc = px_store_sandbox_get(ctl->store, id, NULL, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	if ((pol = policy_load(r)) == NULL)
+		goto out;
+	if ((has_mode = string_field(r, obj, "mode", 1, &mode)) < 0)
+		goto out;
+	if (mode != NULL && px_mode_rank(mode) < 0) {
+		reply_error(r, 400, NULL, "mode", "must be 'open', 'allowlist', "
+		    "'closed' or null, not '%s'", shown(buf, sizeof(buf), mode));
+		goto out;
+	}
+	if (mode != NULL && mode_permitted(r, pol, "mode", mode) == -1)
+		goto out;
+	arr = json_object_get(obj, "rules");
+	if (arr == NULL && has_mode) {
+		/* only the mode */
+		rc = px_store_egress_mode_set(ctl->store, id, mode ? mode : "",
+		    err, sizeof(err));
+		if (rc != PX_STORE_OK) {
+			reply_store(r, rc, NULL, err);
+			goto out;
+		}
+		egress_changed(ctl, id);
+		h_egress_get(r, id);
+		goto out;
+	}
+	if (!json_is_array(arr)) {
+		reply_error(r, 400, NULL, "rules", arr == NULL ? "required (an "
+		    "array; [] removes every rule), unless only \"mode\" "
+		    "changes" : "must be an array");
+		goto out;
+	}
+	n = json_array_size(arr);
+	if (n > 0 && (rules = calloc(n, sizeof(*rules))) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		goto out;
+	}
+	json_array_foreach(arr, i, v) {
+		snprintf(f, sizeof(f), "rules[%zu].", i);
+		if (egress_rule_arg(r, v, f, pol, &rules[i]) == -1)
+			goto out;
+	}
+	rc = px_store_egress_replace(ctl->store, id, has_mode ? (mode ? mode :
+	    "") : NULL, rules, n, err, sizeof(err));
+	if (rc != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	egress_changed(ctl, id);
+	h_egress_get(r, id);
+out:
+	free(rules);
+	json_decref(pol);
+	json_decref(obj);
+}
+
+static void
+h_egress_reset(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_egress_replace(ctl->store, id, "", NULL, 0, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	egress_changed(ctl, id);
+	reply_empty(r, 204);
+}
+
+static void
+h_egress_rm(struct req *r, const char *id, const char *action,
+    const char *text)
+{
+	struct px_control *ctl = r->c->ctl;
+	enum px_egress_action a;
+	struct nc_rule rule;
+	char canon[300], err[256];
+	int rc;
+
+	if (px_egress_action_parse(action, &a) == -1) {
+		reply_error(r, 400, NULL, "action", "must be 'allow' or 'deny'");
+		return;
+	}
+	if ((rc = px_store_sandbox_get(ctl->store, id, NULL, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (rule_arg(r, "rule", text, &rule, canon, sizeof(canon)) == -1)
+		return;
+	if ((rc = px_store_egress_rm(ctl->store, id, a, canon, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	egress_changed(ctl, id);
+	reply_empty(r, 204);
+}
+
+static void
+h_egress_log(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	json_t *entries = NULL;
+	char err[256];
+	int rc, avail = 0;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, NULL, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (ctl->hooks.egress_log != NULL &&
+	    ctl->hooks.egress_log(id, &entries, ctl->hooks.arg) == 0 &&
+	    json_is_array(entries))
+		avail = 1;
+	if (!avail) {
+		json_decref(entries);
+		entries = json_array();
+	}
+	reply_json(r, 200, json_pack("{s:s, s:b, s:o}", "sandbox", id,
+	    "available", avail, "entries", entries));
+}
+
+/* ---- tokens ---- */
+
+static json_t *
+token_json(const struct px_token *t)
+{
+	return json_pack("{s:s, s:b, s:s?, s:s, s:I}", "id", t->id,
+	    "admin", t->sandbox[0] == '\0',
+	    "sandbox", t->sandbox[0] ? t->sandbox : NULL, "name", t->name,
+	    "created", (json_int_t)t->created);
+}
+
+struct tok_ctx {
+	json_t *array;
+	struct page *pg;
+};
+
+static int
+add_token(const struct px_token *t, void *arg)
+{
+	struct tok_ctx *tc = arg;
+	int rc;
+
+	if ((rc = page_row(tc->pg, t->id, strcmp(t->id, tc->pg->after) > 0)))
+		return rc == 1 ? 0 : rc;
+	return json_array_append_new(tc->array, token_json(t)) == 0 ? 0 : 1;
+}
+
+static int
+check_token_id(struct req *r, const char *id)
+{
+	size_t i, n = strlen(id);
+
+	for (i = 0; i < n; i++)
+		if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' &&
+		    id[i] <= '9') || id[i] == '-'))
+			break;
+	if (n > 0 && n <= PX_TOKEN_ID_MAX && i == n)
+		return 0;
+	reply_error(r, 400, NULL, "id", "not a token id (tok-...)");
+	return -1;
+}
+
+static void
+h_token_list(struct req *r)
+{
+	struct page pg;
+	struct tok_ctx tc;
+	char err[256], sb[64];
+	int rc;
+
+	if (page_parse(r, &pg) == -1)
+		return;
+	if ((rc = query_get(r, "sandbox", sb, sizeof(sb))) == -1 ||
+	    (rc == 1 && sb[0] != '\0' && check_sandbox_id(r, sb) == -1)) {
+		if (rc == -1)
+			reply_error(r, 400, NULL, "sandbox", "not a sandbox id");
+		return;
+	}
+	tc.pg = &pg;
+	if ((tc.array = json_array()) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	rc = px_store_token_list(r->c->ctl->store, rc == 1 ? sb : NULL,
+	    add_token, &tc, err, sizeof(err));
+	if (rc != 0 && rc != PAGE_FULL) {
+		json_decref(tc.array);
+		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, rc > 0 ?
+		    "out of memory" : err);
+		return;
+	}
+	reply_json(r, 200, page_doc("tokens", tc.array, &pg));
+}
+
+static void
+h_token_create(struct req *r)
+{
+	static const char *const fields[] = { "admin", "sandbox", "name", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_token t;
+	const char *sb, *name;
+	char err[256], secret[PX_TOKEN_LEN + 1] = "";
+	json_t *obj, *adm, *doc;
+	int rc;
+
+	if ((obj = body_object(r, fields, 0)) == NULL)
+		return;
+	adm = json_object_get(obj, "admin");
+	if (adm != NULL && !json_is_boolean(adm)) {
+		reply_error(r, 400, NULL, "admin", "must be true or false");
+		goto out;
+	}
+	if (string_field(r, obj, "sandbox", 1, &sb) < 0 ||
+	    string_field(r, obj, "name", 0, &name) < 0)
+		goto out;
+	if (json_is_true(adm) == (sb != NULL)) {
+		reply_error(r, 400, NULL, sb ? "admin" : "sandbox", "give either "
+		    "\"admin\": true or \"sandbox\": \"<id>\"");
+		goto out;
+	}
+	if (sb != NULL && check_sandbox_id(r, sb) == -1)
+		goto out;
+	if (name != NULL && strlen(name) >= sizeof(t.name)) {
+		reply_error(r, 400, NULL, "name", "longer than %zu bytes",
+		    sizeof(t.name) - 1);
+		goto out;
+	}
+	memset(&t, 0, sizeof(t));
+	if (px_token_generate(secret, t.id, err, sizeof(err)) == -1) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		goto out;
+	}
+	px_token_hash_hex(secret, strlen(secret), t.sha256);
+	snprintf(t.sandbox, sizeof(t.sandbox), "%s", sb ? sb : "");
+	snprintf(t.name, sizeof(t.name), "%s", name ? name : "");
+	t.created = (int64_t)time(NULL);
+	if ((rc = px_store_token_add(ctl->store, &t, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		reply_store(r, rc, "sandbox", err);
+		goto out;
+	}
+	routes_changed(ctl);
+	if ((doc = token_json(&t)) != NULL)
+		json_object_set_new(doc, "token", json_string(secret));
+	reply_json(r, 201, doc);
+out:
+	OPENSSL_cleanse(secret, sizeof(secret));
+	json_decref(obj);
+}
+
+static void
+h_token_show(struct req *r, const char *id)
+{
+	struct px_token t;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_token_get(r->c->ctl->store, id, &t, err,
+	    sizeof(err))) != PX_STORE_OK)
+		reply_store(r, rc, NULL, err);
+	else
+		reply_json(r, 200, token_json(&t));
+}
+
+static void
+h_token_rotate(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_token t;
+	char err[256], secret[PX_TOKEN_LEN + 1], unused[24], hex[65];
+	json_t *doc;
+	int rc;
+
+	if ((rc = px_store_token_get(ctl->store, id, &t, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (px_token_generate(secret, unused, err, sizeof(err)) == -1) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		return;
+	}
+	px_token_hash_hex(secret, strlen(secret), hex);
+	if ((rc = px_store_token_rotate(ctl->store, id, hex, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		OPENSSL_cleanse(secret, sizeof(secret));
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	routes_changed(ctl);
+	if ((doc = token_json(&t)) != NULL)
+		json_object_set_new(doc, "token", json_string(secret));
+	OPENSSL_cleanse(secret, sizeof(secret));
+	reply_json(r, 200, doc);
+}
+
+static void
+h_token_rm(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_token_rm(ctl->store, id, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	routes_changed(ctl);
+	reply_empty(r, 204);
+}
+
+/* ---- the workers' route table ---- */
+
+struct routes_ctx {
+	json_t *sbs;		/* array, store order */
+	json_t *byid;		/* id -> the same objects */
+	json_t *tokens;
+};
+
+static int
+routes_sb(const struct px_sandbox *sb, void *arg)
+{
+	struct routes_ctx *rc = arg;
+	json_t *o = json_pack("{s:s, s:s, s:s, s:[]}", "id", sb->id,
+	    "address", sb->address, "state", sb->state, "ports");
+
+	if (o == NULL || json_object_set(rc->byid, sb->id, o) == -1 ||
+	    json_array_append_new(rc->sbs, o) == -1)
+		return 1;
+	return 0;
+}
+
+static int
+routes_port(const struct px_port *p, void *arg)
+{
+	struct routes_ctx *rc = arg;
+	json_t *sb = json_object_get(rc->byid, p->sandbox);
+
+	if (sb == NULL)
+		return 0;
+	return json_array_append_new(json_object_get(sb, "ports"),
+	    json_pack("{s:i, s:s, s:s, s:s?}", "port", (int)p->port,
+	    "host_header", px_host_header_name(p->host_header),
+	    "visibility", px_visibility_name(p->visibility),
+	    "host", p->custom_host[0] ? p->custom_host : NULL)) == 0 ? 0 : 1;
+}
+
+static int
+routes_token(const struct px_token *t, void *arg)
+{
+	struct routes_ctx *rc = arg;
+
+	return json_array_append_new(rc->tokens, json_pack("{s:s, s:s?}",
+	    "sha256", t->sha256, "sandbox", t->sandbox[0] ? t->sandbox :
+	    NULL)) == 0 ? 0 : 1;
+}
+
+json_t *
+px_control_routes_json(struct px_store *st, const char *domain, char *err,
+    size_t errlen)
+{
+	struct routes_ctx rc = { json_array(), json_object(), json_array() };
+	json_t *msg = NULL;
+	int r;
+
+	if (rc.sbs == NULL || rc.byid == NULL || rc.tokens == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	if ((r = px_store_sandbox_list(st, routes_sb, &rc, err, errlen)) != 0 ||
+	    (r = px_store_port_list(st, NULL, routes_port, &rc, err,
+	    errlen)) != 0 ||
+	    (r = px_store_token_list(st, NULL, routes_token, &rc, err,
+	    errlen)) != 0) {
+		if (r > 0)
+			snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	msg = json_pack("{s:s, s:{s:s, s:O, s:O}}", "type", "routes", "routes",
+	    "domain", domain, "sandboxes", rc.sbs, "tokens", rc.tokens);
+	if (msg == NULL)
+		snprintf(err, errlen, "out of memory");
+out:
+	json_decref(rc.sbs);
+	json_decref(rc.byid);
+	json_decref(rc.tokens);
+	return msg;
+}
+
 /* ---- routing ---- */
 
 static int
@@ -751,11 +1827,108 @@ seg_is(const struct req *r, int i, const char *s)
 	return i < r->nseg && strcmp(r->seg[i], s) == 0;
 }
 
+/* /v1/sandboxes/{id}/... below the sandbox itself (nseg >= 4). */
+static void
+route_sandbox_sub(struct req *r, const char *id)
+{
+	const char *sub = r->seg[3];
+	char buf[64];
+	uint16_t port;
+
+	if (strcmp(sub, "ports") == 0 && r->nseg == 4) {
+		if (is_get(r))
+			h_port_list(r, id);
+		else
+			not_allowed(r, "GET, HEAD");
+	} else if (strcmp(sub, "ports") == 0 && r->nseg == 5) {
+		if ((port = px_parse_port(r->seg[4], strlen(r->seg[4]))) == 0) {
+			reply_error(r, 400, NULL, "port", "not a port number: "
+			    "'%s' (1-65535, no leading zero)", shown(buf,
+			    sizeof(buf), r->seg[4]));
+			return;
+		}
+		if (is_get(r))
+			h_port_show(r, id, port);
+		else if (r->method == HTTP_PUT)
+			h_port_put(r, id, port);
+		else if (r->method == HTTP_DELETE)
+			h_port_delete(r, id, port);
+		else
+			not_allowed(r, "GET, HEAD, PUT, DELETE");
+	} else if (r->nseg == 4 && (strcmp(sub, "pause") == 0 ||
+	    strcmp(sub, "suspend") == 0 || strcmp(sub, "resume") == 0)) {
+		if (r->method == HTTP_POST)
+			h_lifecycle(r, id, sub);
+		else
+			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "events") == 0) {
+		if (is_get(r))
+			h_events(r, id);
+		else
+			not_allowed(r, "GET, HEAD");
+	} else if (strcmp(sub, "egress") == 0 && r->nseg == 4) {
+		if (is_get(r))
+			h_egress_get(r, id);
+		else if (r->method == HTTP_PUT)
+			h_egress_put(r, id);
+		else if (r->method == HTTP_POST)
+			h_egress_add(r, id);
+		else if (r->method == HTTP_DELETE)
+			h_egress_reset(r, id);
+		else
+			not_allowed(r, "GET, HEAD, PUT, POST, DELETE");
+	} else if (strcmp(sub, "egress") == 0 && r->nseg == 5 &&
+	    strcmp(r->seg[4], "log") == 0) {
+		if (is_get(r))
+			h_egress_log(r, id);
+		else
+			not_allowed(r, "GET, HEAD");
+	} else if (strcmp(sub, "egress") == 0 && r->nseg == 6) {
+		if (r->method == HTTP_DELETE)
+			h_egress_rm(r, id, r->seg[4], r->seg[5]);
+		else
+			not_allowed(r, "DELETE");
+	} else
+		reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+}
+
+static void
+route_tokens(struct req *r)
+{
+	if (r->nseg == 2) {
+		if (is_get(r))
+			h_token_list(r);
+		else if (r->method == HTTP_POST)
+			h_token_create(r);
+		else
+			not_allowed(r, "GET, HEAD, POST");
+		return;
+	}
+	if (r->nseg > 4 || (r->nseg == 4 && !seg_is(r, 3, "rotate"))) {
+		reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+		return;
+	}
+	if (r->nseg == 3 && !is_get(r) && r->method != HTTP_DELETE) {
+		not_allowed(r, "GET, HEAD, DELETE");
+		return;
+	}
+	if (r->nseg == 4 && r->method != HTTP_POST) {
+		not_allowed(r, "POST");
+		return;
+	}
+	if (check_token_id(r, r->seg[2]) == -1)
+		return;
+	if (r->nseg == 4)
+		h_token_rotate(r, r->seg[2]);
+	else if (is_get(r))
+		h_token_show(r, r->seg[2]);
+	else
+		h_token_rm(r, r->seg[2]);
+}
+
 static void
 route(struct req *r)
 {
-	char buf[64];
-	uint16_t port = 0;
 	const char *id;
 
 	if (r->nseg == 1 && seg_is(r, 0, "metrics")) {
@@ -781,6 +1954,19 @@ route(struct req *r)
 			not_allowed(r, "GET, HEAD");
 		return;
 	}
+	if (r->nseg == 2 && seg_is(r, 1, "policy")) {
+		if (is_get(r))
+			h_policy_get(r);
+		else if (r->method == HTTP_PUT)
+			h_policy_put(r);
+		else
+			not_allowed(r, "GET, HEAD, PUT");
+		return;
+	}
+	if (seg_is(r, 1, "tokens")) {
+		route_tokens(r);
+		return;
+	}
 	if (!seg_is(r, 1, "sandboxes"))
 		goto notfound;
 	if (r->nseg == 2) {
@@ -792,59 +1978,94 @@ route(struct req *r)
 			not_allowed(r, "GET, HEAD, POST");
 		return;
 	}
-	if (r->nseg == 4 && !seg_is(r, 3, "ports"))
-		goto notfound;
-	if (r->nseg == 5 && !seg_is(r, 3, "ports"))
-		goto notfound;
-	if (r->nseg > 5)
-		goto notfound;
 	id = r->seg[2];
-	if (r->nseg == 5 && (port = px_parse_port(r->seg[4],
-	    strlen(r->seg[4]))) == 0) {
-		reply_error(r, 400, NULL, "port", "not a port number: '%s' "
-		    "(1-65535, no leading zero)", shown(buf, sizeof(buf),
-		    r->seg[4]));
-		return;
-	}
-	switch (r->nseg) {
-	case 3:
+	if (r->nseg == 3) {
 		if (!is_get(r) && r->method != HTTP_DELETE) {
 			not_allowed(r, "GET, HEAD, DELETE");
 			return;
 		}
-		break;
-	case 4:
-		if (!is_get(r)) {
-			not_allowed(r, "GET, HEAD");
+		if (check_sandbox_id(r, id) == -1)
 			return;
-		}
-		break;
-	case 5:
-		if (!is_get(r) && r->method != HTTP_PUT &&
-		    r->method != HTTP_DELETE) {
-			not_allowed(r, "GET, HEAD, PUT, DELETE");
-			return;
-		}
-		break;
-	}
-	if (check_sandbox_id(r, id) == -1)
-		return;
-	if (r->nseg == 3) {
 		if (is_get(r))
 			h_sandbox_show(r, id);
 		else
 			h_sandbox_delete(r, id);
-	} else if (r->nseg == 4)
-		h_port_list(r, id);
-	else if (is_get(r))
-		h_port_show(r, id, port);
-	else if (r->method == HTTP_PUT)
-		h_port_put(r, id, port);
-	else
-		h_port_delete(r, id, port);
+		return;
+	}
+	if (check_sandbox_id(r, id) == -1)
+		return;
+	route_sandbox_sub(r, id);
 	return;
 notfound:
 	reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+}
+
+static int
+hexdig(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Decodes %XX in place ('+' stays '+'); -1 on a bad escape or %00. */
+static int
+pct_decode(char *s)
+{
+	char *o = s;
+	int hi, lo;
+
+	for (; *s != '\0'; s++) {
+		if (*s != '%') {
+			*o++ = *s;
+			continue;
+		}
+		if ((hi = hexdig(s[1])) < 0 || (lo = hexdig(s[2])) < 0 ||
+		    (hi | lo) == 0)
+			return -1;
+		*o++ = (char)(hi << 4 | lo);
+		s += 2;
+	}
+	*o = '\0';
+	return 0;
+}
+
+/*
+ * Finds name in the query string and copies its decoded value ('+' is a
+ * space) to buf. 1 found, 0 absent, -1 bad or too long.
+ */
+static int
+query_get(const struct req *r, const char *name, char *buf, size_t size)
+{
+	const char *p = r->query, *amp, *eq;
+	size_t nl = strlen(name), vl;
+	char *q;
+
+	while (*p != '\0') {
+		amp = strchr(p, '&');
+		if (amp == NULL)
+			amp = p + strlen(p);
+		eq = memchr(p, '=', (size_t)(amp - p));
+		if ((eq ? (size_t)(eq - p) : (size_t)(amp - p)) == nl &&
+		    strncmp(p, name, nl) == 0) {
+			vl = eq ? (size_t)(amp - eq - 1) : 0;
+			if (vl >= size)
+				return -1;
+			if (eq != NULL)
+				memcpy(buf, eq + 1, vl);
+			buf[vl] = '\0';
+			for (q = buf; *q != '\0'; q++)
+				if (*q == '+')
+					*q = ' ';
+			return pct_decode(buf) == -1 ? -1 : 1;
+		}
+		p = *amp ? amp + 1 : amp;
+	}
+	return 0;
 }
 
 /* Splits the request target's path into segments; -1 after replying. */
@@ -865,6 +2086,12 @@ parse_target(struct req *r, const char *url, size_t len)
 	}
 	path = url + u.field_data[UF_PATH].off;
 	plen = u.field_data[UF_PATH].len;
+	if ((u.field_set & (1 << UF_QUERY)) &&
+	    u.field_data[UF_QUERY].len < sizeof(r->query)) {
+		memcpy(r->query, url + u.field_data[UF_QUERY].off,
+		    u.field_data[UF_QUERY].len);
+		r->query[u.field_data[UF_QUERY].len] = '\0';
+	}
 	if (plen >= sizeof(r->path)) {
 		snprintf(r->path, sizeof(r->path), "?");
 		reply_error(r, 404, NULL, NULL, "no such resource (path of %zu "
@@ -887,9 +2114,144 @@ parse_target(struct req *r, const char *url, size_t len)
 			    r->path);
 			return -1;
 		}
+		if (strchr(p, '%') != NULL && pct_decode(p) == -1) {
+			reply_error(r, 400, NULL, NULL, "bad percent-encoding "
+			    "in the path: %s", r->path);
+			return -1;
+		}
 		r->seg[r->nseg++] = p;
 	}
 	return 0;
+}
+
+/* ---- authentication ---- */
+
+struct tokscan {
+	unsigned char (*digests)[PX_TOKEN_DIGEST_LEN];
+	struct px_token *toks;
+	size_t n, cap;
+};
+
+static int
+scan_token(const struct px_token *t, void *arg)
+{
+	struct tokscan *ts = arg;
+
+	if (ts->n == ts->cap) {
+		size_t cap = ts->cap ? ts->cap * 2 : 16;
+		void *d = realloc(ts->digests, cap * sizeof(*ts->digests));
+
+		if (d == NULL)
+			return 1;
+		ts->digests = d;
+		if ((d = realloc(ts->toks, cap * sizeof(*ts->toks))) == NULL)
+			return 1;
+		ts->toks = d;
+		ts->cap = cap;
+	}
+	if (px_token_hex_decode(t->sha256, ts->digests[ts->n]) == -1)
+		return 0;	/* cannot match anything: skip */
+	ts->toks[ts->n++] = *t;
+	return 0;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+reply_401(struct req *r, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	json_t *e;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	e = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", 401, "code",
+	    error_code(401), "message", msg);
+	reply_json_hdr(r, 401, e, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
+}
+
+/*
+ * The unix socket is admin by itself (its mode is the access control).
+ * The TCP listener needs "Authorization: Bearer berth_..." naming a
+ * stored token: it is hashed and compared with every stored hash in
+ * constant time. 0, or -1 after replying 401.
+ */
+static int
+authenticate(struct req *r)
+{
+	struct conn *c = r->c;
+	struct tokscan ts = { NULL, NULL, 0, 0 };
+	unsigned char digest[PX_TOKEN_DIGEST_LEN];
+	char err[256];
+	const char *v;
+	size_t len;
+	int rc, i;
+
+	memset(&r->auth, 0, sizeof(r->auth));
+	if (!c->tcp) {
+		r->auth.admin = 1;
+		return 0;
+	}
+	if (c->authz_bad) {
+		reply_401(r, "malformed Authorization header");
+		return -1;
+	}
+	if (c->authzlen == 0) {
+		reply_401(r, "a token is required: Authorization: Bearer "
+		    "berth_...");
+		return -1;
+	}
+	if (c->authzlen < 7 || strncasecmp(c->authz, "Bearer ", 7) != 0) {
+		reply_401(r, "only Bearer tokens are accepted");
+		return -1;
+	}
+	for (v = c->authz + 7; *v == ' '; v++)
+		;
+	for (len = strlen(v); len > 0 && v[len - 1] == ' '; len--)
+		;
+	if (!px_token_well_formed(v, len)) {
+		reply_401(r, "not a berth token");
+		return -1;
+	}
+	px_token_digest(v, len, digest);
+	rc = px_store_token_list(c->ctl->store, NULL, scan_token, &ts, err,
+	    sizeof(err));
+	if (rc != 0) {
+		free(ts.digests);
+		free(ts.toks);
+		reply_error(r, 500, NULL, NULL, "state store: %s",
+		    rc > 0 ? "out of memory" : err);
+		return -1;
+	}
+	i = px_token_find(digest, (const unsigned char (*)[PX_TOKEN_DIGEST_LEN])
+	    ts.digests, ts.n);
+	if (i >= 0) {
+		r->auth.admin = ts.toks[i].sandbox[0] == '\0';
+		memcpy(r->auth.sandbox, ts.toks[i].sandbox,
+		    sizeof(r->auth.sandbox));
+		snprintf(r->auth.token_id, sizeof(r->auth.token_id), "%s",
+		    ts.toks[i].id);
+	}
+	free(ts.digests);
+	free(ts.toks);
+	if (i < 0) {
+		reply_401(r, "unknown or revoked token");
+		return -1;
+	}
+	return 0;
+}
+
+/* 0, or -1 after replying 403. */
+static int
+authorize(struct req *r)
+{
+	char why[256];
+
+	if (px_token_authorize(&r->auth, http_method_str(r->method), r->seg,
+	    r->nseg, why, sizeof(why)) == 0)
+		return 0;
+	reply_error(r, 403, NULL, NULL, "%s", why);
+	return -1;
 }
 
 /* ---- connections ---- */
@@ -916,6 +2278,11 @@ conn_reset_request(struct conn *c)
 	evbuffer_drain(c->body, evbuffer_get_length(c->body));
 	c->head_bytes = 0;
 	c->complete = 0;
+	c->fieldlen = 0;
+	c->field[0] = '\0';
+	c->in_value = c->is_authz = c->authz_bad = 0;
+	c->authzlen = 0;
+	c->authz[0] = '\0';
 }
 
 /* Answers a request the parser refused, then closes. */
@@ -946,7 +2313,7 @@ conn_serve(struct conn *c)
 	if (!http_should_keep_alive(&c->parser) || c->parser.upgrade)
 		c->closing = 1;
 	if (parse_target(&r, (const char *)evbuffer_pullup(c->url, -1),
-	    ulen) == 0)
+	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
 		route(&r);
 	conn_reset_request(c);
 	if (c->closing)
@@ -1072,9 +2439,45 @@ on_url(http_parser *p, const char *at, size_t len)
 }
 
 static int
-on_header(http_parser *p, const char *at, size_t len)
+on_header_field(http_parser *p, const char *at, size_t len)
 {
-	return head_bytes(p->data, len);
+	struct conn *c = p->data;
+	size_t n;
+
+	if (c->in_value) {
+		c->in_value = 0;
+		c->fieldlen = 0;
+	}
+	n = len;
+	if (c->fieldlen + n > sizeof(c->field) - 1)
+		n = sizeof(c->field) - 1 - c->fieldlen;
+	memcpy(c->field + c->fieldlen, at, n);
+	c->fieldlen += n;
+	c->field[c->fieldlen] = '\0';
+	return head_bytes(c, len);
+}
+
+static int
+on_header_value(http_parser *p, const char *at, size_t len)
+{
+	struct conn *c = p->data;
+
+	if (!c->in_value) {
+		c->in_value = 1;
+		c->is_authz = strcasecmp(c->field, "authorization") == 0;
+		if (c->is_authz && c->authzlen > 0)
+			c->authz_bad = 1;	/* two of them */
+	}
+	if (c->is_authz && !c->authz_bad) {
+		if (c->authzlen + len > CTL_MAX_AUTHZ)
+			c->authz_bad = 1;
+		else {
+			memcpy(c->authz + c->authzlen, at, len);
+			c->authzlen += len;
+			c->authz[c->authzlen] = '\0';
+		}
+	}
+	return head_bytes(c, len);
 }
 
 static int
@@ -1116,8 +2519,8 @@ on_message_complete(http_parser *p)
 static const struct http_parser_settings parser_settings = {
 	.on_message_begin = on_message_begin,
 	.on_url = on_url,
-	.on_header_field = on_header,
-	.on_header_value = on_header,
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
 	.on_headers_complete = on_headers_complete,
 	.on_body = on_body,
 	.on_message_complete = on_message_complete,
@@ -1126,21 +2529,35 @@ static const struct http_parser_settings parser_settings = {
 /* ---- listener ---- */
 
 static void
-accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-    int salen, void *arg)
+accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 {
-	struct px_control *ctl = arg;
 	struct conn *c;
 	struct timeval idle = { CTL_IDLE_SECS, 0 };
+	SSL *ssl;
 
 	if (ctl->nconns >= CTL_MAX_CONNS || (c = calloc(1, sizeof(*c))) == NULL) {
 		evutil_closesocket(fd);
 		return;
 	}
 	c->ctl = ctl;
+	c->tcp = tcp;
 	c->url = evbuffer_new();
 	c->body = evbuffer_new();
-	c->bev = bufferevent_socket_new(ctl->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (tcp && ctl->ssl_ctx != NULL) {
+		if ((ssl = SSL_new(ctl->ssl_ctx)) != NULL) {
+			c->bev = bufferevent_openssl_socket_new(ctl->base, fd,
+			    ssl, BUFFEREVENT_SSL_ACCEPTING,
+			    BEV_OPT_CLOSE_ON_FREE);
+			if (c->bev == NULL)
+				SSL_free(ssl);
+			else
+				bufferevent_openssl_set_allow_dirty_shutdown(
+				    c->bev, 1);
+		} else
+			c->bev = NULL;
+	} else
+		c->bev = bufferevent_socket_new(ctl->base, fd,
+		    BEV_OPT_CLOSE_ON_FREE);
 	if (c->url == NULL || c->body == NULL || c->bev == NULL) {
 		if (c->bev != NULL)
 			bufferevent_free(c->bev);
@@ -1163,11 +2580,27 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 }
 
 static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	accept_conn(arg, fd, 0);
+}
+
+static void
+accept_tcp_cb(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	accept_conn(arg, fd, 1);
+}
+
+static void
 accept_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_control *ctl = arg;
 
 	evconnlistener_enable(ctl->listener);
+	if (ctl->tcp_listener != NULL)
+		evconnlistener_enable(ctl->tcp_listener);
 }
 
 static void
@@ -1179,8 +2612,47 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 	/* Out of descriptors most likely: a level-triggered listener would
 	 * spin, so pause accepting for a second. */
 	ctl->accept_errors++;
-	evconnlistener_disable(l);
+	evconnlistener_disable(ctl->listener);
+	if (ctl->tcp_listener != NULL)
+		evconnlistener_disable(ctl->tcp_listener);
 	event_add(ctl->accept_retry, &later);
+}
+
+int
+px_control_listen_tcp(struct px_control *ctl, const char *addr,
+    void *ssl_ctx, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	int len = (int)sizeof(ss);
+
+	if (ctl->tcp_listener != NULL) {
+		snprintf(err, errlen, "the control API already has a TCP "
+		    "listener");
+		return -1;
+	}
+	memset(&ss, 0, sizeof(ss));
+	if (addr == NULL || evutil_parse_sockaddr_port(addr,
+	    (struct sockaddr *)&ss, &len) != 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    (ss.ss_family == AF_INET ?
+	    ((struct sockaddr_in *)&ss)->sin_port :
+	    ((struct sockaddr_in6 *)&ss)->sin6_port) == 0) {
+		snprintf(err, errlen, "control listen address '%s': use "
+		    "ADDRESS:PORT, as in 127.0.0.1:9443 or [::1]:9443",
+		    addr ? addr : "");
+		return -1;
+	}
+	ctl->tcp_listener = evconnlistener_new_bind(ctl->base, accept_tcp_cb,
+	    ctl, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+	    LEV_OPT_REUSEABLE, 64, (struct sockaddr *)&ss, len);
+	if (ctl->tcp_listener == NULL) {
+		snprintf(err, errlen, "control listen %s: %s", addr,
+		    strerror(errno));
+		return -1;
+	}
+	evconnlistener_set_error_cb(ctl->tcp_listener, accept_error_cb);
+	ctl->ssl_ctx = ssl_ctx;
+	return 0;
 }
 
 /* Binds and listens on path; -1 with err filled. */
@@ -1333,6 +2805,8 @@ px_control_free(struct px_control *ctl)
 		conn_free(c);
 	if (ctl->listener != NULL)
 		evconnlistener_free(ctl->listener);
+	if (ctl->tcp_listener != NULL)
+		evconnlistener_free(ctl->tcp_listener);
 	if (ctl->accept_retry != NULL)
 		event_free(ctl->accept_retry);
 	/* Unlink only the socket we made, not a successor's. */

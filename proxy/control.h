@@ -5,14 +5,46 @@
  * the px_store and is followed by hooks->routes_changed so the parent can
  * push a new route table to the workers.
  *
+ * An optional TCP listener (TLS, or plain for loopback tests) requires
+ * "Authorization: Bearer <token>" and applies token scoping (token.h).
+ *
  * Resources (all bodies JSON; errors are
- * {"error":{"status","code","field"?,"message"}}):
+ * {"error":{"status","code","field"?,"message"}}; 401 missing or unknown
+ * token, 403 outside the token's scope or the global policy). Lists take
+ * ?limit=1..1000 (default 100) and ?after=<cursor> and answer "next": the
+ * cursor of the following page, or null.
  *   GET    /v1/health                       {"status":"ok"}
- *   GET    /v1/sandboxes                    {"sandboxes":[sandbox...]}
- *   POST   /v1/sandboxes {"id","address"}   201 sandbox (external, running)
+ *   GET    /v1/sandboxes                    {"sandboxes":[sandbox...],"next"}
+ *   POST   /v1/sandboxes {"id","address","egress_mode"?}
+ *                                           201 sandbox + "token","token_id"
  *   GET    /v1/sandboxes/{id}               sandbox + "ports":[port...]
- *   DELETE /v1/sandboxes/{id}               204, its ports go too
- *   GET    /v1/sandboxes/{id}/ports         {"ports":[port...]}
+ *   DELETE /v1/sandboxes/{id}               204; ports, rules, tokens and
+ *                                           events go too
+ *   POST   /v1/sandboxes/{id}/pause|suspend|resume
+ *                                           200 sandbox; 409 for a sandbox
+ *                                           that is not VM-backed
+ *   GET    /v1/sandboxes/{id}/events        {"events":[event...],"next"}
+ *   GET    /v1/sandboxes/{id}/egress        {"sandbox","mode","effective_mode",
+ *                                           "rules":[rule...]}
+ *   PUT    /v1/sandboxes/{id}/egress {"mode"?,"rules":[{"action","rule",
+ *          "ttl"?}]}                        replaces all rules (with only
+ *                                           "mode": sets the mode); 200
+ *   POST   /v1/sandboxes/{id}/egress {"action","rule","ttl"?}
+ *                                           201 added / 200 updated, rule
+ *   DELETE /v1/sandboxes/{id}/egress        204, back to the policy default
+ *   DELETE /v1/sandboxes/{id}/egress/{action}/{rule}  204 (rule
+ *                                           percent-encoded)
+ *   GET    /v1/sandboxes/{id}/egress/log    {"sandbox","available","entries"}
+ *   GET    /v1/policy                       policy
+ *   PUT    /v1/policy {"default_mode"?,"max_mode"?,"deny"?,"allow"?}
+ *                                           200 policy (admin only)
+ *   GET    /v1/tokens                       {"tokens":[token...],"next"}
+ *   POST   /v1/tokens {"admin":true}|{"sandbox"} + "name"?
+ *                                           201 token + "token" (the secret)
+ *   GET    /v1/tokens/{id}                  token
+ *   POST   /v1/tokens/{id}/rotate           200 token + "token"
+ *   DELETE /v1/tokens/{id}                  204
+ *   GET    /v1/sandboxes/{id}/ports         {"ports":[port...],"next"}
  *   GET    /v1/sandboxes/{id}/ports/{port}  port
  *   PUT    /v1/sandboxes/{id}/ports/{port}  201 created / 200 updated, port;
  *          body optional {"host_header","visibility","host"}: a field left
@@ -21,7 +53,14 @@
  *   DELETE /v1/sandboxes/{id}/ports/{port}  204
  *   GET    /v1/ports                        {"ports":[port...]}
  *   GET    /metrics                         Prometheus text
- * sandbox = {id, address, external, state, created}
+ * sandbox = {id, address, external, state, created, egress_mode}
+ * event   = {seq, time_ms, operation, result, reason, duration_ms}
+ * rule    = {action, rule, expires}   (expires: unix seconds or null)
+ * policy  = {default_mode, max_mode, deny:[rule text], allow:[rule text]}:
+ *           max_mode caps every sandbox's mode (closed < allowlist <
+ *           open); a sandbox's allow rule may not overlap a deny rule and,
+ *           when allow is not empty, must be covered by one of its rules
+ * token   = {id, admin, sandbox, name, created}
  * port    = {sandbox, port, url, urls, host_header, visibility, host, created}
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -34,6 +73,7 @@ struct event_base;
 struct evbuffer;
 struct px_store;
 struct px_control;
+struct json_t;
 
 #define PX_CONTROL_MAX_BODY	(64 * 1024)	/* larger: 413 */
 
@@ -44,6 +84,19 @@ struct px_control_hooks {
 	void (*routes_changed)(void *arg);
 	/* Appends Prometheus text for GET /metrics. May be NULL. */
 	void (*metrics)(struct evbuffer *out, void *arg);
+	/*
+	 * Pauses, suspends or resumes a VM-backed sandbox (op "pause",
+	 * "suspend", "resume"); 0 when done, -1 with err filled. The event
+	 * is recorded by the control API. NULL: such requests answer 409.
+	 */
+	int (*lifecycle)(const char *sandbox, const char *op, char *err,
+	    size_t errlen, void *arg);
+	/* After a sandbox's egress rules or mode changed; sandbox NULL:
+	 * the global policy changed. May be NULL. */
+	void (*egress_changed)(const char *sandbox, void *arg);
+	/* Recent egress denials of a sandbox as a new JSON array; -1 when
+	 * there is no denial log. May be NULL (no log). */
+	int (*egress_log)(const char *sandbox, struct json_t **out, void *arg);
 	void *arg;
 };
 
@@ -55,6 +108,26 @@ struct px_control_hooks {
  */
 struct px_control *px_control_new(struct event_base *, struct px_store *,
     const char *sock_path, const struct px_control_hooks *,
+    char *err, size_t errlen);
+
+/*
+ * Also listens on TCP at addr ("127.0.0.1:9443", "[::1]:9443"), where
+ * every request needs a bearer token. ssl_ctx (an SSL_CTX *, kept, not
+ * freed) makes it TLS; NULL serves plain HTTP, meant for tests on
+ * loopback. One TCP listener per px_control. -1 with err filled.
+ */
+int px_control_listen_tcp(struct px_control *, const char *addr,
+    void *ssl_ctx, char *err, size_t errlen);
+
+/*
+ * The route table message berthd sends its workers:
+ * {"type":"routes","routes":{"domain", "sandboxes":[{"id","address",
+ * "state","ports":[{"port","host_header","visibility","host"?}]}],
+ * "tokens":[{"sha256":"<hex>","sandbox":"<id>"|null}]}}; sandbox null is
+ * an admin token, accepted on every private route. NULL on a store error
+ * (err filled); the caller owns the reference.
+ */
+struct json_t *px_control_routes_json(struct px_store *, const char *domain,
     char *err, size_t errlen);
 
 /* Closes the listener and every client connection, unlinks the socket. */

@@ -4,12 +4,15 @@
 # http-parser), plus their unit tests.
 noinst_LIBRARIES += proxy/libpxcontrol.a
 proxy_libpxcontrol_a_SOURCES = proxy/store.c proxy/store.h \
-	proxy/control.c proxy/control.h
+	proxy/control.c proxy/control.h \
+	proxy/control_rule.c proxy/control_rule.h \
+	proxy/token.c proxy/token.h
 proxy_libpxcontrol_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
-	$(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
+	$(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(OPENSSL_CFLAGS)
+# control_rule.c compiles netctl/nc_rule.c (#include) under other names.
 
-PXCONTROL_LIBS = proxy/libpxcontrol.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
-	$(SQLITE_LIBS) $(HTTP_PARSER_LIBS)
+PXCONTROL_LIBS = proxy/libpxcontrol.a netctl/libnetctl.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
+	$(SQLITE_LIBS) $(HTTP_PARSER_LIBS) $(OPENSSL_LIBS)
 
 check_PROGRAMS += tests/unit/test_valid tests/unit/test_store \
 	tests/unit/test_control
@@ -32,3 +35,18 @@ tests_unit_test_control_SOURCES = tests/unit/test_control.c tests/unit/tap.h \
 tests_unit_test_control_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_control_LDADD = $(PXCONTROL_LIBS)
+
+# Tokens, scoping and the policy's rule relations.
+check_PROGRAMS += tests/unit/test_token
+TESTS += tests/unit/test_token
+tests_unit_test_token_SOURCES = tests/unit/test_token.c tests/unit/tap.h
+tests_unit_test_token_CFLAGS = $(AM_CFLAGS) $(OPENSSL_CFLAGS)
+tests_unit_test_token_LDADD = $(PXCONTROL_LIBS)
+
+# Integration (root): berthd killed with -9 and restarted keeps its state.
+TESTS += tests/integ/control-restart.sh
+EXTRA_DIST += tests/integ/control-restart.sh
+
+# Manual pages, systemd unit, bash completion.
+dist_man_MANS = doc/berthd.8 doc/netctl.8 doc/berth.conf.5
+EXTRA_DIST += contrib/berthd.service contrib/netctl.bash

@@ -8,4 +8,4 @@ proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/worker.c proxy/worker.h proxy/session.c
 proxy_berthd_CPPFLAGS = $(AM_CPPFLAGS) -DPKGDATADIR='"$(pkgdatadir)"' -DSRCDIR='"$(abs_top_srcdir)"'
 proxy_berthd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
-proxy_berthd_LDADD = proxy/libpxcontrol.a $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) $(HTTP_PARSER_LIBS)
+proxy_berthd_LDADD = proxy/libpxcontrol.a netctl/libnetctl.a $(LIBMNL_LIBS) $(LIBNFTNL_LIBS) $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) $(HTTP_PARSER_LIBS)

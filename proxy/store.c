@@ -12,12 +12,14 @@
 #include <sqlite3.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STORE_FILE		"berth.db"
 #define STORE_BUSY_MS		5000
@@ -50,6 +52,40 @@ static const char *const migrations[] = {
 	"  custom_host TEXT UNIQUE,"
 	"  created INTEGER NOT NULL,"
 	"  PRIMARY KEY (sandbox, port)"
+	");",
+	/* 2: egress mode and rules, tokens, lifecycle events, global policy */
+	"ALTER TABLE sandboxes ADD COLUMN egress_mode TEXT"
+	"  CHECK (egress_mode IN ('open', 'allowlist', 'closed'));"
+	"CREATE TABLE tokens ("
+	"  id TEXT PRIMARY KEY NOT NULL,"
+	"  sha256 TEXT NOT NULL UNIQUE CHECK (length(sha256) = 64),"
+	"  sandbox TEXT REFERENCES sandboxes(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL DEFAULT '',"
+	"  created INTEGER NOT NULL"
+	");"
+	"CREATE INDEX tokens_sandbox ON tokens (sandbox);"
+	"CREATE TABLE events ("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+	"  time_ms INTEGER NOT NULL,"
+	"  operation TEXT NOT NULL,"
+	"  result TEXT NOT NULL,"
+	"  reason TEXT NOT NULL DEFAULT '',"
+	"  duration_ms INTEGER NOT NULL DEFAULT -1"
+	");"
+	"CREATE INDEX events_sandbox ON events (sandbox, seq);"
+	"CREATE TABLE egress_rules ("
+	"  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+	"  action TEXT NOT NULL CHECK (action IN ('allow', 'deny')),"
+	"  rule TEXT NOT NULL CHECK (length(rule) BETWEEN 1 AND 279),"
+	"  expires INTEGER NOT NULL DEFAULT 0,"
+	"  created INTEGER NOT NULL,"
+	"  PRIMARY KEY (sandbox, action, rule)"
+	");"
+	"CREATE TABLE policy ("
+	"  id INTEGER PRIMARY KEY CHECK (id = 1),"
+	"  doc TEXT NOT NULL,"
+	"  updated INTEGER NOT NULL"
 	");",
 };
 
@@ -262,6 +298,7 @@ px_store_open(const char *state_dir, char *err, size_t errlen)
 	size_t n;
 	char *mode = NULL, sub[256] = "";
 	sqlite3_stmt *stmt;
+	int fd;
 
 	if (state_dir == NULL || *state_dir == '\0') {
 		seterr(err, errlen, "no state directory");
@@ -279,6 +316,14 @@ px_store_open(const char *state_dir, char *err, size_t errlen)
 	}
 	snprintf(path, n, "%s/%s", state_dir, STORE_FILE);
 
+	/* Create the file ourselves so it starts 0600 whatever the umask;
+	 * SQLite gives the -wal and -shm files the database file's mode. */
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	    0600)) == -1) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	close(fd);
 	if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		seterr(err, errlen, "%s: %s", path,
@@ -343,12 +388,24 @@ row_sandbox(sqlite3_stmt *stmt, int col, struct px_sandbox *sb)
 	if ((t = sqlite3_column_text(stmt, col + 3)) != NULL)
 		snprintf(sb->state, sizeof(sb->state), "%s", t);
 	sb->created = sqlite3_column_int64(stmt, col + 4);
+	if ((t = sqlite3_column_text(stmt, col + 5)) != NULL)
+		snprintf(sb->egress_mode, sizeof(sb->egress_mode), "%s", t);
 }
 
-#define SANDBOX_COLS "s.id, s.address, s.external, s.state, s.created"
+#define SANDBOX_NCOLS 6
+#define SANDBOX_COLS "s.id, s.address, s.external, s.state, s.created, " \
+	"s.egress_mode"
 
-int
-px_store_sandbox_add(struct px_store *st, const struct px_sandbox *sb,
+static int
+mode_valid(const char *m)
+{
+	return strcmp(m, "open") == 0 || strcmp(m, "allowlist") == 0 ||
+	    strcmp(m, "closed") == 0;
+}
+
+/* Inside a transaction: the INSERT of one sandbox. */
+static int
+sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
     char *err, size_t errlen)
 {
 	sqlite3_stmt *stmt;
@@ -365,8 +422,14 @@ px_store_sandbox_add(struct px_store *st, const struct px_sandbox *sb,
 		seterr(err, errlen, "invalid state");
 		return PX_STORE_ERR;
 	}
+	if (!field_ok(sb->egress_mode, sizeof(sb->egress_mode)) ||
+	    (sb->egress_mode[0] != '\0' && !mode_valid(sb->egress_mode))) {
+		seterr(err, errlen, "invalid egress mode");
+		return PX_STORE_ERR;
+	}
 	stmt = prepare(st, "INSERT INTO sandboxes (id, address, external, "
-	    "state, created) VALUES (?, ?, ?, ?, ?)", err, errlen);
+	    "state, created, egress_mode) VALUES (?, ?, ?, ?, ?, ?)", err,
+	    errlen);
 	if (stmt == NULL)
 		return PX_STORE_ERR;
 	sqlite3_bind_text(stmt, 1, sb->id, -1, SQLITE_STATIC);
@@ -376,6 +439,8 @@ px_store_sandbox_add(struct px_store *st, const struct px_sandbox *sb,
 	sqlite3_bind_text(stmt, 4, sb->state, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(stmt, 5, sb->created ? sb->created :
 	    (int64_t)time(NULL));
+	if (sb->egress_mode[0] != '\0')
+		sqlite3_bind_text(stmt, 6, sb->egress_mode, -1, SQLITE_STATIC);
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
 	if (rc == SQLITE_DONE)
@@ -385,6 +450,81 @@ px_store_sandbox_add(struct px_store *st, const struct px_sandbox *sb,
 		return PX_STORE_EXISTS;
 	}
 	return dberr(st, err, errlen, "adding sandbox");
+}
+
+static int token_insert(struct px_store *, const struct px_token *,
+    char *, size_t);
+static int event_insert(struct px_store *, const struct px_event *,
+    int64_t *, char *, size_t);
+
+int
+px_store_sandbox_create(struct px_store *st, const struct px_sandbox *sb,
+    const struct px_token *tok, char *err, size_t errlen)
+{
+	struct px_token t;
+	struct px_event ev;
+	int rc;
+
+	if (tx_begin(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = sandbox_insert(st, sb, err, errlen)) != PX_STORE_OK)
+		goto fail;
+	if (tok != NULL) {
+		t = *tok;
+		memcpy(t.sandbox, sb->id, sizeof(t.sandbox));
+		if ((rc = token_insert(st, &t, err, errlen)) != PX_STORE_OK)
+			goto fail;
+	}
+	memset(&ev, 0, sizeof(ev));
+	memcpy(ev.sandbox, sb->id, sizeof(ev.sandbox));
+	snprintf(ev.operation, sizeof(ev.operation), "create");
+	snprintf(ev.result, sizeof(ev.result), "ok");
+	ev.duration_ms = -1;
+	if ((rc = event_insert(st, &ev, NULL, err, errlen)) != PX_STORE_OK)
+		goto fail;
+	if (tx_commit(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	return PX_STORE_OK;
+fail:
+	tx_rollback(st);
+	return rc;
+}
+
+int
+px_store_sandbox_add(struct px_store *st, const struct px_sandbox *sb,
+    char *err, size_t errlen)
+{
+	return px_store_sandbox_create(st, sb, NULL, err, errlen);
+}
+
+int
+px_store_sandbox_set_state(struct px_store *st, const char *id,
+    const char *state, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(id, err, errlen))
+		return PX_STORE_ERR;
+	if (state == NULL || !px_state_valid(state)) {
+		seterr(err, errlen, "invalid state");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "UPDATE sandboxes SET state = ? WHERE id = ?",
+	    err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "setting state");
+	if (sqlite3_changes(st->db) == 0) {
+		seterr(err, errlen, "no sandbox '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_OK;
 }
 
 int
@@ -738,7 +878,7 @@ px_store_routes(struct px_store *st,
 		return PX_STORE_ERR;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		row_sandbox(stmt, 0, &sb);
-		row_port(stmt, 5, &p);
+		row_port(stmt, SANDBOX_NCOLS, &p);
 		if ((ret = cb(&row, arg)) != 0)
 			break;
 	}
@@ -746,4 +886,700 @@ px_store_routes(struct px_store *st,
 		ret = dberr(st, err, errlen, "reading routes");
 	sqlite3_finalize(stmt);
 	return ret;
+}
+
+/* ---- tokens ---- */
+
+static int
+hex64_ok(const char *h)
+{
+	size_t i;
+
+	for (i = 0; i < 64; i++)
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+			return 0;
+	return h[64] == '\0';
+}
+
+static int
+token_id_ok(const char *id)
+{
+	size_t n = strnlen(id, PX_TOKEN_ID_MAX + 1), i;
+
+	if (n == 0 || n > PX_TOKEN_ID_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' &&
+		    id[i] <= '9') || id[i] == '-'))
+			return 0;
+	return 1;
+}
+
+static int
+token_insert(struct px_store *st, const struct px_token *t, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (!field_ok(t->id, sizeof(t->id)) || !token_id_ok(t->id) ||
+	    !field_ok(t->sha256, sizeof(t->sha256)) || !hex64_ok(t->sha256) ||
+	    !field_ok(t->sandbox, sizeof(t->sandbox)) ||
+	    !field_ok(t->name, sizeof(t->name))) {
+		seterr(err, errlen, "invalid token record");
+		return PX_STORE_ERR;
+	}
+	if (t->sandbox[0] != '\0') {
+		if (check_id(t->sandbox, err, errlen))
+			return PX_STORE_ERR;
+		if ((rc = sandbox_exists(st, t->sandbox, err, errlen)) != 1) {
+			if (rc == 0) {
+				seterr(err, errlen, "no sandbox '%s'",
+				    t->sandbox);
+				return PX_STORE_NOTFOUND;
+			}
+			return PX_STORE_ERR;
+		}
+	}
+	stmt = prepare(st, "INSERT INTO tokens (id, sha256, sandbox, name, "
+	    "created) VALUES (?, ?, ?, ?, ?)", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, t->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, t->sha256, -1, SQLITE_STATIC);
+	if (t->sandbox[0] != '\0')
+		sqlite3_bind_text(stmt, 3, t->sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 4, t->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 5, t->created ? t->created :
+	    (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_DONE)
+		return PX_STORE_OK;
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) {
+		seterr(err, errlen, "token '%s' already exists", t->id);
+		return PX_STORE_EXISTS;
+	}
+	return dberr(st, err, errlen, "adding token");
+}
+
+int
+px_store_token_add(struct px_store *st, const struct px_token *t,
+    char *err, size_t errlen)
+{
+	int rc;
+
+	if (tx_begin(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = token_insert(st, t, err, errlen)) != PX_STORE_OK) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st, err, errlen) == -1 ? PX_STORE_ERR : PX_STORE_OK;
+}
+
+#define TOKEN_COLS "id, sha256, sandbox, name, created"
+
+static void
+row_token(sqlite3_stmt *stmt, struct px_token *t)
+{
+	const unsigned char *x;
+
+	memset(t, 0, sizeof(*t));
+	if ((x = sqlite3_column_text(stmt, 0)) != NULL)
+		snprintf(t->id, sizeof(t->id), "%s", x);
+	if ((x = sqlite3_column_text(stmt, 1)) != NULL)
+		snprintf(t->sha256, sizeof(t->sha256), "%s", x);
+	if ((x = sqlite3_column_text(stmt, 2)) != NULL)
+		snprintf(t->sandbox, sizeof(t->sandbox), "%s", x);
+	if ((x = sqlite3_column_text(stmt, 3)) != NULL)
+		snprintf(t->name, sizeof(t->name), "%s", x);
+	t->created = sqlite3_column_int64(stmt, 4);
+}
+
+int
+px_store_token_get(struct px_store *st, const char *id, struct px_token *out,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (id == NULL || !token_id_ok(id)) {
+		seterr(err, errlen, "invalid token id");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens WHERE id = ?",
+	    err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW && out != NULL)
+		row_token(stmt, out);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return PX_STORE_OK;
+	if (rc == SQLITE_DONE) {
+		seterr(err, errlen, "no token '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	return dberr(st, err, errlen, "reading token");
+}
+
+/* One UPDATE/DELETE by token id; NOTFOUND when no row changed. */
+static int
+token_change(struct px_store *st, const char *sql, const char *id,
+    const char *hash, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (id == NULL || !token_id_ok(id)) {
+		seterr(err, errlen, "invalid token id");
+		return PX_STORE_ERR;
+	}
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
+		return PX_STORE_ERR;
+	if (hash != NULL) {
+		sqlite3_bind_text(stmt, 1, hash, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
+	} else
+		sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_CONSTRAINT_UNIQUE) {
+		seterr(err, errlen, "token hash already in use");
+		return PX_STORE_EXISTS;
+	}
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "changing token");
+	if (sqlite3_changes(st->db) == 0) {
+		seterr(err, errlen, "no token '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_OK;
+}
+
+int
+px_store_token_rotate(struct px_store *st, const char *id,
+    const char *new_sha256, char *err, size_t errlen)
+{
+	if (new_sha256 == NULL || strlen(new_sha256) != 64 ||
+	    !hex64_ok(new_sha256)) {
+		seterr(err, errlen, "invalid token hash");
+		return PX_STORE_ERR;
+	}
+	return token_change(st, "UPDATE tokens SET sha256 = ? WHERE id = ?",
+	    id, new_sha256, err, errlen);
+}
+
+int
+px_store_token_rm(struct px_store *st, const char *id, char *err,
+    size_t errlen)
+{
+	return token_change(st, "DELETE FROM tokens WHERE id = ?", id, NULL,
+	    err, errlen);
+}
+
+int
+px_store_token_list(struct px_store *st, const char *sandbox,
+    int (*cb)(const struct px_token *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_token t;
+	int rc, ret = PX_STORE_OK;
+
+	if (sandbox == NULL)
+		stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens "
+		    "ORDER BY id", err, errlen);
+	else if (sandbox[0] == '\0')
+		stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens "
+		    "WHERE sandbox IS NULL ORDER BY id", err, errlen);
+	else
+		stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens "
+		    "WHERE sandbox = ? ORDER BY id", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	if (sandbox != NULL && sandbox[0] != '\0')
+		sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		row_token(stmt, &t);
+		if ((ret = cb(&t, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "listing tokens");
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+/* ---- events ---- */
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+event_insert(struct px_store *st, const struct px_event *ev, int64_t *seq,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (!field_ok(ev->sandbox, sizeof(ev->sandbox)) ||
+	    check_id(ev->sandbox, err, errlen))
+		return PX_STORE_ERR;
+	if (!field_ok(ev->operation, sizeof(ev->operation)) ||
+	    ev->operation[0] == '\0' || !field_ok(ev->result,
+	    sizeof(ev->result)) || ev->result[0] == '\0' ||
+	    !field_ok(ev->reason, sizeof(ev->reason))) {
+		seterr(err, errlen, "invalid event");
+		return PX_STORE_ERR;
+	}
+	if ((rc = sandbox_exists(st, ev->sandbox, err, errlen)) != 1) {
+		if (rc == 0) {
+			seterr(err, errlen, "no sandbox '%s'", ev->sandbox);
+			return PX_STORE_NOTFOUND;
+		}
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "INSERT INTO events (sandbox, time_ms, operation, "
+	    "result, reason, duration_ms) VALUES (?, ?, ?, ?, ?, ?)", err,
+	    errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, ev->sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, ev->time_ms ? ev->time_ms : now_ms());
+	sqlite3_bind_text(stmt, 3, ev->operation, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 4, ev->result, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 5, ev->reason, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 6, ev->duration_ms);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "adding event");
+	if (seq != NULL)
+		*seq = sqlite3_last_insert_rowid(st->db);
+	return PX_STORE_OK;
+}
+
+int
+px_store_event_add(struct px_store *st, const struct px_event *ev,
+    int64_t *seq, char *err, size_t errlen)
+{
+	int rc;
+
+	if (tx_begin(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = event_insert(st, ev, seq, err, errlen)) != PX_STORE_OK) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st, err, errlen) == -1 ? PX_STORE_ERR : PX_STORE_OK;
+}
+
+int
+px_store_event_list(struct px_store *st, const char *sandbox, int64_t after,
+    int limit, int (*cb)(const struct px_event *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_event ev;
+	const unsigned char *x;
+	int rc, ret = PX_STORE_OK;
+
+	if (check_id(sandbox, err, errlen))
+		return PX_STORE_ERR;
+	if (exec_sql(st, "BEGIN", err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = sandbox_exists(st, sandbox, err, errlen)) != 1) {
+		tx_rollback(st);
+		if (rc == 0) {
+			seterr(err, errlen, "no sandbox '%s'", sandbox);
+			return PX_STORE_NOTFOUND;
+		}
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "SELECT seq, sandbox, time_ms, operation, result, "
+	    "reason, duration_ms FROM events WHERE sandbox = ? AND seq > ? "
+	    "ORDER BY seq LIMIT ?", err, errlen);
+	if (stmt == NULL) {
+		tx_rollback(st);
+		return PX_STORE_ERR;
+	}
+	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, after);
+	sqlite3_bind_int(stmt, 3, limit > 0 ? limit : -1);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		memset(&ev, 0, sizeof(ev));
+		ev.seq = sqlite3_column_int64(stmt, 0);
+		if ((x = sqlite3_column_text(stmt, 1)) != NULL)
+			snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", x);
+		ev.time_ms = sqlite3_column_int64(stmt, 2);
+		if ((x = sqlite3_column_text(stmt, 3)) != NULL)
+			snprintf(ev.operation, sizeof(ev.operation), "%s", x);
+		if ((x = sqlite3_column_text(stmt, 4)) != NULL)
+			snprintf(ev.result, sizeof(ev.result), "%s", x);
+		if ((x = sqlite3_column_text(stmt, 5)) != NULL)
+			snprintf(ev.reason, sizeof(ev.reason), "%s", x);
+		ev.duration_ms = sqlite3_column_int64(stmt, 6);
+		if ((ret = cb(&ev, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "listing events");
+	sqlite3_finalize(stmt);
+	tx_rollback(st);
+	return ret;
+}
+
+/* ---- egress rules ---- */
+
+const char *
+px_egress_action_name(enum px_egress_action a)
+{
+	return a == PX_EGRESS_DENY ? "deny" : "allow";
+}
+
+int
+px_egress_action_parse(const char *s, enum px_egress_action *out)
+{
+	if (strcmp(s, "allow") == 0)
+		*out = PX_EGRESS_ALLOW;
+	else if (strcmp(s, "deny") == 0)
+		*out = PX_EGRESS_DENY;
+	else
+		return -1;
+	return 0;
+}
+
+static int
+rule_text_ok(const char *r, size_t size)
+{
+	size_t i, n;
+
+	if (!field_ok(r, size) || (n = strlen(r)) == 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (r[i] <= 0x20 || r[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static int
+egress_insert(struct px_store *st, const struct px_egress_rule *e,
+    int *created, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc, existed;
+
+	if (!rule_text_ok(e->rule, sizeof(e->rule)) ||
+	    (e->action != PX_EGRESS_ALLOW && e->action != PX_EGRESS_DENY) ||
+	    e->expires < 0) {
+		seterr(err, errlen, "invalid egress rule");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "SELECT 1 FROM egress_rules WHERE sandbox = ? AND "
+	    "action = ? AND rule = ? AND (expires = 0 OR expires > ?)",
+	    err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, e->sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, px_egress_action_name(e->action), -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 3, e->rule, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 4, (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "reading egress rule");
+	existed = rc == SQLITE_ROW;
+	stmt = prepare(st, "INSERT INTO egress_rules (sandbox, action, rule, "
+	    "expires, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT (sandbox, "
+	    "action, rule) DO UPDATE SET expires = excluded.expires, "
+	    "created = CASE WHEN egress_rules.expires != 0 AND "
+	    "egress_rules.expires <= ? THEN excluded.created ELSE "
+	    "egress_rules.created END", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, e->sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, px_egress_action_name(e->action), -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 3, e->rule, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 4, e->expires);
+	sqlite3_bind_int64(stmt, 5, e->created ? e->created :
+	    (int64_t)time(NULL));
+	sqlite3_bind_int64(stmt, 6, (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "adding egress rule");
+	if (created != NULL)
+		*created = !existed;
+	return PX_STORE_OK;
+}
+
+/* In a transaction: NOTFOUND unless the sandbox exists. */
+static int
+need_sandbox(struct px_store *st, const char *id, char *err, size_t errlen)
+{
+	int rc;
+
+	if (check_id(id, err, errlen))
+		return PX_STORE_ERR;
+	if ((rc = sandbox_exists(st, id, err, errlen)) == 1)
+		return PX_STORE_OK;
+	if (rc == 0) {
+		seterr(err, errlen, "no sandbox '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_ERR;
+}
+
+int
+px_store_egress_add(struct px_store *st, const struct px_egress_rule *e,
+    int *created, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!field_ok(e->sandbox, sizeof(e->sandbox)))
+		return PX_STORE_ERR;
+	if (tx_begin(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = need_sandbox(st, e->sandbox, err, errlen)) != PX_STORE_OK ||
+	    (rc = egress_insert(st, e, created, err, errlen)) != PX_STORE_OK) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st, err, errlen) == -1 ? PX_STORE_ERR : PX_STORE_OK;
+}
+
+int
+px_store_egress_rm(struct px_store *st, const char *sandbox,
+    enum px_egress_action action, const char *rule, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(sandbox, err, errlen))
+		return PX_STORE_ERR;
+	stmt = prepare(st, "DELETE FROM egress_rules WHERE sandbox = ? AND "
+	    "action = ? AND rule = ?", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, px_egress_action_name(action), -1,
+	    SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 3, rule, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "removing egress rule");
+	if (sqlite3_changes(st->db) == 0) {
+		seterr(err, errlen, "sandbox '%s' has no %s rule '%s'", sandbox,
+		    px_egress_action_name(action), rule);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_OK;
+}
+
+int
+px_store_egress_replace(struct px_store *st, const char *sandbox,
+    const char *mode, const struct px_egress_rule *rules, size_t n,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_egress_rule e;
+	size_t i;
+	int rc;
+
+	if (mode != NULL && mode[0] != '\0' && !mode_valid(mode)) {
+		seterr(err, errlen, "invalid egress mode");
+		return PX_STORE_ERR;
+	}
+	if (tx_begin(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	if ((rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK)
+		goto fail;
+	rc = PX_STORE_ERR;
+	stmt = prepare(st, "DELETE FROM egress_rules WHERE sandbox = ?", err,
+	    errlen);
+	if (stmt == NULL)
+		goto fail;
+	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
+	if (sqlite3_step(stmt) != SQLITE_DONE) {
+		sqlite3_finalize(stmt);
+		dberr(st, err, errlen, "replacing egress rules");
+		goto fail;
+	}
+	sqlite3_finalize(stmt);
+	for (i = 0; i < n; i++) {
+		e = rules[i];
+		snprintf(e.sandbox, sizeof(e.sandbox), "%s", sandbox);
+		if ((rc = egress_insert(st, &e, NULL, err, errlen)) !=
+		    PX_STORE_OK)
+			goto fail;
+	}
+	if (mode != NULL) {
+		rc = PX_STORE_ERR;
+		stmt = prepare(st, "UPDATE sandboxes SET egress_mode = ? "
+		    "WHERE id = ?", err, errlen);
+		if (stmt == NULL)
+			goto fail;
+		if (mode[0] != '\0')
+			sqlite3_bind_text(stmt, 1, mode, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
+		if (sqlite3_step(stmt) != SQLITE_DONE) {
+			sqlite3_finalize(stmt);
+			dberr(st, err, errlen, "setting egress mode");
+			goto fail;
+		}
+		sqlite3_finalize(stmt);
+	}
+	if (tx_commit(st, err, errlen) == -1)
+		return PX_STORE_ERR;
+	return PX_STORE_OK;
+fail:
+	tx_rollback(st);
+	return rc;
+}
+
+int
+px_store_egress_mode_set(struct px_store *st, const char *sandbox,
+    const char *mode, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (check_id(sandbox, err, errlen))
+		return PX_STORE_ERR;
+	if (mode == NULL || (mode[0] != '\0' && !mode_valid(mode))) {
+		seterr(err, errlen, "invalid egress mode");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "UPDATE sandboxes SET egress_mode = ? WHERE id = ?",
+	    err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	if (mode[0] != '\0')
+		sqlite3_bind_text(stmt, 1, mode, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "setting egress mode");
+	if (sqlite3_changes(st->db) == 0) {
+		seterr(err, errlen, "no sandbox '%s'", sandbox);
+		return PX_STORE_NOTFOUND;
+	}
+	return PX_STORE_OK;
+}
+
+int
+px_store_egress_list(struct px_store *st, const char *sandbox,
+    int (*cb)(const struct px_egress_rule *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_egress_rule e;
+	const unsigned char *x;
+	int rc, ret = PX_STORE_OK;
+
+	if (exec_sql(st, "BEGIN", err, errlen) == -1)
+		return PX_STORE_ERR;
+	if (sandbox != NULL &&
+	    (rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK) {
+		tx_rollback(st);
+		return rc;
+	}
+	/* 'allow' < 'deny': allow rules first. */
+	stmt = prepare(st, sandbox != NULL ?
+	    "SELECT sandbox, action, rule, expires, created FROM egress_rules "
+	    "WHERE (expires = 0 OR expires > ?) AND sandbox = ? "
+	    "ORDER BY sandbox, action, rule" :
+	    "SELECT sandbox, action, rule, expires, created FROM egress_rules "
+	    "WHERE (expires = 0 OR expires > ?) ORDER BY sandbox, action, rule",
+	    err, errlen);
+	if (stmt == NULL) {
+		tx_rollback(st);
+		return PX_STORE_ERR;
+	}
+	sqlite3_bind_int64(stmt, 1, (int64_t)time(NULL));
+	if (sandbox != NULL)
+		sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		memset(&e, 0, sizeof(e));
+		if ((x = sqlite3_column_text(stmt, 0)) != NULL)
+			snprintf(e.sandbox, sizeof(e.sandbox), "%s", x);
+		if ((x = sqlite3_column_text(stmt, 1)) != NULL)
+			(void)px_egress_action_parse((const char *)x, &e.action);
+		if ((x = sqlite3_column_text(stmt, 2)) != NULL)
+			snprintf(e.rule, sizeof(e.rule), "%s", x);
+		e.expires = sqlite3_column_int64(stmt, 3);
+		e.created = sqlite3_column_int64(stmt, 4);
+		if ((ret = cb(&e, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "listing egress rules");
+	sqlite3_finalize(stmt);
+	tx_rollback(st);
+	return ret;
+}
+
+/* ---- global policy ---- */
+
+int
+px_store_policy_get(struct px_store *st, char **out, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	const unsigned char *x;
+	int rc;
+
+	*out = NULL;
+	stmt = prepare(st, "SELECT doc FROM policy WHERE id = 1", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW && (x = sqlite3_column_text(stmt, 0)) != NULL &&
+	    (*out = strdup((const char *)x)) == NULL) {
+		sqlite3_finalize(stmt);
+		seterr(err, errlen, "out of memory");
+		return PX_STORE_ERR;
+	}
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "reading policy");
+	return PX_STORE_OK;
+}
+
+int
+px_store_policy_set(struct px_store *st, const char *doc, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (doc == NULL || doc[0] == '\0') {
+		seterr(err, errlen, "empty policy");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "INSERT INTO policy (id, doc, updated) VALUES "
+	    "(1, ?, ?) ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, "
+	    "updated = excluded.updated", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, doc, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, "setting policy");
+	return PX_STORE_OK;
 }

@@ -1,5 +1,7 @@
 /*
- * store.h — berth's durable state: sandboxes and their published ports.
+ * store.h — berth's durable state: sandboxes, their published ports,
+ * egress rules, access tokens (hashed) and lifecycle events, and ops'
+ * global policy.
  * The only implementation today is SQLite (<state_dir>/berth.db, WAL);
  * callers see only this interface so a fleet backend (etcd) can take its
  * place later. Every mutation is one transaction: a crash leaves the old
@@ -10,7 +12,7 @@
  * printed, never fatal). List functions call cb once per row, in a stable
  * order; cb returns 0 to go on, anything else stops the walk and becomes
  * the return value (use positive values so they cannot be mistaken for
- * PX_STORE_* codes). Callbacks must not modify the store. Row pointers are
+ * PX_STORE_* codes). Callbacks must not call into the store. Rows are
  * valid only during the callback. A px_store is not thread-safe: use it
  * from one thread (berthd's parent event loop).
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -37,6 +39,8 @@ struct px_sandbox {
 	int external;		/* 1: managed outside berth (no VM) */
 	char state[16];		/* one of PX_STATE_* */
 	int64_t created;	/* unix seconds; 0 on add means "now" */
+	char egress_mode[16];	/* "open", "allowlist", "closed"; "" follows
+				 * the global policy's mode */
 };
 
 enum px_host_header {
@@ -119,6 +123,111 @@ int px_store_port_list(struct px_store *, const char *sandbox,
 /* Every published port joined with its sandbox, read as one snapshot. */
 int px_store_routes(struct px_store *,
     int (*cb)(const struct px_route_row *, void *), void *arg,
+    char *err, size_t errlen);
+
+/* Sets the state of a sandbox (the VMM's transitions). */
+int px_store_sandbox_set_state(struct px_store *, const char *id,
+    const char *state, char *err, size_t errlen);
+
+/* ---- tokens ----
+ * A token is "berth_<base64url of 32 random bytes>", shown once; the
+ * store keeps only the hex SHA-256 of the whole string. sandbox "" is an
+ * admin token. A sandbox's tokens go with it. */
+#define PX_TOKEN_ID_MAX		23	/* "tok-" + 16 hex */
+struct px_token {
+	char id[PX_TOKEN_ID_MAX + 1];	/* public handle: rotate, revoke */
+	char sha256[65];		/* lower-case hex */
+	char sandbox[41];		/* "" for admin tokens */
+	char name[64];			/* free text label, may be "" */
+	int64_t created;		/* unix seconds; 0 on add: now */
+};
+
+/* EXISTS if the id or the hash is taken; NOTFOUND if the sandbox is. */
+int px_store_token_add(struct px_store *, const struct px_token *,
+    char *err, size_t errlen);
+int px_store_token_get(struct px_store *, const char *id,
+    struct px_token *out, char *err, size_t errlen);
+/* Replaces the hash (the old secret stops working in the same commit). */
+int px_store_token_rotate(struct px_store *, const char *id,
+    const char *new_sha256, char *err, size_t errlen);
+int px_store_token_rm(struct px_store *, const char *id,
+    char *err, size_t errlen);
+/* By id. sandbox NULL: all; "": admin tokens only; else that sandbox's. */
+int px_store_token_list(struct px_store *, const char *sandbox,
+    int (*cb)(const struct px_token *, void *), void *arg,
+    char *err, size_t errlen);
+
+/*
+ * Adds the sandbox, its token (tok may be NULL; its sandbox field is
+ * overwritten) and a "create" event in one transaction.
+ */
+int px_store_sandbox_create(struct px_store *, const struct px_sandbox *,
+    const struct px_token *tok, char *err, size_t errlen);
+
+/* ---- lifecycle events ---- */
+struct px_event {
+	int64_t seq;		/* assigned by the store, increasing */
+	char sandbox[41];
+	int64_t time_ms;	/* unix milliseconds; 0 on add: now */
+	char operation[16];	/* create, pause, suspend, resume, wake, ... */
+	char result[16];	/* ok, failed, refused */
+	char reason[256];	/* "" if none */
+	int64_t duration_ms;	/* -1: not measured */
+};
+
+/* NOTFOUND if the sandbox does not exist. *seq (may be NULL) is set. */
+int px_store_event_add(struct px_store *, const struct px_event *,
+    int64_t *seq, char *err, size_t errlen);
+/* Events with seq > after, oldest first, at most limit (0: no limit).
+ * NOTFOUND if the sandbox does not exist. */
+int px_store_event_list(struct px_store *, const char *sandbox, int64_t after,
+    int limit, int (*cb)(const struct px_event *, void *), void *arg,
+    char *err, size_t errlen);
+
+/* ---- egress rules ----
+ * Rule text is stored as given (callers store the canonical form of
+ * netctl/nc_rule.c); the store checks only its size and characters. An
+ * expired rule (expires != 0 and <= now) is not listed. */
+enum px_egress_action {
+	PX_EGRESS_ALLOW,
+	PX_EGRESS_DENY
+};
+
+struct px_egress_rule {
+	char sandbox[41];
+	enum px_egress_action action;
+	char rule[280];
+	int64_t expires;	/* unix seconds; 0: never */
+	int64_t created;	/* 0 on add: now */
+};
+
+/* Inserts, or updates the expiry of the same (sandbox, action, rule). */
+int px_store_egress_add(struct px_store *, const struct px_egress_rule *,
+    int *created, char *err, size_t errlen);
+/* NOTFOUND if there is no such rule. */
+int px_store_egress_rm(struct px_store *, const char *sandbox,
+    enum px_egress_action, const char *rule, char *err, size_t errlen);
+/* Replaces all rules of the sandbox and, when mode is not NULL, its
+ * egress mode ("" = follow the policy), in one transaction. */
+int px_store_egress_replace(struct px_store *, const char *sandbox,
+    const char *mode, const struct px_egress_rule *rules, size_t n,
+    char *err, size_t errlen);
+/* Sets only the egress mode ("" = follow the policy). */
+int px_store_egress_mode_set(struct px_store *, const char *sandbox,
+    const char *mode, char *err, size_t errlen);
+/* sandbox NULL: all, by sandbox; else NOTFOUND for an unknown sandbox.
+ * By sandbox, action (allow first), rule. */
+int px_store_egress_list(struct px_store *, const char *sandbox,
+    int (*cb)(const struct px_egress_rule *, void *), void *arg,
+    char *err, size_t errlen);
+const char *px_egress_action_name(enum px_egress_action);
+int px_egress_action_parse(const char *, enum px_egress_action *);
+
+/* ---- global policy: one JSON document, validated by the caller ---- */
+/* *out is malloc'd text, NULL when no policy was ever set. */
+int px_store_policy_get(struct px_store *, char **out, char *err,
+    size_t errlen);
+int px_store_policy_set(struct px_store *, const char *json_text,
     char *err, size_t errlen);
 
 /* Text names used by the API and the database. */

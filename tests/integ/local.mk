@@ -1,2 +1,19 @@
-# tests/integ: fragment of the top Makefile.am
-EXTRA_DIST += tests/smuggling
+# tests/integ: fragment of the top Makefile.am — berthd integration tests
+# (real daemon, netctl, testapp, curl, Chromium on loopback; root). Each
+# script prints TAP and exits 77 with a reason when it cannot run here.
+INTEG_PROXY_TESTS = \
+	tests/integ/proxy-basic.sh \
+	tests/integ/proxy-errors.sh \
+	tests/integ/proxy-stream.sh \
+	tests/integ/proxy-smuggling.sh \
+	tests/integ/proxy-signals.sh \
+	tests/integ/browser-ws.sh
+TESTS += $(INTEG_PROXY_TESTS)
+EXTRA_DIST += $(INTEG_PROXY_TESTS) \
+	tests/integ/lib.sh \
+	tests/integ/proxy_tool.py \
+	tests/integ/proxy_cdp.py \
+	tests/integ/proxy_smuggling_gen.py \
+	tests/smuggling
+# browser-ws.sh leaves its screenshot here for humans.
+CLEANFILES += tests/integ/browser-ws.png

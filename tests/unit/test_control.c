@@ -9,6 +9,7 @@
  */
 #include "control.h"
 #include "store.h"
+#include "token.h"
 #include "cli.h"
 #include "tap.h"
 
@@ -26,9 +27,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
-static char dir[64], sock[100], netctl[1024];
+static char dir[64], sock[100], netctl[1024], tcp_addr[64], tcp_url[80];
 static pid_t child = -1;
 
 /* ---- the server, in the child ---- */
@@ -71,6 +74,10 @@ serve(int ready_fd)
 	if (base == NULL || (st = px_store_open(dir, err, sizeof(err))) == NULL ||
 	    (ctl = px_control_new(base, st, sock, &hooks, err,
 	    sizeof(err))) == NULL) {
+		dprintf(ready_fd, "error: %s", err);
+		_exit(1);
+	}
+	if (px_control_listen_tcp(ctl, tcp_addr, NULL, err, sizeof(err)) == -1) {
 		dprintf(ready_fd, "error: %s", err);
 		_exit(1);
 	}
@@ -139,6 +146,27 @@ js(const char *path)
 	if (json_is_null(v))
 		return "null";
 	return v ? "(value)" : "(missing)";
+}
+
+/* One request over TCP with a bearer token (NULL: none). */
+static int
+treq(const char *token, const char *method, const char *target,
+    const char *body)
+{
+	struct cli_target t = { NULL, tcp_url, token, NULL };
+	char err[512];
+	int cf;
+
+	cli_response_free(&last);
+	json_decref(last_json);
+	last_json = NULL;
+	if (cli_http_do(&t, method, target, body, &last, &cf, err,
+	    sizeof(err)) == -1) {
+		diag("%s %s: %s", method, target, err);
+		return -1;
+	}
+	last_json = json_loadb(last.body, last.len, 0, NULL);
+	return last.status;
 }
 
 /* Sends raw bytes, reads until close; returns the response text. */
@@ -293,6 +321,20 @@ main(void)
 	atexit(cleanup);
 	snprintf(sock, sizeof(sock), "%s/control.sock", dir);
 	snprintf(netctl, sizeof(netctl), "%s/netctl/netctl", tb ? tb : ".");
+	{
+		struct sockaddr_in sin = { .sin_family = AF_INET };
+		socklen_t sl = sizeof(sin);
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(s, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+		    getsockname(s, (struct sockaddr *)&sin, &sl) == -1)
+			skip_all("no loopback TCP");
+		close(s);
+		snprintf(tcp_addr, sizeof(tcp_addr), "127.0.0.1:%u",
+		    ntohs(sin.sin_port));
+		snprintf(tcp_url, sizeof(tcp_url), "http://%s", tcp_addr);
+	}
 
 	/* URL shapes */
 	px_control_url(url, sizeof(url), "berth.localhost", 443, "sb-1", 80, NULL);
@@ -547,6 +589,280 @@ main(void)
 	    "routes_changed after each mutation (12)");
 	ok(strstr(last.body, "berth_control_responses_total{class=\"4xx\"}") !=
 	    NULL, "own counters");
+
+	/* ---- tokens, scoping, egress, policy, events, pagination ---- */
+	{
+		char tok1[128], tok1id[32], toka[128], tokaid[32], old[128];
+		char cmd[1024];
+		json_t *rt;
+		FILE *f;
+		int i;
+
+		is_int(req("POST", "/v1/sandboxes",
+		    "{\"id\":\"t-1\",\"address\":\"127.0.0.1\"}"), 201,
+		    "create t-1");
+		ok(strncmp(js("token"), "berth_", 6) == 0 &&
+		    strlen(js("token")) == 49, "create returns a token");
+		snprintf(tok1, sizeof(tok1), "%s", js("token"));
+		snprintf(tok1id, sizeof(tok1id), "%s", js("token_id"));
+		is_int(req("POST", "/v1/sandboxes",
+		    "{\"id\":\"t-2\",\"address\":\"127.0.0.2\"}"), 201,
+		    "create t-2");
+		is_int(req("POST", "/v1/tokens", "{\"admin\":true,"
+		    "\"name\":\"ops\"}"), 201, "admin token");
+		snprintf(toka, sizeof(toka), "%s", js("token"));
+		snprintf(tokaid, sizeof(tokaid), "%s", js("id"));
+		is_int(req("POST", "/v1/tokens", "{\"admin\":true,"
+		    "\"sandbox\":\"t-1\"}"), 400, "admin and sandbox: 400");
+		is_int(req("POST", "/v1/tokens", "{}"), 400, "neither: 400");
+		is_int(req("POST", "/v1/tokens", "{\"sandbox\":\"nope\"}"),
+		    404, "token for unknown sandbox: 404");
+		is_int(req("GET", "/v1/tokens", NULL), 200, "list tokens");
+		ok(strstr(last.body, "berth_") == NULL && strstr(last.body,
+		    "sha256") == NULL, "no secrets or hashes listed");
+
+		/* TCP: authentication */
+		is_int(treq(NULL, "GET", "/v1/health", NULL), 401,
+		    "TCP without token: 401");
+		is_str(js("error/code"), "unauthenticated", "code");
+		is_int(treq("berth_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+		    "GET", "/v1/health", NULL), 401, "unknown token: 401");
+		is_int(treq("nope", "GET", "/v1/health", NULL), 401,
+		    "malformed token: 401");
+		is_int(treq(toka, "GET", "/v1/sandboxes", NULL), 200,
+		    "admin token over TCP");
+		is_int(treq(toka, "PUT", "/v1/policy", "{\"deny\":"
+		    "[\"10.0.0.0/8\",\"*.evil.example\"],\"max_mode\":"
+		    "\"allowlist\"}"), 200, "admin sets policy");
+		is_str(js("deny/1"), "*.evil.example", "policy stored");
+
+		/* TCP: a sandbox token */
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-1", NULL), 200,
+		    "sandbox token reads its sandbox");
+		is_int(treq(tok1, "PUT", "/v1/sandboxes/t-1/ports/8080",
+		    "{\"visibility\":\"private\"}"), 201,
+		    "publishes on its sandbox");
+		is_int(treq(tok1, "PUT", "/v1/sandboxes/t-2/ports/8080", NULL),
+		    403, "refused on another sandbox");
+		is_str(js("error/code"), "forbidden", "code forbidden");
+		is_int(treq(tok1, "GET", "/v1/sandboxes", NULL), 403,
+		    "refused the list");
+		is_int(treq(tok1, "PUT", "/v1/policy", "{}"), 403,
+		    "refused global policy");
+		is_int(treq(tok1, "GET", "/v1/policy", NULL), 200,
+		    "may read the policy");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/egress",
+		    "{\"action\":\"allow\",\"rule\":\"Example.com:443/TCP\","
+		    "\"ttl\":\"1h\"}"), 201, "allows a name");
+		is_str(js("rule"), "example.com:443/tcp", "stored canonical");
+		ok(json_is_integer(json_object_get(last_json, "expires")),
+		    "with an expiry");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/egress",
+		    "{\"action\":\"allow\",\"rule\":\"10.1.0.0/16\"}"), 403,
+		    "cannot widen: overlaps global deny");
+		is_str(js("error/field"), "rule", "names rule");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/egress",
+		    "{\"action\":\"allow\",\"rule\":\"a.evil.example\"}"),
+		    403, "cannot allow under a denied wildcard");
+		is_int(treq(tok1, "PUT", "/v1/sandboxes/t-1/egress",
+		    "{\"mode\":\"open\"}"), 403, "cannot widen the mode");
+		is_int(treq(tok1, "PUT", "/v1/sandboxes/t-1/egress",
+		    "{\"mode\":\"closed\"}"), 200, "may narrow the mode");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/egress",
+		    "{\"action\":\"deny\",\"rule\":\"1.2.3.4/udp\"}"), 201,
+		    "adds a deny rule");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/egress",
+		    "{\"action\":\"allow\",\"rule\":\"10.1.2.0/16\"}"), 400,
+		    "bad rule: 400");
+		ok(strstr(js("error/message"), "host bits") != NULL,
+		    "parser says why: %s", js("error/message"));
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/egress",
+		    "{\"action\":\"allow\",\"rule\":\"x.org\",\"port\":1}"),
+		    400, "unknown field: 400");
+		is_str(js("error/field"), "port", "names it");
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-1/egress", NULL), 200,
+		    "egress show");
+		is_str(js("effective_mode"), "closed", "mode closed");
+		is_str(js("rules/0/rule"), "example.com:443/tcp", "allow first");
+		is_str(js("rules/1/action"), "deny", "then deny");
+		is_int(treq(tok1, "DELETE",
+		    "/v1/sandboxes/t-1/egress/deny/1.2.3.4%2Fudp", NULL), 204,
+		    "removes one rule");
+		is_int(treq(tok1, "DELETE",
+		    "/v1/sandboxes/t-1/egress/deny/1.2.3.4%2Fudp", NULL), 404,
+		    "again: 404");
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-1/egress/log", NULL),
+		    200, "egress log");
+		is_str(js("available"), "false", "no log without netctl");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/pause", "{}"), 409,
+		    "pause of an external sandbox: 409");
+		ok(strstr(js("error/message"), "not a VM-backed") != NULL,
+		    "says why");
+		is_int(treq(tok1, "POST", "/v1/sandboxes/t-1/suspend", "{}"),
+		    403, "sandbox token may not suspend");
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-1/events", NULL), 200,
+		    "events");
+		is_str(js("events/0/operation"), "create", "create event");
+		is_str(js("events/1/operation"), "pause", "pause attempt");
+		is_str(js("events/1/result"), "refused", "refused");
+		is_str(js("events/1/reason"), "not a VM-backed sandbox", "reason");
+		is_int(treq(tok1, "DELETE", "/v1/sandboxes/t-1", NULL), 403,
+		    "sandbox token may not delete");
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-2/events", NULL), 403,
+		    "nor read another's events");
+
+		/* routes for the workers */
+		{
+			char err2[256], hex[65];
+			struct px_store *st2 = px_store_open(dir, err2,
+			    sizeof(err2));
+			json_t *tokens, *tk;
+			size_t k;
+			int found = 0, admin_found = 0;
+
+			rt = st2 ? px_control_routes_json(st2, "berth.localhost",
+			    err2, sizeof(err2)) : NULL;
+			ok(rt != NULL, "routes JSON: %s", rt ? "" : err2);
+			is_str(json_string_value(json_object_get(rt, "type")),
+			    "routes", "type routes");
+			tokens = json_object_get(json_object_get(rt, "routes"),
+			    "tokens");
+			px_token_hash_hex(tok1, strlen(tok1), hex);
+			json_array_foreach(tokens, k, tk) {
+				const char *h = json_string_value(
+				    json_object_get(tk, "sha256"));
+
+				if (h && strcmp(h, hex) == 0 && strcmp(
+				    json_string_value(json_object_get(tk,
+				    "sandbox")), "t-1") == 0)
+					found = 1;
+				if (json_is_null(json_object_get(tk, "sandbox")))
+					admin_found = 1;
+			}
+			ok(found, "sandbox token hash with its sandbox");
+			ok(admin_found, "admin token with sandbox null");
+			json_decref(rt);
+			px_store_close(st2);
+		}
+
+		/* rotation and revocation */
+		snprintf(old, sizeof(old), "%s", tok1);
+		snprintf(cmd, sizeof(cmd), "/v1/tokens/%s/rotate", tok1id);
+		is_int(treq(tok1, "POST", cmd, "{}"), 200, "token rotates itself");
+		snprintf(tok1, sizeof(tok1), "%s", js("token"));
+		is_int(treq(old, "GET", "/v1/sandboxes/t-1", NULL), 401,
+		    "old secret refused");
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-1", NULL), 200,
+		    "new secret works");
+		snprintf(cmd, sizeof(cmd), "/v1/tokens/%s", tok1id);
+		is_int(treq(tok1, "DELETE", cmd, NULL), 403,
+		    "sandbox token cannot revoke");
+		is_int(req("DELETE", cmd, NULL), 204, "admin revokes");
+		is_int(treq(tok1, "GET", "/v1/sandboxes/t-1", NULL), 401,
+		    "revoked token refused");
+		is_int(req("DELETE", cmd, NULL), 404, "revoke again: 404");
+
+		/* pagination */
+		for (i = 0; i < 5; i++) {
+			snprintf(cmd, sizeof(cmd), "{\"id\":\"p-%d\",\"address\":"
+			    "\"10.9.0.%d\"}", i, i + 1);
+			req("POST", "/v1/sandboxes", cmd);
+		}
+		is_int(req("GET", "/v1/sandboxes?limit=2", NULL), 200, "page 1");
+		is_int((long long)json_array_size(json_object_get(last_json,
+		    "sandboxes")), 2, "two rows");
+		snprintf(cmd, sizeof(cmd), "/v1/sandboxes?limit=2&after=%s",
+		    js("next"));
+		is_int(req("GET", cmd, NULL), 200, "page 2");
+		is_str(js("sandboxes/0/id"), "p-2", "continues after the cursor");
+		is_int(req("GET", "/v1/sandboxes?limit=0", NULL), 400,
+		    "limit 0: 400");
+		is_str(js("error/field"), "limit", "names limit");
+		is_int(run("sandbox ls"), 0, "netctl follows pages");
+
+		/* netctl over TCP and the new nouns */
+		snprintf(cmd, sizeof(cmd), "--url %s --token %s status", tcp_url,
+		    toka);
+		is_int(run(cmd), 0, "netctl --url --token status");
+		snprintf(cmd, sizeof(cmd), "--url %s --token %s status", tcp_url,
+		    old);
+		is_int(run(cmd), 4, "bad token: exit 4");
+		is_int(run("--url http://127.0.0.1:1 status"), 2,
+		    "--url without token: exit 2");
+		is_int(run("egress allow t-2 github.com:443 '*.npmjs.org' "
+		    "--ttl 10m"), 0, "netctl egress allow");
+		is_int(run("egress show t-2"), 0, "netctl egress show");
+		ok(strstr(out, "github.com:443") && strstr(out, "*.npmjs.org"),
+		    "shows rules");
+		is_int(run("egress allow t-2 10.0.0.1"), 4,
+		    "outside policy: exit 4");
+		is_int(run("egress rm t-2 allow github.com:443"), 0, "egress rm");
+		is_int(run("egress mode t-2 closed"), 0, "egress mode");
+		is_int(run("egress reset t-2"), 0, "egress reset");
+		is_int(run("egress log t-2"), 0, "egress log");
+		is_int(run("sandbox pause t-2"), 1, "pause external: exit 1");
+		is_int(run("sandbox events t-2"), 0, "sandbox events");
+		ok(strstr(out, "refused") != NULL, "lists the refusal");
+		is_int(run("policy show"), 0, "policy show");
+		ok(strstr(out, "10.0.0.0/8") != NULL, "shows deny");
+		is_int(run("policy set --max-mode wide"), 1, "bad mode: exit 1");
+		is_int(run("policy set --allow ''"), 0, "policy set");
+		is_int(run("token create --sandbox t-2 --name ci"), 0,
+		    "token create");
+		ok(strncmp(out, "berth_", 6) == 0, "prints the token");
+		is_int(run("token create"), 2, "needs a scope: exit 2");
+		is_int(run("token ls"), 0, "token ls");
+		ok(strstr(out, "ci") && strstr(out, "admin"), "lists them");
+		is_int(run("help egress allow"), 0, "help egress allow");
+
+		/* MCP over stdio, with the admin socket */
+		snprintf(cmd, sizeof(cmd), "printf '%%s\n' "
+		    "'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+		    "\"params\":{\"protocolVersion\":\"2024-11-05\"}}' "
+		    "'{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
+		    "initialized\"}' "
+		    "'{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}' "
+		    "'{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\","
+		    "\"params\":{\"name\":\"publish_port\",\"arguments\":"
+		    "{\"port\":5000}}}' "
+		    "'{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\","
+		    "\"params\":{\"name\":\"pause\",\"arguments\":{}}}' "
+		    "'{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"nope\"}' "
+		    "| BERTH_STATE_DIR= '%s' -s '%s' mcp --sandbox t-2 >'%s/mcp'",
+		    netctl, dir, dir);
+		ok(system(cmd) == 0, "netctl mcp runs");
+		snprintf(cmd, sizeof(cmd), "%s/mcp", dir);
+		if ((f = fopen(cmd, "r")) != NULL) {
+			char line[16384];
+			int nl = 0;
+
+			while (fgets(line, sizeof(line), f) != NULL) {
+				nl++;
+				if (nl == 1)
+					ok(strstr(line, "\"protocolVersion\"") &&
+					    strstr(line, "\"id\":1"), "initialize");
+				if (nl == 2)
+					ok(strstr(line, "publish_port") &&
+					    strstr(line, "egress_log") &&
+					    strstr(line, "inputSchema"),
+					    "tools/list has the tools");
+				if (nl == 3)
+					ok(strstr(line, "https://5000-t-2.berth."
+					    "localhost:8443/") && strstr(line,
+					    "\"isError\":false"),
+					    "publish_port returns the URL");
+				if (nl == 4)
+					ok(strstr(line, "\"isError\":true") &&
+					    strstr(line, "VM-backed"),
+					    "pause reports the refusal");
+				if (nl == 5)
+					ok(strstr(line, "-32601") != NULL,
+					    "unknown method: -32601");
+			}
+			fclose(f);
+			is_int(nl, 5, "five answers (none for the notification)");
+		}
+	}
 
 	/* state survives the server */
 	stop_child();

@@ -136,6 +136,9 @@ main(void)
 		return done_testing();
 	ok(stat(dir, &sst) == 0 && (sst.st_mode & 0777) == 0700,
 	    "state dir created 0700");
+	snprintf(path, sizeof(path), "%s/berth.db", dir);
+	ok(stat(path, &sst) == 0 && (sst.st_mode & 0777) == 0600,
+	    "database file is 0600");
 
 	/* sandboxes */
 	sb = mksb("sb-1", "10.0.0.2");

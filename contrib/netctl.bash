@@ -1,0 +1,51 @@
+# bash completion for netctl(8)
+# SPDX-License-Identifier: GPL-2.0-or-later
+_netctl()
+{
+	local cur prev words cword
+	_init_completion 2>/dev/null || {
+		cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}
+		words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD
+	}
+	local nouns="sandbox port egress policy token status mcp help"
+	local globals="--json --state-dir --url --token --cacert --help"
+	case $prev in
+	-s|--state-dir|--cacert) COMPREPLY=($(compgen -f -- "$cur")); return;;
+	--host-header) COMPREPLY=($(compgen -W "preserve upstream" -- "$cur")); return;;
+	--default-mode|--max-mode) COMPREPLY=($(compgen -W "open allowlist closed" -- "$cur")); return;;
+	--url|--token|--address|--host|--ttl|--name|--deny|--allow) return;;
+	esac
+	local i noun= verb=
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow) ((i++));;
+		-*) ;;
+		*) if [[ -z $noun ]]; then noun=${words[i]}; elif [[ -z $verb ]]; then verb=${words[i]}; fi;;
+		esac
+	done
+	if [[ -z $noun ]]; then
+		COMPREPLY=($(compgen -W "$nouns $globals" -- "$cur")); return
+	fi
+	if [[ -z $verb ]]; then
+		case $noun in
+		sandbox) COMPREPLY=($(compgen -W "add create ls show pause suspend resume rm events" -- "$cur"));;
+		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
+		egress) COMPREPLY=($(compgen -W "show allow deny rm mode reset log" -- "$cur"));;
+		policy) COMPREPLY=($(compgen -W "show set" -- "$cur"));;
+		token) COMPREPLY=($(compgen -W "create ls rotate revoke" -- "$cur"));;
+		mcp) COMPREPLY=($(compgen -W "--sandbox" -- "$cur"));;
+		help) COMPREPLY=($(compgen -W "sandbox port egress policy token status mcp" -- "$cur"));;
+		esac
+		return
+	fi
+	case "$noun $verb" in
+	"port publish") COMPREPLY=($(compgen -W "--private --public --host --host-header" -- "$cur"));;
+	"egress allow"|"egress deny") COMPREPLY=($(compgen -W "--ttl" -- "$cur"));;
+	"egress mode") COMPREPLY=($(compgen -W "open allowlist closed default" -- "$cur"));;
+	"egress rm") COMPREPLY=($(compgen -W "allow deny" -- "$cur"));;
+	"policy set") COMPREPLY=($(compgen -W "--default-mode --max-mode --deny --allow" -- "$cur"));;
+	"token create") COMPREPLY=($(compgen -W "--admin --sandbox --name" -- "$cur"));;
+	"sandbox add"|"sandbox create") COMPREPLY=($(compgen -W "--address" -- "$cur"));;
+	esac
+}
+complete -F _netctl netctl

@@ -1,0 +1,300 @@
+# tests/integ/lib.sh — shared harness for berthd integration scripts.
+#
+# Sourced by tests/integ/proxy-*.sh and browser-*.sh (POSIX sh: dash runs
+# them). Gives TAP output, a temp dir and process bookkeeping cleaned up by
+# one EXIT trap, free loopback ports, and helpers that start berthd and
+# testapp and wait for their "ready"/"listening" lines rather than sleeping.
+#
+# Environment: top_builddir (absolute; default: the source tree itself) and
+# top_srcdir (default: two levels above this file).
+# SPDX-License-Identifier: GPL-2.0-or-later
+
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+export top_srcdir top_builddir
+
+BERTHD=${BERTHD:-$top_builddir/proxy/berthd}
+NETCTL=${NETCTL:-$top_builddir/netctl/netctl}
+TESTAPP=${TESTAPP:-$top_builddir/vmm/guest/testapp}
+PYTOOL="$top_srcdir/tests/integ/proxy_tool.py"
+DOMAIN=berth.localhost
+
+# ---- TAP -------------------------------------------------------------------
+_t_n=0
+_t_fail=0
+
+# skip_all REASON: the script cannot run here; the runner turns 77 into a
+# TAP skip with the last stderr line as the reason.
+skip_all() { echo "$*" >&2; exit 77; }
+
+bail() {
+	echo "Bail out! $*"
+	_t_fail=$((_t_fail + 1))
+	exit 1
+}
+
+ok() { _t_n=$((_t_n + 1)); echo "ok $_t_n - $*"; }
+not_ok() { _t_n=$((_t_n + 1)); _t_fail=$((_t_fail + 1)); echo "not ok $_t_n - $*"; }
+
+# check DESC CMD...: one TAP line from a command's exit status. Output of a
+# failing command goes to stderr as "#"-prefixed diagnostics.
+check() {
+	_d=$1; shift
+	if _out=$("$@" 2>&1); then ok "$_d"
+	else not_ok "$_d"; diag "$_out"; fi
+}
+
+diag() { [ -n "$*" ] && printf '%s\n' "$*" | sed 's/^/# /' >&2; return 0; }
+
+# is DESC GOT WANT
+is() {
+	if [ "$2" = "$3" ]; then ok "$1"
+	else not_ok "$1"; diag "got: '$2'" "want: '$3'"; fi
+}
+
+# like DESC GOT PATTERN (grep -E)
+like() {
+	if printf '%s' "$2" | grep -Eq -- "$3"; then ok "$1"
+	else not_ok "$1"; diag "got: '$(printf '%s' "$2" | head -c 2000)'" "want match: '$3'"; fi
+}
+
+unlike() {
+	if printf '%s' "$2" | grep -Eq -- "$3"; then
+		not_ok "$1"; diag "got: '$(printf '%s' "$2" | head -c 2000)'" "must not match: '$3'"
+	else ok "$1"; fi
+}
+
+done_testing() {
+	echo "1..$_t_n"
+	[ "$_t_fail" -eq 0 ]
+}
+
+# ---- requirements ----------------------------------------------------------
+need_root() { [ "$(id -u)" = 0 ] || skip_all "needs root (workers drop to user nobody)"; }
+need_tool() {
+	for _x in "$@"; do
+		command -v "$_x" >/dev/null 2>&1 || skip_all "$_x not installed"
+	done
+}
+need_bin() {
+	for _x in "$@"; do
+		[ -x "$_x" ] || skip_all "$_x not built"
+	done
+}
+need_berth() {
+	need_root
+	need_tool python3 curl openssl
+	need_bin "$BERTHD" "$NETCTL" "$TESTAPP"
+}
+
+# ---- temp dir, processes, cleanup -----------------------------------------
+# T: the test's temp dir, world-traversable so workers running as nobody
+# can read what tests put there (acme_dir). Every background process a
+# test starts goes through spawn so the EXIT trap can end it.
+T=$(mktemp -d "${TMPDIR:-/tmp}/berth-integ.XXXXXX") || exit 99
+chmod 755 "$T"
+: >"$T/pids"
+
+_cleanup() {
+	_rc=$?
+	set +e
+	# Newest first: clients before servers. berthd's workers are its
+	# children; end them too in case the parent dies without reaping.
+	for _p in $(tac "$T/pids" 2>/dev/null); do
+		if kill -0 "$_p" 2>/dev/null; then
+			_kids=$(pgrep -P "$_p" 2>/dev/null)
+			kill -TERM "$_p" 2>/dev/null
+			_i=0
+			while kill -0 "$_p" 2>/dev/null && [ $_i -lt 30 ]; do
+				sleep 0.1; _i=$((_i + 1))
+			done
+			kill -KILL "$_p" $_kids 2>/dev/null
+		fi
+	done
+	wait 2>/dev/null
+	if [ -n "${KEEP_TMP:-}" ]; then echo "# kept $T" >&2; else rm -rf "$T"; fi
+	exit $_rc
+}
+trap _cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# spawn LOGFILE CMD...: run CMD in the background, stdout+stderr to
+# LOGFILE; sets SPAWNED to its pid.
+spawn() {
+	_log=$1; shift
+	# The py function would run in a subshell whose pid is not python's:
+	# spawn python itself so that killing SPAWNED ends it.
+	[ "$1" = py ] && { shift; set -- python3 "$PYTOOL" "$@"; }
+	"$@" >"$_log" 2>&1 &
+	SPAWNED=$!
+	echo "$SPAWNED" >>"$T/pids"
+}
+
+# wait_for SECONDS CMD...: poll CMD every 50 ms until it succeeds or the
+# deadline passes.
+wait_for() {
+	_secs=$1; shift
+	_end=$(( $(date +%s) + _secs ))
+	while :; do
+		"$@" >/dev/null 2>&1 && return 0
+		[ "$(date +%s)" -ge "$_end" ] && return 1
+		sleep 0.05
+	done
+}
+
+# wait_log SECONDS FILE PATTERN [PID]: wait for a line matching PATTERN
+# (grep -E); fail early if PID dies.
+wait_log() {
+	_secs=$1 _f=$2 _pat=$3 _pid=${4:-}
+	_end=$(( $(date +%s) + _secs ))
+	while :; do
+		grep -Eq -- "$_pat" "$_f" 2>/dev/null && return 0
+		if [ -n "$_pid" ] && ! kill -0 "$_pid" 2>/dev/null; then
+			grep -Eq -- "$_pat" "$_f" 2>/dev/null && return 0
+			return 1
+		fi
+		[ "$(date +%s)" -ge "$_end" ] && return 1
+		sleep 0.05
+	done
+}
+
+# wait_gone SECONDS PID: wait for a process to exit.
+wait_gone() {
+	_secs=$1 _pid=$2
+	_end=$(( $(date +%s) + _secs ))
+	while kill -0 "$_pid" 2>/dev/null; do
+		# a zombie child of ours counts as gone
+		case $(awk '{print $3}' "/proc/$_pid/stat" 2>/dev/null) in Z|"") return 0;; esac
+		[ "$(date +%s)" -ge "$_end" ] && return 1
+		sleep 0.05
+	done
+}
+
+# free_port: print a TCP port free on 127.0.0.1 now (the kernel picks it;
+# callers bind it right after).
+free_port() {
+	python3 -c 'import socket
+s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# ---- testapp ---------------------------------------------------------------
+# start_testapp NAME [ARGS...]: start testapp with its request log at
+# $T/NAME.reqlog, on TA_ADDR (default 127.0.0.1) and TA_PORT_WANT
+# (default 0: testapp picks a free port and says which); sets TA_PORT,
+# TA_PID, TA_REQLOG, TA_LOG.
+start_testapp() {
+	_name=$1; shift
+	TA_REQLOG="$T/$_name.reqlog"
+	TA_LOG="$T/$_name.log"
+	: >"$TA_REQLOG"
+	spawn "$TA_LOG" "$TESTAPP" -l "${TA_ADDR:-127.0.0.1}" -p "${TA_PORT_WANT:-0}" \
+		-L "$TA_REQLOG" "$@"
+	TA_PID=$SPAWNED
+	if ! wait_log 10 "$TA_LOG" "listening on" "$TA_PID"; then
+		cat "$TA_LOG" >&2
+		bail "testapp $_name did not start"
+	fi
+	TA_PORT=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$TA_LOG" | head -n 1)
+	[ -n "$TA_PORT" ] || bail "testapp $_name: no port in '$(cat "$TA_LOG")'"
+}
+
+# ---- berthd ----------------------------------------------------------------
+# berthd_config [EXTRA LINES...]: write $T/berth.conf with fresh ports;
+# sets HTTPS_PORT, HTTP_PORT, STATE, CONF, ACME_DIR. Extra arguments are
+# appended as config lines (e.g. "timeout response 2s").
+berthd_config() {
+	HTTPS_PORT=$(free_port)
+	HTTP_PORT=$(free_port)
+	while [ "$HTTP_PORT" = "$HTTPS_PORT" ]; do HTTP_PORT=$(free_port); done
+	STATE="$T/state"
+	CONF="$T/berth.conf"
+	ACME_DIR="$T/acme"
+	mkdir -p "$STATE" "$ACME_DIR"
+	chmod 755 "$ACME_DIR"
+	{
+		echo "# generated by $(basename "$0")"
+		echo "domain $DOMAIN"
+		echo "listen https 127.0.0.1:$HTTPS_PORT"
+		echo "listen http 127.0.0.1:$HTTP_PORT"
+		echo "workers ${WORKERS:-1}"
+		echo "user nobody"
+		echo "acme_dir $ACME_DIR"
+		echo "access_log stderr"
+		for _l in "$@"; do echo "$_l"; done
+	} >"$CONF"
+}
+
+# start_berthd: start berthd on $CONF/$STATE; waits for "ready". Sets
+# BERTHD_PID and BERTHD_LOG.
+start_berthd() {
+	BERTHD_LOG="$T/berthd.log"
+	spawn "$BERTHD_LOG" "$BERTHD" -f "$CONF" -s "$STATE" ${BERTHD_ARGS:-}
+	BERTHD_PID=$SPAWNED
+	if ! wait_log 30 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID"; then
+		tail -n 40 "$BERTHD_LOG" >&2
+		bail "berthd did not log ready"
+	fi
+	CA="$STATE/tls/ca.pem"
+	[ -s "$CA" ] || bail "berthd made no $CA"
+}
+
+# berthd_workers: pids of berthd's worker processes (its children).
+berthd_workers() { pgrep -P "$BERTHD_PID" | sort -n; }
+
+netctl() { "$NETCTL" -s "$STATE" "$@"; }
+
+# host_for PORT SANDBOX
+host_for() { echo "$1-$2.$DOMAIN"; }
+url_for() { echo "https://$1-$2.$DOMAIN:$HTTPS_PORT"; }
+
+# bcurl ARGS...: curl trusting the dev CA, every *.berth.localhost name
+# pinned to 127.0.0.1 on both listeners (curl resolves *.localhost itself,
+# but may try ::1 first).
+bcurl() {
+	curl -sS --cacert "$CA" --connect-to "::127.0.0.1:" --max-time "${CURL_MAX_TIME:-30}" "$@"
+}
+
+# publish SANDBOX PORT [ARGS...]: add the sandbox if needed, publish the
+# port, and wait until a worker routes it (the route table is pushed to
+# workers asynchronously). Prints netctl's output. The sandbox's address
+# is SB_ADDR (default 127.0.0.1).
+publish() {
+	_sb=$1 _port=$2; shift 2
+	netctl sandbox add "$_sb" --address "${SB_ADDR:-127.0.0.1}" >/dev/null 2>&1
+	netctl port publish "$_sb" "$_port" "$@" || return 1
+	wait_routed "$_sb" "$_port"
+}
+
+# wait_routed SANDBOX PORT: until berthd answers anything but 404 there.
+wait_routed() {
+	wait_for 10 _routed "$1" "$2"
+}
+_routed() {
+	_c=$(bcurl -o /dev/null -w '%{http_code}' "$(url_for "$2" "$1")/healthz" 2>/dev/null)
+	[ -n "$_c" ] && [ "$_c" != 404 ] && [ "$_c" != 000 ]
+}
+
+# py ARGS...: the python helper
+py() { python3 "$PYTOOL" "$@"; }
+
+# json_get JSON EXPR: evaluate a python expression on parsed JSON `j`.
+json_get() {
+	printf '%s' "$1" | python3 -c 'import json,sys
+j=json.load(sys.stdin)
+v=eval(sys.argv[1])
+print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$2"
+}
+
+# proc_kb PID FIELD: VmRSS/VmHWM of a process in kB.
+proc_kb() { awk -v f="$2:" '$1==f {print $2}' "/proc/$1/status" 2>/dev/null; }
+
+# max_worker_kb FIELD: largest FIELD over berthd and its workers, kB.
+max_worker_kb() {
+	_m=0
+	for _p in "$BERTHD_PID" $(berthd_workers); do
+		_v=$(proc_kb "$_p" "$1")
+		[ -n "$_v" ] && [ "$_v" -gt "$_m" ] && _m=$_v
+	done
+	echo "$_m"
+}
