@@ -62,6 +62,7 @@ static struct {
 	char		 empty_dir[PATH_MAX];
 	struct px_store	*store;
 	struct px_control *control;
+	struct px_tls	*control_tls;
 	struct slot	 slots[MAX_WORKERS];
 	int		 nslots;
 	json_t		*certs;		/* [{cert, key}] PEM text */
@@ -794,8 +795,34 @@ rotate_tickets(evutil_socket_t fd, short what, void *arg)
 	memmove(P.tickets[1], P.tickets[0], PX_TICKET_KEY_LEN);
 	if (RAND_bytes(P.tickets[0], PX_TICKET_KEY_LEN) != 1)
 		fatalx("RAND_bytes");
+	px_tls_set_ticket_keys((const unsigned char (*)[PX_TICKET_KEY_LEN])P.tickets,
+	    PX_TICKET_KEYS);	/* the control listener's own contexts */
 	send_all(json_pack("{s:s,s:o}", "type", "tickets", "keys", tickets_json()));
 	log_debug("rotated session ticket keys");
+}
+
+/* The control API over TLS for remote agents (bearer tokens required),
+ * with the default certificate: https://api.<domain>:<port>/ verifies
+ * against the dev CA or the operator's wildcard. */
+static void
+start_control_tcp(void)
+{
+	struct px_tls_cert tc;
+	char err[256];
+	json_t *c = json_array_get(P.certs, 0);
+
+	tc.cert_pem = json_string_value(json_object_get(c, "cert"));
+	tc.cert_len = strlen(tc.cert_pem);
+	tc.key_pem = json_string_value(json_object_get(c, "key"));
+	tc.key_len = strlen(tc.key_pem);
+	if (P.control_tls == NULL &&
+	    (P.control_tls = px_tls_new(&tc, 1, err, sizeof(err))) == NULL)
+		fatalx("control_listen: %s", err);
+	if (px_control_listen_tcp(P.control, P.cfg.control_listen,
+	    px_tls_default_ctx(P.control_tls), err, sizeof(err)) != 0)
+		fatalx("control_listen %s: %s", P.cfg.control_listen, err);
+	log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)", P.cfg.domain,
+	    strrchr(P.cfg.control_listen, ':') + 1);
 }
 
 static int
@@ -886,6 +913,8 @@ main(int argc, char **argv)
 	if (RAND_bytes(P.tickets[0], PX_TICKET_KEY_LEN) != 1 ||
 	    RAND_bytes(P.tickets[1], PX_TICKET_KEY_LEN) != 1)
 		fatalx("RAND_bytes");
+	px_tls_set_ticket_keys((const unsigned char (*)[PX_TICKET_KEY_LEN])P.tickets,
+	    PX_TICKET_KEYS);
 	P.access_fd = open_access_log(&P.cfg);
 	P.acme_fd = -1;
 	if (P.cfg.acme_dir != NULL &&
@@ -927,6 +956,8 @@ main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)
 		fatalx("control socket: %s", err);
+	if (P.cfg.control_listen != NULL)
+		start_control_tcp();
 
 	ev_hup = evsignal_new(P.base, SIGHUP, sighup_cb, NULL);
 	ev_term = evsignal_new(P.base, SIGTERM, sigterm_cb, NULL);

@@ -45,6 +45,7 @@ px_config_free(struct px_config *c)
 	free(c->user);
 	free(c->acme_dir);
 	free(c->access_log);
+	free(c->control_listen);
 	for (i = 0; i < c->ncerts; i++) {
 		free(c->certs[i].cert);
 		free(c->certs[i].key);
@@ -272,6 +273,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			    argv[1][0] != '/')
 				ERR("access_log: expected 'stderr', 'off' or an absolute path");
 			set_str(&c->access_log, argv[1]);
+		} else if (strcmp(argv[0], "control_listen") == 0) {
+			struct sockaddr_storage ss;
+			socklen_t sl;
+			unsigned port;
+
+			NARGS(1);
+			if (px_parse_sockaddr(argv[1], &ss, &sl, &port) != 0)
+				ERR("control_listen: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[1]);
+			set_str(&c->control_listen, argv[1]);
 		} else if (strcmp(argv[0], "certificate") == 0) {
 			NARGS(2);
 			if (c->ncerts >= PX_MAX_CERTS)

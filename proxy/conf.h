@@ -36,6 +36,7 @@ struct px_config {
 	char		*user;
 	char		*acme_dir;
 	char		*access_log;		/* "stderr", "off" or a path */
+	char		*control_listen;	/* ADDR:PORT of the TLS control API, or NULL */
 	struct px_certspec certs[PX_MAX_CERTS];
 	int		 ncerts;
 	/* milliseconds */

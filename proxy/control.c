@@ -2388,6 +2388,8 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 
+	if (what & BEV_EVENT_CONNECTED)
+		return;		/* TLS handshake done */
 	if ((what & BEV_EVENT_TIMEOUT) && !c->closing &&
 	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
 		/* a request started and stalled: say so, then close */

@@ -57,7 +57,7 @@ ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv,
 	int i;
 
 	if (nticket_keys == 0)
-		return -1;
+		return 0;	/* no ticket, no resumption: never an error */
 	if (enc) {
 		k = ticket_keys[0];
 		memcpy(name, k, 16);
@@ -320,6 +320,12 @@ px_tls_unref(struct px_tls *t)
 {
 	if (t != NULL && --t->refs == 0)
 		tls_free(t);
+}
+
+SSL_CTX *
+px_tls_default_ctx(struct px_tls *t)
+{
+	return t->ctxs[0];
 }
 
 SSL *

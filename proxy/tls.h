@@ -30,6 +30,9 @@ struct px_tls *px_tls_new(const struct px_tls_cert *certs, int n,
     char *err, size_t errlen);
 void px_tls_ref(struct px_tls *);
 void px_tls_unref(struct px_tls *);
+/* The default certificate's context (for listeners other than the
+ * proxy's, e.g. the control API over TCP). */
+SSL_CTX *px_tls_default_ctx(struct px_tls *);
 /* A new server-side SSL on the default context (SNI may switch it). */
 SSL *px_tls_ssl(struct px_tls *);
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers

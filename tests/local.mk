@@ -11,3 +11,7 @@ tests_unit_test_route_SOURCES = tests/unit/test_route.c proxy/route.c proxy/vali
 tests_unit_test_route_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_route_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
 tests_unit_test_conf_SOURCES = tests/unit/test_conf.c proxy/conf.c proxy/valid.c
+
+# Private URLs (tokens, cookie exchange) and the TLS control listener.
+TESTS += tests/integ/proxy-private.sh
+EXTRA_DIST += tests/integ/proxy-private.sh

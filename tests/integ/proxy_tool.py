@@ -210,8 +210,9 @@ def ws_handshake(a, s, r, path):
     key = base64.b64encode(os.urandom(16)).decode()
     s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
                "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-               "Sec-WebSocket-Version: 13\r\nOrigin: https://%s\r\n\r\n"
-               % (path, a.host, key, a.host)).encode())
+               "Sec-WebSocket-Version: 13\r\nOrigin: https://%s\r\n%s\r\n"
+               % (path, a.host, key, a.host,
+                  "".join(h + "\r\n" for h in getattr(a, "header", None) or []))).encode())
     return read_head(r)
 
 
@@ -471,6 +472,7 @@ def main():
     x.add_argument("--path", default="/ws")
     x.add_argument("--ready")
     x.add_argument("--hold")
+    x.add_argument("--header", action="append", default=[])
     x.add_argument("messages", nargs="+")
     x = sub.add_parser("ws-refuse")
     x.add_argument("--path", default="/ws?refuse=1")

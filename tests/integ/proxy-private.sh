@@ -1,0 +1,81 @@
+#!/bin/sh
+# proxy-private.sh — private URLs and the TLS control listener, end to
+# end: a sandbox token in Authorization: Bearer, in ?berth_token= (traded
+# for a host-scoped HttpOnly cookie with a 302), or in that cookie; no
+# token 401, a wrong one 401, another sandbox's 403; the token never
+# reaches the guest; a private WebSocket works with the cookie; the
+# control API over TLS takes bearer tokens and refuses others.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+
+CTL_PORT=$(free_port)
+berthd_config "control_listen 127.0.0.1:$CTL_PORT"
+start_berthd
+start_testapp app
+
+out=$(netctl sandbox add pv-1 --address 127.0.0.1) || bail "sandbox add: $out"
+tok=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
+out2=$(netctl sandbox add pv-2 --address 127.0.0.1) || bail "sandbox add: $out2"
+tok2=$(printf '%s\n' "$out2" | sed -n 's/^token: //p')
+netctl port publish pv-1 "$TA_PORT" --private >/dev/null || bail "publish"
+U=$(url_for "$TA_PORT" pv-1)
+wait_routed pv-1 "$TA_PORT"
+
+code=$(bcurl -o /dev/null -w '%{http_code}' "$U/echo")
+is "no token: 401" "$code" 401
+hdr=$(bcurl -s -D - -o /dev/null "$U/echo")
+like "401 asks for a Bearer token" "$hdr" 'WWW-Authenticate: Bearer'
+code=$(bcurl -o /dev/null -w '%{http_code}' -H "Authorization: Bearer berth_notatoken" "$U/echo")
+is "wrong token: 401" "$code" 401
+code=$(bcurl -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok2" "$U/echo")
+is "another sandbox's token: 403" "$code" 403
+body=$(bcurl -H "Authorization: Bearer $tok" "$U/echo")
+like "Bearer token: served" "$body" '"target":"/echo"'
+unlike "the Authorization header never reaches the guest" "$body" "$tok"
+
+# ?berth_token= once: 302 to the same URL without it, with the cookie
+hdr=$(bcurl -s -D - -o /dev/null "$U/echo?a=1&berth_token=$tok&b=2")
+like "query token: 302" "$hdr" '^HTTP/1.1 302'
+like "redirect drops the token, keeps the rest" "$hdr" 'Location: /echo\?a=1&b=2'
+like "cookie is host-scoped, HttpOnly, Secure, SameSite=Lax" "$hdr" \
+	'Set-Cookie: __Host-berth_token=berth_[^;]*; Path=/; Secure; HttpOnly; SameSite=Lax'
+body=$(bcurl -H "Cookie: theme=dark; __Host-berth_token=$tok; lang=en" "$U/echo")
+like "cookie: served" "$body" '"target":"/echo"'
+unlike "berth's cookie never reaches the guest" "$body" "$tok"
+like "the guest's own cookies do" "$body" 'theme=dark; lang=en'
+code=$(bcurl -o /dev/null -w '%{http_code}' "$U/echo?berth_token=berth_bogus")
+is "wrong query token: 401" "$code" 401
+
+# a private WebSocket with the cookie, as a browser would
+out=$(py --port "$HTTPS_PORT" --host "$(host_for "$TA_PORT" pv-1)" --ca "$CA" \
+	ws --header "Cookie: __Host-berth_token=$tok" "private hello" 2>&1)
+like "WebSocket through a private URL with the cookie" "$out" 'private hello'
+
+# rotation: the old token stops working at once
+netctl token ls --sandbox pv-1 >/dev/null 2>&1
+tid=$(netctl --json token ls | json_get "$(cat)" '[t["id"] for t in j["tokens"] if t.get("sandbox")=="pv-1"][0]' 2>/dev/null)
+if [ -n "$tid" ] && new=$(netctl token rotate "$tid" 2>/dev/null | head -n 1) && [ -n "$new" ]; then
+	ok_old() { [ "$(bcurl -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "$U/echo")" = 401 ]; }
+	check "rotated: the old token gets 401" wait_for 5 ok_old
+	code=$(bcurl -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $new" "$U/echo")
+	is "rotated: the new token works" "$code" 200
+else
+	not_ok "token rotate"; diag "tid=$tid"
+fi
+
+# the control API over TLS
+admin=$(netctl token create --admin | head -n 1)
+CURL="curl -sS --cacert $CA --connect-to ::127.0.0.1:"
+code=$($CURL -o /dev/null -w '%{http_code}' "https://api.$DOMAIN:$CTL_PORT/v1/sandboxes")
+is "TLS control API without a token: 401" "$code" 401
+code=$($CURL -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $admin" \
+	"https://api.$DOMAIN:$CTL_PORT/v1/sandboxes")
+is "TLS control API with an admin token: 200" "$code" 200
+code=$($CURL -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok2" \
+	"https://api.$DOMAIN:$CTL_PORT/v1/sandboxes/pv-1")
+is "a sandbox token cannot read another sandbox" "$code" 403
+out=$("$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$tok2" \
+	port publish pv-2 "$TA_PORT" 2>&1)
+like "netctl over TLS with a sandbox token publishes its own port" "$out" "https://$TA_PORT-pv-2\."
+done_testing
