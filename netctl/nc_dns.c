@@ -1,0 +1,1734 @@
+/*
+ * nc_dns.c — the filtering DNS resolver of libnetctl (see nc_dns.h for
+ * what each query gets). Two halves:
+ *
+ *   wire: a strict parser for guests' queries, a parser for upstream
+ *     answers that decompresses every name it keeps, CNAME chain
+ *     selection, and a builder. Answers to guests are always rebuilt
+ *     from parsed records, never relayed raw, so whatever an upstream
+ *     sends, a guest sees only the question, the chain and records of
+ *     the type it asked for.
+ *   server: per sandbox a UDP socket and a TCP listener on the tap
+ *     gateway; per allowed query an upstream exchange (connected UDP
+ *     socket, fresh random id and source port per attempt; TCP when the
+ *     answer comes back truncated; the next resolver on timeout, error
+ *     or SERVFAIL/REFUSED), CNAME targets the upstream left out asked
+ *     for in turn, and, for A, the nftables insert before the answer is
+ *     released.
+ *
+ * An address's allow element is only ever lengthened: two names with
+ * different TTLs on one address (CDNs) must not let the shorter TTL cut
+ * the longer one's access short, so each sandbox remembers the expiry it
+ * last gave each element and a re-insert uses the later of the two
+ * (the kernel replaces the timeout of an element added again).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/queue.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include "netctl.h"
+#include "nc_dns.h"
+
+#define F_QR	0x8000
+#define F_AA	0x0400
+#define F_TC	0x0200
+#define F_RD	0x0100
+#define F_RA	0x0080
+#define OPCODE(f) (((f) >> 11) & 0xf)
+
+#define QUERY_MAX 4096		/* largest query a guest may send */
+#define UP_EDNS 1232		/* our UDP size to upstreams */
+#define MAX_MATCH 16		/* allow rules applied to one name */
+#define LEARN_BUCKETS 64
+
+/* ---- wire -------------------------------------------------------------- */
+
+static uint16_t
+get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+static void
+put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+int
+nc_dns_name_read(const uint8_t *msg, size_t len, size_t *off, uint8_t *out,
+    size_t *outlen)
+{
+	size_t p = *off, o = 0, end = 0, lowest = *off;
+	int jumped = 0;
+
+	for (;;) {
+		uint8_t l;
+
+		if (p >= len)
+			return -EBADMSG;
+		l = msg[p];
+		if ((l & 0xc0) == 0xc0) {
+			size_t to;
+
+			if (p + 1 >= len)
+				return -EBADMSG;
+			to = (size_t)(l & 0x3f) << 8 | msg[p + 1];
+			/* Only strictly backwards, below everything read so
+			 * far: no loop can form, each jump makes progress. */
+			if (to >= lowest)
+				return -ELOOP;
+			if (!jumped)
+				end = p + 2;
+			jumped = 1;
+			lowest = to;
+			p = to;
+			continue;
+		}
+		if (l & 0xc0)
+			return -EINVAL;	/* 0x40 / 0x80: extended labels */
+		if (o + 1 + l > NC_DNS_NAME_MAX)
+			return -EMSGSIZE;
+		if (p + 1 + l > len)
+			return -EBADMSG;
+		memcpy(out + o, msg + p, 1 + (size_t)l);
+		o += 1 + (size_t)l;
+		p += 1 + (size_t)l;
+		if (l == 0)
+			break;
+	}
+	*off = jumped ? end : p;
+	*outlen = o;
+	return 0;
+}
+
+/* Wire names, case-insensitively. Length bytes are below 64, so a byte
+ * compare with tolower() is exact. */
+static int
+name_eq(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+	size_t i;
+
+	if (al != bl)
+		return 0;
+	for (i = 0; i < al; i++)
+		if (tolower(a[i]) != tolower(b[i]))
+			return 0;
+	return 1;
+}
+
+int
+nc_dns_name_text(const uint8_t *wire, char *buf, size_t len)
+{
+	size_t p = 0, o = 0;
+	int clean = 1;
+	char tmp[8];
+
+	if (len == 0)
+		return 0;
+	if (wire[0] == 0) {
+		snprintf(buf, len, ".");
+		return 0;
+	}
+	while (wire[p] != 0) {
+		size_t l = wire[p++], i;
+
+		if (o > 0 && o + 1 < len)
+			buf[o++] = '.';
+		for (i = 0; i < l; i++, p++) {
+			unsigned char c = (unsigned char)tolower(wire[p]);
+			size_t n;
+
+			if (isalnum(c) || c == '-' || c == '_') {
+				tmp[0] = (char)c;
+				n = 1;
+			} else if (c == '.' || c == '\\') {
+				clean = 0;
+				tmp[0] = '\\';
+				tmp[1] = (char)c;
+				n = 2;
+			} else {
+				clean = 0;
+				n = (size_t)snprintf(tmp, sizeof(tmp),
+				    "\\%03u", (unsigned)c);
+			}
+			if (o + n < len) {
+				memcpy(buf + o, tmp, n);
+				o += n;
+			}
+		}
+	}
+	buf[o < len ? o : len - 1] = '\0';
+	return clean;
+}
+
+int
+nc_dns_name_match(const char *name, const struct nc_rule *r)
+{
+	size_t nl = strlen(name), dl = strlen(r->domain);
+
+	if (r->kind == NC_RULE_DOMAIN)
+		return strcmp(name, r->domain) == 0;
+	if (r->kind != NC_RULE_WILDCARD)
+		return 0;
+	/* exactly one label below: "x.example.com", not "a.b.example.com"
+	 * nor "example.com" itself */
+	if (nl < dl + 2 || name[nl - dl - 1] != '.' ||
+	    strcmp(name + nl - dl, r->domain) != 0)
+		return 0;
+	return memchr(name, '.', nl - dl - 1) == NULL;
+}
+
+int
+nc_dns_decide(enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
+    const struct nc_rule *deny, size_t ndeny, const char *name, int clean,
+    const char **reason)
+{
+	size_t i;
+
+	if (mode == NC_MODE_CLOSED) {
+		*reason = "closed";
+		return 0;
+	}
+	if (!clean || strcmp(name, ".") == 0) {
+		*reason = "bad-name";
+		return 0;
+	}
+	for (i = 0; i < ndeny; i++)
+		if (nc_dns_name_match(name, &deny[i])) {
+			*reason = "deny-rule";
+			return 0;
+		}
+	if (mode == NC_MODE_OPEN)
+		return 1;
+	for (i = 0; i < nallow; i++)
+		if (nc_dns_name_match(name, &allow[i]))
+			return 1;
+	*reason = mode == NC_MODE_ALLOWLIST ? "not-allowed" : "closed";
+	return 0;
+}
+
+uint32_t
+nc_dns_ttl_clamp(uint32_t ttl, uint32_t lo, uint32_t hi)
+{
+	if (ttl & 0x80000000U)	/* RFC 2181 8: "treated as zero" */
+		ttl = 0;
+	if (ttl < lo)
+		ttl = lo;
+	if (hi >= lo && ttl > hi)
+		ttl = hi;
+	return ttl;
+}
+
+int
+nc_dns_query_parse(const uint8_t *msg, size_t len, struct nc_dns_query *q)
+{
+	size_t off = 12, nl;
+	uint16_t qd, an, ns, ar;
+
+	memset(q, 0, sizeof(*q));
+	if (len < 12)
+		return -1;
+	q->id = get16(msg);
+	q->flags = get16(msg + 2);
+	if (q->flags & F_QR)
+		return -1;	/* never answer an answer (reflection) */
+	if (OPCODE(q->flags) != 0)
+		return NC_DNS_NOTIMP;
+	qd = get16(msg + 4);
+	an = get16(msg + 6);
+	ns = get16(msg + 8);
+	ar = get16(msg + 10);
+	if (qd != 1 || an != 0 || ns != 0 || ar > 1)
+		return NC_DNS_FORMERR;
+	if (nc_dns_name_read(msg, len, &off, q->qname, &nl) < 0 ||
+	    off + 4 > len)
+		return NC_DNS_FORMERR;
+	q->qnamelen = nl;
+	q->qtype = get16(msg + off);
+	q->qclass = get16(msg + off + 2);
+	off += 4;
+	if (ar == 1) {
+		/* only an OPT record: root name, type 41, 8 more bytes,
+		 * then its options (ignored) */
+		if (off + 11 > len || msg[off] != 0 ||
+		    get16(msg + off + 1) != NC_DNS_T_OPT)
+			return NC_DNS_FORMERR;
+		q->edns = 1;
+		q->edns_size = get16(msg + off + 3);
+		if (q->edns_size < 512)
+			q->edns_size = 512;
+		off += 11 + (size_t)get16(msg + off + 9);
+		if (off > len)
+			return NC_DNS_FORMERR;
+	}
+	if (off != len)
+		return NC_DNS_FORMERR;	/* trailing bytes */
+	if (q->qtype == 0 || q->qtype == NC_DNS_T_OPT)
+		return NC_DNS_FORMERR;
+	if (q->qtype >= 251 && q->qtype <= 255)
+		return NC_DNS_NOTIMP;	/* IXFR AXFR MAILB MAILA ANY */
+	if (q->qclass != NC_DNS_C_IN)
+		return NC_DNS_REFUSED;
+	return 0;
+}
+
+/* Types whose rdata may carry compressed names we do not expand
+ * (RFC 3597 section 4): such records are dropped. */
+static int
+opaque_names(uint16_t t)
+{
+	switch (t) {
+	case 3: case 4: case 7: case 8: case 9: case 14: case 17: case 18:
+	case 21: case 24: case 26: case 30: case 35:
+		return 1;
+	}
+	return 0;
+}
+
+/* Append rdata of an upstream record to a->rd, expanding names.
+ * Returns 1 kept, 0 skipped, <0 malformed. */
+static int
+rdata_copy(const uint8_t *msg, size_t len, size_t off, uint16_t rdlen,
+    uint16_t type, struct nc_dns_answer *a, struct nc_dns_rr *rr)
+{
+	uint8_t tmp[2 * (NC_DNS_NAME_MAX + 1) + 32], nm[NC_DNS_NAME_MAX + 1];
+	size_t end = off + rdlen, p = off, o = 0, nl, pre = 0, names = 0,
+	    post = 0, i;
+
+	switch (type) {
+	case NC_DNS_T_A:
+		if (rdlen != 4)
+			return -EBADMSG;
+		break;
+	case NC_DNS_T_CNAME: case NC_DNS_T_NS: case NC_DNS_T_PTR:
+		names = 1;
+		break;
+	case NC_DNS_T_MX:
+		pre = 2, names = 1;
+		break;
+	case NC_DNS_T_SRV:
+		pre = 6, names = 1;
+		break;
+	case NC_DNS_T_SOA:
+		names = 2, post = 20;
+		break;
+	case NC_DNS_T_OPT:
+		return 0;
+	default:
+		if (opaque_names(type))
+			return 0;
+	}
+	if (names == 0) {
+		if (a->rdused + rdlen > sizeof(a->rd))
+			return 0;
+		memcpy(a->rd + a->rdused, msg + off, rdlen);
+	} else {
+		if (p + pre > end)
+			return -EBADMSG;
+		memcpy(tmp, msg + p, pre);
+		o = pre, p += pre;
+		for (i = 0; i < names; i++) {
+			int r = nc_dns_name_read(msg, len, &p, nm, &nl);
+
+			if (r < 0)
+				return r;
+			if (p > end)
+				return -EBADMSG;
+			memcpy(tmp + o, nm, nl);
+			o += nl;
+		}
+		if (p + post != end)
+			return -EBADMSG;
+		memcpy(tmp + o, msg + p, post);
+		o += post;
+		if (a->rdused + o > sizeof(a->rd))
+			return 0;
+		memcpy(a->rd + a->rdused, tmp, o);
+		rdlen = (uint16_t)o;
+	}
+	rr->rdoff = a->rdused;
+	rr->rdlen = rdlen;
+	a->rdused += rdlen;
+	return 1;
+}
+
+int
+nc_dns_answer_parse(const uint8_t *msg, size_t len, uint16_t id,
+    const uint8_t *qname, size_t qnamelen, uint16_t qtype,
+    struct nc_dns_answer *a)
+{
+	uint8_t nm[NC_DNS_NAME_MAX + 1];
+	size_t off = 12, nl, i;
+	uint16_t flags, an;
+
+	a->rcode = 0;
+	a->tc = 0;
+	a->nrr = 0;
+	a->rdused = 0;
+	if (len < 12)
+		return -EBADMSG;
+	flags = get16(msg + 2);
+	if (get16(msg) != id || !(flags & F_QR) || OPCODE(flags) != 0)
+		return -EPROTO;
+	if (get16(msg + 4) != 1)
+		return -EPROTO;
+	if (nc_dns_name_read(msg, len, &off, nm, &nl) < 0 || off + 4 > len)
+		return -EBADMSG;
+	if (!name_eq(nm, nl, qname, qnamelen) || get16(msg + off) != qtype ||
+	    get16(msg + off + 2) != NC_DNS_C_IN)
+		return -EPROTO;	/* not the answer to our question */
+	off += 4;
+	a->rcode = flags & 0xf;
+	if (flags & F_TC) {
+		a->tc = 1;	/* the rest may be cut anywhere */
+		return 0;
+	}
+	an = get16(msg + 6);
+	for (i = 0; i < an; i++) {
+		struct nc_dns_rr *rr = &a->rr[a->nrr];
+		uint16_t type, cls, rdlen;
+		uint32_t ttl;
+		int r;
+
+		if ((r = nc_dns_name_read(msg, len, &off, nm, &nl)) < 0)
+			return r;
+		if (off + 10 > len)
+			return -EBADMSG;
+		type = get16(msg + off);
+		cls = get16(msg + off + 2);
+		ttl = get32(msg + off + 4);
+		rdlen = get16(msg + off + 8);
+		off += 10;
+		if (off + rdlen > len)
+			return -EBADMSG;
+		if (cls == NC_DNS_C_IN && a->nrr < NC_DNS_MAX_RR) {
+			if ((r = rdata_copy(msg, len, off, rdlen, type, a,
+			    rr)) < 0)
+				return r;
+			if (r == 1) {
+				memcpy(rr->name, nm, nl);
+				rr->namelen = nl;
+				rr->type = type;
+				rr->ttl = ttl & 0x80000000U ? 0 : ttl;
+				a->nrr++;
+			}
+		}
+		off += rdlen;
+	}
+	return 0;
+}
+
+int
+nc_dns_chain(const struct nc_dns_answer *a, const uint8_t *qname,
+    size_t qnamelen, uint16_t qtype, size_t *idx, size_t maxidx,
+    uint8_t *final, size_t *finallen)
+{
+	const uint8_t *cur = qname;
+	size_t curlen = qnamelen, n = 0, i;
+	int hops = 0, found;
+
+	if (qtype != NC_DNS_T_CNAME) {
+		do {
+			found = 0;
+			for (i = 0; i < a->nrr; i++) {
+				const struct nc_dns_rr *rr = &a->rr[i];
+
+				if (rr->type != NC_DNS_T_CNAME ||
+				    !name_eq(rr->name, rr->namelen, cur,
+				    curlen))
+					continue;
+				if (++hops > NC_DNS_MAX_CHAIN)
+					return -ELOOP;
+				if (n < maxidx)
+					idx[n++] = i;
+				cur = a->rd + rr->rdoff;
+				curlen = rr->rdlen;
+				found = 1;
+				break;
+			}
+		} while (found);
+	}
+	for (i = 0; i < a->nrr; i++)
+		if (a->rr[i].type == qtype && n < maxidx &&
+		    name_eq(a->rr[i].name, a->rr[i].namelen, cur, curlen))
+			idx[n++] = i;
+	memmove(final, cur, curlen);
+	*finallen = curlen;
+	return (int)n;
+}
+
+/* Output with name compression: every name written (uncompressed part)
+ * is remembered; a later name that ends in a remembered name's suffix
+ * points there. */
+struct wbuf {
+	uint8_t *b;
+	size_t cap, len;
+	int over;
+	struct {
+		const uint8_t *name;	/* full wire name */
+		size_t namelen, off, lit; /* lit: bytes written as labels */
+	} tab[2 * NC_DNS_MAX_RR + 2];
+	size_t ntab;
+};
+
+static void
+w_bytes(struct wbuf *w, const void *p, size_t n)
+{
+	if (w->over || w->len + n > w->cap) {
+		w->over = 1;
+		return;
+	}
+	memcpy(w->b + w->len, p, n);
+	w->len += n;
+}
+
+static void
+w_16(struct wbuf *w, uint16_t v)
+{
+	uint8_t b[2];
+
+	put16(b, v);
+	w_bytes(w, b, 2);
+}
+
+static void
+w_name(struct wbuf *w, const uint8_t *name, size_t namelen, int compress)
+{
+	size_t i = 0, t, j, start = w->len;
+
+	while (compress && name[i] != 0) {
+		for (t = 0; t < w->ntab; t++) {
+			for (j = 0; j < w->tab[t].lit;
+			    j += 1 + (size_t)w->tab[t].name[j]) {
+				if (!name_eq(name + i, namelen - i,
+				    w->tab[t].name + j, w->tab[t].namelen - j))
+					continue;
+				w_bytes(w, name, i);
+				w_16(w, (uint16_t)(0xc000 |
+				    (w->tab[t].off + j)));
+				goto remember;
+			}
+		}
+		i += 1 + (size_t)name[i];
+	}
+	i = namelen;
+	w_bytes(w, name, namelen);
+remember:
+	if (!w->over && start < 0x3fff && w->ntab <
+	    sizeof(w->tab) / sizeof(w->tab[0])) {
+		w->tab[w->ntab].name = name;
+		w->tab[w->ntab].namelen = namelen;
+		w->tab[w->ntab].off = start;
+		w->tab[w->ntab].lit = i == namelen ? namelen - 1 : i;
+		w->ntab++;
+	}
+}
+
+static int
+build(uint8_t *buf, size_t cap, uint16_t id, uint16_t flags, int rcode,
+    const uint8_t *qname, size_t qnamelen, uint16_t qtype,
+    const struct nc_dns_answer *a, const size_t *idx, size_t n,
+    uint32_t lo, uint32_t hi, uint16_t opt_size)
+{
+	struct wbuf w;
+	uint8_t b[10];
+	size_t i;
+
+	memset(&w, 0, sizeof(w));
+	w.b = buf;
+	w.cap = cap;
+	w_16(&w, id);
+	w_16(&w, (uint16_t)((flags & ~0xfU) | ((unsigned)rcode & 0xf)));
+	w_16(&w, qname != NULL);
+	w_16(&w, (uint16_t)n);
+	w_16(&w, 0);
+	w_16(&w, opt_size != 0);
+	if (qname != NULL) {
+		w_name(&w, qname, qnamelen, 0);
+		w_16(&w, qtype);
+		w_16(&w, NC_DNS_C_IN);
+	}
+	for (i = 0; i < n; i++) {
+		const struct nc_dns_rr *rr = &a->rr[idx[i]];
+		const uint8_t *rd = a->rd + rr->rdoff;
+		size_t lenpos;
+
+		w_name(&w, rr->name, rr->namelen, 1);
+		put16(b, rr->type);
+		put16(b + 2, NC_DNS_C_IN);
+		put32(b + 4, nc_dns_ttl_clamp(rr->ttl, lo, hi));
+		put16(b + 8, rr->rdlen);
+		w_bytes(&w, b, 10);
+		lenpos = w.len - 2;
+		if (rr->type == NC_DNS_T_CNAME) {
+			w_name(&w, rd, rr->rdlen, 1);
+			if (!w.over)
+				put16(w.b + lenpos,
+				    (uint16_t)(w.len - lenpos - 2));
+		} else
+			w_bytes(&w, rd, rr->rdlen);
+	}
+	if (opt_size != 0) {
+		memset(b, 0, sizeof(b));
+		w_bytes(&w, b, 1);
+		put16(b, NC_DNS_T_OPT);
+		put16(b + 2, opt_size);
+		memset(b + 4, 0, 6);
+		w_bytes(&w, b, 10);
+	}
+	return w.over ? -ENOSPC : (int)w.len;
+}
+
+int
+nc_dns_build(uint8_t *buf, size_t cap, uint16_t id, uint16_t flags,
+    int rcode, const uint8_t *qname, size_t qnamelen, uint16_t qtype,
+    const struct nc_dns_answer *a, const size_t *idx, size_t n,
+    uint32_t lo, uint32_t hi, uint16_t opt_size)
+{
+	int r = build(buf, cap, id, flags, rcode, qname, qnamelen, qtype, a,
+	    idx, n, lo, hi, opt_size);
+
+	if (r == -ENOSPC && n > 0)
+		r = build(buf, cap, id, (uint16_t)(flags | F_TC), rcode,
+		    qname, qnamelen, qtype, NULL, NULL, 0, lo, hi, opt_size);
+	return r;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+struct learned {
+	struct learned *next;
+	uint32_t addr;
+	uint8_t proto;
+	uint16_t lo, hi;
+	uint64_t expires;	/* monotonic ms */
+};
+
+struct tconn;
+struct query;
+
+struct sandbox {
+	TAILQ_ENTRY(sandbox) entry;
+	struct nc_dns *dns;
+	struct in_addr guest, gw;
+	char id[64];
+	enum nc_mode mode;
+	struct nc_rule *allow, *deny;
+	size_t nallow, ndeny;
+	int ufd;
+	struct event *uev;
+	struct evconnlistener *lis;
+	TAILQ_HEAD(, tconn) conns;
+	unsigned nconns;
+	TAILQ_HEAD(, query) queries;
+	unsigned nq;
+	struct learned *learn[LEARN_BUCKETS];
+};
+
+struct tconn {
+	TAILQ_ENTRY(tconn) entry;
+	struct sandbox *sb;
+	struct bufferevent *bev;
+};
+
+struct match {
+	uint8_t proto;
+	uint16_t lo, hi;
+};
+
+struct query {
+	TAILQ_ENTRY(query) entry;
+	struct sandbox *sb;
+	struct tconn *conn;		/* NULL: UDP from peer */
+	struct sockaddr_in peer;
+	struct nc_dns_query q;
+	char name[NC_DNS_TEXT_MAX];
+	struct match match[MAX_MATCH];
+	size_t nmatch;
+	uint8_t cur[NC_DNS_NAME_MAX + 1];	/* name asked upstream now */
+	size_t curlen;
+	int hops;
+	struct nc_dns_answer *acc;	/* chain and records so far */
+	uint16_t upid;
+	uint8_t upq[NC_DNS_NAME_MAX + 64];
+	size_t upqlen;
+	int fd;
+	struct event *uev, *timer;
+	struct bufferevent *bev;
+	unsigned tries;
+	size_t ri;
+};
+
+struct nc_dns {
+	struct event_base *base;
+	struct nc_ctx *ctx;
+	struct nc_dns_config c;
+	struct sockaddr_in *res;
+	size_t preferred;
+	TAILQ_HEAD(, sandbox) sbs;
+	struct nc_dns_stats st;
+};
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint16_t
+rand16(void)
+{
+	uint16_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = (uint16_t)random();
+	return v;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+report(struct nc_dns *dns, const char *fmt, ...)
+{
+	char msg[NC_ERRLEN];
+	va_list ap;
+
+	if (dns->c.on_error == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	dns->c.on_error(msg, dns->c.arg);
+}
+
+void
+nc_dns_config_init(struct nc_dns_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->port = 53;
+	c->timeout_ms = 1000;
+	c->attempts = 2;
+	c->ttl_min = 5;
+	c->ttl_max = 3600;
+	c->grace_ms = 30000;
+	c->max_inflight = 64;
+	c->max_tcp = 16;
+	c->tcp_idle_ms = 10000;
+	c->max_udp = 1232;
+	c->deny_rcode = NC_DNS_NXDOMAIN;
+}
+
+struct nc_dns *
+nc_dns_new(struct event_base *base, struct nc_ctx *ctx,
+    const struct nc_dns_config *c, char *err, size_t errlen)
+{
+	struct nc_dns *dns;
+	size_t i;
+
+	if (c->nresolvers == 0 || c->resolvers == NULL) {
+		snprintf(err, errlen, "DNS resolver: no upstream resolvers");
+		return NULL;
+	}
+	if (c->deny_rcode != NC_DNS_NXDOMAIN &&
+	    c->deny_rcode != NC_DNS_REFUSED) {
+		snprintf(err, errlen, "DNS resolver: deny rcode %d is "
+		    "neither NXDOMAIN (3) nor REFUSED (5)", c->deny_rcode);
+		return NULL;
+	}
+	if (c->timeout_ms == 0 || c->attempts == 0 || c->max_inflight == 0 ||
+	    c->max_udp < 512 || c->ttl_min > c->ttl_max) {
+		snprintf(err, errlen, "DNS resolver: invalid limits (timeout, "
+		    "attempts and in-flight must be > 0, max UDP >= 512, "
+		    "ttl_min <= ttl_max)");
+		return NULL;
+	}
+	if ((dns = calloc(1, sizeof(*dns))) == NULL ||
+	    (dns->res = calloc(c->nresolvers, sizeof(*dns->res))) == NULL) {
+		free(dns);
+		snprintf(err, errlen, "DNS resolver: %s", strerror(ENOMEM));
+		return NULL;
+	}
+	dns->base = base;
+	dns->ctx = ctx;
+	dns->c = *c;
+	for (i = 0; i < c->nresolvers; i++) {
+		dns->res[i] = c->resolvers[i];
+		dns->res[i].sin_family = AF_INET;
+		if (dns->res[i].sin_port == 0)
+			dns->res[i].sin_port = htons(53);
+	}
+	dns->c.resolvers = dns->res;
+	if (dns->c.port == 0)
+		dns->c.port = 53;
+	TAILQ_INIT(&dns->sbs);
+	return dns;
+}
+
+static struct sandbox *
+sb_find(struct nc_dns *dns, struct in_addr guest)
+{
+	struct sandbox *sb;
+
+	TAILQ_FOREACH(sb, &dns->sbs, entry)
+		if (sb->guest.s_addr == guest.s_addr)
+			return sb;
+	return NULL;
+}
+
+/* ---- queries: end ---- */
+
+static void
+up_close(struct query *qr)
+{
+	if (qr->uev != NULL)
+		event_free(qr->uev);
+	qr->uev = NULL;
+	if (qr->fd >= 0)
+		close(qr->fd);
+	qr->fd = -1;
+	if (qr->bev != NULL)
+		bufferevent_free(qr->bev);
+	qr->bev = NULL;
+	if (qr->timer != NULL)
+		event_del(qr->timer);
+}
+
+static void
+query_free(struct query *qr)
+{
+	up_close(qr);
+	if (qr->timer != NULL)
+		event_free(qr->timer);
+	TAILQ_REMOVE(&qr->sb->queries, qr, entry);
+	qr->sb->nq--;
+	free(qr->acc);
+	free(qr);
+}
+
+static void
+send_reply(struct sandbox *sb, struct tconn *conn,
+    const struct sockaddr_in *peer, const uint8_t *msg, size_t len)
+{
+	uint8_t l[2];
+
+	if (conn != NULL) {
+		put16(l, (uint16_t)len);
+		bufferevent_write(conn->bev, l, 2);
+		bufferevent_write(conn->bev, msg, len);
+	} else {
+		(void)sendto(sb->ufd, msg, len, MSG_DONTWAIT,
+		    (const struct sockaddr *)peer, sizeof(*peer));
+	}
+}
+
+/* Answer a guest: rcode, and the records idx[0..n) of a. */
+static void
+reply(struct sandbox *sb, struct tconn *conn, const struct sockaddr_in *peer,
+    const struct nc_dns_query *q, int rcode, const struct nc_dns_answer *a,
+    const size_t *idx, size_t n)
+{
+	struct nc_dns *dns = sb->dns;
+	static uint8_t buf[65535];
+	size_t cap;
+	uint16_t flags = F_QR | F_RA | (q->flags & F_RD);
+	int len;
+
+	if (conn != NULL)
+		cap = sizeof(buf);
+	else if (q->edns)
+		cap = q->edns_size < dns->c.max_udp ? q->edns_size :
+		    dns->c.max_udp;
+	else
+		cap = 512;
+	len = nc_dns_build(buf, cap, q->id, flags, rcode,
+	    q->qnamelen ? q->qname : NULL, q->qnamelen, q->qtype, a, idx, n,
+	    dns->c.ttl_min, dns->c.ttl_max, q->edns ? dns->c.max_udp : 0);
+	if (len < 0)	/* the question alone does not fit: header only */
+		len = nc_dns_build(buf, cap, q->id, flags, rcode, NULL, 0, 0,
+		    NULL, NULL, 0, 0, 0, 0);
+	if (len < 0)
+		return;
+	if (rcode == NC_DNS_SERVFAIL)
+		dns->st.servfail++;
+	dns->st.answered++;
+	send_reply(sb, conn, peer, buf, (size_t)len);
+}
+
+static void
+finish(struct query *qr, int rcode)
+{
+	size_t idx[NC_DNS_MAX_RR], i, n = qr->acc->nrr;
+
+	for (i = 0; i < n; i++)
+		idx[i] = i;
+	reply(qr->sb, qr->conn, &qr->peer, &qr->q, rcode, qr->acc, idx,
+	    rcode == NC_DNS_SERVFAIL ? 0 : n);
+	query_free(qr);
+}
+
+/* ---- nftables: the answer's addresses, before the answer ---- */
+
+static struct learned **
+learn_slot(struct sandbox *sb, uint32_t addr, const struct match *m,
+    uint64_t now)
+{
+	struct learned **pp = &sb->learn[(addr ^ addr >> 16 ^ m->lo) %
+	    LEARN_BUCKETS], *l;
+
+	while ((l = *pp) != NULL) {
+		if (l->expires <= now) {	/* prune as we go */
+			*pp = l->next;
+			free(l);
+			continue;
+		}
+		if (l->addr == addr && l->proto == m->proto &&
+		    l->lo == m->lo && l->hi == m->hi)
+			return pp;
+		pp = &l->next;
+	}
+	return pp;
+}
+
+static void
+learn_free(struct sandbox *sb)
+{
+	struct learned *l, *n;
+	size_t i;
+
+	for (i = 0; i < LEARN_BUCKETS; i++) {
+		for (l = sb->learn[i]; l != NULL; l = n) {
+			n = l->next;
+			free(l);
+		}
+		sb->learn[i] = NULL;
+	}
+}
+
+struct ins {
+	struct nc_rule r;
+	uint64_t expires;
+	const struct match *m;
+};
+
+static int
+insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
+    size_t n, uint64_t now, char *err, size_t errlen)
+{
+	struct nc_txn *t;
+	size_t i;
+	int ret = -EAGAIN, k;
+
+	for (k = 0; k < 4; k++) {
+		if ((t = nc_txn_new(dns->ctx, err, errlen)) == NULL)
+			return -EIO;
+		for (ret = 0, i = 0; i < n && ret == 0; i++)
+			ret = nc_txn_allow_add(t, sb->guest, &in[i].r,
+			    in[i].expires - now, err, errlen);
+		if (ret == 0)
+			ret = nc_txn_commit(t, err, errlen);
+		nc_txn_free(t);
+		if (ret != -ERESTART && ret != -EINTR)
+			break;
+	}
+	return ret;
+}
+
+static int
+insert_addrs(struct query *qr, char *err, size_t errlen)
+{
+	struct sandbox *sb = qr->sb;
+	struct nc_dns *dns = sb->dns;
+	struct nc_dns_answer *a = qr->acc;
+	struct ins in[NC_DNS_MAX_RR];
+	uint64_t now = now_ms();
+	size_t i, j, n = 0;
+	int ret;
+
+	if (dns->ctx == NULL || sb->mode != NC_MODE_ALLOWLIST)
+		return 0;
+	for (i = 0; i < a->nrr; i++) {
+		const struct nc_dns_rr *rr = &a->rr[i];
+		uint32_t ttl;
+		uint32_t addr;
+
+		if (rr->type != NC_DNS_T_A)
+			continue;
+		memcpy(&addr, a->rd + rr->rdoff, 4);
+		ttl = nc_dns_ttl_clamp(rr->ttl, dns->c.ttl_min,
+		    dns->c.ttl_max);
+		for (j = 0; j < qr->nmatch && n < NC_DNS_MAX_RR; j++) {
+			struct learned **pp = learn_slot(sb, addr,
+			    &qr->match[j], now);
+			struct ins *x = &in[n++];
+
+			memset(&x->r, 0, sizeof(x->r));
+			x->r.kind = NC_RULE_ADDR;
+			x->r.addr.s_addr = addr;
+			x->r.plen = 32;
+			x->r.proto = qr->match[j].proto;
+			x->r.port_lo = qr->match[j].lo;
+			x->r.port_hi = qr->match[j].hi;
+			x->m = &qr->match[j];
+			x->expires = now + (uint64_t)ttl * 1000 +
+			    dns->c.grace_ms;
+			if (*pp != NULL && (*pp)->expires > x->expires)
+				x->expires = (*pp)->expires;
+		}
+	}
+	if (n == 0)
+		return 0;
+	ret = insert_batch(dns, sb, in, n, now, err, errlen);
+	if (ret == -EEXIST || ret == -ENOTEMPTY) {
+		/* An address inside a range rule the sandbox already has
+		 * (allow_net refuses overlaps): the range covers it, so
+		 * insert the others one by one and skip those. */
+		for (i = 0, ret = 0; i < n && ret == 0; i++) {
+			ret = insert_batch(dns, sb, &in[i], 1, now, err,
+			    errlen);
+			if (ret == -EEXIST || ret == -ENOTEMPTY)
+				ret = 0;
+		}
+	}
+	if (ret < 0) {
+		dns->st.insert_fail++;
+		return ret;
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t addr = in[i].r.addr.s_addr;
+		struct learned **pp = learn_slot(sb, addr, in[i].m, now);
+
+		if (*pp == NULL && (*pp = calloc(1, sizeof(**pp))) != NULL) {
+			(*pp)->addr = addr;
+			(*pp)->proto = in[i].m->proto;
+			(*pp)->lo = in[i].m->lo;
+			(*pp)->hi = in[i].m->hi;
+		}
+		if (*pp != NULL)
+			(*pp)->expires = in[i].expires;
+	}
+	dns->st.inserted += n;
+	return 0;
+}
+
+static void
+complete(struct query *qr, int rcode)
+{
+	char err[NC_ERRLEN], a[INET_ADDRSTRLEN];
+
+	if (rcode == NC_DNS_NOERROR && qr->q.qtype == NC_DNS_T_A &&
+	    insert_addrs(qr, err, sizeof(err)) < 0) {
+		inet_ntop(AF_INET, &qr->sb->guest, a, sizeof(a));
+		report(qr->sb->dns, "DNS %s (%s): %s: cannot allow its "
+		    "addresses, answering SERVFAIL: %s", qr->sb->id, a,
+		    qr->name, err);
+		rcode = NC_DNS_SERVFAIL;
+	}
+	finish(qr, rcode);
+}
+
+/* ---- upstream ---- */
+
+static void up_start(struct query *qr);
+static void up_attempt(struct query *qr);
+
+static void
+up_next(struct query *qr)
+{
+	struct nc_dns *dns = qr->sb->dns;
+
+	up_close(qr);
+	if (++qr->tries >= dns->c.nresolvers * dns->c.attempts) {
+		dns->st.upstream_fail++;
+		finish(qr, NC_DNS_SERVFAIL);
+		return;
+	}
+	qr->ri = (qr->ri + 1) % dns->c.nresolvers;
+	up_attempt(qr);
+}
+
+static void
+up_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	up_next(arg);
+}
+
+static void
+up_answer(struct query *qr, const uint8_t *msg, size_t len, int tcp);
+
+static void
+up_tcp_read(struct bufferevent *bev, void *arg)
+{
+	struct query *qr = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t l[2], *m;
+	size_t n;
+
+	if (evbuffer_copyout(in, l, 2) < 2)
+		return;
+	n = get16(l);
+	if (evbuffer_get_length(in) < 2 + n)
+		return;
+	if ((m = evbuffer_pullup(in, (ssize_t)(2 + n))) == NULL) {
+		up_next(qr);
+		return;
+	}
+	up_answer(qr, m + 2, n, 1);
+}
+
+static void
+up_tcp_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct query *qr = arg;
+	uint8_t l[2];
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		put16(l, (uint16_t)qr->upqlen);
+		bufferevent_write(qr->bev, l, 2);
+		bufferevent_write(qr->bev, qr->upq, qr->upqlen);
+		return;
+	}
+	up_next(qr);
+}
+
+static void
+up_tcp(struct query *qr)
+{
+	struct nc_dns *dns = qr->sb->dns;
+	struct timeval tv;
+
+	up_close(qr);
+	dns->st.upstream_tcp++;
+	qr->bev = bufferevent_socket_new(dns->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (qr->bev == NULL) {
+		up_next(qr);
+		return;
+	}
+	bufferevent_setcb(qr->bev, up_tcp_read, NULL, up_tcp_event, qr);
+	bufferevent_enable(qr->bev, EV_READ);
+	tv.tv_sec = dns->c.timeout_ms * 2 / 1000;
+	tv.tv_usec = (dns->c.timeout_ms * 2 % 1000) * 1000;
+	evtimer_add(qr->timer, &tv);
+	if (bufferevent_socket_connect(qr->bev,
+	    (struct sockaddr *)&dns->res[qr->ri], sizeof(dns->res[0])) < 0)
+		up_next(qr);
+}
+
+static void
+up_udp_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct query *qr = arg;
+	static uint8_t buf[65535];
+	ssize_t n;
+
+	(void)what;
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		up_next(qr);	/* ECONNREFUSED: nobody on port 53 there */
+		return;
+	}
+	up_answer(qr, buf, (size_t)n, 0);
+}
+
+static void
+up_answer(struct query *qr, const uint8_t *msg, size_t len, int tcp)
+{
+	struct sandbox *sb = qr->sb;
+	struct nc_dns *dns = sb->dns;
+	struct nc_dns_answer *a;
+	uint8_t final[NC_DNS_NAME_MAX + 1];
+	size_t idx[NC_DNS_MAX_RR], flen, i, nq = 0;
+	int n, r, hops = 0;
+
+	if ((a = malloc(sizeof(*a))) == NULL) {
+		up_next(qr);
+		return;
+	}
+	r = nc_dns_answer_parse(msg, len, qr->upid, qr->cur, qr->curlen,
+	    qr->q.qtype, a);
+	if (r == -EPROTO && !tcp) {
+		free(a);	/* not ours (late or forged): keep waiting */
+		return;
+	}
+	if (r < 0 || (a->rcode != NC_DNS_NOERROR &&
+	    a->rcode != NC_DNS_NXDOMAIN)) {
+		free(a);
+		up_next(qr);
+		return;
+	}
+	if (a->tc) {
+		free(a);
+		if (tcp)
+			up_next(qr);
+		else
+			up_tcp(qr);
+		return;
+	}
+	dns->preferred = qr->ri;
+	n = nc_dns_chain(a, qr->cur, qr->curlen, qr->q.qtype, idx,
+	    NC_DNS_MAX_RR, final, &flen);
+	if (n < 0) {
+		free(a);
+		up_close(qr);
+		finish(qr, NC_DNS_SERVFAIL);
+		return;
+	}
+	/* keep the chain and the final records, in order */
+	for (i = 0; i < (size_t)n; i++) {
+		const struct nc_dns_rr *rr = &a->rr[idx[i]];
+		struct nc_dns_answer *acc = qr->acc;
+
+		if (rr->type == NC_DNS_T_CNAME && qr->q.qtype !=
+		    NC_DNS_T_CNAME)
+			hops++;
+		else
+			nq++;
+		if (acc->nrr >= NC_DNS_MAX_RR ||
+		    acc->rdused + rr->rdlen > sizeof(acc->rd))
+			continue;
+		acc->rr[acc->nrr] = *rr;
+		acc->rr[acc->nrr].rdoff = acc->rdused;
+		memcpy(acc->rd + acc->rdused, a->rd + rr->rdoff, rr->rdlen);
+		acc->rdused += rr->rdlen;
+		acc->nrr++;
+	}
+	r = a->rcode;
+	free(a);
+	up_close(qr);
+	qr->hops += hops;
+	if (qr->hops > NC_DNS_MAX_CHAIN) {
+		finish(qr, NC_DNS_SERVFAIL);
+		return;
+	}
+	if (r == NC_DNS_NOERROR && nq == 0 && hops > 0) {
+		/* the upstream stopped at a CNAME: ask for its target */
+		memcpy(qr->cur, final, flen);
+		qr->curlen = flen;
+		up_start(qr);
+		return;
+	}
+	complete(qr, r);
+}
+
+static void
+up_attempt(struct query *qr)
+{
+	struct nc_dns *dns = qr->sb->dns;
+	struct timeval tv;
+	int fd;
+
+	dns->st.upstream_sent++;
+	/* fresh id and socket (random source port) per attempt */
+	qr->upid = rand16();
+	put16(qr->upq, qr->upid);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	qr->fd = fd;
+	if (connect(fd, (struct sockaddr *)&dns->res[qr->ri],
+	    sizeof(dns->res[0])) < 0 ||
+	    send(fd, qr->upq, qr->upqlen, MSG_DONTWAIT) < 0)
+		goto fail;
+	qr->uev = event_new(dns->base, fd, EV_READ | EV_PERSIST, up_udp_read,
+	    qr);
+	if (qr->uev == NULL || event_add(qr->uev, NULL) < 0)
+		goto fail;
+	tv.tv_sec = dns->c.timeout_ms / 1000;
+	tv.tv_usec = (dns->c.timeout_ms % 1000) * 1000;
+	evtimer_add(qr->timer, &tv);
+	return;
+fail:
+	/* try the next one, from the loop rather than recursively */
+	up_close(qr);
+	tv.tv_sec = 0;
+	tv.tv_usec = 0;
+	evtimer_add(qr->timer, &tv);
+}
+
+static void
+up_start(struct query *qr)
+{
+	struct nc_dns *dns = qr->sb->dns;
+	int len;
+
+	len = nc_dns_build(qr->upq, sizeof(qr->upq), 0, F_RD, 0, qr->cur,
+	    qr->curlen, qr->q.qtype, NULL, NULL, 0, 0, 0, UP_EDNS);
+	if (len < 0) {
+		finish(qr, NC_DNS_SERVFAIL);
+		return;
+	}
+	qr->upqlen = (size_t)len;
+	qr->tries = 0;
+	qr->ri = dns->preferred % dns->c.nresolvers;
+	up_attempt(qr);
+}
+
+/* ---- guests' messages ---- */
+
+static void
+deny_record(struct sandbox *sb, const struct nc_dns_query *q,
+    const char *name, const char *reason)
+{
+	struct nc_dns_denial d;
+
+	if (sb->dns->c.on_denial == NULL)
+		return;
+	memset(&d, 0, sizeof(d));
+	clock_gettime(CLOCK_REALTIME, &d.when);
+	d.guest = sb->guest;
+	snprintf(d.sandbox, sizeof(d.sandbox), "%s", sb->id);
+	snprintf(d.name, sizeof(d.name), "%s", name);
+	d.qtype = q->qtype;
+	d.reason = reason;
+	sb->dns->c.on_denial(&d, sb->dns->c.arg);
+}
+
+static void
+handle(struct sandbox *sb, struct tconn *conn, const struct sockaddr_in *peer,
+    const uint8_t *msg, size_t len)
+{
+	struct nc_dns *dns = sb->dns;
+	struct nc_dns_query q;
+	struct query *qr;
+	char name[NC_DNS_TEXT_MAX];
+	const char *reason = NULL;
+	size_t i;
+	int r, clean;
+
+	dns->st.queries++;
+	r = nc_dns_query_parse(msg, len, &q);
+	if (r < 0) {
+		dns->st.dropped++;
+		return;
+	}
+	if (r > 0) {
+		if (r == NC_DNS_FORMERR) {
+			dns->st.formerr++;
+			q.qnamelen = 0;	/* echo no question we doubt */
+			q.edns = 0;
+		}
+		if (q.qclass != NC_DNS_C_IN)
+			q.qnamelen = 0;	/* the builder writes class IN */
+		reply(sb, conn, peer, &q, r, NULL, NULL, 0);
+		return;
+	}
+	clean = nc_dns_name_text(q.qname, name, sizeof(name));
+	if (!nc_dns_decide(sb->mode, sb->allow, sb->nallow, sb->deny,
+	    sb->ndeny, name, clean, &reason)) {
+		dns->st.denied++;
+		deny_record(sb, &q, name, reason);
+		reply(sb, conn, peer, &q, dns->c.deny_rcode, NULL, NULL, 0);
+		return;
+	}
+	dns->st.allowed++;
+	if (q.qtype == NC_DNS_T_AAAA) {
+		reply(sb, conn, peer, &q, NC_DNS_NOERROR, NULL, NULL, 0);
+		return;
+	}
+	if (sb->nq >= dns->c.max_inflight) {
+		dns->st.limited++;
+		reply(sb, conn, peer, &q, NC_DNS_SERVFAIL, NULL, NULL, 0);
+		return;
+	}
+	if ((qr = calloc(1, sizeof(*qr))) == NULL ||
+	    (qr->acc = calloc(1, sizeof(*qr->acc))) == NULL ||
+	    (qr->timer = evtimer_new(dns->base, up_timeout, qr)) == NULL) {
+		if (qr != NULL) {
+			free(qr->acc);
+			free(qr);
+		}
+		reply(sb, conn, peer, &q, NC_DNS_SERVFAIL, NULL, NULL, 0);
+		return;
+	}
+	qr->sb = sb;
+	qr->conn = conn;
+	if (peer != NULL)
+		qr->peer = *peer;
+	qr->q = q;
+	qr->fd = -1;
+	snprintf(qr->name, sizeof(qr->name), "%s", name);
+	/* the ports and protocols of every allow rule that names it */
+	for (i = 0; i < sb->nallow && qr->nmatch < MAX_MATCH; i++) {
+		const struct nc_rule *ar = &sb->allow[i];
+		size_t k;
+
+		if (!nc_dns_name_match(name, ar))
+			continue;
+		for (k = 0; k < qr->nmatch; k++)
+			if (qr->match[k].proto == ar->proto &&
+			    qr->match[k].lo == ar->port_lo &&
+			    qr->match[k].hi == ar->port_hi)
+				break;
+		if (k == qr->nmatch) {
+			qr->match[k].proto = (uint8_t)ar->proto;
+			qr->match[k].lo = ar->port_lo;
+			qr->match[k].hi = ar->port_hi;
+			qr->nmatch++;
+		}
+	}
+	memcpy(qr->cur, q.qname, q.qnamelen);
+	qr->curlen = q.qnamelen;
+	TAILQ_INSERT_TAIL(&sb->queries, qr, entry);
+	sb->nq++;
+	up_start(qr);
+}
+
+static void
+udp_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct sandbox *sb = arg;
+	uint8_t buf[QUERY_MAX];
+	struct sockaddr_in peer;
+	socklen_t pl;
+	ssize_t n;
+	int i;
+
+	(void)what;
+	for (i = 0; i < 32; i++) {
+		pl = sizeof(peer);
+		n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
+		    (struct sockaddr *)&peer, &pl);
+		if (n < 0)
+			return;
+		if ((size_t)n > sizeof(buf) || peer.sin_family != AF_INET ||
+		    peer.sin_addr.s_addr != sb->guest.s_addr ||
+		    peer.sin_port == 0) {
+			sb->dns->st.dropped++;
+			continue;
+		}
+		handle(sb, NULL, &peer, buf, (size_t)n);
+	}
+}
+
+static void
+conn_free(struct tconn *c)
+{
+	struct sandbox *sb = c->sb;
+	struct query *qr, *tmp;
+
+	for (qr = TAILQ_FIRST(&sb->queries); qr != NULL; qr = tmp) {
+		tmp = TAILQ_NEXT(qr, entry);
+		if (qr->conn == c)
+			query_free(qr);
+	}
+	TAILQ_REMOVE(&sb->conns, c, entry);
+	sb->nconns--;
+	bufferevent_free(c->bev);
+	free(c);
+}
+
+static void
+conn_read(struct bufferevent *bev, void *arg)
+{
+	struct tconn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t l[2], buf[QUERY_MAX];
+	size_t n;
+
+	/* A guest that does not read its answers stops being read. */
+	while (evbuffer_get_length(bufferevent_get_output(bev)) < 65536) {
+		if (evbuffer_copyout(in, l, 2) < 2)
+			return;
+		n = get16(l);
+		if (n < 12 || n > sizeof(buf)) {
+			c->sb->dns->st.dropped++;
+			conn_free(c);
+			return;
+		}
+		if (evbuffer_get_length(in) < 2 + n)
+			return;
+		evbuffer_drain(in, 2);
+		evbuffer_remove(in, buf, n);
+		handle(c->sb, c, NULL, buf, n);
+	}
+	bufferevent_disable(bev, EV_READ);
+}
+
+static void
+conn_write(struct bufferevent *bev, void *arg)
+{
+	/* output drained below the watermark: read again */
+	if (!(bufferevent_get_enabled(bev) & EV_READ)) {
+		bufferevent_enable(bev, EV_READ);
+		conn_read(bev, arg);
+	}
+}
+
+static void
+conn_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	conn_free(arg);	/* EOF, error or idle timeout */
+}
+
+static void
+tcp_accept(struct evconnlistener *lis, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct sandbox *sb = arg;
+	struct sockaddr_in *sin = (struct sockaddr_in *)sa;
+	struct tconn *c;
+	struct timeval tv;
+
+	(void)lis;
+	if (salen < (int)sizeof(*sin) || sin->sin_family != AF_INET ||
+	    sin->sin_addr.s_addr != sb->guest.s_addr ||
+	    sb->nconns >= sb->dns->c.max_tcp ||
+	    (c = calloc(1, sizeof(*c))) == NULL) {
+		sb->dns->st.dropped++;
+		evutil_closesocket(fd);
+		return;
+	}
+	c->sb = sb;
+	c->bev = bufferevent_socket_new(sb->dns->base, fd,
+	    BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&sb->conns, c, entry);
+	sb->nconns++;
+	tv.tv_sec = sb->dns->c.tcp_idle_ms / 1000;
+	tv.tv_usec = (sb->dns->c.tcp_idle_ms % 1000) * 1000;
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_setwatermark(c->bev, EV_WRITE, 16384, 0);
+	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+static int
+bind_sock(int type, struct in_addr gw, uint16_t port)
+{
+	struct sockaddr_in sa;
+	int fd, one = 1, e;
+
+	fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr = gw;
+	sa.sin_port = htons(port);
+	/* FREEBIND: the tap and its address may come up after us */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 64) < 0)) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static void
+sb_free(struct sandbox *sb)
+{
+	struct query *qr;
+
+	while ((qr = TAILQ_FIRST(&sb->queries)) != NULL)
+		query_free(qr);
+	while (!TAILQ_EMPTY(&sb->conns))
+		conn_free(TAILQ_FIRST(&sb->conns));
+	if (sb->uev != NULL)
+		event_free(sb->uev);
+	if (sb->ufd >= 0)
+		close(sb->ufd);
+	if (sb->lis != NULL)
+		evconnlistener_free(sb->lis);
+	learn_free(sb);
+	free(sb->allow);
+	free(sb->deny);
+	free(sb);
+}
+
+int
+nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
+    struct in_addr gw, const char *sandbox_id, char *err, size_t errlen)
+{
+	struct sandbox *sb;
+	char g[INET_ADDRSTRLEN], w[INET_ADDRSTRLEN];
+	int fd;
+
+	inet_ntop(AF_INET, &guest, g, sizeof(g));
+	inet_ntop(AF_INET, &gw, w, sizeof(w));
+	if (sb_find(dns, guest) != NULL) {
+		snprintf(err, errlen, "DNS for sandbox %s (%s): already "
+		    "added", sandbox_id, g);
+		return -EEXIST;
+	}
+	if ((sb = calloc(1, sizeof(*sb))) == NULL) {
+		snprintf(err, errlen, "DNS for sandbox %s: %s", sandbox_id,
+		    strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	sb->dns = dns;
+	sb->guest = guest;
+	sb->gw = gw;
+	sb->mode = NC_MODE_CLOSED;
+	sb->ufd = -1;
+	snprintf(sb->id, sizeof(sb->id), "%s", sandbox_id);
+	TAILQ_INIT(&sb->conns);
+	TAILQ_INIT(&sb->queries);
+	if ((fd = bind_sock(SOCK_DGRAM, gw, dns->c.port)) < 0) {
+		snprintf(err, errlen, "DNS for sandbox %s (%s): UDP %s:%u: %s",
+		    sandbox_id, g, w, dns->c.port, strerror(-fd));
+		sb_free(sb);
+		return fd;
+	}
+	sb->ufd = fd;
+	if ((sb->uev = event_new(dns->base, fd, EV_READ | EV_PERSIST,
+	    udp_read, sb)) == NULL || event_add(sb->uev, NULL) < 0) {
+		snprintf(err, errlen, "DNS for sandbox %s: event: %s",
+		    sandbox_id, strerror(ENOMEM));
+		sb_free(sb);
+		return -ENOMEM;
+	}
+	if ((fd = bind_sock(SOCK_STREAM, gw, dns->c.port)) < 0) {
+		snprintf(err, errlen, "DNS for sandbox %s (%s): TCP %s:%u: %s",
+		    sandbox_id, g, w, dns->c.port, strerror(-fd));
+		sb_free(sb);
+		return fd;
+	}
+	if ((sb->lis = evconnlistener_new(dns->base, tcp_accept, sb,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd)) == NULL) {
+		close(fd);
+		snprintf(err, errlen, "DNS for sandbox %s: listener: %s",
+		    sandbox_id, strerror(ENOMEM));
+		sb_free(sb);
+		return -ENOMEM;
+	}
+	TAILQ_INSERT_TAIL(&dns->sbs, sb, entry);
+	return 0;
+}
+
+int
+nc_dns_sandbox_del(struct nc_dns *dns, struct in_addr guest)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+
+	if (sb == NULL)
+		return -ENOENT;
+	TAILQ_REMOVE(&dns->sbs, sb, entry);
+	sb_free(sb);
+	return 0;
+}
+
+static int
+copy_rules(const struct nc_rule *in, size_t n, struct nc_rule **out,
+    size_t *nout)
+{
+	size_t i;
+
+	*out = NULL;
+	*nout = 0;
+	if (n == 0)
+		return 0;
+	if ((*out = calloc(n, sizeof(**out))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		if (in[i].kind == NC_RULE_DOMAIN ||
+		    in[i].kind == NC_RULE_WILDCARD)
+			(*out)[(*nout)++] = in[i];
+	return 0;
+}
+
+int
+nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest, enum nc_mode mode,
+    const struct nc_rule *allow, size_t nallow, const struct nc_rule *deny,
+    size_t ndeny, char *err, size_t errlen)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+	struct nc_rule *na, *nd;
+	size_t nna, nnd;
+	char g[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &guest, g, sizeof(g));
+	if (sb == NULL) {
+		snprintf(err, errlen, "DNS rules for %s: no such sandbox", g);
+		return -ENOENT;
+	}
+	if (mode != NC_MODE_OPEN && mode != NC_MODE_ALLOWLIST &&
+	    mode != NC_MODE_CLOSED) {
+		snprintf(err, errlen, "DNS rules for sandbox %s: bad mode %d",
+		    sb->id, (int)mode);
+		return -EINVAL;
+	}
+	if (copy_rules(allow, nallow, &na, &nna) < 0 ||
+	    copy_rules(deny, ndeny, &nd, &nnd) < 0) {
+		free(na);
+		snprintf(err, errlen, "DNS rules for sandbox %s: %s", sb->id,
+		    strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	free(sb->allow);
+	free(sb->deny);
+	sb->allow = na;
+	sb->nallow = nna;
+	sb->deny = nd;
+	sb->ndeny = nnd;
+	sb->mode = mode;
+	return 0;
+}
+
+void
+nc_dns_get_stats(const struct nc_dns *dns, struct nc_dns_stats *st)
+{
+	*st = dns->st;
+}
+
+void
+nc_dns_free(struct nc_dns *dns)
+{
+	struct sandbox *sb;
+
+	if (dns == NULL)
+		return;
+	while ((sb = TAILQ_FIRST(&dns->sbs)) != NULL) {
+		TAILQ_REMOVE(&dns->sbs, sb, entry);
+		sb_free(sb);
+	}
+	free(dns->res);
+	free(dns);
+}

@@ -1,0 +1,197 @@
+/*
+ * nc_dns.h — libnetctl's filtering DNS resolver: the only resolver a
+ * sandbox can reach (UDP and TCP 53 on its tap gateway; nftables blocks
+ * every other DNS path). It answers names the sandbox's domain rules
+ * allow, puts the A addresses it hands out into that sandbox's allow set
+ * (nc_allow_add, timeout = TTL + grace) before the answer leaves, and
+ * answers everything else NXDOMAIN (or REFUSED) with a denial record
+ * through the caller's callback.
+ *
+ * What each query type gets, for a name the rules allow:
+ *   A      resolved upstream (UDP, retries across resolvers, TCP when the
+ *          answer is truncated); the CNAME chain is followed (only the
+ *          queried name must be allowed) and returned with the final A
+ *          records, TTLs clamped; every final address is inserted first.
+ *   AAAA   NOERROR with no answer, without asking upstream (guests have
+ *          no IPv6).
+ *   other  (MX, TXT, SRV, CNAME, HTTPS...) passed through upstream: the
+ *          CNAME chain and the records of that type, rebuilt (never
+ *          relayed raw); nothing is inserted, so an address in such a
+ *          record (an HTTPS ipv4hint, say) is reachable only once an A
+ *          query for its name has been answered.
+ *   ANY, AXFR, IXFR, MAILA/B: NOTIMP. Class other than IN: REFUSED.
+ * Mode open: every name allowed but domain deny rules (nothing inserted:
+ * the table lets the sandbox reach any public address anyway); closed:
+ * every name denied; allowlist: deny rules first, then allow rules.
+ *
+ * Same conventions as netctl.h: no logging, no exit, errors in the
+ * caller's buffer; runtime problems (an nftables insert that failed)
+ * reach the caller through on_error. Not thread-safe: one event_base.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_NC_DNS_H
+#define BERTH_NC_DNS_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "netctl.h"
+
+struct event_base;
+struct nc_dns;
+
+#define NC_DNS_NAME_MAX 255		/* wire form, with the root label */
+#define NC_DNS_TEXT_MAX 1024		/* presentation form, \DDD escaped */
+#define NC_DNS_MAX_RR 64		/* records kept from one answer */
+#define NC_DNS_RDATA_MAX 8192		/* rdata bytes kept from one answer */
+#define NC_DNS_MAX_CHAIN 8		/* CNAME hops followed */
+
+/* RR types and codes used here */
+enum {
+	NC_DNS_T_A = 1, NC_DNS_T_NS = 2, NC_DNS_T_CNAME = 5,
+	NC_DNS_T_SOA = 6, NC_DNS_T_PTR = 12, NC_DNS_T_MX = 15,
+	NC_DNS_T_TXT = 16, NC_DNS_T_AAAA = 28, NC_DNS_T_SRV = 33,
+	NC_DNS_T_OPT = 41, NC_DNS_T_ANY = 255,
+	NC_DNS_C_IN = 1,
+	NC_DNS_NOERROR = 0, NC_DNS_FORMERR = 1, NC_DNS_SERVFAIL = 2,
+	NC_DNS_NXDOMAIN = 3, NC_DNS_NOTIMP = 4, NC_DNS_REFUSED = 5,
+};
+
+/* One refused name, for the denial log. */
+struct nc_dns_denial {
+	struct timespec when;		/* CLOCK_REALTIME */
+	struct in_addr guest;
+	char sandbox[64];
+	char name[NC_DNS_TEXT_MAX];	/* lower case, no final dot */
+	uint16_t qtype;
+	const char *reason;		/* "not-allowed", "deny-rule",
+					 * "closed", "bad-name" (static) */
+};
+
+struct nc_dns_config {
+	const struct sockaddr_in *resolvers;	/* upstreams; port 0 = 53 */
+	size_t nresolvers;
+	uint16_t port;			/* where guests ask; default 53 */
+	uint32_t timeout_ms;		/* one upstream attempt */
+	uint32_t attempts;		/* rounds over the resolver list */
+	uint32_t ttl_min, ttl_max;	/* seconds; answers and timeouts */
+	uint32_t grace_ms;		/* allow-set timeout = TTL + grace */
+	uint32_t max_inflight;		/* queries per sandbox */
+	uint32_t max_tcp;		/* TCP connections per sandbox */
+	uint32_t tcp_idle_ms;		/* idle guest TCP connection closed */
+	uint16_t max_udp;		/* largest UDP answer to an EDNS guest
+					 * (512 without EDNS) */
+	int deny_rcode;			/* NC_DNS_NXDOMAIN or NC_DNS_REFUSED */
+	void (*on_denial)(const struct nc_dns_denial *d, void *arg);
+	void (*on_error)(const char *msg, void *arg);
+	void *arg;
+};
+
+struct nc_dns_stats {
+	uint64_t queries, allowed, denied, answered, servfail, formerr,
+	    dropped, upstream_sent, upstream_tcp, upstream_fail, inserted,
+	    insert_fail, limited;
+};
+
+/* Defaults: port 53, 1000 ms x 2 rounds, TTL 5..3600 s, grace 30 s,
+ * 64 queries and 16 TCP connections per sandbox, TCP idle 10 s, UDP 1232,
+ * NXDOMAIN. */
+void nc_dns_config_init(struct nc_dns_config *c);
+
+/* ctx NULL: answer without inserting anything (tests, or a host with no
+ * table). The config is copied (resolvers too). */
+struct nc_dns *nc_dns_new(struct event_base *base, struct nc_ctx *ctx,
+    const struct nc_dns_config *c, char *err, size_t errlen);
+/* Closes every socket and drops queries in flight without answering. */
+void nc_dns_free(struct nc_dns *dns);
+
+/* Listen on gw:port (UDP and TCP; IP_FREEBIND, so the tap need not carry
+ * the address yet) for queries from guest. The sandbox starts in mode
+ * closed with no rules until nc_dns_set_rules(). */
+int nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
+    struct in_addr gw, const char *sandbox_id, char *err, size_t errlen);
+/* Stop listening; queries in flight are dropped. -ENOENT if unknown. */
+int nc_dns_sandbox_del(struct nc_dns *dns, struct in_addr guest);
+/* Replace a sandbox's mode and domain rules (NC_RULE_DOMAIN/WILDCARD;
+ * address rules are nftables' business and are ignored here). A domain
+ * allow rule's proto and ports become those of the inserted addresses. */
+int nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest,
+    enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
+    const struct nc_rule *deny, size_t ndeny, char *err, size_t errlen);
+void nc_dns_get_stats(const struct nc_dns *dns, struct nc_dns_stats *st);
+
+/* ---- wire format and policy pieces, exposed for unit tests ---- */
+
+/* Read the (possibly compressed) name at *off into out (wire form,
+ * lower-cased, at most NC_DNS_NAME_MAX bytes); *off moves past it.
+ * -EBADMSG truncated, -EMSGSIZE longer than 255, -ELOOP a pointer that
+ * does not point backwards, -EINVAL a reserved label type. */
+int nc_dns_name_read(const uint8_t *msg, size_t len, size_t *off,
+    uint8_t *out, size_t *outlen);
+/* Presentation form without the final dot ("." for the root). Returns 1
+ * when every label is a host-name label (letters, digits, '-', '_'), so
+ * the name can match a rule; 0 otherwise (bytes escaped as \DDD). */
+int nc_dns_name_text(const uint8_t *wire, char *buf, size_t len);
+/* Does the lower-case name match a DOMAIN or WILDCARD rule? */
+int nc_dns_name_match(const char *name, const struct nc_rule *r);
+/* Policy: 1 allowed, 0 denied with *reason set. */
+int nc_dns_decide(enum nc_mode mode, const struct nc_rule *allow,
+    size_t nallow, const struct nc_rule *deny, size_t ndeny,
+    const char *name, int clean, const char **reason);
+uint32_t nc_dns_ttl_clamp(uint32_t ttl, uint32_t lo, uint32_t hi);
+
+struct nc_dns_query {
+	uint16_t id, flags;
+	uint8_t qname[NC_DNS_NAME_MAX + 1];
+	size_t qnamelen;
+	uint16_t qtype, qclass;
+	int edns;			/* the query had an OPT record */
+	uint16_t edns_size;
+};
+/* Strict parse of a guest's query: 0 ok; a positive rcode to answer with
+ * (FORMERR, NOTIMP) when the header and id could be read; -1 drop (no
+ * header, or it is a response). */
+int nc_dns_query_parse(const uint8_t *msg, size_t len,
+    struct nc_dns_query *q);
+
+struct nc_dns_rr {
+	uint8_t name[NC_DNS_NAME_MAX + 1];	/* wire, lower case */
+	size_t namelen;
+	uint16_t type;
+	uint32_t ttl;
+	uint16_t rdlen;
+	size_t rdoff;			/* into nc_dns_answer.rd */
+};
+struct nc_dns_answer {
+	int rcode, tc;
+	size_t nrr;
+	struct nc_dns_rr rr[NC_DNS_MAX_RR];
+	size_t rdused;
+	uint8_t rd[NC_DNS_RDATA_MAX];	/* names inside rdata decompressed */
+};
+/* Parse an upstream response to a question (id, qname, qtype): checks
+ * QR, id and the echoed question; keeps answer-section IN records whose
+ * rdata it can carry (names decompressed; types that may hide compressed
+ * names it does not know are skipped). 0, or -EBADMSG / -EPROTO. */
+int nc_dns_answer_parse(const uint8_t *msg, size_t len, uint16_t id,
+    const uint8_t *qname, size_t qnamelen, uint16_t qtype,
+    struct nc_dns_answer *a);
+/* Select the chain from qname: indices of the CNAME records followed and
+ * then of the qtype records of the final name. *final gets that name.
+ * Returns the number of indices, or -ELOOP (a loop or too many hops). */
+int nc_dns_chain(const struct nc_dns_answer *a, const uint8_t *qname,
+    size_t qnamelen, uint16_t qtype, size_t *idx, size_t maxidx,
+    uint8_t *final, size_t *finallen);
+/* Build a message: header (id, flags, rcode), the question, the records
+ * idx[0..n) of a (a may be NULL with n 0) with TTLs clamped to [lo, hi],
+ * and an OPT record when opt_size is not 0. When the records do not fit
+ * in cap, sets TC and sends the question only. Returns the length, or
+ * -ENOSPC when even that does not fit. */
+int nc_dns_build(uint8_t *buf, size_t cap, uint16_t id, uint16_t flags,
+    int rcode, const uint8_t *qname, size_t qnamelen, uint16_t qtype,
+    const struct nc_dns_answer *a, const size_t *idx, size_t n,
+    uint32_t lo, uint32_t hi, uint16_t opt_size);
+
+#endif

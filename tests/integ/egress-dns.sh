@@ -1,0 +1,331 @@
+#!/bin/sh
+# tests/integ/egress-dns.sh — libnetctl's filtering DNS resolver with the
+# nftables table, against real packets, all in namespaces this script
+# creates:
+#   guest (10.200.0.2/30) sits behind veth "tap" sbtapA of namespace host
+#   (gateway 10.200.0.1), which runs table inet berth (nc_drive) and the
+#   resolver (nc_dnsdrive serve) and routes to namespace net
+#   (203.0.113.0/24): an upstream DNS server written below (python3, UDP
+#   and TCP, on 203.0.113.53, logging every question it gets) and
+#   nc_drive listeners on 203.0.113.10-16 ports 80 and 443.
+# Asserts: before any lookup the web address is refused fast (RST); the
+# guest's own resolver (getent via resolv.conf, busybox nslookup) gets the
+# allowed name's address and a connection right after the answer
+# succeeds (the insert precedes the answer); a denied name gets NXDOMAIN,
+# is reported by the denial callback and never reaches the upstream;
+# AAAA is empty and never asked upstream; CNAME chains, given whole or
+# one hop at a time by the upstream; the wildcard matches one label
+# down only; a deny rule beats it; a port rule inserts only that port;
+# an answer too big for UDP comes back with TC, over TCP whole, after
+# the resolver itself fell back to TCP upstream; a dead first upstream
+# is skipped; malformed queries get FORMERR, responses are not
+# answered; DNS straight to the outside resolver is refused; the set
+# element expires after TTL + grace and the address is refused again.
+# Exit 77 (skip) without root, ip netns, nft or python3.
+# SPDX-License-Identifier: GPL-2.0-or-later
+
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+DRIVE=${NC_DRIVE:-$top_builddir/tests/integ/nc_drive}
+DNSD=${NC_DNSDRIVE:-$top_builddir/tests/integ/nc_dnsdrive}
+
+skip() { echo "$*" >&2; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, nftables)"
+command -v ip >/dev/null 2>&1 || skip "ip (iproute2) not installed"
+command -v nft >/dev/null 2>&1 || skip "nft not installed (used only to list)"
+command -v python3 >/dev/null 2>&1 || skip "python3 not installed (upstream DNS server)"
+[ -x "$DRIVE" ] || skip "$DRIVE not built (make check builds it)"
+[ -x "$DNSD" ] || skip "$DNSD not built (make check builds it)"
+
+S=$$
+H=bd-host-$S G=bd-g-$S N=bd-net-$S
+PIDS=
+TMP=$(mktemp -d)
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$TMP" "/etc/netns/$G"
+	for ns in $H $G $N; do ip netns del "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT INT TERM
+ip netns add "$H" 2>/dev/null || skip "cannot create network namespaces"
+ip netns exec "$H" nft list ruleset >/dev/null 2>&1 ||
+	skip "nftables does not work in a namespace here"
+
+n=0 fails=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
+diag() { printf '%s\n' "$*" | sed 's/^/# /' >&2; }
+inh() { ip netns exec "$H" "$@"; }
+ing() { ip netns exec "$G" "$@"; }
+drive() { ip netns exec "$H" "$DRIVE" "$@"; }
+check() {
+	_d=$1; shift
+	if _o=$("$@" 2>&1); then ok "$_d"; else nok "$_d"; diag "$_o"; fi
+}
+# like DESC GOT PATTERN (grep -E)
+like() {
+	if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"
+	else nok "$1"; diag "got: $2" "want: $3"; fi
+}
+unlike() {
+	if printf '%s\n' "$2" | grep -Eq -- "$3"; then nok "$1"; diag "got: $2" "must not match: $3"
+	else ok "$1"; fi
+}
+# expect DESC WANT MAXMS PROBE-ARGS...: a probe from the guest ends WANT
+# (open|refused|unreach|timeout) within MAXMS milliseconds.
+expect() {
+	_d=$1 _want=$2 _max=$3; shift 3
+	_r=$(ing "$DRIVE" probe "$@" 2>&1)
+	_got=${_r%% *} _ms=${_r#* }
+	if [ "$_got" = "$_want" ] &&
+	    awk -v a="$_ms" -v b="$_max" 'BEGIN { exit !(a + 0 <= b + 0) }'; then
+		ok "$_d ($_got in $_ms ms)"
+	else
+		nok "$_d"; diag "got '$_r', want '$_want' within $_max ms"
+	fi
+}
+waitfor() {	# FILE PATTERN: up to 5 s
+	for _i in $(seq 100); do
+		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+q() { ing "$DNSD" query 10.200.0.1 "$@" 2>&1; }
+
+# ---- the upstream: a tiny authoritative server, UDP + TCP ---------------
+cat >"$TMP/upstream.py" <<'EOF'
+import socket, struct, sys, threading
+A, CN, TXT = 1, 5, 16
+Z = {
+    ("allowed.test", A): [(A, 30, "203.0.113.10")],
+    ("allowed.test", TXT): [(TXT, 30, "hello")],
+    ("www.allowed.test", A): [(CN, 60, "edge.cdn.test"), ("edge.cdn.test", A, 60, "203.0.113.11")],
+    ("hop.allowed.test", A): [(CN, 60, "target.cdn.test")],
+    ("target.cdn.test", A): [(A, 60, "203.0.113.12")],
+    ("a.wild.test", A): [(A, 60, "203.0.113.13")],
+    ("bad.wild.test", A): [(A, 60, "203.0.113.13")],
+    ("a.b.wild.test", A): [(A, 60, "203.0.113.14")],
+    ("wild.test", A): [(A, 60, "203.0.113.15")],
+    ("short.test", A): [(A, 1, "203.0.113.16")],
+    ("denied.test", A): [(A, 60, "203.0.113.10")],
+    ("big.allowed.test", A): [(A, 60, "198.51.100.%d" % i) for i in range(1, 101)],
+}
+def wname(n):
+    return b"".join(bytes([len(l)]) + l.encode() for l in n.split(".") if l) + b"\0"
+def rr(owner, t, ttl, data):
+    if t == A: rd = socket.inet_aton(data)
+    elif t == CN: rd = wname(data)
+    else: rd = bytes([len(data)]) + data.encode()
+    return wname(owner) + struct.pack(">HHIH", t, 1, ttl, len(rd)) + rd
+def answer(q, proto, log):
+    qid, fl, qd = struct.unpack(">HHH", q[:6])
+    o, labels = 12, []
+    while q[o]:
+        labels.append(q[o + 1:o + 1 + q[o]].decode()); o += 1 + q[o]
+    name = ".".join(labels).lower()
+    qt, qc = struct.unpack(">HH", q[o + 1:o + 5])
+    edns = 512
+    if struct.unpack(">H", q[10:12])[0] and len(q) >= o + 5 + 11:
+        edns = max(512, struct.unpack(">H", q[o + 8:o + 10])[0])
+    log.write("%s %s %d\n" % (proto, name, qt)); log.flush()
+    recs = Z.get((name, qt))
+    rcode = 0 if recs is not None or any(k[0] == name for k in Z) else 3
+    body = b""
+    for r in recs or []:
+        if len(r) == 3: body += rr(name, r[0], r[1], r[2])
+        else: body += rr(*r)
+    question = q[12:o + 5]
+    msg = struct.pack(">HHHHHH", qid, 0x8580 | rcode, 1, len(recs or []), 0, 0) + question + body
+    if proto == "udp" and len(msg) > edns:
+        msg = struct.pack(">HHHHHH", qid, 0x8780, 1, 0, 0, 0) + question
+    return msg
+def udp(addr, log):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((addr, 53))
+    while True:
+        q, peer = s.recvfrom(4096)
+        s.sendto(answer(q, "udp", log), peer)
+def tcp(addr, log):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 53)); s.listen(16)
+    while True:
+        c, _ = s.accept()
+        try:
+            d = b""
+            while len(d) < 2 or len(d) < 2 + struct.unpack(">H", d[:2])[0]:
+                x = c.recv(4096)
+                if not x: break
+                d += x
+            a = answer(d[2:], "tcp", log)
+            c.sendall(struct.pack(">H", len(a)) + a)
+        finally:
+            c.close()
+log = open(sys.argv[2], "a")
+threading.Thread(target=tcp, args=(sys.argv[1], log), daemon=True).start()
+threading.Thread(target=udp, args=(sys.argv[1], log), daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+EOF
+
+# ---- topology ----------------------------------------------------------
+set -e
+for ns in $G $N; do ip netns add "$ns"; done
+for ns in $H $G $N; do ip -n "$ns" link set lo up; done
+ip link add sbtapA netns "$H" type veth peer name eth0 netns "$G"
+ip link add up0 netns "$H" type veth peer name eth0 netns "$N"
+ip -n "$H" addr add 10.200.0.1/30 dev sbtapA
+ip -n "$H" addr add 203.0.113.1/24 dev up0
+ip -n "$G" link set eth0 address 02:00:0a:c8:00:02
+ip -n "$G" addr add 10.200.0.2/30 dev eth0
+ip -n "$N" addr add 203.0.113.2/24 dev eth0
+for a in 10 11 12 13 14 15 16 53; do ip -n "$N" addr add 203.0.113.$a/24 dev eth0; done
+ip -n "$H" link set sbtapA up
+ip -n "$H" link set up0 up
+ip -n "$G" link set eth0 up
+ip -n "$N" link set eth0 up
+ip -n "$G" route add default via 10.200.0.1
+ip -n "$H" route add default via 203.0.113.2
+inh sysctl -qw net.ipv4.ip_forward=1
+mkdir -p "/etc/netns/$G"
+printf 'nameserver 10.200.0.1\noptions timeout:2 attempts:1\n' >"/etc/netns/$G/resolv.conf"
+set +e
+
+ip netns exec "$N" python3 "$TMP/upstream.py" 203.0.113.53 "$TMP/upstream.log" \
+	>"$TMP/up.out" 2>&1 &
+PIDS="$PIDS $!"
+waitfor "$TMP/up.out" ready || { cat "$TMP/up.out" >&2; echo "Bail out! upstream"; exit 1; }
+ip netns exec "$N" "$DRIVE" listen 0.0.0.0 tcp:80 tcp:443 >"$TMP/web.out" 2>&1 &
+PIDS="$PIDS $!"
+waitfor "$TMP/web.out" ready || { echo "Bail out! listener"; exit 1; }
+
+check "table inet berth built" \
+	drive init --uplink up0 --tap-prefix sbtap --group 7 --host-addr 203.0.113.1
+check "guest attached in allowlist mode" \
+	drive attach sbtapA 10.200.0.2 02:00:0a:c8:00:02 10.200.0.1 allowlist
+
+# 203.0.113.99 is no host at all: the first upstream times out.
+ip netns exec "$H" "$DNSD" serve --guest 10.200.0.2 --gw 10.200.0.1 --id sb-dns --mode allowlist \
+	--allow allowed.test --allow www.allowed.test --allow hop.allowed.test \
+	--allow big.allowed.test --allow nx.allowed.test --allow '*.wild.test' \
+	--deny bad.wild.test --allow short.test:80/tcp \
+	--resolver 203.0.113.99 --resolver 203.0.113.53 --timeout-ms 300 \
+	--ttl-min 1 --ttl-max 300 --grace-ms 1000 >"$TMP/dns.out" 2>&1 &
+DNSPID=$!
+PIDS="$PIDS $DNSPID"
+if waitfor "$TMP/dns.out" ready; then ok "resolver listening on the gateway"
+else nok "resolver listening on the gateway"; diag "$(cat "$TMP/dns.out")"; fi
+
+# ---- before any lookup ----------------------------------------------------
+expect "before a lookup: 203.0.113.10:80 refused by reset, fast" refused 100 tcp 203.0.113.10 80
+
+# ---- allowed name -------------------------------------------------------------
+out=$(ing getent ahostsv4 allowed.test 2>&1)
+like "guest's getent resolves allowed.test (past a dead first upstream)" "$out" '^203\.0\.113\.10 '
+expect "right after the answer: 203.0.113.10:80 connects" open 1000 tcp 203.0.113.10 80
+expect "and any port (the rule names none): 203.0.113.10:443" open 1000 tcp 203.0.113.10 443
+set_net=$(inh nft list set inet berth allow_net 2>&1)
+like "allow_net holds guest . 203.0.113.10 with a timeout (TTL 30 + 1 s grace)" \
+	"$set_net" '10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout 31s'
+out=$(ing busybox nslookup allowed.test 10.200.0.1 2>&1)
+like "busybox nslookup gets it too" "$out" 'Address:? *203\.0\.113\.10'
+out=$(q allowed.test A --tcp)
+like "the same over TCP to the gateway" "$out" '^allowed\.test 30 A 203\.0\.113\.10$'
+out=$(q allowed.test AAAA)
+like "AAAA of an allowed name: NOERROR, no records" "$out" '^NOERROR ancount=0'
+unlike "AAAA never asked upstream" "$(cat "$TMP/upstream.log")" ' 28$'
+out=$(q allowed.test TXT)
+like "TXT of an allowed name passes through" "$out" '^allowed\.test 30 TXT'
+out=$(q nx.allowed.test)
+like "allowed but nonexistent name: the upstream's NXDOMAIN" "$out" '^NXDOMAIN'
+
+# ---- denied name ----------------------------------------------------------------
+out=$(q denied.test)
+like "denied.test: NXDOMAIN" "$out" '^NXDOMAIN'
+out=$(ing getent ahostsv4 denied.test 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ -z "$out" ]; then ok "getent denied.test fails (exit $rc)"
+else nok "getent denied.test fails"; diag "$out"; fi
+waitfor "$TMP/dns.out" 'denial' >/dev/null
+like "denial callback: time, sandbox, guest, name, type, reason" "$(cat "$TMP/dns.out")" \
+	'^denial [0-9]+\.[0-9]{6} sb-dns 10\.200\.0\.2 denied\.test A not-allowed$'
+unlike "denied.test never reached the upstream" "$(cat "$TMP/upstream.log")" 'denied\.test'
+
+# ---- CNAME chains --------------------------------------------------------------
+out=$(q www.allowed.test)
+like "CNAME chain returned whole" "$out" 'www\.allowed\.test 60 CNAME edge\.cdn\.test'
+like "with the final A record" "$out" 'edge\.cdn\.test 60 A 203\.0\.113\.11'
+expect "the chain's final address connects" open 1000 tcp 203.0.113.11 80
+out=$(q edge.cdn.test)
+like "the CNAME target by itself is not allowed" "$out" '^NXDOMAIN'
+out=$(q hop.allowed.test)
+like "upstream gave only the CNAME: the resolver asked for the target" "$out" \
+	'target\.cdn\.test 60 A 203\.0\.113\.12'
+like "and the upstream saw that second question" "$(cat "$TMP/upstream.log")" 'target\.cdn\.test 1$'
+expect "its address connects" open 1000 tcp 203.0.113.12 80
+
+# ---- wildcard, deny rule ----------------------------------------------------------
+like "*.wild.test: a.wild.test allowed" "$(q a.wild.test)" 'a\.wild\.test 60 A 203\.0\.113\.13'
+like "*.wild.test: a.b.wild.test (two labels down) denied" "$(q a.b.wild.test)" '^NXDOMAIN'
+like "*.wild.test: wild.test itself denied" "$(q wild.test)" '^NXDOMAIN'
+like "deny rule beats the wildcard" "$(q bad.wild.test)" '^NXDOMAIN'
+waitfor "$TMP/dns.out" 'bad\.wild\.test' >/dev/null
+like "deny rule reported as such" "$(cat "$TMP/dns.out")" 'bad\.wild\.test A deny-rule$'
+expect "a.b.wild.test's address was never allowed" refused 100 tcp 203.0.113.14 80
+
+# ---- port rule ---------------------------------------------------------------------
+like "short.test (rule :80/tcp) resolves" "$(q short.test)" 'short\.test 1 A 203\.0\.113\.16'
+expect "short.test: port 80 connects" open 1000 tcp 203.0.113.16 80
+expect "short.test: port 443 refused (the rule's port only)" refused 100 tcp 203.0.113.16 443
+like "element in allow_ip with TTL 1 + 1 s grace" "$(inh nft list set inet berth allow_ip)" \
+	'10\.200\.0\.2 \. 203\.0\.113\.16 \. tcp \. 80 timeout 2s'
+
+# ---- truncation and TCP -------------------------------------------------------------
+out=$(q big.allowed.test)
+like "100 records over UDP to the guest: TC, no records" "$out" '^NOERROR ancount=0 tc=1'
+out=$(q big.allowed.test --tcp)
+like "over TCP: the records (the resolver keeps 64 per answer)" "$out" '^NOERROR ancount=64 tc=0'
+like "the resolver fell back to TCP upstream" "$(cat "$TMP/upstream.log")" '^tcp big\.allowed\.test 1$'
+cnt=$(drive count allow_net)
+if [ "${cnt:-0}" -ge 64 ]; then ok "allow_net grew by the big answer ($cnt elements)"
+else nok "allow_net grew by the big answer"; diag "$cnt"; fi
+
+# ---- malformed ----------------------------------------------------------------------
+# two questions
+out=$(ing "$DNSD" raw 10.200.0.1 abcd010000020000000000000474657374000001000103666f6f0000010001)
+like "two questions: FORMERR" "$out" '^FORMERR id=43981 qd=0'
+# a name whose pointer points at itself
+out=$(ing "$DNSD" raw 10.200.0.1 abcd01000001000000000000c00c00010001)
+like "pointer loop: FORMERR" "$out" '^FORMERR'
+# a response (QR set) is not answered
+out=$(ing "$DNSD" raw 10.200.0.1 abcd818000010000000000000377777704746573740000010001)
+like "a response sent to the resolver is dropped" "$out" '^none'
+like "ANY: NOTIMP" "$(q allowed.test ANY)" '^NOTIMP'
+kill -USR1 $DNSPID
+waitfor "$TMP/dns.out" '^stats' >/dev/null
+like "resolver still fine; stats count it all" "$(grep '^stats' "$TMP/dns.out")" \
+	'formerr=2 .*insert_fail=0'
+like "the dead first upstream was tried once, then skipped" "$(grep '^stats' "$TMP/dns.out")" 'upstream_fail=0'
+
+# ---- other resolvers ------------------------------------------------------------------
+expect "DNS straight to the outside resolver (udp) refused" unreach 100 udp 203.0.113.53 53
+expect "DNS straight to the outside resolver (tcp) refused" refused 100 tcp 203.0.113.53 53
+out=$(ing "$DNSD" query 203.0.113.53 allowed.test --timeout 500 2>&1)
+like "a real query to it gets no answer" "$out" '^error'
+
+# ---- expiry -------------------------------------------------------------------------------
+# short.test: TTL 1 + 1 s grace. The connection made above is over.
+sleep 2.3
+unlike "short.test's element expired" "$(inh nft list set inet berth allow_ip)" '203\.0\.113\.16'
+expect "after TTL + grace: 203.0.113.16:80 refused again" refused 100 tcp 203.0.113.16 80
+like "a new lookup" "$(q short.test)" '203\.0\.113\.16'
+expect "lets it through again" open 1000 tcp 203.0.113.16 80
+
+# ---- shutdown -------------------------------------------------------------------------------
+kill -TERM $DNSPID
+wait $DNSPID; rc=$?
+if [ $rc -eq 0 ] && ! grep -q Sanitizer "$TMP/dns.out"; then ok "resolver ends cleanly on SIGTERM"
+else nok "resolver ends cleanly on SIGTERM (exit $rc)"; diag "$(tail -n 30 "$TMP/dns.out")"; fi
+
+echo "1..$n"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,429 @@
+/*
+ * nc_dnsdrive.c — runs libnetctl's filtering DNS resolver for shell tests
+ * (tests/integ/egress-dns.sh), and asks DNS questions like a tiny dig.
+ *   nc_dnsdrive serve --guest IP --gw IP [--id ID] [--mode MODE]
+ *       [--allow RULE]... [--deny RULE]... --resolver IP[:PORT]...
+ *       [--grace-ms N] [--ttl-min S] [--ttl-max S] [--timeout-ms N]
+ *       [--attempts N] [--max-inflight N] [--refused] [--no-nft]
+ *     prints "ready", then one line per event:
+ *       denial SEC.USEC SANDBOX GUEST NAME QTYPE REASON
+ *       error MESSAGE
+ *     and on SIGUSR1 "stats k=v ..."; SIGTERM/SIGINT end it.
+ *   nc_dnsdrive query SERVER NAME [TYPE] [--tcp] [--timeout MS]
+ *     prints "RCODE ancount=N tc=0|1" then "NAME TTL TYPE DATA" lines.
+ *   nc_dnsdrive raw SERVER HEX     send HEX over UDP, print the rcode
+ *     of the answer ("none" after 1 s).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+
+#include "netctl.h"
+#include "nc_dns.h"
+
+static char err[NC_ERRLEN];
+
+static void __attribute__((noreturn))
+usage(const char *why)
+{
+	fprintf(stderr, "nc_dnsdrive: %s (see the top of nc_dnsdrive.c)\n",
+	    why);
+	exit(2);
+}
+
+static struct in_addr
+ip_arg(const char *s)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1)
+		usage("bad address");
+	return a;
+}
+
+static void
+sockaddr_arg(const char *s, struct sockaddr_in *sa)
+{
+	char host[64];
+	const char *colon = strchr(s, ':');
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	snprintf(host, sizeof(host), "%.*s",
+	    (int)(colon ? (size_t)(colon - s) : strlen(s)), s);
+	sa->sin_addr = ip_arg(host);
+	sa->sin_port = htons(colon ? (uint16_t)atoi(colon + 1) : 53);
+}
+
+static const char *
+type_name(uint16_t t)
+{
+	switch (t) {
+	case NC_DNS_T_A: return "A";
+	case NC_DNS_T_AAAA: return "AAAA";
+	case NC_DNS_T_CNAME: return "CNAME";
+	case NC_DNS_T_MX: return "MX";
+	case NC_DNS_T_TXT: return "TXT";
+	case NC_DNS_T_NS: return "NS";
+	case NC_DNS_T_SRV: return "SRV";
+	case NC_DNS_T_PTR: return "PTR";
+	case NC_DNS_T_SOA: return "SOA";
+	}
+	return "TYPE?";
+}
+
+static uint16_t
+type_arg(const char *s)
+{
+	static const uint16_t t[] = { NC_DNS_T_A, NC_DNS_T_AAAA,
+	    NC_DNS_T_CNAME, NC_DNS_T_MX, NC_DNS_T_TXT, NC_DNS_T_NS,
+	    NC_DNS_T_SRV, NC_DNS_T_PTR, NC_DNS_T_SOA };
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcasecmp(s, type_name(t[i])) == 0)
+			return t[i];
+	if (strcasecmp(s, "ANY") == 0)
+		return NC_DNS_T_ANY;
+	return (uint16_t)atoi(s);
+}
+
+static const char *
+rcode_name(int r)
+{
+	static const char *n[] = { "NOERROR", "FORMERR", "SERVFAIL",
+	    "NXDOMAIN", "NOTIMP", "REFUSED" };
+
+	return r >= 0 && r < 6 ? n[r] : "RCODE?";
+}
+
+/* ---- serve ---- */
+
+static void
+on_denial(const struct nc_dns_denial *d, void *arg)
+{
+	char g[INET_ADDRSTRLEN];
+
+	(void)arg;
+	inet_ntop(AF_INET, &d->guest, g, sizeof(g));
+	printf("denial %lld.%06ld %s %s %s %s %s\n", (long long)d->when.tv_sec,
+	    d->when.tv_nsec / 1000, d->sandbox, g, d->name,
+	    type_name(d->qtype), d->reason);
+	fflush(stdout);
+}
+
+static void
+on_error(const char *msg, void *arg)
+{
+	(void)arg;
+	printf("error %s\n", msg);
+	fflush(stdout);
+}
+
+static struct nc_dns *the_dns;
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct nc_dns_stats s;
+
+	(void)what;
+	if (sig != SIGUSR1) {
+		event_base_loopbreak(arg);
+		return;
+	}
+	nc_dns_get_stats(the_dns, &s);
+	printf("stats queries=%llu allowed=%llu denied=%llu answered=%llu "
+	    "servfail=%llu formerr=%llu dropped=%llu upstream_sent=%llu "
+	    "upstream_tcp=%llu upstream_fail=%llu inserted=%llu "
+	    "insert_fail=%llu limited=%llu\n",
+	    (unsigned long long)s.queries, (unsigned long long)s.allowed,
+	    (unsigned long long)s.denied, (unsigned long long)s.answered,
+	    (unsigned long long)s.servfail, (unsigned long long)s.formerr,
+	    (unsigned long long)s.dropped,
+	    (unsigned long long)s.upstream_sent,
+	    (unsigned long long)s.upstream_tcp,
+	    (unsigned long long)s.upstream_fail,
+	    (unsigned long long)s.inserted,
+	    (unsigned long long)s.insert_fail, (unsigned long long)s.limited);
+	fflush(stdout);
+}
+
+static int
+serve(int argc, char **argv)
+{
+	struct nc_dns_config c;
+	struct sockaddr_in res[8];
+	struct nc_rule allow[32], deny[32];
+	size_t nres = 0, nallow = 0, ndeny = 0;
+	struct in_addr guest = { 0 }, gw = { 0 };
+	const char *id = "sb-test";
+	enum nc_mode mode = NC_MODE_ALLOWLIST;
+	struct event_base *base;
+	struct event *sig[3];
+	struct nc_ctx *ctx = NULL;
+	int i, nft = 1;
+
+	nc_dns_config_init(&c);
+	for (i = 1; i < argc; i++) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(o, "--no-nft") == 0) {
+			nft = 0;
+			continue;
+		}
+		if (strcmp(o, "--refused") == 0) {
+			c.deny_rcode = NC_DNS_REFUSED;
+			continue;
+		}
+		if (v == NULL)
+			usage("option without value");
+		i++;
+		if (strcmp(o, "--guest") == 0)
+			guest = ip_arg(v);
+		else if (strcmp(o, "--gw") == 0)
+			gw = ip_arg(v);
+		else if (strcmp(o, "--id") == 0)
+			id = v;
+		else if (strcmp(o, "--mode") == 0) {
+			if (nc_mode_parse(v, &mode) < 0)
+				usage("bad mode");
+		} else if (strcmp(o, "--allow") == 0 && nallow < 32) {
+			if (nc_rule_parse(v, &allow[nallow++], err,
+			    sizeof(err)) < 0)
+				usage(err);
+		} else if (strcmp(o, "--deny") == 0 && ndeny < 32) {
+			if (nc_rule_parse(v, &deny[ndeny++], err,
+			    sizeof(err)) < 0)
+				usage(err);
+		} else if (strcmp(o, "--resolver") == 0 && nres < 8)
+			sockaddr_arg(v, &res[nres++]);
+		else if (strcmp(o, "--grace-ms") == 0)
+			c.grace_ms = (uint32_t)atoi(v);
+		else if (strcmp(o, "--ttl-min") == 0)
+			c.ttl_min = (uint32_t)atoi(v);
+		else if (strcmp(o, "--ttl-max") == 0)
+			c.ttl_max = (uint32_t)atoi(v);
+		else if (strcmp(o, "--timeout-ms") == 0)
+			c.timeout_ms = (uint32_t)atoi(v);
+		else if (strcmp(o, "--attempts") == 0)
+			c.attempts = (uint32_t)atoi(v);
+		else if (strcmp(o, "--max-inflight") == 0)
+			c.max_inflight = (uint32_t)atoi(v);
+		else
+			usage("unknown option");
+	}
+	c.resolvers = res;
+	c.nresolvers = nres;
+	c.on_denial = on_denial;
+	c.on_error = on_error;
+	if ((base = event_base_new()) == NULL)
+		usage("event_base_new failed");
+	if (nft && (ctx = nc_ctx_new(err, sizeof(err))) == NULL) {
+		fprintf(stderr, "nc_dnsdrive: %s\n", err);
+		return 1;
+	}
+	if ((the_dns = nc_dns_new(base, ctx, &c, err, sizeof(err))) == NULL ||
+	    nc_dns_sandbox_add(the_dns, guest, gw, id, err, sizeof(err)) < 0 ||
+	    nc_dns_set_rules(the_dns, guest, mode, allow, nallow, deny, ndeny,
+	    err, sizeof(err)) < 0) {
+		fprintf(stderr, "nc_dnsdrive: %s\n", err);
+		return 1;
+	}
+	sig[0] = evsignal_new(base, SIGTERM, on_signal, base);
+	sig[1] = evsignal_new(base, SIGINT, on_signal, base);
+	sig[2] = evsignal_new(base, SIGUSR1, on_signal, base);
+	for (i = 0; i < 3; i++)
+		evsignal_add(sig[i], NULL);
+	printf("ready\n");
+	fflush(stdout);
+	event_base_dispatch(base);
+	for (i = 0; i < 3; i++)
+		event_free(sig[i]);
+	nc_dns_free(the_dns);
+	event_base_free(base);
+	nc_ctx_free(ctx);
+	return 0;
+}
+
+/* ---- query ---- */
+
+static int
+exchange(const struct sockaddr_in *sa, int tcp, const uint8_t *q,
+    size_t qlen, uint8_t *ans, size_t cap, int timeout)
+{
+	struct pollfd p;
+	uint8_t l[2];
+	size_t got = 0, want = 0;
+	ssize_t n;
+	int fd;
+
+	fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+	if (fd < 0 || connect(fd, (const struct sockaddr *)sa,
+	    sizeof(*sa)) < 0)
+		return -errno;
+	if (tcp) {
+		l[0] = (uint8_t)(qlen >> 8);
+		l[1] = (uint8_t)qlen;
+		if (write(fd, l, 2) != 2)
+			return -errno;
+	}
+	if (write(fd, q, qlen) != (ssize_t)qlen)
+		return -errno;
+	p.fd = fd;
+	p.events = POLLIN;
+	for (;;) {
+		if (poll(&p, 1, timeout) <= 0) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		n = read(fd, ans + got, cap - got);
+		if (n <= 0) {
+			close(fd);
+			return n == 0 ? -ECONNRESET : -errno;
+		}
+		if (!tcp) {
+			close(fd);
+			return (int)n;
+		}
+		got += (size_t)n;
+		if (got >= 2)
+			want = (size_t)ans[0] << 8 | ans[1];
+		if (got >= 2 && got >= 2 + want) {
+			memmove(ans, ans + 2, want);
+			close(fd);
+			return (int)want;
+		}
+	}
+}
+
+static int
+query(int argc, char **argv)
+{
+	static struct nc_dns_answer a;
+	static uint8_t buf[65537];
+	struct sockaddr_in sa;
+	uint8_t q[600], name[NC_DNS_NAME_MAX + 1];
+	size_t nl = 0, i;
+	uint16_t type = NC_DNS_T_A, id;
+	const char *s;
+	int tcp = 0, timeout = 3000, len, qlen, r;
+	char txt[NC_DNS_TEXT_MAX];
+
+	if (argc < 3)
+		usage("query SERVER NAME [TYPE]");
+	sockaddr_arg(argv[1], &sa);
+	for (i = 3; i < (size_t)argc; i++) {
+		if (strcmp(argv[i], "--tcp") == 0)
+			tcp = 1;
+		else if (strcmp(argv[i], "--timeout") == 0 &&
+		    i + 1 < (size_t)argc)
+			timeout = atoi(argv[++i]);
+		else
+			type = type_arg(argv[i]);
+	}
+	/* text -> wire */
+	for (s = argv[2]; *s;) {
+		size_t l = strcspn(s, ".");
+
+		if (l == 0 || l > 63 || nl + l + 2 > NC_DNS_NAME_MAX)
+			usage("bad name");
+		name[nl++] = (uint8_t)l;
+		memcpy(name + nl, s, l);
+		nl += l;
+		s += l;
+		if (*s == '.')
+			s++;
+	}
+	name[nl++] = 0;
+	id = (uint16_t)(getpid() ^ time(NULL));
+	qlen = nc_dns_build(q, sizeof(q), id, 0x0100, 0, name, nl, type,
+	    NULL, NULL, 0, 0, 0, 0);
+	if (qlen < 0)
+		usage("cannot build the query");
+	len = exchange(&sa, tcp, q, (size_t)qlen, buf, sizeof(buf), timeout);
+	if (len < 0) {
+		printf("error %s\n", strerror(-len));
+		return 1;
+	}
+	if (len >= 4 && (buf[3] & 0xf) != 0 && (buf[5] == 0)) {
+		printf("%s ancount=0 tc=0\n", rcode_name(buf[3] & 0xf));
+		return 0;
+	}
+	if ((r = nc_dns_answer_parse(buf, (size_t)len, id, name, nl, type,
+	    &a)) < 0) {
+		printf("error bad answer: %s\n", strerror(-r));
+		return 1;
+	}
+	printf("%s ancount=%zu tc=%d\n", rcode_name(a.rcode), a.nrr, a.tc);
+	for (i = 0; i < a.nrr; i++) {
+		const struct nc_dns_rr *rr = &a.rr[i];
+		const uint8_t *rd = a.rd + rr->rdoff;
+		char data[NC_DNS_TEXT_MAX];
+
+		nc_dns_name_text(rr->name, txt, sizeof(txt));
+		if (rr->type == NC_DNS_T_A)
+			inet_ntop(AF_INET, rd, data, sizeof(data));
+		else if (rr->type == NC_DNS_T_CNAME)
+			nc_dns_name_text(rd, data, sizeof(data));
+		else
+			snprintf(data, sizeof(data), "(%u bytes)", rr->rdlen);
+		printf("%s %u %s %s\n", txt, rr->ttl, type_name(rr->type),
+		    data);
+	}
+	return 0;
+}
+
+static int
+raw(int argc, char **argv)
+{
+	struct sockaddr_in sa;
+	uint8_t q[1024], ans[4096];
+	size_t n = 0;
+	const char *h;
+	int len;
+
+	if (argc != 3)
+		usage("raw SERVER HEX");
+	sockaddr_arg(argv[1], &sa);
+	for (h = argv[2]; h[0] && h[1] && n < sizeof(q); h += 2) {
+		unsigned int b;
+
+		if (sscanf(h, "%2x", &b) != 1)
+			usage("bad hex");
+		q[n++] = (uint8_t)b;
+	}
+	len = exchange(&sa, 0, q, n, ans, sizeof(ans), 1000);
+	if (len == -ETIMEDOUT)
+		printf("none\n");
+	else if (len < 4)
+		printf("error %s\n", len < 0 ? strerror(-len) : "short");
+	else
+		printf("%s id=%u qd=%u\n", rcode_name(ans[3] & 0xf),
+		    (unsigned)(ans[0] << 8 | ans[1]),
+		    (unsigned)(ans[4] << 8 | ans[5]));
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2)
+		usage("no command");
+	if (strcmp(argv[1], "serve") == 0)
+		return serve(argc - 1, argv + 1);
+	if (strcmp(argv[1], "query") == 0)
+		return query(argc - 1, argv + 1);
+	if (strcmp(argv[1], "raw") == 0)
+		return raw(argc - 1, argv + 1);
+	usage("unknown command");
+}
