@@ -55,6 +55,7 @@ struct px_control {
 	struct event_base *base;
 	struct px_store *store;
 	struct px_control_hooks hooks;
+	uint64_t serial;	/* of the last connection accepted */
 	char *domain;
 	char *sock_path;
 	dev_t sock_dev;
@@ -81,6 +82,8 @@ struct conn {
 	int complete;		/* a whole request is waiting to be served */
 	int closing;		/* free once the output is flushed */
 	int throttled;		/* reading paused: output above CTL_OUT_HIGH */
+	int waiting;		/* a lifecycle operation answers later */
+	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
 	/* The Authorization header, captured while the head is parsed. */
 	char field[16];		/* current header name (prefix) */
@@ -617,14 +620,14 @@ h_sandbox_create(struct req *r)
 	}
 	if (check_sandbox_id(r, id) == -1)
 		goto out;
-	if ((rc = string_field(r, obj, "address", 0, &addr)) <= 0) {
-		if (rc == 0)
-			reply_error(r, 400, NULL, "address", "VM-backed sandboxes "
-			    "are not available yet; give the address of an "
-			    "externally managed sandbox");
+	if ((rc = string_field(r, obj, "address", 0, &addr)) < 0)
+		goto out;
+	if (rc == 0 && ctl->hooks.vm_create == NULL) {
+		reply_error(r, 400, NULL, "address", "this berthd runs no VMM: "
+		    "give the address of an externally managed sandbox");
 		goto out;
 	}
-	if (!px_valid_ip(addr)) {
+	if (addr != NULL && !px_valid_ip(addr)) {
 		reply_error(r, 400, NULL, "address", "not an IP address: '%s'",
 		    shown(buf, sizeof(buf), addr));
 		goto out;
@@ -639,9 +642,10 @@ h_sandbox_create(struct req *r)
 	}
 	memset(&sb, 0, sizeof(sb));
 	snprintf(sb.id, sizeof(sb.id), "%s", id);
-	snprintf(sb.address, sizeof(sb.address), "%s", addr);
-	sb.external = 1;
-	snprintf(sb.state, sizeof(sb.state), "%s", PX_STATE_RUNNING);
+	snprintf(sb.address, sizeof(sb.address), "%s", addr ? addr : "");
+	sb.external = addr != NULL;
+	snprintf(sb.state, sizeof(sb.state), "%s",
+	    addr ? PX_STATE_RUNNING : PX_STATE_CREATING);
 	snprintf(sb.egress_mode, sizeof(sb.egress_mode), "%s", mode ? mode : "");
 	sb.created = (int64_t)time(NULL);
 	memset(&tok, 0, sizeof(tok));
@@ -655,6 +659,15 @@ h_sandbox_create(struct req *r)
 	rc = px_store_sandbox_create(ctl->store, &sb, &tok, err, sizeof(err));
 	if (rc != PX_STORE_OK) {
 		reply_store(r, rc, "id", err);
+		goto out;
+	}
+	if (!sb.external && ctl->hooks.vm_create(sb.id, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		char e2[256];
+
+		(void)px_store_sandbox_rm(ctl->store, sb.id, e2, sizeof(e2));
+		reply_error(r, 503, NULL, NULL, "cannot create sandbox '%s': %s",
+		    sb.id, err);
 		goto out;
 	}
 	routes_changed(ctl);
@@ -716,6 +729,8 @@ h_sandbox_delete(struct req *r, const char *id)
 		reply_store(r, rc, NULL, err);
 		return;
 	}
+	if (ctl->hooks.vm_delete != NULL)
+		ctl->hooks.vm_delete(id, ctl->hooks.arg);
 	if (ctl->hooks.routes_changed != NULL)
 		ctl->hooks.routes_changed(ctl->hooks.arg);
 	reply_empty(r, 204);
@@ -910,13 +925,66 @@ record_event(struct px_control *ctl, const char *id, const char *op,
 	(void)px_store_event_add(ctl->store, &ev, NULL, err, sizeof(err));
 }
 
+/* A lifecycle operation whose answer waits for the VMM. */
+struct pending {
+	struct px_control *ctl;
+	struct conn *c;
+	uint64_t serial;
+	enum http_method method;
+	int64_t t0;
+	char id[PX_SANDBOX_ID_MAX + 1];
+	char op[16];
+};
+
+static void conn_read(struct bufferevent *, void *);
+
+static void
+lifecycle_done(void *arg, int ok, const char *reason)
+{
+	struct pending *p = arg;
+	struct px_control *ctl = p->ctl;
+	struct px_sandbox sb;
+	struct conn *c;
+	struct req r;
+	char err[256];
+
+	record_event(ctl, p->id, p->op, ok ? "ok" : "failed", ok ? "" : reason,
+	    now_ms() - p->t0);
+	routes_changed(ctl);
+	/* the client may have gone meanwhile */
+	TAILQ_FOREACH(c, &ctl->conns, entry)
+		if (c == p->c && c->serial == p->serial)
+			break;
+	if (c == NULL) {
+		free(p);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = p->method;
+	if (!ok)
+		reply_error(&r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
+		    p->op, p->id, reason ? reason : "unknown error");
+	else if (px_store_sandbox_get(ctl->store, p->id, &sb, err, sizeof(err)) !=
+	    PX_STORE_OK)
+		reply_error(&r, 500, NULL, NULL, "state store: %s", err);
+	else
+		reply_json(&r, 200, sandbox_json(&sb));
+	free(p);
+	c->waiting = 0;
+	if (c->closing)
+		bufferevent_disable(c->bev, EV_READ);
+	else
+		conn_read(c->bev, c);	/* pipelined requests waited */
+}
+
 static void
 h_lifecycle(struct req *r, const char *id, const char *op)
 {
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
+	struct pending *p;
 	char err[256] = "";
-	int64_t t0;
 	int rc;
 
 	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
@@ -931,21 +999,29 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 		    "VM-backed sandbox: it cannot %s", id, op);
 		return;
 	}
-	t0 = now_ms();
-	rc = ctl->hooks.lifecycle(id, op, err, sizeof(err), ctl->hooks.arg);
-	record_event(ctl, id, op, rc == 0 ? "ok" : "failed", rc == 0 ? "" : err,
-	    now_ms() - t0);
-	if (rc != 0) {
-		reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
-		    op, id, err);
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		reply_error(r, 503, NULL, NULL, "out of memory");
 		return;
 	}
-	routes_changed(ctl);
-	if (px_store_sandbox_get(ctl->store, id, &sb, err, sizeof(err)) !=
-	    PX_STORE_OK)
-		reply_error(r, 500, NULL, NULL, "state store: %s", err);
-	else
-		reply_json(r, 200, sandbox_json(&sb));
+	p->ctl = ctl;
+	p->c = r->c;
+	p->serial = r->c->serial;
+	p->method = r->method;
+	p->t0 = now_ms();
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	snprintf(p->op, sizeof(p->op), "%s", op);
+	/* The answer comes later: read no further request on this
+	 * connection meanwhile, so answers stay in order. */
+	r->c->waiting = 1;
+	rc = ctl->hooks.lifecycle(id, op, lifecycle_done, p, err, sizeof(err),
+	    ctl->hooks.arg);
+	if (rc != 0) {
+		r->c->waiting = 0;
+		free(p);
+		record_event(ctl, id, op, "failed", err, 0);
+		reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
+		    op, id, err);
+	}
 }
 
 struct ev_ctx {
@@ -2256,7 +2332,6 @@ authorize(struct req *r)
 
 /* ---- connections ---- */
 
-static void conn_read(struct bufferevent *, void *);
 
 static void
 conn_free(struct conn *c)
@@ -2329,7 +2404,7 @@ conn_read(struct bufferevent *bev, void *arg)
 	enum http_errno e;
 	char *data;
 
-	while (!c->closing && !c->throttled &&
+	while (!c->closing && !c->throttled && !c->waiting &&
 	    (n = evbuffer_get_contiguous_space(in)) > 0) {
 		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
 		used = http_parser_execute(&c->parser, &parser_settings, data, n);
@@ -2542,6 +2617,7 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 		return;
 	}
 	c->ctl = ctl;
+	c->serial = ++ctl->serial;
 	c->tcp = tcp;
 	c->url = evbuffer_new();
 	c->body = evbuffer_new();

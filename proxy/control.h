@@ -85,12 +85,25 @@ struct px_control_hooks {
 	/* Appends Prometheus text for GET /metrics. May be NULL. */
 	void (*metrics)(struct evbuffer *out, void *arg);
 	/*
-	 * Pauses, suspends or resumes a VM-backed sandbox (op "pause",
-	 * "suspend", "resume"); 0 when done, -1 with err filled. The event
-	 * is recorded by the control API. NULL: such requests answer 409.
+	 * Starts pausing, suspending or resuming a VM-backed sandbox (op
+	 * "pause", "suspend", "resume"). Returns 0 when started: then
+	 * done(done_arg, ok, reason) is called exactly once, later, from the
+	 * event loop, and the API answers the request then. -1 with err
+	 * filled when it cannot start. The caller records the event.
+	 * NULL: such requests answer 409.
 	 */
-	int (*lifecycle)(const char *sandbox, const char *op, char *err,
-	    size_t errlen, void *arg);
+	int (*lifecycle)(const char *sandbox, const char *op,
+	    void (*done)(void *done_arg, int ok, const char *reason),
+	    void *done_arg, char *err, size_t errlen, void *arg);
+	/*
+	 * Creates the VM of a new sandbox (stored with state "creating", no
+	 * address yet); asynchronous: the VMM later sets the state and the
+	 * address in the store. 0 when started, -1 with err. NULL: creating
+	 * a sandbox needs an "address" (externally managed).
+	 */
+	int (*vm_create)(const char *sandbox, char *err, size_t errlen, void *arg);
+	/* The sandbox is gone from the store: tear its VM down. May be NULL. */
+	void (*vm_delete)(const char *sandbox, void *arg);
 	/* After a sandbox's egress rules or mode changed; sandbox NULL:
 	 * the global policy changed. May be NULL. */
 	void (*egress_changed)(const char *sandbox, void *arg);
