@@ -44,7 +44,10 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/util.h>
+#include <openssl/err.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <limits.h>
 
 #ifndef TAILQ_FOREACH_SAFE
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
@@ -101,6 +104,10 @@ struct px_sess {
 	int		 close_after;
 	int		 upgrade;
 	int		 client_eof;	/* tunnel: client done, flushing upstream */
+	struct evbuffer	*stage;		/* response bytes gathered for one SSL_write */
+	int		 staging;
+	int		 busy;		/* inside a callback: free later */
+	int		 dead;
 	struct px_routes *routes;
 	struct px_route_match m;
 	struct px_sbstat *sb;		/* counted in sb->conns while set */
@@ -134,6 +141,7 @@ static void up_write(struct bufferevent *, void *);
 static void up_event(struct bufferevent *, short, void *);
 static void up_connect(struct px_sess *);
 static void pump_request(struct px_sess *);
+static void up_flush(struct px_sess *);
 static void pump_response(struct px_sess *);
 
 static void
@@ -169,6 +177,73 @@ timer_clear(struct px_sess *s)
 {
 	s->timer_kind = T_NONE;
 	evtimer_del(s->timer);
+}
+
+/*
+ * Moves n bytes between buffers. Small pieces are copied so they join
+ * the chain before them: over TLS every chain becomes its own SSL_write,
+ * record and system call, so a head and a small body must share one.
+ * Large pieces move without copying.
+ */
+static void
+move_bytes(struct evbuffer *in, struct evbuffer *out, size_t n)
+{
+	if (n <= 16384) {
+		evbuffer_add(out, evbuffer_pullup(in, (ev_ssize_t)n), n);
+		evbuffer_drain(in, n);
+	} else {
+		evbuffer_remove_buffer(in, out, n);
+	}
+}
+
+/*
+ * Writing to the client. libevent 2.1's TLS bufferevent never writes when
+ * data is added: it waits for EPOLLOUT, costing an epoll_ctl pair and a
+ * loop turn per response. While an upstream read is handled, response
+ * bytes gather in s->stage instead and go out in one SSL_write at its
+ * end; only what SSL_write cannot take goes to the bufferevent. This is
+ * safe only when the bufferevent has nothing queued and OpenSSL wants
+ * nothing, so that the byte order and OpenSSL's retry rules hold.
+ */
+static struct evbuffer *
+cl_out(struct px_sess *s)
+{
+	return s->staging ? s->stage : bufferevent_get_output(s->c);
+}
+
+static void
+cl_stage(struct px_sess *s)
+{
+	if (s->ssl == NULL || s->staging || !SSL_is_init_finished(s->ssl) ||
+	    SSL_want(s->ssl) != SSL_NOTHING ||
+	    evbuffer_get_length(bufferevent_get_output(s->c)) != 0)
+		return;
+	if (s->stage == NULL && (s->stage = evbuffer_new()) == NULL)
+		return;
+	s->staging = 1;
+}
+
+static void
+cl_flush(struct px_sess *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->c);
+	size_t len;
+	int n;
+
+	if (!s->staging)
+		return;
+	s->staging = 0;
+	if ((len = evbuffer_get_length(s->stage)) == 0)
+		return;
+	if (evbuffer_get_length(out) == 0 && len <= INT_MAX) {
+		n = SSL_write(s->ssl, evbuffer_pullup(s->stage, (ev_ssize_t)len), (int)len);
+		if (n > 0)
+			evbuffer_drain(s->stage, (size_t)n);
+		else
+			ERR_clear_error();	/* libevent meets it again */
+	}
+	if (evbuffer_get_length(s->stage) > 0)
+		evbuffer_add_buffer(out, s->stage);
 }
 
 /* ---- upstream pool ---- */
@@ -233,6 +308,7 @@ pool_put(struct px_up *u)
 	bufferevent_setcb(u->bev, pool_idle_read, NULL, pool_idle_event, u);
 	tv_ms(&tv, PX_POOL_IDLE_MS);
 	bufferevent_set_timeouts(u->bev, &tv, NULL);
+	bufferevent_disable(u->bev, EV_WRITE);
 	bufferevent_enable(u->bev, EV_READ);
 }
 
@@ -352,6 +428,7 @@ sess_error(struct px_sess *s, int status, const char *reason, const char *extra_
 	char body[2048], esc[768], esc2[128];
 	int n, close_conn;
 
+	cl_flush(s);
 	close_conn = s->close_after || status == 400 || status == 408 ||
 	    status == 413 || status == 431 || status == 501 || status == 505 ||
 	    status == 417 || s->req.raw == NULL || s->state == S_BODY ||
@@ -472,6 +549,10 @@ sess_free(struct px_sess *s)
 {
 	struct px_worker *w = s->w;
 
+	if (s->busy) {
+		s->dead = 1;	/* the callback on the stack frees it */
+		return;
+	}
 	TAILQ_REMOVE(&w->sessions, s, entry);
 	if (s->park != NULL) {
 		TAILQ_REMOVE(&s->park->parked, s, park_entry);
@@ -486,6 +567,8 @@ sess_free(struct px_sess *s)
 	px_head_reset(&s->resp);
 	if (s->up_head != NULL)
 		evbuffer_free(s->up_head);
+	if (s->stage != NULL)
+		evbuffer_free(s->stage);
 	event_free(s->timer);
 	if (s->c != NULL)
 		bufferevent_free(s->c);	/* frees the SSL too */
@@ -639,15 +722,25 @@ sess_next(struct px_sess *s)
 
 /* ---- request side ---- */
 
+/* Request ids need to be unique, not secret: a splitmix64 sequence
+ * seeded once from the CSPRNG costs no system call per request. */
 static void
 make_reqid(struct px_sess *s)
 {
-	unsigned char r[8];
+	static const char hex[] = "0123456789abcdef";
+	static uint64_t state;
+	uint64_t z;
 	int i;
 
-	RAND_bytes(r, sizeof(r));
-	for (i = 0; i < 8; i++)
-		snprintf(s->reqid + 2 * i, 3, "%02x", r[i]);
+	if (state == 0 && RAND_bytes((unsigned char *)&state, sizeof(state)) != 1)
+		state = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+	z = (state += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	for (i = 15; i >= 0; i--, z >>= 4)
+		s->reqid[i] = hex[z & 15];
+	s->reqid[16] = '\0';
 }
 
 #define PX_COOKIE "__Host-berth_token"
@@ -1093,8 +1186,9 @@ route_request(struct px_sess *s)
 		return;
 	}
 	s->state = s->req_done ? S_WAIT : S_BODY;
-	/* Pipelined bytes wait; the body is read once the upstream is up. */
-	bufferevent_disable(s->c, EV_READ);
+	/* Reading goes on (bounded in client_read): pipelined bytes and an
+	 * early body wait in the input buffer; leaving the event alone
+	 * saves two epoll_ctl calls a request. */
 	bufferevent_set_timeouts(s->c, NULL, NULL);
 	up_connect(s);
 }
@@ -1153,11 +1247,25 @@ req_body_finished(struct px_sess *s)
 	s->req_done = 1;
 	if (s->state == S_BODY)
 		s->state = S_WAIT;
-	if (s->resp_done) {
-		/* response finished first: already handled */
+}
+
+/*
+ * Writes what the upstream's output holds right away. Upstream
+ * bufferevents keep EV_WRITE disabled while their output is empty, so a
+ * request costs one writev and no epoll_ctl; only a write that would
+ * block hands the rest to the bufferevent (and its write timeout).
+ */
+static void
+up_flush(struct px_sess *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->up->bev);
+
+	if (evbuffer_get_length(out) == 0)
 		return;
-	}
-	bufferevent_disable(s->c, EV_READ);	/* pipelined requests wait */
+	(void)evbuffer_write(out, bufferevent_getfd(s->up->bev));
+	/* errors too: the bufferevent meets them again and reports them */
+	if (evbuffer_get_length(out) > 0)
+		bufferevent_enable(s->up->bev, EV_WRITE);
 }
 
 /* Moves request body bytes from the client to the upstream. */
@@ -1180,7 +1288,7 @@ pump_request(struct px_sess *s)
 
 			if (n > s->req_left)
 				n = (size_t)s->req_left;
-			evbuffer_remove_buffer(in, out, n);
+			move_bytes(in, out, n);
 			s->req_left -= n;
 			s->bytes_in += n;
 			if (s->req_left == 0)
@@ -1207,7 +1315,7 @@ pump_request(struct px_sess *s)
 			if (dlen > 0) {
 				evbuffer_drain(in, n - dlen);
 				evbuffer_add_printf(out, "%zx\r\n", dlen);
-				evbuffer_remove_buffer(in, out, dlen);
+				move_bytes(in, out, dlen);
 				evbuffer_add(out, "\r\n", 2);
 			} else {
 				evbuffer_drain(in, n);
@@ -1216,6 +1324,7 @@ pump_request(struct px_sess *s)
 				req_body_finished(s);
 		}
 	}
+	up_flush(s);
 	if (!s->req_done)
 		bufferevent_enable(s->c, EV_READ);
 }
@@ -1290,14 +1399,18 @@ up_connected(struct px_sess *s)
 	struct timeval rt, wt;
 	int one = 1;
 
+	if (!u->connected)
+		setsockopt(bufferevent_getfd(u->bev), IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one));
 	u->connected = 1;
-	setsockopt(bufferevent_getfd(u->bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* one piece: the head is one write, hence one TCP segment */
 	evbuffer_add(out, evbuffer_pullup(s->up_head, -1), evbuffer_get_length(s->up_head));
 	tv_ms(&rt, s->w->cfg.t_response);
 	tv_ms(&wt, s->w->cfg.t_response);
 	bufferevent_set_timeouts(u->bev, &rt, &wt);
-	bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+	bufferevent_disable(u->bev, EV_WRITE);
+	bufferevent_enable(u->bev, EV_READ);
+	up_flush(s);
 	if (!s->req_done) {
 		struct timeval ct;
 
@@ -1404,6 +1517,8 @@ up_write(struct bufferevent *bev, void *arg)
 		bufferevent_enable(s->c, EV_READ);
 		return;
 	}
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		bufferevent_disable(bev, EV_WRITE);	/* see up_flush() */
 	if (!s->req_done)
 		pump_request(s);
 }
@@ -1449,8 +1564,19 @@ send_resp_head(struct px_sess *s)
 	}
 	evbuffer_add(b, "\r\n", 2);
 	s->bytes_out += evbuffer_get_length(b);
-	evbuffer_add(bufferevent_get_output(s->c), evbuffer_pullup(b, -1),
-	    evbuffer_get_length(b));
+	{
+		struct evbuffer *out = cl_out(s);
+		size_t hint = 0, len = evbuffer_get_length(b);
+
+		/* room for the start of the body in the head's chain */
+		if (!interim && h->status != 101)
+			hint = s->resp_kind == PX_BODY_LENGTH ?
+			    (h->content_length < 16384 ? (size_t)h->content_length + 16 : 16384) :
+			    s->resp_kind == PX_BODY_NONE ? 0 : 4096;
+		if (evbuffer_get_length(out) == 0)
+			evbuffer_expand(out, len + hint);
+		evbuffer_add(out, evbuffer_pullup(b, -1), len);
+	}
 	evbuffer_free(b);
 }
 
@@ -1459,6 +1585,7 @@ resp_finished(struct px_sess *s)
 {
 	struct px_up *u = s->up;
 
+	cl_flush(s);	/* before anything of the next exchange */
 	s->resp_done = 1;
 	s->up = NULL;
 	u->s = NULL;
@@ -1479,6 +1606,7 @@ start_tunnel(struct px_sess *s)
 {
 	struct timeval tv;
 
+	cl_flush(s);
 	s->state = S_TUNNEL;
 	s->w->stats.requests += 0;
 	tv_ms(&tv, s->w->cfg.t_tunnel);
@@ -1486,7 +1614,7 @@ start_tunnel(struct px_sess *s)
 	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
 	access_log(s);
 	bufferevent_enable(s->c, EV_READ);
-	bufferevent_enable(s->up->bev, EV_READ);
+	bufferevent_enable(s->up->bev, EV_READ | EV_WRITE);
 	/* bytes that followed the 101, and any the client sent early */
 	if (evbuffer_get_length(bufferevent_get_input(s->up->bev)) > 0)
 		evbuffer_add_buffer(bufferevent_get_output(s->c),
@@ -1510,10 +1638,15 @@ static void
 pump_response(struct px_sess *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
-	struct evbuffer *out = bufferevent_get_output(s->c);
+	struct evbuffer *out = cl_out(s);
 
 	while (!s->resp_done && evbuffer_get_length(in) > 0) {
 		if (evbuffer_get_length(out) >= PX_HIWAT) {
+			if (out == s->stage) {
+				cl_flush(s);
+				out = bufferevent_get_output(s->c);
+				continue;
+			}
 			bufferevent_disable(s->up->bev, EV_READ);
 			return;	/* client_write resumes */
 		}
@@ -1522,7 +1655,7 @@ pump_response(struct px_sess *s)
 
 			if (n > s->resp_left)
 				n = (size_t)s->resp_left;
-			evbuffer_remove_buffer(in, out, n);
+			move_bytes(in, out, n);
 			s->resp_left -= n;
 			s->bytes_out += n;
 			if (s->resp_left == 0) {
@@ -1534,7 +1667,7 @@ pump_response(struct px_sess *s)
 
 			if (s->resp_reframe)
 				evbuffer_add_printf(out, "%zx\r\n", n);
-			evbuffer_remove_buffer(in, out, n);
+			move_bytes(in, out, n);
 			if (s->resp_reframe)
 				evbuffer_add(out, "\r\n", 2);
 			s->bytes_out += n;
@@ -1555,7 +1688,7 @@ pump_response(struct px_sess *s)
 			if (dlen > 0) {
 				evbuffer_drain(in, n - dlen);
 				evbuffer_add_printf(out, "%zx\r\n", dlen);
-				evbuffer_remove_buffer(in, out, dlen);
+				move_bytes(in, out, dlen);
 				evbuffer_add(out, "\r\n", 2);
 				s->bytes_out += dlen;
 			} else {
@@ -1570,10 +1703,32 @@ pump_response(struct px_sess *s)
 	}
 }
 
+static void up_read_msg(struct px_sess *, struct bufferevent *);
+
 static void
 up_read(struct bufferevent *bev, void *arg)
 {
 	struct px_sess *s = arg;
+
+	if (s->state == S_TUNNEL) {
+		tunnel_move(bev, s->c);
+		return;
+	}
+	s->busy++;
+	cl_stage(s);
+	up_read_msg(s, bev);
+	s->busy--;
+	if (s->dead) {
+		s->staging = 0;
+		sess_free(s);
+		return;
+	}
+	cl_flush(s);
+}
+
+static void
+up_read_msg(struct px_sess *s, struct bufferevent *bev)
+{
 	struct evbuffer *in = bufferevent_get_input(bev);
 
 	if (s->state == S_TUNNEL) {
@@ -1671,6 +1826,12 @@ client_read(struct bufferevent *bev, void *arg)
 		parse_head(s);
 		break;
 	case S_BODY:
+		if (s->up == NULL || !s->up->connected) {
+			/* the body waits for the upstream, within bounds */
+			if (evbuffer_get_length(bufferevent_get_input(bev)) >= PX_HIWAT)
+				bufferevent_disable(bev, EV_READ);
+			break;
+		}
 		pump_request(s);
 		break;
 	case S_TUNNEL:
@@ -1679,6 +1840,10 @@ client_read(struct bufferevent *bev, void *arg)
 		break;
 	case S_WAIT:
 	case S_PARK:
+		/* pipelined requests wait their turn, within bounds */
+		if (evbuffer_get_length(bufferevent_get_input(bev)) > 2 * PX_HEAD_MAX)
+			bufferevent_disable(bev, EV_READ);
+		break;
 	case S_CLOSING:
 		bufferevent_disable(bev, EV_READ);
 		break;

@@ -306,8 +306,19 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 	signal(SIGINT, SIG_IGN);	/* the parent coordinates shutdown */
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
-	if ((w.base = event_base_new()) == NULL)
-		fatalx("worker %d: event_base_new", id);
+	{
+		/* The changelist folds the enable/disable churn of a
+		 * request's bufferevents into fewer epoll_ctl calls. */
+		struct event_config *ec = event_config_new();
+
+		if (ec != NULL)
+			event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+		w.base = ec ? event_base_new_with_config(ec) : NULL;
+		if (ec != NULL)
+			event_config_free(ec);
+		if (w.base == NULL && (w.base = event_base_new()) == NULL)
+			fatalx("worker %d: event_base_new", id);
+	}
 	evutil_make_socket_nonblocking(ipc_fd);
 	w.ipc = bufferevent_socket_new(w.base, ipc_fd, BEV_OPT_CLOSE_ON_FREE);
 	if (w.ipc == NULL)
