@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #ifndef BERTH_STATE_DIR_DEFAULT
@@ -353,6 +354,44 @@ c_status(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
+/*
+ * A VM-backed sandbox answers "creating" at once; its VM boots for a few
+ * seconds. Wait for the outcome (up to 5 minutes) so that the command
+ * ends running or with the reason it failed; *doc keeps the token.
+ */
+static int
+wait_created(struct opts *o, const char *id, json_t **doc)
+{
+	char target[128];
+	int i;
+
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s", id);
+	for (i = 0; i < 1200; i++) {
+		json_t *now = NULL;
+		const char *st;
+		int rc;
+
+		if ((rc = call(o, "GET", target, NULL, &now)) != EXIT_OK) {
+			json_decref(now);
+			return rc;
+		}
+		st = jstr(now, "state");
+		if (strcmp(st, "creating") != 0) {
+			json_object_set(*doc, "state", json_object_get(now, "state"));
+			json_object_set(*doc, "address", json_object_get(now, "address"));
+			json_decref(now);
+			if (strcmp(st, "running") == 0)
+				return EXIT_OK;
+			fail("sandbox %s is %s: see 'netctl sandbox events %s'", id, st, id);
+			return EXIT_REFUSED;
+		}
+		json_decref(now);
+		usleep(250000);
+	}
+	fail("sandbox %s is still being created: see 'netctl sandbox show %s'", id, id);
+	return EXIT_REFUSED;
+}
+
 static int
 c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 {
@@ -361,23 +400,24 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
-	if (o->address == NULL) {
-		fail("sandbox add needs --address <ip>: VM-backed sandboxes are "
-		    "not available yet");
-		return EXIT_USAGE;
-	}
-	if (!px_valid_ip(o->address)) {
+	if (o->address != NULL && !px_valid_ip(o->address)) {
 		fail("--address: not an IP address: '%s'", o->address);
 		return EXIT_USAGE;
 	}
-	body = json_pack("{s:s, s:s}", "id", a[0], "address", o->address);
+	body = o->address ? json_pack("{s:s, s:s}", "id", a[0], "address", o->address) :
+	    json_pack("{s:s}", "id", a[0]);
 	rc = call(o, "POST", "/v1/sandboxes", body, &doc);
 	json_decref(body);
-	if (rc == EXIT_OK && !o->json)
-		printf("sandbox %s added (%s, %s)\ntoken: %s\n# its token "
+	if (rc == EXIT_OK && o->address == NULL)
+		rc = wait_created(o, a[0], &doc);
+	if (doc != NULL && !o->json && jstr(doc, "token")[0] != '\0')
+		printf("sandbox %s %s (%s, %s)\ntoken: %s\n# its token "
 		    "(id %s) is shown only now\n", jstr(doc, "id"),
+		    o->address ? "added" : "created",
 		    jstr(doc, "address"), jstr(doc, "state"), jstr(doc, "token"),
 		    jstr(doc, "token_id"));
+	else if (rc == EXIT_OK && o->json)
+		json_dumpf(doc, stdout, JSON_INDENT(2)), putchar('\n');
 	json_decref(doc);
 	return rc;
 }
@@ -1044,11 +1084,12 @@ c_mcp(const struct cmd *c, struct opts *o, char **a, int n)
 static int c_help(const struct cmd *, struct opts *, char **, int);
 
 static const struct cmd cmds[] = {
-	{ "sandbox", "add", "create", "<id> --address <ip>", 1, 1, O_ADDRESS,
-	  c_sandbox_add, "Register an externally managed sandbox (a container "
-	  "or another host)\nreachable at <ip>; its ports can then be "
-	  "published. Prints the sandbox's\ntoken once: it may manage only "
-	  "this sandbox (ports, egress, pause,\nresume, events)." },
+	{ "sandbox", "create", "add", "<id> [--address <ip>]", 1, 1, O_ADDRESS,
+	  c_sandbox_add, "Create a sandbox: a microVM from the default template "
+	  "(waits until it runs),\nor with --address, register an externally "
+	  "managed one (a container or another\nhost) reachable at <ip>. "
+	  "Prints the sandbox's token once: it may manage only\nthis sandbox "
+	  "(ports, egress, pause, resume, events)." },
 	{ "sandbox", "rm", "delete", "<id>", 1, 1, 0, c_sandbox_rm,
 	  "Remove a sandbox with its ports, egress rules, tokens and events." },
 	{ "sandbox", "ls", "list", "", 0, 0, 0, c_sandbox_ls,

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "store.h"
 #include "tls.h"
+#include "vm.h"
 #include "worker.h"
 
 #include <dirent.h>
@@ -434,6 +435,34 @@ send_woken(const char *id, int ok, const char *reason)
 	    "ok", ok, "reason", reason));
 }
 
+static void
+vm_changed(void)
+{
+	send_all(routes_msg());
+}
+
+/*
+ * Idle policy input: a sandbox is active while a worker holds a
+ * connection to it (open WebSockets and SSE streams included) or its
+ * request and byte counters moved since the last report.
+ */
+static void
+note_activity(json_t *old, json_t *now)
+{
+	const char *id;
+	json_t *v;
+
+	if (!px_vm_enabled())
+		return;
+	json_object_foreach(json_object_get(now, "sandboxes"), id, v) {
+		json_t *o = json_object_get(json_object_get(old, "sandboxes"), id);
+
+		if (json_integer_value(json_object_get(v, "conns")) > 0 ||
+		    o == NULL || !json_equal(o, v))
+			px_vm_activity(id);
+	}
+}
+
 /*
  * A worker holds requests for a sleeping sandbox. One wake serves all
  * workers: the answer goes to every worker, whichever asked.
@@ -460,6 +489,10 @@ handle_wake(const char *id)
 		send_woken(id, 0, why);
 		return;
 	}
+	if (px_vm_enabled()) {
+		px_vm_wake(id);		/* answers through vm_woken() */
+		return;
+	}
 	snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM to resume it",
 	    id, sb.state);
 	log_warnx("wake %s: %s", id, why);
@@ -477,6 +510,7 @@ slot_ipc_read(struct bufferevent *bev, void *arg)
 		const char *type = json_string_value(json_object_get(m, "type"));
 
 		if (strcmp(type, "stats") == 0) {
+			note_activity(s->stats, m);
 			json_decref(s->stats);
 			s->stats = m;
 			continue;
@@ -624,13 +658,14 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 	pid_t pid;
 	int st, i, alive = 0;
 
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		for (i = 0; i < P.nslots; i++) {
-			struct slot *s = &P.slots[i];
-			struct timeval tv = { 0, 0 };
+	/* Only workers: libvmm reaps its own children (qemu, mkfs). */
+	for (i = 0; i < P.nslots; i++) {
+		struct slot *s = &P.slots[i];
+		struct timeval tv = { 0, 0 };
 
-			if (s->pid != pid)
-				continue;
+		if (s->pid <= 0 || (pid = waitpid(s->pid, &st, WNOHANG)) <= 0)
+			continue;
+		{
 			s->pid = 0;
 			s->ready = 0;
 			if (s->ipc != NULL) {
@@ -638,7 +673,7 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 				s->ipc = NULL;
 			}
 			if (P.stopping)
-				break;
+				continue;
 			if (WIFSIGNALED(st))
 				log_warnx("worker %d (pid %d) killed by signal %d: restarting",
 				    s->id, (int)pid, WTERMSIG(st));
@@ -948,11 +983,30 @@ main(int argc, char **argv)
 
 	if ((P.base = event_base_new()) == NULL)
 		fatalx("event_base_new");
+	{
+		char why[256];
+
+		if (px_vm_wanted(&P.cfg, why, sizeof(why))) {
+			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid, P.gid };
+
+			if (px_vm_init(P.base, P.store, &P.cfg, P.state_dir, &vh, err,
+			    sizeof(err)) != 0)
+				fatalx("vmm: %s", err);
+			log_info("vmm: %s", px_vm_describe());
+		} else {
+			log_info("vmm: off (%s): only externally managed sandboxes", why);
+		}
+	}
 	memset(&hooks, 0, sizeof(hooks));
 	hooks.domain = P.cfg.domain;
 	hooks.https_port = px_config_https_port(&P.cfg);
 	hooks.routes_changed = routes_changed;
 	hooks.metrics = metrics;
+	if (px_vm_enabled()) {
+		hooks.vm_create = px_vm_create;
+		hooks.vm_delete = px_vm_delete;
+		hooks.lifecycle = px_vm_lifecycle;
+	}
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)
 		fatalx("control socket: %s", err);

@@ -46,6 +46,8 @@ px_config_free(struct px_config *c)
 	free(c->acme_dir);
 	free(c->access_log);
 	free(c->control_listen);
+	free(c->vmm_backend);
+	free(c->template_dir);
 	for (i = 0; i < c->ncerts; i++) {
 		free(c->certs[i].cert);
 		free(c->certs[i].key);
@@ -273,6 +275,58 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			    argv[1][0] != '/')
 				ERR("access_log: expected 'stderr', 'off' or an absolute path");
 			set_str(&c->access_log, argv[1]);
+		} else if (strcmp(argv[0], "vmm") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "auto") == 0)
+				c->vmm = PX_VMM_AUTO;
+			else if (strcmp(argv[1], "on") == 0)
+				c->vmm = PX_VMM_ON;
+			else if (strcmp(argv[1], "off") == 0)
+				c->vmm = PX_VMM_OFF;
+			else
+				ERR("vmm: expected 'auto', 'on' or 'off', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "vmm_backend") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "qemu") != 0 && strcmp(argv[1], "firecracker") != 0)
+				ERR("vmm_backend: expected 'qemu' or 'firecracker', got '%s'", argv[1]);
+			set_str(&c->vmm_backend, argv[1]);
+		} else if (strcmp(argv[0], "accel") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "auto") == 0)
+				c->accel = PX_ACCEL_AUTO;
+			else if (strcmp(argv[1], "tcg") == 0)
+				c->accel = PX_ACCEL_TCG;
+			else if (strcmp(argv[1], "kvm") == 0)
+				c->accel = PX_ACCEL_KVM;
+			else
+				ERR("accel: expected 'auto', 'tcg' or 'kvm', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "template") == 0) {
+			NARGS(1);
+			if (argv[1][0] != '/')
+				ERR("template: absolute path expected");
+			set_str(&c->template_dir, argv[1]);
+		} else if (strcmp(argv[0], "vm_memory") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || n < 64 || n > 65536)
+				ERR("vm_memory: expected MiB between 64 and 65536, got '%s'", argv[1]);
+			c->vm_memory = (unsigned)n;
+		} else if (strcmp(argv[0], "idle_pause") == 0 ||
+		    strcmp(argv[0], "idle_suspend") == 0) {
+			uint64_t *slot = argv[0][5] == 'p' ? &c->idle_pause : &c->idle_suspend;
+			long ms;
+
+			NARGS(1);
+			if (strcmp(argv[1], "never") == 0)
+				*slot = UINT64_MAX;
+			else if ((ms = px_parse_duration(argv[1])) <= 0)
+				ERR("%s: expected a duration (e.g. 5m) or 'never', got '%s'",
+				    argv[0], argv[1]);
+			else
+				*slot = (uint64_t)ms;
 		} else if (strcmp(argv[0], "control_listen") == 0) {
 			struct sockaddr_storage ss;
 			socklen_t sl;

@@ -9,6 +9,7 @@
 #define BERTH_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #define PX_MAX_LISTEN	8
@@ -21,6 +22,9 @@ struct px_listen {
 	socklen_t	 sslen;
 	unsigned	 port;
 };
+
+enum { PX_VMM_AUTO, PX_VMM_ON, PX_VMM_OFF };
+enum { PX_ACCEL_AUTO, PX_ACCEL_TCG, PX_ACCEL_KVM };
 
 struct px_certspec {
 	char		*cert;
@@ -44,6 +48,13 @@ struct px_config {
 	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
 	unsigned	 max_parked;		/* parked requests per sandbox */
 	unsigned	 max_conns, max_conns_sandbox;
+	/* VMs */
+	int		 vmm;			/* PX_VMM_* */
+	char		*vmm_backend;		/* NULL: qemu */
+	int		 accel;			/* PX_ACCEL_* */
+	char		*template_dir;		/* NULL: <state>/templates/default */
+	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
+	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
 };
 
 void px_config_defaults(struct px_config *);

@@ -501,6 +501,13 @@ int
 px_store_sandbox_set_state(struct px_store *st, const char *id,
     const char *state, char *err, size_t errlen)
 {
+	return px_store_sandbox_set_vm(st, id, state, NULL, err, errlen);
+}
+
+int
+px_store_sandbox_set_vm(struct px_store *st, const char *id,
+    const char *state, const char *address, char *err, size_t errlen)
+{
 	sqlite3_stmt *stmt;
 	int rc;
 
@@ -510,12 +517,20 @@ px_store_sandbox_set_state(struct px_store *st, const char *id,
 		seterr(err, errlen, "invalid state");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "UPDATE sandboxes SET state = ? WHERE id = ?",
-	    err, errlen);
+	if (address != NULL && *address != '\0' && !px_valid_ip(address)) {
+		seterr(err, errlen, "invalid address");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "UPDATE sandboxes SET state = ?, "
+	    "address = COALESCE(?, address) WHERE id = ?", err, errlen);
 	if (stmt == NULL)
 		return PX_STORE_ERR;
 	sqlite3_bind_text(stmt, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
+	if (address != NULL)
+		sqlite3_bind_text(stmt, 2, address, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(stmt, 2);
+	sqlite3_bind_text(stmt, 3, id, -1, SQLITE_STATIC);
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
 	if (rc != SQLITE_DONE)

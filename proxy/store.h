@@ -128,6 +128,10 @@ int px_store_routes(struct px_store *,
 /* Sets the state of a sandbox (the VMM's transitions). */
 int px_store_sandbox_set_state(struct px_store *, const char *id,
     const char *state, char *err, size_t errlen);
+/* Sets state and, unless address is NULL, the address (the VMM's view
+ * of a VM-backed sandbox). */
+int px_store_sandbox_set_vm(struct px_store *, const char *id,
+    const char *state, const char *address, char *err, size_t errlen);
 
 /* ---- tokens ----
  * A token is "berth_<base64url of 32 random bytes>", shown once; the

@@ -1,6 +1,43 @@
 # vmm: fragment of the top Makefile.am
 # SPDX-License-Identifier: GPL-2.0-or-later
 
+# libvmm: the sandbox manager, its backends and the KVM probe.
+noinst_LIBRARIES += vmm/libvmm.a
+vmm_libvmm_a_SOURCES = vmm/vmm.h vmm/backend.h vmm/vmm.c vmm/util.c \
+	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/firecracker.c vmm/kvm_probe.c
+vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+# libvmm uses libnetctl's link side (taps over rtnetlink).
+VMM_LIBS = vmm/libvmm.a netctl/libnetctl.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
+	$(LIBNFTNL_LIBS) $(LIBMNL_LIBS)
+
+# Unit tests (no root, no VM).
+check_PROGRAMS += tests/unit/test_vmm tests/unit/test_vmm_qmp \
+	tests/unit/test_vmm_mock_firecracker
+TESTS += tests/unit/test_vmm tests/unit/test_vmm_qmp \
+	tests/unit/test_vmm_mock_firecracker
+tests_unit_test_vmm_SOURCES = tests/unit/test_vmm.c tests/unit/tap.h
+tests_unit_test_vmm_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_vmm_LDADD = $(VMM_LIBS)
+tests_unit_test_vmm_qmp_SOURCES = tests/unit/test_vmm_qmp.c tests/unit/tap.h
+tests_unit_test_vmm_qmp_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_vmm_qmp_LDADD = $(VMM_LIBS)
+# Firecracker cannot run here: its backend is tested against a mock that
+# answers as Firecracker's OpenAPI description says (the test binary
+# doubles as the fake `firecracker`).
+tests_unit_test_vmm_mock_firecracker_SOURCES = \
+	tests/unit/test_vmm_mock_firecracker.c tests/unit/tap.h
+tests_unit_test_vmm_mock_firecracker_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_vmm_mock_firecracker_LDADD = $(VMM_LIBS)
+
+# Integration: a real VM's whole lifecycle through the manager
+# (root, TCG, a private network namespace).
+check_PROGRAMS += tests/integ/vmm_drive
+tests_integ_vmm_drive_SOURCES = tests/integ/vmm_drive.c
+tests_integ_vmm_drive_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+tests_integ_vmm_drive_LDADD = $(VMM_LIBS)
+TESTS += tests/integ/vmm-lifecycle.sh
+EXTRA_DIST += tests/integ/vmm-lifecycle.sh
+
 # The guest test app: static (it goes into the guest initramfs) and built
 # without sanitizers, which do not mix with -static.
 noinst_PROGRAMS += vmm/guest/testapp

@@ -1,0 +1,443 @@
+/*
+ * vm.c — see vm.h. libvmm owns the VMs; this file translates: libvmm
+ * states and events into the store (so the API, netctl and the route
+ * table see them), API and wake requests into libvmm operations.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "vm.h"
+#include "conf.h"
+#include "log.h"
+#include "store.h"
+#include "valid.h"
+#include "vmm.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct {
+	struct vmm	*m;
+	struct vmm_template tpl;
+	struct px_store	*store;
+	struct px_vm_hooks hooks;
+	char		 describe[256];
+} V;
+
+int
+px_vm_enabled(void)
+{
+	return V.m != NULL;
+}
+
+const char *
+px_vm_describe(void)
+{
+	return V.describe;
+}
+
+static int
+find_exe(const char *env, const char *name, const char *const *rel, char *out, size_t len)
+{
+	const char *e = getenv(env);
+	char self[PATH_MAX], *slash;
+	ssize_t n;
+	int i;
+
+	if (e != NULL) {
+		snprintf(out, len, "%s", e);
+		return access(out, X_OK);
+	}
+	snprintf(out, len, "%s/%s", PKGDATADIR, name);
+	if (access(out, X_OK) == 0)
+		return 0;
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
+		return -1;
+	self[n] = '\0';
+	if ((slash = strrchr(self, '/')) != NULL)
+		*slash = '\0';
+	for (i = 0; rel[i] != NULL; i++) {
+		snprintf(out, len, "%s/%s", self, rel[i]);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	snprintf(out, len, "%s/vmm/guest/%s", SRCDIR, name);
+	return access(out, X_OK);
+}
+
+int
+px_vm_wanted(const struct px_config *c, char *why, size_t whylen)
+{
+	if (c->vmm == PX_VMM_OFF) {
+		snprintf(why, whylen, "vmm off in the configuration");
+		return 0;
+	}
+	if (c->vmm == PX_VMM_ON)
+		return 1;
+	if (geteuid() != 0) {
+		snprintf(why, whylen, "not root: no tap devices");
+		return 0;
+	}
+	if (access("/dev/net/tun", R_OK | W_OK) != 0) {
+		snprintf(why, whylen, "/dev/net/tun: %s", strerror(errno));
+		return 0;
+	}
+	if (system("command -v qemu-system-x86_64 >/dev/null 2>&1") != 0) {
+		snprintf(why, whylen, "qemu-system-x86_64 is not installed");
+		return 0;
+	}
+	return 1;
+}
+
+/* Builds the default template with vmm/guest/mktemplate. */
+static int
+build_template(const char *dir, char *err, size_t errlen)
+{
+	static const char *const rel_mk[] = { "../vmm/guest/mktemplate",
+	    "../../vmm/guest/mktemplate", NULL };
+	static const char *const rel_app[] = { "../vmm/guest/testapp", NULL };
+	char mk[PATH_MAX], app[PATH_MAX];
+	pid_t pid;
+	int st;
+
+	if (find_exe("BERTH_MKTEMPLATE", "mktemplate", rel_mk, mk, sizeof(mk)) != 0) {
+		snprintf(err, errlen, "cannot find vmm/guest/mktemplate (set BERTH_MKTEMPLATE)");
+		return -1;
+	}
+	if ((pid = fork()) < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		if (getenv("BERTH_TESTAPP") == NULL &&
+		    find_exe("BERTH_TESTAPP_", "testapp", rel_app, app, sizeof(app)) == 0)
+			setenv("BERTH_TESTAPP", app, 1);
+		execl(mk, mk, dir, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(err, errlen, "%s %s failed", mk, dir);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+record(const char *id, const char *op, int ok, const char *reason, int64_t dur)
+{
+	struct px_event ev;
+	char err[256];
+
+	memset(&ev, 0, sizeof(ev));
+	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+	snprintf(ev.operation, sizeof(ev.operation), "%s", op);
+	snprintf(ev.result, sizeof(ev.result), "%s", ok ? "ok" : "failed");
+	snprintf(ev.reason, sizeof(ev.reason), "%s", reason ? reason : "");
+	ev.duration_ms = dur;
+	if (px_store_event_add(V.store, &ev, NULL, err, sizeof(err)) != PX_STORE_OK)
+		log_warnx("sandbox %s: event not recorded: %s", id, err);
+}
+
+static void
+on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *arg)
+{
+	struct vmm_info info;
+	char addr[INET_ADDRSTRLEN] = "", err[256];
+
+	vmm_sandbox_info(sb, &info);
+	if (info.guest_ip.s_addr != 0)
+		inet_ntop(AF_INET, &info.guest_ip, addr, sizeof(addr));
+	if (px_store_sandbox_set_vm(V.store, info.id, vmm_state_name(now),
+	    addr[0] ? addr : NULL, err, sizeof(err)) == PX_STORE_NOTFOUND) {
+		/* deleted meanwhile: nothing to record */
+		return;
+	}
+	log_info("sandbox %s: %s -> %s%s%s", info.id, vmm_state_name(old),
+	    vmm_state_name(now), info.reason && *info.reason ? ": " : "",
+	    info.reason ? info.reason : "");
+	if (V.hooks.changed != NULL)
+		V.hooks.changed();
+}
+
+/*
+ * libvmm's own decisions (idle pause and suspend, lifetime, a VMM that
+ * died) become events here; operations the API or a wake asked for are
+ * recorded by whoever asked, with their own names.
+ */
+static void
+on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
+{
+	if (ev->cause != NULL && strcmp(ev->cause, "api") == 0 &&
+	    ev->op != VMM_OP_EXIT)
+		return;
+	record(ev->id, vmm_op_name(ev->op), ev->ok, ev->reason,
+	    (int64_t)ev->duration_ms);
+	if (!ev->ok)
+		log_warnx("sandbox %s: %s failed: %s", ev->id, vmm_op_name(ev->op),
+		    ev->reason);
+}
+
+int
+px_vm_init(struct event_base *base, struct px_store *store,
+    const struct px_config *c, const char *state_dir,
+    const struct px_vm_hooks *hooks, char *err, size_t errlen)
+{
+	struct vmm_config vc;
+	char vdir[PATH_MAX], tdir[PATH_MAX], e[VMM_ERRLEN];
+	const char *why = "";
+	int n;
+
+	V.store = store;
+	V.hooks = *hooks;
+	snprintf(vdir, sizeof(vdir), "%s/vms", state_dir);
+	if (c->template_dir != NULL) {
+		snprintf(tdir, sizeof(tdir), "%s", c->template_dir);
+	} else {
+		snprintf(tdir, sizeof(tdir), "%s/templates/default", state_dir);
+		snprintf(e, sizeof(e), "%s/template.json", tdir);
+		if (access(e, R_OK) != 0) {
+			log_info("building the default guest template in %s", tdir);
+			if (build_template(tdir, err, errlen) != 0)
+				return -1;
+		}
+	}
+	if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "template: %s", e);
+		return -1;
+	}
+	memset(&vc, 0, sizeof(vc));
+	vc.state_dir = vdir;
+	vc.backend = c->vmm_backend;
+	vc.accel = c->accel == PX_ACCEL_TCG ? VMM_ACCEL_TCG :
+	    c->accel == PX_ACCEL_KVM ? VMM_ACCEL_KVM : VMM_ACCEL_AUTO;
+	vc.mem_mib = c->vm_memory;
+	vc.tap_owner = (uid_t)-1;
+	vc.vmm_uid = hooks->uid;
+	vc.vmm_gid = hooks->gid;
+	vc.idle_pause_ms = c->idle_pause;
+	vc.idle_suspend_ms = c->idle_suspend;
+	vc.on_state = on_state;
+	vc.on_event = on_event;
+	if ((V.m = vmm_new(base, &vc, e, sizeof(e))) == NULL) {
+		snprintf(err, errlen, "%s", e);
+		return -1;
+	}
+	snprintf(V.describe, sizeof(V.describe), "%s, %s%s%s", vmm_backend_name(V.m),
+	    vmm_accel(V.m, &why) == VMM_ACCEL_KVM ? "KVM" : "TCG",
+	    why && *why ? ": " : "", why ? why : "");
+	if ((n = vmm_adopt_all(V.m, e, sizeof(e))) < 0)
+		log_warnx("vmm: re-adopting VMs: %s", e);
+	else if (n > 0)
+		log_info("vmm: re-adopted %d sandbox(es)", n);
+	/* the store follows what the VMM found */
+	{
+		struct vmm_sandbox *sb = NULL;
+
+		while ((sb = vmm_sandbox_next(V.m, sb)) != NULL)
+			on_state(sb, vmm_sandbox_state(sb), vmm_sandbox_state(sb), NULL);
+	}
+	return 0;
+}
+
+void
+px_vm_shutdown(void)
+{
+	/* VMs outlive berthd (they are re-adopted on start): only let go */
+	if (V.m != NULL) {
+		vmm_free(V.m);
+		V.m = NULL;
+	}
+}
+
+struct opctx {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	void		(*done)(void *, int, const char *);
+	void		*done_arg;
+	struct timespec	 t0;
+};
+
+static int64_t
+ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static struct opctx *
+opctx_new(const char *id)
+{
+	struct opctx *o = calloc(1, sizeof(*o));
+
+	if (o != NULL) {
+		snprintf(o->id, sizeof(o->id), "%s", id);
+		clock_gettime(CLOCK_MONOTONIC, &o->t0);
+	}
+	return o;
+}
+
+static void
+create_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	struct opctx *o = arg;
+
+	record(o->id, "create", ok, reason, (int64_t)dur);
+	if (!ok)
+		log_warnx("sandbox %s: create failed: %s", o->id, reason);
+	else
+		log_info("sandbox %s: created in %llu ms", o->id, (unsigned long long)dur);
+	free(o);
+}
+
+int
+px_vm_create(const char *id, char *err, size_t errlen, void *arg)
+{
+	struct vmm_sandbox_spec spec;
+	struct vmm_sandbox *sb;
+	struct opctx *o;
+	int rc;
+
+	if (V.m == NULL) {
+		snprintf(err, errlen, "this berthd runs no VMM");
+		return -1;
+	}
+	if ((o = opctx_new(id)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memset(&spec, 0, sizeof(spec));
+	spec.id = id;
+	spec.tpl = &V.tpl;
+	if ((rc = vmm_sandbox_create(V.m, &spec, create_done, o, &sb, err, errlen)) < 0) {
+		free(o);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+noop_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	if (!ok)
+		log_warnx("sandbox %s: delete: %s", (const char *)arg, reason);
+	free(arg);
+}
+
+void
+px_vm_delete(const char *id, void *arg)
+{
+	struct vmm_sandbox *sb;
+	char err[VMM_ERRLEN];
+
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
+		return;
+	if (vmm_sandbox_delete(sb, noop_done, strdup(id), err, sizeof(err)) < 0)
+		log_warnx("sandbox %s: delete: %s", id, err);
+}
+
+static void
+op_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	struct opctx *o = arg;
+
+	o->done(o->done_arg, ok, reason);
+	free(o);
+}
+
+int
+px_vm_lifecycle(const char *id, const char *op,
+    void (*done)(void *, int, const char *), void *done_arg,
+    char *err, size_t errlen, void *arg)
+{
+	struct vmm_sandbox *sb;
+	struct opctx *o;
+	int rc;
+
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		snprintf(err, errlen, "the VMM has no sandbox '%s'", id);
+		return -1;
+	}
+	if ((o = opctx_new(id)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	o->done = done;
+	o->done_arg = done_arg;
+	if (strcmp(op, "pause") == 0)
+		rc = vmm_sandbox_pause(sb, op_done, o, err, errlen);
+	else if (strcmp(op, "suspend") == 0)
+		rc = vmm_sandbox_suspend(sb, op_done, o, err, errlen);
+	else if (strcmp(op, "resume") == 0)
+		rc = vmm_sandbox_resume(sb, op_done, o, err, errlen);
+	else {
+		snprintf(err, errlen, "unknown operation '%s'", op);
+		rc = -EINVAL;
+	}
+	if (rc < 0) {
+		free(o);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+wake_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	struct opctx *o = arg;
+
+	record(o->id, "wake", ok, reason, ms_since(&o->t0));
+	if (ok)
+		log_info("sandbox %s: woken in %lld ms", o->id, (long long)ms_since(&o->t0));
+	else
+		log_warnx("sandbox %s: wake failed: %s", o->id, reason);
+	/* on_state already pushed the routes that say it runs */
+	V.hooks.woken(o->id, ok, ok ? NULL : reason);
+	free(o);
+}
+
+void
+px_vm_wake(const char *id)
+{
+	struct vmm_sandbox *sb;
+	struct opctx *o;
+	char err[VMM_ERRLEN];
+
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		V.hooks.woken(id, 0, "no VM for this sandbox");
+		return;
+	}
+	if (vmm_sandbox_state(sb) == VMM_RUNNING) {
+		V.hooks.changed();
+		V.hooks.woken(id, 1, NULL);
+		return;
+	}
+	if ((o = opctx_new(id)) == NULL) {
+		V.hooks.woken(id, 0, "out of memory");
+		return;
+	}
+	if (vmm_sandbox_resume(sb, wake_done, o, err, sizeof(err)) < 0) {
+		free(o);
+		record(id, "wake", 0, err, 0);
+		V.hooks.woken(id, 0, err);
+	}
+}
+
+void
+px_vm_activity(const char *id)
+{
+	struct vmm_sandbox *sb;
+
+	if (V.m != NULL && (sb = vmm_sandbox_find(V.m, id)) != NULL)
+		vmm_activity(sb);
+}

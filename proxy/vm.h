@@ -1,0 +1,49 @@
+/*
+ * vm.h — berthd's parent and its VMM: VM-backed sandboxes through libvmm.
+ * Keeps the state store in step with libvmm's states and events, wakes
+ * sandboxes for the workers, feeds the idle policy with the workers'
+ * activity. Everything runs on the parent's event loop.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_VM_H
+#define BERTH_VM_H
+
+#include <stddef.h>
+
+struct event_base;
+struct px_store;
+struct px_config;
+
+struct px_vm_hooks {
+	/* a sandbox's state or address changed: push routes */
+	void (*changed)(void);
+	/* how a wake ended (ok, or the reason it failed) */
+	void (*woken)(const char *id, int ok, const char *reason);
+	/* the VMM processes run as this user (0: as berthd) */
+	unsigned uid, gid;
+};
+
+/* 1 when VMs are on (config "vmm on", or "auto" and this host can run
+ * them); 0 with why filled when not. */
+int px_vm_wanted(const struct px_config *, char *why, size_t whylen);
+/* Starts the VMM: builds the default template if it is missing and
+ * re-adopts the VMs of a previous run. -1 with err. */
+int px_vm_init(struct event_base *, struct px_store *, const struct px_config *,
+    const char *state_dir, const struct px_vm_hooks *, char *err, size_t errlen);
+int px_vm_enabled(void);
+const char *px_vm_describe(void);	/* "qemu (TCG: why)" */
+
+/* Control API hooks (see control.h). */
+int px_vm_create(const char *id, char *err, size_t errlen, void *arg);
+void px_vm_delete(const char *id, void *arg);
+int px_vm_lifecycle(const char *id, const char *op,
+    void (*done)(void *, int, const char *), void *done_arg,
+    char *err, size_t errlen, void *arg);
+
+/* A worker holds requests for id: resume it (one resume for all). */
+void px_vm_wake(const char *id);
+/* The workers saw traffic for id. */
+void px_vm_activity(const char *id);
+void px_vm_shutdown(void);
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * test_vmm.c — libvmm pieces that need neither root nor a VM: the /30
+ * address pool, MAC derivation, id rules, template loading, and the KVM
+ * probe's promise to answer (yes or no) within its deadline.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nc_link.h"
+#include "tap.h"
+#include "vmm.h"
+
+static const char *
+ip(struct in_addr a, char *buf)
+{
+	return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+static void
+test_pool(void)
+{
+	struct vmm_pool *p;
+	struct in_addr base, gw, guest, g2;
+	char err[VMM_ERRLEN], b1[INET_ADDRSTRLEN], b2[INET_ADDRSTRLEN];
+	int i, idx;
+
+	inet_pton(AF_INET, "10.200.0.0", &base);
+	p = vmm_pool_new(base, 16, err, sizeof(err));
+	ok(p != NULL, "pool 10.200.0.0/16");
+	is_int((long long)vmm_pool_size(p), 16384, "a /16 holds 16384 /30s");
+	idx = vmm_pool_alloc(p, &gw, &guest);
+	is_int(idx, 0, "first block is 0");
+	is_str(ip(gw, b1), "10.200.0.1", "gateway .1");
+	is_str(ip(guest, b2), "10.200.0.2", "guest .2");
+	idx = vmm_pool_alloc(p, &gw, &guest);
+	is_str(ip(guest, b2), "10.200.0.6", "second guest .6");
+	vmm_pool_release(p, guest);
+	idx = vmm_pool_alloc(p, &gw, &g2);
+	is_int(idx, 1, "a released block is reused");
+	inet_pton(AF_INET, "10.200.7.10", &guest);
+	is_int(vmm_pool_claim(p, guest), (7 * 256 + 8) / 4, "claim by address");
+	is_int(vmm_pool_claim(p, guest), -EEXIST, "claim twice: EEXIST");
+	inet_pton(AF_INET, "10.201.0.2", &guest);
+	is_int(vmm_pool_claim(p, guest), -ERANGE, "claim outside: ERANGE");
+	is_int((long long)vmm_pool_used(p), 3, "3 blocks used");
+	vmm_pool_free(p);
+
+	inet_pton(AF_INET, "10.200.0.0", &base);
+	p = vmm_pool_new(base, 29, err, sizeof(err));
+	ok(p != NULL && vmm_pool_size(p) == 2, "/29: two blocks");
+	for (i = 0; i < 2; i++)
+		vmm_pool_alloc(p, &gw, &guest);
+	is_int(vmm_pool_alloc(p, &gw, &guest), -ENOSPC, "full pool: ENOSPC");
+	vmm_pool_free(p);
+
+	inet_pton(AF_INET, "10.200.0.1", &base);
+	p = vmm_pool_new(base, 16, err, sizeof(err));
+	ok(p == NULL && strstr(err, "host bits") != NULL,
+	    "host bits refused: %s", err);
+	p = vmm_pool_new(base, 31, err, sizeof(err));
+	ok(p == NULL, "/31 refused: %s", err);
+}
+
+static void
+test_mac(void)
+{
+	uint8_t a[6], b[6], h[6];
+	char s[18];
+
+	nc_link_mac_guest("sb-4f2a", a);
+	nc_link_mac_guest("sb-4f2a", b);
+	nc_link_mac_host("sb-4f2a", h);
+	ok(memcmp(a, b, 6) == 0, "guest MAC is deterministic (%s)",
+	    nc_link_mac_format(a, s, sizeof(s)));
+	ok(a[0] == 0x02, "guest MAC locally administered unicast");
+	ok((h[0] & 0x03) == 0x02, "host MAC locally administered unicast (%s)",
+	    nc_link_mac_format(h, s, sizeof(s)));
+	ok(memcmp(a + 1, h + 1, 5) == 0 && a[0] != h[0],
+	    "host and guest differ in the first byte only");
+	nc_link_mac_guest("sb-4f2b", b);
+	ok(memcmp(a, b, 6) != 0, "another id, another MAC");
+	is_str(nc_link_mac_format((const uint8_t[]){ 0x02, 0xab, 0, 1, 0xff,
+	    0x10 }, s, sizeof(s)), "02:ab:00:01:ff:10", "MAC format");
+}
+
+static void
+test_ids(void)
+{
+	ok(vmm_id_valid("sb-4f2a"), "sb-4f2a valid");
+	ok(vmm_id_valid("a"), "a valid");
+	ok(!vmm_id_valid(""), "empty invalid");
+	ok(!vmm_id_valid("-a"), "leading dash invalid");
+	ok(!vmm_id_valid("A"), "upper case invalid");
+	ok(!vmm_id_valid("a/b"), "slash invalid");
+	ok(!vmm_id_valid("a..b") && !vmm_id_valid(".."), "dots invalid");
+	ok(!vmm_id_valid("abcdefghijabcdefghijabcdefghijabcdefghijabcdefghij"),
+	    "50 characters invalid");
+	is_str(vmm_state_name(VMM_SUSPENDED), "suspended", "state names");
+	is_str(vmm_op_name(VMM_OP_RESUME), "resume", "op names");
+}
+
+static void
+test_template(void)
+{
+	char dir[] = "/tmp/test_vmm.XXXXXX", path[256], err[VMM_ERRLEN];
+	struct vmm_template t;
+	FILE *f;
+
+	if (mkdtemp(dir) == NULL) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/template.json", dir);
+	f = fopen(path, "w");
+	fprintf(f, "{\"name\":\"default\",\"kernel\":\"vmlinuz\","
+	    "\"initrd\":\"initramfs.cpio.gz\",\"cmdline\":\"console=ttyS0\","
+	    "\"ready_line\":\"berth-guest: ready\"}\n");
+	fclose(f);
+	ok(vmm_template_load(dir, &t, err, sizeof(err)) < 0 &&
+	    strstr(err, "vmlinuz") != NULL, "missing kernel named: %s", err);
+	snprintf(path, sizeof(path), "%s/vmlinuz", dir);
+	fclose(fopen(path, "w"));
+	snprintf(path, sizeof(path), "%s/initramfs.cpio.gz", dir);
+	fclose(fopen(path, "w"));
+	if (ok(vmm_template_load(dir, &t, err, sizeof(err)) == 0,
+	    "template loads")) {
+		snprintf(path, sizeof(path), "%s/vmlinuz", dir);
+		is_str(t.kernel, path, "kernel path made absolute");
+		is_str(t.ready_line, "berth-guest: ready", "ready line");
+		vmm_template_free(&t);
+	}
+	snprintf(path, sizeof(path), "%s/template.json", dir);
+	f = fopen(path, "w");
+	fprintf(f, "{\"name\": \n");
+	fclose(f);
+	ok(vmm_template_load(dir, &t, err, sizeof(err)) < 0 &&
+	    strstr(err, "template.json:") != NULL, "bad JSON cites file:line: %s",
+	    err);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	if (system(path) != 0)
+		diag("cleanup failed");
+}
+
+static void
+test_kvm_probe(void)
+{
+	struct timespec a, b;
+	char why[256];
+	long ms;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	r = vmm_kvm_probe(800, why, sizeof(why));
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	ok(r == 0 || r == 1, "KVM probe gives a definite answer: %s (%s)",
+	    r ? "KVM" : "TCG", why);
+	ok(ms < 1000, "KVM probe answered in %ld ms (< 1000)", ms);
+	if (getenv("BERTH_EXPECT_TCG") != NULL)
+		is_int(r, 0, "KVM probe chooses TCG here (BERTH_EXPECT_TCG)");
+}
+
+int
+main(void)
+{
+	test_pool();
+	test_mac();
+	test_ids();
+	test_template();
+	test_kvm_probe();
+	return done_testing();
+}

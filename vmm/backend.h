@@ -1,0 +1,171 @@
+/*
+ * backend.h — libvmm internals shared by the manager (vmm.c) and the
+ * backends (qemu.c, firecracker.c): the sandbox object, the backend table
+ * of operations, and the few helpers a backend needs (spawning and
+ * watching a child, paths, reporting completion).
+ *
+ * Contract: the manager calls at most one asynchronous backend operation
+ * per sandbox at a time and waits for vmm_backend_done(). A backend calls
+ * vmm_backend_done() exactly once per accepted operation (never from
+ * inside the call that started it: use vmm_backend_done_later() for immediate
+ * answers) and says which state the sandbox is in afterwards, because
+ * only the backend knows whether, say, a failed snapshot left the guest
+ * running. Death of the VMM outside any operation goes to
+ * vmm_backend_exited().
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_VMM_BACKEND_H
+#define BERTH_VMM_BACKEND_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vmm.h"
+
+struct event;
+
+struct vmm_backend {
+	const char *name;
+	/* once per manager; may look at m->cfg */
+	int (*init)(struct vmm *m, char *err, size_t errlen);
+	/* boot the VMM: fresh (restore == 0, ends RUNNING when the guest's
+	 * ready line is seen) or from <dir>/snap/state (restore == 1) */
+	int (*boot)(struct vmm_sandbox *sb, int restore, char *err,
+	    size_t errlen);
+	int (*pause)(struct vmm_sandbox *sb, char *err, size_t errlen);
+	int (*cont)(struct vmm_sandbox *sb, char *err, size_t errlen);
+	/* snapshot to <dir>/snap/state, then end the VMM process */
+	int (*suspend)(struct vmm_sandbox *sb, char *err, size_t errlen);
+	/* orderly end of the VMM process (disk kept) */
+	int (*stop)(struct vmm_sandbox *sb, char *err, size_t errlen);
+	/* end the VMM process now, whatever it is doing; done() follows */
+	int (*kill)(struct vmm_sandbox *sb, char *err, size_t errlen);
+	/* reconnect to a live VMM (pid) after a restart; done() with the
+	 * state found (RUNNING or PAUSED) */
+	int (*adopt)(struct vmm_sandbox *sb, pid_t pid, char *err,
+	    size_t errlen);
+	/* drop every resource of this sandbox in the backend without
+	 * touching the VMM process (synchronous; no done()) */
+	void (*release)(struct vmm_sandbox *sb);
+};
+
+extern const struct vmm_backend vmm_backend_qemu;
+extern const struct vmm_backend vmm_backend_firecracker;
+
+struct vmm_waiter {
+	struct vmm_waiter *next;
+	vmm_done_cb cb;
+	void *arg;
+};
+
+struct vmm_sandbox {
+	struct vmm *m;
+	struct vmm_sandbox *next;
+	char id[VMM_ID_MAX + 1];
+	enum vmm_state state;
+	char reason[VMM_ERRLEN];	/* last failure */
+	char tap[16];
+	struct in_addr guest_ip, gateway;
+	uint8_t prefix;
+	uint8_t mac[6], host_mac[6];
+	char dir[PATH_MAX];
+	char disk[PATH_MAX];
+	struct vmm_template tpl;	/* owned copies */
+	unsigned mem_mib, vcpus, disk_mib;
+	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms; /* 0: dflt */
+	uint64_t created_ms, created_mono_ms, last_activity_ms;
+	pid_t pid;			/* VMM process, 0 if none */
+	void *user;
+
+	/* the operation in flight */
+	int busy;
+	enum vmm_op op;
+	const char *cause;
+	enum vmm_state op_from;
+	uint64_t op_t0;
+	struct vmm_waiter *waiters;
+
+	/* manager helpers */
+	pid_t mkfs_pid;
+	struct vmm_child *mkfs_watch;
+	struct event *idle_ev;
+	struct event *later_ev;		/* vmm_backend_done_later */
+	int later_ok;
+	enum vmm_state later_state;
+	char later_reason[VMM_ERRLEN];
+	int deleting;
+
+	void *priv;			/* backend's */
+};
+
+struct vmm {
+	struct event_base *base;
+	struct vmm_config cfg;		/* strings copied below */
+	char state_dir[PATH_MAX];
+	char vmm_binary[PATH_MAX];
+	char tap_prefix[8];
+	char mkfs[PATH_MAX];
+	char dns[64];
+	const struct vmm_backend *be;
+	enum vmm_accel accel;
+	char accel_why[256];
+	struct vmm_pool *pool;
+	struct vmm_sandbox *list;
+	unsigned tap_seq;
+};
+
+/* Completion of the operation in flight; `state` is the state after it. */
+void vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
+    const char *reason);
+/* The VMM went away (or its control channel did) with no operation in
+ * flight: the sandbox becomes FAILED and an EXIT event is sent. */
+void vmm_backend_exited(struct vmm_sandbox *sb, const char *reason);
+
+/* The guest kernel command line: the template's plus tsc_early_khz= and
+ * berth.ip= berth.gw= berth.dns= berth.id= (read by the guest's init). */
+int vmm_kernel_cmdline(const struct vmm_sandbox *sb, char *buf, size_t len);
+
+/* Hand the sandbox dir, snap/, the disk and the files the VMM reopens
+ * to cfg.vmm_uid (no-op when the VMM runs as we do). */
+int vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen);
+
+/* <dir>/<name> into buf; -ENAMETOOLONG. */
+int vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
+    size_t len);
+uint64_t vmm_now_ms(void);		/* monotonic */
+uint64_t vmm_wall_ms(void);
+
+/* Watch a process: cb runs once when it has exited (reaped if it is our
+ * child; status -1 if it is not). Uses a pidfd, so it never collides with
+ * a SIGCHLD handler of the application. */
+struct vmm_child;
+typedef void (*vmm_child_cb)(pid_t pid, int status, void *arg);
+struct vmm_child *vmm_child_watch(struct event_base *base, pid_t pid,
+    vmm_child_cb cb, void *arg, char *err, size_t errlen);
+void vmm_child_unwatch(struct vmm_child *c);
+/* "exited with status 1", "killed by signal 9" */
+void vmm_status_text(int status, char *buf, size_t len);
+
+/* fork + exec argv[0] (PATH search) in a new session, stdin from
+ * /dev/null, stdout and stderr appended to logpath, as uid:gid unless
+ * uid is 0 (no supplementary groups then). The exec is confirmed (a
+ * failed exec or uid change is reported here, not as an exit). */
+pid_t vmm_spawn(char *const argv[], const char *logpath, uid_t uid,
+    gid_t gid, char *err, size_t errlen);
+/* The last non-empty line of a text file (for error messages). */
+void vmm_tail_line(const char *path, char *buf, size_t len);
+
+/* Look for needle in what was appended to path since *off (advanced);
+ * carry (carrylen bytes, "" at first) holds the tail of the last read so
+ * a needle split across two reads is found. 1 found, 0 not yet. */
+int vmm_scan_file(const char *path, off_t *off, char *carry,
+    size_t carrylen, const char *needle);
+
+/* vmm_backend_done() from the event loop soon, for an operation with
+ * nothing to wait for. The pending call belongs to the sandbox (freed
+ * with it), so a delete overtaking it is safe. */
+void vmm_backend_done_later(struct vmm_sandbox *sb, int ok,
+    enum vmm_state state, const char *reason);
+
+#endif

@@ -1,0 +1,1083 @@
+/*
+ * qemu.c — libvmm backend "qemu": one qemu-system-x86_64 -M microvm per
+ * sandbox, driven over QMP on <dir>/qmp.sock.
+ *
+ * Guest RAM is a memory-backend-file (share=on) at <dir>/mem on disk, and
+ * migration runs with x-ignore-shared: a snapshot then holds only device
+ * state (tens of KiB) and the RAM file itself is the memory image, so a
+ * suspend takes milliseconds and frees the memory once qemu exits, and a
+ * restore is a new qemu with the same command line plus -incoming defer
+ * (QEMU 7.2 has no file: migration URI; exec:cat does the same job).
+ *
+ * Each operation is a small state machine advanced by QMP replies, the
+ * console poller, the child-exit watcher and timers; whichever comes
+ * first decides, and qm_done() makes sure only one answer goes back.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "backend.h"
+#include "nc_link.h"
+#include "qmp.h"
+
+#define QM_POLL_MS	5	/* query-migrate / query-status polling */
+#define QM_CONSOLE_MS	20	/* console.log polling while booting */
+#define QM_CONNECT_MS	5	/* QMP socket connect retries */
+#define QM_QUIT_MS	5000	/* quit -> exit, before SIGKILL */
+#define QM_LOST_MS	1000	/* QMP gone, process alive: grace */
+
+enum qm_op {
+	QM_IDLE = 0,
+	QM_BOOT,	/* fresh boot: QMP up and ready line seen */
+	QM_RESTORE,	/* -incoming defer: caps, migrate-incoming, cont */
+	QM_ADOPT,
+	QM_PAUSE,
+	QM_CONT,
+	QM_SUSPEND,	/* stop, caps, migrate, poll, quit, exit */
+	QM_STOP,	/* quit, exit */
+	QM_KILL,	/* SIGKILL, exit */
+};
+
+struct qm {
+	struct vmm_sandbox *sb;
+	enum qm_op op;
+	int step;
+	int expect_exit;	/* the process is meant to end now */
+	enum vmm_state exit_state;	/* ... and then the sandbox is this */
+
+	struct vmm_child *watch;
+	struct vmm_qmp *qmp;
+	struct event *connect_ev;	/* connect retries */
+	struct event *poll_ev;		/* console / migration polling */
+	struct event *deadline_ev;	/* the op's deadline */
+	struct event *lost_ev;		/* QMP gone, process alive */
+
+	off_t con_off;		/* console.log read position */
+	char carry[128];	/* tail of the last read, for split lines */
+	int ready_seen;
+	int was_running;	/* suspend: running before (cont on failure) */
+	char kill_why[VMM_ERRLEN];	/* why we killed it, for the report */
+	char qmp_path[PATH_MAX];
+};
+
+static struct qm *
+QM(struct vmm_sandbox *sb)
+{
+	return sb->priv;
+}
+
+static void qm_connect_try(evutil_socket_t fd, short what, void *arg);
+static void qm_kill_now(struct qm *q, const char *why);
+
+static void
+qm_timer(struct qm *q, struct event *ev, unsigned ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	(void)q;
+	event_add(ev, &tv);
+}
+
+/* Stop every timer of the current operation. */
+static void
+qm_quiet(struct qm *q)
+{
+	event_del(q->poll_ev);
+	event_del(q->deadline_ev);
+	event_del(q->connect_ev);
+}
+
+/* Report the end of the operation in flight (once). */
+static void
+qm_done(struct qm *q, int ok, enum vmm_state st, const char *reason)
+{
+	struct vmm_sandbox *sb = q->sb;
+
+	if (q->op == QM_IDLE)
+		return;
+	qm_quiet(q);
+	q->op = QM_IDLE;
+	q->step = 0;
+	vmm_backend_done(sb, ok, st, reason);
+}
+
+static void
+qm_donef(struct qm *q, int ok, enum vmm_state st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+qm_donef(struct qm *q, int ok, enum vmm_state st, const char *fmt, ...)
+{
+	char buf[VMM_ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	qm_done(q, ok, st, buf);
+}
+
+static void
+qm_unlink(struct vmm_sandbox *sb, const char *name)
+{
+	char p[PATH_MAX];
+
+	if (vmm_path(sb, name, p, sizeof(p)) == 0)
+		(void)unlink(p);
+}
+
+/* ---- process exit ---- */
+
+static void
+qm_exited(pid_t pid, int status, void *arg)
+{
+	struct qm *q = arg;
+	struct vmm_sandbox *sb = q->sb;
+	char st[128], tail[300], why[VMM_ERRLEN], logp[PATH_MAX];
+
+	(void)pid;
+	q->watch = NULL;
+	sb->pid = 0;
+	vmm_qmp_free(q->qmp);
+	q->qmp = NULL;
+	event_del(q->lost_ev);
+	(void)unlink(q->qmp_path);
+	if (q->expect_exit) {
+		q->expect_exit = 0;
+		q->kill_why[0] = '\0';
+		if (q->exit_state == VMM_STOPPED) {
+			/* RAM and a stale snapshot mean nothing to a fresh boot. */
+			qm_unlink(sb, "mem");
+			qm_unlink(sb, "snap/state");
+		}
+		qm_done(q, 1, q->exit_state, "");
+		return;
+	}
+	if (q->kill_why[0] != '\0') {
+		snprintf(why, sizeof(why), "%s", q->kill_why);
+		q->kill_why[0] = '\0';
+	} else {
+		vmm_status_text(status, st, sizeof(st));
+		(void)vmm_path(sb, "vmm.log", logp, sizeof(logp));
+		vmm_tail_line(logp, tail, sizeof(tail));
+		if (tail[0] == '\0' && status == 0)
+			snprintf(tail, sizeof(tail), "guest powered off");
+		snprintf(why, sizeof(why), "%sqemu %s%s%s",
+		    q->op == QM_RESTORE ? "restore from snapshot failed: " : "",
+		    st, tail[0] ? ": " : "", tail);
+	}
+	if (q->op != QM_IDLE) {
+		qm_done(q, 0, VMM_FAILED, why);
+		return;
+	}
+	vmm_backend_exited(sb, why);
+}
+
+/* ---- QMP ---- */
+
+static void qm_step(struct qm *q, json_t *ret, const char *error);
+
+static void
+qm_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)c;
+	qm_step(q, ret, error);
+}
+
+static int
+qm_cmd(struct qm *q, const char *cmd, json_t *args)
+{
+	char err[VMM_ERRLEN];
+
+	if (vmm_qmp_command(q->qmp, cmd, args, qm_reply, q, err,
+	    sizeof(err)) < 0) {
+		qm_kill_now(q, err);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+qmp_lost(evutil_socket_t fd, short what, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)fd;
+	(void)what;
+	/* Still alive a second after QMP went away: we cannot control it,
+	 * so it must not run on unobserved. The exit handler reports. */
+	if (q->sb->pid > 0)
+		qm_kill_now(q, "QMP connection to qemu lost; qemu killed");
+}
+
+static void
+qm_qmp_ready(struct vmm_qmp *c, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)c;
+	if (q->op == QM_BOOT || q->op == QM_RESTORE || q->op == QM_ADOPT)
+		qm_step(q, NULL, NULL);
+}
+
+static void
+qm_qmp_event(struct vmm_qmp *c, const char *event, json_t *data, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)c;
+	(void)data;
+	/* A guest that shuts itself down ends qemu (no -no-shutdown): the
+	 * exit handler reports it. Nothing else needs an event today;
+	 * migration progress is polled. */
+	(void)q;
+	(void)event;
+}
+
+static void
+qm_qmp_close(struct vmm_qmp *c, const char *reason, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)c;
+	(void)reason;
+	vmm_qmp_free(q->qmp);
+	q->qmp = NULL;
+	if (q->expect_exit || q->sb->pid == 0)
+		return;
+	qm_timer(q, q->lost_ev, QM_LOST_MS);
+}
+
+static void
+qm_connect_try(evutil_socket_t fd0, short what, void *arg)
+{
+	struct qm *q = arg;
+	struct vmm_qmp_cbs cbs = { qm_qmp_ready, qm_qmp_event, qm_qmp_close, q };
+	char err[VMM_ERRLEN];
+	int fd;
+
+	(void)fd0;
+	(void)what;
+	fd = vmm_qmp_connect_unix(q->qmp_path, err, sizeof(err));
+	if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN) {
+		qm_timer(q, q->connect_ev, QM_CONNECT_MS);
+		return;
+	}
+	if (fd < 0) {
+		qm_kill_now(q, err);
+		return;
+	}
+	if ((q->qmp = vmm_qmp_new(q->sb->m->base, fd, &cbs)) == NULL)
+		qm_kill_now(q, "QMP: out of memory");
+}
+
+/* The operation cannot go on and the VMM's state is unknown: end it.
+ * The exit handler then finishes the operation (or reports the death)
+ * with this reason rather than "killed by signal 9". */
+static void
+qm_kill_now(struct qm *q, const char *why)
+{
+	struct vmm_sandbox *sb = q->sb;
+
+	if (sb->pid > 0) {
+		snprintf(q->kill_why, sizeof(q->kill_why), "%s", why);
+		qm_quiet(q);
+		q->expect_exit = 0;
+		kill(sb->pid, SIGKILL);
+		return;
+	}
+	qm_done(q, 0, VMM_FAILED, why);
+}
+
+/* ---- console ---- */
+
+static void
+qm_console_poll(evutil_socket_t fd0, short what, void *arg)
+{
+	struct qm *q = arg;
+	struct vmm_sandbox *sb = q->sb;
+	char path[PATH_MAX];
+
+	(void)fd0;
+	(void)what;
+	if (q->op != QM_BOOT || q->ready_seen)
+		return;
+	(void)vmm_path(sb, "console.log", path, sizeof(path));
+	if (vmm_scan_file(path, &q->con_off, q->carry, sizeof(q->carry),
+	    sb->tpl.ready_line)) {
+		q->ready_seen = 1;
+		qm_step(q, NULL, NULL);
+		return;
+	}
+	qm_timer(q, q->poll_ev, QM_CONSOLE_MS);
+}
+
+/* ---- timers ---- */
+
+static void
+qm_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct qm *q = arg;
+	struct vmm_sandbox *sb = q->sb;
+	char why[VMM_ERRLEN], tail[200], path[PATH_MAX];
+
+	(void)fd;
+	(void)what;
+	switch (q->op) {
+	case QM_BOOT:
+		(void)vmm_path(sb, "console.log", path, sizeof(path));
+		vmm_tail_line(path, tail, sizeof(tail));
+		snprintf(why, sizeof(why), "guest not ready within %u ms (%s); "
+		    "last console line: %s", sb->m->cfg.ready_timeout_ms,
+		    q->qmp == NULL ? "no QMP connection" : "no ready line",
+		    tail[0] ? tail : "(none)");
+		qm_kill_now(q, why);
+		break;
+	case QM_STOP:
+	case QM_SUSPEND:
+		if (q->expect_exit && sb->pid > 0) {
+			/* quit was answered but the process lingers */
+			kill(sb->pid, SIGKILL);
+			break;
+		}
+		/* fall through */
+	default:
+		snprintf(why, sizeof(why), "%s: no answer from qemu within %u ms",
+		    vmm_op_name(sb->op), sb->m->cfg.op_timeout_ms);
+		qm_kill_now(q, why);
+		break;
+	}
+}
+
+/* ---- the operations ---- */
+
+static int
+qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
+    char *store, size_t storelen, char *err, size_t errlen)
+{
+	struct vmm *m = sb->m;
+	char mac[18], cmdline[2048];
+	size_t n = 0, used = 0;
+	int kvm = m->accel == VMM_ACCEL_KVM;
+
+#define ARG(...) do {							\
+	int w_ = snprintf(store + used, storelen - used, __VA_ARGS__);	\
+	if (w_ < 0 || (size_t)w_ >= storelen - used || n + 2 > max)	\
+		goto toolong;						\
+	argv[n++] = store + used;					\
+	used += (size_t)w_ + 1;						\
+} while (0)
+
+	nc_link_mac_format(sb->mac, mac, sizeof(mac));
+	ARG("%s", m->vmm_binary);
+	ARG("-name");
+	ARG("berth-%s", sb->id);
+	ARG("-machine");
+	ARG("microvm,memory-backend=mem");
+	ARG("-accel");
+	ARG("%s", kvm ? "kvm" : "tcg");
+	ARG("-cpu");
+	ARG("%s", kvm ? "host" : "max");
+	ARG("-m");
+	ARG("%u", sb->mem_mib);
+	ARG("-smp");
+	ARG("%u", sb->vcpus);
+	ARG("-nodefaults");
+	ARG("-no-user-config");
+	ARG("-display");
+	ARG("none");
+	/* Least privilege: seccomp, no setuid, no new processes but the
+	 * exec: migration channel's shell (spawn must stay allowed). */
+	ARG("-sandbox");
+	ARG("on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny");
+	ARG("-object");
+	ARG("memory-backend-file,id=mem,size=%uM,mem-path=%s/mem,share=on",
+	    sb->mem_mib, sb->dir);
+	ARG("-chardev");
+	ARG("file,id=con,path=%s/console.log,append=on", sb->dir);
+	ARG("-serial");
+	ARG("chardev:con");
+	ARG("-qmp");
+	ARG("unix:%s,server=on,wait=off", QM(sb)->qmp_path);
+	ARG("-kernel");
+	ARG("%s", sb->tpl.kernel);
+	if (sb->tpl.initrd != NULL) {
+		ARG("-initrd");
+		ARG("%s", sb->tpl.initrd);
+	}
+	ARG("-append");
+	if (vmm_kernel_cmdline(sb, cmdline, sizeof(cmdline)) < 0)
+		goto toolong;
+	ARG("%s", cmdline);
+	ARG("-netdev");
+	ARG("tap,id=n0,ifname=%s,script=no,downscript=no", sb->tap);
+	ARG("-device");
+	ARG("virtio-net-device,netdev=n0,mac=%s", mac);
+	/* The persistent disk first: the guest finds it at /dev/vda. */
+	ARG("-drive");
+	ARG("id=d0,file=%s,format=raw,if=none,cache=writeback,discard=unmap",
+	    sb->disk);
+	ARG("-device");
+	ARG("virtio-blk-device,drive=d0");
+	if (sb->tpl.rootfs != NULL) {
+		ARG("-drive");
+		ARG("id=r0,file=%s,format=raw,if=none,readonly=on",
+		    sb->tpl.rootfs);
+		ARG("-device");
+		ARG("virtio-blk-device,drive=r0");
+	}
+	if (restore) {
+		ARG("-incoming");
+		ARG("defer");
+		ARG("-S");
+	}
+	argv[n] = NULL;
+	return 0;
+toolong:
+	snprintf(err, errlen, "qemu command line too long");
+	return -E2BIG;
+#undef ARG
+}
+
+static int
+qm_spawn(struct qm *q, int restore, char *err, size_t errlen)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char *argv[64], store[8192], logp[PATH_MAX], snap[PATH_MAX];
+	struct stat st;
+	pid_t pid;
+	int rc;
+
+	if (sb->pid > 0) {
+		snprintf(err, errlen, "qemu (pid %d) still running", (int)sb->pid);
+		return -EBUSY;
+	}
+	if ((rc = vmm_path(sb, "snap", snap, sizeof(snap))) < 0 ||
+	    (mkdir(snap, 0750) < 0 && errno != EEXIST)) {
+		snprintf(err, errlen, "%s: %s", snap, strerror(errno));
+		return -errno;
+	}
+	if ((rc = vmm_own(sb, err, errlen)) < 0)
+		return rc;
+	if (restore) {
+		(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+		if (stat(snap, &st) < 0) {
+			snprintf(err, errlen, "no snapshot %s: %s", snap,
+			    strerror(errno));
+			return -ENOENT;
+		}
+	} else {
+		/* A fresh boot starts from zeroed RAM. */
+		qm_unlink(sb, "mem");
+		qm_unlink(sb, "snap/state");
+	}
+	(void)unlink(q->qmp_path);
+	if ((rc = qm_argv(sb, restore, argv, sizeof(argv) / sizeof(argv[0]),
+	    store, sizeof(store), err, errlen)) < 0)
+		return rc;
+	(void)vmm_path(sb, "vmm.log", logp, sizeof(logp));
+	/* vmm.log holds this run only, so its last line explains a death. */
+	(void)truncate(logp, 0);
+	{
+		char conp[PATH_MAX];
+
+		(void)vmm_path(sb, "console.log", conp, sizeof(conp));
+		q->con_off = stat(conp, &st) == 0 ? st.st_size : 0;
+		q->carry[0] = '\0';
+		q->ready_seen = 0;
+	}
+	if ((pid = vmm_spawn(argv, logp, sb->m->cfg.vmm_uid, sb->m->cfg.vmm_gid,
+	    err, errlen)) < 0)
+		return -EIO;
+	sb->pid = pid;
+	q->watch = vmm_child_watch(sb->m->base, pid, qm_exited, q, err, errlen);
+	if (q->watch == NULL) {
+		kill(pid, SIGKILL);
+		sb->pid = 0;
+		return -EIO;
+	}
+	q->expect_exit = 0;
+	qm_timer(q, q->connect_ev, QM_CONNECT_MS);
+	return 0;
+}
+
+static int
+qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
+{
+	struct qm *q = QM(sb);
+	int rc;
+
+	if ((rc = qm_spawn(q, restore, err, errlen)) < 0)
+		return rc;
+	q->op = restore ? QM_RESTORE : QM_BOOT;
+	q->step = 0;
+	qm_timer(q, q->deadline_ev, restore ? sb->m->cfg.op_timeout_ms :
+	    sb->m->cfg.ready_timeout_ms);
+	if (!restore)
+		qm_timer(q, q->poll_ev, QM_CONSOLE_MS);
+	return 0;
+}
+
+static int
+qm_need_qmp(struct qm *q, char *err, size_t errlen)
+{
+	if (!vmm_qmp_is_ready(q->qmp)) {
+		snprintf(err, errlen, "no QMP connection to qemu of %s",
+		    q->sb->id);
+		return -ENOTCONN;
+	}
+	return 0;
+}
+
+static int
+qm_simple(struct vmm_sandbox *sb, enum qm_op op, const char *cmd, char *err,
+    size_t errlen)
+{
+	struct qm *q = QM(sb);
+	int rc;
+
+	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
+		return rc;
+	q->op = op;
+	q->step = 0;
+	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
+	(void)qm_cmd(q, cmd, NULL);	/* a failure is reported async */
+	return 0;
+}
+
+static int
+qm_pause(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	return qm_simple(sb, QM_PAUSE, "stop", err, errlen);
+}
+
+static int
+qm_cont(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	return qm_simple(sb, QM_CONT, "cont", err, errlen);
+}
+
+static int
+qm_suspend(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	struct qm *q = QM(sb);
+	int rc;
+
+	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
+		return rc;
+	q->op = QM_SUSPEND;
+	q->step = 0;
+	q->was_running = sb->state == VMM_RUNNING;
+	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
+	qm_step(q, NULL, NULL);
+	return 0;
+}
+
+static int
+qm_stop(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	struct qm *q = QM(sb);
+
+	q->op = QM_STOP;
+	q->step = 0;
+	q->exit_state = VMM_STOPPED;
+	if (sb->pid == 0) {
+		qm_unlink(sb, "mem");
+		qm_unlink(sb, "snap/state");
+		q->op = QM_IDLE;
+		vmm_backend_done_later(sb, 1, VMM_STOPPED, "");
+		return 0;
+	}
+	qm_timer(q, q->deadline_ev, QM_QUIT_MS);
+	q->expect_exit = 1;
+	if (vmm_qmp_is_ready(q->qmp)) {
+		if (vmm_qmp_command(q->qmp, "quit", NULL, NULL, NULL, err,
+		    errlen) == 0)
+			return 0;
+	}
+	kill(sb->pid, SIGTERM);
+	return 0;
+}
+
+static int
+qm_kill(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	struct qm *q = QM(sb);
+
+	(void)err;
+	(void)errlen;
+	qm_quiet(q);
+	event_del(q->lost_ev);
+	q->op = QM_KILL;
+	q->step = 0;
+	q->exit_state = VMM_STOPPED;
+	if (sb->pid == 0) {
+		q->op = QM_IDLE;
+		vmm_backend_done_later(sb, 1, VMM_STOPPED, "");
+		return 0;
+	}
+	q->expect_exit = 1;
+	kill(sb->pid, SIGKILL);
+	return 0;
+}
+
+static int
+qm_adopt(struct vmm_sandbox *sb, pid_t pid, char *err, size_t errlen)
+{
+	struct qm *q = QM(sb);
+
+	sb->pid = pid;
+	q->watch = vmm_child_watch(sb->m->base, pid, qm_exited, q, err, errlen);
+	if (q->watch == NULL) {
+		sb->pid = 0;
+		return -ESRCH;
+	}
+	q->op = QM_ADOPT;
+	q->step = 0;
+	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
+	qm_timer(q, q->connect_ev, 0);
+	return 0;
+}
+
+static void
+qm_poll_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)fd;
+	(void)what;
+	if (q->op == QM_BOOT)
+		qm_console_poll(-1, 0, q);
+	else if (q->op == QM_SUSPEND && q->step == 4)
+		(void)qm_cmd(q, "query-migrate", NULL);
+	else if (q->op == QM_RESTORE && q->step == 3)
+		(void)qm_cmd(q, "query-status", NULL);
+}
+
+static json_t *
+qm_caps(void)
+{
+	return json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability",
+	    "x-ignore-shared", "state", 1);
+}
+
+/* The snapshot is whole: cat wrote it without error and it starts with
+ * QEMU's stream magic. A short write into a full disk can still let the
+ * migration "complete" (the last bytes sit in the pipe when cat fails),
+ * so the migration status alone does not prove anything. */
+static int
+qm_snap_check(struct vmm_sandbox *sb, char *why, size_t len)
+{
+	char tmp[PATH_MAX], errp[PATH_MAX], line[300], magic[4];
+	struct stat st;
+	int fd, ok;
+
+	(void)vmm_path(sb, "snap/state.new", tmp, sizeof(tmp));
+	(void)vmm_path(sb, "migrate.err", errp, sizeof(errp));
+	vmm_tail_line(errp, line, sizeof(line));
+	if (line[0] != '\0') {
+		snprintf(why, len, "snapshot to %s failed: %s", tmp, line);
+		return -1;
+	}
+	if ((fd = open(tmp, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(why, len, "snapshot %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	ok = fstat(fd, &st) == 0 && read(fd, magic, 4) == 4 &&
+	    memcmp(magic, "QEVM", 4) == 0;
+	if (ok && fsync(fd) < 0) {
+		snprintf(why, len, "snapshot %s: fsync: %s", tmp, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	if (!ok) {
+		snprintf(why, len, "snapshot %s is incomplete (%lld bytes)", tmp,
+		    (long long)st.st_size);
+		return -1;
+	}
+	return 0;
+}
+
+/* Undo a failed suspend: the guest goes back to what it was doing. */
+static void
+qm_suspend_fail(struct qm *q, const char *why)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char err[VMM_ERRLEN];
+
+	qm_unlink(sb, "snap/state.new");
+	qm_unlink(sb, "migrate.err");
+	snprintf(sb->reason, sizeof(sb->reason), "%s", why);
+	if (q->was_running) {
+		q->step = 100;	/* waiting for cont */
+		if (vmm_qmp_command(q->qmp, "cont", NULL, qm_reply, q, err,
+		    sizeof(err)) == 0)
+			return;
+		qm_kill_now(q, err);
+		return;
+	}
+	qm_done(q, 0, VMM_PAUSED, why);
+}
+
+static void
+qm_step(struct qm *q, json_t *ret, const char *error)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char why[VMM_ERRLEN], uri[PATH_MAX * 2 + 64];
+	const char *s;
+
+	switch (q->op) {
+	case QM_BOOT:
+		/* Ready = QMP usable and the guest printed its ready line,
+		 * in either order. */
+		if (vmm_qmp_is_ready(q->qmp) && q->ready_seen)
+			qm_done(q, 1, VMM_RUNNING, "");
+		return;
+
+	case QM_ADOPT:
+		if (q->step == 0) {
+			q->step = 1;
+			(void)qm_cmd(q, "query-status", NULL);
+			return;
+		}
+		if (ret == NULL) {
+			qm_donef(q, 0, VMM_FAILED, "adopt: query-status: %s", error);
+			return;
+		}
+		s = json_string_value(json_object_get(ret, "status"));
+		if (s != NULL && strcmp(s, "running") == 0)
+			qm_done(q, 1, VMM_RUNNING, "");
+		else if (s != NULL && strcmp(s, "paused") == 0)
+			qm_done(q, 1, VMM_PAUSED, "");
+		else
+			qm_kill_now(q, "adopted qemu in an unusable state");
+		return;
+
+	case QM_RESTORE:
+		switch (q->step) {
+		case 0:		/* QMP up */
+			q->step = 1;
+			(void)qm_cmd(q, "migrate-set-capabilities", qm_caps());
+			return;
+		case 1:
+			if (ret == NULL)
+				goto restore_fail;
+			q->step = 2;
+			(void)vmm_path(sb, "snap/state", why, sizeof(why));
+			snprintf(uri, sizeof(uri), "exec:cat '%s'", why);
+			(void)qm_cmd(q, "migrate-incoming",
+			    json_pack("{s:s}", "uri", uri));
+			return;
+		case 2:
+			if (ret == NULL)
+				goto restore_fail;
+			q->step = 3;
+			(void)qm_cmd(q, "query-status", NULL);
+			return;
+		case 3:
+			if (ret == NULL)
+				goto restore_fail;
+			s = json_string_value(json_object_get(ret, "status"));
+			if (s != NULL && strcmp(s, "inmigrate") == 0) {
+				qm_timer(q, q->poll_ev, QM_POLL_MS);
+				return;
+			}
+			if (s != NULL && (strcmp(s, "paused") == 0 ||
+			    strcmp(s, "prelaunch") == 0 ||
+			    strcmp(s, "postmigrate") == 0)) {
+				q->step = 4;
+				(void)qm_cmd(q, "cont", NULL);
+				return;
+			}
+			if (s != NULL && strcmp(s, "running") == 0)
+				goto restored;
+			snprintf(why, sizeof(why), "restore: qemu in state %s",
+			    s != NULL ? s : "?");
+			qm_kill_now(q, why);
+			return;
+		case 4:
+			if (ret == NULL)
+				goto restore_fail;
+restored:
+			/* The snapshot is consumed: resuming from it again
+			 * later would rewind the devices under newer RAM. */
+			qm_unlink(sb, "snap/state");
+			qm_done(q, 1, VMM_RUNNING, "");
+			return;
+		}
+		return;
+restore_fail:
+		snprintf(why, sizeof(why), "restore: %s", error);
+		qm_kill_now(q, why);
+		return;
+
+	case QM_PAUSE:
+		if (ret == NULL)
+			qm_donef(q, 0, VMM_RUNNING, "stop: %s", error);
+		else
+			qm_done(q, 1, VMM_PAUSED, "");
+		return;
+
+	case QM_CONT:
+		if (ret == NULL)
+			qm_donef(q, 0, VMM_PAUSED, "cont: %s", error);
+		else
+			qm_done(q, 1, VMM_RUNNING, "");
+		return;
+
+	case QM_SUSPEND:
+		switch (q->step) {
+		case 0:
+			q->step = 1;
+			if (q->was_running) {
+				(void)qm_cmd(q, "stop", NULL);
+				return;
+			}
+			/* already stopped */
+			/* fall through */
+		case 1:
+			if (ret == NULL && q->was_running) {
+				qm_donef(q, 0, VMM_RUNNING, "stop: %s", error);
+				return;
+			}
+			q->step = 2;
+			(void)qm_cmd(q, "migrate-set-capabilities", qm_caps());
+			return;
+		case 2: {
+			char tmp[PATH_MAX], errp[PATH_MAX];
+
+			if (ret == NULL) {
+				snprintf(why, sizeof(why), "snapshot: %s", error);
+				qm_suspend_fail(q, why);
+				return;
+			}
+			q->step = 3;
+			(void)vmm_path(sb, "snap/state.new", tmp, sizeof(tmp));
+			(void)vmm_path(sb, "migrate.err", errp, sizeof(errp));
+			(void)unlink(tmp);
+			(void)unlink(errp);
+			snprintf(uri, sizeof(uri), "exec:cat > '%s' 2> '%s'", tmp,
+			    errp);
+			(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
+			return;
+		}
+		case 3:
+			if (ret == NULL) {
+				snprintf(why, sizeof(why), "snapshot: %s", error);
+				qm_suspend_fail(q, why);
+				return;
+			}
+			q->step = 4;
+			(void)qm_cmd(q, "query-migrate", NULL);
+			return;
+		case 4:
+			if (ret == NULL) {
+				snprintf(why, sizeof(why), "snapshot: %s", error);
+				qm_suspend_fail(q, why);
+				return;
+			}
+			s = json_string_value(json_object_get(ret, "status"));
+			if (s == NULL || strcmp(s, "setup") == 0 ||
+			    strcmp(s, "active") == 0 ||
+			    strcmp(s, "device") == 0 ||
+			    strcmp(s, "pre-switchover") == 0 ||
+			    strcmp(s, "wait-unplug") == 0) {
+				qm_timer(q, q->poll_ev, QM_POLL_MS);
+				return;
+			}
+			if (strcmp(s, "completed") != 0) {
+				const char *d = json_string_value(
+				    json_object_get(ret, "error-desc"));
+				char line[300], errp[PATH_MAX];
+
+				(void)vmm_path(sb, "migrate.err", errp,
+				    sizeof(errp));
+				vmm_tail_line(errp, line, sizeof(line));
+				snprintf(why, sizeof(why), "snapshot %s: %s%s%s",
+				    s, line[0] ? line : d ? d : "no reason given",
+				    line[0] && d ? " / " : "",
+				    line[0] && d ? d : "");
+				qm_suspend_fail(q, why);
+				return;
+			}
+			if (qm_snap_check(sb, why, sizeof(why)) < 0) {
+				qm_suspend_fail(q, why);
+				return;
+			}
+			{
+				char tmp[PATH_MAX], fin[PATH_MAX];
+
+				(void)vmm_path(sb, "snap/state.new", tmp,
+				    sizeof(tmp));
+				(void)vmm_path(sb, "snap/state", fin, sizeof(fin));
+				if (rename(tmp, fin) < 0) {
+					snprintf(why, sizeof(why), "snapshot "
+					    "rename: %s", strerror(errno));
+					qm_suspend_fail(q, why);
+					return;
+				}
+			}
+			qm_unlink(sb, "migrate.err");
+			/* From here on the snapshot is the sandbox. */
+			q->step = 5;
+			q->expect_exit = 1;
+			q->exit_state = VMM_SUSPENDED;
+			event_del(q->deadline_ev);
+			qm_timer(q, q->deadline_ev, QM_QUIT_MS);
+			if (vmm_qmp_command(q->qmp, "quit", NULL, NULL, NULL, why,
+			    sizeof(why)) < 0)
+				kill(sb->pid, SIGKILL);
+			return;
+		case 100:	/* cont after a failed snapshot */
+			if (ret == NULL) {
+				char e[VMM_ERRLEN];
+
+				snprintf(e, sizeof(e), "%s; then cont: %s",
+				    sb->reason, error);
+				qm_kill_now(q, e);
+				return;
+			}
+			snprintf(why, sizeof(why), "%s", sb->reason);
+			qm_done(q, 0, VMM_RUNNING, why);
+			return;
+		}
+		return;
+
+	default:
+		return;
+	}
+}
+
+/* ---- life of the backend object ---- */
+
+static int
+qm_init(struct vmm *m, char *err, size_t errlen)
+{
+	(void)m;
+	(void)err;
+	(void)errlen;
+	return 0;
+}
+
+static struct qm *
+qm_get(struct vmm_sandbox *sb)
+{
+	struct event_base *base = sb->m->base;
+	struct qm *q;
+
+	if (sb->priv != NULL)
+		return sb->priv;
+	if ((q = calloc(1, sizeof(*q))) == NULL)
+		return NULL;
+	q->sb = sb;
+	q->connect_ev = evtimer_new(base, qm_connect_try, q);
+	q->poll_ev = evtimer_new(base, qm_poll_fire, q);
+	q->deadline_ev = evtimer_new(base, qm_deadline, q);
+	q->lost_ev = evtimer_new(base, qmp_lost, q);
+	if (q->connect_ev == NULL || q->poll_ev == NULL ||
+	    q->deadline_ev == NULL || q->lost_ev == NULL) {
+		if (q->connect_ev) event_free(q->connect_ev);
+		if (q->poll_ev) event_free(q->poll_ev);
+		if (q->deadline_ev) event_free(q->deadline_ev);
+		if (q->lost_ev) event_free(q->lost_ev);
+		free(q);
+		return NULL;
+	}
+	snprintf(q->qmp_path, sizeof(q->qmp_path), "%s/qmp.sock", sb->dir);
+	sb->priv = q;
+	return q;
+}
+
+static void
+qm_release(struct vmm_sandbox *sb)
+{
+	struct qm *q = sb->priv;
+
+	if (q == NULL)
+		return;
+	vmm_child_unwatch(q->watch);
+	vmm_qmp_free(q->qmp);
+	event_free(q->connect_ev);
+	event_free(q->poll_ev);
+	event_free(q->deadline_ev);
+	event_free(q->lost_ev);
+	free(q);
+	sb->priv = NULL;
+}
+
+#define QM_ENTRY(fn, ...) do {						\
+	if (qm_get(sb) == NULL) {					\
+		snprintf(err, errlen, "out of memory");			\
+		return -ENOMEM;						\
+	}								\
+	return fn(sb, __VA_ARGS__);					\
+} while (0)
+
+static int
+qe_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_boot, restore, err, errlen);
+}
+
+static int
+qe_pause(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_pause, err, errlen);
+}
+
+static int
+qe_cont(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_cont, err, errlen);
+}
+
+static int
+qe_suspend(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_suspend, err, errlen);
+}
+
+static int
+qe_stop(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_stop, err, errlen);
+}
+
+static int
+qe_kill(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_kill, err, errlen);
+}
+
+static int
+qe_adopt(struct vmm_sandbox *sb, pid_t pid, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_adopt, pid, err, errlen);
+}
+
+const struct vmm_backend vmm_backend_qemu = {
+	.name = "qemu",
+	.init = qm_init,
+	.boot = qe_boot,
+	.pause = qe_pause,
+	.cont = qe_cont,
+	.suspend = qe_suspend,
+	.stop = qe_stop,
+	.kill = qe_kill,
+	.adopt = qe_adopt,
+	.release = qm_release,
+};

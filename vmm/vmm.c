@@ -1,0 +1,1424 @@
+/*
+ * vmm.c — the sandbox manager: owns the sandbox list, the address pool,
+ * taps (through libnetctl), disks and state directories, and turns the
+ * public operations into backend calls. It is the only place that
+ * changes a sandbox's state, sends events and runs completion callbacks,
+ * so every path — success, failure, a VMM that died, a delete that
+ * overtook an operation — ends in the same op_finish().
+ *
+ * Why one operation at a time per sandbox: the VMM itself serializes
+ * (QMP answers in order, a snapshot must not race a cont), and callers
+ * are simpler when "busy" is a definite answer. The one exception is a
+ * request for the operation already in flight, which joins it: many
+ * parked HTTP requests share one wake.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "backend.h"
+#include "nc_link.h"
+#include "vmm.h"
+
+#define DEF_READY_LINE "berth-guest: ready"
+
+static const char *const state_names[] = {
+	"creating", "running", "paused", "suspended", "stopped", "failed",
+};
+static const char *const op_names[] = {
+	"create", "start", "pause", "suspend", "resume", "stop", "delete",
+	"exit", "adopt",
+};
+
+const char *
+vmm_state_name(enum vmm_state s)
+{
+	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ?
+	    state_names[s] : "unknown";
+}
+
+const char *
+vmm_op_name(enum vmm_op op)
+{
+	return (unsigned)op < sizeof(op_names) / sizeof(op_names[0]) ?
+	    op_names[op] : "unknown";
+}
+
+const struct vmm_backend *
+vmm_backend_lookup(const char *name)
+{
+	if (name == NULL || strcmp(name, "qemu") == 0)
+		return &vmm_backend_qemu;
+	if (strcmp(name, "firecracker") == 0)
+		return &vmm_backend_firecracker;
+	return NULL;
+}
+
+static int
+errf(char *err, size_t len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+errf(char *err, size_t len, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && len > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+static char *
+xstrdup(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+/* ---- templates ---- */
+
+void
+vmm_template_free(struct vmm_template *t)
+{
+	free((char *)t->name);
+	free((char *)t->kernel);
+	free((char *)t->initrd);
+	free((char *)t->rootfs);
+	free((char *)t->cmdline);
+	free((char *)t->ready_line);
+	memset(t, 0, sizeof(*t));
+}
+
+static char *
+tpl_path(const char *dir, const char *f)
+{
+	char *p;
+
+	if (f == NULL)
+		return NULL;
+	if (f[0] == '/')
+		return strdup(f);
+	if (asprintf(&p, "%s/%s", dir, f) < 0)
+		return NULL;
+	return p;
+}
+
+int
+vmm_template_load(const char *dir, struct vmm_template *t, char *err,
+    size_t errlen)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	json_t *j;
+
+	memset(t, 0, sizeof(*t));
+	snprintf(path, sizeof(path), "%s/template.json", dir);
+	if ((j = json_load_file(path, 0, &jerr)) == NULL)
+		return errf(err, errlen, -EINVAL, "%s:%d: %s", path, jerr.line,
+		    jerr.text);
+	if (json_string_value(json_object_get(j, "kernel")) == NULL) {
+		json_decref(j);
+		return errf(err, errlen, -EINVAL, "%s: no \"kernel\"", path);
+	}
+	t->name = xstrdup(json_string_value(json_object_get(j, "name")));
+	t->kernel = tpl_path(dir, json_string_value(json_object_get(j, "kernel")));
+	t->initrd = tpl_path(dir, json_string_value(json_object_get(j, "initrd")));
+	t->rootfs = tpl_path(dir, json_string_value(json_object_get(j, "rootfs")));
+	t->cmdline = xstrdup(json_string_value(json_object_get(j, "cmdline")));
+	t->ready_line = xstrdup(json_string_value(json_object_get(j,
+	    "ready_line")));
+	json_decref(j);
+	if (t->kernel == NULL) {
+		vmm_template_free(t);
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	if (access(t->kernel, R_OK) < 0 ||
+	    (t->initrd != NULL && access(t->initrd, R_OK) < 0)) {
+		int e = -errno;
+
+		errf(err, errlen, e, "template %s: %s: %s", dir,
+		    access(t->kernel, R_OK) < 0 ? t->kernel : t->initrd,
+		    strerror(-e));
+		vmm_template_free(t);
+		return e;
+	}
+	return 0;
+}
+
+static int
+tpl_copy(struct vmm_template *dst, const struct vmm_template *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->name = xstrdup(src->name != NULL ? src->name : "custom");
+	dst->kernel = xstrdup(src->kernel);
+	dst->initrd = xstrdup(src->initrd);
+	dst->rootfs = xstrdup(src->rootfs);
+	dst->cmdline = xstrdup(src->cmdline != NULL ? src->cmdline :
+	    "console=ttyS0 earlyprintk=ttyS0 reboot=t panic=-1");
+	dst->ready_line = xstrdup(src->ready_line != NULL ? src->ready_line :
+	    DEF_READY_LINE);
+	if (dst->kernel == NULL || dst->cmdline == NULL ||
+	    dst->ready_line == NULL) {
+		vmm_template_free(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- files ---- */
+
+static int
+mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX], *p;
+
+	if (strlen(path) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	strcpy(buf, path);
+	for (p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* rm -r for a sandbox directory: one level of plain files plus snap/. A
+ * mount point under it (a test's tmpfs) is left, and reported. */
+static int
+rmtree(const char *path)
+{
+	char sub[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int rc = 0;
+
+	if ((d = opendir(path)) == NULL)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >=
+		    (int)sizeof(sub))
+			continue;
+		if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+			int r = rmtree(sub);
+
+			if (r < 0 && rc == 0)
+				rc = r;
+		} else if (unlink(sub) < 0 && errno != ENOENT && rc == 0) {
+			rc = -errno;
+		}
+	}
+	closedir(d);
+	if (rmdir(path) < 0 && errno != ENOENT && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* What adoption needs; rewritten atomically after every state change. */
+static void
+meta_write(struct vmm_sandbox *sb)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], ip[INET_ADDRSTRLEN];
+	FILE *f;
+
+	if (sb->deleting)
+		return;
+	if (vmm_path(sb, "sandbox.conf", path, sizeof(path)) < 0 ||
+	    vmm_path(sb, ".sandbox.conf.new", tmp, sizeof(tmp)) < 0)
+		return;
+	if ((f = fopen(tmp, "we")) == NULL)
+		return;
+	inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));
+	fprintf(f, "id=%s\nstate=%s\npid=%d\ntap=%s\nguest_ip=%s\n"
+	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
+	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
+	    "ready_line=%s\nreason=%s\n",
+	    sb->id, vmm_state_name(sb->state), (int)sb->pid, sb->tap, ip,
+	    sb->mem_mib, sb->vcpus, sb->disk_mib,
+	    (unsigned long long)sb->created_ms, sb->tpl.name,
+	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
+	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
+	    sb->tpl.ready_line, sb->reason);
+	if (fclose(f) == 0)
+		(void)rename(tmp, path);
+	else
+		(void)unlink(tmp);
+}
+
+int
+vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	static const char *const names[] = { "", "snap", "disk.raw",
+	    "console.log", "mem", "snap/state" };
+	uid_t uid = sb->m->cfg.vmm_uid;
+	gid_t gid = sb->m->cfg.vmm_gid;
+	char p[PATH_MAX];
+	size_t i;
+
+	if (uid == 0)
+		return 0;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (vmm_path(sb, names[i], p, sizeof(p)) < 0)
+			continue;
+		if (chown(p, uid, gid) < 0 && errno != ENOENT)
+			return errf(err, errlen, -errno, "chown %s to %u:%u: %s",
+			    p, (unsigned)uid, (unsigned)gid, strerror(errno));
+	}
+	return 0;
+}
+
+int
+vmm_kernel_cmdline(const struct vmm_sandbox *sb, char *buf, size_t len)
+{
+	const struct vmm *m = sb->m;
+	char gw[INET_ADDRSTRLEN], ip[INET_ADDRSTRLEN], tsc[32] = "";
+	int n;
+
+	inet_ntop(AF_INET, &sb->gateway, gw, sizeof(gw));
+	inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));
+	/* TCG can hang calibrating the TSC against the PIT without it */
+	if (m->cfg.tsc_khz != 0)
+		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%u", m->cfg.tsc_khz);
+	n = snprintf(buf, len, "%s%s berth.ip=%s/%u berth.gw=%s berth.dns=%s "
+	    "berth.id=%s", sb->tpl.cmdline, tsc, ip, sb->prefix, gw,
+	    m->cfg.dns != NULL ? m->cfg.dns : gw, sb->id);
+	return n < 0 || (size_t)n >= len ? -E2BIG : 0;
+}
+
+/* ---- manager ---- */
+
+static uint32_t
+host_tsc_khz(void)
+{
+	char line[256];
+	double mhz = 0;
+	FILE *f;
+
+	if ((f = fopen("/proc/cpuinfo", "re")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "cpu MHz", 7) == 0) {
+			char *c = strchr(line, ':');
+
+			if (c != NULL)
+				mhz = strtod(c + 1, NULL);
+			break;
+		}
+	}
+	fclose(f);
+	return (uint32_t)(mhz * 1000);
+}
+
+struct vmm *
+vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
+    size_t errlen)
+{
+	struct vmm *m;
+	int rc;
+
+	if (cfg->state_dir == NULL || cfg->state_dir[0] != '/') {
+		errf(err, errlen, -EINVAL, "state_dir must be an absolute path");
+		return NULL;
+	}
+	if ((m = calloc(1, sizeof(*m))) == NULL) {
+		errf(err, errlen, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	m->base = base;
+	m->cfg = *cfg;
+	if ((m->be = vmm_backend_lookup(cfg->backend)) == NULL) {
+		errf(err, errlen, -EINVAL, "unknown VMM backend '%s' (qemu, "
+		    "firecracker)", cfg->backend);
+		goto fail;
+	}
+	snprintf(m->state_dir, sizeof(m->state_dir), "%s", cfg->state_dir);
+	if (strpbrk(cfg->state_dir, "'\"\\ \t\n,") != NULL) {
+		/* paths go into qemu options and exec: shell commands */
+		errf(err, errlen, -EINVAL, "state_dir %s: no quotes, blanks, "
+		    "backslashes or commas", cfg->state_dir);
+		goto fail;
+	}
+	if (strlen(cfg->state_dir) > 60) {
+		/* unix socket paths: <state_dir>/<id up to 48>/qmp.sock < 108 */
+		errf(err, errlen, -ENAMETOOLONG, "state_dir %s longer than 60 "
+		    "characters: VMM control socket paths would not fit",
+		    cfg->state_dir);
+		goto fail;
+	}
+	snprintf(m->vmm_binary, sizeof(m->vmm_binary), "%s",
+	    cfg->vmm_binary != NULL ? cfg->vmm_binary :
+	    strcmp(m->be->name, "qemu") == 0 ? "qemu-system-x86_64" :
+	    "firecracker");
+	snprintf(m->tap_prefix, sizeof(m->tap_prefix), "%s",
+	    cfg->tap_prefix != NULL ? cfg->tap_prefix : "bth");
+	snprintf(m->mkfs, sizeof(m->mkfs), "%s",
+	    cfg->mkfs != NULL ? cfg->mkfs : "mkfs.ext4");
+	snprintf(m->dns, sizeof(m->dns), "%s", cfg->dns != NULL ? cfg->dns : "");
+	m->cfg.state_dir = m->state_dir;
+	m->cfg.vmm_binary = m->vmm_binary;
+	m->cfg.tap_prefix = m->tap_prefix;
+	m->cfg.mkfs = m->mkfs;
+	m->cfg.dns = m->dns[0] != '\0' ? m->dns : NULL;
+	m->cfg.backend = m->be->name;
+	if (m->cfg.pool.s_addr == 0)
+		inet_pton(AF_INET, "10.200.0.0", &m->cfg.pool);
+	if (m->cfg.pool_plen == 0)
+		m->cfg.pool_plen = 16;
+	if (m->cfg.mem_mib == 0)
+		m->cfg.mem_mib = 256;
+	if (m->cfg.vcpus == 0)
+		m->cfg.vcpus = 1;
+	if (m->cfg.max_mem_mib == 0)
+		m->cfg.max_mem_mib = 4096;
+	if (m->cfg.max_vcpus == 0)
+		m->cfg.max_vcpus = 4;
+	if (m->cfg.disk_mib == 0)
+		m->cfg.disk_mib = 1024;
+	if (m->cfg.ready_timeout_ms == 0)
+		m->cfg.ready_timeout_ms = 90000;
+	if (m->cfg.op_timeout_ms == 0)
+		m->cfg.op_timeout_ms = 30000;
+	if (m->cfg.idle_pause_ms == 0)
+		m->cfg.idle_pause_ms = 5 * 60 * 1000;
+	if (m->cfg.idle_suspend_ms == 0)
+		m->cfg.idle_suspend_ms = 30 * 60 * 1000;
+	if (m->cfg.max_lifetime_ms == 0)
+		m->cfg.max_lifetime_ms = VMM_NEVER;
+	if (m->cfg.tsc_khz == 0)
+		m->cfg.tsc_khz = host_tsc_khz();
+	if (strlen(m->tap_prefix) > 6) {
+		errf(err, errlen, -EINVAL, "tap_prefix '%s' longer than 6",
+		    m->tap_prefix);
+		goto fail;
+	}
+	if ((m->pool = vmm_pool_new(m->cfg.pool, m->cfg.pool_plen, err,
+	    errlen)) == NULL)
+		goto fail;
+	if ((rc = mkdirs(m->state_dir, 0750)) < 0) {
+		errf(err, errlen, rc, "state dir %s: %s", m->state_dir,
+		    strerror(-rc));
+		goto fail;
+	}
+	/* An unprivileged VMM must pass through (not list) the state dir
+	 * to reach its own sandbox dir. */
+	if (m->cfg.vmm_uid != 0 && chmod(m->state_dir, 0711) < 0) {
+		errf(err, errlen, -errno, "state dir %s: %s", m->state_dir,
+		    strerror(errno));
+		goto fail;
+	}
+	switch (cfg->accel) {
+	case VMM_ACCEL_TCG:
+		m->accel = VMM_ACCEL_TCG;
+		snprintf(m->accel_why, sizeof(m->accel_why), "forced by config");
+		break;
+	case VMM_ACCEL_KVM:
+		m->accel = VMM_ACCEL_KVM;
+		snprintf(m->accel_why, sizeof(m->accel_why), "forced by config");
+		break;
+	default: {
+		char why[200];
+
+		m->accel = vmm_kvm_probe(800, why, sizeof(why)) == 1 ?
+		    VMM_ACCEL_KVM : VMM_ACCEL_TCG;
+		snprintf(m->accel_why, sizeof(m->accel_why), "probe: %s", why);
+		break;
+	}
+	}
+	if (m->be->init != NULL && (rc = m->be->init(m, err, errlen)) < 0)
+		goto fail;
+	return m;
+fail:
+	vmm_pool_free(m->pool);
+	free(m);
+	return NULL;
+}
+
+enum vmm_accel
+vmm_accel(const struct vmm *m, const char **why)
+{
+	if (why != NULL)
+		*why = m->accel_why;
+	return m->accel;
+}
+
+const char *
+vmm_backend_name(const struct vmm *m)
+{
+	return m->be->name;
+}
+
+static void
+sb_free(struct vmm_sandbox *sb)
+{
+	struct vmm_waiter *w;
+
+	if (sb->m->be->release != NULL)
+		sb->m->be->release(sb);
+	if (sb->mkfs_watch != NULL)
+		vmm_child_unwatch(sb->mkfs_watch);
+	if (sb->idle_ev != NULL)
+		event_free(sb->idle_ev);
+	if (sb->later_ev != NULL)
+		event_free(sb->later_ev);
+	while ((w = sb->waiters) != NULL) {
+		sb->waiters = w->next;
+		free(w);
+	}
+	vmm_template_free(&sb->tpl);
+	free(sb);
+}
+
+void
+vmm_free(struct vmm *m)
+{
+	struct vmm_sandbox *sb;
+
+	if (m == NULL)
+		return;
+	while ((sb = m->list) != NULL) {
+		m->list = sb->next;
+		sb_free(sb);
+	}
+	vmm_pool_free(m->pool);
+	free(m);
+}
+
+struct vmm_sandbox *
+vmm_sandbox_find(struct vmm *m, const char *id)
+{
+	struct vmm_sandbox *sb;
+
+	for (sb = m->list; sb != NULL; sb = sb->next)
+		if (strcmp(sb->id, id) == 0)
+			return sb;
+	return NULL;
+}
+
+struct vmm_sandbox *
+vmm_sandbox_next(struct vmm *m, struct vmm_sandbox *prev)
+{
+	return prev == NULL ? m->list : prev->next;
+}
+
+void
+vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = sb->id;
+	out->state = sb->state;
+	out->reason = sb->reason;
+	out->tap = sb->tap;
+	out->guest_ip = sb->guest_ip;
+	out->gateway = sb->gateway;
+	out->prefix = sb->prefix;
+	memcpy(out->mac, sb->mac, 6);
+	out->disk = sb->disk;
+	out->dir = sb->dir;
+	out->pid = sb->pid;
+	out->mem_mib = sb->mem_mib;
+	out->vcpus = sb->vcpus;
+	out->created_ms = sb->created_ms;
+	out->last_activity_ms = sb->last_activity_ms;
+	out->busy = sb->busy;
+}
+
+const char *
+vmm_sandbox_id(const struct vmm_sandbox *sb)
+{
+	return sb->id;
+}
+
+enum vmm_state
+vmm_sandbox_state(const struct vmm_sandbox *sb)
+{
+	return sb->state;
+}
+
+void
+vmm_sandbox_set_user(struct vmm_sandbox *sb, void *user)
+{
+	sb->user = user;
+}
+
+void *
+vmm_sandbox_user(const struct vmm_sandbox *sb)
+{
+	return sb->user;
+}
+
+/* ---- idle policy ---- */
+
+static uint64_t
+lim(uint64_t v, uint64_t dflt)
+{
+	return v == 0 ? dflt : v;
+}
+
+static void idle_arm(struct vmm_sandbox *sb);
+static int op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
+    vmm_done_cb cb, void *arg, char *err, size_t errlen);
+
+static void
+idle_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_sandbox *sb = arg;
+	struct vmm *m = sb->m;
+	uint64_t now = vmm_now_ms(), idle = now - sb->last_activity_ms;
+	uint64_t ip = lim(sb->idle_pause_ms, m->cfg.idle_pause_ms);
+	uint64_t is = lim(sb->idle_suspend_ms, m->cfg.idle_suspend_ms);
+	uint64_t life = lim(sb->max_lifetime_ms, m->cfg.max_lifetime_ms);
+	char err[VMM_ERRLEN];
+
+	(void)fd;
+	(void)what;
+	if (sb->busy || sb->deleting)
+		return;		/* op_finish re-arms */
+	if (life != VMM_NEVER && now - sb->created_mono_ms >= life &&
+	    (sb->state == VMM_RUNNING || sb->state == VMM_PAUSED ||
+	    sb->state == VMM_SUSPENDED)) {
+		(void)op_begin(sb, VMM_OP_STOP, "lifetime", NULL, NULL, err,
+		    sizeof(err));
+		return;
+	}
+	if (sb->state == VMM_RUNNING && ip != VMM_NEVER && idle >= ip) {
+		(void)op_begin(sb, VMM_OP_PAUSE, "idle", NULL, NULL, err,
+		    sizeof(err));
+		return;
+	}
+	if ((sb->state == VMM_RUNNING || sb->state == VMM_PAUSED) &&
+	    is != VMM_NEVER && idle >= is) {
+		(void)op_begin(sb, VMM_OP_SUSPEND, "idle", NULL, NULL, err,
+		    sizeof(err));
+		return;
+	}
+	idle_arm(sb);
+}
+
+/* One timer per sandbox, armed for its next deadline. Activity only
+ * moves a timestamp; the timer finds out when it fires and re-arms, so
+ * the proxy can report activity per read without touching the heap. */
+static void
+idle_arm(struct vmm_sandbox *sb)
+{
+	struct vmm *m = sb->m;
+	uint64_t now = vmm_now_ms(), next = VMM_NEVER, t;
+	uint64_t ip = lim(sb->idle_pause_ms, m->cfg.idle_pause_ms);
+	uint64_t is = lim(sb->idle_suspend_ms, m->cfg.idle_suspend_ms);
+	uint64_t life = lim(sb->max_lifetime_ms, m->cfg.max_lifetime_ms);
+	struct timeval tv;
+
+	if (sb->idle_ev == NULL)
+		return;
+	event_del(sb->idle_ev);
+	if (sb->deleting)
+		return;
+	if (sb->state == VMM_RUNNING && ip != VMM_NEVER)
+		next = sb->last_activity_ms + ip;
+	if ((sb->state == VMM_RUNNING || sb->state == VMM_PAUSED) &&
+	    is != VMM_NEVER && (t = sb->last_activity_ms + is) < next)
+		next = t;
+	if ((sb->state == VMM_RUNNING || sb->state == VMM_PAUSED ||
+	    sb->state == VMM_SUSPENDED) && life != VMM_NEVER &&
+	    (t = sb->created_mono_ms + life) < next)
+		next = t;
+	if (next == VMM_NEVER)
+		return;
+	t = next > now ? next - now : 0;
+	tv.tv_sec = (time_t)(t / 1000);
+	tv.tv_usec = (suseconds_t)(t % 1000) * 1000;
+	event_add(sb->idle_ev, &tv);
+}
+
+void
+vmm_activity(struct vmm_sandbox *sb)
+{
+	sb->last_activity_ms = vmm_now_ms();
+}
+
+void
+vmm_sandbox_set_idle(struct vmm_sandbox *sb, uint64_t idle_pause_ms,
+    uint64_t idle_suspend_ms, uint64_t max_lifetime_ms)
+{
+	sb->idle_pause_ms = idle_pause_ms;
+	sb->idle_suspend_ms = idle_suspend_ms;
+	sb->max_lifetime_ms = max_lifetime_ms;
+	if (!sb->busy)
+		idle_arm(sb);
+}
+
+/* ---- operations ---- */
+
+static void
+set_state(struct vmm_sandbox *sb, enum vmm_state st)
+{
+	enum vmm_state old = sb->state;
+
+	if (old == st)
+		return;
+	sb->state = st;
+	if (sb->m->cfg.on_state != NULL)
+		sb->m->cfg.on_state(sb, old, st, sb->m->cfg.cb_arg);
+}
+
+static void
+emit(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, const char *cause)
+{
+	struct vmm_event ev;
+
+	if (sb->m->cfg.on_event == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.time_ms = vmm_wall_ms();
+	ev.id = sb->id;
+	ev.op = op;
+	ev.ok = ok;
+	ev.reason = reason != NULL ? reason : "";
+	ev.duration_ms = dur;
+	ev.state = sb->state;
+	ev.cause = cause != NULL ? cause : "api";
+	sb->m->cfg.on_event(sb, &ev, sb->m->cfg.cb_arg);
+}
+
+static void
+run_waiters(struct vmm_sandbox *sb, struct vmm_waiter *w, enum vmm_op op,
+    int ok, const char *reason, uint64_t dur)
+{
+	struct vmm_waiter *next;
+
+	for (; w != NULL; w = next) {
+		next = w->next;
+		if (w->cb != NULL)
+			w->cb(sb, op, ok, reason, dur, w->arg);
+		free(w);
+	}
+}
+
+static void sb_destroy(struct vmm_sandbox *sb);
+
+/* The single end of every operation. */
+static void
+op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
+    const char *reason)
+{
+	struct vmm_waiter *w = sb->waiters;
+	enum vmm_op op = sb->op;
+	uint64_t dur = vmm_now_ms() - sb->op_t0;
+	char why[VMM_ERRLEN];
+
+	snprintf(why, sizeof(why), "%s", reason != NULL ? reason : "");
+	sb->waiters = NULL;
+	sb->busy = 0;
+	if (!ok)
+		snprintf(sb->reason, sizeof(sb->reason), "%s", why);
+	else if (st != VMM_FAILED)
+		sb->reason[0] = '\0';
+	if (op == VMM_OP_DELETE) {
+		emit(sb, op, ok, why, dur, sb->cause);
+		run_waiters(sb, w, op, ok, why, dur);
+		sb_destroy(sb);
+		return;
+	}
+	if (st == VMM_RUNNING && sb->state != VMM_RUNNING)
+		sb->last_activity_ms = vmm_now_ms();	/* a wake is activity */
+	set_state(sb, st);
+	meta_write(sb);
+	emit(sb, op, ok, why, dur, sb->cause);
+	idle_arm(sb);
+	run_waiters(sb, w, op, ok, why, dur);
+}
+
+void
+vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
+    const char *reason)
+{
+	if (!sb->busy)
+		return;
+	if (sb->op == VMM_OP_DELETE) {
+		sb_destroy(sb);
+		return;
+	}
+	op_finish(sb, ok, state, reason);
+}
+
+void
+vmm_backend_exited(struct vmm_sandbox *sb, const char *reason)
+{
+	if (sb->busy) {
+		if (sb->op == VMM_OP_DELETE)
+			return;
+		op_finish(sb, 0, VMM_FAILED, reason);
+		return;
+	}
+	snprintf(sb->reason, sizeof(sb->reason), "%s", reason);
+	set_state(sb, VMM_FAILED);
+	meta_write(sb);
+	emit(sb, VMM_OP_EXIT, 0, reason, 0, "vmm");
+	idle_arm(sb);
+}
+
+/* Delete's last step, when the VMM process is gone. */
+static void
+sb_destroy(struct vmm_sandbox *sb)
+{
+	struct vmm *m = sb->m;
+	struct vmm_sandbox **pp;
+	struct vmm_waiter *w;
+	char err[VMM_ERRLEN], why[VMM_ERRLEN];
+	uint64_t dur;
+	int ok = 1, rc;
+
+	why[0] = '\0';
+	if (sb->tap[0] != '\0' && !m->cfg.external_taps &&
+	    (rc = nc_link_delete(sb->tap, err,
+	    sizeof(err))) < 0 && rc != -ENODEV) {
+		ok = 0;
+		snprintf(why, sizeof(why), "%s", err);
+	}
+	if ((rc = rmtree(sb->dir)) < 0 && ok) {
+		ok = 0;
+		snprintf(why, sizeof(why), "remove %s: %s", sb->dir,
+		    strerror(-rc));
+	}
+	if (sb->guest_ip.s_addr != 0)
+		vmm_pool_release(m->pool, sb->guest_ip);
+	for (pp = &m->list; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == sb) {
+			*pp = sb->next;
+			break;
+		}
+	}
+	sb->deleting = 1;
+	w = sb->waiters;
+	sb->waiters = NULL;
+	sb->busy = 0;
+	dur = vmm_now_ms() - sb->op_t0;
+	sb->pid = 0;
+	set_state(sb, VMM_STOPPED);
+	emit(sb, VMM_OP_DELETE, ok, why, dur, sb->cause);
+	run_waiters(sb, w, VMM_OP_DELETE, ok, why, dur);
+	sb_free(sb);
+}
+
+static int
+add_waiter(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg)
+{
+	struct vmm_waiter *w, **pp;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return -ENOMEM;
+	w->cb = cb;
+	w->arg = arg;
+	for (pp = &sb->waiters; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = w;
+	return 0;
+}
+
+static void
+later_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_sandbox *sb = arg;
+	char why[VMM_ERRLEN];
+
+	(void)fd;
+	(void)what;
+	snprintf(why, sizeof(why), "%s", sb->later_reason);
+	vmm_backend_done(sb, sb->later_ok, sb->later_state, why);
+}
+
+static int
+sb_events(struct vmm_sandbox *sb)
+{
+	sb->idle_ev = event_new(sb->m->base, -1, 0, idle_fire, sb);
+	sb->later_ev = event_new(sb->m->base, -1, 0, later_fire, sb);
+	return sb->idle_ev != NULL && sb->later_ev != NULL ? 0 : -ENOMEM;
+}
+
+void
+vmm_backend_done_later(struct vmm_sandbox *sb, int ok, enum vmm_state state,
+    const char *reason)
+{
+	struct timeval tv = { 0, 0 };
+
+	sb->later_ok = ok;
+	sb->later_state = state;
+	snprintf(sb->later_reason, sizeof(sb->later_reason), "%s",
+	    reason != NULL ? reason : "");
+	event_add(sb->later_ev, &tv);
+}
+
+static void mkfs_exited(pid_t pid, int status, void *arg);
+
+/* Disk: a sparse file formatted by mkfs in a child process, so a slow
+ * mkfs never holds the event loop. */
+static int
+disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	char size[32], logp[PATH_MAX];
+	char *argv[] = { sb->m->mkfs, "-F", "-q", "-L", "berth-data", "-E",
+	    "lazy_itable_init=1,lazy_journal_init=1", sb->disk, NULL };
+	int fd;
+
+	snprintf(size, sizeof(size), "%u", sb->disk_mib);
+	fd = open(sb->disk, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errf(err, errlen, -errno, "disk %s: %s", sb->disk,
+		    strerror(errno));
+	if (ftruncate(fd, (off_t)sb->disk_mib << 20) < 0) {
+		int e = errno;
+
+		close(fd);
+		return errf(err, errlen, -e, "disk %s: %s", sb->disk,
+		    strerror(e));
+	}
+	close(fd);
+	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+	sb->mkfs_pid = vmm_spawn(argv, logp, 0, 0, err, errlen);
+	if (sb->mkfs_pid < 0)
+		return -EIO;
+	sb->mkfs_watch = vmm_child_watch(sb->m->base, sb->mkfs_pid,
+	    mkfs_exited, sb, err, errlen);
+	if (sb->mkfs_watch == NULL) {
+		kill(sb->mkfs_pid, SIGKILL);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void
+mkfs_exited(pid_t pid, int status, void *arg)
+{
+	struct vmm_sandbox *sb = arg;
+	char why[VMM_ERRLEN], st[128], tail[256], logp[PATH_MAX];
+
+	(void)pid;
+	sb->mkfs_watch = NULL;
+	sb->mkfs_pid = 0;
+	if (status != 0) {
+		vmm_status_text(status, st, sizeof(st));
+		(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+		vmm_tail_line(logp, tail, sizeof(tail));
+		snprintf(why, sizeof(why), "mkfs of the disk %s%s%s", st,
+		    tail[0] ? ": " : "", tail);
+		op_finish(sb, 0, VMM_FAILED, why);
+		return;
+	}
+	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+	(void)unlink(logp);
+	if (sb->m->be->boot(sb, 0, why, sizeof(why)) < 0)
+		op_finish(sb, 0, VMM_FAILED, why);
+}
+
+/* Bring the host side of the network up; idempotent (restart, start). */
+static int
+net_setup(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	if (sb->m->cfg.external_taps)
+		return 0;
+	uid_t owner = sb->m->cfg.vmm_uid != 0 ? sb->m->cfg.vmm_uid :
+	    sb->m->cfg.tap_owner != 0 ? sb->m->cfg.tap_owner : (uid_t)-1;
+
+	return nc_link_tap_setup(sb->tap, owner, sb->host_mac,
+	    sb->gateway, sb->prefix, err, errlen);
+}
+
+static int
+op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
+    vmm_done_cb cb, void *arg, char *err, size_t errlen)
+{
+	const struct vmm_backend *be = sb->m->be;
+	enum vmm_state st = sb->state, target;
+	int rc = 0, noop = 0;
+
+	if (sb->deleting)
+		return errf(err, errlen, -ENOENT, "sandbox %s is being deleted",
+		    sb->id);
+	if (sb->busy) {
+		if (sb->op == op && op != VMM_OP_DELETE)
+			return add_waiter(sb, cb, arg);
+		/* A wake that arrives while the sandbox is being paused or
+		 * suspended would otherwise fail: callers retry on -EBUSY. */
+		return errf(err, errlen, -EBUSY, "sandbox %s: %s in progress",
+		    sb->id, vmm_op_name(sb->op));
+	}
+	switch (op) {
+	case VMM_OP_START:
+		target = VMM_RUNNING;
+		if (st == VMM_RUNNING)
+			noop = 1;
+		else if (st != VMM_STOPPED && st != VMM_FAILED)
+			rc = -EPERM;
+		break;
+	case VMM_OP_PAUSE:
+		target = VMM_PAUSED;
+		if (st == VMM_PAUSED)
+			noop = 1;
+		else if (st != VMM_RUNNING)
+			rc = -EPERM;
+		break;
+	case VMM_OP_SUSPEND:
+		target = VMM_SUSPENDED;
+		if (st == VMM_SUSPENDED)
+			noop = 1;
+		else if (st != VMM_RUNNING && st != VMM_PAUSED)
+			rc = -EPERM;
+		break;
+	case VMM_OP_RESUME:
+		target = VMM_RUNNING;
+		if (st == VMM_RUNNING)
+			noop = 1;
+		else if (st != VMM_PAUSED && st != VMM_SUSPENDED)
+			rc = -EPERM;
+		break;
+	case VMM_OP_STOP:
+		target = VMM_STOPPED;
+		if (st == VMM_STOPPED)
+			noop = 1;
+		break;
+	default:
+		return errf(err, errlen, -EINVAL, "bad operation");
+	}
+	if (rc == -EPERM)
+		return errf(err, errlen, rc, "sandbox %s is %s: cannot %s",
+		    sb->id, vmm_state_name(st), vmm_op_name(op));
+	(void)target;
+	if (add_waiter(sb, cb, arg) < 0)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->busy = 1;
+	sb->op = op;
+	sb->cause = cause;
+	sb->op_from = st;
+	sb->op_t0 = vmm_now_ms();
+	if (noop) {
+		/* nothing to do, but the answer still comes from the loop */
+		vmm_backend_done_later(sb, 1, st, "");
+		goto out;
+	}
+	switch (op) {
+	case VMM_OP_START:
+		if ((rc = net_setup(sb, err, errlen)) < 0)
+			break;
+		set_state(sb, VMM_CREATING);
+		rc = be->boot(sb, 0, err, errlen);
+		break;
+	case VMM_OP_PAUSE:
+		rc = be->pause(sb, err, errlen);
+		break;
+	case VMM_OP_SUSPEND:
+		rc = be->suspend(sb, err, errlen);
+		break;
+	case VMM_OP_RESUME:
+		if (st == VMM_PAUSED) {
+			rc = be->cont(sb, err, errlen);
+		} else {
+			if ((rc = net_setup(sb, err, errlen)) < 0)
+				break;
+			rc = be->boot(sb, 1, err, errlen);
+		}
+		break;
+	case VMM_OP_STOP:
+		rc = be->stop(sb, err, errlen);
+		break;
+	default:
+		break;
+	}
+out:
+	if (rc < 0) {
+		struct vmm_waiter *w = sb->waiters;
+
+		/* Refused at once: no event, the caller has the error. */
+		sb->waiters = NULL;
+		sb->busy = 0;
+		if (sb->state != st)
+			set_state(sb, st);
+		while (w != NULL) {
+			struct vmm_waiter *n = w->next;
+
+			free(w);
+			w = n;
+		}
+		return rc;
+	}
+	if (sb->idle_ev != NULL)
+		event_del(sb->idle_ev);
+	return 0;
+}
+
+int
+vmm_sandbox_start(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	return op_begin(sb, VMM_OP_START, "api", cb, arg, err, errlen);
+}
+
+int
+vmm_sandbox_pause(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	return op_begin(sb, VMM_OP_PAUSE, "api", cb, arg, err, errlen);
+}
+
+int
+vmm_sandbox_suspend(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	return op_begin(sb, VMM_OP_SUSPEND, "api", cb, arg, err, errlen);
+}
+
+int
+vmm_sandbox_resume(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	return op_begin(sb, VMM_OP_RESUME, "api", cb, arg, err, errlen);
+}
+
+int
+vmm_sandbox_stop(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	return op_begin(sb, VMM_OP_STOP, "api", cb, arg, err, errlen);
+}
+
+int
+vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	if (sb->busy && sb->op == VMM_OP_DELETE)
+		return add_waiter(sb, cb, arg) < 0 ?
+		    errf(err, errlen, -ENOMEM, "out of memory") : 0;
+	if (sb->busy) {
+		/* Abandon the operation in flight: its callers learn now. */
+		struct vmm_waiter *w = sb->waiters;
+		enum vmm_op op = sb->op;
+		uint64_t dur = vmm_now_ms() - sb->op_t0;
+
+		sb->waiters = NULL;
+		emit(sb, op, 0, "deleted", dur, sb->cause);
+		run_waiters(sb, w, op, 0, "deleted", dur);
+	}
+	if (sb->mkfs_watch != NULL) {
+		/* SIGKILL ends mkfs at once: reaping it here is short. */
+		kill(sb->mkfs_pid, SIGKILL);
+		vmm_child_unwatch(sb->mkfs_watch);
+		sb->mkfs_watch = NULL;
+		(void)waitpid(sb->mkfs_pid, NULL, 0);
+		sb->mkfs_pid = 0;
+	}
+	if (add_waiter(sb, cb, arg) < 0)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->busy = 1;
+	sb->op = VMM_OP_DELETE;
+	sb->cause = "api";
+	sb->op_from = sb->state;
+	sb->op_t0 = vmm_now_ms();
+	if (sb->idle_ev != NULL)
+		event_del(sb->idle_ev);
+	event_del(sb->later_ev);
+	/* Kill now, not later: the backend forgets the abandoned operation
+	 * at once, so a late reply to it cannot end the delete early. */
+	if (sb->m->be->kill(sb, err, errlen) < 0)
+		vmm_backend_done_later(sb, 1, VMM_STOPPED, "");
+	return 0;
+}
+
+int
+vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    vmm_done_cb cb, void *arg, struct vmm_sandbox **out, char *err,
+    size_t errlen)
+{
+	struct vmm_sandbox *sb;
+	unsigned mem, vcpus;
+	int rc, idx;
+
+	if (!vmm_id_valid(spec->id))
+		return errf(err, errlen, -EINVAL, "bad sandbox id '%s': 1-%d of "
+		    "a-z, 0-9 and '-' (not first)", spec->id ? spec->id : "",
+		    VMM_ID_MAX);
+	if (vmm_sandbox_find(m, spec->id) != NULL)
+		return errf(err, errlen, -EEXIST, "sandbox %s exists", spec->id);
+	if (spec->tpl == NULL || spec->tpl->kernel == NULL)
+		return errf(err, errlen, -EINVAL, "sandbox %s: no template",
+		    spec->id);
+	mem = spec->mem_mib ? spec->mem_mib : m->cfg.mem_mib;
+	vcpus = spec->vcpus ? spec->vcpus : m->cfg.vcpus;
+	if (mem < 64 || mem > m->cfg.max_mem_mib)
+		return errf(err, errlen, -EINVAL, "memory %u MiB outside "
+		    "64..%u", mem, m->cfg.max_mem_mib);
+	if (vcpus > m->cfg.max_vcpus)
+		return errf(err, errlen, -EINVAL, "%u vCPUs over the maximum %u",
+		    vcpus, m->cfg.max_vcpus);
+	if ((sb = calloc(1, sizeof(*sb))) == NULL)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->m = m;
+	snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
+	sb->state = VMM_CREATING;
+	sb->mem_mib = mem;
+	sb->vcpus = vcpus;
+	sb->disk_mib = spec->disk_mib ? spec->disk_mib : m->cfg.disk_mib;
+	sb->idle_pause_ms = spec->idle_pause_ms;
+	sb->idle_suspend_ms = spec->idle_suspend_ms;
+	sb->max_lifetime_ms = spec->max_lifetime_ms;
+	sb->created_ms = vmm_wall_ms();
+	sb->created_mono_ms = sb->last_activity_ms = vmm_now_ms();
+	snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir, sb->id);
+	snprintf(sb->disk, sizeof(sb->disk), "%s/disk.raw", sb->dir);
+	nc_link_mac_guest(sb->id, sb->mac);
+	nc_link_mac_host(sb->id, sb->host_mac);
+	sb->prefix = 30;
+	if (tpl_copy(&sb->tpl, spec->tpl) < 0) {
+		free(sb);
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	if (sb_events(sb) < 0) {
+		sb_free(sb);
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	if ((idx = vmm_pool_alloc(m->pool, &sb->gateway, &sb->guest_ip)) < 0) {
+		sb_free(sb);
+		return errf(err, errlen, idx, "address pool exhausted (%zu "
+		    "sandboxes)", vmm_pool_size(m->pool));
+	}
+	/* Tap names come from the pool index: unique while the address is
+	 * held, short enough for IFNAMSIZ, and stable across restarts. */
+	snprintf(sb->tap, sizeof(sb->tap), "%s%d", m->tap_prefix, idx);
+	if (mkdir(sb->dir, 0750) < 0) {
+		rc = -errno;
+		vmm_pool_release(m->pool, sb->guest_ip);
+		sb_free(sb);
+		return errf(err, errlen, rc, "%s/%s: %s", m->state_dir, spec->id,
+		    rc == -EEXIST ? "exists (left from an earlier sandbox? "
+		    "vmm_adopt_all)" : strerror(-rc));
+	}
+	sb->busy = 1;
+	sb->op = VMM_OP_CREATE;
+	sb->cause = "api";
+	sb->op_from = VMM_CREATING;
+	sb->op_t0 = vmm_now_ms();
+	/* Tap and disk are set up here, so a create that cannot even start
+	 * leaves nothing behind and says why at once. mkfs and the boot
+	 * run on: their outcome comes through cb. */
+	if ((rc = add_waiter(sb, cb, arg)) < 0)
+		errf(err, errlen, rc, "out of memory");
+	else if ((rc = net_setup(sb, err, errlen)) == 0 &&
+	    (rc = disk_start(sb, err, errlen)) < 0 && !m->cfg.external_taps)
+		(void)nc_link_delete(sb->tap, NULL, 0);
+	if (rc < 0) {
+		rmtree(sb->dir);
+		vmm_pool_release(m->pool, sb->guest_ip);
+		sb_free(sb);
+		return rc;
+	}
+	sb->next = m->list;
+	m->list = sb;
+	meta_write(sb);
+	if (m->cfg.on_state != NULL)
+		m->cfg.on_state(sb, VMM_STOPPED, VMM_CREATING, m->cfg.cb_arg);
+	if (out != NULL)
+		*out = sb;
+	return 0;
+}
+
+/* ---- restart safety ---- */
+
+struct meta {
+	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
+	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
+	char cmdline[1024], ready[128], reason[VMM_ERRLEN];
+	int pid;
+	unsigned mem, vcpus, disk;
+	unsigned long long created;
+};
+
+static int
+meta_read(const char *path, struct meta *mt)
+{
+	char line[2048], *v, *nl;
+	FILE *f;
+
+	memset(mt, 0, sizeof(*mt));
+	if ((f = fopen(path, "re")) == NULL)
+		return -errno;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if ((nl = strchr(line, '\n')) != NULL)
+			*nl = '\0';
+		if ((v = strchr(line, '=')) == NULL)
+			continue;
+		*v++ = '\0';
+#define S(k, f_) if (strcmp(line, k) == 0) snprintf(mt->f_, sizeof(mt->f_), "%s", v)
+		S("state", state);
+		S("tap", tap);
+		S("guest_ip", ip);
+		S("template", tpl_name);
+		S("kernel", kernel);
+		S("initrd", initrd);
+		S("rootfs", rootfs);
+		S("cmdline", cmdline);
+		S("ready_line", ready);
+		S("reason", reason);
+#undef S
+		if (strcmp(line, "pid") == 0)
+			mt->pid = atoi(v);
+		else if (strcmp(line, "mem_mib") == 0)
+			mt->mem = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(line, "vcpus") == 0)
+			mt->vcpus = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(line, "disk_mib") == 0)
+			mt->disk = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(line, "created_ms") == 0)
+			mt->created = strtoull(v, NULL, 10);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Is pid the VMM of this sandbox (not a recycled pid)? Its command line
+ * holds the sandbox directory. */
+static int
+pid_is_ours(pid_t pid, const char *dir)
+{
+	char path[64], buf[8192];
+	ssize_t n, i;
+	int fd;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return strstr(buf, dir) != NULL;
+}
+
+static int
+adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_template t;
+	struct meta mt;
+	char path[PATH_MAX], snap[PATH_MAX];
+	int rc, idx;
+
+	snprintf(path, sizeof(path), "%s/%s/sandbox.conf", m->state_dir, id);
+	if ((rc = meta_read(path, &mt)) < 0)
+		return errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
+	if ((sb = calloc(1, sizeof(*sb))) == NULL)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->m = m;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir, id);
+	snprintf(sb->disk, sizeof(sb->disk), "%s/disk.raw", sb->dir);
+	snprintf(sb->tap, sizeof(sb->tap), "%s", mt.tap);
+	snprintf(sb->reason, sizeof(sb->reason), "%s", mt.reason);
+	sb->mem_mib = mt.mem ? mt.mem : m->cfg.mem_mib;
+	sb->vcpus = mt.vcpus ? mt.vcpus : m->cfg.vcpus;
+	sb->disk_mib = mt.disk ? mt.disk : m->cfg.disk_mib;
+	sb->created_ms = mt.created;
+	sb->created_mono_ms = sb->last_activity_ms = vmm_now_ms();
+	sb->prefix = 30;
+	nc_link_mac_guest(id, sb->mac);
+	nc_link_mac_host(id, sb->host_mac);
+	memset(&t, 0, sizeof(t));
+	t.name = mt.tpl_name;
+	t.kernel = mt.kernel;
+	t.initrd = mt.initrd[0] ? mt.initrd : NULL;
+	t.rootfs = mt.rootfs[0] ? mt.rootfs : NULL;
+	t.cmdline = mt.cmdline;
+	t.ready_line = mt.ready[0] ? mt.ready : NULL;
+	if (tpl_copy(&sb->tpl, &t) < 0 || sb_events(sb) < 0) {
+		sb_free(sb);
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	if (inet_pton(AF_INET, mt.ip, &sb->guest_ip) != 1 ||
+	    (idx = vmm_pool_claim(m->pool, sb->guest_ip)) < 0) {
+		sb_free(sb);
+		return errf(err, errlen, -ERANGE, "sandbox %s: address %s not "
+		    "free in the pool", id, mt.ip);
+	}
+	sb->gateway.s_addr = htonl(ntohl(sb->guest_ip.s_addr) - 1);
+	sb->next = m->list;
+	m->list = sb;
+	(void)net_setup(sb, err, errlen);	/* reconcile the tap */
+	snprintf(snap, sizeof(snap), "%s/snap/state", sb->dir);
+	if (pid_is_ours(mt.pid, sb->dir)) {
+		sb->state = strcmp(mt.state, "paused") == 0 ? VMM_PAUSED :
+		    VMM_RUNNING;
+		sb->busy = 1;
+		sb->op = VMM_OP_ADOPT;
+		sb->cause = "restart";
+		sb->op_t0 = vmm_now_ms();
+		if (m->be->adopt(sb, mt.pid, err, errlen) < 0)
+			op_finish(sb, 0, VMM_FAILED, err);
+		return 0;
+	}
+	if (strcmp(mt.state, "suspended") == 0 && access(snap, R_OK) == 0)
+		sb->state = VMM_SUSPENDED;
+	else if (strcmp(mt.state, "stopped") == 0)
+		sb->state = VMM_STOPPED;
+	else {
+		sb->state = VMM_FAILED;
+		if (strcmp(mt.state, "failed") != 0)
+			snprintf(sb->reason, sizeof(sb->reason), "VMM (pid %d) "
+			    "gone while the manager was down (was %s)", mt.pid,
+			    mt.state);
+	}
+	meta_write(sb);
+	emit(sb, VMM_OP_ADOPT, sb->state != VMM_FAILED, sb->reason, 0,
+	    "restart");
+	idle_arm(sb);
+	return 0;
+}
+
+int
+vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
+{
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if ((d = opendir(m->state_dir)) == NULL)
+		return errf(err, errlen, -errno, "%s: %s", m->state_dir,
+		    strerror(errno));
+	while ((de = readdir(d)) != NULL) {
+		char e[VMM_ERRLEN];
+
+		if (!vmm_id_valid(de->d_name) ||
+		    vmm_sandbox_find(m, de->d_name) != NULL)
+			continue;
+		if (adopt_one(m, de->d_name, e, sizeof(e)) == 0)
+			n++;
+		else
+			errf(err, errlen, -EIO, "%s", e);	/* last one */
+	}
+	closedir(d);
+	return n;
+}

@@ -1,0 +1,269 @@
+/*
+ * vmm.h — libvmm, berth's embedded VMM manager: sandboxes (microVMs) with
+ * a tap device, an address from a /30 pool, a persistent disk and a
+ * lifecycle (create, start, pause, suspend, resume, stop, delete) driven
+ * asynchronously on a libevent event_base. Nothing here blocks the loop
+ * for longer than a syscall; every operation ends in exactly one
+ * completion callback and one event, with a definite state.
+ *
+ * Conventions: the library never logs and never exits. Calls that can
+ * fail at once return 0 or a negative errno value and write one line into
+ * the caller's (err, errlen). Asynchronous failures arrive in the
+ * completion callback (ok == 0, reason) and as an event. Not thread-safe:
+ * use one struct vmm from the thread that runs its event_base. The
+ * application must ignore SIGPIPE (a VMM that dies mid-write would raise
+ * it on the QMP socket), as any libevent server does.
+ *
+ * Files: every sandbox lives in <state_dir>/<id>/: disk.raw (persistent
+ * disk), mem (guest RAM, memory-backend-file: on disk, so a suspended
+ * sandbox holds no memory), snap/state (device state of a suspended
+ * sandbox), console.log, qmp.sock, vmm.log (the VMM's own stderr),
+ * sandbox.conf (what is needed to re-adopt it after a restart).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_VMM_H
+#define BERTH_VMM_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct event_base;
+struct vmm;
+struct vmm_sandbox;
+
+#define VMM_ERRLEN 512		/* a comfortable error buffer size */
+#define VMM_ID_MAX 48		/* [a-z0-9-], starts with a letter or digit */
+#define VMM_NEVER UINT64_MAX	/* idle/lifetime limit that never fires */
+
+enum vmm_state {
+	VMM_CREATING = 0,	/* being created or booted, not serving yet */
+	VMM_RUNNING,		/* guest up (its ready line was seen) */
+	VMM_PAUSED,		/* vCPUs stopped, memory kept, process alive */
+	VMM_SUSPENDED,		/* snapshot on disk, no process, memory freed */
+	VMM_STOPPED,		/* no process; the disk is kept */
+	VMM_FAILED,		/* died or could not be resumed; see reason */
+};
+
+enum vmm_op {
+	VMM_OP_CREATE = 0,
+	VMM_OP_START,		/* boot a stopped or failed sandbox */
+	VMM_OP_PAUSE,
+	VMM_OP_SUSPEND,
+	VMM_OP_RESUME,		/* from paused or suspended */
+	VMM_OP_STOP,
+	VMM_OP_DELETE,
+	VMM_OP_EXIT,		/* not requested: the VMM died or hung up */
+	VMM_OP_ADOPT,		/* re-adopted after a restart (vmm_adopt_all) */
+};
+
+enum vmm_accel {
+	VMM_ACCEL_AUTO = 0,	/* KVM if the probe proves it works, else TCG */
+	VMM_ACCEL_TCG,
+	VMM_ACCEL_KVM,
+};
+
+const char *vmm_state_name(enum vmm_state s);
+const char *vmm_op_name(enum vmm_op op);
+
+/* ---- templates ---- */
+
+struct vmm_template {
+	const char *name;
+	const char *kernel;		/* absolute paths */
+	const char *initrd;		/* may be NULL */
+	const char *rootfs;		/* raw root image, may be NULL */
+	const char *cmdline;		/* base command line */
+	const char *ready_line;		/* console text meaning "guest up";
+					 * NULL: "berth-guest: ready" */
+};
+
+/* Read <dir>/template.json as written by vmm/guest/mktemplate. The
+ * strings are allocated; vmm_template_free() releases them. */
+int vmm_template_load(const char *dir, struct vmm_template *t, char *err,
+    size_t errlen);
+void vmm_template_free(struct vmm_template *t);
+
+/* ---- events ---- */
+
+struct vmm_event {
+	uint64_t time_ms;		/* wall clock, ms since the epoch */
+	const char *id;			/* sandbox */
+	enum vmm_op op;
+	int ok;
+	const char *reason;		/* "" when ok and nothing to say */
+	uint64_t duration_ms;
+	enum vmm_state state;		/* state after the operation */
+	const char *cause;		/* "api", "idle", "lifetime", "vmm" */
+};
+
+/* Completion of one requested operation. sb is valid during the call
+ * (for VMM_OP_DELETE it is freed right after). */
+typedef void (*vmm_done_cb)(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t duration_ms, void *arg);
+typedef void (*vmm_state_cb)(struct vmm_sandbox *sb, enum vmm_state old,
+    enum vmm_state now, void *arg);
+typedef void (*vmm_event_cb)(struct vmm_sandbox *sb,
+    const struct vmm_event *ev, void *arg);
+
+/* ---- the manager ---- */
+
+struct vmm_config {
+	const char *state_dir;		/* required; created if missing */
+	const char *backend;		/* "qemu" (default) or "firecracker" */
+	const char *vmm_binary;		/* NULL: qemu-system-x86_64 /
+					 * firecracker from PATH */
+	enum vmm_accel accel;
+	struct in_addr pool;		/* 0: 10.200.0.0 */
+	uint8_t pool_plen;		/* 0: 16; /30 blocks are carved out */
+	const char *tap_prefix;		/* NULL: "bth" */
+	uid_t tap_owner;		/* 0 or (uid_t)-1: root only;
+					 * vmm_uid when that is set */
+	uid_t vmm_uid;			/* 0: the VMM runs as we do; else it
+					 * runs as vmm_uid:vmm_gid, owns its
+					 * sandbox dir and disk, and state_dir
+					 * (and its parents) must let it pass */
+	gid_t vmm_gid;
+	unsigned mem_mib;		/* default per sandbox; 0: 256 */
+	unsigned vcpus;			/* default; 0: 1 */
+	unsigned max_mem_mib;		/* 0: 4096 */
+	unsigned max_vcpus;		/* 0: 4 */
+	unsigned disk_mib;		/* persistent disk size; 0: 1024 */
+	unsigned ready_timeout_ms;	/* boot to ready line; 0: 90000 */
+	unsigned op_timeout_ms;		/* QMP ops, restore; 0: 30000 */
+	uint64_t idle_pause_ms;		/* 0: 5 min; VMM_NEVER: never */
+	uint64_t idle_suspend_ms;	/* 0: 30 min; VMM_NEVER: never */
+	uint64_t max_lifetime_ms;	/* 0: VMM_NEVER */
+	const char *mkfs;		/* NULL: mkfs.ext4 */
+	uint32_t tsc_khz;		/* 0: read from /proc/cpuinfo */
+	const char *dns;		/* guest resolver; NULL: the gateway */
+	int external_taps;		/* 1: taps are made by someone else
+					 * (tests, external network setup);
+					 * the manager only names them */
+	/* callbacks, all optional */
+	vmm_state_cb on_state;
+	vmm_event_cb on_event;
+	void *cb_arg;
+};
+
+/* Create the manager (state dir, backend, probe when accel is AUTO). */
+struct vmm *vmm_new(struct event_base *base, const struct vmm_config *cfg,
+    char *err, size_t errlen);
+/* Free the manager and its sandbox objects WITHOUT touching the VMs:
+ * running VMs keep running (restart safety). vmm_shutdown() first if
+ * they should go. */
+void vmm_free(struct vmm *m);
+/* Accelerator chosen by vmm_new (never AUTO) and why. */
+enum vmm_accel vmm_accel(const struct vmm *m, const char **why);
+const char *vmm_backend_name(const struct vmm *m);
+
+struct vmm_sandbox *vmm_sandbox_find(struct vmm *m, const char *id);
+/* Iterate: first with prev == NULL; NULL at the end. */
+struct vmm_sandbox *vmm_sandbox_next(struct vmm *m, struct vmm_sandbox *prev);
+/* Re-adopt what <state_dir> holds from a previous run: VMMs still alive
+ * are reconnected (pid + QMP), suspended ones are listed, dead ones are
+ * marked failed. Taps are recreated if missing. Returns the number
+ * adopted or a negative errno. */
+int vmm_adopt_all(struct vmm *m, char *err, size_t errlen);
+
+/* ---- sandboxes ---- */
+
+struct vmm_sandbox_spec {
+	const char *id;			/* required, see VMM_ID_MAX */
+	const struct vmm_template *tpl;	/* required; copied */
+	unsigned mem_mib;		/* 0: manager default */
+	unsigned vcpus;			/* 0: manager default */
+	unsigned disk_mib;		/* 0: manager default */
+	uint64_t idle_pause_ms;		/* 0: manager default */
+	uint64_t idle_suspend_ms;	/* 0: manager default */
+	uint64_t max_lifetime_ms;	/* 0: manager default */
+};
+
+/* Read-only view of a sandbox (valid until its next state change). */
+struct vmm_info {
+	const char *id;
+	enum vmm_state state;
+	const char *reason;		/* why failed (or last failure), "" */
+	const char *tap;
+	struct in_addr guest_ip;
+	struct in_addr gateway;
+	uint8_t prefix;			/* 30 */
+	uint8_t mac[6];			/* guest MAC */
+	const char *disk;
+	const char *dir;		/* <state_dir>/<id> */
+	pid_t pid;			/* VMM process, 0 if none */
+	unsigned mem_mib, vcpus;
+	uint64_t created_ms;		/* wall clock */
+	uint64_t last_activity_ms;	/* monotonic clock */
+	int busy;			/* an operation is in flight */
+};
+
+void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
+const char *vmm_sandbox_id(const struct vmm_sandbox *sb);
+enum vmm_state vmm_sandbox_state(const struct vmm_sandbox *sb);
+void vmm_sandbox_set_user(struct vmm_sandbox *sb, void *user);
+void *vmm_sandbox_user(const struct vmm_sandbox *sb);
+
+/* Operations. Each returns 0 when accepted (cb will run exactly once,
+ * never from inside this call) or a negative errno at once: -EEXIST (id
+ * taken), -EINVAL, -EBUSY (another operation in flight), -EPERM (not
+ * allowed from this state; err says which state). Asking for an
+ * operation that is already in flight joins it: both callers get the
+ * result (concurrent wakes share one resume). Asking for the state the
+ * sandbox is already in succeeds without doing anything. */
+int vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    vmm_done_cb cb, void *arg, struct vmm_sandbox **out, char *err,
+    size_t errlen);
+int vmm_sandbox_start(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+int vmm_sandbox_pause(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+int vmm_sandbox_suspend(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+int vmm_sandbox_resume(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+int vmm_sandbox_stop(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+/* Always accepted: an operation in flight is abandoned (its callers get
+ * ok == 0, "deleted"). Kills the VMM, removes the tap, the directory and
+ * the pool address. */
+int vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+
+/* ---- idle policy ---- */
+
+/* The proxy saw traffic (bytes, open connections, WebSockets, SSE). */
+void vmm_activity(struct vmm_sandbox *sb);
+/* Per-sandbox limits; VMM_NEVER disables one, 0 restores the default. */
+void vmm_sandbox_set_idle(struct vmm_sandbox *sb, uint64_t idle_pause_ms,
+    uint64_t idle_suspend_ms, uint64_t max_lifetime_ms);
+
+/* ---- pieces exposed for tests and tools ---- */
+
+/* KVM probe: 1 when a guest reaches 64-bit long mode with paging and
+ * does port I/O within timeout_ms, 0 when not (why says what happened),
+ * never longer than about timeout_ms. */
+int vmm_kvm_probe(unsigned timeout_ms, char *why, size_t whylen);
+
+/* /30 pool: blocks of 4 addresses, block i = network, gw, guest, bcast. */
+struct vmm_pool;
+struct vmm_pool *vmm_pool_new(struct in_addr base, uint8_t plen, char *err,
+    size_t errlen);
+void vmm_pool_free(struct vmm_pool *p);
+/* Lowest free block: its index; gw and guest set. -ENOSPC when full. */
+int vmm_pool_alloc(struct vmm_pool *p, struct in_addr *gw,
+    struct in_addr *guest);
+/* Claim the block holding guest (re-adoption). -EEXIST, -ERANGE. */
+int vmm_pool_claim(struct vmm_pool *p, struct in_addr guest);
+void vmm_pool_release(struct vmm_pool *p, struct in_addr guest);
+size_t vmm_pool_size(const struct vmm_pool *p);
+size_t vmm_pool_used(const struct vmm_pool *p);
+
+int vmm_id_valid(const char *id);
+
+/* ---- backend interface (vmm/backend.h has the table) ---- */
+struct vmm_backend;
+const struct vmm_backend *vmm_backend_lookup(const char *name);
+
+#endif
