@@ -229,12 +229,23 @@ berthd_config() {
 # BERTHD_PID and BERTHD_LOG.
 start_berthd() {
 	BERTHD_LOG="$T/berthd.log"
-	spawn "$BERTHD_LOG" "$BERTHD" -f "$CONF" -s "$STATE" ${BERTHD_ARGS:-}
-	BERTHD_PID=$SPAWNED
-	if ! wait_log 30 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID"; then
+	_try=1
+	while :; do
+		spawn "$BERTHD_LOG" "$BERTHD" -f "$CONF" -s "$STATE" ${BERTHD_ARGS:-}
+		BERTHD_PID=$SPAWNED
+		wait_log 30 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
+		# A port free_port gave may have been taken meanwhile: new ports.
+		if [ $_try -lt 3 ] && ! kill -0 "$BERTHD_PID" 2>/dev/null &&
+		   grep -qi 'in use' "$BERTHD_LOG"; then
+			_try=$((_try + 1))
+			HTTPS_PORT=$(free_port) HTTP_PORT=$(free_port)
+			sed -i -e "s/^listen https .*/listen https 127.0.0.1:$HTTPS_PORT/" \
+				-e "s/^listen http .*/listen http 127.0.0.1:$HTTP_PORT/" "$CONF"
+			continue
+		fi
 		tail -n 40 "$BERTHD_LOG" >&2
 		bail "berthd did not log ready"
-	fi
+	done
 	CA="$STATE/tls/ca.pem"
 	[ -s "$CA" ] || bail "berthd made no $CA"
 }
