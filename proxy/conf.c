@@ -48,6 +48,7 @@ px_config_free(struct px_config *c)
 	free(c->control_listen);
 	free(c->vmm_backend);
 	free(c->template_dir);
+	free(c->tap_prefix);
 	for (i = 0; i < c->ncerts; i++) {
 		free(c->certs[i].cert);
 		free(c->certs[i].key);
@@ -305,6 +306,27 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (argv[1][0] != '/')
 				ERR("template: absolute path expected");
 			set_str(&c->template_dir, argv[1]);
+		} else if (strcmp(argv[0], "tap_prefix") == 0) {
+			size_t i, n;
+
+			NARGS(1);
+			n = strlen(argv[1]);
+			for (i = 0; i < n; i++)
+				if (!((argv[1][i] >= 'a' && argv[1][i] <= 'z') ||
+				    (argv[1][i] >= '0' && argv[1][i] <= '9')))
+					break;
+			if (n == 0 || n > 6 || i != n)
+				ERR("tap_prefix: 1-6 lower-case letters or digits expected");
+			set_str(&c->tap_prefix, argv[1]);
+		} else if (strcmp(argv[0], "vm_pool") == 0) {
+			unsigned a, b, c2, d, plen;
+			char extra;
+
+			NARGS(1);
+			if (sscanf(argv[1], "%u.%u.%u.%u/%u%c", &a, &b, &c2, &d, &plen, &extra) != 5 ||
+			    a > 255 || b > 255 || c2 > 255 || d > 255 || plen < 8 || plen > 30)
+				ERR("vm_pool: expected an IPv4 CIDR such as 10.200.0.0/16 (prefix 8-30)");
+			snprintf(c->vm_pool, sizeof(c->vm_pool), "%s", argv[1]);
 		} else if (strcmp(argv[0], "vm_memory") == 0) {
 			char *end;
 			long n;

@@ -53,6 +53,8 @@ struct px_config {
 	char		*vmm_backend;		/* NULL: qemu */
 	int		 accel;			/* PX_ACCEL_* */
 	char		*template_dir;		/* NULL: <state>/templates/default */
+	char		*tap_prefix;		/* NULL: libvmm's ("bth") */
+	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
 	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
 };

@@ -217,6 +217,17 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.accel = c->accel == PX_ACCEL_TCG ? VMM_ACCEL_TCG :
 	    c->accel == PX_ACCEL_KVM ? VMM_ACCEL_KVM : VMM_ACCEL_AUTO;
 	vc.mem_mib = c->vm_memory;
+	vc.tap_prefix = c->tap_prefix;
+	if (c->vm_pool[0] != '\0') {
+		char net[20], *slash;
+
+		snprintf(net, sizeof(net), "%s", c->vm_pool);
+		if ((slash = strchr(net, '/')) != NULL) {
+			*slash = '\0';
+			inet_pton(AF_INET, net, &vc.pool);
+			vc.pool_plen = (uint8_t)atoi(slash + 1);
+		}
+	}
 	vc.tap_owner = (uid_t)-1;
 	vc.vmm_uid = hooks->uid;
 	vc.vmm_gid = hooks->gid;

@@ -15,3 +15,7 @@ tests_unit_test_conf_SOURCES = tests/unit/test_conf.c proxy/conf.c proxy/valid.c
 # Private URLs (tokens, cookie exchange) and the TLS control listener.
 TESTS += tests/integ/proxy-private.sh
 EXTRA_DIST += tests/integ/proxy-private.sh
+
+# Wake on request with a real microVM (root, qemu TCG; one boot).
+TESTS += tests/integ/wake.sh
+EXTRA_DIST += tests/integ/wake.sh

@@ -83,6 +83,10 @@ struct vmm_sandbox {
 	enum vmm_op op;
 	const char *cause;
 	enum vmm_state op_from;
+	/* the last operation was a restore from a snapshot that failed: the
+	 * snapshot is still the latest, so a resume may try it again (once
+	 * it is repaired); any other failure leaves it stale */
+	int restore_failed;
 	uint64_t op_t0;
 	struct vmm_waiter *waiters;
 

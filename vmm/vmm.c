@@ -743,6 +743,8 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	}
 	if (st == VMM_RUNNING && sb->state != VMM_RUNNING)
 		sb->last_activity_ms = vmm_now_ms();	/* a wake is activity */
+	sb->restore_failed = !ok && st == VMM_FAILED && op == VMM_OP_RESUME &&
+	    sb->op_from == VMM_SUSPENDED;
 	set_state(sb, st);
 	meta_write(sb);
 	emit(sb, op, ok, why, dur, sb->cause);
@@ -990,7 +992,8 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		target = VMM_RUNNING;
 		if (st == VMM_RUNNING)
 			noop = 1;
-		else if (st != VMM_PAUSED && st != VMM_SUSPENDED)
+		else if (st != VMM_PAUSED && st != VMM_SUSPENDED &&
+		    !(st == VMM_FAILED && sb->restore_failed))
 			rc = -EPERM;
 		break;
 	case VMM_OP_STOP:

@@ -221,6 +221,8 @@ berthd_config() {
 		echo "user nobody"
 		echo "acme_dir $ACME_DIR"
 		echo "access_log stderr"
+		# VMs only where a test asks (VMM=on): no template build elsewhere
+		echo "vmm ${VMM:-off}"
 		for _l in "$@"; do echo "$_l"; done
 	} >"$CONF"
 }
