@@ -399,7 +399,7 @@ main(void)
 	is_int(req("POST", "/v1/sandboxes", "{\"id\":\"sb-2\"}"), 400,
 	    "no address: 400");
 	is_str(js("error/field"), "address", "names address");
-	ok(strstr(js("error/message"), "VM-backed") != NULL, "says VMs are not "
+	ok(strstr(js("error/message"), "no VMM") != NULL, "says there are no VMs "
 	    "there yet: %s", js("error/message"));
 	is_int(req("POST", "/v1/sandboxes",
 	    "{\"id\":\"sb-2\",\"address\":\"x\"}"), 400, "bad address: 400");
@@ -541,7 +541,9 @@ main(void)
 	if (!ok(strstr(errout, "invalid sandbox id 'Bad'") != NULL, "local check"))
 		diag("%s", errout);
 	is_int(run("sandbox add sb-3 --address 10.0.0"), 2, "bad ip: exit 2");
-	is_int(run("sandbox add sb-3"), 2, "no address: exit 2");
+	/* no address: a VM-backed sandbox, which this server cannot make */
+	is_int(run("sandbox add sb-3"), 1, "no address, no VMM: refused (exit 1)");
+	ok(strstr(errout, "no VMM") != NULL, "says there is no VMM");
 	is_int(run("port publish sb-2 8080"), 0, "netctl port publish");
 	is_str(out, "https://8080-sb-2.berth.localhost:8443/\n", "prints the URL");
 	is_int(run("port publish sb-2 3000 --host-header upstream --private "
