@@ -13,6 +13,7 @@
 #include "store.h"
 #include "tls.h"
 #include "vm.h"
+#include "egress.h"
 #include "worker.h"
 
 #include <dirent.h>
@@ -989,6 +990,19 @@ main(int argc, char **argv)
 		if (px_vm_wanted(&P.cfg, why, sizeof(why))) {
 			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid, P.gid };
 
+			/* egress first: VMs adopted below attach at once */
+			if (P.cfg.egress != PX_VMM_OFF) {
+				if (px_eg_init(P.base, P.store, &P.cfg, err, sizeof(err)) != 0) {
+					if (P.cfg.egress == PX_VMM_ON)
+						fatalx("egress: %s", err);
+					log_warnx("egress: off: %s", err);
+				} else {
+					log_info("egress: table inet berth, resolver on each "
+					    "sandbox's gateway, denial log on NFLOG group %u",
+					    P.cfg.nflog_group);
+				}
+			}
+
 			if (px_vm_init(P.base, P.store, &P.cfg, P.state_dir, &vh, err,
 			    sizeof(err)) != 0)
 				fatalx("vmm: %s", err);
@@ -1002,6 +1016,10 @@ main(int argc, char **argv)
 	hooks.https_port = px_config_https_port(&P.cfg);
 	hooks.routes_changed = routes_changed;
 	hooks.metrics = metrics;
+	if (px_eg_enabled()) {
+		hooks.egress_changed = px_eg_changed;
+		hooks.egress_log = px_eg_log;
+	}
 	if (px_vm_enabled()) {
 		hooks.vm_create = px_vm_create;
 		hooks.vm_delete = px_vm_delete;

@@ -31,6 +31,7 @@ px_config_defaults(struct px_config *c)
 	c->t_wake = 30000;
 	c->t_wake_backoff = 5000;
 	c->max_parked = 1000;
+	c->nflog_group = 5;
 	c->max_conns = 10000;
 	c->max_conns_sandbox = 1000;
 }
@@ -286,6 +287,32 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->vmm = PX_VMM_OFF;
 			else
 				ERR("vmm: expected 'auto', 'on' or 'off', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "egress") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "auto") == 0)
+				c->egress = PX_VMM_AUTO;
+			else if (strcmp(argv[1], "on") == 0)
+				c->egress = PX_VMM_ON;
+			else if (strcmp(argv[1], "off") == 0)
+				c->egress = PX_VMM_OFF;
+			else
+				ERR("egress: expected 'auto', 'on' or 'off', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "dns_upstream") == 0) {
+			NARGS(1);
+			if (!px_valid_ip(argv[1]) || strchr(argv[1], ':') != NULL)
+				ERR("dns_upstream: an IPv4 address expected, got '%s'", argv[1]);
+			if (c->ndns >= 4)
+				ERR("dns_upstream: at most 4");
+			snprintf(c->dns_upstream[c->ndns++], sizeof(c->dns_upstream[0]), "%s", argv[1]);
+		} else if (strcmp(argv[0], "nflog_group") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || n < 1 || n > 65535)
+				ERR("nflog_group: expected 1-65535, got '%s'", argv[1]);
+			c->nflog_group = (uint16_t)n;
 		} else if (strcmp(argv[0], "vmm_backend") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "qemu") != 0 && strcmp(argv[1], "firecracker") != 0)

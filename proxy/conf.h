@@ -54,6 +54,10 @@ struct px_config {
 	int		 accel;			/* PX_ACCEL_* */
 	char		*template_dir;		/* NULL: <state>/templates/default */
 	char		*tap_prefix;		/* NULL: libvmm's ("bth") */
+	int		 egress;		/* PX_VMM_* (auto: with VMs) */
+	uint16_t	 nflog_group;		/* denial log; default 5 */
+	char		 dns_upstream[4][46];	/* resolvers; none: /etc/resolv.conf */
+	int		 ndns;
 	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
 	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */

@@ -8,6 +8,7 @@
 #include "conf.h"
 #include "log.h"
 #include "store.h"
+#include "egress.h"
 #include "valid.h"
 #include "vmm.h"
 
@@ -158,6 +159,8 @@ on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *a
 		/* deleted meanwhile: nothing to record */
 		return;
 	}
+	if (now == VMM_RUNNING && info.tap != NULL && info.guest_ip.s_addr != 0)
+		px_eg_sandbox_up(info.id, info.tap, info.guest_ip, info.gateway, info.mac);
 	log_info("sandbox %s: %s -> %s%s%s", info.id, vmm_state_name(old),
 	    vmm_state_name(now), info.reason && *info.reason ? ": " : "",
 	    info.reason ? info.reason : "");
@@ -349,6 +352,7 @@ px_vm_delete(const char *id, void *arg)
 	struct vmm_sandbox *sb;
 	char err[VMM_ERRLEN];
 
+	px_eg_sandbox_down(id);
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
 		return;
 	if (vmm_sandbox_delete(sb, noop_done, strdup(id), err, sizeof(err)) < 0)

@@ -19,3 +19,7 @@ EXTRA_DIST += tests/integ/proxy-private.sh
 # Wake on request with a real microVM (root, qemu TCG; one boot).
 TESTS += tests/integ/wake.sh
 EXTRA_DIST += tests/integ/wake.sh
+
+# Egress policy end to end with a real microVM (root, qemu TCG; one boot).
+TESTS += tests/integ/egress-vm.sh
+EXTRA_DIST += tests/integ/egress-vm.sh

@@ -223,6 +223,8 @@ berthd_config() {
 		echo "access_log stderr"
 		# VMs only where a test asks (VMM=on): no template build elsewhere
 		echo "vmm ${VMM:-off}"
+		# the host's table inet berth is programmed only where asked
+		echo "egress ${EGRESS:-off}"
 		for _l in "$@"; do echo "$_l"; done
 	} >"$CONF"
 }

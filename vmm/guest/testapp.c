@@ -25,6 +25,7 @@
 #endif
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1537,6 +1538,9 @@ is_get(const struct req *r)
 }
 
 /* 0 keep going, -1 close, -2 malformed body (answer 400, close). */
+static int h_connect(struct conn *, struct req *);
+static int h_resolve(struct conn *, struct req *);
+
 static int
 dispatch(struct conn *c, struct req *r)
 {
@@ -1584,7 +1588,162 @@ dispatch(struct conn *c, struct req *r)
 		return respond(c, r, 200, "text/plain", NULL, "ok", 2);
 	if (strcmp(p, "/info") == 0)
 		return h_info(c, r);
+	if (strcmp(p, "/connect") == 0)
+		return h_connect(c, r);
+	if (strcmp(p, "/resolve") == 0)
+		return h_resolve(c, r);
 	return respond_text(c, r, 404, "not found\n");
+}
+
+/* ---- egress probes: what the sandbox may reach ------------------------ */
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/*
+ * GET /connect?ip=A.B.C.D&port=N[&ms=T]: opens a TCP connection from the
+ * guest and says how it went and how fast: {"result":"connected" |
+ * "refused" | "unreachable" | "timeout" | "error","errno","ms"}. Egress
+ * tests use it to see allowed, rejected (fast) and dropped (slow).
+ */
+static int
+h_connect(struct conn *c, struct req *r)
+{
+	const char *v;
+	size_t vn;
+	char ip[64], body[256];
+	uint64_t port, ms, t0;
+	struct sockaddr_in sa;
+	struct pollfd pfd;
+	int fd, rc, err = 0, n;
+	socklen_t el = sizeof(err);
+	const char *res;
+
+	if (!query_get(r->query, "ip", &v, &vn) || vn == 0 || vn >= sizeof(ip) ||
+	    query_num(r->query, "port", 0, 65535, &port) != 1 || port == 0 ||
+	    query_num(r->query, "ms", 3000, 60000, &ms) < 0)
+		return respond_text(c, r, 400, "want ?ip=A.B.C.D&port=N[&ms=T]\n");
+	memcpy(ip, v, vn);
+	ip[vn] = '\0';
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+		return respond_text(c, r, 400, "bad ip\n");
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) < 0)
+		return respond_text(c, r, 500, "socket failed\n");
+	t0 = mono_ms();
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (rc < 0 && errno != EINPROGRESS) {
+		err = errno;
+	} else if (rc < 0) {
+		pfd.fd = fd;
+		pfd.events = POLLOUT;
+		if (poll(&pfd, 1, (int)ms) == 0)
+			err = ETIMEDOUT;
+		else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			err = errno;
+	}
+	close(fd);
+	res = err == 0 ? "connected" : err == ECONNREFUSED ? "refused" :
+	    err == ETIMEDOUT ? "timeout" : (err == EHOSTUNREACH || err == ENETUNREACH ||
+	    err == EACCES || err == EPERM) ? "unreachable" : "error";
+	n = snprintf(body, sizeof(body), "{\"result\":\"%s\",\"errno\":%d,\"ms\":%llu}\n",
+	    res, err, (unsigned long long)(mono_ms() - t0));
+	return respond(c, r, 200, "application/json", NULL, body, (size_t)n);
+}
+
+/*
+ * GET /resolve?name=host.example: one A query to the first nameserver of
+ * /etc/resolv.conf (berth's filtering resolver on the tap gateway),
+ * without libc's resolver (this binary is static). Answers
+ * {"rcode":N,"addrs":["A.B.C.D",...]} or {"error":...}.
+ */
+static int
+h_resolve(struct conn *c, struct req *r)
+{
+	const char *v;
+	size_t vn, i, qlen;
+	unsigned char q[512], a[1500];
+	char ns[64] = "", line[256], body[1024], addr[INET_ADDRSTRLEN];
+	struct sockaddr_in sa;
+	struct timeval tv = { 3, 0 };
+	FILE *f;
+	int fd, n, off, anc, k, rcode;
+
+	if (!query_get(r->query, "name", &v, &vn) || vn == 0 || vn > 253)
+		return respond_text(c, r, 400, "want ?name=host\n");
+	if ((f = fopen("/etc/resolv.conf", "r")) != NULL) {
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "nameserver %63s", ns) == 1)
+				break;
+		fclose(f);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(53);
+	if (inet_pton(AF_INET, ns, &sa.sin_addr) != 1)
+		return respond_text(c, r, 500, "no nameserver in /etc/resolv.conf\n");
+	/* header: id 0x4242, RD, one question */
+	memset(q, 0, 12);
+	q[0] = 0x42; q[1] = 0x42; q[2] = 0x01; q[5] = 1;
+	qlen = 12;
+	for (i = 0; i < vn; ) {
+		size_t j = i;
+
+		while (j < vn && v[j] != '.')
+			j++;
+		if (j == i || j - i > 63)
+			return respond_text(c, r, 400, "bad name\n");
+		q[qlen++] = (unsigned char)(j - i);
+		memcpy(q + qlen, v + i, j - i);
+		qlen += j - i;
+		i = j + 1;
+	}
+	q[qlen++] = 0;
+	q[qlen++] = 0; q[qlen++] = 1;	/* A */
+	q[qlen++] = 0; q[qlen++] = 1;	/* IN */
+	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0)
+		return respond_text(c, r, 500, "socket failed\n");
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (sendto(fd, q, qlen, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (n = (int)recv(fd, a, sizeof(a), 0)) < 12 || a[0] != 0x42 || a[1] != 0x42) {
+		close(fd);
+		n = snprintf(body, sizeof(body), "{\"error\":\"no answer from %s\"}\n", ns);
+		return respond(c, r, 200, "application/json", NULL, body, (size_t)n);
+	}
+	close(fd);
+	rcode = a[3] & 0x0f;
+	anc = (a[6] << 8) | a[7];
+	off = (int)qlen;	/* the question comes back as sent */
+	n = snprintf(body, sizeof(body), "{\"rcode\":%d,\"addrs\":[", rcode);
+	for (k = 0; k < anc && off + 12 <= (int)sizeof(a); k++) {
+		int type, rdlen;
+
+		/* name: a pointer or labels */
+		while (off < 1500 && a[off] != 0 && (a[off] & 0xc0) != 0xc0)
+			off += a[off] + 1;
+		off += off < 1500 && a[off] == 0 ? 1 : 2;
+		if (off + 10 > 1500)
+			break;
+		type = (a[off] << 8) | a[off + 1];
+		rdlen = (a[off + 8] << 8) | a[off + 9];
+		off += 10;
+		if (type == 1 && rdlen == 4 && off + 4 <= 1500 && n < (int)sizeof(body) - 40) {
+			inet_ntop(AF_INET, a + off, addr, sizeof(addr));
+			n += snprintf(body + n, sizeof(body) - (size_t)n, "%s\"%s\"",
+			    body[n - 1] == '[' ? "" : ",", addr);
+		}
+		off += rdlen;
+	}
+	n += snprintf(body + n, sizeof(body) - (size_t)n, "]}\n");
+	return respond(c, r, 200, "application/json", NULL, body, (size_t)n);
 }
 
 /* ---- connections ------------------------------------------------------ */

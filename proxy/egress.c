@@ -1,0 +1,469 @@
+/*
+ * egress.c — see egress.h. The store says what a sandbox may reach; this
+ * file says it to the kernel (one nftables batch per change) and to the
+ * resolver (domain rules), and keeps the last denials of each sandbox
+ * for `netctl egress log`. The effective mode is the sandbox's own or the
+ * policy's default, never wider than the policy's maximum; the policy's
+ * deny rules apply to every sandbox: CIDRs as always-deny ranges in the
+ * table, names in every sandbox's resolver deny list.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "egress.h"
+#include "conf.h"
+#include "control_rule.h"
+#include "log.h"
+#include "nc_dns.h"
+#include "netctl.h"
+#include "store.h"
+#include "valid.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#define EG_LOG_MAX	256	/* denials kept per sandbox */
+#define EG_MAX_RULES	1024
+
+struct eg_sb {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	char		 tap[16];
+	struct in_addr	 ip, gw;
+	uint8_t		 mac[6];
+	json_t		*log;		/* array, oldest first */
+	struct eg_sb	*next;
+};
+
+static struct {
+	struct nc_ctx	*ctx;
+	struct nc_dns	*dns;
+	struct nc_nflog	*nflog;
+	struct event	*nflog_ev;
+	struct px_store	*store;
+	char		 tap_prefix[16];
+	uint16_t	 group;
+	struct eg_sb	*sbs;
+} E;
+
+int
+px_eg_enabled(void)
+{
+	return E.ctx != NULL;
+}
+
+static struct eg_sb *
+find(const char *id)
+{
+	struct eg_sb *s;
+
+	for (s = E.sbs; s != NULL; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+static struct eg_sb *
+find_ip(struct in_addr ip)
+{
+	struct eg_sb *s;
+
+	for (s = E.sbs; s != NULL; s = s->next)
+		if (s->ip.s_addr == ip.s_addr)
+			return s;
+	return NULL;
+}
+
+static void
+log_add(struct eg_sb *s, json_t *entry)
+{
+	if (s->log == NULL)
+		s->log = json_array();
+	json_array_append_new(s->log, entry);
+	while (json_array_size(s->log) > EG_LOG_MAX)
+		json_array_remove(s->log, 0);
+}
+
+static double
+ts(const struct timespec *t)
+{
+	return (double)t->tv_sec + t->tv_nsec / 1e9;
+}
+
+static void
+on_dns_denial(const struct nc_dns_denial *d, void *arg)
+{
+	struct eg_sb *s = find_ip(d->guest);
+
+	if (s != NULL)
+		log_add(s, json_pack("{s:f,s:s,s:s,s:i,s:s}", "time", ts(&d->when),
+		    "kind", "dns", "name", d->name, "qtype", (int)d->qtype,
+		    "reason", d->reason));
+}
+
+static void
+on_dns_error(const char *msg, void *arg)
+{
+	log_warnx("egress dns: %s", msg);
+}
+
+static void
+on_nflog(const struct nc_denial *d, void *arg)
+{
+	struct eg_sb *s = find_ip(d->src);
+	char dst[INET_ADDRSTRLEN];
+
+	if (s == NULL)
+		return;
+	inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
+	log_add(s, json_pack("{s:f,s:s,s:s,s:i,s:s,s:s}", "time", ts(&d->when),
+	    "kind", "packet", "destination", dst, "port", (int)d->dport,
+	    "protocol", d->proto == 6 ? "tcp" : d->proto == 17 ? "udp" :
+	    d->proto == 1 ? "icmp" : "other", "reason", d->reason));
+}
+
+static void
+nflog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char err[NC_ERRLEN];
+
+	if (nc_nflog_read(E.nflog, on_nflog, NULL, err, sizeof(err)) < 0)
+		log_warnx("egress: denial log: %s", err);
+}
+
+/* The policy document with defaults filled (as the control API has it). */
+static json_t *
+policy(void)
+{
+	char err[256], *text = NULL;
+	json_t *p = NULL;
+
+	if (px_store_policy_get(E.store, &text, err, sizeof(err)) == PX_STORE_OK &&
+	    text != NULL)
+		p = json_loads(text, 0, NULL);
+	free(text);
+	if (!json_is_object(p)) {
+		json_decref(p);
+		p = json_object();
+	}
+	return p;
+}
+
+static const char *
+pol_str(json_t *p, const char *key, const char *dflt)
+{
+	const char *v = json_string_value(json_object_get(p, key));
+
+	return v ? v : dflt;
+}
+
+struct rules {
+	struct nc_rule	 allow[EG_MAX_RULES], deny[EG_MAX_RULES];
+	uint64_t	 allow_ttl[EG_MAX_RULES], deny_ttl[EG_MAX_RULES];
+	size_t		 nallow, ndeny;
+};
+
+static int
+rule_cb(const struct px_egress_rule *e, void *arg)
+{
+	struct rules *r = arg;
+	struct nc_rule nr;
+	char err[256];
+	uint64_t ttl = 0;
+	time_t now = time(NULL);
+
+	if (nc_rule_parse(e->rule, &nr, err, sizeof(err)) != 0)
+		return 0;	/* the API validated it; skip, never fail */
+	if (e->expires > 0) {
+		if (e->expires <= now)
+			return 0;
+		ttl = (uint64_t)(e->expires - now) * 1000;
+	}
+	if (e->action == PX_EGRESS_ALLOW && r->nallow < EG_MAX_RULES) {
+		r->allow_ttl[r->nallow] = ttl;
+		r->allow[r->nallow++] = nr;
+	} else if (e->action == PX_EGRESS_DENY && r->ndeny < EG_MAX_RULES) {
+		r->deny_ttl[r->ndeny] = ttl;
+		r->deny[r->ndeny++] = nr;
+	}
+	return 0;
+}
+
+/* Attaches s afresh with its mode and rules: one batch. */
+static void
+apply(struct eg_sb *s)
+{
+	struct px_sandbox sb;
+	struct nc_sandbox ns;
+	struct nc_txn *t;
+	struct rules *r;
+	enum nc_mode mode, cap;
+	json_t *pol = policy(), *pd;
+	char err[NC_ERRLEN];
+	size_t i;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		json_decref(pol);
+		return;
+	}
+	if (px_store_sandbox_get(E.store, s->id, &sb, err, sizeof(err)) != PX_STORE_OK ||
+	    px_store_egress_list(E.store, s->id, rule_cb, r, err, sizeof(err)) != 0) {
+		log_warnx("egress %s: %s", s->id, err);
+		goto out;
+	}
+	/* the policy's deny rules bind every sandbox (names: the resolver) */
+	json_array_foreach(json_object_get(pol, "deny"), i, pd) {
+		struct nc_rule nr;
+
+		if (r->ndeny < EG_MAX_RULES && nc_rule_parse(json_string_value(pd),
+		    &nr, err, sizeof(err)) == 0)
+			r->deny[r->ndeny++] = nr;
+	}
+	if (nc_mode_parse(sb.egress_mode[0] ? sb.egress_mode :
+	    pol_str(pol, "default_mode", "allowlist"), &mode) != 0)
+		mode = NC_MODE_ALLOWLIST;
+	if (nc_mode_parse(pol_str(pol, "max_mode", "open"), &cap) == 0 && mode < cap)
+		mode = cap;	/* enum order: open < allowlist < closed */
+	memset(&ns, 0, sizeof(ns));
+	ns.ifname = s->tap;
+	ns.ip = s->ip;
+	ns.gw = s->gw;
+	memcpy(ns.mac, s->mac, 6);
+	ns.mode = mode;
+	(void)nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err));
+	if ((t = nc_txn_new(E.ctx, err, sizeof(err))) == NULL ||
+	    nc_txn_sandbox_attach(t, &ns, err, sizeof(err)) < 0)
+		goto fail;
+	for (i = 0; i < r->nallow; i++)
+		if (r->allow[i].kind == NC_RULE_ADDR &&
+		    nc_txn_allow_add(t, s->ip, &r->allow[i], r->allow_ttl[i], err,
+		    sizeof(err)) < 0)
+			goto fail;
+	for (i = 0; i < r->ndeny; i++)
+		if (r->deny[i].kind == NC_RULE_ADDR &&
+		    nc_txn_deny_add(t, s->ip, &r->deny[i], r->deny_ttl[i], err,
+		    sizeof(err)) < 0)
+			goto fail;
+	if (nc_txn_commit(t, err, sizeof(err)) < 0)
+		goto fail;
+	nc_txn_free(t);
+	t = NULL;
+	if (E.dns != NULL && nc_dns_set_rules(E.dns, s->ip, mode, r->allow, r->nallow,
+	    r->deny, r->ndeny, err, sizeof(err)) < 0)
+		log_warnx("egress %s: resolver rules: %s", s->id, err);
+	log_info("egress %s: %s, %zu allow and %zu deny rule(s)", s->id,
+	    nc_mode_name(mode), r->nallow, r->ndeny);
+	goto out;
+fail:
+	log_warnx("egress %s: %s", s->id, err);
+	nc_txn_free(t);
+out:
+	free(r);
+	json_decref(pol);
+}
+
+static int
+init_table(char *err, size_t errlen)
+{
+	struct nc_global g;
+	struct nc_cidr deny[256];
+	struct in_addr host[64];
+	struct ifaddrs *ifa, *i;
+	json_t *pol = policy(), *pd;
+	size_t k;
+	int rc;
+
+	memset(&g, 0, sizeof(g));
+	g.tap_prefix = E.tap_prefix;
+	g.nflog_group = E.group;
+	json_array_foreach(json_object_get(pol, "deny"), k, pd) {
+		struct nc_rule nr;
+
+		if (g.ndeny < 256 && nc_rule_parse(json_string_value(pd), &nr, err,
+		    errlen) == 0 && nr.kind == NC_RULE_ADDR && nr.proto == NC_PROTO_ANY) {
+			deny[g.ndeny].addr = nr.addr;
+			deny[g.ndeny++].plen = nr.plen;
+		}
+	}
+	g.deny = deny;
+	if (getifaddrs(&ifa) == 0) {
+		for (i = ifa; i != NULL && g.nhost_addrs < 64; i = i->ifa_next)
+			if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&
+			    strncmp(i->ifa_name, E.tap_prefix, strlen(E.tap_prefix)) != 0)
+				host[g.nhost_addrs++] =
+				    ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+		freeifaddrs(ifa);
+	}
+	g.host_addrs = host;
+	rc = nc_egress_init(E.ctx, &g, err, errlen);
+	json_decref(pol);
+	return rc;
+}
+
+static size_t
+resolvers(const struct px_config *c, struct sockaddr_in *out, size_t max)
+{
+	char line[256];
+	size_t n = 0;
+	FILE *f;
+	int i;
+
+	for (i = 0; i < c->ndns && n < max; i++) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].sin_family = AF_INET;
+		if (inet_pton(AF_INET, c->dns_upstream[i], &out[n].sin_addr) == 1)
+			n++;
+	}
+	if (n > 0 || (f = fopen("/etc/resolv.conf", "r")) == NULL)
+		return n;
+	while (n < max && fgets(line, sizeof(line), f) != NULL) {
+		char ip[64];
+
+		if (sscanf(line, "nameserver %63s", ip) != 1)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].sin_family = AF_INET;
+		if (inet_pton(AF_INET, ip, &out[n].sin_addr) == 1)
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+int
+px_eg_init(struct event_base *base, struct px_store *store,
+    const struct px_config *c, char *err, size_t errlen)
+{
+	struct nc_dns_config dc;
+	struct sockaddr_in res[8];
+
+	E.store = store;
+	E.group = c->nflog_group;
+	snprintf(E.tap_prefix, sizeof(E.tap_prefix), "%s",
+	    c->tap_prefix ? c->tap_prefix : "bth");
+	if ((E.ctx = nc_ctx_new(err, errlen)) == NULL)
+		return -1;
+	if (init_table(err, errlen) < 0) {
+		nc_ctx_free(E.ctx);
+		E.ctx = NULL;
+		return -1;
+	}
+	nc_dns_config_init(&dc);
+	dc.resolvers = res;
+	dc.nresolvers = resolvers(c, res, 8);
+	if (dc.nresolvers == 0)
+		log_warnx("egress: no upstream resolver (dns_upstream, /etc/resolv.conf): "
+		    "allowed names will get SERVFAIL");
+	else {
+		char a[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &res[0].sin_addr, a, sizeof(a));
+		log_info("egress: %zu upstream resolver(s), first %s", dc.nresolvers, a);
+	}
+	dc.on_denial = on_dns_denial;
+	dc.on_error = on_dns_error;
+	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)
+		log_warnx("egress: no filtering resolver: %s", err);
+	if ((E.nflog = nc_nflog_open(E.group, err, errlen)) == NULL) {
+		log_warnx("egress: no denial log: %s", err);
+	} else {
+		E.nflog_ev = event_new(base, nc_nflog_fd(E.nflog), EV_READ | EV_PERSIST,
+		    nflog_cb, NULL);
+		event_add(E.nflog_ev, NULL);
+	}
+	return 0;
+}
+
+void
+px_eg_shutdown(void)
+{
+	/* the table stays: VMs outlive berthd and must stay fenced */
+	if (E.nflog_ev != NULL)
+		event_free(E.nflog_ev);
+	if (E.nflog != NULL)
+		nc_nflog_close(E.nflog);
+	if (E.dns != NULL)
+		nc_dns_free(E.dns);
+	if (E.ctx != NULL)
+		nc_ctx_free(E.ctx);
+	memset(&E, 0, sizeof(E));
+}
+
+void
+px_eg_sandbox_up(const char *id, const char *tap, struct in_addr ip,
+    struct in_addr gw, const uint8_t mac[6])
+{
+	struct eg_sb *s;
+	char err[NC_ERRLEN];
+
+	if (E.ctx == NULL || (s = find(id)) != NULL)
+		return;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->tap, sizeof(s->tap), "%s", tap);
+	s->ip = ip;
+	s->gw = gw;
+	memcpy(s->mac, mac, 6);
+	s->next = E.sbs;
+	E.sbs = s;
+	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err, sizeof(err)) < 0)
+		log_warnx("egress %s: resolver: %s", id, err);
+	apply(s);
+}
+
+void
+px_eg_sandbox_down(const char *id)
+{
+	struct eg_sb **pp, *s;
+	char err[NC_ERRLEN];
+
+	for (pp = &E.sbs; (s = *pp) != NULL; pp = &s->next)
+		if (strcmp(s->id, id) == 0)
+			break;
+	if (s == NULL)
+		return;
+	*pp = s->next;
+	if (nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err)) < 0)
+		log_warnx("egress %s: detach: %s", id, err);
+	if (E.dns != NULL)
+		nc_dns_sandbox_del(E.dns, s->ip);
+	json_decref(s->log);
+	free(s);
+}
+
+void
+px_eg_changed(const char *id, void *arg)
+{
+	struct eg_sb *s;
+	char err[NC_ERRLEN];
+
+	if (E.ctx == NULL)
+		return;
+	if (id != NULL) {
+		if ((s = find(id)) != NULL)
+			apply(s);
+		return;
+	}
+	/* the policy: its deny ranges live in the table itself */
+	if (init_table(err, sizeof(err)) < 0)
+		log_warnx("egress: policy not applied: %s", err);
+	for (s = E.sbs; s != NULL; s = s->next)
+		apply(s);
+}
+
+int
+px_eg_log(const char *id, json_t **out, void *arg)
+{
+	struct eg_sb *s;
+
+	if (E.ctx == NULL)
+		return -1;
+	s = find(id);
+	*out = s && s->log ? json_deep_copy(s->log) : json_array();
+	return 0;
+}

@@ -1,0 +1,112 @@
+#!/bin/sh
+# egress-vm.sh — egress policy end to end with a real microVM: berthd
+# programs the nftables table and runs the filtering resolver; the guest's
+# test app probes (GET /connect, GET /resolve) show what it may reach.
+# An "internet" is a network namespace on 203.0.113.0/24 with a web
+# server (.10) and a DNS server (.53) that berthd uses upstream.
+#  - allowlist with no rules: connections are refused fast (TCP reset),
+#    not dropped; denied names get NXDOMAIN; both reach the denial log
+#  - a domain rule: its name resolves and its address opens (DNS-learned)
+#  - address rules with ports; deny beats allow; open mode; the metadata
+#    address is refused in every mode; delete leaves nothing in the table
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
+command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
+command -v nft >/dev/null 2>&1 || skip_all "nft is not installed (used to inspect the table)"
+ip netns add "bnet$$" 2>/dev/null || skip_all "cannot create network namespaces"
+NS=bnet$$
+FWD=$(cat /proc/sys/net/ipv4/ip_forward)
+egress_cleanup() {
+	[ -n "${BERTHD_LOG:-}" ] && [ -n "${KEEP_LOG:-}" ] && cp "$BERTHD_LOG" "$KEEP_LOG"
+	ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null
+	ip netns del "$NS" 2>/dev/null
+	ip link del xup$$ 2>/dev/null
+	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
+	nft delete table inet berth 2>/dev/null
+}
+trap 'egress_cleanup; _cleanup' EXIT
+
+# ---- the "internet" ----
+ip link add xup$$ type veth peer name eth0 netns "$NS"
+ip addr add 203.0.113.1/24 dev xup$$
+ip link set xup$$ up
+ip -n "$NS" link set lo up
+ip -n "$NS" addr add 203.0.113.10/24 dev eth0
+ip -n "$NS" addr add 203.0.113.53/24 dev eth0
+ip -n "$NS" link set eth0 up
+echo 1 >/proc/sys/net/ipv4/ip_forward
+cat >"$T/dns.py" <<'PY'
+import socket, struct, sys
+Z = {"allowed.test": "203.0.113.10", "denied.test": "203.0.113.10"}
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("203.0.113.53", 53))
+print("ready", flush=True)
+while True:
+    q, peer = s.recvfrom(4096)
+    o, labels = 12, []
+    while q[o]:
+        labels.append(q[o + 1:o + 1 + q[o]].decode()); o += 1 + q[o]
+    name, qt = ".".join(labels).lower(), struct.unpack(">H", q[o + 1:o + 3])[0]
+    a = Z.get(name) if qt == 1 else None
+    body = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 30, 4) + socket.inet_aton(a)) if a else b""
+    rcode = 0 if name in Z else 3
+    s.sendto(struct.pack(">HHHHHH", struct.unpack(">H", q[:2])[0], 0x8580 | rcode, 1,
+        1 if a else 0, 0, 0) + q[12:o + 5] + body, peer)
+PY
+ip netns exec "$NS" python3 "$T/dns.py" >"$T/dns.out" 2>&1 &
+ip netns exec "$NS" python3 -m http.server 80 --bind 203.0.113.10 >/dev/null 2>&1 &
+ip netns exec "$NS" python3 -m http.server 8080 --bind 203.0.113.10 >/dev/null 2>&1 &
+wait_for 10 grep -q ready "$T/dns.out" || bail "upstream DNS did not start"
+
+VMM=on berthd_config "egress on" "tap_prefix beg" "vm_pool 10.215.0.0/24" \
+	"dns_upstream 203.0.113.53" "idle_pause never" "idle_suspend never"
+start_berthd
+wait_log 60 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" || bail "egress did not start"
+
+out=$(netctl sandbox create eg) || bail "sandbox create: $out"
+netctl port publish eg 8080 >/dev/null || bail "publish"
+U="https://8080-eg.$DOMAIN:$HTTPS_PORT"
+wait_routed eg 8080
+probe() { bcurl "$U/$1"; }
+result() { probe "$1" | json_get "$(cat)" 'j["result"]'; }
+msec() { probe "$1" | json_get "$(cat)" 'j["ms"]'; }
+
+# ---- allowlist, no rules ----
+out=$(probe "connect?ip=203.0.113.10&port=80")
+is "allowlist, no rules: a connection is refused" "$(json_get "$out" 'j["result"]')" refused
+check "... fast (a reset, not a timeout: under 500 ms)" [ "$(json_get "$out" 'j["ms"]')" -lt 500 ]
+out=$(probe "resolve?name=denied.test")
+is "a name not allowed gets NXDOMAIN" "$(json_get "$out" 'j.get("rcode")')" 3
+log=$(netctl --json egress log eg)
+like "the denial log has the refused connection" "$log" '203\.0\.113\.10'
+like "the denial log has the refused name" "$log" 'denied\.test'
+
+# ---- a domain rule: the resolver opens what it answers ----
+check "egress allow allowed.test" netctl egress allow eg allowed.test
+out=$(probe "resolve?name=allowed.test")
+like "an allowed name resolves" "$out" '"addrs":\["203\.0\.113\.10"\]'
+is "... and its address is open now" "$(result "connect?ip=203.0.113.10&port=80")" connected
+elems=$(nft list table inet berth 2>/dev/null | grep -c '10\.215\.0\.2 \. 203\.0\.113\.10')
+check "the learned address is an element of the allow set, with a timeout" [ "$elems" -ge 1 ]
+
+# ---- address rules, ports, deny beats allow ----
+check "egress allow 203.0.113.10:8080/tcp" netctl egress allow eg 203.0.113.10:8080/tcp
+is "allowed address and port: connected" "$(result "connect?ip=203.0.113.10&port=8080")" connected
+check "egress deny 203.0.113.10" netctl egress deny eg 203.0.113.10
+is "deny beats allow" "$(result "connect?ip=203.0.113.10&port=8080")" refused
+check "egress rm deny" netctl egress rm eg deny 203.0.113.10
+
+# ---- open mode; always-deny ----
+check "egress mode open" netctl egress mode eg open
+is "open: any public address" "$(result "connect?ip=203.0.113.10&port=80")" connected
+r=$(result "connect?ip=169.254.169.254&port=80&ms=2000")
+check "open: the metadata address is still refused ($r)" [ "$r" = refused ] || [ "$r" = unreachable ]
+check "egress mode closed" netctl egress mode eg closed
+is "closed: nothing" "$(result "connect?ip=203.0.113.10&port=80")" refused
+
+# ---- delete leaves nothing of it ----
+check "sandbox rm" netctl sandbox rm eg
+gone() { ! nft list table inet berth 2>/dev/null | grep -q '10\.215\.0\.2'; }
+check "no element of the sandbox is left in the table" wait_for 10 gone
+done_testing
