@@ -1153,10 +1153,11 @@ route_request(struct px_sess *s)
 	}
 	if (s->m.port->private_ && access_check(s))
 		return;
-	if (strcmp(s->m.sb->state, "running") != 0) {
+	/* woken: the parent said it runs, whatever these routes still say */
+	if (strcmp(s->m.sb->state, "running") != 0 && !s->woken) {
 		/* failed too: a resume may repair it (a restore that failed
 		 * is retried), at most once per back-off interval */
-		if (!s->woken && (strcmp(s->m.sb->state, "paused") == 0 ||
+		if ((strcmp(s->m.sb->state, "paused") == 0 ||
 		    strcmp(s->m.sb->state, "suspended") == 0 ||
 		    strcmp(s->m.sb->state, "failed") == 0)) {
 			park(s);

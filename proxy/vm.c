@@ -23,7 +23,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Sandboxes a worker is waiting for: told the moment their VM runs. */
+struct waking {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	struct waking	*next;
+};
+
 static struct {
+	struct waking	*waking;
 	struct vmm	*m;
 	struct vmm_template tpl;
 	struct px_store	*store;
@@ -145,6 +152,21 @@ record(const char *id, const char *op, int ok, const char *reason, int64_t dur)
 		log_warnx("sandbox %s: event not recorded: %s", id, err);
 }
 
+/* 1 if id was waited for (and is no longer). */
+static int
+waking_take(const char *id)
+{
+	struct waking **pp, *w;
+
+	for (pp = &V.waking; (w = *pp) != NULL; pp = &w->next)
+		if (strcmp(w->id, id) == 0) {
+			*pp = w->next;
+			free(w);
+			return 1;
+		}
+	return 0;
+}
+
 static void
 on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *arg)
 {
@@ -152,6 +174,10 @@ on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *a
 	char addr[INET_ADDRSTRLEN] = "", err[256];
 
 	vmm_sandbox_info(sb, &info);
+	/* Parked requests go on first: the store write (fsync) and the new
+	 * route table follow, and the workers need neither to proceed. */
+	if (now == VMM_RUNNING && waking_take(info.id))
+		V.hooks.woken(info.id, 1, NULL);
 	if (info.guest_ip.s_addr != 0)
 		inet_ntop(AF_INET, &info.guest_ip, addr, sizeof(addr));
 	if (px_store_sandbox_set_vm(V.store, info.id, vmm_state_name(now),
@@ -274,6 +300,7 @@ struct opctx {
 	void		(*done)(void *, int, const char *);
 	void		*done_arg;
 	struct timespec	 t0;
+	int		 joined;	/* shares a wake already asked for */
 };
 
 static int64_t
@@ -411,13 +438,20 @@ wake_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 {
 	struct opctx *o = arg;
 
-	record(o->id, "wake", ok, reason, ms_since(&o->t0));
+	int64_t ms = ms_since(&o->t0);
+
+	/* on a success on_state told the workers already */
+	if (waking_take(o->id))
+		V.hooks.woken(o->id, ok, ok ? NULL : reason);
+	if (o->joined) {
+		free(o);
+		return;
+	}
+	record(o->id, "wake", ok, reason, ms);
 	if (ok)
-		log_info("sandbox %s: woken in %lld ms", o->id, (long long)ms_since(&o->t0));
+		log_info("sandbox %s: woken in %lld ms", o->id, (long long)ms);
 	else
 		log_warnx("sandbox %s: wake failed: %s", o->id, reason);
-	/* on_state already pushed the routes that say it runs */
-	V.hooks.woken(o->id, ok, ok ? NULL : reason);
 	free(o);
 }
 
@@ -445,6 +479,21 @@ px_vm_wake(const char *id)
 		free(o);
 		record(id, "wake", 0, err, 0);
 		V.hooks.woken(id, 0, err);
+		return;
+	}
+	{
+		struct waking *w;
+
+		for (w = V.waking; w != NULL; w = w->next)
+			if (strcmp(w->id, id) == 0)
+				break;
+		if (w != NULL) {
+			o->joined = 1;	/* another worker's wake: one event */
+		} else if ((w = calloc(1, sizeof(*w))) != NULL) {
+			snprintf(w->id, sizeof(w->id), "%s", id);
+			w->next = V.waking;
+			V.waking = w;
+		}
 	}
 }
 
