@@ -7,6 +7,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "conf.h"
+#include "path.h"
 #include "control.h"
 #include "ipc.h"
 #include "log.h"
@@ -131,37 +132,15 @@ read_file(const char *path, char *err, size_t errlen)
 	return buf;
 }
 
-/* Finds berth-mkcert: $BERTH_MKCERT, next to this binary's source tree
- * (uninstalled builds), or the installed copy. */
+/* berth-mkcert: $BERTH_MKCERT, installed, or beside the build/source tree */
 static int
 find_mkcert(char *out, size_t len)
 {
-	const char *env = getenv("BERTH_MKCERT");
-	char self[PATH_MAX], *slash;
-	ssize_t n;
-	const char *rel[] = { "/../certs/berth-mkcert", "/../../certs/berth-mkcert",
-	    "/../../main/certs/berth-mkcert", NULL };
-	int i;
+	static const char *const rel[] = { "../certs/berth-mkcert",
+	    "../../certs/berth-mkcert", "../../main/certs/berth-mkcert", NULL };
 
-	if (env != NULL) {
-		snprintf(out, len, "%s", env);
-		return access(out, X_OK);
-	}
-	snprintf(out, len, "%s/berth-mkcert", PKGDATADIR);
-	if (access(out, X_OK) == 0)
-		return 0;
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
-		return -1;
-	self[n] = '\0';
-	if ((slash = strrchr(self, '/')) != NULL)
-		*slash = '\0';
-	for (i = 0; rel[i] != NULL; i++) {
-		snprintf(out, len, "%s%s", self, rel[i]);
-		if (access(out, X_OK) == 0)
-			return 0;
-	}
-	snprintf(out, len, "%s/%s", SRCDIR, "certs/berth-mkcert");
-	return access(out, X_OK);
+	return px_find_exe("BERTH_MKCERT", "berth-mkcert", rel, "certs/berth-mkcert",
+	    out, len);
 }
 
 /* Makes the dev CA and the wildcard certificate on first start, or when

@@ -246,6 +246,46 @@ cl_flush(struct px_sess *s)
 		evbuffer_add_buffer(out, s->stage);
 }
 
+/*
+ * One step of a chunked body from in to out: framing is decoded strictly
+ * and a data piece re-framed as a chunk of our own. Returns the bytes of
+ * in consumed, 0 when in is empty, -1 with *why on invalid framing;
+ * *data gets the data bytes moved.
+ */
+static ssize_t
+move_chunk(struct px_chunk *ch, struct evbuffer *in, struct evbuffer *out,
+    size_t *data, const char **why)
+{
+	struct evbuffer_iovec v;
+	ssize_t n;
+
+	*data = 0;
+	if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+		return 0;
+	if ((n = px_chunk_step(ch, v.iov_base, v.iov_len, data, why)) < 0)
+		return -1;
+	evbuffer_drain(in, (size_t)n - *data);
+	if (*data > 0) {
+		evbuffer_add_printf(out, "%zx\r\n", *data);
+		move_bytes(in, out, *data);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	return n;
+}
+
+/* Moves what in holds of a Content-Length body (*left bytes to go). */
+static size_t
+move_length(struct evbuffer *in, struct evbuffer *out, uint64_t *left)
+{
+	size_t n = evbuffer_get_length(in);
+
+	if (n > *left)
+		n = (size_t)*left;
+	move_bytes(in, out, n);
+	*left -= n;
+	return n;
+}
+
 /* ---- upstream pool ---- */
 
 static unsigned
@@ -1288,24 +1328,16 @@ pump_request(struct px_sess *s)
 			return;	/* up_write resumes */
 		}
 		if (s->req_kind == PX_BODY_LENGTH) {
-			size_t n = evbuffer_get_length(in);
-
-			if (n > s->req_left)
-				n = (size_t)s->req_left;
-			move_bytes(in, out, n);
-			s->req_left -= n;
-			s->bytes_in += n;
+			s->bytes_in += move_length(in, out, &s->req_left);
 			if (s->req_left == 0)
 				req_body_finished(s);
 		} else {
-			struct evbuffer_iovec v;
 			const char *why = NULL;
 			size_t dlen;
 			ssize_t n;
 
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			if ((n = move_chunk(&s->req_ch, in, out, &dlen, &why)) == 0)
 				break;
-			n = px_chunk_step(&s->req_ch, v.iov_base, v.iov_len, &dlen, &why);
 			if (n < 0) {
 				s->w->stats.rejected++;
 				s->close_after = 1;
@@ -1316,14 +1348,6 @@ pump_request(struct px_sess *s)
 				return;
 			}
 			s->bytes_in += n;
-			if (dlen > 0) {
-				evbuffer_drain(in, n - dlen);
-				evbuffer_add_printf(out, "%zx\r\n", dlen);
-				move_bytes(in, out, dlen);
-				evbuffer_add(out, "\r\n", 2);
-			} else {
-				evbuffer_drain(in, n);
-			}
 			if (px_chunk_done(&s->req_ch))
 				req_body_finished(s);
 		}
@@ -1655,13 +1679,7 @@ pump_response(struct px_sess *s)
 			return;	/* client_write resumes */
 		}
 		if (s->resp_kind == PX_BODY_LENGTH) {
-			size_t n = evbuffer_get_length(in);
-
-			if (n > s->resp_left)
-				n = (size_t)s->resp_left;
-			move_bytes(in, out, n);
-			s->resp_left -= n;
-			s->bytes_out += n;
+			s->bytes_out += move_length(in, out, &s->resp_left);
 			if (s->resp_left == 0) {
 				resp_finished(s);
 				return;
@@ -1676,28 +1694,18 @@ pump_response(struct px_sess *s)
 				evbuffer_add(out, "\r\n", 2);
 			s->bytes_out += n;
 		} else {
-			struct evbuffer_iovec v;
 			const char *why = NULL;
 			size_t dlen;
 			ssize_t n;
 
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			if ((n = move_chunk(&s->resp_ch, in, out, &dlen, &why)) == 0)
 				break;
-			n = px_chunk_step(&s->resp_ch, v.iov_base, v.iov_len, &dlen, &why);
 			if (n < 0) {
 				log_debug("%s: upstream %s: %s", __func__, s->up->key, why);
 				up_fail(s, 502, why);	/* head sent: closes */
 				return;
 			}
-			if (dlen > 0) {
-				evbuffer_drain(in, n - dlen);
-				evbuffer_add_printf(out, "%zx\r\n", dlen);
-				move_bytes(in, out, dlen);
-				evbuffer_add(out, "\r\n", 2);
-				s->bytes_out += dlen;
-			} else {
-				evbuffer_drain(in, n);
-			}
+			s->bytes_out += dlen;
 			if (px_chunk_done(&s->resp_ch)) {
 				evbuffer_add(out, "0\r\n\r\n", 5);
 				resp_finished(s);

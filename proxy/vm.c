@@ -7,6 +7,7 @@
 #include "vm.h"
 #include "conf.h"
 #include "log.h"
+#include "path.h"
 #include "store.h"
 #include "egress.h"
 #include "valid.h"
@@ -50,34 +51,6 @@ px_vm_describe(void)
 	return V.describe;
 }
 
-static int
-find_exe(const char *env, const char *name, const char *const *rel, char *out, size_t len)
-{
-	const char *e = getenv(env);
-	char self[PATH_MAX], *slash;
-	ssize_t n;
-	int i;
-
-	if (e != NULL) {
-		snprintf(out, len, "%s", e);
-		return access(out, X_OK);
-	}
-	snprintf(out, len, "%s/%s", PKGDATADIR, name);
-	if (access(out, X_OK) == 0)
-		return 0;
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
-		return -1;
-	self[n] = '\0';
-	if ((slash = strrchr(self, '/')) != NULL)
-		*slash = '\0';
-	for (i = 0; rel[i] != NULL; i++) {
-		snprintf(out, len, "%s/%s", self, rel[i]);
-		if (access(out, X_OK) == 0)
-			return 0;
-	}
-	snprintf(out, len, "%s/vmm/guest/%s", SRCDIR, name);
-	return access(out, X_OK);
-}
 
 int
 px_vm_wanted(const struct px_config *c, char *why, size_t whylen)
@@ -114,7 +87,8 @@ build_template(const char *dir, char *err, size_t errlen)
 	pid_t pid;
 	int st;
 
-	if (find_exe("BERTH_MKTEMPLATE", "mktemplate", rel_mk, mk, sizeof(mk)) != 0) {
+	if (px_find_exe("BERTH_MKTEMPLATE", "mktemplate", rel_mk,
+	    "vmm/guest/mktemplate", mk, sizeof(mk)) != 0) {
 		snprintf(err, errlen, "cannot find vmm/guest/mktemplate (set BERTH_MKTEMPLATE)");
 		return -1;
 	}
@@ -124,7 +98,8 @@ build_template(const char *dir, char *err, size_t errlen)
 	}
 	if (pid == 0) {
 		if (getenv("BERTH_TESTAPP") == NULL &&
-		    find_exe("BERTH_TESTAPP_", "testapp", rel_app, app, sizeof(app)) == 0)
+		    px_find_exe(NULL, "testapp", rel_app, "vmm/guest/testapp", app,
+		    sizeof(app)) == 0)
 			setenv("BERTH_TESTAPP", app, 1);
 		execl(mk, mk, dir, (char *)NULL);
 		_exit(127);
