@@ -23,3 +23,8 @@ EXTRA_DIST += tests/integ/wake.sh
 # Egress policy end to end with a real microVM (root, qemu TCG; one boot).
 TESTS += tests/integ/egress-vm.sh
 EXTRA_DIST += tests/integ/egress-vm.sh
+
+# Chromium opens the URL of a suspended microVM sandbox (root, qemu, chromium).
+TESTS += tests/integ/browser-wake.sh
+EXTRA_DIST += tests/integ/browser-wake.sh
+CLEANFILES += tests/integ/browser-wake.png
