@@ -28,3 +28,7 @@ EXTRA_DIST += tests/integ/egress-vm.sh
 TESTS += tests/integ/browser-wake.sh
 EXTRA_DIST += tests/integ/browser-wake.sh
 CLEANFILES += tests/integ/browser-wake.png
+
+# kill -9 of berthd with two VMs running: re-adoption (root, qemu; two boots).
+TESTS += tests/integ/vm-restart.sh
+EXTRA_DIST += tests/integ/vm-restart.sh
