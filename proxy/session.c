@@ -1636,7 +1636,6 @@ start_tunnel(struct px_sess *s)
 
 	cl_flush(s);
 	s->state = S_TUNNEL;
-	s->w->stats.requests += 0;
 	tv_ms(&tv, s->w->cfg.t_tunnel);
 	bufferevent_set_timeouts(s->c, &tv, NULL);
 	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
@@ -1807,12 +1806,8 @@ up_read_msg(struct px_sess *s, struct bufferevent *bev)
 			s->close_after = 1;	/* answered before the body ended */
 		s->resp_head_sent = 1;
 		send_resp_head(s);
-		if (s->resp_kind != PX_BODY_CLOSE) {
-			struct timeval tv;
-
-			tv_ms(&tv, s->w->cfg.t_tunnel);
-			bufferevent_set_timeouts(bev, &tv, NULL);
-		} else {
+		{
+			/* the head came in time; a body (SSE) may idle longer */
 			struct timeval tv;
 
 			tv_ms(&tv, s->w->cfg.t_tunnel);
