@@ -50,3 +50,12 @@ EXTRA_DIST += tests/integ/control-restart.sh
 # Manual pages, systemd unit, bash completion.
 dist_man_MANS = doc/berthd.8 doc/netctl.8 doc/berth.conf.5
 EXTRA_DIST += contrib/berthd.service contrib/netctl.bash
+
+# Integration (root): 100 parallel publish/unpublish calls end consistent;
+# an MCP session over stdio publishes a port whose URL answers.
+TESTS += tests/integ/control-api.sh
+EXTRA_DIST += tests/integ/control-api.sh
+# Integration (root, Chromium): a private URL opened with ?berth_token=,
+# the cookie it leaves and the page's WebSocket; the 401 page without it.
+TESTS += tests/integ/browser-private.sh
+EXTRA_DIST += tests/integ/browser-private.sh

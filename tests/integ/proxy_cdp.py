@@ -6,7 +6,15 @@
 # JSON summary and exits 0 only if the text showed.
 #
 #   proxy_cdp.py --url URL --selector '#echo' --expect TEXT \
-#       --screenshot FILE [--timeout 30] [--chromium PATH] -- [CHROMIUM FLAGS]
+#       --screenshot FILE [--timeout 30] [--chromium PATH] \
+#       [--network] [--cookies] -- [CHROMIUM FLAGS]
+#
+# The summary has the page's final location (href), title, readyState and
+# the element's text; --network adds what Chromium saw on the wire:
+# "documents" (each top-level response and redirect: url, status,
+# location) and "websockets" (url, handshake status); --cookies adds the
+# browser's cookies (name, value, domain, path, secure, httpOnly,
+# sameSite, session).
 # SPDX-License-Identifier: GPL-2.0-or-later
 import argparse
 import base64
@@ -81,6 +89,35 @@ class CDP:
             self.proc.wait()
 
 
+def network_summary(events):
+    """Top-level documents (with redirects) and WebSockets from the
+    Network events collected while the page was polled."""
+    docs, socks, ws_url = [], [], {}
+
+    def location(headers):
+        for k, v in (headers or {}).items():
+            if k.lower() == "location":
+                return v
+        return None
+
+    for m in events:
+        meth, p = m.get("method"), m.get("params", {})
+        if meth == "Network.requestWillBeSent" and p.get("redirectResponse"):
+            r = p["redirectResponse"]
+            docs.append({"url": r.get("url"), "status": r.get("status"),
+                         "location": location(r.get("headers"))})
+        elif (meth == "Network.responseReceived"
+              and p.get("type") == "Document"):
+            r = p.get("response", {})
+            docs.append({"url": r.get("url"), "status": r.get("status")})
+        elif meth == "Network.webSocketCreated":
+            ws_url[p.get("requestId")] = p.get("url")
+        elif meth == "Network.webSocketHandshakeResponseReceived":
+            socks.append({"url": ws_url.get(p.get("requestId")),
+                          "status": p.get("response", {}).get("status")})
+    return {"documents": docs, "websockets": socks}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--chromium", default="/usr/bin/chromium")
@@ -90,6 +127,10 @@ def main():
     p.add_argument("--screenshot")
     p.add_argument("--timeout", type=float, default=30)
     p.add_argument("--log", default=os.devnull)
+    p.add_argument("--network", action="store_true",
+                   help="report documents and WebSockets seen")
+    p.add_argument("--cookies", action="store_true",
+                   help="report the browser's cookies")
     p.add_argument("flags", nargs="*")
     a = p.parse_args()
 
@@ -102,6 +143,8 @@ def main():
         sess = cdp.send("Target.attachToTarget",
                         {"targetId": t["targetId"], "flatten": True})["sessionId"]
         cdp.send("Page.enable", session=sess)
+        if a.network:
+            cdp.send("Network.enable", session=sess)
         cdp.send("Emulation.setDeviceMetricsOverride",
                  {"width": 1000, "height": 600, "deviceScaleFactor": 1,
                   "mobile": False}, session=sess)
@@ -111,7 +154,8 @@ def main():
         else:
             expr = ("(function(){var e=document.querySelector(%s);"
                     "return JSON.stringify({text:e?e.textContent:null,"
-                    "title:document.title,ready:document.readyState});})()"
+                    "title:document.title,ready:document.readyState,"
+                    "href:location.href});})()"
                     % json.dumps(a.selector))
             end = time.monotonic() + a.timeout
             while time.monotonic() < end:
@@ -130,6 +174,15 @@ def main():
             with open(a.screenshot, "wb") as f:
                 f.write(base64.b64decode(shot["data"]))
             out["screenshot"] = a.screenshot
+        if a.cookies:
+            c = cdp.send("Storage.getCookies")
+            out["cookies"] = [
+                {k: x.get(k) for k in ("name", "value", "domain", "path",
+                                       "secure", "httpOnly", "sameSite",
+                                       "session")}
+                for x in c.get("cookies", [])]
+        if a.network:
+            out.update(network_summary(cdp.events))
     except Exception as e:  # report, don't trace back: one TAP line
         out["error"] = "%s: %s" % (type(e).__name__, e)
     finally:

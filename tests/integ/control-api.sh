@@ -1,0 +1,233 @@
+#!/bin/sh
+# control-api.sh — the control API under concurrency, and an MCP session.
+#
+# 100 netctl port publish calls on one sandbox at once, then 100 mixed
+# unpublish / re-publish / publish calls at once: every call succeeds, and
+# the end state is consistent — `netctl --json port ls` lists exactly the
+# expected ports, each listed port routes through berthd (the testapp's
+# answers 200, the others reach the sandbox and get 502 "nothing
+# listens"), each unpublished one gets 404 naming the port, and berthd is
+# still healthy.
+#
+# MCP: `netctl mcp` on stdio driven line by line through a FIFO
+# (initialize, notifications/initialized, tools/list, tools/call
+# publish_port); the URL publish_port returns answers 200 through berthd.
+# A second session started with the sandbox's token (over the TLS control
+# listener) publishes on its own sandbox and is refused another's.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+
+CTL_PORT=$(free_port)
+berthd_config "control_listen 127.0.0.1:$CTL_PORT"
+start_berthd
+start_testapp app
+
+# jg JSON EXPR: lib.sh's json_get, with python3 -I (no site packages:
+# three times faster to start on a loaded machine; this test calls it
+# often).
+jg() {
+	printf '%s' "$1" | python3 -I -c 'import json,sys
+j=json.load(sys.stdin)
+v=eval(sys.argv[1])
+print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$2"
+}
+
+SB=cc-1
+BASE=10000	# ports BASE+1 .. BASE+130 take part in the churn
+[ "$TA_PORT" -gt $((BASE + 130)) ] || [ "$TA_PORT" -le "$BASE" ] ||
+	bail "testapp port $TA_PORT collides with the churn range"
+
+out=$(netctl sandbox add "$SB" --address 127.0.0.1) || bail "sandbox add: $out"
+tok=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
+out=$(netctl sandbox add cc-2 --address 127.0.0.1) || bail "sandbox add: $out"
+check "publish the testapp port" publish "$SB" "$TA_PORT"
+
+mkdir -p "$T/rc" "$T/out"
+# op VERB PORT: one netctl call in the background; its exit status goes to
+# $T/rc/VERB.PORT, its output to $T/out/VERB.PORT. wait_ops waits for
+# them (a bare wait would wait for berthd too).
+OPS=""
+op() {
+	( netctl port "$1" "$SB" "$2" >"$T/out/$1.$2" 2>&1
+	  echo $? >"$T/rc/$1.$2" ) &
+	OPS="$OPS $!"
+}
+wait_ops() { wait $OPS; OPS=""; }
+# failed_ops: "VERB.PORT(rc): output" for every call that did not exit 0.
+failed_ops() {
+	for _f in "$T"/rc/*; do
+		[ -e "$_f" ] || continue
+		_r=$(cat "$_f")
+		[ "$_r" = 0 ] || printf '%s(%s): %s\n' "${_f##*/}" "$_r" \
+			"$(head -c 200 "$T/out/${_f##*/}")"
+	done
+}
+seq_ports() { seq $((BASE + $1)) "$2" $((BASE + $3)); }
+
+# ---- phase 1: 100 parallel publishes ----------------------------------------
+t0=$(date +%s)
+for p in $(seq_ports 1 1 100); do op publish "$p"; done
+wait_ops
+is "phase 1: 100 parallel publish calls all exit 0" "$(failed_ops | head -n 5)" ""
+is "phase 1: every call reported" "$(ls "$T/rc" | wc -l)" 100
+bad=""
+for p in $(seq_ports 1 1 100); do
+	grep -q "^https://$p-$SB\.$DOMAIN:$HTTPS_PORT/\$" "$T/out/publish.$p" ||
+		bad="$bad $p"
+done
+is "phase 1: each publish printed its URL" "$bad" ""
+n=$(jg "$(netctl --json port ls "$SB")" 'len(j["ports"])')
+is "phase 1: port ls lists 101 ports" "$n" 101
+
+# ---- phase 2: 100 mixed parallel calls --------------------------------------
+# unpublish the 50 odd ports, re-publish 20 of the even ones (a no-op
+# change) and publish 30 new ones, all at once.
+rm -f "$T"/rc/* "$T"/out/*
+# Interleaved, so the three kinds of call run side by side.
+for i in $(seq 1 50); do
+	op unpublish $((BASE + 2 * i - 1))
+	[ "$i" -le 20 ] && op publish $((BASE + 2 * i))
+	[ "$i" -le 30 ] && op publish $((BASE + 100 + i))
+done
+wait_ops
+is "phase 2: 100 parallel unpublish/publish calls all exit 0" "$(failed_ops | head -n 5)" ""
+is "phase 2: every call reported" "$(ls "$T/rc" | wc -l)" 100
+t1=$(date +%s)
+diag "200 netctl calls in $((t1 - t0)) s"
+
+want=$( { echo "$TA_PORT"; seq_ports 2 2 100; seq_ports 101 1 130; } | sort -n | tr '\n' ' ')
+gone=$(seq_ports 1 2 99 | tr '\n' ' ')
+ls_json=$(netctl --json port ls "$SB") || not_ok "port ls"
+got=$(jg "$ls_json" '" ".join(str(p["port"]) for p in sorted(j["ports"], key=lambda p: p["port"]))')
+is "port ls lists exactly the expected 81 ports" "$got " "$want"
+got_all=$(jg "$(netctl --json port ls)" '" ".join(str(p["port"]) for p in sorted(j["ports"], key=lambda p: p["port"]) if p["sandbox"]=="'"$SB"'")')
+is "port ls without a sandbox agrees" "$got_all " "$want"
+is "each listed port carries its URL" \
+	"$(jg "$ls_json" 'sum(1 for p in j["ports"] if p["url"]=="https://%d-'"$SB.$DOMAIN:$HTTPS_PORT"'/" % p["port"])')" 81
+is "sandbox show agrees" \
+	"$(jg "$(netctl --json sandbox show "$SB")" '" ".join(str(p["port"]) for p in sorted(j["ports"], key=lambda p: p["port"]))') " \
+	"$want"
+
+# Routes reach workers asynchronously: wait (bounded) until every listed
+# port routes and every unpublished one is 404, then assert. A port with
+# no listener takes berthd about a second to give up on (502), so the
+# URLs are fetched in parallel by one curl.
+code_of() { bcurl -o /dev/null -w '%{http_code}' "$(url_for "$1" "$SB")/" 2>/dev/null; }
+# codes PORT...: "PORT CODE" lines
+codes() {
+	: >"$T/curl.cfg"
+	for _p in "$@"; do
+		printf 'url = "%s/"\noutput = "/dev/null"\n' "$(url_for "$_p" "$SB")" >>"$T/curl.cfg"
+	done
+	bcurl -Z --parallel-max 100 -K "$T/curl.cfg" -w '%{url} %{http_code}\n' 2>/dev/null |
+		sed -n 's|^https://\([0-9]*\)-.* \([0-9]*\)$|\1 \2|p'
+}
+misrouted() {
+	codes $want $gone >"$T/codes"
+	awk -v ta="$TA_PORT" -v want="$want" -v gone="$gone" '
+		BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) W[w[i]] = 1
+			n = split(gone, g, " "); for (i = 1; i <= n; i++) G[g[i]] = 1 }
+		{ seen[$1] = 1 }
+		($1 in W) && $1 != ta && ($2 == 404 || $2 == "000") { printf " %s:%s", $1, $2 }
+		($1 in G) && $2 != 404 { printf " %s:%s", $1, $2 }
+		END { for (p in W) if (!(p in seen)) printf " %s:none", p
+			for (p in G) if (!(p in seen)) printf " %s:none", p }' "$T/codes"
+}
+converged() { [ -z "$(misrouted)" ]; }
+wait_for 15 converged
+is "every listed port routes, every unpublished one is 404" "$(misrouted)" ""
+is "the testapp port answers 200" "$(code_of "$TA_PORT")" 200
+body=$(bcurl "$(url_for $((BASE + 2)) "$SB")/")
+like "a listed port without a listener reaches the sandbox (502)" "$body" \
+	"\"status\":502.*nothing listens on port $((BASE + 2))"
+body=$(bcurl "$(url_for $((BASE + 1)) "$SB")/")
+like "an unpublished port: 404 naming the port" "$body" \
+	"\"status\":404.*port $((BASE + 1)) of sandbox $SB is not published"
+body=$(bcurl "$(url_for $((BASE + 99)) "$SB")/")
+like "another unpublished port: 404 naming it" "$body" "port $((BASE + 99)) of sandbox $SB"
+
+check "berthd still running" kill -0 "$BERTHD_PID"
+is "berthd still has its workers" "$(berthd_workers | wc -l)" 1
+is "health: ok" "$(jg "$(netctl --json status)" 'j["status"]')" ok
+# unpublishing what is not published is refused (exit 1), not a crash
+"$NETCTL" -s "$STATE" port unpublish "$SB" $((BASE + 1)) >/dev/null 2>&1
+is "unpublish of an unpublished port: exit 1" $? 1
+
+# ---- MCP over stdio ---------------------------------------------------------
+# a second testapp, for the agent to publish (started first: it must not
+# inherit fd 3, or netctl mcp would never see the end of its input)
+start_testapp app2
+# A real session: netctl mcp reads a FIFO we keep open on fd 3, so each
+# answer is read before the next request is written.
+mkfifo "$T/mcp.in"
+spawn "$T/mcp.err" sh -c 'exec "$0" -s "$1" mcp --sandbox "$2" <"$3" >"$4"' \
+	"$NETCTL" "$STATE" "$SB" "$T/mcp.in" "$T/mcp.out"
+MCP_PID=$SPAWNED
+exec 3>"$T/mcp.in"
+# rpc ID JSON: send one message, print the answer with that id.
+rpc() {
+	printf '%s\n' "$2" >&3
+	wait_log 10 "$T/mcp.out" "^\\{.*\"id\":$1[,}]" "$MCP_PID" || return 1
+	grep -E "^\\{.*\"id\":$1[,}]" "$T/mcp.out" | head -n 1
+}
+ans=$(rpc 1 '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"control-api.sh","version":"1"}}}')
+is "initialize: protocol version" "$(jg "$ans" 'j["result"]["protocolVersion"]' 2>&1)" 2024-11-05
+is "initialize: server offers tools" "$(jg "$ans" '"tools" in j["result"]["capabilities"]' 2>&1)" True
+printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&3
+ans=$(rpc 2 '{"jsonrpc":"2.0","id":2,"method":"tools/list"}')
+tools=$(jg "$ans" '" ".join(sorted(t["name"] for t in j["result"]["tools"]))' 2>&1)
+is "tools/list: the ten tools" "$tools" \
+	"allow_egress deny_egress egress_log get_egress list_ports pause publish_port resume sandbox_status unpublish_port"
+is "tools/list: publish_port requires port" \
+	"$(jg "$ans" '[t["inputSchema"]["required"] for t in j["result"]["tools"] if t["name"]=="publish_port"][0]' 2>&1)" '["port"]'
+is "no answer to the notification" "$(wc -l <"$T/mcp.out")" 2
+
+ans=$(rpc 3 '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"publish_port","arguments":{"port":'"$TA_PORT"'}}}')
+is "tools/call publish_port: not an error" "$(jg "$ans" 'j["result"]["isError"]' 2>&1)" False
+text=$(jg "$ans" 'j["result"]["content"][0]["text"]' 2>&1)
+murl=$(jg "$text" 'j["url"]' 2>&1)
+is "publish_port returns the URL" "$murl" "$(url_for "$TA_PORT" "$SB")/"
+check "the URL is routed" wait_routed "$SB" "$TA_PORT"
+is "the URL publish_port returned answers 200" \
+	"$(bcurl -o /dev/null -w '%{http_code}' "${murl}echo")" 200
+like "...served by the second testapp" "$(cat "$TA_REQLOG")" " GET /echo"
+ans=$(rpc 4 '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_ports","arguments":{}}}')
+like "list_ports includes it" "$(jg "$ans" 'j["result"]["content"][0]["text"]' 2>&1)" \
+	"\"port\": $TA_PORT,"
+ans=$(rpc 5 '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"publish_port","arguments":{"port":0}}}')
+is "publish_port with port 0: a tool error" "$(jg "$ans" 'j["result"]["isError"]' 2>&1)" True
+ans=$(rpc 6 '{"jsonrpc":"2.0","id":6,"method":"nope"}')
+is "unknown method: -32601" "$(jg "$ans" 'j["error"]["code"]' 2>&1)" -32601
+exec 3>&-
+if wait_gone 10 "$MCP_PID"; then
+	wait "$MCP_PID"
+	is "netctl mcp exits 0 at end of input" $? 0
+else
+	not_ok "netctl mcp exits at end of input"
+fi
+is "netctl mcp wrote nothing to stderr" "$(cat "$T/mcp.err")" ""
+
+# ---- MCP acting with the sandbox's token ------------------------------------
+mcp_tok() {
+	printf '%s\n' \
+		'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}' \
+		'{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+		"$1" |
+	"$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" \
+		--token "$tok" mcp --sandbox "$SB" | tail -n 1
+}
+ans=$(mcp_tok '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"publish_port","arguments":{"port":'$((BASE + 201))',"visibility":"private"}}}')
+is "with the sandbox token: publish_port on its sandbox works" \
+	"$(jg "$ans" 'j["result"]["isError"]' 2>&1)" False
+is "...and the port is listed private" \
+	"$(jg "$(netctl --json port ls "$SB")" '[p["visibility"] for p in j["ports"] if p["port"]=='$((BASE + 201))'][0]' 2>&1)" private
+ans=$(mcp_tok '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"publish_port","arguments":{"sandbox":"cc-2","port":'$((BASE + 202))'}}}')
+is "with the sandbox token: publish_port on another sandbox is an error" \
+	"$(jg "$ans" 'j["result"]["isError"]' 2>&1)" True
+like "...saying HTTP 403" "$(jg "$ans" 'j["result"]["content"][0]["text"]' 2>&1)" "HTTP 403"
+is "...and nothing was published there" \
+	"$(jg "$(netctl --json port ls cc-2)" 'len(j["ports"])' 2>&1)" 0
+
+check "berthd still running at the end" kill -0 "$BERTHD_PID"
+done_testing
