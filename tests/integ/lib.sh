@@ -295,7 +295,7 @@ py() { python3 "$PYTOOL" "$@"; }
 
 # json_get JSON EXPR: evaluate a python expression on parsed JSON `j`.
 json_get() {
-	printf '%s' "$1" | python3 -c 'import json,sys
+	printf '%s' "$1" | python3 -I -c 'import json,sys
 j=json.load(sys.stdin)
 v=eval(sys.argv[1])
 print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$2"
