@@ -54,7 +54,16 @@ while True:
     s.sendto(struct.pack(">HHHHHH", struct.unpack(">H", q[:2])[0], 0x8580 | rcode, 1,
         1 if a else 0, 0, 0) + q[12:o + 5] + body, peer)
 PY
-ip netns exec "$NS" python3 "$T/dns.py" >"$T/dns.out" 2>&1 &
+if command -v dnsmasq >/dev/null 2>&1; then
+	# a real DNS server as the authority for the test's names
+	ip netns exec "$NS" dnsmasq --keep-in-foreground --no-resolv --no-hosts \
+		--bind-interfaces --listen-address=203.0.113.53 --pid-file="$T/dnsmasq.pid" \
+		--address=/allowed.test/203.0.113.10 --address=/denied.test/203.0.113.10 \
+		--address=/wild.test/203.0.113.10 --log-facility=- >"$T/dns.out" 2>&1 &
+	wait_for 10 grep -q 'started' "$T/dns.out" && echo ready >>"$T/dns.out"
+else
+	ip netns exec "$NS" python3 "$T/dns.py" >"$T/dns.out" 2>&1 &
+fi
 ip netns exec "$NS" python3 -m http.server 80 --bind 203.0.113.10 >/dev/null 2>&1 &
 ip netns exec "$NS" python3 -m http.server 8080 --bind 203.0.113.10 >/dev/null 2>&1 &
 wait_for 10 grep -q ready "$T/dns.out" || bail "upstream DNS did not start"
@@ -87,6 +96,11 @@ check "egress allow allowed.test" netctl egress allow eg allowed.test
 out=$(probe "resolve?name=allowed.test")
 like "an allowed name resolves" "$out" '"addrs":\["203\.0\.113\.10"\]'
 is "... and its address is open now" "$(result "connect?ip=203.0.113.10&port=80")" connected
+out=$(probe "resolve?name=www.allowed.test")
+is "a name below an allowed name is not allowed by it (NXDOMAIN)" "$(json_get "$out" 'j.get("rcode")')" 3
+check "egress allow *.wild.test" netctl egress allow eg '*.wild.test'
+like "a wildcard allows one label down" "$(probe "resolve?name=a.wild.test")" '"addrs":\["203\.0\.113\.10"\]'
+is "... not two" "$(probe "resolve?name=a.b.wild.test" | json_get "$(cat)" 'j.get("rcode")')" 3
 elems=$(nft list table inet berth 2>/dev/null | grep -c '10\.215\.0\.2 \. 203\.0\.113\.10')
 check "the learned address is an element of the allow set, with a timeout" [ "$elems" -ge 1 ]
 
@@ -104,6 +118,23 @@ r=$(result "connect?ip=169.254.169.254&port=80&ms=2000")
 check "open: the metadata address is still refused ($r)" [ "$r" = refused ] || [ "$r" = unreachable ]
 check "egress mode closed" netctl egress mode eg closed
 is "closed: nothing" "$(result "connect?ip=203.0.113.10&port=80")" refused
+
+# ---- kill -9 of berthd: still enforced; a restart reconciles the table ----
+check "egress mode allowlist" netctl egress mode eg allowlist
+GU="http://10.215.0.2:8080"	# the guest's test app, straight over the tap
+gresult() { curl -sS --max-time 10 "$GU/$1" | json_get "$(cat)" 'j["result"]'; }
+is "before: port 80 is not on the list" "$(gresult "connect?ip=203.0.113.10&port=80")" refused
+kids=$(for p in $(berthd_workers); do [ "$(cat /proc/$p/comm 2>/dev/null)" = berthd ] && echo $p; done)
+kill -KILL "$BERTHD_PID" $kids
+wait_gone 10 "$BERTHD_PID" || bail "berthd survived kill -9"
+is "berthd down: egress still enforced" "$(gresult "connect?ip=203.0.113.10&port=80")" refused
+is "berthd down: allowed traffic still flows" "$(gresult "connect?ip=203.0.113.10&port=8080")" connected
+nft add element inet berth allow_ip '{ 10.215.0.2 . 203.0.113.10 . tcp . 80 }'
+is "an element added by hand opens port 80" "$(gresult "connect?ip=203.0.113.10&port=80")" connected
+start_berthd
+wait_routed eg 8080
+is "after the restart the hand-made element is gone" "$(result "connect?ip=203.0.113.10&port=80")" refused
+is "... and the sandbox's own rules are back" "$(result "connect?ip=203.0.113.10&port=8080")" connected
 
 # ---- delete leaves nothing of it ----
 check "sandbox rm" netctl sandbox rm eg
