@@ -68,12 +68,15 @@ ip netns exec "$NS" python3 -m http.server 80 --bind 203.0.113.10 >/dev/null 2>&
 ip netns exec "$NS" python3 -m http.server 8080 --bind 203.0.113.10 >/dev/null 2>&1 &
 wait_for 10 grep -q ready "$T/dns.out" || bail "upstream DNS did not start"
 
+CTL_PORT=$(free_port)
 VMM=on berthd_config "egress on" "tap_prefix beg" "vm_pool 10.215.0.0/24" \
+	"control_listen 127.0.0.1:$CTL_PORT" \
 	"dns_upstream 203.0.113.53" "idle_pause never" "idle_suspend never"
 start_berthd
 wait_log 60 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" || bail "egress did not start"
 
 out=$(netctl sandbox create eg) || bail "sandbox create: $out"
+TOK=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
 netctl port publish eg 8080 >/dev/null || bail "publish"
 U="https://8080-eg.$DOMAIN:$HTTPS_PORT"
 wait_routed eg 8080
@@ -135,6 +138,20 @@ start_berthd
 wait_routed eg 8080
 is "after the restart the hand-made element is gone" "$(result "connect?ip=203.0.113.10&port=80")" refused
 is "... and the sandbox's own rules are back" "$(result "connect?ip=203.0.113.10&port=8080")" connected
+
+# ---- ops' global policy: its deny beats the agent's allow; agents cannot widen it ----
+check "policy set --deny 203.0.113.10/32" netctl policy set --deny 203.0.113.10/32
+is "ops' deny beats the agent's allow" "$(result "connect?ip=203.0.113.10&port=8080")" refused
+like "... and the denial log names it" "$(netctl --json egress log eg)" 'always-deny'
+agent() { "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$TOK" "$@"; }
+agent egress allow eg 203.0.113.10:80/tcp >/dev/null 2>&1
+is "the sandbox's token cannot allow what the policy denies (403: exit 4)" "$?" 4
+agent egress mode eg open >/dev/null 2>&1
+is "... and can still use its own rules (mode open: exit 0)" "$?" 0
+curl -sS --unix-socket "$STATE/control.sock" -X PUT -H 'Content-Type: application/json' \
+	-d '{"deny":[]}' http://berth/v1/policy >/dev/null
+ok_again() { [ "$(result "connect?ip=203.0.113.10&port=8080")" = connected ]; }
+check "policy deny lifted: reachable again" wait_for 10 ok_again
 
 # ---- delete leaves nothing of it ----
 check "sandbox rm" netctl sandbox rm eg
