@@ -14,3 +14,17 @@ EXTRA_DIST += tests/bench/wake
 bench-wake: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/wake $(BENCH_ARGS)
+
+# `make bench-nft`: berth's egress table (libnetctl) beside an
+# iptables-style nft layout (one chain per sandbox) at 10, 1000 and 10000
+# sandboxes: update latency and iperf3 throughput of one guest path. Needs
+# root, ip netns, nft, iperf3; not part of `make check`.
+noinst_PROGRAMS += tests/bench/nc_bench
+tests_bench_nc_bench_SOURCES = tests/bench/nc_bench.c
+tests_bench_nc_bench_CFLAGS = $(AM_CFLAGS) $(LIBMNL_CFLAGS) $(LIBNFTNL_CFLAGS)
+tests_bench_nc_bench_LDADD = netctl/libnetctl.a $(LIBNFTNL_LIBS) $(LIBMNL_LIBS)
+EXTRA_DIST += tests/bench/nft
+.PHONY: bench-nft
+bench-nft: all tests/bench/nc_bench$(EXEEXT) tests/integ/nc_drive$(EXEEXT)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/nft $(BENCH_ARGS)
