@@ -422,20 +422,30 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 	return rc;
 }
 
+/* DELETE of target; on success prints done (a line) unless --json. */
+static int
+delete_one(struct opts *o, const char *target, const char *done)
+{
+	json_t *doc;
+	int rc;
+
+	rc = call(o, "DELETE", target, NULL, &doc);
+	if (rc == EXIT_OK && !o->json)
+		puts(done);
+	json_decref(doc);
+	return rc;
+}
+
 static int
 c_sandbox_rm(const struct cmd *c, struct opts *o, char **a, int n)
 {
-	char target[128];
-	json_t *doc;
-	int rc;
+	char target[128], done[128];
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s", a[0]);
-	if ((rc = call(o, "DELETE", target, NULL, &doc)) == EXIT_OK && !o->json)
-		printf("sandbox %s removed\n", a[0]);
-	json_decref(doc);
-	return rc;
+	snprintf(done, sizeof(done), "sandbox %s removed", a[0]);
+	return delete_one(o, target, done);
 }
 
 static int
@@ -821,19 +831,14 @@ c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 static int
 c_egress_reset(const struct cmd *c, struct opts *o, char **a, int n)
 {
-	char target[128];
-	json_t *doc;
-	int rc;
+	char target[128], done[128];
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
-	rc = call(o, "DELETE", target, NULL, &doc);
-	if (rc == EXIT_OK && !o->json)
-		printf("egress of %s reset to the global policy's default\n",
-		    a[0]);
-	json_decref(doc);
-	return rc;
+	snprintf(done, sizeof(done), "egress of %s reset to the global policy's "
+	    "default", a[0]);
+	return delete_one(o, target, done);
 }
 
 static int
@@ -1059,18 +1064,13 @@ c_token_rotate(const struct cmd *c, struct opts *o, char **a, int n)
 static int
 c_token_revoke(const struct cmd *c, struct opts *o, char **a, int n)
 {
-	char target[128];
-	json_t *doc;
-	int rc;
+	char target[128], done[128];
 
 	if (check_token_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/tokens/%s", a[0]);
-	rc = call(o, "DELETE", target, NULL, &doc);
-	if (rc == EXIT_OK && !o->json)
-		printf("token %s revoked\n", a[0]);
-	json_decref(doc);
-	return rc;
+	snprintf(done, sizeof(done), "token %s revoked", a[0]);
+	return delete_one(o, target, done);
 }
 
 static int
