@@ -71,8 +71,14 @@ main(void)
 	is_int(px_route_token(r, "sb-1", "secret-b", 8), PX_TOKEN_UNKNOWN, "unknown token");
 	is_int(px_route_token(r, "sb-1", "", 0), PX_TOKEN_UNKNOWN, "empty token");
 	is_int(px_route_token(r, "a", "secret-a", 8), PX_TOKEN_OTHER, "sb-1's token on sandbox a");
-	ok(px_routes_from_json("{\"domain\":\"d\",\"sandboxes\":[{\"id\":\"-x\",\"address\":\"1.1.1.1\"}]}",
-	    70, err, sizeof(err)) == NULL, "bad sandbox id rejected: %s", err);
+	{
+		static const char bad[] = "{\"domain\":\"d\",\"sandboxes\":"
+		    "[{\"id\":\"-x\",\"address\":\"1.1.1.1\",\"ports\":[]}]}";
+
+		ok(px_routes_from_json(bad, sizeof(bad) - 1, err, sizeof(err)) == NULL &&
+		    strstr(err, "bad sandbox entry") != NULL,
+		    "bad sandbox id rejected: %s", err);
+	}
 	ok(px_routes_from_json("nope", 4, err, sizeof(err)) == NULL, "bad JSON rejected");
 	px_routes_unref(r);
 	return done_testing();
