@@ -743,8 +743,10 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	}
 	if (st == VMM_RUNNING && sb->state != VMM_RUNNING)
 		sb->last_activity_ms = vmm_now_ms();	/* a wake is activity */
+	/* a retried restore that fails again leaves the snapshot the latest */
 	sb->restore_failed = !ok && st == VMM_FAILED && op == VMM_OP_RESUME &&
-	    sb->op_from == VMM_SUSPENDED;
+	    (sb->op_from == VMM_SUSPENDED ||
+	    (sb->op_from == VMM_FAILED && sb->restore_failed));
 	set_state(sb, st);
 	meta_write(sb);
 	emit(sb, op, ok, why, dur, sb->cause);

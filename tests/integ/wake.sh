@@ -98,7 +98,7 @@ if [ -n "$snap" ]; then
 	is "corrupt snapshot: the sandbox is failed" "$(state)" failed
 	cp "$T/snap.good" "$snap"
 	fixed() { [ "$(bcurl -o /dev/null -w '%{http_code}' "$U/healthz")" = 200 ]; }
-	check "repaired: served again (after the back-off)" wait_for 30 fixed
+	check "repaired: served again (after the back-off)" wait_for 60 fixed
 	is "repaired: running" "$(state)" running
 else
 	not_ok "snapshot file under $STATE/vms/wk/snap"
