@@ -59,3 +59,4 @@ EXTRA_DIST += tests/integ/control-api.sh
 # the cookie it leaves and the page's WebSocket; the 401 page without it.
 TESTS += tests/integ/browser-private.sh
 EXTRA_DIST += tests/integ/browser-private.sh
+CLEANFILES += tests/integ/browser-private.png tests/integ/browser-private-401.png
