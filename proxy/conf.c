@@ -32,6 +32,7 @@ px_config_defaults(struct px_config *c)
 	c->t_wake_backoff = 5000;
 	c->max_parked = 1000;
 	c->nflog_group = 5;
+	c->vm_standby = 8;
 	c->max_conns = 10000;
 	c->max_conns_sandbox = 1000;
 }
@@ -363,6 +364,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (*end != '\0' || n < 64 || n > 65536)
 				ERR("vm_memory: expected MiB between 64 and 65536, got '%s'", argv[1]);
 			c->vm_memory = (unsigned)n;
+		} else if (strcmp(argv[0], "vm_standby") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || end == argv[1] || n < 0 || n > 4096)
+				ERR("vm_standby: expected a count between 0 and 4096, got '%s'", argv[1]);
+			c->vm_standby = (unsigned)n;
 		} else if (strcmp(argv[0], "idle_pause") == 0 ||
 		    strcmp(argv[0], "idle_suspend") == 0) {
 			uint64_t *slot = argv[0][5] == 'p' ? &c->idle_pause : &c->idle_suspend;

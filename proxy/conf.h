@@ -60,6 +60,8 @@ struct px_config {
 	int		 ndns;
 	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
 	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
+	unsigned	 vm_standby;		/* standby VMMs for suspended
+						 * sandboxes; 0: none */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
 };
 

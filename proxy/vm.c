@@ -221,6 +221,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.accel = c->accel == PX_ACCEL_TCG ? VMM_ACCEL_TCG :
 	    c->accel == PX_ACCEL_KVM ? VMM_ACCEL_KVM : VMM_ACCEL_AUTO;
 	vc.mem_mib = c->vm_memory;
+	vc.standby_max = c->vm_standby;
 	vc.tap_prefix = c->tap_prefix;
 	if (c->vm_pool[0] != '\0') {
 		char net[20], *slash;

@@ -46,8 +46,14 @@ struct vmm_backend {
 	int (*adopt)(struct vmm_sandbox *sb, pid_t pid, char *err,
 	    size_t errlen);
 	/* drop every resource of this sandbox in the backend without
-	 * touching the VMM process (synchronous; no done()) */
+	 * touching the VMM process (synchronous; no done()); a standby
+	 * VMM process is ended */
 	void (*release)(struct vmm_sandbox *sb);
+	/* optional: the sandbox was just suspended: start a VMM process
+	 * that waits for its snapshot (no guest runs, no done()), so that
+	 * the next boot(restore) skips the VMM's start-up. A later
+	 * stop/kill/release ends it. Failure only means a slower restore. */
+	int (*standby)(struct vmm_sandbox *sb, char *err, size_t errlen);
 };
 
 extern const struct vmm_backend vmm_backend_qemu;
@@ -76,6 +82,8 @@ struct vmm_sandbox {
 	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms; /* 0: dflt */
 	uint64_t created_ms, created_mono_ms, last_activity_ms;
 	pid_t pid;			/* VMM process, 0 if none */
+	pid_t standby_pid;		/* suspended: a VMM waiting for the
+					 * restore (backend's standby()), 0 */
 	void *user;
 
 	/* the operation in flight */

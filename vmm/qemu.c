@@ -9,6 +9,14 @@
  * restore is a new qemu with the same command line plus -incoming defer
  * (QEMU 7.2 has no file: migration URI; exec:cat does the same job).
  *
+ * Standby: that new qemu's start-up (exec, TCG and device set-up, QMP)
+ * is most of a restore's time, and none of it depends on the snapshot.
+ * So when the manager asks, a suspended sandbox gets its restore qemu
+ * started right away, waiting in -incoming defer with the migration
+ * capabilities set; it maps the RAM file but touches none of it, so it
+ * costs only its own memory. A restore then just promotes it and sends
+ * migrate-incoming. If it dies meanwhile, the restore starts one anew.
+ *
  * Each operation is a small state machine advanced by QMP replies, the
  * console poller, the child-exit watcher and timers; whichever comes
  * first decides, and qm_done() makes sure only one answer goes back.
@@ -21,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -69,6 +78,12 @@ struct qm {
 	int was_running;	/* suspend: running before (cont on failure) */
 	char kill_why[VMM_ERRLEN];	/* why we killed it, for the report */
 	char qmp_path[PATH_MAX];
+
+	/* the standby qemu (sb->standby_pid) while the sandbox sleeps */
+	struct vmm_child *sb_watch;
+	struct vmm_qmp *sb_qmp;
+	struct event *sb_connect_ev;
+	int sb_ready;		/* QMP up and capabilities set */
 };
 
 static struct qm *
@@ -79,6 +94,13 @@ QM(struct vmm_sandbox *sb)
 
 static void qm_connect_try(evutil_socket_t fd, short what, void *arg);
 static void qm_kill_now(struct qm *q, const char *why);
+static int qm_spawn(struct qm *q, int restore, int standby, char *err,
+    size_t errlen);
+static void qm_promote(struct qm *q);
+static json_t *qm_caps(void);
+static void qm_standby_end(struct qm *q);
+static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
+    void *arg);
 
 static void
 qm_timer(struct qm *q, struct event *ev, unsigned ms)
@@ -146,7 +168,25 @@ qm_exited(pid_t pid, int status, void *arg)
 	struct vmm_sandbox *sb = q->sb;
 	char st[128], tail[300], why[VMM_ERRLEN], logp[PATH_MAX];
 
-	(void)pid;
+	if (pid == sb->standby_pid && pid != sb->pid) {
+		/* The standby died (or was ended): the sandbox is still
+		 * suspended; a restore waiting for it starts its own. */
+		q->sb_watch = NULL;	/* freed by the watcher */
+		sb->standby_pid = 0;
+		vmm_qmp_free(q->sb_qmp);
+		q->sb_qmp = NULL;
+		q->sb_ready = 0;
+		event_del(q->sb_connect_ev);
+		(void)unlink(q->qmp_path);
+		if (q->op == QM_RESTORE && q->step == 10) {
+			if (qm_spawn(q, 1, 0, why, sizeof(why)) < 0) {
+				qm_done(q, 0, VMM_SUSPENDED, why);
+				return;
+			}
+			q->step = 0;
+		}
+		return;
+	}
 	q->watch = NULL;
 	sb->pid = 0;
 	vmm_qmp_free(q->qmp);
@@ -228,7 +268,14 @@ qm_qmp_ready(struct vmm_qmp *c, void *arg)
 {
 	struct qm *q = arg;
 
-	(void)c;
+	if (c == q->sb_qmp) {
+		char err[VMM_ERRLEN];
+
+		if (vmm_qmp_command(c, "migrate-set-capabilities", qm_caps(),
+		    qm_sb_reply, q, err, sizeof(err)) < 0)
+			qm_standby_end(q);
+		return;
+	}
 	if (q->op == QM_BOOT || q->op == QM_RESTORE || q->op == QM_ADOPT)
 		qm_step(q, NULL, NULL);
 }
@@ -252,8 +299,15 @@ qm_qmp_close(struct vmm_qmp *c, const char *reason, void *arg)
 {
 	struct qm *q = arg;
 
-	(void)c;
 	(void)reason;
+	if (c == q->sb_qmp) {
+		/* a standby we cannot talk to is no use */
+		vmm_qmp_free(q->sb_qmp);
+		q->sb_qmp = NULL;
+		q->sb_ready = 0;
+		qm_standby_end(q);
+		return;
+	}
 	vmm_qmp_free(q->qmp);
 	q->qmp = NULL;
 	if (q->expect_exit || q->sb->pid == 0)
@@ -284,6 +338,77 @@ qm_connect_try(evutil_socket_t fd0, short what, void *arg)
 		qm_kill_now(q, "QMP: out of memory");
 }
 
+/* The same for the standby, which has no operation to fail. */
+static void
+qm_sb_connect_try(evutil_socket_t fd0, short what, void *arg)
+{
+	struct qm *q = arg;
+	struct vmm_qmp_cbs cbs = { qm_qmp_ready, qm_qmp_event, qm_qmp_close, q };
+	char err[VMM_ERRLEN];
+	int fd;
+
+	(void)fd0;
+	(void)what;
+	if (q->sb->standby_pid <= 0)
+		return;
+	fd = vmm_qmp_connect_unix(q->qmp_path, err, sizeof(err));
+	if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN) {
+		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
+		return;
+	}
+	if (fd < 0 || (q->sb_qmp = vmm_qmp_new(q->sb->m->base, fd,
+	    &cbs)) == NULL)
+		qm_standby_end(q);
+}
+
+static void
+qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
+{
+	struct qm *q = arg;
+
+	(void)c;
+	(void)error;
+	if (ret == NULL) {
+		qm_standby_end(q);
+		return;
+	}
+	q->sb_ready = 1;
+	if (q->op == QM_RESTORE && q->step == 10)
+		qm_promote(q);
+}
+
+/* Ask the standby to go; its exit handler clears it (and starts a
+ * restore's own qemu if one was waiting for it). */
+static void
+qm_standby_end(struct qm *q)
+{
+	if (q->sb->standby_pid > 0)
+		kill(q->sb->standby_pid, SIGKILL);
+}
+
+/* End the standby now and reap it: stop, kill and release need the disk
+ * and the socket path free when they return. */
+static void
+qm_standby_reap(struct qm *q)
+{
+	struct vmm_sandbox *sb = q->sb;
+	pid_t pid = sb->standby_pid;
+
+	if (pid <= 0)
+		return;
+	vmm_child_unwatch(q->sb_watch);
+	q->sb_watch = NULL;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	sb->standby_pid = 0;
+	vmm_qmp_free(q->sb_qmp);
+	q->sb_qmp = NULL;
+	q->sb_ready = 0;
+	event_del(q->sb_connect_ev);
+	(void)unlink(q->qmp_path);
+}
+
 /* The operation cannot go on and the VMM's state is unknown: end it.
  * The exit handler then finishes the operation (or reports the death)
  * with this reason rather than "killed by signal 9". */
@@ -299,6 +424,7 @@ qm_kill_now(struct qm *q, const char *why)
 		kill(sb->pid, SIGKILL);
 		return;
 	}
+	qm_standby_end(q);
 	qm_done(q, 0, VMM_FAILED, why);
 }
 
@@ -452,8 +578,10 @@ toolong:
 #undef ARG
 }
 
+/* Start qemu: a fresh boot, a restore, or a restore's standby (which
+ * is kept apart from sb->pid until a restore promotes it). */
 static int
-qm_spawn(struct qm *q, int restore, char *err, size_t errlen)
+qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 {
 	struct vmm_sandbox *sb = q->sb;
 	char *argv[64], store[8192], logp[PATH_MAX], snap[PATH_MAX];
@@ -461,8 +589,9 @@ qm_spawn(struct qm *q, int restore, char *err, size_t errlen)
 	pid_t pid;
 	int rc;
 
-	if (sb->pid > 0) {
-		snprintf(err, errlen, "qemu (pid %d) still running", (int)sb->pid);
+	if (sb->pid > 0 || (standby && sb->standby_pid > 0)) {
+		snprintf(err, errlen, "qemu (pid %d) still running",
+		    (int)(sb->pid > 0 ? sb->pid : sb->standby_pid));
 		return -EBUSY;
 	}
 	if ((rc = vmm_path(sb, "snap", snap, sizeof(snap))) < 0 ||
@@ -502,6 +631,20 @@ qm_spawn(struct qm *q, int restore, char *err, size_t errlen)
 	if ((pid = vmm_spawn(argv, logp, sb->m->cfg.vmm_uid, sb->m->cfg.vmm_gid,
 	    err, errlen)) < 0)
 		return -EIO;
+	if (standby) {
+		q->sb_watch = vmm_child_watch(sb->m->base, pid, qm_exited, q,
+		    err, errlen);
+		if (q->sb_watch == NULL) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			return -EIO;
+		}
+		sb->standby_pid = pid;
+		q->sb_ready = 0;
+		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
+		return 0;
+	}
 	sb->pid = pid;
 	q->watch = vmm_child_watch(sb->m->base, pid, qm_exited, q, err, errlen);
 	if (q->watch == NULL) {
@@ -520,7 +663,18 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 	struct qm *q = QM(sb);
 	int rc;
 
-	if ((rc = qm_spawn(q, restore, err, errlen)) < 0)
+	if (restore && sb->standby_pid > 0) {
+		/* Its qemu is up (or coming up): promote it when ready. */
+		q->op = QM_RESTORE;
+		q->step = 10;
+		qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
+		if (q->sb_ready)
+			qm_promote(q);
+		return 0;
+	}
+	if (!restore)
+		qm_standby_reap(q);	/* a fresh boot wants the disk */
+	if ((rc = qm_spawn(q, restore, 0, err, errlen)) < 0)
 		return rc;
 	q->op = restore ? QM_RESTORE : QM_BOOT;
 	q->step = 0;
@@ -594,6 +748,7 @@ qm_stop(struct vmm_sandbox *sb, char *err, size_t errlen)
 	q->op = QM_STOP;
 	q->step = 0;
 	q->exit_state = VMM_STOPPED;
+	qm_standby_reap(q);
 	if (sb->pid == 0) {
 		qm_unlink(sb, "mem");
 		qm_unlink(sb, "snap/state");
@@ -624,6 +779,7 @@ qm_kill(struct vmm_sandbox *sb, char *err, size_t errlen)
 	q->op = QM_KILL;
 	q->step = 0;
 	q->exit_state = VMM_STOPPED;
+	qm_standby_reap(q);
 	if (sb->pid == 0) {
 		q->op = QM_IDLE;
 		vmm_backend_done_later(sb, 1, VMM_STOPPED, "");
@@ -733,6 +889,38 @@ qm_suspend_fail(struct qm *q, const char *why)
 	qm_done(q, 0, VMM_PAUSED, why);
 }
 
+/* Restore: feed the snapshot to a qemu waiting in -incoming defer. */
+static void
+qm_incoming(struct qm *q)
+{
+	char snap[PATH_MAX], uri[PATH_MAX + 64];
+
+	q->step = 2;
+	(void)vmm_path(q->sb, "snap/state", snap, sizeof(snap));
+	snprintf(uri, sizeof(uri), "exec:cat '%s'", snap);
+	(void)qm_cmd(q, "migrate-incoming", json_pack("{s:s}", "uri", uri));
+}
+
+/* The standby becomes the sandbox's qemu and the restore goes on from
+ * its capabilities step. */
+static void
+qm_promote(struct qm *q)
+{
+	struct vmm_sandbox *sb = q->sb;
+
+	sb->pid = sb->standby_pid;
+	sb->standby_pid = 0;
+	q->watch = q->sb_watch;
+	q->sb_watch = NULL;
+	q->qmp = q->sb_qmp;
+	q->sb_qmp = NULL;
+	q->sb_ready = 0;
+	q->expect_exit = 0;
+	q->kill_why[0] = '\0';
+	event_del(q->sb_connect_ev);
+	qm_incoming(q);
+}
+
 static void
 qm_step(struct qm *q, json_t *ret, const char *error)
 {
@@ -776,11 +964,7 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 		case 1:
 			if (ret == NULL)
 				goto restore_fail;
-			q->step = 2;
-			(void)vmm_path(sb, "snap/state", why, sizeof(why));
-			snprintf(uri, sizeof(uri), "exec:cat '%s'", why);
-			(void)qm_cmd(q, "migrate-incoming",
-			    json_pack("{s:s}", "uri", uri));
+			qm_incoming(q);
 			return;
 		case 2:
 			if (ret == NULL)
@@ -988,8 +1172,11 @@ qm_get(struct vmm_sandbox *sb)
 	q->poll_ev = evtimer_new(base, qm_poll_fire, q);
 	q->deadline_ev = evtimer_new(base, qm_deadline, q);
 	q->lost_ev = evtimer_new(base, qmp_lost, q);
+	q->sb_connect_ev = evtimer_new(base, qm_sb_connect_try, q);
 	if (q->connect_ev == NULL || q->poll_ev == NULL ||
-	    q->deadline_ev == NULL || q->lost_ev == NULL) {
+	    q->deadline_ev == NULL || q->lost_ev == NULL ||
+	    q->sb_connect_ev == NULL) {
+		if (q->sb_connect_ev) event_free(q->sb_connect_ev);
 		if (q->connect_ev) event_free(q->connect_ev);
 		if (q->poll_ev) event_free(q->poll_ev);
 		if (q->deadline_ev) event_free(q->deadline_ev);
@@ -1009,6 +1196,8 @@ qm_release(struct vmm_sandbox *sb)
 
 	if (q == NULL)
 		return;
+	qm_standby_reap(q);
+	event_free(q->sb_connect_ev);
 	vmm_child_unwatch(q->watch);
 	vmm_qmp_free(q->qmp);
 	event_free(q->connect_ev);
@@ -1069,6 +1258,22 @@ qe_adopt(struct vmm_sandbox *sb, pid_t pid, char *err, size_t errlen)
 	QM_ENTRY(qm_adopt, pid, err, errlen);
 }
 
+static int
+qm_standby(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	if (sb->state != VMM_SUSPENDED || sb->pid > 0) {
+		snprintf(err, errlen, "sandbox %s is not suspended", sb->id);
+		return -EINVAL;
+	}
+	return qm_spawn(QM(sb), 1, 1, err, errlen);
+}
+
+static int
+qe_standby(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	QM_ENTRY(qm_standby, err, errlen);
+}
+
 const struct vmm_backend vmm_backend_qemu = {
 	.name = "qemu",
 	.init = qm_init,
@@ -1080,4 +1285,5 @@ const struct vmm_backend vmm_backend_qemu = {
 	.kill = qe_kill,
 	.adopt = qe_adopt,
 	.release = qm_release,
+	.standby = qe_standby,
 };

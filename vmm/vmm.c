@@ -251,11 +251,13 @@ meta_write(struct vmm_sandbox *sb)
 	if ((f = fopen(tmp, "we")) == NULL)
 		return;
 	inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));
-	fprintf(f, "id=%s\nstate=%s\npid=%d\ntap=%s\nguest_ip=%s\n"
+	fprintf(f, "id=%s\nstate=%s\npid=%d\nstandby_pid=%d\ntap=%s\n"
+	    "guest_ip=%s\n"
 	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
 	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
 	    "ready_line=%s\nreason=%s\n",
-	    sb->id, vmm_state_name(sb->state), (int)sb->pid, sb->tap, ip,
+	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
+	    (int)sb->standby_pid, sb->tap, ip,
 	    sb->mem_mib, sb->vcpus, sb->disk_mib,
 	    (unsigned long long)sb->created_ms, sb->tpl.name,
 	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
@@ -718,6 +720,29 @@ run_waiters(struct vmm_sandbox *sb, struct vmm_waiter *w, enum vmm_op op,
 
 static void sb_destroy(struct vmm_sandbox *sb);
 
+/* A suspended sandbox gets a standby VMM when the backend has them and
+ * the manager's budget allows: the next wake skips the VMM's start-up.
+ * Failing here only means that wake is slower, so nothing is reported. */
+static void
+standby_start(struct vmm_sandbox *sb)
+{
+	struct vmm *m = sb->m;
+	struct vmm_sandbox *o;
+	char err[VMM_ERRLEN];
+	unsigned n = 0;
+
+	if (m->be->standby == NULL || m->cfg.standby_max == 0 ||
+	    sb->state != VMM_SUSPENDED || sb->standby_pid > 0 ||
+	    sb->pid > 0 || sb->deleting)
+		return;
+	for (o = m->list; o != NULL; o = o->next)
+		if (o->standby_pid > 0)
+			n++;
+	if (n >= m->cfg.standby_max)
+		return;
+	(void)m->be->standby(sb, err, sizeof(err));
+}
+
 /* The single end of every operation. */
 static void
 op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
@@ -748,6 +773,7 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	    (sb->op_from == VMM_SUSPENDED ||
 	    (sb->op_from == VMM_FAILED && sb->restore_failed));
 	set_state(sb, st);
+	standby_start(sb);
 	meta_write(sb);
 	emit(sb, op, ok, why, dur, sb->cause);
 	idle_arm(sb);
@@ -1252,7 +1278,7 @@ struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN];
-	int pid;
+	int pid, standby_pid;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
 };
@@ -1286,6 +1312,8 @@ meta_read(const char *path, struct meta *mt)
 #undef S
 		if (strcmp(line, "pid") == 0)
 			mt->pid = atoi(v);
+		else if (strcmp(line, "standby_pid") == 0)
+			mt->standby_pid = atoi(v);
 		else if (strcmp(line, "mem_mib") == 0)
 			mt->mem = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(line, "vcpus") == 0)
@@ -1322,6 +1350,38 @@ pid_is_ours(pid_t pid, const char *dir)
 			buf[i] = ' ';
 	buf[n] = '\0';
 	return strstr(buf, dir) != NULL;
+}
+
+/* End a process that is not our child (left by a previous manager) and
+ * wait a little for it to be gone, so what it held is free again. */
+static void
+reap_orphan(pid_t pid)
+{
+	int i;
+
+	if (kill(pid, SIGKILL) < 0)
+		return;
+	for (i = 0; i < 200 && kill(pid, 0) == 0; i++) {
+		char path[64], buf[256];
+		ssize_t n;
+		int fd;
+
+		/* a zombie (its parent has not reaped it) holds nothing */
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			char *p;
+
+			buf[n] = '\0';
+			if ((p = strrchr(buf, ')')) != NULL && p[1] == ' ' &&
+			    p[2] == 'Z')
+				return;
+		}
+		usleep(5000);
+	}
 }
 
 static int
@@ -1385,6 +1445,10 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 			op_finish(sb, 0, VMM_FAILED, err);
 		return 0;
 	}
+	/* A standby VMM left by the previous manager holds the disk and
+	 * the control socket path: it goes, a new one is started below. */
+	if (pid_is_ours(mt.standby_pid, sb->dir))
+		reap_orphan(mt.standby_pid);
 	if (strcmp(mt.state, "suspended") == 0 && access(snap, R_OK) == 0)
 		sb->state = VMM_SUSPENDED;
 	else if (strcmp(mt.state, "stopped") == 0)
@@ -1396,6 +1460,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 			    "gone while the manager was down (was %s)", mt.pid,
 			    mt.state);
 	}
+	standby_start(sb);
 	meta_write(sb);
 	emit(sb, VMM_OP_ADOPT, sb->state != VMM_FAILED, sb->reason, 0,
 	    "restart");

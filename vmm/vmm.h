@@ -138,6 +138,13 @@ struct vmm_config {
 	const char *mkfs;		/* NULL: mkfs.ext4 */
 	uint32_t tsc_khz;		/* 0: read from /proc/cpuinfo */
 	const char *dns;		/* guest resolver; NULL: the gateway */
+	unsigned standby_max;		/* at most this many suspended
+					 * sandboxes keep a VMM process
+					 * started and waiting for their
+					 * snapshot, so a wake skips the
+					 * VMM's start-up (costs that
+					 * process's own memory, not the
+					 * guest's); 0: none */
 	int external_taps;		/* 1: taps are made by someone else
 					 * (tests, external network setup);
 					 * the manager only names them */

@@ -49,12 +49,18 @@ n=$(events | json_get "$(cat)" "len([e for e in j['events'] if e['operation'] in
 check "idle pause and suspend are in the events" [ "$n" -ge 2 ]
 
 # ---- suspended + request ----
+# vm_standby (default 8): a qemu waits for the snapshot, no guest in it
+standby() { pgrep -f 'name berth-w[k] .*-incoming defer'; }
+check "suspended: a standby qemu waits for the snapshot" wait_for 20 standby
+sbpid=$(standby)
 hdr=$(bcurl -s -D - -o "$T/info.json" "$U/info")
 like "suspended: the request is served" "$hdr" '^HTTP/1.1 200'
 like "suspended: Server-Timing: wake;dur=" "$hdr" 'Server-Timing: wake;dur=[0-9]+'
 is "suspended: the same boot (memory and processes kept)" \
 	"$(json_get "$(cat "$T/info.json")" 'j["boot_id"]')" "$boot"
 is "running after the wake" "$(state)" running
+is "the wake promoted the standby qemu (no second process)" \
+	"$(pgrep -f 'name berth-w[k] ' | tr '\n' ' ')" "$sbpid "
 
 # ---- paused + 200 concurrent requests: one wake ----
 check "idle: paused again" wait_state 20 paused
