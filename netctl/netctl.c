@@ -495,6 +495,9 @@ c_sandbox_show(const struct cmd *c, struct opts *o, char **a, int n)
 	}
 	printf("id:        %s\n", jstr(doc, "id"));
 	printf("state:     %s\n", jstr(doc, "state"));
+	if (json_string_value(json_object_get(doc, "standby")) != NULL)
+		printf("standby:   %s (a VMM waits with the snapshot loaded)\n",
+		    jstr(doc, "standby"));
 	printf("address:   %s\n", jstr(doc, "address"));
 	printf("external:  %s\n", json_is_true(json_object_get(doc,
 	    "external")) ? "yes" : "no");

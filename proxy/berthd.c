@@ -1002,6 +1002,7 @@ main(int argc, char **argv)
 	if (px_vm_enabled()) {
 		hooks.vm_create = px_vm_create;
 		hooks.vm_delete = px_vm_delete;
+		hooks.vm_standby = px_vm_standby;
 		hooks.lifecycle = px_vm_lifecycle;
 	}
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);

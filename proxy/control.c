@@ -714,6 +714,12 @@ h_sandbox_show(struct req *r, const char *id)
 		reply_error(r, 500, NULL, NULL, "out of memory");
 		return;
 	}
+	if (ctl->hooks.vm_standby != NULL) {
+		const char *s = ctl->hooks.vm_standby(id, ctl->hooks.arg);
+
+		if (s != NULL)
+			json_object_set_new(obj, "standby", json_string(s));
+	}
 	reply_json(r, 200, obj);
 }
 

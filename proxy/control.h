@@ -104,6 +104,9 @@ struct px_control_hooks {
 	int (*vm_create)(const char *sandbox, char *err, size_t errlen, void *arg);
 	/* The sandbox is gone from the store: tear its VM down. May be NULL. */
 	void (*vm_delete)(const char *sandbox, void *arg);
+	/* A suspended sandbox's standby VMM: "starting", "ready" (it has
+	 * loaded the snapshot) or NULL (none). May be NULL. */
+	const char *(*vm_standby)(const char *sandbox, void *arg);
 	/* After a sandbox's egress rules or mode changed; sandbox NULL:
 	 * the global policy changed. May be NULL. */
 	void (*egress_changed)(const char *sandbox, void *arg);

@@ -473,6 +473,21 @@ px_vm_wake(const char *id)
 	}
 }
 
+const char *
+px_vm_standby(const char *id, void *arg)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_info info;
+
+	(void)arg;
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
+		return NULL;
+	vmm_sandbox_info(sb, &info);
+	if (info.standby_pid <= 0)
+		return NULL;
+	return info.standby_ready ? "ready" : "starting";
+}
+
 void
 px_vm_activity(const char *id)
 {

@@ -31,6 +31,8 @@ int px_vm_wanted(const struct px_config *, char *why, size_t whylen);
 int px_vm_init(struct event_base *, struct px_store *, const struct px_config *,
     const char *state_dir, const struct px_vm_hooks *, char *err, size_t errlen);
 int px_vm_enabled(void);
+/* "starting", "ready" or NULL: the standby VMM of a suspended sandbox */
+const char *px_vm_standby(const char *id, void *arg);
 const char *px_vm_describe(void);	/* "qemu (TCG: why)" */
 
 /* Control API hooks (see control.h). */

@@ -84,6 +84,7 @@ struct vmm_sandbox {
 	pid_t pid;			/* VMM process, 0 if none */
 	pid_t standby_pid;		/* suspended: a VMM waiting for the
 					 * restore (backend's standby()), 0 */
+	int standby_ready;		/* ... and it has loaded the snapshot */
 	void *user;
 
 	/* the operation in flight */

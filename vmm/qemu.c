@@ -12,10 +12,11 @@
  * Standby: that new qemu's start-up (exec, TCG and device set-up, QMP)
  * is most of a restore's time, and none of it depends on the snapshot.
  * So when the manager asks, a suspended sandbox gets its restore qemu
- * started right away, waiting in -incoming defer with the migration
- * capabilities set; it maps the RAM file but touches none of it, so it
- * costs only its own memory. A restore then just promotes it and sends
- * migrate-incoming. If it dies meanwhile, the restore starts one anew.
+ * started right away, and it loads the snapshot (device state only) and
+ * stays stopped. It maps the RAM file but touches none of it, so it
+ * costs only its own memory, and the snapshot stays the sandbox: nothing
+ * has run since. A restore then promotes it and sends `cont`. If it died
+ * meanwhile or the snapshot file changed, the restore starts qemu anew.
  *
  * Each operation is a small state machine advanced by QMP replies, the
  * console poller, the child-exit watcher and timers; whichever comes
@@ -82,8 +83,10 @@ struct qm {
 	/* the standby qemu (sb->standby_pid) while the sandbox sleeps */
 	struct vmm_child *sb_watch;
 	struct vmm_qmp *sb_qmp;
-	struct event *sb_connect_ev;
-	int sb_ready;		/* QMP up and capabilities set */
+	struct event *sb_connect_ev;	/* connect retries, status polls */
+	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
+	int sb_ready;		/* the snapshot is loaded, the guest stopped */
+	struct stat sb_snap;	/* the snapshot file it loaded */
 };
 
 static struct qm *
@@ -175,7 +178,8 @@ qm_exited(pid_t pid, int status, void *arg)
 		sb->standby_pid = 0;
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
-		q->sb_ready = 0;
+		q->sb_ready = q->sb->standby_ready = 0;
+		q->sb_step = 0;
 		event_del(q->sb_connect_ev);
 		(void)unlink(q->qmp_path);
 		if (q->op == QM_RESTORE && q->step == 10) {
@@ -271,6 +275,7 @@ qm_qmp_ready(struct vmm_qmp *c, void *arg)
 	if (c == q->sb_qmp) {
 		char err[VMM_ERRLEN];
 
+		q->sb_step = 1;
 		if (vmm_qmp_command(c, "migrate-set-capabilities", qm_caps(),
 		    qm_sb_reply, q, err, sizeof(err)) < 0)
 			qm_standby_end(q);
@@ -304,7 +309,7 @@ qm_qmp_close(struct vmm_qmp *c, const char *reason, void *arg)
 		/* a standby we cannot talk to is no use */
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
-		q->sb_ready = 0;
+		q->sb_ready = q->sb->standby_ready = 0;
 		qm_standby_end(q);
 		return;
 	}
@@ -351,6 +356,12 @@ qm_sb_connect_try(evutil_socket_t fd0, short what, void *arg)
 	(void)what;
 	if (q->sb->standby_pid <= 0)
 		return;
+	if (q->sb_qmp != NULL) {	/* polling the incoming migration */
+		if (vmm_qmp_command(q->sb_qmp, "query-status", NULL,
+		    qm_sb_reply, q, err, sizeof(err)) < 0)
+			qm_standby_end(q);
+		return;
+	}
 	fd = vmm_qmp_connect_unix(q->qmp_path, err, sizeof(err));
 	if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN) {
 		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
@@ -366,15 +377,54 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 {
 	struct qm *q = arg;
 
-	(void)c;
+	char snap[PATH_MAX], uri[PATH_MAX + 64], err[VMM_ERRLEN];
+	const char *s;
+	int rc = 0;
+
 	(void)error;
 	if (ret == NULL) {
 		qm_standby_end(q);
 		return;
 	}
-	q->sb_ready = 1;
-	if (q->op == QM_RESTORE && q->step == 10)
-		qm_promote(q);
+	switch (q->sb_step) {
+	case 1:		/* capabilities set: load the snapshot now */
+		(void)vmm_path(q->sb, "snap/state", snap, sizeof(snap));
+		if (stat(snap, &q->sb_snap) < 0) {
+			qm_standby_end(q);
+			return;
+		}
+		q->sb_step = 2;
+		snprintf(uri, sizeof(uri), "exec:cat '%s'", snap);
+		rc = vmm_qmp_command(c, "migrate-incoming",
+		    json_pack("{s:s}", "uri", uri), qm_sb_reply, q, err,
+		    sizeof(err));
+		break;
+	case 2:
+		q->sb_step = 3;
+		rc = vmm_qmp_command(c, "query-status", NULL, qm_sb_reply, q,
+		    err, sizeof(err));
+		break;
+	case 3:
+		s = json_string_value(json_object_get(ret, "status"));
+		if (s != NULL && strcmp(s, "inmigrate") == 0) {
+			qm_timer(q, q->sb_connect_ev, QM_POLL_MS);
+			break;
+		}
+		if (s == NULL || (strcmp(s, "paused") != 0 &&
+		    strcmp(s, "prelaunch") != 0 &&
+		    strcmp(s, "postmigrate") != 0)) {
+			qm_standby_end(q);	/* a bad snapshot: a restore
+						 * will say why */
+			return;
+		}
+		q->sb_step = 4;
+		q->sb_ready = q->sb->standby_ready = 1;
+		if (q->op == QM_RESTORE && q->step == 10)
+			qm_promote(q);
+		break;
+	}
+	if (rc < 0)
+		qm_standby_end(q);
 }
 
 /* Ask the standby to go; its exit handler clears it (and starts a
@@ -404,7 +454,7 @@ qm_standby_reap(struct qm *q)
 	sb->standby_pid = 0;
 	vmm_qmp_free(q->sb_qmp);
 	q->sb_qmp = NULL;
-	q->sb_ready = 0;
+	q->sb_ready = q->sb->standby_ready = 0;
 	event_del(q->sb_connect_ev);
 	(void)unlink(q->qmp_path);
 }
@@ -641,7 +691,8 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 			return -EIO;
 		}
 		sb->standby_pid = pid;
-		q->sb_ready = 0;
+		q->sb_ready = q->sb->standby_ready = 0;
+		q->sb_step = 0;
 		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
 		return 0;
 	}
@@ -901,24 +952,39 @@ qm_incoming(struct qm *q)
 	(void)qm_cmd(q, "migrate-incoming", json_pack("{s:s}", "uri", uri));
 }
 
-/* The standby becomes the sandbox's qemu and the restore goes on from
- * its capabilities step. */
+/* The standby, its snapshot loaded, becomes the sandbox's qemu and only
+ * `cont` is left. If the snapshot file changed since it was loaded (the
+ * file on disk is the sandbox), the standby goes and the restore starts
+ * a qemu of its own (from the exit handler). */
 static void
 qm_promote(struct qm *q)
 {
 	struct vmm_sandbox *sb = q->sb;
+	char snap[PATH_MAX];
+	struct stat st;
 
+	(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+	if (stat(snap, &st) < 0 || st.st_ino != q->sb_snap.st_ino ||
+	    st.st_dev != q->sb_snap.st_dev ||
+	    st.st_size != q->sb_snap.st_size ||
+	    st.st_mtim.tv_sec != q->sb_snap.st_mtim.tv_sec ||
+	    st.st_mtim.tv_nsec != q->sb_snap.st_mtim.tv_nsec) {
+		qm_standby_end(q);
+		return;
+	}
 	sb->pid = sb->standby_pid;
 	sb->standby_pid = 0;
 	q->watch = q->sb_watch;
 	q->sb_watch = NULL;
 	q->qmp = q->sb_qmp;
 	q->sb_qmp = NULL;
-	q->sb_ready = 0;
+	q->sb_ready = q->sb->standby_ready = 0;
 	q->expect_exit = 0;
 	q->kill_why[0] = '\0';
+	q->sb_step = 0;
 	event_del(q->sb_connect_ev);
-	qm_incoming(q);
+	q->step = 4;
+	(void)qm_cmd(q, "cont", NULL);
 }
 
 static void

@@ -539,6 +539,8 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->disk = sb->disk;
 	out->dir = sb->dir;
 	out->pid = sb->pid;
+	out->standby_pid = sb->standby_pid;
+	out->standby_ready = sb->standby_ready;
 	out->mem_mib = sb->mem_mib;
 	out->vcpus = sb->vcpus;
 	out->created_ms = sb->created_ms;

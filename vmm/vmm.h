@@ -200,6 +200,8 @@ struct vmm_info {
 	const char *disk;
 	const char *dir;		/* <state_dir>/<id> */
 	pid_t pid;			/* VMM process, 0 if none */
+	pid_t standby_pid;		/* suspended: the standby VMM, 0 */
+	int standby_ready;		/* it has loaded the snapshot */
 	unsigned mem_mib, vcpus;
 	uint64_t created_ms;		/* wall clock */
 	uint64_t last_activity_ms;	/* monotonic clock */

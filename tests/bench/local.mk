@@ -28,3 +28,11 @@ EXTRA_DIST += tests/bench/nft
 bench-nft: all tests/bench/nc_bench$(EXEEXT) tests/integ/nc_drive$(EXEEXT)
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/nft $(BENCH_ARGS)
+
+# `make bench-vmm`: libvmm's pause/suspend -> running -> serving beside
+# raw QMP cont and the raw restore (no standby), one VM, same run.
+EXTRA_DIST += tests/bench/vmm
+.PHONY: bench-vmm
+bench-vmm: all tests/integ/vmm_drive$(EXEEXT)
+	top_builddir=$(abs_top_builddir) \
+		$(abs_top_srcdir)/tests/bench/vmm $(BENCH_ARGS)

@@ -16,7 +16,9 @@
  * mac=M disk=D reason=R". Events as "event ID op=O ok=B state=S ms=N
  * cause=C reason=R". Line-buffered, so a shell test can wait for lines.
  * Usage: vmm_drive STATE_DIR [BACKEND]; VMM_RUN_AS=USER runs the VMMs as
- * that user, VMM_ACCEL=auto lets the KVM probe decide (default: TCG).
+ * that user, VMM_ACCEL=auto lets the KVM probe decide (default: TCG),
+ * VMM_STANDBY=N gives up to N suspended sandboxes a standby VMM (default
+ * none).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <arpa/inet.h>
@@ -73,9 +75,10 @@ info(const char *tag, struct vmm_sandbox *sb)
 	vmm_sandbox_info(sb, &i);
 	inet_ntop(AF_INET, &i.guest_ip, ip, sizeof(ip));
 	inet_ntop(AF_INET, &i.gateway, gw, sizeof(gw));
-	printf("%s info %s state=%s ip=%s gw=%s tap=%s pid=%d mac=%s disk=%s "
-	    "dir=%s busy=%d reason=%s\n", tag, i.id, vmm_state_name(i.state),
-	    ip, gw, i.tap, (int)i.pid, nc_link_mac_format(i.mac, mac,
+	printf("%s info %s state=%s ip=%s gw=%s tap=%s pid=%d standby=%d "
+	    "standby_ready=%d mac=%s disk=%s dir=%s busy=%d reason=%s\n", tag,
+	    i.id, vmm_state_name(i.state), ip, gw, i.tap, (int)i.pid,
+	    (int)i.standby_pid, i.standby_ready, nc_link_mac_format(i.mac, mac,
 	    sizeof(mac)), i.disk, i.dir, i.busy, i.reason);
 }
 
@@ -227,6 +230,8 @@ main(int argc, char **argv)
 	cfg.idle_pause_ms = VMM_NEVER;
 	cfg.idle_suspend_ms = VMM_NEVER;
 	cfg.on_event = on_event;
+	if (getenv("VMM_STANDBY") != NULL)
+		cfg.standby_max = (unsigned)atoi(getenv("VMM_STANDBY"));
 	if (getenv("VMM_RUN_AS") != NULL) {
 		struct passwd *pw = getpwnam(getenv("VMM_RUN_AS"));
 
