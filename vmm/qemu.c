@@ -320,55 +320,60 @@ qm_qmp_close(struct vmm_qmp *c, const char *reason, void *arg)
 	qm_timer(q, q->lost_ev, QM_LOST_MS);
 }
 
+/* One try to reach qemu's QMP socket: 1 when it is not there yet (a
+ * retry is armed on `retry`), 0 with *out connected, -1 with err. */
+static int
+qm_qmp_open(struct qm *q, struct event *retry, struct vmm_qmp **out,
+    char *err, size_t errlen)
+{
+	struct vmm_qmp_cbs cbs = { qm_qmp_ready, qm_qmp_event, qm_qmp_close, q };
+	int fd;
+
+	fd = vmm_qmp_connect_unix(q->qmp_path, err, errlen);
+	if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN) {
+		qm_timer(q, retry, QM_CONNECT_MS);
+		return 1;
+	}
+	if (fd < 0)
+		return -1;
+	if ((*out = vmm_qmp_new(q->sb->m->base, fd, &cbs)) == NULL) {
+		snprintf(err, errlen, "QMP: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 static void
 qm_connect_try(evutil_socket_t fd0, short what, void *arg)
 {
 	struct qm *q = arg;
-	struct vmm_qmp_cbs cbs = { qm_qmp_ready, qm_qmp_event, qm_qmp_close, q };
 	char err[VMM_ERRLEN];
-	int fd;
 
 	(void)fd0;
 	(void)what;
-	fd = vmm_qmp_connect_unix(q->qmp_path, err, sizeof(err));
-	if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN) {
-		qm_timer(q, q->connect_ev, QM_CONNECT_MS);
-		return;
-	}
-	if (fd < 0) {
+	if (qm_qmp_open(q, q->connect_ev, &q->qmp, err, sizeof(err)) < 0)
 		qm_kill_now(q, err);
-		return;
-	}
-	if ((q->qmp = vmm_qmp_new(q->sb->m->base, fd, &cbs)) == NULL)
-		qm_kill_now(q, "QMP: out of memory");
 }
 
-/* The same for the standby, which has no operation to fail. */
+/* The same for the standby, which has no operation to fail; then the
+ * timer polls its incoming migration. */
 static void
 qm_sb_connect_try(evutil_socket_t fd0, short what, void *arg)
 {
 	struct qm *q = arg;
-	struct vmm_qmp_cbs cbs = { qm_qmp_ready, qm_qmp_event, qm_qmp_close, q };
 	char err[VMM_ERRLEN];
-	int fd;
 
 	(void)fd0;
 	(void)what;
 	if (q->sb->standby_pid <= 0)
 		return;
-	if (q->sb_qmp != NULL) {	/* polling the incoming migration */
+	if (q->sb_qmp != NULL) {
 		if (vmm_qmp_command(q->sb_qmp, "query-status", NULL,
 		    qm_sb_reply, q, err, sizeof(err)) < 0)
 			qm_standby_end(q);
 		return;
 	}
-	fd = vmm_qmp_connect_unix(q->qmp_path, err, sizeof(err));
-	if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN) {
-		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
-		return;
-	}
-	if (fd < 0 || (q->sb_qmp = vmm_qmp_new(q->sb->m->base, fd,
-	    &cbs)) == NULL)
+	if (qm_qmp_open(q, q->sb_connect_ev, &q->sb_qmp, err, sizeof(err)) < 0)
 		qm_standby_end(q);
 }
 
