@@ -52,8 +52,14 @@ enum {
 	O_MAX_MODE = 1 << 10,
 	O_DENY = 1 << 11,
 	O_ALLOW = 1 << 12,
-	O_LAST = O_ALLOW
+	O_MAX_RULES = 1 << 13,
+	O_CONN_LIMIT = 1 << 14,
+	O_NEW_CONN_RATE = 1 << 15,
+	O_LAST = O_NEW_CONN_RATE
 };
+
+/* long-only options */
+enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE };
 
 #define MAX_RULE_OPTS 64
 
@@ -74,6 +80,7 @@ struct opts {
 	int ndeny;
 	const char *allow[MAX_RULE_OPTS];
 	int nallow;
+	const char *max_rules, *conn_limit, *new_conn_rate;
 };
 
 struct cmd;
@@ -914,7 +921,49 @@ print_policy(json_t *doc)
 	    "allow")) ? "" : " anything not denied");
 	json_array_foreach(json_object_get(doc, "allow"), i, v)
 		printf(" %s", json_string_value(v));
-	printf("\n");
+	printf("\nmax_rules:     %lld per sandbox\n", (long long)
+	    json_integer_value(json_object_get(doc, "max_rules")));
+	v = json_object_get(doc, "conn_limit");
+	if (json_integer_value(v) > 0)
+		printf("conn_limit:    %lld concurrent connections per "
+		    "sandbox\n", (long long)json_integer_value(v));
+	else
+		printf("conn_limit:    none\n");
+	v = json_object_get(doc, "new_conn_rate");
+	if (json_integer_value(v) > 0)
+		printf("new_conn_rate: %lld new connections/s per sandbox\n",
+		    (long long)json_integer_value(v));
+	else
+		printf("new_conn_rate: none\n");
+}
+
+/*
+ * A limit option: a number (0 to max), "off" (0, limits only) or
+ * "default" (null: berth.conf's value). 0, or -1 after saying why.
+ */
+static int
+limit_arg(const char *opt, const char *s, long long max, int off_ok,
+    json_t **out)
+{
+	char *end;
+	long long n;
+
+	if (strcmp(s, "default") == 0) {
+		*out = json_null();
+		return 0;
+	}
+	if (off_ok && strcmp(s, "off") == 0) {
+		*out = json_integer(0);
+		return 0;
+	}
+	n = strtoll(s, &end, 10);
+	if (!isdigit((unsigned char)s[0]) || *end != '\0' || n > max) {
+		fail("%s: use a number from 0 to %lld%s or 'default' (berth.conf's), "
+		    "not '%s'", opt, max, off_ok ? ", 'off'" : "", s);
+		return -1;
+	}
+	*out = json_integer(n);
+	return 0;
 }
 
 static int
@@ -948,12 +997,39 @@ c_policy_set(const struct cmd *c, struct opts *o, char **a, int n)
 	json_t *body, *doc;
 	int rc;
 
-	if (!(o->given & (O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW))) {
+	static const struct {
+		unsigned bit;
+		const char *opt, *key;
+		long long max;
+		int off_ok;
+	} lim[] = {
+		{ O_MAX_RULES, "--max-rules", "max_rules", 1024, 0 },
+		{ O_CONN_LIMIT, "--conn-limit", "conn_limit", 1000000, 1 },
+		{ O_NEW_CONN_RATE, "--new-conn-rate", "new_conn_rate", 1000000,
+		  1 },
+	};
+	const char *val[3] = { o->max_rules, o->conn_limit, o->new_conn_rate };
+	json_t *v;
+	size_t i;
+
+	if (!(o->given & (O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW |
+	    O_MAX_RULES | O_CONN_LIMIT | O_NEW_CONN_RATE))) {
 		fail("policy set: give at least one of --default-mode, "
-		    "--max-mode, --deny, --allow");
+		    "--max-mode, --deny, --allow, --max-rules, --conn-limit, "
+		    "--new-conn-rate");
 		return EXIT_USAGE;
 	}
 	body = json_object();
+	for (i = 0; i < 3; i++) {
+		if (!(o->given & lim[i].bit))
+			continue;
+		if (limit_arg(lim[i].opt, val[i], lim[i].max, lim[i].off_ok,
+		    &v) == -1) {
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		json_object_set_new(body, lim[i].key, v);
+	}
 	if (o->default_mode != NULL)
 		json_object_set_new(body, "default_mode",
 		    json_string(o->default_mode));
@@ -1143,13 +1219,18 @@ static const struct cmd cmds[] = {
 	{ "policy", "show", NULL, "", 0, 0, 0, c_policy_show,
 	  "Show the global egress policy." },
 	{ "policy", "set", NULL, "[--default-mode M] [--max-mode M] "
-	  "[--deny RULE]... [--allow RULE]...", 0, 0,
-	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW, c_policy_set,
+	  "[--deny RULE]... [--allow RULE]... [--max-rules N] "
+	  "[--conn-limit N|off] [--new-conn-rate N|off]", 0, 0,
+	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW | O_MAX_RULES |
+	  O_CONN_LIMIT | O_NEW_CONN_RATE, c_policy_set,
 	  "Change the global policy (admin only). Modes: closed < allowlist <\n"
 	  "open; max_mode caps every sandbox. --deny rules are always denied\n"
 	  "and no sandbox may allow them; a non-empty --allow list bounds\n"
 	  "what sandboxes may allow. Giving --deny or --allow replaces that\n"
-	  "list ('' empties it)." },
+	  "list ('' empties it). --max-rules caps each sandbox's egress\n"
+	  "rules; --conn-limit its concurrent connections and --new-conn-rate\n"
+	  "its new connections per second (over: reset, and logged). 'default'\n"
+	  "returns a limit to berth.conf's value." },
 	{ "token", "create", NULL, "--admin | --sandbox <id> [--name TEXT]", 0,
 	  0, O_ADMIN | O_SANDBOX | O_NAME, c_token_create,
 	  "Create a token for the TCP control API and private URLs and print\n"
@@ -1260,6 +1341,9 @@ opt_name(unsigned o)
 	case O_MAX_MODE: return "--max-mode";
 	case O_DENY: return "--deny";
 	case O_ALLOW: return "--allow";
+	case O_MAX_RULES: return "--max-rules";
+	case O_CONN_LIMIT: return "--conn-limit";
+	case O_NEW_CONN_RATE: return "--new-conn-rate";
 	default: return "?";
 	}
 }
@@ -1287,6 +1371,9 @@ main(int argc, char **argv)
 		{ "max-mode", required_argument, NULL, 'M' },
 		{ "deny", required_argument, NULL, 'd' },
 		{ "allow", required_argument, NULL, 'w' },
+		{ "max-rules", required_argument, NULL, OPT_MAX_RULES },
+		{ "conn-limit", required_argument, NULL, OPT_CONN_LIMIT },
+		{ "new-conn-rate", required_argument, NULL, OPT_NEW_CONN_RATE },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -1368,6 +1455,18 @@ main(int argc, char **argv)
 		case 'M':
 			o.max_mode = optarg;
 			o.given |= O_MAX_MODE;
+			break;
+		case OPT_MAX_RULES:
+			o.max_rules = optarg;
+			o.given |= O_MAX_RULES;
+			break;
+		case OPT_CONN_LIMIT:
+			o.conn_limit = optarg;
+			o.given |= O_CONN_LIMIT;
+			break;
+		case OPT_NEW_CONN_RATE:
+			o.new_conn_rate = optarg;
+			o.given |= O_NEW_CONN_RATE;
 			break;
 		case 'd':
 		case 'w':

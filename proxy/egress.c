@@ -18,6 +18,7 @@
 #include "valid.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@
 #include <event2/event.h>
 
 #define EG_LOG_MAX	256	/* denials kept per sandbox */
-#define EG_MAX_RULES	1024
+#define EG_MAX_RULES	(PX_EG_MAX_RULES + 256)	/* + the policy's deny rules */
 
 struct eg_sb {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
@@ -45,6 +46,8 @@ static struct {
 	struct nc_nflog	*nflog;
 	struct event	*nflog_ev;
 	struct px_store	*store;
+	const struct px_config *cfg;	/* the parent's, updated by reloads */
+	uint32_t	 conn_limit, new_conn_rate;	/* in the table now */
 	char		 tap_prefix[16];
 	uint16_t	 group;
 	struct eg_sb	*sbs;
@@ -161,6 +164,18 @@ pol_str(json_t *p, const char *key, const char *dflt)
 	return v ? v : dflt;
 }
 
+/* A limit of the policy, else berth.conf's default. */
+static uint32_t
+pol_limit(json_t *p, const char *key, unsigned dflt)
+{
+	json_t *v = json_object_get(p, key);
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= PX_EG_LIMIT_MAX)
+		return (uint32_t)json_integer_value(v);
+	return dflt;
+}
+
 struct rules {
 	struct nc_rule	 allow[EG_MAX_RULES], deny[EG_MAX_RULES];
 	uint64_t	 allow_ttl[EG_MAX_RULES], deny_ttl[EG_MAX_RULES];
@@ -199,12 +214,13 @@ apply(struct eg_sb *s)
 {
 	struct px_sandbox sb;
 	struct nc_sandbox ns;
-	struct nc_txn *t;
+	struct nc_txn *t = NULL;
 	struct rules *r;
 	enum nc_mode mode, cap;
 	json_t *pol = policy(), *pd;
 	char err[NC_ERRLEN];
 	size_t i;
+	int rc = 0, tries;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		json_decref(pol);
@@ -234,24 +250,33 @@ apply(struct eg_sb *s)
 	ns.gw = s->gw;
 	memcpy(ns.mac, s->mac, 6);
 	ns.mode = mode;
-	(void)nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err));
-	if ((t = nc_txn_new(E.ctx, err, sizeof(err))) == NULL ||
-	    nc_txn_sandbox_attach(t, &ns, err, sizeof(err)) < 0)
-		goto fail;
-	for (i = 0; i < r->nallow; i++)
-		if (r->allow[i].kind == NC_RULE_ADDR &&
-		    nc_txn_allow_add(t, s->ip, &r->allow[i], r->allow_ttl[i], err,
-		    sizeof(err)) < 0)
+	/* One batch: what the kernel holds for the sandbox goes, the new
+	 * state comes, so no packet sees it half done; its connection count
+	 * and rate bucket stay (clear, not detach). Rebuilt on a stale
+	 * generation or an element that expired meanwhile. */
+	for (tries = 0; tries < 8; tries++) {
+		if ((t = nc_txn_new(E.ctx, err, sizeof(err))) == NULL)
 			goto fail;
-	for (i = 0; i < r->ndeny; i++)
-		if (r->deny[i].kind == NC_RULE_ADDR &&
-		    nc_txn_deny_add(t, s->ip, &r->deny[i], r->deny_ttl[i], err,
-		    sizeof(err)) < 0)
-			goto fail;
-	if (nc_txn_commit(t, err, sizeof(err)) < 0)
+		if ((rc = nc_txn_sandbox_clear(t, s->tap, s->ip, err,
+		    sizeof(err))) == 0)
+			rc = nc_txn_sandbox_attach(t, &ns, err, sizeof(err));
+		for (i = 0; rc == 0 && i < r->nallow; i++)
+			if (r->allow[i].kind == NC_RULE_ADDR)
+				rc = nc_txn_allow_add(t, s->ip, &r->allow[i],
+				    r->allow_ttl[i], err, sizeof(err));
+		for (i = 0; rc == 0 && i < r->ndeny; i++)
+			if (r->deny[i].kind == NC_RULE_ADDR)
+				rc = nc_txn_deny_add(t, s->ip, &r->deny[i],
+				    r->deny_ttl[i], err, sizeof(err));
+		if (rc == 0)
+			rc = nc_txn_commit(t, err, sizeof(err));
+		nc_txn_free(t);
+		t = NULL;
+		if (rc != -ERESTART && rc != -EINTR && rc != -ENOENT)
+			break;
+	}
+	if (rc < 0)
 		goto fail;
-	nc_txn_free(t);
-	t = NULL;
 	if (E.dns != NULL && nc_dns_set_rules(E.dns, s->ip, mode, r->allow, r->nallow,
 	    r->deny, r->ndeny, err, sizeof(err)) < 0)
 		log_warnx("egress %s: resolver rules: %s", s->id, err);
@@ -280,6 +305,9 @@ init_table(char *err, size_t errlen)
 	memset(&g, 0, sizeof(g));
 	g.tap_prefix = E.tap_prefix;
 	g.nflog_group = E.group;
+	g.conn_limit = pol_limit(pol, "conn_limit", E.cfg->eg_conn_limit);
+	g.new_conn_rate = pol_limit(pol, "new_conn_rate",
+	    E.cfg->eg_new_conn_rate);
 	json_array_foreach(json_object_get(pol, "deny"), k, pd) {
 		struct nc_rule nr;
 
@@ -299,7 +327,14 @@ init_table(char *err, size_t errlen)
 		freeifaddrs(ifa);
 	}
 	g.host_addrs = host;
-	rc = nc_egress_init(E.ctx, &g, err, errlen);
+	if ((rc = nc_egress_init(E.ctx, &g, err, errlen)) == 0) {
+		E.conn_limit = g.conn_limit;
+		E.new_conn_rate = g.new_conn_rate;
+		log_info("egress: per-sandbox limits: %s%u connections, %s%u "
+		    "new connections/s", g.conn_limit ? "" : "no cap, ",
+		    g.conn_limit, g.new_conn_rate ? "" : "no limit, ",
+		    g.new_conn_rate);
+	}
 	json_decref(pol);
 	return rc;
 }
@@ -342,6 +377,7 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	struct sockaddr_in res[8];
 
 	E.store = store;
+	E.cfg = c;
 	E.group = c->nflog_group;
 	snprintf(E.tap_prefix, sizeof(E.tap_prefix), "%s",
 	    c->tap_prefix ? c->tap_prefix : "bth");
@@ -454,6 +490,22 @@ px_eg_changed(const char *id, void *arg)
 		log_warnx("egress: policy not applied: %s", err);
 	for (s = E.sbs; s != NULL; s = s->next)
 		apply(s);
+}
+
+void
+px_eg_reload(void)
+{
+	json_t *pol;
+	uint32_t conn, rate;
+
+	if (E.ctx == NULL)
+		return;
+	pol = policy();
+	conn = pol_limit(pol, "conn_limit", E.cfg->eg_conn_limit);
+	rate = pol_limit(pol, "new_conn_rate", E.cfg->eg_new_conn_rate);
+	json_decref(pol);
+	if (conn != E.conn_limit || rate != E.new_conn_rate)
+		px_eg_changed(NULL, NULL);
 }
 
 int
