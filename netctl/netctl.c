@@ -55,11 +55,12 @@ enum {
 	O_MAX_RULES = 1 << 13,
 	O_CONN_LIMIT = 1 << 14,
 	O_NEW_CONN_RATE = 1 << 15,
-	O_LAST = O_NEW_CONN_RATE
+	O_FOLLOW = 1 << 16,
+	O_LAST = O_FOLLOW
 };
 
 /* long-only options */
-enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE };
+enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW };
 
 #define MAX_RULE_OPTS 64
 
@@ -875,33 +876,67 @@ c_egress_mode(const struct cmd *c, struct opts *o, char **a, int n)
 	return rc;
 }
 
+/* Prints the entries after seq *last (all for 0); moves *last on. */
+static void
+print_denials(const struct opts *o, json_t *entries, long long *last)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(entries, i, e) {
+		long long seq = json_integer_value(json_object_get(e, "seq"));
+		char *line;
+
+		if (seq != 0 && seq <= *last)
+			continue;
+		if ((line = json_dumps(e, JSON_COMPACT)) != NULL)
+			printf("%s\n", line);
+		free(line);
+		if (seq > *last)
+			*last = seq;
+	}
+	fflush(stdout);
+}
+
 static int
 c_egress_log(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[128];
-	json_t *doc, *e;
-	size_t i;
-	int rc;
+	json_t *doc;
+	long long last = 0;
+	int rc, json = o->json;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/log", a[0]);
-	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json) {
+	/* --follow prints entries one per line, in both output modes */
+	if (o->given & O_FOLLOW)
+		o->json = 0;
+	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK ||
+	    (json && !(o->given & O_FOLLOW))) {
 		json_decref(doc);
 		return rc;
 	}
-	if (!json_is_true(json_object_get(doc, "available")))
+	if (!json_is_true(json_object_get(doc, "available"))) {
 		printf("no denial log for %s (egress filtering is not active "
 		    "for it)\n", a[0]);
-	else if (json_array_size(json_object_get(doc, "entries")) == 0)
-		printf("no denied connections\n");
-	json_array_foreach(json_object_get(doc, "entries"), i, e) {
-		char *line = json_dumps(e, JSON_COMPACT);
-
-		printf("%s\n", line ? line : "?");
-		free(line);
+		json_decref(doc);
+		return o->given & O_FOLLOW ? EXIT_REFUSED : EXIT_OK;
 	}
+	if (json_array_size(json_object_get(doc, "entries")) == 0 &&
+	    !(o->given & O_FOLLOW))
+		printf("no denied connections\n");
+	print_denials(o, json_object_get(doc, "entries"), &last);
 	json_decref(doc);
+	/* Follow: poll (the log keeps the last 256 entries of each
+	 * sandbox, numbered) until interrupted or the sandbox is gone. */
+	while (o->given & O_FOLLOW) {
+		usleep(500000);
+		if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK)
+			return rc;
+		print_denials(o, json_object_get(doc, "entries"), &last);
+		json_decref(doc);
+	}
 	return EXIT_OK;
 }
 
@@ -1214,8 +1249,12 @@ static const struct cmd cmds[] = {
 	  "global policy).\nIt cannot be wider than the policy's max_mode." },
 	{ "egress", "reset", NULL, "<id>", 1, 1, 0, c_egress_reset,
 	  "Remove every rule and return to the global policy's default mode." },
-	{ "egress", "log", NULL, "<id>", 1, 1, 0, c_egress_log,
-	  "Recent denied connections of a sandbox." },
+	{ "egress", "log", NULL, "<id> [--follow]", 1, 1, O_FOLLOW,
+	  c_egress_log,
+	  "Recent denied connections and names of a sandbox (the last 256),\n"
+	  "one JSON object a line: time, destination, port, protocol and the\n"
+	  "reason (not-allowed, deny-rule, always-deny, conn-limit, rate-limit,\n"
+	  "dns, host, sandbox, spoof-ip...). --follow keeps printing new ones." },
 	{ "policy", "show", NULL, "", 0, 0, 0, c_policy_show,
 	  "Show the global egress policy." },
 	{ "policy", "set", NULL, "[--default-mode M] [--max-mode M] "
@@ -1344,6 +1383,7 @@ opt_name(unsigned o)
 	case O_MAX_RULES: return "--max-rules";
 	case O_CONN_LIMIT: return "--conn-limit";
 	case O_NEW_CONN_RATE: return "--new-conn-rate";
+	case O_FOLLOW: return "--follow";
 	default: return "?";
 	}
 }
@@ -1374,6 +1414,7 @@ main(int argc, char **argv)
 		{ "max-rules", required_argument, NULL, OPT_MAX_RULES },
 		{ "conn-limit", required_argument, NULL, OPT_CONN_LIMIT },
 		{ "new-conn-rate", required_argument, NULL, OPT_NEW_CONN_RATE },
+		{ "follow", no_argument, NULL, OPT_FOLLOW },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -1463,6 +1504,9 @@ main(int argc, char **argv)
 		case OPT_CONN_LIMIT:
 			o.conn_limit = optarg;
 			o.given |= O_CONN_LIMIT;
+			break;
+		case OPT_FOLLOW:
+			o.given |= O_FOLLOW;
 			break;
 		case OPT_NEW_CONN_RATE:
 			o.new_conn_rate = optarg;

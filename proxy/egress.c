@@ -37,6 +37,7 @@ struct eg_sb {
 	struct in_addr	 ip, gw;
 	uint8_t		 mac[6];
 	json_t		*log;		/* array, oldest first */
+	uint64_t	 seq;		/* of the last entry: `log --follow` */
 	struct eg_sb	*next;
 };
 
@@ -84,8 +85,11 @@ find_ip(struct in_addr ip)
 static void
 log_add(struct eg_sb *s, json_t *entry)
 {
+	if (entry == NULL)
+		return;
 	if (s->log == NULL)
 		s->log = json_array();
+	json_object_set_new(entry, "seq", json_integer((json_int_t)++s->seq));
 	json_array_append_new(s->log, entry);
 	while (json_array_size(s->log) > EG_LOG_MAX)
 		json_array_remove(s->log, 0);

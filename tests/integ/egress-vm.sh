@@ -9,6 +9,8 @@
 #  - a domain rule: its name resolves and its address opens (DNS-learned)
 #  - address rules with ports; deny beats allow; open mode; the metadata
 #    address is refused in every mode; delete leaves nothing in the table
+#  - netctl egress log --follow prints denials as they come; ops' new-
+#    connection rate refuses what is over it, with reason rate-limit
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -85,6 +87,7 @@ result() { probe "$1" | json_get "$(cat)" 'j["result"]'; }
 msec() { probe "$1" | json_get "$(cat)" 'j["ms"]'; }
 
 # ---- allowlist, no rules ----
+spawn "$T/follow.out" "$NETCTL" -s "$STATE" egress log eg --follow
 out=$(probe "connect?ip=203.0.113.10&port=80")
 is "allowlist, no rules: a connection is refused" "$(json_get "$out" 'j["result"]')" refused
 check "... fast (a reset, not a timeout: under 500 ms)" [ "$(json_get "$out" 'j["ms"]')" -lt 500 ]
@@ -93,6 +96,8 @@ is "a name not allowed gets NXDOMAIN" "$(json_get "$out" 'j.get("rcode")')" 3
 log=$(netctl --json egress log eg)
 like "the denial log has the refused connection" "$log" '203\.0\.113\.10'
 like "the denial log has the refused name" "$log" 'denied\.test'
+check "netctl egress log --follow printed the refused connection" \
+	wait_log 10 "$T/follow.out" '"destination":"203\.0\.113\.10"'
 
 # ---- a domain rule: the resolver opens what it answers ----
 check "egress allow allowed.test" netctl egress allow eg allowed.test
@@ -112,6 +117,8 @@ check "egress allow 203.0.113.10:8080/tcp" netctl egress allow eg 203.0.113.10:8
 is "allowed address and port: connected" "$(result "connect?ip=203.0.113.10&port=8080")" connected
 check "egress deny 203.0.113.10" netctl egress deny eg 203.0.113.10
 is "deny beats allow" "$(result "connect?ip=203.0.113.10&port=8080")" refused
+check "... and --follow prints that denial as it comes (deny-rule)" \
+	wait_log 10 "$T/follow.out" '"reason":"deny-rule"'
 check "egress rm deny" netctl egress rm eg deny 203.0.113.10
 
 # ---- open mode; always-deny ----
@@ -152,6 +159,15 @@ curl -sS --unix-socket "$STATE/control.sock" -X PUT -H 'Content-Type: applicatio
 	-d '{"deny":[]}' http://berth/v1/policy >/dev/null
 ok_again() { [ "$(result "connect?ip=203.0.113.10&port=8080")" = connected ]; }
 check "policy deny lifted: reachable again" wait_for 10 ok_again
+
+# ---- ops' per-sandbox new-connection rate: over it is a fast reset, logged ----
+check "policy set --new-conn-rate 1" netctl policy set --new-conn-rate 1
+wait_for 10 ok_again
+rs=""
+for i in 1 2 3 4 5; do rs="$rs $(result "connect?ip=203.0.113.10&port=8080")"; done
+like "rate 1/s: of 5 quick connects some are refused ($rs)" "$rs" 'refused'
+like "... and the denial log says rate-limit" "$(netctl --json egress log eg)" '"reason": ?"rate-limit"'
+check "policy set --new-conn-rate off" netctl policy set --new-conn-rate off
 
 # ---- delete leaves nothing of it ----
 check "sandbox rm" netctl sandbox rm eg
