@@ -56,11 +56,13 @@ enum {
 	O_CONN_LIMIT = 1 << 14,
 	O_NEW_CONN_RATE = 1 << 15,
 	O_FOLLOW = 1 << 16,
-	O_LAST = O_FOLLOW
+	O_PERMIT = 1 << 17,
+	O_LAST = O_PERMIT
 };
 
 /* long-only options */
-enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW };
+enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
+	OPT_PERMIT };
 
 #define MAX_RULE_OPTS 64
 
@@ -81,6 +83,8 @@ struct opts {
 	int ndeny;
 	const char *allow[MAX_RULE_OPTS];
 	int nallow;
+	const char *permit[MAX_RULE_OPTS];
+	int npermit;
 	const char *max_rules, *conn_limit, *new_conn_rate;
 };
 
@@ -956,6 +960,10 @@ print_policy(json_t *doc)
 	    "allow")) ? "" : " anything not denied");
 	json_array_foreach(json_object_get(doc, "allow"), i, v)
 		printf(" %s", json_string_value(v));
+	printf("\npermit:      %s", json_array_size(json_object_get(doc,
+	    "permit")) ? "" : " no private range");
+	json_array_foreach(json_object_get(doc, "permit"), i, v)
+		printf(" %s", json_string_value(v));
 	printf("\nmax_rules:     %lld per sandbox\n", (long long)
 	    json_integer_value(json_object_get(doc, "max_rules")));
 	v = json_object_get(doc, "conn_limit");
@@ -1048,10 +1056,10 @@ c_policy_set(const struct cmd *c, struct opts *o, char **a, int n)
 	size_t i;
 
 	if (!(o->given & (O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW |
-	    O_MAX_RULES | O_CONN_LIMIT | O_NEW_CONN_RATE))) {
+	    O_PERMIT | O_MAX_RULES | O_CONN_LIMIT | O_NEW_CONN_RATE))) {
 		fail("policy set: give at least one of --default-mode, "
-		    "--max-mode, --deny, --allow, --max-rules, --conn-limit, "
-		    "--new-conn-rate");
+		    "--max-mode, --deny, --allow, --permit, --max-rules, "
+		    "--conn-limit, --new-conn-rate");
 		return EXIT_USAGE;
 	}
 	body = json_object();
@@ -1074,6 +1082,9 @@ c_policy_set(const struct cmd *c, struct opts *o, char **a, int n)
 		json_object_set_new(body, "deny", strings(o->deny, o->ndeny));
 	if (o->given & O_ALLOW)
 		json_object_set_new(body, "allow", strings(o->allow, o->nallow));
+	if (o->given & O_PERMIT)
+		json_object_set_new(body, "permit", strings(o->permit,
+		    o->npermit));
 	rc = call(o, "PUT", "/v1/policy", body, &doc);
 	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
@@ -1258,15 +1269,17 @@ static const struct cmd cmds[] = {
 	{ "policy", "show", NULL, "", 0, 0, 0, c_policy_show,
 	  "Show the global egress policy." },
 	{ "policy", "set", NULL, "[--default-mode M] [--max-mode M] "
-	  "[--deny RULE]... [--allow RULE]... [--max-rules N] "
+	  "[--deny RULE]... [--allow RULE]... [--permit CIDR]... [--max-rules N] "
 	  "[--conn-limit N|off] [--new-conn-rate N|off]", 0, 0,
-	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW | O_MAX_RULES |
+	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW | O_PERMIT | O_MAX_RULES |
 	  O_CONN_LIMIT | O_NEW_CONN_RATE, c_policy_set,
 	  "Change the global policy (admin only). Modes: closed < allowlist <\n"
 	  "open; max_mode caps every sandbox. --deny rules are always denied\n"
 	  "and no sandbox may allow them; a non-empty --allow list bounds\n"
 	  "what sandboxes may allow. Giving --deny or --allow replaces that\n"
-	  "list ('' empties it). --max-rules caps each sandbox's egress\n"
+	  "list ('' empties it). --permit lists the private ranges (10/8,\n"
+	  "172.16/12, 192.168/16, 100.64/10...) sandboxes may allow; others\n"
+	  "are refused. --max-rules caps each sandbox's egress\n"
 	  "rules; --conn-limit its concurrent connections and --new-conn-rate\n"
 	  "its new connections per second (over: reset, and logged). 'default'\n"
 	  "returns a limit to berth.conf's value." },
@@ -1384,6 +1397,7 @@ opt_name(unsigned o)
 	case O_CONN_LIMIT: return "--conn-limit";
 	case O_NEW_CONN_RATE: return "--new-conn-rate";
 	case O_FOLLOW: return "--follow";
+	case O_PERMIT: return "--permit";
 	default: return "?";
 	}
 }
@@ -1415,6 +1429,7 @@ main(int argc, char **argv)
 		{ "conn-limit", required_argument, NULL, OPT_CONN_LIMIT },
 		{ "new-conn-rate", required_argument, NULL, OPT_NEW_CONN_RATE },
 		{ "follow", no_argument, NULL, OPT_FOLLOW },
+		{ "permit", required_argument, NULL, OPT_PERMIT },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -1507,6 +1522,14 @@ main(int argc, char **argv)
 			break;
 		case OPT_FOLLOW:
 			o.given |= O_FOLLOW;
+			break;
+		case OPT_PERMIT:
+			if (o.npermit == MAX_RULE_OPTS) {
+				fail("at most %d rules per option", MAX_RULE_OPTS);
+				return EXIT_USAGE;
+			}
+			o.permit[o.npermit++] = optarg;
+			o.given |= O_PERMIT;
 			break;
 		case OPT_NEW_CONN_RATE:
 			o.new_conn_rate = optarg;

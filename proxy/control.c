@@ -1153,6 +1153,8 @@ policy_fill(struct px_control *ctl, json_t *doc)
 		json_object_set_new(doc, "deny", json_array());
 	if (!json_is_array(json_object_get(doc, "allow")))
 		json_object_set_new(doc, "allow", json_array());
+	if (!json_is_array(json_object_get(doc, "permit")))
+		json_object_set_new(doc, "permit", json_array());
 	for (i = 0; i < NPOL_LIMITS; i++)
 		if (!json_is_integer(json_object_get(doc, pol_limits[i].key)))
 			json_object_set_new(doc, pol_limits[i].key, json_integer(
@@ -1200,7 +1202,7 @@ policy_permits(struct req *r, json_t *pol, const char *field,
 {
 	struct nc_rule pr;
 	json_t *v, *allow = json_object_get(pol, "allow");
-	char err[512];
+	char err[512], range[32];
 	size_t i;
 	int covered = 0;
 
@@ -1214,6 +1216,20 @@ policy_permits(struct req *r, json_t *pol, const char *field,
 			    json_string_value(v));
 			return -1;
 		}
+	}
+	/* Private and other always-denied ranges only where ops permit. */
+	if (px_rule_always_denied(rule, range, sizeof(range))) {
+		json_array_foreach(json_object_get(pol, "permit"), i, v)
+			if (px_rule_parse(json_string_value(v), &pr, err,
+			    sizeof(err)) == 0 && px_rule_covers(&pr, rule))
+				covered = 1;
+		if (!covered) {
+			reply_error(r, 403, NULL, field, "allow rule '%s' names "
+			    "%s, which sandboxes never reach unless the global "
+			    "policy permits it (policy permit)", canon, range);
+			return -1;
+		}
+		covered = 0;
 	}
 	if (json_array_size(allow) == 0)
 		return 0;
@@ -1292,7 +1308,8 @@ static void
 h_policy_put(struct req *r)
 {
 	static const char *const fields[] = { "default_mode", "max_mode",
-	    "deny", "allow", "max_rules", "conn_limit", "new_conn_rate", NULL };
+	    "deny", "allow", "permit", "max_rules", "conn_limit",
+	    "new_conn_rate", NULL };
 	struct px_control *ctl = r->c->ctl;
 	json_t *obj, *pol = NULL, *v;
 	const char *key, *m;
@@ -1303,8 +1320,23 @@ h_policy_put(struct req *r)
 	if ((obj = body_object(r, fields, 0)) == NULL)
 		return;
 	if (rule_list_arg(r, obj, "deny") == -1 ||
-	    rule_list_arg(r, obj, "allow") == -1)
+	    rule_list_arg(r, obj, "allow") == -1 ||
+	    rule_list_arg(r, obj, "permit") == -1)
 		goto out;
+	json_array_foreach(json_object_get(obj, "permit"), i, v) {
+		struct nc_rule pr;
+
+		snprintf(buf, sizeof(buf), "permit[%zu]", i);
+		if (px_rule_parse(json_string_value(v), &pr, err,
+		    sizeof(err)) < 0 || pr.kind != NC_RULE_ADDR ||
+		    pr.proto != NC_PROTO_ANY || pr.port_lo != 0 ||
+		    pr.port_hi != 65535) {
+			reply_error(r, 400, NULL, buf, "'%s': a permit is an "
+			    "address range only, as in 10.1.0.0/16",
+			    json_string_value(v));
+			goto out;
+		}
+	}
 	for (rc = 0; rc < 2; rc++) {
 		key = rc ? "max_mode" : "default_mode";
 		if (string_field(r, obj, key, 0, &m) < 0)

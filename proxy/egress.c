@@ -299,7 +299,7 @@ static int
 init_table(char *err, size_t errlen)
 {
 	struct nc_global g;
-	struct nc_cidr deny[256];
+	struct nc_cidr deny[256], permit[64];
 	struct in_addr host[64];
 	struct ifaddrs *ifa, *i;
 	json_t *pol = policy(), *pd;
@@ -322,6 +322,17 @@ init_table(char *err, size_t errlen)
 		}
 	}
 	g.deny = deny;
+	/* private ranges ops let sandboxes name in allow rules */
+	json_array_foreach(json_object_get(pol, "permit"), k, pd) {
+		struct nc_rule nr;
+
+		if (g.npermit < 64 && nc_rule_parse(json_string_value(pd), &nr, err,
+		    errlen) == 0 && nr.kind == NC_RULE_ADDR) {
+			permit[g.npermit].addr = nr.addr;
+			permit[g.npermit++].plen = nr.plen;
+		}
+	}
+	g.permit = permit;
 	if (getifaddrs(&ifa) == 0) {
 		for (i = ifa; i != NULL && g.nhost_addrs < 64; i = i->ifa_next)
 			if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&

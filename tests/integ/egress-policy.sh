@@ -10,6 +10,9 @@
 #  - conn_limit / new_conn_rate: berth.conf's defaults are in the table
 #    at start; `netctl policy set` changes them, 'default' returns to
 #    berth.conf's, a SIGHUP with new defaults reprograms the table
+#  - an allow rule inside a private range is 403 unless ops permit that
+#    range (policy permit), which also carves it out of the table's
+#    always-deny set
 #  - bad values are refused locally (exit 2) and by the API (400)
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
@@ -23,7 +26,7 @@ pol_cleanup() {
 	ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
 }
-trap 'pol_cleanup; _cleanup' EXIT
+trap '_st=$?; pol_cleanup; (exit $_st); _cleanup' EXIT
 ip -n "$NS" link set lo up
 
 # berthd in the namespace: its workers listen on the namespace's loopback,
@@ -92,6 +95,26 @@ sed -i 's/^egress_conn_limit 50$/egress_conn_limit 60/' "$CONF"
 kill -HUP "$BERTHD_PID"
 check "SIGHUP with egress_conn_limit 60: the table follows" wait_for 10 has 'ct count over 60 '
 like "policy show says 60" "$(netctl policy show)" 'conn_limit: +60 concurrent'
+
+# ---- private ranges only where ops permit them ----
+netctl sandbox add lim2 --address 127.0.0.1 >/dev/null || bail "sandbox add lim2"
+out=$(netctl egress allow lim2 10.1.2.0/24:443 2>&1); rc=$?
+is "allow 10.1.2.0/24 without a permit: refused (exit 4)" "$rc" 4
+like "... saying which private range and how ops open it" "$out" "10\.0\.0\.0/8.*policy permit"
+check "allow 0.0.0.0/0:443 (public addresses) is not a private range" netctl egress allow lim2 0.0.0.0/0:443/tcp
+check "policy set --permit 10.1.0.0/16" netctl policy set --permit 10.1.0.0/16
+check "now allow 10.1.2.0/24:443 is accepted" netctl egress allow lim2 10.1.2.0/24:443
+carved() {
+	_s=$(ip netns exec "$NS" nft list set inet berth always_deny 2>&1)
+	printf '%s' "$_s" | grep -q '10\.0\.0\.0/16' &&
+	    printf '%s' "$_s" | grep -q '10\.2\.0\.0-10\.255\.255\.255' &&
+	    ! printf '%s' "$_s" | grep -q '10\.0\.0\.0/8'
+}
+check "the table's always-deny set has 10.1.0.0/16 carved out" wait_for 10 carved
+out=$(netctl egress allow lim2 10.9.0.0/16 2>&1); rc=$?
+is "a private range outside the permit is still refused (exit 4)" "$rc" 4
+netctl policy set --permit 10.1.0.0/16:443 >/dev/null 2>&1
+is "a permit with a port is refused by the API (exit 1)" "$?" 1
 
 # ---- bad values ----
 netctl policy set --conn-limit -1 >/dev/null 2>&1
