@@ -37,7 +37,7 @@
  *   GET    /v1/sandboxes/{id}/egress/log    {"sandbox","available","entries"}
  *   GET    /v1/policy                       policy
  *   PUT    /v1/policy {"default_mode"?,"max_mode"?,"deny"?,"allow"?,
- *          "max_rules"?,"conn_limit"?,"new_conn_rate"?}
+ *          "permit"?,"max_rules"?,"conn_limit"?,"new_conn_rate"?}
  *                                           200 policy (admin only); a
  *                                           limit set to null follows
  *                                           berth.conf again
@@ -60,10 +60,12 @@
  * event   = {seq, time_ms, operation, result, reason, duration_ms}
  * rule    = {action, rule, expires}   (expires: unix seconds or null)
  * policy  = {default_mode, max_mode, deny:[rule text], allow:[rule text],
- *           max_rules, conn_limit, new_conn_rate}:
+ *           permit:[CIDR], max_rules, conn_limit, new_conn_rate}:
  *           max_mode caps every sandbox's mode (closed < allowlist <
  *           open); a sandbox's allow rule may not overlap a deny rule and,
  *           when allow is not empty, must be covered by one of its rules;
+ *           an allow rule inside a private or other always-denied range
+ *           must be covered by a permit (which opens it in the table);
  *           a sandbox holds at most max_rules egress rules (one more is
  *           403, naming the limit; what is stored stays); conn_limit caps
  *           its concurrent connections and new_conn_rate its new ones per

@@ -71,8 +71,13 @@ ip netns exec "$NS" python3 -m http.server 80 --bind 203.0.113.10 >/dev/null 2>&
 ip netns exec "$NS" python3 -m http.server 8080 --bind 203.0.113.10 >/dev/null 2>&1 &
 wait_for 10 grep -q ready "$T/dns.out" || bail "upstream DNS did not start"
 
+# The guest template, built before berthd starts: start_berthd's wait for
+# "ready" must not include the build on a loaded machine.
+sh "$top_srcdir/vmm/guest/mktemplate" "$T/tpl" >"$T/mk.log" 2>&1 ||
+	{ tail -n 20 "$T/mk.log" >&2; bail "mktemplate failed"; }
 CTL_PORT=$(free_port)
 VMM=on berthd_config "egress on" "tap_prefix beg" "vm_pool 10.215.0.0/24" \
+	"template_dir $T/tpl" \
 	"control_listen 127.0.0.1:$CTL_PORT" \
 	"dns_upstream 203.0.113.53" "idle_pause never" "idle_suspend never"
 start_berthd
