@@ -339,6 +339,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->eg_conn_limit = (unsigned)n;
 			else
 				c->eg_new_conn_rate = (unsigned)n;
+		} else if (strcmp(argv[0], "egress_dns_deny") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "nxdomain") == 0)
+				c->eg_dns_refused = 0;
+			else if (strcmp(argv[1], "refused") == 0)
+				c->eg_dns_refused = 1;
+			else
+				ERR("egress_dns_deny: expected 'nxdomain' or 'refused', got '%s'",
+				    argv[1]);
 		} else if (strcmp(argv[0], "vmm_backend") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "qemu") != 0 && strcmp(argv[1], "firecracker") != 0)

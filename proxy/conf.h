@@ -63,6 +63,7 @@ struct px_config {
 	unsigned	 eg_max_rules;		/* egress rules per sandbox */
 	unsigned	 eg_conn_limit;		/* concurrent connections per sandbox, 0: none */
 	unsigned	 eg_new_conn_rate;	/* new connections/s per sandbox, 0: none */
+	int		 eg_dns_refused;	/* denied names: REFUSED, not NXDOMAIN */
 	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
 	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */

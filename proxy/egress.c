@@ -492,6 +492,7 @@ px_eg_init(struct event_base *base, struct px_store *store,
 		inet_ntop(AF_INET, &res[0].sin_addr, a, sizeof(a));
 		log_info("egress: %zu upstream resolver(s), first %s", dc.nresolvers, a);
 	}
+	dc.deny_rcode = c->eg_dns_refused ? NC_DNS_REFUSED : NC_DNS_NXDOMAIN;
 	dc.on_denial = on_dns_denial;
 	dc.on_error = on_dns_error;
 	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)

@@ -82,6 +82,10 @@ main(void)
 	ok(load("egress_conn_limit 100\negress_conn_limit off\n", &c, err,
 	    sizeof(err)) == 0 && c.eg_conn_limit == 0, "a limit can be 'off'");
 	px_config_free(&c);
+	ok(load("egress_dns_deny refused\n", &c, err, sizeof(err)) == 0 &&
+	    c.eg_dns_refused == 1, "egress_dns_deny refused");
+	px_config_free(&c);
+	bad("egress_dns_deny servfail\n", 1, "expected 'nxdomain' or 'refused'");
 	bad("egress_max_rules 1025\n", 1, "expected 0-1024");
 	bad("egress_max_rules off\n", 1, "expected 0-1024");
 	bad("egress_conn_limit 0\n", 1, "expected 1-1000000 or 'off'");
