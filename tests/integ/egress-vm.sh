@@ -77,7 +77,7 @@ sh "$top_srcdir/vmm/guest/mktemplate" "$T/tpl" >"$T/mk.log" 2>&1 ||
 	{ tail -n 20 "$T/mk.log" >&2; bail "mktemplate failed"; }
 CTL_PORT=$(free_port)
 VMM=on berthd_config "egress on" "tap_prefix beg" "vm_pool 10.215.0.0/24" \
-	"template_dir $T/tpl" \
+	"template $T/tpl" \
 	"control_listen 127.0.0.1:$CTL_PORT" \
 	"dns_upstream 203.0.113.53" "idle_pause never" "idle_suspend never"
 start_berthd
