@@ -119,7 +119,8 @@ attach_both() {
 	drive attach lmtapA $GA $G1MAC 10.201.0.1 allowlist &&
 	drive attach lmtapB $GB $G2MAC 10.201.0.5 open &&
 	drive allow $GA 203.0.113.2:80/tcp &&
-	drive allow $GA 203.0.113.2:9000/tcp
+	drive allow $GA 203.0.113.2:9000/tcp &&
+	drive allow $GA 203.0.113.0/24:7000-7100/tcp
 }
 # logged DESC PATTERN: a line of the denial log matches (it is written
 # asynchronously: poll for it)
@@ -172,8 +173,12 @@ case $c in
 *"10.201.0.2 ct count over 3"*) ok "sb_conns holds guest1's element" ;;
 *) nok "sb_conns holds guest1's element"; diag "$c" ;;
 esac
-check "re-apply guest1's policy in one batch (clear + attach + allow)" \
-	drive reattach lmtapA $GA $G1MAC 10.201.0.1 allowlist 203.0.113.2:80/tcp 203.0.113.2:9000/tcp
+check "re-apply guest1's policy in one batch (clear + attach + allow, a range rule too)" \
+	drive reattach lmtapA $GA $G1MAC 10.201.0.1 allowlist 203.0.113.2:80/tcp \
+	203.0.113.2:9000/tcp 203.0.113.0/24:7000-7100/tcp
+n_allow=$(drive count allow_net)
+if [ "$n_allow" = 1 ]; then ok "... the range rule is there once (deleted and added in the same batch)"
+else nok "range rule once in allow_net"; diag "allow_net has $n_allow elements"; fi
 expect "... its connection count is kept: still refused" "$G1" refused 100 tcp 203.0.113.2 80
 kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
 if until_ok 10 opens "$G1" 203.0.113.2 80; then ok "connections closed: guest1 connects again"
