@@ -28,5 +28,5 @@ check_PROGRAMS += tests/integ/nc_drive
 tests_integ_nc_drive_SOURCES = tests/integ/nc_drive.c
 tests_integ_nc_drive_CFLAGS = $(AM_CFLAGS)
 tests_integ_nc_drive_LDADD = $(NC_LIBS)
-TESTS += tests/integ/egress-nft.sh
-EXTRA_DIST += tests/integ/egress-nft.sh
+TESTS += tests/integ/egress-nft.sh tests/integ/egress-limits.sh
+EXTRA_DIST += tests/integ/egress-nft.sh tests/integ/egress-limits.sh

@@ -23,9 +23,16 @@
  *     loopback, multicast, reserved, host and ops ranges), per-sandbox
  *     deny rules (@deny_net: deny beats allow), then the sandbox's mode
  *     (@sb_mode: guest IP -> goto mode_open | mode_allowlist |
- *     mode_closed, or a rare per-sandbox chain). mode_allowlist accepts
+ *     mode_closed, or a rare per-sandbox chain). mode_allowlist admits
  *     what @allow_ip (exact guest . dst . proto . port, DNS-learned
- *     entries with timeouts) or @allow_net (ranges) hold.
+ *     entries with timeouts) or @allow_net (ranges) hold; mode_open
+ *     admits everything that got there.
+ *   admit (regular chain): ops' per-sandbox limits on what is allowed:
+ *     a connection cap (dynset on @sb_conns with `ct count over N`,
+ *     one conntrack list per guest) and a new-connection rate (dynset
+ *     on @sb_rate with `limit rate over N/second`, one token bucket per
+ *     guest); over either is a logged denial; the rest is accepted.
+ *     Those two sets are filled by the packet path, not by berth.
  *   deny (regular chain): every denial is NFLOG'ed by the rule that
  *     decides it (prefix "berth:<reason>", the denial log's source) and
  *     then rejected here: TCP reset, or ICMP admin-prohibited. Never a
@@ -92,49 +99,61 @@ struct setdef {
 	int byteorder;		/* single-field keys only */
 	int vmap;
 	const char *comment;
+	uint32_t size;		/* dynamic sets: most elements */
+	uint64_t timeout_ms;	/* default element timeout */
 };
 
 #define TUPLE TC(TC(TC(T_IPADDR, T_IPADDR), T_INET_PROTO), T_INET_SERVICE)
 
 static const struct setdef sets[] = {
 	{ "sb_ifaces", T_IFNAME, 16, 0, { 0 }, BYTEORDER_HOST, 0,
-	  "tap devices of attached sandboxes" },
+	  "tap devices of attached sandboxes", 0, 0 },
 	{ "sb_src", TC(T_IFNAME, T_IPADDR), 20, 0, { 16, 4 }, 0, 0,
-	  "tap . the one source address its guest may use" },
+	  "tap . the one source address its guest may use", 0, 0 },
 	{ "sb_mac", TC(T_IFNAME, T_ETHERADDR), 24, 0, { 16, 6 }, 0, 0,
-	  "tap . the one MAC address its guest may use" },
+	  "tap . the one MAC address its guest may use", 0, 0 },
 	{ "sb_gw", TC(T_IFNAME, T_IPADDR), 20, 0, { 16, 4 }, 0, 0,
-	  "tap . its gateway address, where berth answers DNS" },
+	  "tap . its gateway address, where berth answers DNS", 0, 0 },
 	{ "guests", T_IPADDR, 4, 0, { 0 }, BYTEORDER_BIG, 0,
-	  "guest addresses, masqueraded on the way out" },
+	  "guest addresses, masqueraded on the way out", 0, 0 },
 	{ "sb_mode", T_IPADDR, 4, NFT_SET_MAP, { 0 }, BYTEORDER_BIG, 1,
-	  "guest address -> its mode chain: open, allowlist or closed" },
+	  "guest address -> its mode chain: open, allowlist or closed", 0, 0 },
 	{ "always_deny", T_IPADDR, 4, NFT_SET_INTERVAL, { 0 }, BYTEORDER_BIG,
 	  0, "never reachable from a sandbox: private, CGNAT, link-local "
-	  "(metadata), loopback, multicast, reserved, host, ops' ranges" },
+	  "(metadata), loopback, multicast, reserved, host, ops' ranges", 0, 0 },
 	{ "dns_ports", TC(T_INET_PROTO, T_INET_SERVICE), 8, NFT_SET_CONSTANT,
-	  { 1, 2 }, 0, 0, "DNS and DNS over TLS: only berth's resolver" },
+	  { 1, 2 }, 0, 0, "DNS and DNS over TLS: only berth's resolver", 0, 0 },
 	{ "deny_net", TUPLE, 16,
 	  NFT_SET_INTERVAL | NFT_SET_TIMEOUT | NFT_SET_CONCAT,
 	  { 4, 4, 1, 2 }, 0, 0,
-	  "per-sandbox deny: guest . dst . proto . port ranges; beats allow" },
+	  "per-sandbox deny: guest . dst . proto . port ranges; beats allow", 0, 0 },
 	{ "allow_ip", TUPLE, 16, NFT_SET_TIMEOUT, { 4, 4, 1, 2 }, 0, 0,
 	  "per-sandbox allow, exact guest . dst . proto . port (DNS-learned "
-	  "entries expire)" },
+	  "entries expire)", 0, 0 },
 	{ "allow_net", TUPLE, 16,
 	  NFT_SET_INTERVAL | NFT_SET_TIMEOUT | NFT_SET_CONCAT,
 	  { 4, 4, 1, 2 }, 0, 0,
-	  "per-sandbox allow: guest . dst . proto . port ranges" },
+	  "per-sandbox allow: guest . dst . proto . port ranges", 0, 0 },
+	/* Filled by the packet path (dynset), one element per guest that
+	 * opens connections; guests live in a /16 pool, so 65535 fits. */
+	{ "sb_conns", T_IPADDR, 4, NFT_SET_EVAL, { 0 }, BYTEORDER_BIG, 0,
+	  "guest address -> its connections in conntrack (ct count cap)",
+	  65535, 0 },
+	{ "sb_rate", T_IPADDR, 4, NFT_SET_EVAL | NFT_SET_TIMEOUT, { 0 },
+	  BYTEORDER_BIG, 0, "guest address -> its new-connection rate "
+	  "(limit); idle entries expire", 65535, 60000 },
 };
 
 /* Per-sandbox sets and where the sandbox's identity sits in their keys. */
 static const struct {
 	const char *set;
 	int by_ifname;		/* key starts with the tap name, else the IP */
+	int state;		/* run-time state of the limits (dynset) */
 } owned[] = {
-	{ "sb_mode", 0 }, { "sb_src", 1 }, { "sb_mac", 1 }, { "sb_gw", 1 },
-	{ "sb_ifaces", 1 }, { "guests", 0 }, { "deny_net", 0 },
-	{ "allow_ip", 0 }, { "allow_net", 0 },
+	{ "sb_mode", 0, 0 }, { "sb_src", 1, 0 }, { "sb_mac", 1, 0 },
+	{ "sb_gw", 1, 0 }, { "sb_ifaces", 1, 0 }, { "guests", 0, 0 },
+	{ "deny_net", 0, 0 }, { "allow_ip", 0, 0 }, { "allow_net", 0, 0 },
+	{ "sb_conns", 0, 1 }, { "sb_rate", 0, 1 },
 };
 
 static uint32_t set_id_next = 1;
@@ -166,6 +185,10 @@ set_new(const struct setdef *d)
 	if (nf > 1)
 		nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, d->fields,
 		    (uint32_t)nf);
+	if (d->size)
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, d->size);
+	if (d->timeout_ms)
+		nftnl_set_set_u64(s, NFTNL_SET_TIMEOUT, d->timeout_ms);
 	if ((u = nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN)) != NULL) {
 		if (d->byteorder)
 			nftnl_udata_put_u32(u, NFTNL_UDATA_SET_KEYBYTEORDER,
@@ -339,6 +362,67 @@ x_masq(struct nftnl_rule *r)
 	(void)e;
 }
 
+/* A dynset on @set keyed by the guest (ip saddr, reg 1) carrying one
+ * stateful expression: the rule goes on only when that expression
+ * matches for this guest's element. Without the inner expression the
+ * rule would match every packet, so allocation failure leaves the rule
+ * empty (rule_add refuses it). */
+static void
+x_dynset(struct nftnl_rule *r, const char *set, uint32_t op,
+    uint64_t timeout_ms, struct nftnl_expr *inner)
+{
+	struct nftnl_expr *e;
+
+	if (inner == NULL)
+		return;
+	if ((e = nftnl_expr_alloc("dynset")) == NULL) {
+		nftnl_expr_free(inner);
+		return;
+	}
+	x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, op);
+	nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, set);
+	if (timeout_ms)
+		nftnl_expr_set_u64(e, NFTNL_EXPR_DYNSET_TIMEOUT, timeout_ms);
+	nftnl_expr_set(e, NFTNL_EXPR_DYNSET_EXPR, inner, 0);
+	nftnl_rule_add_expr(r, e);
+}
+
+/* add @set { ip saddr ct count over max }: the guest has more than max
+ * connections in conntrack, this new one included. */
+static void
+x_conncap(struct nftnl_rule *r, const char *set, uint32_t max)
+{
+	struct nftnl_expr *c = nftnl_expr_alloc("connlimit");
+
+	if (c != NULL) {
+		nftnl_expr_set_u32(c, NFTNL_EXPR_CONNLIMIT_COUNT, max);
+		nftnl_expr_set_u32(c, NFTNL_EXPR_CONNLIMIT_FLAGS,
+		    NFT_CONNLIMIT_F_INV);
+	}
+	x_dynset(r, set, NFT_DYNSET_OP_ADD, 0, c);
+}
+
+/* update @set { ip saddr limit rate over rate/second burst b packets }:
+ * the guest's token bucket (b packets deep, refilled at rate/s) is
+ * empty. */
+static void
+x_ratecap(struct nftnl_rule *r, const char *set, uint32_t rate,
+    uint32_t burst, uint64_t timeout_ms)
+{
+	struct nftnl_expr *l = nftnl_expr_alloc("limit");
+
+	if (l != NULL) {
+		nftnl_expr_set_u64(l, NFTNL_EXPR_LIMIT_RATE, rate);
+		nftnl_expr_set_u64(l, NFTNL_EXPR_LIMIT_UNIT, 1);
+		nftnl_expr_set_u32(l, NFTNL_EXPR_LIMIT_BURST, burst);
+		nftnl_expr_set_u32(l, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+		nftnl_expr_set_u32(l, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+	}
+	x_dynset(r, set, NFT_DYNSET_OP_UPDATE, timeout_ms, l);
+}
+
 /* ip saddr . ip daddr . meta l4proto . th dport into REG32_00..03. */
 static void
 x_tuple(struct nftnl_rule *r)
@@ -473,18 +557,18 @@ rules_modes(struct rulectx *rc)
 {
 	rc->chain = "mode_open";
 	RULE("open: anything that passed always-deny and deny rules", {
-		x_verdict(r, NF_ACCEPT, NULL);
+		x_verdict(r, NFT_GOTO, "admit");
 	});
 	rc->chain = "mode_allowlist";
 	RULE("allowlist: exact guest . dst . proto . port (DNS-learned)", {
 		x_tuple(r);
 		x_lookup(r, NFT_REG32_00, "allow_ip", 0);
-		x_verdict(r, NF_ACCEPT, NULL);
+		x_verdict(r, NFT_GOTO, "admit");
 	});
 	RULE("allowlist: guest . CIDR . proto . port range", {
 		x_tuple(r);
 		x_lookup(r, NFT_REG32_00, "allow_net", 0);
-		x_verdict(r, NF_ACCEPT, NULL);
+		x_verdict(r, NFT_GOTO, "admit");
 	});
 	RULE("allowlist: not on this sandbox's list", {
 		x_deny(rc, r, "not-allowed");
@@ -492,6 +576,44 @@ rules_modes(struct rulectx *rc)
 	rc->chain = "mode_closed";
 	RULE("closed: no egress at all", {
 		x_deny(rc, r, "closed");
+	});
+}
+
+/* A new connection the policy allows still has to fit the sandbox's
+ * share (ops' global limits): what is over is rejected loudly like any
+ * other denial, so the agent sees why at once. Only allowed connections
+ * get here, so denied attempts never use up a sandbox's quota. */
+static void
+rules_admit(struct rulectx *rc)
+{
+	const struct nc_global *g = rc->g;
+	char c[160];
+
+	rc->chain = "admit";
+	if (g->conn_limit > 0) {
+		snprintf(c, sizeof(c), "over %u concurrent connections of this "
+		    "sandbox (ops' cap, ct count per guest)", g->conn_limit);
+		RULE(c, {
+			x_ipv4(r);
+			x_conncap(r, "sb_conns", g->conn_limit);
+			x_deny(rc, r, "conn-limit");
+		});
+	}
+	if (g->new_conn_rate > 0) {
+		/* The kernel's bucket holds `burst` packets: one second's
+		 * worth, so N at once is as fine as N spread over a second. */
+		snprintf(c, sizeof(c), "over %u new connections/s of this "
+		    "sandbox (ops' rate limit, a bucket of %u)",
+		    g->new_conn_rate, g->new_conn_rate);
+		RULE(c, {
+			x_ipv4(r);
+			x_ratecap(r, "sb_rate", g->new_conn_rate,
+			    g->new_conn_rate, 60000);
+			x_deny(rc, r, "rate-limit");
+		});
+	}
+	RULE("allowed and within the sandbox's limits", {
+		x_verdict(r, NF_ACCEPT, NULL);
 	});
 }
 
@@ -1112,6 +1234,8 @@ nc_txn_egress_init(struct nc_txn *t, const struct nc_global *g, char *err,
 	    "mode allowlist: only what allow_ip / allow_net hold") < 0 ||
 	    add_chain(t->b, "mode_closed", NULL, 0, 0,
 	    "mode closed: nothing") < 0 ||
+	    add_chain(t->b, "admit", NULL, 0, 0,
+	    "allowed: within the sandbox's connection cap and rate") < 0 ||
 	    add_chain(t->b, "prerouting", "filter", NF_INET_PRE_ROUTING,
 	    NF_IP_PRI_RAW, "anti-spoofing, before conntrack") < 0 ||
 	    add_chain(t->b, "input", "filter", NF_INET_LOCAL_IN,
@@ -1128,6 +1252,7 @@ nc_txn_egress_init(struct nc_txn *t, const struct nc_global *g, char *err,
 	rc->chain = "deny";
 	rules_deny(rc);
 	rules_modes(rc);
+	rules_admit(rc);
 	rules_prerouting(rc);
 	rules_input(rc);
 	rules_forward(rc);
@@ -1411,9 +1536,9 @@ detach_cb(struct nftnl_set_elem *e, void *data)
 	return 0;
 }
 
-int
-nc_txn_sandbox_detach(struct nc_txn *t, const char *ifname,
-    struct in_addr ip, char *err, size_t errlen)
+static int
+txn_unbind(struct nc_txn *t, const char *ifname, struct in_addr ip,
+    int state, char *err, size_t errlen)
 {
 	size_t mark = nc_batch_mark(t->b), i;
 	uint8_t kif[IFNAMSIZ];
@@ -1430,6 +1555,8 @@ nc_txn_sandbox_detach(struct nc_txn *t, const char *ifname,
 	snprintf(who, sizeof(who), "%s on %s", a, ifname);
 	key_ifname(kif, ifname);
 	for (i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
+		if (owned[i].state && !state)
+			continue;
 		memset(&da, 0, sizeof(da));
 		da.b = t->b;
 		da.set = owned[i].set;
@@ -1451,6 +1578,20 @@ nc_txn_sandbox_detach(struct nc_txn *t, const char *ifname,
 		}
 	}
 	return 0;
+}
+
+int
+nc_txn_sandbox_detach(struct nc_txn *t, const char *ifname,
+    struct in_addr ip, char *err, size_t errlen)
+{
+	return txn_unbind(t, ifname, ip, 1, err, errlen);
+}
+
+int
+nc_txn_sandbox_clear(struct nc_txn *t, const char *ifname,
+    struct in_addr ip, char *err, size_t errlen)
+{
+	return txn_unbind(t, ifname, ip, 0, err, errlen);
 }
 
 /* ---- one-shot wrappers: build, commit, rebuild on a stale generation ---- */

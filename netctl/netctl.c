@@ -52,8 +52,17 @@ enum {
 	O_MAX_MODE = 1 << 10,
 	O_DENY = 1 << 11,
 	O_ALLOW = 1 << 12,
-	O_LAST = O_ALLOW
+	O_MAX_RULES = 1 << 13,
+	O_CONN_LIMIT = 1 << 14,
+	O_NEW_CONN_RATE = 1 << 15,
+	O_FOLLOW = 1 << 16,
+	O_PERMIT = 1 << 17,
+	O_LAST = O_PERMIT
 };
+
+/* long-only options */
+enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
+	OPT_PERMIT };
 
 #define MAX_RULE_OPTS 64
 
@@ -74,6 +83,9 @@ struct opts {
 	int ndeny;
 	const char *allow[MAX_RULE_OPTS];
 	int nallow;
+	const char *permit[MAX_RULE_OPTS];
+	int npermit;
+	const char *max_rules, *conn_limit, *new_conn_rate;
 };
 
 struct cmd;
@@ -871,33 +883,67 @@ c_egress_mode(const struct cmd *c, struct opts *o, char **a, int n)
 	return rc;
 }
 
+/* Prints the entries after seq *last (all for 0); moves *last on. */
+static void
+print_denials(const struct opts *o, json_t *entries, long long *last)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(entries, i, e) {
+		long long seq = json_integer_value(json_object_get(e, "seq"));
+		char *line;
+
+		if (seq != 0 && seq <= *last)
+			continue;
+		if ((line = json_dumps(e, JSON_COMPACT)) != NULL)
+			printf("%s\n", line);
+		free(line);
+		if (seq > *last)
+			*last = seq;
+	}
+	fflush(stdout);
+}
+
 static int
 c_egress_log(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[128];
-	json_t *doc, *e;
-	size_t i;
-	int rc;
+	json_t *doc;
+	long long last = 0;
+	int rc, json = o->json;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/log", a[0]);
-	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json) {
+	/* --follow prints entries one per line, in both output modes */
+	if (o->given & O_FOLLOW)
+		o->json = 0;
+	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK ||
+	    (json && !(o->given & O_FOLLOW))) {
 		json_decref(doc);
 		return rc;
 	}
-	if (!json_is_true(json_object_get(doc, "available")))
+	if (!json_is_true(json_object_get(doc, "available"))) {
 		printf("no denial log for %s (egress filtering is not active "
 		    "for it)\n", a[0]);
-	else if (json_array_size(json_object_get(doc, "entries")) == 0)
-		printf("no denied connections\n");
-	json_array_foreach(json_object_get(doc, "entries"), i, e) {
-		char *line = json_dumps(e, JSON_COMPACT);
-
-		printf("%s\n", line ? line : "?");
-		free(line);
+		json_decref(doc);
+		return o->given & O_FOLLOW ? EXIT_REFUSED : EXIT_OK;
 	}
+	if (json_array_size(json_object_get(doc, "entries")) == 0 &&
+	    !(o->given & O_FOLLOW))
+		printf("no denied connections\n");
+	print_denials(o, json_object_get(doc, "entries"), &last);
 	json_decref(doc);
+	/* Follow: poll (the log keeps the last 256 entries of each
+	 * sandbox, numbered) until interrupted or the sandbox is gone. */
+	while (o->given & O_FOLLOW) {
+		usleep(500000);
+		if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK)
+			return rc;
+		print_denials(o, json_object_get(doc, "entries"), &last);
+		json_decref(doc);
+	}
 	return EXIT_OK;
 }
 
@@ -917,7 +963,53 @@ print_policy(json_t *doc)
 	    "allow")) ? "" : " anything not denied");
 	json_array_foreach(json_object_get(doc, "allow"), i, v)
 		printf(" %s", json_string_value(v));
-	printf("\n");
+	printf("\npermit:      %s", json_array_size(json_object_get(doc,
+	    "permit")) ? "" : " no private range");
+	json_array_foreach(json_object_get(doc, "permit"), i, v)
+		printf(" %s", json_string_value(v));
+	printf("\nmax_rules:     %lld per sandbox\n", (long long)
+	    json_integer_value(json_object_get(doc, "max_rules")));
+	v = json_object_get(doc, "conn_limit");
+	if (json_integer_value(v) > 0)
+		printf("conn_limit:    %lld concurrent connections per "
+		    "sandbox\n", (long long)json_integer_value(v));
+	else
+		printf("conn_limit:    none\n");
+	v = json_object_get(doc, "new_conn_rate");
+	if (json_integer_value(v) > 0)
+		printf("new_conn_rate: %lld new connections/s per sandbox\n",
+		    (long long)json_integer_value(v));
+	else
+		printf("new_conn_rate: none\n");
+}
+
+/*
+ * A limit option: a number (0 to max), "off" (0, limits only) or
+ * "default" (null: berth.conf's value). 0, or -1 after saying why.
+ */
+static int
+limit_arg(const char *opt, const char *s, long long max, int off_ok,
+    json_t **out)
+{
+	char *end;
+	long long n;
+
+	if (strcmp(s, "default") == 0) {
+		*out = json_null();
+		return 0;
+	}
+	if (off_ok && strcmp(s, "off") == 0) {
+		*out = json_integer(0);
+		return 0;
+	}
+	n = strtoll(s, &end, 10);
+	if (!isdigit((unsigned char)s[0]) || *end != '\0' || n > max) {
+		fail("%s: use a number from 0 to %lld%s or 'default' (berth.conf's), "
+		    "not '%s'", opt, max, off_ok ? ", 'off'" : "", s);
+		return -1;
+	}
+	*out = json_integer(n);
+	return 0;
 }
 
 static int
@@ -951,12 +1043,39 @@ c_policy_set(const struct cmd *c, struct opts *o, char **a, int n)
 	json_t *body, *doc;
 	int rc;
 
-	if (!(o->given & (O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW))) {
+	static const struct {
+		unsigned bit;
+		const char *opt, *key;
+		long long max;
+		int off_ok;
+	} lim[] = {
+		{ O_MAX_RULES, "--max-rules", "max_rules", 1024, 0 },
+		{ O_CONN_LIMIT, "--conn-limit", "conn_limit", 1000000, 1 },
+		{ O_NEW_CONN_RATE, "--new-conn-rate", "new_conn_rate", 1000000,
+		  1 },
+	};
+	const char *val[3] = { o->max_rules, o->conn_limit, o->new_conn_rate };
+	json_t *v;
+	size_t i;
+
+	if (!(o->given & (O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW |
+	    O_PERMIT | O_MAX_RULES | O_CONN_LIMIT | O_NEW_CONN_RATE))) {
 		fail("policy set: give at least one of --default-mode, "
-		    "--max-mode, --deny, --allow");
+		    "--max-mode, --deny, --allow, --permit, --max-rules, "
+		    "--conn-limit, --new-conn-rate");
 		return EXIT_USAGE;
 	}
 	body = json_object();
+	for (i = 0; i < 3; i++) {
+		if (!(o->given & lim[i].bit))
+			continue;
+		if (limit_arg(lim[i].opt, val[i], lim[i].max, lim[i].off_ok,
+		    &v) == -1) {
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		json_object_set_new(body, lim[i].key, v);
+	}
 	if (o->default_mode != NULL)
 		json_object_set_new(body, "default_mode",
 		    json_string(o->default_mode));
@@ -966,6 +1085,9 @@ c_policy_set(const struct cmd *c, struct opts *o, char **a, int n)
 		json_object_set_new(body, "deny", strings(o->deny, o->ndeny));
 	if (o->given & O_ALLOW)
 		json_object_set_new(body, "allow", strings(o->allow, o->nallow));
+	if (o->given & O_PERMIT)
+		json_object_set_new(body, "permit", strings(o->permit,
+		    o->npermit));
 	rc = call(o, "PUT", "/v1/policy", body, &doc);
 	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
@@ -1141,18 +1263,29 @@ static const struct cmd cmds[] = {
 	  "global policy).\nIt cannot be wider than the policy's max_mode." },
 	{ "egress", "reset", NULL, "<id>", 1, 1, 0, c_egress_reset,
 	  "Remove every rule and return to the global policy's default mode." },
-	{ "egress", "log", NULL, "<id>", 1, 1, 0, c_egress_log,
-	  "Recent denied connections of a sandbox." },
+	{ "egress", "log", NULL, "<id> [--follow]", 1, 1, O_FOLLOW,
+	  c_egress_log,
+	  "Recent denied connections and names of a sandbox (the last 256),\n"
+	  "one JSON object a line: time, destination, port, protocol and the\n"
+	  "reason (not-allowed, deny-rule, always-deny, conn-limit, rate-limit,\n"
+	  "dns, host, sandbox, spoof-ip...). --follow keeps printing new ones." },
 	{ "policy", "show", NULL, "", 0, 0, 0, c_policy_show,
 	  "Show the global egress policy." },
 	{ "policy", "set", NULL, "[--default-mode M] [--max-mode M] "
-	  "[--deny RULE]... [--allow RULE]...", 0, 0,
-	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW, c_policy_set,
+	  "[--deny RULE]... [--allow RULE]... [--permit CIDR]... [--max-rules N] "
+	  "[--conn-limit N|off] [--new-conn-rate N|off]", 0, 0,
+	  O_DEFAULT_MODE | O_MAX_MODE | O_DENY | O_ALLOW | O_PERMIT | O_MAX_RULES |
+	  O_CONN_LIMIT | O_NEW_CONN_RATE, c_policy_set,
 	  "Change the global policy (admin only). Modes: closed < allowlist <\n"
 	  "open; max_mode caps every sandbox. --deny rules are always denied\n"
 	  "and no sandbox may allow them; a non-empty --allow list bounds\n"
 	  "what sandboxes may allow. Giving --deny or --allow replaces that\n"
-	  "list ('' empties it)." },
+	  "list ('' empties it). --permit lists the private ranges (10/8,\n"
+	  "172.16/12, 192.168/16, 100.64/10...) sandboxes may allow; others\n"
+	  "are refused. --max-rules caps each sandbox's egress\n"
+	  "rules; --conn-limit its concurrent connections and --new-conn-rate\n"
+	  "its new connections per second (over: reset, and logged). 'default'\n"
+	  "returns a limit to berth.conf's value." },
 	{ "token", "create", NULL, "--admin | --sandbox <id> [--name TEXT]", 0,
 	  0, O_ADMIN | O_SANDBOX | O_NAME, c_token_create,
 	  "Create a token for the TCP control API and private URLs and print\n"
@@ -1263,6 +1396,11 @@ opt_name(unsigned o)
 	case O_MAX_MODE: return "--max-mode";
 	case O_DENY: return "--deny";
 	case O_ALLOW: return "--allow";
+	case O_MAX_RULES: return "--max-rules";
+	case O_CONN_LIMIT: return "--conn-limit";
+	case O_NEW_CONN_RATE: return "--new-conn-rate";
+	case O_FOLLOW: return "--follow";
+	case O_PERMIT: return "--permit";
 	default: return "?";
 	}
 }
@@ -1290,6 +1428,11 @@ main(int argc, char **argv)
 		{ "max-mode", required_argument, NULL, 'M' },
 		{ "deny", required_argument, NULL, 'd' },
 		{ "allow", required_argument, NULL, 'w' },
+		{ "max-rules", required_argument, NULL, OPT_MAX_RULES },
+		{ "conn-limit", required_argument, NULL, OPT_CONN_LIMIT },
+		{ "new-conn-rate", required_argument, NULL, OPT_NEW_CONN_RATE },
+		{ "follow", no_argument, NULL, OPT_FOLLOW },
+		{ "permit", required_argument, NULL, OPT_PERMIT },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -1371,6 +1514,29 @@ main(int argc, char **argv)
 		case 'M':
 			o.max_mode = optarg;
 			o.given |= O_MAX_MODE;
+			break;
+		case OPT_MAX_RULES:
+			o.max_rules = optarg;
+			o.given |= O_MAX_RULES;
+			break;
+		case OPT_CONN_LIMIT:
+			o.conn_limit = optarg;
+			o.given |= O_CONN_LIMIT;
+			break;
+		case OPT_FOLLOW:
+			o.given |= O_FOLLOW;
+			break;
+		case OPT_PERMIT:
+			if (o.npermit == MAX_RULE_OPTS) {
+				fail("at most %d rules per option", MAX_RULE_OPTS);
+				return EXIT_USAGE;
+			}
+			o.permit[o.npermit++] = optarg;
+			o.given |= O_PERMIT;
+			break;
+		case OPT_NEW_CONN_RATE:
+			o.new_conn_rate = optarg;
+			o.given |= O_NEW_CONN_RATE;
 			break;
 		case 'd':
 		case 'w':

@@ -91,9 +91,16 @@ struct nc_global {
 					 * ranges sandboxes may name in rules) */
 	size_t npermit;
 	uint16_t nflog_group;		/* NFLOG group of the denial log */
-	uint32_t conn_limit;		/* per-sandbox ct count cap, 0: none */
-	uint32_t new_conn_rate;		/* new connections/s per sandbox, 0: none */
+	uint32_t conn_limit;		/* per-sandbox cap on concurrent
+					 * connections (conntrack entries of
+					 * allowed flows), 0: none */
+	uint32_t new_conn_rate;		/* new allowed connections per second
+					 * per sandbox (a token bucket one
+					 * second deep), 0: none */
 };
+/* A connection over either limit is rejected (TCP reset, else ICMP
+ * admin-prohibited) and logged with reason "conn-limit" / "rate-limit".
+ * Connections the policy denies count toward neither. */
 
 struct nc_sandbox {
 	const char *ifname;		/* tap device on the host */
@@ -149,6 +156,11 @@ int nc_txn_egress_init(struct nc_txn *t, const struct nc_global *g,
 int nc_txn_sandbox_attach(struct nc_txn *t, const struct nc_sandbox *sb,
     char *err, size_t errlen);
 int nc_txn_sandbox_detach(struct nc_txn *t, const char *ifname,
+    struct in_addr ip, char *err, size_t errlen);
+/* Like detach, but keeps the kernel's run-time state of the sandbox's
+ * limits (its connection list and rate bucket): to re-attach it with new
+ * rules in the same transaction without resetting its quota. */
+int nc_txn_sandbox_clear(struct nc_txn *t, const char *ifname,
     struct in_addr ip, char *err, size_t errlen);
 int nc_txn_set_mode(struct nc_txn *t, struct in_addr ip, enum nc_mode mode,
     char *err, size_t errlen);

@@ -795,6 +795,7 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 		if (oldlog && strcmp(oldlog, P.cfg.access_log) != 0)
 			log_warnx("SIGHUP: access_log changed: takes effect on restart");
 		free(oldlog);
+		px_eg_reload();	/* the policy's egress_* defaults */
 	}
 	json_decref(P.certs);
 	P.certs = certs;
@@ -965,22 +966,24 @@ main(int argc, char **argv)
 		fatalx("event_base_new");
 	{
 		char why[256];
+		int vms = px_vm_wanted(&P.cfg, why, sizeof(why));
 
-		if (px_vm_wanted(&P.cfg, why, sizeof(why))) {
-			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid, P.gid };
-
-			/* egress first: VMs adopted below attach at once */
-			if (P.cfg.egress != PX_VMM_OFF) {
-				if (px_eg_init(P.base, P.store, &P.cfg, err, sizeof(err)) != 0) {
-					if (P.cfg.egress == PX_VMM_ON)
-						fatalx("egress: %s", err);
-					log_warnx("egress: off: %s", err);
-				} else {
-					log_info("egress: table inet berth, resolver on each "
-					    "sandbox's gateway, denial log on NFLOG group %u",
-					    P.cfg.nflog_group);
-				}
+		/* egress first: VMs adopted below attach at once. "egress on"
+		 * without VMs still programs the table and the policy (its
+		 * limits and ranges), ready for the VMs of a later start. */
+		if (P.cfg.egress == PX_VMM_ON || (vms && P.cfg.egress != PX_VMM_OFF)) {
+			if (px_eg_init(P.base, P.store, &P.cfg, err, sizeof(err)) != 0) {
+				if (P.cfg.egress == PX_VMM_ON)
+					fatalx("egress: %s", err);
+				log_warnx("egress: off: %s", err);
+			} else {
+				log_info("egress: table inet berth, resolver on each "
+				    "sandbox's gateway, denial log on NFLOG group %u",
+				    P.cfg.nflog_group);
 			}
+		}
+		if (vms) {
+			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid, P.gid };
 
 			if (px_vm_init(P.base, P.store, &P.cfg, P.state_dir, &vh, err,
 			    sizeof(err)) != 0)
@@ -995,6 +998,7 @@ main(int argc, char **argv)
 	hooks.https_port = px_config_https_port(&P.cfg);
 	hooks.routes_changed = routes_changed;
 	hooks.metrics = metrics;
+	hooks.config = &P.cfg;		/* the policy's defaults */
 	if (px_eg_enabled()) {
 		hooks.egress_changed = px_eg_changed;
 		hooks.egress_log = px_eg_log;

@@ -33,6 +33,7 @@ px_config_defaults(struct px_config *c)
 	c->max_parked = 1000;
 	c->nflog_group = 5;
 	c->vm_standby = 8;
+	c->eg_max_rules = 256;
 	c->max_conns = 10000;
 	c->max_conns_sandbox = 1000;
 }
@@ -314,6 +315,40 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (*end != '\0' || n < 1 || n > 65535)
 				ERR("nflog_group: expected 1-65535, got '%s'", argv[1]);
 			c->nflog_group = (uint16_t)n;
+		} else if (strcmp(argv[0], "egress_max_rules") == 0 ||
+		    strcmp(argv[0], "egress_conn_limit") == 0 ||
+		    strcmp(argv[0], "egress_new_conn_rate") == 0) {
+			/* ops' policy defaults; limits may be 'off' (0) */
+			int rules = strcmp(argv[0], "egress_max_rules") == 0;
+			unsigned long n;
+			char *end;
+
+			NARGS(1);
+			if (!rules && strcmp(argv[1], "off") == 0)
+				n = 0;
+			else {
+				n = strtoul(argv[1], &end, 10);
+				if (argv[1][0] < '0' || argv[1][0] > '9' || *end != '\0' ||
+				    (rules && n > PX_EG_MAX_RULES) ||
+				    (!rules && (n == 0 || n > PX_EG_LIMIT_MAX)))
+					ERR("%s: expected %s, got '%s'", argv[0], rules ?
+					    "0-1024" : "1-1000000 or 'off'", argv[1]);
+			}
+			if (rules)
+				c->eg_max_rules = (unsigned)n;
+			else if (strcmp(argv[0], "egress_conn_limit") == 0)
+				c->eg_conn_limit = (unsigned)n;
+			else
+				c->eg_new_conn_rate = (unsigned)n;
+		} else if (strcmp(argv[0], "egress_dns_deny") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "nxdomain") == 0)
+				c->eg_dns_refused = 0;
+			else if (strcmp(argv[1], "refused") == 0)
+				c->eg_dns_refused = 1;
+			else
+				ERR("egress_dns_deny: expected 'nxdomain' or 'refused', got '%s'",
+				    argv[1]);
 		} else if (strcmp(argv[0], "vmm_backend") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "qemu") != 0 && strcmp(argv[1], "firecracker") != 0)

@@ -58,12 +58,21 @@ struct px_config {
 	uint16_t	 nflog_group;		/* denial log; default 5 */
 	char		 dns_upstream[4][46];	/* resolvers; none: /etc/resolv.conf */
 	int		 ndns;
+	/* ops' global egress policy: defaults for what the stored policy
+	 * (PUT /v1/policy) does not set */
+	unsigned	 eg_max_rules;		/* egress rules per sandbox */
+	unsigned	 eg_conn_limit;		/* concurrent connections per sandbox, 0: none */
+	unsigned	 eg_new_conn_rate;	/* new connections/s per sandbox, 0: none */
+	int		 eg_dns_refused;	/* denied names: REFUSED, not NXDOMAIN */
 	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
 	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
 	unsigned	 vm_standby;		/* standby VMMs for suspended
 						 * sandboxes; 0: none */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
 };
+
+#define PX_EG_MAX_RULES		1024	/* most egress_max_rules may say */
+#define PX_EG_LIMIT_MAX		1000000	/* most conn_limit / new_conn_rate */
 
 void px_config_defaults(struct px_config *);
 /* Loads file over the defaults (file NULL: defaults only). On error

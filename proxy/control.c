@@ -10,6 +10,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
+#include "conf.h"
 #include "control_rule.h"
 #include "store.h"
 #include "token.h"
@@ -1095,9 +1096,36 @@ h_events(struct req *r, const char *id)
 
 /* ---- global policy ---- */
 
-/* The stored policy with defaults filled in; NULL after replying 500. */
+/* The policy's limits, their defaults (berth.conf) and their ranges. */
+static const struct {
+	const char *key;
+	unsigned max;
+} pol_limits[] = {
+	{ "max_rules", PX_EG_MAX_RULES },
+	{ "conn_limit", PX_EG_LIMIT_MAX },
+	{ "new_conn_rate", PX_EG_LIMIT_MAX },
+};
+#define NPOL_LIMITS (sizeof(pol_limits) / sizeof(pol_limits[0]))
+
+static unsigned
+pol_limit_default(const struct px_control *ctl, size_t i)
+{
+	const struct px_config *c = ctl->hooks.config;
+
+	switch (i) {
+	case 0:
+		return c ? c->eg_max_rules : 256;
+	case 1:
+		return c ? c->eg_conn_limit : 0;
+	default:
+		return c ? c->eg_new_conn_rate : 0;
+	}
+}
+
+/* The stored policy as stored (only what ops set); NULL after replying
+ * 500. */
 static json_t *
-policy_load(struct req *r)
+policy_stored(struct req *r)
 {
 	char err[256], *text = NULL;
 	json_t *doc = NULL;
@@ -1114,6 +1142,15 @@ policy_load(struct req *r)
 		json_decref(doc);
 		doc = json_object();
 	}
+	return doc;
+}
+
+/* Fills in what the stored policy leaves out. */
+static json_t *
+policy_fill(struct px_control *ctl, json_t *doc)
+{
+	size_t i;
+
 	if (json_object_get(doc, "default_mode") == NULL)
 		json_object_set_new(doc, "default_mode", json_string("allowlist"));
 	if (json_object_get(doc, "max_mode") == NULL)
@@ -1122,7 +1159,22 @@ policy_load(struct req *r)
 		json_object_set_new(doc, "deny", json_array());
 	if (!json_is_array(json_object_get(doc, "allow")))
 		json_object_set_new(doc, "allow", json_array());
+	if (!json_is_array(json_object_get(doc, "permit")))
+		json_object_set_new(doc, "permit", json_array());
+	for (i = 0; i < NPOL_LIMITS; i++)
+		if (!json_is_integer(json_object_get(doc, pol_limits[i].key)))
+			json_object_set_new(doc, pol_limits[i].key, json_integer(
+			    (json_int_t)pol_limit_default(ctl, i)));
 	return doc;
+}
+
+/* The stored policy with defaults filled in; NULL after replying 500. */
+static json_t *
+policy_load(struct req *r)
+{
+	json_t *doc = policy_stored(r);
+
+	return doc != NULL ? policy_fill(r->c->ctl, doc) : NULL;
 }
 
 /*
@@ -1156,7 +1208,7 @@ policy_permits(struct req *r, json_t *pol, const char *field,
 {
 	struct nc_rule pr;
 	json_t *v, *allow = json_object_get(pol, "allow");
-	char err[512];
+	char err[512], range[32];
 	size_t i;
 	int covered = 0;
 
@@ -1170,6 +1222,20 @@ policy_permits(struct req *r, json_t *pol, const char *field,
 			    json_string_value(v));
 			return -1;
 		}
+	}
+	/* Private and other always-denied ranges only where ops permit. */
+	if (px_rule_always_denied(rule, range, sizeof(range))) {
+		json_array_foreach(json_object_get(pol, "permit"), i, v)
+			if (px_rule_parse(json_string_value(v), &pr, err,
+			    sizeof(err)) == 0 && px_rule_covers(&pr, rule))
+				covered = 1;
+		if (!covered) {
+			reply_error(r, 403, NULL, field, "allow rule '%s' names "
+			    "%s, which sandboxes never reach unless the global "
+			    "policy permits it (policy permit)", canon, range);
+			return -1;
+		}
+		covered = 0;
 	}
 	if (json_array_size(allow) == 0)
 		return 0;
@@ -1248,18 +1314,35 @@ static void
 h_policy_put(struct req *r)
 {
 	static const char *const fields[] = { "default_mode", "max_mode",
-	    "deny", "allow", NULL };
+	    "deny", "allow", "permit", "max_rules", "conn_limit",
+	    "new_conn_rate", NULL };
 	struct px_control *ctl = r->c->ctl;
 	json_t *obj, *pol = NULL, *v;
 	const char *key, *m;
 	char err[256], buf[64], *text = NULL;
+	size_t i;
 	int rc;
 
 	if ((obj = body_object(r, fields, 0)) == NULL)
 		return;
 	if (rule_list_arg(r, obj, "deny") == -1 ||
-	    rule_list_arg(r, obj, "allow") == -1)
+	    rule_list_arg(r, obj, "allow") == -1 ||
+	    rule_list_arg(r, obj, "permit") == -1)
 		goto out;
+	json_array_foreach(json_object_get(obj, "permit"), i, v) {
+		struct nc_rule pr;
+
+		snprintf(buf, sizeof(buf), "permit[%zu]", i);
+		if (px_rule_parse(json_string_value(v), &pr, err,
+		    sizeof(err)) < 0 || pr.kind != NC_RULE_ADDR ||
+		    pr.proto != NC_PROTO_ANY || pr.port_lo != 0 ||
+		    pr.port_hi != 65535) {
+			reply_error(r, 400, NULL, buf, "'%s': a permit is an "
+			    "address range only, as in 10.1.0.0/16",
+			    json_string_value(v));
+			goto out;
+		}
+	}
 	for (rc = 0; rc < 2; rc++) {
 		key = rc ? "max_mode" : "default_mode";
 		if (string_field(r, obj, key, 0, &m) < 0)
@@ -1271,19 +1354,39 @@ h_policy_put(struct req *r)
 			goto out;
 		}
 	}
-	if ((pol = policy_load(r)) == NULL)
+	for (i = 0; i < NPOL_LIMITS; i++) {
+		v = json_object_get(obj, pol_limits[i].key);
+		if (v == NULL || json_is_null(v))
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > (json_int_t)pol_limits[i].max) {
+			reply_error(r, 400, NULL, pol_limits[i].key, "must be "
+			    "an integer from 0 to %u%s, or null for berth.conf's "
+			    "value", pol_limits[i].max, i == 0 ? "" :
+			    " (0: no limit)");
+			goto out;
+		}
+	}
+	/* Only what ops set is stored: the rest keeps following the
+	 * defaults (berth.conf's limits may change on reload). */
+	if ((pol = policy_stored(r)) == NULL)
 		goto out;
-	json_object_foreach(obj, key, v)
-		json_object_set(pol, key, v);
+	json_object_foreach(obj, key, v) {
+		if (json_is_null(v))
+			json_object_del(pol, key);
+		else
+			json_object_set(pol, key, v);
+	}
+	if ((text = json_dumps(pol, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		goto out;
+	}
+	policy_fill(ctl, pol);
 	if (px_mode_rank(json_string_value(json_object_get(pol,
 	    "default_mode"))) > px_mode_rank(json_string_value(
 	    json_object_get(pol, "max_mode")))) {
 		reply_error(r, 400, NULL, "default_mode", "is wider than "
 		    "max_mode");
-		goto out;
-	}
-	if ((text = json_dumps(pol, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
-		reply_error(r, 500, NULL, NULL, "out of memory");
 		goto out;
 	}
 	if ((rc = px_store_policy_set(ctl->store, text, err, sizeof(err))) !=
@@ -1299,6 +1402,61 @@ out:
 	free(text);
 	json_decref(pol);
 	json_decref(obj);
+}
+
+/* ---- max_rules: a sandbox's egress rules ---- */
+
+struct rule_count {
+	const struct px_egress_rule *e;	/* NULL: count only */
+	size_t n;
+	int present;
+};
+
+static int
+count_rule(const struct px_egress_rule *e, void *arg)
+{
+	struct rule_count *rc = arg;
+
+	rc->n++;
+	if (rc->e != NULL && e->action == rc->e->action &&
+	    strcmp(e->rule, rc->e->rule) == 0)
+		rc->present = 1;
+	return 0;
+}
+
+/*
+ * 0 if sandbox id may hold n rules (or, with e, one more unless e is
+ * stored already) under the policy's max_rules; else -1 after replying
+ * 403 naming the limit (nothing is changed).
+ */
+static int
+rules_permitted(struct req *r, json_t *pol, const char *id,
+    const struct px_egress_rule *e, size_t n, const char *field)
+{
+	struct rule_count rc = { e, 0, 0 };
+	json_int_t max = json_integer_value(json_object_get(pol, "max_rules"));
+	char err[256];
+	int st;
+
+	if (e == NULL) {
+		if ((json_int_t)n <= max)
+			return 0;
+		reply_error(r, 403, NULL, field, "%zu egress rules for sandbox "
+		    "%s: the global policy's max_rules is %lld per sandbox",
+		    n, id, (long long)max);
+		return -1;
+	}
+	if ((st = px_store_egress_list(r->c->ctl->store, id, count_rule, &rc,
+	    err, sizeof(err))) != 0) {
+		reply_store(r, st > 0 ? PX_STORE_ERR : st, NULL, err);
+		return -1;
+	}
+	if (rc.present || (json_int_t)rc.n < max)
+		return 0;
+	reply_error(r, 403, NULL, field, "sandbox %s has %zu egress rules, "
+	    "the global policy's max_rules (%lld per sandbox): remove one "
+	    "first", id, rc.n, (long long)max);
+	return -1;
 }
 
 /* ---- egress ---- */
@@ -1462,6 +1620,8 @@ h_egress_add(struct req *r, const char *id)
 	if (egress_rule_arg(r, obj, "", pol, &e) == -1)
 		goto out;
 	snprintf(e.sandbox, sizeof(e.sandbox), "%s", id);
+	if (rules_permitted(r, pol, id, &e, 0, "rule") == -1)
+		goto out;
 	if ((rc = px_store_egress_add(ctl->store, &e, &created, err,
 	    sizeof(err))) != PX_STORE_OK) {
 		reply_store(r, rc, NULL, err);
@@ -1524,6 +1684,8 @@ h_egress_put(struct req *r, const char *id)
 		goto out;
 	}
 	n = json_array_size(arr);
+	if (rules_permitted(r, pol, id, NULL, n, "rules") == -1)
+		goto out;
 	if (n > 0 && (rules = calloc(n, sizeof(*rules))) == NULL) {
 		reply_error(r, 500, NULL, NULL, "out of memory");
 		goto out;

@@ -36,8 +36,11 @@
  *                                           percent-encoded)
  *   GET    /v1/sandboxes/{id}/egress/log    {"sandbox","available","entries"}
  *   GET    /v1/policy                       policy
- *   PUT    /v1/policy {"default_mode"?,"max_mode"?,"deny"?,"allow"?}
- *                                           200 policy (admin only)
+ *   PUT    /v1/policy {"default_mode"?,"max_mode"?,"deny"?,"allow"?,
+ *          "permit"?,"max_rules"?,"conn_limit"?,"new_conn_rate"?}
+ *                                           200 policy (admin only); a
+ *                                           limit set to null follows
+ *                                           berth.conf again
  *   GET    /v1/tokens                       {"tokens":[token...],"next"}
  *   POST   /v1/tokens {"admin":true}|{"sandbox"} + "name"?
  *                                           201 token + "token" (the secret)
@@ -56,10 +59,19 @@
  * sandbox = {id, address, external, state, created, egress_mode}
  * event   = {seq, time_ms, operation, result, reason, duration_ms}
  * rule    = {action, rule, expires}   (expires: unix seconds or null)
- * policy  = {default_mode, max_mode, deny:[rule text], allow:[rule text]}:
+ * policy  = {default_mode, max_mode, deny:[rule text], allow:[rule text],
+ *           permit:[CIDR], max_rules, conn_limit, new_conn_rate}:
  *           max_mode caps every sandbox's mode (closed < allowlist <
  *           open); a sandbox's allow rule may not overlap a deny rule and,
- *           when allow is not empty, must be covered by one of its rules
+ *           when allow is not empty, must be covered by one of its rules;
+ *           an allow rule inside a private or other always-denied range
+ *           must be covered by a permit (which opens it in the table);
+ *           a sandbox holds at most max_rules egress rules (one more is
+ *           403, naming the limit; what is stored stays); conn_limit caps
+ *           its concurrent connections and new_conn_rate its new ones per
+ *           second (0: no limit; over is a reset / ICMP admin-prohibited
+ *           and a denial-log entry). Limits not set here come from
+ *           berth.conf (egress_max_rules 256, the others off)
  * token   = {id, admin, sandbox, name, created}
  * port    = {sandbox, port, url, urls, host_header, visibility, host, created}
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -73,6 +85,7 @@ struct event_base;
 struct evbuffer;
 struct px_store;
 struct px_control;
+struct px_config;
 struct json_t;
 
 #define PX_CONTROL_MAX_BODY	(64 * 1024)	/* larger: 413 */
@@ -113,6 +126,10 @@ struct px_control_hooks {
 	/* Recent egress denials of a sandbox as a new JSON array; -1 when
 	 * there is no denial log. May be NULL (no log). */
 	int (*egress_log)(const char *sandbox, struct json_t **out, void *arg);
+	/* Defaults of the global policy's limits (egress_max_rules,
+	 * egress_conn_limit, egress_new_conn_rate), read at every use so
+	 * that a reload applies. NULL: 256 rules, no limits. */
+	const struct px_config *config;
 	void *arg;
 };
 

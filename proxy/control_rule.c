@@ -6,7 +6,9 @@
  */
 #include "control_rule.h"
 
+#include <arpa/inet.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static uint32_t
@@ -88,6 +90,42 @@ px_rule_overlaps(const struct nc_rule *a, const struct nc_rule *b)
 	if (a->kind == NC_RULE_WILDCARD)
 		return one_below(b->domain, a->domain);
 	return one_below(a->domain, b->domain);
+}
+
+/* The table's always-deny ranges before ops' additions; keep in step
+ * with default_deny in netctl/nc_egress.c. */
+static const struct {
+	uint32_t net;
+	unsigned plen;
+	const char *text;
+} always_deny[] = {
+	{ 0x00000000, 8, "0.0.0.0/8" },
+	{ 0x0a000000, 8, "10.0.0.0/8" },
+	{ 0xac100000, 12, "172.16.0.0/12" },
+	{ 0xc0a80000, 16, "192.168.0.0/16" },
+	{ 0x64400000, 10, "100.64.0.0/10" },
+	{ 0x7f000000, 8, "127.0.0.0/8" },
+	{ 0xa9fe0000, 16, "169.254.0.0/16" },
+	{ 0xc0000000, 24, "192.0.0.0/24" },
+	{ 0xe0000000, 4, "224.0.0.0/4" },
+	{ 0xf0000000, 4, "240.0.0.0/4" },
+};
+
+int
+px_rule_always_denied(const struct nc_rule *r, char *range, size_t len)
+{
+	size_t i;
+
+	if (r->kind != NC_RULE_ADDR || r->plen == 0)
+		return 0;
+	for (i = 0; i < sizeof(always_deny) / sizeof(always_deny[0]); i++)
+		if (r->plen >= always_deny[i].plen &&
+		    (ntohl(r->addr.s_addr) & mask(always_deny[i].plen)) ==
+		    always_deny[i].net) {
+			snprintf(range, len, "%s", always_deny[i].text);
+			return 1;
+		}
+	return 0;
 }
 
 int

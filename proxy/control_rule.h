@@ -26,6 +26,13 @@ int px_rule_covers(const struct nc_rule *outer, const struct nc_rule *inner);
  * names' addresses are not known here). */
 int px_rule_overlaps(const struct nc_rule *a, const struct nc_rule *b);
 
+/* If every address of an address rule lies in one of the ranges the
+ * table always denies unless ops permit them (private, CGNAT,
+ * link-local, loopback, multicast, reserved: netctl/nc_egress.c's
+ * default_deny), writes that range as text and returns 1; else 0 (any
+ * rule reaching public addresses, names: 0). */
+int px_rule_always_denied(const struct nc_rule *r, char *range, size_t len);
+
 /* closed 0 < allowlist 1 < open 2; -1 for anything else. */
 int px_mode_rank(const char *mode);
 

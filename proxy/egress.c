@@ -18,6 +18,7 @@
 #include "valid.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@
 #include <event2/event.h>
 
 #define EG_LOG_MAX	256	/* denials kept per sandbox */
-#define EG_MAX_RULES	1024
+#define EG_MAX_RULES	(PX_EG_MAX_RULES + 256)	/* + the policy's deny rules */
 
 struct eg_sb {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
@@ -36,6 +37,7 @@ struct eg_sb {
 	struct in_addr	 ip, gw;
 	uint8_t		 mac[6];
 	json_t		*log;		/* array, oldest first */
+	uint64_t	 seq;		/* of the last entry: `log --follow` */
 	struct eg_sb	*next;
 };
 
@@ -45,6 +47,8 @@ static struct {
 	struct nc_nflog	*nflog;
 	struct event	*nflog_ev;
 	struct px_store	*store;
+	const struct px_config *cfg;	/* the parent's, updated by reloads */
+	uint32_t	 conn_limit, new_conn_rate;	/* in the table now */
 	char		 tap_prefix[16];
 	uint16_t	 group;
 	struct eg_sb	*sbs;
@@ -81,8 +85,11 @@ find_ip(struct in_addr ip)
 static void
 log_add(struct eg_sb *s, json_t *entry)
 {
+	if (entry == NULL)
+		return;
 	if (s->log == NULL)
 		s->log = json_array();
+	json_object_set_new(entry, "seq", json_integer((json_int_t)++s->seq));
 	json_array_append_new(s->log, entry);
 	while (json_array_size(s->log) > EG_LOG_MAX)
 		json_array_remove(s->log, 0);
@@ -161,6 +168,25 @@ pol_str(json_t *p, const char *key, const char *dflt)
 	return v ? v : dflt;
 }
 
+static int
+oom(char *err, size_t errlen)
+{
+	snprintf(err, errlen, "out of memory");
+	return -ENOMEM;
+}
+
+/* A limit of the policy, else berth.conf's default. */
+static uint32_t
+pol_limit(json_t *p, const char *key, unsigned dflt)
+{
+	json_t *v = json_object_get(p, key);
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= PX_EG_LIMIT_MAX)
+		return (uint32_t)json_integer_value(v);
+	return dflt;
+}
+
 struct rules {
 	struct nc_rule	 allow[EG_MAX_RULES], deny[EG_MAX_RULES];
 	uint64_t	 allow_ttl[EG_MAX_RULES], deny_ttl[EG_MAX_RULES];
@@ -193,74 +219,118 @@ rule_cb(const struct px_egress_rule *e, void *arg)
 	return 0;
 }
 
-/* Attaches s afresh with its mode and rules: one batch. */
-static void
-apply(struct eg_sb *s)
+/* What the store and the policy say for s: its rules (the policy's deny
+ * rules included) and its effective mode. -1 with err. */
+static int
+load(struct eg_sb *s, json_t *pol, struct rules *r, enum nc_mode *mode,
+    char *err, size_t errlen)
 {
 	struct px_sandbox sb;
-	struct nc_sandbox ns;
-	struct nc_txn *t;
-	struct rules *r;
-	enum nc_mode mode, cap;
-	json_t *pol = policy(), *pd;
-	char err[NC_ERRLEN];
+	enum nc_mode cap;
+	json_t *pd;
 	size_t i;
 
-	if ((r = calloc(1, sizeof(*r))) == NULL) {
-		json_decref(pol);
-		return;
-	}
-	if (px_store_sandbox_get(E.store, s->id, &sb, err, sizeof(err)) != PX_STORE_OK ||
-	    px_store_egress_list(E.store, s->id, rule_cb, r, err, sizeof(err)) != 0) {
-		log_warnx("egress %s: %s", s->id, err);
-		goto out;
-	}
+	memset(r, 0, sizeof(*r));
+	if (px_store_sandbox_get(E.store, s->id, &sb, err, errlen) != PX_STORE_OK ||
+	    px_store_egress_list(E.store, s->id, rule_cb, r, err, errlen) != 0)
+		return -1;
 	/* the policy's deny rules bind every sandbox (names: the resolver) */
 	json_array_foreach(json_object_get(pol, "deny"), i, pd) {
 		struct nc_rule nr;
 
 		if (r->ndeny < EG_MAX_RULES && nc_rule_parse(json_string_value(pd),
-		    &nr, err, sizeof(err)) == 0)
+		    &nr, err, errlen) == 0)
 			r->deny[r->ndeny++] = nr;
 	}
 	if (nc_mode_parse(sb.egress_mode[0] ? sb.egress_mode :
-	    pol_str(pol, "default_mode", "allowlist"), &mode) != 0)
-		mode = NC_MODE_ALLOWLIST;
-	if (nc_mode_parse(pol_str(pol, "max_mode", "open"), &cap) == 0 && mode < cap)
-		mode = cap;	/* enum order: open < allowlist < closed */
+	    pol_str(pol, "default_mode", "allowlist"), mode) != 0)
+		*mode = NC_MODE_ALLOWLIST;
+	if (nc_mode_parse(pol_str(pol, "max_mode", "open"), &cap) == 0 && *mode < cap)
+		*mode = cap;	/* enum order: open < allowlist < closed */
+	return 0;
+}
+
+/* Queues s's elements: its identity, mode and address rules; with clear,
+ * first the removal of what the kernel holds for it now (its connection
+ * count and rate bucket stay: clear, not detach). */
+static int
+queue(struct nc_txn *t, struct eg_sb *s, const struct rules *r,
+    enum nc_mode mode, int clear, char *err, size_t errlen)
+{
+	struct nc_sandbox ns;
+	size_t i;
+	int rc = 0;
+
 	memset(&ns, 0, sizeof(ns));
 	ns.ifname = s->tap;
 	ns.ip = s->ip;
 	ns.gw = s->gw;
 	memcpy(ns.mac, s->mac, 6);
 	ns.mode = mode;
-	(void)nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err));
-	if ((t = nc_txn_new(E.ctx, err, sizeof(err))) == NULL ||
-	    nc_txn_sandbox_attach(t, &ns, err, sizeof(err)) < 0)
-		goto fail;
-	for (i = 0; i < r->nallow; i++)
-		if (r->allow[i].kind == NC_RULE_ADDR &&
-		    nc_txn_allow_add(t, s->ip, &r->allow[i], r->allow_ttl[i], err,
-		    sizeof(err)) < 0)
-			goto fail;
-	for (i = 0; i < r->ndeny; i++)
-		if (r->deny[i].kind == NC_RULE_ADDR &&
-		    nc_txn_deny_add(t, s->ip, &r->deny[i], r->deny_ttl[i], err,
-		    sizeof(err)) < 0)
-			goto fail;
-	if (nc_txn_commit(t, err, sizeof(err)) < 0)
-		goto fail;
-	nc_txn_free(t);
-	t = NULL;
+	if (clear)
+		rc = nc_txn_sandbox_clear(t, s->tap, s->ip, err, errlen);
+	if (rc == 0)
+		rc = nc_txn_sandbox_attach(t, &ns, err, errlen);
+	for (i = 0; rc == 0 && i < r->nallow; i++)
+		if (r->allow[i].kind == NC_RULE_ADDR)
+			rc = nc_txn_allow_add(t, s->ip, &r->allow[i],
+			    r->allow_ttl[i], err, errlen);
+	for (i = 0; rc == 0 && i < r->ndeny; i++)
+		if (r->deny[i].kind == NC_RULE_ADDR)
+			rc = nc_txn_deny_add(t, s->ip, &r->deny[i],
+			    r->deny_ttl[i], err, errlen);
+	return rc;
+}
+
+/* The resolver's half: domain rules and mode. */
+static void
+resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
+{
+	char err[NC_ERRLEN];
+
 	if (E.dns != NULL && nc_dns_set_rules(E.dns, s->ip, mode, r->allow, r->nallow,
 	    r->deny, r->ndeny, err, sizeof(err)) < 0)
 		log_warnx("egress %s: resolver rules: %s", s->id, err);
 	log_info("egress %s: %s, %zu allow and %zu deny rule(s)", s->id,
 	    nc_mode_name(mode), r->nallow, r->ndeny);
-	goto out;
-fail:
-	log_warnx("egress %s: %s", s->id, err);
-	nc_txn_free(t);
+}
+
+/* Attaches s afresh with its mode and rules: one batch, so no packet
+ * sees it half done. Rebuilt on a stale generation or an element that
+ * expired meanwhile. */
+static void
+apply(struct eg_sb *s)
+{
+	struct nc_txn *t;
+	struct rules *r;
+	enum nc_mode mode;
+	json_t *pol = policy();
+	char err[NC_ERRLEN];
+	int rc = -EAGAIN, tries;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		json_decref(pol);
+		return;
+	}
+	if (load(s, pol, r, &mode, err, sizeof(err)) < 0) {
+		log_warnx("egress %s: %s", s->id, err);
+		goto out;
+	}
+	for (tries = 0; tries < 8; tries++) {
+		if ((t = nc_txn_new(E.ctx, err, sizeof(err))) == NULL) {
+			rc = -EIO;
+			break;
+		}
+		if ((rc = queue(t, s, r, mode, 1, err, sizeof(err))) == 0)
+			rc = nc_txn_commit(t, err, sizeof(err));
+		nc_txn_free(t);
+		if (rc != -ERESTART && rc != -EINTR && rc != -ENOENT)
+			break;
+	}
+	if (rc < 0)
+		log_warnx("egress %s: %s", s->id, err);
+	else
+		resolver(s, r, mode);
 out:
 	free(r);
 	json_decref(pol);
@@ -270,16 +340,23 @@ static int
 init_table(char *err, size_t errlen)
 {
 	struct nc_global g;
-	struct nc_cidr deny[256];
+	struct nc_cidr deny[256], permit[64];
 	struct in_addr host[64];
 	struct ifaddrs *ifa, *i;
 	json_t *pol = policy(), *pd;
+	struct nc_txn *t;
+	struct eg_sb *s;
+	struct rules *r;
+	enum nc_mode mode;
 	size_t k;
-	int rc;
+	int rc = -EAGAIN, tries;
 
 	memset(&g, 0, sizeof(g));
 	g.tap_prefix = E.tap_prefix;
 	g.nflog_group = E.group;
+	g.conn_limit = pol_limit(pol, "conn_limit", E.cfg->eg_conn_limit);
+	g.new_conn_rate = pol_limit(pol, "new_conn_rate",
+	    E.cfg->eg_new_conn_rate);
 	json_array_foreach(json_object_get(pol, "deny"), k, pd) {
 		struct nc_rule nr;
 
@@ -290,6 +367,17 @@ init_table(char *err, size_t errlen)
 		}
 	}
 	g.deny = deny;
+	/* private ranges ops let sandboxes name in allow rules */
+	json_array_foreach(json_object_get(pol, "permit"), k, pd) {
+		struct nc_rule nr;
+
+		if (g.npermit < 64 && nc_rule_parse(json_string_value(pd), &nr, err,
+		    errlen) == 0 && nr.kind == NC_RULE_ADDR) {
+			permit[g.npermit].addr = nr.addr;
+			permit[g.npermit++].plen = nr.plen;
+		}
+	}
+	g.permit = permit;
 	if (getifaddrs(&ifa) == 0) {
 		for (i = ifa; i != NULL && g.nhost_addrs < 64; i = i->ifa_next)
 			if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&
@@ -299,7 +387,46 @@ init_table(char *err, size_t errlen)
 		freeifaddrs(ifa);
 	}
 	g.host_addrs = host;
-	rc = nc_egress_init(E.ctx, &g, err, errlen);
+	/* The table and every sandbox we know in one batch: at no moment is
+	 * a sandbox without its rules (nor, at start, with stale ones). */
+	if ((r = calloc(1, sizeof(*r))) == NULL) {
+		json_decref(pol);
+		return oom(err, errlen);
+	}
+	for (tries = 0; tries < 8; tries++) {
+		if ((t = nc_txn_new(E.ctx, err, errlen)) == NULL) {
+			rc = -EIO;
+			break;
+		}
+		rc = nc_txn_egress_init(t, &g, err, errlen);
+		for (s = E.sbs; rc == 0 && s != NULL; s = s->next) {
+			if (load(s, pol, r, &mode, err, errlen) == 0)
+				rc = queue(t, s, r, mode, 0, err, errlen);
+			else	/* left out: its tap gets nothing (fail closed) */
+				log_warnx("egress %s: %s", s->id, err);
+		}
+		if (rc == 0)
+			rc = nc_txn_commit(t, err, errlen);
+		nc_txn_free(t);
+		if (rc != -ERESTART && rc != -EINTR)
+			break;
+	}
+	for (s = E.sbs; rc == 0 && s != NULL; s = s->next)
+		if (load(s, pol, r, &mode, err, errlen) == 0)
+			resolver(s, r, mode);
+	free(r);
+	if (rc == 0) {
+		E.conn_limit = g.conn_limit;
+		E.new_conn_rate = g.new_conn_rate;
+		char c1[32] = "none", c2[32] = "none";
+
+		if (g.conn_limit)
+			snprintf(c1, sizeof(c1), "%u", g.conn_limit);
+		if (g.new_conn_rate)
+			snprintf(c2, sizeof(c2), "%u/s", g.new_conn_rate);
+		log_info("egress: per sandbox: connection cap %s, new "
+		    "connections %s", c1, c2);
+	}
 	json_decref(pol);
 	return rc;
 }
@@ -342,6 +469,7 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	struct sockaddr_in res[8];
 
 	E.store = store;
+	E.cfg = c;
 	E.group = c->nflog_group;
 	snprintf(E.tap_prefix, sizeof(E.tap_prefix), "%s",
 	    c->tap_prefix ? c->tap_prefix : "bth");
@@ -364,6 +492,7 @@ px_eg_init(struct event_base *base, struct px_store *store,
 		inet_ntop(AF_INET, &res[0].sin_addr, a, sizeof(a));
 		log_info("egress: %zu upstream resolver(s), first %s", dc.nresolvers, a);
 	}
+	dc.deny_rcode = c->eg_dns_refused ? NC_DNS_REFUSED : NC_DNS_NXDOMAIN;
 	dc.on_denial = on_dns_denial;
 	dc.on_error = on_dns_error;
 	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)
@@ -449,11 +578,26 @@ px_eg_changed(const char *id, void *arg)
 			apply(s);
 		return;
 	}
-	/* the policy: its deny ranges live in the table itself */
+	/* the policy: its ranges and limits live in the table itself, which
+	 * is rebuilt with every sandbox in one batch */
 	if (init_table(err, sizeof(err)) < 0)
 		log_warnx("egress: policy not applied: %s", err);
-	for (s = E.sbs; s != NULL; s = s->next)
-		apply(s);
+}
+
+void
+px_eg_reload(void)
+{
+	json_t *pol;
+	uint32_t conn, rate;
+
+	if (E.ctx == NULL)
+		return;
+	pol = policy();
+	conn = pol_limit(pol, "conn_limit", E.cfg->eg_conn_limit);
+	rate = pol_limit(pol, "new_conn_rate", E.cfg->eg_new_conn_rate);
+	json_decref(pol);
+	if (conn != E.conn_limit || rate != E.new_conn_rate)
+		px_eg_changed(NULL, NULL);
 }
 
 int

@@ -29,6 +29,9 @@ void px_eg_sandbox_up(const char *id, const char *tap, struct in_addr ip,
 void px_eg_sandbox_down(const char *id);
 /* Rules or mode of id changed (NULL: the global policy). Control hook. */
 void px_eg_changed(const char *id, void *arg);
+/* berth.conf was reloaded: its policy defaults may have changed the
+ * per-sandbox limits; the table follows when they did. */
+void px_eg_reload(void);
 /* Recent denials of id as a JSON array (control hook). */
 int px_eg_log(const char *id, struct json_t **out, void *arg);
 

@@ -24,6 +24,11 @@ EXTRA_DIST += tests/integ/wake.sh
 TESTS += tests/integ/egress-vm.sh
 EXTRA_DIST += tests/integ/egress-vm.sh
 
+# Ops' policy limits (max_rules, conn_limit, new_conn_rate) through berthd,
+# the API and netctl; berthd in a network namespace of its own (root).
+TESTS += tests/integ/egress-policy.sh
+EXTRA_DIST += tests/integ/egress-policy.sh
+
 # Chromium opens the URL of a suspended microVM sandbox (root, qemu, chromium).
 TESTS += tests/integ/browser-wake.sh
 EXTRA_DIST += tests/integ/browser-wake.sh

@@ -9,6 +9,8 @@
 #  - a domain rule: its name resolves and its address opens (DNS-learned)
 #  - address rules with ports; deny beats allow; open mode; the metadata
 #    address is refused in every mode; delete leaves nothing in the table
+#  - netctl egress log --follow prints denials as they come; ops' new-
+#    connection rate refuses what is over it, with reason rate-limit
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -26,7 +28,8 @@ egress_cleanup() {
 	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
 	nft delete table inet berth 2>/dev/null
 }
-trap 'egress_cleanup; _cleanup' EXIT
+# keep the script's status through the cleanup (a failed test fails it)
+trap '_st=$?; egress_cleanup; (exit $_st); _cleanup' EXIT
 
 # ---- the "internet" ----
 ip link add xup$$ type veth peer name eth0 netns "$NS"
@@ -68,8 +71,13 @@ ip netns exec "$NS" python3 -m http.server 80 --bind 203.0.113.10 >/dev/null 2>&
 ip netns exec "$NS" python3 -m http.server 8080 --bind 203.0.113.10 >/dev/null 2>&1 &
 wait_for 10 grep -q ready "$T/dns.out" || bail "upstream DNS did not start"
 
+# The guest template, built before berthd starts: start_berthd's wait for
+# "ready" must not include the build on a loaded machine.
+sh "$top_srcdir/vmm/guest/mktemplate" "$T/tpl" >"$T/mk.log" 2>&1 ||
+	{ tail -n 20 "$T/mk.log" >&2; bail "mktemplate failed"; }
 CTL_PORT=$(free_port)
 VMM=on berthd_config "egress on" "tap_prefix beg" "vm_pool 10.215.0.0/24" \
+	"template $T/tpl" \
 	"control_listen 127.0.0.1:$CTL_PORT" \
 	"dns_upstream 203.0.113.53" "idle_pause never" "idle_suspend never"
 start_berthd
@@ -85,6 +93,7 @@ result() { probe "$1" | json_get "$(cat)" 'j["result"]'; }
 msec() { probe "$1" | json_get "$(cat)" 'j["ms"]'; }
 
 # ---- allowlist, no rules ----
+spawn "$T/follow.out" "$NETCTL" -s "$STATE" egress log eg --follow
 out=$(probe "connect?ip=203.0.113.10&port=80")
 is "allowlist, no rules: a connection is refused" "$(json_get "$out" 'j["result"]')" refused
 check "... fast (a reset, not a timeout: under 500 ms)" [ "$(json_get "$out" 'j["ms"]')" -lt 500 ]
@@ -93,6 +102,8 @@ is "a name not allowed gets NXDOMAIN" "$(json_get "$out" 'j.get("rcode")')" 3
 log=$(netctl --json egress log eg)
 like "the denial log has the refused connection" "$log" '203\.0\.113\.10'
 like "the denial log has the refused name" "$log" 'denied\.test'
+check "netctl egress log --follow printed the refused connection" \
+	wait_log 10 "$T/follow.out" '"destination":"203\.0\.113\.10"'
 
 # ---- a domain rule: the resolver opens what it answers ----
 check "egress allow allowed.test" netctl egress allow eg allowed.test
@@ -112,6 +123,8 @@ check "egress allow 203.0.113.10:8080/tcp" netctl egress allow eg 203.0.113.10:8
 is "allowed address and port: connected" "$(result "connect?ip=203.0.113.10&port=8080")" connected
 check "egress deny 203.0.113.10" netctl egress deny eg 203.0.113.10
 is "deny beats allow" "$(result "connect?ip=203.0.113.10&port=8080")" refused
+check "... and --follow prints that denial as it comes (deny-rule)" \
+	wait_log 10 "$T/follow.out" '"reason":"deny-rule"'
 check "egress rm deny" netctl egress rm eg deny 203.0.113.10
 
 # ---- open mode; always-deny ----
@@ -152,6 +165,21 @@ curl -sS --unix-socket "$STATE/control.sock" -X PUT -H 'Content-Type: applicatio
 	-d '{"deny":[]}' http://berth/v1/policy >/dev/null
 ok_again() { [ "$(result "connect?ip=203.0.113.10&port=8080")" = connected ]; }
 check "policy deny lifted: reachable again" wait_for 10 ok_again
+
+# ---- ops' per-sandbox new-connection rate: over it is a fast reset, logged ----
+check "policy set --new-conn-rate 1" netctl policy set --new-conn-rate 1
+wait_for 10 ok_again
+# 8 connects at once (parallel requests): a bucket of 1 lets few through
+rp=
+for i in 1 2 3 4 5 6 7 8; do
+	probe "connect?ip=203.0.113.10&port=8080" >"$T/rate.$i" 2>&1 &
+	rp="$rp $!"
+done
+for p in $rp; do wait "$p"; done
+rs=$(cat "$T"/rate.* | sed -n 's/.*"result": *"\([a-z]*\)".*/\1/p' | sort | uniq -c | tr -s ' \n' ' ')
+like "rate 1/s: of 8 connects at once some are refused ($rs)" "$rs" 'refused'
+like "... and the denial log says rate-limit" "$(netctl --json egress log eg)" '"reason": ?"rate-limit"'
+check "policy set --new-conn-rate off" netctl policy set --new-conn-rate off
 
 # ---- delete leaves nothing of it ----
 check "sandbox rm" netctl sandbox rm eg

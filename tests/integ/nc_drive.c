@@ -4,12 +4,21 @@
  * listener (TCP banner + UDP echo) and a probe that reports how a
  * connection attempt ended and how long that took.
  *   nc_drive init [--uplink IF] [--tap-prefix P] [--group N] [--host-addr A] [--deny CIDR]
- *                 [--permit CIDR]
+ *                 [--permit CIDR] [--conn-limit N] [--rate N]
  *   nc_drive fini | attach IF IP MAC GW MODE | detach IF IP | mode IP MODE
+ *   nc_drive reattach IF IP MAC GW MODE [ALLOW-RULE...]
+ *                              clear + attach + allow in one batch (keeps
+ *                              the sandbox's limit state)
  *   nc_drive allow|unallow|deny|undeny IP RULE [--for DURATION]
  *   nc_drive bulk N            attach N fake sandboxes in one batch
  *   nc_drive count-rules | count SET
- *   nc_drive listen ADDR tcp:PORT|udp:PORT...   (prints "ready")
+ *   nc_drive listen ADDR tcp:PORT|udp:PORT|hold:PORT...   (prints "ready";
+ *                              hold: accept and keep the connection open)
+ *   nc_drive conns IP PORT N [--hold] [--timeout MS]
+ *                              N TCP connects one after the other, one
+ *                              "outcome ms" line each; --hold keeps them
+ *                              open (prints "held") until killed, then
+ *                              they end with a reset
  *   nc_drive nflog GROUP       print denials as they come (prints "ready")
  *   nc_drive probe tcp|udp IP PORT [--bind SRC] [--timeout MS]
  *     prints open|refused|unreach|timeout|error and the elapsed ms
@@ -188,24 +197,96 @@ out:
 	return 0;
 }
 
+/* One TCP connect, as probe does: the outcome's errno, 0 when open;
+ * *fdp keeps the socket. */
+static int
+connect_one(struct sockaddr_in *sa, int timeout, int *fdp)
+{
+	struct pollfd pfd;
+	struct linger lg = { 1, 0 };	/* close = reset: conntrack CLOSE */
+	socklen_t sl = sizeof(int);
+	int fd, e = 0;
+
+	*fdp = -1;
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) < 0)
+		return errno;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (connect(fd, (struct sockaddr *)sa, sizeof(*sa)) < 0 &&
+	    errno != EINPROGRESS)
+		e = errno;
+	else {
+		pfd.fd = fd;
+		pfd.events = POLLOUT;
+		if (poll(&pfd, 1, timeout) == 0)
+			e = ETIMEDOUT;
+		else
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl);
+	}
+	*fdp = fd;
+	return e;
+}
+
+static int
+conns_main(int argc, char **argv)
+{
+	struct sockaddr_in sa;
+	int n, i, hold = 0, timeout = 2000, e, *fds;
+	double t0;
+
+	if (argc < 4)
+		return 2;
+	for (i = 4; i < argc; i++) {
+		if (strcmp(argv[i], "--hold") == 0)
+			hold = 1;
+		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+			timeout = atoi(argv[++i]);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr = ip_arg(argv[1]);
+	sa.sin_port = htons((uint16_t)atoi(argv[2]));
+	n = atoi(argv[3]);
+	if (n < 1 || (fds = calloc((size_t)n, sizeof(int))) == NULL)
+		return 2;
+	for (i = 0; i < n; i++) {
+		t0 = now_ms();
+		e = connect_one(&sa, timeout, &fds[i]);
+		printf("%s %.1f\n", outcome(e), now_ms() - t0);
+		fflush(stdout);
+		if (!hold && fds[i] >= 0)
+			close(fds[i]);
+	}
+	if (hold) {
+		printf("held\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	free(fds);
+	return 0;
+}
+
 static int
 listen_main(int argc, char **argv)
 {
-	struct pollfd pfd[32];
-	int kind[32], n = 0, i, fd, one = 1, c;
+	struct pollfd pfd[256];
+	int kind[256], n = 0, i, fd, one = 1, c;
 	struct sockaddr_in sa;
 	struct sockaddr_storage from;
 	socklen_t fl;
 	char buf[512];
 	ssize_t r;
 
+	/* kind: 0 udp, 1 tcp (banner, close), 2 hold (keep open), 3 a held
+	 * connection (closed at EOF) */
 	for (i = 2; i < argc && n < 32; i++) {
-		int tcp = strncmp(argv[i], "tcp:", 4) == 0;
+		int tcp = strncmp(argv[i], "tcp:", 4) == 0 ? 1 :
+		    strncmp(argv[i], "hold:", 5) == 0 ? 2 : 0;
 
 		memset(&sa, 0, sizeof(sa));
 		sa.sin_family = AF_INET;
 		sa.sin_addr = ip_arg(argv[1]);
-		sa.sin_port = htons((uint16_t)atoi(argv[i] + 4));
+		sa.sin_port = htons((uint16_t)atoi(strchr(argv[i], ':') + 1));
 		fd = socket(AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
@@ -224,10 +305,27 @@ listen_main(int argc, char **argv)
 		if (poll(pfd, (nfds_t)n, -1) < 0)
 			continue;
 		for (i = 0; i < n; i++) {
-			if (!(pfd[i].revents & POLLIN))
+			if (!(pfd[i].revents & (POLLIN | POLLERR | POLLHUP)))
 				continue;
 			fl = sizeof(from);
-			if (kind[i]) {
+			if (kind[i] == 3) {
+				if (read(pfd[i].fd, buf, sizeof(buf)) <= 0) {
+					close(pfd[i].fd);
+					pfd[i] = pfd[n - 1];
+					kind[i] = kind[n - 1];
+					n--;
+					i--;
+				}
+			} else if (kind[i] == 2) {
+				c = accept(pfd[i].fd, NULL, NULL);
+				if (c >= 0 && n < 256) {
+					pfd[n].fd = c;
+					pfd[n].events = POLLIN;
+					pfd[n].revents = 0;
+					kind[n++] = 3;
+				} else if (c >= 0)
+					close(c);
+			} else if (kind[i]) {
 				c = accept(pfd[i].fd, NULL, NULL);
 				if (c >= 0) {
 					(void)!write(c, "hello\n", 6);
@@ -317,6 +415,38 @@ bulk(struct nc_ctx *ctx, int n)
 	return 0;
 }
 
+/* IF IP MAC GW MODE [RULE...]: what berthd does when a sandbox's rules
+ * change — one batch that clears its elements and adds them anew. */
+static int
+reattach(struct nc_ctx *ctx, int argc, char **argv)
+{
+	struct nc_sandbox sb;
+	struct nc_rule r;
+	struct nc_txn *t;
+	int i, ret;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.ifname = argv[0];
+	sb.ip = ip_arg(argv[1]);
+	mac_arg(argv[2], sb.mac);
+	sb.gw = ip_arg(argv[3]);
+	sb.mode = mode_arg(argv[4]);
+	if ((t = nc_txn_new(ctx, err, sizeof(err))) == NULL)
+		return -1;
+	ret = nc_txn_sandbox_clear(t, sb.ifname, sb.ip, err, sizeof(err));
+	if (ret == 0)
+		ret = nc_txn_sandbox_attach(t, &sb, err, sizeof(err));
+	for (i = 5; i < argc && ret == 0; i++) {
+		if ((ret = nc_rule_parse(argv[i], &r, err, sizeof(err))) == 0)
+			ret = nc_txn_allow_add(t, sb.ip, &r, 0, err,
+			    sizeof(err));
+	}
+	if (ret == 0)
+		ret = nc_txn_commit(t, err, sizeof(err));
+	nc_txn_free(t);
+	return ret;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -340,6 +470,8 @@ main(int argc, char **argv)
 		return probe(argc - 1, argv + 1);
 	if (strcmp(cmd, "listen") == 0)
 		return listen_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "conns") == 0)
+		return conns_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "nflog") == 0 && argc == 3)
 		return nflog_main(atoi(argv[2]));
 	if (strcmp(cmd, "parse") == 0 && argc == 3) {
@@ -374,6 +506,10 @@ main(int argc, char **argv)
 			else if (strcmp(argv[i], "--permit") == 0 &&
 			    g.npermit < 16)
 				permit[g.npermit++] = cidr_arg(argv[i + 1]);
+			else if (strcmp(argv[i], "--conn-limit") == 0)
+				g.conn_limit = (uint32_t)atoi(argv[i + 1]);
+			else if (strcmp(argv[i], "--rate") == 0)
+				g.new_conn_rate = (uint32_t)atoi(argv[i + 1]);
 		}
 		ret = nc_egress_init(ctx, &g, err, sizeof(err));
 	} else if (strcmp(cmd, "fini") == 0) {
@@ -386,6 +522,8 @@ main(int argc, char **argv)
 		sb.gw = ip_arg(argv[5]);
 		sb.mode = mode_arg(argv[6]);
 		ret = nc_sandbox_attach(ctx, &sb, err, sizeof(err));
+	} else if (strcmp(cmd, "reattach") == 0 && argc >= 7) {
+		ret = reattach(ctx, argc - 2, argv + 2);
 	} else if (strcmp(cmd, "detach") == 0 && argc == 4) {
 		ret = nc_sandbox_detach(ctx, argv[2], ip_arg(argv[3]), err,
 		    sizeof(err));

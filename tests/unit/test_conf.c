@@ -70,6 +70,26 @@ main(void)
 	is_int(c.max_conns, 50, "limit");
 	px_config_free(&c);
 
+	ok(px_config_load(&c, NULL, err, sizeof(err)) == 0 &&
+	    c.eg_max_rules == 256 && c.eg_conn_limit == 0 &&
+	    c.eg_new_conn_rate == 0, "egress policy defaults: 256 rules, no limits");
+	px_config_free(&c);
+	ok(load("egress_max_rules 8\negress_conn_limit 100\n"
+	    "egress_new_conn_rate 20\n", &c, err, sizeof(err)) == 0 &&
+	    c.eg_max_rules == 8 && c.eg_conn_limit == 100 &&
+	    c.eg_new_conn_rate == 20, "egress policy limits: %s", err);
+	px_config_free(&c);
+	ok(load("egress_conn_limit 100\negress_conn_limit off\n", &c, err,
+	    sizeof(err)) == 0 && c.eg_conn_limit == 0, "a limit can be 'off'");
+	px_config_free(&c);
+	ok(load("egress_dns_deny refused\n", &c, err, sizeof(err)) == 0 &&
+	    c.eg_dns_refused == 1, "egress_dns_deny refused");
+	px_config_free(&c);
+	bad("egress_dns_deny servfail\n", 1, "expected 'nxdomain' or 'refused'");
+	bad("egress_max_rules 1025\n", 1, "expected 0-1024");
+	bad("egress_max_rules off\n", 1, "expected 0-1024");
+	bad("egress_conn_limit 0\n", 1, "expected 1-1000000 or 'off'");
+	bad("egress_new_conn_rate -5\n", 1, "expected 1-1000000 or 'off'");
 	bad("domain Berth.Localhost\n", 1, "invalid domain");
 	bad("\n\nlisten https nowhere\n", 3, "invalid address");
 	bad("listen tcp 127.0.0.1:1\n", 1, "expected 'https' or 'http'");

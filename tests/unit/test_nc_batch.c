@@ -11,10 +11,12 @@
 #include <string.h>
 
 #include <libmnl/libmnl.h>
+#include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/udata.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
 
 #include "netctl.h"
@@ -195,6 +197,140 @@ find(struct elemcheck *e, size_t n, const char *set)
 	return n;
 }
 
+/* The limits' sets and rules, parsed back. */
+struct limits {
+	int conns_set_ok, rate_set_ok;
+	int conn_rules, conn_ok, conn_log;
+	int rate_rules, rate_ok, rate_log;
+	int admit_gotos, admit_accept;
+};
+
+static void
+limit_rule(struct nftnl_rule *r, struct limits *lm)
+{
+	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);
+	struct nftnl_expr *e, *in;
+	const char *chain = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
+	int kind = 0, inner_ok = 0, keyed = 0, logged = 0, to_deny = 0;
+	uint32_t l;
+
+	while ((e = nftnl_expr_iter_next(it)) != NULL) {
+		const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+
+		if (strcmp(name, "payload") == 0 &&
+		    nftnl_expr_get_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET) == 12 &&
+		    nftnl_expr_get_u32(e, NFTNL_EXPR_PAYLOAD_DREG) == NFT_REG_1)
+			keyed = 1;
+		if (strcmp(name, "dynset") == 0) {
+			const char *set = nftnl_expr_get_str(e,
+			    NFTNL_EXPR_DYNSET_SET_NAME);
+			uint32_t op = nftnl_expr_get_u32(e,
+			    NFTNL_EXPR_DYNSET_OP);
+
+			in = (struct nftnl_expr *)nftnl_expr_get(e,
+			    NFTNL_EXPR_DYNSET_EXPR, &l);
+			if (strcmp(set, "sb_conns") == 0) {
+				kind = 1;
+				inner_ok = keyed && op == NFT_DYNSET_OP_ADD &&
+				    in != NULL && strcmp(nftnl_expr_get_str(in,
+				    NFTNL_EXPR_NAME), "connlimit") == 0 &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_CONNLIMIT_COUNT) == 7 &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_CONNLIMIT_FLAGS) ==
+				    NFT_CONNLIMIT_F_INV;
+			} else if (strcmp(set, "sb_rate") == 0) {
+				kind = 2;
+				inner_ok = keyed && op == NFT_DYNSET_OP_UPDATE &&
+				    in != NULL && strcmp(nftnl_expr_get_str(in,
+				    NFTNL_EXPR_NAME), "limit") == 0 &&
+				    nftnl_expr_get_u64(in,
+				    NFTNL_EXPR_LIMIT_RATE) == 20 &&
+				    nftnl_expr_get_u64(in,
+				    NFTNL_EXPR_LIMIT_UNIT) == 1 &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_LIMIT_BURST) == 20 &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_LIMIT_TYPE) == NFT_LIMIT_PKTS &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_LIMIT_FLAGS) == NFT_LIMIT_F_INV;
+			}
+		}
+		if (strcmp(name, "log") == 0)
+			logged = strcmp(nftnl_expr_get_str(e,
+			    NFTNL_EXPR_LOG_PREFIX), kind == 1 ?
+			    "berth:conn-limit" : "berth:rate-limit") == 0;
+		if (strcmp(name, "immediate") == 0 &&
+		    nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) ==
+		    NFT_REG_VERDICT) {
+			int v = (int)nftnl_expr_get_u32(e,
+			    NFTNL_EXPR_IMM_VERDICT);
+
+			if (v == NFT_GOTO && strcmp(nftnl_expr_get_str(e,
+			    NFTNL_EXPR_IMM_CHAIN), "deny") == 0)
+				to_deny = 1;
+			if (v == NFT_GOTO && strcmp(nftnl_expr_get_str(e,
+			    NFTNL_EXPR_IMM_CHAIN), "admit") == 0)
+				lm->admit_gotos++;
+			if (v == NF_ACCEPT && strcmp(chain, "admit") == 0)
+				lm->admit_accept++;
+		}
+	}
+	nftnl_expr_iter_destroy(it);
+	if (kind == 1) {
+		lm->conn_rules++;
+		lm->conn_ok = inner_ok && strcmp(chain, "admit") == 0;
+		lm->conn_log = logged && to_deny;
+	} else if (kind == 2) {
+		lm->rate_rules++;
+		lm->rate_ok = inner_ok && strcmp(chain, "admit") == 0;
+		lm->rate_log = logged && to_deny;
+	}
+}
+
+static void
+limits(const void *buf, size_t len, struct limits *lm)
+{
+	const struct nlmsghdr *nlh = buf;
+	int rem = (int)len;
+
+	memset(lm, 0, sizeof(*lm));
+	for (; mnl_nlmsg_ok(nlh, rem); nlh = mnl_nlmsg_next(nlh, &rem)) {
+		if (nlh->nlmsg_type == MSGTYPE(NFT_MSG_NEWRULE)) {
+			struct nftnl_rule *r = nftnl_rule_alloc();
+
+			if (nftnl_rule_nlmsg_parse(nlh, r) == 0)
+				limit_rule(r, lm);
+			nftnl_rule_free(r);
+		} else if (nlh->nlmsg_type == MSGTYPE(NFT_MSG_NEWSET)) {
+			struct nftnl_set *s = nftnl_set_alloc();
+			const char *name;
+			uint32_t f;
+
+			if (nftnl_set_nlmsg_parse(nlh, s) == 0) {
+				name = nftnl_set_get_str(s, NFTNL_SET_NAME);
+				f = nftnl_set_get_u32(s, NFTNL_SET_FLAGS);
+				if (strcmp(name, "sb_conns") == 0)
+					lm->conns_set_ok = f == NFT_SET_EVAL &&
+					    nftnl_set_get_u32(s,
+					    NFTNL_SET_KEY_LEN) == 4 &&
+					    nftnl_set_get_u32(s,
+					    NFTNL_SET_DESC_SIZE) == 65535 &&
+					    !nftnl_set_is_set(s,
+					    NFTNL_SET_TIMEOUT);
+				if (strcmp(name, "sb_rate") == 0)
+					lm->rate_set_ok = f == (NFT_SET_EVAL |
+					    NFT_SET_TIMEOUT) &&
+					    nftnl_set_get_u32(s,
+					    NFTNL_SET_KEY_LEN) == 4 &&
+					    nftnl_set_get_u64(s,
+					    NFTNL_SET_TIMEOUT) == 60000;
+			}
+			nftnl_set_free(s);
+		}
+	}
+}
+
 /* Build an NLMSG_ERROR for seq with optional extended-ack TLVs. */
 static struct nlmsghdr *
 make_ack(char *buf, uint32_t seq, int error, const char *msg, int offs)
@@ -268,10 +404,11 @@ main(void)
 	is_int((long long)w.newtable, 2, "create-if-missing + create");
 	is_int((long long)w.deltable, 1, "... with a delete between: "
 	    "atomic replace");
-	is_int((long long)w.newset, 11, "11 sets and maps");
-	is_int((long long)w.newchain, 8, "8 chains");
-	is_int((long long)w.newrule, 26, "26 rules");
-	is_int((long long)w.commented_rules, 26, "every rule has a comment");
+	is_int((long long)w.newset, 13, "13 sets and maps");
+	is_int((long long)w.newchain, 9, "9 chains");
+	is_int((long long)w.newrule, 27, "27 rules (no limits: admit only "
+	    "accepts)");
+	is_int((long long)w.commented_rules, 27, "every rule has a comment");
 	is_str(nc_batch_what(nc_txn_batch(t), 1000), "batch",
 	    "BEGIN's sequence names the batch");
 	is_str(nc_batch_what(nc_txn_batch(t), 1001), "table inet berth",
@@ -304,6 +441,38 @@ main(void)
 	i = find(ec, n, "dns_ports");
 	ok(i < n && ec[i].klen == 8, "dns_ports elements (proto . port)");
 	nc_txn_free(t);
+
+	/* ---- ops' limits: a connection cap and a new-connection rate ---- */
+	t = nc_txn_new(NULL, err, sizeof(err));
+	g.conn_limit = 7;
+	g.new_conn_rate = 20;
+	ok(nc_txn_egress_init(t, &g, err, sizeof(err)) == 0,
+	    "init with conn_limit 7 and new_conn_rate 20 builds");
+	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
+	walk(buf, len, 1, &w);
+	is_int((long long)w.newrule, 29, "two more rules, in chain admit");
+	{
+		struct limits lm;
+
+		limits(buf, len, &lm);
+		ok(lm.conns_set_ok, "set sb_conns: ipv4 key, dynamic, size "
+		    "65535, no timeout");
+		ok(lm.rate_set_ok, "set sb_rate: ipv4 key, dynamic, 60 s "
+		    "timeout");
+		is_int(lm.conn_rules, 1, "one ct count rule");
+		ok(lm.conn_ok, "... dynset add @sb_conns keyed by ip saddr "
+		    "{ ct count over 7 }");
+		ok(lm.conn_log, "... logs berth:conn-limit, goes to deny");
+		is_int(lm.rate_rules, 1, "one rate rule");
+		ok(lm.rate_ok, "... dynset update @sb_rate keyed by ip saddr "
+		    "{ limit rate over 20/second burst 20 packets }");
+		ok(lm.rate_log, "... logs berth:rate-limit, goes to deny");
+		is_int(lm.admit_gotos, 3, "mode_open and both allowlist "
+		    "lookups go to admit");
+		is_int(lm.admit_accept, 1, "admit ends in accept");
+	}
+	nc_txn_free(t);
+	g.conn_limit = g.new_conn_rate = 0;
 
 	/* ---- attach ---- */
 	t = nc_txn_new(NULL, err, sizeof(err));

@@ -203,6 +203,43 @@ main(void)
 	is_int(overlaps("evil.com/udp", "evil.com/tcp"), 0, "protocols");
 	is_int(overlaps(":25", "mail.example.com:25"), 1, "any address, port 25");
 
+	/* always-denied ranges (policy permit) */
+	{
+		static const struct {
+			const char *rule, *range;
+		} ad[] = {
+			{ "10.1.0.0/16:443", "10.0.0.0/8" },
+			{ "172.20.1.1", "172.16.0.0/12" },
+			{ "169.254.169.254:80/tcp", "169.254.0.0/16" },
+			{ "100.64.0.0/10", "100.64.0.0/10" },
+			{ "127.0.0.1", "127.0.0.0/8" },
+			{ "239.1.2.3/udp", "224.0.0.0/4" },
+			{ "8.8.8.8", NULL },
+			{ "0.0.0.0/0:443", NULL },	/* any address */
+			{ "8.0.0.0/6", NULL },		/* partly private */
+			{ "172.32.0.1", NULL },
+			{ "example.com", NULL },
+		};
+		struct nc_rule ar;
+		char aerr[256], range[32];
+		size_t k;
+
+		for (k = 0; k < sizeof(ad) / sizeof(ad[0]); k++) {
+			int got;
+
+			range[0] = '\0';
+			px_rule_parse(ad[k].rule, &ar, aerr, sizeof(aerr));
+			got = px_rule_always_denied(&ar, range, sizeof(range));
+			if (ad[k].range != NULL)
+				ok(got == 1 && strcmp(range, ad[k].range) == 0,
+				    "%s lies in always-denied %s (%s)",
+				    ad[k].rule, ad[k].range, range);
+			else
+				ok(got == 0, "%s is not an always-denied range",
+				    ad[k].rule);
+		}
+	}
+
 	/* modes */
 	ok(px_mode_rank("closed") < px_mode_rank("allowlist") &&
 	    px_mode_rank("allowlist") < px_mode_rank("open"), "mode order");
