@@ -16,11 +16,16 @@
  *     for in turn, and, for A, the nftables insert before the answer is
  *     released.
  *
- * An address's allow element is only ever lengthened: two names with
- * different TTLs on one address (CDNs) must not let the shorter TTL cut
- * the longer one's access short, so each sandbox remembers the expiry it
- * last gave each element and a re-insert uses the later of the two
- * (the kernel replaces the timeout of an element added again).
+ * Each sandbox remembers every (name asked, address, expiry) it answered
+ * ("learned"), for two reasons. An address's allow element is only ever
+ * lengthened: two names with different TTLs on one address (CDNs) must
+ * not let the shorter TTL cut the longer one's access short, so a
+ * re-insert uses the latest expiry the names give that element (the
+ * kernel replaces the timeout of an element added again). And a
+ * re-apply of the sandbox, which clears its elements and rebuilds them
+ * from its stored rules, puts back the addresses of names its new rules
+ * still allow, with what remains of their timeouts
+ * (nc_dns_queue_learned): the guest may still hold them in its cache.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <ctype.h>
@@ -55,7 +60,7 @@
 #define QUERY_MAX 4096		/* largest query a guest may send */
 #define UP_EDNS 1232		/* our UDP size to upstreams */
 #define MAX_MATCH 16		/* allow rules applied to one name */
-#define LEARN_BUCKETS 64
+#define LEARN_BUCKETS 256
 
 /* ---- wire -------------------------------------------------------------- */
 
@@ -628,15 +633,377 @@ nc_dns_build(uint8_t *buf, size_t cap, uint16_t id, uint16_t flags,
 	return r;
 }
 
-/* ---- server ------------------------------------------------------------- */
+/* ---- learned addresses ---------------------------------------------------
+ *
+ * Per sandbox, each (name asked, address) the resolver answered, with the
+ * expiry it gave it, hashed by address. What a name may reach (ports,
+ * protocols) is not stored: it is derived from the rules in force, so a
+ * re-apply with changed rules puts back what the new rules say. */
 
-struct learned {
-	struct learned *next;
-	uint32_t addr;
-	uint8_t proto;
-	uint16_t lo, hi;
-	uint64_t expires;	/* monotonic ms */
+struct lrec {
+	struct lrec *next;
+	uint32_t addr;			/* network order */
+	uint64_t expires;
+	char name[];
 };
+
+struct nc_dns_learn {
+	struct lrec *b[LEARN_BUCKETS];
+	size_t n, max;
+};
+
+static size_t
+learn_bucket(uint32_t addr)
+{
+	return (addr ^ addr >> 8 ^ addr >> 16 ^ addr >> 24) % LEARN_BUCKETS;
+}
+
+struct nc_dns_learn *
+nc_dns_learn_new(size_t max)
+{
+	struct nc_dns_learn *l = calloc(1, sizeof(*l));
+
+	if (l != NULL)
+		l->max = max;
+	return l;
+}
+
+void
+nc_dns_learn_free(struct nc_dns_learn *l)
+{
+	struct lrec *r, *n;
+	size_t i;
+
+	if (l == NULL)
+		return;
+	for (i = 0; i < LEARN_BUCKETS; i++)
+		for (r = l->b[i]; r != NULL; r = n) {
+			n = r->next;
+			free(r);
+		}
+	free(l);
+}
+
+size_t
+nc_dns_learn_count(const struct nc_dns_learn *l)
+{
+	return l->n;
+}
+
+/* Drop what keep() refuses; returns how many went. */
+static size_t
+learn_sweep(struct nc_dns_learn *l, uint64_t now, enum nc_mode mode,
+    const struct nc_rule *allow, size_t nallow, const struct nc_rule *deny,
+    size_t ndeny, int policy)
+{
+	struct lrec **pp, *r;
+	const char *reason;
+	size_t i, gone = 0;
+
+	for (i = 0; i < LEARN_BUCKETS; i++) {
+		pp = &l->b[i];
+		while ((r = *pp) != NULL) {
+			if (r->expires > now && (!policy ||
+			    nc_dns_decide(mode, allow, nallow, deny, ndeny,
+			    r->name, 1, &reason))) {
+				pp = &r->next;
+				continue;
+			}
+			*pp = r->next;
+			free(r);
+			l->n--;
+			gone++;
+		}
+	}
+	return gone;
+}
+
+size_t
+nc_dns_learn_prune(struct nc_dns_learn *l, uint64_t now, enum nc_mode mode,
+    const struct nc_rule *allow, size_t nallow, const struct nc_rule *deny,
+    size_t ndeny)
+{
+	return learn_sweep(l, now, mode, allow, nallow, deny, ndeny, 1);
+}
+
+int
+nc_dns_learn_note(struct nc_dns_learn *l, uint64_t now, const char *name,
+    struct in_addr addr, uint64_t expires)
+{
+	struct lrec **head = &l->b[learn_bucket(addr.s_addr)], *r;
+	size_t nl = strlen(name);
+
+	for (r = *head; r != NULL; r = r->next)
+		if (r->addr == addr.s_addr && strcmp(r->name, name) == 0) {
+			if (expires > r->expires)
+				r->expires = expires;
+			return 0;
+		}
+	if (l->n >= l->max &&
+	    learn_sweep(l, now, NC_MODE_OPEN, NULL, 0, NULL, 0, 0) == 0)
+		return -ENOSPC;
+	if ((r = malloc(sizeof(*r) + nl + 1)) == NULL)
+		return -ENOMEM;
+	r->addr = addr.s_addr;
+	r->expires = expires;
+	memcpy(r->name, name, nl + 1);
+	r->next = *head;
+	*head = r;
+	l->n++;
+	return 0;
+}
+
+/* The distinct (proto, ports) of the allow rules that name `name`, in
+ * rule order, at most max: what its addresses are inserted with. */
+static size_t
+name_matches(const char *name, const struct nc_rule *allow, size_t nallow,
+    struct nc_rule *out, size_t max)
+{
+	size_t i, k, n = 0;
+
+	for (i = 0; i < nallow && n < max; i++) {
+		const struct nc_rule *ar = &allow[i];
+
+		if (!nc_dns_name_match(name, ar))
+			continue;
+		for (k = 0; k < n; k++)
+			if (out[k].proto == ar->proto &&
+			    out[k].port_lo == ar->port_lo &&
+			    out[k].port_hi == ar->port_hi)
+				break;
+		if (k < n)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].kind = NC_RULE_ADDR;
+		out[n].plen = 32;
+		out[n].proto = ar->proto;
+		out[n].port_lo = ar->port_lo;
+		out[n].port_hi = ar->port_hi;
+		n++;
+	}
+	return n;
+}
+
+uint64_t
+nc_dns_learn_expiry(const struct nc_dns_learn *l, uint64_t now,
+    const struct nc_rule *e, const struct nc_rule *allow, size_t nallow)
+{
+	struct nc_rule m[MAX_MATCH];
+	const struct lrec *r;
+	uint64_t best = 0;
+	size_t n, k;
+
+	for (r = l->b[learn_bucket(e->addr.s_addr)]; r != NULL; r = r->next) {
+		if (r->addr != e->addr.s_addr || r->expires <= now ||
+		    r->expires <= best)
+			continue;
+		n = name_matches(r->name, allow, nallow, m, MAX_MATCH);
+		for (k = 0; k < n; k++)
+			if (m[k].proto == e->proto &&
+			    m[k].port_lo == e->port_lo &&
+			    m[k].port_hi == e->port_hi)
+				best = r->expires;
+	}
+	return best;
+}
+
+/* A rule as the boxes nc_egress.c makes of it (rule_elems): guest .
+ * address range . protocol range . port range, in allow_ip (exact) or
+ * allow_net (an interval set, where the kernel refuses overlaps). */
+struct box {
+	uint32_t alo, ahi;		/* host order */
+	uint8_t plo, phi;
+	uint16_t lo, hi;
+	int net;
+};
+
+static size_t
+boxes(const struct nc_rule *r, struct box b[2])
+{
+	uint32_t a = ntohl(r->addr.s_addr), mask;
+	int any_port = r->port_lo == 0 && r->port_hi == 65535;
+	size_t n = 0;
+
+	mask = r->plen == 0 ? 0 : ~0U << (32 - r->plen);
+	memset(b, 0, 2 * sizeof(*b));
+	b[0].alo = a & mask;
+	b[0].ahi = (a & mask) | ~mask;
+	if (r->proto == NC_PROTO_ANY && any_port) {
+		b[0].phi = 255;
+		b[0].hi = 65535;
+		b[0].net = 1;
+		return 1;
+	}
+	if (r->proto != NC_PROTO_ANY)
+		b[n++].plo = (uint8_t)r->proto;
+	else {
+		b[n++].plo = IPPROTO_TCP;
+		b[1] = b[0];
+		b[n++].plo = IPPROTO_UDP;
+	}
+	for (size_t i = 0; i < n; i++) {
+		b[i].phi = b[i].plo;
+		b[i].lo = r->port_lo;
+		b[i].hi = r->port_hi;
+		b[i].net = !(r->plen == 32 && r->port_lo == r->port_hi);
+	}
+	return n;
+}
+
+static int
+box_in(const struct box *x, const struct box *y)	/* x inside y */
+{
+	return x->alo >= y->alo && x->ahi <= y->ahi && x->plo >= y->plo &&
+	    x->phi <= y->phi && x->lo >= y->lo && x->hi <= y->hi;
+}
+
+/* Every box of e inside some box of r: r already says all e would. */
+static int
+covers(const struct nc_rule *r, const struct nc_rule *e)
+{
+	struct box rb[2], eb[2];
+	size_t nr, ne, i, j;
+
+	if (r->kind != NC_RULE_ADDR)
+		return 0;
+	nr = boxes(r, rb);
+	ne = boxes(e, eb);
+	for (i = 0; i < ne; i++) {
+		for (j = 0; j < nr && !box_in(&eb[i], &rb[j]); j++)
+			;
+		if (j == nr)
+			return 0;
+	}
+	return 1;
+}
+
+/* Would the kernel refuse e beside x in allow_net? Overlapping but not
+ * identical boxes there, counted generously: a false alarm only leaves
+ * an address to be asked for again. */
+static int
+clashes(const struct nc_rule *x, const struct nc_rule *e)
+{
+	struct box xb[2], eb[2];
+	size_t nx, ne, i, j;
+
+	if (x->kind != NC_RULE_ADDR)
+		return 0;
+	nx = boxes(x, xb);
+	ne = boxes(e, eb);
+	for (i = 0; i < ne; i++)
+		for (j = 0; j < nx; j++) {
+			const struct box *a = &eb[i], *b = &xb[j];
+
+			if (!a->net || !b->net)
+				continue;
+			if (a->alo > b->ahi || b->alo > a->ahi ||
+			    a->plo > b->phi || b->plo > a->phi ||
+			    a->lo > b->hi || b->lo > a->hi)
+				continue;
+			if (memcmp(a, b, sizeof(*a)) != 0)
+				return 1;
+		}
+	return 0;
+}
+
+static int
+elem_cmp(const void *pa, const void *pb)
+{
+	const struct nc_dns_elem *a = pa, *b = pb;
+	uint32_t x = ntohl(a->r.addr.s_addr), y = ntohl(b->r.addr.s_addr);
+
+	if (x != y)
+		return x < y ? -1 : 1;
+	if (a->r.proto != b->r.proto)
+		return a->r.proto < b->r.proto ? -1 : 1;
+	if (a->r.port_lo != b->r.port_lo)
+		return a->r.port_lo < b->r.port_lo ? -1 : 1;
+	if (a->r.port_hi != b->r.port_hi)
+		return a->r.port_hi < b->r.port_hi ? -1 : 1;
+	return 0;
+}
+
+int
+nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
+    enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
+    const struct nc_rule *deny, size_t ndeny, struct nc_dns_elem **out)
+{
+	struct nc_dns_elem *e = NULL, *ne;
+	struct nc_rule m[MAX_MATCH];
+	const struct lrec *r;
+	const char *reason;
+	size_t n = 0, cap = 0, i, j, k, nm, kept;
+
+	*out = NULL;
+	/* open: the table admits every public address anyway; closed:
+	 * nothing */
+	if (mode != NC_MODE_ALLOWLIST)
+		return 0;
+	for (i = 0; i < LEARN_BUCKETS; i++)
+		for (r = l->b[i]; r != NULL; r = r->next) {
+			if (r->expires <= now || !nc_dns_decide(mode, allow,
+			    nallow, deny, ndeny, r->name, 1, &reason))
+				continue;
+			nm = name_matches(r->name, allow, nallow, m,
+			    MAX_MATCH);
+			if (n + nm > cap) {
+				cap = cap ? 2 * cap : 64;
+				if (cap < n + nm)
+					cap = n + nm;
+				if ((ne = realloc(e, cap * sizeof(*e))) ==
+				    NULL) {
+					free(e);
+					return -ENOMEM;
+				}
+				e = ne;
+			}
+			for (k = 0; k < nm; k++) {
+				e[n].r = m[k];
+				e[n].r.addr.s_addr = r->addr;
+				e[n].timeout_ms = r->expires;	/* for now */
+				n++;
+			}
+		}
+	if (n == 0) {
+		free(e);
+		return 0;
+	}
+	qsort(e, n, sizeof(*e), elem_cmp);
+	for (i = 0, kept = 0; i < n; i++) {
+		struct nc_dns_elem *x = &e[i];
+
+		if (kept > 0 && elem_cmp(&e[kept - 1], x) == 0) {
+			/* one element, several names: the latest expiry */
+			if (x->timeout_ms > e[kept - 1].timeout_ms)
+				e[kept - 1].timeout_ms = x->timeout_ms;
+			continue;
+		}
+		/* deny beats allow anyway; a rule that already allows it
+		 * all, or that the kernel would find it overlapping */
+		for (j = 0; j < ndeny && !covers(&deny[j], &x->r); j++)
+			;
+		if (j < ndeny)
+			continue;
+		for (j = 0; j < nallow && !covers(&allow[j], &x->r) &&
+		    !clashes(&allow[j], &x->r); j++)
+			;
+		if (j < nallow)
+			continue;
+		/* kept elements of the same address come right before */
+		for (j = kept; j > 0 && e[j - 1].r.addr.s_addr ==
+		    x->r.addr.s_addr && !clashes(&e[j - 1].r, &x->r); j--)
+			;
+		if (j > 0 && e[j - 1].r.addr.s_addr == x->r.addr.s_addr)
+			continue;
+		e[kept++] = *x;
+	}
+	for (i = 0; i < kept; i++)
+		e[i].timeout_ms -= now;
+	*out = e;
+	return (int)kept;
+}
+
+/* ---- server ------------------------------------------------------------- */
 
 struct tconn;
 struct query;
@@ -656,18 +1023,13 @@ struct sandbox {
 	unsigned nconns;
 	TAILQ_HEAD(, query) queries;
 	unsigned nq;
-	struct learned *learn[LEARN_BUCKETS];
+	struct nc_dns_learn *learn;	/* what it was answered */
 };
 
 struct tconn {
 	TAILQ_ENTRY(tconn) entry;
 	struct sandbox *sb;
 	struct bufferevent *bev;
-};
-
-struct match {
-	uint8_t proto;
-	uint16_t lo, hi;
 };
 
 struct query {
@@ -677,8 +1039,6 @@ struct query {
 	struct sockaddr_in peer;
 	struct nc_dns_query q;
 	char name[NC_DNS_TEXT_MAX];
-	struct match match[MAX_MATCH];
-	size_t nmatch;
 	uint8_t cur[NC_DNS_NAME_MAX + 1];	/* name asked upstream now */
 	size_t curlen;
 	int hops;
@@ -903,46 +1263,9 @@ finish(struct query *qr, int rcode)
 
 /* ---- nftables: the answer's addresses, before the answer ---- */
 
-static struct learned **
-learn_slot(struct sandbox *sb, uint32_t addr, const struct match *m,
-    uint64_t now)
-{
-	struct learned **pp = &sb->learn[(addr ^ addr >> 16 ^ m->lo) %
-	    LEARN_BUCKETS], *l;
-
-	while ((l = *pp) != NULL) {
-		if (l->expires <= now) {	/* prune as we go */
-			*pp = l->next;
-			free(l);
-			continue;
-		}
-		if (l->addr == addr && l->proto == m->proto &&
-		    l->lo == m->lo && l->hi == m->hi)
-			return pp;
-		pp = &l->next;
-	}
-	return pp;
-}
-
-static void
-learn_free(struct sandbox *sb)
-{
-	struct learned *l, *n;
-	size_t i;
-
-	for (i = 0; i < LEARN_BUCKETS; i++) {
-		for (l = sb->learn[i]; l != NULL; l = n) {
-			n = l->next;
-			free(l);
-		}
-		sb->learn[i] = NULL;
-	}
-}
-
 struct ins {
 	struct nc_rule r;
 	uint64_t expires;
-	const struct match *m;
 };
 
 static int
@@ -968,6 +1291,32 @@ insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 	return ret;
 }
 
+/* One batch; when the kernel refuses it because one element overlaps an
+ * address rule the sandbox has (allow_net refuses overlaps: the range
+ * covers it), the others one by one, skipping those. Returns how many
+ * went in, or <0. */
+static int
+insert_all(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
+    size_t n, uint64_t now, char *err, size_t errlen)
+{
+	size_t i;
+	int ret, done = 0;
+
+	ret = insert_batch(dns, sb, in, n, now, err, errlen);
+	if (ret == 0)
+		return (int)n;
+	if (ret != -EEXIST && ret != -ENOTEMPTY)
+		return ret;
+	for (i = 0; i < n; i++) {
+		ret = insert_batch(dns, sb, &in[i], 1, now, err, errlen);
+		if (ret == 0)
+			done++;
+		else if (ret != -EEXIST && ret != -ENOTEMPTY)
+			return ret;
+	}
+	return done;
+}
+
 static int
 insert_addrs(struct query *qr, char *err, size_t errlen)
 {
@@ -975,90 +1324,149 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 	struct nc_dns *dns = sb->dns;
 	struct nc_dns_answer *a = qr->acc;
 	struct ins in[NC_DNS_MAX_RR];
-	uint64_t now = now_ms();
-	size_t i, j, n = 0;
+	struct nc_rule m[MAX_MATCH];
+	struct in_addr addrs[NC_DNS_MAX_RR];
+	uint64_t now = now_ms(), exp[NC_DNS_MAX_RR], e;
+	size_t i, j, n = 0, na = 0, nm;
 	int ret;
 
-	if (dns->ctx == NULL || sb->mode != NC_MODE_ALLOWLIST)
-		return 0;
-	for (i = 0; i < a->nrr; i++) {
+	for (i = 0; i < a->nrr && na < NC_DNS_MAX_RR; i++) {
 		const struct nc_dns_rr *rr = &a->rr[i];
-		uint32_t ttl;
-		uint32_t addr;
 
 		if (rr->type != NC_DNS_T_A)
 			continue;
-		memcpy(&addr, a->rd + rr->rdoff, 4);
-		ttl = nc_dns_ttl_clamp(rr->ttl, dns->c.ttl_min,
-		    dns->c.ttl_max);
-		for (j = 0; j < qr->nmatch && n < NC_DNS_MAX_RR; j++) {
-			struct learned **pp = learn_slot(sb, addr,
-			    &qr->match[j], now);
-			struct ins *x = &in[n++];
-
-			memset(&x->r, 0, sizeof(x->r));
-			x->r.kind = NC_RULE_ADDR;
-			x->r.addr.s_addr = addr;
-			x->r.plen = 32;
-			x->r.proto = qr->match[j].proto;
-			x->r.port_lo = qr->match[j].lo;
-			x->r.port_hi = qr->match[j].hi;
-			x->m = &qr->match[j];
-			x->expires = now + (uint64_t)ttl * 1000 +
-			    dns->c.grace_ms;
-			if (*pp != NULL && (*pp)->expires > x->expires)
-				x->expires = (*pp)->expires;
-		}
+		memcpy(&addrs[na].s_addr, a->rd + rr->rdoff, 4);
+		exp[na++] = now + (uint64_t)nc_dns_ttl_clamp(rr->ttl,
+		    dns->c.ttl_min, dns->c.ttl_max) * 1000 + dns->c.grace_ms;
 	}
-	if (n == 0)
+	if (na == 0)
 		return 0;
-	ret = insert_batch(dns, sb, in, n, now, err, errlen);
-	if (ret == -EEXIST || ret == -ENOTEMPTY) {
-		/* An address inside a range rule the sandbox already has
-		 * (allow_net refuses overlaps): the range covers it, so
-		 * insert the others one by one and skip those. */
-		for (i = 0, ret = 0; i < n && ret == 0; i++) {
-			ret = insert_batch(dns, sb, &in[i], 1, now, err,
-			    errlen);
-			if (ret == -EEXIST || ret == -ENOTEMPTY)
-				ret = 0;
-		}
-	}
-	if (ret < 0) {
-		dns->st.insert_fail++;
-		return ret;
-	}
-	for (i = 0; i < n; i++) {
-		uint32_t addr = in[i].r.addr.s_addr;
-		struct learned **pp = learn_slot(sb, addr, in[i].m, now);
+	if (dns->ctx != NULL && sb->mode == NC_MODE_ALLOWLIST) {
+		/* the ports and protocols of every allow rule naming it */
+		nm = name_matches(qr->name, sb->allow, sb->nallow, m,
+		    MAX_MATCH);
+		for (i = 0; i < na; i++)
+			for (j = 0; j < nm && n < NC_DNS_MAX_RR; j++) {
+				struct ins *x = &in[n++];
 
-		if (*pp == NULL && (*pp = calloc(1, sizeof(**pp))) != NULL) {
-			(*pp)->addr = addr;
-			(*pp)->proto = in[i].m->proto;
-			(*pp)->lo = in[i].m->lo;
-			(*pp)->hi = in[i].m->hi;
+				x->r = m[j];
+				x->r.addr = addrs[i];
+				x->expires = exp[i];
+				/* only ever lengthened (see the top) */
+				e = nc_dns_learn_expiry(sb->learn, now, &x->r,
+				    sb->allow, sb->nallow);
+				if (e > x->expires)
+					x->expires = e;
+			}
+		if (n > 0 && (ret = insert_all(dns, sb, in, n, now, err,
+		    errlen)) < 0) {
+			dns->st.insert_fail++;
+			return ret;
 		}
-		if (*pp != NULL)
-			(*pp)->expires = in[i].expires;
+		dns->st.inserted += n;
 	}
-	dns->st.inserted += n;
+	/* Remembered (in mode open too) for a re-apply of the sandbox:
+	 * the guest may cache the answer until its TTL ends. A pair that
+	 * does not fit is only lost to a re-apply. */
+	for (i = 0; i < na; i++)
+		(void)nc_dns_learn_note(sb->learn, now, qr->name, addrs[i],
+		    exp[i]);
 	return 0;
 }
+
+static void deny_record(struct sandbox *sb, const struct nc_dns_query *q,
+    const char *name, const char *reason);
 
 static void
 complete(struct query *qr, int rcode)
 {
+	struct sandbox *sb = qr->sb;
 	char err[NC_ERRLEN], a[INET_ADDRSTRLEN];
+	const char *reason = NULL;
 
+	/* The rules may have changed while the upstream answered: a name
+	 * they no longer allow gets neither its answer nor an insert
+	 * (removing a rule cuts access at once). */
+	if (!nc_dns_decide(sb->mode, sb->allow, sb->nallow, sb->deny,
+	    sb->ndeny, qr->name, 1, &reason)) {
+		sb->dns->st.denied++;
+		deny_record(sb, &qr->q, qr->name, reason);
+		reply(sb, qr->conn, &qr->peer, &qr->q, sb->dns->c.deny_rcode,
+		    NULL, NULL, 0);
+		query_free(qr);
+		return;
+	}
 	if (rcode == NC_DNS_NOERROR && qr->q.qtype == NC_DNS_T_A &&
 	    insert_addrs(qr, err, sizeof(err)) < 0) {
-		inet_ntop(AF_INET, &qr->sb->guest, a, sizeof(a));
-		report(qr->sb->dns, "DNS %s (%s): %s: cannot allow its "
-		    "addresses, answering SERVFAIL: %s", qr->sb->id, a,
+		inet_ntop(AF_INET, &sb->guest, a, sizeof(a));
+		report(sb->dns, "DNS %s (%s): %s: cannot allow its "
+		    "addresses, answering SERVFAIL: %s", sb->id, a,
 		    qr->name, err);
 		rcode = NC_DNS_SERVFAIL;
 	}
 	finish(qr, rcode);
+}
+
+/* ---- re-applying a sandbox: what it learned, put back ---- */
+
+int
+nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
+    struct in_addr guest, enum nc_mode mode, const struct nc_rule *allow,
+    size_t nallow, const struct nc_rule *deny, size_t ndeny, char *err,
+    size_t errlen)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+	struct nc_dns_elem *e;
+	int n, i, ret = 0;
+
+	if (sb == NULL)
+		return 0;
+	if ((n = nc_dns_learn_elems(sb->learn, now_ms(), mode, allow, nallow,
+	    deny, ndeny, &e)) < 0) {
+		snprintf(err, errlen, "DNS-learned addresses of sandbox %s: "
+		    "%s", sb->id, strerror(-n));
+		return n;
+	}
+	for (i = 0; i < n && ret == 0; i++)
+		ret = nc_txn_allow_add(t, guest, &e[i].r, e[i].timeout_ms, err,
+		    errlen);
+	free(e);
+	return ret < 0 ? ret : n;
+}
+
+int
+nc_dns_restore_learned(struct nc_dns *dns, struct in_addr guest, char *err,
+    size_t errlen)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+	struct nc_dns_elem *e;
+	struct ins *in;
+	uint64_t now = now_ms();
+	int n, i, ret;
+
+	if (sb == NULL || dns->ctx == NULL)
+		return 0;
+	if ((n = nc_dns_learn_elems(sb->learn, now, sb->mode, sb->allow,
+	    sb->nallow, sb->deny, sb->ndeny, &e)) <= 0) {
+		if (n < 0)
+			snprintf(err, errlen, "DNS-learned addresses of "
+			    "sandbox %s: %s", sb->id, strerror(-n));
+		return n;
+	}
+	if ((in = calloc((size_t)n, sizeof(*in))) == NULL) {
+		free(e);
+		snprintf(err, errlen, "DNS-learned addresses of sandbox %s: "
+		    "%s", sb->id, strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		in[i].r = e[i].r;
+		in[i].expires = now + e[i].timeout_ms;
+	}
+	ret = insert_all(dns, sb, in, (size_t)n, now, err, errlen);
+	free(in);
+	free(e);
+	return ret;
 }
 
 /* ---- upstream ---- */
@@ -1331,7 +1739,6 @@ handle(struct sandbox *sb, struct tconn *conn, const struct sockaddr_in *peer,
 	struct query *qr;
 	char name[NC_DNS_TEXT_MAX];
 	const char *reason = NULL;
-	size_t i;
 	int r, clean;
 
 	dns->st.queries++;
@@ -1386,25 +1793,6 @@ handle(struct sandbox *sb, struct tconn *conn, const struct sockaddr_in *peer,
 	qr->q = q;
 	qr->fd = -1;
 	snprintf(qr->name, sizeof(qr->name), "%s", name);
-	/* the ports and protocols of every allow rule that names it */
-	for (i = 0; i < sb->nallow && qr->nmatch < MAX_MATCH; i++) {
-		const struct nc_rule *ar = &sb->allow[i];
-		size_t k;
-
-		if (!nc_dns_name_match(name, ar))
-			continue;
-		for (k = 0; k < qr->nmatch; k++)
-			if (qr->match[k].proto == ar->proto &&
-			    qr->match[k].lo == ar->port_lo &&
-			    qr->match[k].hi == ar->port_hi)
-				break;
-		if (k == qr->nmatch) {
-			qr->match[k].proto = (uint8_t)ar->proto;
-			qr->match[k].lo = ar->port_lo;
-			qr->match[k].hi = ar->port_hi;
-			qr->nmatch++;
-		}
-	}
 	memcpy(qr->cur, q.qname, q.qnamelen);
 	qr->curlen = q.qnamelen;
 	TAILQ_INSERT_TAIL(&sb->queries, qr, entry);
@@ -1577,7 +1965,7 @@ sb_free(struct sandbox *sb)
 		close(sb->ufd);
 	if (sb->lis != NULL)
 		evconnlistener_free(sb->lis);
-	learn_free(sb);
+	nc_dns_learn_free(sb->learn);
 	free(sb->allow);
 	free(sb->deny);
 	free(sb);
@@ -1611,6 +1999,12 @@ nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
 	snprintf(sb->id, sizeof(sb->id), "%s", sandbox_id);
 	TAILQ_INIT(&sb->conns);
 	TAILQ_INIT(&sb->queries);
+	if ((sb->learn = nc_dns_learn_new(NC_DNS_LEARN_MAX)) == NULL) {
+		snprintf(err, errlen, "DNS for sandbox %s: %s", sandbox_id,
+		    strerror(ENOMEM));
+		sb_free(sb);
+		return -ENOMEM;
+	}
 	if ((fd = bind_sock(SOCK_DGRAM, gw, dns->c.port)) < 0) {
 		snprintf(err, errlen, "DNS for sandbox %s (%s): UDP %s:%u: %s",
 		    sandbox_id, g, w, dns->c.port, strerror(-fd));
@@ -1709,6 +2103,8 @@ nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest, enum nc_mode mode,
 	sb->deny = nd;
 	sb->ndeny = nnd;
 	sb->mode = mode;
+	/* what was learned for a name no longer allowed never comes back */
+	nc_dns_learn_prune(sb->learn, now_ms(), mode, na, nna, nd, nnd);
 	return 0;
 }
 

@@ -116,10 +116,45 @@ int nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
 int nc_dns_sandbox_del(struct nc_dns *dns, struct in_addr guest);
 /* Replace a sandbox's mode and domain rules (NC_RULE_DOMAIN/WILDCARD;
  * address rules are nftables' business and are ignored here). A domain
- * allow rule's proto and ports become those of the inserted addresses. */
+ * allow rule's proto and ports become those of the inserted addresses.
+ * Addresses learned for names the new rules no longer allow are
+ * forgotten (their elements are the caller's to remove: the sandbox's
+ * clear in the batch that applied the rules); an answer still in flight
+ * for such a name is refused when it arrives. */
 int nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest,
     enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
     const struct nc_rule *deny, size_t ndeny, char *err, size_t errlen);
+
+/* Re-applying a sandbox (its elements cleared and rebuilt from its
+ * stored rules, when they or the global policy change) would drop the
+ * addresses the resolver inserted while the guest may still hold them
+ * in its DNS cache. So the resolver remembers, per sandbox, each (name
+ * asked, address, expiry) it answered (in mode open too, without
+ * inserting), and the re-apply puts back those whose name is still
+ * allowed:
+ *
+ * nc_dns_queue_learned() queues into t, after the sandbox's clear,
+ * attach and address rules, an allow element for each remembered
+ * address whose name the given policy (the one t applies) still allows,
+ * with the ports and protocols of the allow rules that now name it and
+ * the remaining timeout; nothing in mode open or closed, nothing a deny
+ * rule or an address allow rule covers, nothing that would overlap an
+ * address allow rule or another of them in an interval set (the kernel
+ * would refuse the batch). The resolver's rules do not change: call
+ * nc_dns_set_rules() with the same policy once t is committed. Returns
+ * the number of elements queued (0 for a sandbox the resolver does not
+ * know), or <0 with err (what was queued before stays valid). */
+int nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
+    struct in_addr guest, enum nc_mode mode, const struct nc_rule *allow,
+    size_t nallow, const struct nc_rule *deny, size_t ndeny, char *err,
+    size_t errlen);
+/* The fallback when the kernel refused that batch anyway (EEXIST,
+ * ENOTEMPTY): commit it without them, nc_dns_set_rules(), then this
+ * inserts the same elements under the sandbox's current rules, one
+ * batch each, skipping those the kernel refuses as overlapping. Returns
+ * the number inserted, or <0 with err. */
+int nc_dns_restore_learned(struct nc_dns *dns, struct in_addr guest,
+    char *err, size_t errlen);
 void nc_dns_get_stats(const struct nc_dns *dns, struct nc_dns_stats *st);
 
 /* ---- wire format and policy pieces, exposed for unit tests ---- */
@@ -141,6 +176,41 @@ int nc_dns_decide(enum nc_mode mode, const struct nc_rule *allow,
     size_t nallow, const struct nc_rule *deny, size_t ndeny,
     const char *name, int clean, const char **reason);
 uint32_t nc_dns_ttl_clamp(uint32_t ttl, uint32_t lo, uint32_t hi);
+
+/* The learned-address bookkeeping behind nc_dns_queue_learned(): times
+ * are CLOCK_MONOTONIC milliseconds, passed in. */
+#define NC_DNS_LEARN_MAX 8192		/* (name, address) pairs per sandbox */
+struct nc_dns_learn;
+struct nc_dns_learn *nc_dns_learn_new(size_t max);
+void nc_dns_learn_free(struct nc_dns_learn *l);
+/* name (lower case, as matched against rules) gave addr until expires;
+ * the later expiry wins for a pair already known. 0, -ENOMEM, or
+ * -ENOSPC when max pairs are unexpired already. */
+int nc_dns_learn_note(struct nc_dns_learn *l, uint64_t now, const char *name,
+    struct in_addr addr, uint64_t expires);
+size_t nc_dns_learn_count(const struct nc_dns_learn *l);
+/* Forget the pairs expired at now or whose name the policy does not
+ * allow (every pair in mode closed). Returns how many went. */
+size_t nc_dns_learn_prune(struct nc_dns_learn *l, uint64_t now,
+    enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
+    const struct nc_rule *deny, size_t ndeny);
+/* One allow element to put back: an NC_RULE_ADDR /32 rule and the time
+ * it has left. */
+struct nc_dns_elem {
+	struct nc_rule r;
+	uint64_t timeout_ms;
+};
+/* The elements nc_dns_queue_learned() queues for this policy at now (see
+ * there), sorted by address, protocol, ports; an element several names
+ * give gets the latest expiry. *out is malloc'ed (NULL when none).
+ * Returns the count, or -ENOMEM. */
+int nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
+    enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
+    const struct nc_rule *deny, size_t ndeny, struct nc_dns_elem **out);
+/* The latest expiry the remembered names give element e (an ADDR /32
+ * rule) under allow: a new insert of e must not shorten it. 0: none. */
+uint64_t nc_dns_learn_expiry(const struct nc_dns_learn *l, uint64_t now,
+    const struct nc_rule *e, const struct nc_rule *allow, size_t nallow);
 
 struct nc_dns_query {
 	uint16_t id, flags;
