@@ -282,6 +282,44 @@ queue(struct nc_txn *t, struct eg_sb *s, const struct rules *r,
 	return rc;
 }
 
+/* The addresses the resolver learned for s whose names r still allows,
+ * with what remains of their timeouts: the guest may hold them in its
+ * cache, and the clear in this batch removed them. Those of names no
+ * longer allowed stay out; deny rules (the policy's too) still win. */
+static void
+queue_learned(struct nc_txn *t, struct eg_sb *s, const struct rules *r,
+    enum nc_mode mode)
+{
+	char err[NC_ERRLEN];
+	int n;
+
+	if (E.dns == NULL)
+		return;
+	n = nc_dns_queue_learned(E.dns, t, s->ip, mode, r->allow, r->nallow,
+	    r->deny, r->ndeny, err, sizeof(err));
+	if (n < 0)
+		log_warnx("egress %s: %s", s->id, err);
+	else if (n > 0)
+		log_debug("egress %s: %d DNS-learned address element(s) kept",
+		    s->id, n);
+}
+
+/* After a batch that had to leave them out: one by one. */
+static void
+restore_learned(struct eg_sb *s)
+{
+	char err[NC_ERRLEN];
+	int n;
+
+	if (E.dns == NULL)
+		return;
+	if ((n = nc_dns_restore_learned(E.dns, s->ip, err, sizeof(err))) < 0)
+		log_warnx("egress %s: %s", s->id, err);
+	else
+		log_info("egress %s: %d DNS-learned address element(s) put "
+		    "back after the rules", s->id, n);
+}
+
 /* The resolver's half: domain rules and mode. */
 static void
 resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
@@ -295,9 +333,11 @@ resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
 	    nc_mode_name(mode), r->nallow, r->ndeny);
 }
 
-/* Attaches s afresh with its mode and rules: one batch, so no packet
- * sees it half done. Rebuilt on a stale generation or an element that
- * expired meanwhile. */
+/* Attaches s afresh with its mode and rules, and what its resolver
+ * learned that they still allow: one batch, so no packet sees it half
+ * done. Rebuilt on a stale generation or an element that expired
+ * meanwhile; without the learned addresses (put back right after) when
+ * the kernel finds one of them overlapping. */
 static void
 apply(struct eg_sb *s)
 {
@@ -306,7 +346,7 @@ apply(struct eg_sb *s)
 	enum nc_mode mode;
 	json_t *pol = policy();
 	char err[NC_ERRLEN];
-	int rc = -EAGAIN, tries;
+	int rc = -EAGAIN, tries, learned = 1;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		json_decref(pol);
@@ -321,16 +361,26 @@ apply(struct eg_sb *s)
 			rc = -EIO;
 			break;
 		}
-		if ((rc = queue(t, s, r, mode, 1, err, sizeof(err))) == 0)
+		if ((rc = queue(t, s, r, mode, 1, err, sizeof(err))) == 0) {
+			if (learned)
+				queue_learned(t, s, r, mode);
 			rc = nc_txn_commit(t, err, sizeof(err));
+		}
 		nc_txn_free(t);
+		if ((rc == -EEXIST || rc == -ENOTEMPTY) && learned) {
+			learned = 0;
+			continue;
+		}
 		if (rc != -ERESTART && rc != -EINTR && rc != -ENOENT)
 			break;
 	}
 	if (rc < 0)
 		log_warnx("egress %s: %s", s->id, err);
-	else
+	else {
 		resolver(s, r, mode);
+		if (!learned)
+			restore_learned(s);
+	}
 out:
 	free(r);
 	json_decref(pol);
@@ -349,7 +399,7 @@ init_table(char *err, size_t errlen)
 	struct rules *r;
 	enum nc_mode mode;
 	size_t k;
-	int rc = -EAGAIN, tries;
+	int rc = -EAGAIN, tries, learned = 1;
 
 	memset(&g, 0, sizeof(g));
 	g.tap_prefix = E.tap_prefix;
@@ -388,7 +438,9 @@ init_table(char *err, size_t errlen)
 	}
 	g.host_addrs = host;
 	/* The table and every sandbox we know in one batch: at no moment is
-	 * a sandbox without its rules (nor, at start, with stale ones). */
+	 * a sandbox without its rules (nor, at start, with stale ones), nor
+	 * without the DNS answers it may still hold that the new policy
+	 * allows (the policy's deny rules and ranges still win). */
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		json_decref(pol);
 		return oom(err, errlen);
@@ -400,20 +452,29 @@ init_table(char *err, size_t errlen)
 		}
 		rc = nc_txn_egress_init(t, &g, err, errlen);
 		for (s = E.sbs; rc == 0 && s != NULL; s = s->next) {
-			if (load(s, pol, r, &mode, err, errlen) == 0)
+			if (load(s, pol, r, &mode, err, errlen) == 0) {
 				rc = queue(t, s, r, mode, 0, err, errlen);
-			else	/* left out: its tap gets nothing (fail closed) */
+				if (rc == 0 && learned)
+					queue_learned(t, s, r, mode);
+			} else	/* left out: its tap gets nothing (fail closed) */
 				log_warnx("egress %s: %s", s->id, err);
 		}
 		if (rc == 0)
 			rc = nc_txn_commit(t, err, errlen);
 		nc_txn_free(t);
+		if ((rc == -EEXIST || rc == -ENOTEMPTY) && learned) {
+			learned = 0;
+			continue;
+		}
 		if (rc != -ERESTART && rc != -EINTR)
 			break;
 	}
 	for (s = E.sbs; rc == 0 && s != NULL; s = s->next)
-		if (load(s, pol, r, &mode, err, errlen) == 0)
+		if (load(s, pol, r, &mode, err, errlen) == 0) {
 			resolver(s, r, mode);
+			if (!learned)
+				restore_learned(s);
+		}
 	free(r);
 	if (rc == 0) {
 		E.conn_limit = g.conn_limit;

@@ -4,7 +4,8 @@
  * (pointer loops, forward pointers, oversized names and labels,
  * truncation), strict query parsing, upstream answer parsing and CNAME
  * chain selection, the builder (compression, truncation to TC), rule
- * matching and the allow/deny decision, TTL clamping.
+ * matching and the allow/deny decision, TTL clamping, and the learned-
+ * address bookkeeping a re-apply of a sandbox puts back from.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -595,6 +596,184 @@ test_mutations(void)
 	    "(%d parsed)", parsed);
 }
 
+/* ---- learned addresses: what a re-apply puts back ---- */
+
+static struct in_addr
+ip(const char *s)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, s, &a);
+	return a;
+}
+
+/* the element of address a in e[0..n), -1 when none (first match) */
+static int
+elem_of(const struct nc_dns_elem *e, int n, const char *a)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (e[i].r.addr.s_addr == ip(a).s_addr)
+			return i;
+	return -1;
+}
+
+static void
+test_learned(void)
+{
+	struct nc_dns_learn *l = nc_dns_learn_new(16);
+	struct nc_rule allow[4], deny[2];
+	struct nc_dns_elem *e = NULL;
+	int n, i;
+
+	/* t = 1000 ms: three answers */
+	ok(l != NULL, "learned table created");
+	is_int(nc_dns_learn_note(l, 1000, "allowed.test", ip("203.0.113.10"),
+	    31000), 0, "allowed.test -> .10 until 31 s noted");
+	nc_dns_learn_note(l, 1000, "www.allowed.test", ip("203.0.113.11"),
+	    61000);
+	nc_dns_learn_note(l, 1000, "short.test", ip("203.0.113.16"), 3000);
+	nc_dns_learn_note(l, 1000, "allowed.test", ip("203.0.113.10"), 21000);
+	is_int((long long)nc_dns_learn_count(l), 3,
+	    "the same pair again is one pair");
+
+	/* the rules change at t = 2000: an unrelated rule added */
+	allow[0] = rule("allowed.test");
+	allow[1] = rule("www.allowed.test");
+	allow[2] = rule("short.test:80/tcp");
+	allow[3] = rule("198.51.100.7");
+	n = nc_dns_learn_elems(l, 2000, NC_MODE_ALLOWLIST, allow, 4, NULL, 0,
+	    &e);
+	is_int(n, 3, "still allowed: all three kept");
+	i = elem_of(e, n, "203.0.113.10");
+	ok(i >= 0 && e[i].r.kind == NC_RULE_ADDR && e[i].r.plen == 32 &&
+	    e[i].r.proto == NC_PROTO_ANY && e[i].r.port_lo == 0 &&
+	    e[i].r.port_hi == 65535, "allowed.test: .10/32, any port (its rule)");
+	ok(i >= 0 && e[i].timeout_ms == 29000,
+	    "with the remaining timeout of the later expiry (29 s)");
+	i = elem_of(e, n, "203.0.113.16");
+	ok(i >= 0 && e[i].r.proto == NC_PROTO_TCP && e[i].r.port_lo == 80 &&
+	    e[i].r.port_hi == 80 && e[i].timeout_ms == 1000,
+	    "short.test: tcp/80 as its rule says, 1 s left");
+	free(e);
+
+	/* the rule now names other ports: the element follows the rule */
+	allow[0] = rule("allowed.test:443/tcp");
+	n = nc_dns_learn_elems(l, 2000, NC_MODE_ALLOWLIST, allow, 4, NULL, 0,
+	    &e);
+	i = elem_of(e, n, "203.0.113.10");
+	ok(i >= 0 && e[i].r.proto == NC_PROTO_TCP && e[i].r.port_lo == 443 &&
+	    e[i].r.port_hi == 443, "rule narrowed to 443/tcp: so is the element");
+	free(e);
+
+	/* allowed.test removed: its address must not come back */
+	allow[0] = rule("other.test");
+	n = nc_dns_learn_elems(l, 2000, NC_MODE_ALLOWLIST, allow, 4, NULL, 0,
+	    &e);
+	ok(n == 2 && elem_of(e, n, "203.0.113.10") < 0,
+	    "no longer allowed: dropped");
+	free(e);
+	/* expired: short.test's 3 s are over at t = 3000 */
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_ALLOWLIST, allow, 4, NULL, 0,
+	    &e);
+	ok(n == 1 && elem_of(e, n, "203.0.113.11") == 0 &&
+	    e[0].timeout_ms == 58000, "expired: dropped; the other has 58 s");
+	free(e);
+	is_int((long long)nc_dns_learn_prune(l, 3000, NC_MODE_ALLOWLIST, allow,
+	    4, NULL, 0), 2, "prune forgets the disallowed and the expired pair");
+	is_int((long long)nc_dns_learn_count(l), 1, "one pair left");
+	allow[0] = rule("allowed.test");
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_ALLOWLIST, allow, 4, NULL, 0,
+	    &e);
+	ok(n == 1 && elem_of(e, n, "203.0.113.10") < 0,
+	    "allowed again after the prune: the forgotten address stays out");
+	free(e);
+
+	/* deny rules win: a name (the policy's deny names are in the list)
+	 * or a range (ops' always-deny ranges are too) */
+	deny[0] = rule("www.allowed.test");
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_ALLOWLIST, allow, 4, deny, 1,
+	    &e);
+	is_int(n, 0, "deny rule on the name: dropped");
+	free(e);
+	deny[0] = rule("203.0.113.0/24");
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_ALLOWLIST, allow, 4, deny, 1,
+	    &e);
+	is_int(n, 0, "deny range covering the address: dropped");
+	free(e);
+	deny[0] = rule("203.0.113.11:22/tcp");
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_ALLOWLIST, allow, 4, deny, 1,
+	    &e);
+	is_int(n, 1, "deny rule on one port only: kept (the kernel denies "
+	    "that port)");
+	free(e);
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_OPEN, allow, 4, NULL, 0, &e);
+	ok(n == 0 && e == NULL, "mode open: nothing to insert");
+	is_int((long long)nc_dns_learn_prune(l, 3000, NC_MODE_OPEN, NULL, 0,
+	    NULL, 0), 0, "but open keeps the pairs (for a return to allowlist)");
+	n = nc_dns_learn_elems(l, 3000, NC_MODE_CLOSED, allow, 4, NULL, 0, &e);
+	is_int(n, 0, "mode closed: nothing");
+
+	/* two names on one address (a CDN): one element, later expiry */
+	nc_dns_learn_note(l, 3000, "cdn.allowed.test", ip("203.0.113.11"),
+	    90000);
+	allow[0] = rule("*.allowed.test");
+	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 4, NULL, 0,
+	    &e);
+	ok(n == 1 && e[0].timeout_ms == 86000,
+	    "two names, one element: the later expiry (86 s left)");
+	free(e);
+	{
+		struct nc_rule el = rule("203.0.113.11");
+
+		is_int((long long)nc_dns_learn_expiry(l, 4000, &el, allow, 4),
+		    90000, "an insert of it must not shorten that");
+		el = rule("203.0.113.11:443/tcp");
+		is_int((long long)nc_dns_learn_expiry(l, 4000, &el, allow, 4),
+		    0, "another element of that address: no such expiry");
+	}
+
+	/* overlaps the kernel would refuse in the interval set */
+	allow[0] = rule("*.allowed.test");
+	allow[1] = rule("203.0.113.0/28");
+	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
+	    &e);
+	is_int(n, 0, "covered by an address rule: not added twice");
+	free(e);
+	allow[1] = rule("203.0.113.0/28:8000-8100/tcp");
+	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
+	    &e);
+	is_int(n, 0, "overlapping an address range rule: left out");
+	free(e);
+	allow[1] = rule("www.allowed.test:8000-8100/tcp");
+	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
+	    &e);
+	ok(n == 1 && e[0].r.proto == NC_PROTO_ANY,
+	    "two rules naming it, overlapping ranges: one element");
+	free(e);
+	allow[1] = rule("www.allowed.test:443/tcp");
+	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
+	    &e);
+	is_int(n, 2, "a single port (exact set) beside it: both");
+	free(e);
+
+	/* full */
+	for (i = 0; i < 15; i++) {
+		char a[32];
+
+		snprintf(a, sizeof(a), "198.51.100.%d", i + 1);
+		nc_dns_learn_note(l, 4000, "x.allowed.test", ip(a), 5000);
+	}
+	is_int((long long)nc_dns_learn_count(l), 16, "16 pairs");
+	is_int(nc_dns_learn_note(l, 4000, "y.allowed.test", ip("198.51.100.99"),
+	    9000), -ENOSPC, "full: refused");
+	is_int(nc_dns_learn_note(l, 5000, "y.allowed.test", ip("198.51.100.99"),
+	    9000), 0, "once some expired: room again");
+	is_int((long long)nc_dns_learn_count(l), 3, "the expired went");
+	nc_dns_learn_free(l);
+}
+
 int
 main(void)
 {
@@ -603,5 +782,6 @@ main(void)
 	test_queries();
 	test_answers();
 	test_mutations();
+	test_learned();
 	return done_testing();
 }
