@@ -21,6 +21,11 @@
 # is skipped; malformed queries get FORMERR, responses are not
 # answered; DNS straight to the outside resolver is refused; the set
 # element expires after TTL + grace and the address is refused again.
+# Re-applying the sandbox (its elements cleared and rebuilt from its
+# rules, as berthd does when they or the policy change) keeps the
+# addresses learned for names still allowed, with their remaining
+# timeout, without a new lookup; a removed name's address is refused at
+# once; ops' always-deny range wins over a learned address.
 # Exit 77 (skip) without root, ip netns, nft or python3.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -207,6 +212,7 @@ check "guest attached in allowlist mode" \
 
 # 203.0.113.99 is no host at all: the first upstream times out.
 ip netns exec "$H" "$DNSD" serve --guest 10.200.0.2 --gw 10.200.0.1 --id sb-dns --mode allowlist \
+	--tap sbtapA --mac 02:00:0a:c8:00:02 --rules "$TMP/rules" \
 	--allow allowed.test --allow www.allowed.test --allow hop.allowed.test \
 	--allow big.allowed.test --allow nx.allowed.test --allow '*.wild.test' \
 	--deny bad.wild.test --allow short.test:80/tcp \
@@ -320,6 +326,62 @@ unlike "short.test's element expired" "$(inh nft list set inet berth allow_ip)" 
 expect "after TTL + grace: 203.0.113.16:80 refused again" refused 100 tcp 203.0.113.16 80
 like "a new lookup" "$(q short.test)" '203\.0\.113\.16'
 expect "lets it through again" open 1000 tcp 203.0.113.16 80
+
+# ---- re-apply: the rules change, what the guest may have cached stays ---------------------
+# berthd clears a sandbox's elements and rebuilds them from its rules
+# whenever they or the policy change; nc_dnsdrive does the same on SIGHUP
+# from $TMP/rules. Fresh answers first (the guest "caches" them):
+like "allowed.test answered" "$(q allowed.test)" '203\.0\.113\.10$'
+like "www.allowed.test answered" "$(q www.allowed.test)" '203\.0\.113\.11$'
+like "a.wild.test answered" "$(q a.wild.test)" '203\.0\.113\.13$'
+asked=$(grep -c ' allowed\.test 1$' "$TMP/upstream.log")
+# an element nobody's rules give: the re-apply must clear it
+inh nft add element inet berth allow_ip '{ 10.200.0.2 . 203.0.113.14 . tcp . 80 }'
+expect "an element added by hand lets 203.0.113.14:80 through" open 1000 tcp 203.0.113.14 80
+rules() {
+	printf '%s\n' 'mode allowlist' 'allow www.allowed.test' 'allow hop.allowed.test' \
+		'allow big.allowed.test' 'allow nx.allowed.test' 'allow *.wild.test' \
+		'deny bad.wild.test' 'allow short.test:80/tcp' "$@" >"$TMP/rules"
+}
+applied() {	# N: SIGHUP, then wait for "applied N" (or an error)
+	kill -HUP $DNSPID
+	waitfor "$TMP/dns.out" "^(applied $1 |error apply)"
+	grep -E "^(applied $1 |error apply)" "$TMP/dns.out"
+}
+rules 'allow allowed.test' 'allow 198.51.100.7'
+like "one unrelated rule more: re-applied, learned addresses queued with it" "$(applied 1)" \
+	'^applied 1 learned=[1-9]'
+like "the new rule is in the table" "$(inh nft list set inet berth allow_net)" \
+	'10\.200\.0\.2 \. 198\.51\.100\.7 '
+expect "the sandbox was rebuilt: the hand-made element is gone" refused 100 tcp 203.0.113.14 80
+expect "allowed.test's address still connects, without a new lookup" open 1000 tcp 203.0.113.10 80
+expect "so does the CNAME chain's final address (www.allowed.test)" open 1000 tcp 203.0.113.11 80
+expect "and the wildcard's (a.wild.test)" open 1000 tcp 203.0.113.13 80
+set_net=$(inh nft list set inet berth allow_net 2>&1)
+like "allowed.test's element back with what remained of TTL 30 + 1 s" "$set_net" \
+	'10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout ([0-9]|[12][0-9]|3[01])s'
+if [ "$(grep -c ' allowed\.test 1$' "$TMP/upstream.log")" = "$asked" ]; then
+	ok "nothing was asked upstream again"
+else nok "nothing was asked upstream again"; diag "$(tail -n 5 "$TMP/upstream.log")"; fi
+
+rules 'allow 198.51.100.7'
+like "allowed.test's rule removed: re-applied" "$(applied 2)" '^applied 2 '
+expect "its address is refused at once" refused 100 tcp 203.0.113.10 80
+unlike "and out of the table" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.10 '
+expect "www.allowed.test's address (still allowed) still connects" open 1000 tcp 203.0.113.11 80
+like "allowed.test itself is now refused by the resolver" "$(q allowed.test)" '^NXDOMAIN'
+
+# ops' policy changed: the whole table rebuilt in one batch (berthd's
+# init_table), 203.0.113.11 now always denied; the deny range joins the
+# sandbox's deny rules as the policy's do
+rules 'allow 198.51.100.7' \
+	'global --uplink up0 --tap-prefix sbtap --group 7 --host-addr 203.0.113.1 --deny 203.0.113.11/32'
+like "global deny added: table rebuilt" "$(applied 3)" '^applied 3 learned=[1-9]'
+expect "ops' deny of 203.0.113.11 wins over www.allowed.test's learned address" \
+	refused 100 tcp 203.0.113.11 80
+unlike "which was not put back" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.11 '
+expect "a.wild.test's learned address survived the rebuild" open 1000 tcp 203.0.113.13 80
+expect "allowed.test's did not come back with it" refused 100 tcp 203.0.113.10 80
 
 # ---- shutdown -------------------------------------------------------------------------------
 kill -TERM $DNSPID

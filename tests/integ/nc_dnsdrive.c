@@ -5,10 +5,16 @@
  *       [--allow RULE]... [--deny RULE]... --resolver IP[:PORT]...
  *       [--grace-ms N] [--ttl-min S] [--ttl-max S] [--timeout-ms N]
  *       [--attempts N] [--max-inflight N] [--refused] [--no-nft]
+ *       [--tap IF --mac MAC --rules FILE]
  *     prints "ready", then one line per event:
  *       denial SEC.USEC SANDBOX GUEST NAME QTYPE REASON
  *       error MESSAGE
- *     and on SIGUSR1 "stats k=v ..."; SIGTERM/SIGINT end it.
+ *     and on SIGUSR1 "stats k=v ..."; SIGTERM/SIGINT end it. With
+ *     --rules, SIGHUP re-applies the sandbox the way berthd does when
+ *     its rules or the policy change (see reapply() below) from FILE:
+ *     lines "mode MODE", "allow RULE", "deny RULE", and optionally
+ *     "global [--uplink IF] [--tap-prefix P] [--group N]
+ *     [--host-addr A]... [--deny CIDR]..." to rebuild the whole table.
  *   nc_dnsdrive query SERVER NAME [TYPE] [--tcp] [--timeout MS]
  *     prints "RCODE ancount=N tc=0|1" then "NAME TTL TYPE DATA" lines.
  *   nc_dnsdrive raw SERVER HEX     send HEX over UDP, print the rcode
@@ -24,6 +30,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -130,6 +137,7 @@ on_error(const char *msg, void *arg)
 }
 
 static struct nc_dns *the_dns;
+static void reapply(void);
 
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
@@ -137,6 +145,10 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	struct nc_dns_stats s;
 
 	(void)what;
+	if (sig == SIGHUP) {
+		reapply();
+		return;
+	}
 	if (sig != SIGUSR1) {
 		event_base_loopbreak(arg);
 		return;
@@ -158,6 +170,186 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	fflush(stdout);
 }
 
+/* ---- re-apply, as berthd does (proxy/egress.c apply / init_table) ----
+ * On SIGHUP the rules file is read and the sandbox applied afresh in one
+ * batch: its clear (or, with a "global" line, the whole table rebuilt
+ * with those always-deny ranges, which also join the deny rules as the
+ * policy's do), attach, address rules, and the DNS-learned addresses the
+ * new rules still allow; then the resolver gets the new rules. Prints
+ * "applied N learned=K" or "error apply: ...". */
+
+static struct {
+	const char *file, *tap;
+	uint8_t mac[6];
+	struct in_addr guest, gw;
+	struct nc_ctx *ctx;
+	int gen;
+} R;
+
+struct policy {
+	enum nc_mode mode;
+	struct nc_rule allow[32], deny[48];
+	size_t nallow, ndeny;
+	int global;
+	struct nc_global g;
+	char uplink[32], prefix[32];
+	struct in_addr host[8];
+	struct nc_cidr gdeny[16];
+};
+
+static int
+cidr_parse(const char *s, struct nc_cidr *c)
+{
+	struct nc_rule r;
+
+	if (nc_rule_parse(s, &r, err, sizeof(err)) < 0 ||
+	    r.kind != NC_RULE_ADDR)
+		return -1;
+	c->addr = r.addr;
+	c->plen = r.plen;
+	return 0;
+}
+
+static int
+global_line(char *args, struct policy *p)
+{
+	char *o, *v, *save = NULL;
+
+	p->global = 1;
+	memset(&p->g, 0, sizeof(p->g));
+	p->g.deny = p->gdeny;
+	p->g.host_addrs = p->host;
+	for (o = strtok_r(args, " \t\n", &save); o != NULL;
+	    o = strtok_r(NULL, " \t\n", &save)) {
+		if ((v = strtok_r(NULL, " \t\n", &save)) == NULL)
+			return -1;
+		if (strcmp(o, "--uplink") == 0) {
+			snprintf(p->uplink, sizeof(p->uplink), "%s", v);
+			p->g.uplink = p->uplink;
+		} else if (strcmp(o, "--tap-prefix") == 0) {
+			snprintf(p->prefix, sizeof(p->prefix), "%s", v);
+			p->g.tap_prefix = p->prefix;
+		} else if (strcmp(o, "--group") == 0)
+			p->g.nflog_group = (uint16_t)atoi(v);
+		else if (strcmp(o, "--host-addr") == 0 && p->g.nhost_addrs < 8) {
+			if (inet_pton(AF_INET, v, &p->host[p->g.nhost_addrs++])
+			    != 1)
+				return -1;
+		} else if (strcmp(o, "--deny") == 0 && p->g.ndeny < 16 &&
+		    p->ndeny < 48) {
+			if (cidr_parse(v, &p->gdeny[p->g.ndeny++]) < 0 ||
+			    nc_rule_parse(v, &p->deny[p->ndeny++], err,
+			    sizeof(err)) < 0)
+				return -1;
+		} else
+			return -1;
+	}
+	return 0;
+}
+
+static int
+policy_read(const char *file, struct policy *p)
+{
+	char line[512], *v;
+	FILE *f;
+	int ret = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->mode = NC_MODE_ALLOWLIST;
+	if ((f = fopen(file, "r")) == NULL) {
+		snprintf(err, sizeof(err), "%s: %s", file, strerror(errno));
+		return -1;
+	}
+	while (ret == 0 && fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if ((v = strchr(line, ' ')) == NULL)
+			continue;
+		*v++ = '\0';
+		if (strcmp(line, "mode") == 0)
+			ret = nc_mode_parse(v, &p->mode);
+		else if (strcmp(line, "allow") == 0 && p->nallow < 32)
+			ret = nc_rule_parse(v, &p->allow[p->nallow++], err,
+			    sizeof(err));
+		else if (strcmp(line, "deny") == 0 && p->ndeny < 48)
+			ret = nc_rule_parse(v, &p->deny[p->ndeny++], err,
+			    sizeof(err));
+		else if (strcmp(line, "global") == 0)
+			ret = global_line(v, p);
+		if (ret < 0 && err[0] == '\0')
+			snprintf(err, sizeof(err), "%s: bad line", file);
+	}
+	fclose(f);
+	return ret < 0 ? -1 : 0;
+}
+
+static int
+apply_txn(struct nc_txn *t, const struct policy *p, int *learned)
+{
+	struct nc_sandbox sb;
+	size_t i;
+	int ret;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.ifname = R.tap;
+	sb.ip = R.guest;
+	sb.gw = R.gw;
+	memcpy(sb.mac, R.mac, 6);
+	sb.mode = p->mode;
+	ret = p->global ? nc_txn_egress_init(t, &p->g, err, sizeof(err)) :
+	    nc_txn_sandbox_clear(t, R.tap, R.guest, err, sizeof(err));
+	if (ret == 0)
+		ret = nc_txn_sandbox_attach(t, &sb, err, sizeof(err));
+	for (i = 0; ret == 0 && i < p->nallow; i++)
+		if (p->allow[i].kind == NC_RULE_ADDR)
+			ret = nc_txn_allow_add(t, R.guest, &p->allow[i], 0, err,
+			    sizeof(err));
+	for (i = 0; ret == 0 && i < p->ndeny; i++)
+		if (p->deny[i].kind == NC_RULE_ADDR)
+			ret = nc_txn_deny_add(t, R.guest, &p->deny[i], 0, err,
+			    sizeof(err));
+	if (ret == 0)
+		ret = *learned = nc_dns_queue_learned(the_dns, t, R.guest,
+		    p->mode, p->allow, p->nallow, p->deny, p->ndeny, err,
+		    sizeof(err));
+	return ret < 0 ? ret : 0;
+}
+
+static void
+reapply(void)
+{
+	static struct policy p;
+	struct nc_txn *t;
+	int ret = -EAGAIN, tries, learned = 0;
+
+	err[0] = '\0';
+	if (R.file == NULL)
+		return;
+	if (policy_read(R.file, &p) < 0) {
+		printf("error apply: %s\n", err);
+		fflush(stdout);
+		return;
+	}
+	for (tries = 0; tries < 8; tries++) {
+		if ((t = nc_txn_new(R.ctx, err, sizeof(err))) == NULL) {
+			ret = -EIO;
+			break;
+		}
+		if ((ret = apply_txn(t, &p, &learned)) == 0)
+			ret = nc_txn_commit(t, err, sizeof(err));
+		nc_txn_free(t);
+		if (ret != -ERESTART && ret != -EINTR && ret != -ENOENT)
+			break;
+	}
+	if (ret == 0)
+		ret = nc_dns_set_rules(the_dns, R.guest, p.mode, p.allow,
+		    p.nallow, p.deny, p.ndeny, err, sizeof(err));
+	if (ret < 0)
+		printf("error apply: %s\n", err);
+	else
+		printf("applied %d learned=%d\n", ++R.gen, learned);
+	fflush(stdout);
+}
+
 static int
 serve(int argc, char **argv)
 {
@@ -169,7 +361,7 @@ serve(int argc, char **argv)
 	const char *id = "sb-test";
 	enum nc_mode mode = NC_MODE_ALLOWLIST;
 	struct event_base *base;
-	struct event *sig[3];
+	struct event *sig[4];
 	struct nc_ctx *ctx = NULL;
 	int i, nft = 1;
 
@@ -219,9 +411,25 @@ serve(int argc, char **argv)
 			c.attempts = (uint32_t)atoi(v);
 		else if (strcmp(o, "--max-inflight") == 0)
 			c.max_inflight = (uint32_t)atoi(v);
+		else if (strcmp(o, "--tap") == 0)
+			R.tap = v;
+		else if (strcmp(o, "--rules") == 0)
+			R.file = v;
+		else if (strcmp(o, "--mac") == 0) {
+			unsigned int m[6];
+			int k;
+
+			if (sscanf(v, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2],
+			    &m[3], &m[4], &m[5]) != 6)
+				usage("bad MAC");
+			for (k = 0; k < 6; k++)
+				R.mac[k] = (uint8_t)m[k];
+		}
 		else
 			usage("unknown option");
 	}
+	if (R.file != NULL && (R.tap == NULL || !nft))
+		usage("--rules needs --tap, --mac and nftables");
 	c.resolvers = res;
 	c.nresolvers = nres;
 	c.on_denial = on_denial;
@@ -239,15 +447,19 @@ serve(int argc, char **argv)
 		fprintf(stderr, "nc_dnsdrive: %s\n", err);
 		return 1;
 	}
+	R.ctx = ctx;
+	R.guest = guest;
+	R.gw = gw;
 	sig[0] = evsignal_new(base, SIGTERM, on_signal, base);
 	sig[1] = evsignal_new(base, SIGINT, on_signal, base);
 	sig[2] = evsignal_new(base, SIGUSR1, on_signal, base);
-	for (i = 0; i < 3; i++)
+	sig[3] = evsignal_new(base, SIGHUP, on_signal, base);
+	for (i = 0; i < 4; i++)
 		evsignal_add(sig[i], NULL);
 	printf("ready\n");
 	fflush(stdout);
 	event_base_dispatch(base);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 4; i++)
 		event_free(sig[i]);
 	nc_dns_free(the_dns);
 	event_base_free(base);
