@@ -5,7 +5,9 @@
  * sends a forged id first), and a client plays the guest over UDP and
  * TCP. Checks answers, denials, upstream retries and timeouts, the TCP
  * fallback, the in-flight limit, and that a guest closing its TCP
- * connection, or its sandbox going away, mid-query frees cleanly.
+ * connection, or its sandbox going away, mid-query frees cleanly; what
+ * a re-apply of the sandbox gets back of the answered addresses, and
+ * that an answer for a name whose rule went meanwhile is refused.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -83,7 +85,8 @@ up_answer(const uint8_t *msg, size_t len, int tcp, uint8_t *out,
 	if (tcp)
 		up_tcp_queries++;
 	memset(&a, 0, sizeof(a));
-	if (strcmp(name, "ok.test") == 0 || strcmp(name, "spoof.test") == 0)
+	if (strcmp(name, "ok.test") == 0 || strcmp(name, "spoof.test") == 0 ||
+	    strcmp(name, "late.test") == 0)
 		add_a(&a, q.qname, q.qnamelen, 0xc0000201, 100000);
 	else if (strcmp(name, "big.test") == 0) {
 		if (!tcp)
@@ -103,6 +106,24 @@ up_answer(const uint8_t *msg, size_t len, int tcp, uint8_t *out,
 	    q.qnamelen, q.qtype, &a, idx, a.nrr, 0, 0xffffffffU, 0);
 }
 
+/* late.test: answered 150 ms later, so that rules can change meanwhile */
+static struct {
+	int fd;
+	struct sockaddr_in to;
+	uint8_t msg[512];
+	int len;
+} late;
+
+static void
+late_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sendto(late.fd, late.msg, (size_t)late.len, 0,
+	    (struct sockaddr *)&late.to, sizeof(late.to));
+}
+
 static void
 up_udp_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -118,6 +139,17 @@ up_udp_cb(evutil_socket_t fd, short what, void *arg)
 	if (n <= 0 || (len = up_answer(buf, (size_t)n, 0, out,
 	    sizeof(out))) <= 0)
 		return;
+	if (n > 20 && memcmp(buf + 13, "late", 4) == 0 &&
+	    len <= (int)sizeof(late.msg)) {
+		struct timeval tv = { 0, 150000 };
+
+		late.fd = fd;
+		memcpy(&late.to, &from, sizeof(late.to));
+		memcpy(late.msg, out, (size_t)len);
+		late.len = len;
+		event_base_once(base, -1, EV_TIMEOUT, late_cb, NULL, &tv);
+		return;
+	}
 	if (n > 20 && memcmp(buf + 13, "spoof", 5) == 0) {
 		out[1] ^= 1;	/* a forged answer first: wrong id */
 		sendto(fd, out, (size_t)len, 0, (struct sockaddr *)&from, fl);
@@ -333,6 +365,7 @@ main(void)
 	struct nc_rule allow[5];
 	struct in_addr lo;
 	struct event *ue, *te;
+	struct nc_txn *t;
 	char err[NC_ERRLEN];
 	uint16_t upport;
 	int fd, fd2, fd3, i, r, tmp, tmp2;
@@ -465,6 +498,52 @@ main(void)
 	close(fd);
 	is_int(nc_dns_sandbox_add(dns, lo, lo, "sb-unit", err, sizeof(err)),
 	    0, "the address can be taken again");
+
+	/* what a re-apply puts back (a context-less transaction shows it) */
+	nc_rule_parse("late.test", &allow[1], err, sizeof(err));
+	nc_dns_set_rules(dns, lo, NC_MODE_ALLOWLIST, allow, 2, NULL, 0, err,
+	    sizeof(err));
+	r = ask("ok.test", NC_DNS_T_A, &a);
+	t = nc_txn_new(NULL, err, sizeof(err));
+	is_int(nc_dns_queue_learned(dns, t, lo, NC_MODE_ALLOWLIST, allow, 2,
+	    NULL, 0, err, sizeof(err)), 1, "ok.test answered: a re-apply "
+	    "keeping its rule queues its address");
+	ok(nc_txn_size(t) > 0, "into the transaction");
+	nc_txn_free(t);
+	t = nc_txn_new(NULL, err, sizeof(err));
+	is_int(nc_dns_queue_learned(dns, t, lo, NC_MODE_ALLOWLIST, &allow[1],
+	    1, NULL, 0, err, sizeof(err)), 0, "one without it: nothing");
+	ok(nc_txn_size(t) == 0, "nothing queued");
+	nc_txn_free(t);
+	/* a rule removed while the upstream answers: no answer released */
+	fd = guest_sock(SOCK_DGRAM);
+	send_query(fd, 0, "late.test", NC_DNS_T_A, 12);
+	run_ms(50);
+	nc_dns_set_rules(dns, lo, NC_MODE_ALLOWLIST, allow, 1, NULL, 0, err,
+	    sizeof(err));
+	wait_reply(fd, 1000);
+	ok(reply_len >= 12 && (reply[3] & 0xf) == NC_DNS_NXDOMAIN &&
+	    reply[7] == 0, "late.test's rule removed mid-query: its late "
+	    "answer is refused");
+	is_str(last_denial, "sb-unit late.test 1 not-allowed",
+	    "and logged as a denial");
+	close(fd);
+	/* set_rules without ok.test forgets it; mode open remembers */
+	nc_dns_set_rules(dns, lo, NC_MODE_ALLOWLIST, &allow[1], 1, NULL, 0, err,
+	    sizeof(err));
+	t = nc_txn_new(NULL, err, sizeof(err));
+	is_int(nc_dns_queue_learned(dns, t, lo, NC_MODE_ALLOWLIST, allow, 1,
+	    NULL, 0, err, sizeof(err)), 0, "forgotten once a rule set "
+	    "without it was applied");
+	nc_txn_free(t);
+	nc_dns_set_rules(dns, lo, NC_MODE_OPEN, NULL, 0, NULL, 0, err,
+	    sizeof(err));
+	r = ask("ok.test", NC_DNS_T_A, &a);
+	t = nc_txn_new(NULL, err, sizeof(err));
+	is_int(nc_dns_queue_learned(dns, t, lo, NC_MODE_ALLOWLIST, allow, 1,
+	    NULL, 0, err, sizeof(err)), 1, "answered in mode open: back to "
+	    "allowlist with its rule, queued");
+	nc_txn_free(t);
 	nc_dns_free(dns);
 	event_free(ue);
 	event_free(te);
