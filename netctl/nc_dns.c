@@ -730,15 +730,23 @@ int
 nc_dns_learn_note(struct nc_dns_learn *l, uint64_t now, const char *name,
     struct in_addr addr, uint64_t expires)
 {
-	struct lrec **head = &l->b[learn_bucket(addr.s_addr)], *r;
+	struct lrec **head = &l->b[learn_bucket(addr.s_addr)], **pp, *r;
 	size_t nl = strlen(name);
 
-	for (r = *head; r != NULL; r = r->next)
+	for (pp = head; (r = *pp) != NULL;) {
+		if (r->expires <= now) {	/* prune as we go */
+			*pp = r->next;
+			free(r);
+			l->n--;
+			continue;
+		}
 		if (r->addr == addr.s_addr && strcmp(r->name, name) == 0) {
 			if (expires > r->expires)
 				r->expires = expires;
 			return 0;
 		}
+		pp = &r->next;
+	}
 	if (l->n >= l->max &&
 	    learn_sweep(l, now, NC_MODE_OPEN, NULL, 0, NULL, 0, 0) == 0)
 		return -ENOSPC;
