@@ -21,8 +21,10 @@
  *          query for its name has been answered.
  *   ANY, AXFR, IXFR, MAILA/B: NOTIMP. Class other than IN: REFUSED.
  * Mode open: every name allowed but domain deny rules (nothing inserted:
- * the table lets the sandbox reach any public address anyway); closed:
- * every name denied; allowlist: deny rules first, then allow rules.
+ * the table lets the sandbox reach any public address anyway, but the
+ * answers are remembered for a later switch to allowlist, see
+ * nc_dns_queue_learned); closed: every name denied; allowlist: deny
+ * rules first, then allow rules.
  *
  * Same conventions as netctl.h: no logging, no exit, errors in the
  * caller's buffer; runtime problems (an nftables insert that failed)
