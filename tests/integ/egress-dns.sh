@@ -364,8 +364,18 @@ if [ "$(grep -c ' allowed\.test 1$' "$TMP/upstream.log")" = "$asked" ]; then
 	ok "nothing was asked upstream again"
 else nok "nothing was asked upstream again"; diag "$(tail -n 5 "$TMP/upstream.log")"; fi
 
+# berthd's fallback when the kernel refuses the batch: without them,
+# then put back one by one
+inh nft add element inet berth allow_ip '{ 10.200.0.2 . 203.0.113.14 . tcp . 80 }'
+rules 'allow allowed.test' 'allow 198.51.100.7' 'restore yes'
+like "re-applied, learned addresses put back after the batch" "$(applied 2)" \
+	'^applied 2 learned=[1-9][0-9]* restored'
+expect "rebuilt again (hand-made element gone)" refused 100 tcp 203.0.113.14 80
+expect "allowed.test's address connects" open 1000 tcp 203.0.113.10 80
+expect "www.allowed.test's too" open 1000 tcp 203.0.113.11 80
+
 rules 'allow 198.51.100.7'
-like "allowed.test's rule removed: re-applied" "$(applied 2)" '^applied 2 '
+like "allowed.test's rule removed: re-applied" "$(applied 3)" '^applied 3 '
 expect "its address is refused at once" refused 100 tcp 203.0.113.10 80
 unlike "and out of the table" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.10 '
 expect "www.allowed.test's address (still allowed) still connects" open 1000 tcp 203.0.113.11 80
@@ -376,7 +386,7 @@ like "allowed.test itself is now refused by the resolver" "$(q allowed.test)" '^
 # sandbox's deny rules as the policy's do
 rules 'allow 198.51.100.7' \
 	'global --uplink up0 --tap-prefix sbtap --group 7 --host-addr 203.0.113.1 --deny 203.0.113.11/32'
-like "global deny added: table rebuilt" "$(applied 3)" '^applied 3 learned=[1-9]'
+like "global deny added: table rebuilt" "$(applied 4)" '^applied 4 learned=[1-9]'
 expect "ops' deny of 203.0.113.11 wins over www.allowed.test's learned address" \
 	refused 100 tcp 203.0.113.11 80
 unlike "which was not put back" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.11 '

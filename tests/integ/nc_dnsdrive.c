@@ -14,7 +14,9 @@
  *     its rules or the policy change (see reapply() below) from FILE:
  *     lines "mode MODE", "allow RULE", "deny RULE", and optionally
  *     "global [--uplink IF] [--tap-prefix P] [--group N]
- *     [--host-addr A]... [--deny CIDR]..." to rebuild the whole table.
+ *     [--host-addr A]... [--deny CIDR]..." to rebuild the whole table,
+ *     "restore yes" to put the learned addresses back after the batch
+ *     (berthd's fallback) rather than in it.
  *   nc_dnsdrive query SERVER NAME [TYPE] [--tcp] [--timeout MS]
  *     prints "RCODE ancount=N tc=0|1" then "NAME TTL TYPE DATA" lines.
  *   nc_dnsdrive raw SERVER HEX     send HEX over UDP, print the rcode
@@ -190,7 +192,7 @@ struct policy {
 	enum nc_mode mode;
 	struct nc_rule allow[32], deny[48];
 	size_t nallow, ndeny;
-	int global;
+	int global, restore;
 	struct nc_global g;
 	char uplink[32], prefix[32];
 	struct in_addr host[8];
@@ -275,6 +277,8 @@ policy_read(const char *file, struct policy *p)
 			    sizeof(err));
 		else if (strcmp(line, "global") == 0)
 			ret = global_line(v, p);
+		else if (strcmp(line, "restore") == 0)
+			p->restore = 1;
 		if (ret < 0 && err[0] == '\0')
 			snprintf(err, sizeof(err), "%s: bad line", file);
 	}
@@ -307,7 +311,7 @@ apply_txn(struct nc_txn *t, const struct policy *p, int *learned)
 		if (p->deny[i].kind == NC_RULE_ADDR)
 			ret = nc_txn_deny_add(t, R.guest, &p->deny[i], 0, err,
 			    sizeof(err));
-	if (ret == 0)
+	if (ret == 0 && !p->restore)
 		ret = *learned = nc_dns_queue_learned(the_dns, t, R.guest,
 		    p->mode, p->allow, p->nallow, p->deny, p->ndeny, err,
 		    sizeof(err));
@@ -343,10 +347,14 @@ reapply(void)
 	if (ret == 0)
 		ret = nc_dns_set_rules(the_dns, R.guest, p.mode, p.allow,
 		    p.nallow, p.deny, p.ndeny, err, sizeof(err));
+	if (ret == 0 && p.restore)
+		ret = learned = nc_dns_restore_learned(the_dns, R.guest, err,
+		    sizeof(err));
 	if (ret < 0)
 		printf("error apply: %s\n", err);
 	else
-		printf("applied %d learned=%d\n", ++R.gen, learned);
+		printf("applied %d learned=%d%s\n", ++R.gen, learned,
+		    p.restore ? " restored" : "");
 	fflush(stdout);
 }
 
