@@ -15,6 +15,7 @@
 #include "tls.h"
 #include "vm.h"
 #include "egress.h"
+#include "fleet.h"
 #include "worker.h"
 
 #include <dirent.h>
@@ -278,8 +279,10 @@ routes_msg(void)
 	/* Built by the control API: sandboxes, ports and the token hashes
 	 * the workers check private routes against. */
 	if ((m = px_control_routes_json(P.store, P.cfg.domain, err,
-	    sizeof(err))) != NULL)
+	    sizeof(err))) != NULL) {
+		px_fleet_routes(m);	/* fleet: publish ours, add the others' */
 		return m;
+	}
 	/* NULL sends nothing (px_ipc_send, json_decref accept it): the
 	 * workers keep the table they have rather than lose every route. */
 	log_warnx("routes: %s", err);
@@ -308,6 +311,19 @@ static void
 routes_changed(void *arg)
 {
 	send_all(routes_msg());
+}
+
+/* The view of the other hosts changed (etcd). */
+static void
+fleet_changed(void)
+{
+	send_all(routes_msg());
+}
+
+static struct json_t *
+fleet_json(const char *what, void *arg)
+{
+	return px_fleet_json(what);
 }
 
 static void
@@ -403,6 +419,7 @@ announce_ready(void)
 	P.announced = 1;
 	for (i = 0; i < P.cfg.nlisten; i++)
 		o += snprintf(buf + o, sizeof(buf) - o, "%s%s %s", i ? " " : "",
+		    P.cfg.listen[i].https == PX_LISTEN_FLEET ? "fleet" :
 		    P.cfg.listen[i].https ? "https" : "http", P.cfg.listen[i].text);
 	log_info("ready: %s workers %d", buf, P.nslots);
 }
@@ -618,6 +635,10 @@ fork_worker(struct slot *s)
 		json_decref(m);
 		px_ipc_send(s->ipc, m = tls_msg());
 		json_decref(m);
+		if ((m = px_fleet_tls_msg()) != NULL) {
+			px_ipc_send(s->ipc, m);
+			json_decref(m);
+		}
 		px_ipc_send(s->ipc, m = routes_msg());
 		json_decref(m);
 	}
@@ -720,6 +741,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	}
 	m = json_pack("{s:s}", "type", "drain");
 	send_all(m);
+	px_fleet_stop();
 	if (P.control != NULL) {
 		px_control_free(P.control);
 		P.control = NULL;
@@ -1003,6 +1025,18 @@ main(int argc, char **argv)
 		hooks.vm_create = px_vm_create;
 		hooks.vm_delete = px_vm_delete;
 		hooks.lifecycle = px_vm_lifecycle;
+	}
+	if (P.cfg.fleet_etcd != NULL) {
+		const char *edge = "";
+
+		for (i = 0; i < P.cfg.nlisten && *edge == '\0'; i++)
+			if (P.cfg.listen[i].https == 1)
+				edge = P.cfg.listen[i].text;
+		if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
+			fatalx("fleet: %s", err);
+		log_info("fleet: host %s, etcd %s, prefix %s, listener %s (mutual TLS)",
+		    P.cfg.fleet_host, P.cfg.fleet_etcd, P.cfg.fleet_prefix, P.cfg.fleet_listen);
+		hooks.fleet = fleet_json;
 	}
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)

@@ -52,6 +52,10 @@
  *          on create), "host": null or "" removes the custom host
  *   DELETE /v1/sandboxes/{id}/ports/{port}  204
  *   GET    /v1/ports                        {"ports":[port...]}
+ *   GET    /v1/fleet/hosts                  fleet mode: {"self","etcd","hosts":[...]}
+ *   GET    /v1/fleet/sandboxes              fleet mode: {"self","sandboxes":[
+ *                                           {"id","host","state","host_up",
+ *                                           "ports"}]} over every host
  *   GET    /metrics                         Prometheus text
  * sandbox = {id, address, external, state, created, egress_mode}
  * event   = {seq, time_ms, operation, result, reason, duration_ms}
@@ -110,6 +114,9 @@ struct px_control_hooks {
 	/* Recent egress denials of a sandbox as a new JSON array; -1 when
 	 * there is no denial log. May be NULL (no log). */
 	int (*egress_log)(const char *sandbox, struct json_t **out, void *arg);
+	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
+	 * "sandboxes"), admin only. NULL hook: those answer 404. */
+	struct json_t *(*fleet)(const char *what, void *arg);
 	void *arg;
 };
 
