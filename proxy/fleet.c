@@ -424,8 +424,11 @@ ranged(json_t *j, void *arg)
 			put(key_of("hosts", F.host, NULL), host_value(), 1);
 		}
 	}
-	if (changed && F.changed != NULL)
+	if (changed && F.changed != NULL) {
+		log_debug("fleet: view changed: %zu hosts, %zu sandboxes",
+		    json_object_size(hosts), json_object_size(sbs));
 		F.changed();
+	}
 	if (F.refresh_again) {
 		F.refresh_again = 0;
 		refresh();
@@ -459,8 +462,10 @@ watch_chunk(struct evhttp_request *req, void *arg)
 	struct evbuffer_ptr p = evbuffer_search(b, "\"events\"", 8, NULL);
 	size_t n = evbuffer_get_length(b);
 
-	if (p.pos >= 0)
+	if (p.pos >= 0) {
+		log_debug("fleet: watch event");
 		refresh();
+	}
 	/* keep a tail: the word may straddle two chunks */
 	if (n > 16)
 		evbuffer_drain(b, n - 16);

@@ -17,3 +17,8 @@ EXTRA_DIST += $(INTEG_PROXY_TESTS) \
 	tests/smuggling
 # browser-ws.sh leaves its screenshot here for humans.
 CLEANFILES += tests/integ/browser-ws.png
+
+# Fleet mode: three berthds in network namespaces and a real etcd
+# (root, ip netns, etcd-server; about 40 s).
+TESTS += tests/integ/fleet.sh
+EXTRA_DIST += tests/integ/fleet.sh
