@@ -402,6 +402,7 @@ metrics(struct evbuffer *out, void *arg)
 		evbuffer_add_printf(out, "berth_sandbox_connections{sandbox=\"%s\"} %lld\n",
 		    k, (long long)json_integer_value(json_object_get(v, "conns")));
 	json_decref(sbs);
+	px_fleet_metrics(out);
 }
 
 static void
@@ -823,6 +824,12 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 	send_all(config_msg());
 	send_all(tls_msg());
 	send_all(routes_msg());
+	if (px_fleet_enabled()) {
+		if (px_fleet_reload(&P.cfg, err, sizeof(err)) != 0)
+			log_warnx("SIGHUP: fleet certificates not reloaded: %s", err);
+		else
+			send_all(px_fleet_tls_msg());
+	}
 	log_info("reloaded configuration, certificates and routes");
 }
 

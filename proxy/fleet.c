@@ -595,6 +595,75 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 }
 
 int
+px_fleet_reload(const struct px_config *c, char *err, size_t errlen)
+{
+	char *ca, *cert = NULL, *key = NULL, e2[256];
+	const char *adv;
+	SSL_CTX *ctx;
+
+	if (!F.on)
+		return 0;
+	if (c->fleet_etcd == NULL) {
+		snprintf(err, errlen, "fleet mode cannot be turned off by a reload");
+		return -1;
+	}
+	adv = c->fleet_advertise ? c->fleet_advertise : c->fleet_listen;
+	if (strcmp(c->fleet_host, F.host) != 0 || strcmp(c->fleet_etcd, F.etcd) != 0 ||
+	    strcmp(c->fleet_prefix, F.prefix) != 0 || c->fleet_ttl != F.ttl_ms ||
+	    strcmp(adv, F.fleet) != 0)
+		log_warnx("SIGHUP: fleet host, etcd, prefix, TTL or address changed: "
+		    "takes effect on restart");
+	if ((ca = slurp(c->fleet_ca, err, errlen)) == NULL ||
+	    (cert = slurp(c->fleet_cert, err, errlen)) == NULL ||
+	    (key = slurp(c->fleet_key, err, errlen)) == NULL)
+		goto fail;
+	if ((ctx = px_fleet_tls_ctx(ca, cert, key, 1, e2, sizeof(e2))) == NULL) {
+		snprintf(err, errlen, "fleet certificates: %s", e2);
+		goto fail;
+	}
+	px_fleet_tls_ctx_free(ctx);
+	free(F.ca);
+	free(F.cert);
+	if (F.key != NULL)
+		memset(F.key, 0, strlen(F.key));
+	free(F.key);
+	F.ca = ca;
+	F.cert = cert;
+	F.key = key;
+	return 0;
+fail:
+	free(ca);
+	free(cert);
+	free(key);
+	return -1;
+}
+
+/* Prometheus lines for GET /metrics. */
+void
+px_fleet_metrics(struct evbuffer *out)
+{
+	const char *key;
+	json_t *v;
+	size_t remote = 0;
+
+	if (!F.on)
+		return;
+	json_object_foreach(F.sbs, key, v)
+		remote += strcmp(json_string_value(json_object_get(v, "host")) ?: "",
+		    F.host) != 0;
+	evbuffer_add_printf(out,
+	    "# HELP berth_fleet_etcd_up Whether etcd answered the last call.\n"
+	    "# TYPE berth_fleet_etcd_up gauge\nberth_fleet_etcd_up %d\n"
+	    "# HELP berth_fleet_registered Whether this host holds a live lease.\n"
+	    "# TYPE berth_fleet_registered gauge\nberth_fleet_registered %d\n"
+	    "# HELP berth_fleet_hosts Hosts with a live lease.\n"
+	    "# TYPE berth_fleet_hosts gauge\nberth_fleet_hosts %zu\n"
+	    "# HELP berth_fleet_remote_sandboxes Other hosts' sandboxes routed here.\n"
+	    "# TYPE berth_fleet_remote_sandboxes gauge\nberth_fleet_remote_sandboxes %zu\n",
+	    F.etcd_ok, F.lease[0] != '\0', json_object_size(F.hosts), remote);
+}
+
+int
 px_fleet_enabled(void)
 {
 	return F.on;

@@ -49,6 +49,13 @@ json_t *px_fleet_tls_msg(void);
 /* For the control API: {"self","etcd":"ok"|"unreachable","hosts":[...]}
  * or {"self","sandboxes":[{"id","host","state","host_up","ports"}]}. */
 json_t *px_fleet_json(const char *what);
+/* SIGHUP: reads the fleet certificates again (then the caller sends
+ * px_fleet_tls_msg() to the workers); other fleet settings change only on
+ * restart (a warning says so). -1 with err: nothing changed. */
+int px_fleet_reload(const struct px_config *, char *err, size_t errlen);
+/* Appends the fleet gauges to a /metrics answer. */
+struct evbuffer;
+void px_fleet_metrics(struct evbuffer *out);
 /* Graceful stop: revoke the lease so others see the host leave now. */
 void px_fleet_stop(void);
 

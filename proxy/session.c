@@ -878,13 +878,14 @@ build_up_head(struct px_sess *s)
 				continue;
 			}
 		}
-		/* berthd is the edge: forwarding headers are its own */
-		if ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
+		/* berthd is the edge: forwarding headers are its own; behind
+		 * another host's edge (fleet, mTLS-proven) they are that edge's */
+		if (s->https != PX_LISTEN_FLEET && ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
 		    (f->nlen == 17 && strncasecmp(f->name, "x-forwarded-proto", 17) == 0) ||
 		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-host", 16) == 0) ||
 		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-port", 16) == 0) ||
 		    (f->nlen == 9 && strncasecmp(f->name, "forwarded", 9) == 0) ||
-		    (f->nlen == 12 && strncasecmp(f->name, "x-request-id", 12) == 0))
+		    (f->nlen == 12 && strncasecmp(f->name, "x-request-id", 12) == 0)))
 			continue;
 		evbuffer_add(b, f->name, f->nlen);
 		evbuffer_add(b, ": ", 2);
@@ -893,11 +894,12 @@ build_up_head(struct px_sess *s)
 	}
 	snprintf(fwd, sizeof(fwd), "for=%s%s%s;host=\"%s\";proto=%s",
 	    v6 ? "\"[" : "", s->peer, v6 ? "]\"" : "", xfh, proto);
-	evbuffer_add_printf(b,
-	    "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n"
-	    "X-Forwarded-Host: %s\r\nX-Forwarded-Port: %u\r\n"
-	    "Forwarded: %s\r\nX-Request-Id: %s\r\n",
-	    s->peer, proto, xfh, port, fwd, s->reqid);
+	if (s->https != PX_LISTEN_FLEET)
+		evbuffer_add_printf(b,
+		    "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n"
+		    "X-Forwarded-Host: %s\r\nX-Forwarded-Port: %u\r\n"
+		    "Forwarded: %s\r\nX-Request-Id: %s\r\n",
+		    s->peer, proto, xfh, port, fwd, s->reqid);
 	if (s->upgrade)
 		evbuffer_add_printf(b, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
 		    (int)h->upgrade->vlen, h->upgrade->value);
@@ -1126,7 +1128,7 @@ fleet_route(struct px_sess *s)
 	}
 	if (!s->m.sb->host_up) {
 		snprintf(why, sizeof(why), "sandbox %s is on host %s, which is down "
-		    "(its fleet lease expired)", s->m.sandbox, s->m.sb->host);
+		    "(it holds no fleet lease)", s->m.sandbox, s->m.sb->host);
 		sess_error(s, 503, why, "Retry-After: 5\r\n");
 		return 1;
 	}

@@ -13,6 +13,7 @@
 #     cut) and still forwards to A; A and B lose C after a TTL; when etcd
 #     is back C registers again and A and B serve C's sandboxes, the new
 #     one included
+#   SIGTERM C: its lease is revoked, A answers 503 naming C at once
 #
 # Sandboxes are plain testapp servers on each namespace's loopback
 # (vmm off). Exit 77 without root, ip netns or etcd.
@@ -163,6 +164,11 @@ inns b curl -sS --max-time 10 --cacert "$T/b/state/tls/ca.pem" \
 	"https://17001-sba.$DOMAIN:8443/echo" >/dev/null 2>&1
 like "the owner's upstream sees the original Host" "$(cat "$T/echo")" \
 	"17001-sba\\.$DOMAIN"
+inns c curl -sS --max-time 10 --cacert "$T/b/state/tls/ca.pem" \
+	--resolve "17001-sba.$DOMAIN:8443:$IP_b" -o "$T/echo" \
+	"https://17001-sba.$DOMAIN:8443/echo" >/dev/null 2>&1
+like "the owner's upstream sees the client's address (from C through B), not B's" \
+	"$(tr 'A-Z' 'a-z' <"$T/echo")" "x-forwarded-for\", *\"$IP_c\""
 like "netctl sandbox ls on C lists A's sandbox with its host" \
 	"$(nc_ c sandbox ls)" "sba +running +- +- +- +a"
 nc_ b fleet hosts >"$T/hosts.txt"
@@ -208,7 +214,7 @@ like "A killed: B answers 503 naming host a at once" "$(cat "$T/body")" \
 wait_for $((TTL + 5)) fails_naming c sba "host a, which is down"
 t_down=$(( $(now_ms) - t0 ))
 like "A's lease expired: C answers 503 naming a" "$(cat "$T/body")" \
-	"sandbox sba is on host a, which is down \\(its fleet lease expired\\)"
+	"sandbox sba is on host a, which is down \\(it holds no fleet lease\\)"
 if [ "$t_down" -le $(( (TTL + 2) * 1000 )) ]; then
 	ok "lease loss seen $t_down ms after the kill (TTL ${TTL}s + 2 s slack)"
 else
@@ -257,6 +263,16 @@ like "fleet hosts on A: c up again" "$(nc_ a fleet hosts)" "c +up"
 nc_ c sandbox rm sbc2 >/dev/null
 wait_for 5 status_is b sbc2 404
 is "removed on C: 404 through B" "$(fetch b sbc2 | cut -d' ' -f1)" "404"
+
+# ---- a graceful stop revokes the lease: no TTL to wait -----------------------
+kill -TERM "$PID_c"
+t0=$(now_ms)
+wait_for 5 fails_naming a sbc "host c, which is down"
+t_rev=$(( $(now_ms) - t0 ))
+like "C stopped: A answers 503 naming c" "$(cat "$T/body")" "host c, which is down"
+if [ "$t_rev" -lt $(( (TTL - 1) * 1000 )) ]; then ok "seen after $t_rev ms, before any TTL"
+else not_ok "seen after $t_rev ms: the lease was not revoked"; fi
+wait_gone 15 "$PID_c"
 
 for h in $HOSTS; do
 	unlike "no worker of $h died" "$(cat "$T/$h/berthd.log")" "killed by signal|exited with status"
