@@ -52,6 +52,15 @@ static struct {
 } F;
 
 static void refresh(void);
+
+/* obj[key] as a string, "" when absent */
+static const char *
+str(json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+
+	return s != NULL ? s : "";
+}
 static void publish(void);
 
 /* ---- etcd's JSON gateway ---- */
@@ -411,10 +420,8 @@ ranged(json_t *j, void *arg)
 
 		json_object_clear(F.known);
 		json_object_foreach(sbs, key, v)
-			if (strcmp(json_string_value(json_object_get(v, "host")) ?: "",
-			    F.host) == 0)
-				json_object_set(F.known, json_string_value(json_object_get(
-				    json_object_get(v, "sandbox"), "id")) ?: "",
+			if (strcmp(str(v, "host"), F.host) == 0)
+				json_object_set(F.known, str(json_object_get(v, "sandbox"), "id"),
 				    json_object_get(v, "sandbox"));
 		json_object_del(F.known, "");
 		publish();
@@ -649,8 +656,7 @@ px_fleet_metrics(struct evbuffer *out)
 	if (!F.on)
 		return;
 	json_object_foreach(F.sbs, key, v)
-		remote += strcmp(json_string_value(json_object_get(v, "host")) ?: "",
-		    F.host) != 0;
+		remote += strcmp(str(v, "host"), F.host) != 0;
 	evbuffer_add_printf(out,
 	    "# HELP berth_fleet_etcd_up Whether etcd answered the last call.\n"
 	    "# TYPE berth_fleet_etcd_up gauge\nberth_fleet_etcd_up %d\n"

@@ -249,11 +249,15 @@ handle_msg(json_t *m)
 		px_sess_woken(px_w, id, json_is_true(json_object_get(m, "ok")),
 		    json_string_value(json_object_get(m, "reason")));
 	} else if (strcmp(type, "fleet") == 0) {
+		const char *host = json_string_value(json_object_get(m, "host"));
+		const char *ca = json_string_value(json_object_get(m, "ca"));
+		const char *cert = json_string_value(json_object_get(m, "cert"));
+		const char *key = json_string_value(json_object_get(m, "key"));
+
 		/* fleet mode: this host's certificate for both directions */
-		if (px_fleet_tls_set(json_string_value(json_object_get(m, "host")) ?: "",
-		    json_string_value(json_object_get(m, "ca")) ?: "",
-		    json_string_value(json_object_get(m, "cert")) ?: "",
-		    json_string_value(json_object_get(m, "key")) ?: "", err, sizeof(err)) != 0)
+		if (host == NULL || ca == NULL || cert == NULL || key == NULL)
+			fatalx("worker %d: bad fleet message", px_w->id);
+		if (px_fleet_tls_set(host, ca, cert, key, err, sizeof(err)) != 0)
 			log_warnx("worker %d: fleet certificates not changed: %s", px_w->id, err);
 	} else if (strcmp(type, "drain") == 0) {
 		start_drain();
