@@ -230,6 +230,19 @@ is "private on A: through B with the token, 200 from a" \
 nc_ a port publish sba 17001 --public >/dev/null
 wait_for 5 served b sba a
 
+# ---- streams through the hop: WebSocket, SSE, large bodies both ways -------
+pyb() {
+	inns b python3 "$PYTOOL" --addr "$IP_b" --port 8443 --host "17001-sba.$DOMAIN" \
+		--ca "$T/b/state/tls/ca.pem" "$@"
+}
+like "WebSocket through B to A" "$(pyb ws hello fleet 2>&1)" "echo: fleet"
+like "SSE through B to A, events as they come" \
+	"$(pyb sse --path "/sse?count=3&interval=200" --count 3 2>&1)" \
+	'"times": \[[0-9.]+, 0\.[1-9][0-9]*, 0\.[3-9]'
+like "5 MB upload through B to A" "$(pyb upload --size 5000000 2>&1)" '\\"bytes\\":5000000'
+like "20 MB download through B from A" "$(pyb download --path "/bytes?n=20000000" 2>&1)" \
+	'"body_bytes": 20000000'
+
 # ---- the fleet listener wants a fleet certificate ----------------------------
 c1=$(inns b curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k \
 	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
