@@ -22,3 +22,8 @@ CLEANFILES += tests/integ/browser-ws.png
 # (root, ip netns, etcd-server; about 40 s).
 TESTS += tests/integ/fleet.sh
 EXTRA_DIST += tests/integ/fleet.sh
+
+# Fleet mode: a request at one host's edge wakes another host's microVM
+# (root, qemu TCG, etcd-server; one boot).
+TESTS += tests/integ/fleet-wake.sh
+EXTRA_DIST += tests/integ/fleet-wake.sh
