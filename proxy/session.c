@@ -880,7 +880,8 @@ build_up_head(struct px_sess *s)
 		}
 		/* berthd is the edge: forwarding headers are its own; behind
 		 * another host's edge (fleet, mTLS-proven) they are that edge's */
-		if (s->https != PX_LISTEN_FLEET && ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
+		if (s->https != PX_LISTEN_FLEET &&
+		    ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
 		    (f->nlen == 17 && strncasecmp(f->name, "x-forwarded-proto", 17) == 0) ||
 		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-host", 16) == 0) ||
 		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-port", 16) == 0) ||
