@@ -934,6 +934,16 @@ main(int argc, char **argv)
 					return 1;
 				}
 			}
+		if (P.cfg.fleet_etcd != NULL) {
+			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key };
+
+			for (j = 0; j < 3; j++)
+				if (access(ff[j], R_OK) != 0) {
+					fprintf(stderr, "berthd: %s: fleet certificate %s: %s\n",
+					    cfgfile, ff[j], strerror(errno));
+					return 1;
+				}
+		}
 		printf("berthd: configuration %s OK\n", cfgfile ? cfgfile : "(embedded default)");
 		return 0;
 	}

@@ -162,7 +162,7 @@ new_request(struct evhttp_connection *conn, const char *path, json_t *body,
 		free(text);
 	}
 	if (evhttp_make_request(conn, req, EVHTTP_REQ_POST, path) != 0)
-		return NULL;	/* evhttp freed it */
+		return NULL;	/* not queued: done never runs */
 	return req;
 }
 
