@@ -460,30 +460,118 @@ c_sandbox_rm(const struct cmd *c, struct opts *o, char **a, int n)
 	return delete_one(o, target, done);
 }
 
+/*
+ * Fleet mode: marks doc's sandboxes with this host's id and adds the
+ * other hosts' sandboxes (host_up false: the host's lease expired).
+ * 0 when berthd is not in fleet mode (doc unchanged), 1 when merged.
+ */
+static int
+fleet_merge(json_t *doc)
+{
+	json_t *fl = NULL, *sb, *all = json_object_get(doc, "sandboxes");
+	const char *self;
+	char err[256];
+	int status = 0, unreachable;
+	size_t i;
+
+	if (cli_api(&tgt, "GET", "/v1/fleet/sandboxes", NULL, &status, &fl,
+	    &unreachable, err, sizeof(err)) != 0 || status != 200 ||
+	    (self = json_string_value(json_object_get(fl, "self"))) == NULL) {
+		json_decref(fl);
+		return 0;
+	}
+	json_array_foreach(all, i, sb)
+		json_object_set_new(sb, "host", json_string(self));
+	json_array_foreach(json_object_get(fl, "sandboxes"), i, sb) {
+		const char *h = json_string_value(json_object_get(sb, "host"));
+
+		if (h == NULL || strcmp(h, self) == 0)
+			continue;
+		json_array_append_new(all, json_pack("{s:O,s:O,s:s,s:O,s:n,s:n,s:n}",
+		    "id", json_object_get(sb, "id"), "state", json_object_get(sb, "state"),
+		    "host", h, "host_up", json_object_get(sb, "host_up"), "address",
+		    "external", "created"));
+	}
+	json_decref(fl);
+	return 1;
+}
+
 static int
 c_sandbox_ls(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	struct table t = { 0 };
-	const char *row[5] = { "ID", "STATE", "ADDRESS", "EXTERNAL", "CREATED" };
-	char tbuf[32];
+	const char *row[6] = { "ID", "STATE", "ADDRESS", "EXTERNAL", "CREATED", "HOST" };
+	char tbuf[32], hbuf[64];
+	struct opts q = *o;
 	json_t *doc, *sb;
 	size_t i;
-	int rc;
+	int rc, fleet;
 
-	if ((rc = call_list(o, "/v1/sandboxes", "sandboxes", &doc)) !=
-	    EXIT_OK || o->json) {
+	q.json = 0;
+	if ((rc = call_list(&q, "/v1/sandboxes", "sandboxes", &doc)) != EXIT_OK) {
 		json_decref(doc);
+		if (o->json && rc != EXIT_UNREACHABLE &&
+		    call(o, "GET", "/v1/sandboxes", NULL, &doc) == EXIT_OK)
+			json_decref(doc);
 		return rc;
 	}
-	t.ncols = 5;
+	fleet = fleet_merge(doc);
+	if (o->json) {
+		json_dumpf(doc, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(doc);
+		return EXIT_OK;
+	}
+	t.ncols = fleet ? 6 : 5;
 	table_add(&t, row);
 	json_array_foreach(json_object_get(doc, "sandboxes"), i, sb) {
 		row[0] = jstr(sb, "id");
 		row[1] = jstr(sb, "state");
 		row[2] = jstr(sb, "address");
-		row[3] = json_is_true(json_object_get(sb, "external")) ?
-		    "yes" : "no";
+		row[3] = json_is_boolean(json_object_get(sb, "external")) ?
+		    json_is_true(json_object_get(sb, "external")) ? "yes" : "no" : "-";
 		row[4] = jtime(sb, "created", tbuf, sizeof(tbuf));
+		snprintf(hbuf, sizeof(hbuf), "%s%s", jstr(sb, "host"),
+		    json_is_false(json_object_get(sb, "host_up")) ? " (down)" : "");
+		row[5] = hbuf;
+		table_add(&t, row);
+	}
+	table_print(&t);
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+static int
+c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct table t = { 0 };
+	const char *row[6] = { "HOST", "STATE", "EDGE", "FLEET", "SANDBOXES", "CAPACITY" };
+	char nbuf[16], cbuf[16];
+	json_t *doc, *h;
+	size_t i;
+	int rc;
+
+	if ((rc = call(o, "GET", "/v1/fleet/hosts", NULL, &doc)) != EXIT_OK || o->json) {
+		json_decref(doc);
+		return rc;
+	}
+	printf("this host: %s, etcd: %s\n", jstr(doc, "self"), jstr(doc, "etcd"));
+	t.ncols = 6;
+	table_add(&t, row);
+	json_array_foreach(json_object_get(doc, "hosts"), i, h) {
+		row[0] = jstr(h, "id");
+		row[1] = json_is_true(json_object_get(h, "up")) ?
+		    json_is_true(json_object_get(h, "self")) ? "up (this host)" : "up" :
+		    json_is_true(json_object_get(h, "self")) ? "unregistered (this host)" :
+		    "down";
+		row[2] = jstr(h, "edge");
+		row[3] = jstr(h, "fleet");
+		snprintf(nbuf, sizeof(nbuf), "%lld",
+		    (long long)json_integer_value(json_object_get(h, "sandboxes")));
+		row[4] = nbuf;
+		snprintf(cbuf, sizeof(cbuf), "%lld",
+		    (long long)json_integer_value(json_object_get(h, "capacity")));
+		row[5] = json_integer_value(json_object_get(h, "capacity")) > 0 ? cbuf : "-";
 		table_add(&t, row);
 	}
 	table_print(&t);
@@ -1218,7 +1306,8 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "rm", "delete", "<id>", 1, 1, 0, c_sandbox_rm,
 	  "Remove a sandbox with its ports, egress rules, tokens and events." },
 	{ "sandbox", "ls", "list", "", 0, 0, 0, c_sandbox_ls,
-	  "List sandboxes: ID STATE ADDRESS EXTERNAL CREATED." },
+	  "List sandboxes: ID STATE ADDRESS EXTERNAL CREATED; in fleet mode\n"
+	  "every host's, with a HOST column (\"(down)\": its lease expired)." },
 	{ "sandbox", "show", NULL, "<id>", 1, 1, 0, c_sandbox_show,
 	  "Show one sandbox and its published ports." },
 	{ "sandbox", "pause", NULL, "<id>", 1, 1, 0, c_lifecycle,
@@ -1297,6 +1386,9 @@ static const struct cmd cmds[] = {
 	  "Give a token a new secret and print it; the old one stops working." },
 	{ "token", "revoke", "rm", "<token-id>", 1, 1, 0, c_token_revoke,
 	  "Revoke a token." },
+	{ "fleet", "hosts", NULL, "", 0, 0, 0, c_fleet_hosts,
+	  "Fleet mode: the hosts registered in etcd and the ones whose lease\n"
+	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY." },
 	{ "status", NULL, NULL, "", 0, 0, 0, c_status,
 	  "Check that berthd answers on its control socket (or --url)." },
 	{ "mcp", NULL, NULL, "[--sandbox <id>]", 0, 0, O_SANDBOX, c_mcp,

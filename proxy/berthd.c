@@ -15,6 +15,7 @@
 #include "tls.h"
 #include "vm.h"
 #include "egress.h"
+#include "fleet.h"
 #include "worker.h"
 
 #include <dirent.h>
@@ -278,8 +279,10 @@ routes_msg(void)
 	/* Built by the control API: sandboxes, ports and the token hashes
 	 * the workers check private routes against. */
 	if ((m = px_control_routes_json(P.store, P.cfg.domain, err,
-	    sizeof(err))) != NULL)
+	    sizeof(err))) != NULL) {
+		px_fleet_routes(m);	/* fleet: publish ours, add the others' */
 		return m;
+	}
 	/* NULL sends nothing (px_ipc_send, json_decref accept it): the
 	 * workers keep the table they have rather than lose every route. */
 	log_warnx("routes: %s", err);
@@ -308,6 +311,19 @@ static void
 routes_changed(void *arg)
 {
 	send_all(routes_msg());
+}
+
+/* The view of the other hosts changed (etcd). */
+static void
+fleet_changed(void)
+{
+	send_all(routes_msg());
+}
+
+static struct json_t *
+fleet_json(const char *what, void *arg)
+{
+	return px_fleet_json(what);
 }
 
 static void
@@ -386,6 +402,7 @@ metrics(struct evbuffer *out, void *arg)
 		evbuffer_add_printf(out, "berth_sandbox_connections{sandbox=\"%s\"} %lld\n",
 		    k, (long long)json_integer_value(json_object_get(v, "conns")));
 	json_decref(sbs);
+	px_fleet_metrics(out);
 }
 
 static void
@@ -403,6 +420,7 @@ announce_ready(void)
 	P.announced = 1;
 	for (i = 0; i < P.cfg.nlisten; i++)
 		o += snprintf(buf + o, sizeof(buf) - o, "%s%s %s", i ? " " : "",
+		    P.cfg.listen[i].https == PX_LISTEN_FLEET ? "fleet" :
 		    P.cfg.listen[i].https ? "https" : "http", P.cfg.listen[i].text);
 	log_info("ready: %s workers %d", buf, P.nslots);
 }
@@ -618,6 +636,10 @@ fork_worker(struct slot *s)
 		json_decref(m);
 		px_ipc_send(s->ipc, m = tls_msg());
 		json_decref(m);
+		if ((m = px_fleet_tls_msg()) != NULL) {
+			px_ipc_send(s->ipc, m);
+			json_decref(m);
+		}
 		px_ipc_send(s->ipc, m = routes_msg());
 		json_decref(m);
 	}
@@ -720,6 +742,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	}
 	m = json_pack("{s:s}", "type", "drain");
 	send_all(m);
+	px_fleet_stop();
 	if (P.control != NULL) {
 		px_control_free(P.control);
 		P.control = NULL;
@@ -802,6 +825,12 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 	send_all(config_msg());
 	send_all(tls_msg());
 	send_all(routes_msg());
+	if (px_fleet_enabled()) {
+		if (px_fleet_reload(&P.cfg, err, sizeof(err)) != 0)
+			log_warnx("SIGHUP: fleet certificates not reloaded: %s", err);
+		else
+			send_all(px_fleet_tls_msg());
+	}
 	log_info("reloaded configuration, certificates and routes");
 }
 
@@ -906,6 +935,16 @@ main(int argc, char **argv)
 					return 1;
 				}
 			}
+		if (P.cfg.fleet_etcd != NULL) {
+			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key };
+
+			for (j = 0; j < 3; j++)
+				if (access(ff[j], R_OK) != 0) {
+					fprintf(stderr, "berthd: %s: fleet certificate %s: %s\n",
+					    cfgfile, ff[j], strerror(errno));
+					return 1;
+				}
+		}
 		printf("berthd: configuration %s OK\n", cfgfile ? cfgfile : "(embedded default)");
 		return 0;
 	}
@@ -1008,6 +1047,18 @@ main(int argc, char **argv)
 		hooks.vm_delete = px_vm_delete;
 		hooks.vm_standby = px_vm_standby;
 		hooks.lifecycle = px_vm_lifecycle;
+	}
+	if (P.cfg.fleet_etcd != NULL) {
+		const char *edge = "";
+
+		for (i = 0; i < P.cfg.nlisten && *edge == '\0'; i++)
+			if (P.cfg.listen[i].https == 1)
+				edge = P.cfg.listen[i].text;
+		if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
+			fatalx("fleet: %s", err);
+		log_info("fleet: host %s, etcd %s, prefix %s, listener %s (mutual TLS)",
+		    P.cfg.fleet_host, P.cfg.fleet_etcd, P.cfg.fleet_prefix, P.cfg.fleet_listen);
+		hooks.fleet = fleet_json;
 	}
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)

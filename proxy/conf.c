@@ -52,6 +52,15 @@ px_config_free(struct px_config *c)
 	free(c->vmm_backend);
 	free(c->template_dir);
 	free(c->tap_prefix);
+	free(c->fleet_etcd);
+	free(c->fleet_host);
+	free(c->fleet_listen);
+	free(c->fleet_advertise);
+	free(c->fleet_edge);
+	free(c->fleet_ca);
+	free(c->fleet_cert);
+	free(c->fleet_key);
+	free(c->fleet_prefix);
 	for (i = 0; i < c->ncerts; i++) {
 		free(c->certs[i].cert);
 		free(c->certs[i].key);
@@ -143,7 +152,7 @@ px_config_https_port(const struct px_config *c)
 	int i;
 
 	for (i = 0; i < c->nlisten; i++)
-		if (c->listen[i].https)
+		if (c->listen[i].https == 1)
 			return c->listen[i].port;
 	return 443;
 }
@@ -203,6 +212,117 @@ timeout_slot(struct px_config *c, const char *name)
 		if (strcmp(t[i].name, name) == 0)
 			return (unsigned *)((char *)c + t[i].off);
 	return NULL;
+}
+
+static int
+addr_ok(const char *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	unsigned port;
+
+	return px_parse_sockaddr(s, &ss, &sl, &port) == 0;
+}
+
+/* fleet_* directives; -1 with "file:line: what" in err. */
+static int
+fleet_directive(struct px_config *c, int argc, char **argv, char *err,
+    size_t errlen, const char *file, int lineno)
+{
+	const char *d = argv[0] + 6, *v = argv[1];
+
+	if (argc != (strcmp(d, "cert") == 0 ? 3 : 2))
+		ERR("'%s' takes %d argument%s", argv[0], strcmp(d, "cert") == 0 ? 2 : 1,
+		    strcmp(d, "cert") == 0 ? "s" : "");
+	if (strcmp(d, "etcd") == 0) {
+		if (strncmp(v, "http://", 7) == 0)
+			v += 7;
+		if (strncmp(v, "https://", 8) == 0 || !addr_ok(v))
+			ERR("fleet_etcd: expected http://ADDR:PORT of etcd's gateway, got '%s'",
+			    argv[1]);
+		set_str(&c->fleet_etcd, v);
+	} else if (strcmp(d, "host") == 0) {
+		size_t i, n = strlen(v);
+
+		for (i = 0; i < n; i++)
+			if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') ||
+			    (v[i] == '-' && i > 0 && i < n - 1)))
+				break;
+		if (n == 0 || n > 32 || i != n)
+			ERR("fleet_host: 1-32 lower-case letters, digits and inner '-' expected");
+		set_str(&c->fleet_host, v);
+	} else if (strcmp(d, "listen") == 0 || strcmp(d, "advertise") == 0 ||
+	    strcmp(d, "edge") == 0) {
+		if (!addr_ok(v))
+			ERR("%s: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[0], v);
+		set_str(d[0] == 'l' ? &c->fleet_listen : d[0] == 'a' ?
+		    &c->fleet_advertise : &c->fleet_edge, v);
+	} else if (strcmp(d, "ca") == 0) {
+		set_str(&c->fleet_ca, v);
+	} else if (strcmp(d, "cert") == 0) {
+		set_str(&c->fleet_cert, argv[1]);
+		set_str(&c->fleet_key, argv[2]);
+	} else if (strcmp(d, "prefix") == 0) {
+		if (v[0] != '/' || strlen(v) > 64 || strpbrk(v, " \t\"\\") != NULL ||
+		    v[strlen(v) - 1] == '/')
+			ERR("fleet_prefix: a key prefix such as /berth expected");
+		set_str(&c->fleet_prefix, v);
+	} else if (strcmp(d, "ttl") == 0) {
+		long ms = px_parse_duration(v);
+
+		if (ms < 1000 || ms > 3600000)
+			ERR("fleet_ttl: a duration from 1s to 1h expected, got '%s'", v);
+		c->fleet_ttl = (unsigned)ms;
+	} else if (strcmp(d, "capacity") == 0) {
+		char *end;
+		long n = strtol(v, &end, 10);
+
+		if (*end != '\0' || n < 1 || n > 1000000)
+			ERR("fleet_capacity: expected 1-1000000, got '%s'", v);
+		c->fleet_capacity = (unsigned)n;
+	} else {
+		ERR("unknown directive '%s'", argv[0]);
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+/* Fleet mode needs all of its parts, and adds the mTLS listener. */
+static int
+fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
+{
+	const char *miss = NULL;
+
+	if (c->fleet_etcd == NULL) {
+		if (c->fleet_host || c->fleet_listen || c->fleet_ca || c->fleet_cert ||
+		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix) {
+			snprintf(err, errlen, "%s: fleet_* directives without fleet_etcd", file);
+			return -1;
+		}
+		return 0;
+	}
+	if (c->fleet_host == NULL)
+		miss = "fleet_host";
+	else if (c->fleet_listen == NULL)
+		miss = "fleet_listen";
+	else if (c->fleet_ca == NULL)
+		miss = "fleet_ca";
+	else if (c->fleet_cert == NULL)
+		miss = "fleet_cert";
+	if (miss != NULL) {
+		snprintf(err, errlen, "%s: fleet_etcd is set but %s is missing", file, miss);
+		return -1;
+	}
+	if (c->fleet_prefix == NULL)
+		c->fleet_prefix = strdup("/berth");
+	if (c->fleet_ttl == 0)
+		c->fleet_ttl = 10000;
+	if (add_listen(c, PX_LISTEN_FLEET, c->fleet_listen) != 0) {
+		snprintf(err, errlen, "%s: too many listeners with fleet_listen", file);
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -430,6 +550,9 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (px_parse_sockaddr(argv[1], &ss, &sl, &port) != 0)
 				ERR("control_listen: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[1]);
 			set_str(&c->control_listen, argv[1]);
+		} else if (strncmp(argv[0], "fleet_", 6) == 0) {
+			if (fleet_directive(c, argc, argv, err, errlen, file, lineno) != 0)
+				goto fail;
 		} else if (strcmp(argv[0], "certificate") == 0) {
 			NARGS(2);
 			if (c->ncerts >= PX_MAX_CERTS)
@@ -484,7 +607,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	return 0;
+	return fleet_check(c, file, err, errlen);
 fail:
 	fclose(f);
 	return -1;

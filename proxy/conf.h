@@ -15,6 +15,10 @@
 #define PX_MAX_LISTEN	8
 #define PX_MAX_CERTS	32
 
+/* px_listen.https: 0 plain HTTP (redirects), 1 HTTPS, PX_LISTEN_FLEET the
+ * fleet's mutual-TLS listener (other hosts' edges forward to it). */
+#define PX_LISTEN_FLEET	2
+
 struct px_listen {
 	int		 https;
 	char		 text[80];		/* as written: addr:port */
@@ -69,6 +73,18 @@ struct px_config {
 	unsigned	 vm_standby;		/* standby VMMs for suspended
 						 * sandboxes; 0: none */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
+	/* fleet mode: on when fleet_etcd is set (then host, listen, ca and
+	 * cert are required); off, nothing below is used */
+	char		*fleet_etcd;		/* ADDR:PORT of etcd's HTTP gateway */
+	char		*fleet_host;		/* this host's id */
+	char		*fleet_listen;		/* ADDR:PORT of the mTLS listener */
+	char		*fleet_advertise;	/* ADDR:PORT others dial; NULL: listen */
+	char		*fleet_edge;		/* edge address published; NULL: 1st https */
+	char		*fleet_ca;		/* CA of the host certificates */
+	char		*fleet_cert, *fleet_key;
+	char		*fleet_prefix;		/* etcd key prefix, default /berth */
+	unsigned	 fleet_ttl;		/* ms, lease TTL; default 10 s */
+	unsigned	 fleet_capacity;	/* sandboxes; 0: not said */
 };
 
 #define PX_EG_MAX_RULES		1024	/* most egress_max_rules may say */

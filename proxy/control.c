@@ -2136,6 +2136,33 @@ route_sandbox_sub(struct req *r, const char *id)
 		reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
 }
 
+/* Fleet mode's view, from the parent (etcd): hosts or every sandbox. */
+static void
+h_fleet(struct req *r)
+{
+	struct px_control *ctl = r->c->ctl;
+	json_t *doc;
+
+	if (r->nseg != 3 || (!seg_is(r, 2, "hosts") && !seg_is(r, 2, "sandboxes"))) {
+		reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+		return;
+	}
+	if (!is_get(r)) {
+		not_allowed(r, "GET, HEAD");
+		return;
+	}
+	if (!r->auth.admin) {
+		reply_error(r, 403, NULL, NULL, "the fleet view needs an admin token");
+		return;
+	}
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet(r->seg[2], ctl->hooks.arg)) == NULL) {
+		reply_error(r, 404, NULL, NULL, "fleet mode is not configured on this host");
+		return;
+	}
+	reply_json(r, 200, doc);
+}
+
 static void
 route_tokens(struct req *r)
 {
@@ -2209,6 +2236,10 @@ route(struct req *r)
 	}
 	if (seg_is(r, 1, "tokens")) {
 		route_tokens(r);
+		return;
+	}
+	if (seg_is(r, 1, "fleet")) {
+		h_fleet(r);
 		return;
 	}
 	if (!seg_is(r, 1, "sandboxes"))

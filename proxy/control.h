@@ -55,6 +55,10 @@
  *          on create), "host": null or "" removes the custom host
  *   DELETE /v1/sandboxes/{id}/ports/{port}  204
  *   GET    /v1/ports                        {"ports":[port...]}
+ *   GET    /v1/fleet/hosts                  fleet mode: {"self","etcd","hosts":[...]}
+ *   GET    /v1/fleet/sandboxes              fleet mode: {"self","sandboxes":[
+ *                                           {"id","host","state","host_up",
+ *                                           "ports"}]} over every host
  *   GET    /metrics                         Prometheus text
  * sandbox = {id, address, external, state, created, egress_mode}
  * event   = {seq, time_ms, operation, result, reason, duration_ms}
@@ -130,6 +134,9 @@ struct px_control_hooks {
 	 * egress_conn_limit, egress_new_conn_rate), read at every use so
 	 * that a reload applies. NULL: 256 rules, no limits. */
 	const struct px_config *config;
+	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
+	 * "sandboxes"), admin only. NULL hook: those answer 404. */
+	struct json_t *(*fleet)(const char *what, void *arg);
 	void *arg;
 };
 

@@ -214,6 +214,18 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		snprintf(sb->state, sizeof(sb->state), "%s", state ? state : "running");
 		if ((sb->stat = px_sbstat_get(id)) == NULL)
 			BAD("out of memory");
+		if (json_is_true(json_object_get(sbj, "remote"))) {
+			const char *host = json_string_value(json_object_get(sbj, "host"));
+			const char *fleet = json_string_value(json_object_get(sbj, "fleet"));
+
+			if (host == NULL || fleet == NULL || *host == '\0' ||
+			    strlen(host) >= sizeof(sb->host) || strlen(fleet) >= sizeof(sb->fleet))
+				BAD("routes: bad fleet entry %zu", i);
+			sb->remote = 1;
+			sb->host_up = json_is_true(json_object_get(sbj, "host_up")) && *fleet;
+			snprintf(sb->host, sizeof(sb->host), "%s", host);
+			snprintf(sb->fleet, sizeof(sb->fleet), "%s", fleet);
+		}
 		sb->nports = json_array_size(ports);
 		if ((sb->ports = calloc(sb->nports + 1, sizeof(*sb->ports))) == NULL)
 			BAD("out of memory");

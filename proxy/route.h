@@ -45,6 +45,11 @@ struct px_rsb {
 	struct px_rport	*ports;
 	size_t		 nports;
 	struct px_sbstat *stat;
+	/* fleet: a sandbox of another host, reached through its fleet
+	 * listener (mutual TLS); host_up is 0 once its lease expired */
+	int		 remote, host_up;
+	char		 host[33];
+	char		 fleet[56];	/* ADDR:PORT of its fleet listener */
 };
 
 struct px_custom {

@@ -21,6 +21,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "worker.h"
+#include "fleet_tls.h"
 #include "http1.h"
 #include "route.h"
 #include "tls.h"
@@ -78,6 +79,7 @@ struct px_up {
 	int		 connected;
 	int		 reused;
 	int		 pooled;	/* idle, on a pool list */
+	int		 tls;		/* to another host's fleet listener */
 	unsigned	 bucket;
 	TAILQ_ENTRY(px_up) entry;
 };
@@ -682,9 +684,14 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	evutil_make_socket_nonblocking(fd);
 	if (https) {
-		s->tls = w->tls;
-		px_tls_ref(s->tls);
-		if ((s->ssl = px_tls_ssl(s->tls)) == NULL)
+		if (https == PX_LISTEN_FLEET) {
+			s->ssl = px_fleet_tls_server();	/* clients must show a fleet cert */
+		} else {
+			s->tls = w->tls;
+			px_tls_ref(s->tls);
+			s->ssl = px_tls_ssl(s->tls);
+		}
+		if (s->ssl == NULL)
 			goto fail;
 		s->c = bufferevent_openssl_socket_new(w->base, fd, s->ssl,
 		    BUFFEREVENT_SSL_ACCEPTING,
@@ -842,7 +849,7 @@ build_up_head(struct px_sess *s)
 	evbuffer_add_printf(b, "%.*s %.*s HTTP/1.1\r\n", (int)h->method_len,
 	    h->method_str, (int)h->target_len, h->target);
 	snprintf(xfh, sizeof(xfh), "%.*s", (int)h->host->vlen, h->host->value);
-	if (s->m.port->host_upstream)
+	if (s->m.port->host_upstream && !s->m.sb->remote)	/* the owner rewrites */
 		evbuffer_add_printf(b, "Host: localhost:%u\r\n", s->m.guest_port);
 	else
 		evbuffer_add_printf(b, "Host: %s\r\n", xfh);
@@ -871,13 +878,15 @@ build_up_head(struct px_sess *s)
 				continue;
 			}
 		}
-		/* berthd is the edge: forwarding headers are its own */
-		if ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
+		/* berthd is the edge: forwarding headers are its own; behind
+		 * another host's edge (fleet, mTLS-proven) they are that edge's */
+		if (s->https != PX_LISTEN_FLEET &&
+		    ((f->nlen == 15 && strncasecmp(f->name, "x-forwarded-for", 15) == 0) ||
 		    (f->nlen == 17 && strncasecmp(f->name, "x-forwarded-proto", 17) == 0) ||
 		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-host", 16) == 0) ||
 		    (f->nlen == 16 && strncasecmp(f->name, "x-forwarded-port", 16) == 0) ||
 		    (f->nlen == 9 && strncasecmp(f->name, "forwarded", 9) == 0) ||
-		    (f->nlen == 12 && strncasecmp(f->name, "x-request-id", 12) == 0))
+		    (f->nlen == 12 && strncasecmp(f->name, "x-request-id", 12) == 0)))
 			continue;
 		evbuffer_add(b, f->name, f->nlen);
 		evbuffer_add(b, ": ", 2);
@@ -886,11 +895,12 @@ build_up_head(struct px_sess *s)
 	}
 	snprintf(fwd, sizeof(fwd), "for=%s%s%s;host=\"%s\";proto=%s",
 	    v6 ? "\"[" : "", s->peer, v6 ? "]\"" : "", xfh, proto);
-	evbuffer_add_printf(b,
-	    "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n"
-	    "X-Forwarded-Host: %s\r\nX-Forwarded-Port: %u\r\n"
-	    "Forwarded: %s\r\nX-Request-Id: %s\r\n",
-	    s->peer, proto, xfh, port, fwd, s->reqid);
+	if (s->https != PX_LISTEN_FLEET)
+		evbuffer_add_printf(b,
+		    "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n"
+		    "X-Forwarded-Host: %s\r\nX-Forwarded-Port: %u\r\n"
+		    "Forwarded: %s\r\nX-Request-Id: %s\r\n",
+		    s->peer, proto, xfh, port, fwd, s->reqid);
 	if (s->upgrade)
 		evbuffer_add_printf(b, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
 		    (int)h->upgrade->vlen, h->upgrade->value);
@@ -1099,6 +1109,33 @@ park(struct px_sess *s)
 
 static void route_request(struct px_sess *);
 
+/*
+ * Fleet: a sandbox of another host. That host checks access, wakes it
+ * and answers; this edge only forwards (up_connect), unless the host is
+ * lost. A request that came over the fleet listener is never forwarded
+ * again: the two hosts' views disagree for a moment at most. Returns 1
+ * when the request was answered here.
+ */
+static int
+fleet_route(struct px_sess *s)
+{
+	char why[256];
+
+	if (s->https == PX_LISTEN_FLEET) {
+		snprintf(why, sizeof(why), "sandbox %s is not on host %s but on %s",
+		    s->m.sandbox, px_fleet_tls_host(), s->m.sb->host);
+		sess_error(s, 503, why, "Retry-After: 1\r\n");
+		return 1;
+	}
+	if (!s->m.sb->host_up) {
+		snprintf(why, sizeof(why), "sandbox %s is on host %s, which is down "
+		    "(it holds no fleet lease)", s->m.sandbox, s->m.sb->host);
+		sess_error(s, 503, why, "Retry-After: 5\r\n");
+		return 1;
+	}
+	return 0;
+}
+
 void
 px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
 {
@@ -1191,10 +1228,12 @@ route_request(struct px_sess *s)
 	default:
 		break;
 	}
-	if (s->m.port->private_ && access_check(s))
+	if (s->m.sb->remote && fleet_route(s))
+		return;
+	if (s->m.port->private_ && !s->m.sb->remote && access_check(s))
 		return;
 	/* woken: the parent said it runs, whatever these routes still say */
-	if (strcmp(s->m.sb->state, "running") != 0 && !s->woken) {
+	if (strcmp(s->m.sb->state, "running") != 0 && !s->woken && !s->m.sb->remote) {
 		/* failed too: a resume may repair it (a restore that failed
 		 * is retried), at most once per back-off interval */
 		if ((strcmp(s->m.sb->state, "paused") == 0 ||
@@ -1306,6 +1345,10 @@ up_flush(struct px_sess *s)
 
 	if (evbuffer_get_length(out) == 0)
 		return;
+	if (s->up->tls) {	/* OpenSSL must write it: the bufferevent does */
+		bufferevent_enable(s->up->bev, EV_WRITE);
+		return;
+	}
 	(void)evbuffer_write(out, bufferevent_getfd(s->up->bev));
 	/* errors too: the bufferevent meets them again and reports them */
 	if (evbuffer_get_length(out) > 0)
@@ -1371,6 +1414,31 @@ up_fail(struct px_sess *s, int status, const char *why)
 	sess_error(s, status, why, NULL);
 }
 
+/* A new upstream bufferevent: plain TCP, or for another host's sandbox
+ * TLS that proves both hosts' fleet certificates. */
+static int
+up_bev(struct px_sess *s, struct px_up *u)
+{
+	SSL *ssl;
+
+	if (!s->m.sb->remote) {
+		u->bev = bufferevent_socket_new(s->w->base, -1,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		return u->bev == NULL ? -1 : 0;
+	}
+	if ((ssl = px_fleet_tls_client(s->m.sb->host)) == NULL)
+		return -1;
+	u->bev = bufferevent_openssl_socket_new(s->w->base, -1, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (u->bev == NULL) {
+		SSL_free(ssl);
+		return -1;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
+	u->tls = 1;
+	return 0;
+}
+
 static void
 up_connect(struct px_sess *s)
 {
@@ -1380,8 +1448,11 @@ up_connect(struct px_sess *s)
 	struct px_up *u;
 	struct timeval tv;
 
-	snprintf(key, sizeof(key), strchr(s->m.sb->address, ':') ? "[%s]:%u" : "%s:%u",
-	    s->m.sb->address, s->m.guest_port);
+	if (s->m.sb->remote)	/* fleet: the owner's listener, over mTLS */
+		snprintf(key, sizeof(key), "f:%s", s->m.sb->fleet);
+	else
+		snprintf(key, sizeof(key), strchr(s->m.sb->address, ':') ? "[%s]:%u" : "%s:%u",
+		    s->m.sb->address, s->m.guest_port);
 	if (s->tries == 0 && (u = pool_get(key)) != NULL) {
 		u->s = s;
 		s->up = u;
@@ -1390,13 +1461,12 @@ up_connect(struct px_sess *s)
 		up_event(u->bev, BEV_EVENT_CONNECTED, s);
 		return;
 	}
-	if (evutil_parse_sockaddr_port(key, (struct sockaddr *)&ss, &sslen) != 0) {
+	if (evutil_parse_sockaddr_port(s->m.sb->remote ? s->m.sb->fleet : key,
+	    (struct sockaddr *)&ss, &sslen) != 0) {
 		up_fail(s, 502, "the sandbox address is invalid");
 		return;
 	}
-	if ((u = calloc(1, sizeof(*u))) == NULL ||
-	    (u->bev = bufferevent_socket_new(s->w->base, -1,
-	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS)) == NULL) {
+	if ((u = calloc(1, sizeof(*u))) == NULL || up_bev(s, u) != 0) {
 		free(u);
 		up_fail(s, 503, "out of memory");
 		return;
@@ -1408,7 +1478,8 @@ up_connect(struct px_sess *s)
 	bufferevent_setcb(u->bev, up_read, up_write, up_event, s);
 	bufferevent_setwatermark(u->bev, EV_WRITE, PX_LOWAT, 0);
 	tv_ms(&tv, s->w->cfg.t_connect);
-	bufferevent_set_timeouts(u->bev, NULL, &tv);
+	/* with TLS, the handshake's reads count against t_connect too */
+	bufferevent_set_timeouts(u->bev, u->tls ? &tv : NULL, &tv);
 	s->tries++;
 	if (s->t_up.tv_sec == 0)
 		clock_gettime(CLOCK_MONOTONIC, &s->t_up);
@@ -1477,6 +1548,13 @@ up_event(struct bufferevent *bev, short what, void *arg)
 
 		up_free(u);
 		s->up = NULL;
+		if (s->m.sb->remote) {
+			/* the owner's berthd is gone (its lease not yet) */
+			snprintf(why, sizeof(why), "sandbox %s is on host %s, which cannot "
+			    "be reached", s->m.sandbox, s->m.sb->host);
+			up_fail(s, 503, why);
+			return;
+		}
 		if ((what & BEV_EVENT_TIMEOUT) == 0 &&
 		    (err == ECONNREFUSED || err == 0) &&
 		    ms_since(&s->t_up) + 100 < (long)s->w->cfg.t_retry) {
@@ -1585,6 +1663,8 @@ send_resp_head(struct px_sess *s)
 			    (long long)h->content_length);
 		if (s->wake_ms >= 0)
 			evbuffer_add_printf(b, "Server-Timing: wake;dur=%ld\r\n", s->wake_ms);
+		if (*px_fleet_tls_host() != '\0' && !s->m.sb->remote)
+			evbuffer_add_printf(b, "Berth-Host: %s\r\n", px_fleet_tls_host());
 		if (s->close_after || s->w->draining)
 			evbuffer_add(b, "Connection: close\r\n", 19);
 		else if (s->req.minor == 0)

@@ -7,6 +7,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "worker.h"
+#include "fleet_tls.h"
 #include "ipc.h"
 #include "log.h"
 #include "route.h"
@@ -247,6 +248,17 @@ handle_msg(json_t *m)
 			fatalx("worker %d: woken without sandbox", px_w->id);
 		px_sess_woken(px_w, id, json_is_true(json_object_get(m, "ok")),
 		    json_string_value(json_object_get(m, "reason")));
+	} else if (strcmp(type, "fleet") == 0) {
+		const char *host = json_string_value(json_object_get(m, "host"));
+		const char *ca = json_string_value(json_object_get(m, "ca"));
+		const char *cert = json_string_value(json_object_get(m, "cert"));
+		const char *key = json_string_value(json_object_get(m, "key"));
+
+		/* fleet mode: this host's certificate for both directions */
+		if (host == NULL || ca == NULL || cert == NULL || key == NULL)
+			fatalx("worker %d: bad fleet message", px_w->id);
+		if (px_fleet_tls_set(host, ca, cert, key, err, sizeof(err)) != 0)
+			log_warnx("worker %d: fleet certificates not changed: %s", px_w->id, err);
 	} else if (strcmp(type, "drain") == 0) {
 		start_drain();
 	} else {

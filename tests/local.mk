@@ -37,3 +37,10 @@ CLEANFILES += tests/integ/browser-wake.png
 # kill -9 of berthd with two VMs running: re-adoption (root, qemu; two boots).
 TESTS += tests/integ/vm-restart.sh
 EXTRA_DIST += tests/integ/vm-restart.sh
+
+# Fleet mode's fleet_* directives and remote routes (TAP, no root).
+check_PROGRAMS += tests/unit/test_fleet
+TESTS += tests/unit/test_fleet
+tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/route.c proxy/valid.c
+tests_unit_test_fleet_CFLAGS = $(PX_UNIT_CFLAGS)
+tests_unit_test_fleet_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)

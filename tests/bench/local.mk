@@ -36,3 +36,13 @@ EXTRA_DIST += tests/bench/vmm
 bench-vmm: all tests/integ/vmm_drive$(EXEEXT)
 	top_builddir=$(abs_top_builddir) \
 		$(abs_top_srcdir)/tests/bench/vmm $(BENCH_ARGS)
+
+# `make bench-fleet`: fleet mode with three berthds and one etcd on
+# loopback: route propagation across hosts (p50/p90/p99) and the latency
+# the cross-host mTLS hop adds. Needs root and etcd-server; not part of
+# `make check`.
+EXTRA_DIST += tests/bench/fleet
+.PHONY: bench-fleet
+bench-fleet: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/fleet $(BENCH_ARGS)

@@ -17,3 +17,13 @@ EXTRA_DIST += $(INTEG_PROXY_TESTS) \
 	tests/smuggling
 # browser-ws.sh leaves its screenshot here for humans.
 CLEANFILES += tests/integ/browser-ws.png
+
+# Fleet mode: three berthds in network namespaces and a real etcd
+# (root, ip netns, etcd-server; about 40 s).
+TESTS += tests/integ/fleet.sh
+EXTRA_DIST += tests/integ/fleet.sh
+
+# Fleet mode: a request at one host's edge wakes another host's microVM
+# (root, qemu TCG, etcd-server; one boot).
+TESTS += tests/integ/fleet-wake.sh
+EXTRA_DIST += tests/integ/fleet-wake.sh

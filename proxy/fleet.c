@@ -1,0 +1,768 @@
+/*
+ * fleet.c — see fleet.h. One evhttp connection carries the unary calls
+ * (grant, keepalive, put, delete, range) in order, so a range sent after
+ * a put sees it; a second one carries the watch stream. The watch only
+ * says "something changed": the answer is always a full read of the
+ * prefix (small: a few keys per host and sandbox), which never needs
+ * deltas, revisions or compaction handling to be right.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "fleet.h"
+#include "conf.h"
+#include "fleet_tls.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/evp.h>
+
+static struct {
+	struct event_base *base;
+	int		 on;
+	char		 host[33];
+	char		 prefix[72];
+	char		 etcd[80];		/* host:port, for Host: */
+	char		 etcd_addr[64];
+	unsigned short	 etcd_port;
+	char		 edge[80], fleet[80];
+	unsigned	 ttl_ms, capacity;
+	char		*ca, *cert, *key;	/* PEM text for the workers */
+	void		(*changed)(void);
+	struct evhttp_connection *conn, *wconn;
+	struct evhttp_request *wreq;
+	struct event	*tick;
+	char		 lease[24];		/* "": not registered */
+	int		 granting;
+	int		 etcd_ok;		/* the last call was answered */
+	int		 inflight;
+	int		 refreshing, refresh_again;
+	json_t		*hosts;			/* id -> host value, from etcd */
+	json_t		*sbs;			/* "<host>/<id>" -> value, from etcd */
+	json_t		*desired;		/* id -> sandbox: this host's store */
+	json_t		*known;			/* id -> sandbox: what etcd holds of ours */
+	long long	 started;
+	int		 stopping;
+} F;
+
+static void refresh(void);
+
+/* obj[key] as a string, "" when absent */
+static const char *
+str(json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+
+	return s != NULL ? s : "";
+}
+static void publish(void);
+
+/* ---- etcd's JSON gateway ---- */
+
+static char *
+b64(const char *s)
+{
+	size_t n = strlen(s);
+	char *o = malloc(4 * ((n + 2) / 3) + 1);
+
+	if (o != NULL)
+		EVP_EncodeBlock((unsigned char *)o, (const unsigned char *)s, (int)n);
+	return o;
+}
+
+/* Decodes base64 text into a NUL-terminated string; NULL if invalid. */
+static char *
+unb64(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	unsigned char *o;
+	int r;
+
+	if (s == NULL || n % 4 != 0 || (o = malloc(n / 4 * 3 + 1)) == NULL)
+		return NULL;
+	if ((r = EVP_DecodeBlock(o, (const unsigned char *)s, (int)n)) < 0) {
+		free(o);
+		return NULL;
+	}
+	if (n > 0 && s[n - 1] == '=')
+		r--;
+	if (n > 1 && s[n - 2] == '=')
+		r--;
+	o[r] = '\0';
+	return (char *)o;
+}
+
+static void
+note_etcd(int answered)
+{
+	if (answered && !F.etcd_ok) {
+		log_info("fleet: etcd %s answers", F.etcd);
+		F.etcd_ok = 1;
+	} else if (!answered && F.etcd_ok) {
+		log_warnx("fleet: etcd %s unreachable: serving this host's sandboxes, "
+		    "the others' from the last view", F.etcd);
+		F.etcd_ok = 0;
+		/* the stream is dead too; the next tick starts a new one */
+		if (F.wconn != NULL) {
+			evhttp_connection_free(F.wconn);	/* frees wreq, no callback */
+			F.wconn = NULL;
+			F.wreq = NULL;
+		}
+	}
+}
+
+struct call {
+	void		(*cb)(json_t *, void *);
+	void		*arg;
+};
+
+static void
+call_done(struct evhttp_request *req, void *arg)
+{
+	struct call *c = arg;
+	json_t *j = NULL;
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+
+	F.inflight--;
+	if (code == 200) {
+		struct evbuffer *b = evhttp_request_get_input_buffer(req);
+		size_t n = evbuffer_get_length(b);
+
+		j = json_loadb((const char *)evbuffer_pullup(b, (ev_ssize_t)n), n, 0, NULL);
+	} else if (code != 0) {
+		log_warnx("fleet: etcd answered %d to a request", code);
+	}
+	note_etcd(code != 0);
+	if (c->cb != NULL)
+		c->cb(j, c->arg);
+	json_decref(j);
+	free(c);
+}
+
+static struct evhttp_request *
+new_request(struct evhttp_connection *conn, const char *path, json_t *body,
+    void (*done)(struct evhttp_request *, void *), void *arg)
+{
+	struct evhttp_request *req;
+	char *text;
+
+	if ((req = evhttp_request_new(done, arg)) == NULL)
+		return NULL;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Host", F.etcd);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+	    "application/json");
+	if ((text = json_dumps(body, JSON_COMPACT)) != NULL) {
+		evbuffer_add(evhttp_request_get_output_buffer(req), text, strlen(text));
+		free(text);
+	}
+	if (evhttp_make_request(conn, req, EVHTTP_REQ_POST, path) != 0)
+		return NULL;	/* not queued: done never runs */
+	return req;
+}
+
+/* POSTs body (stolen) to path; cb(response or NULL, arg) runs once. */
+static int
+etcd_call(const char *path, json_t *body, void (*cb)(json_t *, void *), void *arg)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	struct timeval tv;
+	unsigned t = F.ttl_ms / 3 < 500 ? 500 : F.ttl_ms / 3;
+
+	if (c == NULL || body == NULL)
+		goto fail;
+	if (F.conn == NULL) {
+		if ((F.conn = evhttp_connection_base_new(F.base, NULL, F.etcd_addr,
+		    F.etcd_port)) == NULL)
+			goto fail;
+		tv.tv_sec = t / 1000;
+		tv.tv_usec = (t % 1000) * 1000;
+		evhttp_connection_set_timeout_tv(F.conn, &tv);
+		evhttp_connection_set_retries(F.conn, 0);
+	}
+	c->cb = cb;
+	c->arg = arg;
+	if (new_request(F.conn, path, body, call_done, c) == NULL)
+		goto fail;
+	F.inflight++;
+	json_decref(body);
+	return 0;
+fail:
+	free(c);
+	json_decref(body);
+	return -1;
+}
+
+static char *
+key_of(const char *kind, const char *a, const char *b)
+{
+	char k[256];
+
+	snprintf(k, sizeof(k), "%s/%s/%s%s%s", F.prefix, kind, a, b ? "/" : "", b ? b : "");
+	return b64(k);
+}
+
+/* Puts key (text) = value (JSON, stolen), under our lease if lease. */
+static void
+put(char *key64, json_t *value, int lease)
+{
+	char *v = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS), *v64;
+
+	json_decref(value);
+	if (key64 == NULL || v == NULL || (v64 = b64(v)) == NULL) {
+		free(key64);
+		free(v);
+		return;
+	}
+	etcd_call("/v3/kv/put", json_pack("{s:s,s:s,s:s?}", "key", key64, "value", v64,
+	    "lease", lease ? F.lease : NULL), NULL, NULL);
+	free(key64);
+	free(v);
+	free(v64);
+}
+
+/* ---- registration ---- */
+
+static json_t *
+host_value(void)
+{
+	return json_pack("{s:s,s:s,s:s,s:i,s:I}", "id", F.host, "edge", F.edge,
+	    "fleet", F.fleet, "capacity", (int)F.capacity, "started",
+	    (json_int_t)F.started);
+}
+
+static void watch_start(void);
+
+static void
+granted(json_t *j, void *arg)
+{
+	json_t *r = json_object_get(j, "ID");
+
+	F.granting = 0;
+	if (json_is_string(r))
+		snprintf(F.lease, sizeof(F.lease), "%s", json_string_value(r));
+	else if (json_is_integer(r))
+		snprintf(F.lease, sizeof(F.lease), "%lld", (long long)json_integer_value(r));
+	else
+		return;		/* the next tick tries again */
+	log_info("fleet: registered host %s (lease %s, TTL %u s, fleet %s, edge %s)",
+	    F.host, F.lease, (F.ttl_ms + 999) / 1000, F.fleet, F.edge);
+	put(key_of("hosts", F.host, NULL), host_value(), 1);
+	/* reconcile: everything ours is put again, stale keys go (refresh) */
+	json_object_clear(F.known);
+	publish();
+	refresh();
+	watch_start();
+}
+
+static void
+grant(void)
+{
+	if (F.granting || F.stopping)
+		return;
+	F.granting = 1;
+	if (etcd_call("/v3/lease/grant", json_pack("{s:i}", "TTL",
+	    (int)((F.ttl_ms + 999) / 1000)), granted, NULL) != 0)
+		F.granting = 0;
+}
+
+static void
+kept(json_t *j, void *arg)
+{
+	json_t *r = json_object_get(j, "result");
+	const char *ttl = json_string_value(json_object_get(r, "TTL"));
+
+	if (j == NULL || F.lease[0] == '\0')
+		return;		/* unreachable: noted; retried next tick */
+	if ((ttl == NULL || atoi(ttl) <= 0) &&
+	    json_integer_value(json_object_get(r, "TTL")) <= 0) {
+		log_warnx("fleet: lease %s expired: registering again", F.lease);
+		F.lease[0] = '\0';
+		grant();
+	}
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (F.stopping)
+		return;
+	/* a host cut off etcd must not pile up requests on the connection */
+	if (F.inflight > 8)
+		return;
+	if (F.lease[0] == '\0') {
+		grant();
+		return;
+	}
+	etcd_call("/v3/lease/keepalive", json_pack("{s:s}", "ID", F.lease), kept, NULL);
+	publish();
+	refresh();
+	watch_start();
+}
+
+/* ---- this host's sandboxes ---- */
+
+static void
+publish(void)
+{
+	const char *id;
+	json_t *v;
+	void *tmp;
+
+	if (F.lease[0] == '\0' || F.stopping)
+		return;
+	json_object_foreach(F.desired, id, v) {
+		if (json_equal(json_object_get(F.known, id), v))
+			continue;
+		put(key_of("sandboxes", F.host, id), json_pack("{s:s,s:O}", "host", F.host,
+		    "sandbox", v), 0);
+		json_object_set(F.known, id, v);
+	}
+	json_object_foreach_safe(F.known, tmp, id, v) {
+		char *k;
+
+		if (json_object_get(F.desired, id) != NULL)
+			continue;
+		if ((k = key_of("sandboxes", F.host, id)) != NULL)
+			etcd_call("/v3/kv/deleterange", json_pack("{s:s}", "key", k), NULL, NULL);
+		free(k);
+		json_object_del(F.known, id);
+	}
+}
+
+void
+px_fleet_routes(json_t *msg)
+{
+	json_t *r = json_object_get(msg, "routes"), *sbs, *sb, *want, *have, *v;
+	const char *key;
+	size_t i;
+
+	if (!F.on || r == NULL)
+		return;
+	json_object_set_new(r, "fleet_host", json_string(F.host));
+	sbs = json_object_get(r, "sandboxes");
+	want = json_object();
+	json_array_foreach(sbs, i, sb) {
+		const char *id = json_string_value(json_object_get(sb, "id"));
+
+		json_object_set_new(want, id, json_pack("{s:s,s:O,s:O}", "id", id,
+		    "state", json_object_get(sb, "state"), "ports",
+		    json_object_get(sb, "ports")));
+	}
+	json_decref(F.desired);
+	F.desired = want;
+	publish();
+	/* the others' sandboxes: first host wins an id clash, ours always */
+	have = json_object();
+	json_object_foreach(F.sbs, key, v) {
+		const char *host = json_string_value(json_object_get(v, "host"));
+		json_t *s = json_object_get(v, "sandbox"), *h;
+		const char *id = json_string_value(json_object_get(s, "id"));
+
+		if (host == NULL || id == NULL || strcmp(host, F.host) == 0 ||
+		    json_object_get(want, id) != NULL || json_object_get(have, id) != NULL)
+			continue;
+		h = json_object_get(F.hosts, host);
+		json_object_set_new(have, id, json_null());
+		json_array_append_new(sbs, json_pack("{s:s,s:s,s:O,s:O,s:s,s:b,s:s,s:b}",
+		    "id", id, "address", "", "state", json_object_get(s, "state"),
+		    "ports", json_object_get(s, "ports"), "host", host, "remote", 1,
+		    "fleet", h ? json_string_value(json_object_get(h, "fleet")) : "",
+		    "host_up", h != NULL));
+	}
+	json_decref(have);
+}
+
+/* ---- the view of the fleet ---- */
+
+static void
+ranged(json_t *j, void *arg)
+{
+	json_t *hosts, *sbs, *kv;
+	size_t i, plen = strlen(F.prefix);
+	int changed;
+
+	F.refreshing = 0;
+	if (j == NULL)
+		return;
+	hosts = json_object();
+	sbs = json_object();
+	json_array_foreach(json_object_get(j, "kvs"), i, kv) {
+		char *k = unb64(json_string_value(json_object_get(kv, "key")));
+		char *v = unb64(json_string_value(json_object_get(kv, "value")));
+		json_t *val = v ? json_loads(v, 0, NULL) : NULL;
+
+		if (k != NULL && val != NULL && strncmp(k, F.prefix, plen) == 0) {
+			if (strncmp(k + plen, "/hosts/", 7) == 0)
+				json_object_set(hosts, k + plen + 7, val);
+			else if (strncmp(k + plen, "/sandboxes/", 11) == 0 &&
+			    json_is_object(json_object_get(val, "sandbox")))
+				json_object_set(sbs, k + plen + 11, val);
+		}
+		json_decref(val);
+		free(k);
+		free(v);
+	}
+	changed = !json_equal(hosts, F.hosts) || !json_equal(sbs, F.sbs);
+	json_decref(F.hosts);
+	json_decref(F.sbs);
+	F.hosts = hosts;
+	F.sbs = sbs;
+	/* what etcd really holds of ours: publish() mends the difference */
+	if (F.lease[0] != '\0') {
+		const char *key;
+		json_t *v;
+
+		json_object_clear(F.known);
+		json_object_foreach(sbs, key, v)
+			if (strcmp(str(v, "host"), F.host) == 0)
+				json_object_set(F.known, str(json_object_get(v, "sandbox"), "id"),
+				    json_object_get(v, "sandbox"));
+		json_object_del(F.known, "");
+		publish();
+		if (json_object_get(hosts, F.host) == NULL && !F.granting) {
+			/* our host key is gone (lease revoked or expired):
+			 * the keepalive will say so; re-put meanwhile */
+			put(key_of("hosts", F.host, NULL), host_value(), 1);
+		}
+	}
+	if (changed && F.changed != NULL) {
+		log_debug("fleet: view changed: %zu hosts, %zu sandboxes",
+		    json_object_size(hosts), json_object_size(sbs));
+		F.changed();
+	}
+	if (F.refresh_again) {
+		F.refresh_again = 0;
+		refresh();
+	}
+}
+
+static void
+refresh(void)
+{
+	char a[96], b[96], *k, *e;
+
+	if (F.refreshing) {
+		F.refresh_again = 1;
+		return;
+	}
+	snprintf(a, sizeof(a), "%s/", F.prefix);
+	snprintf(b, sizeof(b), "%s0", F.prefix);	/* '/' + 1 */
+	k = b64(a);
+	e = b64(b);
+	if (k != NULL && e != NULL && etcd_call("/v3/kv/range",
+	    json_pack("{s:s,s:s}", "key", k, "range_end", e), ranged, NULL) == 0)
+		F.refreshing = 1;
+	free(k);
+	free(e);
+}
+
+static void
+watch_chunk(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b = evhttp_request_get_input_buffer(req);
+	struct evbuffer_ptr p = evbuffer_search(b, "\"events\"", 8, NULL);
+	size_t n = evbuffer_get_length(b);
+
+	if (p.pos >= 0) {
+		log_debug("fleet: watch event");
+		refresh();
+	}
+	/* keep a tail: the word may straddle two chunks */
+	if (n > 16)
+		evbuffer_drain(b, n - 16);
+}
+
+static void
+watch_done(struct evhttp_request *req, void *arg)
+{
+	F.wreq = NULL;	/* evhttp frees it; the next tick starts another */
+}
+
+static void
+watch_start(void)
+{
+	char a[96], b[96], *k, *e;
+	json_t *body;
+
+	if (F.wreq != NULL || F.lease[0] == '\0' || F.stopping || !F.etcd_ok)
+		return;
+	if (F.wconn == NULL) {
+		if ((F.wconn = evhttp_connection_base_new(F.base, NULL, F.etcd_addr,
+		    F.etcd_port)) == NULL)
+			return;
+		/* a quiet watch ends after this; the next tick renews it */
+		evhttp_connection_set_timeout(F.wconn, 300);
+		evhttp_connection_set_retries(F.wconn, 0);
+	}
+	snprintf(a, sizeof(a), "%s/", F.prefix);
+	snprintf(b, sizeof(b), "%s0", F.prefix);
+	k = b64(a);
+	e = b64(b);
+	body = json_pack("{s:{s:s,s:s}}", "create_request", "key", k ? k : "",
+	    "range_end", e ? e : "");
+	free(k);
+	free(e);
+	if ((F.wreq = evhttp_request_new(watch_done, NULL)) != NULL) {
+		char *text = json_dumps(body, JSON_COMPACT);
+
+		evhttp_request_set_chunked_cb(F.wreq, watch_chunk);
+		evhttp_add_header(evhttp_request_get_output_headers(F.wreq), "Host", F.etcd);
+		if (text != NULL)
+			evbuffer_add(evhttp_request_get_output_buffer(F.wreq), text,
+			    strlen(text));
+		free(text);
+		if (evhttp_make_request(F.wconn, F.wreq, EVHTTP_REQ_POST, "/v3/watch") != 0)
+			F.wreq = NULL;
+	}
+	json_decref(body);
+}
+
+/* ---- the rest of berthd ---- */
+
+static char *
+slurp(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	long n;
+
+	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+	    n > 1 << 20 || fseek(f, 0, SEEK_SET) != 0 ||
+	    (buf = malloc(n + 1)) == NULL || fread(buf, 1, n, f) != (size_t)n) {
+		snprintf(err, errlen, "%s: cannot read", path);
+		free(buf);
+		if (f != NULL)
+			fclose(f);
+		return NULL;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+int
+px_fleet_init(struct event_base *base, const struct px_config *c, const char *edge,
+    void (*changed)(void), char *err, size_t errlen)
+{
+	struct timeval tv;
+	const char *colon;
+	char e2[256];
+	void *ctx;
+
+	if (c->fleet_etcd == NULL)
+		return 0;
+	memset(&F, 0, sizeof(F));
+	F.base = base;
+	F.changed = changed;
+	snprintf(F.host, sizeof(F.host), "%s", c->fleet_host);
+	snprintf(F.prefix, sizeof(F.prefix), "%s", c->fleet_prefix);
+	snprintf(F.etcd, sizeof(F.etcd), "%s", c->fleet_etcd);
+	snprintf(F.edge, sizeof(F.edge), "%s", c->fleet_edge ? c->fleet_edge : edge);
+	snprintf(F.fleet, sizeof(F.fleet), "%s", c->fleet_advertise ?
+	    c->fleet_advertise : c->fleet_listen);
+	F.ttl_ms = c->fleet_ttl;
+	F.capacity = c->fleet_capacity;
+	colon = strrchr(c->fleet_etcd, ':');
+	snprintf(F.etcd_addr, sizeof(F.etcd_addr), "%.*s", (int)(colon - c->fleet_etcd),
+	    c->fleet_etcd);
+	if (F.etcd_addr[0] == '[') {	/* evhttp wants a bare v6 address */
+		memmove(F.etcd_addr, F.etcd_addr + 1, strlen(F.etcd_addr));
+		F.etcd_addr[strlen(F.etcd_addr) - 1] = '\0';
+	}
+	F.etcd_port = (unsigned short)atoi(colon + 1);
+	if ((F.ca = slurp(c->fleet_ca, err, errlen)) == NULL ||
+	    (F.cert = slurp(c->fleet_cert, err, errlen)) == NULL ||
+	    (F.key = slurp(c->fleet_key, err, errlen)) == NULL)
+		return -1;
+	/* prove the workers can build both contexts */
+	if ((ctx = px_fleet_tls_ctx(F.ca, F.cert, F.key, 1, e2, sizeof(e2))) == NULL) {
+		snprintf(err, errlen, "fleet certificates: %s", e2);
+		return -1;
+	}
+	px_fleet_tls_ctx_free(ctx);
+	F.hosts = json_object();
+	F.sbs = json_object();
+	F.desired = json_object();
+	F.known = json_object();
+	F.started = (long long)time(NULL);
+	F.etcd_ok = 1;		/* until a call says otherwise */
+	F.on = 1;
+	F.tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
+	tv.tv_sec = F.ttl_ms / 3 / 1000;
+	tv.tv_usec = (F.ttl_ms / 3 % 1000) * 1000;
+	evtimer_add(F.tick, &tv);
+	grant();
+	return 0;
+}
+
+int
+px_fleet_reload(const struct px_config *c, char *err, size_t errlen)
+{
+	char *ca, *cert = NULL, *key = NULL, e2[256];
+	const char *adv;
+	SSL_CTX *ctx;
+
+	if (!F.on)
+		return 0;
+	if (c->fleet_etcd == NULL) {
+		snprintf(err, errlen, "fleet mode cannot be turned off by a reload");
+		return -1;
+	}
+	adv = c->fleet_advertise ? c->fleet_advertise : c->fleet_listen;
+	if (strcmp(c->fleet_host, F.host) != 0 || strcmp(c->fleet_etcd, F.etcd) != 0 ||
+	    strcmp(c->fleet_prefix, F.prefix) != 0 || c->fleet_ttl != F.ttl_ms ||
+	    strcmp(adv, F.fleet) != 0)
+		log_warnx("SIGHUP: fleet host, etcd, prefix, TTL or address changed: "
+		    "takes effect on restart");
+	if ((ca = slurp(c->fleet_ca, err, errlen)) == NULL ||
+	    (cert = slurp(c->fleet_cert, err, errlen)) == NULL ||
+	    (key = slurp(c->fleet_key, err, errlen)) == NULL)
+		goto fail;
+	if ((ctx = px_fleet_tls_ctx(ca, cert, key, 1, e2, sizeof(e2))) == NULL) {
+		snprintf(err, errlen, "fleet certificates: %s", e2);
+		goto fail;
+	}
+	px_fleet_tls_ctx_free(ctx);
+	free(F.ca);
+	free(F.cert);
+	if (F.key != NULL)
+		memset(F.key, 0, strlen(F.key));
+	free(F.key);
+	F.ca = ca;
+	F.cert = cert;
+	F.key = key;
+	return 0;
+fail:
+	free(ca);
+	free(cert);
+	free(key);
+	return -1;
+}
+
+/* Prometheus lines for GET /metrics. */
+void
+px_fleet_metrics(struct evbuffer *out)
+{
+	const char *key;
+	json_t *v;
+	size_t remote = 0;
+
+	if (!F.on)
+		return;
+	json_object_foreach(F.sbs, key, v)
+		remote += strcmp(str(v, "host"), F.host) != 0;
+	evbuffer_add_printf(out,
+	    "# HELP berth_fleet_etcd_up Whether etcd answered the last call.\n"
+	    "# TYPE berth_fleet_etcd_up gauge\nberth_fleet_etcd_up %d\n"
+	    "# HELP berth_fleet_registered Whether this host holds a live lease.\n"
+	    "# TYPE berth_fleet_registered gauge\nberth_fleet_registered %d\n"
+	    "# HELP berth_fleet_hosts Hosts with a live lease.\n"
+	    "# TYPE berth_fleet_hosts gauge\nberth_fleet_hosts %zu\n"
+	    "# HELP berth_fleet_remote_sandboxes Other hosts' sandboxes routed here.\n"
+	    "# TYPE berth_fleet_remote_sandboxes gauge\nberth_fleet_remote_sandboxes %zu\n",
+	    F.etcd_ok, F.lease[0] != '\0', json_object_size(F.hosts), remote);
+}
+
+int
+px_fleet_enabled(void)
+{
+	return F.on;
+}
+
+json_t *
+px_fleet_tls_msg(void)
+{
+	if (!F.on)
+		return NULL;
+	return json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", "fleet", "host", F.host,
+	    "ca", F.ca, "cert", F.cert, "key", F.key);
+}
+
+json_t *
+px_fleet_json(const char *what)
+{
+	json_t *out, *arr = json_array(), *v;
+	const char *key;
+
+	if (!F.on)
+		return NULL;
+	if (strcmp(what, "hosts") == 0) {
+		json_t *counts = json_object();
+
+		json_object_foreach(F.sbs, key, v) {
+			const char *h = json_string_value(json_object_get(v, "host"));
+
+			if (h != NULL)
+				json_object_set_new(counts, h, json_integer(1 +
+				    json_integer_value(json_object_get(counts, h))));
+		}
+		json_object_foreach(F.hosts, key, v) {
+			json_t *h = json_deep_copy(v);
+
+			json_object_set_new(h, "up", json_true());
+			json_object_set_new(h, "self", json_boolean(strcmp(key, F.host) == 0));
+			json_object_set_new(h, "sandboxes", strcmp(key, F.host) == 0 ?
+			    json_integer((json_int_t)json_object_size(F.desired)) :
+			    json_integer(json_integer_value(json_object_get(counts, key))));
+			json_array_append_new(arr, h);
+		}
+		/* hosts with placement but no live lease: lost */
+		json_object_foreach(counts, key, v)
+			if (json_object_get(F.hosts, key) == NULL && strcmp(key, F.host) != 0)
+				json_array_append_new(arr, json_pack("{s:s,s:b,s:b,s:O}", "id", key,
+				    "up", 0, "self", 0, "sandboxes", v));
+		if (json_object_get(F.hosts, F.host) == NULL) {
+			json_t *h = host_value();
+
+			json_object_set_new(h, "up", json_false());
+			json_object_set_new(h, "self", json_true());
+			json_object_set_new(h, "sandboxes",
+			    json_integer((json_int_t)json_object_size(F.desired)));
+			json_array_append_new(arr, h);
+		}
+		json_decref(counts);
+		out = json_pack("{s:s,s:s,s:s?,s:o}", "self", F.host, "etcd",
+		    F.etcd_ok ? "ok" : "unreachable", "lease", F.lease[0] ? F.lease : NULL,
+		    "hosts", arr);
+		return out;
+	}
+	/* sandboxes: ours from the store, the others' from etcd */
+	json_object_foreach(F.desired, key, v)
+		json_array_append_new(arr, json_pack("{s:s,s:s,s:O,s:b,s:O}", "id", key,
+		    "host", F.host, "state", json_object_get(v, "state"), "host_up", 1,
+		    "ports", json_object_get(v, "ports")));
+	json_object_foreach(F.sbs, key, v) {
+		const char *h = json_string_value(json_object_get(v, "host"));
+		json_t *s = json_object_get(v, "sandbox");
+
+		if (h == NULL || strcmp(h, F.host) == 0)
+			continue;
+		json_array_append_new(arr, json_pack("{s:O,s:s,s:O,s:b,s:O}", "id",
+		    json_object_get(s, "id"), "host", h, "state", json_object_get(s, "state"),
+		    "host_up", json_object_get(F.hosts, h) != NULL, "ports",
+		    json_object_get(s, "ports")));
+	}
+	return json_pack("{s:s,s:o}", "self", F.host, "sandboxes", arr);
+}
+
+void
+px_fleet_stop(void)
+{
+	if (!F.on || F.stopping)
+		return;
+	if (F.lease[0] != '\0')
+		etcd_call("/v3/lease/revoke", json_pack("{s:s}", "ID", F.lease), NULL, NULL);
+	F.stopping = 1;
+	if (F.wconn != NULL) {
+		evhttp_connection_free(F.wconn);
+		F.wconn = NULL;
+		F.wreq = NULL;
+	}
+	evtimer_del(F.tick);
+}

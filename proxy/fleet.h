@@ -1,0 +1,62 @@
+/*
+ * fleet.h — fleet mode in the parent: several berth hosts share routes
+ * and placement through etcd (its v3 HTTP/JSON gateway, spoken over
+ * libevent's evhttp on the parent's loop).
+ *
+ * Keys under the configured prefix P (default /berth):
+ *   P/hosts/<host>              {"id","edge","fleet","capacity","sandboxes",
+ *                               "started"} under this host's lease: it
+ *                               vanishes TTL after the host stops renewing
+ *   P/sandboxes/<host>/<id>     {"host","sandbox":{"id","state","ports"}}
+ *                               without a lease: placement outlives the
+ *                               host, so its routes can answer 503 naming
+ *                               the lost host instead of 404
+ * Each host writes only its own keys. A watch on P (and a full read every
+ * TTL/3, which also reconciles this host's keys with its store) keeps the
+ * view current; any change re-pushes the route table to the workers, where
+ * a remote sandbox is "forward to host X's fleet listener over mutual TLS".
+ * Losing etcd changes nothing local: the host serves its own sandboxes
+ * from its store, keeps the last view of the others, and re-registers
+ * (new lease, every key re-put) when etcd answers again.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_FLEET_H
+#define BERTH_FLEET_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+struct event_base;
+struct px_config;
+
+/* Starts registering and watching (asynchronously: etcd may be down).
+ * edge: the edge address to publish. changed() runs whenever the view of
+ * the other hosts changed (the caller re-pushes routes). -1 with err when
+ * the configuration cannot work (certificates unreadable). */
+int px_fleet_init(struct event_base *, const struct px_config *, const char *edge,
+    void (*changed)(void), char *err, size_t errlen);
+int px_fleet_enabled(void);
+/*
+ * msg: the routes message built from this host's store. Publishes this
+ * host's sandboxes (what differs from etcd) and appends the other hosts'
+ * sandboxes, each with "host", "remote", "fleet" (address) and "host_up";
+ * adds "fleet_host" (this host's id). Local sandboxes win an id clash.
+ */
+void px_fleet_routes(json_t *msg);
+/* {"type":"fleet","host","ca","cert","key"} for the workers: the PEM text
+ * they build their mTLS contexts from. NULL when not in fleet mode. */
+json_t *px_fleet_tls_msg(void);
+/* For the control API: {"self","etcd":"ok"|"unreachable","hosts":[...]}
+ * or {"self","sandboxes":[{"id","host","state","host_up","ports"}]}. */
+json_t *px_fleet_json(const char *what);
+/* SIGHUP: reads the fleet certificates again (then the caller sends
+ * px_fleet_tls_msg() to the workers); other fleet settings change only on
+ * restart (a warning says so). -1 with err: nothing changed. */
+int px_fleet_reload(const struct px_config *, char *err, size_t errlen);
+/* Appends the fleet gauges to a /metrics answer. */
+struct evbuffer;
+void px_fleet_metrics(struct evbuffer *out);
+/* Graceful stop: revoke the lease so others see the host leave now. */
+void px_fleet_stop(void);
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * fleet_tls.h — mutual TLS between the hosts of a fleet. Every host has a
+ * certificate from the fleet CA (certs/berth-fleet-cert) naming its host
+ * id. A host's fleet listener accepts only clients with such a
+ * certificate; an edge forwarding a request checks that the server's
+ * certificate names the host that owns the sandbox. Contexts are built
+ * from PEM text, since workers cannot open files.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_FLEET_TLS_H
+#define BERTH_FLEET_TLS_H
+
+#include <stddef.h>
+#include <openssl/ssl.h>
+
+/* A server (server 1) or client context; NULL with err. */
+SSL_CTX *px_fleet_tls_ctx(const char *ca_pem, const char *cert_pem,
+    const char *key_pem, int server, char *err, size_t errlen);
+void px_fleet_tls_ctx_free(SSL_CTX *);
+
+/* Worker side: installs this host's contexts (replacing older ones). */
+int px_fleet_tls_set(const char *host, const char *ca_pem, const char *cert_pem,
+    const char *key_pem, char *err, size_t errlen);
+/* This host's id, "" when not in fleet mode. */
+const char *px_fleet_tls_host(void);
+/* A server SSL for the fleet listener; NULL when not configured. */
+SSL *px_fleet_tls_server(void);
+/* A client SSL that accepts only peer_host's certificate; NULL when not
+ * configured. */
+SSL *px_fleet_tls_client(const char *peer_host);
+
+#endif

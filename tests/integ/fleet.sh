@@ -1,0 +1,334 @@
+#!/bin/sh
+# fleet.sh — fleet mode end to end: three berth hosts in their own network
+# namespaces share routes and placement through one real etcd (Debian's
+# etcd-server, in a fourth namespace), and every edge serves every
+# sandbox, forwarding to the owner over mutual TLS.
+#
+#   publish on A, fetch through A, B and C (Berth-Host: a), within 1 s
+#   the fleet listener refuses a client without a fleet certificate
+#   kill -9 A's berthd: B and C answer 503 naming A at once (connection
+#     refused), and 503 "lease expired" naming A within the TTL
+#   restart A: served again through B and C
+#   cut C off etcd: C serves its own sandboxes (also one published while
+#     cut) and still forwards to A; A and B lose C after a TTL; when etcd
+#     is back C registers again and A and B serve C's sandboxes, the new
+#     one included
+#   SIGTERM C: its lease is revoked, A answers 503 naming C at once
+#
+# Sandboxes are plain testapp servers on each namespace's loopback
+# (vmm off). Exit 77 without root, ip netns or etcd.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+
+need_berth
+need_tool ip etcd
+[ -x "$top_srcdir/certs/berth-fleet-cert" ] || skip_all "certs/berth-fleet-cert missing"
+
+TTL=3
+NET=10.251.0
+ETCD_IP=$NET.1
+N=bfl$(($$ % 100000))
+HUB=${N}hub
+HOSTS="a b c"
+
+_fleet_cleanup() {
+	_rc0=$?
+	for _h in $HOSTS; do ip netns del "$N$_h" 2>/dev/null; done
+	ip netns del "$HUB" 2>/dev/null
+	(exit $_rc0)
+	_cleanup
+}
+trap _fleet_cleanup EXIT
+
+ip netns add "$HUB" 2>/dev/null || skip_all "cannot create network namespaces"
+ip -n "$HUB" link set lo up
+ip -n "$HUB" link add br0 type bridge
+ip -n "$HUB" addr add "$ETCD_IP/24" dev br0
+ip -n "$HUB" link set br0 up
+i=10
+for h in $HOSTS; do
+	i=$((i + 1))
+	eval "IP_$h=$NET.$i"
+	ip netns add "$N$h"
+	ip -n "$N$h" link set lo up
+	ip link add "$N$h" netns "$HUB" type veth peer name eth0 netns "$N$h"
+	ip -n "$HUB" link set "$N$h" master br0 up
+	ip -n "$N$h" addr add "$NET.$i/24" dev eth0
+	ip -n "$N$h" link set eth0 up
+done
+inns() { _n=$1; shift; ip netns exec "$N$_n" "$@"; }
+ipof() { eval "echo \$IP_$1"; }
+
+# ---- etcd ----------------------------------------------------------------
+spawn "$T/etcd.log" ip netns exec "$HUB" etcd --name bfl --data-dir "$T/etcd" \
+	--listen-client-urls "http://$ETCD_IP:2379" \
+	--advertise-client-urls "http://$ETCD_IP:2379" \
+	--listen-peer-urls http://127.0.0.1:2380 \
+	--initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster bfl=http://127.0.0.1:2380
+ETCD_PID=$SPAWNED
+wait_log 30 "$T/etcd.log" "ready to serve client requests" "$ETCD_PID" ||
+	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
+ok "etcd serves on $ETCD_IP:2379"
+
+# ---- certificates, upstreams, berthds -------------------------------------
+mkdir -p "$T/fleet"
+for h in $HOSTS; do
+	"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$h" "$(ipof "$h")" ||
+		bail "berth-fleet-cert $h"
+done
+chmod 755 "$T/fleet"
+
+for h in $HOSTS; do
+	mkdir -p "$T/$h/state"
+	cat >"$T/$h/berth.conf" <<-EOF
+	domain $DOMAIN
+	listen https $(ipof "$h"):8443
+	workers 1
+	user nobody
+	access_log stderr
+	vmm off
+	egress off
+	fleet_etcd http://$ETCD_IP:2379
+	fleet_host $h
+	fleet_listen $(ipof "$h"):9443
+	fleet_ca $T/fleet/fleet-ca.pem
+	fleet_cert $T/fleet/$h.pem $T/fleet/$h.key
+	fleet_ttl ${TTL}s
+	fleet_prefix /bfl
+	fleet_capacity 10
+	EOF
+	spawn "$T/ta-$h.log" ip netns exec "$N$h" "$TESTAPP" -l 127.0.0.1 -p 17001 \
+		-L "$T/ta-$h.reqlog"
+	wait_log 10 "$T/ta-$h.log" "listening on" "$SPAWNED" || bail "testapp on $h"
+done
+
+# start_host H: berthd of host H in its namespace; waits until it is
+# ready and registered.
+start_host() {
+	_h=$1
+	_log="$T/$_h/berthd.log"
+	[ -f "$_log" ] && cat "$_log" >>"$T/$_h/berthd.old.log"
+	spawn "$_log" ip netns exec "$N$_h" "$BERTHD" -f "$T/$_h/berth.conf" -s "$T/$_h/state"
+	eval "PID_$_h=$SPAWNED"
+	wait_log 30 "$_log" "berthd: ready" "$SPAWNED" &&
+		wait_log 15 "$_log" "fleet: registered host $_h" "$SPAWNED" ||
+		{ tail -n 30 "$_log" >&2; bail "berthd $_h did not start and register"; }
+}
+for h in $HOSTS; do start_host "$h"; done
+ok "three berthds ready and registered (TTL ${TTL}s)"
+
+nc_() { _h=$1; shift; "$NETCTL" -s "$T/$_h/state" "$@"; }
+
+# fetch VIA SANDBOX [PATH] [CURL ARGS...]: GET through host VIA's edge, from
+# inside its namespace; prints "<status> <Berth-Host or ->"; the body is
+# left in $T/body.
+fetch() {
+	_via=$1 _sb=$2 _path=${3:-/healthz}
+	shift 2; [ $# -gt 0 ] && shift
+	_ip=$(ipof "$_via")
+	rm -f "$T/hdr" "$T/body"
+	_code=$(inns "$_via" curl -sS --max-time 10 --cacert "$T/$_via/state/tls/ca.pem" \
+		--resolve "17001-$_sb.$DOMAIN:8443:$_ip" -D "$T/hdr" -o "$T/body" \
+		-w '%{http_code}' "$@" "https://17001-$_sb.$DOMAIN:8443$_path" 2>/dev/null)
+	_bh=$(tr -d '\r' <"$T/hdr" 2>/dev/null | sed -n 's/^[Bb]erth-[Hh]ost: //p' | head -n 1)
+	echo "${_code:-000} ${_bh:--}"
+}
+# served VIA SANDBOX HOST: the sandbox answers 200 through VIA, served by HOST
+served() { [ "$(fetch "$1" "$2")" = "200 $3" ]; }
+# fails_naming VIA SANDBOX PATTERN: 503 whose body matches PATTERN
+fails_naming() {
+	_r=$(fetch "$1" "$2")
+	[ "${_r%% *}" = 503 ] && grep -Eq -- "$3" "$T/body"
+}
+# status_is VIA SANDBOX CODE
+status_is() { [ "$(fetch "$1" "$2" | cut -d' ' -f1)" = "$3" ]; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# ---- publish on A, fetch anywhere ------------------------------------------
+nc_ a sandbox add sba --address 127.0.0.1 >/dev/null || bail "sandbox add on a"
+# A keep-alive poller in B's namespace times the first 200 there: curl
+# per attempt would measure its own start-up more than the propagation.
+cat >"$T/poll.py" <<'PY'
+import socket, ssl, sys, time
+host, ip, ca = sys.argv[1:4]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+s = ctx.wrap_socket(socket.create_connection((ip, 8443)), server_hostname=host)
+req = ("GET /healthz HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n\r\n" % host).encode()
+buf = b""
+def get():
+    global buf
+    s.sendall(req)
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            raise SystemExit("closed")
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    n = sum(int(l.split(":", 1)[1]) for l in lines[1:] if l.lower().startswith("content-length:"))
+    while len(rest) < n:
+        rest += s.recv(65536)
+    buf = rest[n:]
+    return int(lines[0].split()[1])
+print(get(), flush=True)
+end = time.time() + 10
+while time.time() < end:
+    if get() == 200:
+        print(time.time_ns() // 1000000, flush=True)
+        break
+    time.sleep(0.002)
+PY
+spawn "$T/poll.out" ip netns exec "${N}b" python3 "$T/poll.py" "17001-sba.$DOMAIN" "$IP_b" \
+	"$T/b/state/tls/ca.pem"
+POLL_PID=$SPAWNED
+wait_log 10 "$T/poll.out" "^404" "$POLL_PID" || bail "poller: $(cat "$T/poll.out")"
+nc_ a port publish sba 17001 >/dev/null || bail "publish on a"
+t0=$(now_ms)
+wait_gone 15 "$POLL_PID"
+t200=$(sed -n 2p "$T/poll.out")
+[ -n "$t200" ] || bail "B never served the route: $(cat "$T/poll.out")"
+t_b=$((t200 - t0))
+[ "$t_b" -lt 0 ] && t_b=0
+wait_for 10 served b sba a
+is "A's sandbox through A's edge" "$(fetch a sba)" "200 a"
+is "A's sandbox through B's edge, Berth-Host: a" "$(fetch b sba)" "200 a"
+is "A's sandbox through C's edge, Berth-Host: a" "$(fetch c sba)" "200 a"
+if [ "$t_b" -le 1000 ]; then ok "published on A, served by B after $t_b ms (<= 1 s)"
+else not_ok "published on A, served by B after $t_b ms (<= 1 s)"; fi
+n=$(grep -c "GET /healthz" "$T/ta-a.reqlog")
+[ "$n" -ge 3 ] && ok "A's upstream saw the requests of all three edges ($n)" ||
+	not_ok "A's upstream saw only $n requests"
+inns b curl -sS --max-time 10 --cacert "$T/b/state/tls/ca.pem" \
+	--resolve "17001-sba.$DOMAIN:8443:$IP_b" -o "$T/echo" \
+	"https://17001-sba.$DOMAIN:8443/echo" >/dev/null 2>&1
+like "the owner's upstream sees the original Host" "$(cat "$T/echo")" \
+	"17001-sba\\.$DOMAIN"
+inns c curl -sS --max-time 10 --cacert "$T/b/state/tls/ca.pem" \
+	--resolve "17001-sba.$DOMAIN:8443:$IP_b" -o "$T/echo" \
+	"https://17001-sba.$DOMAIN:8443/echo" >/dev/null 2>&1
+like "the owner's upstream sees the client's address (from C through B), not B's" \
+	"$(tr 'A-Z' 'a-z' <"$T/echo")" "x-forwarded-for\", *\"$IP_c\""
+like "netctl sandbox ls on C lists A's sandbox with its host" \
+	"$(nc_ c sandbox ls)" "sba +running +- +- +- +a"
+nc_ b fleet hosts >"$T/hosts.txt"
+like "netctl fleet hosts on B: a up" "$(cat "$T/hosts.txt")" "^a +up +$IP_a:8443 +$IP_a:9443 +1 +10"
+like "netctl fleet hosts on B: b up, this host" "$(cat "$T/hosts.txt")" "^b +up \\(this host\\)"
+like "netctl fleet hosts on B: c up" "$(cat "$T/hosts.txt")" "^c +up +$IP_c"
+nc_ b --json fleet hosts >"$T/hosts.json"
+is "--json fleet hosts: three hosts, etcd ok" \
+	"$(json_get "$(cat "$T/hosts.json")" '(len(j["hosts"]), j["etcd"])')" "(3, 'ok')"
+
+# private route: the owner checks the token, the edge only forwards
+tok=$(nc_ a --json token create --sandbox sba | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+nc_ a port publish sba 17001 --private >/dev/null
+wait_for 5 status_is b sba 401
+is "private on A: through B without a token, 401" "$(fetch b sba)" "401 -"
+is "private on A: through B with the token, 200 from a" \
+	"$(fetch b sba /healthz -H "Authorization: Bearer $tok")" "200 a"
+nc_ a port publish sba 17001 --public >/dev/null
+wait_for 5 served b sba a
+
+# ---- streams through the hop: WebSocket, SSE, large bodies both ways -------
+pyb() {
+	inns b python3 "$PYTOOL" --addr "$IP_b" --port 8443 --host "17001-sba.$DOMAIN" \
+		--ca "$T/b/state/tls/ca.pem" "$@"
+}
+like "WebSocket through B to A" "$(pyb ws hello fleet 2>&1)" "echo: fleet"
+like "SSE through B to A, events as they come" \
+	"$(pyb sse --path "/sse?count=3&interval=200" --count 3 2>&1)" \
+	'"times": \[[0-9.]+, 0\.[1-9][0-9]*, 0\.[3-9]'
+like "5 MB upload through B to A" "$(pyb upload --size 5000000 2>&1)" '\\"bytes\\":5000000'
+like "20 MB download through B from A" "$(pyb download --path "/bytes?n=20000000" 2>&1)" \
+	'"body_bytes": 20000000'
+
+# ---- the fleet listener wants a fleet certificate ----------------------------
+c1=$(inns b curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k \
+	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
+is "A's fleet listener refuses a client without a certificate" "${c1:-000}" "000"
+c2=$(inns b curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k \
+	--cert "$T/fleet/b.pem" --key "$T/fleet/b.key" \
+	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
+is "A's fleet listener serves a client with B's certificate" "$c2" "200"
+openssl ecparam -name prime256v1 -genkey -noout -out "$T/rogue.key" 2>/dev/null
+openssl req -new -x509 -key "$T/rogue.key" -subj /CN=b -days 1 -out "$T/rogue.pem" 2>/dev/null
+c3=$(inns b curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k \
+	--cert "$T/rogue.pem" --key "$T/rogue.key" \
+	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
+is "A's fleet listener refuses a self-signed certificate" "${c3:-000}" "000"
+
+# ---- host loss: kill -9 A ----------------------------------------------------
+kill -KILL "$PID_a"
+wait_gone 10 "$PID_a" || bail "berthd a did not die"
+t0=$(now_ms)
+wait_for 5 fails_naming b sba "host a"
+like "A killed: B answers 503 naming host a at once" "$(cat "$T/body")" \
+	"sandbox sba is on host a"
+wait_for $((TTL + 5)) fails_naming c sba "host a, which is down"
+t_down=$(( $(now_ms) - t0 ))
+like "A's lease expired: C answers 503 naming a" "$(cat "$T/body")" \
+	"sandbox sba is on host a, which is down \\(it holds no fleet lease\\)"
+if [ "$t_down" -le $(( (TTL + 2) * 1000 )) ]; then
+	ok "lease loss seen $t_down ms after the kill (TTL ${TTL}s + 2 s slack)"
+else
+	not_ok "lease loss seen $t_down ms after the kill (TTL ${TTL}s)"
+fi
+grep -q "Retry-After" "$T/hdr" && ok "with Retry-After" || not_ok "no Retry-After"
+like "fleet hosts on B: a down" "$(nc_ b fleet hosts)" "a +down"
+like "sandbox ls on B: sba on a (down)" "$(nc_ b sandbox ls)" "sba .* a \\(down\\)"
+
+# ---- A returns ---------------------------------------------------------------
+start_host a
+wait_for 10 served b sba a
+is "A restarted: B serves sba again from a" "$(fetch b sba)" "200 a"
+wait_for 10 served c sba a
+is "A restarted: C serves sba again from a" "$(fetch c sba)" "200 a"
+
+# ---- C loses etcd ------------------------------------------------------------
+nc_ c sandbox add sbc --address 127.0.0.1 >/dev/null || bail "sandbox add on c"
+nc_ c port publish sbc 17001 >/dev/null || bail "publish on c"
+wait_for 10 served a sbc c
+is "C's sandbox through A" "$(fetch a sbc)" "200 c"
+inns c ip route add blackhole "$ETCD_IP/32"
+wait_log $((TTL + 10)) "$T/c/berthd.log" "fleet: etcd .* unreachable" "$PID_c" &&
+	ok "C notices it lost etcd" || not_ok "C did not log the loss of etcd"
+is "cut off: C serves its own sandbox" "$(fetch c sbc)" "200 c"
+is "cut off: C still forwards to A from its last view" "$(fetch c sba)" "200 a"
+nc_ c sandbox add sbc2 --address 127.0.0.1 >/dev/null
+nc_ c port publish sbc2 17001 >/dev/null
+wait_for 5 served c sbc2 c
+is "cut off: a sandbox published on C meanwhile is served by C" "$(fetch c sbc2)" "200 c"
+wait_for $((TTL + 8)) fails_naming a sbc "host c, which is down"
+like "A sees C's lease expire: 503 naming c" "$(cat "$T/body")" "host c, which is down"
+is "A does not know sbc2 yet" "$(fetch a sbc2 | cut -d' ' -f1)" "404"
+
+inns c ip route del blackhole "$ETCD_IP/32"
+wait_for 20 served a sbc2 c
+is "etcd back: A serves the sandbox C published while cut off" "$(fetch a sbc2)" "200 c"
+is "etcd back: B serves it too" "$(fetch b sbc2)" "200 c"
+is "etcd back: A serves sbc again" "$(fetch a sbc)" "200 c"
+n=$(grep -c "fleet: registered host c" "$T/c/berthd.log")
+[ "$n" -ge 2 ] && ok "C registered again ($n registrations)" ||
+	not_ok "C registered $n time(s)"
+like "fleet hosts on A: c up again" "$(nc_ a fleet hosts)" "c +up"
+
+# ---- a deleted sandbox leaves the fleet --------------------------------------
+nc_ c sandbox rm sbc2 >/dev/null
+wait_for 5 status_is b sbc2 404
+is "removed on C: 404 through B" "$(fetch b sbc2 | cut -d' ' -f1)" "404"
+
+# ---- a graceful stop revokes the lease: no TTL to wait -----------------------
+kill -TERM "$PID_c"
+t0=$(now_ms)
+wait_for 5 fails_naming a sbc "host c, which is down"
+t_rev=$(( $(now_ms) - t0 ))
+like "C stopped: A answers 503 naming c" "$(cat "$T/body")" "host c, which is down"
+if [ "$t_rev" -lt $(( (TTL - 1) * 1000 )) ]; then ok "seen after $t_rev ms, before any TTL"
+else not_ok "seen after $t_rev ms: the lease was not revoked"; fi
+wait_gone 15 "$PID_c"
+
+for h in $HOSTS; do
+	unlike "no worker of $h died" "$(cat "$T/$h/berthd.log")" "killed by signal|exited with status"
+done
+done_testing
