@@ -237,7 +237,9 @@ start_berthd() {
 	while :; do
 		spawn "$BERTHD_LOG" "$BERTHD" -f "$CONF" -s "$STATE" ${BERTHD_ARGS:-}
 		BERTHD_PID=$SPAWNED
-		wait_log 30 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
+		# With VMs the first start builds the guest template (tens of
+		# seconds on a loaded machine, more under sanitizers).
+		wait_log 180 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
 		# A port free_port gave may have been taken meanwhile: new ports.
 		if [ $_try -lt 3 ] && ! kill -0 "$BERTHD_PID" 2>/dev/null &&
 		   grep -qi 'in use' "$BERTHD_LOG"; then
