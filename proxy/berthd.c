@@ -553,10 +553,21 @@ close_other_fds(const int *keep, int nkeep)
 static void
 drop_privileges(void)
 {
+	int cap;
+
 	if (!P.drop)
 		return;
 	if (chroot(P.empty_dir) != 0 || chdir("/") != 0)
 		fatal("worker: chroot %s", P.empty_dir);
+	/* Empty the bounding set while still root: with no capability left
+	 * to gain, not even a setuid binary (were exec possible) or a kernel
+	 * bug in the uid change hands CAP_NET_ADMIN back. EINVAL ends the
+	 * list of capabilities this kernel knows. */
+	for (cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0; cap++)
+		;
+	if (errno != EINVAL || cap == 0)
+		fatal("worker: cannot drop capability %d from the bounding set", cap);
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	if (setgroups(1, &P.gid) != 0 || setresgid(P.gid, P.gid, P.gid) != 0 ||
 	    setresuid(P.uid, P.uid, P.uid) != 0)
 		fatal("worker: cannot drop privileges");

@@ -17,3 +17,10 @@ EXTRA_DIST += $(INTEG_PROXY_TESTS) \
 	tests/smuggling
 # browser-ws.sh leaves its screenshot here for humans.
 CLEANFILES += tests/integ/browser-ws.png
+
+# Hardening (issue 7): privilege separation probed from outside, and
+# fault injection (root; netns and tmpfs where a test needs them).
+INTEG_FAULT_TESTS = \
+	tests/integ/privsep.sh
+TESTS += $(INTEG_FAULT_TESTS)
+EXTRA_DIST += $(INTEG_FAULT_TESTS)
