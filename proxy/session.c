@@ -570,7 +570,7 @@ access_log(struct px_sess *s)
 	    plen ? path : "-", s->status, (unsigned long long)s->bytes_out,
 	    ms_since(&s->t_up), ms_since(&s->t0), s->reqid);
 	if (n > 0)
-		(void)!write(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		log_access(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
 /* ---- session lifetime ---- */

@@ -112,12 +112,21 @@ _cleanup() {
 		fi
 	done
 	wait 2>/dev/null
+	# at_exit commands, newest first (unmount, delete a namespace)
+	if [ -s "$T/atexit" ]; then
+		tac "$T/atexit" >"$T/atexit.run"
+		while IFS= read -r _c; do eval "$_c"; done <"$T/atexit.run"
+	fi
 	if [ -n "${KEEP_TMP:-}" ]; then echo "# kept $T" >&2; else rm -rf "$T"; fi
 	exit $_rc
 }
 trap _cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# at_exit SHELL-COMMAND: run it from the EXIT trap once the processes are
+# ended and before $T goes (umount a tmpfs, delete a network namespace).
+at_exit() { printf '%s\n' "$*" >>"$T/atexit"; }
 
 # spawn LOGFILE CMD...: run CMD in the background, stdout+stderr to
 # LOGFILE; sets SPAWNED to its pid.

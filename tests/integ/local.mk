@@ -21,6 +21,7 @@ CLEANFILES += tests/integ/browser-ws.png
 # Hardening (issue 7): privilege separation probed from outside, and
 # fault injection (root; netns and tmpfs where a test needs them).
 INTEG_FAULT_TESTS = \
-	tests/integ/privsep.sh
+	tests/integ/privsep.sh \
+	tests/integ/fault-disk.sh
 TESTS += $(INTEG_FAULT_TESTS)
 EXTRA_DIST += $(INTEG_FAULT_TESTS)
