@@ -22,6 +22,7 @@ CLEANFILES += tests/integ/browser-ws.png
 # fault injection (root; netns and tmpfs where a test needs them).
 INTEG_FAULT_TESTS = \
 	tests/integ/privsep.sh \
-	tests/integ/fault-disk.sh
+	tests/integ/fault-disk.sh \
+	tests/integ/fault-busy.sh
 TESTS += $(INTEG_FAULT_TESTS)
 EXTRA_DIST += $(INTEG_FAULT_TESTS)
