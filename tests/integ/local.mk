@@ -23,6 +23,7 @@ CLEANFILES += tests/integ/browser-ws.png
 INTEG_FAULT_TESTS = \
 	tests/integ/privsep.sh \
 	tests/integ/fault-disk.sh \
-	tests/integ/fault-busy.sh
+	tests/integ/fault-busy.sh \
+	tests/integ/fault-upstream.sh
 TESTS += $(INTEG_FAULT_TESTS)
 EXTRA_DIST += $(INTEG_FAULT_TESTS)
