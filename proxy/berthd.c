@@ -373,6 +373,12 @@ metrics(struct evbuffer *out, void *arg)
 	    "# HELP berth_worker_restarts_total Workers restarted after dying.\n"
 	    "# TYPE berth_worker_restarts_total counter\nberth_worker_restarts_total %llu\n",
 	    bin, bout, active, conns, uerr, rej, over, full, res, live, P.restarts_total);
+	if (px_eg_enabled())
+		evbuffer_add_printf(out,
+		    "# HELP berth_egress_pending 1 while the kernel refused the stored "
+		    "egress rules (the previous ones stay in force; retrying).\n"
+		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n",
+		    px_eg_pending());
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
 	    "# TYPE berth_sandbox_requests_total counter\n");

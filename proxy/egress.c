@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -48,7 +49,15 @@ static struct {
 	char		 tap_prefix[16];
 	uint16_t	 group;
 	struct eg_sb	*sbs;
+	struct event	*retry_ev;	/* re-apply after a refused batch */
+	unsigned	 failures;	/* refused batches since the last success */
 } E;
+
+#define EG_RETRY_MAX_S	30
+
+static void retry_later(void);
+static void retry_cb(evutil_socket_t, short, void *);
+static void applied(void);
 
 int
 px_eg_enabled(void)
@@ -193,8 +202,32 @@ rule_cb(const struct px_egress_rule *e, void *arg)
 	return 0;
 }
 
-/* Attaches s afresh with its mode and rules: one batch. */
-static void
+/*
+ * Test hook, documented in berthd(8): while the file named by
+ * $BERTH_TEST_NFT_REJECT exists, each egress batch ends with one message
+ * the kernel refuses (removing an allow range no sandbox has), so the
+ * kernel rejects the whole batch as it would any bad one. No such file,
+ * no change.
+ */
+static int
+test_reject(struct nc_txn *t, char *err, size_t errlen)
+{
+	const char *f = getenv("BERTH_TEST_NFT_REJECT");
+	struct in_addr nobody;
+	struct nc_rule r;
+
+	if (f == NULL || *f == '\0' || access(f, F_OK) != 0)
+		return 0;
+	inet_pton(AF_INET, "192.0.2.1", &nobody);	/* TEST-NET-1: no guest */
+	if (nc_rule_parse("192.0.2.0/24", &r, err, errlen) != 0 ||
+	    nc_txn_allow_del(t, nobody, &r, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+/* Attaches s afresh with its mode and rules: one batch. 0, or -1 after
+ * logging why. */
+static int
 apply(struct eg_sb *s)
 {
 	struct px_sandbox sb;
@@ -208,7 +241,7 @@ apply(struct eg_sb *s)
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		json_decref(pol);
-		return;
+		return -1;
 	}
 	if (px_store_sandbox_get(E.store, s->id, &sb, err, sizeof(err)) != PX_STORE_OK ||
 	    px_store_egress_list(E.store, s->id, rule_cb, r, err, sizeof(err)) != 0) {
@@ -234,8 +267,10 @@ apply(struct eg_sb *s)
 	ns.gw = s->gw;
 	memcpy(ns.mac, s->mac, 6);
 	ns.mode = mode;
-	(void)nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err));
+	/* Detach and attach in one batch: if the kernel refuses it, the
+	 * sandbox keeps the rules it had, never none. */
 	if ((t = nc_txn_new(E.ctx, err, sizeof(err))) == NULL ||
+	    nc_txn_sandbox_detach(t, s->tap, s->ip, err, sizeof(err)) < 0 ||
 	    nc_txn_sandbox_attach(t, &ns, err, sizeof(err)) < 0)
 		goto fail;
 	for (i = 0; i < r->nallow; i++)
@@ -248,7 +283,8 @@ apply(struct eg_sb *s)
 		    nc_txn_deny_add(t, s->ip, &r->deny[i], r->deny_ttl[i], err,
 		    sizeof(err)) < 0)
 			goto fail;
-	if (nc_txn_commit(t, err, sizeof(err)) < 0)
+	if (test_reject(t, err, sizeof(err)) < 0 ||
+	    nc_txn_commit(t, err, sizeof(err)) < 0)
 		goto fail;
 	nc_txn_free(t);
 	t = NULL;
@@ -257,13 +293,16 @@ apply(struct eg_sb *s)
 		log_warnx("egress %s: resolver rules: %s", s->id, err);
 	log_info("egress %s: %s, %zu allow and %zu deny rule(s)", s->id,
 	    nc_mode_name(mode), r->nallow, r->ndeny);
-	goto out;
+	free(r);
+	json_decref(pol);
+	return 0;
 fail:
-	log_warnx("egress %s: %s", s->id, err);
+	log_warnx("egress %s: not applied, the rules in force stay: %s", s->id, err);
 	nc_txn_free(t);
 out:
 	free(r);
 	json_decref(pol);
+	return -1;
 }
 
 static int
@@ -299,7 +338,18 @@ init_table(char *err, size_t errlen)
 		freeifaddrs(ifa);
 	}
 	g.host_addrs = host;
-	rc = nc_egress_init(E.ctx, &g, err, errlen);
+	if (getenv("BERTH_TEST_NFT_REJECT") == NULL) {
+		rc = nc_egress_init(E.ctx, &g, err, errlen);
+	} else {
+		struct nc_txn *t;
+
+		rc = -1;
+		if ((t = nc_txn_new(E.ctx, err, errlen)) != NULL &&
+		    nc_txn_egress_init(t, &g, err, errlen) == 0 &&
+		    test_reject(t, err, errlen) == 0)
+			rc = nc_txn_commit(t, err, errlen);
+		nc_txn_free(t);
+	}
 	json_decref(pol);
 	return rc;
 }
@@ -347,9 +397,13 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	    c->tap_prefix ? c->tap_prefix : "bth");
 	if ((E.ctx = nc_ctx_new(err, errlen)) == NULL)
 		return -1;
+	E.retry_ev = evtimer_new(base, retry_cb, NULL);
 	if (init_table(err, errlen) < 0) {
 		nc_ctx_free(E.ctx);
 		E.ctx = NULL;
+		if (E.retry_ev != NULL)
+			event_free(E.retry_ev);
+		E.retry_ev = NULL;
 		return -1;
 	}
 	nc_dns_config_init(&dc);
@@ -382,6 +436,8 @@ void
 px_eg_shutdown(void)
 {
 	/* the table stays: VMs outlive berthd and must stay fenced */
+	if (E.retry_ev != NULL)
+		event_free(E.retry_ev);
 	if (E.nflog_ev != NULL)
 		event_free(E.nflog_ev);
 	if (E.nflog != NULL)
@@ -413,7 +469,8 @@ px_eg_sandbox_up(const char *id, const char *tap, struct in_addr ip,
 	E.sbs = s;
 	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err, sizeof(err)) < 0)
 		log_warnx("egress %s: resolver: %s", id, err);
-	apply(s);
+	if (apply(s) < 0)
+		retry_later();
 }
 
 void
@@ -436,24 +493,92 @@ px_eg_sandbox_down(const char *id)
 	free(s);
 }
 
+/* Policy and every sandbox from the store: 0, or -1 if a batch failed. */
+static int
+apply_all(void)
+{
+	struct eg_sb *s;
+	char err[NC_ERRLEN];
+	int rc = 0;
+
+	/* the policy: its deny ranges live in the table itself */
+	if (init_table(err, sizeof(err)) < 0) {
+		log_warnx("egress: policy not applied, the rules in force stay: %s", err);
+		rc = -1;
+	}
+	for (s = E.sbs; s != NULL; s = s->next)
+		if (apply(s) < 0)
+			rc = -1;
+	return rc;
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (apply_all() < 0)
+		retry_later();
+	else
+		applied();
+}
+
+/*
+ * A refused batch left the kernel behind the store: try the whole state
+ * again later, backing off to EG_RETRY_MAX_S, until it is in force.
+ */
+static void
+retry_later(void)
+{
+	struct timeval tv = { 1, 0 };
+	unsigned i;
+
+	E.failures++;
+	for (i = 1; i < E.failures && tv.tv_sec < EG_RETRY_MAX_S; i++)
+		tv.tv_sec *= 2;
+	if (tv.tv_sec > EG_RETRY_MAX_S)
+		tv.tv_sec = EG_RETRY_MAX_S;
+	if (E.retry_ev != NULL) {
+		if (E.failures == 1)
+			log_warnx("egress: the kernel is behind the stored rules: "
+			    "retrying until it takes them");
+		evtimer_add(E.retry_ev, &tv);
+	}
+}
+
+static void
+applied(void)
+{
+	if (E.failures == 0)
+		return;
+	log_info("egress: stored rules in force again after %u refused attempt(s)",
+	    E.failures);
+	E.failures = 0;
+	if (E.retry_ev != NULL)
+		evtimer_del(E.retry_ev);
+}
+
+int
+px_eg_pending(void)
+{
+	return E.failures > 0;
+}
+
 void
 px_eg_changed(const char *id, void *arg)
 {
 	struct eg_sb *s;
-	char err[NC_ERRLEN];
 
 	if (E.ctx == NULL)
 		return;
-	if (id != NULL) {
-		if ((s = find(id)) != NULL)
-			apply(s);
+	/* While behind, one sandbox's batch is not enough: redo it all. */
+	if (id != NULL && E.failures == 0) {
+		if ((s = find(id)) != NULL && apply(s) < 0)
+			retry_later();
 		return;
 	}
-	/* the policy: its deny ranges live in the table itself */
-	if (init_table(err, sizeof(err)) < 0)
-		log_warnx("egress: policy not applied: %s", err);
-	for (s = E.sbs; s != NULL; s = s->next)
-		apply(s);
+	if (apply_all() < 0)
+		retry_later();
+	else
+		applied();
 }
 
 int

@@ -25,6 +25,7 @@ INTEG_FAULT_TESTS = \
 	tests/integ/fault-disk.sh \
 	tests/integ/fault-busy.sh \
 	tests/integ/fault-upstream.sh \
-	tests/integ/fault-kill.sh
+	tests/integ/fault-kill.sh \
+	tests/integ/fault-egress.sh
 TESTS += $(INTEG_FAULT_TESTS)
 EXTRA_DIST += $(INTEG_FAULT_TESTS)
