@@ -31,8 +31,12 @@ BERTH_TEST_NFT_REJECT='$REJECT' exec ip netns exec '$NS' '$REAL_BERTHD' "\$@"
 EOF
 chmod 755 "$BERTHD"
 
+# The guest template, built here with no deadline rather than by berthd
+# inside start_berthd's (a loaded machine takes long).
+BERTH_TESTAPP=$TESTAPP sh "$top_srcdir/vmm/guest/mktemplate" "$T/template" >"$T/mktemplate.log" 2>&1 ||
+	bail "mktemplate: $(tail -n 3 "$T/mktemplate.log")"
 VMM=on EGRESS=on berthd_config "tap_prefix bfe" "vm_pool 10.219.0.0/24" \
-	"idle_pause never" "idle_suspend never"
+	"idle_pause never" "idle_suspend never" "template $T/template"
 start_berthd
 wait_log 60 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" ||
 	bail "egress did not start: $(tail -n 5 "$BERTHD_LOG")"
