@@ -105,6 +105,49 @@ is "nothing pending" "$(metric berth_egress_pending)" 0
 check "a later change applies at once" netctl policy set --deny 198.51.100.0/24 --deny 203.0.113.0/24 --deny 192.0.2.0/24
 like "it is in force" "$(deny_set)" '192\.0\.2\.0/24'
 
+# ---- a sandbox's batch refused: it keeps the rules it had ------------------
+# One microVM (its tap in berthd's namespace); it need not finish booting:
+# its rules are applied when its tap comes up.
+tables() { nsnft list table inet berth | sed 's/ expires [0-9hms.]*//'; }
+if out=$(netctl sandbox create eg 2>&1); then
+	ok "a microVM sandbox is created"
+	ip=$(netctl --json sandbox show eg | python3 -c 'import json,sys; print(json.load(sys.stdin)["address"])')
+	wait_for 30 sh -c "ip netns exec '$NS' nft list map inet berth sb_mode | grep -q '$ip'" ||
+		bail "sandbox eg ($ip) never attached: $(tail -n 5 "$BERTHD_LOG")"
+	check "egress allow eg 198.18.0.0/24" netctl egress allow eg 198.18.0.0/24
+	like "its allow range is in force" "$(nsnft list set inet berth allow_net)" "$ip \\. 198\\.18\\.0\\.0"
+	tables >"$T/sb-before.nft"
+	touch "$REJECT"
+	n=$(grep -c 'egress eg: not applied' "$BERTHD_LOG")
+	check "a further rule is still stored (netctl exits 0)" netctl egress allow eg 198.18.1.0/24
+	if wait_for 10 sh -c "[ \$(grep -c 'egress eg: not applied' '$BERTHD_LOG') -gt $n ]"; then
+		ok "the log says the sandbox's rules were not applied"
+	else
+		not_ok "the log says the sandbox's rules were not applied"; diag "$(tail -n 5 "$BERTHD_LOG")"
+	fi
+	tables >"$T/sb-during.nft"
+	if cmp -s "$T/sb-before.nft" "$T/sb-during.nft"; then
+		ok "the sandbox keeps exactly the rules it had (not detached)"
+	else
+		not_ok "the sandbox keeps exactly the rules it had (not detached)"
+		diag "$(diff "$T/sb-before.nft" "$T/sb-during.nft" | head -n 20)"
+	fi
+	like "its mode is still enforced" "$(nsnft list map inet berth sb_mode)" "$ip"
+	like "the rule is stored" "$(netctl --json egress show eg)" '198\.18\.1\.0/24'
+	rm -f "$REJECT"
+	n=$(grep -c 'egress: stored rules in force again' "$BERTHD_LOG")
+	if wait_for 45 sh -c "[ \$(grep -c 'egress: stored rules in force again' '$BERTHD_LOG') -gt $n ]"; then
+		ok "berthd applies the sandbox's stored rules by itself"
+	else
+		not_ok "berthd applies the sandbox's stored rules by itself"
+	fi
+	a=$(nsnft list set inet berth allow_net)
+	like "the stored rule is in force" "$a" "$ip \\. 198\\.18\\.1\\.0"
+	like "beside the earlier one" "$a" "$ip \\. 198\\.18\\.0\\.0"
+else
+	not_ok "a microVM sandbox is created"; diag "$out"
+fi
+
 # ---- restart: the same rules programmed from the store ----------------------
 cp "$BERTHD_LOG" "$T/berthd.before-restart.log"
 kill -TERM "$BERTHD_PID"
