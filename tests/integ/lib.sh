@@ -243,10 +243,14 @@ berthd_config() {
 start_berthd() {
 	BERTHD_LOG="$T/berthd.log"
 	_try=1
+	# With VMs berthd first builds the guest template (mktemplate):
+	# well over 30 s on a loaded machine.
+	_rdy=30
+	grep -q '^vmm on' "$CONF" 2>/dev/null && _rdy=240
 	while :; do
 		spawn "$BERTHD_LOG" "$BERTHD" -f "$CONF" -s "$STATE" ${BERTHD_ARGS:-}
 		BERTHD_PID=$SPAWNED
-		wait_log 30 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
+		wait_log "$_rdy" "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
 		# A port free_port gave may have been taken meanwhile: new ports.
 		if [ $_try -lt 3 ] && ! kill -0 "$BERTHD_PID" 2>/dev/null &&
 		   grep -qi 'in use' "$BERTHD_LOG"; then
