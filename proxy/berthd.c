@@ -389,6 +389,12 @@ metrics(struct evbuffer *out, void *arg)
 	    "# HELP berth_worker_restarts_total Workers restarted after dying.\n"
 	    "# TYPE berth_worker_restarts_total counter\nberth_worker_restarts_total %llu\n",
 	    bin, bout, active, conns, uerr, rej, over, full, res, live, P.restarts_total);
+	if (px_eg_enabled())
+		evbuffer_add_printf(out,
+		    "# HELP berth_egress_pending 1 while the kernel refused the stored "
+		    "egress rules (the previous ones stay in force; retrying).\n"
+		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n",
+		    px_eg_pending());
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
 	    "# TYPE berth_sandbox_requests_total counter\n");
@@ -571,10 +577,21 @@ close_other_fds(const int *keep, int nkeep)
 static void
 drop_privileges(void)
 {
+	int cap;
+
 	if (!P.drop)
 		return;
 	if (chroot(P.empty_dir) != 0 || chdir("/") != 0)
 		fatal("worker: chroot %s", P.empty_dir);
+	/* Empty the bounding set while still root: with no capability left
+	 * to gain, not even a setuid binary (were exec possible) or a kernel
+	 * bug in the uid change hands CAP_NET_ADMIN back. EINVAL ends the
+	 * list of capabilities this kernel knows. */
+	for (cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0; cap++)
+		;
+	if (errno != EINVAL || cap == 0)
+		fatal("worker: cannot drop capability %d from the bounding set", cap);
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	if (setgroups(1, &P.gid) != 0 || setresgid(P.gid, P.gid, P.gid) != 0 ||
 	    setresuid(P.uid, P.uid, P.uid) != 0)
 		fatal("worker: cannot drop privileges");
@@ -586,10 +603,11 @@ static void
 fork_worker(struct slot *s)
 {
 	int sp[2], keep[PX_MAX_LISTEN + 4], nkeep = 0, https[PX_MAX_LISTEN], i;
-	pid_t pid;
+	pid_t pid, parent;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0)
 		fatal("socketpair");
+	parent = getpid();
 	if ((pid = fork()) < 0)
 		fatal("fork");
 	if (pid == 0) {
@@ -601,6 +619,10 @@ fork_worker(struct slot *s)
 		for (i = 1; i < NSIG; i++)
 			signal(i, SIG_DFL);
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		/* A parent killed before the line above sends no signal:
+		 * do not outlive it serving stale routes. */
+		if (getppid() != parent)
+			_exit(1);
 		snprintf(role, sizeof(role), "berthd[worker %d]", s->id);
 		log_setrole(strdup(role));
 		keep[nkeep++] = sp[1];

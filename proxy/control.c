@@ -148,6 +148,7 @@ reason(int status)
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
 	case 503: return "Service Unavailable";
+	case 507: return "Insufficient Storage";
 	default: return "Unknown";
 	}
 }
@@ -240,21 +241,20 @@ error_code(int status)
 	case 413: return "payload_too_large";
 	case 431: return "header_too_large";
 	case 501: return "not_implemented";
+	case 503: return "unavailable";
+	case 507: return "insufficient_storage";
 	default: return status >= 500 ? "internal" : "bad_request";
 	}
 }
 
-static void __attribute__((format(printf, 5, 6)))
-reply_error(struct req *r, int status, const char *allow, const char *field,
-    const char *fmt, ...)
+static void __attribute__((format(printf, 6, 0)))
+vreply_error(struct req *r, int status, const char *allow, const char *field,
+    const char *extra, const char *fmt, va_list ap)
 {
-	char msg[512], clean[512], hdr[128] = "";
-	va_list ap;
+	char msg[512], clean[512], hdr[192] = "";
 	json_t *e;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	/* Messages quote client input: keep them valid UTF-8 (ASCII). */
 	shown(clean, sizeof(clean), msg);
 	e = json_pack("{s:{s:i, s:s}}", "error", "status", status,
@@ -267,7 +267,32 @@ reply_error(struct req *r, int status, const char *allow, const char *field,
 		    json_string(clean));
 	if (allow != NULL)
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
+	if (extra != NULL)
+		snprintf(hdr + strlen(hdr), sizeof(hdr) - strlen(hdr), "%s", extra);
 	reply_json_hdr(r, status, e, hdr);
+}
+
+static void __attribute__((format(printf, 5, 6)))
+reply_error(struct req *r, int status, const char *allow, const char *field,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply_error(r, status, allow, field, NULL, fmt, ap);
+	va_end(ap);
+}
+
+/* reply_error with extra header lines (each ending in CRLF). */
+static void __attribute__((format(printf, 4, 5)))
+reply_error_hdr(struct req *r, int status, const char *extra,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply_error(r, status, NULL, NULL, extra, fmt, ap);
+	va_end(ap);
 }
 
 static void
@@ -289,6 +314,15 @@ reply_store(struct req *r, int rc, const char *field, const char *err)
 		break;
 	case PX_STORE_CONFLICT:
 		reply_error(r, 409, NULL, field, "%s", err);
+		break;
+	case PX_STORE_BUSY:
+		/* Nothing was written: the client may simply try again. */
+		reply_error_hdr(r, 503, "Retry-After: 1\r\n",
+		    "state store busy, nothing changed, retry: %s", err);
+		break;
+	case PX_STORE_FULL:
+		reply_error_hdr(r, 507, "Retry-After: 10\r\n",
+		    "state store full, nothing changed: %s", err);
 		break;
 	default:
 		reply_error(r, 500, NULL, NULL, "state store: %s", err);

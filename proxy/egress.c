@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -52,7 +53,15 @@ static struct {
 	char		 tap_prefix[16];
 	uint16_t	 group;
 	struct eg_sb	*sbs;
+	struct event	*retry_ev;	/* re-apply after a refused batch */
+	unsigned	 failures;	/* refused batches since the last success */
 } E;
+
+#define EG_RETRY_MAX_S	30
+
+static void retry_later(void);
+static void retry_cb(evutil_socket_t, short, void *);
+static void applied(void);
 
 int
 px_eg_enabled(void)
@@ -333,12 +342,36 @@ resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
 	    nc_mode_name(mode), r->nallow, r->ndeny);
 }
 
+/*
+ * Test hook, documented in berthd(8): while the file named by
+ * $BERTH_TEST_NFT_REJECT exists, each egress batch ends with one message
+ * the kernel refuses (removing an allow range no sandbox has), so the
+ * kernel rejects the whole batch as it would any bad one. No such file,
+ * no change.
+ */
+static int
+test_reject(struct nc_txn *t, char *err, size_t errlen)
+{
+	const char *f = getenv("BERTH_TEST_NFT_REJECT");
+	struct in_addr nobody;
+	struct nc_rule r;
+
+	if (f == NULL || *f == '\0' || access(f, F_OK) != 0)
+		return 0;
+	inet_pton(AF_INET, "192.0.2.1", &nobody);	/* TEST-NET-1: no guest */
+	if (nc_rule_parse("192.0.2.0/24", &r, err, errlen) != 0 ||
+	    nc_txn_allow_del(t, nobody, &r, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 /* Attaches s afresh with its mode and rules, and what its resolver
  * learned that they still allow: one batch, so no packet sees it half
- * done. Rebuilt on a stale generation or an element that expired
- * meanwhile; without the learned addresses (put back right after) when
- * the kernel finds one of them overlapping. */
-static void
+ * done, and a refused batch leaves the rules in force as they were.
+ * Rebuilt on a stale generation or an element that expired meanwhile;
+ * without the learned addresses (put back right after) when the kernel
+ * finds one of them overlapping. 0, or -1 after logging why. */
+static int
 apply(struct eg_sb *s)
 {
 	struct nc_txn *t;
@@ -350,10 +383,11 @@ apply(struct eg_sb *s)
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		json_decref(pol);
-		return;
+		return -1;
 	}
 	if (load(s, pol, r, &mode, err, sizeof(err)) < 0) {
 		log_warnx("egress %s: %s", s->id, err);
+		rc = -1;
 		goto out;
 	}
 	for (tries = 0; tries < 8; tries++) {
@@ -364,7 +398,8 @@ apply(struct eg_sb *s)
 		if ((rc = queue(t, s, r, mode, 1, err, sizeof(err))) == 0) {
 			if (learned)
 				queue_learned(t, s, r, mode);
-			rc = nc_txn_commit(t, err, sizeof(err));
+			if ((rc = test_reject(t, err, sizeof(err))) == 0)
+				rc = nc_txn_commit(t, err, sizeof(err));
 		}
 		nc_txn_free(t);
 		if ((rc == -EEXIST || rc == -ENOTEMPTY) && learned) {
@@ -375,7 +410,8 @@ apply(struct eg_sb *s)
 			break;
 	}
 	if (rc < 0)
-		log_warnx("egress %s: %s", s->id, err);
+		log_warnx("egress %s: not applied, the rules in force stay: %s",
+		    s->id, err);
 	else {
 		resolver(s, r, mode);
 		if (!learned)
@@ -384,6 +420,7 @@ apply(struct eg_sb *s)
 out:
 	free(r);
 	json_decref(pol);
+	return rc < 0 ? -1 : 0;
 }
 
 static int
@@ -459,6 +496,8 @@ init_table(char *err, size_t errlen)
 			} else	/* left out: its tap gets nothing (fail closed) */
 				log_warnx("egress %s: %s", s->id, err);
 		}
+		if (rc == 0)
+			rc = test_reject(t, err, errlen);
 		if (rc == 0)
 			rc = nc_txn_commit(t, err, errlen);
 		nc_txn_free(t);
@@ -541,6 +580,7 @@ px_eg_init(struct event_base *base, struct px_store *store,
 		E.ctx = NULL;
 		return -1;
 	}
+	E.retry_ev = evtimer_new(base, retry_cb, NULL);
 	nc_dns_config_init(&dc);
 	dc.resolvers = res;
 	dc.nresolvers = resolvers(c, res, 8);
@@ -574,6 +614,8 @@ px_eg_shutdown(void)
 	/* the table stays: VMs outlive berthd and must stay fenced */
 	if (E.nflog_ev != NULL)
 		event_free(E.nflog_ev);
+	if (E.retry_ev != NULL)
+		event_free(E.retry_ev);
 	if (E.nflog != NULL)
 		nc_nflog_close(E.nflog);
 	if (E.dns != NULL)
@@ -603,7 +645,8 @@ px_eg_sandbox_up(const char *id, const char *tap, struct in_addr ip,
 	E.sbs = s;
 	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err, sizeof(err)) < 0)
 		log_warnx("egress %s: resolver: %s", id, err);
-	apply(s);
+	if (apply(s) < 0)
+		retry_later();
 }
 
 void
@@ -626,23 +669,88 @@ px_eg_sandbox_down(const char *id)
 	free(s);
 }
 
+/* The policy and every sandbox from the store, in one batch (its ranges
+ * and limits live in the table itself): 0, or -1 after logging why. */
+static int
+apply_all(void)
+{
+	char err[NC_ERRLEN];
+
+	if (init_table(err, sizeof(err)) < 0) {
+		log_warnx("egress: policy not applied, the rules in force stay: %s",
+		    err);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (apply_all() < 0)
+		retry_later();
+	else
+		applied();
+}
+
+/*
+ * A refused batch left the kernel behind the store: try the whole state
+ * again later, backing off to EG_RETRY_MAX_S, until it is in force.
+ */
+static void
+retry_later(void)
+{
+	struct timeval tv = { 1, 0 };
+	unsigned i;
+
+	E.failures++;
+	for (i = 1; i < E.failures && tv.tv_sec < EG_RETRY_MAX_S; i++)
+		tv.tv_sec *= 2;
+	if (tv.tv_sec > EG_RETRY_MAX_S)
+		tv.tv_sec = EG_RETRY_MAX_S;
+	if (E.retry_ev != NULL) {
+		if (E.failures == 1)
+			log_warnx("egress: the kernel is behind the stored rules: "
+			    "retrying until it takes them");
+		evtimer_add(E.retry_ev, &tv);
+	}
+}
+
+static void
+applied(void)
+{
+	if (E.failures == 0)
+		return;
+	log_info("egress: stored rules in force again after %u refused attempt(s)",
+	    E.failures);
+	E.failures = 0;
+	if (E.retry_ev != NULL)
+		evtimer_del(E.retry_ev);
+}
+
+int
+px_eg_pending(void)
+{
+	return E.failures > 0;
+}
+
 void
 px_eg_changed(const char *id, void *arg)
 {
 	struct eg_sb *s;
-	char err[NC_ERRLEN];
 
 	if (E.ctx == NULL)
 		return;
-	if (id != NULL) {
-		if ((s = find(id)) != NULL)
-			apply(s);
+	/* While behind, one sandbox's batch is not enough: redo it all. */
+	if (id != NULL && E.failures == 0) {
+		if ((s = find(id)) != NULL && apply(s) < 0)
+			retry_later();
 		return;
 	}
-	/* the policy: its ranges and limits live in the table itself, which
-	 * is rebuilt with every sandbox in one batch */
-	if (init_table(err, sizeof(err)) < 0)
-		log_warnx("egress: policy not applied: %s", err);
+	if (apply_all() < 0)
+		retry_later();
+	else
+		applied();
 }
 
 void

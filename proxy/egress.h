@@ -21,6 +21,8 @@ struct json_t;
 int px_eg_init(struct event_base *, struct px_store *, const struct px_config *,
     char *err, size_t errlen);
 int px_eg_enabled(void);
+/* 1 while a refused batch left the kernel behind the store (retrying). */
+int px_eg_pending(void);
 void px_eg_shutdown(void);
 /* A sandbox's tap is up (idempotent): attach it with its rules. */
 void px_eg_sandbox_up(const char *id, const char *tap, struct in_addr ip,

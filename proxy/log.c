@@ -81,6 +81,42 @@ LOGFN(log_warnx, "", 0, 0)
 LOGFN(log_info, "", 0, 0)
 LOGFN(log_debug, "debug: ", 0, 1)
 
+/*
+ * A full disk or a vanished file system must not cost a log line per
+ * request, nor stop requests: the first failure is reported with its
+ * reason, then lines are counted until a write works again, which is
+ * reported too. A line the kernel took only in part is ended before the
+ * next one so lines stay whole.
+ */
+void
+log_access(int fd, const char *line, size_t len)
+{
+	static int failing, torn;
+	static unsigned long long lost;
+	ssize_t n;
+
+	if (torn && write(fd, "\n", 1) == 1)
+		torn = 0;
+	if (!torn && (n = write(fd, line, len)) == (ssize_t)len) {
+		if (failing) {
+			failing = 0;
+			log_info("access log: writing again after %llu lost line%s",
+			    lost, lost == 1 ? "" : "s");
+			lost = 0;
+		}
+		return;
+	} else if (!torn && n > 0) {
+		torn = 1;
+		errno = ENOSPC;		/* what a short write to a file means */
+	}
+	lost++;
+	if (!failing) {
+		failing = 1;
+		log_warn("access log: write failed; requests are served but not "
+		    "logged until it works again");
+	}
+}
+
 void
 fatal(const char *fmt, ...)
 {

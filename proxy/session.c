@@ -572,7 +572,7 @@ access_log(struct px_sess *s)
 	    plen ? path : "-", s->status, (unsigned long long)s->bytes_out,
 	    ms_since(&s->t_up), ms_since(&s->t0), s->reqid);
 	if (n > 0)
-		(void)!write(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		log_access(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
 /* ---- session lifetime ---- */
@@ -1498,9 +1498,18 @@ up_connected(struct px_sess *s)
 	struct timeval rt, wt;
 	int one = 1;
 
-	if (!u->connected)
-		setsockopt(bufferevent_getfd(u->bev), IPPROTO_TCP, TCP_NODELAY, &one,
-		    sizeof(one));
+	if (!u->connected) {
+		int fd = bufferevent_getfd(u->bev), idle = 10, intvl = 3, cnt = 3;
+
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		/* A guest that vanishes (VM gone, tap removed) sends no RST:
+		 * keepalive probes end a silent stream in ~20 s instead of
+		 * holding the client until the tunnel timeout. */
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	}
 	u->connected = 1;
 	/* one piece: the head is one write, hence one TCP segment */
 	evbuffer_add(out, evbuffer_pullup(s->up_head, -1), evbuffer_get_length(s->up_head));

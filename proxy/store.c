@@ -22,7 +22,10 @@
 #include <unistd.h>
 
 #define STORE_FILE		"berth.db"
-#define STORE_BUSY_MS		5000
+/* How long a write waits for another process's lock. The parent's event
+ * loop waits with it (workers keep serving), so keep it short: past it the
+ * API answers 503 and the client retries. */
+#define STORE_BUSY_MS		2000
 
 struct px_store {
 	sqlite3 *db;
@@ -103,11 +106,46 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * The PX_STORE_* code for the connection's last failure: the two a caller
+ * can wait out (another process holds the write lock past the busy
+ * timeout; the file system is full) are told apart from the rest.
+ */
+static int
+store_code(struct px_store *st)
+{
+	switch (sqlite3_errcode(st->db)) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return PX_STORE_BUSY;
+	case SQLITE_FULL:
+		return PX_STORE_FULL;
+	default:
+		return PX_STORE_ERR;
+	}
+}
+
+static const char *
+code_hint(int code)
+{
+	switch (code) {
+	case PX_STORE_BUSY:
+		return " (another process holds the database's write lock)";
+	case PX_STORE_FULL:
+		return " (no space left for the state directory)";
+	default:
+		return "";
+	}
+}
+
 static int
 dberr(struct px_store *st, char *err, size_t errlen, const char *what)
 {
-	seterr(err, errlen, "%s: %s", what, sqlite3_errmsg(st->db));
-	return PX_STORE_ERR;
+	int code = store_code(st);
+
+	seterr(err, errlen, "%s: %s%s", what, sqlite3_errmsg(st->db),
+	    code_hint(code));
+	return code;
 }
 
 int
@@ -193,10 +231,12 @@ exec_what(struct px_store *st, const char *sql, const char *what,
 	char *msg = NULL;
 
 	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		seterr(err, errlen, "%s: %s", what ? what : sql,
-		    msg ? msg : sqlite3_errmsg(st->db));
+		int code = store_code(st);
+
+		seterr(err, errlen, "%s: %s%s", what ? what : sql,
+		    msg ? msg : sqlite3_errmsg(st->db), code_hint(code));
 		sqlite3_free(msg);
-		return -1;
+		return code;
 	}
 	return 0;
 }
@@ -218,9 +258,11 @@ tx_begin(struct px_store *st, char *err, size_t errlen)
 static int
 tx_commit(struct px_store *st, char *err, size_t errlen)
 {
-	if (exec_sql(st, "COMMIT", err, errlen) == -1) {
+	int rc;
+
+	if ((rc = exec_sql(st, "COMMIT", err, errlen)) != 0) {
 		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-		return -1;
+		return rc;
 	}
 	return 0;
 }
@@ -265,9 +307,9 @@ static int
 migrate(struct px_store *st, char *err, size_t errlen)
 {
 	char sql[64], what[64];
-	int v;
+	int v = 0;
 
-	if (user_version(st, &v, err, errlen) == -1)
+	if (user_version(st, &v, err, errlen) != 0)
 		return -1;
 	if (v > NMIGRATIONS) {
 		seterr(err, errlen, "database schema version %d is newer than "
@@ -275,16 +317,16 @@ migrate(struct px_store *st, char *err, size_t errlen)
 		return -1;
 	}
 	for (; v < NMIGRATIONS; v++) {
-		if (tx_begin(st, err, errlen) == -1)
+		if (tx_begin(st, err, errlen) != 0)
 			return -1;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
 		snprintf(what, sizeof(what), "schema migration %d", v + 1);
-		if (exec_what(st, migrations[v], what, err, errlen) == -1 ||
-		    exec_sql(st, sql, err, errlen) == -1) {
+		if (exec_what(st, migrations[v], what, err, errlen) != 0 ||
+		    exec_sql(st, sql, err, errlen) != 0) {
 			tx_rollback(st);
 			return -1;
 		}
-		if (tx_commit(st, err, errlen) == -1)
+		if (tx_commit(st, err, errlen) != 0)
 			return -1;
 	}
 	return 0;
@@ -348,8 +390,8 @@ px_store_open(const char *state_dir, char *err, size_t errlen)
 	}
 	sqlite3_free(mode);
 	/* FULL: a commit is on disk before the API answers 2xx. */
-	if (exec_sql(st, "PRAGMA synchronous=FULL", err, errlen) == -1 ||
-	    exec_sql(st, "PRAGMA foreign_keys=ON", err, errlen) == -1)
+	if (exec_sql(st, "PRAGMA synchronous=FULL", err, errlen) != 0 ||
+	    exec_sql(st, "PRAGMA foreign_keys=ON", err, errlen) != 0)
 		goto fail;
 	if (migrate(st, sub, sizeof(sub)) == -1) {
 		seterr(err, errlen, "%s: %s", path, sub);
@@ -465,8 +507,8 @@ px_store_sandbox_create(struct px_store *st, const struct px_sandbox *sb,
 	struct px_event ev;
 	int rc;
 
-	if (tx_begin(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
 	if ((rc = sandbox_insert(st, sb, err, errlen)) != PX_STORE_OK)
 		goto fail;
 	if (tok != NULL) {
@@ -482,8 +524,8 @@ px_store_sandbox_create(struct px_store *st, const struct px_sandbox *sb,
 	ev.duration_ms = -1;
 	if ((rc = event_insert(st, &ev, NULL, err, errlen)) != PX_STORE_OK)
 		goto fail;
-	if (tx_commit(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_commit(st, err, errlen)) != 0)
+		return rc;
 	return PX_STORE_OK;
 fail:
 	tx_rollback(st);
@@ -684,8 +726,8 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 		return PX_STORE_ERR;
 	}
 
-	if (tx_begin(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
 	if ((rc = sandbox_exists(st, p->sandbox, err, errlen)) != 1) {
 		if (rc == 0) {
 			seterr(err, errlen, "no sandbox '%s'", p->sandbox);
@@ -712,7 +754,7 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 			goto fail;
 		}
 		if (rc != SQLITE_DONE) {
-			dberr(st, err, errlen, "checking custom host");
+			ret = dberr(st, err, errlen, "checking custom host");
 			goto fail;
 		}
 		sqlite3_finalize(stmt);
@@ -725,7 +767,7 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 	sqlite3_bind_int(stmt, 2, p->port);
 	rc = sqlite3_step(stmt);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		dberr(st, err, errlen, "reading port");
+		ret = dberr(st, err, errlen, "reading port");
 		goto fail;
 	}
 	inserted = rc == SQLITE_DONE;
@@ -757,13 +799,13 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 		goto fail;
 	}
 	if (rc != SQLITE_DONE) {
-		dberr(st, err, errlen, "publishing port");
+		ret = dberr(st, err, errlen, "publishing port");
 		goto fail;
 	}
 	sqlite3_finalize(stmt);
 	stmt = NULL;
-	if (tx_commit(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_commit(st, err, errlen)) != 0)
+		return rc;
 	if (created != NULL)
 		*created = inserted;
 	return PX_STORE_OK;
@@ -841,8 +883,8 @@ px_store_port_list(struct px_store *st, const char *sandbox,
 	if (sandbox != NULL && check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
 	/* A read transaction so "sandbox exists" and its rows agree. */
-	if (exec_sql(st, "BEGIN", err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
+		return rc;
 	if (sandbox != NULL) {
 		if ((rc = sandbox_exists(st, sandbox, err, errlen)) != 1) {
 			tx_rollback(st);
@@ -984,13 +1026,13 @@ px_store_token_add(struct px_store *st, const struct px_token *t,
 {
 	int rc;
 
-	if (tx_begin(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
 	if ((rc = token_insert(st, t, err, errlen)) != PX_STORE_OK) {
 		tx_rollback(st);
 		return rc;
 	}
-	return tx_commit(st, err, errlen) == -1 ? PX_STORE_ERR : PX_STORE_OK;
+	return tx_commit(st, err, errlen);
 }
 
 #define TOKEN_COLS "id, sha256, sandbox, name, created"
@@ -1190,13 +1232,13 @@ px_store_event_add(struct px_store *st, const struct px_event *ev,
 {
 	int rc;
 
-	if (tx_begin(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
 	if ((rc = event_insert(st, ev, seq, err, errlen)) != PX_STORE_OK) {
 		tx_rollback(st);
 		return rc;
 	}
-	return tx_commit(st, err, errlen) == -1 ? PX_STORE_ERR : PX_STORE_OK;
+	return tx_commit(st, err, errlen);
 }
 
 int
@@ -1211,8 +1253,8 @@ px_store_event_list(struct px_store *st, const char *sandbox, int64_t after,
 
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	if (exec_sql(st, "BEGIN", err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
+		return rc;
 	if ((rc = sandbox_exists(st, sandbox, err, errlen)) != 1) {
 		tx_rollback(st);
 		if (rc == 0) {
@@ -1365,14 +1407,14 @@ px_store_egress_add(struct px_store *st, const struct px_egress_rule *e,
 
 	if (!field_ok(e->sandbox, sizeof(e->sandbox)))
 		return PX_STORE_ERR;
-	if (tx_begin(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
 	if ((rc = need_sandbox(st, e->sandbox, err, errlen)) != PX_STORE_OK ||
 	    (rc = egress_insert(st, e, created, err, errlen)) != PX_STORE_OK) {
 		tx_rollback(st);
 		return rc;
 	}
-	return tx_commit(st, err, errlen) == -1 ? PX_STORE_ERR : PX_STORE_OK;
+	return tx_commit(st, err, errlen);
 }
 
 int
@@ -1418,8 +1460,8 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
 		seterr(err, errlen, "invalid egress mode");
 		return PX_STORE_ERR;
 	}
-	if (tx_begin(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
 	if ((rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK)
 		goto fail;
 	rc = PX_STORE_ERR;
@@ -1430,7 +1472,7 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
 	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
 	if (sqlite3_step(stmt) != SQLITE_DONE) {
 		sqlite3_finalize(stmt);
-		dberr(st, err, errlen, "replacing egress rules");
+		rc = dberr(st, err, errlen, "replacing egress rules");
 		goto fail;
 	}
 	sqlite3_finalize(stmt);
@@ -1452,13 +1494,13 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
 		sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
 		if (sqlite3_step(stmt) != SQLITE_DONE) {
 			sqlite3_finalize(stmt);
-			dberr(st, err, errlen, "setting egress mode");
+			rc = dberr(st, err, errlen, "setting egress mode");
 			goto fail;
 		}
 		sqlite3_finalize(stmt);
 	}
-	if (tx_commit(st, err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = tx_commit(st, err, errlen)) != 0)
+		return rc;
 	return PX_STORE_OK;
 fail:
 	tx_rollback(st);
@@ -1506,8 +1548,8 @@ px_store_egress_list(struct px_store *st, const char *sandbox,
 	const unsigned char *x;
 	int rc, ret = PX_STORE_OK;
 
-	if (exec_sql(st, "BEGIN", err, errlen) == -1)
-		return PX_STORE_ERR;
+	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
+		return rc;
 	if (sandbox != NULL &&
 	    (rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK) {
 		tx_rollback(st);

@@ -70,10 +70,14 @@ struct px_route_row {
 
 enum {
 	PX_STORE_OK = 0,
-	PX_STORE_ERR = -1,	/* I/O, corruption, busy, bad argument */
+	PX_STORE_ERR = -1,	/* I/O, corruption, bad argument */
 	PX_STORE_NOTFOUND = -2,	/* no such sandbox or port */
 	PX_STORE_EXISTS = -3,	/* sandbox id already taken */
-	PX_STORE_CONFLICT = -4	/* custom host used by another port */
+	PX_STORE_CONFLICT = -4,	/* custom host used by another port */
+	PX_STORE_BUSY = -5,	/* another process held the write lock past
+				 * the busy timeout: nothing changed, retry */
+	PX_STORE_FULL = -6	/* no space left: nothing changed, retry once
+				 * space is freed */
 };
 
 /* Latest schema version this build knows (PRAGMA user_version). */

@@ -112,12 +112,21 @@ _cleanup() {
 		fi
 	done
 	wait 2>/dev/null
+	# at_exit commands, newest first (unmount, delete a namespace)
+	if [ -s "$T/atexit" ]; then
+		tac "$T/atexit" >"$T/atexit.run"
+		while IFS= read -r _c; do eval "$_c"; done <"$T/atexit.run"
+	fi
 	if [ -n "${KEEP_TMP:-}" ]; then echo "# kept $T" >&2; else rm -rf "$T"; fi
 	exit $_rc
 }
 trap _cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# at_exit SHELL-COMMAND: run it from the EXIT trap once the processes are
+# ended and before $T goes (umount a tmpfs, delete a network namespace).
+at_exit() { printf '%s\n' "$*" >>"$T/atexit"; }
 
 # spawn LOGFILE CMD...: run CMD in the background, stdout+stderr to
 # LOGFILE; sets SPAWNED to its pid.
@@ -234,12 +243,14 @@ berthd_config() {
 start_berthd() {
 	BERTHD_LOG="$T/berthd.log"
 	_try=1
+	# With VMs berthd first builds the guest template (mktemplate):
+	# well over 30 s on a loaded machine.
+	_rdy=30
+	grep -q '^vmm on' "$CONF" 2>/dev/null && _rdy=240
 	while :; do
 		spawn "$BERTHD_LOG" "$BERTHD" -f "$CONF" -s "$STATE" ${BERTHD_ARGS:-}
 		BERTHD_PID=$SPAWNED
-		# With VMs the first start builds the guest template (tens of
-		# seconds on a loaded machine, more under sanitizers).
-		wait_log 180 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
+		wait_log "$_rdy" "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID" && break
 		# A port free_port gave may have been taken meanwhile: new ports.
 		if [ $_try -lt 3 ] && ! kill -0 "$BERTHD_PID" 2>/dev/null &&
 		   grep -qi 'in use' "$BERTHD_LOG"; then

@@ -27,3 +27,15 @@ EXTRA_DIST += tests/integ/fleet.sh
 # (root, qemu TCG, etcd-server; one boot).
 TESTS += tests/integ/fleet-wake.sh
 EXTRA_DIST += tests/integ/fleet-wake.sh
+
+# Hardening (issue 7): privilege separation probed from outside, and
+# fault injection (root; netns and tmpfs where a test needs them).
+INTEG_FAULT_TESTS = \
+	tests/integ/privsep.sh \
+	tests/integ/fault-disk.sh \
+	tests/integ/fault-busy.sh \
+	tests/integ/fault-upstream.sh \
+	tests/integ/fault-kill.sh \
+	tests/integ/fault-egress.sh
+TESTS += $(INTEG_FAULT_TESTS)
+EXTRA_DIST += $(INTEG_FAULT_TESTS)
