@@ -131,7 +131,8 @@ check "egress rm deny" netctl egress rm eg deny 203.0.113.10
 check "egress mode open" netctl egress mode eg open
 is "open: any public address" "$(result "connect?ip=203.0.113.10&port=80")" connected
 r=$(result "connect?ip=169.254.169.254&port=80&ms=2000")
-check "open: the metadata address is still refused ($r)" [ "$r" = refused ] || [ "$r" = unreachable ]
+case $r in refused|unreachable) ok_r=1 ;; *) ok_r= ;; esac
+check "open: the metadata address is still refused ($r)" [ -n "$ok_r" ]
 check "egress mode closed" netctl egress mode eg closed
 is "closed: nothing" "$(result "connect?ip=203.0.113.10&port=80")" refused
 
