@@ -25,8 +25,10 @@ struct px_wcfg {
 	unsigned	 https_port;
 	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
 	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
+	unsigned	 t_body, t_send;
 	unsigned	 max_parked;
 	unsigned	 max_conns, max_conns_sandbox;	/* this worker's share */
+	unsigned	 max_req_sandbox, rate_sandbox;	/* this worker's share */
 };
 
 struct px_stats {
@@ -44,6 +46,11 @@ TAILQ_HEAD(px_uplist, px_up);
 
 #define PX_POOL_BUCKETS 256
 
+/* Event priorities of a worker's base (lower runs first). */
+#define PX_PRIO_N	3
+#define PX_PRIO_NORMAL	1	/* libevent's default for N = 3 */
+#define PX_PRIO_HANDSHAKE 2
+
 struct px_worker {
 	int		 id;
 	struct event_base *base;
@@ -58,7 +65,8 @@ struct px_worker {
 	int		 configured;	/* config + tls + routes received */
 	int		 access_fd;	/* -1: off */
 	int		 acme_fd;	/* directory, -1: none */
-	unsigned	 nconns;
+	unsigned	 nconns;		/* sessions, over-limit ones included */
+	unsigned	 hard_conns;	/* accept pauses here (max_conns + slack) */
 	int		 draining;
 	struct event	*drain_timer;
 	struct event	*stats_timer;
