@@ -17,3 +17,8 @@ EXTRA_DIST += $(INTEG_PROXY_TESTS) \
 	tests/smuggling
 # browser-ws.sh leaves its screenshot here for humans.
 CLEANFILES += tests/integ/browser-ws.png
+
+# Overload: 503 past `limit connections`, 429 over the per-sandbox caps,
+# a TLS handshake flood beside an established connection (root; ~40 s).
+TESTS += tests/integ/proxy-overload.sh
+EXTRA_DIST += tests/integ/proxy-overload.sh tests/integ/load_tool.py
