@@ -126,6 +126,7 @@ struct px_sess {
 	long		 wake_ms;	/* -1: not woken for this request */
 	int		 woken;
 	int		 over;		/* accepted past the limit: 503 only */
+	int		 hs_low;	/* TLS handshake at low priority (w->nhs_low) */
 	struct px_sbstat *active;	/* counted in active->active while set */
 	TAILQ_ENTRY(px_sess) park_entry;
 	TAILQ_ENTRY(px_sess) entry;
@@ -602,6 +603,40 @@ sb_unbind(struct px_sess *s)
 	}
 }
 
+/* The session's events run at the normal priority from now on. */
+static void
+hs_raise(struct px_sess *s)
+{
+	if (!s->hs_low)
+		return;
+	s->hs_low = 0;
+	s->w->nhs_low--;
+	bufferevent_priority_set(s->c, PX_PRIO_NORMAL);
+}
+
+/*
+ * Handshakes wait behind established traffic, but not forever: one that
+ * has waited PX_HS_AGE_MS gets the normal priority, so a saturated worker
+ * still lets new clients in (slowly) instead of starving them until
+ * their head timeout. Sessions are listed in accept order, so the scan
+ * stops at the first low-priority one that is still young.
+ */
+void
+px_sess_age_handshakes(struct px_worker *w)
+{
+	struct px_sess *s;
+
+	TAILQ_FOREACH(s, &w->sessions, entry) {
+		if (w->nhs_low == 0)
+			return;
+		if (!s->hs_low)
+			continue;
+		if (ms_since(&s->t0) < PX_HS_AGE_MS)
+			return;
+		hs_raise(s);
+	}
+}
+
 /* The request in flight no longer counts against its sandbox's cap. */
 static void
 req_unbind(struct px_sess *s)
@@ -625,6 +660,10 @@ sess_free(struct px_sess *s)
 	if (s->park != NULL) {
 		TAILQ_REMOVE(&s->park->parked, s, park_entry);
 		s->park->nparked--;
+	}
+	if (s->hs_low) {
+		s->hs_low = 0;
+		w->nhs_low--;
 	}
 	req_unbind(s);
 	sb_unbind(s);
@@ -733,8 +772,10 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	bufferevent_setwatermark(s->c, EV_WRITE, PX_LOWAT, 0);
 	/* Until its handshake ends a TLS connection waits behind the
 	 * established ones: a handshake flood cannot starve them. */
-	if (https)
-		bufferevent_priority_set(s->c, PX_PRIO_HANDSHAKE);
+	if (https && bufferevent_priority_set(s->c, PX_PRIO_HANDSHAKE) == 0) {
+		s->hs_low = 1;
+		w->nhs_low++;
+	}
 	cl_timeouts(s, 0);
 	bufferevent_enable(s->c, EV_READ | EV_WRITE);
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
@@ -750,6 +791,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->wake_ms = -1;
 	timer_set(s, T_HEAD, s->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head);
+	px_worker_age_timer();
 	return;
 fail:
 	if (s->c == NULL)
@@ -1973,7 +2015,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		/* handshake done: an established connection from now on */
-		bufferevent_priority_set(bev, PX_PRIO_NORMAL);
+		hs_raise(s);
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&

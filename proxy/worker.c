@@ -152,6 +152,24 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void
+age_handshakes(evutil_socket_t fd, short what, void *arg)
+{
+	px_sess_age_handshakes(px_w);
+	px_worker_age_timer();
+}
+
+void
+px_worker_age_timer(void)
+{
+	/* armed only while handshakes wait at low priority */
+	struct timeval tv = { 0, PX_HS_AGE_MS * 1000 / 2 };
+
+	if (px_w->nhs_low > 0 && px_w->age_timer != NULL &&
+	    !evtimer_pending(px_w->age_timer, NULL))
+		evtimer_add(px_w->age_timer, &tv);
+}
+
 static int
 hexdecode(const char *hex, unsigned char *out, size_t outlen)
 {
@@ -350,6 +368,10 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 	w.nlisteners = n;
 	w.stats_timer = event_new(w.base, -1, EV_PERSIST, send_stats, NULL);
 	evtimer_add(w.stats_timer, &sec);
+	/* at a higher priority than the traffic it must not wait on */
+	w.age_timer = evtimer_new(w.base, age_handshakes, NULL);
+	if (w.age_timer == NULL || event_priority_set(w.age_timer, 0) != 0)
+		fatalx("worker %d: timer", id);
 	event_base_dispatch(w.base);
 	/* drained */
 	send_stats(-1, 0, NULL);

@@ -50,6 +50,7 @@ TAILQ_HEAD(px_uplist, px_up);
 #define PX_PRIO_N	3
 #define PX_PRIO_NORMAL	1	/* libevent's default for N = 3 */
 #define PX_PRIO_HANDSHAKE 2
+#define PX_HS_AGE_MS	50	/* then a handshake runs at PX_PRIO_NORMAL */
 
 struct px_worker {
 	int		 id;
@@ -67,6 +68,8 @@ struct px_worker {
 	int		 acme_fd;	/* directory, -1: none */
 	unsigned	 nconns;		/* sessions, over-limit ones included */
 	unsigned	 hard_conns;	/* accept pauses here (max_conns + slack) */
+	unsigned	 nhs_low;	/* TLS handshakes waiting at low priority */
+	struct event	*age_timer;	/* raises handshakes that waited too long */
 	int		 draining;
 	struct event	*drain_timer;
 	struct event	*stats_timer;
@@ -82,6 +85,8 @@ extern struct px_worker *px_w;
 int px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
     int access_fd, int acme_fd);
 void px_worker_maybe_exit(void);
+/* Arms the timer that raises handshakes waiting at low priority. */
+void px_worker_age_timer(void);
 /* Pauses (0) or resumes (1) accepting, at the connection limit. */
 void px_worker_accepting(int on);
 
@@ -89,6 +94,8 @@ void px_worker_accepting(int on);
 void px_sess_accept(struct px_worker *, int fd, struct sockaddr *, int socklen,
     int https);
 void px_sess_drain_all(struct px_worker *, int hard);
+/* Raises handshakes that waited PX_HS_AGE_MS to the normal priority. */
+void px_sess_age_handshakes(struct px_worker *);
 /* The parent's answer to a wake request for sandbox id. */
 void px_sess_woken(struct px_worker *, const char *id, int ok, const char *reason);
 /* Asks the parent to wake sandbox id (worker.c). */
