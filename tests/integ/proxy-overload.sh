@@ -113,7 +113,7 @@ metric() {
 }
 hs0=$(metric 'berth_tls_handshakes_total{type="full"}')
 for i in 1 2 3 4; do
-	spawn "$T/flood$i.out" openssl s_time -connect "127.0.0.1:$HTTPS_PORT" -new -time 60
+	spawn "$T/flood$i.out" openssl s_time -connect "127.0.0.1:$HTTPS_PORT" -new -time 600
 done
 flooding() { [ "$(metric 'berth_tls_handshakes_total{type="full"}')" -gt $((hs0 + 20)) ]; }
 check "the handshake flood runs" wait_for 20 flooding

@@ -27,10 +27,11 @@ ulimit -n 16384 2>/dev/null || skip_all "cannot raise the open-file limit to 163
 
 WORKERS=2
 AFTER=
-# head 30s: slowhttptest needs several seconds to open its connections
-# (each a TLS handshake); a shorter head timeout would cut the first ones
-# before the last are open, and the attack would never be at full size.
-berthd_config "timeout head 30s" "timeout body 30s" "timeout send 30s"
+# head 60s: slowhttptest needs several seconds to open its connections
+# (each a TLS handshake; tens of seconds on a loaded machine); a shorter
+# head timeout would cut the first ones before the last are open, and the
+# attack would never be at full size.
+berthd_config "timeout head 60s" "timeout body 30s" "timeout send 30s"
 start_berthd
 start_testapp victim
 VPORT=$TA_PORT
@@ -102,7 +103,7 @@ attack() {
 		slowhttptest -c "$CONNS" -r 500 -l $((SECS + 120)) -p 5 "$@"
 	_sh=$SPAWNED
 	# the attack at full size first (-r 500 a second, as fast as it can)
-	wait_for 30 sh -c "[ \$(ss -Htn state established '( dport = :$HTTPS_PORT )' | wc -l) -ge $((CONNS * 9 / 10)) ]"
+	wait_for 60 sh -c "[ \$(ss -Htn state established '( dport = :$HTTPS_PORT )' | wc -l) -ge $((CONNS * 9 / 10)) ]"
 	probe "$_name" "$SECS"
 	[ -n "$AFTER" ] && eval "$AFTER"
 	touch "$T/stop.$_name"
@@ -132,13 +133,13 @@ attack() {
 	fi
 	echo "$_name p99_ms=$_p99 base_p99_ms=$base_p99 ratio=$_ratio rss_max_kb=$_max" >>"$T/summary"
 	# the attack's connections go away before the next one starts
-	wait_for 30 sh -c "[ \$(ss -Htn state established '( dport = :$HTTPS_PORT )' | wc -l) -lt 20 ]"
+	wait_for 60 sh -c "[ \$(ss -Htn state established '( dport = :$HTTPS_PORT )' | wc -l) -lt 20 ]"
 }
 
 # Slow headers: a header line every 2 s; berthd answers 408 at `timeout
-# head` (30 s after accept) — checked before the attack ends.
+# head` (60 s after accept) — checked before the attack ends.
 n408() { [ "$(awk '$1 == "access" && $9 == 408' "$BERTHD_LOG" | wc -l)" -ge "$1" ]; }
-AFTER='check "slow heads are cut at timeout head (408 in the access log)" wait_for 40 n408 $((CONNS / 2))'
+AFTER='check "slow heads are cut at timeout head (408 in the access log)" wait_for 90 n408 $((CONNS / 2))'
 attack slow-headers "$bound_small" -H -i 2 -x 24 -u "https://$VHOST:$HTTPS_PORT/healthz"
 AFTER=
 # Slow body: POST /upload announcing 1 MB, a few bytes every 2 s.

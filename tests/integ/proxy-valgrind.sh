@@ -36,11 +36,14 @@ exec valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite
 	--num-callers=30 --log-file="$T/vg.%p" "$REAL_BERTHD" "\$@"
 EOF
 chmod 755 "$T/vg-berthd"
-BERTHD="$T/vg-berthd"
+# start_berthd's 30 s are too short for valgrind on a loaded machine
 t_start=$(date +%s)
-start_berthd
+spawn "$BERTHD_LOG" "$T/vg-berthd" -f "$CONF" -s "$STATE"
+VGPID=$SPAWNED
+BERTHD_PID=$VGPID
+wait_log 300 "$BERTHD_LOG" "berthd: ready" "$VGPID" ||
+	bail "berthd did not log ready under valgrind: $(tail -n 20 "$BERTHD_LOG")"
 diag "berthd ready under valgrind after $(( $(date +%s) - t_start )) s"
-VGPID=$BERTHD_PID
 
 start_testapp app
 publish vg "$TA_PORT" >/dev/null || bail "cannot publish"
