@@ -759,13 +759,15 @@ static int
 c_lifecycle(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[128];
-	json_t *doc;
+	json_t *doc, *body;
 	int rc;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", a[0], c->verb);
-	rc = call(o, "POST", target, json_object(), &doc);
+	body = json_object();	/* call() does not take it */
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
 		printf("sandbox %s is %s\n", a[0], jstr(doc, "state"));
 	json_decref(doc);
@@ -1260,13 +1262,15 @@ static int
 c_token_rotate(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[128];
-	json_t *doc;
+	json_t *doc, *body;
 	int rc;
 
 	if (check_token_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/tokens/%s/rotate", a[0]);
-	rc = call(o, "POST", target, json_object(), &doc);
+	body = json_object();	/* call() does not take it */
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
 		printf("%s\n# the old secret of %s no longer works\n",
 		    jstr(doc, "token"), a[0]);

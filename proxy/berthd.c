@@ -258,7 +258,8 @@ config_msg(void)
 	unsigned n = (unsigned)P.nslots;
 
 	/* Limits are enforced per worker: each gets its share. */
-	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,"
+	    "s:i,s:i,s:i,s:i}",
 	    "type", "config", "domain", c->domain,
 	    "https_port", (int)px_config_https_port(c),
 	    "t_head", (int)c->t_head, "t_keepalive", (int)c->t_keepalive,
@@ -267,7 +268,10 @@ config_msg(void)
 	    "t_retry", (int)c->t_retry, "t_wake", (int)c->t_wake,
 	    "t_wake_backoff", (int)c->t_wake_backoff, "max_parked", (int)c->max_parked,
 	    "max_conns", (int)((c->max_conns + n - 1) / n),
-	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n));
+	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n),
+	    "t_body", (int)c->t_body, "t_send", (int)c->t_send,
+	    "max_req_sandbox", (int)((c->max_req_sandbox + n - 1) / n),
+	    "rate_sandbox", (int)((c->rate_sandbox + n - 1) / n));
 }
 
 static json_t *

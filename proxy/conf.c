@@ -30,12 +30,16 @@ px_config_defaults(struct px_config *c)
 	c->t_retry = 1000;
 	c->t_wake = 30000;
 	c->t_wake_backoff = 5000;
+	c->t_body = 30000;
+	c->t_send = 60000;
 	c->max_parked = 1000;
 	c->nflog_group = 5;
 	c->vm_standby = 8;
 	c->eg_max_rules = 256;
 	c->max_conns = 10000;
 	c->max_conns_sandbox = 1000;
+	c->max_req_sandbox = 1000;
+	c->rate_sandbox = 0;
 }
 
 void
@@ -205,6 +209,8 @@ timeout_slot(struct px_config *c, const char *name)
 		{ "retry", offsetof(struct px_config, t_retry) },
 		{ "wake", offsetof(struct px_config, t_wake) },
 		{ "wake_backoff", offsetof(struct px_config, t_wake_backoff) },
+		{ "body", offsetof(struct px_config, t_body) },
+		{ "send", offsetof(struct px_config, t_send) },
 	};
 	size_t i;
 
@@ -566,7 +572,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 
 			NARGS(2);
 			if ((slot = timeout_slot(c, argv[1])) == NULL)
-				ERR("timeout: unknown timeout '%s' (head, keepalive, connect, response, tunnel, drain, retry, wake, wake_backoff)", argv[1]);
+				ERR("timeout: unknown timeout '%s' (head, keepalive, connect, response, tunnel, drain, retry, wake, wake_backoff, body, send)", argv[1]);
 			if ((ms = px_parse_duration(argv[2])) < 0)
 				ERR("timeout %s: invalid duration '%s' (e.g. 10s, 250ms, 5m, 1h)", argv[1], argv[2]);
 			if (ms == 0 && strcmp(argv[1], "retry") != 0)
@@ -586,8 +592,12 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->max_conns_sandbox = (unsigned)n;
 			else if (strcmp(argv[1], "parked_per_sandbox") == 0)
 				c->max_parked = (unsigned)n;
+			else if (strcmp(argv[1], "requests_per_sandbox") == 0)
+				c->max_req_sandbox = (unsigned)n;
+			else if (strcmp(argv[1], "rate_per_sandbox") == 0)
+				c->rate_sandbox = (unsigned)n;
 			else
-				ERR("limit: unknown limit '%s' (connections, connections_per_sandbox, parked_per_sandbox)", argv[1]);
+				ERR("limit: unknown limit '%s' (connections, connections_per_sandbox, requests_per_sandbox, rate_per_sandbox, parked_per_sandbox)", argv[1]);
 		} else {
 			ERR("unknown directive '%s'", argv[0]);
 		}

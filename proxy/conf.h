@@ -50,8 +50,11 @@ struct px_config {
 	/* milliseconds */
 	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
 	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
+	unsigned	 t_body, t_send;	/* client idle mid-body / not reading */
 	unsigned	 max_parked;		/* parked requests per sandbox */
 	unsigned	 max_conns, max_conns_sandbox;
+	unsigned	 max_req_sandbox;	/* requests in flight per sandbox */
+	unsigned	 rate_sandbox;		/* requests/s per sandbox, 0: no cap */
 	/* VMs */
 	int		 vmm;			/* PX_VMM_* */
 	char		*vmm_backend;		/* NULL: qemu */

@@ -20,6 +20,9 @@ struct px_sess;
 struct px_sbstat {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
 	unsigned	 conns;		/* client sessions bound to it now */
+	unsigned	 active;	/* requests in flight (session.c) */
+	unsigned	 tokens;	/* rate cap: requests left this second */
+	uint64_t	 rate_ms;	/* when tokens were last topped up */
 	uint64_t	 requests;
 	uint64_t	 bytes_in, bytes_out;
 	/* wake on request */

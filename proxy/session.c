@@ -127,6 +127,9 @@ struct px_sess {
 	struct timespec	 t_park;
 	long		 wake_ms;	/* -1: not woken for this request */
 	int		 woken;
+	int		 over;		/* accepted past the limit: 503 only */
+	int		 hs_low;	/* TLS handshake at low priority (w->nhs_low) */
+	struct px_sbstat *active;	/* counted in active->active while set */
 	TAILQ_ENTRY(px_sess) park_entry;
 	TAILQ_ENTRY(px_sess) entry;
 };
@@ -179,6 +182,21 @@ timer_clear(struct px_sess *s)
 {
 	s->timer_kind = T_NONE;
 	evtimer_del(s->timer);
+}
+
+/*
+ * The client's read timeout (0: none) and, always, the send timeout: a
+ * client that leaves what berthd sends unread for t_send is dropped, so
+ * slow readers cannot hold buffers and upstreams forever.
+ */
+static void
+cl_timeouts(struct px_sess *s, unsigned read_ms)
+{
+	struct timeval rt, wt;
+
+	tv_ms(&rt, read_ms);
+	tv_ms(&wt, s->w->cfg.t_send);
+	bufferevent_set_timeouts(s->c, read_ms ? &rt : NULL, &wt);
 }
 
 /*
@@ -395,6 +413,7 @@ status_text(int st)
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
+	case 429: return "Too Many Requests";
 	case 413: return "Content Too Large";
 	case 417: return "Expectation Failed";
 	case 421: return "Misdirected Request";
@@ -586,6 +605,50 @@ sb_unbind(struct px_sess *s)
 	}
 }
 
+/* The session's events run at the normal priority from now on. */
+static void
+hs_raise(struct px_sess *s)
+{
+	if (!s->hs_low)
+		return;
+	s->hs_low = 0;
+	s->w->nhs_low--;
+	bufferevent_priority_set(s->c, PX_PRIO_NORMAL);
+}
+
+/*
+ * Handshakes wait behind established traffic, but not forever: one that
+ * has waited PX_HS_AGE_MS gets the normal priority, so a saturated worker
+ * still lets new clients in (slowly) instead of starving them until
+ * their head timeout. Sessions are listed in accept order, so the scan
+ * stops at the first low-priority one that is still young.
+ */
+void
+px_sess_age_handshakes(struct px_worker *w)
+{
+	struct px_sess *s;
+
+	TAILQ_FOREACH(s, &w->sessions, entry) {
+		if (w->nhs_low == 0)
+			return;
+		if (!s->hs_low)
+			continue;
+		if (ms_since(&s->t0) < PX_HS_AGE_MS)
+			return;
+		hs_raise(s);
+	}
+}
+
+/* The request in flight no longer counts against its sandbox's cap. */
+static void
+req_unbind(struct px_sess *s)
+{
+	if (s->active != NULL) {
+		s->active->active--;
+		s->active = NULL;
+	}
+}
+
 static void
 sess_free(struct px_sess *s)
 {
@@ -600,6 +663,11 @@ sess_free(struct px_sess *s)
 		TAILQ_REMOVE(&s->park->parked, s, park_entry);
 		s->park->nparked--;
 	}
+	if (s->hs_low) {
+		s->hs_low = 0;
+		w->nhs_low--;
+	}
+	req_unbind(s);
 	sb_unbind(s);
 	if (s->up != NULL)
 		up_free(s->up);
@@ -616,7 +684,7 @@ sess_free(struct px_sess *s)
 		bufferevent_free(s->c);	/* frees the SSL too */
 	px_tls_unref(s->tls);
 	free(s);
-	if (w->nconns-- == w->cfg.max_conns)
+	if (w->nconns-- == w->hard_conns)
 		px_worker_accepting(1);
 	px_worker_maybe_exit();
 }
@@ -709,15 +777,28 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	}
 	bufferevent_setcb(s->c, client_read, client_write, client_event, s);
 	bufferevent_setwatermark(s->c, EV_WRITE, PX_LOWAT, 0);
+	/* Until its handshake ends a TLS connection waits behind the
+	 * established ones: a handshake flood cannot starve them. */
+	if (https && bufferevent_priority_set(s->c, PX_PRIO_HANDSHAKE) == 0) {
+		s->hs_low = 1;
+		w->nhs_low++;
+	}
+	cl_timeouts(s, 0);
 	bufferevent_enable(s->c, EV_READ | EV_WRITE);
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
+	/* Past the limit: answered 503 as soon as its head is read, with
+	 * a short deadline for that head. */
+	s->over = w->nconns >= w->cfg.max_conns;
+	if (s->over)
+		w->stats.overload++;
 	w->nconns++;
 	w->stats.conns_total++;
-	if (w->nconns >= w->cfg.max_conns)
+	if (w->nconns >= w->hard_conns)
 		px_worker_accepting(0);	/* the rest wait in the backlog */
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->wake_ms = -1;
-	timer_set(s, T_HEAD, w->cfg.t_head);
+	timer_set(s, T_HEAD, s->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head);
+	px_worker_age_timer();
 	return;
 fail:
 	if (s->c == NULL)
@@ -734,6 +815,7 @@ fail:
 static void
 sess_next(struct px_sess *s)
 {
+	req_unbind(s);
 	if (s->close_after || s->w->draining || !px_head_keepalive(&s->req)) {
 		s->state = S_CLOSING;
 		bufferevent_disable(s->c, EV_READ);
@@ -756,7 +838,7 @@ sess_next(struct px_sess *s)
 	if (s->up_head != NULL)
 		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));
 	s->state = S_HEAD;
-	bufferevent_set_timeouts(s->c, NULL, NULL);
+	cl_timeouts(s, 0);
 	bufferevent_enable(s->c, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_input(s->c)) > 0) {
 		clock_gettime(CLOCK_MONOTONIC, &s->t0);
@@ -1136,6 +1218,45 @@ fleet_route(struct px_sess *s)
 	return 0;
 }
 
+/*
+ * Per-sandbox caps of this worker: requests in flight, and a token
+ * bucket of rate_sandbox requests a second (a second's worth of burst).
+ * Returns 1 with the reason when this request is over one of them.
+ */
+static int
+sb_over_cap(struct px_sess *s, char *why, size_t whylen)
+{
+	struct px_sbstat *st = s->m.sb->stat;
+	unsigned rate = s->w->cfg.rate_sandbox;
+
+	if (s->w->cfg.max_req_sandbox > 0 && st->active >= s->w->cfg.max_req_sandbox) {
+		snprintf(why, whylen, "sandbox %s has too many requests in progress",
+		    s->m.sandbox);
+		return 1;
+	}
+	if (rate > 0) {
+		uint64_t now = now_ms();
+
+		if (st->rate_ms == 0) {
+			st->tokens = rate;
+		} else if (now > st->rate_ms) {
+			uint64_t add = (now - st->rate_ms) * rate / 1000;
+
+			if (add == 0)
+				now = st->rate_ms;	/* keep the fraction */
+			st->tokens = st->tokens + add > rate ? rate : st->tokens + (unsigned)add;
+		}
+		st->rate_ms = now;
+		if (st->tokens == 0) {
+			snprintf(why, whylen, "sandbox %s is over its rate of %u requests a second",
+			    s->m.sandbox, rate);
+			return 1;
+		}
+		st->tokens--;
+	}
+	return 0;
+}
+
 void
 px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
 {
@@ -1181,6 +1302,12 @@ handle_request(struct px_sess *s)
 	make_reqid(s);
 	if (s->req.host == NULL) {	/* HTTP/1.0 without Host */
 		sess_error(s, 400, "missing Host header", NULL);
+		return;
+	}
+	if (s->over) {
+		s->close_after = 1;
+		sess_error(s, 503, "berthd is at its connection limit",
+		    "Retry-After: 1\r\n");
 		return;
 	}
 	route_request(s);
@@ -1252,12 +1379,20 @@ route_request(struct px_sess *s)
 			s->w->stats.overload++;
 			snprintf(why, sizeof(why), "sandbox %s has too many open connections",
 			    s->m.sandbox);
-			sess_error(s, 503, why, "Retry-After: 1\r\n");
+			s->close_after = 1;
+			sess_error(s, 429, why, "Retry-After: 1\r\n");
 			return;
 		}
 		s->sb = s->m.sb->stat;
 		s->sb->conns++;
 	}
+	if (sb_over_cap(s, why, sizeof(why))) {
+		s->w->stats.overload++;
+		sess_error(s, 429, why, "Retry-After: 1\r\n");
+		return;
+	}
+	s->active = s->m.sb->stat;
+	s->active->active++;
 	s->req_kind = px_request_body(&s->req);
 	s->req_left = s->req_kind == PX_BODY_LENGTH ? (uint64_t)s->req.content_length : 0;
 	px_chunk_init(&s->req_ch);
@@ -1272,7 +1407,7 @@ route_request(struct px_sess *s)
 	/* Reading goes on (bounded in client_read): pipelined bytes and an
 	 * early body wait in the input buffer; leaving the event alone
 	 * saves two epoll_ctl calls a request. */
-	bufferevent_set_timeouts(s->c, NULL, NULL);
+	cl_timeouts(s, s->req_done ? 0 : s->w->cfg.t_body);
 	up_connect(s);
 }
 
@@ -1520,10 +1655,8 @@ up_connected(struct px_sess *s)
 	bufferevent_enable(u->bev, EV_READ);
 	up_flush(s);
 	if (!s->req_done) {
-		struct timeval ct;
-
-		tv_ms(&ct, s->w->cfg.t_keepalive);
-		bufferevent_set_timeouts(s->c, &ct, NULL);
+		/* a body that stalls for t_body gets 408 (client_event) */
+		cl_timeouts(s, s->w->cfg.t_body);
 		pump_request(s);
 	}
 }
@@ -1726,7 +1859,7 @@ start_tunnel(struct px_sess *s)
 	cl_flush(s);
 	s->state = S_TUNNEL;
 	tv_ms(&tv, s->w->cfg.t_tunnel);
-	bufferevent_set_timeouts(s->c, &tv, NULL);
+	cl_timeouts(s, s->w->cfg.t_tunnel);
 	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
 	access_log(s);
 	bufferevent_enable(s->c, EV_READ);
@@ -1969,8 +2102,22 @@ client_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct px_sess *s = arg;
 
-	if (what & BEV_EVENT_CONNECTED)
+	if (what & BEV_EVENT_CONNECTED) {
+		/* handshake done: an established connection from now on */
+		hs_raise(s);
 		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+	    s->state == S_BODY && !s->resp_head_sent) {
+		/* the body stalled: the upstream saw half of it, drop that */
+		if (s->up != NULL) {
+			up_free(s->up);
+			s->up = NULL;
+		}
+		s->close_after = 1;
+		sess_error(s, 408, "the request body did not arrive in time", NULL);
+		return;
+	}
 	if (s->state == S_TUNNEL && (what & BEV_EVENT_EOF) && s->up != NULL) {
 		struct evbuffer *out = bufferevent_get_output(s->up->bev);
 

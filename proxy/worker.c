@@ -153,6 +153,24 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void
+age_handshakes(evutil_socket_t fd, short what, void *arg)
+{
+	px_sess_age_handshakes(px_w);
+	px_worker_age_timer();
+}
+
+void
+px_worker_age_timer(void)
+{
+	/* armed only while handshakes wait at low priority */
+	struct timeval tv = { 0, PX_HS_AGE_MS * 1000 / 2 };
+
+	if (px_w->nhs_low > 0 && px_w->age_timer != NULL &&
+	    !evtimer_pending(px_w->age_timer, NULL))
+		evtimer_add(px_w->age_timer, &tv);
+}
+
 static int
 hexdecode(const char *hex, unsigned char *out, size_t outlen)
 {
@@ -204,7 +222,14 @@ handle_msg(json_t *m)
 		U(t_response); U(t_tunnel); U(t_drain); U(t_retry);
 		U(t_wake); U(t_wake_backoff); U(max_parked);
 		U(max_conns); U(max_conns_sandbox);
+		U(t_body); U(t_send); U(max_req_sandbox); U(rate_sandbox);
 #undef U
+		/* Past max_conns a connection is still accepted, but only to
+		 * be told 503 quickly; past this slack accept pauses and the
+		 * kernel's backlog holds the rest. */
+		px_w->hard_conns = c->max_conns + c->max_conns / 4 + 16;
+		if (px_w->nconns < px_w->hard_conns)
+			px_worker_accepting(1);
 		px_w->configured |= 1;
 	} else if (strcmp(type, "tls") == 0) {
 		json_t *certs = json_object_get(m, "certs"), *cj;
@@ -330,6 +355,11 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 			event_config_free(ec);
 		if (w.base == NULL && (w.base = event_base_new()) == NULL)
 			fatalx("worker %d: event_base_new", id);
+		/* Three priorities; events default to the middle one (1).
+		 * TLS handshakes run at 2, so a flood of them waits behind
+		 * the requests of established connections (session.c). */
+		if (event_base_priority_init(w.base, PX_PRIO_N) != 0)
+			fatalx("worker %d: event priorities", id);
 	}
 	evutil_make_socket_nonblocking(ipc_fd);
 	w.ipc = bufferevent_socket_new(w.base, ipc_fd, BEV_OPT_CLOSE_ON_FREE);
@@ -350,6 +380,10 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 	w.nlisteners = n;
 	w.stats_timer = event_new(w.base, -1, EV_PERSIST, send_stats, NULL);
 	evtimer_add(w.stats_timer, &sec);
+	/* at a higher priority than the traffic it must not wait on */
+	w.age_timer = evtimer_new(w.base, age_handshakes, NULL);
+	if (w.age_timer == NULL || event_priority_set(w.age_timer, 0) != 0)
+		fatalx("worker %d: timer", id);
 	event_base_dispatch(w.base);
 	/* drained */
 	send_stats(-1, 0, NULL);

@@ -25,8 +25,10 @@ struct px_wcfg {
 	unsigned	 https_port;
 	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
 	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
+	unsigned	 t_body, t_send;
 	unsigned	 max_parked;
 	unsigned	 max_conns, max_conns_sandbox;	/* this worker's share */
+	unsigned	 max_req_sandbox, rate_sandbox;	/* this worker's share */
 };
 
 struct px_stats {
@@ -44,6 +46,12 @@ TAILQ_HEAD(px_uplist, px_up);
 
 #define PX_POOL_BUCKETS 256
 
+/* Event priorities of a worker's base (lower runs first). */
+#define PX_PRIO_N	3
+#define PX_PRIO_NORMAL	1	/* libevent's default for N = 3 */
+#define PX_PRIO_HANDSHAKE 2
+#define PX_HS_AGE_MS	50	/* then a handshake runs at PX_PRIO_NORMAL */
+
 struct px_worker {
 	int		 id;
 	struct event_base *base;
@@ -58,7 +66,10 @@ struct px_worker {
 	int		 configured;	/* config + tls + routes received */
 	int		 access_fd;	/* -1: off */
 	int		 acme_fd;	/* directory, -1: none */
-	unsigned	 nconns;
+	unsigned	 nconns;		/* sessions, over-limit ones included */
+	unsigned	 hard_conns;	/* accept pauses here (max_conns + slack) */
+	unsigned	 nhs_low;	/* TLS handshakes waiting at low priority */
+	struct event	*age_timer;	/* raises handshakes that waited too long */
 	int		 draining;
 	struct event	*drain_timer;
 	struct event	*stats_timer;
@@ -74,6 +85,8 @@ extern struct px_worker *px_w;
 int px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
     int access_fd, int acme_fd);
 void px_worker_maybe_exit(void);
+/* Arms the timer that raises handshakes waiting at low priority. */
+void px_worker_age_timer(void);
 /* Pauses (0) or resumes (1) accepting, at the connection limit. */
 void px_worker_accepting(int on);
 
@@ -81,6 +94,8 @@ void px_worker_accepting(int on);
 void px_sess_accept(struct px_worker *, int fd, struct sockaddr *, int socklen,
     int https);
 void px_sess_drain_all(struct px_worker *, int hard);
+/* Raises handshakes that waited PX_HS_AGE_MS to the normal priority. */
+void px_sess_age_handshakes(struct px_worker *);
 /* The parent's answer to a wake request for sandbox id. */
 void px_sess_woken(struct px_worker *, const char *id, int ok, const char *reason);
 /* Asks the parent to wake sandbox id (worker.c). */

@@ -46,3 +46,13 @@ EXTRA_DIST += tests/bench/fleet
 bench-fleet: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/fleet $(BENCH_ARGS)
+
+# `make bench-slowclients`: a normal client's p99 stays within 2x of its
+# baseline while slowhttptest attacks (slow headers, body, read; 1000
+# connections each). Needs root, slowhttptest; not part of `make check`
+# (which runs the same script for memory and availability only).
+EXTRA_DIST += tests/bench/slowclients
+.PHONY: bench-slowclients
+bench-slowclients: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/slowclients

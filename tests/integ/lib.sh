@@ -117,9 +117,21 @@ _cleanup() {
 		tac "$T/atexit" >"$T/atexit.run"
 		while IFS= read -r _c; do eval "$_c"; done <"$T/atexit.run"
 	fi
+	# Sanitizer builds: a report in any log the script kept (berthd's,
+	# testapp's...) fails the script, even when every check passed.
+	if _san=$(grep -rlE "$_SAN_PAT" "$T" 2>/dev/null) && [ -n "$_san" ]; then
+		for _f in $_san; do
+			echo "# sanitizer report in $_f:" >&2
+			grep -E -B2 -A30 "$_SAN_PAT" "$_f" | head -n 80 | sed 's/^/# /' >&2
+		done
+		echo "Bail out! sanitizer report(s) in: $(echo $_san | sed "s|$T/||g")"
+		[ $_rc -eq 0 ] && _rc=1
+	fi
 	if [ -n "${KEEP_TMP:-}" ]; then echo "# kept $T" >&2; else rm -rf "$T"; fi
 	exit $_rc
 }
+# What AddressSanitizer, LeakSanitizer and UBSan print (--enable-asan).
+_SAN_PAT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: |SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer)'
 trap _cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -325,4 +337,11 @@ max_worker_kb() {
 		[ -n "$_v" ] && [ "$_v" -gt "$_m" ] && _m=$_v
 	done
 	echo "$_m"
+}
+
+# berthd_sanitized: true when berthd was built with --enable-asan (or the
+# caller says so with BERTH_SANITIZED=1, as .ci/setup's second pass does).
+berthd_sanitized() {
+	[ "${BERTH_SANITIZED:-0}" = 1 ] && return 0
+	ldd "$BERTHD" 2>/dev/null | grep -q 'libasan'
 }

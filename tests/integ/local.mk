@@ -39,3 +39,20 @@ INTEG_FAULT_TESTS = \
 	tests/integ/fault-egress.sh
 TESTS += $(INTEG_FAULT_TESTS)
 EXTRA_DIST += $(INTEG_FAULT_TESTS)
+
+# Overload: 503 past `limit connections`, 429 over the per-sandbox caps,
+# a TLS handshake flood beside an established connection (root; ~40 s).
+TESTS += tests/integ/proxy-overload.sh
+EXTRA_DIST += tests/integ/proxy-overload.sh tests/integ/load_tool.py
+
+# Slow clients: slowhttptest (slow headers, body, read; 1000 connections
+# each) beside a normal client; memory bound and availability (root;
+# ~4 min). The 2x p99 target is `make bench-slowclients`.
+TESTS += tests/integ/proxy-slowclients.sh
+EXTRA_DIST += tests/integ/proxy-slowclients.sh
+
+# berthd under valgrind: 10 000 requests, SIGHUP reloads, sandbox churn;
+# no errors and no definite leaks in the parent or the workers (root,
+# valgrind; ~2 min; skips in the ASan build).
+TESTS += tests/integ/proxy-valgrind.sh
+EXTRA_DIST += tests/integ/proxy-valgrind.sh

@@ -2,7 +2,7 @@
 # proxy-errors.sh — every error page berthd makes: 404 (unknown host,
 # sandbox, unpublished port; HTML for browsers, JSON otherwise, naming the
 # sandbox and the reason), 502 (nothing listens), 504 (upstream slower than
-# `timeout response`), 408 (head not finished within `timeout head`), 503
+# `timeout response`), 408 (head not finished within `timeout head`), 429
 # (over `limit connections_per_sandbox`).
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
@@ -75,7 +75,7 @@ is "unfinished head: 408" "$(json_get "$out" 'j.get("status")')" 408
 secs=$(json_get "$out" 'j["secs"]')
 like "408 after about timeout head (1.5-5 s)" "$secs" '^(1\.[5-9]|[234]\.)'
 
-# 503: two responses in flight to sandbox "lim" (limit 2) — SSE streams
+# 429: two responses in flight to sandbox "lim" (limit 2) — SSE streams
 # that last 15 s, so the window does not depend on machine speed — and a
 # third request is refused.
 publish lim "$TA_PORT" >/dev/null
@@ -87,7 +87,7 @@ for i in 1 2; do
 	eval "sse$i=\$SPAWNED"
 done
 if wait_for 10 sh -c "[ \$(grep -c '/sse?count=50' '$TA_REQLOG') -ge 2 ]"; then
-	error_page "over connections_per_sandbox" "$LURL/echo?third" 503 lim
+	error_page "over connections_per_sandbox" "$LURL/echo?third" 429 lim
 	c=$(bcurl -o /dev/null -w '%{http_code}' "$(url_for "$TA_PORT" sb1)/echo?other")
 	is "another sandbox is not limited meanwhile" "$c" 200
 	check "the streams in flight were not cut" kill -0 "$sse1" "$sse2"

@@ -90,6 +90,19 @@ main(void)
 	bad("egress_max_rules off\n", 1, "expected 0-1024");
 	bad("egress_conn_limit 0\n", 1, "expected 1-1000000 or 'off'");
 	bad("egress_new_conn_rate -5\n", 1, "expected 1-1000000 or 'off'");
+	ok(load("timeout body 5s\ntimeout send 2m\nlimit requests_per_sandbox 7\n"
+	    "limit rate_per_sandbox 300\nlimit connections_per_sandbox 9\n",
+	    &c, err, sizeof(err)) == 0, "limits load: %s", err);
+	is_int(c.t_body, 5000, "body timeout");
+	is_int(c.t_send, 120000, "send timeout");
+	is_int(c.max_req_sandbox, 7, "requests per sandbox");
+	is_int(c.rate_sandbox, 300, "rate per sandbox");
+	is_int(c.max_conns_sandbox, 9, "connections per sandbox");
+	px_config_free(&c);
+	ok(load("", &c, err, sizeof(err)) == 0 && c.t_body == 30000 && c.t_send == 60000 &&
+	    c.rate_sandbox == 0 && c.max_req_sandbox == 1000, "limit defaults");
+	px_config_free(&c);
+
 	bad("domain Berth.Localhost\n", 1, "invalid domain");
 	bad("\n\nlisten https nowhere\n", 3, "invalid address");
 	bad("listen tcp 127.0.0.1:1\n", 1, "expected 'https' or 'http'");
@@ -98,6 +111,9 @@ main(void)
 	bad("timeout nap 1s\n", 1, "unknown timeout");
 	bad("timeout head 0\n", 1, "more than 0");
 	bad("limit connections -1\n", 1, "expected 1-1000000");
+	bad("limit rate_per_sandbox 0\n", 1, "expected 1-1000000");
+	bad("limit requests 5\n", 1, "unknown limit");
+	bad("timeout body 0\n", 1, "more than 0");
 	bad("frobnicate yes\n", 1, "unknown directive");
 	bad("domain a b\n", 1, "takes 1 argument");
 	bad("access_log relative.log\n", 1, "absolute path");
