@@ -431,16 +431,45 @@ wake_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 	free(o);
 }
 
+/* The pause or suspend a wake met has ended: wake it now. */
+static void
+wake_after(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	struct opctx *o = arg;
+	char id[sizeof(o->id)];
+
+	snprintf(id, sizeof(id), "%s", o->id);
+	free(o);
+	px_vm_wake(id);
+}
+
 void
 px_vm_wake(const char *id)
 {
 	struct vmm_sandbox *sb;
+	struct vmm_info info;
 	struct opctx *o;
 	char err[VMM_ERRLEN];
+	int rc = -1;
 
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
 		V.hooks.woken(id, 0, "no VM for this sandbox");
 		return;
+	}
+	/* The idle policy is pausing or suspending it right now: join that
+	 * operation and wake it when it ends, rather than fail the request
+	 * (or, for a pause, let it through to a guest about to stop). */
+	vmm_sandbox_info(sb, &info);
+	if (info.busy && (info.op == VMM_OP_PAUSE || info.op == VMM_OP_SUSPEND) &&
+	    (o = opctx_new(id)) != NULL) {
+		if (info.op == VMM_OP_PAUSE)
+			rc = vmm_sandbox_pause(sb, wake_after, o, err, sizeof(err));
+		else
+			rc = vmm_sandbox_suspend(sb, wake_after, o, err, sizeof(err));
+		if (rc == 0)
+			return;
+		free(o);
 	}
 	if (vmm_sandbox_state(sb) == VMM_RUNNING) {
 		V.hooks.changed();

@@ -546,6 +546,7 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->created_ms = sb->created_ms;
 	out->last_activity_ms = sb->last_activity_ms;
 	out->busy = sb->busy;
+	out->op = sb->op;
 }
 
 const char *

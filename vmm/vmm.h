@@ -205,7 +205,8 @@ struct vmm_info {
 	unsigned mem_mib, vcpus;
 	uint64_t created_ms;		/* wall clock */
 	uint64_t last_activity_ms;	/* monotonic clock */
-	int busy;			/* an operation is in flight */
+	int busy;			/* an operation is in flight: */
+	enum vmm_op op;			/* ... this one */
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
