@@ -14,7 +14,7 @@ need_berth
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
 
-VMM=on berthd_config "idle_pause 3s" "idle_suspend 6s" "timeout wake 20s" \
+VMM=on berthd_config "idle_pause 5s" "idle_suspend 10s" "timeout wake 20s" \
 	"tap_prefix bwk" "vm_pool 10.213.0.0/24" \
 	"timeout wake_backoff 2s"
 start_berthd
@@ -78,7 +78,7 @@ is "paused: exactly one wake for all of them" "$(($(count_ev wake ok) - wakes0))
 P="py --port $HTTPS_PORT --host 8080-wk.$DOMAIN --ca $CA --timeout 30"
 spawn "$T/ws1.out" $P ws --ready "$T/ws1.ready" --hold "$T/ws1.go" "first" "after idle time"
 wait_for 20 test -e "$T/ws1.ready" || not_ok "WebSocket opened"
-sleep 5	# longer than idle_pause: the open WebSocket must count as activity
+sleep 7	# longer than idle_pause: the open WebSocket must count as activity
 is "an open WebSocket keeps the sandbox running" "$(state)" running
 touch "$T/ws1.go"
 wait_for 20 grep -q '^ok$' "$T/ws1.out"
