@@ -1,8 +1,10 @@
 /*
  * replay.c — runs a libFuzzer target over files without libFuzzer, so
- * `make check` replays every corpus with the ordinary compiler (and with
- * ASan/UBSan under --enable-asan). Arguments: files or directories.
- * Prints TAP: one line per directory or file.
+ * `make check` replays every corpus with the ordinary compiler, built
+ * with ASan+UBSan when it can (tests/fuzz/local.mk); a sanitizer report
+ * ends the process with a non-zero status, which fails the test.
+ * Arguments: files or directories. Prints TAP: one line per directory
+ * or file, and a comment saying whether the sanitizers are on.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <dirent.h>
@@ -11,6 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define REPLAY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REPLAY_ASAN 1
+#endif
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,6 +44,12 @@ main(int argc, char **argv)
 {
 	const char *top = getenv("top_srcdir");
 	int i, t = 0;
+
+#ifdef REPLAY_ASAN
+	printf("# replayed under ASan+UBSan\n");
+#else
+	printf("# replayed WITHOUT sanitizers: the compiler lacks them\n");
+#endif
 
 	for (i = 1; i < argc; i++) {
 		char path[4096], p2[4096 + 256];
