@@ -103,7 +103,8 @@ $(FUZZ_REPLAY_SH): Makefile
 	} > $@
 
 # ---- the fuzzers (clang) ----
-FUZZER_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+FUZZER_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+	-Wno-unknown-warning-option
 FUZZ_PROGS = tests/fuzz/fuzz_http1 tests/fuzz/fuzz_host tests/fuzz/fuzz_response \
 	tests/fuzz/fuzz_conf tests/fuzz/fuzz_control tests/fuzz/fuzz_dns \
 	tests/fuzz/fuzz_rule
