@@ -12,7 +12,8 @@
 # FUZZ_SECONDS=N` (from any build; FUZZ_CC=clang compiles them when the
 # build's compiler is not clang) runs EACH target for N seconds, one at a
 # time, in one process (one core), with new inputs in fuzz-out/corpus-<name>
-# and crashes as fuzz-out/fuzz_<name>-crash-*.
+# and crashes as fuzz-out/fuzz_<name>-crash-*; a target that fails does
+# not stop the others, but fails `make fuzz` at the end.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
 FUZZ_NAMES = http1 host response conf control dns rule
@@ -153,7 +154,7 @@ FUZZ_CC = clang
 fuzz: all
 	$(MAKE) $(AM_MAKEFLAGS) $(FUZZ_BUILD_CC) $(FUZZ_PROGS)
 	@mkdir -p fuzz-out
-	@for n in $(FUZZ_NAMES); do \
+	@failed=; for n in $(FUZZ_NAMES); do \
 	  mkdir -p fuzz-out/corpus-$$n; \
 	  echo "fuzzing fuzz_$$n for $(FUZZ_SECONDS) s (log: fuzz-out/fuzz_$$n.log)"; \
 	  if tests/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -164,9 +165,10 @@ fuzz: all
 	  else \
 	    tail -n 60 fuzz-out/fuzz_$$n.log; \
 	    echo "fuzz_$$n FAILED: see fuzz-out/fuzz_$$n.log and fuzz-out/fuzz_$$n-*"; \
-	    exit 1; \
+	    failed="$$failed fuzz_$$n"; \
 	  fi; \
-	done
+	done; \
+	if test -n "$$failed"; then echo "failed:$$failed"; exit 1; fi
 
 clean-local: clean-fuzz
 clean-fuzz:
