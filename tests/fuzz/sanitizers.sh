@@ -5,8 +5,9 @@
 # the sanitizer's report, while a clean input passes.
 # SPDX-License-Identifier: GPL-2.0-or-later
 b="${top_builddir:-.}/tests/fuzz/replay_sancheck"
-ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=1"
-UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# as in the generated tests/fuzz/replay_*.sh
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 export ASAN_OPTIONS UBSAN_OPTIONS
 if ! "$b" | grep -q '^# replayed under ASan+UBSan'; then
 	echo "the compiler cannot build the replays with -fsanitize=address,undefined" >&2
@@ -38,4 +39,5 @@ check clean hello pass
 check leak leak fail 'ERROR: LeakSanitizer: detected memory leaks'
 check heap heap fail 'ERROR: AddressSanitizer: heap-buffer-overflow'
 check ub ub fail 'runtime error: signed integer overflow'
+check named heap fail "replay: died on input $d/named"
 echo "1..$n"
