@@ -241,7 +241,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static char out[1 << 20], head[512];
 	char *req = NULL, *p;
 	const char *tok;
-	size_t len;
+	size_t len, got;
 	int pick, who, tcp, n;
 
 	if (base == NULL)
@@ -287,21 +287,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("an answer that is not HTTP");
 	if (!written())
 		return 0;	/* nothing changed: same store next time */
-	/* the state reads back, every document JSON */
-	serve(readback, sizeof(readback) - 1, 0, out, sizeof(out));
-	for (p = out; (p = strstr(p, "HTTP/1.1 ")) != NULL; p += 9) {
+	/* the state reads back, every document JSON; answers are taken
+	 * one after the other by their Content-Length */
+	got = serve(readback, sizeof(readback) - 1, 0, out, sizeof(out));
+	for (p = out; p < out + got; ) {
 		const char *b = strstr(p, "\r\n\r\n"), *cl = strstr(p, "Content-Length: ");
 		json_error_t jerr;
 		json_t *j;
+		size_t blen;
 
 		if (status_of(p) != 200 && status_of(p) != 404)
 			die(p);
 		if (b == NULL || cl == NULL || cl > b)
 			die("a read-back answer without a body");
-		if ((j = json_loadb(b + 4, (size_t)atol(cl + 16), 0, &jerr)) == NULL)
+		blen = (size_t)strtoul(cl + 16, NULL, 10);
+		if (blen > (size_t)(out + got - (b + 4)))
+			die("a read-back answer shorter than its Content-Length");
+		if ((j = json_loadb(b + 4, blen, 0, &jerr)) == NULL)
 			die(jerr.text);
 		json_decref(j);
-		p = (char *)b;
+		p = (char *)b + 4 + blen;
 	}
 	/* back to the snapshot for the next input */
 	px_store_close(ctl->store);
