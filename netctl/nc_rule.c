@@ -369,6 +369,9 @@ nc_duration_parse(const char *text, uint64_t *ms, char *err, size_t errlen)
 	if (v == 0)
 		return nc_errf(err, errlen, "duration '%s': must be more "
 		    "than zero", text), -EINVAL;
+	if (v > UINT64_MAX / mult)	/* the digit loop's bound is for ms */
+		return nc_errf(err, errlen, "duration '%s': too long",
+		    text), -ERANGE;
 	*ms = v * mult;
 	return 0;
 }

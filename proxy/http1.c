@@ -104,7 +104,8 @@ lex_status_line(const char *p, size_t n)
 
 	if (n < 12 || memcmp(p, "HTTP/", 5) != 0 || !is_digit(p[5]) ||
 	    p[6] != '.' || !is_digit(p[7]) || p[8] != ' ' ||
-	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]))
+	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) ||
+	    p[9] == '0')	/* 000-099 is no status: berthd would relay "0" */
 		return -1;
 	if (n == 12)
 		return 0;

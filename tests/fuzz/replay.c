@@ -1,18 +1,46 @@
 /*
  * replay.c — runs a libFuzzer target over files without libFuzzer, so
- * `make check` replays every corpus with the ordinary compiler (and with
- * ASan/UBSan under --enable-asan). Arguments: files or directories.
- * Prints TAP: one line per directory or file.
+ * `make check` replays every corpus with the ordinary compiler, built
+ * with ASan+UBSan when it can (tests/fuzz/local.mk); a sanitizer report
+ * ends the process with a non-zero status, which fails the test.
+ * Arguments: files or directories. Prints TAP: one line per directory
+ * or file, and a comment saying whether the sanitizers are on.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define REPLAY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REPLAY_ASAN 1
+#endif
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *current;	/* the input being replayed */
+
+/* An abort (the target's own check, or a sanitizer report with
+ * abort_on_error=1) names the input that caused it. */
+static void
+on_abort(int sig)
+{
+	if (current != NULL) {
+		(void)!write(2, "replay: died on input ", 22);
+		(void)!write(2, current, strlen(current));
+		(void)!write(2, "\n", 1);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
 
 static int
 run_file(const char *path)
@@ -25,7 +53,9 @@ run_file(const char *path)
 		return -1;
 	n = fread(buf, 1, sizeof(buf), f);
 	fclose(f);
+	current = path;
 	LLVMFuzzerTestOneInput(buf, n);
+	current = NULL;
 	return 0;
 }
 
@@ -34,6 +64,13 @@ main(int argc, char **argv)
 {
 	const char *top = getenv("top_srcdir");
 	int i, t = 0;
+
+	signal(SIGABRT, on_abort);
+#ifdef REPLAY_ASAN
+	printf("# replayed under ASan+UBSan\n");
+#else
+	printf("# replayed WITHOUT sanitizers: the compiler lacks them\n");
+#endif
 
 	for (i = 1; i < argc; i++) {
 		char path[4096], p2[4096 + 256];
