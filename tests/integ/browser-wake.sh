@@ -15,7 +15,7 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is
 VMM=on berthd_config "tap_prefix bbw" "vm_pool 10.217.0.0/24" \
 	"idle_pause never" "idle_suspend never"
 start_berthd
-out=$(netctl sandbox create bw) || bail "sandbox create: $out"
+out=$(netctl sandbox create bw) || bail "sandbox create: $out; $(netctl sandbox events bw 2>&1 | tail -n 3)"
 netctl port publish bw 8080 >/dev/null || bail "publish"
 wait_routed bw 8080
 state() { netctl --json sandbox show bw | json_get "$(cat)" 'j["state"]'; }

@@ -83,7 +83,7 @@ VMM=on berthd_config "egress on" "tap_prefix beg" "vm_pool 10.215.0.0/24" \
 start_berthd
 wait_log 60 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" || bail "egress did not start"
 
-out=$(netctl sandbox create eg) || bail "sandbox create: $out"
+out=$(netctl sandbox create eg) || bail "sandbox create: $out; $(netctl sandbox events eg 2>&1 | tail -n 3)"
 TOK=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
 netctl port publish eg 8080 >/dev/null || bail "publish"
 U="https://8080-eg.$DOMAIN:$HTTPS_PORT"

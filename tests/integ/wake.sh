@@ -33,7 +33,7 @@ count_ev() {	# OPERATION RESULT
 	events | json_get "$(cat)" "len([e for e in j['events'] if e['operation']=='$1' and e['result']=='$2'])"
 }
 
-out=$(netctl sandbox create wk) || bail "sandbox create: $out"
+out=$(netctl sandbox create wk) || bail "sandbox create: $out; $(netctl sandbox events wk 2>&1 | tail -n 3)"
 like "a VM-backed sandbox is created and runs" "$out" 'sandbox wk created \(10\.213\.[0-9.]+, running\)'
 netctl port publish wk 8080 >/dev/null || bail "publish"
 U="https://8080-wk.$DOMAIN:$HTTPS_PORT"
