@@ -112,6 +112,11 @@ _cleanup() {
 		fi
 	done
 	wait 2>/dev/null
+	# VMs a restarted berthd adopted are not its children: any qemu of
+	# this test (its command line names $T) goes too.
+	for _p in $(pgrep -f "qemu-system-x86_64 .*$T/" 2>/dev/null); do
+		kill -KILL "$_p" 2>/dev/null
+	done
 	# at_exit commands, newest first (unmount, delete a namespace)
 	if [ -s "$T/atexit" ]; then
 		tac "$T/atexit" >"$T/atexit.run"
