@@ -85,7 +85,6 @@ struct qm {
 	struct vmm_qmp *sb_qmp;
 	struct event *sb_connect_ev;	/* connect retries, status polls */
 	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
-	int sb_ready;		/* the snapshot is loaded, the guest stopped */
 	struct stat sb_snap;	/* the snapshot file it loaded */
 };
 
@@ -178,7 +177,7 @@ qm_exited(pid_t pid, int status, void *arg)
 		sb->standby_pid = 0;
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
-		q->sb_ready = q->sb->standby_ready = 0;
+		q->sb->standby_ready = 0;
 		q->sb_step = 0;
 		event_del(q->sb_connect_ev);
 		(void)unlink(q->qmp_path);
@@ -309,7 +308,7 @@ qm_qmp_close(struct vmm_qmp *c, const char *reason, void *arg)
 		/* a standby we cannot talk to is no use */
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
-		q->sb_ready = q->sb->standby_ready = 0;
+		q->sb->standby_ready = 0;
 		qm_standby_end(q);
 		return;
 	}
@@ -423,7 +422,7 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 			return;
 		}
 		q->sb_step = 4;
-		q->sb_ready = q->sb->standby_ready = 1;
+		q->sb->standby_ready = 1;
 		if (q->op == QM_RESTORE && q->step == 10)
 			qm_promote(q);
 		break;
@@ -459,7 +458,7 @@ qm_standby_reap(struct qm *q)
 	sb->standby_pid = 0;
 	vmm_qmp_free(q->sb_qmp);
 	q->sb_qmp = NULL;
-	q->sb_ready = q->sb->standby_ready = 0;
+	q->sb->standby_ready = 0;
 	event_del(q->sb_connect_ev);
 	(void)unlink(q->qmp_path);
 }
@@ -696,7 +695,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 			return -EIO;
 		}
 		sb->standby_pid = pid;
-		q->sb_ready = q->sb->standby_ready = 0;
+		q->sb->standby_ready = 0;
 		q->sb_step = 0;
 		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
 		return 0;
@@ -724,7 +723,7 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 		q->op = QM_RESTORE;
 		q->step = 10;
 		qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
-		if (q->sb_ready)
+		if (sb->standby_ready)
 			qm_promote(q);
 		return 0;
 	}
@@ -983,7 +982,7 @@ qm_promote(struct qm *q)
 	q->sb_watch = NULL;
 	q->qmp = q->sb_qmp;
 	q->sb_qmp = NULL;
-	q->sb_ready = q->sb->standby_ready = 0;
+	q->sb->standby_ready = 0;
 	q->expect_exit = 0;
 	q->kill_why[0] = '\0';
 	q->sb_step = 0;
