@@ -44,6 +44,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
+#include <event2/event.h>
 #include <event2/util.h>
 #include <openssl/err.h>
 #include <openssl/rand.h>
@@ -59,7 +61,7 @@
 
 #define PX_HIWAT	(256 * 1024)
 #define PX_LOWAT	(64 * 1024)
-#define PX_POOL_MAX_PER_KEY 32
+#define PX_POOL_MAX_PER_KEY 256
 #define PX_POOL_MAX	4096
 #define PX_POOL_IDLE_MS	30000
 
@@ -80,7 +82,7 @@ struct px_up {
 	int		 reused;
 	int		 pooled;	/* idle, on a pool list */
 	int		 tls;		/* to another host's fleet listener */
-	unsigned	 bucket;
+	struct px_poolkey *pk;		/* while pooled */
 	TAILQ_ENTRY(px_up) entry;
 };
 
@@ -306,6 +308,31 @@ move_length(struct evbuffer *in, struct evbuffer *out, uint64_t *left)
 	return n;
 }
 
+/* ---- client reads ---- */
+
+/*
+ * TLS reads ahead (tls.c): one read(2) takes the record header, the record
+ * and whatever followed it. libevent 2.1 only asks OpenSSL for more when
+ * the socket is readable (it looks at SSL_pending(), not
+ * SSL_has_pending()), so records that OpenSSL already holds would wait
+ * for the client's next packet. Whenever the session reads, hand them
+ * over: activating the bufferevent's read event makes it SSL_read() them.
+ */
+static void
+cl_kick(struct px_sess *s)
+{
+	if (s->ssl != NULL && SSL_has_pending(s->ssl) &&
+	    (bufferevent_get_enabled(s->c) & EV_READ))
+		event_active(&s->c->ev_read, EV_READ, 1);
+}
+
+static void
+cl_read_on(struct px_sess *s)
+{
+	bufferevent_enable(s->c, EV_READ);
+	cl_kick(s);
+}
+
 /* ---- upstream pool ---- */
 
 static unsigned
@@ -321,11 +348,18 @@ key_hash(const char *k)
 static void
 up_free(struct px_up *u)
 {
+	struct px_poolkey *pk;
+
 	if (u == NULL)
 		return;
 	if (u->pooled) {
-		TAILQ_REMOVE(&px_w->pool[u->bucket], u, entry);
+		pk = u->pk;
+		TAILQ_REMOVE(&pk->idle, u, entry);
 		px_w->pool_idle--;
+		if (--pk->n == 0) {
+			TAILQ_REMOVE(&px_w->pool[key_hash(pk->key)], pk, entry);
+			free(pk);
+		}
 	}
 	bufferevent_free(u->bev);
 	free(u);
@@ -344,26 +378,43 @@ pool_idle_event(struct bufferevent *bev, short what, void *arg)
 	up_free(arg);
 }
 
+static struct px_poolkey *
+pool_key(const char *key)
+{
+	struct px_poolkey *pk;
+
+	TAILQ_FOREACH(pk, &px_w->pool[key_hash(key)], entry)
+		if (strcmp(pk->key, key) == 0)
+			return pk;
+	return NULL;
+}
+
 static void
 pool_put(struct px_up *u)
 {
-	struct px_uplist *l = &px_w->pool[u->bucket];
-	struct px_up *x;
+	struct px_poolkey *pk = pool_key(u->key);
 	struct timeval tv;
-	int n = 0;
 
-	TAILQ_FOREACH(x, l, entry)
-		if (strcmp(x->key, u->key) == 0)
-			n++;
-	if (n >= PX_POOL_MAX_PER_KEY || px_w->pool_idle >= PX_POOL_MAX ||
-	    px_w->draining) {
+	if ((pk != NULL && pk->n >= PX_POOL_MAX_PER_KEY) ||
+	    px_w->pool_idle >= PX_POOL_MAX || px_w->draining) {
 		up_free(u);
 		return;
+	}
+	if (pk == NULL) {
+		if ((pk = calloc(1, sizeof(*pk))) == NULL) {
+			up_free(u);
+			return;
+		}
+		snprintf(pk->key, sizeof(pk->key), "%s", u->key);
+		TAILQ_INIT(&pk->idle);
+		TAILQ_INSERT_HEAD(&px_w->pool[key_hash(pk->key)], pk, entry);
 	}
 	u->s = NULL;
 	u->reused = 1;
 	u->pooled = 1;
-	TAILQ_INSERT_HEAD(l, u, entry);
+	u->pk = pk;
+	TAILQ_INSERT_HEAD(&pk->idle, u, entry);
+	pk->n++;
 	px_w->pool_idle++;
 	bufferevent_setcb(u->bev, pool_idle_read, NULL, pool_idle_event, u);
 	tv_ms(&tv, PX_POOL_IDLE_MS);
@@ -375,27 +426,33 @@ pool_put(struct px_up *u)
 static struct px_up *
 pool_get(const char *key)
 {
-	unsigned b = key_hash(key);
+	struct px_poolkey *pk = pool_key(key);
 	struct px_up *u;
 
-	TAILQ_FOREACH(u, &px_w->pool[b], entry)
-		if (strcmp(u->key, key) == 0) {
-			TAILQ_REMOVE(&px_w->pool[b], u, entry);
-			px_w->pool_idle--;
-			u->pooled = 0;
-			return u;
-		}
-	return NULL;
+	if (pk == NULL)
+		return NULL;
+	u = TAILQ_FIRST(&pk->idle);
+	TAILQ_REMOVE(&pk->idle, u, entry);
+	px_w->pool_idle--;
+	u->pooled = 0;
+	u->pk = NULL;
+	if (--pk->n == 0) {
+		TAILQ_REMOVE(&px_w->pool[key_hash(key)], pk, entry);
+		free(pk);
+	}
+	return u;
 }
 
 void
 px_pool_flush(struct px_worker *w)
 {
+	struct px_poolkey *pk;
 	int i;
 
+	/* freeing a key's last connection frees the key */
 	for (i = 0; i < PX_POOL_BUCKETS; i++)
-		while (!TAILQ_EMPTY(&w->pool[i]))
-			up_free(TAILQ_FIRST(&w->pool[i]));
+		while ((pk = TAILQ_FIRST(&w->pool[i])) != NULL)
+			up_free(TAILQ_FIRST(&pk->idle));
 }
 
 /* ---- responses berthd writes itself ---- */
@@ -839,7 +896,7 @@ sess_next(struct px_sess *s)
 		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));
 	s->state = S_HEAD;
 	cl_timeouts(s, 0);
-	bufferevent_enable(s->c, EV_READ);
+	cl_read_on(s);
 	if (evbuffer_get_length(bufferevent_get_input(s->c)) > 0) {
 		clock_gettime(CLOCK_MONOTONIC, &s->t0);
 		timer_set(s, T_HEAD, s->w->cfg.t_head);
@@ -1532,7 +1589,7 @@ pump_request(struct px_sess *s)
 	}
 	up_flush(s);
 	if (!s->req_done)
-		bufferevent_enable(s->c, EV_READ);
+		cl_read_on(s);
 }
 
 /* ---- upstream side ---- */
@@ -1607,7 +1664,6 @@ up_connect(struct px_sess *s)
 		return;
 	}
 	snprintf(u->key, sizeof(u->key), "%s", key);
-	u->bucket = key_hash(key);
 	u->s = s;
 	s->up = u;
 	bufferevent_setcb(u->bev, up_read, up_write, up_event, s);
@@ -1762,7 +1818,7 @@ up_write(struct bufferevent *bev, void *arg)
 				sess_free(s);
 			return;
 		}
-		bufferevent_enable(s->c, EV_READ);
+		cl_read_on(s);
 		return;
 	}
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
@@ -1862,7 +1918,7 @@ start_tunnel(struct px_sess *s)
 	cl_timeouts(s, s->w->cfg.t_tunnel);
 	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
 	access_log(s);
-	bufferevent_enable(s->c, EV_READ);
+	cl_read_on(s);
 	bufferevent_enable(s->up->bev, EV_READ | EV_WRITE);
 	/* bytes that followed the 101, and any the client sent early */
 	if (evbuffer_get_length(bufferevent_get_input(s->up->bev)) > 0)
@@ -2077,6 +2133,7 @@ client_read(struct bufferevent *bev, void *arg)
 		bufferevent_disable(bev, EV_READ);
 		break;
 	}
+	cl_kick(s);
 }
 
 static void
@@ -2105,6 +2162,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		/* handshake done: an established connection from now on */
 		hs_raise(s);
+		cl_kick(s);	/* a request that came with the Finished */
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&

@@ -211,8 +211,10 @@ make_ctx(struct px_tls *t, const struct px_tls_cert *c, char *err, size_t errlen
 	    SSL_OP_NO_COMPRESSION);
 	/* Idle connections keep no read/write buffers. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-	/* No SSL_CTX_set_read_ahead(): libevent 2.1's TLS bufferevent does
-	 * not look at what OpenSSL buffered ahead, and requests stall. */
+	/* One read(2) per request instead of two (record header, then the
+	 * record). libevent 2.1 does not look at what OpenSSL read ahead:
+	 * session.c's cl_kick() hands it over. */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	if (SSL_CTX_set1_groups_list(ctx, "X25519:P-256") != 1 ||
 	    SSL_CTX_set_cipher_list(ctx,
 	    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-CHACHA20-POLY1305:"

@@ -44,6 +44,15 @@ struct px_stats {
 TAILQ_HEAD(px_sesslist, px_sess);
 TAILQ_HEAD(px_uplist, px_up);
 
+/* The idle upstream connections to one address:port (session.c). */
+struct px_poolkey {
+	char		 key[64];
+	unsigned	 n;
+	struct px_uplist idle;		/* most recently used first */
+	TAILQ_ENTRY(px_poolkey) entry;
+};
+TAILQ_HEAD(px_pklist, px_poolkey);
+
 #define PX_POOL_BUCKETS 256
 
 /* Event priorities of a worker's base (lower runs first). */
@@ -75,7 +84,7 @@ struct px_worker {
 	struct event	*stats_timer;
 	struct px_stats	 stats;
 	struct px_sesslist sessions;
-	struct px_uplist pool[PX_POOL_BUCKETS];
+	struct px_pklist pool[PX_POOL_BUCKETS];
 	unsigned	 pool_idle;
 };
 

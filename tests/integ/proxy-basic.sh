@@ -65,6 +65,12 @@ is "two requests on one client connection share the upstream connection" "$c2" "
 c3=$(json_get "$(bcurl "$URL/echo?pool=1")" 'j["conn"]')
 c4=$(json_get "$(bcurl "$URL/echo?pool=2")" 'j["conn"]')
 is "a new client connection reuses the pooled upstream connection" "$c4" "$c3"
+# TLS reads ahead: records that arrive in one segment (the Finished with
+# requests, then several requests) are all answered, none waits for more.
+out=$(python3 "$PYTOOL" --port "$HTTPS_PORT" --host "$HOST" --ca "$CA" \
+	--timeout 5 records -n 4 --bursts 3 --path /echo 2>&1)
+is "requests in TLS records that arrive together are all answered" "$out" \
+	"200 200 200 200 200 200 200 200 200 200 200 200"
 
 # ---- headers -------------------------------------------------------------------
 # headers_of BODY: the upstream's view of the request headers, one

@@ -205,6 +205,74 @@ def cmd_raw(a):
     sys.exit(1 if bad else 0)
 
 
+# ---- records: TLS records that arrive together ----------------------------
+class TLSPipe:
+    """TLS through memory BIOs, so the test decides which bytes share a TCP
+    send: the handshake's Finished and several records in one segment."""
+
+    def __init__(self, a):
+        ctx = ssl.create_default_context(cafile=a.ca)
+        ctx.set_alpn_protocols(["http/1.1"])
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.o = ctx.wrap_bio(self.inc, self.out, server_hostname=a.host)
+        self.s = socket.create_connection((a.addr, a.port), timeout=a.timeout)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            try:
+                self.o.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                if self.out.pending:
+                    self.s.sendall(self.out.read())
+                if not self._pump():
+                    raise EOFError("eof in handshake")
+
+    def _pump(self):
+        d = self.s.recv(65536)
+        if not d:
+            self.inc.write_eof()
+            return False
+        self.inc.write(d)
+        return True
+
+    def flush(self):
+        """Everything written since the last flush, in one send."""
+        self.s.sendall(self.out.read())
+
+    def recv(self, n):
+        while True:
+            try:
+                return self.o.read(n)
+            except ssl.SSLWantReadError:
+                if self.out.pending:
+                    self.s.sendall(self.out.read())
+                if not self._pump():
+                    return b""
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return b""
+
+
+def cmd_records(a):
+    """--bursts bursts of -n requests, each request its own TLS record and
+    each burst one TCP send (the first one with the client's Finished).
+    Every response must arrive; prints their statuses."""
+    t = TLSPipe(a)
+    r = Reader(t)
+    seen = []
+    for b in range(a.bursts):
+        for i in range(a.n):
+            t.o.write(request(a.host, "%s?b=%d&r=%d" % (a.path, b, i)))
+        t.flush()
+        for i in range(a.n):
+            try:
+                st, h = read_head(r)
+                read_body(r, st, h)
+            except (EOFError, ValueError, OSError) as e:
+                die("burst %d: response %d of %d: %s" % (b, i + 1, a.n, e))
+            seen.append(st)
+    print(" ".join(str(x) for x in seen))
+
+
 # ---- WebSocket --------------------------------------------------------------
 def ws_handshake(a, s, r, path):
     key = base64.b64encode(os.urandom(16)).decode()
@@ -468,6 +536,10 @@ def main():
     x.add_argument("--idle", type=float, default=1.0)
     x.add_argument("--reqlog")
     x.add_argument("files", nargs="+")
+    x = sub.add_parser("records")
+    x.add_argument("-n", type=int, default=3)
+    x.add_argument("--bursts", type=int, default=2)
+    x.add_argument("--path", default="/")
     x = sub.add_parser("ws")
     x.add_argument("--path", default="/ws")
     x.add_argument("--ready")
@@ -496,7 +568,7 @@ def main():
     x.add_argument("--ready", required=True)
     x.add_argument("--go", required=True)
     a = p.parse_args()
-    {"raw": cmd_raw, "ws": cmd_ws, "ws-refuse": cmd_ws_refuse,
+    {"raw": cmd_raw, "records": cmd_records, "ws": cmd_ws, "ws-refuse": cmd_ws_refuse,
      "sse": cmd_sse, "slowhead": cmd_slowhead, "download": cmd_download,
      "upload": cmd_upload, "idle": cmd_idle, "wait-close": cmd_wait_close}[a.cmd](a)
 
