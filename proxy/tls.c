@@ -211,10 +211,8 @@ make_ctx(struct px_tls *t, const struct px_tls_cert *c, char *err, size_t errlen
 	    SSL_OP_NO_COMPRESSION);
 	/* Idle connections keep no read/write buffers. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-	/* One read(2) per request instead of two (record header, then the
-	 * record). libevent 2.1 does not look at what OpenSSL read ahead:
-	 * session.c's cl_kick() hands it over. */
-	SSL_CTX_set_read_ahead(ctx, 1);
+	/* No read-ahead here: evhttp (the control API) would stall on
+	 * records OpenSSL read ahead. px_tls_ssl() turns it on. */
 	if (SSL_CTX_set1_groups_list(ctx, "X25519:P-256") != 1 ||
 	    SSL_CTX_set_cipher_list(ctx,
 	    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-CHACHA20-POLY1305:"
@@ -335,7 +333,14 @@ px_tls_default_ctx(struct px_tls *t)
 SSL *
 px_tls_ssl(struct px_tls *t)
 {
-	return SSL_new(t->ctxs[0]);
+	SSL *ssl = SSL_new(t->ctxs[0]);
+
+	/* One read(2) per request instead of two (record header, then the
+	 * record). libevent 2.1 does not look at what OpenSSL read ahead:
+	 * the session's cl_kick() hands it over (session.c). */
+	if (ssl != NULL)
+		SSL_set_read_ahead(ssl, 1);
+	return ssl;
 }
 
 const char *

@@ -34,6 +34,7 @@ void px_tls_unref(struct px_tls *);
  * proxy's, e.g. the control API over TCP). */
 SSL_CTX *px_tls_default_ctx(struct px_tls *);
 /* A new server-side SSL on the default context (SNI may switch it). */
+/* A session's SSL: it reads ahead (session.c hands libevent what it read). */
 SSL *px_tls_ssl(struct px_tls *);
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers
  * share them. */
