@@ -33,8 +33,8 @@ void px_tls_unref(struct px_tls *);
 /* The default certificate's context (for listeners other than the
  * proxy's, e.g. the control API over TCP). */
 SSL_CTX *px_tls_default_ctx(struct px_tls *);
-/* A new server-side SSL on the default context (SNI may switch it). */
-/* A session's SSL: it reads ahead (session.c hands libevent what it read). */
+/* A new server-side SSL on the default context (SNI may switch it). It
+ * reads ahead: session.c hands libevent what OpenSSL read (cl_kick). */
 SSL *px_tls_ssl(struct px_tls *);
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers
  * share them. */
