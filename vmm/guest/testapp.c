@@ -1801,6 +1801,88 @@ conn_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Connections are served by threads that wait in accept(2) beforehand: a
+ * new connection costs no thread creation (under TCG, and right after a
+ * restore, a clone and a fresh stack are many milliseconds of cold code).
+ * When the last waiting thread takes a connection it starts another, so
+ * long-lived ones (SSE, WebSockets) never leave nobody accepting; a thread
+ * that finds enough others waiting exits.
+ */
+#define ACC_SPARE	4	/* threads waiting in accept(2) at start */
+#define ACC_MAX_IDLE	16	/* more waiting than this: a thread exits */
+
+static struct {
+	int		 fd;
+	int		 idle_secs;
+	pthread_attr_t	 attr;
+	pthread_mutex_t	 mu;
+	int		 waiting;
+} acc = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void *acceptor_main(void *);
+
+static void
+acceptor_spawn(void)
+{
+	pthread_t t;
+
+	pthread_mutex_lock(&acc.mu);
+	acc.waiting++;
+	pthread_mutex_unlock(&acc.mu);
+	if (pthread_create(&t, &acc.attr, acceptor_main, NULL) != 0) {
+		pthread_mutex_lock(&acc.mu);
+		acc.waiting--;
+		pthread_mutex_unlock(&acc.mu);
+	}
+}
+
+static void *
+acceptor_main(void *arg)
+{
+	int one = 1;
+
+	(void)arg;
+	for (;;) {
+		struct conn *c;
+		int cfd = accept4(acc.fd, NULL, NULL, SOCK_CLOEXEC), last;
+
+		if (cfd < 0) {
+			/* Out of fds: back off instead of spinning. */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+				msleep(100);
+			continue;
+		}
+		pthread_mutex_lock(&acc.mu);
+		last = --acc.waiting == 0;
+		pthread_mutex_unlock(&acc.mu);
+		if (last)
+			acceptor_spawn();
+		/* SSE events and small answers must leave at once. */
+		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (acc.idle_secs > 0) {
+			struct timeval tv = { acc.idle_secs, 0 };
+
+			setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		}
+		if ((c = malloc(sizeof *c)) == NULL) {
+			close(cfd);
+		} else {
+			c->fd = cfd;
+			c->id = __atomic_add_fetch(&conns_accepted, 1, __ATOMIC_RELAXED);
+			c->rbeg = c->rend = 0;
+			conn_main(c);
+		}
+		pthread_mutex_lock(&acc.mu);
+		if (acc.waiting >= ACC_MAX_IDLE) {
+			pthread_mutex_unlock(&acc.mu);
+			return NULL;
+		}
+		acc.waiting++;
+		pthread_mutex_unlock(&acc.mu);
+	}
+}
+
 static int
 self_test(void)
 {
@@ -1877,9 +1959,8 @@ main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	unsigned long port = 8080;
-	pthread_attr_t attr;
 	char host[INET6_ADDRSTRLEN + 2];
-	int fd, one = 1, ch, v6, idle = 0;
+	int fd, one = 1, ch, v6, idle = 0, i;
 
 	if (argc == 2 && strcmp(argv[1], "--self-test") == 0)
 		return self_test();
@@ -1968,39 +2049,15 @@ main(int argc, char **argv)
 	    "testapp: listening on %s:%lu\n", host, port);
 	fflush(stderr);
 
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 512 * 1024);
-	for (;;) {
-		struct conn *c;
-		pthread_t t;
-		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-
-		if (cfd < 0) {
-			/* Out of fds: back off instead of spinning. */
-			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-				msleep(100);
-			continue;
-		}
-		/* SSE events and small answers must leave at once. */
-		setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		if (idle > 0) {
-			struct timeval tv = { idle, 0 };
-
-			setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-		}
-		if ((c = malloc(sizeof *c)) == NULL) {
-			close(cfd);
-			continue;
-		}
-		c->fd = cfd;
-		c->id = __atomic_add_fetch(&conns_accepted, 1, __ATOMIC_RELAXED);
-		c->rbeg = c->rend = 0;
-		if (pthread_create(&t, &attr, conn_main, c) != 0) {
-			close(cfd);
-			free(c);
-		}
-	}
+	acc.fd = fd;
+	acc.idle_secs = idle;
+	pthread_attr_init(&acc.attr);
+	pthread_attr_setdetachstate(&acc.attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&acc.attr, 512 * 1024);
+	for (i = 0; i < ACC_SPARE; i++)
+		acceptor_spawn();
+	for (;;)
+		pause();
 
 badaddr:
 	fprintf(stderr, "testapp: bad listen address %s\n", addr);

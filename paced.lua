@@ -1,0 +1,1 @@
+function delay() return 8 end
