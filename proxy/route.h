@@ -29,6 +29,7 @@ struct px_sbstat {
 	TAILQ_HEAD(, px_sess) parked;	/* sessions waiting, in arrival order */
 	unsigned	 nparked;
 	int		 waking;	/* a wake was asked for */
+	int		 awake;		/* woken since the last route table: it runs */
 	uint64_t	 fail_until_ms;	/* after a failed wake: answer 503 until */
 	char		 fail_reason[200];
 	uint64_t	 wakes, wake_failures;

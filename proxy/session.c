@@ -1330,6 +1330,7 @@ px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
 		    reason ? reason : "unknown error");
 	} else {
 		st->fail_until_ms = 0;
+		st->awake = 1;
 	}
 	while ((s = TAILQ_FIRST(&st->parked)) != NULL) {
 		TAILQ_REMOVE(&st->parked, s, park_entry);
@@ -1350,6 +1351,37 @@ px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
 		s->state = S_HEAD;
 		route_request(s);	/* with the routes that say it runs */
 	}
+}
+
+/*
+ * Wake on connect: a TLS client that names a public port of a paused or
+ * suspended sandbox is about to ask it for something, so its wake starts
+ * now and runs while the handshake finishes (berthd closes idle client
+ * connections long before the idle policy pauses a sandbox, so a request
+ * for a sleeping one always comes on a new connection). Only where a
+ * request would wake it anyway: a known, public route of a local
+ * sandbox, not in a wake back-off. Private ports wait for the request
+ * and its token; unknown names wake nothing.
+ */
+void
+px_sess_sni(const char *host)
+{
+	struct px_route_match m;
+	struct px_sbstat *st;
+
+	if (px_w->routes == NULL || px_w->draining ||
+	    px_route_lookup(px_w->routes, host, strlen(host), &m) != PX_ROUTE_OK)
+		return;
+	st = m.sb->stat;
+	if (m.port->private_ || m.sb->remote || st == NULL || st->waking ||
+	    st->awake || st->fail_until_ms > now_ms() ||
+	    (strcmp(m.sb->state, "paused") != 0 &&
+	    strcmp(m.sb->state, "suspended") != 0))
+		return;
+	st->waking = 1;
+	st->wakes++;
+	log_debug("%s: %s: TLS server name %s wakes it", __func__, m.sandbox, host);
+	px_worker_wake(m.sandbox);
 }
 
 static void
@@ -1417,7 +1449,8 @@ route_request(struct px_sess *s)
 	if (s->m.port->private_ && !s->m.sb->remote && access_check(s))
 		return;
 	/* woken: the parent said it runs, whatever these routes still say */
-	if (strcmp(s->m.sb->state, "running") != 0 && !s->woken && !s->m.sb->remote) {
+	if (strcmp(s->m.sb->state, "running") != 0 && !s->woken &&
+	    !s->m.sb->stat->awake && !s->m.sb->remote) {
 		/* failed too: a resume may repair it (a restore that failed
 		 * is retried), at most once per back-off interval */
 		if ((strcmp(s->m.sb->state, "paused") == 0 ||

@@ -92,6 +92,14 @@ sni_match(const char *pattern, const char *name)
 	return strcasecmp(pattern, name) == 0;
 }
 
+static void (*sni_hook)(const char *);
+
+void
+px_tls_set_sni_hook(void (*fn)(const char *))
+{
+	sni_hook = fn;
+}
+
 static int
 servername_cb(SSL *ssl, int *alert, void *arg)
 {
@@ -101,6 +109,8 @@ servername_cb(SSL *ssl, int *alert, void *arg)
 
 	if (name == NULL)
 		return SSL_TLSEXT_ERR_OK;
+	if (sni_hook != NULL)
+		sni_hook(name);
 	/* exact names first, then wildcards */
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < t->nnames; i++) {

@@ -36,6 +36,9 @@ SSL_CTX *px_tls_default_ctx(struct px_tls *);
 /* A new server-side SSL on the default context (SNI may switch it). It
  * reads ahead: session.c hands libevent what OpenSSL read (cl_kick). */
 SSL *px_tls_ssl(struct px_tls *);
+/* Called with each server name a client sends (before the certificate
+ * is chosen); NULL: none. */
+void px_tls_set_sni_hook(void (*)(const char *name));
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers
  * share them. */
 void px_tls_set_ticket_keys(const unsigned char keys[][PX_TICKET_KEY_LEN], int n);

@@ -258,6 +258,7 @@ handle_msg(json_t *m)
 	} else if (strcmp(type, "tickets") == 0) {
 		set_tickets(json_object_get(m, "keys"));
 	} else if (strcmp(type, "routes") == 0) {
+		struct px_sbstat *st;
 		struct px_routes *r = px_routes_build(json_object_get(m, "routes"),
 		    err, sizeof(err));
 
@@ -265,6 +266,8 @@ handle_msg(json_t *m)
 			fatalx("worker %d: %s", px_w->id, err);
 		px_routes_unref(px_w->routes);
 		px_w->routes = r;
+		for (st = px_sbstat_first(); st != NULL; st = st->next)
+			st->awake = 0;	/* the table says what runs now */
 		px_w->configured |= 4;
 	} else if (strcmp(type, "woken") == 0) {
 		const char *id = json_string_value(json_object_get(m, "sandbox"));
@@ -336,6 +339,7 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 	w.access_fd = access_fd;
 	w.acme_fd = acme_fd;
 	TAILQ_INIT(&w.sessions);
+	px_tls_set_sni_hook(px_sess_sni);
 	for (i = 0; i < PX_POOL_BUCKETS; i++)
 		TAILQ_INIT(&w.pool[i]);
 	signal(SIGPIPE, SIG_IGN);

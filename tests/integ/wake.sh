@@ -3,6 +3,8 @@
 #  - idle: running -> paused -> suspended by the idle policy, with events
 #  - a request to a suspended sandbox is served, with Server-Timing: wake
 #  - 200 concurrent requests to a paused sandbox: all 200, one wake
+#  - a TLS handshake naming a public port wakes it (no request needed);
+#    other names do not
 #  - an open WebSocket keeps the sandbox awake; a WebSocket wakes it
 #  - a corrupt snapshot: 503 with the reason within the deadline and a
 #    failed wake event; once repaired, it is served again
@@ -73,6 +75,20 @@ codes=$(bcurl --parallel --parallel-immediate --parallel-max 200 -K "$urls" \
 	-w '%{http_code}\n' 2>/dev/null | sort | uniq -c | tr -s ' ')
 is "paused: 200 concurrent requests all answered 200" "$codes" " 200 200"
 is "paused: exactly one wake for all of them" "$(($(count_ev wake ok) - wakes0))" 1
+
+# ---- wake on connect: a TLS server name starts the wake ----
+# (A client names the sandbox in its handshake; the wake runs while the
+# handshake finishes. No request is sent here at all.)
+hello() { openssl s_client -connect "127.0.0.1:$HTTPS_PORT" -servername "$1" \
+	-CAfile "$CA" </dev/null >/dev/null 2>&1; }
+check "idle: paused again (wake on connect)" wait_state 20 paused
+wakes0=$(count_ev wake ok)
+hello "8080-nosuch.$DOMAIN"
+hello "9999-wk.$DOMAIN"
+is "a handshake naming no published route wakes nothing" "$(state)" paused
+hello "8080-wk.$DOMAIN"
+check "a handshake naming a public port of a paused sandbox wakes it" wait_state 10 running
+is "... with one wake" "$(($(count_ev wake ok) - wakes0))" 1
 
 # ---- WebSocket: keeps it awake while open; wakes it ----
 P="py --port $HTTPS_PORT --host 8080-wk.$DOMAIN --ca $CA --timeout 30"
