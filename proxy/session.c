@@ -108,6 +108,7 @@ struct px_sess {
 	int		 close_after;
 	int		 upgrade;
 	int		 client_eof;	/* tunnel: client done, flushing upstream */
+	int		 logged;	/* this exchange has its access-log line */
 	struct evbuffer	*stage;		/* response bytes gathered for one SSL_write */
 	int		 staging;
 	int		 busy;		/* inside a callback: free later */
@@ -553,7 +554,13 @@ sess_error(struct px_sess *s, int status, const char *reason, const char *extra_
 	    (px_request_body(&s->req) != PX_BODY_NONE && !s->req_done) ||
 	    !px_head_keepalive(&s->req) || s->w->draining;
 	if (s->resp_head_sent) {
-		/* Too late for a page: the response is already on its way. */
+		/* Too late for a page: the response is already on its way.
+		 * Its line says what was sent; the log says why it stopped. */
+		log_warnx("request %s: %s %u: response cut after %llu bytes: %s",
+		    s->reqid, s->m.sandbox[0] ? s->m.sandbox : "-", s->m.guest_port,
+		    (unsigned long long)s->bytes_out, reason);
+		if (!s->logged)
+			access_log(s);
 		s->close_after = 1;
 		s->state = S_CLOSING;
 		if (evbuffer_get_length(out) == 0)
@@ -614,6 +621,7 @@ access_log(struct px_sess *s)
 	int n, cls = s->status / 100;
 	size_t plen;
 
+	s->logged = 1;
 	s->w->stats.requests++;
 	s->w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
 	s->w->stats.bytes_in += s->bytes_in;
@@ -716,6 +724,14 @@ sess_free(struct px_sess *s)
 		return;
 	}
 	TAILQ_REMOVE(&w->sessions, s, entry);
+	/* A request that ends here unlogged was cut: by its client (499, as
+	 * nginx logs it, or the status already sent), by a drain or by an
+	 * upstream failure mid-response (sess_error logs those itself). */
+	if (s->req.raw != NULL && !s->logged && s->state != S_HEAD) {
+		if (!s->resp_head_sent)
+			s->status = 499;
+		access_log(s);
+	}
 	if (s->park != NULL) {
 		TAILQ_REMOVE(&s->park->parked, s, park_entry);
 		s->park->nparked--;
@@ -891,6 +907,7 @@ sess_next(struct px_sess *s)
 	s->woken = 0;
 	s->bytes_in = s->bytes_out = 0;
 	s->status = 0;
+	s->logged = 0;
 	s->t_up.tv_sec = 0;
 	if (s->up_head != NULL)
 		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));

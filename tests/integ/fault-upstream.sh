@@ -42,6 +42,9 @@ def serve(c):
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                       b"Content-Length: %d\r\n\r\n" % BIG + b"x" * 65536)
             return rst(c)
+        if path == "/hang":
+            c.recv(1)  # answers nothing until berthd gives up
+            c.close(); return
         if path == "/chunk-reset":
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                       b"Transfer-Encoding: chunked\r\n\r\n"
@@ -97,6 +100,19 @@ is "reset mid-body (chunked): 200 head" "$1" 200
 if [ "$2" = 18 ] || [ "$2" = 56 ]; then ok "curl sees the chunked body cut (exit $2)"
 else not_ok "curl sees the chunked body cut"; diag "exit $2: $(cat "$T/curl.err")"; fi
 if [ "$4" -lt 10 ]; then ok "no hang (${4}s)"; else not_ok "no hang"; diag "${4}s"; fi
+
+# Every cut request has its access-log line (status, bytes actually sent)
+# and the log says why it stopped.
+acc() { awk -v p="$1" -v st="$2" '$1 == "access" && $8 == p && $9 == st' "$BERTHD_LOG"; }
+check "the response cut mid-body has its access-log line (200, the bytes sent)" \
+	wait_for 5 sh -c "[ -n \"\$(awk '\$1 == \"access\" && \$8 == \"/cl-reset\" && \$9 == 200 && \$10 > 0 && \$10 < 1000000' '$BERTHD_LOG')\" ]"
+like "... and the log says it was cut and why" "$(cat "$BERTHD_LOG")" \
+	'response cut after [0-9]+ bytes: sandbox rs closed the connection on port [0-9]+ without a complete response'
+is "the cut chunked response has its line too" "$(acc /chunk-reset 200 | wc -l)" 1
+# A client that gives up before any answer: logged 499, as nginx does.
+CURL_MAX_TIME=1 bcurl -o /dev/null "$U/hang" 2>/dev/null
+check "a client that gave up waiting is logged 499" \
+	wait_for 5 sh -c "grep -q '^access .* /hang 499 ' '$BERTHD_LOG'"
 
 is "the same worker is still there" "$(berthd_workers)" "$worker"
 unlike "no worker died" "$(cat "$BERTHD_LOG")" 'worker [0-9]+ \(pid [0-9]+\) (killed|exited)'
