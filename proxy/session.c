@@ -1814,9 +1814,15 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		if (what & BEV_EVENT_TIMEOUT)
 			snprintf(why, sizeof(why), "sandbox %s did not accept a connection on port %u in time",
 			    s->m.sandbox, s->m.guest_port);
-		else
+		else if (err == ECONNREFUSED || err == 0)
 			snprintf(why, sizeof(why), "sandbox %s is running but nothing listens on port %u",
 			    s->m.sandbox, s->m.guest_port);
+		else if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN)
+			snprintf(why, sizeof(why), "sandbox %s cannot be reached: its network is down (%s)",
+			    s->m.sandbox, strerror(err));
+		else
+			snprintf(why, sizeof(why), "connecting to port %u of sandbox %s failed: %s",
+			    s->m.guest_port, s->m.sandbox, strerror(err));
 		up_fail(s, (what & BEV_EVENT_TIMEOUT) ? 504 : 502, why);
 		return;
 	}

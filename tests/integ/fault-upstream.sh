@@ -168,6 +168,10 @@ like "a new request while the guest is gone: 502 or 504" "$c" '^50[24]$'
 if [ "$el" -lt 10 ]; then ok "answered within the connect timeout (${el}s)"
 else not_ok "answered within the connect timeout"; diag "${el}s"; fi
 like "the error names the sandbox" "$(cat "$T/gone.body")" 'guest'
+# Not "nothing listens": the guest's network is what is missing.
+like "... and says its network is gone, or that it did not answer" "$(cat "$T/gone.body")" \
+	'(cannot be reached: its network is down|did not accept a connection on port [0-9]+ in time)'
+diag "guest gone: $(cat "$T/gone.body")"
 is "the worker is still there" "$(berthd_workers)" "$worker"
 is "other sandboxes still served" "$(get /ok)" "200 0 3 0"
 
