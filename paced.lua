@@ -1,1 +1,0 @@
-function delay() return 8 end
