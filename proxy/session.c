@@ -132,6 +132,7 @@ struct px_sess {
 	int		 woken;
 	int		 over;		/* accepted past the limit: 503 only */
 	int		 hs_low;	/* TLS handshake at low priority (w->nhs_low) */
+	int		 hs;		/* TLS handshake in progress (w->nhs) */
 	struct px_sbstat *active;	/* counted in active->active while set */
 	TAILQ_ENTRY(px_sess) park_entry;
 	TAILQ_ENTRY(px_sess) entry;
@@ -736,6 +737,10 @@ sess_free(struct px_sess *s)
 		TAILQ_REMOVE(&s->park->parked, s, park_entry);
 		s->park->nparked--;
 	}
+	if (s->hs) {
+		s->hs = 0;
+		w->nhs--;
+	}
 	if (s->hs_low) {
 		s->hs_low = 0;
 		w->nhs_low--;
@@ -850,11 +855,19 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	}
 	bufferevent_setcb(s->c, client_read, client_write, client_event, s);
 	bufferevent_setwatermark(s->c, EV_WRITE, PX_LOWAT, 0);
-	/* Until its handshake ends a TLS connection waits behind the
-	 * established ones: a handshake flood cannot starve them. */
-	if (https && bufferevent_priority_set(s->c, PX_PRIO_HANDSHAKE) == 0) {
-		s->hs_low = 1;
-		w->nhs_low++;
+	/* In a flood of handshakes (more than PX_HS_CALM at once), a new TLS
+	 * connection waits behind the established ones until its handshake
+	 * ends: the flood cannot starve them. Fewer handshakes than that are
+	 * no flood: they run at the normal priority, so a client arriving
+	 * while many established connections are busy (slow bodies, say) is
+	 * not kept waiting behind their traffic. */
+	if (https) {
+		s->hs = 1;
+		if (w->nhs++ >= PX_HS_CALM &&
+		    bufferevent_priority_set(s->c, PX_PRIO_HANDSHAKE) == 0) {
+			s->hs_low = 1;
+			w->nhs_low++;
+		}
 	}
 	cl_timeouts(s, 0);
 	bufferevent_enable(s->c, EV_READ | EV_WRITE);
@@ -2217,6 +2230,10 @@ client_event(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		/* handshake done: an established connection from now on */
+		if (s->hs) {
+			s->hs = 0;
+			s->w->nhs--;
+		}
 		hs_raise(s);
 		cl_kick(s);	/* a request that came with the Finished */
 		return;

@@ -60,6 +60,7 @@ TAILQ_HEAD(px_pklist, px_poolkey);
 #define PX_PRIO_NORMAL	1	/* libevent's default for N = 3 */
 #define PX_PRIO_HANDSHAKE 2
 #define PX_HS_AGE_MS	50	/* then a handshake runs at PX_PRIO_NORMAL */
+#define PX_HS_CALM	2	/* handshakes at once that are no flood */
 
 struct px_worker {
 	int		 id;
@@ -77,6 +78,7 @@ struct px_worker {
 	int		 acme_fd;	/* directory, -1: none */
 	unsigned	 nconns;		/* sessions, over-limit ones included */
 	unsigned	 hard_conns;	/* accept pauses here (max_conns + slack) */
+	unsigned	 nhs;		/* TLS handshakes in progress */
 	unsigned	 nhs_low;	/* TLS handshakes waiting at low priority */
 	struct event	*age_timer;	/* raises handshakes that waited too long */
 	int		 draining;

@@ -103,8 +103,9 @@ is "at least the burst passed ($n200 >= 19)" "$(( n200 >= 19 ))" 1
 # Four `openssl s_time -new` loops make full handshakes back to back while
 # a keep-alive client sends 200 requests on its established connection
 # (one each 60 ms: under the sandbox rate cap of 20/s); every one is
-# answered, none slower than 1 s (handshakes run at a lower event
-# priority than established traffic).
+# answered, none slower than 1 s (past PX_HS_CALM handshakes at once in a
+# worker, handshakes run at a lower event priority than established
+# traffic).
 need_tool openssl
 # metric NAME: a value from /metrics (workers report once a second)
 metric() {
