@@ -97,5 +97,12 @@ like "with Server-Timing: wake" "$(cat "$T/hdr")" "Server-Timing: wake;dur=[0-9]
 is "the same boot after the restore" "$(json_get "$(cat "$T/body")" 'j["boot_id"]')" "$boot"
 
 nca sandbox rm fw >/dev/null
-check "removed: 404 through b" wait_for 10 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --cacert '$T/b/state/tls/ca.pem' --connect-to ::127.0.0.1: https://8080-fw.$DOMAIN:$HTTPS_b/healthz)\" = 404 ]"
+gone_b() { curl -s -o "$T/gone.body" -w '%{http_code}' --cacert "$T/b/state/tls/ca.pem" \
+	--connect-to ::127.0.0.1: "https://8080-fw.$DOMAIN:$HTTPS_b/healthz"; }
+if wait_for 20 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --cacert '$T/b/state/tls/ca.pem' --connect-to ::127.0.0.1: https://8080-fw.$DOMAIN:$HTTPS_b/healthz)\" = 404 ]"; then
+	ok "removed: 404 through b"
+else
+	not_ok "removed: 404 through b"
+	diag "b answers $(gone_b): $(cat "$T/gone.body")"
+fi
 done_testing
