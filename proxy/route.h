@@ -30,6 +30,8 @@ struct px_sbstat {
 	unsigned	 nparked;
 	int		 waking;	/* a wake was asked for */
 	int		 awake;		/* woken since the last route table: it runs */
+	uint64_t	 wake_t0_ms;	/* when the wake in progress was asked for */
+	long		 last_wake_ms;	/* how long the last wake took */
 	uint64_t	 fail_until_ms;	/* after a failed wake: answer 503 until */
 	char		 fail_reason[200];
 	uint64_t	 wakes, wake_failures;

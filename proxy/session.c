@@ -109,6 +109,7 @@ struct px_sess {
 	int		 upgrade;
 	int		 client_eof;	/* tunnel: client done, flushing upstream */
 	int		 logged;	/* this exchange has its access-log line */
+	int		 sni_woke;	/* its TLS server name started a wake */
 	struct evbuffer	*stage;		/* response bytes gathered for one SSL_write */
 	int		 staging;
 	int		 busy;		/* inside a callback: free later */
@@ -320,6 +321,8 @@ move_length(struct evbuffer *in, struct evbuffer *out, uint64_t *left)
  * for the client's next packet. Whenever the session reads, hand them
  * over: activating the bufferevent's read event makes it SSL_read() them.
  */
+static int sess_ssl_idx = -1;	/* the session on its SSL (px_sess_sni) */
+
 static void
 cl_kick(struct px_sess *s)
 {
@@ -836,6 +839,10 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 			s->tls = w->tls;
 			px_tls_ref(s->tls);
 			s->ssl = px_tls_ssl(s->tls);
+			if (sess_ssl_idx < 0)
+				sess_ssl_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+			if (s->ssl != NULL && sess_ssl_idx >= 0)
+				SSL_set_ex_data(s->ssl, sess_ssl_idx, s);
 		}
 		if (s->ssl == NULL)
 			goto fail;
@@ -1272,6 +1279,7 @@ park(struct px_sess *s)
 	if (!st->waking) {
 		st->waking = 1;
 		st->wakes++;
+		st->wake_t0_ms = now_ms();
 		px_worker_wake(s->m.sandbox);
 	}
 }
@@ -1361,6 +1369,7 @@ px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
 	} else {
 		st->fail_until_ms = 0;
 		st->awake = 1;
+		st->last_wake_ms = (long)(now_ms() - st->wake_t0_ms);
 	}
 	while ((s = TAILQ_FIRST(&st->parked)) != NULL) {
 		TAILQ_REMOVE(&st->parked, s, park_entry);
@@ -1376,7 +1385,8 @@ px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
 			sess_error(s, 503, why, "Retry-After: 5\r\n");
 			continue;
 		}
-		s->wake_ms = ms_since(&s->t_park);
+		s->wake_ms = s->sni_woke ? st->last_wake_ms : ms_since(&s->t_park);
+		s->sni_woke = 0;
 		s->woken = 1;
 		s->state = S_HEAD;
 		route_request(s);	/* with the routes that say it runs */
@@ -1394,10 +1404,11 @@ px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
  * and its token; unknown names wake nothing.
  */
 void
-px_sess_sni(const char *host)
+px_sess_sni(SSL *ssl, const char *host)
 {
 	struct px_route_match m;
 	struct px_sbstat *st;
+	struct px_sess *s;
 
 	if (px_w->routes == NULL || px_w->draining ||
 	    px_route_lookup(px_w->routes, host, strlen(host), &m) != PX_ROUTE_OK)
@@ -1410,6 +1421,11 @@ px_sess_sni(const char *host)
 		return;
 	st->waking = 1;
 	st->wakes++;
+	st->wake_t0_ms = now_ms();
+	/* its first response says how long the wake took (Server-Timing),
+	 * even if the wake ended before the request came */
+	if (sess_ssl_idx >= 0 && (s = SSL_get_ex_data(ssl, sess_ssl_idx)) != NULL)
+		s->sni_woke = 1;
 	log_debug("%s: %s: TLS server name %s wakes it", __func__, m.sandbox, host);
 	px_worker_wake(m.sandbox);
 }
@@ -1492,6 +1508,12 @@ route_request(struct px_sess *s)
 		snprintf(why, sizeof(why), "sandbox %s is %s", s->m.sandbox, s->m.sb->state);
 		sess_error(s, 503, why, "Retry-After: 5\r\n");
 		return;
+	}
+	if (s->sni_woke) {
+		/* the wake its handshake started ended before this request */
+		if (s->wake_ms < 0 && !s->m.sb->stat->waking)
+			s->wake_ms = s->m.sb->stat->last_wake_ms;
+		s->sni_woke = 0;
 	}
 	if (s->sb != s->m.sb->stat) {
 		sb_unbind(s);

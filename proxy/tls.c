@@ -92,10 +92,10 @@ sni_match(const char *pattern, const char *name)
 	return strcasecmp(pattern, name) == 0;
 }
 
-static void (*sni_hook)(const char *);
+static void (*sni_hook)(SSL *, const char *);
 
 void
-px_tls_set_sni_hook(void (*fn)(const char *))
+px_tls_set_sni_hook(void (*fn)(SSL *, const char *))
 {
 	sni_hook = fn;
 }
@@ -110,7 +110,7 @@ servername_cb(SSL *ssl, int *alert, void *arg)
 	if (name == NULL)
 		return SSL_TLSEXT_ERR_OK;
 	if (sni_hook != NULL)
-		sni_hook(name);
+		sni_hook(ssl, name);
 	/* exact names first, then wildcards */
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < t->nnames; i++) {

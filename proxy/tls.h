@@ -38,7 +38,7 @@ SSL_CTX *px_tls_default_ctx(struct px_tls *);
 SSL *px_tls_ssl(struct px_tls *);
 /* Called with each server name a client sends (before the certificate
  * is chosen); NULL: none. */
-void px_tls_set_sni_hook(void (*)(const char *name));
+void px_tls_set_sni_hook(void (*)(SSL *, const char *name));
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers
  * share them. */
 void px_tls_set_ticket_keys(const unsigned char keys[][PX_TICKET_KEY_LEN], int n);
