@@ -350,22 +350,29 @@ key_hash(const char *k)
 	return h % PX_POOL_BUCKETS;
 }
 
+/* Takes u off its key's idle list; a key left empty goes away. */
+static void
+pool_unlink(struct px_up *u)
+{
+	struct px_poolkey *pk = u->pk;
+
+	TAILQ_REMOVE(&pk->idle, u, entry);
+	px_w->pool_idle--;
+	u->pooled = 0;
+	u->pk = NULL;
+	if (--pk->n == 0) {
+		TAILQ_REMOVE(&px_w->pool[key_hash(pk->key)], pk, entry);
+		free(pk);
+	}
+}
+
 static void
 up_free(struct px_up *u)
 {
-	struct px_poolkey *pk;
-
 	if (u == NULL)
 		return;
-	if (u->pooled) {
-		pk = u->pk;
-		TAILQ_REMOVE(&pk->idle, u, entry);
-		px_w->pool_idle--;
-		if (--pk->n == 0) {
-			TAILQ_REMOVE(&px_w->pool[key_hash(pk->key)], pk, entry);
-			free(pk);
-		}
-	}
+	if (u->pooled)
+		pool_unlink(u);
 	bufferevent_free(u->bev);
 	free(u);
 }
@@ -437,14 +444,7 @@ pool_get(const char *key)
 	if (pk == NULL)
 		return NULL;
 	u = TAILQ_FIRST(&pk->idle);
-	TAILQ_REMOVE(&pk->idle, u, entry);
-	px_w->pool_idle--;
-	u->pooled = 0;
-	u->pk = NULL;
-	if (--pk->n == 0) {
-		TAILQ_REMOVE(&px_w->pool[key_hash(key)], pk, entry);
-		free(pk);
-	}
+	pool_unlink(u);
 	return u;
 }
 
@@ -674,6 +674,16 @@ sb_unbind(struct px_sess *s)
 	}
 }
 
+/* Its handshake no longer counts toward a flood (PX_HS_CALM). */
+static void
+hs_done(struct px_sess *s)
+{
+	if (s->hs) {
+		s->hs = 0;
+		s->w->nhs--;
+	}
+}
+
 /* The session's events run at the normal priority from now on. */
 static void
 hs_raise(struct px_sess *s)
@@ -740,10 +750,7 @@ sess_free(struct px_sess *s)
 		TAILQ_REMOVE(&s->park->parked, s, park_entry);
 		s->park->nparked--;
 	}
-	if (s->hs) {
-		s->hs = 0;
-		w->nhs--;
-	}
+	hs_done(s);
 	if (s->hs_low) {
 		s->hs_low = 0;
 		w->nhs_low--;
@@ -1245,6 +1252,16 @@ now_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* Asks the parent to wake st's sandbox; one wake at a time serves all. */
+static void
+wake_start(struct px_sbstat *st)
+{
+	st->waking = 1;
+	st->wakes++;
+	st->wake_t0_ms = now_ms();
+	px_worker_wake(st->id);
+}
+
 /*
  * The sandbox sleeps: keep the request (and its connection) and ask the
  * parent to wake it, once for all requests waiting. A failed wake makes
@@ -1276,12 +1293,8 @@ park(struct px_sess *s)
 	clock_gettime(CLOCK_MONOTONIC, &s->t_park);
 	bufferevent_disable(s->c, EV_READ);
 	timer_set(s, T_WAKE, s->w->cfg.t_wake);
-	if (!st->waking) {
-		st->waking = 1;
-		st->wakes++;
-		st->wake_t0_ms = now_ms();
-		px_worker_wake(s->m.sandbox);
-	}
+	if (!st->waking)
+		wake_start(st);
 }
 
 static void route_request(struct px_sess *);
@@ -1419,15 +1432,12 @@ px_sess_sni(SSL *ssl, const char *host)
 	    (strcmp(m.sb->state, "paused") != 0 &&
 	    strcmp(m.sb->state, "suspended") != 0))
 		return;
-	st->waking = 1;
-	st->wakes++;
-	st->wake_t0_ms = now_ms();
+	wake_start(st);
 	/* its first response says how long the wake took (Server-Timing),
 	 * even if the wake ended before the request came */
 	if (sess_ssl_idx >= 0 && (s = SSL_get_ex_data(ssl, sess_ssl_idx)) != NULL)
 		s->sni_woke = 1;
 	log_debug("%s: %s: TLS server name %s wakes it", __func__, m.sandbox, host);
-	px_worker_wake(m.sandbox);
 }
 
 static void
@@ -2252,10 +2262,7 @@ client_event(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		/* handshake done: an established connection from now on */
-		if (s->hs) {
-			s->hs = 0;
-			s->w->nhs--;
-		}
+		hs_done(s);
 		hs_raise(s);
 		cl_kick(s);	/* a request that came with the Finished */
 		return;
