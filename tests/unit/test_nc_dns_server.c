@@ -203,8 +203,12 @@ bound(int type, uint16_t port, uint16_t *got)
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sa.sin_port = htons(port);
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (fd < 0)
 		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
 	if (type == SOCK_STREAM)
 		listen(fd, 16);
 	getsockname(fd, (struct sockaddr *)&sa, &sl);
@@ -375,11 +379,23 @@ main(void)
 	signal(SIGPIPE, SIG_IGN);
 	if ((base = event_base_new()) == NULL)
 		skip_all("no event base");
-	up_udp = bound(SOCK_DGRAM, 0, &upport);
-	up_tcp = bound(SOCK_STREAM, upport, NULL);
+	/* One port number for UDP and TCP each: the UDP port the kernel
+	 * picks may be taken for TCP by another test running meanwhile, so
+	 * try a few. */
+	up_udp = up_tcp = tmp = tmp2 = -1;
+	for (i = 0; i < 50 && (up_udp < 0 || up_tcp < 0); i++) {
+		if (up_udp >= 0)
+			close(up_udp);
+		up_udp = bound(SOCK_DGRAM, 0, &upport);
+		up_tcp = up_udp < 0 ? -1 : bound(SOCK_STREAM, upport, NULL);
+	}
 	/* a free port for the resolver, UDP and TCP */
-	tmp = bound(SOCK_DGRAM, 0, &port);
-	tmp2 = bound(SOCK_STREAM, port, NULL);
+	for (i = 0; i < 50 && (tmp < 0 || tmp2 < 0); i++) {
+		if (tmp >= 0)
+			close(tmp);
+		tmp = bound(SOCK_DGRAM, 0, &port);
+		tmp2 = tmp < 0 ? -1 : bound(SOCK_STREAM, port, NULL);
+	}
 	if (up_udp < 0 || up_tcp < 0 || tmp < 0 || tmp2 < 0)
 		skip_all("cannot bind loopback sockets");
 	close(tmp);
