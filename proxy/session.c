@@ -82,6 +82,7 @@ struct px_up {
 	int		 reused;
 	int		 pooled;	/* idle, on a pool list */
 	int		 tls;		/* to another host's fleet listener */
+	int		 bulk;		/* its events run at PX_PRIO_BULK */
 	struct px_poolkey *pk;		/* while pooled */
 	TAILQ_ENTRY(px_up) entry;
 };
@@ -134,6 +135,7 @@ struct px_sess {
 	int		 over;		/* accepted past the limit: 503 only */
 	int		 hs_low;	/* TLS handshake at low priority (w->nhs_low) */
 	int		 hs;		/* TLS handshake in progress (w->nhs) */
+	int		 bulk;		/* its events run at PX_PRIO_BULK */
 	struct px_sbstat *active;	/* counted in active->active while set */
 	TAILQ_ENTRY(px_sess) park_entry;
 	TAILQ_ENTRY(px_sess) entry;
@@ -424,6 +426,8 @@ pool_put(struct px_up *u)
 	u->s = NULL;
 	u->reused = 1;
 	u->pooled = 1;
+	if (u->bulk && bufferevent_priority_set(u->bev, PX_PRIO_NORMAL) == 0)
+		u->bulk = 0;	/* else its next session's sess_prio does it */
 	u->pk = pk;
 	TAILQ_INSERT_HEAD(&pk->idle, u, entry);
 	pk->n++;
@@ -718,6 +722,57 @@ px_sess_age_handshakes(struct px_worker *w)
 	}
 }
 
+/*
+ * Slow exchanges run after everything else. An exchange (a request and
+ * its response) that has lasted PX_SLOW_MS while its head or body is
+ * still coming in, or its response still going out, moves to
+ * PX_PRIO_BULK, with its upstream: slow heads, slow or large bodies, slow
+ * readers, long downloads and event streams. The worker's loop runs those
+ * PX_BULK_BATCH at a time and polls in between (worker.c), so a burst
+ * from a thousand slow clients delays a new client's handshake or
+ * request by one batch, not by the whole burst. The next request on the
+ * connection starts at the normal priority again. Tunnels (WebSocket)
+ * stay interactive; requests waiting for a response head or a wake have
+ * nothing to run.
+ *
+ * libevent cannot move an event that is already queued, so a change that
+ * fails is simply tried again at the session's next callback.
+ */
+static void
+sess_prio(struct px_sess *s)
+{
+	int bulk = 0;
+
+	if (s->hs_low)
+		return;		/* a handshake in a flood: hs_raise ends it */
+	switch (s->state) {
+	case S_HEAD:
+		bulk = evbuffer_get_length(bufferevent_get_input(s->c)) > 0;
+		break;
+	case S_BODY:
+		bulk = 1;
+		break;
+	case S_WAIT:
+		bulk = !s->req_done || s->resp_head_sent;
+		break;
+	default:
+		break;
+	}
+	if (bulk && ms_since(&s->t0) < PX_SLOW_MS)
+		bulk = 0;
+	if (bulk != s->bulk &&
+	    bufferevent_priority_set(s->c, bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) == 0) {
+		s->bulk = bulk;
+		if (bulk)
+			s->w->nbulk++;
+		else
+			s->w->nbulk--;
+	}
+	if (s->up != NULL && s->up->bulk != s->bulk &&
+	    bufferevent_priority_set(s->up->bev, s->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) == 0)
+		s->up->bulk = s->bulk;
+}
+
 /* The request in flight no longer counts against its sandbox's cap. */
 static void
 req_unbind(struct px_sess *s)
@@ -755,6 +810,8 @@ sess_free(struct px_sess *s)
 		s->hs_low = 0;
 		w->nhs_low--;
 	}
+	if (s->bulk)
+		w->nbulk--;
 	req_unbind(s);
 	sb_unbind(s);
 	if (s->up != NULL)
@@ -940,6 +997,10 @@ sess_next(struct px_sess *s)
 		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));
 	s->state = S_HEAD;
 	cl_timeouts(s, 0);
+	if (s->bulk) {
+		clock_gettime(CLOCK_MONOTONIC, &s->t0);
+		sess_prio(s);	/* a new exchange starts at the normal priority */
+	}
 	cl_read_on(s);
 	if (evbuffer_get_length(bufferevent_get_input(s->c)) > 0) {
 		clock_gettime(CLOCK_MONOTONIC, &s->t0);
@@ -2113,6 +2174,7 @@ up_read(struct bufferevent *bev, void *arg)
 		sess_free(s);
 		return;
 	}
+	sess_prio(s);
 	cl_flush(s);
 }
 
@@ -2234,6 +2296,7 @@ client_read(struct bufferevent *bev, void *arg)
 		bufferevent_disable(bev, EV_READ);
 		break;
 	}
+	sess_prio(s);
 	cl_kick(s);
 }
 
@@ -2247,6 +2310,7 @@ client_write(struct bufferevent *bev, void *arg)
 			sess_free(s);
 		return;
 	}
+	sess_prio(s);
 	if (s->up != NULL && s->up->connected &&
 	    (s->state == S_TUNNEL || s->resp_head_sent))
 		bufferevent_enable(s->up->bev, EV_READ);

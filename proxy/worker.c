@@ -135,7 +135,7 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 		json_object_set_new(sbs, sb->id, json_pack("{s:I,s:I,s:I,s:I}",
 		    "requests", (json_int_t)sb->requests, "conns", (json_int_t)sb->conns,
 		    "bytes_in", (json_int_t)sb->bytes_in, "bytes_out", (json_int_t)sb->bytes_out));
-	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "type", "stats", "requests", (json_int_t)st->requests,
 	    "status", (json_int_t)st->status[0], (json_int_t)st->status[1],
 	    (json_int_t)st->status[2], (json_int_t)st->status[3],
@@ -144,7 +144,7 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	    "upstream_errors", (json_int_t)st->upstream_errors,
 	    "rejected", (json_int_t)st->rejected, "conns_total", (json_int_t)st->conns_total,
 	    "overload", (json_int_t)st->overload, "active", (json_int_t)px_w->nconns,
-	    "pool_idle", (json_int_t)px_w->pool_idle,
+	    "pool_idle", (json_int_t)px_w->pool_idle, "slow", (json_int_t)px_w->nbulk,
 	    "tls_full", (json_int_t)full, "tls_resumed", (json_int_t)resumed,
 	    "sandboxes", sbs);
 	if (m != NULL) {
@@ -352,16 +352,24 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 		 * request's bufferevents into fewer epoll_ctl calls. */
 		struct event_config *ec = event_config_new();
 
-		if (ec != NULL)
+		if (ec != NULL) {
 			event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+			/* Low-priority callbacks come PX_BULK_BATCH at a time,
+			 * then the loop polls again: a burst of a thousand
+			 * slow clients' bytes makes a new arrival wait for
+			 * one batch, not for the whole burst. */
+			event_config_set_max_dispatch_interval(ec, NULL,
+			    PX_BULK_BATCH, PX_PRIO_BULK);
+		}
 		w.base = ec ? event_base_new_with_config(ec) : NULL;
 		if (ec != NULL)
 			event_config_free(ec);
 		if (w.base == NULL && (w.base = event_base_new()) == NULL)
 			fatalx("worker %d: event_base_new", id);
-		/* Three priorities; events default to the middle one (1).
-		 * TLS handshakes run at 2, so a flood of them waits behind
-		 * the requests of established connections (session.c). */
+		/* Five priorities; events default to the middle one (2).
+		 * Exchanges that have lasted PX_SLOW_MS (slow or large
+		 * bodies, slow readers, long streams) run at 3, TLS
+		 * handshakes in a flood at 4 (session.c). */
 		if (event_base_priority_init(w.base, PX_PRIO_N) != 0)
 			fatalx("worker %d: event priorities", id);
 	}
@@ -386,7 +394,7 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 	evtimer_add(w.stats_timer, &sec);
 	/* at a higher priority than the traffic it must not wait on */
 	w.age_timer = evtimer_new(w.base, age_handshakes, NULL);
-	if (w.age_timer == NULL || event_priority_set(w.age_timer, 0) != 0)
+	if (w.age_timer == NULL || event_priority_set(w.age_timer, PX_PRIO_TIMER) != 0)
 		fatalx("worker %d: timer", id);
 	event_base_dispatch(w.base);
 	/* drained */

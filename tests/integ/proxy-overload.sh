@@ -99,6 +99,33 @@ is "no more passed than burst + rate x time ($n200 <= $((20 + 20 * secs)))" \
 	"$(( n200 <= 20 + 20 * secs ))" 1
 is "at least the burst passed ($n200 >= 19)" "$(( n200 >= 19 ))" 1
 
+# metric NAME: a value from /metrics (workers report once a second)
+metric() {
+	curl -s --unix-socket "$STATE/control.sock" http://berth/metrics |
+		awk -v m="$1" '$1 == m { print $2 }'
+}
+
+# ---- a slow body runs after the other traffic, its next request does not ----
+# A request whose body still trickles in after PX_SLOW_MS (200 ms) moves
+# to a lower event priority (berth_connections_slow counts it); the next
+# request on that connection starts at the normal priority again.
+slow_is() { [ "$(metric berth_connections_slow)" = "$1" ]; }
+is "no slow connection at rest" "$(metric berth_connections_slow)" 0
+rm -f "$T/tr.ready" "$T/tr.go" "$T/tr.done" "$T/tr.hold"
+spawn "$T/trickle.out" python3 "$PYTOOL" --port "$HTTPS_PORT" --host "$(host_for "$TA_PORT" other)" \
+	--ca "$CA" --timeout 30 trickle --ready "$T/tr.ready" --go "$T/tr.go" \
+	--done "$T/tr.done" --hold "$T/tr.hold"
+trickler=$SPAWNED
+check "the slow body is under way (10 bytes in 0.5 s)" wait_for 10 test -e "$T/tr.ready"
+check "berth_connections_slow counts the slow body" wait_for 10 slow_is 1
+touch "$T/tr.go"
+check "the slow body's connection sent its next request" wait_for 10 test -e "$T/tr.done"
+check "its next request is not slow: berth_connections_slow back to 0" wait_for 10 slow_is 0
+touch "$T/tr.hold"
+wait_gone 10 "$trickler"
+is "the slow body and the request after it were answered" \
+	"$(json_get "$(cat "$T/trickle.out")" '(j["status"], j["then"])')" "(200, 200)"
+
 # ---- a TLS handshake flood does not starve an established connection -------
 # Four `openssl s_time -new` loops make full handshakes back to back while
 # a keep-alive client sends 200 requests on its established connection
@@ -107,11 +134,6 @@ is "at least the burst passed ($n200 >= 19)" "$(( n200 >= 19 ))" 1
 # worker, handshakes run at a lower event priority than established
 # traffic).
 need_tool openssl
-# metric NAME: a value from /metrics (workers report once a second)
-metric() {
-	curl -s --unix-socket "$STATE/control.sock" http://berth/metrics |
-		awk -v m="$1" '$1 == m { print $2 }'
-}
 hs0=$(metric 'berth_tls_handshakes_total{type="full"}')
 for i in 1 2 3 4; do
 	spawn "$T/flood$i.out" openssl s_time -connect "127.0.0.1:$HTTPS_PORT" -new -time 600

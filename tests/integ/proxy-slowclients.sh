@@ -98,6 +98,11 @@ bound_read=$((rss0 + CONNS * (64 + 256) + 32768))
 # tool itself takes.
 attack() {
 	_name=$1 _bound=$2; shift 2
+	# SLOW_ONLY="NAME ...": only these attacks (tests/bench/slowclients)
+	case " ${SLOW_ONLY:-$_name} " in
+	*" $_name "*) ;;
+	*) return 0 ;;
+	esac
 	: >"$T/rss.$_name"
 	rm -f "$T/stop.$_name"
 	sample "$T/rss.$_name" "$T/stop.$_name" &

@@ -472,6 +472,36 @@ def cmd_upload(a):
     print(json.dumps({"status": st, "body": body.decode("latin-1")}))
 
 
+# ---- a slow body, then a quick request on the same connection -----------
+def cmd_trickle(a):
+    """POST --path announcing --size bytes, one byte each 50 ms; after
+    --after bytes touch --ready; once --go exists send the rest at once.
+    Then a GET on the same connection; touch --done and hold until
+    --hold exists. Prints both statuses."""
+    s = connect(a)
+    s.settimeout(a.timeout)
+    r = Reader(s)
+    s.sendall(("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
+               "Content-Type: application/octet-stream\r\n\r\n"
+               % (a.path, a.host, a.size)).encode())
+    sent = 0
+    while sent < a.size - 1 and not os.path.exists(a.go):
+        s.sendall(b"x")
+        sent += 1
+        if sent == a.after:
+            open(a.ready, "w").close()
+        time.sleep(0.05)
+    s.sendall(b"x" * (a.size - sent))
+    st1, hdrs = read_head(r)
+    read_body(r, st1, hdrs)
+    s.sendall(request(a.host, "/healthz"))
+    st2, hdrs = read_head(r)
+    read_body(r, st2, hdrs)
+    open(a.done, "w").close()
+    wait_file(a.hold, a.timeout)
+    print(json.dumps({"status": st1, "then": st2, "trickled": sent}))
+
+
 # ---- hold N idle connections (drain, limits, bench) ----------------------
 def cmd_idle(a):
     """Open N connections (TLS handshake completed when --ca), optionally
@@ -559,6 +589,12 @@ def main():
     x = sub.add_parser("upload")
     x.add_argument("--path", default="/upload")
     x.add_argument("--size", type=int, required=True)
+    x = sub.add_parser("trickle")
+    x.add_argument("--path", default="/upload")
+    x.add_argument("--size", type=int, default=4096)
+    x.add_argument("--after", type=int, default=10)
+    for f in ("ready", "go", "done", "hold"):
+        x.add_argument("--" + f, required=True)
     x = sub.add_parser("idle")
     x.add_argument("-n", type=int, default=1)
     x.add_argument("--send")
@@ -570,7 +606,7 @@ def main():
     a = p.parse_args()
     {"raw": cmd_raw, "records": cmd_records, "ws": cmd_ws, "ws-refuse": cmd_ws_refuse,
      "sse": cmd_sse, "slowhead": cmd_slowhead, "download": cmd_download,
-     "upload": cmd_upload, "idle": cmd_idle, "wait-close": cmd_wait_close}[a.cmd](a)
+     "upload": cmd_upload, "trickle": cmd_trickle, "idle": cmd_idle, "wait-close": cmd_wait_close}[a.cmd](a)
 
 
 if __name__ == "__main__":
