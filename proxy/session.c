@@ -83,6 +83,9 @@ struct px_up {
 	int		 pooled;	/* idle, on a pool list */
 	int		 tls;		/* to another host's fleet listener */
 	int		 bulk;		/* its events run at PX_PRIO_BULK */
+	int		 bevread;	/* the bufferevent reads (TLS, tunnels) */
+	struct event	*rev;		/* or this event does (up_rd) */
+	struct timeval	 rtmo;		/* its timeout; zero: none */
 	struct px_poolkey *pk;		/* while pooled */
 	TAILQ_ENTRY(px_up) entry;
 };
@@ -375,6 +378,8 @@ up_free(struct px_up *u)
 		return;
 	if (u->pooled)
 		pool_unlink(u);
+	if (u->rev != NULL)
+		event_free(u->rev);
 	bufferevent_free(u->bev);
 	free(u);
 }
@@ -390,6 +395,108 @@ static void
 pool_idle_event(struct bufferevent *bev, short what, void *arg)
 {
 	up_free(arg);
+}
+
+/*
+ * Reading from upstreams. libevent's socket bufferevent asks the kernel
+ * how much is waiting (ioctl FIONREAD) before every read: a sixth of the
+ * system calls of a keep-alive request. Plain upstreams are read by an
+ * event of ours instead, straight into the bufferevent's input, which
+ * then goes through the same callbacks. TLS upstreams (OpenSSL reads
+ * them) and tunnels leave reading to the bufferevent (u->bevread).
+ */
+#define PX_UP_READ	16384
+
+static void
+up_rev(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_up *u = arg;
+	struct evbuffer *in = bufferevent_get_input(u->bev);
+	struct evbuffer_iovec v;
+	short ev = BEV_EVENT_READING;
+	ssize_t n;
+
+	if (what & EV_TIMEOUT) {
+		ev |= BEV_EVENT_TIMEOUT;
+	} else if (evbuffer_reserve_space(in, PX_UP_READ, &v, 1) < 1) {
+		ev |= BEV_EVENT_ERROR;
+	} else {
+		n = read(fd, v.iov_base, v.iov_len);
+		if (n > 0) {
+			v.iov_len = n;
+			evbuffer_commit_space(in, &v, 1);
+			if (u->s != NULL)
+				up_read(u->bev, u->s);
+			else
+				pool_idle_read(u->bev, u);
+			return;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		ev |= n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR;
+	}
+	event_del(u->rev);	/* as the bufferevent stops reading */
+	if (u->s != NULL)
+		up_event(u->bev, ev, u->s);
+	else
+		pool_idle_event(u->bev, ev, u);
+}
+
+/* Starts (on) or stops reading the upstream. */
+static void
+up_rd(struct px_up *u, int on)
+{
+	if (!u->bevread && u->rev == NULL && on) {
+		u->rev = event_new(px_w->base, bufferevent_getfd(u->bev),
+		    EV_READ | EV_PERSIST, up_rev, u);
+		if (u->rev == NULL ||
+		    event_priority_set(u->rev, u->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) != 0) {
+			if (u->rev != NULL)
+				event_free(u->rev);
+			u->rev = NULL;
+			u->bevread = 1;	/* out of memory: the slow way */
+			bufferevent_set_timeouts(u->bev,
+			    timerisset(&u->rtmo) ? &u->rtmo : NULL, NULL);
+		}
+	}
+	if (u->bevread) {
+		if (on)
+			bufferevent_enable(u->bev, EV_READ);
+		else
+			bufferevent_disable(u->bev, EV_READ);
+	} else if (on) {
+		event_add(u->rev, timerisset(&u->rtmo) ? &u->rtmo : NULL);
+	} else if (u->rev != NULL) {
+		event_del(u->rev);
+	}
+}
+
+/* The upstream's read (rt) and write (wt) timeouts; NULL: none. */
+static void
+up_timeouts(struct px_up *u, const struct timeval *rt, const struct timeval *wt)
+{
+	if (u->bevread) {
+		bufferevent_set_timeouts(u->bev, rt, wt);
+		return;
+	}
+	bufferevent_set_timeouts(u->bev, NULL, wt);
+	if (rt != NULL)
+		u->rtmo = *rt;
+	else
+		timerclear(&u->rtmo);
+	if (u->rev != NULL && event_pending(u->rev, EV_READ, NULL))
+		event_add(u->rev, rt);
+}
+
+/* Moves the upstream's events to priority prio; -1: one is queued. */
+static int
+up_prio(struct px_up *u, int prio)
+{
+	if (bufferevent_priority_set(u->bev, prio) != 0 ||
+	    (u->rev != NULL && event_priority_set(u->rev, prio) != 0))
+		return -1;
+	u->bulk = prio == PX_PRIO_BULK;
+	return 0;
 }
 
 static struct px_poolkey *
@@ -426,17 +533,17 @@ pool_put(struct px_up *u)
 	u->s = NULL;
 	u->reused = 1;
 	u->pooled = 1;
-	if (u->bulk && bufferevent_priority_set(u->bev, PX_PRIO_NORMAL) == 0)
-		u->bulk = 0;	/* else its next session's sess_prio does it */
+	if (u->bulk)
+		(void)up_prio(u, PX_PRIO_NORMAL);	/* or its next session's sess_prio */
 	u->pk = pk;
 	TAILQ_INSERT_HEAD(&pk->idle, u, entry);
 	pk->n++;
 	px_w->pool_idle++;
 	bufferevent_setcb(u->bev, pool_idle_read, NULL, pool_idle_event, u);
 	tv_ms(&tv, PX_POOL_IDLE_MS);
-	bufferevent_set_timeouts(u->bev, &tv, NULL);
+	up_timeouts(u, &tv, NULL);
 	bufferevent_disable(u->bev, EV_WRITE);
-	bufferevent_enable(u->bev, EV_READ);
+	up_rd(u, 1);
 }
 
 static struct px_up *
@@ -768,9 +875,8 @@ sess_prio(struct px_sess *s)
 		else
 			s->w->nbulk--;
 	}
-	if (s->up != NULL && s->up->bulk != s->bulk &&
-	    bufferevent_priority_set(s->up->bev, s->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) == 0)
-		s->up->bulk = s->bulk;
+	if (s->up != NULL && s->up->bulk != s->bulk)
+		(void)up_prio(s->up, s->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL);
 }
 
 /* The request in flight no longer counts against its sandbox's cap. */
@@ -1076,27 +1182,106 @@ find_param(const char *v, size_t vlen, char sep, const char *name,
 	return 0;
 }
 
+/*
+ * A head assembled in place, in the space reserved at the end of an
+ * evbuffer: one contiguous piece without printf or a chain per field.
+ */
+struct hb {
+	struct evbuffer	*buf;
+	struct evbuffer_iovec v;
+	size_t		 len;
+	int		 over;
+};
+
+static int
+hb_start(struct hb *b, struct evbuffer *buf, size_t cap)
+{
+	b->buf = buf;
+	b->len = 0;
+	b->over = 0;
+	return evbuffer_reserve_space(buf, cap, &b->v, 1) == 1 ? 0 : -1;
+}
+
+static void
+hb_add(struct hb *b, const void *d, size_t n)
+{
+	if (b->over || n > b->v.iov_len - b->len) {
+		b->over = 1;
+		return;
+	}
+	memcpy((char *)b->v.iov_base + b->len, d, n);
+	b->len += n;
+}
+
+#define hb_lit(b, lit)	hb_add((b), (lit), sizeof(lit) - 1)
+
+static void
+hb_str(struct hb *b, const char *str)
+{
+	hb_add(b, str, strlen(str));
+}
+
+static void
+hb_num(struct hb *b, unsigned long long n)
+{
+	char t[24];
+	size_t i = sizeof(t);
+
+	do {
+		t[--i] = '0' + n % 10;
+		n /= 10;
+	} while (n > 0);
+	hb_add(b, t + i, sizeof(t) - i);
+}
+
+static void
+hb_field(struct hb *b, const char *name, size_t nlen, const char *v, size_t vlen)
+{
+	hb_add(b, name, nlen);
+	hb_lit(b, ": ");
+	hb_add(b, v, vlen);
+	hb_lit(b, "\r\n");
+}
+
+/* Commits what was assembled; -1 (nothing added) if it did not fit. */
+static int
+hb_end(struct hb *b)
+{
+	b->v.iov_len = b->over ? 0 : b->len;
+	evbuffer_commit_space(b->buf, &b->v, 1);
+	return b->over ? -1 : 0;
+}
+
+/* What berthd adds to a request head at most: Host, forwarding headers,
+ * framing. Each of their values is bounded (host 300, address 46, ...). */
+#define PX_UP_HEAD_EXTRA 2048
+
 /* Appends the request head berthd sends upstream, in one piece. */
 static int
 build_up_head(struct px_sess *s)
 {
 	const struct px_head *h = &s->req;
-	char xfh[300], fwd[600];
-	struct evbuffer *b;
+	struct hb hb, *b = &hb;
 	const char *proto = s->https ? "https" : "http";
 	unsigned port = s->https ? s->w->cfg.https_port : 80;
+	size_t hlen = h->host->vlen < 300 ? h->host->vlen : 299;
 	int i, v6 = strchr(s->peer, ':') != NULL;
 
 	if (s->up_head == NULL && (s->up_head = evbuffer_new()) == NULL)
 		return -1;
-	b = s->up_head;
-	evbuffer_add_printf(b, "%.*s %.*s HTTP/1.1\r\n", (int)h->method_len,
-	    h->method_str, (int)h->target_len, h->target);
-	snprintf(xfh, sizeof(xfh), "%.*s", (int)h->host->vlen, h->host->value);
-	if (s->m.port->host_upstream && !s->m.sb->remote)	/* the owner rewrites */
-		evbuffer_add_printf(b, "Host: localhost:%u\r\n", s->m.guest_port);
-	else
-		evbuffer_add_printf(b, "Host: %s\r\n", xfh);
+	if (hb_start(b, s->up_head, h->rawlen + PX_UP_HEAD_EXTRA) != 0)
+		return -1;
+	hb_add(b, h->method_str, h->method_len);
+	hb_lit(b, " ");
+	hb_add(b, h->target, h->target_len);
+	hb_lit(b, " HTTP/1.1\r\nHost: ");
+	if (s->m.port->host_upstream && !s->m.sb->remote) {	/* the owner rewrites */
+		hb_lit(b, "localhost:");
+		hb_num(b, s->m.guest_port);
+	} else {
+		hb_add(b, h->host->value, hlen);
+	}
+	hb_lit(b, "\r\n");
 	for (i = 0; i < h->nhdr; i++) {
 		const struct px_hdr *f = &h->hdr[i];
 
@@ -1117,8 +1302,12 @@ build_up_head(struct px_sess *s)
 					a--;
 				if (a == 0 && rest == 0)
 					continue;
-				evbuffer_add_printf(b, "Cookie: %.*s%s%.*s\r\n", (int)a, f->value,
-				    a > 0 && rest > 0 ? "; " : "", (int)rest, f->value + e);
+				hb_lit(b, "Cookie: ");
+				hb_add(b, f->value, a);
+				if (a > 0 && rest > 0)
+					hb_lit(b, "; ");
+				hb_add(b, f->value + e, rest);
+				hb_lit(b, "\r\n");
 				continue;
 			}
 		}
@@ -1132,29 +1321,44 @@ build_up_head(struct px_sess *s)
 		    (f->nlen == 9 && strncasecmp(f->name, "forwarded", 9) == 0) ||
 		    (f->nlen == 12 && strncasecmp(f->name, "x-request-id", 12) == 0)))
 			continue;
-		evbuffer_add(b, f->name, f->nlen);
-		evbuffer_add(b, ": ", 2);
-		evbuffer_add(b, f->value, f->vlen);
-		evbuffer_add(b, "\r\n", 2);
+		hb_field(b, f->name, f->nlen, f->value, f->vlen);
 	}
-	snprintf(fwd, sizeof(fwd), "for=%s%s%s;host=\"%s\";proto=%s",
-	    v6 ? "\"[" : "", s->peer, v6 ? "]\"" : "", xfh, proto);
-	if (s->https != PX_LISTEN_FLEET)
-		evbuffer_add_printf(b,
-		    "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n"
-		    "X-Forwarded-Host: %s\r\nX-Forwarded-Port: %u\r\n"
-		    "Forwarded: %s\r\nX-Request-Id: %s\r\n",
-		    s->peer, proto, xfh, port, fwd, s->reqid);
-	if (s->upgrade)
-		evbuffer_add_printf(b, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
-		    (int)h->upgrade->vlen, h->upgrade->value);
-	if (s->req_kind == PX_BODY_CHUNKED)
-		evbuffer_add(b, "Transfer-Encoding: chunked\r\n", 28);
-	else if (h->content_length >= 0)
-		evbuffer_add_printf(b, "Content-Length: %lld\r\n",
-		    (long long)h->content_length);
-	evbuffer_add(b, "\r\n", 2);
-	return 0;
+	if (s->https != PX_LISTEN_FLEET) {
+		hb_lit(b, "X-Forwarded-For: ");
+		hb_str(b, s->peer);
+		hb_lit(b, "\r\nX-Forwarded-Proto: ");
+		hb_str(b, proto);
+		hb_lit(b, "\r\nX-Forwarded-Host: ");
+		hb_add(b, h->host->value, hlen);
+		hb_lit(b, "\r\nX-Forwarded-Port: ");
+		hb_num(b, port);
+		hb_lit(b, "\r\nForwarded: for=");
+		if (v6)
+			hb_lit(b, "\"[");
+		hb_str(b, s->peer);
+		if (v6)
+			hb_lit(b, "]\"");
+		hb_lit(b, ";host=\"");
+		hb_add(b, h->host->value, hlen);
+		hb_lit(b, "\";proto=");
+		hb_str(b, proto);
+		hb_lit(b, "\r\nX-Request-Id: ");
+		hb_str(b, s->reqid);
+		hb_lit(b, "\r\n");
+	}
+	if (s->upgrade) {
+		hb_lit(b, "Connection: upgrade\r\n");
+		hb_field(b, "Upgrade", 7, h->upgrade->value, h->upgrade->vlen);
+	}
+	if (s->req_kind == PX_BODY_CHUNKED) {
+		hb_lit(b, "Transfer-Encoding: chunked\r\n");
+	} else if (h->content_length >= 0) {
+		hb_lit(b, "Content-Length: ");
+		hb_num(b, (unsigned long long)h->content_length);
+		hb_lit(b, "\r\n");
+	}
+	hb_lit(b, "\r\n");
+	return hb_end(b);
 }
 
 static void
@@ -1784,6 +1988,7 @@ up_bev(struct px_sess *s, struct px_up *u)
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
 	u->tls = 1;
+	u->bevread = 1;
 	return 0;
 }
 
@@ -1862,9 +2067,9 @@ up_connected(struct px_sess *s)
 	evbuffer_add(out, evbuffer_pullup(s->up_head, -1), evbuffer_get_length(s->up_head));
 	tv_ms(&rt, s->w->cfg.t_response);
 	tv_ms(&wt, s->w->cfg.t_response);
-	bufferevent_set_timeouts(u->bev, &rt, &wt);
+	up_timeouts(u, &rt, &wt);
 	bufferevent_disable(u->bev, EV_WRITE);
-	bufferevent_enable(u->bev, EV_READ);
+	up_rd(u, 1);
 	up_flush(s);
 	if (!s->req_done) {
 		/* a body that stalls for t_body gets 408 (client_event) */
@@ -1994,58 +2199,58 @@ static void
 send_resp_head(struct px_sess *s)
 {
 	const struct px_head *h = &s->resp;
-	struct evbuffer *b = evbuffer_new();
+	const char *fleet = px_fleet_tls_host();
+	struct hb hb, *b = &hb;
+	size_t hint = 0;
 	int i, interim = h->status >= 100 && h->status < 200;
 
-	if (b == NULL)
+	/* room for the start of the body in the head's chain */
+	if (!interim && h->status != 101)
+		hint = s->resp_kind == PX_BODY_LENGTH ?
+		    (h->content_length < 16384 ? (size_t)h->content_length + 16 : 16384) :
+		    s->resp_kind == PX_BODY_NONE ? 0 : 4096;
+	/* what is added to the upstream's head fits in 512 bytes and the
+	 * fleet host name */
+	if (hb_start(b, cl_out(s), h->rawlen + 512 + strlen(fleet) + hint) != 0)
 		return;
-	evbuffer_add_printf(b, "HTTP/1.1 %d %.*s\r\n", h->status,
-	    (int)h->reason_len, h->reason);
+	hb_lit(b, "HTTP/1.1 ");
+	hb_num(b, (unsigned)h->status);
+	hb_lit(b, " ");
+	hb_add(b, h->reason, h->reason_len);
+	hb_lit(b, "\r\n");
 	for (i = 0; i < h->nhdr; i++) {
 		const struct px_hdr *f = &h->hdr[i];
 
-		if (f->hop)
-			continue;
-		evbuffer_add(b, f->name, f->nlen);
-		evbuffer_add(b, ": ", 2);
-		evbuffer_add(b, f->value, f->vlen);
-		evbuffer_add(b, "\r\n", 2);
+		if (!f->hop)
+			hb_field(b, f->name, f->nlen, f->value, f->vlen);
 	}
 	if (h->status == 101) {
-		evbuffer_add_printf(b, "Connection: upgrade\r\nUpgrade: %.*s\r\n",
-		    (int)h->upgrade->vlen, h->upgrade->value);
+		hb_lit(b, "Connection: upgrade\r\n");
+		hb_field(b, "Upgrade", 7, h->upgrade->value, h->upgrade->vlen);
 	} else if (!interim) {
-		if (s->resp_kind == PX_BODY_CHUNKED || s->resp_reframe)
-			evbuffer_add(b, "Transfer-Encoding: chunked\r\n", 28);
-		else if (h->content_length >= 0 && h->status != 304 &&
-		    (h->status != 204))
-			evbuffer_add_printf(b, "Content-Length: %lld\r\n",
-			    (long long)h->content_length);
-		if (s->wake_ms >= 0)
-			evbuffer_add_printf(b, "Server-Timing: wake;dur=%ld\r\n", s->wake_ms);
-		if (*px_fleet_tls_host() != '\0' && !s->m.sb->remote)
-			evbuffer_add_printf(b, "Berth-Host: %s\r\n", px_fleet_tls_host());
+		if (s->resp_kind == PX_BODY_CHUNKED || s->resp_reframe) {
+			hb_lit(b, "Transfer-Encoding: chunked\r\n");
+		} else if (h->content_length >= 0 && h->status != 304 &&
+		    h->status != 204) {
+			hb_lit(b, "Content-Length: ");
+			hb_num(b, (unsigned long long)h->content_length);
+			hb_lit(b, "\r\n");
+		}
+		if (s->wake_ms >= 0) {
+			hb_lit(b, "Server-Timing: wake;dur=");
+			hb_num(b, (unsigned long long)s->wake_ms);
+			hb_lit(b, "\r\n");
+		}
+		if (*fleet != '\0' && !s->m.sb->remote)
+			hb_field(b, "Berth-Host", 10, fleet, strlen(fleet));
 		if (s->close_after || s->w->draining)
-			evbuffer_add(b, "Connection: close\r\n", 19);
+			hb_lit(b, "Connection: close\r\n");
 		else if (s->req.minor == 0)
-			evbuffer_add(b, "Connection: keep-alive\r\n", 24);
+			hb_lit(b, "Connection: keep-alive\r\n");
 	}
-	evbuffer_add(b, "\r\n", 2);
-	s->bytes_out += evbuffer_get_length(b);
-	{
-		struct evbuffer *out = cl_out(s);
-		size_t hint = 0, len = evbuffer_get_length(b);
-
-		/* room for the start of the body in the head's chain */
-		if (!interim && h->status != 101)
-			hint = s->resp_kind == PX_BODY_LENGTH ?
-			    (h->content_length < 16384 ? (size_t)h->content_length + 16 : 16384) :
-			    s->resp_kind == PX_BODY_NONE ? 0 : 4096;
-		if (evbuffer_get_length(out) == 0)
-			evbuffer_expand(out, len + hint);
-		evbuffer_add(out, evbuffer_pullup(b, -1), len);
-	}
-	evbuffer_free(b);
+	hb_lit(b, "\r\n");
+	s->bytes_out += b->over ? 0 : b->len;
+	(void)hb_end(b);
 }
 
 static void
@@ -2078,6 +2283,9 @@ start_tunnel(struct px_sess *s)
 	s->state = S_TUNNEL;
 	tv_ms(&tv, s->w->cfg.t_tunnel);
 	cl_timeouts(s, s->w->cfg.t_tunnel);
+	/* the tunnel's both sides are bufferevents (tunnel_move) */
+	up_rd(s->up, 0);
+	s->up->bevread = 1;
 	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
 	access_log(s);
 	cl_read_on(s);
@@ -2114,7 +2322,7 @@ pump_response(struct px_sess *s)
 				out = bufferevent_get_output(s->c);
 				continue;
 			}
-			bufferevent_disable(s->up->bev, EV_READ);
+			up_rd(s->up, 0);
 			return;	/* client_write resumes */
 		}
 		if (s->resp_kind == PX_BODY_LENGTH) {
@@ -2313,7 +2521,7 @@ client_write(struct bufferevent *bev, void *arg)
 	sess_prio(s);
 	if (s->up != NULL && s->up->connected &&
 	    (s->state == S_TUNNEL || s->resp_head_sent))
-		bufferevent_enable(s->up->bev, EV_READ);
+		up_rd(s->up, 1);
 	if (s->state != S_TUNNEL && s->up != NULL && s->resp_head_sent &&
 	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) > 0)
 		pump_response(s);
