@@ -405,26 +405,26 @@ pool_idle_event(struct bufferevent *bev, short what, void *arg)
  * then goes through the same callbacks. TLS upstreams (OpenSSL reads
  * them) and tunnels leave reading to the bufferevent (u->bevread).
  */
-#define PX_UP_READ	16384
+#define PX_UP_READ	65536
+static char up_rbuf[PX_UP_READ];	/* one worker, one thread */
 
 static void
 up_rev(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_up *u = arg;
-	struct evbuffer *in = bufferevent_get_input(u->bev);
-	struct evbuffer_iovec v;
 	short ev = BEV_EVENT_READING;
 	ssize_t n;
 
 	if (what & EV_TIMEOUT) {
 		ev |= BEV_EVENT_TIMEOUT;
-	} else if (evbuffer_reserve_space(in, PX_UP_READ, &v, 1) < 1) {
-		ev |= BEV_EVENT_ERROR;
 	} else {
-		n = read(fd, v.iov_base, v.iov_len);
+		/* Read into one buffer, then copy what came: a chain sized
+		 * to it costs less than reserving room for the largest read
+		 * in every upstream's input (a 128 KiB chain each time). */
+		n = read(fd, up_rbuf, sizeof(up_rbuf));
+		if (n > 0 && evbuffer_add(bufferevent_get_input(u->bev), up_rbuf, n) != 0)
+			n = -1, errno = ENOMEM;
 		if (n > 0) {
-			v.iov_len = n;
-			evbuffer_commit_space(in, &v, 1);
 			if (u->s != NULL)
 				up_read(u->bev, u->s);
 			else
@@ -1183,33 +1183,46 @@ find_param(const char *v, size_t vlen, char sep, const char *name,
 }
 
 /*
- * A head assembled in place, in the space reserved at the end of an
- * evbuffer: one contiguous piece without printf or a chain per field.
+ * A head assembled in one contiguous piece, without printf or a chain
+ * per field: in the space reserved at the end of an evbuffer (hb_start)
+ * or in memory of the caller's (hb_mem).
  */
 struct hb {
-	struct evbuffer	*buf;
-	struct evbuffer_iovec v;
-	size_t		 len;
+	char		*p;
+	size_t		 cap, len;
 	int		 over;
+	struct evbuffer	*buf;		/* hb_start */
+	struct evbuffer_iovec v;
 };
 
 static int
 hb_start(struct hb *b, struct evbuffer *buf, size_t cap)
 {
+	memset(b, 0, sizeof(*b));
+	if (evbuffer_reserve_space(buf, cap, &b->v, 1) != 1)
+		return -1;
 	b->buf = buf;
-	b->len = 0;
-	b->over = 0;
-	return evbuffer_reserve_space(buf, cap, &b->v, 1) == 1 ? 0 : -1;
+	b->p = b->v.iov_base;
+	b->cap = b->v.iov_len;
+	return 0;
+}
+
+static void
+hb_mem(struct hb *b, char *mem, size_t cap)
+{
+	memset(b, 0, sizeof(*b));
+	b->p = mem;
+	b->cap = cap;
 }
 
 static void
 hb_add(struct hb *b, const void *d, size_t n)
 {
-	if (b->over || n > b->v.iov_len - b->len) {
+	if (b->over || n > b->cap - b->len) {
 		b->over = 1;
 		return;
 	}
-	memcpy((char *)b->v.iov_base + b->len, d, n);
+	memcpy(b->p + b->len, d, n);
 	b->len += n;
 }
 
@@ -1243,7 +1256,7 @@ hb_field(struct hb *b, const char *name, size_t nlen, const char *v, size_t vlen
 	hb_lit(b, "\r\n");
 }
 
-/* Commits what was assembled; -1 (nothing added) if it did not fit. */
+/* Commits what hb_start assembled; -1 (nothing added) if it did not fit. */
 static int
 hb_end(struct hb *b)
 {
@@ -1261,6 +1274,7 @@ static int
 build_up_head(struct px_sess *s)
 {
 	const struct px_head *h = &s->req;
+	char mem[PX_HEAD_MAX + PX_UP_HEAD_EXTRA];
 	struct hb hb, *b = &hb;
 	const char *proto = s->https ? "https" : "http";
 	unsigned port = s->https ? s->w->cfg.https_port : 80;
@@ -1269,8 +1283,8 @@ build_up_head(struct px_sess *s)
 
 	if (s->up_head == NULL && (s->up_head = evbuffer_new()) == NULL)
 		return -1;
-	if (hb_start(b, s->up_head, h->rawlen + PX_UP_HEAD_EXTRA) != 0)
-		return -1;
+	hb_mem(b, mem, h->rawlen + PX_UP_HEAD_EXTRA < sizeof(mem) ?
+	    h->rawlen + PX_UP_HEAD_EXTRA : sizeof(mem));
 	hb_add(b, h->method_str, h->method_len);
 	hb_lit(b, " ");
 	hb_add(b, h->target, h->target_len);
@@ -1358,7 +1372,9 @@ build_up_head(struct px_sess *s)
 		hb_lit(b, "\r\n");
 	}
 	hb_lit(b, "\r\n");
-	return hb_end(b);
+	if (b->over)
+		return -1;
+	return evbuffer_add(s->up_head, mem, b->len);
 }
 
 static void
