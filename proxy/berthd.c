@@ -335,7 +335,7 @@ metrics(struct evbuffer *out, void *arg)
 {
 	unsigned long long st[6] = { 0 }, bin = 0, bout = 0, uerr = 0;
 	unsigned long long rej = 0, conns = 0, over = 0, active = 0, full = 0, res = 0;
-	unsigned long long slow = 0;
+	unsigned long long slow = 0, deferred = 0;
 	json_t *sbs = json_object(), *v, *x;
 	const char *k;
 	int i, j, live = 0;
@@ -350,7 +350,7 @@ metrics(struct evbuffer *out, void *arg)
 		bin += G("bytes_in"); bout += G("bytes_out");
 		uerr += G("upstream_errors"); rej += G("rejected");
 		conns += G("conns_total"); over += G("overload"); active += G("active");
-		slow += G("slow");
+		slow += G("slow"); deferred += G("deferred");
 		full += G("tls_full"); res += G("tls_resumed");
 #undef G
 		for (j = 0; j < 6; j++)
@@ -381,8 +381,12 @@ metrics(struct evbuffer *out, void *arg)
 	    "# HELP berth_connections_active Open client connections.\n"
 	    "# TYPE berth_connections_active gauge\nberth_connections_active %llu\n"
 	    "# HELP berth_connections_slow Client connections whose request has gone on "
-	    "for 200 ms with bytes still in transit: they run after the others.\n"
+	    "for 200 ms with bytes still in transit; past 16 in a worker they run after "
+	    "the others.\n"
 	    "# TYPE berth_connections_slow gauge\nberth_connections_slow %llu\n"
+	    "# HELP berth_connections_deferred Slow client connections running after "
+	    "the others.\n"
+	    "# TYPE berth_connections_deferred gauge\nberth_connections_deferred %llu\n"
 	    "# HELP berth_connections_total Client connections accepted.\n"
 	    "# TYPE berth_connections_total counter\nberth_connections_total %llu\n"
 	    "# HELP berth_upstream_errors_total Upstream connect, timeout and protocol errors.\n"
@@ -397,7 +401,7 @@ metrics(struct evbuffer *out, void *arg)
 	    "# HELP berth_workers Proxy workers running.\n# TYPE berth_workers gauge\nberth_workers %d\n"
 	    "# HELP berth_worker_restarts_total Workers restarted after dying.\n"
 	    "# TYPE berth_worker_restarts_total counter\nberth_worker_restarts_total %llu\n",
-	    bin, bout, active, slow, conns, uerr, rej, over, full, res, live, P.restarts_total);
+	    bin, bout, active, slow, deferred, conns, uerr, rej, over, full, res, live, P.restarts_total);
 	if (px_eg_enabled())
 		evbuffer_add_printf(out,
 		    "# HELP berth_egress_pending 1 while the kernel refused the stored "

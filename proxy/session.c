@@ -138,6 +138,7 @@ struct px_sess {
 	int		 over;		/* accepted past the limit: 503 only */
 	int		 hs_low;	/* TLS handshake at low priority (w->nhs_low) */
 	int		 hs;		/* TLS handshake in progress (w->nhs) */
+	int		 slow;		/* in a slow exchange (w->nslow) */
 	int		 bulk;		/* its events run at PX_PRIO_BULK */
 	struct px_sbstat *active;	/* counted in active->active while set */
 	TAILQ_ENTRY(px_sess) park_entry;
@@ -830,17 +831,20 @@ px_sess_age_handshakes(struct px_worker *w)
 }
 
 /*
- * Slow exchanges run after everything else. An exchange (a request and
- * its response) that has lasted PX_SLOW_MS while its head or body is
- * still coming in, or its response still going out, moves to
- * PX_PRIO_BULK, with its upstream: slow heads, slow or large bodies, slow
- * readers, long downloads and event streams. The worker's loop runs those
- * PX_BULK_BATCH at a time and polls in between (worker.c), so a burst
- * from a thousand slow clients delays a new client's handshake or
- * request by one batch, not by the whole burst. The next request on the
- * connection starts at the normal priority again. Tunnels (WebSocket)
- * stay interactive; requests waiting for a response head or a wake have
- * nothing to run.
+ * Slow exchanges run after everything else when there are many. An
+ * exchange (a request and its response) is slow once it has lasted
+ * PX_SLOW_MS with its head or body still coming in or its response still
+ * going out: slow heads, slow or large bodies, slow readers, long
+ * downloads and event streams. While a worker has more than PX_SLOW_CALM
+ * of them, they move to PX_PRIO_BULK, each with its upstream. The
+ * worker's loop runs that priority PX_BULK_BATCH callbacks at a time and
+ * polls in between (worker.c), so a burst from a thousand slow clients
+ * delays a new client's handshake or request by one batch, not by the
+ * whole burst. libevent's priorities are strict, hence the threshold: a
+ * few long transfers on a busy worker are no attack and keep their
+ * share. The connection's next request starts at the normal priority.
+ * Tunnels (WebSocket) stay interactive; requests waiting for a response
+ * head or a wake have nothing to run.
  *
  * libevent cannot move an event that is already queued, so a change that
  * fails is simply tried again at the session's next callback.
@@ -848,25 +852,33 @@ px_sess_age_handshakes(struct px_worker *w)
 static void
 sess_prio(struct px_sess *s)
 {
-	int bulk = 0;
+	int slow = 0, bulk;
 
 	if (s->hs_low)
 		return;		/* a handshake in a flood: hs_raise ends it */
 	switch (s->state) {
 	case S_HEAD:
-		bulk = evbuffer_get_length(bufferevent_get_input(s->c)) > 0;
+		slow = evbuffer_get_length(bufferevent_get_input(s->c)) > 0;
 		break;
 	case S_BODY:
-		bulk = 1;
+		slow = 1;
 		break;
 	case S_WAIT:
-		bulk = !s->req_done || s->resp_head_sent;
+		slow = !s->req_done || s->resp_head_sent;
 		break;
 	default:
 		break;
 	}
-	if (bulk && ms_since(&s->t0) < PX_SLOW_MS)
-		bulk = 0;
+	if (slow && ms_since(&s->t0) < PX_SLOW_MS)
+		slow = 0;
+	if (slow != s->slow) {
+		s->slow = slow;
+		if (slow)
+			s->w->nslow++;
+		else
+			s->w->nslow--;
+	}
+	bulk = slow && s->w->nslow > PX_SLOW_CALM;
 	if (bulk != s->bulk &&
 	    bufferevent_priority_set(s->c, bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) == 0) {
 		s->bulk = bulk;
@@ -918,6 +930,8 @@ sess_free(struct px_sess *s)
 	}
 	if (s->bulk)
 		w->nbulk--;
+	if (s->slow)
+		w->nslow--;
 	req_unbind(s);
 	sb_unbind(s);
 	if (s->up != NULL)
@@ -1103,7 +1117,7 @@ sess_next(struct px_sess *s)
 		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));
 	s->state = S_HEAD;
 	cl_timeouts(s, 0);
-	if (s->bulk) {
+	if (s->slow || s->bulk) {
 		clock_gettime(CLOCK_MONOTONIC, &s->t0);
 		sess_prio(s);	/* a new exchange starts at the normal priority */
 	}

@@ -135,7 +135,7 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 		json_object_set_new(sbs, sb->id, json_pack("{s:I,s:I,s:I,s:I}",
 		    "requests", (json_int_t)sb->requests, "conns", (json_int_t)sb->conns,
 		    "bytes_in", (json_int_t)sb->bytes_in, "bytes_out", (json_int_t)sb->bytes_out));
-	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
+	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "type", "stats", "requests", (json_int_t)st->requests,
 	    "status", (json_int_t)st->status[0], (json_int_t)st->status[1],
 	    (json_int_t)st->status[2], (json_int_t)st->status[3],
@@ -144,7 +144,8 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	    "upstream_errors", (json_int_t)st->upstream_errors,
 	    "rejected", (json_int_t)st->rejected, "conns_total", (json_int_t)st->conns_total,
 	    "overload", (json_int_t)st->overload, "active", (json_int_t)px_w->nconns,
-	    "pool_idle", (json_int_t)px_w->pool_idle, "slow", (json_int_t)px_w->nbulk,
+	    "pool_idle", (json_int_t)px_w->pool_idle, "slow", (json_int_t)px_w->nslow,
+	    "deferred", (json_int_t)px_w->nbulk,
 	    "tls_full", (json_int_t)full, "tls_resumed", (json_int_t)resumed,
 	    "sandboxes", sbs);
 	if (m != NULL) {

@@ -61,10 +61,11 @@ TAILQ_HEAD(px_pklist, px_poolkey);
 #define PX_PRIO_N	5
 #define PX_PRIO_TIMER	0	/* the timers that keep the others fair */
 #define PX_PRIO_NORMAL	2	/* libevent's default for N = 5 */
-#define PX_PRIO_BULK	3	/* exchanges older than PX_SLOW_MS */
+#define PX_PRIO_BULK	3	/* slow exchanges, when many (session.c) */
 #define PX_PRIO_HANDSHAKE 4
 #define PX_BULK_BATCH	32	/* bulk or handshake callbacks between polls */
-#define PX_SLOW_MS	200	/* an exchange this old runs at PX_PRIO_BULK */
+#define PX_SLOW_MS	200	/* an exchange this old in transit is slow */
+#define PX_SLOW_CALM	16	/* slow exchanges at once that are no attack */
 #define PX_HS_AGE_MS	50	/* then a handshake runs at PX_PRIO_NORMAL */
 #define PX_HS_CALM	2	/* handshakes at once that are no flood */
 
@@ -87,6 +88,7 @@ struct px_worker {
 	unsigned	 nhs;		/* TLS handshakes in progress */
 	unsigned	 nhs_low;	/* TLS handshakes waiting at low priority */
 	struct event	*age_timer;	/* raises handshakes that waited too long */
+	unsigned	 nslow;		/* sessions in a slow exchange */
 	unsigned	 nbulk;		/* sessions at PX_PRIO_BULK */
 	int		 draining;
 	struct event	*drain_timer;

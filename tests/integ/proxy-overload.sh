@@ -105,27 +105,6 @@ metric() {
 		awk -v m="$1" '$1 == m { print $2 }'
 }
 
-# ---- a slow body runs after the other traffic, its next request does not ----
-# A request whose body still trickles in after PX_SLOW_MS (200 ms) moves
-# to a lower event priority (berth_connections_slow counts it); the next
-# request on that connection starts at the normal priority again.
-slow_is() { [ "$(metric berth_connections_slow)" = "$1" ]; }
-is "no slow connection at rest" "$(metric berth_connections_slow)" 0
-rm -f "$T/tr.ready" "$T/tr.go" "$T/tr.done" "$T/tr.hold"
-spawn "$T/trickle.out" python3 "$PYTOOL" --port "$HTTPS_PORT" --host "$(host_for "$TA_PORT" other)" \
-	--ca "$CA" --timeout 30 trickle --ready "$T/tr.ready" --go "$T/tr.go" \
-	--done "$T/tr.done" --hold "$T/tr.hold"
-trickler=$SPAWNED
-check "the slow body is under way (10 bytes in 0.5 s)" wait_for 10 test -e "$T/tr.ready"
-check "berth_connections_slow counts the slow body" wait_for 10 slow_is 1
-touch "$T/tr.go"
-check "the slow body's connection sent its next request" wait_for 10 test -e "$T/tr.done"
-check "its next request is not slow: berth_connections_slow back to 0" wait_for 10 slow_is 0
-touch "$T/tr.hold"
-wait_gone 10 "$trickler"
-is "the slow body and the request after it were answered" \
-	"$(json_get "$(cat "$T/trickle.out")" '(j["status"], j["then"])')" "(200, 200)"
-
 # ---- a TLS handshake flood does not starve an established connection -------
 # Four `openssl s_time -new` loops make full handshakes back to back while
 # a keep-alive client sends 200 requests on its established connection

@@ -59,6 +59,37 @@ else
 	not_ok "stalled download resumes and completes"
 fi
 
+# ---- slow exchanges, when many, run after the others -----------------------
+# 20 uploads whose bodies trickle in: each is a slow exchange after
+# PX_SLOW_MS (200 ms); past PX_SLOW_CALM (16) in a worker they move to a
+# lower event priority (berth_connections_deferred). Meanwhile a normal
+# request is answered; the next request on each of those connections
+# starts at the normal priority again.
+metric() {
+	curl -s --unix-socket "$STATE/control.sock" http://berth/metrics |
+		awk -v m="$1" '$1 == m { print $2 }'
+}
+metric_is() { [ "$(metric "$1")" = "$2" ]; }
+# (the workers report once a second: the stalled download above may still count)
+check "no slow connection at rest" wait_for 5 metric_is berth_connections_slow 0
+spawn "$T/trickle.out" $P trickle -n 20 --ready "$T/tr.ready" --go "$T/tr.go" \
+	--done "$T/tr.done" --hold "$T/tr.hold"
+trickler=$SPAWNED
+check "20 slow bodies under way" wait_for 20 test -e "$T/tr.ready"
+check "berth_connections_slow counts them (20)" wait_for 10 metric_is berth_connections_slow 20
+check "past 16, they run after the others (berth_connections_deferred 20)" \
+	wait_for 10 metric_is berth_connections_deferred 20
+is "a normal request meanwhile" "$(bcurl -o /dev/null -w '%{http_code}' "$URL/healthz")" 200
+touch "$T/tr.go"
+check "the slow bodies' connections sent their next requests" wait_for 20 test -e "$T/tr.done"
+check "their next requests are not slow: berth_connections_slow 0" \
+	wait_for 10 metric_is berth_connections_slow 0
+is "... and none deferred" "$(metric berth_connections_deferred)" 0
+touch "$T/tr.hold"
+wait_gone 10 "$trickler"
+is "the slow uploads and the requests after them were answered" \
+	"$(json_get "$(cat "$T/trickle.out")" '(j["status"], j["then"])')" "([200], [200])"
+
 # ---- SSE ---------------------------------------------------------------------
 out=$($P sse --path "/sse?count=5&interval=400" --count 5)
 like "SSE content type" "$(json_get "$out" 'j["content_type"]')" "^text/event-stream"

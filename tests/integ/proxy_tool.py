@@ -472,34 +472,43 @@ def cmd_upload(a):
     print(json.dumps({"status": st, "body": body.decode("latin-1")}))
 
 
-# ---- a slow body, then a quick request on the same connection -----------
+# ---- slow bodies, then a quick request on the same connections ----------
 def cmd_trickle(a):
-    """POST --path announcing --size bytes, one byte each 50 ms; after
-    --after bytes touch --ready; once --go exists send the rest at once.
-    Then a GET on the same connection; touch --done and hold until
-    --hold exists. Prints both statuses."""
-    s = connect(a)
-    s.settimeout(a.timeout)
-    r = Reader(s)
-    s.sendall(("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
-               "Content-Type: application/octet-stream\r\n\r\n"
-               % (a.path, a.host, a.size)).encode())
+    """On -n connections, POST --path announcing --size bytes, one byte
+    per connection each 50 ms; after --after rounds touch --ready; once
+    --go exists send the rest at once. Then a GET on each connection;
+    touch --done and hold until --hold exists. Prints the statuses."""
+    conns = []
+    for _ in range(a.n):
+        s = connect(a)
+        s.settimeout(a.timeout)
+        s.sendall(("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
+                   "Content-Type: application/octet-stream\r\n\r\n"
+                   % (a.path, a.host, a.size)).encode())
+        conns.append((s, Reader(s)))
     sent = 0
     while sent < a.size - 1 and not os.path.exists(a.go):
-        s.sendall(b"x")
+        for s, _ in conns:
+            s.sendall(b"x")
         sent += 1
         if sent == a.after:
             open(a.ready, "w").close()
         time.sleep(0.05)
-    s.sendall(b"x" * (a.size - sent))
-    st1, hdrs = read_head(r)
-    read_body(r, st1, hdrs)
-    s.sendall(request(a.host, "/healthz"))
-    st2, hdrs = read_head(r)
-    read_body(r, st2, hdrs)
+    first, then = [], []
+    for s, r in conns:
+        s.sendall(b"x" * (a.size - sent))
+        st, hdrs = read_head(r)
+        read_body(r, st, hdrs)
+        first.append(st)
+        s.sendall(request(a.host, "/healthz"))
+    for s, r in conns:
+        st, hdrs = read_head(r)
+        read_body(r, st, hdrs)
+        then.append(st)
     open(a.done, "w").close()
     wait_file(a.hold, a.timeout)
-    print(json.dumps({"status": st1, "then": st2, "trickled": sent}))
+    print(json.dumps({"status": sorted(set(first)), "then": sorted(set(then)),
+                      "trickled": sent}))
 
 
 # ---- hold N idle connections (drain, limits, bench) ----------------------
@@ -590,6 +599,7 @@ def main():
     x.add_argument("--path", default="/upload")
     x.add_argument("--size", type=int, required=True)
     x = sub.add_parser("trickle")
+    x.add_argument("-n", type=int, default=1)
     x.add_argument("--path", default="/upload")
     x.add_argument("--size", type=int, default=4096)
     x.add_argument("--after", type=int, default=10)
