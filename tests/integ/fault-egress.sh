@@ -43,10 +43,6 @@ wait_log 60 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" ||
 check "the table is in berthd's namespace" nsnft list table inet berth
 
 deny_set() { nsnft list set inet berth always_deny 2>&1; }
-metric() {
-	curl -sS --unix-socket "$STATE/control.sock" http://berth/metrics |
-		awk -v m="$1" '$1 == m {print $2}'
-}
 policy_denies() { netctl --json policy show | python3 -c 'import json,sys
 print(" ".join(sorted(json.load(sys.stdin).get("deny", []))))'; }
 

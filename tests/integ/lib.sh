@@ -226,6 +226,14 @@ start_testapp() {
 }
 
 # ---- berthd ----------------------------------------------------------------
+# metric NAME: a value from berthd's /metrics (workers report once a second)
+metric() {
+	curl -s --unix-socket "$STATE/control.sock" http://berth/metrics |
+		awk -v m="$1" '$1 == m { print $2 }'
+}
+# metric_is NAME VALUE: succeeds when the metric has that value now
+metric_is() { [ "$(metric "$1")" = "$2" ]; }
+
 # berthd_config [EXTRA LINES...]: write $T/berth.conf with fresh ports;
 # sets HTTPS_PORT, HTTP_PORT, STATE, CONF, ACME_DIR. Extra arguments are
 # appended as config lines (e.g. "timeout response 2s").

@@ -99,11 +99,6 @@ is "no more passed than burst + rate x time ($n200 <= $((20 + 20 * secs)))" \
 	"$(( n200 <= 20 + 20 * secs ))" 1
 is "at least the burst passed ($n200 >= 19)" "$(( n200 >= 19 ))" 1
 
-# metric NAME: a value from /metrics (workers report once a second)
-metric() {
-	curl -s --unix-socket "$STATE/control.sock" http://berth/metrics |
-		awk -v m="$1" '$1 == m { print $2 }'
-}
 
 # ---- a TLS handshake flood does not starve an established connection -------
 # Four `openssl s_time -new` loops make full handshakes back to back while

@@ -65,11 +65,6 @@ fi
 # lower event priority (berth_connections_deferred). Meanwhile a normal
 # request is answered; the next request on each of those connections
 # starts at the normal priority again.
-metric() {
-	curl -s --unix-socket "$STATE/control.sock" http://berth/metrics |
-		awk -v m="$1" '$1 == m { print $2 }'
-}
-metric_is() { [ "$(metric "$1")" = "$2" ]; }
 # (the workers report once a second: the stalled download above may still count)
 check "no slow connection at rest" wait_for 5 metric_is berth_connections_slow 0
 spawn "$T/trickle.out" $P trickle -n 20 --ready "$T/tr.ready" --go "$T/tr.go" \
