@@ -137,6 +137,11 @@ guest_link() {
 	ip -n "$NS" link set lo up
 }
 guest_link || bail "cannot make the veth pair"
+# A host running sandboxes must not send a gone guest's traffic to its
+# default gateway, whose answer (silence, a reset, an ICMP error) differs
+# from machine to machine: behind the guest's own route, an unreachable one.
+ip route add unreachable "$NET.0/30" metric 4242 || bail "cannot add the fallback route"
+at_exit "ip route del unreachable '$NET.0/30' metric 4242 2>/dev/null"
 spawn "$T/guest.log" ip netns exec "$NS" "$TESTAPP" -l "$NET.2" -p 0 -L "$T/guest.reqlog"
 wait_log 10 "$T/guest.log" "listening on" "$SPAWNED" || bail "testapp in $NS: $(cat "$T/guest.log")"
 GP=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/guest.log" | head -n 1)
