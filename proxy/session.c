@@ -21,6 +21,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "worker.h"
+#include "evprio.h"
 #include "fleet_tls.h"
 #include "http1.h"
 #include "route.h"
@@ -493,9 +494,14 @@ up_timeouts(struct px_up *u, const struct timeval *rt, const struct timeval *wt)
 static int
 up_prio(struct px_up *u, int prio)
 {
-	if (bufferevent_priority_set(u->bev, prio) != 0 ||
-	    (u->rev != NULL && event_priority_set(u->rev, prio) != 0))
+	int old = u->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL;
+
+	if (px_bev_priority(u->bev, prio) != 0)
 		return -1;
+	if (u->rev != NULL && event_priority_set(u->rev, prio) != 0) {
+		(void)px_bev_priority(u->bev, old);	/* just moved: not queued */
+		return -1;
+	}
 	u->bulk = prio == PX_PRIO_BULK;
 	return 0;
 }
@@ -796,15 +802,18 @@ hs_done(struct px_sess *s)
 	}
 }
 
-/* The session's events run at the normal priority from now on. */
+/*
+ * The session's events run at the normal priority from now on. libevent
+ * cannot move a queued event: then it stays low, and the session's next
+ * callback (sess_prio) or the age timer tries again.
+ */
 static void
 hs_raise(struct px_sess *s)
 {
-	if (!s->hs_low)
+	if (!s->hs_low || px_bev_priority(s->c, PX_PRIO_NORMAL) != 0)
 		return;
 	s->hs_low = 0;
 	s->w->nhs_low--;
-	bufferevent_priority_set(s->c, PX_PRIO_NORMAL);
 }
 
 /*
@@ -854,6 +863,8 @@ sess_prio(struct px_sess *s)
 {
 	int slow = 0, bulk;
 
+	if (s->hs_low && !s->hs)
+		hs_raise(s);	/* its handshake is over: a retry */
 	if (s->hs_low)
 		return;		/* a handshake in a flood: hs_raise ends it */
 	switch (s->state) {
@@ -880,7 +891,7 @@ sess_prio(struct px_sess *s)
 	}
 	bulk = slow && s->w->nslow > PX_SLOW_CALM;
 	if (bulk != s->bulk &&
-	    bufferevent_priority_set(s->c, bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) == 0) {
+	    px_bev_priority(s->c, bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) == 0) {
 		s->bulk = bulk;
 		if (bulk)
 			s->w->nbulk++;
@@ -1055,7 +1066,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	if (https) {
 		s->hs = 1;
 		if (w->nhs++ >= PX_HS_CALM &&
-		    bufferevent_priority_set(s->c, PX_PRIO_HANDSHAKE) == 0) {
+		    px_bev_priority(s->c, PX_PRIO_HANDSHAKE) == 0) {
 			s->hs_low = 1;
 			w->nhs_low++;
 		}
