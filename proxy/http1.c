@@ -51,13 +51,35 @@ memcaseeq(const char *a, size_t alen, const char *b)
 	return alen == blen && strncasecmp(a, b, blen) == 0;
 }
 
+/* A field name against a literal: the length first, no strlen. */
+#define NAME_IS(f, lit) ((f)->nlen == sizeof(lit) - 1 && \
+	strncasecmp((f)->name, (lit), sizeof(lit) - 1) == 0)
+
 /* Headers berthd never forwards as received (RFC 9110 7.6.1 plus the
  * proxy-specific ones); framing and Host are re-emitted by berthd. */
-static const char *const hop_headers[] = {
-	"connection", "keep-alive", "proxy-connection", "te", "trailer",
-	"transfer-encoding", "upgrade", "proxy-authorization",
-	"proxy-authenticate", "content-length", "host", NULL,
+#define HOP(n)	{ n, sizeof(n) - 1 }
+static const struct {
+	const char	*name;
+	size_t		 len;
+} hop_headers[] = {
+	HOP("connection"), HOP("keep-alive"), HOP("proxy-connection"),
+	HOP("te"), HOP("trailer"), HOP("transfer-encoding"), HOP("upgrade"),
+	HOP("proxy-authorization"), HOP("proxy-authenticate"),
+	HOP("content-length"), HOP("host"),
 };
+#undef HOP
+
+static int
+hop_header(const struct px_hdr *f)
+{
+	size_t k;
+
+	for (k = 0; k < sizeof(hop_headers) / sizeof(hop_headers[0]); k++)
+		if (f->nlen == hop_headers[k].len &&
+		    strncasecmp(f->name, hop_headers[k].name, f->nlen) == 0)
+			return 1;
+	return 0;
+}
 
 void
 px_head_init(struct px_head *h, int request)
@@ -72,8 +94,7 @@ px_head_reset(struct px_head *h)
 {
 	int request = h->request;
 
-	free(h->raw);
-	free(h->hdr);
+	free(h->hdr);		/* raw shares its allocation */
 	px_head_init(h, request);
 }
 
@@ -252,51 +273,49 @@ semantics(struct px_head *h, int *status, const char **why)
 {
 	int bad = h->request ? 400 : 502;
 	const struct px_hdr *te = NULL, *cl = NULL, *expect = NULL;
-	int i, k;
+	int i;
 
 	if (h->major != 1 || h->minor > 1)
 		FAIL(h->request ? 505 : 502, "unsupported HTTP version");
 	for (i = 0; i < h->nhdr; i++) {
 		struct px_hdr *f = &h->hdr[i];
 
-		if (memcaseeq(f->name, f->nlen, "host")) {
+		if (NAME_IS(f, "host")) {
 			if (h->host != NULL)
 				FAIL(bad, "duplicate Host header");
 			h->host = f;
-		} else if (memcaseeq(f->name, f->nlen, "content-length")) {
+		} else if (NAME_IS(f, "content-length")) {
 			if (cl != NULL)
 				FAIL(bad, "duplicate Content-Length header");
 			cl = f;
-		} else if (memcaseeq(f->name, f->nlen, "transfer-encoding")) {
+		} else if (NAME_IS(f, "transfer-encoding")) {
 			if (te != NULL)
 				FAIL(bad, "duplicate Transfer-Encoding header");
 			te = f;
-		} else if (memcaseeq(f->name, f->nlen, "connection")) {
+		} else if (NAME_IS(f, "connection")) {
 			if (px_list_has(f->value, f->vlen, "close"))
 				h->conn_close = 1;
 			if (px_list_has(f->value, f->vlen, "keep-alive"))
 				h->conn_keepalive = 1;
 			if (px_list_has(f->value, f->vlen, "upgrade"))
 				h->conn_upgrade = 1;
-		} else if (memcaseeq(f->name, f->nlen, "upgrade")) {
+		} else if (NAME_IS(f, "upgrade")) {
 			if (h->upgrade != NULL)
 				FAIL(bad, "duplicate Upgrade header");
 			h->upgrade = f;
-		} else if (memcaseeq(f->name, f->nlen, "expect")) {
+		} else if (NAME_IS(f, "expect")) {
 			if (expect != NULL)
 				FAIL(bad, "duplicate Expect header");
 			expect = f;
 		}
-		for (k = 0; hop_headers[k] != NULL; k++)
-			if (memcaseeq(f->name, f->nlen, hop_headers[k]))
-				f->hop = 1;
+		f->hop = hop_header(f);
 	}
 	/* Headers the Connection header names are hop-by-hop too. */
 	for (i = 0; i < h->nhdr; i++) {
 		const struct px_hdr *c = &h->hdr[i];
 		int j;
 
-		if (!memcaseeq(c->name, c->nlen, "connection"))
+		if (!NAME_IS(c, "connection"))
 			continue;
 		for (j = 0; j < h->nhdr; j++) {
 			char name[64];
@@ -359,6 +378,7 @@ px_head_parse(struct px_head *h, const char *buf, size_t len, int *status,
 {
 	size_t pos = h->scanned, lim = len < PX_HEAD_MAX ? len : PX_HEAD_MAX;
 	int big = h->request ? 431 : 502;
+	size_t tab;
 
 	for (;;) {
 		const char *nl, *cr;
@@ -406,10 +426,13 @@ px_head_parse(struct px_head *h, const char *buf, size_t len, int *status,
 	}
 
 	/* Idle connections hold no field table: it exists only while a
-	 * message is in flight, sized to the fields the lexer counted. */
-	if ((h->raw = malloc(pos + 1)) == NULL ||
-	    (h->hdr = calloc(h->nhdr + 1, sizeof(*h->hdr))) == NULL)
+	 * message is in flight, sized to the fields the lexer counted, in
+	 * one allocation with the head's bytes after it. */
+	tab = (size_t)(h->nhdr + 1) * sizeof(*h->hdr);
+	if ((h->hdr = malloc(tab + pos + 1)) == NULL)
 		FAIL(h->request ? 503 : 502, "out of memory");
+	memset(h->hdr, 0, tab);
+	h->raw = (char *)h->hdr + tab;
 	memcpy(h->raw, buf, pos);
 	h->raw[pos] = '\0';
 	h->rawlen = pos;

@@ -123,7 +123,6 @@ struct px_sess {
 	struct px_route_match m;
 	struct px_sbstat *sb;		/* counted in sb->conns while set */
 	struct px_up	*up;
-	struct evbuffer	*up_head;	/* serialized request head, for retry */
 	int		 replayable;
 	int		 tries;
 	struct timespec	 t0, t_up;
@@ -951,8 +950,6 @@ sess_free(struct px_sess *s)
 		px_routes_unref(s->routes);
 	px_head_reset(&s->req);
 	px_head_reset(&s->resp);
-	if (s->up_head != NULL)
-		evbuffer_free(s->up_head);
 	if (s->stage != NULL)
 		evbuffer_free(s->stage);
 	event_free(s->timer);
@@ -1124,8 +1121,6 @@ sess_next(struct px_sess *s)
 	s->status = 0;
 	s->logged = 0;
 	s->t_up.tv_sec = 0;
-	if (s->up_head != NULL)
-		evbuffer_drain(s->up_head, evbuffer_get_length(s->up_head));
 	s->state = S_HEAD;
 	cl_timeouts(s, 0);
 	if (s->slow || s->bulk) {
@@ -1294,22 +1289,26 @@ hb_end(struct hb *b)
  * framing. Each of their values is bounded (host 300, address 46, ...). */
 #define PX_UP_HEAD_EXTRA 2048
 
-/* Appends the request head berthd sends upstream, in one piece. */
+/*
+ * The request head berthd sends upstream, in one piece, into mem (room
+ * for PX_UP_HEAD_MAX); *len gets its length. It depends only on the
+ * parsed request and its route, so a retry on a fresh connection builds
+ * the same bytes again instead of keeping a copy.
+ */
+#define PX_UP_HEAD_MAX (PX_HEAD_MAX + PX_UP_HEAD_EXTRA)
+
 static int
-build_up_head(struct px_sess *s)
+build_up_head(struct px_sess *s, char *mem, size_t *len)
 {
 	const struct px_head *h = &s->req;
-	char mem[PX_HEAD_MAX + PX_UP_HEAD_EXTRA];
 	struct hb hb, *b = &hb;
 	const char *proto = s->https ? "https" : "http";
 	unsigned port = s->https ? s->w->cfg.https_port : 80;
 	size_t hlen = h->host->vlen < 300 ? h->host->vlen : 299;
 	int i, v6 = strchr(s->peer, ':') != NULL;
 
-	if (s->up_head == NULL && (s->up_head = evbuffer_new()) == NULL)
-		return -1;
-	hb_mem(b, mem, h->rawlen + PX_UP_HEAD_EXTRA < sizeof(mem) ?
-	    h->rawlen + PX_UP_HEAD_EXTRA : sizeof(mem));
+	hb_mem(b, mem, h->rawlen + PX_UP_HEAD_EXTRA < PX_UP_HEAD_MAX ?
+	    h->rawlen + PX_UP_HEAD_EXTRA : PX_UP_HEAD_MAX);
 	hb_add(b, h->method_str, h->method_len);
 	hb_lit(b, " ");
 	hb_add(b, h->target, h->target_len);
@@ -1397,9 +1396,8 @@ build_up_head(struct px_sess *s)
 		hb_lit(b, "\r\n");
 	}
 	hb_lit(b, "\r\n");
-	if (b->over)
-		return -1;
-	return evbuffer_add(s->up_head, mem, b->len);
+	*len = b->len;
+	return b->over ? -1 : 0;
 }
 
 static void
@@ -1857,10 +1855,6 @@ route_request(struct px_sess *s)
 	s->req_done = s->req_kind == PX_BODY_NONE;
 	s->upgrade = s->req.upgrade != NULL && s->req_kind == PX_BODY_NONE;
 	s->replayable = s->req_kind == PX_BODY_NONE;
-	if (build_up_head(s) != 0) {
-		sess_error(s, 503, "out of memory", NULL);
-		return;
-	}
 	s->state = s->req_done ? S_WAIT : S_BODY;
 	/* Reading goes on (bounded in client_read): pipelined bytes and an
 	 * early body wait in the input buffer; leaving the event alone
@@ -2089,6 +2083,9 @@ up_connected(struct px_sess *s)
 	struct px_up *u = s->up;
 	struct evbuffer *out = bufferevent_get_output(u->bev);
 	struct timeval rt, wt;
+	char head[PX_UP_HEAD_MAX];
+	size_t len;
+	ssize_t n = 0;
 	int one = 1;
 
 	if (!u->connected) {
@@ -2104,8 +2101,19 @@ up_connected(struct px_sess *s)
 		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 	}
 	u->connected = 1;
-	/* one piece: the head is one write, hence one TCP segment */
-	evbuffer_add(out, evbuffer_pullup(s->up_head, -1), evbuffer_get_length(s->up_head));
+	if (build_up_head(s, head, &len) != 0) {
+		up_fail(s, 502, "the request head is too large to forward");
+		return;
+	}
+	/* One piece: the head is one write, hence one TCP segment. With
+	 * nothing queued before it, straight from here: no buffer to fill
+	 * and drain. What the socket does not take (or an error, which the
+	 * bufferevent meets again and reports) goes through the output. */
+	if (!u->tls && evbuffer_get_length(out) == 0 &&
+	    (n = write(bufferevent_getfd(u->bev), head, len)) < 0)
+		n = 0;
+	if ((size_t)n < len)
+		evbuffer_add(out, head + n, len - (size_t)n);
 	tv_ms(&rt, s->w->cfg.t_response);
 	tv_ms(&wt, s->w->cfg.t_response);
 	up_timeouts(u, &rt, &wt);

@@ -227,7 +227,12 @@ make_ctx(struct px_tls *t, const struct px_tls_cert *c, char *err, size_t errlen
 	    SSL_CTX_set_cipher_list(ctx,
 	    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-CHACHA20-POLY1305:"
 	    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256:"
-	    "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES256-GCM-SHA384") != 1) {
+	    "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES256-GCM-SHA384") != 1 ||
+	    /* TLS 1.3 in the same order as 1.2 (and as Go and Cloudflare):
+	     * AES-128-GCM first, fewer AES rounds per record and SHA-256
+	     * for the key schedule; OpenSSL's default puts AES-256 first. */
+	    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:"
+	    "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384") != 1) {
 		ssl_err(err, errlen, "TLS parameters");
 		goto fail;
 	}
