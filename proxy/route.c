@@ -280,13 +280,16 @@ fail:
 	return NULL;
 }
 
+static int
+cmp_sb_id(const void *id, const void *sb)
+{
+	return strcmp(id, ((const struct px_rsb *)sb)->id);
+}
+
 static const struct px_rsb *
 find_sb(const struct px_routes *r, const char *id)
 {
-	struct px_rsb key;
-
-	snprintf(key.id, sizeof(key.id), "%s", id);
-	return bsearch(&key, r->sbs, r->nsbs, sizeof(*r->sbs), cmp_sb);
+	return bsearch(id, r->sbs, r->nsbs, sizeof(*r->sbs), cmp_sb_id);
 }
 
 static const struct px_rport *
