@@ -17,6 +17,7 @@
 #include "egress.h"
 #include "fleet.h"
 #include "worker.h"
+#include "bufpool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -936,6 +937,8 @@ main(int argc, char **argv)
 	struct event *ev_hup, *ev_term, *ev_int, *ev_chld, *ev_rot;
 	struct timeval rot = { 6 * 3600, 0 };
 
+	/* before anything allocates (OpenSSL refuses afterwards) */
+	(void)px_bufpool_install();
 	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
 		switch (ch) {
 		case 'f': cfgfile = optarg; break;

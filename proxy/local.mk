@@ -6,7 +6,7 @@ PX_CORE = proxy/valid.c proxy/valid.h proxy/http1.c proxy/http1.h \
 proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/tls.c proxy/tls.h proxy/ipc.c proxy/ipc.h \
 	proxy/worker.c proxy/worker.h proxy/session.c proxy/vm.c proxy/vm.h proxy/egress.c proxy/egress.h \
-	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h \
+	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h proxy/bufpool.c proxy/bufpool.h \
 	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h
 proxy_berthd_CPPFLAGS = $(AM_CPPFLAGS) -DPKGDATADIR='"$(pkgdatadir)"' -DSRCDIR='"$(abs_top_srcdir)"'
 proxy_berthd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
@@ -18,3 +18,10 @@ tests_unit_test_evprio_SOURCES = tests/unit/test_evprio.c tests/unit/tap.h \
 	proxy/evprio.c proxy/evprio.h
 tests_unit_test_evprio_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
 tests_unit_test_evprio_LDADD = $(LIBEVENT_LIBS)
+
+check_PROGRAMS += tests/unit/test_bufpool
+TESTS += tests/unit/test_bufpool
+tests_unit_test_bufpool_SOURCES = tests/unit/test_bufpool.c tests/unit/tap.h \
+	proxy/bufpool.c proxy/bufpool.h
+tests_unit_test_bufpool_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS)
+tests_unit_test_bufpool_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS)

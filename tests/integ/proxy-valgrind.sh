@@ -31,7 +31,8 @@ wait_gone 30 "$BERTHD_PID" || bail "native berthd did not stop"
 
 cat >"$T/vg-berthd" <<EOF
 #!/bin/sh
-exec valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \
+# BERTH_BUFPOOL=0: every buffer really freed, or a use after free hides
+BERTH_BUFPOOL=0 exec valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \
 	--show-leak-kinds=definite --error-exitcode=99 --trace-children=no \
 	--num-callers=30 --log-file="$T/vg.%p" "$REAL_BERTHD" "\$@"
 EOF
