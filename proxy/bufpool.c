@@ -38,7 +38,8 @@ static const size_t class_size[] = {
 	1024, 2048, 4096, 8192, 16384, 17408, 32768, 65536,
 };
 #define NCLASS	(sizeof(class_size) / sizeof(class_size[0]))
-#define PX_BUFPOOL_KEEP 64		/* buffers kept per class */
+#define PX_BUFPOOL_KEEP 64		/* buffers kept per class, */
+#define PX_BUFPOOL_CLASS_BYTES (1024 * 1024)	/* and bytes at most */
 
 struct freebuf {
 	struct freebuf	*next;
@@ -103,7 +104,8 @@ px_bufpool_free(void *p)
 		if (cls[i].usable == u) {
 			struct freebuf *b = p;
 
-			if (cls[i].n >= PX_BUFPOOL_KEEP)
+			if (cls[i].n >= PX_BUFPOOL_KEEP ||
+			    (cls[i].n + 1) * class_size[i] > PX_BUFPOOL_CLASS_BYTES)
 				break;
 			b->next = cls[i].free;
 			cls[i].free = b;

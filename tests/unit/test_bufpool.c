@@ -71,6 +71,14 @@ main(void)
 	is_int((long long)kept(), 0, "all of them are handed out again");
 	for (i = 0; i < 64; i++)
 		free(many[i]);
+	for (i = 0; i < 20; i++)
+		many[i] = px_bufpool_alloc(65536);
+	for (i = 0; i < 20; i++)
+		px_bufpool_free(many[i]);
+	px_bufpool_stats(&n, &bytes);
+	ok(n == 16 && bytes == 1024 * 1024, "of a large size, at most 1 MiB (%zu kept)", n);
+	for (i = 0; i < 16; i++)
+		free(px_bufpool_alloc(65536));
 
 	/* realloc keeps the bytes */
 	p = px_bufpool_alloc(1024);
