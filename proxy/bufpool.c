@@ -30,12 +30,12 @@
 #include <event2/event.h>
 
 /* Sizes allocated for each class: evbuffer chains are powers of two;
- * 17408 fits OpenSSL's record buffers (16 KiB and its overhead). A
- * request is served from a class only if that wastes at most an eighth
- * of it: a 600-byte structure is no I/O buffer, and idle connections
- * must not grow. */
+ * 16896 fits OpenSSL 3.0's record buffers (16 KiB and their overhead:
+ * 16712 bytes to read, 16560 to write). A request is served from a class
+ * only if that wastes at most 1/32 of it: a 600-byte structure is no I/O
+ * buffer, and idle connections must not grow. */
 static const size_t class_size[] = {
-	1024, 2048, 4096, 8192, 16384, 17408, 32768, 65536,
+	1024, 2048, 4096, 8192, 16384, 16896, 32768, 65536,
 };
 #define NCLASS	(sizeof(class_size) / sizeof(class_size[0]))
 #define PX_BUFPOOL_KEEP 64		/* buffers kept per class, */
@@ -78,7 +78,7 @@ px_bufpool_alloc(size_t n)
 		return malloc(n);
 	for (i = 0; class_size[i] < n; i++)
 		;
-	if (class_size[i] - n > class_size[i] / 8)
+	if (class_size[i] - n > class_size[i] / 32)
 		return malloc(n);
 	if (cls[i].free != NULL) {
 		struct freebuf *b = cls[i].free;
