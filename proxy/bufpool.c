@@ -188,15 +188,16 @@ ossl_free(void *p, const char *file, int line)
 int
 px_bufpool_install(void)
 {
-	const char *e = getenv("BERTH_BUFPOOL");
-
 #ifdef PX_BUFPOOL_OFF
 	return 0;
-#endif
+#else
+	const char *e = getenv("BERTH_BUFPOOL");
+
 	if (e != NULL && strcmp(e, "0") == 0)
 		return 0;
 	event_set_mem_functions(px_bufpool_alloc, px_bufpool_realloc,
 	    px_bufpool_free);
 	return CRYPTO_set_mem_functions(ossl_alloc, ossl_realloc,
 	    ossl_free) == 1 ? 0 : -1;
+#endif
 }

@@ -18,7 +18,7 @@ void	*px_bufpool_alloc(size_t);
 void	 px_bufpool_free(void *);
 void	*px_bufpool_realloc(void *, size_t);
 
-/* Buffers kept for reuse, and their bytes (for /metrics and tests). */
+/* Buffers kept for reuse, and their bytes (for tests). */
 void	 px_bufpool_stats(size_t *nbufs, size_t *bytes);
 
 #endif
