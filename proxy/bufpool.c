@@ -151,6 +151,17 @@ px_bufpool_stats(size_t *nbufs, size_t *bytes)
 	}
 }
 
+/* Under AddressSanitizer (and valgrind, told by BERTH_BUFPOOL=0) every
+ * buffer must really be freed, or a use after free goes unseen. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PX_BUFPOOL_OFF 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PX_BUFPOOL_OFF 1
+#endif
+#endif
+
+#ifndef PX_BUFPOOL_OFF
 static void *
 ossl_alloc(size_t n, const char *file, int line)
 {
@@ -175,22 +186,9 @@ ossl_free(void *p, const char *file, int line)
 	px_bufpool_free(p);
 }
 
-/* Under AddressSanitizer (and valgrind, told by BERTH_BUFPOOL=0) every
- * buffer must really be freed, or a use after free goes unseen. */
-#if defined(__SANITIZE_ADDRESS__)
-#define PX_BUFPOOL_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PX_BUFPOOL_OFF 1
-#endif
-#endif
-
 int
 px_bufpool_install(void)
 {
-#ifdef PX_BUFPOOL_OFF
-	return 0;
-#else
 	const char *e = getenv("BERTH_BUFPOOL");
 
 	if (e != NULL && strcmp(e, "0") == 0)
@@ -199,5 +197,11 @@ px_bufpool_install(void)
 	    px_bufpool_free);
 	return CRYPTO_set_mem_functions(ossl_alloc, ossl_realloc,
 	    ossl_free) == 1 ? 0 : -1;
-#endif
 }
+#else
+int
+px_bufpool_install(void)
+{
+	return 0;
+}
+#endif
