@@ -36,7 +36,7 @@ static struct {
 	struct vmm_template tpl;
 	struct px_store	*store;
 	struct px_vm_hooks hooks;
-	char		 describe[256];
+	char		 describe[768];
 } V;
 
 int
@@ -45,9 +45,20 @@ px_vm_enabled(void)
 	return V.m != NULL;
 }
 
+/* The backend and the accelerator with why: it changes when KVM's trial
+ * boot decides, so it is read anew each time. */
 const char *
 px_vm_describe(void)
 {
+	const char *why = "";
+	enum vmm_accel a;
+
+	if (V.m == NULL)
+		return "off";
+	a = vmm_accel(V.m, &why);
+	snprintf(V.describe, sizeof(V.describe), "%s, %s%s%s",
+	    vmm_backend_name(V.m), a == VMM_ACCEL_KVM ? "KVM" : "TCG",
+	    why != NULL && *why ? ": " : "", why != NULL ? why : "");
 	return V.describe;
 }
 
@@ -194,7 +205,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 {
 	struct vmm_config vc;
 	char vdir[PATH_MAX], tdir[PATH_MAX], e[VMM_ERRLEN];
-	const char *why = "";
+	const char *ev;
 	int n;
 
 	V.store = store;
@@ -220,6 +231,11 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.backend = c->vmm_backend;
 	vc.accel = c->accel == PX_ACCEL_TCG ? VMM_ACCEL_TCG :
 	    c->accel == PX_ACCEL_KVM ? VMM_ACCEL_KVM : VMM_ACCEL_AUTO;
+	/* Test and ops knobs of the accelerator choice (berthd(8)). */
+	if ((ev = getenv("BERTH_KVM_PROBE")) != NULL && strcmp(ev, "skip") == 0)
+		vc.kvm_probe_skip = 1;
+	if ((ev = getenv("BERTH_KVM_TRIAL_MS")) != NULL)
+		vc.kvm_trial_ms = (unsigned)strtoul(ev, NULL, 10);
 	vc.mem_mib = c->vm_memory;
 	vc.standby_max = c->vm_standby;
 	vc.tap_prefix = c->tap_prefix;
@@ -244,9 +260,6 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		snprintf(err, errlen, "%s", e);
 		return -1;
 	}
-	snprintf(V.describe, sizeof(V.describe), "%s, %s%s%s", vmm_backend_name(V.m),
-	    vmm_accel(V.m, &why) == VMM_ACCEL_KVM ? "KVM" : "TCG",
-	    why && *why ? ": " : "", why ? why : "");
 	if ((n = vmm_adopt_all(V.m, e, sizeof(e))) < 0)
 		log_warnx("vmm: re-adopting VMs: %s", e);
 	else if (n > 0)

@@ -79,6 +79,8 @@ struct vmm_sandbox {
 	char disk[PATH_MAX];
 	struct vmm_template tpl;	/* owned copies */
 	unsigned mem_mib, vcpus, disk_mib;
+	enum vmm_accel accel;		/* of the running VMM or the snapshot
+					 * (restores use it); AUTO: unknown */
 	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms; /* 0: dflt */
 	uint64_t created_ms, created_mono_ms, last_activity_ms;
 	pid_t pid;			/* VMM process, 0 if none */
@@ -121,8 +123,11 @@ struct vmm {
 	char mkfs[PATH_MAX];
 	char dns[64];
 	const struct vmm_backend *be;
-	enum vmm_accel accel;
-	char accel_why[256];
+	enum vmm_accel accel;		/* the latest verdict (or the guess) */
+	int accel_known;		/* accel was proven or forced */
+	int kvm_possible;		/* auto: the probe did not rule KVM out,
+					 * so a fresh boot may be KVM's trial */
+	char accel_why[VMM_ERRLEN];
 	struct vmm_pool *pool;
 	struct vmm_sandbox *list;
 	unsigned tap_seq;
@@ -134,6 +139,25 @@ void vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 /* The VMM went away (or its control channel did) with no operation in
  * flight: the sandbox becomes FAILED and an EXIT event is sent. */
 void vmm_backend_exited(struct vmm_sandbox *sb, const char *reason);
+
+/* The accelerator for a fresh boot of sb (accel.c). *trial = 1 when this
+ * boot is KVM's trial: the backend gives it cfg.kvm_trial_ms, and reports
+ * the outcome with vmm_accel_verdict() (a failed trial boots again under
+ * TCG). */
+enum vmm_accel vmm_accel_boot(struct vmm_sandbox *sb, int *trial);
+void vmm_accel_verdict(struct vmm_sandbox *sb, enum vmm_accel a,
+    const char *why);
+
+/* An event outside any operation (accelerator verdicts, what the guest
+ * did by itself). */
+void vmm_emit(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, const char *cause);
+/* Rewrite <dir>/sandbox.conf now (a VMM was spawned: its pid must be on
+ * disk before anything else can go wrong). */
+void vmm_meta_save(struct vmm_sandbox *sb);
+/* Something the guest or qemu did leaves the sandbox failed while its
+ * VMM lives on (a disk I/O error stopped it): state FAILED, an event. */
+void vmm_backend_failed(struct vmm_sandbox *sb, const char *reason);
 
 /* The guest kernel command line: the template's plus tsc_early_khz= and
  * berth.ip= berth.gw= berth.dns= berth.id= (read by the guest's init). */

@@ -76,6 +76,11 @@ struct qm {
 	off_t con_off;		/* console.log read position */
 	char carry[128];	/* tail of the last read, for split lines */
 	int ready_seen;
+	int trial;		/* this boot is KVM's trial (accel.c) */
+	uint64_t boot_t0;
+	int io_stopped;		/* qemu stopped the guest on a disk error */
+	uint64_t io_event_ms;	/* last disk-error event (rate limit) */
+	char down_why[160];	/* what qemu said before it went away */
 	int was_running;	/* suspend: running before (cont on failure) */
 	char kill_why[VMM_ERRLEN];	/* why we killed it, for the report */
 	char qmp_path[PATH_MAX];
@@ -103,6 +108,7 @@ static json_t *qm_caps(void);
 static void qm_standby_end(struct qm *q);
 static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
     void *arg);
+static void qm_trial_failed(struct qm *q, const char *why);
 
 static void
 qm_timer(struct qm *q, struct event *ev, unsigned ms)
@@ -210,6 +216,8 @@ qm_exited(pid_t pid, int status, void *arg)
 	if (q->kill_why[0] != '\0') {
 		snprintf(why, sizeof(why), "%s", q->kill_why);
 		q->kill_why[0] = '\0';
+	} else if (q->down_why[0] != '\0') {
+		snprintf(why, sizeof(why), "%s", q->down_why);
 	} else {
 		vmm_status_text(status, st, sizeof(st));
 		(void)vmm_path(sb, "vmm.log", logp, sizeof(logp));
@@ -220,11 +228,36 @@ qm_exited(pid_t pid, int status, void *arg)
 		    q->op == QM_RESTORE ? "restore from snapshot failed: " : "",
 		    st, tail[0] ? ": " : "", tail);
 	}
+	if (q->op == QM_BOOT && q->trial) {
+		qm_trial_failed(q, why);
+		return;
+	}
 	if (q->op != QM_IDLE) {
 		qm_done(q, 0, VMM_FAILED, why);
 		return;
 	}
 	vmm_backend_exited(sb, why);
+}
+
+/* KVM's trial boot died or missed its deadline: the verdict is TCG, and
+ * this same boot goes on under TCG (the caller sees one slower boot). */
+static void
+qm_trial_failed(struct qm *q, const char *why)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char err[VMM_ERRLEN];
+
+	q->trial = 0;
+	vmm_accel_verdict(sb, VMM_ACCEL_TCG, why);
+	sb->accel = VMM_ACCEL_TCG;
+	if (qm_spawn(q, 0, 0, err, sizeof(err)) < 0) {
+		qm_done(q, 0, VMM_FAILED, err);
+		return;
+	}
+	q->step = 0;
+	q->boot_t0 = vmm_now_ms();
+	qm_timer(q, q->deadline_ev, sb->m->cfg.ready_timeout_ms);
+	qm_timer(q, q->poll_ev, QM_CONSOLE_MS);
 }
 
 /* ---- QMP ---- */
@@ -288,14 +321,63 @@ static void
 qm_qmp_event(struct vmm_qmp *c, const char *event, json_t *data, void *arg)
 {
 	struct qm *q = arg;
+	struct vmm_sandbox *sb = q->sb;
+	const char *r = json_string_value(json_object_get(data, "reason"));
+	char why[VMM_ERRLEN];
 
-	(void)c;
-	(void)data;
-	/* A guest that shuts itself down ends qemu (no -no-shutdown): the
-	 * exit handler reports it. Nothing else needs an event today;
-	 * migration progress is polled. */
-	(void)q;
-	(void)event;
+	if (c != q->qmp)
+		return;		/* the standby's: it runs no guest */
+	if (strcmp(event, "SHUTDOWN") == 0) {
+		/* qemu exits next (no -no-shutdown): the exit handler says
+		 * why with this, unless we asked for it. */
+		if (r != NULL && strcmp(r, "host-qmp-quit") != 0)
+			snprintf(q->down_why, sizeof(q->down_why), "%s",
+			    strcmp(r, "guest-shutdown") == 0 ?
+			    "the guest powered itself off" :
+			    strcmp(r, "guest-panic") == 0 ?
+			    "the guest kernel panicked" : r);
+	} else if (strcmp(event, "RESET") == 0) {
+		/* The guest rebooted (a panic does that too, panic=-1): it
+		 * comes up again by itself; worth an event, not a state. */
+		if (q->op == QM_IDLE && json_is_true(json_object_get(data,
+		    "guest"))) {
+			snprintf(why, sizeof(why), "the guest rebooted (%s)",
+			    r != NULL ? r : "reset");
+			vmm_emit(sb, VMM_OP_GUEST, 1, why, "vmm");
+		}
+	} else if (strcmp(event, "GUEST_PANICKED") == 0) {
+		if (q->op == QM_IDLE && sb->pid > 0)
+			qm_kill_now(q, "the guest kernel panicked");
+	} else if (strcmp(event, "BLOCK_IO_ERROR") == 0) {
+		const char *op = json_string_value(json_object_get(data,
+		    "operation"));
+		const char *act = json_string_value(json_object_get(data,
+		    "action"));
+		int nospace = json_is_true(json_object_get(data, "nospace"));
+		uint64_t now = vmm_now_ms();
+
+		if (nospace)
+			snprintf(why, sizeof(why), "disk full: a guest %s to "
+			    "%s failed: no space left on the host file system "
+			    "holding it", op != NULL ? op : "write", sb->disk);
+		else
+			snprintf(why, sizeof(why), "disk error: a guest %s on "
+			    "%s failed: %s", op != NULL ? op : "access",
+			    sb->disk, r != NULL ? r : "I/O error");
+		if (act != NULL && strcmp(act, "stop") == 0) {
+			/* qemu stopped the guest (werror=enospc): failed,
+			 * its memory kept; `resume` retries once space is
+			 * back, `start` boots it again. */
+			if (!q->io_stopped && q->op == QM_IDLE) {
+				q->io_stopped = 1;
+				vmm_backend_failed(sb, why);
+			}
+		} else if (now - q->io_event_ms >= 10000) {
+			/* the guest saw EIO; one event per 10 s at most */
+			q->io_event_ms = now;
+			vmm_emit(sb, VMM_OP_GUEST, 0, why, "vmm");
+		}
+	}
 }
 
 static void
@@ -520,8 +602,10 @@ qm_deadline(evutil_socket_t fd, short what, void *arg)
 	case QM_BOOT:
 		(void)vmm_path(sb, "console.log", path, sizeof(path));
 		vmm_tail_line(path, tail, sizeof(tail));
-		snprintf(why, sizeof(why), "guest not ready within %u ms (%s); "
-		    "last console line: %s", sb->m->cfg.ready_timeout_ms,
+		snprintf(why, sizeof(why), "guest not ready within %u ms%s (%s); "
+		    "last console line: %s", q->trial ?
+		    sb->m->cfg.kvm_trial_ms : sb->m->cfg.ready_timeout_ms,
+		    q->trial ? " under KVM" : "",
 		    q->qmp == NULL ? "no QMP connection" : "no ready line",
 		    tail[0] ? tail : "(none)");
 		qm_kill_now(q, why);
@@ -551,7 +635,7 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	struct vmm *m = sb->m;
 	char mac[18], cmdline[2048];
 	size_t n = 0, used = 0;
-	int kvm = m->accel == VMM_ACCEL_KVM;
+	int kvm = sb->accel == VMM_ACCEL_KVM;
 
 #define ARG(...) do {							\
 	int w_ = snprintf(store + used, storelen - used, __VA_ARGS__);	\
@@ -632,6 +716,44 @@ toolong:
 #undef ARG
 }
 
+/* The guest RAM file of a fresh boot, allocated now: a state disk too
+ * full for the guest's memory fails the boot here with a clear error,
+ * not with a SIGBUS in qemu when the guest first touches a page. Made by
+ * root with O_EXCL|O_NOFOLLOW (nothing planted in its place is followed)
+ * and then handed to the VMM's user. */
+static int
+qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+	uid_t uid = sb->m->cfg.vmm_uid;
+	int fd, e;
+
+	(void)vmm_path(sb, "mem", p, sizeof(p));
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "guest RAM file %s: %s", p, strerror(errno));
+		return -errno;
+	}
+	if ((e = posix_fallocate(fd, 0, (off_t)sb->mem_mib << 20)) != 0 &&
+	    e != EOPNOTSUPP && e != EINVAL) {
+		close(fd);
+		(void)unlink(p);
+		snprintf(err, errlen, "cannot allocate the guest's %u MiB of "
+		    "RAM in %s: %s", sb->mem_mib, p, strerror(e));
+		return -e;
+	}
+	if (uid != 0 && fchown(fd, uid, sb->m->cfg.vmm_gid) < 0) {
+		e = errno;
+		close(fd);
+		(void)unlink(p);
+		snprintf(err, errlen, "guest RAM file %s: chown: %s", p,
+		    strerror(e));
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
 /* Start qemu: a fresh boot, a restore, or a restore's standby (which
  * is kept apart from sb->pid until a restore promotes it). */
 static int
@@ -662,10 +784,15 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 			    strerror(errno));
 			return -ENOENT;
 		}
+		if (sb->accel == VMM_ACCEL_AUTO)	/* recorded before 2026-12 */
+			sb->accel = sb->m->accel_known ? sb->m->accel :
+			    VMM_ACCEL_TCG;
 	} else {
 		/* A fresh boot starts from zeroed RAM. */
 		qm_unlink(sb, "mem");
 		qm_unlink(sb, "snap/state");
+		if ((rc = qm_ram_file(sb, err, errlen)) < 0)
+			return rc;
 	}
 	(void)unlink(q->qmp_path);
 	if ((rc = qm_argv(sb, restore, argv, sizeof(argv) / sizeof(argv[0]),
@@ -695,6 +822,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 			return -EIO;
 		}
 		sb->standby_pid = pid;
+		vmm_meta_save(sb);
 		q->sb->standby_ready = 0;
 		q->sb_step = 0;
 		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
@@ -707,9 +835,39 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		sb->pid = 0;
 		return -EIO;
 	}
+	/* On disk before anything else can happen: a manager killed from
+	 * here on finds this qemu by its pid at the next start. */
+	vmm_meta_save(sb);
 	q->expect_exit = 0;
+	q->io_stopped = 0;
+	q->down_why[0] = '\0';
 	qm_timer(q, q->connect_ev, QM_CONNECT_MS);
 	return 0;
+}
+
+/* A fresh boot of a failed sandbox whose qemu still lives (stopped on a
+ * disk error, say): that qemu goes first, reaped here, so the disk and
+ * the control socket are free for the new one. */
+static void
+qm_main_reap(struct qm *q)
+{
+	struct vmm_sandbox *sb = q->sb;
+	pid_t pid = sb->pid;
+
+	if (pid <= 0)
+		return;
+	vmm_child_unwatch(q->watch);
+	q->watch = NULL;
+	event_del(q->lost_ev);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	sb->pid = 0;
+	vmm_qmp_free(q->qmp);
+	q->qmp = NULL;
+	q->expect_exit = 0;
+	q->kill_why[0] = '\0';
+	(void)unlink(q->qmp_path);
 }
 
 static int
@@ -727,14 +885,20 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 			qm_promote(q);
 		return 0;
 	}
-	if (!restore)
+	if (!restore) {
 		qm_standby_reap(q);	/* a fresh boot wants the disk */
-	if ((rc = qm_spawn(q, restore, 0, err, errlen)) < 0)
+		qm_main_reap(q);	/* a failed sandbox's stopped qemu */
+		sb->accel = vmm_accel_boot(sb, &q->trial);
+	}
+	if ((rc = qm_spawn(q, restore, 0, err, errlen)) < 0) {
+		q->trial = 0;
 		return rc;
+	}
 	q->op = restore ? QM_RESTORE : QM_BOOT;
 	q->step = 0;
+	q->boot_t0 = vmm_now_ms();
 	qm_timer(q, q->deadline_ev, restore ? sb->m->cfg.op_timeout_ms :
-	    sb->m->cfg.ready_timeout_ms);
+	    q->trial ? sb->m->cfg.kvm_trial_ms : sb->m->cfg.ready_timeout_ms);
 	if (!restore)
 		qm_timer(q, q->poll_ev, QM_CONSOLE_MS);
 	return 0;
@@ -1002,8 +1166,16 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 	case QM_BOOT:
 		/* Ready = QMP usable and the guest printed its ready line,
 		 * in either order. */
-		if (vmm_qmp_is_ready(q->qmp) && q->ready_seen)
+		if (vmm_qmp_is_ready(q->qmp) && q->ready_seen) {
+			if (q->trial) {
+				snprintf(why, sizeof(why), "guest ready in "
+				    "%llu ms", (unsigned long long)
+				    (vmm_now_ms() - q->boot_t0));
+				q->trial = 0;
+				vmm_accel_verdict(sb, VMM_ACCEL_KVM, why);
+			}
 			qm_done(q, 1, VMM_RUNNING, "");
+		}
 		return;
 
 	case QM_ADOPT:
@@ -1087,10 +1259,13 @@ restore_fail:
 		return;
 
 	case QM_CONT:
-		if (ret == NULL)
-			qm_donef(q, 0, VMM_PAUSED, "cont: %s", error);
-		else
+		if (ret == NULL) {
+			qm_donef(q, 0, q->io_stopped ? VMM_FAILED : VMM_PAUSED,
+			    "cont: %s", error);
+		} else {
+			q->io_stopped = 0;
 			qm_done(q, 1, VMM_RUNNING, "");
+		}
 		return;
 
 	case QM_SUSPEND:

@@ -39,7 +39,7 @@ static const char *const state_names[] = {
 };
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
-	"exit", "adopt",
+	"exit", "adopt", "accel", "guest",
 };
 
 const char *
@@ -236,7 +236,8 @@ rmtree(const char *path)
 	return rc;
 }
 
-/* What adoption needs; rewritten atomically after every state change. */
+/* What adoption needs; rewritten atomically after every state change
+ * and whenever a VMM process is spawned. */
 static void
 meta_write(struct vmm_sandbox *sb)
 {
@@ -255,18 +256,24 @@ meta_write(struct vmm_sandbox *sb)
 	    "guest_ip=%s\n"
 	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
 	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
-	    "ready_line=%s\nreason=%s\n",
+	    "ready_line=%s\nreason=%s\naccel=%s\n",
 	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
 	    (int)sb->standby_pid, sb->tap, ip,
 	    sb->mem_mib, sb->vcpus, sb->disk_mib,
 	    (unsigned long long)sb->created_ms, sb->tpl.name,
 	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
 	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
-	    sb->tpl.ready_line, sb->reason);
+	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel));
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
 		(void)unlink(tmp);
+}
+
+void
+vmm_meta_save(struct vmm_sandbox *sb)
+{
+	meta_write(sb);
 }
 
 int
@@ -312,7 +319,8 @@ vmm_kernel_cmdline(const struct vmm_sandbox *sb, char *buf, size_t len)
 	 */
 	n = snprintf(buf, len, "%s%s%s berth.ip=%s/%u berth.gw=%s berth.dns=%s "
 	    "berth.id=%s", sb->tpl.cmdline, tsc,
-	    m->accel == VMM_ACCEL_TCG ? " mitigations=off" : "", ip, sb->prefix, gw,
+	    (sb->accel != VMM_ACCEL_AUTO ? sb->accel : m->accel) ==
+	    VMM_ACCEL_TCG ? " mitigations=off" : "", ip, sb->prefix, gw,
 	    m->cfg.dns != NULL ? m->cfg.dns : gw, sb->id);
 	return n < 0 || (size_t)n >= len ? -E2BIG : 0;
 }
@@ -438,21 +446,38 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		    strerror(errno));
 		goto fail;
 	}
+	if (m->cfg.kvm_trial_ms == 0)
+		m->cfg.kvm_trial_ms = 20000;
 	switch (cfg->accel) {
 	case VMM_ACCEL_TCG:
-		m->accel = VMM_ACCEL_TCG;
-		snprintf(m->accel_why, sizeof(m->accel_why), "forced by config");
-		break;
 	case VMM_ACCEL_KVM:
-		m->accel = VMM_ACCEL_KVM;
+		m->accel = cfg->accel;
+		m->accel_known = 1;
 		snprintf(m->accel_why, sizeof(m->accel_why), "forced by config");
 		break;
 	default: {
 		char why[200];
 
-		m->accel = vmm_kvm_probe(800, why, sizeof(why)) == 1 ?
-		    VMM_ACCEL_KVM : VMM_ACCEL_TCG;
-		snprintf(m->accel_why, sizeof(m->accel_why), "probe: %s", why);
+		/* The probe can only rule KVM out (cheaply, before any VM
+		 * is booted); proving it takes a real boot (accel.c). */
+		if (cfg->kvm_probe_skip) {
+			m->kvm_possible = 1;
+			snprintf(why, sizeof(why), "skipped");
+		} else {
+			m->kvm_possible = vmm_kvm_probe(800, why,
+			    sizeof(why)) == 1;
+		}
+		if (m->kvm_possible) {
+			m->accel = VMM_ACCEL_KVM;
+			snprintf(m->accel_why, sizeof(m->accel_why), "not "
+			    "proven yet: the first boot of a template under "
+			    "KVM decides, TCG if it fails (probe: %s)", why);
+		} else {
+			m->accel = VMM_ACCEL_TCG;
+			m->accel_known = 1;
+			snprintf(m->accel_why, sizeof(m->accel_why),
+			    "probe: %s", why);
+		}
 		break;
 	}
 	}
@@ -551,6 +576,7 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->standby_ready = sb->standby_ready;
 	out->mem_mib = sb->mem_mib;
 	out->vcpus = sb->vcpus;
+	out->accel = sb->accel;
 	out->created_ms = sb->created_ms;
 	out->last_activity_ms = sb->last_activity_ms;
 	out->busy = sb->busy;
@@ -820,6 +846,28 @@ vmm_backend_exited(struct vmm_sandbox *sb, const char *reason)
 	idle_arm(sb);
 }
 
+void
+vmm_emit(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    const char *cause)
+{
+	emit(sb, op, ok, reason, 0, cause);
+}
+
+void
+vmm_backend_failed(struct vmm_sandbox *sb, const char *reason)
+{
+	snprintf(sb->reason, sizeof(sb->reason), "%s", reason);
+	if (sb->busy) {
+		if (sb->op != VMM_OP_DELETE)
+			op_finish(sb, 0, VMM_FAILED, reason);
+		return;
+	}
+	set_state(sb, VMM_FAILED);
+	meta_write(sb);
+	emit(sb, VMM_OP_GUEST, 0, reason, 0, "vmm");
+	idle_arm(sb);
+}
+
 /* Delete's last step, when the VMM process is gone. */
 static void
 sb_destroy(struct vmm_sandbox *sb)
@@ -1032,7 +1080,7 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		if (st == VMM_RUNNING)
 			noop = 1;
 		else if (st != VMM_PAUSED && st != VMM_SUSPENDED &&
-		    !(st == VMM_FAILED && sb->restore_failed))
+		    !(st == VMM_FAILED && (sb->restore_failed || sb->pid > 0)))
 			rc = -EPERM;
 		break;
 	case VMM_OP_STOP:
@@ -1043,6 +1091,12 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 	default:
 		return errf(err, errlen, -EINVAL, "bad operation");
 	}
+	if (rc == -EPERM && op == VMM_OP_RESUME && (st == VMM_FAILED ||
+	    st == VMM_STOPPED))
+		return errf(err, errlen, rc, "sandbox %s is %s%s%s: nothing to "
+		    "resume; start boots it again from its template, keeping "
+		    "its disk", sb->id, vmm_state_name(st),
+		    sb->reason[0] ? " - " : "", sb->reason);
 	if (rc == -EPERM)
 		return errf(err, errlen, rc, "sandbox %s is %s: cannot %s",
 		    sb->id, vmm_state_name(st), vmm_op_name(op));
@@ -1073,7 +1127,7 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		rc = be->suspend(sb, err, errlen);
 		break;
 	case VMM_OP_RESUME:
-		if (st == VMM_PAUSED) {
+		if (st == VMM_PAUSED || (st == VMM_FAILED && sb->pid > 0)) {
 			rc = be->cont(sb, err, errlen);
 		} else {
 			if ((rc = net_setup(sb, err, errlen)) < 0)
@@ -1288,7 +1342,7 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
-	char cmdline[1024], ready[128], reason[VMM_ERRLEN];
+	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
 	int pid, standby_pid;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
@@ -1320,6 +1374,7 @@ meta_read(const char *path, struct meta *mt)
 		S("cmdline", cmdline);
 		S("ready_line", ready);
 		S("reason", reason);
+		S("accel", accel);
 #undef S
 		if (strcmp(line, "pid") == 0)
 			mt->pid = atoi(v);
@@ -1419,6 +1474,8 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->vcpus = mt.vcpus ? mt.vcpus : m->cfg.vcpus;
 	sb->disk_mib = mt.disk ? mt.disk : m->cfg.disk_mib;
 	sb->created_ms = mt.created;
+	sb->accel = strcmp(mt.accel, "kvm") == 0 ? VMM_ACCEL_KVM :
+	    strcmp(mt.accel, "tcg") == 0 ? VMM_ACCEL_TCG : VMM_ACCEL_AUTO;
 	sb->created_mono_ms = sb->last_activity_ms = vmm_now_ms();
 	sb->prefix = 30;
 	nc_link_mac_guest(id, sb->mac);

@@ -56,16 +56,20 @@ enum vmm_op {
 	VMM_OP_DELETE,
 	VMM_OP_EXIT,		/* not requested: the VMM died or hung up */
 	VMM_OP_ADOPT,		/* re-adopted after a restart (vmm_adopt_all) */
+	VMM_OP_ACCEL,		/* not requested: KVM's trial boot decided */
+	VMM_OP_GUEST,		/* not requested: the guest reset, panicked or
+				 * hit a disk error */
 };
 
 enum vmm_accel {
-	VMM_ACCEL_AUTO = 0,	/* KVM if the probe proves it works, else TCG */
+	VMM_ACCEL_AUTO = 0,	/* KVM if a real boot proves it, else TCG */
 	VMM_ACCEL_TCG,
 	VMM_ACCEL_KVM,
 };
 
 const char *vmm_state_name(enum vmm_state s);
 const char *vmm_op_name(enum vmm_op op);
+const char *vmm_accel_name(enum vmm_accel a);	/* "kvm", "tcg", "auto" */
 
 /* ---- templates ---- */
 
@@ -115,6 +119,10 @@ struct vmm_config {
 	const char *vmm_binary;		/* NULL: qemu-system-x86_64 /
 					 * firecracker from PATH */
 	enum vmm_accel accel;
+	unsigned kvm_trial_ms;		/* auto: KVM's trial boot must be ready
+					 * this soon; 0: 20000 */
+	int kvm_probe_skip;		/* auto: do not let the long-mode probe
+					 * rule KVM out; the trial decides */
 	struct in_addr pool;		/* 0: 10.200.0.0 */
 	uint8_t pool_plen;		/* 0: 16; /30 blocks are carved out */
 	const char *tap_prefix;		/* NULL: "bth" */
@@ -203,6 +211,7 @@ struct vmm_info {
 	pid_t standby_pid;		/* suspended: the standby VMM, 0 */
 	int standby_ready;		/* it has loaded the snapshot */
 	unsigned mem_mib, vcpus;
+	enum vmm_accel accel;		/* its VMM's (or snapshot's), AUTO: none */
 	uint64_t created_ms;		/* wall clock */
 	uint64_t last_activity_ms;	/* monotonic clock */
 	int busy;			/* an operation is in flight: */

@@ -257,6 +257,9 @@ berthd_config() {
 		echo "access_log stderr"
 		# VMs only where a test asks (VMM=on): no template build elsewhere
 		echo "vmm ${VMM:-off}"
+		# VM tests boot under TCG whatever the host's KVM looks like
+		# (vm-accel.sh tests the automatic choice)
+		echo "accel ${ACCEL:-tcg}"
 		# the host's table inet berth is programmed only where asked
 		echo "egress ${EGRESS:-off}"
 		for _l in "$@"; do echo "$_l"; done
