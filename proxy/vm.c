@@ -260,6 +260,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		snprintf(err, errlen, "%s", e);
 		return -1;
 	}
+	(void)vmm_accel_template(V.m, &V.tpl);
 	if ((n = vmm_adopt_all(V.m, e, sizeof(e))) < 0)
 		log_warnx("vmm: re-adopting VMs: %s", e);
 	else if (n > 0)

@@ -79,9 +79,9 @@ key_file(char *key, size_t len, size_t *off, const char *name,
 }
 
 static void
-accel_key(const struct vmm_sandbox *sb, char *key, size_t len)
+accel_key(const struct vmm *m, const struct vmm_template *t, char *key,
+    size_t len)
 {
-	const struct vmm *m = sb->m;
 	char exe[PATH_MAX];
 	size_t off = 0;
 	int n;
@@ -91,9 +91,9 @@ accel_key(const struct vmm_sandbox *sb, char *key, size_t len)
 	    (unsigned)m->cfg.vmm_gid);
 	off = n > 0 ? (size_t)n : 0;
 	key_file(key, len, &off, "vmm", exe);
-	key_file(key, len, &off, "kernel", sb->tpl.kernel);
-	key_file(key, len, &off, "initrd", sb->tpl.initrd);
-	key_file(key, len, &off, "rootfs", sb->tpl.rootfs);
+	key_file(key, len, &off, "kernel", t->kernel);
+	key_file(key, len, &off, "initrd", t->initrd);
+	key_file(key, len, &off, "rootfs", t->rootfs);
 	/* a tab or newline in a path would break the line format */
 	for (n = 0; key[n] != '\0'; n++)
 		if (key[n] == '\t' || key[n] == '\n')
@@ -185,11 +185,39 @@ cache_put(const struct vmm *m, const char *key, enum vmm_accel a,
 		free(lines[i]);
 }
 
+/* The cached verdict for template t (AUTO: none), also made the
+ * manager's current answer for vmm_accel(). */
+static enum vmm_accel
+verdict(struct vmm *m, const struct vmm_template *t)
+{
+	char key[4 * PATH_MAX], why[VMM_ERRLEN - 64];
+	enum vmm_accel a;
+
+	accel_key(m, t, key, sizeof(key));
+	if ((a = cache_get(m, key, why, sizeof(why))) != VMM_ACCEL_AUTO &&
+	    (m->accel != a || !m->accel_known)) {
+		m->accel = a;
+		m->accel_known = 1;
+		snprintf(m->accel_why, sizeof(m->accel_why), "cached verdict: "
+		    "%s", why);
+	}
+	return a;
+}
+
+enum vmm_accel
+vmm_accel_template(struct vmm *m, const struct vmm_template *t)
+{
+	if (m->cfg.accel == VMM_ACCEL_TCG || m->cfg.accel == VMM_ACCEL_KVM ||
+	    !m->kvm_possible || strcmp(m->be->name, "qemu") != 0)
+		return m->accel;
+	(void)verdict(m, t);
+	return m->accel;
+}
+
 enum vmm_accel
 vmm_accel_boot(struct vmm_sandbox *sb, int *trial)
 {
 	struct vmm *m = sb->m;
-	char key[4 * PATH_MAX], why[256];
 	enum vmm_accel a;
 
 	*trial = 0;
@@ -197,16 +225,8 @@ vmm_accel_boot(struct vmm_sandbox *sb, int *trial)
 		return m->cfg.accel;
 	if (!m->kvm_possible)
 		return VMM_ACCEL_TCG;
-	accel_key(sb, key, sizeof(key));
-	if ((a = cache_get(m, key, why, sizeof(why))) != VMM_ACCEL_AUTO) {
-		if (m->accel != a || !m->accel_known) {
-			m->accel = a;
-			m->accel_known = 1;
-			snprintf(m->accel_why, sizeof(m->accel_why),
-			    "cached verdict of an earlier trial boot: %s", why);
-		}
+	if ((a = verdict(m, &sb->tpl)) != VMM_ACCEL_AUTO)
 		return a;
-	}
 	*trial = 1;
 	return VMM_ACCEL_KVM;
 }
@@ -217,7 +237,7 @@ vmm_accel_verdict(struct vmm_sandbox *sb, enum vmm_accel a, const char *why)
 	struct vmm *m = sb->m;
 	char key[4 * PATH_MAX], msg[VMM_ERRLEN];
 
-	accel_key(sb, key, sizeof(key));
+	accel_key(m, &sb->tpl, key, sizeof(key));
 	if (a == VMM_ACCEL_KVM)
 		snprintf(msg, sizeof(msg), "trial boot of %s under KVM: %s",
 		    sb->id, why);

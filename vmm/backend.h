@@ -83,6 +83,8 @@ struct vmm_sandbox {
 					 * (restores use it); AUTO: unknown */
 	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms; /* 0: dflt */
 	uint64_t created_ms, created_mono_ms, last_activity_ms;
+	int64_t cpu_ms;			/* VMM CPU time at cpu_at_ms (idle) */
+	uint64_t cpu_at_ms;
 	pid_t pid;			/* VMM process, 0 if none */
 	pid_t standby_pid;		/* suspended: a VMM waiting for the
 					 * restore (backend's standby()), 0 */
@@ -98,6 +100,11 @@ struct vmm_sandbox {
 	 * snapshot is still the latest, so a resume may try it again (once
 	 * it is repaired); any other failure leaves it stale */
 	int restore_failed;
+	/* adoption: the state sandbox.conf had (an operation may have been
+	 * in flight: a restore's qemu that has not run the guest yet is
+	 * ended, the snapshot still stands) */
+	enum vmm_state adopt_from;
+	int disk_ready;			/* mkfs finished (else start redoes it) */
 	uint64_t op_t0;
 	struct vmm_waiter *waiters;
 

@@ -55,3 +55,8 @@ EXTRA_DIST += tests/integ/vm-testapp.sh
 EXTRA_DIST += vmm/guest/mktemplate vmm/guest/init
 TESTS += tests/integ/vm-boot.sh
 EXTRA_DIST += tests/integ/vm-boot.sh
+
+# accel auto on a host where KVM looks usable but is not (a qemu wrapper
+# that fails or hangs under -accel kvm; /dev/kvm hidden); root, TCG.
+TESTS += tests/integ/vm-accel.sh
+EXTRA_DIST += tests/integ/vm-accel.sh

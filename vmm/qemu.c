@@ -86,6 +86,7 @@ struct qm {
 	char qmp_path[PATH_MAX];
 
 	/* the standby qemu (sb->standby_pid) while the sandbox sleeps */
+	struct vmm_child *sync_watch;	/* suspend: flushing the RAM file */
 	struct vmm_child *sb_watch;
 	struct vmm_qmp *sb_qmp;
 	struct event *sb_connect_ev;	/* connect retries, status polls */
@@ -692,7 +693,8 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	ARG("virtio-net-device,netdev=n0,mac=%s", mac);
 	/* The persistent disk first: the guest finds it at /dev/vda. */
 	ARG("-drive");
-	ARG("id=d0,file=%s,format=raw,if=none,cache=writeback,discard=unmap",
+	ARG("id=d0,file=%s,format=raw,if=none,cache=writeback,discard=unmap,"
+	    "werror=enospc,rerror=report",
 	    sb->disk);
 	ARG("-device");
 	ARG("virtio-blk-device,drive=d0");
@@ -1142,6 +1144,7 @@ qm_promote(struct qm *q)
 	}
 	sb->pid = sb->standby_pid;
 	sb->standby_pid = 0;
+	vmm_meta_save(sb);	/* before cont: it may run the guest */
 	q->watch = q->sb_watch;
 	q->sb_watch = NULL;
 	q->qmp = q->sb_qmp;
@@ -1153,6 +1156,49 @@ qm_promote(struct qm *q)
 	event_del(q->sb_connect_ev);
 	q->step = 4;
 	(void)qm_cmd(q, "cont", NULL);
+}
+
+static void
+qm_synced(pid_t pid, int status, void *arg)
+{
+	struct qm *q = arg;
+	char why[VMM_ERRLEN], st[128];
+
+	(void)pid;
+	q->sync_watch = NULL;	/* freed by the watcher */
+	if (q->op != QM_SUSPEND || q->step != 45)
+		return;		/* the suspend ended otherwise meanwhile */
+	if (status != 0) {
+		vmm_status_text(status, st, sizeof(st));
+		snprintf(why, sizeof(why), "flushing the guest RAM file of %s "
+		    "to disk: sync %s", q->sb->id, st);
+		qm_suspend_fail(q, why);
+		return;
+	}
+	qm_step(q, NULL, NULL);
+}
+
+static int
+qm_sync_start(struct qm *q, char *err, size_t errlen)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char mem[PATH_MAX], logp[PATH_MAX], sync[] = "sync", d[] = "-d";
+	char *argv[] = { sync, d, mem, NULL };
+	pid_t pid;
+
+	(void)vmm_path(sb, "mem", mem, sizeof(mem));
+	(void)vmm_path(sb, "migrate.err", logp, sizeof(logp));
+	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0)
+		return -1;
+	q->sync_watch = vmm_child_watch(sb->m->base, pid, qm_synced, q, err,
+	    errlen);
+	if (q->sync_watch == NULL) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return -1;
+	}
+	return 0;
 }
 
 static void
@@ -1180,7 +1226,15 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 
 	case QM_ADOPT:
 		if (q->step == 0) {
+			/* A suspend cut short by the manager's death may have
+			 * left a migration running: end it (an error only
+			 * means there was none). */
 			q->step = 1;
+			(void)qm_cmd(q, "migrate_cancel", NULL);
+			return;
+		}
+		if (q->step == 1) {
+			q->step = 2;
 			(void)qm_cmd(q, "query-status", NULL);
 			return;
 		}
@@ -1189,12 +1243,40 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			return;
 		}
 		s = json_string_value(json_object_get(ret, "status"));
-		if (s != NULL && strcmp(s, "running") == 0)
+		if (s != NULL && strcmp(s, "running") == 0) {
+			/* The guest runs on: any snapshot is older than it
+			 * (a restore that finished unrecorded consumed it). */
+			qm_unlink(sb, "snap/state");
+			qm_unlink(sb, "snap/state.new");
 			qm_done(q, 1, VMM_RUNNING, "");
-		else if (s != NULL && strcmp(s, "paused") == 0)
+		} else if (sb->adopt_from == VMM_SUSPENDED) {
+			/* A restore cut short before the guest ran: its RAM
+			 * file is untouched, so the snapshot is still the
+			 * sandbox. This qemu goes; the sandbox sleeps on. */
+			char snap[PATH_MAX];
+
+			(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+			q->expect_exit = access(snap, R_OK) == 0;
+			q->exit_state = VMM_SUSPENDED;
+			if (!q->expect_exit)
+				snprintf(q->kill_why, sizeof(q->kill_why),
+				    "restore interrupted by a restart and its "
+				    "snapshot is gone");
+			qm_quiet(q);
+			kill(sb->pid, SIGKILL);
+		} else if (s != NULL && (strcmp(s, "paused") == 0 ||
+		    strcmp(s, "postmigrate") == 0 ||
+		    strcmp(s, "finish-migrate") == 0)) {
+			/* stopped (by a pause, or a suspend cut short): its
+			 * memory is whole; a half-written snapshot is not */
+			qm_unlink(sb, "snap/state.new");
+			qm_unlink(sb, "migrate.err");
 			qm_done(q, 1, VMM_PAUSED, "");
-		else
-			qm_kill_now(q, "adopted qemu in an unusable state");
+		} else {
+			snprintf(why, sizeof(why), "adopted qemu in an unusable "
+			    "state (%s)", s != NULL ? s : "?");
+			qm_kill_now(q, why);
+		}
 		return;
 
 	case QM_RESTORE:
@@ -1347,6 +1429,14 @@ restore_fail:
 				qm_suspend_fail(q, why);
 				return;
 			}
+			/* The RAM file is the memory image: on disk before
+			 * the suspend reports ok (a child flushes it, so the
+			 * loop does not wait for the writeback). */
+			q->step = 45;
+			if (qm_sync_start(q, why, sizeof(why)) < 0)
+				qm_suspend_fail(q, why);
+			return;
+		case 45:
 			{
 				char tmp[PATH_MAX], fin[PATH_MAX];
 
@@ -1443,6 +1533,7 @@ qm_release(struct vmm_sandbox *sb)
 		return;
 	qm_standby_reap(q);
 	event_free(q->sb_connect_ev);
+	vmm_child_unwatch(q->sync_watch);
 	vmm_child_unwatch(q->watch);
 	vmm_qmp_free(q->qmp);
 	event_free(q->connect_ev);

@@ -256,14 +256,15 @@ meta_write(struct vmm_sandbox *sb)
 	    "guest_ip=%s\n"
 	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
 	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
-	    "ready_line=%s\nreason=%s\naccel=%s\n",
+	    "ready_line=%s\nreason=%s\naccel=%s\ndisk_ready=%d\n",
 	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
 	    (int)sb->standby_pid, sb->tap, ip,
 	    sb->mem_mib, sb->vcpus, sb->disk_mib,
 	    (unsigned long long)sb->created_ms, sb->tpl.name,
 	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
 	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
-	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel));
+	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel),
+	    sb->disk_ready);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -424,6 +425,10 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		m->cfg.idle_suspend_ms = 30 * 60 * 1000;
 	if (m->cfg.max_lifetime_ms == 0)
 		m->cfg.max_lifetime_ms = VMM_NEVER;
+	if (m->cfg.idle_cpu_pct == 0)
+		m->cfg.idle_cpu_pct = 10;
+	else if (m->cfg.idle_cpu_pct >= VMM_IDLE_CPU_OFF)
+		m->cfg.idle_cpu_pct = 0;	/* cpu_busy: never */
 	if (m->cfg.tsc_khz == 0)
 		m->cfg.tsc_khz = host_tsc_khz();
 	if (strlen(m->tap_prefix) > 6) {
@@ -616,6 +621,64 @@ lim(uint64_t v, uint64_t dflt)
 }
 
 static void idle_arm(struct vmm_sandbox *sb);
+
+/* CPU time of the VMM process so far, in ms (utime + stime); -1 if
+ * unknown. */
+static int64_t
+vmm_cpu_ms(pid_t pid)
+{
+	static long hz;
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return -1;
+	if (hz <= 0 && (hz = sysconf(_SC_CLK_TCK)) <= 0)
+		hz = 100;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* after "(comm)": state ppid pgrp session tty tpgid flags minflt
+	 * cminflt majflt cmajflt utime stime */
+	if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %*d %*d "
+	    "%*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (int64_t)((ut + st) * 1000 / (unsigned long long)hz);
+}
+
+/* Start a new CPU sampling window (the sandbox just began to run). */
+static void
+cpu_sample(struct vmm_sandbox *sb)
+{
+	sb->cpu_ms = vmm_cpu_ms(sb->pid);
+	sb->cpu_at_ms = vmm_now_ms();
+}
+
+/* Did the guest work by itself since the last sample: its VMM used at
+ * least idle_cpu_pct of one core over the window? A guest that compiles
+ * with nobody watching is not idle. Starts the next window. */
+static int
+cpu_busy(struct vmm_sandbox *sb)
+{
+	int64_t was = sb->cpu_ms, now_cpu = vmm_cpu_ms(sb->pid);
+	uint64_t at = sb->cpu_at_ms, now = vmm_now_ms();
+
+	sb->cpu_ms = now_cpu;
+	sb->cpu_at_ms = now;
+	if (sb->m->cfg.idle_cpu_pct == 0 || was < 0 || now_cpu < 0 ||
+	    now <= at || now_cpu < was)
+		return 0;
+	return (uint64_t)(now_cpu - was) * 100 >=
+	    (now - at) * sb->m->cfg.idle_cpu_pct;
+}
+
 static int op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
     vmm_done_cb cb, void *arg, char *err, size_t errlen);
 
@@ -639,6 +702,13 @@ idle_fire(evutil_socket_t fd, short what, void *arg)
 	    sb->state == VMM_SUSPENDED)) {
 		(void)op_begin(sb, VMM_OP_STOP, "lifetime", NULL, NULL, err,
 		    sizeof(err));
+		return;
+	}
+	if (sb->state == VMM_RUNNING && ((ip != VMM_NEVER && idle >= ip) ||
+	    (is != VMM_NEVER && idle >= is)) && cpu_busy(sb)) {
+		/* no visitor, but the guest is at work: that is activity */
+		sb->last_activity_ms = now;
+		idle_arm(sb);
 		return;
 	}
 	if (sb->state == VMM_RUNNING && ip != VMM_NEVER && idle >= ip) {
@@ -805,6 +875,8 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	}
 	if (st == VMM_RUNNING && sb->state != VMM_RUNNING)
 		sb->last_activity_ms = vmm_now_ms();	/* a wake is activity */
+	if (st == VMM_RUNNING)
+		cpu_sample(sb);
 	/* a retried restore that fails again leaves the snapshot the latest */
 	sb->restore_failed = !ok && st == VMM_FAILED && op == VMM_OP_RESUME &&
 	    (sb->op_from == VMM_SUSPENDED ||
@@ -1017,6 +1089,8 @@ mkfs_exited(pid_t pid, int status, void *arg)
 	}
 	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
 	(void)unlink(logp);
+	sb->disk_ready = 1;
+	meta_write(sb);
 	if (sb->m->be->boot(sb, 0, why, sizeof(why)) < 0)
 		op_finish(sb, 0, VMM_FAILED, why);
 }
@@ -1118,6 +1192,17 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		if ((rc = net_setup(sb, err, errlen)) < 0)
 			break;
 		set_state(sb, VMM_CREATING);
+		if (!sb->disk_ready) {
+			/* its create never finished formatting the disk:
+			 * nothing on it is worth keeping */
+			if (unlink(sb->disk) < 0 && errno != ENOENT) {
+				rc = errf(err, errlen, -errno, "disk %s: %s",
+				    sb->disk, strerror(errno));
+				break;
+			}
+			rc = disk_start(sb, err, errlen);	/* boots */
+			break;
+		}
 		rc = be->boot(sb, 0, err, errlen);
 		break;
 	case VMM_OP_PAUSE:
@@ -1343,7 +1428,7 @@ struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
-	int pid, standby_pid;
+	int pid, standby_pid, disk_ready;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
 };
@@ -1355,6 +1440,7 @@ meta_read(const char *path, struct meta *mt)
 	FILE *f;
 
 	memset(mt, 0, sizeof(*mt));
+	mt->disk_ready = 1;	/* not recorded before 2026-12: it was */
 	if ((f = fopen(path, "re")) == NULL)
 		return -errno;
 	while (fgets(line, sizeof(line), f) != NULL) {
@@ -1380,6 +1466,8 @@ meta_read(const char *path, struct meta *mt)
 			mt->pid = atoi(v);
 		else if (strcmp(line, "standby_pid") == 0)
 			mt->standby_pid = atoi(v);
+		else if (strcmp(line, "disk_ready") == 0)
+			mt->disk_ready = atoi(v);
 		else if (strcmp(line, "mem_mib") == 0)
 			mt->mem = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(line, "vcpus") == 0)
@@ -1474,6 +1562,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->vcpus = mt.vcpus ? mt.vcpus : m->cfg.vcpus;
 	sb->disk_mib = mt.disk ? mt.disk : m->cfg.disk_mib;
 	sb->created_ms = mt.created;
+	sb->disk_ready = mt.disk_ready;
 	sb->accel = strcmp(mt.accel, "kvm") == 0 ? VMM_ACCEL_KVM :
 	    strcmp(mt.accel, "tcg") == 0 ? VMM_ACCEL_TCG : VMM_ACCEL_AUTO;
 	sb->created_mono_ms = sb->last_activity_ms = vmm_now_ms();
@@ -1502,9 +1591,15 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	m->list = sb;
 	(void)net_setup(sb, err, errlen);	/* reconcile the tap */
 	snprintf(snap, sizeof(snap), "%s/snap/state", sb->dir);
-	if (pid_is_ours(mt.pid, sb->dir)) {
+	if (pid_is_ours(mt.pid, sb->dir) && (strcmp(mt.state, "running") == 0 ||
+	    strcmp(mt.state, "paused") == 0 || strcmp(mt.state, "suspended") == 0)) {
+		/* Its VMM lives: running, paused, or in the middle of an
+		 * operation the previous manager did not see end (the
+		 * backend finds out which from the VMM itself). */
 		sb->state = strcmp(mt.state, "paused") == 0 ? VMM_PAUSED :
+		    strcmp(mt.state, "suspended") == 0 ? VMM_SUSPENDED :
 		    VMM_RUNNING;
+		sb->adopt_from = sb->state;
 		sb->busy = 1;
 		sb->op = VMM_OP_ADOPT;
 		sb->cause = "restart";
@@ -1512,6 +1607,16 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 		if (m->be->adopt(sb, mt.pid, err, errlen) < 0)
 			op_finish(sb, 0, VMM_FAILED, err);
 		return 0;
+	}
+	/* A VMM whose boot (or any operation but those above) the previous
+	 * manager did not see end is in no state worth keeping: it goes,
+	 * and the sandbox says why (start boots it again, disk kept). */
+	if (pid_is_ours(mt.pid, sb->dir)) {
+		reap_orphan(mt.pid);
+		snprintf(sb->reason, sizeof(sb->reason), "the manager restarted "
+		    "while the sandbox was %s; its VMM (pid %d) was ended: "
+		    "start boots it again", mt.state, mt.pid);
+		snprintf(mt.state, sizeof(mt.state), "interrupted");
 	}
 	/* A standby VMM left by the previous manager holds the disk and
 	 * the control socket path: it goes, a new one is started below. */
@@ -1523,10 +1628,12 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 		sb->state = VMM_STOPPED;
 	else {
 		sb->state = VMM_FAILED;
-		if (strcmp(mt.state, "failed") != 0)
+		if (strcmp(mt.state, "failed") != 0 &&
+		    strcmp(mt.state, "interrupted") != 0)
 			snprintf(sb->reason, sizeof(sb->reason), "VMM (pid %d) "
-			    "gone while the manager was down (was %s)", mt.pid,
-			    mt.state);
+			    "gone while the manager was down (was %s)%s", mt.pid,
+			    mt.state, strcmp(mt.state, "suspended") == 0 ?
+			    " and no snapshot" : "");
 	}
 	standby_start(sb);
 	meta_write(sb);

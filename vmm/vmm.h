@@ -36,6 +36,7 @@ struct vmm_sandbox;
 #define VMM_ERRLEN 512		/* a comfortable error buffer size */
 #define VMM_ID_MAX 48		/* [a-z0-9-], starts with a letter or digit */
 #define VMM_NEVER UINT64_MAX	/* idle/lifetime limit that never fires */
+#define VMM_IDLE_CPU_OFF 1000	/* idle_cpu_pct: only visitors count */
 
 enum vmm_state {
 	VMM_CREATING = 0,	/* being created or booted, not serving yet */
@@ -143,6 +144,10 @@ struct vmm_config {
 	uint64_t idle_pause_ms;		/* 0: 5 min; VMM_NEVER: never */
 	uint64_t idle_suspend_ms;	/* 0: 30 min; VMM_NEVER: never */
 	uint64_t max_lifetime_ms;	/* 0: VMM_NEVER */
+	unsigned idle_cpu_pct;		/* a running guest whose VMM used this
+					 * share of one core (percent) since the
+					 * last look is not idle; 0: 10;
+					 * VMM_IDLE_CPU_OFF: CPU never counts */
 	const char *mkfs;		/* NULL: mkfs.ext4 */
 	uint32_t tsc_khz;		/* 0: read from /proc/cpuinfo */
 	const char *dns;		/* guest resolver; NULL: the gateway */
@@ -171,6 +176,9 @@ struct vmm *vmm_new(struct event_base *base, const struct vmm_config *cfg,
 void vmm_free(struct vmm *m);
 /* Accelerator chosen by vmm_new (never AUTO) and why. */
 enum vmm_accel vmm_accel(const struct vmm *m, const char **why);
+/* The same, once template t's cached verdict (from an earlier KVM trial
+ * boot, <state_dir>/accel.cache) is taken into account. */
+enum vmm_accel vmm_accel_template(struct vmm *m, const struct vmm_template *t);
 const char *vmm_backend_name(const struct vmm *m);
 
 struct vmm_sandbox *vmm_sandbox_find(struct vmm *m, const char *id);

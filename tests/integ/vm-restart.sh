@@ -54,5 +54,7 @@ check "delete vr1" netctl sandbox rm vr1
 check "delete vr2" netctl sandbox rm vr2
 none() { [ "$(qemus)" = 0 ]; }
 check "no qemu left" wait_for 20 none
-check "no tap left" sh -c "! ip -br link | grep -q '^bvr'"
+# the delete finishes (tap, directory) once berthd has seen qemu exit
+notap() { ! ip -br link | grep -q '^bvr'; }
+check "no tap left" wait_for 10 notap
 done_testing

@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1540,6 +1541,8 @@ is_get(const struct req *r)
 /* 0 keep going, -1 close, -2 malformed body (answer 400, close). */
 static int h_connect(struct conn *, struct req *);
 static int h_resolve(struct conn *, struct req *);
+static int h_spin(struct conn *, struct req *);
+static uint64_t mono_ms(void);
 
 static int
 dispatch(struct conn *c, struct req *r)
@@ -1592,7 +1595,41 @@ dispatch(struct conn *c, struct req *r)
 		return h_connect(c, r);
 	if (strcmp(p, "/resolve") == 0)
 		return h_resolve(c, r);
+	if (strcmp(p, "/spin") == 0)
+		return h_spin(c, r);
 	return respond_text(c, r, 404, "not found\n");
+}
+
+/*
+ * GET /spin?s=N: keep one CPU of the guest busy for N seconds (1-600) in
+ * a child process, and answer at once: a guest at work with no visitor,
+ * which the host's idle policy must not take for idle.
+ */
+static int
+h_spin(struct conn *c, struct req *r)
+{
+	volatile unsigned long x = 0;
+	uint64_t secs, end;
+	pid_t pid;
+
+	if (query_num(r->query, "s", 0, 600, &secs) != 1 || secs == 0)
+		return respond_text(c, r, 400, "want ?s=N (1-600)\n");
+	/* twice: the spinner is init's child, so init reaps it */
+	if ((pid = fork()) < 0)
+		return respond_text(c, r, 500, "fork: %s\n", strerror(errno));
+	if (pid == 0) {
+		if (fork() != 0)
+			_exit(0);
+		end = mono_ms() + secs * 1000;
+		while (mono_ms() < end)
+			for (int i = 0; i < 100000; i++)
+				x += (unsigned long)i;
+		_exit(0);
+	}
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return respond_text(c, r, 202, "spinning for %llu s\n",
+	    (unsigned long long)secs);
 }
 
 /* ---- egress probes: what the sandbox may reach ------------------------ */

@@ -1,0 +1,116 @@
+#!/bin/sh
+# vm-accel.sh — `accel auto` on hosts where KVM looks usable but is not,
+# as on these machines: /dev/kvm exists and the long-mode probe may pass,
+# while qemu as the VM user fails ("Permission denied", or aborts on an
+# MSR) or the guest kernel hangs. A qemu wrapper plays that host on any
+# machine: under `-accel kvm` it fails at once, or hangs; under TCG it
+# runs the real qemu. The probe is skipped (BERTH_KVM_PROBE=skip) so the
+# trial boot runs here whatever this machine's KVM does. Each time the
+# sandbox must come up under TCG, serve its page, and say why in an
+# `accel` event; the verdict is cached, so the next boot does not try KVM
+# again. With /dev/kvm hidden (bind-mounted over in a mount namespace)
+# the probe alone decides TCG. Three VM boots (qemu, TCG).
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
+REAL=$(command -v qemu-system-x86_64) || skip_all "qemu-system-x86_64 is not installed"
+
+# The wrapper runs as the VM user: everything it touches is world-usable.
+W="$T/bin"
+mkdir -p "$W"
+: >"$T/qemu-calls"
+chmod 666 "$T/qemu-calls"
+echo fail >"$T/kvm-mode"
+cat >"$W/qemu-system-x86_64" <<EOF
+#!/bin/sh
+# qemu on a host whose KVM is broken (vm-accel.sh)
+echo "\$*" >>"$T/qemu-calls"
+case " \$* " in
+*" -accel kvm "*)
+	case \$(cat "$T/kvm-mode") in
+	fail)	echo "qemu-system-x86_64: -accel kvm: failed to initialize kvm: Permission denied" >&2
+		exit 1 ;;
+	hang)	exec sleep 600 ;;
+	esac ;;
+esac
+exec "$REAL" "\$@"
+EOF
+chmod 755 "$W" "$W/qemu-system-x86_64"
+PATH="$W:$PATH"
+export PATH BERTH_KVM_PROBE=skip
+
+kvm_calls() { grep -c -- '-accel kvm' "$T/qemu-calls" || true; }
+tcg_calls() { grep -c -- '-accel tcg' "$T/qemu-calls" || true; }
+serves() {	# SANDBOX: its test app answers through berthd
+	netctl port publish "$1" 8080 >/dev/null && wait_routed "$1" 8080 &&
+		bcurl "$(url_for 8080 "$1")/info" | grep -q '"boot_id"'
+}
+
+# ---- qemu fails at once under KVM --------------------------------------------
+VMM=on ACCEL=auto berthd_config "tap_prefix bac" "vm_pool 10.221.0.0/24" \
+	"idle_pause never" "idle_suspend never"
+start_berthd
+like "before any boot berthd says KVM is not proven" "$(grep 'vmm: ' "$BERTHD_LOG")" \
+	'KVM: not proven yet'
+check "create a1 (KVM fails, TCG boots)" netctl sandbox create a1
+like "a1 runs" "$(netctl sandbox ls)" 'a1 +running'
+check "a1 serves its page" serves a1
+is "KVM was tried once" "$(kvm_calls)" 1
+is "then TCG booted it" "$(tcg_calls)" 1
+ev=$(netctl sandbox events a1)
+like "an accel event names the failure" "$ev" 'accel +failed .*Permission denied.*using TCG'
+like "the log says it" "$(cat "$BERTHD_LOG")" 'accel failed: trial boot of a1 under KVM failed'
+like "the verdict is cached in the state dir" "$(cat "$STATE/vms/accel.cache")" '^tcg	'
+like "a1 records its accelerator" "$(cat "$STATE/vms/a1/sandbox.conf")" 'accel=tcg'
+check "suspend a1" netctl sandbox suspend a1
+check "a1 wakes on a request (restore under TCG)" serves a1
+is "the restore did not try KVM" "$(kvm_calls)" 1
+
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+like "after a restart berthd knows the verdict" "$(grep 'vmm: ' "$BERTHD_LOG" | tail -n 1)" \
+	'TCG: cached verdict: trial boot of a1'
+check "create a2" netctl sandbox create a2
+is "a2 booted without trying KVM again" "$(kvm_calls)" 1
+check "a2 serves its page" serves a2
+for s in a1 a2; do netctl sandbox rm $s >/dev/null; done
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+
+# ---- the guest hangs under KVM -------------------------------------------------
+echo hang >"$T/kvm-mode"
+: >"$T/qemu-calls"
+rm -f "$STATE/vms/accel.cache"
+export BERTH_KVM_TRIAL_MS=3000
+start_berthd
+check "create h1 (KVM hangs, TCG boots)" netctl sandbox create h1
+like "h1 runs" "$(netctl sandbox ls)" 'h1 +running'
+like "the event says the trial missed its deadline" "$(netctl sandbox events h1)" \
+	'accel +failed .*not ready within 3000 ms under KVM'
+is "KVM tried once, then TCG" "$(kvm_calls) $(tcg_calls)" "1 1"
+check "the hung qemu was ended" sh -c "! pgrep -u nobody -f '^sleep 600'"
+check "h1 serves its page" serves h1
+netctl sandbox rm h1 >/dev/null
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+
+# ---- /dev/kvm hidden: the probe rules KVM out ---------------------------------
+if [ -e /dev/kvm ] && command -v unshare >/dev/null 2>&1; then
+	unset BERTH_KVM_PROBE
+	cat >"$T/berthd-nokvm" <<EOF
+#!/bin/sh
+# berthd in a mount namespace where /dev/kvm is /dev/null
+exec unshare -m --propagation private sh -c 'mount --bind /dev/null /dev/kvm && exec "\$0" "\$@"' "$BERTHD" "\$@"
+EOF
+	chmod 755 "$T/berthd-nokvm"
+	rm -f "$STATE/vms/accel.cache"
+	BERTHD="$T/berthd-nokvm"
+	start_berthd
+	like "with /dev/kvm hidden the probe chooses TCG" \
+		"$(grep 'vmm: ' "$BERTHD_LOG" | tail -n 1)" 'vmm: qemu, TCG: probe: '
+else
+	ok "# SKIP /dev/kvm hidden: no /dev/kvm or no unshare here"
+fi
+done_testing
