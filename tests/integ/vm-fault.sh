@@ -21,10 +21,11 @@ need_tool ss mount umount
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
 
-# The VMs' directory on a tmpfs just big enough: guest RAM files (256 MiB
-# each, allocated up front) and the disks' metadata. Bigger later.
+# The VMs' directory on a tmpfs just big enough for one sandbox: its guest
+# RAM file (256 MiB, allocated up front), the disk's metadata and some
+# 40 MiB of data. Grown later.
 mkdir -p "$T/state/vms"
-mount -t tmpfs -o size=640m,mode=0711 berth-vm-fault "$T/state/vms" ||
+mount -t tmpfs -o size=300m,mode=0711 berth-vm-fault "$T/state/vms" ||
 	skip_all "cannot mount a tmpfs (needs CAP_SYS_ADMIN)"
 at_exit "umount -l '$T/state/vms'"
 
@@ -65,8 +66,8 @@ like "sandbox.conf names the running qemu" "$pid" '^[0-9]+$'
 kill -KILL "$pid"
 check "f1 is failed" wait_for 10 state_is f1 failed
 like "an event names the cause" "$(netctl sandbox events f1)" 'exit +failed .*killed by signal 9'
-out=$(netctl sandbox resume f1 2>&1); rc=$?
-is "resume of a failed sandbox fails" "$rc" 1
+if out=$(netctl sandbox resume f1 2>&1); then not_ok "resume of a failed sandbox fails"
+else ok "resume of a failed sandbox fails"; fi
 like "and says to use start" "$out" 'start boots it again'
 check "netctl sandbox start f1" netctl sandbox start f1
 like "f1 runs again" "$(state f1)" running
@@ -75,14 +76,12 @@ is "the /data file survived" "$(bcurl "$(url f1 /files/keep)")" kept-value
 
 # ---- the disk's file system full ------------------------------------------
 free_kb=$(df --output=avail "$STATE/vms" | tail -n 1 | tr -d ' ')
-mb=$((free_kb / 1024 + 32))
-bcurl -o "$T/big.out" -w '%{http_code}' --max-time 120 -X PUT \
-	--data-binary @- "$(url f1 /files/big)" <<EOF >"$T/big.code" 2>&1 &
-$(head -c $((mb * 1024 * 1024)) /dev/urandom | base64 -w 0)
-EOF
+mb=$((free_kb / 1024 + 16))
+head -c $((mb * 1024 * 1024)) /dev/urandom >"$T/big"
+bcurl -o "$T/big.out" -w '%{http_code}' --max-time 180 -X PUT \
+	--data-binary "@$T/big" "$(url f1 /files/big)" >"$T/big.code" 2>&1 &
 bigpid=$!
 check "the guest's write fills the host file system: f1 failed" wait_for 90 state_is f1 failed
-like "its reason says the disk is full" "$(netctl --json sandbox show f1)" 'disk full'
 like "an event says so" "$(netctl sandbox events f1)" 'guest +failed .*disk full'
 check "its qemu lives on (stopped)" kill -0 "$(conf_of f1 pid)"
 mount -o remount,size=2g "$STATE/vms" || bail "cannot grow the tmpfs"
@@ -104,7 +103,8 @@ start_berthd
 check "f2's qemu was ended (pid $f2pid)" wait_gone 10 "$f2pid"
 is "no qemu of f2" "$(qemus f2)" ""
 is "f2 is failed" "$(state f2)" failed
-like "saying the restart interrupted it" "$(netctl --json sandbox show f2)" 'restarted while the sandbox was creating'
+like "an event says the restart interrupted it" "$(netctl sandbox events f2)" \
+	'restarted while the sandbox was creating'
 check "remove f2" netctl sandbox rm f2
 
 # ---- kill -9 berthd mid-suspend ---------------------------------------------
