@@ -252,6 +252,10 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.tap_owner = (uid_t)-1;
 	vc.vmm_uid = hooks->uid;
 	vc.vmm_gid = hooks->gid;
+	/* each VMM in a jail of its own, as uid_base + its pool block */
+	vc.jail = 1;
+	vc.uid_base = 2100000000;
+	vc.uid_count = 65536;
 	vc.idle_pause_ms = c->idle_pause;
 	vc.idle_suspend_ms = c->idle_suspend;
 	vc.on_state = on_state;

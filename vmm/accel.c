@@ -35,9 +35,9 @@ vmm_accel_name(enum vmm_accel a)
 	    "auto";
 }
 
-/* argv[0] as execvp would find it, for its identity in the key. */
-static void
-exe_path(const char *name, char *buf, size_t len)
+/* argv[0] as execvp would find it. */
+void
+vmm_exe_path(const char *name, char *buf, size_t len)
 {
 	const char *path = getenv("PATH"), *p, *e;
 	char cand[PATH_MAX];
@@ -86,7 +86,7 @@ accel_key(const struct vmm *m, const struct vmm_template *t, char *key,
 	size_t off = 0;
 	int n;
 
-	exe_path(m->vmm_binary, exe, sizeof(exe));
+	vmm_exe_path(m->vmm_binary, exe, sizeof(exe));
 	n = snprintf(key, len, "v1 uid=%u:%u", (unsigned)m->cfg.vmm_uid,
 	    (unsigned)m->cfg.vmm_gid);
 	off = n > 0 ? (size_t)n : 0;

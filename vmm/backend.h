@@ -76,7 +76,12 @@ struct vmm_sandbox {
 	uint8_t prefix;
 	uint8_t mac[6], host_mac[6];
 	char dir[PATH_MAX];
+	char jdir[PATH_MAX];		/* jailed: <dir>/jail, else dir */
 	char disk[PATH_MAX];
+	int jailed;			/* its VMM runs in the jail (jail.c) */
+	int pool_idx;			/* its /30 block: tap name, uid */
+	uid_t uid;			/* its VMM's user and group */
+	gid_t gid;
 	struct vmm_template tpl;	/* owned copies */
 	unsigned mem_mib, vcpus, disk_mib;
 	enum vmm_accel accel;		/* of the running VMM or the snapshot
@@ -140,6 +145,39 @@ struct vmm {
 	unsigned tap_seq;
 };
 
+/* ---- the jail (jail.c) ---- */
+
+#define VMM_JAIL_FDS	4
+#define VMM_JAIL_BINDS	12
+
+struct vmm_jail {
+	const char *root;		/* chroot here (vmm_jail_prepare) */
+	uid_t uid;
+	gid_t gid;
+	struct {
+		const char *src;	/* host path */
+		const char *dst;	/* path inside root, no leading / */
+		int dev;		/* a device node: not nodev, writable */
+	} binds[VMM_JAIL_BINDS];
+	int nbinds;
+	int fds[VMM_JAIL_FDS];		/* passed as 3, 4, ... */
+	int nfds;
+	const char *const *cgroups;	/* cgroup.procs files to enter, NULL */
+	unsigned long nofile, nproc;	/* rlimits; 0: unchanged */
+	unsigned long long fsize;
+};
+
+/* Make <dir>/jail and its mount points and run/ (root's, once). */
+int vmm_jail_prepare(struct vmm_sandbox *sb, char *err, size_t errlen);
+/* fchown + fchmod name under dfd, never through a symlink. */
+int vmm_jail_own(int dfd, const char *name, uid_t uid, gid_t gid,
+    mode_t mode, char *err, size_t errlen);
+/* vmm_spawn's contract, the child jailed as j says (namespaces, binds,
+ * chroot, uid, no_new_privs, rlimits, cgroups) before exec. argv[0] is
+ * a path inside the jail. */
+pid_t vmm_jail_spawn(char *const argv[], const char *logpath,
+    const struct vmm_jail *j, char *err, size_t errlen);
+
 /* Completion of the operation in flight; `state` is the state after it. */
 void vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
     const char *reason);
@@ -154,6 +192,9 @@ void vmm_backend_exited(struct vmm_sandbox *sb, const char *reason);
 enum vmm_accel vmm_accel_boot(struct vmm_sandbox *sb, int *trial);
 void vmm_accel_verdict(struct vmm_sandbox *sb, enum vmm_accel a,
     const char *why);
+
+/* name as execvp would find it through PATH (name itself if none). */
+void vmm_exe_path(const char *name, char *buf, size_t len);
 
 /* An event outside any operation (accelerator verdicts, what the guest
  * did by itself). */

@@ -29,10 +29,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -110,6 +113,8 @@ static void qm_standby_end(struct qm *q);
 static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
     void *arg);
 static void qm_trial_failed(struct qm *q, const char *why);
+static int qm_snap_uri(struct qm *q, struct vmm_qmp *c, const char *name,
+    int out, char *uri, size_t urilen, char *err, size_t errlen);
 
 static void
 qm_timer(struct qm *q, struct event *ev, unsigned ms)
@@ -418,6 +423,12 @@ qm_qmp_open(struct qm *q, struct event *retry, struct vmm_qmp **out,
 	}
 	if (fd < 0)
 		return -1;
+	/* run/ is the VMM's to write: what answers there must be it */
+	if (q->sb->jailed && q->sb->uid != 0 &&
+	    vmm_qmp_peer_is(fd, q->sb->uid, err, errlen) < 0) {
+		close(fd);
+		return -1;
+	}
 	if ((*out = vmm_qmp_new(q->sb->m->base, fd, &cbs)) == NULL) {
 		snprintf(err, errlen, "QMP: out of memory");
 		return -1;
@@ -476,12 +487,13 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 	switch (q->sb_step) {
 	case 1:		/* capabilities set: load the snapshot now */
 		(void)vmm_path(q->sb, "snap/state", snap, sizeof(snap));
-		if (stat(snap, &q->sb_snap) < 0) {
+		if (stat(snap, &q->sb_snap) < 0 ||
+		    qm_snap_uri(q, c, "snap/state", 0, uri, sizeof(uri), err,
+		    sizeof(err)) < 0) {
 			qm_standby_end(q);
 			return;
 		}
 		q->sb_step = 2;
-		snprintf(uri, sizeof(uri), "exec:cat '%s'", snap);
 		rc = vmm_qmp_command(c, "migrate-incoming",
 		    json_pack("{s:s}", "uri", uri), qm_sb_reply, q, err,
 		    sizeof(err));
@@ -646,8 +658,14 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	used += (size_t)w_ + 1;						\
 } while (0)
 
+	/* Jailed, the VMM sees its own files at fixed names in its root,
+	 * its tap as descriptor 3, and may not start processes. */
+	const int j = sb->jailed;
+	char exe[PATH_MAX];
+
+	vmm_exe_path(m->vmm_binary, exe, sizeof(exe));
 	nc_link_mac_format(sb->mac, mac, sizeof(mac));
-	ARG("%s", m->vmm_binary);
+	ARG("%s", j ? exe : m->vmm_binary);
 	ARG("-name");
 	ARG("berth-%s", sb->id);
 	ARG("-machine");
@@ -664,44 +682,48 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	ARG("-no-user-config");
 	ARG("-display");
 	ARG("none");
-	/* Least privilege: seccomp, no setuid, no new processes but the
-	 * exec: migration channel's shell (spawn must stay allowed). */
+	/* Least privilege: seccomp, no setuid; jailed, no new processes
+	 * either (snapshots go through descriptors), else the exec:
+	 * migration channel's shell needs spawn. */
 	ARG("-sandbox");
-	ARG("on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny");
+	ARG("on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny%s",
+	    j ? ",spawn=deny" : "");
 	ARG("-object");
 	ARG("memory-backend-file,id=mem,size=%uM,mem-path=%s/mem,share=on",
-	    sb->mem_mib, sb->dir);
+	    sb->mem_mib, j ? "" : sb->dir);
 	ARG("-chardev");
-	ARG("file,id=con,path=%s/console.log,append=on", sb->dir);
+	ARG("file,id=con,path=%s/console.log,append=on", j ? "" : sb->dir);
 	ARG("-serial");
 	ARG("chardev:con");
 	ARG("-qmp");
-	ARG("unix:%s,server=on,wait=off", QM(sb)->qmp_path);
+	ARG("unix:%s,server=on,wait=off", j ? "/run/qmp.sock" : QM(sb)->qmp_path);
 	ARG("-kernel");
-	ARG("%s", sb->tpl.kernel);
+	ARG("%s", j ? "/kernel" : sb->tpl.kernel);
 	if (sb->tpl.initrd != NULL) {
 		ARG("-initrd");
-		ARG("%s", sb->tpl.initrd);
+		ARG("%s", j ? "/initrd" : sb->tpl.initrd);
 	}
 	ARG("-append");
 	if (vmm_kernel_cmdline(sb, cmdline, sizeof(cmdline)) < 0)
 		goto toolong;
 	ARG("%s", cmdline);
 	ARG("-netdev");
-	ARG("tap,id=n0,ifname=%s,script=no,downscript=no", sb->tap);
+	if (j)
+		ARG("tap,id=n0,fd=3");
+	else
+		ARG("tap,id=n0,ifname=%s,script=no,downscript=no", sb->tap);
 	ARG("-device");
 	ARG("virtio-net-device,netdev=n0,mac=%s", mac);
 	/* The persistent disk first: the guest finds it at /dev/vda. */
 	ARG("-drive");
 	ARG("id=d0,file=%s,format=raw,if=none,cache=writeback,discard=unmap,"
-	    "werror=enospc,rerror=report",
-	    sb->disk);
+	    "werror=enospc,rerror=report", j ? "/disk.raw" : sb->disk);
 	ARG("-device");
 	ARG("virtio-blk-device,drive=d0");
 	if (sb->tpl.rootfs != NULL) {
 		ARG("-drive");
 		ARG("id=r0,file=%s,format=raw,if=none,readonly=on",
-		    sb->tpl.rootfs);
+		    j ? "/rootfs" : sb->tpl.rootfs);
 		ARG("-device");
 		ARG("virtio-blk-device,drive=r0");
 	}
@@ -727,7 +749,7 @@ static int
 qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
-	uid_t uid = sb->m->cfg.vmm_uid;
+	uid_t uid = sb->uid;
 	int fd, e;
 
 	(void)vmm_path(sb, "mem", p, sizeof(p));
@@ -744,7 +766,7 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 		    "RAM in %s: %s", sb->mem_mib, p, strerror(e));
 		return -e;
 	}
-	if (uid != 0 && fchown(fd, uid, sb->m->cfg.vmm_gid) < 0) {
+	if (uid != 0 && fchown(fd, uid, sb->gid) < 0) {
 		e = errno;
 		close(fd);
 		(void)unlink(p);
@@ -754,6 +776,110 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 	}
 	close(fd);
 	return 0;
+}
+
+/* The sandbox's tap, opened here: a jailed VMM has no /dev/net/tun. */
+static int
+qm_tap_open(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	struct ifreq ifr;
+	int fd, e;
+
+	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "/dev/net/tun: %s", strerror(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", sb->tap);
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+		e = errno;
+		close(fd);
+		snprintf(err, errlen, "tap %s: %s", sb->tap, strerror(e));
+		return -1;
+	}
+	return fd;
+}
+
+/* mkdir -p of path (absolute) under the jail, root's 0755 directories. */
+static int
+qm_jail_mkdirs(const char *jdir, const char *path)
+{
+	char p[PATH_MAX], *c;
+
+	if (snprintf(p, sizeof(p), "%s%s", jdir, path) >= (int)sizeof(p))
+		return -1;
+	for (c = p + strlen(jdir) + 1; *c != '\0'; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*c = '/';
+	}
+	return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Spawn argv in the sandbox's jail (jail.c): its files, its uid, the
+ * tap as descriptor 3. */
+static pid_t
+qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
+    char *err, size_t errlen)
+{
+	struct vmm_jail j;
+	char exedir[PATH_MAX], *slash;
+	pid_t pid;
+	int tap;
+
+	memset(&j, 0, sizeof(j));
+	j.root = sb->jdir;
+	j.uid = sb->uid;
+	j.gid = sb->gid;
+#define BIND(s_, d_, dev_) do {						\
+	j.binds[j.nbinds].src = (s_);					\
+	j.binds[j.nbinds].dst = (d_);					\
+	j.binds[j.nbinds].dev = (dev_);					\
+	j.nbinds++;							\
+} while (0)
+	BIND("/usr", "usr", 0);
+	BIND(sb->tpl.kernel, "kernel", 0);
+	if (sb->tpl.initrd != NULL)
+		BIND(sb->tpl.initrd, "initrd", 0);
+	if (sb->tpl.rootfs != NULL)
+		BIND(sb->tpl.rootfs, "rootfs", 0);
+	BIND("/dev/null", "dev/null", 1);
+	BIND("/dev/zero", "dev/zero", 1);
+	BIND("/dev/urandom", "dev/urandom", 1);
+	if (sb->accel == VMM_ACCEL_KVM)
+		BIND("/dev/kvm", "dev/kvm", 1);
+	/* A VMM binary outside /usr (a test's wrapper, a local build): its
+	 * directory, read-only, at the same place. */
+	if (argv[0][0] == '/' && strncmp(argv[0], "/usr/", 5) != 0) {
+		snprintf(exedir, sizeof(exedir), "%s", argv[0]);
+		if ((slash = strrchr(exedir, '/')) != NULL && slash > exedir) {
+			*slash = '\0';
+			if (qm_jail_mkdirs(sb->jdir, exedir) < 0) {
+				snprintf(err, errlen, "jail: %s: %s", exedir,
+				    strerror(errno));
+				return -1;
+			}
+			BIND(exedir, exedir + 1, 0);
+		}
+	}
+#undef BIND
+	if ((tap = qm_tap_open(sb, err, errlen)) < 0)
+		return -1;
+	j.fds[0] = tap;
+	j.nfds = 1;
+	/* qemu's threads (vCPUs, I/O workers) count against NPROC; FSIZE
+	 * bounds what it can write: its RAM file, its disk, the console */
+	j.nofile = 4096;
+	j.nproc = 1024;
+	j.fsize = ((unsigned long long)(sb->mem_mib > sb->disk_mib ?
+	    sb->mem_mib : sb->disk_mib) << 20) + (64ULL << 20);
+	pid = vmm_jail_spawn(argv, logp, &j, err, errlen);
+	close(tap);
+	return pid;
 }
 
 /* Start qemu: a fresh boot, a restore, or a restore's standby (which
@@ -773,7 +899,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		return -EBUSY;
 	}
 	if ((rc = vmm_path(sb, "snap", snap, sizeof(snap))) < 0 ||
-	    (mkdir(snap, 0750) < 0 && errno != EEXIST)) {
+	    (mkdir(snap, sb->jailed ? 0700 : 0750) < 0 && errno != EEXIST)) {
 		snprintf(err, errlen, "%s: %s", snap, strerror(errno));
 		return -errno;
 	}
@@ -811,8 +937,9 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		q->carry[0] = '\0';
 		q->ready_seen = 0;
 	}
-	if ((pid = vmm_spawn(argv, logp, sb->m->cfg.vmm_uid, sb->m->cfg.vmm_gid,
-	    err, errlen)) < 0)
+	pid = sb->jailed ? qm_spawn_jailed(sb, argv, logp, err, errlen) :
+	    vmm_spawn(argv, logp, sb->uid, sb->gid, err, errlen);
+	if (pid < 0)
 		return -EIO;
 	if (standby) {
 		q->sb_watch = vmm_child_watch(sb->m->base, pid, qm_exited, q,
@@ -1110,15 +1237,57 @@ qm_suspend_fail(struct qm *q, const char *why)
 	qm_done(q, 0, VMM_PAUSED, why);
 }
 
+/*
+ * The migration URI for snapshot file name (snap/state to read, or
+ * snap/state.new to write) into uri. A jailed VMM may not start cat and
+ * cannot see the file: root opens it (never through a link) and hands
+ * the descriptor over QMP (getfd); the URI then names it. 0, or -1 with
+ * err.
+ */
+static int
+qm_snap_uri(struct qm *q, struct vmm_qmp *c, const char *name, int out,
+    char *uri, size_t urilen, char *err, size_t errlen)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char p[PATH_MAX], ep[PATH_MAX];
+	int fd, rc;
+
+	(void)vmm_path(sb, name, p, sizeof(p));
+	if (!sb->jailed) {
+		(void)vmm_path(sb, "migrate.err", ep, sizeof(ep));
+		if (out)
+			snprintf(uri, urilen, "exec:cat > '%s' 2> '%s'", p, ep);
+		else
+			snprintf(uri, urilen, "exec:cat '%s'", p);
+		return 0;
+	}
+	fd = out ? open(p, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0600) : open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "snapshot %s: %s", p, strerror(errno));
+		return -1;
+	}
+	rc = vmm_qmp_command_fd(c, "getfd", json_pack("{s:s}", "fdname",
+	    "berth-snap"), fd, NULL, NULL, err, errlen);
+	close(fd);
+	if (rc < 0)
+		return -1;
+	snprintf(uri, urilen, "fd:berth-snap");
+	return 0;
+}
+
 /* Restore: feed the snapshot to a qemu waiting in -incoming defer. */
 static void
 qm_incoming(struct qm *q)
 {
-	char snap[PATH_MAX], uri[PATH_MAX + 64];
+	char uri[PATH_MAX * 2 + 64], err[VMM_ERRLEN];
 
 	q->step = 2;
-	(void)vmm_path(q->sb, "snap/state", snap, sizeof(snap));
-	snprintf(uri, sizeof(uri), "exec:cat '%s'", snap);
+	if (qm_snap_uri(q, q->qmp, "snap/state", 0, uri, sizeof(uri), err,
+	    sizeof(err)) < 0) {
+		qm_kill_now(q, err);
+		return;
+	}
 	(void)qm_cmd(q, "migrate-incoming", json_pack("{s:s}", "uri", uri));
 }
 
@@ -1381,8 +1550,11 @@ restore_fail:
 			(void)vmm_path(sb, "migrate.err", errp, sizeof(errp));
 			(void)unlink(tmp);
 			(void)unlink(errp);
-			snprintf(uri, sizeof(uri), "exec:cat > '%s' 2> '%s'", tmp,
-			    errp);
+			if (qm_snap_uri(q, q->qmp, "snap/state.new", 1, uri,
+			    sizeof(uri), why, sizeof(why)) < 0) {
+				qm_suspend_fail(q, why);
+				return;
+			}
 			(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
 			return;
 		}
@@ -1519,7 +1691,7 @@ qm_get(struct vmm_sandbox *sb)
 		free(q);
 		return NULL;
 	}
-	snprintf(q->qmp_path, sizeof(q->qmp_path), "%s/qmp.sock", sb->dir);
+	(void)vmm_path(sb, "qmp.sock", q->qmp_path, sizeof(q->qmp_path));
 	sb->priv = q;
 	return q;
 }

@@ -235,6 +235,103 @@ nomem:
 	return -1;
 }
 
+/*
+ * A command that carries a file descriptor (SCM_RIGHTS), for getfd and
+ * add-fd: QEMU takes the descriptor that arrived with the bytes of the
+ * command, so those bytes go out now, with it, straight on the socket,
+ * after whatever was queued before (written out first, or the command
+ * is refused rather than reordered).
+ */
+int
+vmm_qmp_command_fd(struct vmm_qmp *q, const char *cmd, json_t *args, int fd,
+    vmm_qmp_reply_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct evbuffer *out;
+	struct qmp_cmd *c, **pp;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr mh;
+	struct iovec iov;
+	struct cmsghdr *cm;
+	json_t *msg;
+	char *text;
+	size_t len;
+	ssize_t n;
+	int sfd;
+
+	if (q == NULL || q->phase != QMP_READY || q->dead) {
+		json_decref(args);
+		snprintf(err, errlen, "QMP %s: not connected", cmd);
+		return -1;
+	}
+	out = bufferevent_get_output(q->bev);
+	sfd = (int)bufferevent_getfd(q->bev);
+	while (evbuffer_get_length(out) > 0)
+		if (evbuffer_write(out, sfd) <= 0) {
+			json_decref(args);
+			snprintf(err, errlen, "QMP %s: earlier commands still "
+			    "unsent", cmd);
+			return -1;
+		}
+	if ((msg = json_object()) == NULL) {
+		json_decref(args);
+		goto nomem;
+	}
+	json_object_set_new(msg, "execute", json_string(cmd));
+	if (args != NULL)
+		json_object_set_new(msg, "arguments", args);
+	json_object_set_new(msg, "id", json_integer((json_int_t)q->next_id));
+	text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (text == NULL)
+		goto nomem;
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		free(text);
+		goto nomem;
+	}
+	len = strlen(text);
+	memset(&mh, 0, sizeof(mh));
+	memset(cbuf, 0, sizeof(cbuf));
+	iov.iov_base = text;
+	iov.iov_len = len;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	do
+		n = sendmsg(sfd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		snprintf(err, errlen, "QMP %s: sendmsg: %s", cmd,
+		    n < 0 ? strerror(errno) : "nothing sent");
+		free(text);
+		free(c);
+		return -1;
+	}
+	/* the rest of the line (a short send), and its end, in order */
+	if (evbuffer_add(out, text + n, len - (size_t)n) < 0 ||
+	    evbuffer_add(out, "\r\n", 2) < 0) {
+		free(text);
+		free(c);
+		goto nomem;
+	}
+	free(text);
+	c->id = q->next_id++;
+	c->cb = cb;
+	c->arg = arg;
+	for (pp = &q->pending; *pp != NULL; pp = &(*pp)->next)
+		;
+	*pp = c;
+	return 0;
+nomem:
+	snprintf(err, errlen, "QMP %s: out of memory", cmd);
+	return -1;
+}
+
 int
 vmm_qmp_command(struct vmm_qmp *q, const char *cmd, json_t *args,
     vmm_qmp_reply_cb cb, void *arg, char *err, size_t errlen)
@@ -420,4 +517,23 @@ vmm_qmp_connect_unix(const char *path, char *err, size_t errlen)
 		return rc;
 	}
 	return fd;
+}
+
+int
+vmm_qmp_peer_is(int fd, uid_t uid, char *err, size_t errlen)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+		snprintf(err, errlen, "QMP: SO_PEERCRED: %s", strerror(errno));
+		return -errno;
+	}
+	if (cr.uid != uid) {
+		snprintf(err, errlen, "QMP: the socket's owner is uid %u, not "
+		    "the sandbox's %u: refused", (unsigned)cr.uid,
+		    (unsigned)uid);
+		return -EPERM;
+	}
+	return 0;
 }

@@ -16,6 +16,7 @@
 #define BERTH_VMM_QMP_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <jansson.h>
 
 struct event_base;
@@ -55,6 +56,13 @@ void vmm_qmp_free(struct vmm_qmp *q);
 int vmm_qmp_command(struct vmm_qmp *q, const char *cmd, json_t *args,
     vmm_qmp_reply_cb cb, void *arg, char *err, size_t errlen);
 int vmm_qmp_is_ready(const struct vmm_qmp *q);
+/* The same with a file descriptor passed along (getfd, add-fd): sent at
+ * once, so only on a ready connection; fd stays the caller's. */
+int vmm_qmp_command_fd(struct vmm_qmp *q, const char *cmd, json_t *args,
+    int fd, vmm_qmp_reply_cb cb, void *arg, char *err, size_t errlen);
+/* 0 when the process at the other end of a unix socket runs as uid (a
+ * symlink planted in place of a socket cannot lead to someone else's). */
+int vmm_qmp_peer_is(int fd, uid_t uid, char *err, size_t errlen);
 
 /* Connect a non-blocking stream socket to a unix path: fd, or -errno
  * (-ENOENT / -ECONNREFUSED while qemu has not created it yet). */

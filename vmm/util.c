@@ -64,8 +64,17 @@ int
 vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
     size_t len)
 {
-	int n = snprintf(buf, len, "%s/%s", sb->dir, name);
+	int n;
 
+	/* What the VMM opens lives in its jail; what only root touches
+	 * (sandbox.conf, logs, snapshots) beside it. */
+	if (strcmp(name, "qmp.sock") == 0 && sb->jailed)
+		n = snprintf(buf, len, "%s/run/qmp.sock", sb->jdir);
+	else if (strcmp(name, "disk.raw") == 0 || strcmp(name, "mem") == 0 ||
+	    strcmp(name, "console.log") == 0)
+		n = snprintf(buf, len, "%s/%s", sb->jdir, name);
+	else
+		n = snprintf(buf, len, "%s/%s", sb->dir, name);
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 

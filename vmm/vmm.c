@@ -256,7 +256,8 @@ meta_write(struct vmm_sandbox *sb)
 	    "guest_ip=%s\n"
 	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
 	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
-	    "ready_line=%s\nreason=%s\naccel=%s\ndisk_ready=%d\n",
+	    "ready_line=%s\nreason=%s\naccel=%s\ndisk_ready=%d\n"
+	    "jailed=%d\nuid=%u\n",
 	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
 	    (int)sb->standby_pid, sb->tap, ip,
 	    sb->mem_mib, sb->vcpus, sb->disk_mib,
@@ -264,7 +265,7 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
 	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
 	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel),
-	    sb->disk_ready);
+	    sb->disk_ready, sb->jailed, (unsigned)sb->uid);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -282,21 +283,71 @@ vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	static const char *const names[] = { "", "snap", "disk.raw",
 	    "console.log", "mem", "snap/state" };
-	uid_t uid = sb->m->cfg.vmm_uid;
-	gid_t gid = sb->m->cfg.vmm_gid;
+	uid_t uid = sb->uid;
+	gid_t gid = sb->gid;
 	char p[PATH_MAX];
 	size_t i;
+	int dfd, fd, rc;
 
+	if (sb->jailed) {
+		/* Only the files the VMM opens, under the root-owned jail
+		 * directory, by descriptor: nothing here can be a link. */
+		if ((rc = vmm_jail_prepare(sb, err, errlen)) < 0)
+			return rc;
+		if ((dfd = open(sb->jdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC)) < 0)
+			return errf(err, errlen, -errno, "%s: %s", sb->jdir,
+			    strerror(errno));
+		fd = openat(dfd, "console.log", O_WRONLY | O_CREAT | O_APPEND |
+		    O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+		rc = vmm_jail_own(dfd, "console.log", uid, gid, 0600, err,
+		    errlen);
+		if (rc == 0)
+			rc = vmm_jail_own(dfd, "disk.raw", uid, gid, 0600, err,
+			    errlen);
+		if (rc == 0 && faccessat(dfd, "mem", F_OK,
+		    AT_SYMLINK_NOFOLLOW) == 0)
+			rc = vmm_jail_own(dfd, "mem", uid, gid, 0600, err,
+			    errlen);
+		close(dfd);
+		return rc;
+	}
 	if (uid == 0)
 		return 0;
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (vmm_path(sb, names[i], p, sizeof(p)) < 0)
 			continue;
-		if (chown(p, uid, gid) < 0 && errno != ENOENT)
+		if (fchownat(AT_FDCWD, p, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    errno != ENOENT)
 			return errf(err, errlen, -errno, "chown %s to %u:%u: %s",
 			    p, (unsigned)uid, (unsigned)gid, strerror(errno));
 	}
 	return 0;
+}
+
+/* Where sandbox sb's files go and who its VMM is: a jail of its own and
+ * a uid from the range by its pool block, when the manager jails. */
+static void
+sb_layout(struct vmm_sandbox *sb, int jailed)
+{
+	struct vmm *m = sb->m;
+
+	snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir, sb->id);
+	sb->jailed = jailed;
+	if (jailed)
+		snprintf(sb->jdir, sizeof(sb->jdir), "%s/jail", sb->dir);
+	else
+		snprintf(sb->jdir, sizeof(sb->jdir), "%s", sb->dir);
+	snprintf(sb->disk, sizeof(sb->disk), "%s/disk.raw", sb->jdir);
+	if (jailed && m->cfg.uid_base != 0) {
+		sb->uid = m->cfg.uid_base + (uid_t)sb->pool_idx;
+		sb->gid = (gid_t)sb->uid;
+	} else {
+		sb->uid = m->cfg.vmm_uid;
+		sb->gid = m->cfg.vmm_gid;
+	}
 }
 
 int
@@ -439,6 +490,17 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 	if ((m->pool = vmm_pool_new(m->cfg.pool, m->cfg.pool_plen, err,
 	    errlen)) == NULL)
 		goto fail;
+	if (m->cfg.jail && m->cfg.uid_base != 0 &&
+	    (m->cfg.uid_count < vmm_pool_size(m->pool) ||
+	    m->cfg.uid_base + (uint64_t)m->cfg.uid_count > UINT32_MAX - 1)) {
+		errf(err, errlen, -EINVAL, "VM uid range %u-%u: %zu sandboxes "
+		    "(the address pool's size) need as many uids",
+		    (unsigned)m->cfg.uid_base, (unsigned)(m->cfg.uid_base +
+		    m->cfg.uid_count - 1), vmm_pool_size(m->pool));
+		vmm_pool_free(m->pool);
+		m->pool = NULL;
+		goto fail;
+	}
 	if ((rc = mkdirs(m->state_dir, 0750)) < 0) {
 		errf(err, errlen, rc, "state dir %s: %s", m->state_dir,
 		    strerror(-rc));
@@ -582,6 +644,9 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->mem_mib = sb->mem_mib;
 	out->vcpus = sb->vcpus;
 	out->accel = sb->accel;
+	out->jailed = sb->jailed;
+	out->uid = sb->uid;
+	out->gid = sb->gid;
 	out->created_ms = sb->created_ms;
 	out->last_activity_ms = sb->last_activity_ms;
 	out->busy = sb->busy;
@@ -1044,11 +1109,13 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	int fd;
 
 	snprintf(size, sizeof(size), "%u", sb->disk_mib);
-	fd = open(sb->disk, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = open(sb->disk, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errf(err, errlen, -errno, "disk %s: %s", sb->disk,
 		    strerror(errno));
-	if (ftruncate(fd, (off_t)sb->disk_mib << 20) < 0) {
+	if ((sb->jailed && sb->uid != 0 && fchown(fd, sb->uid, sb->gid) < 0) ||
+	    ftruncate(fd, (off_t)sb->disk_mib << 20) < 0) {
 		int e = errno;
 
 		close(fd);
@@ -1101,7 +1168,7 @@ net_setup(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	if (sb->m->cfg.external_taps)
 		return 0;
-	uid_t owner = sb->m->cfg.vmm_uid != 0 ? sb->m->cfg.vmm_uid :
+	uid_t owner = sb->uid != 0 ? sb->uid :
 	    sb->m->cfg.tap_owner != 0 ? sb->m->cfg.tap_owner : (uid_t)-1;
 
 	return nc_link_tap_setup(sb->tap, owner, sb->host_mac,
@@ -1364,8 +1431,6 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	sb->max_lifetime_ms = spec->max_lifetime_ms;
 	sb->created_ms = vmm_wall_ms();
 	sb->created_mono_ms = sb->last_activity_ms = vmm_now_ms();
-	snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir, sb->id);
-	snprintf(sb->disk, sizeof(sb->disk), "%s/disk.raw", sb->dir);
 	nc_link_mac_guest(sb->id, sb->mac);
 	nc_link_mac_host(sb->id, sb->host_mac);
 	sb->prefix = 30;
@@ -1383,9 +1448,12 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		    "sandboxes)", vmm_pool_size(m->pool));
 	}
 	/* Tap names come from the pool index: unique while the address is
-	 * held, short enough for IFNAMSIZ, and stable across restarts. */
+	 * held, short enough for IFNAMSIZ, and stable across restarts. So
+	 * do jailed VMMs' uids. */
 	snprintf(sb->tap, sizeof(sb->tap), "%s%d", m->tap_prefix, idx);
-	if (mkdir(sb->dir, 0750) < 0) {
+	sb->pool_idx = idx;
+	sb_layout(sb, m->cfg.jail && strcmp(m->be->name, "qemu") == 0);
+	if (mkdir(sb->dir, sb->jailed ? 0700 : 0750) < 0) {
 		rc = -errno;
 		vmm_pool_release(m->pool, sb->guest_ip);
 		sb_free(sb);
@@ -1403,7 +1471,8 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	 * run on: their outcome comes through cb. */
 	if ((rc = add_waiter(sb, cb, arg)) < 0)
 		errf(err, errlen, rc, "out of memory");
-	else if ((rc = net_setup(sb, err, errlen)) == 0 &&
+	else if ((!sb->jailed || (rc = vmm_jail_prepare(sb, err,
+	    errlen)) == 0) && (rc = net_setup(sb, err, errlen)) == 0 &&
 	    (rc = disk_start(sb, err, errlen)) < 0 && !m->cfg.external_taps)
 		(void)nc_link_delete(sb->tap, NULL, 0);
 	if (rc < 0) {
@@ -1428,7 +1497,7 @@ struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
-	int pid, standby_pid, disk_ready;
+	int pid, standby_pid, disk_ready, jailed;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
 };
@@ -1468,6 +1537,8 @@ meta_read(const char *path, struct meta *mt)
 			mt->standby_pid = atoi(v);
 		else if (strcmp(line, "disk_ready") == 0)
 			mt->disk_ready = atoi(v);
+		else if (strcmp(line, "jailed") == 0)
+			mt->jailed = atoi(v);
 		else if (strcmp(line, "mem_mib") == 0)
 			mt->mem = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(line, "vcpus") == 0)
@@ -1482,16 +1553,27 @@ meta_read(const char *path, struct meta *mt)
 }
 
 /* Is pid the VMM of this sandbox (not a recycled pid)? Its command line
- * holds the sandbox directory. */
+ * holds the sandbox directory; a jailed one's root is the jail. */
 static int
-pid_is_ours(pid_t pid, const char *dir)
+pid_is_ours(pid_t pid, const struct vmm_sandbox *sb)
 {
-	char path[64], buf[8192];
+	const char *dir = sb->dir;
+	char path[64], buf[8192], name[VMM_ID_MAX + 16];
 	ssize_t n, i;
 	int fd;
 
 	if (pid <= 0)
 		return 0;
+	if (sb->jailed) {
+		snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+		if ((n = readlink(path, buf, sizeof(buf) - 1)) <= 0)
+			return 0;
+		buf[n] = '\0';
+		if (strcmp(buf, sb->jdir) != 0)
+			return 0;
+		snprintf(name, sizeof(name), "berth-%s ", sb->id);
+		dir = name;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return 0;
@@ -1554,8 +1636,6 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->m = m;
 	snprintf(sb->id, sizeof(sb->id), "%s", id);
-	snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir, id);
-	snprintf(sb->disk, sizeof(sb->disk), "%s/disk.raw", sb->dir);
 	snprintf(sb->tap, sizeof(sb->tap), "%s", mt.tap);
 	snprintf(sb->reason, sizeof(sb->reason), "%s", mt.reason);
 	sb->mem_mib = mt.mem ? mt.mem : m->cfg.mem_mib;
@@ -1587,11 +1667,13 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 		    "free in the pool", id, mt.ip);
 	}
 	sb->gateway.s_addr = htonl(ntohl(sb->guest_ip.s_addr) - 1);
+	sb->pool_idx = idx;
+	sb_layout(sb, mt.jailed);
 	sb->next = m->list;
 	m->list = sb;
 	(void)net_setup(sb, err, errlen);	/* reconcile the tap */
 	snprintf(snap, sizeof(snap), "%s/snap/state", sb->dir);
-	if (pid_is_ours(mt.pid, sb->dir) && (strcmp(mt.state, "running") == 0 ||
+	if (pid_is_ours(mt.pid, sb) && (strcmp(mt.state, "running") == 0 ||
 	    strcmp(mt.state, "paused") == 0 || strcmp(mt.state, "suspended") == 0)) {
 		/* Its VMM lives: running, paused, or in the middle of an
 		 * operation the previous manager did not see end (the
@@ -1611,7 +1693,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	/* A VMM whose boot (or any operation but those above) the previous
 	 * manager did not see end is in no state worth keeping: it goes,
 	 * and the sandbox says why (start boots it again, disk kept). */
-	if (pid_is_ours(mt.pid, sb->dir)) {
+	if (pid_is_ours(mt.pid, sb)) {
 		reap_orphan(mt.pid);
 		snprintf(sb->reason, sizeof(sb->reason), "the manager restarted "
 		    "while the sandbox was %s; its VMM (pid %d) was ended: "
@@ -1620,7 +1702,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	}
 	/* A standby VMM left by the previous manager holds the disk and
 	 * the control socket path: it goes, a new one is started below. */
-	if (pid_is_ours(mt.standby_pid, sb->dir))
+	if (pid_is_ours(mt.standby_pid, sb))
 		reap_orphan(mt.standby_pid);
 	if (strcmp(mt.state, "suspended") == 0 && access(snap, R_OK) == 0)
 		sb->state = VMM_SUSPENDED;

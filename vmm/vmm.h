@@ -129,6 +129,14 @@ struct vmm_config {
 	const char *tap_prefix;		/* NULL: "bth" */
 	uid_t tap_owner;		/* 0 or (uid_t)-1: root only;
 					 * vmm_uid when that is set */
+	int jail;			/* qemu: each VMM in a jail of its own
+					 * (namespaces, chroot, its own uid,
+					 * no_new_privs, seccomp without spawn,
+					 * snapshots through descriptors) */
+	uid_t uid_base;			/* jail: sandbox i (its pool block)
+					 * runs as uid and gid uid_base + i;
+					 * 0: all as vmm_uid:vmm_gid */
+	unsigned uid_count;		/* the range's size (>= pool blocks) */
 	uid_t vmm_uid;			/* 0: the VMM runs as we do; else it
 					 * runs as vmm_uid:vmm_gid, owns its
 					 * sandbox dir and disk, and state_dir
@@ -220,6 +228,9 @@ struct vmm_info {
 	int standby_ready;		/* it has loaded the snapshot */
 	unsigned mem_mib, vcpus;
 	enum vmm_accel accel;		/* its VMM's (or snapshot's), AUTO: none */
+	int jailed;			/* its VMM runs in a jail ... */
+	uid_t uid;			/* ... as this user and group */
+	gid_t gid;
 	uint64_t created_ms;		/* wall clock */
 	uint64_t last_activity_ms;	/* monotonic clock */
 	int busy;			/* an operation is in flight: */
