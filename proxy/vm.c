@@ -256,6 +256,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.jail = 1;
 	vc.uid_base = 2100000000;
 	vc.uid_count = 65536;
+	vc.cgroups = 1;
 	vc.idle_pause_ms = c->idle_pause;
 	vc.idle_suspend_ms = c->idle_suspend;
 	vc.on_state = on_state;

@@ -82,6 +82,8 @@ struct vmm_sandbox {
 	int pool_idx;			/* its /30 block: tap name, uid */
 	uid_t uid;			/* its VMM's user and group */
 	gid_t gid;
+	char cgroups[5][160];		/* cgroup.procs files its VMM enters */
+	int ncgroups;
 	struct vmm_template tpl;	/* owned copies */
 	unsigned mem_mib, vcpus, disk_mib;
 	enum vmm_accel accel;		/* of the running VMM or the snapshot
@@ -177,6 +179,16 @@ int vmm_jail_own(int dfd, const char *name, uid_t uid, gid_t gid,
  * a path inside the jail. */
 pid_t vmm_jail_spawn(char *const argv[], const char *logpath,
     const struct vmm_jail *j, char *err, size_t errlen);
+
+/* ---- cgroups (cgroup.c) ---- */
+
+/* 2: cgroup v2, 1: v1 controllers, 0: none usable here. */
+int vmm_cgroup_mode(void);
+/* Make sb's groups with its limits; sb->cgroups then names what its VMM
+ * enters. 0 also when the host has none (no limits then). */
+int vmm_cgroup_setup(struct vmm_sandbox *sb, char *err, size_t errlen);
+void vmm_cgroup_remove(struct vmm_sandbox *sb);
+void vmm_cgroup_usage(const struct vmm_sandbox *sb, struct vmm_usage *u);
 
 /* Completion of the operation in flight; `state` is the state after it. */
 void vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,

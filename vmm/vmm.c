@@ -39,7 +39,7 @@ static const char *const state_names[] = {
 };
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
-	"exit", "adopt", "accel", "guest",
+	"exit", "adopt", "accel", "guest", "jail",
 };
 
 const char *
@@ -298,15 +298,8 @@ vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen)
 		    O_CLOEXEC)) < 0)
 			return errf(err, errlen, -errno, "%s: %s", sb->jdir,
 			    strerror(errno));
-		fd = openat(dfd, "console.log", O_WRONLY | O_CREAT | O_APPEND |
-		    O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			close(fd);
-		rc = vmm_jail_own(dfd, "console.log", uid, gid, 0600, err,
-		    errlen);
-		if (rc == 0)
-			rc = vmm_jail_own(dfd, "disk.raw", uid, gid, 0600, err,
-			    errlen);
+		(void)fd;
+		rc = vmm_jail_own(dfd, "disk.raw", uid, gid, 0600, err, errlen);
 		if (rc == 0 && faccessat(dfd, "mem", F_OK,
 		    AT_SYMLINK_NOFOLLOW) == 0)
 			rc = vmm_jail_own(dfd, "mem", uid, gid, 0600, err,
@@ -476,6 +469,14 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		m->cfg.idle_suspend_ms = 30 * 60 * 1000;
 	if (m->cfg.max_lifetime_ms == 0)
 		m->cfg.max_lifetime_ms = VMM_NEVER;
+	if (m->cfg.console_max == 0)
+		m->cfg.console_max = 4 << 20;
+	if (m->cfg.cpu_pct == 0)
+		m->cfg.cpu_pct = 100;
+	if (m->cfg.mem_overhead_mib == 0)
+		m->cfg.mem_overhead_mib = 256;
+	if (m->cfg.pids_max == 0)
+		m->cfg.pids_max = 1024;
 	if (m->cfg.idle_cpu_pct == 0)
 		m->cfg.idle_cpu_pct = 10;
 	else if (m->cfg.idle_cpu_pct >= VMM_IDLE_CPU_OFF)
@@ -651,6 +652,16 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->last_activity_ms = sb->last_activity_ms;
 	out->busy = sb->busy;
 	out->op = sb->op;
+}
+
+void
+vmm_sandbox_usage(const struct vmm_sandbox *sb, struct vmm_usage *u)
+{
+	if (!sb->jailed) {
+		memset(u, 0, sizeof(*u));
+		return;
+	}
+	vmm_cgroup_usage(sb, u);
 }
 
 const char *
@@ -1023,6 +1034,8 @@ sb_destroy(struct vmm_sandbox *sb)
 		ok = 0;
 		snprintf(why, sizeof(why), "%s", err);
 	}
+	if (sb->jailed)
+		vmm_cgroup_remove(sb);
 	if ((rc = rmtree(sb->dir)) < 0 && ok) {
 		ok = 0;
 		snprintf(why, sizeof(why), "remove %s: %s", sb->dir,

@@ -60,6 +60,7 @@ enum vmm_op {
 	VMM_OP_ACCEL,		/* not requested: KVM's trial boot decided */
 	VMM_OP_GUEST,		/* not requested: the guest reset, panicked or
 				 * hit a disk error */
+	VMM_OP_JAIL,		/* not requested: the jail is incomplete */
 };
 
 enum vmm_accel {
@@ -137,6 +138,15 @@ struct vmm_config {
 					 * runs as uid and gid uid_base + i;
 					 * 0: all as vmm_uid:vmm_gid */
 	unsigned uid_count;		/* the range's size (>= pool blocks) */
+	int cgroups;			/* jail: a cgroup per VMM (cgroup.c) */
+	const char *cgroup;		/* its parent group; NULL: "berth" */
+	unsigned cpu_pct;		/* CPU quota per vCPU, % of a core;
+					 * 0: 100 */
+	unsigned mem_overhead_mib;	/* memory limit: guest RAM plus this;
+					 * 0: 256 (qemu, TCG's code cache) */
+	unsigned pids_max;		/* 0: 1024 */
+	size_t console_max;		/* jail: console.log + console.log.1 at
+					 * most this; 0: 4 MiB */
 	uid_t vmm_uid;			/* 0: the VMM runs as we do; else it
 					 * runs as vmm_uid:vmm_gid, owns its
 					 * sandbox dir and disk, and state_dir
@@ -238,6 +248,15 @@ struct vmm_info {
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
+
+/* What a jailed sandbox's VMM used, from its cgroup (zeros without). */
+struct vmm_usage {
+	uint64_t cpu_usec;		/* CPU time, all of its threads */
+	uint64_t mem_bytes;		/* memory charged now (RAM file pages
+					 * the guest touched, qemu's own) */
+	uint64_t throttled;		/* periods its CPU quota held it back */
+};
+void vmm_sandbox_usage(const struct vmm_sandbox *sb, struct vmm_usage *u);
 const char *vmm_sandbox_id(const struct vmm_sandbox *sb);
 enum vmm_state vmm_sandbox_state(const struct vmm_sandbox *sb);
 void vmm_sandbox_set_user(struct vmm_sandbox *sb, void *user);

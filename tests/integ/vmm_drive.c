@@ -243,15 +243,23 @@ main(int argc, char **argv)
 		cfg.vmm_uid = pw->pw_uid;
 		cfg.vmm_gid = pw->pw_gid;
 	}
+	/* VMM_JAIL=1: each VMM jailed (own uid from 2100000000 + its pool
+	 * block, snapshots through descriptors), as berthd runs them */
+	if (getenv("VMM_JAIL") != NULL && strcmp(getenv("VMM_JAIL"), "1") == 0) {
+		cfg.jail = 1;
+		cfg.uid_base = 2100000000;
+		cfg.uid_count = 65536;
+		cfg.cgroups = 1;
+	}
 	mgr = vmm_new(base, &cfg, err, sizeof(err));
 	if (mgr == NULL) {
 		fprintf(stderr, "vmm_drive: %s\n", err);
 		return 1;
 	}
 	vmm_accel(mgr, &why);
-	printf("ready backend=%s accel=%s (%s) vmm_uid=%u\n",
+	printf("ready backend=%s accel=%s (%s) vmm_uid=%u jail=%d\n",
 	    vmm_backend_name(mgr), vmm_accel(mgr, NULL) == VMM_ACCEL_KVM ?
-	    "kvm" : "tcg", why, (unsigned)cfg.vmm_uid);
+	    "kvm" : "tcg", why, (unsigned)cfg.vmm_uid, cfg.jail);
 	in = bufferevent_socket_new(base, 0, 0);
 	bufferevent_setcb(in, on_stdin, NULL, on_stdin_event, NULL);
 	bufferevent_enable(in, EV_READ);
