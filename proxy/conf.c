@@ -121,10 +121,12 @@ vm_size_slot(struct px_config *c, const char *name)
 	return z ? (unsigned *)(void *)((char *)c + z->off) : NULL;
 }
 
-/* A default above its maximum could never be created. */
+/* A default above its maximum could never be created: the error cites
+ * the later of the two lines (lines[i]: where vm_sizes[i] was set, 0:
+ * not in the file). */
 static int
-vm_size_check(const struct px_config *c, const char *file, char *err,
-    size_t errlen)
+vm_size_check(const struct px_config *c, const char *file, const int *lines,
+    char *err, size_t errlen)
 {
 	static const struct {
 		const char *what, *max, *unit;
@@ -142,16 +144,19 @@ vm_size_check(const struct px_config *c, const char *file, char *err,
 	};
 	size_t i;
 
+	/* vm_sizes lists each default right before its maximum */
 	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
 		unsigned v = *(const unsigned *)(const void *)((const char *)c +
 		    pairs[i].a);
 		unsigned max = *(const unsigned *)(const void *)((const char *)c +
 		    pairs[i].b);
+		int line = lines[2 * i] > lines[2 * i + 1] ? lines[2 * i] :
+		    lines[2 * i + 1];
 
 		if (v > max) {
-			snprintf(err, errlen, "%s: %s %u%s is above %s %u%s",
-			    file, pairs[i].what, v, pairs[i].unit, pairs[i].max,
-			    max, pairs[i].unit);
+			snprintf(err, errlen, "%s:%d: %s %u%s is above %s %u%s",
+			    file, line, pairs[i].what, v, pairs[i].unit,
+			    pairs[i].max, max, pairs[i].unit);
 			return -1;
 		}
 	}
@@ -422,6 +427,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 {
 	char line[4096];
 	int lineno = 0, listen_seen = 0;
+	int vm_lines[sizeof(vm_sizes) / sizeof(vm_sizes[0])] = { 0 };
 	FILE *f;
 
 	px_config_defaults(c);
@@ -615,6 +621,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				ERR("%s: expected %s between %u and %u, got '%s'",
 				    argv[0], z->unit, z->min, z->max, argv[1]);
 			*vm_size_slot(c, argv[0]) = (unsigned)n;
+			vm_lines[z - vm_sizes] = lineno;
 		} else if (strcmp(argv[0], "vm_standby") == 0) {
 			char *end;
 			long n;
@@ -707,7 +714,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (vm_size_check(c, file, err, errlen) != 0)
+	if (vm_size_check(c, file, vm_lines, err, errlen) != 0)
 		return -1;
 	return fleet_check(c, file, err, errlen);
 fail:
