@@ -214,8 +214,9 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 	}
 	if (strcmp(name, "pause") == 0 || strcmp(name, "resume") == 0 ||
 	    strcmp(name, "start") == 0 || strcmp(name, "restart") == 0) {
-		/* a boot answers once the guest runs */
-		if (name[0] == 's' || name[0] == 'r')
+		/* start, restart and a resume from disk answer once the
+		 * guest runs: seconds to minutes */
+		if (strcmp(name, "pause") != 0)
 			cli_timeout_secs = 600;
 		encode(name, enc, sizeof(enc));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", sb, enc);

@@ -2171,6 +2171,11 @@ netctl_main(int argc, char **argv)
 		    "too many");
 		fputs("  ", stderr);
 		usage_line(stderr, c);
+		/* --json's message carries the usage too */
+		snprintf(last_fail + strlen(last_fail), sizeof(last_fail) -
+		    strlen(last_fail), " %s %s%s%s%s%s", progname, c->noun,
+		    c->verb ? " " : "", c->verb ? c->verb : "", c->args[0] ?
+		    " " : "", c->args);
 		return EXIT_USAGE;
 	}
 	for (bit = 1; bit <= O_LAST; bit <<= 1)
