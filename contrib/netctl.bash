@@ -7,18 +7,19 @@ _netctl()
 		cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}
 		words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD
 	}
-	local nouns="sandbox port egress policy token status mcp help"
+	local nouns="sandbox port egress policy token template fleet status mcp help"
 	local globals="--json --state-dir --url --token --cacert --help"
 	case $prev in
 	-s|--state-dir|--cacert) COMPREPLY=($(compgen -f -- "$cur")); return;;
 	--host-header) COMPREPLY=($(compgen -W "preserve upstream" -- "$cur")); return;;
 	--default-mode|--max-mode) COMPREPLY=($(compgen -W "open allowlist closed" -- "$cur")); return;;
-	--url|--token|--address|--host|--ttl|--name|--deny|--allow) return;;
+	--idle-pause|--idle-suspend|--max-lifetime) COMPREPLY=($(compgen -W "never default" -- "$cur")); return;;
+	--url|--token|--address|--host|--ttl|--name|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template) return;;
 	esac
 	local i noun= verb=
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow) ((i++));;
+		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--idle-pause|--idle-suspend|--max-lifetime) ((i++));;
 		-*) ;;
 		*) if [[ -z $noun ]]; then noun=${words[i]}; elif [[ -z $verb ]]; then verb=${words[i]}; fi;;
 		esac
@@ -28,13 +29,15 @@ _netctl()
 	fi
 	if [[ -z $verb ]]; then
 		case $noun in
-		sandbox) COMPREPLY=($(compgen -W "add create ls show pause suspend resume rm events" -- "$cur"));;
+		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events" -- "$cur"));;
+		template) COMPREPLY=($(compgen -W "ls add rm" -- "$cur"));;
+		fleet) COMPREPLY=($(compgen -W "hosts" -- "$cur"));;
 		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
 		egress) COMPREPLY=($(compgen -W "show allow deny rm mode reset log" -- "$cur"));;
 		policy) COMPREPLY=($(compgen -W "show set" -- "$cur"));;
 		token) COMPREPLY=($(compgen -W "create ls rotate revoke" -- "$cur"));;
 		mcp) COMPREPLY=($(compgen -W "--sandbox" -- "$cur"));;
-		help) COMPREPLY=($(compgen -W "sandbox port egress policy token status mcp" -- "$cur"));;
+		help) COMPREPLY=($(compgen -W "sandbox port egress policy token template fleet status mcp" -- "$cur"));;
 		esac
 		return
 	fi
@@ -43,9 +46,12 @@ _netctl()
 	"egress allow"|"egress deny") COMPREPLY=($(compgen -W "--ttl" -- "$cur"));;
 	"egress mode") COMPREPLY=($(compgen -W "open allowlist closed default" -- "$cur"));;
 	"egress rm") COMPREPLY=($(compgen -W "allow deny" -- "$cur"));;
-	"policy set") COMPREPLY=($(compgen -W "--default-mode --max-mode --deny --allow" -- "$cur"));;
+	"policy set") COMPREPLY=($(compgen -W "--default-mode --max-mode --deny --allow --permit --max-rules --conn-limit --new-conn-rate" -- "$cur"));;
 	"token create") COMPREPLY=($(compgen -W "--admin --sandbox --name" -- "$cur"));;
-	"sandbox add"|"sandbox create") COMPREPLY=($(compgen -W "--address" -- "$cur"));;
+	"sandbox add"|"sandbox create") COMPREPLY=($(compgen -W "--address --memory --vcpus --disk --template --idle-pause --idle-suspend --max-lifetime" -- "$cur"));;
+	"sandbox set") COMPREPLY=($(compgen -W "--idle-pause --idle-suspend --max-lifetime" -- "$cur"));;
+	"template add") COMPREPLY=($(compgen -d -- "$cur"));;
+	"egress log") COMPREPLY=($(compgen -W "--follow" -- "$cur"));;
 	esac
 }
 complete -F _netctl netctl

@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+/* How long a request may wait for berthd's answer (default 30 s):
+ * operations that boot a VM answer only once it runs. */
+extern unsigned cli_timeout_secs;
+
 struct cli_response {
 	int status;		/* HTTP status code */
 	char *body;		/* NUL-terminated; malloc'd, may be "" */

@@ -25,7 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define CLI_TIMEOUT_SECS	30
+unsigned cli_timeout_secs = 30;
 #define CLI_MAX_BODY		(64u * 1024 * 1024)
 
 struct reader {
@@ -174,7 +174,7 @@ open_unix(struct link *l, const char *sock_path, int *connect_failed,
     char *err, size_t errlen)
 {
 	struct sockaddr_un sun;
-	struct timeval tv = { CLI_TIMEOUT_SECS, 0 };
+	struct timeval tv = { (time_t)cli_timeout_secs, 0 };
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
@@ -253,7 +253,7 @@ open_url(struct link *l, const struct cli_target *t, int *connect_failed,
     char *err, size_t errlen)
 {
 	struct addrinfo hints, *res = NULL, *ai;
-	struct timeval tv = { CLI_TIMEOUT_SECS, 0 };
+	struct timeval tv = { (time_t)cli_timeout_secs, 0 };
 	char host[256], port[16];
 	const char *lookup = host;
 	int tls, rc, e = 0;

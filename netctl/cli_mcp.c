@@ -67,6 +67,13 @@ static const struct tool tools[] = {
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 	{ "resume", "Resume a paused or suspended sandbox.",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
+	{ "start", "Boot a stopped or failed sandbox again from its template, "
+	  "keeping its disk; answers once it runs.",
+	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
+	{ "restart", "Stop the sandbox and boot it again from its template, "
+	  "keeping its disk (a failed one is just started); answers once it "
+	  "runs.",
+	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 };
 
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
@@ -205,7 +212,12 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s", sb);
 		return api_result(t, "GET", target, NULL, NULL);
 	}
-	if (strcmp(name, "pause") == 0 || strcmp(name, "resume") == 0) {
+	if (strcmp(name, "pause") == 0 || strcmp(name, "resume") == 0 ||
+	    strcmp(name, "start") == 0 || strcmp(name, "restart") == 0) {
+		/* start, restart and a resume from disk answer once the
+		 * guest runs: seconds to minutes */
+		if (strcmp(name, "pause") != 0)
+			cli_timeout_secs = 600;
 		encode(name, enc, sizeof(enc));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", sb, enc);
 		body = json_object();

@@ -9,6 +9,13 @@
  * Exit codes: 0 done, 1 berthd refused (4xx/5xx other than below),
  * 2 usage error, 3 berthd cannot be reached, 4 not authenticated or not
  * allowed (401/403).
+ *
+ * --json prints exactly one JSON document for every command, success or
+ * not: the API's answer (or, for commands made of several requests, one
+ * document gathering them), the API's error document, or one netctl
+ * writes itself ({"error":{"status":null,"code":"usage"|"unreachable",
+ * "message"}}). Everything goes through out_set(); main prints it once.
+ * Only `egress log --follow` streams (one object a line, in both modes).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -57,12 +64,24 @@ enum {
 	O_NEW_CONN_RATE = 1 << 15,
 	O_FOLLOW = 1 << 16,
 	O_PERMIT = 1 << 17,
-	O_LAST = O_PERMIT
+	O_MEMORY = 1 << 18,
+	O_VCPUS = 1 << 19,
+	O_DISK = 1 << 20,
+	O_TEMPLATE = 1 << 21,
+	O_IDLE_PAUSE = 1 << 22,
+	O_IDLE_SUSPEND = 1 << 23,
+	O_MAX_LIFETIME = 1 << 24,
+	O_LAST = O_MAX_LIFETIME
 };
+
+/* What only a microVM sandbox takes (not one with --address). */
+#define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
+	O_IDLE_SUSPEND | O_MAX_LIFETIME)
 
 /* long-only options */
 enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
-	OPT_PERMIT };
+	OPT_PERMIT, OPT_MEMORY, OPT_VCPUS, OPT_DISK, OPT_TEMPLATE,
+	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME };
 
 #define MAX_RULE_OPTS 64
 
@@ -86,6 +105,8 @@ struct opts {
 	const char *permit[MAX_RULE_OPTS];
 	int npermit;
 	const char *max_rules, *conn_limit, *new_conn_rate;
+	const char *memory, *vcpus, *disk, *template_;
+	const char *idle_pause, *idle_suspend, *max_lifetime;
 };
 
 struct cmd;
@@ -105,17 +126,58 @@ struct cmd {
 static const char *progname = "netctl";
 static char sock_path[4096];
 static struct cli_target tgt;
+static json_t *out_doc;		/* what --json prints at the end */
+static int out_streamed;	/* the command printed its own lines */
+static char last_fail[1024];	/* the last error line, for --json */
 
 static void __attribute__((format(printf, 1, 2)))
 fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", progname);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(last_fail, sizeof(last_fail), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "%s: %s\n", progname, last_fail);
+}
+
+/* The document --json prints (reference stolen; replaces the last). */
+static void
+out_set(json_t *doc)
+{
+	json_decref(out_doc);
+	out_doc = doc;
+}
+
+/* An error document of netctl's own (no HTTP status behind it). */
+static void
+out_error(const char *code, const char *msg)
+{
+	out_set(json_pack("{s:{s:n, s:s, s:s}}", "error", "status", "code",
+	    code, "message", msg));
+}
+
+/*
+ * API fields that stand for a command-line option: an error about
+ * memory_mib is about --memory to the one who typed it.
+ */
+static const char *
+field_option(const char *field)
+{
+	static const char *const map[][2] = {
+		{ "memory_mib", "--memory" }, { "vcpus", "--vcpus" },
+		{ "disk_mib", "--disk" }, { "template", "--template" },
+		{ "idle_pause", "--idle-pause" },
+		{ "idle_suspend", "--idle-suspend" },
+		{ "max_lifetime", "--max-lifetime" },
+		{ "address", "--address" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(map[i][0], field) == 0)
+			return map[i][1];
+	return field;
 }
 
 /* ---- talking to berthd ---- */
@@ -127,28 +189,33 @@ api_error(const struct cli_response *r, const struct opts *o)
 	json_t *doc, *e;
 	const char *msg = NULL, *field = NULL;
 
-	if (o->json && r->len > 0)
-		fwrite(r->body, 1, r->len, stdout);
 	doc = json_loadb(r->body, r->len, 0, NULL);
 	if ((e = json_object_get(doc, "error")) != NULL) {
 		msg = json_string_value(json_object_get(e, "message"));
 		field = json_string_value(json_object_get(e, "field"));
 	}
 	if (msg != NULL && field != NULL)
-		fail("%s: %s", field, msg);
+		fail("%s: %s", field_option(field), msg);
 	else if (msg != NULL)
 		fail("%s", msg);
 	else
 		fail("berthd answered HTTP %d", r->status);
-	json_decref(doc);
+	if (json_is_object(e))
+		out_set(doc);
+	else {
+		json_decref(doc);
+		out_set(json_pack("{s:{s:i, s:s, s:s}}", "error", "status",
+		    r->status, "code", "http", "message", last_fail));
+	}
 	return r->status == 401 || r->status == 403 ? EXIT_DENIED :
 	    EXIT_REFUSED;
 }
 
 /*
  * One request. On a 2xx answer returns EXIT_OK with *doc the parsed JSON
- * (NULL for an empty body) and, with --json, the body already printed.
- * Otherwise prints the one-line error and returns the exit code.
+ * (NULL for an empty body), which is also what --json will print unless
+ * the command sets another. Otherwise prints the one-line error, makes
+ * the error document --json's, and returns the exit code.
  */
 static int
 call(const struct opts *o, const char *method, const char *target,
@@ -169,6 +236,7 @@ call(const struct opts *o, const char *method, const char *target,
 	free(text);
 	if (rc == -1) {
 		fail("%s", err);
+		out_error("unreachable", err);
 		return EXIT_UNREACHABLE;
 	}
 	if (r.status < 200 || r.status > 299) {
@@ -180,12 +248,13 @@ call(const struct opts *o, const char *method, const char *target,
 		if ((*doc = json_loadb(r.body, r.len, 0, &jerr)) == NULL) {
 			fail("berthd answered something that is not JSON: %s",
 			    jerr.text);
+			out_error("unreachable", last_fail);
 			cli_response_free(&r);
 			return EXIT_UNREACHABLE;
 		}
-		if (o->json)
-			fwrite(r.body, 1, r.len, stdout);
-	}
+		out_set(json_incref(*doc));
+	} else
+		out_set(NULL);
 	cli_response_free(&r);
 	return EXIT_OK;
 }
@@ -404,6 +473,80 @@ wait_created(struct opts *o, const char *id, json_t **doc)
 	return EXIT_REFUSED;
 }
 
+/* A size option: a whole number from 1 up (berthd checks the range). */
+static int
+size_arg(const char *opt, const char *s, json_t *body, const char *key)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL)
+		return 0;
+	v = strtoll(s, &end, 10);
+	if (!isdigit((unsigned char)s[0]) || *end != '\0' || v < 1 ||
+	    v > 1LL << 40) {
+		fail("%s: expected a whole number%s, not '%s'", opt,
+		    strcmp(key, "vcpus") == 0 ? "" : " of MiB", s);
+		return -1;
+	}
+	json_object_set_new(body, key, json_integer(v));
+	return 0;
+}
+
+/*
+ * A duration option: "90s", "10m", "2h", "1d", "never", or (default_ok)
+ * "default", which sends null (berth.conf's value). berthd checks the
+ * range.
+ */
+static int
+span_arg(const char *opt, const char *s, int default_ok, json_t *body,
+    const char *key)
+{
+	const char *p = s;
+
+	if (s == NULL)
+		return 0;
+	if (strcmp(s, "default") == 0 && default_ok) {
+		json_object_set_new(body, key, json_null());
+		return 0;
+	}
+	if (strcmp(s, "never") != 0) {
+		while (isdigit((unsigned char)*p))
+			p++;
+		if (p == s || (*p != '\0' && strcmp(p, "ms") != 0 &&
+		    strcmp(p, "s") != 0 && strcmp(p, "m") != 0 &&
+		    strcmp(p, "h") != 0 && strcmp(p, "d") != 0)) {
+			fail("%s: expected a duration (90s, 10m, 2h, 1d), 'never'"
+			    "%s, not '%s'", opt, default_ok ? " or 'default'" : "",
+			    s);
+			return -1;
+		}
+	}
+	json_object_set_new(body, key, json_string(s));
+	return 0;
+}
+
+/* The idle options of create and set into body; -1 after saying why. */
+static int
+idle_args(const struct opts *o, int default_ok, json_t *body)
+{
+	return span_arg("--idle-pause", o->idle_pause, default_ok, body,
+	    "idle_pause") == -1 || span_arg("--idle-suspend", o->idle_suspend,
+	    default_ok, body, "idle_suspend") == -1 ||
+	    span_arg("--max-lifetime", o->max_lifetime, default_ok, body,
+	    "max_lifetime") == -1 ? -1 : 0;
+}
+
+static int
+check_template_name(const char *name)
+{
+	if (px_valid_sandbox_id(name, strlen(name)) && strlen(name) <= 32)
+		return 0;
+	fail("invalid template name '%s': use 1-32 lower-case letters, digits "
+	    "or '-', starting with a letter or digit", name);
+	return -1;
+}
+
 static int
 c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 {
@@ -416,34 +559,60 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 		fail("--address: not an IP address: '%s'", o->address);
 		return EXIT_USAGE;
 	}
-	body = o->address ? json_pack("{s:s, s:s}", "id", a[0], "address", o->address) :
-	    json_pack("{s:s}", "id", a[0]);
+	if (o->address != NULL && (o->given & O_VM_ONLY)) {
+		fail("--memory, --vcpus, --disk, --template and the idle options "
+		    "apply to a microVM sandbox, not to an external one "
+		    "(--address)");
+		return EXIT_USAGE;
+	}
+	if (o->template_ != NULL && check_template_name(o->template_) == -1)
+		return EXIT_USAGE;
+	body = json_pack("{s:s}", "id", a[0]);
+	if (o->address != NULL)
+		json_object_set_new(body, "address", json_string(o->address));
+	if (o->template_ != NULL)
+		json_object_set_new(body, "template", json_string(o->template_));
+	if (size_arg("--memory", o->memory, body, "memory_mib") == -1 ||
+	    size_arg("--vcpus", o->vcpus, body, "vcpus") == -1 ||
+	    size_arg("--disk", o->disk, body, "disk_mib") == -1 ||
+	    idle_args(o, 0, body) == -1) {
+		json_decref(body);
+		return EXIT_USAGE;
+	}
 	rc = call(o, "POST", "/v1/sandboxes", body, &doc);
 	json_decref(body);
 	if (rc == EXIT_OK && o->address == NULL)
 		rc = wait_created(o, a[0], &doc);
-	if (doc != NULL && !o->json && jstr(doc, "token")[0] != '\0')
+	/* The token is shown only now: print it even when the VM failed. */
+	if (doc != NULL && !o->json && jstr(doc, "token")[0] != '-')
 		printf("sandbox %s %s (%s, %s)\ntoken: %s\n# its token "
 		    "(id %s) is shown only now\n", jstr(doc, "id"),
 		    o->address ? "added" : "created",
 		    jstr(doc, "address"), jstr(doc, "state"), jstr(doc, "token"),
 		    jstr(doc, "token_id"));
-	else if (rc == EXIT_OK && o->json)
-		json_dumpf(doc, stdout, JSON_INDENT(2)), putchar('\n');
-	json_decref(doc);
+	if (doc != NULL)
+		out_set(doc);
 	return rc;
 }
 
-/* DELETE of target; on success prints done (a line) unless --json. */
+/*
+ * DELETE of target; on success prints done (a line), or with --json
+ * what (reference stolen), since the API answers 204 without a body.
+ */
 static int
-delete_one(struct opts *o, const char *target, const char *done)
+delete_one(struct opts *o, const char *target, const char *done,
+    json_t *what)
 {
 	json_t *doc;
 	int rc;
 
 	rc = call(o, "DELETE", target, NULL, &doc);
-	if (rc == EXIT_OK && !o->json)
+	if (rc == EXIT_OK && !o->json && done != NULL)
 		puts(done);
+	if (rc == EXIT_OK)
+		out_set(what);
+	else
+		json_decref(what);
 	json_decref(doc);
 	return rc;
 }
@@ -457,7 +626,8 @@ c_sandbox_rm(const struct cmd *c, struct opts *o, char **a, int n)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s", a[0]);
 	snprintf(done, sizeof(done), "sandbox %s removed", a[0]);
-	return delete_one(o, target, done);
+	return delete_one(o, target, done, json_pack("{s:s, s:b}", "id", a[0],
+	    "removed", 1));
 }
 
 /*
@@ -502,24 +672,18 @@ c_sandbox_ls(const struct cmd *c, struct opts *o, char **a, int n)
 	struct table t = { 0 };
 	const char *row[6] = { "ID", "STATE", "ADDRESS", "EXTERNAL", "CREATED", "HOST" };
 	char tbuf[32], hbuf[64];
-	struct opts q = *o;
+	const struct opts q = *o;
 	json_t *doc, *sb;
 	size_t i;
 	int rc, fleet;
 
-	q.json = 0;
 	if ((rc = call_list(&q, "/v1/sandboxes", "sandboxes", &doc)) != EXIT_OK) {
 		json_decref(doc);
-		if (o->json && rc != EXIT_UNREACHABLE &&
-		    call(o, "GET", "/v1/sandboxes", NULL, &doc) == EXIT_OK)
-			json_decref(doc);
 		return rc;
 	}
 	fleet = fleet_merge(doc);
 	if (o->json) {
-		json_dumpf(doc, stdout, JSON_COMPACT);
-		putchar('\n');
-		json_decref(doc);
+		out_set(doc);
 		return EXIT_OK;
 	}
 	t.ncols = fleet ? 6 : 5;
@@ -579,6 +743,44 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
+/* A size of a VM-backed sandbox, "-" when berth did not record it. */
+static const char *
+jnum(json_t *obj, const char *key, const char *unit, char *buf, size_t len)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!json_is_integer(v))
+		return "-";
+	snprintf(buf, len, "%lld%s", (long long)json_integer_value(v), unit);
+	return buf;
+}
+
+/* What only a VM-backed sandbox has: resources, template, idle policy. */
+static void
+print_vm(json_t *doc)
+{
+	static const char *const idle[][2] = {
+		{ "idle_pause", "idle-pause:" },
+		{ "idle_suspend", "idle-suspend:" },
+		{ "max_lifetime", "max-lifetime:" },
+	};
+	char b1[32], b2[32], b3[32], key[64];
+	size_t i;
+
+	printf("template:  %s\n", jstr(doc, "template"));
+	printf("resources: %s, %s vCPU%s, disk %s\n",
+	    jnum(doc, "memory_mib", " MiB", b1, sizeof(b1)),
+	    jnum(doc, "vcpus", "", b2, sizeof(b2)),
+	    json_integer_value(json_object_get(doc, "vcpus")) == 1 ? "" : "s",
+	    jnum(doc, "disk_mib", " MiB", b3, sizeof(b3)));
+	for (i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
+		snprintf(key, sizeof(key), "effective_%s", idle[i][0]);
+		printf("%-14s %s%s\n", idle[i][1], jstr(doc, key),
+		    json_is_string(json_object_get(doc, idle[i][0])) ? "" :
+		    " (berth.conf's)");
+	}
+}
+
 static int
 c_sandbox_show(const struct cmd *c, struct opts *o, char **a, int n)
 {
@@ -602,6 +804,8 @@ c_sandbox_show(const struct cmd *c, struct opts *o, char **a, int n)
 	printf("external:  %s\n", json_is_true(json_object_get(doc,
 	    "external")) ? "yes" : "no");
 	printf("created:   %s\n", jtime(doc, "created", tbuf, sizeof(tbuf)));
+	if (json_object_get(doc, "template") != NULL)
+		print_vm(doc);
 	ports = json_object_get(doc, "ports");
 	if (json_array_size(ports) == 0)
 		printf("ports:     none published\n");
@@ -665,15 +869,12 @@ c_port_unpublish(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[128];
 	unsigned port;
-	json_t *doc;
-	int rc;
 
 	if (check_id(a[0]) == -1 || check_port(a[1], &port) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/ports/%u", a[0], port);
-	rc = call(o, "DELETE", target, NULL, &doc);
-	json_decref(doc);
-	return rc;
+	return delete_one(o, target, NULL, json_pack("{s:s, s:i, s:b}",
+	    "sandbox", a[0], "port", (int)port, "unpublished", 1));
 }
 
 static int
@@ -700,20 +901,18 @@ c_port_ls(const struct cmd *c, struct opts *o, char **a, int n)
 
 /*
  * A whole list: follows "next" page by page (1000 rows a page) and
- * returns {key: [...all rows]} in *doc; with --json prints it.
+ * returns {key: [...all rows]} in *doc, which --json prints.
  */
 static int
 call_list(const struct opts *o, const char *base, const char *key,
     json_t **doc)
 {
-	struct opts q = *o;
 	char target[1024], after[512] = "";
 	json_t *page, *all;
 	const char *next;
 	int rc;
 
 	*doc = NULL;
-	q.json = 0;
 	if ((all = json_array()) == NULL)
 		return EXIT_REFUSED;
 	for (;;) {
@@ -731,9 +930,7 @@ call_list(const struct opts *o, const char *base, const char *key,
 		enc[k] = '\0';
 		snprintf(target, sizeof(target), "%s%slimit=1000%s%s", base,
 		    strchr(base, '?') ? "&" : "?", k ? "&after=" : "", enc);
-		if ((rc = call(&q, "GET", target, NULL, &page)) != EXIT_OK) {
-			if (o->json)
-				call(o, "GET", target, NULL, &page);
+		if ((rc = call(o, "GET", target, NULL, &page)) != EXIT_OK) {
 			json_decref(page);
 			json_decref(all);
 			return rc;
@@ -748,10 +945,7 @@ call_list(const struct opts *o, const char *base, const char *key,
 		json_decref(page);
 	}
 	*doc = json_pack("{s:o}", key, all);
-	if (o->json && *doc != NULL) {
-		json_dumpf(*doc, stdout, JSON_COMPACT);
-		putchar('\n');
-	}
+	out_set(json_incref(*doc));
 	return EXIT_OK;
 }
 
@@ -765,6 +959,9 @@ c_lifecycle(const struct cmd *c, struct opts *o, char **a, int n)
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", a[0], c->verb);
+	/* berthd answers once the VM is where it was asked to be: a boot
+	 * (start, restart, resume from disk) takes seconds to minutes */
+	cli_timeout_secs = 600;
 	body = json_object();	/* call() does not take it */
 	rc = call(o, "POST", target, body, &doc);
 	json_decref(body);
@@ -879,12 +1076,16 @@ static int
 c_egress_add(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[128];
-	json_t *body, *doc;
+	json_t *body, *doc, *done;
 	int i, rc = EXIT_OK;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
+	/* --json: one document for all the rules, {"sandbox","rules"};
+	 * when one is refused, its error document with the rules stored
+	 * before it ("rules") */
+	done = json_array();
 	for (i = 1; i < n && rc == EXIT_OK; i++) {
 		body = json_pack("{s:s, s:s}", "action", c->verb, "rule", a[i]);
 		if (o->ttl != NULL)
@@ -894,10 +1095,16 @@ c_egress_add(const struct cmd *c, struct opts *o, char **a, int n)
 		if (rc == EXIT_OK && !o->json)
 			printf("%s %s%s%s\n", jstr(doc, "action"), jstr(doc,
 			    "rule"), o->ttl ? " for " : "", o->ttl ? o->ttl : "");
-		else if (o->json && rc == EXIT_OK)
-			putchar('\n');
+		if (rc == EXIT_OK && doc != NULL)
+			json_array_append(done, doc);
 		json_decref(doc);
 	}
+	if (rc == EXIT_OK)
+		out_set(json_pack("{s:s, s:o}", "sandbox", a[0], "rules", done));
+	else if (json_is_object(out_doc) && json_object_get(out_doc, "error"))
+		json_object_set_new(out_doc, "rules", done);
+	else
+		json_decref(done);
 	return rc;
 }
 
@@ -905,9 +1112,7 @@ static int
 c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[1024], enc[800];
-	json_t *doc;
 	size_t i, k = 0;
-	int rc;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
@@ -928,9 +1133,8 @@ c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 	enc[k] = '\0';
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/%s/%s", a[0],
 	    a[1], enc);
-	rc = call(o, "DELETE", target, NULL, &doc);
-	json_decref(doc);
-	return rc;
+	return delete_one(o, target, NULL, json_pack("{s:s, s:s, s:s, s:b}",
+	    "sandbox", a[0], "action", a[1], "rule", a[2], "removed", 1));
 }
 
 static int
@@ -943,7 +1147,8 @@ c_egress_reset(const struct cmd *c, struct opts *o, char **a, int n)
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress", a[0]);
 	snprintf(done, sizeof(done), "egress of %s reset to the global policy's "
 	    "default", a[0]);
-	return delete_one(o, target, done);
+	return delete_one(o, target, done, json_pack("{s:s, s:b}", "sandbox",
+	    a[0], "reset", 1));
 }
 
 static int
@@ -1001,33 +1206,33 @@ c_egress_log(const struct cmd *c, struct opts *o, char **a, int n)
 	char target[128];
 	json_t *doc;
 	long long last = 0;
-	int rc, json = o->json;
+	int rc, follow = (o->given & O_FOLLOW) != 0;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/log", a[0]);
-	/* --follow prints entries one per line, in both output modes */
-	if (o->given & O_FOLLOW)
-		o->json = 0;
 	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK ||
-	    (json && !(o->given & O_FOLLOW))) {
+	    (o->json && !follow)) {
 		json_decref(doc);
 		return rc;
 	}
 	if (!json_is_true(json_object_get(doc, "available"))) {
-		printf("no denial log for %s (egress filtering is not active "
-		    "for it)\n", a[0]);
+		if (!o->json)
+			printf("no denial log for %s (egress filtering is not "
+			    "active for it)\n", a[0]);
 		json_decref(doc);
-		return o->given & O_FOLLOW ? EXIT_REFUSED : EXIT_OK;
+		return follow ? EXIT_REFUSED : EXIT_OK;
 	}
-	if (json_array_size(json_object_get(doc, "entries")) == 0 &&
-	    !(o->given & O_FOLLOW))
+	/* --follow prints entries one per line, in both output modes */
+	if (follow)
+		out_streamed = 1;
+	if (json_array_size(json_object_get(doc, "entries")) == 0 && !follow)
 		printf("no denied connections\n");
 	print_denials(o, json_object_get(doc, "entries"), &last);
 	json_decref(doc);
 	/* Follow: poll (the log keeps the last 256 entries of each
 	 * sandbox, numbered) until interrupted or the sandbox is gone. */
-	while (o->given & O_FOLLOW) {
+	while (follow) {
 		usleep(500000);
 		if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK)
 			return rc;
@@ -1287,12 +1492,123 @@ c_token_revoke(const struct cmd *c, struct opts *o, char **a, int n)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/tokens/%s", a[0]);
 	snprintf(done, sizeof(done), "token %s revoked", a[0]);
-	return delete_one(o, target, done);
+	return delete_one(o, target, done, json_pack("{s:s, s:b}", "id", a[0],
+	    "revoked", 1));
+}
+
+static int
+c_sandbox_set(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *body, *doc;
+	int rc;
+
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	if (!(o->given & (O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME))) {
+		fail("sandbox set: give at least one of --idle-pause, "
+		    "--idle-suspend, --max-lifetime");
+		return EXIT_USAGE;
+	}
+	body = json_object();
+	if (idle_args(o, 1, body) == -1) {
+		json_decref(body);
+		return EXIT_USAGE;
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s", a[0]);
+	rc = call(o, "PATCH", target, body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json) {
+		printf("sandbox %s:\n", a[0]);
+		print_vm(doc);
+	}
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_template_ls(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct table t = { 0 };
+	const char *row[4] = { "NAME", "SANDBOXES", "CREATED", "DIR" };
+	char tbuf[32], nbuf[16];
+	json_t *doc, *k;
+	size_t i;
+	int rc;
+
+	if ((rc = call_list(o, "/v1/templates", "templates", &doc)) != EXIT_OK ||
+	    o->json) {
+		json_decref(doc);
+		return rc;
+	}
+	t.ncols = 4;
+	table_add(&t, row);
+	json_array_foreach(json_object_get(doc, "templates"), i, k) {
+		row[0] = jstr(k, "name");
+		snprintf(nbuf, sizeof(nbuf), "%lld", (long long)
+		    json_integer_value(json_object_get(k, "sandboxes")));
+		row[1] = nbuf;
+		row[2] = json_is_true(json_object_get(k, "builtin")) ?
+		    "(built in)" : jtime(k, "created", tbuf, sizeof(tbuf));
+		row[3] = jstr(k, "dir");
+		table_add(&t, row);
+	}
+	table_print(&t);
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+static int
+c_template_add(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char dir[4096];
+	json_t *body, *doc;
+	int rc;
+
+	if (check_template_name(a[0]) == -1)
+		return EXIT_USAGE;
+	/* berthd resolves nothing relative: send an absolute path */
+	if (a[1][0] != '/') {
+		if (getcwd(dir, sizeof(dir)) == NULL ||
+		    strlen(dir) + 1 + strlen(a[1]) >= sizeof(dir)) {
+			fail("template add: cannot make '%s' an absolute path",
+			    a[1]);
+			return EXIT_USAGE;
+		}
+		strcat(dir, "/");
+		strcat(dir, a[1]);
+	} else
+		snprintf(dir, sizeof(dir), "%s", a[1]);
+	body = json_pack("{s:s, s:s}", "name", a[0], "dir", dir);
+	rc = call(o, "POST", "/v1/templates", body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("template %s: %s\n", jstr(doc, "name"), jstr(doc, "dir"));
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_template_rm(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128], done[128];
+
+	if (check_template_name(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/templates/%s", a[0]);
+	snprintf(done, sizeof(done), "template %s removed", a[0]);
+	return delete_one(o, target, done, json_pack("{s:s, s:b}", "name",
+	    a[0], "removed", 1));
 }
 
 static int
 c_mcp(const struct cmd *c, struct opts *o, char **a, int n)
 {
+	if (o->json) {
+		fail("--json does not apply to mcp: it speaks JSON-RPC on "
+		    "stdout already");
+		return EXIT_USAGE;
+	}
 	if (o->sandbox != NULL && check_id(o->sandbox) == -1)
 		return EXIT_USAGE;
 	return cli_mcp_serve(&tgt, o->sandbox) == 0 ? EXIT_OK : EXIT_REFUSED;
@@ -1301,12 +1617,27 @@ c_mcp(const struct cmd *c, struct opts *o, char **a, int n)
 static int c_help(const struct cmd *, struct opts *, char **, int);
 
 static const struct cmd cmds[] = {
-	{ "sandbox", "create", "add", "<id> [--address <ip>]", 1, 1, O_ADDRESS,
-	  c_sandbox_add, "Create a sandbox: a microVM from the default template "
-	  "(waits until it runs),\nor with --address, register an externally "
-	  "managed one (a container or another\nhost) reachable at <ip>. "
-	  "Prints the sandbox's token once: it may manage only\nthis sandbox "
-	  "(ports, egress, pause, resume, events)." },
+	{ "sandbox", "create", "add", "<id> [--address <ip>] [--memory MiB] "
+	  "[--vcpus N] [--disk MiB] [--template NAME] [--idle-pause D|never] "
+	  "[--idle-suspend D|never] [--max-lifetime D|never]", 1, 1,
+	  O_ADDRESS | O_VM_ONLY, c_sandbox_add,
+	  "Create a sandbox: a microVM (waits until it runs), or with --address,\n"
+	  "register an externally managed one (a container or another host)\n"
+	  "reachable at <ip>. A microVM gets --memory MiB of RAM, --vcpus\n"
+	  "vCPUs and a persistent disk of --disk MiB (defaults and maxima:\n"
+	  "berth.conf's vm_memory, vm_vcpus, vm_disk and vm_max_*), boots\n"
+	  "from --template NAME (see 'template ls'; default: default), and\n"
+	  "is paused after --idle-pause without traffic, suspended to disk\n"
+	  "after --idle-suspend and stopped --max-lifetime after it was\n"
+	  "created (durations: 90s, 10m, 2h, 1d, or never; default: berth.conf's\n"
+	  "idle_pause and idle_suspend, no lifetime limit). Prints the\n"
+	  "sandbox's token once: it may manage only this sandbox (ports,\n"
+	  "egress, pause, resume, events)." },
+	{ "sandbox", "set", NULL, "<id> [--idle-pause D|never|default] "
+	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default]",
+	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME, c_sandbox_set,
+	  "Change a microVM sandbox's idle policy; 'default' follows berth.conf\n"
+	  "again. Applies at once to the running VM; recorded as an event." },
 	{ "sandbox", "rm", "delete", "<id>", 1, 1, 0, c_sandbox_rm,
 	  "Remove a sandbox with its ports, egress rules, tokens and events." },
 	{ "sandbox", "ls", "list", "", 0, 0, 0, c_sandbox_ls,
@@ -1320,7 +1651,16 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "suspend", NULL, "<id>", 1, 1, 0, c_lifecycle,
 	  "Snapshot a VM-backed sandbox to disk and free its memory." },
 	{ "sandbox", "resume", NULL, "<id>", 1, 1, 0, c_lifecycle,
-	  "Resume a paused or suspended sandbox." },
+	  "Resume a paused or suspended sandbox. A failed or stopped one has\n"
+	  "nothing to resume: start it." },
+	{ "sandbox", "start", NULL, "<id>", 1, 1, 0, c_lifecycle,
+	  "Boot a stopped or failed sandbox again from its template, keeping\n"
+	  "its disk (/data and its files); waits until it runs." },
+	{ "sandbox", "stop", NULL, "<id>", 1, 1, 0, c_lifecycle,
+	  "Power a sandbox's VM off; its disk, ports and rules stay." },
+	{ "sandbox", "restart", NULL, "<id>", 1, 1, 0, c_lifecycle,
+	  "Stop a sandbox (unless it is stopped or failed) and start it again\n"
+	  "from its template, keeping its disk; waits until it runs." },
 	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
 	  "Lifecycle events of a sandbox, oldest first:\n"
 	  "SEQ TIME OPERATION RESULT DURATION REASON." },
@@ -1390,6 +1730,17 @@ static const struct cmd cmds[] = {
 	  "Give a token a new secret and print it; the old one stops working." },
 	{ "token", "revoke", "rm", "<token-id>", 1, 1, 0, c_token_revoke,
 	  "Revoke a token." },
+	{ "template", "ls", "list", "", 0, 0, 0, c_template_ls,
+	  "List guest templates sandboxes can boot from: NAME SANDBOXES\n"
+	  "CREATED DIR. 'default' is built in (berth.conf's template)." },
+	{ "template", "add", NULL, "<name> <dir>", 2, 2, 0, c_template_add,
+	  "Register a template directory (template.json as vmm/guest/mktemplate\n"
+	  "writes it, with its kernel and initramfs) under a name for\n"
+	  "'sandbox create --template'. berthd loads it first and says what is\n"
+	  "wrong if it cannot." },
+	{ "template", "rm", "delete", "<name>", 1, 1, 0, c_template_rm,
+	  "Forget a template name (its files stay). Refused while a sandbox\n"
+	  "uses it." },
 	{ "fleet", "hosts", NULL, "", 0, 0, 0, c_fleet_hosts,
 	  "Fleet mode: the hosts registered in etcd and the ones whose lease\n"
 	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY." },
@@ -1442,14 +1793,33 @@ usage(FILE *f)
 	    "3 berthd\ncannot be reached, 4 not authenticated or not allowed.\n", BERTH_STATE_DIR_DEFAULT, progname);
 }
 
+/* help --json: the commands as data. */
+static json_t *
+cmd_json(const struct cmd *k)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s%s%s", k->noun, k->verb ? " " : "",
+	    k->verb ? k->verb : "");
+	return json_pack("{s:s, s:s?, s:s, s:s}", "command", name, "alias",
+	    k->alias, "args", k->args, "help", k->help);
+}
+
 static int
 c_help(const struct cmd *c, struct opts *o, char **a, int n)
 {
+	json_t *list = o->json ? json_array() : NULL;
 	size_t i;
 	int found = 0;
 
 	if (n == 0) {
-		usage(stdout);
+		if (list == NULL) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		for (i = 0; i < NCMDS; i++)
+			json_array_append_new(list, cmd_json(&cmds[i]));
+		out_set(json_pack("{s:o}", "commands", list));
 		return EXIT_OK;
 	}
 	for (i = 0; i < NCMDS; i++) {
@@ -1460,6 +1830,11 @@ c_help(const struct cmd *c, struct opts *o, char **a, int n)
 		if (n == 2 && (k->verb == NULL || (strcmp(k->verb, a[1]) != 0 &&
 		    (k->alias == NULL || strcmp(k->alias, a[1]) != 0))))
 			continue;
+		if (list != NULL) {
+			json_array_append_new(list, cmd_json(k));
+			found = 1;
+			continue;
+		}
 		printf("%susage: ", found ? "\n" : "");
 		usage_line(stdout, k);
 		if (k->alias != NULL)
@@ -1468,10 +1843,13 @@ c_help(const struct cmd *c, struct opts *o, char **a, int n)
 		found = 1;
 	}
 	if (!found) {
+		json_decref(list);
 		fail("no command '%s%s%s'; try '%s help'", a[0], n == 2 ? " " :
 		    "", n == 2 ? a[1] : "", progname);
 		return EXIT_USAGE;
 	}
+	if (list != NULL)
+		out_set(json_pack("{s:o}", "commands", list));
 	return EXIT_OK;
 }
 
@@ -1497,12 +1875,56 @@ opt_name(unsigned o)
 	case O_NEW_CONN_RATE: return "--new-conn-rate";
 	case O_FOLLOW: return "--follow";
 	case O_PERMIT: return "--permit";
+	case O_MEMORY: return "--memory";
+	case O_VCPUS: return "--vcpus";
+	case O_DISK: return "--disk";
+	case O_TEMPLATE: return "--template";
+	case O_IDLE_PAUSE: return "--idle-pause";
+	case O_IDLE_SUSPEND: return "--idle-suspend";
+	case O_MAX_LIFETIME: return "--max-lifetime";
 	default: return "?";
 	}
 }
 
+static int json_mode;		/* --json was given */
+
+/* With --json, prints the one document; returns the exit code. */
+static int
+finish(int rc)
+{
+	static const char *const codes[] = { "ok", "refused", "usage",
+	    "unreachable", "denied" };
+	char *text;
+
+	if (json_mode && !out_streamed) {
+		if (out_doc == NULL && rc == EXIT_OK)
+			out_set(json_pack("{s:b}", "ok", 1));
+		else if (out_doc == NULL)
+			out_error(rc >= 0 && rc <= EXIT_DENIED ? codes[rc] :
+			    "error", last_fail[0] ? last_fail : "failed");
+		if ((text = json_dumps(out_doc, JSON_COMPACT)) != NULL) {
+			fputs(text, stdout);
+			fputc('\n', stdout);
+			free(text);
+		}
+	}
+	json_decref(out_doc);
+	out_doc = NULL;
+	if (fflush(stdout) != 0 && rc == EXIT_OK)
+		rc = EXIT_REFUSED;
+	return rc;
+}
+
+static int netctl_main(int, char **);
+
 int
 main(int argc, char **argv)
+{
+	return finish(netctl_main(argc, argv));
+}
+
+static int
+netctl_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "state-dir", required_argument, NULL, 's' },
@@ -1529,6 +1951,13 @@ main(int argc, char **argv)
 		{ "new-conn-rate", required_argument, NULL, OPT_NEW_CONN_RATE },
 		{ "follow", no_argument, NULL, OPT_FOLLOW },
 		{ "permit", required_argument, NULL, OPT_PERMIT },
+		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "vcpus", required_argument, NULL, OPT_VCPUS },
+		{ "disk", required_argument, NULL, OPT_DISK },
+		{ "template", required_argument, NULL, OPT_TEMPLATE },
+		{ "idle-pause", required_argument, NULL, OPT_IDLE_PAUSE },
+		{ "idle-suspend", required_argument, NULL, OPT_IDLE_SUSPEND },
+		{ "max-lifetime", required_argument, NULL, OPT_MAX_LIFETIME },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -1547,7 +1976,7 @@ main(int argc, char **argv)
 			o.state_dir = optarg;
 			break;
 		case 'j':
-			o.json = 1;
+			o.json = json_mode = 1;
 			break;
 		case 'h':
 			want_help = 1;
@@ -1634,6 +2063,34 @@ main(int argc, char **argv)
 			o.new_conn_rate = optarg;
 			o.given |= O_NEW_CONN_RATE;
 			break;
+		case OPT_MEMORY:
+			o.memory = optarg;
+			o.given |= O_MEMORY;
+			break;
+		case OPT_VCPUS:
+			o.vcpus = optarg;
+			o.given |= O_VCPUS;
+			break;
+		case OPT_DISK:
+			o.disk = optarg;
+			o.given |= O_DISK;
+			break;
+		case OPT_TEMPLATE:
+			o.template_ = optarg;
+			o.given |= O_TEMPLATE;
+			break;
+		case OPT_IDLE_PAUSE:
+			o.idle_pause = optarg;
+			o.given |= O_IDLE_PAUSE;
+			break;
+		case OPT_IDLE_SUSPEND:
+			o.idle_suspend = optarg;
+			o.given |= O_IDLE_SUSPEND;
+			break;
+		case OPT_MAX_LIFETIME:
+			o.max_lifetime = optarg;
+			o.given |= O_MAX_LIFETIME;
+			break;
 		case 'd':
 		case 'w':
 			if ((ch == 'd' ? o.ndeny : o.nallow) == MAX_RULE_OPTS) {
@@ -1665,11 +2122,11 @@ main(int argc, char **argv)
 	nargs = argc - optind;
 
 	if (nargs == 0) {
-		if (want_help) {
-			usage(stdout);
-			return EXIT_OK;
-		}
+		if (want_help)
+			return c_help(NULL, &o, NULL, 0);
 		usage(stderr);
+		snprintf(last_fail, sizeof(last_fail), "no command given; try "
+		    "'%s help'", progname);
 		return EXIT_USAGE;
 	}
 	for (i = 0; i < NCMDS && c == NULL; i++) {
@@ -1714,6 +2171,11 @@ main(int argc, char **argv)
 		    "too many");
 		fputs("  ", stderr);
 		usage_line(stderr, c);
+		/* --json's message carries the usage too */
+		snprintf(last_fail + strlen(last_fail), sizeof(last_fail) -
+		    strlen(last_fail), " %s %s%s%s%s%s", progname, c->noun,
+		    c->verb ? " " : "", c->verb ? c->verb : "", c->args[0] ?
+		    " " : "", c->args);
 		return EXIT_USAGE;
 	}
 	for (bit = 1; bit <= O_LAST; bit <<= 1)

@@ -1085,7 +1085,11 @@ main(int argc, char **argv)
 		hooks.vm_delete = px_vm_delete;
 		hooks.vm_standby = px_vm_standby;
 		hooks.lifecycle = px_vm_lifecycle;
+		hooks.vm_set_idle = px_vm_set_idle;
+		hooks.template_dir = px_vm_template_dir();
 	}
+	/* registering templates needs no VMs: only a directory that loads */
+	hooks.template_check = px_vm_template_check;
 	if (P.cfg.fleet_etcd != NULL) {
 		const char *edge = "";
 

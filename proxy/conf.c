@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,12 @@ px_config_defaults(struct px_config *c)
 	c->max_parked = 1000;
 	c->nflog_group = 5;
 	c->vm_standby = 8;
+	c->vm_memory = PX_VM_MEMORY_DEFAULT;
+	c->vm_max_memory = PX_VM_MAX_MEMORY_DEFAULT;
+	c->vm_vcpus = PX_VM_VCPUS_DEFAULT;
+	c->vm_max_vcpus = PX_VM_MAX_VCPUS_DEFAULT;
+	c->vm_disk = PX_VM_DISK_DEFAULT;
+	c->vm_max_disk = PX_VM_MAX_DISK_DEFAULT;
 	c->eg_max_rules = 256;
 	c->max_conns = 10000;
 	c->max_conns_sandbox = 1000;
@@ -70,6 +77,90 @@ px_config_free(struct px_config *c)
 		free(c->certs[i].key);
 	}
 	memset(c, 0, sizeof(*c));
+}
+
+/* vm_memory, vm_vcpus, vm_disk and their maxima: one grammar. */
+struct vm_size {
+	const char *name;
+	const char *unit;
+	unsigned min, max;
+	size_t off;
+};
+
+static const struct vm_size vm_sizes[] = {
+	{ "vm_memory", "MiB", PX_VM_MEMORY_MIN, PX_VM_MEMORY_LIMIT,
+	  offsetof(struct px_config, vm_memory) },
+	{ "vm_max_memory", "MiB", PX_VM_MEMORY_MIN, PX_VM_MEMORY_LIMIT,
+	  offsetof(struct px_config, vm_max_memory) },
+	{ "vm_vcpus", "a count", 1, PX_VM_VCPUS_LIMIT,
+	  offsetof(struct px_config, vm_vcpus) },
+	{ "vm_max_vcpus", "a count", 1, PX_VM_VCPUS_LIMIT,
+	  offsetof(struct px_config, vm_max_vcpus) },
+	{ "vm_disk", "MiB", PX_VM_DISK_MIN, PX_VM_DISK_LIMIT,
+	  offsetof(struct px_config, vm_disk) },
+	{ "vm_max_disk", "MiB", PX_VM_DISK_MIN, PX_VM_DISK_LIMIT,
+	  offsetof(struct px_config, vm_max_disk) },
+};
+
+static const struct vm_size *
+vm_size_of(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(vm_sizes) / sizeof(vm_sizes[0]); i++)
+		if (strcmp(vm_sizes[i].name, name) == 0)
+			return &vm_sizes[i];
+	return NULL;
+}
+
+static unsigned *
+vm_size_slot(struct px_config *c, const char *name)
+{
+	const struct vm_size *z = vm_size_of(name);
+
+	return z ? (unsigned *)(void *)((char *)c + z->off) : NULL;
+}
+
+/* A default above its maximum could never be created: the error cites
+ * the later of the two lines (lines[i]: where vm_sizes[i] was set, 0:
+ * not in the file). */
+static int
+vm_size_check(const struct px_config *c, const char *file, const int *lines,
+    char *err, size_t errlen)
+{
+	static const struct {
+		const char *what, *max, *unit;
+		size_t a, b;
+	} pairs[] = {
+		{ "vm_memory", "vm_max_memory", " MiB",
+		  offsetof(struct px_config, vm_memory),
+		  offsetof(struct px_config, vm_max_memory) },
+		{ "vm_vcpus", "vm_max_vcpus", "",
+		  offsetof(struct px_config, vm_vcpus),
+		  offsetof(struct px_config, vm_max_vcpus) },
+		{ "vm_disk", "vm_max_disk", " MiB",
+		  offsetof(struct px_config, vm_disk),
+		  offsetof(struct px_config, vm_max_disk) },
+	};
+	size_t i;
+
+	/* vm_sizes lists each default right before its maximum */
+	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		unsigned v = *(const unsigned *)(const void *)((const char *)c +
+		    pairs[i].a);
+		unsigned max = *(const unsigned *)(const void *)((const char *)c +
+		    pairs[i].b);
+		int line = lines[2 * i] > lines[2 * i + 1] ? lines[2 * i] :
+		    lines[2 * i + 1];
+
+		if (v > max) {
+			snprintf(err, errlen, "%s:%d: %s %u%s is above %s %u%s",
+			    file, line, pairs[i].what, v, pairs[i].unit,
+			    pairs[i].max, max, pairs[i].unit);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 long
@@ -336,6 +427,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 {
 	char line[4096];
 	int lineno = 0, listen_seen = 0;
+	int vm_lines[sizeof(vm_sizes) / sizeof(vm_sizes[0])] = { 0 };
 	FILE *f;
 
 	px_config_defaults(c);
@@ -516,15 +608,20 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			    a > 255 || b > 255 || c2 > 255 || d > 255 || plen < 8 || plen > 30)
 				ERR("vm_pool: expected an IPv4 CIDR such as 10.200.0.0/16 (prefix 8-30)");
 			snprintf(c->vm_pool, sizeof(c->vm_pool), "%s", argv[1]);
-		} else if (strcmp(argv[0], "vm_memory") == 0) {
+		} else if (vm_size_slot(c, argv[0]) != NULL) {
+			const struct vm_size *z = vm_size_of(argv[0]);
 			char *end;
 			long n;
 
 			NARGS(1);
+			errno = 0;
 			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || n < 64 || n > 65536)
-				ERR("vm_memory: expected MiB between 64 and 65536, got '%s'", argv[1]);
-			c->vm_memory = (unsigned)n;
+			if (errno != 0 || end == argv[1] || *end != '\0' ||
+			    n < (long)z->min || n > (long)z->max)
+				ERR("%s: expected %s between %u and %u, got '%s'",
+				    argv[0], z->unit, z->min, z->max, argv[1]);
+			*vm_size_slot(c, argv[0]) = (unsigned)n;
+			vm_lines[z - vm_sizes] = lineno;
 		} else if (strcmp(argv[0], "vm_standby") == 0) {
 			char *end;
 			long n;
@@ -617,6 +714,8 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	if (vm_size_check(c, file, vm_lines, err, errlen) != 0)
+		return -1;
 	return fleet_check(c, file, err, errlen);
 fail:
 	fclose(f);

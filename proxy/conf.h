@@ -72,7 +72,12 @@ struct px_config {
 	unsigned	 eg_new_conn_rate;	/* new connections/s per sandbox, 0: none */
 	int		 eg_dns_refused;	/* denied names: REFUSED, not NXDOMAIN */
 	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
-	unsigned	 vm_memory;		/* MiB, 0: libvmm default */
+	/* per-sandbox resources: the defaults a create gets, and the
+	 * maxima ops allow one to ask for (read at each create: a SIGHUP
+	 * applies them to the sandboxes created after it) */
+	unsigned	 vm_memory, vm_max_memory;	/* MiB */
+	unsigned	 vm_vcpus, vm_max_vcpus;
+	unsigned	 vm_disk, vm_max_disk;		/* MiB, the persistent disk */
 	unsigned	 vm_standby;		/* standby VMMs for suspended
 						 * sandboxes; 0: none */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
@@ -92,6 +97,20 @@ struct px_config {
 
 #define PX_EG_MAX_RULES		1024	/* most egress_max_rules may say */
 #define PX_EG_LIMIT_MAX		1000000	/* most conn_limit / new_conn_rate */
+/* Defaults of vm_* (also what the control API assumes without a
+ * configuration), what they may say at most, and the smallest sandbox
+ * one may ask for. */
+#define PX_VM_MEMORY_DEFAULT	256	/* MiB */
+#define PX_VM_MAX_MEMORY_DEFAULT 4096
+#define PX_VM_VCPUS_DEFAULT	1
+#define PX_VM_MAX_VCPUS_DEFAULT	4
+#define PX_VM_DISK_DEFAULT	1024	/* MiB */
+#define PX_VM_MAX_DISK_DEFAULT	16384
+#define PX_VM_MEMORY_MIN	64	/* MiB */
+#define PX_VM_MEMORY_LIMIT	1048576	/* MiB: 1 TiB */
+#define PX_VM_VCPUS_LIMIT	64
+#define PX_VM_DISK_MIN		64	/* MiB */
+#define PX_VM_DISK_LIMIT	16777216	/* MiB: 16 TiB */
 
 void px_config_defaults(struct px_config *);
 /* Loads file over the defaults (file NULL: defaults only). On error

@@ -50,6 +50,8 @@
 #define CTL_PAGE_MAX		1000
 #define CTL_OUT_HIGH		(256 * 1024)	/* stop reading above this */
 
+static const struct timeval ctl_idle = { CTL_IDLE_SECS, 0 };
+
 struct conn;
 
 struct px_control {
@@ -58,6 +60,7 @@ struct px_control {
 	struct px_control_hooks hooks;
 	uint64_t serial;	/* of the last connection accepted */
 	char *domain;
+	char *template_dir;	/* the default template's, or NULL */
 	char *sock_path;
 	dev_t sock_dev;
 	ino_t sock_ino;
@@ -112,6 +115,10 @@ struct req {
 
 static const struct http_parser_settings parser_settings;
 static int query_get(const struct req *, const char *, char *, size_t);
+static void record_event(struct px_control *, const char *, const char *,
+    const char *, const char *, int64_t);
+static int is_get(const struct req *);
+static void not_allowed(struct req *, const char *);
 
 /* ---- small helpers ---- */
 
@@ -332,14 +339,98 @@ reply_store(struct req *r, int rc, const char *field, const char *err)
 
 /* ---- JSON documents ---- */
 
-static json_t *
-sandbox_json(const struct px_sandbox *sb)
+/* A duration as the API writes it: the largest unit that is exact. */
+static void
+span_text(uint64_t ms, char *buf, size_t len)
 {
-	return json_pack("{s:s, s:s?, s:b, s:s, s:I, s:s?}", "id", sb->id,
+	static const struct { uint64_t ms; const char *unit; } units[] = {
+		{ 86400000, "d" }, { 3600000, "h" }, { 60000, "m" },
+		{ 1000, "s" },
+	};
+	size_t i;
+
+	if (ms == PX_VM_NEVER) {
+		snprintf(buf, len, "never");
+		return;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (ms % units[i].ms == 0) {
+			snprintf(buf, len, "%llu%s", (unsigned long long)
+			    (ms / units[i].ms), units[i].unit);
+			return;
+		}
+	snprintf(buf, len, "%llums", (unsigned long long)ms);
+}
+
+/* A stored idle limit (0: berth.conf's, PX_IDLE_NEVER) as JSON. */
+static json_t *
+idle_json(int64_t ms)
+{
+	char buf[32];
+
+	if (ms == 0)
+		return json_null();
+	span_text(ms == PX_IDLE_NEVER ? PX_VM_NEVER : (uint64_t)ms, buf,
+	    sizeof(buf));
+	return json_string(buf);
+}
+
+/*
+ * The limit that applies to a sandbox: its own, else berth.conf's, else
+ * libvmm's default (5 min pause, 30 min suspend, no lifetime limit).
+ */
+static json_t *
+idle_effective(const struct px_control *ctl, int64_t own, int which)
+{
+	const struct px_config *c = ctl->hooks.config;
+	uint64_t ms;
+	char buf[32];
+
+	if (own != 0)
+		ms = own == PX_IDLE_NEVER ? PX_VM_NEVER : (uint64_t)own;
+	else if (which == PX_IDLE_PAUSE)
+		ms = c != NULL && c->idle_pause ? c->idle_pause : 5 * 60000;
+	else if (which == PX_IDLE_SUSPEND)
+		ms = c != NULL && c->idle_suspend ? c->idle_suspend : 30 * 60000;
+	else
+		ms = PX_VM_NEVER;
+	span_text(ms, buf, sizeof(buf));
+	return json_string(buf);
+}
+
+static json_t *
+count_json(unsigned v)
+{
+	return v ? json_integer((json_int_t)v) : json_null();
+}
+
+static json_t *
+sandbox_json(const struct px_control *ctl, const struct px_sandbox *sb)
+{
+	json_t *o;
+
+	o = json_pack("{s:s, s:s?, s:b, s:s, s:I, s:s?}", "id", sb->id,
 	    "address", sb->address[0] ? sb->address : NULL,
 	    "external", sb->external, "state", sb->state,
 	    "created", (json_int_t)sb->created,
 	    "egress_mode", sb->egress_mode[0] ? sb->egress_mode : NULL);
+	if (o == NULL || sb->external)
+		return o;
+	json_object_set_new(o, "memory_mib", count_json(sb->mem_mib));
+	json_object_set_new(o, "vcpus", count_json(sb->vcpus));
+	json_object_set_new(o, "disk_mib", count_json(sb->disk_mib));
+	json_object_set_new(o, "template", json_string(sb->template_name[0] ?
+	    sb->template_name : PX_TEMPLATE_DEFAULT));
+	json_object_set_new(o, "idle_pause", idle_json(sb->idle_pause_ms));
+	json_object_set_new(o, "idle_suspend", idle_json(sb->idle_suspend_ms));
+	json_object_set_new(o, "max_lifetime", idle_json(sb->max_lifetime_ms));
+	json_object_set_new(o, "effective_idle_pause", idle_effective(ctl,
+	    sb->idle_pause_ms, PX_IDLE_PAUSE));
+	json_object_set_new(o, "effective_idle_suspend", idle_effective(ctl,
+	    sb->idle_suspend_ms, PX_IDLE_SUSPEND));
+	json_object_set_new(o, "effective_max_lifetime", idle_effective(ctl,
+	    sb->max_lifetime_ms, PX_IDLE_LIFETIME));
+	return o;
 }
 
 static json_t *
@@ -444,7 +535,8 @@ add_sandbox(const struct px_sandbox *sb, void *arg)
 
 	if ((rc = page_row(lc->pg, sb->id, strcmp(sb->id, lc->pg->after) > 0)))
 		return rc == 1 ? 0 : rc;
-	return json_array_append_new(lc->array, sandbox_json(sb)) == 0 ? 0 : 1;
+	return json_array_append_new(lc->array, sandbox_json(lc->ctl, sb)) == 0 ?
+	    0 : 1;
 }
 
 static int
@@ -633,19 +725,173 @@ routes_changed(struct px_control *ctl)
 		ctl->hooks.routes_changed(ctl->hooks.arg);
 }
 
+/* The fields only a microVM sandbox takes. */
+static const char *const vm_fields[] = { "memory_mib", "vcpus", "disk_mib",
+    "template", "idle_pause", "idle_suspend", "max_lifetime", NULL };
+
+/* berth.conf's vm_* (read at each use: a reload applies), or defaults. */
+static void
+vm_limits(const struct px_control *ctl, unsigned def[3], unsigned max[3])
+{
+	const struct px_config *c = ctl->hooks.config;
+
+	def[0] = c ? c->vm_memory : PX_VM_MEMORY_DEFAULT;
+	def[1] = c ? c->vm_vcpus : PX_VM_VCPUS_DEFAULT;
+	def[2] = c ? c->vm_disk : PX_VM_DISK_DEFAULT;
+	max[0] = c ? c->vm_max_memory : PX_VM_MAX_MEMORY_DEFAULT;
+	max[1] = c ? c->vm_max_vcpus : PX_VM_MAX_VCPUS_DEFAULT;
+	max[2] = c ? c->vm_max_disk : PX_VM_MAX_DISK_DEFAULT;
+}
+
+/*
+ * An optional size field (0: memory_mib, 1: vcpus, 2: disk_mib): *out
+ * is the value asked for, or the default when absent. -1 after
+ * replying 400 (saying which limit, and the berth.conf directive that
+ * sets it).
+ */
+static int
+size_field(struct req *r, json_t *obj, int i, unsigned *out)
+{
+	static const struct {
+		const char *field, *unit, *directive;
+		unsigned min;
+	} f[3] = {
+		{ "memory_mib", " MiB", "vm_max_memory", PX_VM_MEMORY_MIN },
+		{ "vcpus", " vCPUs", "vm_max_vcpus", 1 },
+		{ "disk_mib", " MiB", "vm_max_disk", PX_VM_DISK_MIN },
+	};
+	unsigned def[3], max[3];
+	json_t *v = json_object_get(obj, f[i].field);
+	json_int_t n;
+
+	vm_limits(r->c->ctl, def, max);
+	if (v == NULL || json_is_null(v)) {
+		*out = def[i];
+		return 0;
+	}
+	if (!json_is_integer(v)) {
+		reply_error(r, 400, NULL, f[i].field, "must be a whole number%s",
+		    f[i].unit);
+		return -1;
+	}
+	n = json_integer_value(v);
+	if (n < (json_int_t)f[i].min) {
+		reply_error(r, 400, NULL, f[i].field, "%lld%s is below the "
+		    "minimum of %u%s", (long long)n, f[i].unit, f[i].min,
+		    f[i].unit);
+		return -1;
+	}
+	if (n > (json_int_t)max[i]) {
+		reply_error(r, 400, NULL, f[i].field, "%lld%s is above the "
+		    "host's maximum of %u%s (%s in berth.conf)", (long long)n,
+		    f[i].unit, max[i], f[i].unit, f[i].directive);
+		return -1;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
+/*
+ * An idle limit field: a duration ("90s", "10m", "2h", "1d"), "never",
+ * or null / absent. *out: 0 (absent or null: berth.conf's),
+ * PX_IDLE_NEVER or ms; *given: 1 if the field was there. -1 after
+ * replying 400.
+ */
+static int
+idle_field(struct req *r, json_t *obj, const char *name, int64_t *out,
+    int *given)
+{
+	json_t *v = json_object_get(obj, name);
+	const char *text;
+	char err[256], buf[64];
+	uint64_t ms;
+
+	*out = 0;
+	*given = v != NULL;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if ((text = json_string_value(v)) == NULL) {
+		reply_error(r, 400, NULL, name, "must be a duration such as "
+		    "\"10m\", \"never\" or null");
+		return -1;
+	}
+	if (strcmp(text, "never") == 0) {
+		*out = PX_IDLE_NEVER;
+		return 0;
+	}
+	if (px_rule_duration(text, &ms, err, sizeof(err)) < 0) {
+		reply_error(r, 400, NULL, name, "%s, or \"never\"", err);
+		return -1;
+	}
+	if (ms < 1000 || ms > (uint64_t)3650 * 86400000) {
+		reply_error(r, 400, NULL, name, "'%s': use 1s to 3650d, or "
+		    "\"never\"", shown(buf, sizeof(buf), text));
+		return -1;
+	}
+	*out = (int64_t)ms;
+	return 0;
+}
+
+/* A stored idle limit as libvmm takes it. */
+static uint64_t
+idle_vm(int64_t ms)
+{
+	return ms == PX_IDLE_NEVER ? PX_VM_NEVER : ms > 0 ? (uint64_t)ms : 0;
+}
+
+/* The template field of a create: 0 with *dir (NULL: the default) set,
+ * -1 after replying. */
+static int
+template_field(struct req *r, json_t *obj, char *name, size_t namelen,
+    struct px_template *t, const char **dir)
+{
+	const char *v;
+	char buf[64], err[256];
+	int rc;
+
+	*dir = NULL;
+	snprintf(name, namelen, "%s", PX_TEMPLATE_DEFAULT);
+	if ((rc = string_field(r, obj, "template", 1, &v)) < 0)
+		return -1;
+	if (v == NULL || strcmp(v, PX_TEMPLATE_DEFAULT) == 0)
+		return 0;
+	if (!px_template_name_valid(v)) {
+		reply_error(r, 400, NULL, "template", "not a valid template "
+		    "name: '%s'", shown(buf, sizeof(buf), v));
+		return -1;
+	}
+	rc = px_store_template_get(r->c->ctl->store, v, t, err, sizeof(err));
+	if (rc == PX_STORE_NOTFOUND) {
+		reply_error(r, 400, NULL, "template", "no template '%s' (see "
+		    "GET /v1/templates, netctl template ls)", v);
+		return -1;
+	}
+	if (rc != PX_STORE_OK) {
+		reply_store(r, rc, "template", err);
+		return -1;
+	}
+	snprintf(name, namelen, "%s", v);
+	*dir = t->dir;
+	return 0;
+}
+
 static void
 h_sandbox_create(struct req *r)
 {
 	static const char *const fields[] = { "id", "address", "egress_mode",
-	    NULL };
+	    "memory_mib", "vcpus", "disk_mib", "template", "idle_pause",
+	    "idle_suspend", "max_lifetime", NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	struct px_token tok;
-	const char *id, *addr, *mode;
+	struct px_template tpl;
+	struct px_vm_spec spec;
+	const char *id, *addr, *mode, *const *f;
 	char err[256], buf[64], secret[PX_TOKEN_LEN + 1];
 	json_t *obj, *doc;
-	int rc;
+	int rc, given;
 
+	memset(secret, 0, sizeof(secret));
 	if ((obj = body_object(r, fields, 0)) == NULL)
 		return;
 	if ((rc = string_field(r, obj, "id", 0, &id)) <= 0) {
@@ -667,6 +913,14 @@ h_sandbox_create(struct req *r)
 		    shown(buf, sizeof(buf), addr));
 		goto out;
 	}
+	if (addr != NULL)
+		for (f = vm_fields; *f != NULL; f++)
+			if (json_object_get(obj, *f) != NULL) {
+				reply_error(r, 400, NULL, *f, "applies only to "
+				    "a microVM sandbox, not to an external one "
+				    "(address)");
+				goto out;
+			}
 	if (string_field(r, obj, "egress_mode", 1, &mode) < 0)
 		goto out;
 	if (mode != NULL && px_mode_rank(mode) < 0) {
@@ -676,6 +930,28 @@ h_sandbox_create(struct req *r)
 		goto out;
 	}
 	memset(&sb, 0, sizeof(sb));
+	memset(&spec, 0, sizeof(spec));
+	if (addr == NULL) {
+		if (size_field(r, obj, 0, &sb.mem_mib) == -1 ||
+		    size_field(r, obj, 1, &sb.vcpus) == -1 ||
+		    size_field(r, obj, 2, &sb.disk_mib) == -1 ||
+		    idle_field(r, obj, "idle_pause", &sb.idle_pause_ms,
+		    &given) == -1 ||
+		    idle_field(r, obj, "idle_suspend", &sb.idle_suspend_ms,
+		    &given) == -1 ||
+		    idle_field(r, obj, "max_lifetime", &sb.max_lifetime_ms,
+		    &given) == -1 ||
+		    template_field(r, obj, sb.template_name,
+		    sizeof(sb.template_name), &tpl, &spec.template_dir) == -1)
+			goto out;
+		spec.template_name = sb.template_name;
+		spec.mem_mib = sb.mem_mib;
+		spec.vcpus = sb.vcpus;
+		spec.disk_mib = sb.disk_mib;
+		spec.idle_pause_ms = idle_vm(sb.idle_pause_ms);
+		spec.idle_suspend_ms = idle_vm(sb.idle_suspend_ms);
+		spec.max_lifetime_ms = idle_vm(sb.max_lifetime_ms);
+	}
 	snprintf(sb.id, sizeof(sb.id), "%s", id);
 	snprintf(sb.address, sizeof(sb.address), "%s", addr ? addr : "");
 	sb.external = addr != NULL;
@@ -692,12 +968,17 @@ h_sandbox_create(struct req *r)
 	snprintf(tok.name, sizeof(tok.name), "sandbox %s", sb.id);
 	tok.created = sb.created;
 	rc = px_store_sandbox_create(ctl->store, &sb, &tok, err, sizeof(err));
+	if (rc == PX_STORE_NOTFOUND) {
+		/* its template went meanwhile */
+		reply_error(r, 400, NULL, "template", "%s", err);
+		goto out;
+	}
 	if (rc != PX_STORE_OK) {
 		reply_store(r, rc, "id", err);
 		goto out;
 	}
-	if (!sb.external && ctl->hooks.vm_create(sb.id, err, sizeof(err),
-	    ctl->hooks.arg) != 0) {
+	if (!sb.external && ctl->hooks.vm_create(sb.id, &spec, err,
+	    sizeof(err), ctl->hooks.arg) != 0) {
 		char e2[256];
 
 		(void)px_store_sandbox_rm(ctl->store, sb.id, e2, sizeof(e2));
@@ -706,13 +987,74 @@ h_sandbox_create(struct req *r)
 		goto out;
 	}
 	routes_changed(ctl);
-	if ((doc = sandbox_json(&sb)) != NULL) {
+	if ((doc = sandbox_json(ctl, &sb)) != NULL) {
 		json_object_set_new(doc, "token", json_string(secret));
 		json_object_set_new(doc, "token_id", json_string(tok.id));
 	}
 	reply_json(r, 201, doc);
 out:
 	OPENSSL_cleanse(secret, sizeof(secret));
+	json_decref(obj);
+}
+
+/* PATCH /v1/sandboxes/{id}: the idle limits of a VM-backed sandbox. */
+static void
+h_sandbox_set(struct req *r, const char *id)
+{
+	static const char *const fields[] = { "idle_pause", "idle_suspend",
+	    "max_lifetime", NULL };
+	static const unsigned bits[] = { PX_IDLE_PAUSE, PX_IDLE_SUSPEND,
+	    PX_IDLE_LIFETIME };
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	int64_t v[3];
+	unsigned which = 0;
+	char err[256], why[256] = "", txt[32];
+	json_t *obj;
+	int i, given, rc;
+
+	if ((obj = body_object(r, fields, 0)) == NULL)
+		return;
+	for (i = 0; i < 3; i++) {
+		if (idle_field(r, obj, fields[i], &v[i], &given) == -1)
+			goto out;
+		if (!given)
+			continue;
+		which |= bits[i];
+		if (v[i] == 0)
+			snprintf(txt, sizeof(txt), "berth.conf's");
+		else
+			span_text(idle_vm(v[i]), txt, sizeof(txt));
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%s %s",
+		    why[0] ? ", " : "", fields[i], txt);
+	}
+	if (which == 0) {
+		reply_error(r, 400, NULL, NULL, "give at least one of "
+		    "idle_pause, idle_suspend, max_lifetime");
+		goto out;
+	}
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	if (sb.external) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is external: berth "
+		    "runs no VM for it, so it has no idle policy", id);
+		goto out;
+	}
+	if ((rc = px_store_sandbox_set_idle(ctl->store, id, which, v[0], v[1],
+	    v[2], &sb, err, sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	if (ctl->hooks.vm_set_idle != NULL)
+		ctl->hooks.vm_set_idle(id, idle_vm(sb.idle_pause_ms),
+		    idle_vm(sb.idle_suspend_ms), idle_vm(sb.max_lifetime_ms),
+		    ctl->hooks.arg);
+	record_event(ctl, id, "set", "ok", why, -1);
+	reply_json(r, 200, sandbox_json(ctl, &sb));
+out:
 	json_decref(obj);
 }
 
@@ -743,7 +1085,7 @@ h_sandbox_show(struct req *r, const char *id)
 		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
 		return;
 	}
-	if ((obj = sandbox_json(&sb)) == NULL ||
+	if ((obj = sandbox_json(ctl, &sb)) == NULL ||
 	    json_object_set_new(obj, "ports", lc.array) == -1) {
 		json_decref(obj);
 		reply_error(r, 500, NULL, NULL, "out of memory");
@@ -1010,9 +1352,10 @@ lifecycle_done(void *arg, int ok, const char *reason)
 	    PX_STORE_OK)
 		reply_error(&r, 500, NULL, NULL, "state store: %s", err);
 	else
-		reply_json(&r, 200, sandbox_json(&sb));
+		reply_json(&r, 200, sandbox_json(ctl, &sb));
 	free(p);
 	c->waiting = 0;
+	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
 	if (c->closing)
 		bufferevent_disable(c->bev, EV_READ);
 	else
@@ -1040,6 +1383,27 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 		    "VM-backed sandbox: it cannot %s", id, op);
 		return;
 	}
+	/* resume continues a guest (memory kept); start boots one anew:
+	 * asking for the wrong one says which is right */
+	if (strcmp(op, "resume") == 0 && (strcmp(sb.state, PX_STATE_FAILED) ==
+	    0 || strcmp(sb.state, PX_STATE_STOPPED) == 0)) {
+		snprintf(err, sizeof(err), "sandbox is %s: use start", sb.state);
+		record_event(ctl, id, op, "refused", err, -1);
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: there is "
+		    "nothing to resume; start it (netctl sandbox start %s, or "
+		    "POST /v1/sandboxes/%s/start) to boot it again from its "
+		    "template, keeping its disk", id, sb.state, id, id);
+		return;
+	}
+	if (strcmp(op, "start") == 0 && (strcmp(sb.state, PX_STATE_PAUSED) ==
+	    0 || strcmp(sb.state, PX_STATE_SUSPENDED) == 0)) {
+		snprintf(err, sizeof(err), "sandbox is %s: use resume", sb.state);
+		record_event(ctl, id, op, "refused", err, -1);
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: resume it "
+		    "(netctl sandbox resume %s) to continue where it was, or "
+		    "restart it to boot it anew", id, sb.state, id);
+		return;
+	}
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		reply_error(r, 503, NULL, NULL, "out of memory");
 		return;
@@ -1052,12 +1416,15 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 	snprintf(p->id, sizeof(p->id), "%s", id);
 	snprintf(p->op, sizeof(p->op), "%s", op);
 	/* The answer comes later: read no further request on this
-	 * connection meanwhile, so answers stay in order. */
+	 * connection meanwhile, so answers stay in order. A boot may take
+	 * longer than the idle timeout: the client is not idle, we are. */
 	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
 	rc = ctl->hooks.lifecycle(id, op, lifecycle_done, p, err, sizeof(err),
 	    ctl->hooks.arg);
 	if (rc != 0) {
 		r->c->waiting = 0;
+		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
 		free(p);
 		record_event(ctl, id, op, "failed", err, 0);
 		reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
@@ -2084,6 +2451,235 @@ out:
 	return msg;
 }
 
+/* ---- templates ---- */
+
+static json_t *
+template_json(struct px_control *ctl, const struct px_template *t, int builtin)
+{
+	char err[256];
+	int n = 0;
+
+	(void)px_store_template_users(ctl->store, t->name, &n, err, sizeof(err));
+	return json_pack("{s:s, s:s?, s:b, s:o, s:i}", "name", t->name,
+	    "dir", t->dir[0] ? t->dir : NULL, "builtin", builtin, "created",
+	    builtin ? json_null() : json_integer((json_int_t)t->created),
+	    "sandboxes", n);
+}
+
+static void
+template_default(struct px_control *ctl, struct px_template *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", PX_TEMPLATE_DEFAULT);
+	if (ctl->template_dir != NULL)
+		snprintf(t->dir, sizeof(t->dir), "%s", ctl->template_dir);
+}
+
+struct tpl_ctx {
+	struct px_control *ctl;
+	json_t *array;
+	struct page *pg;
+	int default_done;
+};
+
+static int
+add_template_row(struct tpl_ctx *tc, const struct px_template *t, int builtin)
+{
+	int rc;
+
+	if ((rc = page_row(tc->pg, t->name, strcmp(t->name, tc->pg->after) > 0)))
+		return rc == 1 ? 0 : rc;
+	return json_array_append_new(tc->array, template_json(tc->ctl, t,
+	    builtin)) == 0 ? 0 : 1;
+}
+
+/* Stored templates come by name; "default" joins them in its place. */
+static int
+add_template(const struct px_template *t, void *arg)
+{
+	struct tpl_ctx *tc = arg;
+	struct px_template d;
+	int rc;
+
+	if (!tc->default_done && strcmp(t->name, PX_TEMPLATE_DEFAULT) > 0) {
+		tc->default_done = 1;
+		template_default(tc->ctl, &d);
+		if ((rc = add_template_row(tc, &d, 1)) != 0)
+			return rc;
+	}
+	return add_template_row(tc, t, 0);
+}
+
+static void
+h_template_list(struct req *r)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct page pg;
+	struct tpl_ctx tc = { ctl, NULL, &pg, 0 };
+	struct px_template d;
+	char err[256];
+	int rc;
+
+	if (page_parse(r, &pg) == -1)
+		return;
+	if ((tc.array = json_array()) == NULL) {
+		reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	rc = px_store_template_list(ctl->store, add_template, &tc, err,
+	    sizeof(err));
+	if (rc == 0 && !tc.default_done) {
+		template_default(ctl, &d);
+		rc = add_template_row(&tc, &d, 1);
+	}
+	if (rc != 0 && rc != PAGE_FULL) {
+		json_decref(tc.array);
+		if (rc > 0)
+			snprintf(err, sizeof(err), "out of memory");
+		reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
+		return;
+	}
+	reply_json(r, 200, page_doc("templates", tc.array, &pg));
+}
+
+static int
+check_template_name(struct req *r, const char *name)
+{
+	char buf[64];
+
+	if (px_template_name_valid(name))
+		return 0;
+	reply_error(r, 400, NULL, "name", "not a valid template name: '%s' "
+	    "(1-%d lower-case letters, digits or '-', not starting with '-')",
+	    shown(buf, sizeof(buf), name), PX_TEMPLATE_NAME_MAX);
+	return -1;
+}
+
+static void
+h_template_add(struct req *r)
+{
+	static const char *const fields[] = { "name", "dir", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_template t;
+	const char *name, *dir;
+	char err[512], buf[64];
+	json_t *obj;
+	int rc;
+
+	if ((obj = body_object(r, fields, 0)) == NULL)
+		return;
+	if ((rc = string_field(r, obj, "name", 0, &name)) <= 0) {
+		if (rc == 0)
+			reply_error(r, 400, NULL, "name", "required");
+		goto out;
+	}
+	if (check_template_name(r, name) == -1)
+		goto out;
+	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
+		reply_error(r, 409, NULL, "name", "'default' is the built-in "
+		    "template (berth.conf's template directive sets it)");
+		goto out;
+	}
+	if ((rc = string_field(r, obj, "dir", 0, &dir)) <= 0) {
+		if (rc == 0)
+			reply_error(r, 400, NULL, "dir", "required");
+		goto out;
+	}
+	if (dir[0] != '/' || strlen(dir) >= sizeof(t.dir)) {
+		reply_error(r, 400, NULL, "dir", "must be an absolute path "
+		    "shorter than %zu bytes, not '%s'", sizeof(t.dir),
+		    shown(buf, sizeof(buf), dir));
+		goto out;
+	}
+	if (ctl->hooks.template_check != NULL &&
+	    ctl->hooks.template_check(dir, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		reply_error(r, 400, NULL, "dir", "not a usable template: %s", err);
+		goto out;
+	}
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	snprintf(t.dir, sizeof(t.dir), "%s", dir);
+	t.created = (int64_t)time(NULL);
+	if ((rc = px_store_template_add(ctl->store, &t, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		reply_store(r, rc, "name", err);
+		goto out;
+	}
+	reply_json(r, 201, template_json(ctl, &t, 0));
+out:
+	json_decref(obj);
+}
+
+static void
+h_template_show(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_template t;
+	char err[256];
+	int rc;
+
+	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
+		template_default(ctl, &t);
+		reply_json(r, 200, template_json(ctl, &t, 1));
+		return;
+	}
+	if ((rc = px_store_template_get(ctl->store, name, &t, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	reply_json(r, 200, template_json(ctl, &t, 0));
+}
+
+static void
+h_template_rm(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[256];
+	int rc;
+
+	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
+		reply_error(r, 409, NULL, NULL, "'default' is the built-in "
+		    "template: it cannot be removed");
+		return;
+	}
+	if ((rc = px_store_template_rm(ctl->store, name, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	reply_empty(r, 204);
+}
+
+static void
+route_templates(struct req *r)
+{
+	if (r->nseg == 2) {
+		if (is_get(r))
+			h_template_list(r);
+		else if (r->method == HTTP_POST)
+			h_template_add(r);
+		else
+			not_allowed(r, "GET, HEAD, POST");
+		return;
+	}
+	if (r->nseg != 3) {
+		reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+		return;
+	}
+	if (!is_get(r) && r->method != HTTP_DELETE) {
+		not_allowed(r, "GET, HEAD, DELETE");
+		return;
+	}
+	if (check_template_name(r, r->seg[2]) == -1)
+		return;
+	if (is_get(r))
+		h_template_show(r, r->seg[2]);
+	else
+		h_template_rm(r, r->seg[2]);
+}
+
 /* ---- routing ---- */
 
 static int
@@ -2134,7 +2730,9 @@ route_sandbox_sub(struct req *r, const char *id)
 		else
 			not_allowed(r, "GET, HEAD, PUT, DELETE");
 	} else if (r->nseg == 4 && (strcmp(sub, "pause") == 0 ||
-	    strcmp(sub, "suspend") == 0 || strcmp(sub, "resume") == 0)) {
+	    strcmp(sub, "suspend") == 0 || strcmp(sub, "resume") == 0 ||
+	    strcmp(sub, "start") == 0 || strcmp(sub, "stop") == 0 ||
+	    strcmp(sub, "restart") == 0)) {
 		if (r->method == HTTP_POST)
 			h_lifecycle(r, id, sub);
 		else
@@ -2276,6 +2874,10 @@ route(struct req *r)
 		h_fleet(r);
 		return;
 	}
+	if (seg_is(r, 1, "templates")) {
+		route_templates(r);
+		return;
+	}
 	if (!seg_is(r, 1, "sandboxes"))
 		goto notfound;
 	if (r->nseg == 2) {
@@ -2289,14 +2891,17 @@ route(struct req *r)
 	}
 	id = r->seg[2];
 	if (r->nseg == 3) {
-		if (!is_get(r) && r->method != HTTP_DELETE) {
-			not_allowed(r, "GET, HEAD, DELETE");
+		if (!is_get(r) && r->method != HTTP_DELETE &&
+		    r->method != HTTP_PATCH) {
+			not_allowed(r, "GET, HEAD, PATCH, DELETE");
 			return;
 		}
 		if (check_sandbox_id(r, id) == -1)
 			return;
 		if (is_get(r))
 			h_sandbox_show(r, id);
+		else if (r->method == HTTP_PATCH)
+			h_sandbox_set(r, id);
 		else
 			h_sandbox_delete(r, id);
 		return;
@@ -2842,7 +3447,6 @@ static void
 accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 {
 	struct conn *c;
-	struct timeval idle = { CTL_IDLE_SECS, 0 };
 	SSL *ssl;
 
 	if (ctl->nconns >= CTL_MAX_CONNS || (c = calloc(1, sizeof(*c))) == NULL) {
@@ -2886,7 +3490,7 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 	TAILQ_INSERT_TAIL(&ctl->conns, c, entry);
 	ctl->nconns++;
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
-	bufferevent_set_timeouts(c->bev, &idle, &idle);
+	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
@@ -3071,6 +3675,12 @@ px_control_new(struct event_base *base, struct px_store *store,
 	    "berth.localhost");
 	ctl->sock_path = strdup(sock_path);
 	ctl->hooks.domain = ctl->domain;
+	if (ctl->hooks.template_dir != NULL &&
+	    (ctl->template_dir = strdup(ctl->hooks.template_dir)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	ctl->hooks.template_dir = ctl->template_dir;
 	if (ctl->domain == NULL || ctl->sock_path == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -3127,5 +3737,6 @@ px_control_free(struct px_control *ctl)
 		unlink(ctl->sock_path);
 	free(ctl->sock_path);
 	free(ctl->domain);
+	free(ctl->template_dir);
 	free(ctl);
 }

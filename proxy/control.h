@@ -15,14 +15,44 @@
  * cursor of the following page, or null.
  *   GET    /v1/health                       {"status":"ok"}
  *   GET    /v1/sandboxes                    {"sandboxes":[sandbox...],"next"}
- *   POST   /v1/sandboxes {"id","address","egress_mode"?}
- *                                           201 sandbox + "token","token_id"
+ *   POST   /v1/sandboxes {"id","address"?,"egress_mode"?,
+ *          "memory_mib"?,"vcpus"?,"disk_mib"?,"template"?,
+ *          "idle_pause"?,"idle_suspend"?,"max_lifetime"?}
+ *                                           201 sandbox + "token","token_id".
+ *                                           Without "address" a microVM
+ *                                           (state "creating" until it
+ *                                           runs); the sizes are checked
+ *                                           against berth.conf's vm_max_*
+ *                                           (400 naming the field and the
+ *                                           limit); durations are "90s",
+ *                                           "10m", "2h", "1d" or "never"
  *   GET    /v1/sandboxes/{id}               sandbox + "ports":[port...]
+ *   PATCH  /v1/sandboxes/{id} {"idle_pause"?,"idle_suspend"?,
+ *          "max_lifetime"?}                 200 sandbox; null returns a
+ *                                           limit to berth.conf's; 409 for
+ *                                           an external sandbox; event "set"
  *   DELETE /v1/sandboxes/{id}               204; ports, rules, tokens and
  *                                           events go too
- *   POST   /v1/sandboxes/{id}/pause|suspend|resume
- *                                           200 sandbox; 409 for a sandbox
- *                                           that is not VM-backed
+ *   POST   /v1/sandboxes/{id}/pause|suspend|resume|start|stop|restart
+ *                                           200 sandbox once the VM is
+ *                                           there; 409 for a sandbox that
+ *                                           is not VM-backed, for resume of
+ *                                           a failed or stopped one (start
+ *                                           it) and start of a paused or
+ *                                           suspended one (resume it); 503
+ *                                           when the operation fails. start
+ *                                           boots a stopped or failed
+ *                                           sandbox from its template,
+ *                                           keeping its disk; restart is
+ *                                           stop (unless stopped or failed)
+ *                                           then start. Each is an event
+ *   GET    /v1/templates                    {"templates":[template...],"next"}
+ *   POST   /v1/templates {"name","dir"}     201 template; 400 when the
+ *                                           directory does not load as a
+ *                                           template (the message says why)
+ *   GET    /v1/templates/{name}             template
+ *   DELETE /v1/templates/{name}             204; 409 for "default" and
+ *                                           while a sandbox uses it
  *   GET    /v1/sandboxes/{id}/events        {"events":[event...],"next"}
  *   GET    /v1/sandboxes/{id}/egress        {"sandbox","mode","effective_mode",
  *                                           "rules":[rule...]}
@@ -60,7 +90,12 @@
  *                                           {"id","host","state","host_up",
  *                                           "ports"}]} over every host
  *   GET    /metrics                         Prometheus text
- * sandbox = {id, address, external, state, created, egress_mode}
+ * sandbox = {id, address, external, state, created, egress_mode} and,
+ *           VM-backed: memory_mib, vcpus, disk_mib, template,
+ *           idle_pause, idle_suspend, max_lifetime (null: berth.conf's),
+ *           effective_idle_pause, effective_idle_suspend,
+ *           effective_max_lifetime (what applies: a duration or "never")
+ * template = {name, dir, builtin, created, sandboxes (how many use it)}
  * event   = {seq, time_ms, operation, result, reason, duration_ms}
  * rule    = {action, rule, expires}   (expires: unix seconds or null)
  * policy  = {default_mode, max_mode, deny:[rule text], allow:[rule text],
@@ -84,6 +119,7 @@
 #define BERTH_CONTROL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 struct evbuffer;
@@ -93,6 +129,16 @@ struct px_config;
 struct json_t;
 
 #define PX_CONTROL_MAX_BODY	(64 * 1024)	/* larger: 413 */
+#define PX_VM_NEVER		UINT64_MAX	/* an idle limit that never fires */
+
+/* What a new VM-backed sandbox asks for (POST /v1/sandboxes). */
+struct px_vm_spec {
+	const char *template_name;	/* "default" or a registered name */
+	const char *template_dir;	/* NULL: the built-in default */
+	unsigned mem_mib, vcpus, disk_mib;	/* resolved: never 0 */
+	/* 0: berth.conf's, PX_VM_NEVER: never, else ms */
+	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms;
+};
 
 struct px_control_hooks {
 	const char *domain;		/* e.g. "berth.localhost"; copied */
@@ -102,8 +148,9 @@ struct px_control_hooks {
 	/* Appends Prometheus text for GET /metrics. May be NULL. */
 	void (*metrics)(struct evbuffer *out, void *arg);
 	/*
-	 * Starts pausing, suspending or resuming a VM-backed sandbox (op
-	 * "pause", "suspend", "resume"). Returns 0 when started: then
+	 * Starts pausing, suspending, resuming, starting, stopping or
+	 * restarting a VM-backed sandbox (op "pause", "suspend", "resume",
+	 * "start", "stop", "restart"). Returns 0 when started: then
 	 * done(done_arg, ok, reason) is called exactly once, later, from the
 	 * event loop, and the API answers the request then. -1 with err
 	 * filled when it cannot start. The caller records the event.
@@ -114,11 +161,23 @@ struct px_control_hooks {
 	    void *done_arg, char *err, size_t errlen, void *arg);
 	/*
 	 * Creates the VM of a new sandbox (stored with state "creating", no
-	 * address yet); asynchronous: the VMM later sets the state and the
-	 * address in the store. 0 when started, -1 with err. NULL: creating
-	 * a sandbox needs an "address" (externally managed).
+	 * address yet) as spec says; asynchronous: the VMM later sets the
+	 * state and the address in the store. 0 when started, -1 with err.
+	 * NULL: creating a sandbox needs an "address" (externally managed).
 	 */
-	int (*vm_create)(const char *sandbox, char *err, size_t errlen, void *arg);
+	int (*vm_create)(const char *sandbox, const struct px_vm_spec *spec,
+	    char *err, size_t errlen, void *arg);
+	/* A VM-backed sandbox's idle limits changed (values as in
+	 * px_vm_spec). May be NULL. */
+	void (*vm_set_idle)(const char *sandbox, uint64_t idle_pause_ms,
+	    uint64_t idle_suspend_ms, uint64_t max_lifetime_ms, void *arg);
+	/* Checks that dir holds a template that loads: 0, or -1 with err
+	 * saying what is wrong. NULL: directories are not checked. */
+	int (*template_check)(const char *dir, char *err, size_t errlen,
+	    void *arg);
+	/* The built-in "default" template's directory, shown by GET
+	 * /v1/templates; NULL when there is none (no VMs). Copied. */
+	const char *template_dir;
 	/* The sandbox is gone from the store: tear its VM down. May be NULL. */
 	void (*vm_delete)(const char *sandbox, void *arg);
 	/* A suspended sandbox's standby VMM: "starting", "ready" (it has

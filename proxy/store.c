@@ -90,6 +90,26 @@ static const char *const migrations[] = {
 	"  doc TEXT NOT NULL,"
 	"  updated INTEGER NOT NULL"
 	");",
+	/* 3: per-sandbox resources, template and idle limits (NULL: not
+	 * recorded / the default; idle -1: never); named templates */
+	"ALTER TABLE sandboxes ADD COLUMN mem_mib INTEGER CHECK (mem_mib > 0);"
+	"ALTER TABLE sandboxes ADD COLUMN vcpus INTEGER CHECK (vcpus > 0);"
+	"ALTER TABLE sandboxes ADD COLUMN disk_mib INTEGER CHECK (disk_mib > 0);"
+	"ALTER TABLE sandboxes ADD COLUMN template TEXT"
+	"  CHECK (length(template) BETWEEN 1 AND 32);"
+	"ALTER TABLE sandboxes ADD COLUMN idle_pause_ms INTEGER"
+	"  CHECK (idle_pause_ms = -1 OR idle_pause_ms > 0);"
+	"ALTER TABLE sandboxes ADD COLUMN idle_suspend_ms INTEGER"
+	"  CHECK (idle_suspend_ms = -1 OR idle_suspend_ms > 0);"
+	"ALTER TABLE sandboxes ADD COLUMN max_lifetime_ms INTEGER"
+	"  CHECK (max_lifetime_ms = -1 OR max_lifetime_ms > 0);"
+	"CREATE INDEX sandboxes_template ON sandboxes (template);"
+	"CREATE TABLE templates ("
+	"  name TEXT PRIMARY KEY NOT NULL"
+	"    CHECK (length(name) BETWEEN 1 AND 32 AND name != 'default'),"
+	"  dir TEXT NOT NULL CHECK (substr(dir, 1, 1) = '/'),"
+	"  created INTEGER NOT NULL"
+	");",
 };
 
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -432,11 +452,78 @@ row_sandbox(sqlite3_stmt *stmt, int col, struct px_sandbox *sb)
 	sb->created = sqlite3_column_int64(stmt, col + 4);
 	if ((t = sqlite3_column_text(stmt, col + 5)) != NULL)
 		snprintf(sb->egress_mode, sizeof(sb->egress_mode), "%s", t);
+	sb->mem_mib = (unsigned)sqlite3_column_int64(stmt, col + 6);
+	sb->vcpus = (unsigned)sqlite3_column_int64(stmt, col + 7);
+	sb->disk_mib = (unsigned)sqlite3_column_int64(stmt, col + 8);
+	if ((t = sqlite3_column_text(stmt, col + 9)) != NULL)
+		snprintf(sb->template_name, sizeof(sb->template_name), "%s", t);
+	sb->idle_pause_ms = sqlite3_column_int64(stmt, col + 10);
+	sb->idle_suspend_ms = sqlite3_column_int64(stmt, col + 11);
+	sb->max_lifetime_ms = sqlite3_column_int64(stmt, col + 12);
 }
 
-#define SANDBOX_NCOLS 6
+#define SANDBOX_NCOLS 13
 #define SANDBOX_COLS "s.id, s.address, s.external, s.state, s.created, " \
-	"s.egress_mode"
+	"s.egress_mode, s.mem_mib, s.vcpus, s.disk_mib, s.template, " \
+	"s.idle_pause_ms, s.idle_suspend_ms, s.max_lifetime_ms"
+
+/* An idle limit as the API and the database see it. */
+static int
+idle_valid(int64_t ms)
+{
+	return ms == 0 || ms == PX_IDLE_NEVER || ms > 0;
+}
+
+static void
+bind_idle(sqlite3_stmt *stmt, int i, int64_t ms)
+{
+	if (ms == 0)
+		sqlite3_bind_null(stmt, i);
+	else
+		sqlite3_bind_int64(stmt, i, ms);
+}
+
+static void
+bind_count(sqlite3_stmt *stmt, int i, unsigned v)
+{
+	if (v == 0)
+		sqlite3_bind_null(stmt, i);
+	else
+		sqlite3_bind_int64(stmt, i, (sqlite3_int64)v);
+}
+
+int
+px_template_name_valid(const char *name)
+{
+	size_t n;
+
+	if (name == NULL || (n = strnlen(name, PX_TEMPLATE_NAME_MAX + 1)) >
+	    PX_TEMPLATE_NAME_MAX)
+		return 0;
+	return px_valid_sandbox_id(name, n);
+}
+
+/* 1 if the template is stored, 0 if not, else a PX_STORE_* code. */
+static int
+template_exists(struct px_store *st, const char *name, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	stmt = prepare(st, "SELECT 1 FROM templates WHERE name = ?", err,
+	    errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return dberr(st, err, errlen, "reading template");
+}
 
 static int
 mode_valid(const char *m)
@@ -451,6 +538,7 @@ sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
     char *err, size_t errlen)
 {
 	sqlite3_stmt *stmt;
+	const char *tpl;
 	int rc;
 
 	if (!field_ok(sb->id, sizeof(sb->id)) || check_id(sb->id, err, errlen))
@@ -469,9 +557,32 @@ sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
 		seterr(err, errlen, "invalid egress mode");
 		return PX_STORE_ERR;
 	}
+	if (!field_ok(sb->template_name, sizeof(sb->template_name)) ||
+	    (sb->template_name[0] != '\0' &&
+	    !px_template_name_valid(sb->template_name))) {
+		seterr(err, errlen, "invalid template name");
+		return PX_STORE_ERR;
+	}
+	if (!idle_valid(sb->idle_pause_ms) || !idle_valid(sb->idle_suspend_ms) ||
+	    !idle_valid(sb->max_lifetime_ms)) {
+		seterr(err, errlen, "invalid idle limit");
+		return PX_STORE_ERR;
+	}
+	/* "default" is the built-in template: stored as none */
+	tpl = sb->template_name[0] != '\0' &&
+	    strcmp(sb->template_name, PX_TEMPLATE_DEFAULT) != 0 ?
+	    sb->template_name : NULL;
+	if (tpl != NULL && (rc = template_exists(st, tpl, err, errlen)) != 1) {
+		if (rc == 0) {
+			seterr(err, errlen, "no template '%s'", tpl);
+			return PX_STORE_NOTFOUND;
+		}
+		return rc;
+	}
 	stmt = prepare(st, "INSERT INTO sandboxes (id, address, external, "
-	    "state, created, egress_mode) VALUES (?, ?, ?, ?, ?, ?)", err,
-	    errlen);
+	    "state, created, egress_mode, mem_mib, vcpus, disk_mib, template, "
+	    "idle_pause_ms, idle_suspend_ms, max_lifetime_ms) VALUES (?, ?, "
+	    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", err, errlen);
 	if (stmt == NULL)
 		return PX_STORE_ERR;
 	sqlite3_bind_text(stmt, 1, sb->id, -1, SQLITE_STATIC);
@@ -483,6 +594,14 @@ sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
 	    (int64_t)time(NULL));
 	if (sb->egress_mode[0] != '\0')
 		sqlite3_bind_text(stmt, 6, sb->egress_mode, -1, SQLITE_STATIC);
+	bind_count(stmt, 7, sb->mem_mib);
+	bind_count(stmt, 8, sb->vcpus);
+	bind_count(stmt, 9, sb->disk_mib);
+	if (tpl != NULL)
+		sqlite3_bind_text(stmt, 10, tpl, -1, SQLITE_STATIC);
+	bind_idle(stmt, 11, sb->idle_pause_ms);
+	bind_idle(stmt, 12, sb->idle_suspend_ms);
+	bind_idle(stmt, 13, sb->max_lifetime_ms);
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
 	if (rc == SQLITE_DONE)
@@ -584,8 +703,12 @@ px_store_sandbox_set_vm(struct px_store *st, const char *id,
 	return PX_STORE_OK;
 }
 
+static int sandbox_read(struct px_store *, const char *, struct px_sandbox *,
+    char *, size_t);
+
 int
-px_store_sandbox_get(struct px_store *st, const char *id,
+px_store_sandbox_set_idle(struct px_store *st, const char *id, unsigned which,
+    int64_t pause_ms, int64_t suspend_ms, int64_t life_ms,
     struct px_sandbox *out, char *err, size_t errlen)
 {
 	sqlite3_stmt *stmt;
@@ -593,6 +716,66 @@ px_store_sandbox_get(struct px_store *st, const char *id,
 
 	if (check_id(id, err, errlen))
 		return PX_STORE_ERR;
+	if (!idle_valid(pause_ms) || !idle_valid(suspend_ms) ||
+	    !idle_valid(life_ms)) {
+		seterr(err, errlen, "invalid idle limit");
+		return PX_STORE_ERR;
+	}
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
+	/* CASE keeps a column the caller did not name */
+	stmt = prepare(st, "UPDATE sandboxes SET "
+	    "idle_pause_ms = CASE WHEN ?1 THEN ?2 ELSE idle_pause_ms END, "
+	    "idle_suspend_ms = CASE WHEN ?3 THEN ?4 ELSE idle_suspend_ms END, "
+	    "max_lifetime_ms = CASE WHEN ?5 THEN ?6 ELSE max_lifetime_ms END "
+	    "WHERE id = ?7", err, errlen);
+	if (stmt == NULL) {
+		tx_rollback(st);
+		return PX_STORE_ERR;
+	}
+	sqlite3_bind_int(stmt, 1, (which & PX_IDLE_PAUSE) != 0);
+	bind_idle(stmt, 2, pause_ms);
+	sqlite3_bind_int(stmt, 3, (which & PX_IDLE_SUSPEND) != 0);
+	bind_idle(stmt, 4, suspend_ms);
+	sqlite3_bind_int(stmt, 5, (which & PX_IDLE_LIFETIME) != 0);
+	bind_idle(stmt, 6, life_ms);
+	sqlite3_bind_text(stmt, 7, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE) {
+		rc = dberr(st, err, errlen, "setting idle limits");
+		tx_rollback(st);
+		return rc;
+	}
+	if (sqlite3_changes(st->db) == 0) {
+		tx_rollback(st);
+		seterr(err, errlen, "no sandbox '%s'", id);
+		return PX_STORE_NOTFOUND;
+	}
+	if (out != NULL && (rc = sandbox_read(st, id, out, err, errlen)) !=
+	    PX_STORE_OK) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st, err, errlen);
+}
+
+int
+px_store_sandbox_get(struct px_store *st, const char *id,
+    struct px_sandbox *out, char *err, size_t errlen)
+{
+	if (check_id(id, err, errlen))
+		return PX_STORE_ERR;
+	return sandbox_read(st, id, out, err, errlen);
+}
+
+static int
+sandbox_read(struct px_store *st, const char *id, struct px_sandbox *out,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
 	stmt = prepare(st, "SELECT " SANDBOX_COLS " FROM sandboxes s "
 	    "WHERE s.id = ?", err, errlen);
 	if (stmt == NULL)
@@ -1588,6 +1771,206 @@ px_store_egress_list(struct px_store *st, const char *sandbox,
 	sqlite3_finalize(stmt);
 	tx_rollback(st);
 	return ret;
+}
+
+/* ---- templates ---- */
+
+static int
+template_check(const struct px_template *t, char *err, size_t errlen)
+{
+	if (!field_ok(t->name, sizeof(t->name)) ||
+	    !px_template_name_valid(t->name)) {
+		seterr(err, errlen, "invalid template name");
+		return -1;
+	}
+	if (!field_ok(t->dir, sizeof(t->dir)) || t->dir[0] != '/') {
+		seterr(err, errlen, "template directory must be an absolute path");
+		return -1;
+	}
+	return 0;
+}
+
+int
+px_store_template_add(struct px_store *st, const struct px_template *t,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (template_check(t, err, errlen) != 0)
+		return PX_STORE_ERR;
+	if (strcmp(t->name, PX_TEMPLATE_DEFAULT) == 0) {
+		seterr(err, errlen, "template '%s' is built in", t->name);
+		return PX_STORE_EXISTS;
+	}
+	stmt = prepare(st, "INSERT INTO templates (name, dir, created) "
+	    "VALUES (?, ?, ?)", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, t->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, t->dir, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 3, t->created ? t->created :
+	    (int64_t)time(NULL));
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_DONE)
+		return PX_STORE_OK;
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+		seterr(err, errlen, "template '%s' already exists", t->name);
+		return PX_STORE_EXISTS;
+	}
+	return dberr(st, err, errlen, "adding template");
+}
+
+static void
+row_template(sqlite3_stmt *stmt, struct px_template *t)
+{
+	const unsigned char *x;
+
+	memset(t, 0, sizeof(*t));
+	if ((x = sqlite3_column_text(stmt, 0)) != NULL)
+		snprintf(t->name, sizeof(t->name), "%s", x);
+	if ((x = sqlite3_column_text(stmt, 1)) != NULL)
+		snprintf(t->dir, sizeof(t->dir), "%s", x);
+	t->created = sqlite3_column_int64(stmt, 2);
+}
+
+int
+px_store_template_get(struct px_store *st, const char *name,
+    struct px_template *out, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (!px_template_name_valid(name)) {
+		seterr(err, errlen, "invalid template name");
+		return PX_STORE_ERR;
+	}
+	stmt = prepare(st, "SELECT name, dir, created FROM templates WHERE "
+	    "name = ?", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW && out != NULL)
+		row_template(stmt, out);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return PX_STORE_OK;
+	if (rc == SQLITE_DONE) {
+		seterr(err, errlen, "no template '%s'", name);
+		return PX_STORE_NOTFOUND;
+	}
+	return dberr(st, err, errlen, "reading template");
+}
+
+int
+px_store_template_rm(struct px_store *st, const char *name, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (!px_template_name_valid(name)) {
+		seterr(err, errlen, "invalid template name");
+		return PX_STORE_ERR;
+	}
+	if ((rc = tx_begin(st, err, errlen)) != 0)
+		return rc;
+	/* In the transaction: no sandbox can start using it meanwhile. */
+	stmt = prepare(st, "SELECT id, (SELECT count(*) FROM sandboxes WHERE "
+	    "template = ?1) FROM sandboxes WHERE template = ?1 ORDER BY id "
+	    "LIMIT 1", err, errlen);
+	if (stmt == NULL) {
+		tx_rollback(st);
+		return PX_STORE_ERR;
+	}
+	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		int n = sqlite3_column_int(stmt, 1);
+
+		seterr(err, errlen, "template '%s' is used by sandbox '%s'%s: "
+		    "remove %s first", name, (const char *)
+		    sqlite3_column_text(stmt, 0), n > 1 ? " and others" : "",
+		    n > 1 ? "them" : "it");
+		sqlite3_finalize(stmt);
+		tx_rollback(st);
+		return PX_STORE_CONFLICT;
+	}
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE) {
+		rc = dberr(st, err, errlen, "checking template users");
+		tx_rollback(st);
+		return rc;
+	}
+	if ((stmt = prepare(st, "DELETE FROM templates WHERE name = ?", err,
+	    errlen)) == NULL) {
+		tx_rollback(st);
+		return PX_STORE_ERR;
+	}
+	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE) {
+		rc = dberr(st, err, errlen, "removing template");
+		tx_rollback(st);
+		return rc;
+	}
+	if (sqlite3_changes(st->db) == 0) {
+		tx_rollback(st);
+		seterr(err, errlen, "no template '%s'", name);
+		return PX_STORE_NOTFOUND;
+	}
+	return tx_commit(st, err, errlen);
+}
+
+int
+px_store_template_list(struct px_store *st,
+    int (*cb)(const struct px_template *, void *), void *arg,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	struct px_template t;
+	int rc, ret = PX_STORE_OK;
+
+	stmt = prepare(st, "SELECT name, dir, created FROM templates ORDER BY "
+	    "name", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		row_template(stmt, &t);
+		if ((ret = cb(&t, arg)) != 0)
+			break;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, "listing templates");
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+int
+px_store_template_users(struct px_store *st, const char *name, int *n,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	int rc, dflt = strcmp(name, PX_TEMPLATE_DEFAULT) == 0;
+
+	*n = 0;
+	stmt = prepare(st, dflt ? "SELECT count(*) FROM sandboxes WHERE "
+	    "external = 0 AND template IS NULL" : "SELECT count(*) FROM "
+	    "sandboxes WHERE template = ?", err, errlen);
+	if (stmt == NULL)
+		return PX_STORE_ERR;
+	if (!dflt)
+		sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW)
+		*n = sqlite3_column_int(stmt, 0);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_ROW)
+		return dberr(st, err, errlen, "counting template users");
+	return PX_STORE_OK;
 }
 
 /* ---- global policy ---- */

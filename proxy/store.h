@@ -33,6 +33,10 @@ struct px_store;
 #define PX_STATE_STOPPED	"stopped"
 #define PX_STATE_FAILED		"failed"
 
+#define PX_TEMPLATE_NAME_MAX	32	/* [a-z0-9][a-z0-9-]{0,31} */
+#define PX_TEMPLATE_DEFAULT	"default"	/* built in, never stored */
+#define PX_IDLE_NEVER		(-1)	/* an idle limit that never fires */
+
 struct px_sandbox {
 	char id[41];		/* [a-z0-9][a-z0-9-]{0,39} */
 	char address[46];	/* guest IP literal; "" if not known yet */
@@ -41,6 +45,12 @@ struct px_sandbox {
 	int64_t created;	/* unix seconds; 0 on add means "now" */
 	char egress_mode[16];	/* "open", "allowlist", "closed"; "" follows
 				 * the global policy's mode */
+	/* VM-backed sandboxes: what it was created with (0 / "": not
+	 * known, as for sandboxes made before berth recorded it) */
+	unsigned mem_mib, vcpus, disk_mib;
+	char template_name[PX_TEMPLATE_NAME_MAX + 1];	/* "": default */
+	/* idle policy, ms: 0 follows berth.conf, PX_IDLE_NEVER never */
+	int64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms;
 };
 
 enum px_host_header {
@@ -129,6 +139,19 @@ int px_store_routes(struct px_store *,
     int (*cb)(const struct px_route_row *, void *), void *arg,
     char *err, size_t errlen);
 
+/* Which idle limits px_store_sandbox_set_idle changes. */
+#define PX_IDLE_PAUSE		0x1
+#define PX_IDLE_SUSPEND		0x2
+#define PX_IDLE_LIFETIME	0x4
+/*
+ * Sets the idle limits named in which (each 0: follow berth.conf,
+ * PX_IDLE_NEVER, or ms > 0) and keeps the others. *out (may be NULL)
+ * gets the sandbox as stored afterwards. NOTFOUND for an unknown id.
+ */
+int px_store_sandbox_set_idle(struct px_store *, const char *id,
+    unsigned which, int64_t pause_ms, int64_t suspend_ms, int64_t life_ms,
+    struct px_sandbox *out, char *err, size_t errlen);
+
 /* Sets the state of a sandbox (the VMM's transitions). */
 int px_store_sandbox_set_state(struct px_store *, const char *id,
     const char *state, char *err, size_t errlen);
@@ -167,7 +190,8 @@ int px_store_token_list(struct px_store *, const char *sandbox,
 
 /*
  * Adds the sandbox, its token (tok may be NULL; its sandbox field is
- * overwritten) and a "create" event in one transaction.
+ * overwritten) and a "create" event in one transaction. A template the
+ * sandbox names must exist (NOTFOUND, err says so).
  */
 int px_store_sandbox_create(struct px_store *, const struct px_sandbox *,
     const struct px_token *tok, char *err, size_t errlen);
@@ -230,6 +254,36 @@ int px_store_egress_list(struct px_store *, const char *sandbox,
     char *err, size_t errlen);
 const char *px_egress_action_name(enum px_egress_action);
 int px_egress_action_parse(const char *, enum px_egress_action *);
+
+/* ---- templates: names for guest template directories ----
+ * "default" is built in (berth.conf's template) and never stored. A
+ * sandbox names its template; a template some sandbox names cannot be
+ * removed. The directory is checked by the caller (it must load). */
+struct px_template {
+	char name[PX_TEMPLATE_NAME_MAX + 1];
+	char dir[1024];		/* absolute path */
+	int64_t created;	/* unix seconds; 0 on add: now */
+};
+
+/* 1 if name is a valid template name (the sandbox id alphabet, at most
+ * PX_TEMPLATE_NAME_MAX bytes). */
+int px_template_name_valid(const char *name);
+/* EXISTS if the name is taken (or is "default"). */
+int px_store_template_add(struct px_store *, const struct px_template *,
+    char *err, size_t errlen);
+int px_store_template_get(struct px_store *, const char *name,
+    struct px_template *out, char *err, size_t errlen);
+/* NOTFOUND; CONFLICT while a sandbox uses it (err names one). */
+int px_store_template_rm(struct px_store *, const char *name,
+    char *err, size_t errlen);
+/* By name. */
+int px_store_template_list(struct px_store *,
+    int (*cb)(const struct px_template *, void *), void *arg,
+    char *err, size_t errlen);
+/* How many sandboxes use the template (name "default" counts those that
+ * name none too). */
+int px_store_template_users(struct px_store *, const char *name, int *n,
+    char *err, size_t errlen);
 
 /* ---- global policy: one JSON document, validated by the caller ---- */
 /* *out is malloc'd text, NULL when no policy was ever set. */

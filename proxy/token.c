@@ -168,8 +168,8 @@ px_token_authorize(const struct px_auth *a, const char *method,
 	if (nseg == 3) {
 		if (get)
 			return 0;
-		return deny(why, whylen, "%s", "a sandbox token cannot delete "
-		    "its sandbox");
+		return deny(why, whylen, "%s", "a sandbox token cannot change "
+		    "or delete its sandbox");
 	}
 	if (strcmp(seg[3], "ports") == 0 || strcmp(seg[3], "egress") == 0)
 		return 0;

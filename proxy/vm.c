@@ -6,6 +6,7 @@
  */
 #include "vm.h"
 #include "conf.h"
+#include "control.h"
 #include "log.h"
 #include "path.h"
 #include "store.h"
@@ -34,6 +35,7 @@ static struct {
 	struct waking	*waking;
 	struct vmm	*m;
 	struct vmm_template tpl;
+	char		 tdir[PATH_MAX];	/* where tpl came from */
 	struct px_store	*store;
 	struct px_vm_hooks hooks;
 	char		 describe[768];
@@ -198,6 +200,46 @@ on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
 		    ev->reason);
 }
 
+/* A stored idle limit (0: the default, PX_IDLE_NEVER) as libvmm's. */
+static uint64_t
+idle_ms(int64_t v)
+{
+	return v == PX_IDLE_NEVER ? VMM_NEVER : v > 0 ? (uint64_t)v : 0;
+}
+
+const char *
+px_vm_template_dir(void)
+{
+	return V.tdir[0] != '\0' ? V.tdir : NULL;
+}
+
+int
+px_vm_template_check(const char *dir, char *err, size_t errlen, void *arg)
+{
+	struct vmm_template t;
+	char e[VMM_ERRLEN];
+
+	(void)arg;
+	if (vmm_template_load(dir, &t, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "%s", e);
+		return -1;
+	}
+	vmm_template_free(&t);
+	return 0;
+}
+
+void
+px_vm_set_idle(const char *id, uint64_t idle_pause_ms,
+    uint64_t idle_suspend_ms, uint64_t max_lifetime_ms, void *arg)
+{
+	struct vmm_sandbox *sb;
+
+	(void)arg;
+	if (V.m != NULL && (sb = vmm_sandbox_find(V.m, id)) != NULL)
+		vmm_sandbox_set_idle(sb, idle_pause_ms, idle_suspend_ms,
+		    max_lifetime_ms);
+}
+
 int
 px_vm_init(struct event_base *base, struct px_store *store,
     const struct px_config *c, const char *state_dir,
@@ -226,6 +268,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		snprintf(err, errlen, "template: %s", e);
 		return -1;
 	}
+	snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
 	memset(&vc, 0, sizeof(vc));
 	vc.state_dir = vdir;
 	vc.backend = c->vmm_backend;
@@ -237,6 +280,13 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	if ((ev = getenv("BERTH_KVM_TRIAL_MS")) != NULL)
 		vc.kvm_trial_ms = (unsigned)strtoul(ev, NULL, 10);
 	vc.mem_mib = c->vm_memory;
+	vc.vcpus = c->vm_vcpus;
+	vc.disk_mib = c->vm_disk;
+	/* The control API checks each create against berth.conf's vm_max_*
+	 * as they are now (a SIGHUP changes them); libvmm's own bounds are
+	 * only what berth.conf could ever allow. */
+	vc.max_mem_mib = PX_VM_MEMORY_LIMIT;
+	vc.max_vcpus = PX_VM_VCPUS_LIMIT;
 	vc.standby_max = c->vm_standby;
 	vc.tap_prefix = c->tap_prefix;
 	if (c->vm_pool[0] != '\0') {
@@ -270,12 +320,20 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		log_warnx("vmm: re-adopting VMs: %s", e);
 	else if (n > 0)
 		log_info("vmm: re-adopted %d sandbox(es)", n);
-	/* the store follows what the VMM found */
+	/* the store follows what the VMM found; libvmm keeps no idle
+	 * limits across restarts, the store does */
 	{
 		struct vmm_sandbox *sb = NULL;
+		struct px_sandbox row;
 
-		while ((sb = vmm_sandbox_next(V.m, sb)) != NULL)
+		while ((sb = vmm_sandbox_next(V.m, sb)) != NULL) {
 			on_state(sb, vmm_sandbox_state(sb), vmm_sandbox_state(sb), NULL);
+			if (px_store_sandbox_get(store, vmm_sandbox_id(sb), &row,
+			    e, sizeof(e)) == PX_STORE_OK)
+				vmm_sandbox_set_idle(sb, idle_ms(row.idle_pause_ms),
+				    idle_ms(row.idle_suspend_ms),
+				    idle_ms(row.max_lifetime_ms));
+		}
 	}
 	return 0;
 }
@@ -334,25 +392,45 @@ create_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 }
 
 int
-px_vm_create(const char *id, char *err, size_t errlen, void *arg)
+px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
+    size_t errlen, void *arg)
 {
 	struct vmm_sandbox_spec spec;
+	struct vmm_template t;
 	struct vmm_sandbox *sb;
 	struct opctx *o;
+	char e[VMM_ERRLEN];
 	int rc;
 
 	if (V.m == NULL) {
 		snprintf(err, errlen, "this berthd runs no VMM");
 		return -1;
 	}
+	memset(&t, 0, sizeof(t));
+	/* A named template is read now: its directory may have changed
+	 * since it was registered. libvmm copies what it needs. */
+	if (ps->template_dir != NULL && vmm_template_load(ps->template_dir, &t,
+	    e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "template '%s': %s", ps->template_name, e);
+		return -1;
+	}
 	if ((o = opctx_new(id)) == NULL) {
+		vmm_template_free(&t);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	memset(&spec, 0, sizeof(spec));
 	spec.id = id;
-	spec.tpl = &V.tpl;
-	if ((rc = vmm_sandbox_create(V.m, &spec, create_done, o, &sb, err, errlen)) < 0) {
+	spec.tpl = ps->template_dir != NULL ? &t : &V.tpl;
+	spec.mem_mib = ps->mem_mib;
+	spec.vcpus = ps->vcpus;
+	spec.disk_mib = ps->disk_mib;
+	spec.idle_pause_ms = ps->idle_pause_ms;
+	spec.idle_suspend_ms = ps->idle_suspend_ms;
+	spec.max_lifetime_ms = ps->max_lifetime_ms;
+	rc = vmm_sandbox_create(V.m, &spec, create_done, o, &sb, err, errlen);
+	vmm_template_free(&t);
+	if (rc < 0) {
 		free(o);
 		return -1;
 	}
@@ -391,6 +469,27 @@ op_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 	free(o);
 }
 
+/* The stop of a restart ended: boot it again, or say why not. */
+static void
+restart_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct opctx *o = arg;
+	char err[VMM_ERRLEN], why[VMM_ERRLEN + 16];
+
+	if (!ok) {
+		snprintf(why, sizeof(why), "stop: %s", reason ? reason : "");
+		o->done(o->done_arg, 0, why);
+		free(o);
+		return;
+	}
+	if (vmm_sandbox_start(sb, op_done, o, err, sizeof(err)) < 0) {
+		snprintf(why, sizeof(why), "start: %s", err);
+		o->done(o->done_arg, 0, why);
+		free(o);
+	}
+}
+
 int
 px_vm_lifecycle(const char *id, const char *op,
     void (*done)(void *, int, const char *), void *done_arg,
@@ -416,7 +515,19 @@ px_vm_lifecycle(const char *id, const char *op,
 		rc = vmm_sandbox_suspend(sb, op_done, o, err, errlen);
 	else if (strcmp(op, "resume") == 0)
 		rc = vmm_sandbox_resume(sb, op_done, o, err, errlen);
-	else {
+	else if (strcmp(op, "start") == 0)
+		rc = vmm_sandbox_start(sb, op_done, o, err, errlen);
+	else if (strcmp(op, "stop") == 0)
+		rc = vmm_sandbox_stop(sb, op_done, o, err, errlen);
+	else if (strcmp(op, "restart") == 0) {
+		/* A stopped or failed sandbox has nothing to stop. */
+		enum vmm_state st = vmm_sandbox_state(sb);
+
+		if (st == VMM_STOPPED || st == VMM_FAILED)
+			rc = vmm_sandbox_start(sb, op_done, o, err, errlen);
+		else
+			rc = vmm_sandbox_stop(sb, restart_stopped, o, err, errlen);
+	} else {
 		snprintf(err, errlen, "unknown operation '%s'", op);
 		rc = -EINVAL;
 	}

@@ -10,9 +10,12 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
 struct event_base;
 struct px_store;
 struct px_config;
+struct px_vm_spec;
 
 struct px_vm_hooks {
 	/* a sandbox's state or address changed: push routes */
@@ -36,11 +39,21 @@ const char *px_vm_standby(const char *id, void *arg);
 const char *px_vm_describe(void);	/* "qemu (TCG: why)" */
 
 /* Control API hooks (see control.h). */
-int px_vm_create(const char *id, char *err, size_t errlen, void *arg);
+int px_vm_create(const char *id, const struct px_vm_spec *spec, char *err,
+    size_t errlen, void *arg);
 void px_vm_delete(const char *id, void *arg);
+/* pause, suspend, resume, start, stop; restart = stop (unless stopped
+ * or failed) then start */
 int px_vm_lifecycle(const char *id, const char *op,
     void (*done)(void *, int, const char *), void *done_arg,
     char *err, size_t errlen, void *arg);
+void px_vm_set_idle(const char *id, uint64_t idle_pause_ms,
+    uint64_t idle_suspend_ms, uint64_t max_lifetime_ms, void *arg);
+/* Loads dir as a template (vmm_template_load): works without VMs too. */
+int px_vm_template_check(const char *dir, char *err, size_t errlen,
+    void *arg);
+/* The default template's directory once px_vm_init ran, else NULL. */
+const char *px_vm_template_dir(void);
 
 /* A worker holds requests for id: resume it (one resume for all). */
 void px_vm_wake(const char *id);

@@ -44,3 +44,14 @@ TESTS += tests/unit/test_fleet
 tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/route.c proxy/valid.c
 tests_unit_test_fleet_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_fleet_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
+
+# `netctl --json` prints exactly one JSON document for every command
+# (walks all that `netctl help` lists) against berthd without VMs (root).
+TESTS += tests/integ/netctl-json.sh
+EXTRA_DIST += tests/integ/netctl-json.sh
+
+# A microVM's lifecycle through netctl: --memory/--vcpus seen in the guest,
+# a named template, idle policy set later, failed -> start, restart, stop,
+# /data kept (root, qemu TCG; three boots).
+TESTS += tests/integ/vm-lifecycle-cli.sh
+EXTRA_DIST += tests/integ/vm-lifecycle-cli.sh

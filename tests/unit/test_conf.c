@@ -103,6 +103,28 @@ main(void)
 	    c.rate_sandbox == 0 && c.max_req_sandbox == 1000, "limit defaults");
 	px_config_free(&c);
 
+	ok(px_config_load(&c, NULL, err, sizeof(err)) == 0 &&
+	    c.vm_memory == 256 && c.vm_max_memory == 4096 && c.vm_vcpus == 1 &&
+	    c.vm_max_vcpus == 4 && c.vm_disk == 1024 && c.vm_max_disk == 16384,
+	    "sandbox size defaults and maxima");
+	px_config_free(&c);
+	ok(load("vm_max_memory 8192\nvm_memory 2048\nvm_vcpus 2\n"
+	    "vm_max_vcpus 8\nvm_disk 4096\nvm_max_disk 65536\n", &c, err,
+	    sizeof(err)) == 0 && c.vm_memory == 2048 && c.vm_max_memory == 8192 &&
+	    c.vm_vcpus == 2 && c.vm_max_vcpus == 8 && c.vm_disk == 4096 &&
+	    c.vm_max_disk == 65536, "sizes and maxima load: %s", err);
+	px_config_free(&c);
+	bad("vm_memory 8192\n", 1, "vm_memory 8192 MiB is above vm_max_memory "
+	    "4096 MiB");
+	bad("vm_vcpus 2\n\nvm_max_vcpus 1\n", 3, "vm_vcpus 2 is above "
+	    "vm_max_vcpus 1");
+	bad("vm_max_disk 512\n", 1, "vm_disk 1024 MiB is above vm_max_disk");
+	bad("vm_max_memory 32\n", 1, "vm_max_memory: expected MiB between 64");
+	bad("vm_max_vcpus 0\n", 1, "vm_max_vcpus: expected a count between 1 "
+	    "and 64");
+	bad("vm_disk 1g\n", 1, "vm_disk: expected MiB");
+	bad("vm_memory\n", 1, "takes 1 argument");
+
 	bad("domain Berth.Localhost\n", 1, "invalid domain");
 	bad("\n\nlisten https nowhere\n", 3, "invalid address");
 	bad("listen tcp 127.0.0.1:1\n", 1, "expected 'https' or 'http'");

@@ -4,10 +4,12 @@
  * loop; the parent drives it with raw HTTP (netctl's client, and bare
  * sockets for framing edge cases) and with the real netctl binary
  * ($top_builddir/netctl/netctl), checking statuses, JSON, exit codes and
- * output. No root needed.
+ * output. A second run plays a berthd with VMs through fake hooks:
+ * sizes, idle limits, templates, start / stop / restart. No root needed.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
+#include "conf.h"
 #include "store.h"
 #include "token.h"
 #include "cli.h"
@@ -20,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,108 @@ static pid_t child = -1;
 /* ---- the server, in the child ---- */
 
 static int routes_changed;
+static int vm_mode;		/* the child plays a berthd with VMs */
+
+/*
+ * VM mode: hooks that stand for libvmm. Every call is logged to
+ * <dir>/vmlog for the parent to read; a create or an operation sets the
+ * state a VM would reach at once (ids starting "fail" fail to boot),
+ * and an operation answers from the loop, as the real one does.
+ */
+static struct px_store *vm_store;
+static struct event_base *vm_base;
+
+static void __attribute__((format(printf, 1, 2)))
+vmlog(const char *fmt, ...)
+{
+	char path[128];
+	va_list ap;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/vmlog", dir);
+	if ((f = fopen(path, "a")) == NULL)
+		return;
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+	fclose(f);
+}
+
+static int
+fake_create(const char *id, const struct px_vm_spec *s, char *err,
+    size_t errlen, void *arg)
+{
+	char e[256];
+
+	vmlog("create %s %u %u %u %s %s %llu %llu %llu", id, s->mem_mib,
+	    s->vcpus, s->disk_mib, s->template_name, s->template_dir ?
+	    s->template_dir : "-", (unsigned long long)s->idle_pause_ms,
+	    (unsigned long long)s->idle_suspend_ms,
+	    (unsigned long long)s->max_lifetime_ms);
+	px_store_sandbox_set_vm(vm_store, id, strncmp(id, "fail", 4) == 0 ?
+	    PX_STATE_FAILED : PX_STATE_RUNNING, "10.9.0.2", e, sizeof(e));
+	return 0;
+}
+
+struct fake_op {
+	char id[48], op[16];
+	void (*done)(void *, int, const char *);
+	void *done_arg;
+	struct event *ev;
+};
+
+static void
+fake_op_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct fake_op *f = arg;
+	const char *st = strcmp(f->op, "pause") == 0 ? PX_STATE_PAUSED :
+	    strcmp(f->op, "suspend") == 0 ? PX_STATE_SUSPENDED :
+	    strcmp(f->op, "stop") == 0 ? PX_STATE_STOPPED : PX_STATE_RUNNING;
+	char e[256];
+
+	px_store_sandbox_set_state(vm_store, f->id, st, e, sizeof(e));
+	f->done(f->done_arg, 1, NULL);
+	event_free(f->ev);
+	free(f);
+}
+
+static int
+fake_lifecycle(const char *id, const char *op,
+    void (*done)(void *, int, const char *), void *done_arg, char *err,
+    size_t errlen, void *arg)
+{
+	struct fake_op *f = calloc(1, sizeof(*f));
+	struct timeval tv = { 0, 1000 };
+
+	vmlog("%s %s", op, id);
+	snprintf(f->id, sizeof(f->id), "%s", id);
+	snprintf(f->op, sizeof(f->op), "%s", op);
+	f->done = done;
+	f->done_arg = done_arg;
+	f->ev = evtimer_new(vm_base, fake_op_end, f);
+	evtimer_add(f->ev, &tv);
+	return 0;
+}
+
+static void
+fake_set_idle(const char *id, uint64_t p, uint64_t s, uint64_t l, void *arg)
+{
+	vmlog("idle %s %llu %llu %llu", id, (unsigned long long)p,
+	    (unsigned long long)s, (unsigned long long)l);
+}
+
+static int
+fake_template_check(const char *tdir, char *err, size_t errlen, void *arg)
+{
+	char path[1200];
+
+	snprintf(path, sizeof(path), "%s/template.json", tdir);
+	if (access(path, R_OK) == 0)
+		return 0;
+	snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	return -1;
+}
 
 static void
 on_routes_changed(void *arg)
@@ -66,11 +171,31 @@ serve(int ready_fd)
 		.metrics = on_metrics,
 	};
 	struct event_base *base = event_base_new();
+	static struct px_config cfg;
 	struct px_store *st;
 	struct px_control *ctl;
 	struct event *term;
 	char err[512] = "";
 
+	if (vm_mode && base != NULL &&
+	    (vm_store = px_store_open(dir, err, sizeof(err))) != NULL) {
+		vm_base = base;
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.eg_max_rules = 256;
+		cfg.vm_memory = 256;
+		cfg.vm_max_memory = 1024;
+		cfg.vm_vcpus = 1;
+		cfg.vm_max_vcpus = 2;
+		cfg.vm_disk = 512;
+		cfg.vm_max_disk = 4096;
+		cfg.idle_suspend = 3600000;	/* idle_pause: libvmm's 5m */
+		hooks.config = &cfg;
+		hooks.vm_create = fake_create;
+		hooks.lifecycle = fake_lifecycle;
+		hooks.vm_set_idle = fake_set_idle;
+		hooks.template_check = fake_template_check;
+		hooks.template_dir = "/srv/berth/default";
+	}
 	if (base == NULL || (st = px_store_open(dir, err, sizeof(err))) == NULL ||
 	    (ctl = px_control_new(base, st, sock, &hooks, err,
 	    sizeof(err))) == NULL) {
@@ -252,6 +377,49 @@ run(const char *args)
 	if (st == -1 || !WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+/* netctl's stdout is exactly one JSON document (its value, owned by the
+ * caller), or NULL with a diagnostic. */
+static json_t *
+one_doc(const char *what)
+{
+	json_error_t jerr;
+	json_t *j = json_loads(out, 0, &jerr);
+
+	if (j == NULL)
+		diag("%s: not one JSON document (%s): %s", what, jerr.text, out);
+	return j;
+}
+
+/* 1 if <dir>/vmlog has a line starting with line. */
+static int
+vmlog_has(const char *line)
+{
+	char path[128], buf[8192];
+
+	snprintf(path, sizeof(path), "%s/vmlog", dir);
+	slurp(path, buf, sizeof(buf));
+	if (strncmp(buf, line, strlen(line)) == 0)
+		return 1;
+	{
+		char nl[600];
+
+		snprintf(nl, sizeof(nl), "\n%s", line);
+		if (strstr(buf, nl) != NULL)
+			return 1;
+	}
+	diag("vmlog has no '%s':\n%s", line, buf);
+	return 0;
+}
+
+/* A string member of a JSON document, "(none)" when missing. */
+static const char *
+jget(json_t *j, const char *key)
+{
+	const char *v = json_string_value(json_object_get(j, key));
+
+	return v ? v : "(none)";
 }
 
 static void
@@ -876,6 +1044,230 @@ main(void)
 		is_int(req("GET", "/v1/sandboxes/sb-1/ports/8080", NULL), 200,
 		    "port survives restart");
 		is_str(js("host"), "app.example.com", "with its custom host");
+	}
+	/*
+	 * VM mode: the same store served by a berthd whose VMs are the
+	 * fakes above: sizes and their maxima, idle limits, templates,
+	 * start / stop / restart, and --json of the new verbs.
+	 */
+	stop_child();
+	vm_mode = 1;
+	if (ok(start_child() == 0, "server starts with (fake) VMs")) {
+		json_t *j;
+		char tdir[256], cmd[600];
+
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-1\","
+		    "\"memory_mib\":512,\"vcpus\":2}"), 201, "create vm-1 512 MiB, "
+		    "2 vCPUs");
+		is_str(js("memory_mib"), "512", "memory_mib");
+		is_str(js("vcpus"), "2", "vcpus");
+		is_str(js("disk_mib"), "512", "disk_mib: vm_disk");
+		is_str(js("template"), "default", "template: default");
+		is_str(js("idle_pause"), "null", "idle_pause: berth.conf's");
+		is_str(js("effective_idle_pause"), "5m", "... which is 5m");
+		is_str(js("effective_idle_suspend"), "1h", "idle_suspend 1h");
+		is_str(js("effective_max_lifetime"), "never", "no lifetime");
+		ok(vmlog_has("create vm-1 512 2 512 default - 0 0 0"),
+		    "the VM gets what was asked for");
+		is_int(req("GET", "/v1/sandboxes/vm-1", NULL), 200, "show vm-1");
+		is_str(js("state"), "running", "running");
+		is_str(js("memory_mib"), "512", "memory_mib stored");
+
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"memory_mib\":99999}"), 400, "memory above the maximum: 400");
+		is_str(js("error/field"), "memory_mib", "names memory_mib");
+		if (!ok(strstr(js("error/message"), "99999 MiB is above the "
+		    "host's maximum of 1024 MiB (vm_max_memory") != NULL,
+		    "says the maximum and its directive"))
+			diag("%s", js("error/message"));
+		is_int(req("GET", "/v1/sandboxes/vm-2", NULL), 404,
+		    "nothing stored");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"memory_mib\":32}"), 400, "memory below 64 MiB: 400");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"vcpus\":3}"), 400, "vcpus above the maximum: 400");
+		ok(strstr(js("error/message"), "vm_max_vcpus") != NULL,
+		    "names vm_max_vcpus");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"vcpus\":0}"), 400, "0 vcpus: 400");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"disk_mib\":5000}"), 400, "disk above the maximum: 400");
+		ok(strstr(js("error/message"), "vm_max_disk") != NULL,
+		    "names vm_max_disk");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"disk_mib\":\"big\"}"), 400, "disk not a number: 400");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"address\":\"10.0.0.9\",\"vcpus\":1}"), 400,
+		    "vcpus of an external sandbox: 400");
+		is_str(js("error/field"), "vcpus", "names vcpus");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"template\":\"nope\"}"), 400, "unknown template: 400");
+		ok(strstr(js("error/message"), "no template 'nope'") != NULL,
+		    "says so");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"idle_pause\":\"5x\"}"), 400, "bad duration: 400");
+		is_str(js("error/field"), "idle_pause", "names idle_pause");
+		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
+		    "\"max_lifetime\":\"0s\"}"), 400, "zero lifetime: 400");
+		is_int(req("GET", "/v1/sandboxes/vm-2", NULL), 404,
+		    "still nothing stored");
+
+		/* netctl: options, local checks, the API's words */
+		is_int(run("sandbox create vm-3 --memory 99999"), 1,
+		    "create --memory 99999: exit 1");
+		if (!ok(strstr(errout, "--memory: 99999 MiB is above the host's "
+		    "maximum of 1024 MiB (vm_max_memory in berth.conf)") != NULL,
+		    "names the option, the maximum and the directive"))
+			diag("%s", errout);
+		is_int(run("sandbox create vm-3 --memory lots"), 2,
+		    "--memory lots: exit 2");
+		is_int(run("sandbox create vm-3 --idle-pause soon"), 2,
+		    "--idle-pause soon: exit 2");
+		is_int(run("sandbox create vm-3 --address 10.0.0.3 --memory 512"),
+		    2, "--memory with --address: exit 2");
+		is_int(run("sandbox create vm-3 --memory 512 --vcpus 2 --disk 1024 "
+		    "--idle-pause 10m --idle-suspend never --max-lifetime 1d"), 0,
+		    "create vm-3 with every option");
+		ok(strstr(out, "sandbox vm-3 created (10.9.0.2, running)") != NULL,
+		    "says it runs");
+		ok(vmlog_has("create vm-3 512 2 1024 default - 600000 "
+		    "18446744073709551615 86400000"), "... with what was asked");
+		is_int(run("sandbox show vm-3"), 0, "show vm-3");
+		ok(strstr(out, "resources: 512 MiB, 2 vCPUs, disk 1024 MiB") !=
+		    NULL, "shows its resources");
+		ok(strstr(out, "idle-pause:    10m\n") != NULL, "and idle-pause");
+		ok(strstr(out, "idle-suspend:  never\n") != NULL,
+		    "and idle-suspend");
+
+		is_int(run("--json sandbox create vm-4 --memory 256"), 0,
+		    "--json sandbox create");
+		if (ok((j = one_doc("create")) != NULL, "... prints one document")) {
+			is_str(jget(j, "state"), "running", "... which says running");
+			ok(strncmp(jget(j, "token"), "berth_", 6) == 0,
+			    "... and has the token");
+		}
+		json_decref(j);
+
+		/* sandbox set */
+		is_int(run("sandbox set vm-3 --idle-pause 2m"), 0, "set --idle-pause");
+		ok(vmlog_has("idle vm-3 120000 18446744073709551615 86400000"),
+		    "the VM's limits follow, the others kept");
+		is_int(run("--json sandbox set vm-3 --max-lifetime default"), 0,
+		    "set --max-lifetime default");
+		if ((j = one_doc("set")) != NULL) {
+			is_str(jget(j, "idle_pause"), "2m", "idle_pause 2m");
+			ok(json_is_null(json_object_get(j, "max_lifetime")),
+			    "max_lifetime null again");
+			is_str(jget(j, "effective_max_lifetime"), "never",
+			    "... which is never");
+		}
+		json_decref(j);
+		is_int(run("sandbox set vm-3"), 2, "set without options: exit 2");
+		is_int(run("sandbox set sb-1 --idle-pause 1m"), 1,
+		    "set of an external sandbox: exit 1");
+		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"vcpus\":1}"), 400,
+		    "PATCH of vcpus: 400");
+		is_int(req("PATCH", "/v1/sandboxes/nope", "{\"idle_pause\":"
+		    "\"1m\"}"), 404, "PATCH of an unknown sandbox: 404");
+		is_int(req("GET", "/v1/sandboxes/vm-3/events", NULL), 200,
+		    "events of vm-3");
+		ok(strstr(last.body, "\"operation\":\"set\"") != NULL,
+		    "set is an event");
+
+		/* templates */
+		snprintf(tdir, sizeof(tdir), "%s/tpl-a", dir);
+		mkdir(tdir, 0755);
+		snprintf(cmd, sizeof(cmd), "%s/template.json", tdir);
+		close(open(cmd, O_WRONLY | O_CREAT, 0644));
+		snprintf(cmd, sizeof(cmd), "template add tpl-a %s", tdir);
+		is_int(run(cmd), 0, "template add");
+		snprintf(cmd, sizeof(cmd), "template add tpl-b %s/missing", dir);
+		is_int(run(cmd), 1, "template add of a dir without template.json");
+		ok(strstr(errout, "template.json") != NULL, "says what is missing");
+		snprintf(cmd, sizeof(cmd), "template add default %s", tdir);
+		is_int(run(cmd), 1, "template add default: exit 1");
+		snprintf(cmd, sizeof(cmd), "template add tpl-a %s", tdir);
+		is_int(run(cmd), 1, "template add twice: exit 1");
+		is_int(run("--json template ls"), 0, "template ls --json");
+		if ((j = one_doc("template ls")) != NULL) {
+			json_t *t = json_object_get(j, "templates");
+
+			is_int((int)json_array_size(t), 2, "two templates");
+			is_str(jget(json_array_get(t, 0), "name"), "default",
+			    "default first");
+			is_str(jget(json_array_get(t, 0), "dir"),
+			    "/srv/berth/default", "with its directory");
+			is_str(jget(json_array_get(t, 1), "dir"), tdir,
+			    "tpl-a with its directory");
+		}
+		json_decref(j);
+		is_int(run("sandbox create vm-5 --template tpl-a"), 0,
+		    "create from tpl-a");
+		snprintf(cmd, sizeof(cmd), "create vm-5 256 1 512 tpl-a %s", tdir);
+		ok(vmlog_has(cmd), "the VM boots from tpl-a's directory");
+		is_int(run("template rm tpl-a"), 1, "rm of a template in use: 1");
+		ok(strstr(errout, "used by sandbox 'vm-5'") != NULL,
+		    "names the sandbox");
+		is_int(run("template rm default"), 1, "rm default: exit 1");
+		is_int(run("sandbox rm vm-5"), 0, "rm vm-5");
+		is_int(run("--json template rm tpl-a"), 0, "template rm");
+		if ((j = one_doc("template rm")) != NULL)
+			ok(json_is_true(json_object_get(j, "removed")), "removed");
+		json_decref(j);
+
+		/* failed is never a dead end */
+		is_int(run("sandbox create fail-1"), 1, "a VM that fails: exit 1");
+		ok(strstr(out, "token: berth_") != NULL, "its token is shown");
+		is_int(run("sandbox resume fail-1"), 1, "resume of failed: exit 1");
+		if (!ok(strstr(errout, "start it (netctl sandbox start fail-1") !=
+		    NULL, "says to start it"))
+			diag("%s", errout);
+		is_int(run("sandbox start fail-1"), 0, "start of failed: 0");
+		ok(strstr(out, "sandbox fail-1 is running") != NULL, "it runs");
+		is_int(run("sandbox stop vm-3"), 0, "stop vm-3");
+		ok(strstr(out, "is stopped") != NULL, "stopped");
+		is_int(run("sandbox resume vm-3"), 1, "resume of stopped: 1");
+		is_int(run("--json sandbox restart vm-3"), 0, "restart vm-3");
+		if ((j = one_doc("restart")) != NULL)
+			is_str(jget(j, "state"), "running", "running");
+		json_decref(j);
+		is_int(run("sandbox pause vm-3"), 0, "pause vm-3");
+		is_int(run("sandbox start vm-3"), 1, "start of paused: 1");
+		ok(strstr(errout, "resume it") != NULL, "says to resume it");
+		is_int(run("sandbox start sb-1"), 1, "start of external: 1");
+		is_int(run("--json sandbox events vm-3"), 0, "events of vm-3");
+		if ((j = one_doc("events")) != NULL) {
+			char got[512] = "";
+			size_t i;
+			json_t *e;
+
+			json_array_foreach(json_object_get(j, "events"), i, e)
+				if (strcmp(jget(e, "operation"), "create") != 0 &&
+				    strcmp(jget(e, "operation"), "set") != 0)
+					snprintf(got + strlen(got), sizeof(got) -
+					    strlen(got), "%s%s/%s", got[0] ? " " :
+					    "", jget(e, "operation"),
+					    jget(e, "result"));
+			is_str(got, "stop/ok resume/refused restart/ok pause/ok "
+			    "start/refused", "each operation is an event");
+		}
+		json_decref(j);
+
+		/* a sandbox token may not restart its sandbox */
+		is_int(req("POST", "/v1/tokens", "{\"sandbox\":\"vm-3\"}"), 201,
+		    "token for vm-3");
+		{
+			char tok[128];
+
+			snprintf(tok, sizeof(tok), "%s", js("token"));
+			is_int(treq(tok, "POST", "/v1/sandboxes/vm-3/restart", "{}"),
+			    403, "its token cannot restart it");
+			is_int(treq(tok, "PATCH", "/v1/sandboxes/vm-3",
+			    "{\"idle_pause\":\"never\"}"), 403,
+			    "nor change its idle policy");
+			is_int(treq(tok, "GET", "/v1/templates", NULL), 403,
+			    "nor list templates");
+		}
 	}
 	cli_response_free(&last);
 	json_decref(last_json);

@@ -183,6 +183,102 @@ main(void)
 	    sizeof(err)), 7, "callback's nonzero return stops and is returned");
 	is_int(calls, 1, "walk stopped after one row");
 
+	/* a VM-backed sandbox: resources, template, idle limits */
+	{
+		struct px_template t, tg;
+		int n = -1;
+
+		memset(&t, 0, sizeof(t));
+		strcpy(t.name, "tpl-a");
+		strcpy(t.dir, "/srv/tpl-a");
+		is_int(px_store_template_add(st, &t, err, sizeof(err)),
+		    PX_STORE_OK, "add template tpl-a");
+		is_int(px_store_template_add(st, &t, err, sizeof(err)),
+		    PX_STORE_EXISTS, "again: EXISTS");
+		strcpy(t.name, "default");
+		is_int(px_store_template_add(st, &t, err, sizeof(err)),
+		    PX_STORE_EXISTS, "'default' is built in: EXISTS");
+		strcpy(t.name, "x");
+		strcpy(t.dir, "relative");
+		is_int(px_store_template_add(st, &t, err, sizeof(err)),
+		    PX_STORE_ERR, "relative dir refused");
+		strcpy(t.name, "Bad");
+		strcpy(t.dir, "/x");
+		is_int(px_store_template_add(st, &t, err, sizeof(err)),
+		    PX_STORE_ERR, "bad name refused");
+		is_int(px_store_template_get(st, "tpl-a", &tg, err, sizeof(err)),
+		    PX_STORE_OK, "get tpl-a");
+		is_str(tg.dir, "/srv/tpl-a", "its dir");
+		ok(tg.created > 0, "created filled");
+
+		sb = mksb("vm-1", "");
+		sb.external = 0;
+		strcpy(sb.state, PX_STATE_CREATING);
+		sb.mem_mib = 512;
+		sb.vcpus = 2;
+		sb.disk_mib = 2048;
+		strcpy(sb.template_name, "tpl-b");
+		is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)),
+		    PX_STORE_NOTFOUND, "unknown template: NOTFOUND");
+		is_int(px_store_sandbox_get(st, "vm-1", &got, err, sizeof(err)),
+		    PX_STORE_NOTFOUND, "... and nothing stored");
+		strcpy(sb.template_name, "tpl-a");
+		sb.idle_pause_ms = 60000;
+		sb.idle_suspend_ms = PX_IDLE_NEVER;
+		sb.max_lifetime_ms = -7;
+		is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)),
+		    PX_STORE_ERR, "a negative lifetime refused");
+		sb.max_lifetime_ms = 0;
+		is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)),
+		    PX_STORE_OK, "add vm-1");
+		is_int(px_store_sandbox_get(st, "vm-1", &got, err, sizeof(err)),
+		    PX_STORE_OK, "get vm-1");
+		ok(got.mem_mib == 512 && got.vcpus == 2 && got.disk_mib == 2048,
+		    "resources read back");
+		is_str(got.template_name, "tpl-a", "template read back");
+		ok(got.idle_pause_ms == 60000 && got.idle_suspend_ms ==
+		    PX_IDLE_NEVER && got.max_lifetime_ms == 0,
+		    "idle limits read back (0: berth.conf's)");
+		is_int(px_store_sandbox_set_idle(st, "vm-1", PX_IDLE_LIFETIME |
+		    PX_IDLE_PAUSE, 0, 5, 3600000, &got, err, sizeof(err)),
+		    PX_STORE_OK, "set pause and lifetime");
+		ok(got.idle_pause_ms == 0 && got.idle_suspend_ms ==
+		    PX_IDLE_NEVER && got.max_lifetime_ms == 3600000,
+		    "those two changed, suspend kept");
+		is_int(px_store_sandbox_set_idle(st, "vm-9", PX_IDLE_PAUSE, 1, 0,
+		    0, NULL, err, sizeof(err)), PX_STORE_NOTFOUND,
+		    "set_idle of unknown: NOTFOUND");
+		is_int(px_store_sandbox_set_idle(st, "vm-1", PX_IDLE_PAUSE, -3, 0,
+		    0, NULL, err, sizeof(err)), PX_STORE_ERR, "bad limit refused");
+		is_int(px_store_sandbox_get(st, "vm-1", &got, err, sizeof(err)),
+		    PX_STORE_OK, "get vm-1 again");
+		ok(got.idle_pause_ms == 0 && got.max_lifetime_ms == 3600000,
+		    "a refused change changed nothing");
+
+		sb = mksb("vm-2", "");
+		sb.external = 0;
+		strcpy(sb.template_name, "default");
+		is_int(px_store_sandbox_add(st, &sb, err, sizeof(err)),
+		    PX_STORE_OK, "add vm-2 from 'default'");
+		px_store_sandbox_get(st, "vm-2", &got, err, sizeof(err));
+		is_str(got.template_name, "", "'default' is stored as none");
+		px_store_template_users(st, "tpl-a", &n, err, sizeof(err));
+		is_int(n, 1, "tpl-a has one user");
+		px_store_template_users(st, "default", &n, err, sizeof(err));
+		is_int(n, 1, "default has one (external ones do not count)");
+		is_int(px_store_template_rm(st, "tpl-a", err, sizeof(err)),
+		    PX_STORE_CONFLICT, "rm of a template in use: CONFLICT");
+		ok(strstr(err, "vm-1") != NULL, "names the sandbox: %s", err);
+		is_int(px_store_sandbox_rm(st, "vm-1", err, sizeof(err)),
+		    PX_STORE_OK, "rm vm-1");
+		is_int(px_store_template_rm(st, "tpl-a", err, sizeof(err)),
+		    PX_STORE_OK, "rm tpl-a now");
+		is_int(px_store_template_rm(st, "tpl-a", err, sizeof(err)),
+		    PX_STORE_NOTFOUND, "again: NOTFOUND");
+		is_int(px_store_sandbox_rm(st, "vm-2", err, sizeof(err)),
+		    PX_STORE_OK, "rm vm-2");
+	}
+
 	/* ports */
 	p = mkport("sb-1", 8080, "");
 	created = -1;

@@ -15,7 +15,8 @@
  * In the guest, init runs it with -d /data: PUT/GET/DELETE /files/NAME
  * then let host tests write and read back files on the persistent disk,
  * and /info (pid, start time, boot id) shows whether the process and the
- * boot survived a pause, suspend or resume.
+ * boot survived a pause, suspend or resume; its mem_total_kib and cpus
+ * (MemTotal, the CPUs it may run on) what the VM was given.
  */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -26,6 +27,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1511,10 +1513,39 @@ h_files(struct conn *c, struct req *r)
 	    "Allow: GET, HEAD, PUT, DELETE\r\n", "method not allowed\n", 19);
 }
 
+/* MemTotal of /proc/meminfo in KiB, or -1: what the guest was given
+ * (less what the kernel keeps for itself). */
+static long
+mem_total_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f;
+
+	if ((f = fopen("/proc/meminfo", "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "MemTotal: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* CPUs this process may run on: the guest's vCPUs (nproc). */
+static int
+cpus(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return -1;
+	return CPU_COUNT(&set);
+}
+
 static int
 h_info(struct conn *c, struct req *r)
 {
-	char boot[64] = "", body[256];
+	char boot[64] = "", body[320];
 	int fd, n;
 
 	/* The kernel's boot id changes on every boot, not on suspend/resume. */
@@ -1525,10 +1556,11 @@ h_info(struct conn *c, struct req *r)
 		close(fd);
 	}
 	n = snprintf(body, sizeof body, "{\"pid\":%ld,\"started\":%lld,"
-	    "\"boot_id\":\"%.40s\",\"conns\":%lu,\"data\":%s}\n",
+	    "\"boot_id\":\"%.40s\",\"conns\":%lu,\"data\":%s,"
+	    "\"mem_total_kib\":%ld,\"cpus\":%d}\n",
 	    (long)getpid(), (long long)started, boot,
 	    __atomic_load_n(&conns_accepted, __ATOMIC_RELAXED),
-	    data_dirfd >= 0 ? "true" : "false");
+	    data_dirfd >= 0 ? "true" : "false", mem_total_kib(), cpus());
 	return respond(c, r, 200, "application/json", NULL, body, (size_t)n);
 }
 
