@@ -1242,6 +1242,53 @@ c_egress_log(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
+static int
+c_sandbox_console(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[160];
+	long long next = -1, size;
+	json_t *doc;
+	int rc, follow = (o->given & O_FOLLOW) != 0;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	if (follow)
+		out_streamed = 1;
+	for (;;) {
+		if (next < 0)
+			snprintf(target, sizeof(target), "/v1/sandboxes/%s/console",
+			    a[0]);
+		else
+			snprintf(target, sizeof(target), "/v1/sandboxes/%s/console"
+			    "?from=%lld", a[0], next);
+		if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK)
+			return rc;
+		if (o->json && !follow) {
+			json_decref(doc);	/* call printed it */
+			return EXIT_OK;
+		}
+		size = (long long)json_integer_value(json_object_get(doc, "size"));
+		if (o->json) {
+			char *line = json_dumps(doc, JSON_COMPACT);
+
+			printf("%s\n", line != NULL ? line : "{}");
+			free(line);
+		} else
+			fputs(json_string_value(json_object_get(doc, "text")) ?
+			    json_string_value(json_object_get(doc, "text")) : "",
+			    stdout);
+		fflush(stdout);
+		json_decref(doc);
+		if (!follow)
+			return EXIT_OK;
+		/* the kept console shrank: it rotated, read it anew */
+		next = next >= 0 && size < next ? 0 : size;
+		usleep(500000);
+	}
+}
+
 static void
 print_policy(json_t *doc)
 {
@@ -1661,6 +1708,10 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "restart", NULL, "<id>", 1, 1, 0, c_lifecycle,
 	  "Stop a sandbox (unless it is stopped or failed) and start it again\n"
 	  "from its template, keeping its disk; waits until it runs." },
+	{ "sandbox", "console", NULL, "<id> [--follow]", 1, 1, O_FOLLOW,
+	  c_sandbox_console,
+	  "Print the guest console berthd keeps (the last 64 KiB; at most\n"
+	  "vm_console_max in all); --follow keeps printing what comes." },
 	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
 	  "Lifecycle events of a sandbox, oldest first:\n"
 	  "SEQ TIME OPERATION RESULT DURATION REASON." },

@@ -409,6 +409,7 @@ metrics(struct evbuffer *out, void *arg)
 		    "egress rules (the previous ones stay in force; retrying).\n"
 		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n",
 		    px_eg_pending());
+	px_vm_metrics(out);
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
 	    "# TYPE berth_sandbox_requests_total counter\n");
@@ -1084,6 +1085,8 @@ main(int argc, char **argv)
 		hooks.vm_create = px_vm_create;
 		hooks.vm_delete = px_vm_delete;
 		hooks.vm_standby = px_vm_standby;
+		hooks.vm_info = px_vm_info;
+		hooks.vm_console = px_vm_console;
 		hooks.lifecycle = px_vm_lifecycle;
 		hooks.vm_set_idle = px_vm_set_idle;
 		hooks.template_dir = px_vm_template_dir();

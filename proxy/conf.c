@@ -36,6 +36,13 @@ px_config_defaults(struct px_config *c)
 	c->max_parked = 1000;
 	c->nflog_group = 5;
 	c->vm_standby = 8;
+	c->vm_jail = 1;
+	c->vm_uid_base = 2100000000;
+	c->vm_uid_count = 65536;
+	c->vm_cpu_quota = 100;
+	c->vm_mem_overhead = 256;
+	c->vm_pids_max = 1024;
+	c->vm_console_max = 4u << 20;
 	c->vm_memory = PX_VM_MEMORY_DEFAULT;
 	c->vm_max_memory = PX_VM_MAX_MEMORY_DEFAULT;
 	c->vm_vcpus = PX_VM_VCPUS_DEFAULT;
@@ -622,6 +629,63 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				    argv[0], z->unit, z->min, z->max, argv[1]);
 			*vm_size_slot(c, argv[0]) = (unsigned)n;
 			vm_lines[z - vm_sizes] = lineno;
+		} else if (strcmp(argv[0], "vm_jail") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "on") == 0)
+				c->vm_jail = 1;
+			else if (strcmp(argv[1], "off") == 0)
+				c->vm_jail = 0;
+			else
+				ERR("vm_jail: expected 'on' or 'off', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "vm_uid_range") == 0) {
+			unsigned long a, b;
+			char extra;
+
+			NARGS(1);
+			if (sscanf(argv[1], "%lu-%lu%c", &a, &b, &extra) != 2 ||
+			    a < 1000 || b < a || b >= 4294967295UL)
+				ERR("vm_uid_range: expected FIRST-LAST uids such as "
+				    "2100000000-2100065535 (not below 1000), got '%s'",
+				    argv[1]);
+			c->vm_uid_base = (unsigned)a;
+			c->vm_uid_count = (unsigned)(b - a + 1);
+		} else if (strcmp(argv[0], "vm_cpu_quota") == 0 ||
+		    strcmp(argv[0], "vm_mem_overhead") == 0 ||
+		    strcmp(argv[0], "vm_pids_max") == 0 ||
+		    strcmp(argv[0], "vm_console_max") == 0) {
+			/* NAME, what it takes, bounds, where */
+			static const struct {
+				const char *name, *what;
+				long min, max;
+				size_t off;
+			} lim[] = {
+				{ "vm_cpu_quota", "a percentage of one core per vCPU (e.g. 50%)",
+				  5, 100, offsetof(struct px_config, vm_cpu_quota) },
+				{ "vm_mem_overhead", "MiB", 16, 65536,
+				  offsetof(struct px_config, vm_mem_overhead) },
+				{ "vm_pids_max", "a count", 64, 1000000,
+				  offsetof(struct px_config, vm_pids_max) },
+				{ "vm_console_max", "KiB", 64, 1048576,
+				  offsetof(struct px_config, vm_console_max) },
+			};
+			size_t k;
+			char *end;
+			long n;
+
+			NARGS(1);
+			for (k = 0; strcmp(lim[k].name, argv[0]) != 0; k++)
+				;
+			errno = 0;
+			n = strtol(argv[1], &end, 10);
+			if (k == 0 && *end == '%')
+				end++;
+			if (errno != 0 || end == argv[1] || *end != '\0' ||
+			    n < lim[k].min || n > lim[k].max)
+				ERR("%s: expected %s between %ld and %ld, got '%s'",
+				    argv[0], lim[k].what, lim[k].min, lim[k].max, argv[1]);
+			if (k == 3)
+				n *= 1024;	/* KiB -> bytes */
+			*(unsigned *)(void *)((char *)c + lim[k].off) = (unsigned)n;
 		} else if (strcmp(argv[0], "vm_standby") == 0) {
 			char *end;
 			long n;

@@ -80,6 +80,13 @@ struct px_config {
 	unsigned	 vm_disk, vm_max_disk;		/* MiB, the persistent disk */
 	unsigned	 vm_standby;		/* standby VMMs for suspended
 						 * sandboxes; 0: none */
+	/* the VMM jail (libvmm's jail.c, cgroup.c) */
+	int		 vm_jail;		/* 1 (default) or 0 */
+	unsigned	 vm_uid_base, vm_uid_count;	/* per-sandbox uids */
+	unsigned	 vm_cpu_quota;		/* % of a core per vCPU */
+	unsigned	 vm_mem_overhead;	/* MiB over guest RAM */
+	unsigned	 vm_pids_max;
+	unsigned	 vm_console_max;	/* bytes of console kept */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
 	/* fleet mode: on when fleet_etcd is set (then host, listen, ca and
 	 * cert are required); off, nothing below is used */

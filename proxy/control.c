@@ -115,6 +115,7 @@ struct req {
 
 static const struct http_parser_settings parser_settings;
 static int query_get(const struct req *, const char *, char *, size_t);
+static int vm_resumable(struct px_control *, const char *);
 static void record_event(struct px_control *, const char *, const char *,
     const char *, const char *, int64_t);
 static int is_get(const struct req *);
@@ -1097,6 +1098,12 @@ h_sandbox_show(struct req *r, const char *id)
 		if (s != NULL)
 			json_object_set_new(obj, "standby", json_string(s));
 	}
+	if (ctl->hooks.vm_info != NULL) {
+		json_t *vm = ctl->hooks.vm_info(id, ctl->hooks.arg);
+
+		if (vm != NULL)
+			json_object_set_new(obj, "vm", vm);
+	}
 	reply_json(r, 200, obj);
 }
 
@@ -1386,7 +1393,8 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 	/* resume continues a guest (memory kept); start boots one anew:
 	 * asking for the wrong one says which is right */
 	if (strcmp(op, "resume") == 0 && (strcmp(sb.state, PX_STATE_FAILED) ==
-	    0 || strcmp(sb.state, PX_STATE_STOPPED) == 0)) {
+	    0 || strcmp(sb.state, PX_STATE_STOPPED) == 0) &&
+	    !vm_resumable(ctl, id)) {
 		snprintf(err, sizeof(err), "sandbox is %s: use start", sb.state);
 		record_event(ctl, id, op, "refused", err, -1);
 		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: there is "
@@ -1493,6 +1501,55 @@ h_events(struct req *r, const char *id)
 	snprintf(pg.next, sizeof(pg.next), "%lld", (long long)ec.last);
 	pg.more = ec.more;
 	reply_json(r, 200, page_doc("events", ec.array, &pg));
+}
+
+/* A failed sandbox that resume may still continue: its VMM holds the
+ * guest stopped on a disk error, or its snapshot is intact (libvmm). */
+static int
+vm_resumable(struct px_control *ctl, const char *id)
+{
+	json_t *vm;
+	int yes;
+
+	if (ctl->hooks.vm_info == NULL ||
+	    (vm = ctl->hooks.vm_info(id, ctl->hooks.arg)) == NULL)
+		return 0;
+	yes = json_is_true(json_object_get(vm, "resumable"));
+	json_decref(vm);
+	return yes;
+}
+
+/* GET /v1/sandboxes/{id}/console[?from=N]: the guest console berthd
+ * kept (bounded by vm_console_max), from byte N of it. */
+static void
+h_console(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	long long from = -1;
+	char buf[32], err[256], *end;
+	json_t *doc;
+	int rc;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if ((rc = query_get(r, "from", buf, sizeof(buf))) == -1 ||
+	    (rc == 1 && ((from = strtoll(buf, &end, 10)) < 0 || *end != '\0' ||
+	    end == buf))) {
+		reply_error(r, 400, NULL, "from", "must be a byte offset (0 or "
+		    "more)");
+		return;
+	}
+	if (ctl->hooks.vm_console == NULL ||
+	    (doc = ctl->hooks.vm_console(id, from, ctl->hooks.arg)) == NULL) {
+		reply_error(r, 404, NULL, NULL, "sandbox %s has no console: it "
+		    "is not a VM of this host", id);
+		return;
+	}
+	reply_json(r, 200, doc);
 }
 
 /* ---- global policy ---- */
@@ -2737,6 +2794,11 @@ route_sandbox_sub(struct req *r, const char *id)
 			h_lifecycle(r, id, sub);
 		else
 			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "console") == 0) {
+		if (is_get(r))
+			h_console(r, id);
+		else
+			not_allowed(r, "GET, HEAD");
 	} else if (r->nseg == 4 && strcmp(sub, "events") == 0) {
 		if (is_get(r))
 			h_events(r, id);

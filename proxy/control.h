@@ -183,6 +183,13 @@ struct px_control_hooks {
 	/* A suspended sandbox's standby VMM: "starting", "ready" (it has
 	 * loaded the snapshot) or NULL (none). May be NULL. */
 	const char *(*vm_standby)(const char *sandbox, void *arg);
+	/* A VM-backed sandbox's VMM as a new JSON object (pid, accel,
+	 * jail, usage), shown as "vm"; NULL when none. May be NULL. */
+	struct json_t *(*vm_info)(const char *sandbox, void *arg);
+	/* The guest console kept, from byte offset from (-1: its end):
+	 * {size, from, text}; NULL: no console (not a VM). May be NULL. */
+	struct json_t *(*vm_console)(const char *sandbox, long long from,
+	    void *arg);
 	/* After a sandbox's egress rules or mode changed; sandbox NULL:
 	 * the global policy changed. May be NULL. */
 	void (*egress_changed)(const char *sandbox, void *arg);

@@ -14,6 +14,9 @@
 #include "valid.h"
 #include "vmm.h"
 
+#include <event2/buffer.h>
+#include <jansson.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -303,10 +306,14 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.vmm_uid = hooks->uid;
 	vc.vmm_gid = hooks->gid;
 	/* each VMM in a jail of its own, as uid_base + its pool block */
-	vc.jail = 1;
-	vc.uid_base = 2100000000;
-	vc.uid_count = 65536;
+	vc.jail = c->vm_jail;
+	vc.uid_base = c->vm_uid_base;
+	vc.uid_count = c->vm_uid_count;
 	vc.cgroups = 1;
+	vc.cpu_pct = c->vm_cpu_quota;
+	vc.mem_overhead_mib = c->vm_mem_overhead;
+	vc.pids_max = c->vm_pids_max;
+	vc.console_max = c->vm_console_max;
 	vc.idle_pause_ms = c->idle_pause;
 	vc.idle_suspend_ms = c->idle_suspend;
 	vc.on_state = on_state;
@@ -628,6 +635,131 @@ px_vm_wake(const char *id)
 			snprintf(w->id, sizeof(w->id), "%s", id);
 			w->next = V.waking;
 			V.waking = w;
+		}
+	}
+}
+
+/* What a VM-backed sandbox is to ops: its VMM, accelerator, jail and
+ * what it used (cgroup), for `netctl sandbox show` (GET the sandbox). */
+json_t *
+px_vm_info(const char *id, void *arg)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_info info;
+	struct vmm_usage u;
+
+	(void)arg;
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
+		return NULL;
+	vmm_sandbox_info(sb, &info);
+	vmm_sandbox_usage(sb, &u);
+	return json_pack("{s:i, s:s, s:b, s:b, s:I, s:s, s:{s:f, s:I, s:I}}",
+	    "pid", (int)info.pid, "accel", vmm_accel_name(info.accel),
+	    "resumable", info.resumable,
+	    "jailed", info.jailed, "uid", (json_int_t)info.uid,
+	    "reason", info.reason != NULL ? info.reason : "",
+	    "usage", "cpu_seconds", (double)u.cpu_usec / 1e6,
+	    "memory_bytes", (json_int_t)u.mem_bytes,
+	    "cpu_throttled_periods", (json_int_t)u.throttled);
+}
+
+/* The guest console kept for ops (console.log.1 then console.log, at most
+ * vm_console_max in all): {"size": bytes kept, "text": what follows
+ * offset from (-1: the last 64 KiB)}; bytes other than printable ASCII,
+ * tab and newline become '?', so the text is always valid JSON. */
+json_t *
+px_vm_console(const char *id, long long from, void *arg)
+{
+	static const char *const names[] = { "console.log.1", "console.log" };
+	struct vmm_sandbox *sb;
+	struct vmm_info info;
+	char path[PATH_MAX], *text = NULL, *t;
+	long long size[2] = { 0, 0 }, total, start, pos = 0;
+	struct stat st;
+	size_t len = 0, cap = 0, i;
+	FILE *f;
+	json_t *doc;
+	int c;
+
+	(void)arg;
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
+		return NULL;
+	vmm_sandbox_info(sb, &info);
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", info.dir, names[i]);
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+			size[i] = (long long)st.st_size;
+	}
+	total = size[0] + size[1];
+	start = from >= 0 ? from : total - 65536;
+	if (start < 0 || start > total)
+		start = from > total ? total : 0;
+	if (total - start > (1 << 20))		/* one answer: 1 MiB at most */
+		start = total - (1 << 20);
+	cap = (size_t)(total - start) + 1;
+	if ((text = malloc(cap)) == NULL)
+		return NULL;
+	for (i = 0; i < 2; i++) {
+		if (pos + size[i] <= start) {
+			pos += size[i];
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s", info.dir, names[i]);
+		if ((f = fopen(path, "re")) == NULL) {
+			pos += size[i];
+			continue;
+		}
+		if (start > pos)
+			(void)fseeko(f, (off_t)(start - pos), SEEK_SET);
+		while (len + 1 < cap && (c = getc(f)) != EOF) {
+			t = text + len++;
+			*t = (char)((c >= 0x20 && c < 0x7f) || c == '\n' ||
+			    c == '\t' ? c : '?');
+		}
+		fclose(f);
+		pos += size[i];
+	}
+	text[len] = '\0';
+	doc = json_pack("{s:I, s:I, s:s}", "size", (json_int_t)total, "from",
+	    (json_int_t)start, "text", text);
+	free(text);
+	return doc;
+}
+
+/* Per-sandbox VMM usage for /metrics. */
+void
+px_vm_metrics(struct evbuffer *out)
+{
+	static const char *const help[] = {
+	    "berth_sandbox_cpu_seconds_total", "counter",
+	    "CPU time of a sandbox's VMM (its cgroup).",
+	    "berth_sandbox_memory_bytes", "gauge",
+	    "Memory charged to a sandbox's VMM now (guest RAM it touched and "
+	    "the VMM's own).",
+	    "berth_sandbox_cpu_throttled_total", "counter",
+	    "Periods the CPU quota held a sandbox's VMM back.",
+	};
+	struct vmm_sandbox *sb;
+	struct vmm_usage u;
+	int i;
+
+	if (V.m == NULL)
+		return;
+	for (i = 0; i < 3; i++) {
+		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n",
+		    help[3 * i], help[3 * i + 2], help[3 * i], help[3 * i + 1]);
+		for (sb = vmm_sandbox_next(V.m, NULL); sb != NULL;
+		    sb = vmm_sandbox_next(V.m, sb)) {
+			vmm_sandbox_usage(sb, &u);
+			if (i == 0)
+				evbuffer_add_printf(out, "%s{sandbox=\"%s\"} %.3f\n",
+				    help[0], vmm_sandbox_id(sb),
+				    (double)u.cpu_usec / 1e6);
+			else
+				evbuffer_add_printf(out, "%s{sandbox=\"%s\"} %llu\n",
+				    help[3 * i], vmm_sandbox_id(sb),
+				    (unsigned long long)(i == 1 ? u.mem_bytes :
+				    u.throttled));
 		}
 	}
 }

@@ -36,6 +36,14 @@ int px_vm_init(struct event_base *, struct px_store *, const struct px_config *,
 int px_vm_enabled(void);
 /* "starting", "ready" or NULL: the standby VMM of a suspended sandbox */
 const char *px_vm_standby(const char *id, void *arg);
+/* {pid, accel, jailed, uid, reason, usage{cpu_seconds, memory_bytes,
+ * cpu_throttled_periods}} of a VM-backed sandbox, NULL otherwise. */
+struct json_t *px_vm_info(const char *id, void *arg);
+/* The console kept: {size, from, text} from offset from (-1: the last
+ * 64 KiB); NULL: not a VM. */
+struct json_t *px_vm_console(const char *id, long long from, void *arg);
+struct evbuffer;
+void px_vm_metrics(struct evbuffer *out);
 const char *px_vm_describe(void);	/* "qemu (TCG: why)" */
 
 /* Control API hooks (see control.h). */

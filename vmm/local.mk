@@ -60,3 +60,17 @@ EXTRA_DIST += tests/integ/vm-boot.sh
 # that fails or hangs under -accel kvm; /dev/kvm hidden); root, TCG.
 TESTS += tests/integ/vm-accel.sh
 EXTRA_DIST += tests/integ/vm-accel.sh
+
+# A sandbox is never stranded: qemu killed, the disk's file system full,
+# berthd killed mid-create, mid-suspend and mid-restore, a busy guest not
+# taken for idle (root, TCG).
+TESTS += tests/integ/vm-fault.sh
+EXTRA_DIST += tests/integ/vm-fault.sh
+
+# The jail: an escaped VMM plays against another sandbox and the host.
+TESTS += tests/integ/vm-jail.sh
+EXTRA_DIST += tests/integ/vm-jail.sh
+
+# What a jailed VMM may take: its CPU quota, a bounded console.
+TESTS += tests/integ/vm-limits.sh
+EXTRA_DIST += tests/integ/vm-limits.sh

@@ -1051,6 +1051,12 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 			return rc;
 	}
 	(void)unlink(q->qmp_path);
+	if (sb->jailed) {
+		char cp[PATH_MAX];
+
+		(void)vmm_path(sb, "console.sock", cp, sizeof(cp));
+		(void)unlink(cp);	/* never follows: run/ is the VMM's */
+	}
 	if ((rc = qm_argv(sb, restore, argv, sizeof(argv) / sizeof(argv[0]),
 	    store, sizeof(store), err, errlen)) < 0)
 		return rc;

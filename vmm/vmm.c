@@ -646,6 +646,8 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->vcpus = sb->vcpus;
 	out->accel = sb->accel;
 	out->jailed = sb->jailed;
+	out->resumable = sb->state == VMM_FAILED && (sb->pid > 0 ||
+	    sb->restore_failed);
 	out->uid = sb->uid;
 	out->gid = sb->gid;
 	out->created_ms = sb->created_ms;

@@ -238,6 +238,9 @@ struct vmm_info {
 	int standby_ready;		/* it has loaded the snapshot */
 	unsigned mem_mib, vcpus;
 	enum vmm_accel accel;		/* its VMM's (or snapshot's), AUTO: none */
+	int resumable;			/* failed, but resume may go on: its
+					 * VMM holds the stopped guest (a disk
+					 * error), or its snapshot is intact */
 	int jailed;			/* its VMM runs in a jail ... */
 	uid_t uid;			/* ... as this user and group */
 	gid_t gid;

@@ -117,6 +117,12 @@ _cleanup() {
 	for _p in $(pgrep -f "qemu-system-x86_64 .*$T/" 2>/dev/null); do
 		kill -KILL "$_p" 2>/dev/null
 	done
+	# jailed ones name only paths inside their jail: their root tells
+	for _p in $(pgrep -f "qemu-system-x86_64 -name berth-" 2>/dev/null); do
+		case $(readlink "/proc/$_p/root" 2>/dev/null) in
+		"$T"/*) kill -KILL "$_p" 2>/dev/null;;
+		esac
+	done
 	# at_exit commands, newest first (unmount, delete a namespace)
 	if [ -s "$T/atexit" ]; then
 		tac "$T/atexit" >"$T/atexit.run"

@@ -97,10 +97,6 @@ done
 for f in sandbox.conf vmm.log console.log snap/state; do
 	fails "A's uid cannot plant a symlink as ${f}" asA sh -c "ln -sf '$T/targets/shadow' '$STATE/vms/ja/$f'"
 done
-# run/ is A's to write: what it plants there root must not follow
-check "A's uid can write its run/" asA sh -c "ln -s '$T/targets/shadow' '$JA/run/planted' &&
-	ln -s '$JB/run/qmp.sock' '$JA/run/other.sock'"
-
 # from inside A's jail (its mount and PID namespaces), as A's uid
 inA() { nsenter -t "$PA" -m -p -i -r -w setpriv --reuid="$UA" --regid="$UA" --clear-groups --no-new-privs "$@"; }
 fails "inside A's jail B's files do not exist" inA sh -c "ls '$JB/mem'"
@@ -109,9 +105,27 @@ fails "inside A's jail the root is not writable" inA sh -c "echo x > /planted"
 fails "inside A's jail /usr is read-only" inA sh -c "echo x > /usr/planted"
 fails "inside A's jail the kernel image is read-only" inA sh -c "echo x >> /kernel"
 
+# run/ is the one place A may write: it replaces its own sockets with
+# links to B's QMP socket and to a root-owned file. Root reconnects to
+# A's sockets when it adopts A after a restart: it must not end up
+# talking to B, nor touch the file.
+check "inside A's jail, A replaces its sockets with links" inA sh -c \
+	"rm -f /run/qmp.sock /run/console.sock &&
+	 ln -s '$JB/run/qmp.sock' /run/qmp.sock && ln -s '$T/targets/shadow' /run/console.sock"
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+failed() { netctl --json sandbox show ja | grep -q '"state": *"failed"'; }
+check "A, whose socket leads elsewhere, is failed after the restart" wait_for 20 failed
+like "because the socket is not its own" "$(netctl sandbox events ja | tail -n 3)" \
+	"owner is uid $UB, not the sandbox's $UA"
+check "B was re-adopted, untouched" kill -0 "$PB"
+like "B runs" "$(netctl sandbox ls)" 'jb +running'
+
 # ---- now root works on A -----------------------------------------------------
 url() { echo "$(url_for 8080 ja)$1"; }
 netctl port publish ja 8080 >/dev/null && wait_routed ja 8080 || bail "publish ja"
+check "start A again" netctl sandbox start ja
 check "pause A" netctl sandbox pause ja
 check "suspend A" netctl sandbox suspend ja
 check "resume A" netctl sandbox resume ja

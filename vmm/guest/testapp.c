@@ -1574,6 +1574,7 @@ is_get(const struct req *r)
 static int h_connect(struct conn *, struct req *);
 static int h_resolve(struct conn *, struct req *);
 static int h_spin(struct conn *, struct req *);
+static int h_console(struct conn *, struct req *);
 static uint64_t mono_ms(void);
 
 static int
@@ -1629,7 +1630,48 @@ dispatch(struct conn *c, struct req *r)
 		return h_resolve(c, r);
 	if (strcmp(p, "/spin") == 0)
 		return h_spin(c, r);
+	if (strcmp(p, "/console") == 0)
+		return h_console(c, r);
 	return respond_text(c, r, 404, "not found\n");
+}
+
+/*
+ * GET /console?kib=N: print N KiB of numbered lines on the guest's
+ * console (1-1048576), from a child process, and answer at once: a
+ * guest flooding its console, which the host must keep bounded.
+ */
+static int
+h_console(struct conn *c, struct req *r)
+{
+	uint64_t kib, done;
+	char line[64];
+	pid_t pid;
+	int fd, n;
+
+	if (query_num(r->query, "kib", 0, 1048576, &kib) != 1 || kib == 0)
+		return respond_text(c, r, 400, "want ?kib=N (1-1048576)\n");
+	if ((pid = fork()) < 0)
+		return respond_text(c, r, 500, "fork: %s\n", strerror(errno));
+	if (pid == 0) {
+		if (fork() != 0)
+			_exit(0);
+		if ((fd = open("/dev/console", O_WRONLY | O_NOCTTY)) < 0)
+			_exit(1);
+		for (done = 0; done < kib * 1024; done += (uint64_t)n) {
+			n = snprintf(line, sizeof(line), "berth-flood %020llu "
+			    "..............................\n",
+			    (unsigned long long)done);
+			if (write(fd, line, (size_t)n) != n)
+				_exit(1);
+		}
+		n = snprintf(line, sizeof(line), "berth-flood done %llu KiB\n",
+		    (unsigned long long)kib);
+		_exit(write(fd, line, (size_t)n) == n ? 0 : 1);
+	}
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return respond_text(c, r, 202, "printing %llu KiB on the console\n",
+	    (unsigned long long)kib);
 }
 
 /*
