@@ -40,7 +40,7 @@ show=$(netctl --json sandbox show l1)
 like "show says the CPU quota held it back" "$(json_get "$show" 'j["vm"]["usage"]["cpu_throttled_periods"] > 0')" True
 like "show reports its CPU time" "$(json_get "$show" 'j["vm"]["usage"]["cpu_seconds"] >= 5')" True
 like "show reports its memory" "$(json_get "$show" 'j["vm"]["usage"]["memory_bytes"] > 1<<20')" True
-m=$(curl -sS --unix-socket "$STATE/control.sock" http://berth/v1/metrics)
+m=$(curl -sS --unix-socket "$STATE/control.sock" http://berth/metrics)
 like "/metrics has its CPU seconds" "$m" 'berth_sandbox_cpu_seconds_total\{sandbox="l1"\} [0-9]'
 like "/metrics has its memory" "$m" 'berth_sandbox_memory_bytes\{sandbox="l1"\} [1-9]'
 
