@@ -469,6 +469,8 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		m->cfg.idle_suspend_ms = 30 * 60 * 1000;
 	if (m->cfg.max_lifetime_ms == 0)
 		m->cfg.max_lifetime_ms = VMM_NEVER;
+	if (m->cfg.idle_net_bytes == 0)
+		m->cfg.idle_net_bytes = 64 * 1024;
 	if (m->cfg.console_max == 0)
 		m->cfg.console_max = 4 << 20;
 	if (m->cfg.cpu_pct == 0)
@@ -731,12 +733,52 @@ vmm_cpu_ms(pid_t pid)
 	return (int64_t)((ut + st) * 1000 / (unsigned long long)hz);
 }
 
-/* Start a new CPU sampling window (the sandbox just began to run). */
+/* Bytes through the sandbox's tap both ways (its own network use: the
+ * connections it opens, what it downloads), -1 if unknown. */
+static int64_t
+tap_bytes(const struct vmm_sandbox *sb)
+{
+	static const char *const f[] = { "rx_bytes", "tx_bytes" };
+	char path[96], buf[32];
+	int64_t sum = 0;
+	ssize_t n;
+	int fd, i;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/%s",
+		    sb->tap, f[i]);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return -1;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			return -1;
+		buf[n] = '\0';
+		sum += strtoll(buf, NULL, 10);
+	}
+	return sum;
+}
+
+/* Start a new CPU and network sampling window (the sandbox just began to
+ * run). */
 static void
 cpu_sample(struct vmm_sandbox *sb)
 {
 	sb->cpu_ms = vmm_cpu_ms(sb->pid);
 	sb->cpu_at_ms = vmm_now_ms();
+	sb->net_bytes = tap_bytes(sb);
+}
+
+/* Did the guest use the network since the last sample (more than
+ * idle_net_bytes through its tap, either way)? Starts the next window. */
+static int
+net_busy(struct vmm_sandbox *sb)
+{
+	int64_t was = sb->net_bytes, now = tap_bytes(sb);
+
+	sb->net_bytes = now;
+	return was >= 0 && now >= was &&
+	    (uint64_t)(now - was) > sb->m->cfg.idle_net_bytes;
 }
 
 /* Did the guest work by itself since the last sample: its VMM used at
@@ -783,8 +825,9 @@ idle_fire(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (sb->state == VMM_RUNNING && ((ip != VMM_NEVER && idle >= ip) ||
-	    (is != VMM_NEVER && idle >= is)) && cpu_busy(sb)) {
-		/* no visitor, but the guest is at work: that is activity */
+	    (is != VMM_NEVER && idle >= is)) && (cpu_busy(sb) | net_busy(sb))) {
+		/* no visitor, but the guest is at work or on the network:
+		 * that is activity */
 		sb->last_activity_ms = now;
 		idle_arm(sb);
 		return;
@@ -841,7 +884,16 @@ idle_arm(struct vmm_sandbox *sb)
 void
 vmm_activity(struct vmm_sandbox *sb)
 {
-	sb->last_activity_ms = vmm_now_ms();
+	uint64_t now = vmm_now_ms();
+
+	/* The guest's own network use is counted from here: the bytes of
+	 * the visitors' traffic so far are not its own work. (At most
+	 * once a second: two sysfs reads.) */
+	if (now - sb->net_at_ms >= 1000) {
+		sb->net_bytes = tap_bytes(sb);
+		sb->net_at_ms = now;
+	}
+	sb->last_activity_ms = now;
 }
 
 void

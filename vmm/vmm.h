@@ -166,6 +166,9 @@ struct vmm_config {
 					 * share of one core (percent) since the
 					 * last look is not idle; 0: 10;
 					 * VMM_IDLE_CPU_OFF: CPU never counts */
+	uint64_t idle_net_bytes;	/* a running guest that moved more than
+					 * this through its tap since the last
+					 * look is not idle; 0: 64 KiB */
 	const char *mkfs;		/* NULL: mkfs.ext4 */
 	uint32_t tsc_khz;		/* 0: read from /proc/cpuinfo */
 	const char *dns;		/* guest resolver; NULL: the gateway */
