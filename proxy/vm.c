@@ -58,8 +58,8 @@ px_vm_describe(void)
 	const char *why = "";
 	enum vmm_accel a;
 
-	if (V.m == NULL)
-		return "off";
+	if (V.m == NULL)	/* with why when px_vm_init turned VMs off */
+		return V.describe[0] != '\0' ? V.describe : "off";
 	a = vmm_accel(V.m, &why);
 	snprintf(V.describe, sizeof(V.describe), "%s, %s%s%s",
 	    vmm_backend_name(V.m), a == VMM_ACCEL_KVM ? "KVM" : "TCG",
