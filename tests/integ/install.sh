@@ -59,7 +59,7 @@ done
 mkdir "$T/build"
 if (cd "$T/build" && "$T/src/configure" -q --prefix="$P" --with-state-dir="$STATE" "$@" &&
     make -s -j2 && make -s install) >"$T/build.log" 2>&1; then
-	ok "configure --prefix=\$T/prefix --with-state-dir=\$T/state $*; make; make install"
+	ok "configure --prefix=\$T/prefix --with-state-dir=\$T/state${*:+ $*}; make; make install"
 else
 	tail -n 40 "$T/build.log" >&2
 	bail "the build or the install failed"
@@ -106,9 +106,23 @@ expand() {
 caps=$(key CapabilityBoundingSet | tr 'A-Z' 'a-z' | sed 's/cap_/+/g; s/ /,/g')
 [ "$(key NoNewPrivileges)" = yes ] && nnp=--no-new-privs || nnp=
 run_unit() {   # run_unit LOG EXEC-LINE: in the namespace, as systemd would
-	spawn "$1" ip netns exec "$ns" setpriv $nnp --bounding-set "-all,$caps" \
+	spawn "$1" ip netns exec "$ns" $TRACE setpriv $nnp --bounding-set "-all,$caps" \
 		sh -c "umask $(key UMask); exec $(expand "$2")"
 }
+# The first start runs under strace (normal builds): every system call of
+# berthd, its workers and helpers, mktemplate and the VM's qemu must be
+# one the unit's SystemCallFilter= allows.
+BERTHD="$P/sbin/berthd"
+TRACE=
+if berthd_sanitized; then
+	trace_skip="sanitizer build (ASan makes calls of its own)"
+elif ! command -v strace >/dev/null 2>&1; then
+	trace_skip="strace not installed"
+elif ! command -v systemd-analyze >/dev/null 2>&1; then
+	trace_skip="systemd-analyze not installed (it expands @groups)"
+else
+	TRACE="strace -f -qq -c -o $T/syscalls"
+fi
 # StateDirectory=: systemd makes it with StateDirectoryMode= first.
 mkdir -m "$(key StateDirectoryMode)" "$STATE"
 is "the unit's ExecStart with no config file: no -f" \
@@ -120,6 +134,12 @@ start_unit() {  # start_unit N: ExecStart by hand, wait for ready
 	BERTHD_LOG="$T/berthd$1.log"
 	run_unit "$BERTHD_LOG" "$(key ExecStart)"
 	BERTHD_PID=$SPAWNED
+	if [ -n "$TRACE" ]; then   # berthd is strace's child
+		STRACE_PID=$SPAWNED
+		wait_for 10 pgrep -P "$STRACE_PID" || bail "strace started nothing"
+		BERTHD_PID=$(pgrep -P "$STRACE_PID")
+		TRACE=
+	fi
 	# the first start builds the template: well over 30 s on a busy machine
 	if ! wait_log 240 "$BERTHD_LOG" "berthd: ready" "$BERTHD_PID"; then
 		tail -n 40 "$BERTHD_LOG" >&2
@@ -176,6 +196,43 @@ none() { [ -z "$(qemu)" ]; }
 check "no qemu left" wait_for 20 none
 kill -TERM "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID" || bail "berthd did not end on SIGTERM"
+
+# strace ends with the last process it traced (the first berthd, then the
+# VM, which outlived it): its summary lists the system calls made.
+if [ -n "${STRACE_PID:-}" ]; then
+	wait_gone 30 "$STRACE_PID" || bail "strace did not end"
+	out=$(python3 - "$T/syscalls" "$(key SystemCallFilter)" <<'PY'
+import re, subprocess, sys
+groups, cur = {}, None
+for line in subprocess.run(["systemd-analyze", "syscall-filter"], capture_output=True,
+                           text=True).stdout.splitlines():
+    if line.startswith("@"):
+        cur = groups.setdefault(line.strip(), [])
+    elif cur is not None and line.strip() and not line.strip().startswith("#"):
+        cur.append(line.strip())
+def expand(names, seen):
+    out = set()
+    for n in names:
+        if n.startswith("@"):
+            if n not in seen:
+                seen.add(n)
+                out |= expand(groups.get(n, []), seen)
+        else:
+            out.add(n)
+    return out
+allowed = expand(sys.argv[2].split(), set())
+used = set()
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and re.match(r"^[0-9.]+$", f[0]) and f[-1] != "total":
+        used.add(f[-1])
+print("%d calls;" % len(used), "outside the filter:", " ".join(sorted(used - allowed)) or "none")
+PY
+)
+	like "every system call made is in the unit's SystemCallFilter= ($out)" "$out" "outside the filter: none$"
+else
+	ok "system calls within SystemCallFilter= # SKIP $trace_skip"
+fi
 
 # ---- a template that cannot be built ---------------------------------------
 cat >"$T/failing-mktemplate" <<'EOF'
