@@ -159,15 +159,19 @@ case $vmline in *"vmm: off"*) bail "no VMs: $vmline";; esac
 # ---- a VM through the installed netctl ------------------------------------
 NC="$P/bin/netctl"   # no -s, no $BERTH_STATE_DIR: its default must agree
 unset BERTH_STATE_DIR
-if "$NC" sandbox create inst >"$T/create.out" 2>&1; then
+# The VM's qemu (jailed: its command line names no host path but its name)
+SB=inst-$$
+qemu() { pgrep -f "qemu-system-x86_64 -name berth-$SB " || true; }
+at_exit 'for p in $(pgrep -f "qemu-system-x86_64 -name berth-'"$SB"' "); do kill -KILL $p; done'
+if "$NC" sandbox create "$SB" >"$T/create.out" 2>&1; then
 	ok "installed netctl (default state dir) creates a microVM sandbox"
 else
 	cat "$T/create.out" >&2
 	tail -n 30 "$BERTHD_LOG" >&2
 	bail "sandbox create failed"
 fi
-url=$("$NC" port publish inst 8080 2>&1)
-is "port publish prints the URL" "$url" "https://8080-inst.berth.localhost:8443/"
+url=$("$NC" port publish "$SB" 8080 2>&1)
+is "port publish prints the URL" "$url" "https://8080-$SB.berth.localhost:8443/"
 get() { in_ns curl -sS --max-time 30 --cacert "$CA" "$url$1"; }
 info() { get info | json_get "$(cat)" 'j["pid"], j["boot_id"]'; }
 # the route reaches the workers asynchronously
@@ -181,9 +185,8 @@ i1=$(info)
 like "guest /info" "$i1" '^\([0-9]+'
 
 # ---- systemctl restart with KillMode=process -------------------------------
-qemu() { pgrep -f "qemu-system-x86_64 -name berth-inst .*$STATE/" || true; }
 q1=$(qemu)
-[ -n "$q1" ] || bail "no qemu for sandbox inst"
+[ -n "$q1" ] || bail "no qemu for sandbox $SB"
 kill -TERM "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID" || bail "berthd did not end on SIGTERM"
 check "SIGTERM to berthd alone leaves the VM running" kill -0 "$q1"
@@ -191,7 +194,7 @@ start_unit 2
 like "the restarted berthd re-adopts the VM" "$(cat "$BERTHD_LOG")" "re-adopted 1 sandbox"
 is "same qemu" "$(qemu)" "$q1"
 is "same guest processes answer" "$(info)" "$i1"
-check "sandbox rm" "$NC" sandbox rm inst
+check "sandbox rm" "$NC" sandbox rm "$SB"
 none() { [ -z "$(qemu)" ]; }
 check "no qemu left" wait_for 20 none
 kill -TERM "$BERTHD_PID"
