@@ -47,9 +47,8 @@ tests_unit_test_token_LDADD = $(PXCONTROL_LIBS)
 TESTS += tests/integ/control-restart.sh
 EXTRA_DIST += tests/integ/control-restart.sh
 
-# Manual pages, systemd unit, bash completion.
+# Manual pages (the systemd unit and bash completion: contrib/local.mk).
 dist_man_MANS = doc/berthd.8 doc/netctl.8 doc/berth.conf.5
-EXTRA_DIST += contrib/berthd.service contrib/netctl.bash
 
 # Integration (root): 100 parallel publish/unpublish calls end consistent;
 # an MCP session over stdio publishes a port whose URL answers.

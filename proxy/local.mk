@@ -8,7 +8,12 @@ proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/worker.c proxy/worker.h proxy/session.c proxy/vm.c proxy/vm.h proxy/egress.c proxy/egress.h \
 	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h proxy/bufpool.c proxy/bufpool.h \
 	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h
-proxy_berthd_CPPFLAGS = $(AM_CPPFLAGS) -DPKGDATADIR='"$(pkgdatadir)"' -DSRCDIR='"$(abs_top_srcdir)"'
+# Installed helpers (berth-mkcert in pkgdatadir; mktemplate, init and
+# testapp in pkglibexecdir) and, for a berthd run from this build tree,
+# the source and build trees (see proxy/vm.c: find_helper).
+proxy_berthd_CPPFLAGS = $(AM_CPPFLAGS) -DPKGDATADIR='"$(pkgdatadir)"' \
+	-DPKGLIBEXECDIR='"$(pkglibexecdir)"' \
+	-DSRCDIR='"$(abs_top_srcdir)"' -DBUILDDIR='"$(abs_top_builddir)"'
 proxy_berthd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 proxy_berthd_LDADD = proxy/libpxcontrol.a vmm/libvmm.a netctl/libnetctl.a $(LIBMNL_LIBS) $(LIBNFTNL_LIBS) $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) $(HTTP_PARSER_LIBS)
 

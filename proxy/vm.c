@@ -58,8 +58,8 @@ px_vm_describe(void)
 	const char *why = "";
 	enum vmm_accel a;
 
-	if (V.m == NULL)
-		return "off";
+	if (V.m == NULL)	/* with why when px_vm_init turned VMs off */
+		return V.describe[0] != '\0' ? V.describe : "off";
 	a = vmm_accel(V.m, &why);
 	snprintf(V.describe, sizeof(V.describe), "%s, %s%s%s",
 	    vmm_backend_name(V.m), a == VMM_ACCEL_KVM ? "KVM" : "TCG",
@@ -92,36 +92,129 @@ px_vm_wanted(const struct px_config *c, char *why, size_t whylen)
 	return 1;
 }
 
-/* Builds the default template with vmm/guest/mktemplate. */
+/*
+ * The template builder (mktemplate, with the guest's init beside it) and
+ * the guest test app it packs. `make install` puts all three in
+ * PKGLIBEXECDIR, and an installed berthd uses those. A berthd that runs
+ * from its build tree (tests, .ci/demo) uses the source tree's scripts and
+ * the build tree's testapp instead, so that an older install never stands
+ * in for the code under test; each falls back on the other.
+ * $BERTH_MKTEMPLATE and $BERTH_TESTAPP override both.
+ */
+static int
+from_build_tree(void)
+{
+	char self[PATH_MAX], built[PATH_MAX];
+	ssize_t n;
+
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
+		return 0;
+	self[n] = '\0';
+	return realpath(BUILDDIR "/proxy/berthd", built) != NULL &&
+	    strcmp(self, built) == 0;
+}
+
+static int
+find_helper(const char *env, const char *installed, const char *built,
+    char *out, size_t len)
+{
+	const char *e = env != NULL ? getenv(env) : NULL;
+	const char *c[2];
+	int i, b = from_build_tree();
+
+	if (e != NULL && *e != '\0') {
+		snprintf(out, len, "%s", e);
+		return access(out, X_OK);
+	}
+	c[0] = b ? built : installed;
+	c[1] = b ? installed : built;
+	for (i = 0; i < 2; i++) {
+		snprintf(out, len, "%s", c[i]);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	snprintf(out, len, "%s", c[0]);
+	return -1;
+}
+
+/* Builds the default template with mktemplate; on failure err ends with
+ * the last line mktemplate wrote to stderr (which also goes to ours). */
 static int
 build_template(const char *dir, char *err, size_t errlen)
 {
-	static const char *const rel_mk[] = { "../vmm/guest/mktemplate",
-	    "../../vmm/guest/mktemplate", NULL };
-	static const char *const rel_app[] = { "../vmm/guest/testapp", NULL };
-	char mk[PATH_MAX], app[PATH_MAX];
+	char mk[PATH_MAX], app[PATH_MAX], buf[512], last[256] = "", line[256];
+	size_t ll = 0;
+	ssize_t n, i;
 	pid_t pid;
-	int st;
+	int st, pfd[2];
 
-	if (px_find_exe("BERTH_MKTEMPLATE", "mktemplate", rel_mk,
-	    "vmm/guest/mktemplate", mk, sizeof(mk)) != 0) {
-		snprintf(err, errlen, "cannot find vmm/guest/mktemplate (set BERTH_MKTEMPLATE)");
+	if (find_helper("BERTH_MKTEMPLATE", PKGLIBEXECDIR "/mktemplate",
+	    SRCDIR "/vmm/guest/mktemplate", mk, sizeof(mk)) != 0) {
+		snprintf(err, errlen, "cannot find the template builder %s "
+		    "(make install, or set BERTH_MKTEMPLATE)", mk);
+		return -1;
+	}
+	if (find_helper("BERTH_TESTAPP", PKGLIBEXECDIR "/testapp",
+	    BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
+		snprintf(err, errlen, "cannot find the guest test app %s "
+		    "(make install, or set BERTH_TESTAPP)", app);
+		return -1;
+	}
+	if (pipe(pfd) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	if ((pid = fork()) < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
 		return -1;
 	}
 	if (pid == 0) {
-		if (getenv("BERTH_TESTAPP") == NULL &&
-		    px_find_exe(NULL, "testapp", rel_app, "vmm/guest/testapp", app,
-		    sizeof(app)) == 0)
-			setenv("BERTH_TESTAPP", app, 1);
+		close(pfd[0]);
+		if (pfd[1] != STDERR_FILENO) {
+			dup2(pfd[1], STDERR_FILENO);
+			close(pfd[1]);
+		}
+		setenv("BERTH_TESTAPP", app, 1);
 		execl(mk, mk, dir, (char *)NULL);
+		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
 		_exit(127);
 	}
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		snprintf(err, errlen, "%s %s failed", mk, dir);
+	close(pfd[1]);
+	/* mktemplate's stderr goes on to ours; its last line is the reason */
+	while ((n = read(pfd[0], buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		(void)!write(STDERR_FILENO, buf, (size_t)n);
+		for (i = 0; i < n; i++) {
+			if (buf[i] == '\n') {
+				if (ll > 0) {
+					line[ll] = '\0';
+					memcpy(last, line, ll + 1);
+				}
+				ll = 0;
+			} else if (ll < sizeof(line) - 1) {
+				line[ll++] = buf[i];
+			}
+		}
+	}
+	close(pfd[0]);
+	if (ll > 0) {
+		line[ll] = '\0';
+		memcpy(last, line, ll + 1);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(err, errlen, "waitpid %s: %s", mk, strerror(errno));
+			return -1;
+		}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(err, errlen, "%s %s failed%s%s", mk, dir,
+		    last[0] ? ": " : "", last);
 		return -1;
 	}
 	return 0;
@@ -263,14 +356,12 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		snprintf(e, sizeof(e), "%s/template.json", tdir);
 		if (access(e, R_OK) != 0) {
 			log_info("building the default guest template in %s", tdir);
-			if (build_template(tdir, err, errlen) != 0)
-				return -1;
+			if (build_template(tdir, e, sizeof(e)) != 0)
+				goto notemplate;
 		}
 	}
-	if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "template: %s", e);
-		return -1;
-	}
+	if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0)
+		goto notemplate;
 	snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
 	memset(&vc, 0, sizeof(vc));
 	vc.state_dir = vdir;
@@ -342,6 +433,18 @@ px_vm_init(struct event_base *base, struct px_store *store,
 				    idle_ms(row.max_lifetime_ms));
 		}
 	}
+	return 0;
+
+notemplate:
+	/* "vmm on" asked for VMs: no template is fatal. With "vmm auto" the
+	 * proxy serves on without them and says why (berthd logs
+	 * "vmm: <describe>"; px_vm_enabled() stays 0). */
+	if (c->vmm == PX_VMM_ON) {
+		snprintf(err, errlen, "template: %s", e);
+		return -1;
+	}
+	snprintf(V.describe, sizeof(V.describe),
+	    "off (template: %s): only externally managed sandboxes", e);
 	return 0;
 }
 

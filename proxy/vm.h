@@ -30,7 +30,9 @@ struct px_vm_hooks {
  * them); 0 with why filled when not. */
 int px_vm_wanted(const struct px_config *, char *why, size_t whylen);
 /* Starts the VMM: builds the default template if it is missing and
- * re-adopts the VMs of a previous run. -1 with err. */
+ * re-adopts the VMs of a previous run. -1 with err. With "vmm auto" a
+ * template that cannot be built or loaded is not an error: VMs stay off
+ * (px_vm_enabled() 0) and px_vm_describe() says "off (template: why)". */
 int px_vm_init(struct event_base *, struct px_store *, const struct px_config *,
     const char *state_dir, const struct px_vm_hooks *, char *err, size_t errlen);
 int px_vm_enabled(void);

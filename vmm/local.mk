@@ -40,8 +40,9 @@ TESTS += tests/integ/vmm-lifecycle.sh
 EXTRA_DIST += tests/integ/vmm-lifecycle.sh
 
 # The guest test app: static (it goes into the guest initramfs) and built
-# without sanitizers, which do not mix with -static.
-noinst_PROGRAMS += vmm/guest/testapp
+# without sanitizers, which do not mix with -static. Installed beside the
+# template builder: berthd builds its default template at run time.
+pkglibexec_PROGRAMS = vmm/guest/testapp
 vmm_guest_testapp_SOURCES = vmm/guest/testapp.c
 vmm_guest_testapp_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_testapp_LDFLAGS = -static -pthread
@@ -50,9 +51,11 @@ vmm_guest_testapp_LDFLAGS = -static -pthread
 TESTS += tests/integ/vm-testapp.sh
 EXTRA_DIST += tests/integ/vm-testapp.sh
 
-# The default guest template: builder script and the guest's /init, and
-# a test that boots it (root, TCG; skips elsewhere).
-EXTRA_DIST += vmm/guest/mktemplate vmm/guest/init
+# The default guest template: builder script and the guest's /init
+# (installed in $(pkglibexecdir), where berthd runs mktemplate, which
+# takes init from its own directory), and a test that boots it (root,
+# TCG; skips elsewhere).
+dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init
 TESTS += tests/integ/vm-boot.sh
 EXTRA_DIST += tests/integ/vm-boot.sh
 
