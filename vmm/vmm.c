@@ -1619,6 +1619,27 @@ meta_read(const char *path, struct meta *mt)
 	return 0;
 }
 
+/* Does process pid run as uid (its real uid)? */
+static int
+pid_uid_is(pid_t pid, uid_t uid)
+{
+	char path[64], line[256];
+	unsigned long u;
+	FILE *f;
+	int yes = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "Uid: %lu", &u) == 1) {
+			yes = (uid_t)u == uid;
+			break;
+		}
+	fclose(f);
+	return yes;
+}
+
 /* Is pid the VMM of this sandbox (not a recycled pid)? Its command line
  * holds the sandbox directory; a jailed one's root is the jail. */
 static int
@@ -1633,11 +1654,17 @@ pid_is_ours(pid_t pid, const struct vmm_sandbox *sb)
 		return 0;
 	if (sb->jailed) {
 		snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
-		if ((n = readlink(path, buf, sizeof(buf) - 1)) <= 0)
+		if ((n = readlink(path, buf, sizeof(buf) - 1)) > 0) {
+			buf[n] = '\0';
+			if (strcmp(buf, sb->jdir) != 0)
+				return 0;
+		} else if (errno != EACCES && errno != EPERM) {
+			return 0;	/* gone */
+		} else if (!pid_uid_is(pid, sb->uid)) {
+			/* without CAP_SYS_PTRACE the root cannot be read:
+			 * its uid, the sandbox's own, and its name tell */
 			return 0;
-		buf[n] = '\0';
-		if (strcmp(buf, sb->jdir) != 0)
-			return 0;
+		}
 		snprintf(name, sizeof(name), "berth-%s ", sb->id);
 		dir = name;
 	}
