@@ -690,6 +690,20 @@ nc_dns_learn_count(const struct nc_dns_learn *l)
 	return l->n;
 }
 
+uint64_t
+nc_dns_learn_next(const struct nc_dns_learn *l, uint64_t now)
+{
+	const struct lrec *r;
+	uint64_t best = 0;
+	size_t i;
+
+	for (i = 0; i < LEARN_BUCKETS; i++)
+		for (r = l->b[i]; r != NULL; r = r->next)
+			if (r->expires > now && (best == 0 || r->expires < best))
+				best = r->expires;
+	return best;
+}
+
 /* Drop what keep() refuses; returns how many went. */
 static size_t
 learn_sweep(struct nc_dns_learn *l, uint64_t now, enum nc_mode mode,
@@ -987,13 +1001,13 @@ nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
 			continue;
 		}
 		/* deny beats allow anyway; a rule that already allows it
-		 * all, or that the kernel would find it overlapping */
+		 * all needs no element of its own (learned elements have
+		 * sets of their own: they never clash with the rules') */
 		for (j = 0; j < ndeny && !covers(&deny[j], &x->r); j++)
 			;
 		if (j < ndeny)
 			continue;
-		for (j = 0; j < nallow && !covers(&allow[j], &x->r) &&
-		    !clashes(&allow[j], &x->r); j++)
+		for (j = 0; j < nallow && !covers(&allow[j], &x->r); j++)
 			;
 		if (j < nallow)
 			continue;
@@ -1032,6 +1046,8 @@ struct sandbox {
 	TAILQ_HEAD(, query) queries;
 	unsigned nq;
 	struct nc_dns_learn *learn;	/* what it was answered */
+	struct event *recheck;		/* after an inserted address expires */
+	uint64_t recheck_at;		/* its expiry (monotonic ms), 0: none */
 };
 
 struct tconn {
@@ -1269,6 +1285,66 @@ finish(struct query *qr, int rcode)
 	query_free(qr);
 }
 
+/* ---- an inserted address expired: the sandbox's flows checked again ---- */
+
+/*
+ * The kernel drops an allow_dns_* element when its timeout ends, but a
+ * flow it admitted carries on until its sandbox's generation changes
+ * (see netctl.h). So once an address this resolver inserted has expired,
+ * the sandbox gets a new generation (nc_recheck): each of its flows is
+ * checked again at its next packet, and one to an address no longer
+ * allowed is reset. The timer runs at the earliest expiry it remembers
+ * (plus a margin for the batch's own time), then at the next.
+ */
+#define RECHECK_MARGIN_MS 250
+
+static void recheck_cb(evutil_socket_t fd, short what, void *arg);
+
+static void
+recheck_arm(struct sandbox *sb, uint64_t at, uint64_t now)
+{
+	struct timeval tv;
+	uint64_t d;
+
+	if (at == 0 || sb->dns->ctx == NULL ||
+	    (sb->recheck_at != 0 && sb->recheck_at <= at))
+		return;
+	if (sb->recheck == NULL && (sb->recheck = evtimer_new(sb->dns->base,
+	    recheck_cb, sb)) == NULL)
+		return;
+	sb->recheck_at = at;
+	d = (at > now ? at - now : 0) + RECHECK_MARGIN_MS;
+	tv.tv_sec = (time_t)(d / 1000);
+	tv.tv_usec = (suseconds_t)(d % 1000) * 1000;
+	evtimer_add(sb->recheck, &tv);
+}
+
+static void
+recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sandbox *sb = arg;
+	struct nc_dns *dns = sb->dns;
+	char err[NC_ERRLEN], a[INET_ADDRSTRLEN];
+	uint64_t now = now_ms();
+
+	(void)fd;
+	(void)what;
+	sb->recheck_at = 0;
+	if (sb->mode == NC_MODE_ALLOWLIST) {
+		if (nc_recheck(dns->ctx, sb->guest, err, sizeof(err)) < 0) {
+			inet_ntop(AF_INET, &sb->guest, a, sizeof(a));
+			report(dns, "DNS %s (%s): an address expired, but its "
+			    "flows cannot be checked again: %s", sb->id, a,
+			    err);
+			/* try again soon rather than leave them running */
+			recheck_arm(sb, now + 1000, now);
+			return;
+		}
+		dns->st.rechecks++;
+	}
+	recheck_arm(sb, nc_dns_learn_next(sb->learn, now), now);
+}
+
 /* ---- nftables: the answer's addresses, before the answer ---- */
 
 struct ins {
@@ -1288,7 +1364,7 @@ insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 		if ((t = nc_txn_new(dns->ctx, err, errlen)) == NULL)
 			return -EIO;
 		for (ret = 0, i = 0; i < n && ret == 0; i++)
-			ret = nc_txn_allow_add(t, sb->guest, &in[i].r,
+			ret = nc_txn_learned_add(t, sb->guest, &in[i].r,
 			    in[i].expires - now, err, errlen);
 		if (ret == 0)
 			ret = nc_txn_commit(t, err, errlen);
@@ -1299,10 +1375,9 @@ insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 	return ret;
 }
 
-/* One batch; when the kernel refuses it because one element overlaps an
- * address rule the sandbox has (allow_net refuses overlaps: the range
- * covers it), the others one by one, skipping those. Returns how many
- * went in, or <0. */
+/* One batch; when the kernel refuses it because one element overlaps
+ * another learned one (allow_dns_net refuses overlaps), the others one
+ * by one, skipping those. Returns how many went in, or <0. */
 static int
 insert_all(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
     size_t n, uint64_t now, char *err, size_t errlen)
@@ -1372,6 +1447,10 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 			return ret;
 		}
 		dns->st.inserted += n;
+		for (i = 0, e = 0; i < n; i++)
+			if (e == 0 || in[i].expires < e)
+				e = in[i].expires;
+		recheck_arm(sb, e, now);
 	}
 	/* Remembered (in mode open too) for a re-apply of the sandbox:
 	 * the guest may cache the answer until its TTL ends. A pair that
@@ -1436,8 +1515,8 @@ nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
 		return n;
 	}
 	for (i = 0; i < n && ret == 0; i++)
-		ret = nc_txn_allow_add(t, guest, &e[i].r, e[i].timeout_ms, err,
-		    errlen);
+		ret = nc_txn_learned_add(t, guest, &e[i].r, e[i].timeout_ms,
+		    err, errlen);
 	free(e);
 	return ret < 0 ? ret : n;
 }
@@ -1973,6 +2052,8 @@ sb_free(struct sandbox *sb)
 		close(sb->ufd);
 	if (sb->lis != NULL)
 		evconnlistener_free(sb->lis);
+	if (sb->recheck != NULL)
+		event_free(sb->recheck);
 	nc_dns_learn_free(sb->learn);
 	free(sb->allow);
 	free(sb->deny);
@@ -2113,6 +2194,10 @@ nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest, enum nc_mode mode,
 	sb->mode = mode;
 	/* what was learned for a name no longer allowed never comes back */
 	nc_dns_learn_prune(sb->learn, now_ms(), mode, na, nna, nd, nnd);
+	/* what the caller put back (nc_dns_queue_learned) expires too */
+	if (mode == NC_MODE_ALLOWLIST)
+		recheck_arm(sb, nc_dns_learn_next(sb->learn, now_ms()),
+		    now_ms());
 	return 0;
 }
 

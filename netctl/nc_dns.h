@@ -2,10 +2,12 @@
  * nc_dns.h — libnetctl's filtering DNS resolver: the only resolver a
  * sandbox can reach (UDP and TCP 53 on its tap gateway; nftables blocks
  * every other DNS path). It answers names the sandbox's domain rules
- * allow, puts the A addresses it hands out into that sandbox's allow set
- * (nc_allow_add, timeout = TTL + grace) before the answer leaves, and
- * answers everything else NXDOMAIN (or REFUSED) with a denial record
- * through the caller's callback.
+ * allow, puts the A addresses it hands out into that sandbox's learned
+ * allow sets (nc_txn_learned_add, timeout = TTL + grace) before the
+ * answer leaves, and answers everything else NXDOMAIN (or REFUSED) with a
+ * denial record through the caller's callback. When such an address
+ * expires, the sandbox's flows are checked again (nc_recheck), so a flow
+ * to it stops with it.
  *
  * What each query type gets, for a name the rules allow:
  *   A      resolved upstream (UDP, retries across resolvers, TCP when the
@@ -94,7 +96,7 @@ struct nc_dns_config {
 struct nc_dns_stats {
 	uint64_t queries, allowed, denied, answered, servfail, formerr,
 	    dropped, upstream_sent, upstream_tcp, upstream_fail, inserted,
-	    insert_fail, limited;
+	    insert_fail, limited, rechecks;
 };
 
 /* Defaults: port 53, 1000 ms x 2 rounds, TTL 5..3600 s, grace 30 s,
@@ -140,9 +142,9 @@ int nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest,
  * address whose name the given policy (the one t applies) still allows,
  * with the ports and protocols of the allow rules that now name it and
  * the remaining timeout; nothing in mode open or closed, nothing a deny
- * rule or an address allow rule covers, nothing that would overlap an
- * address allow rule or another of them in an interval set (the kernel
- * would refuse the batch). The resolver's rules do not change: call
+ * rule or an address allow rule covers, nothing that would overlap
+ * another of them in an interval set (the kernel would refuse the
+ * batch). The resolver's rules do not change: call
  * nc_dns_set_rules() with the same policy once t is committed. Returns
  * the number of elements queued (0 for a sandbox the resolver does not
  * know), or <0 with err (what was queued before stays valid). */
@@ -191,6 +193,8 @@ void nc_dns_learn_free(struct nc_dns_learn *l);
 int nc_dns_learn_note(struct nc_dns_learn *l, uint64_t now, const char *name,
     struct in_addr addr, uint64_t expires);
 size_t nc_dns_learn_count(const struct nc_dns_learn *l);
+/* The earliest expiry after now among the pairs, 0 when none. */
+uint64_t nc_dns_learn_next(const struct nc_dns_learn *l, uint64_t now);
 /* Forget the pairs expired at now or whose name the policy does not
  * allow (every pair in mode closed). Returns how many went. */
 size_t nc_dns_learn_prune(struct nc_dns_learn *l, uint64_t now,

@@ -711,6 +711,37 @@ nc_nft_dump_elems(struct nc_nft *n, const char *table, const char *set,
 	return 0;
 }
 
+int
+nc_nft_get_elem(struct nc_nft *n, const char *table, const char *set,
+    const void *key, uint32_t klen,
+    int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
+    char *err, size_t len)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE], what[128];
+	struct nlmsghdr *nlh;
+	struct nftnl_set *s;
+	struct nftnl_set_elem *e;
+	struct elem_arg a = { cb, arg, 0 };
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return nc_errf(err, len, "%s", strerror(ENOMEM)), -ENOMEM;
+	if ((e = nftnl_set_elem_alloc()) == NULL) {
+		nftnl_set_free(s);
+		return nc_errf(err, len, "%s", strerror(ENOMEM)), -ENOMEM;
+	}
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, klen);
+	nftnl_set_elem_add(s, e);
+	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+	    NLM_F_ACK, ++n->seq);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	snprintf(what, sizeof(what), "reading an element of set inet %s %s",
+	    table, set);
+	return request(n, nlh, elems_cb, &a, NULL, what, err, len);
+}
+
 static int
 rule_count_cb(const struct nlmsghdr *nlh, void *data)
 {

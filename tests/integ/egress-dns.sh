@@ -114,6 +114,7 @@ Z = {
     ("a.b.wild.test", A): [(A, 60, "203.0.113.14")],
     ("wild.test", A): [(A, 60, "203.0.113.15")],
     ("short.test", A): [(A, 1, "203.0.113.16")],
+    ("brief.test", A): [(A, 2, "203.0.113.17")],
     ("denied.test", A): [(A, 60, "203.0.113.10")],
     ("big.allowed.test", A): [(A, 60, "198.51.100.%d" % i) for i in range(1, 101)],
 }
@@ -185,7 +186,7 @@ ip -n "$H" addr add 203.0.113.1/24 dev up0
 ip -n "$G" link set eth0 address 02:00:0a:c8:00:02
 ip -n "$G" addr add 10.200.0.2/30 dev eth0
 ip -n "$N" addr add 203.0.113.2/24 dev eth0
-for a in 10 11 12 13 14 15 16 53; do ip -n "$N" addr add 203.0.113.$a/24 dev eth0; done
+for a in 10 11 12 13 14 15 16 17 53; do ip -n "$N" addr add 203.0.113.$a/24 dev eth0; done
 ip -n "$H" link set sbtapA up
 ip -n "$H" link set up0 up
 ip -n "$G" link set eth0 up
@@ -201,7 +202,7 @@ ip netns exec "$N" python3 "$TMP/upstream.py" 203.0.113.53 "$TMP/upstream.log" \
 	>"$TMP/up.out" 2>&1 &
 PIDS="$PIDS $!"
 waitfor "$TMP/up.out" ready || { cat "$TMP/up.out" >&2; echo "Bail out! upstream"; exit 1; }
-ip netns exec "$N" "$DRIVE" listen 0.0.0.0 tcp:80 tcp:443 >"$TMP/web.out" 2>&1 &
+ip netns exec "$N" "$DRIVE" listen 0.0.0.0 tcp:80 tcp:443 hold:9100 >"$TMP/web.out" 2>&1 &
 PIDS="$PIDS $!"
 waitfor "$TMP/web.out" ready || { echo "Bail out! listener"; exit 1; }
 
@@ -215,7 +216,7 @@ ip netns exec "$H" "$DNSD" serve --guest 10.200.0.2 --gw 10.200.0.1 --id sb-dns 
 	--tap sbtapA --mac 02:00:0a:c8:00:02 --rules "$TMP/rules" \
 	--allow allowed.test --allow www.allowed.test --allow hop.allowed.test \
 	--allow big.allowed.test --allow nx.allowed.test --allow '*.wild.test' \
-	--deny bad.wild.test --allow short.test:80/tcp \
+	--deny bad.wild.test --allow short.test:80/tcp --allow brief.test:9100/tcp \
 	--resolver 203.0.113.99 --resolver 203.0.113.53 --timeout-ms 300 \
 	--ttl-min 1 --ttl-max 300 --grace-ms 1000 >"$TMP/dns.out" 2>&1 &
 DNSPID=$!
@@ -231,8 +232,8 @@ out=$(ing getent ahostsv4 allowed.test 2>&1)
 like "guest's getent resolves allowed.test (past a dead first upstream)" "$out" '^203\.0\.113\.10 '
 expect "right after the answer: 203.0.113.10:80 connects" open 1000 tcp 203.0.113.10 80
 expect "and any port (the rule names none): 203.0.113.10:443" open 1000 tcp 203.0.113.10 443
-set_net=$(inh nft list set inet berth allow_net 2>&1)
-like "allow_net holds guest . 203.0.113.10 with a timeout (TTL 30 + 1 s grace)" \
+set_net=$(inh nft list set inet berth allow_dns_net 2>&1)
+like "allow_dns_net holds guest . 203.0.113.10 with a timeout (TTL 30 + 1 s grace)" \
 	"$set_net" '10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout 31s'
 out=$(ing busybox nslookup allowed.test 10.200.0.1 2>&1)
 like "busybox nslookup gets it too" "$out" 'Address:? *203\.0\.113\.10'
@@ -283,7 +284,7 @@ expect "a.b.wild.test's address was never allowed" refused 100 tcp 203.0.113.14 
 like "short.test (rule :80/tcp) resolves" "$(q short.test)" 'short\.test 1 A 203\.0\.113\.16'
 expect "short.test: port 80 connects" open 1000 tcp 203.0.113.16 80
 expect "short.test: port 443 refused (the rule's port only)" refused 100 tcp 203.0.113.16 443
-like "element in allow_ip with TTL 1 + 1 s grace" "$(inh nft list set inet berth allow_ip)" \
+like "element in allow_dns_ip with TTL 1 + 1 s grace" "$(inh nft list set inet berth allow_dns_ip)" \
 	'10\.200\.0\.2 \. 203\.0\.113\.16 \. tcp \. 80 timeout 2s'
 
 # ---- truncation and TCP -------------------------------------------------------------
@@ -292,9 +293,9 @@ like "100 records over UDP to the guest: TC, no records" "$out" '^NOERROR ancoun
 out=$(q big.allowed.test --tcp)
 like "over TCP: the records (the resolver keeps 64 per answer)" "$out" '^NOERROR ancount=64 tc=0'
 like "the resolver fell back to TCP upstream" "$(cat "$TMP/upstream.log")" '^tcp big\.allowed\.test 1$'
-cnt=$(drive count allow_net)
-if [ "${cnt:-0}" -ge 64 ]; then ok "allow_net grew by the big answer ($cnt elements)"
-else nok "allow_net grew by the big answer"; diag "$cnt"; fi
+cnt=$(drive count allow_dns_net)
+if [ "${cnt:-0}" -ge 64 ]; then ok "allow_dns_net grew by the big answer ($cnt elements)"
+else nok "allow_dns_net grew by the big answer"; diag "$cnt"; fi
 
 # ---- malformed ----------------------------------------------------------------------
 # two questions
@@ -322,10 +323,36 @@ like "a real query to it gets no answer" "$out" '^error'
 # ---- expiry -------------------------------------------------------------------------------
 # short.test: TTL 1 + 1 s grace. The connection made above is over.
 sleep 2.3
-unlike "short.test's element expired" "$(inh nft list set inet berth allow_ip)" '203\.0\.113\.16'
+unlike "short.test's element expired" "$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16'
 expect "after TTL + grace: 203.0.113.16:80 refused again" refused 100 tcp 203.0.113.16 80
 like "a new lookup" "$(q short.test)" '203\.0\.113\.16'
 expect "lets it through again" open 1000 tcp 203.0.113.16 80
+
+# ---- a live flow to a learned address ends with it ------------------------------------------
+# brief.test: TTL 2 + 1 s grace. While the guest keeps asking, its flow
+# goes on; once it stops, the flow is reset within 1 s of the expiry.
+now() { date +%s.%N; }
+ing "$DRIVE" stream 203.0.113.17 9100 --interval 250 >"$TMP/brief" 2>&1 &
+BRIEF=$!
+PIDS="$PIDS $BRIEF"
+like "brief.test answered (TTL 2)" "$(q brief.test)" '203\.0\.113\.17$'
+for _i in $(seq 40); do grep -Eq '^(open|failed)' "$TMP/brief" && break; sleep 0.05; done
+like "a flow to its address is open" "$(cat "$TMP/brief")" '^open'
+for k in 1 2 3; do sleep 1; q brief.test >/dev/null; done
+t0=$(now)
+unlike "asked again every second: the flow goes on past three expiries' worth" \
+	"$(cat "$TMP/brief")" '^cut'
+for _i in $(seq 120); do grep -q '^cut' "$TMP/brief" && break; sleep 0.05; done
+l=$(grep '^cut' "$TMP/brief")
+dt=$(echo "$l" | awk -v t0="$t0" '{ printf "%.3f", $2 - t0 - 3 }')
+if echo "$l" | grep -q reset && awk -v d="$dt" 'BEGIN { exit !(d <= 1.0 && d > -0.5) }'; then
+	ok "no longer asked: the flow is reset ${dt} s after the address expired"
+else nok "no longer asked: the flow is reset within 1 s of the expiry"
+	diag "$l (t0 $t0, $dt s after TTL + grace)" "$(cat "$TMP/brief")"; fi
+kill -USR1 $DNSPID
+for _i in $(seq 40); do [ "$(grep -c '^stats' "$TMP/dns.out")" -ge 2 ] && break; sleep 0.05; done
+like "the resolver rechecked the sandbox after expiries" \
+	"$(grep '^stats' "$TMP/dns.out" | tail -n 1)" 'rechecks=[1-9]'
 
 # ---- re-apply: the rules change, what the guest may have cached stays ---------------------
 # berthd clears a sandbox's elements and rebuilds them from its rules
@@ -341,7 +368,8 @@ expect "an element added by hand lets 203.0.113.14:80 through" open 1000 tcp 203
 rules() {
 	printf '%s\n' 'mode allowlist' 'allow www.allowed.test' 'allow hop.allowed.test' \
 		'allow big.allowed.test' 'allow nx.allowed.test' 'allow *.wild.test' \
-		'deny bad.wild.test' 'allow short.test:80/tcp' "$@" >"$TMP/rules"
+		'deny bad.wild.test' 'allow short.test:80/tcp' \
+		'allow brief.test:9100/tcp' "$@" >"$TMP/rules"
 }
 applied() {	# N: SIGHUP, then wait for "applied N" (or an error)
 	kill -HUP $DNSPID
@@ -357,7 +385,7 @@ expect "the sandbox was rebuilt: the hand-made element is gone" refused 100 tcp 
 expect "allowed.test's address still connects, without a new lookup" open 1000 tcp 203.0.113.10 80
 expect "so does the CNAME chain's final address (www.allowed.test)" open 1000 tcp 203.0.113.11 80
 expect "and the wildcard's (a.wild.test)" open 1000 tcp 203.0.113.13 80
-set_net=$(inh nft list set inet berth allow_net 2>&1)
+set_net=$(inh nft list set inet berth allow_dns_net 2>&1)
 like "allowed.test's element back with what remained of TTL 30 + 1 s" "$set_net" \
 	'10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout ([0-9]|[12][0-9]|3[01])s'
 if [ "$(grep -c ' allowed\.test 1$' "$TMP/upstream.log")" = "$asked" ]; then
@@ -377,7 +405,7 @@ expect "www.allowed.test's too" open 1000 tcp 203.0.113.11 80
 rules 'allow 198.51.100.7'
 like "allowed.test's rule removed: re-applied" "$(applied 3)" '^applied 3 '
 expect "its address is refused at once" refused 100 tcp 203.0.113.10 80
-unlike "and out of the table" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.10 '
+unlike "and out of the table" "$(inh nft list set inet berth allow_dns_net)" '203\.0\.113\.10 '
 expect "www.allowed.test's address (still allowed) still connects" open 1000 tcp 203.0.113.11 80
 like "allowed.test itself is now refused by the resolver" "$(q allowed.test)" '^NXDOMAIN'
 
@@ -389,9 +417,28 @@ rules 'allow 198.51.100.7' \
 like "global deny added: table rebuilt" "$(applied 4)" '^applied 4 learned=[1-9]'
 expect "ops' deny of 203.0.113.11 wins over www.allowed.test's learned address" \
 	refused 100 tcp 203.0.113.11 80
-unlike "which was not put back" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.11 '
+unlike "which was not put back" "$(inh nft list set inet berth allow_dns_net)" '203\.0\.113\.11 '
 expect "a.wild.test's learned address survived the rebuild" open 1000 tcp 203.0.113.13 80
 expect "allowed.test's did not come back with it" refused 100 tcp 203.0.113.10 80
+
+# ---- a static rule and a learned address, the same one ------------------------------------------
+# short.test resolves to 203.0.113.16 with TTL 1; a static rule allows
+# 203.0.113.16:80/tcp too. The answer must not turn the rule's element
+# into one that expires.
+rules 'allow 198.51.100.7' 'allow 203.0.113.16:80/tcp'
+like "static allow 203.0.113.16:80/tcp beside short.test's rule: applied" \
+	"$(applied 5)" '^applied 5 '
+like "short.test answered (TTL 1)" "$(q short.test)" '203\.0\.113\.16$'
+like "the learned element, in allow_dns_ip, expires" \
+	"$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16 \. tcp \. 80 timeout 2s'
+like "the rule's element, in allow_ip, does not" \
+	"$(inh nft list set inet berth allow_ip)" '10\.200\.0\.2 \. 203\.0\.113\.16 \. tcp \. 80 *[,}]?$'
+sleep 2.5
+unlike "after TTL + grace the learned element is gone" \
+	"$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16'
+like "the rule's element is still there, still without a timeout" \
+	"$(inh nft list set inet berth allow_ip | grep 203.0.113.16)" '203\.0\.113\.16 \. tcp \. 80 *[,}]?$'
+expect "and 203.0.113.16:80 is still reachable" open 1000 tcp 203.0.113.16 80
 
 # ---- shutdown -------------------------------------------------------------------------------
 kill -TERM $DNSPID

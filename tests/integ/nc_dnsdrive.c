@@ -159,7 +159,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	printf("stats queries=%llu allowed=%llu denied=%llu answered=%llu "
 	    "servfail=%llu formerr=%llu dropped=%llu upstream_sent=%llu "
 	    "upstream_tcp=%llu upstream_fail=%llu inserted=%llu "
-	    "insert_fail=%llu limited=%llu\n",
+	    "insert_fail=%llu limited=%llu rechecks=%llu\n",
 	    (unsigned long long)s.queries, (unsigned long long)s.allowed,
 	    (unsigned long long)s.denied, (unsigned long long)s.answered,
 	    (unsigned long long)s.servfail, (unsigned long long)s.formerr,
@@ -168,7 +168,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	    (unsigned long long)s.upstream_tcp,
 	    (unsigned long long)s.upstream_fail,
 	    (unsigned long long)s.inserted,
-	    (unsigned long long)s.insert_fail, (unsigned long long)s.limited);
+	    (unsigned long long)s.insert_fail, (unsigned long long)s.limited,
+	    (unsigned long long)s.rechecks);
 	fflush(stdout);
 }
 
