@@ -7,11 +7,13 @@
 #   resolver (nc_dnsdrive serve) and routes to namespace net
 #   (203.0.113.0/24): an upstream DNS server written below (python3, UDP
 #   and TCP, on 203.0.113.53, logging every question it gets) and
-#   nc_drive listeners on 203.0.113.10-16 ports 80 and 443.
+#   nc_drive listeners on 203.0.113.10-17 ports 80 and 443 (and 9100,
+#   where connections are held open).
 # Asserts: before any lookup the web address is refused fast (RST); the
 # guest's own resolver (getent via resolv.conf, busybox nslookup) gets the
 # allowed name's address and a connection right after the answer
-# succeeds (the insert precedes the answer); a denied name gets NXDOMAIN,
+# succeeds (the insert, into the learned sets allow_dns_* apart from the
+# rules', precedes the answer); a denied name gets NXDOMAIN,
 # is reported by the denial callback and never reaches the upstream;
 # AAAA is empty and never asked upstream; CNAME chains, given whole or
 # one hop at a time by the upstream; the wildcard matches one label
@@ -25,7 +27,12 @@
 # rules, as berthd does when they or the policy change) keeps the
 # addresses learned for names still allowed, with their remaining
 # timeout, without a new lookup; a removed name's address is refused at
-# once; ops' always-deny range wins over a learned address.
+# once; ops' always-deny range wins over a learned address. A live
+# connection to a learned address goes on while the guest keeps asking
+# and is reset within 1 s of the address expiring once it stops; a
+# static rule for an address a name also resolves to stays permanent
+# (its element never takes the answer's timeout) and keeps the address
+# reachable after the answer expired.
 # Exit 77 (skip) without root, ip netns, nft or python3.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
