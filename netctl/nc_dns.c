@@ -983,6 +983,7 @@ nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
 				e[n].r = m[k];
 				e[n].r.addr.s_addr = r->addr;
 				e[n].timeout_ms = r->expires;	/* for now */
+				e[n].name = r->name;
 				n++;
 			}
 		}
@@ -996,8 +997,10 @@ nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
 
 		if (kept > 0 && elem_cmp(&e[kept - 1], x) == 0) {
 			/* one element, several names: the latest expiry */
-			if (x->timeout_ms > e[kept - 1].timeout_ms)
+			if (x->timeout_ms > e[kept - 1].timeout_ms) {
 				e[kept - 1].timeout_ms = x->timeout_ms;
+				e[kept - 1].name = x->name;
+			}
 			continue;
 		}
 		/* deny beats allow anyway; a rule that already allows it
@@ -1350,6 +1353,7 @@ recheck_cb(evutil_socket_t fd, short what, void *arg)
 struct ins {
 	struct nc_rule r;
 	uint64_t expires;
+	const char *name;		/* learned for it */
 };
 
 static int
@@ -1365,7 +1369,7 @@ insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 			return -EIO;
 		for (ret = 0, i = 0; i < n && ret == 0; i++)
 			ret = nc_txn_learned_add(t, sb->guest, &in[i].r,
-			    in[i].expires - now, err, errlen);
+			    in[i].name, in[i].expires - now, err, errlen);
 		if (ret == 0)
 			ret = nc_txn_commit(t, err, errlen);
 		nc_txn_free(t);
@@ -1435,6 +1439,7 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 				x->r = m[j];
 				x->r.addr = addrs[i];
 				x->expires = exp[i];
+				x->name = qr->name;
 				/* only ever lengthened (see the top) */
 				e = nc_dns_learn_expiry(sb->learn, now, &x->r,
 				    sb->allow, sb->nallow);
@@ -1515,8 +1520,8 @@ nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
 		return n;
 	}
 	for (i = 0; i < n && ret == 0; i++)
-		ret = nc_txn_learned_add(t, guest, &e[i].r, e[i].timeout_ms,
-		    err, errlen);
+		ret = nc_txn_learned_add(t, guest, &e[i].r, e[i].name,
+		    e[i].timeout_ms, err, errlen);
 	free(e);
 	return ret < 0 ? ret : n;
 }
@@ -1549,6 +1554,7 @@ nc_dns_restore_learned(struct nc_dns *dns, struct in_addr guest, char *err,
 	for (i = 0; i < n; i++) {
 		in[i].r = e[i].r;
 		in[i].expires = now + e[i].timeout_ms;
+		in[i].name = e[i].name;
 	}
 	ret = insert_all(dns, sb, in, (size_t)n, now, err, errlen);
 	free(in);
@@ -2199,6 +2205,18 @@ nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest, enum nc_mode mode,
 		recheck_arm(sb, nc_dns_learn_next(sb->learn, now_ms()),
 		    now_ms());
 	return 0;
+}
+
+int
+nc_dns_learned_seed(struct nc_dns *dns, struct in_addr guest,
+    const char *name, struct in_addr addr, uint64_t left_ms)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+	uint64_t now = now_ms();
+
+	if (sb == NULL)
+		return -ENOENT;
+	return nc_dns_learn_note(sb->learn, now, name, addr, now + left_ms);
 }
 
 void

@@ -159,6 +159,12 @@ int nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
  * the number inserted, or <0 with err. */
 int nc_dns_restore_learned(struct nc_dns *dns, struct in_addr guest,
     char *err, size_t errlen);
+/* A daemon that restarts while its sandboxes run: what the table still
+ * holds (nc_egress_learned: name, address, time left), remembered again
+ * as if answered now, so that nc_dns_queue_learned() puts it back when
+ * the sandbox is applied. -ENOENT for a sandbox not added. */
+int nc_dns_learned_seed(struct nc_dns *dns, struct in_addr guest,
+    const char *name, struct in_addr addr, uint64_t left_ms);
 void nc_dns_get_stats(const struct nc_dns *dns, struct nc_dns_stats *st);
 
 /* ---- wire format and policy pieces, exposed for unit tests ---- */
@@ -205,6 +211,8 @@ size_t nc_dns_learn_prune(struct nc_dns_learn *l, uint64_t now,
 struct nc_dns_elem {
 	struct nc_rule r;
 	uint64_t timeout_ms;
+	const char *name;	/* the name it was learned for (the latest
+				 * expiry's); valid while l is unchanged */
 };
 /* The elements nc_dns_queue_learned() queues for this policy at now (see
  * there), sorted by address, protocol, ports; an element several names

@@ -1086,6 +1086,8 @@ struct elem {
 	uint64_t timeout_ms;
 	const char *gotochain;	/* verdict-map data */
 	int open_end;		/* udata: interval runs to the top */
+	const char *comment;	/* udata: the name an address was learned
+				 * for (read back after a restart) */
 };
 
 static int
@@ -1121,10 +1123,15 @@ put_elem(struct nc_batch *b, uint16_t type, const struct elem *el,
 		nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, NFT_GOTO);
 		nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, el->gotochain);
 	}
-	if (el->open_end &&
+	if ((el->open_end || (el->comment != NULL &&
+	    type == NFT_MSG_NEWSETELEM)) &&
 	    (u = nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN)) != NULL) {
-		nftnl_udata_put_u32(u, NFTNL_UDATA_SET_ELEM_FLAGS,
-		    1 /* NFTNL_SET_ELEM_F_INTERVAL_OPEN */);
+		if (el->open_end)
+			nftnl_udata_put_u32(u, NFTNL_UDATA_SET_ELEM_FLAGS,
+			    1 /* NFTNL_SET_ELEM_F_INTERVAL_OPEN */);
+		if (el->comment != NULL && type == NFT_MSG_NEWSETELEM)
+			nftnl_udata_put_strz(u, NFTNL_UDATA_SET_ELEM_COMMENT,
+			    el->comment);
 		nftnl_set_elem_set(e, NFTNL_SET_ELEM_USERDATA,
 		    nftnl_udata_buf_data(u), nftnl_udata_buf_len(u));
 		nftnl_udata_buf_free(u);
@@ -1891,7 +1898,8 @@ rule_elems(const struct nc_rule *r, int kind, struct in_addr guest,
 
 static int
 txn_rule(struct nc_txn *t, uint16_t type, int kind, struct in_addr guest,
-    const struct nc_rule *r, uint64_t timeout_ms, char *err, size_t errlen)
+    const struct nc_rule *r, const char *name, uint64_t timeout_ms,
+    char *err, size_t errlen)
 {
 	size_t mark = nc_batch_mark(t->b), n, i;
 	struct elem el[2];
@@ -1904,6 +1912,8 @@ txn_rule(struct nc_txn *t, uint16_t type, int kind, struct in_addr guest,
 	ip_str(guest, a);
 	for (i = 0; i < n; i++) {
 		el[i].timeout_ms = timeout_ms;
+		el[i].comment = name != NULL && strlen(name) < 250 ? name :
+		    NULL;
 		snprintf(what, sizeof(what), "sandbox %s: %s '%s'%s in "
 		    "set %s", a, kind == EL_DENY ? "deny rule" :
 		    kind == EL_LEARNED ? "DNS-learned address" : "allow rule",
@@ -1926,15 +1936,16 @@ int
 nc_txn_allow_add(struct nc_txn *t, struct in_addr guest,
     const struct nc_rule *r, uint64_t timeout_ms, char *err, size_t errlen)
 {
-	return txn_rule(t, NFT_MSG_NEWSETELEM, EL_ALLOW, guest, r, timeout_ms,
-	    err, errlen);
+	return txn_rule(t, NFT_MSG_NEWSETELEM, EL_ALLOW, guest, r, NULL,
+	    timeout_ms, err, errlen);
 }
 
 int
 nc_txn_learned_add(struct nc_txn *t, struct in_addr guest,
-    const struct nc_rule *r, uint64_t timeout_ms, char *err, size_t errlen)
+    const struct nc_rule *r, const char *name, uint64_t timeout_ms,
+    char *err, size_t errlen)
 {
-	return txn_rule(t, NFT_MSG_NEWSETELEM, EL_LEARNED, guest, r,
+	return txn_rule(t, NFT_MSG_NEWSETELEM, EL_LEARNED, guest, r, name,
 	    timeout_ms, err, errlen);
 }
 
@@ -1942,24 +1953,24 @@ int
 nc_txn_allow_del(struct nc_txn *t, struct in_addr guest,
     const struct nc_rule *r, char *err, size_t errlen)
 {
-	return txn_rule(t, NFT_MSG_DELSETELEM, EL_ALLOW, guest, r, 0, err,
-	    errlen);
+	return txn_rule(t, NFT_MSG_DELSETELEM, EL_ALLOW, guest, r, NULL, 0,
+	    err, errlen);
 }
 
 int
 nc_txn_deny_add(struct nc_txn *t, struct in_addr guest,
     const struct nc_rule *r, uint64_t timeout_ms, char *err, size_t errlen)
 {
-	return txn_rule(t, NFT_MSG_NEWSETELEM, EL_DENY, guest, r, timeout_ms,
-	    err, errlen);
+	return txn_rule(t, NFT_MSG_NEWSETELEM, EL_DENY, guest, r, NULL,
+	    timeout_ms, err, errlen);
 }
 
 int
 nc_txn_deny_del(struct nc_txn *t, struct in_addr guest,
     const struct nc_rule *r, char *err, size_t errlen)
 {
-	return txn_rule(t, NFT_MSG_DELSETELEM, EL_DENY, guest, r, 0, err,
-	    errlen);
+	return txn_rule(t, NFT_MSG_DELSETELEM, EL_DENY, guest, r, NULL, 0,
+	    err, errlen);
 }
 
 /* Detach: the kernel is the truth (DNS-learned elements come and go), so
@@ -2320,4 +2331,164 @@ nc_egress_count_elems(struct nc_ctx *ctx, const char *set, size_t *n,
 	*n = 0;
 	return nc_nft_dump_elems(ctx->nft, NC_TABLE, set, count_cb, n, err,
 	    errlen);
+}
+
+/* ---- what a table holds, read back (berthd's restart) ---- */
+
+struct att {
+	char tap[IFNAMSIZ];
+	struct in_addr ip, gw;
+	uint8_t mac[6];
+	int has_gw, has_mac;
+};
+
+struct att_list {
+	struct att *v;
+	size_t n, cap;
+	const char *set;
+	int nomem;
+};
+
+static struct att *
+att_find(struct att_list *l, const uint8_t *tap)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (memcmp(l->v[i].tap, tap, IFNAMSIZ) == 0)
+			return &l->v[i];
+	return NULL;
+}
+
+static int
+att_cb(struct nftnl_set_elem *e, void *arg)
+{
+	struct att_list *l = arg;
+	const uint8_t *k;
+	uint32_t klen = 0;
+	struct att *a, *v;
+
+	k = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
+	if (k == NULL || klen < 20 || k[IFNAMSIZ - 1] != '\0')
+		return 0;
+	if (strcmp(l->set, "sb_src") == 0) {
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? 2 * l->cap : 64;
+
+			if ((v = realloc(l->v, cap * sizeof(*v))) == NULL) {
+				l->nomem = 1;
+				return 1;
+			}
+			l->v = v;
+			l->cap = cap;
+		}
+		a = &l->v[l->n++];
+		memset(a, 0, sizeof(*a));
+		memcpy(a->tap, k, IFNAMSIZ);
+		memcpy(&a->ip.s_addr, k + IFNAMSIZ, 4);
+	} else if ((a = att_find(l, k)) != NULL) {
+		if (strcmp(l->set, "sb_gw") == 0) {
+			memcpy(&a->gw.s_addr, k + IFNAMSIZ, 4);
+			a->has_gw = 1;
+		} else if (klen >= 22) {
+			memcpy(a->mac, k + IFNAMSIZ, 6);
+			a->has_mac = 1;
+		}
+	}
+	return 0;
+}
+
+int
+nc_egress_attached(struct nc_ctx *ctx,
+    int (*cb)(const struct nc_sandbox *sb, void *arg), void *arg,
+    char *err, size_t errlen)
+{
+	static const char *const from[] = { "sb_src", "sb_gw", "sb_mac" };
+	struct att_list l;
+	struct nc_sandbox sb;
+	size_t i;
+	int ret = 0;
+
+	memset(&l, 0, sizeof(l));
+	for (i = 0; i < 3 && ret == 0; i++) {
+		l.set = from[i];
+		ret = nc_nft_dump_elems(ctx->nft, NC_TABLE, from[i], att_cb, &l,
+		    err, errlen);
+		if (l.nomem) {
+			nc_errf(err, errlen, "libnetctl: %s", strerror(ENOMEM));
+			ret = -ENOMEM;
+		}
+	}
+	for (i = 0; ret == 0 && i < l.n; i++) {
+		if (!l.v[i].has_gw || !l.v[i].has_mac)
+			continue;	/* half a sandbox: not one */
+		memset(&sb, 0, sizeof(sb));
+		sb.ifname = l.v[i].tap;
+		sb.ip = l.v[i].ip;
+		sb.gw = l.v[i].gw;
+		memcpy(sb.mac, l.v[i].mac, 6);
+		if (cb(&sb, arg) != 0)
+			break;
+	}
+	free(l.v);
+	return ret;
+}
+
+struct learned_arg {
+	int (*cb)(struct in_addr, struct in_addr, const char *, uint64_t,
+	    void *);
+	void *arg;
+};
+
+static int
+comment_cb(const struct nftnl_udata *attr, void *data)
+{
+	const char *v = nftnl_udata_get(attr);
+	uint8_t len = nftnl_udata_len(attr);
+
+	if (nftnl_udata_type(attr) == NFTNL_UDATA_SET_ELEM_COMMENT &&
+	    len > 1 && len < 255 && v[len - 1] == '\0')
+		*(const char **)data = v;
+	return 0;
+}
+
+static int
+learned_cb(struct nftnl_set_elem *e, void *arg)
+{
+	struct learned_arg *a = arg;
+	const uint8_t *k;
+	const void *ud;
+	const char *name = NULL;
+	struct in_addr guest, addr;
+	uint32_t klen = 0, ulen = 0;
+	uint64_t left;
+
+	k = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &klen);
+	if (k == NULL || klen != 16 ||
+	    !nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_EXPIRATION) ||
+	    (ud = nftnl_set_elem_get(e, NFTNL_SET_ELEM_USERDATA,
+	    &ulen)) == NULL ||
+	    nftnl_udata_parse(ud, ulen, comment_cb, &name) < 0 ||
+	    name == NULL)
+		return 0;
+	left = nftnl_set_elem_get_u64(e, NFTNL_SET_ELEM_EXPIRATION);
+	memcpy(&guest.s_addr, k, 4);
+	memcpy(&addr.s_addr, k + 4, 4);
+	return a->cb(guest, addr, name, left, a->arg);
+}
+
+int
+nc_egress_learned(struct nc_ctx *ctx,
+    int (*cb)(struct in_addr guest, struct in_addr addr, const char *name,
+    uint64_t left_ms, void *arg), void *arg, char *err, size_t errlen)
+{
+	struct learned_arg a = { cb, arg };
+	int ret;
+
+	ret = nc_nft_dump_elems(ctx->nft, NC_TABLE, "allow_dns_ip",
+	    learned_cb, &a, err, errlen);
+	if (ret == 0)
+		ret = nc_nft_dump_elems(ctx->nft, NC_TABLE, "allow_dns_net",
+		    learned_cb, &a, err, errlen);
+	return ret;
 }

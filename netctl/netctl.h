@@ -199,11 +199,14 @@ int nc_txn_allow_del(struct nc_txn *t, struct in_addr guest,
     const struct nc_rule *r, char *err, size_t errlen);
 int nc_txn_deny_add(struct nc_txn *t, struct in_addr guest,
     const struct nc_rule *r, uint64_t timeout_ms, char *err, size_t errlen);
-/* An address the resolver learned: like an allow rule, but in sets of
- * their own (allow_dns_*), so that it never turns a rule's element into
- * one that expires, and the clear of a re-apply removes it. */
+/* An address the resolver learned for `name` (kept with the element, so
+ * a restarted daemon can read it back; NULL: none): like an allow rule,
+ * but in sets of their own (allow_dns_*), so that it never turns a
+ * rule's element into one that expires, and the clear of a re-apply
+ * removes it. */
 int nc_txn_learned_add(struct nc_txn *t, struct in_addr guest,
-    const struct nc_rule *r, uint64_t timeout_ms, char *err, size_t errlen);
+    const struct nc_rule *r, const char *name, uint64_t timeout_ms,
+    char *err, size_t errlen);
 int nc_txn_recheck(struct nc_txn *t, struct in_addr ip, char *err,
     size_t errlen);
 int nc_txn_deny_del(struct nc_txn *t, struct in_addr guest,
@@ -216,6 +219,16 @@ int nc_egress_count_rules(struct nc_ctx *ctx, size_t *n, char *err,
     size_t errlen);
 int nc_egress_count_elems(struct nc_ctx *ctx, const char *set, size_t *n,
     char *err, size_t errlen);
+/* What the table in force holds, for a daemon that starts while its
+ * sandboxes run: each attached sandbox (tap, guest, gateway, MAC; mode
+ * 0), and each learned address with the name it was learned for and the
+ * time it has left. cb returning nonzero stops. -ENOENT: no table. */
+int nc_egress_attached(struct nc_ctx *ctx,
+    int (*cb)(const struct nc_sandbox *sb, void *arg), void *arg,
+    char *err, size_t errlen);
+int nc_egress_learned(struct nc_ctx *ctx,
+    int (*cb)(struct in_addr guest, struct in_addr addr, const char *name,
+    uint64_t left_ms, void *arg), void *arg, char *err, size_t errlen);
 /* Denials of the tap's sandbox not logged, over its log rate. */
 int nc_egress_log_suppressed(struct nc_ctx *ctx, const char *ifname,
     uint64_t *n, char *err, size_t errlen);

@@ -426,8 +426,12 @@ metrics(struct evbuffer *out, void *arg)
 		evbuffer_add_printf(out,
 		    "# HELP berth_egress_pending 1 while the kernel refused the stored "
 		    "egress rules (the previous ones stay in force; retrying).\n"
-		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n",
-		    px_eg_pending());
+		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n"
+		    "# HELP berth_egress_unattributed_total Denials from a tap of no "
+		    "known sandbox.\n"
+		    "# TYPE berth_egress_unattributed_total counter\n"
+		    "berth_egress_unattributed_total %llu\n",
+		    px_eg_pending(), px_eg_unattributed());
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
 	    "# TYPE berth_sandbox_requests_total counter\n");

@@ -339,10 +339,10 @@ expect "lets it through again" open 1000 tcp 203.0.113.16 80
 # brief.test: TTL 2 + 1 s grace. While the guest keeps asking, its flow
 # goes on; once it stops, the flow is reset within 1 s of the expiry.
 now() { date +%s.%N; }
+like "brief.test answered (TTL 2)" "$(q brief.test)" '203\.0\.113\.17$'
 ing "$DRIVE" stream 203.0.113.17 9100 --interval 250 >"$TMP/brief" 2>&1 &
 BRIEF=$!
 PIDS="$PIDS $BRIEF"
-like "brief.test answered (TTL 2)" "$(q brief.test)" '203\.0\.113\.17$'
 for _i in $(seq 40); do grep -Eq '^(open|failed)' "$TMP/brief" && break; sleep 0.05; done
 like "a flow to its address is open" "$(cat "$TMP/brief")" '^open'
 for k in 1 2 3; do sleep 1; q brief.test >/dev/null; done

@@ -619,10 +619,10 @@ main(void)
 
 	nc_rule_parse("1.2.3.4:443/tcp", &r, err, sizeof(err));
 	before = nc_txn_size(t);
-	ok(nc_txn_learned_add(t, ip("10.200.0.2"), &r, 3000, err,
+	ok(nc_txn_learned_add(t, ip("10.200.0.2"), &r, "a.example", 3000, err,
 	    sizeof(err)) == 0, "a DNS-learned address");
 	nc_rule_parse("1.2.3.5:8000-8100/tcp", &r, err, sizeof(err));
-	ok(nc_txn_learned_add(t, ip("10.200.0.2"), &r, 3000, err,
+	ok(nc_txn_learned_add(t, ip("10.200.0.2"), &r, NULL, 3000, err,
 	    sizeof(err)) == 0, "... and one with a port range");
 	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
 	n = elems(buf, len, NFT_MSG_NEWSETELEM, ec, 64);
