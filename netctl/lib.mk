@@ -32,3 +32,6 @@ TESTS += tests/integ/egress-nft.sh tests/integ/egress-limits.sh \
 	tests/integ/egress-cut.sh
 EXTRA_DIST += tests/integ/egress-nft.sh tests/integ/egress-limits.sh \
 	tests/integ/egress-cut.sh
+# berthd's egress from inside two microVMs (root, qemu TCG; two boots)
+TESTS += tests/integ/egress-live.sh
+EXTRA_DIST += tests/integ/egress-live.sh

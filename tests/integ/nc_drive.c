@@ -441,7 +441,7 @@ stream_main(int argc, char **argv)
 		}
 		pfd.fd = fd;
 		pfd.events = POLLIN;
-		r = poll(&pfd, 1, 10);
+		r = poll(&pfd, 1, interval < 10 ? interval : 10);
 		if (r > 0) {
 			r = (int)recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (r == 0) {
