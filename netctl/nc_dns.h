@@ -57,7 +57,8 @@ enum {
 	NC_DNS_T_A = 1, NC_DNS_T_NS = 2, NC_DNS_T_CNAME = 5,
 	NC_DNS_T_SOA = 6, NC_DNS_T_PTR = 12, NC_DNS_T_MX = 15,
 	NC_DNS_T_TXT = 16, NC_DNS_T_AAAA = 28, NC_DNS_T_SRV = 33,
-	NC_DNS_T_OPT = 41, NC_DNS_T_ANY = 255,
+	NC_DNS_T_OPT = 41, NC_DNS_T_SVCB = 64, NC_DNS_T_HTTPS = 65,
+	NC_DNS_T_ANY = 255,
 	NC_DNS_C_IN = 1,
 	NC_DNS_NOERROR = 0, NC_DNS_FORMERR = 1, NC_DNS_SERVFAIL = 2,
 	NC_DNS_NXDOMAIN = 3, NC_DNS_NOTIMP = 4, NC_DNS_REFUSED = 5,
@@ -88,6 +89,18 @@ struct nc_dns_config {
 	uint16_t max_udp;		/* largest UDP answer to an EDNS guest
 					 * (512 without EDNS) */
 	int deny_rcode;			/* NC_DNS_NXDOMAIN or NC_DNS_REFUSED */
+	/* Against tunnels through names the rules allow (0: the default;
+	 * NC_DNS_UNLIMITED: none): */
+	const uint16_t *qtypes;		/* the query types answered, NULL: A,
+					 * AAAA, CNAME, HTTPS, SVCB */
+	size_t nqtypes;
+	uint32_t query_rate;		/* queries/s per sandbox, a bucket two
+					 * seconds deep; default 50 */
+	uint32_t label_max;		/* longest label a wildcard rule lets
+					 * through ("*" of *.example.com);
+					 * default 40 */
+	uint32_t wildcard_names;	/* distinct names per wildcard rule and
+					 * minute; default 120 */
 	void (*on_denial)(const struct nc_dns_denial *d, void *arg);
 	void (*on_error)(const char *msg, void *arg);
 	void *arg;
@@ -96,12 +109,19 @@ struct nc_dns_config {
 struct nc_dns_stats {
 	uint64_t queries, allowed, denied, answered, servfail, formerr,
 	    dropped, upstream_sent, upstream_tcp, upstream_fail, inserted,
-	    insert_fail, limited, rechecks;
+	    insert_fail, limited, rechecks, tunnel_refused;
 };
 
 /* Defaults: port 53, 1000 ms x 2 rounds, TTL 5..3600 s, grace 30 s,
  * 64 queries and 16 TCP connections per sandbox, TCP idle 10 s, UDP 1232,
- * NXDOMAIN. */
+ * NXDOMAIN; tunnel limits as above. What they refuse is answered REFUSED
+ * (a query type, the rate) or with deny_rcode (a long label, one name
+ * too many under a wildcard), and reported with reason "qtype",
+ * "rate-limit", "label-length" or "wildcard-names". */
+#define NC_DNS_UNLIMITED UINT32_MAX
+#define NC_DNS_QUERY_RATE 50
+#define NC_DNS_LABEL_MAX 40
+#define NC_DNS_WILDCARD_NAMES 120
 void nc_dns_config_init(struct nc_dns_config *c);
 
 /* ctx NULL: answer without inserting anything (tests, or a host with no
@@ -186,6 +206,15 @@ int nc_dns_decide(enum nc_mode mode, const struct nc_rule *allow,
     size_t nallow, const struct nc_rule *deny, size_t ndeny,
     const char *name, int clean, const char **reason);
 uint32_t nc_dns_ttl_clamp(uint32_t ttl, uint32_t lo, uint32_t hi);
+/* Is qtype answered under c (its list, or the default one)? */
+int nc_dns_qtype_ok(const struct nc_dns_config *c, uint16_t qtype);
+/* The wildcard rule that alone lets name through (no exact domain rule
+ * names it), or NULL. */
+const struct nc_rule *nc_dns_wildcard_of(const char *name,
+    const struct nc_rule *allow, size_t nallow);
+/* Type names and numbers as berth.conf writes them ("TXT", "65"):
+ * 0 and *out, or -1. */
+int nc_dns_qtype_parse(const char *s, uint16_t *out);
 
 /* The learned-address bookkeeping behind nc_dns_queue_learned(): times
  * are CLOCK_MONOTONIC milliseconds, passed in. */

@@ -860,6 +860,13 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	dc.resolvers = res;
 	dc.nresolvers = resolvers(c, res, 8);
 	dc.deny_rcode = c->eg_dns_refused ? NC_DNS_REFUSED : NC_DNS_NXDOMAIN;
+	if (c->ndns_qtypes > 0) {
+		dc.qtypes = c->dns_qtypes;
+		dc.nqtypes = (size_t)c->ndns_qtypes;
+	}
+	dc.query_rate = c->dns_query_rate;
+	dc.label_max = c->dns_label_max;
+	dc.wildcard_names = c->dns_wildcard_names;
 	dc.on_denial = on_dns_denial;
 	dc.on_error = on_dns_error;
 	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)

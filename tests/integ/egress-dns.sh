@@ -32,7 +32,11 @@
 # and is reset within 1 s of the address expiring once it stops; a
 # static rule for an address a name also resolves to stays permanent
 # (its element never takes the answer's timeout) and keeps the address
-# reachable after the answer expired.
+# reachable after the answer expired. Tunnels: a TXT query is refused
+# (only A, AAAA, CNAME, HTTPS, SVCB by default), so is a label over 40
+# characters under a wildcard and a name past the cap of distinct names
+# under one wildcard a minute, and a burst over the query rate; each
+# refusal is logged with its reason and never reaches the upstream.
 # Exit 77 (skip) without root, ip netns, nft or python3.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -225,7 +229,7 @@ ip netns exec "$H" "$DNSD" serve --guest 10.200.0.2 --gw 10.200.0.1 --id sb-dns 
 	--allow big.allowed.test --allow nx.allowed.test --allow '*.wild.test' \
 	--deny bad.wild.test --allow short.test:80/tcp --allow brief.test:9100/tcp \
 	--resolver 203.0.113.99 --resolver 203.0.113.53 --timeout-ms 300 \
-	--ttl-min 1 --ttl-max 300 --grace-ms 1000 >"$TMP/dns.out" 2>&1 &
+	--ttl-min 1 --ttl-max 300 --grace-ms 1000 --wildcard-names 8 >"$TMP/dns.out" 2>&1 &
 DNSPID=$!
 PIDS="$PIDS $DNSPID"
 if waitfor "$TMP/dns.out" ready; then ok "resolver listening on the gateway"
@@ -250,7 +254,10 @@ out=$(q allowed.test AAAA)
 like "AAAA of an allowed name: NOERROR, no records" "$out" '^NOERROR ancount=0'
 unlike "AAAA never asked upstream" "$(cat "$TMP/upstream.log")" ' 28$'
 out=$(q allowed.test TXT)
-like "TXT of an allowed name passes through" "$out" '^allowed\.test 30 TXT'
+like "TXT of an allowed name: REFUSED (not a type answered by default)" "$out" '^REFUSED'
+unlike "... and never asked upstream" "$(cat "$TMP/upstream.log")" 'allowed\.test 16$'
+waitfor "$TMP/dns.out" 'allowed\.test TXT qtype' >/dev/null
+like "... and logged with reason qtype" "$(cat "$TMP/dns.out")" 'allowed\.test TXT qtype$'
 out=$(q nx.allowed.test)
 like "allowed but nonexistent name: the upstream's NXDOMAIN" "$out" '^NXDOMAIN'
 
@@ -446,6 +453,36 @@ unlike "after TTL + grace the learned element is gone" \
 like "the rule's element is still there, still without a timeout" \
 	"$(inh nft list set inet berth allow_ip | grep 203.0.113.16)" '203\.0\.113\.16 \. tcp \. 80 *[,}]?$'
 expect "and 203.0.113.16:80 is still reachable" open 1000 tcp 203.0.113.16 80
+
+# ---- tunnels through allowed names ---------------------------------------------------------
+# a 60-character label under *.wild.test (default limit 40)
+long=x5k2m9q1w8e7r6t5y4u3i2o1p0a9s8d7f6g5h4j3k2l1z0x9c8v7b6n5m4q3
+out=$(q $long.wild.test)
+like "a 60-character label under an allowed wildcard: refused" "$out" '^NXDOMAIN'
+unlike "... never asked upstream" "$(cat "$TMP/upstream.log")" "$long"
+waitfor "$TMP/dns.out" "$long\.wild\.test A label-length" >/dev/null
+like "... and logged with reason label-length" "$(cat "$TMP/dns.out")" "$long\.wild\.test A label-length$"
+l40=$(echo $long | cut -c1-40)
+like "a 40-character one still resolves (upstream's NXDOMAIN, asked)" \
+	"$(q $l40.wild.test)" '^NXDOMAIN'
+like "... it was asked upstream" "$(cat "$TMP/upstream.log")" "$l40\.wild\.test"
+# distinct names under one wildcard a minute (8 in this test: --wildcard-names)
+for i in 1 2 3 4 5 6 7 8 9 10; do q n$i.wild.test >/dev/null; done
+waitfor "$TMP/dns.out" 'wild\.test A wildcard-names' >/dev/null
+like "more distinct names under *.wild.test than its cap a minute: refused, logged" \
+	"$(cat "$TMP/dns.out")" 'n(9|10)\.wild\.test A wildcard-names$'
+unlike "... the refused ones never reached the upstream" "$(cat "$TMP/upstream.log")" 'n10\.wild\.test'
+like "a name asked before within the minute still resolves" "$(q a.wild.test)" '203\.0\.113\.13$'
+like "exact domain rules have no such cap" "$(q short.test)" '203\.0\.113\.16$'
+# the query rate: 50/s per sandbox, a bucket of 100
+out=$(ing "$DNSD" burst 10.200.0.1 short.test 300)
+r=$(echo "$out" | sed -n 's/.*REFUSED \([0-9]*\).*/\1/p')
+if [ "${r:-0}" -ge 100 ]; then ok "a burst of 300 queries: $r over the rate refused ($out)"
+else nok "a burst over the rate is refused"; diag "$out"; fi
+waitfor "$TMP/dns.out" 'rate-limit' >/dev/null
+like "... logged with reason rate-limit" "$(cat "$TMP/dns.out")" 'short\.test A rate-limit$'
+sleep 2.1
+like "the bucket refills" "$(q short.test)" '203\.0\.113\.16$'
 
 # ---- shutdown -------------------------------------------------------------------------------
 kill -TERM $DNSPID
