@@ -5,7 +5,7 @@ noinst_LIBRARIES += netctl/libnetctl.a
 netctl_libnetctl_a_SOURCES = netctl/netctl.h \
 	netctl/nc_nft.c netctl/nc_nft.h \
 	netctl/nc_egress.c netctl/nc_egress.h \
-	netctl/nc_rule.c netctl/nc_nflog.c netctl/nc_ct.c
+	netctl/nc_rule.c netctl/nc_nflog.c netctl/nc_ct.c netctl/nc_host.c
 netctl_libnetctl_a_CFLAGS = $(AM_CFLAGS) $(LIBMNL_CFLAGS) $(LIBNFTNL_CFLAGS)
 NC_LIBS = netctl/libnetctl.a $(LIBNFTNL_LIBS) $(LIBMNL_LIBS)
 

@@ -123,71 +123,83 @@ struct setdef {
 	const char *comment;
 	uint32_t size;		/* dynamic sets: most elements */
 	uint64_t timeout_ms;	/* default element timeout */
+	uint32_t family;	/* 0: inet; NFPROTO_ARP: table arp berth */
 };
 
 #define TUPLE TC(TC(TC(T_IPADDR, T_IPADDR), T_INET_PROTO), T_INET_SERVICE)
 
 static const struct setdef sets[] = {
 	{ "sb_ifaces", T_IFNAME, 16, 0, { 0 }, BYTEORDER_HOST, 0,
-	  "tap devices of attached sandboxes", 0, 0 },
+	  "tap devices of attached sandboxes", 0, 0, 0 },
 	{ "sb_src", TC(T_IFNAME, T_IPADDR), 20, 0, { 16, 4 }, 0, 0,
-	  "tap . the one source address its guest may use", 0, 0 },
+	  "tap . the one source address its guest may use", 0, 0, 0 },
 	{ "sb_mac", TC(T_IFNAME, T_ETHERADDR), 24, 0, { 16, 6 }, 0, 0,
-	  "tap . the one MAC address its guest may use", 0, 0 },
+	  "tap . the one MAC address its guest may use", 0, 0, 0 },
 	{ "sb_gw", TC(T_IFNAME, T_IPADDR), 20, 0, { 16, 4 }, 0, 0,
-	  "tap . its gateway address, where berth answers DNS", 0, 0 },
+	  "tap . its gateway address, where berth answers DNS", 0, 0, 0 },
 	{ "guests", T_IPADDR, 4, 0, { 0 }, BYTEORDER_BIG, 0,
-	  "guest addresses, masqueraded on the way out", 0, 0 },
+	  "guest addresses, masqueraded on the way out", 0, 0, 0 },
 	{ "sb_mode", T_IPADDR, 4, NFT_SET_MAP, { 0 }, BYTEORDER_BIG, T_VERDICT,
-	  "guest address -> its mode chain: open, allowlist or closed", 0, 0 },
+	  "guest address -> its mode chain: open, allowlist or closed", 0, 0, 0 },
 	{ "sb_gen", T_IPADDR, 4, NFT_SET_MAP, { 0 }, BYTEORDER_BIG, T_MARK,
 	  "guest address -> generation of its policy: admitted flows carry "
-	  "it as ct mark", 0, 0 },
+	  "it as ct mark", 0, 0, 0 },
 	{ "sb_cur", TC(T_IPADDR, T_MARK), 8, 0, { 4, 4 }, 0, 0,
 	  "guest . its current generation: flows admitted under an older "
-	  "one are checked again", 0, 0 },
+	  "one are checked again", 0, 0, 0 },
 	{ "always_deny", T_IPADDR, 4, NFT_SET_INTERVAL, { 0 }, BYTEORDER_BIG,
 	  0, "never reachable from a sandbox: private, CGNAT, link-local "
-	  "(metadata), loopback, multicast, reserved, host, ops' ranges", 0, 0 },
+	  "(metadata), loopback, multicast, reserved, host, ops' ranges", 0, 0, 0 },
 	{ "permitted", T_IPADDR, 4, NFT_SET_INTERVAL, { 0 }, BYTEORDER_BIG,
 	  0, "private ranges ops permit: reachable only with the sandbox's "
-	  "own allow rule, in any mode", 0, 0 },
+	  "own allow rule, in any mode", 0, 0, 0 },
 	{ "dns_ports", TC(T_INET_PROTO, T_INET_SERVICE), 8, NFT_SET_CONSTANT,
-	  { 1, 2 }, 0, 0, "DNS and DNS over TLS: only berth's resolver", 0, 0 },
+	  { 1, 2 }, 0, 0, "DNS and DNS over TLS: only berth's resolver", 0, 0, 0 },
 	{ "deny_net", TUPLE, 16,
 	  NFT_SET_INTERVAL | NFT_SET_TIMEOUT | NFT_SET_CONCAT,
 	  { 4, 4, 1, 2 }, 0, 0,
-	  "per-sandbox deny: guest . dst . proto . port ranges; beats allow", 0, 0 },
+	  "per-sandbox deny: guest . dst . proto . port ranges; beats allow", 0, 0, 0 },
 	{ "allow_ip", TUPLE, 16, NFT_SET_TIMEOUT, { 4, 4, 1, 2 }, 0, 0,
-	  "per-sandbox allow rules, exact guest . dst . proto . port", 0, 0 },
+	  "per-sandbox allow rules, exact guest . dst . proto . port", 0, 0, 0 },
 	{ "allow_net", TUPLE, 16,
 	  NFT_SET_INTERVAL | NFT_SET_TIMEOUT | NFT_SET_CONCAT,
 	  { 4, 4, 1, 2 }, 0, 0,
-	  "per-sandbox allow rules: guest . dst . proto . port ranges", 0, 0 },
+	  "per-sandbox allow rules: guest . dst . proto . port ranges", 0, 0, 0 },
 	/* What the resolver learned lives apart from the rules: an answer
 	 * never turns a rule's permanent element into one that expires. */
 	{ "allow_dns_ip", TUPLE, 16, NFT_SET_TIMEOUT, { 4, 4, 1, 2 }, 0, 0,
 	  "DNS-learned, exact guest . dst . proto . port (expire with "
-	  "TTL + grace)", 0, 0 },
+	  "TTL + grace)", 0, 0, 0 },
 	{ "allow_dns_net", TUPLE, 16,
 	  NFT_SET_INTERVAL | NFT_SET_TIMEOUT | NFT_SET_CONCAT,
 	  { 4, 4, 1, 2 }, 0, 0,
 	  "DNS-learned, guest . dst . proto . port ranges (expire with "
-	  "TTL + grace)", 0, 0 },
+	  "TTL + grace)", 0, 0, 0 },
 	/* Filled by the packet path (dynset), one element per guest that
 	 * opens connections; guests live in a /16 pool, so 65535 fits. */
 	{ "sb_conns", T_IPADDR, 4, NFT_SET_EVAL, { 0 }, BYTEORDER_BIG, 0,
 	  "guest address -> its connections in conntrack (ct count cap)",
-	  65535, 0 },
+	  65535, 0, 0 },
 	{ "sb_rate", T_IPADDR, 4, NFT_SET_EVAL | NFT_SET_TIMEOUT, { 0 },
 	  BYTEORDER_BIG, 0, "guest address -> its new-connection rate "
-	  "(limit); idle entries expire", 65535, 60000 },
+	  "(limit); idle entries expire", 65535, 60000, 0 },
 	{ "log_rate", T_IFNAME, 16, NFT_SET_EVAL | NFT_SET_TIMEOUT, { 0 },
 	  BYTEORDER_HOST, 0, "tap -> the rate of its denial log (limit); "
-	  "idle entries expire", 65535, 60000 },
+	  "idle entries expire", 65535, 60000, 0 },
 	{ "log_sup", T_IFNAME, 16, NFT_SET_EVAL, { 0 }, BYTEORDER_HOST, 0,
 	  "tap -> denials not logged, over its log rate (counter)", 65535,
-	  0 },
+	  0, 0 },
+};
+
+/* Table arp berth: a guest sends ARP only as itself (its MAC and
+ * address), and only to ask or answer its gateway. */
+#define ARP_KEY TC(TC(TC(T_IFNAME, T_ETHERADDR), T_IPADDR), T_IPADDR)
+static const struct setdef sets_arp[] = {
+	{ "taps", T_IFNAME, 16, 0, { 0 }, BYTEORDER_HOST, 0,
+	  "tap devices of attached sandboxes", 0, 0, NFPROTO_ARP },
+	{ "sb_arp", ARP_KEY, 32, 0, { 16, 6, 4, 4 }, 0, 0,
+	  "tap . guest MAC . guest address . gateway: the one ARP exchange "
+	  "a guest has", 0, 0, NFPROTO_ARP },
 };
 
 /* Per-sandbox sets and where the sandbox's identity sits in their keys. */
@@ -198,16 +210,19 @@ static const struct {
 	int kind;		/* OWN_STATE: run-time state of the limits and
 				 * the log (dynset); OWN_GEN: the generation,
 				 * replaced by regen(); both survive a clear */
+	uint32_t family;	/* 0: inet */
 } owned[] = {
-	{ "sb_mode", 0, OWN_RULES }, { "sb_src", 1, OWN_RULES },
-	{ "sb_mac", 1, OWN_RULES }, { "sb_gw", 1, OWN_RULES },
-	{ "sb_ifaces", 1, OWN_RULES }, { "guests", 0, OWN_RULES },
-	{ "deny_net", 0, OWN_RULES }, { "allow_ip", 0, OWN_RULES },
-	{ "allow_net", 0, OWN_RULES }, { "allow_dns_ip", 0, OWN_RULES },
-	{ "allow_dns_net", 0, OWN_RULES },
-	{ "sb_gen", 0, OWN_GEN }, { "sb_cur", 0, OWN_GEN },
-	{ "sb_conns", 0, OWN_STATE }, { "sb_rate", 0, OWN_STATE },
-	{ "log_rate", 1, OWN_STATE }, { "log_sup", 1, OWN_STATE },
+	{ "taps", 1, OWN_RULES, NFPROTO_ARP },
+	{ "sb_arp", 1, OWN_RULES, NFPROTO_ARP },
+	{ "sb_mode", 0, OWN_RULES, 0 }, { "sb_src", 1, OWN_RULES, 0 },
+	{ "sb_mac", 1, OWN_RULES, 0 }, { "sb_gw", 1, OWN_RULES, 0 },
+	{ "sb_ifaces", 1, OWN_RULES, 0 }, { "guests", 0, OWN_RULES, 0 },
+	{ "deny_net", 0, OWN_RULES, 0 }, { "allow_ip", 0, OWN_RULES, 0 },
+	{ "allow_net", 0, OWN_RULES, 0 }, { "allow_dns_ip", 0, OWN_RULES, 0 },
+	{ "allow_dns_net", 0, OWN_RULES, 0 },
+	{ "sb_gen", 0, OWN_GEN, 0 }, { "sb_cur", 0, OWN_GEN, 0 },
+	{ "sb_conns", 0, OWN_STATE, 0 }, { "sb_rate", 0, OWN_STATE, 0 },
+	{ "log_rate", 1, OWN_STATE, 0 }, { "log_sup", 1, OWN_STATE, 0 },
 };
 
 static uint32_t set_id_next = 1;
@@ -223,7 +238,8 @@ set_new(const struct setdef *d)
 		return NULL;
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, NC_TABLE);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, d->name);
-	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, d->family ? d->family :
+	    NFPROTO_INET);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, set_id_next++);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, d->keytype);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, d->keylen);
@@ -592,6 +608,7 @@ ifname_ok(const char *name, char *err, size_t len)
  * against the layout comment above. */
 struct rulectx {
 	struct nc_batch *b;
+	uint32_t family;	/* 0: inet */
 	const char *chain;
 	const struct nc_global *g;
 	int failed;
@@ -611,7 +628,8 @@ x_iface(struct rulectx *rc, struct nftnl_rule *r, uint32_t key, int inv)
 		x_cmp(r, NFT_REG_1, inv ? NFT_CMP_NEQ : NFT_CMP_EQ, p,
 		    (uint32_t)strlen(p));
 	else
-		x_lookup(r, NFT_REG_1, "sb_ifaces", inv);
+		x_lookup(r, NFT_REG_1, rc->family == NFPROTO_ARP ? "taps" :
+		    "sb_ifaces", inv);
 }
 
 static struct nftnl_rule *
@@ -624,7 +642,8 @@ rule_new(struct rulectx *rc, const char *comment)
 		return NULL;
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NC_TABLE);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, rc->chain);
-	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, rc->family ? rc->family :
+	    NFPROTO_INET);
 	if ((u = nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN)) != NULL) {
 		nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, comment);
 		nftnl_rule_set_data(r, NFTNL_RULE_USERDATA,
@@ -650,8 +669,9 @@ rule_add(struct rulectx *rc, struct nftnl_rule *r, const char *comment)
 			nexpr++;
 		nftnl_expr_iter_destroy(it);
 	}
-	snprintf(what, sizeof(what), "rule %zu of chain inet %s %s (\"%s\")",
-	    ++rc->nrules, NC_TABLE, rc->chain, comment);
+	snprintf(what, sizeof(what), "rule %zu of chain %s %s %s (\"%s\")",
+	    ++rc->nrules, rc->family == NFPROTO_ARP ? "arp" : "inet",
+	    NC_TABLE, rc->chain, comment);
 	if (nexpr == 0 || nc_batch_rule(rc->b, NFT_MSG_NEWRULE,
 	    NLM_F_CREATE | NLM_F_APPEND, r, what) < 0)
 		rc->failed = 1;
@@ -1012,11 +1032,54 @@ rules_postrouting(struct rulectx *rc)
 	});
 }
 
+/* ARP from a tap: only the guest's MAC and address, and only to or from
+ * its gateway (asking for it, answering it). A guest cannot poison the
+ * host's neighbour entries for other addresses or fill its table. */
+static void
+rules_arp(struct rulectx *rc)
+{
+	static const uint8_t ether_ipv4[6] = { 0, 1, 0x08, 0x00, 6, 4 };
+
+	rc->family = NFPROTO_ARP;
+	rc->chain = "input";
+	RULE("not from a sandbox tap: not berth's business", {
+		x_iface(rc, r, NFT_META_IIFNAME, 1);
+		x_verdict(r, NFT_RETURN, NULL);
+	});
+	RULE("the guest's own MAC and address, with its gateway", {
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 0, 6, NFT_REG_1);
+		x_cmp(r, NFT_REG_1, NFT_CMP_EQ, ether_ipv4, 6);
+		x_meta(r, NFT_META_IIFNAME, NFT_REG32_00);
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 8, 6, NFT_REG32_04);
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 14, 4, NFT_REG32_06);
+		x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 4, NFT_REG32_07);
+		x_lookup(r, NFT_REG32_00, "sb_arp", 0);
+		x_verdict(r, NF_ACCEPT, NULL);
+	});
+	RULE("any other ARP from a sandbox tap: dropped", {
+		x_counter(r);
+		x_verdict(r, NF_DROP, NULL);
+	});
+	rc->family = 0;
+}
+
 /* ---- chains ---- */
+
+static int add_chain_fam(struct nc_batch *b, uint32_t family,
+    const char *name, const char *type, int hook, int prio,
+    const char *comment);
 
 static int
 add_chain(struct nc_batch *b, const char *name, const char *type, int hook,
     int prio, const char *comment)
+{
+	return add_chain_fam(b, NFPROTO_INET, name, type, hook, prio,
+	    comment);
+}
+
+static int
+add_chain_fam(struct nc_batch *b, uint32_t family, const char *name,
+    const char *type, int hook, int prio, const char *comment)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
 	struct nftnl_udata_buf *u;
@@ -1027,7 +1090,7 @@ add_chain(struct nc_batch *b, const char *name, const char *type, int hook,
 		return -1;
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, NC_TABLE);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
-	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, family);
 	if (type != NULL) {
 		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
 		nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)hook);
@@ -1040,16 +1103,27 @@ add_chain(struct nc_batch *b, const char *name, const char *type, int hook,
 		    nftnl_udata_buf_data(u), nftnl_udata_buf_len(u));
 		nftnl_udata_buf_free(u);
 	}
-	snprintf(what, sizeof(what), "chain inet %s %s", NC_TABLE, name);
+	snprintf(what, sizeof(what), "chain %s %s %s", family == NFPROTO_ARP ?
+	    "arp" : "inet", NC_TABLE, name);
 	ret = nc_batch_chain(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL,
 	    c, what);
 	nftnl_chain_free(c);
 	return ret;
 }
 
+static int add_table_fam(struct nc_batch *b, uint32_t family,
+    uint16_t type, uint16_t flags, const char *comment);
+
 static int
 add_table(struct nc_batch *b, uint16_t type, uint16_t flags,
     const char *comment)
+{
+	return add_table_fam(b, NFPROTO_INET, type, flags, comment);
+}
+
+static int
+add_table_fam(struct nc_batch *b, uint32_t family, uint16_t type,
+    uint16_t flags, const char *comment)
 {
 	struct nftnl_table *t = nftnl_table_alloc();
 	struct nftnl_udata_buf *u;
@@ -1059,7 +1133,7 @@ add_table(struct nc_batch *b, uint16_t type, uint16_t flags,
 	if (t == NULL)
 		return -1;
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NC_TABLE);
-	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, family);
 	if (comment != NULL &&
 	    (u = nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN)) != NULL) {
 		nftnl_udata_put_strz(u, NFTNL_UDATA_TABLE_COMMENT, comment);
@@ -1067,7 +1141,8 @@ add_table(struct nc_batch *b, uint16_t type, uint16_t flags,
 		    nftnl_udata_buf_data(u), nftnl_udata_buf_len(u));
 		nftnl_udata_buf_free(u);
 	}
-	snprintf(what, sizeof(what), "table inet %s", NC_TABLE);
+	snprintf(what, sizeof(what), "table %s %s", family == NFPROTO_ARP ?
+	    "arp" : "inet", NC_TABLE);
 	ret = nc_batch_table(b, type, flags, t, what);
 	nftnl_table_free(t);
 	return ret;
@@ -1077,7 +1152,7 @@ add_table(struct nc_batch *b, uint16_t type, uint16_t flags,
 
 struct elem {
 	const char *set;
-	uint8_t key[24], kend[24];
+	uint8_t key[32], kend[32];
 	uint32_t klen;
 	int has_end;
 	int has_data;		/* a map's data: data[0..4) */
@@ -1088,6 +1163,7 @@ struct elem {
 	int open_end;		/* udata: interval runs to the top */
 	const char *comment;	/* udata: the name an address was learned
 				 * for (read back after a restart) */
+	uint32_t family;	/* 0: inet */
 };
 
 static int
@@ -1107,7 +1183,8 @@ put_elem(struct nc_batch *b, uint16_t type, const struct elem *el,
 	}
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, NC_TABLE);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, el->set);
-	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, el->family ? el->family :
+	    NFPROTO_INET);
 	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, el->key, el->klen);
 	if (el->has_end)
 		nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY_END, el->kend,
@@ -1613,7 +1690,28 @@ nc_txn_egress_init(struct nc_txn *t, const struct nc_global *g, char *err,
 	    add_table(t->b, NFT_MSG_DELTABLE, 0, NULL) < 0 ||
 	    add_table(t->b, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL,
 	    "berth sandbox egress; managed by berthd (libnetctl), "
-	    "replaced on start") < 0)
+	    "replaced on start") < 0 ||
+	    add_table_fam(t->b, NFPROTO_ARP, NFT_MSG_NEWTABLE, NLM_F_CREATE,
+	    NULL) < 0 ||
+	    add_table_fam(t->b, NFPROTO_ARP, NFT_MSG_DELTABLE, 0, NULL) < 0 ||
+	    add_table_fam(t->b, NFPROTO_ARP, NFT_MSG_NEWTABLE,
+	    NLM_F_CREATE | NLM_F_EXCL, "berth sandbox ARP: a guest speaks "
+	    "ARP only as itself, only with its gateway; managed by berthd") < 0)
+		NOMEM(t, mark, err, errlen);
+	for (i = 0; i < sizeof(sets_arp) / sizeof(sets_arp[0]); i++) {
+		if ((s = set_new(&sets_arp[i])) == NULL)
+			NOMEM(t, mark, err, errlen);
+		snprintf(what, sizeof(what), "set arp %s %s", NC_TABLE,
+		    sets_arp[i].name);
+		if (nc_batch_set(t->b, NFT_MSG_NEWSET,
+		    NLM_F_CREATE | NLM_F_EXCL, s, what) < 0) {
+			nftnl_set_free(s);
+			NOMEM(t, mark, err, errlen);
+		}
+		nftnl_set_free(s);
+	}
+	if (add_chain_fam(t->b, NFPROTO_ARP, "input", "filter", 0 /* NF_ARP_IN */,
+	    0, "ARP from sandbox taps") < 0)
 		NOMEM(t, mark, err, errlen);
 
 	for (i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
@@ -1700,6 +1798,7 @@ nc_txn_egress_init(struct nc_txn *t, const struct nc_global *g, char *err,
 	rules_input(rc);
 	rules_forward(rc);
 	rules_postrouting(rc);
+	rules_arp(rc);
 	if (rc->failed)
 		NOMEM(t, mark, err, errlen);
 	t->fresh = 1;
@@ -1789,6 +1888,25 @@ nc_txn_sandbox_attach(struct nc_txn *t, const struct nc_sandbox *sb,
 	el.gotochain = mode_chain(sb->mode);
 	snprintf(what, sizeof(what), "sandbox %s: %s : goto %s in map sb_mode",
 	    ip, ip, el.gotochain);
+	if (put_elem(t->b, NFT_MSG_NEWSETELEM, &el, what) < 0)
+		NOMEM(t, mark, err, errlen);
+
+	memset(&el, 0, sizeof(el));
+	el.family = NFPROTO_ARP;
+	el.set = "taps";
+	el.klen = 16;
+	key_ifname(el.key, sb->ifname);
+	snprintf(what, sizeof(what), "sandbox %s: tap %s in set arp taps", ip,
+	    sb->ifname);
+	if (put_elem(t->b, NFT_MSG_NEWSETELEM, &el, what) < 0)
+		NOMEM(t, mark, err, errlen);
+	el.set = "sb_arp";
+	el.klen = 32;
+	memcpy(el.key + 16, sb->mac, 6);
+	memcpy(el.key + 24, &sb->ip.s_addr, 4);
+	memcpy(el.key + 28, &sb->gw.s_addr, 4);
+	snprintf(what, sizeof(what), "sandbox %s: %s . %s . %s . %s in set "
+	    "arp sb_arp", ip, sb->ifname, mac, ip, gw);
 	if (put_elem(t->b, NFT_MSG_NEWSETELEM, &el, what) < 0)
 		NOMEM(t, mark, err, errlen);
 	/* (re)attached with maybe other rules: its flows are checked again */
@@ -1977,6 +2095,7 @@ nc_txn_deny_del(struct nc_txn *t, struct in_addr guest,
  * list every per-sandbox set and delete what belongs to this sandbox. */
 struct detach_arg {
 	struct nc_batch *b;
+	uint32_t family;
 	const char *set;
 	const uint8_t *match;
 	size_t mlen;
@@ -2000,6 +2119,7 @@ detach_cb(struct nftnl_set_elem *e, void *data)
 		return 0;
 	memset(&el, 0, sizeof(el));
 	el.set = a->set;
+	el.family = a->family;
 	el.klen = klen;
 	memcpy(el.key, k, klen);
 	if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_KEY_END)) {
@@ -2050,6 +2170,7 @@ txn_unbind(struct nc_txn *t, const char *ifname, struct in_addr ip,
 		memset(&da, 0, sizeof(da));
 		da.b = t->b;
 		da.set = owned[i].set;
+		da.family = owned[i].family;
 		da.who = who;
 		if (owned[i].by_ifname) {
 			da.match = kif;
@@ -2058,8 +2179,9 @@ txn_unbind(struct nc_txn *t, const char *ifname, struct in_addr ip,
 			da.match = (const uint8_t *)&ip.s_addr;
 			da.mlen = 4;
 		}
-		ret = nc_nft_dump_elems(t->ctx->nft, NC_TABLE, owned[i].set,
-		    detach_cb, &da, err, errlen);
+		ret = nc_nft_dump_elems_family(t->ctx->nft, owned[i].family ?
+		    (uint16_t)owned[i].family : NFPROTO_INET, NC_TABLE,
+		    owned[i].set, detach_cb, &da, err, errlen);
 		if (da.nomem)
 			NOMEM(t, mark, err, errlen);
 		if (ret < 0) {
@@ -2180,7 +2302,10 @@ static int
 b_fini(struct nc_txn *t, const void *v, char *err, size_t len)
 {
 	(void)v;
-	if (add_table(t->b, NFT_MSG_DELTABLE, 0, NULL) < 0)
+	if (add_table(t->b, NFT_MSG_DELTABLE, 0, NULL) < 0 ||
+	    add_table_fam(t->b, NFPROTO_ARP, NFT_MSG_NEWTABLE, NLM_F_CREATE,
+	    NULL) < 0 ||
+	    add_table_fam(t->b, NFPROTO_ARP, NFT_MSG_DELTABLE, 0, NULL) < 0)
 		return nc_errf(err, len, "libnetctl: %s", strerror(ENOMEM)),
 		    -ENOMEM;
 	return 0;

@@ -233,6 +233,16 @@ int nc_egress_learned(struct nc_ctx *ctx,
 int nc_egress_log_suppressed(struct nc_ctx *ctx, const char *ifname,
     uint64_t *n, char *err, size_t errlen);
 
+/* ---- the host (/proc/sys of the caller's network namespace) ---- */
+
+/* IPv4 forwarding on (guests reach nothing without it). */
+int nc_host_forwarding(char *err, size_t errlen);
+/* A sandbox tap's settings: strict rp_filter, arp_ignore 1, arp_announce
+ * 2, no proxy ARP or redirects, no router advertisements or address
+ * autoconfiguration from the guest (IPv6 stays up: what a guest sends
+ * over it is denied and logged by the table). */
+int nc_tap_harden(const char *ifname, char *err, size_t errlen);
+
 /* ---- conntrack (ctnetlink) ---- */
 
 /* Delete every conntrack entry whose original source is guest (a

@@ -725,6 +725,8 @@ sb_new(const char *id, const char *tap, struct in_addr ip, struct in_addr gw,
 		s->next_if = E.by_if[s->ifindex % EG_IFHASH];
 		E.by_if[s->ifindex % EG_IFHASH] = s;
 	}
+	if (nc_tap_harden(tap, err, sizeof(err)) < 0)
+		log_warnx("egress %s: tap settings: %s", id, err);
 	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err,
 	    sizeof(err)) < 0)
 		log_warnx("egress %s: resolver: %s", id, err);
@@ -853,6 +855,14 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	E.group = c->nflog_group;
 	snprintf(E.tap_prefix, sizeof(E.tap_prefix), "%s",
 	    c->tap_prefix ? c->tap_prefix : "bth");
+	if (nc_host_forwarding(err, errlen) < 0) {
+		char e2[NC_ERRLEN];
+
+		snprintf(e2, sizeof(e2), "cannot turn IPv4 forwarding on: %s",
+		    err);
+		snprintf(err, errlen, "%s", e2);
+		return -1;
+	}
 	if ((E.ctx = nc_ctx_new(err, errlen)) == NULL)
 		return -1;
 	/* the resolver first: the sandboxes taken over use it at once */

@@ -133,6 +133,18 @@ check "forward chain starts with flows admitted under their sandbox's current ge
 	sh -c "printf '%s\n' \"\$1\" | grep -A3 'chain forward' | grep -q 'ct original ip saddr . ct mark @sb_cur accept'" _ "$tbl"
 check "init replaces the table atomically (second init)" \
 	drive init --uplink up0 --tap-prefix sbtap --group 7 --host-addr 203.0.113.1
+inh sysctl -qw net.ipv4.ip_forward=0
+check "forwarding on (nc_host_forwarding)" drive forwarding
+is_v() { [ "$(inh sysctl -n "$1")" = "$2" ] || { echo "$1 is $(inh sysctl -n "$1"), want $2"; return 1; }; }
+check "... it is" is_v net.ipv4.ip_forward 1
+check "tap settings for sbtapA and sbtapB (nc_tap_harden)" sh -c \
+	"ip netns exec $H $DRIVE harden sbtapA && ip netns exec $H $DRIVE harden sbtapB"
+check "rp_filter strict, arp_ignore 1, arp_announce 2, no proxy_arp, no RA" sh -c \
+	"$(for k in ipv4.conf.sbtapA.rp_filter=1 ipv4.conf.sbtapA.arp_ignore=1 \
+	    ipv4.conf.sbtapA.arp_announce=2 ipv4.conf.sbtapA.proxy_arp=0 \
+	    ipv4.conf.sbtapA.send_redirects=0 ipv6.conf.sbtapA.accept_ra=0 \
+	    ipv6.conf.sbtapA.autoconf=0; do
+		echo "[ \"\$(ip netns exec $H sysctl -n net.${k%=*})\" = ${k#*=} ] &&"; done) true"
 
 # An unattached tap gets nothing: fail closed.
 expect "unattached tap: dropped (fail closed)" "$G1" timeout 2000 tcp 203.0.113.2 80 --timeout 300
@@ -208,6 +220,26 @@ ip -n "$G1" link set eth0 address $G1MAC
 inh ip neigh flush dev sbtapA
 expect "real MAC works again" "$G1" open 1000 tcp 203.0.113.2 80
 
+# ---- ARP: a guest speaks it only as itself, only with its gateway ---------------
+if command -v busybox >/dev/null 2>&1; then
+	inh ip neigh flush dev sbtapA
+	check "guest1 ARPs for its gateway as itself: answered" \
+		ip netns exec "$G1" busybox arping -c 1 -w 2 -I eth0 10.200.0.1
+	if ip netns exec "$G1" busybox arping -c 2 -w 2 -I eth0 -s 10.200.0.9 10.200.0.1 >/dev/null 2>&1; then
+		nok "guest1 ARPs with another sender address: not answered"
+	else ok "guest1 ARPs with another sender address: not answered"; fi
+	if ip netns exec "$G1" busybox arping -c 2 -w 2 -I eth0 10.200.0.5 >/dev/null 2>&1; then
+		nok "guest1 ARPs for the host's other address (guest2's gateway): not answered"
+	else ok "guest1 ARPs for the host's other address (guest2's gateway): not answered"; fi
+	left=$(inh ip neigh show dev sbtapA | grep 10.200.0.9)
+	if [ -z "$left" ]; then ok "the host learned no neighbour for the forged sender"
+	else nok "the host learned no neighbour for the forged sender"; diag "$left"; fi
+	cnt=$(inh nft list chain arp berth input | grep 'any other ARP' | sed -n 's/.*packets \([0-9]*\).*/\1/p')
+	if [ "${cnt:-0}" -ge 2 ]; then ok "arp berth dropped them ($cnt)"; else nok "arp berth dropped them"; diag "$cnt"; fi
+else
+	ok "# SKIP ARP checks: no busybox arping"
+fi
+
 # ---- errors name the object --------------------------------------------------
 out=$(drive allow $GA 203.0.113.0/25:8050/tcp 2>&1)
 case $out in
@@ -255,6 +287,8 @@ else nok "another tap's log rate is its own"; diag "suppressed sbtapA: $sa -> $(
 check "detach guest1" drive detach sbtapA $GA
 left=$(inh nft list table inet berth | grep -E "10\.200\.0\.2 |10\.200\.0\.2$|10\.200\.0\.2,|sbtapA")
 if [ -z "$left" ]; then ok "detach leaves no element of guest1"; else nok "detach leaves no element"; diag "$left"; fi
+left=$(inh nft list table arp berth | grep -E "sbtapA")
+if [ -z "$left" ]; then ok "... in table arp berth neither"; else nok "... in table arp berth neither"; diag "$left"; fi
 expect "detached tap gets nothing (fail closed)" "$G1" timeout 2000 tcp 203.0.113.2 80 --timeout 300
 expect "guest2 unaffected" "$G2" open 1000 tcp 203.0.113.3 443
 # ---- a range ops permit: allowed only by a sandbox's own rule ------------------

@@ -35,6 +35,7 @@
  *   nc_drive ct-count IP | ct-flush IP   conntrack entries from IP
  *   nc_drive recheck IP        a new generation: IP's flows re-checked
  *   nc_drive suppressed IF     denials of tap IF not logged (over rate)
+ *   nc_drive harden IF | forwarding   the host settings (nc_host.c)
  * init also takes --sandbox IF,IP,MAC,GW,MODE[,ALLOW-RULE...] (any
  * number): those are attached in the batch that builds the table, as
  * berthd does when the global policy changes; --log-rate N.
@@ -781,6 +782,10 @@ main(int argc, char **argv)
 		else
 			ret = nc_deny_del(ctx, ip_arg(argv[2]), &r, err,
 			    sizeof(err));
+	} else if (strcmp(cmd, "harden") == 0 && argc == 3) {
+		ret = nc_tap_harden(argv[2], err, sizeof(err));
+	} else if (strcmp(cmd, "forwarding") == 0 && argc == 2) {
+		ret = nc_host_forwarding(err, sizeof(err));
 	} else if (strcmp(cmd, "recheck") == 0 && argc == 3) {
 		ret = nc_recheck(ctx, ip_arg(argv[2]), err, sizeof(err));
 	} else if (strcmp(cmd, "suppressed") == 0 && argc == 3) {

@@ -111,7 +111,7 @@ walk(const void *buf, size_t len, uint32_t seq0, struct walk *w)
 /* Parse the element messages of a batch, calling cb per element. */
 struct elemcheck {
 	char set[32];
-	uint8_t key[24], kend[24];
+	uint8_t key[32], kend[32];
 	uint32_t klen, kelen, verdict;
 	char chain[32];
 	uint64_t timeout;
@@ -149,7 +149,7 @@ elems(const void *buf, size_t len, uint16_t type, struct elemcheck *out,
 			snprintf(out[n].set, sizeof(out[n].set), "%s",
 			    nftnl_set_get_str(s, NFTNL_SET_NAME));
 			p = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &l);
-			if (p != NULL && l <= 24) {
+			if (p != NULL && l <= 32) {
 				memcpy(out[n].key, p, l);
 				out[n].klen = l;
 			}
@@ -452,14 +452,16 @@ main(void)
 	    "sequence numbers run 1000, 1001, ... in order");
 	is_int((long long)w.ack_flagged, (long long)n,
 	    "every message asks for an ack");
-	is_int((long long)w.newtable, 2, "create-if-missing + create");
-	is_int((long long)w.deltable, 1, "... with a delete between: "
+	is_int((long long)w.newtable, 4, "create-if-missing + create, for "
+	    "inet berth and arp berth");
+	is_int((long long)w.deltable, 2, "... with a delete between: "
 	    "atomic replace");
-	is_int((long long)w.newset, 20, "20 sets and maps");
-	is_int((long long)w.newchain, 22, "22 chains (13 of them log_<reason>)");
-	is_int((long long)w.newrule, 72, "72 rules (no limits: admit only "
-	    "marks and accepts)");
-	is_int((long long)w.commented_rules, 72, "every rule has a comment");
+	is_int((long long)w.newset, 22, "22 sets and maps (2 of arp berth)");
+	is_int((long long)w.newchain, 23, "23 chains (13 of them log_<reason>, "
+	    "1 of arp berth)");
+	is_int((long long)w.newrule, 75, "75 rules (no limits: admit only "
+	    "marks and accepts; 3 in arp berth)");
+	is_int((long long)w.commented_rules, 75, "every rule has a comment");
 	is_str(nc_batch_what(nc_txn_batch(t), 1000), "batch",
 	    "BEGIN's sequence names the batch");
 	is_str(nc_batch_what(nc_txn_batch(t), 1001), "table inet berth",
@@ -501,7 +503,7 @@ main(void)
 	    "init with conn_limit 7 and new_conn_rate 20 builds");
 	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
 	walk(buf, len, 1, &w);
-	is_int((long long)w.newrule, 74, "two more rules, in chain admit");
+	is_int((long long)w.newrule, 77, "two more rules, in chain admit");
 	{
 		struct limits lm;
 
@@ -546,12 +548,18 @@ main(void)
 	memcpy(sb.mac, "\x02\x00\x00\x00\x00\x02", 6);
 	sb.mode = NC_MODE_ALLOWLIST;
 	ok(nc_txn_sandbox_attach(t, &sb, err, sizeof(err)) == 0, "attach");
-	is_int((long long)nc_txn_size(t), 8, "attach is 8 element messages");
+	is_int((long long)nc_txn_size(t), 10, "attach is 10 element messages");
 	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
 	walk(buf, len, 1, &w);
 	is_int(w.genid, 0, "no genid attribute when none is given");
 	n = elems(buf, len, NFT_MSG_NEWSETELEM, ec, 64);
-	is_int((long long)n, 8, "8 elements parse back");
+	is_int((long long)n, 10, "10 elements parse back");
+	i = find(ec, n, "sb_arp");
+	ok(i < n && ec[i].klen == 32 && memcmp(ec[i].key, "tap7\0", 5) == 0 &&
+	    memcmp(ec[i].key + 16, sb.mac, 6) == 0 &&
+	    memcmp(ec[i].key + 24, &sb.ip.s_addr, 4) == 0 &&
+	    memcmp(ec[i].key + 28, &sb.gw.s_addr, 4) == 0,
+	    "arp sb_arp: tap . MAC . guest . gateway");
 	i = find(ec, n, "sb_gen");
 	memcpy(&k, ec[i < n ? i : 0].data, 4);
 	ok(i < n && ec[i].has_data && k == 1 && ec[i].klen == 4,
