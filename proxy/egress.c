@@ -227,6 +227,8 @@ on_nflog(const struct nc_denial *d, void *arg)
 {
 	struct eg_sb *s = find_dev(d->indev, d->outdev);
 	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	/* a reply into the sandbox, of a flow its policy no longer allows */
+	int in = s != NULL && s->ifindex != d->indev;
 
 	if (s == NULL) {
 		E.unattributed++;	/* a tap of no sandbox: fenced anyway */
@@ -241,12 +243,14 @@ on_nflog(const struct nc_denial *d, void *arg)
 		inet_ntop(AF_INET, &d->src, src, sizeof(src));
 		inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
 	}
-	log_add(s, json_pack("{s:f,s:s,s:s,s:s,s:i,s:s,s:s,s:s}", "time",
-	    ts(&d->when), "kind", "packet", "source", src, "destination", dst,
-	    "port", (int)d->dport, "protocol", d->proto == 6 ? "tcp" :
-	    d->proto == 17 ? "udp" : d->proto == 1 ? "icmp" :
-	    d->proto == 58 ? "icmpv6" : "other", "family",
-	    d->family == AF_INET6 ? "ipv6" : "ipv4", "reason", d->reason));
+	log_add(s, json_pack("{s:f,s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s}", "time",
+	    ts(&d->when), "kind", "packet", "direction", in ? "in" : "out",
+	    "source", src, "destination", dst,
+	    "port", (int)(in ? d->sport : d->dport), "protocol",
+	    d->proto == 6 ? "tcp" : d->proto == 17 ? "udp" :
+	    d->proto == 1 ? "icmp" : d->proto == 58 ? "icmpv6" : "other",
+	    "family", d->family == AF_INET6 ? "ipv6" : "ipv4", "reason",
+	    d->reason));
 }
 
 static void
