@@ -6,6 +6,14 @@
  * policy's default, never wider than the policy's maximum; the policy's
  * deny rules apply to every sandbox: CIDRs as always-deny ranges in the
  * table, names in every sandbox's resolver deny list.
+ *
+ * What it promises: no VM runs without it (berthd keeps VMs off when
+ * px_eg_init fails); every change that takes access away is one batch
+ * that also gives the sandbox a new generation, so its live connections
+ * are checked again (libnetctl, netctl.h), and so does a rule's ttl
+ * expiring (arm_expiry) and an answer's (the resolver); a denial is the
+ * sandbox's whose tap it crossed, never the one whose address it claims;
+ * a restart takes the running sandboxes over (carry_over).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "egress.h"

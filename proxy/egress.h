@@ -16,8 +16,10 @@ struct px_store;
 struct px_config;
 struct json_t;
 
-/* Programs the table (replacing a stale one) and starts the resolver
- * and the denial log. -1 with err. */
+/* Turns IPv4 forwarding on, programs the table (replacing a stale one,
+ * with the sandboxes running under it taken over in the same batch) and
+ * starts the resolver and the denial log. -1 with err: then no VM may
+ * run (fail closed). */
 int px_eg_init(struct event_base *, struct px_store *, const struct px_config *,
     char *err, size_t errlen);
 int px_eg_enabled(void);
