@@ -5,7 +5,7 @@ noinst_LIBRARIES += netctl/libnetctl.a
 netctl_libnetctl_a_SOURCES = netctl/netctl.h \
 	netctl/nc_nft.c netctl/nc_nft.h \
 	netctl/nc_egress.c netctl/nc_egress.h \
-	netctl/nc_rule.c netctl/nc_nflog.c
+	netctl/nc_rule.c netctl/nc_nflog.c netctl/nc_ct.c netctl/nc_host.c
 netctl_libnetctl_a_CFLAGS = $(AM_CFLAGS) $(LIBMNL_CFLAGS) $(LIBNFTNL_CFLAGS)
 NC_LIBS = netctl/libnetctl.a $(LIBNFTNL_LIBS) $(LIBMNL_LIBS)
 
@@ -28,5 +28,10 @@ check_PROGRAMS += tests/integ/nc_drive
 tests_integ_nc_drive_SOURCES = tests/integ/nc_drive.c
 tests_integ_nc_drive_CFLAGS = $(AM_CFLAGS)
 tests_integ_nc_drive_LDADD = $(NC_LIBS)
-TESTS += tests/integ/egress-nft.sh tests/integ/egress-limits.sh
-EXTRA_DIST += tests/integ/egress-nft.sh tests/integ/egress-limits.sh
+TESTS += tests/integ/egress-nft.sh tests/integ/egress-limits.sh \
+	tests/integ/egress-cut.sh
+EXTRA_DIST += tests/integ/egress-nft.sh tests/integ/egress-limits.sh \
+	tests/integ/egress-cut.sh
+# berthd's egress from inside two microVMs (root, qemu TCG; two boots)
+TESTS += tests/integ/egress-live.sh
+EXTRA_DIST += tests/integ/egress-live.sh

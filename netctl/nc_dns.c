@@ -29,6 +29,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <ctype.h>
+#include <strings.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -244,6 +245,76 @@ nc_dns_decide(enum nc_mode mode, const struct nc_rule *allow, size_t nallow,
 			return 1;
 	*reason = mode == NC_MODE_ALLOWLIST ? "not-allowed" : "closed";
 	return 0;
+}
+
+/* ---- tunnel limits: query types, a wildcard's labels ---- */
+
+static const uint16_t default_qtypes[] = {
+	NC_DNS_T_A, NC_DNS_T_AAAA, NC_DNS_T_CNAME, NC_DNS_T_HTTPS,
+	NC_DNS_T_SVCB,
+};
+
+int
+nc_dns_qtype_ok(const struct nc_dns_config *c, uint16_t qtype)
+{
+	const uint16_t *v = c->qtypes ? c->qtypes : default_qtypes;
+	size_t n = c->qtypes ? c->nqtypes : sizeof(default_qtypes) /
+	    sizeof(default_qtypes[0]), i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == qtype)
+			return 1;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	uint16_t type;
+} qtype_names[] = {
+	{ "A", 1 }, { "NS", 2 }, { "CNAME", 5 }, { "SOA", 6 }, { "PTR", 12 },
+	{ "MX", 15 }, { "TXT", 16 }, { "AAAA", 28 }, { "SRV", 33 },
+	{ "NAPTR", 35 }, { "DS", 43 }, { "DNSKEY", 48 }, { "SVCB", 64 },
+	{ "HTTPS", 65 }, { "CAA", 257 },
+};
+
+int
+nc_dns_qtype_parse(const char *s, uint16_t *out)
+{
+	char *end;
+	unsigned long v;
+	size_t i;
+
+	for (i = 0; i < sizeof(qtype_names) / sizeof(qtype_names[0]); i++)
+		if (strcasecmp(s, qtype_names[i].name) == 0) {
+			*out = qtype_names[i].type;
+			return 0;
+		}
+	if (*s < '1' || *s > '9')
+		return -1;
+	v = strtoul(s, &end, 10);
+	/* not the meta types (ANY, AXFR...): those get NOTIMP anyway */
+	if (*end != '\0' || v == 0 || v > 65535 || (v >= 128 && v <= 255))
+		return -1;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+const struct nc_rule *
+nc_dns_wildcard_of(const char *name, const struct nc_rule *allow,
+    size_t nallow)
+{
+	const struct nc_rule *w = NULL;
+	size_t i;
+
+	for (i = 0; i < nallow; i++) {
+		if (!nc_dns_name_match(name, &allow[i]))
+			continue;
+		if (allow[i].kind == NC_RULE_DOMAIN)
+			return NULL;
+		if (w == NULL)
+			w = &allow[i];
+	}
+	return w;
 }
 
 uint32_t
@@ -690,6 +761,20 @@ nc_dns_learn_count(const struct nc_dns_learn *l)
 	return l->n;
 }
 
+uint64_t
+nc_dns_learn_next(const struct nc_dns_learn *l, uint64_t now)
+{
+	const struct lrec *r;
+	uint64_t best = 0;
+	size_t i;
+
+	for (i = 0; i < LEARN_BUCKETS; i++)
+		for (r = l->b[i]; r != NULL; r = r->next)
+			if (r->expires > now && (best == 0 || r->expires < best))
+				best = r->expires;
+	return best;
+}
+
 /* Drop what keep() refuses; returns how many went. */
 static size_t
 learn_sweep(struct nc_dns_learn *l, uint64_t now, enum nc_mode mode,
@@ -969,6 +1054,7 @@ nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
 				e[n].r = m[k];
 				e[n].r.addr.s_addr = r->addr;
 				e[n].timeout_ms = r->expires;	/* for now */
+				e[n].name = r->name;
 				n++;
 			}
 		}
@@ -982,18 +1068,20 @@ nc_dns_learn_elems(const struct nc_dns_learn *l, uint64_t now,
 
 		if (kept > 0 && elem_cmp(&e[kept - 1], x) == 0) {
 			/* one element, several names: the latest expiry */
-			if (x->timeout_ms > e[kept - 1].timeout_ms)
+			if (x->timeout_ms > e[kept - 1].timeout_ms) {
 				e[kept - 1].timeout_ms = x->timeout_ms;
+				e[kept - 1].name = x->name;
+			}
 			continue;
 		}
 		/* deny beats allow anyway; a rule that already allows it
-		 * all, or that the kernel would find it overlapping */
+		 * all needs no element of its own (learned elements have
+		 * sets of their own: they never clash with the rules') */
 		for (j = 0; j < ndeny && !covers(&deny[j], &x->r); j++)
 			;
 		if (j < ndeny)
 			continue;
-		for (j = 0; j < nallow && !covers(&allow[j], &x->r) &&
-		    !clashes(&allow[j], &x->r); j++)
+		for (j = 0; j < nallow && !covers(&allow[j], &x->r); j++)
 			;
 		if (j < nallow)
 			continue;
@@ -1032,6 +1120,18 @@ struct sandbox {
 	TAILQ_HEAD(, query) queries;
 	unsigned nq;
 	struct nc_dns_learn *learn;	/* what it was answered */
+	struct event *recheck;		/* after an inserted address expires */
+	uint64_t recheck_at;		/* its expiry (monotonic ms), 0: none */
+	double tokens;			/* query_rate bucket */
+	uint64_t refill;		/* ms */
+	struct wc_seen *seen;		/* names asked under wildcards, the
+					 * last minute */
+	size_t nseen, capseen;
+};
+
+struct wc_seen {
+	uint64_t at;			/* ms */
+	uint32_t wc, name;		/* hashes */
 };
 
 struct tconn {
@@ -1066,6 +1166,7 @@ struct nc_dns {
 	struct nc_ctx *ctx;
 	struct nc_dns_config c;
 	struct sockaddr_in *res;
+	uint16_t *qtypes;		/* c.qtypes' copy */
 	size_t preferred;
 	TAILQ_HEAD(, sandbox) sbs;
 	struct nc_dns_stats st;
@@ -1163,6 +1264,25 @@ nc_dns_new(struct event_base *base, struct nc_ctx *ctx,
 	dns->c.resolvers = dns->res;
 	if (dns->c.port == 0)
 		dns->c.port = 53;
+	if (c->qtypes != NULL) {
+		if ((dns->qtypes = calloc(c->nqtypes + 1,
+		    sizeof(*dns->qtypes))) == NULL) {
+			free(dns->res);
+			free(dns);
+			snprintf(err, errlen, "DNS resolver: %s",
+			    strerror(ENOMEM));
+			return NULL;
+		}
+		memcpy(dns->qtypes, c->qtypes, c->nqtypes *
+		    sizeof(*dns->qtypes));
+		dns->c.qtypes = dns->qtypes;
+	}
+	if (dns->c.query_rate == 0)
+		dns->c.query_rate = NC_DNS_QUERY_RATE;
+	if (dns->c.label_max == 0)
+		dns->c.label_max = NC_DNS_LABEL_MAX;
+	if (dns->c.wildcard_names == 0)
+		dns->c.wildcard_names = NC_DNS_WILDCARD_NAMES;
 	TAILQ_INIT(&dns->sbs);
 	return dns;
 }
@@ -1269,11 +1389,72 @@ finish(struct query *qr, int rcode)
 	query_free(qr);
 }
 
+/* ---- an inserted address expired: the sandbox's flows checked again ---- */
+
+/*
+ * The kernel drops an allow_dns_* element when its timeout ends, but a
+ * flow it admitted carries on until its sandbox's generation changes
+ * (see netctl.h). So once an address this resolver inserted has expired,
+ * the sandbox gets a new generation (nc_recheck): each of its flows is
+ * checked again at its next packet, and one to an address no longer
+ * allowed is reset. The timer runs at the earliest expiry it remembers
+ * (plus a margin for the batch's own time), then at the next.
+ */
+#define RECHECK_MARGIN_MS 250
+
+static void recheck_cb(evutil_socket_t fd, short what, void *arg);
+
+static void
+recheck_arm(struct sandbox *sb, uint64_t at, uint64_t now)
+{
+	struct timeval tv;
+	uint64_t d;
+
+	if (at == 0 || sb->dns->ctx == NULL ||
+	    (sb->recheck_at != 0 && sb->recheck_at <= at))
+		return;
+	if (sb->recheck == NULL && (sb->recheck = evtimer_new(sb->dns->base,
+	    recheck_cb, sb)) == NULL)
+		return;
+	sb->recheck_at = at;
+	d = (at > now ? at - now : 0) + RECHECK_MARGIN_MS;
+	tv.tv_sec = (time_t)(d / 1000);
+	tv.tv_usec = (suseconds_t)(d % 1000) * 1000;
+	evtimer_add(sb->recheck, &tv);
+}
+
+static void
+recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sandbox *sb = arg;
+	struct nc_dns *dns = sb->dns;
+	char err[NC_ERRLEN], a[INET_ADDRSTRLEN];
+	uint64_t now = now_ms();
+
+	(void)fd;
+	(void)what;
+	sb->recheck_at = 0;
+	if (sb->mode == NC_MODE_ALLOWLIST) {
+		if (nc_recheck(dns->ctx, sb->guest, err, sizeof(err)) < 0) {
+			inet_ntop(AF_INET, &sb->guest, a, sizeof(a));
+			report(dns, "DNS %s (%s): an address expired, but its "
+			    "flows cannot be checked again: %s", sb->id, a,
+			    err);
+			/* try again soon rather than leave them running */
+			recheck_arm(sb, now + 1000, now);
+			return;
+		}
+		dns->st.rechecks++;
+	}
+	recheck_arm(sb, nc_dns_learn_next(sb->learn, now), now);
+}
+
 /* ---- nftables: the answer's addresses, before the answer ---- */
 
 struct ins {
 	struct nc_rule r;
 	uint64_t expires;
+	const char *name;		/* learned for it */
 };
 
 static int
@@ -1288,8 +1469,8 @@ insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 		if ((t = nc_txn_new(dns->ctx, err, errlen)) == NULL)
 			return -EIO;
 		for (ret = 0, i = 0; i < n && ret == 0; i++)
-			ret = nc_txn_allow_add(t, sb->guest, &in[i].r,
-			    in[i].expires - now, err, errlen);
+			ret = nc_txn_learned_add(t, sb->guest, &in[i].r,
+			    in[i].name, in[i].expires - now, err, errlen);
 		if (ret == 0)
 			ret = nc_txn_commit(t, err, errlen);
 		nc_txn_free(t);
@@ -1299,10 +1480,9 @@ insert_batch(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 	return ret;
 }
 
-/* One batch; when the kernel refuses it because one element overlaps an
- * address rule the sandbox has (allow_net refuses overlaps: the range
- * covers it), the others one by one, skipping those. Returns how many
- * went in, or <0. */
+/* One batch; when the kernel refuses it because one element overlaps
+ * another learned one (allow_dns_net refuses overlaps), the others one
+ * by one, skipping those. Returns how many went in, or <0. */
 static int
 insert_all(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
     size_t n, uint64_t now, char *err, size_t errlen)
@@ -1360,6 +1540,7 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 				x->r = m[j];
 				x->r.addr = addrs[i];
 				x->expires = exp[i];
+				x->name = qr->name;
 				/* only ever lengthened (see the top) */
 				e = nc_dns_learn_expiry(sb->learn, now, &x->r,
 				    sb->allow, sb->nallow);
@@ -1372,6 +1553,10 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 			return ret;
 		}
 		dns->st.inserted += n;
+		for (i = 0, e = 0; i < n; i++)
+			if (e == 0 || in[i].expires < e)
+				e = in[i].expires;
+		recheck_arm(sb, e, now);
 	}
 	/* Remembered (in mode open too) for a re-apply of the sandbox:
 	 * the guest may cache the answer until its TTL ends. A pair that
@@ -1436,8 +1621,8 @@ nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
 		return n;
 	}
 	for (i = 0; i < n && ret == 0; i++)
-		ret = nc_txn_allow_add(t, guest, &e[i].r, e[i].timeout_ms, err,
-		    errlen);
+		ret = nc_txn_learned_add(t, guest, &e[i].r, e[i].name,
+		    e[i].timeout_ms, err, errlen);
 	free(e);
 	return ret < 0 ? ret : n;
 }
@@ -1470,6 +1655,7 @@ nc_dns_restore_learned(struct nc_dns *dns, struct in_addr guest, char *err,
 	for (i = 0; i < n; i++) {
 		in[i].r = e[i].r;
 		in[i].expires = now + e[i].timeout_ms;
+		in[i].name = e[i].name;
 	}
 	ret = insert_all(dns, sb, in, (size_t)n, now, err, errlen);
 	free(in);
@@ -1738,6 +1924,114 @@ deny_record(struct sandbox *sb, const struct nc_dns_query *q,
 	sb->dns->c.on_denial(&d, sb->dns->c.arg);
 }
 
+/* ---- tunnel limits, per sandbox ---- */
+
+/* One query of the sandbox's bucket (query_rate a second, two seconds
+ * deep), or 0. */
+static int
+rate_take(struct sandbox *sb)
+{
+	uint32_t rate = sb->dns->c.query_rate;
+	uint64_t now = now_ms();
+
+	if (rate == NC_DNS_UNLIMITED)
+		return 1;
+	if (sb->refill == 0)
+		sb->tokens = 2.0 * rate;
+	else {
+		sb->tokens += (double)(now - sb->refill) * rate / 1000.0;
+		if (sb->tokens > 2.0 * rate)
+			sb->tokens = 2.0 * rate;
+	}
+	sb->refill = now;
+	if (sb->tokens < 1)
+		return 0;
+	sb->tokens -= 1;
+	return 1;
+}
+
+static uint32_t
+hash32(const char *s)
+{
+	uint32_t h = 2166136261U;	/* FNV-1a */
+
+	while (*s != '\0')
+		h = (h ^ (uint8_t)*s++) * 16777619U;
+	return h;
+}
+
+/*
+ * What the rules allow can still carry data out: any query type's
+ * answers (TXT), and under a wildcard rule a label the guest makes up
+ * for each query. So only the usual types are answered, and a name that
+ * only a wildcard allows has a label of at most label_max characters and
+ * is one of at most wildcard_names distinct names under that wildcard a
+ * minute. Open mode is exempt from the wildcard limits (no rule is
+ * needed there: it reaches any public address anyway).
+ */
+static int
+tunnel_ok(struct sandbox *sb, const struct nc_dns_query *q, const char *name,
+    const char **reason)
+{
+	const struct nc_dns_config *c = &sb->dns->c;
+	const struct nc_rule *w;
+	uint32_t max, wc, nh;
+	uint64_t now;
+	size_t i, k, n;
+	const char *dot;
+
+	if (!nc_dns_qtype_ok(c, q->qtype)) {
+		*reason = "qtype";
+		return 0;
+	}
+	if (sb->mode != NC_MODE_ALLOWLIST ||
+	    (w = nc_dns_wildcard_of(name, sb->allow, sb->nallow)) == NULL)
+		return 1;
+	max = c->label_max;
+	dot = strchr(name, '.');
+	if (max != NC_DNS_UNLIMITED && dot != NULL &&
+	    (uint32_t)(dot - name) > max) {
+		*reason = "label-length";
+		return 0;
+	}
+	if (c->wildcard_names == NC_DNS_UNLIMITED)
+		return 1;
+	now = now_ms();
+	wc = hash32(w->domain);
+	nh = hash32(name);
+	for (i = 0, k = 0, n = 0; i < sb->nseen; i++) {
+		if (now - sb->seen[i].at >= 60000)
+			continue;			/* forgotten */
+		sb->seen[k++] = sb->seen[i];
+		if (sb->seen[i].wc != wc)
+			continue;
+		if (sb->seen[i].name == nh)
+			return 1;		/* asked this minute: not new */
+		n++;
+	}
+	sb->nseen = k;
+	if (n >= c->wildcard_names) {
+		*reason = "wildcard-names";
+		return 0;
+	}
+	if (sb->nseen == sb->capseen) {
+		size_t cap = sb->capseen ? 2 * sb->capseen : 64;
+		struct wc_seen *v;
+
+		if (cap > 65536 || (v = realloc(sb->seen, cap *
+		    sizeof(*v))) == NULL) {
+			*reason = "wildcard-names";
+			return 0;
+		}
+		sb->seen = v;
+		sb->capseen = cap;
+	}
+	sb->seen[sb->nseen].at = now;
+	sb->seen[sb->nseen].wc = wc;
+	sb->seen[sb->nseen++].name = nh;
+	return 1;
+}
+
 static void
 handle(struct sandbox *sb, struct tconn *conn, const struct sockaddr_in *peer,
     const uint8_t *msg, size_t len)
@@ -1767,11 +2061,19 @@ handle(struct sandbox *sb, struct tconn *conn, const struct sockaddr_in *peer,
 		return;
 	}
 	clean = nc_dns_name_text(q.qname, name, sizeof(name));
+	if (!rate_take(sb)) {
+		dns->st.tunnel_refused++;
+		deny_record(sb, &q, name, "rate-limit");
+		reply(sb, conn, peer, &q, NC_DNS_REFUSED, NULL, NULL, 0);
+		return;
+	}
 	if (!nc_dns_decide(sb->mode, sb->allow, sb->nallow, sb->deny,
-	    sb->ndeny, name, clean, &reason)) {
+	    sb->ndeny, name, clean, &reason) ||
+	    !tunnel_ok(sb, &q, name, &reason)) {
 		dns->st.denied++;
 		deny_record(sb, &q, name, reason);
-		reply(sb, conn, peer, &q, dns->c.deny_rcode, NULL, NULL, 0);
+		reply(sb, conn, peer, &q, strcmp(reason, "qtype") == 0 ?
+		    NC_DNS_REFUSED : dns->c.deny_rcode, NULL, NULL, 0);
 		return;
 	}
 	dns->st.allowed++;
@@ -1973,6 +2275,9 @@ sb_free(struct sandbox *sb)
 		close(sb->ufd);
 	if (sb->lis != NULL)
 		evconnlistener_free(sb->lis);
+	if (sb->recheck != NULL)
+		event_free(sb->recheck);
+	free(sb->seen);
 	nc_dns_learn_free(sb->learn);
 	free(sb->allow);
 	free(sb->deny);
@@ -2113,7 +2418,23 @@ nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest, enum nc_mode mode,
 	sb->mode = mode;
 	/* what was learned for a name no longer allowed never comes back */
 	nc_dns_learn_prune(sb->learn, now_ms(), mode, na, nna, nd, nnd);
+	/* what the caller put back (nc_dns_queue_learned) expires too */
+	if (mode == NC_MODE_ALLOWLIST)
+		recheck_arm(sb, nc_dns_learn_next(sb->learn, now_ms()),
+		    now_ms());
 	return 0;
+}
+
+int
+nc_dns_learned_seed(struct nc_dns *dns, struct in_addr guest,
+    const char *name, struct in_addr addr, uint64_t left_ms)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+	uint64_t now = now_ms();
+
+	if (sb == NULL)
+		return -ENOENT;
+	return nc_dns_learn_note(sb->learn, now, name, addr, now + left_ms);
 }
 
 void
@@ -2134,5 +2455,6 @@ nc_dns_free(struct nc_dns *dns)
 		sb_free(sb);
 	}
 	free(dns->res);
+	free(dns->qtypes);
 	free(dns);
 }

@@ -2,10 +2,12 @@
  * nc_dns.h — libnetctl's filtering DNS resolver: the only resolver a
  * sandbox can reach (UDP and TCP 53 on its tap gateway; nftables blocks
  * every other DNS path). It answers names the sandbox's domain rules
- * allow, puts the A addresses it hands out into that sandbox's allow set
- * (nc_allow_add, timeout = TTL + grace) before the answer leaves, and
- * answers everything else NXDOMAIN (or REFUSED) with a denial record
- * through the caller's callback.
+ * allow, puts the A addresses it hands out into that sandbox's learned
+ * allow sets (nc_txn_learned_add, timeout = TTL + grace) before the
+ * answer leaves, and answers everything else NXDOMAIN (or REFUSED) with a
+ * denial record through the caller's callback. When such an address
+ * expires, the sandbox's flows are checked again (nc_recheck), so a flow
+ * to it stops with it.
  *
  * What each query type gets, for a name the rules allow:
  *   A      resolved upstream (UDP, retries across resolvers, TCP when the
@@ -55,7 +57,8 @@ enum {
 	NC_DNS_T_A = 1, NC_DNS_T_NS = 2, NC_DNS_T_CNAME = 5,
 	NC_DNS_T_SOA = 6, NC_DNS_T_PTR = 12, NC_DNS_T_MX = 15,
 	NC_DNS_T_TXT = 16, NC_DNS_T_AAAA = 28, NC_DNS_T_SRV = 33,
-	NC_DNS_T_OPT = 41, NC_DNS_T_ANY = 255,
+	NC_DNS_T_OPT = 41, NC_DNS_T_SVCB = 64, NC_DNS_T_HTTPS = 65,
+	NC_DNS_T_ANY = 255,
 	NC_DNS_C_IN = 1,
 	NC_DNS_NOERROR = 0, NC_DNS_FORMERR = 1, NC_DNS_SERVFAIL = 2,
 	NC_DNS_NXDOMAIN = 3, NC_DNS_NOTIMP = 4, NC_DNS_REFUSED = 5,
@@ -86,6 +89,18 @@ struct nc_dns_config {
 	uint16_t max_udp;		/* largest UDP answer to an EDNS guest
 					 * (512 without EDNS) */
 	int deny_rcode;			/* NC_DNS_NXDOMAIN or NC_DNS_REFUSED */
+	/* Against tunnels through names the rules allow (0: the default;
+	 * NC_DNS_UNLIMITED: none): */
+	const uint16_t *qtypes;		/* the query types answered, NULL: A,
+					 * AAAA, CNAME, HTTPS, SVCB */
+	size_t nqtypes;
+	uint32_t query_rate;		/* queries/s per sandbox, a bucket two
+					 * seconds deep; default 50 */
+	uint32_t label_max;		/* longest label a wildcard rule lets
+					 * through ("*" of *.example.com);
+					 * default 40 */
+	uint32_t wildcard_names;	/* distinct names per wildcard rule and
+					 * minute; default 120 */
 	void (*on_denial)(const struct nc_dns_denial *d, void *arg);
 	void (*on_error)(const char *msg, void *arg);
 	void *arg;
@@ -94,12 +109,19 @@ struct nc_dns_config {
 struct nc_dns_stats {
 	uint64_t queries, allowed, denied, answered, servfail, formerr,
 	    dropped, upstream_sent, upstream_tcp, upstream_fail, inserted,
-	    insert_fail, limited;
+	    insert_fail, limited, rechecks, tunnel_refused;
 };
 
 /* Defaults: port 53, 1000 ms x 2 rounds, TTL 5..3600 s, grace 30 s,
  * 64 queries and 16 TCP connections per sandbox, TCP idle 10 s, UDP 1232,
- * NXDOMAIN. */
+ * NXDOMAIN; tunnel limits as above. What they refuse is answered REFUSED
+ * (a query type, the rate) or with deny_rcode (a long label, one name
+ * too many under a wildcard), and reported with reason "qtype",
+ * "rate-limit", "label-length" or "wildcard-names". */
+#define NC_DNS_UNLIMITED UINT32_MAX
+#define NC_DNS_QUERY_RATE 50
+#define NC_DNS_LABEL_MAX 40
+#define NC_DNS_WILDCARD_NAMES 120
 void nc_dns_config_init(struct nc_dns_config *c);
 
 /* ctx NULL: answer without inserting anything (tests, or a host with no
@@ -140,9 +162,9 @@ int nc_dns_set_rules(struct nc_dns *dns, struct in_addr guest,
  * address whose name the given policy (the one t applies) still allows,
  * with the ports and protocols of the allow rules that now name it and
  * the remaining timeout; nothing in mode open or closed, nothing a deny
- * rule or an address allow rule covers, nothing that would overlap an
- * address allow rule or another of them in an interval set (the kernel
- * would refuse the batch). The resolver's rules do not change: call
+ * rule or an address allow rule covers, nothing that would overlap
+ * another of them in an interval set (the kernel would refuse the
+ * batch). The resolver's rules do not change: call
  * nc_dns_set_rules() with the same policy once t is committed. Returns
  * the number of elements queued (0 for a sandbox the resolver does not
  * know), or <0 with err (what was queued before stays valid). */
@@ -157,6 +179,12 @@ int nc_dns_queue_learned(struct nc_dns *dns, struct nc_txn *t,
  * the number inserted, or <0 with err. */
 int nc_dns_restore_learned(struct nc_dns *dns, struct in_addr guest,
     char *err, size_t errlen);
+/* A daemon that restarts while its sandboxes run: what the table still
+ * holds (nc_egress_learned: name, address, time left), remembered again
+ * as if answered now, so that nc_dns_queue_learned() puts it back when
+ * the sandbox is applied. -ENOENT for a sandbox not added. */
+int nc_dns_learned_seed(struct nc_dns *dns, struct in_addr guest,
+    const char *name, struct in_addr addr, uint64_t left_ms);
 void nc_dns_get_stats(const struct nc_dns *dns, struct nc_dns_stats *st);
 
 /* ---- wire format and policy pieces, exposed for unit tests ---- */
@@ -178,6 +206,15 @@ int nc_dns_decide(enum nc_mode mode, const struct nc_rule *allow,
     size_t nallow, const struct nc_rule *deny, size_t ndeny,
     const char *name, int clean, const char **reason);
 uint32_t nc_dns_ttl_clamp(uint32_t ttl, uint32_t lo, uint32_t hi);
+/* Is qtype answered under c (its list, or the default one)? */
+int nc_dns_qtype_ok(const struct nc_dns_config *c, uint16_t qtype);
+/* The wildcard rule that alone lets name through (no exact domain rule
+ * names it), or NULL. */
+const struct nc_rule *nc_dns_wildcard_of(const char *name,
+    const struct nc_rule *allow, size_t nallow);
+/* Type names and numbers as berth.conf writes them ("TXT", "65"):
+ * 0 and *out, or -1. */
+int nc_dns_qtype_parse(const char *s, uint16_t *out);
 
 /* The learned-address bookkeeping behind nc_dns_queue_learned(): times
  * are CLOCK_MONOTONIC milliseconds, passed in. */
@@ -191,6 +228,8 @@ void nc_dns_learn_free(struct nc_dns_learn *l);
 int nc_dns_learn_note(struct nc_dns_learn *l, uint64_t now, const char *name,
     struct in_addr addr, uint64_t expires);
 size_t nc_dns_learn_count(const struct nc_dns_learn *l);
+/* The earliest expiry after now among the pairs, 0 when none. */
+uint64_t nc_dns_learn_next(const struct nc_dns_learn *l, uint64_t now);
 /* Forget the pairs expired at now or whose name the policy does not
  * allow (every pair in mode closed). Returns how many went. */
 size_t nc_dns_learn_prune(struct nc_dns_learn *l, uint64_t now,
@@ -201,6 +240,8 @@ size_t nc_dns_learn_prune(struct nc_dns_learn *l, uint64_t now,
 struct nc_dns_elem {
 	struct nc_rule r;
 	uint64_t timeout_ms;
+	const char *name;	/* the name it was learned for (the latest
+				 * expiry's); valid while l is unchanged */
 };
 /* The elements nc_dns_queue_learned() queues for this policy at now (see
  * there), sorted by address, protocol, ports; an element several names

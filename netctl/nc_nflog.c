@@ -133,6 +133,7 @@ attr_cb(const struct nlattr *a, void *data)
 			return MNL_CB_OK;
 		break;
 	case NFULA_IFINDEX_INDEV:
+	case NFULA_IFINDEX_OUTDEV:
 		if (mnl_attr_validate(a, MNL_TYPE_U32) < 0)
 			return MNL_CB_OK;
 		break;
@@ -180,6 +181,8 @@ nc_nflog_parse(const struct nlmsghdr *nlh, struct nc_denial *d)
 		clock_gettime(CLOCK_REALTIME, &d->when);
 	if (tb[NFULA_IFINDEX_INDEV] != NULL)
 		d->indev = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_INDEV]));
+	if (tb[NFULA_IFINDEX_OUTDEV] != NULL)
+		d->outdev = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_OUTDEV]));
 	d->family = nfg->nfgen_family == AF_INET6 ? AF_INET6 : AF_INET;
 	if (tb[NFULA_PAYLOAD] == NULL)
 		return 0;
@@ -189,8 +192,19 @@ nc_nflog_parse(const struct nlmsghdr *nlh, struct nc_denial *d)
 		return 0;
 	if ((p[0] >> 4) == 6) {
 		d->family = AF_INET6;
-		if (plen >= 40)
-			d->proto = p[6];
+		if (plen < 40)
+			return 0;
+		d->proto = p[6];
+		memcpy(&d->src6, p + 8, 16);
+		memcpy(&d->dst6, p + 24, 16);
+		/* ports when the transport header follows at once (no
+		 * extension headers) */
+		if (plen >= 44 && (d->proto == IPPROTO_TCP ||
+		    d->proto == IPPROTO_UDP || d->proto == IPPROTO_SCTP ||
+		    d->proto == IPPROTO_UDPLITE)) {
+			d->sport = (uint16_t)(p[40] << 8 | p[41]);
+			d->dport = (uint16_t)(p[42] << 8 | p[43]);
+		}
 		return 0;
 	}
 	if ((p[0] >> 4) != 4 || plen < 20)
@@ -219,9 +233,9 @@ nc_nflog_read(struct nc_nflog *l,
 	const struct nlmsghdr *nlh;
 	struct nc_denial d;
 	ssize_t r;
-	int n = 0, rem, code;
+	int n = 0, rem, code, reads;
 
-	for (;;) {
+	for (reads = 0; reads < NC_NFLOG_BATCH; reads++) {
 		r = recv(mnl_socket_get_fd(l->nl), l->buf, sizeof(l->buf),
 		    MSG_DONTWAIT);
 		if (r < 0) {
@@ -243,4 +257,5 @@ nc_nflog_read(struct nc_nflog *l,
 			}
 		}
 	}
+	return n;
 }

@@ -159,26 +159,29 @@ batch_commit_msg(struct nc_batch *b, struct nlmsghdr *nlh, uint16_t type,
 	return 0;
 }
 
-#define BATCH_ADD(kind, objtype)					\
+/* The object's own family when it has one set, else inet. */
+#define BATCH_ADD(kind, objtype, famattr)				\
 int									\
 nc_batch_##kind(struct nc_batch *b, uint16_t type, uint16_t flags,	\
     objtype *o, const char *what)					\
 {									\
 	struct nlmsghdr *nlh;						\
+	uint16_t fam = NFPROTO_INET;					\
 	char *p;							\
 									\
 	if ((p = batch_room(b)) == NULL)				\
 		return -1;						\
-	nlh = nftnl_nlmsg_build_hdr(p, type, NFPROTO_INET,		\
-	    flags | NLM_F_ACK, 0);					\
+	if (nftnl_##kind##_is_set(o, famattr))				\
+		fam = (uint16_t)nftnl_##kind##_get_u32(o, famattr);	\
+	nlh = nftnl_nlmsg_build_hdr(p, type, fam, flags | NLM_F_ACK, 0);	\
 	nftnl_##kind##_nlmsg_build_payload(nlh, o);			\
 	return batch_commit_msg(b, nlh, type, what);			\
 }
 
-BATCH_ADD(table, struct nftnl_table)
-BATCH_ADD(chain, struct nftnl_chain)
-BATCH_ADD(rule, struct nftnl_rule)
-BATCH_ADD(set, struct nftnl_set)
+BATCH_ADD(table, struct nftnl_table, NFTNL_TABLE_FAMILY)
+BATCH_ADD(chain, struct nftnl_chain, NFTNL_CHAIN_FAMILY)
+BATCH_ADD(rule, struct nftnl_rule, NFTNL_RULE_FAMILY)
+BATCH_ADD(set, struct nftnl_set, NFTNL_SET_FAMILY)
 
 int
 nc_batch_elems(struct nc_batch *b, uint16_t type, uint16_t flags,
@@ -189,8 +192,9 @@ nc_batch_elems(struct nc_batch *b, uint16_t type, uint16_t flags,
 
 	if ((p = batch_room(b)) == NULL)
 		return -1;
-	nlh = nftnl_nlmsg_build_hdr(p, type, NFPROTO_INET, flags | NLM_F_ACK,
-	    0);
+	nlh = nftnl_nlmsg_build_hdr(p, type, nftnl_set_is_set(s,
+	    NFTNL_SET_FAMILY) ? (uint16_t)nftnl_set_get_u32(s,
+	    NFTNL_SET_FAMILY) : NFPROTO_INET, flags | NLM_F_ACK, 0);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	return batch_commit_msg(b, nlh, type, what);
 }
@@ -687,6 +691,16 @@ nc_nft_dump_elems(struct nc_nft *n, const char *table, const char *set,
     int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
     char *err, size_t len)
 {
+	return nc_nft_dump_elems_family(n, NFPROTO_INET, table, set, cb, arg,
+	    err, len);
+}
+
+int
+nc_nft_dump_elems_family(struct nc_nft *n, uint16_t family,
+    const char *table, const char *set,
+    int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
+    char *err, size_t len)
+{
 	char buf[MNL_SOCKET_BUFFER_SIZE], what[128];
 	struct nlmsghdr *nlh;
 	struct nftnl_set *s;
@@ -697,11 +711,12 @@ nc_nft_dump_elems(struct nc_nft *n, const char *table, const char *set,
 		return nc_errf(err, len, "%s", strerror(ENOMEM)), -ENOMEM;
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, table);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
-	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, family,
 	    NLM_F_DUMP, ++n->seq);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	snprintf(what, sizeof(what), "listing set inet %s %s", table, set);
+	snprintf(what, sizeof(what), "listing set %s %s %s",
+	    family == NFPROTO_ARP ? "arp" : "inet", table, set);
 	ret = request(n, nlh, elems_cb, &a, &intr, what, err, len);
 	if (ret < 0)
 		return ret;
@@ -709,6 +724,37 @@ nc_nft_dump_elems(struct nc_nft *n, const char *table, const char *set,
 		return nc_errf(err, len, "%s: interrupted by a ruleset change",
 		    what), -EINTR;
 	return 0;
+}
+
+int
+nc_nft_get_elem(struct nc_nft *n, const char *table, const char *set,
+    const void *key, uint32_t klen,
+    int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
+    char *err, size_t len)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE], what[128];
+	struct nlmsghdr *nlh;
+	struct nftnl_set *s;
+	struct nftnl_set_elem *e;
+	struct elem_arg a = { cb, arg, 0 };
+
+	if ((s = nftnl_set_alloc()) == NULL)
+		return nc_errf(err, len, "%s", strerror(ENOMEM)), -ENOMEM;
+	if ((e = nftnl_set_elem_alloc()) == NULL) {
+		nftnl_set_free(s);
+		return nc_errf(err, len, "%s", strerror(ENOMEM)), -ENOMEM;
+	}
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, klen);
+	nftnl_set_elem_add(s, e);
+	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+	    NLM_F_ACK, ++n->seq);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	snprintf(what, sizeof(what), "reading an element of set inet %s %s",
+	    table, set);
+	return request(n, nlh, elems_cb, &a, NULL, what, err, len);
 }
 
 static int

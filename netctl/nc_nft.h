@@ -76,6 +76,16 @@ int nc_nft_commit(struct nc_nft *n, struct nc_batch *b, const uint32_t *genid,
 int nc_nft_dump_elems(struct nc_nft *n, const char *table, const char *set,
     int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
     char *err, size_t len);
+int nc_nft_dump_elems_family(struct nc_nft *n, uint16_t family,
+    const char *table, const char *set,
+    int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
+    char *err, size_t len);
+/* Read one element of a hash set or map by its key: cb gets it once;
+ * -ENOENT (err filled) when there is none. */
+int nc_nft_get_elem(struct nc_nft *n, const char *table, const char *set,
+    const void *key, uint32_t klen,
+    int (*cb)(struct nftnl_set_elem *e, void *arg), void *arg,
+    char *err, size_t len);
 /* Count rules of a table (all chains). */
 int nc_nft_count_rules(struct nc_nft *n, const char *table, size_t *count,
     char *err, size_t len);

@@ -426,11 +426,16 @@ c_status(const struct cmd *c, struct opts *o, char **a, int n)
 
 	if ((rc = call(o, "GET", "/v1/health", NULL, &doc)) != EXIT_OK)
 		return rc;
-	if (!o->json)
+	if (!o->json) {
 		printf("berthd is %s (%s %s)\n",
 		    strcmp(jstr(doc, "status"), "ok") == 0 ? "up" :
 		    jstr(doc, "status"), tgt.url ? "control API" :
 		    "control socket", tgt.url ? tgt.url : sock_path);
+		if (json_is_string(json_object_get(doc, "egress")))
+			printf("egress: %s\n", jstr(doc, "egress"));
+		if (json_is_string(json_object_get(doc, "vms")))
+			printf("vms: %s\n", jstr(doc, "vms"));
+	}
 	json_decref(doc);
 	return EXIT_OK;
 }

@@ -80,9 +80,28 @@ static struct {
 	int		 announced;
 	int		 stopping;
 	unsigned long long restarts_total;
+	char		 egress_state[300];	/* for /v1/health */
+	char		 vms_state[300];
 } P;
 
 static void fork_worker(struct slot *);
+
+/* Extra fields of GET /v1/health: what `netctl status` shows. */
+static json_t *
+health_json(void *arg)
+{
+	return json_pack("{s:s, s:s}", "egress", P.egress_state, "vms",
+	    P.vms_state);
+}
+
+/* VMs are off because egress could not be set up: a new VM sandbox is
+ * refused with that reason rather than booted without its policy. */
+static int
+vm_refused(const char *sandbox, char *err, size_t errlen, void *arg)
+{
+	snprintf(err, errlen, "VMs are %s", P.vms_state);
+	return -1;
+}
 
 static void
 usage(void)
@@ -407,8 +426,12 @@ metrics(struct evbuffer *out, void *arg)
 		evbuffer_add_printf(out,
 		    "# HELP berth_egress_pending 1 while the kernel refused the stored "
 		    "egress rules (the previous ones stay in force; retrying).\n"
-		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n",
-		    px_eg_pending());
+		    "# TYPE berth_egress_pending gauge\nberth_egress_pending %d\n"
+		    "# HELP berth_egress_unattributed_total Denials from a tap of no "
+		    "known sandbox.\n"
+		    "# TYPE berth_egress_unattributed_total counter\n"
+		    "berth_egress_unattributed_total %llu\n",
+		    px_eg_pending(), px_eg_unattributed());
 	px_vm_metrics(out);
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
@@ -1048,18 +1071,37 @@ main(int argc, char **argv)
 
 		/* egress first: VMs adopted below attach at once. "egress on"
 		 * without VMs still programs the table and the policy (its
-		 * limits and ranges), ready for the VMs of a later start. */
+		 * limits and ranges), ready for the VMs of a later start.
+		 * Fail closed: no VM runs without its egress policy unless
+		 * berth.conf says "egress off". */
+		snprintf(P.egress_state, sizeof(P.egress_state), "off");
 		if (P.cfg.egress == PX_VMM_ON || (vms && P.cfg.egress != PX_VMM_OFF)) {
 			if (px_eg_init(P.base, P.store, &P.cfg, err, sizeof(err)) != 0) {
 				if (P.cfg.egress == PX_VMM_ON)
 					fatalx("egress: %s", err);
-				log_warnx("egress: off: %s", err);
+				log_warnx("egress: cannot set up table inet berth: %s", err);
+				snprintf(P.egress_state, sizeof(P.egress_state),
+				    "failed: %s", err);
+				if (vms) {
+					log_warnx("vmm: off: no VM starts without its egress "
+					    "policy (fail closed; \"egress off\" in berth.conf "
+					    "runs VMs without one)");
+					snprintf(why, sizeof(why), "egress could not be set up "
+					    "(fail closed): %s", err);
+					snprintf(P.vms_state, sizeof(P.vms_state),
+					    "off: %s", why);
+					vms = 0;
+				}
 			} else {
 				log_info("egress: table inet berth, resolver on each "
 				    "sandbox's gateway, denial log on NFLOG group %u",
 				    P.cfg.nflog_group);
+				snprintf(P.egress_state, sizeof(P.egress_state), "on");
 			}
-		}
+		} else if (vms)
+			log_warnx("egress: off in berth.conf: VMs run without egress "
+			    "policy (guests reach the host, each other and every "
+			    "address)");
 		if (vms) {
 			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid, P.gid };
 
@@ -1067,8 +1109,10 @@ main(int argc, char **argv)
 			    sizeof(err)) != 0)
 				fatalx("vmm: %s", err);
 			log_info("vmm: %s", px_vm_describe());
-		} else {
+			snprintf(P.vms_state, sizeof(P.vms_state), "on");
+		} else if (P.vms_state[0] == '\0') {
 			log_info("vmm: off (%s): only externally managed sandboxes", why);
+			snprintf(P.vms_state, sizeof(P.vms_state), "off: %s", why);
 		}
 	}
 	memset(&hooks, 0, sizeof(hooks));
@@ -1081,6 +1125,9 @@ main(int argc, char **argv)
 		hooks.egress_changed = px_eg_changed;
 		hooks.egress_log = px_eg_log;
 	}
+	hooks.health = health_json;
+	if (!px_vm_enabled() && strncmp(P.vms_state, "off: egress", 11) == 0)
+		hooks.vm_create = vm_refused;	/* fail closed, and say why */
 	if (px_vm_enabled()) {
 		hooks.vm_create = px_vm_create;
 		hooks.vm_delete = px_vm_delete;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void
 px_config_defaults(struct px_config *c)
@@ -329,6 +330,38 @@ addr_ok(const char *s)
 }
 
 /* fleet_* directives; -1 with "file:line: what" in err. */
+/* A DNS query type by name (those nc_dns_qtype_parse knows) or number,
+ * meta types (128-255: ANY, AXFR...) excepted. */
+static int
+dns_qtype(const char *s, uint16_t *out)
+{
+	static const struct {
+		const char *name;
+		uint16_t type;
+	} names[] = {
+		{ "A", 1 }, { "NS", 2 }, { "CNAME", 5 }, { "SOA", 6 },
+		{ "PTR", 12 }, { "MX", 15 }, { "TXT", 16 }, { "AAAA", 28 },
+		{ "SRV", 33 }, { "NAPTR", 35 }, { "DS", 43 }, { "DNSKEY", 48 },
+		{ "SVCB", 64 }, { "HTTPS", 65 }, { "CAA", 257 },
+	};
+	unsigned long v;
+	char *end;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcasecmp(s, names[i].name) == 0) {
+			*out = names[i].type;
+			return 0;
+		}
+	if (*s < '1' || *s > '9')
+		return -1;
+	v = strtoul(s, &end, 10);
+	if (*end != '\0' || v > 65535 || (v >= 128 && v <= 255))
+		return -1;
+	*out = (uint16_t)v;
+	return 0;
+}
+
 static int
 fleet_directive(struct px_config *c, int argc, char **argv, char *err,
     size_t errlen, const char *file, int lineno)
@@ -565,6 +598,46 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->eg_conn_limit = (unsigned)n;
 			else
 				c->eg_new_conn_rate = (unsigned)n;
+		} else if (strcmp(argv[0], "dns_qtypes") == 0) {
+			int i;
+
+			if (argc < 2)
+				ERR("dns_qtypes: at least one query type (A, AAAA, "
+				    "CNAME, HTTPS, SVCB, TXT, MX, SRV... or a number)");
+			for (i = 1; i < argc; i++) {
+				if (c->ndns_qtypes >= 16)
+					ERR("dns_qtypes: at most 16 types");
+				if (dns_qtype(argv[i], &c->dns_qtypes[c->ndns_qtypes++]) < 0)
+					ERR("dns_qtypes: '%s' is not a query type (a name "
+					    "such as TXT or MX, or a number 1-65535 but "
+					    "128-255)", argv[i]);
+			}
+		} else if (strcmp(argv[0], "dns_query_rate") == 0 ||
+		    strcmp(argv[0], "dns_label_max") == 0 ||
+		    strcmp(argv[0], "dns_wildcard_names") == 0) {
+			unsigned long n;
+			char *end;
+			uint32_t v;
+
+			NARGS(1);
+			if (strcmp(argv[1], "off") == 0)
+				v = UINT32_MAX;
+			else {
+				n = strtoul(argv[1], &end, 10);
+				if (argv[1][0] < '1' || argv[1][0] > '9' || *end != '\0' ||
+				    n > 1000000 || (strcmp(argv[0], "dns_label_max") == 0 &&
+				    n > 63))
+					ERR("%s: expected %s or 'off', got '%s'", argv[0],
+					    strcmp(argv[0], "dns_label_max") == 0 ? "1-63" :
+					    "1-1000000", argv[1]);
+				v = (uint32_t)n;
+			}
+			if (strcmp(argv[0], "dns_query_rate") == 0)
+				c->dns_query_rate = v;
+			else if (strcmp(argv[0], "dns_label_max") == 0)
+				c->dns_label_max = v;
+			else
+				c->dns_wildcard_names = v;
 		} else if (strcmp(argv[0], "egress_dns_deny") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "nxdomain") == 0)

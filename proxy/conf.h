@@ -71,6 +71,12 @@ struct px_config {
 	unsigned	 eg_conn_limit;		/* concurrent connections per sandbox, 0: none */
 	unsigned	 eg_new_conn_rate;	/* new connections/s per sandbox, 0: none */
 	int		 eg_dns_refused;	/* denied names: REFUSED, not NXDOMAIN */
+	/* the filtering resolver's limits against tunnels (nc_dns.h) */
+	uint16_t	 dns_qtypes[16];	/* types answered; none: the default */
+	int		 ndns_qtypes;
+	uint32_t	 dns_query_rate;	/* 0: default, UINT32_MAX: off */
+	uint32_t	 dns_label_max;
+	uint32_t	 dns_wildcard_names;
 	char		 vm_pool[20];		/* "": 10.200.0.0/16 */
 	/* per-sandbox resources: the defaults a create gets, and the
 	 * maxima ops allow one to ask for (read at each create: a SIGHUP

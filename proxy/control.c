@@ -661,7 +661,14 @@ check_sandbox_id(struct req *r, const char *id)
 static void
 h_health(struct req *r)
 {
-	reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+	json_t *doc = json_pack("{s:s}", "status", "ok"), *x;
+
+	if (r->c->ctl->hooks.health != NULL &&
+	    (x = r->c->ctl->hooks.health(r->c->ctl->hooks.arg)) != NULL) {
+		json_object_update_missing(doc, x);
+		json_decref(x);
+	}
+	reply_json(r, 200, doc);
 }
 
 static void

@@ -200,6 +200,9 @@ struct px_control_hooks {
 	 * egress_conn_limit, egress_new_conn_rate), read at every use so
 	 * that a reload applies. NULL: 256 rules, no limits. */
 	const struct px_config *config;
+	/* Fields added to GET /v1/health (a new JSON object, e.g. the
+	 * state of egress and of VMs, for `netctl status`). May be NULL. */
+	struct json_t *(*health)(void *arg);
 	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
 	 * "sandboxes"), admin only. NULL hook: those answer 404. */
 	struct json_t *(*fleet)(const char *what, void *arg);

@@ -6,6 +6,14 @@
  * policy's default, never wider than the policy's maximum; the policy's
  * deny rules apply to every sandbox: CIDRs as always-deny ranges in the
  * table, names in every sandbox's resolver deny list.
+ *
+ * What it promises: no VM runs without it (berthd keeps VMs off when
+ * px_eg_init fails); every change that takes access away is one batch
+ * that also gives the sandbox a new generation, so its live connections
+ * are checked again (libnetctl, netctl.h), and so does a rule's ttl
+ * expiring (arm_expiry) and an answer's (the resolver); a denial is the
+ * sandbox's whose tap it crossed, never the one whose address it claims;
+ * a restart takes the running sandboxes over (carry_over).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "egress.h"
@@ -20,6 +28,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,15 +40,26 @@
 
 #define EG_LOG_MAX	256	/* denials kept per sandbox */
 #define EG_MAX_RULES	(PX_EG_MAX_RULES + 256)	/* + the policy's deny rules */
+/* Entries a sandbox may add to its log per second (a bucket twice that
+ * deep): the kernel already limits packet denials per tap; this bounds
+ * the resolver's too, so that a flood keeps its log readable. */
+#define EG_LOG_RATE	50
+#define EG_IFHASH	1024
 
 struct eg_sb {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
 	char		 tap[16];
+	unsigned	 ifindex;	/* of the tap: denials are its */
 	struct in_addr	 ip, gw;
 	uint8_t		 mac[6];
 	json_t		*log;		/* array, oldest first */
 	uint64_t	 seq;		/* of the last entry: `log --follow` */
-	struct eg_sb	*next;
+	double		 tokens;	/* EG_LOG_RATE bucket */
+	struct timespec	 refill;
+	uint64_t	 sup_user;	/* entries not logged over EG_LOG_RATE */
+	uint64_t	 sup_user_shown, sup_kernel;	/* as last logged */
+	struct event	*expiry_ev;	/* a rule with a ttl expires */
+	struct eg_sb	*next, *next_if;
 };
 
 static struct {
@@ -53,8 +73,12 @@ static struct {
 	char		 tap_prefix[16];
 	uint16_t	 group;
 	struct eg_sb	*sbs;
+	struct eg_sb	*by_if[EG_IFHASH];	/* by tap ifindex */
+	time_t		 if_refreshed;
 	struct event	*retry_ev;	/* re-apply after a refused batch */
 	unsigned	 failures;	/* refused batches since the last success */
+	struct event_base *base;
+	unsigned long long unattributed;	/* denials of no sandbox */
 } E;
 
 #define EG_RETRY_MAX_S	30
@@ -62,6 +86,8 @@ static struct {
 static void retry_later(void);
 static void retry_cb(evutil_socket_t, short, void *);
 static void applied(void);
+struct eg_sb;
+static int apply(struct eg_sb *);
 
 int
 px_eg_enabled(void)
@@ -80,6 +106,57 @@ find(const char *id)
 	return NULL;
 }
 
+/* ---- taps by ifindex: a denial is the sandbox's whose tap it came in
+ * on (or, for a reply into a sandbox, went out on), never the one whose
+ * address it claims ---- */
+
+static void
+if_rehash(void)
+{
+	struct eg_sb *s;
+
+	memset(E.by_if, 0, sizeof(E.by_if));
+	for (s = E.sbs; s != NULL; s = s->next) {
+		s->ifindex = if_nametoindex(s->tap);
+		if (s->ifindex == 0)
+			continue;
+		s->next_if = E.by_if[s->ifindex % EG_IFHASH];
+		E.by_if[s->ifindex % EG_IFHASH] = s;
+	}
+}
+
+static struct eg_sb *
+find_if(unsigned ifindex)
+{
+	struct eg_sb *s;
+
+	if (ifindex == 0)
+		return NULL;
+	for (s = E.by_if[ifindex % EG_IFHASH]; s != NULL; s = s->next_if)
+		if (s->ifindex == ifindex)
+			return s;
+	return NULL;
+}
+
+/* The sandbox of a denial: by in-device, else out-device. A tap made
+ * again (a new ifindex) is found after a refresh, at most once a second
+ * (a flood of foreign indexes must not rescan all the time). */
+static struct eg_sb *
+find_dev(unsigned indev, unsigned outdev)
+{
+	struct eg_sb *s;
+
+	if ((s = find_if(indev)) != NULL || (s = find_if(outdev)) != NULL)
+		return s;
+	if (time(NULL) == E.if_refreshed)
+		return NULL;
+	E.if_refreshed = time(NULL);
+	if_rehash();
+	if ((s = find_if(indev)) != NULL || (s = find_if(outdev)) != NULL)
+		return s;
+	return NULL;
+}
+
 static struct eg_sb *
 find_ip(struct in_addr ip)
 {
@@ -89,6 +166,32 @@ find_ip(struct in_addr ip)
 		if (s->ip.s_addr == ip.s_addr)
 			return s;
 	return NULL;
+}
+
+/* One token of the sandbox's log bucket, or 0 (counted, not logged). */
+static int
+log_take(struct eg_sb *s)
+{
+	struct timespec now;
+	double dt;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (s->refill.tv_sec == 0)
+		s->tokens = 2 * EG_LOG_RATE;
+	else {
+		dt = (double)(now.tv_sec - s->refill.tv_sec) +
+		    (now.tv_nsec - s->refill.tv_nsec) / 1e9;
+		s->tokens += dt * EG_LOG_RATE;
+		if (s->tokens > 2 * EG_LOG_RATE)
+			s->tokens = 2 * EG_LOG_RATE;
+	}
+	s->refill = now;
+	if (s->tokens < 1) {
+		s->sup_user++;
+		return 0;
+	}
+	s->tokens -= 1;
+	return 1;
 }
 
 static void
@@ -115,7 +218,7 @@ on_dns_denial(const struct nc_dns_denial *d, void *arg)
 {
 	struct eg_sb *s = find_ip(d->guest);
 
-	if (s != NULL)
+	if (s != NULL && log_take(s))
 		log_add(s, json_pack("{s:f,s:s,s:s,s:i,s:s}", "time", ts(&d->when),
 		    "kind", "dns", "name", d->name, "qtype", (int)d->qtype,
 		    "reason", d->reason));
@@ -130,16 +233,32 @@ on_dns_error(const char *msg, void *arg)
 static void
 on_nflog(const struct nc_denial *d, void *arg)
 {
-	struct eg_sb *s = find_ip(d->src);
-	char dst[INET_ADDRSTRLEN];
+	struct eg_sb *s = find_dev(d->indev, d->outdev);
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	/* a reply into the sandbox, of a flow its policy no longer allows */
+	int in = s != NULL && s->ifindex != d->indev;
 
-	if (s == NULL)
+	if (s == NULL) {
+		E.unattributed++;	/* a tap of no sandbox: fenced anyway */
 		return;
-	inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
-	log_add(s, json_pack("{s:f,s:s,s:s,s:i,s:s,s:s}", "time", ts(&d->when),
-	    "kind", "packet", "destination", dst, "port", (int)d->dport,
-	    "protocol", d->proto == 6 ? "tcp" : d->proto == 17 ? "udp" :
-	    d->proto == 1 ? "icmp" : "other", "reason", d->reason));
+	}
+	if (!log_take(s))
+		return;
+	if (d->family == AF_INET6) {
+		inet_ntop(AF_INET6, &d->src6, src, sizeof(src));
+		inet_ntop(AF_INET6, &d->dst6, dst, sizeof(dst));
+	} else {
+		inet_ntop(AF_INET, &d->src, src, sizeof(src));
+		inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
+	}
+	log_add(s, json_pack("{s:f,s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s}", "time",
+	    ts(&d->when), "kind", "packet", "direction", in ? "in" : "out",
+	    "source", src, "destination", dst,
+	    "port", (int)(in ? d->sport : d->dport), "protocol",
+	    d->proto == 6 ? "tcp" : d->proto == 17 ? "udp" :
+	    d->proto == 1 ? "icmp" : d->proto == 58 ? "icmpv6" : "other",
+	    "family", d->family == AF_INET6 ? "ipv6" : "ipv4", "reason",
+	    d->reason));
 }
 
 static void
@@ -200,6 +319,7 @@ struct rules {
 	struct nc_rule	 allow[EG_MAX_RULES], deny[EG_MAX_RULES];
 	uint64_t	 allow_ttl[EG_MAX_RULES], deny_ttl[EG_MAX_RULES];
 	size_t		 nallow, ndeny;
+	time_t		 next_expiry;	/* of an allow rule; 0: none */
 };
 
 static int
@@ -218,6 +338,9 @@ rule_cb(const struct px_egress_rule *e, void *arg)
 			return 0;
 		ttl = (uint64_t)(e->expires - now) * 1000;
 	}
+	if (e->action == PX_EGRESS_ALLOW && e->expires > 0 &&
+	    (r->next_expiry == 0 || e->expires < r->next_expiry))
+		r->next_expiry = (time_t)e->expires;
 	if (e->action == PX_EGRESS_ALLOW && r->nallow < EG_MAX_RULES) {
 		r->allow_ttl[r->nallow] = ttl;
 		r->allow[r->nallow++] = nr;
@@ -343,6 +466,35 @@ resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
 }
 
 /*
+ * An allow rule with a ttl leaves the kernel by itself, but the flows it
+ * admitted go on until the sandbox gets a new generation: so when the
+ * first such rule of s expires, s is applied again (a new generation;
+ * its flows are checked against what is left). The resolver does the
+ * same for the addresses it learned.
+ */
+static void
+expiry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (apply(arg) < 0)
+		retry_later();
+}
+
+static void
+arm_expiry(struct eg_sb *s, time_t next)
+{
+	struct timeval tv = { 0, 300000 };	/* the kernel's own timer first */
+	time_t now = time(NULL);
+
+	if (next == 0 || E.base == NULL)
+		return;
+	if (s->expiry_ev == NULL &&
+	    (s->expiry_ev = evtimer_new(E.base, expiry_cb, s)) == NULL)
+		return;
+	tv.tv_sec = next > now ? next - now : 0;
+	evtimer_add(s->expiry_ev, &tv);
+}
+
+/*
  * Test hook, documented in berthd(8): while the file named by
  * $BERTH_TEST_NFT_REJECT exists, each egress batch ends with one message
  * the kernel refuses (removing an allow range no sandbox has), so the
@@ -416,6 +568,7 @@ apply(struct eg_sb *s)
 		resolver(s, r, mode);
 		if (!learned)
 			restore_learned(s);
+		arm_expiry(s, r->next_expiry);
 	}
 out:
 	free(r);
@@ -513,6 +666,7 @@ init_table(char *err, size_t errlen)
 			resolver(s, r, mode);
 			if (!learned)
 				restore_learned(s);
+			arm_expiry(s, r->next_expiry);
 		}
 	free(r);
 	if (rc == 0) {
@@ -561,6 +715,145 @@ resolvers(const struct px_config *c, struct sockaddr_in *out, size_t max)
 	return n;
 }
 
+/* A sandbox known to egress: in the list, the ifindex hash and the
+ * resolver (its gateway's sockets). NULL on ENOMEM. */
+static struct eg_sb *
+sb_new(const char *id, const char *tap, struct in_addr ip, struct in_addr gw,
+    const uint8_t mac[6])
+{
+	struct eg_sb *s;
+	char err[NC_ERRLEN];
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->tap, sizeof(s->tap), "%s", tap);
+	s->ip = ip;
+	s->gw = gw;
+	memcpy(s->mac, mac, 6);
+	s->next = E.sbs;
+	E.sbs = s;
+	if ((s->ifindex = if_nametoindex(tap)) != 0) {
+		s->next_if = E.by_if[s->ifindex % EG_IFHASH];
+		E.by_if[s->ifindex % EG_IFHASH] = s;
+	}
+	if (nc_tap_harden(tap, err, sizeof(err)) < 0)
+		log_warnx("egress %s: tap settings: %s", id, err);
+	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err,
+	    sizeof(err)) < 0)
+		log_warnx("egress %s: resolver: %s", id, err);
+	return s;
+}
+
+/*
+ * Restart. VMs outlive berthd, and the table in force still fences them
+ * and admits their flows; rebuilding it empty would drop every guest
+ * packet until each VM is adopted again, and forget what the resolver
+ * learned. So the sandboxes attached in it that the store knows (by
+ * guest address) are taken over as they are (tap, gateway, MAC), with
+ * the names and addresses the resolver had answered and the time they
+ * have left: the start-up batch rebuilds the table with all of them in
+ * it, under the stored rules, and their flows go on.
+ */
+struct carry {
+	struct px_sandbox *v;
+	size_t n, cap;
+	int taken;
+};
+
+static int
+carry_store_cb(const struct px_sandbox *sb, void *arg)
+{
+	struct carry *c = arg;
+	struct px_sandbox *v;
+
+	if (sb->external || sb->address[0] == '\0')
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 64;
+
+		if ((v = realloc(c->v, cap * sizeof(*v))) == NULL)
+			return 1;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n++] = *sb;
+	return 0;
+}
+
+static int
+carry_att_cb(const struct nc_sandbox *nsb, void *arg)
+{
+	struct carry *c = arg;
+	char a[INET_ADDRSTRLEN];
+	size_t i;
+
+	inet_ntop(AF_INET, &nsb->ip, a, sizeof(a));
+	for (i = 0; i < c->n; i++)
+		if (strcmp(c->v[i].address, a) == 0)
+			break;
+	if (i == c->n || find(c->v[i].id) != NULL)
+		return 0;	/* nobody's: its tap gets nothing (fail closed) */
+	if (sb_new(c->v[i].id, nsb->ifname, nsb->ip, nsb->gw, nsb->mac) != NULL)
+		c->taken++;
+	return 0;
+}
+
+static int
+carry_learned_cb(struct in_addr guest, struct in_addr addr, const char *name,
+    uint64_t left_ms, void *arg)
+{
+	if (E.dns != NULL && find_ip(guest) != NULL &&
+	    nc_dns_learned_seed(E.dns, guest, name, addr, left_ms) == 0)
+		(*(int *)arg)++;
+	return 0;
+}
+
+static void
+carry_over(void)
+{
+	struct carry c;
+	char err[NC_ERRLEN];
+	int learned = 0, rc;
+
+	memset(&c, 0, sizeof(c));
+	if (px_store_sandbox_list(E.store, carry_store_cb, &c, err,
+	    sizeof(err)) != 0) {
+		log_warnx("egress: sandboxes in the store: %s", err);
+		free(c.v);
+		return;
+	}
+	rc = nc_egress_attached(E.ctx, carry_att_cb, &c, err, sizeof(err));
+	free(c.v);
+	if (rc == -ENOENT)
+		return;		/* no table: nothing runs fenced */
+	if (rc < 0) {
+		log_warnx("egress: the table in force: %s", err);
+		return;
+	}
+	if (c.taken > 0 && nc_egress_learned(E.ctx, carry_learned_cb, &learned,
+	    err, sizeof(err)) < 0)
+		log_warnx("egress: DNS-learned addresses in force: %s", err);
+	if (c.taken > 0)
+		log_info("egress: %d running sandbox(es) taken over from the table "
+		    "in force, with %d DNS-learned address(es)", c.taken, learned);
+}
+
+static void
+sb_free_all(void)
+{
+	struct eg_sb *s;
+
+	while ((s = E.sbs) != NULL) {
+		E.sbs = s->next;
+		if (s->expiry_ev != NULL)
+			event_free(s->expiry_ev);
+		json_decref(s->log);
+		free(s);
+	}
+	memset(E.by_if, 0, sizeof(E.by_if));
+}
+
 int
 px_eg_init(struct event_base *base, struct px_store *store,
     const struct px_config *c, char *err, size_t errlen)
@@ -570,20 +863,47 @@ px_eg_init(struct event_base *base, struct px_store *store,
 
 	E.store = store;
 	E.cfg = c;
+	E.base = base;
 	E.group = c->nflog_group;
 	snprintf(E.tap_prefix, sizeof(E.tap_prefix), "%s",
 	    c->tap_prefix ? c->tap_prefix : "bth");
+	if (nc_host_forwarding(err, errlen) < 0) {
+		char e2[NC_ERRLEN];
+
+		snprintf(e2, sizeof(e2), "cannot turn IPv4 forwarding on: %s",
+		    err);
+		snprintf(err, errlen, "%s", e2);
+		return -1;
+	}
 	if ((E.ctx = nc_ctx_new(err, errlen)) == NULL)
 		return -1;
+	/* the resolver first: the sandboxes taken over use it at once */
+	nc_dns_config_init(&dc);
+	dc.resolvers = res;
+	dc.nresolvers = resolvers(c, res, 8);
+	dc.deny_rcode = c->eg_dns_refused ? NC_DNS_REFUSED : NC_DNS_NXDOMAIN;
+	if (c->ndns_qtypes > 0) {
+		dc.qtypes = c->dns_qtypes;
+		dc.nqtypes = (size_t)c->ndns_qtypes;
+	}
+	dc.query_rate = c->dns_query_rate;
+	dc.label_max = c->dns_label_max;
+	dc.wildcard_names = c->dns_wildcard_names;
+	dc.on_denial = on_dns_denial;
+	dc.on_error = on_dns_error;
+	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)
+		log_warnx("egress: no filtering resolver: %s", err);
+	carry_over();
 	if (init_table(err, errlen) < 0) {
+		sb_free_all();
+		if (E.dns != NULL)
+			nc_dns_free(E.dns);
+		E.dns = NULL;
 		nc_ctx_free(E.ctx);
 		E.ctx = NULL;
 		return -1;
 	}
 	E.retry_ev = evtimer_new(base, retry_cb, NULL);
-	nc_dns_config_init(&dc);
-	dc.resolvers = res;
-	dc.nresolvers = resolvers(c, res, 8);
 	if (dc.nresolvers == 0)
 		log_warnx("egress: no upstream resolver (dns_upstream, /etc/resolv.conf): "
 		    "allowed names will get SERVFAIL");
@@ -593,11 +913,6 @@ px_eg_init(struct event_base *base, struct px_store *store,
 		inet_ntop(AF_INET, &res[0].sin_addr, a, sizeof(a));
 		log_info("egress: %zu upstream resolver(s), first %s", dc.nresolvers, a);
 	}
-	dc.deny_rcode = c->eg_dns_refused ? NC_DNS_REFUSED : NC_DNS_NXDOMAIN;
-	dc.on_denial = on_dns_denial;
-	dc.on_error = on_dns_error;
-	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)
-		log_warnx("egress: no filtering resolver: %s", err);
 	if ((E.nflog = nc_nflog_open(E.group, err, errlen)) == NULL) {
 		log_warnx("egress: no denial log: %s", err);
 	} else {
@@ -622,6 +937,7 @@ px_eg_shutdown(void)
 		nc_dns_free(E.dns);
 	if (E.ctx != NULL)
 		nc_ctx_free(E.ctx);
+	sb_free_all();
 	memset(&E, 0, sizeof(E));
 }
 
@@ -630,21 +946,21 @@ px_eg_sandbox_up(const char *id, const char *tap, struct in_addr ip,
     struct in_addr gw, const uint8_t mac[6])
 {
 	struct eg_sb *s;
-	char err[NC_ERRLEN];
 
-	if (E.ctx == NULL || (s = find(id)) != NULL)
+	if (E.ctx == NULL)
 		return;
-	if ((s = calloc(1, sizeof(*s))) == NULL)
+	if ((s = find(id)) != NULL) {
+		/* taken over at start (or up before): the same tap is the
+		 * same sandbox, already applied; anything else is not */
+		if (strcmp(s->tap, tap) == 0 && s->ip.s_addr == ip.s_addr &&
+		    s->gw.s_addr == gw.s_addr && memcmp(s->mac, mac, 6) == 0)
+			return;
+		log_info("egress %s: its tap, address or MAC changed: "
+		    "attached anew", id);
+		px_eg_sandbox_down(id);
+	}
+	if ((s = sb_new(id, tap, ip, gw, mac)) == NULL)
 		return;
-	snprintf(s->id, sizeof(s->id), "%s", id);
-	snprintf(s->tap, sizeof(s->tap), "%s", tap);
-	s->ip = ip;
-	s->gw = gw;
-	memcpy(s->mac, mac, 6);
-	s->next = E.sbs;
-	E.sbs = s;
-	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err, sizeof(err)) < 0)
-		log_warnx("egress %s: resolver: %s", id, err);
 	if (apply(s) < 0)
 		retry_later();
 }
@@ -661,10 +977,20 @@ px_eg_sandbox_down(const char *id)
 	if (s == NULL)
 		return;
 	*pp = s->next;
+	for (pp = &E.by_if[s->ifindex % EG_IFHASH]; *pp != NULL;
+	    pp = &(*pp)->next_if)
+		if (*pp == s) {
+			*pp = s->next_if;
+			break;
+		}
+	/* its elements, and its conntrack entries: the next sandbox on
+	 * this address inherits none of its flows */
 	if (nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err)) < 0)
 		log_warnx("egress %s: detach: %s", id, err);
 	if (E.dns != NULL)
 		nc_dns_sandbox_del(E.dns, s->ip);
+	if (s->expiry_ev != NULL)
+		event_free(s->expiry_ev);
 	json_decref(s->log);
 	free(s);
 }
@@ -769,6 +1095,36 @@ px_eg_reload(void)
 		px_eg_changed(NULL, NULL);
 }
 
+/* Denials counted but not logged since the last look, as one entry:
+ * the kernel's (over the tap's log rate) and ours (over EG_LOG_RATE). */
+static void
+log_suppressed(struct eg_sb *s)
+{
+	char err[NC_ERRLEN];
+	uint64_t k = 0, n;
+	struct timespec now;
+
+	if (nc_egress_log_suppressed(E.ctx, s->tap, &k, err, sizeof(err)) < 0)
+		k = s->sup_kernel;
+	if (k < s->sup_kernel)		/* its element was made anew */
+		s->sup_kernel = 0;
+	n = (k - s->sup_kernel) + (s->sup_user - s->sup_user_shown);
+	if (n == 0)
+		return;
+	s->sup_kernel = k;
+	s->sup_user_shown = s->sup_user;
+	clock_gettime(CLOCK_REALTIME, &now);
+	log_add(s, json_pack("{s:f,s:s,s:I,s:s}", "time", ts(&now), "kind",
+	    "suppressed", "count", (json_int_t)n, "reason", "denials over the "
+	    "sandbox's log rate: counted, not logged one by one"));
+}
+
+unsigned long long
+px_eg_unattributed(void)
+{
+	return E.unattributed;
+}
+
 int
 px_eg_log(const char *id, json_t **out, void *arg)
 {
@@ -777,6 +1133,8 @@ px_eg_log(const char *id, json_t **out, void *arg)
 	if (E.ctx == NULL)
 		return -1;
 	s = find(id);
+	if (s != NULL)
+		log_suppressed(s);
 	*out = s && s->log ? json_deep_copy(s->log) : json_array();
 	return 0;
 }

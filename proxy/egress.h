@@ -16,8 +16,10 @@ struct px_store;
 struct px_config;
 struct json_t;
 
-/* Programs the table (replacing a stale one) and starts the resolver
- * and the denial log. -1 with err. */
+/* Turns IPv4 forwarding on, programs the table (replacing a stale one,
+ * with the sandboxes running under it taken over in the same batch) and
+ * starts the resolver and the denial log. -1 with err: then no VM may
+ * run (fail closed). */
 int px_eg_init(struct event_base *, struct px_store *, const struct px_config *,
     char *err, size_t errlen);
 int px_eg_enabled(void);
@@ -34,7 +36,12 @@ void px_eg_changed(const char *id, void *arg);
 /* berth.conf was reloaded: its policy defaults may have changed the
  * per-sandbox limits; the table follows when they did. */
 void px_eg_reload(void);
-/* Recent denials of id as a JSON array (control hook). */
+/* Recent denials of id as a JSON array (control hook), attributed by the
+ * tap a packet came in on (or, for a reply into a sandbox, went out on),
+ * whatever address it claims; denials over the log rates are counted in
+ * "suppressed" entries. */
 int px_eg_log(const char *id, struct json_t **out, void *arg);
+/* Denials from a tap of no known sandbox (for /metrics). */
+unsigned long long px_eg_unattributed(void);
 
 #endif

@@ -7,11 +7,13 @@
 #   resolver (nc_dnsdrive serve) and routes to namespace net
 #   (203.0.113.0/24): an upstream DNS server written below (python3, UDP
 #   and TCP, on 203.0.113.53, logging every question it gets) and
-#   nc_drive listeners on 203.0.113.10-16 ports 80 and 443.
+#   nc_drive listeners on 203.0.113.10-17 ports 80 and 443 (and 9100,
+#   where connections are held open).
 # Asserts: before any lookup the web address is refused fast (RST); the
 # guest's own resolver (getent via resolv.conf, busybox nslookup) gets the
 # allowed name's address and a connection right after the answer
-# succeeds (the insert precedes the answer); a denied name gets NXDOMAIN,
+# succeeds (the insert, into the learned sets allow_dns_* apart from the
+# rules', precedes the answer); a denied name gets NXDOMAIN,
 # is reported by the denial callback and never reaches the upstream;
 # AAAA is empty and never asked upstream; CNAME chains, given whole or
 # one hop at a time by the upstream; the wildcard matches one label
@@ -25,7 +27,16 @@
 # rules, as berthd does when they or the policy change) keeps the
 # addresses learned for names still allowed, with their remaining
 # timeout, without a new lookup; a removed name's address is refused at
-# once; ops' always-deny range wins over a learned address.
+# once; ops' always-deny range wins over a learned address. A live
+# connection to a learned address goes on while the guest keeps asking
+# and is reset within 1 s of the address expiring once it stops; a
+# static rule for an address a name also resolves to stays permanent
+# (its element never takes the answer's timeout) and keeps the address
+# reachable after the answer expired. Tunnels: a TXT query is refused
+# (only A, AAAA, CNAME, HTTPS, SVCB by default), so is a label over 40
+# characters under a wildcard and a name past the cap of distinct names
+# under one wildcard a minute, and a burst over the query rate; each
+# refusal is logged with its reason and never reaches the upstream.
 # Exit 77 (skip) without root, ip netns, nft or python3.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -114,6 +125,7 @@ Z = {
     ("a.b.wild.test", A): [(A, 60, "203.0.113.14")],
     ("wild.test", A): [(A, 60, "203.0.113.15")],
     ("short.test", A): [(A, 1, "203.0.113.16")],
+    ("brief.test", A): [(A, 2, "203.0.113.17")],
     ("denied.test", A): [(A, 60, "203.0.113.10")],
     ("big.allowed.test", A): [(A, 60, "198.51.100.%d" % i) for i in range(1, 101)],
 }
@@ -185,7 +197,7 @@ ip -n "$H" addr add 203.0.113.1/24 dev up0
 ip -n "$G" link set eth0 address 02:00:0a:c8:00:02
 ip -n "$G" addr add 10.200.0.2/30 dev eth0
 ip -n "$N" addr add 203.0.113.2/24 dev eth0
-for a in 10 11 12 13 14 15 16 53; do ip -n "$N" addr add 203.0.113.$a/24 dev eth0; done
+for a in 10 11 12 13 14 15 16 17 53; do ip -n "$N" addr add 203.0.113.$a/24 dev eth0; done
 ip -n "$H" link set sbtapA up
 ip -n "$H" link set up0 up
 ip -n "$G" link set eth0 up
@@ -201,7 +213,7 @@ ip netns exec "$N" python3 "$TMP/upstream.py" 203.0.113.53 "$TMP/upstream.log" \
 	>"$TMP/up.out" 2>&1 &
 PIDS="$PIDS $!"
 waitfor "$TMP/up.out" ready || { cat "$TMP/up.out" >&2; echo "Bail out! upstream"; exit 1; }
-ip netns exec "$N" "$DRIVE" listen 0.0.0.0 tcp:80 tcp:443 >"$TMP/web.out" 2>&1 &
+ip netns exec "$N" "$DRIVE" listen 0.0.0.0 tcp:80 tcp:443 hold:9100 >"$TMP/web.out" 2>&1 &
 PIDS="$PIDS $!"
 waitfor "$TMP/web.out" ready || { echo "Bail out! listener"; exit 1; }
 
@@ -215,9 +227,9 @@ ip netns exec "$H" "$DNSD" serve --guest 10.200.0.2 --gw 10.200.0.1 --id sb-dns 
 	--tap sbtapA --mac 02:00:0a:c8:00:02 --rules "$TMP/rules" \
 	--allow allowed.test --allow www.allowed.test --allow hop.allowed.test \
 	--allow big.allowed.test --allow nx.allowed.test --allow '*.wild.test' \
-	--deny bad.wild.test --allow short.test:80/tcp \
+	--deny bad.wild.test --allow short.test:80/tcp --allow brief.test:9100/tcp \
 	--resolver 203.0.113.99 --resolver 203.0.113.53 --timeout-ms 300 \
-	--ttl-min 1 --ttl-max 300 --grace-ms 1000 >"$TMP/dns.out" 2>&1 &
+	--ttl-min 1 --ttl-max 300 --grace-ms 1000 --wildcard-names 8 >"$TMP/dns.out" 2>&1 &
 DNSPID=$!
 PIDS="$PIDS $DNSPID"
 if waitfor "$TMP/dns.out" ready; then ok "resolver listening on the gateway"
@@ -231,8 +243,8 @@ out=$(ing getent ahostsv4 allowed.test 2>&1)
 like "guest's getent resolves allowed.test (past a dead first upstream)" "$out" '^203\.0\.113\.10 '
 expect "right after the answer: 203.0.113.10:80 connects" open 1000 tcp 203.0.113.10 80
 expect "and any port (the rule names none): 203.0.113.10:443" open 1000 tcp 203.0.113.10 443
-set_net=$(inh nft list set inet berth allow_net 2>&1)
-like "allow_net holds guest . 203.0.113.10 with a timeout (TTL 30 + 1 s grace)" \
+set_net=$(inh nft list set inet berth allow_dns_net 2>&1)
+like "allow_dns_net holds guest . 203.0.113.10 with a timeout (TTL 30 + 1 s grace)" \
 	"$set_net" '10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout 31s'
 out=$(ing busybox nslookup allowed.test 10.200.0.1 2>&1)
 like "busybox nslookup gets it too" "$out" 'Address:? *203\.0\.113\.10'
@@ -242,7 +254,10 @@ out=$(q allowed.test AAAA)
 like "AAAA of an allowed name: NOERROR, no records" "$out" '^NOERROR ancount=0'
 unlike "AAAA never asked upstream" "$(cat "$TMP/upstream.log")" ' 28$'
 out=$(q allowed.test TXT)
-like "TXT of an allowed name passes through" "$out" '^allowed\.test 30 TXT'
+like "TXT of an allowed name: REFUSED (not a type answered by default)" "$out" '^REFUSED'
+unlike "... and never asked upstream" "$(cat "$TMP/upstream.log")" 'allowed\.test 16$'
+waitfor "$TMP/dns.out" 'allowed\.test TXT qtype' >/dev/null
+like "... and logged with reason qtype" "$(cat "$TMP/dns.out")" 'allowed\.test TXT qtype$'
 out=$(q nx.allowed.test)
 like "allowed but nonexistent name: the upstream's NXDOMAIN" "$out" '^NXDOMAIN'
 
@@ -283,7 +298,7 @@ expect "a.b.wild.test's address was never allowed" refused 100 tcp 203.0.113.14 
 like "short.test (rule :80/tcp) resolves" "$(q short.test)" 'short\.test 1 A 203\.0\.113\.16'
 expect "short.test: port 80 connects" open 1000 tcp 203.0.113.16 80
 expect "short.test: port 443 refused (the rule's port only)" refused 100 tcp 203.0.113.16 443
-like "element in allow_ip with TTL 1 + 1 s grace" "$(inh nft list set inet berth allow_ip)" \
+like "element in allow_dns_ip with TTL 1 + 1 s grace" "$(inh nft list set inet berth allow_dns_ip)" \
 	'10\.200\.0\.2 \. 203\.0\.113\.16 \. tcp \. 80 timeout 2s'
 
 # ---- truncation and TCP -------------------------------------------------------------
@@ -292,9 +307,9 @@ like "100 records over UDP to the guest: TC, no records" "$out" '^NOERROR ancoun
 out=$(q big.allowed.test --tcp)
 like "over TCP: the records (the resolver keeps 64 per answer)" "$out" '^NOERROR ancount=64 tc=0'
 like "the resolver fell back to TCP upstream" "$(cat "$TMP/upstream.log")" '^tcp big\.allowed\.test 1$'
-cnt=$(drive count allow_net)
-if [ "${cnt:-0}" -ge 64 ]; then ok "allow_net grew by the big answer ($cnt elements)"
-else nok "allow_net grew by the big answer"; diag "$cnt"; fi
+cnt=$(drive count allow_dns_net)
+if [ "${cnt:-0}" -ge 64 ]; then ok "allow_dns_net grew by the big answer ($cnt elements)"
+else nok "allow_dns_net grew by the big answer"; diag "$cnt"; fi
 
 # ---- malformed ----------------------------------------------------------------------
 # two questions
@@ -322,10 +337,36 @@ like "a real query to it gets no answer" "$out" '^error'
 # ---- expiry -------------------------------------------------------------------------------
 # short.test: TTL 1 + 1 s grace. The connection made above is over.
 sleep 2.3
-unlike "short.test's element expired" "$(inh nft list set inet berth allow_ip)" '203\.0\.113\.16'
+unlike "short.test's element expired" "$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16'
 expect "after TTL + grace: 203.0.113.16:80 refused again" refused 100 tcp 203.0.113.16 80
 like "a new lookup" "$(q short.test)" '203\.0\.113\.16'
 expect "lets it through again" open 1000 tcp 203.0.113.16 80
+
+# ---- a live flow to a learned address ends with it ------------------------------------------
+# brief.test: TTL 2 + 1 s grace. While the guest keeps asking, its flow
+# goes on; once it stops, the flow is reset within 1 s of the expiry.
+now() { date +%s.%N; }
+like "brief.test answered (TTL 2)" "$(q brief.test)" '203\.0\.113\.17$'
+ing "$DRIVE" stream 203.0.113.17 9100 --interval 250 >"$TMP/brief" 2>&1 &
+BRIEF=$!
+PIDS="$PIDS $BRIEF"
+for _i in $(seq 40); do grep -Eq '^(open|failed)' "$TMP/brief" && break; sleep 0.05; done
+like "a flow to its address is open" "$(cat "$TMP/brief")" '^open'
+for k in 1 2 3; do sleep 1; q brief.test >/dev/null; done
+t0=$(now)
+unlike "asked again every second: the flow goes on past three expiries' worth" \
+	"$(cat "$TMP/brief")" '^cut'
+for _i in $(seq 120); do grep -q '^cut' "$TMP/brief" && break; sleep 0.05; done
+l=$(grep '^cut' "$TMP/brief")
+dt=$(echo "$l" | awk -v t0="$t0" '{ printf "%.3f", $2 - t0 - 3 }')
+if echo "$l" | grep -q reset && awk -v d="$dt" 'BEGIN { exit !(d <= 1.0 && d > -0.5) }'; then
+	ok "no longer asked: the flow is reset ${dt} s after the address expired"
+else nok "no longer asked: the flow is reset within 1 s of the expiry"
+	diag "$l (t0 $t0, $dt s after TTL + grace)" "$(cat "$TMP/brief")"; fi
+kill -USR1 $DNSPID
+for _i in $(seq 40); do [ "$(grep -c '^stats' "$TMP/dns.out")" -ge 2 ] && break; sleep 0.05; done
+like "the resolver rechecked the sandbox after expiries" \
+	"$(grep '^stats' "$TMP/dns.out" | tail -n 1)" 'rechecks=[1-9]'
 
 # ---- re-apply: the rules change, what the guest may have cached stays ---------------------
 # berthd clears a sandbox's elements and rebuilds them from its rules
@@ -341,7 +382,8 @@ expect "an element added by hand lets 203.0.113.14:80 through" open 1000 tcp 203
 rules() {
 	printf '%s\n' 'mode allowlist' 'allow www.allowed.test' 'allow hop.allowed.test' \
 		'allow big.allowed.test' 'allow nx.allowed.test' 'allow *.wild.test' \
-		'deny bad.wild.test' 'allow short.test:80/tcp' "$@" >"$TMP/rules"
+		'deny bad.wild.test' 'allow short.test:80/tcp' \
+		'allow brief.test:9100/tcp' "$@" >"$TMP/rules"
 }
 applied() {	# N: SIGHUP, then wait for "applied N" (or an error)
 	kill -HUP $DNSPID
@@ -357,7 +399,7 @@ expect "the sandbox was rebuilt: the hand-made element is gone" refused 100 tcp 
 expect "allowed.test's address still connects, without a new lookup" open 1000 tcp 203.0.113.10 80
 expect "so does the CNAME chain's final address (www.allowed.test)" open 1000 tcp 203.0.113.11 80
 expect "and the wildcard's (a.wild.test)" open 1000 tcp 203.0.113.13 80
-set_net=$(inh nft list set inet berth allow_net 2>&1)
+set_net=$(inh nft list set inet berth allow_dns_net 2>&1)
 like "allowed.test's element back with what remained of TTL 30 + 1 s" "$set_net" \
 	'10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout ([0-9]|[12][0-9]|3[01])s'
 if [ "$(grep -c ' allowed\.test 1$' "$TMP/upstream.log")" = "$asked" ]; then
@@ -377,7 +419,7 @@ expect "www.allowed.test's too" open 1000 tcp 203.0.113.11 80
 rules 'allow 198.51.100.7'
 like "allowed.test's rule removed: re-applied" "$(applied 3)" '^applied 3 '
 expect "its address is refused at once" refused 100 tcp 203.0.113.10 80
-unlike "and out of the table" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.10 '
+unlike "and out of the table" "$(inh nft list set inet berth allow_dns_net)" '203\.0\.113\.10 '
 expect "www.allowed.test's address (still allowed) still connects" open 1000 tcp 203.0.113.11 80
 like "allowed.test itself is now refused by the resolver" "$(q allowed.test)" '^NXDOMAIN'
 
@@ -389,9 +431,58 @@ rules 'allow 198.51.100.7' \
 like "global deny added: table rebuilt" "$(applied 4)" '^applied 4 learned=[1-9]'
 expect "ops' deny of 203.0.113.11 wins over www.allowed.test's learned address" \
 	refused 100 tcp 203.0.113.11 80
-unlike "which was not put back" "$(inh nft list set inet berth allow_net)" '203\.0\.113\.11 '
+unlike "which was not put back" "$(inh nft list set inet berth allow_dns_net)" '203\.0\.113\.11 '
 expect "a.wild.test's learned address survived the rebuild" open 1000 tcp 203.0.113.13 80
 expect "allowed.test's did not come back with it" refused 100 tcp 203.0.113.10 80
+
+# ---- a static rule and a learned address, the same one ------------------------------------------
+# short.test resolves to 203.0.113.16 with TTL 1; a static rule allows
+# 203.0.113.16:80/tcp too. The answer must not turn the rule's element
+# into one that expires.
+rules 'allow 198.51.100.7' 'allow 203.0.113.16:80/tcp'
+like "static allow 203.0.113.16:80/tcp beside short.test's rule: applied" \
+	"$(applied 5)" '^applied 5 '
+like "short.test answered (TTL 1)" "$(q short.test)" '203\.0\.113\.16$'
+like "the learned element, in allow_dns_ip, expires" \
+	"$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16 \. tcp \. 80 timeout 2s'
+like "the rule's element, in allow_ip, does not" \
+	"$(inh nft list set inet berth allow_ip)" '10\.200\.0\.2 \. 203\.0\.113\.16 \. tcp \. 80 *[,}]?$'
+sleep 2.5
+unlike "after TTL + grace the learned element is gone" \
+	"$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16'
+like "the rule's element is still there, still without a timeout" \
+	"$(inh nft list set inet berth allow_ip | grep 203.0.113.16)" '203\.0\.113\.16 \. tcp \. 80 *[,}]?$'
+expect "and 203.0.113.16:80 is still reachable" open 1000 tcp 203.0.113.16 80
+
+# ---- tunnels through allowed names ---------------------------------------------------------
+# a 60-character label under *.wild.test (default limit 40)
+long=x5k2m9q1w8e7r6t5y4u3i2o1p0a9s8d7f6g5h4j3k2l1z0x9c8v7b6n5m4q3
+out=$(q $long.wild.test)
+like "a 60-character label under an allowed wildcard: refused" "$out" '^NXDOMAIN'
+unlike "... never asked upstream" "$(cat "$TMP/upstream.log")" "$long"
+waitfor "$TMP/dns.out" "$long\.wild\.test A label-length" >/dev/null
+like "... and logged with reason label-length" "$(cat "$TMP/dns.out")" "$long\.wild\.test A label-length$"
+l40=$(echo $long | cut -c1-40)
+like "a 40-character one still resolves (upstream's NXDOMAIN, asked)" \
+	"$(q $l40.wild.test)" '^NXDOMAIN'
+like "... it was asked upstream" "$(cat "$TMP/upstream.log")" "$l40\.wild\.test"
+# distinct names under one wildcard a minute (8 in this test: --wildcard-names)
+for i in 1 2 3 4 5 6 7 8 9 10; do q n$i.wild.test >/dev/null; done
+waitfor "$TMP/dns.out" 'wild\.test A wildcard-names' >/dev/null
+like "more distinct names under *.wild.test than its cap a minute: refused, logged" \
+	"$(cat "$TMP/dns.out")" 'n(9|10)\.wild\.test A wildcard-names$'
+unlike "... the refused ones never reached the upstream" "$(cat "$TMP/upstream.log")" 'n10\.wild\.test'
+like "a name asked before within the minute still resolves" "$(q a.wild.test)" '203\.0\.113\.13$'
+like "exact domain rules have no such cap" "$(q short.test)" '203\.0\.113\.16$'
+# the query rate: 50/s per sandbox, a bucket of 100
+out=$(ing "$DNSD" burst 10.200.0.1 short.test 300)
+r=$(echo "$out" | sed -n 's/.*REFUSED \([0-9]*\).*/\1/p')
+if [ "${r:-0}" -ge 100 ]; then ok "a burst of 300 queries: $r over the rate refused ($out)"
+else nok "a burst over the rate is refused"; diag "$out"; fi
+waitfor "$TMP/dns.out" 'rate-limit' >/dev/null
+like "... logged with reason rate-limit" "$(cat "$TMP/dns.out")" 'short\.test A rate-limit$'
+sleep 2.1
+like "the bucket refills" "$(q short.test)" '203\.0\.113\.16$'
 
 # ---- shutdown -------------------------------------------------------------------------------
 kill -TERM $DNSPID

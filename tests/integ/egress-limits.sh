@@ -134,16 +134,15 @@ check "init with a connection cap of 3" \
 	drive init --uplink up0 --tap-prefix lmtap --group 9 --conn-limit 3
 tbl=$(inh nft list table inet berth 2>&1)
 case $tbl in
-*"add @sb_conns { ip saddr ct count over 3 }"*"berth:conn-limit"*"reject"*|\
-*"add @sb_conns { ip saddr ct count over 3 }"*"berth:conn-limit"*"goto deny"*)
-	ok "chain admit: add @sb_conns { ip saddr ct count over 3 } ... log, goto deny" ;;
+*"ct state new add @sb_conns { ip saddr ct count over 3 }"*"goto log_conn_limit"*)
+	ok "chain admit: ct state new add @sb_conns { ip saddr ct count over 3 } ... goto log_conn_limit" ;;
 *) nok "chain admit has the ct count rule"; diag "$tbl" ;;
 esac
 case $tbl in
 *"over 3 concurrent connections of this sandbox"*) ok "... with a comment that explains it" ;;
 *) nok "ct count rule commented"; diag "$tbl" ;;
 esac
-case $tbl in
+case $(inh nft list chain inet berth admit 2>&1) in
 *"limit rate"*) nok "no rate rule without a rate"; diag "$tbl" ;;
 *) ok "no rate rule without a rate" ;;
 esac
@@ -165,9 +164,9 @@ expect "cap is per sandbox, any destination: guest1 to :80 refused while it hold
 	"$G1" refused 100 tcp 203.0.113.2 80
 expect "guest2 is not affected by guest1's cap" "$G2" open 1000 tcp 203.0.113.2 80
 logged "conn-limit tcp 9000 (reason, guest, destination, port, protocol)" \
-	'^[0-9]+\.[0-9]{6} conn-limit 10\.201\.0\.2 203\.0\.113\.2 9000 tcp$'
+	'^[0-9]+\.[0-9]{6} conn-limit 10\.201\.0\.2 203\.0\.113\.2 9000 tcp in=lmtapA out=up0$'
 logged "conn-limit for the other destination too" \
-	'conn-limit 10\.201\.0\.2 203\.0\.113\.2 80 tcp$'
+	'conn-limit 10\.201\.0\.2 203\.0\.113\.2 80 tcp in=lmtapA '
 c=$(inh nft list set inet berth sb_conns 2>&1)
 case $c in
 *"10.201.0.2 ct count over 3"*) ok "sb_conns holds guest1's element" ;;
@@ -190,7 +189,7 @@ check "init with 5 new connections/s (no cap); re-attach" \
 check "re-attach both guests" attach_both
 tbl=$(inh nft list chain inet berth admit 2>&1)
 case $tbl in
-*"update @sb_rate { ip saddr"*"limit rate over 5/second"*"berth:rate-limit"*) ok "chain admit: update @sb_rate { ip saddr limit rate over 5/second } ... log" ;;
+*"ct state new update @sb_rate { ip saddr"*"limit rate over 5/second"*"goto log_rate_limit"*) ok "chain admit: ct state new update @sb_rate { ip saddr limit rate over 5/second } ... goto log_rate_limit" ;;
 *) nok "chain admit has the rate rule"; diag "$tbl" ;;
 esac
 case $tbl in
@@ -212,7 +211,7 @@ else nok "rate 5/s: 5-8 of 30 connects open"; diag "open $o, refused $f" "$(cat 
 is_n2 "the rest are refused" "$((o + f))" 30 "$R"
 check "... fast (under 100 ms each)" fast "$R" refused 100
 expect "guest2 has its own bucket" "$G2" open 1000 tcp 203.0.113.2 80
-logged "rate-limit tcp 80" 'rate-limit 10\.201\.0\.2 203\.0\.113\.2 80 tcp$'
+logged "rate-limit tcp 80" 'rate-limit 10\.201\.0\.2 203\.0\.113\.2 80 tcp in=lmtapA '
 if until_ok 5 opens "$G1" 203.0.113.2 80; then ok "the bucket refills: guest1 connects again"
 else nok "the bucket refills"; fi
 c=$(inh nft list set inet berth sb_rate 2>&1)

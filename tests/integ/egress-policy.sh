@@ -12,7 +12,7 @@
 #    berth.conf's, a SIGHUP with new defaults reprograms the table
 #  - an allow rule inside a private range is 403 unless ops permit that
 #    range (policy permit), which also carves it out of the table's
-#    always-deny set
+#    always-deny set into set permitted (reachable only by a rule)
 #  - bad values are refused locally (exit 2) and by the API (400)
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
@@ -86,7 +86,7 @@ check "removing a rule still works" netctl egress rm lim1 deny 9.9.9.9
 check "policy set --conn-limit 3 --new-conn-rate 7" netctl policy set --conn-limit 3 --new-conn-rate 7
 check "the table follows: ct count over 3" wait_for 10 has 'ct count over 3 '
 check "... limit rate over 7/second" has 'limit rate over 7/second'
-check "... both log their reason" sh -c "ip netns exec $NS nft list chain inet berth admit | grep -q 'berth:conn-limit' && ip netns exec $NS nft list chain inet berth admit | grep -q 'berth:rate-limit'"
+check "... both go to the chain that logs their reason" sh -c "ip netns exec $NS nft list chain inet berth admit | grep -q 'goto log_conn_limit' && ip netns exec $NS nft list chain inet berth admit | grep -q 'goto log_rate_limit' && ip netns exec $NS nft list chain inet berth log_conn_limit | grep -q 'berth:conn-limit' && ip netns exec $NS nft list chain inet berth log_rate_limit | grep -q 'berth:rate-limit'"
 check "policy set --new-conn-rate off" netctl policy set --new-conn-rate off
 check "the rate rule is gone" wait_for 10 hasnt 'limit rate'
 check "policy set --conn-limit default: berth.conf's 50 again" netctl policy set --conn-limit default
@@ -111,6 +111,8 @@ carved() {
 	    ! printf '%s' "$_s" | grep -q '10\.0\.0\.0/8'
 }
 check "the table's always-deny set has 10.1.0.0/16 carved out" wait_for 10 carved
+like "... and set permitted holds it: a sandbox needs its own rule for it, in mode open too" \
+	"$(ip netns exec "$NS" nft list set inet berth permitted)" '10\.1\.0\.0/16'
 out=$(netctl egress allow lim2 10.9.0.0/16 2>&1); rc=$?
 is "a private range outside the permit is still refused (exit 4)" "$rc" 4
 netctl policy set --permit 10.1.0.0/16:443 >/dev/null 2>&1

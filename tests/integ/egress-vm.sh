@@ -27,6 +27,7 @@ egress_cleanup() {
 	ip link del xup$$ 2>/dev/null
 	echo "$FWD" >/proc/sys/net/ipv4/ip_forward
 	nft delete table inet berth 2>/dev/null
+	nft delete table arp berth 2>/dev/null
 }
 # keep the script's status through the cleanup (a failed test fails it)
 trap '_st=$?; egress_cleanup; (exit $_st); _cleanup' EXIT

@@ -21,6 +21,11 @@
  *     prints "RCODE ancount=N tc=0|1" then "NAME TTL TYPE DATA" lines.
  *   nc_dnsdrive raw SERVER HEX     send HEX over UDP, print the rcode
  *     of the answer ("none" after 1 s).
+ *   nc_dnsdrive burst SERVER NAME N   N A queries at once from one UDP
+ *     socket; prints how they were answered: "NOERROR a REFUSED b ...
+ *     none c" (none: no answer within 2 s)
+ * serve also takes the tunnel limits: --qtypes T,T... --query-rate N
+ *   --label-max N --wildcard-names N (see nc_dns.h).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -159,7 +164,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	printf("stats queries=%llu allowed=%llu denied=%llu answered=%llu "
 	    "servfail=%llu formerr=%llu dropped=%llu upstream_sent=%llu "
 	    "upstream_tcp=%llu upstream_fail=%llu inserted=%llu "
-	    "insert_fail=%llu limited=%llu\n",
+	    "insert_fail=%llu limited=%llu rechecks=%llu\n",
 	    (unsigned long long)s.queries, (unsigned long long)s.allowed,
 	    (unsigned long long)s.denied, (unsigned long long)s.answered,
 	    (unsigned long long)s.servfail, (unsigned long long)s.formerr,
@@ -168,7 +173,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	    (unsigned long long)s.upstream_tcp,
 	    (unsigned long long)s.upstream_fail,
 	    (unsigned long long)s.inserted,
-	    (unsigned long long)s.insert_fail, (unsigned long long)s.limited);
+	    (unsigned long long)s.insert_fail, (unsigned long long)s.limited,
+	    (unsigned long long)s.rechecks);
 	fflush(stdout);
 }
 
@@ -419,6 +425,24 @@ serve(int argc, char **argv)
 			c.attempts = (uint32_t)atoi(v);
 		else if (strcmp(o, "--max-inflight") == 0)
 			c.max_inflight = (uint32_t)atoi(v);
+		else if (strcmp(o, "--query-rate") == 0)
+			c.query_rate = (uint32_t)atoi(v);
+		else if (strcmp(o, "--label-max") == 0)
+			c.label_max = (uint32_t)atoi(v);
+		else if (strcmp(o, "--wildcard-names") == 0)
+			c.wildcard_names = (uint32_t)atoi(v);
+		else if (strcmp(o, "--qtypes") == 0) {
+			static uint16_t qt[16];
+			char *copy = strdup(v), *t;
+
+			c.nqtypes = 0;
+			for (t = strtok(copy, ","); t != NULL && c.nqtypes < 16;
+			    t = strtok(NULL, ","))
+				if (nc_dns_qtype_parse(t, &qt[c.nqtypes++]) < 0)
+					usage("bad query type");
+			c.qtypes = qt;
+			free(copy);
+		}
 		else if (strcmp(o, "--tap") == 0)
 			R.tap = v;
 		else if (strcmp(o, "--rules") == 0)
@@ -634,11 +658,74 @@ raw(int argc, char **argv)
 	return 0;
 }
 
+/* name in wire form into out; its length. */
+static size_t
+wire_name(const char *s, uint8_t *out)
+{
+	size_t nl = 0, l;
+
+	while (*s) {
+		l = strcspn(s, ".");
+		if (l == 0 || l > 63 || nl + l + 2 > NC_DNS_NAME_MAX)
+			usage("bad name");
+		out[nl++] = (uint8_t)l;
+		memcpy(out + nl, s, l);
+		nl += l;
+		s += l;
+		if (*s == '.')
+			s++;
+	}
+	out[nl++] = 0;
+	return nl;
+}
+
+static int
+burst(int argc, char **argv)
+{
+	struct sockaddr_in sa;
+	uint8_t q[600], name[NC_DNS_NAME_MAX + 1], ans[4096];
+	unsigned counts[16] = { 0 }, got = 0;
+	struct pollfd p;
+	size_t nl;
+	int n, i, fd, qlen;
+	ssize_t r;
+
+	if (argc != 4)
+		usage("burst SERVER NAME N");
+	sockaddr_arg(argv[1], &sa);
+	nl = wire_name(argv[2], name);
+	n = atoi(argv[3]);
+	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return perror("socket"), 1;
+	for (i = 0; i < n; i++) {
+		qlen = nc_dns_build(q, sizeof(q), (uint16_t)i, 0x0100, 0, name,
+		    nl, NC_DNS_T_A, NULL, NULL, 0, 0, 0, 0);
+		if (qlen < 0 || send(fd, q, (size_t)qlen, 0) < 0)
+			return perror("send"), 1;
+	}
+	p.fd = fd;
+	p.events = POLLIN;
+	while (got < (unsigned)n && poll(&p, 1, 2000) > 0) {
+		if ((r = recv(fd, ans, sizeof(ans), 0)) < 4)
+			continue;
+		counts[ans[3] & 0xf]++;
+		got++;
+	}
+	for (i = 0; i < 16; i++)
+		if (counts[i])
+			printf("%s %u ", rcode_name(i), counts[i]);
+	printf("none %u\n", (unsigned)n - got);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	if (argc < 2)
 		usage("no command");
+	if (strcmp(argv[1], "burst") == 0)
+		return burst(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve") == 0)
 		return serve(argc - 1, argv + 1);
 	if (strcmp(argv[1], "query") == 0)

@@ -19,9 +19,26 @@
  *                              "outcome ms" line each; --hold keeps them
  *                              open (prints "held") until killed, then
  *                              they end with a reset
- *   nc_drive nflog GROUP       print denials as they come (prints "ready")
+ *   nc_drive nflog GROUP       print denials as they come (prints "ready"):
+ *                              "time reason src dst dport proto in=IF
+ *                              out=IF" (IF "-" for none)
  *   nc_drive probe tcp|udp IP PORT [--bind SRC] [--timeout MS]
  *     prints open|refused|unreach|timeout|error and the elapsed ms
+ *   nc_drive stream IP PORT [--interval MS] [--for MS]
+ *     connects (prints "open" or "failed ERR"), then sends a line every
+ *     MS (default 250) until the connection breaks: prints "cut TIME
+ *     ERR" (TIME: CLOCK_REALTIME seconds) and exits; after --for MS
+ *     without a break prints "alive N" (lines sent) and exits
+ *   nc_drive flood IP PORT N   N UDP datagrams as fast as it can (prints
+ *                              "sent N MS")
+ *   nc_drive send6 IP6 PORT    one UDP datagram over IPv6
+ *   nc_drive ct-count IP | ct-flush IP   conntrack entries from IP
+ *   nc_drive recheck IP        a new generation: IP's flows re-checked
+ *   nc_drive suppressed IF     denials of tap IF not logged (over rate)
+ *   nc_drive harden IF | forwarding   the host settings (nc_host.c)
+ * init also takes --sandbox IF,IP,MAC,GW,MODE[,ALLOW-RULE...] (any
+ * number): those are attached in the batch that builds the table, as
+ * berthd does when the global policy changes; --log-rate N.
  * Errors go to stderr as the library wrote them; exit 1.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -33,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <sys/socket.h>
 
 #include "netctl.h"
@@ -345,17 +363,147 @@ listen_main(int argc, char **argv)
 static void
 print_denial(const struct nc_denial *d, void *arg)
 {
-	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	char in[IF_NAMESIZE] = "-", out[IF_NAMESIZE] = "-";
 
 	(void)arg;
-	inet_ntop(AF_INET, &d->src, src, sizeof(src));
-	inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
-	printf("%lld.%06ld %s %s %s %u %s\n", (long long)d->when.tv_sec,
-	    d->when.tv_nsec / 1000, d->reason, src, dst, d->dport,
-	    d->family == AF_INET6 ? "ipv6" : d->proto == IPPROTO_TCP ? "tcp" :
-	    d->proto == IPPROTO_UDP ? "udp" : d->proto == IPPROTO_ICMP ?
-	    "icmp" : "other");
+	if (d->family == AF_INET6) {
+		inet_ntop(AF_INET6, &d->src6, src, sizeof(src));
+		inet_ntop(AF_INET6, &d->dst6, dst, sizeof(dst));
+	} else {
+		inet_ntop(AF_INET, &d->src, src, sizeof(src));
+		inet_ntop(AF_INET, &d->dst, dst, sizeof(dst));
+	}
+	if (d->indev == 0 || if_indextoname(d->indev, in) == NULL)
+		strcpy(in, "-");
+	if (d->outdev == 0 || if_indextoname(d->outdev, out) == NULL)
+		strcpy(out, "-");
+	printf("%lld.%06ld %s %s %s %u %s in=%s out=%s\n",
+	    (long long)d->when.tv_sec, d->when.tv_nsec / 1000, d->reason,
+	    src, dst, d->dport, d->family == AF_INET6 ? "ipv6" :
+	    d->proto == IPPROTO_TCP ? "tcp" : d->proto == IPPROTO_UDP ? "udp" :
+	    d->proto == IPPROTO_ICMP ? "icmp" : "other", in, out);
 	fflush(stdout);
+}
+
+static double
+wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A connection that sends a line every interval until it breaks. */
+static int
+stream_main(int argc, char **argv)
+{
+	struct sockaddr_in sa;
+	struct pollfd pfd;
+	int interval = 250, forms = 0, fd, e, i, r;
+	double t0 = now_ms(), next;
+	unsigned long sent = 0;
+	char buf[256];
+
+	if (argc < 3)
+		return 2;
+	for (i = 3; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--interval") == 0)
+			interval = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--for") == 0)
+			forms = atoi(argv[i + 1]);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr = ip_arg(argv[1]);
+	sa.sin_port = htons((uint16_t)atoi(argv[2]));
+	if ((e = connect_one(&sa, 2000, &fd)) != 0) {
+		printf("failed %s\n", outcome(e));
+		return 1;
+	}
+	/* blocking writes from here: a reset shows up as an error */
+	printf("open\n");
+	fflush(stdout);
+	next = now_ms();
+	for (;;) {
+		if (forms > 0 && now_ms() - t0 >= forms) {
+			printf("alive %lu\n", sent);
+			return 0;
+		}
+		if (now_ms() >= next) {
+			snprintf(buf, sizeof(buf), "line %lu\n", sent);
+			if (send(fd, buf, strlen(buf), MSG_NOSIGNAL) < 0) {
+				e = errno;
+				break;
+			}
+			sent++;
+			next += interval;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		r = poll(&pfd, 1, interval < 10 ? interval : 10);
+		if (r > 0) {
+			r = (int)recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (r == 0) {
+				e = 0;
+				break;
+			}
+			if (r < 0 && errno != EAGAIN) {
+				e = errno;
+				break;
+			}
+		}
+	}
+	printf("cut %.3f %s\n", wall(), e ? strerror(e) : "eof");
+	return 0;
+}
+
+static int
+flood_main(int argc, char **argv)
+{
+	struct sockaddr_in sa;
+	int fd, n, i;
+	double t0;
+
+	if (argc < 4)
+		return 2;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr = ip_arg(argv[1]);
+	sa.sin_port = htons((uint16_t)atoi(argv[2]));
+	n = atoi(argv[3]);
+	if ((fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0)
+		return perror("socket"), 1;
+	t0 = now_ms();
+	for (i = 0; i < n; i++)
+		while (sendto(fd, "x", 1, 0, (struct sockaddr *)&sa,
+		    sizeof(sa)) < 0 && (errno == ENOBUFS || errno == EAGAIN ||
+		    errno == ECONNREFUSED || errno == EHOSTUNREACH))
+			;
+	printf("sent %d %.0f\n", n, now_ms() - t0);
+	close(fd);
+	return 0;
+}
+
+static int
+send6_main(int argc, char **argv)
+{
+	struct sockaddr_in6 sa;
+	int fd;
+
+	if (argc < 3)
+		return 2;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin6_family = AF_INET6;
+	sa.sin6_port = htons((uint16_t)atoi(argv[2]));
+	if (inet_pton(AF_INET6, argv[1], &sa.sin6_addr) != 1)
+		return 2;
+	if ((fd = socket(AF_INET6, SOCK_DGRAM, 0)) < 0 ||
+	    sendto(fd, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return perror("send6"), 1;
+	printf("sent\n");
+	return 0;
 }
 
 static int
@@ -447,6 +595,65 @@ reattach(struct nc_ctx *ctx, int argc, char **argv)
 	return ret;
 }
 
+/* "IF,IP,MAC,GW,MODE[,RULE...]" attached into t with its allow rules. */
+static int
+sandbox_spec(struct nc_txn *t, char *spec)
+{
+	struct nc_sandbox sb;
+	struct nc_rule r;
+	char *f[32], *p;
+	int n = 0, i, ret;
+
+	for (p = strtok(spec, ","); p != NULL && n < 32; p = strtok(NULL, ","))
+		f[n++] = p;
+	if (n < 5) {
+		fprintf(stderr, "nc_drive: --sandbox IF,IP,MAC,GW,MODE[,RULE...]\n");
+		exit(2);
+	}
+	memset(&sb, 0, sizeof(sb));
+	sb.ifname = f[0];
+	sb.ip = ip_arg(f[1]);
+	mac_arg(f[2], sb.mac);
+	sb.gw = ip_arg(f[3]);
+	sb.mode = mode_arg(f[4]);
+	if ((ret = nc_txn_sandbox_attach(t, &sb, err, sizeof(err))) < 0)
+		return ret;
+	for (i = 5; i < n; i++) {
+		if ((ret = nc_rule_parse(f[i], &r, err, sizeof(err))) < 0 ||
+		    (ret = nc_txn_allow_add(t, sb.ip, &r, 0, err,
+		    sizeof(err))) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int
+init_with(struct nc_ctx *ctx, const struct nc_global *g, char **specs,
+    int nspecs)
+{
+	struct nc_txn *t;
+	char *copy;
+	int i, k, ret = -1;
+
+	for (k = 0; k < 8; k++) {
+		if ((t = nc_txn_new(ctx, err, sizeof(err))) == NULL)
+			return -1;
+		ret = nc_txn_egress_init(t, g, err, sizeof(err));
+		for (i = 0; i < nspecs && ret == 0; i++) {
+			if ((copy = strdup(specs[i])) == NULL)
+				return -1;
+			ret = sandbox_spec(t, copy);
+			free(copy);
+		}
+		if (ret == 0)
+			ret = nc_txn_commit(t, err, sizeof(err));
+		nc_txn_free(t);
+		if (ret != -ERESTART)
+			break;
+	}
+	return ret;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -472,6 +679,22 @@ main(int argc, char **argv)
 		return listen_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "conns") == 0)
 		return conns_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "stream") == 0)
+		return stream_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "flood") == 0)
+		return flood_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "send6") == 0)
+		return send6_main(argc - 1, argv + 1);
+	if ((strcmp(cmd, "ct-count") == 0 || strcmp(cmd, "ct-flush") == 0) &&
+	    argc == 3) {
+		ret = cmd[3] == 'c' ? nc_ct_count_guest(ip_arg(argv[2]), &n,
+		    err, sizeof(err)) : nc_ct_flush_guest(ip_arg(argv[2]), &n,
+		    err, sizeof(err));
+		if (ret < 0)
+			die(cmd);
+		printf("%zu\n", n);
+		return 0;
+	}
 	if (strcmp(cmd, "nflog") == 0 && argc == 3)
 		return nflog_main(atoi(argv[2]));
 	if (strcmp(cmd, "parse") == 0 && argc == 3) {
@@ -487,6 +710,9 @@ main(int argc, char **argv)
 	if ((ctx = nc_ctx_new(err, sizeof(err))) == NULL)
 		die("context");
 	if (strcmp(cmd, "init") == 0) {
+		char *specs[64];
+		int nspecs = 0;
+
 		memset(&g, 0, sizeof(g));
 		g.deny = deny;
 		g.permit = permit;
@@ -510,8 +736,14 @@ main(int argc, char **argv)
 				g.conn_limit = (uint32_t)atoi(argv[i + 1]);
 			else if (strcmp(argv[i], "--rate") == 0)
 				g.new_conn_rate = (uint32_t)atoi(argv[i + 1]);
+			else if (strcmp(argv[i], "--log-rate") == 0)
+				g.log_rate = (uint32_t)atoi(argv[i + 1]);
+			else if (strcmp(argv[i], "--sandbox") == 0 &&
+			    nspecs < 64)
+				specs[nspecs++] = argv[i + 1];
 		}
-		ret = nc_egress_init(ctx, &g, err, sizeof(err));
+		ret = nspecs > 0 ? init_with(ctx, &g, specs, nspecs) :
+		    nc_egress_init(ctx, &g, err, sizeof(err));
 	} else if (strcmp(cmd, "fini") == 0) {
 		ret = nc_egress_fini(ctx, err, sizeof(err));
 	} else if (strcmp(cmd, "attach") == 0 && argc == 7) {
@@ -550,6 +782,18 @@ main(int argc, char **argv)
 		else
 			ret = nc_deny_del(ctx, ip_arg(argv[2]), &r, err,
 			    sizeof(err));
+	} else if (strcmp(cmd, "harden") == 0 && argc == 3) {
+		ret = nc_tap_harden(argv[2], err, sizeof(err));
+	} else if (strcmp(cmd, "forwarding") == 0 && argc == 2) {
+		ret = nc_host_forwarding(err, sizeof(err));
+	} else if (strcmp(cmd, "recheck") == 0 && argc == 3) {
+		ret = nc_recheck(ctx, ip_arg(argv[2]), err, sizeof(err));
+	} else if (strcmp(cmd, "suppressed") == 0 && argc == 3) {
+		uint64_t k;
+
+		if ((ret = nc_egress_log_suppressed(ctx, argv[2], &k, err,
+		    sizeof(err))) == 0)
+			printf("%llu\n", (unsigned long long)k);
 	} else if (strcmp(cmd, "bulk") == 0 && argc == 3) {
 		ret = bulk(ctx, atoi(argv[2]));
 	} else if (strcmp(cmd, "count-rules") == 0) {

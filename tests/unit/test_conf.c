@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -86,6 +87,16 @@ main(void)
 	    c.eg_dns_refused == 1, "egress_dns_deny refused");
 	px_config_free(&c);
 	bad("egress_dns_deny servfail\n", 1, "expected 'nxdomain' or 'refused'");
+	ok(load("dns_qtypes A AAAA txt\ndns_qtypes 99\ndns_query_rate 10\n"
+	    "dns_label_max 30\ndns_wildcard_names off\n", &c, err,
+	    sizeof(err)) == 0 && c.ndns_qtypes == 4 && c.dns_qtypes[2] == 16 &&
+	    c.dns_qtypes[3] == 99 && c.dns_query_rate == 10 &&
+	    c.dns_label_max == 30 && c.dns_wildcard_names == UINT32_MAX,
+	    "the resolver's tunnel limits: %s", err);
+	bad("dns_qtypes ANY\n", 1, "not a query type");
+	bad("dns_qtypes\n", 1, "at least one query type");
+	bad("dns_label_max 64\n", 1, "expected 1-63 or 'off'");
+	bad("dns_query_rate 0\n", 1, "expected 1-1000000 or 'off'");
 	bad("egress_max_rules 1025\n", 1, "expected 0-1024");
 	bad("egress_max_rules off\n", 1, "expected 0-1024");
 	bad("egress_conn_limit 0\n", 1, "expected 1-1000000 or 'off'");

@@ -111,11 +111,12 @@ walk(const void *buf, size_t len, uint32_t seq0, struct walk *w)
 /* Parse the element messages of a batch, calling cb per element. */
 struct elemcheck {
 	char set[32];
-	uint8_t key[24], kend[24];
+	uint8_t key[32], kend[32];
 	uint32_t klen, kelen, verdict;
 	char chain[32];
 	uint64_t timeout;
-	int has_end, has_verdict;
+	int has_end, has_verdict, has_data;
+	uint8_t data[4];
 };
 
 static size_t
@@ -148,7 +149,7 @@ elems(const void *buf, size_t len, uint16_t type, struct elemcheck *out,
 			snprintf(out[n].set, sizeof(out[n].set), "%s",
 			    nftnl_set_get_str(s, NFTNL_SET_NAME));
 			p = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &l);
-			if (p != NULL && l <= 24) {
+			if (p != NULL && l <= 32) {
 				memcpy(out[n].key, p, l);
 				out[n].klen = l;
 			}
@@ -166,6 +167,14 @@ elems(const void *buf, size_t len, uint16_t type, struct elemcheck *out,
 				snprintf(out[n].chain, sizeof(out[n].chain),
 				    "%s", nftnl_set_elem_get_str(e,
 				    NFTNL_SET_ELEM_CHAIN));
+			}
+			if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_DATA)) {
+				p = nftnl_set_elem_get(e, NFTNL_SET_ELEM_DATA,
+				    &l);
+				if (p != NULL && l == 4) {
+					memcpy(out[n].data, p, 4);
+					out[n].has_data = 1;
+				}
 			}
 			if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_TIMEOUT))
 				out[n].timeout = nftnl_set_elem_get_u64(e,
@@ -200,9 +209,12 @@ find(struct elemcheck *e, size_t n, const char *set)
 /* The limits' sets and rules, parsed back. */
 struct limits {
 	int conns_set_ok, rate_set_ok;
-	int conn_rules, conn_ok, conn_log;
-	int rate_rules, rate_ok, rate_log;
-	int admit_gotos, admit_accept;
+	int conn_rules, conn_ok, conn_log, conn_logchain;
+	int rate_rules, rate_ok, rate_log, rate_logchain;
+	int admit_gotos, admit_accept, admit_mark;
+	int logcap_rules, logcap_ok;	/* the log rate of a tap */
+	int first_forward_gen;		/* forward starts with @sb_cur */
+	size_t forward_rules;
 };
 
 static void
@@ -211,7 +223,9 @@ limit_rule(struct nftnl_rule *r, struct limits *lm)
 	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);
 	struct nftnl_expr *e, *in;
 	const char *chain = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
-	int kind = 0, inner_ok = 0, keyed = 0, logged = 0, to_deny = 0;
+	const char *prefix = NULL, *to = NULL;
+	int kind = 0, inner_ok = 0, keyed = 0, to_deny = 0, ctmark = 0;
+	int lograte = 0, logsup = 0, curlookup = 0;
 	uint32_t l;
 
 	while ((e = nftnl_expr_iter_next(it)) != NULL) {
@@ -221,6 +235,13 @@ limit_rule(struct nftnl_rule *r, struct limits *lm)
 		    nftnl_expr_get_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET) == 12 &&
 		    nftnl_expr_get_u32(e, NFTNL_EXPR_PAYLOAD_DREG) == NFT_REG_1)
 			keyed = 1;
+		if (strcmp(name, "lookup") == 0 && strcmp(nftnl_expr_get_str(e,
+		    NFTNL_EXPR_LOOKUP_SET), "sb_cur") == 0)
+			curlookup = 1;
+		if (strcmp(name, "ct") == 0 &&
+		    nftnl_expr_is_set(e, NFTNL_EXPR_CT_SREG) &&
+		    nftnl_expr_get_u32(e, NFTNL_EXPR_CT_KEY) == NFT_CT_MARK)
+			ctmark = 1;
 		if (strcmp(name, "dynset") == 0) {
 			const char *set = nftnl_expr_get_str(e,
 			    NFTNL_EXPR_DYNSET_SET_NAME);
@@ -229,6 +250,20 @@ limit_rule(struct nftnl_rule *r, struct limits *lm)
 
 			in = (struct nftnl_expr *)nftnl_expr_get(e,
 			    NFTNL_EXPR_DYNSET_EXPR, &l);
+			if (strcmp(set, "log_rate") == 0)
+				lograte = op == NFT_DYNSET_OP_UPDATE &&
+				    in != NULL && strcmp(nftnl_expr_get_str(in,
+				    NFTNL_EXPR_NAME), "limit") == 0 &&
+				    nftnl_expr_get_u64(in,
+				    NFTNL_EXPR_LIMIT_RATE) == 20 &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_LIMIT_BURST) == 40 &&
+				    nftnl_expr_get_u32(in,
+				    NFTNL_EXPR_LIMIT_FLAGS) == NFT_LIMIT_F_INV;
+			if (strcmp(set, "log_sup") == 0)
+				logsup = op == NFT_DYNSET_OP_ADD &&
+				    in != NULL && strcmp(nftnl_expr_get_str(in,
+				    NFTNL_EXPR_NAME), "counter") == 0;
 			if (strcmp(set, "sb_conns") == 0) {
 				kind = 1;
 				inner_ok = keyed && op == NFT_DYNSET_OP_ADD &&
@@ -257,15 +292,16 @@ limit_rule(struct nftnl_rule *r, struct limits *lm)
 			}
 		}
 		if (strcmp(name, "log") == 0)
-			logged = strcmp(nftnl_expr_get_str(e,
-			    NFTNL_EXPR_LOG_PREFIX), kind == 1 ?
-			    "berth:conn-limit" : "berth:rate-limit") == 0;
+			prefix = nftnl_expr_get_str(e, NFTNL_EXPR_LOG_PREFIX);
 		if (strcmp(name, "immediate") == 0 &&
 		    nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) ==
 		    NFT_REG_VERDICT) {
 			int v = (int)nftnl_expr_get_u32(e,
 			    NFTNL_EXPR_IMM_VERDICT);
 
+			if (v == NFT_GOTO)
+				to = nftnl_expr_get_str(e,
+				    NFTNL_EXPR_IMM_CHAIN);
 			if (v == NFT_GOTO && strcmp(nftnl_expr_get_str(e,
 			    NFTNL_EXPR_IMM_CHAIN), "deny") == 0)
 				to_deny = 1;
@@ -280,12 +316,27 @@ limit_rule(struct nftnl_rule *r, struct limits *lm)
 	if (kind == 1) {
 		lm->conn_rules++;
 		lm->conn_ok = inner_ok && strcmp(chain, "admit") == 0;
-		lm->conn_log = logged && to_deny;
+		lm->conn_log = to != NULL && strcmp(to, "log_conn_limit") == 0;
 	} else if (kind == 2) {
 		lm->rate_rules++;
 		lm->rate_ok = inner_ok && strcmp(chain, "admit") == 0;
-		lm->rate_log = logged && to_deny;
+		lm->rate_log = to != NULL && strcmp(to, "log_rate_limit") == 0;
 	}
+	if (strcmp(chain, "log_conn_limit") == 0 && prefix != NULL &&
+	    strcmp(prefix, "berth:conn-limit") == 0 && to_deny)
+		lm->conn_logchain = 1;
+	if (strcmp(chain, "log_rate_limit") == 0 && prefix != NULL &&
+	    strcmp(prefix, "berth:rate-limit") == 0 && to_deny)
+		lm->rate_logchain = 1;
+	if (strcmp(chain, "admit") == 0 && ctmark)
+		lm->admit_mark = 1;
+	if (lograte || logsup) {
+		lm->logcap_rules++;
+		if (lograte && logsup)
+			lm->logcap_ok++;
+	}
+	if (strcmp(chain, "forward") == 0 && lm->forward_rules++ == 0)
+		lm->first_forward_gen = curlookup;
 }
 
 static void
@@ -401,14 +452,16 @@ main(void)
 	    "sequence numbers run 1000, 1001, ... in order");
 	is_int((long long)w.ack_flagged, (long long)n,
 	    "every message asks for an ack");
-	is_int((long long)w.newtable, 2, "create-if-missing + create");
-	is_int((long long)w.deltable, 1, "... with a delete between: "
+	is_int((long long)w.newtable, 4, "create-if-missing + create, for "
+	    "inet berth and arp berth");
+	is_int((long long)w.deltable, 2, "... with a delete between: "
 	    "atomic replace");
-	is_int((long long)w.newset, 13, "13 sets and maps");
-	is_int((long long)w.newchain, 9, "9 chains");
-	is_int((long long)w.newrule, 27, "27 rules (no limits: admit only "
-	    "accepts)");
-	is_int((long long)w.commented_rules, 27, "every rule has a comment");
+	is_int((long long)w.newset, 22, "22 sets and maps (2 of arp berth)");
+	is_int((long long)w.newchain, 23, "23 chains (13 of them log_<reason>, "
+	    "1 of arp berth)");
+	is_int((long long)w.newrule, 75, "75 rules (no limits: admit only "
+	    "marks and accepts; 3 in arp berth)");
+	is_int((long long)w.commented_rules, 75, "every rule has a comment");
 	is_str(nc_batch_what(nc_txn_batch(t), 1000), "batch",
 	    "BEGIN's sequence names the batch");
 	is_str(nc_batch_what(nc_txn_batch(t), 1001), "table inet berth",
@@ -450,7 +503,7 @@ main(void)
 	    "init with conn_limit 7 and new_conn_rate 20 builds");
 	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
 	walk(buf, len, 1, &w);
-	is_int((long long)w.newrule, 29, "two more rules, in chain admit");
+	is_int((long long)w.newrule, 77, "two more rules, in chain admit");
 	{
 		struct limits lm;
 
@@ -462,14 +515,26 @@ main(void)
 		is_int(lm.conn_rules, 1, "one ct count rule");
 		ok(lm.conn_ok, "... dynset add @sb_conns keyed by ip saddr "
 		    "{ ct count over 7 }");
-		ok(lm.conn_log, "... logs berth:conn-limit, goes to deny");
+		ok(lm.conn_log, "... goes to log_conn_limit");
+		ok(lm.conn_logchain, "... which logs berth:conn-limit, goes "
+		    "to deny");
 		is_int(lm.rate_rules, 1, "one rate rule");
 		ok(lm.rate_ok, "... dynset update @sb_rate keyed by ip saddr "
 		    "{ limit rate over 20/second burst 20 packets }");
-		ok(lm.rate_log, "... logs berth:rate-limit, goes to deny");
-		is_int(lm.admit_gotos, 3, "mode_open and both allowlist "
+		ok(lm.rate_log, "... goes to log_rate_limit");
+		ok(lm.rate_logchain, "... which logs berth:rate-limit, goes "
+		    "to deny");
+		is_int(lm.admit_gotos, 5, "mode_open and the four allowlist "
 		    "lookups go to admit");
-		is_int(lm.admit_accept, 1, "admit ends in accept");
+		is_int(lm.admit_accept, 2, "admit accepts, with the generation "
+		    "or without");
+		ok(lm.admit_mark, "admit sets ct mark (the generation)");
+		is_int(lm.logcap_rules, 26, "two log-rate rules per reason "
+		    "(from a tap, into a tap)");
+		is_int(lm.logcap_ok, 26, "... each: update @log_rate { limit "
+		    "rate over 20/second burst 40 } add @log_sup { counter }");
+		ok(lm.first_forward_gen, "forward starts with the @sb_cur "
+		    "lookup (flows of the current generation)");
 	}
 	nc_txn_free(t);
 	g.conn_limit = g.new_conn_rate = 0;
@@ -483,12 +548,26 @@ main(void)
 	memcpy(sb.mac, "\x02\x00\x00\x00\x00\x02", 6);
 	sb.mode = NC_MODE_ALLOWLIST;
 	ok(nc_txn_sandbox_attach(t, &sb, err, sizeof(err)) == 0, "attach");
-	is_int((long long)nc_txn_size(t), 6, "attach is 6 element messages");
+	is_int((long long)nc_txn_size(t), 10, "attach is 10 element messages");
 	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
 	walk(buf, len, 1, &w);
 	is_int(w.genid, 0, "no genid attribute when none is given");
 	n = elems(buf, len, NFT_MSG_NEWSETELEM, ec, 64);
-	is_int((long long)n, 6, "6 elements parse back");
+	is_int((long long)n, 10, "10 elements parse back");
+	i = find(ec, n, "sb_arp");
+	ok(i < n && ec[i].klen == 32 && memcmp(ec[i].key, "tap7\0", 5) == 0 &&
+	    memcmp(ec[i].key + 16, sb.mac, 6) == 0 &&
+	    memcmp(ec[i].key + 24, &sb.ip.s_addr, 4) == 0 &&
+	    memcmp(ec[i].key + 28, &sb.gw.s_addr, 4) == 0,
+	    "arp sb_arp: tap . MAC . guest . gateway");
+	i = find(ec, n, "sb_gen");
+	memcpy(&k, ec[i < n ? i : 0].data, 4);
+	ok(i < n && ec[i].has_data && k == 1 && ec[i].klen == 4,
+	    "sb_gen: guest -> this batch's generation (ruleset gen 0 + 1)");
+	i = find(ec, n, "sb_cur");
+	memcpy(&k, ec[i < n ? i : 0].key + 4, 4);
+	ok(i < n && ec[i].klen == 8 && memcmp(ec[i].key, &sb.ip.s_addr,
+	    4) == 0 && k == 1, "sb_cur: guest . generation (host order)");
 	i = find(ec, n, "sb_src");
 	ok(i < n && ec[i].klen == 20 && memcmp(ec[i].key, "tap7\0\0\0\0", 8) == 0
 	    && memcmp(ec[i].key + 16, &sb.ip.s_addr, 4) == 0,
@@ -545,6 +624,22 @@ main(void)
 	ok(strcmp(ec[3].set, "deny_net") == 0 && ec[3].key[8] == 0 &&
 	    ec[3].kend[8] == 255 && memcmp(ec[3].kend + 12, "\xff\xff", 2) == 0,
 	    "any-protocol deny: proto 0-255, port 0-65535");
+
+	nc_rule_parse("1.2.3.4:443/tcp", &r, err, sizeof(err));
+	before = nc_txn_size(t);
+	ok(nc_txn_learned_add(t, ip("10.200.0.2"), &r, "a.example", 3000, err,
+	    sizeof(err)) == 0, "a DNS-learned address");
+	nc_rule_parse("1.2.3.5:8000-8100/tcp", &r, err, sizeof(err));
+	ok(nc_txn_learned_add(t, ip("10.200.0.2"), &r, NULL, 3000, err,
+	    sizeof(err)) == 0, "... and one with a port range");
+	nc_batch_finish(nc_txn_batch(t), 1, NULL, &buf, &len);
+	n = elems(buf, len, NFT_MSG_NEWSETELEM, ec, 64);
+	ok(n == 6 && strcmp(ec[4].set, "allow_dns_ip") == 0 &&
+	    ec[4].timeout == 3000 && strcmp(ec[5].set, "allow_dns_net") == 0,
+	    "learned addresses go to allow_dns_ip / allow_dns_net, never to "
+	    "the rules' sets");
+	is_int((long long)nc_txn_size(t), (long long)before + 2,
+	    "... and take no new generation (loosening)");
 
 	nc_rule_parse("example.com", &r, err, sizeof(err));
 	ok(nc_txn_allow_add(t, ip("10.200.0.2"), &r, 0, err, sizeof(err)) < 0 &&

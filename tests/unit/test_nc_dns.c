@@ -734,7 +734,9 @@ test_learned(void)
 		    0, "another element of that address: no such expiry");
 	}
 
-	/* overlaps the kernel would refuse in the interval set */
+	/* address rules: what one covers needs no learned element; one
+	 * that only overlaps does (learned elements have sets of their own,
+	 * where the rules' elements cannot clash with them) */
 	allow[0] = rule("*.allowed.test");
 	allow[1] = rule("203.0.113.0/28");
 	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
@@ -744,7 +746,8 @@ test_learned(void)
 	allow[1] = rule("203.0.113.0/28:8000-8100/tcp");
 	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
 	    &e);
-	is_int(n, 0, "overlapping an address range rule: left out");
+	is_int(n, 1, "overlapping an address range rule, not covered by it: "
+	    "kept (the learned sets are apart)");
 	free(e);
 	allow[1] = rule("www.allowed.test:8000-8100/tcp");
 	n = nc_dns_learn_elems(l, 4000, NC_MODE_ALLOWLIST, allow, 2, NULL, 0,
@@ -783,5 +786,47 @@ main(void)
 	test_answers();
 	test_mutations();
 	test_learned();
+	/* ---- tunnel limits: query types, a wildcard's label ---- */
+	{
+		struct nc_dns_config c;
+		struct nc_rule al[3];
+		uint16_t t, mine[2] = { NC_DNS_T_A, NC_DNS_T_TXT };
+
+		nc_dns_config_init(&c);
+		ok(nc_dns_qtype_ok(&c, NC_DNS_T_A) &&
+		    nc_dns_qtype_ok(&c, NC_DNS_T_AAAA) &&
+		    nc_dns_qtype_ok(&c, NC_DNS_T_CNAME) &&
+		    nc_dns_qtype_ok(&c, NC_DNS_T_HTTPS) &&
+		    nc_dns_qtype_ok(&c, NC_DNS_T_SVCB),
+		    "default types: A, AAAA, CNAME, HTTPS, SVCB");
+		ok(!nc_dns_qtype_ok(&c, NC_DNS_T_TXT) &&
+		    !nc_dns_qtype_ok(&c, NC_DNS_T_MX) &&
+		    !nc_dns_qtype_ok(&c, NC_DNS_T_NS), "... not TXT, MX, NS");
+		c.qtypes = mine;
+		c.nqtypes = 2;
+		ok(nc_dns_qtype_ok(&c, NC_DNS_T_TXT) &&
+		    !nc_dns_qtype_ok(&c, NC_DNS_T_AAAA),
+		    "ops' list replaces the default");
+		ok(nc_dns_qtype_parse("txt", &t) == 0 && t == 16 &&
+		    nc_dns_qtype_parse("HTTPS", &t) == 0 && t == 65 &&
+		    nc_dns_qtype_parse("99", &t) == 0 && t == 99,
+		    "type names (any case) and numbers");
+		ok(nc_dns_qtype_parse("ANY", &t) < 0 &&
+		    nc_dns_qtype_parse("255", &t) < 0 &&
+		    nc_dns_qtype_parse("0", &t) < 0 &&
+		    nc_dns_qtype_parse("70000", &t) < 0 &&
+		    nc_dns_qtype_parse("TXT2", &t) < 0,
+		    "meta types, 0, out of range and junk refused");
+		al[0] = rule("*.example.com");
+		al[1] = rule("api.example.com");
+		al[2] = rule("*.other.test:443/tcp");
+		ok(nc_dns_wildcard_of("x.example.com", al, 3) == &al[0],
+		    "a name only a wildcard allows: that wildcard");
+		ok(nc_dns_wildcard_of("api.example.com", al, 3) == NULL,
+		    "an exact rule naming it too: no wildcard limits");
+		ok(nc_dns_wildcard_of("y.other.test", al, 3) == &al[2] &&
+		    nc_dns_wildcard_of("a.b.example.com", al, 3) == NULL,
+		    "one label below only");
+	}
 	return done_testing();
 }

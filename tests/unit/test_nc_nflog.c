@@ -37,6 +37,8 @@ packet(char *buf, uint8_t family, const char *prefix, const void *pl,
 		    &ts);
 	}
 	mnl_attr_put_u32(nlh, NFULA_IFINDEX_INDEV, htonl(5));
+	if (family == AF_INET6)
+		mnl_attr_put_u32(nlh, NFULA_IFINDEX_OUTDEV, htonl(9));
 	if (pl != NULL)
 		mnl_attr_put(nlh, NFULA_PAYLOAD, pllen, pl);
 	return nlh;
@@ -53,7 +55,12 @@ main(void)
 		10, 200, 0, 2, 203, 0, 113, 2,
 		0x9c, 0x40, 0x01, 0xbb,
 	};
-	uint8_t ip6[40] = { 0x60, 0, 0, 0, 0, 8, 17, 64 };
+	/* IPv6 2001:db8::2 -> 2001:db8::1, UDP 4000 -> 5555 */
+	uint8_t ip6[48] = { 0x60, 0, 0, 0, 0, 8, 17, 64,
+		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
+		0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+		0x0f, 0xa0, 0x15, 0xb3, 0, 8, 0, 0 };
+	struct in6_addr a6;
 
 	ok(nc_nflog_parse(packet(buf, AF_INET, "berth:not-allowed", ip4,
 	    sizeof(ip4), 1, 0), &d) == 0, "a berth denial parses");
@@ -91,6 +98,15 @@ main(void)
 	ok(nc_nflog_parse(packet(buf, AF_INET6, "berth:ipv6", ip6, sizeof(ip6),
 	    1, 0), &d) == 0 && d.family == AF_INET6 && d.proto == 17,
 	    "IPv6 packet: family and next header");
+	inet_pton(AF_INET6, "2001:db8::2", &a6);
+	ok(memcmp(&d.src6, &a6, 16) == 0, "IPv6 source");
+	inet_pton(AF_INET6, "2001:db8::1", &a6);
+	ok(memcmp(&d.dst6, &a6, 16) == 0, "IPv6 destination");
+	ok(d.sport == 4000 && d.dport == 5555, "IPv6 ports");
+	ok(d.indev == 5 && d.outdev == 9, "in- and out-device indexes");
+	ok(nc_nflog_parse(packet(buf, AF_INET6, "berth:ipv6", ip6, 40, 1, 0),
+	    &d) == 0 && d.dport == 0 && d.src6.s6_addr[15] == 2,
+	    "IPv6 header only: addresses, no ports");
 	ok(nc_nflog_parse(packet(buf, AF_INET, "berth:closed", NULL, 0, 1, 0),
 	    &d) == 0 && d.proto == 0, "no payload: reason and time only");
 	packet(buf, AF_INET, "berth:x", ip4, sizeof(ip4), 1, 0);
