@@ -97,8 +97,12 @@ health_json(void *arg)
 /* VMs are off because egress could not be set up: a new VM sandbox is
  * refused with that reason rather than booted without its policy. */
 static int
-vm_refused(const char *sandbox, char *err, size_t errlen, void *arg)
+vm_refused(const char *sandbox, const struct px_vm_spec *spec, char *err,
+    size_t errlen, void *arg)
 {
+	(void)sandbox;
+	(void)spec;
+	(void)arg;
 	snprintf(err, errlen, "VMs are %s", P.vms_state);
 	return -1;
 }
