@@ -72,6 +72,8 @@ done
 j 0 sandbox events js-1
 is "the refusals are events" "$(doc '" ".join(e["operation"] for e in j["events"] if e["result"]=="refused")')" \
 	"pause suspend resume start stop restart"
+j 1 sandbox console js-1
+like "an external sandbox has no console" "$(doc 'j["error"]["message"]')" 'has no console'
 
 # ports
 j 0 port publish js-1 8080
