@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -1687,11 +1689,27 @@ pid_is_ours(pid_t pid, const struct vmm_sandbox *sb)
 static void
 reap_orphan(pid_t pid)
 {
-	int i;
+	struct pollfd pfd;
+	int i, pidfd;
 
-	if (kill(pid, SIGKILL) < 0)
+	/* A pidfd is readable once the whole thread group is gone (a zombie
+	 * leader whose threads still run may hold the tap): up to 5 s, as
+	 * a loaded host may take that long to tear a VM down. */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (kill(pid, SIGKILL) < 0) {
+		if (pidfd >= 0)
+			close(pidfd);
 		return;
-	for (i = 0; i < 200 && kill(pid, 0) == 0; i++) {
+	}
+	if (pidfd >= 0) {
+		pfd.fd = pidfd;
+		pfd.events = POLLIN;
+		while (poll(&pfd, 1, 5000) < 0 && errno == EINTR)
+			;
+		close(pidfd);
+		return;
+	}
+	for (i = 0; i < 1000 && kill(pid, 0) == 0; i++) {
 		char path[64], buf[256];
 		ssize_t n;
 		int fd;
