@@ -229,6 +229,10 @@ int vmm_kernel_cmdline(const struct vmm_sandbox *sb, char *buf, size_t len);
  * to cfg.vmm_uid (no-op when the VMM runs as we do). */
 int vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen);
 
+/* A small file (/proc, /sys, cgroupfs) read whole into buf and ended
+ * with a NUL: its length, or -1 when it cannot be read or is empty. */
+ssize_t vmm_read_small(const char *path, char *buf, size_t len);
+
 /* <dir>/<name> into buf; -ENAMETOOLONG. */
 int vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
     size_t len);
@@ -252,6 +256,14 @@ void vmm_status_text(int status, char *buf, size_t len);
  * failed exec or uid change is reported here, not as an exit). */
 pid_t vmm_spawn(char *const argv[], const char *logpath, uid_t uid,
     gid_t gid, char *err, size_t errlen);
+/* Pieces of vmm_spawn for other spawners (jail.c): open the log and the
+ * exec report pipe; in the child, signals, session, stdin and log; in
+ * the parent, 0 when the child reached exec, else its errno (reaped). */
+int vmm_spawn_prepare(const char *logpath, int *logfd, int pfd[2],
+    char *err, size_t errlen);
+void vmm_spawn_child_stdio(int logfd);
+int vmm_spawn_confirm(pid_t pid, int pfd[2], int logfd);
+
 /* The last non-empty line of a text file (for error messages). */
 void vmm_tail_line(const char *path, char *buf, size_t len);
 

@@ -67,18 +67,10 @@ static long long
 rd(const char *dir, const char *file, const char *key)
 {
 	char p[PATH_MAX], buf[4096], *s;
-	ssize_t n;
-	int fd;
 
-	if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
+	if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p) ||
+	    vmm_read_small(p, buf, sizeof(buf)) < 0)
 		return -1;
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	if (key == NULL)
 		return strtoll(buf, NULL, 10);
 	for (s = buf; s != NULL && *s != '\0'; s = strchr(s, '\n'), s = s ? s + 1 : s)

@@ -224,20 +224,11 @@ pid_t
 vmm_jail_spawn(char *const argv[], const char *logpath,
     const struct vmm_jail *j, char *err, size_t errlen)
 {
-	int pfd[2], e, n, fd, logfd, i;
+	int pfd[2], e, fd, logfd, i;
 	pid_t pid;
 
-	logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-	    O_CLOEXEC, 0640);
-	if (logfd < 0) {
-		snprintf(err, errlen, "%s: %s", logpath, strerror(errno));
+	if (vmm_spawn_prepare(logpath, &logfd, pfd, err, errlen) < 0)
 		return -1;
-	}
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		close(logfd);
-		return -1;
-	}
 	/* fork with new mount, PID and IPC namespaces: the VMM is the first
 	 * process of its PID namespace and our child. */
 	pid = (pid_t)syscall(SYS_clone, (unsigned long)(SIGCHLD | CLONE_NEWNS |
@@ -251,22 +242,10 @@ vmm_jail_spawn(char *const argv[], const char *logpath,
 		return -1;
 	}
 	if (pid == 0) {
-		sigset_t all;
 		struct rlimit rl;
 		int keep[VMM_JAIL_FDS];
 
-		sigemptyset(&all);
-		sigprocmask(SIG_SETMASK, &all, NULL);
-		for (n = 1; n < NSIG; n++)
-			if (n != SIGKILL && n != SIGSTOP)
-				signal(n, SIG_DFL);
-		setsid();
-		if ((fd = open("/dev/null", O_RDONLY)) >= 0 && fd != 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
-		dup2(logfd, 1);
-		dup2(logfd, 2);
+		vmm_spawn_child_stdio(logfd);
 		/* the exec report pipe at a high number, the kept
 		 * descriptors (the tap) at 3, 4, ... in order */
 		if ((fd = fcntl(pfd[1], F_DUPFD_CLOEXEC, 100)) < 0)
@@ -318,14 +297,7 @@ vmm_jail_spawn(char *const argv[], const char *logpath,
 		execv(argv[0], argv);
 		child_fail(pfd[1], errno);
 	}
-	close(pfd[1]);
-	close(logfd);
-	do
-		n = (int)read(pfd[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(pfd[0]);
-	if (n == (int)sizeof(e)) {
-		waitpid(pid, NULL, 0);
+	if ((e = vmm_spawn_confirm(pid, pfd, logfd)) != 0) {
 		snprintf(err, errlen, "cannot start %s in the jail %s: %s",
 		    argv[0], j->root, strerror(e));
 		return -1;

@@ -188,18 +188,18 @@ qmp_caps_reply(struct vmm_qmp *q, json_t *ret, const char *error, void *arg)
 		QMP_CALL(q, q->cbs.ready(q, q->cbs.arg));
 }
 
-static int
-qmp_enqueue(struct vmm_qmp *q, const char *cmd, json_t *args,
-    vmm_qmp_reply_cb cb, void *arg, int hold, char *err, size_t errlen)
+/* {"execute": cmd, "arguments": args, "id": next} serialized, and a new
+ * pending entry for it (not yet linked); args is stolen. NULL: memory. */
+static char *
+qmp_text(struct vmm_qmp *q, const char *cmd, json_t *args,
+    struct qmp_cmd **cp)
 {
-	struct qmp_cmd *c, **pp;
 	json_t *msg;
 	char *text;
 
-	msg = json_object();
-	if (msg == NULL) {
+	if ((msg = json_object()) == NULL) {
 		json_decref(args);
-		goto nomem;
+		return NULL;
 	}
 	json_object_set_new(msg, "execute", json_string(cmd));
 	if (args != NULL)
@@ -207,12 +207,22 @@ qmp_enqueue(struct vmm_qmp *q, const char *cmd, json_t *args,
 	json_object_set_new(msg, "id", json_integer((json_int_t)q->next_id));
 	text = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
-	if (text == NULL)
-		goto nomem;
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
+	if (text != NULL && (*cp = calloc(1, sizeof(**cp))) == NULL) {
 		free(text);
-		goto nomem;
+		return NULL;
 	}
+	return text;
+}
+
+static int
+qmp_enqueue(struct vmm_qmp *q, const char *cmd, json_t *args,
+    vmm_qmp_reply_cb cb, void *arg, int hold, char *err, size_t errlen)
+{
+	struct qmp_cmd *c, **pp;
+	char *text;
+
+	if ((text = qmp_text(q, cmd, args, &c)) == NULL)
+		goto nomem;
 	c->id = q->next_id++;
 	c->cb = cb;
 	c->arg = arg;
@@ -252,7 +262,6 @@ vmm_qmp_command_fd(struct vmm_qmp *q, const char *cmd, json_t *args, int fd,
 	struct msghdr mh;
 	struct iovec iov;
 	struct cmsghdr *cm;
-	json_t *msg;
 	char *text;
 	size_t len;
 	ssize_t n;
@@ -272,22 +281,8 @@ vmm_qmp_command_fd(struct vmm_qmp *q, const char *cmd, json_t *args, int fd,
 			    "unsent", cmd);
 			return -1;
 		}
-	if ((msg = json_object()) == NULL) {
-		json_decref(args);
+	if ((text = qmp_text(q, cmd, args, &c)) == NULL)
 		goto nomem;
-	}
-	json_object_set_new(msg, "execute", json_string(cmd));
-	if (args != NULL)
-		json_object_set_new(msg, "arguments", args);
-	json_object_set_new(msg, "id", json_integer((json_int_t)q->next_id));
-	text = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
-	if (text == NULL)
-		goto nomem;
-	if ((c = calloc(1, sizeof(*c))) == NULL) {
-		free(text);
-		goto nomem;
-	}
 	len = strlen(text);
 	memset(&mh, 0, sizeof(mh));
 	memset(cbuf, 0, sizeof(cbuf));

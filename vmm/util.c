@@ -60,6 +60,22 @@ vmm_id_valid(const char *id)
 	return 1;
 }
 
+ssize_t
+vmm_read_small(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
 int
 vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
     size_t len)
@@ -247,23 +263,73 @@ vmm_child_unwatch(struct vmm_child *c)
 	free(c);
 }
 
-pid_t
-vmm_spawn(char *const argv[], const char *logpath, uid_t uid, gid_t gid,
-    char *err, size_t errlen)
+int
+vmm_spawn_prepare(const char *logpath, int *logfd, int pfd[2], char *err,
+    size_t errlen)
 {
-	int pfd[2], e, n, fd, logfd;
-	pid_t pid;
-
-	logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-	if (logfd < 0) {
+	*logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+	    O_CLOEXEC, 0640);
+	if (*logfd < 0) {
 		snprintf(err, errlen, "%s: %s", logpath, strerror(errno));
 		return -1;
 	}
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		close(logfd);
+		close(*logfd);
 		return -1;
 	}
+	return 0;
+}
+
+void
+vmm_spawn_child_stdio(int logfd)
+{
+	sigset_t all;
+	int n, fd;
+
+	/* The VMM must outlive berthd and not get its terminal's signals:
+	 * own session, default signal state, stdin /dev/null, stdout and
+	 * stderr to its log. */
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	for (n = 1; n < NSIG; n++)
+		if (n != SIGKILL && n != SIGSTOP)
+			signal(n, SIG_DFL);
+	setsid();
+	if ((fd = open("/dev/null", O_RDONLY)) >= 0 && fd != 0) {
+		dup2(fd, 0);
+		close(fd);
+	}
+	dup2(logfd, 1);
+	dup2(logfd, 2);
+}
+
+int
+vmm_spawn_confirm(pid_t pid, int pfd[2], int logfd)
+{
+	int e, n;
+
+	close(pfd[1]);
+	close(logfd);
+	do
+		n = (int)read(pfd[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	close(pfd[0]);
+	if (n != (int)sizeof(e))
+		return 0;
+	waitpid(pid, NULL, 0);
+	return e;
+}
+
+pid_t
+vmm_spawn(char *const argv[], const char *logpath, uid_t uid, gid_t gid,
+    char *err, size_t errlen)
+{
+	int pfd[2], e, fd, logfd;
+	pid_t pid;
+
+	if (vmm_spawn_prepare(logpath, &logfd, pfd, err, errlen) < 0)
+		return -1;
 	pid = fork();
 	if (pid < 0) {
 		snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -273,23 +339,7 @@ vmm_spawn(char *const argv[], const char *logpath, uid_t uid, gid_t gid,
 		return -1;
 	}
 	if (pid == 0) {
-		sigset_t all;
-
-		/* The VMM must outlive berthd and not get its terminal's
-		 * signals: own session, default signal state. */
-		sigemptyset(&all);
-		sigprocmask(SIG_SETMASK, &all, NULL);
-		for (n = 1; n < NSIG; n++)
-			if (n != SIGKILL && n != SIGSTOP)
-				signal(n, SIG_DFL);
-		setsid();
-		fd = open("/dev/null", O_RDONLY);
-		if (fd >= 0 && fd != 0) {
-			dup2(fd, 0);
-			close(fd);
-		}
-		dup2(logfd, 1);
-		dup2(logfd, 2);
+		vmm_spawn_child_stdio(logfd);
 		/* Nothing of berthd (listeners, client connections, netlink
 		 * sockets) may leak into the VMM: keep 0-2 and the exec
 		 * report pipe (moved to 3, close-on-exec), close the rest. */
@@ -314,14 +364,7 @@ vmm_spawn(char *const argv[], const char *logpath, uid_t uid, gid_t gid,
 			_exit(127);
 		_exit(127);
 	}
-	close(pfd[1]);
-	close(logfd);
-	do
-		n = (int)read(pfd[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(pfd[0]);
-	if (n == (int)sizeof(e)) {
-		waitpid(pid, NULL, 0);
+	if ((e = vmm_spawn_confirm(pid, pfd, logfd)) != 0) {
 		snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(e));
 		return -1;
 	}

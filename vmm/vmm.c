@@ -712,21 +712,14 @@ vmm_cpu_ms(pid_t pid)
 	static long hz;
 	char path[64], buf[1024], *p;
 	unsigned long long ut, st;
-	ssize_t n;
-	int fd;
 
 	if (pid <= 0)
 		return -1;
 	if (hz <= 0 && (hz = sysconf(_SC_CLK_TCK)) <= 0)
 		hz = 100;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (vmm_read_small(path, buf, sizeof(buf)) < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	/* after "(comm)": state ppid pgrp session tty tpgid flags minflt
 	 * cminflt majflt cmajflt utime stime */
 	if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %*d %*d "
@@ -743,19 +736,13 @@ tap_bytes(const struct vmm_sandbox *sb)
 	static const char *const f[] = { "rx_bytes", "tx_bytes" };
 	char path[96], buf[32];
 	int64_t sum = 0;
-	ssize_t n;
-	int fd, i;
+	int i;
 
 	for (i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/%s",
 		    sb->tap, f[i]);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		if (vmm_read_small(path, buf, sizeof(buf)) < 0)
 			return -1;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			return -1;
-		buf[n] = '\0';
 		sum += strtoll(buf, NULL, 10);
 	}
 	return sum;
