@@ -654,3 +654,88 @@ px_chunk_step(struct px_chunk *c, const char *in, size_t len, size_t *dlen,
 	}
 	return (ssize_t)i;
 }
+
+static int
+lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* 1 if the query parameter name s[0..n), percent-decoded, is name
+ * (ASCII case ignored). Decoded again while that changes it (a few
+ * rounds): an application that decodes twice must not see name either. */
+static int
+param_name_is(const char *s, size_t n, const char *name)
+{
+	char buf[256];
+	size_t i, o, nl = strlen(name);
+	int round, changed = 1;
+
+	if (n >= sizeof(buf))
+		return 0;
+	memcpy(buf, s, n);
+	for (round = 0; round < 4 && changed && n > nl; round++) {
+		changed = 0;
+		for (i = o = 0; i < n; o++) {
+			int hi, lo;
+
+			if (buf[i] == '%' && i + 2 < n &&
+			    (hi = hexval((unsigned char)buf[i + 1])) >= 0 &&
+			    (lo = hexval((unsigned char)buf[i + 2])) >= 0) {
+				buf[o] = (char)(hi << 4 | lo);
+				i += 3;
+				changed = 1;
+			} else {
+				buf[o] = buf[i++];
+			}
+		}
+		n = o;
+	}
+	if (n != nl)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (lower((unsigned char)buf[i]) != lower((unsigned char)name[i]))
+			return 0;
+	return 1;
+}
+
+size_t
+px_target_strip_param(const char *t, size_t len, const char *name, char *out,
+    int *removed)
+{
+	const char *q = memchr(t, '?', len), *end = t + len, *p;
+	size_t o;
+	int kept = 0, n = 0;
+
+	if (q == NULL) {
+		memcpy(out, t, len);
+		if (removed != NULL)
+			*removed = 0;
+		return len;
+	}
+	o = (size_t)(q - t);
+	memcpy(out, t, o);
+	out[o++] = '?';
+	for (p = q + 1; p <= end; ) {
+		const char *s = p, *e = p, *eq;
+		char sep = p > q + 1 ? p[-1] : '\0';
+
+		while (e < end && *e != '&' && *e != ';')
+			e++;
+		eq = memchr(s, '=', (size_t)(e - s));
+		if (param_name_is(s, (size_t)((eq ? eq : e) - s), name)) {
+			n++;
+		} else {
+			if (kept++ > 0)
+				out[o++] = sep;
+			memcpy(out + o, s, (size_t)(e - s));
+			o += (size_t)(e - s);
+		}
+		p = e + 1;
+	}
+	if (kept == 0)
+		o--;		/* nothing left after the '?' */
+	if (removed != NULL)
+		*removed = n;
+	return o;
+}

@@ -103,6 +103,16 @@ enum px_body_kind px_response_body(const struct px_head *, int req_method);
 /* 1 if the connection may carry another message after this one. */
 int px_head_keepalive(const struct px_head *);
 
+/*
+ * Copies the request target t[0..len) to out (room for len bytes) without
+ * any query parameter called name: its name percent-decoded and compared
+ * ignoring ASCII case, separated from the others by '&' or ';' (some
+ * frameworks split on either). A query left empty loses its '?'. Returns
+ * the new length; *removed (if not NULL) gets how many were dropped.
+ */
+size_t px_target_strip_param(const char *t, size_t len, const char *name,
+    char *out, int *removed);
+
 /* Strict chunked-body decoder. */
 struct px_chunk {
 	int		 state;

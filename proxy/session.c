@@ -1285,6 +1285,62 @@ hb_end(struct hb *b)
 	return b->over ? -1 : 0;
 }
 
+/*
+ * What a guest never sees of berth's credentials, whichever one (if any)
+ * this request was let in with: every berth_token query parameter, the
+ * __Host-berth_token cookie, a Bearer token of berth's. Only the owner of
+ * a sandbox drops them: a fleet edge forwards them for the owner to check.
+ */
+static void
+hb_target(struct hb *b, const char *t, size_t len)
+{
+	if (b->over || len > b->cap - b->len) {
+		b->over = 1;
+		return;
+	}
+	b->len += px_target_strip_param(t, len, "berth_token", b->p + b->len, NULL);
+}
+
+/* Authorization: Bearer berth_...: berth's token namespace. */
+static int
+berth_credential(const struct px_hdr *f)
+{
+	return f->nlen == 13 && strncasecmp(f->name, "authorization", 13) == 0 &&
+	    f->vlen >= 13 && strncasecmp(f->value, "bearer ", 7) == 0 &&
+	    memcmp(f->value + 7, "berth_", 6) == 0;
+}
+
+/* A Cookie header without any of berth's cookies (and none at all if
+ * nothing else is left). Cookie names compare ignoring case: a guest
+ * framework that folds them must not find the token either. */
+static void
+hb_cookie(struct hb *b, const struct px_hdr *f)
+{
+	const char *v = f->value, *end = v + f->vlen;
+	size_t cl = sizeof(PX_COOKIE) - 1;
+	int kept = 0;
+
+	while (v < end) {
+		const char *e = memchr(v, ';', (size_t)(end - v)), *s = v, *t;
+
+		if (e == NULL)
+			e = end;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		t = e;
+		while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+			t--;
+		v = e + 1;
+		if (t == s || ((size_t)(t - s) > cl && s[cl] == '=' &&
+		    strncasecmp(s, PX_COOKIE, cl) == 0))
+			continue;
+		hb_str(b, kept++ ? "; " : "Cookie: ");
+		hb_add(b, s, (size_t)(t - s));
+	}
+	if (kept)
+		hb_lit(b, "\r\n");
+}
+
 /* What berthd adds to a request head at most: Host, forwarding headers,
  * framing. Each of their values is bounded (host 300, address 46, ...). */
 #define PX_UP_HEAD_EXTRA 2048
@@ -1311,7 +1367,10 @@ build_up_head(struct px_sess *s, char *mem, size_t *len)
 	    h->rawlen + PX_UP_HEAD_EXTRA : PX_UP_HEAD_MAX);
 	hb_add(b, h->method_str, h->method_len);
 	hb_lit(b, " ");
-	hb_add(b, h->target, h->target_len);
+	if (s->m.sb->remote)	/* its owner checks the token, then drops it */
+		hb_add(b, h->target, h->target_len);
+	else
+		hb_target(b, h->target, h->target_len);
 	hb_lit(b, " HTTP/1.1\r\nHost: ");
 	if (s->m.port->host_upstream && !s->m.sb->remote) {	/* the owner rewrites */
 		hb_lit(b, "localhost:");
@@ -1325,29 +1384,12 @@ build_up_head(struct px_sess *s, char *mem, size_t *len)
 
 		if (f->hop || f == s->auth_used)
 			continue;	/* berth's own token never reaches a guest */
-		if (s->cookie_used && f->nlen == 6 && strncasecmp(f->name, "cookie", 6) == 0) {
-			const char *tv;
-			size_t tl, a, e;
-
-			if (find_param(f->value, f->vlen, ';', PX_COOKIE, &tv, &tl, &a, &e)) {
-				size_t rest = f->vlen - e;
-
-				while (rest > 0 && (f->value[e] == ';' || f->value[e] == ' ')) {
-					e++;
-					rest--;
-				}
-				while (a > 0 && (f->value[a - 1] == ' ' || f->value[a - 1] == ';'))
-					a--;
-				if (a == 0 && rest == 0)
-					continue;
-				hb_lit(b, "Cookie: ");
-				hb_add(b, f->value, a);
-				if (a > 0 && rest > 0)
-					hb_lit(b, "; ");
-				hb_add(b, f->value + e, rest);
-				hb_lit(b, "\r\n");
-				continue;
-			}
+		if (!s->m.sb->remote && berth_credential(f))
+			continue;	/* nor one it did not need (public port) */
+		if (!s->m.sb->remote && f->nlen == 6 &&
+		    strncasecmp(f->name, "cookie", 6) == 0) {
+			hb_cookie(b, f);
+			continue;
 		}
 		/* berthd is the edge: forwarding headers are its own; behind
 		 * another host's edge (fleet, mTLS-proven) they are that edge's */
@@ -1523,22 +1565,19 @@ access_check(struct px_sess *s)
 		return 1;
 	}
 	if (from_query) {
+		static char loc[PX_HEAD_MAX];	/* one worker, one thread */
 		struct evbuffer *out = bufferevent_get_output(s->c);
-		size_t plen = q - h->target, a = qs, b = qe;
-		const char *qv = q + 1;
-		size_t qlen = h->target + h->target_len - qv;
+		size_t llen;
 
-		/* drop "berth_token=..." and one neighbouring '&' */
-		if (b < qlen && qv[b] == '&')
-			b++;
-		else if (a > 0 && qv[a - 1] == '&')
-			a--;
-		evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\nLocation: %.*s%s%.*s%.*s\r\n"
+		/* every berth_token goes, not only the one used: a second
+		 * would reach the guest with the next request */
+		llen = px_target_strip_param(h->target, h->target_len,
+		    "berth_token", loc, NULL);
+		evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\nLocation: %.*s\r\n"
 		    "Set-Cookie: " PX_COOKIE "=%.*s; Path=/; Secure; HttpOnly; SameSite=Lax\r\n"
 		    "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\n"
 		    "Content-Length: 0\r\n\r\n",
-		    (int)plen, h->target, (a > 0 || b < qlen) ? "?" : "",
-		    (int)a, qv, (int)(qlen - b), qv + b, (int)tlen, tok);
+		    (int)llen, loc, (int)tlen, tok);
 		s->status = 302;
 		access_log(s);
 		sess_next(s);

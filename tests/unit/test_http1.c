@@ -320,10 +320,54 @@ test_corpus(void)
 	ok(files >= 30, "corpus has %d inputs (>= 30)", files);
 }
 
+/* Every berth_token query parameter goes, whatever its shape. */
+static void
+test_strip(void)
+{
+	static const struct {
+		const char *in, *out;
+		int removed;
+	} t[] = {
+		{ "/a", "/a", 0 },
+		{ "/a?", "/a?", 0 },
+		{ "/a?b=1", "/a?b=1", 0 },
+		{ "/a?berth_token=T", "/a", 1 },
+		{ "/a?berth_token=T&berth_token=T", "/a", 2 },
+		{ "/a?x=1&berth_token=T&y=2", "/a?x=1&y=2", 1 },
+		{ "/a?berth_token=T&x=1", "/a?x=1", 1 },
+		{ "/a?x=1&berth_token=T", "/a?x=1", 1 },
+		{ "/a?berth%5Ftoken=T", "/a", 1 },
+		{ "/a?berth%5ftoken=T&x=%41", "/a?x=%41", 1 },
+		{ "/a?%62%65rth_token=T", "/a", 1 },
+		{ "/a?berth%255Ftoken=T", "/a", 1 },	/* decoded twice */
+		{ "/a?Berth_Token=T", "/a", 1 },
+		{ "/a?berth_token", "/a", 1 },
+		{ "/a?berth_token=", "/a", 1 },
+		{ "/a?x=1;berth_token=T;y=2", "/a?x=1;y=2", 1 },
+		{ "/a?x=1&&berth_token=T", "/a?x=1&", 1 },
+		{ "/a?berth_tokens=T&xberth_token=U", "/a?berth_tokens=T&xberth_token=U", 0 },
+		{ "/a?x=berth_token", "/a?x=berth_token", 0 },
+		{ "/a?berth_token=T&berth_token=U&z=%26", "/a?z=%26", 2 },
+		{ "/berth_token=x", "/berth_token=x", 0 },
+	};
+	char out[256];
+	size_t i, n;
+	int removed;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		n = px_target_strip_param(t[i].in, strlen(t[i].in), "berth_token",
+		    out, &removed);
+		ok(n == strlen(t[i].out) && memcmp(out, t[i].out, n) == 0 &&
+		    removed == t[i].removed, "strip %s -> %s (got %.*s, %d removed)",
+		    t[i].in, t[i].out, (int)n, out, removed);
+	}
+}
+
 int
 main(void)
 {
 	test_heads();
+	test_strip();
 	test_chunked();
 	test_corpus();
 	return done_testing();
