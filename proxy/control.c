@@ -1152,13 +1152,25 @@ h_port_list(struct req *r, const char *id)
 	reply_json(r, 200, page_doc("ports", lc.array, &pg));
 }
 
-/* 0 if host may be a custom host name, else -1 after replying 400. */
+/*
+ * Whether host may be the custom host name of a port of sandbox id; 0, or
+ * -1 after replying 400 naming the rule it breaks. A custom host routes
+ * TLS clients to this sandbox, so it must be a DNS name that belongs to
+ * nobody else: no address or loopback name (a browser's own machine),
+ * nothing under berth's domain but this sandbox's <name>-<id> names,
+ * nothing another sandbox holds (the store refuses that, see
+ * h_port_put), and for a sandbox token only names under a suffix ops
+ * allow (custom_host_suffix). The admin token may pass the suffix rule,
+ * not the others.
+ */
 static int
-check_custom_host(struct req *r, const char *host)
+check_custom_host(struct req *r, const char *id, const char *host)
 {
+	const struct px_config *cf = r->c->ctl->hooks.config;
 	const char *domain = r->c->ctl->domain;
 	size_t hl = strlen(host), dl = strlen(domain);
-	char buf[80];
+	char buf[80], list[512];
+	int k;
 
 	if (!px_valid_hostname(host, hl)) {
 		reply_error(r, 400, NULL, "host", "not a valid host name: '%s' "
@@ -1166,16 +1178,51 @@ check_custom_host(struct req *r, const char *host)
 		    shown(buf, sizeof(buf), host));
 		return -1;
 	}
-	/* Names under berth's domain are generated (<port>-<sandbox>):
-	 * letting a custom name shadow them would hijack another route. */
-	if (dl > 0 && (strcmp(host, domain) == 0 || (hl > dl &&
-	    host[hl - dl - 1] == '.' && strcmp(host + hl - dl, domain) == 0))) {
-		reply_error(r, 400, NULL, "host", "'%s' is under berth's domain "
-		    "'%s', whose names are generated", shown(buf, sizeof(buf),
-		    host), domain);
+	if (px_host_is_ip(host)) {
+		reply_error(r, 400, NULL, "host", "'%s' is an IP address: custom "
+		    "hosts are DNS names only", shown(buf, sizeof(buf), host));
 		return -1;
 	}
-	return 0;
+	/* Names under berth's domain are berth's: <port>-<sandbox> for
+	 * every port, and <name>-<sandbox> that sandbox may take. Anything
+	 * else there would shadow, or squat, another sandbox's names. */
+	if (dl > 0 && (strcmp(host, domain) == 0 || px_host_under(host, domain))) {
+		if (px_host_own_name(host, domain, id))
+			return 0;
+		reply_error(r, 400, NULL, "host", "'%s' is under berth's domain "
+		    "'%s', where sandbox %s may only use <name>-%s.%s (a name "
+		    "of letters and digits, starting with a letter)",
+		    shown(buf, sizeof(buf), host), domain, id, id, domain);
+		return -1;
+	}
+	if (px_host_is_localhost(host)) {
+		reply_error(r, 400, NULL, "host", "'%s' is a localhost name (it "
+		    "means the client's own machine): custom hosts are names "
+		    "under allowed suffixes", shown(buf, sizeof(buf), host));
+		return -1;
+	}
+	if (r->auth.admin)
+		return 0;
+	for (k = 0; cf != NULL && k < cf->nhost_suffix; k++)
+		if (px_host_under(host, cf->host_suffix[k]))
+			return 0;
+	if (cf == NULL || cf->nhost_suffix == 0) {
+		reply_error(r, 400, NULL, "host", "'%s': berth.conf allows no "
+		    "custom host suffix (custom_host_suffix), so only the admin "
+		    "token may set custom hosts", shown(buf, sizeof(buf), host));
+		return -1;
+	}
+	list[0] = '\0';
+	for (k = 0; k < cf->nhost_suffix; k++) {
+		size_t n = strlen(list);
+
+		snprintf(list + n, sizeof(list) - n, "%s*.%s", k ? ", " : "",
+		    cf->host_suffix[k]);
+	}
+	reply_error(r, 400, NULL, "host", "'%s' is not under a suffix ops "
+	    "allow for custom hosts (custom_host_suffix): %s",
+	    shown(buf, sizeof(buf), host), list);
+	return -1;
 }
 
 static void
@@ -1246,12 +1293,24 @@ h_port_put(struct req *r, const char *id, uint16_t port)
 	if (has_host) {
 		if (host == NULL || host[0] == '\0')
 			p.custom_host[0] = '\0';
-		else if (check_custom_host(r, host) == -1)
+		else if (check_custom_host(r, id, host) == -1)
 			goto out;
 		else
 			snprintf(p.custom_host, sizeof(p.custom_host), "%s", host);
 	}
 	rc = px_store_port_set(ctl->store, &p, &created, err, sizeof(err));
+	if (rc == PX_STORE_CONFLICT && r->auth.admin) {
+		/* the one conflict a port has: its custom host is taken */
+		reply_error(r, 400, NULL, "host", "%s: a sandbox may not take "
+		    "another's host", err);
+		goto out;
+	}
+	if (rc == PX_STORE_CONFLICT) {
+		/* a sandbox token learns no other sandbox's name */
+		reply_error(r, 400, NULL, "host", "'%s' is held by another "
+		    "sandbox", shown(buf, sizeof(buf), p.custom_host));
+		goto out;
+	}
 	if (rc != PX_STORE_OK) {
 		reply_store(r, rc, "host", err);
 		goto out;

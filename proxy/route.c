@@ -264,6 +264,13 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 				continue;
 			if (!px_valid_hostname(host, strlen(host)))
 				BAD("routes: bad custom host in %s", sb->id);
+			/* the control API refuses these; a name stored before
+			 * it did is not routed (an address, loopback, or
+			 * another sandbox's name under berth's domain) */
+			if (px_host_is_ip(host) || (px_host_under(host, domain) ?
+			    !px_host_own_name(host, domain, sb->id) :
+			    px_host_is_localhost(host)))
+				continue;
 			if ((r->customs[r->ncustoms].host = strdup(host)) == NULL)
 				BAD("out of memory");
 			r->customs[r->ncustoms].sb = sb;
@@ -334,7 +341,8 @@ px_route_lookup(const struct px_routes *r, const char *host, size_t len,
 	    memcmp(m->host + hlen - dlen, r->domain, dlen) == 0) {
 		size_t llen = hlen - dlen - 1;
 
-		/* exactly one label: <port>-<sandbox> */
+		/* exactly one label: <port>-<sandbox>, or a sandbox's own
+		 * <name>-<sandbox> (a custom host) */
 		if (memchr(m->host, '.', llen) != NULL)
 			return PX_ROUTE_UNKNOWN_HOST;
 		dash = memchr(m->host, '-', llen);
@@ -342,6 +350,8 @@ px_route_lookup(const struct px_routes *r, const char *host, size_t len,
 			return PX_ROUTE_UNKNOWN_HOST;
 		m->guest_port = px_parse_port(m->host, dash - m->host);
 		i = llen - (dash + 1 - m->host);
+		if (m->guest_port == 0 && m->host[0] >= 'a' && m->host[0] <= 'z')
+			goto custom;
 		if (m->guest_port == 0 || !px_valid_sandbox_id(dash + 1, i))
 			return PX_ROUTE_UNKNOWN_HOST;
 		memcpy(m->sandbox, dash + 1, i);
@@ -352,6 +362,7 @@ px_route_lookup(const struct px_routes *r, const char *host, size_t len,
 			return PX_ROUTE_NO_PORT;
 		return PX_ROUTE_OK;
 	}
+custom:
 	key.host = m->host;
 	c = bsearch(&key, r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
 	if (c == NULL)

@@ -109,8 +109,10 @@ void px_routes_unref(struct px_routes *);
 /*
  * Parses a Host header value (host[:port]) into m->host and, for
  * <port>-<sandbox>.<domain>, m->guest_port and m->sandbox, then looks the
- * route up. Strict: lower-cased DNS names only, no IP literals, no
- * trailing dot, an optional decimal port.
+ * route up; any other name (a sandbox's own <name>-<sandbox>.<domain>
+ * too) is looked up among custom hosts. Strict: lower-cased DNS names
+ * only, no IP literals, no trailing dot, an optional decimal port.
+ * Custom hosts that are addresses or loopback names are never routed.
  */
 enum px_route_result px_route_lookup(const struct px_routes *, const char *host,
     size_t len, struct px_route_match *m);

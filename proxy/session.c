@@ -1483,19 +1483,21 @@ serve_acme(struct px_sess *s, const char *tok, size_t len)
 	sess_next(s);
 }
 
+static const char acme_prefix[] = "/.well-known/acme-challenge/";
+
+static int
+is_acme(const struct px_sess *s)
+{
+	return s->req.target_len > sizeof(acme_prefix) - 1 &&
+	    memcmp(s->req.target, acme_prefix, sizeof(acme_prefix) - 1) == 0;
+}
+
 static void
 redirect_https(struct px_sess *s)
 {
 	struct evbuffer *out = bufferevent_get_output(s->c);
 	char port[16] = "";
-	static const char acme[] = "/.well-known/acme-challenge/";
 
-	if (s->req.target_len > sizeof(acme) - 1 &&
-	    memcmp(s->req.target, acme, sizeof(acme) - 1) == 0) {
-		serve_acme(s, s->req.target + sizeof(acme) - 1,
-		    s->req.target_len - (sizeof(acme) - 1));
-		return;
-	}
 	if (s->w->cfg.https_port != 443)
 		snprintf(port, sizeof(port), ":%u", s->w->cfg.https_port);
 	evbuffer_add_printf(out, "HTTP/1.1 308 Permanent Redirect\r\n"
@@ -1817,8 +1819,9 @@ route_request(struct px_sess *s)
 		sess_error(s, 400, "invalid Host header", NULL);
 		return;
 	}
-	if (!s->https) {
-		redirect_https(s);
+	if (!s->https && is_acme(s)) {	/* any Host: the CA asks for it */
+		serve_acme(s, s->req.target + sizeof(acme_prefix) - 1,
+		    s->req.target_len - (sizeof(acme_prefix) - 1));
 		return;
 	}
 	if (s->ssl != NULL && (sni = px_tls_sni(s->ssl)) != NULL &&
@@ -1842,6 +1845,12 @@ route_request(struct px_sess *s)
 		return;
 	default:
 		break;
+	}
+	/* plain HTTP redirects only names berth serves: an open redirect
+	 * for any Host would lend berth's address to anyone's links */
+	if (!s->https) {
+		redirect_https(s);
+		return;
 	}
 	if (s->m.sb->remote && fleet_route(s))
 		return;
@@ -2282,6 +2291,28 @@ up_write(struct bufferevent *bev, void *arg)
 		pump_request(s);
 }
 
+/*
+ * Response headers berth owns: Berth-* (Berth-Host says which host
+ * served, so a guest naming one would mislead clients and the fleet),
+ * and a Set-Cookie of berth's token cookie. Dropped whatever the guest
+ * sent; berthd adds its own after. Hop-by-hop ones are f->hop already.
+ */
+#define NAME_IS(f, lit) ((f)->nlen == sizeof(lit) - 1 && \
+	strncasecmp((f)->name, (lit), sizeof(lit) - 1) == 0)
+
+static int
+berth_owned(const struct px_hdr *f)
+{
+	const char *v = f->value;
+	size_t n = f->vlen, cl = sizeof(PX_COOKIE) - 1;
+
+	if (f->nlen >= 6 && strncasecmp(f->name, "berth-", 6) == 0)
+		return 1;
+	if (f->nlen != 10 || strncasecmp(f->name, "set-cookie", 10) != 0)
+		return 0;
+	return n > cl && v[cl] == '=' && strncasecmp(v, PX_COOKIE, cl) == 0;
+}
+
 /* Writes the response head to the client, rewritten. */
 static void
 send_resp_head(struct px_sess *s)
@@ -2309,7 +2340,15 @@ send_resp_head(struct px_sess *s)
 	for (i = 0; i < h->nhdr; i++) {
 		const struct px_hdr *f = &h->hdr[i];
 
-		if (!f->hop)
+		if (f->hop)
+			continue;
+		/* another host's fleet listener names itself, and the edge
+		 * checks it is the owner its route table forwarded to */
+		if (s->m.sb->remote && NAME_IS(f, "berth-host") &&
+		    f->vlen == strlen(s->m.sb->host) &&
+		    memcmp(f->value, s->m.sb->host, f->vlen) == 0)
+			hb_field(b, f->name, f->nlen, f->value, f->vlen);
+		else if (!berth_owned(f))
 			hb_field(b, f->name, f->nlen, f->value, f->vlen);
 	}
 	if (h->status == 101) {

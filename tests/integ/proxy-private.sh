@@ -6,13 +6,16 @@
 # reaches the guest: no berth_token query parameter in 13 URL shapes
 # (duplicates, percent-encoded names, ';', with Bearer or cookie, public
 # port) reaches the recording upstream; a private WebSocket works with the cookie; the
-# control API over TLS takes bearer tokens and refuses others.
+# control API over TLS takes bearer tokens and refuses others; custom
+# host names: IP addresses, localhost names, another sandbox's host or
+# name under the domain and names outside custom_host_suffix are refused
+# with 400 naming the rule, allowed ones are served.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
 
 CTL_PORT=$(free_port)
-berthd_config "control_listen 127.0.0.1:$CTL_PORT"
+berthd_config "control_listen 127.0.0.1:$CTL_PORT" "custom_host_suffix apps.test"
 start_berthd
 start_testapp app
 
@@ -123,4 +126,32 @@ is "a sandbox token cannot read another sandbox" "$code" 403
 out=$("$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$tok2" \
 	port publish pv-2 "$TA_PORT" 2>&1)
 like "netctl over TLS with a sandbox token publishes its own port" "$out" "https://$TA_PORT-pv-2\."
+
+# custom host names: DNS names nobody else holds, under custom_host_suffix
+tnet() { "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" "$@"; }
+netctl port publish pv-3 "$TA_PORT" --host shop.apps.test >/dev/null || bail "admin sets a host"
+for h in "127.0.0.1|is an IP address" "10.9.8.7|is an IP address" "127.1|is an IP address" \
+	"localhost|localhost name" "app.localhost|localhost name" \
+	"shop.apps.test|held by another sandbox" "app.example.com|not under a suffix ops allow" \
+	"$TA_PORT-pv-3.$DOMAIN|may only use <name>-pv-2"; do
+	out=$(tnet --token "$tok2" port publish pv-2 "$TA_PORT" --host "${h%%|*}" 2>&1)
+	rc=$?
+	is "sandbox token, custom host ${h%%|*}: refused (exit 1)" "$rc" 1
+	like "...naming the rule: ${h#*|}" "$out" "${h#*|}"
+done
+code=$(curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$HTTPS_PORT/echo")
+is "https://127.0.0.1/ reaches no sandbox" "$code" 404
+out=$(tnet --json --token "$tok2" port publish pv-2 "$TA_PORT" --host app.apps.test 2>&1)
+like "a name under custom_host_suffix: published" "$out" '"host": ?"app\.apps\.test"'
+wait_for 10 sh -c "curl -sk --connect-to ::127.0.0.1: 'https://app.apps.test:$HTTPS_PORT/echo' | grep -q '\"target\"'"
+body=$(curl -sk --connect-to ::127.0.0.1: "https://app.apps.test:$HTTPS_PORT/echo")
+like "...and served" "$body" '"target":"/echo"'
+out=$(tnet --json --token "$tok2" port publish pv-2 "$TA_PORT" --host "web-pv-2.$DOMAIN" 2>&1)
+like "its own <name>-pv-2 name under berth's domain: published" "$out" "\"host\": ?\"web-pv-2\\.$DOMAIN\""
+wait_routed_host() { [ "$(bcurl -o /dev/null -w '%{http_code}' "https://web-pv-2.$DOMAIN:$HTTPS_PORT/echo")" = 200 ]; }
+check "...and served with the wildcard certificate" wait_for 10 wait_routed_host
+out=$(tnet --json --token "$admin" port publish pv-2 "$TA_PORT" --host app.example.com 2>&1)
+like "the admin token may pass the suffix rule" "$out" '"host": ?"app\.example\.com"'
+out=$(tnet --token "$admin" port publish pv-2 "$TA_PORT" --host 127.0.0.1 2>&1)
+like "...not the others" "$out" "is an IP address"
 done_testing
