@@ -1152,6 +1152,39 @@ h_port_list(struct req *r, const char *id)
 	reply_json(r, 200, page_doc("ports", lc.array, &pg));
 }
 
+/* Fleet mode: 1 if a sandbox other than id, on another host, has host
+ * as a custom host (the store knows only this host's). */
+static int
+fleet_host_taken(struct px_control *ctl, const char *id, const char *host)
+{
+	json_t *doc, *sb, *p;
+	const char *self;
+	size_t i, j;
+	int taken = 0;
+
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet("sandboxes", ctl->hooks.arg)) == NULL)
+		return 0;
+	self = json_string_value(json_object_get(doc, "self"));
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, sb) {
+		const char *sid = json_string_value(json_object_get(sb, "id"));
+		const char *sh = json_string_value(json_object_get(sb, "host"));
+
+		/* this host's sandboxes are the store's to check */
+		if (sid == NULL || strcmp(sid, id) == 0 || sh == NULL ||
+		    (self != NULL && strcmp(sh, self) == 0))
+			continue;
+		json_array_foreach(json_object_get(sb, "ports"), j, p) {
+			const char *h = json_string_value(json_object_get(p, "host"));
+
+			if (h != NULL && strcmp(h, host) == 0)
+				taken = 1;
+		}
+	}
+	json_decref(doc);
+	return taken;
+}
+
 /*
  * Whether host may be the custom host name of a port of sandbox id; 0, or
  * -1 after replying 400 naming the rule it breaks. A custom host routes
@@ -1199,6 +1232,11 @@ check_custom_host(struct req *r, const char *id, const char *host)
 		reply_error(r, 400, NULL, "host", "'%s' is a localhost name (it "
 		    "means the client's own machine): custom hosts are names "
 		    "under allowed suffixes", shown(buf, sizeof(buf), host));
+		return -1;
+	}
+	if (fleet_host_taken(r->c->ctl, id, host)) {
+		reply_error(r, 400, NULL, "host", "'%s' is held by another "
+		    "sandbox (on another fleet host)", shown(buf, sizeof(buf), host));
 		return -1;
 	}
 	if (r->auth.admin)
