@@ -6,7 +6,15 @@
  * sit behind a TLS listener. Requests are handled one at a time per
  * connection, synchronously (the store is local SQLite); pipelined
  * requests are answered in order. Everything a client sends is bounded:
- * head 16 KB, body 64 KB, 128 connections, 60 s idle.
+ * head 16 KB, body 64 KB, 60 s idle.
+ *
+ * Nobody on the network can lock ops out: the unix socket (ops, root)
+ * and the TCP listener have connection budgets of their own, a TCP
+ * client address holds at most CTL_MAX_PER_ADDR of the TCP ones, and a
+ * TCP connection must finish its TLS handshake within
+ * CTL_HANDSHAKE_SECS and then present a valid token in its first request
+ * within CTL_AUTH_SECS, or it is closed; a request refused with 401
+ * closes it too. Unauthenticated connections never hold a slot long.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
@@ -25,6 +33,7 @@
 #include <jansson.h>
 #include <openssl/ssl.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -42,7 +51,11 @@
 #include <unistd.h>
 
 #define CTL_MAX_HEAD		(16 * 1024)
-#define CTL_MAX_CONNS		128
+#define CTL_MAX_UNIX		256	/* connections on the unix socket (ops) */
+#define CTL_MAX_TCP		128	/* on the TCP listener, all clients */
+#define CTL_MAX_PER_ADDR	16	/* on the TCP listener, per address */
+#define CTL_HANDSHAKE_SECS	5	/* TCP: accept to TLS handshake done */
+#define CTL_AUTH_SECS		5	/* TCP: then to an authenticated request */
 #define CTL_IDLE_SECS		60
 #define CTL_MAX_SEGS		7
 #define CTL_MAX_AUTHZ		256	/* longer Authorization: 401 */
@@ -70,8 +83,11 @@ struct px_control {
 	struct event *accept_retry;
 	TAILQ_HEAD(, conn) conns;
 	int nconns;
+	int nconns_tcp;				/* of nconns, TCP ones */
 	unsigned long long responses[6];	/* by status class, [2]=2xx */
 	unsigned long long accept_errors;
+	/* TCP connections refused at accept or closed unauthenticated */
+	unsigned long long refused_budget, refused_addr, closed_deadline;
 };
 
 struct conn {
@@ -89,6 +105,9 @@ struct conn {
 	int waiting;		/* a lifecycle operation answers later */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
+	int authed;		/* TCP: a request of it carried a valid token */
+	struct event *deadline;	/* TCP: handshake, then authentication */
+	char addr[INET6_ADDRSTRLEN];	/* TCP: the client's address */
 	/* The Authorization header, captured while the head is parsed. */
 	char field[16];		/* current header name (prefix) */
 	size_t fieldlen;
@@ -686,7 +705,21 @@ h_metrics(struct req *r)
 		    "{class=\"%dxx\"} %llu\n", i, ctl->responses[i]);
 	evbuffer_add_printf(buf, "# HELP berth_control_connections Open "
 	    "control API connections.\n# TYPE berth_control_connections gauge\n"
-	    "berth_control_connections %d\n", ctl->nconns);
+	    "berth_control_connections %d\n"
+	    "# HELP berth_control_connections_by_listener Open control API "
+	    "connections by listener.\n"
+	    "# TYPE berth_control_connections_by_listener gauge\n"
+	    "berth_control_connections_by_listener{listener=\"unix\"} %d\n"
+	    "berth_control_connections_by_listener{listener=\"tcp\"} %d\n"
+	    "# HELP berth_control_refused_total TCP control connections refused "
+	    "at accept (budget, per-address cap) or closed unauthenticated "
+	    "(handshake or authentication deadline).\n"
+	    "# TYPE berth_control_refused_total counter\n"
+	    "berth_control_refused_total{reason=\"budget\"} %llu\n"
+	    "berth_control_refused_total{reason=\"address\"} %llu\n"
+	    "berth_control_refused_total{reason=\"deadline\"} %llu\n",
+	    ctl->nconns, ctl->nconns - ctl->nconns_tcp, ctl->nconns_tcp,
+	    ctl->refused_budget, ctl->refused_addr, ctl->closed_deadline);
 	len = evbuffer_get_length(buf);
 	respond(r->c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL,
 	    evbuffer_pullup(buf, -1), len, r->method == HTTP_HEAD);
@@ -3258,13 +3291,18 @@ authenticate(struct req *r)
 	char err[256];
 	const char *v;
 	size_t len;
-	int rc, i;
+	int rc, i, was_closing;
 
 	memset(&r->auth, 0, sizeof(r->auth));
 	if (!c->tcp) {
 		r->auth.admin = 1;
 		return 0;
 	}
+	/* a TCP connection that fails to authenticate is closed after the
+	 * answer: guessing tokens costs a connection each time, and no
+	 * unauthenticated connection keeps a slot */
+	was_closing = c->closing;
+	c->closing = 1;
 	if (c->authz_bad) {
 		reply_401(r, "malformed Authorization header");
 		return -1;
@@ -3311,6 +3349,11 @@ authenticate(struct req *r)
 		reply_401(r, "unknown or revoked token");
 		return -1;
 	}
+	c->closing = was_closing;
+	if (!c->authed) {
+		c->authed = 1;
+		evtimer_del(c->deadline);
+	}
 	return 0;
 }
 
@@ -3337,6 +3380,10 @@ conn_free(struct conn *c)
 
 	TAILQ_REMOVE(&ctl->conns, c, entry);
 	ctl->nconns--;
+	if (c->tcp)
+		ctl->nconns_tcp--;
+	if (c->deadline != NULL)
+		event_free(c->deadline);
 	bufferevent_free(c->bev);
 	evbuffer_free(c->url);
 	evbuffer_free(c->body);
@@ -3460,8 +3507,15 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 
-	if (what & BEV_EVENT_CONNECTED)
-		return;		/* TLS handshake done */
+	if (what & BEV_EVENT_CONNECTED) {
+		/* TLS handshake done: now the first request's turn */
+		if (c->tcp && !c->authed) {
+			struct timeval tv = { CTL_AUTH_SECS, 0 };
+
+			evtimer_add(c->deadline, &tv);
+		}
+		return;
+	}
 	if ((what & BEV_EVENT_TIMEOUT) && !c->closing &&
 	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
 		/* a request started and stalled: say so, then close */
@@ -3602,19 +3656,65 @@ static const struct http_parser_settings parser_settings = {
 
 /* ---- listener ---- */
 
+/* A TCP connection missed its handshake or authentication deadline. */
 static void
-accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
+conn_deadline(evutil_socket_t fd, short what, void *arg)
 {
-	struct conn *c;
-	SSL *ssl;
+	struct conn *c = arg;
 
-	if (ctl->nconns >= CTL_MAX_CONNS || (c = calloc(1, sizeof(*c))) == NULL) {
+	if (c->authed)
+		return;
+	c->ctl->closed_deadline++;
+	conn_free(c);
+}
+
+static void
+accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
+    const struct sockaddr *sa)
+{
+	char addr[INET6_ADDRSTRLEN] = "";
+	struct conn *c, *o;
+	SSL *ssl;
+	int n = 0;
+
+	if (tcp) {
+		if (sa != NULL && sa->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->
+			    sin6_addr, addr, sizeof(addr));
+		else if (sa != NULL && sa->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->
+			    sin_addr, addr, sizeof(addr));
+		if (ctl->nconns_tcp >= CTL_MAX_TCP) {
+			ctl->refused_budget++;
+			evutil_closesocket(fd);
+			return;
+		}
+		/* at most CTL_MAX_TCP connections to compare: no index */
+		TAILQ_FOREACH(o, &ctl->conns, entry)
+			n += o->tcp && strcmp(o->addr, addr) == 0;
+		if (n >= CTL_MAX_PER_ADDR) {
+			ctl->refused_addr++;
+			evutil_closesocket(fd);
+			return;
+		}
+	} else if (ctl->nconns - ctl->nconns_tcp >= CTL_MAX_UNIX) {
+		evutil_closesocket(fd);
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		evutil_closesocket(fd);
 		return;
 	}
 	c->ctl = ctl;
 	c->serial = ++ctl->serial;
 	c->tcp = tcp;
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	if (tcp && (c->deadline = evtimer_new(ctl->base, conn_deadline, c)) ==
+	    NULL) {
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
 	c->url = evbuffer_new();
 	c->body = evbuffer_new();
 	if (tcp && ctl->ssl_ctx != NULL) {
@@ -3641,6 +3741,8 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 			evbuffer_free(c->url);
 		if (c->body)
 			evbuffer_free(c->body);
+		if (c->deadline)
+			event_free(c->deadline);
 		free(c);
 		return;
 	}
@@ -3648,6 +3750,14 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 	c->parser.data = c;
 	TAILQ_INSERT_TAIL(&ctl->conns, c, entry);
 	ctl->nconns++;
+	if (tcp) {
+		/* TLS: the handshake first; plain TCP (tests): the request */
+		struct timeval tv = { ctl->ssl_ctx != NULL ?
+		    CTL_HANDSHAKE_SECS : CTL_AUTH_SECS, 0 };
+
+		ctl->nconns_tcp++;
+		evtimer_add(c->deadline, &tv);
+	}
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
 	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -3657,14 +3767,14 @@ static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
 {
-	accept_conn(arg, fd, 0);
+	accept_conn(arg, fd, 0, NULL);
 }
 
 static void
 accept_tcp_cb(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	accept_conn(arg, fd, 1);
+	accept_conn(arg, fd, 1, sa);
 }
 
 static void
