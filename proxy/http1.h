@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #define PX_HEAD_MAX	16384	/* bytes in a head, request or response */
+#define PX_REQLINE_MAX	8192	/* bytes in a request line (longer: 400) */
 #define PX_HEADERS_MAX	100	/* fields in a head */
 #define PX_TRAILER_MAX	8192	/* bytes of chunked trailers */
 #define PX_CHUNK_EXT_MAX 1024	/* bytes of one chunk's extensions */
