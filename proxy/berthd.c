@@ -83,6 +83,7 @@ static struct {
 } P;
 
 static void fork_worker(struct slot *);
+static void wake_metrics(struct evbuffer *);
 
 static void
 usage(void)
@@ -356,18 +357,33 @@ metrics(struct evbuffer *out, void *arg)
 #undef G
 		for (j = 0; j < 6; j++)
 			st[j] += json_integer_value(json_array_get(json_object_get(s, "status"), j));
+		/* each worker's counters of each sandbox, summed: a key of
+		 * their own for the inner loop (reusing the outer one ended
+		 * it after each worker's first sandbox) */
 		json_object_foreach(json_object_get(s, "sandboxes"), k, v) {
 			json_t *acc = json_object_get(sbs, k);
+			const char *f;
 
 			if (acc == NULL) {
-				acc = json_pack("{s:I,s:I,s:I,s:I}", "requests", (json_int_t)0,
-				    "conns", (json_int_t)0, "bytes_in", (json_int_t)0,
-				    "bytes_out", (json_int_t)0);
+				acc = json_pack("{s:I,s:I,s:I,s:I,s:[I,I,I,I,I,I]}",
+				    "requests", (json_int_t)0, "conns", (json_int_t)0,
+				    "bytes_in", (json_int_t)0, "bytes_out", (json_int_t)0,
+				    "status", (json_int_t)0, (json_int_t)0, (json_int_t)0,
+				    (json_int_t)0, (json_int_t)0, (json_int_t)0);
 				json_object_set_new(sbs, k, acc);
 			}
-			json_object_foreach(v, k, x)
-				json_object_set_new(acc, k, json_integer(
-				    json_integer_value(json_object_get(acc, k)) + json_integer_value(x)));
+			json_object_foreach(v, f, x) {
+				json_t *a = json_object_get(acc, f);
+
+				if (json_is_integer(x) && json_is_integer(a))
+					json_integer_set(a, json_integer_value(a) +
+					    json_integer_value(x));
+				for (j = 0; json_is_array(x) && json_is_array(a) &&
+				    j < (int)json_array_size(a); j++)
+					json_integer_set(json_array_get(a, j),
+					    json_integer_value(json_array_get(a, j)) +
+					    json_integer_value(json_array_get(x, j)));
+			}
 		}
 	}
 	evbuffer_add_printf(out,
@@ -422,7 +438,24 @@ metrics(struct evbuffer *out, void *arg)
 	json_object_foreach(sbs, k, v)
 		evbuffer_add_printf(out, "berth_sandbox_connections{sandbox=\"%s\"} %lld\n",
 		    k, (long long)json_integer_value(json_object_get(v, "conns")));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_responses_total Responses per sandbox, by status class.\n"
+	    "# TYPE berth_sandbox_responses_total counter\n");
+	json_object_foreach(sbs, k, v)
+		for (j = 1; j <= 5; j++)
+			evbuffer_add_printf(out, "berth_sandbox_responses_total{sandbox=\"%s\","
+			    "code=\"%dxx\"} %lld\n", k, j, (long long)json_integer_value(
+			    json_array_get(json_object_get(v, "status"), j)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_bytes_total Bytes per sandbox (in: from clients).\n"
+	    "# TYPE berth_sandbox_bytes_total counter\n");
+	json_object_foreach(sbs, k, v)
+		evbuffer_add_printf(out, "berth_sandbox_bytes_total{sandbox=\"%s\",direction=\"in\"} %lld\n"
+		    "berth_sandbox_bytes_total{sandbox=\"%s\",direction=\"out\"} %lld\n",
+		    k, (long long)json_integer_value(json_object_get(v, "bytes_in")),
+		    k, (long long)json_integer_value(json_object_get(v, "bytes_out")));
 	json_decref(sbs);
+	wake_metrics(out);
 	px_fleet_metrics(out);
 }
 
@@ -446,10 +479,110 @@ announce_ready(void)
 	log_info("ready: %s workers %d", buf, P.nslots);
 }
 
+/*
+ * Wake metrics. The parent sees each wake once, however many workers
+ * asked for it: it begins in handle_wake and ends in send_woken.
+ */
+static const double wake_le[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
+#define WAKE_NLE (sizeof(wake_le) / sizeof(wake_le[0]))
+static struct {
+	json_t		*t0;		/* sandbox id -> ms its wake began */
+	json_t		*per;		/* sandbox id -> [wakes, failures] */
+	unsigned long long le[WAKE_NLE + 1], count;
+	double		 sum;		/* seconds */
+} W;
+
+static long long
+mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void
+wake_begins(const char *id)
+{
+	if (W.t0 == NULL)
+		W.t0 = json_object();
+	if (json_object_get(W.t0, id) == NULL)
+		json_object_set_new(W.t0, id, json_integer(mono_ms()));
+}
+
+/* A wake of id ended; one that never began is a failure to begin. */
+static void
+wake_ends(const char *id, int ok)
+{
+	json_t *t0 = W.t0 ? json_object_get(W.t0, id) : NULL, *c;
+	size_t i;
+
+	if (ok && t0 == NULL)
+		return;		/* it was running: no wake */
+	if (W.per == NULL)
+		W.per = json_object();
+	if ((c = json_object_get(W.per, id)) == NULL) {
+		c = json_pack("[I,I]", (json_int_t)0, (json_int_t)0);
+		json_object_set_new(W.per, id, c);
+	}
+	json_integer_set(json_array_get(c, !ok), 1 +
+	    json_integer_value(json_array_get(c, !ok)));
+	if (ok) {
+		double secs = (double)(mono_ms() - json_integer_value(t0)) / 1000;
+
+		for (i = 0; i < WAKE_NLE && secs > wake_le[i]; i++)
+			;
+		W.le[i]++;
+		W.count++;
+		W.sum += secs;
+	}
+	if (t0 != NULL)
+		json_object_del(W.t0, id);
+}
+
+static void
+wake_metrics(struct evbuffer *out)
+{
+	unsigned long long cum = 0;
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_wakes_total Wakes on request that ended with the "
+	    "sandbox running.\n# TYPE berth_sandbox_wakes_total counter\n");
+	if (W.per != NULL)
+		json_object_foreach(W.per, k, v)
+			evbuffer_add_printf(out, "berth_sandbox_wakes_total{sandbox=\"%s\"} "
+			    "%lld\n", k, (long long)json_integer_value(json_array_get(v, 0)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_wake_failures_total Wakes on request that failed "
+	    "(the parked requests got 503).\n"
+	    "# TYPE berth_sandbox_wake_failures_total counter\n");
+	if (W.per != NULL)
+		json_object_foreach(W.per, k, v)
+			evbuffer_add_printf(out, "berth_sandbox_wake_failures_total{sandbox="
+			    "\"%s\"} %lld\n", k,
+			    (long long)json_integer_value(json_array_get(v, 1)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_wake_duration_seconds How long successful wakes on request "
+	    "took, from the first request parked to the sandbox running.\n"
+	    "# TYPE berth_wake_duration_seconds histogram\n");
+	for (i = 0; i < WAKE_NLE; i++) {
+		cum += W.le[i];
+		evbuffer_add_printf(out, "berth_wake_duration_seconds_bucket{le=\"%g\"} "
+		    "%llu\n", wake_le[i], cum);
+	}
+	evbuffer_add_printf(out, "berth_wake_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+	    "berth_wake_duration_seconds_sum %.3f\n"
+	    "berth_wake_duration_seconds_count %llu\n", W.count, W.sum, W.count);
+}
+
 /* Tells every worker how a wake of sandbox id ended. */
 static void
 send_woken(const char *id, int ok, const char *reason)
 {
+	wake_ends(id, ok);
 	send_all(json_pack("{s:s,s:s,s:b,s:s?}", "type", "woken", "sandbox", id,
 	    "ok", ok, "reason", reason));
 }
@@ -509,7 +642,8 @@ handle_wake(const char *id)
 		return;
 	}
 	if (px_vm_enabled()) {
-		px_vm_wake(id);		/* answers through vm_woken() */
+		wake_begins(id);
+		px_vm_wake(id);		/* answers through send_woken() */
 		return;
 	}
 	snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM to resume it",

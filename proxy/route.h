@@ -24,6 +24,7 @@ struct px_sbstat {
 	unsigned	 tokens;	/* rate cap: requests left this second */
 	uint64_t	 rate_ms;	/* when tokens were last topped up */
 	uint64_t	 requests;
+	uint64_t	 status[6];	/* by class: 1xx..5xx, [0] other */
 	uint64_t	 bytes_in, bytes_out;
 	/* wake on request */
 	TAILQ_HEAD(, px_sess) parked;	/* sessions waiting, in arrival order */

@@ -132,9 +132,12 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	px_tls_counts(&full, &resumed);
 	sbs = json_object();
 	for (sb = px_sbstat_first(); sb != NULL; sb = sb->next)
-		json_object_set_new(sbs, sb->id, json_pack("{s:I,s:I,s:I,s:I}",
+		json_object_set_new(sbs, sb->id, json_pack("{s:I,s:I,s:I,s:I,s:[I,I,I,I,I,I]}",
 		    "requests", (json_int_t)sb->requests, "conns", (json_int_t)sb->conns,
-		    "bytes_in", (json_int_t)sb->bytes_in, "bytes_out", (json_int_t)sb->bytes_out));
+		    "bytes_in", (json_int_t)sb->bytes_in, "bytes_out", (json_int_t)sb->bytes_out,
+		    "status", (json_int_t)sb->status[0], (json_int_t)sb->status[1],
+		    (json_int_t)sb->status[2], (json_int_t)sb->status[3],
+		    (json_int_t)sb->status[4], (json_int_t)sb->status[5]));
 	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "type", "stats", "requests", (json_int_t)st->requests,
 	    "status", (json_int_t)st->status[0], (json_int_t)st->status[1],
