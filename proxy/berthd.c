@@ -360,7 +360,7 @@ metrics(struct evbuffer *out, void *arg)
 		/* each worker's counters of each sandbox, summed: a key of
 		 * their own for the inner loop (reusing the outer one ended
 		 * it after each worker's first sandbox) */
-		json_object_foreach(json_object_get(s, "sandboxes"), k, v) {
+		json_object_foreach(json_object_get(s, "sandbox_metrics"), k, v) {
 			json_t *acc = json_object_get(sbs, k);
 			const char *f;
 
@@ -372,6 +372,12 @@ metrics(struct evbuffer *out, void *arg)
 				    (json_int_t)0, (json_int_t)0, (json_int_t)0);
 				json_object_set_new(sbs, k, acc);
 			}
+			/* connections bound now: from the activity counters */
+			x = json_object_get(json_object_get(json_object_get(s,
+			    "sandboxes"), k), "conns");
+			json_integer_set(json_object_get(acc, "conns"),
+			    json_integer_value(json_object_get(acc, "conns")) +
+			    json_integer_value(x));
 			json_object_foreach(v, f, x) {
 				json_t *a = json_object_get(acc, f);
 

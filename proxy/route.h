@@ -23,9 +23,12 @@ struct px_sbstat {
 	unsigned	 active;	/* requests in flight (session.c) */
 	unsigned	 tokens;	/* rate cap: requests left this second */
 	uint64_t	 rate_ms;	/* when tokens were last topped up */
+	/* requests served through a bound connection: the idle policy's
+	 * activity (a 401 or 404 keeps no sandbox awake) */
 	uint64_t	 requests;
-	uint64_t	 status[6];	/* by class: 1xx..5xx, [0] other */
 	uint64_t	 bytes_in, bytes_out;
+	/* /metrics: every request whose Host named it, by status class */
+	uint64_t	 m_requests, m_status[6], m_bytes_in, m_bytes_out;
 	/* wake on request */
 	TAILQ_HEAD(, px_sess) parked;	/* sessions waiting, in arrival order */
 	unsigned	 nparked;

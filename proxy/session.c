@@ -748,13 +748,18 @@ access_log(struct px_sess *s)
 	s->w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
 	s->w->stats.bytes_in += s->bytes_in;
 	s->w->stats.bytes_out += s->bytes_out;
-	/* the sandbox its Host named, also when berthd answered itself
-	 * (401, 404 for a port, 503); else the one the connection is bound to */
+	if (s->sb != NULL) {
+		s->sb->requests++;
+		s->sb->bytes_in += s->bytes_in;
+		s->sb->bytes_out += s->bytes_out;
+	}
+	/* metrics: the sandbox its Host named, also when berthd answered
+	 * itself (401, 404 for a port, 503); else the one it is bound to */
 	if ((st = s->m.sb != NULL ? s->m.sb->stat : s->sb) != NULL) {
-		st->requests++;
-		st->status[cls >= 1 && cls <= 5 ? cls : 0]++;
-		st->bytes_in += s->bytes_in;
-		st->bytes_out += s->bytes_out;
+		st->m_requests++;
+		st->m_status[cls >= 1 && cls <= 5 ? cls : 0]++;
+		st->m_bytes_in += s->bytes_in;
+		st->m_bytes_out += s->bytes_out;
 	}
 	if (s->w->access_fd < 0)
 		return;
