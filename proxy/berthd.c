@@ -148,6 +148,37 @@ find_mkcert(char *out, size_t len)
 
 /* Makes the dev CA and the wildcard certificate on first start, or when
  * the domain changed. */
+/*
+ * <state>/tls as clients need it: the directory and the certificates
+ * readable by everyone (ca.pem is what a non-root user's curl or browser
+ * must trust), the keys by root alone. berth-mkcert makes the directory
+ * 0700; older state directories have it so too.
+ */
+static void
+tls_modes(const char *tlsdir)
+{
+	static const struct {
+		const char *name;
+		mode_t mode;
+	} f[] = {
+		{ "ca.pem", 0644 }, { "server.pem", 0644 },
+		{ "ca.key", 0600 }, { "server.key", 0600 },
+	};
+	char path[PATH_MAX];
+	struct stat st;
+	size_t i;
+
+	if (lstat(tlsdir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (st.st_mode & 07777) != 0755 && chmod(tlsdir, 0755) != 0)
+		log_warn("chmod %s", tlsdir);
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", tlsdir, f[i].name);
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (st.st_mode & 07777) != f[i].mode && chmod(path, f[i].mode) != 0)
+			log_warn("chmod %s", path);
+	}
+}
+
 static void
 ensure_dev_cert(const char *domain)
 {
@@ -163,8 +194,10 @@ ensure_dev_cert(const char *domain)
 		fresh = strcmp(old, domain) != 0;
 		free(old);
 	}
-	if (!fresh)
+	if (!fresh) {
+		tls_modes(tlsdir);
 		return;
+	}
 	if (find_mkcert(mk, sizeof(mk)) != 0)
 		fatalx("cannot find berth-mkcert (set BERTH_MKCERT)");
 	log_info("making a development CA and a certificate for *.%s in %s", domain, tlsdir);
@@ -184,6 +217,39 @@ ensure_dev_cert(const char *domain)
 			fclose(f);
 		}
 	}
+	tls_modes(tlsdir);
+}
+
+/* Whether the configured certificate pair i loads; -1 with
+ * "file:line: certificate CERT KEY: why" in err. */
+static int
+cert_pair_check(const struct px_config *c, int i, char *err, size_t errlen)
+{
+	struct px_tls_cert one;
+	struct px_tls *t = NULL;
+	char *cert = NULL, *key = NULL, why[512];
+
+	if ((cert = read_file(c->certs[i].cert, why, sizeof(why))) != NULL &&
+	    (key = read_file(c->certs[i].key, why, sizeof(why))) != NULL) {
+		one.cert_pem = cert;
+		one.cert_len = strlen(cert);
+		one.key_pem = key;
+		one.key_len = strlen(key);
+		t = px_tls_new(&one, 1, why, sizeof(why));
+	}
+	if (key != NULL) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	free(cert);
+	if (t != NULL) {
+		px_tls_unref(t);
+		return 0;
+	}
+	snprintf(err, errlen, "%s:%d: certificate %s %s: %s", c->file ? c->file :
+	    "(embedded default)", c->certs[i].line, c->certs[i].cert,
+	    c->certs[i].key, why);
+	return -1;
 }
 
 /* Reads every certificate into memory as PEM text for the workers. */
@@ -204,6 +270,9 @@ load_certs(const struct px_config *c, char *err, size_t errlen)
 			snprintf(path, sizeof(path), "%s", c->certs[i].cert);
 			snprintf(kpath, sizeof(kpath), "%s", c->certs[i].key);
 		}
+		/* each configured pair alone first, so an error names its line */
+		if (i >= 0 && cert_pair_check(c, i, err, errlen) != 0)
+			goto fail;
 		if ((cert = read_file(path, err, errlen)) == NULL)
 			goto fail;
 		if ((key = read_file(kpath, err, errlen)) == NULL) {
@@ -948,6 +1017,57 @@ open_access_log(const struct px_config *c)
 	return fd;
 }
 
+static int
+str_changed(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a != NULL && strcmp(a, b) != 0);
+}
+
+/*
+ * Directives a reload cannot apply (what they set up exists once, from
+ * the start: the control listener, the VMM manager, the egress table and
+ * resolver, the workers' user): each changed one is named, so nobody
+ * believes it took effect. nc is the new configuration.
+ */
+static void
+reload_warnings(const struct px_config *nc)
+{
+	const struct px_config *oc = &P.cfg;
+	char names[512] = "";
+	int i, dns;
+
+#define CHANGED(name, cond) do {					\
+	if (cond) {							\
+		size_t _n = strlen(names);				\
+		snprintf(names + _n, sizeof(names) - _n, "%s%s",	\
+		    _n ? ", " : "", name);				\
+	}								\
+} while (0)
+	CHANGED("user", str_changed(nc->user, oc->user));
+	CHANGED("vmm", nc->vmm != oc->vmm);
+	CHANGED("vmm_backend", str_changed(nc->vmm_backend, oc->vmm_backend));
+	CHANGED("accel", nc->accel != oc->accel);
+	CHANGED("template", str_changed(nc->template_dir, oc->template_dir));
+	CHANGED("tap_prefix", str_changed(nc->tap_prefix, oc->tap_prefix));
+	CHANGED("vm_pool", strcmp(nc->vm_pool, oc->vm_pool) != 0);
+	CHANGED("vm_jail", nc->vm_jail != oc->vm_jail);
+	CHANGED("vm_uid_range", nc->vm_uid_base != oc->vm_uid_base ||
+	    nc->vm_uid_count != oc->vm_uid_count);
+	CHANGED("egress", nc->egress != oc->egress);
+	CHANGED("nflog_group", nc->nflog_group != oc->nflog_group);
+	for (i = 0, dns = nc->ndns != oc->ndns; !dns && i < nc->ndns; i++)
+		dns = strcmp(nc->dns_upstream[i], oc->dns_upstream[i]) != 0;
+	CHANGED("dns_upstream", dns);
+#undef CHANGED
+	if (str_changed(nc->control_listen, oc->control_listen))
+		log_warnx("SIGHUP: control_listen %s%s: the control listener is "
+		    "opened at start only; takes effect on restart",
+		    nc->control_listen ? nc->control_listen : "removed",
+		    oc->control_listen == NULL ? " added" : "");
+	if (names[0] != '\0')
+		log_warnx("SIGHUP: %s changed: takes effect on restart", names);
+}
+
 static void
 sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -979,6 +1099,7 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 		memcpy(nc.listen, P.cfg.listen, sizeof(nc.listen));
 		nc.nlisten = P.cfg.nlisten;
 		nc.workers = P.cfg.workers;
+		reload_warnings(&nc);
 	}
 	ensure_dev_cert(nc.domain);
 	if ((certs = load_certs(&nc, err, sizeof(err))) == NULL) {
@@ -1109,10 +1230,17 @@ main(int argc, char **argv)
 				const char *f = j ? P.cfg.certs[i].key : P.cfg.certs[i].cert;
 
 				if (access(f, R_OK) != 0) {
-					fprintf(stderr, "berthd: %s: certificate %s: %s\n",
-					    cfgfile, f, strerror(errno));
+					fprintf(stderr, "berthd: %s:%d: certificate %s: %s\n",
+					    cfgfile, P.cfg.certs[i].line, f, strerror(errno));
 					return 1;
 				}
+			}
+		/* and that each pair loads: a certificate and its key */
+		OPENSSL_init_ssl(0, NULL);
+		for (i = 0; i < P.cfg.ncerts; i++)
+			if (cert_pair_check(&P.cfg, i, err, sizeof(err)) != 0) {
+				fprintf(stderr, "berthd: %s\n", err);
+				return 1;
 			}
 		if (P.cfg.fleet_etcd != NULL) {
 			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key };

@@ -753,6 +753,7 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				ERR("too many certificates (max %d)", PX_MAX_CERTS);
 			c->certs[c->ncerts].cert = strdup(argv[1]);
 			c->certs[c->ncerts].key = strdup(argv[2]);
+			c->certs[c->ncerts].line = lineno;
 			c->ncerts++;
 		} else if (strcmp(argv[0], "timeout") == 0) {
 			unsigned *slot;

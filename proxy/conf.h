@@ -34,6 +34,7 @@ enum { PX_ACCEL_AUTO, PX_ACCEL_TCG, PX_ACCEL_KVM };
 struct px_certspec {
 	char		*cert;
 	char		*key;
+	int		 line;		/* of its directive, for errors */
 };
 
 struct px_config {

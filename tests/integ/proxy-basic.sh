@@ -1,6 +1,7 @@
 #!/bin/sh
 # proxy-basic.sh — berthd end to end with the real daemon, netctl and
-# testapp on loopback: config check, TLS, routing through a published
+# testapp on loopback: config check (a directory or missing file as -f
+# is an error), <state>/tls modes, TLS, routing through a published
 # port, upstream keep-alive reuse, forwarded/hop-by-hop headers, Host
 # handling, request ids, response headers berth owns (a guest's Berth-*,
 # hop-by-hop and berth-cookie headers never reach the client), the access
@@ -24,9 +25,31 @@ printf 'domain %s\n# comment\nfrobnicate yes\n' "$DOMAIN" >"$T/bad.conf"
 rc=$?
 is "berthd -n on a bad directive exits 1" "$rc" 1
 like "berthd -n cites FILE:LINE" "$(cat "$T/n.out")" "$T/bad.conf:3: "
+"$BERTHD" -n -f "$T" -s "$STATE" >"$T/n.out" 2>&1
+rc=$?
+is "berthd -n -f DIRECTORY exits 1" "$rc" 1
+like "...naming it" "$(cat "$T/n.out")" "$T: is a directory"
+printf 'domain %s\n\ncertificate /etc/hostname /etc/hostname\n' "$DOMAIN" >"$T/cert.conf"
+"$BERTHD" -n -f "$T/cert.conf" -s "$STATE" >"$T/n.out" 2>&1
+rc=$?
+is "berthd -n on a certificate that does not load exits 1" "$rc" 1
+like "...citing FILE:LINE and the files" "$(cat "$T/n.out")" \
+	"$T/cert.conf:3: certificate /etc/hostname /etc/hostname: "
+"$BERTHD" -n -f "$T/nonexistent.conf" -s "$STATE" >"$T/n.out" 2>&1
+rc=$?
+is "berthd -n -f MISSING exits 1" "$rc" 1
+like "...naming it" "$(cat "$T/n.out")" "$T/nonexistent.conf: No such file"
 
 start_berthd
 ok "berthd logs ready"
+is "<state>/tls is 0755" "$(stat -c %a "$STATE/tls")" 755
+is "ca.pem and server.pem are 0644" "$(stat -c %a "$STATE/tls/ca.pem" "$STATE/tls/server.pem" | tr '\n' ' ')" "644 644 "
+is "the keys are 0600" "$(stat -c %a "$STATE/tls/ca.key" "$STATE/tls/server.key" | tr '\n' ' ')" "600 600 "
+if runuser -u nobody -- cat "$CA" >/dev/null 2>&1; then ok "a user other than root can read ca.pem"
+else not_ok "a user other than root can read ca.pem"; fi
+if runuser -u nobody -- cat "$STATE/tls/server.key" >/dev/null 2>&1; then
+	not_ok "...but not the server key"
+else ok "...but not the server key"; fi
 like "ready line names the listeners" "$(grep 'berthd: ready' "$BERTHD_LOG")" \
 	"https 127.0.0.1:$HTTPS_PORT http 127.0.0.1:$HTTP_PORT workers 1"
 

@@ -1,8 +1,10 @@
 #!/bin/sh
 # proxy-signals.sh — berthd's process life: SIGHUP reload with an open
-# WebSocket surviving and routes kept; a worker killed with SIGKILL is
-# restarted while the other worker's open connection survives; SIGTERM
-# drains (in-flight request completes, new connections refused, exit).
+# WebSocket surviving and routes kept, directives a reload cannot apply
+# (control_listen, tap_prefix) named in warnings; a worker killed with
+# SIGKILL is restarted while the other worker's open connection survives;
+# SIGTERM drains (in-flight request completes, new connections refused,
+# exit).
 # First, with the two workers: per-sandbox /metrics counts (requests by
 # sandbox and status class, bytes) match what three sandboxes were sent,
 # and a failed wake is counted.
@@ -105,6 +107,9 @@ sni_ok() {
 }
 if sni_ok; then not_ok "other.localhost not served before HUP"; else ok "other.localhost not served before HUP"; fi
 echo "certificate $T/other/server.pem $T/other/server.key" >>"$CONF"
+# and directives a reload cannot apply: each named in a warning
+echo "control_listen 127.0.0.1:$(free_port)" >>"$CONF"
+echo "tap_prefix bsg" >>"$CONF"
 
 nreload=$(grep -cE '(^|: )reloaded ' "$BERTHD_LOG")
 kill -HUP "$BERTHD_PID"
@@ -114,6 +119,10 @@ else
 	not_ok "berthd logs the reload"; diag "$(tail -n 10 "$BERTHD_LOG")"
 fi
 check "certificate added to the config is picked by SNI after HUP" sni_ok
+like "a control_listen added on HUP is named in a warning" "$(cat "$BERTHD_LOG")" \
+	"SIGHUP: control_listen 127\.0\.0\.1:[0-9]+ added: .*takes effect on restart"
+like "so is any other directive the reload cannot apply" "$(cat "$BERTHD_LOG")" \
+	"SIGHUP: tap_prefix changed: takes effect on restart"
 check "berthd still running after HUP" kill -0 "$BERTHD_PID"
 touch "$T/ws1.go"
 wait "$ws1"
