@@ -909,6 +909,33 @@ template_field(struct req *r, json_t *obj, char *name, size_t namelen,
 	return 0;
 }
 
+/* Fleet mode: the id of the live host other than this one that holds
+ * sandbox id (malloc'd), or NULL. */
+static char *
+fleet_sandbox_owner(struct px_control *ctl, const char *id)
+{
+	json_t *doc, *sb;
+	const char *self, *h;
+	char *owner = NULL;
+	size_t i;
+
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet("sandboxes", ctl->hooks.arg)) == NULL)
+		return NULL;
+	self = json_string_value(json_object_get(doc, "self"));
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, sb) {
+		const char *sid = json_string_value(json_object_get(sb, "id"));
+
+		h = json_string_value(json_object_get(sb, "host"));
+		if (owner == NULL && sid != NULL && strcmp(sid, id) == 0 &&
+		    h != NULL && (self == NULL || strcmp(h, self) != 0) &&
+		    json_is_true(json_object_get(sb, "host_up")))
+			owner = strdup(h);
+	}
+	json_decref(doc);
+	return owner;
+}
+
 static void
 h_sandbox_create(struct req *r)
 {
@@ -923,6 +950,7 @@ h_sandbox_create(struct req *r)
 	const char *id, *addr, *mode, *const *f;
 	char err[256], buf[64], secret[PX_TOKEN_LEN + 1];
 	json_t *obj, *doc;
+	char *owner;
 	int rc, given;
 
 	memset(secret, 0, sizeof(secret));
@@ -935,6 +963,13 @@ h_sandbox_create(struct req *r)
 	}
 	if (check_sandbox_id(r, id) == -1)
 		goto out;
+	if ((owner = fleet_sandbox_owner(ctl, id)) != NULL) {
+		reply_error(r, 409, NULL, "id", "sandbox id '%s' belongs to fleet "
+		    "host %s, which is up: sandbox ids are unique in a fleet", id,
+		    owner);
+		free(owner);
+		goto out;
+	}
 	if ((rc = string_field(r, obj, "address", 0, &addr)) < 0)
 		goto out;
 	if (rc == 0 && ctl->hooks.vm_create == NULL) {

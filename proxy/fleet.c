@@ -47,6 +47,7 @@ static struct {
 	json_t		*sbs;			/* "<host>/<id>" -> value, from etcd */
 	json_t		*desired;		/* id -> sandbox: this host's store */
 	json_t		*known;			/* id -> sandbox: what etcd holds of ours */
+	json_t		*clashes;		/* id -> host: an id clash logged */
 	long long	 started;
 	int		 stopping;
 } F;
@@ -357,13 +358,37 @@ px_fleet_routes(json_t *msg)
 	json_decref(F.desired);
 	F.desired = want;
 	publish();
-	/* the others' sandboxes: first host wins an id clash, ours always */
+	/* the hosts whose fleet certificates the fleet listener accepts:
+	 * those holding a live lease */
+	{
+		json_t *hl = json_array();
+
+		json_object_foreach(F.hosts, key, v)
+			if (strcmp(key, F.host) != 0)
+				json_array_append_new(hl, json_string(key));
+		json_object_set_new(r, "fleet_hosts", hl);
+	}
+	/* the others' sandboxes: first host wins an id clash, ours always
+	 * (the control API refuses to create an id a live host holds; a
+	 * clash that happened anyway is logged once) */
 	have = json_object();
 	json_object_foreach(F.sbs, key, v) {
 		const char *host = json_string_value(json_object_get(v, "host"));
 		json_t *s = json_object_get(v, "sandbox"), *h;
 		const char *id = json_string_value(json_object_get(s, "id"));
 
+		if (host != NULL && id != NULL && strcmp(host, F.host) != 0 &&
+		    json_object_get(want, id) != NULL &&
+		    json_object_get(F.hosts, host) != NULL) {
+			if (F.clashes == NULL)
+				F.clashes = json_object();
+			if (json_object_get(F.clashes, id) == NULL) {
+				log_warnx("fleet: sandbox %s is also published by host %s, "
+				    "which is up: this host serves its own, other edges "
+				    "may not", id, host);
+				json_object_set_new(F.clashes, id, json_string(host));
+			}
+		}
 		if (host == NULL || id == NULL || strcmp(host, F.host) == 0 ||
 		    json_object_get(want, id) != NULL || json_object_get(have, id) != NULL)
 			continue;

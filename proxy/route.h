@@ -84,6 +84,10 @@ struct px_routes {
 	size_t		 nsbs;
 	struct px_custom *customs;	/* sorted by host */
 	size_t		 ncustoms;
+	/* fleet mode: the other hosts holding a live lease, whose fleet
+	 * certificates the fleet listener accepts */
+	char		**fleet_hosts;
+	size_t		 nfleet_hosts;
 };
 
 enum px_route_result {
@@ -130,6 +134,11 @@ enum px_token_result {
 /* Checks token[0..len) for sandbox: hashes it and looks the hash up. */
 enum px_token_result px_route_token(const struct px_routes *, const char *sandbox,
     const char *token, size_t len);
+
+/* 1 if peer (an X509 *) names one of r's live fleet hosts; its id goes
+ * to host (room for 33). */
+int px_route_fleet_peer(const struct px_routes *r, const void *peer,
+    char *host, size_t hostlen);
 
 /* Per-sandbox counters: found or made. */
 struct px_sbstat *px_sbstat_get(const char *id);

@@ -1681,6 +1681,28 @@ fleet_route(struct px_sess *s)
 }
 
 /*
+ * Fleet listener: the client's certificate (the fleet CA vouched for it)
+ * must name a host that holds a live lease, the one it registered as; a
+ * valid certificate of a host that is not (or no longer) in the fleet
+ * forwards nothing, and its X-Forwarded-* are never trusted. Returns 1
+ * when the request was answered here.
+ */
+static int
+fleet_peer_check(struct px_sess *s)
+{
+	char host[40], why[256];
+	X509 *peer = s->ssl ? SSL_get0_peer_certificate(s->ssl) : NULL;
+
+	if (px_route_fleet_peer(s->routes, peer, host, sizeof(host)))
+		return 0;
+	snprintf(why, sizeof(why), "the fleet peer's certificate names no host "
+	    "of this fleet holding a live lease");
+	s->close_after = 1;
+	sess_error(s, 403, why, NULL);
+	return 1;
+}
+
+/*
  * Per-sandbox caps of this worker: requests in flight, and a token
  * bucket of rate_sandbox requests a second (a second's worth of burst).
  * Returns 1 with the reason when this request is over one of them.
@@ -1823,6 +1845,8 @@ route_request(struct px_sess *s)
 		px_routes_unref(s->routes);
 	s->routes = s->w->routes;
 	px_routes_ref(s->routes);
+	if (s->https == PX_LISTEN_FLEET && fleet_peer_check(s))
+		return;
 	rr = px_route_lookup(s->routes, s->req.host->value, s->req.host->vlen, &s->m);
 	if (rr == PX_ROUTE_BAD_HOST) {
 		sess_error(s, 400, "invalid Host header", NULL);

@@ -7,7 +7,9 @@
 #   publish on A, fetch through A, B and C (Berth-Host: a), within 1 s
 #   a private route through B: A checks and drops berth_token; a custom
 #     host A's sandbox holds is refused on B
-#   the fleet listener refuses a client without a fleet certificate
+#   the fleet listener refuses a client without a fleet certificate, and
+#     one whose valid fleet certificate names a host not in the fleet;
+#     B refuses to create a sandbox id A holds
 #   kill -9 A's berthd: B and C answer 503 naming A at once (connection
 #     refused), and 503 "lease expired" naming A within the TTL
 #   restart A: served again through B and C
@@ -280,6 +282,20 @@ c3=$(inns b curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k \
 	--cert "$T/rogue.pem" --key "$T/rogue.key" \
 	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
 is "A's fleet listener refuses a self-signed certificate" "${c3:-000}" "000"
+"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host z "$IP_b" >/dev/null 2>&1 ||
+	bail "berth-fleet-cert z"
+c4=$(inns b curl -s -o "$T/body" -w '%{http_code}' --max-time 5 -k \
+	--cert "$T/fleet/z.pem" --key "$T/fleet/z.key" \
+	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
+is "A's fleet listener refuses a valid fleet certificate of a host not in the fleet" \
+	"${c4:-000}" "403"
+like "...saying why" "$(cat "$T/body")" "names no host of this fleet holding a live lease"
+
+# a sandbox id a live host holds cannot be created on another host
+out=$(nc_ b sandbox add sba --address 127.0.0.1 2>&1)
+rc=$?
+is "B refuses to create sandbox sba, which A holds (exit 1)" "$rc" 1
+like "...naming host a" "$out" "belongs to fleet host a, which is up"
 
 # ---- host loss: kill -9 A ----------------------------------------------------
 kill -KILL "$PID_a"
