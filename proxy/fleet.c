@@ -4,7 +4,9 @@
  * a put sees it; a second one carries the watch stream. The watch only
  * says "something changed": the answer is always a full read of the
  * prefix (small: a few keys per host and sandbox), which never needs
- * deltas, revisions or compaction handling to be right.
+ * deltas or compaction handling to be right. A watch starts from the
+ * revision after the last full read, so a change between the read and
+ * the watch is not left for the next tick.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "fleet.h"
@@ -48,6 +50,7 @@ static struct {
 	json_t		*desired;		/* id -> sandbox: this host's store */
 	json_t		*known;			/* id -> sandbox: what etcd holds of ours */
 	json_t		*clashes;		/* id -> host: an id clash logged */
+	long long	 rev;			/* etcd revision of the last full read */
 	long long	 started;
 	int		 stopping;
 } F;
@@ -254,11 +257,11 @@ granted(json_t *j, void *arg)
 	log_info("fleet: registered host %s (lease %s, TTL %u s, fleet %s, edge %s)",
 	    F.host, F.lease, (F.ttl_ms + 999) / 1000, F.fleet, F.edge);
 	put(key_of("hosts", F.host, NULL), host_value(), 1);
-	/* reconcile: everything ours is put again, stale keys go (refresh) */
+	/* reconcile: everything ours is put again, stale keys go (refresh);
+	 * the read's answer starts the watch at its revision */
 	json_object_clear(F.known);
 	publish();
 	refresh();
-	watch_start();
 }
 
 static void
@@ -415,6 +418,17 @@ ranged(json_t *j, void *arg)
 	F.refreshing = 0;
 	if (j == NULL)
 		return;
+	{
+		json_t *rv = json_object_get(json_object_get(j, "header"), "revision");
+		long long v = json_is_string(rv) ? atoll(json_string_value(rv)) :
+		    json_integer_value(rv);
+
+		if (v > 0)
+			F.rev = v;
+	}
+	/* a watch from this read's revision on: nothing that changed after
+	 * the read is missed until the next tick */
+	watch_start();
 	hosts = json_object();
 	sbs = json_object();
 	json_array_foreach(json_object_get(j, "kvs"), i, kv) {
@@ -498,6 +512,13 @@ watch_chunk(struct evhttp_request *req, void *arg)
 		log_debug("fleet: watch event");
 		refresh();
 	}
+	/* etcd cancels a watch whose start revision was compacted: read
+	 * again, and the next watch starts from that read */
+	if (evbuffer_search(b, "\"canceled\":true", 15, NULL).pos >= 0) {
+		log_debug("fleet: watch canceled");
+		F.rev = 0;
+		refresh();
+	}
 	/* keep a tail: the word may straddle two chunks */
 	if (n > 16)
 		evbuffer_drain(b, n - 16);
@@ -531,6 +552,15 @@ watch_start(void)
 	e = b64(b);
 	body = json_pack("{s:{s:s,s:s}}", "create_request", "key", k ? k : "",
 	    "range_end", e ? e : "");
+	if (F.rev > 0) {
+		char rv[24];
+
+		/* from just after the last full read: the changes between
+		 * that read and this watch are delivered too */
+		snprintf(rv, sizeof(rv), "%lld", F.rev + 1);
+		json_object_set_new(json_object_get(body, "create_request"),
+		    "start_revision", json_string(rv));
+	}
 	free(k);
 	free(e);
 	if ((F.wreq = evhttp_request_new(watch_done, NULL)) != NULL) {
