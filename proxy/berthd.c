@@ -85,6 +85,7 @@ static struct {
 } P;
 
 static void fork_worker(struct slot *);
+static void wake_metrics(struct evbuffer *);
 
 /* Extra fields of GET /v1/health: what `netctl status` shows. */
 static json_t *
@@ -170,6 +171,37 @@ find_mkcert(char *out, size_t len)
 
 /* Makes the dev CA and the wildcard certificate on first start, or when
  * the domain changed. */
+/*
+ * <state>/tls as clients need it: the directory and the certificates
+ * readable by everyone (ca.pem is what a non-root user's curl or browser
+ * must trust), the keys by root alone. berth-mkcert makes the directory
+ * 0700; older state directories have it so too.
+ */
+static void
+tls_modes(const char *tlsdir)
+{
+	static const struct {
+		const char *name;
+		mode_t mode;
+	} f[] = {
+		{ "ca.pem", 0644 }, { "server.pem", 0644 },
+		{ "ca.key", 0600 }, { "server.key", 0600 },
+	};
+	char path[PATH_MAX];
+	struct stat st;
+	size_t i;
+
+	if (lstat(tlsdir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (st.st_mode & 07777) != 0755 && chmod(tlsdir, 0755) != 0)
+		log_warn("chmod %s", tlsdir);
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", tlsdir, f[i].name);
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (st.st_mode & 07777) != f[i].mode && chmod(path, f[i].mode) != 0)
+			log_warn("chmod %s", path);
+	}
+}
+
 static void
 ensure_dev_cert(const char *domain)
 {
@@ -185,8 +217,10 @@ ensure_dev_cert(const char *domain)
 		fresh = strcmp(old, domain) != 0;
 		free(old);
 	}
-	if (!fresh)
+	if (!fresh) {
+		tls_modes(tlsdir);
 		return;
+	}
 	if (find_mkcert(mk, sizeof(mk)) != 0)
 		fatalx("cannot find berth-mkcert (set BERTH_MKCERT)");
 	log_info("making a development CA and a certificate for *.%s in %s", domain, tlsdir);
@@ -206,6 +240,39 @@ ensure_dev_cert(const char *domain)
 			fclose(f);
 		}
 	}
+	tls_modes(tlsdir);
+}
+
+/* Whether the configured certificate pair i loads; -1 with
+ * "file:line: certificate CERT KEY: why" in err. */
+static int
+cert_pair_check(const struct px_config *c, int i, char *err, size_t errlen)
+{
+	struct px_tls_cert one;
+	struct px_tls *t = NULL;
+	char *cert = NULL, *key = NULL, why[512];
+
+	if ((cert = read_file(c->certs[i].cert, why, sizeof(why))) != NULL &&
+	    (key = read_file(c->certs[i].key, why, sizeof(why))) != NULL) {
+		one.cert_pem = cert;
+		one.cert_len = strlen(cert);
+		one.key_pem = key;
+		one.key_len = strlen(key);
+		t = px_tls_new(&one, 1, why, sizeof(why));
+	}
+	if (key != NULL) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	free(cert);
+	if (t != NULL) {
+		px_tls_unref(t);
+		return 0;
+	}
+	snprintf(err, errlen, "%s:%d: certificate %s %s: %s", c->file ? c->file :
+	    "(embedded default)", c->certs[i].line, c->certs[i].cert,
+	    c->certs[i].key, why);
+	return -1;
 }
 
 /* Reads every certificate into memory as PEM text for the workers. */
@@ -226,6 +293,9 @@ load_certs(const struct px_config *c, char *err, size_t errlen)
 			snprintf(path, sizeof(path), "%s", c->certs[i].cert);
 			snprintf(kpath, sizeof(kpath), "%s", c->certs[i].key);
 		}
+		/* each configured pair alone first, so an error names its line */
+		if (i >= 0 && cert_pair_check(c, i, err, errlen) != 0)
+			goto fail;
 		if ((cert = read_file(path, err, errlen)) == NULL)
 			goto fail;
 		if ((key = read_file(kpath, err, errlen)) == NULL) {
@@ -379,18 +449,39 @@ metrics(struct evbuffer *out, void *arg)
 #undef G
 		for (j = 0; j < 6; j++)
 			st[j] += json_integer_value(json_array_get(json_object_get(s, "status"), j));
-		json_object_foreach(json_object_get(s, "sandboxes"), k, v) {
+		/* each worker's counters of each sandbox, summed: a key of
+		 * their own for the inner loop (reusing the outer one ended
+		 * it after each worker's first sandbox) */
+		json_object_foreach(json_object_get(s, "sandbox_metrics"), k, v) {
 			json_t *acc = json_object_get(sbs, k);
+			const char *f;
 
 			if (acc == NULL) {
-				acc = json_pack("{s:I,s:I,s:I,s:I}", "requests", (json_int_t)0,
-				    "conns", (json_int_t)0, "bytes_in", (json_int_t)0,
-				    "bytes_out", (json_int_t)0);
+				acc = json_pack("{s:I,s:I,s:I,s:I,s:[I,I,I,I,I,I]}",
+				    "requests", (json_int_t)0, "conns", (json_int_t)0,
+				    "bytes_in", (json_int_t)0, "bytes_out", (json_int_t)0,
+				    "status", (json_int_t)0, (json_int_t)0, (json_int_t)0,
+				    (json_int_t)0, (json_int_t)0, (json_int_t)0);
 				json_object_set_new(sbs, k, acc);
 			}
-			json_object_foreach(v, k, x)
-				json_object_set_new(acc, k, json_integer(
-				    json_integer_value(json_object_get(acc, k)) + json_integer_value(x)));
+			/* connections bound now: from the activity counters */
+			x = json_object_get(json_object_get(json_object_get(s,
+			    "sandboxes"), k), "conns");
+			json_integer_set(json_object_get(acc, "conns"),
+			    json_integer_value(json_object_get(acc, "conns")) +
+			    json_integer_value(x));
+			json_object_foreach(v, f, x) {
+				json_t *a = json_object_get(acc, f);
+
+				if (json_is_integer(x) && json_is_integer(a))
+					json_integer_set(a, json_integer_value(a) +
+					    json_integer_value(x));
+				for (j = 0; json_is_array(x) && json_is_array(a) &&
+				    j < (int)json_array_size(a); j++)
+					json_integer_set(json_array_get(a, j),
+					    json_integer_value(json_array_get(a, j)) +
+					    json_integer_value(json_array_get(x, j)));
+			}
 		}
 	}
 	evbuffer_add_printf(out,
@@ -449,7 +540,24 @@ metrics(struct evbuffer *out, void *arg)
 	json_object_foreach(sbs, k, v)
 		evbuffer_add_printf(out, "berth_sandbox_connections{sandbox=\"%s\"} %lld\n",
 		    k, (long long)json_integer_value(json_object_get(v, "conns")));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_responses_total Responses per sandbox, by status class.\n"
+	    "# TYPE berth_sandbox_responses_total counter\n");
+	json_object_foreach(sbs, k, v)
+		for (j = 1; j <= 5; j++)
+			evbuffer_add_printf(out, "berth_sandbox_responses_total{sandbox=\"%s\","
+			    "code=\"%dxx\"} %lld\n", k, j, (long long)json_integer_value(
+			    json_array_get(json_object_get(v, "status"), j)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_bytes_total Bytes per sandbox (in: from clients).\n"
+	    "# TYPE berth_sandbox_bytes_total counter\n");
+	json_object_foreach(sbs, k, v)
+		evbuffer_add_printf(out, "berth_sandbox_bytes_total{sandbox=\"%s\",direction=\"in\"} %lld\n"
+		    "berth_sandbox_bytes_total{sandbox=\"%s\",direction=\"out\"} %lld\n",
+		    k, (long long)json_integer_value(json_object_get(v, "bytes_in")),
+		    k, (long long)json_integer_value(json_object_get(v, "bytes_out")));
 	json_decref(sbs);
+	wake_metrics(out);
 	px_fleet_metrics(out);
 }
 
@@ -473,10 +581,110 @@ announce_ready(void)
 	log_info("ready: %s workers %d", buf, P.nslots);
 }
 
+/*
+ * Wake metrics. The parent sees each wake once, however many workers
+ * asked for it: it begins in handle_wake and ends in send_woken.
+ */
+static const double wake_le[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
+#define WAKE_NLE (sizeof(wake_le) / sizeof(wake_le[0]))
+static struct {
+	json_t		*t0;		/* sandbox id -> ms its wake began */
+	json_t		*per;		/* sandbox id -> [wakes, failures] */
+	unsigned long long le[WAKE_NLE + 1], count;
+	double		 sum;		/* seconds */
+} W;
+
+static long long
+mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void
+wake_begins(const char *id)
+{
+	if (W.t0 == NULL)
+		W.t0 = json_object();
+	if (json_object_get(W.t0, id) == NULL)
+		json_object_set_new(W.t0, id, json_integer(mono_ms()));
+}
+
+/* A wake of id ended; one that never began is a failure to begin. */
+static void
+wake_ends(const char *id, int ok)
+{
+	json_t *t0 = W.t0 ? json_object_get(W.t0, id) : NULL, *c;
+	size_t i;
+
+	if (ok && t0 == NULL)
+		return;		/* it was running: no wake */
+	if (W.per == NULL)
+		W.per = json_object();
+	if ((c = json_object_get(W.per, id)) == NULL) {
+		c = json_pack("[I,I]", (json_int_t)0, (json_int_t)0);
+		json_object_set_new(W.per, id, c);
+	}
+	json_integer_set(json_array_get(c, !ok), 1 +
+	    json_integer_value(json_array_get(c, !ok)));
+	if (ok) {
+		double secs = (double)(mono_ms() - json_integer_value(t0)) / 1000;
+
+		for (i = 0; i < WAKE_NLE && secs > wake_le[i]; i++)
+			;
+		W.le[i]++;
+		W.count++;
+		W.sum += secs;
+	}
+	if (t0 != NULL)
+		json_object_del(W.t0, id);
+}
+
+static void
+wake_metrics(struct evbuffer *out)
+{
+	unsigned long long cum = 0;
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_wakes_total Wakes on request that ended with the "
+	    "sandbox running.\n# TYPE berth_sandbox_wakes_total counter\n");
+	if (W.per != NULL)
+		json_object_foreach(W.per, k, v)
+			evbuffer_add_printf(out, "berth_sandbox_wakes_total{sandbox=\"%s\"} "
+			    "%lld\n", k, (long long)json_integer_value(json_array_get(v, 0)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_wake_failures_total Wakes on request that failed "
+	    "(the parked requests got 503).\n"
+	    "# TYPE berth_sandbox_wake_failures_total counter\n");
+	if (W.per != NULL)
+		json_object_foreach(W.per, k, v)
+			evbuffer_add_printf(out, "berth_sandbox_wake_failures_total{sandbox="
+			    "\"%s\"} %lld\n", k,
+			    (long long)json_integer_value(json_array_get(v, 1)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_wake_duration_seconds How long successful wakes on request "
+	    "took, from the first request parked to the sandbox running.\n"
+	    "# TYPE berth_wake_duration_seconds histogram\n");
+	for (i = 0; i < WAKE_NLE; i++) {
+		cum += W.le[i];
+		evbuffer_add_printf(out, "berth_wake_duration_seconds_bucket{le=\"%g\"} "
+		    "%llu\n", wake_le[i], cum);
+	}
+	evbuffer_add_printf(out, "berth_wake_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+	    "berth_wake_duration_seconds_sum %.3f\n"
+	    "berth_wake_duration_seconds_count %llu\n", W.count, W.sum, W.count);
+}
+
 /* Tells every worker how a wake of sandbox id ended. */
 static void
 send_woken(const char *id, int ok, const char *reason)
 {
+	wake_ends(id, ok);
 	send_all(json_pack("{s:s,s:s,s:b,s:s?}", "type", "woken", "sandbox", id,
 	    "ok", ok, "reason", reason));
 }
@@ -536,7 +744,8 @@ handle_wake(const char *id)
 		return;
 	}
 	if (px_vm_enabled()) {
-		px_vm_wake(id);		/* answers through vm_woken() */
+		wake_begins(id);
+		px_vm_wake(id);		/* answers through send_woken() */
 		return;
 	}
 	snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM to resume it",
@@ -835,6 +1044,57 @@ open_access_log(const struct px_config *c)
 	return fd;
 }
 
+static int
+str_changed(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a != NULL && strcmp(a, b) != 0);
+}
+
+/*
+ * Directives a reload cannot apply (what they set up exists once, from
+ * the start: the control listener, the VMM manager, the egress table and
+ * resolver, the workers' user): each changed one is named, so nobody
+ * believes it took effect. nc is the new configuration.
+ */
+static void
+reload_warnings(const struct px_config *nc)
+{
+	const struct px_config *oc = &P.cfg;
+	char names[512] = "";
+	int i, dns;
+
+#define CHANGED(name, cond) do {					\
+	if (cond) {							\
+		size_t _n = strlen(names);				\
+		snprintf(names + _n, sizeof(names) - _n, "%s%s",	\
+		    _n ? ", " : "", name);				\
+	}								\
+} while (0)
+	CHANGED("user", str_changed(nc->user, oc->user));
+	CHANGED("vmm", nc->vmm != oc->vmm);
+	CHANGED("vmm_backend", str_changed(nc->vmm_backend, oc->vmm_backend));
+	CHANGED("accel", nc->accel != oc->accel);
+	CHANGED("template", str_changed(nc->template_dir, oc->template_dir));
+	CHANGED("tap_prefix", str_changed(nc->tap_prefix, oc->tap_prefix));
+	CHANGED("vm_pool", strcmp(nc->vm_pool, oc->vm_pool) != 0);
+	CHANGED("vm_jail", nc->vm_jail != oc->vm_jail);
+	CHANGED("vm_uid_range", nc->vm_uid_base != oc->vm_uid_base ||
+	    nc->vm_uid_count != oc->vm_uid_count);
+	CHANGED("egress", nc->egress != oc->egress);
+	CHANGED("nflog_group", nc->nflog_group != oc->nflog_group);
+	for (i = 0, dns = nc->ndns != oc->ndns; !dns && i < nc->ndns; i++)
+		dns = strcmp(nc->dns_upstream[i], oc->dns_upstream[i]) != 0;
+	CHANGED("dns_upstream", dns);
+#undef CHANGED
+	if (str_changed(nc->control_listen, oc->control_listen))
+		log_warnx("SIGHUP: control_listen %s%s: the control listener is "
+		    "opened at start only; takes effect on restart",
+		    nc->control_listen ? nc->control_listen : "removed",
+		    oc->control_listen == NULL ? " added" : "");
+	if (names[0] != '\0')
+		log_warnx("SIGHUP: %s changed: takes effect on restart", names);
+}
+
 static void
 sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -866,6 +1126,7 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 		memcpy(nc.listen, P.cfg.listen, sizeof(nc.listen));
 		nc.nlisten = P.cfg.nlisten;
 		nc.workers = P.cfg.workers;
+		reload_warnings(&nc);
 	}
 	ensure_dev_cert(nc.domain);
 	if ((certs = load_certs(&nc, err, sizeof(err))) == NULL) {
@@ -996,10 +1257,17 @@ main(int argc, char **argv)
 				const char *f = j ? P.cfg.certs[i].key : P.cfg.certs[i].cert;
 
 				if (access(f, R_OK) != 0) {
-					fprintf(stderr, "berthd: %s: certificate %s: %s\n",
-					    cfgfile, f, strerror(errno));
+					fprintf(stderr, "berthd: %s:%d: certificate %s: %s\n",
+					    cfgfile, P.cfg.certs[i].line, f, strerror(errno));
 					return 1;
 				}
+			}
+		/* and that each pair loads: a certificate and its key */
+		OPENSSL_init_ssl(0, NULL);
+		for (i = 0; i < P.cfg.ncerts; i++)
+			if (cert_pair_check(&P.cfg, i, err, sizeof(err)) != 0) {
+				fprintf(stderr, "berthd: %s\n", err);
+				return 1;
 			}
 		if (P.cfg.fleet_etcd != NULL) {
 			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key };

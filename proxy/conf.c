@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 void
 px_config_defaults(struct px_config *c)
@@ -84,6 +85,8 @@ px_config_free(struct px_config *c)
 		free(c->certs[i].cert);
 		free(c->certs[i].key);
 	}
+	for (i = 0; i < c->nhost_suffix; i++)
+		free(c->host_suffix[i]);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -466,8 +469,9 @@ int
 px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 {
 	char line[4096];
-	int lineno = 0, listen_seen = 0;
+	int lineno = 0, listen_seen = 0, sfx_line[PX_MAX_HOST_SUFFIX];
 	int vm_lines[sizeof(vm_sizes) / sizeof(vm_sizes[0])] = { 0 };
+	struct stat st;
 	FILE *f;
 
 	px_config_defaults(c);
@@ -478,6 +482,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 	}
 	if ((f = fopen(file, "r")) == NULL) {
 		snprintf(err, errlen, "%s: %s", file, strerror(errno));
+		return -1;
+	}
+	/* a directory opens and reads as nothing: the defaults would serve
+	 * while the operator believes their file does */
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: %s", file, S_ISDIR(st.st_mode) ?
+		    "is a directory, not a configuration file" :
+		    "not a regular file");
+		fclose(f);
 		return -1;
 	}
 	c->file = strdup(file);
@@ -793,12 +806,27 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 		} else if (strncmp(argv[0], "fleet_", 6) == 0) {
 			if (fleet_directive(c, argc, argv, err, errlen, file, lineno) != 0)
 				goto fail;
+		} else if (strcmp(argv[0], "custom_host_suffix") == 0) {
+			const char *sfx;
+
+			NARGS(1);
+			sfx = argv[1][0] == '.' ? argv[1] + 1 : argv[1];
+			if (!px_valid_hostname(sfx, strlen(sfx)))
+				ERR("custom_host_suffix: '%s' is not a lower-case DNS name", argv[1]);
+			if (px_host_is_ip(sfx) || px_host_is_localhost(sfx))
+				ERR("custom_host_suffix: '%s' names addresses or loopback, not DNS names", argv[1]);
+			if (c->nhost_suffix >= PX_MAX_HOST_SUFFIX)
+				ERR("custom_host_suffix: at most %d", PX_MAX_HOST_SUFFIX);
+			if ((c->host_suffix[c->nhost_suffix] = strdup(sfx)) == NULL)
+				ERR("out of memory");
+			sfx_line[c->nhost_suffix++] = lineno;
 		} else if (strcmp(argv[0], "certificate") == 0) {
 			NARGS(2);
 			if (c->ncerts >= PX_MAX_CERTS)
 				ERR("too many certificates (max %d)", PX_MAX_CERTS);
 			c->certs[c->ncerts].cert = strdup(argv[1]);
 			c->certs[c->ncerts].key = strdup(argv[2]);
+			c->certs[c->ncerts].line = lineno;
 			c->ncerts++;
 		} else if (strcmp(argv[0], "timeout") == 0) {
 			unsigned *slot;
@@ -836,7 +864,26 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			ERR("unknown directive '%s'", argv[0]);
 		}
 	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s:%d: read error: %s", file, lineno + 1,
+		    strerror(errno));
+		goto fail;
+	}
 	fclose(f);
+	{
+		const char *d = c->domain;
+		int i;
+
+		/* names under berth's domain are berth's (<port>-<sandbox>) */
+		for (i = 0; i < c->nhost_suffix; i++)
+			if (strcmp(c->host_suffix[i], d) == 0 ||
+			    px_host_under(c->host_suffix[i], d)) {
+				snprintf(err, errlen, "%s:%d: custom_host_suffix: '%s' "
+				    "is inside berth's domain '%s', whose names are "
+				    "berth's", file, sfx_line[i], c->host_suffix[i], d);
+				return -1;
+			}
+	}
 	if (c->nlisten == 0) {
 		add_listen(c, 1, "127.0.0.1:8443");
 		add_listen(c, 0, "127.0.0.1:8080");

@@ -14,6 +14,7 @@
 
 #define PX_MAX_LISTEN	8
 #define PX_MAX_CERTS	32
+#define PX_MAX_HOST_SUFFIX 32
 
 /* px_listen.https: 0 plain HTTP (redirects), 1 HTTPS, PX_LISTEN_FLEET the
  * fleet's mutual-TLS listener (other hosts' edges forward to it). */
@@ -33,6 +34,7 @@ enum { PX_ACCEL_AUTO, PX_ACCEL_TCG, PX_ACCEL_KVM };
 struct px_certspec {
 	char		*cert;
 	char		*key;
+	int		 line;		/* of its directive, for errors */
 };
 
 struct px_config {
@@ -47,6 +49,10 @@ struct px_config {
 	char		*control_listen;	/* ADDR:PORT of the TLS control API, or NULL */
 	struct px_certspec certs[PX_MAX_CERTS];
 	int		 ncerts;
+	/* custom_host_suffix: the names under which a sandbox token may set
+	 * a port's custom host (none: only the admin token may) */
+	char		*host_suffix[PX_MAX_HOST_SUFFIX];
+	int		 nhost_suffix;
 	/* milliseconds */
 	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
 	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;

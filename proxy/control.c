@@ -6,7 +6,15 @@
  * sit behind a TLS listener. Requests are handled one at a time per
  * connection, synchronously (the store is local SQLite); pipelined
  * requests are answered in order. Everything a client sends is bounded:
- * head 16 KB, body 64 KB, 128 connections, 60 s idle.
+ * head 16 KB, body 64 KB, 60 s idle.
+ *
+ * Nobody on the network can lock ops out: the unix socket (ops, root)
+ * and the TCP listener have connection budgets of their own, a TCP
+ * client address holds at most CTL_MAX_PER_ADDR of the TCP ones, and a
+ * TCP connection must finish its TLS handshake within
+ * CTL_HANDSHAKE_SECS and then present a valid token in its first request
+ * within CTL_AUTH_SECS, or it is closed; a request refused with 401
+ * closes it too. Unauthenticated connections never hold a slot long.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
@@ -25,6 +33,7 @@
 #include <jansson.h>
 #include <openssl/ssl.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -42,7 +51,11 @@
 #include <unistd.h>
 
 #define CTL_MAX_HEAD		(16 * 1024)
-#define CTL_MAX_CONNS		128
+#define CTL_MAX_UNIX		256	/* connections on the unix socket (ops) */
+#define CTL_MAX_TCP		128	/* on the TCP listener, all clients */
+#define CTL_MAX_PER_ADDR	16	/* on the TCP listener, per address */
+#define CTL_HANDSHAKE_SECS	5	/* TCP: accept to TLS handshake done */
+#define CTL_AUTH_SECS		5	/* TCP: then to an authenticated request */
 #define CTL_IDLE_SECS		60
 #define CTL_MAX_SEGS		7
 #define CTL_MAX_AUTHZ		256	/* longer Authorization: 401 */
@@ -70,8 +83,11 @@ struct px_control {
 	struct event *accept_retry;
 	TAILQ_HEAD(, conn) conns;
 	int nconns;
+	int nconns_tcp;				/* of nconns, TCP ones */
 	unsigned long long responses[6];	/* by status class, [2]=2xx */
 	unsigned long long accept_errors;
+	/* TCP connections refused at accept or closed unauthenticated */
+	unsigned long long refused_budget, refused_addr, closed_deadline;
 };
 
 struct conn {
@@ -89,6 +105,9 @@ struct conn {
 	int waiting;		/* a lifecycle operation answers later */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
+	int authed;		/* TCP: a request of it carried a valid token */
+	struct event *deadline;	/* TCP: handshake, then authentication */
+	char addr[INET6_ADDRSTRLEN];	/* TCP: the client's address */
 	/* The Authorization header, captured while the head is parsed. */
 	char field[16];		/* current header name (prefix) */
 	size_t fieldlen;
@@ -693,7 +712,21 @@ h_metrics(struct req *r)
 		    "{class=\"%dxx\"} %llu\n", i, ctl->responses[i]);
 	evbuffer_add_printf(buf, "# HELP berth_control_connections Open "
 	    "control API connections.\n# TYPE berth_control_connections gauge\n"
-	    "berth_control_connections %d\n", ctl->nconns);
+	    "berth_control_connections %d\n"
+	    "# HELP berth_control_connections_by_listener Open control API "
+	    "connections by listener.\n"
+	    "# TYPE berth_control_connections_by_listener gauge\n"
+	    "berth_control_connections_by_listener{listener=\"unix\"} %d\n"
+	    "berth_control_connections_by_listener{listener=\"tcp\"} %d\n"
+	    "# HELP berth_control_refused_total TCP control connections refused "
+	    "at accept (budget, per-address cap) or closed unauthenticated "
+	    "(handshake or authentication deadline).\n"
+	    "# TYPE berth_control_refused_total counter\n"
+	    "berth_control_refused_total{reason=\"budget\"} %llu\n"
+	    "berth_control_refused_total{reason=\"address\"} %llu\n"
+	    "berth_control_refused_total{reason=\"deadline\"} %llu\n",
+	    ctl->nconns, ctl->nconns - ctl->nconns_tcp, ctl->nconns_tcp,
+	    ctl->refused_budget, ctl->refused_addr, ctl->closed_deadline);
 	len = evbuffer_get_length(buf);
 	respond(r->c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL,
 	    evbuffer_pullup(buf, -1), len, r->method == HTTP_HEAD);
@@ -883,6 +916,33 @@ template_field(struct req *r, json_t *obj, char *name, size_t namelen,
 	return 0;
 }
 
+/* Fleet mode: the id of the live host other than this one that holds
+ * sandbox id (malloc'd), or NULL. */
+static char *
+fleet_sandbox_owner(struct px_control *ctl, const char *id)
+{
+	json_t *doc, *sb;
+	const char *self, *h;
+	char *owner = NULL;
+	size_t i;
+
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet("sandboxes", ctl->hooks.arg)) == NULL)
+		return NULL;
+	self = json_string_value(json_object_get(doc, "self"));
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, sb) {
+		const char *sid = json_string_value(json_object_get(sb, "id"));
+
+		h = json_string_value(json_object_get(sb, "host"));
+		if (owner == NULL && sid != NULL && strcmp(sid, id) == 0 &&
+		    h != NULL && (self == NULL || strcmp(h, self) != 0) &&
+		    json_is_true(json_object_get(sb, "host_up")))
+			owner = strdup(h);
+	}
+	json_decref(doc);
+	return owner;
+}
+
 static void
 h_sandbox_create(struct req *r)
 {
@@ -897,6 +957,7 @@ h_sandbox_create(struct req *r)
 	const char *id, *addr, *mode, *const *f;
 	char err[256], buf[64], secret[PX_TOKEN_LEN + 1];
 	json_t *obj, *doc;
+	char *owner;
 	int rc, given;
 
 	memset(secret, 0, sizeof(secret));
@@ -909,6 +970,13 @@ h_sandbox_create(struct req *r)
 	}
 	if (check_sandbox_id(r, id) == -1)
 		goto out;
+	if ((owner = fleet_sandbox_owner(ctl, id)) != NULL) {
+		reply_error(r, 409, NULL, "id", "sandbox id '%s' belongs to fleet "
+		    "host %s, which is up: sandbox ids are unique in a fleet", id,
+		    owner);
+		free(owner);
+		goto out;
+	}
 	if ((rc = string_field(r, obj, "address", 0, &addr)) < 0)
 		goto out;
 	if (rc == 0 && ctl->hooks.vm_create == NULL) {
@@ -1159,13 +1227,58 @@ h_port_list(struct req *r, const char *id)
 	reply_json(r, 200, page_doc("ports", lc.array, &pg));
 }
 
-/* 0 if host may be a custom host name, else -1 after replying 400. */
+/* Fleet mode: 1 if a sandbox other than id, on another host, has host
+ * as a custom host (the store knows only this host's). */
 static int
-check_custom_host(struct req *r, const char *host)
+fleet_host_taken(struct px_control *ctl, const char *id, const char *host)
 {
+	json_t *doc, *sb, *p;
+	const char *self;
+	size_t i, j;
+	int taken = 0;
+
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet("sandboxes", ctl->hooks.arg)) == NULL)
+		return 0;
+	self = json_string_value(json_object_get(doc, "self"));
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, sb) {
+		const char *sid = json_string_value(json_object_get(sb, "id"));
+		const char *sh = json_string_value(json_object_get(sb, "host"));
+
+		/* this host's sandboxes are the store's to check */
+		if (sid == NULL || strcmp(sid, id) == 0 || sh == NULL ||
+		    (self != NULL && strcmp(sh, self) == 0))
+			continue;
+		json_array_foreach(json_object_get(sb, "ports"), j, p) {
+			const char *h = json_string_value(json_object_get(p, "host"));
+
+			if (h != NULL && strcmp(h, host) == 0)
+				taken = 1;
+		}
+	}
+	json_decref(doc);
+	return taken;
+}
+
+/*
+ * Whether host may be the custom host name of a port of sandbox id; 0, or
+ * -1 after replying 400 naming the rule it breaks. A custom host routes
+ * TLS clients to this sandbox, so it must be a DNS name that belongs to
+ * nobody else: no address or loopback name (a browser's own machine),
+ * nothing under berth's domain but this sandbox's <name>-<id> names,
+ * nothing another sandbox holds (the store refuses that, see
+ * h_port_put), and for a sandbox token only names under a suffix ops
+ * allow (custom_host_suffix). The admin token may pass the suffix rule,
+ * not the others.
+ */
+static int
+check_custom_host(struct req *r, const char *id, const char *host)
+{
+	const struct px_config *cf = r->c->ctl->hooks.config;
 	const char *domain = r->c->ctl->domain;
 	size_t hl = strlen(host), dl = strlen(domain);
-	char buf[80];
+	char buf[80], list[512];
+	int k;
 
 	if (!px_valid_hostname(host, hl)) {
 		reply_error(r, 400, NULL, "host", "not a valid host name: '%s' "
@@ -1173,16 +1286,56 @@ check_custom_host(struct req *r, const char *host)
 		    shown(buf, sizeof(buf), host));
 		return -1;
 	}
-	/* Names under berth's domain are generated (<port>-<sandbox>):
-	 * letting a custom name shadow them would hijack another route. */
-	if (dl > 0 && (strcmp(host, domain) == 0 || (hl > dl &&
-	    host[hl - dl - 1] == '.' && strcmp(host + hl - dl, domain) == 0))) {
-		reply_error(r, 400, NULL, "host", "'%s' is under berth's domain "
-		    "'%s', whose names are generated", shown(buf, sizeof(buf),
-		    host), domain);
+	if (px_host_is_ip(host)) {
+		reply_error(r, 400, NULL, "host", "'%s' is an IP address: custom "
+		    "hosts are DNS names only", shown(buf, sizeof(buf), host));
 		return -1;
 	}
-	return 0;
+	/* Names under berth's domain are berth's: <port>-<sandbox> for
+	 * every port, and <name>-<sandbox> that sandbox may take. Anything
+	 * else there would shadow, or squat, another sandbox's names. */
+	if (dl > 0 && (strcmp(host, domain) == 0 || px_host_under(host, domain))) {
+		if (px_host_own_name(host, domain, id))
+			return 0;
+		reply_error(r, 400, NULL, "host", "'%s' is under berth's domain "
+		    "'%s', where sandbox %s may only use <name>-%s.%s (a name "
+		    "of letters and digits, starting with a letter)",
+		    shown(buf, sizeof(buf), host), domain, id, id, domain);
+		return -1;
+	}
+	if (px_host_is_localhost(host)) {
+		reply_error(r, 400, NULL, "host", "'%s' is a localhost name (it "
+		    "means the client's own machine): custom hosts are names "
+		    "under allowed suffixes", shown(buf, sizeof(buf), host));
+		return -1;
+	}
+	if (fleet_host_taken(r->c->ctl, id, host)) {
+		reply_error(r, 400, NULL, "host", "'%s' is held by another "
+		    "sandbox (on another fleet host)", shown(buf, sizeof(buf), host));
+		return -1;
+	}
+	if (r->auth.admin)
+		return 0;
+	for (k = 0; cf != NULL && k < cf->nhost_suffix; k++)
+		if (px_host_under(host, cf->host_suffix[k]))
+			return 0;
+	if (cf == NULL || cf->nhost_suffix == 0) {
+		reply_error(r, 400, NULL, "host", "'%s': berth.conf allows no "
+		    "custom host suffix (custom_host_suffix), so only the admin "
+		    "token may set custom hosts", shown(buf, sizeof(buf), host));
+		return -1;
+	}
+	list[0] = '\0';
+	for (k = 0; k < cf->nhost_suffix; k++) {
+		size_t n = strlen(list);
+
+		snprintf(list + n, sizeof(list) - n, "%s*.%s", k ? ", " : "",
+		    cf->host_suffix[k]);
+	}
+	reply_error(r, 400, NULL, "host", "'%s' is not under a suffix ops "
+	    "allow for custom hosts (custom_host_suffix): %s",
+	    shown(buf, sizeof(buf), host), list);
+	return -1;
 }
 
 static void
@@ -1253,12 +1406,24 @@ h_port_put(struct req *r, const char *id, uint16_t port)
 	if (has_host) {
 		if (host == NULL || host[0] == '\0')
 			p.custom_host[0] = '\0';
-		else if (check_custom_host(r, host) == -1)
+		else if (check_custom_host(r, id, host) == -1)
 			goto out;
 		else
 			snprintf(p.custom_host, sizeof(p.custom_host), "%s", host);
 	}
 	rc = px_store_port_set(ctl->store, &p, &created, err, sizeof(err));
+	if (rc == PX_STORE_CONFLICT && r->auth.admin) {
+		/* the one conflict a port has: its custom host is taken */
+		reply_error(r, 400, NULL, "host", "%s: a sandbox may not take "
+		    "another's host", err);
+		goto out;
+	}
+	if (rc == PX_STORE_CONFLICT) {
+		/* a sandbox token learns no other sandbox's name */
+		reply_error(r, 400, NULL, "host", "'%s' is held by another "
+		    "sandbox", shown(buf, sizeof(buf), p.custom_host));
+		goto out;
+	}
 	if (rc != PX_STORE_OK) {
 		reply_store(r, rc, "host", err);
 		goto out;
@@ -3168,13 +3333,18 @@ authenticate(struct req *r)
 	char err[256];
 	const char *v;
 	size_t len;
-	int rc, i;
+	int rc, i, was_closing;
 
 	memset(&r->auth, 0, sizeof(r->auth));
 	if (!c->tcp) {
 		r->auth.admin = 1;
 		return 0;
 	}
+	/* a TCP connection that fails to authenticate is closed after the
+	 * answer: guessing tokens costs a connection each time, and no
+	 * unauthenticated connection keeps a slot */
+	was_closing = c->closing;
+	c->closing = 1;
 	if (c->authz_bad) {
 		reply_401(r, "malformed Authorization header");
 		return -1;
@@ -3221,6 +3391,11 @@ authenticate(struct req *r)
 		reply_401(r, "unknown or revoked token");
 		return -1;
 	}
+	c->closing = was_closing;
+	if (!c->authed) {
+		c->authed = 1;
+		evtimer_del(c->deadline);
+	}
 	return 0;
 }
 
@@ -3247,6 +3422,10 @@ conn_free(struct conn *c)
 
 	TAILQ_REMOVE(&ctl->conns, c, entry);
 	ctl->nconns--;
+	if (c->tcp)
+		ctl->nconns_tcp--;
+	if (c->deadline != NULL)
+		event_free(c->deadline);
 	bufferevent_free(c->bev);
 	evbuffer_free(c->url);
 	evbuffer_free(c->body);
@@ -3370,8 +3549,15 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 
-	if (what & BEV_EVENT_CONNECTED)
-		return;		/* TLS handshake done */
+	if (what & BEV_EVENT_CONNECTED) {
+		/* TLS handshake done: now the first request's turn */
+		if (c->tcp && !c->authed) {
+			struct timeval tv = { CTL_AUTH_SECS, 0 };
+
+			evtimer_add(c->deadline, &tv);
+		}
+		return;
+	}
 	if ((what & BEV_EVENT_TIMEOUT) && !c->closing &&
 	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
 		/* a request started and stalled: say so, then close */
@@ -3512,19 +3698,65 @@ static const struct http_parser_settings parser_settings = {
 
 /* ---- listener ---- */
 
+/* A TCP connection missed its handshake or authentication deadline. */
 static void
-accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
+conn_deadline(evutil_socket_t fd, short what, void *arg)
 {
-	struct conn *c;
-	SSL *ssl;
+	struct conn *c = arg;
 
-	if (ctl->nconns >= CTL_MAX_CONNS || (c = calloc(1, sizeof(*c))) == NULL) {
+	if (c->authed)
+		return;
+	c->ctl->closed_deadline++;
+	conn_free(c);
+}
+
+static void
+accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
+    const struct sockaddr *sa)
+{
+	char addr[INET6_ADDRSTRLEN] = "";
+	struct conn *c, *o;
+	SSL *ssl;
+	int n = 0;
+
+	if (tcp) {
+		if (sa != NULL && sa->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->
+			    sin6_addr, addr, sizeof(addr));
+		else if (sa != NULL && sa->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->
+			    sin_addr, addr, sizeof(addr));
+		if (ctl->nconns_tcp >= CTL_MAX_TCP) {
+			ctl->refused_budget++;
+			evutil_closesocket(fd);
+			return;
+		}
+		/* at most CTL_MAX_TCP connections to compare: no index */
+		TAILQ_FOREACH(o, &ctl->conns, entry)
+			n += o->tcp && strcmp(o->addr, addr) == 0;
+		if (n >= CTL_MAX_PER_ADDR) {
+			ctl->refused_addr++;
+			evutil_closesocket(fd);
+			return;
+		}
+	} else if (ctl->nconns - ctl->nconns_tcp >= CTL_MAX_UNIX) {
+		evutil_closesocket(fd);
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		evutil_closesocket(fd);
 		return;
 	}
 	c->ctl = ctl;
 	c->serial = ++ctl->serial;
 	c->tcp = tcp;
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	if (tcp && (c->deadline = evtimer_new(ctl->base, conn_deadline, c)) ==
+	    NULL) {
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
 	c->url = evbuffer_new();
 	c->body = evbuffer_new();
 	if (tcp && ctl->ssl_ctx != NULL) {
@@ -3551,6 +3783,8 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 			evbuffer_free(c->url);
 		if (c->body)
 			evbuffer_free(c->body);
+		if (c->deadline)
+			event_free(c->deadline);
 		free(c);
 		return;
 	}
@@ -3558,6 +3792,14 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp)
 	c->parser.data = c;
 	TAILQ_INSERT_TAIL(&ctl->conns, c, entry);
 	ctl->nconns++;
+	if (tcp) {
+		/* TLS: the handshake first; plain TCP (tests): the request */
+		struct timeval tv = { ctl->ssl_ctx != NULL ?
+		    CTL_HANDSHAKE_SECS : CTL_AUTH_SECS, 0 };
+
+		ctl->nconns_tcp++;
+		evtimer_add(c->deadline, &tv);
+	}
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
 	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -3567,14 +3809,14 @@ static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
 {
-	accept_conn(arg, fd, 0);
+	accept_conn(arg, fd, 0, NULL);
 }
 
 static void
 accept_tcp_cb(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	accept_conn(arg, fd, 1);
+	accept_conn(arg, fd, 1, sa);
 }
 
 static void

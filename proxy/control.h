@@ -82,7 +82,11 @@
  *   PUT    /v1/sandboxes/{id}/ports/{port}  201 created / 200 updated, port;
  *          body optional {"host_header","visibility","host"}: a field left
  *          out keeps its current value (defaults preserve / public / none
- *          on create), "host": null or "" removes the custom host
+ *          on create), "host": null or "" removes the custom host. A
+ *          custom host is a DNS name: no IP address, no localhost name,
+ *          under the domain only <name>-<id>.<domain>, held by no other
+ *          sandbox, and for a sandbox token under a custom_host_suffix;
+ *          else 400 naming the rule
  *   DELETE /v1/sandboxes/{id}/ports/{port}  204
  *   GET    /v1/ports                        {"ports":[port...]}
  *   GET    /v1/fleet/hosts                  fleet mode: {"self","etcd","hosts":[...]}

@@ -4,7 +4,9 @@
  * a put sees it; a second one carries the watch stream. The watch only
  * says "something changed": the answer is always a full read of the
  * prefix (small: a few keys per host and sandbox), which never needs
- * deltas, revisions or compaction handling to be right.
+ * deltas or compaction handling to be right. A watch starts from the
+ * revision after the last full read, so a change between the read and
+ * the watch is not left for the next tick.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "fleet.h"
@@ -47,6 +49,8 @@ static struct {
 	json_t		*sbs;			/* "<host>/<id>" -> value, from etcd */
 	json_t		*desired;		/* id -> sandbox: this host's store */
 	json_t		*known;			/* id -> sandbox: what etcd holds of ours */
+	json_t		*clashes;		/* id -> host: an id clash logged */
+	long long	 rev;			/* etcd revision of the last full read */
 	long long	 started;
 	int		 stopping;
 } F;
@@ -253,11 +257,11 @@ granted(json_t *j, void *arg)
 	log_info("fleet: registered host %s (lease %s, TTL %u s, fleet %s, edge %s)",
 	    F.host, F.lease, (F.ttl_ms + 999) / 1000, F.fleet, F.edge);
 	put(key_of("hosts", F.host, NULL), host_value(), 1);
-	/* reconcile: everything ours is put again, stale keys go (refresh) */
+	/* reconcile: everything ours is put again, stale keys go (refresh);
+	 * the read's answer starts the watch at its revision */
 	json_object_clear(F.known);
 	publish();
 	refresh();
-	watch_start();
 }
 
 static void
@@ -357,13 +361,37 @@ px_fleet_routes(json_t *msg)
 	json_decref(F.desired);
 	F.desired = want;
 	publish();
-	/* the others' sandboxes: first host wins an id clash, ours always */
+	/* the hosts whose fleet certificates the fleet listener accepts:
+	 * those holding a live lease */
+	{
+		json_t *hl = json_array();
+
+		json_object_foreach(F.hosts, key, v)
+			if (strcmp(key, F.host) != 0)
+				json_array_append_new(hl, json_string(key));
+		json_object_set_new(r, "fleet_hosts", hl);
+	}
+	/* the others' sandboxes: first host wins an id clash, ours always
+	 * (the control API refuses to create an id a live host holds; a
+	 * clash that happened anyway is logged once) */
 	have = json_object();
 	json_object_foreach(F.sbs, key, v) {
 		const char *host = json_string_value(json_object_get(v, "host"));
 		json_t *s = json_object_get(v, "sandbox"), *h;
 		const char *id = json_string_value(json_object_get(s, "id"));
 
+		if (host != NULL && id != NULL && strcmp(host, F.host) != 0 &&
+		    json_object_get(want, id) != NULL &&
+		    json_object_get(F.hosts, host) != NULL) {
+			if (F.clashes == NULL)
+				F.clashes = json_object();
+			if (json_object_get(F.clashes, id) == NULL) {
+				log_warnx("fleet: sandbox %s is also published by host %s, "
+				    "which is up: this host serves its own, other edges "
+				    "may not", id, host);
+				json_object_set_new(F.clashes, id, json_string(host));
+			}
+		}
 		if (host == NULL || id == NULL || strcmp(host, F.host) == 0 ||
 		    json_object_get(want, id) != NULL || json_object_get(have, id) != NULL)
 			continue;
@@ -390,6 +418,17 @@ ranged(json_t *j, void *arg)
 	F.refreshing = 0;
 	if (j == NULL)
 		return;
+	{
+		json_t *rv = json_object_get(json_object_get(j, "header"), "revision");
+		long long v = json_is_string(rv) ? atoll(json_string_value(rv)) :
+		    json_integer_value(rv);
+
+		if (v > 0)
+			F.rev = v;
+	}
+	/* a watch from this read's revision on: nothing that changed after
+	 * the read is missed until the next tick */
+	watch_start();
 	hosts = json_object();
 	sbs = json_object();
 	json_array_foreach(json_object_get(j, "kvs"), i, kv) {
@@ -473,6 +512,13 @@ watch_chunk(struct evhttp_request *req, void *arg)
 		log_debug("fleet: watch event");
 		refresh();
 	}
+	/* etcd cancels a watch whose start revision was compacted: read
+	 * again, and the next watch starts from that read */
+	if (evbuffer_search(b, "\"canceled\":true", 15, NULL).pos >= 0) {
+		log_debug("fleet: watch canceled");
+		F.rev = 0;
+		refresh();
+	}
 	/* keep a tail: the word may straddle two chunks */
 	if (n > 16)
 		evbuffer_drain(b, n - 16);
@@ -506,6 +552,15 @@ watch_start(void)
 	e = b64(b);
 	body = json_pack("{s:{s:s,s:s}}", "create_request", "key", k ? k : "",
 	    "range_end", e ? e : "");
+	if (F.rev > 0) {
+		char rv[24];
+
+		/* from just after the last full read: the changes between
+		 * that read and this watch are delivered too */
+		snprintf(rv, sizeof(rv), "%lld", F.rev + 1);
+		json_object_set_new(json_object_get(body, "create_request"),
+		    "start_revision", json_string(rv));
+	}
 	free(k);
 	free(e);
 	if ((F.wreq = evhttp_request_new(watch_done, NULL)) != NULL) {

@@ -69,6 +69,41 @@ static const struct {
 };
 #undef HOP
 
+/* Request headers berthd writes itself for the guest (forwarding). */
+static const struct {
+	const char	*name;
+	size_t		 len;
+} own_headers[] = {
+	{ "x-forwarded-for", 15 }, { "x-forwarded-proto", 17 },
+	{ "x-forwarded-host", 16 }, { "x-forwarded-port", 16 },
+	{ "x-request-id", 12 },
+};
+
+/*
+ * 1 if the field name differs from name[0..len) only by '_' where name
+ * has '-' (at least once): "Transfer_Encoding". CGI, WSGI and PHP map
+ * both '-' and '_' to '_', so an application behind such a gateway reads
+ * the look-alike as the real header berthd framed the request without.
+ */
+static int
+lookalike(const struct px_hdr *f, const char *name, size_t len)
+{
+	size_t i;
+	int us = 0;
+
+	if (f->nlen != len)
+		return 0;
+	for (i = 0; i < len; i++) {
+		char c = f->name[i];
+
+		if (c == '_' && name[i] == '-')
+			us = 1;
+		else if ((c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c) != name[i])
+			return 0;
+	}
+	return us;
+}
+
 static int
 hop_header(const struct px_hdr *f)
 {
@@ -268,6 +303,46 @@ parse_cl(const char *v, size_t n, int64_t *out)
 
 #define FAIL(st, w) do { *status = (st); *why = (w); return -1; } while (0)
 
+/*
+ * Absolute-form (RFC 9112 3.2.2), which a server must accept:
+ * "http[s]://authority/path". Accepted when its authority is the Host
+ * header's value (berthd then checks Host against the TLS name); the
+ * target becomes the origin-form path, which is what goes upstream.
+ * Returns 0 when the target is not absolute-form (the caller goes on)
+ * or was rewritten, -1 with *status and *why when it is refused.
+ */
+static int
+absolute_form(struct px_head *h, int *status, const char **why)
+{
+	const char *t = h->target, *a, *e, *end = t + h->target_len;
+	size_t skip;
+
+	if (h->target_len > 7 && strncasecmp(t, "http://", 7) == 0)
+		skip = 7;
+	else if (h->target_len > 8 && strncasecmp(t, "https://", 8) == 0)
+		skip = 8;
+	else
+		return 0;
+	a = t + skip;
+	for (e = a; e < end && *e != '/' && *e != '?' && *e != '#'; e++)
+		;
+	if (memchr(a, '@', (size_t)(e - a)) != NULL)
+		FAIL(400, "user information in the request target");
+	if (h->host == NULL || (size_t)(e - a) != h->host->vlen ||
+	    strncasecmp(a, h->host->value, h->host->vlen) != 0)
+		FAIL(400, "the request target's authority is not the Host header");
+	if (e == end) {
+		h->target = "/";
+		h->target_len = 1;
+	} else if (*e != '/') {
+		FAIL(400, "absolute-form request target without a path");
+	} else {
+		h->target = e;
+		h->target_len = (size_t)(end - e);
+	}
+	return 0;
+}
+
 static int
 semantics(struct px_head *h, int *status, const char **why)
 {
@@ -309,6 +384,21 @@ semantics(struct px_head *h, int *status, const char **why)
 			expect = f;
 		}
 		f->hop = hop_header(f);
+		if (h->request && memchr(f->name, '_', f->nlen) != NULL) {
+			size_t k;
+
+			/* Refused, not dropped: no client has a reason to
+			 * send one, and the request it came with was built to
+			 * be read two ways; a 400 shows it. */
+			for (k = 0; k < sizeof(hop_headers) / sizeof(hop_headers[0]); k++)
+				if (lookalike(f, hop_headers[k].name, hop_headers[k].len))
+					FAIL(400, "header name with '_' for '-' of a "
+					    "framing or hop-by-hop header");
+			/* dropped: berthd writes these itself */
+			for (k = 0; k < sizeof(own_headers) / sizeof(own_headers[0]); k++)
+				if (lookalike(f, own_headers[k].name, own_headers[k].len))
+					f->hop = 1;
+		}
 	}
 	/* Headers the Connection header names are hop-by-hop too. */
 	for (i = 0; i < h->nhdr; i++) {
@@ -359,9 +449,22 @@ semantics(struct px_head *h, int *status, const char **why)
 		FAIL(400, "missing Host header");
 	if (h->method == HTTP_CONNECT)
 		FAIL(405, "CONNECT is not supported");
+	if (h->target[0] != '/' && absolute_form(h, status, why) != 0)
+		return -1;
 	if (h->target[0] != '/' &&
 	    !(h->method == HTTP_OPTIONS && h->target_len == 1 && h->target[0] == '*'))
 		FAIL(400, "request target must be a path");
+	{
+		const char *q = memchr(h->target, '?', h->target_len);
+		size_t plen = q ? (size_t)(q - h->target) : h->target_len, k;
+
+		/* a NUL in a path ends a C string early: the name a guest
+		 * opens is not the one its checks saw */
+		for (k = 0; k + 2 < plen; k++)
+			if (h->target[k] == '%' && h->target[k + 1] == '0' &&
+			    h->target[k + 2] == '0')
+				FAIL(400, "percent-encoded NUL (%00) in the path");
+	}
 	if (expect != NULL) {
 		if (!memcaseeq(expect->value, expect->vlen, "100-continue"))
 			FAIL(417, "unsupported Expect");
@@ -393,6 +496,10 @@ px_head_parse(struct px_head *h, const char *buf, size_t len, int *status,
 		if (nl == NULL) {
 			if (memchr(buf + pos, '\0', lim - pos) != NULL)
 				FAIL(h->request ? 400 : 502, "NUL byte in the head");
+			/* an endless start line is a malformed one, not a
+			 * large head */
+			if (pos == 0 && h->request && lim > PX_REQLINE_MAX)
+				FAIL(400, "request line too long");
 			if (len >= PX_HEAD_MAX)
 				FAIL(big, "head too large");
 			h->scanned = pos;
@@ -409,6 +516,11 @@ px_head_parse(struct px_head *h, const char *buf, size_t len, int *status,
 			break;
 		}
 		if (pos == 0) {
+			if (h->request && n > PX_REQLINE_MAX)
+				FAIL(400, "request line too long");
+			/* HTTP/2's connection preface: berthd speaks 1.1 here */
+			if (h->request && n == 14 && memcmp(buf, "PRI * HTTP/2.0", 14) == 0)
+				FAIL(400, "HTTP/2 connection preface on an HTTP/1.1 connection");
 			if ((h->request ? lex_request_line(buf, n) :
 			    lex_status_line(buf, n)) != 0)
 				FAIL(h->request ? 400 : 502,
@@ -511,8 +623,21 @@ px_head_keepalive(const struct px_head *h)
 
 /* chunked decoder states */
 enum {
-	CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF,
+	CH_SIZE, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF,
 	CH_TRAILER, CH_TRAILER_LF, CH_END_LF, CH_DONE,
+	/* chunk extensions, RFC 9112 7.1.1:
+	 *   chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] )
+	 *   name = token, value = token / quoted-string */
+	CH_SIZE_WS,	/* BWS after the size: ';' must follow */
+	CH_EXT_NAME0,	/* after ';': BWS, then a token */
+	CH_EXT_NAME,	/* in the name */
+	CH_EXT_NAME_WS,	/* BWS after the name: '=' or ';' must follow */
+	CH_EXT_VAL0,	/* after '=': BWS, then a token or a quote */
+	CH_EXT_TOKEN,	/* in a token value */
+	CH_EXT_QUOTED,	/* in a quoted-string */
+	CH_EXT_QPAIR,	/* after '\\' in it */
+	CH_EXT_VAL_WS,	/* BWS after a value: ';' must follow */
+	CH_EXT_END,	/* right after a closing quote */
 };
 
 void
@@ -541,6 +666,90 @@ hexval(unsigned char c)
 
 #define CFAIL(w) do { *why = (w); return -1; } while (0)
 
+/* One byte of a chunk's extensions (berthd drops them when it
+ * re-frames, but a peer that writes them off the grammar is one the
+ * next hop may read differently). */
+static int
+chunk_ext(struct px_chunk *c, unsigned char ch, const char **why)
+{
+	int ws = ch == ' ' || ch == '\t';
+
+	switch (c->state) {
+	case CH_SIZE_WS:
+		if (ch == ';')
+			c->state = CH_EXT_NAME0;
+		else if (!ws)
+			CFAIL("invalid byte after chunk size");
+		return 0;
+	case CH_EXT_NAME0:
+		if (tchar[ch])
+			c->state = CH_EXT_NAME;
+		else if (!ws)
+			CFAIL("chunk extension without a name");
+		return 0;
+	case CH_EXT_NAME:
+		if (tchar[ch])
+			return 0;
+		break;
+	case CH_EXT_NAME_WS:
+		if (ws)
+			return 0;
+		if (ch == '=')
+			c->state = CH_EXT_VAL0;
+		else if (ch == ';')
+			c->state = CH_EXT_NAME0;
+		else
+			CFAIL("invalid byte in a chunk extension");
+		return 0;
+	case CH_EXT_VAL0:
+		if (ch == '"')
+			c->state = CH_EXT_QUOTED;
+		else if (tchar[ch])
+			c->state = CH_EXT_TOKEN;
+		else if (!ws)
+			CFAIL("chunk extension without a value after '='");
+		return 0;
+	case CH_EXT_TOKEN:
+		if (tchar[ch])
+			return 0;
+		break;
+	case CH_EXT_QUOTED:
+		/* qdtext: HTAB, SP, 0x21, 0x23-0x5B, 0x5D-0x7E, obs-text */
+		if (ch == '"')
+			c->state = CH_EXT_END;
+		else if (ch == '\\')
+			c->state = CH_EXT_QPAIR;
+		else if (!(ws || ch == 0x21 || (ch >= 0x23 && ch != 0x7f)))
+			CFAIL("invalid byte in a chunk extension's quoted value");
+		return 0;
+	case CH_EXT_QPAIR:
+		if (!(ws || (ch >= 0x21 && ch != 0x7f)))
+			CFAIL("invalid byte in a chunk extension's quoted value");
+		c->state = CH_EXT_QUOTED;
+		return 0;
+	case CH_EXT_VAL_WS:
+		if (ch == ';')
+			c->state = CH_EXT_NAME0;
+		else if (!ws)
+			CFAIL("invalid byte in a chunk extension");
+		return 0;
+	case CH_EXT_END:
+		break;
+	}
+	/* after a name, a token value or a closing quote */
+	if (ch == '\r')
+		c->state = CH_SIZE_LF;
+	else if (ch == ';')
+		c->state = CH_EXT_NAME0;
+	else if (ch == '=' && c->state == CH_EXT_NAME)
+		c->state = CH_EXT_VAL0;
+	else if (ws)
+		c->state = c->state == CH_EXT_NAME ? CH_EXT_NAME_WS : CH_EXT_VAL_WS;
+	else
+		CFAIL("invalid byte in a chunk extension");
+	return 0;
+}
+
 ssize_t
 px_chunk_step(struct px_chunk *c, const char *in, size_t len, size_t *dlen,
     const char **why)
@@ -563,7 +772,10 @@ px_chunk_step(struct px_chunk *c, const char *in, size_t len, size_t *dlen,
 			} else if (c->digits == 0) {
 				CFAIL("invalid chunk size");
 			} else if (ch == ';') {
-				c->state = CH_EXT;
+				c->state = CH_EXT_NAME0;
+				c->linelen = 0;
+			} else if (ch == ' ' || ch == '\t') {
+				c->state = CH_SIZE_WS;
 				c->linelen = 0;
 			} else if (ch == '\r') {
 				c->state = CH_SIZE_LF;
@@ -572,16 +784,20 @@ px_chunk_step(struct px_chunk *c, const char *in, size_t len, size_t *dlen,
 			}
 			i++;
 			break;
-		case CH_EXT:
-			if (ch == '\r') {
-				c->state = CH_SIZE_LF;
-			} else if (ch == '\t' || (ch >= 0x20 && ch < 0x7f) ||
-			    ch >= 0x80) {
-				if (++c->linelen > PX_CHUNK_EXT_MAX)
-					CFAIL("chunk extension too long");
-			} else {
-				CFAIL("control byte in a chunk extension");
-			}
+		case CH_SIZE_WS:
+		case CH_EXT_NAME0:
+		case CH_EXT_NAME:
+		case CH_EXT_NAME_WS:
+		case CH_EXT_VAL0:
+		case CH_EXT_TOKEN:
+		case CH_EXT_QUOTED:
+		case CH_EXT_QPAIR:
+		case CH_EXT_VAL_WS:
+		case CH_EXT_END:
+			if (++c->linelen > PX_CHUNK_EXT_MAX)
+				CFAIL("chunk extension too long");
+			if (chunk_ext(c, ch, why) != 0)
+				return -1;
 			i++;
 			break;
 		case CH_SIZE_LF:
@@ -653,4 +869,89 @@ px_chunk_step(struct px_chunk *c, const char *in, size_t len, size_t *dlen,
 		}
 	}
 	return (ssize_t)i;
+}
+
+static int
+lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* 1 if the query parameter name s[0..n), percent-decoded, is name
+ * (ASCII case ignored). Decoded again while that changes it (a few
+ * rounds): an application that decodes twice must not see name either. */
+static int
+param_name_is(const char *s, size_t n, const char *name)
+{
+	char buf[256];
+	size_t i, o, nl = strlen(name);
+	int round, changed = 1;
+
+	if (n >= sizeof(buf))
+		return 0;
+	memcpy(buf, s, n);
+	for (round = 0; round < 4 && changed && n > nl; round++) {
+		changed = 0;
+		for (i = o = 0; i < n; o++) {
+			int hi, lo;
+
+			if (buf[i] == '%' && i + 2 < n &&
+			    (hi = hexval((unsigned char)buf[i + 1])) >= 0 &&
+			    (lo = hexval((unsigned char)buf[i + 2])) >= 0) {
+				buf[o] = (char)(hi << 4 | lo);
+				i += 3;
+				changed = 1;
+			} else {
+				buf[o] = buf[i++];
+			}
+		}
+		n = o;
+	}
+	if (n != nl)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (lower((unsigned char)buf[i]) != lower((unsigned char)name[i]))
+			return 0;
+	return 1;
+}
+
+size_t
+px_target_strip_param(const char *t, size_t len, const char *name, char *out,
+    int *removed)
+{
+	const char *q = memchr(t, '?', len), *end = t + len, *p;
+	size_t o;
+	int kept = 0, n = 0;
+
+	if (q == NULL) {
+		memcpy(out, t, len);
+		if (removed != NULL)
+			*removed = 0;
+		return len;
+	}
+	o = (size_t)(q - t);
+	memcpy(out, t, o);
+	out[o++] = '?';
+	for (p = q + 1; p <= end; ) {
+		const char *s = p, *e = p, *eq;
+		char sep = p > q + 1 ? p[-1] : '\0';
+
+		while (e < end && *e != '&' && *e != ';')
+			e++;
+		eq = memchr(s, '=', (size_t)(e - s));
+		if (param_name_is(s, (size_t)((eq ? eq : e) - s), name)) {
+			n++;
+		} else {
+			if (kept++ > 0)
+				out[o++] = sep;
+			memcpy(out + o, s, (size_t)(e - s));
+			o += (size_t)(e - s);
+		}
+		p = e + 1;
+	}
+	if (kept == 0)
+		o--;		/* nothing left after the '?' */
+	if (removed != NULL)
+		*removed = n;
+	return o;
 }

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #define PX_HEAD_MAX	16384	/* bytes in a head, request or response */
+#define PX_REQLINE_MAX	8192	/* bytes in a request line (longer: 400) */
 #define PX_HEADERS_MAX	100	/* fields in a head */
 #define PX_TRAILER_MAX	8192	/* bytes of chunked trailers */
 #define PX_CHUNK_EXT_MAX 1024	/* bytes of one chunk's extensions */
@@ -102,6 +103,16 @@ enum px_body_kind px_request_body(const struct px_head *);
 enum px_body_kind px_response_body(const struct px_head *, int req_method);
 /* 1 if the connection may carry another message after this one. */
 int px_head_keepalive(const struct px_head *);
+
+/*
+ * Copies the request target t[0..len) to out (room for len bytes) without
+ * any query parameter called name: its name percent-decoded and compared
+ * ignoring ASCII case, separated from the others by '&' or ';' (some
+ * frameworks split on either). A query left empty loses its '?'. Returns
+ * the new length; *removed (if not NULL) gets how many were dropped.
+ */
+size_t px_target_strip_param(const char *t, size_t len, const char *name,
+    char *out, int *removed);
 
 /* Strict chunked-body decoder. */
 struct px_chunk {

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,9 @@ routes_free(struct px_routes *r)
 		free(r->sbs[i].ports);
 	for (i = 0; i < r->ncustoms; i++)
 		free(r->customs[i].host);
+	for (i = 0; i < r->nfleet_hosts; i++)
+		free(r->fleet_hosts[i]);
+	free(r->fleet_hosts);
 	free(r->sbs);
 	free(r->customs);
 	free(r->tokens);
@@ -264,6 +268,13 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 				continue;
 			if (!px_valid_hostname(host, strlen(host)))
 				BAD("routes: bad custom host in %s", sb->id);
+			/* the control API refuses these; a name stored before
+			 * it did is not routed (an address, loopback, or
+			 * another sandbox's name under berth's domain) */
+			if (px_host_is_ip(host) || (px_host_under(host, domain) ?
+			    !px_host_own_name(host, domain, sb->id) :
+			    px_host_is_localhost(host)))
+				continue;
 			if ((r->customs[r->ncustoms].host = strdup(host)) == NULL)
 				BAD("out of memory");
 			r->customs[r->ncustoms].sb = sb;
@@ -274,6 +285,23 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 	qsort(r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
 	if (build_tokens(r, json_object_get(root, "tokens"), err, errlen) != 0)
 		goto fail;
+	{
+		json_t *hl = json_object_get(root, "fleet_hosts"), *h;
+
+		if ((r->fleet_hosts = calloc(json_array_size(hl) + 1,
+		    sizeof(*r->fleet_hosts))) == NULL)
+			BAD("out of memory");
+		json_array_foreach(hl, i, h) {
+			const char *id = json_string_value(h);
+
+			if (id == NULL || strlen(id) > 32 ||
+			    !px_valid_sandbox_id(id, strlen(id)))
+				BAD("routes: bad fleet host %zu", i);
+			if ((r->fleet_hosts[r->nfleet_hosts] = strdup(id)) == NULL)
+				BAD("out of memory");
+			r->nfleet_hosts++;
+		}
+	}
 	return r;
 fail:
 	routes_free(r);
@@ -301,6 +329,24 @@ find_port(const struct px_rsb *sb, uint16_t port)
 		if (sb->ports[i].port == port)
 			return &sb->ports[i];
 	return NULL;
+}
+
+int
+px_route_fleet_peer(const struct px_routes *r, const void *peer, char *host,
+    size_t hostlen)
+{
+	size_t i;
+
+	if (peer == NULL)
+		return 0;
+	for (i = 0; i < r->nfleet_hosts; i++)
+		if (X509_check_host((X509 *)peer, r->fleet_hosts[i],
+		    strlen(r->fleet_hosts[i]), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
+		    X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, NULL) == 1) {
+			snprintf(host, hostlen, "%s", r->fleet_hosts[i]);
+			return 1;
+		}
+	return 0;
 }
 
 enum px_route_result
@@ -334,7 +380,8 @@ px_route_lookup(const struct px_routes *r, const char *host, size_t len,
 	    memcmp(m->host + hlen - dlen, r->domain, dlen) == 0) {
 		size_t llen = hlen - dlen - 1;
 
-		/* exactly one label: <port>-<sandbox> */
+		/* exactly one label: <port>-<sandbox>, or a sandbox's own
+		 * <name>-<sandbox> (a custom host) */
 		if (memchr(m->host, '.', llen) != NULL)
 			return PX_ROUTE_UNKNOWN_HOST;
 		dash = memchr(m->host, '-', llen);
@@ -342,6 +389,8 @@ px_route_lookup(const struct px_routes *r, const char *host, size_t len,
 			return PX_ROUTE_UNKNOWN_HOST;
 		m->guest_port = px_parse_port(m->host, dash - m->host);
 		i = llen - (dash + 1 - m->host);
+		if (m->guest_port == 0 && m->host[0] >= 'a' && m->host[0] <= 'z')
+			goto custom;
 		if (m->guest_port == 0 || !px_valid_sandbox_id(dash + 1, i))
 			return PX_ROUTE_UNKNOWN_HOST;
 		memcpy(m->sandbox, dash + 1, i);
@@ -352,6 +401,7 @@ px_route_lookup(const struct px_routes *r, const char *host, size_t len,
 			return PX_ROUTE_NO_PORT;
 		return PX_ROUTE_OK;
 	}
+custom:
 	key.host = m->host;
 	c = bsearch(&key, r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
 	if (c == NULL)

@@ -23,8 +23,12 @@ struct px_sbstat {
 	unsigned	 active;	/* requests in flight (session.c) */
 	unsigned	 tokens;	/* rate cap: requests left this second */
 	uint64_t	 rate_ms;	/* when tokens were last topped up */
+	/* requests served through a bound connection: the idle policy's
+	 * activity (a 401 or 404 keeps no sandbox awake) */
 	uint64_t	 requests;
 	uint64_t	 bytes_in, bytes_out;
+	/* /metrics: every request whose Host named it, by status class */
+	uint64_t	 m_requests, m_status[6], m_bytes_in, m_bytes_out;
 	/* wake on request */
 	TAILQ_HEAD(, px_sess) parked;	/* sessions waiting, in arrival order */
 	unsigned	 nparked;
@@ -80,6 +84,10 @@ struct px_routes {
 	size_t		 nsbs;
 	struct px_custom *customs;	/* sorted by host */
 	size_t		 ncustoms;
+	/* fleet mode: the other hosts holding a live lease, whose fleet
+	 * certificates the fleet listener accepts */
+	char		**fleet_hosts;
+	size_t		 nfleet_hosts;
 };
 
 enum px_route_result {
@@ -109,8 +117,10 @@ void px_routes_unref(struct px_routes *);
 /*
  * Parses a Host header value (host[:port]) into m->host and, for
  * <port>-<sandbox>.<domain>, m->guest_port and m->sandbox, then looks the
- * route up. Strict: lower-cased DNS names only, no IP literals, no
- * trailing dot, an optional decimal port.
+ * route up; any other name (a sandbox's own <name>-<sandbox>.<domain>
+ * too) is looked up among custom hosts. Strict: lower-cased DNS names
+ * only, no IP literals, no trailing dot, an optional decimal port.
+ * Custom hosts that are addresses or loopback names are never routed.
  */
 enum px_route_result px_route_lookup(const struct px_routes *, const char *host,
     size_t len, struct px_route_match *m);
@@ -124,6 +134,11 @@ enum px_token_result {
 /* Checks token[0..len) for sandbox: hashes it and looks the hash up. */
 enum px_token_result px_route_token(const struct px_routes *, const char *sandbox,
     const char *token, size_t len);
+
+/* 1 if peer (an X509 *) names one of r's live fleet hosts; its id goes
+ * to host (room for 33). */
+int px_route_fleet_peer(const struct px_routes *r, const void *peer,
+    char *host, size_t hostlen);
 
 /* Per-sandbox counters: found or made. */
 struct px_sbstat *px_sbstat_get(const char *id);

@@ -737,6 +737,7 @@ access_log(struct px_sess *s)
 {
 	char line[2048], tbuf[32], path[512];
 	const struct px_hdr *h = s->req.host;
+	struct px_sbstat *st;
 	struct timespec rt;
 	struct tm tm;
 	int n, cls = s->status / 100;
@@ -751,6 +752,14 @@ access_log(struct px_sess *s)
 		s->sb->requests++;
 		s->sb->bytes_in += s->bytes_in;
 		s->sb->bytes_out += s->bytes_out;
+	}
+	/* metrics: the sandbox its Host named, also when berthd answered
+	 * itself (401, 404 for a port, 503); else the one it is bound to */
+	if ((st = s->m.sb != NULL ? s->m.sb->stat : s->sb) != NULL) {
+		st->m_requests++;
+		st->m_status[cls >= 1 && cls <= 5 ? cls : 0]++;
+		st->m_bytes_in += s->bytes_in;
+		st->m_bytes_out += s->bytes_out;
 	}
 	if (s->w->access_fd < 0)
 		return;
@@ -1285,6 +1294,62 @@ hb_end(struct hb *b)
 	return b->over ? -1 : 0;
 }
 
+/*
+ * What a guest never sees of berth's credentials, whichever one (if any)
+ * this request was let in with: every berth_token query parameter, the
+ * __Host-berth_token cookie, a Bearer token of berth's. Only the owner of
+ * a sandbox drops them: a fleet edge forwards them for the owner to check.
+ */
+static void
+hb_target(struct hb *b, const char *t, size_t len)
+{
+	if (b->over || len > b->cap - b->len) {
+		b->over = 1;
+		return;
+	}
+	b->len += px_target_strip_param(t, len, "berth_token", b->p + b->len, NULL);
+}
+
+/* Authorization: Bearer berth_...: berth's token namespace. */
+static int
+berth_credential(const struct px_hdr *f)
+{
+	return f->nlen == 13 && strncasecmp(f->name, "authorization", 13) == 0 &&
+	    f->vlen >= 13 && strncasecmp(f->value, "bearer ", 7) == 0 &&
+	    memcmp(f->value + 7, "berth_", 6) == 0;
+}
+
+/* A Cookie header without any of berth's cookies (and none at all if
+ * nothing else is left). Cookie names compare ignoring case: a guest
+ * framework that folds them must not find the token either. */
+static void
+hb_cookie(struct hb *b, const struct px_hdr *f)
+{
+	const char *v = f->value, *end = v + f->vlen;
+	size_t cl = sizeof(PX_COOKIE) - 1;
+	int kept = 0;
+
+	while (v < end) {
+		const char *e = memchr(v, ';', (size_t)(end - v)), *s = v, *t;
+
+		if (e == NULL)
+			e = end;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		t = e;
+		while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+			t--;
+		v = e + 1;
+		if (t == s || ((size_t)(t - s) > cl && s[cl] == '=' &&
+		    strncasecmp(s, PX_COOKIE, cl) == 0))
+			continue;
+		hb_str(b, kept++ ? "; " : "Cookie: ");
+		hb_add(b, s, (size_t)(t - s));
+	}
+	if (kept)
+		hb_lit(b, "\r\n");
+}
+
 /* What berthd adds to a request head at most: Host, forwarding headers,
  * framing. Each of their values is bounded (host 300, address 46, ...). */
 #define PX_UP_HEAD_EXTRA 2048
@@ -1311,7 +1376,10 @@ build_up_head(struct px_sess *s, char *mem, size_t *len)
 	    h->rawlen + PX_UP_HEAD_EXTRA : PX_UP_HEAD_MAX);
 	hb_add(b, h->method_str, h->method_len);
 	hb_lit(b, " ");
-	hb_add(b, h->target, h->target_len);
+	if (s->m.sb->remote)	/* its owner checks the token, then drops it */
+		hb_add(b, h->target, h->target_len);
+	else
+		hb_target(b, h->target, h->target_len);
 	hb_lit(b, " HTTP/1.1\r\nHost: ");
 	if (s->m.port->host_upstream && !s->m.sb->remote) {	/* the owner rewrites */
 		hb_lit(b, "localhost:");
@@ -1325,29 +1393,12 @@ build_up_head(struct px_sess *s, char *mem, size_t *len)
 
 		if (f->hop || f == s->auth_used)
 			continue;	/* berth's own token never reaches a guest */
-		if (s->cookie_used && f->nlen == 6 && strncasecmp(f->name, "cookie", 6) == 0) {
-			const char *tv;
-			size_t tl, a, e;
-
-			if (find_param(f->value, f->vlen, ';', PX_COOKIE, &tv, &tl, &a, &e)) {
-				size_t rest = f->vlen - e;
-
-				while (rest > 0 && (f->value[e] == ';' || f->value[e] == ' ')) {
-					e++;
-					rest--;
-				}
-				while (a > 0 && (f->value[a - 1] == ' ' || f->value[a - 1] == ';'))
-					a--;
-				if (a == 0 && rest == 0)
-					continue;
-				hb_lit(b, "Cookie: ");
-				hb_add(b, f->value, a);
-				if (a > 0 && rest > 0)
-					hb_lit(b, "; ");
-				hb_add(b, f->value + e, rest);
-				hb_lit(b, "\r\n");
-				continue;
-			}
+		if (!s->m.sb->remote && berth_credential(f))
+			continue;	/* nor one it did not need (public port) */
+		if (!s->m.sb->remote && f->nlen == 6 &&
+		    strncasecmp(f->name, "cookie", 6) == 0) {
+			hb_cookie(b, f);
+			continue;
 		}
 		/* berthd is the edge: forwarding headers are its own; behind
 		 * another host's edge (fleet, mTLS-proven) they are that edge's */
@@ -1441,19 +1492,21 @@ serve_acme(struct px_sess *s, const char *tok, size_t len)
 	sess_next(s);
 }
 
+static const char acme_prefix[] = "/.well-known/acme-challenge/";
+
+static int
+is_acme(const struct px_sess *s)
+{
+	return s->req.target_len > sizeof(acme_prefix) - 1 &&
+	    memcmp(s->req.target, acme_prefix, sizeof(acme_prefix) - 1) == 0;
+}
+
 static void
 redirect_https(struct px_sess *s)
 {
 	struct evbuffer *out = bufferevent_get_output(s->c);
 	char port[16] = "";
-	static const char acme[] = "/.well-known/acme-challenge/";
 
-	if (s->req.target_len > sizeof(acme) - 1 &&
-	    memcmp(s->req.target, acme, sizeof(acme) - 1) == 0) {
-		serve_acme(s, s->req.target + sizeof(acme) - 1,
-		    s->req.target_len - (sizeof(acme) - 1));
-		return;
-	}
 	if (s->w->cfg.https_port != 443)
 		snprintf(port, sizeof(port), ":%u", s->w->cfg.https_port);
 	evbuffer_add_printf(out, "HTTP/1.1 308 Permanent Redirect\r\n"
@@ -1523,22 +1576,19 @@ access_check(struct px_sess *s)
 		return 1;
 	}
 	if (from_query) {
+		static char loc[PX_HEAD_MAX];	/* one worker, one thread */
 		struct evbuffer *out = bufferevent_get_output(s->c);
-		size_t plen = q - h->target, a = qs, b = qe;
-		const char *qv = q + 1;
-		size_t qlen = h->target + h->target_len - qv;
+		size_t llen;
 
-		/* drop "berth_token=..." and one neighbouring '&' */
-		if (b < qlen && qv[b] == '&')
-			b++;
-		else if (a > 0 && qv[a - 1] == '&')
-			a--;
-		evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\nLocation: %.*s%s%.*s%.*s\r\n"
+		/* every berth_token goes, not only the one used: a second
+		 * would reach the guest with the next request */
+		llen = px_target_strip_param(h->target, h->target_len,
+		    "berth_token", loc, NULL);
+		evbuffer_add_printf(out, "HTTP/1.1 302 Found\r\nLocation: %.*s\r\n"
 		    "Set-Cookie: " PX_COOKIE "=%.*s; Path=/; Secure; HttpOnly; SameSite=Lax\r\n"
 		    "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\n"
 		    "Content-Length: 0\r\n\r\n",
-		    (int)plen, h->target, (a > 0 || b < qlen) ? "?" : "",
-		    (int)a, qv, (int)(qlen - b), qv + b, (int)tlen, tok);
+		    (int)llen, loc, (int)tlen, tok);
 		s->status = 302;
 		access_log(s);
 		sess_next(s);
@@ -1628,6 +1678,28 @@ fleet_route(struct px_sess *s)
 		return 1;
 	}
 	return 0;
+}
+
+/*
+ * Fleet listener: the client's certificate (the fleet CA vouched for it)
+ * must name a host that holds a live lease, the one it registered as; a
+ * valid certificate of a host that is not (or no longer) in the fleet
+ * forwards nothing, and its X-Forwarded-* are never trusted. Returns 1
+ * when the request was answered here.
+ */
+static int
+fleet_peer_check(struct px_sess *s)
+{
+	char host[40], why[256];
+	X509 *peer = s->ssl ? SSL_get0_peer_certificate(s->ssl) : NULL;
+
+	if (px_route_fleet_peer(s->routes, peer, host, sizeof(host)))
+		return 0;
+	snprintf(why, sizeof(why), "the fleet peer's certificate names no host "
+	    "of this fleet holding a live lease");
+	s->close_after = 1;
+	sess_error(s, 403, why, NULL);
+	return 1;
 }
 
 /*
@@ -1773,13 +1845,16 @@ route_request(struct px_sess *s)
 		px_routes_unref(s->routes);
 	s->routes = s->w->routes;
 	px_routes_ref(s->routes);
+	if (s->https == PX_LISTEN_FLEET && fleet_peer_check(s))
+		return;
 	rr = px_route_lookup(s->routes, s->req.host->value, s->req.host->vlen, &s->m);
 	if (rr == PX_ROUTE_BAD_HOST) {
 		sess_error(s, 400, "invalid Host header", NULL);
 		return;
 	}
-	if (!s->https) {
-		redirect_https(s);
+	if (!s->https && is_acme(s)) {	/* any Host: the CA asks for it */
+		serve_acme(s, s->req.target + sizeof(acme_prefix) - 1,
+		    s->req.target_len - (sizeof(acme_prefix) - 1));
 		return;
 	}
 	if (s->ssl != NULL && (sni = px_tls_sni(s->ssl)) != NULL &&
@@ -1803,6 +1878,12 @@ route_request(struct px_sess *s)
 		return;
 	default:
 		break;
+	}
+	/* plain HTTP redirects only names berth serves: an open redirect
+	 * for any Host would lend berth's address to anyone's links */
+	if (!s->https) {
+		redirect_https(s);
+		return;
 	}
 	if (s->m.sb->remote && fleet_route(s))
 		return;
@@ -2243,6 +2324,28 @@ up_write(struct bufferevent *bev, void *arg)
 		pump_request(s);
 }
 
+/*
+ * Response headers berth owns: Berth-* (Berth-Host says which host
+ * served, so a guest naming one would mislead clients and the fleet),
+ * and a Set-Cookie of berth's token cookie. Dropped whatever the guest
+ * sent; berthd adds its own after. Hop-by-hop ones are f->hop already.
+ */
+#define NAME_IS(f, lit) ((f)->nlen == sizeof(lit) - 1 && \
+	strncasecmp((f)->name, (lit), sizeof(lit) - 1) == 0)
+
+static int
+berth_owned(const struct px_hdr *f)
+{
+	const char *v = f->value;
+	size_t n = f->vlen, cl = sizeof(PX_COOKIE) - 1;
+
+	if (f->nlen >= 6 && strncasecmp(f->name, "berth-", 6) == 0)
+		return 1;
+	if (f->nlen != 10 || strncasecmp(f->name, "set-cookie", 10) != 0)
+		return 0;
+	return n > cl && v[cl] == '=' && strncasecmp(v, PX_COOKIE, cl) == 0;
+}
+
 /* Writes the response head to the client, rewritten. */
 static void
 send_resp_head(struct px_sess *s)
@@ -2270,7 +2373,15 @@ send_resp_head(struct px_sess *s)
 	for (i = 0; i < h->nhdr; i++) {
 		const struct px_hdr *f = &h->hdr[i];
 
-		if (!f->hop)
+		if (f->hop)
+			continue;
+		/* another host's fleet listener names itself, and the edge
+		 * checks it is the owner its route table forwarded to */
+		if (s->m.sb->remote && NAME_IS(f, "berth-host") &&
+		    f->vlen == strlen(s->m.sb->host) &&
+		    memcmp(f->value, s->m.sb->host, f->vlen) == 0)
+			hb_field(b, f->name, f->nlen, f->value, f->vlen);
+		else if (!berth_owned(f))
 			hb_field(b, f->name, f->nlen, f->value, f->vlen);
 	}
 	if (h->status == 101) {

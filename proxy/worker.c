@@ -127,14 +127,24 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	struct px_stats *st = &px_w->stats;
 	struct px_sbstat *sb;
 	unsigned long long full, resumed;
-	json_t *m, *sbs;
+	json_t *m, *sbs, *sbm;
 
 	px_tls_counts(&full, &resumed);
 	sbs = json_object();
-	for (sb = px_sbstat_first(); sb != NULL; sb = sb->next)
+	sbm = json_object();
+	for (sb = px_sbstat_first(); sb != NULL; sb = sb->next) {
+		/* "sandboxes" is also the idle policy's activity signal */
 		json_object_set_new(sbs, sb->id, json_pack("{s:I,s:I,s:I,s:I}",
 		    "requests", (json_int_t)sb->requests, "conns", (json_int_t)sb->conns,
 		    "bytes_in", (json_int_t)sb->bytes_in, "bytes_out", (json_int_t)sb->bytes_out));
+		json_object_set_new(sbm, sb->id, json_pack("{s:I,s:I,s:I,s:[I,I,I,I,I,I]}",
+		    "requests", (json_int_t)sb->m_requests,
+		    "bytes_in", (json_int_t)sb->m_bytes_in,
+		    "bytes_out", (json_int_t)sb->m_bytes_out,
+		    "status", (json_int_t)sb->m_status[0], (json_int_t)sb->m_status[1],
+		    (json_int_t)sb->m_status[2], (json_int_t)sb->m_status[3],
+		    (json_int_t)sb->m_status[4], (json_int_t)sb->m_status[5]));
+	}
 	m = json_pack("{s:s,s:I,s:[I,I,I,I,I,I],s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "type", "stats", "requests", (json_int_t)st->requests,
 	    "status", (json_int_t)st->status[0], (json_int_t)st->status[1],
@@ -148,6 +158,10 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	    "deferred", (json_int_t)px_w->nbulk,
 	    "tls_full", (json_int_t)full, "tls_resumed", (json_int_t)resumed,
 	    "sandboxes", sbs);
+	if (m != NULL)
+		json_object_set_new(m, "sandbox_metrics", sbm);
+	else
+		json_decref(sbm);
 	if (m != NULL) {
 		px_ipc_send(px_w->ipc, m);
 		json_decref(m);

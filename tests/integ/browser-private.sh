@@ -5,8 +5,9 @@
 # berthd answers 302 to the same URL without the token and sets the
 # host-scoped __Host-berth_token cookie; Chromium follows, the page loads
 # and its WebSocket (which carries only the cookie) echoes "hello from
-# browser". A fresh profile opening the URL without the token gets the
-# 401 page naming the sandbox. Screenshots go to
+# browser". The token twice among other query parameters: both leave
+# the URL and neither reaches the guest. A fresh profile opening the URL
+# without the token gets the 401 page naming the sandbox. Screenshots go to
 # $top_builddir/tests/integ/browser-private*.png for humans.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
@@ -88,6 +89,21 @@ like "berthd logged the 302 and the 101" \
 	"302 .*/ws 101"
 unlike "the token never reaches the guest" "$(cat "$TA_REQLOG")" "$tok"
 unlike "the token is not in berthd's log" "$(cat "$BERTHD_LOG")" "$tok"
+
+# ---- the token twice among other parameters, in a fresh profile --------------
+: >"$TA_REQLOG"
+out=$(browse browser-private-dup "${URL}?a=1&berth_token=$tok&b=2&berth_token=$tok" '#echo' \
+	"hello from browser")
+rc=$?
+diag "$(printf '%s' "$out" | sed "s/$tok/<token>/g")"
+is "two tokens: 302 to the URL without either, the rest kept, then 200" \
+	"$(jq_ "$out" '" ".join("%s %s" % (d["status"], d.get("location") or "-") for d in j["documents"])')" \
+	"302 /?a=1&b=2 200 -"
+is "the browser ends on the URL without the tokens" "$(jq_ "$out" 'j.get("href")')" "${URL}?a=1&b=2"
+if [ $rc -eq 0 ]; then ok "two tokens: the page and its WebSocket work"
+else not_ok "two tokens: the page and its WebSocket work"; fi
+like "the guest saw the page without the tokens" "$(cat "$TA_REQLOG")" " GET /\?a=1&b=2$"
+unlike "the guest saw no berth_token at all" "$(cat "$TA_REQLOG")" "berth_token|$tok"
 
 # ---- without a token, in a fresh profile ---------------------------------------
 out=$(browse browser-private-401 "$URL" body "sandbox $SB is private")

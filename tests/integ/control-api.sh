@@ -14,6 +14,11 @@
 # publish_port); the URL publish_port returns answers 200 through berthd.
 # A second session started with the sandbox's token (over the TLS control
 # listener) publishes on its own sandbox and is refused another's.
+#
+# Lock-out: 200 idle TCP connections to control_listen, and `netctl
+# status` on the unix socket still answers; the TCP budget, the
+# per-address cap and the handshake and authentication deadlines close
+# what no token holds; a 401 closes its connection.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -228,6 +233,80 @@ is "with the sandbox token: publish_port on another sandbox is an error" \
 like "...saying HTTP 403" "$(jg "$ans" 'j["result"]["content"][0]["text"]' 2>&1)" "HTTP 403"
 is "...and nothing was published there" \
 	"$(jg "$(netctl --json port ls cc-2)" 'len(j["ports"])' 2>&1)" 0
+
+# ---- nobody on the network locks ops out -----------------------------------
+# 200 idle TCP connections to control_listen from 20 addresses: the TCP
+# budget (128) refuses the rest, the unix socket has its own, and each
+# idle one is closed at the handshake deadline (5 s).
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+srcs=$(seq -s, -f '127.0.0.%g' 11 30)
+spawn "$T/hold.out" py --port "$CTL_PORT" hold -n 200 --sources "$srcs" --wait 30
+HOLD_PID=$SPAWNED
+wait_log 30 "$T/hold.out" "^held" "$HOLD_PID" || bail "hold: $(cat "$T/hold.out")"
+t0=$(now_ms)
+out=$(netctl status 2>&1)
+rc=$?
+t1=$(now_ms)
+is "200 idle TCP connections: netctl status on the unix socket answers" "$rc" 0
+diag "netctl status took $((t1 - t0)) ms"
+like "...and says berthd is up" "$out" "berthd( is)? up"
+n=$(metric 'berth_control_connections_by_listener{listener="tcp"}')
+if [ -n "$n" ] && [ "$n" -le 128 ]; then ok "the TCP listener holds at most its budget ($n)"
+else not_ok "the TCP listener holds at most its budget"; diag "tcp connections: '$n'"; fi
+is "the unix socket has its own budget (this request)" \
+	"$(metric 'berth_control_connections_by_listener{listener="unix"}')" 1
+wait_gone 30 "$HOLD_PID"
+r=$(tail -n 1 "$T/hold.out")
+diag "$r"
+is "every idle TCP connection was closed by berthd" "$(json_get "$r" 'j["open"]')" 0
+is "...those over the budget at once" "$(json_get "$r" 'j["closed_1s"] >= 72')" True
+is "...the others at the handshake deadline (within 8 s)" \
+	"$(json_get "$r" 'j["last_close"] <= 8')" True
+ok_metric() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
+check "refusals counted: budget" ok_metric 'berth_control_refused_total{reason="budget"}' 72
+check "refusals counted: deadline" ok_metric 'berth_control_refused_total{reason="deadline"}' 128
+
+# one address holds at most 16; after the handshake, the first request
+# must come with a valid token within 5 s
+out=$(py --port "$CTL_PORT" --ca "$CA" --host "api.$DOMAIN" hold -n 40 --sources 127.0.0.40 --wait 15 | tail -n 1)
+diag "$out"
+is "one address: 16 connections, the others refused" \
+	"$(json_get "$out" '(j["opened"], j["refused_connect"])')" "(16, 24)"
+is "...the 16 closed unauthenticated at the deadline (within 8 s)" \
+	"$(json_get "$out" '(j["open"], j["last_close"] <= 8)')" "(0, True)"
+check "refusals counted: address" ok_metric 'berth_control_refused_total{reason="address"}' 24
+
+admin=$(netctl token create --admin | head -n 1)
+CURLT="curl -sS --max-time 10 --cacert $CA --connect-to ::127.0.0.1:"
+U="https://api.$DOMAIN:$CTL_PORT/v1/health"
+is "a 401 closes the connection (two refused requests, two connections)" \
+	"$($CURLT -o /dev/null -o /dev/null -w '%{http_code}:%{num_connects} ' \
+	-H "Authorization: Bearer berth_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" "$U" "$U")" \
+	"401:1 401:1 "
+is "an authenticated connection is kept (two requests, one connection)" \
+	"$($CURLT -o /dev/null -o /dev/null -w '%{http_code}:%{num_connects} ' \
+	-H "Authorization: Bearer $admin" "$U" "$U")" "200:1 200:0 "
+out=$(python3 - "$CTL_PORT" "$CA" "api.$DOMAIN" "$admin" <<'EOF'
+import socket, ssl, sys, time
+port, ca, host, tok = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context(cafile=ca)
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(port))), server_hostname=host)
+req = ("GET /v1/health HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n" % (host, tok)).encode()
+def get():
+    s.sendall(req)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(4096)
+        if not d:
+            return "closed"
+        buf += d
+    return buf.split(b" ")[1].decode()
+a = get()
+time.sleep(6.5)
+print(a, get())
+EOF
+)
+is "an authenticated connection outlives the authentication deadline" "$out" "200 200"
 
 check "berthd still running at the end" kill -0 "$BERTHD_PID"
 done_testing

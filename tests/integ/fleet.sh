@@ -5,7 +5,11 @@
 # sandbox, forwarding to the owner over mutual TLS.
 #
 #   publish on A, fetch through A, B and C (Berth-Host: a), within 1 s
-#   the fleet listener refuses a client without a fleet certificate
+#   a private route through B: A checks and drops berth_token; a custom
+#     host A's sandbox holds is refused on B
+#   the fleet listener refuses a client without a fleet certificate, and
+#     one whose valid fleet certificate names a host not in the fleet;
+#     B refuses to create a sandbox id A holds
 #   kill -9 A's berthd: B and C answer 503 naming A at once (connection
 #     refused), and 503 "lease expired" naming A within the TTL
 #   restart A: served again through B and C
@@ -227,8 +231,29 @@ wait_for 5 status_is b sba 401
 is "private on A: through B without a token, 401" "$(fetch b sba)" "401 -"
 is "private on A: through B with the token, 200 from a" \
 	"$(fetch b sba /healthz -H "Authorization: Bearer $tok")" "200 a"
+# berth_token: the edge forwards it for the owner to check; the owner
+# answers the query token with its 302 and drops every one before its guest
+r=$(fetch b sba "/echo?x=1&berth_token=$tok&berth_token=$tok")
+is "private on A, query token through B: A's 302" "$r" "302 -"
+like "...to the URL without either token" "$(tr -d '\r' <"$T/hdr")" 'Location: /echo\?x=1$'
+r=$(fetch b sba "/echo?berth_token=$tok&x=1" -H "Cookie: __Host-berth_token=$tok")
+is "private on A, cookie and query token through B: 200 from a" "$r" "200 a"
+like "...A's guest sees neither" "$(cat "$T/body")" '"target":"/echo\?x=1"'
+unlike "...anywhere in its log" "$(cat "$T/ta-a.reqlog")" "$tok"
 nc_ a port publish sba 17001 --public >/dev/null
 wait_for 5 served b sba a
+
+# a custom host another host's sandbox holds is refused on this one
+actl() { curl -s --unix-socket "$T/$1/state/control.sock" -X "$2" "http://berth$3" ${4:+-d "$4"}; }
+actl a PUT /v1/sandboxes/sba/ports/17001 '{"host":"shop.fleet.test"}' >/dev/null
+sees_host() { actl b GET /v1/fleet/sandboxes | grep -q shop.fleet.test; }
+check "B learns A's custom host" wait_for 5 sees_host
+nc_ b sandbox add sbb --address 127.0.0.1 >/dev/null || bail "sandbox add on b"
+out=$(nc_ b port publish sbb 17002 --host shop.fleet.test 2>&1)
+like "B refuses it for its own sandbox, naming the rule" "$out" \
+	"held by another sandbox \(on another fleet host\)"
+nc_ b sandbox rm sbb >/dev/null
+actl a PUT /v1/sandboxes/sba/ports/17001 '{"host":null}' >/dev/null
 
 # ---- streams through the hop: WebSocket, SSE, large bodies both ways -------
 pyb() {
@@ -257,6 +282,20 @@ c3=$(inns b curl -s -o /dev/null -w '%{http_code}' --max-time 5 -k \
 	--cert "$T/rogue.pem" --key "$T/rogue.key" \
 	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
 is "A's fleet listener refuses a self-signed certificate" "${c3:-000}" "000"
+"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host z "$IP_b" >/dev/null 2>&1 ||
+	bail "berth-fleet-cert z"
+c4=$(inns b curl -s -o "$T/body" -w '%{http_code}' --max-time 5 -k \
+	--cert "$T/fleet/z.pem" --key "$T/fleet/z.key" \
+	--resolve "17001-sba.$DOMAIN:9443:$IP_a" "https://17001-sba.$DOMAIN:9443/healthz" 2>/dev/null)
+is "A's fleet listener refuses a valid fleet certificate of a host not in the fleet" \
+	"${c4:-000}" "403"
+like "...saying why" "$(cat "$T/body")" "names no host of this fleet holding a live lease"
+
+# a sandbox id a live host holds cannot be created on another host
+out=$(nc_ b sandbox add sba --address 127.0.0.1 2>&1)
+rc=$?
+is "B refuses to create sandbox sba, which A holds (exit 1)" "$rc" 1
+like "...naming host a" "$out" "belongs to fleet host a, which is up"
 
 # ---- host loss: kill -9 A ----------------------------------------------------
 kill -KILL "$PID_a"

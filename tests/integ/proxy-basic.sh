@@ -1,9 +1,12 @@
 #!/bin/sh
 # proxy-basic.sh — berthd end to end with the real daemon, netctl and
-# testapp on loopback: config check, TLS, routing through a published
+# testapp on loopback: config check (a directory or missing file as -f
+# is an error), <state>/tls modes, TLS, routing through a published
 # port, upstream keep-alive reuse, forwarded/hop-by-hop headers, Host
-# handling, request ids, the access log, HTTP->HTTPS redirect and the
-# ACME challenge directory, bodies and bodiless responses.
+# handling, request ids, response headers berth owns (a guest's Berth-*,
+# hop-by-hop and berth-cookie headers never reach the client), the access
+# log, HTTP->HTTPS redirect (only for names berth serves: 404 for others)
+# and the ACME challenge directory, bodies and bodiless responses.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -22,9 +25,31 @@ printf 'domain %s\n# comment\nfrobnicate yes\n' "$DOMAIN" >"$T/bad.conf"
 rc=$?
 is "berthd -n on a bad directive exits 1" "$rc" 1
 like "berthd -n cites FILE:LINE" "$(cat "$T/n.out")" "$T/bad.conf:3: "
+"$BERTHD" -n -f "$T" -s "$STATE" >"$T/n.out" 2>&1
+rc=$?
+is "berthd -n -f DIRECTORY exits 1" "$rc" 1
+like "...naming it" "$(cat "$T/n.out")" "$T: is a directory"
+printf 'domain %s\n\ncertificate /etc/hostname /etc/hostname\n' "$DOMAIN" >"$T/cert.conf"
+"$BERTHD" -n -f "$T/cert.conf" -s "$STATE" >"$T/n.out" 2>&1
+rc=$?
+is "berthd -n on a certificate that does not load exits 1" "$rc" 1
+like "...citing FILE:LINE and the files" "$(cat "$T/n.out")" \
+	"$T/cert.conf:3: certificate /etc/hostname /etc/hostname: "
+"$BERTHD" -n -f "$T/nonexistent.conf" -s "$STATE" >"$T/n.out" 2>&1
+rc=$?
+is "berthd -n -f MISSING exits 1" "$rc" 1
+like "...naming it" "$(cat "$T/n.out")" "$T/nonexistent.conf: No such file"
 
 start_berthd
 ok "berthd logs ready"
+is "<state>/tls is 0755" "$(stat -c %a "$STATE/tls")" 755
+is "ca.pem and server.pem are 0644" "$(stat -c %a "$STATE/tls/ca.pem" "$STATE/tls/server.pem" | tr '\n' ' ')" "644 644 "
+is "the keys are 0600" "$(stat -c %a "$STATE/tls/ca.key" "$STATE/tls/server.key" | tr '\n' ' ')" "600 600 "
+if runuser -u nobody -- cat "$CA" >/dev/null 2>&1; then ok "a user other than root can read ca.pem"
+else not_ok "a user other than root can read ca.pem"; fi
+if runuser -u nobody -- cat "$STATE/tls/server.key" >/dev/null 2>&1; then
+	not_ok "...but not the server key"
+else ok "...but not the server key"; fi
 like "ready line names the listeners" "$(grep 'berthd: ready' "$BERTHD_LOG")" \
 	"https 127.0.0.1:$HTTPS_PORT http 127.0.0.1:$HTTP_PORT workers 1"
 
@@ -115,6 +140,47 @@ headers_of "$(bcurl "$URL2/echo?hh=1")"
 is "--host-header upstream sends Host localhost:PORT" "$(hdr host)" "localhost:$TA_PORT"
 like "... and keeps the original in X-Forwarded-Host" "$(hdr x-forwarded-host)" "^$(host_for "$TA_PORT" sb2)"
 
+# ---- response headers berth owns ------------------------------------------------
+# A guest answering with Berth-* headers, hop-by-hop ones and berth's
+# token cookie: none of them reaches the client, the rest does.
+cat >"$T/hdrup.py" <<'EOF'
+import socket, threading
+HEAD = (b"HTTP/1.1 200 OK\r\nBerth-Host: x\r\nberth-anything: y\r\n"
+        b"Connection: X-Guest-Hop\r\nX-Guest-Hop: 1\r\nKeep-Alive: timeout=99\r\n"
+        b"Proxy-Authenticate: Basic\r\nTrailer: X-T\r\nUpgrade: h2c\r\n"
+        b"Set-Cookie: __Host-berth_token=berth_guestchosen; Path=/\r\n"
+        b"Set-Cookie: app=1\r\nX-App: kept\r\nContent-Length: 3\r\n\r\nok\n")
+def serve(c):
+    buf = b""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                c.close(); return
+            buf += d
+        buf = buf.split(b"\r\n\r\n", 1)[1]
+        c.sendall(HEAD)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print("listening on 127.0.0.1:%d" % s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+EOF
+spawn "$T/hdrup.log" python3 "$T/hdrup.py"
+wait_log 10 "$T/hdrup.log" "listening on" "$SPAWNED" || bail "header upstream did not start"
+HU_PORT=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$T/hdrup.log")
+publish sbh "$HU_PORT" >/dev/null || bail "cannot publish sbh"
+rh=$(bcurl -s -D - -o /dev/null "$(url_for "$HU_PORT" sbh)/" | tr -d '\r')
+like "the guest's response arrives" "$rh" '^HTTP/1.1 200'
+unlike "no Berth-* header of the guest's reaches the client" "$rh" '^[Bb]erth-'
+unlike "no hop-by-hop header of the guest's" "$rh" '^(X-Guest-Hop|Keep-Alive|Proxy-Authenticate|Trailer|Upgrade):'
+unlike "the guest cannot set berth's token cookie" "$rh" '__Host-berth_token'
+like "its own cookie and headers pass" "$rh" 'Set-Cookie: app=1'
+like "...X-App too" "$rh" 'X-App: kept'
+
 # ---- access log --------------------------------------------------------------
 # Lines are found by request id (the log may leave the query string out).
 if wait_log 5 "$BERTHD_LOG" "$rid"; then
@@ -161,10 +227,19 @@ hurl() { curl -sS --max-time 10 --connect-to "::127.0.0.1:" "$@"; }
 out=$(hurl -o /dev/null -w '%{http_code} %{redirect_url}' "http://$HOST:$HTTP_PORT/a/b?c=d")
 like "http redirects to https (301/308)" "$out" "^(301|308) "
 is "redirect keeps host, https port, path and query" "${out#* }" "https://$HOST:$HTTPS_PORT/a/b?c=d"
+# only names berth serves are redirected: no open redirect for any Host
+out=$(hurl -o /dev/null -w '%{http_code} %{redirect_url}' -H 'Host: evil.com' "http://$HOST:$HTTP_PORT/x")
+is "Host: evil.com on the HTTP listener: 404, no redirect" "$out" "404 "
+out=$(hurl -o /dev/null -w '%{http_code}' "http://1-nosuchsb.$DOMAIN:$HTTP_PORT/x")
+is "an unknown sandbox on the HTTP listener: 404" "$out" 404
+out=$(hurl -o /dev/null -w '%{http_code}' "http://1-$SB.$DOMAIN:$HTTP_PORT/x")
+is "an unpublished port on the HTTP listener: 404" "$out" 404
 echo "token-content-42" >"$ACME_DIR/tok-42"
 chmod 644 "$ACME_DIR/tok-42"
 out=$(hurl -w ' %{http_code}' "http://$HOST:$HTTP_PORT/.well-known/acme-challenge/tok-42")
 is "ACME challenge served from acme_dir" "$out" "$(printf 'token-content-42\n 200')"
+out=$(hurl -w ' %{http_code}' -H 'Host: www.example.org' "http://$HOST:$HTTP_PORT/.well-known/acme-challenge/tok-42")
+is "...for any Host (the CA's validation may name any)" "$out" "$(printf 'token-content-42\n 200')"
 out=$(hurl -o /dev/null -w '%{http_code}' "http://$HOST:$HTTP_PORT/.well-known/acme-challenge/missing")
 is "missing challenge is 404" "$out" 404
 out=$(hurl --path-as-is -w ' %{http_code}' "http://$HOST:$HTTP_PORT/.well-known/acme-challenge/../../../../etc/passwd")

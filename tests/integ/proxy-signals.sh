@@ -1,8 +1,13 @@
 #!/bin/sh
 # proxy-signals.sh — berthd's process life: SIGHUP reload with an open
-# WebSocket surviving and routes kept; a worker killed with SIGKILL is
-# restarted while the other worker's open connection survives; SIGTERM
-# drains (in-flight request completes, new connections refused, exit).
+# WebSocket surviving and routes kept, directives a reload cannot apply
+# (control_listen, tap_prefix) named in warnings; a worker killed with
+# SIGKILL is restarted while the other worker's open connection survives;
+# SIGTERM drains (in-flight request completes, new connections refused,
+# exit).
+# First, with the two workers: per-sandbox /metrics counts (requests by
+# sandbox and status class, bytes) match what three sandboxes were sent,
+# and a failed wake is counted.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -32,6 +37,56 @@ serves() {
 w=$(berthd_workers | wc -l)
 is "berthd runs $WORKERS workers" "$w" "$WORKERS"
 
+# ---- per-sandbox metrics over two workers ------------------------------------
+# Three sandboxes, each request on a fresh connection (spread over the
+# workers by SO_REUSEPORT): /metrics counts exactly what each was sent,
+# summed over the workers, by status class.
+for m in m1 m2 m3; do publish "$m" "$TA_PORT" >/dev/null || bail "publish $m"; done
+sendn() { _i=0; while [ $_i -lt "$1" ]; do code "$2" >/dev/null; _i=$((_i + 1)); done; }
+sendn 7 "$(url_for "$TA_PORT" m1)/healthz"
+sendn 5 "$(url_for "$TA_PORT" m2)/healthz"
+sendn 3 "$(url_for "$TA_PORT" m3)/healthz"
+sendn 2 "$(url_for "$TA_PORT" m3)/status?code=503"
+sendn 4 "$(url_for 1 m3)/"	# an unpublished port of m3: berthd's 404
+# healthz requests of publish's wait_routed count too: from the access log
+n_of() { grep -cE "^access .* $1 [0-9]+ " "$BERTHD_LOG"; }
+counts_are() {
+	for _m in m1 m2 m3; do
+		[ "$(metric "berth_sandbox_requests_total{sandbox=\"$_m\"}")" = "$(n_of "$_m")" ] || return 1
+	done
+}
+if wait_for 10 counts_are; then ok "per-sandbox request counts match the access log over two workers"
+else
+	not_ok "per-sandbox request counts match the access log over two workers"
+	diag "$(metric_dump=$(curl -s --unix-socket "$STATE/control.sock" http://berth/metrics); printf '%s\n' "$metric_dump" | grep sandbox_requests)"
+	diag "access log: m1 $(n_of m1) m2 $(n_of m2) m3 $(n_of m3)"
+fi
+r1=$(metric 'berth_sandbox_requests_total{sandbox="m1"}')
+if [ "${r1:-0}" -ge 7 ]; then ok "m1 counted its 7 requests ($r1 with the routing probes)"
+else not_ok "m1 counted its 7 requests"; diag "got '$r1'"; fi
+is "m3: its two 503s by class" "$(metric 'berth_sandbox_responses_total{sandbox="m3",code="5xx"}')" 2
+is "m3: berthd's 404s for its unpublished port" \
+	"$(metric 'berth_sandbox_responses_total{sandbox="m3",code="4xx"}')" 4
+b=$(metric 'berth_sandbox_bytes_total{sandbox="m2",direction="out"}')
+if [ "${b:-0}" -gt 0 ]; then ok "m2: bytes out counted ($b)"; else not_ok "m2: bytes out counted"; fi
+# (21 fresh connections all landing on one of two SO_REUSEPORT workers
+# would be a one-in-a-million draw: each worker counts several sandboxes)
+
+# a wake that fails is counted once, for its sandbox (without VMs: an
+# external sandbox whose stored state says paused cannot be woken)
+netctl sandbox add ext-1 --address 127.0.0.1 >/dev/null
+python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=10)
+c.execute("UPDATE sandboxes SET state = ? WHERE id = ?", ("paused", "ext-1"))
+c.commit()' "$STATE/berth.db" || bail "cannot mark ext-1 paused"
+publish ext-1 "$TA_PORT" >/dev/null	# pushes the routes that say paused
+is "a request for it: 503 (the wake failed)" "$(code "$(url_for "$TA_PORT" ext-1)/")" 503
+check "berth_sandbox_wake_failures_total counts it" wait_for 5 metric_is \
+	'berth_sandbox_wake_failures_total{sandbox="ext-1"}' 1
+like "the wake histogram is there (no successful wake: count 0)" \
+	"$(curl -s --unix-socket "$STATE/control.sock" http://berth/metrics)" \
+	'berth_wake_duration_seconds_count 0'
+
 # ---- SIGHUP with an open WebSocket ------------------------------------------
 spawn "$T/ws1.out" $P ws --ready "$T/ws1.ready" --hold "$T/ws1.go" "before HUP" "after HUP"
 ws1=$SPAWNED
@@ -52,6 +107,9 @@ sni_ok() {
 }
 if sni_ok; then not_ok "other.localhost not served before HUP"; else ok "other.localhost not served before HUP"; fi
 echo "certificate $T/other/server.pem $T/other/server.key" >>"$CONF"
+# and directives a reload cannot apply: each named in a warning
+echo "control_listen 127.0.0.1:$(free_port)" >>"$CONF"
+echo "tap_prefix bsg" >>"$CONF"
 
 nreload=$(grep -cE '(^|: )reloaded ' "$BERTHD_LOG")
 kill -HUP "$BERTHD_PID"
@@ -61,6 +119,10 @@ else
 	not_ok "berthd logs the reload"; diag "$(tail -n 10 "$BERTHD_LOG")"
 fi
 check "certificate added to the config is picked by SNI after HUP" sni_ok
+like "a control_listen added on HUP is named in a warning" "$(cat "$BERTHD_LOG")" \
+	"SIGHUP: control_listen 127\.0\.0\.1:[0-9]+ added: .*takes effect on restart"
+like "so is any other directive the reload cannot apply" "$(cat "$BERTHD_LOG")" \
+	"SIGHUP: tap_prefix changed: takes effect on restart"
 check "berthd still running after HUP" kill -0 "$BERTHD_PID"
 touch "$T/ws1.go"
 wait "$ws1"

@@ -563,6 +563,54 @@ def cmd_wait_close(a):
                       "secs": round(time.monotonic() - t0, 2)}))
 
 
+def cmd_hold(a):
+    """Open -n connections, taking source addresses from --sources in turn,
+    and send nothing (with --ca, after the TLS handshake). Print "held N"
+    on stdout, then wait until the server has closed every one or --wait
+    seconds pass. Prints one JSON line: opened, closed within 1 s of
+    "held" (refused at accept), closed in all, seconds until the last
+    close, and how many are still open."""
+    import select
+    srcs = a.sources.split(",")
+    conns = []
+    refused = 0
+    for i in range(a.n):
+        try:
+            s = socket.create_connection((a.addr, a.port), timeout=5,
+                                         source_address=(srcs[i % len(srcs)], 0))
+            if a.ca:
+                ctx = ssl.create_default_context(cafile=a.ca)
+                s = ctx.wrap_socket(s, server_hostname=a.host)
+            s.setblocking(False)
+            conns.append(s)
+        except (OSError, ssl.SSLError):
+            refused += 1
+    print("held %d" % len(conns), flush=True)
+    t0 = time.monotonic()
+    open_ = set(conns)
+    early = last = 0.0
+    early_n = 0
+    while open_ and time.monotonic() - t0 < a.wait:
+        r, _, _ = select.select(list(open_), [], [], 0.2)
+        for s in r:
+            try:
+                d = s.recv(4096)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                continue
+            except (OSError, ssl.SSLError):
+                d = b""
+            if not d:
+                open_.discard(s)
+                last = time.monotonic() - t0
+                if last <= 1.0:
+                    early_n += 1
+    print(json.dumps({"opened": len(conns), "refused_connect": refused,
+                      "closed_1s": early_n, "closed": len(conns) - len(open_),
+                      "last_close": round(last, 2), "open": len(open_)}), flush=True)
+    for s in conns:
+        s.close()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
@@ -613,10 +661,15 @@ def main():
     x = sub.add_parser("wait-close")
     x.add_argument("--ready", required=True)
     x.add_argument("--go", required=True)
+    x = sub.add_parser("hold")
+    x.add_argument("-n", type=int, default=1)
+    x.add_argument("--sources", default="127.0.0.1")
+    x.add_argument("--wait", type=float, default=30.0)
     a = p.parse_args()
     {"raw": cmd_raw, "records": cmd_records, "ws": cmd_ws, "ws-refuse": cmd_ws_refuse,
      "sse": cmd_sse, "slowhead": cmd_slowhead, "download": cmd_download,
-     "upload": cmd_upload, "trickle": cmd_trickle, "idle": cmd_idle, "wait-close": cmd_wait_close}[a.cmd](a)
+     "upload": cmd_upload, "trickle": cmd_trickle, "idle": cmd_idle, "wait-close": cmd_wait_close,
+     "hold": cmd_hold}[a.cmd](a)
 
 
 if __name__ == "__main__":

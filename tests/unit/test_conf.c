@@ -157,6 +157,36 @@ main(void)
 		    strstr(err, "no 'listen https'") != NULL, "https listener required: %s", err);
 		px_config_free(&c2);
 	}
+	ok(load("custom_host_suffix apps.example.com\ncustom_host_suffix .dev.example.org\n",
+	    &c, err, sizeof(err)) == 0 && c.nhost_suffix == 2 &&
+	    strcmp(c.host_suffix[0], "apps.example.com") == 0 &&
+	    strcmp(c.host_suffix[1], "dev.example.org") == 0,
+	    "custom_host_suffix is repeatable, a leading dot dropped: %s", err);
+	px_config_free(&c);
+	bad("custom_host_suffix Apps.Example.com\n", 1, "not a lower-case DNS name");
+	bad("domain x.example\ncustom_host_suffix 10.0.0.1\n", 2, "addresses or loopback");
+	bad("custom_host_suffix localhost\n", 1, "addresses or loopback");
+	bad("custom_host_suffix a.localhost\n", 1, "addresses or loopback");
+	bad("custom_host_suffix a b\n", 1, "takes 1 argument");
+	bad("domain berth.example.com\n\ncustom_host_suffix apps.berth.example.com\n", 3,
+	    "inside berth's domain");
+	ok(load("domain berth.example.com\ncustom_host_suffix example.com\n", &c, err,
+	    sizeof(err)) == 0, "a suffix above berth's domain is fine: %s", err);
+	px_config_free(&c);
+	{
+		struct px_config c2;
+		char dir[] = "/tmp/berth-conf-dir-XXXXXX";
+
+		ok(mkdtemp(dir) != NULL && px_config_load(&c2, dir, err, sizeof(err)) == -1 &&
+		    strstr(err, dir) != NULL && strstr(err, "is a directory") != NULL,
+		    "a directory as the file is an error naming it: %s", err);
+		px_config_free(&c2);
+		rmdir(dir);
+		ok(px_config_load(&c2, "/nonexistent/berth.conf", err, sizeof(err)) == -1 &&
+		    strstr(err, "/nonexistent/berth.conf: No such file") != NULL,
+		    "a missing file is an error naming it: %s", err);
+		px_config_free(&c2);
+	}
 	is_int(px_parse_duration("90"), 90000, "plain seconds");
 	is_int(px_parse_duration("5m"), 300000, "minutes");
 	is_int(px_parse_duration("-1s"), -1, "negative");

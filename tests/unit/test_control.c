@@ -189,6 +189,9 @@ serve(int ready_fd)
 		cfg.vm_disk = 512;
 		cfg.vm_max_disk = 4096;
 		cfg.idle_suspend = 3600000;	/* idle_pause: libvmm's 5m */
+		cfg.host_suffix[0] = "apps.example.com";
+		cfg.host_suffix[1] = "dev.example.org";
+		cfg.nhost_suffix = 2;
 		hooks.config = &cfg;
 		hooks.vm_create = fake_create;
 		hooks.lifecycle = fake_lifecycle;
@@ -607,8 +610,10 @@ main(void)
 	is_str(js("host"), "app.example.com", "custom host");
 	is_str(js("urls/1"), "https://app.example.com:8443/", "custom URL");
 	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
-	    "{\"host\":\"app.example.com\"}"), 409, "host taken: 409");
-	is_str(js("error/field"), "host", "409 names host");
+	    "{\"host\":\"app.example.com\"}"), 400, "host taken: 400");
+	is_str(js("error/field"), "host", "400 names host");
+	ok(strstr(js("error/message"), "a sandbox may not take another's host") !=
+	    NULL, "...and the rule: %s", js("error/message"));
 	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
 	    "{\"host\":\"x.berth.localhost\"}"), 400, "host under domain: 400");
 	is_int(req("PUT", "/v1/sandboxes/sb-1/ports/3000",
@@ -814,7 +819,60 @@ main(void)
 		    "publishes on its sandbox");
 		is_int(treq(tok1, "PUT", "/v1/sandboxes/t-2/ports/8080", NULL),
 		    403, "refused on another sandbox");
+
 		is_str(js("error/code"), "forbidden", "code forbidden");
+
+		/* custom hosts: DNS names nobody else holds, under allowed
+		 * suffixes (none here: only the admin token sets them) */
+		{
+			static const struct {
+				const char *host, *rule;
+			} refused[] = {
+				{ "app.t1.example", "only the admin token" },
+				{ "127.0.0.1", "is an IP address" },
+				{ "10.1.2.3", "is an IP address" },
+				{ "127.1", "is an IP address" },
+				{ "app.example.123", "is an IP address" },
+				{ "localhost", "localhost name" },
+				{ "app.localhost", "localhost name" },
+				{ "web-t-2.berth.localhost", "may only use <name>-t-1" },
+				{ "8081-t-1.berth.localhost", "may only use <name>-t-1" },
+				{ "a.web-t-1.berth.localhost", "may only use <name>-t-1" },
+				{ "berth.localhost", "may only use <name>-t-1" },
+			};
+			char body[256];
+			size_t k;
+
+			for (k = 0; k < sizeof(refused) / sizeof(refused[0]); k++) {
+				snprintf(body, sizeof(body), "{\"host\":\"%s\"}",
+				    refused[k].host);
+				is_int(treq(tok1, "PUT", "/v1/sandboxes/t-1/ports/8081",
+				    body), 400, "sandbox token, host %s: 400",
+				    refused[k].host);
+				if (!ok(strstr(js("error/message"), refused[k].rule) !=
+				    NULL && strcmp(js("error/field"), "host") == 0,
+				    "...names the rule: %s", refused[k].rule))
+					diag("%s", js("error/message"));
+			}
+			is_int(treq(tok1, "PUT", "/v1/sandboxes/t-1/ports/8081",
+			    "{\"host\":\"web-t-1.berth.localhost\"}"), 201,
+			    "its own <name>-t-1 name under the domain: 201");
+			is_int(treq(toka, "PUT", "/v1/sandboxes/t-2/ports/8081",
+			    "{\"host\":\"app.t2.example\"}"), 201,
+			    "the admin token passes the suffix rule");
+			for (k = 1; k < 11; k++) {
+				snprintf(body, sizeof(body), "{\"host\":\"%s\"}",
+				    refused[k].host);
+				is_int(treq(toka, "PUT", "/v1/sandboxes/t-1/ports/8082",
+				    body), 400, "admin token, host %s: 400",
+				    refused[k].host);
+			}
+			is_int(req("PUT", "/v1/sandboxes/t-2/ports/8082",
+			    "{\"host\":\"web-t-1.berth.localhost\"}"), 400,
+			    "unix socket: another sandbox's own name: 400");
+			is_int(req("PUT", "/v1/sandboxes/t-1/ports/8081",
+			    "{\"host\":null}"), 200, "custom host removed");
+		}
 		is_int(treq(tok1, "GET", "/v1/sandboxes", NULL), 403,
 		    "refused the list");
 		is_int(treq(tok1, "PUT", "/v1/policy", "{}"), 403,
@@ -1072,6 +1130,37 @@ main(void)
 		is_int(req("GET", "/v1/sandboxes/vm-1", NULL), 200, "show vm-1");
 		is_str(js("state"), "running", "running");
 		is_str(js("memory_mib"), "512", "memory_mib stored");
+
+		/* custom_host_suffix apps.example.com, dev.example.org */
+		is_int(req("POST", "/v1/tokens", "{\"sandbox\":\"t-1\"}"), 201,
+		    "a token for t-1");
+		snprintf(cmd, sizeof(cmd), "%s", js("token"));
+		is_int(treq(cmd, "PUT", "/v1/sandboxes/t-1/ports/9001",
+		    "{\"host\":\"a.apps.example.com\"}"), 201,
+		    "sandbox token: a name under an allowed suffix");
+		is_int(treq(cmd, "PUT", "/v1/sandboxes/t-1/ports/9002",
+		    "{\"host\":\"x.y.dev.example.org\"}"), 201,
+		    "...under the second suffix, two labels down");
+		is_int(treq(cmd, "PUT", "/v1/sandboxes/t-1/ports/9003",
+		    "{\"host\":\"apps.example.com\"}"), 400,
+		    "the suffix itself: 400");
+		is_int(treq(cmd, "PUT", "/v1/sandboxes/t-1/ports/9003",
+		    "{\"host\":\"evilapps.example.com\"}"), 400,
+		    "not at a label boundary: 400");
+		if (!ok(strstr(js("error/message"), "not under a suffix ops allow "
+		    "for custom hosts (custom_host_suffix): *.apps.example.com, "
+		    "*.dev.example.org") != NULL, "names the suffixes"))
+			diag("%s", js("error/message"));
+		is_int(treq(cmd, "PUT", "/v1/sandboxes/t-1/ports/9003",
+		    "{\"host\":\"127.0.0.1\"}"), 400, "an address still: 400");
+		is_int(req("PUT", "/v1/sandboxes/t-2/ports/9001",
+		    "{\"host\":\"b.apps.example.com\"}"), 201, "t-2 holds b.apps");
+		is_int(treq(cmd, "PUT", "/v1/sandboxes/t-1/ports/9003",
+		    "{\"host\":\"b.apps.example.com\"}"), 400,
+		    "a name another sandbox holds: 400");
+		ok(strstr(js("error/message"), "is held by another sandbox") != NULL &&
+		    strstr(js("error/message"), "t-2") == NULL,
+		    "...says so without naming it: %s", js("error/message"));
 
 		is_int(req("POST", "/v1/sandboxes", "{\"id\":\"vm-2\","
 		    "\"memory_mib\":99999}"), 400, "memory above the maximum: 400");

@@ -92,7 +92,52 @@ test_heads(void)
 	check_req("GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400, "double space in request line");
 	check_req("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505, "HTTP/2.0 on the wire");
 	check_req("GET / HTTP/1.1 \r\nHost: a\r\n\r\n", 400, "trailing space after version");
-	check_req("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "absolute-form refused");
+	check_req("GET http://b/ HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+	    "absolute-form naming another host refused");
+	check_req("GET https://a:8443/x HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+	    "absolute-form: the port is part of the authority");
+	check_req("GET https://u@a/ HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+	    "absolute-form with user information refused");
+	check_req("GET https://a?x HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+	    "absolute-form without a path refused");
+	check_req("GET ftp://a/ HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+	    "absolute-form of another scheme refused");
+	is_int(req_status("GET HTTPS://A.example:8443/p?q=1 HTTP/1.1\r\n"
+	    "Host: a.example:8443\r\n\r\n", &h), 0,
+	    "absolute-form whose authority is Host: accepted (RFC 9112 3.2.2)");
+	ok(h.target_len == 6 && memcmp(h.target, "/p?q=1", 6) == 0,
+	    "...its target becomes the origin-form path");
+	px_head_reset(&h);
+	is_int(req_status("GET http://a HTTP/1.1\r\nHost: a\r\n\r\n", &h), 0,
+	    "absolute-form without a path: accepted");
+	ok(h.target_len == 1 && h.target[0] == '/', "...as /");
+	px_head_reset(&h);
+	check_req("GET /a%00.html HTTP/1.1\r\nHost: a\r\n\r\n", 400, "%00 in the path");
+	check_req("GET https://a/%00 HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+	    "%00 in an absolute-form path");
+	check_req("GET /a?x=%00 HTTP/1.1\r\nHost: a\r\n\r\n", 0, "%00 in the query is data");
+	check_req("GET /a%000 HTTP/1.1\r\nHost: a\r\n\r\n", 400, "%000 in the path");
+	check_req("GET /a%0a HTTP/1.1\r\nHost: a\r\n\r\n", 0, "%0a is not NUL");
+	check_req("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, "HTTP/2 preface");
+	/* underscore look-alikes of framing and hop-by-hop headers */
+	check_req("POST / HTTP/1.1\r\nHost: a\r\nTransfer_Encoding: chunked\r\n"
+	    "Content-Length: 3\r\n\r\n", 400, "Transfer_Encoding");
+	check_req("POST / HTTP/1.1\r\nHost: a\r\nContent_Length: 3\r\n\r\n", 400,
+	    "Content_Length");
+	check_req("GET / HTTP/1.1\r\nHost: a\r\nkeep_alive: 1\r\n\r\n", 400, "keep_alive");
+	check_req("GET / HTTP/1.1\r\nHost: a\r\nProxy_Connection: close\r\n\r\n", 400,
+	    "Proxy_Connection");
+	check_req("GET / HTTP/1.1\r\nHost: a\r\nProxy_Authorization: x\r\n\r\n", 400,
+	    "Proxy_Authorization");
+	check_req("GET / HTTP/1.1\r\nHost: a\r\nX_Custom: 1\r\nContent_Type: x\r\n\r\n", 0,
+	    "other names with '_' pass");
+	is_int(req_status("GET / HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 6.6.6.6\r\n"
+	    "x-request_id: 1\r\n\r\n", &h), 0, "look-alikes of forwarding headers parse");
+	f = px_head_get(&h, "x_forwarded_for");
+	ok(f != NULL && f->hop, "...and are dropped (berthd writes those)");
+	f = px_head_get(&h, "x-request_id");
+	ok(f != NULL && f->hop, "...x-request_id too");
+	px_head_reset(&h);
 	check_req("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 0, "asterisk-form for OPTIONS");
 	check_req("CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n", 405, "CONNECT refused");
 	check_req("BREW / HTTP/1.1\r\nHost: a\r\n\r\n", 501, "unknown method");
@@ -131,6 +176,13 @@ test_heads(void)
 		memset(big + o, 'a', PX_HEAD_MAX);
 		big[o + PX_HEAD_MAX] = '\0';
 		check_req(big, 431, "head over 16 KB");
+		memset(big, 'G', PX_HEAD_MAX + 32);
+		big[PX_HEAD_MAX + 32] = '\0';
+		check_req(big, 400, "an endless method: a malformed request line, 400");
+		o = (size_t)sprintf(big, "GET /");
+		memset(big + o, 'a', PX_REQLINE_MAX);
+		strcpy(big + o + PX_REQLINE_MAX, " HTTP/1.1\r\nHost: a\r\n\r\n");
+		check_req(big, 400, "request line over 8 KB: 400");
 		o = (size_t)sprintf(big, "GET / HTTP/1.1\r\nHost: a\r\n");
 		for (i = 0; i < PX_HEADERS_MAX; i++)
 			o += (size_t)sprintf(big + o, "X%d: y\r\n", i);
@@ -213,6 +265,24 @@ test_chunked(void)
 	check_chunk("5\r\nhelloXX0\r\n\r\n", 0, "data longer than size");
 	check_chunk("5;a\nb\r\nhello\r\n0\r\n\r\n", 0, "bare LF in extension");
 	check_chunk("5;a\001\r\nhello\r\n0\r\n\r\n", 0, "control byte in extension");
+	/* extensions: RFC 9112 7.1.1's grammar, nothing else */
+	check_chunk("5;\r\nhello\r\n0\r\n\r\n", 0, "extension without a name");
+	check_chunk("5;bad[=x\r\nhello\r\n0\r\n\r\n", 0, "'[' in an extension name");
+	check_chunk("5;a=\r\nhello\r\n0\r\n\r\n", 0, "'=' without a value");
+	check_chunk("5;a=b c\r\nhello\r\n0\r\n\r\n", 0, "two tokens as a value");
+	check_chunk("5;a=\"b\r\nhello\r\n0\r\n\r\n", 0, "unterminated quoted value");
+	check_chunk("5;a=\"b\"c\r\nhello\r\n0\r\n\r\n", 0, "bytes after a quoted value");
+	check_chunk("5;a \r\nhello\r\n0\r\n\r\n", 0, "whitespace before CRLF");
+	check_chunk("5;;a\r\nhello\r\n0\r\n\r\n", 0, "empty extension");
+	check_chunk("5;a=b;\r\nhello\r\n0\r\n\r\n", 0, "trailing ';'");
+	check_chunk("5;a\r\nhello\r\n0\r\n\r\n", 1, "name only");
+	check_chunk("5;a=b;c=d\r\nhello\r\n0\r\n\r\n", 1, "two extensions");
+	check_chunk("5 ; a = b ;c\r\nhello\r\n0\r\n\r\n", 1, "BWS around ';' and '='");
+	check_chunk("5;a=\"b \\\" ;=c\"\r\nhello\r\n0\r\n\r\n", 1,
+	    "quoted value with a quoted-pair and separators");
+	check_chunk("0;last\r\n\r\n", 1, "extension on the last chunk");
+	check_chunk("5;a=\"b\001\"\r\nhello\r\n0\r\n\r\n", 0,
+	    "control byte in a quoted value");
 	check_chunk("1000000000000000\r\n", 0, "size over 15 hex digits");
 	check_chunk("0\r\nX: 1\nY: 2\r\n\r\n", 0, "bare LF in trailers");
 	check_chunk("0\r\nX: 1\r\n folded\r\n\r\n", 0, "obs-fold in trailers");
@@ -320,10 +390,54 @@ test_corpus(void)
 	ok(files >= 30, "corpus has %d inputs (>= 30)", files);
 }
 
+/* Every berth_token query parameter goes, whatever its shape. */
+static void
+test_strip(void)
+{
+	static const struct {
+		const char *in, *out;
+		int removed;
+	} t[] = {
+		{ "/a", "/a", 0 },
+		{ "/a?", "/a?", 0 },
+		{ "/a?b=1", "/a?b=1", 0 },
+		{ "/a?berth_token=T", "/a", 1 },
+		{ "/a?berth_token=T&berth_token=T", "/a", 2 },
+		{ "/a?x=1&berth_token=T&y=2", "/a?x=1&y=2", 1 },
+		{ "/a?berth_token=T&x=1", "/a?x=1", 1 },
+		{ "/a?x=1&berth_token=T", "/a?x=1", 1 },
+		{ "/a?berth%5Ftoken=T", "/a", 1 },
+		{ "/a?berth%5ftoken=T&x=%41", "/a?x=%41", 1 },
+		{ "/a?%62%65rth_token=T", "/a", 1 },
+		{ "/a?berth%255Ftoken=T", "/a", 1 },	/* decoded twice */
+		{ "/a?Berth_Token=T", "/a", 1 },
+		{ "/a?berth_token", "/a", 1 },
+		{ "/a?berth_token=", "/a", 1 },
+		{ "/a?x=1;berth_token=T;y=2", "/a?x=1;y=2", 1 },
+		{ "/a?x=1&&berth_token=T", "/a?x=1&", 1 },
+		{ "/a?berth_tokens=T&xberth_token=U", "/a?berth_tokens=T&xberth_token=U", 0 },
+		{ "/a?x=berth_token", "/a?x=berth_token", 0 },
+		{ "/a?berth_token=T&berth_token=U&z=%26", "/a?z=%26", 2 },
+		{ "/berth_token=x", "/berth_token=x", 0 },
+	};
+	char out[256];
+	size_t i, n;
+	int removed;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		n = px_target_strip_param(t[i].in, strlen(t[i].in), "berth_token",
+		    out, &removed);
+		ok(n == strlen(t[i].out) && memcmp(out, t[i].out, n) == 0 &&
+		    removed == t[i].removed, "strip %s -> %s (got %.*s, %d removed)",
+		    t[i].in, t[i].out, (int)n, out, removed);
+	}
+}
+
 int
 main(void)
 {
 	test_heads();
+	test_strip();
 	test_chunked();
 	test_corpus();
 	return done_testing();

@@ -80,6 +80,41 @@ main(void)
 		    "bad sandbox id rejected: %s", err);
 	}
 	ok(px_routes_from_json("nope", 4, err, sizeof(err)) == NULL, "bad JSON rejected");
+	{
+		/* custom hosts stored before the control API refused them
+		 * are not routed; a sandbox's own <name>-<id> name is */
+		static const char t2[] = "{\"domain\":\"berth.localhost\",\"sandboxes\":["
+		    "{\"id\":\"sb-1\",\"address\":\"10.0.0.2\",\"ports\":["
+		    "{\"port\":1,\"host\":\"web-sb-1.berth.localhost\"},"
+		    "{\"port\":2,\"host\":\"127.0.0.1\"},"
+		    "{\"port\":3,\"host\":\"localhost\"},"
+		    "{\"port\":4,\"host\":\"app.localhost\"},"
+		    "{\"port\":5,\"host\":\"web-a.berth.localhost\"},"
+		    "{\"port\":6,\"host\":\"ok.example.com\"}]},"
+		    "{\"id\":\"a\",\"address\":\"10.0.0.6\",\"ports\":[]}],\"tokens\":[]}";
+		struct px_routes *r2 = px_routes_from_json(t2, sizeof(t2) - 1, err, sizeof(err));
+
+		ok(r2 != NULL, "table with odd custom hosts builds: %s", err);
+		if (r2 != NULL) {
+			is_int(look(r2, "web-sb-1.berth.localhost", &m), PX_ROUTE_OK,
+			    "a sandbox's own name under the domain routes");
+			ok(m.guest_port == 1 && strcmp(m.sandbox, "sb-1") == 0,
+			    "...to its port");
+			is_int(look(r2, "127.0.0.1", &m), PX_ROUTE_UNKNOWN_HOST,
+			    "a stored IP custom host is not routed");
+			is_int(look(r2, "localhost", &m), PX_ROUTE_UNKNOWN_HOST,
+			    "nor localhost");
+			is_int(look(r2, "app.localhost", &m), PX_ROUTE_UNKNOWN_HOST,
+			    "nor *.localhost");
+			is_int(look(r2, "web-a.berth.localhost", &m), PX_ROUTE_UNKNOWN_HOST,
+			    "nor another sandbox's name under the domain");
+			is_int(look(r2, "ok.example.com", &m), PX_ROUTE_OK,
+			    "a DNS name routes");
+			is_int(look(r2, "1-sb-1.berth.localhost", &m), PX_ROUTE_OK,
+			    "generated names still route");
+			px_routes_unref(r2);
+		}
+	}
 	px_routes_unref(r);
 	return done_testing();
 }

@@ -88,6 +88,26 @@ main(void)
 	ok(!px_valid_ip(""), "empty refused");
 	ok(!px_valid_ip("10.0.0.2 "), "trailing space refused");
 
+	/* custom host names: addresses in disguise, localhost, suffixes */
+	ok(px_host_is_ip("127.0.0.1"), "127.0.0.1 is an address");
+	ok(px_host_is_ip("127.1"), "127.1 is an address (inet_aton)");
+	ok(px_host_is_ip("0x7f000001"), "0x7f000001 is an address");
+	ok(px_host_is_ip("2130706433"), "2130706433 is an address");
+	ok(px_host_is_ip("::1"), "::1 is an address");
+	ok(px_host_is_ip("app.example.123"), "an all-digit last label is no name");
+	ok(!px_host_is_ip("app.example.com"), "app.example.com is a name");
+	ok(!px_host_is_ip("1.example.com"), "digits in a first label are fine");
+	ok(!px_host_is_ip("0x7f.example"), "hex-looking labels in a name are fine");
+	ok(px_host_is_localhost("localhost"), "localhost");
+	ok(px_host_is_localhost("a.b.localhost"), "a.b.localhost");
+	ok(!px_host_is_localhost("localhost.example.com"), "localhost.example.com is not");
+	ok(!px_host_is_localhost("mylocalhost"), "mylocalhost is not");
+	ok(px_host_under("a.apps.example.com", "apps.example.com"), "under a suffix");
+	ok(px_host_under("a.apps.example.com", ".apps.example.com"), "a leading dot is ignored");
+	ok(!px_host_under("apps.example.com", "apps.example.com"), "the suffix itself is not under it");
+	ok(!px_host_under("evilapps.example.com", "apps.example.com"), "only at a label boundary");
+	ok(!px_host_under("a.apps.example.com", ""), "an empty suffix holds nothing");
+
 	/* ports */
 	is_int(port("1"), 1, "port 1");
 	is_int(port("8080"), 8080, "port 8080");
