@@ -83,6 +83,8 @@ struct vmm_template {
 	const char *cmdline;		/* base command line */
 	const char *ready_line;		/* console text meaning "guest up";
 					 * NULL: "berth-guest: ready" */
+	const char *agent;		/* virtio-serial port name of the
+					 * guest agent; NULL: none */
 };
 
 /* Read <dir>/template.json as written by vmm/guest/mktemplate. The
@@ -254,6 +256,12 @@ struct vmm_info {
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
+
+/* The guest agent's socket of a running sandbox, connected (non-blocking,
+ * close-on-exec) and checked to be its VMM's (SO_PEERCRED when jailed):
+ * the descriptor, or -errno with err (-ENOTSUP: the template has no
+ * agent; -EAGAIN: not running). Frames: vmm/guest/agent_proto.h. */
+int vmm_agent_connect(struct vmm_sandbox *sb, char *err, size_t errlen);
 
 /* What a jailed sandbox's VMM used, from its cgroup (zeros without). */
 struct vmm_usage {
