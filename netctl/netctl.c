@@ -1848,7 +1848,7 @@ static const struct cmd cmds[] = {
 	  "created (durations: 90s, 10m, 2h, 1d, or never; default: berth.conf's\n"
 	  "idle_pause and idle_suspend, no lifetime limit). Prints the\n"
 	  "sandbox's token once: it may manage only this sandbox (ports,\n"
-	  "egress, pause, resume, events)." },
+	  "egress, pause, resume, events, exec)." },
 	{ "sandbox", "set", NULL, "<id> [--idle-pause D|never|default] "
 	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default]",
 	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME, c_sandbox_set,
@@ -1954,7 +1954,7 @@ static const struct cmd cmds[] = {
 	  0, O_ADMIN | O_SANDBOX | O_NAME, c_token_create,
 	  "Create a token for the TCP control API and private URLs and print\n"
 	  "it (only now). Admin tokens may do everything; a sandbox token\n"
-	  "only that sandbox's ports, egress, pause/resume and events." },
+	  "only that sandbox's ports, egress, pause/resume, events and exec." },
 	{ "token", "ls", "list", "", 0, 0, 0, c_token_ls,
 	  "List tokens (never their secrets): ID SCOPE NAME CREATED." },
 	{ "token", "rotate", NULL, "<token-id>", 1, 1, 0, c_token_rotate,

@@ -25,6 +25,11 @@ out=$(netctl sandbox create ex 2>&1) ||
 	bail "sandbox create: $out; $(netctl sandbox events ex 2>&1 | tail -n 3)"
 like "created, running" "$out" 'sandbox ex created \(10\.231\.0\.[0-9]+, running\)'
 tok=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
+# the agent's socket is the jailed VMM's (berthd checks its uid)
+is "the VMM is jailed" \
+	"$(netctl --json sandbox show ex | json_get "$(cat)" 'j["vm"]["jailed"]')" True
+check "the agent's socket is in the jail's run/" \
+	test -S "$STATE/vms/ex/jail/run/agent.sock"
 
 x() { netctl sandbox exec ex "$@" </dev/null; }
 state() { netctl --json sandbox show ex | json_get "$(cat)" 'j["state"]'; }
