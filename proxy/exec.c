@@ -9,8 +9,8 @@
  *            fresh nonce: frames before its pong are an older
  *            connection's and are dropped
  *   run      the exec frame, stdin and its EOF; output gathered (bounded)
- *            until the exit frame; the sandbox's idle clock is reset every
- *            second meanwhile, so a long command keeps it awake
+ *            until the exit frame; meanwhile a hold on the sandbox
+ *            (vmm_activity_hold) keeps the idle policy from pausing it
  * The connection stays open for the next command; a resume from a
  * snapshot (a new VMM) or a berthd restart closes it, and the next command
  * connects again.
@@ -72,7 +72,8 @@ struct link {
 	struct bufferevent *bev;
 	unsigned char nonce[8];
 	struct event *step_ev;		/* a deferred step */
-	struct event *tick_ev;		/* sync deadline, activity, deadline */
+	struct event *tick_ev;		/* sync deadline, command deadline */
+	int held;			/* vmm_activity_hold taken */
 	struct link *next;
 };
 
@@ -155,15 +156,32 @@ job_fail(struct link *l, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (status >= 500)
+		log_warnx("sandbox %s: exec: %s", l->id, msg);
 	memset(&res, 0, sizeof(res));
 	res.status = status;
 	res.message = msg;
 	job_end(l, &res);
 }
 
+/* A command runs: the idle policy leaves the sandbox running (a 1 s
+ * activity tick could lose the race against idle_pause 1s). */
+static void
+hold(struct link *l, int on)
+{
+	struct vmm_sandbox *sb;
+
+	if (l->held == on)
+		return;
+	l->held = on;
+	if ((sb = px_vm_sandbox(l->id)) != NULL)
+		vmm_activity_hold(sb, on);
+}
+
 static void
 disconnect(struct link *l)
 {
+	hold(l, 0);
 	if (l->bev != NULL)
 		bufferevent_free(l->bev);
 	l->bev = NULL;
@@ -196,7 +214,7 @@ run(struct link *l, struct job *j)
 	frame_add(out, BA_STDIN, NULL, 0);	/* EOF */
 	j->deadline = now_ms() + (int64_t)j->timeout_ms + GRACE_MS;
 	l->st = L_BUSY;
-	px_vm_activity(l->id);
+	hold(l, 1);
 	tick_in(l, 1000);
 }
 
@@ -238,6 +256,7 @@ finished(struct link *l, struct job *j, const char *line)
 	res.out = res.outlen ? evbuffer_pullup(j->out, -1) : (unsigned char *)"";
 	res.err = res.errlen ? evbuffer_pullup(j->err, -1) : (unsigned char *)"";
 	l->st = L_READY;
+	hold(l, 0);
 	evtimer_del(l->tick_ev);
 	job_end(l, &res);
 	later(l);
@@ -310,6 +329,7 @@ on_read(struct bufferevent *bev, void *arg)
 					    small[i] < 0x7f ? (char)small[i] : '?';
 				msg[i] = '\0';
 				l->st = L_READY;
+				hold(l, 0);
 				evtimer_del(l->tick_ev);
 				job_fail(l, 502, "the guest agent refused: %s",
 				    msg);
@@ -370,8 +390,6 @@ tick(evutil_socket_t fd, short what, void *arg)
 		later(l);
 		return;
 	}
-	/* a running command is activity: the idle policy leaves it */
-	px_vm_activity(l->id);
 	tick_in(l, 1000);
 }
 

@@ -836,6 +836,12 @@ idle_fire(evutil_socket_t fd, short what, void *arg)
 		    sizeof(err));
 		return;
 	}
+	if (sb->state == VMM_RUNNING && sb->holds > 0) {
+		/* a command runs in it for the API (exec) */
+		sb->last_activity_ms = now;
+		idle_arm(sb);
+		return;
+	}
 	if (sb->state == VMM_RUNNING && ((ip != VMM_NEVER && idle >= ip) ||
 	    (is != VMM_NEVER && idle >= is)) && (cpu_busy(sb) | net_busy(sb))) {
 		/* no visitor, but the guest is at work or on the network:
@@ -891,6 +897,16 @@ idle_arm(struct vmm_sandbox *sb)
 	tv.tv_sec = (time_t)(t / 1000);
 	tv.tv_usec = (suseconds_t)(t % 1000) * 1000;
 	event_add(sb->idle_ev, &tv);
+}
+
+void
+vmm_activity_hold(struct vmm_sandbox *sb, int on)
+{
+	if (on)
+		sb->holds++;
+	else if (sb->holds > 0)
+		sb->holds--;
+	vmm_activity(sb);
 }
 
 void

@@ -306,6 +306,10 @@ int vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 
 /* The proxy saw traffic (bytes, open connections, WebSockets, SSE). */
 void vmm_activity(struct vmm_sandbox *sb);
+/* Something runs in the guest for a client (an exec): while holds are
+ * taken (on 1) and not given back (on 0), the idle policy neither
+ * pauses nor suspends it; max_lifetime still applies. */
+void vmm_activity_hold(struct vmm_sandbox *sb, int on);
 /* Per-sandbox limits; VMM_NEVER disables one, 0 restores the default. */
 void vmm_sandbox_set_idle(struct vmm_sandbox *sb, uint64_t idle_pause_ms,
     uint64_t idle_suspend_ms, uint64_t max_lifetime_ms);

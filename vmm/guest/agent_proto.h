@@ -12,7 +12,10 @@
  *   'P' ping       payload: a nonce, echoed in 'p'. The host sends one
  *                  after every (re)connect and ignores every frame until
  *                  the matching pong: output of an earlier connection
- *                  cannot be taken for this one's.
+ *                  cannot be taken for this one's. The ping starts a
+ *                  session: the agent kills a command an earlier
+ *                  connection left running (its close may have gone
+ *                  unseen while the guest was paused).
  *   'E' exec       payload: NUL-terminated fields, each a tag byte and its
  *                  text: 't<timeout ms>', 'c<cwd>' (optional), 'a<arg>'
  *                  (argv, in order, at least one), 'e<NAME=value>' (env,
