@@ -22,8 +22,10 @@
 #include "valid.h"
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,7 +73,10 @@ enum {
 	O_IDLE_PAUSE = 1 << 22,
 	O_IDLE_SUSPEND = 1 << 23,
 	O_MAX_LIFETIME = 1 << 24,
-	O_LAST = O_MAX_LIFETIME
+	O_ENV = 1 << 25,
+	O_CWD = 1 << 26,
+	O_TIMEOUT = 1 << 27,
+	O_LAST = O_TIMEOUT
 };
 
 /* What only a microVM sandbox takes (not one with --address). */
@@ -81,7 +86,8 @@ enum {
 /* long-only options */
 enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
 	OPT_PERMIT, OPT_MEMORY, OPT_VCPUS, OPT_DISK, OPT_TEMPLATE,
-	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME };
+	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME, OPT_ENV, OPT_CWD,
+	OPT_TIMEOUT };
 
 #define MAX_RULE_OPTS 64
 
@@ -107,6 +113,9 @@ struct opts {
 	const char *max_rules, *conn_limit, *new_conn_rate;
 	const char *memory, *vcpus, *disk, *template_;
 	const char *idle_pause, *idle_suspend, *max_lifetime;
+	const char *env[MAX_RULE_OPTS];
+	int nenv;
+	const char *cwd, *timeout;
 };
 
 struct cmd;
@@ -1030,6 +1039,166 @@ c_sandbox_events(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
+#define EXEC_STDIN_MAX	(48 * 1024)	/* base64 within the API's 64 KiB */
+
+/* Prints one stream of an exec answer as the command wrote it. */
+static void
+exec_print(json_t *doc, const char *key, FILE *f)
+{
+	char enc_key[32];
+	const char *s = json_string_value(json_object_get(doc, key));
+	const char *enc;
+	unsigned char *raw;
+	size_t n, pad;
+	int len;
+
+	snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
+	enc = json_string_value(json_object_get(doc, enc_key));
+	if (s == NULL)
+		return;
+	if (enc == NULL || strcmp(enc, "base64") != 0) {
+		fwrite(s, 1, json_string_length(json_object_get(doc, key)), f);
+		return;
+	}
+	n = strlen(s);
+	for (pad = 0; pad < 2 && pad < n && s[n - 1 - pad] == '='; pad++)
+		;
+	if ((raw = malloc(n / 4 * 3 + 3)) == NULL)
+		return;
+	if ((len = EVP_DecodeBlock(raw, (const unsigned char *)s, (int)n)) >= 0)
+		fwrite(raw, 1, (size_t)len - pad, f);
+	free(raw);
+}
+
+static int
+c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	json_t *body, *argv, *env = NULL, *doc, *v;
+	unsigned char buf[EXEC_STDIN_MAX + 1];
+	char *b64;
+	size_t got = 0;
+	ssize_t r;
+	uint64_t secs = 600;
+	int i, rc;
+
+	(void)c;
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	if ((body = json_object()) == NULL || (argv = json_array()) == NULL) {
+		fail("out of memory");
+		return EXIT_REFUSED;
+	}
+	json_object_set_new(body, "argv", argv);
+	for (i = 1; i < n; i++)
+		json_array_append_new(argv, json_string(a[i]));
+	for (i = 0; i < o->nenv; i++) {
+		const char *eq = strchr(o->env[i], '=');
+		char name[257];
+
+		if (eq == NULL || eq == o->env[i] ||
+		    (size_t)(eq - o->env[i]) >= sizeof(name)) {
+			fail("--env: '%s' is not NAME=VALUE", o->env[i]);
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		memcpy(name, o->env[i], (size_t)(eq - o->env[i]));
+		name[eq - o->env[i]] = '\0';
+		if (env == NULL)
+			json_object_set_new(body, "env", env = json_object());
+		json_object_set_new(env, name, json_string(eq + 1));
+	}
+	if (o->cwd != NULL)
+		json_object_set_new(body, "cwd", json_string(o->cwd));
+	if (o->timeout != NULL) {
+		json_t *t = json_object();
+
+		/* checked here so the answer wait fits the command's */
+		if (strcmp(o->timeout, "never") == 0) {
+			fail("--timeout: a command needs a deadline (at most 24h)");
+			json_decref(t);
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		if (span_arg("--timeout", o->timeout, 0, t, "t") != 0) {
+			json_decref(t);
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		json_decref(t);
+		secs = strtoull(o->timeout, NULL, 10);
+		switch (o->timeout[strspn(o->timeout, "0123456789")]) {
+		case 'm':
+			secs = strstr(o->timeout, "ms") != NULL ? secs / 1000 :
+			    secs * 60;
+			break;
+		case 'h': secs *= 3600; break;
+		case 'd': secs *= 86400; break;
+		default: break;
+		}
+		json_object_set_new(body, "timeout", json_string(o->timeout));
+	}
+	/* a wake, and commands queued before this one, come on top */
+	cli_timeout_secs = (unsigned)(secs > 86400 ? 86400 : secs) + 300;
+	if (!isatty(STDIN_FILENO)) {
+		while (got <= EXEC_STDIN_MAX && (r = read(STDIN_FILENO,
+		    buf + got, sizeof(buf) - got)) != 0) {
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				break;	/* no stdin (closed): none sent */
+			}
+			got += (size_t)r;
+		}
+		if (got > EXEC_STDIN_MAX) {
+			fail("stdin: more than %d bytes; streaming stdin is not "
+			    "supported yet", EXEC_STDIN_MAX);
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		if (got > 0) {
+			if ((b64 = malloc(4 * ((got + 2) / 3) + 1)) == NULL) {
+				fail("out of memory");
+				json_decref(body);
+				return EXIT_REFUSED;
+			}
+			EVP_EncodeBlock((unsigned char *)b64, buf, (int)got);
+			json_object_set_new(body, "stdin", json_string(b64));
+			free(b64);
+		}
+	}
+	{
+		char target[160];
+
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec", a[0]);
+		rc = call(o, "POST", target, body, &doc);
+	}
+	json_decref(body);
+	if (rc != EXIT_OK)
+		return rc;
+	if (!o->json) {
+		fflush(stdout);
+		exec_print(doc, "stdout", stdout);
+		fflush(stdout);
+		exec_print(doc, "stderr", stderr);
+	}
+	if (json_is_true(json_object_get(doc, "timed_out")))
+		fprintf(stderr, "%s: the command timed out and was killed\n",
+		    progname);
+	if (json_is_true(json_object_get(doc, "truncated")))
+		fprintf(stderr, "%s: output over 4 MiB a stream was dropped\n",
+		    progname);
+	if ((v = json_object_get(doc, "exit_code")) != NULL &&
+	    json_is_integer(v))
+		rc = (int)json_integer_value(v) & 0xff;
+	else if ((v = json_object_get(doc, "signal")) != NULL &&
+	    json_is_integer(v))
+		rc = 128 + ((int)json_integer_value(v) & 0x7f);
+	else
+		rc = EXIT_REFUSED;
+	json_decref(doc);
+	return rc;
+}
+
 static void
 print_rules(json_t *rules)
 {
@@ -1684,7 +1853,7 @@ static const struct cmd cmds[] = {
 	  "created (durations: 90s, 10m, 2h, 1d, or never; default: berth.conf's\n"
 	  "idle_pause and idle_suspend, no lifetime limit). Prints the\n"
 	  "sandbox's token once: it may manage only this sandbox (ports,\n"
-	  "egress, pause, resume, events)." },
+	  "egress, pause, resume, events, exec)." },
 	{ "sandbox", "set", NULL, "<id> [--idle-pause D|never|default] "
 	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default]",
 	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME, c_sandbox_set,
@@ -1717,6 +1886,17 @@ static const struct cmd cmds[] = {
 	  c_sandbox_console,
 	  "Print the guest console berthd keeps (the last 64 KiB; at most\n"
 	  "vm_console_max in all); --follow keeps printing what comes." },
+	{ "sandbox", "exec", NULL, "<id> [--env NAME=VALUE]... [--cwd DIR] "
+	  "[--timeout D] -- CMD [ARG]...", 2, 4096, O_ENV | O_CWD | O_TIMEOUT,
+	  c_sandbox_exec,
+	  "Run CMD in the sandbox's guest (as root) and print its stdout and\n"
+	  "stderr as they were; netctl exits with the command's status (128+N\n"
+	  "when signal N ended it; netctl's own failures keep their codes, so\n"
+	  "1-4 may be either: --json tells). A paused or suspended sandbox is\n"
+	  "woken first. stdin is sent when it is not a terminal (at most 48\n"
+	  "KiB for now; output is returned once the command ends, at most 4\n"
+	  "MiB a stream). --timeout (default 10m, at most 24h) kills the\n"
+	  "command after D. A sandbox token may exec only in its sandbox." },
 	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
 	  "Lifecycle events of a sandbox, oldest first:\n"
 	  "SEQ TIME OPERATION RESULT DURATION REASON." },
@@ -1779,7 +1959,7 @@ static const struct cmd cmds[] = {
 	  0, O_ADMIN | O_SANDBOX | O_NAME, c_token_create,
 	  "Create a token for the TCP control API and private URLs and print\n"
 	  "it (only now). Admin tokens may do everything; a sandbox token\n"
-	  "only that sandbox's ports, egress, pause/resume and events." },
+	  "only that sandbox's ports, egress, pause/resume, events and exec." },
 	{ "token", "ls", "list", "", 0, 0, 0, c_token_ls,
 	  "List tokens (never their secrets): ID SCOPE NAME CREATED." },
 	{ "token", "rotate", NULL, "<token-id>", 1, 1, 0, c_token_rotate,
@@ -1938,6 +2118,9 @@ opt_name(unsigned o)
 	case O_IDLE_PAUSE: return "--idle-pause";
 	case O_IDLE_SUSPEND: return "--idle-suspend";
 	case O_MAX_LIFETIME: return "--max-lifetime";
+	case O_ENV: return "--env";
+	case O_CWD: return "--cwd";
+	case O_TIMEOUT: return "--timeout";
 	default: return "?";
 	}
 }
@@ -2014,6 +2197,9 @@ netctl_main(int argc, char **argv)
 		{ "idle-pause", required_argument, NULL, OPT_IDLE_PAUSE },
 		{ "idle-suspend", required_argument, NULL, OPT_IDLE_SUSPEND },
 		{ "max-lifetime", required_argument, NULL, OPT_MAX_LIFETIME },
+		{ "env", required_argument, NULL, OPT_ENV },
+		{ "cwd", required_argument, NULL, OPT_CWD },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -2146,6 +2332,22 @@ netctl_main(int argc, char **argv)
 		case OPT_MAX_LIFETIME:
 			o.max_lifetime = optarg;
 			o.given |= O_MAX_LIFETIME;
+			break;
+		case OPT_ENV:
+			if (o.nenv == MAX_RULE_OPTS) {
+				fail("at most %d --env options", MAX_RULE_OPTS);
+				return EXIT_USAGE;
+			}
+			o.env[o.nenv++] = optarg;
+			o.given |= O_ENV;
+			break;
+		case OPT_CWD:
+			o.cwd = optarg;
+			o.given |= O_CWD;
+			break;
+		case OPT_TIMEOUT:
+			o.timeout = optarg;
+			o.given |= O_TIMEOUT;
 			break;
 		case 'd':
 		case 'w':

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "store.h"
 #include "tls.h"
+#include "exec.h"
 #include "vm.h"
 #include "egress.h"
 #include "fleet.h"
@@ -1016,6 +1017,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	m = json_pack("{s:s}", "type", "drain");
 	send_all(m);
 	px_fleet_stop();
+	px_exec_shutdown();	/* its answers go out through the control API */
 	if (P.control != NULL) {
 		px_control_free(P.control);
 		P.control = NULL;
@@ -1409,6 +1411,8 @@ main(int argc, char **argv)
 		hooks.lifecycle = px_vm_lifecycle;
 		hooks.vm_set_idle = px_vm_set_idle;
 		hooks.template_dir = px_vm_template_dir();
+		px_exec_init(P.base);
+		hooks.exec = px_exec_start;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
 	hooks.template_check = px_vm_template_check;
@@ -1448,6 +1452,7 @@ main(int argc, char **argv)
 	log_info("state %s, control %s, CA %s/tls/ca.pem", P.state_dir, path, P.state_dir);
 	event_base_dispatch(P.base);
 
+	px_exec_shutdown();
 	if (P.control != NULL)
 		px_control_free(P.control);
 	px_store_close(P.store);

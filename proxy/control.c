@@ -31,6 +31,7 @@
 #include <event2/listener.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 
 #include <arpa/inet.h>
@@ -1612,6 +1613,247 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 	}
 }
 
+/* ---- exec: a command in the guest (exec.c in berthd) ---- */
+
+#define EXEC_MAX_ARGS		4096
+#define EXEC_TIMEOUT_DEFAULT	(10 * 60 * 1000)
+#define EXEC_TIMEOUT_MAX	(24 * 3600 * 1000)
+
+struct exec_pending {
+	struct px_control *ctl;
+	struct conn *c;
+	uint64_t serial;
+	enum http_method method;
+};
+
+/* Output as JSON text when it is UTF-8 (jansson checks), else base64. */
+static int
+exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len)
+{
+	char enc_key[32];
+	json_t *s;
+	char *b;
+
+	snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
+	if ((s = json_stringn((const char *)p, len)) != NULL) {
+		json_object_set_new(doc, key, s);
+		json_object_set_new(doc, enc_key, json_string("utf-8"));
+		return 0;
+	}
+	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
+		return -1;
+	EVP_EncodeBlock((unsigned char *)b, p, (int)len);
+	json_object_set_new(doc, key, json_string(b));
+	json_object_set_new(doc, enc_key, json_string("base64"));
+	free(b);
+	return 0;
+}
+
+static void
+exec_done(void *arg, const struct px_exec_result *res)
+{
+	struct exec_pending *p = arg;
+	struct px_control *ctl = p->ctl;
+	struct conn *c;
+	struct req r;
+	json_t *doc;
+
+	/* the client may have gone meanwhile */
+	TAILQ_FOREACH(c, &ctl->conns, entry)
+		if (c == p->c && c->serial == p->serial)
+			break;
+	if (c == NULL) {
+		free(p);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = p->method;
+	if (res->status != 200) {
+		reply_error(&r, res->status, NULL, NULL, "%s", res->message ?
+		    res->message : "exec failed");
+	} else if ((doc = json_pack("{s:o, s:o, s:b, s:b, s:I, s:I}",
+	    "exit_code", res->exited ? json_integer(res->exit_code) :
+	    json_null(), "signal", res->exited ? json_null() :
+	    json_integer(res->signal), "timed_out", res->timed_out,
+	    "truncated", res->truncated, "wake_ms", (json_int_t)res->wake_ms,
+	    "duration_ms", (json_int_t)res->duration_ms)) == NULL ||
+	    exec_stream(doc, "stdout", res->out, res->outlen) < 0 ||
+	    exec_stream(doc, "stderr", res->err, res->errlen) < 0) {
+		json_decref(doc);
+		reply_error(&r, 503, NULL, NULL, "out of memory");
+	} else
+		reply_json(&r, 200, doc);
+	free(p);
+	c->waiting = 0;
+	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
+	if (c->closing)
+		bufferevent_disable(c->bev, EV_READ);
+	else
+		conn_read(c->bev, c);	/* pipelined requests waited */
+}
+
+/* 1 if s is an environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
+static int
+env_name_ok(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' &&
+		    s[i] <= 'z') || s[i] == '_' || (i > 0 && s[i] >= '0' &&
+		    s[i] <= '9')))
+			return 0;
+	return i > 0 && i <= 256;
+}
+
+static void
+h_exec(struct req *r, const char *id)
+{
+	static const char *const allowed[] = { "argv", "env", "cwd",
+	    "timeout", "stdin", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_exec_req er;
+	struct px_sandbox sb;
+	struct exec_pending *p = NULL;
+	json_t *obj, *v, *argv_j, *env_j;
+	char **argv = NULL, **env = NULL, err[512], buf[64];
+	const char *text, *key;
+	unsigned char *in = NULL;
+	uint64_t ms;
+	size_t i, n, pad;
+	int rc, status = 503, len;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if ((obj = body_object(r, allowed, 0)) == NULL)
+		return;
+	memset(&er, 0, sizeof(er));
+	argv_j = json_object_get(obj, "argv");
+	if (!json_is_array(argv_j) || json_array_size(argv_j) == 0 ||
+	    json_array_size(argv_j) > EXEC_MAX_ARGS) {
+		reply_error(r, 400, NULL, "argv", "must be an array of 1 to %d "
+		    "strings: the command and its arguments", EXEC_MAX_ARGS);
+		goto out;
+	}
+	n = json_array_size(argv_j);
+	if ((argv = calloc(n + 1, sizeof(*argv))) == NULL)
+		goto oom;
+	json_array_foreach(argv_j, i, v) {
+		if (!json_is_string(v) || strlen(json_string_value(v)) !=
+		    json_string_length(v) || (i == 0 &&
+		    json_string_length(v) == 0)) {
+			reply_error(r, 400, NULL, "argv", "argv[%zu] must be a "
+			    "string without NUL%s", i, i == 0 ?
+			    ", and not empty" : "");
+			goto out;
+		}
+		argv[i] = (char *)json_string_value(v);
+	}
+	er.argv = argv;
+	er.argc = (int)n;
+	env_j = json_object_get(obj, "env");
+	if (env_j != NULL && !json_is_null(env_j)) {
+		if (!json_is_object(env_j) || json_object_size(env_j) >
+		    EXEC_MAX_ARGS) {
+			reply_error(r, 400, NULL, "env", "must be an object of "
+			    "at most %d NAME: \"value\" strings", EXEC_MAX_ARGS);
+			goto out;
+		}
+		if ((env = calloc(json_object_size(env_j) + 1,
+		    sizeof(*env))) == NULL)
+			goto oom;
+		json_object_foreach(env_j, key, v) {
+			if (!env_name_ok(key) || !json_is_string(v) ||
+			    strlen(json_string_value(v)) != json_string_length(v)) {
+				reply_error(r, 400, NULL, "env", "'%s': names are "
+				    "[A-Za-z_][A-Za-z0-9_]*, values strings "
+				    "without NUL", shown(buf, sizeof(buf), key));
+				goto out;
+			}
+			if (asprintf(&env[er.envc], "%s=%s", key,
+			    json_string_value(v)) < 0) {
+				env[er.envc] = NULL;
+				goto oom;
+			}
+			er.envc++;
+		}
+	}
+	er.env = env;
+	if (string_field(r, obj, "cwd", 1, &er.cwd) < 0)
+		goto out;
+	er.timeout_ms = EXEC_TIMEOUT_DEFAULT;
+	if ((rc = string_field(r, obj, "timeout", 1, &text)) < 0)
+		goto out;
+	if (rc == 1 && text != NULL) {
+		if (px_rule_duration(text, &ms, err, sizeof(err)) < 0) {
+			reply_error(r, 400, NULL, "timeout", "%s", err);
+			goto out;
+		}
+		if (ms < 1000 || ms > EXEC_TIMEOUT_MAX) {
+			reply_error(r, 400, NULL, "timeout", "'%s': use 1s to "
+			    "24h", shown(buf, sizeof(buf), text));
+			goto out;
+		}
+		er.timeout_ms = ms;
+	}
+	if ((rc = string_field(r, obj, "stdin", 1, &text)) < 0)
+		goto out;
+	if (rc == 1 && text != NULL && (n = strlen(text)) > 0) {
+		/* EVP_DecodeBlock counts the padding as zero bytes */
+		for (pad = 0; pad < 2 && pad < n && text[n - 1 - pad] == '=';
+		    pad++)
+			;
+		if ((in = malloc(n / 4 * 3 + 3)) == NULL)
+			goto oom;
+		if (n % 4 != 0 || (len = EVP_DecodeBlock(in,
+		    (const unsigned char *)text, (int)n)) < 0) {
+			reply_error(r, 400, NULL, "stdin", "must be base64 "
+			    "(RFC 4648, with padding)");
+			goto out;
+		}
+		er.stdin_data = in;
+		er.stdin_len = (size_t)len - pad;
+	}
+	if (sb.external || ctl->hooks.exec == NULL) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: there is no guest to run a command in",
+		    id);
+		goto out;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		goto oom;
+	p->ctl = ctl;
+	p->c = r->c;
+	p->serial = r->c->serial;
+	p->method = r->method;
+	/* As for lifecycle operations: the answer comes later, in order,
+	 * and a long command is not an idle client. */
+	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	if (ctl->hooks.exec(id, &er, exec_done, p, &status, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		r->c->waiting = 0;
+		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
+		free(p);
+		reply_error(r, status, NULL, NULL, "%s", err);
+	}
+	goto out;
+oom:
+	reply_error(r, 503, NULL, NULL, "out of memory");
+out:
+	if (env != NULL)
+		for (i = 0; env[i] != NULL; i++)
+			free(env[i]);
+	free(env);
+	free(argv);
+	free(in);
+	json_decref(obj);
+}
+
 struct ev_ctx {
 	json_t *array;
 	int n, limit;
@@ -2964,6 +3206,11 @@ route_sandbox_sub(struct req *r, const char *id)
 	    strcmp(sub, "restart") == 0)) {
 		if (r->method == HTTP_POST)
 			h_lifecycle(r, id, sub);
+		else
+			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "exec") == 0) {
+		if (r->method == HTTP_POST)
+			h_exec(r, id);
 		else
 			not_allowed(r, "POST");
 	} else if (r->nseg == 4 && strcmp(sub, "console") == 0) {

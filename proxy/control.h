@@ -46,6 +46,28 @@
  *                                           keeping its disk; restart is
  *                                           stop (unless stopped or failed)
  *                                           then start. Each is an event
+ *   POST   /v1/sandboxes/{id}/exec {"argv":[...],"env"?:{NAME:value},
+ *          "cwd"?,"timeout"?,"stdin"?}  runs argv in the guest (its agent)
+ *                                           and answers once it ended: 200
+ *                                           {"exit_code" (null when killed),
+ *                                           "signal" (null when it exited),
+ *                                           "timed_out","stdout","stderr",
+ *                                           "stdout_encoding","stderr_encoding"
+ *                                           ("utf-8", or "base64" for other
+ *                                           bytes),"truncated" (over 4 MiB a
+ *                                           stream: the rest dropped),
+ *                                           "wake_ms" (0: it was running),
+ *                                           "duration_ms"}. timeout: a
+ *                                           duration (default 10m, at most
+ *                                           24h); stdin: base64. A paused or
+ *                                           suspended sandbox is woken first
+ *                                           (one wake for concurrent execs);
+ *                                           execs run one after the other.
+ *                                           409 not VM-backed, stopped,
+ *                                           failed or no agent in its
+ *                                           template; 502 the agent failed;
+ *                                           503 the wake failed; 504 the
+ *                                           agent did not answer
  *   GET    /v1/templates                    {"templates":[template...],"next"}
  *   POST   /v1/templates {"name","dir"}     201 template; 400 when the
  *                                           directory does not load as a
@@ -144,6 +166,30 @@ struct px_vm_spec {
 	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms;
 };
 
+/* One command for a sandbox's guest agent (POST .../exec), checked. */
+struct px_exec_req {
+	char *const *argv;		/* argc >= 1 strings, then NULL */
+	int argc;
+	char *const *env;		/* "NAME=value", envc of them */
+	int envc;
+	const char *cwd;		/* NULL: the agent's default */
+	uint64_t timeout_ms;		/* > 0 */
+	const unsigned char *stdin_data;	/* then EOF; may be empty */
+	size_t stdin_len;
+};
+
+/* How it ended: status 200 with the command's end, or an API error
+ * status (404, 409, 502, 503, 504) and message. Pointers are valid only
+ * during the done callback. */
+struct px_exec_result {
+	int status;
+	const char *message;
+	int exited, exit_code, signal, timed_out, truncated;
+	const unsigned char *out, *err;
+	size_t outlen, errlen;
+	int64_t wake_ms, duration_ms;
+};
+
 struct px_control_hooks {
 	const char *domain;		/* e.g. "berth.localhost"; copied */
 	unsigned https_port;		/* for URLs; ":443" is omitted */
@@ -207,6 +253,13 @@ struct px_control_hooks {
 	/* Fields added to GET /v1/health (a new JSON object, e.g. the
 	 * state of egress and of VMs, for `netctl status`). May be NULL. */
 	struct json_t *(*health)(void *arg);
+	/* Runs a command in a VM-backed sandbox's guest (POST .../exec),
+	 * waking it first. 0 when started: done(done_arg, result) is then
+	 * called exactly once, later, from the event loop. -1 with *status
+	 * and err when it cannot start. NULL: exec answers 409. */
+	int (*exec)(const char *sandbox, const struct px_exec_req *req,
+	    void (*done)(void *done_arg, const struct px_exec_result *res),
+	    void *done_arg, int *status, char *err, size_t errlen, void *arg);
 	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
 	 * "sandboxes"), admin only. NULL hook: those answer 404. */
 	struct json_t *(*fleet)(const char *what, void *arg);

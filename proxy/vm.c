@@ -11,6 +11,7 @@
 #include "path.h"
 #include "store.h"
 #include "egress.h"
+#include "exec.h"
 #include "valid.h"
 #include "vmm.h"
 
@@ -236,6 +237,15 @@ record(const char *id, const char *op, int ok, const char *reason, int64_t dur)
 		log_warnx("sandbox %s: event not recorded: %s", id, err);
 }
 
+/* A wake ended: the workers' parked requests and the execs waiting
+ * (exec.c) go on, or fail with reason. */
+static void
+tell_woken(const char *id, int ok, const char *reason)
+{
+	V.hooks.woken(id, ok, reason);
+	px_exec_woken(id, ok, reason);
+}
+
 /* 1 if id was waited for (and is no longer). */
 static int
 waking_take(const char *id)
@@ -261,7 +271,7 @@ on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *a
 	/* Parked requests go on first: the store write (fsync) and the new
 	 * route table follow, and the workers need neither to proceed. */
 	if (now == VMM_RUNNING && waking_take(info.id))
-		V.hooks.woken(info.id, 1, NULL);
+		tell_woken(info.id, 1, NULL);
 	if (info.guest_ip.s_addr != 0)
 		inet_ntop(AF_INET, &info.guest_ip, addr, sizeof(addr));
 	if (px_store_sandbox_set_vm(V.store, info.id, vmm_state_name(now),
@@ -563,6 +573,7 @@ px_vm_delete(const char *id, void *arg)
 	char err[VMM_ERRLEN];
 
 	px_eg_sandbox_down(id);
+	px_exec_forget(id);
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
 		return;
 	if (vmm_sandbox_delete(sb, noop_done, strdup(id), err, sizeof(err)) < 0)
@@ -658,7 +669,7 @@ wake_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 
 	/* on a success on_state told the workers already */
 	if (waking_take(o->id))
-		V.hooks.woken(o->id, ok, ok ? NULL : reason);
+		tell_woken(o->id, ok, ok ? NULL : reason);
 	if (o->joined) {
 		free(o);
 		return;
@@ -694,7 +705,7 @@ px_vm_wake(const char *id)
 	int rc = -1;
 
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
-		V.hooks.woken(id, 0, "no VM for this sandbox");
+		tell_woken(id, 0, "no VM for this sandbox");
 		return;
 	}
 	/* The idle policy is pausing or suspending it right now: join that
@@ -713,17 +724,17 @@ px_vm_wake(const char *id)
 	}
 	if (vmm_sandbox_state(sb) == VMM_RUNNING) {
 		V.hooks.changed();
-		V.hooks.woken(id, 1, NULL);
+		tell_woken(id, 1, NULL);
 		return;
 	}
 	if ((o = opctx_new(id)) == NULL) {
-		V.hooks.woken(id, 0, "out of memory");
+		tell_woken(id, 0, "out of memory");
 		return;
 	}
 	if (vmm_sandbox_resume(sb, wake_done, o, err, sizeof(err)) < 0) {
 		free(o);
 		record(id, "wake", 0, err, 0);
-		V.hooks.woken(id, 0, err);
+		tell_woken(id, 0, err);
 		return;
 	}
 	{
@@ -889,4 +900,10 @@ px_vm_activity(const char *id)
 
 	if (V.m != NULL && (sb = vmm_sandbox_find(V.m, id)) != NULL)
 		vmm_activity(sb);
+}
+
+struct vmm_sandbox *
+px_vm_sandbox(const char *id)
+{
+	return V.m != NULL ? vmm_sandbox_find(V.m, id) : NULL;
 }

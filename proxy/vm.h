@@ -67,6 +67,9 @@ const char *px_vm_template_dir(void);
 
 /* A worker holds requests for id: resume it (one resume for all). */
 void px_vm_wake(const char *id);
+/* libvmm's sandbox of id (exec.c talks to its agent), NULL: none. */
+struct vmm_sandbox;
+struct vmm_sandbox *px_vm_sandbox(const char *id);
 /* The workers saw traffic for id. */
 void px_vm_activity(const char *id);
 void px_vm_shutdown(void);

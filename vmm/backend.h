@@ -90,6 +90,7 @@ struct vmm_sandbox {
 					 * (restores use it); AUTO: unknown */
 	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms; /* 0: dflt */
 	uint64_t created_ms, created_mono_ms, last_activity_ms;
+	int holds;			/* vmm_activity_hold: never idle */
 	int64_t cpu_ms;			/* VMM CPU time at cpu_at_ms (idle) */
 	int64_t net_bytes;		/* tap bytes at net_at_ms */
 	uint64_t net_at_ms;

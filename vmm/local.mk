@@ -5,7 +5,7 @@
 noinst_LIBRARIES += vmm/libvmm.a
 vmm_libvmm_a_SOURCES = vmm/vmm.h vmm/backend.h vmm/vmm.c vmm/util.c \
 	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/firecracker.c vmm/kvm_probe.c \
-	vmm/accel.c vmm/jail.c vmm/cgroup.c
+	vmm/accel.c vmm/jail.c vmm/cgroup.c vmm/agent.c
 vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
 # libvmm uses libnetctl's link side (taps over rtnetlink).
 VMM_LIBS = vmm/libvmm.a netctl/libnetctl.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
@@ -42,10 +42,14 @@ EXTRA_DIST += tests/integ/vmm-lifecycle.sh
 # The guest test app: static (it goes into the guest initramfs) and built
 # without sanitizers, which do not mix with -static. Installed beside the
 # template builder: berthd builds its default template at run time.
-pkglibexec_PROGRAMS = vmm/guest/testapp
+pkglibexec_PROGRAMS = vmm/guest/testapp vmm/guest/berth-agent
 vmm_guest_testapp_SOURCES = vmm/guest/testapp.c
 vmm_guest_testapp_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_testapp_LDFLAGS = -static -pthread
+# The guest agent (exec for the API), static and unsanitized likewise.
+vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/guest/agent_proto.h
+vmm_guest_berth_agent_CFLAGS = $(WARN_CFLAGS)
+vmm_guest_berth_agent_LDFLAGS = -static
 
 # Loopback test of the test app itself (no root needed).
 TESTS += tests/integ/vm-testapp.sh
@@ -77,3 +81,8 @@ EXTRA_DIST += tests/integ/vm-jail.sh
 # What a jailed VMM may take: its CPU quota, a bounded console.
 TESTS += tests/integ/vm-limits.sh
 EXTRA_DIST += tests/integ/vm-limits.sh
+
+# The guest agent: exec through the API and netctl, a suspended sandbox
+# woken by an exec (one resume for many), token scoping (root, TCG).
+TESTS += tests/integ/vm-exec.sh
+EXTRA_DIST += tests/integ/vm-exec.sh

@@ -841,6 +841,20 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 		ARG("-device");
 		ARG("virtio-blk-device,drive=r0");
 	}
+	/* The guest agent's port (vmm/guest/agent.c says why virtio-serial):
+	 * a unix socket qemu serves in run/, reached like QMP (agent.c). */
+	if (sb->tpl.agent != NULL) {
+		ARG("-device");
+		ARG("virtio-serial-device");
+		ARG("-chardev");
+		if (j)
+			ARG("socket,id=agent,path=/run/agent.sock,server=on,wait=off");
+		else
+			ARG("socket,id=agent,path=%s/agent.sock,server=on,wait=off",
+			    sb->dir);
+		ARG("-device");
+		ARG("virtserialport,chardev=agent,name=%s", sb->tpl.agent);
+	}
 	if (restore) {
 		ARG("-incoming");
 		ARG("defer");
@@ -1056,6 +1070,8 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 
 		(void)vmm_path(sb, "console.sock", cp, sizeof(cp));
 		(void)unlink(cp);	/* never follows: run/ is the VMM's */
+		(void)vmm_path(sb, "agent.sock", cp, sizeof(cp));
+		(void)unlink(cp);
 	}
 	if ((rc = qm_argv(sb, restore, argv, sizeof(argv) / sizeof(argv[0]),
 	    store, sizeof(store), err, errlen)) < 0)

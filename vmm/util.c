@@ -85,7 +85,8 @@ vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
 	/* What the VMM opens lives in its jail; what only root touches
 	 * (sandbox.conf, logs, snapshots) beside it. */
 	if ((strcmp(name, "qmp.sock") == 0 ||
-	    strcmp(name, "console.sock") == 0) && sb->jailed)
+	    strcmp(name, "console.sock") == 0 ||
+	    strcmp(name, "agent.sock") == 0) && sb->jailed)
 		n = snprintf(buf, len, "%s/run/%s", sb->jdir, name);
 	else if (strcmp(name, "disk.raw") == 0 || strcmp(name, "mem") == 0 ||
 	    (strcmp(name, "console.log") == 0 && !sb->jailed))

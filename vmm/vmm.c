@@ -102,6 +102,7 @@ vmm_template_free(struct vmm_template *t)
 	free((char *)t->rootfs);
 	free((char *)t->cmdline);
 	free((char *)t->ready_line);
+	free((char *)t->agent);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -143,10 +144,19 @@ vmm_template_load(const char *dir, struct vmm_template *t, char *err,
 	t->cmdline = xstrdup(json_string_value(json_object_get(j, "cmdline")));
 	t->ready_line = xstrdup(json_string_value(json_object_get(j,
 	    "ready_line")));
+	t->agent = xstrdup(json_string_value(json_object_get(j, "agent")));
 	json_decref(j);
 	if (t->kernel == NULL) {
 		vmm_template_free(t);
 		return errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	/* it goes into the VMM's command line: a name, not options */
+	if (t->agent != NULL && (t->agent[0] == '\0' || strlen(t->agent) > 63 ||
+	    strspn(t->agent, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
+	    strlen(t->agent))) {
+		vmm_template_free(t);
+		return errf(err, errlen, -EINVAL, "%s: \"agent\" must be a port "
+		    "name of at most 63 of a-z 0-9 . _ -", path);
 	}
 	if (access(t->kernel, R_OK) < 0 ||
 	    (t->initrd != NULL && access(t->initrd, R_OK) < 0)) {
@@ -173,6 +183,7 @@ tpl_copy(struct vmm_template *dst, const struct vmm_template *src)
 	    "console=ttyS0 earlyprintk=ttyS0 reboot=t panic=-1");
 	dst->ready_line = xstrdup(src->ready_line != NULL ? src->ready_line :
 	    DEF_READY_LINE);
+	dst->agent = xstrdup(src->agent);
 	if (dst->kernel == NULL || dst->cmdline == NULL ||
 	    dst->ready_line == NULL) {
 		vmm_template_free(dst);
@@ -259,7 +270,7 @@ meta_write(struct vmm_sandbox *sb)
 	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
 	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
 	    "ready_line=%s\nreason=%s\naccel=%s\ndisk_ready=%d\n"
-	    "jailed=%d\nuid=%u\n",
+	    "jailed=%d\nuid=%u\nagent=%s\n",
 	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
 	    (int)sb->standby_pid, sb->tap, ip,
 	    sb->mem_mib, sb->vcpus, sb->disk_mib,
@@ -267,7 +278,8 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
 	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
 	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel),
-	    sb->disk_ready, sb->jailed, (unsigned)sb->uid);
+	    sb->disk_ready, sb->jailed, (unsigned)sb->uid,
+	    sb->tpl.agent != NULL ? sb->tpl.agent : "");
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -813,6 +825,12 @@ idle_fire(evutil_socket_t fd, short what, void *arg)
 		    sizeof(err));
 		return;
 	}
+	if (sb->state == VMM_RUNNING && sb->holds > 0) {
+		/* a command runs in it for the API (exec) */
+		sb->last_activity_ms = now;
+		idle_arm(sb);
+		return;
+	}
 	if (sb->state == VMM_RUNNING && ((ip != VMM_NEVER && idle >= ip) ||
 	    (is != VMM_NEVER && idle >= is)) && (cpu_busy(sb) | net_busy(sb))) {
 		/* no visitor, but the guest is at work or on the network:
@@ -868,6 +886,16 @@ idle_arm(struct vmm_sandbox *sb)
 	tv.tv_sec = (time_t)(t / 1000);
 	tv.tv_usec = (suseconds_t)(t % 1000) * 1000;
 	event_add(sb->idle_ev, &tv);
+}
+
+void
+vmm_activity_hold(struct vmm_sandbox *sb, int on)
+{
+	if (on)
+		sb->holds++;
+	else if (sb->holds > 0)
+		sb->holds--;
+	vmm_activity(sb);
 }
 
 void
@@ -1553,6 +1581,7 @@ struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
+	char agent[64];
 	int pid, standby_pid, disk_ready, jailed;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
@@ -1586,6 +1615,7 @@ meta_read(const char *path, struct meta *mt)
 		S("ready_line", ready);
 		S("reason", reason);
 		S("accel", accel);
+		S("agent", agent);
 #undef S
 		if (strcmp(line, "pid") == 0)
 			mt->pid = atoi(v);
@@ -1755,6 +1785,9 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	t.rootfs = mt.rootfs[0] ? mt.rootfs : NULL;
 	t.cmdline = mt.cmdline;
 	t.ready_line = mt.ready[0] ? mt.ready : NULL;
+	/* none before 2027-01: such a VM's device set has no agent port,
+	 * and a restore must see the devices it was saved with */
+	t.agent = mt.agent[0] ? mt.agent : NULL;
 	if (tpl_copy(&sb->tpl, &t) < 0 || sb_events(sb) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");

@@ -83,6 +83,8 @@ struct vmm_template {
 	const char *cmdline;		/* base command line */
 	const char *ready_line;		/* console text meaning "guest up";
 					 * NULL: "berth-guest: ready" */
+	const char *agent;		/* virtio-serial port name of the
+					 * guest agent; NULL: none */
 };
 
 /* Read <dir>/template.json as written by vmm/guest/mktemplate. The
@@ -255,6 +257,12 @@ struct vmm_info {
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
 
+/* The guest agent's socket of a running sandbox, connected (non-blocking,
+ * close-on-exec) and checked to be its VMM's (SO_PEERCRED when jailed):
+ * the descriptor, or -errno with err (-ENOTSUP: the template has no
+ * agent; -EAGAIN: not running). Frames: vmm/guest/agent_proto.h. */
+int vmm_agent_connect(struct vmm_sandbox *sb, char *err, size_t errlen);
+
 /* What a jailed sandbox's VMM used, from its cgroup (zeros without). */
 struct vmm_usage {
 	uint64_t cpu_usec;		/* CPU time, all of its threads */
@@ -298,6 +306,10 @@ int vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 
 /* The proxy saw traffic (bytes, open connections, WebSockets, SSE). */
 void vmm_activity(struct vmm_sandbox *sb);
+/* Something runs in the guest for a client (an exec): while holds are
+ * taken (on 1) and not given back (on 0), the idle policy neither
+ * pauses nor suspends it; max_lifetime still applies. */
+void vmm_activity_hold(struct vmm_sandbox *sb, int on);
 /* Per-sandbox limits; VMM_NEVER disables one, 0 restores the default. */
 void vmm_sandbox_set_idle(struct vmm_sandbox *sb, uint64_t idle_pause_ms,
     uint64_t idle_suspend_ms, uint64_t max_lifetime_ms);
