@@ -74,6 +74,8 @@ is "the refusals are events" "$(doc '" ".join(e["operation"] for e in j["events"
 	"pause suspend resume start stop restart"
 j 1 sandbox console js-1
 like "an external sandbox has no console" "$(doc 'j["error"]["message"]')" 'has no console'
+j 1 sandbox exec js-1 -- true
+like "an external sandbox runs no commands" "$(doc 'j["error"]["message"]')" 'not a VM|VM-backed|external'
 
 # ports
 j 0 port publish js-1 8080
