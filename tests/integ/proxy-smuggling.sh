@@ -84,19 +84,22 @@ edge() { grep "\"file\": \"$1\"" "$T/edges.out"; }
 for f in 1-chunk-ext-no-name 2-chunk-ext-bad; do
 	like "$f: 400, connection closed" "$(edge "$f")" '"statuses": \[400\], "closed": true'
 done
+# (each case's own request, ?e=N: on a slow machine the upstream's record
+# of the chunk cases before it can land in the next case's window)
 for f in 3-te-underscore 4-cl-underscore 6-h2-preface 7-path-nul 9-absolute-other; do
 	r=$(edge "$f")
 	like "$f: 400, connection closed" "$r" '"statuses": \[400\], "closed": true'
-	like "$f: nothing reached the upstream" "$r" '"upstream": \[\]'
+	unlike "$f: nothing reached the upstream" "$r" "e=${f%%-*}\""
 done
 r=$(edge 5-long-method)
 like "5-long-method (100 000 bytes): 400 or closed, never 431" "$r" \
 	'"statuses": \[(400)?\], "closed": true'
-like "5-long-method: nothing reached the upstream" "$r" '"upstream": \[\]'
+unlike "5-long-method: nothing reached the upstream" "$r" 'e=5"'
 r=$(edge 8-absolute-form)
 like "8-absolute-form naming Host and the TLS name: 200" "$r" '"statuses": \[200\]'
 like "...the upstream got origin-form" "$r" '"upstream": \["[0-9]+ GET /echo\?e=8"\]'
-unlike "the upstream never saw an underscore framing header" "$(cat "$TA_REQLOG")" 'e=[34]'
+unlike "the upstream never saw an underscore framing header, a long method, the h2 preface, a NUL or another authority" \
+	"$(cat "$TA_REQLOG")" 'e=[345679]([^0-9]|$)'
 
 # berthd keeps serving after the whole corpus, on every worker.
 c=$(bcurl -o /dev/null -w '%{http_code}' "$(url_for 9001 sb)/healthz")

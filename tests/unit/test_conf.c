@@ -93,6 +93,7 @@ main(void)
 	    c.dns_qtypes[3] == 99 && c.dns_query_rate == 10 &&
 	    c.dns_label_max == 30 && c.dns_wildcard_names == UINT32_MAX,
 	    "the resolver's tunnel limits: %s", err);
+	px_config_free(&c);
 	bad("dns_qtypes ANY\n", 1, "not a query type");
 	bad("dns_qtypes\n", 1, "at least one query type");
 	bad("dns_label_max 64\n", 1, "expected 1-63 or 'off'");
