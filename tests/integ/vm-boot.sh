@@ -147,6 +147,13 @@ else
 	bail "second boot not ready within 90 s"
 fi
 
+# The host's side of the tap comes back up with the new qemu: until the
+# guest answers at all (bounded), a refused connect says nothing of /data.
+i=0
+while [ "$(get "$base/healthz" 2>/dev/null)" != ok ] && [ $i -lt 50 ]; do
+	i=$((i + 1))
+	sleep 0.2
+done
 got=$(get "$base/files/persist.txt")
 [ "$got" = "$token" ] && ok "file on /data survives a reboot" || nok "after reboot: '$got'"
 
