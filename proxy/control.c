@@ -1501,6 +1501,19 @@ struct pending {
 
 static void conn_read(struct bufferevent *, void *);
 
+
+/* A deferred answer (lifecycle, exec) was written: the connection reads
+ * again, with its idle timeout back (pipelined requests waited). */
+static void
+conn_resume(struct conn *c)
+{
+	c->waiting = 0;
+	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
+	if (c->closing)
+		bufferevent_disable(c->bev, EV_READ);
+	else
+		conn_read(c->bev, c);
+}
 static void
 lifecycle_done(void *arg, int ok, const char *reason)
 {
@@ -1534,12 +1547,7 @@ lifecycle_done(void *arg, int ok, const char *reason)
 	else
 		reply_json(&r, 200, sandbox_json(ctl, &sb));
 	free(p);
-	c->waiting = 0;
-	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
-	if (c->closing)
-		bufferevent_disable(c->bev, EV_READ);
-	else
-		conn_read(c->bev, c);	/* pipelined requests waited */
+	conn_resume(c);
 }
 
 static void
@@ -1685,12 +1693,7 @@ exec_done(void *arg, const struct px_exec_result *res)
 	} else
 		reply_json(&r, 200, doc);
 	free(p);
-	c->waiting = 0;
-	bufferevent_set_timeouts(c->bev, &ctl_idle, &ctl_idle);
-	if (c->closing)
-		bufferevent_disable(c->bev, EV_READ);
-	else
-		conn_read(c->bev, c);	/* pipelined requests waited */
+	conn_resume(c);
 }
 
 /* 1 if s is an environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
