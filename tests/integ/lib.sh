@@ -289,10 +289,18 @@ start_berthd() {
 		if [ $_try -lt 3 ] && ! kill -0 "$BERTHD_PID" 2>/dev/null &&
 		   grep -qi 'in use' "$BERTHD_LOG"; then
 			_try=$((_try + 1))
-			HTTPS_PORT=$(free_port) HTTP_PORT=$(free_port)
-			sed -i -e "s/^listen https .*/listen https 127.0.0.1:$HTTPS_PORT/" \
-				-e "s/^listen http .*/listen http 127.0.0.1:$HTTP_PORT/" "$CONF"
-			continue
+			# the port berthd named (listen, control_listen, ...);
+			# HTTPS_PORT, HTTP_PORT and CTL_PORT follow it
+			_old=$(sed -n 's/.*127\.0\.0\.1:\([0-9][0-9]*\).*in use.*/\1/p' \
+				"$BERTHD_LOG" | head -n 1)
+			if [ -n "$_old" ] && grep -q "127\.0\.0\.1:$_old\$" "$CONF"; then
+				_new=$(free_port)
+				sed -i "s/127\.0\.0\.1:$_old\$/127.0.0.1:$_new/" "$CONF"
+				[ "$HTTPS_PORT" = "$_old" ] && HTTPS_PORT=$_new
+				[ "$HTTP_PORT" = "$_old" ] && HTTP_PORT=$_new
+				[ "${CTL_PORT:-}" = "$_old" ] && CTL_PORT=$_new
+				continue
+			fi
 		fi
 		tail -n 40 "$BERTHD_LOG" >&2
 		bail "berthd did not log ready"
