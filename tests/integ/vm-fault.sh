@@ -148,7 +148,8 @@ start_berthd
 is "the guest starts 14 s of work" "$(bcurl -o /dev/null -w '%{http_code}' "$(url f1 /spin?s=14)")" 202
 t0=$(date +%s)
 paused() { state_is f1 paused; }
-wait_for 40 paused
+# a loaded machine stretches the 14 s of guest work (TCG): a wide bound
+wait_for 120 paused
 t1=$(date +%s)
 if [ $((t1 - t0)) -ge 14 ]; then ok "not paused while it worked: paused $((t1 - t0)) s later"
 else not_ok "not paused while it worked"; diag "paused after $((t1 - t0)) s"; fi
