@@ -44,14 +44,8 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <event2/util.h>
-#include <openssl/err.h>
-#include <openssl/rand.h>
-#include <openssl/ssl.h>
-#include <limits.h>
 
 #ifndef TAILQ_FOREACH_SAFE
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
@@ -93,8 +87,8 @@ struct px_up {
 
 struct px_sess {
 	struct px_worker *w;
-	struct bufferevent *c;
-	SSL		*ssl;
+	struct px_xport	*xp;		/* the client's transport (tls.h) */
+	struct bufferevent *c;		/* its bufferevent */
 	struct px_tls	*tls;
 	int		 https;
 	char		 peer[INET6_ADDRSTRLEN];
@@ -115,8 +109,6 @@ struct px_sess {
 	int		 client_eof;	/* tunnel: client done, flushing upstream */
 	int		 logged;	/* this exchange has its access-log line */
 	int		 sni_woke;	/* its TLS server name started a wake */
-	struct evbuffer	*stage;		/* response bytes gathered for one SSL_write */
-	int		 staging;
 	int		 busy;		/* inside a callback: free later */
 	int		 dead;
 	struct px_routes *routes;
@@ -227,54 +219,24 @@ move_bytes(struct evbuffer *in, struct evbuffer *out, size_t n)
 	}
 }
 
-/*
- * Writing to the client. libevent 2.1's TLS bufferevent never writes when
- * data is added: it waits for EPOLLOUT, costing an epoll_ctl pair and a
- * loop turn per response. While an upstream read is handled, response
- * bytes gather in s->stage instead and go out in one SSL_write at its
- * end; only what SSL_write cannot take goes to the bufferevent. This is
- * safe only when the bufferevent has nothing queued and OpenSSL wants
- * nothing, so that the byte order and OpenSSL's retry rules hold.
- */
+/* Writing to the client: while an upstream read is handled, response
+ * bytes are staged for one write (px_xport_stage, tls.c). */
 static struct evbuffer *
 cl_out(struct px_sess *s)
 {
-	return s->staging ? s->stage : bufferevent_get_output(s->c);
+	return px_xport_out(s->xp);
 }
 
 static void
 cl_stage(struct px_sess *s)
 {
-	if (s->ssl == NULL || s->staging || !SSL_is_init_finished(s->ssl) ||
-	    SSL_want(s->ssl) != SSL_NOTHING ||
-	    evbuffer_get_length(bufferevent_get_output(s->c)) != 0)
-		return;
-	if (s->stage == NULL && (s->stage = evbuffer_new()) == NULL)
-		return;
-	s->staging = 1;
+	px_xport_stage(s->xp);
 }
 
 static void
 cl_flush(struct px_sess *s)
 {
-	struct evbuffer *out = bufferevent_get_output(s->c);
-	size_t len;
-	int n;
-
-	if (!s->staging)
-		return;
-	s->staging = 0;
-	if ((len = evbuffer_get_length(s->stage)) == 0)
-		return;
-	if (evbuffer_get_length(out) == 0 && len <= INT_MAX) {
-		n = SSL_write(s->ssl, evbuffer_pullup(s->stage, (ev_ssize_t)len), (int)len);
-		if (n > 0)
-			evbuffer_drain(s->stage, (size_t)n);
-		else
-			ERR_clear_error();	/* libevent meets it again */
-	}
-	if (evbuffer_get_length(s->stage) > 0)
-		evbuffer_add_buffer(out, s->stage);
+	px_xport_flush(s->xp);
 }
 
 /*
@@ -319,29 +281,18 @@ move_length(struct evbuffer *in, struct evbuffer *out, uint64_t *left)
 
 /* ---- client reads ---- */
 
-/*
- * TLS reads ahead (tls.c): one read(2) takes the record header, the record
- * and whatever followed it. libevent 2.1 only asks OpenSSL for more when
- * the socket is readable (it looks at SSL_pending(), not
- * SSL_has_pending()), so records that OpenSSL already holds would wait
- * for the client's next packet. Whenever the session reads, hand them
- * over: activating the bufferevent's read event makes it SSL_read() them.
- */
-static int sess_ssl_idx = -1;	/* the session on its SSL (px_sess_sni) */
-
+/* Records the TLS layer read ahead are handed to the bufferevent
+ * whenever the session reads (px_xport_kick, tls.c). */
 static void
 cl_kick(struct px_sess *s)
 {
-	if (s->ssl != NULL && SSL_has_pending(s->ssl) &&
-	    (bufferevent_get_enabled(s->c) & EV_READ))
-		event_active(&s->c->ev_read, EV_READ, 1);
+	px_xport_kick(s->xp);
 }
 
 static void
 cl_read_on(struct px_sess *s)
 {
-	bufferevent_enable(s->c, EV_READ);
-	cl_kick(s);
+	px_xport_read_on(s->xp);
 }
 
 /* ---- upstream pool ---- */
@@ -959,11 +910,8 @@ sess_free(struct px_sess *s)
 		px_routes_unref(s->routes);
 	px_head_reset(&s->req);
 	px_head_reset(&s->resp);
-	if (s->stage != NULL)
-		evbuffer_free(s->stage);
 	event_free(s->timer);
-	if (s->c != NULL)
-		bufferevent_free(s->c);	/* frees the SSL too */
+	px_xport_free(s->xp);	/* the bufferevent, the SSL, the socket */
 	px_tls_unref(s->tls);
 	free(s);
 	if (w->nconns-- == w->hard_conns)
@@ -1033,34 +981,17 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	    sizeof(s->peer_port), NI_NUMERICHOST | NI_NUMERICSERV);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	evutil_make_socket_nonblocking(fd);
-	if (https) {
-		if (https == PX_LISTEN_FLEET) {
-			s->ssl = px_fleet_tls_server();	/* clients must show a fleet cert */
-		} else {
-			s->tls = w->tls;
-			px_tls_ref(s->tls);
-			s->ssl = px_tls_ssl(s->tls);
-			if (sess_ssl_idx < 0)
-				sess_ssl_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-			if (s->ssl != NULL && sess_ssl_idx >= 0)
-				SSL_set_ex_data(s->ssl, sess_ssl_idx, s);
-		}
-		if (s->ssl == NULL)
-			goto fail;
-		s->c = bufferevent_openssl_socket_new(w->base, fd, s->ssl,
-		    BUFFEREVENT_SSL_ACCEPTING,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-		if (s->c != NULL)
-			bufferevent_openssl_set_allow_dirty_shutdown(s->c, 1);
-	} else {
-		s->c = bufferevent_socket_new(w->base, fd,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (https && https != PX_LISTEN_FLEET) {
+		s->tls = w->tls;
+		px_tls_ref(s->tls);
 	}
-	if (s->c == NULL || (s->timer = evtimer_new(w->base, timer_cb, s)) == NULL) {
-		if (s->c == NULL && s->ssl != NULL)
-			SSL_free(s->ssl);
+	s->xp = px_xport_accept(w->base, fd, !https ? PX_XPORT_PLAIN :
+	    https == PX_LISTEN_FLEET ? PX_XPORT_FLEET : PX_XPORT_TLS, s->tls, s);
+	if (s->xp == NULL)	/* fd closed */
 		goto fail;
-	}
+	s->c = px_xport_bev(s->xp);
+	if ((s->timer = evtimer_new(w->base, timer_cb, s)) == NULL)
+		goto fail;
 	bufferevent_setcb(s->c, client_read, client_write, client_event, s);
 	bufferevent_setwatermark(s->c, EV_WRITE, PX_LOWAT, 0);
 	/* In a flood of handshakes (more than PX_HS_CALM at once), a new TLS
@@ -1069,7 +1000,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	 * no flood: they run at the normal priority, so a client arriving
 	 * while many established connections are busy (slow bodies, say) is
 	 * not kept waiting behind their traffic. */
-	if (https) {
+	if (px_xport_tls(s->xp)) {
 		s->hs = 1;
 		if (w->nhs++ >= PX_HS_CALM &&
 		    px_bev_priority(s->c, PX_PRIO_HANDSHAKE) == 0) {
@@ -1095,10 +1026,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	px_worker_age_timer();
 	return;
 fail:
-	if (s->c == NULL)
-		close(fd);
-	else
-		bufferevent_free(s->c);
+	px_xport_free(s->xp);
 	if (s->timer)
 		event_free(s->timer);
 	px_tls_unref(s->tls);
@@ -1158,7 +1086,7 @@ make_reqid(struct px_sess *s)
 	uint64_t z;
 	int i;
 
-	if (state == 0 && RAND_bytes((unsigned char *)&state, sizeof(state)) != 1)
+	if (state == 0 && px_tls_random(&state, sizeof(state)) != 0)
 		state = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	z = (state += 0x9e3779b97f4a7c15ULL);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -1691,7 +1619,7 @@ static int
 fleet_peer_check(struct px_sess *s)
 {
 	char host[40], why[256];
-	X509 *peer = s->ssl ? SSL_get0_peer_certificate(s->ssl) : NULL;
+	const void *peer = px_xport_peer_cert(s->xp);
 
 	if (px_route_fleet_peer(s->routes, peer, host, sizeof(host)))
 		return 0;
@@ -1793,7 +1721,7 @@ px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
  * and its token; unknown names wake nothing.
  */
 void
-px_sess_sni(SSL *ssl, const char *host)
+px_sess_sni(void *sess, const char *host)
 {
 	struct px_route_match m;
 	struct px_sbstat *st;
@@ -1811,7 +1739,7 @@ px_sess_sni(SSL *ssl, const char *host)
 	wake_start(st);
 	/* its first response says how long the wake took (Server-Timing),
 	 * even if the wake ended before the request came */
-	if (sess_ssl_idx >= 0 && (s = SSL_get_ex_data(ssl, sess_ssl_idx)) != NULL)
+	if ((s = sess) != NULL)
 		s->sni_woke = 1;
 	log_debug("%s: %s: TLS server name %s wakes it", __func__, m.sandbox, host);
 }
@@ -1857,7 +1785,7 @@ route_request(struct px_sess *s)
 		    s->req.target_len - (sizeof(acme_prefix) - 1));
 		return;
 	}
-	if (s->ssl != NULL && (sni = px_tls_sni(s->ssl)) != NULL &&
+	if ((sni = px_xport_sni(s->xp)) != NULL &&
 	    strcasecmp(sni, s->m.host) != 0) {
 		sess_error(s, 421, "the Host header does not match the TLS server name", NULL);
 		return;
@@ -2087,22 +2015,13 @@ up_fail(struct px_sess *s, int status, const char *why)
 static int
 up_bev(struct px_sess *s, struct px_up *u)
 {
-	SSL *ssl;
-
 	if (!s->m.sb->remote) {
 		u->bev = bufferevent_socket_new(s->w->base, -1,
 		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 		return u->bev == NULL ? -1 : 0;
 	}
-	if ((ssl = px_fleet_tls_client(s->m.sb->host)) == NULL)
+	if ((u->bev = px_xport_fleet_client(s->w->base, s->m.sb->host)) == NULL)
 		return -1;
-	u->bev = bufferevent_openssl_socket_new(s->w->base, -1, ssl,
-	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (u->bev == NULL) {
-		SSL_free(ssl);
-		return -1;
-	}
-	bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
 	u->tls = 1;
 	u->bevread = 1;
 	return 0;
@@ -2477,7 +2396,7 @@ pump_response(struct px_sess *s)
 
 	while (!s->resp_done && evbuffer_get_length(in) > 0) {
 		if (evbuffer_get_length(out) >= PX_HIWAT) {
-			if (out == s->stage) {
+			if (out != bufferevent_get_output(s->c)) {	/* staged */
 				cl_flush(s);
 				out = bufferevent_get_output(s->c);
 				continue;
@@ -2538,7 +2457,6 @@ up_read(struct bufferevent *bev, void *arg)
 	up_read_msg(s, bev);
 	s->busy--;
 	if (s->dead) {
-		s->staging = 0;
 		sess_free(s);
 		return;
 	}

@@ -15,8 +15,6 @@
 
 #include "conf.h"
 
-#include <openssl/ssl.h>
-
 struct px_tls;
 struct px_routes;
 struct px_sess;
@@ -118,8 +116,9 @@ void px_sess_drain_all(struct px_worker *, int hard);
 void px_sess_age_handshakes(struct px_worker *);
 /* The parent's answer to a wake request for sandbox id. */
 void px_sess_woken(struct px_worker *, const char *id, int ok, const char *reason);
-/* A TLS client named host (SNI): wakes its sandbox early if that is safe. */
-void px_sess_sni(SSL *, const char *host);
+/* A TLS client named host (SNI): wakes its sandbox early if that is
+ * safe. sess: the session whose handshake it is, or NULL. */
+void px_sess_sni(void *sess, const char *host);
 /* Asks the parent to wake sandbox id (worker.c). */
 void px_worker_wake(const char *id);
 /* Upstream pool: idle keep-alive connections per guest address:port. */
