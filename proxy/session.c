@@ -118,6 +118,7 @@ struct px_sess {
 	int		 replayable;
 	int		 tries;
 	struct timespec	 t0, t_up;
+	struct timespec	 t_resp;	/* the response's first byte (Server-Timing) */
 	uint64_t	 bytes_in, bytes_out;
 	int		 status;
 	const struct px_hdr *auth_used;	/* Authorization carrying our token */
@@ -1058,6 +1059,7 @@ sess_next(struct px_sess *s)
 	s->status = 0;
 	s->logged = 0;
 	s->t_up.tv_sec = 0;
+	s->t_resp.tv_sec = 0;
 	s->state = S_HEAD;
 	cl_timeouts(s, 0);
 	if (s->slow || s->bulk) {
@@ -2320,6 +2322,24 @@ send_resp_head(struct px_sess *s)
 			hb_num(b, (unsigned long long)s->wake_ms);
 			hb_lit(b, "\r\n");
 		}
+		/* from the upstream connection's start (the first try's, or
+		 * taking one from the pool) to the response's first byte */
+		if (s->t_up.tv_sec != 0 && s->t_resp.tv_sec != 0) {
+			long long us = (s->t_resp.tv_sec - s->t_up.tv_sec) * 1000000LL +
+			    (s->t_resp.tv_nsec - s->t_up.tv_nsec) / 1000;
+			char frac[4];
+
+			if (us < 0)
+				us = 0;
+			frac[0] = '.';	/* milliseconds, to the microsecond */
+			frac[1] = (char)('0' + us / 100 % 10);
+			frac[2] = (char)('0' + us / 10 % 10);
+			frac[3] = (char)('0' + us % 10);
+			hb_lit(b, "Server-Timing: upstream;dur=");
+			hb_num(b, (unsigned long long)us / 1000);
+			hb_add(b, frac, sizeof(frac));
+			hb_lit(b, "\r\n");
+		}
 		if (*fleet != '\0' && !s->m.sb->remote)
 			hb_field(b, "Berth-Host", 10, fleet, strlen(fleet));
 		if (s->close_after || s->w->draining)
@@ -2482,6 +2502,8 @@ up_read_msg(struct px_sess *s, struct bufferevent *bev)
 
 		if (len == 0)
 			return;
+		if (s->t_resp.tv_sec == 0)
+			clock_gettime(CLOCK_MONOTONIC, &s->t_resp);
 		if (len > PX_HEAD_MAX)
 			len = PX_HEAD_MAX;
 		p = evbuffer_pullup(in, len);
