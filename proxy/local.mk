@@ -5,7 +5,8 @@ PX_CORE = proxy/valid.c proxy/valid.h proxy/http1.c proxy/http1.h \
 	proxy/log.c proxy/log.h
 proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/tls.c proxy/tls.h proxy/ipc.c proxy/ipc.h \
-	proxy/worker.c proxy/worker.h proxy/session.c proxy/vm.c proxy/vm.h proxy/exec.c proxy/exec.h proxy/egress.c proxy/egress.h \
+	proxy/worker.c proxy/worker.h proxy/session.c proxy/session.h \
+	proxy/upstream.c proxy/respond.c proxy/wake.c proxy/wake.h proxy/vm.c proxy/vm.h proxy/exec.c proxy/exec.h proxy/egress.c proxy/egress.h \
 	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h proxy/bufpool.c proxy/bufpool.h \
 	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h
 # Installed helpers (berth-mkcert in pkgdatadir; mktemplate, init and

@@ -26,7 +26,6 @@ px_sbstat_get(const char *id)
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	snprintf(s->id, sizeof(s->id), "%s", id);
-	TAILQ_INIT(&s->parked);
 	s->next = sbstats;
 	sbstats = s;
 	return s;

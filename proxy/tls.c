@@ -101,14 +101,16 @@ sni_match(const char *pattern, const char *name)
 	return strcasecmp(pattern, name) == 0;
 }
 
-static void (*sni_hook)(void *, const char *);
+static void (*sni_hook)(void *, void *, const char *);
+static void *sni_arg;
 static int xport_idx = -1;	/* the transport on its SSL */
 static void *xport_owner(const struct px_xport *);
 
 void
-px_tls_set_sni_hook(void (*fn)(void *, const char *))
+px_tls_set_sni_hook(void (*fn)(void *, void *, const char *), void *arg)
 {
 	sni_hook = fn;
+	sni_arg = arg;
 }
 
 static int
@@ -124,7 +126,7 @@ servername_cb(SSL *ssl, int *alert, void *arg)
 		struct px_xport *x = xport_idx >= 0 ?
 		    SSL_get_ex_data(ssl, xport_idx) : NULL;
 
-		sni_hook(x != NULL ? xport_owner(x) : NULL, name);
+		sni_hook(sni_arg, x != NULL ? xport_owner(x) : NULL, name);
 	}
 	/* exact names first, then wildcards */
 	for (pass = 0; pass < 2; pass++)
@@ -371,6 +373,7 @@ px_tls_random(void *buf, size_t n)
 struct px_xport {
 	struct bufferevent *bev;
 	SSL		*ssl;		/* NULL: plain */
+	struct px_tls	*tls;		/* its contexts, held */
 	void		*owner;
 	struct evbuffer	*stage;		/* bytes gathered for one SSL_write */
 	int		 staging;
@@ -417,6 +420,8 @@ px_xport_accept(struct event_base *base, int fd, enum px_xport_kind kind,
 	if (kind == PX_XPORT_FLEET) {
 		x->ssl = px_fleet_tls_server();	/* clients must show a fleet cert */
 	} else if (tls != NULL) {
+		x->tls = tls;
+		px_tls_ref(tls);
 		x->ssl = tls_ssl(tls);
 		if (xport_idx < 0)
 			xport_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
@@ -436,8 +441,15 @@ px_xport_accept(struct event_base *base, int fd, enum px_xport_kind kind,
 	return x;
 fail:
 	close(fd);
+	px_tls_unref(x->tls);
 	free(x);
 	return NULL;
+}
+
+void
+px_xport_set_owner(struct px_xport *x, void *owner)
+{
+	x->owner = owner;
 }
 
 void
@@ -448,6 +460,7 @@ px_xport_free(struct px_xport *x)
 	if (x->stage != NULL)
 		evbuffer_free(x->stage);
 	bufferevent_free(x->bev);	/* frees the SSL too */
+	px_tls_unref(x->tls);
 	free(x);
 }
 

@@ -40,11 +40,12 @@ void px_tls_unref(struct px_tls *);
 /* The default certificate's context (for listeners other than the
  * proxy's, e.g. the control API over TCP). */
 struct ssl_ctx_st *px_tls_default_ctx(struct px_tls *);
-/* Called with each server name a client sends (before the certificate
- * is chosen), with the owner of its transport (px_xport_accept) or NULL
- * for a connection that is no transport's (the control API's); NULL:
- * none. */
-void px_tls_set_sni_hook(void (*)(void *owner, const char *name));
+/* fn(arg, owner, name) is called with each server name a client sends
+ * (before the certificate is chosen), with the owner of its transport
+ * (px_xport_set_owner) or NULL for a connection that is no transport's
+ * (the control API's); fn NULL: none. */
+void px_tls_set_sni_hook(void (*fn)(void *arg, void *owner, const char *name),
+    void *arg);
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers
  * share them. */
 void px_tls_set_ticket_keys(const unsigned char keys[][PX_TICKET_KEY_LEN], int n);
@@ -69,10 +70,11 @@ enum px_xport_kind {
 };
 
 /* A transport on fd (non-blocking, closed on free or on failure) with
- * deferred callbacks; tls for PX_XPORT_TLS; owner is what the SNI hook
- * gets. NULL on failure. */
+ * deferred callbacks; tls for PX_XPORT_TLS (held until the transport is
+ * freed); owner is what the SNI hook gets. NULL on failure. */
 struct px_xport *px_xport_accept(struct event_base *, int fd,
     enum px_xport_kind, struct px_tls *tls, void *owner);
+void px_xport_set_owner(struct px_xport *, void *owner);
 /* Frees the bufferevent, the SSL and the socket. */
 void px_xport_free(struct px_xport *);
 struct bufferevent *px_xport_bev(const struct px_xport *);
