@@ -681,7 +681,9 @@ wake_metrics(struct evbuffer *out)
 	    "berth_wake_duration_seconds_count %llu\n", W.count, W.sum, W.count);
 }
 
-/* Tells every worker how a wake of sandbox id ended. */
+/* Tells every worker how a wake of sandbox id ended: the one function
+ * that sends "woken", from handle_wake's answer or the VMM's (vm.c's
+ * woken hook). */
 static void
 send_woken(const char *id, int ok, const char *reason)
 {
@@ -727,32 +729,27 @@ handle_wake(const char *id)
 {
 	struct px_sandbox sb;
 	char err[256], why[320];
+	const char *fail = why;
 
 	if (px_store_sandbox_get(P.store, id, &sb, err, sizeof(err)) != PX_STORE_OK) {
-		send_woken(id, 0, "no such sandbox");
-		return;
-	}
-	if (strcmp(sb.state, "running") == 0) {
+		fail = "no such sandbox";
+	} else if (strcmp(sb.state, "running") == 0) {
 		/* already awake: the worker's routes were behind */
 		send_all(routes_msg());
-		send_woken(id, 1, NULL);
-		return;
-	}
-	if (sb.external) {
+		fail = NULL;
+	} else if (sb.external) {
 		snprintf(why, sizeof(why), "sandbox %s is %s and managed outside berth: "
 		    "berth cannot resume it", id, sb.state);
-		send_woken(id, 0, why);
-		return;
-	}
-	if (px_vm_enabled()) {
+	} else if (px_vm_enabled()) {
 		wake_begins(id);
-		px_vm_wake(id);		/* answers through send_woken() */
+		px_vm_wake(id);		/* answers through send_woken() (its hook) */
 		return;
+	} else {
+		snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM "
+		    "to resume it", id, sb.state);
+		log_warnx("wake %s: %s", id, why);
 	}
-	snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM to resume it",
-	    id, sb.state);
-	log_warnx("wake %s: %s", id, why);
-	send_woken(id, 0, why);
+	send_woken(id, fail == NULL, fail);
 }
 
 static void
