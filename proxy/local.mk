@@ -1,7 +1,7 @@
 # proxy: berthd, the parent and its proxy workers
 sbin_PROGRAMS += proxy/berthd
 PX_CORE = proxy/valid.c proxy/valid.h proxy/http1.c proxy/http1.h \
-	proxy/route.c proxy/route.h proxy/conf.c proxy/conf.h \
+	proxy/route.c proxy/route.h proxy/routemsg.h proxy/conf.c proxy/conf.h \
 	proxy/log.c proxy/log.h
 proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/tls.c proxy/tls.h proxy/ipc.c proxy/ipc.h \

@@ -97,7 +97,8 @@ struct px_route_match {
 	char		 host[PX_HOSTNAME_MAX + 1];	/* lower case, no port */
 };
 
-/* Builds a table from the parent's JSON; NULL with err on bad input. */
+/* Builds a table from the parent's JSON (the message's "routes" object,
+ * routemsg.h); NULL with err on bad input. */
 struct px_routes *px_routes_from_json(const char *json, size_t len,
     char *err, size_t errlen);
 struct json_t;

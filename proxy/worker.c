@@ -11,6 +11,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "route.h"
+#include "routemsg.h"
 #include "tls.h"
 #include "wake.h"
 
@@ -278,8 +279,8 @@ handle_msg(json_t *m)
 		px_w->configured |= 2;
 	} else if (strcmp(type, "tickets") == 0) {
 		set_tickets(json_object_get(m, "keys"));
-	} else if (strcmp(type, "routes") == 0) {
-		struct px_routes *r = px_routes_build(json_object_get(m, "routes"),
+	} else if (strcmp(type, PX_RT_TYPE) == 0) {
+		struct px_routes *r = px_routes_build(json_object_get(m, PX_RT_ROUTES),
 		    err, sizeof(err));
 
 		if (r == NULL)
