@@ -31,3 +31,15 @@ tests_unit_test_bufpool_SOURCES = tests/unit/test_bufpool.c tests/unit/tap.h \
 	proxy/bufpool.c proxy/bufpool.h
 tests_unit_test_bufpool_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS)
 tests_unit_test_bufpool_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS)
+
+# The session layer over the stand-in transport (a socketpair) with a
+# scripted upstream on loopback: no worker, no parent.
+check_PROGRAMS += tests/unit/test_session
+TESTS += tests/unit/test_session
+tests_unit_test_session_SOURCES = tests/unit/test_session.c tests/unit/tap.h \
+	proxy/session.c proxy/session.h proxy/upstream.c proxy/wake.c proxy/wake.h \
+	proxy/respond.c proxy/tls.c proxy/tls.h proxy/fleet_tls.c proxy/fleet_tls.h \
+	proxy/route.c proxy/route.h proxy/routemsg.h proxy/http1.c proxy/http1.h \
+	proxy/valid.c proxy/valid.h proxy/log.c proxy/log.h proxy/evprio.c proxy/evprio.h
+tests_unit_test_session_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_session_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(HTTP_PARSER_LIBS)
