@@ -351,22 +351,19 @@ config_msg(void)
 {
 	const struct px_config *c = &P.cfg;
 	unsigned n = (unsigned)P.nslots;
+	json_t *m;
+	size_t i;
 
+	m = json_pack("{s:s,s:s,s:i}", "type", "config", "domain", c->domain,
+	    "https_port", (int)px_config_https_port(c));
 	/* Limits are enforced per worker: each gets its share. */
-	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,"
-	    "s:i,s:i,s:i,s:i}",
-	    "type", "config", "domain", c->domain,
-	    "https_port", (int)px_config_https_port(c),
-	    "t_head", (int)c->t_head, "t_keepalive", (int)c->t_keepalive,
-	    "t_connect", (int)c->t_connect, "t_response", (int)c->t_response,
-	    "t_tunnel", (int)c->t_tunnel, "t_drain", (int)c->t_drain,
-	    "t_retry", (int)c->t_retry, "t_wake", (int)c->t_wake,
-	    "t_wake_backoff", (int)c->t_wake_backoff, "max_parked", (int)c->max_parked,
-	    "max_conns", (int)((c->max_conns + n - 1) / n),
-	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n),
-	    "t_body", (int)c->t_body, "t_send", (int)c->t_send,
-	    "max_req_sandbox", (int)((c->max_req_sandbox + n - 1) / n),
-	    "rate_sandbox", (int)((c->rate_sandbox + n - 1) / n));
+	for (i = 0; m != NULL && i < px_conf_nfields; i++)
+		if (json_object_set_new(m, px_conf_fields[i].key, json_integer(
+		    px_conf_field_value(c, &px_conf_fields[i], n))) != 0) {
+			json_decref(m);
+			m = NULL;
+		}
+	return m;
 }
 
 static json_t *

@@ -33,17 +33,15 @@ struct px_xport;
 struct px_sess;
 struct px_up;
 
-/* What sessions are told: the parent's config, this worker's share. */
+/* What sessions are told: the parent's config (timeouts in ms), of the
+ * limits this worker's share (PX_WORKER_FIELDS, conf.h). */
+#define PX_WCFG_FIELD(dir, name, field, def, share, zero) unsigned field;
 struct px_wcfg {
 	char		 domain[256];
 	unsigned	 https_port;
-	unsigned	 t_head, t_keepalive, t_connect, t_response, t_tunnel;
-	unsigned	 t_drain, t_retry, t_wake, t_wake_backoff;
-	unsigned	 t_body, t_send;
-	unsigned	 max_parked;
-	unsigned	 max_conns, max_conns_sandbox;	/* this worker's share */
-	unsigned	 max_req_sandbox, rate_sandbox;	/* this worker's share */
+	PX_WORKER_FIELDS(PX_WCFG_FIELD)
 };
+#undef PX_WCFG_FIELD
 
 struct px_stats {
 	uint64_t	 requests;

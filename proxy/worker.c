@@ -16,6 +16,7 @@
 #include "wake.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +227,14 @@ set_tickets(json_t *keys)
 	memset(k, 0, sizeof(k));
 }
 
+/* Where each of the parent's settings goes (PX_WORKER_FIELDS). */
+#define PX_WFIELD(dir, name, field, def, share, zero) \
+	{ #field, offsetof(struct px_wcfg, field) },
+static const struct { const char *key; size_t off; } wfields[] = {
+	PX_WORKER_FIELDS(PX_WFIELD)
+};
+#undef PX_WFIELD
+
 static void
 handle_msg(json_t *m)
 {
@@ -235,17 +244,15 @@ handle_msg(json_t *m)
 	if (strcmp(type, "config") == 0) {
 		struct px_wcfg *c = &px_w->env.cfg;
 		const char *d = json_string_value(json_object_get(m, "domain"));
+		size_t i;
 
 		if (d == NULL)
 			fatalx("worker %d: config without domain", px_w->id);
 		snprintf(c->domain, sizeof(c->domain), "%s", d);
-#define U(name) c->name = (unsigned)json_integer_value(json_object_get(m, #name))
-		U(https_port); U(t_head); U(t_keepalive); U(t_connect);
-		U(t_response); U(t_tunnel); U(t_drain); U(t_retry);
-		U(t_wake); U(t_wake_backoff); U(max_parked);
-		U(max_conns); U(max_conns_sandbox);
-		U(t_body); U(t_send); U(max_req_sandbox); U(rate_sandbox);
-#undef U
+		c->https_port = (unsigned)json_integer_value(json_object_get(m, "https_port"));
+		for (i = 0; i < sizeof(wfields) / sizeof(wfields[0]); i++)
+			*(unsigned *)((char *)c + wfields[i].off) = (unsigned)
+			    json_integer_value(json_object_get(m, wfields[i].key));
 		/* Past max_conns a connection is still accepted, but only to
 		 * be told 503 quickly; past this slack accept pauses and the
 		 * kernel's backlog holds the rest. */
