@@ -42,14 +42,7 @@ static void h_closed(void) { nclosed++; }
 static void h_handshakes_wait(void) { }
 static void h_wake(const char *id) { snprintf(woke, sizeof(woke), "%s", id); }
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+#define now_ms px_now_ms	/* the layer's clock (session.c) */
 
 static void
 nonblock(int fd)
