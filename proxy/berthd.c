@@ -351,22 +351,19 @@ config_msg(void)
 {
 	const struct px_config *c = &P.cfg;
 	unsigned n = (unsigned)P.nslots;
+	json_t *m;
+	size_t i;
 
+	m = json_pack("{s:s,s:s,s:i}", "type", "config", "domain", c->domain,
+	    "https_port", (int)px_config_https_port(c));
 	/* Limits are enforced per worker: each gets its share. */
-	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,"
-	    "s:i,s:i,s:i,s:i}",
-	    "type", "config", "domain", c->domain,
-	    "https_port", (int)px_config_https_port(c),
-	    "t_head", (int)c->t_head, "t_keepalive", (int)c->t_keepalive,
-	    "t_connect", (int)c->t_connect, "t_response", (int)c->t_response,
-	    "t_tunnel", (int)c->t_tunnel, "t_drain", (int)c->t_drain,
-	    "t_retry", (int)c->t_retry, "t_wake", (int)c->t_wake,
-	    "t_wake_backoff", (int)c->t_wake_backoff, "max_parked", (int)c->max_parked,
-	    "max_conns", (int)((c->max_conns + n - 1) / n),
-	    "max_conns_sandbox", (int)((c->max_conns_sandbox + n - 1) / n),
-	    "t_body", (int)c->t_body, "t_send", (int)c->t_send,
-	    "max_req_sandbox", (int)((c->max_req_sandbox + n - 1) / n),
-	    "rate_sandbox", (int)((c->rate_sandbox + n - 1) / n));
+	for (i = 0; m != NULL && i < px_conf_nfields; i++)
+		if (json_object_set_new(m, px_conf_fields[i].key, json_integer(
+		    px_conf_field_value(c, &px_conf_fields[i], n))) != 0) {
+			json_decref(m);
+			m = NULL;
+		}
+	return m;
 }
 
 static json_t *
@@ -681,7 +678,9 @@ wake_metrics(struct evbuffer *out)
 	    "berth_wake_duration_seconds_count %llu\n", W.count, W.sum, W.count);
 }
 
-/* Tells every worker how a wake of sandbox id ended. */
+/* Tells every worker how a wake of sandbox id ended: the one function
+ * that sends "woken", from handle_wake's answer or the VMM's (vm.c's
+ * woken hook). */
 static void
 send_woken(const char *id, int ok, const char *reason)
 {
@@ -727,32 +726,27 @@ handle_wake(const char *id)
 {
 	struct px_sandbox sb;
 	char err[256], why[320];
+	const char *fail = why;
 
 	if (px_store_sandbox_get(P.store, id, &sb, err, sizeof(err)) != PX_STORE_OK) {
-		send_woken(id, 0, "no such sandbox");
-		return;
-	}
-	if (strcmp(sb.state, "running") == 0) {
+		fail = "no such sandbox";
+	} else if (strcmp(sb.state, "running") == 0) {
 		/* already awake: the worker's routes were behind */
 		send_all(routes_msg());
-		send_woken(id, 1, NULL);
-		return;
-	}
-	if (sb.external) {
+		fail = NULL;
+	} else if (sb.external) {
 		snprintf(why, sizeof(why), "sandbox %s is %s and managed outside berth: "
 		    "berth cannot resume it", id, sb.state);
-		send_woken(id, 0, why);
-		return;
-	}
-	if (px_vm_enabled()) {
+	} else if (px_vm_enabled()) {
 		wake_begins(id);
-		px_vm_wake(id);		/* answers through send_woken() */
+		px_vm_wake(id);		/* answers through send_woken() (its hook) */
 		return;
+	} else {
+		snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM "
+		    "to resume it", id, sb.state);
+		log_warnx("wake %s: %s", id, why);
 	}
-	snprintf(why, sizeof(why), "sandbox %s is %s and this berthd has no VMM to resume it",
-	    id, sb.state);
-	log_warnx("wake %s: %s", id, why);
-	send_woken(id, 0, why);
+	send_woken(id, fail == NULL, fail);
 }
 
 static void

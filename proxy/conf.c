@@ -17,25 +17,53 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#define PX_CONF_FIELD(dir, name, field, def, share, zero) \
+	{ #dir, #name, #field, offsetof(struct px_config, field), def, share, zero },
+const struct px_conf_field px_conf_fields[] = {
+	PX_WORKER_FIELDS(PX_CONF_FIELD)
+};
+#undef PX_CONF_FIELD
+const size_t px_conf_nfields = sizeof(px_conf_fields) / sizeof(px_conf_fields[0]);
+
+static unsigned *
+conf_slot(struct px_config *c, const struct px_conf_field *f)
+{
+	return (unsigned *)((char *)c + f->off);
+}
+
+unsigned
+px_conf_field_value(const struct px_config *c, const struct px_conf_field *f,
+    unsigned n)
+{
+	unsigned v = *conf_slot((struct px_config *)c, f);
+
+	return f->share && n > 1 ? (v + n - 1) / n : v;
+}
+
+/* The field directive dir names with name, or NULL. */
+static const struct px_conf_field *
+conf_field(const char *dir, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < px_conf_nfields; i++)
+		if (strcmp(px_conf_fields[i].directive, dir) == 0 &&
+		    strcmp(px_conf_fields[i].name, name) == 0)
+			return &px_conf_fields[i];
+	return NULL;
+}
+
 void
 px_config_defaults(struct px_config *c)
 {
+	size_t i;
+
 	memset(c, 0, sizeof(*c));
+	for (i = 0; i < px_conf_nfields; i++)
+		*conf_slot(c, &px_conf_fields[i]) = px_conf_fields[i].def;
 	c->domain = strdup("berth.localhost");
 	c->user = strdup("nobody");
 	c->access_log = strdup("stderr");
-	c->t_head = 10000;
-	c->t_keepalive = 75000;
-	c->t_connect = 5000;
-	c->t_response = 60000;
-	c->t_tunnel = 3600000;
-	c->t_drain = 10000;
-	c->t_retry = 1000;
-	c->t_wake = 30000;
-	c->t_wake_backoff = 5000;
-	c->t_body = 30000;
-	c->t_send = 60000;
-	c->max_parked = 1000;
 	c->nflog_group = 5;
 	c->vm_standby = 8;
 	c->vm_jail = 1;
@@ -52,10 +80,6 @@ px_config_defaults(struct px_config *c)
 	c->vm_disk = PX_VM_DISK_DEFAULT;
 	c->vm_max_disk = PX_VM_MAX_DISK_DEFAULT;
 	c->eg_max_rules = 256;
-	c->max_conns = 10000;
-	c->max_conns_sandbox = 1000;
-	c->max_req_sandbox = 1000;
-	c->rate_sandbox = 0;
 }
 
 void
@@ -298,28 +322,18 @@ set_str(char **dst, const char *v)
 	goto fail;							\
 } while (0)
 
-static unsigned *
-timeout_slot(struct px_config *c, const char *name)
+/* "a, b, c": the names directive dir takes, into out. */
+static const char *
+conf_names(const char *dir, char *out, size_t outlen)
 {
-	static const struct { const char *name; size_t off; } t[] = {
-		{ "head", offsetof(struct px_config, t_head) },
-		{ "keepalive", offsetof(struct px_config, t_keepalive) },
-		{ "connect", offsetof(struct px_config, t_connect) },
-		{ "response", offsetof(struct px_config, t_response) },
-		{ "tunnel", offsetof(struct px_config, t_tunnel) },
-		{ "drain", offsetof(struct px_config, t_drain) },
-		{ "retry", offsetof(struct px_config, t_retry) },
-		{ "wake", offsetof(struct px_config, t_wake) },
-		{ "wake_backoff", offsetof(struct px_config, t_wake_backoff) },
-		{ "body", offsetof(struct px_config, t_body) },
-		{ "send", offsetof(struct px_config, t_send) },
-	};
-	size_t i;
+	size_t i, o = 0;
 
-	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		if (strcmp(t[i].name, name) == 0)
-			return (unsigned *)((char *)c + t[i].off);
-	return NULL;
+	out[0] = '\0';
+	for (i = 0; i < px_conf_nfields; i++)
+		if (strcmp(px_conf_fields[i].directive, dir) == 0 && o < outlen)
+			o += (size_t)snprintf(out + o, outlen - o, "%s%s",
+			    o ? ", " : "", px_conf_fields[i].name);
+	return out;
 }
 
 static int
@@ -829,37 +843,32 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			c->certs[c->ncerts].line = lineno;
 			c->ncerts++;
 		} else if (strcmp(argv[0], "timeout") == 0) {
-			unsigned *slot;
+			const struct px_conf_field *fl;
+			char names[512];
 			long ms;
 
 			NARGS(2);
-			if ((slot = timeout_slot(c, argv[1])) == NULL)
-				ERR("timeout: unknown timeout '%s' (head, keepalive, connect, response, tunnel, drain, retry, wake, wake_backoff, body, send)", argv[1]);
+			if ((fl = conf_field("timeout", argv[1])) == NULL)
+				ERR("timeout: unknown timeout '%s' (%s)", argv[1],
+				    conf_names("timeout", names, sizeof(names)));
 			if ((ms = px_parse_duration(argv[2])) < 0)
 				ERR("timeout %s: invalid duration '%s' (e.g. 10s, 250ms, 5m, 1h)", argv[1], argv[2]);
-			if (ms == 0 && strcmp(argv[1], "retry") != 0)
+			if (ms == 0 && !fl->zero)
 				ERR("timeout %s: must be more than 0", argv[1]);
-			*slot = (unsigned)ms;
+			*conf_slot(c, fl) = (unsigned)ms;
 		} else if (strcmp(argv[0], "limit") == 0) {
-			char *end;
+			const struct px_conf_field *fl;
+			char names[512], *end;
 			long n;
 
 			NARGS(2);
 			n = strtol(argv[2], &end, 10);
 			if (*end != '\0' || n < 1 || n > 1000000)
 				ERR("limit %s: expected 1-1000000, got '%s'", argv[1], argv[2]);
-			if (strcmp(argv[1], "connections") == 0)
-				c->max_conns = (unsigned)n;
-			else if (strcmp(argv[1], "connections_per_sandbox") == 0)
-				c->max_conns_sandbox = (unsigned)n;
-			else if (strcmp(argv[1], "parked_per_sandbox") == 0)
-				c->max_parked = (unsigned)n;
-			else if (strcmp(argv[1], "requests_per_sandbox") == 0)
-				c->max_req_sandbox = (unsigned)n;
-			else if (strcmp(argv[1], "rate_per_sandbox") == 0)
-				c->rate_sandbox = (unsigned)n;
-			else
-				ERR("limit: unknown limit '%s' (connections, connections_per_sandbox, requests_per_sandbox, rate_per_sandbox, parked_per_sandbox)", argv[1]);
+			if ((fl = conf_field("limit", argv[1])) == NULL)
+				ERR("limit: unknown limit '%s' (%s)", argv[1],
+				    conf_names("limit", names, sizeof(names)));
+			*conf_slot(c, fl) = (unsigned)n;
 		} else {
 			ERR("unknown directive '%s'", argv[0]);
 		}

@@ -138,6 +138,49 @@ int px_config_load(struct px_config *, const char *file, char *err, size_t errle
 void px_config_free(struct px_config *);
 /* The https port URLs use (the first https listener). */
 unsigned px_config_https_port(const struct px_config *);
+
+/*
+ * The settings the workers get, in one list: X(directive, name, field,
+ * default, share, zero). directive name: the config line
+ * ("timeout head 10s", "limit connections 10000"); field: the unsigned
+ * of struct px_config that holds it, of struct px_wcfg (session.h) that
+ * gets it, and its key in the parent's "config" message; share: each
+ * worker gets 1/n of it (rounded up); zero: 0 is a valid value. The
+ * table it makes (px_conf_fields) drives the parsing, the message and
+ * the worker's apply.
+ */
+#define PX_WORKER_FIELDS(X) \
+	X(timeout, head, t_head, 10000, 0, 0) \
+	X(timeout, keepalive, t_keepalive, 75000, 0, 0) \
+	X(timeout, connect, t_connect, 5000, 0, 0) \
+	X(timeout, response, t_response, 60000, 0, 0) \
+	X(timeout, tunnel, t_tunnel, 3600000, 0, 0) \
+	X(timeout, drain, t_drain, 10000, 0, 0) \
+	X(timeout, retry, t_retry, 1000, 0, 1) \
+	X(timeout, wake, t_wake, 30000, 0, 0) \
+	X(timeout, wake_backoff, t_wake_backoff, 5000, 0, 0) \
+	X(timeout, body, t_body, 30000, 0, 0) \
+	X(timeout, send, t_send, 60000, 0, 0) \
+	X(limit, connections, max_conns, 10000, 1, 0) \
+	X(limit, connections_per_sandbox, max_conns_sandbox, 1000, 1, 0) \
+	X(limit, requests_per_sandbox, max_req_sandbox, 1000, 1, 0) \
+	X(limit, rate_per_sandbox, rate_sandbox, 0, 1, 0) \
+	X(limit, parked_per_sandbox, max_parked, 1000, 0, 0)
+
+struct px_conf_field {
+	const char	*directive;	/* "timeout", "limit" */
+	const char	*name;		/* its first argument */
+	const char	*key;		/* the field's name */
+	size_t		 off;		/* offsetof(struct px_config, field) */
+	unsigned	 def;		/* its default */
+	int		 share;		/* divided among the workers */
+	int		 zero;		/* 0 allowed */
+};
+extern const struct px_conf_field px_conf_fields[];
+extern const size_t px_conf_nfields;
+/* The value of f in c, or each worker's share of it among n. */
+unsigned px_conf_field_value(const struct px_config *c,
+    const struct px_conf_field *f, unsigned n);
 /* Parses "10s", "250ms", "5m", "1h" or plain seconds; -1 if invalid. */
 long px_parse_duration(const char *);
 /* Parses host:port / [v6]:port into ss; -1 if invalid. */

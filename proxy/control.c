@@ -20,6 +20,7 @@
 #include "control.h"
 #include "conf.h"
 #include "control_rule.h"
+#include "routemsg.h"
 #include "store.h"
 #include "token.h"
 #include "valid.h"
@@ -2859,8 +2860,7 @@ static int
 routes_sb(const struct px_sandbox *sb, void *arg)
 {
 	struct routes_ctx *rc = arg;
-	json_t *o = json_pack("{s:s, s:s, s:s, s:[]}", "id", sb->id,
-	    "address", sb->address, "state", sb->state, "ports");
+	json_t *o = px_rt_sandbox(sb->id, sb->address, sb->state);
 
 	if (o == NULL || json_object_set(rc->byid, sb->id, o) == -1 ||
 	    json_array_append_new(rc->sbs, o) == -1)
@@ -2876,11 +2876,10 @@ routes_port(const struct px_port *p, void *arg)
 
 	if (sb == NULL)
 		return 0;
-	return json_array_append_new(json_object_get(sb, "ports"),
-	    json_pack("{s:i, s:s, s:s, s:s?}", "port", (int)p->port,
-	    "host_header", px_host_header_name(p->host_header),
-	    "visibility", px_visibility_name(p->visibility),
-	    "host", p->custom_host[0] ? p->custom_host : NULL)) == 0 ? 0 : 1;
+	return json_array_append_new(px_rt_sandbox_ports(sb),
+	    px_rt_port((int)p->port, px_host_header_name(p->host_header),
+	    px_visibility_name(p->visibility),
+	    p->custom_host[0] ? p->custom_host : NULL)) == 0 ? 0 : 1;
 }
 
 static int
@@ -2888,9 +2887,8 @@ routes_token(const struct px_token *t, void *arg)
 {
 	struct routes_ctx *rc = arg;
 
-	return json_array_append_new(rc->tokens, json_pack("{s:s, s:s?}",
-	    "sha256", t->sha256, "sandbox", t->sandbox[0] ? t->sandbox :
-	    NULL)) == 0 ? 0 : 1;
+	return json_array_append_new(rc->tokens, px_rt_token(t->sha256,
+	    t->sandbox[0] ? t->sandbox : NULL)) == 0 ? 0 : 1;
 }
 
 json_t *
@@ -2914,8 +2912,7 @@ px_control_routes_json(struct px_store *st, const char *domain, char *err,
 			snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	msg = json_pack("{s:s, s:{s:s, s:O, s:O}}", "type", "routes", "routes",
-	    "domain", domain, "sandboxes", rc.sbs, "tokens", rc.tokens);
+	msg = px_rt_msg(domain, rc.sbs, rc.tokens);
 	if (msg == NULL)
 		snprintf(err, errlen, "out of memory");
 out:

@@ -24,6 +24,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 
 static struct {
 	struct event_base *base;

@@ -9,6 +9,7 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 static SSL_CTX *server_ctx, *client_ctx;

@@ -11,12 +11,16 @@
 #define BERTH_FLEET_TLS_H
 
 #include <stddef.h>
-#include <openssl/ssl.h>
+
+/* OpenSSL's SSL and SSL_CTX by their tags: no OpenSSL header comes
+ * along with this one (HTTP code includes it for the host name). */
+struct ssl_st;
+struct ssl_ctx_st;
 
 /* A server (server 1) or client context; NULL with err. */
-SSL_CTX *px_fleet_tls_ctx(const char *ca_pem, const char *cert_pem,
+struct ssl_ctx_st *px_fleet_tls_ctx(const char *ca_pem, const char *cert_pem,
     const char *key_pem, int server, char *err, size_t errlen);
-void px_fleet_tls_ctx_free(SSL_CTX *);
+void px_fleet_tls_ctx_free(struct ssl_ctx_st *);
 
 /* Worker side: installs this host's contexts (replacing older ones). */
 int px_fleet_tls_set(const char *host, const char *ca_pem, const char *cert_pem,
@@ -24,9 +28,9 @@ int px_fleet_tls_set(const char *host, const char *ca_pem, const char *cert_pem,
 /* This host's id, "" when not in fleet mode. */
 const char *px_fleet_tls_host(void);
 /* A server SSL for the fleet listener; NULL when not configured. */
-SSL *px_fleet_tls_server(void);
+struct ssl_st *px_fleet_tls_server(void);
 /* A client SSL that accepts only peer_host's certificate; NULL when not
  * configured. */
-SSL *px_fleet_tls_client(const char *peer_host);
+struct ssl_st *px_fleet_tls_client(const char *peer_host);
 
 #endif

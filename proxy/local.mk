@@ -1,11 +1,12 @@
 # proxy: berthd, the parent and its proxy workers
 sbin_PROGRAMS += proxy/berthd
 PX_CORE = proxy/valid.c proxy/valid.h proxy/http1.c proxy/http1.h \
-	proxy/route.c proxy/route.h proxy/conf.c proxy/conf.h \
+	proxy/route.c proxy/route.h proxy/routemsg.h proxy/conf.c proxy/conf.h \
 	proxy/log.c proxy/log.h
 proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/tls.c proxy/tls.h proxy/ipc.c proxy/ipc.h \
-	proxy/worker.c proxy/worker.h proxy/session.c proxy/vm.c proxy/vm.h proxy/exec.c proxy/exec.h proxy/egress.c proxy/egress.h \
+	proxy/worker.c proxy/worker.h proxy/session.c proxy/session.h \
+	proxy/upstream.c proxy/respond.c proxy/wake.c proxy/wake.h proxy/vm.c proxy/vm.h proxy/exec.c proxy/exec.h proxy/egress.c proxy/egress.h \
 	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h proxy/bufpool.c proxy/bufpool.h \
 	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h
 # Installed helpers (berth-mkcert in pkgdatadir; mktemplate, init and
@@ -30,3 +31,15 @@ tests_unit_test_bufpool_SOURCES = tests/unit/test_bufpool.c tests/unit/tap.h \
 	proxy/bufpool.c proxy/bufpool.h
 tests_unit_test_bufpool_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS)
 tests_unit_test_bufpool_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS)
+
+# The session layer over the stand-in transport (a socketpair) with a
+# scripted upstream on loopback: no worker, no parent.
+check_PROGRAMS += tests/unit/test_session
+TESTS += tests/unit/test_session
+tests_unit_test_session_SOURCES = tests/unit/test_session.c tests/unit/tap.h \
+	proxy/session.c proxy/session.h proxy/upstream.c proxy/wake.c proxy/wake.h \
+	proxy/respond.c proxy/tls.c proxy/tls.h proxy/fleet_tls.c proxy/fleet_tls.h \
+	proxy/route.c proxy/route.h proxy/routemsg.h proxy/http1.c proxy/http1.h \
+	proxy/valid.c proxy/valid.h proxy/log.c proxy/log.h proxy/evprio.c proxy/evprio.h
+tests_unit_test_session_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_session_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(HTTP_PARSER_LIBS)

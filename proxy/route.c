@@ -4,6 +4,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "route.h"
+#include "routemsg.h"
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -26,7 +27,6 @@ px_sbstat_get(const char *id)
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	snprintf(s->id, sizeof(s->id), "%s", id);
-	TAILQ_INIT(&s->parked);
 	s->next = sbstats;
 	sbstats = s;
 	return s;
@@ -124,9 +124,9 @@ build_tokens(struct px_routes *r, json_t *toks, char *err, size_t errlen)
 		return -1;
 	}
 	json_array_foreach(toks, i, t) {
-		const char *sb = json_string_value(json_object_get(t, "sandbox"));
+		const char *sb = json_string_value(json_object_get(t, PX_RT_TOKEN_SANDBOX));
 
-		if (unhex(json_string_value(json_object_get(t, "sha256")),
+		if (unhex(json_string_value(json_object_get(t, PX_RT_TOKEN_SHA256)),
 		    r->tokens[i].hash, 32) != 0 ||
 		    (sb != NULL && !px_valid_sandbox_id(sb, strlen(sb)))) {
 			snprintf(err, errlen, "routes: bad token entry %zu", i);
@@ -194,8 +194,8 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		return NULL;
 	}
 	r->refs = 1;
-	domain = json_string_value(json_object_get(root, "domain"));
-	sbs = json_object_get(root, "sandboxes");
+	domain = json_string_value(json_object_get(root, PX_RT_DOMAIN));
+	sbs = json_object_get(root, PX_RT_SANDBOXES);
 	if (domain == NULL || !json_is_array(sbs))
 		BAD("routes: missing domain or sandboxes");
 	if ((r->domain = strdup(domain)) == NULL)
@@ -205,10 +205,10 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		BAD("out of memory");
 	json_array_foreach(sbs, i, sbj) {
 		struct px_rsb *sb = &r->sbs[i];
-		const char *id = json_string_value(json_object_get(sbj, "id"));
-		const char *addr = json_string_value(json_object_get(sbj, "address"));
-		const char *state = json_string_value(json_object_get(sbj, "state"));
-		json_t *ports = json_object_get(sbj, "ports");
+		const char *id = json_string_value(json_object_get(sbj, PX_RT_SB_ID));
+		const char *addr = json_string_value(json_object_get(sbj, PX_RT_SB_ADDRESS));
+		const char *state = json_string_value(json_object_get(sbj, PX_RT_SB_STATE));
+		json_t *ports = json_object_get(sbj, PX_RT_SB_PORTS);
 
 		if (id == NULL || !px_valid_sandbox_id(id, strlen(id)) ||
 		    addr == NULL || strlen(addr) >= sizeof(sb->address))
@@ -218,15 +218,15 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		snprintf(sb->state, sizeof(sb->state), "%s", state ? state : "running");
 		if ((sb->stat = px_sbstat_get(id)) == NULL)
 			BAD("out of memory");
-		if (json_is_true(json_object_get(sbj, "remote"))) {
-			const char *host = json_string_value(json_object_get(sbj, "host"));
-			const char *fleet = json_string_value(json_object_get(sbj, "fleet"));
+		if (json_is_true(json_object_get(sbj, PX_RT_SB_REMOTE))) {
+			const char *host = json_string_value(json_object_get(sbj, PX_RT_SB_HOST));
+			const char *fleet = json_string_value(json_object_get(sbj, PX_RT_SB_FLEET));
 
 			if (host == NULL || fleet == NULL || *host == '\0' ||
 			    strlen(host) >= sizeof(sb->host) || strlen(fleet) >= sizeof(sb->fleet))
 				BAD("routes: bad fleet entry %zu", i);
 			sb->remote = 1;
-			sb->host_up = json_is_true(json_object_get(sbj, "host_up")) && *fleet;
+			sb->host_up = json_is_true(json_object_get(sbj, PX_RT_SB_HOST_UP)) && *fleet;
 			snprintf(sb->host, sizeof(sb->host), "%s", host);
 			snprintf(sb->fleet, sizeof(sb->fleet), "%s", fleet);
 		}
@@ -234,16 +234,16 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		if ((sb->ports = calloc(sb->nports + 1, sizeof(*sb->ports))) == NULL)
 			BAD("out of memory");
 		json_array_foreach(ports, j, pj) {
-			json_int_t port = json_integer_value(json_object_get(pj, "port"));
-			const char *hh = json_string_value(json_object_get(pj, "host_header"));
-			const char *vis = json_string_value(json_object_get(pj, "visibility"));
+			json_int_t port = json_integer_value(json_object_get(pj, PX_RT_PORT));
+			const char *hh = json_string_value(json_object_get(pj, PX_RT_PORT_HOST_HEADER));
+			const char *vis = json_string_value(json_object_get(pj, PX_RT_PORT_VISIBILITY));
 
 			if (port < 1 || port > 65535)
 				BAD("routes: bad port in %s", id);
 			sb->ports[j].port = (uint16_t)port;
 			sb->ports[j].host_upstream = hh && strcmp(hh, "upstream") == 0;
 			sb->ports[j].private_ = vis && strcmp(vis, "private") == 0;
-			if (json_string_value(json_object_get(pj, "host")) != NULL)
+			if (json_string_value(json_object_get(pj, PX_RT_PORT_HOST)) != NULL)
 				nc++;
 		}
 	}
@@ -256,13 +256,13 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		json_t *ports = NULL;
 
 		json_array_foreach(sbs, j, sbj) {
-			if (strcmp(json_string_value(json_object_get(sbj, "id")), sb->id) == 0) {
-				ports = json_object_get(sbj, "ports");
+			if (strcmp(json_string_value(json_object_get(sbj, PX_RT_SB_ID)), sb->id) == 0) {
+				ports = json_object_get(sbj, PX_RT_SB_PORTS);
 				break;
 			}
 		}
 		json_array_foreach(ports, j, pj) {
-			const char *host = json_string_value(json_object_get(pj, "host"));
+			const char *host = json_string_value(json_object_get(pj, PX_RT_PORT_HOST));
 
 			if (host == NULL || *host == '\0')
 				continue;
@@ -283,10 +283,10 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		}
 	}
 	qsort(r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
-	if (build_tokens(r, json_object_get(root, "tokens"), err, errlen) != 0)
+	if (build_tokens(r, json_object_get(root, PX_RT_TOKENS), err, errlen) != 0)
 		goto fail;
 	{
-		json_t *hl = json_object_get(root, "fleet_hosts"), *h;
+		json_t *hl = json_object_get(root, PX_RT_FLEET_HOSTS), *h;
 
 		if ((r->fleet_hosts = calloc(json_array_size(hl) + 1,
 		    sizeof(*r->fleet_hosts))) == NULL)

@@ -15,7 +15,7 @@
 #include "valid.h"
 
 /* Per-sandbox counters that outlive route tables. */
-struct px_sess;
+struct px_wake;
 
 struct px_sbstat {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
@@ -29,16 +29,7 @@ struct px_sbstat {
 	uint64_t	 bytes_in, bytes_out;
 	/* /metrics: every request whose Host named it, by status class */
 	uint64_t	 m_requests, m_status[6], m_bytes_in, m_bytes_out;
-	/* wake on request */
-	TAILQ_HEAD(, px_sess) parked;	/* sessions waiting, in arrival order */
-	unsigned	 nparked;
-	int		 waking;	/* a wake was asked for */
-	int		 awake;		/* woken since the last route table: it runs */
-	uint64_t	 wake_t0_ms;	/* when the wake in progress was asked for */
-	long		 last_wake_ms;	/* how long the last wake took */
-	uint64_t	 fail_until_ms;	/* after a failed wake: answer 503 until */
-	char		 fail_reason[200];
-	uint64_t	 wakes, wake_failures;
+	struct px_wake	*wake;		/* wake on request (wake.c); NULL: none yet */
 	struct px_sbstat *next;
 };
 
@@ -106,7 +97,8 @@ struct px_route_match {
 	char		 host[PX_HOSTNAME_MAX + 1];	/* lower case, no port */
 };
 
-/* Builds a table from the parent's JSON; NULL with err on bad input. */
+/* Builds a table from the parent's JSON (the message's "routes" object,
+ * routemsg.h); NULL with err on bad input. */
 struct px_routes *px_routes_from_json(const char *json, size_t len,
     char *err, size_t errlen);
 struct json_t;

@@ -1,8 +1,10 @@
 /*
- * session.c — one client connection through berthd: TLS (or plain HTTP
- * for the redirect listener), request heads, routing, the upstream
- * connection, both bodies with backpressure, Upgrade tunnels, errors and
- * the access log.
+ * session.c — one client connection through berthd: request heads,
+ * routing, access checks, both bodies with backpressure, the response,
+ * Upgrade tunnels. Its transport (TLS or plain HTTP for the redirect
+ * listener) is tls.c's; upstream connections and their pool are
+ * upstream.c's, parking for a wake wake.c's, error pages and the access
+ * log respond.c's.
  *
  * Shape: a session reads one request head at a time. Bodies are framed
  * by berthd (Content-Length counted, chunked decoded strictly and
@@ -14,19 +16,20 @@
  * Pipelined requests wait in the input buffer (reading paused) until the
  * response before them is finished.
  *
- * Ownership: a session owns its client bufferevent and, while bound, its
+ * Ownership: a session owns its client transport and, while bound, its
  * upstream; px_sess_free() is the one function that frees them. Callbacks
  * are deferred (BEV_OPT_DEFER_CALLBACKS), so a callback never runs inside
  * another and may free its session as its last act.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include "worker.h"
+#include "session.h"
 #include "evprio.h"
 #include "fleet_tls.h"
 #include "http1.h"
 #include "route.h"
 #include "tls.h"
 #include "log.h"
+#include "wake.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,14 +47,8 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <event2/util.h>
-#include <openssl/err.h>
-#include <openssl/rand.h>
-#include <openssl/ssl.h>
-#include <limits.h>
 
 #ifndef TAILQ_FOREACH_SAFE
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
@@ -60,95 +57,6 @@
 	    (var) = (tvar))
 #endif
 
-#define PX_HIWAT	(256 * 1024)
-#define PX_LOWAT	(64 * 1024)
-#define PX_POOL_MAX_PER_KEY 256
-#define PX_POOL_MAX	4096
-#define PX_POOL_IDLE_MS	30000
-
-enum sess_state {
-	S_HEAD,		/* waiting for / reading a request head */
-	S_BODY,		/* forwarding the request body */
-	S_WAIT,		/* request sent, waiting for the response */
-	S_TUNNEL,	/* after 101: raw bytes both ways */
-	S_PARK,		/* waiting for the sandbox to wake */
-	S_CLOSING,	/* flushing the last bytes, then free */
-};
-
-struct px_up {
-	struct bufferevent *bev;
-	char		 key[64];	/* address:port */
-	struct px_sess	*s;		/* NULL while idle in the pool */
-	int		 connected;
-	int		 reused;
-	int		 pooled;	/* idle, on a pool list */
-	int		 tls;		/* to another host's fleet listener */
-	int		 bulk;		/* its events run at PX_PRIO_BULK */
-	int		 bevread;	/* the bufferevent reads (TLS, tunnels) */
-	struct event	*rev;		/* or this event does (up_rd) */
-	struct timeval	 rtmo;		/* its timeout; zero: none */
-	struct px_poolkey *pk;		/* while pooled */
-	TAILQ_ENTRY(px_up) entry;
-};
-
-struct px_sess {
-	struct px_worker *w;
-	struct bufferevent *c;
-	SSL		*ssl;
-	struct px_tls	*tls;
-	int		 https;
-	char		 peer[INET6_ADDRSTRLEN];
-	char		 peer_port[8];
-	enum sess_state	 state;
-	struct event	*timer;		/* head deadline / keep-alive idle / retry */
-	int		 timer_kind;
-
-	/* the exchange in progress */
-	struct px_head	 req, resp;
-	enum px_body_kind req_kind, resp_kind;
-	uint64_t	 req_left, resp_left;
-	struct px_chunk	 req_ch, resp_ch;
-	int		 req_done, resp_done, resp_head_sent;
-	int		 resp_reframe;	/* close-delimited → chunked to client */
-	int		 close_after;
-	int		 upgrade;
-	int		 client_eof;	/* tunnel: client done, flushing upstream */
-	int		 logged;	/* this exchange has its access-log line */
-	int		 sni_woke;	/* its TLS server name started a wake */
-	struct evbuffer	*stage;		/* response bytes gathered for one SSL_write */
-	int		 staging;
-	int		 busy;		/* inside a callback: free later */
-	int		 dead;
-	struct px_routes *routes;
-	struct px_route_match m;
-	struct px_sbstat *sb;		/* counted in sb->conns while set */
-	struct px_up	*up;
-	int		 replayable;
-	int		 tries;
-	struct timespec	 t0, t_up;
-	uint64_t	 bytes_in, bytes_out;
-	int		 status;
-	const struct px_hdr *auth_used;	/* Authorization carrying our token */
-	int		 cookie_used;	/* our cookie carried the token */
-	char		 reqid[20];
-	struct px_sbstat *park;		/* set while parked there */
-	struct timespec	 t_park;
-	long		 wake_ms;	/* -1: not woken for this request */
-	int		 woken;
-	int		 over;		/* accepted past the limit: 503 only */
-	int		 hs_low;	/* TLS handshake at low priority (w->nhs_low) */
-	int		 hs;		/* TLS handshake in progress (w->nhs) */
-	int		 slow;		/* in a slow exchange (w->nslow) */
-	int		 bulk;		/* its events run at PX_PRIO_BULK */
-	struct px_sbstat *active;	/* counted in active->active while set */
-	TAILQ_ENTRY(px_sess) park_entry;
-	TAILQ_ENTRY(px_sess) entry;
-};
-
-enum { T_NONE, T_HEAD, T_IDLE, T_RETRY, T_WAKE };
-
-static void sess_free(struct px_sess *);
-static void sess_next(struct px_sess *);
 static void client_read(struct bufferevent *, void *);
 static void client_write(struct bufferevent *, void *);
 static void client_event(struct bufferevent *, short, void *);
@@ -160,15 +68,15 @@ static void pump_request(struct px_sess *);
 static void up_flush(struct px_sess *);
 static void pump_response(struct px_sess *);
 
-static void
-tv_ms(struct timeval *tv, unsigned ms)
+void
+px_tv_ms(struct timeval *tv, unsigned ms)
 {
 	tv->tv_sec = ms / 1000;
 	tv->tv_usec = (ms % 1000) * 1000;
 }
 
-static long
-ms_since(const struct timespec *t)
+long
+px_ms_since(const struct timespec *t)
 {
 	struct timespec now;
 
@@ -178,18 +86,27 @@ ms_since(const struct timespec *t)
 	return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
-static void
-timer_set(struct px_sess *s, int kind, unsigned ms)
+uint64_t
+px_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+void
+px_sess_timer_set(struct px_sess *s, int kind, unsigned ms)
 {
 	struct timeval tv;
 
-	tv_ms(&tv, ms);
+	px_tv_ms(&tv, ms);
 	s->timer_kind = kind;
 	evtimer_add(s->timer, &tv);
 }
 
-static void
-timer_clear(struct px_sess *s)
+void
+px_sess_timer_clear(struct px_sess *s)
 {
 	s->timer_kind = T_NONE;
 	evtimer_del(s->timer);
@@ -205,8 +122,8 @@ cl_timeouts(struct px_sess *s, unsigned read_ms)
 {
 	struct timeval rt, wt;
 
-	tv_ms(&rt, read_ms);
-	tv_ms(&wt, s->w->cfg.t_send);
+	px_tv_ms(&rt, read_ms);
+	px_tv_ms(&wt, s->w->cfg.t_send);
 	bufferevent_set_timeouts(s->c, read_ms ? &rt : NULL, &wt);
 }
 
@@ -227,54 +144,24 @@ move_bytes(struct evbuffer *in, struct evbuffer *out, size_t n)
 	}
 }
 
-/*
- * Writing to the client. libevent 2.1's TLS bufferevent never writes when
- * data is added: it waits for EPOLLOUT, costing an epoll_ctl pair and a
- * loop turn per response. While an upstream read is handled, response
- * bytes gather in s->stage instead and go out in one SSL_write at its
- * end; only what SSL_write cannot take goes to the bufferevent. This is
- * safe only when the bufferevent has nothing queued and OpenSSL wants
- * nothing, so that the byte order and OpenSSL's retry rules hold.
- */
+/* Writing to the client: while an upstream read is handled, response
+ * bytes are staged for one write (px_xport_stage, tls.c). */
 static struct evbuffer *
 cl_out(struct px_sess *s)
 {
-	return s->staging ? s->stage : bufferevent_get_output(s->c);
+	return px_xport_out(s->xp);
 }
 
 static void
 cl_stage(struct px_sess *s)
 {
-	if (s->ssl == NULL || s->staging || !SSL_is_init_finished(s->ssl) ||
-	    SSL_want(s->ssl) != SSL_NOTHING ||
-	    evbuffer_get_length(bufferevent_get_output(s->c)) != 0)
-		return;
-	if (s->stage == NULL && (s->stage = evbuffer_new()) == NULL)
-		return;
-	s->staging = 1;
+	px_xport_stage(s->xp);
 }
 
 static void
 cl_flush(struct px_sess *s)
 {
-	struct evbuffer *out = bufferevent_get_output(s->c);
-	size_t len;
-	int n;
-
-	if (!s->staging)
-		return;
-	s->staging = 0;
-	if ((len = evbuffer_get_length(s->stage)) == 0)
-		return;
-	if (evbuffer_get_length(out) == 0 && len <= INT_MAX) {
-		n = SSL_write(s->ssl, evbuffer_pullup(s->stage, (ev_ssize_t)len), (int)len);
-		if (n > 0)
-			evbuffer_drain(s->stage, (size_t)n);
-		else
-			ERR_clear_error();	/* libevent meets it again */
-	}
-	if (evbuffer_get_length(s->stage) > 0)
-		evbuffer_add_buffer(out, s->stage);
+	px_xport_flush(s->xp);
 }
 
 /*
@@ -319,474 +206,18 @@ move_length(struct evbuffer *in, struct evbuffer *out, uint64_t *left)
 
 /* ---- client reads ---- */
 
-/*
- * TLS reads ahead (tls.c): one read(2) takes the record header, the record
- * and whatever followed it. libevent 2.1 only asks OpenSSL for more when
- * the socket is readable (it looks at SSL_pending(), not
- * SSL_has_pending()), so records that OpenSSL already holds would wait
- * for the client's next packet. Whenever the session reads, hand them
- * over: activating the bufferevent's read event makes it SSL_read() them.
- */
-static int sess_ssl_idx = -1;	/* the session on its SSL (px_sess_sni) */
-
+/* Records the TLS layer read ahead are handed to the bufferevent
+ * whenever the session reads (px_xport_kick, tls.c). */
 static void
 cl_kick(struct px_sess *s)
 {
-	if (s->ssl != NULL && SSL_has_pending(s->ssl) &&
-	    (bufferevent_get_enabled(s->c) & EV_READ))
-		event_active(&s->c->ev_read, EV_READ, 1);
+	px_xport_kick(s->xp);
 }
 
 static void
 cl_read_on(struct px_sess *s)
 {
-	bufferevent_enable(s->c, EV_READ);
-	cl_kick(s);
-}
-
-/* ---- upstream pool ---- */
-
-static unsigned
-key_hash(const char *k)
-{
-	unsigned h = 2166136261u;
-
-	while (*k)
-		h = (h ^ (unsigned char)*k++) * 16777619u;
-	return h % PX_POOL_BUCKETS;
-}
-
-/* Takes u off its key's idle list; a key left empty goes away. */
-static void
-pool_unlink(struct px_up *u)
-{
-	struct px_poolkey *pk = u->pk;
-
-	TAILQ_REMOVE(&pk->idle, u, entry);
-	px_w->pool_idle--;
-	u->pooled = 0;
-	u->pk = NULL;
-	if (--pk->n == 0) {
-		TAILQ_REMOVE(&px_w->pool[key_hash(pk->key)], pk, entry);
-		free(pk);
-	}
-}
-
-static void
-up_free(struct px_up *u)
-{
-	if (u == NULL)
-		return;
-	if (u->pooled)
-		pool_unlink(u);
-	if (u->rev != NULL)
-		event_free(u->rev);
-	bufferevent_free(u->bev);
-	free(u);
-}
-
-static void
-pool_idle_read(struct bufferevent *bev, void *arg)
-{
-	/* An idle upstream has nothing to say: data or EOF ends it. */
-	up_free(arg);
-}
-
-static void
-pool_idle_event(struct bufferevent *bev, short what, void *arg)
-{
-	up_free(arg);
-}
-
-/*
- * Reading from upstreams. libevent's socket bufferevent asks the kernel
- * how much is waiting (ioctl FIONREAD) before every read: a sixth of the
- * system calls of a keep-alive request. Plain upstreams are read by an
- * event of ours instead, straight into the bufferevent's input, which
- * then goes through the same callbacks. TLS upstreams (OpenSSL reads
- * them) and tunnels leave reading to the bufferevent (u->bevread).
- */
-#define PX_UP_READ	65536
-static char up_rbuf[PX_UP_READ];	/* one worker, one thread */
-
-static void
-up_rev(evutil_socket_t fd, short what, void *arg)
-{
-	struct px_up *u = arg;
-	short ev = BEV_EVENT_READING;
-	ssize_t n;
-
-	if (what & EV_TIMEOUT) {
-		ev |= BEV_EVENT_TIMEOUT;
-	} else {
-		/* Read into one buffer, then copy what came: a chain sized
-		 * to it costs less than reserving room for the largest read
-		 * in every upstream's input (a 128 KiB chain each time). */
-		n = read(fd, up_rbuf, sizeof(up_rbuf));
-		if (n > 0 && evbuffer_add(bufferevent_get_input(u->bev), up_rbuf, n) != 0)
-			n = -1, errno = ENOMEM;
-		if (n > 0) {
-			if (u->s != NULL)
-				up_read(u->bev, u->s);
-			else
-				pool_idle_read(u->bev, u);
-			return;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		ev |= n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR;
-	}
-	event_del(u->rev);	/* as the bufferevent stops reading */
-	if (u->s != NULL)
-		up_event(u->bev, ev, u->s);
-	else
-		pool_idle_event(u->bev, ev, u);
-}
-
-/* Starts (on) or stops reading the upstream. */
-static void
-up_rd(struct px_up *u, int on)
-{
-	if (!u->bevread && u->rev == NULL && on) {
-		u->rev = event_new(px_w->base, bufferevent_getfd(u->bev),
-		    EV_READ | EV_PERSIST, up_rev, u);
-		if (u->rev == NULL ||
-		    event_priority_set(u->rev, u->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL) != 0) {
-			if (u->rev != NULL)
-				event_free(u->rev);
-			u->rev = NULL;
-			u->bevread = 1;	/* out of memory: the slow way */
-			bufferevent_set_timeouts(u->bev,
-			    timerisset(&u->rtmo) ? &u->rtmo : NULL, NULL);
-		}
-	}
-	if (u->bevread) {
-		if (on)
-			bufferevent_enable(u->bev, EV_READ);
-		else
-			bufferevent_disable(u->bev, EV_READ);
-	} else if (on) {
-		event_add(u->rev, timerisset(&u->rtmo) ? &u->rtmo : NULL);
-	} else if (u->rev != NULL) {
-		event_del(u->rev);
-	}
-}
-
-/* The upstream's read (rt) and write (wt) timeouts; NULL: none. */
-static void
-up_timeouts(struct px_up *u, const struct timeval *rt, const struct timeval *wt)
-{
-	if (u->bevread) {
-		bufferevent_set_timeouts(u->bev, rt, wt);
-		return;
-	}
-	bufferevent_set_timeouts(u->bev, NULL, wt);
-	if (rt != NULL)
-		u->rtmo = *rt;
-	else
-		timerclear(&u->rtmo);
-	if (u->rev != NULL && event_pending(u->rev, EV_READ, NULL))
-		event_add(u->rev, rt);
-}
-
-/* Moves the upstream's events to priority prio; -1: one is queued. */
-static int
-up_prio(struct px_up *u, int prio)
-{
-	int old = u->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL;
-
-	if (px_bev_priority(u->bev, prio) != 0)
-		return -1;
-	if (u->rev != NULL && event_priority_set(u->rev, prio) != 0) {
-		(void)px_bev_priority(u->bev, old);	/* just moved: not queued */
-		return -1;
-	}
-	u->bulk = prio == PX_PRIO_BULK;
-	return 0;
-}
-
-static struct px_poolkey *
-pool_key(const char *key)
-{
-	struct px_poolkey *pk;
-
-	TAILQ_FOREACH(pk, &px_w->pool[key_hash(key)], entry)
-		if (strcmp(pk->key, key) == 0)
-			return pk;
-	return NULL;
-}
-
-static void
-pool_put(struct px_up *u)
-{
-	struct px_poolkey *pk = pool_key(u->key);
-	struct timeval tv;
-
-	if ((pk != NULL && pk->n >= PX_POOL_MAX_PER_KEY) ||
-	    px_w->pool_idle >= PX_POOL_MAX || px_w->draining) {
-		up_free(u);
-		return;
-	}
-	if (pk == NULL) {
-		if ((pk = calloc(1, sizeof(*pk))) == NULL) {
-			up_free(u);
-			return;
-		}
-		snprintf(pk->key, sizeof(pk->key), "%s", u->key);
-		TAILQ_INIT(&pk->idle);
-		TAILQ_INSERT_HEAD(&px_w->pool[key_hash(pk->key)], pk, entry);
-	}
-	u->s = NULL;
-	u->reused = 1;
-	u->pooled = 1;
-	if (u->bulk)
-		(void)up_prio(u, PX_PRIO_NORMAL);	/* or its next session's sess_prio */
-	u->pk = pk;
-	TAILQ_INSERT_HEAD(&pk->idle, u, entry);
-	pk->n++;
-	px_w->pool_idle++;
-	bufferevent_setcb(u->bev, pool_idle_read, NULL, pool_idle_event, u);
-	tv_ms(&tv, PX_POOL_IDLE_MS);
-	up_timeouts(u, &tv, NULL);
-	bufferevent_disable(u->bev, EV_WRITE);
-	up_rd(u, 1);
-}
-
-static struct px_up *
-pool_get(const char *key)
-{
-	struct px_poolkey *pk = pool_key(key);
-	struct px_up *u;
-
-	if (pk == NULL)
-		return NULL;
-	u = TAILQ_FIRST(&pk->idle);
-	pool_unlink(u);
-	return u;
-}
-
-void
-px_pool_flush(struct px_worker *w)
-{
-	struct px_poolkey *pk;
-	int i;
-
-	/* freeing a key's last connection frees the key */
-	for (i = 0; i < PX_POOL_BUCKETS; i++)
-		while ((pk = TAILQ_FIRST(&w->pool[i])) != NULL)
-			up_free(TAILQ_FIRST(&pk->idle));
-}
-
-/* ---- responses berthd writes itself ---- */
-
-static const char *
-status_text(int st)
-{
-	switch (st) {
-	case 200: return "OK";
-	case 301: return "Moved Permanently";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 429: return "Too Many Requests";
-	case 413: return "Content Too Large";
-	case 417: return "Expectation Failed";
-	case 421: return "Misdirected Request";
-	case 431: return "Request Header Fields Too Large";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
-}
-
-static void
-json_escape(char *out, size_t outlen, const char *in)
-{
-	size_t o = 0;
-
-	for (; *in && o + 7 < outlen; in++) {
-		unsigned char ch = *in;
-
-		if (ch == '"' || ch == '\\') {
-			out[o++] = '\\';
-			out[o++] = ch;
-		} else if (ch < 0x20) {
-			o += snprintf(out + o, outlen - o, "\\u%04x", ch);
-		} else {
-			out[o++] = ch;
-		}
-	}
-	out[o] = '\0';
-}
-
-static void
-html_escape(char *out, size_t outlen, const char *in)
-{
-	size_t o = 0;
-
-	for (; *in && o + 7 < outlen; in++) {
-		switch (*in) {
-		case '<': o += snprintf(out + o, outlen - o, "&lt;"); break;
-		case '>': o += snprintf(out + o, outlen - o, "&gt;"); break;
-		case '&': o += snprintf(out + o, outlen - o, "&amp;"); break;
-		case '"': o += snprintf(out + o, outlen - o, "&quot;"); break;
-		default: out[o++] = *in;
-		}
-	}
-	out[o] = '\0';
-}
-
-static int
-wants_html(const struct px_sess *s)
-{
-	const struct px_hdr *a;
-
-	if (s->req.raw == NULL || (a = px_head_get(&s->req, "accept")) == NULL)
-		return 0;
-	return memmem(a->value, a->vlen, "text/html", 9) != NULL;
-}
-
-static void access_log(struct px_sess *);
-
-/*
- * Answers the current request with an error page (HTML for browsers,
- * JSON otherwise) naming the sandbox and the reason. The connection
- * closes afterwards unless the request was fully read and the error
- * leaves the stream in sync.
- */
-static void
-sess_error(struct px_sess *s, int status, const char *reason, const char *extra_hdrs)
-{
-	struct evbuffer *out = bufferevent_get_output(s->c);
-	char body[2048], esc[768], esc2[128];
-	int n, close_conn;
-
-	cl_flush(s);
-	close_conn = s->close_after || status == 400 || status == 408 ||
-	    status == 413 || status == 431 || status == 501 || status == 505 ||
-	    status == 417 || s->req.raw == NULL || s->state == S_BODY ||
-	    (px_request_body(&s->req) != PX_BODY_NONE && !s->req_done) ||
-	    !px_head_keepalive(&s->req) || s->w->draining;
-	if (s->resp_head_sent) {
-		/* Too late for a page: the response is already on its way.
-		 * Its line says what was sent; the log says why it stopped. */
-		log_warnx("request %s: %s %u: response cut after %llu bytes: %s",
-		    s->reqid, s->m.sandbox[0] ? s->m.sandbox : "-", s->m.guest_port,
-		    (unsigned long long)s->bytes_out, reason);
-		if (!s->logged)
-			access_log(s);
-		s->close_after = 1;
-		s->state = S_CLOSING;
-		if (evbuffer_get_length(out) == 0)
-			sess_free(s);
-		return;
-	}
-	if (wants_html(s)) {
-		html_escape(esc, sizeof(esc), reason);
-		html_escape(esc2, sizeof(esc2), s->m.sandbox[0] ? s->m.sandbox : "-");
-		n = snprintf(body, sizeof(body),
-		    "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
-		    "<title>%d %s</title></head><body>"
-		    "<h1>%d %s</h1><p>%s</p><p>sandbox: <code>%s</code></p>"
-		    "<hr><p><small>berth</small></p></body></html>\n",
-		    status, status_text(status), status, status_text(status),
-		    esc, esc2);
-	} else {
-		json_escape(esc, sizeof(esc), reason);
-		json_escape(esc2, sizeof(esc2), s->m.sandbox);
-		n = snprintf(body, sizeof(body),
-		    "{\"error\":{\"status\":%d,\"sandbox\":%s%s%s,\"reason\":\"%s\"}}\n",
-		    status, s->m.sandbox[0] ? "\"" : "", s->m.sandbox[0] ? esc2 : "null",
-		    s->m.sandbox[0] ? "\"" : "", esc);
-	}
-	if (n < 0 || (size_t)n >= sizeof(body))
-		n = (int)strlen(body);
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
-	    "Cache-Control: no-store\r\nX-Request-Id: %s\r\n%s%s\r\n",
-	    status, status_text(status),
-	    wants_html(s) ? "text/html; charset=utf-8" : "application/json",
-	    n, s->reqid, extra_hdrs ? extra_hdrs : "",
-	    close_conn ? "Connection: close\r\n" : "");
-	if (s->req.method != HTTP_HEAD || s->req.raw == NULL)
-		evbuffer_add(out, body, n);
-	s->status = status;
-	s->bytes_out += n;
-	if (status >= 500)
-		s->w->stats.upstream_errors += (status == 502 || status == 504);
-	access_log(s);
-	if (close_conn) {
-		s->state = S_CLOSING;
-		bufferevent_disable(s->c, EV_READ);
-		return;		/* client_write frees once flushed */
-	}
-	sess_next(s);
-}
-
-/* ---- access log ---- */
-
-static void
-access_log(struct px_sess *s)
-{
-	char line[2048], tbuf[32], path[512];
-	const struct px_hdr *h = s->req.host;
-	struct px_sbstat *st;
-	struct timespec rt;
-	struct tm tm;
-	int n, cls = s->status / 100;
-	size_t plen;
-
-	s->logged = 1;
-	s->w->stats.requests++;
-	s->w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
-	s->w->stats.bytes_in += s->bytes_in;
-	s->w->stats.bytes_out += s->bytes_out;
-	if (s->sb != NULL) {
-		s->sb->requests++;
-		s->sb->bytes_in += s->bytes_in;
-		s->sb->bytes_out += s->bytes_out;
-	}
-	/* metrics: the sandbox its Host named, also when berthd answered
-	 * itself (401, 404 for a port, 503); else the one it is bound to */
-	if ((st = s->m.sb != NULL ? s->m.sb->stat : s->sb) != NULL) {
-		st->m_requests++;
-		st->m_status[cls >= 1 && cls <= 5 ? cls : 0]++;
-		st->m_bytes_in += s->bytes_in;
-		st->m_bytes_out += s->bytes_out;
-	}
-	if (s->w->access_fd < 0)
-		return;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	gmtime_r(&rt.tv_sec, &tm);
-	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	/* Paths are logged without their query (tokens live there) and with
-	 * nothing a terminal would interpret. */
-	plen = 0;
-	if (s->req.raw != NULL) {
-		size_t i;
-
-		for (i = 0; i < s->req.target_len && s->req.target[i] != '?' &&
-		    plen < sizeof(path) - 1; i++)
-			path[plen++] = s->req.target[i];
-	}
-	path[plen] = '\0';
-	n = snprintf(line, sizeof(line),
-	    "access %s.%03ldZ %s %.*s %s %u %.*s %s %d %llu %ld %ld %s\n",
-	    tbuf, rt.tv_nsec / 1000000, s->peer,
-	    h ? (int)(h->vlen > 253 ? 253 : h->vlen) : 1, h ? h->value : "-",
-	    s->m.sandbox[0] ? s->m.sandbox : "-", s->m.guest_port,
-	    s->req.raw ? (int)s->req.method_len : 1, s->req.raw ? s->req.method_str : "-",
-	    plen ? path : "-", s->status, (unsigned long long)s->bytes_out,
-	    ms_since(&s->t_up), ms_since(&s->t0), s->reqid);
-	if (n > 0)
-		log_access(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	px_xport_read_on(s->xp);
 }
 
 /* ---- session lifetime ---- */
@@ -832,7 +263,7 @@ hs_raise(struct px_sess *s)
  * stops at the first low-priority one that is still young.
  */
 void
-px_sess_age_handshakes(struct px_worker *w)
+px_sess_age_handshakes(struct px_sessenv *w)
 {
 	struct px_sess *s;
 
@@ -841,7 +272,7 @@ px_sess_age_handshakes(struct px_worker *w)
 			return;
 		if (!s->hs_low)
 			continue;
-		if (ms_since(&s->t0) < PX_HS_AGE_MS)
+		if (px_ms_since(&s->t0) < PX_HS_AGE_MS)
 			return;
 		hs_raise(s);
 	}
@@ -888,7 +319,7 @@ sess_prio(struct px_sess *s)
 	default:
 		break;
 	}
-	if (slow && ms_since(&s->t0) < PX_SLOW_MS)
+	if (slow && px_ms_since(&s->t0) < PX_SLOW_MS)
 		slow = 0;
 	if (slow != s->slow) {
 		s->slow = slow;
@@ -907,7 +338,7 @@ sess_prio(struct px_sess *s)
 			s->w->nbulk--;
 	}
 	if (s->up != NULL && s->up->bulk != s->bulk)
-		(void)up_prio(s->up, s->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL);
+		(void)px_up_prio(s->up, s->bulk ? PX_PRIO_BULK : PX_PRIO_NORMAL);
 }
 
 /* The request in flight no longer counts against its sandbox's cap. */
@@ -920,10 +351,10 @@ req_unbind(struct px_sess *s)
 	}
 }
 
-static void
-sess_free(struct px_sess *s)
+void
+px_sess_free(struct px_sess *s)
 {
-	struct px_worker *w = s->w;
+	struct px_sessenv *w = s->w;
 
 	if (s->busy) {
 		s->dead = 1;	/* the callback on the stack frees it */
@@ -932,16 +363,14 @@ sess_free(struct px_sess *s)
 	TAILQ_REMOVE(&w->sessions, s, entry);
 	/* A request that ends here unlogged was cut: by its client (499, as
 	 * nginx logs it, or the status already sent), by a drain or by an
-	 * upstream failure mid-response (sess_error logs those itself). */
+	 * upstream failure mid-response (px_respond_error logs those itself). */
 	if (s->req.raw != NULL && !s->logged && s->state != S_HEAD) {
 		if (!s->resp_head_sent)
 			s->status = 499;
-		access_log(s);
+		px_respond_log(s);
 	}
-	if (s->park != NULL) {
-		TAILQ_REMOVE(&s->park->parked, s, park_entry);
-		s->park->nparked--;
-	}
+	if (s->park != NULL)
+		px_wake_unpark(s);
 	hs_done(s);
 	if (s->hs_low) {
 		s->hs_low = 0;
@@ -954,21 +383,17 @@ sess_free(struct px_sess *s)
 	req_unbind(s);
 	sb_unbind(s);
 	if (s->up != NULL)
-		up_free(s->up);
+		px_up_free(s->up);
 	if (s->routes != NULL)
 		px_routes_unref(s->routes);
 	px_head_reset(&s->req);
 	px_head_reset(&s->resp);
-	if (s->stage != NULL)
-		evbuffer_free(s->stage);
 	event_free(s->timer);
-	if (s->c != NULL)
-		bufferevent_free(s->c);	/* frees the SSL too */
-	px_tls_unref(s->tls);
+	px_xport_free(s->xp);	/* the bufferevent, the SSL, the socket */
 	free(s);
 	if (w->nconns-- == w->hard_conns)
-		px_worker_accepting(1);
-	px_worker_maybe_exit();
+		w->accepting(1);
+	w->closed();
 }
 
 static void
@@ -984,83 +409,64 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		    s->req.raw == NULL && s->req.scanned == 0 && s->state == S_HEAD &&
 		    s->tries == 0 && s->bytes_in == 0) {
 			/* nothing arrived at all: just close */
-			sess_free(s);
+			px_sess_free(s);
 			return;
 		}
-		sess_error(s, 408, "the request head did not arrive in time", NULL);
+		px_respond_error(s, 408, "the request head did not arrive in time", NULL);
 		return;
 	case T_IDLE:
-		sess_free(s);
+		px_sess_free(s);
 		return;
 	case T_RETRY:
 		up_connect(s);
 		return;
-	case T_WAKE: {
-		char why[256];
-
-		TAILQ_REMOVE(&s->park->parked, s, park_entry);
-		s->park->nparked--;
-		s->park = NULL;
-		snprintf(why, sizeof(why), "sandbox %s did not wake within %u ms",
-		    s->m.sandbox, s->w->cfg.t_wake);
-		s->state = S_WAIT;	/* not S_HEAD: the page closes if a body waits */
-		sess_error(s, 503, why, "Retry-After: 5\r\n");
+	case T_WAKE:
+		px_wake_timeout(s);
 		return;
-	}
 	}
 }
 
 void
-px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
+px_sess_accept(struct px_sessenv *w, int fd, struct sockaddr *sa, int socklen,
     int https)
 {
-	struct px_sess *s;
+	struct px_xport *xp;
 	int one = 1;
 
 	if (w->draining) {
 		close(fd);
 		return;
 	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evutil_make_socket_nonblocking(fd);
+	xp = px_xport_accept(w->base, fd, !https ? PX_XPORT_PLAIN :
+	    https == PX_LISTEN_FLEET ? PX_XPORT_FLEET : PX_XPORT_TLS, w->tls, NULL);
+	if (xp == NULL)		/* fd closed */
+		return;
+	px_sess_start(w, xp, sa, socklen, https);
+}
+
+void
+px_sess_start(struct px_sessenv *w, struct px_xport *xp,
+    const struct sockaddr *sa, int socklen, int https)
+{
+	struct px_sess *s;
+
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
-		close(fd);
+		px_xport_free(xp);
 		return;
 	}
 	s->w = w;
 	s->https = https;
+	s->xp = xp;
+	s->c = px_xport_bev(xp);
+	px_xport_set_owner(xp, s);
 	px_head_init(&s->req, 1);
 	px_head_init(&s->resp, 0);
 	getnameinfo(sa, socklen, s->peer, sizeof(s->peer), s->peer_port,
 	    sizeof(s->peer_port), NI_NUMERICHOST | NI_NUMERICSERV);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	evutil_make_socket_nonblocking(fd);
-	if (https) {
-		if (https == PX_LISTEN_FLEET) {
-			s->ssl = px_fleet_tls_server();	/* clients must show a fleet cert */
-		} else {
-			s->tls = w->tls;
-			px_tls_ref(s->tls);
-			s->ssl = px_tls_ssl(s->tls);
-			if (sess_ssl_idx < 0)
-				sess_ssl_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-			if (s->ssl != NULL && sess_ssl_idx >= 0)
-				SSL_set_ex_data(s->ssl, sess_ssl_idx, s);
-		}
-		if (s->ssl == NULL)
-			goto fail;
-		s->c = bufferevent_openssl_socket_new(w->base, fd, s->ssl,
-		    BUFFEREVENT_SSL_ACCEPTING,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-		if (s->c != NULL)
-			bufferevent_openssl_set_allow_dirty_shutdown(s->c, 1);
-	} else {
-		s->c = bufferevent_socket_new(w->base, fd,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	}
-	if (s->c == NULL || (s->timer = evtimer_new(w->base, timer_cb, s)) == NULL) {
-		if (s->c == NULL && s->ssl != NULL)
-			SSL_free(s->ssl);
+	if ((s->timer = evtimer_new(w->base, timer_cb, s)) == NULL)
 		goto fail;
-	}
 	bufferevent_setcb(s->c, client_read, client_write, client_event, s);
 	bufferevent_setwatermark(s->c, EV_WRITE, PX_LOWAT, 0);
 	/* In a flood of handshakes (more than PX_HS_CALM at once), a new TLS
@@ -1069,7 +475,7 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	 * no flood: they run at the normal priority, so a client arriving
 	 * while many established connections are busy (slow bodies, say) is
 	 * not kept waiting behind their traffic. */
-	if (https) {
+	if (px_xport_tls(s->xp)) {
 		s->hs = 1;
 		if (w->nhs++ >= PX_HS_CALM &&
 		    px_bev_priority(s->c, PX_PRIO_HANDSHAKE) == 0) {
@@ -1088,33 +494,28 @@ px_sess_accept(struct px_worker *w, int fd, struct sockaddr *sa, int socklen,
 	w->nconns++;
 	w->stats.conns_total++;
 	if (w->nconns >= w->hard_conns)
-		px_worker_accepting(0);	/* the rest wait in the backlog */
+		w->accepting(0);	/* the rest wait in the backlog */
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->wake_ms = -1;
-	timer_set(s, T_HEAD, s->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head);
-	px_worker_age_timer();
+	px_sess_timer_set(s, T_HEAD, s->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head);
+	if (w->nhs_low > 0)
+		w->handshakes_wait();
 	return;
 fail:
-	if (s->c == NULL)
-		close(fd);
-	else
-		bufferevent_free(s->c);
-	if (s->timer)
-		event_free(s->timer);
-	px_tls_unref(s->tls);
+	px_xport_free(s->xp);
 	free(s);
 }
 
 /* Ends one exchange and gets ready for the next request (keep-alive). */
-static void
-sess_next(struct px_sess *s)
+void
+px_sess_next(struct px_sess *s)
 {
 	req_unbind(s);
 	if (s->close_after || s->w->draining || !px_head_keepalive(&s->req)) {
 		s->state = S_CLOSING;
 		bufferevent_disable(s->c, EV_READ);
 		if (evbuffer_get_length(bufferevent_get_output(s->c)) == 0)
-			sess_free(s);
+			px_sess_free(s);
 		return;
 	}
 	px_head_reset(&s->req);
@@ -1130,6 +531,7 @@ sess_next(struct px_sess *s)
 	s->status = 0;
 	s->logged = 0;
 	s->t_up.tv_sec = 0;
+	s->t_resp.tv_sec = 0;
 	s->state = S_HEAD;
 	cl_timeouts(s, 0);
 	if (s->slow || s->bulk) {
@@ -1139,10 +541,10 @@ sess_next(struct px_sess *s)
 	cl_read_on(s);
 	if (evbuffer_get_length(bufferevent_get_input(s->c)) > 0) {
 		clock_gettime(CLOCK_MONOTONIC, &s->t0);
-		timer_set(s, T_HEAD, s->w->cfg.t_head);
+		px_sess_timer_set(s, T_HEAD, s->w->cfg.t_head);
 		client_read(s->c, s);	/* a pipelined request is waiting */
 	} else {
-		timer_set(s, T_IDLE, s->w->cfg.t_keepalive);
+		px_sess_timer_set(s, T_IDLE, s->w->cfg.t_keepalive);
 	}
 }
 
@@ -1158,7 +560,7 @@ make_reqid(struct px_sess *s)
 	uint64_t z;
 	int i;
 
-	if (state == 0 && RAND_bytes((unsigned char *)&state, sizeof(state)) != 1)
+	if (state == 0 && px_tls_random(&state, sizeof(state)) != 0)
 		state = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 	z = (state += 0x9e3779b97f4a7c15ULL);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -1461,7 +863,7 @@ serve_acme(struct px_sess *s, const char *tok, size_t len)
 	int fd;
 
 	if (s->w->acme_fd < 0 || len == 0 || len >= sizeof(name)) {
-		sess_error(s, 404, "no such ACME challenge", NULL);
+		px_respond_error(s, 404, "no such ACME challenge", NULL);
 		return;
 	}
 	for (i = 0; i < len; i++) {
@@ -1469,7 +871,7 @@ serve_acme(struct px_sess *s, const char *tok, size_t len)
 
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_')) {
-			sess_error(s, 404, "no such ACME challenge", NULL);
+			px_respond_error(s, 404, "no such ACME challenge", NULL);
 			return;
 		}
 	}
@@ -1480,7 +882,7 @@ serve_acme(struct px_sess *s, const char *tok, size_t len)
 	    st.st_size > 65536) {
 		if (fd >= 0)
 			close(fd);
-		sess_error(s, 404, "no such ACME challenge", NULL);
+		px_respond_error(s, 404, "no such ACME challenge", NULL);
 		return;
 	}
 	evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
@@ -1488,8 +890,8 @@ serve_acme(struct px_sess *s, const char *tok, size_t len)
 	evbuffer_add_file(out, fd, 0, st.st_size);	/* takes fd */
 	s->status = 200;
 	s->bytes_out = st.st_size;
-	access_log(s);
-	sess_next(s);
+	px_respond_log(s);
+	px_sess_next(s);
 }
 
 static const char acme_prefix[] = "/.well-known/acme-challenge/";
@@ -1514,8 +916,8 @@ redirect_https(struct px_sess *s)
 	    s->m.host, port, (int)s->req.target_len, s->req.target,
 	    px_head_keepalive(&s->req) ? "" : "Connection: close\r\n");
 	s->status = 308;
-	access_log(s);
-	sess_next(s);
+	px_respond_log(s);
+	px_sess_next(s);
 }
 
 /*
@@ -1560,7 +962,7 @@ access_check(struct px_sess *s)
 		s->auth_used = NULL;
 		snprintf(why, sizeof(why), "port %u of sandbox %s is private: a token is required",
 		    s->m.guest_port, s->m.sandbox);
-		sess_error(s, 401, why, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
+		px_respond_error(s, 401, why, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
 		return 1;
 	}
 	tr = px_route_token(s->routes, s->m.sandbox, tok, tlen);
@@ -1570,7 +972,7 @@ access_check(struct px_sess *s)
 		snprintf(why, sizeof(why), tr == PX_TOKEN_OTHER ?
 		    "this token belongs to another sandbox, not %s" :
 		    "the token for sandbox %s is not valid", s->m.sandbox);
-		sess_error(s, tr == PX_TOKEN_OTHER ? 403 : 401, why,
+		px_respond_error(s, tr == PX_TOKEN_OTHER ? 403 : 401, why,
 		    tr == PX_TOKEN_OTHER ? NULL :
 		    "WWW-Authenticate: Bearer realm=\"berth\", error=\"invalid_token\"\r\n");
 		return 1;
@@ -1590,68 +992,13 @@ access_check(struct px_sess *s)
 		    "Content-Length: 0\r\n\r\n",
 		    (int)llen, loc, (int)tlen, tok);
 		s->status = 302;
-		access_log(s);
-		sess_next(s);
+		px_respond_log(s);
+		px_sess_next(s);
 		return 1;
 	}
 	return 0;
 }
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-/* Asks the parent to wake st's sandbox; one wake at a time serves all. */
-static void
-wake_start(struct px_sbstat *st)
-{
-	st->waking = 1;
-	st->wakes++;
-	st->wake_t0_ms = now_ms();
-	px_worker_wake(st->id);
-}
-
-/*
- * The sandbox sleeps: keep the request (and its connection) and ask the
- * parent to wake it, once for all requests waiting. A failed wake makes
- * further requests fail fast until the back-off passes, so a broken
- * sandbox is not resumed over and over.
- */
-static void
-park(struct px_sess *s)
-{
-	struct px_sbstat *st = s->m.sb->stat;
-	char why[300];
-
-	if (st->fail_until_ms > now_ms()) {
-		snprintf(why, sizeof(why), "sandbox %s could not be woken: %s",
-		    s->m.sandbox, st->fail_reason);
-		sess_error(s, 503, why, "Retry-After: 5\r\n");
-		return;
-	}
-	if (st->nparked >= s->w->cfg.max_parked || s->w->draining) {
-		snprintf(why, sizeof(why), "sandbox %s is waking and too many requests wait for it",
-		    s->m.sandbox);
-		sess_error(s, 503, why, "Retry-After: 1\r\n");
-		return;
-	}
-	s->state = S_PARK;
-	s->park = st;
-	TAILQ_INSERT_TAIL(&st->parked, s, park_entry);
-	st->nparked++;
-	clock_gettime(CLOCK_MONOTONIC, &s->t_park);
-	bufferevent_disable(s->c, EV_READ);
-	timer_set(s, T_WAKE, s->w->cfg.t_wake);
-	if (!st->waking)
-		wake_start(st);
-}
-
-static void route_request(struct px_sess *);
 
 /*
  * Fleet: a sandbox of another host. That host checks access, wakes it
@@ -1668,13 +1015,13 @@ fleet_route(struct px_sess *s)
 	if (s->https == PX_LISTEN_FLEET) {
 		snprintf(why, sizeof(why), "sandbox %s is not on host %s but on %s",
 		    s->m.sandbox, px_fleet_tls_host(), s->m.sb->host);
-		sess_error(s, 503, why, "Retry-After: 1\r\n");
+		px_respond_error(s, 503, why, "Retry-After: 1\r\n");
 		return 1;
 	}
 	if (!s->m.sb->host_up) {
 		snprintf(why, sizeof(why), "sandbox %s is on host %s, which is down "
 		    "(it holds no fleet lease)", s->m.sandbox, s->m.sb->host);
-		sess_error(s, 503, why, "Retry-After: 5\r\n");
+		px_respond_error(s, 503, why, "Retry-After: 5\r\n");
 		return 1;
 	}
 	return 0;
@@ -1691,14 +1038,14 @@ static int
 fleet_peer_check(struct px_sess *s)
 {
 	char host[40], why[256];
-	X509 *peer = s->ssl ? SSL_get0_peer_certificate(s->ssl) : NULL;
+	const void *peer = px_xport_peer_cert(s->xp);
 
 	if (px_route_fleet_peer(s->routes, peer, host, sizeof(host)))
 		return 0;
 	snprintf(why, sizeof(why), "the fleet peer's certificate names no host "
 	    "of this fleet holding a live lease");
 	s->close_after = 1;
-	sess_error(s, 403, why, NULL);
+	px_respond_error(s, 403, why, NULL);
 	return 1;
 }
 
@@ -1719,7 +1066,7 @@ sb_over_cap(struct px_sess *s, char *why, size_t whylen)
 		return 1;
 	}
 	if (rate > 0) {
-		uint64_t now = now_ms();
+		uint64_t now = px_now_ms();
 
 		if (st->rate_ms == 0) {
 			st->tokens = rate;
@@ -1741,101 +1088,26 @@ sb_over_cap(struct px_sess *s, char *why, size_t whylen)
 	return 0;
 }
 
-void
-px_sess_woken(struct px_worker *w, const char *id, int ok, const char *reason)
-{
-	struct px_sbstat *st = px_sbstat_get(id);
-	struct px_sess *s;
-
-	if (st == NULL)
-		return;
-	st->waking = 0;
-	if (!ok) {
-		st->wake_failures++;
-		st->fail_until_ms = now_ms() + w->cfg.t_wake_backoff;
-		snprintf(st->fail_reason, sizeof(st->fail_reason), "%s",
-		    reason ? reason : "unknown error");
-	} else {
-		st->fail_until_ms = 0;
-		st->awake = 1;
-		st->last_wake_ms = (long)(now_ms() - st->wake_t0_ms);
-	}
-	while ((s = TAILQ_FIRST(&st->parked)) != NULL) {
-		TAILQ_REMOVE(&st->parked, s, park_entry);
-		st->nparked--;
-		s->park = NULL;
-		timer_clear(s);
-		if (!ok) {
-			char why[300];
-
-			snprintf(why, sizeof(why), "sandbox %s could not be woken: %s", id,
-			    st->fail_reason);
-			s->state = S_WAIT;
-			sess_error(s, 503, why, "Retry-After: 5\r\n");
-			continue;
-		}
-		s->wake_ms = s->sni_woke ? st->last_wake_ms : ms_since(&s->t_park);
-		s->sni_woke = 0;
-		s->woken = 1;
-		s->state = S_HEAD;
-		route_request(s);	/* with the routes that say it runs */
-	}
-}
-
-/*
- * Wake on connect: a TLS client that names a public port of a paused or
- * suspended sandbox is about to ask it for something, so its wake starts
- * now and runs while the handshake finishes (berthd closes idle client
- * connections long before the idle policy pauses a sandbox, so a request
- * for a sleeping one always comes on a new connection). Only where a
- * request would wake it anyway: a known, public route of a local
- * sandbox, not in a wake back-off. Private ports wait for the request
- * and its token; unknown names wake nothing.
- */
-void
-px_sess_sni(SSL *ssl, const char *host)
-{
-	struct px_route_match m;
-	struct px_sbstat *st;
-	struct px_sess *s;
-
-	if (px_w->routes == NULL || px_w->draining ||
-	    px_route_lookup(px_w->routes, host, strlen(host), &m) != PX_ROUTE_OK)
-		return;
-	st = m.sb->stat;
-	if (m.port->private_ || m.sb->remote || st == NULL || st->waking ||
-	    st->awake || st->fail_until_ms > now_ms() ||
-	    (strcmp(m.sb->state, "paused") != 0 &&
-	    strcmp(m.sb->state, "suspended") != 0))
-		return;
-	wake_start(st);
-	/* its first response says how long the wake took (Server-Timing),
-	 * even if the wake ended before the request came */
-	if (sess_ssl_idx >= 0 && (s = SSL_get_ex_data(ssl, sess_ssl_idx)) != NULL)
-		s->sni_woke = 1;
-	log_debug("%s: %s: TLS server name %s wakes it", __func__, m.sandbox, host);
-}
-
 static void
 handle_request(struct px_sess *s)
 {
-	timer_clear(s);
+	px_sess_timer_clear(s);
 	make_reqid(s);
 	if (s->req.host == NULL) {	/* HTTP/1.0 without Host */
-		sess_error(s, 400, "missing Host header", NULL);
+		px_respond_error(s, 400, "missing Host header", NULL);
 		return;
 	}
 	if (s->over) {
 		s->close_after = 1;
-		sess_error(s, 503, "berthd is at its connection limit",
+		px_respond_error(s, 503, "berthd is at its connection limit",
 		    "Retry-After: 1\r\n");
 		return;
 	}
-	route_request(s);
+	px_sess_route(s);
 }
 
-static void
-route_request(struct px_sess *s)
+void
+px_sess_route(struct px_sess *s)
 {
 	enum px_route_result rr;
 	const char *sni;
@@ -1849,7 +1121,7 @@ route_request(struct px_sess *s)
 		return;
 	rr = px_route_lookup(s->routes, s->req.host->value, s->req.host->vlen, &s->m);
 	if (rr == PX_ROUTE_BAD_HOST) {
-		sess_error(s, 400, "invalid Host header", NULL);
+		px_respond_error(s, 400, "invalid Host header", NULL);
 		return;
 	}
 	if (!s->https && is_acme(s)) {	/* any Host: the CA asks for it */
@@ -1857,24 +1129,24 @@ route_request(struct px_sess *s)
 		    s->req.target_len - (sizeof(acme_prefix) - 1));
 		return;
 	}
-	if (s->ssl != NULL && (sni = px_tls_sni(s->ssl)) != NULL &&
+	if ((sni = px_xport_sni(s->xp)) != NULL &&
 	    strcasecmp(sni, s->m.host) != 0) {
-		sess_error(s, 421, "the Host header does not match the TLS server name", NULL);
+		px_respond_error(s, 421, "the Host header does not match the TLS server name", NULL);
 		return;
 	}
 	switch (rr) {
 	case PX_ROUTE_UNKNOWN_HOST:
 		snprintf(why, sizeof(why), "no sandbox is published at %s", s->m.host);
-		sess_error(s, 404, why, NULL);
+		px_respond_error(s, 404, why, NULL);
 		return;
 	case PX_ROUTE_NO_SANDBOX:
 		snprintf(why, sizeof(why), "no such sandbox: %s", s->m.sandbox);
-		sess_error(s, 404, why, NULL);
+		px_respond_error(s, 404, why, NULL);
 		return;
 	case PX_ROUTE_NO_PORT:
 		snprintf(why, sizeof(why), "port %u of sandbox %s is not published",
 		    s->m.guest_port, s->m.sandbox);
-		sess_error(s, 404, why, NULL);
+		px_respond_error(s, 404, why, NULL);
 		return;
 	default:
 		break;
@@ -1891,25 +1163,21 @@ route_request(struct px_sess *s)
 		return;
 	/* woken: the parent said it runs, whatever these routes still say */
 	if (strcmp(s->m.sb->state, "running") != 0 && !s->woken &&
-	    !s->m.sb->stat->awake && !s->m.sb->remote) {
+	    !px_wake_awake(s->m.sb->stat) && !s->m.sb->remote) {
 		/* failed too: a resume may repair it (a restore that failed
 		 * is retried), at most once per back-off interval */
 		if ((strcmp(s->m.sb->state, "paused") == 0 ||
 		    strcmp(s->m.sb->state, "suspended") == 0 ||
 		    strcmp(s->m.sb->state, "failed") == 0)) {
-			park(s);
+			px_wake_park(s);
 			return;
 		}
 		snprintf(why, sizeof(why), "sandbox %s is %s", s->m.sandbox, s->m.sb->state);
-		sess_error(s, 503, why, "Retry-After: 5\r\n");
+		px_respond_error(s, 503, why, "Retry-After: 5\r\n");
 		return;
 	}
-	if (s->sni_woke) {
-		/* the wake its handshake started ended before this request */
-		if (s->wake_ms < 0 && !s->m.sb->stat->waking)
-			s->wake_ms = s->m.sb->stat->last_wake_ms;
-		s->sni_woke = 0;
-	}
+	if (s->sni_woke)
+		px_wake_sni_took(s);
 	if (s->sb != s->m.sb->stat) {
 		sb_unbind(s);
 		if (s->m.sb->stat->conns >= s->w->cfg.max_conns_sandbox) {
@@ -1917,7 +1185,7 @@ route_request(struct px_sess *s)
 			snprintf(why, sizeof(why), "sandbox %s has too many open connections",
 			    s->m.sandbox);
 			s->close_after = 1;
-			sess_error(s, 429, why, "Retry-After: 1\r\n");
+			px_respond_error(s, 429, why, "Retry-After: 1\r\n");
 			return;
 		}
 		s->sb = s->m.sb->stat;
@@ -1925,7 +1193,7 @@ route_request(struct px_sess *s)
 	}
 	if (sb_over_cap(s, why, sizeof(why))) {
 		s->w->stats.overload++;
-		sess_error(s, 429, why, "Retry-After: 1\r\n");
+		px_respond_error(s, 429, why, "Retry-After: 1\r\n");
 		return;
 	}
 	s->active = s->m.sb->stat;
@@ -1966,7 +1234,7 @@ parse_head(struct px_sess *s)
 		return;
 	if (s->timer_kind == T_IDLE) {
 		clock_gettime(CLOCK_MONOTONIC, &s->t0);
-		timer_set(s, T_HEAD, s->w->cfg.t_head);
+		px_sess_timer_set(s, T_HEAD, s->w->cfg.t_head);
 	}
 	if (len > PX_HEAD_MAX)
 		len = PX_HEAD_MAX;
@@ -1980,7 +1248,7 @@ parse_head(struct px_sess *s)
 			px_head_reset(&s->req);	/* keep the error page simple */
 		make_reqid(s);
 		s->close_after = 1;
-		sess_error(s, status, why, NULL);
+		px_respond_error(s, status, why, NULL);
 		return;
 	}
 	evbuffer_drain(in, n);
@@ -2053,9 +1321,9 @@ pump_request(struct px_sess *s)
 				s->w->stats.rejected++;
 				s->close_after = 1;
 				/* the upstream saw half a body: never reuse it */
-				up_free(s->up);
+				px_up_free(s->up);
 				s->up = NULL;
-				sess_error(s, 400, why, NULL);
+				px_respond_error(s, 400, why, NULL);
 				return;
 			}
 			s->bytes_in += n;
@@ -2074,38 +1342,12 @@ static void
 up_fail(struct px_sess *s, int status, const char *why)
 {
 	if (s->up != NULL) {
-		up_free(s->up);
+		px_up_free(s->up);
 		s->up = NULL;
 	}
 	s->close_after |= !s->req_done;
 	s->w->stats.upstream_errors++;
-	sess_error(s, status, why, NULL);
-}
-
-/* A new upstream bufferevent: plain TCP, or for another host's sandbox
- * TLS that proves both hosts' fleet certificates. */
-static int
-up_bev(struct px_sess *s, struct px_up *u)
-{
-	SSL *ssl;
-
-	if (!s->m.sb->remote) {
-		u->bev = bufferevent_socket_new(s->w->base, -1,
-		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-		return u->bev == NULL ? -1 : 0;
-	}
-	if ((ssl = px_fleet_tls_client(s->m.sb->host)) == NULL)
-		return -1;
-	u->bev = bufferevent_openssl_socket_new(s->w->base, -1, ssl,
-	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (u->bev == NULL) {
-		SSL_free(ssl);
-		return -1;
-	}
-	bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
-	u->tls = 1;
-	u->bevread = 1;
-	return 0;
+	px_respond_error(s, status, why, NULL);
 }
 
 static void
@@ -2122,7 +1364,7 @@ up_connect(struct px_sess *s)
 	else
 		snprintf(key, sizeof(key), strchr(s->m.sb->address, ':') ? "[%s]:%u" : "%s:%u",
 		    s->m.sb->address, s->m.guest_port);
-	if (s->tries == 0 && (u = pool_get(key)) != NULL) {
+	if (s->tries == 0 && (u = px_pool_get(s->w, key)) != NULL) {
 		u->s = s;
 		s->up = u;
 		bufferevent_setcb(u->bev, up_read, up_write, up_event, s);
@@ -2135,17 +1377,15 @@ up_connect(struct px_sess *s)
 		up_fail(s, 502, "the sandbox address is invalid");
 		return;
 	}
-	if ((u = calloc(1, sizeof(*u))) == NULL || up_bev(s, u) != 0) {
-		free(u);
+	if ((u = px_up_new(s->w, key, s->m.sb->remote ? s->m.sb->host : NULL)) == NULL) {
 		up_fail(s, 503, "out of memory");
 		return;
 	}
-	snprintf(u->key, sizeof(u->key), "%s", key);
 	u->s = s;
 	s->up = u;
 	bufferevent_setcb(u->bev, up_read, up_write, up_event, s);
 	bufferevent_setwatermark(u->bev, EV_WRITE, PX_LOWAT, 0);
-	tv_ms(&tv, s->w->cfg.t_connect);
+	px_tv_ms(&tv, s->w->cfg.t_connect);
 	/* with TLS, the handshake's reads count against t_connect too */
 	bufferevent_set_timeouts(u->bev, u->tls ? &tv : NULL, &tv);
 	s->tries++;
@@ -2195,11 +1435,11 @@ up_connected(struct px_sess *s)
 		n = 0;
 	if ((size_t)n < len)
 		evbuffer_add(out, head + n, len - (size_t)n);
-	tv_ms(&rt, s->w->cfg.t_response);
-	tv_ms(&wt, s->w->cfg.t_response);
-	up_timeouts(u, &rt, &wt);
+	px_tv_ms(&rt, s->w->cfg.t_response);
+	px_tv_ms(&wt, s->w->cfg.t_response);
+	px_up_timeouts(u, &rt, &wt);
 	bufferevent_disable(u->bev, EV_WRITE);
-	up_rd(u, 1);
+	px_up_rd(u, 1);
 	up_flush(s);
 	if (!s->req_done) {
 		/* a body that stalls for t_body gets 408 (client_event) */
@@ -2226,16 +1466,16 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
 			evbuffer_add_buffer(bufferevent_get_output(s->c),
 			    bufferevent_get_input(bev));
-		up_free(u);
+		px_up_free(u);
 		s->up = NULL;
 		if (evbuffer_get_length(bufferevent_get_output(s->c)) == 0)
-			sess_free(s);
+			px_sess_free(s);
 		return;
 	}
 	if (!u->connected) {
 		int err = EVUTIL_SOCKET_ERROR();
 
-		up_free(u);
+		px_up_free(u);
 		s->up = NULL;
 		if (s->m.sb->remote) {
 			/* the owner's berthd is gone (its lease not yet) */
@@ -2246,10 +1486,10 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		}
 		if ((what & BEV_EVENT_TIMEOUT) == 0 &&
 		    (err == ECONNREFUSED || err == 0) &&
-		    ms_since(&s->t_up) + 100 < (long)s->w->cfg.t_retry) {
+		    px_ms_since(&s->t_up) + 100 < (long)s->w->cfg.t_retry) {
 			/* A server that just started or resumed may not be
 			 * listening yet: retry for a short window. */
-			timer_set(s, T_RETRY, 100);
+			px_sess_timer_set(s, T_RETRY, 100);
 			return;
 		}
 		if (what & BEV_EVENT_TIMEOUT)
@@ -2274,13 +1514,13 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		s->resp_done = 1;
 		if (s->resp_reframe)
 			evbuffer_add(bufferevent_get_output(s->c), "0\r\n\r\n", 5);
-		up_free(u);
+		px_up_free(u);
 		s->up = NULL;
 		if (!s->resp_reframe)
 			s->close_after = 1;
 		s->close_after |= !s->req_done;
-		access_log(s);
-		sess_next(s);
+		px_respond_log(s);
+		px_sess_next(s);
 		return;
 	}
 	if (!s->resp_head_sent && s->resp.scanned == 0 &&
@@ -2288,7 +1528,7 @@ up_event(struct bufferevent *bev, short what, void *arg)
 	    u->reused && s->replayable && !(what & BEV_EVENT_TIMEOUT)) {
 		/* A pooled connection the upstream closed meanwhile: the
 		 * request never reached it, send it on a fresh one. */
-		up_free(u);
+		px_up_free(u);
 		s->up = NULL;
 		up_connect(s);
 		return;
@@ -2312,7 +1552,7 @@ up_write(struct bufferevent *bev, void *arg)
 	if (s->state == S_TUNNEL) {
 		if (s->client_eof) {
 			if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-				sess_free(s);
+				px_sess_free(s);
 			return;
 		}
 		cl_read_on(s);
@@ -2401,6 +1641,24 @@ send_resp_head(struct px_sess *s)
 			hb_num(b, (unsigned long long)s->wake_ms);
 			hb_lit(b, "\r\n");
 		}
+		/* from the upstream connection's start (the first try's, or
+		 * taking one from the pool) to the response's first byte */
+		if (s->t_up.tv_sec != 0 && s->t_resp.tv_sec != 0) {
+			long long us = (s->t_resp.tv_sec - s->t_up.tv_sec) * 1000000LL +
+			    (s->t_resp.tv_nsec - s->t_up.tv_nsec) / 1000;
+			char frac[4];
+
+			if (us < 0)
+				us = 0;
+			frac[0] = '.';	/* milliseconds, to the microsecond */
+			frac[1] = (char)('0' + us / 100 % 10);
+			frac[2] = (char)('0' + us / 10 % 10);
+			frac[3] = (char)('0' + us % 10);
+			hb_lit(b, "Server-Timing: upstream;dur=");
+			hb_num(b, (unsigned long long)us / 1000);
+			hb_add(b, frac, sizeof(frac));
+			hb_lit(b, "\r\n");
+		}
 		if (*fleet != '\0' && !s->m.sb->remote)
 			hb_field(b, "Berth-Host", 10, fleet, strlen(fleet));
 		if (s->close_after || s->w->draining)
@@ -2424,14 +1682,14 @@ resp_finished(struct px_sess *s)
 	u->s = NULL;
 	if (s->req_done && px_head_keepalive(&s->resp) && !s->upgrade &&
 	    evbuffer_get_length(bufferevent_get_input(u->bev)) == 0) {
-		pool_put(u);
+		px_pool_put(u);
 	} else {
-		up_free(u);
+		px_up_free(u);
 	}
 	if (!s->req_done)
 		s->close_after = 1;	/* body unread: stream out of sync */
-	access_log(s);
-	sess_next(s);
+	px_respond_log(s);
+	px_sess_next(s);
 }
 
 static void
@@ -2441,13 +1699,13 @@ start_tunnel(struct px_sess *s)
 
 	cl_flush(s);
 	s->state = S_TUNNEL;
-	tv_ms(&tv, s->w->cfg.t_tunnel);
+	px_tv_ms(&tv, s->w->cfg.t_tunnel);
 	cl_timeouts(s, s->w->cfg.t_tunnel);
 	/* the tunnel's both sides are bufferevents (tunnel_move) */
-	up_rd(s->up, 0);
+	px_up_rd(s->up, 0);
 	s->up->bevread = 1;
 	bufferevent_set_timeouts(s->up->bev, &tv, NULL);
-	access_log(s);
+	px_respond_log(s);
 	cl_read_on(s);
 	bufferevent_enable(s->up->bev, EV_READ | EV_WRITE);
 	/* bytes that followed the 101, and any the client sent early */
@@ -2477,12 +1735,12 @@ pump_response(struct px_sess *s)
 
 	while (!s->resp_done && evbuffer_get_length(in) > 0) {
 		if (evbuffer_get_length(out) >= PX_HIWAT) {
-			if (out == s->stage) {
+			if (out != bufferevent_get_output(s->c)) {	/* staged */
 				cl_flush(s);
 				out = bufferevent_get_output(s->c);
 				continue;
 			}
-			up_rd(s->up, 0);
+			px_up_rd(s->up, 0);
 			return;	/* client_write resumes */
 		}
 		if (s->resp_kind == PX_BODY_LENGTH) {
@@ -2538,8 +1796,7 @@ up_read(struct bufferevent *bev, void *arg)
 	up_read_msg(s, bev);
 	s->busy--;
 	if (s->dead) {
-		s->staging = 0;
-		sess_free(s);
+		px_sess_free(s);
 		return;
 	}
 	sess_prio(s);
@@ -2564,6 +1821,8 @@ up_read_msg(struct px_sess *s, struct bufferevent *bev)
 
 		if (len == 0)
 			return;
+		if (s->t_resp.tv_sec == 0)
+			clock_gettime(CLOCK_MONOTONIC, &s->t_resp);
 		if (len > PX_HEAD_MAX)
 			len = PX_HEAD_MAX;
 		p = evbuffer_pullup(in, len);
@@ -2619,7 +1878,7 @@ up_read_msg(struct px_sess *s, struct bufferevent *bev)
 			/* the head came in time; a body (SSE) may idle longer */
 			struct timeval tv;
 
-			tv_ms(&tv, s->w->cfg.t_tunnel);
+			px_tv_ms(&tv, s->w->cfg.t_tunnel);
 			bufferevent_set_timeouts(bev, &tv, NULL);
 		}
 		if (s->resp_kind == PX_BODY_NONE) {
@@ -2675,13 +1934,13 @@ client_write(struct bufferevent *bev, void *arg)
 
 	if (s->state == S_CLOSING) {
 		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			sess_free(s);
+			px_sess_free(s);
 		return;
 	}
 	sess_prio(s);
 	if (s->up != NULL && s->up->connected &&
 	    (s->state == S_TUNNEL || s->resp_head_sent))
-		up_rd(s->up, 1);
+		px_up_rd(s->up, 1);
 	if (s->state != S_TUNNEL && s->up != NULL && s->resp_head_sent &&
 	    evbuffer_get_length(bufferevent_get_input(s->up->bev)) > 0)
 		pump_response(s);
@@ -2703,11 +1962,11 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	    s->state == S_BODY && !s->resp_head_sent) {
 		/* the body stalled: the upstream saw half of it, drop that */
 		if (s->up != NULL) {
-			up_free(s->up);
+			px_up_free(s->up);
 			s->up = NULL;
 		}
 		s->close_after = 1;
-		sess_error(s, 408, "the request body did not arrive in time", NULL);
+		px_respond_error(s, 408, "the request body did not arrive in time", NULL);
 		return;
 	}
 	if (s->state == S_TUNNEL && (what & BEV_EVENT_EOF) && s->up != NULL) {
@@ -2724,18 +1983,28 @@ client_event(struct bufferevent *bev, short what, void *arg)
 	}
 	/* Like nginx's default: a client that goes away aborts its request
 	 * (a write to it fails, or its EOF arrives), upstream included. */
-	sess_free(s);
+	px_sess_free(s);
 }
 
 void
-px_sess_drain_all(struct px_worker *w, int hard)
+px_sess_env_init(struct px_sessenv *env)
+{
+	int i;
+
+	TAILQ_INIT(&env->sessions);
+	for (i = 0; i < PX_POOL_BUCKETS; i++)
+		TAILQ_INIT(&env->pool[i]);
+}
+
+void
+px_sess_drain_all(struct px_sessenv *w, int hard)
 {
 	struct px_sess *s, *t;
 
 	TAILQ_FOREACH_SAFE(s, &w->sessions, entry, t) {
 		if (hard || (s->state == S_HEAD && s->req.scanned == 0 &&
 		    evbuffer_get_length(bufferevent_get_input(s->c)) == 0))
-			sess_free(s);
+			px_sess_free(s);
 		else
 			s->close_after = 1;
 	}

@@ -3,17 +3,26 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "tls.h"
+#include "fleet_tls.h"
 
+#include <limits.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
+#include <event2/event.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 struct px_sni {
 	char		*name;		/* lower case; "*.x" for wildcards */
@@ -92,12 +101,16 @@ sni_match(const char *pattern, const char *name)
 	return strcasecmp(pattern, name) == 0;
 }
 
-static void (*sni_hook)(SSL *, const char *);
+static void (*sni_hook)(void *, void *, const char *);
+static void *sni_arg;
+static int xport_idx = -1;	/* the transport on its SSL */
+static void *xport_owner(const struct px_xport *);
 
 void
-px_tls_set_sni_hook(void (*fn)(SSL *, const char *))
+px_tls_set_sni_hook(void (*fn)(void *, void *, const char *), void *arg)
 {
 	sni_hook = fn;
+	sni_arg = arg;
 }
 
 static int
@@ -109,8 +122,12 @@ servername_cb(SSL *ssl, int *alert, void *arg)
 
 	if (name == NULL)
 		return SSL_TLSEXT_ERR_OK;
-	if (sni_hook != NULL)
-		sni_hook(ssl, name);
+	if (sni_hook != NULL) {
+		struct px_xport *x = xport_idx >= 0 ?
+		    SSL_get_ex_data(ssl, xport_idx) : NULL;
+
+		sni_hook(sni_arg, x != NULL ? xport_owner(x) : NULL, name);
+	}
 	/* exact names first, then wildcards */
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < t->nnames; i++) {
@@ -345,21 +362,220 @@ px_tls_default_ctx(struct px_tls *t)
 	return t->ctxs[0];
 }
 
-SSL *
-px_tls_ssl(struct px_tls *t)
+int
+px_tls_random(void *buf, size_t n)
+{
+	return n <= INT_MAX && RAND_bytes(buf, (int)n) == 1 ? 0 : -1;
+}
+
+/* ---- the client transport ---- */
+
+struct px_xport {
+	struct bufferevent *bev;
+	SSL		*ssl;		/* NULL: plain */
+	struct px_tls	*tls;		/* its contexts, held */
+	void		*owner;
+	struct evbuffer	*stage;		/* bytes gathered for one SSL_write */
+	int		 staging;
+};
+
+static void *
+xport_owner(const struct px_xport *x)
+{
+	return x->owner;
+}
+
+/* A new server-side SSL on the default context (SNI may switch it). */
+static SSL *
+tls_ssl(struct px_tls *t)
 {
 	SSL *ssl = SSL_new(t->ctxs[0]);
 
 	/* One read(2) per request instead of two (record header, then the
 	 * record). libevent 2.1 does not look at what OpenSSL read ahead:
-	 * the session's cl_kick() hands it over (session.c). */
+	 * px_xport_kick() hands it over. */
 	if (ssl != NULL)
 		SSL_set_read_ahead(ssl, 1);
 	return ssl;
 }
 
-const char *
-px_tls_sni(SSL *ssl)
+struct px_xport *
+px_xport_accept(struct event_base *base, int fd, enum px_xport_kind kind,
+    struct px_tls *tls, void *owner)
 {
-	return SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	struct px_xport *x;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	x->owner = owner;
+	if (kind == PX_XPORT_PLAIN) {
+		x->bev = bufferevent_socket_new(base, fd,
+		    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		if (x->bev == NULL)
+			goto fail;
+		return x;
+	}
+	if (kind == PX_XPORT_FLEET) {
+		x->ssl = px_fleet_tls_server();	/* clients must show a fleet cert */
+	} else if (tls != NULL) {
+		x->tls = tls;
+		px_tls_ref(tls);
+		x->ssl = tls_ssl(tls);
+		if (xport_idx < 0)
+			xport_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+		if (x->ssl != NULL && xport_idx >= 0)
+			SSL_set_ex_data(x->ssl, xport_idx, x);
+	}
+	if (x->ssl == NULL)
+		goto fail;
+	x->bev = bufferevent_openssl_socket_new(base, fd, x->ssl,
+	    BUFFEREVENT_SSL_ACCEPTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (x->bev == NULL) {
+		SSL_free(x->ssl);
+		goto fail;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(x->bev, 1);
+	return x;
+fail:
+	close(fd);
+	px_tls_unref(x->tls);
+	free(x);
+	return NULL;
+}
+
+void
+px_xport_set_owner(struct px_xport *x, void *owner)
+{
+	x->owner = owner;
+}
+
+void
+px_xport_free(struct px_xport *x)
+{
+	if (x == NULL)
+		return;
+	if (x->stage != NULL)
+		evbuffer_free(x->stage);
+	bufferevent_free(x->bev);	/* frees the SSL too */
+	px_tls_unref(x->tls);
+	free(x);
+}
+
+struct bufferevent *
+px_xport_bev(const struct px_xport *x)
+{
+	return x->bev;
+}
+
+int
+px_xport_tls(const struct px_xport *x)
+{
+	return x->ssl != NULL;
+}
+
+const char *
+px_xport_sni(const struct px_xport *x)
+{
+	return x->ssl != NULL ?
+	    SSL_get_servername(x->ssl, TLSEXT_NAMETYPE_host_name) : NULL;
+}
+
+const void *
+px_xport_peer_cert(const struct px_xport *x)
+{
+	return x->ssl != NULL ? SSL_get0_peer_certificate(x->ssl) : NULL;
+}
+
+/*
+ * Writing to the client. libevent 2.1's TLS bufferevent never writes when
+ * data is added: it waits for EPOLLOUT, costing an epoll_ctl pair and a
+ * loop turn per response. While an upstream read is handled, response
+ * bytes gather in x->stage instead and go out in one SSL_write at its
+ * end; only what SSL_write cannot take goes to the bufferevent. This is
+ * safe only when the bufferevent has nothing queued and OpenSSL wants
+ * nothing, so that the byte order and OpenSSL's retry rules hold.
+ */
+struct evbuffer *
+px_xport_out(struct px_xport *x)
+{
+	return x->staging ? x->stage : bufferevent_get_output(x->bev);
+}
+
+void
+px_xport_stage(struct px_xport *x)
+{
+	if (x->ssl == NULL || x->staging || !SSL_is_init_finished(x->ssl) ||
+	    SSL_want(x->ssl) != SSL_NOTHING ||
+	    evbuffer_get_length(bufferevent_get_output(x->bev)) != 0)
+		return;
+	if (x->stage == NULL && (x->stage = evbuffer_new()) == NULL)
+		return;
+	x->staging = 1;
+}
+
+void
+px_xport_flush(struct px_xport *x)
+{
+	struct evbuffer *out = bufferevent_get_output(x->bev);
+	size_t len;
+	int n;
+
+	if (!x->staging)
+		return;
+	x->staging = 0;
+	if ((len = evbuffer_get_length(x->stage)) == 0)
+		return;
+	if (evbuffer_get_length(out) == 0 && len <= INT_MAX) {
+		n = SSL_write(x->ssl, evbuffer_pullup(x->stage, (ev_ssize_t)len), (int)len);
+		if (n > 0)
+			evbuffer_drain(x->stage, (size_t)n);
+		else
+			ERR_clear_error();	/* libevent meets it again */
+	}
+	if (evbuffer_get_length(x->stage) > 0)
+		evbuffer_add_buffer(out, x->stage);
+}
+
+/*
+ * TLS reads ahead (tls_ssl): one read(2) takes the record header, the
+ * record and whatever followed it. libevent 2.1 only asks OpenSSL for
+ * more when the socket is readable (it looks at SSL_pending(), not
+ * SSL_has_pending()), so records that OpenSSL already holds would wait
+ * for the client's next packet. Whenever the session reads, hand them
+ * over: activating the bufferevent's read event makes it SSL_read() them.
+ */
+void
+px_xport_kick(struct px_xport *x)
+{
+	if (x->ssl != NULL && SSL_has_pending(x->ssl) &&
+	    (bufferevent_get_enabled(x->bev) & EV_READ))
+		event_active(&x->bev->ev_read, EV_READ, 1);
+}
+
+void
+px_xport_read_on(struct px_xport *x)
+{
+	bufferevent_enable(x->bev, EV_READ);
+	px_xport_kick(x);
+}
+
+struct bufferevent *
+px_xport_fleet_client(struct event_base *base, const char *peer_host)
+{
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if ((ssl = px_fleet_tls_client(peer_host)) == NULL)
+		return NULL;
+	bev = bufferevent_openssl_socket_new(base, -1, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (bev == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	return bev;
 }

@@ -237,8 +237,11 @@ record(const char *id, const char *op, int ok, const char *reason, int64_t dur)
 		log_warnx("sandbox %s: event not recorded: %s", id, err);
 }
 
-/* A wake ended: the workers' parked requests and the execs waiting
- * (exec.c) go on, or fail with reason. */
+/* A wake ended: the workers' parked requests (the woken hook: the one
+ * sender of the workers' "woken", berthd.c) and the execs waiting
+ * (exec.c) go on, or fail with reason. Every answer vm.c gives a wake
+ * comes through here: at once from px_vm_wake, or when it ends from
+ * wake_finished. */
 static void
 tell_woken(const char *id, int ok, const char *reason)
 {
@@ -261,6 +264,15 @@ waking_take(const char *id)
 	return 0;
 }
 
+/* A resume px_vm_wake started has ended (the first of: the sandbox runs,
+ * or the operation failed): answer it, once. */
+static void
+wake_finished(const char *id, int ok, const char *reason)
+{
+	if (waking_take(id))
+		tell_woken(id, ok, ok ? NULL : reason);
+}
+
 static void
 on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *arg)
 {
@@ -270,8 +282,8 @@ on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now, void *a
 	vmm_sandbox_info(sb, &info);
 	/* Parked requests go on first: the store write (fsync) and the new
 	 * route table follow, and the workers need neither to proceed. */
-	if (now == VMM_RUNNING && waking_take(info.id))
-		tell_woken(info.id, 1, NULL);
+	if (now == VMM_RUNNING)
+		wake_finished(info.id, 1, NULL);
 	if (info.guest_ip.s_addr != 0)
 		inet_ntop(AF_INET, &info.guest_ip, addr, sizeof(addr));
 	if (px_store_sandbox_set_vm(V.store, info.id, vmm_state_name(now),
@@ -668,8 +680,7 @@ wake_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 	int64_t ms = ms_since(&o->t0);
 
 	/* on a success on_state told the workers already */
-	if (waking_take(o->id))
-		tell_woken(o->id, ok, ok ? NULL : reason);
+	wake_finished(o->id, ok, reason);
 	if (o->joined) {
 		free(o);
 		return;
@@ -702,11 +713,12 @@ px_vm_wake(const char *id)
 	struct vmm_info info;
 	struct opctx *o;
 	char err[VMM_ERRLEN];
+	const char *fail = NULL;
 	int rc = -1;
 
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
-		tell_woken(id, 0, "no VM for this sandbox");
-		return;
+		fail = "no VM for this sandbox";
+		goto answer;
 	}
 	/* The idle policy is pausing or suspending it right now: join that
 	 * operation and wake it when it ends, rather than fail the request
@@ -724,18 +736,17 @@ px_vm_wake(const char *id)
 	}
 	if (vmm_sandbox_state(sb) == VMM_RUNNING) {
 		V.hooks.changed();
-		tell_woken(id, 1, NULL);
-		return;
+		goto answer;	/* it runs */
 	}
 	if ((o = opctx_new(id)) == NULL) {
-		tell_woken(id, 0, "out of memory");
-		return;
+		fail = "out of memory";
+		goto answer;
 	}
 	if (vmm_sandbox_resume(sb, wake_done, o, err, sizeof(err)) < 0) {
 		free(o);
 		record(id, "wake", 0, err, 0);
-		tell_woken(id, 0, err);
-		return;
+		fail = err;
+		goto answer;
 	}
 	{
 		struct waking *w;
@@ -751,6 +762,9 @@ px_vm_wake(const char *id)
 			V.waking = w;
 		}
 	}
+	return;
+answer:
+	tell_woken(id, fail == NULL, fail);
 }
 
 /* What a VM-backed sandbox is to ops: its VMM, accelerator, jail and

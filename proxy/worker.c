@@ -11,9 +11,12 @@
 #include "ipc.h"
 #include "log.h"
 #include "route.h"
+#include "routemsg.h"
 #include "tls.h"
+#include "wake.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +27,12 @@
 #include <event2/bufferevent.h>
 #include <jansson.h>
 
-struct px_worker *px_w;
+static struct px_worker *px_w;
+
+static void worker_accepting(int on);
+static void worker_closed(void);
+static void worker_age_timer(void);
+static void worker_wake(const char *id);
 
 static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -32,13 +40,13 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 {
 	int i = (int)(intptr_t)arg;
 
-	px_sess_accept(px_w, fd, sa, socklen, px_w->listen_https[i]);
+	px_sess_accept(&px_w->env, fd, sa, socklen, px_w->listen_https[i]);
 }
 
 static void
 accept_resume(evutil_socket_t fd, short what, void *arg)
 {
-	px_worker_accepting(1);
+	worker_accepting(1);
 }
 
 static void
@@ -48,21 +56,21 @@ accept_error(struct evconnlistener *l, void *arg)
 
 	/* EMFILE and friends: pause a moment rather than spin */
 	log_warn("worker %d: accept", px_w->id);
-	px_worker_accepting(0);
-	event_base_once(px_w->base, -1, EV_TIMEOUT, accept_resume, NULL, &tv);
+	worker_accepting(0);
+	event_base_once(px_w->env.base, -1, EV_TIMEOUT, accept_resume, NULL, &tv);
 }
 
-void
-px_worker_accepting(int on)
+static void
+worker_accepting(int on)
 {
 	int i;
 
-	if (px_w->draining || px_w->configured != 7)
+	if (px_w->env.draining || px_w->configured != 7)
 		return;
 	if (!on) {
-		px_w->stats.overload++;
+		px_w->env.stats.overload++;
 		log_warnx("worker %d: %u connections: at the limit, pausing accept",
-		    px_w->id, px_w->nconns);
+		    px_w->id, px_w->env.nconns);
 	}
 	for (i = 0; i < px_w->nlisteners; i++)
 		if (on)
@@ -71,8 +79,8 @@ px_worker_accepting(int on)
 			evconnlistener_disable(px_w->listeners[i]);
 }
 
-void
-px_worker_wake(const char *id)
+static void
+worker_wake(const char *id)
 {
 	json_t *m = json_pack("{s:s,s:s}", "type", "wake", "sandbox", id);
 
@@ -82,20 +90,20 @@ px_worker_wake(const char *id)
 	}
 }
 
-void
-px_worker_maybe_exit(void)
+static void
+worker_closed(void)
 {
-	if (px_w->draining && px_w->nconns == 0)
-		event_base_loopexit(px_w->base, NULL);
+	if (px_w->env.draining && px_w->env.nconns == 0)
+		event_base_loopexit(px_w->env.base, NULL);
 }
 
 static void
 drain_hard(evutil_socket_t fd, short what, void *arg)
 {
 	log_info("worker %d: drain deadline: closing %u connection(s)",
-	    px_w->id, px_w->nconns);
-	px_sess_drain_all(px_w, 1);
-	event_base_loopexit(px_w->base, NULL);
+	    px_w->id, px_w->env.nconns);
+	px_sess_drain_all(&px_w->env, 1);
+	event_base_loopexit(px_w->env.base, NULL);
 }
 
 static void
@@ -104,27 +112,27 @@ start_drain(void)
 	struct timeval tv;
 	int i;
 
-	if (px_w->draining)
+	if (px_w->env.draining)
 		return;
-	px_w->draining = 1;
+	px_w->env.draining = 1;
 	for (i = 0; i < px_w->nlisteners; i++) {
 		evconnlistener_free(px_w->listeners[i]);
 		px_w->listeners[i] = NULL;
 	}
 	px_w->nlisteners = 0;
-	px_pool_flush(px_w);
-	px_sess_drain_all(px_w, 0);
-	tv.tv_sec = px_w->cfg.t_drain / 1000;
-	tv.tv_usec = (px_w->cfg.t_drain % 1000) * 1000;
-	px_w->drain_timer = evtimer_new(px_w->base, drain_hard, NULL);
+	px_pool_flush(&px_w->env);
+	px_sess_drain_all(&px_w->env, 0);
+	tv.tv_sec = px_w->env.cfg.t_drain / 1000;
+	tv.tv_usec = (px_w->env.cfg.t_drain % 1000) * 1000;
+	px_w->drain_timer = evtimer_new(px_w->env.base, drain_hard, NULL);
 	evtimer_add(px_w->drain_timer, &tv);
-	px_worker_maybe_exit();
+	worker_closed();
 }
 
 static void
 send_stats(evutil_socket_t fd, short what, void *arg)
 {
-	struct px_stats *st = &px_w->stats;
+	struct px_stats *st = &px_w->env.stats;
 	struct px_sbstat *sb;
 	unsigned long long full, resumed;
 	json_t *m, *sbs, *sbm;
@@ -153,9 +161,9 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 	    "bytes_in", (json_int_t)st->bytes_in, "bytes_out", (json_int_t)st->bytes_out,
 	    "upstream_errors", (json_int_t)st->upstream_errors,
 	    "rejected", (json_int_t)st->rejected, "conns_total", (json_int_t)st->conns_total,
-	    "overload", (json_int_t)st->overload, "active", (json_int_t)px_w->nconns,
-	    "pool_idle", (json_int_t)px_w->pool_idle, "slow", (json_int_t)px_w->nslow,
-	    "deferred", (json_int_t)px_w->nbulk,
+	    "overload", (json_int_t)st->overload, "active", (json_int_t)px_w->env.nconns,
+	    "pool_idle", (json_int_t)px_w->env.pool_idle, "slow", (json_int_t)px_w->env.nslow,
+	    "deferred", (json_int_t)px_w->env.nbulk,
 	    "tls_full", (json_int_t)full, "tls_resumed", (json_int_t)resumed,
 	    "sandboxes", sbs);
 	if (m != NULL)
@@ -171,17 +179,17 @@ send_stats(evutil_socket_t fd, short what, void *arg)
 static void
 age_handshakes(evutil_socket_t fd, short what, void *arg)
 {
-	px_sess_age_handshakes(px_w);
-	px_worker_age_timer();
+	px_sess_age_handshakes(&px_w->env);
+	worker_age_timer();
 }
 
-void
-px_worker_age_timer(void)
+static void
+worker_age_timer(void)
 {
 	/* armed only while handshakes wait at low priority */
 	struct timeval tv = { 0, PX_HS_AGE_MS * 1000 / 2 };
 
-	if (px_w->nhs_low > 0 && px_w->age_timer != NULL &&
+	if (px_w->env.nhs_low > 0 && px_w->age_timer != NULL &&
 	    !evtimer_pending(px_w->age_timer, NULL))
 		evtimer_add(px_w->age_timer, &tv);
 }
@@ -219,6 +227,14 @@ set_tickets(json_t *keys)
 	memset(k, 0, sizeof(k));
 }
 
+/* Where each of the parent's settings goes (PX_WORKER_FIELDS). */
+#define PX_WFIELD(dir, name, field, def, share, zero) \
+	{ #field, offsetof(struct px_wcfg, field) },
+static const struct { const char *key; size_t off; } wfields[] = {
+	PX_WORKER_FIELDS(PX_WFIELD)
+};
+#undef PX_WFIELD
+
 static void
 handle_msg(json_t *m)
 {
@@ -226,25 +242,23 @@ handle_msg(json_t *m)
 	char err[256];
 
 	if (strcmp(type, "config") == 0) {
-		struct px_wcfg *c = &px_w->cfg;
+		struct px_wcfg *c = &px_w->env.cfg;
 		const char *d = json_string_value(json_object_get(m, "domain"));
+		size_t i;
 
 		if (d == NULL)
 			fatalx("worker %d: config without domain", px_w->id);
 		snprintf(c->domain, sizeof(c->domain), "%s", d);
-#define U(name) c->name = (unsigned)json_integer_value(json_object_get(m, #name))
-		U(https_port); U(t_head); U(t_keepalive); U(t_connect);
-		U(t_response); U(t_tunnel); U(t_drain); U(t_retry);
-		U(t_wake); U(t_wake_backoff); U(max_parked);
-		U(max_conns); U(max_conns_sandbox);
-		U(t_body); U(t_send); U(max_req_sandbox); U(rate_sandbox);
-#undef U
+		c->https_port = (unsigned)json_integer_value(json_object_get(m, "https_port"));
+		for (i = 0; i < sizeof(wfields) / sizeof(wfields[0]); i++)
+			*(unsigned *)((char *)c + wfields[i].off) = (unsigned)
+			    json_integer_value(json_object_get(m, wfields[i].key));
 		/* Past max_conns a connection is still accepted, but only to
 		 * be told 503 quickly; past this slack accept pauses and the
 		 * kernel's backlog holds the rest. */
-		px_w->hard_conns = c->max_conns + c->max_conns / 4 + 16;
-		if (px_w->nconns < px_w->hard_conns)
-			px_worker_accepting(1);
+		px_w->env.hard_conns = c->max_conns + c->max_conns / 4 + 16;
+		if (px_w->env.nconns < px_w->env.hard_conns)
+			worker_accepting(1);
 		px_w->configured |= 1;
 	} else if (strcmp(type, "tls") == 0) {
 		json_t *certs = json_object_get(m, "certs"), *cj;
@@ -266,30 +280,28 @@ handle_msg(json_t *m)
 			log_warnx("worker %d: certificates not changed: %s", px_w->id, err);
 			return;
 		}
-		px_tls_unref(px_w->tls);
-		px_w->tls = t;
+		px_tls_unref(px_w->env.tls);
+		px_w->env.tls = t;
 		set_tickets(json_object_get(m, "tickets"));
 		px_w->configured |= 2;
 	} else if (strcmp(type, "tickets") == 0) {
 		set_tickets(json_object_get(m, "keys"));
-	} else if (strcmp(type, "routes") == 0) {
-		struct px_sbstat *st;
-		struct px_routes *r = px_routes_build(json_object_get(m, "routes"),
+	} else if (strcmp(type, PX_RT_TYPE) == 0) {
+		struct px_routes *r = px_routes_build(json_object_get(m, PX_RT_ROUTES),
 		    err, sizeof(err));
 
 		if (r == NULL)
 			fatalx("worker %d: %s", px_w->id, err);
-		px_routes_unref(px_w->routes);
-		px_w->routes = r;
-		for (st = px_sbstat_first(); st != NULL; st = st->next)
-			st->awake = 0;	/* the table says what runs now */
+		px_routes_unref(px_w->env.routes);
+		px_w->env.routes = r;
+		px_wake_routes_changed();	/* the table says what runs now */
 		px_w->configured |= 4;
 	} else if (strcmp(type, "woken") == 0) {
 		const char *id = json_string_value(json_object_get(m, "sandbox"));
 
 		if (id == NULL)
 			fatalx("worker %d: woken without sandbox", px_w->id);
-		px_sess_woken(px_w, id, json_is_true(json_object_get(m, "ok")),
+		px_sess_woken(&px_w->env, id, json_is_true(json_object_get(m, "ok")),
 		    json_string_value(json_object_get(m, "reason")));
 	} else if (strcmp(type, "fleet") == 0) {
 		const char *host = json_string_value(json_object_get(m, "host"));
@@ -321,7 +333,7 @@ ipc_read(struct bufferevent *bev, void *arg)
 	}
 	if (r < 0)
 		fatalx("worker %d: corrupt message from the parent", px_w->id);
-	if (was != 7 && px_w->configured == 7 && !px_w->draining) {
+	if (was != 7 && px_w->configured == 7 && !px_w->env.draining) {
 		int i;
 		json_t *ready = json_pack("{s:s,s:i}", "type", "ready", "pid", (int)getpid());
 
@@ -351,12 +363,14 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 	px_w = &w;
 	w.id = id;
 	w.ipc_fd = ipc_fd;
-	w.access_fd = access_fd;
-	w.acme_fd = acme_fd;
-	TAILQ_INIT(&w.sessions);
-	px_tls_set_sni_hook(px_sess_sni);
-	for (i = 0; i < PX_POOL_BUCKETS; i++)
-		TAILQ_INIT(&w.pool[i]);
+	w.env.access_fd = access_fd;
+	w.env.acme_fd = acme_fd;
+	px_sess_env_init(&w.env);
+	w.env.accepting = worker_accepting;
+	w.env.closed = worker_closed;
+	w.env.handshakes_wait = worker_age_timer;
+	w.env.wake = worker_wake;
+	px_tls_set_sni_hook(px_sess_sni, &w.env);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGINT, SIG_IGN);	/* the parent coordinates shutdown */
@@ -376,27 +390,27 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 			event_config_set_max_dispatch_interval(ec, NULL,
 			    PX_BULK_BATCH, PX_PRIO_BULK);
 		}
-		w.base = ec ? event_base_new_with_config(ec) : NULL;
+		w.env.base = ec ? event_base_new_with_config(ec) : NULL;
 		if (ec != NULL)
 			event_config_free(ec);
-		if (w.base == NULL && (w.base = event_base_new()) == NULL)
+		if (w.env.base == NULL && (w.env.base = event_base_new()) == NULL)
 			fatalx("worker %d: event_base_new", id);
 		/* Five priorities; events default to the middle one (2).
 		 * Exchanges that have lasted PX_SLOW_MS (slow or large
 		 * bodies, slow readers, long streams) run at 3, TLS
 		 * handshakes in a flood at 4 (session.c). */
-		if (event_base_priority_init(w.base, PX_PRIO_N) != 0)
+		if (event_base_priority_init(w.env.base, PX_PRIO_N) != 0)
 			fatalx("worker %d: event priorities", id);
 	}
 	evutil_make_socket_nonblocking(ipc_fd);
-	w.ipc = bufferevent_socket_new(w.base, ipc_fd, BEV_OPT_CLOSE_ON_FREE);
+	w.ipc = bufferevent_socket_new(w.env.base, ipc_fd, BEV_OPT_CLOSE_ON_FREE);
 	if (w.ipc == NULL)
 		fatalx("worker %d: ipc", id);
 	bufferevent_setcb(w.ipc, ipc_read, NULL, ipc_event, NULL);
 	bufferevent_enable(w.ipc, EV_READ | EV_WRITE);
 	for (i = 0; i < n; i++) {
 		evutil_make_socket_nonblocking(listen_fds[i]);
-		w.listeners[i] = evconnlistener_new(w.base, accept_cb,
+		w.listeners[i] = evconnlistener_new(w.env.base, accept_cb,
 		    (void *)(intptr_t)i, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_DISABLED,
 		    -1, listen_fds[i]);
 		if (w.listeners[i] == NULL)
@@ -405,13 +419,13 @@ px_worker_main(int id, int ipc_fd, int *listen_fds, int *https, int n,
 		w.listen_https[i] = https[i];
 	}
 	w.nlisteners = n;
-	w.stats_timer = event_new(w.base, -1, EV_PERSIST, send_stats, NULL);
+	w.stats_timer = event_new(w.env.base, -1, EV_PERSIST, send_stats, NULL);
 	evtimer_add(w.stats_timer, &sec);
 	/* at a higher priority than the traffic it must not wait on */
-	w.age_timer = evtimer_new(w.base, age_handshakes, NULL);
+	w.age_timer = evtimer_new(w.env.base, age_handshakes, NULL);
 	if (w.age_timer == NULL || event_priority_set(w.age_timer, PX_PRIO_TIMER) != 0)
 		fatalx("worker %d: timer", id);
-	event_base_dispatch(w.base);
+	event_base_dispatch(w.env.base);
 	/* drained */
 	send_stats(-1, 0, NULL);
 	bufferevent_flush(w.ipc, EV_WRITE, BEV_FLUSH);

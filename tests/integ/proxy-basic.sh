@@ -6,7 +6,8 @@
 # handling, request ids, response headers berth owns (a guest's Berth-*,
 # hop-by-hop and berth-cookie headers never reach the client), the access
 # log, HTTP->HTTPS redirect (only for names berth serves: 404 for others)
-# and the ACME challenge directory, bodies and bodiless responses.
+# and the ACME challenge directory, bodies and bodiless responses,
+# Server-Timing: upstream;dur on every proxied response.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -221,6 +222,31 @@ out=$(CURL_MAX_TIME=10 bcurl -I -o /dev/null -w "$W" "$URL/bytes?n=1000" \
 	--next --cacert "$CA" --connect-to "::127.0.0.1:" -o /dev/null -w "$W" "$URL/status?code=304" \
 	--next --cacert "$CA" --connect-to "::127.0.0.1:" -o /dev/null -w "$W" "$URL/echo")
 is "HEAD, 204, 304 then a request on one connection" "$out" "200:1 204:0 304:0 200:0 "
+
+# ---- Server-Timing -------------------------------------------------------------
+# Every proxied response says how long its upstream took, from the
+# connection's start to the response's first byte (milliseconds to the
+# microsecond); berthd's own answers (a 404 for a name it does not serve)
+# came from no upstream.
+rh=$(bcurl -s -D - -o /dev/null "$URL/slow?ms=300" | tr -d '\r')
+st=$(printf '%s\n' "$rh" | sed -n 's/^[Ss]erver-[Tt]iming: upstream;dur=//p')
+like "Server-Timing: upstream;dur= on a proxied response" "$st" '^[0-9]+\.[0-9]{3}$'
+if awk -v d="$st" 'BEGIN { exit !(d >= 300 && d < 10000) }'; then
+	ok "...counting the 300 ms the upstream took to answer"
+else
+	not_ok "...counting the 300 ms the upstream took to answer"; diag "upstream;dur=$st"
+fi
+unlike "...and no wake;dur (nothing was woken)" "$rh" 'wake;dur='
+n=0
+for q in "-I $URL/bytes?n=1000" "$URL/status?code=204" "$URL/status?code=304" \
+	"$URL/bytes?n=1000&chunked=1" "$URL/echo?st=1 $URL/echo?st=2"; do
+	# shellcheck disable=SC2086 # word splitting wanted: options and URLs
+	n=$((n + $(bcurl -s -D - -o /dev/null $q | grep -c '^Server-Timing: upstream;dur=[0-9]*\.[0-9][0-9][0-9]')))
+done
+is "...on HEAD, 204, 304, chunked and pooled keep-alive responses" "$n" 6
+rh=$(bcurl -s -D - -o /dev/null "https://1-nosuchsb.$DOMAIN:$HTTPS_PORT/" | tr -d '\r')
+like "berthd's own 404..." "$rh" '^HTTP/1.1 404'
+unlike "...carries no upstream;dur" "$rh" 'upstream;dur'
 
 # ---- HTTP listener: redirect and ACME -------------------------------------
 hurl() { curl -sS --max-time 10 --connect-to "::127.0.0.1:" "$@"; }
