@@ -14,12 +14,6 @@
 need_berth
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
-# Known flake, open in issue 16: under ASan's slowdown one of five
-# concurrent execs on a woken sandbox was seen timing out at the agent's
-# sync (its ping unanswered for 30 s) while the others ran. Until that is
-# found, the sanitizer pass leaves this script to the normal one.
-[ "${BERTH_SANITIZED:-0}" = 1 ] &&
-	skip_all "exec's concurrent-wake check is flaky under ASan (issue 16); the normal pass runs it"
 
 CTL_PORT=$(free_port)
 VMM=on berthd_config "tap_prefix bxe" "vm_pool 10.231.0.0/24" \

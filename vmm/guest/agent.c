@@ -44,6 +44,10 @@
 static int port = -1;		/* the virtio-serial port */
 static int sigfd = -1;		/* SIGCHLD, SIGIO */
 
+/* A pong the port refused (see handle): sent when the host is back. */
+static unsigned char owed[64];
+static size_t owedlen;
+
 /* The request being read from the port. */
 static unsigned char *in;
 static size_t inlen, incap;
@@ -398,7 +402,17 @@ handle(int type, const unsigned char *p, size_t len)
 		 * restored reach us as one state). Nobody reads it now. */
 		if (cmd.active)
 			cmd_drop();
-		(void)port_write(BA_PONG, p, len);
+		/* The ping's bytes can reach us before the kernel has taken
+		 * qemu's "host connected" message (a data interrupt against
+		 * a work queue): the port still says closed and refuses the
+		 * write. The host is there (it just wrote); answer once the
+		 * port says so, in serve(). A stale pong is harmless: the
+		 * host ignores a nonce not its own. */
+		if (port_write(BA_PONG, p, len) < 0 && len <= sizeof(owed)) {
+			memcpy(owed, p, len);
+			owedlen = len;
+		} else
+			owedlen = 0;
 		break;
 	case BA_EXEC:
 		start(p, len);
@@ -475,6 +489,8 @@ serve(void)
 	long long left;
 
 	inlen = 0;
+	if (owedlen > 0 && port_write(BA_PONG, owed, owedlen) == 0)
+		owedlen = 0;
 	for (;;) {
 		n = 0;
 		pfd[n].fd = port;
