@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -76,7 +77,9 @@ enum {
 	O_ENV = 1 << 25,
 	O_CWD = 1 << 26,
 	O_TIMEOUT = 1 << 27,
-	O_LAST = O_TIMEOUT
+	O_USER = 1 << 28,
+	O_TTY = 1 << 29,
+	O_LAST = O_TTY
 };
 
 /* What only a microVM sandbox takes (not one with --address). */
@@ -87,7 +90,7 @@ enum {
 enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
 	OPT_PERMIT, OPT_MEMORY, OPT_VCPUS, OPT_DISK, OPT_TEMPLATE,
 	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME, OPT_ENV, OPT_CWD,
-	OPT_TIMEOUT };
+	OPT_TIMEOUT, OPT_USER, OPT_TTY };
 
 #define MAX_RULE_OPTS 64
 
@@ -116,6 +119,8 @@ struct opts {
 	const char *env[MAX_RULE_OPTS];
 	int nenv;
 	const char *cwd, *timeout;
+	const char *user;
+	int tty;
 };
 
 struct cmd;
@@ -1109,6 +1114,25 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 	}
 	if (o->cwd != NULL)
 		json_object_set_new(body, "cwd", json_string(o->cwd));
+	if (o->user != NULL)
+		json_object_set_new(body, "user", json_string(o->user));
+	if (o->tty) {
+		struct winsize ws;
+		int fd;
+
+		/* the size of the terminal netctl runs in, if any */
+		memset(&ws, 0, sizeof(ws));
+		for (fd = 0; fd < 3; fd++)
+			if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 &&
+			    ws.ws_row > 0)
+				break;
+		if (ws.ws_row == 0 || ws.ws_col == 0) {
+			ws.ws_row = 24;
+			ws.ws_col = 80;
+		}
+		json_object_set_new(body, "tty", json_pack("{s:i, s:i}",
+		    "rows", (int)ws.ws_row, "cols", (int)ws.ws_col));
+	}
 	if (o->timeout != NULL) {
 		json_t *t = json_object();
 
@@ -1886,17 +1910,21 @@ static const struct cmd cmds[] = {
 	  c_sandbox_console,
 	  "Print the guest console berthd keeps (the last 64 KiB; at most\n"
 	  "vm_console_max in all); --follow keeps printing what comes." },
-	{ "sandbox", "exec", NULL, "<id> [--env NAME=VALUE]... [--cwd DIR] "
-	  "[--timeout D] -- CMD [ARG]...", 2, 4096, O_ENV | O_CWD | O_TIMEOUT,
+	{ "sandbox", "exec", NULL, "<id> [--user U] [--tty] [--env NAME=VALUE]... "
+	  "[--cwd DIR] [--timeout D] -- CMD [ARG]...", 2, 4096, O_ENV | O_CWD |
+	  O_TIMEOUT | O_USER | O_TTY,
 	  c_sandbox_exec,
-	  "Run CMD in the sandbox's guest (as root) and print its stdout and\n"
+	  "Run CMD in the sandbox's guest (as root, or --user U: a name or uid\n"
+	  "of the guest's /etc/passwd, with its groups) and print its stdout and\n"
 	  "stderr as they were; netctl exits with the command's status (128+N\n"
 	  "when signal N ended it; netctl's own failures keep their codes, so\n"
 	  "1-4 may be either: --json tells). A paused or suspended sandbox is\n"
 	  "woken first. stdin is sent when it is not a terminal (at most 48\n"
 	  "KiB for now; output is returned once the command ends, at most 4\n"
 	  "MiB a stream). --timeout (default 10m, at most 24h) kills the\n"
-	  "command after D. A sandbox token may exec only in its sandbox." },
+	  "command after D. --tty runs it on a terminal in the guest (its size\n"
+	  "netctl's own, else 24x80; output is one stream, stdout). A sandbox\n"
+	  "token may exec only in its sandbox." },
 	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
 	  "Lifecycle events of a sandbox, oldest first:\n"
 	  "SEQ TIME OPERATION RESULT DURATION REASON." },
@@ -2121,6 +2149,8 @@ opt_name(unsigned o)
 	case O_ENV: return "--env";
 	case O_CWD: return "--cwd";
 	case O_TIMEOUT: return "--timeout";
+	case O_USER: return "--user";
+	case O_TTY: return "--tty";
 	default: return "?";
 	}
 }
@@ -2200,6 +2230,8 @@ netctl_main(int argc, char **argv)
 		{ "env", required_argument, NULL, OPT_ENV },
 		{ "cwd", required_argument, NULL, OPT_CWD },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "user", required_argument, NULL, OPT_USER },
+		{ "tty", no_argument, NULL, OPT_TTY },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -2348,6 +2380,14 @@ netctl_main(int argc, char **argv)
 		case OPT_TIMEOUT:
 			o.timeout = optarg;
 			o.given |= O_TIMEOUT;
+			break;
+		case OPT_USER:
+			o.user = optarg;
+			o.given |= O_USER;
+			break;
+		case OPT_TTY:
+			o.tty = 1;
+			o.given |= O_TTY;
 			break;
 		case 'd':
 		case 'w':

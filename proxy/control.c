@@ -1714,7 +1714,7 @@ static void
 h_exec(struct req *r, const char *id)
 {
 	static const char *const allowed[] = { "argv", "env", "cwd",
-	    "timeout", "stdin", NULL };
+	    "timeout", "stdin", "user", "tty", NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct px_exec_req er;
 	struct px_sandbox sb;
@@ -1788,6 +1788,39 @@ h_exec(struct req *r, const char *id)
 	er.env = env;
 	if (string_field(r, obj, "cwd", 1, &er.cwd) < 0)
 		goto out;
+	if (string_field(r, obj, "user", 1, &er.user) < 0)
+		goto out;
+	if (er.user != NULL && (*er.user == '\0' || strlen(er.user) > 32 ||
+	    strpbrk(er.user, ":\n/") != NULL)) {
+		reply_error(r, 400, NULL, "user", "'%s': a user name or uid of "
+		    "the guest's /etc/passwd", shown(buf, sizeof(buf),
+		    er.user));
+		goto out;
+	}
+	v = json_object_get(obj, "tty");
+	if (json_is_true(v)) {
+		er.tty = 1;
+	} else if (json_is_object(v)) {
+		json_t *rows = json_object_get(v, "rows");
+		json_t *cols = json_object_get(v, "cols");
+
+		if (json_object_size(v) != 2 || !json_is_integer(rows) ||
+		    !json_is_integer(cols) || json_integer_value(rows) < 1 ||
+		    json_integer_value(rows) > 10000 ||
+		    json_integer_value(cols) < 1 ||
+		    json_integer_value(cols) > 10000) {
+			reply_error(r, 400, NULL, "tty", "must be true, false, "
+			    "or {\"rows\": R, \"cols\": C} (1 to 10000)");
+			goto out;
+		}
+		er.tty = 1;
+		er.rows = (int)json_integer_value(rows);
+		er.cols = (int)json_integer_value(cols);
+	} else if (v != NULL && !json_is_false(v) && !json_is_null(v)) {
+		reply_error(r, 400, NULL, "tty", "must be true, false, or "
+		    "{\"rows\": R, \"cols\": C}");
+		goto out;
+	}
 	er.timeout_ms = EXEC_TIMEOUT_DEFAULT;
 	if ((rc = string_field(r, obj, "timeout", 1, &text)) < 0)
 		goto out;

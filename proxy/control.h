@@ -176,6 +176,9 @@ struct px_exec_req {
 	uint64_t timeout_ms;		/* > 0 */
 	const unsigned char *stdin_data;	/* then EOF; may be empty */
 	size_t stdin_len;
+	const char *user;		/* NULL: root */
+	int tty;			/* on a pty, rows x cols (0: none) */
+	int rows, cols;
 };
 
 /* How it ended: status 200 with the command's end, or an API error

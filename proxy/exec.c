@@ -340,8 +340,12 @@ on_read(struct bufferevent *bev, void *arg)
 				l->st = L_READY;
 				hold(l, 0);
 				evtimer_del(l->tick_ev);
-				job_fail(l, 502, "the guest agent refused: %s",
-				    msg);
+				/* "400 ...": the request's fault (agent_proto.h) */
+				if (strncmp(msg, "400 ", 4) == 0)
+					job_fail(l, 400, "%s", msg + 4);
+				else
+					job_fail(l, 502, "the guest agent refused: "
+					    "%s", msg);
 				later(l);
 			}
 			break;
@@ -569,6 +573,14 @@ exec_frame(const struct px_exec_req *req, size_t *lenp)
 	evbuffer_add(b, "", 1);
 	if (req->cwd != NULL && *req->cwd != '\0') {
 		evbuffer_add_printf(b, "c%s", req->cwd);
+		evbuffer_add(b, "", 1);
+	}
+	if (req->user != NULL && *req->user != '\0') {
+		evbuffer_add_printf(b, "u%s", req->user);
+		evbuffer_add(b, "", 1);
+	}
+	if (req->tty) {
+		evbuffer_add_printf(b, "T%d %d", req->rows, req->cols);
 		evbuffer_add(b, "", 1);
 	}
 	for (i = 0; i < req->argc; i++) {

@@ -59,6 +59,45 @@ is "--timeout 1s on sleep 30: killed (137)" "$?" 137
 like "... and netctl says it timed out" "$(cat "$T/e")" 'timed out'
 x -- no-such-command 2>"$T/e"
 is "a command that does not exist: 127" "$?" 127
+# ---- --user, --tty ----
+out=$(x --user berth -- id 2>&1)
+like "--user berth: its uid, gid and groups" "$out" \
+	'^uid=1000\(berth\) gid=1000\(berth\) groups=.*50\(staff\)'
+out=$(x --user berth -- sh -c 'echo $HOME $USER; pwd' 2>&1)
+is "--user berth: its HOME, USER, and home as cwd" "$out" "$(printf '/tmp berth\n/tmp')"
+is "--user root: uid 0" "$(x --user root -- id -u 2>&1)" 0
+x --user nosuchuser -- true 2>"$T/e"
+is "--user nosuchuser: netctl fails (exit 1)" "$?" 1
+like "... saying the user is unknown" "$(cat "$T/e")" "no user 'nosuchuser' in the guest's /etc/passwd"
+out=$(x --tty -- tty 2>&1 | tr -d '\r')
+like "--tty: tty prints /dev/pts/N" "$out" '^/dev/pts/[0-9]+$'
+out=$(x --tty -- stty size 2>&1 | tr -d '\r')
+is "--tty with no terminal here: 24x80" "$out" "24 80"
+# netctl in a terminal of 33x101 (a python pty): the guest's is as large
+out=$(python3 - "$NETCTL" -s "$STATE" sandbox exec ex --tty -- stty size <<'PY' | tr -d '\r'
+import fcntl, os, pty, struct, sys, termios
+pid, fd = pty.fork()
+if pid == 0:
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+    os.execv(sys.argv[1], sys.argv[1:])
+out = b""
+while True:
+    try:
+        b = os.read(fd, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+_, st = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(st))
+PY
+)
+is "--tty in a 33x101 terminal: stty size says so" "$?:$out" "0:33 101"
+out=$(printf 'typed\n' | netctl sandbox exec ex --tty -- sh -c 'read l; echo "got $l"' | tr -d '\r')
+like "--tty: stdin reaches the terminal" "$out" 'got typed'
+
 api() {	# BODY: POST .../exec over the socket
 	curl -sS --unix-socket "$STATE/control.sock" -X POST \
 		-H 'Content-Type: application/json' -d "$1" \
