@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -46,9 +47,19 @@
 
 #define MAX_ARGS	4096
 #define MAX_GROUPS	64
+#define STDIN_CAP	(1024 * 1024)	/* stdin held for a command that does
+					 * not read: more waits in the port */
 
 static int port = -1;		/* the virtio-serial port */
 static int sigfd = -1;		/* SIGCHLD, SIGIO */
+
+/* A file being written (BA_FILE_PUT): a temporary file beside path. */
+static struct {
+	int fd;			/* -1: none */
+	int err;		/* the first write error */
+	unsigned mode;
+	char path[4096], tmp[4200];
+} put = { -1, 0, 0, "", "" };
 
 /* A pong the port refused (see handle): sent when the host is back. */
 static unsigned char owed[64];
@@ -330,6 +341,154 @@ static void
 fail(const char *msg)
 {
 	(void)port_write(BA_FAIL, msg, strlen(msg));
+}
+
+static void __attribute__((format(printf, 1, 2)))
+failf(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fail(msg);
+}
+
+static void
+put_drop(void)
+{
+	if (put.fd < 0)
+		return;
+	close(put.fd);
+	unlink(put.tmp);
+	put.fd = -1;
+}
+
+/* The fields 'p' and 'm' of a file request; 0 when path is usable. */
+static int
+file_fields(const unsigned char *p, size_t len, char *path, size_t plen,
+    unsigned *mode)
+{
+	size_t off = 0, l;
+	const char *s;
+
+	*path = '\0';
+	*mode = 0644;
+	while (off < len) {
+		s = (const char *)p + off;
+		if ((l = strnlen(s, len - off)) == len - off)
+			return -1;
+		off += l + 1;
+		if (s[0] == 'p')
+			snprintf(path, plen, "%s", s + 1);
+		else if (s[0] == 'm')
+			*mode = (unsigned)strtoul(s + 1, NULL, 8) & 07777;
+	}
+	return path[0] == '/' ? 0 : -1;
+}
+
+static void
+file_put(const unsigned char *p, size_t len)
+{
+	char *slash;
+
+	if (cmd.active || put.fd >= 0) {
+		fail("busy: a command or a transfer is running");
+		return;
+	}
+	if (file_fields(p, len, put.path, sizeof(put.path), &put.mode) < 0) {
+		fail("400 the path must be absolute");
+		return;
+	}
+	slash = strrchr(put.path, '/');
+	snprintf(put.tmp, sizeof(put.tmp), "%.*s/.%s.berth-XXXXXX",
+	    (int)(slash - put.path), put.path, slash + 1);
+	put.err = 0;
+	if ((put.fd = mkostemp(put.tmp, O_CLOEXEC)) < 0)
+		failf("%d cannot write %s: %s", errno == ENOENT ? 404 : 400,
+		    put.path, strerror(errno));
+}
+
+static void
+put_data(const unsigned char *p, size_t len)
+{
+	ssize_t n;
+
+	if (len == 0) {		/* the end */
+		if (put.err == 0 && (fchmod(put.fd, put.mode) < 0 ||
+		    fsync(put.fd) < 0))
+			put.err = errno;
+		if (put.err == 0 && rename(put.tmp, put.path) < 0)
+			put.err = errno;
+		if (put.err != 0) {
+			failf("400 cannot write %s: %s", put.path,
+			    strerror(put.err));
+			put_drop();
+			return;
+		}
+		close(put.fd);
+		put.fd = -1;
+		(void)port_write(BA_EXIT, "exit 0", 6);
+		return;
+	}
+	while (len > 0 && put.err == 0) {
+		if ((n = write(put.fd, p, len)) < 0) {
+			if (errno != EINTR)
+				put.err = errno;
+			continue;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Sends a file back; the port's flow control paces it. */
+static void
+file_get(const unsigned char *p, size_t len)
+{
+	char path[4096], buf[BA_CHUNK];
+	struct stat st;
+	unsigned mode;
+	ssize_t n;
+	int fd;
+
+	if (cmd.active || put.fd >= 0) {
+		fail("busy: a command or a transfer is running");
+		return;
+	}
+	if (file_fields(p, len, path, sizeof(path), &mode) < 0) {
+		fail("400 the path must be absolute");
+		return;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			failf("404 no file %s in the guest", path);
+		else
+			failf("400 cannot read %s: %s", path, strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		failf("400 %s is not a regular file", path);
+		close(fd);
+		return;
+	}
+	for (;;) {
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			failf("500 reading %s: %s", path, strerror(errno));
+			break;
+		}
+		if (n == 0) {
+			(void)port_write(BA_EXIT, "exit 0", 6);
+			break;
+		}
+		if (port_write(BA_STDOUT, buf, (size_t)n) < 0)
+			break;	/* the host went away */
+	}
+	close(fd);
 }
 
 /* Reads what a pipe has now into frames of type; 0 at EOF (closed). */
@@ -644,6 +803,7 @@ handle(int type, const unsigned char *p, size_t len)
 		 * restored reach us as one state). Nobody reads it now. */
 		if (cmd.active)
 			cmd_drop();
+		put_drop();
 		/* The ping's bytes can reach us before the kernel has taken
 		 * qemu's "host connected" message (a data interrupt against
 		 * a work queue): the port still says closed and refuses the
@@ -660,7 +820,16 @@ handle(int type, const unsigned char *p, size_t len)
 		start(p, len);
 		break;
 	case BA_STDIN:
-		stdin_add(p, len);
+		if (put.fd >= 0)
+			put_data(p, len);
+		else
+			stdin_add(p, len);
+		break;
+	case BA_FILE_PUT:
+		file_put(p, len);
+		break;
+	case BA_FILE_GET:
+		file_get(p, len);
 		break;
 	case BA_RESIZE:
 		resize(p, len);
@@ -679,6 +848,8 @@ port_read(void)
 	ssize_t n;
 
 	for (;;) {
+		if (cmd.stdin_len >= STDIN_CAP)
+			return 0;	/* serve() polls the port again later */
 		if (incap - inlen < BA_CHUNK) {
 			unsigned char *b = realloc(in, incap + 2 * BA_CHUNK);
 
@@ -739,7 +910,7 @@ serve(void)
 	for (;;) {
 		n = 0;
 		pfd[n].fd = port;
-		pfd[n++].events = POLLIN;
+		pfd[n++].events = cmd.stdin_len < STDIN_CAP ? POLLIN : 0;
 		pfd[n].fd = sigfd;
 		pfd[n++].events = POLLIN;
 		pfd[n].fd = cmd.out;
@@ -821,6 +992,7 @@ main(void)
 			serve();
 		/* No host, or it left: whatever ran for it is ended. */
 		cmd_drop();
+		put_drop();
 		inlen = 0;
 		/* wait for SIGIO (a connect); 1 s bounds a lost one */
 		pfd.fd = sigfd;

@@ -27,6 +27,12 @@
  *   'I' stdin      payload: bytes for the command's stdin; empty: EOF
  *                  (on a terminal: its EOF character, ^D)
  *   'W' resize     payload: "ROWS COLS", the terminal's new size
+ *   'w' file put   fields as 'E': 't<timeout ms>', 'p<path>' (absolute),
+ *                  'm<mode, octal>'; then 'I' frames of its bytes, empty
+ *                  at the end: written to a temporary file beside it,
+ *                  mode set, renamed over path; answered 'X' "exit 0"
+ *   'g' file get   fields 't', 'p<path>': answered with 'O' frames of its
+ *                  bytes then 'X' "exit 0" ('F' "404 ..." when absent)
  * guest -> host
  *   'p' pong       the ping's payload
  *   'O' stdout     bytes, 'R' stderr bytes (in the order produced per stream)
@@ -55,6 +61,7 @@
 
 enum {
 	BA_PING = 'P', BA_EXEC = 'E', BA_STDIN = 'I', BA_RESIZE = 'W',
+	BA_FILE_PUT = 'w', BA_FILE_GET = 'g',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
 	BA_FAIL = 'F'
 };
