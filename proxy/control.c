@@ -4372,7 +4372,8 @@ conn_write(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	if (c->closing) {
+	/* (a stream still answering closes once it ended: cs_finish) */
+	if (c->closing && c->st == NULL) {
 		conn_free(c);
 		return;
 	}
