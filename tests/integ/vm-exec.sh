@@ -285,6 +285,45 @@ is "API over TLS: another sandbox's token, streamed exec is 403" \
 	"$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$CA" -H "Authorization: Bearer $otok" \
 	   --resolve "api.$DOMAIN:$CTL_PORT:127.0.0.1" -X POST --data-binary x \
 	   "https://api.$DOMAIN:$CTL_PORT/v1/sandboxes/ex/exec?stream=1")" 403
+# MCP over TLS with the sandbox's token: run_command, write_file,
+# read_file; another sandbox's token is refused (403) for all three
+mcp() {	# TOKEN: netctl mcp for sandbox ex, JSON-RPC lines on stdin
+	"$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" \
+		--token "$1" mcp --sandbox ex
+}
+ans() {	# ID EXPR: EXPR over the tool result's text (t) of answer ID
+	printf '%s\n' "$mo" | grep -E "\"id\":$1[,}]" | json_get "$(cat)" \
+		"(lambda t: $2)(json.loads(j['result']['content'][0]['text']) if not j['result']['isError'] else j['result']['content'][0]['text'])"
+}
+mo=$(mcp "$tok" <<'EOF'
+{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo hi; echo oops >&2; exit 3"}}}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/mcp.txt","content":"from mcp\n","mode":"0600"}}}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/tmp/mcp.txt"}}}
+{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_command","arguments":{"argv":["stat","-c","%a","/tmp/mcp.txt"],"user":"root"}}}
+{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/nope"}}}
+{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"head -c 100000 /dev/zero | tr '\\0' a"}}}
+EOF
+)
+is "MCP run_command: stdout, stderr, exit code" \
+	"$(ans 1 't["stdout"] + "|" + t["stderr"] + "|" + str(t["exit_code"])')" "hi
+|oops
+|3"
+is "MCP write_file then read_file" "$(ans 3 't["content"]')" "from mcp"
+is "MCP write_file: its mode" "$(ans 4 't["stdout"].strip()')" 600
+like "MCP read_file of an absent file: an error saying so" "$(ans 5 't')" '404.*no file /nope'
+is "MCP run_command: output bounded (64 KiB, said so)" \
+	"$(ans 6 'str(len(t["stdout"])) + " " + str(t.get("stdout_truncated"))')" "65536 True"
+mo=$(mcp "$otok" <<'EOF'
+{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"true"}}}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/x","content":"x"}}}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/tmp/mcp.txt"}}}
+EOF
+)
+for i in 1 2 3; do
+	like "MCP with another sandbox's token: call $i refused (403)" "$(ans $i 't')" \
+		"HTTP 403.*belongs to sandbox 'other'"
+done
+
 out=$(netctl sandbox exec other -- true </dev/null 2>&1)
 is "an external sandbox: exit 1" "$?" 1
 like "... it has no guest" "$out" 'not a VM-backed sandbox'
