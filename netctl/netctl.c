@@ -1179,8 +1179,10 @@ exec_frames(struct cli_stream_resp *r, int *rc)
 		}
 		off += 5 + len;
 	}
-	memmove(r->body, r->body + off, r->len - off);
-	r->len -= off;
+	if (off > 0) {
+		memmove(r->body, r->body + off, r->len - off);
+		r->len -= off;
+	}
 	return end;
 }
 

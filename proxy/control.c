@@ -110,6 +110,7 @@ struct conn {
 	int early;		/* a streamed request: served from its head */
 	int early_served;
 	int close_after;	/* a streamed request said Connection: close */
+	int expect_continue;	/* Expect: 100-continue */
 	struct cstream *st;	/* its stream, while it answers */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
@@ -4247,6 +4248,7 @@ conn_reset_request(struct conn *c)
 	c->fieldlen = 0;
 	c->field[0] = '\0';
 	c->in_value = c->is_authz = c->authz_bad = 0;
+	c->expect_continue = 0;
 	c->authzlen = 0;
 	c->authz[0] = '\0';
 }
@@ -4281,6 +4283,9 @@ conn_serve_early(struct conn *c)
 	if (parse_target(&r, (const char *)evbuffer_pullup(c->url, -1),
 	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
 		route(&r);
+	if (c->st != NULL && c->expect_continue)
+		evbuffer_add(bufferevent_get_output(c->bev),
+		    "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	conn_reset_request(c);
 	if (c->st == NULL) {
 		/* refused: its body is not read, the connection ends */
@@ -4482,6 +4487,10 @@ on_header_value(http_parser *p, const char *at, size_t len)
 	if (!c->in_value) {
 		c->in_value = 1;
 		c->is_authz = strcasecmp(c->field, "authorization") == 0;
+		/* curl sends it for larger uploads (a streamed PUT) */
+		if (strcasecmp(c->field, "expect") == 0 && len >= 12 &&
+		    strncasecmp(at, "100-continue", 12) == 0)
+			c->expect_continue = 1;
 		if (c->is_authz && c->authzlen > 0)
 			c->authz_bad = 1;	/* two of them */
 	}
