@@ -4418,6 +4418,14 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+	    c->st != NULL && c->st->body_done) {
+		/* a half close after a whole streamed request: the answer
+		 * still goes out, then the connection closes */
+		c->close_after = 1;
+		bufferevent_disable(bev, EV_READ);
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
 		/* The client half closed after its requests: finish
 		 * writing the answers, then close. */
