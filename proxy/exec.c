@@ -11,6 +11,13 @@
  *   run      the exec frame, stdin and its EOF; output gathered (bounded)
  *            until the exit frame; meanwhile a hold on the sandbox
  *            (vmm_activity_hold) keeps the idle policy from pausing it
+ * A streamed job (px_exec_stream_start: exec ?stream=1, files) goes the
+ * same way, but its input is queued as the client sends it (framed, in
+ * inq until it runs, then on the connection) and its output goes to the
+ * caller's sink as each frame comes; the caller holds its client back
+ * by what px_exec_stream_input says is queued, and stops this side with
+ * px_exec_stream_read(0) (the agent's frames wait in the socket, the
+ * virtio ring fills, the command blocks on its pipe).
  * The connection stays open for the next command; a resume from a
  * snapshot (a new VMM) or a berthd restart closes it, and the next command
  * connects again.
