@@ -51,7 +51,7 @@
 #include <unistd.h>
 
 #define SYNC_MS		30000	/* connect to pong */
-#define REPING_MS	2000	/* the ping again, same connection, until
+#define REPING_MS	500	/* the ping again, same connection, until
 				 * its pong (see connect_agent) */
 #define GRACE_MS	30000	/* past the command's timeout: the agent
 				 * kills it then; this is for an agent gone */
