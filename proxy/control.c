@@ -4351,6 +4351,24 @@ conn_read(struct bufferevent *bev, void *arg)
 			}
 			continue;
 		}
+		if (e != HPE_OK && c->st != NULL) {
+			/* a streamed request's body broke (its framing):
+			 * the operation ends; an answer under way is cut */
+			int cut = c->st->head_sent;
+
+			if (c->st->h != NULL)
+				c->ctl->hooks.exec_cancel(c->st->h);
+			cs_free(c->st);
+			c->st = NULL;
+			if (cut) {
+				c->closing = 1;
+				bufferevent_disable(bev, EV_READ);
+				if (evbuffer_get_length(bufferevent_get_output(
+				    bev)) == 0)
+					conn_free(c);
+				return;
+			}
+		}
 		if (e != HPE_OK) {
 			if (c->error_status == 413)
 				conn_fail(c, 413, "request body larger than "

@@ -1310,6 +1310,24 @@ main(void)
 			ok(strncmp(resp, "HTTP/1.1 400", 12) == 0 &&
 			    strstr(resp, "starts with its 'J' frame") != NULL,
 			    "streamed exec without its J frame: 400");
+			/* its chunked body broken after J: cut, not answered
+			 * twice, and the command is dropped */
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: chunked\r\n\r\n"
+			    "%x\r\n%c%c%c%c%s\r\nzz\r\n",
+			    (unsigned)(5 + strlen("{\"argv\":[\"cat\"]}")), 0, 0, 0,
+			    (int)strlen("{\"argv\":[\"cat\"]}"),
+			    "J{\"argv\":[\"cat\"]}");
+			memset(resp, 0, 65536);
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    memmem(resp, 65536, "HTTP/1.1 400", 12) == NULL,
+			    "a broken chunk after the answer began: cut, no "
+			    "second answer");
+			ok(vmlog_has("cancel "), "... the command dropped");
+			is_int(req("GET", "/v1/health", NULL), 200,
+			    "... and the server goes on");
 			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
 			    "nope/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
 			    "Content-Length: 0\r\n\r\n");
