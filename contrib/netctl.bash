@@ -20,7 +20,7 @@ _netctl()
 	local i noun= verb=
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--idle-pause|--idle-suspend|--max-lifetime|--env|--cwd|--timeout) ((i++));;
+		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--idle-pause|--idle-suspend|--max-lifetime|--env|--cwd|--timeout|--user) ((i++));;
 		-*) ;;
 		*) if [[ -z $noun ]]; then noun=${words[i]}; elif [[ -z $verb ]]; then verb=${words[i]}; fi;;
 		esac
@@ -30,7 +30,7 @@ _netctl()
 	fi
 	if [[ -z $verb ]]; then
 		case $noun in
-		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec console" -- "$cur"));;
+		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec cp console" -- "$cur"));;
 		template) COMPREPLY=($(compgen -W "ls add rm" -- "$cur"));;
 		fleet) COMPREPLY=($(compgen -W "hosts" -- "$cur"));;
 		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
@@ -52,7 +52,8 @@ _netctl()
 	"sandbox add"|"sandbox create") COMPREPLY=($(compgen -W "--address --memory --vcpus --disk --template --idle-pause --idle-suspend --max-lifetime" -- "$cur"));;
 	"sandbox set") COMPREPLY=($(compgen -W "--idle-pause --idle-suspend --max-lifetime" -- "$cur"));;
 	"template add") COMPREPLY=($(compgen -d -- "$cur"));;
-	"sandbox exec") COMPREPLY=($(compgen -W "--env --cwd --timeout --" -- "$cur"));;
+	"sandbox exec") COMPREPLY=($(compgen -W "--user --tty --env --cwd --timeout --" -- "$cur"));;
+	"sandbox cp") COMPREPLY=($(compgen -f -- "$cur"));;
 	"egress log") COMPREPLY=($(compgen -W "--follow" -- "$cur"));;
 	esac
 }

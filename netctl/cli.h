@@ -57,6 +57,37 @@ int cli_api(const struct cli_target *, const char *method,
     const char *target, struct json_t *body, int *status,
     struct json_t **doc, int *unreachable, char *err, size_t errlen);
 
+/*
+ * A streamed request (exec ?stream=1, files): opened with its head
+ * queued; the body is queued with cli_stream_write (chunked when length
+ * is -1; len 0 queues the last chunk) and sent by cli_stream_flush as
+ * the socket takes it (non-blocking: poll cli_stream_fd for POLLOUT
+ * while cli_stream_pending, for POLLIN always, and read without polling
+ * while cli_stream_readable). cli_stream_recv appends the answer's body
+ * to resp->body (the caller consumes it from the front: memmove and
+ * lower len) and says 1 once it is complete.
+ */
+struct cli_stream;
+struct cli_stream_resp {
+	int status;		/* 0 until the head came */
+	long long wake_ms;	/* Berth-Wake-Ms, -1 when absent */
+	char content_type[128];
+	unsigned char *body;
+	size_t len, cap;
+	int done;
+};
+struct cli_stream *cli_stream_open(const struct cli_target *,
+    const char *method, const char *target, const char *ctype,
+    long long length, int *connect_failed, char *err, size_t errlen);
+int cli_stream_write(struct cli_stream *, const void *, size_t);
+size_t cli_stream_pending(const struct cli_stream *);
+int cli_stream_fd(const struct cli_stream *);
+int cli_stream_readable(const struct cli_stream *);
+int cli_stream_flush(struct cli_stream *, char *err, size_t errlen);
+int cli_stream_recv(struct cli_stream *, struct cli_stream_resp **,
+    char *err, size_t errlen);
+void cli_stream_close(struct cli_stream *);
+
 /* netctl mcp: serves MCP (JSON-RPC 2.0 over stdio lines) until EOF.
  * sandbox: default sandbox for tools that take one (may be NULL). */
 int cli_mcp_serve(const struct cli_target *, const char *sandbox);

@@ -15,6 +15,7 @@
 #include <openssl/x509v3.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,4 +485,330 @@ cli_api(const struct cli_target *t, const char *method, const char *target,
 		*doc = json_loadb(r.body, r.len, 0, NULL);
 	cli_response_free(&r);
 	return 0;
+}
+
+/* ---- streamed requests (exec --stream, cp) ---- */
+
+struct cli_stream {
+	struct link l;
+	http_parser parser;
+	int chunked;		/* the request body is sent chunked */
+	int head_done;
+	char field[32];		/* header name being read */
+	int in_field;
+	struct cli_stream_resp r;
+	unsigned char *pend;	/* request bytes not yet sent */
+	size_t plen, pcap;
+};
+
+static int
+s_on_field(http_parser *p, const char *at, size_t len)
+{
+	struct cli_stream *s = p->data;
+	size_t have = s->in_field ? strlen(s->field) : 0;
+
+	if (!s->in_field)
+		s->field[0] = '\0';
+	s->in_field = 1;
+	if (have + len < sizeof(s->field)) {
+		memcpy(s->field + have, at, len);
+		s->field[have + len] = '\0';
+	}
+	return 0;
+}
+
+static int
+s_on_value(http_parser *p, const char *at, size_t len)
+{
+	struct cli_stream *s = p->data;
+	char v[64];
+
+	s->in_field = 0;
+	if (strcasecmp(s->field, "Berth-Wake-Ms") == 0 && len < sizeof(v)) {
+		memcpy(v, at, len);
+		v[len] = '\0';
+		s->r.wake_ms = strtoll(v, NULL, 10);
+	} else if (strcasecmp(s->field, "Content-Type") == 0 &&
+	    len < sizeof(s->r.content_type)) {
+		memcpy(s->r.content_type, at, len);
+		s->r.content_type[len] = '\0';
+	}
+	return 0;
+}
+
+static int
+s_on_headers(http_parser *p)
+{
+	struct cli_stream *s = p->data;
+
+	s->r.status = p->status_code;
+	s->head_done = 1;
+	return 0;
+}
+
+static int
+s_on_body(http_parser *p, const char *at, size_t len)
+{
+	struct cli_stream *s = p->data;
+	unsigned char *nb;
+	size_t cap;
+
+	if (s->r.len + len > s->r.cap) {
+		cap = s->r.cap ? s->r.cap : 65536;
+		while (cap < s->r.len + len)
+			cap *= 2;
+		if (cap > CLI_MAX_BODY || (nb = realloc(s->r.body, cap)) == NULL)
+			return -1;
+		s->r.body = nb;
+		s->r.cap = cap;
+	}
+	memcpy(s->r.body + s->r.len, at, len);
+	s->r.len += len;
+	return 0;
+}
+
+static int
+s_on_done(http_parser *p)
+{
+	struct cli_stream *s = p->data;
+
+	s->r.done = 1;
+	return 0;
+}
+
+static const http_parser_settings s_settings = {
+	.on_header_field = s_on_field,
+	.on_header_value = s_on_value,
+	.on_headers_complete = s_on_headers,
+	.on_body = s_on_body,
+	.on_message_complete = s_on_done,
+};
+
+static int
+s_queue(struct cli_stream *s, const void *p, size_t len)
+{
+	unsigned char *nb;
+	size_t cap;
+
+	if (s->plen + len > s->pcap) {
+		cap = s->pcap ? s->pcap : 65536;
+		while (cap < s->plen + len)
+			cap *= 2;
+		if ((nb = realloc(s->pend, cap)) == NULL)
+			return -1;
+		s->pend = nb;
+		s->pcap = cap;
+	}
+	memcpy(s->pend + s->plen, p, len);
+	s->plen += len;
+	return 0;
+}
+
+struct cli_stream *
+cli_stream_open(const struct cli_target *t, const char *method,
+    const char *target, const char *ctype, long long length,
+    int *connect_failed, char *err, size_t errlen)
+{
+	struct cli_stream *s;
+	char head[1024];
+	int hlen;
+
+	*connect_failed = 0;
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->l.fd = -1;
+	s->r.wake_ms = -1;
+	if (t->url != NULL) {
+		s->l.where = t->url;
+		if (open_url(&s->l, t, connect_failed, err, errlen) == -1)
+			goto fail;
+	} else {
+		s->l.where = t->sock_path;
+		if (open_unix(&s->l, t->sock_path, connect_failed, err,
+		    errlen) == -1)
+			goto fail;
+	}
+	if (s->l.ssl != NULL)
+		SSL_set_mode(s->l.ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
+		    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	s->chunked = length < 0;
+	hlen = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\n"
+	    "Host: localhost\r\nUser-Agent: netctl\r\nConnection: close\r\n",
+	    method, target);
+	if (t->token != NULL && t->token[0] != '\0')
+		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
+		    "Authorization: Bearer %s\r\n", t->token);
+	if (ctype != NULL)
+		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
+		    "Content-Type: %s\r\n", ctype);
+	if (s->chunked)
+		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
+		    "Transfer-Encoding: chunked\r\n\r\n");
+	else if (strcmp(method, "GET") != 0)
+		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
+		    "Content-Length: %lld\r\n\r\n", length);
+	else
+		hlen += snprintf(head + hlen, sizeof(head) - (size_t)hlen,
+		    "\r\n");
+	if ((size_t)hlen >= sizeof(head)) {
+		snprintf(err, errlen, "request target too long");
+		goto fail;
+	}
+	if (s_queue(s, head, (size_t)hlen) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	http_parser_init(&s->parser, HTTP_RESPONSE);
+	s->parser.data = s;
+	/* poll-driven from here: neither direction may block the other */
+	fcntl(s->l.fd, F_SETFL, fcntl(s->l.fd, F_GETFL) | O_NONBLOCK);
+	return s;
+fail:
+	link_close(&s->l);
+	free(s);
+	return NULL;
+}
+
+int
+cli_stream_write(struct cli_stream *s, const void *p, size_t len)
+{
+	char h[24];
+	int n;
+
+	if (!s->chunked)
+		return len == 0 ? 0 : s_queue(s, p, len);
+	n = snprintf(h, sizeof(h), "%zx\r\n", len);
+	if (len == 0)	/* the last chunk */
+		return s_queue(s, "0\r\n\r\n", 5);
+	if (s_queue(s, h, (size_t)n) < 0 || s_queue(s, p, len) < 0 ||
+	    s_queue(s, "\r\n", 2) < 0)
+		return -1;
+	return 0;
+}
+
+size_t
+cli_stream_pending(const struct cli_stream *s)
+{
+	return s->plen;
+}
+
+int
+cli_stream_fd(const struct cli_stream *s)
+{
+	return s->l.fd;
+}
+
+int
+cli_stream_readable(const struct cli_stream *s)
+{
+	return s->l.ssl != NULL && SSL_pending(s->l.ssl) > 0;
+}
+
+/* Sends what it can of the queued request bytes; -1 when the
+ * connection broke. */
+int
+cli_stream_flush(struct cli_stream *s, char *err, size_t errlen)
+{
+	ssize_t n;
+	int k, e;
+
+	while (s->plen > 0) {
+		if (s->l.ssl != NULL) {
+			ERR_clear_error();
+			k = SSL_write(s->l.ssl, s->pend, (int)(s->plen > 65536 ?
+			    65536 : s->plen));
+			if (k <= 0) {
+				e = SSL_get_error(s->l.ssl, k);
+				if (e == SSL_ERROR_WANT_WRITE ||
+				    e == SSL_ERROR_WANT_READ)
+					return 0;
+				snprintf(err, errlen, "sending to berthd at %s "
+				    "failed", s->l.where);
+				return -1;
+			}
+			n = k;
+		} else {
+			n = send(s->l.fd, s->pend, s->plen, MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return 0;
+			if (n < 0) {
+				snprintf(err, errlen, "sending to berthd at %s: "
+				    "%s", s->l.where, strerror(errno));
+				return -1;
+			}
+		}
+		memmove(s->pend, s->pend + n, s->plen - (size_t)n);
+		s->plen -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Reads what has come; the body grows in the response. 1 when the
+ * answer is complete, 0 for more, -1 with err. */
+int
+cli_stream_recv(struct cli_stream *s, struct cli_stream_resp **rp, char *err,
+    size_t errlen)
+{
+	char buf[65536];
+	ssize_t n;
+	int k, e;
+
+	*rp = &s->r;
+	for (;;) {
+		if (s->r.done)
+			return 1;
+		if (s->l.ssl != NULL) {
+			ERR_clear_error();
+			k = SSL_read(s->l.ssl, buf, sizeof(buf));
+			if (k > 0)
+				n = k;
+			else {
+				e = SSL_get_error(s->l.ssl, k);
+				if (e == SSL_ERROR_WANT_READ ||
+				    e == SSL_ERROR_WANT_WRITE)
+					return 0;
+				n = 0;	/* closed (or broken): EOF */
+			}
+		} else {
+			n = recv(s->l.fd, buf, sizeof(buf), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return 0;
+			if (n < 0) {
+				snprintf(err, errlen, "reading from berthd at "
+				    "%s: %s", s->l.where, strerror(errno));
+				return -1;
+			}
+		}
+		if (http_parser_execute(&s->parser, &s_settings, buf,
+		    (size_t)n) != (size_t)n ||
+		    HTTP_PARSER_ERRNO(&s->parser) != HPE_OK) {
+			snprintf(err, errlen, "bad response from berthd at %s: "
+			    "%s", s->l.where, http_errno_description(
+			    HTTP_PARSER_ERRNO(&s->parser)));
+			return -1;
+		}
+		if (n == 0 && !s->r.done) {
+			snprintf(err, errlen, "berthd at %s closed the "
+			    "connection before the answer was complete",
+			    s->l.where);
+			return -1;
+		}
+	}
+}
+
+void
+cli_stream_close(struct cli_stream *s)
+{
+	if (s == NULL)
+		return;
+	link_close(&s->l);
+	free(s->pend);
+	free(s->r.body);
+	free(s);
 }

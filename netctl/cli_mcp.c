@@ -6,7 +6,9 @@
  * request made with netctl's own target (socket, or --url + --token), so
  * a sandbox token limits the agent exactly as it limits netctl. Tool
  * failures are results with isError (the agent reads why); protocol
- * errors are JSON-RPC errors.
+ * errors are JSON-RPC errors. run_command uses the buffered exec API
+ * (its output cut at MCP_OUT_MAX a stream for the agent's context);
+ * read_file and write_file the streamed files API.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -14,13 +16,19 @@
 
 #include <jansson.h>
 
+#include <openssl/evp.h>
+
 #include <ctype.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MCP_PROTOCOL	"2024-11-05"
 #define MCP_MAX_LINE	(1024 * 1024)
+#define MCP_OUT_MAX	(64 * 1024)	/* of each stream run_command returns */
+#define MCP_FILE_MAX	(1024 * 1024)	/* read_file's default and most */
 
 struct tool {
 	const char *name;
@@ -74,6 +82,32 @@ static const struct tool tools[] = {
 	  "keeping its disk (a failed one is just started); answers once it "
 	  "runs.",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
+	{ "run_command", "Run a command in the sandbox's guest (a Linux "
+	  "machine; root by default) and return its exit code, stdout and "
+	  "stderr (at most 64 KiB each; the rest is cut and said so). Give "
+	  "argv, or command for a shell string (sh -c). A paused or suspended "
+	  "sandbox is woken first.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"argv\":{\"type\":"
+	  "\"array\",\"items\":{\"type\":\"string\"}},\"command\":{\"type\":"
+	  "\"string\",\"description\":\"run with sh -c\"},\"stdin\":{\"type\":"
+	  "\"string\"},\"cwd\":{\"type\":\"string\"},\"user\":{\"type\":"
+	  "\"string\"},\"env\":{\"type\":\"object\",\"additionalProperties\":"
+	  "{\"type\":\"string\"}},\"timeout\":{\"type\":\"string\","
+	  "\"description\":\"e.g. 30s, 5m (default 10m)\"}}}" },
+	{ "read_file", "Read a file of the sandbox's guest: UTF-8 text as "
+	  "is, anything else base64 (the result says which). At most "
+	  "max_bytes (default and most 1 MiB).",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"max_bytes\":{\"type\":"
+	  "\"integer\",\"minimum\":1}},\"required\":[\"path\"]}" },
+	{ "write_file", "Write a file in the sandbox's guest (replaced "
+	  "whole, atomically), with an optional octal mode (default 0644).",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"content\":{\"type\":"
+	  "\"string\"},\"encoding\":{\"type\":\"string\",\"enum\":"
+	  "[\"utf-8\",\"base64\"]},\"mode\":{\"type\":\"string\","
+	  "\"description\":\"e.g. 0755\"}},\"required\":[\"path\","
+	  "\"content\"]}" },
 };
 
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
@@ -133,6 +167,299 @@ api_result(const struct cli_target *t, const char *method,
 		free(text);
 	}
 	json_decref(doc);
+	return res;
+}
+
+/* A refusal as a tool error. */
+static json_t *
+refused(int status, const unsigned char *body, size_t len)
+{
+	json_t *doc = json_loadb((const char *)body, len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(json_object_get(doc,
+	    "error"), "message"));
+	char err[600];
+
+	snprintf(err, sizeof(err), "berthd refused (HTTP %d): %s", status,
+	    msg ? msg : "no reason given");
+	json_decref(doc);
+	return tool_result(err, 1);
+}
+
+/* One streamed request with a whole body (NULL: a GET): *r the answer,
+ * NULL with err when berthd could not be talked to. */
+static struct cli_stream *
+transfer(const struct cli_target *t, const char *method, const char *target,
+    const void *body, size_t len, struct cli_stream_resp **r, char *err,
+    size_t errlen)
+{
+	struct cli_stream *s;
+	struct pollfd pfd;
+	int unreachable, k;
+
+	if ((s = cli_stream_open(t, method, target, body != NULL ?
+	    "application/octet-stream" : NULL, body != NULL ?
+	    (long long)len : 0, &unreachable, err, errlen)) == NULL)
+		return NULL;
+	if (body != NULL && len > 0 && cli_stream_write(s, body, len) < 0) {
+		snprintf(err, errlen, "out of memory");
+		cli_stream_close(s);
+		return NULL;
+	}
+	for (;;) {
+		/* a send error may come with berthd's answer: read it */
+		(void)cli_stream_flush(s, err, errlen);
+		if ((k = cli_stream_recv(s, r, err, errlen)) != 0) {
+			if (k < 0) {
+				cli_stream_close(s);
+				return NULL;
+			}
+			return s;
+		}
+		if (!cli_stream_readable(s)) {
+			pfd.fd = cli_stream_fd(s);
+			pfd.events = POLLIN | (cli_stream_pending(s) ? POLLOUT :
+			    0);
+			if (poll(&pfd, 1, (int)cli_timeout_secs * 1000) == 0) {
+				snprintf(err, errlen, "berthd did not answer "
+				    "within %u s", cli_timeout_secs);
+				cli_stream_close(s);
+				return NULL;
+			}
+		}
+	}
+}
+
+static void
+pct_path(const char *p, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (; *p != '\0' && o + 4 < outlen; p++) {
+		unsigned char ch = (unsigned char)*p;
+
+		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
+			out[o++] = (char)ch;
+		else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Text (UTF-8) or base64 of at most max bytes, into doc[key]. */
+static void
+put_bytes(json_t *doc, const char *key, const char *s, size_t len,
+    size_t max)
+{
+	char enc_key[40];
+	json_t *v;
+	char *b;
+
+	snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
+	if (len > max) {
+		len = max;
+		snprintf(enc_key, sizeof(enc_key), "%s_truncated", key);
+		json_object_set_new(doc, enc_key, json_true());
+		snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
+	}
+	/* a cut may split a UTF-8 sequence: drop its start */
+	while ((v = json_stringn(s, len)) == NULL && len > 0 &&
+	    ((unsigned char)s[len - 1] & 0x80))
+		len--;
+	if (v != NULL) {
+		json_object_set_new(doc, key, v);
+		json_object_set_new(doc, enc_key, json_string("utf-8"));
+		return;
+	}
+	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
+		return;
+	EVP_EncodeBlock((unsigned char *)b, (const unsigned char *)s, (int)len);
+	json_object_set_new(doc, key, json_string(b));
+	json_object_set_new(doc, enc_key, json_string("base64"));
+	free(b);
+}
+
+static json_t *
+run_command(const struct cli_target *t, const char *sb, json_t *args)
+{
+	json_t *argv = json_object_get(args, "argv"), *body, *doc, *res, *v;
+	const char *cmd = json_string_value(json_object_get(args, "command"));
+	const char *in = json_string_value(json_object_get(args, "stdin"));
+	const char *keys[] = { "cwd", "user", "timeout", NULL };
+	char target[256], err[512], *text, *b64;
+	int status, unreachable, i;
+	size_t n;
+
+	if ((argv == NULL) == (cmd == NULL))
+		return tool_result("give argv (an array of strings) or command "
+		    "(a shell string), one of them", 1);
+	body = json_object();
+	if (cmd != NULL)
+		json_object_set_new(body, "argv", json_pack("[s, s, s]", "sh",
+		    "-c", cmd));
+	else
+		json_object_set(body, "argv", argv);
+	for (i = 0; keys[i] != NULL; i++)
+		if ((v = json_object_get(args, keys[i])) != NULL)
+			json_object_set(body, keys[i], v);
+	if ((v = json_object_get(args, "env")) != NULL)
+		json_object_set(body, "env", v);
+	if (in != NULL && (n = strlen(in)) > 0) {
+		if (n > 48 * 1024) {
+			json_decref(body);
+			return tool_result("stdin: at most 48 KiB", 1);
+		}
+		if ((b64 = malloc(4 * ((n + 2) / 3) + 1)) != NULL) {
+			EVP_EncodeBlock((unsigned char *)b64,
+			    (const unsigned char *)in, (int)n);
+			json_object_set_new(body, "stdin", json_string(b64));
+			free(b64);
+		}
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec", sb);
+	cli_timeout_secs = 24 * 3600 + 300;	/* the command's own bounds it */
+	if (cli_api(t, "POST", target, body, &status, &doc, &unreachable, err,
+	    sizeof(err)) == -1) {
+		json_decref(body);
+		return tool_result(err, 1);
+	}
+	json_decref(body);
+	if (status != 200) {
+		text = json_dumps(doc, JSON_COMPACT);
+		res = refused(status, (unsigned char *)(text ? text : ""),
+		    text ? strlen(text) : 0);
+		free(text);
+		json_decref(doc);
+		return res;
+	}
+	/* the answer, its output cut to MCP_OUT_MAX a stream */
+	res = json_object();
+	json_object_set(res, "exit_code", json_object_get(doc, "exit_code"));
+	json_object_set(res, "signal", json_object_get(doc, "signal"));
+	json_object_set(res, "timed_out", json_object_get(doc, "timed_out"));
+	json_object_set(res, "wake_ms", json_object_get(doc, "wake_ms"));
+	for (i = 0; i < 2; i++) {
+		const char *k = i == 0 ? "stdout" : "stderr";
+		char ek[32];
+		const char *sv = json_string_value(json_object_get(doc, k));
+		unsigned char *raw = NULL;
+		int rl;
+
+		snprintf(ek, sizeof(ek), "%s_encoding", k);
+		if (sv == NULL)
+			continue;
+		n = json_string_length(json_object_get(doc, k));
+		v = json_object_get(doc, ek);
+		if (json_is_string(v) && strcmp(json_string_value(v),
+		    "base64") == 0 && (raw = malloc(n / 4 * 3 + 3)) != NULL &&
+		    (rl = EVP_DecodeBlock(raw, (const unsigned char *)sv,
+		    (int)n)) >= 0) {
+			while (n > 0 && sv[n - 1] == '=' && rl > 0)
+				n--, rl--;
+			put_bytes(res, k, (const char *)raw, (size_t)rl,
+			    MCP_OUT_MAX);
+		} else
+			put_bytes(res, k, sv, n, MCP_OUT_MAX);
+		free(raw);
+	}
+	if (json_is_true(json_object_get(doc, "truncated")))
+		json_object_set_new(res, "truncated", json_true());
+	json_decref(doc);
+	text = json_dumps(res, JSON_INDENT(1));
+	json_decref(res);
+	res = tool_result(text ? text : "{}", 0);
+	free(text);
+	return res;
+}
+
+static json_t *
+file_tool(const struct cli_target *t, const char *sb, const char *name,
+    json_t *args)
+{
+	const char *path = json_string_value(json_object_get(args, "path"));
+	const char *content, *enc, *mode;
+	struct cli_stream_resp *r;
+	struct cli_stream *s;
+	char target[9000], epath[8200], err[512], *text;
+	unsigned char *raw = NULL;
+	json_int_t max = MCP_FILE_MAX;
+	json_t *doc, *res;
+	size_t len;
+	int rl;
+
+	if (path == NULL || path[0] != '/' || strlen(path) > 4096)
+		return tool_result("path: an absolute path in the guest", 1);
+	pct_path(path, epath, sizeof(epath));
+	cli_timeout_secs = 600;	/* a wake, then the transfer */
+	if (strcmp(name, "read_file") == 0) {
+		if (json_is_integer(json_object_get(args, "max_bytes")))
+			max = json_integer_value(json_object_get(args,
+			    "max_bytes"));
+		if (max < 1 || max > MCP_FILE_MAX)
+			max = MCP_FILE_MAX;
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s",
+		    sb, epath);
+		if ((s = transfer(t, "GET", target, NULL, 0, &r, err,
+		    sizeof(err))) == NULL)
+			return tool_result(err, 1);
+		if (r->status != 200) {
+			res = refused(r->status, r->body, r->len);
+			cli_stream_close(s);
+			return res;
+		}
+		doc = json_pack("{s:s, s:I}", "path", path, "size",
+		    (json_int_t)r->len);
+		put_bytes(doc, "content", (const char *)r->body, r->len,
+		    (size_t)max);
+		cli_stream_close(s);
+		text = json_dumps(doc, JSON_INDENT(1));
+		json_decref(doc);
+		res = tool_result(text ? text : "{}", 0);
+		free(text);
+		return res;
+	}
+	content = json_string_value(json_object_get(args, "content"));
+	enc = json_string_value(json_object_get(args, "encoding"));
+	mode = json_string_value(json_object_get(args, "mode"));
+	if (content == NULL)
+		return tool_result("content is required", 1);
+	len = json_string_length(json_object_get(args, "content"));
+	if (enc != NULL && strcmp(enc, "base64") == 0) {
+		if ((raw = malloc(len / 4 * 3 + 3)) == NULL ||
+		    len % 4 != 0 || (rl = EVP_DecodeBlock(raw,
+		    (const unsigned char *)content, (int)len)) < 0) {
+			free(raw);
+			return tool_result("content: not base64", 1);
+		}
+		while (len > 0 && content[len - 1] == '=' && rl > 0)
+			len--, rl--;
+		content = (const char *)raw;
+		len = (size_t)rl;
+	} else if (enc != NULL && strcmp(enc, "utf-8") != 0) {
+		return tool_result("encoding: utf-8 or base64", 1);
+	}
+	if (mode != NULL && (strlen(mode) > 5 || strspn(mode, "01234567") !=
+	    strlen(mode) || *mode == '\0')) {
+		free(raw);
+		return tool_result("mode: an octal mode such as 0644", 1);
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s%s%s",
+	    sb, epath, mode ? "&mode=" : "", mode ? mode : "");
+	s = transfer(t, "PUT", target, content, len, &r, err, sizeof(err));
+	free(raw);
+	if (s == NULL)
+		return tool_result(err, 1);
+	if (r->status != 200)
+		res = refused(r->status, r->body, r->len);
+	else {
+		text = strndup((const char *)r->body, r->len);
+		res = tool_result(text ? text : "written", 0);
+		free(text);
+	}
+	cli_stream_close(s);
 	return res;
 }
 
@@ -225,6 +552,10 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 		json_decref(body);
 		return res;
 	}
+	if (strcmp(name, "run_command") == 0)
+		return run_command(t, sb, args);
+	if (strcmp(name, "read_file") == 0 || strcmp(name, "write_file") == 0)
+		return file_tool(t, sb, name, args);
 	snprintf(msg, sizeof(msg), "unknown tool '%s'", name);
 	return tool_result(msg, 1);
 }
@@ -263,9 +594,10 @@ handle(const struct cli_target *t, const char *def_sb, json_t *msg)
 		return rpc_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}, "
 		    "s:s}", "protocolVersion", ver ? ver : MCP_PROTOCOL,
 		    "capabilities", "tools", "serverInfo", "name", "berth",
-		    "version", PACKAGE_VERSION, "instructions", "berth publishes "
-		    "this sandbox's ports on HTTPS URLs and controls where it "
-		    "may connect to."));
+		    "version", PACKAGE_VERSION, "instructions", "berth runs "
+		    "commands and moves files in this sandbox's guest (a Linux "
+		    "microVM), publishes its ports on HTTPS URLs and controls "
+		    "where it may connect to."));
 	}
 	if (strcmp(method, "ping") == 0)
 		return rpc_result(id, json_object());

@@ -26,11 +26,17 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -76,7 +82,9 @@ enum {
 	O_ENV = 1 << 25,
 	O_CWD = 1 << 26,
 	O_TIMEOUT = 1 << 27,
-	O_LAST = O_TIMEOUT
+	O_USER = 1 << 28,
+	O_TTY = 1 << 29,
+	O_LAST = O_TTY
 };
 
 /* What only a microVM sandbox takes (not one with --address). */
@@ -87,7 +95,7 @@ enum {
 enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
 	OPT_PERMIT, OPT_MEMORY, OPT_VCPUS, OPT_DISK, OPT_TEMPLATE,
 	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME, OPT_ENV, OPT_CWD,
-	OPT_TIMEOUT };
+	OPT_TIMEOUT, OPT_USER, OPT_TTY };
 
 #define MAX_RULE_OPTS 64
 
@@ -116,6 +124,8 @@ struct opts {
 	const char *env[MAX_RULE_OPTS];
 	int nenv;
 	const char *cwd, *timeout;
+	const char *user;
+	int tty;
 };
 
 struct cmd;
@@ -1070,6 +1080,506 @@ exec_print(json_t *doc, const char *key, FILE *f)
 	free(raw);
 }
 
+/* ---- streamed exec ---- */
+
+static volatile sig_atomic_t got_winch;
+
+static void
+on_winch(int sig)
+{
+	(void)sig;
+	got_winch = 1;
+}
+
+/* Queues one frame of the agent's format (agent_proto.h). */
+static int
+frame_out(struct cli_stream *s, int type, const void *p, size_t len)
+{
+	unsigned char *b;
+	int rc;
+
+	if ((b = malloc(len + 5)) == NULL)
+		return -1;
+	b[0] = (unsigned char)(len >> 24);
+	b[1] = (unsigned char)(len >> 16);
+	b[2] = (unsigned char)(len >> 8);
+	b[3] = (unsigned char)len;
+	b[4] = (unsigned char)type;
+	if (len > 0)
+		memcpy(b + 5, p, len);
+	rc = cli_stream_write(s, b, len + 5);
+	free(b);
+	return rc;
+}
+
+static void
+write_all(int fd, const unsigned char *p, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;	/* stdout closed: the rest is dropped */
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* The answer's frames so far: output printed, the end taken into *rc.
+ * 1 once the end frame came. */
+static int
+exec_frames(struct cli_stream_resp *r, int *rc)
+{
+	size_t off = 0, len;
+	json_t *doc, *v;
+	int end = 0;
+
+	while (!end && r->len - off >= 5) {
+		len = (size_t)r->body[off] << 24 | (size_t)r->body[off + 1] <<
+		    16 | (size_t)r->body[off + 2] << 8 | r->body[off + 3];
+		if (r->len - off - 5 < len)
+			break;
+		switch (r->body[off + 4]) {
+		case 'O':
+			write_all(STDOUT_FILENO, r->body + off + 5, len);
+			break;
+		case 'R':
+			write_all(STDERR_FILENO, r->body + off + 5, len);
+			break;
+		case 'X':
+		case 'F':
+			end = 1;
+			doc = json_loadb((const char *)r->body + off + 5, len, 0,
+			    NULL);
+			if (r->body[off + 4] == 'F') {
+				v = json_object_get(doc, "message");
+				fail("%s", json_is_string(v) ?
+				    json_string_value(v) : "exec failed");
+				*rc = EXIT_REFUSED;
+			} else {
+				if (json_is_true(json_object_get(doc,
+				    "timed_out")))
+					fprintf(stderr, "%s: the command timed "
+					    "out and was killed\n", progname);
+				if ((v = json_object_get(doc, "exit_code")) !=
+				    NULL && json_is_integer(v))
+					*rc = (int)json_integer_value(v) & 0xff;
+				else if ((v = json_object_get(doc, "signal")) !=
+				    NULL && json_is_integer(v))
+					*rc = 128 + ((int)json_integer_value(v) &
+					    0x7f);
+			}
+			json_decref(doc);
+			break;
+		default:
+			break;
+		}
+		off += 5 + len;
+	}
+	if (off > 0) {
+		memmove(r->body, r->body + off, r->len - off);
+		r->len -= off;
+	}
+	return end;
+}
+
+/*
+ * netctl sandbox exec without --json: POST .../exec?stream=1, output
+ * printed as it comes, stdin sent as it is read (a terminal's only with
+ * --tty, then in raw mode with its size, and again on SIGWINCH).
+ */
+static int
+exec_stream(const char *id, json_t *body, int tty)
+{
+	struct cli_stream *s;
+	struct cli_stream_resp *r = NULL;
+	struct termios saved, raw;
+	struct sigaction sa, old_sa;
+	struct pollfd pfd[2];
+	struct winsize ws;
+	unsigned char buf[32768];
+	char target[160], err[512], sz[32], *j;
+	int unreachable, rc = EXIT_REFUSED, in_open, is_raw = 0, k, end = 0;
+	ssize_t n;
+
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec?stream=1", id);
+	s = cli_stream_open(&tgt, "POST", target,
+	    "application/vnd.berth.exec-stream", -1, &unreachable, err,
+	    sizeof(err));
+	if (s == NULL) {
+		fail("%s", err);
+		out_error("unreachable", err);
+		return EXIT_UNREACHABLE;
+	}
+	if ((j = json_dumps(body, JSON_COMPACT)) == NULL ||
+	    frame_out(s, 'J', j, strlen(j)) < 0) {
+		free(j);
+		cli_stream_close(s);
+		fail("out of memory");
+		return EXIT_REFUSED;
+	}
+	free(j);
+	in_open = tty || !isatty(STDIN_FILENO);
+	if (!in_open)
+		frame_out(s, 'I', NULL, 0);
+	if (tty && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO,
+	    &saved) == 0) {
+		raw = saved;
+		cfmakeraw(&raw);
+		if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
+			is_raw = 1;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_winch;	/* no SA_RESTART: poll wakes */
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGWINCH, &sa, &old_sa);
+	}
+	while (!end) {
+		if (got_winch) {
+			got_winch = 0;
+			if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 &&
+			    ws.ws_row > 0) {
+				snprintf(sz, sizeof(sz), "%u %u",
+				    (unsigned)ws.ws_row, (unsigned)ws.ws_col);
+				frame_out(s, 'W', sz, strlen(sz));
+			}
+		}
+		if (cli_stream_flush(s, err, sizeof(err)) < 0) {
+			fail("%s", err);
+			rc = EXIT_UNREACHABLE;
+			break;
+		}
+		pfd[0].fd = cli_stream_fd(s);
+		pfd[0].events = POLLIN | (cli_stream_pending(s) ? POLLOUT : 0);
+		pfd[0].revents = 0;
+		/* stdin waits while berthd has not taken what was read */
+		pfd[1].fd = in_open && cli_stream_pending(s) < 1024 * 1024 ?
+		    STDIN_FILENO : -1;
+		pfd[1].events = POLLIN;
+		pfd[1].revents = 0;
+		if (!cli_stream_readable(s) && poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fail("poll: %s", strerror(errno));
+			break;
+		}
+		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = read(STDIN_FILENO, buf, sizeof(buf));
+			if (n > 0)
+				frame_out(s, 'I', buf, (size_t)n);
+			else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+				in_open = 0;
+				frame_out(s, 'I', NULL, 0);
+			}
+		}
+		if (!cli_stream_readable(s) && !(pfd[0].revents &
+		    (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if ((k = cli_stream_recv(s, &r, err, sizeof(err))) < 0) {
+			fail("%s", err);
+			rc = EXIT_UNREACHABLE;
+			break;
+		}
+		if (r->status != 0 && r->status != 200) {
+			if (k == 1) {	/* an API error, in JSON */
+				struct cli_response e;
+
+				e.status = r->status;
+				e.body = (char *)r->body;
+				e.len = r->len;
+				rc = api_error(&e, NULL);
+				end = 1;
+			}
+			continue;
+		}
+		if (r->status == 200 && exec_frames(r, &rc))
+			end = 1;
+		else if (k == 1) {
+			fail("berthd ended the answer without the command's "
+			    "end");
+			end = 1;
+		}
+	}
+	if (is_raw) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+		sigaction(SIGWINCH, &old_sa, NULL);
+	}
+	cli_stream_close(s);
+	return rc;
+}
+
+/* ---- netctl sandbox cp ---- */
+
+/* "ID:/PATH": the id and the path, 1; a local path: 0; -1 after saying
+ * what is wrong. */
+static int
+cp_side(const char *arg, char *id, size_t idlen, const char **path)
+{
+	const char *colon = strchr(arg, ':'), *slash = strchr(arg, '/');
+	size_t n;
+
+	if (colon == NULL || (slash != NULL && slash < colon)) {
+		*path = arg;
+		return 0;
+	}
+	n = (size_t)(colon - arg);
+	if (n == 0 || n >= idlen) {
+		fail("'%s': a sandbox side is ID:/PATH", arg);
+		return -1;
+	}
+	memcpy(id, arg, n);
+	id[n] = '\0';
+	if (check_id(id) == -1)
+		return -1;
+	*path = colon + 1;
+	if (**path != '/') {
+		fail("'%s': the path in the sandbox must be absolute", arg);
+		return -1;
+	}
+	return 1;
+}
+
+/* Percent-encodes a path for ?path=. */
+static void
+pct_path(const char *p, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (; *p != '\0' && o + 4 < outlen; p++) {
+		unsigned char ch = (unsigned char)*p;
+
+		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
+			out[o++] = (char)ch;
+		else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Waits until the stream can go on (sent some, or has answered). */
+static int
+cp_wait(struct cli_stream *s, int want_out)
+{
+	struct pollfd pfd;
+
+	if (cli_stream_readable(s))
+		return 0;
+	pfd.fd = cli_stream_fd(s);
+	pfd.events = POLLIN | (want_out ? POLLOUT : 0);
+	pfd.revents = 0;
+	while (poll(&pfd, 1, (int)cli_timeout_secs * 1000) < 0)
+		if (errno != EINTR)
+			return -1;
+	return 0;
+}
+
+/* Reads the answer to its end; EXIT_OK with *r complete, or the error
+ * printed. For a GET, out (when >= 0) takes the body as it comes. */
+static int
+cp_answer(struct cli_stream *s, struct cli_stream_resp **rp, int out,
+    unsigned long long *got)
+{
+	char err[512];
+	int k;
+
+	for (;;) {
+		if ((k = cli_stream_recv(s, rp, err, sizeof(err))) < 0) {
+			fail("%s", err);
+			return EXIT_UNREACHABLE;
+		}
+		if (out >= 0 && (*rp)->status == 200 && (*rp)->len > 0) {
+			write_all(out, (*rp)->body, (*rp)->len);
+			*got += (*rp)->len;
+			(*rp)->len = 0;
+		}
+		if (k == 1)
+			break;
+		if (cp_wait(s, 0) < 0) {
+			fail("poll: %s", strerror(errno));
+			return EXIT_UNREACHABLE;
+		}
+	}
+	if ((*rp)->status != 200) {
+		struct cli_response e;
+
+		e.status = (*rp)->status;
+		e.body = (char *)(*rp)->body;
+		e.len = (*rp)->len;
+		return api_error(&e, NULL);
+	}
+	return EXIT_OK;
+}
+
+static int
+cp_put(const char *local, const char *id, const char *path)
+{
+	struct cli_stream *s;
+	struct cli_stream_resp *r;
+	struct stat st;
+	char target[8400], enc[8200], err[512], buf[65536];
+	json_t *doc;
+	long long len = -1;
+	ssize_t n;
+	int fd, unreachable, rc;
+
+	if (strcmp(local, "-") == 0)
+		fd = STDIN_FILENO;
+	else if ((fd = open(local, O_RDONLY | O_CLOEXEC)) < 0) {
+		fail("%s: %s", local, strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		len = (long long)st.st_size;
+	else if (fd != STDIN_FILENO) {
+		fail("%s: not a regular file", local);
+		close(fd);
+		return EXIT_USAGE;
+	}
+	pct_path(path, enc, sizeof(enc));
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s"
+	    "&mode=%04o", id, enc, fd == STDIN_FILENO ? 0644u :
+	    (unsigned)(st.st_mode & 07777));
+	/* a wake comes on top of the transfer */
+	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
+	if ((s = cli_stream_open(&tgt, "PUT", target,
+	    "application/octet-stream", len, &unreachable, err,
+	    sizeof(err))) == NULL) {
+		fail("%s", err);
+		out_error("unreachable", err);
+		if (fd != STDIN_FILENO)
+			close(fd);
+		return EXIT_UNREACHABLE;
+	}
+	for (;;) {
+		if (cli_stream_flush(s, err, sizeof(err)) < 0)
+			break;	/* berthd may have answered: read it */
+		if (cli_stream_pending(s) > 256 * 1024) {
+			if (cp_wait(s, 1) < 0)
+				break;
+			if (cli_stream_readable(s))
+				break;
+			continue;
+		}
+		if ((n = read(fd, buf, sizeof(buf))) < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fail("%s: %s", local, strerror(errno));
+			cli_stream_close(s);
+			return EXIT_REFUSED;
+		}
+		if (n == 0) {
+			cli_stream_write(s, NULL, 0);	/* chunked: the end */
+			while (cli_stream_pending(s) > 0 &&
+			    cli_stream_flush(s, err, sizeof(err)) == 0 &&
+			    cli_stream_pending(s) > 0)
+				if (cp_wait(s, 1) < 0)
+					break;
+			break;
+		}
+		cli_stream_write(s, buf, (size_t)n);
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	rc = cp_answer(s, &r, -1, NULL);
+	if (rc == EXIT_OK && (doc = json_loadb((const char *)r->body, r->len,
+	    0, NULL)) != NULL)
+		out_set(doc);
+	cli_stream_close(s);
+	return rc;
+}
+
+static int
+cp_get(const char *id, const char *path, const char *local)
+{
+	struct cli_stream *s;
+	struct cli_stream_resp *r;
+	struct stat st;
+	char target[8400], enc[8200], err[512], dst[8192], tmp[8300];
+	const char *base;
+	unsigned long long got = 0;
+	int fd = STDOUT_FILENO, unreachable, rc, tofile;
+
+	tofile = strcmp(local, "-") != 0;
+	snprintf(dst, sizeof(dst), "%s", local);
+	if (tofile && stat(local, &st) == 0 && S_ISDIR(st.st_mode)) {
+		base = strrchr(path, '/') + 1;
+		snprintf(dst, sizeof(dst), "%s/%s", local, *base ? base : "file");
+	}
+	pct_path(path, enc, sizeof(enc));
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s",
+	    id, enc);
+	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
+	if ((s = cli_stream_open(&tgt, "GET", target, NULL, 0, &unreachable,
+	    err, sizeof(err))) == NULL) {
+		fail("%s", err);
+		out_error("unreachable", err);
+		return EXIT_UNREACHABLE;
+	}
+	/* the request goes out whole first (a GET head is small) */
+	while (cli_stream_pending(s) > 0) {
+		if (cli_stream_flush(s, err, sizeof(err)) < 0) {
+			fail("%s", err);
+			cli_stream_close(s);
+			return EXIT_UNREACHABLE;
+		}
+		if (cli_stream_pending(s) > 0)
+			cp_wait(s, 1);
+	}
+	/* into a temporary file beside dst, renamed once complete */
+	if (tofile) {
+		snprintf(tmp, sizeof(tmp), "%s.netctl-XXXXXX", dst);
+		if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+			fail("%s: %s", dst, strerror(errno));
+			cli_stream_close(s);
+			return EXIT_USAGE;
+		}
+	}
+	rc = cp_answer(s, &r, fd, &got);
+	if (tofile) {
+		if (rc == EXIT_OK && (fchmod(fd, 0644) < 0 || close(fd) < 0 ||
+		    rename(tmp, dst) < 0)) {
+			fail("%s: %s", dst, strerror(errno));
+			rc = EXIT_REFUSED;
+		} else if (rc != EXIT_OK)
+			close(fd);
+		if (rc != EXIT_OK)
+			unlink(tmp);
+	}
+	if (rc == EXIT_OK)
+		out_set(json_pack("{s:s, s:s, s:I, s:I}", "path", path, "to",
+		    tofile ? dst : "-", "size", (json_int_t)got, "wake_ms",
+		    (json_int_t)(r->wake_ms < 0 ? 0 : r->wake_ms)));
+	cli_stream_close(s);
+	return rc;
+}
+
+static int
+c_sandbox_cp(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char sid[PX_SANDBOX_ID_MAX + 2], did[PX_SANDBOX_ID_MAX + 2];
+	const char *sp, *dp;
+	int sr, dr;
+
+	(void)c;
+	(void)o;
+	(void)n;
+	if ((sr = cp_side(a[0], sid, sizeof(sid), &sp)) < 0 ||
+	    (dr = cp_side(a[1], did, sizeof(did), &dp)) < 0)
+		return EXIT_USAGE;
+	if (sr == dr) {
+		fail("cp: one side must be in a sandbox (ID:/PATH), the other "
+		    "here");
+		return EXIT_USAGE;
+	}
+	return sr ? cp_get(sid, sp, dp) : cp_put(sp, did, dp);
+}
+
 static int
 c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 {
@@ -1109,6 +1619,25 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 	}
 	if (o->cwd != NULL)
 		json_object_set_new(body, "cwd", json_string(o->cwd));
+	if (o->user != NULL)
+		json_object_set_new(body, "user", json_string(o->user));
+	if (o->tty) {
+		struct winsize ws;
+		int fd;
+
+		/* the size of the terminal netctl runs in, if any */
+		memset(&ws, 0, sizeof(ws));
+		for (fd = 0; fd < 3; fd++)
+			if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 &&
+			    ws.ws_row > 0)
+				break;
+		if (ws.ws_row == 0 || ws.ws_col == 0) {
+			ws.ws_row = 24;
+			ws.ws_col = 80;
+		}
+		json_object_set_new(body, "tty", json_pack("{s:i, s:i}",
+		    "rows", (int)ws.ws_row, "cols", (int)ws.ws_col));
+	}
 	if (o->timeout != NULL) {
 		json_t *t = json_object();
 
@@ -1139,6 +1668,11 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 	}
 	/* a wake, and commands queued before this one, come on top */
 	cli_timeout_secs = (unsigned)(secs > 86400 ? 86400 : secs) + 300;
+	if (!o->json) {
+		rc = exec_stream(a[0], body, o->tty);
+		json_decref(body);
+		return rc;
+	}
 	if (!isatty(STDIN_FILENO)) {
 		while (got <= EXEC_STDIN_MAX && (r = read(STDIN_FILENO,
 		    buf + got, sizeof(buf) - got)) != 0) {
@@ -1886,17 +2420,27 @@ static const struct cmd cmds[] = {
 	  c_sandbox_console,
 	  "Print the guest console berthd keeps (the last 64 KiB; at most\n"
 	  "vm_console_max in all); --follow keeps printing what comes." },
-	{ "sandbox", "exec", NULL, "<id> [--env NAME=VALUE]... [--cwd DIR] "
-	  "[--timeout D] -- CMD [ARG]...", 2, 4096, O_ENV | O_CWD | O_TIMEOUT,
+	{ "sandbox", "exec", NULL, "<id> [--user U] [--tty] [--env NAME=VALUE]... "
+	  "[--cwd DIR] [--timeout D] -- CMD [ARG]...", 2, 4096, O_ENV | O_CWD |
+	  O_TIMEOUT | O_USER | O_TTY,
 	  c_sandbox_exec,
-	  "Run CMD in the sandbox's guest (as root) and print its stdout and\n"
+	  "Run CMD in the sandbox's guest (as root, or --user U: a name or uid\n"
+	  "of the guest's /etc/passwd, with its groups) and print its stdout and\n"
 	  "stderr as they were; netctl exits with the command's status (128+N\n"
 	  "when signal N ended it; netctl's own failures keep their codes, so\n"
 	  "1-4 may be either: --json tells). A paused or suspended sandbox is\n"
 	  "woken first. stdin is sent when it is not a terminal (at most 48\n"
 	  "KiB for now; output is returned once the command ends, at most 4\n"
 	  "MiB a stream). --timeout (default 10m, at most 24h) kills the\n"
-	  "command after D. A sandbox token may exec only in its sandbox." },
+	  "command after D. --tty runs it on a terminal in the guest (its size\n"
+	  "netctl's own, else 24x80; output is one stream, stdout). A sandbox\n"
+	  "token may exec only in its sandbox." },
+	{ "sandbox", "cp", NULL, "SRC DST", 2, 2, 0, c_sandbox_cp,
+	  "Copy a file into or out of a sandbox's guest: one side is\n"
+	  "ID:/PATH, the other a local path ('-': stdin or stdout; a\n"
+	  "directory: the same name in it). Streamed both ways; written to a\n"
+	  "temporary file and renamed, with the local file's mode going in.\n"
+	  "A paused or suspended sandbox is woken first (--json: wake_ms)." },
 	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
 	  "Lifecycle events of a sandbox, oldest first:\n"
 	  "SEQ TIME OPERATION RESULT DURATION REASON." },
@@ -2121,6 +2665,8 @@ opt_name(unsigned o)
 	case O_ENV: return "--env";
 	case O_CWD: return "--cwd";
 	case O_TIMEOUT: return "--timeout";
+	case O_USER: return "--user";
+	case O_TTY: return "--tty";
 	default: return "?";
 	}
 }
@@ -2200,6 +2746,8 @@ netctl_main(int argc, char **argv)
 		{ "env", required_argument, NULL, OPT_ENV },
 		{ "cwd", required_argument, NULL, OPT_CWD },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "user", required_argument, NULL, OPT_USER },
+		{ "tty", no_argument, NULL, OPT_TTY },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -2348,6 +2896,14 @@ netctl_main(int argc, char **argv)
 		case OPT_TIMEOUT:
 			o.timeout = optarg;
 			o.given |= O_TIMEOUT;
+			break;
+		case OPT_USER:
+			o.user = optarg;
+			o.given |= O_USER;
+			break;
+		case OPT_TTY:
+			o.tty = 1;
+			o.given |= O_TTY;
 			break;
 		case 'd':
 		case 'w':

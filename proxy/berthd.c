@@ -1407,6 +1407,10 @@ main(int argc, char **argv)
 		hooks.template_dir = px_vm_template_dir();
 		px_exec_init(P.base);
 		hooks.exec = px_exec_start;
+		hooks.exec_stream = px_exec_stream_start;
+		hooks.exec_input = px_exec_stream_input;
+		hooks.exec_read = px_exec_stream_read;
+		hooks.exec_cancel = px_exec_stream_cancel;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
 	hooks.template_check = px_vm_template_check;

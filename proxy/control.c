@@ -24,6 +24,7 @@
 #include "store.h"
 #include "token.h"
 #include "valid.h"
+#include "../vmm/guest/agent_proto.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -92,6 +93,8 @@ struct px_control {
 	unsigned long long refused_budget, refused_addr, closed_deadline;
 };
 
+struct cstream;
+
 struct conn {
 	TAILQ_ENTRY(conn) entry;
 	struct px_control *ctl;
@@ -105,6 +108,11 @@ struct conn {
 	int closing;		/* free once the output is flushed */
 	int throttled;		/* reading paused: output above CTL_OUT_HIGH */
 	int waiting;		/* a lifecycle operation answers later */
+	int early;		/* a streamed request: served from its head */
+	int early_served;
+	int close_after;	/* a streamed request said Connection: close */
+	int expect_continue;	/* Expect: 100-continue */
+	struct cstream *st;	/* its stream, while it answers */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
 	int authed;		/* TCP: a request of it carried a valid token */
@@ -1501,6 +1509,7 @@ struct pending {
 };
 
 static void conn_read(struct bufferevent *, void *);
+static void conn_free(struct conn *);
 
 
 /* A deferred answer (lifecycle, exec) was written: the connection reads
@@ -1711,40 +1720,53 @@ env_name_ok(const char *s)
 	return i > 0 && i <= 256;
 }
 
-static void
-h_exec(struct req *r, const char *id)
-{
-	static const char *const allowed[] = { "argv", "env", "cwd",
-	    "timeout", "stdin", NULL };
-	struct px_control *ctl = r->c->ctl;
+/* The checked parts of an exec request, and what holds them. */
+struct exec_parsed {
 	struct px_exec_req er;
-	struct px_sandbox sb;
-	struct exec_pending *p = NULL;
-	json_t *obj, *v, *argv_j, *env_j;
-	char **argv = NULL, **env = NULL, err[512], buf[64];
+	char **argv, **env;
+	unsigned char *in;
+};
+
+static void
+exec_parsed_free(struct exec_parsed *ep)
+{
+	size_t i;
+
+	if (ep->env != NULL)
+		for (i = 0; ep->env[i] != NULL; i++)
+			free(ep->env[i]);
+	free(ep->env);
+	free(ep->argv);
+	free(ep->in);
+	memset(ep, 0, sizeof(*ep));
+}
+
+/*
+ * Checks an exec request's JSON into ep (strings point into obj, which
+ * must outlive it). streamed: stdin comes as frames, not in the JSON.
+ * 0, or -1 after replying the error.
+ */
+static int
+exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
+{
+	struct px_exec_req *er = &ep->er;
+	json_t *v, *argv_j, *env_j;
+	char err[512], buf[64];
 	const char *text, *key;
-	unsigned char *in = NULL;
 	uint64_t ms;
 	size_t i, n, pad;
-	int rc, status = 503, len;
+	int rc, len;
 
-	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
-	    sizeof(err))) != PX_STORE_OK) {
-		reply_store(r, rc, NULL, err);
-		return;
-	}
-	if ((obj = body_object(r, allowed, 0)) == NULL)
-		return;
-	memset(&er, 0, sizeof(er));
+	memset(ep, 0, sizeof(*ep));
 	argv_j = json_object_get(obj, "argv");
 	if (!json_is_array(argv_j) || json_array_size(argv_j) == 0 ||
 	    json_array_size(argv_j) > EXEC_MAX_ARGS) {
 		reply_error(r, 400, NULL, "argv", "must be an array of 1 to %d "
 		    "strings: the command and its arguments", EXEC_MAX_ARGS);
-		goto out;
+		goto fail;
 	}
 	n = json_array_size(argv_j);
-	if ((argv = calloc(n + 1, sizeof(*argv))) == NULL)
+	if ((ep->argv = calloc(n + 1, sizeof(*ep->argv))) == NULL)
 		goto oom;
 	json_array_foreach(argv_j, i, v) {
 		if (!json_is_string(v) || strlen(json_string_value(v)) !=
@@ -1753,22 +1775,22 @@ h_exec(struct req *r, const char *id)
 			reply_error(r, 400, NULL, "argv", "argv[%zu] must be a "
 			    "string without NUL%s", i, i == 0 ?
 			    ", and not empty" : "");
-			goto out;
+			goto fail;
 		}
-		argv[i] = (char *)json_string_value(v);
+		ep->argv[i] = (char *)json_string_value(v);
 	}
-	er.argv = argv;
-	er.argc = (int)n;
+	er->argv = ep->argv;
+	er->argc = (int)n;
 	env_j = json_object_get(obj, "env");
 	if (env_j != NULL && !json_is_null(env_j)) {
 		if (!json_is_object(env_j) || json_object_size(env_j) >
 		    EXEC_MAX_ARGS) {
 			reply_error(r, 400, NULL, "env", "must be an object of "
 			    "at most %d NAME: \"value\" strings", EXEC_MAX_ARGS);
-			goto out;
+			goto fail;
 		}
-		if ((env = calloc(json_object_size(env_j) + 1,
-		    sizeof(*env))) == NULL)
+		if ((ep->env = calloc(json_object_size(env_j) + 1,
+		    sizeof(*ep->env))) == NULL)
 			goto oom;
 		json_object_foreach(env_j, key, v) {
 			if (!env_name_ok(key) || !json_is_string(v) ||
@@ -1776,51 +1798,127 @@ h_exec(struct req *r, const char *id)
 				reply_error(r, 400, NULL, "env", "'%s': names are "
 				    "[A-Za-z_][A-Za-z0-9_]*, values strings "
 				    "without NUL", shown(buf, sizeof(buf), key));
-				goto out;
+				goto fail;
 			}
-			if (asprintf(&env[er.envc], "%s=%s", key,
+			if (asprintf(&ep->env[er->envc], "%s=%s", key,
 			    json_string_value(v)) < 0) {
-				env[er.envc] = NULL;
+				ep->env[er->envc] = NULL;
 				goto oom;
 			}
-			er.envc++;
+			er->envc++;
 		}
 	}
-	er.env = env;
-	if (string_field(r, obj, "cwd", 1, &er.cwd) < 0)
-		goto out;
-	er.timeout_ms = EXEC_TIMEOUT_DEFAULT;
+	er->env = ep->env;
+	if (string_field(r, obj, "cwd", 1, &er->cwd) < 0)
+		goto fail;
+	if (string_field(r, obj, "user", 1, &er->user) < 0)
+		goto fail;
+	if (er->user != NULL && (*er->user == '\0' || strlen(er->user) > 32 ||
+	    strpbrk(er->user, ":\n/") != NULL)) {
+		reply_error(r, 400, NULL, "user", "'%s': a user name or uid of "
+		    "the guest's /etc/passwd", shown(buf, sizeof(buf),
+		    er->user));
+		goto fail;
+	}
+	v = json_object_get(obj, "tty");
+	if (json_is_true(v)) {
+		er->tty = 1;
+	} else if (json_is_object(v)) {
+		json_t *rows = json_object_get(v, "rows");
+		json_t *cols = json_object_get(v, "cols");
+
+		if (json_object_size(v) != 2 || !json_is_integer(rows) ||
+		    !json_is_integer(cols) || json_integer_value(rows) < 1 ||
+		    json_integer_value(rows) > 10000 ||
+		    json_integer_value(cols) < 1 ||
+		    json_integer_value(cols) > 10000) {
+			reply_error(r, 400, NULL, "tty", "must be true, false, "
+			    "or {\"rows\": R, \"cols\": C} (1 to 10000)");
+			goto fail;
+		}
+		er->tty = 1;
+		er->rows = (int)json_integer_value(rows);
+		er->cols = (int)json_integer_value(cols);
+	} else if (v != NULL && !json_is_false(v) && !json_is_null(v)) {
+		reply_error(r, 400, NULL, "tty", "must be true, false, or "
+		    "{\"rows\": R, \"cols\": C}");
+		goto fail;
+	}
+	er->timeout_ms = EXEC_TIMEOUT_DEFAULT;
 	if ((rc = string_field(r, obj, "timeout", 1, &text)) < 0)
-		goto out;
+		goto fail;
 	if (rc == 1 && text != NULL) {
 		if (px_rule_duration(text, &ms, err, sizeof(err)) < 0) {
 			reply_error(r, 400, NULL, "timeout", "%s", err);
-			goto out;
+			goto fail;
 		}
 		if (ms < 1000 || ms > EXEC_TIMEOUT_MAX) {
 			reply_error(r, 400, NULL, "timeout", "'%s': use 1s to "
 			    "24h", shown(buf, sizeof(buf), text));
-			goto out;
+			goto fail;
 		}
-		er.timeout_ms = ms;
+		er->timeout_ms = ms;
 	}
 	if ((rc = string_field(r, obj, "stdin", 1, &text)) < 0)
-		goto out;
+		goto fail;
+	if (rc == 1 && text != NULL && streamed) {
+		reply_error(r, 400, NULL, "stdin", "a streamed exec sends its "
+		    "stdin as 'I' frames");
+		goto fail;
+	}
 	if (rc == 1 && text != NULL && (n = strlen(text)) > 0) {
 		/* EVP_DecodeBlock counts the padding as zero bytes */
 		for (pad = 0; pad < 2 && pad < n && text[n - 1 - pad] == '=';
 		    pad++)
 			;
-		if ((in = malloc(n / 4 * 3 + 3)) == NULL)
+		if ((ep->in = malloc(n / 4 * 3 + 3)) == NULL)
 			goto oom;
-		if (n % 4 != 0 || (len = EVP_DecodeBlock(in,
+		if (n % 4 != 0 || (len = EVP_DecodeBlock(ep->in,
 		    (const unsigned char *)text, (int)n)) < 0) {
 			reply_error(r, 400, NULL, "stdin", "must be base64 "
 			    "(RFC 4648, with padding)");
-			goto out;
+			goto fail;
 		}
-		er.stdin_data = in;
-		er.stdin_len = (size_t)len - pad;
+		er->stdin_data = ep->in;
+		er->stdin_len = (size_t)len - pad;
+	}
+	return 0;
+oom:
+	reply_error(r, 503, NULL, NULL, "out of memory");
+fail:
+	exec_parsed_free(ep);
+	return -1;
+}
+
+static void cs_exec_begin(struct req *, const char *id);
+
+static void
+h_exec(struct req *r, const char *id)
+{
+	static const char *const allowed[] = { "argv", "env", "cwd",
+	    "timeout", "stdin", "user", "tty", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct exec_parsed ep;
+	struct px_sandbox sb;
+	struct exec_pending *p = NULL;
+	json_t *obj;
+	char err[512];
+	int rc, status = 503;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (r->c->early) {	/* ?stream=1: the request comes as frames */
+		cs_exec_begin(r, id);
+		return;
+	}
+	if ((obj = body_object(r, allowed, 0)) == NULL)
+		return;
+	if (exec_parse(r, obj, 0, &ep) < 0) {
+		json_decref(obj);
+		return;
 	}
 	if (sb.external || ctl->hooks.exec == NULL) {
 		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
@@ -1828,8 +1926,10 @@ h_exec(struct req *r, const char *id)
 		    id);
 		goto out;
 	}
-	if ((p = calloc(1, sizeof(*p))) == NULL)
-		goto oom;
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		reply_error(r, 503, NULL, NULL, "out of memory");
+		goto out;
+	}
 	p->ctl = ctl;
 	p->c = r->c;
 	p->serial = r->c->serial;
@@ -1838,24 +1938,469 @@ h_exec(struct req *r, const char *id)
 	 * and a long command is not an idle client. */
 	r->c->waiting = 1;
 	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
-	if (ctl->hooks.exec(id, &er, exec_done, p, &status, err, sizeof(err),
+	if (ctl->hooks.exec(id, &ep.er, exec_done, p, &status, err, sizeof(err),
 	    ctl->hooks.arg) != 0) {
 		r->c->waiting = 0;
 		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
 		free(p);
 		reply_error(r, status, NULL, NULL, "%s", err);
 	}
-	goto out;
-oom:
-	reply_error(r, 503, NULL, NULL, "out of memory");
 out:
-	if (env != NULL)
-		for (i = 0; env[i] != NULL; i++)
-			free(env[i]);
-	free(env);
-	free(argv);
-	free(in);
+	exec_parsed_free(&ep);
 	json_decref(obj);
+}
+
+/* ---- streamed exec and files ----
+ * POST .../exec?stream=1 and PUT .../files are served from their head
+ * (conn_read: early): the body goes to the guest as it comes, with
+ * backpressure both ways (CS_IN_HIGH queued toward the guest stops
+ * reading the client; CTL_OUT_HIGH unsent to the client stops taking
+ * the guest's output, exec_read). GET .../files answers as the guest
+ * sends. Framing (README, "Streamed exec"): the agent's own frames, a
+ * 4-byte big-endian length, a type byte, the payload; the client sends
+ * 'J' (the exec JSON, first), 'I' (stdin; empty: EOF), 'W' ("ROWS
+ * COLS"); berthd answers in a chunked body 'O', 'R', and last 'X' (the
+ * end, JSON) or 'F' (an error after the answer began, JSON). */
+
+#define CS_IN_HIGH	(256 * 1024)
+#define CS_JSON_MAX	(48 * 1024)
+#define CS_PATH_MAX	4096
+
+enum cs_kind { CS_EXEC, CS_PUT, CS_GET };
+
+struct cstream {
+	struct conn *c;
+	struct px_exec_stream *h;	/* NULL: not started, or ended */
+	enum cs_kind kind;
+	enum http_method method;
+	char id[PX_SANDBOX_ID_MAX + 1];
+	char path[CS_PATH_MAX + 1];
+	unsigned mode;
+	int head_sent, in_paused, out_paused, body_done, eof_sent;
+	struct evbuffer *fbuf;		/* exec: a client frame not whole yet */
+	uint64_t bytes;
+	int64_t wake_ms;
+};
+
+static void
+cs_free(struct cstream *cs)
+{
+	if (cs->fbuf != NULL)
+		evbuffer_free(cs->fbuf);
+	free(cs);
+}
+
+static void
+cs_head(struct cstream *cs, const char *ctype)
+{
+	struct evbuffer *out = bufferevent_get_output(cs->c->bev);
+
+	cs->c->ctl->responses[2]++;
+	evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
+	    "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n"
+	    "Berth-Wake-Ms: %lld\r\n%s\r\n", ctype, (long long)cs->wake_ms,
+	    cs->c->closing || cs->c->close_after ? "Connection: close\r\n" :
+	    "");
+	cs->head_sent = 1;
+}
+
+/* One chunk: for exec a frame of type, for a file its bytes. */
+static void
+cs_chunk(struct cstream *cs, int type, const void *p, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(cs->c->bev);
+	unsigned char h[BA_HDR];
+
+	if (cs->kind == CS_EXEC) {
+		evbuffer_add_printf(out, "%zx\r\n", len + BA_HDR);
+		ba_hdr_put(h, (uint32_t)len, type);
+		evbuffer_add(out, h, sizeof(h));
+	} else if (len == 0)
+		return;
+	else
+		evbuffer_add_printf(out, "%zx\r\n", len);
+	evbuffer_add(out, p, len);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* The answer is complete (or abandoned): the connection goes on with
+ * its next request, or closes when the body was not all read. */
+static void
+cs_finish(struct cstream *cs)
+{
+	struct conn *c = cs->c;
+
+	c->st = NULL;
+	if (c->close_after)
+		c->closing = 1;
+	c->close_after = 0;
+	if (cs->body_done && !c->closing) {
+		cs_free(cs);
+		conn_resume(c);
+		return;
+	}
+	cs_free(cs);
+	c->closing = 1;
+	bufferevent_disable(c->bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_free(c);	/* nothing left to flush */
+}
+
+static void
+cs_start(void *arg, int64_t wake_ms)
+{
+	struct cstream *cs = arg;
+
+	cs->wake_ms = wake_ms;
+	if (cs->kind == CS_EXEC)
+		cs_head(cs, "application/vnd.berth.exec-stream");
+}
+
+static void
+cs_output(void *arg, int type, const unsigned char *p, size_t len)
+{
+	struct cstream *cs = arg;
+
+	if (cs->kind == CS_PUT)
+		return;
+	if (!cs->head_sent)
+		cs_head(cs, "application/octet-stream");
+	cs->bytes += len;
+	cs_chunk(cs, type, p, len);
+	if (!cs->out_paused && evbuffer_get_length(bufferevent_get_output(
+	    cs->c->bev)) > CTL_OUT_HIGH && cs->h != NULL) {
+		cs->out_paused = 1;
+		cs->c->ctl->hooks.exec_read(cs->h, 0);
+	}
+}
+
+static void
+cs_done(void *arg, const struct px_exec_result *res)
+{
+	struct cstream *cs = arg;
+	struct conn *c = cs->c;
+	struct req r;
+	char hdr[64], mode[8], *text;
+	json_t *doc;
+
+	cs->h = NULL;
+	snprintf(mode, sizeof(mode), "%04o", cs->mode);
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = cs->method;
+	snprintf(hdr, sizeof(hdr), "Berth-Wake-Ms: %lld\r\n",
+	    (long long)res->wake_ms);
+	if (!cs->head_sent) {
+		cs->wake_ms = res->wake_ms;
+		if (res->status != 200)
+			reply_error_hdr(&r, res->status, hdr, "%s",
+			    res->message ? res->message : "failed");
+		else if (cs->kind == CS_PUT)
+			reply_json_hdr(&r, 200, json_pack("{s:s, s:I, s:s, "
+			    "s:I, s:I}", "path", cs->path, "size",
+			    (json_int_t)cs->bytes, "mode", mode,
+			    "wake_ms", (json_int_t)res->wake_ms, "duration_ms",
+			    (json_int_t)res->duration_ms), hdr);
+		else {
+			cs_head(cs, cs->kind == CS_GET ?
+			    "application/octet-stream" :
+			    "application/vnd.berth.exec-stream");
+			evbuffer_add(bufferevent_get_output(c->bev),
+			    "0\r\n\r\n", 5);
+		}
+	} else if (cs->kind == CS_EXEC) {
+		if (res->status == 200)
+			doc = json_pack("{s:o, s:o, s:b, s:I, s:I}",
+			    "exit_code", res->exited ?
+			    json_integer(res->exit_code) : json_null(),
+			    "signal", res->exited ? json_null() :
+			    json_integer(res->signal), "timed_out",
+			    res->timed_out, "wake_ms", (json_int_t)res->wake_ms,
+			    "duration_ms", (json_int_t)res->duration_ms);
+		else
+			doc = json_pack("{s:i, s:s}", "status", res->status,
+			    "message", res->message ? res->message : "failed");
+		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+		json_decref(doc);
+		cs_chunk(cs, res->status == 200 ? BA_EXIT : BA_FAIL,
+		    text != NULL ? text : "{}", text != NULL ? strlen(text) : 2);
+		free(text);
+		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
+	} else if (res->status == 200) {
+		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
+	} else {
+		/* the file broke off: no last chunk, the client sees a
+		 * truncated body */
+		c->closing = 1;
+	}
+	cs_finish(cs);
+}
+
+static void
+cs_drained(void *arg)
+{
+	struct cstream *cs = arg;
+	struct conn *c = cs->c;
+
+	if (!cs->in_paused)
+		return;
+	cs->in_paused = 0;
+	bufferevent_enable(c->bev, EV_READ);
+	conn_read(c->bev, c);
+}
+
+static void
+cs_queued(struct cstream *cs, size_t queued)
+{
+	if (queued > CS_IN_HIGH && !cs->in_paused) {
+		cs->in_paused = 1;
+		bufferevent_disable(cs->c->bev, EV_READ);
+	}
+}
+
+/* Starts the stream's operation; -1 after replying why not. */
+static int
+cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er)
+{
+	struct px_control *ctl = cs->c->ctl;
+	struct px_exec_sink sink = { cs_start, cs_output, cs_done,
+	    cs_drained, cs };
+	char err[512];
+	int status = 503;
+
+	cs->h = ctl->hooks.exec_stream(cs->id, er, &sink, &status, err,
+	    sizeof(err), ctl->hooks.arg);
+	if (cs->h == NULL) {
+		reply_error(r, status, NULL, NULL, "%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* A new stream on r's connection; NULL after replying why not. */
+static struct cstream *
+cs_new(struct req *r, const char *id, enum cs_kind kind)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	struct cstream *cs;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return NULL;
+	}
+	if (sb.external || ctl->hooks.exec_stream == NULL) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: it has no guest%s", id, kind == CS_EXEC ?
+		    " to run a command in" : " to hold files");
+		return NULL;
+	}
+	if ((cs = calloc(1, sizeof(*cs))) == NULL ||
+	    (kind == CS_EXEC && (cs->fbuf = evbuffer_new()) == NULL)) {
+		free(cs);
+		reply_error(r, 503, NULL, NULL, "out of memory");
+		return NULL;
+	}
+	cs->c = r->c;
+	cs->kind = kind;
+	cs->method = r->method;
+	snprintf(cs->id, sizeof(cs->id), "%s", id);
+	return cs;
+}
+
+/* The stream answers later; a long transfer is not an idle client. */
+static void
+cs_attach(struct cstream *cs)
+{
+	cs->c->st = cs;
+	cs->c->waiting = 1;
+	bufferevent_set_timeouts(cs->c->bev, NULL, NULL);
+}
+
+static void
+cs_exec_begin(struct req *r, const char *id)
+{
+	struct cstream *cs;
+
+	if ((cs = cs_new(r, id, CS_EXEC)) != NULL)
+		cs_attach(cs);	/* runs at its 'J' frame */
+}
+
+/* The 'J' frame: the exec request; -1 after replying. */
+static int
+cs_exec_json(struct cstream *cs, const char *p, size_t len)
+{
+	static const char *const allowed[] = { "argv", "env", "cwd",
+	    "timeout", "user", "tty", NULL };
+	struct exec_parsed ep;
+	struct req r;
+	json_t *obj;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.c = cs->c;
+	r.method = cs->method;
+	r.body = p;
+	r.bodylen = len;
+	if ((obj = body_object(&r, allowed, 0)) == NULL)
+		return -1;
+	if (exec_parse(&r, obj, 1, &ep) < 0) {
+		json_decref(obj);
+		return -1;
+	}
+	rc = cs_run(cs, &r, &ep.er);
+	exec_parsed_free(&ep);
+	json_decref(obj);
+	return rc;
+}
+
+/* The client's body broke the framing: answer (or cut) and close. */
+static void
+cs_bad(struct cstream *cs, const char *msg)
+{
+	struct req r;
+
+	if (cs->h != NULL) {
+		cs->c->ctl->hooks.exec_cancel(cs->h);
+		cs->h = NULL;
+	}
+	cs->c->closing = 1;
+	if (!cs->head_sent) {
+		memset(&r, 0, sizeof(r));
+		r.c = cs->c;
+		r.method = cs->method;
+		reply_error(&r, 400, NULL, NULL, "%s", msg);
+	}
+	cs_finish(cs);
+}
+
+/* Body bytes of a streamed request. */
+static void
+cs_body(struct cstream *cs, const char *at, size_t len)
+{
+	struct px_control *ctl = cs->c->ctl;
+	unsigned char h[BA_HDR], *p;
+	size_t n, queued = 0;
+	uint32_t flen;
+
+	if (cs->kind == CS_PUT) {
+		for (; len > 0; at += n, len -= n) {
+			n = len > BA_CHUNK ? BA_CHUNK : len;
+			queued = ctl->hooks.exec_input(cs->h, BA_STDIN, at, n);
+			cs->bytes += n;
+		}
+		cs_queued(cs, queued);
+		return;
+	}
+	evbuffer_add(cs->fbuf, at, len);
+	while (evbuffer_copyout(cs->fbuf, h, BA_HDR) == BA_HDR) {
+		flen = ba_hdr_len(h);
+		if (cs->h == NULL && h[4] != 'J') {
+			cs_bad(cs, "a streamed exec starts with its 'J' frame");
+			return;
+		}
+		if (cs->h != NULL && !((h[4] == BA_STDIN && flen <= BA_CHUNK) ||
+		    (h[4] == BA_RESIZE && flen <= 32)) ) {
+			cs_bad(cs, "frames after 'J' are 'I' (at most 32 KiB) "
+			    "or 'W'");
+			return;
+		}
+		if (flen > CS_JSON_MAX) {
+			cs_bad(cs, "the 'J' frame is larger than 48 KiB");
+			return;
+		}
+		if (evbuffer_get_length(cs->fbuf) < BA_HDR + (size_t)flen)
+			return;
+		evbuffer_drain(cs->fbuf, BA_HDR);
+		p = evbuffer_pullup(cs->fbuf, (ev_ssize_t)flen);
+		if (h[4] == 'J') {
+			if (cs_exec_json(cs, (const char *)p, flen) < 0) {
+				cs->c->closing = 1;
+				cs_finish(cs);
+				return;
+			}
+		} else {
+			if (h[4] == BA_STDIN && flen == 0)
+				cs->eof_sent = 1;
+			queued = ctl->hooks.exec_input(cs->h, h[4], p, flen);
+			cs_queued(cs, queued);
+		}
+		evbuffer_drain(cs->fbuf, flen);
+	}
+}
+
+/* The request's body ended. */
+static void
+cs_eof(struct cstream *cs)
+{
+	cs->body_done = 1;
+	if (cs->h == NULL) {
+		if (cs->kind == CS_EXEC)
+			cs_bad(cs, "a streamed exec starts with its 'J' frame");
+		return;
+	}
+	if (!cs->eof_sent) {
+		cs->eof_sent = 1;
+		cs->c->ctl->hooks.exec_input(cs->h, BA_STDIN, NULL, 0);
+	}
+}
+
+/* ?path= (absolute) and for PUT ?mode= (octal); -1 after replying. */
+static int
+files_query(struct req *r, struct px_exec_req *er, char *path, size_t plen)
+{
+	char mode[16], buf[64];
+	int rc;
+
+	memset(er, 0, sizeof(*er));
+	if ((rc = query_get(r, "path", path, plen)) != 1 || path[0] != '/') {
+		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
+		    "not valid percent-encoding or longer than 4096 bytes" :
+		    "?path= must be an absolute path in the guest");
+		return -1;
+	}
+	er->mode = 0644;
+	if ((rc = query_get(r, "mode", mode, sizeof(mode))) == -1 ||
+	    (rc == 1 && (mode[0] == '\0' || strspn(mode, "01234567") !=
+	    strlen(mode) || strtoul(mode, NULL, 8) > 07777))) {
+		reply_error(r, 400, NULL, "mode", "'%s': an octal mode, 0 to "
+		    "7777 (e.g. 0644)", shown(buf, sizeof(buf), mode));
+		return -1;
+	}
+	if (rc == 1)
+		er->mode = (unsigned)strtoul(mode, NULL, 8);
+	er->op = r->method == HTTP_PUT ? PX_FILE_PUT : PX_FILE_GET;
+	er->path = path;
+	er->timeout_ms = EXEC_TIMEOUT_DEFAULT;
+	return 0;
+}
+
+static void
+h_files(struct req *r, const char *id)
+{
+	struct px_exec_req er;
+	struct cstream *cs;
+
+	if (r->method == HTTP_PUT && !r->c->early) {
+		reply_error(r, 400, NULL, NULL, "PUT the file to "
+		    "/v1/sandboxes/%s/files?path=... as written here (no "
+		    "encoded path segments)", id);
+		return;
+	}
+	if ((cs = cs_new(r, id, r->method == HTTP_PUT ? CS_PUT :
+	    CS_GET)) == NULL)
+		return;
+	if (files_query(r, &er, cs->path, sizeof(cs->path)) < 0 ||
+	    cs_run(cs, r, &er) < 0) {
+		cs_free(cs);
+		return;
+	}
+	cs->mode = er.mode;
+	cs->body_done = r->method == HTTP_GET;
+	cs_attach(cs);
 }
 
 struct ev_ctx {
@@ -3213,6 +3758,11 @@ route_sandbox_sub(struct req *r, const char *id)
 			h_exec(r, id);
 		else
 			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "files") == 0) {
+		if (r->method == HTTP_GET || r->method == HTTP_PUT)
+			h_files(r, id);
+		else
+			not_allowed(r, "GET, PUT");
 	} else if (r->nseg == 4 && strcmp(sub, "console") == 0) {
 		if (is_get(r))
 			h_console(r, id);
@@ -3667,6 +4217,12 @@ conn_free(struct conn *c)
 {
 	struct px_control *ctl = c->ctl;
 
+	if (c->st != NULL) {
+		if (c->st->h != NULL)
+			ctl->hooks.exec_cancel(c->st->h);
+		cs_free(c->st);
+		c->st = NULL;
+	}
 	TAILQ_REMOVE(&ctl->conns, c, entry);
 	ctl->nconns--;
 	if (c->tcp)
@@ -3689,6 +4245,7 @@ conn_reset_request(struct conn *c)
 	c->fieldlen = 0;
 	c->field[0] = '\0';
 	c->in_value = c->is_authz = c->authz_bad = 0;
+	c->expect_continue = 0;
 	c->authzlen = 0;
 	c->authz[0] = '\0';
 }
@@ -3705,6 +4262,33 @@ conn_fail(struct conn *c, int status, const char *msg)
 	c->closing = 1;
 	reply_error(&r, status, NULL, NULL, "%s", msg);
 	bufferevent_disable(c->bev, EV_READ);
+}
+
+/* A streamed request, from its head: its handler takes the body. */
+static void
+conn_serve_early(struct conn *c)
+{
+	struct req r;
+	size_t ulen = evbuffer_get_length(c->url);
+
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = (enum http_method)c->parser.method;
+	r.body = "";
+	/* closing would stop reading the body: close after the answer */
+	c->close_after = !http_should_keep_alive(&c->parser);
+	if (parse_target(&r, (const char *)evbuffer_pullup(c->url, -1),
+	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
+		route(&r);
+	if (c->st != NULL && c->expect_continue)
+		evbuffer_add(bufferevent_get_output(c->bev),
+		    "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	conn_reset_request(c);
+	if (c->st == NULL) {
+		/* refused: its body is not read, the connection ends */
+		c->closing = 1;
+		bufferevent_disable(c->bev, EV_READ);
+	}
 }
 
 static void
@@ -3737,12 +4321,22 @@ conn_read(struct bufferevent *bev, void *arg)
 	enum http_errno e;
 	char *data;
 
-	while (!c->closing && !c->throttled && !c->waiting &&
+	while (!c->closing && !c->throttled && (!c->waiting || c->early) &&
+	    !(c->st != NULL && c->st->in_paused) &&
 	    (n = evbuffer_get_contiguous_space(in)) > 0) {
 		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
 		used = http_parser_execute(&c->parser, &parser_settings, data, n);
 		e = HTTP_PARSER_ERRNO(&c->parser);
 		evbuffer_drain(in, used);
+		if (e == HPE_PAUSED && !c->complete) {
+			/* a streamed request's head (serve it now) or end */
+			http_parser_pause(&c->parser, 0);
+			if (c->early && !c->early_served) {
+				c->early_served = 1;
+				conn_serve_early(c);
+			}
+			continue;
+		}
 		if (c->complete) {
 			/* on_message_complete paused the parser */
 			http_parser_pause(&c->parser, 0);
@@ -3753,6 +4347,24 @@ conn_read(struct bufferevent *bev, void *arg)
 				bufferevent_disable(bev, EV_READ);
 			}
 			continue;
+		}
+		if (e != HPE_OK && c->st != NULL) {
+			/* a streamed request's body broke (its framing):
+			 * the operation ends; an answer under way is cut */
+			int cut = c->st->head_sent;
+
+			if (c->st->h != NULL)
+				c->ctl->hooks.exec_cancel(c->st->h);
+			cs_free(c->st);
+			c->st = NULL;
+			if (cut) {
+				c->closing = 1;
+				bufferevent_disable(bev, EV_READ);
+				if (evbuffer_get_length(bufferevent_get_output(
+				    bev)) == 0)
+					conn_free(c);
+				return;
+			}
 		}
 		if (e != HPE_OK) {
 			if (c->error_status == 413)
@@ -3780,7 +4392,8 @@ conn_write(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	if (c->closing) {
+	/* (a stream still answering closes once it ended: cs_finish) */
+	if (c->closing && c->st == NULL) {
 		conn_free(c);
 		return;
 	}
@@ -3788,6 +4401,13 @@ conn_write(struct bufferevent *bev, void *arg)
 		c->throttled = 0;
 		bufferevent_enable(bev, EV_READ);
 		conn_read(bev, c);
+		return;
+	}
+	/* a stream's client caught up: take the guest's output again (may
+	 * end the stream, and the connection: touch nothing after) */
+	if (c->st != NULL && c->st->out_paused && c->st->h != NULL) {
+		c->st->out_paused = 0;
+		c->ctl->hooks.exec_read(c->st->h, 1);
 	}
 }
 
@@ -3810,6 +4430,14 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 		/* a request started and stalled: say so, then close */
 		conn_fail(c, 408, "request not received in time");
 		bufferevent_enable(bev, EV_WRITE);
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+	    c->st != NULL && c->st->body_done) {
+		/* a half close after a whole streamed request: the answer
+		 * still goes out, then the connection closes */
+		c->close_after = 1;
+		bufferevent_disable(bev, EV_READ);
 		return;
 	}
 	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
@@ -3882,6 +4510,10 @@ on_header_value(http_parser *p, const char *at, size_t len)
 	if (!c->in_value) {
 		c->in_value = 1;
 		c->is_authz = strcasecmp(c->field, "authorization") == 0;
+		/* curl sends it for larger uploads (a streamed PUT) */
+		if (strcasecmp(c->field, "expect") == 0 && len >= 12 &&
+		    strncasecmp(at, "100-continue", 12) == 0)
+			c->expect_continue = 1;
 		if (c->is_authz && c->authzlen > 0)
 			c->authz_bad = 1;	/* two of them */
 	}
@@ -3897,11 +4529,46 @@ on_header_value(http_parser *p, const char *at, size_t len)
 	return head_bytes(c, len);
 }
 
+/* PUT /v1/sandboxes/ID/files and POST /v1/sandboxes/ID/exec?stream=1
+ * (as written: anything else takes the buffered path) stream their body. */
+static int
+early_route(struct conn *c, unsigned method)
+{
+	size_t n = evbuffer_get_length(c->url), il;
+	char u[2048], *q, *rest, *tok, *save;
+
+	if ((method != HTTP_PUT && method != HTTP_POST) || n >= sizeof(u) ||
+	    evbuffer_copyout(c->url, u, n) != (ev_ssize_t)n)
+		return 0;
+	u[n] = '\0';
+	if (strncmp(u, "/v1/sandboxes/", 14) != 0)
+		return 0;
+	if ((q = strchr(u, '?')) != NULL)
+		*q++ = '\0';
+	rest = u + 14;
+	if ((il = strcspn(rest, "/")) == 0)
+		return 0;
+	rest += il;
+	if (method == HTTP_PUT)
+		return strcmp(rest, "/files") == 0;
+	if (strcmp(rest, "/exec") != 0 || q == NULL)
+		return 0;
+	for (tok = strtok_r(q, "&", &save); tok != NULL;
+	    tok = strtok_r(NULL, "&", &save))
+		if (strcmp(tok, "stream=1") == 0)
+			return 1;
+	return 0;
+}
+
 static int
 on_headers_complete(http_parser *p)
 {
 	struct conn *c = p->data;
 
+	if ((c->early = early_route(c, p->method)) != 0) {
+		http_parser_pause(p, 1);	/* conn_read serves it */
+		return 0;
+	}
 	/* Refuse a declared oversize body before reading any of it. */
 	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
 	    p->content_length > PX_CONTROL_MAX_BODY) {
@@ -3916,6 +4583,11 @@ on_body(http_parser *p, const char *at, size_t len)
 {
 	struct conn *c = p->data;
 
+	if (c->early) {		/* to its stream; dropped once it ended */
+		if (c->st != NULL)
+			cs_body(c->st, at, len);
+		return 0;
+	}
 	if (evbuffer_get_length(c->body) + len > PX_CONTROL_MAX_BODY) {
 		c->error_status = 413;
 		return -1;
@@ -3928,6 +4600,13 @@ on_message_complete(http_parser *p)
 {
 	struct conn *c = p->data;
 
+	if (c->early) {
+		c->early = c->early_served = 0;
+		if (c->st != NULL)
+			cs_eof(c->st);
+		http_parser_pause(p, 1);	/* answers stay in order */
+		return 0;
+	}
 	c->complete = 1;
 	http_parser_pause(p, 1);
 	return 0;

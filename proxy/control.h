@@ -176,7 +176,35 @@ struct px_exec_req {
 	uint64_t timeout_ms;		/* > 0 */
 	const unsigned char *stdin_data;	/* then EOF; may be empty */
 	size_t stdin_len;
+	const char *user;		/* NULL: root */
+	int tty;			/* on a pty, rows x cols (0: none) */
+	int rows, cols;
+	/* What to do: run argv, or (streamed only) write or read the
+	 * file path with mode (PUT: body to the guest; GET: to the client). */
+	enum { PX_EXEC_RUN, PX_FILE_PUT, PX_FILE_GET } op;
+	const char *path;
+	unsigned mode;
 };
+
+struct px_exec_result;
+
+/*
+ * A streamed exec or file transfer: the caller's side. start: the
+ * command (or transfer) begins now, after wake_ms of waking; output:
+ * bytes the guest sent (type 'O' stdout or file data, 'R' stderr);
+ * done: the end as for a buffered exec (out/err empty), exactly once,
+ * after which the stream handle is gone; drained: what was queued
+ * toward the guest (exec_input) has been written, send more.
+ */
+struct px_exec_sink {
+	void (*start)(void *arg, int64_t wake_ms);
+	void (*output)(void *arg, int type, const unsigned char *p,
+	    size_t len);
+	void (*done)(void *arg, const struct px_exec_result *res);
+	void (*drained)(void *arg);
+	void *arg;
+};
+struct px_exec_stream;
 
 /* How it ended: status 200 with the command's end, or an API error
  * status (404, 409, 502, 503, 504) and message. Pointers are valid only
@@ -263,6 +291,22 @@ struct px_control_hooks {
 	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
 	 * "sandboxes"), admin only. NULL hook: those answer 404. */
 	struct json_t *(*fleet)(const char *what, void *arg);
+	/* A streamed exec or file transfer, waking the sandbox first: its
+	 * handle, or NULL with *status and err. sink is copied. exec_input
+	 * queues a frame toward the guest ('I' stdin or file data, empty:
+	 * EOF; 'W' "ROWS COLS") and returns the bytes queued, for the
+	 * caller to stop reading its client above a bound until drained;
+	 * exec_read(0) stops taking the guest's output (the client reads
+	 * slowly), exec_read(1) takes it again; exec_cancel drops it (the
+	 * client went away: a running command is killed, done is not
+	 * called). NULL exec_stream: streamed requests answer 409. */
+	struct px_exec_stream *(*exec_stream)(const char *sandbox,
+	    const struct px_exec_req *req, const struct px_exec_sink *sink,
+	    int *status, char *err, size_t errlen, void *arg);
+	size_t (*exec_input)(struct px_exec_stream *, int type,
+	    const void *p, size_t len);
+	void (*exec_read)(struct px_exec_stream *, int on);
+	void (*exec_cancel)(struct px_exec_stream *);
 	void *arg;
 };
 

@@ -11,6 +11,13 @@
  *   run      the exec frame, stdin and its EOF; output gathered (bounded)
  *            until the exit frame; meanwhile a hold on the sandbox
  *            (vmm_activity_hold) keeps the idle policy from pausing it
+ * A streamed job (px_exec_stream_start: exec ?stream=1, files) goes the
+ * same way, but its input is queued as the client sends it (framed, in
+ * inq until it runs, then on the connection) and its output goes to the
+ * caller's sink as each frame comes; the caller holds its client back
+ * by what px_exec_stream_input says is queued, and stops this side with
+ * px_exec_stream_read(0) (the agent's frames wait in the socket, the
+ * virtio ring fills, the command blocks on its pipe).
  * The connection stays open for the next command; a resume from a
  * snapshot (a new VMM) or a berthd restart closes it, and the next command
  * connects again.
@@ -44,14 +51,24 @@
 #include <unistd.h>
 
 #define SYNC_MS		30000	/* connect to pong */
+#define REPING_MS	500	/* the ping again, same connection, until
+				 * its pong (see connect_agent) */
 #define GRACE_MS	30000	/* past the command's timeout: the agent
 				 * kills it then; this is for an agent gone */
 #define SYNC_TRIES	3
 
+struct link;
+
 struct job {
 	TAILQ_ENTRY(job) entry;
+	struct link *link;
 	void (*done)(void *, const struct px_exec_result *);
 	void *done_arg;
+	/* streamed (exec_stream): output goes to the sink as it comes,
+	 * input is queued in inq until the command runs */
+	int streamed;
+	struct px_exec_sink sink;
+	struct evbuffer *inq;
 	unsigned char *frame;		/* the exec request, whole frame */
 	size_t framelen;
 	unsigned char *in;		/* stdin */
@@ -63,6 +80,11 @@ struct job {
 	int tries;
 };
 
+/* The handle control.c holds is the job. */
+struct px_exec_stream {
+	struct job j;
+};
+
 enum link_state { L_IDLE, L_WAKING, L_SYNC, L_READY, L_BUSY };
 
 struct link {
@@ -71,9 +93,12 @@ struct link {
 	enum link_state st;
 	struct bufferevent *bev;
 	unsigned char nonce[8];
+	int64_t sync_t0;		/* when the ping was first sent */
+	int pings;			/* sent on this connection */
 	struct event *step_ev;		/* a deferred step */
 	struct event *tick_ev;		/* sync deadline, command deadline */
 	int held;			/* vmm_activity_hold taken */
+	int rpaused;			/* exec_read(0): the client is slow */
 	struct link *next;
 };
 
@@ -123,6 +148,8 @@ job_free(struct job *j)
 {
 	free(j->frame);
 	free(j->in);
+	if (j->inq != NULL)
+		evbuffer_free(j->inq);
 	if (j->out != NULL)
 		evbuffer_free(j->out);
 	if (j->err != NULL)
@@ -187,6 +214,7 @@ disconnect(struct link *l)
 	l->bev = NULL;
 	evtimer_del(l->tick_ev);
 	l->st = L_IDLE;
+	l->rpaused = 0;
 }
 
 static void
@@ -207,15 +235,23 @@ run(struct link *l, struct job *j)
 	size_t off, n;
 
 	evbuffer_add(out, j->frame, j->framelen);
-	for (off = 0; off < j->inlen; off += n) {
-		n = j->inlen - off > BA_CHUNK ? BA_CHUNK : j->inlen - off;
-		frame_add(out, BA_STDIN, j->in + off, n);
+	if (j->streamed) {
+		/* what came before it ran (framed by exec_input), then the
+		 * rest as it comes */
+		evbuffer_add_buffer(out, j->inq);
+	} else {
+		for (off = 0; off < j->inlen; off += n) {
+			n = j->inlen - off > BA_CHUNK ? BA_CHUNK : j->inlen - off;
+			frame_add(out, BA_STDIN, j->in + off, n);
+		}
+		frame_add(out, BA_STDIN, NULL, 0);	/* EOF */
 	}
-	frame_add(out, BA_STDIN, NULL, 0);	/* EOF */
 	j->deadline = now_ms() + (int64_t)j->timeout_ms + GRACE_MS;
 	l->st = L_BUSY;
 	hold(l, 1);
 	tick_in(l, 1000);
+	if (j->streamed && j->sink.start != NULL)
+		j->sink.start(j->sink.arg, j->wake_ms);
 }
 
 static void
@@ -271,7 +307,8 @@ on_read(struct bufferevent *bev, void *arg)
 	struct job *j;
 	uint32_t len;
 
-	while (l->bev == bev && evbuffer_copyout(in, h, BA_HDR) == BA_HDR) {
+	while (l->bev == bev && !l->rpaused &&
+	    evbuffer_copyout(in, h, BA_HDR) == BA_HDR) {
 		len = ba_hdr_len(h);
 		if (len > BA_MAX_PAYLOAD) {
 			disconnect(l);
@@ -292,6 +329,11 @@ on_read(struct bufferevent *bev, void *arg)
 			    memcmp(small, l->nonce, len) == 0) {
 				l->st = L_READY;
 				evtimer_del(l->tick_ev);
+				if (l->pings > 1)
+					log_info("sandbox %s: the guest agent "
+					    "answered ping %d of this connection "
+					    "(%lld ms)", l->id, l->pings,
+					    (long long)(now_ms() - l->sync_t0));
 				later(l);
 			} else
 				evbuffer_drain(in, len);
@@ -299,6 +341,14 @@ on_read(struct bufferevent *bev, void *arg)
 		}
 		if (l->st != L_BUSY || j == NULL) {
 			evbuffer_drain(in, len);
+			continue;
+		}
+		if (j->streamed && (h[4] == BA_STDOUT || h[4] == BA_STDERR)) {
+			static unsigned char chunk[BA_MAX_PAYLOAD];
+
+			evbuffer_remove(in, chunk, len);
+			px_vm_activity(l->id);
+			j->sink.output(j->sink.arg, h[4], chunk, len);
 			continue;
 		}
 		switch (h[4]) {
@@ -331,8 +381,14 @@ on_read(struct bufferevent *bev, void *arg)
 				l->st = L_READY;
 				hold(l, 0);
 				evtimer_del(l->tick_ev);
-				job_fail(l, 502, "the guest agent refused: %s",
-				    msg);
+				/* "400 ...": the request's fault (agent_proto.h) */
+				if (strncmp(msg, "400 ", 4) == 0 ||
+				    strncmp(msg, "404 ", 4) == 0 ||
+				    strncmp(msg, "409 ", 4) == 0)
+					job_fail(l, atoi(msg), "%s", msg + 4);
+				else
+					job_fail(l, 502, "the guest agent refused: "
+					    "%s", msg);
 				later(l);
 			}
 			break;
@@ -341,6 +397,20 @@ on_read(struct bufferevent *bev, void *arg)
 			break;
 		}
 	}
+}
+
+/* What was queued toward the agent is written: a streamed job's client
+ * may send more. */
+static void
+on_write(struct bufferevent *bev, void *arg)
+{
+	struct link *l = arg;
+	struct job *j = TAILQ_FIRST(&l->jobs);
+
+	(void)bev;
+	if (l->st == L_BUSY && j != NULL && j->streamed &&
+	    j->sink.drained != NULL)
+		j->sink.drained(j->sink.arg);
 }
 
 static void
@@ -371,6 +441,13 @@ tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (l->st == L_SYNC && now_ms() - l->sync_t0 < SYNC_MS) {
+		frame_add(bufferevent_get_output(l->bev), BA_PING, l->nonce,
+		    sizeof(l->nonce));
+		l->pings++;
+		tick_in(l, REPING_MS);
+		return;
+	}
 	if (l->st == L_SYNC) {
 		disconnect(l);
 		if (j != NULL)
@@ -413,7 +490,7 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 		later(l);
 		return;
 	}
-	bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+	bufferevent_setcb(l->bev, on_read, on_write, on_event, l);
 	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
 	/* unique per connection of this berthd, and across restarts */
 	n = ++serial ^ (uint64_t)now_ms() << 20 ^ (uint64_t)getpid() << 48;
@@ -422,8 +499,19 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	frame_add(bufferevent_get_output(l->bev), BA_PING, l->nonce,
 	    sizeof(l->nonce));
 	l->st = L_SYNC;
+	l->sync_t0 = now_ms();
+	l->pings = 1;
 	px_vm_activity(l->id);
-	tick_in(l, SYNC_MS);
+	/*
+	 * A pong can be lost while the connection is fine: the guest takes
+	 * the ping's bytes (data interrupt) before its kernel has handled
+	 * qemu's "host connected" control message (a work queue), so the
+	 * agent's answer finds the port "closed" and is dropped. Right
+	 * after a resume from a snapshot, a busy guest makes that likely
+	 * (issue 16: one of five concurrent execs waited out SYNC_MS). The
+	 * ping is idempotent: send it again until a pong comes.
+	 */
+	tick_in(l, REPING_MS);
 }
 
 static void
@@ -544,6 +632,20 @@ exec_frame(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add_printf(b, "c%s", req->cwd);
 		evbuffer_add(b, "", 1);
 	}
+	if (req->user != NULL && *req->user != '\0') {
+		evbuffer_add_printf(b, "u%s", req->user);
+		evbuffer_add(b, "", 1);
+	}
+	if (req->tty) {
+		evbuffer_add_printf(b, "T%d %d", req->rows, req->cols);
+		evbuffer_add(b, "", 1);
+	}
+	if (req->op != PX_EXEC_RUN) {
+		evbuffer_add_printf(b, "p%s", req->path);
+		evbuffer_add(b, "", 1);
+		evbuffer_add_printf(b, "m%o", req->mode);
+		evbuffer_add(b, "", 1);
+	}
 	for (i = 0; i < req->argc; i++) {
 		evbuffer_add_printf(b, "a%s", req->argv[i]);
 		evbuffer_add(b, "", 1);
@@ -554,7 +656,9 @@ exec_frame(const struct px_exec_req *req, size_t *lenp)
 	}
 	len = evbuffer_get_length(b);
 	if (len <= BA_MAX_PAYLOAD && (f = malloc(BA_HDR + len)) != NULL) {
-		ba_hdr_put(h, (uint32_t)len, BA_EXEC);
+		ba_hdr_put(h, (uint32_t)len, req->op == PX_FILE_PUT ?
+		    BA_FILE_PUT : req->op == PX_FILE_GET ? BA_FILE_GET :
+		    BA_EXEC);
 		memcpy(f, h, BA_HDR);
 		evbuffer_remove(b, f + BA_HDR, len);
 		*lenp = BA_HDR + len;
@@ -583,6 +687,7 @@ px_exec_start(const char *id, const struct px_exec_req *req,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	j->link = l;
 	j->done = done;
 	j->done_arg = done_arg;
 	j->timeout_ms = req->timeout_ms;
@@ -605,6 +710,106 @@ px_exec_start(const char *id, const struct px_exec_req *req,
 	TAILQ_INSERT_TAIL(&l->jobs, j, entry);
 	later(l);
 	return 0;
+}
+
+struct px_exec_stream *
+px_exec_stream_start(const char *id, const struct px_exec_req *req,
+    const struct px_exec_sink *sink, int *status, char *err, size_t errlen,
+    void *arg)
+{
+	struct px_exec_stream *st;
+	struct link *l;
+	struct job *j;
+
+	(void)arg;
+	if (px_vm_sandbox(id) == NULL) {
+		*status = 409;
+		snprintf(err, errlen, "sandbox '%s' is not VM-backed: there is "
+		    "no guest to run a command in", id);
+		return NULL;
+	}
+	if ((l = link_get(id)) == NULL ||
+	    (st = calloc(1, sizeof(*st))) == NULL) {
+		*status = 503;
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	j = &st->j;
+	j->link = l;
+	j->streamed = 1;
+	j->sink = *sink;
+	j->done = sink->done;
+	j->done_arg = sink->arg;
+	j->timeout_ms = req->timeout_ms;
+	j->t0 = now_ms();
+	j->out = evbuffer_new();
+	j->err = evbuffer_new();
+	j->inq = evbuffer_new();
+	j->frame = exec_frame(req, &j->framelen);
+	if (j->out == NULL || j->err == NULL || j->inq == NULL ||
+	    j->frame == NULL) {
+		*status = j->frame == NULL ? 413 : 503;
+		snprintf(err, errlen, "%s", j->frame == NULL ? "the command "
+		    "and its environment are too large" : "out of memory");
+		job_free(j);
+		return NULL;
+	}
+	TAILQ_INSERT_TAIL(&l->jobs, j, entry);
+	later(l);
+	return st;
+}
+
+/* The job runs now on its link's connection. */
+static int
+running(const struct job *j)
+{
+	return j->link->st == L_BUSY && TAILQ_FIRST(&j->link->jobs) == j &&
+	    j->link->bev != NULL;
+}
+
+size_t
+px_exec_stream_input(struct px_exec_stream *st, int type, const void *p,
+    size_t len)
+{
+	struct job *j = &st->j;
+	struct evbuffer *out;
+
+	if (running(j)) {
+		out = bufferevent_get_output(j->link->bev);
+		frame_add(out, type, p, len);
+		return evbuffer_get_length(out);
+	}
+	frame_add(j->inq, type, p, len);
+	return evbuffer_get_length(j->inq);
+}
+
+void
+px_exec_stream_read(struct px_exec_stream *st, int on)
+{
+	struct job *j = &st->j;
+	struct link *l = j->link;
+
+	if (!running(j) || l->rpaused == !on)
+		return;
+	l->rpaused = !on;
+	if (on) {
+		bufferevent_enable(l->bev, EV_READ);
+		on_read(l->bev, l);	/* what waited in its buffer */
+	} else
+		bufferevent_disable(l->bev, EV_READ);
+}
+
+void
+px_exec_stream_cancel(struct px_exec_stream *st)
+{
+	struct job *j = &st->j;
+	struct link *l = j->link;
+
+	if (running(j))
+		disconnect(l);	/* the agent kills what ran for nobody */
+	TAILQ_REMOVE(&l->jobs, j, entry);
+	job_free(j);
+	later(l);
 }
 
 void

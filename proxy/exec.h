@@ -22,6 +22,16 @@ void px_exec_init(struct event_base *);
 int px_exec_start(const char *id, const struct px_exec_req *req,
     void (*done)(void *, const struct px_exec_result *), void *done_arg,
     int *status, char *err, size_t errlen, void *arg);
+/* The control hooks for streamed execs and files (control.h). */
+struct px_exec_sink;
+struct px_exec_stream;
+struct px_exec_stream *px_exec_stream_start(const char *id,
+    const struct px_exec_req *req, const struct px_exec_sink *sink,
+    int *status, char *err, size_t errlen, void *arg);
+size_t px_exec_stream_input(struct px_exec_stream *, int type,
+    const void *p, size_t len);
+void px_exec_stream_read(struct px_exec_stream *, int on);
+void px_exec_stream_cancel(struct px_exec_stream *);
 /* A wake of id ended (vm.c tells every wake, the proxy's too). */
 void px_exec_woken(const char *id, int ok, const char *reason);
 /* The sandbox is gone: its commands fail, its connection closes. */

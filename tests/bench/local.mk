@@ -15,6 +15,16 @@ bench-wake: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/wake $(BENCH_ARGS)
 
+# `make bench-exec`: `exec -- true` round trips (API, streamed, netctl)
+# beside the raw guest channel (the agent's ping and exec on its socket),
+# and exec on a paused or suspended sandbox beside the wake alone; one
+# real microVM (TCG). Needs root and qemu; not part of `make check`.
+EXTRA_DIST += tests/bench/exec
+.PHONY: bench-exec
+bench-exec: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/exec $(BENCH_ARGS)
+
 # `make bench-nft`: berth's egress table (libnetctl) beside an
 # iptables-style nft layout (one chain per sandbox) at 10, 1000 and 10000
 # sandboxes: update latency and iperf3 throughput of one guest path. Needs

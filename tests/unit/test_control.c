@@ -124,6 +124,98 @@ fake_lifecycle(const char *id, const char *op,
 	return 0;
 }
 
+/* A fake guest for streamed exec and files: PUT counts what came, GET
+ * sends 3 x 100000 bytes ('a'..'c'), /missing is a 404; exec "cat"
+ * echoes its stdin, exits 0 at EOF. */
+struct px_exec_stream {
+	struct px_exec_sink sink;
+	int op;
+	char path[256], argv0[32];
+	unsigned mode;
+	size_t bytes;
+	struct event *ev;
+	int step;
+};
+
+static void
+fake_stream_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_exec_stream *f = arg;
+	struct px_exec_result res;
+	static unsigned char chunk[100000];
+	struct timeval tv = { 0, 1000 };
+
+	memset(&res, 0, sizeof(res));
+	res.status = 200;
+	res.exited = 1;
+	res.wake_ms = 7;
+	if (f->step == 0)
+		f->sink.start(f->sink.arg, 7);
+	if (f->op == PX_FILE_GET && strcmp(f->path, "/missing") == 0) {
+		res.status = 404;
+		res.message = "no file /missing in the guest";
+	} else if (f->op == PX_FILE_GET && f->step < 3) {
+		memset(chunk, 'a' + f->step, sizeof(chunk));
+		f->sink.output(f->sink.arg, 'O', chunk, sizeof(chunk));
+		f->step++;
+		evtimer_add(f->ev, &tv);
+		return;
+	}
+	if (f->op == PX_FILE_PUT)
+		vmlog("put %s %o %zu", f->path, f->mode, f->bytes);
+	event_free(f->ev);
+	f->sink.done(f->sink.arg, &res);
+	free(f);
+}
+
+static struct px_exec_stream *
+fake_exec_stream(const char *id, const struct px_exec_req *req,
+    const struct px_exec_sink *sink, int *status, char *err, size_t errlen,
+    void *arg)
+{
+	struct px_exec_stream *f = calloc(1, sizeof(*f));
+	struct timeval tv = { 0, 1000 };
+
+	f->sink = *sink;
+	f->op = req->op;
+	f->mode = req->mode;
+	snprintf(f->path, sizeof(f->path), "%s", req->path ? req->path : "");
+	snprintf(f->argv0, sizeof(f->argv0), "%s", req->argc ? req->argv[0] :
+	    "");
+	f->ev = evtimer_new(vm_base, fake_stream_step, f);
+	if (f->op == PX_FILE_GET)
+		evtimer_add(f->ev, &tv);
+	else
+		f->sink.start(f->sink.arg, 7), f->step = 1;
+	return f;
+}
+
+static size_t
+fake_exec_input(struct px_exec_stream *f, int type, const void *p, size_t len)
+{
+	struct timeval tv = { 0, 1000 };
+
+	if (type == 'I' && len == 0)
+		evtimer_add(f->ev, &tv);	/* EOF: the end, soon */
+	else if (type == 'I' && f->op == PX_EXEC_RUN)
+		f->sink.output(f->sink.arg, 'O', p, len);
+	f->bytes += len;
+	return 0;
+}
+
+static void
+fake_exec_read(struct px_exec_stream *f, int on)
+{
+}
+
+static void
+fake_exec_cancel(struct px_exec_stream *f)
+{
+	vmlog("cancel %s", f->path);
+	event_free(f->ev);
+	free(f);
+}
+
 static void
 fake_set_idle(const char *id, uint64_t p, uint64_t s, uint64_t l, void *arg)
 {
@@ -198,6 +290,10 @@ serve(int ready_fd)
 		hooks.vm_set_idle = fake_set_idle;
 		hooks.template_check = fake_template_check;
 		hooks.template_dir = "/srv/berth/default";
+		hooks.exec_stream = fake_exec_stream;
+		hooks.exec_input = fake_exec_input;
+		hooks.exec_read = fake_exec_read;
+		hooks.exec_cancel = fake_exec_cancel;
 	}
 	if (base == NULL || (st = px_store_open(dir, err, sizeof(err))) == NULL ||
 	    (ctl = px_control_new(base, st, sock, &hooks, err,
@@ -1130,6 +1226,115 @@ main(void)
 		is_int(req("GET", "/v1/sandboxes/vm-1", NULL), 200, "show vm-1");
 		is_str(js("state"), "running", "running");
 		is_str(js("memory_mib"), "512", "memory_mib stored");
+
+		/* streamed files and exec (fake guest above) */
+		{
+			static char pbuf[204800], reqbuf[205000];
+			struct cli_target tg = { sock, NULL, NULL, NULL };
+			struct cli_stream *s;
+			struct cli_stream_resp *sr = NULL;
+			char e2[256], *resp;
+			int cf, k, n;
+			size_t i;
+
+			memset(pbuf, 'x', sizeof(pbuf));
+			s = cli_stream_open(&tg, "PUT",
+			    "/v1/sandboxes/vm-1/files?path=/tmp/f&mode=0600",
+			    "application/octet-stream", sizeof(pbuf), &cf, e2,
+			    sizeof(e2));
+			ok(s != NULL, "streamed PUT: connected");
+			k = 0;
+			if (s != NULL) {
+				cli_stream_write(s, pbuf, sizeof(pbuf));
+				for (i = 0; i < 20000 && k == 0; i++) {
+					if (cli_stream_flush(s, e2, sizeof(e2)) < 0)
+						break;
+					k = cli_stream_recv(s, &sr, e2, sizeof(e2));
+					if (k == 0)
+						usleep(1000);
+				}
+				is_int(k == 1 ? sr->status : -1, 200,
+				    "PUT of 200 KiB (over the 64 KiB body limit): 200");
+				ok(k == 1 && sr->len > 0 && memmem(sr->body, sr->len,
+				    "\"size\":204800", 12) != NULL, "... its size");
+				ok(k == 1 && sr->wake_ms == 7, "... Berth-Wake-Ms");
+				cli_stream_close(s);
+			}
+			ok(vmlog_has("put /tmp/f 600 204800"),
+			    "the guest got all of it, mode 0600");
+			/* whole, then a half close: the answer still comes */
+			n = snprintf(reqbuf, sizeof(reqbuf), "PUT /v1/sandboxes/vm-1/"
+			    "files?path=/tmp/g HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 5\r\n\r\nhello");
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    strstr(resp, "\"mode\":\"0644\"") != NULL,
+			    "PUT then a half close: answered (mode 0644)");
+			ok(vmlog_has("put /tmp/g 644 5"), "... 5 bytes");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/tmp/f",
+			    NULL), 200, "GET: 200");
+			ok(last.len == 300000 && last.body[0] == 'a' &&
+			    last.body[299999] == 'c', "GET: the bytes, streamed");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/missing",
+			    NULL), 404, "GET of an absent file: 404");
+			is_str(js("error/message"), "no file /missing in the guest",
+			    "... saying so");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=rel",
+			    NULL), 400, "a relative path: 400");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/x&mode=99",
+			    NULL), 400, "a mode not octal: 400");
+			is_int(req("DELETE", "/v1/sandboxes/vm-1/files?path=/x",
+			    NULL), 405, "DELETE: 405");
+			/* exec?stream=1: J, stdin, EOF; O back, then X */
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: chunked\r\n\r\n"
+			    "%x\r\n%c%c%c%c%s\r\n" "a\r\n%c%c%c%cIhello\r\n"
+			    "5\r\n%c%c%c%cI\r\n0\r\n\r\n",
+			    (unsigned)(5 + strlen("{\"argv\":[\"cat\"]}")), 0, 0, 0,
+			    (int)strlen("{\"argv\":[\"cat\"]}"), "J{\"argv\":[\"cat\"]}",
+			    0, 0, 0, 5, 0, 0, 0, 0);
+			memset(resp, 0, 65536);	/* raw()'s buffer */
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    strstr(resp, "application/vnd.berth.exec-stream") != NULL,
+			    "streamed exec: 200, its framing");
+			ok(memmem(resp, 65536, "Ohello", 6) != NULL,
+			    "... stdin echoed back as it came ('O')");
+			ok(memmem(resp, 65536, "X{\"exit_code\":0", 15) != NULL,
+			    "... ends with its X frame");
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 6\r\n\r\n%c%c%c%cIx", 0, 0, 0, 1);
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 400", 12) == 0 &&
+			    strstr(resp, "starts with its 'J' frame") != NULL,
+			    "streamed exec without its J frame: 400");
+			/* its chunked body broken after J: cut, not answered
+			 * twice, and the command is dropped */
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: chunked\r\n\r\n"
+			    "%x\r\n%c%c%c%c%s\r\nzz\r\n",
+			    (unsigned)(5 + strlen("{\"argv\":[\"cat\"]}")), 0, 0, 0,
+			    (int)strlen("{\"argv\":[\"cat\"]}"),
+			    "J{\"argv\":[\"cat\"]}");
+			memset(resp, 0, 65536);
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    memmem(resp, 65536, "HTTP/1.1 400", 12) == NULL,
+			    "a broken chunk after the answer began: cut, no "
+			    "second answer");
+			ok(vmlog_has("cancel "), "... the command dropped");
+			is_int(req("GET", "/v1/health", NULL), 200,
+			    "... and the server goes on");
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "nope/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 0\r\n\r\n");
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 404", 12) == 0,
+			    "streamed exec of an unknown sandbox: 404");
+		}
 
 		/* custom_host_suffix apps.example.com, dev.example.org */
 		is_int(req("POST", "/v1/tokens", "{\"sandbox\":\"t-1\"}"), 201,

@@ -132,6 +132,15 @@ main(void)
 	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/pause"), 0, "sb: pause");
 	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/resume"), 0, "sb: resume");
 	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/events"), 0, "sb: events");
+	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/exec"), 0, "sb: exec");
+	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/files"), 0, "sb: get file");
+	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-1/files"), 0, "sb: put file");
+	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1/files"), 403,
+	    "sb: delete file 403");
+	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-2/files"), 403,
+	    "sb: another's files 403");
+	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-2/exec"), 403,
+	    "sb: another's exec 403");
 	is_int(authz(&sb1, "GET", "/v1/policy"), 0, "sb: read policy");
 	is_int(authz(&sb1, "POST", "/v1/tokens/tok-1/rotate"), 0,
 	    "sb: rotate itself");

@@ -25,7 +25,9 @@
 #endif
 #include "agent_proto.h"
 
+#include <ctype.h>
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -34,15 +36,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_ARGS	4096
+#define MAX_GROUPS	64
+#define STDIN_CAP	(1024 * 1024)	/* stdin held for a command that does
+					 * not read: more waits in the port */
 
 static int port = -1;		/* the virtio-serial port */
 static int sigfd = -1;		/* SIGCHLD, SIGIO */
+
+/* A file being written (BA_FILE_PUT): a temporary file beside path. */
+static struct {
+	int fd;			/* -1: none */
+	int err;		/* the first write error */
+	unsigned mode;
+	char path[4096], tmp[4200];
+} put = { -1, 0, 0, "", "" };
+
+/* A pong the port refused (see handle): sent when the host is back. */
+static unsigned char owed[64];
+static size_t owedlen;
 
 /* The request being read from the port. */
 static unsigned char *in;
@@ -61,7 +82,8 @@ static struct {
 	long long deadline;	/* monotonic ms, 0: none */
 	int timed_out;
 	int active;
-} cmd = { 0, 0, 0, -1, -1, -1, NULL, 0, 0, 0, 0, 0 };
+	int tty;		/* out is the pty's master, in a dup of it */
+} cmd = { 0, 0, 0, -1, -1, -1, NULL, 0, 0, 0, 0, 0, 0 };
 
 static void __attribute__((format(printf, 1, 2)))
 say(const char *fmt, ...)
@@ -179,10 +201,294 @@ cmd_drop(void)
 	cmd.out = cmd.err = cmd.in = -1;
 }
 
+/* A user as the command runs: from /etc/passwd and /etc/group, read
+ * here (a static binary has no NSS; a Debian guest keeps its users in
+ * those files too). */
+struct user {
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[MAX_GROUPS];
+	int ngroups;
+	char name[64], home[256], shell[256];
+};
+
+/* Splits a passwd/group line into n ':' fields; 0 when it has them. */
+static int
+fields(char *line, char **f, int n)
+{
+	int i;
+
+	line[strcspn(line, "\n")] = '\0';
+	for (i = 0; i < n; i++) {
+		f[i] = line;
+		if ((line = strchr(line, ':')) == NULL)
+			return i == n - 1 ? 0 : -1;
+		*line++ = '\0';
+	}
+	return 0;
+}
+
+static int
+numeric(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!isdigit((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+/* Looks name (or a numeric uid) up; -1 with msg filled when unknown. */
+static int
+user_find(const char *name, struct user *u, char *msg, size_t msglen)
+{
+	char line[1024], *f[7], *m;
+	FILE *fp;
+	int found = 0;
+
+	memset(u, 0, sizeof(*u));
+	if ((fp = fopen("/etc/passwd", "re")) == NULL) {
+		snprintf(msg, msglen, "400 user '%s': cannot read the guest's "
+		    "/etc/passwd: %s", name, strerror(errno));
+		return -1;
+	}
+	while (!found && fgets(line, sizeof(line), fp) != NULL) {
+		if (fields(line, f, 7) < 0 || !numeric(f[2]) ||
+		    !numeric(f[3]))
+			continue;
+		if (strcmp(f[0], name) == 0 || (numeric(name) &&
+		    strtoul(name, NULL, 10) == strtoul(f[2], NULL, 10))) {
+			u->uid = (uid_t)strtoul(f[2], NULL, 10);
+			u->gid = (gid_t)strtoul(f[3], NULL, 10);
+			snprintf(u->name, sizeof(u->name), "%s", f[0]);
+			snprintf(u->home, sizeof(u->home), "%s", *f[5] ? f[5] : "/");
+			snprintf(u->shell, sizeof(u->shell), "%s", *f[6] ? f[6] :
+			    "/bin/sh");
+			found = 1;
+		}
+	}
+	fclose(fp);
+	if (!found) {
+		snprintf(msg, msglen, "400 no user '%s' in the guest's "
+		    "/etc/passwd", name);
+		return -1;
+	}
+	/* initgroups: the primary group and every group naming the user */
+	u->groups[u->ngroups++] = u->gid;
+	if ((fp = fopen("/etc/group", "re")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), fp) != NULL &&
+	    u->ngroups < MAX_GROUPS) {
+		if (fields(line, f, 4) < 0 || !numeric(f[2]))
+			continue;
+		for (m = strtok(f[3], ","); m != NULL; m = strtok(NULL, ","))
+			if (strcmp(m, u->name) == 0 &&
+			    (gid_t)strtoul(f[2], NULL, 10) != u->gid) {
+				u->groups[u->ngroups++] =
+				    (gid_t)strtoul(f[2], NULL, 10);
+				break;
+			}
+	}
+	fclose(fp);
+	return 0;
+}
+
+/* A pty pair: the master (non-blocking) and the slave's path. */
+static int
+pty_open(char *slave, size_t len, int rows, int cols)
+{
+	struct winsize ws;
+	int m;
+
+	if ((m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+		return -1;
+	if (grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, slave, len) != 0) {
+		close(m);
+		return -1;
+	}
+	if (rows > 0 && cols > 0) {
+		memset(&ws, 0, sizeof(ws));
+		ws.ws_row = (unsigned short)rows;
+		ws.ws_col = (unsigned short)cols;
+		(void)ioctl(m, TIOCSWINSZ, &ws);
+	}
+	return m;
+}
+
+/* 'W': "ROWS COLS" for the command's terminal. */
+static void
+resize(const unsigned char *p, size_t len)
+{
+	char buf[32];
+	struct winsize ws;
+	int rows, cols;
+
+	if (!cmd.active || !cmd.tty || cmd.out < 0 || len >= sizeof(buf))
+		return;
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%d %d", &rows, &cols) != 2 || rows <= 0 ||
+	    cols <= 0 || rows > 10000 || cols > 10000)
+		return;
+	memset(&ws, 0, sizeof(ws));
+	ws.ws_row = (unsigned short)rows;
+	ws.ws_col = (unsigned short)cols;
+	(void)ioctl(cmd.out, TIOCSWINSZ, &ws);	/* SIGWINCH to its group */
+}
+
 static void
 fail(const char *msg)
 {
 	(void)port_write(BA_FAIL, msg, strlen(msg));
+}
+
+static void __attribute__((format(printf, 1, 2)))
+failf(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fail(msg);
+}
+
+static void
+put_drop(void)
+{
+	if (put.fd < 0)
+		return;
+	close(put.fd);
+	unlink(put.tmp);
+	put.fd = -1;
+}
+
+/* The fields 'p' and 'm' of a file request; 0 when path is usable. */
+static int
+file_fields(const unsigned char *p, size_t len, char *path, size_t plen,
+    unsigned *mode)
+{
+	size_t off = 0, l;
+	const char *s;
+
+	*path = '\0';
+	*mode = 0644;
+	while (off < len) {
+		s = (const char *)p + off;
+		if ((l = strnlen(s, len - off)) == len - off)
+			return -1;
+		off += l + 1;
+		if (s[0] == 'p')
+			snprintf(path, plen, "%s", s + 1);
+		else if (s[0] == 'm')
+			*mode = (unsigned)strtoul(s + 1, NULL, 8) & 07777;
+	}
+	return path[0] == '/' ? 0 : -1;
+}
+
+static void
+file_put(const unsigned char *p, size_t len)
+{
+	char *slash;
+
+	if (cmd.active || put.fd >= 0) {
+		fail("busy: a command or a transfer is running");
+		return;
+	}
+	if (file_fields(p, len, put.path, sizeof(put.path), &put.mode) < 0) {
+		fail("400 the path must be absolute");
+		return;
+	}
+	slash = strrchr(put.path, '/');
+	snprintf(put.tmp, sizeof(put.tmp), "%.*s/.%s.berth-XXXXXX",
+	    (int)(slash - put.path), put.path, slash + 1);
+	put.err = 0;
+	if ((put.fd = mkostemp(put.tmp, O_CLOEXEC)) < 0)
+		failf("%d cannot write %s: %s", errno == ENOENT ? 404 : 400,
+		    put.path, strerror(errno));
+}
+
+static void
+put_data(const unsigned char *p, size_t len)
+{
+	ssize_t n;
+
+	if (len == 0) {		/* the end */
+		if (put.err == 0 && (fchmod(put.fd, put.mode) < 0 ||
+		    fsync(put.fd) < 0))
+			put.err = errno;
+		if (put.err == 0 && rename(put.tmp, put.path) < 0)
+			put.err = errno;
+		if (put.err != 0) {
+			failf("400 cannot write %s: %s", put.path,
+			    strerror(put.err));
+			put_drop();
+			return;
+		}
+		close(put.fd);
+		put.fd = -1;
+		(void)port_write(BA_EXIT, "exit 0", 6);
+		return;
+	}
+	while (len > 0 && put.err == 0) {
+		if ((n = write(put.fd, p, len)) < 0) {
+			if (errno != EINTR)
+				put.err = errno;
+			continue;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Sends a file back; the port's flow control paces it. */
+static void
+file_get(const unsigned char *p, size_t len)
+{
+	char path[4096], buf[BA_CHUNK];
+	struct stat st;
+	unsigned mode;
+	ssize_t n;
+	int fd;
+
+	if (cmd.active || put.fd >= 0) {
+		fail("busy: a command or a transfer is running");
+		return;
+	}
+	if (file_fields(p, len, path, sizeof(path), &mode) < 0) {
+		fail("400 the path must be absolute");
+		return;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			failf("404 no file %s in the guest", path);
+		else
+			failf("400 cannot read %s: %s", path, strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		failf("400 %s is not a regular file", path);
+		close(fd);
+		return;
+	}
+	for (;;) {
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			failf("500 reading %s: %s", path, strerror(errno));
+			break;
+		}
+		if (n == 0) {
+			(void)port_write(BA_EXIT, "exit 0", 6);
+			break;
+		}
+		if (port_write(BA_STDOUT, buf, (size_t)n) < 0)
+			break;	/* the host went away */
+	}
+	close(fd);
 }
 
 /* Reads what a pipe has now into frames of type; 0 at EOF (closed). */
@@ -238,7 +544,11 @@ static void
 start(const unsigned char *p, size_t len)
 {
 	char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 8], *cwd = NULL, *s;
-	int argc = 0, envc = 0, po[2], pe[2], pi[2], i;
+	char *user = NULL, slave[128], msg[512];
+	static char e_home[300], e_user[80], e_logname[90], e_shell[300];
+	struct user u;
+	int argc = 0, envc = 0, po[2], pe[2], pi[2], i, rows = 0, cols = 0;
+	int tty = 0, m = -1;
 	long long timeout = 0;
 	size_t off = 0, l;
 	pid_t pid;
@@ -263,6 +573,14 @@ start(const unsigned char *p, size_t len)
 			break;
 		case 'c':
 			cwd = s + 1;
+			break;
+		case 'u':
+			user = s + 1;
+			break;
+		case 'T':	/* a terminal: "ROWS COLS" (0 0: no size) */
+			tty = 1;
+			if (sscanf(s + 1, "%d %d", &rows, &cols) != 2)
+				rows = cols = 0;
 			break;
 		case 'a':
 			if (argc == MAX_ARGS) {
@@ -293,17 +611,68 @@ start(const unsigned char *p, size_t len)
 		fail("exec without a command");
 		return;
 	}
+	memset(&u, 0, sizeof(u));
+	if (user != NULL && *user != '\0' && strcmp(user, "root") != 0 &&
+	    strcmp(user, "0") != 0) {
+		if (user_find(user, &u, msg, sizeof(msg)) < 0) {
+			fail(msg);
+			return;
+		}
+		/* the user's own HOME, USER, LOGNAME, SHELL unless asked */
+		snprintf(e_home, sizeof(e_home), "HOME=%s", u.home);
+		snprintf(e_user, sizeof(e_user), "USER=%s", u.name);
+		snprintf(e_logname, sizeof(e_logname), "LOGNAME=%s", u.name);
+		snprintf(e_shell, sizeof(e_shell), "SHELL=%s", u.shell);
+		envp[1] = e_home;
+		if (envc < MAX_ARGS + 4) {
+			char *add[3] = { e_user, e_logname, e_shell };
+			int k, j;
+
+			for (k = 0; k < 3; k++) {
+				for (j = 0; j < envc; j++)
+					if (strncmp(envp[j], add[k],
+					    strcspn(add[k], "=") + 1) == 0)
+						break;
+				if (j == envc)
+					envp[envc++] = add[k];
+			}
+		}
+	}
+	if (tty)
+		for (i = 0; i < envc; i++)
+			if (strcmp(envp[i], "TERM=dumb") == 0)
+				envp[i] = "TERM=xterm";
 	argv[argc] = NULL;
 	envp[envc] = NULL;
-	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
+	if (tty) {
+		if ((m = pty_open(slave, sizeof(slave), rows, cols)) < 0) {
+			snprintf(msg, sizeof(msg), "no terminal: %s (is "
+			    "/dev/pts mounted?)", strerror(errno));
+			fail(msg);
+			return;
+		}
+		po[0] = m;
+		po[1] = pe[1] = pi[0] = -1;
+		if ((pe[0] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0 ||
+		    (pi[1] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0) {
+			fail("dup failed");
+			return;
+		}
+		close(pe[0]);	/* a tty's output is one stream */
+		pe[0] = -1;
+	} else if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(pi, O_CLOEXEC) < 0) {
 		fail("pipe failed");	/* fds leak only on a broken guest */
 		return;
 	}
 	if ((pid = fork()) < 0) {
 		fail("fork failed");
-		close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-		close(pi[0]), close(pi[1]);
+		if (tty) {
+			close(po[0]), close(pi[1]);
+		} else {
+			close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
+			close(pi[0]), close(pi[1]);
+		}
 		return;
 	}
 	if (pid == 0) {
@@ -313,15 +682,38 @@ start(const unsigned char *p, size_t len)
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
 		setsid();
-		dup2(pi[0], 0);
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
+		if (tty) {
+			int sl = open(slave, O_RDWR);
+
+			if (sl < 0 || ioctl(sl, TIOCSCTTY, 0) < 0) {
+				dprintf(m, "berth-agent: %s: %s\r\n", slave,
+				    strerror(errno));
+				_exit(126);
+			}
+			dup2(sl, 0);
+			dup2(sl, 1);
+			dup2(sl, 2);
+			if (sl > 2)
+				close(sl);
+		} else {
+			dup2(pi[0], 0);
+			dup2(po[1], 1);
+			dup2(pe[1], 2);
+		}
+		if (user != NULL && u.uid != 0 &&
+		    (setgroups((size_t)u.ngroups, u.groups) < 0 ||
+		    setgid(u.gid) < 0 || setuid(u.uid) < 0)) {
+			dprintf(2, "berth-agent: user %s: %s\n", u.name,
+			    strerror(errno));
+			_exit(126);
+		}
 		if (cwd != NULL && *cwd != '\0' && chdir(cwd) < 0) {
 			dprintf(2, "berth-agent: cd %s: %s\n", cwd,
 			    strerror(errno));
 			_exit(126);
 		}
-		if ((cwd == NULL || *cwd == '\0') && chdir("/root") < 0)
+		if ((cwd == NULL || *cwd == '\0') && chdir(u.uid != 0 ?
+		    u.home : "/root") < 0)
 			(void)!chdir("/");
 		/* PATH for the lookup is the command's own */
 		for (i = 0; envp[i] != NULL; i++)
@@ -331,17 +723,21 @@ start(const unsigned char *p, size_t len)
 		dprintf(2, "berth-agent: %s: %s\n", argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-	close(po[1]);
-	close(pe[1]);
-	close(pi[0]);
+	if (!tty) {
+		close(po[1]);
+		close(pe[1]);
+		close(pi[0]);
+	}
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.active = 1;
+	cmd.tty = tty;
 	cmd.pid = pid;
 	cmd.out = po[0];
 	cmd.err = pe[0];
 	cmd.in = pi[1];
 	nonblock(cmd.out);
-	nonblock(cmd.err);
+	if (cmd.err >= 0)
+		nonblock(cmd.err);
 	nonblock(cmd.in);
 	cmd.deadline = timeout > 0 ? now_ms() + timeout : 0;
 }
@@ -383,8 +779,17 @@ stdin_flush(void)
 		memmove(cmd.stdin_buf, cmd.stdin_buf + n, cmd.stdin_len - (size_t)n);
 		cmd.stdin_len -= (size_t)n;
 	}
-	if (cmd.in >= 0 && cmd.stdin_len == 0 && cmd.stdin_eof)
+	if (cmd.in >= 0 && cmd.stdin_len == 0 && cmd.stdin_eof) {
+		if (cmd.tty) {
+			/* the master stays: it is also the output; EOF on a
+			 * terminal is its VEOF character at a line start */
+			(void)!write(cmd.in, "\004", 1);
+			cmd.stdin_eof = 0;
+			cmd.stdin_len = 0;
+			return;
+		}
 		close_fd(&cmd.in);
+	}
 }
 
 static void
@@ -398,13 +803,36 @@ handle(int type, const unsigned char *p, size_t len)
 		 * restored reach us as one state). Nobody reads it now. */
 		if (cmd.active)
 			cmd_drop();
-		(void)port_write(BA_PONG, p, len);
+		put_drop();
+		/* The ping's bytes can reach us before the kernel has taken
+		 * qemu's "host connected" message (a data interrupt against
+		 * a work queue): the port still says closed and refuses the
+		 * write. The host is there (it just wrote); answer once the
+		 * port says so, in serve(). A stale pong is harmless: the
+		 * host ignores a nonce not its own. */
+		if (port_write(BA_PONG, p, len) < 0 && len <= sizeof(owed)) {
+			memcpy(owed, p, len);
+			owedlen = len;
+		} else
+			owedlen = 0;
 		break;
 	case BA_EXEC:
 		start(p, len);
 		break;
 	case BA_STDIN:
-		stdin_add(p, len);
+		if (put.fd >= 0)
+			put_data(p, len);
+		else
+			stdin_add(p, len);
+		break;
+	case BA_FILE_PUT:
+		file_put(p, len);
+		break;
+	case BA_FILE_GET:
+		file_get(p, len);
+		break;
+	case BA_RESIZE:
+		resize(p, len);
 		break;
 	default:
 		fail("unknown request");
@@ -420,6 +848,8 @@ port_read(void)
 	ssize_t n;
 
 	for (;;) {
+		if (cmd.stdin_len >= STDIN_CAP)
+			return 0;	/* serve() polls the port again later */
 		if (incap - inlen < BA_CHUNK) {
 			unsigned char *b = realloc(in, incap + 2 * BA_CHUNK);
 
@@ -475,10 +905,12 @@ serve(void)
 	long long left;
 
 	inlen = 0;
+	if (owedlen > 0 && port_write(BA_PONG, owed, owedlen) == 0)
+		owedlen = 0;
 	for (;;) {
 		n = 0;
 		pfd[n].fd = port;
-		pfd[n++].events = POLLIN;
+		pfd[n++].events = cmd.stdin_len < STDIN_CAP ? POLLIN : 0;
 		pfd[n].fd = sigfd;
 		pfd[n++].events = POLLIN;
 		pfd[n].fd = cmd.out;
@@ -560,6 +992,7 @@ main(void)
 			serve();
 		/* No host, or it left: whatever ran for it is ended. */
 		cmd_drop();
+		put_drop();
 		inlen = 0;
 		/* wait for SIGIO (a connect); 1 s bounds a lost one */
 		pfd.fd = sigfd;

@@ -19,15 +19,29 @@
  *   'E' exec       payload: NUL-terminated fields, each a tag byte and its
  *                  text: 't<timeout ms>', 'c<cwd>' (optional), 'a<arg>'
  *                  (argv, in order, at least one), 'e<NAME=value>' (env,
- *                  added to the agent's PATH/HOME defaults)
+ *                  added to the agent's PATH/HOME defaults), 'u<user>'
+ *                  (a name or uid from the guest's /etc/passwd; its
+ *                  groups from /etc/group; default root), 'T<rows> <cols>'
+ *                  (a terminal: the command runs on a pty, its output
+ *                  comes as 'O' only, "0 0" for no size)
  *   'I' stdin      payload: bytes for the command's stdin; empty: EOF
+ *                  (on a terminal: its EOF character, ^D)
+ *   'W' resize     payload: "ROWS COLS", the terminal's new size
+ *   'w' file put   fields as 'E': 't<timeout ms>', 'p<path>' (absolute),
+ *                  'm<mode, octal>'; then 'I' frames of its bytes, empty
+ *                  at the end: written to a temporary file beside it,
+ *                  mode set, renamed over path; answered 'X' "exit 0"
+ *   'g' file get   fields 't', 'p<path>': answered with 'O' frames of its
+ *                  bytes then 'X' "exit 0" ('F' "404 ..." when absent)
  * guest -> host
  *   'p' pong       the ping's payload
  *   'O' stdout     bytes, 'R' stderr bytes (in the order produced per stream)
  *   'X' exit       "exit N" or "signal N", then " timeout" when the agent
  *                  killed the command at its deadline; the last frame of an
  *                  exec (its output is complete)
- *   'F' failure    a request refused (malformed, busy): a message
+ *   'F' failure    a request refused (malformed, busy): a message; one
+ *                  that starts with "400 " is the request's fault (an
+ *                  unknown user), the rest is the agent's
  *
  * One exec at a time per connection; several in sequence. When the host
  * end goes away (berthd restarts, the VM is snapshotted and restored by a
@@ -46,7 +60,8 @@
 #define BA_CHUNK	(32 * 1024)	/* output and stdin frames */
 
 enum {
-	BA_PING = 'P', BA_EXEC = 'E', BA_STDIN = 'I',
+	BA_PING = 'P', BA_EXEC = 'E', BA_STDIN = 'I', BA_RESIZE = 'W',
+	BA_FILE_PUT = 'w', BA_FILE_GET = 'g',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
 	BA_FAIL = 'F'
 };
