@@ -17,6 +17,7 @@
 #include "vm.h"
 #include "egress.h"
 #include "fleet.h"
+#include "proc.h"
 #include "worker.h"
 #include "bufpool.h"
 
@@ -802,55 +803,6 @@ slot_ipc_event(struct bufferevent *bev, short what, void *arg)
 	s->ipc = NULL;
 }
 
-/* Closes every descriptor but those a worker needs. */
-static void
-close_other_fds(const int *keep, int nkeep)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int dfd, i;
-
-	if (d == NULL)
-		return;
-	dfd = dirfd(d);
-	while ((e = readdir(d)) != NULL) {
-		int fd = atoi(e->d_name), k = 0;
-
-		if (e->d_name[0] == '.' || fd <= 2 || fd == dfd)
-			continue;
-		for (i = 0; i < nkeep; i++)
-			k |= keep[i] == fd;
-		if (!k)
-			close(fd);
-	}
-	closedir(d);
-}
-
-static void
-drop_privileges(void)
-{
-	int cap;
-
-	if (!P.drop)
-		return;
-	if (chroot(P.empty_dir) != 0 || chdir("/") != 0)
-		fatal("worker: chroot %s", P.empty_dir);
-	/* Empty the bounding set while still root: with no capability left
-	 * to gain, not even a setuid binary (were exec possible) or a kernel
-	 * bug in the uid change hands CAP_NET_ADMIN back. EINVAL ends the
-	 * list of capabilities this kernel knows. */
-	for (cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0; cap++)
-		;
-	if (errno != EINVAL || cap == 0)
-		fatal("worker: cannot drop capability %d from the bounding set", cap);
-	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	if (setgroups(1, &P.gid) != 0 || setresgid(P.gid, P.gid, P.gid) != 0 ||
-	    setresuid(P.uid, P.uid, P.uid) != 0)
-		fatal("worker: cannot drop privileges");
-	if (setuid(0) == 0)
-		fatalx("worker: still root after dropping privileges");
-}
-
 static void
 fork_worker(struct slot *s)
 {
@@ -886,8 +838,8 @@ fork_worker(struct slot *s)
 			keep[nkeep++] = P.access_fd;
 		if (P.acme_fd >= 0)
 			keep[nkeep++] = P.acme_fd;
-		close_other_fds(keep, nkeep);
-		drop_privileges();
+		px_proc_close_fds(keep, nkeep);
+		px_proc_jail("worker");
 		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 		prctl(PR_SET_DUMPABLE, 0);	/* no ptrace, no core with keys */
 		_exit(px_worker_main(s->id, sp[1], s->fds, https, P.cfg.nlisten,
@@ -934,7 +886,9 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 	pid_t pid;
 	int st, i, alive = 0;
 
-	/* Only workers: libvmm reaps its own children (qemu, mkfs). */
+	/* Only workers and helpers: libvmm reaps its own children (qemu,
+	 * mkfs). */
+	px_proc_sigchld();
 	for (i = 0; i < P.nslots; i++) {
 		struct slot *s = &P.slots[i];
 		struct timeval tv = { 0, 0 };
@@ -1017,6 +971,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	m = json_pack("{s:s}", "type", "drain");
 	send_all(m);
 	px_fleet_stop();
+	px_proc_stop_all();
 	px_exec_shutdown();	/* its answers go out through the control API */
 	if (P.control != NULL) {
 		px_control_free(P.control);
@@ -1230,6 +1185,7 @@ main(int argc, char **argv)
 
 	/* before anything allocates (OpenSSL refuses afterwards) */
 	(void)px_bufpool_install();
+	px_proc_helper_main(argc, argv);	/* returns unless a helper */
 	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
 		switch (ch) {
 		case 'f': cfgfile = optarg; break;
@@ -1323,6 +1279,7 @@ main(int argc, char **argv)
 		P.gid = pw->pw_gid;
 		P.drop = 1;
 	}
+	px_proc_setup(P.empty_dir, P.uid, P.gid, P.drop);
 
 	P.nslots = P.cfg.workers > 0 ? P.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (P.nslots < 1)

@@ -18,6 +18,8 @@
  */
 #include "egress.h"
 #include "conf.h"
+#include "helper.h"
+#include "proc.h"
 #include "control_rule.h"
 #include "log.h"
 #include "nc_dns.h"
@@ -65,8 +67,8 @@ struct eg_sb {
 static struct {
 	struct nc_ctx	*ctx;
 	struct nc_dns	*dns;
-	struct nc_nflog	*nflog;
-	struct event	*nflog_ev;
+	struct nc_nflog	*nflog;		/* bound here, read by the helper */
+	struct px_proc	*nflogd;
 	struct px_store	*store;
 	const struct px_config *cfg;	/* the parent's, updated by reloads */
 	uint32_t	 conn_limit, new_conn_rate;	/* in the table now */
@@ -261,14 +263,51 @@ on_nflog(const struct nc_denial *d, void *arg)
 	    d->reason));
 }
 
-static void
-nflog_cb(evutil_socket_t fd, short what, void *arg)
-{
-	char err[NC_ERRLEN];
+/* ---- the NFLOG reader helper (nflogd.c): it parses, this checks ---- */
 
-	if (nc_nflog_read(E.nflog, on_nflog, NULL, err, sizeof(err)) < 0)
-		log_warnx("egress: denial log: %s", err);
+static int
+reason_ok(const char *r, size_t max)
+{
+	size_t i;
+
+	for (i = 0; i < max && r[i] != '\0'; i++)
+		if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= '0' && r[i] <= '9') ||
+		    r[i] == '-'))
+			return 0;
+	return i > 0 && i < max;
 }
+
+static void
+nflogd_start(struct px_proc *pr, void *arg)
+{
+	struct hm_nflog_socket m = { E.group };
+	int fd = nc_nflog_fd(E.nflog);
+
+	px_proc_send(pr, HM_NFLOG_SOCKET, &m, sizeof(m), &fd, 1);
+}
+
+static void
+nflogd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct nc_denial d;
+
+	if (type != HM_NFLOG_DENIAL || len != sizeof(d) || nfds != 0) {
+		px_proc_bad(arg, "an unexpected message");
+		return;
+	}
+	memcpy(&d, p, sizeof(d));
+	if (!reason_ok(d.reason, sizeof(d.reason)) ||
+	    (d.family != AF_INET && d.family != AF_INET6)) {
+		px_proc_bad(arg, "a malformed denial");
+		return;
+	}
+	on_nflog(&d, NULL);
+}
+
+static const struct px_proc_def nflogd_def = {
+	"nflog", nflogd_start, nflogd_msg, NULL
+};
 
 /* The policy document with defaults filled (as the control API has it). */
 static json_t *
@@ -915,11 +954,8 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	}
 	if ((E.nflog = nc_nflog_open(E.group, err, errlen)) == NULL) {
 		log_warnx("egress: no denial log: %s", err);
-	} else {
-		E.nflog_ev = event_new(base, nc_nflog_fd(E.nflog), EV_READ | EV_PERSIST,
-		    nflog_cb, NULL);
-		event_add(E.nflog_ev, NULL);
-	}
+	} else if ((E.nflogd = px_proc_start(base, &nflogd_def)) == NULL)
+		log_warnx("egress: no denial log: cannot start its reader");
 	return 0;
 }
 
@@ -927,8 +963,6 @@ void
 px_eg_shutdown(void)
 {
 	/* the table stays: VMs outlive berthd and must stay fenced */
-	if (E.nflog_ev != NULL)
-		event_free(E.nflog_ev);
 	if (E.retry_ev != NULL)
 		event_free(E.retry_ev);
 	if (E.nflog != NULL)

@@ -1,0 +1,625 @@
+/*
+ * proc.c — see proc.h.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "proc.h"
+#include "log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <event2/event.h>
+
+/* ---- the channel: one message per datagram of a SOCK_SEQPACKET pair ---- */
+
+struct msghdr_px {
+	uint32_t	 type;
+	uint32_t	 len;
+};
+
+struct outmsg {
+	TAILQ_ENTRY(outmsg) entry;
+	size_t		 len;		/* header + payload */
+	int		 fds[PX_PROC_FDS];
+	int		 nfds;
+	unsigned char	 buf[];
+};
+
+struct px_chan {
+	int		 fd;
+	struct event	*rev, *wev;
+	TAILQ_HEAD(, outmsg) q;
+	size_t		 queued;
+	px_chan_msg_cb	 on_msg;
+	px_chan_close_cb on_close;
+	void		*arg;
+	unsigned char	*rbuf;
+};
+
+/* More than this queued for a peer that does not read: it is stuck. */
+#define PX_CHAN_QUEUE_MAX	(16u * 1024 * 1024)
+
+static void chan_write(evutil_socket_t, short, void *);
+
+static void
+chan_closed(struct px_chan *c, int corrupt)
+{
+	event_del(c->rev);
+	event_del(c->wev);
+	c->on_close(c, corrupt, c->arg);
+}
+
+static void
+chan_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_chan *c = arg;
+	union {
+		struct cmsghdr hdr;
+		char buf[CMSG_SPACE(sizeof(int) * PX_PROC_FDS)];
+	} cm;
+	struct msghdr mh;
+	struct iovec iov;
+	struct cmsghdr *cmh;
+	struct msghdr_px h;
+	int fds[PX_PROC_FDS], nfds, i, k;
+	ssize_t n;
+
+	for (k = 0; k < 64; k++) {	/* then let the loop breathe */
+		memset(&mh, 0, sizeof(mh));
+		iov.iov_base = c->rbuf;
+		iov.iov_len = sizeof(h) + PX_PROC_MSG_MAX;
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof(cm.buf);
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			chan_closed(c, 0);
+			return;
+		}
+		nfds = 0;
+		for (cmh = CMSG_FIRSTHDR(&mh); cmh != NULL;
+		    cmh = CMSG_NXTHDR(&mh, cmh)) {
+			size_t nb;
+
+			if (cmh->cmsg_level != SOL_SOCKET ||
+			    cmh->cmsg_type != SCM_RIGHTS)
+				continue;
+			nb = (cmh->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (i = 0; i < (int)nb; i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(cmh) + i * sizeof(int), sizeof(int));
+				if (nfds < PX_PROC_FDS)
+					fds[nfds++] = f;
+				else
+					close(f);
+			}
+		}
+		memcpy(&h, c->rbuf, (size_t)n < sizeof(h) ? (size_t)n : sizeof(h));
+		if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+		    (size_t)n < sizeof(h) || h.len != (size_t)n - sizeof(h)) {
+			for (i = 0; i < nfds; i++)
+				close(fds[i]);
+			chan_closed(c, 1);
+			return;
+		}
+		c->on_msg(c, h.type, c->rbuf + sizeof(h), h.len, fds, nfds, c->arg);
+		for (i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		/* on_msg may have freed c: it then returns through here
+		 * only if it did not (callers free from on_close only) */
+	}
+}
+
+struct px_chan *
+px_chan_new(struct event_base *base, int fd, px_chan_msg_cb on_msg,
+    px_chan_close_cb on_close, void *arg)
+{
+	struct px_chan *c = calloc(1, sizeof(*c));
+
+	if (c == NULL || (c->rbuf = malloc(sizeof(struct msghdr_px) +
+	    PX_PROC_MSG_MAX)) == NULL) {
+		free(c);
+		return NULL;
+	}
+	c->fd = fd;
+	c->on_msg = on_msg;
+	c->on_close = on_close;
+	c->arg = arg;
+	TAILQ_INIT(&c->q);
+	evutil_make_socket_nonblocking(fd);
+	c->rev = event_new(base, fd, EV_READ | EV_PERSIST, chan_read, c);
+	c->wev = event_new(base, fd, EV_WRITE, chan_write, c);
+	if (c->rev == NULL || c->wev == NULL) {
+		px_chan_free(c);
+		return NULL;
+	}
+	event_add(c->rev, NULL);
+	return c;
+}
+
+void
+px_chan_free(struct px_chan *c)
+{
+	struct outmsg *m;
+	int i;
+
+	if (c == NULL)
+		return;
+	while ((m = TAILQ_FIRST(&c->q)) != NULL) {
+		TAILQ_REMOVE(&c->q, m, entry);
+		for (i = 0; i < m->nfds; i++)
+			close(m->fds[i]);
+		free(m);
+	}
+	if (c->rev != NULL)
+		event_free(c->rev);
+	if (c->wev != NULL)
+		event_free(c->wev);
+	close(c->fd);
+	free(c->rbuf);
+	free(c);
+}
+
+/* 1 sent, 0 would block, -1 the peer is gone */
+static int
+send_one(struct px_chan *c, struct outmsg *m)
+{
+	union {
+		struct cmsghdr hdr;
+		char buf[CMSG_SPACE(sizeof(int) * PX_PROC_FDS)];
+	} cm;
+	struct msghdr mh;
+	struct iovec iov;
+	struct cmsghdr *cmh;
+
+	memset(&mh, 0, sizeof(mh));
+	iov.iov_base = m->buf;
+	iov.iov_len = m->len;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (m->nfds > 0) {
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * m->nfds);
+		cmh = CMSG_FIRSTHDR(&mh);
+		cmh->cmsg_level = SOL_SOCKET;
+		cmh->cmsg_type = SCM_RIGHTS;
+		cmh->cmsg_len = CMSG_LEN(sizeof(int) * m->nfds);
+		memcpy(CMSG_DATA(cmh), m->fds, sizeof(int) * m->nfds);
+	}
+	if (sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return errno == EAGAIN || errno == EINTR || errno == ENOBUFS ? 0 : -1;
+	return 1;
+}
+
+static int
+flush_some(struct px_chan *c)
+{
+	struct outmsg *m;
+	int i, r;
+
+	while ((m = TAILQ_FIRST(&c->q)) != NULL) {
+		if ((r = send_one(c, m)) <= 0)
+			return r;
+		TAILQ_REMOVE(&c->q, m, entry);
+		c->queued -= m->len;
+		for (i = 0; i < m->nfds; i++)
+			close(m->fds[i]);
+		free(m);
+	}
+	return 1;
+}
+
+static void
+chan_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_chan *c = arg;
+	int r = flush_some(c);
+
+	if (r == 0)
+		event_add(c->wev, NULL);
+	/* r < 0: the read side sees the peer gone and says so */
+}
+
+int
+px_chan_send(struct px_chan *c, uint32_t type, const void *p, size_t len,
+    const int *fds, int nfds)
+{
+	struct outmsg *m;
+	struct msghdr_px h;
+	int i;
+
+	if (c == NULL || len > PX_PROC_MSG_MAX || nfds > PX_PROC_FDS ||
+	    c->queued + len > PX_CHAN_QUEUE_MAX)
+		return -1;
+	if ((m = malloc(sizeof(*m) + sizeof(h) + len)) == NULL)
+		return -1;
+	h.type = type;
+	h.len = (uint32_t)len;
+	memcpy(m->buf, &h, sizeof(h));
+	if (len > 0)
+		memcpy(m->buf + sizeof(h), p, len);
+	m->len = sizeof(h) + len;
+	m->nfds = 0;
+	for (i = 0; i < nfds; i++) {
+		if ((m->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0) {
+			while (--i >= 0)
+				close(m->fds[i]);
+			free(m);
+			return -1;
+		}
+		m->nfds++;
+	}
+	TAILQ_INSERT_TAIL(&c->q, m, entry);
+	c->queued += m->len;
+	if (flush_some(c) == 0)
+		event_add(c->wev, NULL);
+	return 0;
+}
+
+void
+px_chan_flush(struct px_chan *c, int ms)
+{
+	struct pollfd pfd = { c->fd, POLLOUT, 0 };
+
+	while (!TAILQ_EMPTY(&c->q) && flush_some(c) == 0 &&
+	    poll(&pfd, 1, ms) > 0)
+		;
+}
+
+/* ---- jails ---- */
+
+static struct {
+	char	 root[PATH_MAX];
+	uid_t	 uid;
+	gid_t	 gid;
+	int	 drop;
+	char	 exe[PATH_MAX];
+} J;
+
+void
+px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop)
+{
+	ssize_t n;
+
+	snprintf(J.root, sizeof(J.root), "%s", root);
+	J.uid = uid;
+	J.gid = gid;
+	J.drop = drop;
+	/* the binary to exec for a helper, found before anything chroots */
+	if ((n = readlink("/proc/self/exe", J.exe, sizeof(J.exe) - 1)) > 0)
+		J.exe[n] = '\0';
+}
+
+void
+px_proc_close_fds(const int *keep, int nkeep)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int dfd, i;
+
+	if (d == NULL)
+		return;
+	dfd = dirfd(d);
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name), k = 0;
+
+		if (e->d_name[0] == '.' || fd <= 2 || fd == dfd)
+			continue;
+		for (i = 0; i < nkeep; i++)
+			k |= keep[i] == fd;
+		if (!k)
+			close(fd);
+	}
+	closedir(d);
+}
+
+static void
+jail_to(const char *what, const char *root, uid_t uid, gid_t gid)
+{
+	int cap;
+
+	if (chroot(root) != 0 || chdir("/") != 0)
+		fatal("%s: chroot %s", what, root);
+	/* Empty the bounding set while still root: with no capability left
+	 * to gain, not even a setuid binary (were exec possible) or a kernel
+	 * bug in the uid change hands CAP_NET_ADMIN back. EINVAL ends the
+	 * list of capabilities this kernel knows. */
+	for (cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0; cap++)
+		;
+	if (errno != EINVAL || cap == 0)
+		fatal("%s: cannot drop capability %d from the bounding set", what, cap);
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	if (setgroups(1, &gid) != 0 || setresgid(gid, gid, gid) != 0 ||
+	    setresuid(uid, uid, uid) != 0)
+		fatal("%s: cannot drop privileges", what);
+	if (setuid(0) == 0)
+		fatalx("%s: still root after dropping privileges", what);
+}
+
+void
+px_proc_jail(const char *what)
+{
+	if (J.drop)
+		jail_to(what, J.root, J.uid, J.gid);
+}
+
+/* ---- helpers, seen from the parent ---- */
+
+struct px_proc {
+	const struct px_proc_def *d;
+	struct event_base *base;
+	pid_t		 pid;
+	struct px_chan	*ch;
+	unsigned	 fails;		/* quick deaths in a row */
+	unsigned long long restarts;
+	time_t		 started;
+	struct event	*restart_ev;
+	int		 stopped;
+	struct px_proc	*next;
+};
+
+static struct px_proc *procs;
+
+static void proc_fork(struct px_proc *);
+
+static void
+proc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct px_proc *pr = arg;
+
+	pr->d->on_msg(ch, type, p, len, fds, nfds, pr);
+}
+
+static void
+proc_close(struct px_chan *ch, int corrupt, void *arg)
+{
+	struct px_proc *pr = arg;
+
+	if (corrupt)
+		px_proc_bad(pr, "a malformed message");
+	/* the helper is exiting (or killed above); SIGCHLD restarts it */
+	px_chan_free(pr->ch);
+	pr->ch = NULL;
+}
+
+void
+px_proc_bad(struct px_proc *pr, const char *why)
+{
+	log_warnx("%s helper (pid %d) sent %s: stopping it", pr->d->name,
+	    (int)pr->pid, why);
+	if (pr->pid > 0)
+		kill(pr->pid, SIGKILL);
+}
+
+static void
+restart_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_proc *pr = arg;
+
+	if (!pr->stopped && pr->pid <= 0)
+		proc_fork(pr);
+}
+
+static void
+proc_fork(struct px_proc *pr)
+{
+	int sp[2], keep[1], one = 4 * 1024 * 1024;
+	pid_t pid, parent = getpid();
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
+		log_warn("%s helper: socketpair", pr->d->name);
+		goto retry;
+	}
+	/* the parent's rule pushes can be large; the kernel would cap a
+	 * plain SO_SNDBUF at wmem_max */
+	if (setsockopt(sp[0], SOL_SOCKET, SO_SNDBUFFORCE, &one, sizeof(one)) != 0)
+		(void)setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
+	if ((pid = fork()) < 0) {
+		log_warn("%s helper: fork", pr->d->name);
+		close(sp[0]);
+		close(sp[1]);
+		goto retry;
+	}
+	if (pid == 0) {
+		char title[64], env[80], *argv[2], *envp[2];
+		sigset_t none;
+		int i;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (i = 1; i < NSIG; i++)
+			signal(i, SIG_DFL);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
+		if (sp[1] == PX_PROC_CHAN_FD) {
+			if (fcntl(sp[1], F_SETFD, 0) != 0)
+				_exit(1);
+		} else if (dup2(sp[1], PX_PROC_CHAN_FD) < 0)
+			_exit(1);
+		keep[0] = PX_PROC_CHAN_FD;
+		px_proc_close_fds(keep, 1);
+		snprintf(title, sizeof(title), "berthd: %s", pr->d->name);
+		snprintf(env, sizeof(env), "BERTH_HELPER=%s:%s:%u:%u:%d:%d",
+		    pr->d->name, J.root, (unsigned)J.uid, (unsigned)J.gid,
+		    J.drop, log_verbose());
+		argv[0] = title;
+		argv[1] = NULL;
+		envp[0] = env;
+		envp[1] = NULL;
+		/* a fresh image: nothing of the parent's memory (keys,
+		 * the store, tokens) is there to leak */
+		execve(J.exe, argv, envp);
+		_exit(127);
+	}
+	close(sp[1]);
+	pr->pid = pid;
+	pr->started = time(NULL);
+	if ((pr->ch = px_chan_new(pr->base, sp[0], proc_msg, proc_close, pr)) == NULL)
+		fatalx("%s helper: out of memory", pr->d->name);
+	log_debug("%s helper started (pid %d)", pr->d->name, (int)pid);
+	if (pr->d->on_start != NULL)
+		pr->d->on_start(pr, pr->d->arg);
+	return;
+retry:
+	{
+		struct timeval tv = { 5, 0 };
+
+		evtimer_add(pr->restart_ev, &tv);
+	}
+}
+
+struct px_proc *
+px_proc_start(struct event_base *base, const struct px_proc_def *d)
+{
+	struct px_proc *pr = calloc(1, sizeof(*pr));
+
+	if (pr == NULL)
+		return NULL;
+	pr->d = d;
+	pr->base = base;
+	if ((pr->restart_ev = evtimer_new(base, restart_cb, pr)) == NULL) {
+		free(pr);
+		return NULL;
+	}
+	pr->next = procs;
+	procs = pr;
+	proc_fork(pr);
+	return pr;
+}
+
+int
+px_proc_send(struct px_proc *pr, uint32_t type, const void *p, size_t len,
+    const int *fds, int nfds)
+{
+	if (pr == NULL || pr->ch == NULL)
+		return -1;	/* not running: on_start resends state */
+	return px_chan_send(pr->ch, type, p, len, fds, nfds);
+}
+
+pid_t
+px_proc_pid(const struct px_proc *pr)
+{
+	return pr != NULL ? pr->pid : 0;
+}
+
+unsigned long long
+px_proc_restarts(const struct px_proc *pr)
+{
+	return pr != NULL ? pr->restarts : 0;
+}
+
+static void
+reaped(struct px_proc *pr, pid_t pid, int st)
+{
+	struct timeval tv = { 0, 0 };
+
+	pr->pid = 0;
+	if (pr->ch != NULL) {
+		px_chan_free(pr->ch);
+		pr->ch = NULL;
+	}
+	if (pr->stopped)
+		return;
+	/* A helper that dies within 2 s of starting is crashing on
+	 * something persistent: back off 1, 2, 4 ... 30 s. */
+	if (time(NULL) - pr->started < 2) {
+		pr->fails++;
+		tv.tv_sec = pr->fails >= 5 ? 30 : 1 << (pr->fails - 1);
+	} else
+		pr->fails = 0;
+	pr->restarts++;
+	if (WIFSIGNALED(st))
+		log_warnx("%s helper (pid %d) killed by signal %d: restarting in %ld s",
+		    pr->d->name, (int)pid, WTERMSIG(st), (long)tv.tv_sec);
+	else
+		log_warnx("%s helper (pid %d) exited with status %d: restarting in %ld s",
+		    pr->d->name, (int)pid, WEXITSTATUS(st), (long)tv.tv_sec);
+	evtimer_add(pr->restart_ev, &tv);
+}
+
+void
+px_proc_sigchld(void)
+{
+	struct px_proc *pr;
+	pid_t pid;
+	int st;
+
+	for (pr = procs; pr != NULL; pr = pr->next)
+		if (pr->pid > 0 && (pid = waitpid(pr->pid, &st, WNOHANG)) > 0)
+			reaped(pr, pid, st);
+}
+
+void
+px_proc_stop_all(void)
+{
+	struct px_proc *pr;
+
+	for (pr = procs; pr != NULL; pr = pr->next) {
+		pr->stopped = 1;
+		evtimer_del(pr->restart_ev);
+		if (pr->pid > 0)
+			kill(pr->pid, SIGTERM);
+	}
+}
+
+/* ---- a helper, seen from inside ---- */
+
+void
+px_proc_helper_main(int argc, char **argv)
+{
+	const char *env = getenv("BERTH_HELPER");
+	char name[32], root[PATH_MAX], role[48], title[16];
+	unsigned uid, gid;
+	int drop, verbose, n, rc;
+
+	(void)argc;
+	(void)argv;
+	if (env == NULL)
+		return;
+	/* name:root:uid:gid:drop:verbose, root having no ':' (berthd's
+	 * own <state>/empty) */
+	if (sscanf(env, "%31[^:]:%4095[^:]:%u:%u:%d:%d%n", name, root, &uid, &gid,
+	    &drop, &verbose, &n) != 6 || env[n] != '\0') {
+		fprintf(stderr, "berthd: bad BERTH_HELPER\n");
+		exit(1);
+	}
+	snprintf(role, sizeof(role), "berthd[%s]", name);
+	log_init(strdup(role), verbose);
+	snprintf(title, sizeof(title), "berthd: %s", name);
+	prctl(PR_SET_NAME, title, 0, 0, 0);
+	unsetenv("BERTH_HELPER");
+	if (drop)
+		jail_to(name, root, (uid_t)uid, (gid_t)gid);
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 0);
+	signal(SIGPIPE, SIG_IGN);
+	if (strcmp(name, "dns") == 0)
+		rc = px_dnsd_main(PX_PROC_CHAN_FD);
+	else if (strcmp(name, "nflog") == 0)
+		rc = px_nflogd_main(PX_PROC_CHAN_FD);
+	else
+		fatalx("unknown helper %s", name);
+	exit(rc);
+}
