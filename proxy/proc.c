@@ -442,7 +442,7 @@ proc_fork(struct px_proc *pr)
 		goto retry;
 	}
 	if (pid == 0) {
-		char title[64], env[80], *argv[2], *envp[2];
+		char title[64], env[PATH_MAX + 128], *argv[2], *envp[2];
 		sigset_t none;
 		int i;
 
