@@ -69,7 +69,6 @@ static struct {
 	char		 empty_dir[PATH_MAX];
 	struct px_store	*store;
 	struct px_control *control;
-	struct px_tls	*control_tls;
 	struct slot	 slots[MAX_WORKERS];
 	int		 nslots;
 	json_t		*certs;		/* [{cert, key}] PEM text */
@@ -973,6 +972,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	px_fleet_stop();
 	px_proc_stop_all();
 	px_exec_shutdown();	/* its answers go out through the control API */
+	px_controld_stop();
 	if (P.control != NULL) {
 		px_control_free(P.control);
 		P.control = NULL;
@@ -1134,22 +1134,18 @@ rotate_tickets(evutil_socket_t fd, short what, void *arg)
 static void
 start_control_tcp(void)
 {
-	struct px_tls_cert tc;
 	char err[256];
 	json_t *c = json_array_get(P.certs, 0);
+	const char *port = strrchr(P.cfg.control_listen, ':');
 
-	tc.cert_pem = json_string_value(json_object_get(c, "cert"));
-	tc.cert_len = strlen(tc.cert_pem);
-	tc.key_pem = json_string_value(json_object_get(c, "key"));
-	tc.key_len = strlen(tc.key_pem);
-	if (P.control_tls == NULL &&
-	    (P.control_tls = px_tls_new(&tc, 1, err, sizeof(err))) == NULL)
-		fatalx("control_listen: %s", err);
-	if (px_control_listen_tcp(P.control, P.cfg.control_listen,
-	    px_tls_default_ctx(P.control_tls), err, sizeof(err)) != 0)
+	/* Its clients are served by a helper (controld.c): it terminates
+	 * TLS and parses HTTP and JSON; this process gets typed requests. */
+	if (px_controld_start(P.base, P.control, P.cfg.control_listen,
+	    json_string_value(json_object_get(c, "cert")),
+	    json_string_value(json_object_get(c, "key")), err, sizeof(err)) != 0)
 		fatalx("control_listen %s: %s", P.cfg.control_listen, err);
 	log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)", P.cfg.domain,
-	    strrchr(P.cfg.control_listen, ':') + 1);
+	    port ? port + 1 : "?");
 }
 
 static int
@@ -1410,6 +1406,7 @@ main(int argc, char **argv)
 	event_base_dispatch(P.base);
 
 	px_exec_shutdown();
+	px_controld_stop();
 	if (P.control != NULL)
 		px_control_free(P.control);
 	px_store_close(P.store);

@@ -28,6 +28,46 @@ enum {
 	HM_DNS_INSERTED,	/* P->C: struct hm_dns_inserted */
 	HM_DNS_DENIAL,		/* C->P: struct hm_dns_denial */
 	HM_DNS_ERROR,		/* C->P: a NUL-terminated message */
+
+	/* TCP control listener */
+	HM_CTL_CONFIG = 40,	/* P->C: struct hm_ctl_config, certificate and
+				 * key PEM, + the listening socket */
+	HM_CTL_OPEN,		/* C->P: struct hm_ctl_open (handshake done) */
+	HM_CTL_REQUEST,		/* C->P: struct hm_ctl_request + JSON body */
+	HM_CTL_DATA,		/* P->C: struct hm_ctl_id + response bytes */
+	HM_CTL_CLOSE,		/* both: struct hm_ctl_id */
+	HM_CTL_REFUSED,		/* C->P: struct hm_ctl_refused */
+};
+
+struct hm_ctl_config {
+	uint32_t	 certlen, keylen;	/* PEM bytes that follow */
+};
+
+struct hm_ctl_id {
+	uint64_t	 id;
+};
+
+struct hm_ctl_open {
+	uint64_t	 id;
+	char		 addr[46];	/* the client's address, numeric */
+};
+
+/* one request, as the helper parsed and checked it: method (http_parser's
+ * enum, GET HEAD POST PUT PATCH DELETE), origin-form target (printable
+ * ASCII, no space), the Authorization value, and the body: a JSON
+ * document re-serialised by the helper (compact), or none */
+#define HM_CTL_TARGET_MAX 2048
+struct hm_ctl_request {
+	uint64_t	 id;
+	int32_t		 method;
+	int32_t		 close;		/* the client asked to close after it */
+	char		 target[HM_CTL_TARGET_MAX];
+	char		 authz[257];
+	uint32_t	 bodylen;
+};
+
+struct hm_ctl_refused {
+	int32_t		 reason;	/* PX_CONTROL_REFUSED_* */
 };
 
 struct hm_nflog_socket {

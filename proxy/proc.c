@@ -619,6 +619,8 @@ px_proc_helper_main(int argc, char **argv)
 		rc = px_dnsd_main(PX_PROC_CHAN_FD);
 	else if (strcmp(name, "nflog") == 0)
 		rc = px_nflogd_main(PX_PROC_CHAN_FD);
+	else if (strcmp(name, "control") == 0)
+		rc = px_controld_main(PX_PROC_CHAN_FD);
 	else
 		fatalx("unknown helper %s", name);
 	exit(rc);

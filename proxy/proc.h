@@ -89,5 +89,16 @@ void px_proc_helper_main(int argc, char **argv);
 /* The helpers' entry points (dnsd.c, nflogd.c, controld.c). */
 int px_dnsd_main(int chan_fd);
 int px_nflogd_main(int chan_fd);
+int px_controld_main(int chan_fd);
+
+/* The parent's side of the control helper (controld.c): binds addr,
+ * starts the helper with the certificate (PEM) and relays its requests
+ * to ctl. -1 with err. */
+struct px_control;
+int px_controld_start(struct event_base *, struct px_control *ctl,
+    const char *addr, const char *cert_pem, const char *key_pem, char *err,
+    size_t errlen);
+/* Drops the relayed connections (before ctl goes). */
+void px_controld_stop(void);
 
 #endif
