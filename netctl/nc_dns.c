@@ -2444,6 +2444,8 @@ nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
 {
 	int ufd = -1, tfd = -1, ret;
 
+	if (sb_find(dns, guest) != NULL)	/* before binding its sockets */
+		return sb_add(dns, guest, gw, sandbox_id, -1, -1, err, errlen);
 	if (!dns->c.no_listen && (ret = nc_dns_bind(gw, dns->c.port, &ufd,
 	    &tfd, err, errlen)) < 0)
 		return ret;

@@ -170,7 +170,8 @@ fi
 # back and nothing else stops. A veth "tap" (bps0) whose far end sits in
 # a second namespace makes denials: its packets' MAC is no sandbox's, so
 # they are logged as spoof-mac through the NFLOG reader and counted as
-# unattributed in /metrics.
+# unattributed in /metrics. The TCP control listener is the third helper:
+# netctl over TCP works before and after each kill.
 kill "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
 NS=bps$$ G=bpsg$$
@@ -188,8 +189,9 @@ exec ip netns exec $NS $BERTHD "\$@"
 EOF
 chmod 755 "$T/berthd-ns"
 BERTHD=$T/berthd-ns
+CTL_PORT=$(free_port)
 EGRESS=on berthd_config "certificate $KEYS/server.pem $KEYS/server.key" \
-	"tap_prefix bps" "dns_upstream 127.0.0.1"
+	"tap_prefix bps" "dns_upstream 127.0.0.1" "control_listen 127.0.0.1:$CTL_PORT"
 start_berthd
 wait_log 30 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" || bail "egress did not start"
 ip -n "$NS" link add bps0 type veth peer name bpsp0
@@ -199,13 +201,24 @@ ip -n "$NS" link set bps0 up
 ip -n "$G" addr add 10.9.9.2/24 dev bpsp0
 ip -n "$G" link set bpsp0 up
 ip -n "$G" link set lo up
+# the "guest" knows the gateway's MAC: its datagrams need no ARP
+ip -n "$G" neigh replace 10.9.9.1 dev bpsp0 nud permanent \
+	lladdr "$(ip -n "$NS" -o link show bps0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')"
 unattributed() { metric berth_egress_unattributed_total; }
 more_than() { [ "$(unattributed)" -gt "$1" ] 2>/dev/null; }
-deny_some() { ip netns exec "$G" ping -c 3 -i 0.2 -W 1 10.9.9.1 >/dev/null 2>&1; }
+deny_some() {	# three UDP datagrams from the "guest" (no ping here)
+	ip netns exec "$G" python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(3): s.sendto(b"x", ("10.9.9.1", 9))'
+}
 helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
 
 workers=$(berthd_workers)
-for h in dns nflog; do
+admin=$(netctl token create --admin | head -n 1)
+tnet() { ip netns exec "$NS" "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" \
+	--cacert "$CA" --token "$admin" "$@"; }
+check "netctl over TCP (the control helper) works" tnet status
+for h in dns nflog control; do
 	p=$(berthd_helper "$h")
 	if [ -z "$p" ]; then
 		not_ok "helper $h runs"; continue
@@ -242,7 +255,7 @@ if wait_for 10 more_than 0; then
 else
 	not_ok "a denial at tap bps0 went through the NFLOG reader"
 fi
-for h in nflog dns; do
+for h in nflog dns control; do
 	old=$(berthd_helper "$h")
 	n0=$(unattributed)
 	kill -KILL "$old"
@@ -261,6 +274,8 @@ for h in nflog dns; do
 	fi
 	is "$h: the workers went on (same pids)" "$(berthd_workers)" "$workers"
 	check "$h: berthd answers netctl status" netctl status
+	if wait_for 10 tnet status; then ok "$h: netctl over TCP works"
+	else not_ok "$h: netctl over TCP works"; fi
 	deny_some
 	if wait_for 10 more_than "$n0"; then
 		ok "$h: denials are logged after the restart ($n0 -> $(unattributed))"
