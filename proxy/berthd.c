@@ -18,6 +18,7 @@
 #include "egress.h"
 #include "fleet.h"
 #include "proc.h"
+#include "valid.h"
 #include "worker.h"
 #include "bufpool.h"
 
@@ -588,9 +589,17 @@ announce_ready(void)
  */
 static const double wake_le[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 #define WAKE_NLE (sizeof(wake_le) / sizeof(wake_le[0]))
+struct wake_timer {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	struct event	*ev;
+	struct wake_timer *next;
+};
+
 static struct {
 	json_t		*t0;		/* sandbox id -> ms its wake began */
-	json_t		*per;		/* sandbox id -> [wakes, failures] */
+	json_t		*per;		/* sandbox id -> [wakes, failures,
+					 * timeouts] */
+	struct wake_timer *timers;	/* a wake that outlasts t_wake */
 	unsigned long long le[WAKE_NLE + 1], count;
 	double		 sum;		/* seconds */
 } W;
@@ -604,13 +613,86 @@ mono_ms(void)
 	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+static json_t *
+wake_counts(const char *id)
+{
+	json_t *c;
+
+	if (W.per == NULL)
+		W.per = json_object();
+	if ((c = json_object_get(W.per, id)) == NULL) {
+		c = json_pack("[I,I,I]", (json_int_t)0, (json_int_t)0, (json_int_t)0);
+		json_object_set_new(W.per, id, c);
+	}
+	return c;
+}
+
+static void
+wake_timer_del(const char *id)
+{
+	struct wake_timer **pp, *t;
+
+	for (pp = &W.timers; (t = *pp) != NULL; pp = &t->next)
+		if (strcmp(t->id, id) == 0) {
+			*pp = t->next;
+			event_free(t->ev);
+			free(t);
+			return;
+		}
+}
+
+/*
+ * The wake has taken t_wake already: the requests parked for it (the
+ * first at about the time the wake began) were answered 503 by the
+ * workers. Said once per wake, in the sandbox's events and /metrics.
+ */
+static void
+wake_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wake_timer *t = arg;
+	struct px_event ev;
+	json_t *c;
+	char err[256], id[sizeof(t->id)];
+
+	snprintf(id, sizeof(id), "%s", t->id);
+	wake_timer_del(id);	/* frees t */
+	c = wake_counts(id);
+	json_array_set_new(c, 2, json_integer(1 + json_integer_value(json_array_get(c, 2))));
+	memset(&ev, 0, sizeof(ev));
+	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+	snprintf(ev.operation, sizeof(ev.operation), "wake-timeout");
+	snprintf(ev.result, sizeof(ev.result), "failed");
+	snprintf(ev.reason, sizeof(ev.reason), "not running within %u ms: the "
+	    "requests parked for it got 503", P.cfg.t_wake);
+	ev.duration_ms = P.cfg.t_wake;
+	if (px_store_event_add(P.store, &ev, NULL, err, sizeof(err)) != PX_STORE_OK)
+		log_warnx("sandbox %s: event not recorded: %s", id, err);
+	log_warnx("wake %s: not running within %u ms: parked requests answered 503",
+	    id, P.cfg.t_wake);
+}
+
 static void
 wake_begins(const char *id)
 {
+	struct wake_timer *t;
+	struct timeval tv = { P.cfg.t_wake / 1000, (P.cfg.t_wake % 1000) * 1000 };
+
 	if (W.t0 == NULL)
 		W.t0 = json_object();
-	if (json_object_get(W.t0, id) == NULL)
-		json_object_set_new(W.t0, id, json_integer(mono_ms()));
+	if (json_object_get(W.t0, id) != NULL)
+		return;
+	json_object_set_new(W.t0, id, json_integer(mono_ms()));
+	if (P.cfg.t_wake > 0 && strlen(id) <= PX_SANDBOX_ID_MAX &&
+	    (t = calloc(1, sizeof(*t))) != NULL) {
+		snprintf(t->id, sizeof(t->id), "%s", id);
+		if ((t->ev = evtimer_new(P.base, wake_timeout_cb, t)) == NULL) {
+			free(t);
+			return;
+		}
+		t->next = W.timers;
+		W.timers = t;
+		evtimer_add(t->ev, &tv);
+	}
 }
 
 /* A wake of id ended; one that never began is a failure to begin. */
@@ -622,12 +704,8 @@ wake_ends(const char *id, int ok)
 
 	if (ok && t0 == NULL)
 		return;		/* it was running: no wake */
-	if (W.per == NULL)
-		W.per = json_object();
-	if ((c = json_object_get(W.per, id)) == NULL) {
-		c = json_pack("[I,I]", (json_int_t)0, (json_int_t)0);
-		json_object_set_new(W.per, id, c);
-	}
+	wake_timer_del(id);
+	c = wake_counts(id);
 	json_integer_set(json_array_get(c, !ok), 1 +
 	    json_integer_value(json_array_get(c, !ok)));
 	if (ok) {
@@ -667,6 +745,16 @@ wake_metrics(struct evbuffer *out)
 			evbuffer_add_printf(out, "berth_sandbox_wake_failures_total{sandbox="
 			    "\"%s\"} %lld\n", k,
 			    (long long)json_integer_value(json_array_get(v, 1)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_wake_timeouts_total Wakes on request that took "
+	    "longer than the wake timeout (the parked requests got 503; an event "
+	    "wake-timeout each).\n"
+	    "# TYPE berth_sandbox_wake_timeouts_total counter\n");
+	if (W.per != NULL)
+		json_object_foreach(W.per, k, v)
+			evbuffer_add_printf(out, "berth_sandbox_wake_timeouts_total{sandbox="
+			    "\"%s\"} %lld\n", k,
+			    (long long)json_integer_value(json_array_get(v, 2)));
 	evbuffer_add_printf(out,
 	    "# HELP berth_wake_duration_seconds How long successful wakes on request "
 	    "took, from the first request parked to the sandbox running.\n"
