@@ -1312,10 +1312,11 @@ main(int argc, char **argv)
 				return 1;
 			}
 		if (P.cfg.fleet_etcd != NULL) {
-			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key };
+			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key,
+			    P.cfg.fleet_etcd_ca, P.cfg.fleet_etcd_cert, P.cfg.fleet_etcd_key };
 
-			for (j = 0; j < 3; j++)
-				if (access(ff[j], R_OK) != 0) {
+			for (j = 0; j < 6; j++)
+				if (ff[j] != NULL && access(ff[j], R_OK) != 0) {
 					fprintf(stderr, "berthd: %s: fleet certificate %s: %s\n",
 					    cfgfile, ff[j], strerror(errno));
 					return 1;
@@ -1465,8 +1466,11 @@ main(int argc, char **argv)
 				edge = P.cfg.listen[i].text;
 		if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
 			fatalx("fleet: %s", err);
-		log_info("fleet: host %s, etcd %s, prefix %s, listener %s (mutual TLS)",
-		    P.cfg.fleet_host, P.cfg.fleet_etcd, P.cfg.fleet_prefix, P.cfg.fleet_listen);
+		log_info("fleet: host %s, etcd %s://%s%s, prefix %s, listener %s (mutual TLS)",
+		    P.cfg.fleet_host, P.cfg.fleet_etcd_tls ? "https" : "http",
+		    P.cfg.fleet_etcd, P.cfg.fleet_etcd_tls ? (P.cfg.fleet_etcd_cert ?
+		    " (TLS, client certificate)" : " (TLS)") : "", P.cfg.fleet_prefix,
+		    P.cfg.fleet_listen);
 		hooks.fleet = fleet_json;
 	}
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);

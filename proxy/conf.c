@@ -73,6 +73,9 @@ px_config_free(struct px_config *c)
 	free(c->template_dir);
 	free(c->tap_prefix);
 	free(c->fleet_etcd);
+	free(c->fleet_etcd_ca);
+	free(c->fleet_etcd_cert);
+	free(c->fleet_etcd_key);
 	free(c->fleet_host);
 	free(c->fleet_listen);
 	free(c->fleet_advertise);
@@ -371,16 +374,27 @@ fleet_directive(struct px_config *c, int argc, char **argv, char *err,
 {
 	const char *d = argv[0] + 6, *v = argv[1];
 
-	if (argc != (strcmp(d, "cert") == 0 ? 3 : 2))
-		ERR("'%s' takes %d argument%s", argv[0], strcmp(d, "cert") == 0 ? 2 : 1,
-		    strcmp(d, "cert") == 0 ? "s" : "");
+	int two = strcmp(d, "cert") == 0 || strcmp(d, "etcd_cert") == 0;
+
+	if (argc != (two ? 3 : 2))
+		ERR("'%s' takes %d argument%s", argv[0], two ? 2 : 1, two ? "s" : "");
 	if (strcmp(d, "etcd") == 0) {
+		c->fleet_etcd_tls = 0;
 		if (strncmp(v, "http://", 7) == 0)
 			v += 7;
-		if (strncmp(v, "https://", 8) == 0 || !addr_ok(v))
-			ERR("fleet_etcd: expected http://ADDR:PORT of etcd's gateway, got '%s'",
-			    argv[1]);
+		else if (strncmp(v, "https://", 8) == 0) {
+			v += 8;
+			c->fleet_etcd_tls = 1;
+		}
+		if (!addr_ok(v))
+			ERR("fleet_etcd: expected http://ADDR:PORT or https://ADDR:PORT "
+			    "of etcd's gateway, got '%s'", argv[1]);
 		set_str(&c->fleet_etcd, v);
+	} else if (strcmp(d, "etcd_ca") == 0) {
+		set_str(&c->fleet_etcd_ca, v);
+	} else if (strcmp(d, "etcd_cert") == 0) {
+		set_str(&c->fleet_etcd_cert, v);
+		set_str(&c->fleet_etcd_key, argv[2]);
 	} else if (strcmp(d, "host") == 0) {
 		size_t i, n = strlen(v);
 
@@ -436,7 +450,8 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 
 	if (c->fleet_etcd == NULL) {
 		if (c->fleet_host || c->fleet_listen || c->fleet_ca || c->fleet_cert ||
-		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix) {
+		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix ||
+		    c->fleet_etcd_ca || c->fleet_etcd_cert) {
 			snprintf(err, errlen, "%s: fleet_* directives without fleet_etcd", file);
 			return -1;
 		}
@@ -452,6 +467,16 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 		miss = "fleet_cert";
 	if (miss != NULL) {
 		snprintf(err, errlen, "%s: fleet_etcd is set but %s is missing", file, miss);
+		return -1;
+	}
+	if (c->fleet_etcd_tls && c->fleet_etcd_ca == NULL) {
+		snprintf(err, errlen, "%s: fleet_etcd https://%s needs fleet_etcd_ca (the "
+		    "CA of etcd's server certificate)", file, c->fleet_etcd);
+		return -1;
+	}
+	if (!c->fleet_etcd_tls && (c->fleet_etcd_ca || c->fleet_etcd_cert)) {
+		snprintf(err, errlen, "%s: fleet_etcd_ca and fleet_etcd_cert are for "
+		    "etcd over TLS: fleet_etcd https://%s", file, c->fleet_etcd);
 		return -1;
 	}
 	if (c->fleet_prefix == NULL)

@@ -20,10 +20,16 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <arpa/inet.h>
 
 static struct {
 	struct event_base *base;
@@ -38,6 +44,8 @@ static struct {
 	char		*ca, *cert, *key;	/* PEM text for the workers */
 	void		(*changed)(void);
 	struct evhttp_connection *conn, *wconn;
+	int		 conn_dead, wconn_dead;	/* closed: a new one next time */
+	SSL_CTX		*etcd_tls;		/* NULL: plain HTTP */
 	struct evhttp_request *wreq;
 	struct event	*tick;
 	char		 lease[24];		/* "": not registered */
@@ -121,6 +129,97 @@ note_etcd(int answered)
 	}
 }
 
+/* ---- the connections to etcd: plain, or TLS with a client certificate ---- */
+
+static void
+conn_closed(struct evhttp_connection *conn, void *arg)
+{
+	/* A TLS connection is not reconnected in place (its SSL state is
+	 * spent): the next call makes a new one. */
+	if (conn == F.conn)
+		F.conn_dead = 1;
+	else if (conn == F.wconn)
+		F.wconn_dead = 1;
+}
+
+static struct evhttp_connection *
+etcd_conn(void)
+{
+	struct evhttp_connection *conn;
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if (F.etcd_tls == NULL)
+		return evhttp_connection_base_new(F.base, NULL, F.etcd_addr, F.etcd_port);
+	if ((ssl = SSL_new(F.etcd_tls)) == NULL)
+		return NULL;
+	{
+		/* the server's name or address is what its certificate must say */
+		X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+		struct in6_addr a6;
+		struct in_addr a4;
+
+		if (inet_pton(AF_INET, F.etcd_addr, &a4) == 1 ||
+		    inet_pton(AF_INET6, F.etcd_addr, &a6) == 1)
+			X509_VERIFY_PARAM_set1_ip_asc(vp, F.etcd_addr);
+		else {
+			X509_VERIFY_PARAM_set1_host(vp, F.etcd_addr, 0);
+			SSL_set_tlsext_host_name(ssl, F.etcd_addr);
+		}
+	}
+	if ((bev = bufferevent_openssl_socket_new(F.base, -1, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE |
+	    BEV_OPT_DEFER_CALLBACKS)) == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	if ((conn = evhttp_connection_base_bufferevent_new(F.base, NULL, bev,
+	    F.etcd_addr, F.etcd_port)) == NULL) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	evhttp_connection_set_closecb(conn, conn_closed, NULL);
+	return conn;
+}
+
+/* The TLS context for etcd: its server checked against ca, this host's
+ * client certificate shown when given. NULL with err. */
+static SSL_CTX *
+etcd_tls_ctx(const struct px_config *c, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	unsigned long e;
+
+	if (ctx == NULL)
+		goto fail;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_load_verify_locations(ctx, c->fleet_etcd_ca, NULL) != 1) {
+		e = ERR_get_error();
+		snprintf(err, errlen, "fleet_etcd_ca %s: %s", c->fleet_etcd_ca,
+		    e ? ERR_reason_error_string(e) : "cannot load");
+		goto out;
+	}
+	if (c->fleet_etcd_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, c->fleet_etcd_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, c->fleet_etcd_key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1)) {
+		e = ERR_get_error();
+		snprintf(err, errlen, "fleet_etcd_cert %s %s: %s", c->fleet_etcd_cert,
+		    c->fleet_etcd_key, e ? ERR_reason_error_string(e) : "cannot load");
+		goto out;
+	}
+	ERR_clear_error();
+	return ctx;
+fail:
+	snprintf(err, errlen, "TLS context for etcd: out of memory");
+out:
+	ERR_clear_error();
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
 struct call {
 	void		(*cb)(json_t *, void *);
 	void		*arg;
@@ -180,9 +279,13 @@ etcd_call(const char *path, json_t *body, void (*cb)(json_t *, void *), void *ar
 
 	if (c == NULL || body == NULL)
 		goto fail;
+	if (F.conn != NULL && F.conn_dead) {
+		evhttp_connection_free(F.conn);
+		F.conn = NULL;
+	}
+	F.conn_dead = 0;
 	if (F.conn == NULL) {
-		if ((F.conn = evhttp_connection_base_new(F.base, NULL, F.etcd_addr,
-		    F.etcd_port)) == NULL)
+		if ((F.conn = etcd_conn()) == NULL)
 			goto fail;
 		tv.tv_sec = t / 1000;
 		tv.tv_usec = (t % 1000) * 1000;
@@ -538,9 +641,13 @@ watch_start(void)
 
 	if (F.wreq != NULL || F.lease[0] == '\0' || F.stopping || !F.etcd_ok)
 		return;
+	if (F.wconn != NULL && F.wconn_dead) {
+		evhttp_connection_free(F.wconn);
+		F.wconn = NULL;
+	}
+	F.wconn_dead = 0;
 	if (F.wconn == NULL) {
-		if ((F.wconn = evhttp_connection_base_new(F.base, NULL, F.etcd_addr,
-		    F.etcd_port)) == NULL)
+		if ((F.wconn = etcd_conn()) == NULL)
 			return;
 		/* a quiet watch ends after this; the next tick renews it */
 		evhttp_connection_set_timeout(F.wconn, 300);
@@ -631,6 +738,9 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 		F.etcd_addr[strlen(F.etcd_addr) - 1] = '\0';
 	}
 	F.etcd_port = (unsigned short)atoi(colon + 1);
+	if (c->fleet_etcd_tls &&
+	    (F.etcd_tls = etcd_tls_ctx(c, err, errlen)) == NULL)
+		return -1;
 	if ((F.ca = slurp(c->fleet_ca, err, errlen)) == NULL ||
 	    (F.cert = slurp(c->fleet_cert, err, errlen)) == NULL ||
 	    (F.key = slurp(c->fleet_key, err, errlen)) == NULL)

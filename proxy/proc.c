@@ -294,6 +294,7 @@ static struct {
 	gid_t	 gid;
 	int	 drop;
 	char	 exe[PATH_MAX];
+	int	 exe_fd;	/* this very binary, even once replaced on disk */
 } J;
 
 void
@@ -308,6 +309,10 @@ px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop)
 	/* the binary to exec for a helper, found before anything chroots */
 	if ((n = readlink("/proc/self/exe", J.exe, sizeof(J.exe) - 1)) > 0)
 		J.exe[n] = '\0';
+	/* An upgrade that replaces the file while berthd runs must not
+	 * give it helpers of another build (the messages are its structs):
+	 * helpers are exec'd from this descriptor of the running image. */
+	J.exe_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 }
 
 void
@@ -424,7 +429,7 @@ restart_cb(evutil_socket_t fd, short what, void *arg)
 static void
 proc_fork(struct px_proc *pr)
 {
-	int sp[2], keep[1], one = 4 * 1024 * 1024;
+	int sp[2], keep[2], one = 4 * 1024 * 1024;
 	pid_t pid, parent = getpid();
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
@@ -453,13 +458,16 @@ proc_fork(struct px_proc *pr)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
 			_exit(1);
+		if (J.exe_fd == PX_PROC_CHAN_FD)	/* keep it off fd 3 */
+			J.exe_fd = fcntl(J.exe_fd, F_DUPFD_CLOEXEC, 10);
 		if (sp[1] == PX_PROC_CHAN_FD) {
 			if (fcntl(sp[1], F_SETFD, 0) != 0)
 				_exit(1);
 		} else if (dup2(sp[1], PX_PROC_CHAN_FD) < 0)
 			_exit(1);
 		keep[0] = PX_PROC_CHAN_FD;
-		px_proc_close_fds(keep, 1);
+		keep[1] = J.exe_fd;
+		px_proc_close_fds(keep, 2);
 		snprintf(title, sizeof(title), "berthd: %s", pr->d->name);
 		snprintf(env, sizeof(env), "BERTH_HELPER=%s:%s:%u:%u:%d:%d",
 		    pr->d->name, J.root, (unsigned)J.uid, (unsigned)J.gid,
@@ -470,6 +478,8 @@ proc_fork(struct px_proc *pr)
 		envp[1] = NULL;
 		/* a fresh image: nothing of the parent's memory (keys,
 		 * the store, tokens) is there to leak */
+		if (J.exe_fd >= 0)
+			fexecve(J.exe_fd, argv, envp);
 		execve(J.exe, argv, envp);
 		_exit(127);
 	}
