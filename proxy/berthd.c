@@ -967,6 +967,20 @@ restart_cb(evutil_socket_t fd, short what, void *arg)
 		fork_worker(s);
 }
 
+/* The fleet lease's revoke answered (others drop this host at once
+ * rather than after its TTL), or 2 s: then the loop ends. */
+static void
+exit_when_revoked(evutil_socket_t fd, short what, void *arg)
+{
+	static int tries;
+	struct timeval tv = { 0, 50000 };
+
+	if (px_fleet_revoking() && tries++ < 40)
+		event_base_once(P.base, -1, EV_TIMEOUT, exit_when_revoked, NULL, &tv);
+	else
+		event_base_loopexit(P.base, NULL);
+}
+
 static void
 sigchld_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -1014,7 +1028,7 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 		alive += P.slots[i].pid > 0;
 	if (alive == 0) {
 		log_info("all workers finished: exiting");
-		event_base_loopexit(P.base, NULL);
+		exit_when_revoked(-1, 0, NULL);
 	}
 }
 
@@ -1066,7 +1080,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 		P.control = NULL;
 	}
 	if (alive == 0) {
-		event_base_loopexit(P.base, NULL);
+		exit_when_revoked(-1, 0, NULL);
 		return;
 	}
 	tv.tv_sec = (P.cfg.t_drain + 2000) / 1000;

@@ -61,6 +61,7 @@ static struct {
 	long long	 rev;			/* etcd revision of the last full read */
 	long long	 started;
 	int		 stopping;
+	int		 revoking;		/* the revoke at stop is under way */
 } F;
 
 static void refresh(void);
@@ -916,13 +917,26 @@ px_fleet_json(const char *what)
 	return json_pack("{s:s,s:o}", "self", F.host, "sandboxes", arr);
 }
 
+static void
+revoked(json_t *res, void *arg)
+{
+	F.revoking = 0;
+}
+
+int
+px_fleet_revoking(void)
+{
+	return F.on && F.revoking;
+}
+
 void
 px_fleet_stop(void)
 {
 	if (!F.on || F.stopping)
 		return;
-	if (F.lease[0] != '\0')
-		etcd_call("/v3/lease/revoke", json_pack("{s:s}", "ID", F.lease), NULL, NULL);
+	if (F.lease[0] != '\0' && etcd_call("/v3/lease/revoke",
+	    json_pack("{s:s}", "ID", F.lease), revoked, NULL) == 0)
+		F.revoking = 1;
 	F.stopping = 1;
 	if (F.wconn != NULL) {
 		evhttp_connection_free(F.wconn);

@@ -18,6 +18,10 @@
 #     is back C registers again and A and B serve C's sandboxes, the new
 #     one included
 #   SIGTERM C: its lease is revoked, A answers 503 naming C at once
+#   etcd over TLS with client certificates (--client-cert-auth, its own
+#     CA): berthd uses fleet_etcd https:// with fleet_etcd_ca and
+#     fleet_etcd_cert; a client without a certificate, with one of another
+#     CA, or over plain HTTP gets nothing from etcd
 #
 # Sandboxes are plain testapp servers on each namespace's loopback
 # (vmm off). Exit 77 without root, ip netns or etcd.
@@ -63,17 +67,34 @@ done
 inns() { _n=$1; shift; ip netns exec "$N$_n" "$@"; }
 ipof() { eval "echo \$IP_$1"; }
 
-# ---- etcd ----------------------------------------------------------------
+# ---- etcd, over TLS with client certificates -------------------------------
+# etcd's own CA (not the fleet CA: an etcd client certificate opens no
+# fleet listener, a host certificate no etcd): its server certificate
+# names $ETCD_IP; each berthd's client certificate has CN = its host id
+# (etcd's user name under auth). --client-cert-auth: no certificate of
+# that CA, no etcd.
+mkdir -p "$T/etcdpki"
+"$top_srcdir/certs/berth-fleet-cert" "$T/etcdpki" host etcd "$ETCD_IP" >/dev/null 2>&1 ||
+	bail "berth-fleet-cert: etcd's server certificate"
+for h in $HOSTS; do
+	"$top_srcdir/certs/berth-fleet-cert" "$T/etcdpki" host "$h" >/dev/null 2>&1 ||
+		bail "berth-fleet-cert: $h's etcd client certificate"
+done
+EPKI=$T/etcdpki
 spawn "$T/etcd.log" ip netns exec "$HUB" etcd --name bfl --data-dir "$T/etcd" \
-	--listen-client-urls "http://$ETCD_IP:2379" \
-	--advertise-client-urls "http://$ETCD_IP:2379" \
+	--listen-client-urls "https://$ETCD_IP:2379" \
+	--advertise-client-urls "https://$ETCD_IP:2379" \
+	--cert-file "$EPKI/etcd.pem" --key-file "$EPKI/etcd.key" \
+	--client-cert-auth --trusted-ca-file "$EPKI/fleet-ca.pem" \
 	--listen-peer-urls http://127.0.0.1:2380 \
 	--initial-advertise-peer-urls http://127.0.0.1:2380 \
 	--initial-cluster bfl=http://127.0.0.1:2380
 ETCD_PID=$SPAWNED
 wait_log 30 "$T/etcd.log" "ready to serve client requests" "$ETCD_PID" ||
 	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
-ok "etcd serves on $ETCD_IP:2379"
+ok "etcd serves on https://$ETCD_IP:2379 (client certificates required)"
+ecurl() { inns a curl -sS --max-time 5 --cacert "$EPKI/fleet-ca.pem" "$@" \
+	-X POST -d '{"key":"Lw=="}' "https://$ETCD_IP:2379/v3/kv/range" 2>&1; }
 
 # ---- certificates, upstreams, berthds -------------------------------------
 mkdir -p "$T/fleet"
@@ -93,7 +114,9 @@ for h in $HOSTS; do
 	access_log stderr
 	vmm off
 	egress off
-	fleet_etcd http://$ETCD_IP:2379
+	fleet_etcd https://$ETCD_IP:2379
+	fleet_etcd_ca $EPKI/fleet-ca.pem
+	fleet_etcd_cert $EPKI/$h.pem $EPKI/$h.key
 	fleet_host $h
 	fleet_listen $(ipof "$h"):9443
 	fleet_ca $T/fleet/fleet-ca.pem
@@ -121,6 +144,15 @@ start_host() {
 }
 for h in $HOSTS; do start_host "$h"; done
 ok "three berthds ready and registered (TTL ${TTL}s)"
+like "A talks to etcd over TLS with its client certificate" "$(cat "$T/a/berthd.log")" \
+	"fleet: host a, etcd https://$ETCD_IP:2379 \\(TLS, client certificate\\)"
+unlike "etcd refuses a client without a certificate" "$(ecurl)" '"header"'
+like "...and answers one with a certificate of its CA" \
+	"$(ecurl --cert "$EPKI/a.pem" --key "$EPKI/a.key")" '"header"'
+unlike "...but not one with a fleet certificate (another CA)" \
+	"$(ecurl --cert "$T/fleet/a.pem" --key "$T/fleet/a.key")" '"header"'
+unlike "plain HTTP to etcd gets nothing" \
+	"$(inns a curl -sS --max-time 5 -X POST -d '{"key":"Lw=="}' "http://$ETCD_IP:2379/v3/kv/range" 2>&1)" '"header"'
 
 nc_() { _h=$1; shift; "$NETCTL" -s "$T/$_h/state" "$@"; }
 
