@@ -149,7 +149,8 @@ if [ -n "$qs" ]; then
 	like "...with its reason" "$(netctl sandbox events wk | grep wake-timeout)" 'not running within 20000 ms'
 	check "wake timeout: counted in /metrics" wait_for 5 metric_is \
 		'berth_sandbox_wake_timeouts_total{sandbox="wk"}' 1
-	check "let go: the wake finishes, served again" wait_for 60 fixed
+	served() { [ "$(bcurl -o /dev/null -w '%{http_code}' "$U/healthz")" = 200 ]; }
+	check "let go: the wake finishes, served again" wait_for 60 served
 else
 	not_ok "a qemu for wk to stop"
 fi
