@@ -1327,9 +1327,10 @@ main(int argc, char **argv)
 			}
 		if (P.cfg.fleet_etcd != NULL) {
 			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key,
-			    P.cfg.fleet_etcd_ca, P.cfg.fleet_etcd_cert, P.cfg.fleet_etcd_key };
+			    P.cfg.fleet_etcd_ca, P.cfg.fleet_etcd_cert, P.cfg.fleet_etcd_key,
+			    P.cfg.fleet_etcd_password };
 
-			for (j = 0; j < 6; j++)
+			for (j = 0; j < 7; j++)
 				if (ff[j] != NULL && access(ff[j], R_OK) != 0) {
 					fprintf(stderr, "berthd: %s: fleet certificate %s: %s\n",
 					    cfgfile, ff[j], strerror(errno));

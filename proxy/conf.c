@@ -76,6 +76,8 @@ px_config_free(struct px_config *c)
 	free(c->fleet_etcd_ca);
 	free(c->fleet_etcd_cert);
 	free(c->fleet_etcd_key);
+	free(c->fleet_etcd_user);
+	free(c->fleet_etcd_password);
 	free(c->fleet_host);
 	free(c->fleet_listen);
 	free(c->fleet_advertise);
@@ -374,7 +376,8 @@ fleet_directive(struct px_config *c, int argc, char **argv, char *err,
 {
 	const char *d = argv[0] + 6, *v = argv[1];
 
-	int two = strcmp(d, "cert") == 0 || strcmp(d, "etcd_cert") == 0;
+	int two = strcmp(d, "cert") == 0 || strcmp(d, "etcd_cert") == 0 ||
+	    strcmp(d, "etcd_user") == 0;
 
 	if (argc != (two ? 3 : 2))
 		ERR("'%s' takes %d argument%s", argv[0], two ? 2 : 1, two ? "s" : "");
@@ -395,6 +398,19 @@ fleet_directive(struct px_config *c, int argc, char **argv, char *err,
 	} else if (strcmp(d, "etcd_cert") == 0) {
 		set_str(&c->fleet_etcd_cert, v);
 		set_str(&c->fleet_etcd_key, argv[2]);
+	} else if (strcmp(d, "etcd_user") == 0) {
+		size_t i, n = strlen(v);
+
+		for (i = 0; i < n; i++)
+			if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+			    (v[i] >= '0' && v[i] <= '9') || v[i] == '-' || v[i] == '_' ||
+			    v[i] == '.'))
+				break;
+		if (n == 0 || n > 64 || i != n)
+			ERR("fleet_etcd_user: a user name of 1-64 letters, digits, "
+			    "'-', '_', '.' expected, then its password file");
+		set_str(&c->fleet_etcd_user, v);
+		set_str(&c->fleet_etcd_password, argv[2]);
 	} else if (strcmp(d, "host") == 0) {
 		size_t i, n = strlen(v);
 
@@ -451,7 +467,7 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 	if (c->fleet_etcd == NULL) {
 		if (c->fleet_host || c->fleet_listen || c->fleet_ca || c->fleet_cert ||
 		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix ||
-		    c->fleet_etcd_ca || c->fleet_etcd_cert) {
+		    c->fleet_etcd_ca || c->fleet_etcd_cert || c->fleet_etcd_user) {
 			snprintf(err, errlen, "%s: fleet_* directives without fleet_etcd", file);
 			return -1;
 		}
@@ -474,9 +490,11 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 		    "CA of etcd's server certificate)", file, c->fleet_etcd);
 		return -1;
 	}
-	if (!c->fleet_etcd_tls && (c->fleet_etcd_ca || c->fleet_etcd_cert)) {
-		snprintf(err, errlen, "%s: fleet_etcd_ca and fleet_etcd_cert are for "
-		    "etcd over TLS: fleet_etcd https://%s", file, c->fleet_etcd);
+	if (!c->fleet_etcd_tls && (c->fleet_etcd_ca || c->fleet_etcd_cert ||
+	    c->fleet_etcd_user)) {
+		snprintf(err, errlen, "%s: fleet_etcd_ca, fleet_etcd_cert and "
+		    "fleet_etcd_user are for etcd over TLS: fleet_etcd https://%s", file,
+		    c->fleet_etcd);
 		return -1;
 	}
 	if (c->fleet_prefix == NULL)

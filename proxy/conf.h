@@ -107,6 +107,8 @@ struct px_config {
 						 * against fleet_etcd_ca */
 	char		*fleet_etcd_ca;		/* CA of etcd's server certificate */
 	char		*fleet_etcd_cert, *fleet_etcd_key;	/* client certificate */
+	char		*fleet_etcd_user;	/* etcd auth (RBAC): user name */
+	char		*fleet_etcd_password;	/* its password file */
 	char		*fleet_host;		/* this host's id */
 	char		*fleet_listen;		/* ADDR:PORT of the mTLS listener */
 	char		*fleet_advertise;	/* ADDR:PORT others dial; NULL: listen */

@@ -46,6 +46,9 @@ static struct {
 	struct evhttp_connection *conn, *wconn;
 	int		 conn_dead, wconn_dead;	/* closed: a new one next time */
 	SSL_CTX		*etcd_tls;		/* NULL: plain HTTP */
+	char		*user, *password;	/* etcd auth; NULL: none */
+	char		 token[512];		/* etcd's auth token, "": none yet */
+	int		 authenticating;
 	struct evhttp_request *wreq;
 	struct event	*tick;
 	char		 lease[24];		/* "": not registered */
@@ -239,8 +242,28 @@ call_done(struct evhttp_request *req, void *arg)
 		size_t n = evbuffer_get_length(b);
 
 		j = json_loadb((const char *)evbuffer_pullup(b, (ev_ssize_t)n), n, 0, NULL);
+	} else if (code == 401 && F.user != NULL) {
+		/* the token expired (or etcd restarted): a new one first */
+		if (F.token[0] != '\0')
+			log_info("fleet: etcd token refused: authenticating again");
+		F.token[0] = '\0';
 	} else if (code != 0) {
-		log_warnx("fleet: etcd answered %d to a request", code);
+		struct evbuffer *b = evhttp_request_get_input_buffer(req);
+		size_t n = evbuffer_get_length(b);
+		json_t *e = json_loadb((const char *)evbuffer_pullup(b, (ev_ssize_t)n),
+		    n, 0, NULL);
+		const char *m = json_string_value(json_object_get(e, "error"));
+		char shown[160];
+		size_t i;
+
+		/* etcd's own words, shown safely */
+		snprintf(shown, sizeof(shown), "%s", m ? m : "");
+		for (i = 0; shown[i] != '\0'; i++)
+			if ((unsigned char)shown[i] < 0x20 || (unsigned char)shown[i] > 0x7e)
+				shown[i] = '?';
+		log_warnx("fleet: etcd answered %d to a request%s%s", code,
+		    shown[0] ? ": " : "", shown);
+		json_decref(e);
 	}
 	note_etcd(code != 0);
 	if (c->cb != NULL)
@@ -261,6 +284,9 @@ new_request(struct evhttp_connection *conn, const char *path, json_t *body,
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Host", F.etcd);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "application/json");
+	if (F.token[0] != '\0')
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Authorization", F.token);
 	if ((text = json_dumps(body, JSON_COMPACT)) != NULL) {
 		evbuffer_add(evhttp_request_get_output_buffer(req), text, strlen(text));
 		free(text);
@@ -270,11 +296,45 @@ new_request(struct evhttp_connection *conn, const char *path, json_t *body,
 	return req;
 }
 
+static int etcd_call(const char *, json_t *, void (*)(json_t *, void *), void *);
+
+static void
+authenticated(json_t *res, void *arg)
+{
+	const char *t = json_string_value(json_object_get(res, "token"));
+
+	F.authenticating = 0;
+	if (t == NULL || strlen(t) >= sizeof(F.token)) {
+		if (res != NULL)
+			log_warnx("fleet: etcd refused user %s", F.user);
+		return;
+	}
+	snprintf(F.token, sizeof(F.token), "%s", t);
+	log_info("fleet: authenticated to etcd as %s", F.user);
+}
+
+/* etcd auth: the calls made before the token arrives fail and are made
+ * again at the next tick, with it. */
+static void
+authenticate(void)
+{
+	if (F.user == NULL || F.token[0] != '\0' || F.authenticating)
+		return;
+	F.authenticating = 1;
+	if (etcd_call("/v3/auth/authenticate", json_pack("{s:s,s:s}", "name", F.user,
+	    "password", F.password), authenticated, NULL) != 0)
+		F.authenticating = 0;
+}
+
 /* POSTs body (stolen) to path; cb(response or NULL, arg) runs once. */
 static int
 etcd_call(const char *path, json_t *body, void (*cb)(json_t *, void *), void *arg)
 {
-	struct call *c = calloc(1, sizeof(*c));
+	struct call *c;
+
+	if (strcmp(path, "/v3/auth/authenticate") != 0)
+		authenticate();
+	c = calloc(1, sizeof(*c));
 	struct timeval tv;
 	unsigned t = F.ttl_ms / 3 < 500 ? 500 : F.ttl_ms / 3;
 
@@ -676,6 +736,9 @@ watch_start(void)
 
 		evhttp_request_set_chunked_cb(F.wreq, watch_chunk);
 		evhttp_add_header(evhttp_request_get_output_headers(F.wreq), "Host", F.etcd);
+		if (F.token[0] != '\0')
+			evhttp_add_header(evhttp_request_get_output_headers(F.wreq),
+			    "Authorization", F.token);
 		if (text != NULL)
 			evbuffer_add(evhttp_request_get_output_buffer(F.wreq), text,
 			    strlen(text));
@@ -742,6 +805,17 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 	if (c->fleet_etcd_tls &&
 	    (F.etcd_tls = etcd_tls_ctx(c, err, errlen)) == NULL)
 		return -1;
+	if (c->fleet_etcd_user != NULL) {
+		char *pw = slurp(c->fleet_etcd_password, err, errlen);
+		size_t n;
+
+		if (pw == NULL)
+			return -1;
+		for (n = strlen(pw); n > 0 && (pw[n - 1] == '\n' || pw[n - 1] == '\r'); n--)
+			pw[n - 1] = '\0';
+		F.user = strdup(c->fleet_etcd_user);
+		F.password = pw;
+	}
 	if ((F.ca = slurp(c->fleet_ca, err, errlen)) == NULL ||
 	    (F.cert = slurp(c->fleet_cert, err, errlen)) == NULL ||
 	    (F.key = slurp(c->fleet_key, err, errlen)) == NULL)
