@@ -529,6 +529,7 @@ metrics(struct evbuffer *out, void *arg)
 		    "# TYPE berth_egress_unattributed_total counter\n"
 		    "berth_egress_unattributed_total %llu\n",
 		    px_eg_pending(), px_eg_unattributed());
+	px_proc_metrics(out);
 	px_vm_metrics(out);
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 /* ---- the channel: one message per datagram of a SOCK_SEQPACKET pair ---- */
@@ -447,7 +448,10 @@ proc_fork(struct px_proc *pr)
 		goto retry;
 	}
 	if (pid == 0) {
-		char title[64], env[PATH_MAX + 128], *argv[2], *envp[2];
+		static const char *const pass[] = { "ASAN_OPTIONS",
+		    "LSAN_OPTIONS", "UBSAN_OPTIONS", NULL };
+		char title[64], env[PATH_MAX + 128], *argv[2], *envp[8];
+		int ne = 0, k;
 		sigset_t none;
 		int i;
 
@@ -474,8 +478,18 @@ proc_fork(struct px_proc *pr)
 		    J.drop, log_verbose());
 		argv[0] = title;
 		argv[1] = NULL;
-		envp[0] = env;
-		envp[1] = NULL;
+		envp[ne++] = env;
+		/* only the sanitizers' settings of a test build; nothing else
+		 * of the parent's environment */
+		for (k = 0; pass[k] != NULL; k++) {
+			const char *v = getenv(pass[k]);
+			static char buf[3][512];
+
+			if (v != NULL && snprintf(buf[k], sizeof(buf[k]), "%s=%s",
+			    pass[k], v) < (int)sizeof(buf[k]))
+				envp[ne++] = buf[k];
+		}
+		envp[ne] = NULL;
 		/* a fresh image: nothing of the parent's memory (keys,
 		 * the store, tokens) is there to leak */
 		if (J.exe_fd >= 0)
@@ -579,6 +593,23 @@ px_proc_sigchld(void)
 	for (pr = procs; pr != NULL; pr = pr->next)
 		if (pr->pid > 0 && (pid = waitpid(pr->pid, &st, WNOHANG)) > 0)
 			reaped(pr, pid, st);
+}
+
+void
+px_proc_metrics(struct evbuffer *out)
+{
+	struct px_proc *pr;
+
+	evbuffer_add_printf(out, "# HELP berth_helper_up 1 while the helper "
+	    "(berthd: dns, nflog, control) runs.\n# TYPE berth_helper_up gauge\n");
+	for (pr = procs; pr != NULL; pr = pr->next)
+		evbuffer_add_printf(out, "berth_helper_up{helper=\"%s\"} %d\n",
+		    pr->d->name, pr->pid > 0 && pr->ch != NULL);
+	evbuffer_add_printf(out, "# HELP berth_helper_restarts_total Helpers "
+	    "started again after dying.\n# TYPE berth_helper_restarts_total counter\n");
+	for (pr = procs; pr != NULL; pr = pr->next)
+		evbuffer_add_printf(out, "berth_helper_restarts_total{helper=\"%s\"} %llu\n",
+		    pr->d->name, pr->restarts);
 }
 
 void

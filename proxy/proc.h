@@ -72,6 +72,9 @@ unsigned long long px_proc_restarts(const struct px_proc *);
 /* SIGCHLD: reaps the helpers that exited (logged, restart scheduled);
  * leaves every other child alone (libvmm reaps its own). */
 void px_proc_sigchld(void);
+/* berth_helper_up and berth_helper_restarts_total, for /metrics. */
+struct evbuffer;
+void px_proc_metrics(struct evbuffer *);
 /* Stops every helper (SIGTERM) and restarts none. */
 void px_proc_stop_all(void);
 /* Kills the helper sending a malformed message (it is restarted). */

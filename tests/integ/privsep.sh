@@ -166,8 +166,9 @@ fi
 # berthd again, with "egress on" inside a network namespace of its own
 # (its table inet berth is that namespace's, never the host's): the
 # guests' DNS resolver and the NFLOG reader run as helpers, each as
-# unprivileged and jailed as a worker, named in ps; killed, each comes
-# back and nothing else stops. A veth "tap" (bps0) whose far end sits in
+# unprivileged and jailed as a worker, named in ps, holding no file;
+# killed, each comes back (logged, counted in /metrics) and nothing else
+# stops. A veth "tap" (bps0) whose far end sits in
 # a second namespace makes denials: its packets' MAC is no sandbox's, so
 # they are logged as spoof-mac through the NFLOG reader and counted as
 # unattributed in /metrics. The TCP control listener is the third helper:
@@ -212,6 +213,7 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for _ in range(3): s.sendto(b"x", ("10.9.9.1", 9))'
 }
 helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+metric_ge() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
 
 workers=$(berthd_workers)
 admin=$(netctl token create --admin | head -n 1)
@@ -273,6 +275,9 @@ for h in nflog dns control; do
 		not_ok "$h: restarted"
 	fi
 	is "$h: the workers went on (same pids)" "$(berthd_workers)" "$workers"
+	check "$h: its restart counted in /metrics" wait_for 5 metric_ge \
+		"berth_helper_restarts_total{helper=\"$h\"}" 1
+	check "$h: up again in /metrics" wait_for 5 metric_is "berth_helper_up{helper=\"$h\"}" 1
 	check "$h: berthd answers netctl status" netctl status
 	if wait_for 10 tnet status; then ok "$h: netctl over TCP works"
 	else not_ok "$h: netctl over TCP works"; fi
