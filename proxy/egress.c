@@ -62,6 +62,8 @@ struct eg_sb {
 	uint64_t	 sup_user_shown, sup_kernel;	/* as last logged */
 	struct event	*expiry_ev;	/* a rule with a ttl expires */
 	int		 dns_fd[2];	/* its gateway's port 53: UDP, TCP */
+	double		 ins_tokens;	/* the resolver's inserts, a bucket */
+	struct timespec	 ins_refill;
 	void		*dns_rules;	/* the last HM_DNS_RULES, to resend */
 	size_t		 dns_rules_len;
 	struct eg_sb	*next, *next_if;
@@ -582,6 +584,45 @@ str_ok(const char *p, size_t max)
 	return i < max;
 }
 
+/*
+ * Each insert is an nftables batch here; the helper already holds each
+ * sandbox to its query rate (dns_query_rate), and this holds the helper
+ * (whatever it has become) to twice that, per sandbox, a bucket two
+ * seconds deep. Over it: refused (the guest gets SERVFAIL).
+ */
+static double
+insert_rate(void)
+{
+	uint32_t q = E.cfg->dns_query_rate;
+
+	return 2.0 * (q == 0 ? NC_DNS_QUERY_RATE : q);
+}
+
+static int
+insert_take(struct eg_sb *s)
+{
+	struct timespec now;
+	double dt, rate = insert_rate();
+
+	if (s == NULL || E.cfg->dns_query_rate == NC_DNS_UNLIMITED)
+		return 1;	/* nc_dns_insert refuses an unknown guest */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (s->ins_refill.tv_sec == 0)
+		s->ins_tokens = 2 * rate;
+	else {
+		dt = (double)(now.tv_sec - s->ins_refill.tv_sec) +
+		    (now.tv_nsec - s->ins_refill.tv_nsec) / 1e9;
+		s->ins_tokens += dt * rate;
+		if (s->ins_tokens > 2 * rate)
+			s->ins_tokens = 2 * rate;
+	}
+	s->ins_refill = now;
+	if (s->ins_tokens < 1)
+		return 0;
+	s->ins_tokens -= 1;
+	return 1;
+}
+
 static void
 dnsd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
     int *fds, int nfds, void *arg)
@@ -607,8 +648,12 @@ dnsd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		}
 		memset(&a, 0, sizeof(a));
 		a.token = m.token;
-		a.ok = nc_dns_insert(E.dns, m.guest, m.name, m.addrs, m.ttl, m.n,
-		    a.err, sizeof(a.err)) == 0;
+		if (!insert_take(find_ip(m.guest)))
+			snprintf(a.err, sizeof(a.err), "over %.0f inserts a second",
+			    insert_rate());
+		else
+			a.ok = nc_dns_insert(E.dns, m.guest, m.name, m.addrs, m.ttl,
+			    m.n, a.err, sizeof(a.err)) == 0;
 		if (!a.ok) {
 			struct eg_sb *s = find_ip(m.guest);
 
