@@ -1143,6 +1143,7 @@ struct tconn {
 struct query {
 	TAILQ_ENTRY(query) entry;
 	struct sandbox *sb;
+	uint64_t token;			/* waiting for c.insert's answer, 0: not */
 	struct tconn *conn;		/* NULL: UDP from peer */
 	struct sockaddr_in peer;
 	struct nc_dns_query q;
@@ -1170,6 +1171,7 @@ struct nc_dns {
 	size_t preferred;
 	TAILQ_HEAD(, sandbox) sbs;
 	struct nc_dns_stats st;
+	uint64_t next_token;
 };
 
 static uint64_t
@@ -1505,33 +1507,25 @@ insert_all(struct nc_dns *dns, struct sandbox *sb, const struct ins *in,
 	return done;
 }
 
+/* The addresses an A answer to name gave (exp: their expiry, ms): into
+ * the sandbox's learned sets before the answer leaves (mode allowlist,
+ * with a table), and remembered for a re-apply. */
 static int
-insert_addrs(struct query *qr, char *err, size_t errlen)
+insert_core(struct sandbox *sb, const char *name, const struct in_addr *addrs,
+    const uint64_t *exp, size_t na, uint64_t now, char *err, size_t errlen)
 {
-	struct sandbox *sb = qr->sb;
 	struct nc_dns *dns = sb->dns;
-	struct nc_dns_answer *a = qr->acc;
 	struct ins in[NC_DNS_MAX_RR];
 	struct nc_rule m[MAX_MATCH];
-	struct in_addr addrs[NC_DNS_MAX_RR];
-	uint64_t now = now_ms(), exp[NC_DNS_MAX_RR], e;
-	size_t i, j, n = 0, na = 0, nm;
+	uint64_t e;
+	size_t i, j, n = 0, nm;
 	int ret;
 
-	for (i = 0; i < a->nrr && na < NC_DNS_MAX_RR; i++) {
-		const struct nc_dns_rr *rr = &a->rr[i];
-
-		if (rr->type != NC_DNS_T_A)
-			continue;
-		memcpy(&addrs[na].s_addr, a->rd + rr->rdoff, 4);
-		exp[na++] = now + (uint64_t)nc_dns_ttl_clamp(rr->ttl,
-		    dns->c.ttl_min, dns->c.ttl_max) * 1000 + dns->c.grace_ms;
-	}
 	if (na == 0)
 		return 0;
 	if (dns->ctx != NULL && sb->mode == NC_MODE_ALLOWLIST) {
 		/* the ports and protocols of every allow rule naming it */
-		nm = name_matches(qr->name, sb->allow, sb->nallow, m,
+		nm = name_matches(name, sb->allow, sb->nallow, m,
 		    MAX_MATCH);
 		for (i = 0; i < na; i++)
 			for (j = 0; j < nm && n < NC_DNS_MAX_RR; j++) {
@@ -1540,7 +1534,7 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 				x->r = m[j];
 				x->r.addr = addrs[i];
 				x->expires = exp[i];
-				x->name = qr->name;
+				x->name = name;
 				/* only ever lengthened (see the top) */
 				e = nc_dns_learn_expiry(sb->learn, now, &x->r,
 				    sb->allow, sb->nallow);
@@ -1562,9 +1556,86 @@ insert_addrs(struct query *qr, char *err, size_t errlen)
 	 * the guest may cache the answer until its TTL ends. A pair that
 	 * does not fit is only lost to a re-apply. */
 	for (i = 0; i < na; i++)
-		(void)nc_dns_learn_note(sb->learn, now, qr->name, addrs[i],
+		(void)nc_dns_learn_note(sb->learn, now, name, addrs[i],
 		    exp[i]);
 	return 0;
+}
+
+/* The A records of the answer: addresses and TTLs as answered. */
+static size_t
+answer_addrs(const struct nc_dns_answer *a, struct in_addr *addrs,
+    uint32_t *ttl)
+{
+	size_t i, na = 0;
+
+	for (i = 0; i < a->nrr && na < NC_DNS_MAX_RR; i++) {
+		const struct nc_dns_rr *rr = &a->rr[i];
+
+		if (rr->type != NC_DNS_T_A)
+			continue;
+		memcpy(&addrs[na].s_addr, a->rd + rr->rdoff, 4);
+		ttl[na++] = rr->ttl;
+	}
+	return na;
+}
+
+static int
+insert_addrs(struct query *qr, char *err, size_t errlen)
+{
+	struct nc_dns *dns = qr->sb->dns;
+	struct in_addr addrs[NC_DNS_MAX_RR];
+	uint32_t ttl[NC_DNS_MAX_RR];
+	uint64_t now = now_ms(), exp[NC_DNS_MAX_RR];
+	size_t i, na = answer_addrs(qr->acc, addrs, ttl);
+
+	for (i = 0; i < na; i++)
+		exp[i] = now + (uint64_t)nc_dns_ttl_clamp(ttl[i],
+		    dns->c.ttl_min, dns->c.ttl_max) * 1000 + dns->c.grace_ms;
+	return insert_core(qr->sb, qr->name, addrs, exp, na, now, err, errlen);
+}
+
+int
+nc_dns_insert(struct nc_dns *dns, struct in_addr guest, const char *name,
+    const struct in_addr *addrs, const uint32_t *ttl, size_t n, char *err,
+    size_t errlen)
+{
+	struct sandbox *sb = sb_find(dns, guest);
+	uint64_t now = now_ms(), exp[NC_DNS_MAX_RR];
+	const char *reason = NULL;
+	char a[INET_ADDRSTRLEN];
+	size_t i;
+
+	inet_ntop(AF_INET, &guest, a, sizeof(a));
+	if (sb == NULL) {
+		snprintf(err, errlen, "no sandbox has guest address %s", a);
+		return -ENOENT;
+	}
+	if (n > NC_DNS_MAX_RR) {
+		snprintf(err, errlen, "%zu addresses, at most %d", n,
+		    NC_DNS_MAX_RR);
+		return -E2BIG;
+	}
+	/* the same decision the resolver made, under the rules as they
+	 * are now: a name they do not allow gets nothing */
+	for (i = 0; name[i] != '\0'; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') ||
+		    (name[i] >= '0' && name[i] <= '9') || name[i] == '-' ||
+		    name[i] == '_' || name[i] == '.'))
+			break;
+	if (i == 0 || name[i] != '\0' || i >= NC_DNS_TEXT_MAX) {
+		snprintf(err, errlen, "sandbox %s: not a host name", sb->id);
+		return -EINVAL;
+	}
+	if (!nc_dns_decide(sb->mode, sb->allow, sb->nallow, sb->deny,
+	    sb->ndeny, name, 1, &reason)) {
+		snprintf(err, errlen, "sandbox %s (%s): %s is not allowed (%s)",
+		    sb->id, a, name, reason);
+		return -EPERM;
+	}
+	for (i = 0; i < n; i++)
+		exp[i] = now + (uint64_t)nc_dns_ttl_clamp(ttl[i],
+		    dns->c.ttl_min, dns->c.ttl_max) * 1000 + dns->c.grace_ms;
+	return insert_core(sb, name, addrs, exp, n, now, err, errlen);
 }
 
 static void deny_record(struct sandbox *sb, const struct nc_dns_query *q,
@@ -1590,6 +1661,27 @@ complete(struct query *qr, int rcode)
 		return;
 	}
 	if (rcode == NC_DNS_NOERROR && qr->q.qtype == NC_DNS_T_A &&
+	    sb->dns->c.insert != NULL) {
+		struct in_addr addrs[NC_DNS_MAX_RR];
+		uint32_t ttl[NC_DNS_MAX_RR];
+		size_t na = answer_addrs(qr->acc, addrs, ttl);
+
+		if (na > 0) {
+			/* held until nc_dns_insert_done() */
+			qr->token = ++sb->dns->next_token;
+			if (sb->dns->c.insert(qr->token, sb->guest, qr->name,
+			    addrs, ttl, na, sb->dns->c.arg) == 0) {
+				struct timeval tv = { NC_DNS_INSERT_WAIT_MS / 1000,
+				    (NC_DNS_INSERT_WAIT_MS % 1000) * 1000 };
+
+				if (qr->timer != NULL)
+					evtimer_add(qr->timer, &tv);
+				return;
+			}
+			qr->token = 0;
+			rcode = NC_DNS_SERVFAIL;
+		}
+	} else if (rcode == NC_DNS_NOERROR && qr->q.qtype == NC_DNS_T_A &&
 	    insert_addrs(qr, err, sizeof(err)) < 0) {
 		inet_ntop(AF_INET, &sb->guest, a, sizeof(a));
 		report(sb->dns, "DNS %s (%s): %s: cannot allow its "
@@ -1598,6 +1690,34 @@ complete(struct query *qr, int rcode)
 		rcode = NC_DNS_SERVFAIL;
 	}
 	finish(qr, rcode);
+}
+
+int
+nc_dns_insert_done(struct nc_dns *dns, uint64_t token, int ok,
+    const char *why)
+{
+	struct sandbox *sb;
+	struct query *qr;
+	char a[INET_ADDRSTRLEN];
+
+	if (token == 0)
+		return -ENOENT;
+	TAILQ_FOREACH(sb, &dns->sbs, entry)
+		TAILQ_FOREACH(qr, &sb->queries, entry)
+			if (qr->token == token) {
+				qr->token = 0;
+				if (!ok) {
+					dns->st.insert_fail++;
+					inet_ntop(AF_INET, &sb->guest, a, sizeof(a));
+					report(dns, "DNS %s (%s): %s: cannot allow "
+					    "its addresses, answering SERVFAIL: %s",
+					    sb->id, a, qr->name, why ? why : "refused");
+				} else
+					dns->st.inserted++;
+				finish(qr, ok ? NC_DNS_NOERROR : NC_DNS_SERVFAIL);
+				return 0;
+			}
+	return -ENOENT;	/* the query went meanwhile (sandbox removed) */
 }
 
 /* ---- re-applying a sandbox: what it learned, put back ---- */
@@ -1686,9 +1806,16 @@ up_next(struct query *qr)
 static void
 up_timeout(evutil_socket_t fd, short what, void *arg)
 {
+	struct query *qr = arg;
+
 	(void)fd;
 	(void)what;
-	up_next(arg);
+	if (qr->token != 0) {	/* the table never said: SERVFAIL */
+		(void)nc_dns_insert_done(qr->sb->dns, qr->token, 0,
+		    "no answer from the table in time");
+		return;
+	}
+	up_next(qr);
 }
 
 static void
@@ -2285,24 +2412,78 @@ sb_free(struct sandbox *sb)
 }
 
 int
+nc_dns_bind(struct in_addr gw, uint16_t port, int *udp, int *tcp, char *err,
+    size_t errlen)
+{
+	char w[INET_ADDRSTRLEN];
+	int fd;
+
+	inet_ntop(AF_INET, &gw, w, sizeof(w));
+	if ((fd = bind_sock(SOCK_DGRAM, gw, port)) < 0) {
+		snprintf(err, errlen, "DNS: UDP %s:%u: %s", w, port,
+		    strerror(-fd));
+		return fd;
+	}
+	*udp = fd;
+	if ((fd = bind_sock(SOCK_STREAM, gw, port)) < 0) {
+		snprintf(err, errlen, "DNS: TCP %s:%u: %s", w, port,
+		    strerror(-fd));
+		close(*udp);
+		return fd;
+	}
+	*tcp = fd;
+	return 0;
+}
+
+static int sb_add(struct nc_dns *dns, struct in_addr guest, struct in_addr gw,
+    const char *sandbox_id, int ufd, int tfd, char *err, size_t errlen);
+
+int
 nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
     struct in_addr gw, const char *sandbox_id, char *err, size_t errlen)
 {
+	int ufd = -1, tfd = -1, ret;
+
+	if (sb_find(dns, guest) != NULL)	/* before binding its sockets */
+		return sb_add(dns, guest, gw, sandbox_id, -1, -1, err, errlen);
+	if (!dns->c.no_listen && (ret = nc_dns_bind(gw, dns->c.port, &ufd,
+	    &tfd, err, errlen)) < 0)
+		return ret;
+	return sb_add(dns, guest, gw, sandbox_id, ufd, tfd, err, errlen);
+}
+
+int
+nc_dns_sandbox_adopt(struct nc_dns *dns, struct in_addr guest,
+    struct in_addr gw, const char *sandbox_id, int udp, int tcp, char *err,
+    size_t errlen)
+{
+	return sb_add(dns, guest, gw, sandbox_id, udp, tcp, err, errlen);
+}
+
+/* Takes ufd and tfd (-1: none), closed on failure. */
+static int
+sb_add(struct nc_dns *dns, struct in_addr guest, struct in_addr gw,
+    const char *sandbox_id, int ufd, int tfd, char *err, size_t errlen)
+{
 	struct sandbox *sb;
-	char g[INET_ADDRSTRLEN], w[INET_ADDRSTRLEN];
+	char g[INET_ADDRSTRLEN];
 	int fd;
 
 	inet_ntop(AF_INET, &guest, g, sizeof(g));
-	inet_ntop(AF_INET, &gw, w, sizeof(w));
-	if (sb_find(dns, guest) != NULL) {
-		snprintf(err, errlen, "DNS for sandbox %s (%s): already "
-		    "added", sandbox_id, g);
-		return -EEXIST;
-	}
-	if ((sb = calloc(1, sizeof(*sb))) == NULL) {
-		snprintf(err, errlen, "DNS for sandbox %s: %s", sandbox_id,
-		    strerror(ENOMEM));
-		return -ENOMEM;
+	if (sb_find(dns, guest) != NULL || (sb = calloc(1, sizeof(*sb))) == NULL) {
+		int e = sb_find(dns, guest) != NULL ? EEXIST : ENOMEM;
+
+		if (e == EEXIST)
+			snprintf(err, errlen, "DNS for sandbox %s (%s): already "
+			    "added", sandbox_id, g);
+		else
+			snprintf(err, errlen, "DNS for sandbox %s: %s",
+			    sandbox_id, strerror(ENOMEM));
+		if (ufd >= 0)
+			close(ufd);
+		if (tfd >= 0)
+			close(tfd);
+		return -e;
 	}
 	sb->dns = dns;
 	sb->guest = guest;
@@ -2312,32 +2493,31 @@ nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
 	snprintf(sb->id, sizeof(sb->id), "%s", sandbox_id);
 	TAILQ_INIT(&sb->conns);
 	TAILQ_INIT(&sb->queries);
+	sb->ufd = ufd;
 	if ((sb->learn = nc_dns_learn_new(NC_DNS_LEARN_MAX)) == NULL) {
 		snprintf(err, errlen, "DNS for sandbox %s: %s", sandbox_id,
 		    strerror(ENOMEM));
+		if (tfd >= 0)
+			close(tfd);
 		sb_free(sb);
 		return -ENOMEM;
 	}
-	if ((fd = bind_sock(SOCK_DGRAM, gw, dns->c.port)) < 0) {
-		snprintf(err, errlen, "DNS for sandbox %s (%s): UDP %s:%u: %s",
-		    sandbox_id, g, w, dns->c.port, strerror(-fd));
-		sb_free(sb);
-		return fd;
+	if (ufd < 0) {	/* the table's side only (no_listen) */
+		TAILQ_INSERT_TAIL(&dns->sbs, sb, entry);
+		return 0;
 	}
-	sb->ufd = fd;
+	fd = ufd;
+	evutil_make_socket_nonblocking(ufd);
+	evutil_make_socket_nonblocking(tfd);
 	if ((sb->uev = event_new(dns->base, fd, EV_READ | EV_PERSIST,
 	    udp_read, sb)) == NULL || event_add(sb->uev, NULL) < 0) {
 		snprintf(err, errlen, "DNS for sandbox %s: event: %s",
 		    sandbox_id, strerror(ENOMEM));
+		close(tfd);
 		sb_free(sb);
 		return -ENOMEM;
 	}
-	if ((fd = bind_sock(SOCK_STREAM, gw, dns->c.port)) < 0) {
-		snprintf(err, errlen, "DNS for sandbox %s (%s): TCP %s:%u: %s",
-		    sandbox_id, g, w, dns->c.port, strerror(-fd));
-		sb_free(sb);
-		return fd;
-	}
+	fd = tfd;
 	if ((sb->lis = evconnlistener_new(dns->base, tcp_accept, sb,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd)) == NULL) {
 		close(fd);

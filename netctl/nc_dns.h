@@ -101,6 +101,18 @@ struct nc_dns_config {
 					 * default 40 */
 	uint32_t wildcard_names;	/* distinct names per wildcard rule and
 					 * minute; default 120 */
+	/* A resolver split in two (berthd: the process that answers guests
+	 * holds no table and no privilege): no_listen makes this instance
+	 * the table's side only: nc_dns_sandbox_add() opens no socket, and
+	 * nc_dns_insert() brings the addresses the other side reports. On
+	 * the answering side (ctx NULL), insert gets each A answer's
+	 * addresses (TTLs as answered) and returns 0 to hold the answer
+	 * until nc_dns_insert_done(token) (SERVFAIL after
+	 * NC_DNS_INSERT_WAIT_MS without), or -1 to answer SERVFAIL now. */
+	int no_listen;
+	int (*insert)(uint64_t token, struct in_addr guest, const char *name,
+	    const struct in_addr *addrs, const uint32_t *ttl, size_t n,
+	    void *arg);
 	void (*on_denial)(const struct nc_dns_denial *d, void *arg);
 	void (*on_error)(const char *msg, void *arg);
 	void *arg;
@@ -136,6 +148,28 @@ void nc_dns_free(struct nc_dns *dns);
  * closed with no rules until nc_dns_set_rules(). */
 int nc_dns_sandbox_add(struct nc_dns *dns, struct in_addr guest,
     struct in_addr gw, const char *sandbox_id, char *err, size_t errlen);
+/* The two sockets nc_dns_sandbox_add() would open (UDP, TCP listening),
+ * for a caller that hands them to another process. 0, or <0 with err. */
+int nc_dns_bind(struct in_addr gw, uint16_t port, int *udp, int *tcp,
+    char *err, size_t errlen);
+/* nc_dns_sandbox_add() on sockets nc_dns_bind() opened elsewhere (taken,
+ * closed on failure too). */
+int nc_dns_sandbox_adopt(struct nc_dns *dns, struct in_addr guest,
+    struct in_addr gw, const char *sandbox_id, int udp, int tcp, char *err,
+    size_t errlen);
+/* The table's side (no_listen): the answer to name (lower case, a host
+ * name) gave addrs with these TTLs (seconds, clamped here). Checked
+ * against the sandbox's rules as they are now (-EPERM when they do not
+ * allow name, -ENOENT for an unknown guest, -EINVAL for a bad name),
+ * then inserted as an answer of this resolver's own would be. */
+int nc_dns_insert(struct nc_dns *dns, struct in_addr guest, const char *name,
+    const struct in_addr *addrs, const uint32_t *ttl, size_t n, char *err,
+    size_t errlen);
+/* The answering side: what the table said about insert's token. The
+ * answer is released (ok) or SERVFAIL. -ENOENT when the query is gone. */
+#define NC_DNS_INSERT_WAIT_MS 3000
+int nc_dns_insert_done(struct nc_dns *dns, uint64_t token, int ok,
+    const char *why);
 /* Stop listening; queries in flight are dropped. -ENOENT if unknown. */
 int nc_dns_sandbox_del(struct nc_dns *dns, struct in_addr guest);
 /* Replace a sandbox's mode and domain rules (NC_RULE_DOMAIN/WILDCARD;

@@ -98,6 +98,20 @@ fail:
 	return NULL;
 }
 
+struct nc_nflog *
+nc_nflog_adopt(int fd, uint16_t group, char *err, size_t errlen)
+{
+	struct nc_nflog *l = calloc(1, sizeof(*l));
+
+	if (l == NULL || (l->nl = mnl_socket_fdopen(fd)) == NULL) {
+		nc_errf(err, errlen, "NFLOG socket %d: %s", fd, strerror(errno));
+		free(l);
+		return NULL;
+	}
+	l->group = group;
+	return l;
+}
+
 void
 nc_nflog_close(struct nc_nflog *l)
 {

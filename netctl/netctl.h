@@ -277,6 +277,11 @@ struct nc_nflog;
 
 /* Bind NFLOG group `group` (one reader per group and namespace). */
 struct nc_nflog *nc_nflog_open(uint16_t group, char *err, size_t errlen);
+/* A reader on a socket nc_nflog_open() bound in another process (passed
+ * to an unprivileged reader, which cannot bind the group itself): reads
+ * only. nc_nflog_close() closes fd. */
+struct nc_nflog *nc_nflog_adopt(int fd, uint16_t group, char *err,
+    size_t errlen);
 void nc_nflog_close(struct nc_nflog *l);
 int nc_nflog_fd(const struct nc_nflog *l);	/* poll it for POLLIN */
 /* Read what is queued without blocking, at most NC_NFLOG_BATCH datagrams

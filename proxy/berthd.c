@@ -17,6 +17,8 @@
 #include "vm.h"
 #include "egress.h"
 #include "fleet.h"
+#include "proc.h"
+#include "valid.h"
 #include "worker.h"
 #include "bufpool.h"
 
@@ -68,7 +70,6 @@ static struct {
 	char		 empty_dir[PATH_MAX];
 	struct px_store	*store;
 	struct px_control *control;
-	struct px_tls	*control_tls;
 	struct slot	 slots[MAX_WORKERS];
 	int		 nslots;
 	json_t		*certs;		/* [{cert, key}] PEM text */
@@ -525,6 +526,7 @@ metrics(struct evbuffer *out, void *arg)
 		    "# TYPE berth_egress_unattributed_total counter\n"
 		    "berth_egress_unattributed_total %llu\n",
 		    px_eg_pending(), px_eg_unattributed());
+	px_proc_metrics(out);
 	px_vm_metrics(out);
 	evbuffer_add_printf(out,
 	    "# HELP berth_sandbox_requests_total Requests per sandbox.\n"
@@ -585,9 +587,17 @@ announce_ready(void)
  */
 static const double wake_le[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 #define WAKE_NLE (sizeof(wake_le) / sizeof(wake_le[0]))
+struct wake_timer {
+	char		 id[PX_SANDBOX_ID_MAX + 1];
+	struct event	*ev;
+	struct wake_timer *next;
+};
+
 static struct {
 	json_t		*t0;		/* sandbox id -> ms its wake began */
-	json_t		*per;		/* sandbox id -> [wakes, failures] */
+	json_t		*per;		/* sandbox id -> [wakes, failures,
+					 * timeouts] */
+	struct wake_timer *timers;	/* a wake that outlasts t_wake */
 	unsigned long long le[WAKE_NLE + 1], count;
 	double		 sum;		/* seconds */
 } W;
@@ -601,13 +611,86 @@ mono_ms(void)
 	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+static json_t *
+wake_counts(const char *id)
+{
+	json_t *c;
+
+	if (W.per == NULL)
+		W.per = json_object();
+	if ((c = json_object_get(W.per, id)) == NULL) {
+		c = json_pack("[I,I,I]", (json_int_t)0, (json_int_t)0, (json_int_t)0);
+		json_object_set_new(W.per, id, c);
+	}
+	return c;
+}
+
+static void
+wake_timer_del(const char *id)
+{
+	struct wake_timer **pp, *t;
+
+	for (pp = &W.timers; (t = *pp) != NULL; pp = &t->next)
+		if (strcmp(t->id, id) == 0) {
+			*pp = t->next;
+			event_free(t->ev);
+			free(t);
+			return;
+		}
+}
+
+/*
+ * The wake has taken t_wake already: the requests parked for it (the
+ * first at about the time the wake began) were answered 503 by the
+ * workers. Said once per wake, in the sandbox's events and /metrics.
+ */
+static void
+wake_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wake_timer *t = arg;
+	struct px_event ev;
+	json_t *c;
+	char err[256], id[sizeof(t->id)];
+
+	snprintf(id, sizeof(id), "%s", t->id);
+	wake_timer_del(id);	/* frees t */
+	c = wake_counts(id);
+	json_array_set_new(c, 2, json_integer(1 + json_integer_value(json_array_get(c, 2))));
+	memset(&ev, 0, sizeof(ev));
+	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+	snprintf(ev.operation, sizeof(ev.operation), "wake-timeout");
+	snprintf(ev.result, sizeof(ev.result), "failed");
+	snprintf(ev.reason, sizeof(ev.reason), "not running within %u ms: the "
+	    "requests parked for it got 503", P.cfg.t_wake);
+	ev.duration_ms = P.cfg.t_wake;
+	if (px_store_event_add(P.store, &ev, NULL, err, sizeof(err)) != PX_STORE_OK)
+		log_warnx("sandbox %s: event not recorded: %s", id, err);
+	log_warnx("wake %s: not running within %u ms: parked requests answered 503",
+	    id, P.cfg.t_wake);
+}
+
 static void
 wake_begins(const char *id)
 {
+	struct wake_timer *t;
+	struct timeval tv = { P.cfg.t_wake / 1000, (P.cfg.t_wake % 1000) * 1000 };
+
 	if (W.t0 == NULL)
 		W.t0 = json_object();
-	if (json_object_get(W.t0, id) == NULL)
-		json_object_set_new(W.t0, id, json_integer(mono_ms()));
+	if (json_object_get(W.t0, id) != NULL)
+		return;
+	json_object_set_new(W.t0, id, json_integer(mono_ms()));
+	if (P.cfg.t_wake > 0 && strlen(id) <= PX_SANDBOX_ID_MAX &&
+	    (t = calloc(1, sizeof(*t))) != NULL) {
+		snprintf(t->id, sizeof(t->id), "%s", id);
+		if ((t->ev = evtimer_new(P.base, wake_timeout_cb, t)) == NULL) {
+			free(t);
+			return;
+		}
+		t->next = W.timers;
+		W.timers = t;
+		evtimer_add(t->ev, &tv);
+	}
 }
 
 /* A wake of id ended; one that never began is a failure to begin. */
@@ -619,12 +702,8 @@ wake_ends(const char *id, int ok)
 
 	if (ok && t0 == NULL)
 		return;		/* it was running: no wake */
-	if (W.per == NULL)
-		W.per = json_object();
-	if ((c = json_object_get(W.per, id)) == NULL) {
-		c = json_pack("[I,I]", (json_int_t)0, (json_int_t)0);
-		json_object_set_new(W.per, id, c);
-	}
+	wake_timer_del(id);
+	c = wake_counts(id);
 	json_integer_set(json_array_get(c, !ok), 1 +
 	    json_integer_value(json_array_get(c, !ok)));
 	if (ok) {
@@ -664,6 +743,16 @@ wake_metrics(struct evbuffer *out)
 			evbuffer_add_printf(out, "berth_sandbox_wake_failures_total{sandbox="
 			    "\"%s\"} %lld\n", k,
 			    (long long)json_integer_value(json_array_get(v, 1)));
+	evbuffer_add_printf(out,
+	    "# HELP berth_sandbox_wake_timeouts_total Wakes on request that took "
+	    "longer than the wake timeout (the parked requests got 503; an event "
+	    "wake-timeout each).\n"
+	    "# TYPE berth_sandbox_wake_timeouts_total counter\n");
+	if (W.per != NULL)
+		json_object_foreach(W.per, k, v)
+			evbuffer_add_printf(out, "berth_sandbox_wake_timeouts_total{sandbox="
+			    "\"%s\"} %lld\n", k,
+			    (long long)json_integer_value(json_array_get(v, 2)));
 	evbuffer_add_printf(out,
 	    "# HELP berth_wake_duration_seconds How long successful wakes on request "
 	    "took, from the first request parked to the sandbox running.\n"
@@ -796,55 +885,6 @@ slot_ipc_event(struct bufferevent *bev, short what, void *arg)
 	s->ipc = NULL;
 }
 
-/* Closes every descriptor but those a worker needs. */
-static void
-close_other_fds(const int *keep, int nkeep)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int dfd, i;
-
-	if (d == NULL)
-		return;
-	dfd = dirfd(d);
-	while ((e = readdir(d)) != NULL) {
-		int fd = atoi(e->d_name), k = 0;
-
-		if (e->d_name[0] == '.' || fd <= 2 || fd == dfd)
-			continue;
-		for (i = 0; i < nkeep; i++)
-			k |= keep[i] == fd;
-		if (!k)
-			close(fd);
-	}
-	closedir(d);
-}
-
-static void
-drop_privileges(void)
-{
-	int cap;
-
-	if (!P.drop)
-		return;
-	if (chroot(P.empty_dir) != 0 || chdir("/") != 0)
-		fatal("worker: chroot %s", P.empty_dir);
-	/* Empty the bounding set while still root: with no capability left
-	 * to gain, not even a setuid binary (were exec possible) or a kernel
-	 * bug in the uid change hands CAP_NET_ADMIN back. EINVAL ends the
-	 * list of capabilities this kernel knows. */
-	for (cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0; cap++)
-		;
-	if (errno != EINVAL || cap == 0)
-		fatal("worker: cannot drop capability %d from the bounding set", cap);
-	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	if (setgroups(1, &P.gid) != 0 || setresgid(P.gid, P.gid, P.gid) != 0 ||
-	    setresuid(P.uid, P.uid, P.uid) != 0)
-		fatal("worker: cannot drop privileges");
-	if (setuid(0) == 0)
-		fatalx("worker: still root after dropping privileges");
-}
-
 static void
 fork_worker(struct slot *s)
 {
@@ -880,8 +920,8 @@ fork_worker(struct slot *s)
 			keep[nkeep++] = P.access_fd;
 		if (P.acme_fd >= 0)
 			keep[nkeep++] = P.acme_fd;
-		close_other_fds(keep, nkeep);
-		drop_privileges();
+		px_proc_close_fds(keep, nkeep);
+		px_proc_jail("worker");
 		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 		prctl(PR_SET_DUMPABLE, 0);	/* no ptrace, no core with keys */
 		_exit(px_worker_main(s->id, sp[1], s->fds, https, P.cfg.nlisten,
@@ -922,13 +962,29 @@ restart_cb(evutil_socket_t fd, short what, void *arg)
 		fork_worker(s);
 }
 
+/* The fleet lease's revoke answered (others drop this host at once
+ * rather than after its TTL), or 2 s: then the loop ends. */
+static void
+exit_when_revoked(evutil_socket_t fd, short what, void *arg)
+{
+	static int tries;
+	struct timeval tv = { 0, 50000 };
+
+	if (px_fleet_revoking() && tries++ < 40)
+		event_base_once(P.base, -1, EV_TIMEOUT, exit_when_revoked, NULL, &tv);
+	else
+		event_base_loopexit(P.base, NULL);
+}
+
 static void
 sigchld_cb(evutil_socket_t sig, short what, void *arg)
 {
 	pid_t pid;
 	int st, i, alive = 0;
 
-	/* Only workers: libvmm reaps its own children (qemu, mkfs). */
+	/* Only workers and helpers: libvmm reaps its own children (qemu,
+	 * mkfs). */
+	px_proc_sigchld();
 	for (i = 0; i < P.nslots; i++) {
 		struct slot *s = &P.slots[i];
 		struct timeval tv = { 0, 0 };
@@ -967,7 +1023,7 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 		alive += P.slots[i].pid > 0;
 	if (alive == 0) {
 		log_info("all workers finished: exiting");
-		event_base_loopexit(P.base, NULL);
+		exit_when_revoked(-1, 0, NULL);
 	}
 }
 
@@ -1011,13 +1067,15 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	m = json_pack("{s:s}", "type", "drain");
 	send_all(m);
 	px_fleet_stop();
+	px_proc_stop_all();
 	px_exec_shutdown();	/* its answers go out through the control API */
+	px_controld_stop();
 	if (P.control != NULL) {
 		px_control_free(P.control);
 		P.control = NULL;
 	}
 	if (alive == 0) {
-		event_base_loopexit(P.base, NULL);
+		exit_when_revoked(-1, 0, NULL);
 		return;
 	}
 	tv.tv_sec = (P.cfg.t_drain + 2000) / 1000;
@@ -1173,22 +1231,18 @@ rotate_tickets(evutil_socket_t fd, short what, void *arg)
 static void
 start_control_tcp(void)
 {
-	struct px_tls_cert tc;
 	char err[256];
 	json_t *c = json_array_get(P.certs, 0);
+	const char *port = strrchr(P.cfg.control_listen, ':');
 
-	tc.cert_pem = json_string_value(json_object_get(c, "cert"));
-	tc.cert_len = strlen(tc.cert_pem);
-	tc.key_pem = json_string_value(json_object_get(c, "key"));
-	tc.key_len = strlen(tc.key_pem);
-	if (P.control_tls == NULL &&
-	    (P.control_tls = px_tls_new(&tc, 1, err, sizeof(err))) == NULL)
-		fatalx("control_listen: %s", err);
-	if (px_control_listen_tcp(P.control, P.cfg.control_listen,
-	    px_tls_default_ctx(P.control_tls), err, sizeof(err)) != 0)
+	/* Its clients are served by a helper (controld.c): it terminates
+	 * TLS and parses HTTP and JSON; this process gets typed requests. */
+	if (px_controld_start(P.base, P.control, P.cfg.control_listen,
+	    json_string_value(json_object_get(c, "cert")),
+	    json_string_value(json_object_get(c, "key")), err, sizeof(err)) != 0)
 		fatalx("control_listen %s: %s", P.cfg.control_listen, err);
 	log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)", P.cfg.domain,
-	    strrchr(P.cfg.control_listen, ':') + 1);
+	    port ? port + 1 : "?");
 }
 
 static int
@@ -1224,6 +1278,7 @@ main(int argc, char **argv)
 
 	/* before anything allocates (OpenSSL refuses afterwards) */
 	(void)px_bufpool_install();
+	px_proc_helper_main(argc, argv);	/* returns unless a helper */
 	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
 		switch (ch) {
 		case 'f': cfgfile = optarg; break;
@@ -1266,10 +1321,12 @@ main(int argc, char **argv)
 				return 1;
 			}
 		if (P.cfg.fleet_etcd != NULL) {
-			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key };
+			const char *ff[] = { P.cfg.fleet_ca, P.cfg.fleet_cert, P.cfg.fleet_key,
+			    P.cfg.fleet_etcd_ca, P.cfg.fleet_etcd_cert, P.cfg.fleet_etcd_key,
+			    P.cfg.fleet_etcd_password };
 
-			for (j = 0; j < 3; j++)
-				if (access(ff[j], R_OK) != 0) {
+			for (j = 0; j < 7; j++)
+				if (ff[j] != NULL && access(ff[j], R_OK) != 0) {
 					fprintf(stderr, "berthd: %s: fleet certificate %s: %s\n",
 					    cfgfile, ff[j], strerror(errno));
 					return 1;
@@ -1317,6 +1374,7 @@ main(int argc, char **argv)
 		P.gid = pw->pw_gid;
 		P.drop = 1;
 	}
+	px_proc_setup(P.empty_dir, P.uid, P.gid, P.drop);
 
 	P.nslots = P.cfg.workers > 0 ? P.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (P.nslots < 1)
@@ -1422,8 +1480,11 @@ main(int argc, char **argv)
 				edge = P.cfg.listen[i].text;
 		if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
 			fatalx("fleet: %s", err);
-		log_info("fleet: host %s, etcd %s, prefix %s, listener %s (mutual TLS)",
-		    P.cfg.fleet_host, P.cfg.fleet_etcd, P.cfg.fleet_prefix, P.cfg.fleet_listen);
+		log_info("fleet: host %s, etcd %s://%s%s, prefix %s, listener %s (mutual TLS)",
+		    P.cfg.fleet_host, P.cfg.fleet_etcd_tls ? "https" : "http",
+		    P.cfg.fleet_etcd, P.cfg.fleet_etcd_tls ? (P.cfg.fleet_etcd_cert ?
+		    " (TLS, client certificate)" : " (TLS)") : "", P.cfg.fleet_prefix,
+		    P.cfg.fleet_listen);
 		hooks.fleet = fleet_json;
 	}
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
@@ -1451,6 +1512,7 @@ main(int argc, char **argv)
 	event_base_dispatch(P.base);
 
 	px_exec_shutdown();
+	px_controld_stop();
 	if (P.control != NULL)
 		px_control_free(P.control);
 	px_store_close(P.store);

@@ -97,6 +97,11 @@ px_config_free(struct px_config *c)
 	free(c->template_dir);
 	free(c->tap_prefix);
 	free(c->fleet_etcd);
+	free(c->fleet_etcd_ca);
+	free(c->fleet_etcd_cert);
+	free(c->fleet_etcd_key);
+	free(c->fleet_etcd_user);
+	free(c->fleet_etcd_password);
 	free(c->fleet_host);
 	free(c->fleet_listen);
 	free(c->fleet_advertise);
@@ -385,16 +390,41 @@ fleet_directive(struct px_config *c, int argc, char **argv, char *err,
 {
 	const char *d = argv[0] + 6, *v = argv[1];
 
-	if (argc != (strcmp(d, "cert") == 0 ? 3 : 2))
-		ERR("'%s' takes %d argument%s", argv[0], strcmp(d, "cert") == 0 ? 2 : 1,
-		    strcmp(d, "cert") == 0 ? "s" : "");
+	int two = strcmp(d, "cert") == 0 || strcmp(d, "etcd_cert") == 0 ||
+	    strcmp(d, "etcd_user") == 0;
+
+	if (argc != (two ? 3 : 2))
+		ERR("'%s' takes %d argument%s", argv[0], two ? 2 : 1, two ? "s" : "");
 	if (strcmp(d, "etcd") == 0) {
+		c->fleet_etcd_tls = 0;
 		if (strncmp(v, "http://", 7) == 0)
 			v += 7;
-		if (strncmp(v, "https://", 8) == 0 || !addr_ok(v))
-			ERR("fleet_etcd: expected http://ADDR:PORT of etcd's gateway, got '%s'",
-			    argv[1]);
+		else if (strncmp(v, "https://", 8) == 0) {
+			v += 8;
+			c->fleet_etcd_tls = 1;
+		}
+		if (!addr_ok(v))
+			ERR("fleet_etcd: expected http://ADDR:PORT or https://ADDR:PORT "
+			    "of etcd's gateway, got '%s'", argv[1]);
 		set_str(&c->fleet_etcd, v);
+	} else if (strcmp(d, "etcd_ca") == 0) {
+		set_str(&c->fleet_etcd_ca, v);
+	} else if (strcmp(d, "etcd_cert") == 0) {
+		set_str(&c->fleet_etcd_cert, v);
+		set_str(&c->fleet_etcd_key, argv[2]);
+	} else if (strcmp(d, "etcd_user") == 0) {
+		size_t i, n = strlen(v);
+
+		for (i = 0; i < n; i++)
+			if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+			    (v[i] >= '0' && v[i] <= '9') || v[i] == '-' || v[i] == '_' ||
+			    v[i] == '.'))
+				break;
+		if (n == 0 || n > 64 || i != n)
+			ERR("fleet_etcd_user: a user name of 1-64 letters, digits, "
+			    "'-', '_', '.' expected, then its password file");
+		set_str(&c->fleet_etcd_user, v);
+		set_str(&c->fleet_etcd_password, argv[2]);
 	} else if (strcmp(d, "host") == 0) {
 		size_t i, n = strlen(v);
 
@@ -450,7 +480,8 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 
 	if (c->fleet_etcd == NULL) {
 		if (c->fleet_host || c->fleet_listen || c->fleet_ca || c->fleet_cert ||
-		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix) {
+		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix ||
+		    c->fleet_etcd_ca || c->fleet_etcd_cert || c->fleet_etcd_user) {
 			snprintf(err, errlen, "%s: fleet_* directives without fleet_etcd", file);
 			return -1;
 		}
@@ -466,6 +497,18 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 		miss = "fleet_cert";
 	if (miss != NULL) {
 		snprintf(err, errlen, "%s: fleet_etcd is set but %s is missing", file, miss);
+		return -1;
+	}
+	if (c->fleet_etcd_tls && c->fleet_etcd_ca == NULL) {
+		snprintf(err, errlen, "%s: fleet_etcd https://%s needs fleet_etcd_ca (the "
+		    "CA of etcd's server certificate)", file, c->fleet_etcd);
+		return -1;
+	}
+	if (!c->fleet_etcd_tls && (c->fleet_etcd_ca || c->fleet_etcd_cert ||
+	    c->fleet_etcd_user)) {
+		snprintf(err, errlen, "%s: fleet_etcd_ca, fleet_etcd_cert and "
+		    "fleet_etcd_user are for etcd over TLS: fleet_etcd https://%s", file,
+		    c->fleet_etcd);
 		return -1;
 	}
 	if (c->fleet_prefix == NULL)

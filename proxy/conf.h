@@ -103,6 +103,12 @@ struct px_config {
 	/* fleet mode: on when fleet_etcd is set (then host, listen, ca and
 	 * cert are required); off, nothing below is used */
 	char		*fleet_etcd;		/* ADDR:PORT of etcd's HTTP gateway */
+	int		 fleet_etcd_tls;	/* https://: TLS, the server checked
+						 * against fleet_etcd_ca */
+	char		*fleet_etcd_ca;		/* CA of etcd's server certificate */
+	char		*fleet_etcd_cert, *fleet_etcd_key;	/* client certificate */
+	char		*fleet_etcd_user;	/* etcd auth (RBAC): user name */
+	char		*fleet_etcd_password;	/* its password file */
 	char		*fleet_host;		/* this host's id */
 	char		*fleet_listen;		/* ADDR:PORT of the mTLS listener */
 	char		*fleet_advertise;	/* ADDR:PORT others dial; NULL: listen */

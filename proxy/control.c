@@ -53,15 +53,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_MAX_HEAD		(16 * 1024)
+#define CTL_MAX_HEAD		PX_CONTROL_MAX_HEAD
 #define CTL_MAX_UNIX		256	/* connections on the unix socket (ops) */
-#define CTL_MAX_TCP		128	/* on the TCP listener, all clients */
-#define CTL_MAX_PER_ADDR	16	/* on the TCP listener, per address */
-#define CTL_HANDSHAKE_SECS	5	/* TCP: accept to TLS handshake done */
+#define CTL_MAX_TCP		PX_CONTROL_MAX_TCP	/* on the TCP listener, all clients */
+#define CTL_MAX_PER_ADDR	PX_CONTROL_MAX_PER_ADDR	/* on the TCP listener, per address */
+#define CTL_HANDSHAKE_SECS	PX_CONTROL_HANDSHAKE_SECS	/* TCP: accept to TLS handshake done */
 #define CTL_AUTH_SECS		5	/* TCP: then to an authenticated request */
-#define CTL_IDLE_SECS		60
+#define CTL_IDLE_SECS		PX_CONTROL_IDLE_SECS
 #define CTL_MAX_SEGS		7
-#define CTL_MAX_AUTHZ		256	/* longer Authorization: 401 */
+#define CTL_MAX_AUTHZ		PX_CONTROL_MAX_AUTHZ	/* longer Authorization: 401 */
 #define CTL_PAGE_DEFAULT	100
 #define CTL_PAGE_MAX		1000
 #define CTL_OUT_HIGH		(256 * 1024)	/* stop reading above this */
@@ -4638,7 +4638,7 @@ conn_deadline(evutil_socket_t fd, short what, void *arg)
 
 static void
 accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
-    const struct sockaddr *sa)
+    const struct sockaddr *sa, const char *peer)
 {
 	char addr[INET6_ADDRSTRLEN] = "";
 	struct conn *c, *o;
@@ -4646,7 +4646,9 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 	int n = 0;
 
 	if (tcp) {
-		if (sa != NULL && sa->sa_family == AF_INET6)
+		if (peer != NULL)	/* relayed by the control helper */
+			snprintf(addr, sizeof(addr), "%s", peer);
+		else if (sa != NULL && sa->sa_family == AF_INET6)
 			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->
 			    sin6_addr, addr, sizeof(addr));
 		else if (sa != NULL && sa->sa_family == AF_INET)
@@ -4735,14 +4737,32 @@ static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
 {
-	accept_conn(arg, fd, 0, NULL);
+	accept_conn(arg, fd, 0, NULL, NULL);
 }
 
 static void
 accept_tcp_cb(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	accept_conn(arg, fd, 1, sa);
+	accept_conn(arg, fd, 1, sa, NULL);
+}
+
+void
+px_control_adopt(struct px_control *ctl, int fd, const char *addr)
+{
+	evutil_make_socket_nonblocking(fd);
+	accept_conn(ctl, fd, 1, NULL, addr);
+}
+
+void
+px_control_count_refused(struct px_control *ctl, int reason)
+{
+	if (reason == PX_CONTROL_REFUSED_BUDGET)
+		ctl->refused_budget++;
+	else if (reason == PX_CONTROL_REFUSED_ADDRESS)
+		ctl->refused_addr++;
+	else if (reason == PX_CONTROL_REFUSED_DEADLINE)
+		ctl->closed_deadline++;
 }
 
 static void

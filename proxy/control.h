@@ -326,6 +326,25 @@ struct px_control *px_control_new(struct event_base *, struct px_store *,
  * freed) makes it TLS; NULL serves plain HTTP, meant for tests on
  * loopback. One TCP listener per px_control. -1 with err filled.
  */
+/*
+ * The TCP listener's connections as the control helper (controld.c)
+ * relays them: fd is this process's end of a socketpair carrying the
+ * canonical requests the helper re-serialised from a TLS client at addr;
+ * it is served as a TCP connection (bearer token, deadlines, per-address
+ * cap). The helper's own refusals (at accept, at the handshake deadline)
+ * are counted here for /metrics.
+ */
+void px_control_adopt(struct px_control *, int fd, const char *addr);
+enum { PX_CONTROL_REFUSED_BUDGET = 1, PX_CONTROL_REFUSED_ADDRESS,
+	PX_CONTROL_REFUSED_DEADLINE };
+void px_control_count_refused(struct px_control *, int reason);
+/* the limits the helper applies before a connection reaches the parent */
+#define PX_CONTROL_MAX_TCP	128
+#define PX_CONTROL_MAX_PER_ADDR	16
+#define PX_CONTROL_HANDSHAKE_SECS 5
+#define PX_CONTROL_IDLE_SECS	60
+#define PX_CONTROL_MAX_HEAD	(16 * 1024)
+#define PX_CONTROL_MAX_AUTHZ	256
 int px_control_listen_tcp(struct px_control *, const char *addr,
     void *ssl_ctx, char *err, size_t errlen);
 

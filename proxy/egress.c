@@ -18,6 +18,8 @@
  */
 #include "egress.h"
 #include "conf.h"
+#include "helper.h"
+#include "proc.h"
 #include "control_rule.h"
 #include "log.h"
 #include "nc_dns.h"
@@ -59,14 +61,21 @@ struct eg_sb {
 	uint64_t	 sup_user;	/* entries not logged over EG_LOG_RATE */
 	uint64_t	 sup_user_shown, sup_kernel;	/* as last logged */
 	struct event	*expiry_ev;	/* a rule with a ttl expires */
+	int		 dns_fd[2];	/* its gateway's port 53: UDP, TCP */
+	double		 ins_tokens;	/* the resolver's inserts, a bucket */
+	struct timespec	 ins_refill;
+	void		*dns_rules;	/* the last HM_DNS_RULES, to resend */
+	size_t		 dns_rules_len;
 	struct eg_sb	*next, *next_if;
 };
 
 static struct {
 	struct nc_ctx	*ctx;
-	struct nc_dns	*dns;
-	struct nc_nflog	*nflog;
-	struct event	*nflog_ev;
+	struct nc_dns	*dns;		/* the table's side of the resolver */
+	struct px_proc	*dnsd;		/* the resolver that answers guests */
+	struct hm_dns_config dnscfg;
+	struct nc_nflog	*nflog;		/* bound here, read by the helper */
+	struct px_proc	*nflogd;
 	struct px_store	*store;
 	const struct px_config *cfg;	/* the parent's, updated by reloads */
 	uint32_t	 conn_limit, new_conn_rate;	/* in the table now */
@@ -261,14 +270,51 @@ on_nflog(const struct nc_denial *d, void *arg)
 	    d->reason));
 }
 
-static void
-nflog_cb(evutil_socket_t fd, short what, void *arg)
-{
-	char err[NC_ERRLEN];
+/* ---- the NFLOG reader helper (nflogd.c): it parses, this checks ---- */
 
-	if (nc_nflog_read(E.nflog, on_nflog, NULL, err, sizeof(err)) < 0)
-		log_warnx("egress: denial log: %s", err);
+static int
+reason_ok(const char *r, size_t max)
+{
+	size_t i;
+
+	for (i = 0; i < max && r[i] != '\0'; i++)
+		if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= '0' && r[i] <= '9') ||
+		    r[i] == '-'))
+			return 0;
+	return i > 0 && i < max;
 }
+
+static void
+nflogd_start(struct px_proc *pr, void *arg)
+{
+	struct hm_nflog_socket m = { E.group };
+	int fd = nc_nflog_fd(E.nflog);
+
+	px_proc_send(pr, HM_NFLOG_SOCKET, &m, sizeof(m), &fd, 1);
+}
+
+static void
+nflogd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct nc_denial d;
+
+	if (type != HM_NFLOG_DENIAL || len != sizeof(d) || nfds != 0) {
+		px_proc_bad(arg, "an unexpected message");
+		return;
+	}
+	memcpy(&d, p, sizeof(d));
+	if (!reason_ok(d.reason, sizeof(d.reason)) ||
+	    (d.family != AF_INET && d.family != AF_INET6)) {
+		px_proc_bad(arg, "a malformed denial");
+		return;
+	}
+	on_nflog(&d, NULL);
+}
+
+static const struct px_proc_def nflogd_def = {
+	"nflog", nflogd_start, nflogd_msg, NULL
+};
 
 /* The policy document with defaults filled (as the control API has it). */
 static json_t *
@@ -452,6 +498,204 @@ restore_learned(struct eg_sb *s)
 		    "back after the rules", s->id, n);
 }
 
+/* ---- the resolver helper (dnsd.c): it answers guests, this inserts ---- */
+
+static void
+dnsd_send_sb(struct eg_sb *s)
+{
+	struct hm_dns_sandbox m;
+
+	if (s->dns_fd[0] < 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.guest = s->ip;
+	m.gw = s->gw;
+	snprintf(m.id, sizeof(m.id), "%s", s->id);
+	px_proc_send(E.dnsd, HM_DNS_SANDBOX_ADD, &m, sizeof(m), s->dns_fd, 2);
+	if (s->dns_rules != NULL)
+		px_proc_send(E.dnsd, HM_DNS_RULES, s->dns_rules, s->dns_rules_len,
+		    NULL, 0);
+}
+
+/* The sandbox's mode and domain rules, as text, for the helper. */
+static void
+dnsd_rules(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
+{
+	struct hm_dns_rules h;
+	char *buf, txt[512];
+	size_t len, i, cap;
+	int k;
+
+	memset(&h, 0, sizeof(h));
+	h.guest = s->ip;
+	h.mode = mode;
+	cap = sizeof(h) + (r->nallow + r->ndeny) * sizeof(txt);
+	if ((buf = malloc(cap)) == NULL) {
+		log_warnx("egress %s: resolver rules: out of memory", s->id);
+		return;
+	}
+	len = sizeof(h);
+	for (k = 0; k < 2; k++) {
+		const struct nc_rule *v = k ? r->deny : r->allow;
+		size_t n = k ? r->ndeny : r->nallow;
+
+		for (i = 0; i < n; i++) {
+			int w;
+
+			if (v[i].kind != NC_RULE_DOMAIN && v[i].kind != NC_RULE_WILDCARD)
+				continue;
+			w = nc_rule_format(&v[i], txt, sizeof(txt));
+			if (w <= 0 || (size_t)w >= sizeof(txt))
+				continue;
+			memcpy(buf + len, txt, (size_t)w + 1);
+			len += (size_t)w + 1;
+			if (k)
+				h.ndeny++;
+			else
+				h.nallow++;
+		}
+	}
+	memcpy(buf, &h, sizeof(h));
+	free(s->dns_rules);
+	s->dns_rules = buf;
+	s->dns_rules_len = len;
+	px_proc_send(E.dnsd, HM_DNS_RULES, buf, len, NULL, 0);
+}
+
+static void
+dnsd_start(struct px_proc *pr, void *arg)
+{
+	struct eg_sb *s;
+
+	px_proc_send(pr, HM_DNS_CONFIG, &E.dnscfg, sizeof(E.dnscfg), NULL, 0);
+	for (s = E.sbs; s != NULL; s = s->next)
+		dnsd_send_sb(s);
+}
+
+/* NUL within max, and printable */
+static int
+str_ok(const char *p, size_t max)
+{
+	size_t i;
+
+	for (i = 0; i < max && p[i] != '\0'; i++)
+		if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] > 0x7e)
+			return 0;
+	return i < max;
+}
+
+/*
+ * Each insert is an nftables batch here; the helper already holds each
+ * sandbox to its query rate (dns_query_rate), and this holds the helper
+ * (whatever it has become) to twice that, per sandbox, a bucket two
+ * seconds deep. Over it: refused (the guest gets SERVFAIL).
+ */
+static double
+insert_rate(void)
+{
+	uint32_t q = E.cfg->dns_query_rate;
+
+	return 2.0 * (q == 0 ? NC_DNS_QUERY_RATE : q);
+}
+
+static int
+insert_take(struct eg_sb *s)
+{
+	struct timespec now;
+	double dt, rate = insert_rate();
+
+	if (s == NULL || E.cfg->dns_query_rate == NC_DNS_UNLIMITED)
+		return 1;	/* nc_dns_insert refuses an unknown guest */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (s->ins_refill.tv_sec == 0)
+		s->ins_tokens = 2 * rate;
+	else {
+		dt = (double)(now.tv_sec - s->ins_refill.tv_sec) +
+		    (now.tv_nsec - s->ins_refill.tv_nsec) / 1e9;
+		s->ins_tokens += dt * rate;
+		if (s->ins_tokens > 2 * rate)
+			s->ins_tokens = 2 * rate;
+	}
+	s->ins_refill = now;
+	if (s->ins_tokens < 1)
+		return 0;
+	s->ins_tokens -= 1;
+	return 1;
+}
+
+static void
+dnsd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	static const char *const reasons[] = { "not-allowed", "deny-rule",
+	    "closed", "bad-name", "qtype", "rate-limit", "label-length",
+	    "wildcard-names", NULL };
+	struct px_proc *pr = arg;
+
+	if (nfds != 0) {
+		px_proc_bad(pr, "descriptors");
+		return;
+	}
+	if (type == HM_DNS_INSERT && len == sizeof(struct hm_dns_insert)) {
+		struct hm_dns_insert m;
+		struct hm_dns_inserted a;
+
+		memcpy(&m, p, sizeof(m));
+		if (!str_ok(m.name, sizeof(m.name)) || m.n == 0 ||
+		    m.n > NC_DNS_MAX_RR) {
+			px_proc_bad(pr, "a malformed insert");
+			return;
+		}
+		memset(&a, 0, sizeof(a));
+		a.token = m.token;
+		if (!insert_take(find_ip(m.guest)))
+			snprintf(a.err, sizeof(a.err), "over %.0f inserts a second",
+			    insert_rate());
+		else
+			a.ok = nc_dns_insert(E.dns, m.guest, m.name, m.addrs, m.ttl,
+			    m.n, a.err, sizeof(a.err)) == 0;
+		if (!a.ok) {
+			struct eg_sb *s = find_ip(m.guest);
+
+			log_warnx("egress %s: resolver: addresses of %s not allowed: %s",
+			    s ? s->id : "?", m.name, a.err);
+		}
+		px_proc_send(pr, HM_DNS_INSERTED, &a, sizeof(a), NULL, 0);
+	} else if (type == HM_DNS_DENIAL && len == sizeof(struct hm_dns_denial)) {
+		struct hm_dns_denial m;
+		struct nc_dns_denial d;
+		int i;
+
+		memcpy(&m, p, sizeof(m));
+		if (!str_ok(m.name, sizeof(m.name)) ||
+		    !str_ok(m.reason, sizeof(m.reason))) {
+			px_proc_bad(pr, "a malformed denial");
+			return;
+		}
+		for (i = 0; reasons[i] != NULL && strcmp(reasons[i], m.reason) != 0; i++)
+			;
+		if (reasons[i] == NULL) {
+			px_proc_bad(pr, "a denial with an unknown reason");
+			return;
+		}
+		memset(&d, 0, sizeof(d));
+		d.when = m.when;
+		d.guest = m.guest;
+		snprintf(d.name, sizeof(d.name), "%s", m.name);
+		d.qtype = m.qtype;
+		d.reason = reasons[i];
+		on_dns_denial(&d, NULL);
+	} else if (type == HM_DNS_ERROR && len > 0 && len <= 1024 &&
+	    str_ok(p, len)) {
+		log_warnx("egress dns: %s", (const char *)p);
+	} else
+		px_proc_bad(pr, "an unexpected message");
+}
+
+static const struct px_proc_def dnsd_def = {
+	"dns", dnsd_start, dnsd_msg, NULL
+};
+
 /* The resolver's half: domain rules and mode. */
 static void
 resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
@@ -461,6 +705,8 @@ resolver(struct eg_sb *s, const struct rules *r, enum nc_mode mode)
 	if (E.dns != NULL && nc_dns_set_rules(E.dns, s->ip, mode, r->allow, r->nallow,
 	    r->deny, r->ndeny, err, sizeof(err)) < 0)
 		log_warnx("egress %s: resolver rules: %s", s->id, err);
+	if (E.dns != NULL)
+		dnsd_rules(s, r, mode);
 	log_info("egress %s: %s, %zu allow and %zu deny rule(s)", s->id,
 	    nc_mode_name(mode), r->nallow, r->ndeny);
 }
@@ -715,6 +961,19 @@ resolvers(const struct px_config *c, struct sockaddr_in *out, size_t max)
 	return n;
 }
 
+static void
+sb_close_dns(struct eg_sb *s)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (s->dns_fd[i] >= 0)
+			close(s->dns_fd[i]);
+	s->dns_fd[0] = s->dns_fd[1] = -1;
+	free(s->dns_rules);
+	s->dns_rules = NULL;
+}
+
 /* A sandbox known to egress: in the list, the ifindex hash and the
  * resolver (its gateway's sockets). NULL on ENOMEM. */
 static struct eg_sb *
@@ -739,9 +998,13 @@ sb_new(const char *id, const char *tap, struct in_addr ip, struct in_addr gw,
 	}
 	if (nc_tap_harden(tap, err, sizeof(err)) < 0)
 		log_warnx("egress %s: tap settings: %s", id, err);
-	if (E.dns != NULL && nc_dns_sandbox_add(E.dns, ip, gw, id, err,
-	    sizeof(err)) < 0)
+	s->dns_fd[0] = s->dns_fd[1] = -1;
+	if (E.dns != NULL && (nc_dns_sandbox_add(E.dns, ip, gw, id, err,
+	    sizeof(err)) < 0 || nc_dns_bind(gw, 53, &s->dns_fd[0], &s->dns_fd[1],
+	    err, sizeof(err)) < 0))
 		log_warnx("egress %s: resolver: %s", id, err);
+	else if (E.dns != NULL)
+		dnsd_send_sb(s);
 	return s;
 }
 
@@ -846,6 +1109,7 @@ sb_free_all(void)
 
 	while ((s = E.sbs) != NULL) {
 		E.sbs = s->next;
+		sb_close_dns(s);
 		if (s->expiry_ev != NULL)
 			event_free(s->expiry_ev);
 		json_decref(s->log);
@@ -891,8 +1155,26 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	dc.wildcard_names = c->dns_wildcard_names;
 	dc.on_denial = on_dns_denial;
 	dc.on_error = on_dns_error;
+	/* This process keeps the table's side; guests' queries and the
+	 * upstreams' answers are parsed by the helper (dnsd.c), on the
+	 * sockets this process binds. */
+	dc.no_listen = 1;
+	memset(&E.dnscfg, 0, sizeof(E.dnscfg));
+	memcpy(E.dnscfg.resolvers, res, sizeof(res));
+	E.dnscfg.nresolvers = (uint32_t)dc.nresolvers;
+	if (dc.nqtypes > HM_DNS_QTYPES)
+		dc.nqtypes = HM_DNS_QTYPES;
+	if (dc.qtypes != NULL)
+		memcpy(E.dnscfg.qtypes, dc.qtypes, dc.nqtypes * sizeof(*dc.qtypes));
+	E.dnscfg.nqtypes = (uint32_t)dc.nqtypes;
+	E.dnscfg.query_rate = dc.query_rate;
+	E.dnscfg.label_max = dc.label_max;
+	E.dnscfg.wildcard_names = dc.wildcard_names;
+	E.dnscfg.deny_rcode = dc.deny_rcode;
 	if ((E.dns = nc_dns_new(base, E.ctx, &dc, err, errlen)) == NULL)
 		log_warnx("egress: no filtering resolver: %s", err);
+	else if ((E.dnsd = px_proc_start(base, &dnsd_def)) == NULL)
+		log_warnx("egress: no filtering resolver: cannot start its helper");
 	carry_over();
 	if (init_table(err, errlen) < 0) {
 		sb_free_all();
@@ -915,11 +1197,8 @@ px_eg_init(struct event_base *base, struct px_store *store,
 	}
 	if ((E.nflog = nc_nflog_open(E.group, err, errlen)) == NULL) {
 		log_warnx("egress: no denial log: %s", err);
-	} else {
-		E.nflog_ev = event_new(base, nc_nflog_fd(E.nflog), EV_READ | EV_PERSIST,
-		    nflog_cb, NULL);
-		event_add(E.nflog_ev, NULL);
-	}
+	} else if ((E.nflogd = px_proc_start(base, &nflogd_def)) == NULL)
+		log_warnx("egress: no denial log: cannot start its reader");
 	return 0;
 }
 
@@ -927,8 +1206,6 @@ void
 px_eg_shutdown(void)
 {
 	/* the table stays: VMs outlive berthd and must stay fenced */
-	if (E.nflog_ev != NULL)
-		event_free(E.nflog_ev);
 	if (E.retry_ev != NULL)
 		event_free(E.retry_ev);
 	if (E.nflog != NULL)
@@ -987,8 +1264,15 @@ px_eg_sandbox_down(const char *id)
 	 * this address inherits none of its flows */
 	if (nc_sandbox_detach(E.ctx, s->tap, s->ip, err, sizeof(err)) < 0)
 		log_warnx("egress %s: detach: %s", id, err);
-	if (E.dns != NULL)
+	if (E.dns != NULL) {
+		struct hm_dns_sandbox m;
+
 		nc_dns_sandbox_del(E.dns, s->ip);
+		memset(&m, 0, sizeof(m));
+		m.guest = s->ip;
+		px_proc_send(E.dnsd, HM_DNS_SANDBOX_DEL, &m, sizeof(m), NULL, 0);
+	}
+	sb_close_dns(s);
 	if (s->expiry_ev != NULL)
 		event_free(s->expiry_ev);
 	json_decref(s->log);

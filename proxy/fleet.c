@@ -20,11 +20,16 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <arpa/inet.h>
 
 static struct {
 	struct event_base *base;
@@ -39,6 +44,11 @@ static struct {
 	char		*ca, *cert, *key;	/* PEM text for the workers */
 	void		(*changed)(void);
 	struct evhttp_connection *conn, *wconn;
+	int		 conn_dead, wconn_dead;	/* closed: a new one next time */
+	SSL_CTX		*etcd_tls;		/* NULL: plain HTTP */
+	char		*user, *password;	/* etcd auth; NULL: none */
+	char		 token[512];		/* etcd's auth token, "": none yet */
+	int		 authenticating;
 	struct evhttp_request *wreq;
 	struct event	*tick;
 	char		 lease[24];		/* "": not registered */
@@ -54,6 +64,7 @@ static struct {
 	long long	 rev;			/* etcd revision of the last full read */
 	long long	 started;
 	int		 stopping;
+	int		 revoking;		/* the revoke at stop is under way */
 } F;
 
 static void refresh(void);
@@ -122,6 +133,97 @@ note_etcd(int answered)
 	}
 }
 
+/* ---- the connections to etcd: plain, or TLS with a client certificate ---- */
+
+static void
+conn_closed(struct evhttp_connection *conn, void *arg)
+{
+	/* A TLS connection is not reconnected in place (its SSL state is
+	 * spent): the next call makes a new one. */
+	if (conn == F.conn)
+		F.conn_dead = 1;
+	else if (conn == F.wconn)
+		F.wconn_dead = 1;
+}
+
+static struct evhttp_connection *
+etcd_conn(void)
+{
+	struct evhttp_connection *conn;
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if (F.etcd_tls == NULL)
+		return evhttp_connection_base_new(F.base, NULL, F.etcd_addr, F.etcd_port);
+	if ((ssl = SSL_new(F.etcd_tls)) == NULL)
+		return NULL;
+	{
+		/* the server's name or address is what its certificate must say */
+		X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
+		struct in6_addr a6;
+		struct in_addr a4;
+
+		if (inet_pton(AF_INET, F.etcd_addr, &a4) == 1 ||
+		    inet_pton(AF_INET6, F.etcd_addr, &a6) == 1)
+			X509_VERIFY_PARAM_set1_ip_asc(vp, F.etcd_addr);
+		else {
+			X509_VERIFY_PARAM_set1_host(vp, F.etcd_addr, 0);
+			SSL_set_tlsext_host_name(ssl, F.etcd_addr);
+		}
+	}
+	if ((bev = bufferevent_openssl_socket_new(F.base, -1, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE |
+	    BEV_OPT_DEFER_CALLBACKS)) == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	if ((conn = evhttp_connection_base_bufferevent_new(F.base, NULL, bev,
+	    F.etcd_addr, F.etcd_port)) == NULL) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	evhttp_connection_set_closecb(conn, conn_closed, NULL);
+	return conn;
+}
+
+/* The TLS context for etcd: its server checked against ca, this host's
+ * client certificate shown when given. NULL with err. */
+static SSL_CTX *
+etcd_tls_ctx(const struct px_config *c, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	unsigned long e;
+
+	if (ctx == NULL)
+		goto fail;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_load_verify_locations(ctx, c->fleet_etcd_ca, NULL) != 1) {
+		e = ERR_get_error();
+		snprintf(err, errlen, "fleet_etcd_ca %s: %s", c->fleet_etcd_ca,
+		    e ? ERR_reason_error_string(e) : "cannot load");
+		goto out;
+	}
+	if (c->fleet_etcd_cert != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, c->fleet_etcd_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, c->fleet_etcd_key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1)) {
+		e = ERR_get_error();
+		snprintf(err, errlen, "fleet_etcd_cert %s %s: %s", c->fleet_etcd_cert,
+		    c->fleet_etcd_key, e ? ERR_reason_error_string(e) : "cannot load");
+		goto out;
+	}
+	ERR_clear_error();
+	return ctx;
+fail:
+	snprintf(err, errlen, "TLS context for etcd: out of memory");
+out:
+	ERR_clear_error();
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
 struct call {
 	void		(*cb)(json_t *, void *);
 	void		*arg;
@@ -140,8 +242,28 @@ call_done(struct evhttp_request *req, void *arg)
 		size_t n = evbuffer_get_length(b);
 
 		j = json_loadb((const char *)evbuffer_pullup(b, (ev_ssize_t)n), n, 0, NULL);
+	} else if (code == 401 && F.user != NULL) {
+		/* the token expired (or etcd restarted): a new one first */
+		if (F.token[0] != '\0')
+			log_info("fleet: etcd token refused: authenticating again");
+		F.token[0] = '\0';
 	} else if (code != 0) {
-		log_warnx("fleet: etcd answered %d to a request", code);
+		struct evbuffer *b = evhttp_request_get_input_buffer(req);
+		size_t n = evbuffer_get_length(b);
+		json_t *e = json_loadb((const char *)evbuffer_pullup(b, (ev_ssize_t)n),
+		    n, 0, NULL);
+		const char *m = json_string_value(json_object_get(e, "error"));
+		char shown[160];
+		size_t i;
+
+		/* etcd's own words, shown safely */
+		snprintf(shown, sizeof(shown), "%s", m ? m : "");
+		for (i = 0; shown[i] != '\0'; i++)
+			if ((unsigned char)shown[i] < 0x20 || (unsigned char)shown[i] > 0x7e)
+				shown[i] = '?';
+		log_warnx("fleet: etcd answered %d to a request%s%s", code,
+		    shown[0] ? ": " : "", shown);
+		json_decref(e);
 	}
 	note_etcd(code != 0);
 	if (c->cb != NULL)
@@ -162,6 +284,9 @@ new_request(struct evhttp_connection *conn, const char *path, json_t *body,
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Host", F.etcd);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 	    "application/json");
+	if (F.token[0] != '\0')
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Authorization", F.token);
 	if ((text = json_dumps(body, JSON_COMPACT)) != NULL) {
 		evbuffer_add(evhttp_request_get_output_buffer(req), text, strlen(text));
 		free(text);
@@ -171,19 +296,57 @@ new_request(struct evhttp_connection *conn, const char *path, json_t *body,
 	return req;
 }
 
+static int etcd_call(const char *, json_t *, void (*)(json_t *, void *), void *);
+
+static void
+authenticated(json_t *res, void *arg)
+{
+	const char *t = json_string_value(json_object_get(res, "token"));
+
+	F.authenticating = 0;
+	if (t == NULL || strlen(t) >= sizeof(F.token)) {
+		if (res != NULL)
+			log_warnx("fleet: etcd refused user %s", F.user);
+		return;
+	}
+	snprintf(F.token, sizeof(F.token), "%s", t);
+	log_info("fleet: authenticated to etcd as %s", F.user);
+}
+
+/* etcd auth: the calls made before the token arrives fail and are made
+ * again at the next tick, with it. */
+static void
+authenticate(void)
+{
+	if (F.user == NULL || F.token[0] != '\0' || F.authenticating)
+		return;
+	F.authenticating = 1;
+	if (etcd_call("/v3/auth/authenticate", json_pack("{s:s,s:s}", "name", F.user,
+	    "password", F.password), authenticated, NULL) != 0)
+		F.authenticating = 0;
+}
+
 /* POSTs body (stolen) to path; cb(response or NULL, arg) runs once. */
 static int
 etcd_call(const char *path, json_t *body, void (*cb)(json_t *, void *), void *arg)
 {
-	struct call *c = calloc(1, sizeof(*c));
+	struct call *c;
+
+	if (strcmp(path, "/v3/auth/authenticate") != 0)
+		authenticate();
+	c = calloc(1, sizeof(*c));
 	struct timeval tv;
 	unsigned t = F.ttl_ms / 3 < 500 ? 500 : F.ttl_ms / 3;
 
 	if (c == NULL || body == NULL)
 		goto fail;
+	if (F.conn != NULL && F.conn_dead) {
+		evhttp_connection_free(F.conn);
+		F.conn = NULL;
+	}
+	F.conn_dead = 0;
 	if (F.conn == NULL) {
-		if ((F.conn = evhttp_connection_base_new(F.base, NULL, F.etcd_addr,
-		    F.etcd_port)) == NULL)
+		if ((F.conn = etcd_conn()) == NULL)
 			goto fail;
 		tv.tv_sec = t / 1000;
 		tv.tv_usec = (t % 1000) * 1000;
@@ -539,9 +702,13 @@ watch_start(void)
 
 	if (F.wreq != NULL || F.lease[0] == '\0' || F.stopping || !F.etcd_ok)
 		return;
+	if (F.wconn != NULL && F.wconn_dead) {
+		evhttp_connection_free(F.wconn);
+		F.wconn = NULL;
+	}
+	F.wconn_dead = 0;
 	if (F.wconn == NULL) {
-		if ((F.wconn = evhttp_connection_base_new(F.base, NULL, F.etcd_addr,
-		    F.etcd_port)) == NULL)
+		if ((F.wconn = etcd_conn()) == NULL)
 			return;
 		/* a quiet watch ends after this; the next tick renews it */
 		evhttp_connection_set_timeout(F.wconn, 300);
@@ -569,6 +736,9 @@ watch_start(void)
 
 		evhttp_request_set_chunked_cb(F.wreq, watch_chunk);
 		evhttp_add_header(evhttp_request_get_output_headers(F.wreq), "Host", F.etcd);
+		if (F.token[0] != '\0')
+			evhttp_add_header(evhttp_request_get_output_headers(F.wreq),
+			    "Authorization", F.token);
 		if (text != NULL)
 			evbuffer_add(evhttp_request_get_output_buffer(F.wreq), text,
 			    strlen(text));
@@ -632,6 +802,20 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 		F.etcd_addr[strlen(F.etcd_addr) - 1] = '\0';
 	}
 	F.etcd_port = (unsigned short)atoi(colon + 1);
+	if (c->fleet_etcd_tls &&
+	    (F.etcd_tls = etcd_tls_ctx(c, err, errlen)) == NULL)
+		return -1;
+	if (c->fleet_etcd_user != NULL) {
+		char *pw = slurp(c->fleet_etcd_password, err, errlen);
+		size_t n;
+
+		if (pw == NULL)
+			return -1;
+		for (n = strlen(pw); n > 0 && (pw[n - 1] == '\n' || pw[n - 1] == '\r'); n--)
+			pw[n - 1] = '\0';
+		F.user = strdup(c->fleet_etcd_user);
+		F.password = pw;
+	}
 	if ((F.ca = slurp(c->fleet_ca, err, errlen)) == NULL ||
 	    (F.cert = slurp(c->fleet_cert, err, errlen)) == NULL ||
 	    (F.key = slurp(c->fleet_key, err, errlen)) == NULL)
@@ -807,13 +991,26 @@ px_fleet_json(const char *what)
 	return json_pack("{s:s,s:o}", "self", F.host, "sandboxes", arr);
 }
 
+static void
+revoked(json_t *res, void *arg)
+{
+	F.revoking = 0;
+}
+
+int
+px_fleet_revoking(void)
+{
+	return F.on && F.revoking;
+}
+
 void
 px_fleet_stop(void)
 {
 	if (!F.on || F.stopping)
 		return;
-	if (F.lease[0] != '\0')
-		etcd_call("/v3/lease/revoke", json_pack("{s:s}", "ID", F.lease), NULL, NULL);
+	if (F.lease[0] != '\0' && etcd_call("/v3/lease/revoke",
+	    json_pack("{s:s}", "ID", F.lease), revoked, NULL) == 0)
+		F.revoking = 1;
 	F.stopping = 1;
 	if (F.wconn != NULL) {
 		evhttp_connection_free(F.wconn);

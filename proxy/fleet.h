@@ -58,5 +58,9 @@ struct evbuffer;
 void px_fleet_metrics(struct evbuffer *out);
 /* Graceful stop: revoke the lease so others see the host leave now. */
 void px_fleet_stop(void);
+/* 1 while the lease revoke px_fleet_stop() sent is unanswered (a TLS
+ * connection may need its handshake first): berthd waits for it, a
+ * moment, before it exits. */
+int px_fleet_revoking(void);
 
 #endif

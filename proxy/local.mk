@@ -8,7 +8,8 @@ proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/worker.c proxy/worker.h proxy/session.c proxy/session.h \
 	proxy/upstream.c proxy/respond.c proxy/wake.c proxy/wake.h proxy/vm.c proxy/vm.h proxy/exec.c proxy/exec.h proxy/egress.c proxy/egress.h \
 	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h proxy/bufpool.c proxy/bufpool.h \
-	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h
+	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h \
+	proxy/proc.c proxy/proc.h proxy/chan.c proxy/helper.h proxy/nflogd.c proxy/dnsd.c proxy/controld.c
 # Installed helpers (berth-mkcert in pkgdatadir; mktemplate, init and
 # testapp in pkglibexecdir) and, for a berthd run from this build tree,
 # the source and build trees (see proxy/vm.c: find_helper).
@@ -24,6 +25,13 @@ tests_unit_test_evprio_SOURCES = tests/unit/test_evprio.c tests/unit/tap.h \
 	proxy/evprio.c proxy/evprio.h
 tests_unit_test_evprio_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
 tests_unit_test_evprio_LDADD = $(LIBEVENT_LIBS)
+
+check_PROGRAMS += tests/unit/test_chan
+TESTS += tests/unit/test_chan
+tests_unit_test_chan_SOURCES = tests/unit/test_chan.c tests/unit/tap.h \
+	proxy/chan.c proxy/proc.h
+tests_unit_test_chan_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
+tests_unit_test_chan_LDADD = $(LIBEVENT_LIBS)
 
 check_PROGRAMS += tests/unit/test_bufpool
 TESTS += tests/unit/test_bufpool

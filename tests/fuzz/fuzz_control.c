@@ -58,7 +58,7 @@ serve(const char *req, size_t len, int tcp, char *out, size_t cap)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
 		die("socketpair");
-	accept_conn(ctl, sv[0], tcp, NULL);
+	accept_conn(ctl, sv[0], tcp, NULL, NULL);
 	while (!eof) {
 		ssize_t n;
 

@@ -19,6 +19,10 @@
 # status` on the unix socket still answers; the TCP budget, the
 # per-address cap and the handshake and authentication deadlines close
 # what no token holds; a 401 closes its connection.
+#
+# The TCP listener is a helper ("berthd: control", not root, chrooted):
+# killed with SIGKILL, its death is logged, it comes back, and netctl over
+# TCP works again; a malformed JSON body never reaches berthd.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -309,4 +313,39 @@ EOF
 is "an authenticated connection outlives the authentication deadline" "$out" "200 200"
 
 check "berthd still running at the end" kill -0 "$BERTHD_PID"
+# ---- the control listener is a helper (berthd: control) --------------------
+# It terminates TLS and parses HTTP and JSON as an unprivileged, chrooted
+# process; berthd itself gets typed requests. Killed, it comes back and
+# netctl over TCP works again; the unix socket never stopped.
+tnet() { "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$admin" "$@"; }
+helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+old=$(berthd_helper control)
+if [ -n "$old" ]; then ok "the control listener runs as a helper (pid $old)"
+else not_ok "the control listener runs as a helper"; fi
+is "ps shows it as 'berthd: control'" "$(ps -o args= -p "$old")" "berthd: control"
+unlike "...not as root" "$(awk '$1 == "Uid:" { print $2 }' "/proc/$old/status")" '^0$'
+is "...chrooted in the empty root" "$(readlink "/proc/$old/root")" "$STATE/empty"
+check "netctl over TCP works" tnet status
+kill -KILL "$old"
+if wait_log 10 "$BERTHD_LOG" "control helper \(pid $old\) killed by signal 9: restarting" "$BERTHD_PID"; then
+	ok "its death is logged"
+else
+	not_ok "its death is logged"
+fi
+check "netctl on the unix socket answers meanwhile" netctl status
+if wait_for 10 helper_is_new control "$old"; then
+	ok "it comes back ($old -> $(berthd_helper control))"
+else
+	not_ok "it comes back"
+fi
+if wait_for 10 tnet status; then ok "netctl over TCP works again"
+else not_ok "netctl over TCP works again"; fi
+out=$(tnet --json sandbox ls 2>&1)
+like "...a listing through the new helper" "$out" '"sandboxes"'
+code=$($CURLT -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $admin" \
+	-H 'Content-Type: application/json' --data '{"id": "cc-json", "address": "127.0.0.1", "id": "x"}' \
+	"https://api.$DOMAIN:$CTL_PORT/v1/sandboxes")
+is "a body with a duplicate key is refused by the helper (400)" "$code" 400
+is "...and nothing reached the store" "$(netctl sandbox ls | grep -c cc-json)" 0
+
 done_testing

@@ -20,6 +20,8 @@
 #  - a flood of 100 000 denied datagrams (when a static binary can be
 #    built for the guest): netctl status answers in under 100 ms
 #    meanwhile, and netctl egress log shows the suppressed count
+#  - the DNS resolver and NFLOG reader helpers killed with SIGKILL come
+#    back: the guest resolves again, denials are logged again
 #  - kill -9 of berthd with both guests streaming (to a rule's address,
 #    to a DNS-learned one); restart: the sandboxes are taken over in the
 #    start-up batch, no connection is reset, no packet is dropped as
@@ -230,6 +232,27 @@ unlike "... and still does not expire" "$st" 'timeout|expires'
 like "egress show: the rule never expires, as in the kernel" \
 	"$(netctl --json egress show eg1 | json_get "$(cat)" '[r for r in j["rules"] if r["rule"] == "203.0.113.10:80/tcp"]')" \
 	'"expires": (null|0)|^\[\{[^}]*\}\]$'
+
+# ---- the helpers that parse guests' bytes: killed, each comes back ----------
+# (berthd: dns, berthd: nflog; privsep.sh checks how they are jailed). The
+# resolver answers again; the denials below go through the new NFLOG reader.
+helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+kids0=$(berthd_workers)
+for h in dns nflog; do
+	old=$(berthd_helper "$h")
+	like "$h helper runs, not as root" "$(awk '$1 == "Uid:" { print $2 }' "/proc/$old/status" 2>/dev/null)" '^[1-9][0-9]*$'
+	kill -KILL "$old"
+	if wait_for 15 helper_is_new "$h" "$old"; then
+		ok "$h helper killed with SIGKILL: it comes back ($old -> $(berthd_helper "$h"))"
+	else
+		not_ok "$h helper killed with SIGKILL: it comes back"
+	fi
+done
+is "... and the workers went on" "$(berthd_workers)" "$kids0"
+like "the restarted resolver answers the guest (allowed.test)" \
+	"$(gsh "$A1" 'nslookup -type=a allowed.test')" '203\.0\.113\.10'
+like "... and still allows the answer's address first" \
+	"$(inns nft list set inet berth allow_dns_ip)" "$A1 \\. 203\\.0\\.113\\.10 \\. tcp \\. 80 timeout"
 
 # ---- attribution: spoofing, IPv6 ----------------------------------------------
 gsh "$A2" "ip addr add $A1/32 dev eth0; ping -c 3 -W 1 -I $A1 203.0.113.10; ip addr del $A1/32 dev eth0" >/dev/null

@@ -18,6 +18,13 @@
 #     is back C registers again and A and B serve C's sandboxes, the new
 #     one included
 #   SIGTERM C: its lease is revoked, A answers 503 naming C at once
+#   etcd over TLS with client certificates (--client-cert-auth, its own
+#     CA): berthd uses fleet_etcd https:// with fleet_etcd_ca and
+#     fleet_etcd_cert; a client without a certificate, with one of another
+#     CA, or over plain HTTP gets nothing from etcd
+#   etcd's RBAC: a role per host (read the prefix, write its own keys),
+#     berthd authenticates (fleet_etcd_user); B's user cannot write A's
+#     host key nor a sandbox key under A
 #
 # Sandboxes are plain testapp servers on each namespace's loopback
 # (vmm off). Exit 77 without root, ip netns or etcd.
@@ -63,17 +70,71 @@ done
 inns() { _n=$1; shift; ip netns exec "$N$_n" "$@"; }
 ipof() { eval "echo \$IP_$1"; }
 
-# ---- etcd ----------------------------------------------------------------
+# ---- etcd, over TLS with client certificates -------------------------------
+# etcd's own CA (not the fleet CA: an etcd client certificate opens no
+# fleet listener, a host certificate no etcd): its server certificate
+# names $ETCD_IP; each berthd's client certificate has no common name
+# (with auth enabled etcd's JSON gateway refuses one that has: the user is
+# the token's, fleet_etcd_user). --client-cert-auth: no certificate of
+# that CA, no etcd.
+mkdir -p "$T/etcdpki"
+"$top_srcdir/certs/berth-fleet-cert" "$T/etcdpki" host etcd "$ETCD_IP" >/dev/null 2>&1 ||
+	bail "berth-fleet-cert: etcd's server certificate"
+for h in $HOSTS; do
+	"$top_srcdir/certs/berth-fleet-cert" "$T/etcdpki" client "$h" >/dev/null 2>&1 ||
+		bail "berth-fleet-cert: $h's etcd client certificate"
+done
+EPKI=$T/etcdpki
 spawn "$T/etcd.log" ip netns exec "$HUB" etcd --name bfl --data-dir "$T/etcd" \
-	--listen-client-urls "http://$ETCD_IP:2379" \
-	--advertise-client-urls "http://$ETCD_IP:2379" \
+	--listen-client-urls "https://$ETCD_IP:2379" \
+	--advertise-client-urls "https://$ETCD_IP:2379" \
+	--cert-file "$EPKI/etcd.pem" --key-file "$EPKI/etcd.key" \
+	--client-cert-auth --trusted-ca-file "$EPKI/fleet-ca.pem" \
 	--listen-peer-urls http://127.0.0.1:2380 \
 	--initial-advertise-peer-urls http://127.0.0.1:2380 \
 	--initial-cluster bfl=http://127.0.0.1:2380
 ETCD_PID=$SPAWNED
 wait_log 30 "$T/etcd.log" "ready to serve client requests" "$ETCD_PID" ||
 	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
-ok "etcd serves on $ETCD_IP:2379"
+ok "etcd serves on https://$ETCD_IP:2379 (client certificates required)"
+ecurl() { inns a curl -sS --max-time 5 --cacert "$EPKI/fleet-ca.pem" "$@" \
+	-X POST -d '{"key":"Lw=="}' "https://$ETCD_IP:2379/v3/kv/range" 2>&1; }
+
+# etcd's RBAC: each host's user reads the whole prefix and writes only
+# its own keys (/bfl/hosts/<id>, /bfl/sandboxes/<id>/...). Set up through
+# the JSON gateway before auth is enabled; berthd authenticates with
+# fleet_etcd_user and sends etcd's token.
+ejson() {	# PATH JSON [CURL ARGS...]
+	_p=$1 _j=$2; shift 2
+	inns a curl -sS --max-time 5 --cacert "$EPKI/fleet-ca.pem" \
+		--cert "$EPKI/a-client.pem" --key "$EPKI/a-client.key" "$@" -X POST -d "$_j" \
+		"https://$ETCD_IP:2379$_p" 2>&1
+}
+b64() { printf %s "$1" | base64 | tr -d '\n'; }
+grant() {	# ROLE TYPE KEY [RANGE_END]
+	_re=; [ -n "${4:-}" ] && _re=",\"range_end\":\"$(b64 "$4")\""
+	ejson /v3/auth/role/grant "{\"name\":\"$1\",\"perm\":{\"permType\":\"$2\",\"key\":\"$(b64 "$3")\"$_re}}"
+}
+{
+	ejson /v3/auth/role/add '{"name":"root"}'
+	ejson /v3/auth/user/add '{"name":"root","password":"root-pw"}'
+	ejson /v3/auth/user/grant '{"user":"root","role":"root"}'
+	for h in $HOSTS; do
+		ejson /v3/auth/role/add "{\"name\":\"$h\"}"
+		grant "$h" READ /bfl/ /bfl0
+		grant "$h" READWRITE "/bfl/hosts/$h"
+		grant "$h" READWRITE "/bfl/sandboxes/$h/" "/bfl/sandboxes/${h}0"
+		ejson /v3/auth/user/add "{\"name\":\"$h\",\"password\":\"pw-$h\"}"
+		ejson /v3/auth/user/grant "{\"user\":\"$h\",\"role\":\"$h\"}"
+		printf 'pw-%s\n' "$h" >"$EPKI/$h.pw"
+		chmod 600 "$EPKI/$h.pw"
+	done
+	ejson /v3/auth/enable '{}'
+} >"$T/etcd-auth.log"
+if grep -q '"error"' "$T/etcd-auth.log"; then
+	diag "$(cat "$T/etcd-auth.log")"; bail "etcd auth setup"
+fi
+ok "etcd: auth enabled, one role per host"
 
 # ---- certificates, upstreams, berthds -------------------------------------
 mkdir -p "$T/fleet"
@@ -93,7 +154,10 @@ for h in $HOSTS; do
 	access_log stderr
 	vmm off
 	egress off
-	fleet_etcd http://$ETCD_IP:2379
+	fleet_etcd https://$ETCD_IP:2379
+	fleet_etcd_ca $EPKI/fleet-ca.pem
+	fleet_etcd_cert $EPKI/$h-client.pem $EPKI/$h-client.key
+	fleet_etcd_user $h $EPKI/$h.pw
 	fleet_host $h
 	fleet_listen $(ipof "$h"):9443
 	fleet_ca $T/fleet/fleet-ca.pem
@@ -121,6 +185,30 @@ start_host() {
 }
 for h in $HOSTS; do start_host "$h"; done
 ok "three berthds ready and registered (TTL ${TTL}s)"
+like "A talks to etcd over TLS with its client certificate" "$(cat "$T/a/berthd.log")" \
+	"fleet: host a, etcd https://$ETCD_IP:2379 \\(TLS, client certificate\\)"
+unlike "etcd refuses a client without a certificate (no answer at all)" "$(ecurl)" '"header"|"error"'
+like "...answers one with a certificate of its CA (and wants a user)" \
+	"$(ecurl --cert "$EPKI/a-client.pem" --key "$EPKI/a-client.key")" 'user name is empty'
+unlike "...but not one with a fleet certificate (another CA)" \
+	"$(ecurl --cert "$T/fleet/a.pem" --key "$T/fleet/a.key")" '"header"|"error"'
+like "A authenticated to etcd as its own user" "$(cat "$T/a/berthd.log")" \
+	"fleet: authenticated to etcd as a"
+tok_b=$(ejson /v3/auth/authenticate '{"name":"b","password":"pw-b"}' |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+out=$(ejson /v3/kv/put "{\"key\":\"$(b64 /bfl/hosts/a)\",\"value\":\"$(b64 '{}')\"}" \
+	-H "Authorization: $tok_b")
+like "etcd: B's user cannot write A's host key" "$out" 'permission denied'
+out=$(ejson /v3/kv/put "{\"key\":\"$(b64 /bfl/sandboxes/a/sba)\",\"value\":\"$(b64 '{}')\"}" \
+	-H "Authorization: $tok_b")
+like "etcd: ...nor claim a sandbox under A" "$out" 'permission denied'
+like "etcd: ...but reads the fleet's keys" \
+	"$(ejson /v3/kv/range "{\"key\":\"$(b64 /bfl/)\",\"range_end\":\"$(b64 /bfl0)\"}" \
+	-H "Authorization: $tok_b")" '"kvs"'
+unlike "etcd: no token, nothing (the certificate alone is no user)" \
+	"$(ejson /v3/kv/range "{\"key\":\"$(b64 /bfl/)\",\"range_end\":\"$(b64 /bfl0)\"}")" '"kvs"'
+unlike "plain HTTP to etcd gets nothing" \
+	"$(inns a curl -sS --max-time 5 -X POST -d '{"key":"Lw=="}' "http://$ETCD_IP:2379/v3/kv/range" 2>&1)" '"header"'
 
 nc_() { _h=$1; shift; "$NETCTL" -s "$T/$_h/state" "$@"; }
 

@@ -309,8 +309,15 @@ start_berthd() {
 	[ -s "$CA" ] || bail "berthd made no $CA"
 }
 
-# berthd_workers: pids of berthd's worker processes (its children).
-berthd_workers() { pgrep -P "$BERTHD_PID" | sort -n; }
+# berthd_workers: pids of berthd's worker processes (its children but
+# the helpers, whose name is "berthd: dns", "berthd: nflog"...).
+berthd_workers() {
+	for _w in $(pgrep -P "$BERTHD_PID" | sort -n); do
+		case $(cat "/proc/$_w/comm" 2>/dev/null) in "berthd: "*) ;; *) echo "$_w";; esac
+	done
+}
+# berthd_helper NAME: pid of berthd's helper "berthd: NAME" (none: empty).
+berthd_helper() { pgrep -P "$BERTHD_PID" -x "berthd: $1"; }
 
 netctl() { "$NETCTL" -s "$STATE" "$@"; }
 

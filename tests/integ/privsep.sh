@@ -162,4 +162,131 @@ else
 	not_ok "killed worker is replaced"
 fi
 
+# ---- the untrusted-input helpers -------------------------------------
+# berthd again, with "egress on" inside a network namespace of its own
+# (its table inet berth is that namespace's, never the host's): the
+# guests' DNS resolver and the NFLOG reader run as helpers, each as
+# unprivileged and jailed as a worker, named in ps, holding no file;
+# killed, each comes back (logged, counted in /metrics) and nothing else
+# stops. A veth "tap" (bps0) whose far end sits in
+# a second namespace makes denials: its packets' MAC is no sandbox's, so
+# they are logged as spoof-mac through the NFLOG reader and counted as
+# unattributed in /metrics. The TCP control listener is the third helper:
+# netctl over TCP works before and after each kill.
+kill "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+NS=bps$$ G=bpsg$$
+if ! ip netns add "$NS" 2>/dev/null; then
+	diag "no network namespaces here: helper checks skipped"
+	done_testing
+	exit
+fi
+ip netns add "$G"
+at_exit "ip netns del $NS; ip netns del $G"
+ip -n "$NS" link set lo up
+cat >"$T/berthd-ns" <<EOF
+#!/bin/sh
+exec ip netns exec $NS $BERTHD "\$@"
+EOF
+chmod 755 "$T/berthd-ns"
+BERTHD=$T/berthd-ns
+CTL_PORT=$(free_port)
+EGRESS=on berthd_config "certificate $KEYS/server.pem $KEYS/server.key" \
+	"tap_prefix bps" "dns_upstream 127.0.0.1" "control_listen 127.0.0.1:$CTL_PORT"
+start_berthd
+wait_log 30 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" || bail "egress did not start"
+ip -n "$NS" link add bps0 type veth peer name bpsp0
+ip -n "$NS" link set bpsp0 netns "$G"
+ip -n "$NS" addr add 10.9.9.1/24 dev bps0
+ip -n "$NS" link set bps0 up
+ip -n "$G" addr add 10.9.9.2/24 dev bpsp0
+ip -n "$G" link set bpsp0 up
+ip -n "$G" link set lo up
+# the "guest" knows the gateway's MAC: its datagrams need no ARP
+ip -n "$G" neigh replace 10.9.9.1 dev bpsp0 nud permanent \
+	lladdr "$(ip -n "$NS" -o link show bps0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')"
+unattributed() { metric berth_egress_unattributed_total; }
+more_than() { [ "$(unattributed)" -gt "$1" ] 2>/dev/null; }
+deny_some() {	# three UDP datagrams from the "guest" (no ping here)
+	ip netns exec "$G" python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(3): s.sendto(b"x", ("10.9.9.1", 9))'
+}
+helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+metric_ge() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
+
+workers=$(berthd_workers)
+admin=$(netctl token create --admin | head -n 1)
+tnet() { ip netns exec "$NS" "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" \
+	--cacert "$CA" --token "$admin" "$@"; }
+check "netctl over TCP (the control helper) works" tnet status
+for h in dns nflog control; do
+	p=$(berthd_helper "$h")
+	if [ -z "$p" ]; then
+		not_ok "helper $h runs"; continue
+	fi
+	ok "helper $h runs (pid $p)"
+	is "$h: ps shows it as 'berthd: $h'" "$(ps -o args= -p "$p")" "berthd: $h"
+	is "$h: its name is 'berthd: $h'" "$(cat "/proc/$p/comm")" "berthd: $h"
+	unlike "$h: not root" "$(status_field "$p" Uid)" '(^|[[:space:]])0($|[[:space:]])'
+	unlike "$h: no gid 0" "$(status_field "$p" Gid)" '(^|[[:space:]])0($|[[:space:]])'
+	for c in CapInh CapPrm CapEff CapAmb CapBnd; do
+		is "$h: $c empty" "$(status_field "$p" $c)" 0000000000000000
+	done
+	is "$h: NoNewPrivs" "$(status_field "$p" NoNewPrivs)" 1
+	is "$h: not dumpable" "$(stat -c %u "/proc/$p/environ")" 0
+	is "$h: chrooted in the empty root" "$(readlink "/proc/$p/root")" "$STATE/empty"
+	is "$h: cannot open the state database" "$(as_worker "$p" read "$DB")" EACCES
+	is "$h: cannot open the TLS key" "$(as_worker "$p" read "$STATE/tls/server.key")" EACCES
+	is "$h: cannot connect to the control socket" \
+		"$(as_worker "$p" connect "$STATE/control.sock")" EACCES
+	bad=
+	for fd in /proc/$p/fd/*; do
+		t=$(readlink "$fd") || continue
+		case $t in
+		socket:*|pipe:*|anon_inode:*|/dev/null|"$BERTHD_LOG") continue;;
+		esac
+		bad="$bad $(basename "$fd")=$t"
+	done
+	is "$h: holds no file open" "$bad" ""
+done
+
+deny_some
+if wait_for 10 more_than 0; then
+	ok "a denial at tap bps0 went through the NFLOG reader ($(unattributed) counted)"
+else
+	not_ok "a denial at tap bps0 went through the NFLOG reader"
+fi
+for h in nflog dns control; do
+	old=$(berthd_helper "$h")
+	n0=$(unattributed)
+	kill -KILL "$old"
+	if wait_log 10 "$BERTHD_LOG" "$h helper \\(pid $old\\) killed by signal 9: restarting" "$BERTHD_PID"; then
+		ok "$h: its death is logged"
+	else
+		not_ok "$h: its death is logged"
+	fi
+	if wait_for 10 helper_is_new "$h" "$old"; then
+		new=$(berthd_helper "$h")
+		ok "$h: restarted (pid $new)"
+		is "$h: the new one is jailed too" "$(readlink "/proc/$new/root")" "$STATE/empty"
+		unlike "$h: ... and not root" "$(status_field "$new" Uid)" '(^|[[:space:]])0($|[[:space:]])'
+	else
+		not_ok "$h: restarted"
+	fi
+	is "$h: the workers went on (same pids)" "$(berthd_workers)" "$workers"
+	check "$h: its restart counted in /metrics" wait_for 5 metric_ge \
+		"berth_helper_restarts_total{helper=\"$h\"}" 1
+	check "$h: up again in /metrics" wait_for 5 metric_is "berth_helper_up{helper=\"$h\"}" 1
+	check "$h: berthd answers netctl status" netctl status
+	if wait_for 10 tnet status; then ok "$h: netctl over TCP works"
+	else not_ok "$h: netctl over TCP works"; fi
+	deny_some
+	if wait_for 10 more_than "$n0"; then
+		ok "$h: denials are logged after the restart ($n0 -> $(unattributed))"
+	else
+		not_ok "$h: denials are logged after the restart ($n0 -> $(unattributed))"
+	fi
+done
+
 done_testing

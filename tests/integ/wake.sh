@@ -8,6 +8,9 @@
 #  - an open WebSocket keeps the sandbox awake; a WebSocket wakes it
 #  - a corrupt snapshot: 503 with the reason within the deadline and a
 #    failed wake event; once repaired, it is served again
+#  - a wake that outlasts the wake timeout (its qemu stopped): the parked
+#    request gets 503 at the deadline, an event wake-timeout is written and
+#    berth_sandbox_wake_timeouts_total counts it
 #  - a private sandbox: a request without a token gets 401 and does not
 #    wake it
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -124,6 +127,32 @@ if [ -n "$snap" ]; then
 	is "repaired: running" "$(state)" running
 else
 	not_ok "snapshot file under $STATE/vms/wk/snap"
+fi
+
+# ---- a wake that outlasts the wake timeout ----
+# Its qemu stopped (SIGSTOP) while suspended: the request parked for the
+# wake gets 503 at the timeout (20 s), the sandbox's events say
+# wake-timeout and /metrics counts it; let go, the wake finishes.
+check "suspended again (wake timeout)" wait_state 40 suspended
+qs=$(pgrep -f 'name berth-w[k] ')
+if [ -n "$qs" ]; then
+	kill -STOP $qs
+	t0=$(date +%s)
+	body=$(bcurl -s -o - -w '\n%{http_code}' --max-time 40 "$U/echo")
+	t1=$(date +%s)
+	kill -CONT $qs
+	like "wake timeout: 503" "$body" '503$'
+	like "wake timeout: the page says so" "$body" 'did not wake within 20000 ms'
+	check "wake timeout: answered at the deadline ($((t1 - t0)) s)" [ $((t1 - t0)) -ge 19 ] && [ $((t1 - t0)) -le 25 ]
+	check "wake timeout: an event wake-timeout" wait_for 5 sh -c \
+		"[ \"\$(\"$NETCTL\" -s \"$STATE\" --json sandbox events wk | grep -c wake-timeout)\" -ge 1 ]"
+	like "...with its reason" "$(netctl sandbox events wk | grep wake-timeout)" 'not running within 20000 ms'
+	check "wake timeout: counted in /metrics" wait_for 5 metric_is \
+		'berth_sandbox_wake_timeouts_total{sandbox="wk"}' 1
+	served() { [ "$(bcurl -o /dev/null -w '%{http_code}' "$U/healthz")" = 200 ]; }
+	check "let go: the wake finishes, served again" wait_for 60 served
+else
+	not_ok "a qemu for wk to stop"
 fi
 
 # ---- private + no token: 401 and no wake ----

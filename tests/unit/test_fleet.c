@@ -106,7 +106,28 @@ main(void)
 	bad(base, "fleet_host a\n", "without fleet_etcd");
 	bad(full, "fleet_ttl 500ms\n", "1s to 1h");
 	bad(full, "fleet_host Host_A\n", "fleet_host");
-	bad(full, "fleet_etcd https://10.0.0.1:2379\n", "gateway");
+	bad(full, "fleet_etcd https://10.0.0.1:2379\n", "needs fleet_etcd_ca");
+	bad(full, "fleet_etcd_ca /ca.pem\n", "for etcd over TLS");
+	bad(full, "fleet_etcd_cert /c.pem /k.pem\n", "for etcd over TLS");
+	bad(full, "fleet_etcd_cert /c.pem\n", "takes 2 arguments");
+	bad(full, "fleet_etcd ftp://10.0.0.1:2379\n", "https://ADDR:PORT");
+	bad(base, "fleet_etcd_ca /ca.pem\n", "without fleet_etcd");
+	bad(full, "fleet_etcd_user a /pw\n", "for etcd over TLS");
+	bad(full, "fleet_etcd_user a\n", "takes 2 arguments");
+	bad(full, "fleet_etcd https://10.0.0.1:2379\nfleet_etcd_ca /ca.pem\n"
+	    "fleet_etcd_user 'a b' /pw\n", "fleet_etcd_user");
+	ok(load(full, "fleet_etcd https://10.0.0.1:2379\nfleet_etcd_ca /ca.pem\n"
+	    "fleet_etcd_cert /c.pem /k.pem\nfleet_etcd_user host-a /pw\n", &c, err,
+	    sizeof(err)) == 0,
+	    "etcd over TLS with a client certificate: %s", err);
+	ok(c.fleet_etcd_tls && c.fleet_etcd != NULL && strcmp(c.fleet_etcd, "10.0.0.1:2379") == 0,
+	    "https:// read as TLS, the address without it");
+	is_str(c.fleet_etcd_ca, "/ca.pem", "fleet_etcd_ca");
+	ok(c.fleet_etcd_cert && strcmp(c.fleet_etcd_cert, "/c.pem") == 0 && strcmp(c.fleet_etcd_key,
+	    "/k.pem") == 0, "fleet_etcd_cert's certificate and key");
+	ok(c.fleet_etcd_user && strcmp(c.fleet_etcd_user, "host-a") == 0 &&
+	    strcmp(c.fleet_etcd_password, "/pw") == 0, "fleet_etcd_user and its file");
+	px_config_free(&c);
 	bad(full, "fleet_cert /a.pem\n", "takes 2 arguments");
 	bad(full, "fleet_prefix berth/\n", "fleet_prefix");
 	bad(full, "fleet_bogus 1\n", "unknown directive");

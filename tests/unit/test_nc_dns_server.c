@@ -561,6 +561,42 @@ main(void)
 	    "allowlist with its rule, queued");
 	nc_txn_free(t);
 	nc_dns_free(dns);
+
+	/* The table's side of a split resolver (berthd's parent): no
+	 * socket; what the answering side reports is checked against its
+	 * own rules before anything is remembered or inserted. */
+	{
+		struct nc_dns_config tc = c;
+		struct in_addr addr = { htonl(0xcb00710a) };	/* 203.0.113.10 */
+		uint32_t ttl = 30;
+
+		tc.no_listen = 1;
+		dns = nc_dns_new(base, NULL, &tc, err, sizeof(err));
+		ok(dns != NULL, "split: the table's side created");
+		is_int(nc_dns_sandbox_add(dns, lo, lo, "sb-split", err,
+		    sizeof(err)), 0, "split: sandbox added without sockets");
+		is_int(nc_dns_insert(dns, lo, "ok.test", &addr, &ttl, 1, err,
+		    sizeof(err)), -EPERM, "split: closed until rules come");
+		nc_dns_set_rules(dns, lo, NC_MODE_ALLOWLIST, allow, 1, NULL, 0,
+		    err, sizeof(err));
+		is_int(nc_dns_insert(dns, lo, "other.test", &addr, &ttl, 1, err,
+		    sizeof(err)), -EPERM, "split: a name the rules do not allow "
+		    "is refused");
+		ok(strstr(err, "other.test is not allowed") != NULL,
+		    "split: and says so");
+		is_int(nc_dns_insert(dns, lo, "OK.test\n", &addr, &ttl, 1, err,
+		    sizeof(err)), -EINVAL, "split: not a host name: refused");
+		is_int(nc_dns_insert(dns, addr, "ok.test", &addr, &ttl, 1, err,
+		    sizeof(err)), -ENOENT, "split: an unknown guest is refused");
+		is_int(nc_dns_insert(dns, lo, "ok.test", &addr, &ttl, 1, err,
+		    sizeof(err)), 0, "split: an allowed name's addresses taken");
+		t = nc_txn_new(NULL, err, sizeof(err));
+		is_int(nc_dns_queue_learned(dns, t, lo, NC_MODE_ALLOWLIST, allow,
+		    1, NULL, 0, err, sizeof(err)), 1, "split: and remembered for "
+		    "a re-apply");
+		nc_txn_free(t);
+		nc_dns_free(dns);
+	}
 	event_free(ue);
 	event_free(te);
 	close(up_udp);

@@ -1,0 +1,920 @@
+/*
+ * controld.c — the TCP control listener helper ("berthd: control"),
+ * unprivileged and chrooted (proc.h), and its glue in the parent.
+ *
+ * The helper accepts on the socket the parent bound (control_listen),
+ * applies the listener's budgets before anything reaches the parent (at
+ * most PX_CONTROL_MAX_TCP connections, PX_CONTROL_MAX_PER_ADDR per
+ * client address, a TLS handshake within PX_CONTROL_HANDSHAKE_SECS, an
+ * idle timeout), terminates TLS with the certificate the parent passed
+ * at start, parses HTTP/1.1 (http-parser, head and body bounded as the
+ * control API bounds them) and the JSON body, and sends the parent one
+ * typed request per HTTP request: method, target, Authorization value,
+ * the body re-serialised (compact JSON). Malformed input is answered by
+ * the helper (400, 401 for a malformed Authorization, 413, 431) and never
+ * reaches the parent.
+ *
+ * The parent checks each field, writes the request in its own canonical
+ * HTTP/1.1 form into one end of a socketpair whose other end the control
+ * API serves as a TCP connection (bearer token, authentication deadline,
+ * per-address cap: control.c), and relays the answer's bytes back as they
+ * come (deferred answers included). So the parent's HTTP parser reads
+ * only what the parent wrote, and its JSON parser only what the helper
+ * re-serialised.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "control.h"
+#include "helper.h"
+#include "log.h"
+#include "proc.h"
+#include "tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+
+/* ======================= the helper ======================= */
+
+struct cconn {
+	TAILQ_ENTRY(cconn) entry;
+	uint64_t	 id;
+	struct bufferevent *bev;
+	struct event	*deadline;	/* the handshake's */
+	http_parser	 parser;
+	struct evbuffer	*url, *body;
+	size_t		 head_bytes;
+	int		 error_status;
+	int		 complete;
+	int		 opened;	/* the parent knows it */
+	int		 closing;	/* free once the output is flushed */
+	char		 addr[INET6_ADDRSTRLEN];
+	char		 field[16];
+	size_t		 fieldlen;
+	int		 in_value, is_authz, authz_bad;
+	char		 authz[PX_CONTROL_MAX_AUTHZ + 1];
+	size_t		 authzlen;
+};
+
+static struct {
+	struct event_base *base;
+	struct px_chan	*ch;
+	struct evconnlistener *lis;
+	struct px_tls	*tls;
+	TAILQ_HEAD(, cconn) conns;
+	int		 nconns;
+	uint64_t	 next_id;
+} C;
+
+static const struct http_parser_settings c_settings;
+
+static void
+refused(int reason)
+{
+	struct hm_ctl_refused m = { reason };
+
+	px_chan_send(C.ch, HM_CTL_REFUSED, &m, sizeof(m), NULL, 0);
+}
+
+static void
+cconn_free(struct cconn *c)
+{
+	TAILQ_REMOVE(&C.conns, c, entry);
+	C.nconns--;
+	if (c->opened) {
+		struct hm_ctl_id m = { c->id };
+
+		px_chan_send(C.ch, HM_CTL_CLOSE, &m, sizeof(m), NULL, 0);
+	}
+	if (c->deadline != NULL)
+		event_free(c->deadline);
+	bufferevent_free(c->bev);
+	evbuffer_free(c->url);
+	evbuffer_free(c->body);
+	free(c);
+}
+
+static struct cconn *
+cconn_find(uint64_t id)
+{
+	struct cconn *c;
+
+	TAILQ_FOREACH(c, &C.conns, entry)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+static const char *
+code_of(int status)
+{
+	switch (status) {
+	case 400: return "invalid_argument";
+	case 401: return "unauthenticated";
+	case 408: return "timeout";
+	case 413: return "payload_too_large";
+	case 431: return "header_too_large";
+	default: return "bad_request";
+	}
+}
+
+/* Answers what the helper itself refuses, in the control API's error
+ * form, and closes after it. */
+static void
+c_fail(struct cconn *c, int status, const char *msg)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	json_t *e = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status,
+	    "code", code_of(status), "message", msg);
+	char *text = e ? json_dumps(e, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	size_t n = text ? strlen(text) + 1 : 0;
+
+	json_decref(e);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\nCache-Control: no-store\r\n%s"
+	    "Connection: close\r\n\r\n%s\n", status,
+	    status == 400 ? "Bad Request" : status == 401 ? "Unauthorized" :
+	    status == 408 ? "Request Timeout" : status == 413 ?
+	    "Payload Too Large" : status == 431 ?
+	    "Request Header Fields Too Large" : "Error", n,
+	    status == 401 ? "WWW-Authenticate: Bearer realm=\"berth\"\r\n" : "",
+	    text ? text : "");
+	free(text);
+	c->closing = 1;
+	bufferevent_disable(c->bev, EV_READ);
+}
+
+/* the target as the control API reads it: origin-form, printable */
+static int
+target_ok(const char *t, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len >= HM_CTL_TARGET_MAX || t[0] != '/')
+		return 0;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static void
+c_serve(struct cconn *c)
+{
+	struct hm_ctl_request *m;
+	size_t ulen = evbuffer_get_length(c->url), blen = 0;
+	const char *url = (const char *)evbuffer_pullup(c->url, -1);
+	char *body = NULL, msg[256];
+	int method = (int)c->parser.method;
+
+	switch (method) {
+	case HTTP_GET: case HTTP_HEAD: case HTTP_POST: case HTTP_PUT:
+	case HTTP_PATCH: case HTTP_DELETE:
+		break;
+	default:
+		c_fail(c, 400, "method not used by the control API");
+		return;
+	}
+	if (!target_ok(url, ulen)) {
+		c_fail(c, 400, "request target: an absolute path of printable "
+		    "characters, shorter than 2048, is required");
+		return;
+	}
+	if (c->authz_bad) {
+		c_fail(c, 401, "malformed Authorization header");
+		return;
+	}
+	if (evbuffer_get_length(c->body) > 0) {
+		json_error_t jerr;
+		json_t *doc = json_loadb((const char *)evbuffer_pullup(c->body, -1),
+		    evbuffer_get_length(c->body), JSON_REJECT_DUPLICATES, &jerr);
+
+		if (doc == NULL) {
+			snprintf(msg, sizeof(msg), "invalid JSON at line %d, "
+			    "column %d: %s", jerr.line, jerr.column, jerr.text);
+			c_fail(c, 400, msg);
+			return;
+		}
+		body = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER |
+		    JSON_ENCODE_ANY);
+		json_decref(doc);
+		if (body == NULL || (blen = strlen(body)) > PX_CONTROL_MAX_BODY) {
+			free(body);
+			c_fail(c, 413, "request body larger than 64 KB");
+			return;
+		}
+	}
+	if ((m = calloc(1, sizeof(*m) + blen)) == NULL) {
+		free(body);
+		c_fail(c, 400, "out of memory");
+		return;
+	}
+	m->id = c->id;
+	m->method = method;
+	m->close = !http_should_keep_alive(&c->parser) || c->parser.upgrade;
+	memcpy(m->target, url, ulen);
+	memcpy(m->authz, c->authz, c->authzlen);
+	m->bodylen = (uint32_t)blen;
+	if (blen > 0)
+		memcpy((char *)(m + 1), body, blen);
+	free(body);
+	px_chan_send(C.ch, HM_CTL_REQUEST, m, sizeof(*m) + blen, NULL, 0);
+	if (m->close)	/* the parent answers with Connection: close, closes */
+		bufferevent_disable(c->bev, EV_READ);
+	free(m);
+}
+
+static void
+c_reset(struct cconn *c)
+{
+	evbuffer_drain(c->url, evbuffer_get_length(c->url));
+	evbuffer_drain(c->body, evbuffer_get_length(c->body));
+	c->head_bytes = 0;
+	c->complete = 0;
+	c->fieldlen = 0;
+	c->field[0] = '\0';
+	c->in_value = c->is_authz = c->authz_bad = 0;
+	c->authzlen = 0;
+	c->authz[0] = '\0';
+}
+
+static void
+c_read(struct bufferevent *bev, void *arg)
+{
+	struct cconn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n, used;
+	enum http_errno e;
+	char *data, msg[160];
+
+	while (!c->closing && (n = evbuffer_get_contiguous_space(in)) > 0) {
+		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
+		used = http_parser_execute(&c->parser, &c_settings, data, n);
+		e = HTTP_PARSER_ERRNO(&c->parser);
+		evbuffer_drain(in, used);
+		if (c->complete) {
+			http_parser_pause(&c->parser, 0);
+			c_serve(c);
+			c_reset(c);
+			if (c->parser.upgrade)
+				break;
+			continue;
+		}
+		if (e != HPE_OK) {
+			if (c->error_status == 413)
+				c_fail(c, 413, "request body larger than 64 KB");
+			else if (c->error_status == 431)
+				c_fail(c, 431, "request head larger than 16 KB");
+			else {
+				snprintf(msg, sizeof(msg), "malformed HTTP "
+				    "request: %s", http_errno_description(e));
+				c_fail(c, 400, msg);
+			}
+			return;
+		}
+		if (c->parser.upgrade)
+			break;
+	}
+}
+
+static void
+c_write(struct bufferevent *bev, void *arg)
+{
+	struct cconn *c = arg;
+
+	if (c->closing)
+		cconn_free(c);
+}
+
+static void
+c_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct cconn *c = arg;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		struct hm_ctl_open m;
+
+		/* handshake done: the parent's connection (and its
+		 * authentication deadline) starts now */
+		evtimer_del(c->deadline);
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		snprintf(m.addr, sizeof(m.addr), "%s", c->addr);
+		if (px_chan_send(C.ch, HM_CTL_OPEN, &m, sizeof(m), NULL, 0) == 0)
+			c->opened = 1;
+		return;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && !c->closing &&
+	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
+		c_fail(c, 408, "request not received in time");
+		bufferevent_enable(bev, EV_WRITE);
+		return;
+	}
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+		c->closing = 1;
+		bufferevent_disable(bev, EV_READ);
+		return;
+	}
+	cconn_free(c);
+}
+
+static int
+c_head_bytes(struct cconn *c, size_t len)
+{
+	c->head_bytes += len;
+	if (c->head_bytes > PX_CONTROL_MAX_HEAD) {
+		c->error_status = 431;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+c_on_begin(http_parser *p)
+{
+	c_reset(p->data);
+	return 0;
+}
+
+static int
+c_on_url(http_parser *p, const char *at, size_t len)
+{
+	struct cconn *c = p->data;
+
+	if (c_head_bytes(c, len) == -1)
+		return -1;
+	return evbuffer_add(c->url, at, len);
+}
+
+static int
+c_on_field(http_parser *p, const char *at, size_t len)
+{
+	struct cconn *c = p->data;
+	size_t n = len;
+
+	if (c->in_value) {
+		c->in_value = 0;
+		c->fieldlen = 0;
+	}
+	if (c->fieldlen + n > sizeof(c->field) - 1)
+		n = sizeof(c->field) - 1 - c->fieldlen;
+	memcpy(c->field + c->fieldlen, at, n);
+	c->fieldlen += n;
+	c->field[c->fieldlen] = '\0';
+	return c_head_bytes(c, len);
+}
+
+static int
+c_on_value(http_parser *p, const char *at, size_t len)
+{
+	struct cconn *c = p->data;
+	size_t i;
+
+	if (!c->in_value) {
+		c->in_value = 1;
+		c->is_authz = strcasecmp(c->field, "authorization") == 0;
+		if (c->is_authz && c->authzlen > 0)
+			c->authz_bad = 1;	/* two of them */
+	}
+	if (c->is_authz && !c->authz_bad) {
+		if (c->authzlen + len > PX_CONTROL_MAX_AUTHZ)
+			c->authz_bad = 1;
+		else {
+			for (i = 0; i < len; i++)
+				if ((unsigned char)at[i] < 0x20 ||
+				    (unsigned char)at[i] >= 0x7f)
+					c->authz_bad = 1;
+			memcpy(c->authz + c->authzlen, at, len);
+			c->authzlen += len;
+			c->authz[c->authzlen] = '\0';
+		}
+	}
+	return c_head_bytes(c, len);
+}
+
+static int
+c_on_headers(http_parser *p)
+{
+	struct cconn *c = p->data;
+
+	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
+	    p->content_length > PX_CONTROL_MAX_BODY) {
+		c->error_status = 413;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+c_on_body(http_parser *p, const char *at, size_t len)
+{
+	struct cconn *c = p->data;
+
+	if (evbuffer_get_length(c->body) + len > PX_CONTROL_MAX_BODY) {
+		c->error_status = 413;
+		return -1;
+	}
+	return evbuffer_add(c->body, at, len);
+}
+
+static int
+c_on_complete(http_parser *p)
+{
+	struct cconn *c = p->data;
+
+	c->complete = 1;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const struct http_parser_settings c_settings = {
+	.on_message_begin = c_on_begin,
+	.on_url = c_on_url,
+	.on_header_field = c_on_field,
+	.on_header_value = c_on_value,
+	.on_headers_complete = c_on_headers,
+	.on_body = c_on_body,
+	.on_message_complete = c_on_complete,
+};
+
+static void
+c_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	refused(PX_CONTROL_REFUSED_DEADLINE);
+	cconn_free(arg);
+}
+
+static void
+c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	static const struct timeval idle = { PX_CONTROL_IDLE_SECS, 0 };
+	struct timeval hs = { PX_CONTROL_HANDSHAKE_SECS, 0 };
+	char addr[INET6_ADDRSTRLEN] = "";
+	struct cconn *c, *o;
+	SSL *ssl;
+	int n = 0;
+
+	if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
+		    addr, sizeof(addr));
+	else if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr,
+		    addr, sizeof(addr));
+	if (C.nconns >= PX_CONTROL_MAX_TCP) {
+		refused(PX_CONTROL_REFUSED_BUDGET);
+		evutil_closesocket(fd);
+		return;
+	}
+	TAILQ_FOREACH(o, &C.conns, entry)
+		n += strcmp(o->addr, addr) == 0;
+	if (n >= PX_CONTROL_MAX_PER_ADDR) {
+		refused(PX_CONTROL_REFUSED_ADDRESS);
+		evutil_closesocket(fd);
+		return;
+	}
+	if (C.tls == NULL || (c = calloc(1, sizeof(*c))) == NULL) {
+		evutil_closesocket(fd);
+		return;
+	}
+	c->id = ++C.next_id;
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	c->url = evbuffer_new();
+	c->body = evbuffer_new();
+	c->deadline = evtimer_new(C.base, c_deadline, c);
+	ssl = SSL_new(px_tls_default_ctx(C.tls));
+	c->bev = ssl ? bufferevent_openssl_socket_new(C.base, fd, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE) : NULL;
+	if (c->url == NULL || c->body == NULL || c->deadline == NULL ||
+	    c->bev == NULL) {
+		if (c->bev == NULL) {
+			if (ssl != NULL)
+				SSL_free(ssl);
+			evutil_closesocket(fd);
+		} else
+			bufferevent_free(c->bev);
+		if (c->url)
+			evbuffer_free(c->url);
+		if (c->body)
+			evbuffer_free(c->body);
+		if (c->deadline)
+			event_free(c->deadline);
+		free(c);
+		return;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	TAILQ_INSERT_TAIL(&C.conns, c, entry);
+	C.nconns++;
+	evtimer_add(c->deadline, &hs);
+	bufferevent_setcb(c->bev, c_read, c_write, c_event, c);
+	bufferevent_set_timeouts(c->bev, &idle, &idle);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+static void
+c_accept_error(struct evconnlistener *l, void *arg)
+{
+	log_warn("accept");
+}
+
+static void
+c_config(const unsigned char *p, size_t len, int fd)
+{
+	struct hm_ctl_config h;
+	struct px_tls_cert tc;
+	unsigned char keys[PX_TICKET_KEYS][PX_TICKET_KEY_LEN];
+	char *cert, *key, err[256];
+
+	memcpy(&h, p, sizeof(h));
+	if (C.tls != NULL || (size_t)h.certlen + h.keylen + sizeof(h) != len)
+		fatalx("bad configuration message");
+	if ((cert = strndup((const char *)p + sizeof(h), h.certlen)) == NULL ||
+	    (key = strndup((const char *)p + sizeof(h) + h.certlen, h.keylen)) == NULL)
+		fatalx("out of memory");
+	tc.cert_pem = cert;
+	tc.cert_len = strlen(cert);
+	tc.key_pem = key;
+	tc.key_len = strlen(key);
+	/* tickets under keys of its own: resumption within this helper */
+	if (RAND_bytes(&keys[0][0], sizeof(keys)) != 1)
+		fatalx("RAND_bytes");
+	px_tls_set_ticket_keys((const unsigned char (*)[PX_TICKET_KEY_LEN])keys,
+	    PX_TICKET_KEYS);
+	if ((C.tls = px_tls_new(&tc, 1, err, sizeof(err))) == NULL)
+		fatalx("certificate: %s", err);
+	memset(key, 0, strlen(key));
+	free(key);
+	free(cert);
+	evutil_make_socket_nonblocking(fd);
+	C.lis = evconnlistener_new(C.base, c_accept, NULL,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (C.lis == NULL)
+		fatalx("listener");
+	evconnlistener_set_error_cb(C.lis, c_accept_error);
+	log_debug("serving the control API over TLS");
+}
+
+static void
+c_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct hm_ctl_id m;
+	struct cconn *c;
+
+	switch (type) {
+	case HM_CTL_CONFIG:
+		if (len < sizeof(struct hm_ctl_config) || nfds != 1)
+			break;
+		c_config(p, len, fds[0]);
+		fds[0] = -1;
+		return;
+	case HM_CTL_DATA:
+	case HM_CTL_CLOSE:
+		if (len < sizeof(m) || nfds != 0 ||
+		    (type == HM_CTL_CLOSE && len != sizeof(m)))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if ((c = cconn_find(m.id)) == NULL)
+			return;		/* gone meanwhile */
+		if (type == HM_CTL_DATA) {
+			bufferevent_write(c->bev, (const char *)p + sizeof(m),
+			    len - sizeof(m));
+			return;
+		}
+		/* the parent closed it: say what is queued, then close */
+		c->opened = 0;
+		c->closing = 1;
+		bufferevent_disable(c->bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+			cconn_free(c);
+		return;
+	}
+	fatalx("unexpected message %u (%zu bytes) from the parent", type, len);
+}
+
+static void
+c_close(struct px_chan *ch, int corrupt, void *arg)
+{
+	exit(corrupt ? 1 : 0);
+}
+
+int
+px_controld_main(int fd)
+{
+	OPENSSL_init_ssl(0, NULL);
+	TAILQ_INIT(&C.conns);
+	if ((C.base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	if ((C.ch = px_chan_new(C.base, fd, c_msg, c_close, NULL)) == NULL)
+		fatalx("channel");
+	event_base_dispatch(C.base);
+	return 0;
+}
+
+/* ======================= the parent's side ======================= */
+
+struct pconn {
+	TAILQ_ENTRY(pconn) entry;
+	uint64_t	 id;
+	struct bufferevent *bev;	/* our end; control.c serves the other */
+};
+
+/* requests queued for the control API and not yet read by it */
+#define PC_QUEUE_MAX	(1024 * 1024)
+
+static struct {
+	struct event_base *base;
+	struct px_control *ctl;
+	struct px_proc	*proc;
+	int		 fd;		/* the listening socket */
+	char		*cert, *key;	/* PEM */
+	TAILQ_HEAD(, pconn) conns;
+	unsigned	 n;
+} PC;
+
+static void
+pconn_free(struct pconn *pc, int tell)
+{
+	if (tell) {
+		struct hm_ctl_id m = { pc->id };
+
+		px_proc_send(PC.proc, HM_CTL_CLOSE, &m, sizeof(m), NULL, 0);
+	}
+	TAILQ_REMOVE(&PC.conns, pc, entry);
+	PC.n--;
+	bufferevent_free(pc->bev);	/* control.c sees EOF and lets go */
+	free(pc);
+}
+
+static struct pconn *
+pconn_find(uint64_t id)
+{
+	struct pconn *pc;
+
+	TAILQ_FOREACH(pc, &PC.conns, entry)
+		if (pc->id == id)
+			return pc;
+	return NULL;
+}
+
+/* the control API's answer, relayed as it comes */
+static void
+pc_read(struct bufferevent *bev, void *arg)
+{
+	struct pconn *pc = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	unsigned char buf[sizeof(struct hm_ctl_id) + 65536];
+	struct hm_ctl_id m = { pc->id };
+	size_t n;
+
+	while ((n = evbuffer_get_length(in)) > 0) {
+		if (n > 65536)
+			n = 65536;
+		memcpy(buf, &m, sizeof(m));
+		evbuffer_remove(in, buf + sizeof(m), n);
+		if (px_proc_send(PC.proc, HM_CTL_DATA, buf, sizeof(m) + n, NULL, 0) != 0) {
+			pconn_free(pc, 1);
+			return;
+		}
+	}
+}
+
+static void
+pc_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct pconn *pc = arg;
+
+	pc_read(bev, pc);	/* what is left, then the close */
+	if (pconn_find(pc->id) == pc)
+		pconn_free(pc, 1);
+}
+
+static int
+printable(const char *s, size_t max, int space_ok)
+{
+	size_t i;
+
+	for (i = 0; i < max && s[i] != '\0'; i++)
+		if ((unsigned char)s[i] < (space_ok ? 0x20 : 0x21) ||
+		    (unsigned char)s[i] >= 0x7f)
+			return 0;
+	return i < max;
+}
+
+static void
+pc_open(struct px_proc *pr, const struct hm_ctl_open *m)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	struct pconn *pc;
+	int sp[2];
+
+	if (!printable(m->addr, sizeof(m->addr), 0) ||
+	    (inet_pton(AF_INET, m->addr, &a4) != 1 &&
+	    inet_pton(AF_INET6, m->addr, &a6) != 1) || pconn_find(m->id) != NULL) {
+		px_proc_bad(pr, "a malformed connection");
+		return;
+	}
+	if (PC.n >= PX_CONTROL_MAX_TCP ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 ||
+	    (pc = calloc(1, sizeof(*pc))) == NULL) {
+		struct hm_ctl_id c = { m->id };
+
+		if (PC.n < PX_CONTROL_MAX_TCP)
+			log_warn("control helper: connection");
+		px_proc_send(pr, HM_CTL_CLOSE, &c, sizeof(c), NULL, 0);
+		return;
+	}
+	pc->id = m->id;
+	evutil_make_socket_nonblocking(sp[1]);
+	if ((pc->bev = bufferevent_socket_new(PC.base, sp[1],
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		close(sp[0]);
+		close(sp[1]);
+		free(pc);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&PC.conns, pc, entry);
+	PC.n++;
+	bufferevent_setcb(pc->bev, pc_read, NULL, pc_event, pc);
+	bufferevent_enable(pc->bev, EV_READ | EV_WRITE);
+	px_control_adopt(PC.ctl, sp[0], m->addr);
+}
+
+/* The request, written by this process in its canonical form. */
+static void
+pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
+{
+	struct hm_ctl_request m;
+	struct pconn *pc;
+	struct evbuffer *out;
+	const char *method;
+
+	memcpy(&m, p, sizeof(m));
+	switch (m.method) {
+	case HTTP_GET: case HTTP_HEAD: case HTTP_POST: case HTTP_PUT:
+	case HTTP_PATCH: case HTTP_DELETE:
+		break;
+	default:
+		px_proc_bad(pr, "a request with a bad method");
+		return;
+	}
+	if (len != sizeof(m) + m.bodylen || m.bodylen > PX_CONTROL_MAX_BODY ||
+	    !printable(m.target, sizeof(m.target), 0) || m.target[0] != '/' ||
+	    !printable(m.authz, sizeof(m.authz), 1)) {
+		px_proc_bad(pr, "a malformed request");
+		return;
+	}
+	if ((pc = pconn_find(m.id)) == NULL)
+		return;		/* closed here meanwhile */
+	out = bufferevent_get_output(pc->bev);
+	if (evbuffer_get_length(out) > PC_QUEUE_MAX) {
+		pconn_free(pc, 1);	/* a client piling up requests */
+		return;
+	}
+	method = http_method_str((enum http_method)m.method);
+	evbuffer_add_printf(out, "%s %s HTTP/1.1\r\nHost: api\r\n", method,
+	    m.target);
+	if (m.authz[0] != '\0')
+		evbuffer_add_printf(out, "Authorization: %s\r\n", m.authz);
+	if (m.bodylen > 0)
+		evbuffer_add_printf(out, "Content-Type: application/json\r\n");
+	evbuffer_add_printf(out, "Content-Length: %u\r\n%s\r\n", m.bodylen,
+	    m.close ? "Connection: close\r\n" : "");
+	if (m.bodylen > 0)
+		evbuffer_add(out, p + sizeof(m), m.bodylen);
+}
+
+static void
+pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct px_proc *pr = arg;
+
+	if (nfds != 0) {
+		px_proc_bad(pr, "descriptors");
+		return;
+	}
+	if (type == HM_CTL_OPEN && len == sizeof(struct hm_ctl_open)) {
+		struct hm_ctl_open m;
+
+		memcpy(&m, p, sizeof(m));
+		pc_open(pr, &m);
+	} else if (type == HM_CTL_REQUEST && len >= sizeof(struct hm_ctl_request)) {
+		pc_request(pr, p, len);
+	} else if (type == HM_CTL_CLOSE && len == sizeof(struct hm_ctl_id)) {
+		struct hm_ctl_id m;
+		struct pconn *pc;
+
+		memcpy(&m, p, sizeof(m));
+		if ((pc = pconn_find(m.id)) != NULL)
+			pconn_free(pc, 0);
+	} else if (type == HM_CTL_REFUSED && len == sizeof(struct hm_ctl_refused)) {
+		struct hm_ctl_refused m;
+
+		memcpy(&m, p, sizeof(m));
+		if (m.reason < PX_CONTROL_REFUSED_BUDGET ||
+		    m.reason > PX_CONTROL_REFUSED_DEADLINE) {
+			px_proc_bad(pr, "a bad refusal");
+			return;
+		}
+		px_control_count_refused(PC.ctl, m.reason);
+	} else
+		px_proc_bad(pr, "an unexpected message");
+}
+
+static void
+pc_start(struct px_proc *pr, void *arg)
+{
+	struct hm_ctl_config h;
+	size_t cl = strlen(PC.cert), kl = strlen(PC.key);
+	unsigned char *buf;
+
+	/* a new helper: the old one's clients are gone with it */
+	while (!TAILQ_EMPTY(&PC.conns))
+		pconn_free(TAILQ_FIRST(&PC.conns), 0);
+	if ((buf = malloc(sizeof(h) + cl + kl)) == NULL) {
+		log_warnx("control helper: out of memory");
+		return;
+	}
+	h.certlen = (uint32_t)cl;
+	h.keylen = (uint32_t)kl;
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), PC.cert, cl);
+	memcpy(buf + sizeof(h) + cl, PC.key, kl);
+	px_proc_send(pr, HM_CTL_CONFIG, buf, sizeof(h) + cl + kl, &PC.fd, 1);
+	memset(buf, 0, sizeof(h) + cl + kl);
+	free(buf);
+}
+
+static const struct px_proc_def controld_def = {
+	"control", pc_start, pc_msg, NULL
+};
+
+int
+px_controld_start(struct event_base *base, struct px_control *ctl,
+    const char *addr, const char *cert, const char *key, char *err,
+    size_t errlen)
+{
+	struct sockaddr_storage ss;
+	int len = (int)sizeof(ss), fd, one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (addr == NULL || evutil_parse_sockaddr_port(addr,
+	    (struct sockaddr *)&ss, &len) != 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    (ss.ss_family == AF_INET ?
+	    ((struct sockaddr_in *)&ss)->sin_port :
+	    ((struct sockaddr_in6 *)&ss)->sin6_port) == 0) {
+		snprintf(err, errlen, "control listen address '%s': use "
+		    "ADDRESS:PORT, as in 127.0.0.1:9443 or [::1]:9443",
+		    addr ? addr : "");
+		return -1;
+	}
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (struct sockaddr *)&ss, (socklen_t)len) != 0 ||
+	    listen(fd, 64) != 0) {
+		snprintf(err, errlen, "control listen %s: %s", addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	TAILQ_INIT(&PC.conns);
+	PC.base = base;
+	PC.ctl = ctl;
+	PC.fd = fd;
+	if ((PC.cert = strdup(cert)) == NULL || (PC.key = strdup(key)) == NULL ||
+	    (PC.proc = px_proc_start(base, &controld_def)) == NULL) {
+		snprintf(err, errlen, "cannot start the control helper");
+		return -1;
+	}
+	return 0;
+}
+
+void
+px_controld_stop(void)
+{
+	while (PC.conns.tqh_first != NULL)
+		pconn_free(TAILQ_FIRST(&PC.conns), 0);
+	PC.ctl = NULL;
+}

@@ -1,0 +1,126 @@
+/*
+ * helper.h — the typed messages between berthd's parent and its
+ * untrusted-input helpers (proc.h). Each payload is one of the structs
+ * below, byte for byte (both ends are the same binary); a receiver checks
+ * the length against its type and every string for its NUL before use.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_HELPER_H
+#define BERTH_HELPER_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "netctl.h"
+#include "nc_dns.h"
+
+enum {
+	/* NFLOG reader */
+	HM_NFLOG_SOCKET = 1,	/* P->C: struct hm_nflog_socket + the socket */
+	HM_NFLOG_DENIAL,	/* C->P: struct nc_denial */
+
+	/* DNS resolver */
+	HM_DNS_CONFIG = 20,	/* P->C: struct hm_dns_config */
+	HM_DNS_SANDBOX_ADD,	/* P->C: struct hm_dns_sandbox + UDP, TCP sockets */
+	HM_DNS_SANDBOX_DEL,	/* P->C: struct hm_dns_sandbox */
+	HM_DNS_RULES,		/* P->C: struct hm_dns_rules + rule texts */
+	HM_DNS_INSERT,		/* C->P: struct hm_dns_insert */
+	HM_DNS_INSERTED,	/* P->C: struct hm_dns_inserted */
+	HM_DNS_DENIAL,		/* C->P: struct hm_dns_denial */
+	HM_DNS_ERROR,		/* C->P: a NUL-terminated message */
+
+	/* TCP control listener */
+	HM_CTL_CONFIG = 40,	/* P->C: struct hm_ctl_config, certificate and
+				 * key PEM, + the listening socket */
+	HM_CTL_OPEN,		/* C->P: struct hm_ctl_open (handshake done) */
+	HM_CTL_REQUEST,		/* C->P: struct hm_ctl_request + JSON body */
+	HM_CTL_DATA,		/* P->C: struct hm_ctl_id + response bytes */
+	HM_CTL_CLOSE,		/* both: struct hm_ctl_id */
+	HM_CTL_REFUSED,		/* C->P: struct hm_ctl_refused */
+};
+
+struct hm_ctl_config {
+	uint32_t	 certlen, keylen;	/* PEM bytes that follow */
+};
+
+struct hm_ctl_id {
+	uint64_t	 id;
+};
+
+struct hm_ctl_open {
+	uint64_t	 id;
+	char		 addr[46];	/* the client's address, numeric */
+};
+
+/* one request, as the helper parsed and checked it: method (http_parser's
+ * enum, GET HEAD POST PUT PATCH DELETE), origin-form target (printable
+ * ASCII, no space), the Authorization value, and the body: a JSON
+ * document re-serialised by the helper (compact), or none */
+#define HM_CTL_TARGET_MAX 2048
+struct hm_ctl_request {
+	uint64_t	 id;
+	int32_t		 method;
+	int32_t		 close;		/* the client asked to close after it */
+	char		 target[HM_CTL_TARGET_MAX];
+	char		 authz[257];
+	uint32_t	 bodylen;
+};
+
+struct hm_ctl_refused {
+	int32_t		 reason;	/* PX_CONTROL_REFUSED_* */
+};
+
+struct hm_nflog_socket {
+	uint16_t	 group;
+};
+
+#define HM_DNS_RESOLVERS 8
+#define HM_DNS_QTYPES	 64
+struct hm_dns_config {
+	struct sockaddr_in resolvers[HM_DNS_RESOLVERS];
+	uint32_t	 nresolvers;
+	uint16_t	 qtypes[HM_DNS_QTYPES];
+	uint32_t	 nqtypes;
+	uint32_t	 query_rate, label_max, wildcard_names;
+	int32_t		 deny_rcode;
+};
+
+struct hm_dns_sandbox {
+	struct in_addr	 guest, gw;
+	char		 id[64];
+};
+
+/* followed by nallow + ndeny NUL-terminated rule texts (nc_rule_format),
+ * domain rules only: addresses are the table's business */
+struct hm_dns_rules {
+	struct in_addr	 guest;
+	int32_t		 mode;
+	uint32_t	 nallow, ndeny;
+};
+
+/* "the A answer to name gave these addresses with these TTLs: allow them
+ * for guest" — the answer waits for HM_DNS_INSERTED with the same token */
+struct hm_dns_insert {
+	uint64_t	 token;
+	struct in_addr	 guest;
+	char		 name[NC_DNS_TEXT_MAX];
+	uint32_t	 n;
+	struct in_addr	 addrs[NC_DNS_MAX_RR];
+	uint32_t	 ttl[NC_DNS_MAX_RR];	/* seconds, as answered */
+};
+
+struct hm_dns_inserted {
+	uint64_t	 token;
+	int32_t		 ok;
+	char		 err[256];
+};
+
+struct hm_dns_denial {
+	struct timespec	 when;
+	struct in_addr	 guest;
+	char		 name[NC_DNS_TEXT_MAX];
+	uint16_t	 qtype;
+	char		 reason[32];
+};
+
+#endif

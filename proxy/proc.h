@@ -1,0 +1,107 @@
+/*
+ * proc.h — berthd's untrusted-input helpers, as relayd's proc.c does
+ * them: the parent (root) keeps the store, the VMM and netlink; each
+ * helper (the guests' DNS resolver, the NFLOG reader, the TCP control
+ * listener) is berthd itself, exec'd afresh (so it holds none of the
+ * parent's memory: no keys, no store), chrooted in the empty root-owned
+ * directory the workers use, as the unprivileged `user`, with an empty
+ * capability bounding set, no_new_privs and not dumpable. It talks to
+ * the parent over typed messages on a SOCK_SEQPACKET socketpair (a fixed
+ * header, a payload whose layout the type fixes, up to PX_PROC_FDS
+ * descriptors). Descriptors it needs but could not open itself (a port
+ * 53 socket, the NFLOG netlink socket) come from the parent in messages.
+ * A helper that dies is logged and started again with backoff; nothing
+ * else stops. A malformed message from a helper ends that helper.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_PROC_H
+#define BERTH_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct event_base;
+
+#define PX_PROC_MSG_MAX	(1024 * 1024)	/* payload bytes */
+#define PX_PROC_FDS	4
+
+struct px_chan;
+
+/* One message: type, payload (len bytes), fds (owned by the callee
+ * only for the call: it dups or closes what it keeps; the rest are
+ * closed after it returns). */
+typedef void (*px_chan_msg_cb)(struct px_chan *, uint32_t type,
+    const void *p, size_t len, int *fds, int nfds, void *arg);
+/* The other end went away, or sent something malformed (corrupt 1). */
+typedef void (*px_chan_close_cb)(struct px_chan *, int corrupt, void *arg);
+
+struct px_chan *px_chan_new(struct event_base *, int fd, px_chan_msg_cb,
+    px_chan_close_cb, void *arg);
+void px_chan_free(struct px_chan *);
+/* Queues one message (fds are dup'ed: the caller keeps its own). 0, or
+ * -1 when it is too big or memory ran out. */
+int px_chan_send(struct px_chan *, uint32_t type, const void *p, size_t len,
+    const int *fds, int nfds);
+/* Writes what is queued, blocking up to ms (a helper about to exit). */
+void px_chan_flush(struct px_chan *, int ms);
+
+/* ---- the parent ---- */
+
+/* Where helpers (and workers) are jailed; set once by berthd's main. */
+void px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop);
+/* Closes every descriptor but stdin/out/err and keep[]. */
+void px_proc_close_fds(const int *keep, int nkeep);
+/* chroot, empty bounding set, drop to uid/gid (fatal on failure). */
+void px_proc_jail(const char *what);
+
+struct px_proc;
+struct px_proc_def {
+	const char	*name;		/* "dns": title "berthd: dns" */
+	/* a new helper runs: send it what it needs (its state) */
+	void		(*on_start)(struct px_proc *, void *arg);
+	px_chan_msg_cb	 on_msg;	/* a message from the helper */
+	void		*arg;
+};
+/* Starts the helper (exec of berthd with BERTH_HELPER=name). */
+struct px_proc *px_proc_start(struct event_base *, const struct px_proc_def *);
+int px_proc_send(struct px_proc *, uint32_t type, const void *p, size_t len,
+    const int *fds, int nfds);
+pid_t px_proc_pid(const struct px_proc *);
+unsigned long long px_proc_restarts(const struct px_proc *);
+/* SIGCHLD: reaps the helpers that exited (logged, restart scheduled);
+ * leaves every other child alone (libvmm reaps its own). */
+void px_proc_sigchld(void);
+/* berth_helper_up and berth_helper_restarts_total, for /metrics. */
+struct evbuffer;
+void px_proc_metrics(struct evbuffer *);
+/* Stops every helper (SIGTERM) and restarts none. */
+void px_proc_stop_all(void);
+/* Kills the helper sending a malformed message (it is restarted). */
+void px_proc_bad(struct px_proc *, const char *why);
+
+/* ---- a helper ---- */
+
+/* Called first thing in main: when this process is a helper
+ * (BERTH_HELPER), jails it and runs it; never returns then. argv is
+ * main's (its title). */
+void px_proc_helper_main(int argc, char **argv);
+/* The helper's channel to the parent is fd PX_PROC_CHAN_FD. */
+#define PX_PROC_CHAN_FD	3
+
+/* The helpers' entry points (dnsd.c, nflogd.c, controld.c). */
+int px_dnsd_main(int chan_fd);
+int px_nflogd_main(int chan_fd);
+int px_controld_main(int chan_fd);
+
+/* The parent's side of the control helper (controld.c): binds addr,
+ * starts the helper with the certificate (PEM) and relays its requests
+ * to ctl. -1 with err. */
+struct px_control;
+int px_controld_start(struct event_base *, struct px_control *ctl,
+    const char *addr, const char *cert_pem, const char *key_pem, char *err,
+    size_t errlen);
+/* Drops the relayed connections (before ctl goes). */
+void px_controld_stop(void);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * test_chan.c — unit tests for proxy/chan.c, the parent<->helper
+ * channel: messages keep their type, length and bytes, in order, with the
+ * descriptors they carry (usable on the other side); a large message
+ * passes whole; a datagram that is not a well-formed message (shorter
+ * than a header, a header whose length disagrees) ends the channel as
+ * corrupt; the peer going away ends it as closed; a message over the
+ * limit is refused at the sender.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "proc.h"
+#include "tap.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+
+static struct event_base *base;
+static int nmsg, closed, corrupt;
+static uint32_t last_type;
+static size_t last_len;
+static unsigned char last[4096];
+static int fdok;
+
+static void
+on_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	char buf[8] = "";
+
+	nmsg++;
+	last_type = type;
+	last_len = len;
+	memcpy(last, p, len < sizeof(last) ? len : sizeof(last));
+	fdok = 0;
+	if (nfds == 1 && read(fds[0], buf, 5) == 5 && memcmp(buf, "hello", 5) == 0)
+		fdok = 1;
+	if (len >= 64 * 1024 || nmsg == 3)
+		event_base_loopbreak(base);
+}
+
+static void
+on_close(struct px_chan *ch, int bad, void *arg)
+{
+	closed++;
+	corrupt = bad;
+	event_base_loopbreak(base);
+}
+
+static void
+run(void)
+{
+	struct timeval tv = { 2, 0 };
+
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+}
+
+int
+main(void)
+{
+	int sp[2], pp[2];
+	struct px_chan *a, *b;
+	unsigned char *big;
+	uint32_t raw[2];
+
+	base = event_base_new();
+	ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "socketpair");
+	a = px_chan_new(base, sp[0], on_msg, on_close, NULL);
+	b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+	ok(a != NULL && b != NULL, "two ends");
+
+	/* three messages, one with a descriptor */
+	ok(pipe(pp) == 0 && write(pp[1], "hello", 5) == 5, "a pipe with bytes in it");
+	is_int(px_chan_send(a, 7, "abc", 3, NULL, 0), 0, "send type 7");
+	is_int(px_chan_send(a, 8, "", 0, NULL, 0), 0, "send an empty one");
+	is_int(px_chan_send(a, 9, "xyz", 3, &pp[0], 1), 0, "send one with the pipe");
+	close(pp[0]);	/* dup'ed by the channel */
+	run();
+	is_int(nmsg, 3, "three messages arrive");
+	ok(last_type == 9 && last_len == 3 && memcmp(last, "xyz", 3) == 0,
+	    "the last one whole, in order");
+	ok(fdok, "its descriptor reads the pipe's bytes on the other side");
+	close(pp[1]);
+
+	/* a large one */
+	big = malloc(512 * 1024);
+	memset(big, 'q', 512 * 1024);
+	is_int(px_chan_send(a, 10, big, 512 * 1024, NULL, 0), 0, "send 512 KiB");
+	run();
+	ok(last_type == 10 && last_len == 512 * 1024, "it arrives whole");
+	is_int(px_chan_send(a, 11, big, PX_PROC_MSG_MAX + 1, NULL, 0), -1,
+	    "over the limit: refused at the sender");
+	free(big);
+
+	/* not a message: a header whose length lies */
+	raw[0] = 12;
+	raw[1] = 100;
+	ok(send(sp[0], raw, sizeof(raw) + 0, 0) == (ssize_t)sizeof(raw),
+	    "a raw datagram: header says 100 bytes, none follow");
+	run();
+	ok(closed == 1 && corrupt == 1, "ends the channel as corrupt");
+	px_chan_free(b);
+	px_chan_free(a);
+
+	/* the peer goes away */
+	closed = corrupt = 0;
+	ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "another pair");
+	b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+	close(sp[0]);
+	run();
+	ok(closed == 1 && corrupt == 0, "the peer closing ends it, not corrupt");
+	px_chan_free(b);
+
+	/* shorter than a header */
+	closed = corrupt = 0;
+	ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "a third pair");
+	b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+	ok(send(sp[0], "xy", 2, 0) == 2, "two bytes");
+	run();
+	ok(closed == 1 && corrupt == 1, "shorter than a header: corrupt");
+	px_chan_free(b);
+	close(sp[0]);
+	event_base_free(base);
+	return done_testing();
+}
