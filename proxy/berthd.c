@@ -1413,6 +1413,8 @@ main(int argc, char **argv)
 		hooks.template_dir = px_vm_template_dir();
 		px_exec_init(P.base);
 		hooks.exec = px_exec_start;
+		hooks.template_build = px_vm_template_build;
+		hooks.template_build_status = px_vm_template_build_status;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
 	hooks.template_check = px_vm_template_check;

@@ -1,14 +1,17 @@
 #!/bin/sh
 # vm-debian.sh — the debian template (vmm/guest/mktemplate-debian) in a
-# real microVM under TCG, one boot shared by every check: the template is
-# built (or taken from its cache, /var/cache/berth/templates) and
-# registered; a sandbox boots its own copy-on-write overlay of the root;
-# `netctl sandbox exec` runs as uid 0 with apt and Docker; a local .deb
-# installed with apt and a file in /root survive suspend -> resume, a
-# guest reboot and a berthd restart, while the template image stays
-# untouched; an image imported into Docker from a busybox tarball made on
-# the host (no registry) serves HTTP on port 8000 with `docker run -p`,
-# published through berthd over TLS.
+# real microVM under TCG, one boot shared by every check: `netctl
+# template build debian` builds it into the state dir with progress (its
+# root image from /var/cache/berth/templates when the inputs are the
+# same: the first build takes minutes) and registers it; a sandbox boots
+# its own copy-on-write overlay of the root; `netctl sandbox exec` runs
+# as uid 0 with apt and Docker; a local .deb installed with apt and a
+# file in /root survive suspend -> resume, a guest reboot and a berthd
+# restart, while the template image stays untouched; a rebuild makes a
+# new version and the sandbox keeps its own; an image imported into
+# Docker from a busybox tarball made on the host (no registry) serves
+# HTTP on port 8000 with `docker run -p`, published through berthd over
+# TLS; once the sandbox is gone a rebuild removes the unused versions.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -24,39 +27,43 @@ command -v dpkg-deb >/dev/null 2>&1 || skip_all "dpkg-deb is not installed"
 [ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VM runs in the normal pass only"
 
 t0=$(date +%s)
-# ---- the template: built once, cached by its inputs' hash ----
-TPL="$T/tpl-debian"
-# Binary images hold strings the sanitizer scan of $T would take for
-# reports: they go before it (after the VMs).
-at_exit "rm -rf '$TPL' '$T/state/vms'"
-if ! top_builddir=$top_builddir sh "$top_srcdir/vmm/guest/mktemplate-debian" "$TPL" \
-    >"$T/mktemplate.log" 2>&1; then
-	if grep -qiE 'could not resolve|failed to fetch|temporary failure|unable to connect|connection (refused|timed out)|network is unreachable' \
-	    "$T/mktemplate.log"; then
-		tail -n 5 "$T/mktemplate.log" >&2
-		skip_all "the debian template cannot be built: the apt sources are unreachable"
-	fi
-	tail -n 30 "$T/mktemplate.log" >&2
-	bail "mktemplate-debian failed"
-fi
-t1=$(date +%s)
-diag "template ready in $((t1 - t0)) s ($(grep -c 'from the cache' "$T/mktemplate.log") from the cache)"
-img_sum=$(sha256sum "$TPL/root.img" | cut -c1-64)
-
 CTL_PORT=$(free_port)
 VMM=on berthd_config "tap_prefix bxd" "vm_pool 10.232.0.0/24" \
 	"idle_pause never" "idle_suspend never" \
 	"control_listen 127.0.0.1:$CTL_PORT"
 start_berthd
+# Binary images hold strings the sanitizer scan of $T would take for
+# reports: they go before it (after the VMs).
+at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
 
-check "template add debian" netctl template add debian "$TPL"
+# ---- the template: built by berthd, its root image cached by the hash
+# of its inputs (the first build takes minutes, later ones seconds) ----
+t1=$(date +%s)
+if ! netctl template build debian >"$T/build.out" 2>"$T/build.log"; then
+	if grep -qiE 'could not resolve|failed to fetch|temporary failure|unable to connect|connection (refused|timed out)|network is unreachable' \
+	    "$T/build.log"; then
+		tail -n 5 "$T/build.log" >&2
+		skip_all "the debian template cannot be built: the apt sources are unreachable"
+	fi
+	tail -n 30 "$T/build.log" >&2
+	bail "netctl template build debian failed"
+fi
+ok "template build debian"
+t2=$(date +%s)
+diag "template built in $((t2 - t1)) s ($(grep -c 'from the cache' "$T/build.log") from the cache)"
+like "... progress came on stderr" "$(cat "$T/build.log")" 'mktemplate-debian: initramfs'
+TPL=$(readlink -f "$STATE/templates/debian/current")
+like "... into a version directory" "$TPL" "^$STATE/templates/debian/v[0-9]+\$"
+like "... registered as debian" "$(netctl template ls)" "debian .*$STATE/templates/debian/current"
+img_sum=$(sha256sum "$TPL/root.img" | cut -c1-64)
+
+t3=$(date +%s)
 out=$(netctl sandbox create deb --template debian --memory 1024 2>&1) ||
 	bail "sandbox create: $out; $(netctl sandbox events deb 2>&1 | tail -n 3)"
 like "created, running" "$out" 'sandbox deb created \(10\.232\.0\.[0-9]+, running\)'
-t2=$(date +%s)
-diag "sandbox booted in $((t2 - t1)) s"
+diag "sandbox booted in $(($(date +%s) - t3)) s"
 check "its root is a qcow2 overlay of the template's image" \
-	sh -c "qemu-img info -U '$STATE/vms/deb/jail/disk.qcow2' | grep -q 'backing file: .*root.img'"
+	sh -c "qemu-img info -U '$STATE/vms/deb/jail/disk.qcow2' | grep -q 'backing file: $TPL/root.img'"
 
 x() { netctl sandbox exec deb "$@"; }
 state() { netctl --json sandbox show deb | json_get "$(cat)" 'j["state"]'; }
@@ -122,6 +129,14 @@ check "exec answers after the reboot" wait_for 60 sh -c \
 	"'$NETCTL' -s '$STATE' sandbox exec deb --timeout 10s -- true </dev/null"
 persisted "after a guest reboot"
 
+# ---- the template rebuilt: a new version, the sandbox keeps its own ----
+check "template build debian again" netctl template build debian
+TPL2=$(readlink -f "$STATE/templates/debian/current")
+unlike "... a new version directory" "$TPL2" "^$TPL\$"
+like "... the sandbox still boots from the first" \
+	"$(grep '^rootfs=' "$STATE/vms/deb/sandbox.conf")" "^rootfs=$TPL/root.img\$"
+check "... which is kept" test -s "$TPL/root.img"
+
 # ---- berthd restarted ----
 kill -TERM "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID" || bail "berthd did not exit"
@@ -170,5 +185,8 @@ check "delete" netctl sandbox delete deb
 check "... its overlay is gone" wait_for 30 test ! -e "$STATE/vms/deb"
 is "... and the template's image is still unchanged" \
 	"$(sha256sum "$TPL/root.img" | cut -c1-64)" "$img_sum"
+check "a third build" netctl template build debian
+check "... removes the first version (no sandbox uses it)" test ! -e "$TPL"
+check "... and the second" test ! -e "$TPL2"
 diag "vm-debian.sh took $(($(date +%s) - t0)) s"
 done_testing
