@@ -194,5 +194,10 @@ is "... and the template's image is still unchanged" \
 check "a third build" netctl template build debian
 check "... removes the first version (no sandbox uses it)" test ! -e "$TPL"
 check "... and the second" test ! -e "$TPL2"
+check "template build minimal (the busybox one)" netctl template build minimal
+like "... registered as minimal" "$(netctl template ls)" "minimal .*$STATE/templates/minimal/current"
+out=$(netctl template build nosuch 2>&1)
+is "template build of a template berth does not know: exit 1" "$?" 1
+like "... saying which it builds" "$out" "'debian' and 'minimal'"
 diag "vm-debian.sh took $(($(date +%s) - t0)) s"
 done_testing
