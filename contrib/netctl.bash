@@ -31,7 +31,7 @@ _netctl()
 	if [[ -z $verb ]]; then
 		case $noun in
 		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec console" -- "$cur"));;
-		template) COMPREPLY=($(compgen -W "ls add rm" -- "$cur"));;
+		template) COMPREPLY=($(compgen -W "ls add build rm" -- "$cur"));;
 		fleet) COMPREPLY=($(compgen -W "hosts" -- "$cur"));;
 		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
 		egress) COMPREPLY=($(compgen -W "show allow deny rm mode reset log" -- "$cur"));;
@@ -52,6 +52,7 @@ _netctl()
 	"sandbox add"|"sandbox create") COMPREPLY=($(compgen -W "--address --memory --vcpus --disk --template --idle-pause --idle-suspend --max-lifetime" -- "$cur"));;
 	"sandbox set") COMPREPLY=($(compgen -W "--idle-pause --idle-suspend --max-lifetime" -- "$cur"));;
 	"template add") COMPREPLY=($(compgen -d -- "$cur"));;
+	"template build") COMPREPLY=($(compgen -W "debian minimal" -- "$cur"));;
 	"sandbox exec") COMPREPLY=($(compgen -W "--env --cwd --timeout --" -- "$cur"));;
 	"egress log") COMPREPLY=($(compgen -W "--follow" -- "$cur"));;
 	esac
