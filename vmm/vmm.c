@@ -1209,11 +1209,13 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	/* A root overlay: an empty qcow2 over the template's image (its
 	 * size), which qemu opens with the backing named explicitly (the
 	 * path in the header is not what a jailed qemu sees). */
+	char qsize[32];
 	char *qargv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F",
-	    "raw", "-b", (char *)sb->tpl.rootfs, sb->disk, NULL };
+	    "raw", "-b", (char *)sb->tpl.rootfs, sb->disk, qsize, NULL };
 	int fd, ov = sb->tpl.root_overlay;
 
 	snprintf(size, sizeof(size), "%u", sb->disk_mib);
+	snprintf(qsize, sizeof(qsize), "%uM", sb->disk_mib);
 	fd = open(sb->disk, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -1545,7 +1547,6 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	if (sb->tpl.root_overlay) {
-		/* the overlay is as large as the image it covers */
 		struct stat st;
 
 		if (strcmp(m->be->name, "qemu") != 0) {
@@ -1560,7 +1561,11 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 			return errf(err, errlen, rc, "template root %s: %s",
 			    spec->tpl->rootfs, strerror(-rc));
 		}
-		sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >> 20);
+		/* at least the image; a larger --disk grows the root (the
+		 * guest's init resizes its file system to the disk) */
+		if (spec->disk_mib <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
+			sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >>
+			    20);
 	}
 	if (sb_events(sb) < 0) {
 		sb_free(sb);

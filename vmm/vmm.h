@@ -90,7 +90,10 @@ struct vmm_template {
 					 * copy-on-write overlay (disk.qcow2,
 					 * /dev/vda, made with qemu-img) that
 					 * replaces the ext4 data disk; the
-					 * image itself is only ever read */
+					 * image itself is only ever read. The
+					 * overlay is the image's size, or a
+					 * larger disk_mib asked for in the
+					 * spec (the guest grows its fs) */
 };
 
 /* Read <dir>/template.json as written by vmm/guest/mktemplate (or

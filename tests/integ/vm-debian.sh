@@ -4,8 +4,9 @@
 # template build debian` builds it into the state dir with progress (its
 # root image from /var/cache/berth/templates when the inputs are the
 # same: the first build takes minutes) and registers it; a sandbox boots
-# its own copy-on-write overlay of the root; `netctl sandbox exec` runs
-# as uid 0 with apt and Docker; a local .deb installed with apt and a
+# its own copy-on-write overlay of the root (grown to --disk); `netctl
+# sandbox exec` runs as uid 0 with apt and Docker; a local .deb
+# installed with apt and a
 # file in /root survive suspend -> resume, a guest reboot, `netctl
 # sandbox restart` and a berthd restart, while the template image stays
 # untouched; a rebuild makes a new version and the sandbox keeps its
@@ -59,7 +60,7 @@ like "... registered as debian" "$(netctl template ls)" "debian .*$STATE/templat
 img_sum=$(sha256sum "$TPL/root.img" | cut -c1-64)
 
 t3=$(date +%s)
-out=$(netctl sandbox create deb --template debian --memory 1024 2>&1) ||
+out=$(netctl sandbox create deb --template debian --memory 1024 --disk 6144 2>&1) ||
 	bail "sandbox create: $out; $(netctl sandbox events deb 2>&1 | tail -n 3)"
 like "created, running" "$out" 'sandbox deb created \(10\.232\.0\.[0-9]+, running\)'
 diag "sandbox booted in $(($(date +%s) - t3)) s"
@@ -67,6 +68,14 @@ check "its root is a qcow2 overlay of the template's image" \
 	sh -c "qemu-img info -U '$STATE/vms/deb/jail/disk.qcow2' | grep -q 'backing file: $TPL/root.img'"
 
 x() { netctl sandbox exec deb "$@"; }
+# --disk 6144 over a 4 GiB image: the overlay is 6 GiB and the guest
+# grew its root file system to it
+root_mib=$(x -- df -m --output=size / </dev/null | tail -n 1 | tr -d ' ')
+if [ -n "$root_mib" ] && [ "$root_mib" -gt 5500 ] 2>/dev/null; then
+	ok "--disk 6144: the root file system grew to the disk ($root_mib MiB)"
+else
+	not_ok "--disk 6144: the root file system grew to the disk"; diag "df: $root_mib"
+fi
 state() { netctl --json sandbox show deb | json_get "$(cat)" 'j["state"]'; }
 state_is() { [ "$(state)" = "$1" ]; }
 docker_up() { x --timeout 20s -- docker info >/dev/null 2>&1 </dev/null; }
