@@ -31,7 +31,7 @@ _netctl()
 	if [[ -z $verb ]]; then
 		case $noun in
 		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec cp console" -- "$cur"));;
-		template) COMPREPLY=($(compgen -W "ls add rm" -- "$cur"));;
+		template) COMPREPLY=($(compgen -W "ls add build rm" -- "$cur"));;
 		fleet) COMPREPLY=($(compgen -W "hosts" -- "$cur"));;
 		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
 		egress) COMPREPLY=($(compgen -W "show allow deny rm mode reset log" -- "$cur"));;
@@ -54,6 +54,7 @@ _netctl()
 	"template add") COMPREPLY=($(compgen -d -- "$cur"));;
 	"sandbox exec") COMPREPLY=($(compgen -W "--user --tty --env --cwd --timeout --" -- "$cur"));;
 	"sandbox cp") COMPREPLY=($(compgen -f -- "$cur"));;
+	"template build") COMPREPLY=($(compgen -W "debian minimal" -- "$cur"));;
 	"egress log") COMPREPLY=($(compgen -W "--follow" -- "$cur"));;
 	esac
 }

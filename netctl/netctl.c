@@ -2343,6 +2343,50 @@ c_template_add(const struct cmd *c, struct opts *o, char **a, int n)
 	return rc;
 }
 
+/* POST .../build, then its progress every half second (GET ?after=N)
+ * onto stderr until it ends: exit 0 built, 1 failed. */
+static int
+c_template_build(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct timespec ts = { 0, 500 * 1000 * 1000 };
+	char target[160], poll[200];
+	json_int_t next = 0;
+	json_t *doc, *l;
+	const char *st;
+	size_t i;
+	int rc;
+
+	if (check_template_name(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/templates/%s/build", a[0]);
+	if ((rc = call(o, "POST", target, NULL, &doc)) != EXIT_OK)
+		return rc;
+	for (;;) {
+		json_array_foreach(json_object_get(doc, "lines"), i, l)
+			if (!o->json)
+				fprintf(stderr, "%s\n", json_string_value(l));
+		next = json_integer_value(json_object_get(doc, "next"));
+		st = jstr(doc, "state");
+		if (strcmp(st, "running") != 0)
+			break;
+		json_decref(doc);
+		nanosleep(&ts, NULL);
+		snprintf(poll, sizeof(poll), "%s?after=%lld", target,
+		    (long long)next);
+		if ((rc = call(o, "GET", poll, NULL, &doc)) != EXIT_OK)
+			return rc;
+	}
+	if (strcmp(st, "ok") != 0) {
+		fail("template %s: build failed: %s", a[0], jstr(doc, "reason"));
+		json_decref(doc);
+		return EXIT_REFUSED;
+	}
+	if (!o->json)
+		printf("template %s: %s\n", a[0], jstr(doc, "dir"));
+	json_decref(doc);
+	return EXIT_OK;
+}
+
 static int
 c_template_rm(const struct cmd *c, struct opts *o, char **a, int n)
 {
@@ -2518,6 +2562,13 @@ static const struct cmd cmds[] = {
 	  "writes it, with its kernel and initramfs) under a name for\n"
 	  "'sandbox create --template'. berthd loads it first and says what is\n"
 	  "wrong if it cannot." },
+	{ "template", "build", NULL, "<debian|minimal>", 1, 1, 0,
+	  c_template_build,
+	  "Build a template berth knows into berthd's state dir and register\n"
+	  "it under its name: 'debian' (Debian 12 with apt and Docker, from\n"
+	  "the host's apt sources with mmdebstrap; minutes, cached) or\n"
+	  "'minimal' (busybox, seconds). Prints progress on stderr. Each\n"
+	  "build is a new version: sandboxes made before keep theirs." },
 	{ "template", "rm", "delete", "<name>", 1, 1, 0, c_template_rm,
 	  "Forget a template name (its files stay). Refused while a sandbox\n"
 	  "uses it." },

@@ -1469,6 +1469,8 @@ main(int argc, char **argv)
 		hooks.exec_input = px_exec_stream_input;
 		hooks.exec_read = px_exec_stream_read;
 		hooks.exec_cancel = px_exec_stream_cancel;
+		hooks.template_build = px_vm_template_build;
+		hooks.template_build_status = px_vm_template_build_status;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
 	hooks.template_check = px_vm_template_check;

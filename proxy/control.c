@@ -3668,6 +3668,49 @@ h_template_rm(struct req *r, const char *name)
 	reply_empty(r, 204);
 }
 
+/* POST /v1/templates/{name}/build: 202, the build runs on; GET
+ * .../build?after=N: its state and progress lines from N on. */
+static void
+h_template_build(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[512], buf[24], *end;
+	unsigned long long after = 0;
+	json_t *doc;
+	int rc;
+
+	if (ctl->hooks.template_build == NULL ||
+	    ctl->hooks.template_build_status == NULL) {
+		reply_error(r, 409, NULL, NULL, "this berthd runs no VMM: it "
+		    "builds no templates");
+		return;
+	}
+	if (r->method == HTTP_POST) {
+		rc = ctl->hooks.template_build(name, err, sizeof(err),
+		    ctl->hooks.arg);
+		if (rc != 0) {
+			reply_error(r, rc == -2 ? 400 : rc == -3 ? 409 : 500,
+			    NULL, rc == -2 ? "name" : NULL, "%s", err);
+			return;
+		}
+		after = 0;
+	} else if ((rc = query_get(r, "after", buf, sizeof(buf))) != 0) {
+		after = rc == 1 && buf[0] >= '0' && buf[0] <= '9' ?
+		    strtoull(buf, &end, 10) : 0;
+		if (rc == -1 || buf[0] < '0' || buf[0] > '9' || *end != '\0') {
+			reply_error(r, 400, NULL, "after", "must be a line number");
+			return;
+		}
+	}
+	if ((doc = ctl->hooks.template_build_status(name, after,
+	    ctl->hooks.arg)) == NULL) {
+		reply_error(r, 404, NULL, NULL, "no build of template '%s' since "
+		    "berthd started (POST to build it)", name);
+		return;
+	}
+	reply_json(r, r->method == HTTP_POST ? 202 : 200, doc);
+}
+
 static void
 route_templates(struct req *r)
 {
@@ -3676,6 +3719,15 @@ route_templates(struct req *r)
 			h_template_list(r);
 		else if (r->method == HTTP_POST)
 			h_template_add(r);
+		else
+			not_allowed(r, "GET, HEAD, POST");
+		return;
+	}
+	if (r->nseg == 4 && strcmp(r->seg[3], "build") == 0) {
+		if (check_template_name(r, r->seg[2]) == -1)
+			return;
+		if (is_get(r) || r->method == HTTP_POST)
+			h_template_build(r, r->seg[2]);
 		else
 			not_allowed(r, "GET, HEAD, POST");
 		return;

@@ -253,6 +253,14 @@ struct px_control_hooks {
 	 * saying what is wrong. NULL: directories are not checked. */
 	int (*template_check)(const char *dir, char *err, size_t errlen,
 	    void *arg);
+	/* POST /v1/templates/{name}/build: starts building it (0; -1 with
+	 * err, -2 a name berth cannot build, -3 a build under way), and
+	 * GET .../build?after=N: its progress, a new JSON object or NULL
+	 * (none). NULL hooks: 409. */
+	int (*template_build)(const char *name, char *err, size_t errlen,
+	    void *arg);
+	struct json_t *(*template_build_status)(const char *name, uint64_t after,
+	    void *arg);
 	/* The built-in "default" template's directory, shown by GET
 	 * /v1/templates; NULL when there is none (no VMs). Copied. */
 	const char *template_dir;

@@ -16,15 +16,19 @@
 #include "vmm.h"
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <jansson.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +47,8 @@ static struct {
 	struct px_store	*store;
 	struct px_vm_hooks hooks;
 	char		 describe[768];
+	struct event_base *base;
+	char		 state_dir[PATH_MAX];
 } V;
 
 int
@@ -358,6 +364,378 @@ px_vm_set_idle(const char *id, uint64_t idle_pause_ms,
 		    max_lifetime_ms);
 }
 
+/* ---- template builds (POST /v1/templates/{name}/build) ----
+ *
+ * One build at a time, in a child process on the event loop: the
+ * builder (mktemplate for "minimal", mktemplate-debian for "debian")
+ * writes <state>/templates/<name>/v<time>/ and its progress lines, which
+ * are kept (the last TB_LINES) for GET .../build?after=N. Done, the
+ * version becomes <state>/templates/<name>/current (a symbolic link,
+ * swapped atomically) and the name is registered with that path: new
+ * sandboxes get the new version, and each existing one keeps the files
+ * it was made from (libvmm records their real paths in sandbox.conf);
+ * an old version goes once no sandbox.conf names it.
+ */
+#define TB_LINES	256
+#define TB_LINE_MAX	400
+#define TB_TIMEOUT_S	3600	/* a build that takes longer is killed */
+
+static struct {
+	char		 name[PX_TEMPLATE_NAME_MAX + 1];
+	char		 vdir[PATH_MAX];	/* the version being built */
+	char		 state[16];		/* "", running, ok, failed */
+	char		 reason[512];
+	pid_t		 pid;
+	int		 fd;
+	struct event	*rev, *tev;
+	time_t		 t0;
+	uint64_t	 seq;			/* lines so far */
+	char		 lines[TB_LINES][TB_LINE_MAX];
+	char		 part[TB_LINE_MAX];
+	size_t		 partlen;
+	int		 status;
+} TB = { .fd = -1 };
+
+static void
+tb_line(const char *s)
+{
+	snprintf(TB.lines[TB.seq % TB_LINES], TB_LINE_MAX, "%s", s);
+	TB.seq++;
+}
+
+/* 1 if a sandbox's sandbox.conf names a file under vdir (or cannot be
+ * read: then the version stays). */
+static int
+tb_version_used(const char *vdir)
+{
+	char p[PATH_MAX], line[PATH_MAX + 64], *v;
+	struct dirent *de;
+	size_t n = strlen(vdir);
+	int used = 0;
+	FILE *f;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/vms", V.state_dir);
+	if ((d = opendir(p)) == NULL)
+		return errno != ENOENT;
+	while (!used && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/vms/%s/sandbox.conf", V.state_dir,
+		    de->d_name);
+		if ((f = fopen(p, "re")) == NULL) {
+			used = errno != ENOENT;
+			continue;
+		}
+		while (!used && fgets(line, sizeof(line), f) != NULL)
+			if ((v = strchr(line, '=')) != NULL &&
+			    strncmp(v + 1, vdir, n) == 0 && v[1 + n] == '/')
+				used = 1;
+		fclose(f);
+	}
+	closedir(d);
+	return used;
+}
+
+/* Versions of TB.name other than the newest that no sandbox uses: gone
+ * (their files only: a version directory holds nothing else). */
+static void
+tb_gc(void)
+{
+	char dir[PATH_MAX], v[PATH_MAX], f[PATH_MAX * 2];
+	struct dirent *de, *fe;
+	DIR *d, *vd;
+
+	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, TB.name);
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] != 'v')
+			continue;
+		snprintf(v, sizeof(v), "%s/%s", dir, de->d_name);
+		if (strcmp(v, TB.vdir) == 0 || tb_version_used(v))
+			continue;
+		if ((vd = opendir(v)) == NULL)
+			continue;
+		while ((fe = readdir(vd)) != NULL) {
+			if (fe->d_name[0] == '.' && (fe->d_name[1] == '\0' ||
+			    (fe->d_name[1] == '.' && fe->d_name[2] == '\0')))
+				continue;
+			snprintf(f, sizeof(f), "%s/%s", v, fe->d_name);
+			(void)unlink(f);
+		}
+		closedir(vd);
+		if (rmdir(v) == 0)
+			log_info("template %s: version %s removed (no sandbox "
+			    "uses it)", TB.name, de->d_name);
+	}
+	closedir(d);
+}
+
+static void
+tb_finish(int ok, const char *why)
+{
+	char cur[PATH_MAX], tmp[PATH_MAX], err[256];
+	struct px_template t;
+	const char *base;
+
+	if (TB.rev != NULL)
+		event_free(TB.rev);
+	if (TB.tev != NULL)
+		event_free(TB.tev);
+	TB.rev = TB.tev = NULL;
+	if (TB.fd >= 0)
+		close(TB.fd);
+	TB.fd = -1;
+	TB.pid = 0;
+	if (ok) {
+		/* current -> v<time>, swapped with a rename */
+		base = strrchr(TB.vdir, '/') + 1;
+		snprintf(cur, sizeof(cur), "%s/templates/%s/current",
+		    V.state_dir, TB.name);
+		snprintf(tmp, sizeof(tmp), "%s/templates/%s/.current.new",
+		    V.state_dir, TB.name);
+		(void)unlink(tmp);
+		if (symlink(base, tmp) < 0 || rename(tmp, cur) < 0) {
+			ok = 0;
+			snprintf(TB.reason, sizeof(TB.reason), "%s: %s", cur,
+			    strerror(errno));
+		} else if (px_store_template_get(V.store, TB.name, &t, err,
+		    sizeof(err)) != PX_STORE_OK || strcmp(t.dir, cur) != 0) {
+			(void)px_store_template_rm(V.store, TB.name, err,
+			    sizeof(err));
+			memset(&t, 0, sizeof(t));
+			snprintf(t.name, sizeof(t.name), "%s", TB.name);
+			snprintf(t.dir, sizeof(t.dir), "%s", cur);
+			if (px_store_template_add(V.store, &t, err,
+			    sizeof(err)) != PX_STORE_OK) {
+				ok = 0;
+				snprintf(TB.reason, sizeof(TB.reason),
+				    "registering template %s: %s", TB.name, err);
+			}
+		}
+	} else {
+		snprintf(TB.reason, sizeof(TB.reason), "%s", why);
+	}
+	snprintf(TB.state, sizeof(TB.state), "%s", ok ? "ok" : "failed");
+	if (ok) {
+		char l[TB_LINE_MAX];
+
+		snprintf(l, sizeof(l), "template %s built in %lld s: %s", TB.name,
+		    (long long)(time(NULL) - TB.t0), TB.vdir);
+		tb_line(l);
+		log_info("%s", l);
+		tb_gc();
+	} else {
+		log_warnx("template %s: build failed: %s", TB.name, TB.reason);
+	}
+}
+
+/* The builder closed its output: reap it (it exits right after). */
+static void
+tb_reap(evutil_socket_t fd, short what, void *arg)
+{
+	char st[64];
+	int s;
+	pid_t r;
+
+	(void)fd;
+	(void)arg;
+	if (what & EV_TIMEOUT && TB.pid > 0 &&
+	    time(NULL) - TB.t0 > TB_TIMEOUT_S) {
+		kill(-TB.pid, SIGKILL);
+		kill(TB.pid, SIGKILL);
+	}
+	if (TB.pid <= 0)
+		return;
+	r = waitpid(TB.pid, &s, WNOHANG);
+	if (r == 0 || (r < 0 && errno == EINTR))
+		return;		/* the timer comes back */
+	if (r < 0) {
+		tb_finish(0, "the builder vanished");
+		return;
+	}
+	if (WIFEXITED(s) && WEXITSTATUS(s) == 0) {
+		tb_finish(1, NULL);
+		return;
+	}
+	if (WIFEXITED(s))
+		snprintf(st, sizeof(st), "exit %d", WEXITSTATUS(s));
+	else
+		snprintf(st, sizeof(st), "signal %d", WTERMSIG(s));
+	snprintf(TB.reason, sizeof(TB.reason), "the builder failed (%s): %s",
+	    st, TB.seq > 0 ? TB.lines[(TB.seq - 1) % TB_LINES] : "");
+	tb_finish(0, TB.reason);
+}
+
+static void
+tb_read(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[4096];
+	ssize_t n, i;
+
+	(void)what;
+	(void)arg;
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		if (TB.partlen > 0) {
+			TB.part[TB.partlen] = '\0';
+			tb_line(TB.part);
+			TB.partlen = 0;
+		}
+		event_del(TB.rev);
+		close(TB.fd);
+		TB.fd = -1;
+		tb_reap(-1, 0, NULL);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (buf[i] == '\n' || buf[i] == '\r') {
+			if (TB.partlen > 0) {
+				TB.part[TB.partlen] = '\0';
+				tb_line(TB.part);
+			}
+			TB.partlen = 0;
+		} else if (TB.partlen < TB_LINE_MAX - 1) {
+			/* what a terminal would not show goes */
+			TB.part[TB.partlen++] = (unsigned char)buf[i] < 0x20 ||
+			    buf[i] == 0x7f ? '?' : buf[i];
+		}
+	}
+}
+
+int
+px_vm_template_build(const char *name, char *err, size_t errlen,
+    void *arg)
+{
+	char mk[PATH_MAX], app[PATH_MAX], dir[PATH_MAX];
+	struct timeval tv = { 1, 0 };
+	const char *env;
+	int pfd[2], i;
+	pid_t pid;
+
+	(void)arg;
+	if (V.state_dir[0] == '\0') {
+		snprintf(err, errlen, "this berthd runs no VMM");
+		return -1;
+	}
+	if (strcmp(name, "debian") == 0) {
+		env = "BERTH_MKTEMPLATE_DEBIAN";
+		i = find_helper(env, PKGLIBEXECDIR "/mktemplate-debian",
+		    SRCDIR "/vmm/guest/mktemplate-debian", mk, sizeof(mk));
+	} else if (strcmp(name, "minimal") == 0) {
+		env = "BERTH_MKTEMPLATE";
+		i = find_helper(env, PKGLIBEXECDIR "/mktemplate",
+		    SRCDIR "/vmm/guest/mktemplate", mk, sizeof(mk));
+	} else {
+		snprintf(err, errlen, "berth builds the templates 'debian' and "
+		    "'minimal', not '%s' (netctl template add registers a "
+		    "directory)", name);
+		return -2;
+	}
+	if (i != 0) {
+		snprintf(err, errlen, "cannot find the template builder %s "
+		    "(make install, or set %s)", mk, env);
+		return -1;
+	}
+	if (TB.pid > 0) {
+		snprintf(err, errlen, "template %s is being built (one build at "
+		    "a time)", TB.name);
+		return -3;
+	}
+	if (find_helper("BERTH_TESTAPP", PKGLIBEXECDIR "/testapp",
+	    BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
+		snprintf(err, errlen, "cannot find the guest test app %s "
+		    "(make install, or set BERTH_TESTAPP)", app);
+		return -1;
+	}
+	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, name);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < 100; i++) {
+		snprintf(TB.vdir, sizeof(TB.vdir), "%s/v%lld%s%.0d", dir,
+		    (long long)time(NULL), i ? "-" : "", i);
+		if (access(TB.vdir, F_OK) != 0)
+			break;
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if ((pid = fork()) < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+
+		(void)setpgid(0, 0);	/* a timeout ends all of it */
+		if (nul >= 0)
+			dup2(nul, STDIN_FILENO);
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(pfd[1], STDERR_FILENO);
+		/* nothing of berthd (listeners, clients) in the builder */
+		if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+			for (i = 3; i < 65536; i++)
+				close(i);
+		setenv("BERTH_TESTAPP", app, 1);
+		execl(mk, mk, TB.vdir, (char *)NULL);
+		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	(void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	snprintf(TB.name, sizeof(TB.name), "%s", name);
+	snprintf(TB.state, sizeof(TB.state), "running");
+	TB.reason[0] = '\0';
+	TB.pid = pid;
+	TB.fd = pfd[0];
+	TB.t0 = time(NULL);
+	TB.seq = 0;
+	TB.partlen = 0;
+	TB.rev = event_new(V.base, TB.fd, EV_READ | EV_PERSIST, tb_read, NULL);
+	TB.tev = event_new(V.base, -1, EV_PERSIST, tb_reap, NULL);
+	if (TB.rev == NULL || TB.tev == NULL || event_add(TB.rev, NULL) < 0 ||
+	    event_add(TB.tev, &tv) < 0) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		tb_finish(0, "out of memory");
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	log_info("template %s: building in %s with %s", name, TB.vdir, mk);
+	return 0;
+}
+
+json_t *
+px_vm_template_build_status(const char *name, uint64_t after, void *arg)
+{
+	json_t *doc, *lines;
+	uint64_t i, first;
+
+	(void)arg;
+	if (TB.state[0] == '\0' || strcmp(TB.name, name) != 0)
+		return NULL;
+	if ((lines = json_array()) == NULL)
+		return NULL;
+	first = TB.seq > TB_LINES ? TB.seq - TB_LINES : 0;
+	for (i = after > first ? after : first; i < TB.seq; i++)
+		json_array_append_new(lines, json_string(TB.lines[i % TB_LINES]));
+	doc = json_pack("{s:s, s:s, s:s?, s:s?, s:o, s:I, s:I}", "name",
+	    TB.name, "state", TB.state, "reason", TB.reason[0] ? TB.reason :
+	    NULL, "dir", strcmp(TB.state, "ok") == 0 ? TB.vdir : NULL,
+	    "lines", lines, "next", (json_int_t)TB.seq,
+	    "seconds", (json_int_t)(time(NULL) - TB.t0));
+	return doc;
+}
+
 int
 px_vm_init(struct event_base *base, struct px_store *store,
     const struct px_config *c, const char *state_dir,
@@ -370,6 +748,8 @@ px_vm_init(struct event_base *base, struct px_store *store,
 
 	V.store = store;
 	V.hooks = *hooks;
+	V.base = base;
+	snprintf(V.state_dir, sizeof(V.state_dir), "%s", state_dir);
 	snprintf(vdir, sizeof(vdir), "%s/vms", state_dir);
 	if (c->template_dir != NULL) {
 		snprintf(tdir, sizeof(tdir), "%s", c->template_dir);

@@ -64,6 +64,17 @@ int px_vm_template_check(const char *dir, char *err, size_t errlen,
     void *arg);
 /* The default template's directory once px_vm_init ran, else NULL. */
 const char *px_vm_template_dir(void);
+/* Starts building template name ("debian", "minimal") in the state dir:
+ * 0, or with err -2 (a name berth cannot build), -3 (a build is under
+ * way), -1 (anything else). */
+int px_vm_template_build(const char *name, char *err, size_t errlen,
+    void *arg);
+/* The last (or current) build of name: {name, state (running, ok,
+ * failed), reason?, dir?, lines (progress from line after on), next,
+ * seconds}; NULL: none since berthd started. */
+struct json_t;
+struct json_t *px_vm_template_build_status(const char *name, uint64_t after,
+    void *arg);
 
 /* A worker holds requests for id: resume it (one resume for all). */
 void px_vm_wake(const char *id);

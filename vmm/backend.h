@@ -235,6 +235,8 @@ int vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen);
 ssize_t vmm_read_small(const char *path, char *buf, size_t len);
 
 /* <dir>/<name> into buf; -ENAMETOOLONG. */
+/* "disk.qcow2" (a root overlay) or "disk.raw": the disk's file name */
+const char *vmm_disk_name(const struct vmm_sandbox *sb);
 int vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
     size_t len);
 uint64_t vmm_now_ms(void);		/* monotonic */

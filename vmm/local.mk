@@ -59,7 +59,11 @@ EXTRA_DIST += tests/integ/vm-testapp.sh
 # (installed in $(pkglibexecdir), where berthd runs mktemplate, which
 # takes init from its own directory), and a test that boots it (root,
 # TCG; skips elsewhere).
-dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init
+dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init \
+	vmm/guest/mktemplate-debian
+# the debian template's two inits, found beside mktemplate-debian
+guestdebiandir = $(pkglibexecdir)/debian
+dist_guestdebian_SCRIPTS = vmm/guest/debian/init vmm/guest/debian/initramfs-init
 TESTS += tests/integ/vm-boot.sh
 EXTRA_DIST += tests/integ/vm-boot.sh
 
@@ -86,3 +90,5 @@ EXTRA_DIST += tests/integ/vm-limits.sh
 # woken by an exec (one resume for many), token scoping (root, TCG).
 TESTS += tests/integ/vm-exec.sh
 EXTRA_DIST += tests/integ/vm-exec.sh
+TESTS += tests/integ/vm-debian.sh
+EXTRA_DIST += tests/integ/vm-debian.sh

@@ -828,13 +828,23 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 		ARG("tap,id=n0,ifname=%s,script=no,downscript=no", sb->tap);
 	ARG("-device");
 	ARG("virtio-net-device,netdev=n0,mac=%s", mac);
-	/* The persistent disk first: the guest finds it at /dev/vda. */
+	/* The persistent disk first: the guest finds it at /dev/vda. A root
+	 * overlay names its backing (the template's image, read-only)
+	 * explicitly: the jail binds the image at /rootfs, and the path
+	 * qemu-img wrote into the header is never used. */
 	ARG("-drive");
-	ARG("id=d0,file=%s,format=raw,if=none,cache=writeback,discard=unmap,"
-	    "werror=enospc,rerror=report", j ? "/disk.raw" : sb->disk);
+	if (sb->tpl.root_overlay)
+		ARG("id=d0,driver=qcow2,file.filename=%s,backing.driver=raw,"
+		    "backing.file.filename=%s,backing.read-only=on,if=none,"
+		    "cache=writeback,discard=unmap,werror=enospc,rerror=report",
+		    j ? "/disk.qcow2" : sb->disk, j ? "/rootfs" : sb->tpl.rootfs);
+	else
+		ARG("id=d0,file=%s,format=raw,if=none,cache=writeback,"
+		    "discard=unmap,werror=enospc,rerror=report",
+		    j ? "/disk.raw" : sb->disk);
 	ARG("-device");
 	ARG("virtio-blk-device,drive=d0");
-	if (sb->tpl.rootfs != NULL) {
+	if (sb->tpl.rootfs != NULL && !sb->tpl.root_overlay) {
 		ARG("-drive");
 		ARG("id=r0,file=%s,format=raw,if=none,readonly=on",
 		    j ? "/rootfs" : sb->tpl.rootfs);

@@ -88,12 +88,19 @@ vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
 	    strcmp(name, "console.sock") == 0 ||
 	    strcmp(name, "agent.sock") == 0) && sb->jailed)
 		n = snprintf(buf, len, "%s/run/%s", sb->jdir, name);
-	else if (strcmp(name, "disk.raw") == 0 || strcmp(name, "mem") == 0 ||
+	else if (strcmp(name, "disk.raw") == 0 ||
+	    strcmp(name, "disk.qcow2") == 0 || strcmp(name, "mem") == 0 ||
 	    (strcmp(name, "console.log") == 0 && !sb->jailed))
 		n = snprintf(buf, len, "%s/%s", sb->jdir, name);
 	else
 		n = snprintf(buf, len, "%s/%s", sb->dir, name);
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+const char *
+vmm_disk_name(const struct vmm_sandbox *sb)
+{
+	return sb->tpl.root_overlay ? "disk.qcow2" : "disk.raw";
 }
 
 void

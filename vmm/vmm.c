@@ -124,11 +124,15 @@ int
 vmm_template_load(const char *dir, struct vmm_template *t, char *err,
     size_t errlen)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], real[PATH_MAX];
 	json_error_t jerr;
 	json_t *j;
 
 	memset(t, 0, sizeof(*t));
+	/* the real directory: a template name may be a link to the current
+	 * version, and a sandbox must keep the version it was made from */
+	if (realpath(dir, real) != NULL)
+		dir = real;
 	snprintf(path, sizeof(path), "%s/template.json", dir);
 	if ((j = json_load_file(path, 0, &jerr)) == NULL)
 		return errf(err, errlen, -EINVAL, "%s:%d: %s", path, jerr.line,
@@ -145,6 +149,7 @@ vmm_template_load(const char *dir, struct vmm_template *t, char *err,
 	t->ready_line = xstrdup(json_string_value(json_object_get(j,
 	    "ready_line")));
 	t->agent = xstrdup(json_string_value(json_object_get(j, "agent")));
+	t->root_overlay = json_is_true(json_object_get(j, "root_overlay"));
 	json_decref(j);
 	if (t->kernel == NULL) {
 		vmm_template_free(t);
@@ -158,13 +163,20 @@ vmm_template_load(const char *dir, struct vmm_template *t, char *err,
 		return errf(err, errlen, -EINVAL, "%s: \"agent\" must be a port "
 		    "name of at most 63 of a-z 0-9 . _ -", path);
 	}
+	if (t->root_overlay && t->rootfs == NULL) {
+		vmm_template_free(t);
+		return errf(err, errlen, -EINVAL, "%s: \"root_overlay\" needs "
+		    "a \"rootfs\"", path);
+	}
 	if (access(t->kernel, R_OK) < 0 ||
-	    (t->initrd != NULL && access(t->initrd, R_OK) < 0)) {
+	    (t->initrd != NULL && access(t->initrd, R_OK) < 0) ||
+	    (t->rootfs != NULL && access(t->rootfs, R_OK) < 0)) {
 		int e = -errno;
 
 		errf(err, errlen, e, "template %s: %s: %s", dir,
-		    access(t->kernel, R_OK) < 0 ? t->kernel : t->initrd,
-		    strerror(-e));
+		    access(t->kernel, R_OK) < 0 ? t->kernel :
+		    t->initrd != NULL && access(t->initrd, R_OK) < 0 ?
+		    t->initrd : t->rootfs, strerror(-e));
 		vmm_template_free(t);
 		return e;
 	}
@@ -184,6 +196,7 @@ tpl_copy(struct vmm_template *dst, const struct vmm_template *src)
 	dst->ready_line = xstrdup(src->ready_line != NULL ? src->ready_line :
 	    DEF_READY_LINE);
 	dst->agent = xstrdup(src->agent);
+	dst->root_overlay = src->root_overlay && src->rootfs != NULL;
 	if (dst->kernel == NULL || dst->cmdline == NULL ||
 	    dst->ready_line == NULL) {
 		vmm_template_free(dst);
@@ -270,7 +283,7 @@ meta_write(struct vmm_sandbox *sb)
 	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
 	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
 	    "ready_line=%s\nreason=%s\naccel=%s\ndisk_ready=%d\n"
-	    "jailed=%d\nuid=%u\nagent=%s\n",
+	    "jailed=%d\nuid=%u\nagent=%s\nroot_overlay=%d\n",
 	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
 	    (int)sb->standby_pid, sb->tap, ip,
 	    sb->mem_mib, sb->vcpus, sb->disk_mib,
@@ -279,7 +292,8 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
 	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel),
 	    sb->disk_ready, sb->jailed, (unsigned)sb->uid,
-	    sb->tpl.agent != NULL ? sb->tpl.agent : "");
+	    sb->tpl.agent != NULL ? sb->tpl.agent : "",
+	    sb->tpl.root_overlay);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -296,7 +310,7 @@ int
 vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	static const char *const names[] = { "", "snap", "disk.raw",
-	    "console.log", "mem", "snap/state" };
+	    "disk.qcow2", "console.log", "mem", "snap/state" };
 	uid_t uid = sb->uid;
 	gid_t gid = sb->gid;
 	char p[PATH_MAX];
@@ -313,7 +327,8 @@ vmm_own(struct vmm_sandbox *sb, char *err, size_t errlen)
 			return errf(err, errlen, -errno, "%s: %s", sb->jdir,
 			    strerror(errno));
 		(void)fd;
-		rc = vmm_jail_own(dfd, "disk.raw", uid, gid, 0600, err, errlen);
+		rc = vmm_jail_own(dfd, vmm_disk_name(sb), uid, gid, 0600, err,
+		    errlen);
 		if (rc == 0 && faccessat(dfd, "mem", F_OK,
 		    AT_SYMLINK_NOFOLLOW) == 0)
 			rc = vmm_jail_own(dfd, "mem", uid, gid, 0600, err,
@@ -347,7 +362,8 @@ sb_layout(struct vmm_sandbox *sb, int jailed)
 		snprintf(sb->jdir, sizeof(sb->jdir), "%s/jail", sb->dir);
 	else
 		snprintf(sb->jdir, sizeof(sb->jdir), "%s", sb->dir);
-	snprintf(sb->disk, sizeof(sb->disk), "%s/disk.raw", sb->jdir);
+	snprintf(sb->disk, sizeof(sb->disk), "%s/%s", sb->jdir,
+	    vmm_disk_name(sb));
 	if (jailed && m->cfg.uid_base != 0) {
 		sb->uid = m->cfg.uid_base + (uid_t)sb->pool_idx;
 		sb->gid = (gid_t)sb->uid;
@@ -1190,16 +1206,23 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	char size[32], logp[PATH_MAX];
 	char *argv[] = { sb->m->mkfs, "-F", "-q", "-L", "berth-data", "-E",
 	    "lazy_itable_init=1,lazy_journal_init=1", sb->disk, NULL };
-	int fd;
+	/* A root overlay: an empty qcow2 over the template's image (its
+	 * size), which qemu opens with the backing named explicitly (the
+	 * path in the header is not what a jailed qemu sees). */
+	char qsize[32];
+	char *qargv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F",
+	    "raw", "-b", (char *)sb->tpl.rootfs, sb->disk, qsize, NULL };
+	int fd, ov = sb->tpl.root_overlay;
 
 	snprintf(size, sizeof(size), "%u", sb->disk_mib);
+	snprintf(qsize, sizeof(qsize), "%uM", sb->disk_mib);
 	fd = open(sb->disk, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errf(err, errlen, -errno, "disk %s: %s", sb->disk,
 		    strerror(errno));
 	if ((sb->jailed && sb->uid != 0 && fchown(fd, sb->uid, sb->gid) < 0) ||
-	    ftruncate(fd, (off_t)sb->disk_mib << 20) < 0) {
+	    (!ov && ftruncate(fd, (off_t)sb->disk_mib << 20) < 0)) {
 		int e = errno;
 
 		close(fd);
@@ -1208,7 +1231,7 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	}
 	close(fd);
 	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
-	sb->mkfs_pid = vmm_spawn(argv, logp, 0, 0, err, errlen);
+	sb->mkfs_pid = vmm_spawn(ov ? qargv : argv, logp, 0, 0, err, errlen);
 	if (sb->mkfs_pid < 0)
 		return -EIO;
 	sb->mkfs_watch = vmm_child_watch(sb->m->base, sb->mkfs_pid,
@@ -1233,7 +1256,8 @@ mkfs_exited(pid_t pid, int status, void *arg)
 		vmm_status_text(status, st, sizeof(st));
 		(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
 		vmm_tail_line(logp, tail, sizeof(tail));
-		snprintf(why, sizeof(why), "mkfs of the disk %s%s%s", st,
+		snprintf(why, sizeof(why), "%s of the disk %s%s%s",
+		    sb->tpl.root_overlay ? "qemu-img create" : "mkfs", st,
 		    tail[0] ? ": " : "", tail);
 		op_finish(sb, 0, VMM_FAILED, why);
 		return;
@@ -1522,6 +1546,27 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	}
+	if (sb->tpl.root_overlay) {
+		struct stat st;
+
+		if (strcmp(m->be->name, "qemu") != 0) {
+			sb_free(sb);
+			return errf(err, errlen, -ENOTSUP, "template %s: a root "
+			    "overlay needs the qemu backend", spec->tpl->name ?
+			    spec->tpl->name : "");
+		}
+		if (stat(sb->tpl.rootfs, &st) < 0) {
+			rc = -errno;
+			sb_free(sb);
+			return errf(err, errlen, rc, "template root %s: %s",
+			    spec->tpl->rootfs, strerror(-rc));
+		}
+		/* at least the image; a larger --disk grows the root (the
+		 * guest's init resizes its file system to the disk) */
+		if (spec->disk_mib <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
+			sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >>
+			    20);
+	}
 	if (sb_events(sb) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
@@ -1582,7 +1627,7 @@ struct meta {
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
 	char agent[64];
-	int pid, standby_pid, disk_ready, jailed;
+	int pid, standby_pid, disk_ready, jailed, root_overlay;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
 };
@@ -1625,6 +1670,8 @@ meta_read(const char *path, struct meta *mt)
 			mt->disk_ready = atoi(v);
 		else if (strcmp(line, "jailed") == 0)
 			mt->jailed = atoi(v);
+		else if (strcmp(line, "root_overlay") == 0)
+			mt->root_overlay = atoi(v);
 		else if (strcmp(line, "mem_mib") == 0)
 			mt->mem = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(line, "vcpus") == 0)
@@ -1788,6 +1835,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	/* none before 2027-01: such a VM's device set has no agent port,
 	 * and a restore must see the devices it was saved with */
 	t.agent = mt.agent[0] ? mt.agent : NULL;
+	t.root_overlay = mt.root_overlay;
 	if (tpl_copy(&sb->tpl, &t) < 0 || sb_events(sb) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");

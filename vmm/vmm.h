@@ -15,7 +15,7 @@
  * it on the QMP socket), as any libevent server does.
  *
  * Files: every sandbox lives in <state_dir>/<id>/: disk.raw (persistent
- * disk), mem (guest RAM, memory-backend-file: on disk, so a suspended
+ * disk; disk.qcow2, its root's overlay, for a root_overlay template), mem (guest RAM, memory-backend-file: on disk, so a suspended
  * sandbox holds no memory), snap/state (device state of a suspended
  * sandbox), console.log, qmp.sock, vmm.log (the VMM's own stderr),
  * sandbox.conf (what is needed to re-adopt it after a restart).
@@ -85,9 +85,20 @@ struct vmm_template {
 					 * NULL: "berth-guest: ready" */
 	const char *agent;		/* virtio-serial port name of the
 					 * guest agent; NULL: none */
+	int root_overlay;		/* 1: rootfs is the root of every
+					 * sandbox, each through its own qcow2
+					 * copy-on-write overlay (disk.qcow2,
+					 * /dev/vda, made with qemu-img) that
+					 * replaces the ext4 data disk; the
+					 * image itself is only ever read. The
+					 * overlay is the image's size, or a
+					 * larger disk_mib asked for in the
+					 * spec (the guest grows its fs) */
 };
 
-/* Read <dir>/template.json as written by vmm/guest/mktemplate. The
+/* Read <dir>/template.json as written by vmm/guest/mktemplate (or
+ * mktemplate-debian). dir's symbolic links are resolved first: a
+ * sandbox keeps the paths of the template version it was made from. The
  * strings are allocated; vmm_template_free() releases them. */
 int vmm_template_load(const char *dir, struct vmm_template *t, char *err,
     size_t errlen);

@@ -67,7 +67,8 @@ fi
 UNIT="$P/lib/systemd/system/berthd.service"
 missing=
 for f in sbin/berthd bin/netctl libexec/berth/mktemplate libexec/berth/init \
-    libexec/berth/testapp share/berth/berth-mkcert share/berth/openssl.cnf \
+    libexec/berth/mktemplate-debian libexec/berth/debian/init \
+    libexec/berth/debian/initramfs-init libexec/berth/testapp share/berth/berth-mkcert share/berth/openssl.cnf \
     share/man/man8/berthd.8 share/man/man8/netctl.8 share/man/man5/berth.conf.5 \
     share/bash-completion/completions/netctl lib/systemd/system/berthd.service; do
 	[ -e "$P/$f" ] || missing="$missing $f"

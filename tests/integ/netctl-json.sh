@@ -129,6 +129,9 @@ like "a directory that does not load: says why" "$(doc 'j["error"]["message"]')"
 j 0 template ls
 j 0 template rm walk
 j 1 template rm default
+# building needs VMs (this berthd runs none): refused, saying why
+j 1 template build debian
+like "template build without a VMM: says why" "$(doc 'j["error"]["message"]')" 'no VMM'
 
 j 1 fleet hosts
 j 2 mcp

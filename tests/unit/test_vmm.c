@@ -108,7 +108,8 @@ test_ids(void)
 static void
 test_template(void)
 {
-	char dir[] = "/tmp/test_vmm.XXXXXX", path[256], err[VMM_ERRLEN];
+	char dir[] = "/tmp/test_vmm.XXXXXX", path[256], link[256];
+	char err[VMM_ERRLEN];
 	struct vmm_template t;
 	FILE *f;
 
@@ -135,6 +136,35 @@ test_template(void)
 		is_str(t.ready_line, "berth-guest: ready", "ready line");
 		vmm_template_free(&t);
 	}
+	/* a root overlay needs its image, which must be there */
+	snprintf(path, sizeof(path), "%s/template.json", dir);
+	f = fopen(path, "w");
+	fprintf(f, "{\"name\":\"debian\",\"kernel\":\"vmlinuz\","
+	    "\"root_overlay\":true}\n");
+	fclose(f);
+	ok(vmm_template_load(dir, &t, err, sizeof(err)) < 0 &&
+	    strstr(err, "root_overlay") != NULL, "root_overlay without "
+	    "rootfs refused: %s", err);
+	f = fopen(path, "w");
+	fprintf(f, "{\"name\":\"debian\",\"kernel\":\"vmlinuz\","
+	    "\"rootfs\":\"root.img\",\"root_overlay\":true}\n");
+	fclose(f);
+	ok(vmm_template_load(dir, &t, err, sizeof(err)) < 0 &&
+	    strstr(err, "root.img") != NULL, "a missing root image named: %s",
+	    err);
+	snprintf(path, sizeof(path), "%s/root.img", dir);
+	fclose(fopen(path, "w"));
+	/* through a link (templates/<name>/current): the real paths */
+	snprintf(link, sizeof(link), "%s.link", dir);
+	(void)unlink(link);
+	if (symlink(dir, link) == 0 &&
+	    ok(vmm_template_load(link, &t, err, sizeof(err)) == 0,
+	    "overlay template loads: %s", err)) {
+		ok(t.root_overlay == 1, "root_overlay read");
+		is_str(t.rootfs, path, "rootfs by its real path, not the link's");
+		vmm_template_free(&t);
+	}
+	(void)unlink(link);
 	snprintf(path, sizeof(path), "%s/template.json", dir);
 	f = fopen(path, "w");
 	fprintf(f, "{\"name\": \n");

@@ -1,0 +1,212 @@
+#!/bin/sh
+# vm-debian.sh — the debian template (vmm/guest/mktemplate-debian) in a
+# real microVM under TCG, one sandbox shared by every check: `netctl
+# template build debian` builds it into the state dir with progress (its
+# root image from /var/cache/berth/templates when the inputs are the
+# same: the first build takes minutes) and registers it; a sandbox boots
+# its own copy-on-write overlay of the root (grown to --disk); `netctl
+# sandbox exec` runs as uid 0 with apt and Docker; a local .deb
+# installed with apt and a
+# file in /root survive suspend -> resume, a guest reboot, `netctl
+# sandbox restart` and a berthd restart, while the template image stays
+# untouched; a rebuild makes a new version and the sandbox keeps its
+# own; an image imported into
+# Docker from a busybox tarball made on the host (no registry) serves
+# HTTP on port 8000 with `docker run -p`, published through berthd over
+# TLS; once the sandbox is gone a rebuild removes the unused versions.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+need_root
+[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
+command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
+command -v qemu-img >/dev/null 2>&1 || skip_all "qemu-img is not installed (qemu-utils)"
+command -v mmdebstrap >/dev/null 2>&1 || skip_all "mmdebstrap is not installed"
+command -v dpkg-deb >/dev/null 2>&1 || skip_all "dpkg-deb is not installed"
+[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+# A sanitized berthd changes nothing in the guest, and this boot is the
+# suite's most expensive: the normal pass runs it.
+[ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VM runs in the normal pass only"
+
+t0=$(date +%s)
+CTL_PORT=$(free_port)
+VMM=on berthd_config "tap_prefix bxd" "vm_pool 10.232.0.0/24" \
+	"idle_pause never" "idle_suspend never" \
+	"control_listen 127.0.0.1:$CTL_PORT"
+start_berthd
+# Binary images hold strings the sanitizer scan of $T would take for
+# reports: they go before it (after the VMs).
+at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
+
+# ---- the template: built by berthd, its root image cached by the hash
+# of its inputs (the first build takes minutes, later ones seconds) ----
+t1=$(date +%s)
+if ! netctl template build debian >"$T/build.out" 2>"$T/build.log"; then
+	if grep -qiE 'could not resolve|failed to fetch|temporary failure|unable to connect|connection (refused|timed out)|network is unreachable' \
+	    "$T/build.log"; then
+		tail -n 5 "$T/build.log" >&2
+		skip_all "the debian template cannot be built: the apt sources are unreachable"
+	fi
+	tail -n 30 "$T/build.log" >&2
+	bail "netctl template build debian failed"
+fi
+ok "template build debian"
+t2=$(date +%s)
+diag "template built in $((t2 - t1)) s ($(grep -c 'from the cache' "$T/build.log") from the cache)"
+like "... progress came on stderr" "$(cat "$T/build.log")" 'mktemplate-debian: initramfs'
+TPL=$(readlink -f "$STATE/templates/debian/current")
+like "... into a version directory" "$TPL" "^$STATE/templates/debian/v[0-9]+\$"
+like "... registered as debian" "$(netctl template ls)" "debian .*$STATE/templates/debian/current"
+img_sum=$(sha256sum "$TPL/root.img" | cut -c1-64)
+
+t3=$(date +%s)
+out=$(netctl sandbox create deb --template debian --memory 1024 --disk 6144 2>&1) ||
+	bail "sandbox create: $out; $(netctl sandbox events deb 2>&1 | tail -n 3)"
+like "created, running" "$out" 'sandbox deb created \(10\.232\.0\.[0-9]+, running\)'
+diag "sandbox booted in $(($(date +%s) - t3)) s"
+check "its root is a qcow2 overlay of the template's image" \
+	sh -c "qemu-img info -U '$STATE/vms/deb/jail/disk.qcow2' | grep -q 'backing file: $TPL/root.img'"
+
+x() { netctl sandbox exec deb "$@"; }
+# --disk 6144 over a 4 GiB image: the overlay is 6 GiB and the guest
+# grew its root file system to it
+root_mib=$(x -- df -m --output=size / </dev/null | tail -n 1 | tr -d ' ')
+if [ -n "$root_mib" ] && [ "$root_mib" -gt 5500 ] 2>/dev/null; then
+	ok "--disk 6144: the root file system grew to the disk ($root_mib MiB)"
+else
+	not_ok "--disk 6144: the root file system grew to the disk"; diag "df: $root_mib"
+fi
+state() { netctl --json sandbox show deb | json_get "$(cat)" 'j["state"]'; }
+state_is() { [ "$(state)" = "$1" ]; }
+docker_up() { x --timeout 20s -- docker info >/dev/null 2>&1 </dev/null; }
+
+# ---- root, apt, Docker ----
+check "dockerd answers" wait_for 120 docker_up
+x -- sh -c 'id -u; apt-get --version; docker info' >"$T/info" 2>&1 </dev/null
+is "exec id -u; apt-get --version; docker info: exit 0" "$?" 0
+is "... uid 0" "$(head -n 1 "$T/info")" 0
+like "... apt" "$(cat "$T/info")" 'apt [0-9]'
+like "... Docker's info (cgroup v2)" "$(cat "$T/info")" 'Cgroup Version: 2'
+like "... Docker stores on overlay2" "$(cat "$T/info")" 'Storage Driver: overlay2'
+
+# ---- a local .deb with apt, a file in /root ----
+mkdir -p "$T/deb/DEBIAN" "$T/deb/usr/share/berth-probe"
+cat >"$T/deb/DEBIAN/control" <<EOF
+Package: berth-probe
+Version: 1.0
+Architecture: all
+Maintainer: berth tests <root@localhost>
+Description: berth's persistence probe
+EOF
+echo probe >"$T/deb/usr/share/berth-probe/hello"
+dpkg-deb -Zgzip --root-owner-group --build "$T/deb" "$T/berth-probe.deb" >/dev/null ||
+	bail "dpkg-deb --build"
+x -- sh -c 'cat >/root/berth-probe.deb' <"$T/berth-probe.deb"
+is "the .deb copied in through exec's stdin" \
+	"$(x -- sha256sum /root/berth-probe.deb </dev/null | cut -c1-64)" \
+	"$(sha256sum "$T/berth-probe.deb" | cut -c1-64)"
+x --timeout 120s -- apt-get install -y -q /root/berth-probe.deb >"$T/apt" 2>&1 </dev/null
+rc=$?
+is "apt-get install of the local .deb" "$rc" 0
+[ "$rc" = 0 ] || tail -n 5 "$T/apt" >&2
+secret=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+x -- sh -c "echo $secret >/root/x && sync" </dev/null
+is "wrote /root/x" "$?" 0
+
+persisted() {	# WHEN
+	is "$1: the package is installed" \
+		"$(x -- dpkg-query -W -f '${Status}' berth-probe </dev/null)" \
+		"install ok installed"
+	is "$1: its file" "$(x -- cat /usr/share/berth-probe/hello </dev/null)" probe
+	is "$1: /root/x" "$(x -- cat /root/x </dev/null)" "$secret"
+}
+
+# ---- suspend -> resume ----
+check "suspend" netctl sandbox suspend deb
+is "suspended" "$(state)" suspended
+check "resume" netctl sandbox resume deb
+persisted "after suspend and resume"
+
+# ---- a guest reboot ----
+n0=$(grep -c 'berth-guest: ready' "$STATE/vms/deb/console.log" 2>/dev/null || echo 0)
+x --timeout 10s -- reboot </dev/null >/dev/null 2>&1
+booted_again() {
+	[ "$(grep -c 'berth-guest: ready' "$STATE/vms/deb/console.log" 2>/dev/null || echo 0)" -gt "$n0" ]
+}
+check "the guest rebooted and is ready again" wait_for 120 booted_again
+like "... an event says so" "$(netctl sandbox events deb)" 'rebooted'
+check "exec answers after the reboot" wait_for 60 sh -c \
+	"'$NETCTL' -s '$STATE' sandbox exec deb --timeout 10s -- true </dev/null"
+persisted "after a guest reboot"
+
+# ---- netctl sandbox restart: a new VMM on the same overlay ----
+check "sandbox restart" netctl sandbox restart deb
+persisted "after a sandbox restart"
+
+# ---- the template rebuilt: a new version, the sandbox keeps its own ----
+check "template build debian again" netctl template build debian
+TPL2=$(readlink -f "$STATE/templates/debian/current")
+unlike "... a new version directory" "$TPL2" "^$TPL\$"
+like "... the sandbox still boots from the first" \
+	"$(grep '^rootfs=' "$STATE/vms/deb/sandbox.conf")" "^rootfs=$TPL/root.img\$"
+check "... which is kept" test -s "$TPL/root.img"
+
+# ---- berthd restarted ----
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not exit"
+start_berthd
+check "berthd restarted: running still" wait_for 30 state_is running
+persisted "after a berthd restart"
+is "the template's image is unchanged" \
+	"$(sha256sum "$TPL/root.img" | cut -c1-64)" "$img_sum"
+
+# ---- Docker without a registry: an imported busybox image on 8000 ----
+check "dockerd answers again" wait_for 120 docker_up
+bb="$T/bbroot"
+mkdir -p "$bb/bin" "$bb/www" "$bb/tmp"
+cp /bin/busybox "$bb/bin/busybox"
+for a in sh httpd; do ln -s busybox "$bb/bin/$a"; done
+echo "hello from a container" >"$bb/www/index.html"
+tar -C "$bb" --owner=0 --group=0 -czf "$T/bb.tar.gz" . || bail "tar of the busybox root"
+# exec's stdin takes at most 48 KiB a command (for now): in pieces
+split -b 40000 "$T/bb.tar.gz" "$T/bb.part."
+x -- rm -f /root/bb.tar.gz </dev/null
+for p in "$T"/bb.part.*; do
+	x -- sh -c 'cat >>/root/bb.tar.gz' <"$p" || bail "copying $p in"
+done
+is "the busybox tarball copied in" \
+	"$(x -- sha256sum /root/bb.tar.gz </dev/null | cut -c1-64)" \
+	"$(sha256sum "$T/bb.tar.gz" | cut -c1-64)"
+x --timeout 120s -- docker import /root/bb.tar.gz berth/busybox:test >"$T/imp" 2>&1 </dev/null
+rc=$?
+is "docker import of the busybox tarball" "$rc" 0
+[ "$rc" = 0 ] || cat "$T/imp" >&2
+x --timeout 120s -- docker run -d --name web -p 8000:8000 berth/busybox:test \
+	/bin/httpd -f -p 8000 -h /www >"$T/run" 2>&1 </dev/null
+rc=$?
+is "docker run -d -p 8000:8000" "$rc" 0
+[ "$rc" = 0 ] || cat "$T/run" >&2
+served() { x --timeout 10s -- curl -fsS http://127.0.0.1:8000/ </dev/null 2>/dev/null | grep -q container; }
+check "the container serves on the guest's port 8000" wait_for 60 served
+# (not lib.sh's publish: it waits for /healthz, which httpd has not)
+out=$(netctl port publish deb 8000 2>&1)
+rc=$?
+is "port publish deb 8000" "$rc" 0
+[ "$rc" = 0 ] || diag "$out"
+through() { [ "$(bcurl "$(url_for 8000 deb)/" 2>/dev/null)" = "hello from a container" ]; }
+check "the container answers through berthd over TLS" wait_for 20 through
+
+check "delete" netctl sandbox delete deb
+check "... its overlay is gone" wait_for 30 test ! -e "$STATE/vms/deb"
+is "... and the template's image is still unchanged" \
+	"$(sha256sum "$TPL/root.img" | cut -c1-64)" "$img_sum"
+check "a third build" netctl template build debian
+check "... removes the first version (no sandbox uses it)" test ! -e "$TPL"
+check "... and the second" test ! -e "$TPL2"
+check "template build minimal (the busybox one)" netctl template build minimal
+like "... registered as minimal" "$(netctl template ls)" "minimal .*$STATE/templates/minimal/current"
+out=$(netctl template build nosuch 2>&1)
+is "template build of a template berth does not know: exit 1" "$?" 1
+like "... saying which it builds" "$out" "'debian' and 'minimal'"
+diag "vm-debian.sh took $(($(date +%s) - t0)) s"
+done_testing
