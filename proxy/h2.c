@@ -271,16 +271,16 @@ data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
 	return (ssize_t)n;
 }
 
-/* Connection-specific fields (RFC 9113 8.2.2) stay behind. */
+/* Connection-specific fields (RFC 9113 8.2.2) stay behind (the session
+ * wrote this head: the guest's hop-by-hop fields are gone already);
+ * Content-Length goes on, as over HTTP/1.1. */
 static int
 h1_only(const struct px_hdr *f)
 {
 	static const char *const names[] = { "connection", "keep-alive",
-	    "proxy-connection", "transfer-encoding", "upgrade", "te" };
+	    "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer" };
 	size_t i;
 
-	if (f->hop)
-		return 1;
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (f->nlen == strlen(names[i]) &&
 		    strncasecmp(f->name, names[i], f->nlen) == 0)
