@@ -8,7 +8,8 @@
 # log; a private port with Bearer, query token (302 + cookie) and cookie
 # (cookie fields joined, berth's own never reaching the guest); 100
 # concurrent streams on one connection (h2load -m100, SETTINGS says
-# 100); a rapid-reset attack (streams opened and reset in a loop) gets
+# 100); Chromium loads the demo page over h2 and its WebSocket echo
+# works (over HTTP/1.1: no RFC 8441); a rapid-reset attack (streams opened and reset in a loop) gets
 # GOAWAY ENHANCE_YOUR_CALM, a CONTINUATION flood a GOAWAY, and berthd
 # keeps serving; `http2 off` offers http/1.1 only.
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -206,6 +207,30 @@ kill -0 "$BERTHD_PID" && ok "berthd is up" || not_ok "berthd is up"
 if grep -Eq 'worker .* (died|exited|signal)' "$BERTHD_LOG"; then
 	not_ok "no worker died"; diag "$(grep -E 'worker .* (died|exited|signal)' "$BERTHD_LOG")"
 else ok "no worker died"; fi
+
+# ---- Chromium: the page over h2, its WebSocket over HTTP/1.1 ----------------------
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+if [ -x "$CHROMIUM" ] && command -v certutil >/dev/null 2>&1; then
+	HOME="$T/home"
+	export HOME
+	mkdir -p "$HOME/.pki/nssdb" "$T/profile"
+	certutil -d "sql:$HOME/.pki/nssdb" -N --empty-password &&
+	certutil -d "sql:$HOME/.pki/nssdb" -A -t "C,," -n "berth dev CA" -i "$CA" ||
+		bail "cannot trust the dev CA in NSS"
+	: >"$TA_REQLOG"
+	out=$(python3 "$top_srcdir/tests/integ/proxy_cdp.py" --chromium "$CHROMIUM" \
+		--url "$URL/" --selector '#echo' --expect "hello from browser" \
+		--timeout 30 --log "$T/chromium.log" -- \
+		--headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--disable-dev-shm-usage --user-data-dir="$T/profile")
+	rc=$?
+	is "Chromium: the page's WebSocket echo works" "$rc" 0
+	is "...the page came over h2 (nextHopProtocol)" "$(json_get "$out" 'j.get("proto","")')" h2
+	like "...the WebSocket went through berthd (HTTP/1.1 fallback)" "$(cat "$TA_REQLOG")" " GET /ws"
+else
+	ok "# SKIP chromium or certutil not installed"
+fi
 
 # ---- http2 off ----------------------------------------------------------------------
 kill "$BERTHD_PID"
