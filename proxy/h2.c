@@ -17,6 +17,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "h2.h"
+#include "evprio.h"
 #include "session.h"
 #include "http1.h"
 #include "log.h"
@@ -800,6 +801,8 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL)
 		goto fail_nocb;
 	px_xport_set_owner(xp, NULL);
+	/* an established connection now, whatever its handshake waited at */
+	(void)px_bev_priority(h->c, PX_PRIO_NORMAL);
 	bufferevent_setcb(h->c, c_read, c_write, c_event, h);
 	bufferevent_setwatermark(h->c, EV_WRITE, PX_LOWAT, 0);
 	px_tv_ms(&tv, w->cfg.t_send);	/* a client that stops reading */

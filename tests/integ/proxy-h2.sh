@@ -10,8 +10,9 @@
 # concurrent streams on one connection (h2load -m100, SETTINGS says
 # 100); Chromium loads the demo page over h2 and its WebSocket echo
 # works (over HTTP/1.1: no RFC 8441); a rapid-reset attack (streams opened and reset in a loop) gets
-# GOAWAY ENHANCE_YOUR_CALM, a CONTINUATION flood a GOAWAY, and berthd
-# keeps serving; `http2 off` offers http/1.1 only.
+# GOAWAY ENHANCE_YOUR_CALM, a CONTINUATION flood a GOAWAY, a client
+# that never opens its window does not make berthd buffer the guest's
+# 4 GB, and berthd keeps serving; `http2 off` offers http/1.1 only.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -138,8 +139,9 @@ like "...the guest's cookies do, joined" "$out" 'theme=dark; lang=en'
 cat >"$T/h2raw.py" <<'EOF'
 # h2raw.py PORT SNI AUTHORITY CA MODE N: a hostile HTTP/2 client.
 # reset: N streams opened and reset at once (CVE-2023-44487); cont: one
-# HEADERS and N CONTINUATION frames. Prints "goaway CODE", "eof" or
-# "timeout" (10 s).
+# HEADERS and N CONTINUATION frames; hold: a window of 0 and a GET of
+# /bytes?n=N, then N-less silence for 10 s (a zero-window stall). Prints
+# "goaway CODE", "eof" or "timeout" (10 s).
 import socket, ssl, struct, sys, time
 port, sni, auth, ca, mode, n = sys.argv[1:7]
 n = int(n)
@@ -153,8 +155,12 @@ def lit(k, v):
     return b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v
 hdrs = lit(b":method", b"GET") + lit(b":scheme", b"https") + \
     lit(b":path", b"/echo") + lit(b":authority", auth.encode())
-out = [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")]
-if mode == "reset":
+out = [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0,
+    struct.pack(">HI", 4, 0) if mode == "hold" else b"")]
+if mode == "hold":
+    out.append(frame(1, 5, 1, lit(b":method", b"GET") + lit(b":scheme", b"https") +
+        lit(b":path", b"/bytes?n=%d" % n) + lit(b":authority", auth.encode())))
+elif mode == "reset":
     for i in range(n):
         sid = 2 * i + 1
         out.append(frame(1, 5, sid, hdrs) + frame(3, 0, sid, struct.pack(">I", 8)))
@@ -207,6 +213,21 @@ kill -0 "$BERTHD_PID" && ok "berthd is up" || not_ok "berthd is up"
 if grep -Eq 'worker .* (died|exited|signal)' "$BERTHD_LOG"; then
 	not_ok "no worker died"; diag "$(grep -E 'worker .* (died|exited|signal)' "$BERTHD_LOG")"
 else ok "no worker died"; fi
+
+# A client that never opens its window while the guest has 4 GB to send:
+# the guest is paced, berthd's worker does not grow.
+rss0=$(max_worker_kb VmRSS)
+: >"$TA_REQLOG"
+spawn "$T/hold.out" python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" hold 4294967296
+HOLD=$SPAWNED
+wait_log 10 "$TA_REQLOG" "GET /bytes" || not_ok "the held request reached the guest"
+sleep 3	# the measure: what the worker holds after 3 s of a stalled stream
+rss1=$(max_worker_kb VmRSS)
+diag "worker RSS $rss0 kB before, $rss1 kB with the stalled 4 GB stream"
+[ $((rss1 - rss0)) -lt 16384 ] && ok "zero-window stall: berthd holds < 16 MB more" ||
+	not_ok "zero-window stall: berthd holds < 16 MB more ($rss0 -> $rss1 kB)"
+kill "$HOLD" 2>/dev/null
+is "...and still serves" "$(bcurl --http2 -o /dev/null -w '%{http_code}' "$URL/healthz")" 200
 
 # ---- Chromium: the page over h2, its WebSocket over HTTP/1.1 ----------------------
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
