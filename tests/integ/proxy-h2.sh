@@ -12,7 +12,7 @@
 # works (over HTTP/1.1: no RFC 8441); a rapid-reset attack (streams opened and reset in a loop) gets
 # GOAWAY ENHANCE_YOUR_CALM, a CONTINUATION flood a GOAWAY, a client
 # that never opens its window does not make berthd buffer the guest's
-# 4 GB, and berthd keeps serving; `http2 off` offers http/1.1 only.
+# 4 GB, and berthd keeps serving; SIGTERM lets a stream in flight finish; `http2 off` offers http/1.1 only.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -253,9 +253,21 @@ else
 	ok "# SKIP chromium or certutil not installed"
 fi
 
-# ---- http2 off ----------------------------------------------------------------------
-kill "$BERTHD_PID"
+# ---- SIGTERM drains: the stream in flight finishes, then GOAWAY ---------------------
+bcurl --http2 -N "$URL/sse?count=3&interval=1000" >"$T/drain.sse" 2>"$T/drain.err" &
+CURL=$!
+echo "$CURL" >>"$T/pids"
+wait_log 10 "$T/drain.sse" "data: event 1" || not_ok "the SSE stream began"
+kill -TERM "$BERTHD_PID"
+wait "$CURL"
+rc=$?
+is "SIGTERM: the h2 stream in flight completes" "$rc" 0
+like "...with all its events" "$(cat "$T/drain.sse")" 'data: event 3'
 wait_gone 20 "$BERTHD_PID" || bail "berthd did not stop"
+ok "...and berthd exits"
+unlike "...once it is done, not at the drain deadline" "$(cat "$BERTHD_LOG")" "drain deadline"
+
+# ---- http2 off ----------------------------------------------------------------------
 echo "http2 off" >>"$CONF"
 start_berthd
 is "http2 off: ALPN http/1.1 only" "$(alpn h2,http/1.1)" http/1.1
