@@ -41,6 +41,7 @@
 #define H2_CONN_WINDOW	(1 << 20)	/* connection receive window */
 #define H2_RESET_MS	10000		/* h2_resets counts per this window */
 #define H2_METHOD_MAX	32
+#define H2_LINGER_MS	1000		/* a closing connection's last reads */
 
 struct h2s;
 TAILQ_HEAD(h2slist, h2s);
@@ -58,6 +59,7 @@ struct h2c {
 	uint64_t	 rst_t0;
 	unsigned	 rst_n;
 	int		 closing;	/* flush, then free */
+	int		 lingering;	/* flushed: free at the timer */
 	struct h2slist	 streams;
 	TAILQ_ENTRY(h2c) entry;
 };
@@ -666,10 +668,15 @@ h2_send(struct h2c *h)
 	}
 	if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng))
 		h->closing = 1;
-	if (h->closing) {
-		bufferevent_disable(h->c, EV_READ);
-		if (evbuffer_get_length(out) == 0)
-			conn_free(h);
+	if (h->closing && !h->lingering && evbuffer_get_length(out) == 0) {
+		struct timeval tv;
+
+		/* Flushed: the socket closes in a moment. Input read and
+		 * dropped meanwhile, so that closing over unread bytes does
+		 * not reset the connection before the GOAWAY is read. */
+		h->lingering = 1;
+		px_tv_ms(&tv, H2_LINGER_MS);
+		evtimer_add(h->timer, &tv);
 	}
 }
 
@@ -687,6 +694,10 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct h2c *h = arg;
 
+	if (h->lingering) {
+		conn_free(h);
+		return;
+	}
 	if (h->nstreams > 0) {	/* the streams' sessions keep their own time */
 		idle_arm(h);
 		return;
@@ -810,6 +821,9 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	bufferevent_enable(h->c, EV_READ | EV_WRITE);
 	px_tv_ms(&tv, w->cfg.t_head);	/* its first request, like HTTP/1.1 */
 	evtimer_add(h->timer, &tv);
+	if (w->draining)	/* its handshake began before the drain */
+		nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, 0,
+		    NGHTTP2_NO_ERROR, NULL, 0);
 	h2_send(h);	/* our SETTINGS */
 	if (evbuffer_get_length(bufferevent_get_input(h->c)) > 0)
 		c_read(h->c, h);	/* the preface came with the Finished */

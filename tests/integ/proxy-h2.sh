@@ -139,7 +139,8 @@ like "...the guest's cookies do, joined" "$out" 'theme=dark; lang=en'
 cat >"$T/h2raw.py" <<'EOF'
 # h2raw.py PORT SNI AUTHORITY CA MODE N: a hostile HTTP/2 client.
 # reset: N streams opened and reset at once (CVE-2023-44487); cont: one
-# HEADERS and N CONTINUATION frames; hold: a window of 0 and a GET of
+# HEADERS and N CONTINUATION frames; ping: N PINGs, their answers left
+# unread while sending; hold: a window of 0 and a GET of
 # /bytes?n=N, then N-less silence for 10 s (a zero-window stall). Prints
 # "goaway CODE", "eof" or "timeout" (10 s).
 import socket, ssl, struct, sys, time
@@ -160,6 +161,9 @@ out = [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0,
 if mode == "hold":
     out.append(frame(1, 5, 1, lit(b":method", b"GET") + lit(b":scheme", b"https") +
         lit(b":path", b"/bytes?n=%d" % n) + lit(b":authority", auth.encode())))
+elif mode == "ping":
+    for i in range(n):
+        out.append(frame(6, 0, 0, struct.pack(">Q", i)))
 elif mode == "reset":
     for i in range(n):
         sid = 2 * i + 1
@@ -207,6 +211,11 @@ ok "...within $(( $(date +%s) - t0 )) s"
 like "...logged" "$(grep 'streams reset in' "$BERTHD_LOG")" "h2 127\.0\.0\.1:[0-9]+: 10[0-9] streams reset in 10 s: GOAWAY"
 out=$(timeout 30 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" cont 10000 2>&1)
 like "CONTINUATION flood: GOAWAY or closed" "$out" "^(goaway [0-9]+|eof)$"
+out=$(timeout 60 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" ping 300000 2>&1)
+# (the GOAWAY may be lost to the TCP reset of closing on unread input)
+like "PING flood, answers unread: GOAWAY ENHANCE_YOUR_CALM or closed" "$out" "^(goaway 11|eof)$"
+diag "PING flood: $out"
+like "...the flood logged" "$(grep 'Flooding' "$BERTHD_LOG")" "h2 127\.0\.0\.1:[0-9]+: Flooding was detected"
 is "berthd still serves over h2" "$(bcurl --http2 -o /dev/null -w '%{http_version} %{http_code}' "$URL/healthz")" "2 200"
 kill -0 "$BERTHD_PID" && ok "berthd is up" || not_ok "berthd is up"
 [ "$(berthd_workers | wc -l)" -ge 1 ] && ok "its worker too" || not_ok "its worker too"
