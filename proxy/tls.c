@@ -149,15 +149,17 @@ px_tls_set_h2(int on)
 	alpn_h2 = on;
 }
 
-/* h2 when on and offered (in any place: it is the better protocol),
- * else http/1.1. */
+/* h2 when on and offered (in any place: it is the better protocol) to
+ * a proxy transport (the control API over TLS, on the same contexts,
+ * speaks HTTP/1.1 only), else http/1.1. */
 static int
 alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     const unsigned char *in, unsigned int inlen, void *arg)
 {
 	unsigned int i = 0;
+	int h2 = alpn_h2 && xport_idx >= 0 && SSL_get_ex_data(ssl, xport_idx) != NULL;
 
-	while (alpn_h2 && i < inlen) {
+	while (h2 && i < inlen) {
 		unsigned int n = in[i];
 
 		if (i + 1 + n > inlen)

@@ -20,7 +20,8 @@ need_tool curl nghttp h2load openssl
 curl --version | grep -q HTTP2 || skip_all "curl has no HTTP/2"
 
 WORKERS=1
-berthd_config "limit h2_resets 100"
+CTL_PORT=$(free_port)
+berthd_config "limit h2_resets 100" "control_listen 127.0.0.1:$CTL_PORT"
 start_berthd
 start_testapp app
 SB=h2a
@@ -34,6 +35,9 @@ alpn() { openssl s_client -connect "127.0.0.1:$HTTPS_PORT" -servername "$HOST" \
 is "ALPN picks h2 when offered" "$(alpn h2,http/1.1)" h2
 is "...even offered second" "$(alpn http/1.1,h2)" h2
 is "ALPN http/1.1 alone still works" "$(alpn http/1.1)" http/1.1
+is "the control API over TLS (HTTP/1.1 only) never picks h2" \
+	"$(openssl s_client -connect "127.0.0.1:$CTL_PORT" -alpn h2,http/1.1 </dev/null 2>&1 |
+	sed -n 's/^ALPN protocol: //p')" http/1.1
 
 # ---- the same answers over HTTP/1.1 and HTTP/2 -------------------------------
 # norm FILE: a header dump without the status line and the fields that
