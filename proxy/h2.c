@@ -11,9 +11,11 @@
  *
  * Memory per stream is bounded: the request body by the stream's receive
  * window (reopened only as the pair drains, nghttp2_session_consume), the
- * response by H2_BODY_MAX decoded here plus the pair's read watermark
- * (the session stops reading its upstream when the pair is full), and the
- * connection's output by PX_HIWAT (frames are made only below it).
+ * response by H2_BODY_MAX decoded here, the pair's read watermark and the
+ * session's output bound for a pair (PX_PAIR_HIWAT: it stops reading its
+ * upstream past it), about 200 KiB a stream with the upstream's read and
+ * socket buffers; the connection's output by PX_HIWAT (frames are made
+ * only below it).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "h2.h"
@@ -36,8 +38,8 @@
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
-#define H2_BODY_MAX	(64 * 1024)	/* response bytes decoded ahead */
-#define H2_PAIR_MAX	(64 * 1024)	/* response bytes the pair holds */
+#define H2_BODY_MAX	(32 * 1024)	/* response bytes decoded ahead */
+#define H2_PAIR_MAX	(16 * 1024)	/* response bytes the pair holds */
 #define H2_CONN_WINDOW	(1 << 20)	/* connection receive window */
 #define H2_RESET_MS	10000		/* h2_resets counts per this window */
 #define H2_METHOD_MAX	32

@@ -1733,9 +1733,12 @@ pump_response(struct px_sess *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
 	struct evbuffer *out = cl_out(s);
+	/* an HTTP/2 stream's (h2.c) holds less: its connection has
+	 * h2_streams of them */
+	size_t hiwat = px_xport_is_pair(s->xp) ? PX_PAIR_HIWAT : PX_HIWAT;
 
 	while (!s->resp_done && evbuffer_get_length(in) > 0) {
-		if (evbuffer_get_length(out) >= PX_HIWAT) {
+		if (evbuffer_get_length(out) >= hiwat) {
 			if (out != bufferevent_get_output(s->c)) {	/* staged */
 				cl_flush(s);
 				out = bufferevent_get_output(s->c);

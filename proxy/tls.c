@@ -490,6 +490,12 @@ px_xport_pair(struct bufferevent *bev, const char *sni)
 }
 
 int
+px_xport_is_pair(const struct px_xport *x)
+{
+	return x->pair;
+}
+
+int
 px_xport_h2(const struct px_xport *x)
 {
 	const unsigned char *p;

@@ -82,6 +82,8 @@ void px_xport_set_owner(struct px_xport *, void *owner);
  * reports (copied; NULL: none). Freeing it frees bev after giving the
  * other end EOF. NULL when out of memory (bev is then the caller's). */
 struct px_xport *px_xport_pair(struct bufferevent *bev, const char *sni);
+/* 1 if made by px_xport_pair. */
+int px_xport_is_pair(const struct px_xport *);
 /* 1 if ALPN chose h2 (after the handshake). */
 int px_xport_h2(const struct px_xport *);
 /* Frees the bufferevent, the SSL and the socket. */
