@@ -220,7 +220,7 @@ ok "...within $(( $(date +%s) - t0 )) s"
 like "...logged" "$(grep 'streams reset in' "$BERTHD_LOG")" "h2 127\.0\.0\.1:[0-9]+: 10[0-9] streams reset in 10 s: GOAWAY"
 out=$(timeout 30 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" cont 10000 2>&1)
 like "CONTINUATION flood: GOAWAY or closed" "$out" "^(goaway [0-9]+|eof)$"
-out=$(timeout 60 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" ping 300000 2>&1)
+out=$(timeout 60 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" ping 1000000 2>&1)
 # (the GOAWAY may be lost to the TCP reset of closing on unread input)
 like "PING flood, answers unread: GOAWAY ENHANCE_YOUR_CALM or closed" "$out" "^(goaway 11|eof)$"
 diag "PING flood: $out"
