@@ -355,8 +355,8 @@ config_msg(void)
 	json_t *m;
 	size_t i;
 
-	m = json_pack("{s:s,s:s,s:i}", "type", "config", "domain", c->domain,
-	    "https_port", (int)px_config_https_port(c));
+	m = json_pack("{s:s,s:s,s:i,s:b}", "type", "config", "domain", c->domain,
+	    "https_port", (int)px_config_https_port(c), "http2", c->http2);
 	/* Limits are enforced per worker: each gets its share. */
 	for (i = 0; m != NULL && i < px_conf_nfields; i++)
 		if (json_object_set_new(m, px_conf_fields[i].key, json_integer(

@@ -67,6 +67,7 @@ px_config_defaults(struct px_config *c)
 	c->nflog_group = 5;
 	c->vm_standby = 8;
 	c->vm_jail = 1;
+	c->http2 = 1;
 	c->vm_uid_base = 2100000000;
 	c->vm_uid_count = 65536;
 	c->vm_cpu_quota = 100;
@@ -772,6 +773,14 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				    argv[0], z->unit, z->min, z->max, argv[1]);
 			*vm_size_slot(c, argv[0]) = (unsigned)n;
 			vm_lines[z - vm_sizes] = lineno;
+		} else if (strcmp(argv[0], "http2") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "on") == 0)
+				c->http2 = 1;
+			else if (strcmp(argv[1], "off") == 0)
+				c->http2 = 0;
+			else
+				ERR("http2: expected 'on' or 'off', got '%s'", argv[1]);
 		} else if (strcmp(argv[0], "vm_jail") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "on") == 0)

@@ -61,6 +61,10 @@ struct px_config {
 	unsigned	 max_conns, max_conns_sandbox;
 	unsigned	 max_req_sandbox;	/* requests in flight per sandbox */
 	unsigned	 rate_sandbox;		/* requests/s per sandbox, 0: no cap */
+	int		 http2;			/* ALPN h2 on the HTTPS listeners */
+	unsigned	 h2_streams;		/* concurrent streams per connection */
+	unsigned	 h2_header_list;	/* bytes of a request's header list */
+	unsigned	 h2_resets;		/* client resets per 10 s */
 	/* VMs */
 	int		 vmm;			/* PX_VMM_* */
 	char		*vmm_backend;		/* NULL: qemu */
@@ -171,7 +175,10 @@ unsigned px_config_https_port(const struct px_config *);
 	X(limit, connections_per_sandbox, max_conns_sandbox, 1000, 1, 0) \
 	X(limit, requests_per_sandbox, max_req_sandbox, 1000, 1, 0) \
 	X(limit, rate_per_sandbox, rate_sandbox, 0, 1, 0) \
-	X(limit, parked_per_sandbox, max_parked, 1000, 0, 0)
+	X(limit, parked_per_sandbox, max_parked, 1000, 0, 0) \
+	X(limit, h2_streams, h2_streams, 100, 0, 0) \
+	X(limit, h2_header_list, h2_header_list, 16384, 0, 0) \
+	X(limit, h2_resets, h2_resets, 200, 0, 0)
 
 struct px_conf_field {
 	const char	*directive;	/* "timeout", "limit" */

@@ -27,8 +27,11 @@
 int
 px_bev_priority(struct bufferevent *bev, int prio)
 {
-	int old = event_get_priority(&bev->ev_read);
+	int old;
 
+	if (bev->ev_read.ev_base == NULL)
+		return 0;	/* a pair's (h2.c): no events of its own */
+	old = event_get_priority(&bev->ev_read);
 	if (old == prio && event_get_priority(&bev->ev_write) == prio)
 		return 0;
 	if (event_priority_set(&bev->ev_read, prio) != 0)

@@ -25,6 +25,7 @@
 #include "session.h"
 #include "evprio.h"
 #include "fleet_tls.h"
+#include "h2.h"
 #include "http1.h"
 #include "route.h"
 #include "tls.h"
@@ -1732,9 +1733,12 @@ pump_response(struct px_sess *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->up->bev);
 	struct evbuffer *out = cl_out(s);
+	/* an HTTP/2 stream's (h2.c) holds less: its connection has
+	 * h2_streams of them */
+	size_t hiwat = px_xport_is_pair(s->xp) ? PX_PAIR_HIWAT : PX_HIWAT;
 
 	while (!s->resp_done && evbuffer_get_length(in) > 0) {
-		if (evbuffer_get_length(out) >= PX_HIWAT) {
+		if (evbuffer_get_length(out) >= hiwat) {
 			if (out != bufferevent_get_output(s->c)) {	/* staged */
 				cl_flush(s);
 				out = bufferevent_get_output(s->c);
@@ -1955,6 +1959,16 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		/* handshake done: an established connection from now on */
 		hs_done(s);
 		hs_raise(s);
+		if (px_xport_h2(s->xp)) {	/* h2.c serves it from now on */
+			struct px_sessenv *w = s->w;
+			struct px_xport *xp = s->xp;
+
+			bufferevent_setcb(s->c, NULL, NULL, NULL, NULL);
+			s->xp = NULL;
+			px_sess_free(s);
+			px_h2_start(w, xp);
+			return;
+		}
 		cl_kick(s);	/* a request that came with the Finished */
 		return;
 	}
@@ -2001,6 +2015,7 @@ px_sess_drain_all(struct px_sessenv *w, int hard)
 {
 	struct px_sess *s, *t;
 
+	px_h2_drain_all(w, hard);
 	TAILQ_FOREACH_SAFE(s, &w->sessions, entry, t) {
 		if (hard || (s->state == S_HEAD && s->req.scanned == 0 &&
 		    evbuffer_get_length(bufferevent_get_input(s->c)) == 0))

@@ -133,6 +133,7 @@ void px_pool_flush(struct px_sessenv *);
 
 #define PX_HIWAT	(256 * 1024)
 #define PX_LOWAT	(64 * 1024)
+#define PX_PAIR_HIWAT	(16 * 1024)	/* responses to an h2 stream (h2.c) */
 
 enum sess_state {
 	S_HEAD,		/* waiting for / reading a request head */

@@ -141,12 +141,37 @@ servername_cb(SSL *ssl, int *alert, void *arg)
 	return SSL_TLSEXT_ERR_OK;	/* default certificate */
 }
 
+static int alpn_h2;	/* px_tls_set_h2 */
+
+void
+px_tls_set_h2(int on)
+{
+	alpn_h2 = on;
+}
+
+/* h2 when on and offered (in any place: it is the better protocol) to
+ * a proxy transport (the control API over TLS, on the same contexts,
+ * speaks HTTP/1.1 only), else http/1.1. */
 static int
 alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     const unsigned char *in, unsigned int inlen, void *arg)
 {
 	unsigned int i = 0;
+	int h2 = alpn_h2 && xport_idx >= 0 && SSL_get_ex_data(ssl, xport_idx) != NULL;
 
+	while (h2 && i < inlen) {
+		unsigned int n = in[i];
+
+		if (i + 1 + n > inlen)
+			break;
+		if (n == 2 && memcmp(in + i + 1, "h2", 2) == 0) {
+			*out = in + i + 1;
+			*outlen = 2;
+			return SSL_TLSEXT_ERR_OK;
+		}
+		i += 1 + n;
+	}
+	i = 0;
 	while (i < inlen) {
 		unsigned int n = in[i];
 
@@ -377,6 +402,8 @@ struct px_xport {
 	void		*owner;
 	struct evbuffer	*stage;		/* bytes gathered for one SSL_write */
 	int		 staging;
+	char		*sni;		/* px_xport_pair's: its server name */
+	int		 pair;		/* over one end of a bufferevent pair */
 };
 
 static void *
@@ -446,6 +473,40 @@ fail:
 	return NULL;
 }
 
+struct px_xport *
+px_xport_pair(struct bufferevent *bev, const char *sni)
+{
+	struct px_xport *x;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return NULL;
+	if (sni != NULL && (x->sni = strdup(sni)) == NULL) {
+		free(x);
+		return NULL;
+	}
+	x->bev = bev;
+	x->pair = 1;
+	return x;
+}
+
+int
+px_xport_is_pair(const struct px_xport *x)
+{
+	return x->pair;
+}
+
+int
+px_xport_h2(const struct px_xport *x)
+{
+	const unsigned char *p;
+	unsigned int n = 0;
+
+	if (x->ssl == NULL)
+		return 0;
+	SSL_get0_alpn_selected(x->ssl, &p, &n);
+	return n == 2 && memcmp(p, "h2", 2) == 0;
+}
+
 void
 px_xport_set_owner(struct px_xport *x, void *owner)
 {
@@ -459,7 +520,10 @@ px_xport_free(struct px_xport *x)
 		return;
 	if (x->stage != NULL)
 		evbuffer_free(x->stage);
+	if (x->pair)	/* the other end sees EOF */
+		bufferevent_flush(x->bev, EV_WRITE, BEV_FINISHED);
 	bufferevent_free(x->bev);	/* frees the SSL too */
+	free(x->sni);
 	px_tls_unref(x->tls);
 	free(x);
 }
@@ -479,6 +543,8 @@ px_xport_tls(const struct px_xport *x)
 const char *
 px_xport_sni(const struct px_xport *x)
 {
+	if (x->pair)
+		return x->sni;
 	return x->ssl != NULL ?
 	    SSL_get_servername(x->ssl, TLSEXT_NAMETYPE_host_name) : NULL;
 }

@@ -1,7 +1,7 @@
 /*
  * tls.h — the worker's TLS contexts: one SSL_CTX per certificate, SNI
  * picks among them (exact name, then wildcard, then the default), ALPN
- * offers http/1.1 only, TLS 1.2-1.3, X25519:P-256, session tickets under
+ * picks h2 (when px_tls_set_h2 says so) or http/1.1, TLS 1.2-1.3, X25519:P-256, session tickets under
  * keys the parent generates and rotates so every worker can resume every
  * other worker's sessions. HTTP code never sees OpenSSL: sessions talk
  * through a transport (px_xport, below) that hides it.
@@ -49,6 +49,8 @@ void px_tls_set_sni_hook(void (*fn)(void *arg, void *owner, const char *name),
 /* Installs ticket keys (keys[0] encrypts, all decrypt); all workers
  * share them. */
 void px_tls_set_ticket_keys(const unsigned char keys[][PX_TICKET_KEY_LEN], int n);
+/* ALPN selects h2 when the client offers it (on) or never (0). */
+void px_tls_set_h2(int on);
 /* Counts of full and resumed handshakes since start. */
 void px_tls_counts(unsigned long long *full, unsigned long long *resumed);
 /* n random bytes from the CSPRNG; -1: none to be had. */
@@ -75,6 +77,15 @@ enum px_xport_kind {
 struct px_xport *px_xport_accept(struct event_base *, int fd,
     enum px_xport_kind, struct px_tls *tls, void *owner);
 void px_xport_set_owner(struct px_xport *, void *owner);
+/* A plain transport over bev, one end of a bufferevent pair (h2.c: an
+ * HTTP/2 stream as an HTTP/1.1 connection); sni: the server name it
+ * reports (copied; NULL: none). Freeing it frees bev after giving the
+ * other end EOF. NULL when out of memory (bev is then the caller's). */
+struct px_xport *px_xport_pair(struct bufferevent *bev, const char *sni);
+/* 1 if made by px_xport_pair. */
+int px_xport_is_pair(const struct px_xport *);
+/* 1 if ALPN chose h2 (after the handshake). */
+int px_xport_h2(const struct px_xport *);
 /* Frees the bufferevent, the SSL and the socket. */
 void px_xport_free(struct px_xport *);
 struct bufferevent *px_xport_bev(const struct px_xport *);

@@ -250,6 +250,7 @@ handle_msg(json_t *m)
 			fatalx("worker %d: config without domain", px_w->id);
 		snprintf(c->domain, sizeof(c->domain), "%s", d);
 		c->https_port = (unsigned)json_integer_value(json_object_get(m, "https_port"));
+		px_tls_set_h2(json_is_true(json_object_get(m, "http2")));
 		for (i = 0; i < sizeof(wfields) / sizeof(wfields[0]); i++)
 			*(unsigned *)((char *)c + wfields[i].off) = (unsigned)
 			    json_integer_value(json_object_get(m, wfields[i].key));

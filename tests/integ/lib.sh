@@ -327,9 +327,11 @@ url_for() { echo "https://$1-$2.$DOMAIN:$HTTPS_PORT"; }
 
 # bcurl ARGS...: curl trusting the dev CA, every *.berth.localhost name
 # pinned to 127.0.0.1 on both listeners (curl resolves *.localhost itself,
-# but may try ::1 first).
+# but may try ::1 first). HTTP/1.1 unless ARGS say --http2: the tests
+# check HTTP/1.1's wire (proxy-h2.sh checks HTTP/2 against it).
 bcurl() {
-	curl -sS --cacert "$CA" --connect-to "::127.0.0.1:" --max-time "${CURL_MAX_TIME:-30}" "$@"
+	curl -sS --cacert "$CA" --connect-to "::127.0.0.1:" --max-time "${CURL_MAX_TIME:-30}" \
+		--http1.1 "$@"
 }
 
 # publish SANDBOX PORT [ARGS...]: add the sandbox if needed, publish the

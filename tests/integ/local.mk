@@ -7,6 +7,7 @@ INTEG_PROXY_TESTS = \
 	tests/integ/proxy-stream.sh \
 	tests/integ/proxy-smuggling.sh \
 	tests/integ/proxy-signals.sh \
+	tests/integ/proxy-h2.sh \
 	tests/integ/browser-ws.sh
 TESTS += $(INTEG_PROXY_TESTS)
 EXTRA_DIST += $(INTEG_PROXY_TESTS) \

@@ -155,7 +155,8 @@ def main():
             expr = ("(function(){var e=document.querySelector(%s);"
                     "return JSON.stringify({text:e?e.textContent:null,"
                     "title:document.title,ready:document.readyState,"
-                    "href:location.href});})()"
+                    "href:location.href,proto:(performance.getEntriesByType("
+                    "'navigation')[0]||{}).nextHopProtocol});})()"
                     % json.dumps(a.selector))
             end = time.monotonic() + a.timeout
             while time.monotonic() < end:

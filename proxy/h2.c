@@ -1,0 +1,863 @@
+/*
+ * h2.c — see h2.h.
+ *
+ * A stream's request is written to its end of a bufferevent pair as an
+ * HTTP/1.1 head (":authority" as Host, cookie fields joined with "; ",
+ * Transfer-Encoding: chunked when the length is unknown) and its DATA as
+ * the body; the session layer on the other end answers it exactly as it
+ * answers a TLS client. Its HTTP/1.1 response is parsed with the same
+ * strict parser (http1.c), connection-specific fields are dropped, and
+ * the body is de-chunked into DATA frames.
+ *
+ * Memory per stream is bounded: the request body by the stream's receive
+ * window (reopened only as the pair drains, nghttp2_session_consume), the
+ * response by H2_BODY_MAX decoded here, the pair's read watermark and the
+ * session's output bound for a pair (PX_PAIR_HIWAT: it stops reading its
+ * upstream past it), about 200 KiB a stream with the upstream's read and
+ * socket buffers; the connection's output by PX_HIWAT (frames are made
+ * only below it).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "h2.h"
+#include "evprio.h"
+#include "session.h"
+#include "http1.h"
+#include "log.h"
+#include "tls.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+
+#define H2_BODY_MAX	(32 * 1024)	/* response bytes decoded ahead */
+#define H2_PAIR_MAX	(16 * 1024)	/* response bytes the pair holds */
+#define H2_CONN_WINDOW	(1 << 20)	/* connection receive window */
+#define H2_RESET_MS	10000		/* h2_resets counts per this window */
+#define H2_METHOD_MAX	32
+#define H2_LINGER_MS	1000		/* a closing connection's last reads */
+
+struct h2s;
+TAILQ_HEAD(h2slist, h2s);
+
+struct h2c {
+	struct px_sessenv *w;
+	struct px_xport	*xp;
+	struct bufferevent *c;
+	nghttp2_session	*ng;
+	struct sockaddr_storage peer;
+	socklen_t	 peerlen;
+	char		 peername[64];
+	struct event	*timer;		/* idle */
+	unsigned	 nstreams;
+	uint64_t	 rst_t0;
+	unsigned	 rst_n;
+	int		 closing;	/* flush, then free */
+	int		 lingering;	/* flushed: free at the timer */
+	struct h2slist	 streams;
+	TAILQ_ENTRY(h2c) entry;
+};
+
+struct h2s {
+	struct h2c	*h;
+	int32_t		 id;
+	struct bufferevent *a;		/* our end of the pair; NULL: gone */
+	/* the request */
+	char		 method[H2_METHOD_MAX];
+	char		*path, *authority;
+	struct evbuffer	*hdrs;		/* regular fields, HTTP/1.1 lines */
+	struct evbuffer	*cookie;
+	size_t		 hsize;		/* header list size (RFC 9113 6.5.2) */
+	int		 bad;		/* a field we refuse */
+	int		 has_cl, chunked, started, req_end;
+	size_t		 unconsumed;	/* DATA bytes not yet given back */
+	/* the response */
+	struct px_head	 resp;
+	int		 head_done, resp_end, deferred;
+	enum px_body_kind kind;
+	uint64_t	 left;
+	struct px_chunk	 ch;
+	struct evbuffer	*body;		/* decoded, waiting for DATA frames */
+	TAILQ_ENTRY(h2s) entry;
+};
+
+static TAILQ_HEAD(, h2c) conns = TAILQ_HEAD_INITIALIZER(conns);
+
+static void h2_send(struct h2c *);
+static void resp_read(struct h2s *);
+
+/* ---- streams ---- */
+
+static void
+stream_free(struct h2s *st)
+{
+	struct h2c *h = st->h;
+
+	if (st->a != NULL) {
+		bufferevent_setcb(st->a, NULL, NULL, NULL, NULL);
+		/* the session sees EOF: a request cut short is aborted */
+		bufferevent_flush(st->a, EV_WRITE, BEV_FINISHED);
+		bufferevent_free(st->a);
+	}
+	nghttp2_session_set_stream_user_data(h->ng, st->id, NULL);
+	TAILQ_REMOVE(&h->streams, st, entry);
+	h->nstreams--;
+	free(st->path);
+	free(st->authority);
+	if (st->hdrs != NULL)
+		evbuffer_free(st->hdrs);
+	if (st->cookie != NULL)
+		evbuffer_free(st->cookie);
+	if (st->body != NULL)
+		evbuffer_free(st->body);
+	px_head_reset(&st->resp);
+	free(st);
+}
+
+static void
+stream_reset(struct h2s *st, uint32_t code)
+{
+	nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, code);
+}
+
+/* Gives back the window of the DATA bytes the session has taken. */
+static void
+stream_consume(struct h2s *st)
+{
+	size_t out, n;
+
+	if (st->a == NULL || st->unconsumed == 0)
+		return;
+	out = evbuffer_get_length(bufferevent_get_output(st->a));
+	n = st->unconsumed > out ? st->unconsumed - out : 0;
+	if (n > 0) {
+		nghttp2_session_consume_stream(st->h->ng, st->id, n);
+		st->unconsumed -= n;
+	}
+}
+
+static void
+a_read(struct bufferevent *bev, void *arg)
+{
+	struct h2s *st = arg;
+	struct h2c *h = st->h;
+
+	resp_read(st);
+	h2_send(h);
+}
+
+static void
+a_write(struct bufferevent *bev, void *arg)
+{
+	struct h2s *st = arg;
+	struct h2c *h = st->h;
+
+	stream_consume(st);
+	h2_send(h);
+}
+
+/* The session on the other end is gone. */
+static void
+a_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct h2s *st = arg;
+	struct h2c *h = st->h;
+
+	resp_read(st);
+	if (st->head_done && st->kind == PX_BODY_CLOSE)
+		st->resp_end = 1;
+	bufferevent_setcb(st->a, NULL, NULL, NULL, NULL);
+	bufferevent_free(st->a);
+	st->a = NULL;
+	if (!st->resp_end)
+		stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+	else if (st->deferred) {
+		st->deferred = 0;
+		nghttp2_session_resume_data(h->ng, st->id);
+	}
+	h2_send(h);
+}
+
+/* The request's head is complete: a session on a pair serves it. */
+static void
+stream_begin(struct h2s *st, int end_stream)
+{
+	struct h2c *h = st->h;
+	struct bufferevent *pair[2];
+	struct px_xport *xp;
+	struct evbuffer *req;
+
+	st->started = 1;
+	if (st->bad || st->method[0] == '\0' || st->path == NULL ||
+	    strcmp(st->method, "CONNECT") == 0) {
+		/* CONNECT: no RFC 8441 (not advertised); WebSockets fall
+		 * back to HTTP/1.1 */
+		stream_reset(st, NGHTTP2_PROTOCOL_ERROR);
+		return;
+	}
+	if ((req = evbuffer_new()) == NULL)
+		goto fail;
+	evbuffer_add_printf(req, "%s %s HTTP/1.1\r\n", st->method, st->path);
+	if (st->authority != NULL)
+		evbuffer_add_printf(req, "Host: %s\r\n", st->authority);
+	evbuffer_add_buffer(req, st->hdrs);
+	if (evbuffer_get_length(st->cookie) > 0) {
+		evbuffer_add(req, "Cookie: ", 8);
+		evbuffer_add_buffer(req, st->cookie);
+		evbuffer_add(req, "\r\n", 2);
+	}
+	if (!end_stream && !st->has_cl) {
+		st->chunked = 1;
+		evbuffer_add(req, "Transfer-Encoding: chunked\r\n", 28);
+	}
+	evbuffer_add(req, "\r\n", 2);
+	if (bufferevent_pair_new(h->w->base, BEV_OPT_DEFER_CALLBACKS, pair) != 0) {
+		evbuffer_free(req);
+		goto fail;
+	}
+	if ((xp = px_xport_pair(pair[1], px_xport_sni(h->xp))) == NULL) {
+		bufferevent_free(pair[0]);
+		bufferevent_free(pair[1]);
+		evbuffer_free(req);
+		goto fail;
+	}
+	st->a = pair[0];
+	bufferevent_setcb(st->a, a_read, a_write, a_event, st);
+	bufferevent_setwatermark(st->a, EV_READ, 0, H2_PAIR_MAX);
+	bufferevent_setwatermark(st->a, EV_WRITE, PX_LOWAT / 2, 0);
+	bufferevent_enable(st->a, EV_READ | EV_WRITE);
+	px_sess_start(h->w, xp, (struct sockaddr *)&h->peer, (int)h->peerlen, 1);
+	bufferevent_write_buffer(st->a, req);
+	evbuffer_free(req);
+	return;
+fail:
+	stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void
+stream_req_end(struct h2s *st)
+{
+	if (st->req_end)
+		return;
+	st->req_end = 1;
+	if (st->a != NULL && st->chunked)
+		bufferevent_write(st->a, "0\r\n\r\n", 5);
+}
+
+/* ---- the response: HTTP/1.1 from the pair, HEADERS and DATA out ---- */
+
+static ssize_t
+data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct h2s *st = src->ptr;
+	size_t n = evbuffer_get_length(st->body);
+
+	if (n == 0 && !st->resp_end) {
+		st->deferred = 1;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	if (n > length)
+		n = length;
+	if (n > 0)
+		evbuffer_remove(st->body, buf, n);
+	if (evbuffer_get_length(st->body) == 0 && st->resp_end)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	else if (st->a != NULL)
+		resp_read(st);	/* room again: take more */
+	return (ssize_t)n;
+}
+
+/* Connection-specific fields (RFC 9113 8.2.2) stay behind (the session
+ * wrote this head: the guest's hop-by-hop fields are gone already);
+ * Content-Length goes on, as over HTTP/1.1. */
+static int
+h1_only(const struct px_hdr *f)
+{
+	static const char *const names[] = { "connection", "keep-alive",
+	    "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (f->nlen == strlen(names[i]) &&
+		    strncasecmp(f->name, names[i], f->nlen) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+submit_head(struct h2s *st)
+{
+	struct px_head *r = &st->resp;
+	nghttp2_data_provider prd;
+	nghttp2_nv *nva;
+	char status[4], *names, *p;
+	size_t nn = 0, total = 0;
+	int i, rv;
+
+	for (i = 0; i < r->nhdr; i++)
+		total += r->hdr[i].nlen;
+	nva = calloc((size_t)r->nhdr + 1, sizeof(*nva));
+	names = malloc(total + 1);
+	if (nva == NULL || names == NULL) {
+		free(nva);
+		free(names);
+		return -1;
+	}
+	snprintf(status, sizeof(status), "%03d", r->status % 1000);
+	nva[nn++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3,
+	    NGHTTP2_NV_FLAG_NONE };
+	p = names;
+	for (i = 0; i < r->nhdr; i++) {
+		const struct px_hdr *f = &r->hdr[i];
+		size_t j;
+
+		if (h1_only(f))
+			continue;
+		for (j = 0; j < f->nlen; j++)
+			p[j] = (char)tolower((unsigned char)f->name[j]);
+		nva[nn++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)f->value,
+		    f->nlen, f->vlen, NGHTTP2_NV_FLAG_NONE };
+		p += f->nlen;
+	}
+	prd.source.ptr = st;
+	prd.read_callback = data_read;
+	rv = nghttp2_submit_response(st->h->ng, st->id, nva, nn,
+	    st->resp_end ? NULL : &prd);
+	free(nva);
+	free(names);
+	return rv == 0 ? 0 : -1;
+}
+
+/* The interim 100 (Continue) the session sends for Expect. */
+static void
+submit_interim(struct h2s *st, int status)
+{
+	char v[4];
+	nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)v, 7, 3,
+	    NGHTTP2_NV_FLAG_NONE };
+
+	snprintf(v, sizeof(v), "%03d", status);
+	nghttp2_submit_headers(st->h->ng, NGHTTP2_FLAG_NONE, st->id, NULL,
+	    &nv, 1, NULL);
+}
+
+static int
+resp_head(struct h2s *st)
+{
+	struct evbuffer *in = bufferevent_get_input(st->a);
+	size_t len;
+	ssize_t n;
+	int status;
+	const char *why;
+	unsigned char *p;
+
+	while (!st->head_done) {
+		if ((len = evbuffer_get_length(in)) == 0)
+			return 0;
+		if (len > PX_HEAD_MAX)
+			len = PX_HEAD_MAX;
+		p = evbuffer_pullup(in, (ev_ssize_t)len);
+		n = px_head_parse(&st->resp, (const char *)p, len, &status, &why);
+		if (n == 0)
+			return len == PX_HEAD_MAX ? -1 : 0;
+		if (n < 0)
+			return -1;
+		evbuffer_drain(in, (size_t)n);
+		if (st->resp.status < 200) {
+			if (st->resp.status == 100)
+				submit_interim(st, 100);
+			px_head_reset(&st->resp);
+			px_head_init(&st->resp, 0);
+			continue;
+		}
+		if (strcmp(st->method, "HEAD") == 0 || st->resp.status == 204 ||
+		    st->resp.status == 304)
+			st->kind = PX_BODY_NONE;
+		else if (st->resp.chunked)
+			st->kind = PX_BODY_CHUNKED;
+		else if (st->resp.content_length >= 0)
+			st->kind = PX_BODY_LENGTH;
+		else
+			st->kind = PX_BODY_CLOSE;
+		st->left = st->kind == PX_BODY_LENGTH ?
+		    (uint64_t)st->resp.content_length : 0;
+		px_chunk_init(&st->ch);
+		st->resp_end = st->kind == PX_BODY_NONE ||
+		    (st->kind == PX_BODY_LENGTH && st->left == 0);
+		st->head_done = 1;
+		if (submit_head(st) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Takes what the pair holds of the response, within H2_BODY_MAX. */
+static void
+resp_read(struct h2s *st)
+{
+	struct evbuffer *in;
+	size_t room, n, dlen;
+	ssize_t k;
+	const char *why;
+	struct evbuffer_iovec v;
+
+	if (st->a == NULL)
+		return;
+	in = bufferevent_get_input(st->a);
+	if (resp_head(st) != 0) {
+		log_warnx("h2 %s: stream %d: bad response from the session layer",
+		    st->h->peername, st->id);
+		bufferevent_disable(st->a, EV_READ);
+		stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
+	while (st->head_done && !st->resp_end &&
+	    (room = H2_BODY_MAX - evbuffer_get_length(st->body)) > 0 &&
+	    H2_BODY_MAX > evbuffer_get_length(st->body) &&
+	    (n = evbuffer_get_length(in)) > 0) {
+		switch (st->kind) {
+		case PX_BODY_LENGTH:
+			if (n > room)
+				n = room;
+			if (n > st->left)
+				n = (size_t)st->left;
+			evbuffer_remove_buffer(in, st->body, n);
+			st->left -= n;
+			st->resp_end = st->left == 0;
+			break;
+		case PX_BODY_CHUNKED:
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				return;
+			n = v.iov_len < room ? v.iov_len : room;
+			k = px_chunk_step(&st->ch, v.iov_base, n, &dlen, &why);
+			if (k < 0) {
+				bufferevent_disable(st->a, EV_READ);
+				stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+				return;
+			}
+			evbuffer_drain(in, (size_t)k - dlen);
+			if (dlen > 0)
+				evbuffer_remove_buffer(in, st->body, dlen);
+			st->resp_end = px_chunk_done(&st->ch);
+			if (k == 0)
+				goto out;
+			break;
+		default:	/* PX_BODY_CLOSE: until the pair's EOF */
+			if (n > room)
+				n = room;
+			evbuffer_remove_buffer(in, st->body, n);
+			break;
+		}
+	}
+out:
+	if (st->deferred && (evbuffer_get_length(st->body) > 0 || st->resp_end)) {
+		st->deferred = 0;
+		nghttp2_session_resume_data(st->h->ng, st->id);
+	}
+}
+
+/* ---- nghttp2's callbacks ---- */
+
+static int
+on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	struct h2c *h = arg;
+	struct h2s *st;
+
+	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	if ((st = calloc(1, sizeof(*st))) == NULL)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	st->h = h;
+	st->id = f->hd.stream_id;
+	px_head_init(&st->resp, 0);
+	st->hdrs = evbuffer_new();
+	st->cookie = evbuffer_new();
+	st->body = evbuffer_new();
+	TAILQ_INSERT_TAIL(&h->streams, st, entry);
+	h->nstreams++;
+	if (st->hdrs == NULL || st->cookie == NULL || st->body == NULL) {
+		stream_free(st);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	nghttp2_session_set_stream_user_data(ng, st->id, st);
+	return 0;
+}
+
+static int
+name_is(const uint8_t *n, size_t nlen, const char *s)
+{
+	return nlen == strlen(s) && memcmp(n, s, nlen) == 0;
+}
+
+static int
+on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
+    size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *arg)
+{
+	struct h2c *h = arg;
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+
+	if (st == NULL || st->started)
+		return 0;	/* trailers: not forwarded */
+	st->hsize += nlen + vlen + 32;
+	if (st->hsize > h->w->cfg.h2_header_list) {
+		log_warnx("h2 %s: stream %d: header list over %u bytes",
+		    h->peername, st->id, h->w->cfg.h2_header_list);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (nlen > 0 && name[0] == ':') {
+		if (name_is(name, nlen, ":method")) {
+			if (vlen >= H2_METHOD_MAX)
+				st->bad = 1;
+			else {
+				memcpy(st->method, value, vlen);
+				st->method[vlen] = '\0';
+			}
+		} else if (name_is(name, nlen, ":path")) {
+			free(st->path);
+			st->path = strndup((const char *)value, vlen);
+		} else if (name_is(name, nlen, ":authority")) {
+			free(st->authority);
+			st->authority = strndup((const char *)value, vlen);
+		} else if (!name_is(name, nlen, ":scheme"))
+			st->bad = 1;	/* :protocol (not offered) */
+		return 0;
+	}
+	if (name_is(name, nlen, "host")) {
+		if (st->authority == NULL)
+			st->authority = strndup((const char *)value, vlen);
+		return 0;
+	}
+	if (name_is(name, nlen, "cookie")) {
+		if (evbuffer_get_length(st->cookie) > 0)
+			evbuffer_add(st->cookie, "; ", 2);
+		evbuffer_add(st->cookie, value, vlen);
+		return 0;
+	}
+	if (name_is(name, nlen, "te"))
+		return 0;
+	if (name_is(name, nlen, "content-length"))
+		st->has_cl = 1;
+	evbuffer_add(st->hdrs, name, nlen);
+	evbuffer_add(st->hdrs, ": ", 2);
+	evbuffer_add(st->hdrs, value, vlen);
+	evbuffer_add(st->hdrs, "\r\n", 2);
+	return 0;
+}
+
+static int
+on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	struct h2c *h = arg;
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+	uint64_t now;
+
+	switch (f->hd.type) {
+	case NGHTTP2_HEADERS:
+		if (st == NULL)
+			break;
+		if (!st->started)
+			stream_begin(st, f->hd.flags & NGHTTP2_FLAG_END_STREAM);
+		if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
+			stream_req_end(st);
+		break;
+	case NGHTTP2_DATA:
+		if (st != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			stream_req_end(st);
+		break;
+	case NGHTTP2_RST_STREAM:
+		/* rapid reset (CVE-2023-44487): streams opened and reset in
+		 * a loop each cost a session and an upstream connection */
+		now = px_now_ms();
+		if (now - h->rst_t0 > H2_RESET_MS) {
+			h->rst_t0 = now;
+			h->rst_n = 0;
+		}
+		if (++h->rst_n > h->w->cfg.h2_resets && !h->closing) {
+			log_warnx("h2 %s: %u streams reset in %u s: GOAWAY",
+			    h->peername, h->rst_n, H2_RESET_MS / 1000);
+			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+			h->closing = 1;
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int
+on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
+    const uint8_t *data, size_t len, void *arg)
+{
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, id);
+
+	/* the connection's window reopens at once: the streams' bound
+	 * what is held */
+	nghttp2_session_consume_connection(ng, len);
+	if (st == NULL || st->a == NULL || st->req_end) {
+		nghttp2_session_consume_stream(ng, id, len);
+		return 0;
+	}
+	if (st->chunked)
+		evbuffer_add_printf(bufferevent_get_output(st->a), "%zx\r\n", len);
+	evbuffer_add(bufferevent_get_output(st->a), data, len);
+	if (st->chunked)
+		evbuffer_add(bufferevent_get_output(st->a), "\r\n", 2);
+	st->unconsumed += len;
+	stream_consume(st);
+	return 0;
+}
+
+static int
+on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
+{
+	struct h2s *st = nghttp2_session_get_stream_user_data(ng, id);
+
+	if (st != NULL)
+		stream_free(st);
+	return 0;
+}
+
+/* ---- the connection ---- */
+
+static void
+conn_free(struct h2c *h)
+{
+	struct px_sessenv *w = h->w;
+	struct h2s *st;
+
+	while ((st = TAILQ_FIRST(&h->streams)) != NULL)
+		stream_free(st);
+	nghttp2_session_del(h->ng);
+	if (h->timer != NULL)
+		event_free(h->timer);
+	px_xport_free(h->xp);
+	TAILQ_REMOVE(&conns, h, entry);
+	free(h);
+	if (w->nconns-- == w->hard_conns)
+		w->accepting(1);
+	w->closed();
+}
+
+/* Frames out while the output is below PX_HIWAT; frees the connection
+ * once neither side has anything more to say. */
+static void
+h2_send(struct h2c *h)
+{
+	struct evbuffer *out = bufferevent_get_output(h->c);
+	const uint8_t *p;
+	ssize_t n;
+
+	while (evbuffer_get_length(out) < PX_HIWAT) {
+		if ((n = nghttp2_session_mem_send(h->ng, &p)) < 0) {
+			log_warnx("h2 %s: %s", h->peername, nghttp2_strerror((int)n));
+			conn_free(h);
+			return;
+		}
+		if (n == 0)
+			break;
+		evbuffer_add(out, p, (size_t)n);
+	}
+	if (!nghttp2_session_want_read(h->ng) && !nghttp2_session_want_write(h->ng))
+		h->closing = 1;
+	if (h->closing && !h->lingering && evbuffer_get_length(out) == 0) {
+		struct timeval tv;
+
+		/* Flushed: the socket closes in a moment. Input read and
+		 * dropped meanwhile, so that closing over unread bytes does
+		 * not reset the connection before the GOAWAY is read. */
+		h->lingering = 1;
+		px_tv_ms(&tv, H2_LINGER_MS);
+		evtimer_add(h->timer, &tv);
+	}
+}
+
+static void
+idle_arm(struct h2c *h)
+{
+	struct timeval tv;
+
+	px_tv_ms(&tv, h->w->cfg.t_keepalive);
+	evtimer_add(h->timer, &tv);
+}
+
+static void
+idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2c *h = arg;
+
+	if (h->lingering) {
+		conn_free(h);
+		return;
+	}
+	if (h->nstreams > 0) {	/* the streams' sessions keep their own time */
+		idle_arm(h);
+		return;
+	}
+	nghttp2_session_terminate_session(h->ng, NGHTTP2_NO_ERROR);
+	h->closing = 1;
+	h2_send(h);
+}
+
+static void
+c_read(struct bufferevent *bev, void *arg)
+{
+	struct h2c *h = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec v;
+	ssize_t n;
+
+	while (!h->closing && evbuffer_peek(in, -1, NULL, &v, 1) >= 1 &&
+	    v.iov_len > 0) {
+		n = nghttp2_session_mem_recv(h->ng, v.iov_base, v.iov_len);
+		if (n < 0) {
+			/* floods and bad frames: what nghttp2 queued
+			 * (GOAWAY) goes out, then the connection closes */
+			log_warnx("h2 %s: %s", h->peername, nghttp2_strerror((int)n));
+			if (n == NGHTTP2_ERR_FLOODED)
+				nghttp2_session_terminate_session(h->ng,
+				    NGHTTP2_ENHANCE_YOUR_CALM);
+			h->closing = 1;
+			break;
+		}
+		evbuffer_drain(in, (size_t)n);
+	}
+	if (h->closing)
+		evbuffer_drain(in, evbuffer_get_length(in));
+	else
+		idle_arm(h);
+	px_xport_kick(h->xp);
+	h2_send(h);
+}
+
+static void
+c_write(struct bufferevent *bev, void *arg)
+{
+	h2_send(arg);
+}
+
+static void
+c_event(struct bufferevent *bev, short what, void *arg)
+{
+	conn_free(arg);	/* EOF, error, or a client that stopped reading */
+}
+
+void
+px_h2_start(struct px_sessenv *w, struct px_xport *xp)
+{
+	nghttp2_session_callbacks *cb = NULL;
+	nghttp2_option *opt = NULL;
+	struct h2c *h;
+	struct timeval tv;
+	char host[48], port[8];
+	nghttp2_settings_entry iv[3];
+	int rv;
+
+	if ((h = calloc(1, sizeof(*h))) == NULL) {
+		px_xport_free(xp);
+		return;
+	}
+	h->w = w;
+	h->xp = xp;
+	h->c = px_xport_bev(xp);
+	TAILQ_INIT(&h->streams);
+	TAILQ_INSERT_TAIL(&conns, h, entry);
+	w->nconns++;
+	h->peerlen = sizeof(h->peer);
+	if (getpeername(bufferevent_getfd(h->c), (struct sockaddr *)&h->peer,
+	    &h->peerlen) != 0 || getnameinfo((struct sockaddr *)&h->peer,
+	    h->peerlen, host, sizeof(host), port, sizeof(port),
+	    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+		conn_free(h);
+		return;
+	}
+	snprintf(h->peername, sizeof(h->peername), "%s:%s", host, port);
+	if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
+		goto fail;
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_option_set_no_auto_window_update(opt, 1);
+	nghttp2_option_set_max_outbound_ack(opt, 1000);	/* SETTINGS/PING floods */
+	nghttp2_option_set_max_settings(opt, 32);
+	nghttp2_option_set_max_continuations(opt, 8);	/* CONTINUATION floods */
+	nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+	nghttp2_option_set_stream_reset_rate_limit(opt, w->cfg.h2_resets,
+	    w->cfg.h2_resets * 1000 / H2_RESET_MS + 1);
+	rv = nghttp2_session_server_new2(&h->ng, cb, h, opt);
+	nghttp2_session_callbacks_del(cb);
+	nghttp2_option_del(opt);
+	if (rv != 0)
+		goto fail_nocb;
+	iv[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+	    w->cfg.h2_streams };
+	iv[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+	    w->cfg.h2_header_list };
+	iv[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+	    NGHTTP2_INITIAL_WINDOW_SIZE };
+	if (nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0 ||
+	    nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0,
+	    H2_CONN_WINDOW) != 0)
+		goto fail_nocb;
+	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL)
+		goto fail_nocb;
+	px_xport_set_owner(xp, NULL);
+	/* an established connection now, whatever its handshake waited at */
+	(void)px_bev_priority(h->c, PX_PRIO_NORMAL);
+	bufferevent_setcb(h->c, c_read, c_write, c_event, h);
+	bufferevent_setwatermark(h->c, EV_WRITE, PX_LOWAT, 0);
+	px_tv_ms(&tv, w->cfg.t_send);	/* a client that stops reading */
+	bufferevent_set_timeouts(h->c, NULL, &tv);
+	bufferevent_enable(h->c, EV_READ | EV_WRITE);
+	px_tv_ms(&tv, w->cfg.t_head);	/* its first request, like HTTP/1.1 */
+	evtimer_add(h->timer, &tv);
+	if (w->draining)	/* its handshake began before the drain */
+		nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, 0,
+		    NGHTTP2_NO_ERROR, NULL, 0);
+	h2_send(h);	/* our SETTINGS */
+	if (evbuffer_get_length(bufferevent_get_input(h->c)) > 0)
+		c_read(h->c, h);	/* the preface came with the Finished */
+	else
+		px_xport_kick(xp);
+	return;
+fail:
+	if (cb != NULL)
+		nghttp2_session_callbacks_del(cb);
+	if (opt != NULL)
+		nghttp2_option_del(opt);
+fail_nocb:
+	log_warnx("h2 %s: cannot start the session", h->peername);
+	conn_free(h);
+}
+
+void
+px_h2_drain_all(struct px_sessenv *w, int hard)
+{
+	struct h2c *h, *t;
+
+	for (h = TAILQ_FIRST(&conns); h != NULL; h = t) {
+		t = TAILQ_NEXT(h, entry);
+		if (h->w != w)
+			continue;
+		if (hard) {
+			conn_free(h);
+			continue;
+		}
+		nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE,
+		    nghttp2_session_get_last_proc_stream_id(h->ng),
+		    NGHTTP2_NO_ERROR, NULL, 0);
+		h2_send(h);
+	}
+}
