@@ -94,6 +94,14 @@ need_berth() {
 T=$(mktemp -d "${TMPDIR:-/tmp}/berth-integ.XXXXXX") || exit 99
 chmod 755 "$T"
 : >"$T/pids"
+# Every curl speaks HTTP/1.1 unless its arguments say --http2: berthd
+# offers h2 and Debian's curl takes it, while the tests check HTTP/1.1's
+# wire (header case, hop-by-hop headers). curl reads $CURL_HOME/.curlrc
+# first; a --http2 on the command line wins.
+mkdir -p "$T/curlhome"
+echo "http1.1" >"$T/curlhome/.curlrc"
+CURL_HOME="$T/curlhome"
+export CURL_HOME
 
 _cleanup() {
 	_rc=$?
