@@ -14,13 +14,26 @@
  * the helper (400, 401 for a malformed Authorization, 413, 431) and never
  * reaches the parent.
  *
+ * A streamed request (PUT .../files, POST .../exec?stream=1: a body that
+ * is not JSON, of any size; px_control_streamed decides, as control.c
+ * does) is sent as its head, then its body as http-parser de-chunked it
+ * or counted it off its Content-Length, in HM_CTL_BODY pieces, then
+ * HM_CTL_BODY_END (helper.h). The helper never lets more than
+ * HM_CTL_WINDOW of a body go unacknowledged: it stops feeding the
+ * parser and reading the client until the parent acknowledges what
+ * control.c took.
+ *
  * The parent checks each field, writes the request in its own canonical
- * HTTP/1.1 form into one end of a socketpair whose other end the control
- * API serves as a TCP connection (bearer token, authentication deadline,
- * per-address cap: control.c), and relays the answer's bytes back as they
- * come (deferred answers included). So the parent's HTTP parser reads
- * only what the parent wrote, and its JSON parser only what the helper
- * re-serialised.
+ * HTTP/1.1 form (a streamed body in its own chunks) into one end of a
+ * socketpair whose other end the control API serves as a TCP connection
+ * (bearer token, authentication deadline, per-address cap, 100 Continue:
+ * control.c), and relays the answer's bytes back as they come (deferred
+ * and streamed answers included), HM_CTL_WINDOW at most not yet taken by
+ * the client: it stops reading the socketpair past that, and control.c's
+ * own backpressure holds the guest. So the parent's HTTP parser reads
+ * only what the parent wrote, its JSON parser only what the helper
+ * re-serialised, and neither process buffers what a slow peer has not
+ * taken.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
