@@ -957,7 +957,9 @@ pc_event(struct bufferevent *bev, short what, void *arg)
 		 * answered before may still be there to read, then EOF */
 		pc->wdead = 1;
 		bufferevent_disable(bev, EV_WRITE);
-		evbuffer_remove_cb_entry(bufferevent_get_output(bev), pc->outcb);
+		if (pc->outcb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_output(bev),
+			    pc->outcb);
 		pc->outcb = NULL;
 		evbuffer_drain(bufferevent_get_output(bev),
 		    evbuffer_get_length(bufferevent_get_output(bev)));

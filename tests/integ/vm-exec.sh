@@ -375,11 +375,31 @@ if [ $((p1 - p0)) -lt 8192 ]; then
 else
 	not_ok "... nor the parent"; diag "peak RSS $p0 -> $p1 kB"
 fi
+ms() { echo $(($(date +%s%N) / 1000000)); }
+t0=$(ms)
 check "over TLS: cp of a 10 MB file in (the helper relays its body)" \
 	tcp "$tok" "$T/big" ex:/tmp/big-tls
+t1=$(ms)
+h2=$(hwm "$hpid")
+if [ $((h2 - h1)) -lt 4096 ]; then
+	ok "... the control helper did not buffer it (peak RSS +$((h2 - h1)) kB)"
+else
+	not_ok "... the control helper did not buffer it"; diag "peak RSS $h1 -> $h2 kB"
+fi
+t2=$(ms)
+check "... the same over the unix socket, for the time it takes" \
+	netctl sandbox cp "$T/big" ex:/tmp/big-unix
+t3=$(ms)
+diag "10 MB cp in: $((t1 - t0)) ms over TLS (relayed), $((t3 - t2)) ms over the unix socket"
 is "... byte-identical in the guest" "$(x -- sha256sum /tmp/big-tls | cut -d' ' -f1)" \
 	"$(sha256sum <"$T/big" | cut -d' ' -f1)"
+t0=$(ms)
 check "over TLS: cp it out" tcp "$tok" ex:/tmp/big-tls "$T/back-tls"
+t1=$(ms)
+check "... the same over the unix socket, for the time it takes" \
+	netctl sandbox cp ex:/tmp/big-tls "$T/back-unix"
+t2=$(ms)
+diag "10 MB cp out: $((t1 - t0)) ms over TLS (relayed), $((t2 - t1)) ms over the unix socket"
 is "... byte-identical back" "$(sha256sum <"$T/back-tls" | cut -d' ' -f1)" \
 	"$(sha256sum <"$T/big" | cut -d' ' -f1)"
 out=$("$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$tok" \
