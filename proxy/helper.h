@@ -75,8 +75,8 @@ struct hm_ctl_open {
  * HM_CTL_DATA_ACK as the client takes them. A peer that exceeds a
  * window or acknowledges more than it got is malformed. */
 #define HM_CTL_TARGET_MAX 2048
-#define HM_CTL_CHUNK	(16 * 1024)
-#define HM_CTL_WINDOW	(64 * 1024)
+#define HM_CTL_CHUNK	(32 * 1024)
+#define HM_CTL_WINDOW	(128 * 1024)
 struct hm_ctl_request {
 	uint64_t	 id;
 	int32_t		 method;
