@@ -12,7 +12,8 @@
 # relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
 # of stdin and 20 MiB of output stream whole, a slow reader makes
 # neither the helper nor the parent buffer, Expect: 100-continue is
-# answered; an external sandbox has no guest (409).
+# answered, a half close after a whole PUT still gets its answer; an
+# external sandbox has no guest (409).
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -425,6 +426,31 @@ out=$(printf 'POST /v1/sandboxes/ex/exec?stream=1 HTTP/1.1\r\nHost: api\r\nAutho
 	timeout 30 openssl s_client -quiet -connect "127.0.0.1:$CTL_PORT" \
 		-servername "api.$DOMAIN" -CAfile "$CA" 2>/dev/null | head -n 1 | tr -d '\r')
 is "over TLS: a streamed exec with broken chunked framing is 400" "$out" "HTTP/1.1 400 Bad Request"
+# a client that half closes (TCP FIN) after a whole PUT still gets its
+# answer, as on the unix socket
+out=$(python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" <<'PY'
+import os, socket, ssl, sys, time
+port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port))
+t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+t.sendall(("PUT /v1/sandboxes/ex/files?path=/tmp/half.txt HTTP/1.1\r\nHost: api\r\n"
+           "Authorization: Bearer %s\r\nContent-Length: 5\r\n\r\nhalf\n" % tok).encode())
+socket.socket(fileno=os.dup(t.fileno())).shutdown(socket.SHUT_WR)
+raw, deadline = b"", time.time() + 60
+t.settimeout(60)
+while time.time() < deadline:
+    try:
+        b = t.recv(65536)
+    except (ssl.SSLError, OSError):
+        break
+    if not b:
+        break
+    raw += b
+print(raw.split(b"\r\n")[0].decode())
+PY
+)
+is "over TLS: a half close after a whole PUT still gets its answer" "$out" "HTTP/1.1 200 OK"
+is "... and the file is there" "$(x -- cat /tmp/half.txt)" half
 check "the control helper is the same process still" test "$(berthd_helper control)" = "$hpid"
 
 out=$(netctl sandbox exec other -- true </dev/null 2>&1)
