@@ -436,7 +436,7 @@ c_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct cconn *c = arg;
 
-	if ((what & BEV_EVENT_EOF) && c->blocked &&
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c->blocked &&
 	    evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
 		c->eof_pending = 1;	/* seen once the rest went (c_read) */
 		return;
@@ -928,13 +928,13 @@ pc_relay(struct pconn *pc)
 		}
 		pc->data_unacked += (uint32_t)n;
 	}
-	if (evbuffer_get_length(in) == 0 && pc->eof) {
+	if (pc->eof) {
+		if (evbuffer_get_length(in) > 0)
+			return 0;	/* the rest once acknowledged */
 		pconn_free(pc, 1);
 		return 1;
 	}
-	if (pc->eof)
-		;
-	else if (evbuffer_get_length(in) > 0)
+	if (evbuffer_get_length(in) > 0)
 		bufferevent_disable(pc->bev, EV_READ);
 	else
 		bufferevent_enable(pc->bev, EV_READ);
@@ -1089,7 +1089,11 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 		px_proc_bad(pr, "a malformed request");
 		return;
 	}
-	if ((m.stream && m.bodylen != 0) || (!m.stream && m.expect) ||
+	/* streamed exactly when control.c streams it: else its body would
+	 * be read as what it is not */
+	if (m.stream != px_control_streamed((unsigned)m.method, m.target,
+	    strlen(m.target)) || (m.stream && m.bodylen != 0) ||
+	    (!m.stream && m.expect) ||
 	    ((pc = pconn_find(m.id)) != NULL && (pc->in_body || pc->shut))) {
 		px_proc_bad(pr, "a request out of turn");
 		return;
