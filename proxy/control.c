@@ -4583,15 +4583,15 @@ on_header_value(http_parser *p, const char *at, size_t len)
 
 /* PUT /v1/sandboxes/ID/files and POST /v1/sandboxes/ID/exec?stream=1
  * (as written: anything else takes the buffered path) stream their body. */
-static int
-early_route(struct conn *c, unsigned method)
+int
+px_control_streamed(unsigned method, const char *target, size_t n)
 {
-	size_t n = evbuffer_get_length(c->url), il;
+	size_t il;
 	char u[2048], *q, *rest, *tok, *save;
 
-	if ((method != HTTP_PUT && method != HTTP_POST) || n >= sizeof(u) ||
-	    evbuffer_copyout(c->url, u, n) != (ev_ssize_t)n)
+	if ((method != HTTP_PUT && method != HTTP_POST) || n >= sizeof(u))
 		return 0;
+	memcpy(u, target, n);
 	u[n] = '\0';
 	if (strncmp(u, "/v1/sandboxes/", 14) != 0)
 		return 0;
@@ -4610,6 +4610,15 @@ early_route(struct conn *c, unsigned method)
 		if (strcmp(tok, "stream=1") == 0)
 			return 1;
 	return 0;
+}
+
+static int
+early_route(struct conn *c, unsigned method)
+{
+	size_t n = evbuffer_get_length(c->url);
+
+	return px_control_streamed(method, n > 0 ? (const char *)
+	    evbuffer_pullup(c->url, -1) : "", n);
 }
 
 static int

@@ -346,6 +346,11 @@ void px_control_adopt(struct px_control *, int fd, const char *addr);
 enum { PX_CONTROL_REFUSED_BUDGET = 1, PX_CONTROL_REFUSED_ADDRESS,
 	PX_CONTROL_REFUSED_DEADLINE };
 void px_control_count_refused(struct px_control *, int reason);
+/* 1 when the control API streams this request's body (PUT
+ * /v1/sandboxes/ID/files, POST /v1/sandboxes/ID/exec?stream=1, the
+ * target as written) rather than reading it whole as JSON: the helper
+ * relays such a body as it comes (helper.h). */
+int px_control_streamed(unsigned method, const char *target, size_t len);
 /* the limits the helper applies before a connection reaches the parent */
 #define PX_CONTROL_MAX_TCP	128
 #define PX_CONTROL_MAX_PER_ADDR	16

@@ -14,13 +14,26 @@
  * the helper (400, 401 for a malformed Authorization, 413, 431) and never
  * reaches the parent.
  *
+ * A streamed request (PUT .../files, POST .../exec?stream=1: a body that
+ * is not JSON, of any size; px_control_streamed decides, as control.c
+ * does) is sent as its head, then its body as http-parser de-chunked it
+ * or counted it off its Content-Length, in HM_CTL_BODY pieces, then
+ * HM_CTL_BODY_END (helper.h). The helper never lets more than
+ * HM_CTL_WINDOW of a body go unacknowledged: it stops feeding the
+ * parser and reading the client until the parent acknowledges what
+ * control.c took.
+ *
  * The parent checks each field, writes the request in its own canonical
- * HTTP/1.1 form into one end of a socketpair whose other end the control
- * API serves as a TCP connection (bearer token, authentication deadline,
- * per-address cap: control.c), and relays the answer's bytes back as they
- * come (deferred answers included). So the parent's HTTP parser reads
- * only what the parent wrote, and its JSON parser only what the helper
- * re-serialised.
+ * HTTP/1.1 form (a streamed body in its own chunks) into one end of a
+ * socketpair whose other end the control API serves as a TCP connection
+ * (bearer token, authentication deadline, per-address cap, 100 Continue:
+ * control.c), and relays the answer's bytes back as they come (deferred
+ * and streamed answers included), HM_CTL_WINDOW at most not yet taken by
+ * the client: it stops reading the socketpair past that, and control.c's
+ * own backpressure holds the guest. So the parent's HTTP parser reads
+ * only what the parent wrote, its JSON parser only what the helper
+ * re-serialised, and neither process buffers what a slow peer has not
+ * taken.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
@@ -52,10 +65,14 @@
 
 /* ======================= the helper ======================= */
 
+/* where a request stands (a streamed one goes through all three) */
+enum { ST_NONE, ST_HEAD, ST_BODY };
+
 struct cconn {
 	TAILQ_ENTRY(cconn) entry;
 	uint64_t	 id;
 	struct bufferevent *bev;
+	struct evbuffer_cb_entry *outcb;
 	struct event	*deadline;	/* the handshake's */
 	http_parser	 parser;
 	struct evbuffer	*url, *body;
@@ -64,6 +81,15 @@ struct cconn {
 	int		 complete;
 	int		 opened;	/* the parent knows it */
 	int		 closing;	/* free once the output is flushed */
+	int		 in_done;	/* read nothing more: the parent closes */
+	int		 stream;	/* ST_*: this request's body is relayed */
+	int		 blocked;	/* reading paused: the body window is full */
+	int		 eof_pending;	/* the client's EOF, behind what is read */
+	int		 untimed;	/* no read timeout: a stream is under way */
+	int		 expect;	/* Expect: 100-continue */
+	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
+	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
+	uint32_t	 data_written;	/* of them, written to the client */
 	char		 addr[INET6_ADDRSTRLEN];
 	char		 field[16];
 	size_t		 fieldlen;
@@ -82,7 +108,9 @@ static struct {
 	uint64_t	 next_id;
 } C;
 
+static const struct timeval c_idle = { PX_CONTROL_IDLE_SECS, 0 };
 static const struct http_parser_settings c_settings;
+static void c_event(struct bufferevent *, short, void *);
 
 static void
 refused(int reason)
@@ -104,6 +132,9 @@ cconn_free(struct cconn *c)
 	}
 	if (c->deadline != NULL)
 		event_free(c->deadline);
+	if (c->outcb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev),
+		    c->outcb);
 	bufferevent_free(c->bev);
 	evbuffer_free(c->url);
 	evbuffer_free(c->body);
@@ -160,6 +191,15 @@ c_fail(struct cconn *c, int status, const char *msg)
 	bufferevent_disable(c->bev, EV_READ);
 }
 
+/* Reads nothing more from the client; the parent answers what it has
+ * and closes (HM_CTL_CLOSE), then this connection goes. */
+static void
+c_stop_reading(struct cconn *c)
+{
+	c->in_done = 1;
+	bufferevent_disable(c->bev, EV_READ);
+}
+
 /* the target as the control API reads it: origin-form, printable */
 static int
 target_ok(const char *t, size_t len)
@@ -174,7 +214,8 @@ target_ok(const char *t, size_t len)
 	return 1;
 }
 
-static void
+/* Sends the request (a streamed one: its head); -1 after refusing it. */
+static int
 c_serve(struct cconn *c)
 {
 	struct hm_ctl_request *m;
@@ -189,18 +230,18 @@ c_serve(struct cconn *c)
 		break;
 	default:
 		c_fail(c, 400, "method not used by the control API");
-		return;
+		return -1;
 	}
 	if (!target_ok(url, ulen)) {
 		c_fail(c, 400, "request target: an absolute path of printable "
 		    "characters, shorter than 2048, is required");
-		return;
+		return -1;
 	}
 	if (c->authz_bad) {
 		c_fail(c, 401, "malformed Authorization header");
-		return;
+		return -1;
 	}
-	if (evbuffer_get_length(c->body) > 0) {
+	if (c->stream == ST_NONE && evbuffer_get_length(c->body) > 0) {
 		json_error_t jerr;
 		json_t *doc = json_loadb((const char *)evbuffer_pullup(c->body, -1),
 		    evbuffer_get_length(c->body), JSON_REJECT_DUPLICATES, &jerr);
@@ -209,7 +250,7 @@ c_serve(struct cconn *c)
 			snprintf(msg, sizeof(msg), "invalid JSON at line %d, "
 			    "column %d: %s", jerr.line, jerr.column, jerr.text);
 			c_fail(c, 400, msg);
-			return;
+			return -1;
 		}
 		body = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER |
 		    JSON_ENCODE_ANY);
@@ -217,13 +258,13 @@ c_serve(struct cconn *c)
 		if (body == NULL || (blen = strlen(body)) > PX_CONTROL_MAX_BODY) {
 			free(body);
 			c_fail(c, 413, "request body larger than 64 KB");
-			return;
+			return -1;
 		}
 	}
 	if ((m = calloc(1, sizeof(*m) + blen)) == NULL) {
 		free(body);
 		c_fail(c, 400, "out of memory");
-		return;
+		return -1;
 	}
 	m->id = c->id;
 	m->method = method;
@@ -231,13 +272,33 @@ c_serve(struct cconn *c)
 	memcpy(m->target, url, ulen);
 	memcpy(m->authz, c->authz, c->authzlen);
 	m->bodylen = (uint32_t)blen;
+	m->stream = c->stream != ST_NONE;
+	m->expect = m->stream && c->expect;
 	if (blen > 0)
 		memcpy((char *)(m + 1), body, blen);
 	free(body);
 	px_chan_send(C.ch, HM_CTL_REQUEST, m, sizeof(*m) + blen, NULL, 0);
-	if (m->close)	/* the parent answers with Connection: close, closes */
-		bufferevent_disable(c->bev, EV_READ);
+	/* the parent answers with Connection: close, then closes; a
+	 * streamed request's body is still read, up to its end */
+	if (m->close && !m->stream)
+		c_stop_reading(c);
 	free(m);
+	return 0;
+}
+
+/* A streamed request's body ended, whole or broken (its framing). */
+static void
+c_body_end(struct cconn *c, int broken)
+{
+	struct hm_ctl_body_end m;
+
+	memset(&m, 0, sizeof(m));
+	m.id = c->id;
+	m.broken = broken;
+	px_chan_send(C.ch, HM_CTL_BODY_END, &m, sizeof(m), NULL, 0);
+	c->stream = ST_NONE;
+	if (broken || !http_should_keep_alive(&c->parser))
+		c_stop_reading(c);
 }
 
 static void
@@ -247,6 +308,8 @@ c_reset(struct cconn *c)
 	evbuffer_drain(c->body, evbuffer_get_length(c->body));
 	c->head_bytes = 0;
 	c->complete = 0;
+	c->stream = ST_NONE;
+	c->expect = 0;
 	c->fieldlen = 0;
 	c->field[0] = '\0';
 	c->in_value = c->is_authz = c->authz_bad = 0;
@@ -263,18 +326,56 @@ c_read(struct bufferevent *bev, void *arg)
 	enum http_errno e;
 	char *data, msg[160];
 
-	while (!c->closing && (n = evbuffer_get_contiguous_space(in)) > 0) {
+	while (!c->closing && !c->in_done &&
+	    (n = evbuffer_get_contiguous_space(in)) > 0) {
+		if (c->stream == ST_BODY) {
+			/* no more body than the window lets through: the
+			 * parser is given no more than that */
+			if (c->body_unacked >= HM_CTL_WINDOW) {
+				c->blocked = 1;
+				bufferevent_disable(bev, EV_READ);
+				return;
+			}
+			if (n > HM_CTL_WINDOW - c->body_unacked)
+				n = HM_CTL_WINDOW - c->body_unacked;
+		}
 		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
 		used = http_parser_execute(&c->parser, &c_settings, data, n);
 		e = HTTP_PARSER_ERRNO(&c->parser);
 		evbuffer_drain(in, used);
+		if (c->error_status == -1) {	/* the channel is full */
+			cconn_free(c);
+			return;
+		}
+		if (c->stream == ST_HEAD) {
+			/* a streamed request's head: to the parent now, the
+			 * body after it as it comes; the command may run
+			 * long with nothing said: no read timeout */
+			http_parser_pause(&c->parser, 0);
+			if (c_serve(c) < 0)
+				return;
+			c->stream = ST_BODY;
+			c->untimed = 1;
+			bufferevent_set_timeouts(bev, NULL, &c_idle);
+			continue;
+		}
 		if (c->complete) {
 			http_parser_pause(&c->parser, 0);
-			c_serve(c);
+			if (c->stream == ST_BODY)
+				c_body_end(c, 0);
+			else if (c_serve(c) < 0)
+				return;
 			c_reset(c);
 			if (c->parser.upgrade)
 				break;
 			continue;
+		}
+		if (e != HPE_OK && c->stream == ST_BODY) {
+			/* the body broke its framing: the parent's request
+			 * fails as the control API fails it (400, or cut
+			 * once its answer began) and closes */
+			c_body_end(c, 1);
+			return;
 		}
 		if (e != HPE_OK) {
 			if (c->error_status == 413)
@@ -291,6 +392,10 @@ c_read(struct bufferevent *bev, void *arg)
 		if (c->parser.upgrade)
 			break;
 	}
+	if (c->eof_pending && !c->blocked) {
+		c->eof_pending = 0;
+		c_event(bev, BEV_EVENT_READING | BEV_EVENT_EOF, c);
+	}
 }
 
 static void
@@ -302,11 +407,40 @@ c_write(struct bufferevent *bev, void *arg)
 		cconn_free(c);
 }
 
+/* Answer bytes left for the client: acknowledged to the parent, which
+ * then relays more (HM_CTL_WINDOW at most in flight). */
+static void
+c_out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct cconn *c = arg;
+	struct hm_ctl_ack m;
+
+	if (info->n_deleted == 0 || c->data_unacked == 0)
+		return;
+	c->data_written += info->n_deleted;
+	if (c->data_written > c->data_unacked)
+		c->data_written = c->data_unacked;	/* the helper's own */
+	if (c->data_written < HM_CTL_WINDOW / 4 && evbuffer_get_length(b) > 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.id = c->id;
+	m.bytes = c->data_written;
+	if (px_chan_send(C.ch, HM_CTL_DATA_ACK, &m, sizeof(m), NULL, 0) == 0) {
+		c->data_unacked -= c->data_written;
+		c->data_written = 0;
+	}
+}
+
 static void
 c_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct cconn *c = arg;
 
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c->blocked &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
+		c->eof_pending = 1;	/* seen once the rest went (c_read) */
+		return;
+	}
 	if (what & BEV_EVENT_CONNECTED) {
 		struct hm_ctl_open m;
 
@@ -320,11 +454,24 @@ c_event(struct bufferevent *bev, short what, void *arg)
 			c->opened = 1;
 		return;
 	}
-	if ((what & BEV_EVENT_TIMEOUT) && !c->closing &&
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+	    !c->closing && !c->in_done &&
 	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
 		c_fail(c, 408, "request not received in time");
 		bufferevent_enable(bev, EV_WRITE);
 		return;
+	}
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+	    c->opened && !c->closing && c->stream == ST_NONE) {
+		struct hm_ctl_id m = { c->id };
+
+		/* a half close: the control API sees it as it would on
+		 * its own socket (the answers under way, a streamed one
+		 * included, still go out) and closes */
+		c_stop_reading(c);
+		if (px_chan_send(C.ch, HM_CTL_SHUTDOWN, &m, sizeof(m), NULL,
+		    0) == 0)
+			return;
 	}
 	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
@@ -349,7 +496,13 @@ c_head_bytes(struct cconn *c, size_t len)
 static int
 c_on_begin(http_parser *p)
 {
-	c_reset(p->data);
+	struct cconn *c = p->data;
+
+	c_reset(c);
+	if (c->untimed) {	/* a new request: its head is timed again */
+		c->untimed = 0;
+		bufferevent_set_timeouts(c->bev, &c_idle, &c_idle);
+	}
 	return 0;
 }
 
@@ -392,6 +545,11 @@ c_on_value(http_parser *p, const char *at, size_t len)
 		c->is_authz = strcasecmp(c->field, "authorization") == 0;
 		if (c->is_authz && c->authzlen > 0)
 			c->authz_bad = 1;	/* two of them */
+		/* curl sends it before a larger upload: the control API
+		 * answers it (100, or its refusal) through the relay */
+		if (strcasecmp(c->field, "expect") == 0 && len >= 12 &&
+		    strncasecmp(at, "100-continue", 12) == 0)
+			c->expect = 1;
 	}
 	if (c->is_authz && !c->authz_bad) {
 		if (c->authzlen + len > PX_CONTROL_MAX_AUTHZ)
@@ -413,7 +571,16 @@ static int
 c_on_headers(http_parser *p)
 {
 	struct cconn *c = p->data;
+	size_t n = evbuffer_get_length(c->url);
 
+	/* a body the control API streams: not JSON, any size; its head
+	 * goes first (c_read), the parser paused here */
+	if (n > 0 && px_control_streamed(p->method,
+	    (const char *)evbuffer_pullup(c->url, -1), n)) {
+		c->stream = ST_HEAD;
+		http_parser_pause(p, 1);
+		return 0;
+	}
 	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
 	    p->content_length > PX_CONTROL_MAX_BODY) {
 		c->error_status = 413;
@@ -426,7 +593,25 @@ static int
 c_on_body(http_parser *p, const char *at, size_t len)
 {
 	struct cconn *c = p->data;
+	unsigned char buf[sizeof(struct hm_ctl_id) + HM_CTL_CHUNK];
+	struct hm_ctl_id m = { c->id };
+	size_t n;
 
+	if (c->stream == ST_BODY) {
+		/* c_read fed the parser no more than the window holds */
+		for (; len > 0; at += n, len -= n) {
+			n = len > HM_CTL_CHUNK ? HM_CTL_CHUNK : len;
+			memcpy(buf, &m, sizeof(m));
+			memcpy(buf + sizeof(m), at, n);
+			if (px_chan_send(C.ch, HM_CTL_BODY, buf, sizeof(m) + n,
+			    NULL, 0) != 0) {
+				c->error_status = -1;
+				return -1;
+			}
+			c->body_unacked += (uint32_t)n;
+		}
+		return 0;
+	}
 	if (evbuffer_get_length(c->body) + len > PX_CONTROL_MAX_BODY) {
 		c->error_status = 413;
 		return -1;
@@ -465,7 +650,6 @@ static void
 c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
     int salen, void *arg)
 {
-	static const struct timeval idle = { PX_CONTROL_IDLE_SECS, 0 };
 	struct timeval hs = { PX_CONTROL_HANDSHAKE_SECS, 0 };
 	char addr[INET6_ADDRSTRLEN] = "";
 	struct cconn *c, *o;
@@ -502,8 +686,11 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	ssl = SSL_new(px_tls_default_ctx(C.tls));
 	c->bev = ssl ? bufferevent_openssl_socket_new(C.base, fd, ssl,
 	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE) : NULL;
+	if (c->bev != NULL)
+		c->outcb = evbuffer_add_cb(bufferevent_get_output(c->bev),
+		    c_out_cb, c);
 	if (c->url == NULL || c->body == NULL || c->deadline == NULL ||
-	    c->bev == NULL) {
+	    c->bev == NULL || c->outcb == NULL) {
 		if (c->bev == NULL) {
 			if (ssl != NULL)
 				SSL_free(ssl);
@@ -526,7 +713,7 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	C.nconns++;
 	evtimer_add(c->deadline, &hs);
 	bufferevent_setcb(c->bev, c_read, c_write, c_event, c);
-	bufferevent_set_timeouts(c->bev, &idle, &idle);
+	bufferevent_set_timeouts(c->bev, &c_idle, &c_idle);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
@@ -587,15 +774,41 @@ c_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		c_config(p, len, fds[0]);
 		fds[0] = -1;
 		return;
+	case HM_CTL_BODY_ACK: {
+		struct hm_ctl_ack a;
+
+		if (len != sizeof(a) || nfds != 0)
+			break;
+		memcpy(&a, p, sizeof(a));
+		if ((c = cconn_find(a.id)) == NULL)
+			return;		/* gone meanwhile */
+		if (a.bytes > c->body_unacked)
+			fatalx("the parent acknowledged body bytes never sent");
+		c->body_unacked -= a.bytes;
+		if (c->blocked && c->body_unacked < HM_CTL_WINDOW) {
+			c->blocked = 0;
+			if (!c->closing && !c->in_done) {
+				if (!c->eof_pending)
+					bufferevent_enable(c->bev, EV_READ);
+				c_read(c->bev, c);	/* what is buffered */
+			}
+		}
+		return;
+	}
 	case HM_CTL_DATA:
 	case HM_CTL_CLOSE:
 		if (len < sizeof(m) || nfds != 0 ||
-		    (type == HM_CTL_CLOSE && len != sizeof(m)))
+		    (type == HM_CTL_CLOSE && len != sizeof(m)) ||
+		    (type == HM_CTL_DATA && (len == sizeof(m) ||
+		    len - sizeof(m) > HM_CTL_CHUNK)))
 			break;
 		memcpy(&m, p, sizeof(m));
 		if ((c = cconn_find(m.id)) == NULL)
 			return;		/* gone meanwhile */
 		if (type == HM_CTL_DATA) {
+			if (c->data_unacked + (len - sizeof(m)) > HM_CTL_WINDOW)
+				fatalx("the parent overran the answer window");
+			c->data_unacked += (uint32_t)(len - sizeof(m));
 			bufferevent_write(c->bev, (const char *)p + sizeof(m),
 			    len - sizeof(m));
 			return;
@@ -636,6 +849,14 @@ struct pconn {
 	TAILQ_ENTRY(pconn) entry;
 	uint64_t	 id;
 	struct bufferevent *bev;	/* our end; control.c serves the other */
+	struct evbuffer_cb_entry *outcb;
+	int		 in_body;	/* a streamed request's body is coming */
+	int		 eof;		/* control.c closed: relay what is left */
+	int		 shut;		/* the client half closed: 1 to do, 2 done */
+	int		 wdead;		/* control.c takes nothing more */
+	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
+	uint32_t	 body_written;	/* of them, taken by control.c */
+	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
 };
 
 /* requests queued for the control API and not yet read by it */
@@ -661,6 +882,9 @@ pconn_free(struct pconn *pc, int tell)
 	}
 	TAILQ_REMOVE(&PC.conns, pc, entry);
 	PC.n--;
+	if (pc->outcb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(pc->bev),
+		    pc->outcb);
 	bufferevent_free(pc->bev);	/* control.c sees EOF and lets go */
 	free(pc);
 }
@@ -676,26 +900,51 @@ pconn_find(uint64_t id)
 	return NULL;
 }
 
-/* the control API's answer, relayed as it comes */
-static void
-pc_read(struct bufferevent *bev, void *arg)
+/* The control API's answer, relayed as it comes while the helper has
+ * room for it (HM_CTL_WINDOW not yet written to its client): else this
+ * end stops reading, the socketpair fills, and control.c's own
+ * backpressure (a streamed answer stops taking the guest's output)
+ * does the rest. Once control.c closed, the close follows what is
+ * left. 1 when pc is gone. */
+static int
+pc_relay(struct pconn *pc)
 {
-	struct pconn *pc = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	unsigned char buf[sizeof(struct hm_ctl_id) + 65536];
+	struct evbuffer *in = bufferevent_get_input(pc->bev);
+	unsigned char buf[sizeof(struct hm_ctl_id) + HM_CTL_CHUNK];
 	struct hm_ctl_id m = { pc->id };
 	size_t n;
 
-	while ((n = evbuffer_get_length(in)) > 0) {
-		if (n > 65536)
-			n = 65536;
+	while ((n = evbuffer_get_length(in)) > 0 &&
+	    pc->data_unacked < HM_CTL_WINDOW) {
+		if (n > HM_CTL_CHUNK)
+			n = HM_CTL_CHUNK;
+		if (n > HM_CTL_WINDOW - pc->data_unacked)
+			n = HM_CTL_WINDOW - pc->data_unacked;
 		memcpy(buf, &m, sizeof(m));
 		evbuffer_remove(in, buf + sizeof(m), n);
 		if (px_proc_send(PC.proc, HM_CTL_DATA, buf, sizeof(m) + n, NULL, 0) != 0) {
 			pconn_free(pc, 1);
-			return;
+			return 1;
 		}
+		pc->data_unacked += (uint32_t)n;
 	}
+	if (pc->eof) {
+		if (evbuffer_get_length(in) > 0)
+			return 0;	/* the rest once acknowledged */
+		pconn_free(pc, 1);
+		return 1;
+	}
+	if (evbuffer_get_length(in) > 0)
+		bufferevent_disable(pc->bev, EV_READ);
+	else
+		bufferevent_enable(pc->bev, EV_READ);
+	return 0;
+}
+
+static void
+pc_read(struct bufferevent *bev, void *arg)
+{
+	pc_relay(arg);
 }
 
 static void
@@ -703,9 +952,58 @@ pc_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct pconn *pc = arg;
 
-	pc_read(bev, pc);	/* what is left, then the close */
-	if (pconn_find(pc->id) == pc)
-		pconn_free(pc, 1);
+	if (!(what & BEV_EVENT_READING)) {
+		/* control.c went away while taking a request: what it
+		 * answered before may still be there to read, then EOF */
+		pc->wdead = 1;
+		bufferevent_disable(bev, EV_WRITE);
+		if (pc->outcb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_output(bev),
+			    pc->outcb);
+		pc->outcb = NULL;
+		evbuffer_drain(bufferevent_get_output(bev),
+		    evbuffer_get_length(bufferevent_get_output(bev)));
+		return;
+	}
+	pc->eof = 1;
+	bufferevent_disable(bev, EV_READ | EV_WRITE);
+	pc_relay(pc);	/* what is left, then the close */
+}
+
+/* The streamed body control.c took (it stops taking it while its
+ * guest lags): acknowledged to the helper, which then reads on. */
+static void
+pc_out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct pconn *pc = arg;
+	struct hm_ctl_ack m;
+
+	if (info->n_deleted == 0 || pc->body_unacked == 0)
+		return;
+	pc->body_written += info->n_deleted;
+	if (pc->body_written > pc->body_unacked)
+		pc->body_written = pc->body_unacked;	/* its framing */
+	if (pc->body_written < HM_CTL_WINDOW / 4 && evbuffer_get_length(b) > 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.id = pc->id;
+	m.bytes = pc->body_written;
+	if (px_proc_send(PC.proc, HM_CTL_BODY_ACK, &m, sizeof(m), NULL, 0) == 0) {
+		pc->body_unacked -= pc->body_written;
+		pc->body_written = 0;
+	}
+}
+
+/* All written to control.c: a half close of the client's follows. */
+static void
+pc_write(struct bufferevent *bev, void *arg)
+{
+	struct pconn *pc = arg;
+
+	if (pc->shut == 1) {
+		pc->shut = 2;
+		shutdown(bufferevent_getfd(bev), SHUT_WR);
+	}
 }
 
 static int
@@ -753,9 +1051,16 @@ pc_open(struct px_proc *pr, const struct hm_ctl_open *m)
 		free(pc);
 		return;
 	}
+	if ((pc->outcb = evbuffer_add_cb(bufferevent_get_output(pc->bev),
+	    pc_out_cb, pc)) == NULL) {
+		bufferevent_free(pc->bev);
+		close(sp[0]);
+		free(pc);
+		return;
+	}
 	TAILQ_INSERT_TAIL(&PC.conns, pc, entry);
 	PC.n++;
-	bufferevent_setcb(pc->bev, pc_read, NULL, pc_event, pc);
+	bufferevent_setcb(pc->bev, pc_read, pc_write, pc_event, pc);
 	bufferevent_enable(pc->bev, EV_READ | EV_WRITE);
 	px_control_adopt(PC.ctl, sp[0], m->addr);
 }
@@ -784,7 +1089,16 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 		px_proc_bad(pr, "a malformed request");
 		return;
 	}
-	if ((pc = pconn_find(m.id)) == NULL)
+	/* streamed exactly when control.c streams it: else its body would
+	 * be read as what it is not */
+	if (m.stream != px_control_streamed((unsigned)m.method, m.target,
+	    strlen(m.target)) || (m.stream && m.bodylen != 0) ||
+	    (!m.stream && m.expect) ||
+	    ((pc = pconn_find(m.id)) != NULL && (pc->in_body || pc->shut))) {
+		px_proc_bad(pr, "a request out of turn");
+		return;
+	}
+	if (pc == NULL || pc->wdead)
 		return;		/* closed here meanwhile */
 	out = bufferevent_get_output(pc->bev);
 	if (evbuffer_get_length(out) > PC_QUEUE_MAX) {
@@ -796,12 +1110,67 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 	    m.target);
 	if (m.authz[0] != '\0')
 		evbuffer_add_printf(out, "Authorization: %s\r\n", m.authz);
+	if (m.stream) {
+		/* its body follows in this process's own chunks (pc_body) */
+		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n%s%s"
+		    "\r\n", m.expect ? "Expect: 100-continue\r\n" : "",
+		    m.close ? "Connection: close\r\n" : "");
+		pc->in_body = 1;
+		return;
+	}
 	if (m.bodylen > 0)
 		evbuffer_add_printf(out, "Content-Type: application/json\r\n");
 	evbuffer_add_printf(out, "Content-Length: %u\r\n%s\r\n", m.bodylen,
 	    m.close ? "Connection: close\r\n" : "");
 	if (m.bodylen > 0)
 		evbuffer_add(out, p + sizeof(m), m.bodylen);
+}
+
+/* A streamed request's body bytes, as one chunk each. */
+static void
+pc_body(struct px_proc *pr, const unsigned char *p, size_t len)
+{
+	struct hm_ctl_id m;
+	struct pconn *pc;
+	struct evbuffer *out;
+	size_t n = len - sizeof(m);
+
+	memcpy(&m, p, sizeof(m));
+	if ((pc = pconn_find(m.id)) == NULL)
+		return;		/* closed here meanwhile */
+	if (!pc->in_body || pc->body_unacked + n > HM_CTL_WINDOW) {
+		px_proc_bad(pr, pc->in_body ? "a body past its window" :
+		    "a body out of turn");
+		return;
+	}
+	pc->body_unacked += (uint32_t)n;
+	if (pc->wdead)
+		return;
+	out = bufferevent_get_output(pc->bev);
+	evbuffer_add_printf(out, "%zx\r\n", n);
+	evbuffer_add(out, p + sizeof(m), n);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+static void
+pc_body_end(struct px_proc *pr, const struct hm_ctl_body_end *m)
+{
+	struct pconn *pc;
+
+	if ((pc = pconn_find(m->id)) == NULL)
+		return;		/* closed here meanwhile */
+	if (!pc->in_body) {
+		px_proc_bad(pr, "a body end out of turn");
+		return;
+	}
+	pc->in_body = 0;
+	if (pc->wdead)
+		return;
+	/* a client's broken framing: a chunk size that is no number makes
+	 * the control API fail the request as it fails a broken body on
+	 * its own socket */
+	evbuffer_add(bufferevent_get_output(pc->bev), m->broken ? "!\r\n" :
+	    "0\r\n\r\n", m->broken ? 3 : 5);
 }
 
 static void
@@ -821,6 +1190,42 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		pc_open(pr, &m);
 	} else if (type == HM_CTL_REQUEST && len >= sizeof(struct hm_ctl_request)) {
 		pc_request(pr, p, len);
+	} else if (type == HM_CTL_BODY && len > sizeof(struct hm_ctl_id) &&
+	    len <= sizeof(struct hm_ctl_id) + HM_CTL_CHUNK) {
+		pc_body(pr, p, len);
+	} else if (type == HM_CTL_BODY_END &&
+	    len == sizeof(struct hm_ctl_body_end)) {
+		struct hm_ctl_body_end m;
+
+		memcpy(&m, p, sizeof(m));
+		pc_body_end(pr, &m);
+	} else if (type == HM_CTL_DATA_ACK && len == sizeof(struct hm_ctl_ack)) {
+		struct hm_ctl_ack m;
+		struct pconn *pc;
+
+		memcpy(&m, p, sizeof(m));
+		if ((pc = pconn_find(m.id)) == NULL)
+			return;
+		if (m.bytes > pc->data_unacked) {
+			px_proc_bad(pr, "an acknowledgement of bytes never sent");
+			return;
+		}
+		pc->data_unacked -= m.bytes;
+		pc_relay(pc);
+	} else if (type == HM_CTL_SHUTDOWN && len == sizeof(struct hm_ctl_id)) {
+		struct hm_ctl_id m;
+		struct pconn *pc;
+
+		memcpy(&m, p, sizeof(m));
+		if ((pc = pconn_find(m.id)) == NULL || pc->shut)
+			return;
+		if (pc->in_body) {
+			px_proc_bad(pr, "a half close inside a body");
+			return;
+		}
+		pc->shut = 1;
+		if (evbuffer_get_length(bufferevent_get_output(pc->bev)) == 0)
+			pc_write(pc->bev, pc);
 	} else if (type == HM_CTL_CLOSE && len == sizeof(struct hm_ctl_id)) {
 		struct hm_ctl_id m;
 		struct pconn *pc;

@@ -37,6 +37,11 @@ enum {
 	HM_CTL_DATA,		/* P->C: struct hm_ctl_id + response bytes */
 	HM_CTL_CLOSE,		/* both: struct hm_ctl_id */
 	HM_CTL_REFUSED,		/* C->P: struct hm_ctl_refused */
+	HM_CTL_BODY,		/* C->P: struct hm_ctl_id + streamed body bytes */
+	HM_CTL_BODY_END,	/* C->P: struct hm_ctl_body_end */
+	HM_CTL_BODY_ACK,	/* P->C: struct hm_ctl_ack (HM_CTL_BODY bytes) */
+	HM_CTL_DATA_ACK,	/* C->P: struct hm_ctl_ack (HM_CTL_DATA bytes) */
+	HM_CTL_SHUTDOWN,	/* C->P: struct hm_ctl_id: the client half closed */
 };
 
 struct hm_ctl_config {
@@ -55,8 +60,23 @@ struct hm_ctl_open {
 /* one request, as the helper parsed and checked it: method (http_parser's
  * enum, GET HEAD POST PUT PATCH DELETE), origin-form target (printable
  * ASCII, no space), the Authorization value, and the body: a JSON
- * document re-serialised by the helper (compact), or none */
+ * document re-serialised by the helper (compact), or none.
+ *
+ * A streamed request (stream 1: PUT .../files, POST .../exec?stream=1,
+ * px_control_streamed) has no body here: the helper sends the body as it
+ * comes, de-chunked or counted off its Content-Length, in HM_CTL_BODY
+ * messages of at most HM_CTL_CHUNK bytes, then one HM_CTL_BODY_END; no
+ * other request of that connection comes before it. Flow control: the
+ * helper never has more than HM_CTL_WINDOW body bytes of a connection
+ * that the parent has not acknowledged (HM_CTL_BODY_ACK, sent as the
+ * control API takes them); it stops reading the client meanwhile. The
+ * answer, both kinds alike, comes back in HM_CTL_DATA messages of at
+ * most HM_CTL_CHUNK bytes, under the same window, acknowledged by
+ * HM_CTL_DATA_ACK as the client takes them. A peer that exceeds a
+ * window or acknowledges more than it got is malformed. */
 #define HM_CTL_TARGET_MAX 2048
+#define HM_CTL_CHUNK	(32 * 1024)
+#define HM_CTL_WINDOW	(128 * 1024)
 struct hm_ctl_request {
 	uint64_t	 id;
 	int32_t		 method;
@@ -64,6 +84,19 @@ struct hm_ctl_request {
 	char		 target[HM_CTL_TARGET_MAX];
 	char		 authz[257];
 	uint32_t	 bodylen;
+	int32_t		 stream;	/* the body follows in HM_CTL_BODY */
+	int32_t		 expect;	/* stream: Expect: 100-continue */
+};
+
+struct hm_ctl_body_end {
+	uint64_t	 id;
+	int32_t		 broken;	/* the client broke its framing: the
+					 * request fails as it would have */
+};
+
+struct hm_ctl_ack {
+	uint64_t	 id;
+	uint32_t	 bytes;
 };
 
 struct hm_ctl_refused {

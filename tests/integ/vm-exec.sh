@@ -8,7 +8,12 @@
 # concurrent execs on a suspended sandbox share one wake; a running
 # command is activity (idle_pause does not stop it); berthd restarted,
 # the next exec connects again; a sandbox token may exec only in its
-# own sandbox (403 elsewhere); an external sandbox has no guest (409).
+# own sandbox (403 elsewhere); over control_listen (the control helper
+# relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
+# of stdin and 20 MiB of output stream whole, a slow reader makes
+# neither the helper nor the parent buffer, Expect: 100-continue is
+# answered, a half close after a whole PUT still gets its answer; an
+# external sandbox has no guest (409).
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -323,6 +328,130 @@ for i in 1 2 3; do
 	like "MCP with another sandbox's token: call $i refused (403)" "$(ans $i 't')" \
 		"HTTP 403.*belongs to sandbox 'other'"
 done
+
+# ---- streamed requests over control_listen: the control helper relays
+# their bodies both ways, with backpressure ----
+# a client reading slowly (a small receive buffer, 64 KiB every 20 ms) a
+# 10 MB file: neither the helper nor the parent buffers what it has not
+# taken (their peak RSS barely moves), and it comes whole
+hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }	# kB
+hpid=$(berthd_helper control)
+h0=$(hwm "$hpid") p0=$(hwm "$BERTHD_PID")
+python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" >"$T/slow.out" <<'PY'
+import hashlib, socket, ssl, sys, time
+port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+s.connect(("127.0.0.1", port))
+t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+t.sendall(("GET /v1/sandboxes/ex/files?path=/tmp/big HTTP/1.1\r\nHost: api\r\n"
+           "Authorization: Bearer %s\r\nConnection: close\r\n\r\n" % tok).encode())
+raw, deadline = b"", time.time() + 120
+while time.time() < deadline:
+    b = t.recv(65536)
+    if not b:
+        break
+    raw += b
+    time.sleep(0.02)
+head, _, rest = raw.partition(b"\r\n\r\n")
+body = b""
+while rest:	# de-chunk
+    line, _, rest = rest.partition(b"\r\n")
+    n = int(line, 16)
+    if n == 0:
+        break
+    body, rest = body + rest[:n], rest[n + 2:]
+print(head.split(b"\r\n")[0].decode(), hashlib.sha256(body).hexdigest())
+PY
+is "over TLS: a slow client's streamed GET of 10 MB comes whole" \
+	"$(cat "$T/slow.out")" "HTTP/1.1 200 OK $(sha256sum <"$T/big" | cut -d' ' -f1)"
+h1=$(hwm "$hpid") p1=$(hwm "$BERTHD_PID")
+if [ $((h1 - h0)) -lt 4096 ]; then
+	ok "... the control helper buffered none of it (peak RSS +$((h1 - h0)) kB)"
+else
+	not_ok "... the control helper buffered none of it"; diag "peak RSS $h0 -> $h1 kB"
+fi
+if [ $((p1 - p0)) -lt 8192 ]; then
+	ok "... nor the parent (peak RSS +$((p1 - p0)) kB)"
+else
+	not_ok "... nor the parent"; diag "peak RSS $p0 -> $p1 kB"
+fi
+ms() { echo $(($(date +%s%N) / 1000000)); }
+t0=$(ms)
+check "over TLS: cp of a 10 MB file in (the helper relays its body)" \
+	tcp "$tok" "$T/big" ex:/tmp/big-tls
+t1=$(ms)
+h2=$(hwm "$hpid")
+if [ $((h2 - h1)) -lt 4096 ]; then
+	ok "... the control helper did not buffer it (peak RSS +$((h2 - h1)) kB)"
+else
+	not_ok "... the control helper did not buffer it"; diag "peak RSS $h1 -> $h2 kB"
+fi
+t2=$(ms)
+check "... the same over the unix socket, for the time it takes" \
+	netctl sandbox cp "$T/big" ex:/tmp/big-unix
+t3=$(ms)
+diag "10 MB cp in: $((t1 - t0)) ms over TLS (relayed), $((t3 - t2)) ms over the unix socket"
+is "... byte-identical in the guest" "$(x -- sha256sum /tmp/big-tls | cut -d' ' -f1)" \
+	"$(sha256sum <"$T/big" | cut -d' ' -f1)"
+t0=$(ms)
+check "over TLS: cp it out" tcp "$tok" ex:/tmp/big-tls "$T/back-tls"
+t1=$(ms)
+check "... the same over the unix socket, for the time it takes" \
+	netctl sandbox cp ex:/tmp/big-tls "$T/back-unix"
+t2=$(ms)
+diag "10 MB cp out: $((t1 - t0)) ms over TLS (relayed), $((t2 - t1)) ms over the unix socket"
+is "... byte-identical back" "$(sha256sum <"$T/back-tls" | cut -d' ' -f1)" \
+	"$(sha256sum <"$T/big" | cut -d' ' -f1)"
+out=$("$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$tok" \
+	sandbox exec ex -- sha256sum <"$T/in3m" | cut -d' ' -f1)
+is "over TLS: 3 MB of stdin to a streamed exec go whole" "$out" \
+	"$(sha256sum <"$T/in3m" | cut -d' ' -f1)"
+n=$(tx "$tok" ex -- dd if=/dev/zero bs=65536 count=320 2>/dev/null | wc -c)
+is "over TLS: 20 MiB of a streamed exec's output come whole" "$n" 20971520
+# curl's Expect: 100-continue: the control API's 100 comes through (curl
+# would otherwise wait its 60 s, then send)
+curl -sS -v --cacert "$CA" -H "Authorization: Bearer $tok" \
+	-H 'Expect: 100-continue' --expect100-timeout 60 -m 50 \
+	--resolve "api.$DOMAIN:$CTL_PORT:127.0.0.1" -T "$T/in3m" \
+	"https://api.$DOMAIN:$CTL_PORT/v1/sandboxes/ex/files?path=/tmp/in3m" \
+	>"$T/put.out" 2>"$T/put.err"
+is "over TLS: PUT with Expect: 100-continue gets its 100, then 200" \
+	"$(tr -d '\r' <"$T/put.err" | sed -n 's/^< HTTP\/1.1 \([0-9]*\).*/\1/p' | tr '\n' ' ')" "100 200 "
+is "... and the file is whole" "$(x -- sha256sum /tmp/in3m | cut -d' ' -f1)" \
+	"$(sha256sum <"$T/in3m" | cut -d' ' -f1)"
+# a streamed exec whose chunked body breaks its framing: refused (400)
+# before the command runs, as on the unix socket
+out=$(printf 'POST /v1/sandboxes/ex/exec?stream=1 HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n' "$tok" |
+	timeout 30 openssl s_client -quiet -connect "127.0.0.1:$CTL_PORT" \
+		-servername "api.$DOMAIN" -CAfile "$CA" 2>/dev/null | head -n 1 | tr -d '\r')
+is "over TLS: a streamed exec with broken chunked framing is 400" "$out" "HTTP/1.1 400 Bad Request"
+# a client that half closes (TCP FIN) after a whole PUT still gets its
+# answer, as on the unix socket
+out=$(python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" <<'PY'
+import os, socket, ssl, sys, time
+port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port))
+t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+t.sendall(("PUT /v1/sandboxes/ex/files?path=/tmp/half.txt HTTP/1.1\r\nHost: api\r\n"
+           "Authorization: Bearer %s\r\nContent-Length: 5\r\n\r\nhalf\n" % tok).encode())
+socket.socket(fileno=os.dup(t.fileno())).shutdown(socket.SHUT_WR)
+raw, deadline = b"", time.time() + 60
+t.settimeout(60)
+while time.time() < deadline:
+    try:
+        b = t.recv(65536)
+    except (ssl.SSLError, OSError):
+        break
+    if not b:
+        break
+    raw += b
+print(raw.split(b"\r\n")[0].decode())
+PY
+)
+is "over TLS: a half close after a whole PUT still gets its answer" "$out" "HTTP/1.1 200 OK"
+is "... and the file is there" "$(x -- cat /tmp/half.txt)" half
+check "the control helper is the same process still" test "$(berthd_helper control)" = "$hpid"
 
 out=$(netctl sandbox exec other -- true </dev/null 2>&1)
 is "an external sandbox: exit 1" "$?" 1
