@@ -99,10 +99,11 @@ is "the same boot after the restore" "$(json_get "$(cat "$T/body")" 'j["boot_id"
 nca sandbox rm fw >/dev/null
 gone_b() { curl -s -o "$T/gone.body" -w '%{http_code}' --cacert "$T/b/state/tls/ca.pem" \
 	--connect-to ::127.0.0.1: "https://8080-fw.$DOMAIN:$HTTPS_b/healthz"; }
-if wait_for 60 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --cacert '$T/b/state/tls/ca.pem' --connect-to ::127.0.0.1: https://8080-fw.$DOMAIN:$HTTPS_b/healthz)\" = 404 ]"; then
+gone404() { c=$(gone_b); echo "$c" >>"$T/gone.codes"; [ "$c" = 404 ]; }
+if wait_for 60 gone404; then
 	ok "removed: 404 through b"
 else
 	not_ok "removed: 404 through b"
-	diag "b answers $(gone_b): $(cat "$T/gone.body")"
+	diag "b answered $(sort "$T/gone.codes" | uniq -c | tr '\n' ' '); now $(gone_b) $(head -c 300 "$T/gone.body")"
 fi
 done_testing
