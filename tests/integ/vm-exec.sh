@@ -366,12 +366,17 @@ PY
 is "over TLS: a slow client's streamed GET of 10 MB comes whole" \
 	"$(cat "$T/slow.out")" "HTTP/1.1 200 OK $(sha256sum <"$T/big" | cut -d' ' -f1)"
 h1=$(hwm "$hpid") p1=$(hwm "$BERTHD_PID")
-if [ $((h1 - h0)) -lt 4096 ]; then
+if berthd_sanitized; then
+	# ASan's quarantine (8 MiB in the CI pass) and shadow are not berthd's
+	diag "peak RSS bounds not checked: berthd is built with ASan (helper +$((h1 - h0)) kB, parent +$((p1 - p0)) kB)"
+elif [ $((h1 - h0)) -lt 4096 ]; then
 	ok "... the control helper buffered none of it (peak RSS +$((h1 - h0)) kB)"
 else
 	not_ok "... the control helper buffered none of it"; diag "peak RSS $h0 -> $h1 kB"
 fi
-if [ $((p1 - p0)) -lt 8192 ]; then
+if berthd_sanitized; then
+	:
+elif [ $((p1 - p0)) -lt 8192 ]; then
 	ok "... nor the parent (peak RSS +$((p1 - p0)) kB)"
 else
 	not_ok "... nor the parent"; diag "peak RSS $p0 -> $p1 kB"
@@ -382,7 +387,9 @@ check "over TLS: cp of a 10 MB file in (the helper relays its body)" \
 	tcp "$tok" "$T/big" ex:/tmp/big-tls
 t1=$(ms)
 h2=$(hwm "$hpid")
-if [ $((h2 - h1)) -lt 4096 ]; then
+if berthd_sanitized; then
+	diag "helper peak RSS bound not checked: berthd is built with ASan (+$((h2 - h1)) kB)"
+elif [ $((h2 - h1)) -lt 4096 ]; then
 	ok "... the control helper did not buffer it (peak RSS +$((h2 - h1)) kB)"
 else
 	not_ok "... the control helper did not buffer it"; diag "peak RSS $h1 -> $h2 kB"
