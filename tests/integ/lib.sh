@@ -131,6 +131,13 @@ _cleanup() {
 		"$T"/*) kill -KILL "$_p" 2>/dev/null;;
 		esac
 	done
+	# the taps of this test's VM sandboxes are persistent (they outlive a
+	# berthd restart): delete them, or the next test's sandbox of the
+	# same name meets a stale one
+	for _c in $(find "$T" -name sandbox.conf 2>/dev/null); do
+		_tap=$(sed -n 's/^tap=//p' "$_c" 2>/dev/null)
+		[ -n "$_tap" ] && ip link del "$_tap" 2>/dev/null
+	done
 	# at_exit commands, newest first (unmount, delete a namespace)
 	if [ -s "$T/atexit" ]; then
 		tac "$T/atexit" >"$T/atexit.run"
