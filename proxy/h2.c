@@ -82,6 +82,8 @@ struct h2s {
 	/* the response */
 	struct px_head	 resp;
 	int		 head_done, resp_end, deferred;
+	int		 a_eof;		/* the session's end is gone */
+	int		 a_paused;	/* our end's reading is off: body full */
 	enum px_body_kind kind;
 	uint64_t	 left;
 	struct px_chunk	 ch;
@@ -164,14 +166,12 @@ a_write(struct bufferevent *bev, void *arg)
 	h2_send(h);
 }
 
-/* The session on the other end is gone. */
+/* The session's end is gone and all it sent is taken. */
 static void
-a_event(struct bufferevent *bev, short what, void *arg)
+a_gone(struct h2s *st)
 {
-	struct h2s *st = arg;
 	struct h2c *h = st->h;
 
-	resp_read(st);
 	if (st->head_done && st->kind == PX_BODY_CLOSE)
 		st->resp_end = 1;
 	bufferevent_setcb(st->a, NULL, NULL, NULL, NULL);
@@ -183,6 +183,19 @@ a_event(struct bufferevent *bev, short what, void *arg)
 		st->deferred = 0;
 		nghttp2_session_resume_data(h->ng, st->id);
 	}
+}
+
+/* The session on the other end is gone. What it wrote last is all in
+ * our input now (the pair's flush ignores the watermark): it is taken
+ * as the client's window makes room (resp_read), then a_gone(). */
+static void
+a_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct h2s *st = arg;
+	struct h2c *h = st->h;
+
+	st->a_eof = 1;
+	resp_read(st);
 	h2_send(h);
 }
 
@@ -459,6 +472,28 @@ resp_read(struct h2s *st)
 		}
 	}
 out:
+	if (st->a_eof) {
+		/* done, or nothing more can come of what is left */
+		if (evbuffer_get_length(in) == 0 || st->resp_end ||
+		    !st->head_done || evbuffer_get_length(st->body) < H2_BODY_MAX)
+			a_gone(st);
+	} else {
+		/* A full body (the client's window is closed): the pair and
+		 * the session keep the rest, until DATA frames make room.
+		 * Reading stays off meanwhile, for libevent runs a read
+		 * callback that leaves the input at the high watermark again
+		 * at once (bufferevent_inbuf_wm_check): a busy loop. */
+		int full = st->head_done && !st->resp_end &&
+		    evbuffer_get_length(st->body) >= H2_BODY_MAX;
+
+		if (full && !st->a_paused) {
+			st->a_paused = 1;
+			bufferevent_disable(st->a, EV_READ);
+		} else if (!full && st->a_paused) {
+			st->a_paused = 0;
+			bufferevent_enable(st->a, EV_READ);
+		}
+	}
 	if (st->deferred && (evbuffer_get_length(st->body) > 0 || st->resp_end)) {
 		st->deferred = 0;
 		nghttp2_session_resume_data(st->h->ng, st->id);

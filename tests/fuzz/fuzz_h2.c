@@ -446,6 +446,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    turns, sent, len, coutlen, moved);
 	}
 	check_frames();
+	if (getenv("FUZZ_H2_DEBUG"))
+		fprintf(stderr, "%d turns, %zu bytes out, \"hello\" %s\n", turns,
+		    coutlen, coutlen && memmem(cout, coutlen, "hello", 5) ? "seen" : "not seen");
 
 	/* the client goes; everything must be freed */
 	close_hard(cfd);
