@@ -44,6 +44,9 @@
 #define H2_RESET_MS	10000		/* h2_resets counts per this window */
 #define H2_METHOD_MAX	32
 #define H2_LINGER_MS	1000		/* a closing connection's last reads */
+#define H2_STALL_TICK_MS 1000		/* zero-window stalls checked this often */
+#define H2_WU_SMALL	1024		/* a WINDOW_UPDATE below this is small */
+#define H2_WU_MAX	1000		/* small ones per H2_RESET_MS: a flood */
 
 struct h2s;
 TAILQ_HEAD(h2slist, h2s);
@@ -57,6 +60,11 @@ struct h2c {
 	socklen_t	 peerlen;
 	char		 peername[64];
 	struct event	*timer;		/* idle */
+	struct event	*stall;		/* zero-window stalls (H2_STALL_TICK_MS) */
+	uint64_t	 stall_t0;	/* since when a response waits on the
+					 * client's window; 0: none does */
+	uint64_t	 wu_t0;
+	unsigned	 wu_n;
 	unsigned	 nstreams;
 	uint64_t	 rst_t0;
 	unsigned	 rst_n;
@@ -609,6 +617,23 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 		if (st != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
 			stream_req_end(st);
 		break;
+	case NGHTTP2_WINDOW_UPDATE:
+		/* a flood of small increments costs a frame's work each and
+		 * gives nothing (big ones overflow the window: an error) */
+		if (f->window_update.window_size_increment >= H2_WU_SMALL)
+			break;
+		now = px_now_ms();
+		if (now - h->wu_t0 > H2_RESET_MS) {
+			h->wu_t0 = now;
+			h->wu_n = 0;
+		}
+		if (++h->wu_n > H2_WU_MAX && !h->closing) {
+			log_warnx("h2 %s: %u small WINDOW_UPDATEs in %u s: GOAWAY",
+			    h->peername, h->wu_n, H2_RESET_MS / 1000);
+			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+			h->closing = 1;
+		}
+		break;
 	case NGHTTP2_RST_STREAM:
 		/* rapid reset (CVE-2023-44487): streams opened and reset in
 		 * a loop each cost a session and an upstream connection */
@@ -676,6 +701,8 @@ conn_free(struct h2c *h)
 	nghttp2_session_del(h->ng);
 	if (h->timer != NULL)
 		event_free(h->timer);
+	if (h->stall != NULL)
+		event_free(h->stall);
 	px_xport_free(h->xp);
 	TAILQ_REMOVE(&conns, h, entry);
 	free(h);
@@ -742,6 +769,42 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	nghttp2_session_terminate_session(h->ng, NGHTTP2_NO_ERROR);
 	h->closing = 1;
 	h2_send(h);
+}
+
+/* A client that leaves a response waiting on its flow-control window
+ * (a zero-window stall: it reads the socket, so the send timeout never
+ * fires) for `timeout send` is closed, as a slow reader over HTTP/1.1. */
+static void
+stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2c *h = arg;
+	struct h2s *st;
+	int stalled = 0;
+	uint64_t now;
+
+	if (h->closing)
+		return;
+	TAILQ_FOREACH(st, &h->streams, entry)
+		if (evbuffer_get_length(st->body) > 0 &&
+		    (nghttp2_session_get_stream_remote_window_size(h->ng, st->id) <= 0 ||
+		    nghttp2_session_get_remote_window_size(h->ng) <= 0)) {
+			stalled = 1;
+			break;
+		}
+	if (!stalled) {
+		h->stall_t0 = 0;
+		return;
+	}
+	now = px_now_ms();
+	if (h->stall_t0 == 0)
+		h->stall_t0 = now;
+	else if (now - h->stall_t0 >= h->w->cfg.t_send) {
+		log_warnx("h2 %s: stream %d: the client's window stayed shut for %u s: GOAWAY",
+		    h->peername, st->id, h->w->cfg.t_send / 1000);
+		nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+		h->closing = 1;
+		h2_send(h);
+	}
 }
 
 static void
@@ -846,8 +909,11 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	    nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0,
 	    H2_CONN_WINDOW) != 0)
 		goto fail_nocb;
-	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL)
+	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL ||
+	    (h->stall = event_new(w->base, -1, EV_PERSIST, stall_cb, h)) == NULL)
 		goto fail_nocb;
+	px_tv_ms(&tv, H2_STALL_TICK_MS);
+	evtimer_add(h->stall, &tv);
 	px_xport_set_owner(xp, NULL);
 	/* an established connection now, whatever its handshake waited at */
 	(void)px_bev_priority(h->c, PX_PRIO_NORMAL);
