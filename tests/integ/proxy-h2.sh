@@ -13,7 +13,11 @@
 # ENHANCE_YOUR_CALM, a CONTINUATION flood a GOAWAY, a PING flood with
 # unread answers GOAWAY ENHANCE_YOUR_CALM, a client that never opens its
 # window on 100 streams does not make berthd buffer the guest's 4 GB, and
-# berthd keeps serving. Chromium loads the demo page over h2 and its
+# berthd keeps serving. Beside a normal client's p99 latency (bound:
+# max(2x, +20 ms) of its median baseline): an HPACK bomb and an oversized
+# header list are refused, SETTINGS and WINDOW_UPDATE floods get GOAWAY,
+# streams beyond h2_streams REFUSED_STREAM, a zero-window hold GOAWAY
+# after `timeout send` (tests/integ/h2attack.py). Chromium loads the demo page over h2 and its
 # WebSocket echo works (over HTTP/1.1: no RFC 8441). SIGTERM lets a
 # stream in flight finish; `http2 off` offers http/1.1 only.
 # SPDX-License-Identifier: GPL-2.0-or-later
