@@ -85,6 +85,7 @@ struct h2s {
 	struct evbuffer	*cookie;
 	size_t		 hsize;		/* header list size (RFC 9113 6.5.2) */
 	int		 bad;		/* a field we refuse */
+	int		 too_big;	/* over h2_header_list: 431 */
 	int		 has_cl, chunked, started, req_end;
 	size_t		 unconsumed;	/* DATA bytes not yet given back */
 	/* the response */
@@ -217,6 +218,14 @@ stream_begin(struct h2s *st, int end_stream)
 	struct evbuffer *req;
 
 	st->started = 1;
+	if (st->too_big) {
+		nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"431", 7, 3,
+		    NGHTTP2_NV_FLAG_NONE };
+
+		if (nghttp2_submit_response(h->ng, st->id, &nv, 1, NULL) != 0)
+			stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
 	if (st->bad || st->method[0] == '\0' || st->path == NULL ||
 	    strcmp(st->method, "CONNECT") == 0) {
 		/* CONNECT: no RFC 8441 (not advertised); WebSockets fall
@@ -551,11 +560,16 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 
 	if (st == NULL || st->started)
 		return 0;	/* trailers: not forwarded */
+	if (st->too_big)
+		return 0;	/* the rest of the block is decoded, not kept */
 	st->hsize += nlen + vlen + 32;
 	if (st->hsize > h->w->cfg.h2_header_list) {
-		log_warnx("h2 %s: stream %d: header list over %u bytes",
+		/* an oversized list, or an HPACK bomb (a big field in the
+		 * dynamic table referenced again and again): 431 */
+		log_warnx("h2 %s: stream %d: header list over %u bytes: 431",
 		    h->peername, st->id, h->w->cfg.h2_header_list);
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		st->too_big = 1;
+		return 0;
 	}
 	if (nlen > 0 && name[0] == ':') {
 		if (name_is(name, nlen, ":method")) {

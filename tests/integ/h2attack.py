@@ -13,7 +13,8 @@
 #     zerohold  a window of 0 and a GET of /bytes?n=N; then reads
 #               nothing and waits (up to 120 s) for the server to act
 #   Prints what the server did to the attacker, one line: "goaway CODE",
-#   "rst CODE" (the first stream reset), "headers" (a response began),
+#   "rst CODE" (the first stream reset), "headers" (a response began;
+#   "headers 431" when its status is 431),
 #   "refused K" (streams: how many got REFUSED_STREAM), "eof",
 #   "timeout"; then "after S" (seconds until then). With SECONDS the
 #   attack is repeated on new connections for that long (the first
@@ -74,7 +75,10 @@ def outcome(s, wait, count_refused=0):
                 if not count_refused:
                     return "rst %d" % code
             if ft == HEADERS and sid > 0 and not count_refused:
-                return "headers"
+                # nghttp2 sends a status outside the static table as a
+                # literal, not Huffman-coded when that is no shorter
+                # (3 digits): "431" shows in the block as is
+                return "headers 431" if b"\x03431" in p else "headers"
     except socket.timeout:
         pass
     except OSError:
