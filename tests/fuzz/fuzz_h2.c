@@ -41,6 +41,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -418,7 +419,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    getsockname(cl_lfd, (struct sockaddr *)&a, &alen) != 0)
 		die("socket");
-	if (connect(cfd, (struct sockaddr *)&a, alen) != 0) {
+	nonblock(cfd);
+	/* non-blocking: libFuzzer's SIGALRM would interrupt a blocking
+	 * connect (EINTR) */
+	if (connect(cfd, (struct sockaddr *)&a, alen) != 0 &&
+	    errno != EINPROGRESS && errno != EINTR) {
 		/* the upstream connections berthd closed first sit in
 		 * TIME_WAIT: at hundreds of inputs a second the ephemeral
 		 * ports can run out for a while; not a finding */
@@ -430,9 +435,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* small writes go out at once, not held by Nagle for a delayed
 	 * ACK that comes after this input is done */
 	setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
-	nonblock(cfd);
-	if ((sfd = accept(cl_lfd, NULL, NULL)) < 0)
-		die("accept");
+	for (i = 0; (sfd = accept(cl_lfd, NULL, NULL)) < 0; i++) {
+		struct pollfd pfd = { cl_lfd, POLLIN, 0 };
+
+		if ((errno != EAGAIN && errno != EINTR) || i > 100)
+			die("accept");
+		(void)poll(&pfd, 1, 100);
+	}
 	nonblock(sfd);
 	if ((xp = px_xport_accept(base, sfd, PX_XPORT_PLAIN, NULL, NULL)) == NULL)
 		die("px_xport_accept");
