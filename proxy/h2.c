@@ -678,7 +678,7 @@ on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 	/* the connection's window reopens at once: the streams' bound
 	 * what is held */
 	nghttp2_session_consume_connection(ng, len);
-	if (st == NULL || st->a == NULL || st->req_end) {
+	if (st == NULL || st->a == NULL || st->a_eof || st->req_end) {
 		nghttp2_session_consume_stream(ng, id, len);
 		return 0;
 	}
