@@ -44,6 +44,9 @@
 #define H2_RESET_MS	10000		/* h2_resets counts per this window */
 #define H2_METHOD_MAX	32
 #define H2_LINGER_MS	1000		/* a closing connection's last reads */
+#define H2_STALL_TICK_MS 1000		/* zero-window stalls checked this often */
+#define H2_WU_SMALL	1024		/* a WINDOW_UPDATE below this is small */
+#define H2_WU_MAX	1000		/* small ones per H2_RESET_MS: a flood */
 
 struct h2s;
 TAILQ_HEAD(h2slist, h2s);
@@ -57,6 +60,11 @@ struct h2c {
 	socklen_t	 peerlen;
 	char		 peername[64];
 	struct event	*timer;		/* idle */
+	struct event	*stall;		/* zero-window stalls (H2_STALL_TICK_MS) */
+	uint64_t	 stall_t0;	/* since when a response waits on the
+					 * client's window; 0: none does */
+	uint64_t	 wu_t0;
+	unsigned	 wu_n;
 	unsigned	 nstreams;
 	uint64_t	 rst_t0;
 	unsigned	 rst_n;
@@ -77,11 +85,14 @@ struct h2s {
 	struct evbuffer	*cookie;
 	size_t		 hsize;		/* header list size (RFC 9113 6.5.2) */
 	int		 bad;		/* a field we refuse */
+	int		 too_big;	/* over h2_header_list: 431 */
 	int		 has_cl, chunked, started, req_end;
 	size_t		 unconsumed;	/* DATA bytes not yet given back */
 	/* the response */
 	struct px_head	 resp;
 	int		 head_done, resp_end, deferred;
+	int		 a_eof;		/* the session's end is gone */
+	int		 a_paused;	/* our end's reading is off: body full */
 	enum px_body_kind kind;
 	uint64_t	 left;
 	struct px_chunk	 ch;
@@ -164,14 +175,12 @@ a_write(struct bufferevent *bev, void *arg)
 	h2_send(h);
 }
 
-/* The session on the other end is gone. */
+/* The session's end is gone and all it sent is taken. */
 static void
-a_event(struct bufferevent *bev, short what, void *arg)
+a_gone(struct h2s *st)
 {
-	struct h2s *st = arg;
 	struct h2c *h = st->h;
 
-	resp_read(st);
 	if (st->head_done && st->kind == PX_BODY_CLOSE)
 		st->resp_end = 1;
 	bufferevent_setcb(st->a, NULL, NULL, NULL, NULL);
@@ -183,6 +192,19 @@ a_event(struct bufferevent *bev, short what, void *arg)
 		st->deferred = 0;
 		nghttp2_session_resume_data(h->ng, st->id);
 	}
+}
+
+/* The session on the other end is gone. What it wrote last is all in
+ * our input now (the pair's flush ignores the watermark): it is taken
+ * as the client's window makes room (resp_read), then a_gone(). */
+static void
+a_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct h2s *st = arg;
+	struct h2c *h = st->h;
+
+	st->a_eof = 1;
+	resp_read(st);
 	h2_send(h);
 }
 
@@ -196,6 +218,14 @@ stream_begin(struct h2s *st, int end_stream)
 	struct evbuffer *req;
 
 	st->started = 1;
+	if (st->too_big) {
+		nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"431", 7, 3,
+		    NGHTTP2_NV_FLAG_NONE };
+
+		if (nghttp2_submit_response(h->ng, st->id, &nv, 1, NULL) != 0)
+			stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
 	if (st->bad || st->method[0] == '\0' || st->path == NULL ||
 	    strcmp(st->method, "CONNECT") == 0) {
 		/* CONNECT: no RFC 8441 (not advertised); WebSockets fall
@@ -459,6 +489,28 @@ resp_read(struct h2s *st)
 		}
 	}
 out:
+	if (st->a_eof) {
+		/* done, or nothing more can come of what is left */
+		if (evbuffer_get_length(in) == 0 || st->resp_end ||
+		    !st->head_done || evbuffer_get_length(st->body) < H2_BODY_MAX)
+			a_gone(st);
+	} else {
+		/* A full body (the client's window is closed): the pair and
+		 * the session keep the rest, until DATA frames make room.
+		 * Reading stays off meanwhile, for libevent runs a read
+		 * callback that leaves the input at the high watermark again
+		 * at once (bufferevent_inbuf_wm_check): a busy loop. */
+		int full = st->head_done && !st->resp_end &&
+		    evbuffer_get_length(st->body) >= H2_BODY_MAX;
+
+		if (full && !st->a_paused) {
+			st->a_paused = 1;
+			bufferevent_disable(st->a, EV_READ);
+		} else if (!full && st->a_paused) {
+			st->a_paused = 0;
+			bufferevent_enable(st->a, EV_READ);
+		}
+	}
 	if (st->deferred && (evbuffer_get_length(st->body) > 0 || st->resp_end)) {
 		st->deferred = 0;
 		nghttp2_session_resume_data(st->h->ng, st->id);
@@ -508,11 +560,16 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 
 	if (st == NULL || st->started)
 		return 0;	/* trailers: not forwarded */
+	if (st->too_big)
+		return 0;	/* the rest of the block is decoded, not kept */
 	st->hsize += nlen + vlen + 32;
 	if (st->hsize > h->w->cfg.h2_header_list) {
-		log_warnx("h2 %s: stream %d: header list over %u bytes",
+		/* an oversized list, or an HPACK bomb (a big field in the
+		 * dynamic table referenced again and again): 431 */
+		log_warnx("h2 %s: stream %d: header list over %u bytes: 431",
 		    h->peername, st->id, h->w->cfg.h2_header_list);
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		st->too_big = 1;
+		return 0;
 	}
 	if (nlen > 0 && name[0] == ':') {
 		if (name_is(name, nlen, ":method")) {
@@ -574,6 +631,23 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 		if (st != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
 			stream_req_end(st);
 		break;
+	case NGHTTP2_WINDOW_UPDATE:
+		/* a flood of small increments costs a frame's work each and
+		 * gives nothing (big ones overflow the window: an error) */
+		if (f->window_update.window_size_increment >= H2_WU_SMALL)
+			break;
+		now = px_now_ms();
+		if (now - h->wu_t0 > H2_RESET_MS) {
+			h->wu_t0 = now;
+			h->wu_n = 0;
+		}
+		if (++h->wu_n > H2_WU_MAX && !h->closing) {
+			log_warnx("h2 %s: %u small WINDOW_UPDATEs in %u s: GOAWAY",
+			    h->peername, h->wu_n, H2_RESET_MS / 1000);
+			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+			h->closing = 1;
+		}
+		break;
 	case NGHTTP2_RST_STREAM:
 		/* rapid reset (CVE-2023-44487): streams opened and reset in
 		 * a loop each cost a session and an upstream connection */
@@ -604,7 +678,7 @@ on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 	/* the connection's window reopens at once: the streams' bound
 	 * what is held */
 	nghttp2_session_consume_connection(ng, len);
-	if (st == NULL || st->a == NULL || st->req_end) {
+	if (st == NULL || st->a == NULL || st->a_eof || st->req_end) {
 		nghttp2_session_consume_stream(ng, id, len);
 		return 0;
 	}
@@ -641,6 +715,8 @@ conn_free(struct h2c *h)
 	nghttp2_session_del(h->ng);
 	if (h->timer != NULL)
 		event_free(h->timer);
+	if (h->stall != NULL)
+		event_free(h->stall);
 	px_xport_free(h->xp);
 	TAILQ_REMOVE(&conns, h, entry);
 	free(h);
@@ -707,6 +783,42 @@ idle_cb(evutil_socket_t fd, short what, void *arg)
 	nghttp2_session_terminate_session(h->ng, NGHTTP2_NO_ERROR);
 	h->closing = 1;
 	h2_send(h);
+}
+
+/* A client that leaves a response waiting on its flow-control window
+ * (a zero-window stall: it reads the socket, so the send timeout never
+ * fires) for `timeout send` is closed, as a slow reader over HTTP/1.1. */
+static void
+stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2c *h = arg;
+	struct h2s *st;
+	int stalled = 0;
+	uint64_t now;
+
+	if (h->closing)
+		return;
+	TAILQ_FOREACH(st, &h->streams, entry)
+		if (evbuffer_get_length(st->body) > 0 &&
+		    (nghttp2_session_get_stream_remote_window_size(h->ng, st->id) <= 0 ||
+		    nghttp2_session_get_remote_window_size(h->ng) <= 0)) {
+			stalled = 1;
+			break;
+		}
+	if (!stalled) {
+		h->stall_t0 = 0;
+		return;
+	}
+	now = px_now_ms();
+	if (h->stall_t0 == 0)
+		h->stall_t0 = now;
+	else if (now - h->stall_t0 >= h->w->cfg.t_send) {
+		log_warnx("h2 %s: stream %d: the client's window stayed shut for %u s: GOAWAY",
+		    h->peername, st->id, h->w->cfg.t_send / 1000);
+		nghttp2_session_terminate_session(h->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+		h->closing = 1;
+		h2_send(h);
+	}
 }
 
 static void
@@ -811,8 +923,11 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	    nghttp2_session_set_local_window_size(h->ng, NGHTTP2_FLAG_NONE, 0,
 	    H2_CONN_WINDOW) != 0)
 		goto fail_nocb;
-	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL)
+	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL ||
+	    (h->stall = event_new(w->base, -1, EV_PERSIST, stall_cb, h)) == NULL)
 		goto fail_nocb;
+	px_tv_ms(&tv, H2_STALL_TICK_MS);
+	evtimer_add(h->stall, &tv);
 	px_xport_set_owner(xp, NULL);
 	/* an established connection now, whatever its handshake waited at */
 	(void)px_bev_priority(h->c, PX_PRIO_NORMAL);

@@ -12,8 +12,10 @@
  *
  * Limits (struct px_wcfg): h2_streams concurrent streams, h2_header_list
  * bytes of request headers, h2_resets streams reset by the client per
- * 10 s (more: GOAWAY ENHANCE_YOUR_CALM), t_keepalive idle; libnghttp2's
- * own limits against CONTINUATION, SETTINGS and PING floods.
+ * 10 s (more: GOAWAY ENHANCE_YOUR_CALM), t_keepalive idle, t_send for
+ * a response kept waiting on the client's window (zero-window stall),
+ * 1000 small WINDOW_UPDATEs per 10 s; libnghttp2's own limits against
+ * CONTINUATION, SETTINGS and PING floods.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_H2_H
