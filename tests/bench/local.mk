@@ -1,6 +1,12 @@
 # tests/bench: fragment of the top Makefile.am. `make bench` runs the
 # proxy benchmark (berthd vs nginx vs HAProxy); not part of `make check`.
+# tests/bench/bare: the bare libevent + OpenSSL responder it measures beside
+# them (the ceiling of berthd's own stack).
 EXTRA_DIST += tests/bench/proxy
+noinst_PROGRAMS += tests/bench/bare
+tests_bench_bare_SOURCES = tests/bench/bare.c
+tests_bench_bare_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS)
+tests_bench_bare_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS)
 .PHONY: bench
 bench: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
