@@ -49,6 +49,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/event_struct.h>
 #include <event2/util.h>
 
 #ifndef TAILQ_FOREACH_SAFE
@@ -352,6 +353,15 @@ req_unbind(struct px_sess *s)
 	}
 }
 
+/* One connection fewer: resume accepting if it was paused for it. */
+static void
+conns_dec(struct px_sessenv *w)
+{
+	if (w->nconns-- == w->hard_conns)
+		w->accepting(1);
+	w->closed();
+}
+
 void
 px_sess_free(struct px_sess *s)
 {
@@ -392,9 +402,7 @@ px_sess_free(struct px_sess *s)
 	event_free(s->timer);
 	px_xport_free(s->xp);	/* the bufferevent, the SSL, the socket */
 	free(s);
-	if (w->nconns-- == w->hard_conns)
-		w->accepting(1);
-	w->closed();
+	conns_dec(w);
 }
 
 static void
@@ -427,34 +435,123 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* An accepted connection with no byte yet (px_sess_accept). */
+struct px_pend {
+	struct px_sessenv *w;
+	struct event	 ev;		/* EV_READ, with the head's deadline */
+	struct timespec	 t0;		/* the accept */
+	int		 https;
+	int		 over;		/* accepted past the limit: 503 only */
+	socklen_t	 salen;
+	struct sockaddr_in6 sa;		/* IPv4 or IPv6 */
+	TAILQ_ENTRY(px_pend) entry;
+};
+
+static void sess_begin(struct px_sessenv *, struct px_xport *,
+    const struct sockaddr *, int socklen, int https,
+    const struct px_pend *);
+
+static void
+pend_free(struct px_pend *p, int close_fd)
+{
+	struct px_sessenv *w = p->w;
+
+	TAILQ_REMOVE(&w->pending, p, entry);
+	event_del(&p->ev);
+	if (close_fd)
+		close(event_get_fd(&p->ev));
+	free(p);
+}
+
+/* Its first byte (or the head's deadline, or EOF) came: the session is
+ * made now; the deadline keeps running from the accept. */
+static void
+pend_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_pend *p = arg, copy;
+	struct px_sessenv *w = p->w;
+	struct px_xport *xp;
+
+	if (what & EV_TIMEOUT) {	/* nothing arrived at all: just close */
+		pend_free(p, 1);
+		conns_dec(w);
+		return;
+	}
+	copy = *p;
+	pend_free(p, 0);
+	xp = px_xport_accept(w->base, fd, copy.https == 0 ? PX_XPORT_PLAIN :
+	    copy.https == PX_LISTEN_FLEET ? PX_XPORT_FLEET : PX_XPORT_TLS,
+	    w->tls, NULL);
+	if (xp == NULL) {		/* fd closed */
+		conns_dec(w);
+		return;
+	}
+	sess_begin(w, xp, (const struct sockaddr *)&copy.sa, (int)copy.salen,
+	    copy.https, &copy);
+}
+
 void
 px_sess_accept(struct px_sessenv *w, int fd, struct sockaddr *sa, int socklen,
     int https)
 {
-	struct px_xport *xp;
+	struct px_pend *p;
+	struct timeval tv;
 	int one = 1;
+	unsigned ms;
 
-	if (w->draining) {
+	if (w->draining || (size_t)socklen > sizeof(p->sa) ||
+	    (p = calloc(1, sizeof(*p))) == NULL) {
 		close(fd);
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	evutil_make_socket_nonblocking(fd);
-	xp = px_xport_accept(w->base, fd, !https ? PX_XPORT_PLAIN :
-	    https == PX_LISTEN_FLEET ? PX_XPORT_FLEET : PX_XPORT_TLS, w->tls, NULL);
-	if (xp == NULL)		/* fd closed */
+	p->w = w;
+	p->https = https;
+	p->salen = (socklen_t)socklen;
+	memcpy(&p->sa, sa, (size_t)socklen);
+	clock_gettime(CLOCK_MONOTONIC, &p->t0);
+	/* Past the limit: answered 503 as soon as its head is read, with
+	 * a short deadline for that head. */
+	p->over = w->nconns >= w->cfg.max_conns;
+	if (p->over)
+		w->stats.overload++;
+	ms = p->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head;
+	event_assign(&p->ev, w->base, fd, EV_READ, pend_cb, p);
+	px_tv_ms(&tv, ms);
+	if (event_add(&p->ev, &tv) != 0) {
+		free(p);
+		close(fd);
 		return;
-	px_sess_start(w, xp, sa, socklen, https);
+	}
+	TAILQ_INSERT_TAIL(&w->pending, p, entry);
+	w->nconns++;
+	w->stats.conns_total++;
+	if (w->nconns >= w->hard_conns)
+		w->accepting(0);	/* the rest wait in the backlog */
 }
 
 void
 px_sess_start(struct px_sessenv *w, struct px_xport *xp,
     const struct sockaddr *sa, int socklen, int https)
 {
+	sess_begin(w, xp, sa, socklen, https, NULL);
+}
+
+/* The session of a new connection; pend: what px_sess_accept decided and
+ * counted (NULL: px_sess_start, counted here). */
+static void
+sess_begin(struct px_sessenv *w, struct px_xport *xp,
+    const struct sockaddr *sa, int socklen, int https,
+    const struct px_pend *pend)
+{
 	struct px_sess *s;
+	long left;
 
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		px_xport_free(xp);
+		if (pend != NULL)
+			conns_dec(w);
 		return;
 	}
 	s->w = w;
@@ -487,24 +584,33 @@ px_sess_start(struct px_sessenv *w, struct px_xport *xp,
 	cl_timeouts(s, 0);
 	bufferevent_enable(s->c, EV_READ | EV_WRITE);
 	TAILQ_INSERT_TAIL(&w->sessions, s, entry);
-	/* Past the limit: answered 503 as soon as its head is read, with
-	 * a short deadline for that head. */
-	s->over = w->nconns >= w->cfg.max_conns;
-	if (s->over)
-		w->stats.overload++;
-	w->nconns++;
-	w->stats.conns_total++;
-	if (w->nconns >= w->hard_conns)
-		w->accepting(0);	/* the rest wait in the backlog */
-	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->wake_ms = -1;
-	px_sess_timer_set(s, T_HEAD, s->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head);
+	if (pend != NULL) {
+		s->over = pend->over;
+		s->t0 = pend->t0;
+	} else {
+		/* Past the limit: answered 503 as soon as its head is
+		 * read, with a short deadline for that head. */
+		s->over = w->nconns >= w->cfg.max_conns;
+		if (s->over)
+			w->stats.overload++;
+		w->nconns++;
+		w->stats.conns_total++;
+		if (w->nconns >= w->hard_conns)
+			w->accepting(0);	/* the rest wait in the backlog */
+		clock_gettime(CLOCK_MONOTONIC, &s->t0);
+	}
+	left = (long)(s->over && w->cfg.t_head > 2000 ? 2000 : w->cfg.t_head) -
+	    px_ms_since(&s->t0);
+	px_sess_timer_set(s, T_HEAD, left > 1 ? (unsigned)left : 1);
 	if (w->nhs_low > 0)
 		w->handshakes_wait();
 	return;
 fail:
 	px_xport_free(s->xp);
 	free(s);
+	if (pend != NULL)
+		conns_dec(w);
 }
 
 /* Ends one exchange and gets ready for the next request (keep-alive). */
@@ -2006,6 +2112,7 @@ px_sess_env_init(struct px_sessenv *env)
 	int i;
 
 	TAILQ_INIT(&env->sessions);
+	TAILQ_INIT(&env->pending);
 	for (i = 0; i < PX_POOL_BUCKETS; i++)
 		TAILQ_INIT(&env->pool[i]);
 }
@@ -2014,8 +2121,13 @@ void
 px_sess_drain_all(struct px_sessenv *w, int hard)
 {
 	struct px_sess *s, *t;
+	struct px_pend *p;
 
 	px_h2_drain_all(w, hard);
+	while ((p = TAILQ_FIRST(&w->pending)) != NULL) {
+		pend_free(p, 1);	/* no byte yet: nothing to finish */
+		conns_dec(w);
+	}
 	TAILQ_FOREACH_SAFE(s, &w->sessions, entry, t) {
 		if (hard || (s->state == S_HEAD && s->req.scanned == 0 &&
 		    evbuffer_get_length(bufferevent_get_input(s->c)) == 0))

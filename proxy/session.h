@@ -54,6 +54,8 @@ struct px_stats {
 };
 
 TAILQ_HEAD(px_sesslist, px_sess);
+struct px_pend;
+TAILQ_HEAD(px_pendlist, px_pend);
 TAILQ_HEAD(px_uplist, px_up);
 
 /* The idle upstream connections to one address:port (upstream.c). */
@@ -97,6 +99,7 @@ struct px_sessenv {
 	int		 draining;
 	struct px_stats	 stats;
 	struct px_sesslist sessions;
+	struct px_pendlist pending;	/* accepted, no byte yet (no session) */
 	struct px_pklist pool[PX_POOL_BUCKETS];
 	unsigned	 pool_idle;
 	/* the owner's hooks (none may be NULL) */
@@ -109,7 +112,11 @@ struct px_sessenv {
 
 /* Readies env's lists; the owner sets the rest. */
 void px_sess_env_init(struct px_sessenv *);
-/* A new client connection on fd (https: 0, 1 or PX_LISTEN_FLEET). */
+/* A new client connection on fd (https: 0, 1 or PX_LISTEN_FLEET). Until
+ * its first byte arrives it holds an event and its address only (about
+ * 0.25 KB): the session, its buffers and the SSL come with that byte, so
+ * idle connections that never send one cost little. It counts in nconns
+ * from here, and the request head's deadline runs from the accept. */
 void px_sess_accept(struct px_sessenv *, int fd, struct sockaddr *, int socklen,
     int https);
 /* The same over a transport already made (tls.h): tests pass a plain
