@@ -102,6 +102,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);	/* as nginx, berthd */
 	n = snprintf(resp, sizeof(resp), "HTTP/1.1 200 OK\r\nServer: bare\r\n"
 	    "Content-Type: text/plain\r\nContent-Length: 1024\r\n\r\n");
 	memset(resp + n, 'x', 1023);
