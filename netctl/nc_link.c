@@ -237,6 +237,34 @@ nc_link_addr_add(const char *ifname, struct in_addr addr, uint8_t plen,
 }
 
 int
+nc_link_neigh_set(const char *ifname, struct in_addr addr,
+    const uint8_t mac[6], char *err, size_t errlen)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE], a[INET_ADDRSTRLEN], what[96];
+	struct nlmsghdr *nlh;
+	struct ndmsg *nd;
+	int idx, rc;
+
+	if ((rc = lk_name_ok(ifname, err, errlen)) < 0)
+		return rc;
+	inet_ntop(AF_INET, &addr, a, sizeof(a));
+	snprintf(what, sizeof(what), "neighbour %s on %s", a, ifname);
+	if ((idx = lk_index(ifname, what, err, errlen)) < 0)
+		return idx;
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWNEIGH;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
+	nd = mnl_nlmsg_put_extra_header(nlh, sizeof(*nd));
+	nd->ndm_family = AF_INET;
+	nd->ndm_ifindex = idx;
+	nd->ndm_state = NUD_PERMANENT;
+	nd->ndm_type = RTN_UNICAST;
+	mnl_attr_put(nlh, NDA_DST, sizeof(addr), &addr);
+	mnl_attr_put(nlh, NDA_LLADDR, 6, mac);
+	return lk_talk(nlh, what, err, errlen);
+}
+
+int
 nc_link_set(const char *ifname, const uint8_t *mac, int up, char *err,
     size_t errlen)
 {

@@ -31,6 +31,10 @@ int nc_link_exists(const char *ifname, char *err, size_t errlen);
 /* RTM_NEWADDR addr/plen on ifname (replace: an existing one is fine). */
 int nc_link_addr_add(const char *ifname, struct in_addr addr, uint8_t plen,
     char *err, size_t errlen);
+/* RTM_NEWNEIGH: a permanent neighbour entry addr -> mac on ifname
+ * (replace: an existing one is fine). */
+int nc_link_neigh_set(const char *ifname, struct in_addr addr,
+    const uint8_t mac[6], char *err, size_t errlen);
 /* RTM_NEWLINK: MAC address (NULL: leave) and IFF_UP on or off. */
 int nc_link_set(const char *ifname, const uint8_t *mac, int up, char *err,
     size_t errlen);

@@ -1270,17 +1270,26 @@ mkfs_exited(pid_t pid, int status, void *arg)
 		op_finish(sb, 0, VMM_FAILED, why);
 }
 
-/* Bring the host side of the network up; idempotent (restart, start). */
+/* Bring the host side of the network up; idempotent (restart, start).
+ * The guest's address gets a permanent neighbour entry for its MAC (both
+ * fixed for the sandbox's life, one guest per tap): the host never asks
+ * by ARP, so the first packet to a guest just resumed from a snapshot
+ * (or paused past the neighbour cache's timers) waits for no ARP answer
+ * from a guest that is only starting to run again. */
 static int
 net_setup(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
+	int rc;
+
 	if (sb->m->cfg.external_taps)
 		return 0;
 	uid_t owner = sb->uid != 0 ? sb->uid :
 	    sb->m->cfg.tap_owner != 0 ? sb->m->cfg.tap_owner : (uid_t)-1;
 
-	return nc_link_tap_setup(sb->tap, owner, sb->host_mac,
-	    sb->gateway, sb->prefix, err, errlen);
+	if ((rc = nc_link_tap_setup(sb->tap, owner, sb->host_mac,
+	    sb->gateway, sb->prefix, err, errlen)) < 0)
+		return rc;
+	return nc_link_neigh_set(sb->tap, sb->guest_ip, sb->mac, err, errlen);
 }
 
 static int

@@ -46,6 +46,14 @@ like "show: its resources" "$show" 'resources: 512 MiB, 2 vCPUs, disk 1024 MiB'
 like "show: its template" "$show" 'template: +copy'
 b0=$(json_get "$i" 'j["boot_id"]')
 
+# The host knows the guest's MAC for good (a permanent neighbour entry on
+# its tap): a guest just resumed from a snapshot is never asked by ARP
+# before the first request reaches it.
+addr=$(netctl --json sandbox show lc | json_get "$(cat)" 'j["address"]')
+neigh=$(ip neigh show "$addr" 2>&1)
+like "the guest's address has a permanent neighbour entry on a tap" "$neigh" \
+	"^$addr dev blc[0-9a-z]* lladdr 02:[0-9a-f:]{14} PERMANENT"
+
 is "a file on /data" "$(bcurl -X PUT --data-binary kept "$URL/files/keep" -o /dev/null -w '%{http_code}')" 201
 netctl template rm copy >"$T/rm.out" 2>&1
 is "template rm while lc uses it: exit 1" "$?" 1
