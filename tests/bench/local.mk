@@ -2,7 +2,7 @@
 # proxy benchmark (berthd vs nginx vs HAProxy); not part of `make check`.
 # tests/bench/bare: the bare libevent + OpenSSL responder it measures beside
 # them (the ceiling of berthd's own stack).
-EXTRA_DIST += tests/bench/proxy
+EXTRA_DIST += tests/bench/proxy tests/bench/README
 noinst_PROGRAMS += tests/bench/bare
 tests_bench_bare_SOURCES = tests/bench/bare.c
 tests_bench_bare_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS)
