@@ -7,8 +7,10 @@
 # on a paused) sandbox wakes it and says how long the wake took; five
 # concurrent execs on a suspended sandbox share one wake; a running
 # command is activity (idle_pause does not stop it); berthd restarted,
-# the next exec connects again; a sandbox token may exec only in its
-# own sandbox (403 elsewhere); over control_listen (the control helper
+# the next exec connects again; the guest agent's reader (berthd: agent)
+# killed, the running exec fails saying so and the next works; a sandbox
+# token may exec only in its own sandbox (403 elsewhere); over
+# control_listen (the control helper
 # relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
 # of stdin and 20 MiB of output stream whole, a slow reader makes
 # neither the helper nor the parent buffer, Expect: 100-continue is
@@ -147,6 +149,49 @@ is "20 MiB of output (over the buffered 4 MiB) come whole" "$n" 20971520
 head -c 3000000 /dev/urandom >"$T/in3m"
 out=$(netctl sandbox exec ex -- sha256sum <"$T/in3m" | cut -d' ' -f1)
 is "3 MB of stdin (over the buffered 48 KiB) go whole" "$out" "$(sha256sum <"$T/in3m" | cut -d' ' -f1)"
+
+# ---- the guest agent's reader dies ----
+# SIGKILL of "berthd: agent" (the helper that parses what the guest
+# sends) while a command runs: netctl fails at once saying why (never
+# hangs), the death is logged, the helper comes back, and the next exec
+# on the same VM works
+helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+apid=$(berthd_helper agent)
+if [ -z "$apid" ]; then
+	not_ok "the guest agent's reader (berthd: agent) runs"
+else
+	ok "the guest agent's reader (berthd: agent) runs (pid $apid)"
+	timeout 60 "$NETCTL" -s "$STATE" sandbox exec ex -- \
+		sh -c 'echo started; sleep 50; echo never' </dev/null \
+		>"$T/k.out" 2>"$T/k.err" &
+	kpid=$!
+	check "... a command runs (its first line came)" \
+		wait_for 20 grep -q started "$T/k.out"
+	t0=$(date +%s)
+	kill -KILL "$apid"
+	wait $kpid
+	rc=$? t1=$(date +%s)
+	if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $((t1 - t0)) -lt 10 ]; then
+		ok "... killed: the running exec fails at once (exit $rc, $((t1 - t0)) s)"
+	else
+		not_ok "... killed: the running exec fails at once"
+		diag "exit $rc after $((t1 - t0)) s; $(cat "$T/k.err")"
+	fi
+	like "... saying the reader died while it ran" "$(cat "$T/k.err")" \
+		"reader \(berthd: agent\) died while the command ran"
+	unlike "... and its output stopped there" "$(cat "$T/k.out")" never
+	check "... its death is logged" wait_log 10 "$BERTHD_LOG" \
+		"agent helper \\(pid $apid\\) killed by signal 9: restarting" "$BERTHD_PID"
+	if wait_for 10 helper_is_new agent "$apid"; then
+		ok "... restarted (pid $(berthd_helper agent))"
+	else
+		not_ok "... restarted"
+	fi
+	out=$(x -- echo after 2>&1)
+	is "... the next exec works (the same VM)" "$?:$out" "0:after"
+	out=$(x -- sh -c 'echo out; echo err >&2; exit 5' 2>&1)
+	is "... and the one after, stdout, stderr and status" "$?:$out" "5:$(printf 'out\nerr')"
+fi
 
 # ---- files ----
 head -c 10485760 /dev/urandom >"$T/big"
