@@ -34,6 +34,14 @@ tests_unit_test_chan_SOURCES = tests/unit/test_chan.c tests/unit/tap.h \
 tests_unit_test_chan_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
 tests_unit_test_chan_LDADD = $(LIBEVENT_LIBS)
 
+check_PROGRAMS += tests/unit/test_agentd
+TESTS += tests/unit/test_agentd
+tests_unit_test_agentd_SOURCES = tests/unit/test_agentd.c tests/unit/tap.h \
+	proxy/agentd.c proxy/chan.c proxy/proc.h proxy/helper.h proxy/log.c \
+	proxy/log.h vmm/guest/agent_proto.h
+tests_unit_test_agentd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
+tests_unit_test_agentd_LDADD = $(LIBEVENT_LIBS)
+
 check_PROGRAMS += tests/unit/test_bufpool
 TESTS += tests/unit/test_bufpool
 tests_unit_test_bufpool_SOURCES = tests/unit/test_bufpool.c tests/unit/tap.h \
