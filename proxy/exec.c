@@ -132,6 +132,7 @@ static struct {
 	struct link *links;
 	struct px_proc *agentd;		/* the helper that reads the guests */
 	int agentd_up;
+	int agentd_bad;			/* killed: ignore what it still sent */
 	uint64_t last_conn;		/* ids given to connections */
 } X;
 
@@ -622,6 +623,18 @@ text_ok(const char *s, size_t size)
 	return i < size;
 }
 
+static void agentd_lost(const char *why);
+
+/* The helper sent a malformed message: it is killed (and restarted),
+ * nothing more it sent counts, the jobs it was reading fail now. */
+static void
+agentd_bad(struct px_proc *pr, const char *why)
+{
+	px_proc_bad(pr, why);
+	X.agentd_bad = 1;
+	agentd_lost("sent a malformed message");
+}
+
 static void
 agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
     int *fds, int nfds, void *arg)
@@ -632,13 +645,15 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 
 	(void)ch;
 	(void)fds;
+	if (X.agentd_bad)
+		return;		/* being killed */
 	if (nfds != 0 || len < sizeof(id)) {
-		px_proc_bad(pr, nfds != 0 ? "descriptors" : "a short message");
+		agentd_bad(pr, nfds != 0 ? "descriptors" : "a short message");
 		return;
 	}
 	memcpy(&id, p, sizeof(id));
 	if (id == 0 || id > X.last_conn) {
-		px_proc_bad(pr, "a message about a connection it was never "
+		agentd_bad(pr, "a message about a connection it was never "
 		    "given");
 		return;
 	}
@@ -655,7 +670,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			return;
 		if (l->st != L_SYNC ||
 		    memcmp(m.nonce, l->nonce, sizeof(m.nonce)) != 0) {
-			px_proc_bad(pr, "a pong out of turn");
+			agentd_bad(pr, "a pong out of turn");
 			return;
 		}
 		l->st = L_READY;
@@ -679,7 +694,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (l == NULL)
 			return;
 		if (l->st == L_SYNC || l->unacked + m.len > HM_AGENT_WINDOW) {
-			px_proc_bad(pr, l->st == L_SYNC ? "output before the "
+			agentd_bad(pr, l->st == L_SYNC ? "output before the "
 			    "pong" : "output past its window");
 			return;
 		}
@@ -701,7 +716,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (l == NULL)
 			return;
 		if (l->st == L_SYNC) {
-			px_proc_bad(pr, "an exit before the pong");
+			agentd_bad(pr, "an exit before the pong");
 			return;
 		}
 		if (l->st == L_BUSY && TAILQ_FIRST(&l->jobs) != NULL)
@@ -720,7 +735,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (l == NULL)
 			return;
 		if (l->st == L_SYNC) {
-			px_proc_bad(pr, "a refusal before the pong");
+			agentd_bad(pr, "a refusal before the pong");
 			return;
 		}
 		if (l->st == L_BUSY && TAILQ_FIRST(&l->jobs) != NULL)
@@ -752,7 +767,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 	default:
 		break;
 	}
-	px_proc_bad(pr, "a malformed message");
+	agentd_bad(pr, "a malformed message");
 }
 
 /* A helper runs (the first, or a new one): what waited for it goes. */
@@ -764,22 +779,21 @@ agentd_start(struct px_proc *pr, void *arg)
 	(void)arg;
 	X.agentd = pr;
 	X.agentd_up = 1;
+	X.agentd_bad = 0;
 	for (l = X.links; l != NULL; l = l->next)
 		if (l->st == L_IDLE && TAILQ_FIRST(&l->jobs) != NULL)
 			later(l);
 }
 
-/* The helper died: the connections it read are lost (their guests see
- * them close), and so is the output of the commands they ran. */
+/* The helper is gone: the connections it read are lost (their guests
+ * see them close), and so is the output of the commands they ran. */
 static void
-agentd_exit(struct px_proc *pr, void *arg)
+agentd_lost(const char *why)
 {
 	struct link *l;
 	struct job *j;
 	enum link_state st;
 
-	(void)pr;
-	(void)arg;
 	X.agentd_up = 0;
 	for (l = X.links; l != NULL; l = l->next) {
 		if (l->bev == NULL)
@@ -789,11 +803,20 @@ agentd_exit(struct px_proc *pr, void *arg)
 		disconnect(l);
 		if (j != NULL && (st == L_BUSY || st == L_SYNC))
 			job_fail(l, 502, "the guest agent's reader (berthd: "
-			    "agent) died %s; the next command connects again",
-			    st == L_BUSY ? "while the command ran: its end "
-			    "is unknown" : "before the guest agent answered");
+			    "agent) %s %s; the next command connects again",
+			    why, st == L_BUSY ? "while the command ran: its "
+			    "end is unknown" : "before the guest agent "
+			    "answered");
 		later(l);
 	}
+}
+
+static void
+agentd_exit(struct px_proc *pr, void *arg)
+{
+	(void)pr;
+	(void)arg;
+	agentd_lost("died");
 }
 
 static const struct px_proc_def agentd_def = {
