@@ -186,7 +186,7 @@ exit_line(int g, uint64_t id, const char *line, int want_ok, int exited,
 	struct msg *m;
 
 	frame(g, BA_EXIT, line, strlen(line));
-	m = next(2000);
+	m = next(5000);
 	if (!want_ok) {
 		ok(is_type(m, HM_AGENT_ERROR, id), "exit line '%s': a protocol "
 		    "error", line);
@@ -235,7 +235,7 @@ main(void)
 	ok(next(300) == NULL, "frames before the pong, and a wrong pong, "
 	    "are dropped");
 	frame(g, BA_PONG, nonce, sizeof(nonce));
-	m = next(2000);
+	m = next(5000);
 	ok(is_type(m, HM_AGENT_PONG, id) && m->len ==
 	    sizeof(struct hm_agent_pong) && memcmp(m->p + 8, nonce, 8) == 0,
 	    "the pong with the nonce: HM_AGENT_PONG");
@@ -244,7 +244,7 @@ main(void)
 
 	/* ---- output ---- */
 	frame(g, BA_STDOUT, "hello", 5);
-	m = next(2000);
+	m = next(5000);
 	ok(is_type(m, HM_AGENT_OUTPUT, id) && m->len ==
 	    sizeof(struct hm_agent_output) + 5 &&
 	    ((struct hm_agent_output *)m->p)->stream == BA_STDOUT &&
@@ -264,7 +264,7 @@ main(void)
 			usleep(2000);
 		}
 		got = 0;
-		while ((m = next(500)) != NULL && is_type(m, HM_AGENT_OUTPUT, id)) {
+		while ((m = next(5000)) != NULL && is_type(m, HM_AGENT_OUTPUT, id)) {
 			struct hm_agent_output o;
 
 			memcpy(&o, m->p, sizeof(o));
@@ -289,7 +289,7 @@ main(void)
 		_exit(0);
 	}
 	got = pieces = maxpiece = 0;
-	while ((m = next(500)) != NULL) {
+	while (got < HM_AGENT_WINDOW && (m = next(5000)) != NULL) {
 		struct hm_agent_output o;
 
 		if (!is_type(m, HM_AGENT_OUTPUT, id))
@@ -306,8 +306,11 @@ main(void)
 	    "stops at the 128 KiB window");
 	ok(maxpiece <= HM_AGENT_CHUNK, "... in pieces of at most 32 KiB "
 	    "(%zu, the largest %zu)", pieces, maxpiece);
+	ok(next(300) == NULL, "... and nothing more before it is "
+	    "acknowledged");
 	ack(id, (uint32_t)got);
-	while ((m = next(500)) != NULL && is_type(m, HM_AGENT_OUTPUT, id)) {
+	while (got < BA_MAX_PAYLOAD && (m = next(5000)) != NULL &&
+	    is_type(m, HM_AGENT_OUTPUT, id)) {
 		struct hm_agent_output o;
 
 		memcpy(&o, m->p, sizeof(o));
@@ -326,7 +329,7 @@ main(void)
 	exit_line(g, id, "exit 255", 1, 1, 255, 0);
 	exit_line(g, id, "signal 9 timeout", 1, 0, 9, 1);
 	frame(g, BA_FAIL, "400 no user 'x\001'", strlen("400 no user 'x\001'"));
-	m = next(2000);
+	m = next(5000);
 	if (ok(is_type(m, HM_AGENT_FAIL, id) && m->len ==
 	    sizeof(struct hm_agent_fail), "F \"400 ...\": a refusal")) {
 		struct hm_agent_fail f;
@@ -336,7 +339,7 @@ main(void)
 		is_str(f.msg, "no user 'x?'", "... its text, printable");
 	}
 	frame(g, BA_FAIL, "busy", 4);
-	m = next(2000);
+	m = next(5000);
 	ok(is_type(m, HM_AGENT_FAIL, id) &&
 	    ((struct hm_agent_fail *)m->p)->status == 0,
 	    "F without a status: the agent's (0)");
@@ -353,7 +356,7 @@ main(void)
 		for (i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
 			g = conn(++id);
 			frame(g, BA_PONG, nonce, sizeof(nonce));
-			m = next(2000);
+			m = next(5000);
 			if (!is_type(m, HM_AGENT_PONG, id)) {
 				ok(0, "pong");
 				continue;
@@ -371,7 +374,7 @@ main(void)
 		ba_hdr_put(h, BA_MAX_PAYLOAD + 1, BA_STDOUT);
 		guest_write(g, h, sizeof(h));
 	}
-	m = next(2000);
+	m = next(5000);
 	ok(is_type(m, HM_AGENT_ERROR, id) && strstr((char *)m->p + 8,
 	    "a frame of 262145 bytes") != NULL,
 	    "a frame over 256 KiB, even before the pong: a protocol error");
@@ -380,10 +383,10 @@ main(void)
 
 	g = conn(++id);
 	frame(g, BA_PONG, nonce, sizeof(nonce));
-	m = next(2000);
+	m = next(5000);
 	ok(is_type(m, HM_AGENT_PONG, id), "a new connection: pong");
 	close(g);
-	m = next(2000);
+	m = next(5000);
 	ok(is_type(m, HM_AGENT_CLOSED, id), "the guest closes: HM_AGENT_CLOSED");
 
 	g = conn(++id);
