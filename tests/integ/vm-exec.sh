@@ -13,7 +13,7 @@
 # control_listen (the control helper
 # relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
 # of stdin and 20 MiB of output stream whole, a slow reader makes
-# neither the helper nor the parent buffer, Expect: 100-continue is
+# neither the helpers nor the parent buffer, Expect: 100-continue is
 # answered, a half close after a whole PUT still gets its answer; an
 # external sandbox has no guest (409).
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -377,11 +377,12 @@ done
 # ---- streamed requests over control_listen: the control helper relays
 # their bodies both ways, with backpressure ----
 # a client reading slowly (a small receive buffer, 64 KiB every 20 ms) a
-# 10 MB file: neither the helper nor the parent buffers what it has not
-# taken (their peak RSS barely moves), and it comes whole
+# 10 MB file: neither the helper nor the parent nor the guest agent's
+# reader buffers what it has not taken (their peak RSS barely moves), and
+# it comes whole
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }	# kB
-hpid=$(berthd_helper control)
-h0=$(hwm "$hpid") p0=$(hwm "$BERTHD_PID")
+hpid=$(berthd_helper control) rpid=$(berthd_helper agent)
+h0=$(hwm "$hpid") p0=$(hwm "$BERTHD_PID") r0=$(hwm "$rpid")
 python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" >"$T/slow.out" <<'PY'
 import hashlib, socket, ssl, sys, time
 port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -410,10 +411,10 @@ print(head.split(b"\r\n")[0].decode(), hashlib.sha256(body).hexdigest())
 PY
 is "over TLS: a slow client's streamed GET of 10 MB comes whole" \
 	"$(cat "$T/slow.out")" "HTTP/1.1 200 OK $(sha256sum <"$T/big" | cut -d' ' -f1)"
-h1=$(hwm "$hpid") p1=$(hwm "$BERTHD_PID")
+h1=$(hwm "$hpid") p1=$(hwm "$BERTHD_PID") r1=$(hwm "$rpid")
 if berthd_sanitized; then
 	# ASan's quarantine (8 MiB in the CI pass) and shadow are not berthd's
-	diag "peak RSS bounds not checked: berthd is built with ASan (helper +$((h1 - h0)) kB, parent +$((p1 - p0)) kB)"
+	diag "peak RSS bounds not checked: berthd is built with ASan (helper +$((h1 - h0)) kB, parent +$((p1 - p0)) kB, agent reader +$((r1 - r0)) kB)"
 elif [ $((h1 - h0)) -lt 4096 ]; then
 	ok "... the control helper buffered none of it (peak RSS +$((h1 - h0)) kB)"
 else
@@ -425,6 +426,13 @@ elif [ $((p1 - p0)) -lt 8192 ]; then
 	ok "... nor the parent (peak RSS +$((p1 - p0)) kB)"
 else
 	not_ok "... nor the parent"; diag "peak RSS $p0 -> $p1 kB"
+fi
+if berthd_sanitized; then
+	:
+elif [ $((r1 - r0)) -lt 4096 ]; then
+	ok "... nor the guest agent's reader (peak RSS +$((r1 - r0)) kB)"
+else
+	not_ok "... nor the guest agent's reader"; diag "peak RSS $r0 -> $r1 kB"
 fi
 ms() { echo $(($(date +%s%N) / 1000000)); }
 t0=$(ms)
