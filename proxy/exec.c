@@ -5,32 +5,52 @@
  *   wake     the sandbox is not running (or an operation is in flight):
  *            px_vm_wake, the proxy's own path, so concurrent execs and
  *            requests share one resume; px_exec_woken goes on
- *   connect  vmm_agent_connect (SO_PEERCRED-checked), then a ping with a
- *            fresh nonce: frames before its pong are an older
- *            connection's and are dropped
+ *   connect  vmm_agent_connect (SO_PEERCRED-checked), the socket passed
+ *            to the reader helper, then a ping with a fresh nonce:
+ *            frames before its pong are an older connection's and are
+ *            dropped (by the helper)
  *   run      the exec frame, stdin and its EOF; output gathered (bounded)
  *            until the exit frame; meanwhile a hold on the sandbox
  *            (vmm_activity_hold) keeps the idle policy from pausing it
  * A streamed job (px_exec_stream_start: exec ?stream=1, files) goes the
  * same way, but its input is queued as the client sends it (framed, in
  * inq until it runs, then on the connection) and its output goes to the
- * caller's sink as each frame comes; the caller holds its client back
- * by what px_exec_stream_input says is queued, and stops this side with
- * px_exec_stream_read(0) (the agent's frames wait in the socket, the
- * virtio ring fills, the command blocks on its pipe).
+ * caller's sink as it comes; the caller holds its client back by what
+ * px_exec_stream_input says is queued, and stops this side with
+ * px_exec_stream_read(0): what the helper sends is then no longer
+ * acknowledged, so it stops reading the guest once HM_AGENT_WINDOW
+ * (128 KiB) is out (the agent's frames wait in the socket, the virtio
+ * ring fills, the command blocks on its pipe). What was already on its
+ * way still goes to the sink.
  * The connection stays open for the next command; a resume from a
  * snapshot (a new VMM) or a berthd restart closes it, and the next command
  * connects again.
  *
- * What the root parent reads from the guest is framing only: a length, a
- * type byte, opaque output bytes and the exit line ("exit N" / "signal N",
- * read with sscanf). Moving it into an unprivileged helper, as the design
- * wants for all guest input, is still to do.
+ * The root parent reads nothing a guest sent. The guest agent reader
+ * ("berthd: agent", agentd.c: unprivileged, chrooted, proc.h) gets each
+ * connected socket and parses every byte of the agent's frames (lengths,
+ * types, the pong's nonce, the exit line), and sends typed fixed-layout
+ * messages (helper.h, HM_AGENT_*) that this file checks: pong, output of
+ * stream S, exit status or signal, refusal, protocol error, closed. They
+ * name the connection, not the job: one job runs on a connection at a
+ * time, and the messages come in the order of the guest's frames, as the
+ * frames themselves did. The parent still writes its own frames (ping,
+ * exec, stdin, resize, file bytes) straight on its copy of the socket:
+ * they are bytes it made, so the hop through the helper would add a copy
+ * and a wakeup to every stdin byte and move no parsing out of root; and
+ * the write side's backpressure (px_exec_stream_input's queue, the
+ * drained callback) stays the socket's own. A helper that dies or sends a
+ * malformed message is killed and restarted (proc.c, with backoff); the
+ * jobs it was reading fail at once (502, saying so), their connections
+ * close, and the next job connects again once the new helper runs
+ * (waiting for it at most SYNC_MS).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "exec.h"
 #include "control.h"
+#include "helper.h"
 #include "log.h"
+#include "proc.h"
 #include "valid.h"
 #include "vm.h"
 #include "vmm.h"
@@ -47,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,8 +112,12 @@ struct link {
 	char id[PX_SANDBOX_ID_MAX + 1];
 	TAILQ_HEAD(, job) jobs;		/* the first one is the current */
 	enum link_state st;
-	struct bufferevent *bev;
-	unsigned char nonce[8];
+	struct bufferevent *bev;	/* toward the agent: write only */
+	uint64_t conn;			/* its id with the helper */
+	uint32_t unacked;		/* output from the helper not yet
+					 * acknowledged (HM_AGENT_WINDOW) */
+	int64_t helper_t0;		/* since when a job waits for it */
+	unsigned char nonce[HM_AGENT_NONCE];
 	int64_t sync_t0;		/* when the ping was first sent */
 	int pings;			/* sent on this connection */
 	struct event *step_ev;		/* a deferred step */
@@ -105,6 +130,10 @@ struct link {
 static struct {
 	struct event_base *base;
 	struct link *links;
+	struct px_proc *agentd;		/* the helper that reads the guests */
+	int agentd_up;
+	int agentd_bad;			/* killed: ignore what it still sent */
+	uint64_t last_conn;		/* ids given to connections */
 } X;
 
 static void step(struct link *);
@@ -157,6 +186,23 @@ job_free(struct job *j)
 	free(j);
 }
 
+/* Output the helper sent is taken: it may send more (HM_AGENT_WINDOW).
+ * Not while a streamed job's client is slow (px_exec_stream_read(0)):
+ * the helper then stops reading the guest once the window is full. */
+static void
+ack(struct link *l)
+{
+	struct hm_agent_ack m;
+
+	if (l->unacked == 0 || l->rpaused || l->bev == NULL)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.id = l->conn;
+	m.bytes = l->unacked;
+	l->unacked = 0;
+	px_proc_send(X.agentd, HM_AGENT_ACK, &m, sizeof(m), NULL, 0);
+}
+
 /* Ends the current (first) job with res and forgets it. */
 static void
 job_end(struct link *l, struct px_exec_result *res)
@@ -166,6 +212,11 @@ job_end(struct link *l, struct px_exec_result *res)
 	if (j == NULL)
 		return;
 	TAILQ_REMOVE(&l->jobs, j, entry);
+	if (l->rpaused) {
+		/* its client was slow; the next job's is not */
+		l->rpaused = 0;
+		ack(l);
+	}
 	res->wake_ms = j->wake_ms;
 	res->duration_ms = now_ms() - j->t0;
 	res->truncated = j->truncated;
@@ -209,9 +260,18 @@ static void
 disconnect(struct link *l)
 {
 	hold(l, 0);
-	if (l->bev != NULL)
+	if (l->bev != NULL) {
+		struct hm_agent_id m = { l->conn };
+
+		/* the guest sees its end close now, whatever the helper
+		 * (its copy of the socket) does; the helper forgets it */
+		shutdown(bufferevent_getfd(l->bev), SHUT_RDWR);
 		bufferevent_free(l->bev);
+		px_proc_send(X.agentd, HM_AGENT_CLOSE, &m, sizeof(m), NULL, 0);
+	}
 	l->bev = NULL;
+	l->conn = 0;
+	l->unacked = 0;
 	evtimer_del(l->tick_ev);
 	l->st = L_IDLE;
 	l->rpaused = 0;
@@ -255,38 +315,30 @@ run(struct link *l, struct job *j)
 }
 
 static void
-output(struct job *j, struct evbuffer *dst, struct evbuffer *src, size_t len)
+output(struct job *j, struct evbuffer *dst, const unsigned char *p,
+    size_t len)
 {
 	size_t room = PX_EXEC_OUT_MAX - evbuffer_get_length(dst);
 
 	if (len > room) {
 		j->truncated = 1;
-		evbuffer_remove_buffer(src, dst, room);
-		evbuffer_drain(src, len - room);
-	} else
-		evbuffer_remove_buffer(src, dst, len);
+		len = room;
+	}
+	evbuffer_add(dst, p, len);
 }
 
+/* The command's end (the helper checked its form). */
 static void
-finished(struct link *l, struct job *j, const char *line)
+finished(struct link *l, struct job *j, const struct hm_agent_exit *m)
 {
 	struct px_exec_result res;
-	char word[16] = "", extra[16] = "";
-	int n = 0;
 
 	memset(&res, 0, sizeof(res));
-	if (sscanf(line, "%15s %d %15s", word, &n, extra) < 2 ||
-	    (strcmp(word, "exit") != 0 && strcmp(word, "signal") != 0)) {
-		disconnect(l);
-		job_fail(l, 502, "the guest agent answered an unknown exit "
-		    "status");
-		return;
-	}
 	res.status = 200;
-	res.exited = strcmp(word, "exit") == 0;
-	res.exit_code = res.exited ? n : 0;
-	res.signal = res.exited ? 0 : n;
-	res.timed_out = strcmp(extra, "timeout") == 0;
+	res.exited = m->exited;
+	res.exit_code = m->exited ? m->code : 0;
+	res.signal = m->exited ? 0 : m->signal;
+	res.timed_out = m->timed_out;
 	res.outlen = evbuffer_get_length(j->out);
 	res.errlen = evbuffer_get_length(j->err);
 	res.out = res.outlen ? evbuffer_pullup(j->out, -1) : (unsigned char *)"";
@@ -298,105 +350,59 @@ finished(struct link *l, struct job *j, const char *line)
 	later(l);
 }
 
+/* The agent refused the command. */
 static void
-on_read(struct bufferevent *bev, void *arg)
+refused(struct link *l, const struct hm_agent_fail *m)
 {
-	struct link *l = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	unsigned char h[BA_HDR], small[256];
-	struct job *j;
-	uint32_t len;
+	l->st = L_READY;
+	hold(l, 0);
+	evtimer_del(l->tick_ev);
+	if (m->status != 0)
+		job_fail(l, m->status, "%s", m->msg);
+	else
+		job_fail(l, 502, "the guest agent refused: %s", m->msg);
+	later(l);
+}
 
-	while (l->bev == bev && !l->rpaused &&
-	    evbuffer_copyout(in, h, BA_HDR) == BA_HDR) {
-		len = ba_hdr_len(h);
-		if (len > BA_MAX_PAYLOAD) {
-			disconnect(l);
-			if (TAILQ_FIRST(&l->jobs) != NULL)
-				job_fail(l, 502, "the guest agent sent a frame "
-				    "of %u bytes", (unsigned)len);
-			later(l);
-			return;
-		}
-		if (evbuffer_get_length(in) < BA_HDR + (size_t)len)
-			return;
-		evbuffer_drain(in, BA_HDR);
-		j = TAILQ_FIRST(&l->jobs);
-		if (l->st == L_SYNC) {
-			/* only our pong counts; the rest is an older talk */
-			if (h[4] == BA_PONG && len == sizeof(l->nonce) &&
-			    evbuffer_remove(in, small, len) == (int)len &&
-			    memcmp(small, l->nonce, len) == 0) {
-				l->st = L_READY;
-				evtimer_del(l->tick_ev);
-				if (l->pings > 1)
-					log_info("sandbox %s: the guest agent "
-					    "answered ping %d of this connection "
-					    "(%lld ms)", l->id, l->pings,
-					    (long long)(now_ms() - l->sync_t0));
-				later(l);
-			} else
-				evbuffer_drain(in, len);
-			continue;
-		}
-		if (l->st != L_BUSY || j == NULL) {
-			evbuffer_drain(in, len);
-			continue;
-		}
-		if (j->streamed && (h[4] == BA_STDOUT || h[4] == BA_STDERR)) {
-			static unsigned char chunk[BA_MAX_PAYLOAD];
+/* Bytes of the command's stdout or stderr. */
+static void
+got_output(struct link *l, int stream, const unsigned char *p, size_t len)
+{
+	struct job *j = TAILQ_FIRST(&l->jobs);
 
-			evbuffer_remove(in, chunk, len);
-			px_vm_activity(l->id);
-			j->sink.output(j->sink.arg, h[4], chunk, len);
-			continue;
-		}
-		switch (h[4]) {
-		case BA_STDOUT:
-			output(j, j->out, in, len);
-			px_vm_activity(l->id);
-			break;
-		case BA_STDERR:
-			output(j, j->err, in, len);
-			px_vm_activity(l->id);
-			break;
-		case BA_EXIT:
-		case BA_FAIL:
-			if (len >= sizeof(small))
-				len = sizeof(small) - 1;	/* drained below */
-			evbuffer_remove(in, small, len);
-			small[len] = '\0';
-			if (ba_hdr_len(h) > len)
-				evbuffer_drain(in, ba_hdr_len(h) - len);
-			if (h[4] == BA_EXIT) {
-				finished(l, j, (char *)small);
-			} else {
-				char msg[256];
-				size_t i;
-
-				for (i = 0; i < len && i < sizeof(msg) - 1; i++)
-					msg[i] = small[i] >= 0x20 &&
-					    small[i] < 0x7f ? (char)small[i] : '?';
-				msg[i] = '\0';
-				l->st = L_READY;
-				hold(l, 0);
-				evtimer_del(l->tick_ev);
-				/* "400 ...": the request's fault (agent_proto.h) */
-				if (strncmp(msg, "400 ", 4) == 0 ||
-				    strncmp(msg, "404 ", 4) == 0 ||
-				    strncmp(msg, "409 ", 4) == 0)
-					job_fail(l, atoi(msg), "%s", msg + 4);
-				else
-					job_fail(l, 502, "the guest agent refused: "
-					    "%s", msg);
-				later(l);
-			}
-			break;
-		default:
-			evbuffer_drain(in, len);
-			break;
-		}
+	l->unacked += (uint32_t)len;
+	if (l->st != L_BUSY || j == NULL) {
+		ack(l);		/* an older command's: nobody's */
+		return;
 	}
+	px_vm_activity(l->id);
+	if (j->streamed) {
+		/* what came after exec_read(0) goes on too, at most the
+		 * window: it is not acknowledged until exec_read(1) */
+		j->sink.output(j->sink.arg, stream, p, len);
+		if (TAILQ_FIRST(&l->jobs) == j && l->conn != 0)
+			ack(l);
+		return;
+	}
+	output(j, stream == BA_STDOUT ? j->out : j->err, p, len);
+	ack(l);
+}
+
+/* The guest's end closed, or the write to it failed. */
+static void
+closed(struct link *l)
+{
+	enum link_state st = l->st;
+	struct job *j = TAILQ_FIRST(&l->jobs);
+
+	disconnect(l);
+	if (st == L_BUSY && j != NULL)
+		job_fail(l, 502, "the guest agent's connection closed while "
+		    "the command ran (the VM stopped or was restored?)");
+	else if (st == L_SYNC && j != NULL && ++j->tries >= SYNC_TRIES)
+		job_fail(l, 502, "the guest agent's connection closed before "
+		    "it answered");
+	later(l);
 }
 
 /* What was queued toward the agent is written: a streamed job's client
@@ -416,21 +422,9 @@ on_write(struct bufferevent *bev, void *arg)
 static void
 on_event(struct bufferevent *bev, short what, void *arg)
 {
-	struct link *l = arg;
-	enum link_state st = l->st;
-
-	struct job *j = TAILQ_FIRST(&l->jobs);
-
 	(void)bev;
 	(void)what;
-	disconnect(l);
-	if (st == L_BUSY && j != NULL)
-		job_fail(l, 502, "the guest agent's connection closed while "
-		    "the command ran (the VM stopped or was restored?)");
-	else if (st == L_SYNC && j != NULL && ++j->tries >= SYNC_TRIES)
-		job_fail(l, 502, "the guest agent's connection closed before "
-		    "it answered");
-	later(l);
+	closed(arg);
 }
 
 static void
@@ -441,6 +435,10 @@ tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (l->st == L_IDLE) {		/* waiting for the helper */
+		step(l);
+		return;
+	}
 	if (l->st == L_SYNC && now_ms() - l->sync_t0 < SYNC_MS) {
 		frame_add(bufferevent_get_output(l->bev), BA_PING, l->nonce,
 		    sizeof(l->nonce));
@@ -470,10 +468,12 @@ tick(evutil_socket_t fd, short what, void *arg)
 	tick_in(l, 1000);
 }
 
+/* Connects to the agent, hands the helper the socket to read, pings. */
 static void
 connect_agent(struct link *l, struct vmm_sandbox *sb)
 {
 	static uint64_t serial;
+	struct hm_agent_conn m;
 	char err[VMM_ERRLEN];
 	uint64_t n;
 	int fd, i;
@@ -483,19 +483,38 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 		later(l);
 		return;
 	}
-	l->bev = bufferevent_socket_new(X.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (l->bev == NULL) {
-		close(fd);
-		job_fail(l, 503, "out of memory");
-		later(l);
-		return;
-	}
-	bufferevent_setcb(l->bev, on_read, on_write, on_event, l);
-	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
 	/* unique per connection of this berthd, and across restarts */
 	n = ++serial ^ (uint64_t)now_ms() << 20 ^ (uint64_t)getpid() << 48;
 	for (i = 0; i < (int)sizeof(l->nonce); i++)
 		l->nonce[i] = (unsigned char)(n >> (8 * i));
+	memset(&m, 0, sizeof(m));
+	m.id = ++X.last_conn;
+	memcpy(m.nonce, l->nonce, sizeof(m.nonce));
+	/* the helper reads the socket from now on (a copy of the
+	 * descriptor: the same socket); this process only writes */
+	if (px_proc_send(X.agentd, HM_AGENT_CONN, &m, sizeof(m), &fd, 1) != 0) {
+		close(fd);
+		job_fail(l, 503, "cannot pass the guest agent's connection to "
+		    "its reader (berthd: agent)");
+		later(l);
+		return;
+	}
+	l->bev = bufferevent_socket_new(X.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (l->bev == NULL) {
+		struct hm_agent_id c = { m.id };
+
+		shutdown(fd, SHUT_RDWR);
+		close(fd);
+		px_proc_send(X.agentd, HM_AGENT_CLOSE, &c, sizeof(c), NULL, 0);
+		job_fail(l, 503, "out of memory");
+		later(l);
+		return;
+	}
+	l->conn = m.id;
+	l->unacked = 0;
+	bufferevent_setcb(l->bev, NULL, on_write, on_event, l);
+	bufferevent_disable(l->bev, EV_READ);
+	bufferevent_enable(l->bev, EV_WRITE);
 	frame_add(bufferevent_get_output(l->bev), BA_PING, l->nonce,
 	    sizeof(l->nonce));
 	l->st = L_SYNC;
@@ -554,6 +573,21 @@ step(struct link *l)
 			px_vm_wake(l->id);	/* may call back at once */
 			return;
 		}
+		if (l->bev == NULL && !X.agentd_up) {
+			/* the helper died and is being restarted (with
+			 * backoff): wait for it, not forever */
+			if (l->helper_t0 == 0)
+				l->helper_t0 = now_ms();
+			if (now_ms() - l->helper_t0 < SYNC_MS) {
+				tick_in(l, 1000);	/* or agentd_start */
+				return;
+			}
+			job_fail(l, 503, "the guest agent's reader (berthd: "
+			    "agent) has not been running for %d s", SYNC_MS /
+			    1000);
+			continue;
+		}
+		l->helper_t0 = 0;
 		if (l->bev == NULL) {
 			connect_agent(l, sb);
 			return;
@@ -561,7 +595,233 @@ step(struct link *l)
 		run(l, j);
 		return;
 	}
+	l->helper_t0 = 0;
 }
+
+/* ---- the helper (agentd.c) ---- */
+
+static struct link *
+link_conn(uint64_t id)
+{
+	struct link *l;
+
+	for (l = X.links; l != NULL; l = l->next)
+		if (l->conn == id && l->bev != NULL)
+			return l;
+	return NULL;
+}
+
+/* NUL-terminated in its field, printable */
+static int
+text_ok(const char *s, size_t size)
+{
+	size_t i;
+
+	for (i = 0; i < size && s[i] != '\0'; i++)
+		if (s[i] < 0x20 || s[i] >= 0x7f)
+			return 0;
+	return i < size;
+}
+
+static void agentd_lost(const char *why);
+
+/* The helper sent a malformed message: it is killed (and restarted),
+ * nothing more it sent counts, the jobs it was reading fail now. */
+static void
+agentd_bad(struct px_proc *pr, const char *why)
+{
+	px_proc_bad(pr, why);
+	X.agentd_bad = 1;
+	agentd_lost("sent a malformed message");
+}
+
+static void
+agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct px_proc *pr = arg;
+	struct link *l;
+	uint64_t id;
+
+	(void)ch;
+	(void)fds;
+	if (X.agentd_bad)
+		return;		/* being killed */
+	if (nfds != 0 || len < sizeof(id)) {
+		agentd_bad(pr, nfds != 0 ? "descriptors" : "a short message");
+		return;
+	}
+	memcpy(&id, p, sizeof(id));
+	if (id == 0 || id > X.last_conn) {
+		agentd_bad(pr, "a message about a connection it was never "
+		    "given");
+		return;
+	}
+	/* NULL: closed here meanwhile; its messages go nowhere */
+	l = link_conn(id);
+	switch (type) {
+	case HM_AGENT_PONG: {
+		struct hm_agent_pong m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (l == NULL)
+			return;
+		if (l->st != L_SYNC ||
+		    memcmp(m.nonce, l->nonce, sizeof(m.nonce)) != 0) {
+			agentd_bad(pr, "a pong out of turn");
+			return;
+		}
+		l->st = L_READY;
+		evtimer_del(l->tick_ev);
+		if (l->pings > 1)
+			log_info("sandbox %s: the guest agent answered ping %d "
+			    "of this connection (%lld ms)", l->id, l->pings,
+			    (long long)(now_ms() - l->sync_t0));
+		later(l);
+		return;
+	}
+	case HM_AGENT_OUTPUT: {
+		struct hm_agent_output m;
+
+		if (len < sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (m.len != len - sizeof(m) || m.len > HM_AGENT_CHUNK ||
+		    (m.stream != BA_STDOUT && m.stream != BA_STDERR))
+			break;
+		if (l == NULL)
+			return;
+		if (l->st == L_SYNC || l->unacked + m.len > HM_AGENT_WINDOW) {
+			agentd_bad(pr, l->st == L_SYNC ? "output before the "
+			    "pong" : "output past its window");
+			return;
+		}
+		got_output(l, m.stream, (const unsigned char *)p + sizeof(m),
+		    m.len);
+		return;
+	}
+	case HM_AGENT_EXIT: {
+		struct hm_agent_exit m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if ((m.exited != 0 && m.exited != 1) || (m.timed_out != 0 &&
+		    m.timed_out != 1) || (m.exited ? m.code < 0 ||
+		    m.code > 255 || m.signal != 0 : m.signal < 1 ||
+		    m.signal > 127 || m.code != 0))
+			break;
+		if (l == NULL)
+			return;
+		if (l->st == L_SYNC) {
+			agentd_bad(pr, "an exit before the pong");
+			return;
+		}
+		if (l->st == L_BUSY && TAILQ_FIRST(&l->jobs) != NULL)
+			finished(l, TAILQ_FIRST(&l->jobs), &m);
+		return;
+	}
+	case HM_AGENT_FAIL: {
+		struct hm_agent_fail m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (!text_ok(m.msg, sizeof(m.msg)) || (m.status != 0 &&
+		    m.status != 400 && m.status != 404 && m.status != 409))
+			break;
+		if (l == NULL)
+			return;
+		if (l->st == L_SYNC) {
+			agentd_bad(pr, "a refusal before the pong");
+			return;
+		}
+		if (l->st == L_BUSY && TAILQ_FIRST(&l->jobs) != NULL)
+			refused(l, &m);
+		return;
+	}
+	case HM_AGENT_ERROR: {
+		struct hm_agent_error m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (!text_ok(m.msg, sizeof(m.msg)))
+			break;
+		if (l == NULL)
+			return;
+		disconnect(l);
+		if (TAILQ_FIRST(&l->jobs) != NULL)
+			job_fail(l, 502, "%s", m.msg);
+		later(l);
+		return;
+	}
+	case HM_AGENT_CLOSED:
+		if (len != sizeof(struct hm_agent_id))
+			break;
+		if (l != NULL)
+			closed(l);
+		return;
+	default:
+		break;
+	}
+	agentd_bad(pr, "a malformed message");
+}
+
+/* A helper runs (the first, or a new one): what waited for it goes. */
+static void
+agentd_start(struct px_proc *pr, void *arg)
+{
+	struct link *l;
+
+	(void)arg;
+	X.agentd = pr;
+	X.agentd_up = 1;
+	X.agentd_bad = 0;
+	for (l = X.links; l != NULL; l = l->next)
+		if (l->st == L_IDLE && TAILQ_FIRST(&l->jobs) != NULL)
+			later(l);
+}
+
+/* The helper is gone: the connections it read are lost (their guests
+ * see them close), and so is the output of the commands they ran. */
+static void
+agentd_lost(const char *why)
+{
+	struct link *l;
+	struct job *j;
+	enum link_state st;
+
+	X.agentd_up = 0;
+	for (l = X.links; l != NULL; l = l->next) {
+		if (l->bev == NULL)
+			continue;
+		st = l->st;
+		j = TAILQ_FIRST(&l->jobs);
+		disconnect(l);
+		if (j != NULL && (st == L_BUSY || st == L_SYNC))
+			job_fail(l, 502, "the guest agent's reader (berthd: "
+			    "agent) %s %s; the next command connects again",
+			    why, st == L_BUSY ? "while the command ran: its "
+			    "end is unknown" : "before the guest agent "
+			    "answered");
+		later(l);
+	}
+}
+
+static void
+agentd_exit(struct px_proc *pr, void *arg)
+{
+	(void)pr;
+	(void)arg;
+	agentd_lost("died");
+}
+
+static const struct px_proc_def agentd_def = {
+	"agent", agentd_start, agentd_msg, NULL
+};
 
 void
 px_exec_woken(const char *id, int ok, const char *reason)
@@ -791,12 +1051,11 @@ px_exec_stream_read(struct px_exec_stream *st, int on)
 
 	if (!running(j) || l->rpaused == !on)
 		return;
+	/* paused, what the helper sends is not acknowledged: it stops
+	 * reading the guest at HM_AGENT_WINDOW */
 	l->rpaused = !on;
-	if (on) {
-		bufferevent_enable(l->bev, EV_READ);
-		on_read(l->bev, l);	/* what waited in its buffer */
-	} else
-		bufferevent_disable(l->bev, EV_READ);
+	if (on)
+		ack(l);
 }
 
 void
@@ -830,7 +1089,14 @@ px_exec_forget(const char *id)
 void
 px_exec_init(struct event_base *base)
 {
+	struct px_proc *pr;
+
 	X.base = base;
+	/* on_start (agentd_start) sets X.agentd and says it is up */
+	if ((pr = px_proc_start(base, &agentd_def)) == NULL)
+		log_warnx("cannot start the guest agent's reader: out of memory");
+	else
+		px_proc_on_exit(pr, agentd_exit);
 }
 
 void

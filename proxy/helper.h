@@ -42,6 +42,89 @@ enum {
 	HM_CTL_BODY_ACK,	/* P->C: struct hm_ctl_ack (HM_CTL_BODY bytes) */
 	HM_CTL_DATA_ACK,	/* C->P: struct hm_ctl_ack (HM_CTL_DATA bytes) */
 	HM_CTL_SHUTDOWN,	/* C->P: struct hm_ctl_id: the client half closed */
+
+	/* guest agent connections (exec.c, agentd.c) */
+	HM_AGENT_CONN = 60,	/* P->C: struct hm_agent_conn + the socket */
+	HM_AGENT_ACK,		/* P->C: struct hm_agent_ack (output taken) */
+	HM_AGENT_CLOSE,		/* P->C: struct hm_agent_id: the parent closed
+				 * its end; the helper closes its own */
+	HM_AGENT_PONG,		/* C->P: struct hm_agent_pong */
+	HM_AGENT_OUTPUT,	/* C->P: struct hm_agent_output + bytes */
+	HM_AGENT_EXIT,		/* C->P: struct hm_agent_exit */
+	HM_AGENT_FAIL,		/* C->P: struct hm_agent_fail */
+	HM_AGENT_ERROR,		/* C->P: struct hm_agent_error */
+	HM_AGENT_CLOSED,	/* C->P: struct hm_agent_id: the guest's end
+				 * closed (the helper forgot it) */
+};
+
+/*
+ * The guest agent (vmm/guest/agent_proto.h): the parent connects to a
+ * sandbox's agent socket and passes it with the ping's nonce
+ * (HM_AGENT_CONN, id unique in this berthd); it writes its frames (ping,
+ * exec, stdin, resize) on its own copy, and reads nothing. The helper
+ * reads every byte the guest sends: it drops frames until the pong that
+ * carries the nonce (then HM_AGENT_PONG), then sends the parent stdout
+ * and stderr bytes (HM_AGENT_OUTPUT, at most HM_AGENT_CHUNK each), an
+ * exec's end (HM_AGENT_EXIT, checked: "exit N" or "signal N", then
+ * " timeout") and the agent's refusals (HM_AGENT_FAIL, printable text),
+ * in the order of the guest's frames; one command at a time runs on a
+ * connection, so they are the current command's. A guest that breaks
+ * the framing gets HM_AGENT_ERROR and its connection closed.
+ * Flow control: the helper never has more than HM_AGENT_WINDOW output
+ * bytes of a connection that the parent has not acknowledged
+ * (HM_AGENT_ACK, sent as the command's client takes them); it stops
+ * reading that guest meanwhile, so a slow client stops the command (its
+ * pipe fills). A peer that exceeds the window or acknowledges more than
+ * it got is malformed.
+ */
+#define HM_AGENT_NONCE	8
+#define HM_AGENT_CHUNK	(32 * 1024)
+#define HM_AGENT_WINDOW	(128 * 1024)
+#define HM_AGENT_TEXT	256
+struct hm_agent_id {
+	uint64_t	 id;
+};
+
+struct hm_agent_conn {
+	uint64_t	 id;
+	unsigned char	 nonce[HM_AGENT_NONCE];
+};
+
+struct hm_agent_ack {
+	uint64_t	 id;
+	uint32_t	 bytes;
+};
+
+struct hm_agent_pong {
+	uint64_t	 id;
+	unsigned char	 nonce[HM_AGENT_NONCE];
+};
+
+struct hm_agent_output {
+	uint64_t	 id;
+	int32_t		 stream;	/* BA_STDOUT or BA_STDERR */
+	uint32_t	 len;		/* the bytes that follow */
+};
+
+struct hm_agent_exit {
+	uint64_t	 id;
+	int32_t		 exited;	/* 1: code is set; 0: signal is */
+	int32_t		 code;		/* 0..255 */
+	int32_t		 signal;	/* 1..127 */
+	int32_t		 timed_out;	/* the agent killed it at its deadline */
+};
+
+struct hm_agent_fail {
+	uint64_t	 id;
+	int32_t		 status;	/* 400, 404, 409: the request's fault
+					 * (the text follows the code); 0:
+					 * the agent's */
+	char		 msg[HM_AGENT_TEXT];	/* printable ASCII */
+};
+
+struct hm_agent_error {
+	uint64_t	 id;
+	char		 msg[HM_AGENT_TEXT];	/* printable ASCII */
 };
 
 struct hm_ctl_config {

@@ -9,7 +9,8 @@ proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/h2.c proxy/h2.h proxy/upstream.c proxy/respond.c proxy/wake.c proxy/wake.h proxy/vm.c proxy/vm.h proxy/exec.c proxy/exec.h proxy/egress.c proxy/egress.h \
 	proxy/path.c proxy/path.h proxy/evprio.c proxy/evprio.h proxy/bufpool.c proxy/bufpool.h \
 	proxy/fleet.c proxy/fleet.h proxy/fleet_tls.c proxy/fleet_tls.h \
-	proxy/proc.c proxy/proc.h proxy/chan.c proxy/helper.h proxy/nflogd.c proxy/dnsd.c proxy/controld.c
+	proxy/proc.c proxy/proc.h proxy/chan.c proxy/helper.h proxy/nflogd.c proxy/dnsd.c proxy/controld.c \
+	proxy/agentd.c
 # Installed helpers (berth-mkcert in pkgdatadir; mktemplate, init and
 # testapp in pkglibexecdir) and, for a berthd run from this build tree,
 # the source and build trees (see proxy/vm.c: find_helper).
@@ -32,6 +33,14 @@ tests_unit_test_chan_SOURCES = tests/unit/test_chan.c tests/unit/tap.h \
 	proxy/chan.c proxy/proc.h
 tests_unit_test_chan_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
 tests_unit_test_chan_LDADD = $(LIBEVENT_LIBS)
+
+check_PROGRAMS += tests/unit/test_agentd
+TESTS += tests/unit/test_agentd
+tests_unit_test_agentd_SOURCES = tests/unit/test_agentd.c tests/unit/tap.h \
+	proxy/agentd.c proxy/chan.c proxy/proc.h proxy/helper.h proxy/log.c \
+	proxy/log.h vmm/guest/agent_proto.h
+tests_unit_test_agentd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
+tests_unit_test_agentd_LDADD = $(LIBEVENT_LIBS)
 
 check_PROGRAMS += tests/unit/test_bufpool
 TESTS += tests/unit/test_bufpool

@@ -118,6 +118,7 @@ struct px_proc {
 	unsigned long long restarts;
 	time_t		 started;
 	struct event	*restart_ev;
+	void		(*on_exit)(struct px_proc *, void *);
 	int		 stopped;
 	struct px_proc	*next;
 };
@@ -267,6 +268,12 @@ px_proc_start(struct event_base *base, const struct px_proc_def *d)
 	return pr;
 }
 
+void
+px_proc_on_exit(struct px_proc *pr, void (*cb)(struct px_proc *, void *))
+{
+	pr->on_exit = cb;
+}
+
 int
 px_proc_send(struct px_proc *pr, uint32_t type, const void *p, size_t len,
     const int *fds, int nfds)
@@ -315,6 +322,8 @@ reaped(struct px_proc *pr, pid_t pid, int st)
 		log_warnx("%s helper (pid %d) exited with status %d: restarting in %ld s",
 		    pr->d->name, (int)pid, WEXITSTATUS(st), (long)tv.tv_sec);
 	evtimer_add(pr->restart_ev, &tv);
+	if (pr->on_exit != NULL)
+		pr->on_exit(pr, pr->d->arg);
 }
 
 void
@@ -335,7 +344,7 @@ px_proc_metrics(struct evbuffer *out)
 	struct px_proc *pr;
 
 	evbuffer_add_printf(out, "# HELP berth_helper_up 1 while the helper "
-	    "(berthd: dns, nflog, control) runs.\n# TYPE berth_helper_up gauge\n");
+	    "(berthd: dns, nflog, control, agent) runs.\n# TYPE berth_helper_up gauge\n");
 	for (pr = procs; pr != NULL; pr = pr->next)
 		evbuffer_add_printf(out, "berth_helper_up{helper=\"%s\"} %d\n",
 		    pr->d->name, pr->pid > 0 && pr->ch != NULL);
@@ -396,6 +405,8 @@ px_proc_helper_main(int argc, char **argv)
 		rc = px_nflogd_main(PX_PROC_CHAN_FD);
 	else if (strcmp(name, "control") == 0)
 		rc = px_controld_main(PX_PROC_CHAN_FD);
+	else if (strcmp(name, "agent") == 0)
+		rc = px_agentd_main(PX_PROC_CHAN_FD);
 	else
 		fatalx("unknown helper %s", name);
 	exit(rc);

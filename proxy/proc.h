@@ -2,10 +2,11 @@
  * proc.h — berthd's untrusted-input helpers, as relayd's proc.c does
  * them: the parent (root) keeps the store, the VMM and netlink; each
  * helper (the guests' DNS resolver, the NFLOG reader, the TCP control
- * listener) is berthd itself, exec'd afresh (so it holds none of the
- * parent's memory: no keys, no store), chrooted in the empty root-owned
- * directory the workers use, as the unprivileged `user`, with an empty
- * capability bounding set, no_new_privs and not dumpable. It talks to
+ * listener, the guest agents' reader) is berthd itself, exec'd afresh
+ * (so it holds none of the parent's memory: no keys, no store),
+ * chrooted in the empty root-owned directory the workers use, as the
+ * unprivileged `user`, with an empty capability bounding set,
+ * no_new_privs and not dumpable. It talks to
  * the parent over typed messages on a SOCK_SEQPACKET socketpair (a fixed
  * header, a payload whose layout the type fixes, up to PX_PROC_FDS
  * descriptors). Descriptors it needs but could not open itself (a port
@@ -65,6 +66,9 @@ struct px_proc_def {
 };
 /* Starts the helper (exec of berthd with BERTH_HELPER=name). */
 struct px_proc *px_proc_start(struct event_base *, const struct px_proc_def *);
+/* cb(pr, def's arg) when the helper died (reaped, its restart
+ * scheduled): what it was doing fails at once. */
+void px_proc_on_exit(struct px_proc *, void (*cb)(struct px_proc *, void *));
 int px_proc_send(struct px_proc *, uint32_t type, const void *p, size_t len,
     const int *fds, int nfds);
 pid_t px_proc_pid(const struct px_proc *);
@@ -89,10 +93,11 @@ void px_proc_helper_main(int argc, char **argv);
 /* The helper's channel to the parent is fd PX_PROC_CHAN_FD. */
 #define PX_PROC_CHAN_FD	3
 
-/* The helpers' entry points (dnsd.c, nflogd.c, controld.c). */
+/* The helpers' entry points (dnsd.c, nflogd.c, controld.c, agentd.c). */
 int px_dnsd_main(int chan_fd);
 int px_nflogd_main(int chan_fd);
 int px_controld_main(int chan_fd);
+int px_agentd_main(int chan_fd);
 
 /* The parent's side of the control helper (controld.c): binds addr,
  * starts the helper with the certificate (PEM) and relays its requests

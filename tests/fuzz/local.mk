@@ -16,7 +16,7 @@
 # not stop the others, but fails `make fuzz` at the end.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
-FUZZ_NAMES = http1 host response conf control dns rule h2
+FUZZ_NAMES = http1 host response conf control dns rule h2 agent
 
 # What each target compiles (the code under test is compiled into the
 # target, so libFuzzer sees its coverage) and links.
@@ -37,6 +37,9 @@ fuzz_dns_SRC = tests/fuzz/fuzz_dns.c netctl/nc_dns.c netctl/nc_rule.c
 fuzz_dns_LIBS = $(NC_LIBS) $(LIBEVENT_LIBS)
 fuzz_rule_SRC = tests/fuzz/fuzz_rule.c netctl/nc_rule.c proxy/control_rule.c
 fuzz_rule_LIBS =
+# fuzz_agent.c #includes proxy/agentd.c
+fuzz_agent_SRC = tests/fuzz/fuzz_agent.c proxy/chan.c proxy/log.c
+fuzz_agent_LIBS = $(LIBEVENT_LIBS)
 # fuzz_h2: h2.c with the real session layer behind it
 fuzz_h2_SRC = tests/fuzz/fuzz_h2.c proxy/session.c proxy/h2.c proxy/upstream.c \
 	proxy/wake.c proxy/respond.c proxy/tls.c proxy/fleet_tls.c proxy/route.c \
@@ -52,11 +55,11 @@ FUZZ_REPLAY_LF = $(AM_LDFLAGS) $(REPLAY_SAN_LDFLAGS)
 FUZZ_REPLAY_SH = tests/fuzz/replay_http1.sh tests/fuzz/replay_host.sh \
 	tests/fuzz/replay_response.sh tests/fuzz/replay_conf.sh \
 	tests/fuzz/replay_control.sh tests/fuzz/replay_dns.sh \
-	tests/fuzz/replay_rule.sh tests/fuzz/replay_h2.sh
+	tests/fuzz/replay_rule.sh tests/fuzz/replay_h2.sh tests/fuzz/replay_agent.sh
 check_PROGRAMS += tests/fuzz/replay_http1 tests/fuzz/replay_host \
 	tests/fuzz/replay_response tests/fuzz/replay_conf \
 	tests/fuzz/replay_control tests/fuzz/replay_dns tests/fuzz/replay_rule \
-	tests/fuzz/replay_h2 tests/fuzz/replay_sancheck
+	tests/fuzz/replay_h2 tests/fuzz/replay_agent tests/fuzz/replay_sancheck
 check_SCRIPTS += $(FUZZ_REPLAY_SH)
 TESTS += $(FUZZ_REPLAY_SH) tests/fuzz/sanitizers.sh
 CLEANFILES += $(FUZZ_REPLAY_SH)
@@ -94,6 +97,10 @@ tests_fuzz_replay_h2_SOURCES = tests/fuzz/replay.c $(fuzz_h2_SRC)
 tests_fuzz_replay_h2_CFLAGS = $(FUZZ_REPLAY_CF)
 tests_fuzz_replay_h2_LDFLAGS = $(FUZZ_REPLAY_LF)
 tests_fuzz_replay_h2_LDADD = $(fuzz_h2_LIBS)
+tests_fuzz_replay_agent_SOURCES = tests/fuzz/replay.c $(fuzz_agent_SRC)
+tests_fuzz_replay_agent_CFLAGS = $(FUZZ_REPLAY_CF)
+tests_fuzz_replay_agent_LDFLAGS = $(FUZZ_REPLAY_LF)
+tests_fuzz_replay_agent_LDADD = $(fuzz_agent_LIBS)
 # planted bugs for tests/fuzz/sanitizers.sh
 tests_fuzz_replay_sancheck_SOURCES = tests/fuzz/replay.c tests/fuzz/sancheck.c
 tests_fuzz_replay_sancheck_CFLAGS = $(FUZZ_REPLAY_CF)
@@ -118,7 +125,7 @@ FUZZER_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefine
 	-Wno-unknown-warning-option
 FUZZ_PROGS = tests/fuzz/fuzz_http1 tests/fuzz/fuzz_host tests/fuzz/fuzz_response \
 	tests/fuzz/fuzz_conf tests/fuzz/fuzz_control tests/fuzz/fuzz_dns \
-	tests/fuzz/fuzz_rule tests/fuzz/fuzz_h2
+	tests/fuzz/fuzz_rule tests/fuzz/fuzz_h2 tests/fuzz/fuzz_agent
 EXTRA_PROGRAMS = $(FUZZ_PROGS)
 CLEANFILES += $(FUZZ_PROGS)
 FUZZ_CF = $(AM_CFLAGS) $(FUZZ_DEP_CF) $(FUZZER_FLAGS)
@@ -154,6 +161,10 @@ tests_fuzz_fuzz_h2_SOURCES = $(fuzz_h2_SRC)
 tests_fuzz_fuzz_h2_CFLAGS = $(FUZZ_CF)
 tests_fuzz_fuzz_h2_LDFLAGS = $(FUZZER_FLAGS)
 tests_fuzz_fuzz_h2_LDADD = $(fuzz_h2_LIBS)
+tests_fuzz_fuzz_agent_SOURCES = $(fuzz_agent_SRC)
+tests_fuzz_fuzz_agent_CFLAGS = $(FUZZ_CF)
+tests_fuzz_fuzz_agent_LDFLAGS = $(FUZZER_FLAGS)
+tests_fuzz_fuzz_agent_LDADD = $(fuzz_agent_LIBS)
 
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_PROGS)

@@ -6,7 +6,9 @@
 # they cannot open the state database or private keys, cannot connect to
 # the control socket, cannot create a file where they are rooted or in
 # acme_dir; their open descriptors give them nothing more. The same probes
-# as root succeed, so each can fail.
+# as root succeed, so each can fail. The untrusted-input helpers (the
+# guest agents' reader, the guests' DNS resolver, the NFLOG reader, the
+# TCP control listener) are as unprivileged and come back when killed.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -162,6 +164,78 @@ else
 	not_ok "killed worker is replaced"
 fi
 
+# helper_checks NAME: the helper "berthd: NAME" runs, named so, as
+# unprivileged and jailed as a worker, holding no file.
+helper_checks() {
+	h=$1
+	p=$(berthd_helper "$h")
+	if [ -z "$p" ]; then
+		not_ok "helper $h runs"; return
+	fi
+	ok "helper $h runs (pid $p)"
+	is "$h: ps shows it as 'berthd: $h'" "$(ps -o args= -p "$p")" "berthd: $h"
+	is "$h: its name is 'berthd: $h'" "$(cat "/proc/$p/comm")" "berthd: $h"
+	unlike "$h: not root" "$(status_field "$p" Uid)" '(^|[[:space:]])0($|[[:space:]])'
+	unlike "$h: no gid 0" "$(status_field "$p" Gid)" '(^|[[:space:]])0($|[[:space:]])'
+	for c in CapInh CapPrm CapEff CapAmb CapBnd; do
+		is "$h: $c empty" "$(status_field "$p" $c)" 0000000000000000
+	done
+	is "$h: NoNewPrivs" "$(status_field "$p" NoNewPrivs)" 1
+	is "$h: not dumpable" "$(stat -c %u "/proc/$p/environ")" 0
+	is "$h: chrooted in the empty root" "$(readlink "/proc/$p/root")" "$STATE/empty"
+	is "$h: cannot open the state database" "$(as_worker "$p" read "$DB")" EACCES
+	is "$h: cannot open the TLS key" "$(as_worker "$p" read "$STATE/tls/server.key")" EACCES
+	is "$h: cannot connect to the control socket" \
+		"$(as_worker "$p" connect "$STATE/control.sock")" EACCES
+	bad=
+	for fd in /proc/$p/fd/*; do
+		t=$(readlink "$fd") || continue
+		case $t in
+		socket:*|pipe:*|anon_inode:*|/dev/null|"$BERTHD_LOG") continue;;
+		esac
+		bad="$bad $(basename "$fd")=$t"
+	done
+	is "$h: holds no file open" "$bad" ""
+}
+helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+metric_ge() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
+
+# ---- the guest agents' reader ----------------------------------------
+# berthd with VMs on (none is created): "berthd: agent", the helper that
+# parses what guest agents send (vm-exec.sh runs commands through it),
+# is as unprivileged and jailed as the others; killed, it comes back
+# (logged, counted in /metrics) and the workers go on.
+kill "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+VMM=on berthd_config "certificate $KEYS/server.pem $KEYS/server.key" \
+	"tap_prefix bpa" "vm_pool 10.232.9.0/24"
+start_berthd
+if grep -q 'vmm: off' "$BERTHD_LOG"; then
+	diag "VMs are off here ($(grep 'vmm: off' "$BERTHD_LOG" | tail -n 1)): agent helper checks skipped"
+else
+	helper_checks agent
+	workers=$(berthd_workers)
+	old=$(berthd_helper agent)
+	if [ -n "$old" ]; then
+		kill -KILL "$old"
+		check "agent: its death is logged" wait_log 10 "$BERTHD_LOG" \
+			"agent helper \\(pid $old\\) killed by signal 9: restarting" "$BERTHD_PID"
+		if wait_for 10 helper_is_new agent "$old"; then
+			new=$(berthd_helper agent)
+			ok "agent: restarted (pid $new)"
+			is "agent: the new one is jailed too" "$(readlink "/proc/$new/root")" "$STATE/empty"
+			unlike "agent: ... and not root" "$(status_field "$new" Uid)" '(^|[[:space:]])0($|[[:space:]])'
+		else
+			not_ok "agent: restarted"
+		fi
+		is "agent: the workers went on (same pids)" "$(berthd_workers)" "$workers"
+		check "agent: its restart counted in /metrics" wait_for 5 metric_ge \
+			'berth_helper_restarts_total{helper="agent"}' 1
+		check "agent: up again in /metrics" wait_for 5 metric_is 'berth_helper_up{helper="agent"}' 1
+		check "agent: berthd answers netctl status" netctl status
+	fi
+fi
+
 # ---- the untrusted-input helpers -------------------------------------
 # berthd again, with "egress on" inside a network namespace of its own
 # (its table inet berth is that namespace's, never the host's): the
@@ -212,43 +286,13 @@ deny_some() {	# three UDP datagrams from the "guest" (no ping here)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for _ in range(3): s.sendto(b"x", ("10.9.9.1", 9))'
 }
-helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
-metric_ge() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
-
 workers=$(berthd_workers)
 admin=$(netctl token create --admin | head -n 1)
 tnet() { ip netns exec "$NS" "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" \
 	--cacert "$CA" --token "$admin" "$@"; }
 check "netctl over TCP (the control helper) works" tnet status
 for h in dns nflog control; do
-	p=$(berthd_helper "$h")
-	if [ -z "$p" ]; then
-		not_ok "helper $h runs"; continue
-	fi
-	ok "helper $h runs (pid $p)"
-	is "$h: ps shows it as 'berthd: $h'" "$(ps -o args= -p "$p")" "berthd: $h"
-	is "$h: its name is 'berthd: $h'" "$(cat "/proc/$p/comm")" "berthd: $h"
-	unlike "$h: not root" "$(status_field "$p" Uid)" '(^|[[:space:]])0($|[[:space:]])'
-	unlike "$h: no gid 0" "$(status_field "$p" Gid)" '(^|[[:space:]])0($|[[:space:]])'
-	for c in CapInh CapPrm CapEff CapAmb CapBnd; do
-		is "$h: $c empty" "$(status_field "$p" $c)" 0000000000000000
-	done
-	is "$h: NoNewPrivs" "$(status_field "$p" NoNewPrivs)" 1
-	is "$h: not dumpable" "$(stat -c %u "/proc/$p/environ")" 0
-	is "$h: chrooted in the empty root" "$(readlink "/proc/$p/root")" "$STATE/empty"
-	is "$h: cannot open the state database" "$(as_worker "$p" read "$DB")" EACCES
-	is "$h: cannot open the TLS key" "$(as_worker "$p" read "$STATE/tls/server.key")" EACCES
-	is "$h: cannot connect to the control socket" \
-		"$(as_worker "$p" connect "$STATE/control.sock")" EACCES
-	bad=
-	for fd in /proc/$p/fd/*; do
-		t=$(readlink "$fd") || continue
-		case $t in
-		socket:*|pipe:*|anon_inode:*|/dev/null|"$BERTHD_LOG") continue;;
-		esac
-		bad="$bad $(basename "$fd")=$t"
-	done
-	is "$h: holds no file open" "$bad" ""
+	helper_checks "$h"
 done
 
 deny_some

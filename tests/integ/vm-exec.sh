@@ -7,11 +7,13 @@
 # on a paused) sandbox wakes it and says how long the wake took; five
 # concurrent execs on a suspended sandbox share one wake; a running
 # command is activity (idle_pause does not stop it); berthd restarted,
-# the next exec connects again; a sandbox token may exec only in its
-# own sandbox (403 elsewhere); over control_listen (the control helper
+# the next exec connects again; the guest agent's reader (berthd: agent)
+# killed, the running exec fails saying so and the next works; a sandbox
+# token may exec only in its own sandbox (403 elsewhere); over
+# control_listen (the control helper
 # relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
 # of stdin and 20 MiB of output stream whole, a slow reader makes
-# neither the helper nor the parent buffer, Expect: 100-continue is
+# neither the helpers nor the parent buffer, Expect: 100-continue is
 # answered, a half close after a whole PUT still gets its answer; an
 # external sandbox has no guest (409).
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -147,6 +149,49 @@ is "20 MiB of output (over the buffered 4 MiB) come whole" "$n" 20971520
 head -c 3000000 /dev/urandom >"$T/in3m"
 out=$(netctl sandbox exec ex -- sha256sum <"$T/in3m" | cut -d' ' -f1)
 is "3 MB of stdin (over the buffered 48 KiB) go whole" "$out" "$(sha256sum <"$T/in3m" | cut -d' ' -f1)"
+
+# ---- the guest agent's reader dies ----
+# SIGKILL of "berthd: agent" (the helper that parses what the guest
+# sends) while a command runs: netctl fails at once saying why (never
+# hangs), the death is logged, the helper comes back, and the next exec
+# on the same VM works
+helper_is_new() { _p=$(berthd_helper "$1") && [ "$_p" != "$2" ]; }
+apid=$(berthd_helper agent)
+if [ -z "$apid" ]; then
+	not_ok "the guest agent's reader (berthd: agent) runs"
+else
+	ok "the guest agent's reader (berthd: agent) runs (pid $apid)"
+	timeout 60 "$NETCTL" -s "$STATE" sandbox exec ex -- \
+		sh -c 'echo started; sleep 50; echo never' </dev/null \
+		>"$T/k.out" 2>"$T/k.err" &
+	kpid=$!
+	check "... a command runs (its first line came)" \
+		wait_for 20 grep -q started "$T/k.out"
+	t0=$(date +%s)
+	kill -KILL "$apid"
+	wait $kpid
+	rc=$? t1=$(date +%s)
+	if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $((t1 - t0)) -lt 10 ]; then
+		ok "... killed: the running exec fails at once (exit $rc, $((t1 - t0)) s)"
+	else
+		not_ok "... killed: the running exec fails at once"
+		diag "exit $rc after $((t1 - t0)) s; $(cat "$T/k.err")"
+	fi
+	like "... saying the reader died while it ran" "$(cat "$T/k.err")" \
+		"reader \(berthd: agent\) died while the command ran"
+	unlike "... and its output stopped there" "$(cat "$T/k.out")" never
+	check "... its death is logged" wait_log 10 "$BERTHD_LOG" \
+		"agent helper \\(pid $apid\\) killed by signal 9: restarting" "$BERTHD_PID"
+	if wait_for 10 helper_is_new agent "$apid"; then
+		ok "... restarted (pid $(berthd_helper agent))"
+	else
+		not_ok "... restarted"
+	fi
+	out=$(x -- echo after 2>&1)
+	is "... the next exec works (the same VM)" "$?:$out" "0:after"
+	out=$(x -- sh -c 'echo out; echo err >&2; exit 5' 2>&1)
+	is "... and the one after, stdout, stderr and status" "$?:$out" "5:$(printf 'out\nerr')"
+fi
 
 # ---- files ----
 head -c 10485760 /dev/urandom >"$T/big"
@@ -332,11 +377,12 @@ done
 # ---- streamed requests over control_listen: the control helper relays
 # their bodies both ways, with backpressure ----
 # a client reading slowly (a small receive buffer, 64 KiB every 20 ms) a
-# 10 MB file: neither the helper nor the parent buffers what it has not
-# taken (their peak RSS barely moves), and it comes whole
+# 10 MB file: neither the helper nor the parent nor the guest agent's
+# reader buffers what it has not taken (their peak RSS barely moves), and
+# it comes whole
 hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }	# kB
-hpid=$(berthd_helper control)
-h0=$(hwm "$hpid") p0=$(hwm "$BERTHD_PID")
+hpid=$(berthd_helper control) rpid=$(berthd_helper agent)
+h0=$(hwm "$hpid") p0=$(hwm "$BERTHD_PID") r0=$(hwm "$rpid")
 python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" >"$T/slow.out" <<'PY'
 import hashlib, socket, ssl, sys, time
 port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -365,10 +411,10 @@ print(head.split(b"\r\n")[0].decode(), hashlib.sha256(body).hexdigest())
 PY
 is "over TLS: a slow client's streamed GET of 10 MB comes whole" \
 	"$(cat "$T/slow.out")" "HTTP/1.1 200 OK $(sha256sum <"$T/big" | cut -d' ' -f1)"
-h1=$(hwm "$hpid") p1=$(hwm "$BERTHD_PID")
+h1=$(hwm "$hpid") p1=$(hwm "$BERTHD_PID") r1=$(hwm "$rpid")
 if berthd_sanitized; then
 	# ASan's quarantine (8 MiB in the CI pass) and shadow are not berthd's
-	diag "peak RSS bounds not checked: berthd is built with ASan (helper +$((h1 - h0)) kB, parent +$((p1 - p0)) kB)"
+	diag "peak RSS bounds not checked: berthd is built with ASan (helper +$((h1 - h0)) kB, parent +$((p1 - p0)) kB, agent reader +$((r1 - r0)) kB)"
 elif [ $((h1 - h0)) -lt 4096 ]; then
 	ok "... the control helper buffered none of it (peak RSS +$((h1 - h0)) kB)"
 else
@@ -380,6 +426,13 @@ elif [ $((p1 - p0)) -lt 8192 ]; then
 	ok "... nor the parent (peak RSS +$((p1 - p0)) kB)"
 else
 	not_ok "... nor the parent"; diag "peak RSS $p0 -> $p1 kB"
+fi
+if berthd_sanitized; then
+	:
+elif [ $((r1 - r0)) -lt 4096 ]; then
+	ok "... nor the guest agent's reader (peak RSS +$((r1 - r0)) kB)"
+else
+	not_ok "... nor the guest agent's reader"; diag "peak RSS $r0 -> $r1 kB"
 fi
 ms() { echo $(($(date +%s%N) / 1000000)); }
 t0=$(ms)

@@ -5,8 +5,9 @@
  *
  * A frame is a 4-byte big-endian payload length, a 1-byte type, then the
  * payload (at most BA_MAX_PAYLOAD bytes). Binary on purpose: the guest
- * needs no JSON parser, and what berthd's root parent reads from a guest
- * is a length, a type byte and opaque bytes (plus one short status line).
+ * needs no JSON parser, and what berthd reads from a guest is a length,
+ * a type byte and opaque bytes (plus one short status line), parsed by
+ * its unprivileged reader (proxy/agentd.c), never by the root parent.
  *
  * host -> guest
  *   'P' ping       payload: a nonce, echoed in 'p'. The host sends one

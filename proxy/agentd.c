@@ -1,0 +1,437 @@
+/*
+ * agentd.c — the guest agent reader helper ("berthd: agent"),
+ * unprivileged and chrooted (proc.h): it reads and parses every byte a
+ * sandbox's guest agent sends (vmm/guest/agent_proto.h) on the
+ * connections the parent made and passed it, and sends the parent typed
+ * messages (helper.h: HM_AGENT_*). The parent (exec.c) keeps writing its
+ * own frames to the guest on its copy of each socket and reads nothing.
+ *
+ * Per connection the frames are parsed as they come, never whole: a
+ * header, then the payload, where stdout and stderr bytes go to the
+ * parent in pieces as the window allows (so a 256 KiB frame is never
+ * held) and a short frame (pong, exit, failure) is kept up to
+ * HM_AGENT_TEXT bytes, the rest skipped. Limits: a frame longer than
+ * BA_MAX_PAYLOAD ends the connection (HM_AGENT_ERROR); at most
+ * AD_BUF bytes read ahead per connection; at most HM_AGENT_WINDOW output
+ * bytes unacknowledged, past which the guest is not read (backpressure:
+ * its virtio ring fills, the command blocks on its pipe).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "helper.h"
+#include "log.h"
+#include "proc.h"
+#include "../vmm/guest/agent_proto.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#define AD_BUF		(64 * 1024)	/* read ahead per connection */
+#define AD_CONNS_MAX	4096		/* one per sandbox */
+
+struct aconn {
+	TAILQ_ENTRY(aconn) entry;
+	uint64_t	 id;
+	int		 fd;
+	struct event	*ev;
+	int		 reading;	/* ev added */
+	unsigned char	 nonce[HM_AGENT_NONCE];
+	int		 synced;	/* the pong came: frames count */
+	/* the frame being parsed */
+	unsigned char	 hdr[BA_HDR];
+	size_t		 hdrlen;
+	uint32_t	 left;		/* payload bytes still to come */
+	size_t		 textlen;	/* kept of a short frame's payload */
+	char		 text[HM_AGENT_TEXT];
+	uint32_t	 unacked;	/* output bytes the parent has not taken */
+	size_t		 start, end;	/* unparsed bytes in buf */
+	unsigned char	 buf[AD_BUF];
+};
+
+static struct {
+	struct event_base *base;
+	struct px_chan	*ch;
+	TAILQ_HEAD(, aconn) conns;
+	int		 nconns;
+} A;
+
+static void
+conn_free(struct aconn *c)
+{
+	TAILQ_REMOVE(&A.conns, c, entry);
+	A.nconns--;
+	event_free(c->ev);
+	close(c->fd);
+	free(c);
+}
+
+static struct aconn *
+conn_find(uint64_t id)
+{
+	struct aconn *c;
+
+	TAILQ_FOREACH(c, &A.conns, entry)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+static void
+send_closed(struct aconn *c)
+{
+	struct hm_agent_id m = { c->id };
+
+	px_chan_send(A.ch, HM_AGENT_CLOSED, &m, sizeof(m), NULL, 0);
+	conn_free(c);
+}
+
+/* printable ASCII of n bytes of p into dst (NUL-terminated) */
+static void
+printable(char *dst, size_t dstlen, const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i < dstlen - 1; i++)
+		dst[i] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '?';
+	dst[i] = '\0';
+}
+
+static void __attribute__((format(printf, 2, 3)))
+proto_error(struct aconn *c, const char *fmt, ...)
+{
+	struct hm_agent_error m;
+	va_list ap;
+
+	memset(&m, 0, sizeof(m));
+	m.id = c->id;
+	va_start(ap, fmt);
+	vsnprintf(m.msg, sizeof(m.msg), fmt, ap);
+	va_end(ap);
+	log_debug("connection %llu: %s", (unsigned long long)c->id, m.msg);
+	px_chan_send(A.ch, HM_AGENT_ERROR, &m, sizeof(m), NULL, 0);
+	conn_free(c);
+}
+
+/* "exit N" or "signal N", then " timeout" when the agent killed it at
+ * its deadline; N decimal, without sign or leading zeros. 0 when well
+ * formed. */
+static int
+parse_exit(const char *s, struct hm_agent_exit *m)
+{
+	const char *p;
+	int n = 0, digits = 0;
+
+	if (strncmp(s, "exit ", 5) == 0) {
+		m->exited = 1;
+		p = s + 5;
+	} else if (strncmp(s, "signal ", 7) == 0) {
+		m->exited = 0;
+		p = s + 7;
+	} else
+		return -1;
+	for (; *p >= '0' && *p <= '9' && digits < 4; p++, digits++)
+		n = n * 10 + (*p - '0');
+	if (digits == 0 || digits > 3 || (digits > 1 && p[-digits] == '0'))
+		return -1;
+	if (strcmp(p, " timeout") == 0)
+		m->timed_out = 1;
+	else if (*p != '\0')
+		return -1;
+	if (m->exited ? n > 255 : n < 1 || n > 127)
+		return -1;
+	if (m->exited)
+		m->code = n;
+	else
+		m->signal = n;
+	return 0;
+}
+
+/* A short frame is whole (its first HM_AGENT_TEXT - 1 bytes in text).
+ * 0, or -1 when c is gone. */
+static int
+frame_done(struct aconn *c)
+{
+	uint32_t len = ba_hdr_len(c->hdr);
+	int type = c->hdr[4];
+
+	c->hdrlen = 0;
+	c->text[c->textlen] = '\0';
+	if (!c->synced) {
+		/* only our pong counts; the rest is an older talk's */
+		if (type == BA_PONG && len == HM_AGENT_NONCE &&
+		    memcmp(c->text, c->nonce, HM_AGENT_NONCE) == 0) {
+			struct hm_agent_pong m;
+
+			memset(&m, 0, sizeof(m));
+			m.id = c->id;
+			memcpy(m.nonce, c->nonce, sizeof(m.nonce));
+			c->synced = 1;
+			px_chan_send(A.ch, HM_AGENT_PONG, &m, sizeof(m), NULL, 0);
+		}
+		return 0;
+	}
+	if (type == BA_EXIT) {
+		struct hm_agent_exit m;
+
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		if (len != c->textlen || memchr(c->text, '\0', c->textlen) !=
+		    NULL || parse_exit(c->text, &m) != 0) {
+			proto_error(c, "the guest agent answered an unknown "
+			    "exit status");
+			return -1;
+		}
+		px_chan_send(A.ch, HM_AGENT_EXIT, &m, sizeof(m), NULL, 0);
+	} else if (type == BA_FAIL) {
+		struct hm_agent_fail m;
+		size_t skip = 0;
+
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		/* "400 ...": the request's fault (agent_proto.h) */
+		if (c->textlen >= 4 && (strncmp(c->text, "400 ", 4) == 0 ||
+		    strncmp(c->text, "404 ", 4) == 0 ||
+		    strncmp(c->text, "409 ", 4) == 0)) {
+			m.status = atoi(c->text);
+			skip = 4;
+		}
+		printable(m.msg, sizeof(m.msg), c->text + skip,
+		    c->textlen - skip);
+		px_chan_send(A.ch, HM_AGENT_FAIL, &m, sizeof(m), NULL, 0);
+	}
+	/* the rest (pongs of the same ping sent again, unknown types):
+	 * nothing for the parent */
+	return 0;
+}
+
+static void
+output(struct aconn *c, const unsigned char *p, size_t n)
+{
+	struct {
+		struct hm_agent_output h;
+		unsigned char b[HM_AGENT_CHUNK];
+	} m;
+
+	memset(&m.h, 0, sizeof(m.h));
+	m.h.id = c->id;
+	m.h.stream = c->hdr[4];
+	m.h.len = (uint32_t)n;
+	if (n > 0)
+		memcpy(m.b, p, n);
+	px_chan_send(A.ch, HM_AGENT_OUTPUT, &m, sizeof(m.h) + n, NULL, 0);
+	c->unacked += (uint32_t)n;
+}
+
+/* Parses what buf holds. 1: all of it; 0: stopped at a full window;
+ * -1: c is gone. */
+static int
+parse(struct aconn *c)
+{
+	size_t avail, n;
+	int type;
+
+	while ((avail = c->end - c->start) > 0 || (c->hdrlen == BA_HDR &&
+	    c->left == 0)) {
+		if (c->hdrlen < BA_HDR) {
+			n = BA_HDR - c->hdrlen < avail ? BA_HDR - c->hdrlen : avail;
+			memcpy(c->hdr + c->hdrlen, c->buf + c->start, n);
+			c->start += n;
+			c->hdrlen += n;
+			if (c->hdrlen < BA_HDR)
+				break;
+			c->left = ba_hdr_len(c->hdr);
+			c->textlen = 0;
+			if (c->left > BA_MAX_PAYLOAD) {
+				proto_error(c, "the guest agent sent a frame of "
+				    "%u bytes", (unsigned)c->left);
+				return -1;
+			}
+			type = c->hdr[4];
+			if (c->left == 0 && c->synced &&
+			    (type == BA_STDOUT || type == BA_STDERR)) {
+				output(c, NULL, 0);	/* as the agent sent it */
+				c->hdrlen = 0;
+			}
+			continue;
+		}
+		type = c->hdr[4];
+		if (c->left > 0 && c->synced &&
+		    (type == BA_STDOUT || type == BA_STDERR)) {
+			size_t room = HM_AGENT_WINDOW - c->unacked;
+
+			if (room == 0)
+				return 0;
+			n = c->left < avail ? c->left : avail;
+			if (n > HM_AGENT_CHUNK)
+				n = HM_AGENT_CHUNK;
+			if (n > room)
+				n = room;
+			output(c, c->buf + c->start, n);
+			c->start += n;
+			c->left -= (uint32_t)n;
+			if (c->left == 0)
+				c->hdrlen = 0;
+			continue;
+		}
+		n = c->left < avail ? c->left : avail;
+		if (c->textlen < sizeof(c->text) - 1) {
+			size_t k = sizeof(c->text) - 1 - c->textlen;
+
+			memcpy(c->text + c->textlen, c->buf + c->start,
+			    n < k ? n : k);
+			c->textlen += n < k ? n : k;
+		}
+		c->start += n;
+		c->left -= (uint32_t)n;
+		if (c->left == 0 && frame_done(c) < 0)
+			return -1;
+	}
+	if (c->start == c->end)
+		c->start = c->end = 0;
+	return 1;
+}
+
+static void
+set_reading(struct aconn *c, int on)
+{
+	if (c->reading == on)
+		return;
+	c->reading = on;
+	if (on)
+		event_add(c->ev, NULL);
+	else
+		event_del(c->ev);
+}
+
+static void
+readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct aconn *c = arg;
+	ssize_t n;
+	int r;
+
+	(void)what;
+	if (c->start > 0) {
+		memmove(c->buf, c->buf + c->start, c->end - c->start);
+		c->end -= c->start;
+		c->start = 0;
+	}
+	if (c->end == sizeof(c->buf)) {
+		set_reading(c, 0);	/* full: parse frees room first */
+		return;
+	}
+	n = read(fd, c->buf + c->end, sizeof(c->buf) - c->end);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		/* what it sent before the end was parsed as it came; the
+		 * rest (a frame cut short) means nothing */
+		send_closed(c);
+		return;
+	}
+	c->end += (size_t)n;
+	if ((r = parse(c)) < 0)
+		return;
+	if (r == 0)
+		set_reading(c, 0);	/* the window is full */
+}
+
+static void
+conn_new(const struct hm_agent_conn *m, int fd)
+{
+	struct aconn *c;
+
+	if (conn_find(m->id) != NULL)
+		fatalx("connection %llu passed twice", (unsigned long long)m->id);
+	if (A.nconns >= AD_CONNS_MAX || (c = calloc(1, sizeof(*c))) == NULL) {
+		struct hm_agent_error e;
+
+		memset(&e, 0, sizeof(e));
+		e.id = m->id;
+		snprintf(e.msg, sizeof(e.msg), "the guest agent helper has "
+		    "%s", A.nconns >= AD_CONNS_MAX ? "too many connections" :
+		    "no memory left");
+		px_chan_send(A.ch, HM_AGENT_ERROR, &e, sizeof(e), NULL, 0);
+		close(fd);
+		return;
+	}
+	c->id = m->id;
+	c->fd = fd;
+	memcpy(c->nonce, m->nonce, sizeof(c->nonce));
+	evutil_make_socket_nonblocking(fd);
+	if ((c->ev = event_new(A.base, fd, EV_READ | EV_PERSIST, readable,
+	    c)) == NULL)
+		fatalx("event_new");
+	TAILQ_INSERT_TAIL(&A.conns, c, entry);
+	A.nconns++;
+	set_reading(c, 1);
+}
+
+static void
+on_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
+    int *fds, int nfds, void *arg)
+{
+	struct aconn *c;
+
+	(void)ch;
+	(void)arg;
+	if (type == HM_AGENT_CONN && len == sizeof(struct hm_agent_conn) &&
+	    nfds == 1) {
+		struct hm_agent_conn m;
+
+		memcpy(&m, p, sizeof(m));
+		conn_new(&m, fds[0]);
+		fds[0] = -1;	/* the connection's now */
+	} else if (type == HM_AGENT_ACK && len == sizeof(struct hm_agent_ack) &&
+	    nfds == 0) {
+		struct hm_agent_ack m;
+
+		memcpy(&m, p, sizeof(m));
+		if ((c = conn_find(m.id)) == NULL)
+			return;		/* closed here meanwhile */
+		if (m.bytes > c->unacked)
+			fatalx("the parent acknowledged %u bytes of %u sent",
+			    m.bytes, c->unacked);
+		c->unacked -= m.bytes;
+		if (!c->reading && c->unacked < HM_AGENT_WINDOW) {
+			if (parse(c) > 0)
+				set_reading(c, 1);
+		}
+	} else if (type == HM_AGENT_CLOSE && len == sizeof(struct hm_agent_id) &&
+	    nfds == 0) {
+		struct hm_agent_id m;
+
+		memcpy(&m, p, sizeof(m));
+		if ((c = conn_find(m.id)) != NULL)
+			conn_free(c);
+	} else
+		fatalx("unexpected message %u from the parent", type);
+}
+
+static void
+on_close(struct px_chan *ch, int corrupt, void *arg)
+{
+	(void)ch;
+	(void)arg;
+	/* the parent is gone (or mad): nobody wants the guests' output */
+	exit(corrupt ? 1 : 0);
+}
+
+int
+px_agentd_main(int fd)
+{
+	TAILQ_INIT(&A.conns);
+	if ((A.base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	if ((A.ch = px_chan_new(A.base, fd, on_msg, on_close, NULL)) == NULL)
+		fatalx("channel");
+	event_base_dispatch(A.base);
+	return 0;
+}
