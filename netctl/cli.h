@@ -88,6 +88,10 @@ int cli_stream_recv(struct cli_stream *, struct cli_stream_resp **,
     char *err, size_t errlen);
 void cli_stream_close(struct cli_stream *);
 
+/* Percent-encodes the path p for a query's ?path= into out (outlen
+ * bytes, always NUL-terminated; a path too long for it is cut). */
+void cli_pct_path(const char *p, char *out, size_t outlen);
+
 /* netctl mcp: serves MCP (JSON-RPC 2.0 over stdio lines) until EOF.
  * sandbox: default sandbox for tools that take one (may be NULL). */
 int cli_mcp_serve(const struct cli_target *, const char *sandbox);

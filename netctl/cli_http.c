@@ -14,6 +14,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -811,4 +812,25 @@ cli_stream_close(struct cli_stream *s)
 	free(s->pend);
 	free(s->r.body);
 	free(s);
+}
+
+/* Percent-encodes a path for ?path=. */
+void
+cli_pct_path(const char *p, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (; *p != '\0' && o + 4 < outlen; p++) {
+		unsigned char ch = (unsigned char)*p;
+
+		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
+			out[o++] = (char)ch;
+		else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	out[o] = '\0';
 }

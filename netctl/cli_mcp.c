@@ -229,26 +229,6 @@ transfer(const struct cli_target *t, const char *method, const char *target,
 	}
 }
 
-static void
-pct_path(const char *p, char *out, size_t outlen)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (; *p != '\0' && o + 4 < outlen; p++) {
-		unsigned char ch = (unsigned char)*p;
-
-		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
-			out[o++] = (char)ch;
-		else {
-			out[o++] = '%';
-			out[o++] = hex[ch >> 4];
-			out[o++] = hex[ch & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
 /* Text (UTF-8) or base64 of at most max bytes, into doc[key]. */
 static void
 put_bytes(json_t *doc, const char *key, const char *s, size_t len,
@@ -392,7 +372,7 @@ file_tool(const struct cli_target *t, const char *sb, const char *name,
 
 	if (path == NULL || path[0] != '/' || strlen(path) > 4096)
 		return tool_result("path: an absolute path in the guest", 1);
-	pct_path(path, epath, sizeof(epath));
+	cli_pct_path(path, epath, sizeof(epath));
 	cli_timeout_secs = 600;	/* a wake, then the transfer */
 	if (strcmp(name, "read_file") == 0) {
 		if (json_is_integer(json_object_get(args, "max_bytes")))

@@ -1341,27 +1341,6 @@ cp_side(const char *arg, char *id, size_t idlen, const char **path)
 	return 1;
 }
 
-/* Percent-encodes a path for ?path=. */
-static void
-pct_path(const char *p, char *out, size_t outlen)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (; *p != '\0' && o + 4 < outlen; p++) {
-		unsigned char ch = (unsigned char)*p;
-
-		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
-			out[o++] = (char)ch;
-		else {
-			out[o++] = '%';
-			out[o++] = hex[ch >> 4];
-			out[o++] = hex[ch & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
 /* Waits until the stream can go on (sent some, or has answered). */
 static int
 cp_wait(struct cli_stream *s, int want_out)
@@ -1441,7 +1420,7 @@ cp_put(const char *local, const char *id, const char *path)
 		close(fd);
 		return EXIT_USAGE;
 	}
-	pct_path(path, enc, sizeof(enc));
+	cli_pct_path(path, enc, sizeof(enc));
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s"
 	    "&mode=%04o", id, enc, fd == STDIN_FILENO ? 0644u :
 	    (unsigned)(st.st_mode & 07777));
@@ -1511,7 +1490,7 @@ cp_get(const char *id, const char *path, const char *local)
 		base = strrchr(path, '/') + 1;
 		snprintf(dst, sizeof(dst), "%s/%s", local, *base ? base : "file");
 	}
-	pct_path(path, enc, sizeof(enc));
+	cli_pct_path(path, enc, sizeof(enc));
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s",
 	    id, enc);
 	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
