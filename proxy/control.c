@@ -22,6 +22,7 @@
 #include "conf.h"
 #include "control_rule.h"
 #include "reqhead.h"
+#include "status.h"
 #include "routemsg.h"
 #include "store.h"
 #include "token.h"
@@ -152,30 +153,6 @@ shown(char *buf, size_t size, const char *s)
 	return buf;
 }
 
-static const char *
-reason(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 507: return "Insufficient Storage";
-	default: return "Unknown";
-	}
-}
-
 int
 px_control_url(char *buf, size_t len, const char *domain, unsigned https_port,
     const char *sandbox, unsigned port, const char *host)
@@ -201,7 +178,7 @@ respond(struct conn *c, int status, const char *ctype, const char *extra,
 
 	if (cls >= 1 && cls <= 5)
 		c->ctl->responses[cls]++;
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, reason(status));
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, px_status_text(status));
 	if (status != 204) {
 		evbuffer_add_printf(out, "Content-Type: %s\r\n"
 		    "Content-Length: %zu\r\n", ctype, len);

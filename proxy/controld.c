@@ -42,6 +42,7 @@
 #include "log.h"
 #include "proc.h"
 #include "reqhead.h"
+#include "status.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -171,11 +172,7 @@ c_fail(struct cconn *c, int status, const char *msg)
 	json_decref(e);
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
 	    "Content-Length: %zu\r\nCache-Control: no-store\r\n%s"
-	    "Connection: close\r\n\r\n%s\n", status,
-	    status == 400 ? "Bad Request" : status == 401 ? "Unauthorized" :
-	    status == 408 ? "Request Timeout" : status == 413 ?
-	    "Payload Too Large" : status == 431 ?
-	    "Request Header Fields Too Large" : "Error", n,
+	    "Connection: close\r\n\r\n%s\n", status, px_status_text(status), n,
 	    status == 401 ? "WWW-Authenticate: Bearer realm=\"berth\"\r\n" : "",
 	    text ? text : "");
 	free(text);
