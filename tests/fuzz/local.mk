@@ -40,7 +40,8 @@ fuzz_rule_LIBS =
 # fuzz_h2: h2.c with the real session layer behind it
 fuzz_h2_SRC = tests/fuzz/fuzz_h2.c proxy/session.c proxy/h2.c proxy/upstream.c \
 	proxy/wake.c proxy/respond.c proxy/tls.c proxy/fleet_tls.c proxy/route.c \
-	proxy/http1.c proxy/valid.c proxy/log.c proxy/evprio.c proxy/status.c
+	proxy/http1.c proxy/valid.c proxy/log.c proxy/evprio.c proxy/status.c \
+	tests/support/scripted_upstream.c
 fuzz_h2_LIBS = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(NGHTTP2_LIBS) \
 	$(HTTP_PARSER_LIBS)
 FUZZ_DEP_CF = $(JANSSON_CFLAGS) $(LIBEVENT_CFLAGS) $(SQLITE_CFLAGS) \
