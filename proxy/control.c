@@ -227,8 +227,8 @@ reply_json(struct req *r, int status, json_t *obj)
 	reply_json_hdr(r, status, obj, NULL);
 }
 
-static const char *
-error_code(int status)
+const char *
+px_control_error_code(int status)
 {
 	switch (status) {
 	case 400: return "invalid_argument";
@@ -258,7 +258,7 @@ vreply_error(struct req *r, int status, const char *allow, const char *field,
 	/* Messages quote client input: keep them valid UTF-8 (ASCII). */
 	shown(clean, sizeof(clean), msg);
 	e = json_pack("{s:{s:i, s:s}}", "error", "status", status,
-	    "code", error_code(status));
+	    "code", px_control_error_code(status));
 	if (e != NULL && field != NULL)
 		json_object_set_new(json_object_get(e, "error"), "field",
 		    json_string(field));
@@ -4126,7 +4126,7 @@ reply_401(struct req *r, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	e = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", 401, "code",
-	    error_code(401), "message", msg);
+	    px_control_error_code(401), "message", msg);
 	reply_json_hdr(r, 401, e, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
 }
 

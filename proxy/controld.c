@@ -145,19 +145,6 @@ cconn_find(uint64_t id)
 	return NULL;
 }
 
-static const char *
-code_of(int status)
-{
-	switch (status) {
-	case 400: return "invalid_argument";
-	case 401: return "unauthenticated";
-	case 408: return "timeout";
-	case 413: return "payload_too_large";
-	case 431: return "header_too_large";
-	default: return "bad_request";
-	}
-}
-
 /* Answers what the helper itself refuses, in the control API's error
  * form, and closes after it. */
 static void
@@ -165,7 +152,7 @@ c_fail(struct cconn *c, int status, const char *msg)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	json_t *e = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status,
-	    "code", code_of(status), "message", msg);
+	    "code", px_control_error_code(status), "message", msg);
 	char *text = e ? json_dumps(e, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
 	size_t n = text ? strlen(text) + 1 : 0;
 
