@@ -814,17 +814,16 @@ cli_stream_close(struct cli_stream *s)
 	free(s);
 }
 
-/* Percent-encodes a path for ?path=. */
 void
-cli_pct_path(const char *p, char *out, size_t outlen)
+cli_pct_encode(const char *s, const char *keep, char *out, size_t outlen)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t o = 0;
 
-	for (; *p != '\0' && o + 4 < outlen; p++) {
-		unsigned char ch = (unsigned char)*p;
+	for (; *s != '\0' && o + 4 < outlen; s++) {
+		unsigned char ch = (unsigned char)*s;
 
-		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
+		if (isalnum(ch) || strchr(keep, ch) != NULL)
 			out[o++] = (char)ch;
 		else {
 			out[o++] = '%';
@@ -833,4 +832,10 @@ cli_pct_path(const char *p, char *out, size_t outlen)
 		}
 	}
 	out[o] = '\0';
+}
+
+void
+cli_pct_path(const char *p, char *out, size_t outlen)
+{
+	cli_pct_encode(p, "/-._~", out, outlen);
 }

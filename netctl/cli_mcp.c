@@ -119,23 +119,6 @@ tool_result(const char *text, int is_error)
 	    "text", text, "isError", is_error);
 }
 
-/* Percent-encodes s into buf for a path segment. */
-static void
-encode(const char *s, char *buf, size_t size)
-{
-	size_t k = 0;
-
-	for (; *s != '\0' && k + 4 < size; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_')
-			buf[k++] = (char)ch;
-		else
-			k += (size_t)snprintf(buf + k, 4, "%%%02X", ch);
-	}
-	buf[k] = '\0';
-}
-
 /* Runs one API request and turns the answer into a tool result. */
 static json_t *
 api_result(const struct cli_target *t, const char *method,
@@ -525,7 +508,7 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 		 * guest runs: seconds to minutes */
 		if (strcmp(name, "pause") != 0)
 			cli_timeout_secs = 600;
-		encode(name, enc, sizeof(enc));
+		cli_pct_encode(name, "-._", enc, sizeof(enc));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", sb, enc);
 		body = json_object();
 		res = api_result(t, "POST", target, body, NULL);

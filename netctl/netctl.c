@@ -941,19 +941,10 @@ call_list(const struct opts *o, const char *base, const char *key,
 		return EXIT_REFUSED;
 	for (;;) {
 		char enc[sizeof(after) * 3];
-		size_t i, k = 0;
 
-		for (i = 0; after[i] != '\0'; i++) {
-			unsigned char ch = (unsigned char)after[i];
-
-			if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_')
-				enc[k++] = (char)ch;
-			else
-				k += (size_t)snprintf(enc + k, 4, "%%%02X", ch);
-		}
-		enc[k] = '\0';
+		cli_pct_encode(after, "-._", enc, sizeof(enc));
 		snprintf(target, sizeof(target), "%s%slimit=1000%s%s", base,
-		    strchr(base, '?') ? "&" : "?", k ? "&after=" : "", enc);
+		    strchr(base, '?') ? "&" : "?", enc[0] ? "&after=" : "", enc);
 		if ((rc = call(o, "GET", target, NULL, &page)) != EXIT_OK) {
 			json_decref(page);
 			json_decref(all);
@@ -1799,7 +1790,6 @@ static int
 c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[1024], enc[800];
-	size_t i, k = 0;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
@@ -1808,16 +1798,7 @@ c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 		    "'%s'", a[1]);
 		return EXIT_USAGE;
 	}
-	for (i = 0; a[2][i] != '\0' && k + 4 < sizeof(enc); i++) {
-		unsigned char ch = (unsigned char)a[2][i];
-
-		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' ||
-		    ch == '*' || ch == ':')
-			enc[k++] = (char)ch;
-		else
-			k += (size_t)snprintf(enc + k, 4, "%%%02X", ch);
-	}
-	enc[k] = '\0';
+	cli_pct_encode(a[2], "-._*:", enc, sizeof(enc));
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/%s/%s", a[0],
 	    a[1], enc);
 	return delete_one(o, target, NULL, json_pack("{s:s, s:s, s:s, s:b}",
