@@ -197,12 +197,12 @@ up_answer(struct upc *u, const char *req, size_t len)
 		up_sends(u, "HTTP/1.1 100 Continue\r\n\r\n"
 		    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
 	} else if (strcmp(path, "/upgrade") == 0) {
-		up_sends(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
-		    "Upgrade: test\r\n\r\n");
-		if (conf.upgrade_echo)
-			u->echo = 1;
-		else
-			up_sends(u, "raw bytes");
+		/* (one write: the bytes after the 101 come with it) */
+		up_sends(u, conf.upgrade_echo ? "HTTP/1.1 101 Switching Protocols\r\n"
+		    "Connection: upgrade\r\nUpgrade: test\r\n\r\n" :
+		    "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
+		    "Upgrade: test\r\n\r\nraw bytes");
+		u->echo = conf.upgrade_echo;
 	} else if (strcmp(path, "/big") == 0) {
 		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n",
 		    conf.big);
