@@ -88,6 +88,14 @@ int cli_stream_recv(struct cli_stream *, struct cli_stream_resp **,
     char *err, size_t errlen);
 void cli_stream_close(struct cli_stream *);
 
+/* Percent-encodes s into out (outlen bytes, always NUL-terminated; what
+ * does not fit is cut): letters, digits and the bytes in keep stay, any
+ * other byte becomes %XX. */
+void cli_pct_encode(const char *s, const char *keep, char *out,
+    size_t outlen);
+/* The same for a path in a query's ?path= ('/' stays). */
+void cli_pct_path(const char *p, char *out, size_t outlen);
+
 /* netctl mcp: serves MCP (JSON-RPC 2.0 over stdio lines) until EOF.
  * sandbox: default sandbox for tools that take one (may be NULL). */
 int cli_mcp_serve(const struct cli_target *, const char *sandbox);

@@ -14,6 +14,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -811,4 +812,30 @@ cli_stream_close(struct cli_stream *s)
 	free(s->pend);
 	free(s->r.body);
 	free(s);
+}
+
+void
+cli_pct_encode(const char *s, const char *keep, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (; *s != '\0' && o + 4 < outlen; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (isalnum(ch) || strchr(keep, ch) != NULL)
+			out[o++] = (char)ch;
+		else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+void
+cli_pct_path(const char *p, char *out, size_t outlen)
+{
+	cli_pct_encode(p, "/-._~", out, outlen);
 }

@@ -119,23 +119,6 @@ tool_result(const char *text, int is_error)
 	    "text", text, "isError", is_error);
 }
 
-/* Percent-encodes s into buf for a path segment. */
-static void
-encode(const char *s, char *buf, size_t size)
-{
-	size_t k = 0;
-
-	for (; *s != '\0' && k + 4 < size; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_')
-			buf[k++] = (char)ch;
-		else
-			k += (size_t)snprintf(buf + k, 4, "%%%02X", ch);
-	}
-	buf[k] = '\0';
-}
-
 /* Runs one API request and turns the answer into a tool result. */
 static json_t *
 api_result(const struct cli_target *t, const char *method,
@@ -227,26 +210,6 @@ transfer(const struct cli_target *t, const char *method, const char *target,
 			}
 		}
 	}
-}
-
-static void
-pct_path(const char *p, char *out, size_t outlen)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (; *p != '\0' && o + 4 < outlen; p++) {
-		unsigned char ch = (unsigned char)*p;
-
-		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
-			out[o++] = (char)ch;
-		else {
-			out[o++] = '%';
-			out[o++] = hex[ch >> 4];
-			out[o++] = hex[ch & 15];
-		}
-	}
-	out[o] = '\0';
 }
 
 /* Text (UTF-8) or base64 of at most max bytes, into doc[key]. */
@@ -392,7 +355,7 @@ file_tool(const struct cli_target *t, const char *sb, const char *name,
 
 	if (path == NULL || path[0] != '/' || strlen(path) > 4096)
 		return tool_result("path: an absolute path in the guest", 1);
-	pct_path(path, epath, sizeof(epath));
+	cli_pct_path(path, epath, sizeof(epath));
 	cli_timeout_secs = 600;	/* a wake, then the transfer */
 	if (strcmp(name, "read_file") == 0) {
 		if (json_is_integer(json_object_get(args, "max_bytes")))
@@ -545,7 +508,7 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 		 * guest runs: seconds to minutes */
 		if (strcmp(name, "pause") != 0)
 			cli_timeout_secs = 600;
-		encode(name, enc, sizeof(enc));
+		cli_pct_encode(name, "-._", enc, sizeof(enc));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", sb, enc);
 		body = json_object();
 		res = api_result(t, "POST", target, body, NULL);

@@ -941,19 +941,10 @@ call_list(const struct opts *o, const char *base, const char *key,
 		return EXIT_REFUSED;
 	for (;;) {
 		char enc[sizeof(after) * 3];
-		size_t i, k = 0;
 
-		for (i = 0; after[i] != '\0'; i++) {
-			unsigned char ch = (unsigned char)after[i];
-
-			if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_')
-				enc[k++] = (char)ch;
-			else
-				k += (size_t)snprintf(enc + k, 4, "%%%02X", ch);
-		}
-		enc[k] = '\0';
+		cli_pct_encode(after, "-._", enc, sizeof(enc));
 		snprintf(target, sizeof(target), "%s%slimit=1000%s%s", base,
-		    strchr(base, '?') ? "&" : "?", k ? "&after=" : "", enc);
+		    strchr(base, '?') ? "&" : "?", enc[0] ? "&after=" : "", enc);
 		if ((rc = call(o, "GET", target, NULL, &page)) != EXIT_OK) {
 			json_decref(page);
 			json_decref(all);
@@ -1341,27 +1332,6 @@ cp_side(const char *arg, char *id, size_t idlen, const char **path)
 	return 1;
 }
 
-/* Percent-encodes a path for ?path=. */
-static void
-pct_path(const char *p, char *out, size_t outlen)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (; *p != '\0' && o + 4 < outlen; p++) {
-		unsigned char ch = (unsigned char)*p;
-
-		if (isalnum(ch) || strchr("/-._~", ch) != NULL)
-			out[o++] = (char)ch;
-		else {
-			out[o++] = '%';
-			out[o++] = hex[ch >> 4];
-			out[o++] = hex[ch & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
 /* Waits until the stream can go on (sent some, or has answered). */
 static int
 cp_wait(struct cli_stream *s, int want_out)
@@ -1441,7 +1411,7 @@ cp_put(const char *local, const char *id, const char *path)
 		close(fd);
 		return EXIT_USAGE;
 	}
-	pct_path(path, enc, sizeof(enc));
+	cli_pct_path(path, enc, sizeof(enc));
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s"
 	    "&mode=%04o", id, enc, fd == STDIN_FILENO ? 0644u :
 	    (unsigned)(st.st_mode & 07777));
@@ -1511,7 +1481,7 @@ cp_get(const char *id, const char *path, const char *local)
 		base = strrchr(path, '/') + 1;
 		snprintf(dst, sizeof(dst), "%s/%s", local, *base ? base : "file");
 	}
-	pct_path(path, enc, sizeof(enc));
+	cli_pct_path(path, enc, sizeof(enc));
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s",
 	    id, enc);
 	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
@@ -1820,7 +1790,6 @@ static int
 c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	char target[1024], enc[800];
-	size_t i, k = 0;
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
@@ -1829,16 +1798,7 @@ c_egress_rm(const struct cmd *c, struct opts *o, char **a, int n)
 		    "'%s'", a[1]);
 		return EXIT_USAGE;
 	}
-	for (i = 0; a[2][i] != '\0' && k + 4 < sizeof(enc); i++) {
-		unsigned char ch = (unsigned char)a[2][i];
-
-		if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' ||
-		    ch == '*' || ch == ':')
-			enc[k++] = (char)ch;
-		else
-			k += (size_t)snprintf(enc + k, 4, "%%%02X", ch);
-	}
-	enc[k] = '\0';
+	cli_pct_encode(a[2], "-._*:", enc, sizeof(enc));
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s/egress/%s/%s", a[0],
 	    a[1], enc);
 	return delete_one(o, target, NULL, json_pack("{s:s, s:s, s:s, s:b}",

@@ -889,26 +889,15 @@ static void
 fork_worker(struct slot *s)
 {
 	int sp[2], keep[PX_MAX_LISTEN + 4], nkeep = 0, https[PX_MAX_LISTEN], i;
-	pid_t pid, parent;
+	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0)
 		fatal("socketpair");
-	parent = getpid();
-	if ((pid = fork()) < 0)
+	if ((pid = px_proc_fork()) < 0)
 		fatal("fork");
 	if (pid == 0) {
 		char role[32];
-		sigset_t none;
 
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		for (i = 1; i < NSIG; i++)
-			signal(i, SIG_DFL);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		/* A parent killed before the line above sends no signal:
-		 * do not outlive it serving stale routes. */
-		if (getppid() != parent)
-			_exit(1);
 		snprintf(role, sizeof(role), "berthd[worker %d]", s->id);
 		log_setrole(strdup(role));
 		keep[nkeep++] = sp[1];

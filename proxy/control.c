@@ -1,7 +1,8 @@
 /*
  * control.c — the control API server (see control.h for the resources).
  * A small HTTP/1.1 server of its own on bufferevents and http-parser
- * rather than evhttp: every answer, including 413 and malformed
+ * (its request reader, reqhead.c, is shared with the TCP control
+ * helper, controld.c) rather than evhttp: every answer, including 413 and malformed
  * requests, must be the JSON error document, and the same code will later
  * sit behind a TLS listener. Requests are handled one at a time per
  * connection, synchronously (the store is local SQLite); pipelined
@@ -20,6 +21,8 @@
 #include "control.h"
 #include "conf.h"
 #include "control_rule.h"
+#include "reqhead.h"
+#include "status.h"
 #include "routemsg.h"
 #include "store.h"
 #include "token.h"
@@ -53,7 +56,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL_MAX_HEAD		PX_CONTROL_MAX_HEAD
 #define CTL_MAX_UNIX		256	/* connections on the unix socket (ops) */
 #define CTL_MAX_TCP		PX_CONTROL_MAX_TCP	/* on the TCP listener, all clients */
 #define CTL_MAX_PER_ADDR	PX_CONTROL_MAX_PER_ADDR	/* on the TCP listener, per address */
@@ -61,7 +63,6 @@
 #define CTL_AUTH_SECS		5	/* TCP: then to an authenticated request */
 #define CTL_IDLE_SECS		PX_CONTROL_IDLE_SECS
 #define CTL_MAX_SEGS		7
-#define CTL_MAX_AUTHZ		PX_CONTROL_MAX_AUTHZ	/* longer Authorization: 401 */
 #define CTL_PAGE_DEFAULT	100
 #define CTL_PAGE_MAX		1000
 #define CTL_OUT_HIGH		(256 * 1024)	/* stop reading above this */
@@ -99,33 +100,19 @@ struct conn {
 	TAILQ_ENTRY(conn) entry;
 	struct px_control *ctl;
 	struct bufferevent *bev;
-	http_parser parser;
-	struct evbuffer *url;
-	struct evbuffer *body;
-	size_t head_bytes;
-	int error_status;	/* set by a parser callback refusing input */
-	int complete;		/* a whole request is waiting to be served */
+	struct px_reqhead rh;	/* the request being read (reqhead.h) */
 	int closing;		/* free once the output is flushed */
 	int throttled;		/* reading paused: output above CTL_OUT_HIGH */
 	int waiting;		/* a lifecycle operation answers later */
-	int early;		/* a streamed request: served from its head */
-	int early_served;
+	int early_served;	/* a streamed request (rh.streamed): served
+				 * from its head */
 	int close_after;	/* a streamed request said Connection: close */
-	int expect_continue;	/* Expect: 100-continue */
 	struct cstream *st;	/* its stream, while it answers */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
 	int authed;		/* TCP: a request of it carried a valid token */
 	struct event *deadline;	/* TCP: handshake, then authentication */
 	char addr[INET6_ADDRSTRLEN];	/* TCP: the client's address */
-	/* The Authorization header, captured while the head is parsed. */
-	char field[16];		/* current header name (prefix) */
-	size_t fieldlen;
-	int in_value;		/* the last callback was a header value */
-	int is_authz;
-	char authz[CTL_MAX_AUTHZ + 1];
-	size_t authzlen;
-	int authz_bad;		/* too long or repeated */
 };
 
 /* One request being served. */
@@ -142,7 +129,7 @@ struct req {
 	struct px_auth auth;
 };
 
-static const struct http_parser_settings parser_settings;
+static const struct px_reqhead_hooks reqhead_hooks;
 static int query_get(const struct req *, const char *, char *, size_t);
 static int vm_resumable(struct px_control *, const char *);
 static void record_event(struct px_control *, const char *, const char *,
@@ -164,30 +151,6 @@ shown(char *buf, size_t size, const char *s)
 		memcpy(buf + i - 3, "...", 3);
 	buf[i] = '\0';
 	return buf;
-}
-
-static const char *
-reason(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 507: return "Insufficient Storage";
-	default: return "Unknown";
-	}
 }
 
 int
@@ -215,7 +178,7 @@ respond(struct conn *c, int status, const char *ctype, const char *extra,
 
 	if (cls >= 1 && cls <= 5)
 		c->ctl->responses[cls]++;
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, reason(status));
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, px_status_text(status));
 	if (status != 204) {
 		evbuffer_add_printf(out, "Content-Type: %s\r\n"
 		    "Content-Length: %zu\r\n", ctype, len);
@@ -264,8 +227,8 @@ reply_json(struct req *r, int status, json_t *obj)
 	reply_json_hdr(r, status, obj, NULL);
 }
 
-static const char *
-error_code(int status)
+const char *
+px_control_error_code(int status)
 {
 	switch (status) {
 	case 400: return "invalid_argument";
@@ -295,7 +258,7 @@ vreply_error(struct req *r, int status, const char *allow, const char *field,
 	/* Messages quote client input: keep them valid UTF-8 (ASCII). */
 	shown(clean, sizeof(clean), msg);
 	e = json_pack("{s:{s:i, s:s}}", "error", "status", status,
-	    "code", error_code(status));
+	    "code", px_control_error_code(status));
 	if (e != NULL && field != NULL)
 		json_object_set_new(json_object_get(e, "error"), "field",
 		    json_string(field));
@@ -1910,7 +1873,7 @@ h_exec(struct req *r, const char *id)
 		reply_store(r, rc, NULL, err);
 		return;
 	}
-	if (r->c->early) {	/* ?stream=1: the request comes as frames */
+	if (r->c->rh.streamed) {	/* ?stream=1: the request comes as frames */
 		cs_exec_begin(r, id);
 		return;
 	}
@@ -2384,7 +2347,7 @@ h_files(struct req *r, const char *id)
 	struct px_exec_req er;
 	struct cstream *cs;
 
-	if (r->method == HTTP_PUT && !r->c->early) {
+	if (r->method == HTTP_PUT && !r->c->rh.streamed) {
 		reply_error(r, 400, NULL, NULL, "PUT the file to "
 		    "/v1/sandboxes/%s/files?path=... as written here (no "
 		    "encoded path segments)", id);
@@ -4163,7 +4126,7 @@ reply_401(struct req *r, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	e = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", 401, "code",
-	    error_code(401), "message", msg);
+	    px_control_error_code(401), "message", msg);
 	reply_json_hdr(r, 401, e, "WWW-Authenticate: Bearer realm=\"berth\"\r\n");
 }
 
@@ -4194,20 +4157,20 @@ authenticate(struct req *r)
 	 * unauthenticated connection keeps a slot */
 	was_closing = c->closing;
 	c->closing = 1;
-	if (c->authz_bad) {
+	if (c->rh.authz_bad) {
 		reply_401(r, "malformed Authorization header");
 		return -1;
 	}
-	if (c->authzlen == 0) {
+	if (c->rh.authzlen == 0) {
 		reply_401(r, "a token is required: Authorization: Bearer "
 		    "berth_...");
 		return -1;
 	}
-	if (c->authzlen < 7 || strncasecmp(c->authz, "Bearer ", 7) != 0) {
+	if (c->rh.authzlen < 7 || strncasecmp(c->rh.authz, "Bearer ", 7) != 0) {
 		reply_401(r, "only Bearer tokens are accepted");
 		return -1;
 	}
-	for (v = c->authz + 7; *v == ' '; v++)
+	for (v = c->rh.authz + 7; *v == ' '; v++)
 		;
 	for (len = strlen(v); len > 0 && v[len - 1] == ' '; len--)
 		;
@@ -4282,24 +4245,8 @@ conn_free(struct conn *c)
 	if (c->deadline != NULL)
 		event_free(c->deadline);
 	bufferevent_free(c->bev);
-	evbuffer_free(c->url);
-	evbuffer_free(c->body);
+	px_reqhead_free(&c->rh);
 	free(c);
-}
-
-static void
-conn_reset_request(struct conn *c)
-{
-	evbuffer_drain(c->url, evbuffer_get_length(c->url));
-	evbuffer_drain(c->body, evbuffer_get_length(c->body));
-	c->head_bytes = 0;
-	c->complete = 0;
-	c->fieldlen = 0;
-	c->field[0] = '\0';
-	c->in_value = c->is_authz = c->authz_bad = 0;
-	c->expect_continue = 0;
-	c->authzlen = 0;
-	c->authz[0] = '\0';
 }
 
 /* Answers a request the parser refused, then closes. */
@@ -4321,21 +4268,21 @@ static void
 conn_serve_early(struct conn *c)
 {
 	struct req r;
-	size_t ulen = evbuffer_get_length(c->url);
+	size_t ulen = evbuffer_get_length(c->rh.url);
 
 	memset(&r, 0, sizeof(r));
 	r.c = c;
-	r.method = (enum http_method)c->parser.method;
+	r.method = (enum http_method)c->rh.parser.method;
 	r.body = "";
 	/* closing would stop reading the body: close after the answer */
-	c->close_after = !http_should_keep_alive(&c->parser);
-	if (parse_target(&r, (const char *)evbuffer_pullup(c->url, -1),
+	c->close_after = !http_should_keep_alive(&c->rh.parser);
+	if (parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
 	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
 		route(&r);
-	if (c->st != NULL && c->expect_continue)
+	if (c->st != NULL && c->rh.expect)
 		evbuffer_add(bufferevent_get_output(c->bev),
 		    "HTTP/1.1 100 Continue\r\n\r\n", 25);
-	conn_reset_request(c);
+	px_reqhead_reset(&c->rh);
 	if (c->st == NULL) {
 		/* refused: its body is not read, the connection ends */
 		c->closing = 1;
@@ -4347,19 +4294,19 @@ static void
 conn_serve(struct conn *c)
 {
 	struct req r;
-	size_t ulen = evbuffer_get_length(c->url);
+	size_t ulen = evbuffer_get_length(c->rh.url);
 
 	memset(&r, 0, sizeof(r));
 	r.c = c;
-	r.method = (enum http_method)c->parser.method;
-	r.bodylen = evbuffer_get_length(c->body);
-	r.body = r.bodylen ? (const char *)evbuffer_pullup(c->body, -1) : "";
-	if (!http_should_keep_alive(&c->parser) || c->parser.upgrade)
+	r.method = (enum http_method)c->rh.parser.method;
+	r.bodylen = evbuffer_get_length(c->rh.body);
+	r.body = r.bodylen ? (const char *)evbuffer_pullup(c->rh.body, -1) : "";
+	if (!http_should_keep_alive(&c->rh.parser) || c->rh.parser.upgrade)
 		c->closing = 1;
-	if (parse_target(&r, (const char *)evbuffer_pullup(c->url, -1),
+	if (parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
 	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
 		route(&r);
-	conn_reset_request(c);
+	px_reqhead_reset(&c->rh);
 	if (c->closing)
 		bufferevent_disable(c->bev, EV_READ);
 }
@@ -4371,27 +4318,29 @@ conn_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t n, used;
 	enum http_errno e;
-	char *data;
+	char *data, msg[160];
+	int status;
 
-	while (!c->closing && !c->throttled && (!c->waiting || c->early) &&
+	while (!c->closing && !c->throttled &&
+	    (!c->waiting || c->rh.streamed) &&
 	    !(c->st != NULL && c->st->in_paused) &&
 	    (n = evbuffer_get_contiguous_space(in)) > 0) {
 		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
-		used = http_parser_execute(&c->parser, &parser_settings, data, n);
-		e = HTTP_PARSER_ERRNO(&c->parser);
+		used = px_reqhead_execute(&c->rh, data, n);
+		e = HTTP_PARSER_ERRNO(&c->rh.parser);
 		evbuffer_drain(in, used);
-		if (e == HPE_PAUSED && !c->complete) {
+		if (e == HPE_PAUSED && !c->rh.complete) {
 			/* a streamed request's head (serve it now) or end */
-			http_parser_pause(&c->parser, 0);
-			if (c->early && !c->early_served) {
+			http_parser_pause(&c->rh.parser, 0);
+			if (c->rh.streamed && !c->early_served) {
 				c->early_served = 1;
 				conn_serve_early(c);
 			}
 			continue;
 		}
-		if (c->complete) {
-			/* on_message_complete paused the parser */
-			http_parser_pause(&c->parser, 0);
+		if (c->rh.complete) {
+			/* the end of the message paused the parser */
+			http_parser_pause(&c->rh.parser, 0);
 			conn_serve(c);
 			if (evbuffer_get_length(bufferevent_get_output(bev)) >
 			    CTL_OUT_HIGH) {
@@ -4419,22 +4368,11 @@ conn_read(struct bufferevent *bev, void *arg)
 			}
 		}
 		if (e != HPE_OK) {
-			if (c->error_status == 413)
-				conn_fail(c, 413, "request body larger than "
-				    "64 KB");
-			else if (c->error_status == 431)
-				conn_fail(c, 431, "request head larger than "
-				    "16 KB");
-			else {
-				char msg[160];
-
-				snprintf(msg, sizeof(msg), "malformed HTTP "
-				    "request: %s", http_errno_description(e));
-				conn_fail(c, 400, msg);
-			}
+			status = px_reqhead_error(&c->rh, e, msg, sizeof(msg));
+			conn_fail(c, status, msg);
 			return;
 		}
-		if (c->parser.upgrade)
+		if (c->rh.parser.upgrade)
 			break;	/* served at message complete; never tunneled */
 	}
 }
@@ -4478,7 +4416,7 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && !c->closing &&
-	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
+	    px_reqhead_started(&c->rh)) {
 		/* a request started and stalled: say so, then close */
 		conn_fail(c, 408, "request not received in time");
 		bufferevent_enable(bev, EV_WRITE);
@@ -4501,84 +4439,6 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	conn_free(c);
-}
-
-/* ---- http-parser callbacks ---- */
-
-static int
-head_bytes(struct conn *c, size_t len)
-{
-	c->head_bytes += len;
-	if (c->head_bytes > CTL_MAX_HEAD) {
-		c->error_status = 431;
-		return -1;
-	}
-	return 0;
-}
-
-static int
-on_message_begin(http_parser *p)
-{
-	struct conn *c = p->data;
-
-	conn_reset_request(c);
-	return 0;
-}
-
-static int
-on_url(http_parser *p, const char *at, size_t len)
-{
-	struct conn *c = p->data;
-
-	if (head_bytes(c, len) == -1)
-		return -1;
-	return evbuffer_add(c->url, at, len);
-}
-
-static int
-on_header_field(http_parser *p, const char *at, size_t len)
-{
-	struct conn *c = p->data;
-	size_t n;
-
-	if (c->in_value) {
-		c->in_value = 0;
-		c->fieldlen = 0;
-	}
-	n = len;
-	if (c->fieldlen + n > sizeof(c->field) - 1)
-		n = sizeof(c->field) - 1 - c->fieldlen;
-	memcpy(c->field + c->fieldlen, at, n);
-	c->fieldlen += n;
-	c->field[c->fieldlen] = '\0';
-	return head_bytes(c, len);
-}
-
-static int
-on_header_value(http_parser *p, const char *at, size_t len)
-{
-	struct conn *c = p->data;
-
-	if (!c->in_value) {
-		c->in_value = 1;
-		c->is_authz = strcasecmp(c->field, "authorization") == 0;
-		/* curl sends it for larger uploads (a streamed PUT) */
-		if (strcasecmp(c->field, "expect") == 0 && len >= 12 &&
-		    strncasecmp(at, "100-continue", 12) == 0)
-			c->expect_continue = 1;
-		if (c->is_authz && c->authzlen > 0)
-			c->authz_bad = 1;	/* two of them */
-	}
-	if (c->is_authz && !c->authz_bad) {
-		if (c->authzlen + len > CTL_MAX_AUTHZ)
-			c->authz_bad = 1;
-		else {
-			memcpy(c->authz + c->authzlen, at, len);
-			c->authzlen += len;
-			c->authz[c->authzlen] = '\0';
-		}
-	}
-	return head_bytes(c, len);
 }
 
 /* PUT /v1/sandboxes/ID/files and POST /v1/sandboxes/ID/exec?stream=1
@@ -4612,75 +4472,33 @@ px_control_streamed(unsigned method, const char *target, size_t n)
 	return 0;
 }
 
+/* ---- the request reader's hooks (reqhead.h) ---- */
+
+/* body bytes of a streamed request: to its stream; dropped once it
+ * ended */
 static int
-early_route(struct conn *c, unsigned method)
+rh_stream_body(void *arg, const char *at, size_t len)
 {
-	size_t n = evbuffer_get_length(c->url);
+	struct conn *c = arg;
 
-	return px_control_streamed(method, n > 0 ? (const char *)
-	    evbuffer_pullup(c->url, -1) : "", n);
-}
-
-static int
-on_headers_complete(http_parser *p)
-{
-	struct conn *c = p->data;
-
-	if ((c->early = early_route(c, p->method)) != 0) {
-		http_parser_pause(p, 1);	/* conn_read serves it */
-		return 0;
-	}
-	/* Refuse a declared oversize body before reading any of it. */
-	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
-	    p->content_length > PX_CONTROL_MAX_BODY) {
-		c->error_status = 413;
-		return -1;
-	}
+	if (c->st != NULL)
+		cs_body(c->st, at, len);
 	return 0;
 }
 
-static int
-on_body(http_parser *p, const char *at, size_t len)
+static void
+rh_stream_end(void *arg)
 {
-	struct conn *c = p->data;
+	struct conn *c = arg;
 
-	if (c->early) {		/* to its stream; dropped once it ended */
-		if (c->st != NULL)
-			cs_body(c->st, at, len);
-		return 0;
-	}
-	if (evbuffer_get_length(c->body) + len > PX_CONTROL_MAX_BODY) {
-		c->error_status = 413;
-		return -1;
-	}
-	return evbuffer_add(c->body, at, len);
+	c->early_served = 0;
+	if (c->st != NULL)
+		cs_eof(c->st);
 }
 
-static int
-on_message_complete(http_parser *p)
-{
-	struct conn *c = p->data;
-
-	if (c->early) {
-		c->early = c->early_served = 0;
-		if (c->st != NULL)
-			cs_eof(c->st);
-		http_parser_pause(p, 1);	/* answers stay in order */
-		return 0;
-	}
-	c->complete = 1;
-	http_parser_pause(p, 1);
-	return 0;
-}
-
-static const struct http_parser_settings parser_settings = {
-	.on_message_begin = on_message_begin,
-	.on_url = on_url,
-	.on_header_field = on_header_field,
-	.on_header_value = on_header_value,
-	.on_headers_complete = on_headers_complete,
-	.on_body = on_body,
-	.on_message_complete = on_message_complete,
+static const struct px_reqhead_hooks reqhead_hooks = {
+	.stream_body = rh_stream_body,
+	.stream_end = rh_stream_end,
 };
 
 /* ---- listener ---- */
@@ -4704,7 +4522,7 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 	char addr[INET6_ADDRSTRLEN] = "";
 	struct conn *c, *o;
 	SSL *ssl;
-	int n = 0;
+	int n = 0, rc;
 
 	if (tcp) {
 		if (peer != NULL)	/* relayed by the control helper */
@@ -4746,8 +4564,7 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 		free(c);
 		return;
 	}
-	c->url = evbuffer_new();
-	c->body = evbuffer_new();
+	rc = px_reqhead_init(&c->rh, &reqhead_hooks, c, 0);
 	if (tcp && ctl->ssl_ctx != NULL) {
 		if ((ssl = SSL_new(ctl->ssl_ctx)) != NULL) {
 			c->bev = bufferevent_openssl_socket_new(ctl->base, fd,
@@ -4763,22 +4580,17 @@ accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 	} else
 		c->bev = bufferevent_socket_new(ctl->base, fd,
 		    BEV_OPT_CLOSE_ON_FREE);
-	if (c->url == NULL || c->body == NULL || c->bev == NULL) {
+	if (rc == -1 || c->bev == NULL) {
 		if (c->bev != NULL)
 			bufferevent_free(c->bev);
 		else
 			evutil_closesocket(fd);
-		if (c->url)
-			evbuffer_free(c->url);
-		if (c->body)
-			evbuffer_free(c->body);
+		px_reqhead_free(&c->rh);
 		if (c->deadline)
 			event_free(c->deadline);
 		free(c);
 		return;
 	}
-	http_parser_init(&c->parser, HTTP_REQUEST);
-	c->parser.data = c;
 	TAILQ_INSERT_TAIL(&ctl->conns, c, entry);
 	ctl->nconns++;
 	if (tcp) {

@@ -351,6 +351,8 @@ void px_control_count_refused(struct px_control *, int reason);
  * target as written) rather than reading it whole as JSON: the helper
  * relays such a body as it comes (helper.h). */
 int px_control_streamed(unsigned method, const char *target, size_t len);
+/* The "code" of the control API's error document for an HTTP status. */
+const char *px_control_error_code(int status);
 /* the limits the helper applies before a connection reaches the parent */
 #define PX_CONTROL_MAX_TCP	128
 #define PX_CONTROL_MAX_PER_ADDR	16

@@ -4,7 +4,8 @@
 # http-parser), plus their unit tests.
 noinst_LIBRARIES += proxy/libpxcontrol.a
 proxy_libpxcontrol_a_SOURCES = proxy/store.c proxy/store.h \
-	proxy/control.c proxy/control.h \
+	proxy/control.c proxy/control.h proxy/reqhead.c proxy/reqhead.h \
+	proxy/status.c proxy/status.h \
 	proxy/control_rule.c proxy/control_rule.h \
 	proxy/token.c proxy/token.h
 proxy_libpxcontrol_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \

@@ -7,8 +7,9 @@
  * most PX_CONTROL_MAX_TCP connections, PX_CONTROL_MAX_PER_ADDR per
  * client address, a TLS handshake within PX_CONTROL_HANDSHAKE_SECS, an
  * idle timeout), terminates TLS with the certificate the parent passed
- * at start, parses HTTP/1.1 (http-parser, head and body bounded as the
- * control API bounds them) and the JSON body, and sends the parent one
+ * at start, parses HTTP/1.1 with control.c's request reader (reqhead.c:
+ * head and body bounded as the control API bounds them) and the JSON
+ * body, and sends the parent one
  * typed request per HTTP request: method, target, Authorization value,
  * the body re-serialised (compact JSON). Malformed input is answered by
  * the helper (400, 401 for a malformed Authorization, 413, 431) and never
@@ -40,6 +41,8 @@
 #include "helper.h"
 #include "log.h"
 #include "proc.h"
+#include "reqhead.h"
+#include "status.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -74,11 +77,8 @@ struct cconn {
 	struct bufferevent *bev;
 	struct evbuffer_cb_entry *outcb;
 	struct event	*deadline;	/* the handshake's */
-	http_parser	 parser;
-	struct evbuffer	*url, *body;
-	size_t		 head_bytes;
-	int		 error_status;
-	int		 complete;
+	struct px_reqhead rh;		/* the request being read */
+	int		 chan_full;	/* a body piece found the channel full */
 	int		 opened;	/* the parent knows it */
 	int		 closing;	/* free once the output is flushed */
 	int		 in_done;	/* read nothing more: the parent closes */
@@ -86,16 +86,10 @@ struct cconn {
 	int		 blocked;	/* reading paused: the body window is full */
 	int		 eof_pending;	/* the client's EOF, behind what is read */
 	int		 untimed;	/* no read timeout: a stream is under way */
-	int		 expect;	/* Expect: 100-continue */
 	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
 	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
 	uint32_t	 data_written;	/* of them, written to the client */
 	char		 addr[INET6_ADDRSTRLEN];
-	char		 field[16];
-	size_t		 fieldlen;
-	int		 in_value, is_authz, authz_bad;
-	char		 authz[PX_CONTROL_MAX_AUTHZ + 1];
-	size_t		 authzlen;
 };
 
 static struct {
@@ -109,7 +103,7 @@ static struct {
 } C;
 
 static const struct timeval c_idle = { PX_CONTROL_IDLE_SECS, 0 };
-static const struct http_parser_settings c_settings;
+static const struct px_reqhead_hooks c_hooks;
 static void c_event(struct bufferevent *, short, void *);
 
 static void
@@ -136,8 +130,7 @@ cconn_free(struct cconn *c)
 		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev),
 		    c->outcb);
 	bufferevent_free(c->bev);
-	evbuffer_free(c->url);
-	evbuffer_free(c->body);
+	px_reqhead_free(&c->rh);
 	free(c);
 }
 
@@ -152,19 +145,6 @@ cconn_find(uint64_t id)
 	return NULL;
 }
 
-static const char *
-code_of(int status)
-{
-	switch (status) {
-	case 400: return "invalid_argument";
-	case 401: return "unauthenticated";
-	case 408: return "timeout";
-	case 413: return "payload_too_large";
-	case 431: return "header_too_large";
-	default: return "bad_request";
-	}
-}
-
 /* Answers what the helper itself refuses, in the control API's error
  * form, and closes after it. */
 static void
@@ -172,18 +152,14 @@ c_fail(struct cconn *c, int status, const char *msg)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	json_t *e = json_pack("{s:{s:i, s:s, s:s}}", "error", "status", status,
-	    "code", code_of(status), "message", msg);
+	    "code", px_control_error_code(status), "message", msg);
 	char *text = e ? json_dumps(e, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
 	size_t n = text ? strlen(text) + 1 : 0;
 
 	json_decref(e);
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
 	    "Content-Length: %zu\r\nCache-Control: no-store\r\n%s"
-	    "Connection: close\r\n\r\n%s\n", status,
-	    status == 400 ? "Bad Request" : status == 401 ? "Unauthorized" :
-	    status == 408 ? "Request Timeout" : status == 413 ?
-	    "Payload Too Large" : status == 431 ?
-	    "Request Header Fields Too Large" : "Error", n,
+	    "Connection: close\r\n\r\n%s\n", status, px_status_text(status), n,
 	    status == 401 ? "WWW-Authenticate: Bearer realm=\"berth\"\r\n" : "",
 	    text ? text : "");
 	free(text);
@@ -219,10 +195,10 @@ static int
 c_serve(struct cconn *c)
 {
 	struct hm_ctl_request *m;
-	size_t ulen = evbuffer_get_length(c->url), blen = 0;
-	const char *url = (const char *)evbuffer_pullup(c->url, -1);
+	size_t ulen = evbuffer_get_length(c->rh.url), blen = 0;
+	const char *url = (const char *)evbuffer_pullup(c->rh.url, -1);
 	char *body = NULL, msg[256];
-	int method = (int)c->parser.method;
+	int method = (int)c->rh.parser.method;
 
 	switch (method) {
 	case HTTP_GET: case HTTP_HEAD: case HTTP_POST: case HTTP_PUT:
@@ -237,14 +213,15 @@ c_serve(struct cconn *c)
 		    "characters, shorter than 2048, is required");
 		return -1;
 	}
-	if (c->authz_bad) {
+	if (c->rh.authz_bad) {
 		c_fail(c, 401, "malformed Authorization header");
 		return -1;
 	}
-	if (c->stream == ST_NONE && evbuffer_get_length(c->body) > 0) {
+	if (c->stream == ST_NONE && evbuffer_get_length(c->rh.body) > 0) {
 		json_error_t jerr;
-		json_t *doc = json_loadb((const char *)evbuffer_pullup(c->body, -1),
-		    evbuffer_get_length(c->body), JSON_REJECT_DUPLICATES, &jerr);
+		json_t *doc = json_loadb((const char *)evbuffer_pullup(c->rh.body,
+		    -1), evbuffer_get_length(c->rh.body), JSON_REJECT_DUPLICATES,
+		    &jerr);
 
 		if (doc == NULL) {
 			snprintf(msg, sizeof(msg), "invalid JSON at line %d, "
@@ -268,12 +245,13 @@ c_serve(struct cconn *c)
 	}
 	m->id = c->id;
 	m->method = method;
-	m->close = !http_should_keep_alive(&c->parser) || c->parser.upgrade;
+	m->close = !http_should_keep_alive(&c->rh.parser) ||
+	    c->rh.parser.upgrade;
 	memcpy(m->target, url, ulen);
-	memcpy(m->authz, c->authz, c->authzlen);
+	memcpy(m->authz, c->rh.authz, c->rh.authzlen);
 	m->bodylen = (uint32_t)blen;
 	m->stream = c->stream != ST_NONE;
-	m->expect = m->stream && c->expect;
+	m->expect = m->stream && c->rh.expect;
 	if (blen > 0)
 		memcpy((char *)(m + 1), body, blen);
 	free(body);
@@ -297,24 +275,15 @@ c_body_end(struct cconn *c, int broken)
 	m.broken = broken;
 	px_chan_send(C.ch, HM_CTL_BODY_END, &m, sizeof(m), NULL, 0);
 	c->stream = ST_NONE;
-	if (broken || !http_should_keep_alive(&c->parser))
+	if (broken || !http_should_keep_alive(&c->rh.parser))
 		c_stop_reading(c);
 }
 
 static void
 c_reset(struct cconn *c)
 {
-	evbuffer_drain(c->url, evbuffer_get_length(c->url));
-	evbuffer_drain(c->body, evbuffer_get_length(c->body));
-	c->head_bytes = 0;
-	c->complete = 0;
+	px_reqhead_reset(&c->rh);
 	c->stream = ST_NONE;
-	c->expect = 0;
-	c->fieldlen = 0;
-	c->field[0] = '\0';
-	c->in_value = c->is_authz = c->authz_bad = 0;
-	c->authzlen = 0;
-	c->authz[0] = '\0';
 }
 
 static void
@@ -325,6 +294,7 @@ c_read(struct bufferevent *bev, void *arg)
 	size_t n, used;
 	enum http_errno e;
 	char *data, msg[160];
+	int status;
 
 	while (!c->closing && !c->in_done &&
 	    (n = evbuffer_get_contiguous_space(in)) > 0) {
@@ -340,10 +310,10 @@ c_read(struct bufferevent *bev, void *arg)
 				n = HM_CTL_WINDOW - c->body_unacked;
 		}
 		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
-		used = http_parser_execute(&c->parser, &c_settings, data, n);
-		e = HTTP_PARSER_ERRNO(&c->parser);
+		used = px_reqhead_execute(&c->rh, data, n);
+		e = HTTP_PARSER_ERRNO(&c->rh.parser);
 		evbuffer_drain(in, used);
-		if (c->error_status == -1) {	/* the channel is full */
+		if (c->chan_full) {
 			cconn_free(c);
 			return;
 		}
@@ -351,7 +321,7 @@ c_read(struct bufferevent *bev, void *arg)
 			/* a streamed request's head: to the parent now, the
 			 * body after it as it comes; the command may run
 			 * long with nothing said: no read timeout */
-			http_parser_pause(&c->parser, 0);
+			http_parser_pause(&c->rh.parser, 0);
 			if (c_serve(c) < 0)
 				return;
 			c->stream = ST_BODY;
@@ -359,14 +329,14 @@ c_read(struct bufferevent *bev, void *arg)
 			bufferevent_set_timeouts(bev, NULL, &c_idle);
 			continue;
 		}
-		if (c->complete) {
-			http_parser_pause(&c->parser, 0);
+		if (c->rh.complete) {
+			http_parser_pause(&c->rh.parser, 0);
 			if (c->stream == ST_BODY)
 				c_body_end(c, 0);
 			else if (c_serve(c) < 0)
 				return;
 			c_reset(c);
-			if (c->parser.upgrade)
+			if (c->rh.parser.upgrade)
 				break;
 			continue;
 		}
@@ -378,18 +348,11 @@ c_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 		if (e != HPE_OK) {
-			if (c->error_status == 413)
-				c_fail(c, 413, "request body larger than 64 KB");
-			else if (c->error_status == 431)
-				c_fail(c, 431, "request head larger than 16 KB");
-			else {
-				snprintf(msg, sizeof(msg), "malformed HTTP "
-				    "request: %s", http_errno_description(e));
-				c_fail(c, 400, msg);
-			}
+			status = px_reqhead_error(&c->rh, e, msg, sizeof(msg));
+			c_fail(c, status, msg);
 			return;
 		}
-		if (c->parser.upgrade)
+		if (c->rh.parser.upgrade)
 			break;
 	}
 	if (c->eof_pending && !c->blocked) {
@@ -455,8 +418,7 @@ c_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
-	    !c->closing && !c->in_done &&
-	    (evbuffer_get_length(c->url) > 0 || c->head_bytes > 0)) {
+	    !c->closing && !c->in_done && px_reqhead_started(&c->rh)) {
 		c_fail(c, 408, "request not received in time");
 		bufferevent_enable(bev, EV_WRITE);
 		return;
@@ -482,161 +444,57 @@ c_event(struct bufferevent *bev, short what, void *arg)
 	cconn_free(c);
 }
 
-static int
-c_head_bytes(struct cconn *c, size_t len)
-{
-	c->head_bytes += len;
-	if (c->head_bytes > PX_CONTROL_MAX_HEAD) {
-		c->error_status = 431;
-		return -1;
-	}
-	return 0;
-}
+/* ---- the request reader's hooks (reqhead.h) ---- */
 
-static int
-c_on_begin(http_parser *p)
+static void
+c_on_begin(void *arg)
 {
-	struct cconn *c = p->data;
+	struct cconn *c = arg;
 
-	c_reset(c);
+	c->stream = ST_NONE;
 	if (c->untimed) {	/* a new request: its head is timed again */
 		c->untimed = 0;
 		bufferevent_set_timeouts(c->bev, &c_idle, &c_idle);
 	}
-	return 0;
+}
+
+/* a streamed request's head: to the parent first (c_read) */
+static void
+c_on_stream_head(void *arg)
+{
+	struct cconn *c = arg;
+
+	c->stream = ST_HEAD;
 }
 
 static int
-c_on_url(http_parser *p, const char *at, size_t len)
+c_on_stream_body(void *arg, const char *at, size_t len)
 {
-	struct cconn *c = p->data;
-
-	if (c_head_bytes(c, len) == -1)
-		return -1;
-	return evbuffer_add(c->url, at, len);
-}
-
-static int
-c_on_field(http_parser *p, const char *at, size_t len)
-{
-	struct cconn *c = p->data;
-	size_t n = len;
-
-	if (c->in_value) {
-		c->in_value = 0;
-		c->fieldlen = 0;
-	}
-	if (c->fieldlen + n > sizeof(c->field) - 1)
-		n = sizeof(c->field) - 1 - c->fieldlen;
-	memcpy(c->field + c->fieldlen, at, n);
-	c->fieldlen += n;
-	c->field[c->fieldlen] = '\0';
-	return c_head_bytes(c, len);
-}
-
-static int
-c_on_value(http_parser *p, const char *at, size_t len)
-{
-	struct cconn *c = p->data;
-	size_t i;
-
-	if (!c->in_value) {
-		c->in_value = 1;
-		c->is_authz = strcasecmp(c->field, "authorization") == 0;
-		if (c->is_authz && c->authzlen > 0)
-			c->authz_bad = 1;	/* two of them */
-		/* curl sends it before a larger upload: the control API
-		 * answers it (100, or its refusal) through the relay */
-		if (strcasecmp(c->field, "expect") == 0 && len >= 12 &&
-		    strncasecmp(at, "100-continue", 12) == 0)
-			c->expect = 1;
-	}
-	if (c->is_authz && !c->authz_bad) {
-		if (c->authzlen + len > PX_CONTROL_MAX_AUTHZ)
-			c->authz_bad = 1;
-		else {
-			for (i = 0; i < len; i++)
-				if ((unsigned char)at[i] < 0x20 ||
-				    (unsigned char)at[i] >= 0x7f)
-					c->authz_bad = 1;
-			memcpy(c->authz + c->authzlen, at, len);
-			c->authzlen += len;
-			c->authz[c->authzlen] = '\0';
-		}
-	}
-	return c_head_bytes(c, len);
-}
-
-static int
-c_on_headers(http_parser *p)
-{
-	struct cconn *c = p->data;
-	size_t n = evbuffer_get_length(c->url);
-
-	/* a body the control API streams: not JSON, any size; its head
-	 * goes first (c_read), the parser paused here */
-	if (n > 0 && px_control_streamed(p->method,
-	    (const char *)evbuffer_pullup(c->url, -1), n)) {
-		c->stream = ST_HEAD;
-		http_parser_pause(p, 1);
-		return 0;
-	}
-	if (!(p->flags & F_CHUNKED) && p->content_length != ULLONG_MAX &&
-	    p->content_length > PX_CONTROL_MAX_BODY) {
-		c->error_status = 413;
-		return -1;
-	}
-	return 0;
-}
-
-static int
-c_on_body(http_parser *p, const char *at, size_t len)
-{
-	struct cconn *c = p->data;
+	struct cconn *c = arg;
 	unsigned char buf[sizeof(struct hm_ctl_id) + HM_CTL_CHUNK];
 	struct hm_ctl_id m = { c->id };
 	size_t n;
 
-	if (c->stream == ST_BODY) {
-		/* c_read fed the parser no more than the window holds */
-		for (; len > 0; at += n, len -= n) {
-			n = len > HM_CTL_CHUNK ? HM_CTL_CHUNK : len;
-			memcpy(buf, &m, sizeof(m));
-			memcpy(buf + sizeof(m), at, n);
-			if (px_chan_send(C.ch, HM_CTL_BODY, buf, sizeof(m) + n,
-			    NULL, 0) != 0) {
-				c->error_status = -1;
-				return -1;
-			}
-			c->body_unacked += (uint32_t)n;
+	/* c_read fed the parser no more than the window holds */
+	for (; len > 0; at += n, len -= n) {
+		n = len > HM_CTL_CHUNK ? HM_CTL_CHUNK : len;
+		memcpy(buf, &m, sizeof(m));
+		memcpy(buf + sizeof(m), at, n);
+		if (px_chan_send(C.ch, HM_CTL_BODY, buf, sizeof(m) + n,
+		    NULL, 0) != 0) {
+			c->chan_full = 1;
+			return -1;
 		}
-		return 0;
+		c->body_unacked += (uint32_t)n;
 	}
-	if (evbuffer_get_length(c->body) + len > PX_CONTROL_MAX_BODY) {
-		c->error_status = 413;
-		return -1;
-	}
-	return evbuffer_add(c->body, at, len);
-}
-
-static int
-c_on_complete(http_parser *p)
-{
-	struct cconn *c = p->data;
-
-	c->complete = 1;
-	http_parser_pause(p, 1);
 	return 0;
 }
 
-static const struct http_parser_settings c_settings = {
-	.on_message_begin = c_on_begin,
-	.on_url = c_on_url,
-	.on_header_field = c_on_field,
-	.on_header_value = c_on_value,
-	.on_headers_complete = c_on_headers,
-	.on_body = c_on_body,
-	.on_message_complete = c_on_complete,
+/* (its end is reported as complete, like any request's: c_read) */
+static const struct px_reqhead_hooks c_hooks = {
+	.begin = c_on_begin,
+	.stream_head = c_on_stream_head,
+	.stream_body = c_on_stream_body,
 };
 
 static void
@@ -654,7 +512,7 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	char addr[INET6_ADDRSTRLEN] = "";
 	struct cconn *c, *o;
 	SSL *ssl;
-	int n = 0;
+	int n = 0, rc;
 
 	if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
@@ -680,8 +538,7 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	}
 	c->id = ++C.next_id;
 	snprintf(c->addr, sizeof(c->addr), "%s", addr);
-	c->url = evbuffer_new();
-	c->body = evbuffer_new();
+	rc = px_reqhead_init(&c->rh, &c_hooks, c, 1);
 	c->deadline = evtimer_new(C.base, c_deadline, c);
 	ssl = SSL_new(px_tls_default_ctx(C.tls));
 	c->bev = ssl ? bufferevent_openssl_socket_new(C.base, fd, ssl,
@@ -689,26 +546,21 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	if (c->bev != NULL)
 		c->outcb = evbuffer_add_cb(bufferevent_get_output(c->bev),
 		    c_out_cb, c);
-	if (c->url == NULL || c->body == NULL || c->deadline == NULL ||
-	    c->bev == NULL || c->outcb == NULL) {
+	if (rc == -1 || c->deadline == NULL || c->bev == NULL ||
+	    c->outcb == NULL) {
 		if (c->bev == NULL) {
 			if (ssl != NULL)
 				SSL_free(ssl);
 			evutil_closesocket(fd);
 		} else
 			bufferevent_free(c->bev);
-		if (c->url)
-			evbuffer_free(c->url);
-		if (c->body)
-			evbuffer_free(c->body);
+		px_reqhead_free(&c->rh);
 		if (c->deadline)
 			event_free(c->deadline);
 		free(c);
 		return;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
-	http_parser_init(&c->parser, HTTP_REQUEST);
-	c->parser.data = c;
 	TAILQ_INSERT_TAIL(&C.conns, c, entry);
 	C.nconns++;
 	evtimer_add(c->deadline, &hs);

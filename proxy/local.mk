@@ -57,6 +57,8 @@ tests_unit_test_session_SOURCES = tests/unit/test_session.c tests/unit/tap.h \
 	proxy/session.c proxy/session.h proxy/h2.c proxy/h2.h proxy/upstream.c \
 	proxy/wake.c proxy/wake.h proxy/respond.c proxy/tls.c proxy/tls.h proxy/fleet_tls.c proxy/fleet_tls.h \
 	proxy/route.c proxy/route.h proxy/routemsg.h proxy/http1.c proxy/http1.h \
-	proxy/valid.c proxy/valid.h proxy/log.c proxy/log.h proxy/evprio.c proxy/evprio.h
+	proxy/valid.c proxy/valid.h proxy/log.c proxy/log.h proxy/evprio.c proxy/evprio.h \
+	proxy/status.c proxy/status.h \
+	tests/support/scripted_upstream.c tests/support/scripted_upstream.h
 tests_unit_test_session_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS) $(NGHTTP2_CFLAGS)
 tests_unit_test_session_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(NGHTTP2_LIBS) $(HTTP_PARSER_LIBS)

@@ -54,6 +54,27 @@ px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop)
 	J.exe_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 }
 
+pid_t
+px_proc_fork(void)
+{
+	pid_t pid, parent = getpid();
+	sigset_t none;
+	int i;
+
+	if ((pid = fork()) != 0)
+		return pid;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (i = 1; i < NSIG; i++)
+		signal(i, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	/* A parent killed before the line above sends no signal: do not
+	 * outlive it (a worker would serve stale routes). */
+	if (getppid() != parent)
+		_exit(1);
+	return 0;
+}
+
 void
 px_proc_close_fds(const int *keep, int nkeep)
 {
@@ -170,13 +191,13 @@ static void
 proc_fork(struct px_proc *pr)
 {
 	int sp[2], keep[2];
-	pid_t pid, parent = getpid();
+	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
 		log_warn("%s helper: socketpair", pr->d->name);
 		goto retry;
 	}
-	if ((pid = fork()) < 0) {
+	if ((pid = px_proc_fork()) < 0) {
 		log_warn("%s helper: fork", pr->d->name);
 		close(sp[0]);
 		close(sp[1]);
@@ -187,16 +208,7 @@ proc_fork(struct px_proc *pr)
 		    "LSAN_OPTIONS", "UBSAN_OPTIONS", NULL };
 		char title[64], env[PATH_MAX + 128], *argv[2], *envp[8];
 		int ne = 0, k;
-		sigset_t none;
-		int i;
 
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		for (i = 1; i < NSIG; i++)
-			signal(i, SIG_DFL);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() != parent)
-			_exit(1);
 		if (J.exe_fd == PX_PROC_CHAN_FD)	/* keep it off fd 3 */
 			J.exe_fd = fcntl(J.exe_fd, F_DUPFD_CLOEXEC, 10);
 		if (sp[1] == PX_PROC_CHAN_FD) {

@@ -51,6 +51,10 @@ void px_chan_flush(struct px_chan *, int ms);
 
 /* Where helpers (and workers) are jailed; set once by berthd's main. */
 void px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop);
+/* fork() for a helper or a worker: the child starts with no signal
+ * blocked or handled and gets SIGTERM when the parent dies (it exits
+ * at once if the parent is already gone). Returns as fork() does. */
+pid_t px_proc_fork(void);
 /* Closes every descriptor but stdin/out/err and keep[]. */
 void px_proc_close_fds(const int *keep, int nkeep);
 /* chroot, empty bounding set, drop to uid/gid (fatal on failure). */

@@ -1,11 +1,12 @@
 /*
  * respond.c — what berthd answers itself: error pages (HTML for browsers,
- * JSON otherwise) with their status texts, and the access log line and
- * counters every exchange ends with.
+ * JSON otherwise) with their status texts (status.c), and the access log
+ * line and counters every exchange ends with.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "session.h"
 #include "log.h"
+#include "status.h"
 #include "tls.h"
 
 #include <http_parser.h>
@@ -16,33 +17,6 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-
-static const char *
-status_text(int st)
-{
-	switch (st) {
-	case 200: return "OK";
-	case 301: return "Moved Permanently";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 429: return "Too Many Requests";
-	case 413: return "Content Too Large";
-	case 417: return "Expectation Failed";
-	case 421: return "Misdirected Request";
-	case 431: return "Request Header Fields Too Large";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
-}
 
 static void
 json_escape(char *out, size_t outlen, const char *in)
@@ -132,7 +106,7 @@ px_respond_error(struct px_sess *s, int status, const char *reason, const char *
 		    "<title>%d %s</title></head><body>"
 		    "<h1>%d %s</h1><p>%s</p><p>sandbox: <code>%s</code></p>"
 		    "<hr><p><small>berth</small></p></body></html>\n",
-		    status, status_text(status), status, status_text(status),
+		    status, px_status_text(status), status, px_status_text(status),
 		    esc, esc2);
 	} else {
 		json_escape(esc, sizeof(esc), reason);
@@ -147,7 +121,7 @@ px_respond_error(struct px_sess *s, int status, const char *reason, const char *
 	evbuffer_add_printf(out,
 	    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
 	    "Cache-Control: no-store\r\nX-Request-Id: %s\r\n%s%s\r\n",
-	    status, status_text(status),
+	    status, px_status_text(status),
 	    wants_html(s) ? "text/html; charset=utf-8" : "application/json",
 	    n, s->reqid, extra_hdrs ? extra_hdrs : "",
 	    close_conn ? "Connection: close\r\n" : "");

@@ -14,11 +14,12 @@
  *
  * The route table has custom hosts a.example.com (public) and
  * p.example.com (private; the token "tok" opens it) on the upstream's
- * port. The upstream answers by path like tests/unit/test_session.c:
- * /hello, /len (the request body's length), /head, /204, /304,
- * /chunked, /close, /drop, /100 (100 Continue first), /big (256 KiB:
- * the client's window matters), /upgrade (a 101 h2 must not pass on);
- * anything else gets 500.
+ * port. The upstream is tests/unit/test_session.c's too
+ * (tests/support/scripted_upstream.c), answering by path: /hello, /len
+ * (the request body's length), /head, /204, /304, /chunked, /close,
+ * /drop, /100 (100 Continue first), /big (256 KiB here: the client's
+ * window matters), /upgrade (a 101 h2 must not pass on); anything else
+ * gets 500.
  *
  * Invariants: the server's output is a sequence of well-formed frames
  * (SETTINGS first, each no longer than the default maximum frame size);
@@ -34,6 +35,7 @@
 #include "session.h"
 #include "tls.h"
 #include "h2.h"
+#include "../support/scripted_upstream.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -92,226 +94,9 @@ nfds(void)
 }
 static int fds0 = -1;
 
-static void
-nonblock(int fd)
-{
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
+/* ---- the scripted upstream (tests/support) ---- */
 
-/* Closes with a reset: no TIME_WAIT left behind by thousands of runs. */
-static void
-close_hard(int fd)
-{
-	struct linger l = { 1, 0 };
-
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-	close(fd);
-}
-
-static int
-listen_lo(unsigned *port)
-{
-	struct sockaddr_in a;
-	socklen_t alen = sizeof(a);
-	int fd, one = 1;
-
-	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		die("socket");
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 256) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &alen) != 0)
-		die("listen");
-	nonblock(fd);
-	if (port != NULL)
-		*port = ntohs(a.sin_port);
-	return fd;
-}
-
-/* ---- the scripted upstream ---- */
-
-#define MAXUP 128
-static int up_lfd = -1;
 static unsigned up_port;
-static struct upc {
-	int	 fd;		/* -1: none */
-	char	*in;
-	size_t	 len, cap;
-	size_t	 big_left;
-	int	 continued;
-} ups[MAXUP];
-
-static void
-up_close(struct upc *u)
-{
-	close_hard(u->fd);
-	u->fd = -1;
-	u->len = 0;
-	u->big_left = 0;
-}
-
-static void
-up_send(struct upc *u, const char *s, size_t n)
-{
-	size_t off = 0;
-	ssize_t w;
-
-	while (off < n && (w = write(u->fd, s + off, n - off)) > 0)
-		off += (size_t)w;
-}
-
-static void
-up_sends(struct upc *u, const char *s)
-{
-	up_send(u, s, strlen(s));
-}
-
-/* Where the request in u->in ends, or 0: incomplete. */
-static size_t
-up_request_end(struct upc *u)
-{
-	char *h = memmem(u->in, u->len, "\r\n\r\n", 4), *cl, *z;
-	size_t head;
-
-	if (h == NULL)
-		return 0;
-	head = (size_t)(h - u->in) + 4;
-	*h = '\0';
-	cl = strcasestr(u->in, "\r\nContent-Length: ");
-	z = strcasestr(u->in, "\r\nTransfer-Encoding: chunked");
-	*h = '\r';
-	if (cl != NULL) {
-		size_t n = strtoul(cl + 18, NULL, 10);
-
-		return u->len >= head + n ? head + n : 0;
-	}
-	if (z != NULL) {
-		if (u->len >= head + 5 && memcmp(u->in + head, "0\r\n\r\n", 5) == 0)
-			return head + 5;
-		z = memmem(u->in + head, u->len - head, "\r\n0\r\n\r\n", 7);
-		return z != NULL ? (size_t)(z - u->in) + 7 : 0;
-	}
-	return head;
-}
-
-static void
-up_answer(struct upc *u, const char *req, size_t len)
-{
-	char out[256];
-	const char *h = memmem(req, len, "\r\n\r\n", 4);
-	const char *sp = memchr(req, ' ', len);
-	char path[16] = "";
-	size_t i;
-
-	if (sp != NULL) {
-		for (i = 0; i + 1 < sizeof(path) && sp + 1 + i < req + len &&
-		    sp[1 + i] != ' ' && sp[1 + i] != '?'; i++)
-			path[i] = sp[1 + i];
-		path[i] = '\0';
-	}
-	if (strcmp(path, "/hello") == 0) {
-		up_sends(u, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
-	} else if (strcmp(path, "/len") == 0) {
-		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n"
-		    "got %8zu", len - (size_t)(h + 4 - req));
-		up_sends(u, out);
-	} else if (strcmp(path, "/head") == 0) {
-		up_sends(u, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
-	} else if (strcmp(path, "/204") == 0) {
-		up_sends(u, "HTTP/1.1 204 No Content\r\n\r\n");
-	} else if (strcmp(path, "/304") == 0) {
-		up_sends(u, "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n");
-	} else if (strcmp(path, "/chunked") == 0) {
-		up_sends(u, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-		    "3;ext=1\r\nabc\r\n00002\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n");
-	} else if (strcmp(path, "/close") == 0) {
-		up_sends(u, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil-eof");
-		up_close(u);
-	} else if (strcmp(path, "/drop") == 0) {
-		up_close(u);
-	} else if (strcmp(path, "/100") == 0) {
-		up_sends(u, "HTTP/1.1 100 Continue\r\n\r\n"
-		    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-	} else if (strcmp(path, "/upgrade") == 0) {
-		up_sends(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
-		    "Upgrade: test\r\n\r\nraw bytes");
-	} else if (strcmp(path, "/big") == 0) {
-		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BIG);
-		up_sends(u, out);
-		u->big_left = BIG;
-	} else {
-		up_sends(u, "HTTP/1.1 500 Unscripted\r\nContent-Length: 0\r\n\r\n");
-	}
-}
-
-/* One look at the upstream side; 1 if anything moved. */
-static int
-up_poll(void)
-{
-	static char chunk[16384];
-	int i, fd, moved = 0;
-
-	while ((fd = accept(up_lfd, NULL, NULL)) >= 0) {
-		for (i = 0; i < MAXUP && ups[i].fd >= 0; i++)
-			;
-		if (i == MAXUP)
-			die("too many upstream connections");
-		nonblock(fd);
-		ups[i].fd = fd;
-		ups[i].len = 0;
-		ups[i].big_left = 0;
-		ups[i].continued = 0;
-		moved = 1;
-	}
-	for (i = 0; i < MAXUP; i++) {
-		struct upc *u = &ups[i];
-		char rb[16384];
-		ssize_t n;
-		size_t end;
-
-		if (u->fd < 0)
-			continue;
-		while (u->big_left > 0) {
-			size_t k = u->big_left < sizeof(chunk) ? u->big_left : sizeof(chunk);
-
-			if ((n = write(u->fd, chunk, k)) <= 0)
-				break;
-			u->big_left -= (size_t)n;
-			moved = 1;
-		}
-		while ((n = read(u->fd, rb, sizeof(rb))) > 0) {
-			if (u->len + (size_t)n > u->cap) {
-				u->cap = (u->len + (size_t)n) * 2;
-				if ((u->in = realloc(u->in, u->cap)) == NULL)
-					die("out of memory");
-			}
-			memcpy(u->in + u->len, rb, (size_t)n);
-			u->len += (size_t)n;
-			moved = 1;
-		}
-		if (n == 0 || (n < 0 && errno != EAGAIN)) {
-			up_close(u);
-			moved = 1;
-			continue;
-		}
-		while (u->fd >= 0 && u->big_left == 0 && u->len > 0 &&
-		    (end = up_request_end(u)) > 0) {
-			char *req = malloc(end);
-
-			if (req == NULL)
-				die("out of memory");
-			memcpy(req, u->in, end);
-			memmove(u->in, u->in + end, u->len - end);
-			u->len -= end;
-			up_answer(u, req, end);
-			free(req);
-			moved = 1;
-		}
-	}
-	return moved;
-}
 
 /* ---- the client's output: frames ---- */
 
@@ -344,14 +129,14 @@ check_frames(void)
 static void
 setup(void)
 {
+	/* /upgrade sends bytes after its 101 (h2 must not pass them on);
+	 * connections close with a reset: no TIME_WAIT */
+	static const struct su_conf up = { BIG, 0, 0, 1 };
 	char json[1024], err[256];
-	int i;
 
 	signal(SIGPIPE, SIG_IGN);
-	for (i = 0; i < MAXUP; i++)
-		ups[i].fd = -1;
-	up_lfd = listen_lo(&up_port);
-	cl_lfd = listen_lo(NULL);
+	up_port = su_start(&up);
+	cl_lfd = su_listen_lo(NULL);
 	if ((base = event_base_new()) == NULL ||
 	    event_base_priority_init(base, PX_PRIO_N) != 0)
 		die("event base");
@@ -419,7 +204,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    getsockname(cl_lfd, (struct sockaddr *)&a, &alen) != 0)
 		die("socket");
-	nonblock(cfd);
+	su_nonblock(cfd);
 	/* non-blocking: libFuzzer's SIGALRM would interrupt a blocking
 	 * connect (EINTR) */
 	if (connect(cfd, (struct sockaddr *)&a, alen) != 0 &&
@@ -442,7 +227,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			die("accept");
 		(void)poll(&pfd, 1, 100);
 	}
-	nonblock(sfd);
+	su_nonblock(sfd);
 	if ((xp = px_xport_accept(base, sfd, PX_XPORT_PLAIN, NULL, NULL)) == NULL)
 		die("px_xport_accept");
 	px_h2_start(&env, xp);
@@ -462,7 +247,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 		}
 		event_base_loop(base, EVLOOP_NONBLOCK);
-		moved |= up_poll();
+		moved |= su_poll();
 		reading = !(flags & 4) || sent == len;
 		while (reading && !eof) {
 			uint8_t rb[16384];
@@ -491,23 +276,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    coutlen, coutlen && memmem(cout, coutlen, "hello", 5) ? "seen" : "not seen");
 
 	/* the client goes; everything must be freed */
-	close_hard(cfd);
+	su_close_hard(cfd);
 	for (turns = 0; turns < MAX_TURNS; turns++) {
 		event_base_loop(base, EVLOOP_NONBLOCK);
-		up_poll();
+		su_poll();
 		if (env.nconns == 0 && TAILQ_EMPTY(&env.sessions))
 			break;
 		if (turns == IDLE_TURNS)	/* what the upstream still holds */
-			for (i = 0; i < MAXUP; i++)
-				if (ups[i].fd >= 0)
-					up_close(&ups[i]);
+			su_close_all();
 	}
 	if (env.nconns != 0 || !TAILQ_EMPTY(&env.sessions))
 		die("a connection or session outlived its client");
 	px_pool_flush(&env);
-	for (i = 0; i < MAXUP; i++)
-		if (ups[i].fd >= 0)
-			up_close(&ups[i]);
+	su_close_all();
 	for (turns = 0; turns < IDLE_TURNS; turns++)
 		event_base_loop(base, EVLOOP_NONBLOCK);
 	if (fds0 < 0)

@@ -29,7 +29,7 @@ fuzz_response_LIBS = $(HTTP_PARSER_LIBS)
 fuzz_conf_SRC = tests/fuzz/fuzz_conf.c proxy/conf.c proxy/valid.c
 fuzz_conf_LIBS =
 # fuzz_control.c #includes proxy/control.c
-fuzz_control_SRC = tests/fuzz/fuzz_control.c proxy/store.c proxy/control_rule.c \
+fuzz_control_SRC = tests/fuzz/fuzz_control.c proxy/reqhead.c proxy/status.c proxy/store.c proxy/control_rule.c \
 	proxy/token.c proxy/valid.c proxy/route.c netctl/nc_rule.c
 fuzz_control_LIBS = $(LIBEVENT_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) \
 	$(HTTP_PARSER_LIBS) $(OPENSSL_LIBS)
@@ -43,7 +43,8 @@ fuzz_agent_LIBS = $(LIBEVENT_LIBS)
 # fuzz_h2: h2.c with the real session layer behind it
 fuzz_h2_SRC = tests/fuzz/fuzz_h2.c proxy/session.c proxy/h2.c proxy/upstream.c \
 	proxy/wake.c proxy/respond.c proxy/tls.c proxy/fleet_tls.c proxy/route.c \
-	proxy/http1.c proxy/valid.c proxy/log.c proxy/evprio.c
+	proxy/http1.c proxy/valid.c proxy/log.c proxy/evprio.c proxy/status.c \
+	tests/support/scripted_upstream.c
 fuzz_h2_LIBS = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(NGHTTP2_LIBS) \
 	$(HTTP_PARSER_LIBS)
 FUZZ_DEP_CF = $(JANSSON_CFLAGS) $(LIBEVENT_CFLAGS) $(SQLITE_CFLAGS) \

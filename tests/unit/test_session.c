@@ -13,6 +13,7 @@
 #include "tls.h"
 #include "wake.h"
 #include "tap.h"
+#include "../support/scripted_upstream.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,12 +45,6 @@ static void h_wake(const char *id) { snprintf(woke, sizeof(woke), "%s", id); }
 
 #define now_ms px_now_ms	/* the layer's clock (session.c) */
 
-static void
-nonblock(int fd)
-{
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
 /* ---- a growing byte buffer ---- */
 
 struct buf {
@@ -71,14 +66,6 @@ buf_add(struct buf *b, const char *d, size_t n)
 }
 
 static void
-buf_drop(struct buf *b, size_t n)
-{
-	memmove(b->p, b->p + n, b->len - n);
-	b->len -= n;
-	b->p[b->len] = '\0';
-}
-
-static void
 buf_clear(struct buf *b)
 {
 	b->len = 0;
@@ -86,176 +73,9 @@ buf_clear(struct buf *b)
 		b->p[0] = '\0';
 }
 
-/* ---- the scripted upstream ---- */
+/* ---- the scripted upstream (tests/support) ---- */
 
-#define MAXUP 16
-static int up_lfd = -1;
 static unsigned up_port;
-static struct upc {
-	int		 fd;		/* -1: none */
-	int		 id;		/* its number, from 1 */
-	int		 echo;		/* after 101: echoes */
-	int		 continued;	/* sent 100 Continue */
-	struct buf	 in;
-	size_t		 big_left;	/* /big: body bytes still to write */
-} ups[MAXUP];
-static int up_nconns;
-static size_t up_big_sent;
-
-static void
-up_send(struct upc *u, const char *s)
-{
-	size_t n = strlen(s), off = 0;
-
-	while (off < n) {
-		ssize_t w = write(u->fd, s + off, n - off);
-
-		if (w < 0 && errno == EAGAIN)
-			continue;	/* small answers: the socket takes them */
-		if (w <= 0)
-			return;
-		off += (size_t)w;
-	}
-}
-
-static void
-up_close(struct upc *u)
-{
-	close(u->fd);
-	u->fd = -1;
-	buf_clear(&u->in);
-}
-
-/* Where the request in u->in ends (head and body), or 0: incomplete. */
-static size_t
-up_request_end(struct upc *u)
-{
-	char *h = strstr(u->in.p, "\r\n\r\n"), *cl;
-	size_t head;
-
-	if (h == NULL)
-		return 0;
-	head = (size_t)(h - u->in.p) + 4;
-	if ((cl = strcasestr(u->in.p, "\r\nContent-Length: ")) != NULL && cl < h) {
-		size_t n = strtoul(cl + 18, NULL, 10);
-
-		return u->in.len >= head + n ? head + n : 0;
-	}
-	if ((cl = strcasestr(u->in.p, "\r\nTransfer-Encoding: chunked")) != NULL && cl < h) {
-		char *z = strstr(h + 4, "\r\n0\r\n\r\n");
-
-		if (strncmp(h + 4, "0\r\n\r\n", 5) == 0)
-			return head + 5;
-		return z != NULL ? (size_t)(z - u->in.p) + 7 : 0;
-	}
-	return head;
-}
-
-static void
-up_answer(struct upc *u, const char *req, size_t len)
-{
-	char out[512];
-	int head = strncmp(req, "HEAD ", 5) == 0;
-
-	if (strstr(req, " /hello ") != NULL) {
-		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nX-Conn: %d\r\n"
-		    "Content-Length: 5\r\n\r\nhello", u->id);
-		up_send(u, out);
-	} else if (strstr(req, " /len ") != NULL) {
-		char *h = strstr(req, "\r\n\r\n");
-
-		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n"
-		    "got %8zu", len - (size_t)(h + 4 - req));
-		up_send(u, out);
-	} else if (strstr(req, " /head ") != NULL && head) {
-		up_send(u, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
-	} else if (strstr(req, " /204 ") != NULL) {
-		up_send(u, "HTTP/1.1 204 No Content\r\n\r\n");
-	} else if (strstr(req, " /304 ") != NULL) {
-		up_send(u, "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n");
-	} else if (strstr(req, " /chunked ") != NULL) {
-		up_send(u, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-		    "3;ext=1\r\nabc\r\n00002\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n");
-	} else if (strstr(req, " /close ") != NULL) {
-		up_send(u, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil-eof");
-		up_close(u);
-	} else if (strstr(req, " /upgrade ") != NULL) {
-		up_send(u, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
-		    "Upgrade: test\r\n\r\n");
-		u->echo = 1;
-	} else if (strstr(req, " /drop ") != NULL) {
-		up_close(u);
-	} else if (strstr(req, " /big ") != NULL) {
-		snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BIG);
-		up_send(u, out);
-		u->big_left = BIG;
-	} else {
-		up_send(u, "HTTP/1.1 500 Unscripted\r\nContent-Length: 0\r\n\r\n");
-	}
-}
-
-/* One look at the upstream side: accept, read, answer, write /big. */
-static void
-up_poll(void)
-{
-	static char chunk[65536];
-	int i, fd;
-
-	while ((fd = accept(up_lfd, NULL, NULL)) >= 0) {
-		for (i = 0; i < MAXUP && ups[i].fd >= 0; i++)
-			;
-		if (i == MAXUP)
-			abort();
-		nonblock(fd);
-		ups[i].fd = fd;
-		ups[i].id = ++up_nconns;
-		ups[i].echo = ups[i].continued = 0;
-		ups[i].big_left = 0;
-		buf_clear(&ups[i].in);
-	}
-	for (i = 0; i < MAXUP; i++) {
-		struct upc *u = &ups[i];
-		char rb[65536];
-		ssize_t n;
-		size_t end;
-
-		if (u->fd < 0)
-			continue;
-		while (u->big_left > 0) {
-			size_t k = u->big_left < sizeof(chunk) ? u->big_left : sizeof(chunk);
-
-			if ((n = write(u->fd, chunk, k)) <= 0)
-				break;
-			u->big_left -= (size_t)n;
-			up_big_sent += (size_t)n;
-		}
-		while ((n = read(u->fd, rb, sizeof(rb))) > 0)
-			buf_add(&u->in, rb, (size_t)n);
-		if (n == 0) {
-			up_close(u);
-			continue;
-		}
-		if (u->echo) {
-			if (u->in.len > 0)
-				up_send(u, u->in.p);
-			buf_clear(&u->in);
-			continue;
-		}
-		if (!u->continued && strstr(u->in.p, "\r\n\r\n") != NULL &&
-		    strcasestr(u->in.p, "\r\nExpect: 100-continue") != NULL) {
-			up_send(u, "HTTP/1.1 100 Continue\r\n\r\n");
-			u->continued = 1;
-		}
-		while (u->fd >= 0 && u->in.len > 0 && (end = up_request_end(u)) > 0) {
-			char *req = strndup(u->in.p, end);
-
-			buf_drop(&u->in, end);
-			u->continued = 0;
-			up_answer(u, req, end);
-			free(req);
-		}
-	}
-}
 
 /* ---- the client: one end of a socketpair ---- */
 
@@ -276,8 +96,8 @@ client_open(void)
 	ceof = 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
 		abort();
-	nonblock(sv[0]);
-	nonblock(sv[1]);
+	su_nonblock(sv[0]);
+	su_nonblock(sv[1]);
 	cfd = sv[0];
 	nopened++;
 	memset(&peer, 0, sizeof(peer));
@@ -301,7 +121,7 @@ client_send(const char *s)
 		if (w > 0)
 			off += (size_t)w;
 		event_base_loop(base, EVLOOP_NONBLOCK);
-		up_poll();
+		su_poll();
 	}
 }
 
@@ -313,7 +133,7 @@ turn(int reading)
 	ssize_t n;
 
 	event_base_loop(base, EVLOOP_NONBLOCK);
-	up_poll();
+	su_poll();
 	while (reading && (n = read(cfd, rb, sizeof(rb))) > 0)
 		buf_add(&cin, rb, (size_t)n);
 	if (reading && n == 0)
@@ -379,24 +199,12 @@ set_routes(const char *state)
 static void
 setup(void)
 {
-	struct sockaddr_in a;
-	socklen_t alen = sizeof(a);
-	int i, one = 1;
+	/* /upgrade echoes (a tunnel), an Expect: 100-continue is
+	 * answered, /close's last bytes must arrive: a plain close */
+	static const struct su_conf up = { BIG, 1, 1, 0 };
 
 	signal(SIGPIPE, SIG_IGN);
-	for (i = 0; i < MAXUP; i++)
-		ups[i].fd = -1;
-	if ((up_lfd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
-		abort();
-	setsockopt(up_lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(up_lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(up_lfd, 64) != 0 ||
-	    getsockname(up_lfd, (struct sockaddr *)&a, &alen) != 0)
-		abort();
-	nonblock(up_lfd);
-	up_port = ntohs(a.sin_port);
+	up_port = su_start(&up);
 
 	if ((base = event_base_new()) == NULL ||
 	    event_base_priority_init(base, PX_PRIO_N) != 0)
@@ -450,11 +258,11 @@ main(void)
 	ok(strstr(cin.p, "\r\nServer-Timing: upstream;dur=") != NULL,
 	    "...with Server-Timing: upstream;dur=");
 	ok(strstr(cin.p, "wake;dur=") == NULL, "...and no wake;dur");
-	c0 = up_nconns;
+	c0 = su_nconns;
 	buf_clear(&cin);
 	client_send(req("GET", "/hello", NULL));
 	ok(client_wait("hello"), "keep-alive: a second request on the connection");
-	is_int(up_nconns, c0, "...rides the same upstream connection");
+	is_int(su_nconns, c0, "...rides the same upstream connection");
 	ok(strstr(cin.p, "X-Conn: 1\r\n") != NULL, "...(the upstream's first)");
 
 	/* pipelining: two requests in one write, answered in order */
@@ -562,7 +370,7 @@ main(void)
 	/* backpressure: a client that reads nothing holds the upstream
 	 * back; once it reads, every byte arrives */
 	client_open();
-	up_big_sent = 0;
+	su_big_sent = 0;
 	client_send(req("GET", "/big", NULL));
 	{
 		uint64_t t0 = now_ms();
@@ -571,8 +379,8 @@ main(void)
 
 		while (now_ms() - t0 < 500)
 			turn(0);
-		ok(up_big_sent < BIG / 2, "backpressure: an unread response stops the upstream "
-		    "(%zu of %d bytes sent)", up_big_sent, BIG);
+		ok(su_big_sent < BIG / 2, "backpressure: an unread response stops the upstream "
+		    "(%zu of %d bytes sent)", su_big_sent, BIG);
 		t0 = now_ms();
 		while (got < BIG && now_ms() - t0 < 4 * WAIT_MS) {
 			char *h;
