@@ -94,6 +94,31 @@ nfds(void)
 }
 static int fds0 = -1;
 
+/* What the open descriptors are, for the report of a leak. */
+static void
+fds_show(int before)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char p[300], t[256];
+	ssize_t n;
+
+	if (d == NULL)
+		return;
+	fprintf(stderr, "fuzz_h2: %d descriptors open, %d before:\n", nfds(),
+	    before);
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		if ((n = readlink(p, t, sizeof(t) - 1)) < 0)
+			continue;
+		t[n] = '\0';
+		fprintf(stderr, "  %s -> %s\n", e->d_name, t);
+	}
+	closedir(d);
+}
+
 /* ---- the scripted upstream (tests/support) ---- */
 
 static unsigned up_port;
@@ -293,7 +318,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		event_base_loop(base, EVLOOP_NONBLOCK);
 	if (fds0 < 0)
 		fds0 = nfds();
-	else if (nfds() != fds0)
+	else if (nfds() != fds0) {
+		fds_show(fds0);
 		die("a descriptor outlived its input");
+	}
 	return 0;
 }
