@@ -144,30 +144,60 @@ find_helper(const char *env, const char *installed, const char *built,
 	return -1;
 }
 
-/* Builds the default template with mktemplate; on failure err ends with
- * the last line mktemplate wrote to stderr (which also goes to ours). */
+/*
+ * The template builders: mktemplate ("minimal", the busybox guest) and
+ * mktemplate-debian ("debian"), each with the guest test app it packs.
+ * 0 with mk and app set; -1 (err says what is missing) or -2 (a name
+ * berth does not build).
+ */
 static int
-build_template(const char *dir, char *err, size_t errlen)
+find_builder(const char *name, char *mk, char *app, char *err, size_t errlen)
 {
-	char mk[PATH_MAX], app[PATH_MAX], buf[512], last[256] = "", line[256];
-	size_t ll = 0;
-	ssize_t n, i;
-	pid_t pid;
-	int st, pfd[2];
+	const char *env;
+	int i;
 
-	if (find_helper("BERTH_MKTEMPLATE", PKGLIBEXECDIR "/mktemplate",
-	    SRCDIR "/vmm/guest/mktemplate", mk, sizeof(mk)) != 0) {
+	if (strcmp(name, "debian") == 0) {
+		env = "BERTH_MKTEMPLATE_DEBIAN";
+		i = find_helper(env, PKGLIBEXECDIR "/mktemplate-debian",
+		    SRCDIR "/vmm/guest/mktemplate-debian", mk, PATH_MAX);
+	} else if (strcmp(name, "minimal") == 0) {
+		env = "BERTH_MKTEMPLATE";
+		i = find_helper(env, PKGLIBEXECDIR "/mktemplate",
+		    SRCDIR "/vmm/guest/mktemplate", mk, PATH_MAX);
+	} else {
+		snprintf(err, errlen, "berth builds the templates 'debian' and "
+		    "'minimal', not '%s' (netctl template add registers a "
+		    "directory)", name);
+		return -2;
+	}
+	if (i != 0) {
 		snprintf(err, errlen, "cannot find the template builder %s "
-		    "(make install, or set BERTH_MKTEMPLATE)", mk);
+		    "(make install, or set %s)", mk, env);
 		return -1;
 	}
 	if (find_helper("BERTH_TESTAPP", PKGLIBEXECDIR "/testapp",
-	    BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
+	    BUILDDIR "/vmm/guest/testapp", app, PATH_MAX) != 0) {
 		snprintf(err, errlen, "cannot find the guest test app %s "
 		    "(make install, or set BERTH_TESTAPP)", app);
 		return -1;
 	}
-	if (pipe(pfd) < 0) {
+	return 0;
+}
+
+/*
+ * Starts builder mk on dir: stdin /dev/null, stdout and stderr into a
+ * pipe whose read end (close-on-exec) is *out, in a process group of its
+ * own (a timeout kills all of it), holding nothing of berthd's
+ * (listeners, clients). The pid, or -1 with err.
+ */
+static pid_t
+spawn_builder(const char *mk, const char *dir, const char *app, int *out,
+    char *err, size_t errlen)
+{
+	pid_t pid;
+	int pfd[2], i, nul;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
@@ -178,19 +208,42 @@ build_template(const char *dir, char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		close(pfd[0]);
-		if (pfd[1] != STDERR_FILENO) {
-			dup2(pfd[1], STDERR_FILENO);
-			close(pfd[1]);
-		}
+		(void)setpgid(0, 0);
+		if ((nul = open("/dev/null", O_RDONLY)) >= 0)
+			dup2(nul, STDIN_FILENO);
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(pfd[1], STDERR_FILENO);
+		if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+			for (i = 3; i < 65536; i++)
+				close(i);
 		setenv("BERTH_TESTAPP", app, 1);
 		execl(mk, mk, dir, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
-	/* mktemplate's stderr goes on to ours; its last line is the reason */
-	while ((n = read(pfd[0], buf, sizeof(buf))) != 0) {
+	*out = pfd[0];
+	return pid;
+}
+
+/* Builds the default template with mktemplate, waiting for it; on
+ * failure err ends with the last line mktemplate wrote (its output also
+ * goes on to our stderr). */
+static int
+build_template(const char *dir, char *err, size_t errlen)
+{
+	char mk[PATH_MAX], app[PATH_MAX], buf[512], last[256] = "", line[256];
+	size_t ll = 0;
+	ssize_t n, i;
+	pid_t pid;
+	int st, fd;
+
+	if (find_builder("minimal", mk, app, err, errlen) != 0)
+		return -1;
+	if ((pid = spawn_builder(mk, dir, app, &fd, err, errlen)) < 0)
+		return -1;
+	/* its last line is the reason */
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -209,7 +262,7 @@ build_template(const char *dir, char *err, size_t errlen)
 			}
 		}
 	}
-	close(pfd[0]);
+	close(fd);
 	if (ll > 0) {
 		line[ll] = '\0';
 		memcpy(last, line, ll + 1);
@@ -612,8 +665,7 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 {
 	char mk[PATH_MAX], app[PATH_MAX], dir[PATH_MAX];
 	struct timeval tv = { 1, 0 };
-	const char *env;
-	int pfd[2], i;
+	int fd, i;
 	pid_t pid;
 
 	(void)arg;
@@ -621,35 +673,12 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		snprintf(err, errlen, "this berthd runs no VMM");
 		return -1;
 	}
-	if (strcmp(name, "debian") == 0) {
-		env = "BERTH_MKTEMPLATE_DEBIAN";
-		i = find_helper(env, PKGLIBEXECDIR "/mktemplate-debian",
-		    SRCDIR "/vmm/guest/mktemplate-debian", mk, sizeof(mk));
-	} else if (strcmp(name, "minimal") == 0) {
-		env = "BERTH_MKTEMPLATE";
-		i = find_helper(env, PKGLIBEXECDIR "/mktemplate",
-		    SRCDIR "/vmm/guest/mktemplate", mk, sizeof(mk));
-	} else {
-		snprintf(err, errlen, "berth builds the templates 'debian' and "
-		    "'minimal', not '%s' (netctl template add registers a "
-		    "directory)", name);
-		return -2;
-	}
-	if (i != 0) {
-		snprintf(err, errlen, "cannot find the template builder %s "
-		    "(make install, or set %s)", mk, env);
-		return -1;
-	}
+	if ((i = find_builder(name, mk, app, err, errlen)) != 0)
+		return i;
 	if (TB.pid > 0) {
 		snprintf(err, errlen, "template %s is being built (one build at "
 		    "a time)", TB.name);
 		return -3;
-	}
-	if (find_helper("BERTH_TESTAPP", PKGLIBEXECDIR "/testapp",
-	    BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
-		snprintf(err, errlen, "cannot find the guest test app %s "
-		    "(make install, or set BERTH_TESTAPP)", app);
-		return -1;
 	}
 	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, name);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
@@ -662,40 +691,14 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		if (access(TB.vdir, F_OK) != 0)
 			break;
 	}
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
+	if ((pid = spawn_builder(mk, TB.vdir, app, &fd, err, errlen)) < 0)
 		return -1;
-	}
-	if ((pid = fork()) < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(pfd[0]);
-		close(pfd[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY);
-
-		(void)setpgid(0, 0);	/* a timeout ends all of it */
-		if (nul >= 0)
-			dup2(nul, STDIN_FILENO);
-		dup2(pfd[1], STDOUT_FILENO);
-		dup2(pfd[1], STDERR_FILENO);
-		/* nothing of berthd (listeners, clients) in the builder */
-		if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
-			for (i = 3; i < 65536; i++)
-				close(i);
-		setenv("BERTH_TESTAPP", app, 1);
-		execl(mk, mk, TB.vdir, (char *)NULL);
-		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
-		_exit(127);
-	}
-	close(pfd[1]);
-	(void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(fd, F_SETFL, O_NONBLOCK);
 	snprintf(TB.name, sizeof(TB.name), "%s", name);
 	snprintf(TB.state, sizeof(TB.state), "running");
 	TB.reason[0] = '\0';
 	TB.pid = pid;
-	TB.fd = pfd[0];
+	TB.fd = fd;
 	TB.t0 = time(NULL);
 	TB.seq = 0;
 	TB.partlen = 0;
