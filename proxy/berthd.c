@@ -1128,7 +1128,8 @@ reload_warnings(const struct px_config *nc)
 	CHANGED("vmm", nc->vmm != oc->vmm);
 	CHANGED("vmm_backend", str_changed(nc->vmm_backend, oc->vmm_backend));
 	CHANGED("accel", nc->accel != oc->accel);
-	CHANGED("template", str_changed(nc->template_dir, oc->template_dir));
+	CHANGED("vm_template", nc->vm_template != oc->vm_template ||
+	    str_changed(nc->template_dir, oc->template_dir));
 	CHANGED("tap_prefix", str_changed(nc->tap_prefix, oc->tap_prefix));
 	CHANGED("vm_pool", strcmp(nc->vm_pool, oc->vm_pool) != 0);
 	CHANGED("vm_jail", nc->vm_jail != oc->vm_jail);

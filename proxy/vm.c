@@ -43,7 +43,13 @@ static struct {
 	struct waking	*waking;
 	struct vmm	*m;
 	struct vmm_template tpl;
+	int		 have_tpl;		/* tpl loaded */
 	char		 tdir[PATH_MAX];	/* where tpl came from */
+	/* vm_template debian: the default is <state>/templates/debian/current
+	 * (tdir), read at each create, built in the background when missing;
+	 * def_fail says why its last build failed ("" since one worked) */
+	int		 def_debian;
+	char		 def_fail[512];
 	struct px_store	*store;
 	struct px_vm_hooks hooks;
 	char		 describe[768];
@@ -447,6 +453,7 @@ static struct {
 	char		 part[TB_LINE_MAX];
 	size_t		 partlen;
 	int		 status;
+	int		 to_log;		/* progress lines go to the log too */
 } TB = { .fd = -1 };
 
 static void
@@ -454,6 +461,8 @@ tb_line(const char *s)
 {
 	snprintf(TB.lines[TB.seq % TB_LINES], TB_LINE_MAX, "%s", s);
 	TB.seq++;
+	if (TB.to_log)
+		log_info("template %s: %s", TB.name, s);
 }
 
 /* 1 if a sandbox's sandbox.conf names a file under vdir (or cannot be
@@ -528,7 +537,7 @@ tb_gc(void)
 static void
 tb_finish(int ok, const char *why)
 {
-	char cur[PATH_MAX], tmp[PATH_MAX], err[256];
+	char cur[PATH_MAX], tmp[PATH_MAX], err[256], l2[VMM_ERRLEN];
 	struct px_template t;
 	const char *base;
 
@@ -574,6 +583,7 @@ tb_finish(int ok, const char *why)
 	if (ok) {
 		char l[TB_LINE_MAX];
 
+		TB.to_log = 0;
 		snprintf(l, sizeof(l), "template %s built in %lld s: %s", TB.name,
 		    (long long)(time(NULL) - TB.t0), TB.vdir);
 		tb_line(l);
@@ -581,6 +591,24 @@ tb_finish(int ok, const char *why)
 		tb_gc();
 	} else {
 		log_warnx("template %s: build failed: %s", TB.name, TB.reason);
+	}
+	TB.to_log = 0;
+	if (V.def_debian && strcmp(TB.name, "debian") == 0) {
+		snprintf(V.def_fail, sizeof(V.def_fail), "%s", ok ? "" :
+		    TB.reason);
+		if (ok)
+			log_info("the default template debian is ready: sandboxes "
+			    "can be created");
+		else
+			log_warnx("the default template debian is not built: every "
+			    "sandbox create fails until 'netctl template build "
+			    "debian' succeeds");
+		/* KVM's cached verdict for the default, as at start */
+		if (ok && V.m != NULL && !V.have_tpl && vmm_template_load(V.tdir,
+		    &V.tpl, l2, sizeof(l2)) == 0) {
+			V.have_tpl = 1;
+			(void)vmm_accel_template(V.m, &V.tpl);
+		}
 	}
 }
 
@@ -675,6 +703,12 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 	}
 	if ((i = find_builder(name, mk, app, err, errlen)) != 0)
 		return i;
+	if (TB.pid > 0 && strcmp(TB.name, name) == 0) {
+		/* the same build asked again: follow the one running */
+		log_info("template %s: build asked for again: joining the one "
+		    "running since %lld s", name, (long long)(time(NULL) - TB.t0));
+		return 0;
+	}
 	if (TB.pid > 0) {
 		snprintf(err, errlen, "template %s is being built (one build at "
 		    "a time)", TB.name);
@@ -754,9 +788,17 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	V.base = base;
 	snprintf(V.state_dir, sizeof(V.state_dir), "%s", state_dir);
 	snprintf(vdir, sizeof(vdir), "%s/vms", state_dir);
-	if (c->template_dir != NULL) {
+	/*
+	 * The default template (vm_template). A directory is loaded as it
+	 * is. minimal, the busybox guest, is built here before berthd is
+	 * ready if it is missing (seconds). debian takes minutes the first
+	 * time: berthd is ready at once and builds it in the background
+	 * (below, once the VMM runs); a create meanwhile is refused, naming
+	 * the build (px_vm_create).
+	 */
+	if (c->vm_template == PX_TEMPLATE_DIR && c->template_dir != NULL) {
 		snprintf(tdir, sizeof(tdir), "%s", c->template_dir);
-	} else {
+	} else if (c->vm_template == PX_TEMPLATE_MINIMAL) {
 		snprintf(tdir, sizeof(tdir), "%s/templates/default", state_dir);
 		snprintf(e, sizeof(e), "%s/template.json", tdir);
 		if (access(e, R_OK) != 0) {
@@ -764,10 +806,30 @@ px_vm_init(struct event_base *base, struct px_store *store,
 			if (build_template(tdir, e, sizeof(e)) != 0)
 				goto notemplate;
 		}
+	} else {
+		char mk[PATH_MAX], app[PATH_MAX];
+
+		V.def_debian = 1;
+		snprintf(tdir, sizeof(tdir), "%s/templates/debian/current",
+		    state_dir);
+		snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
+		if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) == 0)
+			V.have_tpl = 1;
+		else if (find_builder("debian", mk, app, e, sizeof(e)) != 0)
+			goto notemplate;	/* not even a builder */
+		snprintf(e, sizeof(e), "%s/templates", state_dir);
+		if (mkdir(e, 0755) < 0 && errno != EEXIST) {
+			snprintf(e, sizeof(e), "%s/templates: %s", state_dir,
+			    strerror(errno));
+			goto notemplate;
+		}
 	}
-	if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0)
-		goto notemplate;
-	snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
+	if (!V.def_debian) {
+		if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0)
+			goto notemplate;
+		V.have_tpl = 1;
+		snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
+	}
 	memset(&vc, 0, sizeof(vc));
 	vc.state_dir = vdir;
 	vc.backend = c->vmm_backend;
@@ -818,7 +880,20 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		snprintf(err, errlen, "%s", e);
 		return -1;
 	}
-	(void)vmm_accel_template(V.m, &V.tpl);
+	if (V.have_tpl)
+		(void)vmm_accel_template(V.m, &V.tpl);
+	if (V.def_debian && !V.have_tpl) {
+		log_info("the default template debian is not built yet: building "
+		    "it in the background (minutes the first time); its progress "
+		    "follows here and in GET /v1/templates/debian/build, "
+		    "'netctl template build debian' follows it too");
+		if (px_vm_template_build("debian", e, sizeof(e), NULL) != 0) {
+			snprintf(V.def_fail, sizeof(V.def_fail), "%s", e);
+			log_warnx("template debian: cannot start its build: %s", e);
+		} else {
+			TB.to_log = 1;
+		}
+	}
 	if ((n = vmm_adopt_all(V.m, e, sizeof(e))) < 0)
 		log_warnx("vmm: re-adopting VMs: %s", e);
 	else if (n > 0)
@@ -861,6 +936,36 @@ px_vm_shutdown(void)
 		vmm_free(V.m);
 		V.m = NULL;
 	}
+}
+
+/*
+ * The debian default for a create, read anew each time (a rebuild moves
+ * current to a new version). While its build runs, or after it failed,
+ * the create is refused saying so: a build takes minutes, longer than a
+ * client should hold a request, and the sandbox is not half made.
+ */
+static int
+default_debian(struct vmm_template *t, char *err, size_t errlen)
+{
+	char e[VMM_ERRLEN];
+
+	if (TB.pid > 0 && strcmp(TB.name, "debian") == 0) {
+		snprintf(err, errlen, "the default template debian is being "
+		    "built (%lld s, %llu lines of progress so far; 'netctl "
+		    "template build debian' follows it): try again once it is "
+		    "built", (long long)(time(NULL) - TB.t0),
+		    (unsigned long long)TB.seq);
+		return -1;
+	}
+	if (vmm_template_load(V.tdir, t, e, sizeof(e)) == 0)
+		return 0;
+	if (V.def_fail[0] != '\0')
+		snprintf(err, errlen, "the default template debian could not be "
+		    "built ('netctl template build debian' tries again): %s",
+		    V.def_fail);
+	else
+		snprintf(err, errlen, "the default template debian: %s", e);
+	return -1;
 }
 
 struct opctx {
@@ -929,6 +1034,9 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 		snprintf(err, errlen, "template '%s': %s", ps->template_name, e);
 		return -1;
 	}
+	if (ps->template_dir == NULL && V.def_debian &&
+	    default_debian(&t, err, errlen) != 0)
+		return -1;
 	if ((o = opctx_new(id)) == NULL) {
 		vmm_template_free(&t);
 		snprintf(err, errlen, "out of memory");
@@ -936,7 +1044,7 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 	}
 	memset(&spec, 0, sizeof(spec));
 	spec.id = id;
-	spec.tpl = ps->template_dir != NULL ? &t : &V.tpl;
+	spec.tpl = ps->template_dir != NULL || V.def_debian ? &t : &V.tpl;
 	spec.mem_mib = ps->mem_mib;
 	spec.vcpus = ps->vcpus;
 	spec.disk_mib = ps->disk_mib;
