@@ -576,7 +576,7 @@ tb_finish(int ok, const char *why)
 				    "registering template %s: %s", TB.name, err);
 			}
 		}
-	} else {
+	} else if (why != TB.reason) {	/* tb_reap's is there already */
 		snprintf(TB.reason, sizeof(TB.reason), "%s", why);
 	}
 	snprintf(TB.state, sizeof(TB.state), "%s", ok ? "ok" : "failed");
