@@ -93,8 +93,8 @@ static void wake_metrics(struct evbuffer *);
 static json_t *
 health_json(void *arg)
 {
-	return json_pack("{s:s, s:s}", "egress", P.egress_state, "vms",
-	    P.vms_state);
+	return json_pack("{s:s, s:s, s:s?}", "egress", P.egress_state, "vms",
+	    P.vms_state, "template", px_vm_template_default());
 }
 
 /* VMs are off because egress could not be set up: a new VM sandbox is
@@ -1069,6 +1069,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	px_fleet_stop();
 	px_proc_stop_all();
 	px_exec_shutdown();	/* its answers go out through the control API */
+	px_vm_build_stop();
 	px_controld_stop();
 	if (P.control != NULL) {
 		px_control_free(P.control);

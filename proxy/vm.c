@@ -751,6 +751,28 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 	return 0;
 }
 
+const char *
+px_vm_template_default(void)
+{
+	static char buf[640];
+
+	if (V.m == NULL)
+		return NULL;
+	if (!V.def_debian)
+		snprintf(buf, sizeof(buf), "%s", V.tdir);
+	else if (TB.pid > 0 && strcmp(TB.name, "debian") == 0)
+		snprintf(buf, sizeof(buf), "debian: building (%lld s)",
+		    (long long)(time(NULL) - TB.t0));
+	else if (V.def_fail[0] != '\0')
+		snprintf(buf, sizeof(buf), "debian: build failed: %s",
+		    V.def_fail);
+	else if (access(V.tdir, F_OK) != 0)
+		snprintf(buf, sizeof(buf), "debian: not built");
+	else
+		snprintf(buf, sizeof(buf), "debian");
+	return buf;
+}
+
 json_t *
 px_vm_template_build_status(const char *name, uint64_t after, void *arg)
 {
@@ -926,6 +948,20 @@ notemplate:
 	snprintf(V.describe, sizeof(V.describe),
 	    "off (template: %s): only externally managed sandboxes", e);
 	return 0;
+}
+
+/* A template build does not outlive berthd (SIGTERM): the next start
+ * begins the default's again; a build asked for is asked again. */
+void
+px_vm_build_stop(void)
+{
+	if (TB.pid <= 0)
+		return;
+	kill(-TB.pid, SIGKILL);
+	kill(TB.pid, SIGKILL);
+	(void)waitpid(TB.pid, NULL, 0);
+	log_info("template %s: build stopped with berthd", TB.name);
+	TB.pid = 0;
 }
 
 void

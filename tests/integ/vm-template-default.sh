@@ -64,6 +64,8 @@ doc=$(api /v1/templates/debian/build)
 is "GET /v1/templates/debian/build: running" "$(json_get "$doc" 'j["state"]')" running
 like "... with the progress lines" "$(json_get "$doc" '" | ".join(j["lines"])')" "step 1 of 2.*step 2 of 2"
 
+like "netctl status says the default template is building" "$(netctl status)" \
+	"default template: debian: building \([0-9]+ s\)"
 out=$(netctl sandbox create early 2>&1)
 is "a create during the build is refused (exit 1)" "$?" 1
 like "... naming the build and its progress" "$out" \
@@ -93,6 +95,9 @@ out=$(netctl sandbox create late 2>&1)
 is "a create after the failed build is refused (exit 1)" "$?" 1
 like "... with the build's reason" "$out" \
 	"could not be built \('netctl template build debian' tries again\): .*cannot reach the archive"
+
+like "netctl status says the build failed, and why" "$(netctl status)" \
+	"default template: debian: build failed: .*cannot reach the archive"
 
 # SIGHUP: the default template is chosen at start
 sed -i 's/^vm_template .*/vm_template minimal/' "$CONF"
