@@ -8,7 +8,8 @@
 # the build, and leaves no sandbox; `netctl template build debian`
 # joins the running build and prints its progress from the start; a
 # failed build is in the log and in every create's error; SIGHUP
-# changing vm_template says it takes effect on restart; vmm on with no
+# changing vm_template says it takes effect on restart; a build under
+# way ends with berthd (SIGTERM); vmm on with no
 # builder at all exits saying why.
 # Root, /dev/net/tun, qemu (vmm on); a few seconds.
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -40,6 +41,7 @@ like "template (the older spelling) still wants an absolute path" "$out" \
 # (bounded) and fails as a builder without its archive would.
 cat >"$T/mk-debian" <<EOF
 #!/bin/sh
+echo \$\$ >"$T/mk.pid"
 echo "mktemplate-debian: step 1 of 2 (stand-in)"
 echo "mktemplate-debian: step 2 of 2 (stand-in)" >&2
 i=0
@@ -108,8 +110,20 @@ wait_log 20 "$BERTHD_LOG" "SIGHUP: .*vm_template.* changed: takes effect on rest
 kill -TERM "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID"
 
-# vmm on with no debian builder at all: berthd exits saying why
+# a build under way ends with berthd; the next start begins it again
 sed -i 's/^vm_template .*/vm_template debian/' "$CONF"
+rm -f "$T/go" "$T/mk.pid"
+start_berthd
+wait_log 30 "$BERTHD_LOG" "template debian: mktemplate-debian: step 2 of 2" "$BERTHD_PID" ||
+	bail "the build did not start again"
+mk=$(cat "$T/mk.pid")
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID"
+check "SIGTERM during the build: the builder ends with berthd" wait_gone 10 "$mk"
+like "... saying so" "$(cat "$BERTHD_LOG")" "template debian: build stopped with berthd"
+touch "$T/go"
+
+# vmm on with no debian builder at all: berthd exits saying why
 rm -rf "$STATE/templates"
 rc=0
 BERTH_MKTEMPLATE_DEBIAN="$T/nowhere" timeout 60 "$BERTHD" -f "$CONF" -s "$STATE" \
