@@ -763,13 +763,15 @@ px_vm_template_default(void)
 	else if (TB.pid > 0 && strcmp(TB.name, "debian") == 0)
 		snprintf(buf, sizeof(buf), "debian: building (%lld s)",
 		    (long long)(time(NULL) - TB.t0));
+	else if (access(V.tdir, F_OK) == 0)	/* built; a rebuild may have failed */
+		snprintf(buf, sizeof(buf), "debian%s%s%s", V.def_fail[0] ?
+		    " (its last build failed: " : "", V.def_fail,
+		    V.def_fail[0] ? ")" : "");
 	else if (V.def_fail[0] != '\0')
 		snprintf(buf, sizeof(buf), "debian: build failed: %s",
 		    V.def_fail);
-	else if (access(V.tdir, F_OK) != 0)
-		snprintf(buf, sizeof(buf), "debian: not built");
 	else
-		snprintf(buf, sizeof(buf), "debian");
+		snprintf(buf, sizeof(buf), "debian: not built");
 	return buf;
 }
 
