@@ -200,8 +200,15 @@ static pid_t
 spawn_builder(const char *mk, const char *dir, const char *app, int *out,
     char *err, size_t errlen)
 {
+	char agent[PATH_MAX];
 	pid_t pid;
 	int pfd[2], i, nul;
+
+	/* the guest agent, found as the test app is (the builders' own
+	 * search depends on the directory berthd was started in) */
+	if (find_helper("BERTH_AGENT", PKGLIBEXECDIR "/berth-agent",
+	    BUILDDIR "/vmm/guest/berth-agent", agent, sizeof(agent)) != 0)
+		agent[0] = '\0';
 
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
@@ -223,6 +230,8 @@ spawn_builder(const char *mk, const char *dir, const char *app, int *out,
 			for (i = 3; i < 65536; i++)
 				close(i);
 		setenv("BERTH_TESTAPP", app, 1);
+		if (agent[0] != '\0')
+			setenv("BERTH_AGENT", agent, 1);
 		execl(mk, mk, dir, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
 		_exit(127);
