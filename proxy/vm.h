@@ -62,7 +62,8 @@ void px_vm_set_idle(const char *id, uint64_t idle_pause_ms,
 /* Loads dir as a template (vmm_template_load): works without VMs too. */
 int px_vm_template_check(const char *dir, char *err, size_t errlen,
     void *arg);
-/* The default template's directory once px_vm_init ran, else NULL. */
+/* The default template's directory once px_vm_init ran, else NULL (for
+ * the debian default its current link, which may not exist yet). */
 const char *px_vm_template_dir(void);
 /* The default template and how it is, for GET /v1/health ("debian:
  * building (95 s)", "debian: build failed: ...", "minimal", a
