@@ -454,6 +454,8 @@ c_status(const struct cmd *c, struct opts *o, char **a, int n)
 			printf("egress: %s\n", jstr(doc, "egress"));
 		if (json_is_string(json_object_get(doc, "vms")))
 			printf("vms: %s\n", jstr(doc, "vms"));
+		if (json_is_string(json_object_get(doc, "template")))
+			printf("default template: %s\n", jstr(doc, "template"));
 	}
 	json_decref(doc);
 	return EXIT_OK;

@@ -93,8 +93,8 @@ static void wake_metrics(struct evbuffer *);
 static json_t *
 health_json(void *arg)
 {
-	return json_pack("{s:s, s:s}", "egress", P.egress_state, "vms",
-	    P.vms_state);
+	return json_pack("{s:s, s:s, s:s?}", "egress", P.egress_state, "vms",
+	    P.vms_state, "template", px_vm_template_default());
 }
 
 /* VMs are off because egress could not be set up: a new VM sandbox is
@@ -1058,6 +1058,7 @@ sigterm_cb(evutil_socket_t sig, short what, void *arg)
 	px_fleet_stop();
 	px_proc_stop_all();
 	px_exec_shutdown();	/* its answers go out through the control API */
+	px_vm_build_stop();
 	px_controld_stop();
 	if (P.control != NULL) {
 		px_control_free(P.control);
@@ -1117,7 +1118,8 @@ reload_warnings(const struct px_config *nc)
 	CHANGED("vmm", nc->vmm != oc->vmm);
 	CHANGED("vmm_backend", str_changed(nc->vmm_backend, oc->vmm_backend));
 	CHANGED("accel", nc->accel != oc->accel);
-	CHANGED("template", str_changed(nc->template_dir, oc->template_dir));
+	CHANGED("vm_template", nc->vm_template != oc->vm_template ||
+	    str_changed(nc->template_dir, oc->template_dir));
 	CHANGED("tap_prefix", str_changed(nc->tap_prefix, oc->tap_prefix));
 	CHANGED("vm_pool", strcmp(nc->vm_pool, oc->vm_pool) != 0);
 	CHANGED("vm_jail", nc->vm_jail != oc->vm_jail);

@@ -733,11 +733,29 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->accel = PX_ACCEL_KVM;
 			else
 				ERR("accel: expected 'auto', 'tcg' or 'kvm', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "template") == 0) {
+		} else if (strcmp(argv[0], "vm_template") == 0 ||
+		    strcmp(argv[0], "template") == 0) {
+			/* template /dir is vm_template's older spelling */
 			NARGS(1);
-			if (argv[1][0] != '/')
+			if (strcmp(argv[0], "vm_template") == 0 &&
+			    strcmp(argv[1], "debian") == 0) {
+				c->vm_template = PX_TEMPLATE_DEBIAN;
+				free(c->template_dir);
+				c->template_dir = NULL;
+			} else if (strcmp(argv[0], "vm_template") == 0 &&
+			    strcmp(argv[1], "minimal") == 0) {
+				c->vm_template = PX_TEMPLATE_MINIMAL;
+				free(c->template_dir);
+				c->template_dir = NULL;
+			} else if (argv[1][0] == '/') {
+				c->vm_template = PX_TEMPLATE_DIR;
+				set_str(&c->template_dir, argv[1]);
+			} else if (strcmp(argv[0], "vm_template") == 0) {
+				ERR("vm_template: expected 'debian', 'minimal' or "
+				    "an absolute directory, got '%s'", argv[1]);
+			} else {
 				ERR("template: absolute path expected");
-			set_str(&c->template_dir, argv[1]);
+			}
 		} else if (strcmp(argv[0], "tap_prefix") == 0) {
 			size_t i, n;
 

@@ -30,6 +30,8 @@ struct px_listen {
 
 enum { PX_VMM_AUTO, PX_VMM_ON, PX_VMM_OFF };
 enum { PX_ACCEL_AUTO, PX_ACCEL_TCG, PX_ACCEL_KVM };
+/* vm_template: what a sandbox created without a template boots */
+enum { PX_TEMPLATE_DEBIAN, PX_TEMPLATE_MINIMAL, PX_TEMPLATE_DIR };
 
 struct px_certspec {
 	char		*cert;
@@ -69,7 +71,8 @@ struct px_config {
 	int		 vmm;			/* PX_VMM_* */
 	char		*vmm_backend;		/* NULL: qemu */
 	int		 accel;			/* PX_ACCEL_* */
-	char		*template_dir;		/* NULL: <state>/templates/default */
+	int		 vm_template;		/* PX_TEMPLATE_*; default debian */
+	char		*template_dir;		/* PX_TEMPLATE_DIR's, else NULL */
 	char		*tap_prefix;		/* NULL: libvmm's ("bth") */
 	int		 egress;		/* PX_VMM_* (auto: with VMs) */
 	uint16_t	 nflog_group;		/* denial log; default 5 */

@@ -43,7 +43,13 @@ static struct {
 	struct waking	*waking;
 	struct vmm	*m;
 	struct vmm_template tpl;
+	int		 have_tpl;		/* tpl loaded */
 	char		 tdir[PATH_MAX];	/* where tpl came from */
+	/* vm_template debian: the default is <state>/templates/debian/current
+	 * (tdir), read at each create, built in the background when missing;
+	 * def_fail says why its last build failed ("" since one worked) */
+	int		 def_debian;
+	char		 def_fail[512];
 	struct px_store	*store;
 	struct px_vm_hooks hooks;
 	char		 describe[768];
@@ -144,30 +150,67 @@ find_helper(const char *env, const char *installed, const char *built,
 	return -1;
 }
 
-/* Builds the default template with mktemplate; on failure err ends with
- * the last line mktemplate wrote to stderr (which also goes to ours). */
+/*
+ * The template builders: mktemplate ("minimal", the busybox guest) and
+ * mktemplate-debian ("debian"), each with the guest test app it packs.
+ * 0 with mk and app set; -1 (err says what is missing) or -2 (a name
+ * berth does not build).
+ */
 static int
-build_template(const char *dir, char *err, size_t errlen)
+find_builder(const char *name, char *mk, char *app, char *err, size_t errlen)
 {
-	char mk[PATH_MAX], app[PATH_MAX], buf[512], last[256] = "", line[256];
-	size_t ll = 0;
-	ssize_t n, i;
-	pid_t pid;
-	int st, pfd[2];
+	const char *env;
+	int i;
 
-	if (find_helper("BERTH_MKTEMPLATE", PKGLIBEXECDIR "/mktemplate",
-	    SRCDIR "/vmm/guest/mktemplate", mk, sizeof(mk)) != 0) {
+	if (strcmp(name, "debian") == 0) {
+		env = "BERTH_MKTEMPLATE_DEBIAN";
+		i = find_helper(env, PKGLIBEXECDIR "/mktemplate-debian",
+		    SRCDIR "/vmm/guest/mktemplate-debian", mk, PATH_MAX);
+	} else if (strcmp(name, "minimal") == 0) {
+		env = "BERTH_MKTEMPLATE";
+		i = find_helper(env, PKGLIBEXECDIR "/mktemplate",
+		    SRCDIR "/vmm/guest/mktemplate", mk, PATH_MAX);
+	} else {
+		snprintf(err, errlen, "berth builds the templates 'debian' and "
+		    "'minimal', not '%s' (netctl template add registers a "
+		    "directory)", name);
+		return -2;
+	}
+	if (i != 0) {
 		snprintf(err, errlen, "cannot find the template builder %s "
-		    "(make install, or set BERTH_MKTEMPLATE)", mk);
+		    "(make install, or set %s)", mk, env);
 		return -1;
 	}
 	if (find_helper("BERTH_TESTAPP", PKGLIBEXECDIR "/testapp",
-	    BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
+	    BUILDDIR "/vmm/guest/testapp", app, PATH_MAX) != 0) {
 		snprintf(err, errlen, "cannot find the guest test app %s "
 		    "(make install, or set BERTH_TESTAPP)", app);
 		return -1;
 	}
-	if (pipe(pfd) < 0) {
+	return 0;
+}
+
+/*
+ * Starts builder mk on dir: stdin /dev/null, stdout and stderr into a
+ * pipe whose read end (close-on-exec) is *out, in a process group of its
+ * own (a timeout kills all of it), holding nothing of berthd's
+ * (listeners, clients). The pid, or -1 with err.
+ */
+static pid_t
+spawn_builder(const char *mk, const char *dir, const char *app, int *out,
+    char *err, size_t errlen)
+{
+	char agent[PATH_MAX];
+	pid_t pid;
+	int pfd[2], i, nul;
+
+	/* the guest agent, found as the test app is (the builders' own
+	 * search depends on the directory berthd was started in) */
+	if (find_helper("BERTH_AGENT", PKGLIBEXECDIR "/berth-agent",
+	    BUILDDIR "/vmm/guest/berth-agent", agent, sizeof(agent)) != 0)
+		agent[0] = '\0';
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
@@ -178,19 +221,44 @@ build_template(const char *dir, char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		close(pfd[0]);
-		if (pfd[1] != STDERR_FILENO) {
-			dup2(pfd[1], STDERR_FILENO);
-			close(pfd[1]);
-		}
+		(void)setpgid(0, 0);
+		if ((nul = open("/dev/null", O_RDONLY)) >= 0)
+			dup2(nul, STDIN_FILENO);
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(pfd[1], STDERR_FILENO);
+		if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+			for (i = 3; i < 65536; i++)
+				close(i);
 		setenv("BERTH_TESTAPP", app, 1);
+		if (agent[0] != '\0')
+			setenv("BERTH_AGENT", agent, 1);
 		execl(mk, mk, dir, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
-	/* mktemplate's stderr goes on to ours; its last line is the reason */
-	while ((n = read(pfd[0], buf, sizeof(buf))) != 0) {
+	*out = pfd[0];
+	return pid;
+}
+
+/* Builds the default template with mktemplate, waiting for it; on
+ * failure err ends with the last line mktemplate wrote (its output also
+ * goes on to our stderr). */
+static int
+build_template(const char *dir, char *err, size_t errlen)
+{
+	char mk[PATH_MAX], app[PATH_MAX], buf[512], last[256] = "", line[256];
+	size_t ll = 0;
+	ssize_t n, i;
+	pid_t pid;
+	int st, fd;
+
+	if (find_builder("minimal", mk, app, err, errlen) != 0)
+		return -1;
+	if ((pid = spawn_builder(mk, dir, app, &fd, err, errlen)) < 0)
+		return -1;
+	/* its last line is the reason */
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -209,7 +277,7 @@ build_template(const char *dir, char *err, size_t errlen)
 			}
 		}
 	}
-	close(pfd[0]);
+	close(fd);
 	if (ll > 0) {
 		line[ll] = '\0';
 		memcpy(last, line, ll + 1);
@@ -394,6 +462,7 @@ static struct {
 	char		 part[TB_LINE_MAX];
 	size_t		 partlen;
 	int		 status;
+	int		 to_log;		/* progress lines go to the log too */
 } TB = { .fd = -1 };
 
 static void
@@ -401,6 +470,8 @@ tb_line(const char *s)
 {
 	snprintf(TB.lines[TB.seq % TB_LINES], TB_LINE_MAX, "%s", s);
 	TB.seq++;
+	if (TB.to_log)
+		log_info("template %s: %s", TB.name, s);
 }
 
 /* 1 if a sandbox's sandbox.conf names a file under vdir (or cannot be
@@ -475,7 +546,7 @@ tb_gc(void)
 static void
 tb_finish(int ok, const char *why)
 {
-	char cur[PATH_MAX], tmp[PATH_MAX], err[256];
+	char cur[PATH_MAX], tmp[PATH_MAX], err[256], l2[VMM_ERRLEN];
 	struct px_template t;
 	const char *base;
 
@@ -514,13 +585,14 @@ tb_finish(int ok, const char *why)
 				    "registering template %s: %s", TB.name, err);
 			}
 		}
-	} else {
+	} else if (why != TB.reason) {	/* tb_reap's is there already */
 		snprintf(TB.reason, sizeof(TB.reason), "%s", why);
 	}
 	snprintf(TB.state, sizeof(TB.state), "%s", ok ? "ok" : "failed");
 	if (ok) {
 		char l[TB_LINE_MAX];
 
+		TB.to_log = 0;
 		snprintf(l, sizeof(l), "template %s built in %lld s: %s", TB.name,
 		    (long long)(time(NULL) - TB.t0), TB.vdir);
 		tb_line(l);
@@ -528,6 +600,24 @@ tb_finish(int ok, const char *why)
 		tb_gc();
 	} else {
 		log_warnx("template %s: build failed: %s", TB.name, TB.reason);
+	}
+	TB.to_log = 0;
+	if (V.def_debian && strcmp(TB.name, "debian") == 0) {
+		snprintf(V.def_fail, sizeof(V.def_fail), "%s", ok ? "" :
+		    TB.reason);
+		if (ok)
+			log_info("the default template debian is ready: sandboxes "
+			    "can be created");
+		else
+			log_warnx("the default template debian is not built: every "
+			    "sandbox create fails until 'netctl template build "
+			    "debian' succeeds");
+		/* KVM's cached verdict for the default, as at start */
+		if (ok && V.m != NULL && !V.have_tpl && vmm_template_load(V.tdir,
+		    &V.tpl, l2, sizeof(l2)) == 0) {
+			V.have_tpl = 1;
+			(void)vmm_accel_template(V.m, &V.tpl);
+		}
 	}
 }
 
@@ -612,8 +702,7 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 {
 	char mk[PATH_MAX], app[PATH_MAX], dir[PATH_MAX];
 	struct timeval tv = { 1, 0 };
-	const char *env;
-	int pfd[2], i;
+	int fd, i;
 	pid_t pid;
 
 	(void)arg;
@@ -621,35 +710,18 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		snprintf(err, errlen, "this berthd runs no VMM");
 		return -1;
 	}
-	if (strcmp(name, "debian") == 0) {
-		env = "BERTH_MKTEMPLATE_DEBIAN";
-		i = find_helper(env, PKGLIBEXECDIR "/mktemplate-debian",
-		    SRCDIR "/vmm/guest/mktemplate-debian", mk, sizeof(mk));
-	} else if (strcmp(name, "minimal") == 0) {
-		env = "BERTH_MKTEMPLATE";
-		i = find_helper(env, PKGLIBEXECDIR "/mktemplate",
-		    SRCDIR "/vmm/guest/mktemplate", mk, sizeof(mk));
-	} else {
-		snprintf(err, errlen, "berth builds the templates 'debian' and "
-		    "'minimal', not '%s' (netctl template add registers a "
-		    "directory)", name);
-		return -2;
-	}
-	if (i != 0) {
-		snprintf(err, errlen, "cannot find the template builder %s "
-		    "(make install, or set %s)", mk, env);
-		return -1;
+	if ((i = find_builder(name, mk, app, err, errlen)) != 0)
+		return i;
+	if (TB.pid > 0 && strcmp(TB.name, name) == 0) {
+		/* the same build asked again: follow the one running */
+		log_info("template %s: build asked for again: joining the one "
+		    "running since %lld s", name, (long long)(time(NULL) - TB.t0));
+		return 0;
 	}
 	if (TB.pid > 0) {
 		snprintf(err, errlen, "template %s is being built (one build at "
 		    "a time)", TB.name);
 		return -3;
-	}
-	if (find_helper("BERTH_TESTAPP", PKGLIBEXECDIR "/testapp",
-	    BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
-		snprintf(err, errlen, "cannot find the guest test app %s "
-		    "(make install, or set BERTH_TESTAPP)", app);
-		return -1;
 	}
 	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, name);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
@@ -662,40 +734,14 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		if (access(TB.vdir, F_OK) != 0)
 			break;
 	}
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
+	if ((pid = spawn_builder(mk, TB.vdir, app, &fd, err, errlen)) < 0)
 		return -1;
-	}
-	if ((pid = fork()) < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(pfd[0]);
-		close(pfd[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY);
-
-		(void)setpgid(0, 0);	/* a timeout ends all of it */
-		if (nul >= 0)
-			dup2(nul, STDIN_FILENO);
-		dup2(pfd[1], STDOUT_FILENO);
-		dup2(pfd[1], STDERR_FILENO);
-		/* nothing of berthd (listeners, clients) in the builder */
-		if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
-			for (i = 3; i < 65536; i++)
-				close(i);
-		setenv("BERTH_TESTAPP", app, 1);
-		execl(mk, mk, TB.vdir, (char *)NULL);
-		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
-		_exit(127);
-	}
-	close(pfd[1]);
-	(void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(fd, F_SETFL, O_NONBLOCK);
 	snprintf(TB.name, sizeof(TB.name), "%s", name);
 	snprintf(TB.state, sizeof(TB.state), "running");
 	TB.reason[0] = '\0';
 	TB.pid = pid;
-	TB.fd = pfd[0];
+	TB.fd = fd;
 	TB.t0 = time(NULL);
 	TB.seq = 0;
 	TB.partlen = 0;
@@ -712,6 +758,30 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 	}
 	log_info("template %s: building in %s with %s", name, TB.vdir, mk);
 	return 0;
+}
+
+const char *
+px_vm_template_default(void)
+{
+	static char buf[640];
+
+	if (V.m == NULL)
+		return NULL;
+	if (!V.def_debian)
+		snprintf(buf, sizeof(buf), "%s", V.tdir);
+	else if (TB.pid > 0 && strcmp(TB.name, "debian") == 0)
+		snprintf(buf, sizeof(buf), "debian: building (%lld s)",
+		    (long long)(time(NULL) - TB.t0));
+	else if (access(V.tdir, F_OK) == 0)	/* built; a rebuild may have failed */
+		snprintf(buf, sizeof(buf), "debian%s%s%s", V.def_fail[0] ?
+		    " (its last build failed: " : "", V.def_fail,
+		    V.def_fail[0] ? ")" : "");
+	else if (V.def_fail[0] != '\0')
+		snprintf(buf, sizeof(buf), "debian: build failed: %s",
+		    V.def_fail);
+	else
+		snprintf(buf, sizeof(buf), "debian: not built");
+	return buf;
 }
 
 json_t *
@@ -751,9 +821,17 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	V.base = base;
 	snprintf(V.state_dir, sizeof(V.state_dir), "%s", state_dir);
 	snprintf(vdir, sizeof(vdir), "%s/vms", state_dir);
-	if (c->template_dir != NULL) {
+	/*
+	 * The default template (vm_template). A directory is loaded as it
+	 * is. minimal, the busybox guest, is built here before berthd is
+	 * ready if it is missing (seconds). debian takes minutes the first
+	 * time: berthd is ready at once and builds it in the background
+	 * (below, once the VMM runs); a create meanwhile is refused, naming
+	 * the build (px_vm_create).
+	 */
+	if (c->vm_template == PX_TEMPLATE_DIR && c->template_dir != NULL) {
 		snprintf(tdir, sizeof(tdir), "%s", c->template_dir);
-	} else {
+	} else if (c->vm_template == PX_TEMPLATE_MINIMAL) {
 		snprintf(tdir, sizeof(tdir), "%s/templates/default", state_dir);
 		snprintf(e, sizeof(e), "%s/template.json", tdir);
 		if (access(e, R_OK) != 0) {
@@ -761,10 +839,30 @@ px_vm_init(struct event_base *base, struct px_store *store,
 			if (build_template(tdir, e, sizeof(e)) != 0)
 				goto notemplate;
 		}
+	} else {
+		char mk[PATH_MAX], app[PATH_MAX];
+
+		V.def_debian = 1;
+		snprintf(tdir, sizeof(tdir), "%s/templates/debian/current",
+		    state_dir);
+		snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
+		if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) == 0)
+			V.have_tpl = 1;
+		else if (find_builder("debian", mk, app, e, sizeof(e)) != 0)
+			goto notemplate;	/* not even a builder */
+		snprintf(e, sizeof(e), "%s/templates", state_dir);
+		if (mkdir(e, 0755) < 0 && errno != EEXIST) {
+			snprintf(e, sizeof(e), "%s/templates: %s", state_dir,
+			    strerror(errno));
+			goto notemplate;
+		}
 	}
-	if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0)
-		goto notemplate;
-	snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
+	if (!V.def_debian) {
+		if (vmm_template_load(tdir, &V.tpl, e, sizeof(e)) < 0)
+			goto notemplate;
+		V.have_tpl = 1;
+		snprintf(V.tdir, sizeof(V.tdir), "%s", tdir);
+	}
 	memset(&vc, 0, sizeof(vc));
 	vc.state_dir = vdir;
 	vc.backend = c->vmm_backend;
@@ -815,7 +913,20 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		snprintf(err, errlen, "%s", e);
 		return -1;
 	}
-	(void)vmm_accel_template(V.m, &V.tpl);
+	if (V.have_tpl)
+		(void)vmm_accel_template(V.m, &V.tpl);
+	if (V.def_debian && !V.have_tpl) {
+		log_info("the default template debian is not built yet: building "
+		    "it in the background (minutes the first time); its progress "
+		    "follows here and in GET /v1/templates/debian/build, "
+		    "'netctl template build debian' follows it too");
+		if (px_vm_template_build("debian", e, sizeof(e), NULL) != 0) {
+			snprintf(V.def_fail, sizeof(V.def_fail), "%s", e);
+			log_warnx("template debian: cannot start its build: %s", e);
+		} else {
+			TB.to_log = 1;
+		}
+	}
 	if ((n = vmm_adopt_all(V.m, e, sizeof(e))) < 0)
 		log_warnx("vmm: re-adopting VMs: %s", e);
 	else if (n > 0)
@@ -850,6 +961,20 @@ notemplate:
 	return 0;
 }
 
+/* A template build does not outlive berthd (SIGTERM): the next start
+ * begins the default's again; a build asked for is asked again. */
+void
+px_vm_build_stop(void)
+{
+	if (TB.pid <= 0)
+		return;
+	kill(-TB.pid, SIGKILL);
+	kill(TB.pid, SIGKILL);
+	(void)waitpid(TB.pid, NULL, 0);
+	log_info("template %s: build stopped with berthd", TB.name);
+	TB.pid = 0;
+}
+
 void
 px_vm_shutdown(void)
 {
@@ -858,6 +983,36 @@ px_vm_shutdown(void)
 		vmm_free(V.m);
 		V.m = NULL;
 	}
+}
+
+/*
+ * The debian default for a create, read anew each time (a rebuild moves
+ * current to a new version). While its build runs, or after it failed,
+ * the create is refused saying so: a build takes minutes, longer than a
+ * client should hold a request, and the sandbox is not half made.
+ */
+static int
+default_debian(struct vmm_template *t, char *err, size_t errlen)
+{
+	char e[VMM_ERRLEN];
+
+	if (TB.pid > 0 && strcmp(TB.name, "debian") == 0) {
+		snprintf(err, errlen, "the default template debian is being "
+		    "built (%lld s, %llu lines of progress so far; 'netctl "
+		    "template build debian' follows it): try again once it is "
+		    "built", (long long)(time(NULL) - TB.t0),
+		    (unsigned long long)TB.seq);
+		return -1;
+	}
+	if (vmm_template_load(V.tdir, t, e, sizeof(e)) == 0)
+		return 0;
+	if (V.def_fail[0] != '\0')
+		snprintf(err, errlen, "the default template debian could not be "
+		    "built ('netctl template build debian' tries again): %s",
+		    V.def_fail);
+	else
+		snprintf(err, errlen, "the default template debian: %s", e);
+	return -1;
 }
 
 struct opctx {
@@ -926,6 +1081,9 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 		snprintf(err, errlen, "template '%s': %s", ps->template_name, e);
 		return -1;
 	}
+	if (ps->template_dir == NULL && V.def_debian &&
+	    default_debian(&t, err, errlen) != 0)
+		return -1;
 	if ((o = opctx_new(id)) == NULL) {
 		vmm_template_free(&t);
 		snprintf(err, errlen, "out of memory");
@@ -933,7 +1091,7 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 	}
 	memset(&spec, 0, sizeof(spec));
 	spec.id = id;
-	spec.tpl = ps->template_dir != NULL ? &t : &V.tpl;
+	spec.tpl = ps->template_dir != NULL || V.def_debian ? &t : &V.tpl;
 	spec.mem_mib = ps->mem_mib;
 	spec.vcpus = ps->vcpus;
 	spec.disk_mib = ps->disk_mib;

@@ -62,11 +62,17 @@ void px_vm_set_idle(const char *id, uint64_t idle_pause_ms,
 /* Loads dir as a template (vmm_template_load): works without VMs too. */
 int px_vm_template_check(const char *dir, char *err, size_t errlen,
     void *arg);
-/* The default template's directory once px_vm_init ran, else NULL. */
+/* The default template's directory once px_vm_init ran, else NULL (for
+ * the debian default its current link, which may not exist yet). */
 const char *px_vm_template_dir(void);
-/* Starts building template name ("debian", "minimal") in the state dir:
- * 0, or with err -2 (a name berth cannot build), -3 (a build is under
- * way), -1 (anything else). */
+/* The default template and how it is, for GET /v1/health ("debian:
+ * building (95 s)", "debian: build failed: ...", "minimal", a
+ * directory); NULL without VMs. */
+const char *px_vm_template_default(void);
+/* Starts building template name ("debian", "minimal") in the state dir
+ * (0; also when that name's build runs already: it is joined), or with
+ * err -2 (a name berth cannot build), -3 (another template's build is
+ * under way), -1 (anything else). */
 int px_vm_template_build(const char *name, char *err, size_t errlen,
     void *arg);
 /* The last (or current) build of name: {name, state (running, ok,
@@ -84,5 +90,7 @@ struct vmm_sandbox *px_vm_sandbox(const char *id);
 /* The workers saw traffic for id. */
 void px_vm_activity(const char *id);
 void px_vm_shutdown(void);
+/* Kills a template build under way (berthd is ending). */
+void px_vm_build_stop(void);
 
 #endif

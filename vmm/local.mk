@@ -92,3 +92,8 @@ TESTS += tests/integ/vm-exec.sh
 EXTRA_DIST += tests/integ/vm-exec.sh
 TESTS += tests/integ/vm-debian.sh
 EXTRA_DIST += tests/integ/vm-debian.sh
+# berth.conf's vm_template: the debian default built in the background,
+# creates refused meanwhile naming the build, a failed build reported
+# (root; a stand-in builder, no VM boot; seconds).
+TESTS += tests/integ/vm-template-default.sh
+EXTRA_DIST += tests/integ/vm-template-default.sh

@@ -40,6 +40,7 @@ host_conf() {
 		echo "workers 1"
 		echo "user nobody"
 		echo "vmm $_vmm"
+		echo "vm_template minimal"
 		echo "egress off"
 		echo "fleet_etcd http://127.0.0.1:$CPORT"
 		echo "fleet_host $_h"

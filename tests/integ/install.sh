@@ -19,6 +19,8 @@
 #    sends it) leaves the VM running, and the next berthd re-adopts it;
 #  - vmm auto with a template builder that fails: berthd serves with VMs
 #    off and says why; vmm on: it exits with the reason.
+# The runs use vm_template minimal (the busybox guest) through the
+# unit's EnvironmentFile; the embedded default's debian is not built here.
 # Root, qemu, ip netns, setpriv; one VM boot (qemu, TCG).
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
@@ -130,6 +132,14 @@ is "the unit's ExecStart with no config file: no -f" \
 	"$(expand "$(key ExecStart)")" "$P/sbin/berthd -s $STATE"
 out=$(in_ns setpriv $nnp --bounding-set "-all,$caps" sh -c "exec $(expand "$(key ExecStartPre)")" 2>&1)
 like "ExecStartPre (berthd -n) accepts the embedded default" "$out" "embedded default\) OK"
+# The embedded default's template is debian (minutes to build, and a
+# slower boot): the runs below take the busybox one through the unit's
+# EnvironmentFile, as an operator would (vm-debian.sh boots debian).
+mkdir -p "$P/etc/default" "$P/etc/berth"
+echo "vm_template minimal" >"$P/etc/berth/berth.conf"
+echo "BERTHD_OPTS=\"-f $P/etc/berth/berth.conf\"" >"$P/etc/default/berthd"
+is "... and BERTHD_OPTS from the EnvironmentFile reaches it" \
+	"$(expand "$(key ExecStart)")" "$P/sbin/berthd -s $STATE -f $P/etc/berth/berth.conf"
 
 start_unit() {  # start_unit N: ExecStart by hand, wait for ready
 	BERTHD_LOG="$T/berthd$1.log"
@@ -246,7 +256,7 @@ exit 1
 EOF
 chmod 755 "$T/failing-mktemplate"
 spawn "$T/berthd-auto.log" ip netns exec "$ns" env BERTH_MKTEMPLATE="$T/failing-mktemplate" \
-	"$P/sbin/berthd" -s "$T/state-auto"
+	"$P/sbin/berthd" -f "$P/etc/berth/berth.conf" -s "$T/state-auto"
 apid=$SPAWNED
 if wait_log 60 "$T/berthd-auto.log" "berthd: ready" "$apid"; then
 	ok "vmm auto, template build fails: berthd still starts"
@@ -258,7 +268,7 @@ like "... with VMs off and the builder's reason" "$(grep 'vmm: ' "$T/berthd-auto
 	'vmm: off \(template: .*failed: mktemplate: no /boot/vmlinuz-\* with modules'
 kill -TERM "$apid"
 wait_gone 30 "$apid"
-echo "vmm on" >"$T/on.conf"
+printf 'vmm on\nvm_template minimal\n' >"$T/on.conf"
 rc=0
 in_ns timeout 60 env BERTH_MKTEMPLATE="$T/failing-mktemplate" "$P/sbin/berthd" -f "$T/on.conf" \
 	-s "$T/state-on" >"$T/berthd-on.log" 2>&1 || rc=$?

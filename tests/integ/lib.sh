@@ -278,6 +278,9 @@ berthd_config() {
 		echo "access_log stderr"
 		# VMs only where a test asks (VMM=on): no template build elsewhere
 		echo "vmm ${VMM:-off}"
+		# VM tests boot the fast busybox guest unless they ask for
+		# another (VM_TEMPLATE=debian, or a vm_template/template line)
+		echo "vm_template ${VM_TEMPLATE:-minimal}"
 		# VM tests boot under TCG whatever the host's KVM looks like
 		# (vm-accel.sh tests the automatic choice)
 		echo "accel ${ACCEL:-tcg}"

@@ -120,6 +120,30 @@ main(void)
 	    c.vm_max_vcpus == 4 && c.vm_disk == 1024 && c.vm_max_disk == 16384,
 	    "sandbox size defaults and maxima");
 	px_config_free(&c);
+	/* vm_template: debian by default; template /dir its older spelling */
+	ok(px_config_load(&c, NULL, err, sizeof(err)) == 0 &&
+	    c.vm_template == PX_TEMPLATE_DEBIAN && c.template_dir == NULL,
+	    "vm_template: debian by default");
+	px_config_free(&c);
+	ok(load("vm_template minimal\n", &c, err, sizeof(err)) == 0 &&
+	    c.vm_template == PX_TEMPLATE_MINIMAL && c.template_dir == NULL,
+	    "vm_template minimal");
+	px_config_free(&c);
+	ok(load("vm_template /srv/tpl\n", &c, err, sizeof(err)) == 0 &&
+	    c.vm_template == PX_TEMPLATE_DIR && c.template_dir != NULL &&
+	    strcmp(c.template_dir, "/srv/tpl") == 0, "vm_template /dir");
+	px_config_free(&c);
+	ok(load("template /srv/tpl\nvm_template debian\n", &c, err,
+	    sizeof(err)) == 0 && c.vm_template == PX_TEMPLATE_DEBIAN &&
+	    c.template_dir == NULL, "the last of template and vm_template wins");
+	px_config_free(&c);
+	ok(load("vm_template minimal\ntemplate /srv/tpl\n", &c, err,
+	    sizeof(err)) == 0 && c.vm_template == PX_TEMPLATE_DIR &&
+	    c.template_dir != NULL, "template /dir is vm_template /dir");
+	px_config_free(&c);
+	bad("\nvm_template buster\n", 2, "vm_template: expected 'debian', "
+	    "'minimal' or an absolute directory, got 'buster'");
+	bad("template minimal\n", 1, "template: absolute path expected");
 	ok(load("vm_max_memory 8192\nvm_memory 2048\nvm_vcpus 2\n"
 	    "vm_max_vcpus 8\nvm_disk 4096\nvm_max_disk 65536\n", &c, err,
 	    sizeof(err)) == 0 && c.vm_memory == 2048 && c.vm_max_memory == 8192 &&
