@@ -139,6 +139,51 @@ stream_reset(struct h2s *st, uint32_t code)
 	nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, code);
 }
 
+static ssize_t data_read(nghttp2_session *, int32_t, uint8_t *, size_t,
+    uint32_t *, nghttp2_data_source *, void *);
+
+/*
+ * berthd's own answer on a stream that no session serves (any session
+ * the stream had is let go: it sees EOF). The body is JSON as the
+ * session's answer to a head it could not take: nothing of the request
+ * (not its Accept) is known. The response ends the stream (END_STREAM);
+ * a request still open is then reset with NO_ERROR (on_frame_send).
+ */
+static void
+stream_answer(struct h2s *st, int status, const char *why)
+{
+	char code[4], clen[8];
+	int n;
+	nghttp2_data_provider prd;
+	nghttp2_nv nv[4] = {
+		{ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)"content-type", (uint8_t *)"application/json", 12, 16,
+		    NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)"content-length", (uint8_t *)clen, 14, 0,
+		    NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)"cache-control", (uint8_t *)"no-store", 13, 8,
+		    NGHTTP2_NV_FLAG_NONE },
+	};
+
+	if (st->a != NULL) {
+		bufferevent_setcb(st->a, NULL, NULL, NULL, NULL);
+		bufferevent_flush(st->a, EV_WRITE, BEV_FINISHED);
+		bufferevent_free(st->a);
+		st->a = NULL;
+	}
+	evbuffer_drain(st->body, evbuffer_get_length(st->body));
+	n = evbuffer_add_printf(st->body,
+	    "{\"error\":{\"status\":%d,\"sandbox\":null,\"reason\":\"%s\"}}\n",
+	    status, why);
+	snprintf(code, sizeof(code), "%03d", status % 1000);
+	nv[2].valuelen = (size_t)snprintf(clen, sizeof(clen), "%d", n < 0 ? 0 : n);
+	st->head_done = st->resp_end = 1;
+	prd.source.ptr = st;
+	prd.read_callback = data_read;
+	if (nghttp2_submit_response(st->h->ng, st->id, nv, 4, &prd) != 0)
+		stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+}
+
 /* Gives back the window of the DATA bytes the session has taken. */
 static void
 stream_consume(struct h2s *st)
@@ -219,11 +264,11 @@ stream_begin(struct h2s *st, int end_stream)
 
 	st->started = 1;
 	if (st->too_big) {
-		nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"431", 7, 3,
-		    NGHTTP2_NV_FLAG_NONE };
+		char why[96];
 
-		if (nghttp2_submit_response(h->ng, st->id, &nv, 1, NULL) != 0)
-			stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		snprintf(why, sizeof(why), "the request's header list is over %u bytes",
+		    h->w->cfg.h2_header_list);
+		stream_answer(st, 431, why);
 		return;
 	}
 	if (st->bad || st->method[0] == '\0' || st->path == NULL ||
@@ -402,6 +447,19 @@ resp_head(struct h2s *st)
 		if (n < 0)
 			return -1;
 		evbuffer_drain(in, (size_t)n);
+		if (st->resp.status == 101) {
+			/* HTTP/2 has no 101 (RFC 9113 8.6): no request of
+			 * ours asks for an upgrade (nghttp2 refuses the
+			 * Upgrade and Connection fields), and the session
+			 * answers an unasked one 502; this is the last guard
+			 * against a stream that waits for a final head
+			 * forever. */
+			log_warnx("h2 %s: stream %d: 101 from the session layer: 502",
+			    st->h->peername, st->id);
+			stream_answer(st, 502, "the sandbox switched protocols "
+			    "(101), which HTTP/2 cannot carry");
+			return 0;
+		}
 		if (st->resp.status < 200) {
 			if (st->resp.status == 100)
 				submit_interim(st, 100);
@@ -442,7 +500,6 @@ resp_read(struct h2s *st)
 
 	if (st->a == NULL)
 		return;
-	in = bufferevent_get_input(st->a);
 	if (resp_head(st) != 0) {
 		log_warnx("h2 %s: stream %d: bad response from the session layer",
 		    st->h->peername, st->id);
@@ -450,6 +507,9 @@ resp_read(struct h2s *st)
 		stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
+	if (st->a == NULL)
+		return;		/* answered by berthd (stream_answer) */
+	in = bufferevent_get_input(st->a);
 	while (st->head_done && !st->resp_end &&
 	    (room = H2_BODY_MAX - evbuffer_get_length(st->body)) > 0 &&
 	    H2_BODY_MAX > evbuffer_get_length(st->body) &&
@@ -692,6 +752,25 @@ on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 	return 0;
 }
 
+/*
+ * A response complete (END_STREAM sent) before its request: RFC 9113
+ * 8.1 lets the server ask the client to stop sending with RST_STREAM
+ * NO_ERROR, and nghttp2 does not do it by itself. Without it a stream
+ * answered early (431, 401 or 413 to a POST, a guest that answers
+ * before it reads) stays half-closed for as long as the client likes,
+ * holding one of its h2_streams and sending DATA that is thrown away.
+ */
+static int
+on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+	    nghttp2_session_get_stream_remote_close(ng, f->hd.stream_id) == 0)
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+		    NGHTTP2_NO_ERROR);
+	return 0;
+}
+
 static int
 on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 {
@@ -901,6 +980,7 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	nghttp2_option_set_max_outbound_ack(opt, 1000);	/* SETTINGS/PING floods */
 	nghttp2_option_set_max_settings(opt, 32);

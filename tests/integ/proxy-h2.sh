@@ -146,6 +146,58 @@ like "private, cookie: served" "$out" '"target":"/echo"'
 unlike "...berth's cookie never reaches the guest" "$out" "$tok"
 like "...the guest's cookies do, joined" "$out" 'theme=dark; lang=en'
 
+# ---- a stream berthd answers itself: 431, then reset; no 101 over h2 ---------------
+ATK="$top_srcdir/tests/integ/h2attack.py"
+h2seq() { timeout 30 python3 "$ATK" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" "$@" 2>&1; }
+big=$(head -c 17000 /dev/zero | tr '\0' a)
+out=$(bcurl --http2 -D "$T/431.hdr" -H "x-big: $big" "$URL/healthz")
+is "a header list over h2_header_list: 431" "$(head -n 1 "$T/431.hdr" | tr -d '\r')" "HTTP/2 431 "
+like "...with a JSON error naming the limit" "$out" '^\{"error":\{"status":431,"sandbox":null,"reason":"the request.s header list is over 16384 bytes"\}\}$'
+# RFC 9113 8.1: the 431 ends the stream (END_STREAM); a request still
+# open is then reset with NO_ERROR so the client stops sending it; DATA
+# that was already on its way is thrown away, and the connection goes on.
+is "431 to a whole request: END_STREAM, and the next stream is served" \
+	"$(h2seq big431 140)" "s1 431, s1 end, s3 200, s3 end"
+is "431 to a POST whose body is still open: END_STREAM, RST_STREAM NO_ERROR, the next stream served" \
+	"$(h2seq big431open 140)" "s1 431, s1 end, s1 rst 0, s3 200, s3 end"
+is "...the same for an HPACK bomb" \
+	"$(h2seq bomb431open 1000)" "s1 431, s1 end, s1 rst 0, s3 200, s3 end"
+# Any response that ends before its request does (here 401 from a
+# private port to a POST whose body is open) is reset NO_ERROR alike.
+out=$(nghttp -v -d "$T/big" -H ":authority: $(host_for "$TA_PORT" h2p):$HTTPS_PORT" \
+	"https://127.0.0.1:$HTTPS_PORT/upload" 2>&1)
+like "an early 401 to a 10 MB POST over h2" "$out" ':status: 401'
+like "...then RST_STREAM NO_ERROR: the client stops sending" \
+	"$(printf '%s\n' "$out" | grep -A1 'recv RST_STREAM' | tr -s ' \n' ' ')" \
+	'recv RST_STREAM frame <.*stream_id=[0-9]+> \(error_code=NO_ERROR\(0x00\)\)'
+# HTTP/2 has no 101 (RFC 9113 8.6). A request that asks for an upgrade
+# is malformed over h2 (Connection, Upgrade: 8.2.2) and reset; curl
+# drops those fields itself. A guest that switches protocols anyway
+# gets its client a 502, as an unasked 101 does over HTTP/1.1: a reset
+# would tell a browser only "protocol error", and the stream cannot
+# carry a tunnel.
+is "Connection/Upgrade fields over h2: the stream reset PROTOCOL_ERROR, the connection goes on" \
+	"$(h2seq upgrade 0)" "s1 rst 1, s3 200, s3 end"
+spawn "$T/up101.log" python3 -u "$ATK" up101 0
+wait_log 10 "$T/up101.log" "^listening on" "$SPAWNED" || bail "the 101 guest did not start"
+UP101=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/up101.log")
+publish h2u "$UP101" >/dev/null || bail "cannot publish h2u $UP101"
+U101=$(url_for "$UP101" h2u)
+wait_log 10 "$T/up101.log" "^closed"	# publish's probe
+: >"$T/up101.log"
+out=$(bcurl --http2 -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+	-H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' \
+	-w '\n%{http_version} %{http_code} %{num_connects}\n' "$U101/ws" \
+	-w '\n%{http_version} %{http_code} %{num_connects}\n' "$U101/ws")
+is "a guest's 101 to an h2 request: 502, twice on one connection (no hang)" \
+	"$(printf '%s\n' "$out" | grep -E '^[0-9.]+ [0-9]+ [0-9]+$' | tr '\n' ' ')" "2 502 1 2 502 0 "
+like "...saying why" "$out" '"reason":"upstream switched protocols unasked"'
+closed2() { [ "$(grep -c '^closed' "$T/up101.log")" -ge 2 ]; }
+wait_for 10 closed2
+is "...and the guest's connections closed (no tunnel left open)" "$(grep -c '^closed' "$T/up101.log")" 2
+is "...as over HTTP/1.1 for an unasked 101" \
+	"$(bcurl -o /dev/null -w '%{http_version} %{http_code}' "$U101/ws")" "1.1 502"
+
 # ---- attacks ------------------------------------------------------------------------
 cat >"$T/h2raw.py" <<'EOF'
 # h2raw.py PORT SNI AUTHORITY CA MODE N: a hostile HTTP/2 client.
@@ -258,7 +310,6 @@ is "...and still serves" "$(bcurl --http2 -o /dev/null -w '%{http_code}' "$URL/h
 # max(2 x baseline, baseline + 20 ms), the baseline the median of three
 # runs in this same test: a noisy 2-core machine moves a p99 of a few ms
 # by more than 2x with no attack at all.
-ATK="$top_srcdir/tests/integ/h2attack.py"
 atk() { timeout 150 python3 "$ATK" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" "$@" 2>&1; }
 p99() { atk lat 200 /healthz | awk '{print $4}'; }
 b1=$(p99); b2=$(p99); b3=$(p99)
