@@ -16,6 +16,24 @@
  * upstream past it), about 200 KiB a stream with the upstream's read and
  * socket buffers; the connection's output by PX_HIWAT (frames are made
  * only below it).
+ *
+ * WebSockets: no RFC 8441. berthd does not send
+ * SETTINGS_ENABLE_CONNECT_PROTOCOL, so a browser opens its WebSocket on
+ * an HTTP/1.1 connection of its own (Chromium, Firefox and Safari all
+ * fall back so; proxy-h2.sh checks Chromium's echo beside a page it
+ * loaded over h2), and a CONNECT stream is reset. Why: a WebSocket there
+ * is the session layer's Upgrade tunnel, whose idle timeouts, activity
+ * reports (an open WebSocket keeps its sandbox awake), wake and limits
+ * are those of a connection; carried as an h2 stream it would need a
+ * made-up Sec-WebSocket-Key and a 101 turned into 200, would hold one of
+ * the connection's h2_streams for hours, be cut by the GOAWAY of a
+ * drain or an attack limit meant for the page's streams, and share the
+ * page's TCP head-of-line blocking. What it would save is one TLS
+ * handshake per WebSocket (one round trip, once per page).
+ *
+ * HTTP/2 has no 101 (RFC 9113 8.6): Upgrade and Connection fields make a
+ * request malformed (nghttp2 resets it), and a guest that switches
+ * protocols unasked gets its client a 502 from the session layer.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "h2.h"
