@@ -372,6 +372,42 @@ if [ -x "$CHROMIUM" ] && command -v certutil >/dev/null 2>&1; then
 	is "Chromium: the page's WebSocket echo works" "$rc" 0
 	is "...the page came over h2 (nextHopProtocol)" "$(json_get "$out" 'j.get("proto","")')" h2
 	like "...the WebSocket went through berthd (HTTP/1.1 fallback)" "$(cat "$TA_REQLOG")" " GET /ws"
+	# A dev server's page: 200 ES modules (a static server of Python's
+	# for the JavaScript MIME type module scripts need); the page says
+	# how many ran and the protocols its resources came over.
+	mkdir -p "$T/site"
+	i=0; : >"$T/site/main.js"
+	while [ $i -lt 200 ]; do
+		echo "export const v = $i;" >"$T/site/m$i.js"
+		echo "import { v as v$i } from './m$i.js';" >>"$T/site/main.js"
+		i=$((i + 1))
+	done
+	echo "const p = new Set(performance.getEntriesByType('resource').map(e => e.nextHopProtocol));" >>"$T/site/main.js"
+	echo "document.getElementById('echo').textContent = 'modules ran: 200 via ' + Array.from(p).join(',');" >>"$T/site/main.js"
+	printf '%s\n' '<!doctype html><meta charset=utf-8><title>200 modules</title>' \
+		'<div id=echo>loading</div><script type=module src=main.js></script>' >"$T/site/index.html"
+	echo ok >"$T/site/healthz"	# publish waits for an answer there
+	SITE_PORT=$(free_port)
+	# (http.server's own listen backlog of 5 drops the SYNs of 100 streams'
+	# connections at once: their retries take seconds)
+	spawn "$T/site.log" python3 -u -c 'import functools, http.server as h, sys
+class S(h.ThreadingHTTPServer): request_queue_size = 1024
+class H(h.SimpleHTTPRequestHandler): protocol_version = "HTTP/1.1"
+s = S(("127.0.0.1", int(sys.argv[1])), functools.partial(H, directory=sys.argv[2]))
+print("serving", flush=True)
+s.serve_forever()' "$SITE_PORT" "$T/site"
+	wait_log 10 "$T/site.log" "^serving" "$SPAWNED" || bail "the static server did not start"
+	publish h2m "$SITE_PORT" >/dev/null || bail "cannot publish h2m $SITE_PORT"
+	rm -rf "$T/profile" && mkdir -p "$T/profile"
+	out=$(python3 "$top_srcdir/tests/integ/proxy_cdp.py" --chromium "$CHROMIUM" \
+		--url "$(url_for "$SITE_PORT" h2m)/index.html" --selector '#echo' \
+		--expect "modules ran: 200 via" --timeout 60 --log "$T/chromium.log" -- \
+		--headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--disable-dev-shm-usage --user-data-dir="$T/profile")
+	is "Chromium: a page of 200 module scripts loads and runs" "$?" 0
+	is "...every module over h2 (nextHopProtocol)" "$(json_get "$out" 'j.get("text","")')" "modules ran: 200 via h2"
+	is "...the page too" "$(json_get "$out" 'j.get("proto","")')" h2
 else
 	ok "# SKIP chromium or certutil not installed"
 fi
