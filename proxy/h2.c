@@ -1001,9 +1001,14 @@ c_read(struct bufferevent *bev, void *arg)
 			if (!h->closing)	/* else said already */
 				log_warnx("h2 %s: %s", h->peername,
 				    nghttp2_strerror((int)n));
-			if (n == NGHTTP2_ERR_FLOODED)
-				nghttp2_session_terminate_session(h->ng,
-				    NGHTTP2_ENHANCE_YOUR_CALM);
+			/* nghttp2 queues no GOAWAY of its own for these
+			 * (a no-op when one is queued already) */
+			nghttp2_session_terminate_session(h->ng,
+			    n == NGHTTP2_ERR_FLOODED ||
+			    n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+			    NGHTTP2_ENHANCE_YOUR_CALM :
+			    n == NGHTTP2_ERR_BAD_CLIENT_MAGIC ?
+			    NGHTTP2_PROTOCOL_ERROR : NGHTTP2_INTERNAL_ERROR);
 			h->closing = 1;
 			break;
 		}
