@@ -171,6 +171,49 @@ static ssize_t data_read(nghttp2_session *, int32_t, uint8_t *, size_t,
     uint32_t *, nghttp2_data_source *, void *);
 
 /*
+ * The access log line and the counters of an answer h2.c made itself
+ * (no session saw the request), in the session layer's format (respond.c)
+ * with no sandbox, port or request id. The fields come validated by
+ * nghttp2 (RFC 9113 8.3: no control bytes); the query stays out.
+ */
+static void
+stream_log(struct h2s *st, int status, size_t bytes)
+{
+	struct px_sessenv *w = st->h->w;
+	char line[1024], tbuf[32], ip[64], *c;
+	struct timespec rt;
+	struct tm tm;
+	int n, cls = status / 100;
+	size_t plen;
+
+	w->stats.requests++;
+	w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
+	w->stats.bytes_out += bytes;
+	if (cls == 4)
+		w->stats.rejected++;
+	if (w->access_fd < 0)
+		return;
+	snprintf(ip, sizeof(ip), "%s", st->h->peername);
+	if ((c = strrchr(ip, ':')) != NULL)
+		*c = '\0';
+	plen = st->path != NULL ? strcspn(st->path, "?") : 0;
+	if (plen > 500)
+		plen = 500;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	gmtime_r(&rt.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	n = snprintf(line, sizeof(line),
+	    "access %s.%03ldZ %s %.253s - 0 %s %.*s %d %zu 0 0 -\n",
+	    tbuf, rt.tv_nsec / 1000000, ip,
+	    st->authority != NULL ? st->authority : "-",
+	    st->method[0] != '\0' ? st->method : "-",
+	    plen > 0 ? (int)plen : 1, plen > 0 ? st->path : "-", status, bytes);
+	if (n > 0)
+		log_access(w->access_fd, line,
+		    (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/*
  * berthd's own answer on a stream that no session serves (any session
  * the stream had is let go: it sees EOF). The body is JSON as the
  * session's answer to a head it could not take: nothing of the request
@@ -206,6 +249,7 @@ stream_answer(struct h2s *st, int status, const char *why)
 	snprintf(code, sizeof(code), "%03d", status % 1000);
 	nv[2].valuelen = (size_t)snprintf(clen, sizeof(clen), "%d", n < 0 ? 0 : n);
 	st->head_done = st->resp_end = 1;
+	stream_log(st, status, n < 0 ? 0 : (size_t)n);
 	prd.source.ptr = st;
 	prd.read_callback = data_read;
 	if (nghttp2_submit_response(st->h->ng, st->id, nv, 4, &prd) != 0)

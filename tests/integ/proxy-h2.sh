@@ -214,6 +214,9 @@ big=$(head -c 17000 /dev/zero | tr '\0' a)
 out=$(bcurl --http2 -D "$T/431.hdr" -H "x-big: $big" "$URL/healthz")
 is "a header list over h2_header_list: 431" "$(head -n 1 "$T/431.hdr" | tr -d '\r')" "HTTP/2 431 "
 like "...with a JSON error naming the limit" "$out" '^\{"error":\{"status":431,"sandbox":null,"reason":"the request.s header list is over 16384 bytes"\}\}$'
+wait_log 5 "$BERTHD_LOG" " GET /healthz 431 " || true
+like "...in the access log (no sandbox: it never got that far)" "$(grep ' GET /healthz 431 ' "$BERTHD_LOG" | head -n 1)" \
+	"^access [0-9T:.-]+Z 127\.0\.0\.1 $HOST:$HTTPS_PORT - 0 GET /healthz 431 [0-9]+ "
 # RFC 9113 8.1: the 431 ends the stream (END_STREAM); a request still
 # open is then reset with NO_ERROR so the client stops sending it; DATA
 # that was already on its way is thrown away, and the connection goes on.
