@@ -15,7 +15,8 @@
 # reset; a guest's 101: 502). Attacks: a client that never opens its
 # window on 100 streams does not make berthd buffer the guest's 4 GB.
 # Beside a normal client's p99 latency (bound: max(2x, +20 ms) of its
-# median baseline, the same run), each repeated for 8 s: rapid reset
+# median baseline, the same run; once more beside a fresh baseline when
+# over it), each repeated for 8 s: rapid reset
 # (streams opened and reset in a loop), CONTINUATION, PING, SETTINGS and
 # WINDOW_UPDATE floods, HPACK bombs repeated on a connection get GOAWAY
 # (ENHANCE_YOUR_CALM where nghttp2 says so); an HPACK bomb and an
@@ -292,21 +293,34 @@ BASE=$(printf '%s\n' "$b1" "$b2" "$b3" | sort -n | sed -n 2p)
 BOUND=$(awk -v b="$BASE" 'BEGIN { x = 2 * b; y = b + 20; printf "%.1f", (x > y ? x : y) }')
 diag "normal client p99: $b1 $b2 $b3 ms; median $BASE; bound under attack $BOUND ms"
 # beside NAME MODE N: the attack repeated for 8 s while the normal client
-# measures; its first outcome in $OUT.
+# measures; its first outcome in $OUT. Other work on a shared machine
+# comes and goes: a p99 over the bound is measured once more, beside a
+# baseline taken again right then (median of three); an attack that
+# slows the others fails both.
 beside() {
 	_n=$1; shift
-	atk "$@" 8 >"$T/atk.out" &
-	_a=$!
-	echo "$_a" >>"$T/pids"
-	sleep 0.5
-	_p=$(p99)
-	wait "$_a"
-	OUT=$(head -n 1 "$T/atk.out")
-	diag "$_n: $(tr '\n' ' ' <"$T/atk.out"); normal p99 $_p ms"
-	if awk -v p="$_p" -v b="$BOUND" 'BEGIN { exit !(p != "" && p <= b) }'; then
-		ok "$_n: a normal client's p99 ${_p} ms <= $BOUND ms"
+	_b=$BOUND _try=1
+	while :; do
+		atk "$@" 8 >"$T/atk.out" &
+		_a=$!
+		echo "$_a" >>"$T/pids"
+		sleep 0.5
+		_p=$(p99)
+		wait "$_a"
+		[ $_try = 1 ] && OUT=$(head -n 1 "$T/atk.out")
+		diag "$_n: $(tr '\n' ' ' <"$T/atk.out"); normal p99 $_p ms (bound $_b)"
+		awk -v p="$_p" -v b="$_b" 'BEGIN { exit !(p != "" && p <= b) }' && break
+		[ $_try = 2 ] && break
+		_try=2
+		_b=$( (p99; p99; p99) | sort -n | sed -n 2p |
+			awk '{ x = 2 * $1; y = $1 + 20; printf "%.1f", (x > y ? x : y) }')
+	done
+	if awk -v p="$_p" -v b="$_b" 'BEGIN { exit !(p != "" && p <= b) }'; then
+		_note=""
+		[ $_try = 2 ] && _note=" (second try, beside a fresh baseline)"
+		ok "$_n: a normal client's p99 ${_p} ms <= $_b ms$_note"
 	else
-		not_ok "$_n: a normal client's p99 ${_p:-none} ms <= $BOUND ms"
+		not_ok "$_n: a normal client's p99 ${_p:-none} ms <= $_b ms (twice)"
 	fi
 }
 RSS_ATK0=$(max_worker_kb VmRSS)
