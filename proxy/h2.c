@@ -16,6 +16,24 @@
  * upstream past it), about 200 KiB a stream with the upstream's read and
  * socket buffers; the connection's output by PX_HIWAT (frames are made
  * only below it).
+ *
+ * WebSockets: no RFC 8441. berthd does not send
+ * SETTINGS_ENABLE_CONNECT_PROTOCOL, so a browser opens its WebSocket on
+ * an HTTP/1.1 connection of its own (Chromium, Firefox and Safari all
+ * fall back so; proxy-h2.sh checks Chromium's echo beside a page it
+ * loaded over h2), and a CONNECT stream is reset. Why: a WebSocket there
+ * is the session layer's Upgrade tunnel, whose idle timeouts, activity
+ * reports (an open WebSocket keeps its sandbox awake), wake and limits
+ * are those of a connection; carried as an h2 stream it would need a
+ * made-up Sec-WebSocket-Key and a 101 turned into 200, would hold one of
+ * the connection's h2_streams for hours, be cut by the GOAWAY of a
+ * drain or an attack limit meant for the page's streams, and share the
+ * page's TCP head-of-line blocking. What it would save is one TLS
+ * handshake per WebSocket (one round trip, once per page).
+ *
+ * HTTP/2 has no 101 (RFC 9113 8.6): Upgrade and Connection fields make a
+ * request malformed (nghttp2 resets it), and a guest that switches
+ * protocols unasked gets its client a 502 from the session layer.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "h2.h"
@@ -32,6 +50,7 @@
 #include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -47,6 +66,10 @@
 #define H2_STALL_TICK_MS 1000		/* zero-window stalls checked this often */
 #define H2_WU_SMALL	1024		/* a WINDOW_UPDATE below this is small */
 #define H2_WU_MAX	1000		/* small ones per H2_RESET_MS: a flood */
+#define H2_BIG_MAX	10		/* 431s per H2_RESET_MS: an attack */
+#define H2_RECV_SLICE	16384		/* input bytes to nghttp2 at a time */
+#define H2_TURN_US	2000		/* a connection's input work per turn */
+#define H2_TURN_HDR	(1 << 20)	/* header bytes decoded per turn */
 
 struct h2s;
 TAILQ_HEAD(h2slist, h2s);
@@ -61,10 +84,15 @@ struct h2c {
 	char		 peername[64];
 	struct event	*timer;		/* idle */
 	struct event	*stall;		/* zero-window stalls (H2_STALL_TICK_MS) */
+	struct event	*more;		/* input left for the next turn */
+	size_t		 turn_hdr;	/* header bytes decoded this turn */
+	int		 paused;	/* on_header paused nghttp2 */
 	uint64_t	 stall_t0;	/* since when a response waits on the
 					 * client's window; 0: none does */
 	uint64_t	 wu_t0;
 	unsigned	 wu_n;
+	uint64_t	 big_t0;	/* header lists over h2_header_list */
+	unsigned	 big_n;
 	unsigned	 nstreams;
 	uint64_t	 rst_t0;
 	unsigned	 rst_n;
@@ -137,6 +165,95 @@ static void
 stream_reset(struct h2s *st, uint32_t code)
 {
 	nghttp2_submit_rst_stream(st->h->ng, NGHTTP2_FLAG_NONE, st->id, code);
+}
+
+static ssize_t data_read(nghttp2_session *, int32_t, uint8_t *, size_t,
+    uint32_t *, nghttp2_data_source *, void *);
+
+/*
+ * The access log line and the counters of an answer h2.c made itself
+ * (no session saw the request), in the session layer's format (respond.c)
+ * with no sandbox, port or request id. The fields come validated by
+ * nghttp2 (RFC 9113 8.3: no control bytes); the query stays out.
+ */
+static void
+stream_log(struct h2s *st, int status, size_t bytes)
+{
+	struct px_sessenv *w = st->h->w;
+	char line[1024], tbuf[32], ip[64], *c;
+	struct timespec rt;
+	struct tm tm;
+	int n, cls = status / 100;
+	size_t plen;
+
+	w->stats.requests++;
+	w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
+	w->stats.bytes_out += bytes;
+	if (cls == 4)
+		w->stats.rejected++;
+	if (w->access_fd < 0)
+		return;
+	snprintf(ip, sizeof(ip), "%s", st->h->peername);
+	if ((c = strrchr(ip, ':')) != NULL)
+		*c = '\0';
+	plen = st->path != NULL ? strcspn(st->path, "?") : 0;
+	if (plen > 500)
+		plen = 500;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	gmtime_r(&rt.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	n = snprintf(line, sizeof(line),
+	    "access %s.%03ldZ %s %.253s - 0 %s %.*s %d %zu 0 0 -\n",
+	    tbuf, rt.tv_nsec / 1000000, ip,
+	    st->authority != NULL ? st->authority : "-",
+	    st->method[0] != '\0' ? st->method : "-",
+	    plen > 0 ? (int)plen : 1, plen > 0 ? st->path : "-", status, bytes);
+	if (n > 0)
+		log_access(w->access_fd, line,
+		    (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/*
+ * berthd's own answer on a stream that no session serves (any session
+ * the stream had is let go: it sees EOF). The body is JSON as the
+ * session's answer to a head it could not take: nothing of the request
+ * (not its Accept) is known. The response ends the stream (END_STREAM);
+ * a request still open is then reset with NO_ERROR (on_frame_send).
+ */
+static void
+stream_answer(struct h2s *st, int status, const char *why)
+{
+	char code[4], clen[8];
+	int n;
+	nghttp2_data_provider prd;
+	nghttp2_nv nv[4] = {
+		{ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)"content-type", (uint8_t *)"application/json", 12, 16,
+		    NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)"content-length", (uint8_t *)clen, 14, 0,
+		    NGHTTP2_NV_FLAG_NONE },
+		{ (uint8_t *)"cache-control", (uint8_t *)"no-store", 13, 8,
+		    NGHTTP2_NV_FLAG_NONE },
+	};
+
+	if (st->a != NULL) {
+		bufferevent_setcb(st->a, NULL, NULL, NULL, NULL);
+		bufferevent_flush(st->a, EV_WRITE, BEV_FINISHED);
+		bufferevent_free(st->a);
+		st->a = NULL;
+	}
+	evbuffer_drain(st->body, evbuffer_get_length(st->body));
+	n = evbuffer_add_printf(st->body,
+	    "{\"error\":{\"status\":%d,\"sandbox\":null,\"reason\":\"%s\"}}\n",
+	    status, why);
+	snprintf(code, sizeof(code), "%03d", status % 1000);
+	nv[2].valuelen = (size_t)snprintf(clen, sizeof(clen), "%d", n < 0 ? 0 : n);
+	st->head_done = st->resp_end = 1;
+	stream_log(st, status, n < 0 ? 0 : (size_t)n);
+	prd.source.ptr = st;
+	prd.read_callback = data_read;
+	if (nghttp2_submit_response(st->h->ng, st->id, nv, 4, &prd) != 0)
+		stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 }
 
 /* Gives back the window of the DATA bytes the session has taken. */
@@ -219,11 +336,11 @@ stream_begin(struct h2s *st, int end_stream)
 
 	st->started = 1;
 	if (st->too_big) {
-		nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"431", 7, 3,
-		    NGHTTP2_NV_FLAG_NONE };
+		char why[96];
 
-		if (nghttp2_submit_response(h->ng, st->id, &nv, 1, NULL) != 0)
-			stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+		snprintf(why, sizeof(why), "the request's header list is over %u bytes",
+		    h->w->cfg.h2_header_list);
+		stream_answer(st, 431, why);
 		return;
 	}
 	if (st->bad || st->method[0] == '\0' || st->path == NULL ||
@@ -402,6 +519,19 @@ resp_head(struct h2s *st)
 		if (n < 0)
 			return -1;
 		evbuffer_drain(in, (size_t)n);
+		if (st->resp.status == 101) {
+			/* HTTP/2 has no 101 (RFC 9113 8.6): no request of
+			 * ours asks for an upgrade (nghttp2 refuses the
+			 * Upgrade and Connection fields), and the session
+			 * answers an unasked one 502; this is the last guard
+			 * against a stream that waits for a final head
+			 * forever. */
+			log_warnx("h2 %s: stream %d: 101 from the session layer: 502",
+			    st->h->peername, st->id);
+			stream_answer(st, 502, "the sandbox switched protocols "
+			    "(101), which HTTP/2 cannot carry");
+			return 0;
+		}
 		if (st->resp.status < 200) {
 			if (st->resp.status == 100)
 				submit_interim(st, 100);
@@ -442,7 +572,6 @@ resp_read(struct h2s *st)
 
 	if (st->a == NULL)
 		return;
-	in = bufferevent_get_input(st->a);
 	if (resp_head(st) != 0) {
 		log_warnx("h2 %s: stream %d: bad response from the session layer",
 		    st->h->peername, st->id);
@@ -450,6 +579,9 @@ resp_read(struct h2s *st)
 		stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
+	if (st->a == NULL)
+		return;		/* answered by berthd (stream_answer) */
+	in = bufferevent_get_input(st->a);
 	while (st->head_done && !st->resp_end &&
 	    (room = H2_BODY_MAX - evbuffer_get_length(st->body)) > 0 &&
 	    H2_BODY_MAX > evbuffer_get_length(st->body) &&
@@ -558,6 +690,12 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	struct h2c *h = arg;
 	struct h2s *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 
+	/* An HPACK bomb decodes to megabytes out of a few wire bytes:
+	 * that much a turn, then the others' turn (c_read). */
+	if ((h->turn_hdr += nlen + vlen) > H2_TURN_HDR) {
+		h->paused = 1;
+		return NGHTTP2_ERR_PAUSE;	/* this field is taken */
+	}
 	if (st == NULL || st->started)
 		return 0;	/* trailers: not forwarded */
 	if (st->too_big)
@@ -566,9 +704,27 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	if (st->hsize > h->w->cfg.h2_header_list) {
 		/* an oversized list, or an HPACK bomb (a big field in the
 		 * dynamic table referenced again and again): 431 */
+		uint64_t now = px_now_ms();
+
 		log_warnx("h2 %s: stream %d: header list over %u bytes: 431",
 		    h->peername, st->id, h->w->cfg.h2_header_list);
 		st->too_big = 1;
+		/* one may be a browser's oversized cookies; a connection
+		 * that keeps sending them (HPACK bombs) costs decoding
+		 * for nothing: GOAWAY */
+		if (now - h->big_t0 > H2_RESET_MS) {
+			h->big_t0 = now;
+			h->big_n = 0;
+		}
+		if (++h->big_n > H2_BIG_MAX && !h->closing) {
+			log_warnx("h2 %s: %u header lists over %u bytes in %u s: GOAWAY",
+			    h->peername, h->big_n, h->w->cfg.h2_header_list,
+			    H2_RESET_MS / 1000);
+			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+			h->closing = 1;
+			/* and not a field more of this block decoded */
+			return NGHTTP2_ERR_CALLBACK_FAILURE;
+		}
 		return 0;
 	}
 	if (nlen > 0 && name[0] == ':') {
@@ -692,6 +848,25 @@ on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 	return 0;
 }
 
+/*
+ * A response complete (END_STREAM sent) before its request: RFC 9113
+ * 8.1 lets the server ask the client to stop sending with RST_STREAM
+ * NO_ERROR, and nghttp2 does not do it by itself. Without it a stream
+ * answered early (431, 401 or 413 to a POST, a guest that answers
+ * before it reads) stays half-closed for as long as the client likes,
+ * holding one of its h2_streams and sending DATA that is thrown away.
+ */
+static int
+on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+	if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+	    nghttp2_session_get_stream_remote_close(ng, f->hd.stream_id) == 0)
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+		    NGHTTP2_NO_ERROR);
+	return 0;
+}
+
 static int
 on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
 {
@@ -717,6 +892,8 @@ conn_free(struct h2c *h)
 		event_free(h->timer);
 	if (h->stall != NULL)
 		event_free(h->stall);
+	if (h->more != NULL)
+		event_free(h->more);
 	px_xport_free(h->xp);
 	TAILQ_REMOVE(&conns, h, entry);
 	free(h);
@@ -821,24 +998,61 @@ stall_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static uint64_t
+now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+}
+
+/*
+ * Input goes to nghttp2 H2_RECV_SLICE bytes at a time, for at most
+ * H2_TURN_US or H2_TURN_HDR decoded header bytes (on_header pauses
+ * nghttp2) a turn of the event loop; the rest waits for the next turn
+ * (h->more), so that one connection's costly frames (header blocks that
+ * decode to megabytes, a burst of them before the GOAWAY) cannot hold
+ * up every other client of the worker for longer than about that.
+ */
 static void
 c_read(struct bufferevent *bev, void *arg)
 {
 	struct h2c *h = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_iovec v;
+	uint64_t t0 = now_us();
+	size_t len;
 	ssize_t n;
 
+	h->turn_hdr = 0;
 	while (!h->closing && evbuffer_peek(in, -1, NULL, &v, 1) >= 1 &&
 	    v.iov_len > 0) {
-		n = nghttp2_session_mem_recv(h->ng, v.iov_base, v.iov_len);
+		if (now_us() - t0 >= H2_TURN_US || h->paused) {
+			/* a timer, not event_active(): the sockets that
+			 * became readable meanwhile are polled first */
+			struct timeval zero = { 0, 0 };
+
+			h->paused = 0;
+			event_add(h->more, &zero);
+			break;
+		}
+		len = v.iov_len < H2_RECV_SLICE ? v.iov_len : H2_RECV_SLICE;
+		n = nghttp2_session_mem_recv(h->ng, v.iov_base, len);
 		if (n < 0) {
 			/* floods and bad frames: what nghttp2 queued
 			 * (GOAWAY) goes out, then the connection closes */
-			log_warnx("h2 %s: %s", h->peername, nghttp2_strerror((int)n));
-			if (n == NGHTTP2_ERR_FLOODED)
-				nghttp2_session_terminate_session(h->ng,
-				    NGHTTP2_ENHANCE_YOUR_CALM);
+			if (!h->closing)	/* else said already */
+				log_warnx("h2 %s: %s", h->peername,
+				    nghttp2_strerror((int)n));
+			/* nghttp2 queues no GOAWAY of its own for these
+			 * (a no-op when one is queued already) */
+			nghttp2_session_terminate_session(h->ng,
+			    n == NGHTTP2_ERR_FLOODED ||
+			    n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+			    NGHTTP2_ENHANCE_YOUR_CALM :
+			    n == NGHTTP2_ERR_BAD_CLIENT_MAGIC ?
+			    NGHTTP2_PROTOCOL_ERROR : NGHTTP2_INTERNAL_ERROR);
 			h->closing = 1;
 			break;
 		}
@@ -850,6 +1064,14 @@ c_read(struct bufferevent *bev, void *arg)
 		idle_arm(h);
 	px_xport_kick(h->xp);
 	h2_send(h);
+}
+
+static void
+more_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2c *h = arg;
+
+	c_read(h->c, h);
 }
 
 static void
@@ -901,6 +1123,7 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	nghttp2_option_set_max_outbound_ack(opt, 1000);	/* SETTINGS/PING floods */
 	nghttp2_option_set_max_settings(opt, 32);
@@ -924,7 +1147,8 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	    H2_CONN_WINDOW) != 0)
 		goto fail_nocb;
 	if ((h->timer = evtimer_new(w->base, idle_cb, h)) == NULL ||
-	    (h->stall = event_new(w->base, -1, EV_PERSIST, stall_cb, h)) == NULL)
+	    (h->stall = event_new(w->base, -1, EV_PERSIST, stall_cb, h)) == NULL ||
+	    (h->more = event_new(w->base, -1, 0, more_cb, h)) == NULL)
 		goto fail_nocb;
 	px_tv_ms(&tv, H2_STALL_TICK_MS);
 	evtimer_add(h->stall, &tv);

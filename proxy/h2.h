@@ -11,11 +11,14 @@
  * client's window and the connection's output let it go.
  *
  * Limits (struct px_wcfg): h2_streams concurrent streams, h2_header_list
- * bytes of request headers, h2_resets streams reset by the client per
+ * bytes of request headers (over: 431; more than 10 such in 10 s:
+ * GOAWAY ENHANCE_YOUR_CALM), h2_resets streams reset by the client per
  * 10 s (more: GOAWAY ENHANCE_YOUR_CALM), t_keepalive idle, t_send for
  * a response kept waiting on the client's window (zero-window stall),
  * 1000 small WINDOW_UPDATEs per 10 s; libnghttp2's own limits against
- * CONTINUATION, SETTINGS and PING floods.
+ * CONTINUATION, SETTINGS and PING floods (GOAWAY ENHANCE_YOUR_CALM). A
+ * connection's input is worked at most 2 ms or 1 MB of decoded headers
+ * a turn of the event loop, so that one client cannot stall the others.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_H2_H

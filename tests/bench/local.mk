@@ -72,3 +72,15 @@ EXTRA_DIST += tests/bench/slowclients
 bench-slowclients: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/slowclients
+
+# `make bench-pageload`: a page of 200 small ES modules (nginx upstream)
+# through berthd over HTTP/2 (1 connection) against HTTP/1.1 (6
+# connections): h2load with the same requests, and headless Chromium
+# when installed (page over h2 against --disable-http2); medians of
+# alternated rounds and their ratio. Needs root, nginx, h2load; not part
+# of `make check`.
+EXTRA_DIST += tests/bench/pageload
+.PHONY: bench-pageload
+bench-pageload: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/pageload $(BENCH_ARGS)

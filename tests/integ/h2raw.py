@@ -1,6 +1,6 @@
 # h2raw.py — HTTP/2 in raw frames for tests: frame builders, HPACK
 # literal headers made by hand (no Huffman, no dynamic table unless
-# asked), a frame reader. Python's standard library only.
+# asked), a frame reader, the :status of a response (status_of). Python's standard library only.
 # SPDX-License-Identifier: GPL-2.0-or-later
 import struct
 
@@ -85,6 +85,68 @@ def rst(sid, code=8):
 
 def data(sid, payload, end_stream=False):
     return frame(DATA, END_STREAM if end_stream else 0, sid, payload)
+
+
+# RFC 7541 Appendix B: the Huffman codes of the ten digits (code, bits)
+_HUFF_DIGITS = {(0x0, 5): "0", (0x1, 5): "1", (0x2, 5): "2", (0x19, 6): "3",
+                (0x1a, 6): "4", (0x1b, 6): "5", (0x1c, 6): "6",
+                (0x1d, 6): "7", (0x1e, 6): "8", (0x1f, 6): "9"}
+# the static table's :status entries
+_STATIC_STATUS = {8: 200, 9: 204, 10: 206, 11: 304, 12: 400, 13: 404,
+                  14: 500}
+
+
+def _hpack_int_at(b, i, prefix):
+    v = b[i] & ((1 << prefix) - 1)
+    i += 1
+    if v < (1 << prefix) - 1:
+        return v, i
+    m = 0
+    while True:
+        v += (b[i] & 0x7f) << m
+        m += 7
+        i += 1
+        if not b[i - 1] & 0x80:
+            return v, i
+
+
+def _huff_digits(b):
+    bits = "".join("{:08b}".format(x) for x in b)
+    out, i = "", 0
+    while i < len(bits):
+        for n in (5, 6):
+            if i + n <= len(bits) and (int(bits[i:i + n], 2), n) in _HUFF_DIGITS:
+                out += _HUFF_DIGITS[(int(bits[i:i + n], 2), n)]
+                i += n
+                break
+        else:
+            if set(bits[i:]) <= {"1"} and len(bits) - i < 8:
+                return out	# EOS padding
+            return None
+    return out
+
+
+def status_of(blk):
+    """The :status of a response header block (its first field), or None.
+    Only for a connection whose client sent SETTINGS_HEADER_TABLE_SIZE 0
+    (settings([(1, 0)])): the server's encoder then uses no dynamic table,
+    so the status is a static entry or a literal (Huffman digits or not)."""
+    i = 0
+    while i < len(blk) and blk[i] & 0xe0 == 0x20:	# table size update
+        _, i = _hpack_int_at(blk, i, 5)
+    if i >= len(blk):
+        return None
+    if blk[i] & 0x80:
+        idx, i = _hpack_int_at(blk, i, 7)
+        return _STATIC_STATUS.get(idx)
+    idx, i = _hpack_int_at(blk, i, 6 if blk[i] & 0x40 else 4)
+    if idx not in _STATIC_STATUS:
+        return None
+    huff = blk[i] & 0x80
+    n, i = _hpack_int_at(blk, i, 7)
+    v = blk[i:i + n]
+    v = _huff_digits(v) if huff else v.decode("latin-1")
+    return int(v) if v and v.isdigit() else None
 
 
 class Reader:

@@ -8,16 +8,22 @@
 # event (not buffered), Server-Timing and the access log; a private port
 # with Bearer, query token (302 + cookie) and cookie (cookie fields
 # joined, berth's own never reaching the guest); 100 concurrent streams
-# on one connection (h2load -m100, SETTINGS says 100). Attacks: rapid
-# reset (streams opened and reset in a loop) gets GOAWAY
-# ENHANCE_YOUR_CALM, a CONTINUATION flood a GOAWAY, a PING flood with
-# unread answers GOAWAY ENHANCE_YOUR_CALM, a client that never opens its
-# window on 100 streams does not make berthd buffer the guest's 4 GB, and
-# berthd keeps serving. Beside a normal client's p99 latency (bound:
-# max(2x, +20 ms) of its median baseline): an HPACK bomb and an oversized
-# header list get 431 (the worker's RSS does not grow), SETTINGS and WINDOW_UPDATE floods get GOAWAY,
-# streams beyond h2_streams REFUSED_STREAM, a zero-window hold GOAWAY
-# after `timeout send` (tests/integ/h2attack.py). Chromium loads the demo page over h2 and its
+# on one connection (h2load -m100, SETTINGS says 100; 100 requests of
+# 1 s each take about 1 s). A 431 ends its stream (and resets it
+# NO_ERROR when the request is still open), as any early answer does,
+# and the connection goes on; no 101 over h2 (Upgrade fields: the stream
+# reset; a guest's 101: 502). Attacks: a client that never opens its
+# window on 100 streams does not make berthd buffer the guest's 4 GB.
+# Beside a normal client's p99 latency (bound: max(2x, +20 ms) of its
+# median baseline, the same run; once more beside a fresh baseline when
+# over it), each repeated for 8 s: rapid reset
+# (streams opened and reset in a loop), CONTINUATION, PING, SETTINGS and
+# WINDOW_UPDATE floods, HPACK bombs repeated on a connection get GOAWAY
+# (ENHANCE_YOUR_CALM where nghttp2 says so); an HPACK bomb and an
+# oversized header list 431; streams beyond h2_streams REFUSED_STREAM; a
+# zero-window hold GOAWAY after `timeout send` (tests/integ/h2attack.py);
+# the worker's RSS stays bounded (< 20 MB more over all of them) and
+# berthd keeps serving. Chromium loads the demo page over h2 and its
 # WebSocket echo works (over HTTP/1.1: no RFC 8441). SIGTERM lets a
 # stream in flight finish; `http2 off` offers http/1.1 only.
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -112,6 +118,48 @@ is "SSE over h2 is still streaming at 2.5 s" "$rc" 28
 like "...and its first events arrived" "$(cat "$T/sse")" 'data: event 2'
 unlike "...not the last" "$(cat "$T/sse")" 'data: event 5'
 
+# ---- the same with nghttp (nghttp2-client) -----------------------------------------
+# ngsame NAME PATH [NGHTTP ARGS...]: status, headers and body of nghttp
+# against curl over HTTP/1.1 (the curl arguments derived: HEAD, a POST of
+# a file); SAME_BODY=0 as above.
+ngsame() {
+	_n=$1 _p=$2; shift 2
+	_c=""
+	case "$*" in
+	*":method: HEAD"*) _c="-I";;
+	*"-d "*) _c="-H Expect: --data-binary @$(printf '%s\n' "$*" | sed -n 's/.*-d \([^ ]*\).*/\1/p')";;
+	esac
+	bcurl --http1.1 $_c -D "$T/h1.hdr" -o "$T/h1.body" "$URL$_p"
+	nghttp -nv -H ":authority: $HOST:$HTTPS_PORT" "$@" "https://127.0.0.1:$HTTPS_PORT$_p" \
+		>"$T/ng.v" 2>&1
+	nghttp -H ":authority: $HOST:$HTTPS_PORT" "$@" "https://127.0.0.1:$HTTPS_PORT$_p" \
+		>"$T/ng.body" 2>"$T/ng.err"
+	# nghttp -v: "[  0.010] recv (stream_id=13) name: value"
+	sed -n 's/^\[ *[0-9.]*\] recv (stream_id=[0-9]*) //p' "$T/ng.v" >"$T/ng.fields"
+	{ echo "HTTP/2 $(sed -n 's/^:status: //p' "$T/ng.fields")"
+	  grep -v '^:' "$T/ng.fields"; } >"$T/ng.hdr"
+	is "nghttp $_n: same status" "$(head -n 1 "$T/ng.hdr" | awk '{print $2}')" \
+		"$(head -n 1 "$T/h1.hdr" | awk '{print $2}')"
+	is "nghttp $_n: same headers" "$(norm "$T/ng.hdr")" "$(norm "$T/h1.hdr")"
+	if [ "${SAME_BODY:-1}" = 0 ] || cmp -s "$T/h1.body" "$T/ng.body"; then
+		ok "nghttp $_n: same body ($(wc -c <"$T/ng.body") bytes)"
+	else
+		not_ok "nghttp $_n: same body"; diag "$(head -c 300 "$T/ng.err")"
+	fi
+}
+ngsame "GET Content-Length" "/bytes?n=100000"
+ngsame "GET chunked upstream" "/bytes?n=300000&chunked=1"
+SAME_BODY=0 ngsame "HEAD" "/bytes?n=5000" -H ':method: HEAD'
+ngsame "204" "/status?code=204"
+ngsame "304" "/status?code=304"
+ngsame "POST 10 MB" "/upload" -d "$T/big"
+# SSE: 5 events a second apart; at 2.5 s nghttp has the first ones only
+timeout 2.5 stdbuf -o0 nghttp -H ":authority: $HOST:$HTTPS_PORT" \
+	"https://127.0.0.1:$HTTPS_PORT/sse?count=5&interval=1000" >"$T/ng.sse" 2>/dev/null
+is "nghttp: SSE still streaming at 2.5 s" "$?" 124
+like "...its first events arrived" "$(cat "$T/ng.sse")" 'data: event 2'
+unlike "...not the last" "$(cat "$T/ng.sse")" 'data: event 5'
+
 # ---- nghttp: SETTINGS, several streams ----------------------------------------------
 out=$(nghttp -nv -H ":authority: $HOST:$HTTPS_PORT" \
 	"https://127.0.0.1:$HTTPS_PORT/echo" "https://127.0.0.1:$HTTPS_PORT/bytes?n=1000" 2>&1)
@@ -122,6 +170,14 @@ like "nghttp: two responses" "$(printf '%s\n' "$out" | grep -c ':status: 200')" 
 out=$(timeout 60 h2load -n 100 -c 1 -m 100 --connect-to "127.0.0.1:$HTTPS_PORT" "$URL/echo" 2>&1)
 like "h2load: 100 streams on one connection succeed" "$out" 'requests: 100 total, 100 started, 100 done, 100 succeeded'
 like "...all 2xx" "$out" 'status codes: 100 2xx'
+# concurrent indeed: 100 requests of 1 s each, in flight at once
+t0=$(date +%s)
+out=$(timeout 60 h2load -n 100 -c 1 -m 100 --connect-to "127.0.0.1:$HTTPS_PORT" \
+	"$URL/slow?ms=1000" 2>&1)
+t1=$(date +%s)
+like "h2load: 100 streams of 1 s each on one connection" "$out" 'status codes: 100 2xx'
+[ $((t1 - t0)) -le 15 ] && ok "...served side by side ($((t1 - t0)) s, not 100)" ||
+	not_ok "...served side by side ($((t1 - t0)) s, not 100)"
 
 # ---- private port -------------------------------------------------------------------
 out=$(netctl sandbox add h2p --address 127.0.0.1) || bail "sandbox add: $out"
@@ -138,6 +194,12 @@ hdr=$(bcurl --http2 -s -D - -o /dev/null "$U/echo?a=1&berth_token=$tok" | tr -d 
 like "private, query token: 302" "$hdr" '^HTTP/2 302'
 like "...to the URL without it" "$hdr" 'location: /echo\?a=1'
 like "...with the host-scoped cookie" "$hdr" 'set-cookie: __Host-berth_token=berth_[^;]*; Path=/; Secure; HttpOnly; SameSite=Lax'
+out=$(nghttp -H ":authority: $(host_for "$TA_PORT" h2p):$HTTPS_PORT" \
+	-H "authorization: Bearer $tok" "https://127.0.0.1:$HTTPS_PORT/echo" 2>&1)
+like "private, Bearer, nghttp: served" "$out" '"target":"/echo"'
+out=$(nghttp -v -n -H ":authority: $(host_for "$TA_PORT" h2p):$HTTPS_PORT" \
+	"https://127.0.0.1:$HTTPS_PORT/echo?berth_token=$tok" 2>&1)
+like "private, query token, nghttp: 302 with the cookie" "$out" 'set-cookie: __Host-berth_token='
 # nghttp sends each cookie as its own field: joined for the guest
 out=$(nghttp -d /dev/null -H ":authority: $(host_for "$TA_PORT" h2p):$HTTPS_PORT" \
 	-H 'cookie: theme=dark' -H "cookie: __Host-berth_token=$tok" -H 'cookie: lang=en' \
@@ -146,102 +208,68 @@ like "private, cookie: served" "$out" '"target":"/echo"'
 unlike "...berth's cookie never reaches the guest" "$out" "$tok"
 like "...the guest's cookies do, joined" "$out" 'theme=dark; lang=en'
 
-# ---- attacks ------------------------------------------------------------------------
-cat >"$T/h2raw.py" <<'EOF'
-# h2raw.py PORT SNI AUTHORITY CA MODE N: a hostile HTTP/2 client.
-# reset: N streams opened and reset at once (CVE-2023-44487); cont: one
-# HEADERS and N CONTINUATION frames; ping: N PINGs, their answers left
-# unread while sending; hold: a window of 0 and GETs of /bytes?n=N on
-# argv[7] streams, then silence for 10 s (a zero-window stall). Prints
-# "goaway CODE", "eof" or "timeout" (10 s).
-import socket, ssl, struct, sys, time
-port, sni, auth, ca, mode, n = sys.argv[1:7]
-n = int(n)
-ctx = ssl.create_default_context(cafile=ca)
-ctx.set_alpn_protocols(["h2"])
-s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(port))), server_hostname=sni)
-assert s.selected_alpn_protocol() == "h2"
-def frame(t, fl, sid, p):
-    return struct.pack(">I", len(p))[1:] + bytes([t, fl]) + struct.pack(">I", sid) + p
-def lit(k, v):
-    return b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v
-hdrs = lit(b":method", b"GET") + lit(b":scheme", b"https") + \
-    lit(b":path", b"/echo") + lit(b":authority", auth.encode())
-out = [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0,
-    struct.pack(">HI", 4, 0) if mode == "hold" else b"")]
-if mode == "hold":
-    for i in range(int(sys.argv[7]) if len(sys.argv) > 7 else 1):
-        out.append(frame(1, 5, 2 * i + 1, lit(b":method", b"GET") +
-            lit(b":scheme", b"https") + lit(b":path", b"/bytes?n=%d" % n) +
-            lit(b":authority", auth.encode())))
-elif mode == "ping":
-    for i in range(n):
-        out.append(frame(6, 0, 0, struct.pack(">Q", i)))
-elif mode == "reset":
-    for i in range(n):
-        sid = 2 * i + 1
-        out.append(frame(1, 5, sid, hdrs) + frame(3, 0, sid, struct.pack(">I", 8)))
-else:
-    out.append(frame(1, 1, 1, hdrs))
-    for i in range(n):
-        out.append(frame(9, 0, 1, lit(b"x-a", b"b")))
-s.settimeout(10)
-try:
-    for i in range(0, len(out), 50):
-        s.sendall(b"".join(out[i:i + 50]))
-except OSError:
-    pass
-buf = b""
-end = time.time() + 10
-res = "timeout"
-while time.time() < end:
-    try:
-        d = s.recv(65536)
-    except socket.timeout:
-        break
-    except OSError:
-        res = "eof"
-        break
-    if not d:
-        res = "eof"
-        break
-    buf += d
-    while len(buf) >= 9:
-        ln = int.from_bytes(buf[:3], "big")
-        if len(buf) < 9 + ln:
-            break
-        t, p = buf[3], buf[9:9 + ln]
-        buf = buf[9 + ln:]
-        if t == 7:
-            print("goaway %d" % struct.unpack(">I", p[4:8])[0])
-            sys.exit(0)
-print(res)
-EOF
-t0=$(date +%s)
-out=$(timeout 30 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" reset 2000 2>&1)
-is "rapid reset: GOAWAY ENHANCE_YOUR_CALM (11)" "$out" "goaway 11"
-ok "...within $(( $(date +%s) - t0 )) s"
-like "...logged" "$(grep 'streams reset in' "$BERTHD_LOG")" "h2 127\.0\.0\.1:[0-9]+: 10[0-9] streams reset in 10 s: GOAWAY"
-out=$(timeout 30 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" cont 10000 2>&1)
-like "CONTINUATION flood: GOAWAY or closed" "$out" "^(goaway [0-9]+|eof)$"
-out=$(timeout 60 python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" ping 1000000 2>&1)
-# (the GOAWAY may be lost to the TCP reset of closing on unread input)
-like "PING flood, answers unread: GOAWAY ENHANCE_YOUR_CALM or closed" "$out" "^(goaway 11|eof)$"
-diag "PING flood: $out"
-like "...the flood logged" "$(grep 'Flooding' "$BERTHD_LOG")" "h2 127\.0\.0\.1:[0-9]+: Flooding was detected"
-is "berthd still serves over h2" "$(bcurl --http2 -o /dev/null -w '%{http_version} %{http_code}' "$URL/healthz")" "2 200"
-kill -0 "$BERTHD_PID" && ok "berthd is up" || not_ok "berthd is up"
-[ "$(berthd_workers | wc -l)" -ge 1 ] && ok "its worker too" || not_ok "its worker too"
-if grep -Eq 'worker .* (died|exited|signal)' "$BERTHD_LOG"; then
-	not_ok "no worker died"; diag "$(grep -E 'worker .* (died|exited|signal)' "$BERTHD_LOG")"
-else ok "no worker died"; fi
+# ---- a stream berthd answers itself: 431, then reset; no 101 over h2 ---------------
+ATK="$top_srcdir/tests/integ/h2attack.py"
+h2seq() { timeout 30 python3 "$ATK" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" "$@" 2>&1; }
+big=$(head -c 17000 /dev/zero | tr '\0' a)
+out=$(bcurl --http2 -D "$T/431.hdr" -H "x-big: $big" "$URL/healthz")
+is "a header list over h2_header_list: 431" "$(head -n 1 "$T/431.hdr" | tr -d '\r')" "HTTP/2 431 "
+like "...with a JSON error naming the limit" "$out" '^\{"error":\{"status":431,"sandbox":null,"reason":"the request.s header list is over 16384 bytes"\}\}$'
+wait_log 5 "$BERTHD_LOG" " GET /healthz 431 " || true
+like "...in the access log (no sandbox: it never got that far)" "$(grep ' GET /healthz 431 ' "$BERTHD_LOG" | head -n 1)" \
+	"^access [0-9T:.-]+Z 127\.0\.0\.1 $HOST:$HTTPS_PORT - 0 GET /healthz 431 [0-9]+ "
+# RFC 9113 8.1: the 431 ends the stream (END_STREAM); a request still
+# open is then reset with NO_ERROR so the client stops sending it; DATA
+# that was already on its way is thrown away, and the connection goes on.
+is "431 to a whole request: END_STREAM, and the next stream is served" \
+	"$(h2seq big431 140)" "s1 431, s1 end, s3 200, s3 end"
+is "431 to a POST whose body is still open: END_STREAM, RST_STREAM NO_ERROR, the next stream served" \
+	"$(h2seq big431open 140)" "s1 431, s1 end, s1 rst 0, s3 200, s3 end"
+is "...the same for an HPACK bomb" \
+	"$(h2seq bomb431open 1000)" "s1 431, s1 end, s1 rst 0, s3 200, s3 end"
+# Any response that ends before its request does (here 401 from a
+# private port to a POST whose body is open) is reset NO_ERROR alike.
+out=$(nghttp -v -d "$T/big" -H ":authority: $(host_for "$TA_PORT" h2p):$HTTPS_PORT" \
+	"https://127.0.0.1:$HTTPS_PORT/upload" 2>&1)
+like "an early 401 to a 10 MB POST over h2" "$out" ':status: 401'
+like "...then RST_STREAM NO_ERROR: the client stops sending" \
+	"$(printf '%s\n' "$out" | grep -A1 'recv RST_STREAM' | tr -s ' \n' ' ')" \
+	'recv RST_STREAM frame <.*stream_id=[0-9]+> \(error_code=NO_ERROR\(0x00\)\)'
+# HTTP/2 has no 101 (RFC 9113 8.6). A request that asks for an upgrade
+# is malformed over h2 (Connection, Upgrade: 8.2.2) and reset; curl
+# drops those fields itself. A guest that switches protocols anyway
+# gets its client a 502, as an unasked 101 does over HTTP/1.1: a reset
+# would tell a browser only "protocol error", and the stream cannot
+# carry a tunnel.
+is "Connection/Upgrade fields over h2: the stream reset PROTOCOL_ERROR, the connection goes on" \
+	"$(h2seq upgrade 0)" "s1 rst 1, s3 200, s3 end"
+spawn "$T/up101.log" python3 -u "$ATK" up101 0
+wait_log 10 "$T/up101.log" "^listening on" "$SPAWNED" || bail "the 101 guest did not start"
+UP101=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/up101.log")
+publish h2u "$UP101" >/dev/null || bail "cannot publish h2u $UP101"
+U101=$(url_for "$UP101" h2u)
+wait_log 10 "$T/up101.log" "^closed"	# publish's probe
+: >"$T/up101.log"
+out=$(bcurl --http2 -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+	-H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' \
+	-w '\n%{http_version} %{http_code} %{num_connects}\n' "$U101/ws" \
+	-w '\n%{http_version} %{http_code} %{num_connects}\n' "$U101/ws")
+is "a guest's 101 to an h2 request: 502, twice on one connection (no hang)" \
+	"$(printf '%s\n' "$out" | grep -E '^[0-9.]+ [0-9]+ [0-9]+$' | tr '\n' ' ')" "2 502 1 2 502 0 "
+like "...saying why" "$out" '"reason":"upstream switched protocols unasked"'
+closed2() { [ "$(grep -c '^closed' "$T/up101.log")" -ge 2 ]; }
+wait_for 10 closed2
+is "...and the guest's connections closed (no tunnel left open)" "$(grep -c '^closed' "$T/up101.log")" 2
+is "...as over HTTP/1.1 for an unasked 101" \
+	"$(bcurl -o /dev/null -w '%{http_version} %{http_code}' "$U101/ws")" "1.1 502"
 
+# ---- attacks ------------------------------------------------------------------------
 # A client that never opens its window on 100 streams (h2_streams) while
 # the guest has 4 GB to send on each: the guest is paced, berthd holds a
 # bounded amount per stream (about 200 KiB; 40 MB allows twice that).
 rss0=$(max_worker_kb VmRSS)
 : >"$TA_REQLOG"
-spawn "$T/hold.out" python3 "$T/h2raw.py" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" hold 4294967296 100
+spawn "$T/hold.out" python3 "$ATK" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" hold 100
 HOLD=$SPAWNED
 wait_log 10 "$TA_REQLOG" "GET /bytes" || not_ok "the held request reached the guest"
 sleep 3	# the measure: what the worker holds after 3 s of a stalled stream
@@ -258,7 +286,6 @@ is "...and still serves" "$(bcurl --http2 -o /dev/null -w '%{http_code}' "$URL/h
 # max(2 x baseline, baseline + 20 ms), the baseline the median of three
 # runs in this same test: a noisy 2-core machine moves a p99 of a few ms
 # by more than 2x with no attack at all.
-ATK="$top_srcdir/tests/integ/h2attack.py"
 atk() { timeout 150 python3 "$ATK" "$HTTPS_PORT" "$HOST" "$HOST:$HTTPS_PORT" "$CA" "$@" 2>&1; }
 p99() { atk lat 200 /healthz | awk '{print $4}'; }
 b1=$(p99); b2=$(p99); b3=$(p99)
@@ -266,23 +293,47 @@ BASE=$(printf '%s\n' "$b1" "$b2" "$b3" | sort -n | sed -n 2p)
 BOUND=$(awk -v b="$BASE" 'BEGIN { x = 2 * b; y = b + 20; printf "%.1f", (x > y ? x : y) }')
 diag "normal client p99: $b1 $b2 $b3 ms; median $BASE; bound under attack $BOUND ms"
 # beside NAME MODE N: the attack repeated for 8 s while the normal client
-# measures; its first outcome in $OUT.
+# measures; its first outcome in $OUT. Other work on a shared machine
+# comes and goes: a p99 over the bound is measured once more, beside a
+# baseline taken again right then (median of three); an attack that
+# slows the others fails both.
 beside() {
 	_n=$1; shift
-	atk "$@" 8 >"$T/atk.out" &
-	_a=$!
-	echo "$_a" >>"$T/pids"
-	sleep 0.5
-	_p=$(p99)
-	wait "$_a"
-	OUT=$(head -n 1 "$T/atk.out")
-	diag "$_n: $(tr '\n' ' ' <"$T/atk.out"); normal p99 $_p ms"
-	if awk -v p="$_p" -v b="$BOUND" 'BEGIN { exit !(p != "" && p <= b) }'; then
-		ok "$_n: a normal client's p99 ${_p} ms <= $BOUND ms"
+	_b=$BOUND _try=1
+	while :; do
+		atk "$@" 8 >"$T/atk.out" &
+		_a=$!
+		echo "$_a" >>"$T/pids"
+		sleep 0.5
+		_p=$(p99)
+		wait "$_a"
+		[ $_try = 1 ] && OUT=$(head -n 1 "$T/atk.out")
+		diag "$_n: $(tr '\n' ' ' <"$T/atk.out"); normal p99 $_p ms (bound $_b)"
+		awk -v p="$_p" -v b="$_b" 'BEGIN { exit !(p != "" && p <= b) }' && break
+		[ $_try = 2 ] && break
+		_try=2
+		_b=$( (p99; p99; p99) | sort -n | sed -n 2p |
+			awk '{ x = 2 * $1; y = $1 + 20; printf "%.1f", (x > y ? x : y) }')
+	done
+	if awk -v p="$_p" -v b="$_b" 'BEGIN { exit !(p != "" && p <= b) }'; then
+		_note=""
+		[ $_try = 2 ] && _note=" (second try, beside a fresh baseline)"
+		ok "$_n: a normal client's p99 ${_p} ms <= $_b ms$_note"
 	else
-		not_ok "$_n: a normal client's p99 ${_p:-none} ms <= $BOUND ms"
+		not_ok "$_n: a normal client's p99 ${_p:-none} ms <= $_b ms (twice)"
 	fi
 }
+RSS_ATK0=$(max_worker_kb VmRSS)
+beside "rapid reset (2000 streams opened and reset, h2_resets 100)" reset 2000
+is "rapid reset: GOAWAY ENHANCE_YOUR_CALM (11)" "$OUT" "goaway 11"
+like "...logged" "$(grep 'streams reset in' "$BERTHD_LOG" | head -n 1)" \
+	"h2 127\.0\.0\.1:[0-9]+: 10[0-9] streams reset in 10 s: GOAWAY"
+beside "CONTINUATION flood (10000 frames)" cont 10000
+is "CONTINUATION flood: GOAWAY ENHANCE_YOUR_CALM" "$OUT" "goaway 11"
+beside "PING flood (1000000, answers unread)" ping 1000000
+# (the GOAWAY may be lost to the TCP reset of closing on unread input)
+like "PING flood: GOAWAY ENHANCE_YOUR_CALM or closed" "$OUT" "^(goaway 11|eof)$"
+like "...the flood logged" "$(grep 'Flooding' "$BERTHD_LOG" | head -n 1)" "h2 127\.0\.0\.1:[0-9]+: Flooding was detected"
 rss0=$(max_worker_kb VmRSS)
 beside "HPACK bomb (a 4 KB field referenced 1000 times)" hpack 1000
 is "HPACK bomb: 431" "$OUT" "headers 431"
@@ -292,6 +343,9 @@ is "oversized header list: 431" "$OUT" "headers 431"
 rss1=$(max_worker_kb VmRSS)
 [ $((rss1 - rss0)) -lt 20480 ] && ok "...the worker's RSS grew < 20 MB ($rss0 -> $rss1 kB)" ||
 	not_ok "...the worker's RSS grew < 20 MB ($rss0 -> $rss1 kB)"
+beside "HPACK bombs repeated on one connection (20)" hpackrep 20
+is "repeated HPACK bombs: 431s, then GOAWAY ENHANCE_YOUR_CALM" "$OUT" "goaway 11"
+like "...logged" "$(cat "$BERTHD_LOG")" 'h2 127\.0\.0\.1:[0-9]+: 11 header lists over 16384 bytes in 10 s: GOAWAY'
 beside "SETTINGS flood (1000000, ACKs unread)" settings 1000000
 like "SETTINGS flood: GOAWAY ENHANCE_YOUR_CALM or PROTOCOL_ERROR, or closed" "$OUT" '^(goaway (11|1)|eof)$'
 beside "WINDOW_UPDATE flood (200000)" winupd 200000
@@ -304,8 +358,16 @@ after=$(sed -n 's/^after //p' "$T/atk.out")
 awk -v a="$after" 'BEGIN { exit !(a >= 3.5 && a <= 8) }' &&
 	ok "...after timeout send (4 s): $after s" || not_ok "...after timeout send (4 s): $after s"
 like "...logged" "$(cat "$BERTHD_LOG")" "the client's window stayed shut for 4 s: GOAWAY"
+RSS_ATK1=$(max_worker_kb VmRSS)
+[ $((RSS_ATK1 - RSS_ATK0)) -lt 20480 ] &&
+	ok "after all the attacks the worker's RSS grew < 20 MB ($RSS_ATK0 -> $RSS_ATK1 kB)" ||
+	not_ok "after all the attacks the worker's RSS grew < 20 MB ($RSS_ATK0 -> $RSS_ATK1 kB)"
 kill -0 "$BERTHD_PID" && ok "berthd is up after the floods" || not_ok "berthd is up after the floods"
-is "...and serves over h2" "$(bcurl --http2 -o /dev/null -w '%{http_code}' "$URL/healthz")" 200
+[ "$(berthd_workers | wc -l)" -ge 1 ] && ok "its worker too" || not_ok "its worker too"
+if grep -Eq 'worker .* (died|exited|signal)' "$BERTHD_LOG"; then
+	not_ok "no worker died"; diag "$(grep -E 'worker .* (died|exited|signal)' "$BERTHD_LOG")"
+else ok "no worker died"; fi
+is "...and serves over h2" "$(bcurl --http2 -o /dev/null -w '%{http_version} %{http_code}' "$URL/healthz")" "2 200"
 
 # ---- Chromium: the page over h2, its WebSocket over HTTP/1.1 ----------------------
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -327,6 +389,42 @@ if [ -x "$CHROMIUM" ] && command -v certutil >/dev/null 2>&1; then
 	is "Chromium: the page's WebSocket echo works" "$rc" 0
 	is "...the page came over h2 (nextHopProtocol)" "$(json_get "$out" 'j.get("proto","")')" h2
 	like "...the WebSocket went through berthd (HTTP/1.1 fallback)" "$(cat "$TA_REQLOG")" " GET /ws"
+	# A dev server's page: 200 ES modules (a static server of Python's
+	# for the JavaScript MIME type module scripts need); the page says
+	# how many ran and the protocols its resources came over.
+	mkdir -p "$T/site"
+	i=0; : >"$T/site/main.js"
+	while [ $i -lt 200 ]; do
+		echo "export const v = $i;" >"$T/site/m$i.js"
+		echo "import { v as v$i } from './m$i.js';" >>"$T/site/main.js"
+		i=$((i + 1))
+	done
+	echo "const p = new Set(performance.getEntriesByType('resource').map(e => e.nextHopProtocol));" >>"$T/site/main.js"
+	echo "document.getElementById('echo').textContent = 'modules ran: 200 via ' + Array.from(p).join(',');" >>"$T/site/main.js"
+	printf '%s\n' '<!doctype html><meta charset=utf-8><title>200 modules</title>' \
+		'<div id=echo>loading</div><script type=module src=main.js></script>' >"$T/site/index.html"
+	echo ok >"$T/site/healthz"	# publish waits for an answer there
+	SITE_PORT=$(free_port)
+	# (http.server's own listen backlog of 5 drops the SYNs of 100 streams'
+	# connections at once: their retries take seconds)
+	spawn "$T/site.log" python3 -u -c 'import functools, http.server as h, sys
+class S(h.ThreadingHTTPServer): request_queue_size = 1024
+class H(h.SimpleHTTPRequestHandler): protocol_version = "HTTP/1.1"
+s = S(("127.0.0.1", int(sys.argv[1])), functools.partial(H, directory=sys.argv[2]))
+print("serving", flush=True)
+s.serve_forever()' "$SITE_PORT" "$T/site"
+	wait_log 10 "$T/site.log" "^serving" "$SPAWNED" || bail "the static server did not start"
+	publish h2m "$SITE_PORT" >/dev/null || bail "cannot publish h2m $SITE_PORT"
+	rm -rf "$T/profile" && mkdir -p "$T/profile"
+	out=$(python3 "$top_srcdir/tests/integ/proxy_cdp.py" --chromium "$CHROMIUM" \
+		--url "$(url_for "$SITE_PORT" h2m)/index.html" --selector '#echo' \
+		--expect "modules ran: 200 via" --timeout 60 --log "$T/chromium.log" -- \
+		--headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--disable-dev-shm-usage --user-data-dir="$T/profile")
+	is "Chromium: a page of 200 module scripts loads and runs" "$?" 0
+	is "...every module over h2 (nextHopProtocol)" "$(json_get "$out" 'j.get("text","")')" "modules ran: 200 via h2"
+	is "...the page too" "$(json_get "$out" 'j.get("proto","")')" h2
 else
 	ok "# SKIP chromium or certutil not installed"
 fi

@@ -3,6 +3,8 @@
 #  - idle: running -> paused -> suspended by the idle policy, with events
 #  - a request to a suspended sandbox is served, with Server-Timing: wake
 #  - 200 concurrent requests to a paused sandbox: all 200, one wake
+#  - over HTTP/2 (curl --http2), a request to a paused and to a
+#    suspended sandbox is served after one wake, with Server-Timing: wake
 #  - a TLS handshake naming a public port wakes it (no request needed);
 #    other names do not
 #  - an open WebSocket keeps the sandbox awake; a WebSocket wakes it
@@ -78,6 +80,21 @@ codes=$(bcurl --parallel --parallel-immediate --parallel-max 200 -K "$urls" \
 	-w '%{http_code}\n' 2>/dev/null | sort | uniq -c | tr -s ' ')
 is "paused: 200 concurrent requests all answered 200" "$codes" " 200 200"
 is "paused: exactly one wake for all of them" "$(($(count_ev wake ok) - wakes0))" 1
+
+# ---- over HTTP/2: a stream wakes a paused and a suspended sandbox ----
+# (h2.c serves each stream through the same session code: parking, the
+# wake, Server-Timing.)
+h2wake() {	# STATE: a request over h2 to the sandbox in that state
+	check "idle: $1 again (h2)" wait_state 40 "$1"
+	wakes0=$(count_ev wake ok)
+	hdr=$(bcurl --http2 -s -D - -o "$T/h2.json" "$U/info" | tr -d '\r')
+	like "$1, over h2: the request is served" "$hdr" '^HTTP/2 200'
+	like "$1, over h2: server-timing: wake;dur=" "$hdr" 'server-timing: (.*, *)?wake;dur=[0-9]+'
+	is "$1, over h2: the same boot" "$(json_get "$(cat "$T/h2.json")" 'j["boot_id"]')" "$boot"
+	is "$1, over h2: running after one wake" "$(state) $(($(count_ev wake ok) - wakes0))" "running 1"
+}
+h2wake paused
+h2wake suspended
 
 # ---- wake on connect: a TLS server name starts the wake ----
 # (A client names the sandbox in its handshake; the wake runs while the
