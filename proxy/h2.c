@@ -180,11 +180,8 @@ static void
 stream_log(struct h2s *st, int status, size_t bytes)
 {
 	struct px_sessenv *w = st->h->w;
-	char line[1024], tbuf[32], ip[64], *c;
-	struct timespec rt;
-	struct tm tm;
-	int n, cls = status / 100;
-	size_t plen;
+	char ip[64], *c;
+	int cls = status / 100;
 
 	w->stats.requests++;
 	w->stats.status[cls >= 1 && cls <= 5 ? cls : 0]++;
@@ -196,21 +193,11 @@ stream_log(struct h2s *st, int status, size_t bytes)
 	snprintf(ip, sizeof(ip), "%s", st->h->peername);
 	if ((c = strrchr(ip, ':')) != NULL)
 		*c = '\0';
-	plen = st->path != NULL ? strcspn(st->path, "?") : 0;
-	if (plen > 500)
-		plen = 500;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	gmtime_r(&rt.tv_sec, &tm);
-	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	n = snprintf(line, sizeof(line),
-	    "access %s.%03ldZ %s %.253s - 0 %s %.*s %d %zu 0 0 -\n",
-	    tbuf, rt.tv_nsec / 1000000, ip,
-	    st->authority != NULL ? st->authority : "-",
-	    st->method[0] != '\0' ? st->method : "-",
-	    plen > 0 ? (int)plen : 1, plen > 0 ? st->path : "-", status, bytes);
-	if (n > 0)
-		log_access(w->access_fd, line,
-		    (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	px_access_line(w->access_fd, ip, st->authority,
+	    st->authority != NULL ? strlen(st->authority) : 0, NULL, 0,
+	    st->method, strlen(st->method), st->path,
+	    st->path != NULL ? strlen(st->path) : 0, status,
+	    (unsigned long long)bytes, 0, 0, NULL);
 }
 
 /*

@@ -142,16 +142,57 @@ px_respond_error(struct px_sess *s, int status, const char *reason, const char *
 
 /* ---- access log ---- */
 
+/*
+ * One access log line: time, client, Host, sandbox, port, method, path
+ * (without its query: tokens live there; at most 511 bytes), status,
+ * bytes out, upstream and total milliseconds, request id. NULL or empty
+ * fields are "-". Every byte comes validated by its parser (http1.c or
+ * nghttp2): no control bytes reach the log.
+ */
+void
+px_access_line(int fd, const char *peer, const char *host, size_t hostlen,
+    const char *sandbox, unsigned port, const char *method, size_t mlen,
+    const char *target, size_t tlen, int status, unsigned long long bytes,
+    long up_ms, long total_ms, const char *reqid)
+{
+	char line[2048], tbuf[32];
+	struct timespec rt;
+	struct tm tm;
+	size_t plen = 0;
+	int n;
+
+	while (target != NULL && plen < tlen && plen < 511 && target[plen] != '?')
+		plen++;
+	if (host == NULL || hostlen == 0) {
+		host = "-";
+		hostlen = 1;
+	}
+	if (method == NULL || mlen == 0) {
+		method = "-";
+		mlen = 1;
+	}
+	clock_gettime(CLOCK_REALTIME, &rt);
+	gmtime_r(&rt.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	n = snprintf(line, sizeof(line),
+	    "access %s.%03ldZ %s %.*s %s %u %.*s %.*s %d %llu %ld %ld %s\n",
+	    tbuf, rt.tv_nsec / 1000000, peer,
+	    (int)(hostlen > 253 ? 253 : hostlen), host,
+	    sandbox != NULL ? sandbox : "-", port, (int)mlen, method,
+	    plen ? (int)plen : 1, plen ? target : "-", status, bytes,
+	    up_ms, total_ms, reqid != NULL && reqid[0] ? reqid : "-");
+	if (n > 0)
+		log_access(fd, line, (size_t)n < sizeof(line) ? (size_t)n :
+		    sizeof(line) - 1);
+}
+
+
 void
 px_respond_log(struct px_sess *s)
 {
-	char line[2048], tbuf[32], path[512];
 	const struct px_hdr *h = s->req.host;
 	struct px_sbstat *st;
-	struct timespec rt;
-	struct tm tm;
-	int n, cls = s->status / 100;
-	size_t plen;
+	int cls = s->status / 100;
 
 	s->logged = 1;
 	s->w->stats.requests++;
@@ -173,29 +214,12 @@ px_respond_log(struct px_sess *s)
 	}
 	if (s->w->access_fd < 0)
 		return;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	gmtime_r(&rt.tv_sec, &tm);
-	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	/* Paths are logged without their query (tokens live there) and with
-	 * nothing a terminal would interpret. */
-	plen = 0;
-	if (s->req.raw != NULL) {
-		size_t i;
-
-		for (i = 0; i < s->req.target_len && s->req.target[i] != '?' &&
-		    plen < sizeof(path) - 1; i++)
-			path[plen++] = s->req.target[i];
-	}
-	path[plen] = '\0';
-	n = snprintf(line, sizeof(line),
-	    "access %s.%03ldZ %s %.*s %s %u %.*s %s %d %llu %ld %ld %s\n",
-	    tbuf, rt.tv_nsec / 1000000, s->peer,
-	    h ? (int)(h->vlen > 253 ? 253 : h->vlen) : 1, h ? h->value : "-",
-	    s->m.sandbox[0] ? s->m.sandbox : "-", s->m.guest_port,
-	    s->req.raw ? (int)s->req.method_len : 1, s->req.raw ? s->req.method_str : "-",
-	    plen ? path : "-", s->status, (unsigned long long)s->bytes_out,
+	px_access_line(s->w->access_fd, s->peer,
+	    h ? h->value : NULL, h ? h->vlen : 0,
+	    s->m.sandbox[0] ? s->m.sandbox : NULL, s->m.guest_port,
+	    s->req.raw ? s->req.method_str : NULL, s->req.raw ? s->req.method_len : 0,
+	    s->req.raw ? s->req.target : NULL, s->req.raw ? s->req.target_len : 0,
+	    s->status, (unsigned long long)s->bytes_out,
 	    px_ms_since(&s->t_up), px_ms_since(&s->t0), s->reqid);
-	if (n > 0)
-		log_access(s->w->access_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 

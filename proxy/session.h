@@ -247,6 +247,12 @@ void px_respond_error(struct px_sess *, int status, const char *reason,
     const char *extra_hdrs);
 /* The exchange's access log line and counters. */
 void px_respond_log(struct px_sess *);
+/* Writes one access log line to fd (respond.c; h2.c for the answers it
+ * makes itself): NULL or empty fields are "-", the query is left out. */
+void px_access_line(int fd, const char *peer, const char *host, size_t hostlen,
+    const char *sandbox, unsigned port, const char *method, size_t mlen,
+    const char *target, size_t tlen, int status, unsigned long long bytes,
+    long up_ms, long total_ms, const char *reqid);
 
 /* upstream.c */
 struct px_up *px_up_new(struct px_sessenv *, const char *key,
