@@ -107,6 +107,9 @@ struct conn {
 	int early_served;	/* a streamed request (rh.streamed): served
 				 * from its head */
 	int close_after;	/* a streamed request said Connection: close */
+	int busy;		/* the parser runs: its callbacks may end
+				 * the connection, conn_read frees it after */
+	int dead;		/* ended while busy: freed once it returns */
 	struct cstream *st;	/* its stream, while it answers */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
@@ -4227,11 +4230,18 @@ authorize(struct req *r)
 /* ---- connections ---- */
 
 
+/* Frees c, or when a parser callback on the stack (c->busy) ends it, has
+ * conn_read free it once the parser returned: the parser's state lives
+ * in c. */
 static void
 conn_free(struct conn *c)
 {
 	struct px_control *ctl = c->ctl;
 
+	if (c->busy) {
+		c->dead = 1;
+		return;
+	}
 	if (c->st != NULL) {
 		if (c->st->h != NULL)
 			ctl->hooks.exec_cancel(c->st->h);
@@ -4326,7 +4336,14 @@ conn_read(struct bufferevent *bev, void *arg)
 	    !(c->st != NULL && c->st->in_paused) &&
 	    (n = evbuffer_get_contiguous_space(in)) > 0) {
 		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
+		c->busy++;
 		used = px_reqhead_execute(&c->rh, data, n);
+		c->busy--;
+		if (c->dead) {
+			/* a stream's callback ended it (cs_finish) */
+			conn_free(c);
+			return;
+		}
 		e = HTTP_PARSER_ERRNO(&c->rh.parser);
 		evbuffer_drain(in, used);
 		if (e == HPE_PAUSED && !c->rh.complete) {
@@ -4481,6 +4498,8 @@ rh_stream_body(void *arg, const char *at, size_t len)
 {
 	struct conn *c = arg;
 
+	if (c->dead)
+		return -1;	/* ended meanwhile: read no further */
 	if (c->st != NULL)
 		cs_body(c->st, at, len);
 	return 0;

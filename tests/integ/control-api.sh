@@ -22,7 +22,10 @@
 #
 # The TCP listener is a helper ("berthd: control", not root, chrooted):
 # killed with SIGKILL, its death is logged, it comes back, and netctl over
-# TCP works again; a malformed JSON body never reaches berthd.
+# TCP works again; a malformed JSON body never reaches berthd. Broken
+# requests through it (a streamed body broken after its head, a bad
+# trailer, a request pipelined behind an error) are answered once and
+# closed, and neither process dies of them.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -347,5 +350,61 @@ code=$($CURLT -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $
 	"https://api.$DOMAIN:$CTL_PORT/v1/sandboxes")
 is "a body with a duplicate key is refused by the helper (400)" "$code" 400
 is "...and nothing reached the store" "$(netctl sandbox ls | grep -c cc-json)" 0
+
+# ---- broken requests through the helper -------------------------------------
+# A streamed request's body broken after its head, a bad trailer, a
+# pipelined request behind an error: each is answered once and its
+# connection closed; berthd and the helper live on (under --enable-asan
+# a use-after-free in either kills it). The sandbox is external: its
+# streamed requests are refused at their head (409), the body still
+# comes through the helper.
+helper=$(berthd_helper control)
+broken() {
+	python3 - "$CTL_PORT" "$CA" "api.$DOMAIN" "$admin" "$1" <<'EOF'
+import socket, ssl, sys
+port, ca, host, tok, case = sys.argv[1:6]
+h = "Host: %s\r\nAuthorization: Bearer %s\r\n" % (host, tok)
+health = "GET /v1/health HTTP/1.1\r\n" + h + "\r\n"
+reqs = {
+    # the chunked body of a PUT breaks: a chunk size that is no number
+    "put-chunk": "PUT /v1/sandboxes/cc-1/files?path=/x HTTP/1.1\r\n" + h +
+        "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n" + health,
+    # a streamed exec's body ends with a malformed trailer
+    "exec-trailer": "POST /v1/sandboxes/cc-1/exec?stream=1 HTTP/1.1\r\n" + h +
+        "Transfer-Encoding: chunked\r\n\r\n5\r\n\0\0\0\0J\r\n0\r\n"
+        "no colon here\r\n\r\n" + health,
+    # a JSON body the helper refuses, a request pipelined behind it
+    "json-then-get": "POST /v1/sandboxes HTTP/1.1\r\n" + h +
+        "Content-Type: application/json\r\nContent-Length: 3\r\n\r\n{x}" +
+        health,
+}
+ctx = ssl.create_default_context(cafile=ca)
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(port))),
+    server_hostname=host)
+s.settimeout(10)
+s.sendall(reqs[case].encode("latin-1"))
+buf, end = b"", "closed"
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+except (socket.timeout, ssl.SSLError, OSError):
+    end = "open"
+codes = [l.split(b" ")[1].decode() for l in buf.split(b"\r\n")
+    if l.startswith(b"HTTP/1.1 ")]
+print(",".join(codes) + ":" + end)
+EOF
+}
+is "a PUT's chunked body broken after its head: one answer, closed" \
+	"$(broken put-chunk)" "409:closed"
+is "a streamed exec with a malformed trailer: one answer, closed" \
+	"$(broken exec-trailer)" "409:closed"
+is "invalid JSON with a request pipelined behind it: one answer, closed" \
+	"$(broken json-then-get)" "400:closed"
+check "berthd still running after them" kill -0 "$BERTHD_PID"
+is "...and so is the same control helper" "$(berthd_helper control)" "$helper"
+check "...and netctl over TCP works" tnet status
 
 done_testing

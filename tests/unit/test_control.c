@@ -432,6 +432,51 @@ raw(const char *data, size_t len)
 
 #define raws(s) raw((s), strlen(s))
 
+/*
+ * As raw(), in two steps: first is sent, its answer read until it holds
+ * mark (so the server wrote all it had: its output is empty), then then
+ * is sent and the rest read to EOF. For a callback that ends its
+ * connection while nothing waits to be written.
+ */
+static char *
+raw_after(const char *first, size_t len1, const char *mark,
+    const char *then, size_t len2)
+{
+	static char buf[65536];
+	struct sockaddr_un sun;
+	struct timeval tv = { 5, 0 };
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
+		return buf;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    send(fd, first, len1, MSG_NOSIGNAL) != (ssize_t)len1) {
+		close(fd);
+		return buf;
+	}
+	/* bounded by SO_RCVTIMEO */
+	while (got < sizeof(buf) - 1 && memmem(buf, got, mark,
+	    strlen(mark)) == NULL &&
+	    (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	if (memmem(buf, got, mark, strlen(mark)) != NULL)
+		(void)send(fd, then, len2, MSG_NOSIGNAL);
+	shutdown(fd, SHUT_WR);
+	while (got < sizeof(buf) - 1 &&
+	    (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	return buf;
+}
+
 static int
 count(const char *hay, const char *needle)
 {
@@ -510,6 +555,18 @@ vmlog_has(const char *line)
 	}
 	diag("vmlog has no '%s':\n%s", line, buf);
 	return 0;
+}
+
+/* How many lines of <dir>/vmlog start with line. */
+static int
+vmlog_count(const char *line)
+{
+	char path[128], buf[8192], nl[600];
+
+	snprintf(path, sizeof(path), "%s/vmlog", dir);
+	slurp(path, buf, sizeof(buf));
+	snprintf(nl, sizeof(nl), "\n%s", line);
+	return (strncmp(buf, line, strlen(line)) == 0) + count(buf, nl);
 }
 
 /* A string member of a JSON document, "(none)" when missing. */
@@ -1326,6 +1383,60 @@ main(void)
 			    "a broken chunk after the answer began: cut, no "
 			    "second answer");
 			ok(vmlog_has("cancel "), "... the command dropped");
+			is_int(req("GET", "/v1/health", NULL), 200,
+			    "... and the server goes on");
+			/*
+			 * A frame the stream refuses once its answer began and
+			 * was all written (nothing left to flush): cs_bad ends
+			 * the connection from inside the parser's body callback.
+			 * The connection must outlive that callback (under ASan
+			 * a free there is a heap-use-after-free in
+			 * http_parser_execute, and the server dies).
+			 */
+			k = vmlog_count("cancel ");
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: chunked\r\n\r\n"
+			    "%x\r\n%c%c%c%c%s\r\n",
+			    (unsigned)(5 + strlen("{\"argv\":[\"cat\"]}")), 0, 0, 0,
+			    (int)strlen("{\"argv\":[\"cat\"]}"),
+			    "J{\"argv\":[\"cat\"]}");
+			/* a 'Z' frame, then the body's end and a pipelined
+			 * request: read by nobody */
+			{
+				static const char bad[] = "5\r\n\0\0\0\0Z\r\n"
+				    "0\r\n\r\nGET /v1/health HTTP/1.1\r\n"
+				    "Host: x\r\n\r\n";
+
+				resp = raw_after(reqbuf, (size_t)n, "\r\n\r\n",
+				    bad, sizeof(bad) - 1);
+			}
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    count(resp, "HTTP/1.1 ") == 1,
+			    "a bad frame after the answer was written: cut, "
+			    "nothing more answered");
+			is_int(vmlog_count("cancel "), k + 1,
+			    "... the command dropped");
+			is_int(req("GET", "/v1/health", NULL), 200,
+			    "... and the server goes on");
+			/* the same with a Content-Length body */
+			k = vmlog_count("cancel ");
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 1000\r\n\r\n%c%c%c%c%s", 0, 0, 0,
+			    (int)strlen("{\"argv\":[\"cat\"]}"),
+			    "J{\"argv\":[\"cat\"]}");
+			{
+				static const char bad[] = "\0\0\0\0Zmore bytes";
+
+				resp = raw_after(reqbuf, (size_t)n, "\r\n\r\n",
+				    bad, sizeof(bad) - 1);
+			}
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    count(resp, "HTTP/1.1 ") == 1,
+			    "... as a Content-Length body: cut");
+			is_int(vmlog_count("cancel "), k + 1,
+			    "... the command dropped");
 			is_int(req("GET", "/v1/health", NULL), 200,
 			    "... and the server goes on");
 			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
