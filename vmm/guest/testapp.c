@@ -48,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../proxy/status.h"
+
 #define RBUF_SIZE	65536	/* input buffer per connection */
 #define HEAD_MAX	65536	/* whole request head, all lines */
 #define LINE_MAX_	8192	/* one request line or header line */
@@ -259,41 +261,6 @@ send_all(struct conn *c, const void *p, size_t n)
 	return send_iov(c, &iov, 1);
 }
 
-static const char *
-reason(int code)
-{
-	switch (code) {
-	case 100: return "Continue";
-	case 101: return "Switching Protocols";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 206: return "Partial Content";
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 304: return "Not Modified";
-	case 307: return "Temporary Redirect";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 417: return "Expectation Failed";
-	case 426: return "Upgrade Required";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Status";
-	}
-}
 
 /*
  * Status line and headers. clen < 0 means the body is streamed: chunked
@@ -310,7 +277,7 @@ send_head(struct conn *c, struct req *r, int code, const char *ctype,
 		r->keepalive = 0;
 	n = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nServer: berth-testapp\r\n"
 	    "%s%s%s%s",
-	    code, reason(code),
+	    code, px_status_text(code),
 	    ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
 	    extra ? extra : "");
 	if (code != 204 && code != 304 && code >= 200) {
@@ -1894,7 +1861,7 @@ conn_main(void *arg)
 			r.keepalive = 0;
 			r.head = 0;
 			r.minor = 1;
-			respond_text(c, &r, rc, "%d %s\n", rc, reason(rc));
+			respond_text(c, &r, rc, "%d %s\n", rc, px_status_text(rc));
 			break;
 		}
 		rc = dispatch(c, &r);
