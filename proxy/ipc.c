@@ -13,6 +13,7 @@ int
 px_ipc_send(struct bufferevent *bev, json_t *obj)
 {
 	char *s = json_dumps(obj, JSON_COMPACT);
+	evutil_socket_t fd;
 	uint32_t len;
 
 	if (s == NULL)
@@ -21,6 +22,20 @@ px_ipc_send(struct bufferevent *bev, json_t *obj)
 	bufferevent_write(bev, &len, sizeof(len));
 	bufferevent_write(bev, s, strlen(s));
 	free(s);
+	/* Out now, not when the loop next polls: a worker's "wake" would
+	 * otherwise wait for the rest of the TLS handshake that started it,
+	 * and the parent's "woken" for the store write and the route table
+	 * that follow it (milliseconds of a wake's time to first byte).
+	 * What the socket does not take goes the usual way, in order. */
+	if ((fd = bufferevent_getfd(bev)) >= 0) {
+		struct evbuffer *out = bufferevent_get_output(bev);
+
+		/* the bufferevent keeps its output's front frozen for itself;
+		 * its own write callback thaws it the same way */
+		evbuffer_unfreeze(out, 1);
+		(void)evbuffer_write(out, fd);
+		evbuffer_freeze(out, 1);
+	}
 	return 0;
 }
 

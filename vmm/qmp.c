@@ -129,9 +129,29 @@ qmp_send_text(struct vmm_qmp *q, const char *text)
 {
 	struct evbuffer *out = bufferevent_get_output(q->bev);
 
+	evutil_socket_t fd;
+
 	if (evbuffer_add(out, text, strlen(text)) < 0 ||
 	    evbuffer_add(out, "\r\n", 2) < 0)
 		return -1;
+	/* Written now rather than when the loop next polls: a wake's `cont`
+	 * would otherwise wait for whatever else this turn of the loop does.
+	 * What the socket does not take goes the usual way, in order. */
+	if ((fd = bufferevent_getfd(q->bev)) >= 0) {
+		size_t len = evbuffer_get_length(out);
+		unsigned char *p = evbuffer_pullup(out, (ssize_t)len);
+		ssize_t n;
+
+		/* The bufferevent keeps its output's front frozen for itself;
+		 * its own write callback thaws it the same way. MSG_NOSIGNAL:
+		 * a library does not rely on SIGPIPE's handling. */
+		if (p != NULL &&
+		    (n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)) > 0) {
+			evbuffer_unfreeze(out, 1);
+			evbuffer_drain(out, (size_t)n);
+			evbuffer_freeze(out, 1);
+		}
+	}
 	return 0;
 }
 
@@ -274,13 +294,16 @@ vmm_qmp_command_fd(struct vmm_qmp *q, const char *cmd, json_t *args, int fd,
 	}
 	out = bufferevent_get_output(q->bev);
 	sfd = (int)bufferevent_getfd(q->bev);
+	evbuffer_unfreeze(out, 1);	/* as the bufferevent's own writes do */
 	while (evbuffer_get_length(out) > 0)
 		if (evbuffer_write(out, sfd) <= 0) {
+			evbuffer_freeze(out, 1);
 			json_decref(args);
 			snprintf(err, errlen, "QMP %s: earlier commands still "
 			    "unsent", cmd);
 			return -1;
 		}
+	evbuffer_freeze(out, 1);
 	if ((text = qmp_text(q, cmd, args, &c)) == NULL)
 		goto nomem;
 	len = strlen(text);
