@@ -98,6 +98,8 @@ struct h2c {
 	unsigned	 rst_n;
 	int		 closing;	/* flush, then free */
 	int		 lingering;	/* flushed: free at the timer */
+	int		 sni_woke;	/* its TLS server name started a wake:
+					 * the next stream's response says so */
 	struct h2slist	 streams;
 	TAILQ_ENTRY(h2c) entry;
 };
@@ -319,6 +321,7 @@ stream_begin(struct h2s *st, int end_stream)
 	struct h2c *h = st->h;
 	struct bufferevent *pair[2];
 	struct px_xport *xp;
+	struct px_sess *s;
 	struct evbuffer *req;
 
 	st->started = 1;
@@ -368,7 +371,13 @@ stream_begin(struct h2s *st, int end_stream)
 	bufferevent_setwatermark(st->a, EV_READ, 0, H2_PAIR_MAX);
 	bufferevent_setwatermark(st->a, EV_WRITE, PX_LOWAT / 2, 0);
 	bufferevent_enable(st->a, EV_READ | EV_WRITE);
-	px_sess_start(h->w, xp, (struct sockaddr *)&h->peer, (int)h->peerlen, 1);
+	if ((s = px_sess_start(h->w, xp, (struct sockaddr *)&h->peer,
+	    (int)h->peerlen, 1)) != NULL && h->sni_woke) {
+		/* the wake its handshake started (Server-Timing wake;dur,
+		 * even when it ended before this request came) */
+		s->sni_woke = 1;
+		h->sni_woke = 0;
+	}
 	bufferevent_write_buffer(st->a, req);
 	evbuffer_free(req);
 	return;
@@ -1074,7 +1083,7 @@ c_event(struct bufferevent *bev, short what, void *arg)
 }
 
 void
-px_h2_start(struct px_sessenv *w, struct px_xport *xp)
+px_h2_start(struct px_sessenv *w, struct px_xport *xp, int sni_woke)
 {
 	nghttp2_session_callbacks *cb = NULL;
 	nghttp2_option *opt = NULL;
@@ -1090,6 +1099,7 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp)
 	}
 	h->w = w;
 	h->xp = xp;
+	h->sni_woke = sni_woke;
 	h->c = px_xport_bev(xp);
 	TAILQ_INIT(&h->streams);
 	TAILQ_INSERT_TAIL(&conns, h, entry);

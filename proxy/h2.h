@@ -28,7 +28,7 @@ struct px_sessenv;
 struct px_xport;
 
 /* Serves HTTP/2 on xp (its TLS handshake done, ALPN h2); takes xp. */
-void px_h2_start(struct px_sessenv *, struct px_xport *xp);
+void px_h2_start(struct px_sessenv *, struct px_xport *xp, int sni_woke);
 /* Sends GOAWAY to every connection (hard: closes them). */
 void px_h2_drain_all(struct px_sessenv *, int hard);
 

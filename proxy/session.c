@@ -447,7 +447,7 @@ struct px_pend {
 	TAILQ_ENTRY(px_pend) entry;
 };
 
-static void sess_begin(struct px_sessenv *, struct px_xport *,
+static struct px_sess *sess_begin(struct px_sessenv *, struct px_xport *,
     const struct sockaddr *, int socklen, int https,
     const struct px_pend *);
 
@@ -531,16 +531,16 @@ px_sess_accept(struct px_sessenv *w, int fd, struct sockaddr *sa, int socklen,
 		w->accepting(0);	/* the rest wait in the backlog */
 }
 
-void
+struct px_sess *
 px_sess_start(struct px_sessenv *w, struct px_xport *xp,
     const struct sockaddr *sa, int socklen, int https)
 {
-	sess_begin(w, xp, sa, socklen, https, NULL);
+	return sess_begin(w, xp, sa, socklen, https, NULL);
 }
 
 /* The session of a new connection; pend: what px_sess_accept decided and
  * counted (NULL: px_sess_start, counted here). */
-static void
+static struct px_sess *
 sess_begin(struct px_sessenv *w, struct px_xport *xp,
     const struct sockaddr *sa, int socklen, int https,
     const struct px_pend *pend)
@@ -552,7 +552,7 @@ sess_begin(struct px_sessenv *w, struct px_xport *xp,
 		px_xport_free(xp);
 		if (pend != NULL)
 			conns_dec(w);
-		return;
+		return NULL;
 	}
 	s->w = w;
 	s->https = https;
@@ -605,12 +605,13 @@ sess_begin(struct px_sessenv *w, struct px_xport *xp,
 	px_sess_timer_set(s, T_HEAD, left > 1 ? (unsigned)left : 1);
 	if (w->nhs_low > 0)
 		w->handshakes_wait();
-	return;
+	return s;
 fail:
 	px_xport_free(s->xp);
 	free(s);
 	if (pend != NULL)
 		conns_dec(w);
+	return NULL;
 }
 
 /* Ends one exchange and gets ready for the next request (keep-alive). */
@@ -2068,11 +2069,12 @@ client_event(struct bufferevent *bev, short what, void *arg)
 		if (px_xport_h2(s->xp)) {	/* h2.c serves it from now on */
 			struct px_sessenv *w = s->w;
 			struct px_xport *xp = s->xp;
+			int woke = s->sni_woke;
 
 			bufferevent_setcb(s->c, NULL, NULL, NULL, NULL);
 			s->xp = NULL;
 			px_sess_free(s);
-			px_h2_start(w, xp);
+			px_h2_start(w, xp, woke);
 			return;
 		}
 		cl_kick(s);	/* a request that came with the Finished */

@@ -120,8 +120,9 @@ void px_sess_env_init(struct px_sessenv *);
 void px_sess_accept(struct px_sessenv *, int fd, struct sockaddr *, int socklen,
     int https);
 /* The same over a transport already made (tls.h): tests pass a plain
- * one on a socketpair with https 1. */
-void px_sess_start(struct px_sessenv *, struct px_xport *,
+ * one on a socketpair with https 1, h2.c one end of a pair per stream.
+ * The session, or NULL (the transport freed). */
+struct px_sess *px_sess_start(struct px_sessenv *, struct px_xport *,
     const struct sockaddr *, int socklen, int https);
 /* Closes idle sessions and lets the rest finish (hard: closes all). */
 void px_sess_drain_all(struct px_sessenv *, int hard);
