@@ -393,28 +393,39 @@ treq(const char *token, const char *method, const char *target,
 	return last.status;
 }
 
+/* A connection to the control socket with a 5 s read deadline, or -1. */
+static int
+raw_connect(void)
+{
+	struct sockaddr_un sun;
+	struct timeval tv = { 5, 0 };
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Sends raw bytes, reads until close; returns the response text. */
 static char *
 raw(const char *data, size_t len)
 {
 	static char buf[65536];
-	struct sockaddr_un sun;
-	struct timeval tv = { 5, 0 };
 	size_t got = 0;
 	ssize_t n;
 	int fd;
 
 	buf[0] = '\0';
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
+	if ((fd = raw_connect()) == -1)
 		return buf;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		close(fd);
-		return buf;
-	}
 	while (len > 0 && (n = send(fd, data, len, MSG_NOSIGNAL)) > 0) {
 		data += n;
 		len -= (size_t)n;
@@ -443,21 +454,14 @@ raw_after(const char *first, size_t len1, const char *mark,
     const char *then, size_t len2)
 {
 	static char buf[65536];
-	struct sockaddr_un sun;
-	struct timeval tv = { 5, 0 };
 	size_t got = 0;
 	ssize_t n;
 	int fd;
 
 	buf[0] = '\0';
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
+	if ((fd = raw_connect()) == -1)
 		return buf;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    send(fd, first, len1, MSG_NOSIGNAL) != (ssize_t)len1) {
+	if (send(fd, first, len1, MSG_NOSIGNAL) != (ssize_t)len1) {
 		close(fd);
 		return buf;
 	}
