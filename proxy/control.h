@@ -240,7 +240,9 @@ struct px_control_hooks {
 	/*
 	 * Creates the VM of a new sandbox (stored with state "creating", no
 	 * address yet) as spec says; asynchronous: the VMM later sets the
-	 * state and the address in the store. 0 when started, -1 with err.
+	 * state and the address in the store. 0 when started, -1 with err,
+	 * -2 with err when it may succeed later without anyone acting (the
+	 * default template is being built): the 503 carries a Retry-After.
 	 * NULL: creating a sandbox needs an "address" (externally managed).
 	 */
 	int (*vm_create)(const char *sandbox, const struct px_vm_spec *spec,
