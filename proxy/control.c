@@ -1029,13 +1029,15 @@ h_sandbox_create(struct req *r)
 		reply_store(r, rc, "id", err);
 		goto out;
 	}
-	if (!sb.external && ctl->hooks.vm_create(sb.id, &spec, err,
-	    sizeof(err), ctl->hooks.arg) != 0) {
+	if (!sb.external && (rc = ctl->hooks.vm_create(sb.id, &spec, err,
+	    sizeof(err), ctl->hooks.arg)) != 0) {
 		char e2[256];
 
 		(void)px_store_sandbox_rm(ctl->store, sb.id, e2, sizeof(e2));
-		reply_error(r, 503, NULL, NULL, "cannot create sandbox '%s': %s",
-		    sb.id, err);
+		/* -2: a build under way, minutes long; a failed one is not
+		 * retried by waiting, so it gets no Retry-After */
+		reply_error_hdr(r, 503, rc == -2 ? "Retry-After: 30\r\n" : NULL,
+		    "cannot create sandbox '%s': %s", sb.id, err);
 		goto out;
 	}
 	routes_changed(ctl);

@@ -240,7 +240,9 @@ struct px_control_hooks {
 	/*
 	 * Creates the VM of a new sandbox (stored with state "creating", no
 	 * address yet) as spec says; asynchronous: the VMM later sets the
-	 * state and the address in the store. 0 when started, -1 with err.
+	 * state and the address in the store. 0 when started, -1 with err,
+	 * -2 with err when it may succeed later without anyone acting (the
+	 * default template is being built): the 503 carries a Retry-After.
 	 * NULL: creating a sandbox needs an "address" (externally managed).
 	 */
 	int (*vm_create)(const char *sandbox, const struct px_vm_spec *spec,
@@ -307,7 +309,10 @@ struct px_control_hooks {
 	 * exec_read(0) stops taking the guest's output (the client reads
 	 * slowly), exec_read(1) takes it again; exec_cancel drops it (the
 	 * client went away: a running command is killed, done is not
-	 * called). NULL exec_stream: streamed requests answer 409. */
+	 * called). NULL exec_stream: streamed requests answer 409. The
+	 * sink's done is never called from inside exec_stream, exec_input
+	 * or exec_cancel, only later from the event loop: control.c's
+	 * h_files and cs_body use the stream's state after those calls. */
 	struct px_exec_stream *(*exec_stream)(const char *sandbox,
 	    const struct px_exec_req *req, const struct px_exec_sink *sink,
 	    int *status, char *err, size_t errlen, void *arg);

@@ -1002,7 +1002,7 @@ default_debian(struct vmm_template *t, char *err, size_t errlen)
 		    "template build debian' follows it): try again once it is "
 		    "built", (long long)(time(NULL) - TB.t0),
 		    (unsigned long long)TB.seq);
-		return -1;
+		return -2;	/* the 503 says when to try again */
 	}
 	if (vmm_template_load(V.tdir, t, e, sizeof(e)) == 0)
 		return 0;
@@ -1082,8 +1082,8 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 		return -1;
 	}
 	if (ps->template_dir == NULL && V.def_debian &&
-	    default_debian(&t, err, errlen) != 0)
-		return -1;
+	    (rc = default_debian(&t, err, errlen)) != 0)
+		return rc;
 	if ((o = opctx_new(id)) == NULL) {
 		vmm_template_free(&t);
 		snprintf(err, errlen, "out of memory");

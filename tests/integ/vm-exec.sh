@@ -14,8 +14,10 @@
 # relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
 # of stdin and 20 MiB of output stream whole, a slow reader makes
 # neither the helpers nor the parent buffer, Expect: 100-continue is
-# answered, a half close after a whole PUT still gets its answer; an
-# external sandbox has no guest (409).
+# answered, a half close after a whole PUT still gets its answer, a
+# frame the stream refuses after the answer's head cuts it and closes
+# the connection (berthd and the helper go on); an external sandbox has
+# no guest (409).
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -511,6 +513,57 @@ PY
 )
 is "over TLS: a half close after a whole PUT still gets its answer" "$out" "HTTP/1.1 200 OK"
 is "... and the file is there" "$(x -- cat /tmp/half.txt)" half
+# a frame the stream refuses once its answer began (proxy/control.c ends
+# the connection from inside the parser's body callback: it must outlive
+# that callback): the answer is cut, the connection closes, the command
+# is killed, berthd and the control helper go on, the next exec works
+out=$(python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" <<'PY'
+import json, socket, ssl, struct, sys, time
+port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", port))
+t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+t.settimeout(1)
+def frame(kind, payload):
+    f = struct.pack(">I", len(payload)) + kind + payload
+    return b"%x\r\n" % len(f) + f + b"\r\n"
+raw, deadline = b"", time.time() + 60
+def until(pred):
+    global raw
+    while not pred() and time.time() < deadline:
+        try:
+            b = t.recv(65536)
+        except socket.timeout:
+            continue
+        except (ssl.SSLError, OSError):
+            return "closed"
+        if not b:
+            return "closed"
+        raw += b
+    return "done" if pred() else "open"
+t.sendall(("POST /v1/sandboxes/ex/exec?stream=1 HTTP/1.1\r\nHost: api\r\n"
+           "Authorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n" % tok).encode() +
+          frame(b"J", json.dumps({"argv": ["sh", "-c", "echo started; sleep 987"]}).encode()))
+if until(lambda: b"\r\n\r\n" in raw) != "done":
+    print("no head: %r" % raw[:200]); sys.exit(0)
+if until(lambda: b"started" in raw) != "done":
+    print("the command did not start: %r" % raw[:200]); sys.exit(0)
+n = len(raw)
+# the refused frame, the body's end and a pipelined request: read by nobody
+t.sendall(frame(b"Z", b"") + b"0\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: api\r\n"
+          b"Authorization: Bearer " + tok.encode() + b"\r\n\r\n")
+deadline = time.time() + 30
+end = until(lambda: False)
+print(raw.split(b"\r\n")[0].decode(), "answers:%d" % raw.count(b"HTTP/1.1 "),
+      "cut" if not raw.endswith(b"\r\n0\r\n\r\n") else "ended", end)
+PY
+)
+is "over TLS: a frame the stream refuses after the answer's head: cut, the connection closed" \
+	"$out" "HTTP/1.1 200 OK answers:1 cut closed"
+gone987() { [ "$(x -- sh -c "pgrep -f '^sleep 987' >/dev/null && echo alive || echo gone")" = gone ]; }
+check "... the command is killed" wait_for 20 gone987
+check "... berthd goes on (pid $BERTHD_PID)" kill -0 "$BERTHD_PID"
+out=$(tx "$tok" ex -- echo next 2>&1)
+is "... the next exec over TLS works" "$?:$out" "0:next"
 check "the control helper is the same process still" test "$(berthd_helper control)" = "$hpid"
 
 out=$(netctl sandbox exec other -- true </dev/null 2>&1)

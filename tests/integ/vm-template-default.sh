@@ -5,9 +5,11 @@
 # the background (a stand-in builder held by the test stands for
 # mktemplate-debian), its progress in the log and in GET
 # /v1/templates/debian/build; a create meanwhile is refused (503) naming
-# the build, and leaves no sandbox; `netctl template build debian`
+# the build, says when to try again (Retry-After: 30), and leaves no
+# sandbox; `netctl template build debian`
 # joins the running build and prints its progress from the start; a
-# failed build is in the log and in every create's error; SIGHUP
+# failed build is in the log and in every create's error (no
+# Retry-After); SIGHUP
 # changing vm_template says it takes effect on restart; a build under
 # way ends with berthd (SIGTERM); vmm on with no
 # builder at all exits saying why.
@@ -72,9 +74,16 @@ out=$(netctl sandbox create early 2>&1)
 is "a create during the build is refused (exit 1)" "$?" 1
 like "... naming the build and its progress" "$out" \
 	"the default template debian is being built \([0-9]+ s, [0-9]+ lines of progress so far; 'netctl template build debian' follows it\)"
-code=$(curl -sS -o "$T/c.json" -w '%{http_code}' --max-time 10 --unix-socket "$STATE/control.sock" \
-	-X POST -H 'Content-Type: application/json' -d '{"id":"early2"}' http://berth/v1/sandboxes)
+create_api() {
+	curl -sS -o "$T/c.json" -D "$T/c.hdr" -w '%{http_code}' --max-time 10 \
+		--unix-socket "$STATE/control.sock" -X POST \
+		-H 'Content-Type: application/json' -d "{\"id\":\"$1\"}" \
+		http://berth/v1/sandboxes
+}
+code=$(create_api early2)
 is "... 503 from the API" "$code" 503
+like "... with Retry-After: 30 (the build will end by itself)" "$(cat "$T/c.hdr")" \
+	"Retry-After: 30"
 unlike "... and no sandbox is left half made" "$(netctl sandbox ls)" "early"
 
 # netctl template build debian: joins the running build, prints it all
@@ -97,6 +106,9 @@ out=$(netctl sandbox create late 2>&1)
 is "a create after the failed build is refused (exit 1)" "$?" 1
 like "... with the build's reason" "$out" \
 	"could not be built \('netctl template build debian' tries again\): .*cannot reach the archive"
+code=$(create_api late2)
+is "... 503 from the API" "$code" 503
+unlike "... with no Retry-After (waiting does not help)" "$(cat "$T/c.hdr")" "Retry-After"
 
 like "netctl status says the build failed, and why" "$(netctl status)" \
 	"default template: debian: build failed: .*cannot reach the archive"
