@@ -1,10 +1,10 @@
 /*
  * control.c — the control API server (see control.h for the resources).
- * A small HTTP/1.1 server of its own on bufferevents and http-parser
- * (its request reader, reqhead.c, is shared with the TCP control
- * helper, controld.c) rather than evhttp: every answer, including 413 and malformed
- * requests, must be the JSON error document, and the same code will later
- * sit behind a TLS listener. Requests are handled one at a time per
+ * A small HTTP/1.1 server of its own on bufferevents (its request
+ * reader, reqhead.c, reads with berthd's strict http1.c and is shared
+ * with the TCP control helper, controld.c) rather than evhttp: every
+ * answer, including 413 and malformed requests, must be the JSON error
+ * document, and the same code sits behind a TLS listener. Requests are handled one at a time per
  * connection, synchronously (the store is local SQLite); pipelined
  * requests are answered in order. Everything a client sends is bounded:
  * head 16 KB, body 64 KB, 60 s idle.
@@ -242,8 +242,10 @@ px_control_error_code(int status)
 	case 408: return "timeout";
 	case 409: return "conflict";
 	case 413: return "payload_too_large";
+	case 417: return "expectation_failed";
 	case 431: return "header_too_large";
 	case 501: return "not_implemented";
+	case 505: return "http_version_not_supported";
 	case 503: return "unavailable";
 	case 507: return "insufficient_storage";
 	default: return status >= 500 ? "internal" : "bad_request";
@@ -4284,10 +4286,10 @@ conn_serve_early(struct conn *c)
 
 	memset(&r, 0, sizeof(r));
 	r.c = c;
-	r.method = (enum http_method)c->rh.parser.method;
+	r.method = (enum http_method)c->rh.method;
 	r.body = "";
 	/* closing would stop reading the body: close after the answer */
-	c->close_after = !http_should_keep_alive(&c->rh.parser);
+	c->close_after = !c->rh.keepalive;
 	if (parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
 	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
 		route(&r);
@@ -4310,10 +4312,10 @@ conn_serve(struct conn *c)
 
 	memset(&r, 0, sizeof(r));
 	r.c = c;
-	r.method = (enum http_method)c->rh.parser.method;
+	r.method = (enum http_method)c->rh.method;
 	r.bodylen = evbuffer_get_length(c->rh.body);
 	r.body = r.bodylen ? (const char *)evbuffer_pullup(c->rh.body, -1) : "";
-	if (!http_should_keep_alive(&c->rh.parser) || c->rh.parser.upgrade)
+	if (!c->rh.keepalive)	/* (an Upgrade too: never tunneled) */
 		c->closing = 1;
 	if (parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
 	    ulen) == 0 && authenticate(&r) == 0 && authorize(&r) == 0)
@@ -4329,37 +4331,38 @@ conn_read(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t n, used;
-	enum http_errno e;
+	enum px_reqhead_stop st;
 	char *data, msg[160];
 	int status;
 
 	while (!c->closing && !c->throttled &&
 	    (!c->waiting || c->rh.streamed) &&
 	    !(c->st != NULL && c->st->in_paused) &&
-	    (n = evbuffer_get_contiguous_space(in)) > 0) {
-		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
+	    ((n = evbuffer_get_contiguous_space(in)) > 0 ||
+	    px_reqhead_ready(&c->rh))) {
+		data = n > 0 ? (char *)evbuffer_pullup(in, (ev_ssize_t)n) : NULL;
 		c->busy++;
-		used = px_reqhead_execute(&c->rh, data, n);
+		st = px_reqhead_execute(&c->rh, data, n, &used);
 		c->busy--;
 		if (c->dead) {
 			/* a stream's callback ended it (cs_finish) */
 			conn_free(c);
 			return;
 		}
-		e = HTTP_PARSER_ERRNO(&c->rh.parser);
 		evbuffer_drain(in, used);
-		if (e == HPE_PAUSED && !c->rh.complete) {
-			/* a streamed request's head (serve it now) or end */
-			http_parser_pause(&c->rh.parser, 0);
-			if (c->rh.streamed && !c->early_served) {
+		switch (st) {
+		case PX_REQHEAD_MORE:
+			continue;
+		case PX_REQHEAD_HEAD:
+			/* a streamed request's head: serve it now */
+			if (!c->early_served) {
 				c->early_served = 1;
 				conn_serve_early(c);
 			}
 			continue;
-		}
-		if (c->rh.complete) {
-			/* the end of the message paused the parser */
-			http_parser_pause(&c->rh.parser, 0);
+		case PX_REQHEAD_END:
+			continue;	/* (its stream took the end) */
+		case PX_REQHEAD_COMPLETE:
 			conn_serve(c);
 			if (evbuffer_get_length(bufferevent_get_output(bev)) >
 			    CTL_OUT_HIGH) {
@@ -4367,8 +4370,10 @@ conn_read(struct bufferevent *bev, void *arg)
 				bufferevent_disable(bev, EV_READ);
 			}
 			continue;
+		case PX_REQHEAD_ERROR:
+			break;
 		}
-		if (e != HPE_OK && c->st != NULL) {
+		if (c->st != NULL) {
 			/* a streamed request's body broke (its framing):
 			 * the operation ends; an answer under way is cut */
 			int cut = c->st->head_sent;
@@ -4386,13 +4391,9 @@ conn_read(struct bufferevent *bev, void *arg)
 				return;
 			}
 		}
-		if (e != HPE_OK) {
-			status = px_reqhead_error(&c->rh, e, msg, sizeof(msg));
-			conn_fail(c, status, msg);
-			return;
-		}
-		if (c->rh.parser.upgrade)
-			break;	/* served at message complete; never tunneled */
+		status = px_reqhead_error(&c->rh, msg, sizeof(msg));
+		conn_fail(c, status, msg);
+		return;
 	}
 }
 

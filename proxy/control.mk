@@ -5,6 +5,7 @@
 noinst_LIBRARIES += proxy/libpxcontrol.a
 proxy_libpxcontrol_a_SOURCES = proxy/store.c proxy/store.h \
 	proxy/control.c proxy/control.h proxy/reqhead.c proxy/reqhead.h \
+	proxy/http1.c proxy/http1.h \
 	proxy/status.c proxy/status.h \
 	proxy/control_rule.c proxy/control_rule.h \
 	proxy/token.c proxy/token.h

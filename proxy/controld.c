@@ -17,8 +17,9 @@
  *
  * A streamed request (PUT .../files, POST .../exec?stream=1: a body that
  * is not JSON, of any size; px_control_streamed decides, as control.c
- * does) is sent as its head, then its body as http-parser de-chunked it
- * or counted it off its Content-Length, in HM_CTL_BODY pieces, then
+ * does) is sent as its head, then its body as the reader (http1.c's
+ * framing) de-chunked it or counted it off its Content-Length, in
+ * HM_CTL_BODY pieces, then
  * HM_CTL_BODY_END (helper.h). The helper never lets more than
  * HM_CTL_WINDOW of a body go unacknowledged: it stops feeding the
  * parser and reading the client until the parent acknowledges what
@@ -198,7 +199,7 @@ c_serve(struct cconn *c)
 	size_t ulen = evbuffer_get_length(c->rh.url), blen = 0;
 	const char *url = (const char *)evbuffer_pullup(c->rh.url, -1);
 	char *body = NULL, msg[256];
-	int method = (int)c->rh.parser.method;
+	int method = c->rh.method;
 
 	switch (method) {
 	case HTTP_GET: case HTTP_HEAD: case HTTP_POST: case HTTP_PUT:
@@ -245,8 +246,7 @@ c_serve(struct cconn *c)
 	}
 	m->id = c->id;
 	m->method = method;
-	m->close = !http_should_keep_alive(&c->rh.parser) ||
-	    c->rh.parser.upgrade;
+	m->close = !c->rh.keepalive;	/* (an Upgrade too: never tunneled) */
 	memcpy(m->target, url, ulen);
 	memcpy(m->authz, c->rh.authz, c->rh.authzlen);
 	m->bodylen = (uint32_t)blen;
@@ -275,7 +275,7 @@ c_body_end(struct cconn *c, int broken)
 	m.broken = broken;
 	px_chan_send(C.ch, HM_CTL_BODY_END, &m, sizeof(m), NULL, 0);
 	c->stream = ST_NONE;
-	if (broken || !http_should_keep_alive(&c->rh.parser))
+	if (broken || !c->rh.keepalive)
 		c_stop_reading(c);
 }
 
@@ -292,15 +292,16 @@ c_read(struct bufferevent *bev, void *arg)
 	struct cconn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t n, used;
-	enum http_errno e;
+	enum px_reqhead_stop st;
 	char *data, msg[160];
 	int status;
 
 	while (!c->closing && !c->in_done &&
-	    (n = evbuffer_get_contiguous_space(in)) > 0) {
+	    ((n = evbuffer_get_contiguous_space(in)) > 0 ||
+	    px_reqhead_ready(&c->rh))) {
 		if (c->stream == ST_BODY) {
 			/* no more body than the window lets through: the
-			 * parser is given no more than that */
+			 * reader is given no more than that */
 			if (c->body_unacked >= HM_CTL_WINDOW) {
 				c->blocked = 1;
 				bufferevent_disable(bev, EV_READ);
@@ -309,51 +310,47 @@ c_read(struct bufferevent *bev, void *arg)
 			if (n > HM_CTL_WINDOW - c->body_unacked)
 				n = HM_CTL_WINDOW - c->body_unacked;
 		}
-		data = (char *)evbuffer_pullup(in, (ev_ssize_t)n);
-		used = px_reqhead_execute(&c->rh, data, n);
-		e = HTTP_PARSER_ERRNO(&c->rh.parser);
+		data = n > 0 ? (char *)evbuffer_pullup(in, (ev_ssize_t)n) : NULL;
+		st = px_reqhead_execute(&c->rh, data, n, &used);
 		evbuffer_drain(in, used);
 		if (c->chan_full) {
 			cconn_free(c);
 			return;
 		}
-		if (c->stream == ST_HEAD) {
+		switch (st) {
+		case PX_REQHEAD_MORE:
+			continue;
+		case PX_REQHEAD_HEAD:
 			/* a streamed request's head: to the parent now, the
 			 * body after it as it comes; the command may run
 			 * long with nothing said: no read timeout */
-			http_parser_pause(&c->rh.parser, 0);
 			if (c_serve(c) < 0)
 				return;
 			c->stream = ST_BODY;
 			c->untimed = 1;
 			bufferevent_set_timeouts(bev, NULL, &c_idle);
 			continue;
-		}
-		if (c->rh.complete) {
-			http_parser_pause(&c->rh.parser, 0);
+		case PX_REQHEAD_END:	/* (no stream_end hook: never) */
+		case PX_REQHEAD_COMPLETE:
 			if (c->stream == ST_BODY)
 				c_body_end(c, 0);
 			else if (c_serve(c) < 0)
 				return;
 			c_reset(c);
-			if (c->rh.parser.upgrade)
-				break;
 			continue;
+		case PX_REQHEAD_ERROR:
+			break;
 		}
-		if (e != HPE_OK && c->stream == ST_BODY) {
+		if (c->stream == ST_BODY) {
 			/* the body broke its framing: the parent's request
 			 * fails as the control API fails it (400, or cut
 			 * once its answer began) and closes */
 			c_body_end(c, 1);
 			return;
 		}
-		if (e != HPE_OK) {
-			status = px_reqhead_error(&c->rh, e, msg, sizeof(msg));
-			c_fail(c, status, msg);
-			return;
-		}
-		if (c->rh.parser.upgrade)
-			break;
+		status = px_reqhead_error(&c->rh, msg, sizeof(msg));
+		c_fail(c, status, msg);
+		return;
 	}
 	if (c->eof_pending && !c->blocked) {
 		c->eof_pending = 0;
