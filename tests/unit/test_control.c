@@ -10,6 +10,7 @@
  */
 #include "control.h"
 #include "conf.h"
+#include "reqhead.h"
 #include "store.h"
 #include "token.h"
 #include "cli.h"
@@ -17,6 +18,7 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <http_parser.h>
 #include <jansson.h>
 
 #include <errno.h>
@@ -631,6 +633,315 @@ start_child(void)
 	return 0;
 }
 
+/* ---- the request reader (reqhead.c over http1.c), without a socket ---- */
+
+static struct {
+	int	heads, ends;
+	char	body[256];
+	size_t	bodylen;
+} rd;
+
+static void
+rd_head(void *arg)
+{
+	rd.heads++;
+}
+
+static int
+rd_body(void *arg, const char *at, size_t len)
+{
+	if (rd.bodylen + len >= sizeof(rd.body))
+		return -1;
+	memcpy(rd.body + rd.bodylen, at, len);
+	rd.bodylen += len;
+	rd.body[rd.bodylen] = '\0';
+	return 0;
+}
+
+static void
+rd_end(void *arg)
+{
+	rd.ends++;
+}
+
+static const struct px_reqhead_hooks rd_hooks = {
+	.stream_head = rd_head, .stream_body = rd_body, .stream_end = rd_end,
+};
+
+/* Feeds s[0..len) in pieces of step bytes (0: whole) until the reader
+ * stops at something other than MORE; *off gets what it consumed. */
+static enum px_reqhead_stop
+rd_feed(struct px_reqhead *r, const char *s, size_t len, size_t step,
+    size_t *off)
+{
+	enum px_reqhead_stop st = PX_REQHEAD_MORE;
+	size_t used, n;
+
+	*off = 0;
+	while (st == PX_REQHEAD_MORE && *off < len) {
+		n = step == 0 || len - *off < step ? len - *off : step;
+		st = px_reqhead_execute(r, s + *off, n, &used);
+		*off += used;
+	}
+	return st;
+}
+
+/* One request refused: the status and message it earns. */
+static int
+rd_refused(const char *s, char *msg, size_t msglen)
+{
+	struct px_reqhead r;
+	size_t off;
+	int status = 0;
+
+	msg[0] = '\0';
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return -1;
+	if (rd_feed(&r, s, strlen(s), 0, &off) == PX_REQHEAD_ERROR)
+		status = px_reqhead_error(&r, msg, msglen);
+	px_reqhead_free(&r);
+	return status;
+}
+
+static const char *
+rd_url(struct px_reqhead *r)
+{
+	static char u[256];
+	size_t n = evbuffer_get_length(r->url);
+
+	if (n >= sizeof(u))
+		n = sizeof(u) - 1;
+	evbuffer_copyout(r->url, u, n);
+	u[n] = '\0';
+	return u;
+}
+
+static void
+test_reader(void)
+{
+	static const char two[] = "\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: x\r\n"
+	    "Authorization: Bearer t1\r\n\r\n"
+	    "PUT /v1/sandboxes/sb-1/ports/80 HTTP/1.1\r\nHost: x\r\n"
+	    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+	    "3\r\n{\"a\r\n4;ext=\"q\"\r\n\":1}\r\n0\r\nX-T: y\r\n\r\n"
+	    "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char files[] = "PUT /v1/sandboxes/sb-1/files?path=/a "
+	    "HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1\r\n!\r\n0\r\n\r\n"
+	    "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char empty[] = "POST /v1/sandboxes/sb-1/exec?stream=1 "
+	    "HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+	char msg[160], big[PX_CONTROL_MAX_HEAD + 64], *p;
+	struct px_reqhead r;
+	size_t off, used, step, at;
+	enum px_reqhead_stop st;
+	int i, okall;
+
+	/* pipelined requests, whole and a byte at a time: the same stops */
+	for (step = 0; step <= 1; step++) {
+		if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+			return;
+		st = rd_feed(&r, two, sizeof(two) - 1, step, &off);
+		at = off;
+		ok(st == PX_REQHEAD_COMPLETE && r.complete &&
+		    r.method == HTTP_GET && strcmp(rd_url(&r), "/v1/health") == 0 &&
+		    strcmp(r.authz, "Bearer t1") == 0 && !r.authz_bad &&
+		    r.keepalive && evbuffer_get_length(r.body) == 0 &&
+		    memcmp(two + at, "PUT ", 4) == 0,
+		    "reader (%s): empty lines skipped, a GET read up to its "
+		    "end", step ? "bytewise" : "whole");
+		px_reqhead_reset(&r);
+		ok(!px_reqhead_started(&r), "reader: not started after a reset");
+		st = rd_feed(&r, two + at, sizeof(two) - 1 - at, step, &off);
+		at += off;
+		ok(st == PX_REQHEAD_COMPLETE && r.method == HTTP_PUT &&
+		    !r.keepalive && r.authzlen == 0 &&
+		    evbuffer_get_length(r.body) == 7 &&
+		    memcmp(evbuffer_pullup(r.body, -1), "{\"a\":1}", 7) == 0 &&
+		    memcmp(two + at, "GET ", 4) == 0,
+		    "reader (%s): a chunked body decoded (extension, trailer "
+		    "dropped)", step ? "bytewise" : "whole");
+		px_reqhead_reset(&r);
+		st = px_reqhead_execute(&r, two + at, sizeof(two) - 1 - at, &used);
+		ok(st == PX_REQHEAD_MORE && used == sizeof(two) - 1 - at &&
+		    !r.complete, "reader: after Connection: close, what follows "
+		    "is dropped");
+		px_reqhead_free(&r);
+	}
+
+	/* a streamed body: stops after its head, body to the hook, end */
+	for (step = 0; step <= 1; step++) {
+		memset(&rd, 0, sizeof(rd));
+		if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+			return;
+		st = rd_feed(&r, files, sizeof(files) - 1, step, &off);
+		at = off;
+		ok(st == PX_REQHEAD_HEAD && rd.heads == 1 && r.streamed &&
+		    r.expect && rd.bodylen == 0 &&
+		    memcmp(files + at, "5\r\n", 3) == 0,
+		    "reader (%s): a streamed request stops after its head, "
+		    "Expect: 100-continue seen", step ? "bytewise" : "whole");
+		px_reqhead_reset(&r);
+		st = rd_feed(&r, files + at, sizeof(files) - 1 - at, step, &off);
+		at += off;
+		ok(st == PX_REQHEAD_END && rd.ends == 1 && !r.streamed &&
+		    !r.complete && strcmp(rd.body, "hello!") == 0 &&
+		    memcmp(files + at, "GET ", 4) == 0,
+		    "reader (%s): its body to the hook, its end stops it",
+		    step ? "bytewise" : "whole");
+		st = rd_feed(&r, files + at, sizeof(files) - 1 - at, step, &off);
+		ok(st == PX_REQHEAD_COMPLETE && !r.streamed &&
+		    strcmp(rd_url(&r), "/v1/health") == 0,
+		    "reader (%s): the next request after it",
+		    step ? "bytewise" : "whole");
+		px_reqhead_free(&r);
+	}
+
+	/* an empty streamed body ends without another byte */
+	memset(&rd, 0, sizeof(rd));
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return;
+	st = px_reqhead_execute(&r, empty, sizeof(empty) - 1, &used);
+	ok(st == PX_REQHEAD_HEAD && used == sizeof(empty) - 1 &&
+	    px_reqhead_ready(&r), "reader: an empty streamed body is ready "
+	    "to end");
+	st = px_reqhead_execute(&r, NULL, 0, &used);
+	ok(st == PX_REQHEAD_END && used == 0 && rd.ends == 1 &&
+	    !px_reqhead_ready(&r), "reader: ... and ends with no bytes");
+	px_reqhead_free(&r);
+	/* without a stream_end hook (controld) it ends as complete */
+	{
+		static const struct px_reqhead_hooks h2 = {
+			.stream_body = rd_body,
+		};
+
+		if (px_reqhead_init(&r, &h2, NULL, 1) != 0)
+			return;
+		(void)px_reqhead_execute(&r, empty, sizeof(empty) - 1, &used);
+		st = px_reqhead_execute(&r, NULL, 0, &used);
+		ok(st == PX_REQHEAD_COMPLETE && r.complete,
+		    "reader: without stream_end, a streamed end is complete");
+		px_reqhead_free(&r);
+	}
+
+	/* absolute-form: the path is what the API sees */
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return;
+	p = "GET http://api/v1/health?x=1 HTTP/1.1\r\nHost: api\r\n\r\n";
+	st = px_reqhead_execute(&r, p, strlen(p), &used);
+	ok(st == PX_REQHEAD_COMPLETE && strcmp(rd_url(&r), "/v1/health?x=1") == 0,
+	    "reader: absolute-form target read as its path: %s", rd_url(&r));
+	px_reqhead_free(&r);
+
+	/* Authorization: twice, or not printable (authz_printable) */
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return;
+	p = "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\n"
+	    "Authorization: b\r\n\r\n";
+	st = px_reqhead_execute(&r, p, strlen(p), &used);
+	ok(st == PX_REQHEAD_COMPLETE && r.authz_bad, "reader: two "
+	    "Authorization headers: malformed");
+	px_reqhead_free(&r);
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return;
+	p = "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xc3\xa9\r\n\r\n";
+	st = px_reqhead_execute(&r, p, strlen(p), &used);
+	ok(st == PX_REQHEAD_COMPLETE && r.authz_bad, "reader: a non-ASCII "
+	    "Authorization: malformed");
+	px_reqhead_free(&r);
+
+	/* an Upgrade is served, then the connection ends */
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return;
+	p = "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n"
+	    "Upgrade: websocket\r\n\r\n";
+	st = px_reqhead_execute(&r, p, strlen(p), &used);
+	ok(st == PX_REQHEAD_COMPLETE && !r.keepalive, "reader: an Upgrade "
+	    "request ends its connection");
+	px_reqhead_free(&r);
+
+	/* what http1.c refuses, with the status and words it earns */
+	{
+		static const struct {
+			const char *req;
+			int status;
+			const char *words;
+		} bad[] = {
+			{ "GET /v1/health HTTP/1.1\r\n\r\n", 400,
+			    "missing Host header" },
+			{ "GET /v1/health HTTP/1.1\nHost: x\n\n", 400,
+			    "bare LF" },
+			{ "GET /v1/health HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n",
+			    400, "obsolete line folding" },
+			{ "GET /v1/health HTTP/1.1\r\nHost : x\r\n\r\n", 400,
+			    "whitespace before a header's colon" },
+			{ "PUT /v1/sandboxes/a/ports/1 HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+			    400, "content-length" },	/* http-parser's words */
+			{ "PUT /v1/sandboxes/a/ports/1 HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 2\r\nContent-Length: 2\r\n\r\n",
+			    400, "content-length" },
+			{ "PUT /v1/sandboxes/a/ports/1 HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: gzip, chunked\r\n\r\n", 501,
+			    "transfer coding not implemented" },
+			{ "PUT /v1/sandboxes/a/ports/1 HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400,
+			    "invalid chunk size" },
+			{ "PUT /v1/sandboxes/a/ports/1 HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: 65537\r\n\r\n", 413,
+			    "request body larger than 64 KB" },
+			{ "GET /v1/health HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n"
+			    "\r\n", 417, "unsupported Expect" },
+			{ "BREW /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 501,
+			    "unknown request method" },
+			{ "GET /v1/health HTTP/2.0\r\nHost: x\r\n\r\n", 505,
+			    "unsupported HTTP version" },
+			{ "CONNECT x:1 HTTP/1.1\r\nHost: x:1\r\n\r\n", 405,
+			    "CONNECT" },
+			{ "GET /v1/%00x HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+			    "%00" },
+			{ "\rGET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+			    "bare CR" },
+		};
+		size_t k;
+
+		for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			int s = rd_refused(bad[k].req, msg, sizeof(msg));
+
+			ok(s == bad[k].status && strstr(msg, bad[k].words) != NULL,
+			    "reader refuses: %d %s", s, msg);
+		}
+	}
+
+	/* the bounds: a head of 16 KB, 100 fields */
+	p = big;
+	p += sprintf(p, "GET /v1/health HTTP/1.1\r\nHost: x\r\nX: ");
+	memset(p, 'a', sizeof(big) - (size_t)(p - big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	okall = rd_refused(big, msg, sizeof(msg)) == 431 &&
+	    strcmp(msg, "request head larger than 16 KB") == 0;
+	ok(okall, "reader: a head over 16 KB: 431 (%s)", msg);
+	p = big;
+	p += sprintf(p, "GET /v1/health HTTP/1.1\r\nHost: x\r\n");
+	for (i = 0; i < PX_HEADERS_MAX; i++)
+		p += sprintf(p, "X%d: y\r\n", i);
+	sprintf(p, "\r\n");
+	ok(rd_refused(big, msg, sizeof(msg)) == 431, "reader: more than %d "
+	    "fields: 431 (%s)", PX_HEADERS_MAX, msg);
+	/* a split head over 16 KB, a byte at a time */
+	if (px_reqhead_init(&r, &rd_hooks, NULL, 1) != 0)
+		return;
+	p = big;
+	p += sprintf(p, "GET /v1/health HTTP/1.1\r\nHost: x\r\nX: ");
+	memset(p, 'a', sizeof(big) - (size_t)(p - big) - 1);
+	st = rd_feed(&r, big, strlen(big), 1, &off);
+	ok(st == PX_REQHEAD_ERROR && off <= PX_CONTROL_MAX_HEAD &&
+	    px_reqhead_error(&r, msg, sizeof(msg)) == 431,
+	    "reader: a head over 16 KB, a byte at a time: 431 after %zu bytes",
+	    off);
+	px_reqhead_free(&r);
+}
+
 int
 main(void)
 {
@@ -669,6 +980,8 @@ main(void)
 	is_str(url, "https://80-sb-1.berth.localhost/", "URL omits :443");
 	px_control_url(url, sizeof(url), "d.test", 8443, "sb-1", 80, "a.example");
 	is_str(url, "https://a.example:8443/", "custom host URL keeps the port");
+
+	test_reader();
 
 	/* a non-socket file is not removed */
 	fd = creat(sock, 0600);
@@ -859,6 +1172,21 @@ main(void)
 	    "\r\n");
 	ok(strncmp(r, "HTTP/1.1 200 ", 13) == 0 && strstr(r, "{") == NULL,
 	    "HEAD has no body");
+	/* http1.c's rules (the proxy's): refused with the JSON error */
+	r = raws("GET /v1/health HTTP/1.1\r\n\r\n");
+	ok(strncmp(r, "HTTP/1.1 400 ", 13) == 0 && strstr(r,
+	    "missing Host header") != NULL && strstr(r, "Connection: close"),
+	    "HTTP/1.1 without Host: 400 JSON, closed");
+	r = raws("GET /v1/health HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n"
+	    "\r\n");
+	ok(strncmp(r, "HTTP/1.1 417 ", 13) == 0 && strstr(r,
+	    "\"expectation_failed\"") != NULL, "unknown Expect: 417 JSON");
+	r = raws("GET /v1/health HTTP/1.0\r\n\r\n");
+	ok(strncmp(r, "HTTP/1.1 200 ", 13) == 0, "HTTP/1.0 without Host: 200");
+	r = raws("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n\r\n"
+	    "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	is_int(count(r, "HTTP/1.1 200 "), 2, "an empty line between "
+	    "pipelined requests is skipped");
 
 	/* netctl */
 	is_int(run("status"), 0, "netctl status");
