@@ -25,7 +25,9 @@
 # TCP works again; a malformed JSON body never reaches berthd. Broken
 # requests through it (a streamed body broken after its head, a bad
 # trailer, a request pipelined behind an error) are answered once and
-# closed, and neither process dies of them.
+# closed, and neither process dies of them. Both readers are http1.c's
+# (the proxy's rules): a request without Host, or with two framings, is
+# refused; an empty line between two requests is skipped; curl works.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -361,7 +363,7 @@ is "...and nothing reached the store" "$(netctl sandbox ls | grep -c cc-json)" 0
 helper=$(berthd_helper control)
 broken() {
 	python3 - "$CTL_PORT" "$CA" "api.$DOMAIN" "$admin" "$1" <<'EOF'
-import socket, ssl, sys
+import re, socket, ssl, sys
 port, ca, host, tok, case = sys.argv[1:6]
 h = "Host: %s\r\nAuthorization: Bearer %s\r\n" % (host, tok)
 health = "GET /v1/health HTTP/1.1\r\n" + h + "\r\n"
@@ -373,6 +375,16 @@ reqs = {
     "exec-trailer": "POST /v1/sandboxes/cc-1/exec?stream=1 HTTP/1.1\r\n" + h +
         "Transfer-Encoding: chunked\r\n\r\n5\r\n\0\0\0\0J\r\n0\r\n"
         "no colon here\r\n\r\n" + health,
+    # http1.c's rules in the helper: no Host, then a request behind it
+    "no-host": "GET /v1/health HTTP/1.1\r\nAuthorization: Bearer %s\r\n"
+        "\r\n" % tok + health,
+    # both framings (a smuggling shape): refused, nothing behind it read
+    "cl-te": "POST /v1/sandboxes HTTP/1.1\r\n" + h +
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+        health,
+    # an empty line between requests is skipped (RFC 9112 2.2)
+    "crlf-between": health + "\r\n" + health.replace("\r\n\r\n",
+        "\r\nConnection: close\r\n\r\n"),
     # a JSON body the helper refuses, a request pipelined behind it
     "json-then-get": "POST /v1/sandboxes HTTP/1.1\r\n" + h +
         "Content-Type: application/json\r\nContent-Length: 3\r\n\r\n{x}" +
@@ -392,8 +404,8 @@ try:
         buf += d
 except (socket.timeout, ssl.SSLError, OSError):
     end = "open"
-codes = [l.split(b" ")[1].decode() for l in buf.split(b"\r\n")
-    if l.startswith(b"HTTP/1.1 ")]
+# (a JSON body ends with a bare LF: the next answer starts after it)
+codes = [c.decode() for c in re.findall(rb"(?:^|\n)HTTP/1\.1 (\d{3}) ", buf)]
 print(",".join(codes) + ":" + end)
 EOF
 }
@@ -403,6 +415,18 @@ is "a streamed exec with a malformed trailer: one answer, closed" \
 	"$(broken exec-trailer)" "409:closed"
 is "invalid JSON with a request pipelined behind it: one answer, closed" \
 	"$(broken json-then-get)" "400:closed"
+is "HTTP/1.1 without Host: refused by the helper (400), closed" \
+	"$(broken no-host)" "400:closed"
+is "Content-Length with Transfer-Encoding: 400, closed" \
+	"$(broken cl-te)" "400:closed"
+is "an empty line between two requests: both answered" \
+	"$(broken crlf-between)" "200,200:closed"
+is "curl on the unix socket (its own Host header)" \
+	"$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' \
+	--unix-socket "$STATE/control.sock" http://localhost/v1/health)" 200
+is "...and a request there without Host: 400" \
+	"$(curl -sS --max-time 10 --unix-socket "$STATE/control.sock" \
+	-o /dev/null -w '%{http_code}' -H 'Host:' http://localhost/v1/health)" 400
 check "berthd still running after them" kill -0 "$BERTHD_PID"
 is "...and so is the same control helper" "$(berthd_helper control)" "$helper"
 check "...and netctl over TCP works" tnet status
