@@ -11,8 +11,11 @@
  * AF_VSOCK socket root reaches by CID. A virtio-serial port's host end is
  * a unix socket qemu serves in the jail's run/ directory, which berthd
  * connects to like QMP and the console and checks with SO_PEERCRED (the
- * VM's uid): nothing new in the jail. Measuring the two under TCG is still
- * to do (issue #16).
+ * VM's uid): nothing new in the jail. The two cannot be measured side by
+ * side on these hosts: their kernel is built without CONFIG_VHOST_VSOCK
+ * (no /dev/vhost-vsock, no module to load), so qemu's vhost-vsock-device
+ * fails with "failed to open vhost device", and vhost-user-vsock needs a
+ * backend daemon Debian 12 does not package. virtio-serial is what runs.
  *
  * The port: the one whose /sys/class/virtio-ports/<dev>/name is
  * "berth.agent", opened as /dev/<dev> (vport0p1...). While no host is
