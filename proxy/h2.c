@@ -893,9 +893,7 @@ conn_free(struct h2c *h)
 	px_xport_free(h->xp);
 	TAILQ_REMOVE(&conns, h, entry);
 	free(h);
-	if (w->nconns-- == w->hard_conns)
-		w->accepting(1);
-	w->closed();
+	px_sess_conns_dec(w);
 }
 
 /* Frames out while the output is below PX_HIWAT; frees the connection
@@ -1095,6 +1093,7 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp, int sni_woke)
 
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		px_xport_free(xp);
+		px_sess_conns_dec(w);
 		return;
 	}
 	h->w = w;
@@ -1103,7 +1102,6 @@ px_h2_start(struct px_sessenv *w, struct px_xport *xp, int sni_woke)
 	h->c = px_xport_bev(xp);
 	TAILQ_INIT(&h->streams);
 	TAILQ_INSERT_TAIL(&conns, h, entry);
-	w->nconns++;
 	h->peerlen = sizeof(h->peer);
 	if (getpeername(bufferevent_getfd(h->c), (struct sockaddr *)&h->peer,
 	    &h->peerlen) != 0 || getnameinfo((struct sockaddr *)&h->peer,

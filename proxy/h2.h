@@ -27,7 +27,9 @@
 struct px_sessenv;
 struct px_xport;
 
-/* Serves HTTP/2 on xp (its TLS handshake done, ALPN h2); takes xp. */
+/* Serves HTTP/2 on xp (its TLS handshake done, ALPN h2); takes xp and
+ * its place in the owner's count of connections (nconns), which the
+ * caller has counted. */
 void px_h2_start(struct px_sessenv *, struct px_xport *xp, int sni_woke);
 /* Sends GOAWAY to every connection (hard: closes them). */
 void px_h2_drain_all(struct px_sessenv *, int hard);

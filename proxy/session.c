@@ -353,9 +353,8 @@ req_unbind(struct px_sess *s)
 	}
 }
 
-/* One connection fewer: resume accepting if it was paused for it. */
-static void
-conns_dec(struct px_sessenv *w)
+void
+px_sess_conns_dec(struct px_sessenv *w)
 {
 	if (w->nconns-- == w->hard_conns)
 		w->accepting(1);
@@ -366,6 +365,7 @@ void
 px_sess_free(struct px_sess *s)
 {
 	struct px_sessenv *w = s->w;
+	int handed = s->handed;
 
 	if (s->busy) {
 		s->dead = 1;	/* the callback on the stack frees it */
@@ -402,7 +402,8 @@ px_sess_free(struct px_sess *s)
 	event_free(s->timer);
 	px_xport_free(s->xp);	/* the bufferevent, the SSL, the socket */
 	free(s);
-	conns_dec(w);
+	if (!handed)
+		px_sess_conns_dec(w);
 }
 
 static void
@@ -474,7 +475,7 @@ pend_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (what & EV_TIMEOUT) {	/* nothing arrived at all: just close */
 		pend_free(p, 1);
-		conns_dec(w);
+		px_sess_conns_dec(w);
 		return;
 	}
 	copy = *p;
@@ -483,7 +484,7 @@ pend_cb(evutil_socket_t fd, short what, void *arg)
 	    copy.https == PX_LISTEN_FLEET ? PX_XPORT_FLEET : PX_XPORT_TLS,
 	    w->tls, NULL);
 	if (xp == NULL) {		/* fd closed */
-		conns_dec(w);
+		px_sess_conns_dec(w);
 		return;
 	}
 	sess_begin(w, xp, (const struct sockaddr *)&copy.sa, (int)copy.salen,
@@ -551,7 +552,7 @@ sess_begin(struct px_sessenv *w, struct px_xport *xp,
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		px_xport_free(xp);
 		if (pend != NULL)
-			conns_dec(w);
+			px_sess_conns_dec(w);
 		return NULL;
 	}
 	s->w = w;
@@ -610,7 +611,7 @@ fail:
 	px_xport_free(s->xp);
 	free(s);
 	if (pend != NULL)
-		conns_dec(w);
+		px_sess_conns_dec(w);
 	return NULL;
 }
 
@@ -2071,8 +2072,12 @@ client_event(struct bufferevent *bev, short what, void *arg)
 			struct px_xport *xp = s->xp;
 			int woke = s->sni_woke;
 
+			/* the connection stays counted, now as h2.c's: no
+			 * moment at zero connections for a drain to end at,
+			 * nor under the hard limit for accepting to resume */
 			bufferevent_setcb(s->c, NULL, NULL, NULL, NULL);
 			s->xp = NULL;
+			s->handed = 1;
 			px_sess_free(s);
 			px_h2_start(w, xp, woke);
 			return;
@@ -2128,7 +2133,7 @@ px_sess_drain_all(struct px_sessenv *w, int hard)
 	px_h2_drain_all(w, hard);
 	while ((p = TAILQ_FIRST(&w->pending)) != NULL) {
 		pend_free(p, 1);	/* no byte yet: nothing to finish */
-		conns_dec(w);
+		px_sess_conns_dec(w);
 	}
 	TAILQ_FOREACH_SAFE(s, &w->sessions, entry, t) {
 		if (hard || (s->state == S_HEAD && s->req.scanned == 0 &&

@@ -194,6 +194,8 @@ struct px_sess {
 	int		 sni_woke;	/* its TLS server name started a wake */
 	int		 busy;		/* inside a callback: free later */
 	int		 dead;
+	int		 handed;	/* its connection went on under h2.c,
+					   which took over its count */
 	struct px_routes *routes;
 	struct px_route_match m;
 	struct px_sbstat *sb;		/* counted in sb->conns while set */
@@ -232,6 +234,9 @@ void px_sess_timer_set(struct px_sess *, int kind, unsigned ms);
 void px_sess_timer_clear(struct px_sess *);
 /* The one function that frees a session (later if inside a callback). */
 void px_sess_free(struct px_sess *);
+/* One client connection of w's fewer (h2.c's end too): resumes accepting
+ * if that was paused at the hard limit, and tells the owner. */
+void px_sess_conns_dec(struct px_sessenv *);
 /* Ends one exchange and gets ready for the next request (keep-alive). */
 void px_sess_next(struct px_sess *);
 /* Routes the request just read (again after a wake). */

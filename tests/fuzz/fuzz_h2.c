@@ -255,6 +255,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	su_nonblock(sfd);
 	if ((xp = px_xport_accept(base, sfd, PX_XPORT_PLAIN, NULL, NULL)) == NULL)
 		die("px_xport_accept");
+	env.nconns++;	/* counted, as the session layer counts it, for h2.c */
 	px_h2_start(&env, xp, 0);
 
 	while (++turns < MAX_TURNS && idle < IDLE_TURNS) {

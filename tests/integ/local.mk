@@ -45,7 +45,7 @@ EXTRA_DIST += $(INTEG_FAULT_TESTS)
 # a TLS handshake flood beside an established connection (root; ~40 s).
 TESTS += tests/integ/proxy-overload.sh
 EXTRA_DIST += tests/integ/proxy-overload.sh tests/integ/load_tool.py
-EXTRA_DIST += tests/integ/h2raw.py tests/integ/h2attack.py
+EXTRA_DIST += tests/integ/h2raw.py tests/integ/h2attack.py tests/integ/h2hold.py
 
 # Slow clients: slowhttptest (slow headers, body, read; 1000 connections
 # each) beside a normal client; memory bound and availability (root;

@@ -25,7 +25,8 @@
 # the worker's RSS stays bounded (< 20 MB more over all of them) and
 # berthd keeps serving. Chromium loads the demo page over h2 and its
 # WebSocket echo works (over HTTP/1.1: no RFC 8441). SIGTERM lets a
-# stream in flight finish; `http2 off` offers http/1.1 only.
+# stream in flight finish; `http2 off` offers http/1.1 only. The hard
+# connection limit holds for connections that negotiated h2.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -452,5 +453,23 @@ is "...curl --http2 gets HTTP/1.1" "$(bcurl --http2 -o /dev/null -w '%{http_vers
 printf 'domain %s\nhttp2 maybe\n' "$DOMAIN" >"$T/bad.conf"
 "$BERTHD" -n -f "$T/bad.conf" -s "$STATE" >"$T/n.out" 2>&1
 like "http2 maybe: refused naming the line" "$(cat "$T/n.out")" "bad.conf:2: http2: expected 'on' or 'off', got 'maybe'"
+
+# ---- the hard connection limit holds for h2 connections too ------------------------
+# Past `limit connections` + 1/4 + 16 (4 + 1 + 16 = 21 here, one worker) a
+# worker stops accepting and new connections wait in the listen backlog.
+# A connection that negotiated h2 passes from the session layer to h2.c
+# still counted: there is no moment at 20 that lets one more in. 25
+# clients offering h2 at once: exactly 21 finish their handshakes, and the
+# other 4 do once those close.
+kill -TERM "$BERTHD_PID"
+wait_gone 20 "$BERTHD_PID" || bail "berthd did not stop"
+sed -i '/^http2 off$/d' "$CONF"
+printf 'limit connections 4\ntimeout head 60s\n' >>"$CONF"
+start_berthd
+wait_routed "$SB" "$TA_PORT"
+out=$(python3 "$top_srcdir/tests/integ/h2hold.py" "$HTTPS_PORT" "$HOST" "$CA" 25 21)
+is "25 h2 clients at once: 21 accepted, the hard limit ($out)" "$(json_get "$out" 'j["held"]')" 21
+is "...each of them speaking h2" "$(json_get "$out" '",".join(j["alpn"])')" h2
+is "...the other 4 once those closed" "$(json_get "$out" 'j["after"]')" 4
 
 done_testing
