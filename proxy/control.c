@@ -4874,8 +4874,21 @@ px_control_free(struct px_control *ctl)
 
 	if (ctl == NULL)
 		return;
-	while ((c = TAILQ_FIRST(&ctl->conns)) != NULL)
+	while ((c = TAILQ_FIRST(&ctl->conns)) != NULL) {
+		/* berthd is ending: an answer already made (the ones the
+		 * shutdown itself gave, say) goes out if the socket takes it
+		 * now, without waiting; not through TLS, whose records the
+		 * bufferevent would have to make */
+		if (bufferevent_openssl_get_ssl(c->bev) == NULL) {
+			struct evbuffer *out = bufferevent_get_output(c->bev);
+
+			/* thawed as the bufferevent's own write does */
+			evbuffer_unfreeze(out, 1);
+			(void)evbuffer_write(out, bufferevent_getfd(c->bev));
+			evbuffer_freeze(out, 1);
+		}
 		conn_free(c);
+	}
 	if (ctl->listener != NULL)
 		evconnlistener_free(ctl->listener);
 	if (ctl->tcp_listener != NULL)

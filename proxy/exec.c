@@ -134,6 +134,7 @@ static struct {
 	int agentd_up;
 	int agentd_bad;			/* killed: ignore what it still sent */
 	uint64_t last_conn;		/* ids given to connections */
+	int stopping;			/* px_exec_shutdown began */
 } X;
 
 static void step(struct link *);
@@ -1104,6 +1105,7 @@ px_exec_shutdown(void)
 {
 	struct link *l;
 
+	X.stopping = 1;
 	while ((l = X.links) != NULL) {
 		X.links = l->next;
 		disconnect(l);
@@ -1113,4 +1115,10 @@ px_exec_shutdown(void)
 		event_free(l->tick_ev);
 		free(l);
 	}
+}
+
+int
+px_exec_stopping(void)
+{
+	return X.stopping;
 }

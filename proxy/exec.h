@@ -37,5 +37,8 @@ void px_exec_woken(const char *id, int ok, const char *reason);
 /* The sandbox is gone: its commands fail, its connection closes. */
 void px_exec_forget(const char *id);
 void px_exec_shutdown(void);
+/* Whether berthd is shutting down (px_exec_shutdown began): the commands
+ * it fails then are not the guests' answers. */
+int px_exec_stopping(void);
 
 #endif

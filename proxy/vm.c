@@ -1161,6 +1161,114 @@ restart_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
 	}
 }
 
+/*
+ * A stop, or the stop of a restart, of a running guest first has its agent
+ * run `sync`: what a command wrote just before (still in the guest's page
+ * cache: its init writes dirty pages back only after a second or two) is
+ * on the disk when the VMM ends. At most VM_SYNC_MS: a guest without an
+ * agent, one that does not answer, or one whose agent is busy with a
+ * long command is stopped anyway once that has passed.
+ */
+#define VM_SYNC_MS	5000
+
+struct syncctx {
+	struct opctx	*o;
+	int		 restart;
+	struct event	*timer;
+	int		 waiting;	/* the sync's answer is still to come */
+	int		 went;		/* the stop has begun */
+};
+
+static void
+sync_go(struct syncctx *c)
+{
+	struct vmm_sandbox *sb;
+	struct opctx *o = c->o;
+	char err[VMM_ERRLEN];
+
+	if (!c->went) {
+		c->went = 1;
+		c->o = NULL;
+		if ((sb = vmm_sandbox_find(V.m, o->id)) == NULL) {
+			o->done(o->done_arg, 0, "the sandbox was deleted meanwhile");
+			free(o);
+		} else if (vmm_sandbox_stop(sb, c->restart ? restart_stopped :
+		    op_done, o, err, sizeof(err)) < 0) {
+			o->done(o->done_arg, 0, err);
+			free(o);
+		}
+	}
+	if (!c->waiting) {
+		event_free(c->timer);
+		free(c);
+	}
+}
+
+static void
+sync_answered(void *arg, const struct px_exec_result *res)
+{
+	struct syncctx *c = arg;
+
+	(void)res;	/* whatever it says, the stop goes on ... */
+	c->waiting = 0;
+	if (px_exec_stopping() && !c->went) {
+		/* ... unless berthd is shutting down: the VM outlives it,
+		 * and no answer of the VMM's could reach the asker now */
+		c->went = 1;
+		c->o->done(c->o->done_arg, 0, "berthd is shutting down");
+		free(c->o);
+		c->o = NULL;
+	}
+	sync_go(c);
+}
+
+static void
+sync_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sync_go(arg);
+}
+
+/* 0: the stop begins once the guest synced (or VM_SYNC_MS passed);
+ * -1: no sync could be asked for (nothing begun, o still the caller's). */
+static int
+sync_then_stop(struct opctx *o, int restart)
+{
+	static char *const argv[] = { "sync", NULL };
+	struct px_exec_req req;
+	struct syncctx *c;
+	struct timeval tv;
+	char err[128];
+	int status;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->timer = evtimer_new(V.base, sync_timeout, c)) == NULL) {
+		free(c);
+		return -1;
+	}
+	c->o = o;
+	c->restart = restart;
+	log_info("sandbox %s: %s: the guest syncs first (at most %d s)", o->id,
+	    restart ? "restart" : "stop", VM_SYNC_MS / 1000);
+	memset(&req, 0, sizeof(req));
+	req.argv = argv;
+	req.argc = 1;
+	req.timeout_ms = VM_SYNC_MS;
+	req.op = PX_EXEC_RUN;
+	tv.tv_sec = VM_SYNC_MS / 1000;
+	tv.tv_usec = (VM_SYNC_MS % 1000) * 1000;
+	evtimer_add(c->timer, &tv);
+	c->waiting = 1;
+	/* its answer may come before this returns: c is not touched after */
+	if (px_exec_start(o->id, &req, sync_answered, c, &status, err,
+	    sizeof(err), NULL) < 0) {
+		c->waiting = 0;
+		sync_go(c);
+	}
+	return 0;
+}
+
 int
 px_vm_lifecycle(const char *id, const char *op,
     void (*done)(void *, int, const char *), void *done_arg,
@@ -1188,16 +1296,18 @@ px_vm_lifecycle(const char *id, const char *op,
 		rc = vmm_sandbox_resume(sb, op_done, o, err, errlen);
 	else if (strcmp(op, "start") == 0)
 		rc = vmm_sandbox_start(sb, op_done, o, err, errlen);
-	else if (strcmp(op, "stop") == 0)
-		rc = vmm_sandbox_stop(sb, op_done, o, err, errlen);
-	else if (strcmp(op, "restart") == 0) {
-		/* A stopped or failed sandbox has nothing to stop. */
+	else if (strcmp(op, "stop") == 0 || strcmp(op, "restart") == 0) {
 		enum vmm_state st = vmm_sandbox_state(sb);
+		int restart = op[0] == 'r';
 
-		if (st == VMM_STOPPED || st == VMM_FAILED)
+		if (restart && (st == VMM_STOPPED || st == VMM_FAILED))
+			/* nothing to stop */
 			rc = vmm_sandbox_start(sb, op_done, o, err, errlen);
+		else if (st == VMM_RUNNING && sync_then_stop(o, restart) == 0)
+			rc = 0;
 		else
-			rc = vmm_sandbox_stop(sb, restart_stopped, o, err, errlen);
+			rc = vmm_sandbox_stop(sb, restart ? restart_stopped :
+			    op_done, o, err, errlen);
 	} else {
 		snprintf(err, errlen, "unknown operation '%s'", op);
 		rc = -EINVAL;

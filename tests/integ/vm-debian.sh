@@ -149,8 +149,14 @@ check "exec answers after the reboot" wait_for 60 sh -c \
 persisted "after a guest reboot"
 
 # ---- netctl sandbox restart: a new VMM on the same overlay ----
+# /root/y is written right before, without a sync: the stop has the
+# guest's agent sync first, so it is on the overlay when the VMM ends
+secret2=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+x -- sh -c "echo $secret2 >/root/y" </dev/null
 check "sandbox restart" netctl sandbox restart deb
 persisted "after a sandbox restart"
+is "... and /root/y, written just before it without a sync" \
+	"$(x -- cat /root/y </dev/null 2>&1)" "$secret2"
 
 # ---- the template rebuilt: a new version, the sandbox keeps its own ----
 netctl template build debian >"$T/build.out" 2>"$T/build.log"

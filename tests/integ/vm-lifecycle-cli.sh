@@ -4,8 +4,9 @@
 # template registered by name (the guest sees 512 MiB and 2 CPUs), its
 # idle policy changed later (it pauses), its qemu killed (failed: resume
 # says to start it), started again from the template with its /data
-# file, restarted, stopped; each an event. Three VM boots (qemu, TCG),
-# one after the other.
+# file, restarted, stopped (the guest syncs first; a SIGTERM while that
+# waits answers the stop and leaves the VM running for the next berthd);
+# each an event. Three VM boots (qemu, TCG), one after the other.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -85,6 +86,30 @@ b2=$(boot)
 [ -n "$b2" ] && [ "$b2" != "$b1" ] && ok "restart booted again" || not_ok "restart booted again"
 is "the file on /data survived the restart" "$(bcurl "$URL/files/keep")" kept
 
+# ---- berthd told to end while a stop waits for the guest's sync ----
+# A command holds the guest's agent (one at a time), so the sync a stop
+# asks for first waits behind it. SIGTERM meanwhile: the stop is answered
+# that berthd is shutting down, and the VM is left running for the next
+# berthd, as every VM outlives berthd.
+netctl sandbox exec lc -- sh -c 'echo held >/data/hold; sleep 30' >/dev/null 2>&1 &
+echo $! >>"$T/pids"
+held() { [ "$(bcurl "$URL/files/hold")" = held ]; }
+wait_for 60 held || not_ok "the command holding the agent runs"
+netctl sandbox stop lc >"$T/stop1.out" 2>&1 &
+STOP1=$!
+check "the stop waits for the guest's sync" \
+	wait_log 30 "$BERTHD_LOG" 'sandbox lc: stop: the guest syncs first'
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+wait "$STOP1"
+is "... SIGTERM answers it: netctl fails" "$?" 1
+like "... saying berthd is shutting down" "$(cat "$T/stop1.out")" 'shutting down'
+grep -q 'shutting down' "$T/stop1.out" || diag "berthd's log: $(tail -n 30 "$BERTHD_LOG")"
+start_berthd
+check "the VM outlived berthd: running" wait_for 60 state_is running
+wait_routed lc 8080 || not_ok "lc is routed again"
+is "... the same boot" "$(boot)" "$b2"
+
 out=$(netctl sandbox stop lc 2>&1)
 is "stop: stopped" "$out" "sandbox lc is stopped"
 is "no qemu left for lc" "$(pgrep -c -f 'name berth-lc ' || true)" 0
@@ -92,7 +117,7 @@ is "no qemu left for lc" "$(pgrep -c -f 'name berth-lc ' || true)" 0
 ev=$(netctl --json sandbox events lc)
 is "each step is an event" \
 	"$(json_get "$ev" '" ".join(e["operation"] + "/" + e["result"] for e in j["events"] if e["operation"] in ("set","resume","start","restart","stop","exit"))')" \
-	"set/ok set/ok resume/ok exit/failed resume/refused start/ok restart/ok stop/ok"
+	"set/ok set/ok resume/ok exit/failed resume/refused start/ok restart/ok stop/failed stop/ok"
 
 check "sandbox rm" netctl sandbox rm lc
 check "template rm once unused" netctl template rm copy
