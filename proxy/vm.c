@@ -1189,7 +1189,13 @@ sync_go(struct syncctx *c)
 	if (!c->went) {
 		c->went = 1;
 		c->o = NULL;
-		if ((sb = vmm_sandbox_find(V.m, o->id)) == NULL) {
+		if (px_exec_stopping()) {
+			/* berthd is shutting down (which failed the sync): the
+			 * VM outlives it, and no answer of the VMM's could
+			 * reach the asker now */
+			o->done(o->done_arg, 0, "berthd is shutting down");
+			free(o);
+		} else if ((sb = vmm_sandbox_find(V.m, o->id)) == NULL) {
 			o->done(o->done_arg, 0, "the sandbox was deleted meanwhile");
 			free(o);
 		} else if (vmm_sandbox_stop(sb, c->restart ? restart_stopped :
@@ -1209,16 +1215,8 @@ sync_answered(void *arg, const struct px_exec_result *res)
 {
 	struct syncctx *c = arg;
 
-	(void)res;	/* whatever it says, the stop goes on ... */
+	(void)res;	/* whatever it says, the stop goes on */
 	c->waiting = 0;
-	if (px_exec_stopping() && !c->went) {
-		/* ... unless berthd is shutting down: the VM outlives it,
-		 * and no answer of the VMM's could reach the asker now */
-		c->went = 1;
-		c->o->done(c->o->done_arg, 0, "berthd is shutting down");
-		free(c->o);
-		c->o = NULL;
-	}
 	sync_go(c);
 }
 
