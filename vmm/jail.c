@@ -174,13 +174,37 @@ vmm_jail_own(int dfd, const char *name, uid_t uid, gid_t gid, mode_t mode,
 
 /* ---- spawning into the jail ---- */
 
-/* In the child: report errno e at stage what through the exec pipe. */
+/* What the child was doing when it failed: reported with its errno as
+ * one int (stage * JAIL_STAGE + errno), so the caller's message names the
+ * step, and a bind names its source ("bind /dev/kvm: No such file or
+ * directory" on a host without KVM). */
+#define JAIL_STAGE	4096
+enum { JS_SETUP = 0, JS_CGROUP, JS_PRIVATE, JS_CHROOT, JS_IDS, JS_NNP,
+    JS_RLIMIT, JS_EXEC, JS_BIND /* + the bind's index */ };
+
+/* In the child: report errno e at stage st through the exec pipe. */
 static void __attribute__((noreturn))
-child_fail(int pfd, int e)
+child_fail(int pfd, int st, int e)
 {
-	if (write(pfd, &e, sizeof(e)) < 0)
+	int v = st * JAIL_STAGE + (e > 0 && e < JAIL_STAGE ? e : EIO);
+
+	if (write(pfd, &v, sizeof(v)) < 0)
 		_exit(127);
 	_exit(127);
+}
+
+static void
+stage_text(const struct vmm_jail *j, int st, char *buf, size_t len)
+{
+	static const char *const names[] = { "", "cgroup", "mount namespace",
+	    "chroot", "user and group", "no_new_privs", "resource limits", "" };
+
+	if (st >= JS_BIND && st - JS_BIND < j->nbinds)
+		snprintf(buf, len, "bind %s: ", j->binds[st - JS_BIND].src);
+	else if (st > 0 && st < JS_BIND && names[st][0] != '\0')
+		snprintf(buf, len, "%s: ", names[st]);
+	else
+		buf[0] = '\0';
 }
 
 static int
@@ -253,14 +277,14 @@ vmm_jail_spawn(char *const argv[], const char *logpath,
 		pfd[1] = fd;
 		for (i = 0; i < j->nfds; i++)
 			if ((keep[i] = fcntl(j->fds[i], F_DUPFD, 110)) < 0)
-				child_fail(pfd[1], errno);
+				child_fail(pfd[1], JS_SETUP, errno);
 		for (i = 0; i < j->nfds; i++) {
 			if (dup2(keep[i], 3 + i) < 0)
-				child_fail(pfd[1], errno);
+				child_fail(pfd[1], JS_SETUP, errno);
 			close(keep[i]);
 		}
 		if (dup2(pfd[1], 3 + j->nfds) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_SETUP, errno);
 		close(pfd[1]);
 		pfd[1] = 3 + j->nfds;
 		(void)fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
@@ -268,38 +292,41 @@ vmm_jail_spawn(char *const argv[], const char *logpath,
 			for (fd = pfd[1] + 1; fd < 65536; fd++)
 				close(fd);
 		if (cgroup_enter(j->cgroups) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_CGROUP, errno);
 		/* nothing we mount is seen outside */
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_PRIVATE, errno);
 		for (i = 0; i < j->nbinds; i++)
 			if (bind_ro(j->binds[i].src, j->root, j->binds[i].dst,
 			    j->binds[i].dev) < 0)
-				child_fail(pfd[1], errno);
+				child_fail(pfd[1], JS_BIND + i, errno);
 		if (chroot(j->root) < 0 || chdir("/") < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_CHROOT, errno);
 		if (setgroups(0, NULL) < 0 || setgid(j->gid) < 0 ||
 		    setuid(j->uid) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_IDS, errno);
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_NNP, errno);
 		rl.rlim_cur = rl.rlim_max = 0;
 		(void)setrlimit(RLIMIT_CORE, &rl);
 		rl.rlim_cur = rl.rlim_max = j->nofile;
 		if (j->nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_RLIMIT, errno);
 		rl.rlim_cur = rl.rlim_max = j->nproc;
 		if (j->nproc != 0 && setrlimit(RLIMIT_NPROC, &rl) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_RLIMIT, errno);
 		rl.rlim_cur = rl.rlim_max = j->fsize;
 		if (j->fsize != 0 && setrlimit(RLIMIT_FSIZE, &rl) < 0)
-			child_fail(pfd[1], errno);
+			child_fail(pfd[1], JS_RLIMIT, errno);
 		execv(argv[0], argv);
-		child_fail(pfd[1], errno);
+		child_fail(pfd[1], JS_EXEC, errno);
 	}
 	if ((e = vmm_spawn_confirm(pid, pfd, logfd)) != 0) {
-		snprintf(err, errlen, "cannot start %s in the jail %s: %s",
-		    argv[0], j->root, strerror(e));
+		char st[PATH_MAX + 16];
+
+		stage_text(j, e / JAIL_STAGE, st, sizeof(st));
+		snprintf(err, errlen, "cannot start %s in the jail %s: %s%s",
+		    argv[0], j->root, st, strerror(e % JAIL_STAGE));
 		return -1;
 	}
 	return pid;

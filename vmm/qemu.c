@@ -1180,7 +1180,21 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 		qm_main_reap(q);	/* a failed sandbox's stopped qemu */
 		sb->accel = vmm_accel_boot(sb, &q->trial);
 	}
-	if ((rc = qm_spawn(q, restore, 0, err, errlen)) < 0) {
+	if ((rc = qm_spawn(q, restore, 0, err, errlen)) < 0 && q->trial) {
+		/* KVM's trial could not even start (no /dev/kvm to bind in
+		 * the jail, a binary the jail cannot run, ...): a failed
+		 * trial like one that dies. The same boot goes on under TCG;
+		 * only if that starts is the verdict TCG (a cause that is
+		 * not KVM's fails both, and is the create's error). */
+		char kerr[VMM_ERRLEN];
+
+		snprintf(kerr, sizeof(kerr), "%s", err);
+		q->trial = 0;
+		sb->accel = VMM_ACCEL_TCG;
+		if ((rc = qm_spawn(q, 0, 0, err, errlen)) == 0)
+			vmm_accel_verdict(sb, VMM_ACCEL_TCG, kerr);
+	}
+	if (rc < 0) {
 		q->trial = 0;
 		return rc;
 	}

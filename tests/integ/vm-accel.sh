@@ -1,15 +1,20 @@
 #!/bin/sh
-# vm-accel.sh — `accel auto` on hosts where KVM looks usable but is not,
-# as on these machines: /dev/kvm exists and the long-mode probe may pass,
-# while qemu as the VM user fails ("Permission denied", or aborts on an
-# MSR) or the guest kernel hangs. A qemu wrapper plays that host on any
-# machine: under `-accel kvm` it fails at once, or hangs; under TCG it
-# runs the real qemu. The probe is skipped (BERTH_KVM_PROBE=skip) so the
-# trial boot runs here whatever this machine's KVM does. Each time the
-# sandbox must come up under TCG, serve its page, and say why in an
-# `accel` event; the verdict is cached, so the next boot does not try KVM
-# again. With /dev/kvm hidden (bind-mounted over in a mount namespace)
-# the probe alone decides TCG. Three VM boots (qemu, TCG).
+# vm-accel.sh — `accel auto` on every kind of host these machines are:
+#  - KVM looks usable but is not: /dev/kvm exists and the long-mode probe
+#    may pass, while qemu as the VM user fails ("Permission denied", or
+#    aborts on an MSR) or the guest kernel hangs. A qemu wrapper plays that
+#    host: under `-accel kvm` it fails at once, or hangs; under TCG it runs
+#    the real qemu. The probe is skipped (BERTH_KVM_PROBE=skip) so the
+#    trial boot runs whatever this machine's KVM does.
+#  - no /dev/kvm at all: the trial cannot even start (the jail has no node
+#    to bind), which is a failed trial like the others; and without the
+#    skip the probe alone rules KVM out.
+# Both are played on every machine, whatever its own /dev has: berthd runs
+# in a mount namespace of its own whose /dev is the host's with kvm either
+# absent or a stand-in (/dev/null, which the wrapper never opens). Each
+# time the sandbox must come up under TCG, serve its page, and say why in
+# an `accel` event; the verdict is cached, so the next boot does not try
+# KVM again. Four VM boots (qemu, TCG) and one restore.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -40,6 +45,43 @@ EOF
 wrapper fail
 PATH="$W:$PATH"
 export PATH BERTH_KVM_PROBE=skip
+need_tool unshare nsenter mount umount
+
+# berthd with /dev as the host's but for kvm: $T/berthd-kvm-absent (no
+# node) or $T/berthd-kvm-standin (/dev/null in its place, so the jail can
+# bind it). The same pid: unshare and sh exec berthd.
+cat >"$T/privdev" <<'PRIVDEV'
+#!/bin/sh
+# in a new mount namespace: a tmpfs /dev holding the host's entries
+set -e
+mode=$1 old=$2; shift 2
+mount --rbind /dev "$old"
+mount -t tmpfs -o mode=755,nosuid berthdev /dev
+for e in "$old"/* "$old"/.[!.]*; do
+	[ -e "$e" ] || [ -L "$e" ] || continue
+	n=${e##*/}
+	[ "$n" = kvm ] && continue
+	if [ -L "$e" ]; then cp -P "$e" "/dev/$n"
+	elif [ -d "$e" ]; then mkdir "/dev/$n"; mount --rbind "$e" "/dev/$n"
+	else : >"/dev/$n"; mount --bind "$e" "/dev/$n"; fi
+done
+if [ "$mode" = standin ]; then : >/dev/kvm; mount --bind "$old/null" /dev/kvm; fi
+umount -l "$old"
+exec "$@"
+PRIVDEV
+for m in absent standin; do
+	mkdir -p "$T/olddev-$m"
+	cat >"$T/berthd-kvm-$m" <<WRAP
+#!/bin/sh
+exec unshare -m --propagation private sh "$T/privdev" $m "$T/olddev-$m" "$BERTHD" "\$@"
+WRAP
+	chmod 755 "$T/berthd-kvm-$m"
+done
+if [ -e /dev/kvm ]; then
+	echo "# this host has /dev/kvm: the host without it is played in a mount namespace"
+else
+	echo "# this host has no /dev/kvm: the host whose KVM fails is played with a stand-in node"
+fi
 
 # KVM trials of SANDBOX: its accel events
 kvm_calls() { netctl sandbox events "$1" | grep -c ' accel ' || true; }
@@ -51,6 +93,7 @@ serves() {	# SANDBOX: its test app answers through berthd
 # ---- qemu fails at once under KVM --------------------------------------------
 VMM=on ACCEL=auto berthd_config "tap_prefix bac" "vm_pool 10.221.0.0/24" \
 	"idle_pause never" "idle_suspend never"
+BERTHD="$T/berthd-kvm-standin"
 start_berthd
 like "before any boot berthd says KVM is not proven" "$(grep 'vmm: ' "$BERTHD_LOG")" \
 	'KVM: not proven yet'
@@ -96,25 +139,33 @@ netctl sandbox rm h1 >/dev/null
 kill -TERM "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
 
-# ---- /dev/kvm hidden: the probe rules KVM out ---------------------------------
-if [ -e /dev/kvm ] && command -v unshare >/dev/null 2>&1; then
-	unset BERTH_KVM_PROBE
-	cat >"$T/berthd-nokvm" <<EOF
-#!/bin/sh
-# berthd in a mount namespace where /dev/kvm is /dev/null
-exec unshare -m --propagation private sh -c 'mount --bind /dev/null /dev/kvm && exec "\$0" "\$@"' "$BERTHD" "\$@"
-EOF
-	chmod 755 "$T/berthd-nokvm"
-	rm -f "$STATE/vms/accel.cache"
-	BERTHD="$T/berthd-nokvm"
-	start_berthd
-	line=$(grep 'vmm: qemu' "$BERTHD_LOG" | tail -n 1)
-	like "with /dev/kvm hidden the probe chooses TCG" "$line" 'vmm: qemu, TCG: probe: '
-	case $line in
-	*"TCG: probe: "*) ;;
-	*) grep -n 'vmm\|accel\|kvm' "$BERTHD_LOG" | head -n 20 | sed 's/^/# /' ;;
-	esac
-else
-	ok "# SKIP /dev/kvm hidden: no /dev/kvm or no unshare here"
-fi
+# ---- no /dev/kvm, the trial forced: it cannot start, TCG boots --------------
+rm -f "$STATE/vms/accel.cache"
+unset BERTH_KVM_TRIAL_MS
+BERTHD="$T/berthd-kvm-absent"
+start_berthd
+check "berthd sees no /dev/kvm" sh -c "! nsenter -t $BERTHD_PID -m test -e /dev/kvm"
+check "create n1 (the KVM trial cannot start, TCG boots)" netctl sandbox create n1
+like "n1 runs" "$(netctl sandbox ls)" 'n1 +running'
+like "the event names why the trial could not start" "$(netctl sandbox events n1)" \
+	'accel +failed .*bind /dev/kvm: No such file or directory.*using TCG'
+like "n1 records TCG" "$(cat "$STATE/vms/n1/sandbox.conf")" 'accel=tcg'
+like "the verdict is cached" "$(cat "$STATE/vms/accel.cache")" '^tcg	.*bind /dev/kvm'
+check "n1 serves its page" serves n1
+netctl sandbox rm n1 >/dev/null
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+
+# ---- no /dev/kvm: the probe alone rules KVM out --------------------------------
+unset BERTH_KVM_PROBE
+rm -f "$STATE/vms/accel.cache"
+start_berthd
+line=$(grep 'vmm: qemu' "$BERTHD_LOG" | tail -n 1)
+like "without /dev/kvm the probe chooses TCG" "$line" 'vmm: qemu, TCG: probe: '
+case $line in
+*"TCG: probe: "*) ;;
+*) grep -n 'vmm\|accel\|kvm' "$BERTHD_LOG" | head -n 20 | sed 's/^/# /' ;;
+esac
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
 done_testing
