@@ -84,3 +84,13 @@ EXTRA_DIST += tests/bench/pageload
 bench-pageload: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/pageload $(BENCH_ARGS)
+
+# `make bench-timing`: the answer times integration tests only print
+# (netctl status during an egress flood, a keep-alive client during a
+# handshake flood, fleet route propagation), each beside its baseline,
+# judged against its target. Needs root; not part of `make check`.
+EXTRA_DIST += tests/bench/timing
+.PHONY: bench-timing
+bench-timing: all tests/integ/nc_drive$(EXEEXT)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/timing $(BENCH_ARGS)

@@ -88,17 +88,20 @@ unlike() {
 	if printf '%s\n' "$2" | grep -Eq -- "$3"; then nok "$1"; diag "got: $2" "must not match: $3"
 	else ok "$1"; fi
 }
-# expect DESC WANT MAXMS PROBE-ARGS...: a probe from the guest ends WANT
-# (open|refused|unreach|timeout) within MAXMS milliseconds.
+# expect DESC WANT PROBE-ARGS...: a probe from the guest ends WANT
+# (open|refused|unreach|timeout).
+# The outcome is the assertion: a reset or an ICMP error comes back as
+# refused or unreach, long before the probe's timeout (2 s unless given),
+# and a drop as timeout. The time is shown, not judged (a loaded machine
+# is slow; bench-nft measures it).
 expect() {
-	_d=$1 _want=$2 _max=$3; shift 3
+	_d=$1 _want=$2; shift 2
 	_r=$(ing "$DRIVE" probe "$@" 2>&1)
 	_got=${_r%% *} _ms=${_r#* }
-	if [ "$_got" = "$_want" ] &&
-	    awk -v a="$_ms" -v b="$_max" 'BEGIN { exit !(a + 0 <= b + 0) }'; then
+	if [ "$_got" = "$_want" ]; then
 		ok "$_d ($_got in $_ms ms)"
 	else
-		nok "$_d"; diag "got '$_r', want '$_want' within $_max ms"
+		nok "$_d"; diag "got '$_r', want '$_want'"
 	fi
 }
 waitfor() {	# FILE PATTERN: up to 5 s
@@ -236,13 +239,13 @@ if waitfor "$TMP/dns.out" ready; then ok "resolver listening on the gateway"
 else nok "resolver listening on the gateway"; diag "$(cat "$TMP/dns.out")"; fi
 
 # ---- before any lookup ----------------------------------------------------
-expect "before a lookup: 203.0.113.10:80 refused by reset, fast" refused 100 tcp 203.0.113.10 80
+expect "before a lookup: 203.0.113.10:80 refused by reset, fast" refused tcp 203.0.113.10 80
 
 # ---- allowed name -------------------------------------------------------------
 out=$(ing getent ahostsv4 allowed.test 2>&1)
 like "guest's getent resolves allowed.test (past a dead first upstream)" "$out" '^203\.0\.113\.10 '
-expect "right after the answer: 203.0.113.10:80 connects" open 1000 tcp 203.0.113.10 80
-expect "and any port (the rule names none): 203.0.113.10:443" open 1000 tcp 203.0.113.10 443
+expect "right after the answer: 203.0.113.10:80 connects" open tcp 203.0.113.10 80
+expect "and any port (the rule names none): 203.0.113.10:443" open tcp 203.0.113.10 443
 set_net=$(inh nft list set inet berth allow_dns_net 2>&1)
 like "allow_dns_net holds guest . 203.0.113.10 with a timeout (TTL 30 + 1 s grace)" \
 	"$set_net" '10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout 31s'
@@ -276,14 +279,14 @@ unlike "denied.test never reached the upstream" "$(cat "$TMP/upstream.log")" 'de
 out=$(q www.allowed.test)
 like "CNAME chain returned whole" "$out" 'www\.allowed\.test 60 CNAME edge\.cdn\.test'
 like "with the final A record" "$out" 'edge\.cdn\.test 60 A 203\.0\.113\.11'
-expect "the chain's final address connects" open 1000 tcp 203.0.113.11 80
+expect "the chain's final address connects" open tcp 203.0.113.11 80
 out=$(q edge.cdn.test)
 like "the CNAME target by itself is not allowed" "$out" '^NXDOMAIN'
 out=$(q hop.allowed.test)
 like "upstream gave only the CNAME: the resolver asked for the target" "$out" \
 	'target\.cdn\.test 60 A 203\.0\.113\.12'
 like "and the upstream saw that second question" "$(cat "$TMP/upstream.log")" 'target\.cdn\.test 1$'
-expect "its address connects" open 1000 tcp 203.0.113.12 80
+expect "its address connects" open tcp 203.0.113.12 80
 
 # ---- wildcard, deny rule ----------------------------------------------------------
 like "*.wild.test: a.wild.test allowed" "$(q a.wild.test)" 'a\.wild\.test 60 A 203\.0\.113\.13'
@@ -292,12 +295,12 @@ like "*.wild.test: wild.test itself denied" "$(q wild.test)" '^NXDOMAIN'
 like "deny rule beats the wildcard" "$(q bad.wild.test)" '^NXDOMAIN'
 waitfor "$TMP/dns.out" 'bad\.wild\.test' >/dev/null
 like "deny rule reported as such" "$(cat "$TMP/dns.out")" 'bad\.wild\.test A deny-rule$'
-expect "a.b.wild.test's address was never allowed" refused 100 tcp 203.0.113.14 80
+expect "a.b.wild.test's address was never allowed" refused tcp 203.0.113.14 80
 
 # ---- port rule ---------------------------------------------------------------------
 like "short.test (rule :80/tcp) resolves" "$(q short.test)" 'short\.test 1 A 203\.0\.113\.16'
-expect "short.test: port 80 connects" open 1000 tcp 203.0.113.16 80
-expect "short.test: port 443 refused (the rule's port only)" refused 100 tcp 203.0.113.16 443
+expect "short.test: port 80 connects" open tcp 203.0.113.16 80
+expect "short.test: port 443 refused (the rule's port only)" refused tcp 203.0.113.16 443
 like "element in allow_dns_ip with TTL 1 + 1 s grace" "$(inh nft list set inet berth allow_dns_ip)" \
 	'10\.200\.0\.2 \. 203\.0\.113\.16 \. tcp \. 80 timeout 2s'
 
@@ -329,8 +332,8 @@ like "resolver still fine; stats count it all" "$(grep '^stats' "$TMP/dns.out")"
 like "the dead first upstream was tried once, then skipped" "$(grep '^stats' "$TMP/dns.out")" 'upstream_fail=0'
 
 # ---- other resolvers ------------------------------------------------------------------
-expect "DNS straight to the outside resolver (udp) refused" unreach 100 udp 203.0.113.53 53
-expect "DNS straight to the outside resolver (tcp) refused" refused 100 tcp 203.0.113.53 53
+expect "DNS straight to the outside resolver (udp) refused" unreach udp 203.0.113.53 53
+expect "DNS straight to the outside resolver (tcp) refused" refused tcp 203.0.113.53 53
 out=$(ing "$DNSD" query 203.0.113.53 allowed.test --timeout 500 2>&1)
 like "a real query to it gets no answer" "$out" '^error'
 
@@ -338,9 +341,9 @@ like "a real query to it gets no answer" "$out" '^error'
 # short.test: TTL 1 + 1 s grace. The connection made above is over.
 sleep 2.3
 unlike "short.test's element expired" "$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16'
-expect "after TTL + grace: 203.0.113.16:80 refused again" refused 100 tcp 203.0.113.16 80
+expect "after TTL + grace: 203.0.113.16:80 refused again" refused tcp 203.0.113.16 80
 like "a new lookup" "$(q short.test)" '203\.0\.113\.16'
-expect "lets it through again" open 1000 tcp 203.0.113.16 80
+expect "lets it through again" open tcp 203.0.113.16 80
 
 # ---- a live flow to a learned address ends with it ------------------------------------------
 # brief.test: TTL 2 + 1 s grace. While the guest keeps asking, its flow
@@ -378,7 +381,7 @@ like "a.wild.test answered" "$(q a.wild.test)" '203\.0\.113\.13$'
 asked=$(grep -c ' allowed\.test 1$' "$TMP/upstream.log")
 # an element nobody's rules give: the re-apply must clear it
 inh nft add element inet berth allow_ip '{ 10.200.0.2 . 203.0.113.14 . tcp . 80 }'
-expect "an element added by hand lets 203.0.113.14:80 through" open 1000 tcp 203.0.113.14 80
+expect "an element added by hand lets 203.0.113.14:80 through" open tcp 203.0.113.14 80
 rules() {
 	printf '%s\n' 'mode allowlist' 'allow www.allowed.test' 'allow hop.allowed.test' \
 		'allow big.allowed.test' 'allow nx.allowed.test' 'allow *.wild.test' \
@@ -395,10 +398,10 @@ like "one unrelated rule more: re-applied, learned addresses queued with it" "$(
 	'^applied 1 learned=[1-9]'
 like "the new rule is in the table" "$(inh nft list set inet berth allow_net)" \
 	'10\.200\.0\.2 \. 198\.51\.100\.7 '
-expect "the sandbox was rebuilt: the hand-made element is gone" refused 100 tcp 203.0.113.14 80
-expect "allowed.test's address still connects, without a new lookup" open 1000 tcp 203.0.113.10 80
-expect "so does the CNAME chain's final address (www.allowed.test)" open 1000 tcp 203.0.113.11 80
-expect "and the wildcard's (a.wild.test)" open 1000 tcp 203.0.113.13 80
+expect "the sandbox was rebuilt: the hand-made element is gone" refused tcp 203.0.113.14 80
+expect "allowed.test's address still connects, without a new lookup" open tcp 203.0.113.10 80
+expect "so does the CNAME chain's final address (www.allowed.test)" open tcp 203.0.113.11 80
+expect "and the wildcard's (a.wild.test)" open tcp 203.0.113.13 80
 set_net=$(inh nft list set inet berth allow_dns_net 2>&1)
 like "allowed.test's element back with what remained of TTL 30 + 1 s" "$set_net" \
 	'10\.200\.0\.2 \. 203\.0\.113\.10 \. 0-255 \. 0-65535 timeout ([0-9]|[12][0-9]|3[01])s'
@@ -412,15 +415,15 @@ inh nft add element inet berth allow_ip '{ 10.200.0.2 . 203.0.113.14 . tcp . 80 
 rules 'allow allowed.test' 'allow 198.51.100.7' 'restore yes'
 like "re-applied, learned addresses put back after the batch" "$(applied 2)" \
 	'^applied 2 learned=[1-9][0-9]* restored'
-expect "rebuilt again (hand-made element gone)" refused 100 tcp 203.0.113.14 80
-expect "allowed.test's address connects" open 1000 tcp 203.0.113.10 80
-expect "www.allowed.test's too" open 1000 tcp 203.0.113.11 80
+expect "rebuilt again (hand-made element gone)" refused tcp 203.0.113.14 80
+expect "allowed.test's address connects" open tcp 203.0.113.10 80
+expect "www.allowed.test's too" open tcp 203.0.113.11 80
 
 rules 'allow 198.51.100.7'
 like "allowed.test's rule removed: re-applied" "$(applied 3)" '^applied 3 '
-expect "its address is refused at once" refused 100 tcp 203.0.113.10 80
+expect "its address is refused at once" refused tcp 203.0.113.10 80
 unlike "and out of the table" "$(inh nft list set inet berth allow_dns_net)" '203\.0\.113\.10 '
-expect "www.allowed.test's address (still allowed) still connects" open 1000 tcp 203.0.113.11 80
+expect "www.allowed.test's address (still allowed) still connects" open tcp 203.0.113.11 80
 like "allowed.test itself is now refused by the resolver" "$(q allowed.test)" '^NXDOMAIN'
 
 # ops' policy changed: the whole table rebuilt in one batch (berthd's
@@ -430,10 +433,10 @@ rules 'allow 198.51.100.7' \
 	'global --uplink up0 --tap-prefix sbtap --group 7 --host-addr 203.0.113.1 --deny 203.0.113.11/32'
 like "global deny added: table rebuilt" "$(applied 4)" '^applied 4 learned=[1-9]'
 expect "ops' deny of 203.0.113.11 wins over www.allowed.test's learned address" \
-	refused 100 tcp 203.0.113.11 80
+	refused tcp 203.0.113.11 80
 unlike "which was not put back" "$(inh nft list set inet berth allow_dns_net)" '203\.0\.113\.11 '
-expect "a.wild.test's learned address survived the rebuild" open 1000 tcp 203.0.113.13 80
-expect "allowed.test's did not come back with it" refused 100 tcp 203.0.113.10 80
+expect "a.wild.test's learned address survived the rebuild" open tcp 203.0.113.13 80
+expect "allowed.test's did not come back with it" refused tcp 203.0.113.10 80
 
 # ---- a static rule and a learned address, the same one ------------------------------------------
 # short.test resolves to 203.0.113.16 with TTL 1; a static rule allows
@@ -452,7 +455,7 @@ unlike "after TTL + grace the learned element is gone" \
 	"$(inh nft list set inet berth allow_dns_ip)" '203\.0\.113\.16'
 like "the rule's element is still there, still without a timeout" \
 	"$(inh nft list set inet berth allow_ip | grep 203.0.113.16)" '203\.0\.113\.16 \. tcp \. 80 *[,}]?$'
-expect "and 203.0.113.16:80 is still reachable" open 1000 tcp 203.0.113.16 80
+expect "and 203.0.113.16:80 is still reachable" open tcp 203.0.113.16 80
 
 # ---- tunnels through allowed names ---------------------------------------------------------
 # a 60-character label under *.wild.test (default limit 40)

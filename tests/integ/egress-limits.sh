@@ -50,16 +50,20 @@ check() {
 	_d=$1; shift
 	if _o=$("$@" 2>&1); then ok "$_d"; else nok "$_d"; diag "$_o"; fi
 }
-# expect DESC NS WANT MAXMS PROBE-ARGS...
+# expect DESC NS WANT PROBE-ARGS...: a probe from NS ends WANT
+# (open|refused|unreach|timeout).
+# The outcome is the assertion: a reset or an ICMP error comes back as
+# refused or unreach, long before the probe's timeout (2 s unless given),
+# and a drop as timeout. The time is shown, not judged (a loaded machine
+# is slow; bench-nft measures it).
 expect() {
-	_d=$1 _ns=$2 _want=$3 _max=$4; shift 4
+	_d=$1 _ns=$2 _want=$3; shift 3
 	_r=$(ip netns exec "$_ns" "$DRIVE" probe "$@" 2>&1)
 	_got=${_r%% *} _ms=${_r#* }
-	if [ "$_got" = "$_want" ] &&
-	    awk -v a="$_ms" -v b="$_max" 'BEGIN { exit !(a + 0 <= b + 0) }'; then
+	if [ "$_got" = "$_want" ]; then
 		ok "$_d ($_got in $_ms ms)"
 	else
-		nok "$_d"; diag "got '$_r', want '$_want' within $_max ms"
+		nok "$_d"; diag "got '$_r', want '$_want'"
 	fi
 }
 # until SECS CMD...: poll CMD every 50 ms until it succeeds or SECS pass
@@ -83,8 +87,9 @@ listen() {	# NS ADDR SPEC...
 opens() { ip netns exec "$1" "$DRIVE" probe tcp "$2" "$3" --timeout 500 | grep -q '^open '; }
 # count WORD FILE: lines of FILE starting with WORD
 count() { grep -c "^$1 " "$2"; }
-# fast FILE WORD MAXMS: every WORD line took at most MAXMS
-fast() { awk -v w="$2" -v m="$3" '$1 == w && $2 + 0 > m + 0 { bad = 1 } END { exit bad }' "$1"; }
+# none_timed_out FILE: no connect in a `conns` output ran into its timeout (a
+# refusal is a reset or an ICMP error, never a drop waited out)
+none_timed_out() { ! grep -q '^timeout ' "$1"; }
 
 # ---- topology ----------------------------------------------------------
 set -e
@@ -159,10 +164,10 @@ is_n() {	# DESC GOT WANT
 }
 is_n "cap 3: the first 3 connections open" "$(head -n 3 "$H1" | grep -c '^open ')" 3
 is_n "cap 3: the 4th and 5th are refused" "$(sed -n '4,5p' "$H1" | grep -c '^refused ')" 2
-check "... by a reset, fast (under 100 ms each, not a timeout)" fast "$H1" refused 100
+check "... by a reset, not a timeout" none_timed_out "$H1"
 expect "cap is per sandbox, any destination: guest1 to :80 refused while it holds 3" \
-	"$G1" refused 100 tcp 203.0.113.2 80
-expect "guest2 is not affected by guest1's cap" "$G2" open 1000 tcp 203.0.113.2 80
+	"$G1" refused tcp 203.0.113.2 80
+expect "guest2 is not affected by guest1's cap" "$G2" open tcp 203.0.113.2 80
 logged "conn-limit tcp 9000 (reason, guest, destination, port, protocol)" \
 	'^[0-9]+\.[0-9]{6} conn-limit 10\.201\.0\.2 203\.0\.113\.2 9000 tcp in=lmtapA out=up0$'
 logged "conn-limit for the other destination too" \
@@ -178,7 +183,7 @@ check "re-apply guest1's policy in one batch (clear + attach + allow, a range ru
 n_allow=$(drive count allow_net)
 if [ "$n_allow" = 1 ]; then ok "... the range rule is there once (deleted and added in the same batch)"
 else nok "range rule once in allow_net"; diag "allow_net has $n_allow elements"; fi
-expect "... its connection count is kept: still refused" "$G1" refused 100 tcp 203.0.113.2 80
+expect "... its connection count is kept: still refused" "$G1" refused tcp 203.0.113.2 80
 kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
 if until_ok 10 opens "$G1" 203.0.113.2 80; then ok "connections closed: guest1 connects again"
 else nok "connections closed: guest1 connects again"; fi
@@ -203,14 +208,18 @@ is_n2 "20 connects to a port not on the list: all refused (not-allowed)" "$(coun
 R=$TMPD/rate
 ip netns exec "$G1" "$DRIVE" conns 203.0.113.2 80 30 --timeout 2000 >"$R" 2>&1
 o=$(count open "$R") f=$(count refused "$R")
-# A burst takes well under a second here; the bucket holds one second's
-# worth (5) and refills 5/s: allow a little refill on a slow machine.
-if [ "$o" -ge 5 ] && [ "$o" -le 8 ]; then
-	ok "rate 5/s: of 30 quick connects $o opened (a bucket of 5; the denied connects used none)"
-else nok "rate 5/s: 5-8 of 30 connects open"; diag "open $o, refused $f" "$(cat "$R")"; fi
+# The bucket holds one second's worth (5) and refills 5/s; the denied
+# connects use none. A burst takes well under a second on a quiet machine;
+# a loaded one is slower, and the bucket refills meanwhile: at most 5 plus
+# what the burst's own duration (nc_drive's "elapsed") refilled, plus one.
+el=$(sed -n 's/^elapsed //p' "$R")
+most=$(awk -v e="${el:-0}" 'BEGIN { printf "%d", 5 + int(e / 1000 * 5) + 1 }')
+if [ "$o" -ge 5 ] && [ "$o" -le "$most" ]; then
+	ok "rate 5/s: of 30 quick connects $o opened in $el ms (a bucket of 5, at most $most with its refill)"
+else nok "rate 5/s: 5-$most of 30 connects open"; diag "open $o, refused $f" "$(cat "$R")"; fi
 is_n2 "the rest are refused" "$((o + f))" 30 "$R"
-check "... fast (under 100 ms each)" fast "$R" refused 100
-expect "guest2 has its own bucket" "$G2" open 1000 tcp 203.0.113.2 80
+check "... by a reset, not a timeout" none_timed_out "$R"
+expect "guest2 has its own bucket" "$G2" open tcp 203.0.113.2 80
 logged "rate-limit tcp 80" 'rate-limit 10\.201\.0\.2 203\.0\.113\.2 80 tcp in=lmtapA '
 if until_ok 5 opens "$G1" 203.0.113.2 80; then ok "the bucket refills: guest1 connects again"
 else nok "the bucket refills"; fi

@@ -18,8 +18,9 @@
 #    own log (with the address it claimed), nothing in the other's; an
 #    IPv6 packet from a guest is in its log
 #  - a flood of 100 000 denied datagrams (when a static binary can be
-#    built for the guest): netctl status answers in under 100 ms
-#    meanwhile, and netctl egress log shows the suppressed count
+#    built for the guest): netctl status keeps answering meanwhile (how
+#    fast is bench-timing's figure, beside the same call before the
+#    flood), and netctl egress log shows the suppressed count
 #  - the DNS resolver and NFLOG reader helpers killed with SIGKILL come
 #    back: the guest resolves again, denials are logged again
 #  - kill -9 of berthd with both guests streaming (to a rule's address,
@@ -292,17 +293,26 @@ for i in range(50):
         time.sleep(0.1)
 s.sendall(open(sys.argv[2], "rb").read()); s.close()' "$A2" "$T/flood"
 	sleep 0.5
+	# status_worst: the slowest of 10 `netctl status`, in ms (0 when
+	# one failed or took more than 10 s: the liveness bound)
+	status_worst() {
+		python3 -c 'import subprocess, sys, time
+worst = 0
+for i in range(10):
+    t = time.monotonic()
+    try:
+        subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True, timeout=10)
+    except Exception:
+        print(0); sys.exit()
+    worst = max(worst, int((time.monotonic() - t) * 1000)); time.sleep(0.3)
+print(max(worst, 1))' "$NETCTL" -s "$STATE" status
+	}
+	quiet=$(status_worst)
 	gsh "$A2" 'chmod 755 /tmp/flood; (/tmp/flood 203.0.113.99 7777 100000 >/tmp/flood.out 2>&1 &)'
-	worst=0
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		t=$(python3 -c 'import subprocess, sys, time
-t = time.monotonic(); subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
-print(int((time.monotonic() - t) * 1000))' "$NETCTL" -s "$STATE" status)
-		[ "$t" -gt "$worst" ] && worst=$t
-		sleep 0.3
-	done
-	if [ "$worst" -lt 100 ]; then ok "netctl status answers in under 100 ms during the flood (worst $worst ms)"
-	else not_ok "netctl status answers in under 100 ms during the flood"; diag "worst $worst ms"; fi
+	worst=$(status_worst)
+	if [ "$worst" -gt 0 ]; then ok "netctl status answers during the flood, each within 10 s (worst $worst ms, quiet $quiet ms)"
+	else not_ok "netctl status answers during the flood, each within 10 s"; fi
+	timing "egress: netctl status during a denied-connection flood" "$worst" "$quiet" 100
 	fin() { gsh "$A2" 'cat /tmp/flood.out' | grep -q 'sent 100000'; }
 	wait_for 180 fin || diag "the flood did not finish: $(gsh "$A2" 'cat /tmp/flood.out')"
 	sleep 0.5

@@ -7,7 +7,7 @@
 #   net (203.0.113.2-3/24; no route back to the guests, so working
 #   connections prove masquerade). Listeners are nc_drive's own.
 # Asserts: allowlist lets an allowed ip:port through and rejects the rest
-# fast (TCP reset / ICMP admin-prohibited, in well under 100 ms, not a
+# fast (TCP reset / ICMP admin-prohibited, not a drop waited out to a
 # timeout); CIDR/port-range rules; expiry; deny beats allow; open and
 # closed modes; DNS only to the gateway, DoT blocked; guest -> host,
 # -> other sandbox, -> metadata rejected; spoofed IP and MAC dropped;
@@ -57,17 +57,20 @@ check() {
 	_d=$1; shift
 	if _o=$("$@" 2>&1); then ok "$_d"; else nok "$_d"; diag "$_o"; fi
 }
-# expect DESC NS WANT MAXMS PROBE-ARGS...: a probe from NS ends WANT
-# (open|refused|unreach|timeout) within MAXMS milliseconds.
+# expect DESC NS WANT PROBE-ARGS...: a probe from NS ends WANT
+# (open|refused|unreach|timeout).
+# The outcome is the assertion: a reset or an ICMP error comes back as
+# refused or unreach, long before the probe's timeout (2 s unless given),
+# and a drop as timeout. The time is shown, not judged (a loaded machine
+# is slow; bench-nft measures it).
 expect() {
-	_d=$1 _ns=$2 _want=$3 _max=$4; shift 4
+	_d=$1 _ns=$2 _want=$3; shift 3
 	_r=$(ip netns exec "$_ns" "$DRIVE" probe "$@" 2>&1)
 	_got=${_r%% *} _ms=${_r#* }
-	if [ "$_got" = "$_want" ] &&
-	    awk -v a="$_ms" -v b="$_max" 'BEGIN { exit !(a + 0 <= b + 0) }'; then
+	if [ "$_got" = "$_want" ]; then
 		ok "$_d ($_got in $_ms ms)"
 	else
-		nok "$_d"; diag "got '$_r', want '$_want' within $_max ms"
+		nok "$_d"; diag "got '$_r', want '$_want'"
 	fi
 }
 listen() {	# NS ADDR SPEC...: start a listener, wait for its "ready"
@@ -147,7 +150,7 @@ check "rp_filter strict, arp_ignore 1, arp_announce 2, no proxy_arp, no RA" sh -
 		echo "[ \"\$(ip netns exec $H sysctl -n net.${k%=*})\" = ${k#*=} ] &&"; done) true"
 
 # An unattached tap gets nothing: fail closed.
-expect "unattached tap: dropped (fail closed)" "$G1" timeout 2000 tcp 203.0.113.2 80 --timeout 300
+expect "unattached tap: dropped (fail closed)" "$G1" timeout tcp 203.0.113.2 80 --timeout 300
 
 check "attach guest1 in allowlist mode" drive attach sbtapA $GA $G1MAC 10.200.0.1 allowlist
 check "attach guest2 in open mode" drive attach sbtapB 10.200.0.6 $G2MAC 10.200.0.5 open
@@ -155,55 +158,55 @@ check "allow 203.0.113.2:80/tcp" drive allow $GA 203.0.113.2:80/tcp
 
 # ---- allowlist ------------------------------------------------------------
 expect "allowlist: allowed ip:port connects (masqueraded: net has no route back)" \
-	"$G1" open 1000 tcp 203.0.113.2 80
-expect "allowlist: other port refused by TCP reset, fast" "$G1" refused 100 tcp 203.0.113.2 443
-expect "allowlist: other address refused fast" "$G1" refused 100 tcp 203.0.113.3 80
-expect "allowlist: UDP denied by ICMP admin-prohibited, fast" "$G1" unreach 100 udp 203.0.113.2 5353
+	"$G1" open tcp 203.0.113.2 80
+expect "allowlist: other port refused by TCP reset, fast" "$G1" refused tcp 203.0.113.2 443
+expect "allowlist: other address refused fast" "$G1" refused tcp 203.0.113.3 80
+expect "allowlist: UDP denied by ICMP admin-prohibited, fast" "$G1" unreach udp 203.0.113.2 5353
 check "CIDR + port range rule 203.0.113.0/24:8000-9000/tcp" drive allow $GA 203.0.113.0/24:8000-9000/tcp
-expect "range rule: 203.0.113.3:8080 connects" "$G1" open 1000 tcp 203.0.113.3 8080
-expect "range rule: 203.0.113.3:443 still refused" "$G1" refused 100 tcp 203.0.113.3 443
+expect "range rule: 203.0.113.3:8080 connects" "$G1" open tcp 203.0.113.3 8080
+expect "range rule: 203.0.113.3:443 still refused" "$G1" refused tcp 203.0.113.3 443
 check "allow 203.0.113.2:443/tcp for 1s" drive allow $GA 203.0.113.2:443/tcp --for 1s
-expect "expiring rule: connects while valid" "$G1" open 1000 tcp 203.0.113.2 443
+expect "expiring rule: connects while valid" "$G1" open tcp 203.0.113.2 443
 sleep 1.3
-expect "expiring rule: refused after expiry" "$G1" refused 100 tcp 203.0.113.2 443
+expect "expiring rule: refused after expiry" "$G1" refused tcp 203.0.113.2 443
 
 # ---- deny beats allow ------------------------------------------------------
 check "deny 203.0.113.2:80/tcp" drive deny $GA 203.0.113.2:80/tcp
-expect "deny beats allow" "$G1" refused 100 tcp 203.0.113.2 80
+expect "deny beats allow" "$G1" refused tcp 203.0.113.2 80
 check "undeny 203.0.113.2:80/tcp" drive undeny $GA 203.0.113.2:80/tcp
-expect "allowed again after the deny is removed" "$G1" open 1000 tcp 203.0.113.2 80
+expect "allowed again after the deny is removed" "$G1" open tcp 203.0.113.2 80
 check "deny 203.0.113.0/24 (any port) in open mode" drive deny 10.200.0.6 203.0.113.0/24
-expect "open mode: deny rule still beats it" "$G2" refused 100 tcp 203.0.113.2 80
+expect "open mode: deny rule still beats it" "$G2" refused tcp 203.0.113.2 80
 check "undeny it" drive undeny 10.200.0.6 203.0.113.0/24
 
 # ---- modes -----------------------------------------------------------------
 check "mode open" drive mode $GA open
-expect "open: any public ip:port connects" "$G1" open 1000 tcp 203.0.113.3 443
-expect "open: DNS to an outside resolver denied" "$G1" unreach 100 udp 203.0.113.2 53
-expect "open: DNS over TLS denied" "$G1" refused 100 tcp 203.0.113.2 853
-expect "open: cloud metadata 169.254.169.254 refused" "$G1" refused 100 tcp 169.254.169.254 80
-expect "open: private range 10.9.9.9 refused" "$G1" refused 100 tcp 10.9.9.9 80
-expect "open: host's own uplink address refused" "$G1" refused 100 tcp 203.0.113.1 22
-expect "open: sandbox to sandbox refused" "$G1" refused 100 tcp 10.200.0.6 80
-expect "guest to host (gateway, not DNS) refused" "$G1" refused 100 tcp 10.200.0.1 22
-expect "guest DNS to its gateway (udp) allowed" "$G1" open 1000 udp 10.200.0.1 53
-expect "guest DNS to its gateway (tcp) allowed" "$G1" open 1000 tcp 10.200.0.1 53
-expect "guest2 cannot use guest1's gateway for DNS" "$G2" refused 100 tcp 10.200.0.1 53
+expect "open: any public ip:port connects" "$G1" open tcp 203.0.113.3 443
+expect "open: DNS to an outside resolver denied" "$G1" unreach udp 203.0.113.2 53
+expect "open: DNS over TLS denied" "$G1" refused tcp 203.0.113.2 853
+expect "open: cloud metadata 169.254.169.254 refused" "$G1" refused tcp 169.254.169.254 80
+expect "open: private range 10.9.9.9 refused" "$G1" refused tcp 10.9.9.9 80
+expect "open: host's own uplink address refused" "$G1" refused tcp 203.0.113.1 22
+expect "open: sandbox to sandbox refused" "$G1" refused tcp 10.200.0.6 80
+expect "guest to host (gateway, not DNS) refused" "$G1" refused tcp 10.200.0.1 22
+expect "guest DNS to its gateway (udp) allowed" "$G1" open udp 10.200.0.1 53
+expect "guest DNS to its gateway (tcp) allowed" "$G1" open tcp 10.200.0.1 53
+expect "guest2 cannot use guest1's gateway for DNS" "$G2" refused tcp 10.200.0.1 53
 check "mode closed" drive mode $GA closed
-expect "closed: allowed ip:port refused too" "$G1" refused 100 tcp 203.0.113.2 80
+expect "closed: allowed ip:port refused too" "$G1" refused tcp 203.0.113.2 80
 check "mode allowlist" drive mode $GA allowlist
-expect "allowlist again: allowed ip:port connects" "$G1" open 1000 tcp 203.0.113.2 80
+expect "allowlist again: allowed ip:port connects" "$G1" open tcp 203.0.113.2 80
 
 # ---- spoofing ----------------------------------------------------------------
 ip -n "$G1" addr add 10.200.0.9/32 dev eth0
-expect "spoofed source address dropped (no reset, no answer)" "$G1" timeout 2000 \
+expect "spoofed source address dropped (no reset, no answer)" "$G1" timeout \
 	tcp 203.0.113.2 80 --bind 10.200.0.9 --timeout 300
 cnt=$(inh nft list chain inet berth prerouting | grep 'spoofed source' | sed -n 's/.*packets \([0-9]*\).*/\1/p')
 if [ "${cnt:-0}" -gt 0 ]; then ok "spoof-ip counter counted it ($cnt)"; else nok "spoof-ip counter counted it"; fi
 ip -n "$G1" addr del 10.200.0.9/32 dev eth0
 # guest2 claims guest1's address: dropped, and logged as guest2's doing
 ip -n "$G2" addr add 10.200.0.2/32 dev eth0
-expect "guest2 spoofing guest1's address: dropped" "$G2" timeout 2000 \
+expect "guest2 spoofing guest1's address: dropped" "$G2" timeout \
 	tcp 203.0.113.2 80 --bind 10.200.0.2 --timeout 300
 ip -n "$G2" addr del 10.200.0.2/32 dev eth0
 # IPv6 from a guest: dropped and logged (sandboxes have no IPv6)
@@ -215,10 +218,10 @@ ip -n "$G1" -6 neigh replace 2001:db8::1 dev eth0 lladdr \
 check "guest sends one IPv6 datagram" ip netns exec "$G1" "$DRIVE" send6 2001:db8::1 5555
 ip -n "$G1" addr del 2001:db8::2/64 dev eth0
 ip -n "$G1" link set eth0 address 02:00:0a:c8:00:99
-expect "spoofed MAC dropped" "$G1" timeout 2000 tcp 203.0.113.2 80 --timeout 300
+expect "spoofed MAC dropped" "$G1" timeout tcp 203.0.113.2 80 --timeout 300
 ip -n "$G1" link set eth0 address $G1MAC
 inh ip neigh flush dev sbtapA
-expect "real MAC works again" "$G1" open 1000 tcp 203.0.113.2 80
+expect "real MAC works again" "$G1" open tcp 203.0.113.2 80
 
 # ---- ARP: a guest speaks it only as itself, only with its gateway ---------------
 if command -v busybox >/dev/null 2>&1; then
@@ -259,8 +262,8 @@ rules1=$(drive count-rules)
 if [ "$rules1" = "$rules0" ] && [ "$(drive count sb_mode)" = 1002 ]; then
 	ok "1002 sandboxes, still $rules1 rules (per-packet cost does not grow)"
 else nok "rule count constant"; diag "rules $rules0 -> $rules1, sb_mode $(drive count sb_mode)"; fi
-expect "traffic still policed with 1002 sandboxes" "$G1" refused 100 tcp 203.0.113.2 443
-expect "and allowed traffic still flows" "$G1" open 1000 tcp 203.0.113.2 80
+expect "traffic still policed with 1002 sandboxes" "$G1" refused tcp 203.0.113.2 443
+expect "and allowed traffic still flows" "$G1" open tcp 203.0.113.2 80
 
 # ---- a flood of denials: logged at the tap's log rate, the rest counted -------------
 sup0=$(drive suppressed sbtapB)
@@ -277,7 +280,7 @@ if [ $((logged_n + sup)) -eq 100000 ]; then ok "the other $sup are counted for t
 else nok "the rest are counted as suppressed"; diag "logged $logged_n + suppressed $sup != 100000"; fi
 is_g1() { [ "$(drive suppressed sbtapA)" = "$1" ]; }
 sa=$(drive suppressed sbtapA)
-expect "guest1's own denials are still logged meanwhile" "$G1" refused 100 tcp 203.0.113.2 4444
+expect "guest1's own denials are still logged meanwhile" "$G1" refused tcp 203.0.113.2 4444
 sleep 0.1
 if grep -q 'not-allowed 10\.200\.0\.2 203\.0\.113\.2 4444 tcp in=sbtapA' "$LOG" && is_g1 "$sa"; then
 	ok "... (another tap's log rate is its own)"
@@ -289,21 +292,21 @@ left=$(inh nft list table inet berth | grep -E "10\.200\.0\.2 |10\.200\.0\.2$|10
 if [ -z "$left" ]; then ok "detach leaves no element of guest1"; else nok "detach leaves no element"; diag "$left"; fi
 left=$(inh nft list table arp berth | grep -E "sbtapA")
 if [ -z "$left" ]; then ok "... in table arp berth neither"; else nok "... in table arp berth neither"; diag "$left"; fi
-expect "detached tap gets nothing (fail closed)" "$G1" timeout 2000 tcp 203.0.113.2 80 --timeout 300
-expect "guest2 unaffected" "$G2" open 1000 tcp 203.0.113.3 443
+expect "detached tap gets nothing (fail closed)" "$G1" timeout tcp 203.0.113.2 80 --timeout 300
+expect "guest2 unaffected" "$G2" open tcp 203.0.113.3 443
 # ---- a range ops permit: allowed only by a sandbox's own rule ------------------
 check "init: ops permit 10.99.0.0/16; guest2 open, guest1 allowlist with allow 10.99.0.1:80/tcp" \
 	drive init --uplink up0 --tap-prefix sbtap --group 7 --host-addr 203.0.113.1 \
 	--permit 10.99.0.0/16 --sandbox "sbtapB,10.200.0.6,$G2MAC,10.200.0.5,open" \
 	--sandbox "sbtapA,$GA,$G1MAC,10.200.0.1,allowlist,10.99.0.1:80/tcp"
-expect "permit: an open-mode sandbox without a rule cannot reach 10.99.0.1" "$G2" refused 100 tcp 10.99.0.1 80
-expect "permit: one with an allow rule can" "$G1" open 1000 tcp 10.99.0.1 80
-expect "permit: only what its rule names" "$G1" refused 100 tcp 10.99.0.2 80
+expect "permit: an open-mode sandbox without a rule cannot reach 10.99.0.1" "$G2" refused tcp 10.99.0.1 80
+expect "permit: one with an allow rule can" "$G1" open tcp 10.99.0.1 80
+expect "permit: only what its rule names" "$G1" refused tcp 10.99.0.2 80
 check "guest2 gets a rule of its own" drive allow 10.200.0.6 10.99.0.1:80/tcp
-expect "permit: now guest2 reaches 10.99.0.1:80" "$G2" open 1000 tcp 10.99.0.1 80
-expect "permit: and still not 10.99.0.2 (no rule)" "$G2" refused 100 tcp 10.99.0.2 80
-expect "permit: outside the permitted range, private stays denied" "$G2" refused 100 tcp 10.9.9.9 80
-expect "open mode: public addresses need no rule" "$G2" open 1000 tcp 203.0.113.3 443
+expect "permit: now guest2 reaches 10.99.0.1:80" "$G2" open tcp 10.99.0.1 80
+expect "permit: and still not 10.99.0.2 (no rule)" "$G2" refused tcp 10.99.0.2 80
+expect "permit: outside the permitted range, private stays denied" "$G2" refused tcp 10.9.9.9 80
+expect "open mode: public addresses need no rule" "$G2" open tcp 203.0.113.3 443
 
 check "final init empties every set" sh -c "ip netns exec $H $DRIVE init && [ \"\$(ip netns exec $H $DRIVE count sb_mode)\" = 0 ]"
 

@@ -287,8 +287,11 @@ wait_for 10 served b sba a
 is "A's sandbox through A's edge" "$(fetch a sba)" "200 a"
 is "A's sandbox through B's edge, Berth-Host: a" "$(fetch b sba)" "200 a"
 is "A's sandbox through C's edge, Berth-Host: a" "$(fetch c sba)" "200 a"
-if [ "$t_b" -le 1000 ]; then ok "published on A, served by B after $t_b ms (<= 1 s)"
-else not_ok "published on A, served by B after $t_b ms (<= 1 s)"; fi
+# The propagation time is bench-fleet's (and bench-timing's) to judge; here
+# it only has to happen, well within the poller's 15 s.
+if [ "$t_b" -le 10000 ]; then ok "published on A, served by B after $t_b ms (a liveness bound: 10 s)"
+else not_ok "published on A, served by B after $t_b ms (a liveness bound: 10 s)"; fi
+timing "fleet: published on A, served by B" "$t_b" - 1000
 n=$(grep -c "GET /healthz" "$T/ta-a.reqlog")
 [ "$n" -ge 3 ] && ok "A's upstream saw the requests of all three edges ($n)" ||
 	not_ok "A's upstream saw only $n requests"

@@ -15,6 +15,7 @@
  *   nc_drive listen ADDR tcp:PORT|udp:PORT|hold:PORT...   (prints "ready";
  *                              hold: accept and keep the connection open)
  *   nc_drive conns IP PORT N [--hold] [--timeout MS]
+ *     one line per connect (outcome, ms), then "elapsed MS" for all
  *                              N TCP connects one after the other, one
  *                              "outcome ms" line each; --hold keeps them
  *                              open (prints "held") until killed, then
@@ -249,7 +250,7 @@ conns_main(int argc, char **argv)
 {
 	struct sockaddr_in sa;
 	int n, i, hold = 0, timeout = 2000, e, *fds;
-	double t0;
+	double t0, start;
 
 	if (argc < 4)
 		return 2;
@@ -266,6 +267,7 @@ conns_main(int argc, char **argv)
 	n = atoi(argv[3]);
 	if (n < 1 || (fds = calloc((size_t)n, sizeof(int))) == NULL)
 		return 2;
+	start = now_ms();
 	for (i = 0; i < n; i++) {
 		t0 = now_ms();
 		e = connect_one(&sa, timeout, &fds[i]);
@@ -274,6 +276,8 @@ conns_main(int argc, char **argv)
 		if (!hold && fds[i] >= 0)
 			close(fds[i]);
 	}
+	printf("elapsed %.1f\n", now_ms() - start);
+	fflush(stdout);
 	if (hold) {
 		printf("held\n");
 		fflush(stdout);

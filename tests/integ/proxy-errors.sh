@@ -73,7 +73,8 @@ is "the route works after a 504" "$c" 200
 out=$(py --port "$HTTPS_PORT" --host "$(host_for "$TA_PORT" sb1)" --ca "$CA" --timeout 10 slowhead)
 is "unfinished head: 408" "$(json_get "$out" 'j.get("status")')" 408
 secs=$(json_get "$out" 'j["secs"]')
-like "408 after about timeout head (1.5-5 s)" "$secs" '^(1\.[5-9]|[234]\.)'
+# not before the timeout; after it, as soon as a loaded machine gets to it
+like "408 after timeout head (1.5-9 s)" "$secs" '^(1\.[5-9]|[2-9]\.)'
 
 # 429: two responses in flight to sandbox "lim" (limit 2) — SSE streams
 # that last 15 s, so the window does not depend on machine speed — and a

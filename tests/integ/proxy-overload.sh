@@ -66,7 +66,8 @@ if wait_for 10 sh -c "[ \$(grep -c '/slow?ms=8000' '$TA_REQLOG') -ge 2 ]"; then
 	like "... with Retry-After" "$(cat "$T/cap.hdr")" '[Rr]etry-[Aa]fter: 1'
 	like "... JSON names the sandbox and the reason" "$(cat "$T/cap.json")" \
 		'"status":429,"sandbox":"ov".*requests in progress'
-	is "... answered within 2 s ($((t1 - t0)) ms)" "$(( t1 - t0 < 2000 ))" 1
+	# refused at once, not queued behind the two 8 s requests
+	is "... answered long before the 8 s requests end ($((t1 - t0)) ms)" "$(( t1 - t0 < 4000 ))" 1
 	code=$(bcurl -o "$T/cap.html" -H 'Accept: text/html' -w '%{http_code}' "$OVURL/healthz?third")
 	is "... HTML for browsers: 429" "$code" 429
 	like "... HTML page" "$(cat "$T/cap.html")" '<h1>429 Too Many Requests</h1>'
@@ -104,10 +105,14 @@ is "at least the burst passed ($n200 >= 19)" "$(( n200 >= 19 ))" 1
 # Four `openssl s_time -new` loops make full handshakes back to back while
 # a keep-alive client sends 200 requests on its established connection
 # (one each 60 ms: under the sandbox rate cap of 20/s); every one is
-# answered, none slower than 1 s (past PX_HS_CALM handshakes at once in a
+# answered, none starved (past PX_HS_CALM handshakes at once in a
 # worker, handshakes run at a lower event priority than established
 # traffic).
 need_tool openssl
+# the same client before the flood: the baseline of its slowest request
+out0=$(python3 "$LOADTOOL" --port "$HTTPS_PORT" --host "$(host_for "$TA_PORT" other)" \
+	--ca "$CA" --timeout 5 probe --path /healthz --n 50 --interval 60)
+mx0=$(json_get "$out0" 'int(j["max"])')
 hs0=$(metric 'berth_tls_handshakes_total{type="full"}')
 for i in 1 2 3 4; do
 	spawn "$T/flood$i.out" openssl s_time -connect "127.0.0.1:$HTTPS_PORT" -new -time 600
@@ -125,7 +130,11 @@ is "the flood went on meanwhile (>= 100 handshakes)" "$(( hs2 - hs1 >= 100 ))" 1
 is "all 200 keep-alive requests answered 200 during the flood" \
 	"$(json_get "$out" 'j["ok"]') $(json_get "$out" 'j["errors"]')" "200 0"
 mx=$(json_get "$out" 'int(j["max"])')
-is "slowest keep-alive request under 1 s during the flood (${mx} ms)" "$(( mx < 1000 ))" 1
+# Not starved behind the handshakes (which would hold it for the flood's
+# whole length): a liveness bound, far above the quiet figure (tens of
+# ms); the figure itself is bench-timing's.
+is "slowest keep-alive request during the flood within 5 s (${mx} ms)" "$(( mx < 5000 ))" 1
+timing "proxy: slowest keep-alive request during a handshake flood" "$mx" "${mx0:--}" 1000
 flood_alive=0
 for p in $(tail -n 4 "$T/pids"); do kill -0 "$p" 2>/dev/null && flood_alive=$((flood_alive + 1)); done
 is "the flood ran throughout" "$flood_alive" 4
