@@ -26,6 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -1270,6 +1273,50 @@ mkfs_exited(pid_t pid, int status, void *arg)
 		op_finish(sb, 0, VMM_FAILED, why);
 }
 
+/* Does anyone on this host hold tap name or address gw? */
+static int
+host_holds(const char *tap, struct in_addr gw)
+{
+	struct ifaddrs *ifa, *i;
+	int held = if_nametoindex(tap) != 0;
+
+	if (!held && getifaddrs(&ifa) == 0) {
+		for (i = ifa; i != NULL && !held; i = i->ifa_next)
+			held = i->ifa_addr != NULL &&
+			    i->ifa_addr->sa_family == AF_INET &&
+			    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
+			    gw.s_addr;
+		freeifaddrs(ifa);
+	}
+	return held;
+}
+
+/* A pool index (and sb's tap name, gateway and guest address from it)
+ * whose tap name and gateway address nobody on this host holds; the
+ * indexes passed over go back to the pool. With external taps the test
+ * or operator made the tap: it must exist, so nothing is passed over. */
+static int
+pool_alloc_free(struct vmm *m, struct vmm_sandbox *sb)
+{
+	struct in_addr passed[64];
+	size_t n = 0, i;
+	int idx;
+
+	for (;;) {
+		if ((idx = vmm_pool_alloc(m->pool, &sb->gateway,
+		    &sb->guest_ip)) < 0)
+			break;
+		snprintf(sb->tap, sizeof(sb->tap), "%s%d", m->tap_prefix, idx);
+		if (m->cfg.external_taps || n == sizeof(passed) /
+		    sizeof(passed[0]) || !host_holds(sb->tap, sb->gateway))
+			break;
+		passed[n++] = sb->guest_ip;
+	}
+	for (i = 0; i < n; i++)
+		vmm_pool_release(m->pool, passed[i]);
+	return idx;
+}
+
 /* Bring the host side of the network up; idempotent (restart, start).
  * The guest's address gets a permanent neighbour entry for its MAC (both
  * fixed for the sandbox's life, one guest per tap): the host never asks
@@ -1580,15 +1627,16 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	}
-	if ((idx = vmm_pool_alloc(m->pool, &sb->gateway, &sb->guest_ip)) < 0) {
+	/* Tap names come from the pool index: unique while the address is
+	 * held, short enough for IFNAMSIZ, and stable across restarts. So
+	 * do jailed VMMs' uids. An index whose tap name or gateway address
+	 * someone else on this host holds (another berthd with another
+	 * state dir and the same tap_prefix or vm_pool) is passed over. */
+	if ((idx = pool_alloc_free(m, sb)) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, idx, "address pool exhausted (%zu "
 		    "sandboxes)", vmm_pool_size(m->pool));
 	}
-	/* Tap names come from the pool index: unique while the address is
-	 * held, short enough for IFNAMSIZ, and stable across restarts. So
-	 * do jailed VMMs' uids. */
-	snprintf(sb->tap, sizeof(sb->tap), "%s%d", m->tap_prefix, idx);
 	sb->pool_idx = idx;
 	sb_layout(sb, m->cfg.jail && strcmp(m->be->name, "qemu") == 0);
 	if (mkdir(sb->dir, sb->jailed ? 0700 : 0750) < 0) {

@@ -93,12 +93,20 @@ serves() {	# SANDBOX: its test app answers through berthd
 # ---- qemu fails at once under KVM --------------------------------------------
 VMM=on ACCEL=auto berthd_config "tap_prefix bac" "vm_pool 10.221.0.0/24" \
 	"idle_pause never" "idle_suspend never"
+# Another berthd on this host (another state dir, the same tap_prefix and
+# vm_pool) holds the first index's tap and the second's gateway address:
+# both are passed over, never a failed create.
+ip tuntap add bac0 mode tap && at_exit "ip link del bac0"
+ip tuntap add bacx9 mode tap && at_exit "ip link del bacx9"
+ip addr add 10.221.0.5/30 dev bacx9
 BERTHD="$T/berthd-kvm-standin"
 start_berthd
 like "before any boot berthd says KVM is not proven" "$(grep 'vmm: ' "$BERTHD_LOG")" \
 	'KVM: not proven yet'
 check "create a1 (KVM fails, TCG boots)" netctl sandbox create a1
 like "a1 runs" "$(netctl sandbox ls)" 'a1 +running'
+like "a tap name and an address someone else holds were passed over" \
+	"$(tr "\n" " " <"$STATE/vms/a1/sandbox.conf")" 'tap=bac2 guest_ip=10\.221\.0\.10 '
 check "a1 serves its page" serves a1
 is "KVM was tried once" "$(kvm_calls a1)" 1
 like "then TCG booted it" "$(cat "$STATE/vms/a1/sandbox.conf")" 'accel=tcg'
