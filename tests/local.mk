@@ -1,5 +1,6 @@
 # tests: unit tests (TAP, no root) and the integration runner
 EXTRA_DIST += tests/run-integ
+EXTRA_DIST += tests/leftovers
 
 # Unit tests of the proxy's pure parts (TAP, no root).
 PX_UNIT_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
