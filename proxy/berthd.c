@@ -787,8 +787,20 @@ vm_changed(void)
 /*
  * Idle policy input: a sandbox is active while a worker holds a
  * connection to it (open WebSockets and SSE streams included) or its
- * request and byte counters moved since the last report.
+ * request and byte counters moved since the last report. A worker's
+ * connections to a sandbox are a hold on it (px_vm_hold) from the report
+ * that first counts them to the one that counts none: the idle policy
+ * does not pause a sandbox with an open WebSocket because the next
+ * report was read late (a loaded host, a parent busy with a slow write),
+ * after the idle timer.
  */
+static long long
+report_conns(json_t *stats, const char *id)
+{
+	return json_integer_value(json_object_get(json_object_get(
+	    json_object_get(stats, "sandboxes"), id), "conns"));
+}
+
 static void
 note_activity(json_t *old, json_t *now)
 {
@@ -799,11 +811,22 @@ note_activity(json_t *old, json_t *now)
 		return;
 	json_object_foreach(json_object_get(now, "sandboxes"), id, v) {
 		json_t *o = json_object_get(json_object_get(old, "sandboxes"), id);
+		long long c = json_integer_value(json_object_get(v, "conns"));
+		long long c0 = report_conns(old, id);
 
-		if (json_integer_value(json_object_get(v, "conns")) > 0 ||
-		    o == NULL || !json_equal(o, v))
+		if (c > 0 && c0 <= 0)
+			px_vm_hold(id, 1);
+		else if (c <= 0 && c0 > 0)
+			px_vm_hold(id, 0);
+		if (c > 0 || o == NULL || !json_equal(o, v))
 			px_vm_activity(id);
 	}
+	/* a sandbox the worker no longer reports (its connections ended
+	 * and it dropped the entry, or a new worker replaced it) */
+	json_object_foreach(json_object_get(old, "sandboxes"), id, v)
+		if (json_integer_value(json_object_get(v, "conns")) > 0 &&
+		    json_object_get(json_object_get(now, "sandboxes"), id) == NULL)
+			px_vm_hold(id, 0);
 }
 
 /*

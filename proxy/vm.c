@@ -1554,6 +1554,15 @@ px_vm_standby(const char *id, void *arg)
 }
 
 void
+px_vm_hold(const char *id, int on)
+{
+	struct vmm_sandbox *sb;
+
+	if (V.m != NULL && (sb = vmm_sandbox_find(V.m, id)) != NULL)
+		vmm_activity_hold(sb, on);
+}
+
+void
 px_vm_activity(const char *id)
 {
 	struct vmm_sandbox *sb;

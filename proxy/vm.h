@@ -87,6 +87,9 @@ void px_vm_wake(const char *id);
 /* libvmm's sandbox of id (exec.c talks to its agent), NULL: none. */
 struct vmm_sandbox;
 struct vmm_sandbox *px_vm_sandbox(const char *id);
+/* The workers hold connections to id (1) or no longer do (0): a hold on
+ * it, which the idle policy does not pause (vmm_activity_hold). */
+void px_vm_hold(const char *id, int on);
 /* The workers saw traffic for id. */
 void px_vm_activity(const char *id);
 void px_vm_shutdown(void);
