@@ -7,7 +7,9 @@
  * own frames to the guest on its copy of each socket and reads nothing.
  *
  * Per connection the frames are parsed as they come, never whole: a
- * header, then the payload, where stdout and stderr bytes go to the
+ * header, the channel (protocol 2: every frame but the pong names one,
+ * passed on as it is: the parent knows its channels), then the payload,
+ * where stdout and stderr bytes go to the
  * parent in pieces as the window allows (so a 256 KiB frame is never
  * held) and a short frame (pong, exit, failure) is kept up to
  * HM_AGENT_TEXT bytes, the rest skipped. Limits: a frame longer than
@@ -44,9 +46,14 @@ struct aconn {
 	int		 reading;	/* ev added */
 	unsigned char	 nonce[HM_AGENT_NONCE];
 	int		 synced;	/* the pong came: frames count */
+	int		 proto;		/* the agent's, from its pong */
 	/* the frame being parsed */
 	unsigned char	 hdr[BA_HDR];
 	size_t		 hdrlen;
+	unsigned char	 chanb[BA_CHAN];
+	size_t		 chanlen;	/* of chanb read; BA_CHAN: chan set */
+	uint32_t	 chan;
+	uint32_t	 paylen;	/* the payload's, after the channel */
 	uint32_t	 left;		/* payload bytes still to come */
 	size_t		 textlen;	/* kept of a short frame's payload */
 	char		 text[HM_AGENT_TEXT];
@@ -158,30 +165,49 @@ parse_exit(const char *s, struct hm_agent_exit *m)
 static int
 frame_done(struct aconn *c)
 {
-	uint32_t len = ba_hdr_len(c->hdr);
+	uint32_t len = c->paylen;
 	int type = c->hdr[4];
 
 	c->hdrlen = 0;
 	c->text[c->textlen] = '\0';
 	if (!c->synced) {
-		/* only our pong counts; the rest is an older talk's */
-		if (type == BA_PONG && len == HM_AGENT_NONCE &&
+		/* only our pong counts; the rest is an older talk's. The
+		 * nonce alone: protocol 1; then a protocol byte: 2 */
+		if (type == BA_PONG && (len == HM_AGENT_NONCE ||
+		    (len == HM_AGENT_NONCE + 1 &&
+		    (unsigned char)c->text[HM_AGENT_NONCE] == BA_PROTO)) &&
 		    memcmp(c->text, c->nonce, HM_AGENT_NONCE) == 0) {
 			struct hm_agent_pong m;
 
 			memset(&m, 0, sizeof(m));
 			m.id = c->id;
 			memcpy(m.nonce, c->nonce, sizeof(m.nonce));
+			m.proto = len == HM_AGENT_NONCE ? 1 : 2;
 			c->synced = 1;
+			c->proto = m.proto;
 			px_chan_send(A.ch, HM_AGENT_PONG, &m, sizeof(m), NULL, 0);
 		}
 		return 0;
 	}
-	if (type == BA_EXIT) {
+	if (type == BA_STDIN_ACK && c->proto >= 2) {
+		struct hm_agent_inack m;
+
+		if (len != 4) {
+			proto_error(c, "the guest agent sent a stdin "
+			    "acknowledgement of %u bytes", (unsigned)len);
+			return -1;
+		}
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		m.chan = c->chan;
+		m.bytes = ba_get32((const unsigned char *)c->text);
+		px_chan_send(A.ch, HM_AGENT_INACK, &m, sizeof(m), NULL, 0);
+	} else if (type == BA_EXIT) {
 		struct hm_agent_exit m;
 
 		memset(&m, 0, sizeof(m));
 		m.id = c->id;
+		m.chan = c->chan;
 		if (len != c->textlen || memchr(c->text, '\0', c->textlen) !=
 		    NULL || parse_exit(c->text, &m) != 0) {
 			proto_error(c, "the guest agent answered an unknown "
@@ -195,10 +221,12 @@ frame_done(struct aconn *c)
 
 		memset(&m, 0, sizeof(m));
 		m.id = c->id;
+		m.chan = c->chan;
 		/* "400 ...": the request's fault (agent_proto.h) */
 		if (c->textlen >= 4 && (strncmp(c->text, "400 ", 4) == 0 ||
 		    strncmp(c->text, "404 ", 4) == 0 ||
-		    strncmp(c->text, "409 ", 4) == 0)) {
+		    strncmp(c->text, "409 ", 4) == 0 ||
+		    strncmp(c->text, "429 ", 4) == 0)) {
 			m.status = atoi(c->text);
 			skip = 4;
 		}
@@ -221,6 +249,7 @@ output(struct aconn *c, const unsigned char *p, size_t n)
 
 	memset(&m.h, 0, sizeof(m.h));
 	m.h.id = c->id;
+	m.h.chan = c->chan;
 	m.h.stream = c->hdr[4];
 	m.h.len = (uint32_t)n;
 	if (n > 0)
@@ -246,15 +275,25 @@ parse(struct aconn *c)
 			c->hdrlen += n;
 			if (c->hdrlen < BA_HDR)
 				break;
-			c->left = ba_hdr_len(c->hdr);
+			c->left = c->paylen = ba_hdr_len(c->hdr);
 			c->textlen = 0;
+			c->chan = 0;
+			c->chanlen = BA_CHAN;	/* none to read */
 			if (c->left > BA_MAX_PAYLOAD) {
 				proto_error(c, "the guest agent sent a frame of "
 				    "%u bytes", (unsigned)c->left);
 				return -1;
 			}
 			type = c->hdr[4];
-			if (c->left == 0 && c->synced &&
+			if (c->synced && c->proto >= 2 && type != BA_PONG) {
+				if (c->left < BA_CHAN) {
+					proto_error(c, "the guest agent sent a "
+					    "frame without its channel");
+					return -1;
+				}
+				c->chanlen = 0;
+				c->paylen -= BA_CHAN;
+			} else if (c->left == 0 && c->synced &&
 			    (type == BA_STDOUT || type == BA_STDERR)) {
 				output(c, NULL, 0);	/* as the agent sent it */
 				c->hdrlen = 0;
@@ -262,6 +301,23 @@ parse(struct aconn *c)
 			continue;
 		}
 		type = c->hdr[4];
+		if (c->chanlen < BA_CHAN) {
+			n = BA_CHAN - c->chanlen < avail ? BA_CHAN - c->chanlen :
+			    avail;
+			memcpy(c->chanb + c->chanlen, c->buf + c->start, n);
+			c->start += n;
+			c->chanlen += n;
+			c->left -= (uint32_t)n;
+			if (c->chanlen < BA_CHAN)
+				break;
+			c->chan = ba_get32(c->chanb);
+			if (c->left == 0 && (type == BA_STDOUT ||
+			    type == BA_STDERR))
+				c->hdrlen = 0;	/* empty: nothing to pass */
+			else if (c->left == 0 && frame_done(c) < 0)
+				return -1;
+			continue;
+		}
 		if (c->left > 0 && c->synced &&
 		    (type == BA_STDOUT || type == BA_STDERR)) {
 			size_t room = HM_AGENT_WINDOW - c->unacked;

@@ -1212,6 +1212,7 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 			log_warnx("SIGHUP: access_log changed: takes effect on restart");
 		free(oldlog);
 		px_eg_reload();	/* the policy's egress_* defaults */
+		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
 	}
 	json_decref(P.certs);
 	P.certs = certs;
@@ -1478,7 +1479,9 @@ main(int argc, char **argv)
 		hooks.vm_set_idle = px_vm_set_idle;
 		hooks.template_dir = px_vm_template_dir();
 		px_exec_init(P.base);
+		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
 		hooks.exec = px_exec_start;
+		hooks.exec_abandon = px_exec_abandon;
 		hooks.exec_stream = px_exec_stream_start;
 		hooks.exec_input = px_exec_stream_input;
 		hooks.exec_read = px_exec_stream_read;

@@ -66,6 +66,7 @@ px_config_defaults(struct px_config *c)
 	c->access_log = strdup("stderr");
 	c->nflog_group = 5;
 	c->vm_standby = 8;
+	c->vm_max_procs = 64;
 	c->vm_jail = 1;
 	c->http2 = 1;
 	c->vm_uid_base = 2100000000;
@@ -856,6 +857,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (k == 3)
 				n *= 1024;	/* KiB -> bytes */
 			*(unsigned *)(void *)((char *)c + lim[k].off) = (unsigned)n;
+		} else if (strcmp(argv[0], "vm_max_procs") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || end == argv[1] || n < 1 || n > 1024)
+				ERR("vm_max_procs: expected a count between 1 and 1024, got '%s'", argv[1]);
+			c->vm_max_procs = (unsigned)n;
 		} else if (strcmp(argv[0], "vm_standby") == 0) {
 			char *end;
 			long n;

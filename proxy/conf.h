@@ -99,6 +99,8 @@ struct px_config {
 	unsigned	 vm_disk, vm_max_disk;		/* MiB, the persistent disk */
 	unsigned	 vm_standby;		/* standby VMMs for suspended
 						 * sandboxes; 0: none */
+	unsigned	 vm_max_procs;		/* commands and file transfers
+						 * at once per sandbox */
 	/* the VMM jail (libvmm's jail.c, cgroup.c) */
 	int		 vm_jail;		/* 1 (default) or 0 */
 	unsigned	 vm_uid_base, vm_uid_count;	/* per-sandbox uids */

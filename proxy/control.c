@@ -96,6 +96,7 @@ struct px_control {
 
 struct cstream;
 
+struct exec_pending;
 struct conn {
 	TAILQ_ENTRY(conn) entry;
 	struct px_control *ctl;
@@ -111,6 +112,7 @@ struct conn {
 				 * the connection, conn_read frees it after */
 	int dead;		/* ended while busy: freed once it returns */
 	struct cstream *st;	/* its stream, while it answers */
+	struct exec_pending *pexec;	/* its buffered exec, while it runs */
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
 	int authed;		/* TCP: a request of it carried a valid token */
@@ -1654,6 +1656,7 @@ exec_done(void *arg, const struct px_exec_result *res)
 		free(p);
 		return;
 	}
+	c->pexec = NULL;
 	memset(&r, 0, sizeof(r));
 	r.c = c;
 	r.method = p->method;
@@ -1908,12 +1911,17 @@ h_exec(struct req *r, const char *id)
 	 * and a long command is not an idle client. */
 	r->c->waiting = 1;
 	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	r->c->pexec = p;
 	if (ctl->hooks.exec(id, &ep.er, exec_done, p, &status, err, sizeof(err),
 	    ctl->hooks.arg) != 0) {
+		r->c->pexec = NULL;
 		r->c->waiting = 0;
 		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
 		free(p);
-		reply_error(r, status, NULL, NULL, "%s", err);
+		if (status == 429)
+			reply_error_hdr(r, 429, "Retry-After: 1\r\n", "%s", err);
+		else
+			reply_error(r, status, NULL, NULL, "%s", err);
 	}
 out:
 	exec_parsed_free(&ep);
@@ -2141,7 +2149,10 @@ cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er)
 	cs->h = ctl->hooks.exec_stream(cs->id, er, &sink, &status, err,
 	    sizeof(err), ctl->hooks.arg);
 	if (cs->h == NULL) {
-		reply_error(r, status, NULL, NULL, "%s", err);
+		if (status == 429)
+			reply_error_hdr(r, 429, "Retry-After: 1\r\n", "%s", err);
+		else
+			reply_error(r, status, NULL, NULL, "%s", err);
 		return -1;
 	}
 	return 0;
@@ -4252,6 +4263,13 @@ conn_free(struct conn *c)
 		cs_free(c->st);
 		c->st = NULL;
 	}
+	/* a buffered exec nobody will read: killed in the guest (without
+	 * the hook its answer still comes, and finds no connection) */
+	if (c->pexec != NULL && ctl->hooks.exec_abandon != NULL) {
+		ctl->hooks.exec_abandon(c->pexec, ctl->hooks.arg);
+		free(c->pexec);
+	}
+	c->pexec = NULL;
 	TAILQ_REMOVE(&ctl->conns, c, entry);
 	ctl->nconns--;
 	if (c->tcp)

@@ -62,7 +62,8 @@
  *                                           24h); stdin: base64. A paused or
  *                                           suspended sandbox is woken first
  *                                           (one wake for concurrent execs);
- *                                           execs run one after the other.
+ *                                           execs run side by side, at most
+ *                                           vm_max_procs (429 past it).
  *                                           409 not VM-backed, stopped,
  *                                           failed or no agent in its
  *                                           template; 502 the agent failed;
@@ -298,6 +299,10 @@ struct px_control_hooks {
 	int (*exec)(const char *sandbox, const struct px_exec_req *req,
 	    void (*done)(void *done_arg, const struct px_exec_result *res),
 	    void *done_arg, int *status, char *err, size_t errlen, void *arg);
+	/* The client of the exec started with done_arg is gone: the command
+	 * is killed in the guest, done is never called. May be NULL (done
+	 * then comes, to nobody). */
+	void (*exec_abandon)(void *done_arg, void *arg);
 	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
 	 * "sandboxes"), admin only. NULL hook: those answer 404. */
 	struct json_t *(*fleet)(const char *what, void *arg);

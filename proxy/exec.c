@@ -1,7 +1,7 @@
 /*
- * exec.c — see exec.h. Per sandbox a link: the queue of commands asked
- * for, and at most one connection to its guest agent. A command goes
- * through
+ * exec.c — see exec.h. Per sandbox a link: at most one connection to its
+ * guest agent, and the commands (and file transfers) asked for, each a
+ * job. A job goes through
  *   wake     the sandbox is not running (or an operation is in flight):
  *            px_vm_wake, the proxy's own path, so concurrent execs and
  *            requests share one resume; px_exec_woken goes on
@@ -9,38 +9,38 @@
  *            to the reader helper, then a ping with a fresh nonce:
  *            frames before its pong are an older connection's and are
  *            dropped (by the helper)
- *   run      the exec frame, stdin and its EOF; output gathered (bounded)
- *            until the exit frame; meanwhile a hold on the sandbox
- *            (vmm_activity_hold) keeps the idle policy from pausing it
- * A streamed job (px_exec_stream_start: exec ?stream=1, files) goes the
- * same way, but its input is queued as the client sends it (framed, in
- * inq until it runs, then on the connection) and its output goes to the
- * caller's sink as it comes; the caller holds its client back by what
- * px_exec_stream_input says is queued, and stops this side with
- * px_exec_stream_read(0): what the helper sends is then no longer
- * acknowledged, so it stops reading the guest once HM_AGENT_WINDOW
- * (128 KiB) is out (the agent's frames wait in the socket, the virtio
- * ring fills, the command blocks on its pipe). What was already on its
- * way still goes to the sink.
- * The connection stays open for the next command; a resume from a
- * snapshot (a new VMM) or a berthd restart closes it, and the next command
- * connects again.
+ *   run      on a channel of its own (agent_proto.h, protocol 2): the
+ *            exec frame, its stdin as the channel's window allows,
+ *            output gathered (buffered, bounded) or handed to the
+ *            caller's sink (streamed) until the exit frame; meanwhile a
+ *            hold on the sandbox (vmm_activity_hold) keeps the idle
+ *            policy from pausing it
+ * Many jobs run at once on the one connection, at most max_procs per
+ * sandbox (queued and running together; past it a 429), each with its
+ * own flow control both ways: the guest sends at most BA_WINDOW bytes of
+ * a channel's output until this side acknowledges them ('A'), which a
+ * streamed job's slow client holds back (px_exec_stream_read(0)): that
+ * command blocks on its pipe, the others go on. Its input goes out as
+ * the agent acknowledges what it took ('a'); the rest waits in the job
+ * (px_exec_stream_input says how much, for the caller to hold its client
+ * back). A job whose caller is gone (px_exec_stream_cancel,
+ * px_exec_abandon) is killed in the guest ('K' 9), the rest go on.
+ * The connection stays open for the next commands; a resume from a
+ * snapshot (a new VMM) or a berthd restart closes it (the commands that
+ * ran on it fail), and the next command connects again. An agent of
+ * protocol 1 (a template built before channels: its pong has no protocol
+ * byte) gets one job at a time, as it always did.
  *
  * The root parent reads nothing a guest sent. The guest agent reader
  * ("berthd: agent", agentd.c: unprivileged, chrooted, proc.h) gets each
  * connected socket and parses every byte of the agent's frames (lengths,
- * types, the pong's nonce, the exit line), and sends typed fixed-layout
- * messages (helper.h, HM_AGENT_*) that this file checks: pong, output of
- * stream S, exit status or signal, refusal, protocol error, closed. They
- * name the connection, not the job: one job runs on a connection at a
- * time, and the messages come in the order of the guest's frames, as the
- * frames themselves did. The parent still writes its own frames (ping,
- * exec, stdin, resize, file bytes) straight on its copy of the socket:
- * they are bytes it made, so the hop through the helper would add a copy
- * and a wakeup to every stdin byte and move no parsing out of root; and
- * the write side's backpressure (px_exec_stream_input's queue, the
- * drained callback) stays the socket's own. A helper that dies or sends a
- * malformed message is killed and restarted (proc.c, with backoff); the
+ * types, channel ids, the pong's nonce, the exit line), and sends typed
+ * fixed-layout messages (helper.h, HM_AGENT_*) that this file checks:
+ * pong, output of stream S of channel C, its exit status or signal, a
+ * refusal, stdin taken, protocol error, closed. The parent still writes
+ * its own frames (ping, exec, stdin, resize, acks, kills) straight on its
+ * copy of the socket: they are bytes it made. A helper that dies or sends
+ * a malformed message is killed and restarted (proc.c, with backoff); the
  * jobs it was reading fail at once (502, saying so), their connections
  * close, and the next job connects again once the new helper runs
  * (waiting for it at most SYNC_MS).
@@ -77,6 +77,14 @@
 #define GRACE_MS	30000	/* past the command's timeout: the agent
 				 * kills it then; this is for an agent gone */
 #define SYNC_TRIES	3
+#define INREC		BA_HDR	/* a queued input record's head */
+
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
 
 struct link;
 
@@ -85,15 +93,21 @@ struct job {
 	struct link *link;
 	void (*done)(void *, const struct px_exec_result *);
 	void *done_arg;
-	/* streamed (exec_stream): output goes to the sink as it comes,
-	 * input is queued in inq until the command runs */
+	/* streamed (exec_stream): output goes to the sink as it comes */
 	int streamed;
 	struct px_exec_sink sink;
+	int type;			/* BA_EXEC, BA_FILE_PUT, BA_FILE_GET */
+	unsigned char *fields;		/* the request's payload */
+	size_t fieldslen;
+	/* input not yet sent: records of a BA_HDR head (length, type)
+	 * and the payload ('I' stdin or file bytes, empty: EOF; 'W') */
 	struct evbuffer *inq;
-	unsigned char *frame;		/* the exec request, whole frame */
-	size_t framelen;
-	unsigned char *in;		/* stdin */
-	size_t inlen;
+	uint32_t chan;			/* its channel while it runs; 0 */
+	uint32_t in_flight;		/* 'I' bytes sent, not yet taken */
+	uint32_t out_held;		/* output taken here, not acked to
+					 * the guest (a slow client) */
+	uint32_t out_window;		/* output the guest may still send */
+	int rpaused;			/* exec_read(0) */
 	uint64_t timeout_ms;
 	int64_t t0, wake_t0, wake_ms, deadline;
 	struct evbuffer *out, *err;
@@ -106,24 +120,25 @@ struct px_exec_stream {
 	struct job j;
 };
 
-enum link_state { L_IDLE, L_WAKING, L_SYNC, L_READY, L_BUSY };
+enum link_state { L_IDLE, L_WAKING, L_SYNC, L_READY };
 
 struct link {
 	char id[PX_SANDBOX_ID_MAX + 1];
-	TAILQ_HEAD(, job) jobs;		/* the first one is the current */
+	TAILQ_HEAD(, job) queue;	/* asked for, in order */
+	TAILQ_HEAD(, job) running;	/* on a channel of the connection */
+	int nrunning;
 	enum link_state st;
 	struct bufferevent *bev;	/* toward the agent: write only */
 	uint64_t conn;			/* its id with the helper */
-	uint32_t unacked;		/* output from the helper not yet
-					 * acknowledged (HM_AGENT_WINDOW) */
+	int proto;			/* the agent's (its pong): 1 or 2 */
+	uint32_t next_chan;
 	int64_t helper_t0;		/* since when a job waits for it */
 	unsigned char nonce[HM_AGENT_NONCE];
 	int64_t sync_t0;		/* when the ping was first sent */
 	int pings;			/* sent on this connection */
 	struct event *step_ev;		/* a deferred step */
-	struct event *tick_ev;		/* sync deadline, command deadline */
+	struct event *tick_ev;		/* sync deadline, command deadlines */
 	int held;			/* vmm_activity_hold taken */
-	int rpaused;			/* exec_read(0): the client is slow */
 	struct link *next;
 };
 
@@ -135,7 +150,8 @@ static struct {
 	int agentd_bad;			/* killed: ignore what it still sent */
 	uint64_t last_conn;		/* ids given to connections */
 	int stopping;			/* px_exec_shutdown began */
-} X;
+	int max_procs;			/* per sandbox, queued and running */
+} X = { .max_procs = PX_EXEC_PROCS_DEFAULT };
 
 static void step(struct link *);
 
@@ -176,8 +192,7 @@ tick_in(struct link *l, int ms)
 static void
 job_free(struct job *j)
 {
-	free(j->frame);
-	free(j->in);
+	free(j->fields);
 	if (j->inq != NULL)
 		evbuffer_free(j->inq);
 	if (j->out != NULL)
@@ -185,62 +200,6 @@ job_free(struct job *j)
 	if (j->err != NULL)
 		evbuffer_free(j->err);
 	free(j);
-}
-
-/* Output the helper sent is taken: it may send more (HM_AGENT_WINDOW).
- * Not while a streamed job's client is slow (px_exec_stream_read(0)):
- * the helper then stops reading the guest once the window is full. */
-static void
-ack(struct link *l)
-{
-	struct hm_agent_ack m;
-
-	if (l->unacked == 0 || l->rpaused || l->bev == NULL)
-		return;
-	memset(&m, 0, sizeof(m));
-	m.id = l->conn;
-	m.bytes = l->unacked;
-	l->unacked = 0;
-	px_proc_send(X.agentd, HM_AGENT_ACK, &m, sizeof(m), NULL, 0);
-}
-
-/* Ends the current (first) job with res and forgets it. */
-static void
-job_end(struct link *l, struct px_exec_result *res)
-{
-	struct job *j = TAILQ_FIRST(&l->jobs);
-
-	if (j == NULL)
-		return;
-	TAILQ_REMOVE(&l->jobs, j, entry);
-	if (l->rpaused) {
-		/* its client was slow; the next job's is not */
-		l->rpaused = 0;
-		ack(l);
-	}
-	res->wake_ms = j->wake_ms;
-	res->duration_ms = now_ms() - j->t0;
-	res->truncated = j->truncated;
-	j->done(j->done_arg, res);
-	job_free(j);
-}
-
-static void __attribute__((format(printf, 3, 4)))
-job_fail(struct link *l, int status, const char *fmt, ...)
-{
-	struct px_exec_result res;
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (status >= 500)
-		log_warnx("sandbox %s: exec: %s", l->id, msg);
-	memset(&res, 0, sizeof(res));
-	res.status = status;
-	res.message = msg;
-	job_end(l, &res);
 }
 
 /* A command runs: the idle policy leaves the sandbox running (a 1 s
@@ -257,10 +216,95 @@ hold(struct link *l, int on)
 		vmm_activity_hold(sb, on);
 }
 
+/* A frame of ours on the connection: on channel chan (0: none). */
+static void
+send_frame(struct link *l, int type, uint32_t chan, const void *p,
+    size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+	unsigned char h[BA_HDR + BA_CHAN];
+	size_t hl = BA_HDR;
+
+	if (chan != 0 && l->proto >= 2) {
+		ba_put32(h + BA_HDR, chan);
+		hl += BA_CHAN;
+	}
+	ba_hdr_put(h, (uint32_t)(len + hl - BA_HDR), type);
+	evbuffer_add(out, h, hl);
+	if (len > 0)
+		evbuffer_add(out, p, len);
+}
+
+/* The job is off its channel (or never had one). */
+static void
+unrun(struct link *l, struct job *j)
+{
+	if (j->chan == 0)
+		return;
+	TAILQ_REMOVE(&l->running, j, entry);
+	l->nrunning--;
+	j->chan = 0;
+	if (l->nrunning == 0) {
+		hold(l, 0);
+		if (l->st == L_READY)
+			evtimer_del(l->tick_ev);
+	}
+}
+
+/* Ends job j with res and forgets it. */
+static void
+job_end(struct link *l, struct job *j, struct px_exec_result *res)
+{
+	if (j->chan != 0)
+		unrun(l, j);
+	else
+		TAILQ_REMOVE(&l->queue, j, entry);
+	res->wake_ms = j->wake_ms;
+	res->duration_ms = now_ms() - j->t0;
+	res->truncated = j->truncated;
+	j->done(j->done_arg, res);
+	job_free(j);
+}
+
+static void __attribute__((format(printf, 4, 5)))
+job_fail(struct link *l, struct job *j, int status, const char *fmt, ...)
+{
+	struct px_exec_result res;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (status >= 500)
+		log_warnx("sandbox %s: exec: %s", l->id, msg);
+	memset(&res, 0, sizeof(res));
+	res.status = status;
+	res.message = msg;
+	job_end(l, j, &res);
+}
+
+/* Every running job fails (their connection is gone), then the queued
+ * ones too when all is true. */
+static void __attribute__((format(printf, 4, 5)))
+fail_all(struct link *l, int all, int status, const char *fmt, ...)
+{
+	char msg[512];
+	struct job *j;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	while ((j = TAILQ_FIRST(&l->running)) != NULL)
+		job_fail(l, j, status, "%s", msg);
+	while (all && (j = TAILQ_FIRST(&l->queue)) != NULL)
+		job_fail(l, j, status, "%s", msg);
+}
+
 static void
 disconnect(struct link *l)
 {
-	hold(l, 0);
 	if (l->bev != NULL) {
 		struct hm_agent_id m = { l->conn };
 
@@ -272,47 +316,65 @@ disconnect(struct link *l)
 	}
 	l->bev = NULL;
 	l->conn = 0;
-	l->unacked = 0;
 	evtimer_del(l->tick_ev);
 	l->st = L_IDLE;
-	l->rpaused = 0;
 }
 
+/* Sends what the job's input window allows of what it queued. */
 static void
-frame_add(struct evbuffer *out, int type, const void *p, size_t len)
+pump_input(struct link *l, struct job *j)
 {
-	unsigned char h[BA_HDR];
+	unsigned char h[INREC], buf[BA_CHUNK];
+	uint32_t len;
+	int type;
 
-	ba_hdr_put(h, (uint32_t)len, type);
-	evbuffer_add(out, h, sizeof(h));
-	if (len > 0)
-		evbuffer_add(out, p, len);
+	while (evbuffer_get_length(j->inq) >= INREC) {
+		evbuffer_copyout(j->inq, h, INREC);
+		len = ba_hdr_len(h);
+		type = h[4];
+		if (type == BA_STDIN && (l->proto >= 2 ?
+		    j->in_flight + len > BA_WINDOW : 0))
+			break;
+		evbuffer_drain(j->inq, INREC);
+		evbuffer_remove(j->inq, buf, len);
+		send_frame(l, type, j->chan, buf, len);
+		/* protocol 1 takes no count: the socket's own buffer is
+		 * the backpressure (on_write) */
+		if (type == BA_STDIN && l->proto >= 2)
+			j->in_flight += len;
+	}
 }
 
 static void
 run(struct link *l, struct job *j)
 {
-	struct evbuffer *out = bufferevent_get_output(l->bev);
-	size_t off, n;
-
-	evbuffer_add(out, j->frame, j->framelen);
-	if (j->streamed) {
-		/* what came before it ran (framed by exec_input), then the
-		 * rest as it comes */
-		evbuffer_add_buffer(out, j->inq);
-	} else {
-		for (off = 0; off < j->inlen; off += n) {
-			n = j->inlen - off > BA_CHUNK ? BA_CHUNK : j->inlen - off;
-			frame_add(out, BA_STDIN, j->in + off, n);
-		}
-		frame_add(out, BA_STDIN, NULL, 0);	/* EOF */
-	}
+	TAILQ_REMOVE(&l->queue, j, entry);
+	TAILQ_INSERT_TAIL(&l->running, j, entry);
+	l->nrunning++;
+	do
+		j->chan = ++l->next_chan;
+	while (j->chan == 0);
+	j->out_window = BA_WINDOW;
+	send_frame(l, j->type, j->chan, j->fields, j->fieldslen);
+	pump_input(l, j);
 	j->deadline = now_ms() + (int64_t)j->timeout_ms + GRACE_MS;
-	l->st = L_BUSY;
 	hold(l, 1);
 	tick_in(l, 1000);
 	if (j->streamed && j->sink.start != NULL)
 		j->sink.start(j->sink.arg, j->wake_ms);
+}
+
+/* The agent may send n more bytes of the job's output. */
+static void
+credit(struct link *l, struct job *j, uint32_t n)
+{
+	unsigned char b[4];
+
+	if (n == 0 || l->proto < 2 || l->bev == NULL)
+		return;
+	ba_put32(b, n);
+	send_frame(l, BA_ACK, j->chan, b, sizeof(b));
+	j->out_window += n;
 }
 
 static void
@@ -344,49 +406,33 @@ finished(struct link *l, struct job *j, const struct hm_agent_exit *m)
 	res.errlen = evbuffer_get_length(j->err);
 	res.out = res.outlen ? evbuffer_pullup(j->out, -1) : (unsigned char *)"";
 	res.err = res.errlen ? evbuffer_pullup(j->err, -1) : (unsigned char *)"";
-	l->st = L_READY;
-	hold(l, 0);
-	evtimer_del(l->tick_ev);
-	job_end(l, &res);
+	job_end(l, j, &res);
 	later(l);
 }
 
 /* The agent refused the command. */
 static void
-refused(struct link *l, const struct hm_agent_fail *m)
+refused(struct link *l, struct job *j, const struct hm_agent_fail *m)
 {
-	l->st = L_READY;
-	hold(l, 0);
-	evtimer_del(l->tick_ev);
 	if (m->status != 0)
-		job_fail(l, m->status, "%s", m->msg);
+		job_fail(l, j, m->status, "%s", m->msg);
 	else
-		job_fail(l, 502, "the guest agent refused: %s", m->msg);
+		job_fail(l, j, 502, "the guest agent refused: %s", m->msg);
 	later(l);
 }
 
 /* Bytes of the command's stdout or stderr. */
 static void
-got_output(struct link *l, int stream, const unsigned char *p, size_t len)
+got_output(struct link *l, struct job *j, int stream, const unsigned char *p,
+    size_t len)
 {
-	struct job *j = TAILQ_FIRST(&l->jobs);
-
-	l->unacked += (uint32_t)len;
-	if (l->st != L_BUSY || j == NULL) {
-		ack(l);		/* an older command's: nobody's */
-		return;
-	}
 	px_vm_activity(l->id);
 	if (j->streamed) {
-		/* what came after exec_read(0) goes on too, at most the
-		 * window: it is not acknowledged until exec_read(1) */
 		j->sink.output(j->sink.arg, stream, p, len);
-		if (TAILQ_FIRST(&l->jobs) == j && l->conn != 0)
-			ack(l);
+		/* the sink may have cancelled j: it is freed then */
 		return;
 	}
 	output(j, stream == BA_STDOUT ? j->out : j->err, p, len);
-	ack(l);
 }
 
 /* The guest's end closed, or the write to it failed. */
@@ -394,28 +440,27 @@ static void
 closed(struct link *l)
 {
 	enum link_state st = l->st;
-	struct job *j = TAILQ_FIRST(&l->jobs);
+	struct job *j = TAILQ_FIRST(&l->queue);
 
 	disconnect(l);
-	if (st == L_BUSY && j != NULL)
-		job_fail(l, 502, "the guest agent's connection closed while "
-		    "the command ran (the VM stopped or was restored?)");
-	else if (st == L_SYNC && j != NULL && ++j->tries >= SYNC_TRIES)
-		job_fail(l, 502, "the guest agent's connection closed before "
-		    "it answered");
+	fail_all(l, 0, 502, "the guest agent's connection closed while the "
+	    "command ran (the VM stopped or was restored?)");
+	if (st == L_SYNC && j != NULL && ++j->tries >= SYNC_TRIES)
+		job_fail(l, j, 502, "the guest agent's connection closed "
+		    "before it answered");
 	later(l);
 }
 
-/* What was queued toward the agent is written: a streamed job's client
- * may send more. */
+/* Protocol 1: what was queued toward the agent is written, a streamed
+ * job's client may send more. */
 static void
 on_write(struct bufferevent *bev, void *arg)
 {
 	struct link *l = arg;
-	struct job *j = TAILQ_FIRST(&l->jobs);
+	struct job *j = TAILQ_FIRST(&l->running);
 
 	(void)bev;
-	if (l->st == L_BUSY && j != NULL && j->streamed &&
+	if (l->proto < 2 && j != NULL && j->streamed &&
 	    j->sink.drained != NULL)
 		j->sink.drained(j->sink.arg);
 }
@@ -432,7 +477,8 @@ static void
 tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct link *l = arg;
-	struct job *j = TAILQ_FIRST(&l->jobs);
+	struct job *j, *n;
+	int64_t t = now_ms();
 
 	(void)fd;
 	(void)what;
@@ -440,33 +486,41 @@ tick(evutil_socket_t fd, short what, void *arg)
 		step(l);
 		return;
 	}
-	if (l->st == L_SYNC && now_ms() - l->sync_t0 < SYNC_MS) {
-		frame_add(bufferevent_get_output(l->bev), BA_PING, l->nonce,
-		    sizeof(l->nonce));
+	if (l->st == L_SYNC && t - l->sync_t0 < SYNC_MS) {
+		send_frame(l, BA_PING, 0, l->nonce, sizeof(l->nonce));
 		l->pings++;
 		tick_in(l, REPING_MS);
 		return;
 	}
 	if (l->st == L_SYNC) {
 		disconnect(l);
-		if (j != NULL)
-			job_fail(l, 504, "the guest agent of sandbox '%s' did "
-			    "not answer within %d s (is the guest up? see "
+		if ((j = TAILQ_FIRST(&l->queue)) != NULL)
+			job_fail(l, j, 504, "the guest agent of sandbox '%s' "
+			    "did not answer within %d s (is the guest up? see "
 			    "netctl sandbox console %s)", l->id, SYNC_MS / 1000,
 			    l->id);
 		later(l);
 		return;
 	}
-	if (l->st != L_BUSY || j == NULL)
+	if (l->st != L_READY || l->nrunning == 0)
 		return;
-	if (now_ms() > j->deadline) {
-		disconnect(l);	/* the agent kills what ran for us */
-		job_fail(l, 504, "the guest agent did not end the command "
+	TAILQ_FOREACH_SAFE(j, &l->running, entry, n) {
+		if (t <= j->deadline)
+			continue;
+		if (l->proto < 2) {
+			disconnect(l);	/* the agent kills what ran for us */
+			fail_all(l, 0, 504, "the guest agent did not end the "
+			    "command %d s after its timeout", GRACE_MS / 1000);
+			later(l);
+			return;
+		}
+		send_frame(l, BA_KILL, j->chan, "9", 1);
+		job_fail(l, j, 504, "the guest agent did not end the command "
 		    "%d s after its timeout", GRACE_MS / 1000);
-		later(l);
-		return;
 	}
-	tick_in(l, 1000);
+	if (l->nrunning > 0)
+		tick_in(l, 1000);
+	later(l);
 }
 
 /* Connects to the agent, hands the helper the socket to read, pings. */
@@ -476,11 +530,12 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	static uint64_t serial;
 	struct hm_agent_conn m;
 	char err[VMM_ERRLEN];
+	struct job *j = TAILQ_FIRST(&l->queue);
 	uint64_t n;
 	int fd, i;
 
 	if ((fd = vmm_agent_connect(sb, err, sizeof(err))) < 0) {
-		job_fail(l, fd == -ENOTSUP ? 409 : 502, "%s", err);
+		job_fail(l, j, fd == -ENOTSUP ? 409 : 502, "%s", err);
 		later(l);
 		return;
 	}
@@ -495,8 +550,8 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	 * descriptor: the same socket); this process only writes */
 	if (px_proc_send(X.agentd, HM_AGENT_CONN, &m, sizeof(m), &fd, 1) != 0) {
 		close(fd);
-		job_fail(l, 503, "cannot pass the guest agent's connection to "
-		    "its reader (berthd: agent)");
+		job_fail(l, j, 503, "cannot pass the guest agent's connection "
+		    "to its reader (berthd: agent)");
 		later(l);
 		return;
 	}
@@ -507,17 +562,17 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 		shutdown(fd, SHUT_RDWR);
 		close(fd);
 		px_proc_send(X.agentd, HM_AGENT_CLOSE, &c, sizeof(c), NULL, 0);
-		job_fail(l, 503, "out of memory");
+		job_fail(l, j, 503, "out of memory");
 		later(l);
 		return;
 	}
 	l->conn = m.id;
-	l->unacked = 0;
+	l->proto = 2;
+	l->next_chan = 0;
 	bufferevent_setcb(l->bev, NULL, on_write, on_event, l);
 	bufferevent_disable(l->bev, EV_READ);
 	bufferevent_enable(l->bev, EV_WRITE);
-	frame_add(bufferevent_get_output(l->bev), BA_PING, l->nonce,
-	    sizeof(l->nonce));
+	send_frame(l, BA_PING, 0, l->nonce, sizeof(l->nonce));
 	l->st = L_SYNC;
 	l->sync_t0 = now_ms();
 	l->pings = 1;
@@ -541,18 +596,19 @@ step(struct link *l)
 	struct vmm_info info;
 	struct job *j;
 
-	while ((j = TAILQ_FIRST(&l->jobs)) != NULL) {
-		if (l->st == L_WAKING || l->st == L_SYNC || l->st == L_BUSY)
+	while ((j = TAILQ_FIRST(&l->queue)) != NULL) {
+		if (l->st == L_WAKING || l->st == L_SYNC)
 			return;
 		if ((sb = px_vm_sandbox(l->id)) == NULL) {
-			job_fail(l, 404, "sandbox '%s' has no VM", l->id);
+			job_fail(l, j, 404, "sandbox '%s' has no VM", l->id);
 			continue;
 		}
 		vmm_sandbox_info(sb, &info);
 		if (info.state == VMM_STOPPED || info.state == VMM_FAILED ||
 		    info.state == VMM_CREATING) {
-			disconnect(l);
-			job_fail(l, 409, "sandbox '%s' is %s%s", l->id,
+			if (l->nrunning == 0)
+				disconnect(l);
+			job_fail(l, j, 409, "sandbox '%s' is %s%s", l->id,
 			    vmm_state_name(info.state), info.state ==
 			    VMM_CREATING ? "" : ": start it first");
 			continue;
@@ -565,10 +621,13 @@ step(struct link *l)
 			struct job *k;
 			int64_t t = now_ms();
 
-			TAILQ_FOREACH(k, &l->jobs, entry)
+			TAILQ_FOREACH(k, &l->queue, entry)
 				if (k->wake_t0 == 0)
 					k->wake_t0 = t;
-			if (l->bev != NULL)
+			/* a resume from a snapshot is a new VMM: the
+			 * connection goes with the old one (a paused one's
+			 * survives a cont, and what runs on it) */
+			if (l->bev != NULL && l->nrunning == 0)
 				disconnect(l);
 			l->st = L_WAKING;
 			px_vm_wake(l->id);	/* may call back at once */
@@ -583,7 +642,7 @@ step(struct link *l)
 				tick_in(l, 1000);	/* or agentd_start */
 				return;
 			}
-			job_fail(l, 503, "the guest agent's reader (berthd: "
+			job_fail(l, j, 503, "the guest agent's reader (berthd: "
 			    "agent) has not been running for %d s", SYNC_MS /
 			    1000);
 			continue;
@@ -593,8 +652,10 @@ step(struct link *l)
 			connect_agent(l, sb);
 			return;
 		}
+		/* an agent of protocol 1 runs one job at a time */
+		if (l->nrunning >= (l->proto >= 2 ? X.max_procs : 1))
+			return;
 		run(l, j);
-		return;
 	}
 	l->helper_t0 = 0;
 }
@@ -609,6 +670,20 @@ link_conn(uint64_t id)
 	for (l = X.links; l != NULL; l = l->next)
 		if (l->conn == id && l->bev != NULL)
 			return l;
+	return NULL;
+}
+
+/* The running job of channel chan (protocol 1: the one running). */
+static struct job *
+link_job(struct link *l, uint32_t chan)
+{
+	struct job *j;
+
+	if (l->proto < 2)
+		return TAILQ_FIRST(&l->running);
+	TAILQ_FOREACH(j, &l->running, entry)
+		if (j->chan == chan)
+			return j;
 	return NULL;
 }
 
@@ -636,12 +711,67 @@ agentd_bad(struct px_proc *pr, const char *why)
 	agentd_lost("sent a malformed message");
 }
 
+/* The guest broke the protocol on l: its connection ends. */
+static void
+guest_bad(struct link *l, const char *why)
+{
+	log_warnx("sandbox %s: the guest agent %s: closing its connection",
+	    l->id, why);
+	disconnect(l);
+	fail_all(l, 0, 502, "the guest agent %s", why);
+	later(l);
+}
+
+/* Output the helper sent is taken here: it may send more. */
+static void
+ack_helper(struct link *l, uint32_t n)
+{
+	struct hm_agent_ack m;
+
+	memset(&m, 0, sizeof(m));
+	m.id = l->conn;
+	m.bytes = n;
+	px_proc_send(X.agentd, HM_AGENT_ACK, &m, sizeof(m), NULL, 0);
+}
+
+static void
+agentd_output(struct link *l, const struct hm_agent_output *m,
+    const unsigned char *p)
+{
+	struct job *j = link_job(l, m->chan);
+	uint32_t chan;
+
+	/* The helper's window: taken now, whoever it was for. Protocol
+	 * 1 has no channel window: a slow client holds the helper's. */
+	if (l->proto >= 2 || j == NULL || !j->rpaused)
+		ack_helper(l, m->len);
+	if (j == NULL)
+		return;		/* a channel ended here meanwhile */
+	if (l->proto >= 2) {
+		if (m->len > j->out_window) {
+			guest_bad(l, "sent output past its channel's window");
+			return;
+		}
+		j->out_window -= m->len;
+	}
+	chan = j->chan;
+	got_output(l, j, m->stream, p, m->len);
+	/* the sink may have ended or cancelled it */
+	if ((j = link_job(l, chan)) == NULL || j->chan != chan)
+		return;
+	if (j->rpaused)
+		j->out_held += m->len;
+	else
+		credit(l, j, m->len);
+}
+
 static void
 agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
     int *fds, int nfds, void *arg)
 {
 	struct px_proc *pr = arg;
 	struct link *l;
+	struct job *j;
 	uint64_t id;
 
 	(void)ch;
@@ -667,6 +797,8 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (len != sizeof(m))
 			break;
 		memcpy(&m, p, sizeof(m));
+		if (m.proto != 1 && m.proto != 2)
+			break;
 		if (l == NULL)
 			return;
 		if (l->st != L_SYNC ||
@@ -675,11 +807,16 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			return;
 		}
 		l->st = L_READY;
+		l->proto = m.proto;
 		evtimer_del(l->tick_ev);
 		if (l->pings > 1)
 			log_info("sandbox %s: the guest agent answered ping %d "
 			    "of this connection (%lld ms)", l->id, l->pings,
 			    (long long)(now_ms() - l->sync_t0));
+		if (l->proto < 2)
+			log_info("sandbox %s: its guest agent speaks protocol "
+			    "1 (a template built before concurrent commands): "
+			    "its commands run one at a time", l->id);
 		later(l);
 		return;
 	}
@@ -694,13 +831,11 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			break;
 		if (l == NULL)
 			return;
-		if (l->st == L_SYNC || l->unacked + m.len > HM_AGENT_WINDOW) {
-			agentd_bad(pr, l->st == L_SYNC ? "output before the "
-			    "pong" : "output past its window");
+		if (l->st == L_SYNC) {
+			agentd_bad(pr, "output before the pong");
 			return;
 		}
-		got_output(l, m.stream, (const unsigned char *)p + sizeof(m),
-		    m.len);
+		agentd_output(l, &m, (const unsigned char *)p + sizeof(m));
 		return;
 	}
 	case HM_AGENT_EXIT: {
@@ -720,8 +855,8 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			agentd_bad(pr, "an exit before the pong");
 			return;
 		}
-		if (l->st == L_BUSY && TAILQ_FIRST(&l->jobs) != NULL)
-			finished(l, TAILQ_FIRST(&l->jobs), &m);
+		if ((j = link_job(l, m.chan)) != NULL)
+			finished(l, j, &m);
 		return;
 	}
 	case HM_AGENT_FAIL: {
@@ -731,7 +866,8 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			break;
 		memcpy(&m, p, sizeof(m));
 		if (!text_ok(m.msg, sizeof(m.msg)) || (m.status != 0 &&
-		    m.status != 400 && m.status != 404 && m.status != 409))
+		    m.status != 400 && m.status != 404 && m.status != 409 &&
+		    m.status != 429))
 			break;
 		if (l == NULL)
 			return;
@@ -739,8 +875,27 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			agentd_bad(pr, "a refusal before the pong");
 			return;
 		}
-		if (l->st == L_BUSY && TAILQ_FIRST(&l->jobs) != NULL)
-			refused(l, &m);
+		if ((j = link_job(l, m.chan)) != NULL)
+			refused(l, j, &m);
+		return;
+	}
+	case HM_AGENT_INACK: {
+		struct hm_agent_inack m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
+			return;
+		if (m.bytes > j->in_flight) {
+			guest_bad(l, "took more input than it was sent");
+			return;
+		}
+		j->in_flight -= m.bytes;
+		pump_input(l, j);
+		if (j->streamed && j->sink.drained != NULL &&
+		    evbuffer_get_length(j->inq) == 0)
+			j->sink.drained(j->sink.arg);
 		return;
 	}
 	case HM_AGENT_ERROR: {
@@ -754,8 +909,9 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (l == NULL)
 			return;
 		disconnect(l);
-		if (TAILQ_FIRST(&l->jobs) != NULL)
-			job_fail(l, 502, "%s", m.msg);
+		fail_all(l, 0, 502, "%s", m.msg);
+		if (l->nrunning == 0 && (j = TAILQ_FIRST(&l->queue)) != NULL)
+			job_fail(l, j, 502, "%s", m.msg);
 		later(l);
 		return;
 	}
@@ -782,7 +938,7 @@ agentd_start(struct px_proc *pr, void *arg)
 	X.agentd_up = 1;
 	X.agentd_bad = 0;
 	for (l = X.links; l != NULL; l = l->next)
-		if (l->st == L_IDLE && TAILQ_FIRST(&l->jobs) != NULL)
+		if (l->st == L_IDLE && TAILQ_FIRST(&l->queue) != NULL)
 			later(l);
 }
 
@@ -800,14 +956,13 @@ agentd_lost(const char *why)
 		if (l->bev == NULL)
 			continue;
 		st = l->st;
-		j = TAILQ_FIRST(&l->jobs);
 		disconnect(l);
-		if (j != NULL && (st == L_BUSY || st == L_SYNC))
-			job_fail(l, 502, "the guest agent's reader (berthd: "
-			    "agent) %s %s; the next command connects again",
-			    why, st == L_BUSY ? "while the command ran: its "
-			    "end is unknown" : "before the guest agent "
-			    "answered");
+		fail_all(l, 0, 502, "the guest agent's reader (berthd: agent) "
+		    "%s while the command ran: its end is unknown; the next "
+		    "command connects again", why);
+		if (st == L_SYNC && (j = TAILQ_FIRST(&l->queue)) != NULL)
+			job_fail(l, j, 502, "the guest agent's reader (berthd: "
+			    "agent) %s before the guest agent answered", why);
 		later(l);
 	}
 }
@@ -836,14 +991,14 @@ px_exec_woken(const char *id, int ok, const char *reason)
 			break;
 	if (l == NULL || l->st != L_WAKING)
 		return;
-	l->st = L_IDLE;
+	l->st = l->bev != NULL ? L_READY : L_IDLE;
 	if (!ok) {
-		while (TAILQ_FIRST(&l->jobs) != NULL)
-			job_fail(l, 503, "waking sandbox '%s' failed: %s", id,
-			    reason != NULL ? reason : "unknown error");
+		while ((j = TAILQ_FIRST(&l->queue)) != NULL)
+			job_fail(l, j, 503, "waking sandbox '%s' failed: %s",
+			    id, reason != NULL ? reason : "unknown error");
 		return;
 	}
-	TAILQ_FOREACH(j, &l->jobs, entry)
+	TAILQ_FOREACH(j, &l->queue, entry)
 		if (j->wake_t0 != 0 && j->wake_ms == 0)
 			j->wake_ms = t - j->wake_t0;
 	later(l);
@@ -860,7 +1015,8 @@ link_get(const char *id)
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return NULL;
 	snprintf(l->id, sizeof(l->id), "%s", id);
-	TAILQ_INIT(&l->jobs);
+	TAILQ_INIT(&l->queue);
+	TAILQ_INIT(&l->running);
 	l->step_ev = evtimer_new(X.base, step_cb, l);
 	l->tick_ev = evtimer_new(X.base, tick, l);
 	if (l->step_ev == NULL || l->tick_ev == NULL) {
@@ -876,12 +1032,12 @@ link_get(const char *id)
 	return l;
 }
 
-/* The exec frame: tagged, NUL-terminated fields (agent_proto.h). */
+/* The request's fields: tagged, NUL-terminated (agent_proto.h). */
 static unsigned char *
-exec_frame(const struct px_exec_req *req, size_t *lenp)
+exec_fields(const struct px_exec_req *req, size_t *lenp)
 {
 	struct evbuffer *b = evbuffer_new();
-	unsigned char h[BA_HDR], *f = NULL;
+	unsigned char *f = NULL;
 	size_t len;
 	int i;
 
@@ -916,16 +1072,78 @@ exec_frame(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add(b, "", 1);
 	}
 	len = evbuffer_get_length(b);
-	if (len <= BA_MAX_PAYLOAD && (f = malloc(BA_HDR + len)) != NULL) {
-		ba_hdr_put(h, (uint32_t)len, req->op == PX_FILE_PUT ?
-		    BA_FILE_PUT : req->op == PX_FILE_GET ? BA_FILE_GET :
-		    BA_EXEC);
-		memcpy(f, h, BA_HDR);
-		evbuffer_remove(b, f + BA_HDR, len);
-		*lenp = BA_HDR + len;
+	if (len <= BA_MAX_PAYLOAD - BA_CHAN && (f = malloc(len)) != NULL) {
+		evbuffer_remove(b, f, len);
+		*lenp = len;
 	}
 	evbuffer_free(b);
 	return f;
+}
+
+/* Queues one input record (INREC head, then the payload). */
+static void
+inq_add(struct evbuffer *q, int type, const void *p, size_t len)
+{
+	unsigned char h[INREC];
+
+	ba_hdr_put(h, (uint32_t)len, type);
+	evbuffer_add(q, h, sizeof(h));
+	if (len > 0)
+		evbuffer_add(q, p, len);
+}
+
+/* A new job for id, queued; NULL with *status and err. */
+static struct job *
+job_new(const char *id, const struct px_exec_req *req, size_t size,
+    int *status, char *err, size_t errlen)
+{
+	struct link *l;
+	struct job *j;
+
+	if (px_vm_sandbox(id) == NULL) {
+		*status = 409;
+		snprintf(err, errlen, "sandbox '%s' is not VM-backed: there is "
+		    "no guest to run a command in", id);
+		return NULL;
+	}
+	if ((l = link_get(id)) == NULL || (j = calloc(1, size)) == NULL) {
+		*status = 503;
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	{
+		struct job *k;
+		int n = l->nrunning;
+
+		TAILQ_FOREACH(k, &l->queue, entry)
+			n++;
+		if (n >= X.max_procs) {
+			free(j);
+			*status = 429;
+			snprintf(err, errlen, "sandbox '%s' runs %d commands "
+			    "and file transfers already (vm_max_procs %d): "
+			    "wait for one to end", id, n, X.max_procs);
+			return NULL;
+		}
+	}
+	j->link = l;
+	j->timeout_ms = req->timeout_ms;
+	j->t0 = now_ms();
+	j->type = req->op == PX_FILE_PUT ? BA_FILE_PUT : req->op ==
+	    PX_FILE_GET ? BA_FILE_GET : BA_EXEC;
+	j->out = evbuffer_new();
+	j->err = evbuffer_new();
+	j->inq = evbuffer_new();
+	j->fields = exec_fields(req, &j->fieldslen);
+	if (j->out == NULL || j->err == NULL || j->inq == NULL ||
+	    j->fields == NULL) {
+		*status = j->fields == NULL ? 413 : 503;
+		snprintf(err, errlen, "%s", j->fields == NULL ? "the command "
+		    "and its environment are too large" : "out of memory");
+		job_free(j);
+		return NULL;
+	}
+	return j;
 }
 
 int
@@ -933,43 +1151,22 @@ px_exec_start(const char *id, const struct px_exec_req *req,
     void (*done)(void *, const struct px_exec_result *), void *done_arg,
     int *status, char *err, size_t errlen, void *arg)
 {
-	struct link *l;
 	struct job *j;
+	size_t off, n;
 
 	(void)arg;
-	if (px_vm_sandbox(id) == NULL) {
-		*status = 409;
-		snprintf(err, errlen, "sandbox '%s' is not VM-backed: there is "
-		    "no guest to run a command in", id);
+	if ((j = job_new(id, req, sizeof(*j), status, err, errlen)) == NULL)
 		return -1;
-	}
-	if ((l = link_get(id)) == NULL || (j = calloc(1, sizeof(*j))) == NULL) {
-		*status = 503;
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	j->link = l;
 	j->done = done;
 	j->done_arg = done_arg;
-	j->timeout_ms = req->timeout_ms;
-	j->t0 = now_ms();
-	j->out = evbuffer_new();
-	j->err = evbuffer_new();
-	j->frame = exec_frame(req, &j->framelen);
-	if (req->stdin_len > 0 && (j->in = malloc(req->stdin_len)) != NULL) {
-		memcpy(j->in, req->stdin_data, req->stdin_len);
-		j->inlen = req->stdin_len;
+	for (off = 0; off < req->stdin_len; off += n) {
+		n = req->stdin_len - off > BA_CHUNK ? BA_CHUNK :
+		    req->stdin_len - off;
+		inq_add(j->inq, BA_STDIN, req->stdin_data + off, n);
 	}
-	if (j->out == NULL || j->err == NULL || j->frame == NULL ||
-	    (req->stdin_len > 0 && j->in == NULL)) {
-		*status = j->frame == NULL ? 413 : 503;
-		snprintf(err, errlen, "%s", j->frame == NULL ? "the command "
-		    "and its environment are too large" : "out of memory");
-		job_free(j);
-		return -1;
-	}
-	TAILQ_INSERT_TAIL(&l->jobs, j, entry);
-	later(l);
+	inq_add(j->inq, BA_STDIN, NULL, 0);	/* EOF */
+	TAILQ_INSERT_TAIL(&j->link->queue, j, entry);
+	later(j->link);
 	return 0;
 }
 
@@ -978,54 +1175,19 @@ px_exec_stream_start(const char *id, const struct px_exec_req *req,
     const struct px_exec_sink *sink, int *status, char *err, size_t errlen,
     void *arg)
 {
-	struct px_exec_stream *st;
-	struct link *l;
 	struct job *j;
 
 	(void)arg;
-	if (px_vm_sandbox(id) == NULL) {
-		*status = 409;
-		snprintf(err, errlen, "sandbox '%s' is not VM-backed: there is "
-		    "no guest to run a command in", id);
+	if ((j = job_new(id, req, sizeof(struct px_exec_stream), status, err,
+	    errlen)) == NULL)
 		return NULL;
-	}
-	if ((l = link_get(id)) == NULL ||
-	    (st = calloc(1, sizeof(*st))) == NULL) {
-		*status = 503;
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	j = &st->j;
-	j->link = l;
 	j->streamed = 1;
 	j->sink = *sink;
 	j->done = sink->done;
 	j->done_arg = sink->arg;
-	j->timeout_ms = req->timeout_ms;
-	j->t0 = now_ms();
-	j->out = evbuffer_new();
-	j->err = evbuffer_new();
-	j->inq = evbuffer_new();
-	j->frame = exec_frame(req, &j->framelen);
-	if (j->out == NULL || j->err == NULL || j->inq == NULL ||
-	    j->frame == NULL) {
-		*status = j->frame == NULL ? 413 : 503;
-		snprintf(err, errlen, "%s", j->frame == NULL ? "the command "
-		    "and its environment are too large" : "out of memory");
-		job_free(j);
-		return NULL;
-	}
-	TAILQ_INSERT_TAIL(&l->jobs, j, entry);
-	later(l);
-	return st;
-}
-
-/* The job runs now on its link's connection. */
-static int
-running(const struct job *j)
-{
-	return j->link->st == L_BUSY && TAILQ_FIRST(&j->link->jobs) == j &&
-	    j->link->bev != NULL;
+	TAILQ_INSERT_TAIL(&j->link->queue, j, entry);
+	later(j->link);
+	return (struct px_exec_stream *)j;
 }
 
 size_t
@@ -1033,15 +1195,15 @@ px_exec_stream_input(struct px_exec_stream *st, int type, const void *p,
     size_t len)
 {
 	struct job *j = &st->j;
-	struct evbuffer *out;
 
-	if (running(j)) {
-		out = bufferevent_get_output(j->link->bev);
-		frame_add(out, type, p, len);
-		return evbuffer_get_length(out);
+	inq_add(j->inq, type, p, len);
+	if (j->chan != 0 && j->link->bev != NULL) {
+		pump_input(j->link, j);
+		if (j->link->proto < 2)
+			return evbuffer_get_length(bufferevent_get_output(
+			    j->link->bev));
 	}
-	frame_add(j->inq, type, p, len);
-	return evbuffer_get_length(j->inq);
+	return evbuffer_get_length(j->inq) + j->in_flight;
 }
 
 void
@@ -1049,27 +1211,70 @@ px_exec_stream_read(struct px_exec_stream *st, int on)
 {
 	struct job *j = &st->j;
 	struct link *l = j->link;
+	uint32_t n;
 
-	if (!running(j) || l->rpaused == !on)
+	if (j->chan == 0 || j->rpaused == !on)
 		return;
-	/* paused, what the helper sends is not acknowledged: it stops
-	 * reading the guest at HM_AGENT_WINDOW */
-	l->rpaused = !on;
-	if (on)
-		ack(l);
+	/* paused, the output it takes is not acknowledged to the guest,
+	 * which stops this command at BA_WINDOW (protocol 1: the helper's
+	 * window, the whole connection) */
+	j->rpaused = !on;
+	if (on) {
+		n = j->out_held;
+		j->out_held = 0;
+		if (l->proto >= 2)
+			credit(l, j, n);
+		else if (n > 0)
+			ack_helper(l, n);
+	}
+}
+
+/* Ends j for a caller that is gone: killed in the guest, never done. */
+static void
+job_drop(struct job *j)
+{
+	struct link *l = j->link;
+
+	if (j->chan != 0) {
+		if (l->proto >= 2 && l->bev != NULL)
+			send_frame(l, BA_KILL, j->chan, "9", 1);
+		else
+			disconnect(l);	/* the agent kills what ran for nobody */
+		unrun(l, j);
+		if (l->proto < 2)
+			fail_all(l, 0, 502, "the connection of the command's "
+			    "client closed");
+	} else
+		TAILQ_REMOVE(&l->queue, j, entry);
+	job_free(j);
+	later(l);
 }
 
 void
 px_exec_stream_cancel(struct px_exec_stream *st)
 {
-	struct job *j = &st->j;
-	struct link *l = j->link;
+	job_drop(&st->j);
+}
 
-	if (running(j))
-		disconnect(l);	/* the agent kills what ran for nobody */
-	TAILQ_REMOVE(&l->jobs, j, entry);
-	job_free(j);
-	later(l);
+void
+px_exec_abandon(void *done_arg, void *arg)
+{
+	struct link *l;
+	struct job *j;
+
+	(void)arg;
+	for (l = X.links; l != NULL; l = l->next) {
+		TAILQ_FOREACH(j, &l->running, entry)
+			if (!j->streamed && j->done_arg == done_arg) {
+				job_drop(j);
+				return;
+			}
+		TAILQ_FOREACH(j, &l->queue, entry)
+			if (!j->streamed && j->done_arg == done_arg) {
+				job_drop(j);
+				return;
+			}
+	}
 }
 
 void
@@ -1083,8 +1288,13 @@ px_exec_forget(const char *id)
 	if (l == NULL)
 		return;
 	disconnect(l);
-	while (TAILQ_FIRST(&l->jobs) != NULL)
-		job_fail(l, 404, "sandbox '%s' was deleted", id);
+	fail_all(l, 1, 404, "sandbox '%s' was deleted", id);
+}
+
+void
+px_exec_set_max_procs(int n)
+{
+	X.max_procs = n > 0 ? n : PX_EXEC_PROCS_DEFAULT;
 }
 
 void
@@ -1109,8 +1319,7 @@ px_exec_shutdown(void)
 	while ((l = X.links) != NULL) {
 		X.links = l->next;
 		disconnect(l);
-		while (TAILQ_FIRST(&l->jobs) != NULL)
-			job_fail(l, 503, "berthd is shutting down");
+		fail_all(l, 1, 503, "berthd is shutting down");
 		event_free(l->step_ev);
 		event_free(l->tick_ev);
 		free(l);

@@ -2,8 +2,9 @@
  * exec.h — commands in a sandbox's guest, for the control API (POST
  * /v1/sandboxes/{id}/exec): berthd's parent talks to the guest agent
  * (vmm/guest/agent.c) over the sandbox's agent socket, one connection per
- * sandbox, one command at a time on it (others queue), waking the sandbox
- * first as the proxy does. Runs on the parent's event loop.
+ * sandbox, many commands at once on it (each on a channel with flow
+ * control of its own, at most vm_max_procs per sandbox), waking the
+ * sandbox first as the proxy does. Runs on the parent's event loop.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_EXEC_H
@@ -16,6 +17,7 @@ struct px_exec_req;
 struct px_exec_result;
 
 #define PX_EXEC_OUT_MAX		(4 * 1024 * 1024)	/* per stream */
+#define PX_EXEC_PROCS_DEFAULT	64	/* vm_max_procs */
 
 void px_exec_init(struct event_base *);
 /* The control hook (control.h: exec). */
@@ -32,6 +34,12 @@ size_t px_exec_stream_input(struct px_exec_stream *, int type,
     const void *p, size_t len);
 void px_exec_stream_read(struct px_exec_stream *, int on);
 void px_exec_stream_cancel(struct px_exec_stream *);
+/* The control hook exec_abandon: the buffered exec started with
+ * done_arg has no client any more: killed in the guest, never done. */
+void px_exec_abandon(void *done_arg, void *arg);
+/* At most n commands and file transfers per sandbox, queued and running
+ * (berth.conf vm_max_procs); past it px_exec_start answers 429. */
+void px_exec_set_max_procs(int n);
 /* A wake of id ended (vm.c tells every wake, the proxy's too). */
 void px_exec_woken(const char *id, int ok, const char *reason);
 /* The sandbox is gone: its commands fail, its connection closes. */

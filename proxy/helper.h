@@ -55,6 +55,7 @@ enum {
 	HM_AGENT_ERROR,		/* C->P: struct hm_agent_error */
 	HM_AGENT_CLOSED,	/* C->P: struct hm_agent_id: the guest's end
 				 * closed (the helper forgot it) */
+	HM_AGENT_INACK,		/* C->P: struct hm_agent_inack */
 };
 
 /*
@@ -63,19 +64,23 @@ enum {
  * (HM_AGENT_CONN, id unique in this berthd); it writes its frames (ping,
  * exec, stdin, resize) on its own copy, and reads nothing. The helper
  * reads every byte the guest sends: it drops frames until the pong that
- * carries the nonce (then HM_AGENT_PONG), then sends the parent stdout
- * and stderr bytes (HM_AGENT_OUTPUT, at most HM_AGENT_CHUNK each), an
- * exec's end (HM_AGENT_EXIT, checked: "exit N" or "signal N", then
- * " timeout") and the agent's refusals (HM_AGENT_FAIL, printable text),
- * in the order of the guest's frames; one command at a time runs on a
- * connection, so they are the current command's. A guest that breaks
- * the framing gets HM_AGENT_ERROR and its connection closed.
+ * carries the nonce (then HM_AGENT_PONG, with the agent's protocol: 1
+ * when the pong is the nonce alone, 2 when a protocol byte 2 follows),
+ * then sends the parent stdout and stderr bytes (HM_AGENT_OUTPUT, at
+ * most HM_AGENT_CHUNK each), a channel's end (HM_AGENT_EXIT, checked:
+ * "exit N" or "signal N", then " timeout"), the agent's refusals
+ * (HM_AGENT_FAIL, printable text) and stdin taken (HM_AGENT_INACK), in
+ * the order of the guest's frames, each with its channel (protocol 1:
+ * channel 0, one command at a time). A guest that breaks the framing
+ * gets HM_AGENT_ERROR and its connection closed.
  * Flow control: the helper never has more than HM_AGENT_WINDOW output
  * bytes of a connection that the parent has not acknowledged
- * (HM_AGENT_ACK, sent as the command's client takes them); it stops
- * reading that guest meanwhile, so a slow client stops the command (its
- * pipe fills). A peer that exceeds the window or acknowledges more than
- * it got is malformed.
+ * (HM_AGENT_ACK); it stops reading that guest meanwhile. The parent
+ * acknowledges as it takes them; per command the guest's own windows
+ * (agent_proto.h) hold a slow client's command back (protocol 1: the
+ * parent holds its acknowledgement instead, which stops the connection).
+ * A peer that exceeds the window or acknowledges more than it got is
+ * malformed.
  */
 #define HM_AGENT_NONCE	8
 #define HM_AGENT_CHUNK	(32 * 1024)
@@ -98,16 +103,25 @@ struct hm_agent_ack {
 struct hm_agent_pong {
 	uint64_t	 id;
 	unsigned char	 nonce[HM_AGENT_NONCE];
+	int32_t		 proto;		/* the agent's: 1 or 2 */
 };
 
 struct hm_agent_output {
 	uint64_t	 id;
 	int32_t		 stream;	/* BA_STDOUT or BA_STDERR */
 	uint32_t	 len;		/* the bytes that follow */
+	uint32_t	 chan;
+};
+
+struct hm_agent_inack {
+	uint64_t	 id;
+	uint32_t	 chan;
+	uint32_t	 bytes;		/* of its stdin the agent took */
 };
 
 struct hm_agent_exit {
 	uint64_t	 id;
+	uint32_t	 chan;
 	int32_t		 exited;	/* 1: code is set; 0: signal is */
 	int32_t		 code;		/* 0..255 */
 	int32_t		 signal;	/* 1..127 */
@@ -116,7 +130,8 @@ struct hm_agent_exit {
 
 struct hm_agent_fail {
 	uint64_t	 id;
-	int32_t		 status;	/* 400, 404, 409: the request's fault
+	uint32_t	 chan;
+	int32_t		 status;	/* 400, 404, 409, 429: the request's fault
 					 * (the text follows the code); 0:
 					 * the agent's */
 	char		 msg[HM_AGENT_TEXT];	/* printable ASCII */

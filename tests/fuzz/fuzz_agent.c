@@ -2,15 +2,17 @@
  * fuzz_agent.c — libFuzzer target for the guest agent reader helper
  * (proxy/agentd.c, compiled into this file to reach its parser): what a
  * guest agent sends. Each input is one connection: data[0] & 1 says
- * whether it starts already synced (its pong seen), data[1] the size of
+ * whether it starts already synced (its pong seen), data[0] & 2 then
+ * that its agent speaks protocol 2 (channels), data[1] the size of
  * the pieces the bytes arrive in (1 to 256), the rest the guest's byte
  * stream; a full window is acknowledged at once, as a parent keeping up
  * would. Invariants, on every message the helper sends the parent: its
  * length is its type's, output comes in pieces of at most
  * HM_AGENT_CHUNK of stdout or stderr and never past the window, an exit
  * is an exit code 0..255 or a signal 1..127, texts are printable and
- * NUL-terminated, a pong carries the nonce, and nothing follows a
- * protocol error.
+ * NUL-terminated, a pong carries the nonce and protocol 1 or 2, a
+ * stdin acknowledgement has its size, and nothing follows a protocol
+ * error.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "../../proxy/agentd.c"
@@ -81,6 +83,17 @@ drain(uint64_t id, int *ended)
 			if (len != sizeof(struct hm_agent_pong) ||
 			    memcmp(p + 8, fz_nonce, HM_AGENT_NONCE) != 0)
 				die("a bad pong");
+			{
+				struct hm_agent_pong pg;
+
+				memcpy(&pg, p, sizeof(pg));
+				if (pg.proto != 1 && pg.proto != 2)
+					die("a pong of another protocol");
+			}
+			break;
+		case HM_AGENT_INACK:
+			if (len != sizeof(struct hm_agent_inack))
+				die("a bad stdin acknowledgement");
 			break;
 		case HM_AGENT_OUTPUT: {
 			struct hm_agent_output o;
@@ -115,7 +128,7 @@ drain(uint64_t id, int *ended)
 			memcpy(&f, p, sizeof(f));
 			if (!text_ok(f.msg, sizeof(f.msg)) || (f.status != 0 &&
 			    f.status != 400 && f.status != 404 &&
-			    f.status != 409))
+			    f.status != 409 && f.status != 429))
 				die("a bad failure");
 			break;
 		}
@@ -157,6 +170,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((c = conn_find(m.id)) == NULL)
 		die("no connection");
 	c->synced = data[0] & 1;
+	c->proto = data[0] & 2 ? 2 : 1;
 	chunk = 1 + (size_t)data[1];
 	for (off = 2; off < size && c != NULL; off += n) {
 		if (c->start > 0) {

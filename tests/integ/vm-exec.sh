@@ -3,7 +3,12 @@
 # one boot): `netctl sandbox exec` prints what the command wrote and exits
 # with its status (id -u is 0, false is 1, a signal is 128+N, a timeout
 # kills); stdin, env and cwd get through; binary output comes back
-# base64 in the API; several execs in a row; an exec on a suspended (and
+# base64 in the API; several execs in a row; commands side by side (ten
+# `sleep 5` together in well under 50 s; a never-ending streamed command
+# while an exec and cp in and out complete, killed in the guest when its
+# client goes; past vm_max_procs a 429; 100 MB nobody reads stalls only
+# its own command and is not buffered in berthd; 300 abandoned buffered
+# execs leave nothing running in the guest); an exec on a suspended (and
 # on a paused) sandbox wakes it and says how long the wake took; five
 # concurrent execs on a suspended sandbox share one wake; a running
 # command is activity (idle_pause does not stop it); berthd restarted,
@@ -151,6 +156,112 @@ is "20 MiB of output (over the buffered 4 MiB) come whole" "$n" 20971520
 head -c 3000000 /dev/urandom >"$T/in3m"
 out=$(netctl sandbox exec ex -- sha256sum <"$T/in3m" | cut -d' ' -f1)
 is "3 MB of stdin (over the buffered 48 KiB) go whole" "$out" "$(sha256sum <"$T/in3m" | cut -d' ' -f1)"
+
+# ---- commands side by side ----
+# ten `sleep 5` at once: together about 5 s (one after another: 50 s)
+t0=$(date +%s)
+pids=""
+for i in $(seq 1 10); do
+	( x -- sh -c "sleep 5; echo s$i" >"$T/p$i.out" 2>&1; echo $? >"$T/p$i.rc" ) &
+	pids="$pids $!"
+done
+wait $pids
+t1=$(date +%s)
+all="" want=""
+for i in $(seq 1 10); do
+	all="$all $(cat "$T/p$i.rc"):$(cat "$T/p$i.out")"; want="$want 0:s$i"
+done
+is "ten sleep 5 started together all answered" "$all" "$want"
+# a liveness bound far from both: side by side ~5 s, in a row 50 s
+if [ $((t1 - t0)) -lt 25 ]; then ok "... side by side: all ten in $((t1 - t0)) s (in a row: 50 s)"
+else not_ok "... side by side: all ten in $((t1 - t0)) s (in a row: 50 s)"; fi
+
+# a foreground command that never ends, streamed; beside it an exec, a
+# cp in and out; then its client goes: the command ends in the guest
+spawn "$T/fg.out" "$NETCTL" -s "$STATE" sandbox exec ex -- \
+	sh -c 'while :; do echo tick; sleep 1; done'
+fgpid=$SPAWNED
+check "a never-ending streamed command runs" wait_for 30 grep -q tick "$T/fg.out"
+out=$(x -- echo beside 2>&1)
+is "... an exec beside it answers" "$?:$out" "0:beside"
+head -c 1048576 /dev/urandom >"$T/one"
+check "... a cp in beside it" netctl sandbox cp "$T/one" ex:/tmp/one
+check "... and out" netctl sandbox cp ex:/tmp/one "$T/one.back"
+check "... byte-identical" cmp -s "$T/one" "$T/one.back"
+check "... it still runs meanwhile" kill -0 "$fgpid"
+n0=$(grep -c tick "$T/fg.out")
+check "... and still streams" wait_for 10 sh -c "[ \$(grep -c tick '$T/fg.out') -gt $n0 ]"
+kill -KILL "$fgpid"
+gone_in_guest() { ! x -- ps | grep -q 'while :'; }
+check "its client killed: the command ends in the guest" wait_for 20 gone_in_guest
+
+# vm_max_procs: past it a clear 429, the rest unharmed
+sed -i '/^vm_max_procs /d' "$CONF"
+echo "vm_max_procs 3" >>"$CONF"
+kill -HUP "$BERTHD_PID"
+check "vm_max_procs 3 reloaded" wait_log 10 "$BERTHD_LOG" "reloaded configuration" "$BERTHD_PID"
+pids=""
+for i in 1 2 3; do
+	( x -- sleep 4 >/dev/null 2>&1; echo $? >"$T/m$i.rc" ) &
+	pids="$pids $!"
+done
+# the fourth, once the three are under way
+check "three commands under way" wait_for 20 sh -c \
+	"\"$NETCTL\" -s \"$STATE\" sandbox exec ex -- true 2>&1 </dev/null | grep -q 'vm_max_procs 3'"
+out=$(curl -sS -o - -w '\n%{http_code}' --unix-socket "$STATE/control.sock" -X POST \
+	-H 'Content-Type: application/json' -d '{"argv":["true"]}' \
+	http://berth/v1/sandboxes/ex/exec)
+like "a fourth: 429" "$out" '429$'
+like "... naming the sandbox and the limit" "$out" "sandbox 'ex' runs 3 commands.*vm_max_procs 3"
+wait $pids
+is "... the three ran to their end" "$(cat "$T/m1.rc") $(cat "$T/m2.rc") $(cat "$T/m3.rc")" "0 0 0"
+sed -i 's/^vm_max_procs 3$/vm_max_procs 64/' "$CONF"
+kill -HUP "$BERTHD_PID"
+wait_for 10 sh -c "[ \$(grep -c 'reloaded configuration' '$BERTHD_LOG') -ge 2 ]"
+
+# 100 MB of output nobody reads (its client's pipe is full) stops that
+# command only: an exec beside it answers, berthd does not buffer it;
+# read again, all of it comes
+rss0=$(proc_kb "$BERTHD_PID" VmRSS)
+spawn "$T/flood.out" sh -c "\"$NETCTL\" -s \"$STATE\" sandbox exec ex -- \
+	head -c 100000000 /dev/zero </dev/null | { sleep 15; wc -c; }"
+sleep 5	# the flood fills every buffer on its way meanwhile
+t0=$(date +%s)
+out=$(x -- echo through 2>&1)
+t1=$(date +%s)
+is "an exec beside a stalled 100 MB flood answers" "$?:$out" "0:through"
+if [ $((t1 - t0)) -lt 10 ]; then ok "... in $((t1 - t0)) s (a liveness bound: 10 s)"
+else not_ok "... in $((t1 - t0)) s (a liveness bound: 10 s)"; fi
+rss1=$(proc_kb "$BERTHD_PID" VmRSS)
+if [ $((rss1 - rss0)) -lt 16384 ]; then ok "... berthd did not buffer it (RSS $rss0 -> $rss1 kB)"
+else not_ok "... berthd did not buffer it (RSS $rss0 -> $rss1 kB)"; fi
+check "read again, the flood ends" wait_for 120 test -s "$T/flood.out"
+is "... with all of its 100000000 bytes" "$(tr -d ' ' <"$T/flood.out")" 100000000
+
+# buffered execs whose clients go away are killed in the guest: 300 of
+# `sleep 3600` (curl gives up after 2 s), fifty at a time
+rss0=$(proc_kb "$BERTHD_PID" VmRSS)
+for b in 1 2 3 4 5 6; do
+	pids=""
+	for i in $(seq 1 50); do
+		curl -s -o /dev/null -m 2 --unix-socket "$STATE/control.sock" -X POST \
+			-H 'Content-Type: application/json' -d '{"argv":["sleep","3600"]}' \
+			http://berth/v1/sandboxes/ex/exec &
+		pids="$pids $!"
+	done
+	wait $pids
+done
+no_sleepers() { [ "$(x -- sh -c 'ps | grep -c "[s]leep 3600"' 2>/dev/null)" = 0 ]; }
+check "300 abandoned buffered execs: none left running in the guest" wait_for 60 no_sleepers
+t0=$(date +%s)
+out=$(x -- echo next 2>&1)
+t1=$(date +%s)
+is "... the next exec answers" "$?:$out" "0:next"
+if [ $((t1 - t0)) -lt 10 ]; then ok "... at once ($((t1 - t0)) s; a liveness bound: 10 s)"
+else not_ok "... at once ($((t1 - t0)) s; a liveness bound: 10 s)"; fi
+rss1=$(proc_kb "$BERTHD_PID" VmRSS)
+if [ $((rss1 - rss0)) -lt 8192 ]; then ok "... berthd's memory within a bound (RSS $rss0 -> $rss1 kB)"
+else not_ok "... berthd's memory within a bound (RSS $rss0 -> $rss1 kB)"; fi
 
 # ---- the guest agent's reader dies ----
 # SIGKILL of "berthd: agent" (the helper that parses what the guest

@@ -11,6 +11,11 @@
  * strictly; a refusal's status and text; an oversized frame or an
  * unknown exit line is a protocol error that closes the guest's
  * connection; the guest closing is told; the parent's close closes it.
+ * Those run on an agent of protocol 1 (its pong is the nonce alone);
+ * protocol 2 (a protocol byte after the nonce) adds a channel to every
+ * frame: passed on with the output, exit, refusal (429 too) and stdin
+ * acknowledgement, also when split byte by byte; a frame too short to
+ * hold its channel is a protocol error.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "helper.h"
@@ -399,6 +404,108 @@ main(void)
 	ok(guest_closed(g, 2000), "the parent's close: the helper closes "
 	    "its end");
 	close(g);
+
+	/* ---- protocol 2: channels ---- */
+	g = conn(++id);
+	{
+		unsigned char pong[HM_AGENT_NONCE + 1];
+
+		memcpy(pong, nonce, HM_AGENT_NONCE);
+		pong[HM_AGENT_NONCE] = 3;	/* no protocol we know */
+		frame(g, BA_PONG, pong, sizeof(pong));
+		ok(next(300) == NULL, "protocol 2: a pong of protocol 3 is "
+		    "not ours");
+		pong[HM_AGENT_NONCE] = BA_PROTO;
+		frame(g, BA_PONG, pong, sizeof(pong));
+	}
+	m = next(5000);
+	ok(is_type(m, HM_AGENT_PONG, id) && m->len ==
+	    sizeof(struct hm_agent_pong) &&
+	    ((struct hm_agent_pong *)m->p)->proto == 2,
+	    "... the nonce and protocol byte 2: HM_AGENT_PONG, protocol 2");
+	{
+		unsigned char f[BA_CHAN + 16];
+		struct hm_agent_output o;
+		struct hm_agent_exit e;
+		struct hm_agent_fail fl;
+		struct hm_agent_inack ia;
+
+		ba_put32(f, 7);
+		memcpy(f + BA_CHAN, "seven", 5);
+		frame(g, BA_STDOUT, f, BA_CHAN + 5);
+		m = next(5000);
+		if (ok(is_type(m, HM_AGENT_OUTPUT, id) && m->len ==
+		    sizeof(o) + 5, "stdout on channel 7: an output message")) {
+			memcpy(&o, m->p, sizeof(o));
+			ok(o.chan == 7 && o.len == 5 &&
+			    memcmp(m->p + sizeof(o), "seven", 5) == 0,
+			    "... of channel 7, its 5 bytes");
+		}
+		ack(id, 5);
+		/* a channel frame split byte by byte */
+		{
+			unsigned char w[BA_HDR + BA_CHAN + 6];
+
+			ba_hdr_put(w, BA_CHAN + 6, BA_EXIT);
+			ba_put32(w + BA_HDR, 9);
+			memcpy(w + BA_HDR + BA_CHAN, "exit 3", 6);
+			for (i = 0; i < (int)sizeof(w); i++) {
+				guest_write(g, w + i, 1);
+				event_base_loop(base, EVLOOP_NONBLOCK);
+				usleep(1000);
+			}
+		}
+		m = next(5000);
+		if (ok(is_type(m, HM_AGENT_EXIT, id), "an exit of channel 9, "
+		    "written byte by byte")) {
+			memcpy(&e, m->p, sizeof(e));
+			ok(e.chan == 9 && e.exited && e.code == 3,
+			    "... channel 9, exit 3");
+		}
+		ba_put32(f, 3);
+		memcpy(f + BA_CHAN, "429 too many", 12);
+		frame(g, BA_FAIL, f, BA_CHAN + 12);
+		m = next(5000);
+		if (ok(is_type(m, HM_AGENT_FAIL, id), "a refusal on channel "
+		    "3")) {
+			memcpy(&fl, m->p, sizeof(fl));
+			ok(fl.chan == 3 && fl.status == 429 &&
+			    strcmp(fl.msg, "too many") == 0,
+			    "... 429, its text");
+		}
+		ba_put32(f, 5);
+		ba_put32(f + BA_CHAN, 70000);
+		frame(g, BA_STDIN_ACK, f, BA_CHAN + 4);
+		m = next(5000);
+		if (ok(is_type(m, HM_AGENT_INACK, id) && m->len == sizeof(ia),
+		    "'a' on channel 5: HM_AGENT_INACK")) {
+			memcpy(&ia, m->p, sizeof(ia));
+			ok(ia.chan == 5 && ia.bytes == 70000,
+			    "... channel 5, 70000 bytes taken");
+		}
+		frame(g, BA_STDIN_ACK, f, BA_CHAN + 3);
+		m = next(5000);
+		ok(is_type(m, HM_AGENT_ERROR, id), "a stdin acknowledgement "
+		    "of 3 bytes: a protocol error");
+		close(g);
+	}
+	g = conn(++id);
+	{
+		unsigned char pong[HM_AGENT_NONCE + 1];
+
+		memcpy(pong, nonce, HM_AGENT_NONCE);
+		pong[HM_AGENT_NONCE] = BA_PROTO;
+		frame(g, BA_PONG, pong, sizeof(pong));
+		m = next(5000);
+		ok(is_type(m, HM_AGENT_PONG, id), "protocol 2 again");
+		frame(g, BA_EXIT, "ex", 2);
+		m = next(5000);
+		ok(is_type(m, HM_AGENT_ERROR, id) && strstr((char *)m->p + 8,
+		    "without its channel") != NULL,
+		    "a frame shorter than its channel: a protocol error");
+		ok(guest_closed(g, 2000), "... the guest's connection closed");
+		close(g);
+	}
 
 	/* the parent going away ends the helper */
 	px_chan_free(ch);

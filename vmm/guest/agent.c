@@ -1,9 +1,18 @@
 /*
  * agent.c — berth's guest agent: runs commands for berthd (exec with argv,
  * env, cwd, timeout, stdin; stdout and stderr streamed back; the exit
- * status or signal) and answers a health ping. Static, it sits in the
- * initramfs as /bin/berth-agent; the guest's /init starts it and restarts
- * it if it dies. The frames are in agent_proto.h.
+ * status or signal), moves files in and out of the guest and answers a
+ * health ping. Static, it sits in the initramfs as /bin/berth-agent; the
+ * guest's /init starts it and restarts it if it dies. The frames are in
+ * agent_proto.h: protocol 2, where every command and file transfer is a
+ * channel of its own, many at once, each flow controlled on its own.
+ *
+ * One poll loop serves them all: the port, a signalfd (SIGCHLD, SIGIO)
+ * and every channel's descriptors. A command is read only while its
+ * channel has window credit, so one whose output nobody takes stops in
+ * its own pipe and slows nobody else; its stdin waits in a buffer of its
+ * channel, never in the port, which is always read. Only writes to the
+ * port block (the host always reads them).
  *
  * Why virtio-serial and not virtio-vsock: a vsock host end needs
  * /dev/vhost-vsock opened by the VMM, a device node the jail would have to
@@ -21,6 +30,12 @@
  * "berth.agent", opened as /dev/<dev> (vport0p1...). While no host is
  * connected the port polls POLLHUP and read() returns 0; the agent then
  * waits for SIGIO, which virtio_console sends when the host connects.
+ *
+ * For tests: with BERTH_AGENT_PORT_FD=<n> in the environment, descriptor
+ * n (already open: one end of a socketpair, a pty) is the port, and no
+ * virtio port is looked for. Its peer is taken as connected from the
+ * start; when it closes (read returns 0) the agent ends every channel as
+ * for a host that went away, then exits: nobody can connect again.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef _GNU_SOURCE
@@ -40,9 +55,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/queue.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -50,43 +67,69 @@
 
 #define MAX_ARGS	4096
 #define MAX_GROUPS	64
-#define STDIN_CAP	(1024 * 1024)	/* stdin held for a command that does
-					 * not read: more waits in the port */
+#define STDIN_MAX	(2 * BA_WINDOW)	/* a channel's stdin held: the host
+					 * sends at most BA_WINDOW unacked,
+					 * more is a broken host */
+#define NPOLL		(2 + 3 * BA_MAX_CHANS)
+
+enum { CH_CMD, CH_PUT, CH_GET };
+
+/*
+ * A channel: a command ('E'), a file put ('w') or a file get ('g'), named
+ * by the host's id. An ended channel is dead: it stays on the list until
+ * the end of the loop's turn (the poll set may still point at it) and is
+ * invisible to the host's frames meanwhile.
+ */
+struct chan {
+	TAILQ_ENTRY(chan) entry;
+	uint32_t id;
+	int kind;
+	int dead;
+	size_t unacked;		/* 'O'/'R' payload sent, not 'A'cked yet */
+	size_t iack;		/* 'I' payload taken, not 'a'cked yet */
+
+	/* a command */
+	pid_t pid;
+	int reaped, status;
+	int timed_out;
+	long long deadline;	/* monotonic ms, 0: none */
+	int tty;		/* out is the pty's master, in a dup of it */
+	int out, err;		/* its stdout and stderr (read ends), -1 */
+	int in;			/* its stdin (write end), -1 */
+	size_t left[2];		/* once reaped: what out, err still hold */
+	int tailed;		/* a tty's last read, once reaped, done */
+	unsigned char *ibuf;	/* its stdin not written yet, at ioff */
+	size_t ioff, ilen, icap;
+	int ieof;		/* EOF asked: close in once ibuf is out */
+
+	/* a file put or get */
+	int fd;			/* put: the temporary file; get: the file */
+	int ferr;		/* put: the first write error */
+	unsigned mode;
+	char *path, *tmp;
+};
+
+static TAILQ_HEAD(, chan) chans = TAILQ_HEAD_INITIALIZER(chans);
+static int nlive;		/* channels not dead */
 
 static int port = -1;		/* the virtio-serial port */
 static int sigfd = -1;		/* SIGCHLD, SIGIO */
 
-/* A file being written (BA_FILE_PUT): a temporary file beside path. */
-static struct {
-	int fd;			/* -1: none */
-	int err;		/* the first write error */
-	unsigned mode;
-	char path[4096], tmp[4200];
-} put = { -1, 0, 0, "", "" };
-
-/* A pong the port refused (see handle): sent when the host is back. */
-static unsigned char owed[64];
+/* A pong the port refused (see ping): sent when the host is back. */
+static unsigned char owed[64 + 1];
 static size_t owedlen;
 
-/* The request being read from the port. */
-static unsigned char *in;
-static size_t inlen, incap;
+/* The requests being read from the port. */
+static unsigned char *rbuf;
+static size_t rlen, rcap;
 
-/* The command running: at most one. */
+/* The poll set: the port, sigfd, then channels' descriptors, each with
+ * its channel and which of its descriptors it is. */
+static struct pollfd pfds[NPOLL];
 static struct {
-	pid_t pid;
-	int status;		/* when reaped: pid becomes 0 */
-	int reaped;
-	int out, err;		/* its stdout and stderr (read ends), -1 */
-	int in;			/* its stdin (write end), -1 */
-	unsigned char *stdin_buf;
-	size_t stdin_len;
-	int stdin_eof;		/* EOF asked: close in once the buffer is out */
-	long long deadline;	/* monotonic ms, 0: none */
-	int timed_out;
-	int active;
-	int tty;		/* out is the pty's master, in a dup of it */
-} cmd = { 0, 0, 0, -1, -1, -1, NULL, 0, 0, 0, 0, 0, 0 };
+	struct chan *c;
+	int *fd;
+} pmap[NPOLL];
 
 static void __attribute__((format(printf, 1, 2)))
 say(const char *fmt, ...)
@@ -142,41 +185,81 @@ find_port(char *path, size_t len)
 }
 
 /*
- * Writes a whole frame to the port. The port is non-blocking: a full ring
- * waits in poll, and a host that goes away meanwhile (POLLHUP) ends the
- * write with -1: the frame is lost with the connection.
+ * Writes a whole frame to the port: its type, the channel id (0: none,
+ * the pong) and the payload, a then b. The port is non-blocking: a full
+ * ring waits in poll, and a host that goes away meanwhile (POLLHUP) ends
+ * the write with -1: the frame is lost with the connection.
  */
 static int
-port_write(int type, const void *buf, size_t len)
+port_frame(int type, uint32_t id, const void *a, size_t alen, const void *b,
+    size_t blen)
 {
-	unsigned char h[BA_HDR];
-	const unsigned char *parts[2] = { h, buf };
-	size_t lens[2] = { BA_HDR, len }, off;
+	unsigned char h[BA_HDR + BA_CHAN];
+	struct iovec iov[3], *v = iov;
 	struct pollfd pfd;
+	size_t hlen = id != 0 ? BA_HDR + BA_CHAN : BA_HDR;
 	ssize_t n;
-	int i;
+	int niov = 0;
 
-	ba_hdr_put(h, (uint32_t)len, type);
-	for (i = 0; i < 2; i++) {
-		for (off = 0; off < lens[i]; ) {
-			n = write(port, parts[i] + off, lens[i] - off);
-			if (n > 0) {
-				off += (size_t)n;
-				continue;
+	ba_hdr_put(h, (uint32_t)(hlen - BA_HDR + alen + blen), type);
+	if (id != 0)
+		ba_put32(h + BA_HDR, id);
+	iov[niov].iov_base = h;
+	iov[niov++].iov_len = hlen;
+	if (alen > 0) {
+		iov[niov].iov_base = (void *)(uintptr_t)a;
+		iov[niov++].iov_len = alen;
+	}
+	if (blen > 0) {
+		iov[niov].iov_base = (void *)(uintptr_t)b;
+		iov[niov++].iov_len = blen;
+	}
+	while (niov > 0) {
+		n = writev(port, v, niov);
+		if (n > 0) {
+			while (niov > 0 && (size_t)n >= v->iov_len) {
+				n -= (ssize_t)v->iov_len;
+				v++;
+				niov--;
 			}
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && errno != EAGAIN)
-				return -1;
-			pfd.fd = port;
-			pfd.events = POLLOUT;
-			if (poll(&pfd, 1, 5000) < 0 && errno != EINTR)
-				return -1;
-			if (pfd.revents & (POLLHUP | POLLERR))
-				return -1;
+			if (niov > 0) {
+				v->iov_base = (char *)v->iov_base + n;
+				v->iov_len -= (size_t)n;
+			}
+			continue;
 		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return -1;
+		pfd.fd = port;
+		pfd.events = POLLOUT;
+		if (poll(&pfd, 1, 5000) < 0 && errno != EINTR)
+			return -1;
+		if (pfd.revents & (POLLHUP | POLLERR))
+			return -1;
 	}
 	return 0;
+}
+
+static int
+chan_send(struct chan *c, int type, const void *buf, size_t len)
+{
+	return port_frame(type, c->id, buf, len, NULL, 0);
+}
+
+/* 'F' on channel id: the request is refused (the caller ends the
+ * channel, if it was one). */
+static void __attribute__((format(printf, 2, 3)))
+failf(uint32_t id, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	(void)port_frame(BA_FAIL, id, msg, strlen(msg), NULL, 0);
 }
 
 static void
@@ -187,21 +270,92 @@ close_fd(int *fd)
 	*fd = -1;
 }
 
-/* Ends the command (whole process group) and forgets it. */
 static void
-cmd_drop(void)
+nonblock(int fd)
 {
-	if (cmd.active && !cmd.reaped && cmd.pid > 0) {
-		kill(-cmd.pid, SIGKILL);
-		while (waitpid(cmd.pid, NULL, 0) < 0 && errno == EINTR)
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static struct chan *
+chan_new(uint32_t id, int kind)
+{
+	struct chan *c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->id = id;
+	c->kind = kind;
+	c->out = c->err = c->in = c->fd = -1;
+	TAILQ_INSERT_TAIL(&chans, c, entry);
+	nlive++;
+	return c;
+}
+
+static struct chan *
+chan_find(uint32_t id)
+{
+	struct chan *c;
+
+	TAILQ_FOREACH(c, &chans, entry)
+		if (!c->dead && c->id == id)
+			return c;
+	return NULL;
+}
+
+/*
+ * Ends a channel: a command not reaped yet has its process group killed
+ * and is waited for (nobody will read it), a put's temporary file goes.
+ * Nothing is sent: the caller has sent 'X' or 'F', or nobody listens.
+ */
+static void
+chan_end(struct chan *c)
+{
+	if (c->dead)
+		return;
+	if (c->kind == CH_CMD && !c->reaped && c->pid > 0) {
+		kill(-c->pid, SIGKILL);
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 			;
+		c->reaped = 1;
 	}
-	close_fd(&cmd.out);
-	close_fd(&cmd.err);
-	close_fd(&cmd.in);
-	free(cmd.stdin_buf);
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.out = cmd.err = cmd.in = -1;
+	close_fd(&c->out);
+	close_fd(&c->err);
+	close_fd(&c->in);
+	free(c->ibuf);
+	c->ibuf = NULL;
+	c->ioff = c->ilen = c->icap = 0;
+	if (c->fd >= 0 && c->kind == CH_PUT)
+		unlink(c->tmp);		/* not renamed: dropped */
+	close_fd(&c->fd);
+	c->dead = 1;
+	nlive--;
+}
+
+/* A ping, or the host gone: every channel of the connection ends. */
+static void
+chans_end_all(void)
+{
+	struct chan *c;
+
+	TAILQ_FOREACH(c, &chans, entry)
+		chan_end(c);
+}
+
+/* Frees the dead channels: the poll set no longer points at them. */
+static void
+sweep(void)
+{
+	struct chan *c, *next;
+
+	for (c = TAILQ_FIRST(&chans); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (!c->dead)
+			continue;
+		TAILQ_REMOVE(&chans, c, entry);
+		free(c->path);
+		free(c->tmp);
+		free(c);
+	}
 }
 
 /* A user as the command runs: from /etc/passwd and /etc/group, read
@@ -319,15 +473,16 @@ pty_open(char *slave, size_t len, int rows, int cols)
 	return m;
 }
 
-/* 'W': "ROWS COLS" for the command's terminal. */
+/* 'W': "ROWS COLS" for a command's terminal. */
 static void
-resize(const unsigned char *p, size_t len)
+resize(struct chan *c, const unsigned char *p, size_t len)
 {
 	char buf[32];
 	struct winsize ws;
-	int rows, cols;
+	int rows, cols, fd;
 
-	if (!cmd.active || !cmd.tty || cmd.out < 0 || len >= sizeof(buf))
+	fd = c->out >= 0 ? c->out : c->in;	/* both the pty's master */
+	if (c->kind != CH_CMD || !c->tty || fd < 0 || len >= sizeof(buf))
 		return;
 	memcpy(buf, p, len);
 	buf[len] = '\0';
@@ -337,35 +492,20 @@ resize(const unsigned char *p, size_t len)
 	memset(&ws, 0, sizeof(ws));
 	ws.ws_row = (unsigned short)rows;
 	ws.ws_col = (unsigned short)cols;
-	(void)ioctl(cmd.out, TIOCSWINSZ, &ws);	/* SIGWINCH to its group */
+	(void)ioctl(fd, TIOCSWINSZ, &ws);	/* SIGWINCH to its group */
 }
 
+/* Sends 'a' for the channel's stdin taken since the last one. */
 static void
-fail(const char *msg)
+stdin_ack(struct chan *c)
 {
-	(void)port_write(BA_FAIL, msg, strlen(msg));
-}
+	unsigned char b[4];
 
-static void __attribute__((format(printf, 1, 2)))
-failf(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fail(msg);
-}
-
-static void
-put_drop(void)
-{
-	if (put.fd < 0)
+	if (c->dead || c->iack == 0)
 		return;
-	close(put.fd);
-	unlink(put.tmp);
-	put.fd = -1;
+	ba_put32(b, (uint32_t)c->iack);
+	(void)chan_send(c, BA_STDIN_ACK, b, sizeof(b));
+	c->iack = 0;
 }
 
 /* The fields 'p' and 'm' of a file request; 0 when path is usable. */
@@ -391,54 +531,69 @@ file_fields(const unsigned char *p, size_t len, char *path, size_t plen,
 	return path[0] == '/' ? 0 : -1;
 }
 
+/* 'w': a channel whose 'I' frames go to a temporary file beside path. */
 static void
-file_put(const unsigned char *p, size_t len)
+file_put(uint32_t id, const unsigned char *p, size_t len)
 {
-	char *slash;
+	char path[4096], *slash;
+	struct chan *c;
+	unsigned mode;
 
-	if (cmd.active || put.fd >= 0) {
-		fail("busy: a command or a transfer is running");
+	if (file_fields(p, len, path, sizeof(path), &mode) < 0) {
+		failf(id, "400 the path must be absolute");
 		return;
 	}
-	if (file_fields(p, len, put.path, sizeof(put.path), &put.mode) < 0) {
-		fail("400 the path must be absolute");
+	if ((c = chan_new(id, CH_PUT)) == NULL) {
+		failf(id, "out of memory");
 		return;
 	}
-	slash = strrchr(put.path, '/');
-	snprintf(put.tmp, sizeof(put.tmp), "%.*s/.%s.berth-XXXXXX",
-	    (int)(slash - put.path), put.path, slash + 1);
-	put.err = 0;
-	if ((put.fd = mkostemp(put.tmp, O_CLOEXEC)) < 0)
-		failf("%d cannot write %s: %s", errno == ENOENT ? 404 : 400,
-		    put.path, strerror(errno));
+	slash = strrchr(path, '/');
+	c->mode = mode;
+	if ((c->path = strdup(path)) == NULL ||
+	    asprintf(&c->tmp, "%.*s/.%s.berth-XXXXXX", (int)(slash - path),
+	    path, slash + 1) < 0) {
+		c->tmp = NULL;
+		failf(id, "out of memory");
+		chan_end(c);
+		return;
+	}
+	if ((c->fd = mkostemp(c->tmp, O_CLOEXEC)) < 0) {
+		failf(id, "%d cannot write %s: %s", errno == ENOENT ? 404 : 400,
+		    path, strerror(errno));
+		chan_end(c);
+	}
 }
 
+/* 'I' of a put: written now (a regular file does not keep us waiting
+ * long), so each is taken at once; empty: the end. */
 static void
-put_data(const unsigned char *p, size_t len)
+put_data(struct chan *c, const unsigned char *p, size_t len)
 {
 	ssize_t n;
 
-	if (len == 0) {		/* the end */
-		if (put.err == 0 && (fchmod(put.fd, put.mode) < 0 ||
-		    fsync(put.fd) < 0))
-			put.err = errno;
-		if (put.err == 0 && rename(put.tmp, put.path) < 0)
-			put.err = errno;
-		if (put.err != 0) {
-			failf("400 cannot write %s: %s", put.path,
-			    strerror(put.err));
-			put_drop();
+	if (len == 0) {
+		if (c->ferr == 0 && (fchmod(c->fd, c->mode) < 0 ||
+		    fsync(c->fd) < 0))
+			c->ferr = errno;
+		if (c->ferr == 0 && rename(c->tmp, c->path) < 0)
+			c->ferr = errno;
+		if (c->ferr != 0) {
+			chan_end(c);	/* first: no temporary file to see */
+			failf(c->id, "400 cannot write %s: %s", c->path,
+			    strerror(c->ferr));
 			return;
 		}
-		close(put.fd);
-		put.fd = -1;
-		(void)port_write(BA_EXIT, "exit 0", 6);
+		close_fd(&c->fd);	/* renamed: chan_end keeps it */
+		stdin_ack(c);
+		(void)chan_send(c, BA_EXIT, "exit 0", 6);
+		chan_end(c);
 		return;
 	}
-	while (len > 0 && put.err == 0) {
-		if ((n = write(put.fd, p, len)) < 0) {
+	c->iack += len;		/* taken: written, or dropped after an error */
+	while (len > 0 && c->ferr == 0) {
+		if ((n = write(c->fd, p, len)) < 0) {
 			if (errno != EINTR)
-				put.err = errno;
+				c->ferr = errno;
 			continue;
 		}
 		p += n;
@@ -446,127 +601,297 @@ put_data(const unsigned char *p, size_t len)
 	}
 }
 
-/* Sends a file back; the port's flow control paces it. */
+/* 'g': a channel that sends the file as its window allows (get_step). */
 static void
-file_get(const unsigned char *p, size_t len)
+file_get(uint32_t id, const unsigned char *p, size_t len)
 {
-	char path[4096], buf[BA_CHUNK];
+	char path[4096];
 	struct stat st;
+	struct chan *c;
 	unsigned mode;
-	ssize_t n;
 	int fd;
 
-	if (cmd.active || put.fd >= 0) {
-		fail("busy: a command or a transfer is running");
-		return;
-	}
 	if (file_fields(p, len, path, sizeof(path), &mode) < 0) {
-		fail("400 the path must be absolute");
+		failf(id, "400 the path must be absolute");
 		return;
 	}
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			failf("404 no file %s in the guest", path);
+			failf(id, "404 no file %s in the guest", path);
 		else
-			failf("400 cannot read %s: %s", path, strerror(errno));
+			failf(id, "400 cannot read %s: %s", path,
+			    strerror(errno));
 		return;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		failf("400 %s is not a regular file", path);
+		failf(id, "400 %s is not a regular file", path);
 		close(fd);
 		return;
 	}
-	for (;;) {
-		n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			failf("500 reading %s: %s", path, strerror(errno));
-			break;
-		}
-		if (n == 0) {
-			(void)port_write(BA_EXIT, "exit 0", 6);
-			break;
-		}
-		if (port_write(BA_STDOUT, buf, (size_t)n) < 0)
-			break;	/* the host went away */
+	if ((c = chan_new(id, CH_GET)) == NULL ||
+	    (c->path = strdup(path)) == NULL) {
+		failf(id, "out of memory");
+		close(fd);
+		if (c != NULL)
+			chan_end(c);
+		return;
 	}
-	close(fd);
+	c->fd = fd;
 }
 
-/* Reads what a pipe has now into frames of type; 0 at EOF (closed). */
+/*
+ * One read of a get, as far as its credit goes. A regular file is always
+ * readable: serve() calls this every turn while the channel has credit
+ * (and does not sleep meanwhile), never while it has none.
+ */
 static void
-drain(int *fd, int type)
+get_step(struct chan *c)
 {
 	char buf[BA_CHUNK];
+	size_t want = BA_WINDOW - c->unacked;
 	ssize_t n;
 
-	while (*fd >= 0) {
-		n = read(*fd, buf, sizeof(buf));
-		if (n > 0) {
-			(void)port_write(type, buf, (size_t)n);
-			continue;
-		}
+	if (want == 0)
+		return;
+	if (want > sizeof(buf))
+		want = sizeof(buf);
+	n = read(c->fd, buf, want);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n < 0) {
+		failf(c->id, "500 reading %s: %s", c->path, strerror(errno));
+		chan_end(c);
+	} else if (n == 0) {
+		(void)chan_send(c, BA_EXIT, "exit 0", 6);
+		chan_end(c);
+	} else {
+		(void)chan_send(c, BA_STDOUT, buf, (size_t)n);
+		c->unacked += (size_t)n;
+	}
+}
+
+/*
+ * One read of a command's stdout (i 0) or stderr (1) into a frame: at
+ * most BA_CHUNK, at most its credit, and once it is reaped at most what
+ * the pipe held then. EOF (or a tty's EIO) closes the descriptor.
+ */
+static void
+chan_read(struct chan *c, int i)
+{
+	char buf[BA_CHUNK];
+	int *fd = i == 0 ? &c->out : &c->err;
+	size_t want = BA_WINDOW - c->unacked;
+	ssize_t n;
+
+	if (want > sizeof(buf))
+		want = sizeof(buf);
+	if (c->reaped && want > c->left[i])
+		want = c->left[i];
+	if (*fd < 0 || want == 0)
+		return;
+	n = read(*fd, buf, want);
+	if (n > 0) {
+		(void)chan_send(c, i == 0 ? BA_STDOUT : BA_STDERR, buf,
+		    (size_t)n);
+		c->unacked += (size_t)n;
+		if (c->reaped)
+			c->left[i] -= (size_t)n;
+		return;
+	}
+	if (n < 0 && errno == EINTR)
+		return;
+	if (n < 0 && errno == EAGAIN) {
+		if (c->reaped)
+			c->left[i] = 0;	/* what was counted is gone */
+		return;
+	}
+	close_fd(fd);
+	c->left[i] = 0;
+}
+
+/*
+ * The command was reaped: what it wrote is in its pipes now. Only that
+ * is still sent (a background child of it that keeps the pipes open and
+ * writes on does not hold the answer back), then the exit frame.
+ */
+static void
+cmd_reaped(struct chan *c, int st)
+{
+	int n, *fds[2] = { &c->out, &c->err }, i;
+
+	c->reaped = 1;
+	c->status = st;
+	for (i = 0; i < 2; i++)
+		c->left[i] = *fds[i] >= 0 &&
+		    ioctl(*fds[i], FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
+}
+
+/* A reaped command whose output is out: 'X', and the channel ends. */
+static void
+cmd_finish(struct chan *c)
+{
+	char msg[64];
+	int st = c->status;
+
+	if ((c->out >= 0 && c->left[0] > 0) || (c->err >= 0 && c->left[1] > 0))
+		return;			/* waits for credit ('A') */
+	if (c->tty && c->out >= 0 && !c->tailed) {
+		/* A pty's last output can still be in the kernel's flip
+		 * buffer when it is reaped, which FIONREAD does not count;
+		 * a read flushes it first: one more, as credit allows. */
+		if (c->unacked >= BA_WINDOW)
+			return;
+		c->tailed = 1;
+		c->left[0] = BA_CHUNK;
+		chan_read(c, 0);
+		c->left[0] = 0;
+	}
+	if (WIFSIGNALED(st))
+		snprintf(msg, sizeof(msg), "signal %d%s", WTERMSIG(st),
+		    c->timed_out ? " timeout" : "");
+	else
+		snprintf(msg, sizeof(msg), "exit %d%s", WEXITSTATUS(st),
+		    c->timed_out ? " timeout" : "");
+	stdin_ack(c);
+	(void)chan_send(c, BA_EXIT, msg, strlen(msg));
+	chan_end(c);
+}
+
+/* Writes what the channel's stdin buffer holds as the command takes it;
+ * what is written (or dropped) is owed an 'a'. */
+static void
+stdin_flush(struct chan *c)
+{
+	ssize_t n;
+
+	while (c->in >= 0 && c->ilen > 0) {
+		n = write(c->in, c->ibuf + c->ioff, c->ilen);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
-		close_fd(fd);
+		if (n <= 0) {
+			/* EPIPE: it closed its stdin; EIO: its terminal is
+			 * gone. The rest is dropped, and taken. */
+			close_fd(&c->in);
+			c->iack += c->ilen;
+			c->ioff = c->ilen = 0;
+			return;
+		}
+		c->ioff += (size_t)n;
+		c->ilen -= (size_t)n;
+		c->iack += (size_t)n;
+	}
+	if (c->ilen == 0)
+		c->ioff = 0;
+	if (c->in >= 0 && c->ilen == 0 && c->ieof) {
+		c->ieof = 0;
+		if (c->tty) {
+			/* the master stays: it is also the output; EOF on a
+			 * terminal is its VEOF character at a line start */
+			(void)!write(c->in, "\004", 1);
+			return;
+		}
+		close_fd(&c->in);
 	}
 }
 
-/* The command was reaped: what it wrote is in its pipes; send it and the
- * exit frame. (A background child of it that keeps the pipes open does
- * not hold the answer back: only what is there now is sent.) */
-static void
-cmd_finish(void)
+/* 'I' of a command; -1 when the host is past its window (broken). */
+static int
+stdin_add(struct chan *c, const unsigned char *p, size_t len)
 {
-	char msg[64];
-	int st = cmd.status;
+	unsigned char *b;
+	size_t cap;
 
-	drain(&cmd.out, BA_STDOUT);
-	drain(&cmd.err, BA_STDERR);
-	if (WIFSIGNALED(st))
-		snprintf(msg, sizeof(msg), "signal %d%s", WTERMSIG(st),
-		    cmd.timed_out ? " timeout" : "");
-	else
-		snprintf(msg, sizeof(msg), "exit %d%s", WEXITSTATUS(st),
-		    cmd.timed_out ? " timeout" : "");
-	(void)port_write(BA_EXIT, msg, strlen(msg));
-	cmd.reaped = 1;		/* nothing to kill */
-	cmd_drop();
+	if (len == 0) {
+		c->ieof = 1;
+		stdin_flush(c);
+		return 0;
+	}
+	if (c->in < 0) {
+		c->iack += len;		/* it closed its stdin: dropped */
+		return 0;
+	}
+	if (c->ilen + len > STDIN_MAX)
+		return -1;
+	if (c->ioff + c->ilen + len > c->icap) {
+		if (c->ilen > 0)
+			memmove(c->ibuf, c->ibuf + c->ioff, c->ilen);
+		c->ioff = 0;
+		if (c->ilen + len > c->icap) {
+			cap = c->icap * 2 > c->ilen + len ? c->icap * 2 :
+			    c->ilen + len;
+			if ((b = realloc(c->ibuf, cap)) == NULL) {
+				say("out of memory: channel %u's stdin dropped",
+				    c->id);
+				c->iack += len;
+				return 0;
+			}
+			c->ibuf = b;
+			c->icap = cap;
+		}
+	}
+	memcpy(c->ibuf + c->ioff + c->ilen, p, len);
+	c->ilen += len;
+	stdin_flush(c);
+	return 0;
+}
+
+/* 'K': a signal for a command's process group (its 'X' follows when it
+ * is reaped); a file transfer is cancelled. */
+static void
+chan_kill(struct chan *c, const unsigned char *p, size_t len)
+{
+	char buf[16], *end;
+	long sig;
+
+	if (c->kind != CH_CMD) {
+		/* ended first: once the host reads the answer, a put's
+		 * temporary file is gone */
+		chan_end(c);
+		failf(c->id, "409 cancelled");
+		return;
+	}
+	if (len == 0 || len >= sizeof(buf))
+		return;
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	sig = strtol(buf, &end, 10);
+	if (*end != '\0' || sig < 1 || sig > 64 || c->reaped)
+		return;		/* reaped: its group leader is gone */
+	kill(-c->pid, (int)sig);
 }
 
 static void
-nonblock(int fd)
+close_pair(int p[2])
 {
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	close_fd(&p[0]);
+	close_fd(&p[1]);
 }
 
+/* 'E': a command on channel id. */
 static void
-start(const unsigned char *p, size_t len)
+start(uint32_t id, const unsigned char *p, size_t len)
 {
 	char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 8], *cwd = NULL, *s;
 	char *user = NULL, slave[128], msg[512];
 	static char e_home[300], e_user[80], e_logname[90], e_shell[300];
 	struct user u;
-	int argc = 0, envc = 0, po[2], pe[2], pi[2], i, rows = 0, cols = 0;
-	int tty = 0, m = -1;
+	struct chan *c;
+	int argc = 0, envc = 0, i, rows = 0, cols = 0, tty = 0, m = -1;
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 };
 	long long timeout = 0;
 	size_t off = 0, l;
 	pid_t pid;
 
-	if (cmd.active) {
-		fail("busy: a command is running");
-		return;
-	}
 	envp[envc++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 	envp[envc++] = "HOME=/root";
 	envp[envc++] = "TERM=dumb";
 	while (off < len) {
-		s = (char *)p + off;
+		s = (char *)(uintptr_t)p + off;
 		if ((l = strnlen(s, len - off)) == len - off) {
-			fail("malformed exec: a field is not terminated");
+			failf(id, "400 malformed exec: a field is not "
+			    "terminated");
 			return;
 		}
 		off += l + 1;
@@ -587,14 +912,15 @@ start(const unsigned char *p, size_t len)
 			break;
 		case 'a':
 			if (argc == MAX_ARGS) {
-				fail("too many arguments");
+				failf(id, "400 too many arguments");
 				return;
 			}
 			argv[argc++] = s + 1;
 			break;
 		case 'e':
 			if (envc == MAX_ARGS || strchr(s + 1, '=') == NULL) {
-				fail("too many or malformed env entries");
+				failf(id, "400 too many or malformed env "
+				    "entries");
 				return;
 			}
 			/* a later NAME= replaces a default one */
@@ -611,14 +937,14 @@ start(const unsigned char *p, size_t len)
 		}
 	}
 	if (argc == 0) {
-		fail("exec without a command");
+		failf(id, "400 exec without a command");
 		return;
 	}
 	memset(&u, 0, sizeof(u));
 	if (user != NULL && *user != '\0' && strcmp(user, "root") != 0 &&
 	    strcmp(user, "0") != 0) {
 		if (user_find(user, &u, msg, sizeof(msg)) < 0) {
-			fail(msg);
+			failf(id, "%s", msg);
 			return;
 		}
 		/* the user's own HOME, USER, LOGNAME, SHELL unless asked */
@@ -649,33 +975,31 @@ start(const unsigned char *p, size_t len)
 	envp[envc] = NULL;
 	if (tty) {
 		if ((m = pty_open(slave, sizeof(slave), rows, cols)) < 0) {
-			snprintf(msg, sizeof(msg), "no terminal: %s (is "
-			    "/dev/pts mounted?)", strerror(errno));
-			fail(msg);
+			failf(id, "no terminal: %s (is /dev/pts mounted?)",
+			    strerror(errno));
 			return;
 		}
-		po[0] = m;
-		po[1] = pe[1] = pi[0] = -1;
-		if ((pe[0] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0 ||
-		    (pi[1] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0) {
-			fail("dup failed");
+		po[0] = m;	/* a tty's output is one stream */
+		if ((pi[1] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0) {
+			failf(id, "dup failed: %s", strerror(errno));
+			close(m);
 			return;
 		}
-		close(pe[0]);	/* a tty's output is one stream */
-		pe[0] = -1;
 	} else if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(pi, O_CLOEXEC) < 0) {
-		fail("pipe failed");	/* fds leak only on a broken guest */
+		failf(id, "pipe failed: %s", strerror(errno));
+		close_pair(po);
+		close_pair(pe);
+		close_pair(pi);
 		return;
 	}
-	if ((pid = fork()) < 0) {
-		fail("fork failed");
-		if (tty) {
-			close(po[0]), close(pi[1]);
-		} else {
-			close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-			close(pi[0]), close(pi[1]);
-		}
+	if ((c = chan_new(id, CH_CMD)) == NULL || (pid = fork()) < 0) {
+		failf(id, "%s failed", c == NULL ? "malloc" : "fork");
+		close_pair(po);
+		close_pair(pe);
+		close_pair(pi);
+		if (c != NULL)
+			chan_end(c);
 		return;
 	}
 	if (pid == 0) {
@@ -726,159 +1050,162 @@ start(const unsigned char *p, size_t len)
 		dprintf(2, "berth-agent: %s: %s\n", argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-	if (!tty) {
-		close(po[1]);
-		close(pe[1]);
-		close(pi[0]);
-	}
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.active = 1;
-	cmd.tty = tty;
-	cmd.pid = pid;
-	cmd.out = po[0];
-	cmd.err = pe[0];
-	cmd.in = pi[1];
-	nonblock(cmd.out);
-	if (cmd.err >= 0)
-		nonblock(cmd.err);
-	nonblock(cmd.in);
-	cmd.deadline = timeout > 0 ? now_ms() + timeout : 0;
+	close_fd(&po[1]);
+	close_fd(&pe[1]);
+	close_fd(&pi[0]);
+	c->tty = tty;
+	c->pid = pid;
+	c->out = po[0];
+	c->err = pe[0];
+	c->in = pi[1];
+	nonblock(c->out);
+	if (c->err >= 0)
+		nonblock(c->err);
+	nonblock(c->in);
+	c->deadline = timeout > 0 ? now_ms() + timeout : 0;
 }
 
+/*
+ * 'P': a session starts. Every channel still here is an earlier
+ * connection's, whose close we missed (a close and a connect while the
+ * guest was paused or being restored reach us as one state). Nobody reads
+ * them now.
+ */
 static void
-stdin_add(const unsigned char *p, size_t len)
+ping(const unsigned char *p, size_t len)
 {
-	unsigned char *b;
+	static const unsigned char proto = BA_PROTO;
 
-	if (!cmd.active || cmd.in < 0)
-		return;		/* the command closed its stdin: drop */
-	if (len == 0) {
-		cmd.stdin_eof = 1;
-		return;
-	}
-	if ((b = realloc(cmd.stdin_buf, cmd.stdin_len + len)) == NULL)
-		return;
-	memcpy(b + cmd.stdin_len, p, len);
-	cmd.stdin_buf = b;
-	cmd.stdin_len += len;
+	chans_end_all();
+	if (len + 1 > BA_MAX_PAYLOAD)
+		return;		/* no room for the answer: not a nonce */
+	/* The ping's bytes can reach us before the kernel has taken qemu's
+	 * "host connected" message (a data interrupt against a work
+	 * queue): the port still says closed and refuses the write. The
+	 * host is there (it just wrote); answer once the port says so, in
+	 * serve(). A stale pong is harmless: the host ignores a nonce not
+	 * its own. */
+	if (port_frame(BA_PONG, 0, p, len, &proto, 1) < 0 &&
+	    len + 1 <= sizeof(owed)) {
+		memcpy(owed, p, len);
+		owed[len] = proto;
+		owedlen = len + 1;
+	} else
+		owedlen = 0;
 }
 
-static void
-stdin_flush(void)
-{
-	ssize_t n;
-
-	while (cmd.in >= 0 && cmd.stdin_len > 0) {
-		n = write(cmd.in, cmd.stdin_buf, cmd.stdin_len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n < 0) {	/* EPIPE: it closed its stdin */
-			close_fd(&cmd.in);
-			cmd.stdin_len = 0;
-			return;
-		}
-		memmove(cmd.stdin_buf, cmd.stdin_buf + n, cmd.stdin_len - (size_t)n);
-		cmd.stdin_len -= (size_t)n;
-	}
-	if (cmd.in >= 0 && cmd.stdin_len == 0 && cmd.stdin_eof) {
-		if (cmd.tty) {
-			/* the master stays: it is also the output; EOF on a
-			 * terminal is its VEOF character at a line start */
-			(void)!write(cmd.in, "\004", 1);
-			cmd.stdin_eof = 0;
-			cmd.stdin_len = 0;
-			return;
-		}
-		close_fd(&cmd.in);
-	}
-}
-
-static void
+/* A frame from the host; -1 when it broke the protocol (start over). */
+static int
 handle(int type, const unsigned char *p, size_t len)
 {
+	struct chan *c;
+	uint32_t id;
+
+	if (type == BA_PING) {
+		ping(p, len);
+		return 0;
+	}
+	if (len < BA_CHAN || (id = ba_get32(p)) == 0)
+		return 0;	/* no channel: nobody to answer */
+	p += BA_CHAN;
+	len -= BA_CHAN;
+	c = chan_find(id);
 	switch (type) {
-	case BA_PING:
-		/* The host pings once per connection, first: a command still
-		 * running is an earlier connection's, whose close we missed
-		 * (a close and a connect while the guest was paused or being
-		 * restored reach us as one state). Nobody reads it now. */
-		if (cmd.active)
-			cmd_drop();
-		put_drop();
-		/* The ping's bytes can reach us before the kernel has taken
-		 * qemu's "host connected" message (a data interrupt against
-		 * a work queue): the port still says closed and refuses the
-		 * write. The host is there (it just wrote); answer once the
-		 * port says so, in serve(). A stale pong is harmless: the
-		 * host ignores a nonce not its own. */
-		if (port_write(BA_PONG, p, len) < 0 && len <= sizeof(owed)) {
-			memcpy(owed, p, len);
-			owedlen = len;
-		} else
-			owedlen = 0;
-		break;
 	case BA_EXEC:
-		start(p, len);
-		break;
-	case BA_STDIN:
-		if (put.fd >= 0)
-			put_data(p, len);
-		else
-			stdin_add(p, len);
-		break;
 	case BA_FILE_PUT:
-		file_put(p, len);
-		break;
 	case BA_FILE_GET:
-		file_get(p, len);
-		break;
+		if (c != NULL)
+			failf(id, "400 channel %u is in use", id);
+		else if (nlive >= BA_MAX_CHANS)
+			failf(id, "429 too many commands at once (%d)",
+			    BA_MAX_CHANS);
+		else if (type == BA_EXEC)
+			start(id, p, len);
+		else if (type == BA_FILE_PUT)
+			file_put(id, p, len);
+		else
+			file_get(id, p, len);
+		return 0;
+	case BA_STDIN:
 	case BA_RESIZE:
-		resize(p, len);
+	case BA_KILL:
+	case BA_ACK:
 		break;
 	default:
-		fail("unknown request");
+		/* A request of a newer host, opening a channel we do not
+		 * know: refused. On a live channel: not ours to end. */
+		if (c == NULL)
+			failf(id, "400 unknown request '%c'",
+			    isprint(type) ? type : '?');
+		return 0;
+	}
+	if (c == NULL)
+		return 0;	/* ended: the host did not know yet */
+	switch (type) {
+	case BA_STDIN:
+		if (c->kind == CH_PUT)
+			put_data(c, p, len);
+		else if (c->kind == CH_CMD)
+			return stdin_add(c, p, len);
+		break;
+	case BA_RESIZE:
+		resize(c, p, len);
+		break;
+	case BA_KILL:
+		chan_kill(c, p, len);
+		break;
+	case BA_ACK:
+		if (len >= 4) {
+			uint32_t n = ba_get32(p);
+
+			/* more than outstanding: a confused host; clamped */
+			c->unacked -= n < c->unacked ? n : c->unacked;
+		}
 		break;
 	}
+	return 0;
 }
 
-/* Reads from the port; -1 when the host is gone. */
+/* Reads from the port; -1 when the host is gone (or broke the
+ * protocol). */
 static int
 port_read(void)
 {
 	uint32_t plen;
 	ssize_t n;
+	size_t done;
 
 	for (;;) {
-		if (cmd.stdin_len >= STDIN_CAP)
-			return 0;	/* serve() polls the port again later */
-		if (incap - inlen < BA_CHUNK) {
-			unsigned char *b = realloc(in, incap + 2 * BA_CHUNK);
+		if (rcap - rlen < BA_CHUNK) {
+			unsigned char *b = realloc(rbuf, rcap + 2 * BA_CHUNK);
 
 			if (b == NULL)
 				return -1;
-			in = b;
-			incap += 2 * BA_CHUNK;
+			rbuf = b;
+			rcap += 2 * BA_CHUNK;
 		}
-		n = read(port, in + inlen, incap - inlen);
+		n = read(port, rbuf + rlen, rcap - rlen);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 0;
 		if (n <= 0)
 			return -1;
-		inlen += (size_t)n;
-		while (inlen >= BA_HDR) {
-			plen = ba_hdr_len(in);
+		rlen += (size_t)n;
+		for (done = 0; rlen - done >= BA_HDR; done += BA_HDR + plen) {
+			plen = ba_hdr_len(rbuf + done);
 			if (plen > BA_MAX_PAYLOAD)
 				return -1;	/* out of step: start over */
-			if (inlen < BA_HDR + plen)
+			if (rlen - done < BA_HDR + plen)
 				break;
-			handle(in[4], in + BA_HDR, plen);
-			memmove(in, in + BA_HDR + plen, inlen - BA_HDR - plen);
-			inlen -= BA_HDR + plen;
+			if (handle(rbuf[done + 4], rbuf + done + BA_HDR,
+			    plen) < 0) {
+				say("the host broke the protocol");
+				return -1;
+			}
 		}
+		memmove(rbuf, rbuf + done, rlen - done);
+		rlen -= done;
 	}
 }
 
@@ -886,6 +1213,7 @@ static void
 signals(void)
 {
 	struct signalfd_siginfo si;
+	struct chan *c;
 	int st;
 	pid_t pid;
 
@@ -893,61 +1221,106 @@ signals(void)
 		;
 	/* Reap ours; anything else was re-parented to init, not us. */
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-		if (cmd.active && pid == cmd.pid) {
-			cmd.status = st;
-			cmd_finish();
-		}
+		TAILQ_FOREACH(c, &chans, entry)
+			if (!c->dead && c->kind == CH_CMD && !c->reaped &&
+			    c->pid == pid) {
+				cmd_reaped(c, st);
+				break;
+			}
+}
+
+static void
+poll_add(nfds_t *n, struct chan *c, int *fd, short events)
+{
+	pfds[*n].fd = *fd;
+	pfds[*n].events = events;
+	pfds[*n].revents = 0;
+	pmap[*n].c = c;
+	pmap[*n].fd = fd;
+	(*n)++;
 }
 
 /* Serves one host connection until it goes away. */
 static void
 serve(void)
 {
-	struct pollfd pfd[5];
-	int n, to;
-	long long left;
+	struct chan *c;
+	nfds_t n, k;
+	long long now, left;
+	int to, *fd;
 
-	inlen = 0;
-	if (owedlen > 0 && port_write(BA_PONG, owed, owedlen) == 0)
+	rlen = 0;
+	if (owedlen > 0 && port_frame(BA_PONG, 0, owed, owedlen, NULL, 0) == 0)
 		owedlen = 0;
 	for (;;) {
 		n = 0;
-		pfd[n].fd = port;
-		pfd[n++].events = cmd.stdin_len < STDIN_CAP ? POLLIN : 0;
-		pfd[n].fd = sigfd;
-		pfd[n++].events = POLLIN;
-		pfd[n].fd = cmd.out;
-		pfd[n++].events = POLLIN;
-		pfd[n].fd = cmd.err;
-		pfd[n++].events = POLLIN;
-		pfd[n].fd = cmd.stdin_len > 0 ? cmd.in : -1;
-		pfd[n++].events = POLLOUT;
+		poll_add(&n, NULL, &port, POLLIN);
+		poll_add(&n, NULL, &sigfd, POLLIN);
 		to = -1;
-		if (cmd.active && cmd.deadline > 0 && !cmd.timed_out) {
-			left = cmd.deadline - now_ms();
-			to = left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
+		now = now_ms();
+		TAILQ_FOREACH(c, &chans, entry) {
+			if (c->dead)
+				continue;
+			if (c->kind == CH_GET && c->unacked < BA_WINDOW)
+				to = 0;		/* get_step has work */
+			if (c->kind != CH_CMD)
+				continue;
+			/* Read only with credit: a pipe at EOF polls ready
+			 * for ever, and output nobody takes stays in it. */
+			if (c->unacked < BA_WINDOW && c->out >= 0 &&
+			    (!c->reaped || c->left[0] > 0))
+				poll_add(&n, c, &c->out, POLLIN);
+			if (c->unacked < BA_WINDOW && c->err >= 0 &&
+			    (!c->reaped || c->left[1] > 0))
+				poll_add(&n, c, &c->err, POLLIN);
+			if (c->in >= 0 && c->ilen > 0)
+				poll_add(&n, c, &c->in, POLLOUT);
+			if (!c->reaped && !c->timed_out && c->deadline > 0) {
+				left = c->deadline - now;
+				left = left < 0 ? 0 : left > 60000 ? 60000 :
+				    left;
+				if (to < 0 || left < to)
+					to = (int)left;
+			}
 		}
-		if (poll(pfd, (nfds_t)n, to) < 0 && errno != EINTR)
+		if (poll(pfds, n, to) < 0 && errno != EINTR)
 			return;
-		if (cmd.active && cmd.deadline > 0 && !cmd.timed_out &&
-		    now_ms() >= cmd.deadline) {
-			cmd.timed_out = 1;
-			kill(-cmd.pid, SIGKILL);
-		}
-		if (pfd[1].revents & POLLIN)
+		now = now_ms();
+		TAILQ_FOREACH(c, &chans, entry)
+			if (!c->dead && c->kind == CH_CMD && !c->reaped &&
+			    !c->timed_out && c->deadline > 0 &&
+			    now >= c->deadline) {
+				c->timed_out = 1;
+				kill(-c->pid, SIGKILL);
+			}
+		if (pfds[1].revents & POLLIN)
 			signals();
-		if (cmd.active && (pfd[2].revents & (POLLIN | POLLHUP)))
-			drain(&cmd.out, BA_STDOUT);
-		if (cmd.active && (pfd[3].revents & (POLLIN | POLLHUP)))
-			drain(&cmd.err, BA_STDERR);
-		if (cmd.active && (pfd[4].revents & (POLLOUT | POLLERR)))
-			stdin_flush();
-		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			if (port_read() < 0)
-				return;
-			if (cmd.active)
-				stdin_flush();
+		for (k = 2; k < n; k++) {
+			c = pmap[k].c;
+			fd = pmap[k].fd;
+			if (pfds[k].revents == 0 || c->dead ||
+			    *fd != pfds[k].fd)
+				continue;
+			if (fd == &c->in)
+				stdin_flush(c);
+			else
+				chan_read(c, fd == &c->err);
 		}
+		if ((pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    port_read() < 0)
+			return;
+		/* What each channel owes: stdin acks, the file gets' data,
+		 * the reaped commands' exit frames. */
+		TAILQ_FOREACH(c, &chans, entry) {
+			if (c->dead)
+				continue;
+			stdin_ack(c);
+			if (c->kind == CH_GET)
+				get_step(c);
+			else if (c->kind == CH_CMD && c->reaped)
+				cmd_finish(c);
+		}
+		sweep();
 	}
 }
 
@@ -955,9 +1328,9 @@ int
 main(void)
 {
 	struct pollfd pfd;
-	char path[128];
+	char path[128], *s, *end;
 	sigset_t set;
-	int i;
+	int i, testing = 0;
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
@@ -968,21 +1341,37 @@ main(void)
 		say("signalfd: %s", strerror(errno));
 		return 1;
 	}
-	/* The port appears with the virtio_console module (loaded by /init
-	 * before us, but its devices are registered asynchronously). */
-	for (i = 0; find_port(path, sizeof(path)) < 0 ||
-	    access(path, R_OK | W_OK) < 0; i++) {
-		if (i == 100) {
-			/* a VMM that gives no port (an older sandbox, another
-			 * backend): /init stops restarting us on 3 */
-			say("no virtio port named %s", BA_PORT_NAME);
-			return 3;
+	if ((s = getenv("BERTH_AGENT_PORT_FD")) != NULL) {
+		/* for tests: the port is given, connected (see the top) */
+		port = (int)strtol(s, &end, 10);
+		if (*s == '\0' || *end != '\0' || port < 0 ||
+		    fcntl(port, F_SETFD, FD_CLOEXEC) < 0) {
+			say("BERTH_AGENT_PORT_FD=%s: not an open descriptor",
+			    s);
+			return 1;
 		}
-		usleep(100000);
-	}
-	if ((port = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
-		say("%s: %s", path, strerror(errno));
-		return 1;
+		nonblock(port);
+		snprintf(path, sizeof(path), "descriptor %d", port);
+		testing = 1;
+	} else {
+		/* The port appears with the virtio_console module (loaded
+		 * by /init before us, but its devices are registered
+		 * asynchronously). */
+		for (i = 0; find_port(path, sizeof(path)) < 0 ||
+		    access(path, R_OK | W_OK) < 0; i++) {
+			if (i == 100) {
+				/* a VMM that gives no port (an older sandbox,
+				 * another backend): /init stops restarting us
+				 * on 3 */
+				say("no virtio port named %s", BA_PORT_NAME);
+				return 3;
+			}
+			usleep(100000);
+		}
+		if ((port = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
+			say("%s: %s", path, strerror(errno));
+			return 1;
+		}
 	}
 	/* SIGIO when the host end connects (or data comes) */
 	fcntl(port, F_SETOWN, getpid());
@@ -994,9 +1383,11 @@ main(void)
 		if (poll(&pfd, 1, 0) >= 0 && !(pfd.revents & POLLHUP))
 			serve();
 		/* No host, or it left: whatever ran for it is ended. */
-		cmd_drop();
-		put_drop();
-		inlen = 0;
+		chans_end_all();
+		sweep();
+		rlen = 0;
+		if (testing)
+			return 0;	/* nobody can connect again */
 		/* wait for SIGIO (a connect); 1 s bounds a lost one */
 		pfd.fd = sigfd;
 		pfd.events = POLLIN;

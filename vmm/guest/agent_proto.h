@@ -9,44 +9,70 @@
  * a type byte and opaque bytes (plus one short status line), parsed by
  * its unprivileged reader (proxy/agentd.c), never by the root parent.
  *
+ * Protocol 2: many commands at once. Every frame but the ping and the
+ * pong belongs to a channel: its payload starts with the channel's id,
+ * 4 bytes big-endian, not 0, chosen by the host (one per command or file
+ * transfer of this connection); "payload" below is what follows the id.
+ *
  * host -> guest
- *   'P' ping       payload: a nonce, echoed in 'p'. The host sends one
- *                  after every (re)connect and ignores every frame until
- *                  the matching pong: output of an earlier connection
- *                  cannot be taken for this one's. The ping starts a
- *                  session: the agent kills a command an earlier
- *                  connection left running (its close may have gone
- *                  unseen while the guest was paused).
- *   'E' exec       payload: NUL-terminated fields, each a tag byte and its
- *                  text: 't<timeout ms>', 'c<cwd>' (optional), 'a<arg>'
- *                  (argv, in order, at least one), 'e<NAME=value>' (env,
- *                  added to the agent's PATH/HOME defaults), 'u<user>'
- *                  (a name or uid from the guest's /etc/passwd; its
- *                  groups from /etc/group; default root), 'T<rows> <cols>'
- *                  (a terminal: the command runs on a pty, its output
- *                  comes as 'O' only, "0 0" for no size)
- *   'I' stdin      payload: bytes for the command's stdin; empty: EOF
- *                  (on a terminal: its EOF character, ^D)
- *   'W' resize     payload: "ROWS COLS", the terminal's new size
- *   'w' file put   fields as 'E': 't<timeout ms>', 'p<path>' (absolute),
+ *   'P' ping       payload (no channel): a nonce, echoed in 'p'. The host
+ *                  sends one after every (re)connect and ignores every
+ *                  frame until the matching pong: output of an earlier
+ *                  connection cannot be taken for this one's. The ping
+ *                  starts a session: the agent ends every channel an
+ *                  earlier connection left (its close may have gone
+ *                  unseen while the guest was paused), killing their
+ *                  commands' process groups.
+ *   'E' exec       NUL-terminated fields, each a tag byte and its text:
+ *                  't<timeout ms>', 'c<cwd>' (optional), 'a<arg>' (argv,
+ *                  in order, at least one), 'e<NAME=value>' (env, added to
+ *                  the agent's PATH/HOME defaults), 'u<user>' (a name or
+ *                  uid from the guest's /etc/passwd; its groups from
+ *                  /etc/group; default root), 'T<rows> <cols>' (a
+ *                  terminal: the command runs on a pty, its output comes
+ *                  as 'O' only, "0 0" for no size)
+ *   'I' stdin      bytes for the channel's stdin (a command's, or a file
+ *                  put's); empty: EOF (on a terminal: its EOF character)
+ *   'W' resize     "ROWS COLS", the terminal's new size
+ *   'w' file put   fields 't<timeout ms>', 'p<path>' (absolute),
  *                  'm<mode, octal>'; then 'I' frames of its bytes, empty
  *                  at the end: written to a temporary file beside it,
  *                  mode set, renamed over path; answered 'X' "exit 0"
  *   'g' file get   fields 't', 'p<path>': answered with 'O' frames of its
  *                  bytes then 'X' "exit 0" ('F' "404 ..." when absent)
+ *   'K' kill       a signal number in decimal: sent to the channel's
+ *                  process group (a file transfer is ended). Its 'X' or
+ *                  'F' follows as usual.
+ *   'A' ack        4 bytes big-endian: that many bytes of the channel's
+ *                  'O' and 'R' payloads were taken (window credit)
  * guest -> host
- *   'p' pong       the ping's payload
- *   'O' stdout     bytes, 'R' stderr bytes (in the order produced per stream)
+ *   'p' pong       the ping's payload, then one byte: the protocol (2).
+ *                  A pong of the nonce alone is an agent of protocol 1
+ *                  (no channels, one command at a time).
+ *   'O' stdout     bytes, 'R' stderr bytes (in the order produced per
+ *                  stream)
  *   'X' exit       "exit N" or "signal N", then " timeout" when the agent
- *                  killed the command at its deadline; the last frame of an
- *                  exec (its output is complete)
- *   'F' failure    a request refused (malformed, busy): a message; one
- *                  that starts with "400 " is the request's fault (an
- *                  unknown user), the rest is the agent's
+ *                  killed the command at its deadline; the last frame of
+ *                  a channel (its output is complete), which then ends
+ *   'F' failure    the channel's request refused (malformed, too many):
+ *                  a message; "400 " / "404 " / "409 " / "429 " first is
+ *                  the request's fault (an unknown user, a missing file,
+ *                  too many channels), the rest is the agent's; the
+ *                  channel ends
+ *   'a' stdin ack  4 bytes big-endian: that many bytes of the channel's
+ *                  'I' payloads were taken (written to the command or the
+ *                  file, or dropped: it closed its stdin)
  *
- * One exec at a time per connection; several in sequence. When the host
- * end goes away (berthd restarts, the VM is snapshotted and restored by a
- * new VMM) the agent kills the command it runs: nobody would read it.
+ * Flow control, per channel and each way: at most BA_WINDOW bytes of
+ * 'O'/'R' payload unacknowledged by 'A', and of 'I' payload
+ * unacknowledged by 'a'. A command whose output nobody takes stops (its
+ * pipe fills) and slows only itself; a peer past a window breaks the
+ * protocol. The agent takes at most BA_MAX_CHANS channels at once ('F'
+ * "429 ..." past them).
+ *
+ * When the host end goes away (berthd restarts, the VM is snapshotted
+ * and restored by a new VMM) the agent ends every channel: nobody would
+ * read them.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_AGENT_PROTO_H
@@ -57,31 +83,47 @@
 
 #define BA_PORT_NAME	"berth.agent"
 #define BA_HDR		5
+#define BA_CHAN		4		/* a channel id, after the header */
 #define BA_MAX_PAYLOAD	(256 * 1024)
 #define BA_CHUNK	(32 * 1024)	/* output and stdin frames */
+#define BA_WINDOW	(256 * 1024)	/* per channel, each way */
+#define BA_MAX_CHANS	1024
+#define BA_PROTO	2		/* the pong's last byte */
 
 enum {
 	BA_PING = 'P', BA_EXEC = 'E', BA_STDIN = 'I', BA_RESIZE = 'W',
-	BA_FILE_PUT = 'w', BA_FILE_GET = 'g',
+	BA_FILE_PUT = 'w', BA_FILE_GET = 'g', BA_KILL = 'K', BA_ACK = 'A',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
-	BA_FAIL = 'F'
+	BA_FAIL = 'F', BA_STDIN_ACK = 'a'
 };
+
+static inline void
+ba_put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static inline uint32_t
+ba_get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
 
 static inline void
 ba_hdr_put(unsigned char *h, uint32_t len, int type)
 {
-	h[0] = (unsigned char)(len >> 24);
-	h[1] = (unsigned char)(len >> 16);
-	h[2] = (unsigned char)(len >> 8);
-	h[3] = (unsigned char)len;
+	ba_put32(h, len);
 	h[4] = (unsigned char)type;
 }
 
 static inline uint32_t
 ba_hdr_len(const unsigned char *h)
 {
-	return (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
-	    (uint32_t)h[2] << 8 | (uint32_t)h[3];
+	return ba_get32(h);
 }
 
 #endif
