@@ -740,10 +740,11 @@ agentd_output(struct link *l, const struct hm_agent_output *m,
 {
 	struct job *j = link_job(l, m->chan);
 	uint32_t chan;
+	int acked;
 
 	/* The helper's window: taken now, whoever it was for. Protocol
 	 * 1 has no channel window: a slow client holds the helper's. */
-	if (l->proto >= 2 || j == NULL || !j->rpaused)
+	if ((acked = l->proto >= 2 || j == NULL || !j->rpaused))
 		ack_helper(l, m->len);
 	if (j == NULL)
 		return;		/* a channel ended here meanwhile */
@@ -759,7 +760,10 @@ agentd_output(struct link *l, const struct hm_agent_output *m,
 	/* the sink may have ended or cancelled it */
 	if ((j = link_job(l, chan)) == NULL || j->chan != chan)
 		return;
-	if (j->rpaused)
+	if (l->proto < 2) {
+		if (!acked)	/* acknowledged to the helper on resume */
+			j->out_held += m->len;
+	} else if (j->rpaused)	/* the sink paused: credit on resume */
 		j->out_held += m->len;
 	else
 		credit(l, j, m->len);

@@ -90,6 +90,10 @@ EXTRA_DIST += tests/integ/vm-limits.sh
 # woken by an exec (one resume for many), token scoping (root, TCG).
 TESTS += tests/integ/vm-exec.sh
 EXTRA_DIST += tests/integ/vm-exec.sh
+# An agent of protocol 1 (templates built before concurrent commands),
+# built from berth's history: served one command at a time (one boot).
+TESTS += tests/integ/vm-agent-v1.sh
+EXTRA_DIST += tests/integ/vm-agent-v1.sh
 TESTS += tests/integ/vm-debian.sh
 EXTRA_DIST += tests/integ/vm-debian.sh
 # berth.conf's vm_template: the debian default built in the background,
