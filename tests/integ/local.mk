@@ -29,6 +29,11 @@ EXTRA_DIST += tests/integ/fleet.sh
 TESTS += tests/integ/fleet-wake.sh
 EXTRA_DIST += tests/integ/fleet-wake.sh
 
+# The guest agent's protocol 2 without a VM: berth-agent on a socketpair,
+# agent_tool.py the host (no root but for user switching; about 20 s).
+TESTS += tests/integ/agent-proto.sh
+EXTRA_DIST += tests/integ/agent-proto.sh tests/integ/agent_tool.py
+
 # Hardening (issue 7): privilege separation probed from outside, and
 # fault injection (root; netns and tmpfs where a test needs them).
 INTEG_FAULT_TESTS = \

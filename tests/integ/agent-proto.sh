@@ -1,0 +1,35 @@
+#!/bin/sh
+# agent-proto.sh — the guest agent's protocol 2 (vmm/guest/agent_proto.h)
+# without a VM: berth-agent on one end of a socketpair
+# (BERTH_AGENT_PORT_FD), tests/integ/agent_tool.py the host on the other.
+# The pong carries the nonce and protocol byte 2; commands on several
+# channels run side by side; output stops at BA_WINDOW unacknowledged
+# bytes per channel (stdout and stderr together) while another channel
+# completes, an 'A' releases exactly its credit; no frame exceeds
+# BA_CHUNK; stdin echoes back through cat with 'a' acks, 3 MB of it whole;
+# stderr as 'R'; exit 3, 127 (no command), 126 (bad cwd); env and cwd;
+# 'K' 9 and 15 (to the process group); a timeout is "signal 9 timeout"; a
+# background child holding stdout does not hold 'X' back; file put (mode
+# kept, temporary file beside the path, none left, 'K' drops it) and get
+# round trip byte-identical, a get stops at the window; 404 and 400 for a
+# missing file and a relative path; an unknown user is 400, user nobody
+# runs as nobody (root only); a channel id in use is 400 and its command
+# lives on; terminals ('T', 'W', ^D); a new ping ends a running command
+# and nothing comes for it after; 16 streams at once intact; waiting
+# channels keep the agent idle; 1024 live channels, the 1025th is 429;
+# the host gone (or past its window) kills the commands. No root needed
+# but for user switching; about 20 s.
+# SPDX-License-Identifier: GPL-2.0-or-later
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+export top_srcdir top_builddir
+
+BERTH_AGENT=${BERTH_AGENT:-$top_builddir/vmm/guest/berth-agent}
+export BERTH_AGENT
+
+skip_all() { echo "$*" >&2; exit 77; }
+[ "$(uname -s)" = Linux ] || skip_all "the agent is Linux-only"
+command -v python3 >/dev/null 2>&1 || skip_all "python3 not installed"
+[ -x "$BERTH_AGENT" ] || skip_all "$BERTH_AGENT not built"
+
+python3 "$top_srcdir/tests/integ/agent_tool.py"

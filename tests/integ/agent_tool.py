@@ -1,0 +1,1176 @@
+#!/usr/bin/env python3
+# tests/integ/agent_tool.py — the guest agent (vmm/guest/agent.c) driven
+# without a VM: with BERTH_AGENT_PORT_FD it takes one end of a socketpair
+# as its port, and this script is the host at the other end, speaking
+# protocol 2 (vmm/guest/agent_proto.h) frame by frame. It prints TAP
+# ("ok N - ...", diagnostics as "# ..." on stderr, the plan last) and exits
+# 1 when a check failed; tests/integ/agent-proto.sh runs it.
+#
+# Each test starts an agent of its own and pings it first, as berthd does,
+# so a test that fails leaves the next a clean agent. Every wait is for
+# frames (or a process's end) and bounded by WAIT; wall-clock figures are
+# only generous liveness bounds. Commands get BERTH_AGENT_TEST=<token> in
+# their environment: whatever of them outlives its test is found by it and
+# killed on exit, as are the agents; the temp dir goes too.
+#
+# Environment: BERTH_AGENT (the binary; default
+# $top_builddir/vmm/guest/berth-agent), top_srcdir and top_builddir (as in
+# lib.sh: default the source tree), TMPDIR, KEEP_TMP=1 (keep the temp dir
+# with the agents' logs). Root-only checks (a command as user nobody) are
+# skipped otherwise.
+# SPDX-License-Identifier: GPL-2.0-or-later
+import os
+import pwd
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP_SRCDIR = os.environ.get('top_srcdir') or os.path.normpath(
+    os.path.join(HERE, '..', '..'))
+TOP_BUILDDIR = os.environ.get('top_builddir') or TOP_SRCDIR
+AGENT = os.environ.get('BERTH_AGENT') or os.path.join(
+    TOP_BUILDDIR, 'vmm', 'guest', 'berth-agent')
+PROTO_H = os.path.join(TOP_SRCDIR, 'vmm', 'guest', 'agent_proto.h')
+
+WAIT = 30.0         # seconds: the bound on any one wait
+MARK = 'BERTH_AGENT_TEST'
+
+
+def proto_constants(path):
+    """The BA_* sizes from agent_proto.h itself, so the test follows it."""
+    want = ('BA_MAX_PAYLOAD', 'BA_CHUNK', 'BA_WINDOW', 'BA_MAX_CHANS',
+            'BA_PROTO')
+    vals = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'#define\s+(BA_\w+)\s+([0-9()*+ \t]+?)\s*'
+                         r'(?:/\*.*)?$', line)
+            if m and m.group(1) in want:
+                vals[m.group(1)] = int(eval(m.group(2), {'__builtins__': {}}))
+    missing = [w for w in want if w not in vals]
+    if missing:
+        raise SystemExit('%s: no %s' % (path, ', '.join(missing)))
+    return vals
+
+
+_C = proto_constants(PROTO_H)
+MAX_PAYLOAD = _C['BA_MAX_PAYLOAD']
+CHUNK = _C['BA_CHUNK']
+WINDOW = _C['BA_WINDOW']
+MAX_CHANS = _C['BA_MAX_CHANS']
+PROTO = _C['BA_PROTO']
+
+
+# ---- TAP -------------------------------------------------------------------
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, desc, *diag):
+        self.n += 1
+        cond = bool(cond)
+        print('%s %d - %s' % ('ok' if cond else 'not ok', self.n,
+                              desc.replace('#', '\\#')), flush=True)
+        if not cond:
+            self.failed += 1
+            for d in diag:
+                self.diag(d)
+        return cond
+
+    def is_(self, got, want, desc, *diag):
+        return self.ok(got == want, desc, 'got:  %r' % (got,),
+                       'want: %r' % (want,), *diag)
+
+    def skip(self, desc, reason):
+        self.n += 1
+        print('ok %d - %s # SKIP %s' % (self.n, desc.replace('#', '\\#'),
+                                         reason), flush=True)
+
+    @staticmethod
+    def diag(msg):
+        for line in str(msg).splitlines() or ['']:
+            sys.stderr.write('# %s\n' % line)
+        sys.stderr.flush()
+
+
+# ---- processes -------------------------------------------------------------
+def alive(pid):
+    """True while pid runs (a zombie has ended)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            s = f.read()
+    except OSError:
+        return False
+    return s[s.rindex(')') + 2] not in 'ZX'
+
+
+def wait_gone(pids, timeout=WAIT):
+    end = time.monotonic() + timeout
+    while any(alive(p) for p in pids):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def marked(token, extra=None):
+    """Pids whose environment carries this run's token (and extra)."""
+    want = ('%s=%s' % (MARK, token)).encode()
+    pids = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open('/proc/%s/environ' % d, 'rb') as f:
+                env = f.read().split(b'\0')
+        except OSError:
+            continue
+        if want in env and (extra is None or extra.encode() in env):
+            pids.append(int(d))
+    return pids
+
+
+def wait_comm(pid, name, timeout=WAIT):
+    """Waits until pid runs the program name (has exec'd it)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with open('/proc/%d/comm' % pid) as f:
+                if f.read().strip() == name:
+                    return True
+        except OSError:
+            return False
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+
+
+def cpu_seconds(pid):
+    with open('/proc/%d/stat' % pid) as f:
+        s = f.read()
+    fields = s[s.rindex(')') + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+class AgentError(Exception):
+    pass
+
+
+# ---- the host end ----------------------------------------------------------
+class Chan:
+    """One channel as the host sees it."""
+
+    def __init__(self, cid, kind):
+        self.id = cid
+        self.kind = kind
+        self.out = bytearray()
+        self.err = bytearray()
+        self.exit = None        # the 'X' text
+        self.fail = None        # the 'F' text that ended it
+        self.in_use = None      # an 'F' for a request refused on it, live
+        self.expect_in_use = False
+        self.autoack = True     # 'A' whatever comes, as soon as read
+        self.unacked = 0        # 'O'/'R' bytes not acknowledged yet
+        self.max_unacked = 0
+        self.max_frame = 0
+        self.in_sent = 0        # 'I' bytes sent
+        self.in_acked = 0       # ... acknowledged by 'a'
+        self.cut = False        # ended by a ping (its pong came)
+        self.late = []          # frames after its end
+
+    @property
+    def done(self):
+        return self.exit is not None or self.fail is not None
+
+    def __repr__(self):
+        return '<%s channel %d: %d+%d bytes, %r %r>' % (
+            self.kind, self.id, len(self.out), len(self.err), self.exit,
+            self.fail)
+
+    def lines(self):
+        return bytes(self.out).decode('utf-8', 'replace').split()
+
+
+class Agent:
+    def __init__(self, ctx, name):
+        self.ctx = ctx
+        self.name = name
+        self.sock, theirs = socket.socketpair()
+        self.sock.setblocking(False)
+        env = dict(os.environ)
+        env['BERTH_AGENT_PORT_FD'] = str(theirs.fileno())
+        env[MARK] = ctx.token
+        self.log = os.path.join(ctx.tmp, 'agent-%s.log' % name)
+        with open(self.log, 'wb') as log:
+            self.proc = subprocess.Popen(
+                [AGENT], env=env, pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        theirs.close()
+        ctx.agents.append(self)
+        self.rbuf = bytearray()
+        self.outbox = bytearray()
+        self.ch = {}
+        self.chans = []         # every channel ever opened, reused ids too
+        self.next_id = 1
+        self.pongs = []
+        self.cut_at_pong = []
+        self.gone = False       # the agent closed its end
+        self.closed = False     # we closed ours
+        self.stray = []         # frames for channels never opened
+
+    # -- frames in
+    def _recv(self):
+        try:
+            d = self.sock.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except ConnectionResetError:
+            d = b''
+        if not d:
+            self.gone = True
+            self.outbox.clear()
+            return
+        self.rbuf += d
+        credit = []
+        while len(self.rbuf) >= 5:
+            n, t = struct.unpack_from('>IB', self.rbuf)
+            if n > MAX_PAYLOAD:
+                raise AgentError('a frame of %d bytes (> BA_MAX_PAYLOAD)' % n)
+            if len(self.rbuf) < 5 + n:
+                break
+            pl = bytes(self.rbuf[5:5 + n])
+            del self.rbuf[:5 + n]
+            c = self._frame(chr(t), pl)
+            if c is not None and c not in credit:
+                credit.append(c)
+        for c in credit:            # one 'A' per channel per read
+            if c.autoack and c.unacked:
+                self._ack(c, c.unacked)
+
+    def _frame(self, t, pl):
+        if t == 'p':
+            self.pongs.append(pl)
+            for c in self.cut_at_pong:
+                c.cut = True
+            self.cut_at_pong = []
+            return None
+        if len(pl) < 4:
+            self.stray.append((t, None, pl[:40]))
+            return None
+        cid = struct.unpack('>I', pl[:4])[0]
+        pl = pl[4:]
+        c = self.ch.get(cid)
+        if c is None:
+            self.stray.append((t, cid, pl[:40]))
+            return None
+        if c.done or c.cut:
+            c.late.append((t, pl[:40]))
+            return None
+        if t in 'OR':
+            (c.out if t == 'O' else c.err).extend(pl)
+            c.unacked += len(pl)
+            c.max_unacked = max(c.max_unacked, c.unacked)
+            c.max_frame = max(c.max_frame, len(pl))
+            return c
+        if t == 'X':
+            c.exit = pl.decode('utf-8', 'replace')
+        elif t == 'F' and c.expect_in_use:
+            c.in_use = pl.decode('utf-8', 'replace')
+            c.expect_in_use = False
+        elif t == 'F':
+            c.fail = pl.decode('utf-8', 'replace')
+        elif t == 'a' and len(pl) == 4:
+            c.in_acked += struct.unpack('>I', pl)[0]
+        else:
+            self.stray.append((t, cid, pl[:40]))
+        return None
+
+    # -- frames out
+    def _queue(self, t, payload=b'', cid=None):
+        if cid is not None:
+            payload = struct.pack('>I', cid) + payload
+        self.outbox += struct.pack('>IB', len(payload), ord(t)) + payload
+
+    def _ack(self, c, n):
+        self._queue('A', struct.pack('>I', n), c.id)
+        c.unacked -= min(n, c.unacked)
+
+    def _send_some(self):
+        try:
+            n = self.sock.send(self.outbox[:1 << 16])
+            del self.outbox[:n]
+        except BlockingIOError:
+            pass
+        except (BrokenPipeError, ConnectionResetError):
+            self.gone = True
+            self.outbox.clear()
+
+    def _io(self, cond, timeout):
+        """Sends what is queued and reads (always: an agent blocked on
+        its port reads nothing) until cond() holds; False at timeout or
+        when the agent is gone first."""
+        end = time.monotonic() + timeout
+        while True:
+            if not self.outbox and (cond is None or cond()):
+                return True
+            if self.gone or self.closed:
+                return cond is not None and cond()
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            r, w, _ = select.select([self.sock],
+                                    [self.sock] if self.outbox else [], [],
+                                    left)
+            if r:
+                self._recv()
+            if w and self.outbox:
+                self._send_some()
+
+    def send(self, t, payload=b'', cid=None):
+        self._queue(t, payload, cid)
+        if not self._io(None, WAIT) and not self.gone:
+            raise AgentError('could not send a frame in %d s' % WAIT)
+
+    def wait(self, cond, timeout=WAIT):
+        return self._io(cond, timeout)
+
+    def done(self, c, timeout=WAIT):
+        return self._io(lambda: c.done, timeout)
+
+    def need(self, cond, what, timeout=WAIT):
+        """A precondition of a test: its absence ends the test."""
+        if not self._io(cond, timeout):
+            raise AgentError('%s: not within %d s%s' % (
+                what, timeout, ' (the agent closed its port)'
+                if self.gone else ''))
+
+    # -- requests
+    def _open(self, t, fields, cid, kind):
+        if cid is None:
+            cid = self.next_id
+        self.next_id = max(self.next_id, cid) + 1
+        c = Chan(cid, kind)
+        self.ch[cid] = c
+        self.chans.append(c)
+        self.send(t, b''.join(f.encode() + b'\0' for f in fields), cid)
+        return c
+
+    def run(self, argv, timeout_ms=0, user=None, cwd=None, tty=None,
+            env=(), cid=None):
+        f = ['t%d' % timeout_ms]
+        if user is not None:
+            f.append('u' + user)
+        if cwd is not None:
+            f.append('c' + cwd)
+        if tty is not None:
+            f.append('T' + tty)
+        f += ['a' + a for a in argv]
+        f += ['e%s=%s' % (MARK, self.ctx.token)] + ['e' + e for e in env]
+        return self._open('E', f, cid, 'cmd')
+
+    def put(self, path, mode, cid=None):
+        return self._open('w', ['t0', 'p' + path, 'm%o' % mode], cid, 'put')
+
+    def get(self, path, cid=None):
+        return self._open('g', ['t0', 'p' + path], cid, 'get')
+
+    def kill(self, c, sig):
+        self.send('K', str(sig).encode(), c.id)
+
+    def ack(self, c, n=None):
+        self._ack(c, c.unacked if n is None else n)
+        self._io(None, WAIT)
+
+    def stdin(self, c, data):
+        """'I' as is, outside any window bookkeeping but the count."""
+        self.send('I', data, c.id)
+        c.in_sent += len(data)
+
+    def feed(self, items, eof=True):
+        """Sends each (channel, bytes) as its stdin, side by side, in
+        frames of at most BA_CHUNK and never more than BA_WINDOW
+        unacknowledged; then EOF (an empty 'I') unless eof is False."""
+        todo = [[c, memoryview(d), 0] for c, d in items]
+
+        def room(c):
+            return WINDOW - (c.in_sent - c.in_acked)
+
+        while todo:
+            for it in list(todo):
+                c, d, off = it
+                if off == len(d):
+                    if eof:
+                        self._queue('I', b'', c.id)
+                    todo.remove(it)
+                    continue
+                n = min(CHUNK, room(c), len(d) - off)
+                if n > 0:
+                    self._queue('I', bytes(d[off:off + n]), c.id)
+                    c.in_sent += n
+                    it[2] = off + n
+            if self.gone:
+                raise AgentError('the agent closed its port during stdin')
+            # on when one of them can go on (sent all: its EOF is next)
+            self.need(lambda: not todo or any(
+                room(it[0]) > 0 or it[2] == len(it[1]) for it in todo),
+                'stdin credit')
+            for c, d, off in todo:
+                if c.in_sent - c.in_acked > WINDOW:
+                    raise AgentError('the host went past the window')
+
+    def ping(self, nonce, timeout=WAIT):
+        """A session: the pong for nonce, or None."""
+        self.cut_at_pong = [c for c in self.ch.values() if not c.done]
+        self.pongs = []
+        self.send('P', nonce)
+        self.wait(lambda: self.pongs, timeout)
+        return self.pongs[0] if self.pongs else None
+
+    def round_trip(self):
+        """A command run to its end on a new channel: the agent has been
+        round its loop (read its port, forked, polled, reaped) since."""
+        c = self.run(['true'])
+        self.need(lambda: c.done, 'a round trip (`true`)')
+        if c.exit != 'exit 0':
+            raise AgentError('`true` ended %r %r' % (c.exit, c.fail))
+
+    # -- the end
+    def close(self):
+        """Our end goes away; the agent's exit status (None: it stayed)."""
+        if not self.closed:
+            self.closed = True
+            self.sock.close()
+        try:
+            return self.proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def terminate(self):
+        if not self.closed:
+            self.closed = True
+            self.sock.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_tail(self):
+        try:
+            with open(self.log, 'rb') as f:
+                return f.read()[-2000:].decode('utf-8', 'replace')
+        except OSError:
+            return ''
+
+
+class Ctx:
+    def __init__(self):
+        self.t = Tap()
+        self.token = '%d-%s' % (os.getpid(), os.urandom(6).hex())
+        self.tmp = os.path.realpath(
+            tempfile.mkdtemp(prefix='berth-agent-proto.'))
+        self.root = os.geteuid() == 0
+        self.agents = []
+
+    def agent(self, name):
+        a = Agent(self, name)
+        nonce = b'hello-' + name.encode()
+        pong = a.ping(nonce)
+        if pong != nonce + bytes([PROTO]):
+            raise AgentError('no pong of protocol %d to the first ping: %r'
+                             % (PROTO, pong))
+        return a
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def temp_files(self):
+        return sorted(f for f in os.listdir(self.tmp) if '.berth-' in f)
+
+    def cleanup(self):
+        for a in self.agents:
+            a.terminate()
+        for _ in range(10):
+            left = marked(self.token)
+            if not left:
+                break
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            wait_gone(left, 5)
+        if os.environ.get('KEEP_TMP'):
+            Tap.diag('kept %s' % self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ---- the tests -------------------------------------------------------------
+def test_ping(ctx):
+    t = ctx.t
+    a = Agent(ctx, 'ping')
+    t.is_(a.ping(b'nonce123'), b'nonce123' + bytes([PROTO]),
+          "'P' is answered by 'p': the nonce, then the protocol byte %d"
+          % PROTO)
+    t.is_(a.ping(b'another'), b'another' + bytes([PROTO]),
+          'a second ping gets its own nonce back')
+    a.close()
+
+
+def test_side_by_side(ctx):
+    t = ctx.t
+    a = ctx.agent('side')
+    # each prints when it starts and when it ends: run one after another,
+    # the second would start only once the first had ended
+    cs = [a.run(['sh', '-c', 'date +%s.%N; sleep 2; date +%s.%N'])
+          for _ in range(3)]
+    a.wait(lambda: all(c.done for c in cs))
+    try:
+        spans = [tuple(float(x) for x in c.lines()) for c in cs]
+        starts = [s for s, _ in spans]
+        ends = [e for _, e in spans]
+        overlap = max(starts) < min(ends)
+    except ValueError:
+        overlap = False
+    t.ok(all(c.exit == 'exit 0' for c in cs) and overlap,
+         'three `sleep 2` on channels %s ran side by side (all three '
+         'started before the first ended)' % ', '.join(str(c.id) for c in cs),
+         *['channel %d: %r %r' % (c.id, bytes(c.out), c.exit) for c in cs])
+    a.close()
+
+
+def test_window(ctx):
+    t = ctx.t
+    a = ctx.agent('window')
+    big = a.run(['head', '-c', '2000000', '/dev/zero'])
+    big.autoack = False
+    a.need(lambda: len(big.out) >= WINDOW, 'the first %d bytes' % WINDOW)
+    hi = a.run(['echo', 'hi'])
+    a.done(hi)
+    t.ok(hi.exit == 'exit 0' and hi.out == b'hi\n',
+         "another channel's `echo hi` completes while the first waits "
+         'for credit', 'got %r %r %r' % (bytes(hi.out), hi.exit, hi.fail))
+    a.round_trip()
+    t.ok(len(big.out) == WINDOW and not big.done,
+         'an unacknowledged `head -c 2000000 /dev/zero` stops at exactly '
+         'BA_WINDOW (%d) bytes outstanding' % WINDOW,
+         'got %d bytes, exit %r' % (len(big.out), big.exit))
+    a.ack(big, 1000)
+    a.need(lambda: len(big.out) >= WINDOW + 1000, '1000 more bytes')
+    a.round_trip()
+    t.is_(len(big.out), WINDOW + 1000,
+          "an 'A' of 1000 lets exactly 1000 more bytes out")
+    big.autoack = True
+    a.ack(big)
+    a.done(big, 2 * WAIT)
+    t.ok(big.exit == 'exit 0' and bytes(big.out) == bytes(2000000),
+         "acknowledged, the rest follows: 2000000 zero bytes, then 'X' "
+         "'exit 0'", 'got %d bytes, exit %r' % (len(big.out), big.exit))
+    t.ok(0 < big.max_frame <= CHUNK,
+         "its 'O' frames carry at most BA_CHUNK (%d) bytes" % CHUNK,
+         'largest: %d' % big.max_frame)
+
+    # stdout and stderr draw on one window
+    both = a.run(['sh', '-c', 'head -c 200000 /dev/zero; '
+                  'head -c 200000 /dev/zero >&2'])
+    both.autoack = False
+    a.need(lambda: len(both.out) + len(both.err) >= WINDOW, 'a window')
+    a.round_trip()
+    t.ok(len(both.out) + len(both.err) == WINDOW and not both.done,
+         "'O' and 'R' share the channel's window (%d + %d outstanding)"
+         % (len(both.out), len(both.err)))
+    both.autoack = True
+    a.ack(both)
+    a.done(both)
+    t.ok(both.exit == 'exit 0' and bytes(both.out) == bytes(200000) and
+         bytes(both.err) == bytes(200000),
+         'acknowledged, both streams complete (200000 bytes each)',
+         'got %d + %d, %r' % (len(both.out), len(both.err), both.exit))
+    a.close()
+
+
+def test_stdin(ctx):
+    t = ctx.t
+    a = ctx.agent('stdin')
+    cat = a.run(['cat'])
+    a.stdin(cat, b'hello\n')
+    a.wait(lambda: cat.out == b'hello\n' and cat.in_acked == 6)
+    t.ok(cat.out == b'hello\n' and cat.in_acked == 6 and not cat.done,
+         "'I' to `cat` comes back as 'O', and an 'a' acknowledges its 6 "
+         'bytes', 'got %r, %d acknowledged' % (bytes(cat.out), cat.in_acked))
+    data = os.urandom(3 * 1024 * 1024)
+    a.feed([(cat, data)])
+    a.done(cat, 2 * WAIT)
+    t.ok(cat.exit == 'exit 0' and bytes(cat.out) == b'hello\n' + data,
+         '3 MB of stdin sent within the window comes back intact; an empty '
+         "'I' (EOF) ends it: 'exit 0'",
+         'got %d bytes, %r' % (len(cat.out), cat.exit))
+    t.is_(cat.in_acked, 6 + len(data),
+          "'a' frames acknowledge every byte of stdin")
+    a.close()
+
+
+def test_exit(ctx):
+    t = ctx.t
+    a = ctx.agent('exit')
+    e = a.run(['sh', '-c', 'echo out; echo err >&2; exit 3'])
+    a.done(e)
+    t.ok(e.out == b'out\n' and e.err == b'err\n',
+         "stdout comes as 'O', stderr as 'R'",
+         'got %r / %r' % (bytes(e.out), bytes(e.err)))
+    t.is_(e.exit, 'exit 3', "'X' says 'exit 3' for `exit 3`")
+    m = a.run(['berth-no-such-command'])
+    a.done(m)
+    t.ok(m.exit == 'exit 127' and b'berth-no-such-command' in m.err,
+         "a missing command: 'exit 127', and 'R' says which",
+         'got %r %r' % (m.exit, bytes(m.err)))
+    b = a.run(['pwd'], cwd='/berth/no/such/dir')
+    a.done(b)
+    t.ok(b.exit == 'exit 126' and b'cd /berth/no/such/dir' in b.err,
+         "a cwd that does not exist: 'exit 126', and 'R' says why",
+         'got %r %r' % (b.exit, bytes(b.err)))
+    v = a.run(['sh', '-c', 'echo "$FOO $HOME $TERM"; pwd'], cwd=ctx.tmp,
+              env=['FOO=bar', 'HOME=/h'])
+    a.done(v)
+    t.is_(bytes(v.out), ('bar /h dumb\n%s\n' % ctx.tmp).encode(),
+          "'e' adds to the environment and replaces a default (HOME), "
+          "'c' sets the directory")
+    a.close()
+
+
+def test_kill(ctx):
+    t = ctx.t
+    a = ctx.agent('kill')
+    s = a.run(['sh', '-c', 'echo ready; exec sleep 100'])
+    a.need(lambda: s.out == b'ready\n', 'sleep 100 started')
+    a.kill(s, 9)
+    a.done(s)
+    t.is_(s.exit, 'signal 9', "'K' 9 ends `sleep 100`: 'X' 'signal 9'")
+    g = a.run(['sh', '-c', 'trap "echo got TERM; exit 7" TERM; '
+               'sleep 100 & echo $!; wait'])
+    a.need(lambda: g.out.endswith(b'\n'), 'the trap set')
+    bg = int(g.out)
+    # until it has exec'd, the child of the shell still has the trap's
+    # handler: a TERM then would be the shell's, and sleep would run on
+    if not wait_comm(bg, 'sleep'):
+        raise AgentError('pid %d never ran sleep' % bg)
+    a.kill(g, 15)
+    a.done(g)
+    t.ok(g.exit == 'exit 7' and b'got TERM' in g.out and wait_gone([bg], 10),
+         "'K' 15 goes to the process group: the shell's trap runs "
+         "('exit 7') and its background `sleep 100` ends",
+         'got %r %r, background pid %d %s' % (
+             bytes(g.out), g.exit, bg, 'alive' if alive(bg) else 'gone'))
+    a.close()
+
+
+def test_timeout(ctx):
+    t = ctx.t
+    a = ctx.agent('timeout')
+    t0 = time.monotonic()
+    s = a.run(['sleep', '100'], timeout_ms=500)
+    a.done(s)
+    dt = time.monotonic() - t0
+    t.is_(s.exit, 'signal 9 timeout',
+          "`sleep 100` with 't500' is killed at its deadline: 'signal 9 "
+          "timeout'")
+    t.ok(0.49 <= dt < WAIT,
+         'not before the deadline, and long before the command would have '
+         'ended (%.2f s)' % dt)
+    q = a.run(['true'], timeout_ms=60000)
+    a.done(q)
+    t.is_(q.exit, 'exit 0', "a command done before its deadline: 'exit 0', "
+          'no timeout')
+    a.close()
+
+
+def test_background(ctx):
+    t = ctx.t
+    a = ctx.agent('background')
+    s = a.run(['sh', '-c', 'sleep 300 & echo $!'])
+    finished = a.done(s)       # WAIT, not the 300 s the child holds stdout
+    bg = int(s.out) if s.out.strip().isdigit() else 0
+    holding = bg > 0 and alive(bg)
+    t.ok(finished and s.exit == 'exit 0' and holding,
+         "a background child holding stdout (`sleep 300 &`) does not hold "
+         "back 'X'", 'got %r %r, child %d %s' % (
+             bytes(s.out), s.exit, bg, 'alive' if holding else 'not alive'))
+    if bg > 0:
+        try:
+            os.kill(bg, signal.SIGKILL)
+        except OSError:
+            pass
+    a.close()
+
+
+def test_files(ctx):
+    t = ctx.t
+    a = ctx.agent('files')
+    path = ctx.path('put.bin')
+    data = os.urandom(1500000)
+    p = a.put(path, 0o640)
+    a.feed([(p, data)])
+    a.done(p)
+    t.ok(p.exit == 'exit 0' and p.in_acked == len(data),
+         "a file put of 1.5 MB: 'a' acknowledges every byte, 'X' 'exit 0'",
+         'got %r %r, %d acknowledged' % (p.exit, p.fail, p.in_acked))
+    try:
+        with open(path, 'rb') as f:
+            same = f.read() == data
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError as e:
+        same, mode = False, str(e)
+    t.ok(same and mode == 0o640, 'the file has its bytes and mode 0640',
+         'same bytes: %r, mode %s' % (same, oct(mode) if
+                                      isinstance(mode, int) else mode))
+    t.is_(ctx.temp_files(), [], 'no temporary file is left beside it')
+
+    g = a.get(path)
+    a.done(g, 2 * WAIT)
+    t.ok(g.exit == 'exit 0' and bytes(g.out) == data and
+         g.max_frame <= CHUNK,
+         "a file get of it: the same 1.5 MB back in 'O' frames of at most "
+         "BA_CHUNK, then 'exit 0'", 'got %d bytes, %r %r, largest frame %d'
+         % (len(g.out), g.exit, g.fail, g.max_frame))
+
+    g = a.get(path)
+    g.autoack = False
+    a.need(lambda: len(g.out) >= WINDOW, 'a window of the get')
+    a.round_trip()
+    t.ok(len(g.out) == WINDOW and not g.done,
+         'an unacknowledged get stops at the window',
+         'got %d bytes, %r' % (len(g.out), g.exit))
+    a.kill(g, 9)
+    a.done(g)
+    t.is_(g.fail, '409 cancelled', "'K' on a get: 'F' '409 cancelled'")
+
+    p = a.put(path, 0o600)
+    a.stdin(p, b'partial')
+    a.round_trip()
+    with open(path, 'rb') as f:
+        kept = f.read() == data
+    tmps = ctx.temp_files()
+    t.ok(kept and len(tmps) == 1,
+         'a put in progress writes a temporary file beside the path, not '
+         'the path',
+         'old content kept: %r, temporary files: %r' % (kept, tmps))
+    a.kill(p, 9)
+    a.done(p)
+    with open(path, 'rb') as f:
+        kept = f.read() == data
+    t.ok(p.fail == '409 cancelled' and kept and not ctx.temp_files(),
+         "'K' on a put: 'F' '409 cancelled', its temporary file gone, the "
+         'file as it was', 'got %r, old content kept: %r, temporary files: '
+         '%r' % (p.fail, kept, ctx.temp_files()))
+
+    g = a.get(ctx.path('does-not-exist'))
+    a.done(g)
+    t.ok(g.fail is not None and g.fail.startswith('404 '),
+         "a get of a missing file: 'F' '404 ...'", 'got %r' % g.fail)
+    p = a.put(ctx.path('no-such-dir/f'), 0o644)
+    a.done(p)
+    t.ok(p.fail is not None and p.fail.startswith('404 '),
+         "a put into a missing directory: 'F' '404 ...'", 'got %r' % p.fail)
+    p = a.put('relative/path', 0o644)
+    a.done(p)
+    g = a.get('relative/path')
+    a.done(g)
+    t.ok(p.fail is not None and p.fail.startswith('400 ') and
+         g.fail is not None and g.fail.startswith('400 '),
+         "a relative path: 'F' '400 ...' for a put and a get",
+         'got %r / %r' % (p.fail, g.fail))
+
+    s = a.run(['sh', '-c', 'read x; echo got $x'])
+    p = a.put(ctx.path('beside'), 0o644)
+    a.stdin(p, b'abc')
+    a.stdin(p, b'')
+    a.done(p)
+    a.stdin(s, b'42\n')
+    a.done(s)
+    t.ok(p.exit == 'exit 0' and s.out == b'got 42\n' and s.exit == 'exit 0',
+         'a put completes beside a command waiting for its stdin',
+         'got %r / %r %r' % (p.exit, bytes(s.out), s.exit))
+    a.close()
+
+
+def test_users(ctx):
+    t = ctx.t
+    a = ctx.agent('users')
+    u = a.run(['id'], user='berth-no-such-user')
+    a.done(u)
+    t.ok(u.fail is not None and u.fail.startswith('400 ') and
+         'berth-no-such-user' in u.fail,
+         "an unknown user: 'F' '400 ...' naming it", 'got %r %r'
+         % (u.fail, u.exit))
+    desc = "'u' nobody: the command runs as nobody, with its groups and HOME"
+    try:
+        pw = pwd.getpwnam('nobody')
+    except KeyError:
+        pw = None
+    if not ctx.root:
+        t.skip(desc, 'needs root (the agent switches users)')
+    elif pw is None:
+        t.skip(desc, 'no user nobody here')
+    else:
+        n = a.run(['sh', '-c', 'id -u; id -g; echo "$HOME $USER"'],
+                  user='nobody')
+        a.done(n)
+        t.is_(bytes(n.out), ('%d\n%d\n%s nobody\n' % (
+            pw.pw_uid, pw.pw_gid, pw.pw_dir)).encode(), desc,
+            'exit %r, stderr %r' % (n.exit, bytes(n.err)))
+    a.close()
+
+
+def test_channels(ctx):
+    t = ctx.t
+    a = ctx.agent('channels')
+    live = a.run(['cat'], cid=60)
+    a.stdin(live, b'one\n')
+    a.need(lambda: live.out == b'one\n', 'cat on channel 60')
+    live.expect_in_use = True
+    a.send('E', b't0\0aecho\0', 60)
+    a.wait(lambda: live.in_use is not None)
+    t.is_(live.in_use, '400 channel 60 is in use',
+          "an 'E' on a live channel's id: 'F' '400 channel 60 is in use'")
+    live.expect_in_use = True
+    a.send('g', ('t0\0p%s\0' % PROTO_H).encode(), 60)
+    a.wait(lambda: live.in_use is not None)
+    t.is_(live.in_use, '400 channel 60 is in use', "a 'g' on it too")
+
+    # frames for channels nobody opened, a type nobody knows, a credit
+    # larger than anything outstanding: no answer, nothing ends
+    for ty, pl in (('I', b'x'), ('W', b'10 10'), ('K', b'9'),
+                   ('A', b'\0\0\0\1')):
+        a.send(ty, pl, 999)
+    a.send('E', b't0\0aecho\0aon channel 0\0', 0)
+    a.send('A', b'\xff\xff\xff\xff', 60)
+    a.send('Z', b'zz', 60)
+    z = a._open('Z', ['zz'], 998, 'unknown')
+    a.done(z)
+    t.ok(z.fail is not None and z.fail.startswith("400 unknown request 'Z'"),
+         "an unknown request type on a new channel: 'F' '400 unknown "
+         "request'", 'got %r' % z.fail)
+    a.stdin(live, b'two\n')
+    a.wait(lambda: live.out == b'one\ntwo\n')
+    a.stdin(live, b'')
+    a.done(live)
+    t.ok(live.out == b'one\ntwo\n' and live.exit == 'exit 0',
+         'the live channel survives the requests refused on its id, an '
+         'unknown type and a huge credit: it echoes on, then exits 0',
+         'got %r %r %r' % (bytes(live.out), live.exit, live.fail))
+    a.close()
+
+
+def test_tty(ctx):
+    t = ctx.t
+    a = ctx.agent('tty')
+    s = a.run(['sh', '-c', 'stty size; tty; echo $TERM'], tty='24 80')
+    a.done(s)
+    w = s.lines()
+    t.ok(s.exit == 'exit 0' and len(w) == 4 and w[:2] == ['24', '80'] and
+         w[2].startswith('/dev/pts/') and w[3] == 'xterm' and not s.err,
+         "'T' 24 80: a terminal of that size, TERM=xterm, output in 'O' only",
+         'got %r %r, stderr %r' % (bytes(s.out), s.exit, bytes(s.err)))
+
+    r = a.run(['sh', '-c', 'stty size; read x; stty size'], tty='24 80')
+    a.need(lambda: b'24 80' in r.out, 'the first size')
+    a.send('W', b'30 100', r.id)
+    a.stdin(r, b'go\n')
+    a.done(r)
+    t.ok(r.exit == 'exit 0' and r.out.endswith(b'30 100\r\n'),
+         "'W' 30 100 resizes the terminal", 'got %r %r' % (bytes(r.out),
+                                                            r.exit))
+
+    c = a.run(['cat'], tty='0 0')
+    a.stdin(c, b'typed\n')
+    a.wait(lambda: c.out.count(b'typed') == 2 and c.in_acked == 6)
+    a.stdin(c, b'')
+    a.done(c)
+    t.ok(c.exit == 'exit 0' and c.out.count(b'typed') == 2 and
+         c.in_acked == 6,
+         "`cat` on a terminal: the line echoed and catted, an empty 'I' "
+         "(^D) ends it", 'got %r %r, %d acknowledged' % (
+             bytes(c.out), c.exit, c.in_acked))
+
+    good = 0
+    for i in range(20):
+        q = a.run(['sh', '-c', 'echo tty-tail-%d' % i], tty='0 0')
+        a.done(q)
+        good += q.exit == 'exit 0' and (b'tty-tail-%d' % i) in q.out
+    t.is_(good, 20, "a quick command's terminal output always comes "
+          "before its 'X' (of 20)")
+    a.close()
+
+
+def test_ping_ends(ctx):
+    t = ctx.t
+    a = ctx.agent('reping')
+    s = a.run(['sh', '-c', 'echo $$; exec sleep 100'], cid=100)
+    a.need(lambda: s.out.endswith(b'\n'), 'sleep 100 started')
+    pid = int(s.out)
+    if not alive(pid):
+        raise AgentError('sleep 100 (pid %d) is not running' % pid)
+    pong = a.ping(b'second')
+    t.is_(pong, b'second' + bytes([PROTO]),
+          'a new ping while `sleep 100` runs is answered')
+    t.ok(wait_gone([pid], 10), 'the ping ended the command: pid %d is gone'
+         % pid)
+    a.round_trip()
+    t.ok(s.cut and not s.late and s.exit is None,
+         'no frame comes for its channel after the pong',
+         'after the pong: %r' % s.late[:3])
+    e = a.run(['echo', 'again'], cid=100)
+    a.done(e)
+    t.ok(e.exit == 'exit 0' and e.out == b'again\n',
+         'its channel id can be used again',
+         'got %r %r %r' % (bytes(e.out), e.exit, e.fail))
+    a.close()
+
+
+def test_streams(ctx):
+    t = ctx.t
+    a = ctx.agent('streams')
+    src = ctx.path('streams.bin')
+    blob = os.urandom(1000000)
+    with open(src, 'wb') as f:
+        f.write(blob)
+    data = [os.urandom(400000) for _ in range(16)]
+    cats = [a.run(['cat']) for _ in data]
+    gets = [a.get(src) for _ in range(4)]
+    a.feed(list(zip(cats, data)))
+    a.wait(lambda: all(c.done for c in cats + gets), 2 * WAIT)
+    good = sum(c.exit == 'exit 0' and bytes(c.out) == d and
+               c.in_acked == len(d) for c, d in zip(cats, data))
+    goodg = sum(g.exit == 'exit 0' and bytes(g.out) == blob for g in gets)
+    t.ok(good == len(cats) and goodg == len(gets),
+         '16 `cat`s of 400 KB each and 4 gets of 1 MB at once: every stream '
+         'intact', '%d/16 cats, %d/4 gets intact' % (good, goodg))
+    a.close()
+
+
+def test_idle(ctx):
+    t = ctx.t
+    a = ctx.agent('idle')
+    src = ctx.path('idle.bin')
+    with open(src, 'wb') as f:
+        f.write(os.urandom(1000000))
+    out = a.run(['head', '-c', '2000000', '/dev/zero'])
+    get = a.get(src)
+    sl = a.run(['sleep', '100'])            # takes no stdin
+    done = a.run(['sh', '-c', 'echo $$; head -c 300000 /dev/zero'])
+    for c in (out, get, done):
+        c.autoack = False
+    for _ in range(WINDOW // CHUNK):
+        a.stdin(sl, b'y' * CHUNK)
+    a.need(lambda: len(out.out) >= WINDOW and len(get.out) >= WINDOW and
+           len(done.out) >= WINDOW, 'three windows')
+    # the last one has ended, its rest waits for credit in its pipe
+    pid = int(bytes(done.out).split(b'\n')[0])
+    end = time.monotonic() + WAIT
+    while os.path.exists('/proc/%d' % pid) and time.monotonic() < end:
+        time.sleep(0.02)
+    a.round_trip()
+    # every channel waits: for credit, or for a command to read its
+    # stdin. An agent that spun meanwhile would burn its CPU.
+    c0 = cpu_seconds(a.proc.pid)
+    time.sleep(2)
+    used = cpu_seconds(a.proc.pid) - c0
+    t.ok(used < 0.5, 'channels waiting for credit or stdin keep the agent '
+         'idle (%.2f s of CPU in 2 s)' % used)
+    for c in (out, get, done):
+        c.autoack = True
+        a.ack(c)
+    a.kill(sl, 9)
+    a.wait(lambda: all(c.done for c in (out, get, done, sl)), 2 * WAIT)
+    t.ok(out.exit == 'exit 0' and len(out.out) == 2000000 and
+         get.exit == 'exit 0' and len(get.out) == 1000000 and
+         done.exit == 'exit 0' and
+         len(done.out) == 300000 + len(str(pid)) + 1 and sl.exit == 'signal 9',
+         'credit given, each completes (the ended one sends its rest)',
+         'got %d %r, %d %r, %d %r, %r' % (
+             len(out.out), out.exit, len(get.out), get.exit,
+             len(done.out), done.exit, sl.exit))
+    a.close()
+
+
+def raise_limits(ctx):
+    """The limits 1024 live commands need, raised as far as they must be
+    (the agent inherits them); None, or why they cannot be."""
+    inf = resource.RLIM_INFINITY
+
+    def want(res, name, need):
+        soft, hard = resource.getrlimit(res)
+        if soft == inf or soft >= need:
+            return None
+        try:
+            resource.setrlimit(res, (need, hard if hard == inf or
+                                     hard >= need else need))
+        except (ValueError, OSError) as e:
+            return ('needs %s %d (limit %d, hard %s: %s)' % (
+                name, need, soft, 'unlimited' if hard == inf else hard, e))
+        return None
+
+    # the agent holds out, err and in of each command
+    why = want(resource.RLIMIT_NOFILE, 'RLIMIT_NOFILE',
+               3 * MAX_CHANS + 64)
+    if why is None and not ctx.root:
+        # root is not held to RLIMIT_NPROC; others count every process
+        # of their uid
+        uid = os.getuid()
+        mine = 0
+        for d in os.listdir('/proc'):
+            try:
+                mine += d.isdigit() and os.stat('/proc/' + d).st_uid == uid
+            except OSError:
+                pass
+        why = want(resource.RLIMIT_NPROC, 'RLIMIT_NPROC',
+                   mine + MAX_CHANS + 64)
+    return why
+
+
+def test_max_chans(ctx):
+    t = ctx.t
+    descs = ("the %dth live channel gets 'F' '429 ...'" % (MAX_CHANS + 1),
+             '%d channels were live at once' % MAX_CHANS,
+             'with one ended, there is room again',
+             'a ping ends the %d others: pong, and their processes gone'
+             % (MAX_CHANS - 1))
+    why = raise_limits(ctx)
+    if why is not None:
+        for d in descs:
+            t.skip(d, why)
+        return
+    a = ctx.agent('maxchans')
+    t0 = time.monotonic()
+    cs = [a.run(['sleep', '600'], env=['BERTH_AGENT_BATCH=max'])
+          for _ in range(MAX_CHANS)]
+    extra = a.run(['echo', 'too many'])
+    a.done(extra, 4 * WAIT)     # ~6 s here; bounded for a loaded host
+    t.ok(extra.fail is not None and extra.fail.startswith('429 '),
+         descs[0], 'got %r %r' % (extra.fail, extra.exit))
+    ended = [c for c in cs if c.done]
+    t.ok(not ended, descs[1] + ' (%.1f s)' % (time.monotonic() - t0),
+         '%d ended, e.g. channel %d: %r %r' % (
+             len(ended), ended[0].id, ended[0].exit, ended[0].fail)
+         if ended else '')
+    a.kill(cs[0], 9)
+    a.done(cs[0])
+    room = a.run(['echo', 'room'])
+    a.done(room)
+    t.ok(cs[0].exit == 'signal 9' and room.exit == 'exit 0' and
+         room.out == b'room\n', descs[2],
+         'got %r, then %r %r' % (cs[0].exit, room.exit, room.fail))
+    pong = a.ping(b'third', 4 * WAIT)
+    left = marked(ctx.token, 'BERTH_AGENT_BATCH=max')
+    if left:
+        wait_gone(left, 10)
+        left = [p for p in left if alive(p)]
+    t.ok(pong == b'third' + bytes([PROTO]) and not left, descs[3],
+         'pong %r, %d still running' % (pong, len(left)))
+    a.close()
+
+
+def test_host_gone(ctx):
+    t = ctx.t
+    a = ctx.agent('gone')
+    s = a.run(['sh', '-c', 'sleep 100 & echo $$ $!; wait'])
+    a.need(lambda: s.out.endswith(b'\n'), 'the command started')
+    pids = [int(x) for x in s.lines()]
+    rc = a.close()
+    t.is_(rc, 0, 'the host gone, the agent (on a given descriptor) exits 0')
+    t.ok(wait_gone(pids, 10), "it killed the command's process group: "
+         'the shell and its background `sleep 100` are gone',
+         'still running: %r' % [p for p in pids if alive(p)])
+
+
+def test_overrun(ctx):
+    t = ctx.t
+    a = ctx.agent('overrun')
+    s = a.run(['sh', '-c', 'echo $$; exec sleep 100'])    # reads nothing
+    a.need(lambda: s.out.endswith(b'\n'), 'the command started')
+    pid = int(s.out)
+    # a broken host: stdin far past the window (the agent holds up to
+    # twice it, besides what the pipe takes)
+    for _ in range(2 * WINDOW // CHUNK + 8):
+        a._queue('I', b'x' * CHUNK, s.id)
+    a.wait(lambda: a.gone)
+    rc = a.close()
+    t.ok(a.gone and rc == 0, 'a host past the stdin window breaks the '
+         'protocol: the agent drops the connection (exits 0 here)',
+         'port closed: %r, exit status %r' % (a.gone, rc))
+    t.ok(wait_gone([pid], 10), 'and its command is killed')
+
+
+TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
+         test_kill, test_timeout, test_background, test_files, test_users,
+         test_channels, test_tty, test_ping_ends, test_streams, test_idle,
+         test_max_chans, test_host_gone, test_overrun]
+
+
+def final_checks(ctx):
+    """What no channel of any test may have seen."""
+    t = ctx.t
+    chans = [c for a in ctx.agents for c in a.chans]
+    stray = [(a.name,) + s for a in ctx.agents for s in a.stray]
+    t.ok(not stray, 'no frame came for a channel the host never opened, '
+         'nor of a type the host does not know',
+         *['agent %s: %r on channel %r: %r' % s for s in stray[:5]])
+    late = [(c.id, c.late[:2]) for c in chans if c.late]
+    t.ok(not late, "no frame came for a channel after its 'X' or 'F' (or "
+         'the pong that ended it)', *['channel %d: %r' % l for l in late[:5]])
+    big = max([c.max_frame for c in chans] or [0])
+    t.ok(0 < big <= CHUNK,
+         "no 'O' or 'R' frame carried more than BA_CHUNK (%d) bytes" % CHUNK,
+         'largest: %d%s' % (big, ' (none seen)' if not big else ''))
+    over = [(c.id, c.max_unacked) for c in chans if c.max_unacked > WINDOW]
+    t.ok(not over, 'no channel ever had more than BA_WINDOW outstanding',
+         *['channel %d: %d' % o for o in over[:5]])
+
+
+def main():
+    if not os.access(AGENT, os.X_OK):
+        sys.stderr.write('%s not built\n' % AGENT)
+        return 77
+    ctx = Ctx()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
+    try:
+        for test in TESTS:
+            n = len(ctx.agents)
+            try:
+                test(ctx)
+            except Exception as e:     # this test ends; the next goes on
+                ctx.t.ok(False, '%s ran to its end' % test.__name__,
+                         '%s: %s' % (type(e).__name__, e),
+                         traceback.format_exc())
+            for a in ctx.agents[n:]:
+                a.terminate()
+        final_checks(ctx)
+        if ctx.t.failed:
+            for a in ctx.agents:
+                tail = a.log_tail()
+                if tail:
+                    Tap.diag('agent %s log:\n%s' % (a.name, tail))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        ctx.cleanup()
+    print('1..%d' % ctx.t.n, flush=True)
+    return 1 if ctx.t.failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
