@@ -8,7 +8,9 @@
  * failures are results with isError (the agent reads why); protocol
  * errors are JSON-RPC errors. run_command uses the buffered exec API
  * (its output cut at MCP_OUT_MAX a stream for the agent's context);
- * read_file and write_file the streamed files API.
+ * read_file and write_file the streamed files API; start_process,
+ * list_processes, read_process_output and kill_process the detached
+ * processes (exec "detach", .../processes).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -94,6 +96,34 @@ static const struct tool tools[] = {
 	  "\"string\"},\"env\":{\"type\":\"object\",\"additionalProperties\":"
 	  "{\"type\":\"string\"}},\"timeout\":{\"type\":\"string\","
 	  "\"description\":\"e.g. 30s, 5m (default 10m)\"}}}" },
+	{ "start_process", "Start a command in the sandbox's guest that runs "
+	  "on in the background (a dev server, a watcher, a long build) and "
+	  "return its process number at once; its output is kept (the last "
+	  "ring_bytes, default 1 MiB) for read_process_output. It survives "
+	  "pause, suspend and resume. keep_awake: the sandbox is not paused "
+	  "for idleness while it runs.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"argv\":{\"type\":"
+	  "\"array\",\"items\":{\"type\":\"string\"}},\"command\":{\"type\":"
+	  "\"string\",\"description\":\"run with sh -c\"},\"cwd\":{\"type\":"
+	  "\"string\"},\"user\":{\"type\":\"string\"},\"env\":{\"type\":"
+	  "\"object\",\"additionalProperties\":{\"type\":\"string\"}},"
+	  "\"ring_bytes\":{\"type\":\"integer\",\"minimum\":1024},"
+	  "\"keep_awake\":{\"type\":\"boolean\"}}}" },
+	{ "list_processes", "List the sandbox's background processes (running "
+	  "and ended): number, pid, state, exit code or signal, output bytes, "
+	  "command.",
+	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
+	{ "read_process_output", "Read a background process's output from "
+	  "byte offset (default 0; next_offset in the answer goes on), at most "
+	  "64 KiB, and its state.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"process\":{\"type\":"
+	  "\"integer\",\"minimum\":1},\"offset\":{\"type\":\"integer\","
+	  "\"minimum\":0}},\"required\":[\"process\"]}" },
+	{ "kill_process", "Send a background process (its process group) a "
+	  "signal: TERM by default, or KILL, INT, HUP, ...",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"process\":{\"type\":"
+	  "\"integer\",\"minimum\":1},\"signal\":{\"type\":\"string\"}},"
+	  "\"required\":[\"process\"]}" },
 	{ "read_file", "Read a file of the sandbox's guest: UTF-8 text as "
 	  "is, anything else base64 (the result says which). At most "
 	  "max_bytes (default and most 1 MiB).",
@@ -243,6 +273,61 @@ put_bytes(json_t *doc, const char *key, const char *s, size_t len,
 	json_object_set_new(doc, key, json_string(b));
 	json_object_set_new(doc, enc_key, json_string("base64"));
 	free(b);
+}
+
+/* GET .../processes/N/logs: its output (cut at MCP_OUT_MAX, next_offset
+ * then says where the rest goes on) and state. */
+static json_t *
+process_output(const struct cli_target *t, const char *target)
+{
+	json_t *doc, *res, *v;
+	char err[512], *text;
+	const char *sv;
+	unsigned char *raw = NULL;
+	int status, unreachable, rl = -1;
+	size_t n;
+	long long off;
+
+	if (cli_api(t, "GET", target, NULL, &status, &doc, &unreachable, err,
+	    sizeof(err)) == -1)
+		return tool_result(err, 1);
+	if (status != 200) {
+		text = json_dumps(doc, JSON_COMPACT);
+		res = refused(status, (unsigned char *)(text ? text : ""),
+		    text ? strlen(text) : 0);
+		free(text);
+		json_decref(doc);
+		return res;
+	}
+	res = json_object();
+	json_object_set(res, "process", json_object_get(doc, "process"));
+	json_object_set(res, "state", json_object_get(doc, "state"));
+	json_object_set(res, "exit_code", json_object_get(doc, "exit_code"));
+	json_object_set(res, "signal", json_object_get(doc, "signal"));
+	json_object_set(res, "lost", json_object_get(doc, "lost"));
+	off = (long long)json_integer_value(json_object_get(doc, "offset"));
+	sv = json_string_value(json_object_get(doc, "output"));
+	n = sv != NULL ? json_string_length(json_object_get(doc, "output")) : 0;
+	v = json_object_get(doc, "output_encoding");
+	if (sv != NULL && json_is_string(v) && strcmp(json_string_value(v),
+	    "base64") == 0 && (raw = malloc(n / 4 * 3 + 3)) != NULL &&
+	    (rl = EVP_DecodeBlock(raw, (const unsigned char *)sv,
+	    (int)n)) >= 0) {
+		while (n > 0 && sv[n - 1] == '=' && rl > 0)
+			n--, rl--;
+		n = (size_t)rl;
+		sv = (const char *)raw;
+	}
+	put_bytes(res, "output", sv != NULL ? sv : "", n, MCP_OUT_MAX);
+	json_object_set_new(res, "next_offset", json_integer(off +
+	    (json_int_t)(n > MCP_OUT_MAX ? MCP_OUT_MAX : n)));
+	free(raw);
+	json_decref(doc);
+	text = json_dumps(res, JSON_COMPACT);
+	json_decref(res);
+	res = tool_result(text != NULL ? text : "{}", 0);
+	free(text);
+	return res;
 }
 
 static json_t *
@@ -431,7 +516,7 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
     json_t *args)
 {
 	const char *sb = json_string_value(json_object_get(args, "sandbox"));
-	json_t *portv = json_object_get(args, "port"), *body, *res;
+	json_t *portv = json_object_get(args, "port"), *body, *res, *v2;
 	char target[1024], msg[256], enc[800];
 	const char *rule, *v;
 	long long port = 0;
@@ -517,6 +602,70 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 	}
 	if (strcmp(name, "run_command") == 0)
 		return run_command(t, sb, args);
+	if (strcmp(name, "start_process") == 0) {
+		json_t *argv = json_object_get(args, "argv");
+		const char *cmd = json_string_value(json_object_get(args,
+		    "command"));
+		const char *keys[] = { "cwd", "user", "env", NULL };
+		int i;
+
+		if ((argv == NULL) == (cmd == NULL))
+			return tool_result("give argv (an array of strings) or "
+			    "command (a shell string), one of them", 1);
+		body = json_pack("{s:b}", "detach", 1);
+		if (cmd != NULL)
+			json_object_set_new(body, "argv", json_pack("[s, s, s]",
+			    "sh", "-c", cmd));
+		else
+			json_object_set(body, "argv", argv);
+		for (i = 0; keys[i] != NULL; i++)
+			if ((v2 = json_object_get(args, keys[i])) != NULL)
+				json_object_set(body, keys[i], v2);
+		if ((v2 = json_object_get(args, "ring_bytes")) != NULL)
+			json_object_set(body, "ring", v2);
+		if (json_is_true(json_object_get(args, "keep_awake")))
+			json_object_set_new(body, "keep_awake", json_true());
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec", sb);
+		cli_timeout_secs = 600;		/* a wake at most */
+		res = api_result(t, "POST", target, body, NULL);
+		json_decref(body);
+		return res;
+	}
+	if (strcmp(name, "list_processes") == 0) {
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes",
+		    sb);
+		cli_timeout_secs = 600;
+		return api_result(t, "GET", target, NULL, NULL);
+	}
+	if (strcmp(name, "read_process_output") == 0 ||
+	    strcmp(name, "kill_process") == 0) {
+		json_t *pj = json_object_get(args, "process");
+		json_t *oj = json_object_get(args, "offset");
+
+		if (!json_is_integer(pj) || json_integer_value(pj) < 1 ||
+		    json_integer_value(pj) > 4294967295LL)
+			return tool_result("process: the number start_process "
+			    "or list_processes gave", 1);
+		if (oj != NULL && (!json_is_integer(oj) ||
+		    json_integer_value(oj) < 0))
+			return tool_result("offset: a byte offset, 0 or more", 1);
+		cli_timeout_secs = 600;
+		if (name[0] == 'k') {
+			snprintf(target, sizeof(target), "/v1/sandboxes/%s/"
+			    "processes/%lld/kill", sb, (long long)
+			    json_integer_value(pj));
+			body = json_object();
+			if ((v2 = json_object_get(args, "signal")) != NULL)
+				json_object_set(body, "signal", v2);
+			res = api_result(t, "POST", target, body, NULL);
+			json_decref(body);
+			return res;
+		}
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes/"
+		    "%lld/logs?offset=%lld", sb, (long long)json_integer_value(pj),
+		    oj != NULL ? (long long)json_integer_value(oj) : 0LL);
+		return process_output(t, target);
+	}
 	if (strcmp(name, "read_file") == 0 || strcmp(name, "write_file") == 0)
 		return file_tool(t, sb, name, args);
 	snprintf(msg, sizeof(msg), "unknown tool '%s'", name);

@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,9 +84,15 @@ enum {
 	O_CWD = 1 << 26,
 	O_TIMEOUT = 1 << 27,
 	O_USER = 1 << 28,
-	O_TTY = 1 << 29,
-	O_LAST = O_TTY
+	O_TTY = 1 << 29
 };
+/* past an int's bits */
+#define O_DETACH	(1ULL << 30)
+#define O_KEEP_AWAKE	(1ULL << 31)
+#define O_RING		(1ULL << 32)
+#define O_SIGNAL	(1ULL << 33)
+#define O_OFFSET	(1ULL << 34)
+#define O_LAST		O_OFFSET
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
@@ -95,14 +102,15 @@ enum {
 enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
 	OPT_PERMIT, OPT_MEMORY, OPT_VCPUS, OPT_DISK, OPT_TEMPLATE,
 	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME, OPT_ENV, OPT_CWD,
-	OPT_TIMEOUT, OPT_USER, OPT_TTY };
+	OPT_TIMEOUT, OPT_USER, OPT_TTY, OPT_DETACH, OPT_KEEP_AWAKE, OPT_RING,
+	OPT_SIGNAL, OPT_OFFSET };
 
 #define MAX_RULE_OPTS 64
 
 struct opts {
 	const char *state_dir;
 	int json;
-	unsigned given;		/* O_* seen */
+	uint64_t given;		/* O_* seen */
 	const char *address;
 	const char *host_header;
 	char host[PX_HOSTNAME_MAX + 2];
@@ -126,6 +134,7 @@ struct opts {
 	const char *cwd, *timeout;
 	const char *user;
 	int tty;
+	const char *ring, *signal, *offset;
 };
 
 struct cmd;
@@ -137,7 +146,7 @@ struct cmd {
 	const char *alias;	/* another verb for the same command */
 	const char *args;	/* usage after "netctl noun verb" */
 	int min, max;		/* positional arguments */
-	unsigned opts;		/* O_* allowed */
+	uint64_t opts;		/* O_* allowed */
 	cmd_fn fn;
 	const char *help;
 };
@@ -1638,6 +1647,55 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 		}
 		json_object_set_new(body, "timeout", json_string(o->timeout));
 	}
+	if (o->given & O_DETACH) {
+		char target[160];
+
+		if (o->tty) {
+			fail("--detach: a detached command runs without a "
+			    "terminal");
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		json_object_set_new(body, "detach", json_true());
+		if (o->given & O_KEEP_AWAKE)
+			json_object_set_new(body, "keep_awake", json_true());
+		if (o->ring != NULL) {
+			char *end;
+			unsigned long long rb = strtoull(o->ring, &end, 10);
+
+			/* bytes, or with K or M (KiB, MiB) */
+			if (*end == 'K' || *end == 'k')
+				rb <<= 10, end++;
+			else if (*end == 'M' || *end == 'm')
+				rb <<= 20, end++;
+			if (!isdigit((unsigned char)o->ring[0]) || *end != '\0' ||
+			    rb < 1024 || rb > 16ULL << 20) {
+				fail("--ring: expected 1K to 16M (bytes, or with "
+				    "K or M), not '%s'", o->ring);
+				json_decref(body);
+				return EXIT_USAGE;
+			}
+			json_object_set_new(body, "ring", json_integer(
+			    (json_int_t)rb));
+		}
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec", a[0]);
+		cli_timeout_secs = 300;		/* a wake at most */
+		rc = call(o, "POST", target, body, &doc);
+		json_decref(body);
+		if (rc != EXIT_OK)
+			return rc;
+		if (!o->json)
+			printf("%lld\n", (long long)json_integer_value(
+			    json_object_get(doc, "process")));
+		json_decref(doc);
+		return EXIT_OK;
+	}
+	if (o->given & (O_KEEP_AWAKE | O_RING)) {
+		fail("%s: only with --detach", (o->given & O_RING) ? "--ring" :
+		    "--keep-awake");
+		json_decref(body);
+		return EXIT_USAGE;
+	}
 	/* a wake, and commands queued before this one, come on top */
 	cli_timeout_secs = (unsigned)(secs > 86400 ? 86400 : secs) + 300;
 	if (!o->json) {
@@ -1701,6 +1759,194 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 		rc = 128 + ((int)json_integer_value(v) & 0x7f);
 	else
 		rc = EXIT_REFUSED;
+	json_decref(doc);
+	return rc;
+}
+
+/* ---- detached processes ---- */
+
+/* A process number argument: 1 to 2^32-1. */
+static int
+check_proc(const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	v = strtoull(s, &end, 10);
+	if (*s < '1' || *s > '9' || *end != '\0' || v > 4294967295ULL) {
+		fail("'%s' is not a process number (see 'netctl sandbox ps')",
+		    s);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *
+proc_state(json_t *p, char *buf, size_t len)
+{
+	json_t *v;
+
+	if (strcmp(jstr(p, "state"), "running") == 0)
+		return "running";
+	if ((v = json_object_get(p, "exit_code")) != NULL && json_is_integer(v))
+		snprintf(buf, len, "exit %lld", (long long)json_integer_value(v));
+	else
+		snprintf(buf, len, "signal %lld", (long long)json_integer_value(
+		    json_object_get(p, "signal")));
+	return buf;
+}
+
+static int
+c_sandbox_ps(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct table t;
+	char target[160], num[4][32], st[32];
+	json_t *doc, *p;
+	size_t i;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes", a[0]);
+	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json)
+		return rc;
+	memset(&t, 0, sizeof(t));
+	t.ncols = 6;
+	table_add(&t, (const char *const[]){ "PROC", "PID", "STATE",
+	    "OUTPUT", "KEEP-AWAKE", "COMMAND", NULL });
+	json_array_foreach(json_object_get(doc, "processes"), i, p) {
+		snprintf(num[0], sizeof(num[0]), "%lld", (long long)
+		    json_integer_value(json_object_get(p, "process")));
+		snprintf(num[1], sizeof(num[1]), "%lld", (long long)
+		    json_integer_value(json_object_get(p, "pid")));
+		snprintf(num[2], sizeof(num[2]), "%lld", (long long)
+		    json_integer_value(json_object_get(p, "output_bytes")));
+		table_add(&t, (const char *const[]){ num[0], num[1],
+		    proc_state(p, st, sizeof(st)), num[2],
+		    json_is_true(json_object_get(p, "keep_awake")) ? "yes" :
+		    "no", jstr(p, "command"), NULL });
+	}
+	table_print(&t);
+	json_decref(doc);
+	return EXIT_OK;
+}
+
+static int
+c_sandbox_logs(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[200], *end;
+	unsigned long long next = 0;
+	int rc, follow = (o->given & O_FOLLOW) != 0;
+	json_t *doc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_proc(a[1]) == -1)
+		return EXIT_USAGE;
+	if (o->offset != NULL) {
+		next = strtoull(o->offset, &end, 10);
+		if (*o->offset < '0' || *o->offset > '9' || *end != '\0') {
+			fail("--offset: '%s' is not a byte offset", o->offset);
+			return EXIT_USAGE;
+		}
+	}
+	if (follow)
+		out_streamed = 1;
+	for (;;) {
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes/"
+		    "%s/logs?offset=%llu", a[0], a[1], next);
+		if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK)
+			return rc;
+		if (o->json && !follow) {
+			json_decref(doc);	/* call printed it */
+			return EXIT_OK;
+		}
+		if (json_is_true(json_object_get(doc, "lost")))
+			fprintf(stderr, "%s: output before byte %lld is gone (the "
+			    "process's ring holds the last of it)\n", progname,
+			    (long long)json_integer_value(json_object_get(doc,
+			    "first")));
+		if (o->json) {
+			char *line = json_dumps(doc, JSON_COMPACT);
+
+			printf("%s\n", line != NULL ? line : "{}");
+			free(line);
+		} else
+			exec_print(doc, "output", stdout);
+		fflush(stdout);
+		next = (unsigned long long)json_integer_value(
+		    json_object_get(doc, "next_offset"));
+		if (!follow || strcmp(jstr(doc, "state"), "running") != 0) {
+			json_decref(doc);
+			return EXIT_OK;
+		}
+		json_decref(doc);
+		usleep(500000);
+	}
+}
+
+static int
+c_sandbox_kill(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[200], *end;
+	json_t *body, *doc;
+	long v;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_proc(a[1]) == -1)
+		return EXIT_USAGE;
+	body = json_object();
+	if (o->signal != NULL) {
+		v = strtol(o->signal, &end, 10);
+		if (*o->signal >= '0' && *o->signal <= '9') {
+			if (*end != '\0' || v < 1 || v > 64) {
+				fail("--signal: '%s' is not a signal number (1 "
+				    "to 64) or name", o->signal);
+				json_decref(body);
+				return EXIT_USAGE;
+			}
+			json_object_set_new(body, "signal", json_integer(v));
+		} else
+			json_object_set_new(body, "signal", json_string(
+			    o->signal));
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes/%s/kill",
+	    a[0], a[1]);
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK)
+		json_decref(doc);
+	return rc;
+}
+
+static int
+c_sandbox_wait(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[200], st[32];
+	json_t *doc, *v;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_proc(a[1]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes/%s/wait",
+	    a[0], a[1]);
+	cli_timeout_secs = 86400 + 300;
+	if ((rc = call(o, "POST", target, NULL, &doc)) != EXIT_OK)
+		return rc;
+	if (!o->json)
+		printf("%s\n", proc_state(doc, st, sizeof(st)));
+	/* the process's status, as exec gives a command's */
+	if ((v = json_object_get(doc, "exit_code")) != NULL && json_is_integer(v))
+		rc = (int)json_integer_value(v) & 0xff;
+	else
+		rc = 128 + ((int)json_integer_value(json_object_get(doc,
+		    "signal")) & 0x7f);
 	json_decref(doc);
 	return rc;
 }
@@ -2427,8 +2673,9 @@ static const struct cmd cmds[] = {
 	  "Print the guest console berthd keeps (the last 64 KiB; at most\n"
 	  "vm_console_max in all); --follow keeps printing what comes." },
 	{ "sandbox", "exec", NULL, "<id> [--user U] [--tty] [--env NAME=VALUE]... "
-	  "[--cwd DIR] [--timeout D] -- CMD [ARG]...", 2, 4096, O_ENV | O_CWD |
-	  O_TIMEOUT | O_USER | O_TTY,
+	  "[--cwd DIR] [--timeout D] [--detach [--keep-awake] [--ring SIZE]] "
+	  "-- CMD [ARG]...", 2, 4096, O_ENV | O_CWD |
+	  O_TIMEOUT | O_USER | O_TTY | O_DETACH | O_KEEP_AWAKE | O_RING,
 	  c_sandbox_exec,
 	  "Run CMD in the sandbox's guest (as root, or --user U: a name or uid\n"
 	  "of the guest's /etc/passwd, with its groups) and print its stdout and\n"
@@ -2440,7 +2687,29 @@ static const struct cmd cmds[] = {
 	  "MiB a stream). --timeout (default 10m, at most 24h) kills the\n"
 	  "command after D. --tty runs it on a terminal in the guest (its size\n"
 	  "netctl's own, else 24x80; output is one stream, stdout). A sandbox\n"
-	  "token may exec only in its sandbox." },
+	  "token may exec only in its sandbox. --detach starts CMD as a\n"
+	  "process that outlives netctl (and pause, suspend, resume and a\n"
+	  "berthd restart) and prints its number: see 'sandbox ps', 'logs',\n"
+	  "'kill', 'wait'. Its stdin is /dev/null, its output is kept in a\n"
+	  "ring of --ring SIZE (default 1M, at most 16M), it has no timeout\n"
+	  "unless given, and with --keep-awake it keeps the sandbox from\n"
+	  "being paused for idleness while it runs." },
+	{ "sandbox", "ps", NULL, "<id>", 1, 1, 0, c_sandbox_ps,
+	  "The sandbox's detached processes, running and ended (the guest\n"
+	  "agent keeps the last 256): PROC PID STATE OUTPUT KEEP-AWAKE COMMAND." },
+	{ "sandbox", "logs", NULL, "<id> <proc> [--follow] [--offset N]", 2, 2,
+	  O_FOLLOW | O_OFFSET, c_sandbox_logs,
+	  "Print a detached process's output (what its ring holds, from byte\n"
+	  "--offset N of all it wrote); --follow keeps printing what comes\n"
+	  "until it ends." },
+	{ "sandbox", "kill", NULL, "<id> <proc> [--signal S]", 2, 2, O_SIGNAL,
+	  c_sandbox_kill,
+	  "Send a detached process's process group a signal (default TERM; a\n"
+	  "number or a name: TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP,\n"
+	  "CONT)." },
+	{ "sandbox", "wait", NULL, "<id> <proc>", 2, 2, 0, c_sandbox_wait,
+	  "Wait for a detached process to end; print how it ended and exit\n"
+	  "with its status (128+N for signal N)." },
 	{ "sandbox", "cp", NULL, "SRC DST", 2, 2, 0, c_sandbox_cp,
 	  "Copy a file into or out of a sandbox's guest: one side is\n"
 	  "ID:/PATH, the other a local path ('-': stdin or stdout; a\n"
@@ -2647,7 +2916,7 @@ c_help(const struct cmd *c, struct opts *o, char **a, int n)
 }
 
 static const char *
-opt_name(unsigned o)
+opt_name(uint64_t o)
 {
 	switch (o) {
 	case O_ADDRESS: return "--address";
@@ -2680,6 +2949,11 @@ opt_name(unsigned o)
 	case O_TIMEOUT: return "--timeout";
 	case O_USER: return "--user";
 	case O_TTY: return "--tty";
+	case O_DETACH: return "--detach";
+	case O_KEEP_AWAKE: return "--keep-awake";
+	case O_RING: return "--ring";
+	case O_SIGNAL: return "--signal";
+	case O_OFFSET: return "--offset";
 	default: return "?";
 	}
 }
@@ -2761,6 +3035,11 @@ netctl_main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "user", required_argument, NULL, OPT_USER },
 		{ "tty", no_argument, NULL, OPT_TTY },
+		{ "detach", no_argument, NULL, OPT_DETACH },
+		{ "keep-awake", no_argument, NULL, OPT_KEEP_AWAKE },
+		{ "ring", required_argument, NULL, OPT_RING },
+		{ "signal", required_argument, NULL, OPT_SIGNAL },
+		{ "offset", required_argument, NULL, OPT_OFFSET },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -2769,7 +3048,7 @@ netctl_main(int argc, char **argv)
 	char **args;
 	size_t i, k;
 	int ch, nargs, want_help = 0, used;
-	unsigned bit;
+	uint64_t bit;
 
 	memset(&o, 0, sizeof(o));
 	opterr = 0;
@@ -2917,6 +3196,24 @@ netctl_main(int argc, char **argv)
 		case OPT_TTY:
 			o.tty = 1;
 			o.given |= O_TTY;
+			break;
+		case OPT_DETACH:
+			o.given |= O_DETACH;
+			break;
+		case OPT_KEEP_AWAKE:
+			o.given |= O_KEEP_AWAKE;
+			break;
+		case OPT_RING:
+			o.ring = optarg;
+			o.given |= O_RING;
+			break;
+		case OPT_SIGNAL:
+			o.signal = optarg;
+			o.given |= O_SIGNAL;
+			break;
+		case OPT_OFFSET:
+			o.offset = optarg;
+			o.given |= O_OFFSET;
 			break;
 		case 'd':
 		case 'w':

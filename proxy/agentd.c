@@ -160,6 +160,114 @@ parse_exit(const char *s, struct hm_agent_exit *m)
 	return 0;
 }
 
+/* A decimal number of at most 19 digits, no sign, no leading zero, up
+ * to a space or the end; *s moves past it (and the space). 0 when well
+ * formed. */
+static int
+parse_num(const char **s, uint64_t *v)
+{
+	const char *p = *s;
+	int digits = 0;
+
+	*v = 0;
+	for (; *p >= '0' && *p <= '9' && digits < 20; p++, digits++)
+		*v = *v * 10 + (uint64_t)(*p - '0');
+	if (digits == 0 || digits > 19 || (digits > 1 && p[-digits] == '0') ||
+	    (*p != ' ' && *p != '\0'))
+		return -1;
+	*s = *p == ' ' ? p + 1 : p;
+	return 0;
+}
+
+/* "running", "exit:N" (0..255) or "signal:N" (1..127), then a space or
+ * the end. 0 when well formed. */
+static int
+parse_state(const char **s, int32_t *state, int32_t *code)
+{
+	uint64_t n;
+
+	*code = 0;
+	if (strncmp(*s, "running", 7) == 0 && ((*s)[7] == ' ' ||
+	    (*s)[7] == '\0')) {
+		*state = HM_PROC_RUNNING;
+		*s += (*s)[7] == ' ' ? 8 : 7;
+		return 0;
+	}
+	if (strncmp(*s, "exit:", 5) == 0) {
+		*state = HM_PROC_EXITED;
+		*s += 5;
+		if (parse_num(s, &n) < 0 || n > 255)
+			return -1;
+	} else if (strncmp(*s, "signal:", 7) == 0) {
+		*state = HM_PROC_SIGNALED;
+		*s += 7;
+		if (parse_num(s, &n) < 0 || n < 1 || n > 127)
+			return -1;
+	} else
+		return -1;
+	*code = (int32_t)n;
+	return 0;
+}
+
+/* 'S', 'Q', 'M' (agent_proto.h): 0, or -1 when malformed. */
+static int
+proc_frame(struct aconn *c, int type)
+{
+	const char *s = c->text;
+	uint64_t a, b, k;
+
+	if (memchr(c->text, '\0', c->textlen) != NULL)
+		return -1;
+	if (type == BA_STARTED) {
+		struct hm_agent_started m;
+
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		m.chan = c->chan;
+		if (c->paylen != c->textlen || parse_num(&s, &a) < 0 ||
+		    a == 0 || a > UINT32_MAX || *s == '\0' ||
+		    parse_num(&s, &b) < 0 || b == 0 || b > INT32_MAX ||
+		    *s != '\0')
+			return -1;
+		m.proc = (uint32_t)a;
+		m.pid = (int32_t)b;
+		px_chan_send(A.ch, HM_AGENT_STARTED, &m, sizeof(m), NULL, 0);
+	} else if (type == BA_PROC) {
+		struct hm_agent_proc m;
+
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		m.chan = c->chan;
+		/* the command may have been cut at HM_AGENT_TEXT - 1 */
+		if (parse_num(&s, &a) < 0 || a == 0 || a > UINT32_MAX ||
+		    parse_num(&s, &b) < 0 || b == 0 || b > INT32_MAX ||
+		    parse_state(&s, &m.state, &m.code) < 0 ||
+		    parse_num(&s, &k) < 0 || k > INT64_MAX)
+			return -1;
+		m.proc = (uint32_t)a;
+		m.pid = (int32_t)b;
+		m.start_ms = (int64_t)k;
+		if (parse_num(&s, &k) < 0 || k > 1 || parse_num(&s, &m.total) < 0)
+			return -1;
+		m.keep = (int32_t)k;
+		printable(m.cmd, sizeof(m.cmd), s, c->textlen - (size_t)(s -
+		    c->text));
+		px_chan_send(A.ch, HM_AGENT_PROC, &m, sizeof(m), NULL, 0);
+	} else {
+		struct hm_agent_ring m;
+
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		m.chan = c->chan;
+		if (c->paylen != c->textlen || parse_num(&s, &m.first) < 0 ||
+		    parse_num(&s, &m.total) < 0 || m.first > m.total ||
+		    parse_state(&s, &m.state, &m.code) < 0 || *s != '\0')
+			return -1;
+		px_chan_send(A.ch, HM_AGENT_RING, &m, sizeof(m), NULL, 0);
+	}
+	return 0;
+}
+
 /* A short frame is whole (its first HM_AGENT_TEXT - 1 bytes in text).
  * 0, or -1 when c is gone. */
 static int
@@ -189,7 +297,14 @@ frame_done(struct aconn *c)
 		}
 		return 0;
 	}
-	if (type == BA_STDIN_ACK && c->proto >= 2) {
+	if ((type == BA_STARTED || type == BA_PROC || type == BA_RING) &&
+	    c->proto >= 2) {
+		if (proc_frame(c, type) < 0) {
+			proto_error(c, "the guest agent sent a malformed '%c' "
+			    "frame", type);
+			return -1;
+		}
+	} else if (type == BA_STDIN_ACK && c->proto >= 2) {
 		struct hm_agent_inack m;
 
 		if (len != 4) {

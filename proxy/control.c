@@ -1608,6 +1608,7 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 #define EXEC_MAX_ARGS		4096
 #define EXEC_TIMEOUT_DEFAULT	(10 * 60 * 1000)
 #define EXEC_TIMEOUT_MAX	(24 * 3600 * 1000)
+#define EXEC_RING_DEFAULT	(1024 * 1024)	/* a detached command's */
 
 struct exec_pending {
 	struct px_control *ctl;
@@ -1663,6 +1664,15 @@ exec_done(void *arg, const struct px_exec_result *res)
 	if (res->status != 200) {
 		reply_error(&r, res->status, NULL, NULL, "%s", res->message ?
 		    res->message : "exec failed");
+	} else if (res->proc != 0) {
+		/* detached: its handle */
+		if ((doc = json_pack("{s:I, s:I, s:s, s:I}", "process",
+		    (json_int_t)res->proc, "pid", (json_int_t)res->pid,
+		    "state", "running", "wake_ms", (json_int_t)res->wake_ms)) ==
+		    NULL)
+			reply_error(&r, 503, NULL, NULL, "out of memory");
+		else
+			reply_json(&r, 201, doc);
 	} else if ((doc = json_pack("{s:o, s:o, s:b, s:b, s:I, s:I}",
 	    "exit_code", res->exited ? json_integer(res->exit_code) :
 	    json_null(), "signal", res->exited ? json_null() :
@@ -1832,8 +1842,61 @@ exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
 		}
 		er->timeout_ms = ms;
 	}
+	v = json_object_get(obj, "detach");
+	if (v != NULL && !json_is_boolean(v) && !json_is_null(v)) {
+		reply_error(r, 400, NULL, "detach", "must be true or false");
+		goto fail;
+	}
+	if (json_is_true(v)) {
+		json_t *ring = json_object_get(obj, "ring");
+
+		if (streamed) {
+			reply_error(r, 400, NULL, "detach", "a detached command "
+			    "is started with a plain POST .../exec (its output "
+			    "is read from .../processes/N/logs)");
+			goto fail;
+		}
+		if (er->tty) {
+			reply_error(r, 400, NULL, "detach", "a detached command "
+			    "runs without a terminal");
+			goto fail;
+		}
+		er->ring = EXEC_RING_DEFAULT;
+		if (ring != NULL && !json_is_null(ring)) {
+			if (!json_is_integer(ring) || json_integer_value(ring) <
+			    1024 || json_integer_value(ring) > BA_RING_MAX) {
+				reply_error(r, 400, NULL, "ring", "must be the "
+				    "bytes of output kept, 1024 to %d",
+				    BA_RING_MAX);
+				goto fail;
+			}
+			er->ring = (uint32_t)json_integer_value(ring);
+		}
+		v = json_object_get(obj, "keep_awake");
+		if (v != NULL && !json_is_boolean(v) && !json_is_null(v)) {
+			reply_error(r, 400, NULL, "keep_awake", "must be true or "
+			    "false");
+			goto fail;
+		}
+		er->keep_awake = json_is_true(v);
+		/* a detached command lives until it ends: no timeout unless
+		 * one is given */
+		if (json_object_get(obj, "timeout") == NULL)
+			er->timeout_ms = 0;
+	} else if (json_object_get(obj, "ring") != NULL ||
+	    json_object_get(obj, "keep_awake") != NULL) {
+		reply_error(r, 400, NULL, json_object_get(obj, "ring") != NULL ?
+		    "ring" : "keep_awake", "only for a detached command "
+		    "(\"detach\": true)");
+		goto fail;
+	}
 	if ((rc = string_field(r, obj, "stdin", 1, &text)) < 0)
 		goto fail;
+	if (rc == 1 && text != NULL && er->ring != 0) {
+		reply_error(r, 400, NULL, "stdin", "a detached command's stdin "
+		    "is /dev/null");
+		goto fail;
+	}
 	if (rc == 1 && text != NULL && streamed) {
 		reply_error(r, 400, NULL, "stdin", "a streamed exec sends its "
 		    "stdin as 'I' frames");
@@ -1869,7 +1932,8 @@ static void
 h_exec(struct req *r, const char *id)
 {
 	static const char *const allowed[] = { "argv", "env", "cwd",
-	    "timeout", "stdin", "user", "tty", NULL };
+	    "timeout", "stdin", "user", "tty", "detach", "ring", "keep_awake",
+	    NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct exec_parsed ep;
 	struct px_sandbox sb;
@@ -2382,6 +2446,295 @@ h_files(struct req *r, const char *id)
 	cs->mode = er.mode;
 	cs->body_done = r->method == HTTP_GET;
 	cs_attach(cs);
+}
+
+/* ---- detached processes (exec "detach": true) ----
+ * GET .../processes, .../processes/N, .../processes/N/logs?offset=O
+ * (?follow=1: streamed as it comes, to the process's end), POST
+ * .../processes/N/kill {"signal": S} and .../processes/N/wait: each a
+ * request to the guest agent (exec.c), answered when it answers. */
+
+enum proc_kind { PK_LIST, PK_SHOW, PK_LOGS, PK_KILL, PK_WAIT };
+
+struct proc_pending {
+	struct exec_pending ep;		/* first: conn->pexec, abandon */
+	enum proc_kind kind;
+	uint32_t proc;
+	uint64_t offset;
+	char id[PX_SANDBOX_ID_MAX + 1];
+};
+
+static json_t *
+proc_json(const struct px_proc_info *pi)
+{
+	return json_pack("{s:I, s:I, s:s, s:o, s:o, s:b, s:I, s:I, s:s}",
+	    "process", (json_int_t)pi->proc, "pid", (json_int_t)pi->pid,
+	    "state", pi->state == 0 ? "running" : "exited",
+	    "exit_code", pi->state == 1 ? json_integer(pi->code) : json_null(),
+	    "signal", pi->state == 2 ? json_integer(pi->code) : json_null(),
+	    "keep_awake", pi->keep, "started_ms", (json_int_t)pi->start_ms,
+	    "output_bytes", (json_int_t)pi->total, "command", pi->cmd);
+}
+
+static void
+proc_done(void *arg, const struct px_exec_result *res)
+{
+	struct proc_pending *pp = arg;
+	struct px_control *ctl = pp->ep.ctl;
+	struct conn *c;
+	struct req r;
+	json_t *doc = NULL, *list;
+	size_t i;
+
+	TAILQ_FOREACH(c, &ctl->conns, entry)
+		if (c == pp->ep.c && c->serial == pp->ep.serial)
+			break;
+	if (c == NULL) {
+		free(pp);
+		return;
+	}
+	c->pexec = NULL;
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = pp->ep.method;
+	if (res->status != 200) {
+		reply_error(&r, res->status, NULL, NULL, "%s", res->message ?
+		    res->message : "failed");
+		goto out;
+	}
+	switch (pp->kind) {
+	case PK_LIST:
+		if ((list = json_array()) == NULL)
+			break;
+		for (i = 0; i < res->nprocs; i++)
+			json_array_append_new(list, proc_json(&res->procs[i]));
+		doc = json_pack("{s:o}", "processes", list);
+		break;
+	case PK_SHOW:
+		for (i = 0; i < res->nprocs; i++)
+			if (res->procs[i].proc == pp->proc)
+				break;
+		if (i == res->nprocs) {
+			reply_error(&r, 404, NULL, NULL, "no process %u in "
+			    "sandbox '%s' (its guest agent keeps the last %d)",
+			    (unsigned)pp->proc, pp->id, BA_MAX_PROCS);
+			goto out;
+		}
+		doc = proc_json(&res->procs[i]);
+		break;
+	case PK_LOGS:
+	case PK_WAIT:
+		doc = json_pack("{s:I, s:s, s:o, s:o}", "process",
+		    (json_int_t)pp->proc, "state", res->proc_state == 0 ?
+		    "running" : "exited", "exit_code", res->proc_state == 1 ?
+		    json_integer(res->proc_code) : json_null(), "signal",
+		    res->proc_state == 2 ? json_integer(res->proc_code) :
+		    json_null());
+		if (doc != NULL && pp->kind == PK_LOGS) {
+			uint64_t from = pp->offset > res->ring_first ?
+			    pp->offset : res->ring_first;
+
+			json_object_set_new(doc, "first", json_integer(
+			    (json_int_t)res->ring_first));
+			json_object_set_new(doc, "total", json_integer(
+			    (json_int_t)res->ring_total));
+			json_object_set_new(doc, "offset", json_integer(
+			    (json_int_t)(from < res->ring_total ? from :
+			    res->ring_total)));
+			/* the next read goes on from here */
+			json_object_set_new(doc, "next_offset", json_integer(
+			    (json_int_t)res->ring_total));
+			json_object_set_new(doc, "lost", json_boolean(
+			    pp->offset < res->ring_first));
+			json_object_set_new(doc, "truncated",
+			    json_boolean(res->truncated));
+			if (exec_stream(doc, "output", res->out,
+			    res->outlen) < 0) {
+				json_decref(doc);
+				doc = NULL;
+			}
+		}
+		break;
+	case PK_KILL:
+		doc = json_pack("{s:I, s:b}", "process", (json_int_t)pp->proc,
+		    "signalled", 1);
+		break;
+	}
+	if (doc == NULL)
+		reply_error(&r, 503, NULL, NULL, "out of memory");
+	else
+		reply_json(&r, 200, doc);
+out:
+	free(pp);
+	conn_resume(c);
+}
+
+/* Signal names netctl and the API take (besides numbers). */
+static int
+signal_parse(json_t *v)
+{
+	static const struct { const char *name; int n; } sigs[] = {
+		{ "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "KILL", 9 },
+		{ "USR1", 10 }, { "USR2", 12 }, { "TERM", 15 }, { "CONT", 18 },
+		{ "STOP", 19 },
+	};
+	const char *s;
+	size_t i;
+
+	if (v == NULL || json_is_null(v))
+		return 15;
+	if (json_is_integer(v))
+		return json_integer_value(v) >= 1 && json_integer_value(v) <= 64 ?
+		    (int)json_integer_value(v) : -1;
+	if (!json_is_string(v))
+		return -1;
+	s = json_string_value(v);
+	if (strncmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (strcmp(s, sigs[i].name) == 0)
+			return sigs[i].n;
+	return -1;
+}
+
+static void
+h_procs(struct req *r, const char *id)
+{
+	static const char *const kill_allowed[] = { "signal", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct proc_pending *pp = NULL;
+	struct px_exec_req er;
+	struct px_sandbox sb;
+	enum proc_kind kind;
+	json_t *obj = NULL;
+	char err[512], buf[32], *end;
+	unsigned long n = 0;
+	int rc, status = 503;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (r->nseg >= 5) {
+		n = strtoul(r->seg[4], &end, 10);
+		if (r->seg[4][0] < '1' || r->seg[4][0] > '9' || *end != '\0' ||
+		    n > UINT32_MAX) {
+			reply_error(r, 404, NULL, NULL, "no process '%s': "
+			    "processes are numbered 1, 2, ...",
+			    shown(buf, sizeof(buf), r->seg[4]));
+			return;
+		}
+	}
+	memset(&er, 0, sizeof(er));
+	er.timeout_ms = 30000;
+	er.proc = (uint32_t)n;
+	if (r->nseg == 4 && is_get(r)) {
+		kind = PK_LIST;
+		er.op = PX_PROC_LIST;
+	} else if (r->nseg == 5 && is_get(r)) {
+		kind = PK_SHOW;
+		er.op = PX_PROC_LIST;
+	} else if (r->nseg == 6 && strcmp(r->seg[5], "logs") == 0 &&
+	    is_get(r)) {
+		kind = PK_LOGS;
+		er.op = PX_PROC_LOGS;
+		if ((rc = query_get(r, "offset", buf, sizeof(buf))) != 0) {
+			er.offset = rc == 1 && buf[0] >= '0' && buf[0] <= '9' ?
+			    strtoull(buf, &end, 10) : 0;
+			if (rc == -1 || buf[0] < '0' || buf[0] > '9' ||
+			    *end != '\0') {
+				reply_error(r, 400, NULL, "offset", "must be a "
+				    "byte offset in the process's output");
+				return;
+			}
+		}
+		if ((rc = query_get(r, "follow", buf, sizeof(buf))) == 1 &&
+		    strcmp(buf, "1") == 0) {
+			struct cstream *cs;
+
+			/* its output as it comes, to the process's end */
+			if ((cs = cs_new(r, id, CS_GET)) == NULL)
+				return;
+			er.follow = 1;
+			er.timeout_ms = EXEC_TIMEOUT_MAX;
+			if (cs_run(cs, r, &er) < 0) {
+				cs_free(cs);
+				return;
+			}
+			cs->body_done = 1;
+			cs_attach(cs);
+			return;
+		}
+	} else if (r->nseg == 6 && strcmp(r->seg[5], "kill") == 0 &&
+	    r->method == HTTP_POST) {
+		kind = PK_KILL;
+		er.op = PX_PROC_SIGNAL;
+		er.signo = 15;
+		if (r->bodylen > 0) {
+			if ((obj = body_object(r, kill_allowed, 0)) == NULL)
+				return;
+			if ((er.signo = signal_parse(json_object_get(obj,
+			    "signal"))) < 0) {
+				reply_error(r, 400, NULL, "signal", "a signal "
+				    "number (1 to 64) or name (TERM, KILL, INT, "
+				    "HUP, QUIT, USR1, USR2, STOP, CONT)");
+				goto out;
+			}
+		}
+	} else if (r->nseg == 6 && strcmp(r->seg[5], "wait") == 0 &&
+	    r->method == HTTP_POST) {
+		kind = PK_WAIT;
+		er.op = PX_PROC_LOGS;
+		er.offset = UINT64_MAX;	/* none of its output */
+		er.follow = 1;
+		er.discard = 1;
+		er.timeout_ms = EXEC_TIMEOUT_MAX;
+	} else if (r->nseg == 6 && (strcmp(r->seg[5], "kill") == 0 ||
+	    strcmp(r->seg[5], "wait") == 0)) {
+		not_allowed(r, "POST");
+		return;
+	} else if (r->nseg <= 6 && (r->nseg < 6 ||
+	    strcmp(r->seg[5], "logs") == 0)) {
+		not_allowed(r, "GET, HEAD");
+		return;
+	} else {
+		reply_error(r, 404, NULL, NULL, "no such resource");
+		return;
+	}
+	if (sb.external || ctl->hooks.exec == NULL) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: it has no guest processes", id);
+		goto out;
+	}
+	if ((pp = calloc(1, sizeof(*pp))) == NULL) {
+		reply_error(r, 503, NULL, NULL, "out of memory");
+		goto out;
+	}
+	pp->ep.ctl = ctl;
+	pp->ep.c = r->c;
+	pp->ep.serial = r->c->serial;
+	pp->ep.method = r->method;
+	pp->kind = kind;
+	snprintf(pp->id, sizeof(pp->id), "%s", id);
+	pp->proc = (uint32_t)n;
+	pp->offset = er.offset;
+	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	r->c->pexec = &pp->ep;
+	if (ctl->hooks.exec(id, &er, proc_done, pp, &status, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		r->c->pexec = NULL;
+		r->c->waiting = 0;
+		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
+		free(pp);
+		if (status == 429)
+			reply_error_hdr(r, 429, "Retry-After: 1\r\n", "%s", err);
+		else
+			reply_error(r, status, NULL, NULL, "%s", err);
+	}
+out:
+	json_decref(obj);
 }
 
 struct ev_ctx {
@@ -3791,6 +4144,9 @@ route_sandbox_sub(struct req *r, const char *id)
 			h_exec(r, id);
 		else
 			not_allowed(r, "POST");
+	} else if (r->nseg >= 4 && r->nseg <= 6 &&
+	    strcmp(sub, "processes") == 0) {
+		h_procs(r, id);
 	} else if (r->nseg == 4 && strcmp(sub, "files") == 0) {
 		if (r->method == HTTP_GET || r->method == HTTP_PUT)
 			h_files(r, id);

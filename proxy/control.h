@@ -181,10 +181,35 @@ struct px_exec_req {
 	int tty;			/* on a pty, rows x cols (0: none) */
 	int rows, cols;
 	/* What to do: run argv, or (streamed only) write or read the
-	 * file path with mode (PUT: body to the guest; GET: to the client). */
-	enum { PX_EXEC_RUN, PX_FILE_PUT, PX_FILE_GET } op;
+	 * file path with mode (PUT: body to the guest; GET: to the client);
+	 * list the detached processes, read one's output (from offset,
+	 * following it when follow), or signal it. */
+	enum { PX_EXEC_RUN, PX_FILE_PUT, PX_FILE_GET, PX_PROC_LIST,
+	    PX_PROC_LOGS, PX_PROC_SIGNAL } op;
 	const char *path;
 	unsigned mode;
+	/* PX_EXEC_RUN detached: its output kept in a ring of this many
+	 * bytes (0: not detached); keep_awake: it holds the sandbox awake */
+	uint32_t ring;
+	int keep_awake;
+	/* PX_PROC_*: the process; where its output is read from; follow it
+	 * to its end; discard: the output is not wanted (waiting for the
+	 * end); the signal to send */
+	uint32_t proc;
+	uint64_t offset;
+	int follow, discard, signo;
+};
+
+/* A detached process, as the guest agent lists it. */
+struct px_proc_info {
+	uint32_t proc;
+	int pid;
+	int state;		/* 0 running, 1 exited (code), 2 signaled */
+	int code;
+	int keep;
+	int64_t start_ms;	/* the guest's clock */
+	uint64_t total;		/* bytes of output so far */
+	char cmd[256];
 };
 
 struct px_exec_result;
@@ -217,6 +242,17 @@ struct px_exec_result {
 	const unsigned char *out, *err;
 	size_t outlen, errlen;
 	int64_t wake_ms, duration_ms;
+	/* a detached start: its process number and pid (proc 0: none) */
+	uint32_t proc;
+	int pid;
+	/* PX_PROC_LIST: what the agent keeps */
+	const struct px_proc_info *procs;
+	size_t nprocs;
+	/* PX_PROC_LOGS: what the ring held [first, total) and the
+	 * process's state (px_proc_info's), the last the agent said */
+	int ring_known;
+	uint64_t ring_first, ring_total;
+	int proc_state, proc_code;
 };
 
 struct px_control_hooks {

@@ -78,6 +78,7 @@
 				 * kills it then; this is for an agent gone */
 #define SYNC_TRIES	3
 #define INREC		BA_HDR	/* a queued input record's head */
+#define KEEP_POLL_MS	5000	/* keep-awake processes listed again */
 
 #ifndef TAILQ_FOREACH_SAFE
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
@@ -96,7 +97,18 @@ struct job {
 	/* streamed (exec_stream): output goes to the sink as it comes */
 	int streamed;
 	struct px_exec_sink sink;
-	int type;			/* BA_EXEC, BA_FILE_PUT, BA_FILE_GET */
+	int type;			/* BA_EXEC, BA_FILE_PUT, BA_FILE_GET,
+					 * BA_LIST, BA_LOGS, BA_SIGNAL */
+	int discard;			/* its output is not wanted */
+	uint32_t ring;			/* a detached command's */
+	int keep_awake;
+	/* a detached start; a list; a ring's bounds */
+	uint32_t proc;
+	int pid;
+	struct px_proc_info *procs;
+	size_t nprocs;
+	int ring_known, proc_state, proc_code;
+	uint64_t ring_first, ring_total;
 	unsigned char *fields;		/* the request's payload */
 	size_t fieldslen;
 	/* input not yet sent: records of a BA_HDR head (length, type)
@@ -139,6 +151,9 @@ struct link {
 	struct event *step_ev;		/* a deferred step */
 	struct event *tick_ev;		/* sync deadline, command deadlines */
 	int held;			/* vmm_activity_hold taken */
+	/* keep-awake processes running (see keep_set) */
+	int keep, keep_held, keep_listing;
+	struct event *keep_ev;
 	struct link *next;
 };
 
@@ -154,6 +169,7 @@ static struct {
 } X = { .max_procs = PX_EXEC_PROCS_DEFAULT };
 
 static void step(struct link *);
+static void keep_poll(evutil_socket_t, short, void *);
 
 static int64_t
 now_ms(void)
@@ -192,6 +208,7 @@ tick_in(struct link *l, int ms)
 static void
 job_free(struct job *j)
 {
+	free(j->procs);
 	free(j->fields);
 	if (j->inq != NULL)
 		evbuffer_free(j->inq);
@@ -214,6 +231,33 @@ hold(struct link *l, int on)
 	l->held = on;
 	if ((sb = px_vm_sandbox(l->id)) != NULL)
 		vmm_activity_hold(sb, on);
+}
+
+/*
+ * Keep-awake (exec --keep-awake): while a detached process started with
+ * it runs, its sandbox holds awake. berthd counts them from the starts
+ * it makes and from every list the agent answers, and lists them again
+ * every KEEP_POLL_MS while the count is not 0 (such a process may end
+ * any time). A sandbox not running (paused or suspended by a request) is
+ * not woken for that: it is listed again once it runs.
+ */
+static void
+keep_set(struct link *l, int n)
+{
+	struct vmm_sandbox *sb;
+	struct timeval tv = { KEEP_POLL_MS / 1000, (KEEP_POLL_MS % 1000) *
+	    1000 };
+
+	l->keep = n;
+	if ((n > 0) != l->keep_held) {
+		l->keep_held = n > 0;
+		if ((sb = px_vm_sandbox(l->id)) != NULL)
+			vmm_activity_hold(sb, l->keep_held);
+	}
+	if (n > 0)
+		event_add(l->keep_ev, &tv);
+	else
+		evtimer_del(l->keep_ev);
 }
 
 /* A frame of ours on the connection: on channel chan (0: none). */
@@ -262,6 +306,17 @@ job_end(struct link *l, struct job *j, struct px_exec_result *res)
 	res->wake_ms = j->wake_ms;
 	res->duration_ms = now_ms() - j->t0;
 	res->truncated = j->truncated;
+	if (res->status == 200) {
+		res->proc = j->proc;
+		res->pid = j->pid;
+		res->procs = j->procs;
+		res->nprocs = j->nprocs;
+		res->ring_known = j->ring_known;
+		res->ring_first = j->ring_first;
+		res->ring_total = j->ring_total;
+		res->proc_state = j->proc_state;
+		res->proc_code = j->proc_code;
+	}
 	j->done(j->done_arg, res);
 	job_free(j);
 }
@@ -395,6 +450,15 @@ static void
 finished(struct link *l, struct job *j, const struct hm_agent_exit *m)
 {
 	struct px_exec_result res;
+	size_t i;
+	int n;
+
+	if (j->type == BA_LIST) {
+		for (i = 0, n = 0; i < j->nprocs; i++)
+			n += j->procs[i].keep && j->procs[i].state == 0;
+		keep_set(l, n);
+	} else if (j->proc != 0 && j->keep_awake)
+		keep_set(l, l->keep + 1);
 
 	memset(&res, 0, sizeof(res));
 	res.status = 200;
@@ -427,6 +491,8 @@ got_output(struct link *l, struct job *j, int stream, const unsigned char *p,
     size_t len)
 {
 	px_vm_activity(l->id);
+	if (j->discard)
+		return;
 	if (j->streamed) {
 		j->sink.output(j->sink.arg, stream, p, len);
 		/* the sink may have cancelled j: it is freed then */
@@ -652,7 +718,16 @@ step(struct link *l)
 			connect_agent(l, sb);
 			return;
 		}
-		/* an agent of protocol 1 runs one job at a time */
+		/* an agent of protocol 1 runs one job at a time, and has
+		 * no detached processes */
+		if (l->proto < 2 && (j->type == BA_LIST || j->type ==
+		    BA_LOGS || j->type == BA_SIGNAL || j->ring)) {
+			job_fail(l, j, 409, "the guest agent of sandbox '%s' "
+			    "is of an older protocol (its template was built "
+			    "before detached processes): it runs commands, "
+			    "not processes that outlive them", l->id);
+			continue;
+		}
 		if (l->nrunning >= (l->proto >= 2 ? X.max_procs : 1))
 			return;
 		run(l, j);
@@ -902,6 +977,87 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			j->sink.drained(j->sink.arg);
 		return;
 	}
+	case HM_AGENT_STARTED: {
+		struct hm_agent_started m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (m.proc == 0 || m.pid <= 0)
+			break;
+		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
+			return;
+		if (j->type != BA_EXEC) {
+			guest_bad(l, "answered a started process to what "
+			    "started none");
+			return;
+		}
+		{
+			struct hm_agent_exit e;
+
+			j->proc = m.proc;
+			j->pid = m.pid;
+			memset(&e, 0, sizeof(e));
+			e.exited = 1;
+			finished(l, j, &e);	/* the channel has ended */
+		}
+		return;
+	}
+	case HM_AGENT_PROC: {
+		struct hm_agent_proc m;
+		struct px_proc_info *pi;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (!text_ok(m.cmd, sizeof(m.cmd)) || m.proc == 0 ||
+		    m.pid <= 0 || m.state < HM_PROC_RUNNING ||
+		    m.state > HM_PROC_SIGNALED || (m.keep != 0 && m.keep != 1))
+			break;
+		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
+			return;
+		if (j->type != BA_LIST || j->nprocs >= 4 * BA_MAX_PROCS) {
+			guest_bad(l, "listed processes it was not asked for");
+			return;
+		}
+		pi = realloc(j->procs, (j->nprocs + 1) * sizeof(*pi));
+		if (pi == NULL)
+			return;
+		j->procs = pi;
+		pi += j->nprocs++;
+		memset(pi, 0, sizeof(*pi));
+		pi->proc = m.proc;
+		pi->pid = m.pid;
+		pi->state = m.state;
+		pi->code = m.code;
+		pi->keep = m.keep;
+		pi->start_ms = m.start_ms;
+		pi->total = m.total;
+		snprintf(pi->cmd, sizeof(pi->cmd), "%s", m.cmd);
+		return;
+	}
+	case HM_AGENT_RING: {
+		struct hm_agent_ring m;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (m.first > m.total || m.state < HM_PROC_RUNNING ||
+		    m.state > HM_PROC_SIGNALED)
+			break;
+		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
+			return;
+		if (j->type != BA_LOGS) {
+			guest_bad(l, "described a ring it was not asked for");
+			return;
+		}
+		j->ring_known = 1;
+		j->ring_first = m.first;
+		j->ring_total = m.total;
+		j->proc_state = m.state;
+		j->proc_code = m.code;
+		return;
+	}
 	case HM_AGENT_ERROR: {
 		struct hm_agent_error m;
 
@@ -1023,11 +1179,14 @@ link_get(const char *id)
 	TAILQ_INIT(&l->running);
 	l->step_ev = evtimer_new(X.base, step_cb, l);
 	l->tick_ev = evtimer_new(X.base, tick, l);
-	if (l->step_ev == NULL || l->tick_ev == NULL) {
+	l->keep_ev = evtimer_new(X.base, keep_poll, l);
+	if (l->step_ev == NULL || l->tick_ev == NULL || l->keep_ev == NULL) {
 		if (l->step_ev != NULL)
 			event_free(l->step_ev);
 		if (l->tick_ev != NULL)
 			event_free(l->tick_ev);
+		if (l->keep_ev != NULL)
+			event_free(l->keep_ev);
 		free(l);
 		return NULL;
 	}
@@ -1047,8 +1206,34 @@ exec_fields(const struct px_exec_req *req, size_t *lenp)
 
 	if (b == NULL)
 		return NULL;
+	switch (req->op) {
+	case PX_PROC_LIST:
+		goto done;
+	case PX_PROC_LOGS:
+		evbuffer_add_printf(b, "i%u", (unsigned)req->proc);
+		evbuffer_add(b, "", 1);
+		evbuffer_add_printf(b, "o%llu", (unsigned long long)req->offset);
+		evbuffer_add(b, "", 1);
+		if (req->follow)
+			evbuffer_add(b, "f", 2);
+		goto done;
+	case PX_PROC_SIGNAL:
+		evbuffer_add_printf(b, "i%u", (unsigned)req->proc);
+		evbuffer_add(b, "", 1);
+		evbuffer_add_printf(b, "s%d", req->signo);
+		evbuffer_add(b, "", 1);
+		goto done;
+	default:
+		break;
+	}
 	evbuffer_add_printf(b, "t%llu", (unsigned long long)req->timeout_ms);
 	evbuffer_add(b, "", 1);
+	if (req->op == PX_EXEC_RUN && req->ring > 0) {
+		evbuffer_add_printf(b, "D%u", (unsigned)req->ring);
+		evbuffer_add(b, "", 1);
+		if (req->keep_awake)
+			evbuffer_add(b, "k", 2);
+	}
 	if (req->cwd != NULL && *req->cwd != '\0') {
 		evbuffer_add_printf(b, "c%s", req->cwd);
 		evbuffer_add(b, "", 1);
@@ -1075,8 +1260,9 @@ exec_fields(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add_printf(b, "e%s", req->env[i]);
 		evbuffer_add(b, "", 1);
 	}
+done:
 	len = evbuffer_get_length(b);
-	if (len <= BA_MAX_PAYLOAD - BA_CHAN && (f = malloc(len)) != NULL) {
+	if (len <= BA_MAX_PAYLOAD - BA_CHAN && (f = malloc(len + 1)) != NULL) {
 		evbuffer_remove(b, f, len);
 		*lenp = len;
 	}
@@ -1133,8 +1319,29 @@ job_new(const char *id, const struct px_exec_req *req, size_t size,
 	j->link = l;
 	j->timeout_ms = req->timeout_ms;
 	j->t0 = now_ms();
-	j->type = req->op == PX_FILE_PUT ? BA_FILE_PUT : req->op ==
-	    PX_FILE_GET ? BA_FILE_GET : BA_EXEC;
+	switch (req->op) {
+	case PX_FILE_PUT:
+		j->type = BA_FILE_PUT;
+		break;
+	case PX_FILE_GET:
+		j->type = BA_FILE_GET;
+		break;
+	case PX_PROC_LIST:
+		j->type = BA_LIST;
+		break;
+	case PX_PROC_LOGS:
+		j->type = BA_LOGS;
+		break;
+	case PX_PROC_SIGNAL:
+		j->type = BA_SIGNAL;
+		break;
+	default:
+		j->type = BA_EXEC;
+		break;
+	}
+	j->discard = req->discard;
+	j->ring = req->op == PX_EXEC_RUN ? req->ring : 0;
+	j->keep_awake = j->ring != 0 && req->keep_awake;
 	j->out = evbuffer_new();
 	j->err = evbuffer_new();
 	j->inq = evbuffer_new();
@@ -1163,15 +1370,66 @@ px_exec_start(const char *id, const struct px_exec_req *req,
 		return -1;
 	j->done = done;
 	j->done_arg = done_arg;
-	for (off = 0; off < req->stdin_len; off += n) {
+	/* a command's stdin, then its EOF (a detached one has none) */
+	for (off = 0; j->type == BA_EXEC && req->ring == 0 &&
+	    off < req->stdin_len; off += n) {
 		n = req->stdin_len - off > BA_CHUNK ? BA_CHUNK :
 		    req->stdin_len - off;
 		inq_add(j->inq, BA_STDIN, req->stdin_data + off, n);
 	}
-	inq_add(j->inq, BA_STDIN, NULL, 0);	/* EOF */
+	if (j->type == BA_EXEC && req->ring == 0)
+		inq_add(j->inq, BA_STDIN, NULL, 0);	/* EOF */
 	TAILQ_INSERT_TAIL(&j->link->queue, j, entry);
 	later(j->link);
 	return 0;
+}
+
+static void
+keep_listed(void *arg, const struct px_exec_result *res)
+{
+	struct link *l = arg;
+
+	(void)res;	/* finished() counted what it listed */
+	l->keep_listing = 0;
+	if (l->keep > 0 && !evtimer_pending(l->keep_ev, NULL)) {
+		struct timeval tv = { KEEP_POLL_MS / 1000, 0 };
+
+		event_add(l->keep_ev, &tv);
+	}
+}
+
+/* Time to list the keep-awake processes again (keep_set). */
+static void
+keep_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	struct vmm_sandbox *sb;
+	struct vmm_info info;
+	struct px_exec_req req;
+	char err[256];
+	int status;
+
+	(void)fd;
+	(void)what;
+	if (l->keep == 0 || l->keep_listing || X.stopping)
+		return;
+	if ((sb = px_vm_sandbox(l->id)) == NULL) {
+		keep_set(l, 0);
+		return;
+	}
+	vmm_sandbox_info(sb, &info);
+	memset(&req, 0, sizeof(req));
+	req.op = PX_PROC_LIST;
+	req.timeout_ms = 30000;
+	if (info.state != VMM_RUNNING || info.busy ||
+	    px_exec_start(l->id, &req, keep_listed, l, &status, err,
+	    sizeof(err), NULL) != 0) {
+		struct timeval tv = { KEEP_POLL_MS / 1000, 0 };
+
+		event_add(l->keep_ev, &tv);	/* not now: later */
+		return;
+	}
+	l->keep_listing = 1;
 }
 
 struct px_exec_stream *
@@ -1293,6 +1551,8 @@ px_exec_forget(const char *id)
 		return;
 	disconnect(l);
 	fail_all(l, 1, 404, "sandbox '%s' was deleted", id);
+	l->keep = l->keep_held = 0;	/* its sandbox, and holds, are gone */
+	evtimer_del(l->keep_ev);
 }
 
 void
@@ -1326,6 +1586,7 @@ px_exec_shutdown(void)
 		fail_all(l, 1, 503, "berthd is shutting down");
 		event_free(l->step_ev);
 		event_free(l->tick_ev);
+		event_free(l->keep_ev);
 		free(l);
 	}
 }

@@ -56,6 +56,9 @@ enum {
 	HM_AGENT_CLOSED,	/* C->P: struct hm_agent_id: the guest's end
 				 * closed (the helper forgot it) */
 	HM_AGENT_INACK,		/* C->P: struct hm_agent_inack */
+	HM_AGENT_STARTED,	/* C->P: struct hm_agent_started */
+	HM_AGENT_PROC,		/* C->P: struct hm_agent_proc */
+	HM_AGENT_RING,		/* C->P: struct hm_agent_ring */
 };
 
 /*
@@ -69,7 +72,10 @@ enum {
  * then sends the parent stdout and stderr bytes (HM_AGENT_OUTPUT, at
  * most HM_AGENT_CHUNK each), a channel's end (HM_AGENT_EXIT, checked:
  * "exit N" or "signal N", then " timeout"), the agent's refusals
- * (HM_AGENT_FAIL, printable text) and stdin taken (HM_AGENT_INACK), in
+ * (HM_AGENT_FAIL, printable text), stdin taken (HM_AGENT_INACK), a
+ * detached process started (HM_AGENT_STARTED), one listed
+ * (HM_AGENT_PROC: its fields checked, its command printable) and what a
+ * process's ring holds (HM_AGENT_RING), in
  * the order of the guest's frames, each with its channel (protocol 1:
  * channel 0, one command at a time). A guest that breaks the framing
  * gets HM_AGENT_ERROR and its connection closed.
@@ -117,6 +123,37 @@ struct hm_agent_inack {
 	uint64_t	 id;
 	uint32_t	 chan;
 	uint32_t	 bytes;		/* of its stdin the agent took */
+};
+
+/* A detached process's state: running, or how it ended. */
+enum { HM_PROC_RUNNING, HM_PROC_EXITED, HM_PROC_SIGNALED };
+
+struct hm_agent_started {
+	uint64_t	 id;
+	uint32_t	 chan;
+	uint32_t	 proc;
+	int32_t		 pid;
+};
+
+struct hm_agent_proc {
+	uint64_t	 id;
+	uint32_t	 chan;
+	uint32_t	 proc;
+	int32_t		 pid;
+	int32_t		 state;		/* HM_PROC_* */
+	int32_t		 code;		/* exit 0..255 or signal 1..127 */
+	int32_t		 keep;		/* 0 or 1 */
+	int64_t		 start_ms;	/* the guest's clock */
+	uint64_t	 total;		/* bytes it wrote */
+	char		 cmd[HM_AGENT_TEXT];	/* printable ASCII */
+};
+
+struct hm_agent_ring {
+	uint64_t	 id;
+	uint32_t	 chan;
+	int32_t		 state;		/* HM_PROC_* */
+	int32_t		 code;
+	uint64_t	 first, total;	/* the ring holds [first, total) */
 };
 
 struct hm_agent_exit {

@@ -181,6 +181,10 @@ px_token_authorize(const struct px_auth *a, const char *method,
 	/* commands in its own guest (POST .../exec) */
 	if (nseg == 4 && strcmp(seg[3], "exec") == 0 && post)
 		return 0;
+	/* its detached processes: list, show, logs; kill, wait */
+	if (strcmp(seg[3], "processes") == 0 && ((get && nseg <= 6) ||
+	    (post && nseg == 6)))
+		return 0;
 	/* and its files (GET and PUT .../files?path=) */
 	if (nseg == 4 && strcmp(seg[3], "files") == 0 && (get ||
 	    strcmp(method, "PUT") == 0))

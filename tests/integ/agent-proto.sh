@@ -17,8 +17,16 @@
 # lives on; terminals ('T', 'W', ^D); a new ping ends a running command
 # and nothing comes for it after; 16 streams at once intact; waiting
 # channels keep the agent idle; 1024 live channels, the 1025th is 429;
-# the host gone (or past its window) kills the commands. No root needed
-# but for user switching; about 20 s.
+# the host gone (or past its window) kills the commands. Detached
+# processes ('D'): 'S' ends the channel; 'L' lists them running, then
+# "exit:0", with keep ('k'), total, cmd, start; 'G' gives 'M' and the
+# ring's bytes (a ring of 1024 written 5000: first 3976, the last 1024
+# bytes), with 'f' the output as it comes then 'M' and 'X', within the
+# window, skipping what the ring overwrote; a ping ends follow channels
+# but not the processes, nor does the host going away; 'Z' (signal:15,
+# then 409), 404 for an unknown process, 't' ends one as signal:9, 429
+# past BA_MAX_PROCS running and the oldest ended one forgotten. No root
+# needed but for user switching; about 20 s.
 # SPDX-License-Identifier: GPL-2.0-or-later
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"

@@ -50,7 +50,7 @@ MARK = 'BERTH_AGENT_TEST'
 def proto_constants(path):
     """The BA_* sizes from agent_proto.h itself, so the test follows it."""
     want = ('BA_MAX_PAYLOAD', 'BA_CHUNK', 'BA_WINDOW', 'BA_MAX_CHANS',
-            'BA_PROTO')
+            'BA_PROTO', 'BA_RING_MAX', 'BA_MAX_PROCS')
     vals = {}
     with open(path) as f:
         for line in f:
@@ -70,6 +70,8 @@ CHUNK = _C['BA_CHUNK']
 WINDOW = _C['BA_WINDOW']
 MAX_CHANS = _C['BA_MAX_CHANS']
 PROTO = _C['BA_PROTO']
+RING_MAX = _C['BA_RING_MAX']
+MAX_PROCS = _C['BA_MAX_PROCS']
 
 
 # ---- TAP -------------------------------------------------------------------
@@ -189,10 +191,14 @@ class Chan:
         self.in_acked = 0       # ... acknowledged by 'a'
         self.cut = False        # ended by a ping (its pong came)
         self.late = []          # frames after its end
+        self.started = None     # the 'S' text (a detached process)
+        self.procs = []         # the 'Q' texts (of an 'L')
+        self.rings = []         # the 'M' texts (of a 'G')
 
     @property
     def done(self):
-        return self.exit is not None or self.fail is not None
+        return (self.exit is not None or self.fail is not None or
+                self.started is not None)
 
     def __repr__(self):
         return '<%s channel %d: %d+%d bytes, %r %r>' % (
@@ -203,8 +209,15 @@ class Chan:
         return bytes(self.out).decode('utf-8', 'replace').split()
 
 
+def ignore_int_quit():
+    """As sh starts a background job (the guest's init starts the agent
+    so): SIGINT and SIGQUIT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+
 class Agent:
-    def __init__(self, ctx, name):
+    def __init__(self, ctx, name, preexec=None):
         self.ctx = ctx
         self.name = name
         self.sock, theirs = socket.socketpair()
@@ -216,7 +229,8 @@ class Agent:
         with open(self.log, 'wb') as log:
             self.proc = subprocess.Popen(
                 [AGENT], env=env, pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                preexec_fn=preexec)
         theirs.close()
         ctx.agents.append(self)
         self.rbuf = bytearray()
@@ -293,6 +307,12 @@ class Agent:
             c.fail = pl.decode('utf-8', 'replace')
         elif t == 'a' and len(pl) == 4:
             c.in_acked += struct.unpack('>I', pl)[0]
+        elif t == 'S':
+            c.started = pl.decode('utf-8', 'replace')
+        elif t == 'Q':
+            c.procs.append(pl.decode('utf-8', 'replace'))
+        elif t == 'M':
+            c.rings.append(pl.decode('utf-8', 'replace'))
         else:
             self.stray.append((t, cid, pl[:40]))
         return None
@@ -389,6 +409,57 @@ class Agent:
     def kill(self, c, sig):
         self.send('K', str(sig).encode(), c.id)
 
+    def detach(self, argv, ring, timeout_ms=0, keep=False, tty=None,
+               cid=None):
+        """An 'E' with 'D<ring>': its channel (answered 'S' or 'F')."""
+        f = ['t%d' % timeout_ms, 'D%d' % ring]
+        if keep:
+            f.append('k')
+        if tty is not None:
+            f.append('T' + tty)
+        f += ['a' + a for a in argv]
+        f += ['e%s=%s' % (MARK, self.ctx.token)]
+        return self._open('E', f, cid, 'detach')
+
+    def logs(self, proc, offset=None, follow=False, cid=None):
+        f = ['i%d' % proc]
+        if offset is not None:
+            f.append('o%d' % offset)
+        if follow:
+            f.append('f')
+        return self._open('G', f, cid, 'logs')
+
+    def signal(self, proc, sig, cid=None):
+        """A 'Z', waited for: its channel."""
+        c = self._open('Z', ['i%d' % proc, 's%d' % sig], cid, 'signal')
+        self.need(lambda: c.done, "the 'Z' answer")
+        return c
+
+    def procs(self):
+        """An 'L', waited for: {proc: its 'Q' fields as a dict}, and the
+        channel."""
+        c = self._open('L', [], None, 'list')
+        self.need(lambda: c.done, "the 'L' answer")
+        out = {}
+        for q in c.procs:
+            w = q.split(' ', 6)
+            out[int(w[0])] = dict(
+                proc=int(w[0]), pid=int(w[1]), state=w[2], start=int(w[3]),
+                keep=int(w[4]), total=int(w[5]),
+                cmd=w[6] if len(w) > 6 else '')
+        return out, c
+
+    def state(self, proc, want, timeout=WAIT):
+        """Lists until proc's state is one of want (bounded): the last
+        state seen (None: not listed)."""
+        end = time.monotonic() + timeout
+        while True:
+            ps, _ = self.procs()
+            st = ps[proc]['state'] if proc in ps else None
+            if st in want or time.monotonic() >= end:
+                return st
+            time.sleep(0.02)
+
     def ack(self, c, n=None):
         self._ack(c, c.unacked if n is None else n)
         self._io(None, WAIT)
@@ -484,8 +555,8 @@ class Ctx:
         self.root = os.geteuid() == 0
         self.agents = []
 
-    def agent(self, name):
-        a = Agent(self, name)
+    def agent(self, name, preexec=None):
+        a = Agent(self, name, preexec)
         nonce = b'hello-' + name.encode()
         pong = a.ping(nonce)
         if pong != nonce + bytes([PROTO]):
@@ -648,6 +719,17 @@ def test_exit(ctx):
     t.is_(bytes(v.out), ('bar /h dumb\n%s\n' % ctx.tmp).encode(),
           "'e' adds to the environment and replaces a default (HOME), "
           "'c' sets the directory")
+    a.close()
+
+
+def test_signals_reset(ctx):
+    t = ctx.t
+    a = ctx.agent('sigign', preexec=ignore_int_quit)
+    e = a.run(['sh', '-c', "grep SigIgn /proc/self/status"])
+    a.done(e)
+    t.is_(bytes(e.out).split(), [b'SigIgn:', b'0000000000000000'],
+          "an agent started with SIGINT and SIGQUIT ignored (as init's "
+          "background job): its commands ignore no signal")
     a.close()
 
 
@@ -857,10 +939,10 @@ def test_channels(ctx):
         a.send(ty, pl, 999)
     a.send('E', b't0\0aecho\0aon channel 0\0', 0)
     a.send('A', b'\xff\xff\xff\xff', 60)
-    a.send('Z', b'zz', 60)
-    z = a._open('Z', ['zz'], 998, 'unknown')
+    a.send('Y', b'zz', 60)
+    z = a._open('Y', ['zz'], 998, 'unknown')
     a.done(z)
-    t.ok(z.fail is not None and z.fail.startswith("400 unknown request 'Z'"),
+    t.ok(z.fail is not None and z.fail.startswith("400 unknown request 'Y'"),
          "an unknown request type on a new channel: 'F' '400 unknown "
          "request'", 'got %r' % z.fail)
     a.stdin(live, b'two\n')
@@ -1114,10 +1196,317 @@ def test_overrun(ctx):
     t.ok(wait_gone([pid], 10), 'and its command is killed')
 
 
+# ---- detached processes ----------------------------------------------------
+def started(c):
+    """The (proc, pid) of an 'S' answer, or None."""
+    m = re.match(r'^(\d+) (\d+)$', c.started or '')
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def need_started(c):
+    sp = started(c)
+    if sp is None:
+        raise AgentError('a detached process did not start: %r %r %r' % (
+            c.started, c.exit, c.fail))
+    return sp
+
+
+def test_detach(ctx):
+    t = ctx.t
+    a = ctx.agent('detach')
+    t0 = time.time()
+    d = a.detach(['sh', '-c', 'echo a; sleep 0.2; echo b'], 4096)
+    a.done(d)
+    ps, _ = a.procs()
+    a.round_trip()
+    sp = started(d)
+    t.ok(sp is not None and sp[0] == 1 and d.exit is None and
+         d.fail is None and not d.late,
+         "'E' with 'D4096': 'S' '<proc> <pid>' (proc 1), and its channel "
+         "ends there (no 'X', nothing after)",
+         'got %r %r %r, after: %r' % (d.started, d.exit, d.fail, d.late[:3]))
+    proc, pid = need_started(d)
+    q = ps.get(proc)
+    t.ok(q is not None and q['state'] == 'running' and q['pid'] == pid,
+         "'L' lists it as running, with its pid", 'got %r' % (q,))
+    st = a.state(proc, ('exit:0',))
+    t.is_(st, 'exit:0', "once it has ended, 'L' lists it as 'exit:0'")
+    ps, l = a.procs()
+    q = ps.get(proc) or {}
+    t1 = time.time()
+    t.ok(l.exit == 'exit 0' and q.get('total') == 4 and
+         q.get('keep') == 0 and
+         q.get('cmd') == 'sh -c echo a; sleep 0.2; echo b' and
+         t0 * 1000 - 2000 <= q.get('start', 0) <= t1 * 1000 + 2000,
+         "its 'Q': total 4, keep 0, argv joined by spaces, its start in "
+         "CLOCK_REALTIME ms; the 'L' ends with 'X' 'exit 0'",
+         'got %r, %r (now %d ms)' % (q, l.exit, t1 * 1000))
+    g = a.logs(proc, 0)
+    a.done(g)
+    t.ok(g.rings == ['0 4 exit:0'] and g.out == b'a\nb\n' and
+         g.exit == 'exit 0',
+         "'G' o0: 'M' '0 4 exit:0', then 'a\\nb\\n' in 'O', then 'X' "
+         "'exit 0'", 'got %r %r %r %r' % (g.rings, bytes(g.out), g.exit,
+                                         g.fail))
+    g = a.logs(proc, 2)
+    a.done(g)
+    t.ok(g.rings == ['0 4 exit:0'] and g.out == b'b\n' and
+         g.exit == 'exit 0', "'G' o2: its output from byte 2 on",
+         'got %r %r %r' % (g.rings, bytes(g.out), g.exit))
+
+    # 1000 lines of 5 bytes into a ring of 1024
+    want = b''.join(b'%04d\n' % i for i in range(1000))
+    r = a.detach(['sh', '-c', 'i=0; while [ $i -lt 1000 ]; do '
+                  'printf "%04d\\n" $i; i=$((i+1)); done'], 1024)
+    a.done(r)
+    rp, _ = need_started(r)
+    st = a.state(rp, ('exit:0',))
+    g = a.logs(rp, 0)
+    a.done(g)
+    t.ok(st == 'exit:0' and g.rings == ['3976 5000 exit:0'] and
+         bytes(g.out) == want[-1024:] and g.exit == 'exit 0',
+         "a ring of 1024 bytes written 5000: 'M' '3976 5000 exit:0', and "
+         "'G' o0 gives exactly the last 1024 bytes",
+         'state %r, got %r, %d bytes (%r...), %r' % (
+             st, g.rings, len(g.out), bytes(g.out[:20]), g.exit))
+    g = a.logs(rp, 4500)
+    a.done(g)
+    h = a.logs(rp, 6000)
+    a.done(h)
+    t.ok(bytes(g.out) == want[4500:] and g.exit == 'exit 0' and
+         h.rings == ['3976 5000 exit:0'] and not h.out and
+         h.exit == 'exit 0',
+         "'G' o4500 gives bytes 4500 to 5000; o6000 (past the total) "
+         "none", 'got %d bytes %r; %r %d bytes %r' % (
+             len(g.out), g.exit, h.rings, len(h.out), h.exit))
+
+    n = a.detach(['sh', '-c', 'cat; readlink /proc/self/fd/0; '
+                  'echo err >&2'], 4096)
+    a.done(n)
+    np_, _ = need_started(n)
+    a.state(np_, ('exit:0',))
+    g = a.logs(np_, 0)
+    a.done(g)
+    t.ok(g.out == b'/dev/null\nerr\n' and not g.err,
+         "a detached process's stdin is /dev/null, its stdout and stderr "
+         "one stream in 'O'", 'got %r / %r' % (bytes(g.out), bytes(g.err)))
+    y = a.detach(['sh', '-c', 'test -t 1 && test -t 2 && echo term; '
+                  'readlink /proc/self/fd/0'], 4096, tty='0 0')
+    a.done(y)
+    yp, _ = need_started(y)
+    a.state(yp, ('exit:0',))
+    g = a.logs(yp, 0)
+    a.done(g)
+    t.is_(bytes(g.out), b'term\r\n/dev/null\r\n',
+          "with 'T': its stdout and stderr are a terminal, stdin /dev/null")
+    bad = [a.detach(['true'], n) for n in (1023, RING_MAX + 1)]
+    for b in bad:
+        a.done(b)
+    t.ok(all(b.fail is not None and b.fail.startswith('400 ')
+             for b in bad),
+         "a ring of 1023 or BA_RING_MAX + 1 bytes: 'F' '400 ...'",
+         'got %r' % [(b.fail, b.started) for b in bad])
+    a.close()
+
+
+def test_detach_follow(ctx):
+    t = ctx.t
+    a = ctx.agent('follow')
+    want = b''.join(b'line%d\n' % i for i in range(1, 6))
+    f = a.detach(['sh', '-c', 'for i in 1 2 3 4 5; do echo line$i; '
+                  'sleep 0.1; done'], 4096)
+    a.done(f)
+    fp, _ = need_started(f)
+    g = a.logs(fp, 0, follow=True)
+    a.done(g)
+    t.ok(bytes(g.out) == want and len(g.rings) == 2 and
+         g.rings[0].endswith(' running') and
+         g.rings[1] == '0 30 exit:0' and g.exit == 'exit 0',
+         "'G' with 'f' on a process printing a line every 0.1 s: 'M' "
+         "(running), all five lines as they come, then 'M' '0 30 exit:0' "
+         "and 'X' 'exit 0'", 'got %r %r %r %r' % (
+             g.rings, bytes(g.out), g.exit, g.fail))
+    g = a.logs(fp, 0, follow=True)
+    a.done(g)
+    t.ok(bytes(g.out) == want and g.rings == ['0 30 exit:0'] * 2 and
+         g.exit == 'exit 0',
+         "following an ended process: 'M', its output, 'M' again, 'X'",
+         'got %r %r %r' % (g.rings, bytes(g.out), g.exit))
+
+    w = a.detach(['head', '-c', '600000', '/dev/zero'], 1 << 20)
+    a.done(w)
+    wp, _ = need_started(w)
+    g = a.logs(wp, 0, follow=True)
+    g.autoack = False
+    a.need(lambda: len(g.out) >= WINDOW, 'a window of the follower')
+    a.state(wp, ('exit:0',))
+    a.round_trip()
+    t.ok(len(g.out) == WINDOW and not g.done,
+         'a follower that does not ack stops at BA_WINDOW (%d) bytes '
+         'outstanding' % WINDOW, 'got %d bytes, %r' % (len(g.out), g.exit))
+    a.ack(g, 1000)
+    a.need(lambda: len(g.out) >= WINDOW + 1000, '1000 more bytes')
+    a.round_trip()
+    t.is_(len(g.out), WINDOW + 1000,
+          "an 'A' of 1000 lets exactly 1000 more bytes out")
+    g.autoack = True
+    a.ack(g)
+    a.done(g)
+    t.ok(bytes(g.out) == bytes(600000) and
+         g.rings[-1] == '0 600000 exit:0' and g.exit == 'exit 0' and
+         0 < g.max_frame <= CHUNK,
+         "acknowledged, the rest follows in frames of at most BA_CHUNK, "
+         "then 'M' '0 600000 exit:0' and 'X'", 'got %d bytes, %r %r, '
+         'largest frame %d' % (len(g.out), g.rings, g.exit, g.max_frame))
+
+    # a ring of 1024 overwritten faster than its follower is sent it (it
+    # sends what the ring holds each turn, and takes no credit meanwhile)
+    want = b''.join(b'%d\n' % i for i in range(1, 100001))
+    s = a.detach(['seq', '1', '100000'], 1024)
+    a.done(s)
+    sp, _ = need_started(s)
+    g = a.logs(sp, 0, follow=True)
+    g.autoack = False
+    st = a.state(sp, ('exit:0',))
+    a.round_trip()
+    stalled = len(g.out)
+    g.autoack = True
+    a.ack(g)
+    a.done(g)
+    t.ok(st == 'exit:0' and stalled <= WINDOW and
+         len(g.out) < len(want) and bytes(g.out).endswith(want[-1024:]) and
+         g.rings[-1] == '%d %d exit:0' % (len(want) - 1024, len(want)) and
+         g.exit == 'exit 0',
+         'a follower of a ring of 1024 that fell behind skips to the '
+         "ring's start (sent less than was written): it ends with the "
+         "last 1024 bytes, 'M' and 'X'",
+         'state %r, %d bytes before the acks, %d in all (of %d), %r %r' % (
+             st, stalled, len(g.out), len(want), g.rings, g.exit))
+    a.close()
+
+
+def test_detach_signal(ctx):
+    t = ctx.t
+    a = ctx.agent('detach-ping')
+    d = a.detach(['sleep', '100'], 1024)
+    a.done(d)
+    proc, pid = need_started(d)
+    fol = a.logs(proc, 0, follow=True)
+    a.need(lambda: fol.rings, "the follower's 'M'")
+    s = a.run(['sh', '-c', 'echo $$; exec sleep 100'])
+    a.need(lambda: s.out.endswith(b'\n'), 'a command `sleep 100` started')
+    cpid = int(s.out)
+    pong = a.ping(b'again')
+    t.ok(pong == b'again' + bytes([PROTO]) and wait_gone([cpid], 10),
+         "a new ping ends a command channel's `sleep 100`",
+         'pong %r, pid %d %s' % (pong, cpid,
+                                 'alive' if alive(cpid) else 'gone'))
+    ps, _ = a.procs()
+    t.ok(alive(pid) and ps.get(proc, {}).get('state') == 'running',
+         'but not a detached `sleep 100`: still listed running, its pid '
+         'alive', 'pid %d %s, listed %r' % (
+             pid, 'alive' if alive(pid) else 'gone', ps.get(proc)))
+    a.round_trip()
+    t.ok(fol.cut and not fol.late and fol.exit is None,
+         'the ping ends a follow channel: nothing comes for it after the '
+         'pong', 'after the pong: %r' % fol.late[:3])
+    z = a.signal(proc, 15)
+    st = a.state(proc, ('signal:15',))
+    t.ok(z.exit == 'exit 0' and st == 'signal:15' and wait_gone([pid], 10),
+         "'Z' s15: 'X' 'exit 0', and the state becomes 'signal:15'",
+         'got %r %r, state %r' % (z.exit, z.fail, st))
+    z = a.signal(proc, 15)
+    t.is_(z.fail, '409 process %d has ended (signal:15)' % proc,
+          "'Z' on it again: 'F' '409 ...'")
+    z = a.signal(999, 15)
+    g = a.logs(999, 0)
+    a.done(g)
+    t.ok(z.fail == '404 no process 999' and g.fail == '404 no process 999',
+         "'Z' and 'G' on proc 999: 'F' '404 no process 999'",
+         'got %r / %r' % (z.fail, g.fail))
+    k = a.detach(['true'], 1024, keep=True)
+    a.done(k)
+    kp, _ = need_started(k)
+    ps, _ = a.procs()
+    t.ok(ps.get(kp, {}).get('keep') == 1 and
+         ps.get(proc, {}).get('keep') == 0 and list(ps) == sorted(ps) and
+         kp == proc + 1,
+         "'k' shows as keep 1 in its 'Q' (0 without); 'L' lists in proc "
+         'order, numbers one up', 'got %r' % ps)
+
+    t0 = time.monotonic()
+    o = a.detach(['sleep', '100'], 1024, timeout_ms=500)
+    a.done(o)
+    op, opid = need_started(o)
+    st = a.state(op, ('signal:9',))
+    dt = time.monotonic() - t0
+    t.ok(st == 'signal:9' and 0.49 <= dt and wait_gone([opid], 10),
+         "a detached `sleep 100` with 't500' is killed at its deadline: "
+         "'signal:9' (%.2f s)" % dt, 'state %r' % st)
+
+    h = a.detach(['sleep', '100'], 1024)
+    a.done(h)
+    _, hpid = need_started(h)
+    rc = a.close()
+    time.sleep(0.2)
+    t.ok(rc == 0 and alive(hpid), 'the host gone (the agent exits here), '
+         'a detached `sleep 100` runs on', 'exit %r, pid %d %s' % (
+             rc, hpid, 'alive' if alive(hpid) else 'gone'))
+    try:
+        os.kill(hpid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def test_detach_max(ctx):
+    t = ctx.t
+    descs = ("the %d-th detached process running gets 'F' '429 too many "
+             "processes (%d)'" % (MAX_PROCS + 1, MAX_PROCS),
+             'with one ended, a new one starts and the ended one is '
+             'forgotten')
+    why = raise_limits(ctx)
+    if why is not None:
+        for d in descs:
+            t.skip(d, why)
+        return
+    a = ctx.agent('detach-max')
+    ds = [a.detach(['sleep', '100'], 1024) for _ in range(MAX_PROCS)]
+    a.wait(lambda: all(d.done for d in ds), 2 * WAIT)
+    extra = a.detach(['true'], 1024)
+    a.done(extra)
+    sps = [started(d) for d in ds]
+    t.ok(all(sps) and extra.fail == '429 too many processes (%d)'
+         % MAX_PROCS, descs[0], '%d started, then %r %r' % (
+             sum(1 for s in sps if s), extra.started, extra.fail))
+    first = need_started(ds[0])
+    a.signal(first[0], 9)
+    a.state(first[0], ('signal:9',))
+    more = a.detach(['true'], 1024)
+    a.done(more)
+    ps, _ = a.procs()
+    g = a.logs(first[0], 0)
+    a.done(g)
+    mp = started(more)
+    t.ok(mp is not None and mp[0] == MAX_PROCS + 1 and
+         first[0] not in ps and len(ps) == MAX_PROCS and
+         g.fail == '404 no process %d' % first[0], descs[1],
+         'got %r %r, %d listed, proc %d %s, its logs %r' % (
+             more.started, more.fail, len(ps), first[0],
+             'listed' if first[0] in ps else 'not listed', g.fail))
+    for s in sps[1:]:
+        if s:
+            try:
+                os.kill(s[1], signal.SIGKILL)
+            except OSError:
+                pass
+    a.close()
+
+
 TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
-         test_kill, test_timeout, test_background, test_files, test_users,
+         test_signals_reset, test_kill, test_timeout, test_background, test_files, test_users,
          test_channels, test_tty, test_ping_ends, test_streams, test_idle,
-         test_max_chans, test_host_gone, test_overrun]
+         test_max_chans, test_host_gone, test_overrun, test_detach,
+         test_detach_follow, test_detach_signal, test_detach_max]
 
 
 def final_checks(ctx):

@@ -8,7 +8,11 @@
 # while an exec and cp in and out complete, killed in the guest when its
 # client goes; past vm_max_procs a 429; 100 MB nobody reads stalls only
 # its own command and is not buffered in berthd; 300 abandoned buffered
-# execs leave nothing running in the guest); an exec on a suspended (and
+# execs leave nothing running in the guest); detached processes (exec
+# --detach: a server on a published port, listed by ps, its output ring
+# bounded, logs --follow, alive after suspend, resume and a berthd
+# restart, kill with a signal, wait; --keep-awake holds the sandbox, a
+# plain one does not); an exec on a suspended (and
 # on a paused) sandbox wakes it and says how long the wake took; five
 # concurrent execs on a suspended sandbox share one wake; a running
 # command is activity (idle_pause does not stop it); berthd restarted,
@@ -355,6 +359,80 @@ is "a 4 s command under idle_pause 1s ran to its end" "$out" done
 check "... and then the sandbox pauses" wait_for 30 state_is paused
 check "idle_pause never again" netctl sandbox set ex --idle-pause never
 
+# ---- detached processes ----
+srv9090() { [ "$(bcurl -o /dev/null -w '%{http_code}' "$(url_for 9090 ex)/healthz")" = 200 ]; }
+ps_line() { netctl sandbox ps ex | awk -v p="$1" '$1 == p'; }
+p=$(x --detach -- testapp -l 0.0.0.0 -p 9090 2>&1)
+like "exec --detach: prints a process number" "$p" '^[0-9]+$'
+like "... ps lists it running, with its command" "$(ps_line "$p")" \
+	"^$p +[0-9]+ +running +[0-9]+ +no +testapp -l 0.0.0.0 -p 9090$"
+netctl port publish ex 9090 >/dev/null && wait_routed ex 9090
+check "... its port, published, is served through berthd" wait_for 30 srv9090
+# a ring of 4 KiB: 1000 lines (7890 bytes) written, the last 4096 kept
+q=$(x --detach --ring 4K -- sh -c \
+	'i=0; while [ $i -lt 1000 ]; do echo line$i; i=$((i+1)); done; sleep 600')
+wrote() { [ "$(netctl --json sandbox ps ex | json_get "$(cat)" \
+	"[p['output_bytes'] for p in j['processes'] if p['process'] == $q][0]")" = 7890 ]; }
+check "a detached process with --ring 4K wrote its 7890 bytes" wait_for 30 wrote
+lj=$(netctl --json sandbox logs ex "$q")
+is "... its ring holds the last 4096 (bytes 3794 to 7890), said lost before" \
+	"$(json_get "$lj" 'str(j["first"]) + " " + str(j["total"]) + " " + str(j["lost"]) + " " + str(len(j["output"]))')" \
+	"3794 7890 True 4096"
+netctl sandbox logs ex "$q" >"$T/q.out" 2>"$T/q.err"
+is "... netctl sandbox logs prints them, ending with the last line" "$(wc -c <"$T/q.out" | tr -d ' '):$(tail -n 1 "$T/q.out")" "4096:line999"
+like "... and says what is gone" "$(cat "$T/q.err")" 'output before byte 3794 is gone'
+is "... from --offset 7882: the last line" "$(netctl sandbox logs ex "$q" --offset 7882)" line999
+# --follow: every line as it comes, to the end
+f=$(x --detach -- sh -c 'for i in 1 2 3 4 5; do echo f$i; sleep 0.3; done')
+out=$(timeout 60 "$NETCTL" -s "$STATE" sandbox logs ex "$f" --follow)
+is "logs --follow: every line, and it returns when the process ends" "$out" "$(printf 'f1\nf2\nf3\nf4\nf5')"
+
+# it outlives suspend and resume, and a berthd restart
+check "suspend" netctl sandbox suspend ex
+check "resume" netctl sandbox resume ex
+like "after suspend and resume: still running" "$(ps_line "$p")" "^$p +[0-9]+ +running"
+check "... and served" wait_for 30 srv9090
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+check "berthd restarted: the sandbox runs" wait_for 30 state_is running
+like "... the process is still listed, running" "$(ps_line "$p")" "^$p +[0-9]+ +running"
+check "... and served" wait_for 30 srv9090
+check "kill --signal INT" netctl sandbox kill ex "$p" --signal INT
+out=$(netctl sandbox wait ex "$p")
+is "wait: it ended by signal 2 (netctl exits 130)" "$?:$out" "130:signal 2"
+like "... ps says so" "$(ps_line "$p")" "^$p +[0-9]+ +signal 2 "
+netctl sandbox kill ex "$p" 2>"$T/e"
+is "kill of an ended process: exit 1" "$?" 1
+like "... saying it has ended" "$(cat "$T/e")" 'has ended'
+netctl sandbox logs ex 99999 2>"$T/e"
+like "logs of no such process: an error naming it" "$?:$(cat "$T/e")" '^1:.*no process 99999'
+check "kill the ring's process (TERM)" netctl sandbox kill ex "$q"
+is "... wait: signal 15" "$(netctl sandbox wait ex "$q")" "signal 15"
+x --detach --tty -- sh 2>"$T/e"
+like "--detach --tty: refused, saying why" "$?:$(cat "$T/e")" '^2:.*without a terminal'
+
+# the idle policy: a detached process does not keep its sandbox awake,
+# one started with --keep-awake does while it runs
+check "idle_pause 2s" netctl sandbox set ex --idle-pause 2s
+n=$(x --detach -- sleep 600)
+check "a detached sleep: the sandbox pauses anyway" wait_for 60 state_is paused
+check "resume" netctl sandbox resume ex
+like "... (its sleep still runs)" "$(ps_line "$n")" "^$n +[0-9]+ +running"
+k=$(x --detach --keep-awake -- sleep 600)
+like "--keep-awake: listed so" "$(ps_line "$k")" "^$k +[0-9]+ +running +[0-9]+ +yes "
+awake=1
+for i in $(seq 1 16); do	# 8 s: four times idle_pause
+	state_is running || { awake=0; break; }
+	sleep 0.5
+done
+is "... the sandbox stays running while it runs (8 s, idle_pause 2s)" "$awake" 1
+check "kill it" netctl sandbox kill ex "$k"
+check "... then the sandbox pauses" wait_for 60 state_is paused
+check "idle_pause never again" netctl sandbox set ex --idle-pause never
+check "resume" netctl sandbox resume ex
+netctl sandbox kill ex "$n" >/dev/null 2>&1
+
 # ---- paused: woken ----
 [ "$(state)" = paused ] || netctl sandbox pause ex >/dev/null
 j=$(netctl --json sandbox exec ex -- echo up </dev/null)
@@ -476,6 +554,23 @@ is "MCP write_file: its mode" "$(ans 4 't["stdout"].strip()')" 600
 like "MCP read_file of an absent file: an error saying so" "$(ans 5 't')" '404.*no file /nope'
 is "MCP run_command: output bounded (64 KiB, said so)" \
 	"$(ans 6 'str(len(t["stdout"])) + " " + str(t.get("stdout_truncated"))')" "65536 True"
+# MCP: a background process started, listed, read, killed
+mo=$(mcp "$tok" <<'EOF'
+{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_process","arguments":{"command":"echo started; exec sleep 600"}}}
+EOF
+)
+mp=$(ans 1 't["process"]')
+like "MCP start_process: a process number" "$mp" '^[0-9]+$'
+started() { mo=$(printf '%s\n' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_process_output","arguments":{"process":'"$mp"'}}}' | mcp "$tok"); [ "$(ans 2 't["output"]')" = started ]; }
+check "MCP read_process_output: its output" wait_for 30 started
+mo=$(mcp "$tok" <<EOF
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_processes","arguments":{}}}
+{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"kill_process","arguments":{"process":$mp,"signal":"KILL"}}}
+EOF
+)
+is "MCP list_processes: it runs" "$(ans 3 "[p['state'] for p in t['processes'] if p['process'] == $mp][0]")" running
+is "MCP kill_process" "$(ans 4 't["signalled"]')" True
+is "... it ended by signal 9" "$(netctl sandbox wait ex "$mp")" "signal 9"
 mo=$(mcp "$otok" <<'EOF'
 {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"true"}}}
 {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/x","content":"x"}}}

@@ -7,6 +7,13 @@
  * agent_proto.h: protocol 2, where every command and file transfer is a
  * channel of its own, many at once, each flow controlled on its own.
  *
+ * Detached processes ('E' with 'D') are the agent's, not a channel's:
+ * their output goes to a ring of theirs, read whenever it is readable (the
+ * ring absorbs it, oldest bytes first), they outlive channels, sessions
+ * and hosts, and their records (state, ring) stay until a new one needs
+ * the room. 'L' lists them, 'G' reads (and follows) a ring through a
+ * channel's window like a command's output, 'Z' signals one.
+ *
  * One poll loop serves them all: the port, a signalfd (SIGCHLD, SIGIO)
  * and every channel's descriptors. A command is read only while its
  * channel has window credit, so one whose output nobody takes stops in
@@ -70,15 +77,48 @@
 #define STDIN_MAX	(2 * BA_WINDOW)	/* a channel's stdin held: the host
 					 * sends at most BA_WINDOW unacked,
 					 * more is a broken host */
-#define NPOLL		(2 + 3 * BA_MAX_CHANS)
+#define NPOLL		(2 + 3 * BA_MAX_CHANS + BA_MAX_PROCS)
+#define RING_MIN	1024
+#define CMD_MAX		200	/* a process's cmd as listed */
 
-enum { CH_CMD, CH_PUT, CH_GET };
+enum { CH_CMD, CH_PUT, CH_GET, CH_LOGS };
 
 /*
- * A channel: a command ('E'), a file put ('w') or a file get ('g'), named
- * by the host's id. An ended channel is dead: it stays on the list until
- * the end of the loop's turn (the poll set may still point at it) and is
- * invisible to the host's frames meanwhile.
+ * A detached process: its output (stdout and stderr on one pipe, or its
+ * terminal) goes to ring, the byte at offset x of it at ring[x % size]
+ * while x >= total - held. Once reaped, what its pipe held then is read
+ * and the pipe closed: total is final. A forgotten one (evicted to make
+ * room) is off the list; it is freed when no 'G' channel reads it.
+ */
+struct proc {
+	TAILQ_ENTRY(proc) entry;
+	unsigned num;
+	pid_t pid;
+	int reaped, status;
+	int timed_out;
+	long long deadline;	/* monotonic ms, 0: none */
+	long long start;	/* CLOCK_REALTIME ms */
+	int keep;		/* 'k': only recorded and listed */
+	int tty;		/* out is its pty's master */
+	int out;		/* the read end, -1 once at EOF or reaped */
+	unsigned char *ring;
+	size_t size;
+	uint64_t total;		/* bytes ever written */
+	char cmd[CMD_MAX + 1];
+	int nref;		/* 'G' channels reading it */
+	int gone;		/* forgotten: off the list */
+};
+
+static TAILQ_HEAD(, proc) procs = TAILQ_HEAD_INITIALIZER(procs);
+static int nprocs;		/* on the list */
+static unsigned next_proc = 1;
+
+/*
+ * A channel: a command ('E'), a file put ('w'), a file get ('g') or a
+ * detached process's logs ('G'), named by the host's id. An ended channel
+ * is dead: it stays on the list until the end of the loop's turn (the
+ * poll set may still point at it) and is invisible to the host's frames
+ * meanwhile.
  */
 struct chan {
 	TAILQ_ENTRY(chan) entry;
@@ -107,6 +147,12 @@ struct chan {
 	int ferr;		/* put: the first write error */
 	unsigned mode;
 	char *path, *tmp;
+
+	/* logs */
+	struct proc *proc;
+	uint64_t pos;		/* the next offset to send */
+	uint64_t end;		/* without follow: the total when asked */
+	int follow;
 };
 
 static TAILQ_HEAD(, chan) chans = TAILQ_HEAD_INITIALIZER(chans);
@@ -124,10 +170,12 @@ static unsigned char *rbuf;
 static size_t rlen, rcap;
 
 /* The poll set: the port, sigfd, then channels' descriptors, each with
- * its channel and which of its descriptors it is. */
+ * its channel and which of its descriptors it is, and the detached
+ * processes' outputs (with their process instead). */
 static struct pollfd pfds[NPOLL];
 static struct {
 	struct chan *c;
+	struct proc *p;
 	int *fd;
 } pmap[NPOLL];
 
@@ -276,6 +324,16 @@ nonblock(int fd)
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
+/* A 'G' channel lets go of its process: a forgotten one is freed. */
+static void
+proc_unref(struct proc *p)
+{
+	if (--p->nref > 0 || !p->gone)
+		return;
+	free(p->ring);
+	free(p);
+}
+
 static struct chan *
 chan_new(uint32_t id, int kind)
 {
@@ -304,8 +362,9 @@ chan_find(uint32_t id)
 
 /*
  * Ends a channel: a command not reaped yet has its process group killed
- * and is waited for (nobody will read it), a put's temporary file goes.
- * Nothing is sent: the caller has sent 'X' or 'F', or nobody listens.
+ * and is waited for (nobody will read it), a put's temporary file goes,
+ * a logs channel lets go of its process (which runs on). Nothing is
+ * sent: the caller has sent 'X' or 'F', or nobody listens.
  */
 static void
 chan_end(struct chan *c)
@@ -327,6 +386,9 @@ chan_end(struct chan *c)
 	if (c->fd >= 0 && c->kind == CH_PUT)
 		unlink(c->tmp);		/* not renamed: dropped */
 	close_fd(&c->fd);
+	if (c->proc != NULL)
+		proc_unref(c->proc);	/* the process itself goes on */
+	c->proc = NULL;
 	c->dead = 1;
 	nlive--;
 }
@@ -862,6 +924,396 @@ chan_kill(struct chan *c, const unsigned char *p, size_t len)
 	kill(-c->pid, (int)sig);
 }
 
+/* ---- detached processes ('E' with 'D', 'L', 'G', 'Z') ---- */
+
+static long long
+realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How many of the last bytes of p's output its ring holds. */
+static size_t
+ring_held(const struct proc *p)
+{
+	return p->total < p->size ? (size_t)p->total : p->size;
+}
+
+/* "running", "exit:N" or "signal:N": one word (a timeout is not told
+ * apart: killed at its deadline, it is "signal:9"). */
+static const char *
+proc_state(const struct proc *p, char *buf, size_t len)
+{
+	if (!p->reaped)
+		return "running";
+	if (WIFSIGNALED(p->status))
+		snprintf(buf, len, "signal:%d", WTERMSIG(p->status));
+	else
+		snprintf(buf, len, "exit:%d", WEXITSTATUS(p->status));
+	return buf;
+}
+
+static struct proc *
+proc_find(unsigned long long num)
+{
+	struct proc *p;
+
+	TAILQ_FOREACH(p, &procs, entry)
+		if (p->num == num)
+			return p;
+	return NULL;
+}
+
+/* Off the list; freed now, or by the last 'G' channel reading it. */
+static void
+proc_forget(struct proc *p)
+{
+	TAILQ_REMOVE(&procs, p, entry);
+	nprocs--;
+	p->gone = 1;
+	if (p->nref == 0) {
+		free(p->ring);
+		free(p);
+	}
+}
+
+/* Room for one more process: 0, with *victim the ended one to forget
+ * first (oldest first) or NULL; -1 when all BA_MAX_PROCS kept run. */
+static int
+proc_room(struct proc **victim)
+{
+	struct proc *p;
+
+	*victim = NULL;
+	if (nprocs < BA_MAX_PROCS)
+		return 0;
+	TAILQ_FOREACH(p, &procs, entry)
+		if (p->reaped) {
+			*victim = p;
+			return 0;
+		}
+	return -1;
+}
+
+/* argv joined by spaces, cut at CMD_MAX bytes, '?' for what is not
+ * printable (a 'Q' frame is one line of words, cmd last). */
+static void
+cmd_line(char *dst, size_t cap, char **argv)
+{
+	size_t n = 0;
+	const char *s;
+	int i;
+
+	for (i = 0; argv[i] != NULL && n + 1 < cap; i++) {
+		if (i > 0)
+			dst[n++] = ' ';
+		for (s = argv[i]; *s != '\0' && n + 1 < cap; s++)
+			dst[n++] = isprint((unsigned char)*s) ? *s : '?';
+	}
+	dst[n] = '\0';
+}
+
+/* Appends to p's ring: of more than it holds, the last bytes. */
+static void
+ring_put(struct proc *p, const unsigned char *b, size_t n)
+{
+	size_t at, a;
+
+	if (n > p->size) {
+		p->total += n - p->size;
+		b += n - p->size;
+		n = p->size;
+	}
+	at = (size_t)(p->total % p->size);
+	a = p->size - at < n ? p->size - at : n;
+	memcpy(p->ring + at, b, a);
+	memcpy(p->ring, b + a, n - a);
+	p->total += n;
+}
+
+/*
+ * One read of a detached process's output, at most max bytes (and
+ * BA_CHUNK), into its ring. No window: the oldest bytes are overwritten.
+ * EOF (or a tty's EIO) closes the descriptor. 0 when it read something.
+ */
+static int
+proc_read(struct proc *p, size_t max)
+{
+	unsigned char buf[BA_CHUNK];
+	ssize_t n;
+
+	if (max > sizeof(buf))
+		max = sizeof(buf);
+	if (p->out < 0 || max == 0)
+		return -1;
+	n = read(p->out, buf, max);
+	if (n > 0) {
+		ring_put(p, buf, (size_t)n);
+		return 0;
+	}
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return -1;
+	close_fd(&p->out);
+	return -1;
+}
+
+/*
+ * A detached process was reaped: what its pipe holds now is what it
+ * wrote; that is read and the pipe closed, so its total is final (as
+ * for a command, a background child of it that writes on is not
+ * waited for). A pty's last output can still be in the kernel's flip
+ * buffer, which FIONREAD does not count and a read flushes: a chunk
+ * more is read there (see cmd_finish).
+ */
+static void
+proc_reaped(struct proc *p, int st)
+{
+	uint64_t before;
+	size_t left = 0, got;
+	int n;
+
+	p->reaped = 1;
+	p->status = st;
+	if (p->out >= 0 && ioctl(p->out, FIONREAD, &n) == 0 && n > 0)
+		left = (size_t)n;
+	if (p->tty)
+		left += BA_CHUNK;
+	while (left > 0) {
+		before = p->total;
+		if (proc_read(p, left) < 0)
+			break;
+		got = (size_t)(p->total - before);
+		left -= got < left ? got : left;
+	}
+	close_fd(&p->out);
+}
+
+/* The deadlines passed: the group is killed, the state "signal:9". */
+static void
+procs_deadlines(long long now)
+{
+	struct proc *p;
+
+	TAILQ_FOREACH(p, &procs, entry)
+		if (!p->reaped && !p->timed_out && p->deadline > 0 &&
+		    now >= p->deadline) {
+			p->timed_out = 1;
+			kill(-p->pid, SIGKILL);
+		}
+}
+
+/* The processes' outputs to the poll set from *n on (always: the rings
+ * take whatever comes), their nearest deadline folded into *to. */
+static void
+procs_poll(nfds_t *n, int *to, long long now)
+{
+	struct proc *p;
+	long long left;
+
+	TAILQ_FOREACH(p, &procs, entry) {
+		if (p->out >= 0) {
+			pfds[*n].fd = p->out;
+			pfds[*n].events = POLLIN;
+			pfds[*n].revents = 0;
+			pmap[*n].c = NULL;
+			pmap[*n].p = p;
+			pmap[*n].fd = &p->out;
+			(*n)++;
+		}
+		if (!p->reaped && !p->timed_out && p->deadline > 0) {
+			left = p->deadline - now;
+			left = left < 0 ? 0 : left > 60000 ? 60000 : left;
+			if (*to < 0 || left < *to)
+				*to = (int)left;
+		}
+	}
+}
+
+/* 'L': a 'Q' for each process kept, in their order, then 'X'. */
+static void
+list(uint32_t id)
+{
+	char msg[CMD_MAX + 128], st[32];
+	struct proc *p;
+
+	TAILQ_FOREACH(p, &procs, entry) {
+		snprintf(msg, sizeof(msg), "%u %d %s %lld %d %llu %s", p->num,
+		    (int)p->pid, proc_state(p, st, sizeof(st)), p->start,
+		    p->keep, (unsigned long long)p->total, p->cmd);
+		(void)port_frame(BA_PROC, id, msg, strlen(msg), NULL, 0);
+	}
+	(void)port_frame(BA_EXIT, id, "exit 0", 6, NULL, 0);
+}
+
+/* The fields of 'G' and 'Z': 'i<proc>', 'o<offset>', 's<signal>' (in
+ * v[0], v[1], v[2]: decimal, 0 when absent), 'f'; -1 when malformed. */
+static int
+proc_fields(const unsigned char *p, size_t len, unsigned long long v[3],
+    int *follow)
+{
+	static const char tags[] = "ios";
+	const char *s, *t;
+	size_t off = 0, l;
+	char *end;
+
+	v[0] = v[1] = v[2] = 0;
+	*follow = 0;
+	while (off < len) {
+		s = (const char *)p + off;
+		if ((l = strnlen(s, len - off)) == len - off)
+			return -1;
+		off += l + 1;
+		if (s[0] == 'f') {
+			*follow = 1;
+			continue;
+		}
+		if (s[0] == '\0' || (t = strchr(tags, s[0])) == NULL)
+			continue;	/* unknown fields: a newer host */
+		if (!isdigit((unsigned char)s[1]))
+			return -1;
+		errno = 0;
+		v[t - tags] = strtoull(s + 1, &end, 10);
+		if (*end != '\0' || errno != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* 'M' on a logs channel: what the ring holds now, and the state. */
+static void
+ring_send(struct chan *c)
+{
+	struct proc *p = c->proc;
+	char msg[96], st[32];
+
+	snprintf(msg, sizeof(msg), "%llu %llu %s",
+	    (unsigned long long)(p->total - ring_held(p)),
+	    (unsigned long long)p->total, proc_state(p, st, sizeof(st)));
+	(void)chan_send(c, BA_RING, msg, strlen(msg));
+}
+
+/* Where a logs channel's bytes end for now: the total when asked, or
+ * (following) the total so far. */
+static uint64_t
+logs_upto(const struct chan *c)
+{
+	return c->follow ? c->proc->total : c->end;
+}
+
+/* Whether logs_step has something to do now (serve() does not sleep). */
+static int
+logs_due(const struct chan *c)
+{
+	const struct proc *p = c->proc;
+	uint64_t first = p->total - ring_held(p);
+	uint64_t pos = c->pos > first ? c->pos : first;
+
+	if (pos < logs_upto(c))
+		return c->unacked < BA_WINDOW;
+	return !c->follow || p->reaped;
+}
+
+/*
+ * One 'O' of a logs channel, as its credit goes: the ring's bytes from
+ * its position. Bytes the ring overwrote before they were sent are
+ * skipped (the reader sees a jump: the ring is all there is). Done, it
+ * ends: without follow once at the total it was asked at; following,
+ * once the process has ended and its final total is out, with 'M' (the
+ * final state) first. serve() calls this every turn.
+ */
+static void
+logs_step(struct chan *c)
+{
+	struct proc *p = c->proc;
+	uint64_t first = p->total - ring_held(p), upto = logs_upto(c);
+	size_t n, at, a;
+
+	if (c->pos < first)
+		c->pos = first;
+	if (c->pos < upto) {
+		if (c->unacked >= BA_WINDOW)
+			return;
+		n = BA_WINDOW - c->unacked;
+		if (n > BA_CHUNK)
+			n = BA_CHUNK;
+		if (upto - c->pos < n)
+			n = (size_t)(upto - c->pos);
+		at = (size_t)(c->pos % p->size);
+		a = p->size - at < n ? p->size - at : n;
+		(void)port_frame(BA_STDOUT, c->id, p->ring + at, a, p->ring,
+		    n - a);
+		c->unacked += n;
+		c->pos += n;
+		if (c->pos < upto)
+			return;
+	}
+	if (c->follow && !p->reaped)
+		return;		/* waits for more */
+	if (c->follow)
+		ring_send(c);
+	(void)chan_send(c, BA_EXIT, "exit 0", 6);
+	chan_end(c);
+}
+
+/* 'G': 'M', then a channel that sends the ring (logs_step). */
+static void
+logs(uint32_t id, const unsigned char *p, size_t len)
+{
+	unsigned long long v[3];
+	struct proc *pr;
+	struct chan *c;
+	int follow;
+
+	if (proc_fields(p, len, v, &follow) < 0) {
+		failf(id, "400 malformed logs request");
+		return;
+	}
+	if ((pr = proc_find(v[0])) == NULL) {
+		failf(id, "404 no process %llu", v[0]);
+		return;
+	}
+	if ((c = chan_new(id, CH_LOGS)) == NULL) {
+		failf(id, "out of memory");
+		return;
+	}
+	c->proc = pr;
+	pr->nref++;
+	c->pos = v[1];
+	c->end = pr->total;
+	c->follow = follow;
+	ring_send(c);
+}
+
+/* 'Z': a signal for a process's group, while it runs. */
+static void
+proc_signal(uint32_t id, const unsigned char *p, size_t len)
+{
+	unsigned long long v[3];
+	struct proc *pr;
+	char st[32];
+	int follow;
+
+	if (proc_fields(p, len, v, &follow) < 0 || v[2] < 1 || v[2] > 64) {
+		failf(id, "400 malformed signal request (a signal is 1 to "
+		    "64)");
+		return;
+	}
+	if ((pr = proc_find(v[0])) == NULL) {
+		failf(id, "404 no process %llu", v[0]);
+		return;
+	}
+	if (pr->reaped) {
+		failf(id, "409 process %u has ended (%s)", pr->num,
+		    proc_state(pr, st, sizeof(st)));
+		return;
+	}
+	kill(-pr->pid, (int)v[2]);
+	(void)port_frame(BA_EXIT, id, "exit 0", 6, NULL, 0);
+}
+
 static void
 close_pair(int p[2])
 {
@@ -869,17 +1321,21 @@ close_pair(int p[2])
 	close_fd(&p[1]);
 }
 
-/* 'E': a command on channel id. */
+/* 'E': a command on channel id; with 'D', a detached process (the
+ * channel is answered 'S' and ends). */
 static void
 start(uint32_t id, const unsigned char *p, size_t len)
 {
 	char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 8], *cwd = NULL, *s;
-	char *user = NULL, slave[128], msg[512];
+	char *user = NULL, slave[128], msg[512], *end;
 	static char e_home[300], e_user[80], e_logname[90], e_shell[300];
 	struct user u;
 	struct chan *c;
+	struct proc *pr = NULL, *victim = NULL;
 	int argc = 0, envc = 0, i, rows = 0, cols = 0, tty = 0, m = -1;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 };
+	int keep = 0;
+	unsigned long long ring = 0;
 	long long timeout = 0;
 	size_t off = 0, l;
 	pid_t pid;
@@ -909,6 +1365,20 @@ start(uint32_t id, const unsigned char *p, size_t len)
 			tty = 1;
 			if (sscanf(s + 1, "%d %d", &rows, &cols) != 2)
 				rows = cols = 0;
+			break;
+		case 'D':	/* detached: its ring's bytes */
+			errno = 0;
+			ring = strtoull(s + 1, &end, 10);
+			if (!isdigit((unsigned char)s[1]) || *end != '\0' ||
+			    errno != 0 || ring < RING_MIN ||
+			    ring > BA_RING_MAX) {
+				failf(id, "400 a detached process's ring is "
+				    "%d to %d bytes", RING_MIN, BA_RING_MAX);
+				return;
+			}
+			break;
+		case 'k':
+			keep = 1;
 			break;
 		case 'a':
 			if (argc == MAX_ARGS) {
@@ -973,41 +1443,61 @@ start(uint32_t id, const unsigned char *p, size_t len)
 				envp[i] = "TERM=xterm";
 	argv[argc] = NULL;
 	envp[envc] = NULL;
+	if (ring > 0) {
+		/* detached: the room first (no process forgotten for
+		 * one that could not start) */
+		if (proc_room(&victim) < 0) {
+			failf(id, "429 too many processes (%d)",
+			    BA_MAX_PROCS);
+			return;
+		}
+		if ((pr = calloc(1, sizeof(*pr))) == NULL ||
+		    (pr->ring = malloc((size_t)ring)) == NULL) {
+			free(pr);
+			failf(id, "out of memory (a ring of %llu bytes)", ring);
+			return;
+		}
+	}
 	if (tty) {
 		if ((m = pty_open(slave, sizeof(slave), rows, cols)) < 0) {
 			failf(id, "no terminal: %s (is /dev/pts mounted?)",
 			    strerror(errno));
-			return;
+			goto fail;
 		}
 		po[0] = m;	/* a tty's output is one stream */
-		if ((pi[1] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0) {
+		if (pr == NULL &&
+		    (pi[1] = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0) {
 			failf(id, "dup failed: %s", strerror(errno));
-			close(m);
-			return;
+			goto fail;
 		}
-	} else if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
-	    pipe2(pi, O_CLOEXEC) < 0) {
+	} else if (pipe2(po, O_CLOEXEC) < 0 || (pr == NULL &&
+	    (pipe2(pe, O_CLOEXEC) < 0 || pipe2(pi, O_CLOEXEC) < 0))) {
+		/* detached: stdout and stderr on one pipe, no stdin */
 		failf(id, "pipe failed: %s", strerror(errno));
-		close_pair(po);
-		close_pair(pe);
-		close_pair(pi);
-		return;
+		goto fail;
 	}
-	if ((c = chan_new(id, CH_CMD)) == NULL || (pid = fork()) < 0) {
-		failf(id, "%s failed", c == NULL ? "malloc" : "fork");
-		close_pair(po);
-		close_pair(pe);
-		close_pair(pi);
+	c = pr == NULL ? chan_new(id, CH_CMD) : NULL;
+	if ((pr == NULL && c == NULL) || (pid = fork()) < 0) {
+		failf(id, "%s failed", pr == NULL && c == NULL ? "malloc" :
+		    "fork");
 		if (c != NULL)
 			chan_end(c);
-		return;
+		goto fail;
 	}
 	if (pid == 0) {
 		sigset_t none;
+		int sig;
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
+		/* every signal as a fresh process has it: the agent ignores
+		 * SIGPIPE, and the guest's init started it in the background,
+		 * where sh ignores SIGINT and SIGQUIT; an ignored signal would
+		 * stay ignored across exec (a kill --signal INT would do
+		 * nothing) */
+		for (sig = 1; sig < NSIG; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				signal(sig, SIG_DFL);
 		setsid();
 		if (tty) {
 			int sl = open(slave, O_RDWR);
@@ -1023,9 +1513,20 @@ start(uint32_t id, const unsigned char *p, size_t len)
 			if (sl > 2)
 				close(sl);
 		} else {
-			dup2(pi[0], 0);
+			if (pi[0] >= 0)
+				dup2(pi[0], 0);
 			dup2(po[1], 1);
-			dup2(pe[1], 2);
+			dup2(pe[1] >= 0 ? pe[1] : po[1], 2);
+		}
+		if (pr != NULL) {
+			/* detached: nobody writes its stdin */
+			int nul = open("/dev/null", O_RDWR);
+
+			if (nul >= 0 && nul != 0) {
+				dup2(nul, 0);
+				if (nul > 2)
+					close(nul);
+			}
 		}
 		if (user != NULL && u.uid != 0 &&
 		    (setgroups((size_t)u.ngroups, u.groups) < 0 ||
@@ -1053,6 +1554,25 @@ start(uint32_t id, const unsigned char *p, size_t len)
 	close_fd(&po[1]);
 	close_fd(&pe[1]);
 	close_fd(&pi[0]);
+	if (pr != NULL) {
+		if (victim != NULL)
+			proc_forget(victim);
+		pr->num = next_proc++;
+		pr->pid = pid;
+		pr->start = realtime_ms();
+		pr->deadline = timeout > 0 ? now_ms() + timeout : 0;
+		pr->keep = keep;
+		pr->tty = tty;
+		pr->out = po[0];
+		nonblock(pr->out);
+		pr->size = (size_t)ring;
+		cmd_line(pr->cmd, sizeof(pr->cmd), argv);
+		TAILQ_INSERT_TAIL(&procs, pr, entry);
+		nprocs++;
+		snprintf(msg, sizeof(msg), "%u %d", pr->num, (int)pid);
+		(void)port_frame(BA_STARTED, id, msg, strlen(msg), NULL, 0);
+		return;
+	}
 	c->tty = tty;
 	c->pid = pid;
 	c->out = po[0];
@@ -1063,6 +1583,15 @@ start(uint32_t id, const unsigned char *p, size_t len)
 		nonblock(c->err);
 	nonblock(c->in);
 	c->deadline = timeout > 0 ? now_ms() + timeout : 0;
+	return;
+fail:
+	close_pair(po);		/* a terminal's master is po[0] */
+	close_pair(pe);
+	close_pair(pi);
+	if (pr != NULL) {
+		free(pr->ring);
+		free(pr);
+	}
 }
 
 /*
@@ -1114,6 +1643,9 @@ handle(int type, const unsigned char *p, size_t len)
 	case BA_EXEC:
 	case BA_FILE_PUT:
 	case BA_FILE_GET:
+	case BA_LIST:
+	case BA_LOGS:
+	case BA_SIGNAL:
 		if (c != NULL)
 			failf(id, "400 channel %u is in use", id);
 		else if (nlive >= BA_MAX_CHANS)
@@ -1123,8 +1655,14 @@ handle(int type, const unsigned char *p, size_t len)
 			start(id, p, len);
 		else if (type == BA_FILE_PUT)
 			file_put(id, p, len);
-		else
+		else if (type == BA_FILE_GET)
 			file_get(id, p, len);
+		else if (type == BA_LIST)
+			list(id);
+		else if (type == BA_LOGS)
+			logs(id, p, len);
+		else
+			proc_signal(id, p, len);
 		return 0;
 	case BA_STDIN:
 	case BA_RESIZE:
@@ -1214,19 +1752,29 @@ signals(void)
 {
 	struct signalfd_siginfo si;
 	struct chan *c;
+	struct proc *p;
 	int st;
 	pid_t pid;
 
 	while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 		;
-	/* Reap ours; anything else was re-parented to init, not us. */
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+	/* Reap ours (commands', detached processes); anything else was
+	 * re-parented to init, not us. */
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 		TAILQ_FOREACH(c, &chans, entry)
 			if (!c->dead && c->kind == CH_CMD && !c->reaped &&
 			    c->pid == pid) {
 				cmd_reaped(c, st);
 				break;
 			}
+		if (c != NULL)
+			continue;
+		TAILQ_FOREACH(p, &procs, entry)
+			if (!p->reaped && p->pid == pid) {
+				proc_reaped(p, st);
+				break;
+			}
+	}
 }
 
 static void
@@ -1236,8 +1784,19 @@ poll_add(nfds_t *n, struct chan *c, int *fd, short events)
 	pfds[*n].events = events;
 	pfds[*n].revents = 0;
 	pmap[*n].c = c;
+	pmap[*n].p = NULL;
 	pmap[*n].fd = fd;
 	(*n)++;
+}
+
+/* The detached processes' outputs the poll found ready, from k on. */
+static void
+procs_read(nfds_t k, nfds_t n)
+{
+	for (; k < n; k++)
+		if (pmap[k].p != NULL && pfds[k].revents != 0 &&
+		    *pmap[k].fd == pfds[k].fd)
+			(void)proc_read(pmap[k].p, (size_t)-1);
 }
 
 /* Serves one host connection until it goes away. */
@@ -1263,6 +1822,8 @@ serve(void)
 				continue;
 			if (c->kind == CH_GET && c->unacked < BA_WINDOW)
 				to = 0;		/* get_step has work */
+			if (c->kind == CH_LOGS && logs_due(c))
+				to = 0;		/* so has logs_step */
 			if (c->kind != CH_CMD)
 				continue;
 			/* Read only with credit: a pipe at EOF polls ready
@@ -1283,6 +1844,7 @@ serve(void)
 					to = (int)left;
 			}
 		}
+		procs_poll(&n, &to, now);
 		if (poll(pfds, n, to) < 0 && errno != EINTR)
 			return;
 		now = now_ms();
@@ -1293,12 +1855,14 @@ serve(void)
 				c->timed_out = 1;
 				kill(-c->pid, SIGKILL);
 			}
+		procs_deadlines(now);
 		if (pfds[1].revents & POLLIN)
 			signals();
+		procs_read(2, n);
 		for (k = 2; k < n; k++) {
 			c = pmap[k].c;
 			fd = pmap[k].fd;
-			if (pfds[k].revents == 0 || c->dead ||
+			if (c == NULL || pfds[k].revents == 0 || c->dead ||
 			    *fd != pfds[k].fd)
 				continue;
 			if (fd == &c->in)
@@ -1310,13 +1874,15 @@ serve(void)
 		    port_read() < 0)
 			return;
 		/* What each channel owes: stdin acks, the file gets' data,
-		 * the reaped commands' exit frames. */
+		 * the rings' new bytes, the reaped commands' exit frames. */
 		TAILQ_FOREACH(c, &chans, entry) {
 			if (c->dead)
 				continue;
 			stdin_ack(c);
 			if (c->kind == CH_GET)
 				get_step(c);
+			else if (c->kind == CH_LOGS)
+				logs_step(c);
 			else if (c->kind == CH_CMD && c->reaped)
 				cmd_finish(c);
 		}
@@ -1330,7 +1896,8 @@ main(void)
 	struct pollfd pfd;
 	char path[128], *s, *end;
 	sigset_t set;
-	int i, testing = 0;
+	nfds_t n;
+	int i, to, testing = 0;
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
@@ -1382,16 +1949,23 @@ main(void)
 		pfd.events = POLLIN;
 		if (poll(&pfd, 1, 0) >= 0 && !(pfd.revents & POLLHUP))
 			serve();
-		/* No host, or it left: whatever ran for it is ended. */
+		/* No host, or it left: whatever ran for it is ended (the
+		 * detached processes run on). */
 		chans_end_all();
 		sweep();
 		rlen = 0;
 		if (testing)
 			return 0;	/* nobody can connect again */
-		/* wait for SIGIO (a connect); 1 s bounds a lost one */
-		pfd.fd = sigfd;
-		pfd.events = POLLIN;
-		(void)poll(&pfd, 1, 1000);
+		/* wait for SIGIO (a connect); 1 s bounds a lost one. The
+		 * detached processes' outputs are read meanwhile, their
+		 * deadlines kept. */
+		n = 0;
+		to = 1000;
+		poll_add(&n, NULL, &sigfd, POLLIN);
+		procs_poll(&n, &to, now_ms());
+		(void)poll(pfds, n, to);
+		procs_deadlines(now_ms());
 		signals();
+		procs_read(1, n);
 	}
 }

@@ -30,7 +30,20 @@
  *                  uid from the guest's /etc/passwd; its groups from
  *                  /etc/group; default root), 'T<rows> <cols>' (a
  *                  terminal: the command runs on a pty, its output comes
- *                  as 'O' only, "0 0" for no size)
+ *                  as 'O' only, "0 0" for no size), 'D<ring bytes>'
+ *                  (detached, below), 'k' (keep-awake: only recorded
+ *                  and listed, the host acts on it)
+ *                  Detached ('D'): the command is a process of the
+ *                  guest's, not of the channel: its stdin is /dev/null,
+ *                  its stdout and stderr (or its terminal) go to a ring
+ *                  of that many bytes the agent keeps (1 KiB to
+ *                  BA_RING_MAX), and it outlives the channel, the
+ *                  connection and a new session's ping. The channel is
+ *                  answered 'S' and ends. Its process number ("proc")
+ *                  is the agent's: 1, 2, ... for the agent's life. The
+ *                  agent keeps at most BA_MAX_PROCS processes (an ended
+ *                  one is forgotten, oldest first, to make room; when
+ *                  all run: 'F' "429 ...")
  *   'I' stdin      bytes for the channel's stdin (a command's, or a file
  *                  put's); empty: EOF (on a terminal: its EOF character)
  *   'W' resize     "ROWS COLS", the terminal's new size
@@ -45,6 +58,18 @@
  *                  'F' follows as usual.
  *   'A' ack        4 bytes big-endian: that many bytes of the channel's
  *                  'O' and 'R' payloads were taken (window credit)
+ *   'L' list       no payload: answered 'Q' for each process the agent
+ *                  keeps (running or ended), then 'X' "exit 0"
+ *   'G' logs       fields 'i<proc>', 'o<offset>' (of the process's
+ *                  output since it started; 0 when absent), 'f' (follow):
+ *                  answered 'M' (what the ring holds now), then 'O' with
+ *                  its bytes from the offset (from the ring's start when
+ *                  that is later), then, with 'f', the process's new
+ *                  output as it comes until it ends, then 'M' again;
+ *                  then 'X' "exit 0". 'F' "404 ..." for no such process
+ *   'Z' signal     fields 'i<proc>', 's<signal number>': sent to the
+ *                  process's group; 'X' "exit 0", or 'F' "404 ..." (no
+ *                  such process), "409 ..." (it has ended)
  * guest -> host
  *   'p' pong       the ping's payload, then one byte: the protocol (2).
  *                  A pong of the nonce alone is an agent of protocol 1
@@ -62,6 +87,16 @@
  *   'a' stdin ack  4 bytes big-endian: that many bytes of the channel's
  *                  'I' payloads were taken (written to the command or the
  *                  file, or dropped: it closed its stdin)
+ *   'S' started    "<proc> <pid>": a detached command runs; its channel
+ *                  ends
+ *   'Q' process    "<proc> <pid> <state> <start> <keep> <total> <cmd>":
+ *                  state "running", "exit N" or "signal N" written with
+ *                  a ':' for the space ("exit:3"); start the guest's
+ *                  CLOCK_REALTIME in ms when it started; keep 0 or 1
+ *                  ('k'); total the bytes it has written so far; cmd its
+ *                  argv joined by spaces (at most 200 bytes, cut)
+ *   'M' ring       "<first> <total> <state>": the ring holds its output
+ *                  from byte first to total (state as in 'Q')
  *
  * Flow control, per channel and each way: at most BA_WINDOW bytes of
  * 'O'/'R' payload unacknowledged by 'A', and of 'I' payload
@@ -89,12 +124,16 @@
 #define BA_WINDOW	(256 * 1024)	/* per channel, each way */
 #define BA_MAX_CHANS	1024
 #define BA_PROTO	2		/* the pong's last byte */
+#define BA_RING_MAX	(16 * 1024 * 1024)	/* a detached process's */
+#define BA_MAX_PROCS	256		/* detached processes kept */
 
 enum {
 	BA_PING = 'P', BA_EXEC = 'E', BA_STDIN = 'I', BA_RESIZE = 'W',
 	BA_FILE_PUT = 'w', BA_FILE_GET = 'g', BA_KILL = 'K', BA_ACK = 'A',
+	BA_LIST = 'L', BA_LOGS = 'G', BA_SIGNAL = 'Z',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
-	BA_FAIL = 'F', BA_STDIN_ACK = 'a'
+	BA_FAIL = 'F', BA_STDIN_ACK = 'a', BA_STARTED = 'S', BA_PROC = 'Q',
+	BA_RING = 'M'
 };
 
 static inline void
