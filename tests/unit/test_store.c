@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[64];
+static char base[64], dir[80];	/* mkdtemp's, and the state dir in it */
 static char err[256];
 
 static void
@@ -23,9 +23,9 @@ cleanup(void)
 {
 	char cmd[128];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 	if (system(cmd) != 0)
-		diag("could not remove %s", dir);
+		diag("could not remove %s", base);
 }
 
 static struct px_sandbox
@@ -123,11 +123,12 @@ main(void)
 	struct stat sst;
 	sqlite3 *db;
 
-	snprintf(dir, sizeof(dir), "/tmp/berth-test-store.XXXXXX");
-	if (mkdtemp(dir) == NULL)
+	snprintf(base, sizeof(base), "/tmp/berth-test-store.XXXXXX");
+	if (mkdtemp(base) == NULL)
 		skip_all("mkdtemp failed");
 	atexit(cleanup);
-	strcat(dir, "/state");	/* not there yet: open creates it */
+	/* not there yet: open creates it */
+	snprintf(dir, sizeof(dir), "%s/state", base);
 
 	st = px_store_open(dir, err, sizeof(err));
 	if (!ok(st != NULL, "open creates the store"))
