@@ -68,7 +68,22 @@
  *                                           failed or no agent in its
  *                                           template; 502 the agent failed;
  *                                           503 the wake failed; 504 the
- *                                           agent did not answer
+ *                                           agent did not answer. With
+ *                                           "detach": true (and "ring",
+ *                                           "keep_awake"): 201 {"process",
+ *                                           "pid","state"} at once
+ *   GET    /v1/sandboxes/{id}/processes     {"processes":[process...]}
+ *   GET    /v1/sandboxes/{id}/processes/{n} process; 404 none
+ *   GET    .../processes/{n}/logs?offset=O  {"output","output_encoding",
+ *                                           "first","total","offset",
+ *                                           "next_offset","lost","state",
+ *                                           "exit_code","signal"};
+ *                                           &follow=1: the output streamed
+ *                                           (chunked) to its end
+ *   POST   .../processes/{n}/kill {"signal"} {"process","signalled"}; 409
+ *                                           ended, 404 none
+ *   POST   .../processes/{n}/wait           {"process","state","exit_code",
+ *                                           "signal"} when it has ended
  *   GET    /v1/templates                    {"templates":[template...],"next"}
  *   POST   /v1/templates {"name","dir"}     201 template; 400 when the
  *                                           directory does not load as a
