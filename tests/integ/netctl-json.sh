@@ -81,6 +81,17 @@ j 1 sandbox cp "$T/cpin" js-1:/tmp/x
 like "an external sandbox holds no files" "$(doc 'j["error"]["message"]')" 'not a VM-backed sandbox'
 j 2 sandbox cp "$T/cpin" "$T/cpout"
 j 2 sandbox cp "$T/cpin" js-1:relative
+j 1 sandbox ps js-1
+like "an external sandbox has no processes" "$(doc 'j["error"]["message"]')" 'no guest processes'
+j 1 sandbox logs js-1 1
+j 2 sandbox logs js-1 0
+like "process 0: a usage error naming it" "$(doc 'j["error"]["message"]')" "'0' is not a process number"
+j 1 sandbox kill js-1 1 --signal TERM
+j 2 sandbox kill js-1 1 --signal 99
+j 1 sandbox wait js-1 1
+j 2 sandbox exec js-1 --ring 1M -- true
+like "--ring without --detach: a usage error" "$(doc 'j["error"]["message"]')" 'only with --detach'
+j 2 sandbox exec js-1 --detach --ring 12 -- true
 
 # ports
 j 0 port publish js-1 8080
