@@ -727,9 +727,13 @@ def test_signals_reset(ctx):
     a = ctx.agent('sigign', preexec=ignore_int_quit)
     e = a.run(['sh', '-c', "grep SigIgn /proc/self/status"])
     a.done(e)
-    t.is_(bytes(e.out).split(), [b'SigIgn:', b'0000000000000000'],
-          "an agent started with SIGINT and SIGQUIT ignored (as init's "
-          "background job): its commands ignore no signal")
+    f = bytes(e.out).split()
+    # 32 and 33 are glibc's own (its threads' cancel and setxid): no
+    # program sends them, and signal() cannot change them
+    ign = int(f[1], 16) & ~((1 << 31) | (1 << 32)) if len(f) == 2 else -1
+    t.ok(ign == 0, "an agent started with SIGINT and SIGQUIT ignored (as "
+         "init's background job): its commands ignore no signal",
+         'got %r' % bytes(e.out))
     a.close()
 
 

@@ -87,14 +87,15 @@ b2=$(boot)
 is "the file on /data survived the restart" "$(bcurl "$URL/files/keep")" kept
 
 # ---- berthd told to end while a stop waits for the guest's sync ----
-# A command holds the guest's agent (one at a time), so the sync a stop
-# asks for first waits behind it. SIGTERM meanwhile: the stop is answered
-# that berthd is shutting down, and the VM is left running for the next
-# berthd, as every VM outlives berthd.
-netctl sandbox exec lc -- sh -c 'echo held >/data/hold; sleep 30' >/dev/null 2>&1 &
-echo $! >>"$T/pids"
-held() { [ "$(bcurl "$URL/files/hold")" = held ]; }
-wait_for 60 held || not_ok "the command holding the agent runs"
+# The guest's sync is made slow (a `sync` earlier in the agent's PATH
+# that sleeps), so the sync a stop asks for first waits (at most 5 s).
+# SIGTERM meanwhile: the stop is answered that berthd is shutting down,
+# and the VM is left running for the next berthd, as every VM outlives
+# berthd.
+netctl sandbox exec lc -- sh -c 'mkdir -p /usr/local/bin &&
+	printf "#!/bin/sh\nsleep 30\n" >/usr/local/bin/sync &&
+	chmod 755 /usr/local/bin/sync' >/dev/null 2>&1 ||
+	not_ok "a slow sync in the guest"
 netctl sandbox stop lc >"$T/stop1.out" 2>&1 &
 STOP1=$!
 check "the stop waits for the guest's sync" \
@@ -109,6 +110,7 @@ start_berthd
 check "the VM outlived berthd: running" wait_for 60 state_is running
 wait_routed lc 8080 || not_ok "lc is routed again"
 is "... the same boot" "$(boot)" "$b2"
+netctl sandbox exec lc -- rm -f /usr/local/bin/sync >/dev/null 2>&1
 
 out=$(netctl sandbox stop lc 2>&1)
 is "stop: stopped" "$out" "sandbox lc is stopped"
