@@ -152,8 +152,14 @@ rm -f "$STATE/vms/accel.cache"
 unset BERTH_KVM_TRIAL_MS
 BERTHD="$T/berthd-kvm-absent"
 start_berthd
-check "berthd sees no /dev/kvm" sh -c "! nsenter -t $BERTHD_PID -m test -e /dev/kvm"
-check "create n1 (the KVM trial cannot start, TCG boots)" netctl sandbox create n1
+check "berthd runs, and sees no /dev/kvm" sh -c "kill -0 $BERTHD_PID && ! nsenter -t $BERTHD_PID -m test -e /dev/kvm"
+if out=$(netctl sandbox create n1 2>&1); then
+	ok "create n1 (the KVM trial cannot start, TCG boots)"
+else
+	not_ok "create n1 (the KVM trial cannot start, TCG boots)"
+	diag "$out" "berthd (pid $BERTHD_PID): $(kill -0 "$BERTHD_PID" 2>/dev/null &&
+		echo running || echo gone); its log:" "$(tail -n 30 "$BERTHD_LOG")"
+fi
 like "n1 runs" "$(netctl sandbox ls)" 'n1 +running'
 like "the event names why the trial could not start" "$(netctl sandbox events n1)" \
 	'accel +failed .*bind /dev/kvm: No such file or directory.*using TCG'
