@@ -275,40 +275,35 @@ put_bytes(json_t *doc, const char *key, const char *s, size_t len,
 	free(b);
 }
 
-/* GET .../processes/N/logs: its output (cut at MCP_OUT_MAX, next_offset
- * then says where the rest goes on) and state. */
+/* A non-200 answer as the tool's error result (doc is consumed). */
 static json_t *
-process_output(const struct cli_target *t, const char *target)
+refused_doc(int status, json_t *doc)
 {
-	json_t *doc, *res, *v;
-	char err[512], *text;
-	const char *sv;
-	unsigned char *raw = NULL;
-	int status, unreachable, rl = -1;
-	size_t n;
-	long long off;
+	char *text = json_dumps(doc, JSON_COMPACT);
+	json_t *res;
 
-	if (cli_api(t, "GET", target, NULL, &status, &doc, &unreachable, err,
-	    sizeof(err)) == -1)
-		return tool_result(err, 1);
-	if (status != 200) {
-		text = json_dumps(doc, JSON_COMPACT);
-		res = refused(status, (unsigned char *)(text ? text : ""),
-		    text ? strlen(text) : 0);
-		free(text);
-		json_decref(doc);
-		return res;
-	}
-	res = json_object();
-	json_object_set(res, "process", json_object_get(doc, "process"));
-	json_object_set(res, "state", json_object_get(doc, "state"));
-	json_object_set(res, "exit_code", json_object_get(doc, "exit_code"));
-	json_object_set(res, "signal", json_object_get(doc, "signal"));
-	json_object_set(res, "lost", json_object_get(doc, "lost"));
-	off = (long long)json_integer_value(json_object_get(doc, "offset"));
-	sv = json_string_value(json_object_get(doc, "output"));
-	n = sv != NULL ? json_string_length(json_object_get(doc, "output")) : 0;
-	v = json_object_get(doc, "output_encoding");
+	res = refused(status, (unsigned char *)(text ? text : ""),
+	    text ? strlen(text) : 0);
+	free(text);
+	json_decref(doc);
+	return res;
+}
+
+/* doc's output field key (text, or base64 when key_encoding says so)
+ * into res under key, cut at MCP_OUT_MAX; its length, decoded. */
+static size_t
+copy_output(json_t *res, json_t *doc, const char *key)
+{
+	const char *sv = json_string_value(json_object_get(doc, key));
+	unsigned char *raw = NULL;
+	char ek[32];
+	size_t n;
+	int rl;
+	json_t *v;
+
+	snprintf(ek, sizeof(ek), "%s_encoding", key);
+	n = sv != NULL ? json_string_length(json_object_get(doc, key)) : 0;
+	v = json_object_get(doc, ek);
 	if (sv != NULL && json_is_string(v) && strcmp(json_string_value(v),
 	    "base64") == 0 && (raw = malloc(n / 4 * 3 + 3)) != NULL &&
 	    (rl = EVP_DecodeBlock(raw, (const unsigned char *)sv,
@@ -318,10 +313,37 @@ process_output(const struct cli_target *t, const char *target)
 		n = (size_t)rl;
 		sv = (const char *)raw;
 	}
-	put_bytes(res, "output", sv != NULL ? sv : "", n, MCP_OUT_MAX);
+	put_bytes(res, key, sv != NULL ? sv : "", n, MCP_OUT_MAX);
+	free(raw);
+	return n;
+}
+
+/* GET .../processes/N/logs: its output (cut at MCP_OUT_MAX, next_offset
+ * then says where the rest goes on) and state. */
+static json_t *
+process_output(const struct cli_target *t, const char *target)
+{
+	json_t *doc, *res;
+	char err[512], *text;
+	int status, unreachable;
+	size_t n;
+	long long off;
+
+	if (cli_api(t, "GET", target, NULL, &status, &doc, &unreachable, err,
+	    sizeof(err)) == -1)
+		return tool_result(err, 1);
+	if (status != 200)
+		return refused_doc(status, doc);
+	res = json_object();
+	json_object_set(res, "process", json_object_get(doc, "process"));
+	json_object_set(res, "state", json_object_get(doc, "state"));
+	json_object_set(res, "exit_code", json_object_get(doc, "exit_code"));
+	json_object_set(res, "signal", json_object_get(doc, "signal"));
+	json_object_set(res, "lost", json_object_get(doc, "lost"));
+	off = (long long)json_integer_value(json_object_get(doc, "offset"));
+	n = copy_output(res, doc, "output");
 	json_object_set_new(res, "next_offset", json_integer(off +
 	    (json_int_t)(n > MCP_OUT_MAX ? MCP_OUT_MAX : n)));
-	free(raw);
 	json_decref(doc);
 	text = json_dumps(res, JSON_COMPACT);
 	json_decref(res);
@@ -375,44 +397,16 @@ run_command(const struct cli_target *t, const char *sb, json_t *args)
 		return tool_result(err, 1);
 	}
 	json_decref(body);
-	if (status != 200) {
-		text = json_dumps(doc, JSON_COMPACT);
-		res = refused(status, (unsigned char *)(text ? text : ""),
-		    text ? strlen(text) : 0);
-		free(text);
-		json_decref(doc);
-		return res;
-	}
+	if (status != 200)
+		return refused_doc(status, doc);
 	/* the answer, its output cut to MCP_OUT_MAX a stream */
 	res = json_object();
 	json_object_set(res, "exit_code", json_object_get(doc, "exit_code"));
 	json_object_set(res, "signal", json_object_get(doc, "signal"));
 	json_object_set(res, "timed_out", json_object_get(doc, "timed_out"));
 	json_object_set(res, "wake_ms", json_object_get(doc, "wake_ms"));
-	for (i = 0; i < 2; i++) {
-		const char *k = i == 0 ? "stdout" : "stderr";
-		char ek[32];
-		const char *sv = json_string_value(json_object_get(doc, k));
-		unsigned char *raw = NULL;
-		int rl;
-
-		snprintf(ek, sizeof(ek), "%s_encoding", k);
-		if (sv == NULL)
-			continue;
-		n = json_string_length(json_object_get(doc, k));
-		v = json_object_get(doc, ek);
-		if (json_is_string(v) && strcmp(json_string_value(v),
-		    "base64") == 0 && (raw = malloc(n / 4 * 3 + 3)) != NULL &&
-		    (rl = EVP_DecodeBlock(raw, (const unsigned char *)sv,
-		    (int)n)) >= 0) {
-			while (n > 0 && sv[n - 1] == '=' && rl > 0)
-				n--, rl--;
-			put_bytes(res, k, (const char *)raw, (size_t)rl,
-			    MCP_OUT_MAX);
-		} else
-			put_bytes(res, k, sv, n, MCP_OUT_MAX);
-		free(raw);
-	}
+	copy_output(res, doc, "stdout");
+	copy_output(res, doc, "stderr");
 	if (json_is_true(json_object_get(doc, "truncated")))
 		json_object_set_new(res, "truncated", json_true());
 	json_decref(doc);
