@@ -89,6 +89,15 @@ listen() {	# NS ADDR SPEC...: start a listener, wait for its "ready"
 # ---- topology ----------------------------------------------------------
 set -e
 for ns in $G1 $G2 $N; do ip netns add "$ns"; done
+# The guests say nothing unasked: no IPv6 (router solicitations, MLD
+# reports, DAD) but the one datagram the IPv6 check sends. A stray packet
+# from a tap after its detach would be logged (fail closed) and put the
+# tap back in @log_rate, which "detach leaves no element" would then see.
+for ns in $G1 $G2; do
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 \
+	    net.ipv6.conf.default.router_solicitations=0 \
+	    net.ipv6.conf.default.addr_gen_mode=1
+done
 for ns in $H $G1 $G2 $N; do ip -n "$ns" link set lo up; done
 ip link add sbtapA netns "$H" type veth peer name eth0 netns "$G1"
 ip link add sbtapB netns "$H" type veth peer name eth0 netns "$G2"
@@ -210,6 +219,7 @@ expect "guest2 spoofing guest1's address: dropped" "$G2" timeout \
 	tcp 203.0.113.2 80 --bind 10.200.0.2 --timeout 300
 ip -n "$G2" addr del 10.200.0.2/32 dev eth0
 # IPv6 from a guest: dropped and logged (sandboxes have no IPv6)
+ip netns exec "$G1" sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0
 ip -n "$G1" addr add 2001:db8::2/64 dev eth0 nodad
 ip -n "$H" addr add 2001:db8::1/64 dev sbtapA nodad
 # a neighbor entry: the guest's neighbor solicitation is dropped as well
@@ -217,6 +227,7 @@ ip -n "$G1" -6 neigh replace 2001:db8::1 dev eth0 lladdr \
 	"$(ip -n "$H" -o link show sbtapA | sed -n 's|.*link/ether \([0-9a-f:]*\).*|\1|p')"
 check "guest sends one IPv6 datagram" ip netns exec "$G1" "$DRIVE" send6 2001:db8::1 5555
 ip -n "$G1" addr del 2001:db8::2/64 dev eth0
+ip netns exec "$G1" sysctl -qw net.ipv6.conf.eth0.disable_ipv6=1
 ip -n "$G1" link set eth0 address 02:00:0a:c8:00:99
 expect "spoofed MAC dropped" "$G1" timeout tcp 203.0.113.2 80 --timeout 300
 ip -n "$G1" link set eth0 address $G1MAC
