@@ -37,6 +37,7 @@
 
 #define AD_BUF		(64 * 1024)	/* read ahead per connection */
 #define AD_CONNS_MAX	4096		/* one per sandbox */
+#define AD_TEXT		(BA_EVENT_PATH + 64)	/* a short frame, kept */
 
 struct aconn {
 	TAILQ_ENTRY(aconn) entry;
@@ -56,7 +57,7 @@ struct aconn {
 	uint32_t	 paylen;	/* the payload's, after the channel */
 	uint32_t	 left;		/* payload bytes still to come */
 	size_t		 textlen;	/* kept of a short frame's payload */
-	char		 text[HM_AGENT_TEXT];
+	char		 text[AD_TEXT];
 	uint32_t	 unacked;	/* output bytes the parent has not taken */
 	size_t		 start, end;	/* unparsed bytes in buf */
 	unsigned char	 buf[AD_BUF];
@@ -268,6 +269,94 @@ proc_frame(struct aconn *c, int type)
 	return 0;
 }
 
+/* A word of words[] (n of them) up to a space; its index, or -1. *s
+ * moves past the space. */
+static int
+parse_word(const char **s, const char *const *words, int n)
+{
+	size_t k;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		k = strlen(words[i]);
+		if (strncmp(*s, words[i], k) == 0 && (*s)[k] == ' ') {
+			*s += k + 1;
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* 'N' and 'Y' (agent_proto.h): 0, or -1 when malformed. */
+static int
+fs_frame(struct aconn *c, int type)
+{
+	static const char *const ftypes[] = { "file", "dir", "link", "fifo",
+		"socket", "char", "block", "other" };
+	static const char *const events[] = { "create", "modify", "attrib",
+		"delete", "move_from", "move_to", "delete_self", "overflow",
+		"unwatched", "ready" };
+	const char *s = c->text, *end = c->text + c->textlen;
+	uint64_t a, b;
+	size_t n;
+
+	if (c->paylen != c->textlen || memchr(c->text, '\0', c->textlen) !=
+	    NULL)
+		return -1;
+	if (type == BA_ENTRY) {
+		struct hm_agent_entry m;
+		unsigned mode = 0;
+		int digits = 0;
+
+		memset(&m, 0, sizeof(m));
+		m.id = c->id;
+		m.chan = c->chan;
+		m.bytes = c->paylen;
+		if ((m.type = parse_word(&s, ftypes, 8)) < 0)
+			return -1;
+		for (; *s >= '0' && *s <= '7' && digits < 6; s++, digits++)
+			mode = mode * 8 + (unsigned)(*s - '0');
+		if (digits == 0 || digits > 5 || mode > 07777 || *s++ != ' ')
+			return -1;
+		m.mode = mode;
+		if (parse_num(&s, &a) < 0 || parse_num(&s, &b) < 0 ||
+		    b > INT64_MAX || s >= end)
+			return -1;
+		m.size = a;
+		m.mtime_ms = (int64_t)b;
+		n = (size_t)(end - s);
+		if (n > 255 || memchr(s, '/', n) != NULL)
+			return -1;
+		m.namelen = (uint32_t)n;
+		memcpy(m.name, s, n);
+		px_chan_send(A.ch, HM_AGENT_ENTRY, &m, sizeof(m), NULL, 0);
+	} else {
+		struct {
+			struct hm_agent_event h;
+			char path[BA_EVENT_PATH];
+		} m;
+
+		memset(&m.h, 0, sizeof(m.h));
+		m.h.id = c->id;
+		m.h.chan = c->chan;
+		m.h.bytes = c->paylen;
+		if ((m.h.event = parse_word(&s, events, HM_EV_COUNT)) < 0 ||
+		    (s[0] != '0' && s[0] != '1') || s[1] != ' ')
+			return -1;
+		m.h.dir = s[0] == '1';
+		s += 2;
+		if (parse_num(&s, &a) < 0 || a > UINT32_MAX || s >= end ||
+		    *s != '/' || (n = (size_t)(end - s)) > BA_EVENT_PATH)
+			return -1;
+		m.h.cookie = (uint32_t)a;
+		m.h.pathlen = (uint32_t)n;
+		memcpy(m.path, s, n);
+		px_chan_send(A.ch, HM_AGENT_EVENT, &m, sizeof(m.h) + n, NULL,
+		    0);
+	}
+	return 0;
+}
+
 /* A short frame is whole (its first HM_AGENT_TEXT - 1 bytes in text).
  * 0, or -1 when c is gone. */
 static int
@@ -300,6 +389,12 @@ frame_done(struct aconn *c)
 	if ((type == BA_STARTED || type == BA_PROC || type == BA_RING) &&
 	    c->proto >= 2) {
 		if (proc_frame(c, type) < 0) {
+			proto_error(c, "the guest agent sent a malformed '%c' "
+			    "frame", type);
+			return -1;
+		}
+	} else if ((type == BA_ENTRY || type == BA_EVENT) && c->proto >= 2) {
+		if (fs_frame(c, type) < 0) {
 			proto_error(c, "the guest agent sent a malformed '%c' "
 			    "frame", type);
 			return -1;

@@ -21,6 +21,7 @@
 #include "control.h"
 #include "conf.h"
 #include "control_rule.h"
+#include "helper.h"
 #include "reqhead.h"
 #include "status.h"
 #include "routemsg.h"
@@ -2008,7 +2009,7 @@ out:
 #define CS_JSON_MAX	(48 * 1024)
 #define CS_PATH_MAX	4096
 
-enum cs_kind { CS_EXEC, CS_PUT, CS_GET };
+enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH };
 
 struct cstream {
 	struct conn *c;
@@ -2116,6 +2117,51 @@ cs_output(void *arg, int type, const unsigned char *p, size_t len)
 	}
 }
 
+static const char *const event_names[HM_EV_COUNT] = { "create", "modify",
+	"attrib", "delete", "move_from", "move_to", "delete_self", "overflow",
+	"unwatched", "ready" };
+
+static int json_set_bytes(json_t *, const char *, const void *, size_t);
+
+/* One event of a watch: a line of JSON (application/x-ndjson). */
+static void
+cs_event(void *arg, const struct px_watch_event *ev)
+{
+	struct cstream *cs = arg;
+	struct evbuffer *out = bufferevent_get_output(cs->c->bev);
+	json_t *o;
+	char *text = NULL;
+	size_t n;
+
+	if (cs->kind != CS_WATCH || ev->event < 0 || ev->event >= HM_EV_COUNT)
+		return;
+	if ((o = json_pack("{s:s}", "event", event_names[ev->event])) != NULL &&
+	    json_set_bytes(o, "path", ev->path, ev->pathlen) == 0) {
+		if (ev->event != HM_EV_READY && ev->event != HM_EV_OVERFLOW)
+			json_object_set_new(o, "dir", json_boolean(ev->dir));
+		if (ev->event == HM_EV_MOVE_FROM || ev->event == HM_EV_MOVE_TO)
+			json_object_set_new(o, "cookie",
+			    json_integer(ev->cookie));
+		text = json_dumps(o, JSON_COMPACT);
+	}
+	json_decref(o);
+	if (text == NULL)
+		text = strdup("{\"event\":\"overflow\",\"path\":\"\"}");
+	if (!cs->head_sent)
+		cs_head(cs, "application/x-ndjson");
+	n = text != NULL ? strlen(text) : 0;
+	evbuffer_add_printf(out, "%zx\r\n", n + 1);
+	evbuffer_add(out, text, n);
+	evbuffer_add(out, "\n\r\n", 3);
+	free(text);
+	cs->bytes += n + 1;
+	if (!cs->out_paused && evbuffer_get_length(out) > CTL_OUT_HIGH &&
+	    cs->h != NULL) {
+		cs->out_paused = 1;
+		cs->c->ctl->hooks.exec_read(cs->h, 0);
+	}
+}
+
 static void
 cs_done(void *arg, const struct px_exec_result *res)
 {
@@ -2145,7 +2191,8 @@ cs_done(void *arg, const struct px_exec_result *res)
 			    (json_int_t)res->duration_ms), hdr);
 		else {
 			cs_head(cs, cs->kind == CS_GET ?
-			    "application/octet-stream" :
+			    "application/octet-stream" : cs->kind == CS_WATCH ?
+			    "application/x-ndjson" :
 			    "application/vnd.berth.exec-stream");
 			evbuffer_add(bufferevent_get_output(c->bev),
 			    "0\r\n\r\n", 5);
@@ -2169,6 +2216,19 @@ cs_done(void *arg, const struct px_exec_result *res)
 		free(text);
 		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
 	} else if (res->status == 200) {
+		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
+	} else if (cs->kind == CS_WATCH) {
+		/* the watch broke off: said in its last line */
+		doc = json_pack("{s:s, s:i, s:s}", "event", "error", "status",
+		    res->status, "message", res->message ? res->message :
+		    "failed");
+		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+		json_decref(doc);
+		if (text != NULL) {
+			evbuffer_add_printf(bufferevent_get_output(c->bev),
+			    "%zx\r\n%s\n\r\n", strlen(text) + 1, text);
+			free(text);
+		}
 		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
 	} else {
 		/* the file broke off: no last chunk, the client sees a
@@ -2205,8 +2265,9 @@ static int
 cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er)
 {
 	struct px_control *ctl = cs->c->ctl;
-	struct px_exec_sink sink = { cs_start, cs_output, cs_done,
-	    cs_drained, cs };
+	struct px_exec_sink sink = { .start = cs_start, .output = cs_output,
+	    .done = cs_done, .drained = cs_drained, .event = cs_event,
+	    .arg = cs };
 	char err[512];
 	int status = 503;
 
@@ -2394,6 +2455,196 @@ cs_eof(struct cstream *cs)
 }
 
 /* ?path= (absolute) and for PUT ?mode= (octal); -1 after replying. */
+/* What a request to the guest agent answers (agent_call, proc_done). */
+enum proc_kind { PK_LIST, PK_SHOW, PK_LOGS, PK_KILL, PK_WAIT,
+	PK_FLIST, PK_MKDIR, PK_REMOVE, PK_MOVE };
+
+/* ?name=N, a decimal count of bytes: 0 (absent: *v as it was), -1
+ * after replying. */
+static int
+query_u64(struct req *r, const char *name, uint64_t *v)
+{
+	char buf[32], *end;
+	int rc;
+
+	if ((rc = query_get(r, name, buf, sizeof(buf))) == 0)
+		return 0;
+	errno = 0;
+	if (rc == 1 && buf[0] >= '0' && buf[0] <= '9')
+		*v = strtoull(buf, &end, 10);
+	if (rc == -1 || buf[0] < '0' || buf[0] > '9' || *end != '\0' ||
+	    errno == ERANGE) {
+		reply_error(r, 400, NULL, name, "must be a number of bytes "
+		    "(0 or more)");
+		return -1;
+	}
+	return 0;
+}
+
+/* A path in the guest from a query or a body: absolute, at most
+ * CS_PATH_MAX bytes; -1 after replying. */
+static int
+guest_path(struct req *r, const char *field, const char *p)
+{
+	if (p == NULL || p[0] != '/' || strlen(p) > CS_PATH_MAX) {
+		reply_error(r, 400, NULL, field, "must be an absolute path in "
+		    "the guest (at most %d bytes)", CS_PATH_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+/* The sandbox exists and has a guest; -1 after replying. */
+static int
+guest_sandbox(struct req *r, const char *id)
+{
+	struct px_sandbox sb;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_sandbox_get(r->c->ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return -1;
+	}
+	if (sb.external) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: it has no guest to hold files", id);
+		return -1;
+	}
+	return 0;
+}
+
+static void agent_call(struct req *, const char *, struct px_exec_req *,
+    int, uint32_t);
+
+/* ?name=1 (or true); 0 absent or 0/false; -1 after replying */
+static int
+query_flag(struct req *r, const char *name)
+{
+	char buf[8];
+	int rc;
+
+	if ((rc = query_get(r, name, buf, sizeof(buf))) == 0)
+		return 0;
+	if (rc == 1 && (strcmp(buf, "1") == 0 || strcmp(buf, "true") == 0))
+		return 1;
+	if (rc == 1 && (strcmp(buf, "0") == 0 || strcmp(buf, "false") == 0))
+		return 0;
+	reply_error(r, 400, NULL, name, "must be 1 or 0");
+	return -1;
+}
+
+#define LIST_DEFAULT	10000	/* entries of a listing */
+#define LIST_MAX	100000
+
+/* GET .../files?path=DIR&list=1[&limit=N] and DELETE
+ * .../files?path=P[&recursive=1]: answered when the guest agent is. */
+static void
+files_simple(struct req *r, const char *id, int kind)
+{
+	struct px_exec_req er;
+	char path[CS_PATH_MAX + 2];
+	uint64_t limit = LIST_DEFAULT;
+	int rc;
+
+	memset(&er, 0, sizeof(er));
+	if ((rc = query_get(r, "path", path, sizeof(path))) != 1 ||
+	    path[0] != '/') {
+		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
+		    "not valid percent-encoding or longer than 4096 bytes" :
+		    "?path= must be an absolute path in the guest");
+		return;
+	}
+	er.path = path;
+	er.timeout_ms = EXEC_TIMEOUT_DEFAULT;
+	if (kind == PK_FLIST) {
+		er.op = PX_FILE_LIST;
+		if (query_u64(r, "limit", &limit) < 0)
+			return;
+		if (limit < 1 || limit > LIST_MAX) {
+			reply_error(r, 400, NULL, "limit", "must be 1 to %d "
+			    "entries", LIST_MAX);
+			return;
+		}
+		er.max_entries = (uint32_t)limit;
+	} else {
+		er.op = PX_FILE_REMOVE;
+		if ((er.recursive = query_flag(r, "recursive")) < 0)
+			return;
+		if (strspn(path, "/") == strlen(path)) {
+			reply_error(r, 400, NULL, "path", "refusing to remove "
+			    "the guest's root directory");
+			return;
+		}
+	}
+	if (guest_sandbox(r, id) == 0)
+		agent_call(r, id, &er, kind, 0);
+}
+
+/* POST .../files/mkdir {"path", "parents", "mode"} and .../files/move
+ * {"from", "to", "overwrite"}. */
+static void
+files_post(struct req *r, const char *id, const char *what)
+{
+	static const char *const mk_allowed[] = { "path", "parents", "mode",
+	    NULL };
+	static const char *const mv_allowed[] = { "from", "to", "overwrite",
+	    NULL };
+	struct px_exec_req er;
+	json_t *obj, *v;
+	const char *mode;
+	int mk = strcmp(what, "mkdir") == 0;
+
+	if ((obj = body_object(r, mk ? mk_allowed : mv_allowed, 0)) == NULL)
+		return;
+	memset(&er, 0, sizeof(er));
+	er.timeout_ms = EXEC_TIMEOUT_DEFAULT;
+	er.path = json_string_value(json_object_get(obj, mk ? "path" :
+	    "from"));
+	if (guest_path(r, mk ? "path" : "from", er.path) < 0)
+		goto out;
+	if (mk) {
+		er.op = PX_FILE_MKDIR;
+		er.mode = 0755;
+		if ((v = json_object_get(obj, "parents")) != NULL &&
+		    !json_is_boolean(v)) {
+			reply_error(r, 400, NULL, "parents", "must be true or "
+			    "false");
+			goto out;
+		}
+		er.parents = json_is_true(v);
+		if ((v = json_object_get(obj, "mode")) != NULL) {
+			mode = json_string_value(v);
+			if (mode == NULL || mode[0] == '\0' ||
+			    strspn(mode, "01234567") != strlen(mode) ||
+			    strlen(mode) > 5 || strtoul(mode, NULL, 8) > 07777) {
+				reply_error(r, 400, NULL, "mode", "an octal mode "
+				    "as a string, \"0\" to \"7777\" (e.g. "
+				    "\"0755\")");
+				goto out;
+			}
+			er.mode = (unsigned)strtoul(mode, NULL, 8);
+		}
+	} else {
+		er.op = PX_FILE_MOVE;
+		er.to = json_string_value(json_object_get(obj, "to"));
+		if (guest_path(r, "to", er.to) < 0)
+			goto out;
+		if ((v = json_object_get(obj, "overwrite")) != NULL &&
+		    !json_is_boolean(v)) {
+			reply_error(r, 400, NULL, "overwrite", "must be true or "
+			    "false");
+			goto out;
+		}
+		er.overwrite = json_is_true(v);
+	}
+	if (guest_sandbox(r, id) == 0)
+		agent_call(r, id, &er, mk ? PK_MKDIR : PK_MOVE, 0);
+out:
+	json_decref(obj);
+}
+
 static int
 files_query(struct req *r, struct px_exec_req *er, char *path, size_t plen)
 {
@@ -2417,10 +2668,49 @@ files_query(struct req *r, struct px_exec_req *er, char *path, size_t plen)
 	}
 	if (rc == 1)
 		er->mode = (unsigned)strtoul(mode, NULL, 8);
+	er->length = UINT64_MAX;
+	if (r->method != HTTP_PUT && (query_u64(r, "offset", &er->offset) < 0 ||
+	    query_u64(r, "length", &er->length) < 0))
+		return -1;
 	er->op = r->method == HTTP_PUT ? PX_FILE_PUT : PX_FILE_GET;
 	er->path = path;
 	er->timeout_ms = EXEC_TIMEOUT_DEFAULT;
 	return 0;
+}
+
+/* GET .../watch?path=DIR[&recursive=1]: events as lines of JSON, until
+ * the client goes or the directory does. */
+static void
+h_watch(struct req *r, const char *id)
+{
+	struct px_exec_req er;
+	struct cstream *cs;
+	int rc;
+
+	if ((cs = cs_new(r, id, CS_WATCH)) == NULL)
+		return;
+	memset(&er, 0, sizeof(er));
+	if ((rc = query_get(r, "path", cs->path, sizeof(cs->path))) != 1 ||
+	    cs->path[0] != '/') {
+		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
+		    "not valid percent-encoding or longer than 4096 bytes" :
+		    "?path= must be an absolute directory in the guest");
+		cs_free(cs);
+		return;
+	}
+	if ((er.recursive = query_flag(r, "recursive")) < 0) {
+		cs_free(cs);
+		return;
+	}
+	er.op = PX_FILE_WATCH;
+	er.path = cs->path;
+	er.timeout_ms = EXEC_TIMEOUT_MAX;
+	if (cs_run(cs, r, &er) < 0) {
+		cs_free(cs);
+		return;
+	}
+	cs->body_done = 1;
+	cs_attach(cs);
 }
 
 static void
@@ -2428,6 +2718,20 @@ h_files(struct req *r, const char *id)
 {
 	struct px_exec_req er;
 	struct cstream *cs;
+	int list;
+
+	if (r->method == HTTP_DELETE) {
+		files_simple(r, id, PK_REMOVE);
+		return;
+	}
+	if (r->method == HTTP_GET) {
+		if ((list = query_flag(r, "list")) < 0)
+			return;
+		if (list) {
+			files_simple(r, id, PK_FLIST);
+			return;
+		}
+	}
 
 	if (r->method == HTTP_PUT && !r->c->rh.streamed) {
 		reply_error(r, 400, NULL, NULL, "PUT the file to "
@@ -2454,15 +2758,16 @@ h_files(struct req *r, const char *id)
  * .../processes/N/kill {"signal": S} and .../processes/N/wait: each a
  * request to the guest agent (exec.c), answered when it answers. */
 
-enum proc_kind { PK_LIST, PK_SHOW, PK_LOGS, PK_KILL, PK_WAIT };
-
 struct proc_pending {
 	struct exec_pending ep;		/* first: conn->pexec, abandon */
 	enum proc_kind kind;
 	uint32_t proc;
 	uint64_t offset;
 	char id[PX_SANDBOX_ID_MAX + 1];
+	char path[CS_PATH_MAX + 1], to[CS_PATH_MAX + 1];	/* files */
 };
+
+static void proc_done(void *, const struct px_exec_result *);
 
 static json_t *
 proc_json(const struct px_proc_info *pi)
@@ -2474,6 +2779,86 @@ proc_json(const struct px_proc_info *pi)
 	    "signal", pi->state == 2 ? json_integer(pi->code) : json_null(),
 	    "keep_awake", pi->keep, "started_ms", (json_int_t)pi->start_ms,
 	    "output_bytes", (json_int_t)pi->total, "command", pi->cmd);
+}
+
+static const char *const ftype_names[] = { "file", "dir", "link", "fifo",
+	"socket", "char", "block", "other" };
+
+/* A name or path as JSON: key when UTF-8, else key_base64. */
+static int
+json_set_bytes(json_t *o, const char *key, const void *p, size_t len)
+{
+	char k[32], *b;
+	json_t *v;
+	int rc;
+
+	if ((v = json_stringn((const char *)p, len)) != NULL)
+		return json_object_set_new(o, key, v);
+	snprintf(k, sizeof(k), "%s_base64", key);
+	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
+		return -1;
+	EVP_EncodeBlock((unsigned char *)b, p, (int)len);
+	rc = json_object_set_new(o, k, json_string(b));
+	free(b);
+	return rc;
+}
+
+static int
+dirent_cmp(const void *a, const void *b)
+{
+	const struct px_dirent *x = a, *y = b;
+	size_t n = x->namelen < y->namelen ? x->namelen : y->namelen;
+	int c = memcmp(x->name, y->name, n);
+
+	return c != 0 ? c : (x->namelen > y->namelen) - (x->namelen <
+	    y->namelen);
+}
+
+/* GET .../files?path=DIR&list=1: the entries, by name. */
+static json_t *
+dir_json(const char *path, const struct px_exec_result *res)
+{
+	struct px_dirent *v = NULL;
+	json_t *list, *e;
+	char mode[8], when[40];
+	struct tm tm;
+	time_t t;
+	size_t i;
+
+	if ((list = json_array()) == NULL)
+		return NULL;
+	if (res->nentries > 0 && (v = malloc(res->nentries *
+	    sizeof(*v))) == NULL) {
+		json_decref(list);
+		return NULL;
+	}
+	if (v != NULL) {
+		memcpy(v, res->entries, res->nentries * sizeof(*v));
+		qsort(v, res->nentries, sizeof(*v), dirent_cmp);
+	}
+	for (i = 0; i < res->nentries; i++) {
+		snprintf(mode, sizeof(mode), "%04o", v[i].mode);
+		t = (time_t)(v[i].mtime_ms / 1000);
+		gmtime_r(&t, &tm);
+		snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d."
+		    "%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		    tm.tm_hour, tm.tm_min, tm.tm_sec,
+		    (int)(v[i].mtime_ms % 1000));
+		e = json_pack("{s:s, s:I, s:s, s:s, s:I}", "type",
+		    ftype_names[v[i].type], "size", (json_int_t)v[i].size,
+		    "mode", mode, "mtime", when, "mtime_ms",
+		    (json_int_t)v[i].mtime_ms);
+		if (e == NULL || json_set_bytes(e, "name", v[i].name,
+		    v[i].namelen) < 0 || json_array_append_new(list, e) < 0) {
+			json_decref(e);
+			json_decref(list);
+			free(v);
+			return NULL;
+		}
+	}
+	free(v);
+	return json_pack("{s:s, s:o, s:b}", "path", path, "entries", list,
+	    "truncated", res->truncated);
 }
 
 static void
@@ -2559,6 +2944,18 @@ proc_done(void *arg, const struct px_exec_result *res)
 		doc = json_pack("{s:I, s:b}", "process", (json_int_t)pp->proc,
 		    "signalled", 1);
 		break;
+	case PK_FLIST:
+		doc = dir_json(pp->path, res);
+		break;
+	case PK_MKDIR:
+		doc = json_pack("{s:s, s:b}", "path", pp->path, "created", 1);
+		break;
+	case PK_REMOVE:
+		doc = json_pack("{s:s, s:b}", "path", pp->path, "removed", 1);
+		break;
+	case PK_MOVE:
+		doc = json_pack("{s:s, s:s}", "from", pp->path, "to", pp->to);
+		break;
 	}
 	if (doc == NULL)
 		reply_error(&r, 503, NULL, NULL, "out of memory");
@@ -2597,19 +2994,64 @@ signal_parse(json_t *v)
 	return -1;
 }
 
+/* A request to the guest agent answered when it answers (proc_done);
+ * er->path and er->to are copied for the answer. */
+static void
+agent_call(struct req *r, const char *id, struct px_exec_req *er,
+    int kind, uint32_t proc)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct proc_pending *pp;
+	char err[512];
+	int status = 503;
+
+	if (ctl->hooks.exec == NULL) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: it has no guest", id);
+		return;
+	}
+	if ((pp = calloc(1, sizeof(*pp))) == NULL) {
+		reply_error(r, 503, NULL, NULL, "out of memory");
+		return;
+	}
+	pp->ep.ctl = ctl;
+	pp->ep.c = r->c;
+	pp->ep.serial = r->c->serial;
+	pp->ep.method = r->method;
+	pp->kind = (enum proc_kind)kind;
+	snprintf(pp->id, sizeof(pp->id), "%s", id);
+	snprintf(pp->path, sizeof(pp->path), "%s", er->path ? er->path : "");
+	snprintf(pp->to, sizeof(pp->to), "%s", er->to ? er->to : "");
+	pp->proc = proc;
+	pp->offset = er->offset;
+	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	r->c->pexec = &pp->ep;
+	if (ctl->hooks.exec(id, er, proc_done, pp, &status, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		r->c->pexec = NULL;
+		r->c->waiting = 0;
+		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
+		free(pp);
+		if (status == 429)
+			reply_error_hdr(r, 429, "Retry-After: 1\r\n", "%s", err);
+		else
+			reply_error(r, status, NULL, NULL, "%s", err);
+	}
+}
+
 static void
 h_procs(struct req *r, const char *id)
 {
 	static const char *const kill_allowed[] = { "signal", NULL };
 	struct px_control *ctl = r->c->ctl;
-	struct proc_pending *pp = NULL;
 	struct px_exec_req er;
 	struct px_sandbox sb;
 	enum proc_kind kind;
 	json_t *obj = NULL;
 	char err[512], buf[32], *end;
 	unsigned long n = 0;
-	int rc, status = 503;
+	int rc;
 
 	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
 	    sizeof(err))) != PX_STORE_OK) {
@@ -2702,37 +3144,12 @@ h_procs(struct req *r, const char *id)
 		reply_error(r, 404, NULL, NULL, "no such resource");
 		return;
 	}
-	if (sb.external || ctl->hooks.exec == NULL) {
+	if (sb.external) {
 		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
 		    "VM-backed sandbox: it has no guest processes", id);
 		goto out;
 	}
-	if ((pp = calloc(1, sizeof(*pp))) == NULL) {
-		reply_error(r, 503, NULL, NULL, "out of memory");
-		goto out;
-	}
-	pp->ep.ctl = ctl;
-	pp->ep.c = r->c;
-	pp->ep.serial = r->c->serial;
-	pp->ep.method = r->method;
-	pp->kind = kind;
-	snprintf(pp->id, sizeof(pp->id), "%s", id);
-	pp->proc = (uint32_t)n;
-	pp->offset = er.offset;
-	r->c->waiting = 1;
-	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
-	r->c->pexec = &pp->ep;
-	if (ctl->hooks.exec(id, &er, proc_done, pp, &status, err, sizeof(err),
-	    ctl->hooks.arg) != 0) {
-		r->c->pexec = NULL;
-		r->c->waiting = 0;
-		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
-		free(pp);
-		if (status == 429)
-			reply_error_hdr(r, 429, "Retry-After: 1\r\n", "%s", err);
-		else
-			reply_error(r, status, NULL, NULL, "%s", err);
-	}
+	agent_call(r, id, &er, kind, (uint32_t)n);
 out:
 	json_decref(obj);
 }
@@ -4148,10 +4565,23 @@ route_sandbox_sub(struct req *r, const char *id)
 	    strcmp(sub, "processes") == 0) {
 		h_procs(r, id);
 	} else if (r->nseg == 4 && strcmp(sub, "files") == 0) {
-		if (r->method == HTTP_GET || r->method == HTTP_PUT)
+		if (r->method == HTTP_GET || r->method == HTTP_PUT ||
+		    r->method == HTTP_DELETE)
 			h_files(r, id);
 		else
-			not_allowed(r, "GET, PUT");
+			not_allowed(r, "GET, PUT, DELETE");
+	} else if (r->nseg == 5 && strcmp(sub, "files") == 0 &&
+	    (strcmp(r->seg[4], "mkdir") == 0 ||
+	    strcmp(r->seg[4], "move") == 0)) {
+		if (r->method == HTTP_POST)
+			files_post(r, id, r->seg[4]);
+		else
+			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "watch") == 0) {
+		if (r->method == HTTP_GET)
+			h_watch(r, id);
+		else
+			not_allowed(r, "GET");
 	} else if (r->nseg == 4 && strcmp(sub, "console") == 0) {
 		if (is_get(r))
 			h_console(r, id);

@@ -200,9 +200,18 @@ struct px_exec_req {
 	 * list the detached processes, read one's output (from offset,
 	 * following it when follow), or signal it. */
 	enum { PX_EXEC_RUN, PX_FILE_PUT, PX_FILE_GET, PX_PROC_LIST,
-	    PX_PROC_LOGS, PX_PROC_SIGNAL } op;
+	    PX_PROC_LOGS, PX_PROC_SIGNAL, PX_FILE_LIST, PX_FILE_MKDIR,
+	    PX_FILE_REMOVE, PX_FILE_MOVE, PX_FILE_WATCH } op;
 	const char *path;
 	unsigned mode;
+	/* PX_FILE_GET: from offset (below), at most length bytes
+	 * (UINT64_MAX: to the end); PX_FILE_LIST: at most max_entries
+	 * (result "truncated" past them); PX_FILE_MOVE: path to to;
+	 * recursive (remove, watch), parents (mkdir), overwrite (move) */
+	uint64_t length;
+	uint32_t max_entries;
+	const char *to;
+	int recursive, parents, overwrite;
 	/* PX_EXEC_RUN detached: its output kept in a ring of this many
 	 * bytes (0: not detached); keep_awake: it holds the sandbox awake */
 	uint32_t ring;
@@ -213,6 +222,25 @@ struct px_exec_req {
 	uint32_t proc;
 	uint64_t offset;
 	int follow, discard, signo;
+};
+
+/* A directory's entry, as the guest agent lists it (PX_FILE_LIST). */
+struct px_dirent {
+	int type;		/* helper.h HM_FT_*: file, dir, link, ... */
+	unsigned mode;		/* permission bits */
+	uint64_t size;
+	int64_t mtime_ms;
+	size_t namelen;		/* 1..255; not UTF-8 checked */
+	unsigned char name[256];
+};
+
+/* A watch's event (PX_FILE_WATCH): helper.h HM_EV_*. */
+struct px_watch_event {
+	int event;
+	int dir;
+	uint32_t cookie;
+	const char *path;	/* absolute; not UTF-8 checked */
+	size_t pathlen;
 };
 
 /* A detached process, as the guest agent lists it. */
@@ -243,6 +271,8 @@ struct px_exec_sink {
 	    size_t len);
 	void (*done)(void *arg, const struct px_exec_result *res);
 	void (*drained)(void *arg);
+	/* PX_FILE_WATCH: one event (may be NULL otherwise) */
+	void (*event)(void *arg, const struct px_watch_event *ev);
 	void *arg;
 };
 struct px_exec_stream;
@@ -268,6 +298,10 @@ struct px_exec_result {
 	int ring_known;
 	uint64_t ring_first, ring_total;
 	int proc_state, proc_code;
+	/* PX_FILE_LIST: the entries; truncated (above) when there were
+	 * more than max_entries */
+	const struct px_dirent *entries;
+	size_t nentries;
 };
 
 struct px_control_hooks {

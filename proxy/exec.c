@@ -100,6 +100,7 @@ struct job {
 	int type;			/* BA_EXEC, BA_FILE_PUT, BA_FILE_GET,
 					 * BA_LIST, BA_LOGS, BA_SIGNAL */
 	int discard;			/* its output is not wanted */
+	int ranged;			/* a file get of a range */
 	uint32_t ring;			/* a detached command's */
 	int keep_awake;
 	/* a detached start; a list; a ring's bounds */
@@ -107,6 +108,8 @@ struct job {
 	int pid;
 	struct px_proc_info *procs;
 	size_t nprocs;
+	struct px_dirent *entries;	/* a directory's (BA_LS) */
+	size_t nentries, max_entries;
 	int ring_known, proc_state, proc_code;
 	uint64_t ring_first, ring_total;
 	unsigned char *fields;		/* the request's payload */
@@ -169,6 +172,14 @@ static struct {
 } X = { .max_procs = PX_EXEC_PROCS_DEFAULT };
 
 static void step(struct link *);
+
+/* The file requests of protocol 2 (agent_proto.h). */
+static int
+fs_op(int type)
+{
+	return type == BA_LS || type == BA_MKDIR || type == BA_REMOVE ||
+	    type == BA_MOVE || type == BA_WATCH;
+}
 static void keep_poll(evutil_socket_t, short, void *);
 
 static int64_t
@@ -209,6 +220,7 @@ static void
 job_free(struct job *j)
 {
 	free(j->procs);
+	free(j->entries);
 	free(j->fields);
 	if (j->inq != NULL)
 		evbuffer_free(j->inq);
@@ -316,6 +328,11 @@ job_end(struct link *l, struct job *j, struct px_exec_result *res)
 		res->ring_total = j->ring_total;
 		res->proc_state = j->proc_state;
 		res->proc_code = j->proc_code;
+		res->entries = j->entries;
+		res->nentries = j->nentries < j->max_entries ? j->nentries :
+		    j->max_entries;
+		if (j->type == BA_LS && j->nentries > j->max_entries)
+			res->truncated = 1;
 	}
 	j->done(j->done_arg, res);
 	job_free(j);
@@ -728,6 +745,14 @@ step(struct link *l)
 			    "not processes that outlive them", l->id);
 			continue;
 		}
+		if (l->proto < 2 && (fs_op(j->type) || (j->type ==
+		    BA_FILE_GET && j->ranged))) {
+			job_fail(l, j, 409, "the guest agent of sandbox '%s' "
+			    "is of an older protocol (its template was built "
+			    "before file listing, watch and ranged reads): it "
+			    "reads and writes whole files only", l->id);
+			continue;
+		}
 		if (l->nrunning >= (l->proto >= 2 ? X.max_procs : 1))
 			return;
 		run(l, j);
@@ -1058,6 +1083,94 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		j->proc_code = m.code;
 		return;
 	}
+	case HM_AGENT_ENTRY: {
+		struct hm_agent_entry m;
+		struct px_dirent *de;
+
+		if (len != sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (m.type < HM_FT_FILE || m.type > HM_FT_OTHER ||
+		    m.mode > 07777 || m.mtime_ms < 0 || m.namelen == 0 ||
+		    m.namelen > 255 || memchr(m.name, '/', m.namelen) != NULL ||
+		    memchr(m.name, '\0', m.namelen) != NULL ||
+		    m.bytes > BA_MAX_PAYLOAD)
+			break;
+		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
+			return;
+		if (j->type != BA_LS || j->nentries > j->max_entries ||
+		    m.bytes > j->out_window) {
+			guest_bad(l, j->type != BA_LS ? "listed a directory "
+			    "it was not asked for" : j->nentries >
+			    j->max_entries ? "listed more entries than asked" :
+			    "sent entries past its channel's window");
+			return;
+		}
+		j->out_window -= m.bytes;
+		credit(l, j, m.bytes);
+		if (j->nentries % 256 == 0) {
+			de = realloc(j->entries, (j->nentries + 256) *
+			    sizeof(*de));
+			if (de == NULL) {
+				job_fail(l, j, 503, "out of memory");
+				send_frame(l, BA_KILL, m.chan, "9", 1);
+				later(l);
+				return;
+			}
+			j->entries = de;
+		}
+		de = &j->entries[j->nentries++];
+		memset(de, 0, sizeof(*de));
+		de->type = m.type;
+		de->mode = m.mode;
+		de->size = m.size;
+		de->mtime_ms = m.mtime_ms;
+		de->namelen = m.namelen;
+		memcpy(de->name, m.name, m.namelen);
+		return;
+	}
+	case HM_AGENT_EVENT: {
+		struct hm_agent_event m;
+		struct px_watch_event ev;
+		const char *path = (const char *)p + sizeof(m);
+		uint32_t chan;
+
+		if (len < sizeof(m))
+			break;
+		memcpy(&m, p, sizeof(m));
+		if (m.event < 0 || m.event >= HM_EV_COUNT || (m.dir != 0 &&
+		    m.dir != 1) || m.pathlen == 0 || m.pathlen >
+		    BA_EVENT_PATH || len - sizeof(m) != m.pathlen ||
+		    path[0] != '/' || memchr(path, '\0', m.pathlen) != NULL ||
+		    m.bytes > BA_MAX_PAYLOAD)
+			break;
+		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
+			return;
+		if (j->type != BA_WATCH || m.bytes > j->out_window) {
+			guest_bad(l, j->type != BA_WATCH ? "sent a file event "
+			    "it was not asked for" : "sent events past its "
+			    "channel's window");
+			return;
+		}
+		j->out_window -= m.bytes;
+		memset(&ev, 0, sizeof(ev));
+		ev.event = m.event;
+		ev.dir = m.dir;
+		ev.cookie = m.cookie;
+		ev.path = path;
+		ev.pathlen = m.pathlen;
+		chan = j->chan;
+		if (j->streamed && j->sink.event != NULL)
+			j->sink.event(j->sink.arg, &ev);
+		/* the sink may have cancelled it */
+		if ((j = link_job(l, chan)) == NULL)
+			return;
+		if (j->rpaused)	/* a slow client: the queue overflows */
+			j->out_held += m.bytes;
+		else
+			credit(l, j, m.bytes);
+		return;
+	}
 	case HM_AGENT_ERROR: {
 		struct hm_agent_error m;
 
@@ -1223,6 +1336,38 @@ exec_fields(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add_printf(b, "s%d", req->signo);
 		evbuffer_add(b, "", 1);
 		goto done;
+	case PX_FILE_LIST:
+	case PX_FILE_MKDIR:
+	case PX_FILE_REMOVE:
+	case PX_FILE_MOVE:
+	case PX_FILE_WATCH:
+		if (req->op != PX_FILE_WATCH) {
+			evbuffer_add_printf(b, "t%llu",
+			    (unsigned long long)req->timeout_ms);
+			evbuffer_add(b, "", 1);
+		}
+		evbuffer_add_printf(b, "p%s", req->path);
+		evbuffer_add(b, "", 1);
+		if (req->op == PX_FILE_LIST) {
+			/* one more than shown: a cut list is known */
+			evbuffer_add_printf(b, "n%lu",
+			    (unsigned long)req->max_entries + 1);
+			evbuffer_add(b, "", 1);
+		} else if (req->op == PX_FILE_MKDIR) {
+			evbuffer_add_printf(b, "m%o", req->mode);
+			evbuffer_add(b, "", 1);
+		} else if (req->op == PX_FILE_MOVE) {
+			evbuffer_add_printf(b, "d%s", req->to);
+			evbuffer_add(b, "", 1);
+		}
+		if ((req->op == PX_FILE_REMOVE || req->op == PX_FILE_WATCH) &&
+		    req->recursive)
+			evbuffer_add(b, "r", 2);
+		if (req->op == PX_FILE_MKDIR && req->parents)
+			evbuffer_add(b, "r", 2);
+		if (req->op == PX_FILE_MOVE && req->overwrite)
+			evbuffer_add(b, "o", 2);
+		goto done;
 	default:
 		break;
 	}
@@ -1250,6 +1395,15 @@ exec_fields(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add_printf(b, "p%s", req->path);
 		evbuffer_add(b, "", 1);
 		evbuffer_add_printf(b, "m%o", req->mode);
+		evbuffer_add(b, "", 1);
+	}
+	if (req->op == PX_FILE_GET && req->offset > 0) {
+		evbuffer_add_printf(b, "o%llu", (unsigned long long)req->offset);
+		evbuffer_add(b, "", 1);
+	}
+	if (req->op == PX_FILE_GET && req->length != UINT64_MAX &&
+	    req->length != 0) {
+		evbuffer_add_printf(b, "n%llu", (unsigned long long)req->length);
 		evbuffer_add(b, "", 1);
 	}
 	for (i = 0; i < req->argc; i++) {
@@ -1335,11 +1489,29 @@ job_new(const char *id, const struct px_exec_req *req, size_t size,
 	case PX_PROC_SIGNAL:
 		j->type = BA_SIGNAL;
 		break;
+	case PX_FILE_LIST:
+		j->type = BA_LS;
+		j->max_entries = req->max_entries;
+		break;
+	case PX_FILE_MKDIR:
+		j->type = BA_MKDIR;
+		break;
+	case PX_FILE_REMOVE:
+		j->type = BA_REMOVE;
+		break;
+	case PX_FILE_MOVE:
+		j->type = BA_MOVE;
+		break;
+	case PX_FILE_WATCH:
+		j->type = BA_WATCH;
+		break;
 	default:
 		j->type = BA_EXEC;
 		break;
 	}
 	j->discard = req->discard;
+	j->ranged = req->op == PX_FILE_GET && (req->offset > 0 ||
+	    (req->length != UINT64_MAX && req->length != 0));
 	j->ring = req->op == PX_EXEC_RUN ? req->ring : 0;
 	j->keep_awake = j->ring != 0 && req->keep_awake;
 	j->out = evbuffer_new();

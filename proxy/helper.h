@@ -59,6 +59,8 @@ enum {
 	HM_AGENT_STARTED,	/* C->P: struct hm_agent_started */
 	HM_AGENT_PROC,		/* C->P: struct hm_agent_proc */
 	HM_AGENT_RING,		/* C->P: struct hm_agent_ring */
+	HM_AGENT_ENTRY,		/* C->P: struct hm_agent_entry */
+	HM_AGENT_EVENT,		/* C->P: struct hm_agent_event + its path */
 };
 
 /*
@@ -75,7 +77,10 @@ enum {
  * (HM_AGENT_FAIL, printable text), stdin taken (HM_AGENT_INACK), a
  * detached process started (HM_AGENT_STARTED), one listed
  * (HM_AGENT_PROC: its fields checked, its command printable) and what a
- * process's ring holds (HM_AGENT_RING), in
+ * process's ring holds (HM_AGENT_RING), a directory's entry
+ * (HM_AGENT_ENTRY: type known, name 1 to 255 bytes without '/' or NUL)
+ * and a watch's event (HM_AGENT_EVENT: event known, path absolute,
+ * without NUL, at most BA_EVENT_PATH bytes), in
  * the order of the guest's frames, each with its channel (protocol 1:
  * channel 0, one command at a time). A guest that breaks the framing
  * gets HM_AGENT_ERROR and its connection closed.
@@ -154,6 +159,38 @@ struct hm_agent_ring {
 	int32_t		 state;		/* HM_PROC_* */
 	int32_t		 code;
 	uint64_t	 first, total;	/* the ring holds [first, total) */
+};
+
+/* A directory entry ('N'); bytes: the frame's payload, for the parent
+ * to acknowledge to the guest as it does output. */
+enum { HM_FT_FILE, HM_FT_DIR, HM_FT_LINK, HM_FT_FIFO, HM_FT_SOCKET,
+	HM_FT_CHAR, HM_FT_BLOCK, HM_FT_OTHER };
+
+struct hm_agent_entry {
+	uint64_t	 id;
+	uint32_t	 chan;
+	uint32_t	 bytes;
+	int32_t		 type;		/* HM_FT_* */
+	uint32_t	 mode;		/* & 07777 */
+	uint64_t	 size;
+	int64_t		 mtime_ms;	/* >= 0 */
+	uint32_t	 namelen;	/* 1..255 */
+	unsigned char	 name[256];	/* no '/' or NUL; not UTF-8 checked */
+};
+
+/* A watch's event ('Y'), then pathlen bytes of its path. */
+enum { HM_EV_CREATE, HM_EV_MODIFY, HM_EV_ATTRIB, HM_EV_DELETE,
+	HM_EV_MOVE_FROM, HM_EV_MOVE_TO, HM_EV_DELETE_SELF, HM_EV_OVERFLOW,
+	HM_EV_UNWATCHED, HM_EV_READY, HM_EV_COUNT };
+
+struct hm_agent_event {
+	uint64_t	 id;
+	uint32_t	 chan;
+	uint32_t	 bytes;
+	int32_t		 event;		/* HM_EV_* */
+	int32_t		 dir;		/* 0 or 1 */
+	uint32_t	 cookie;
+	uint32_t	 pathlen;	/* 1..BA_EVENT_PATH, starts with '/' */
 };
 
 struct hm_agent_exit {

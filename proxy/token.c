@@ -185,9 +185,15 @@ px_token_authorize(const struct px_auth *a, const char *method,
 	if (strcmp(seg[3], "processes") == 0 && ((get && nseg <= 6) ||
 	    (post && nseg == 6)))
 		return 0;
-	/* and its files (GET and PUT .../files?path=) */
+	/* and its files: GET, PUT and DELETE .../files?path=, POST
+	 * .../files/mkdir and .../files/move, GET .../watch?path= */
 	if (nseg == 4 && strcmp(seg[3], "files") == 0 && (get ||
-	    strcmp(method, "PUT") == 0))
+	    strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0))
+		return 0;
+	if (nseg == 5 && strcmp(seg[3], "files") == 0 && post &&
+	    (strcmp(seg[4], "mkdir") == 0 || strcmp(seg[4], "move") == 0))
+		return 0;
+	if (nseg == 4 && strcmp(seg[3], "watch") == 0 && get)
 		return 0;
 	return deny(why, whylen, "a sandbox token cannot use '%s' on its "
 	    "sandbox", seg[3]);

@@ -206,6 +206,37 @@ exit_line(int g, uint64_t id, const char *line, int want_ok, int exited,
 	    val, timed_out ? ", timed out" : "");
 }
 
+/* A new connection past its pong of protocol 2: the guest's end. */
+static int
+conn2(uint64_t id)
+{
+	unsigned char pong[HM_AGENT_NONCE + 1];
+	int g = conn(id);
+	struct msg *m;
+
+	memcpy(pong, nonce, HM_AGENT_NONCE);
+	pong[HM_AGENT_NONCE] = BA_PROTO;
+	frame(g, BA_PONG, pong, sizeof(pong));
+	/* an earlier connection's close may come first */
+	while ((m = next(5000)) != NULL && m->type == HM_AGENT_CLOSED)
+		;
+	if (!is_type(m, HM_AGENT_PONG, id))
+		diag("no pong on connection %llu", (unsigned long long)id);
+	return g;
+}
+
+/* A frame of type on channel chan with text: the message it gives. */
+static struct msg *
+chan_text(int g, int type, uint32_t chan, const char *text, size_t len)
+{
+	unsigned char f[BA_CHAN + 4200];
+
+	ba_put32(f, chan);
+	memcpy(f + BA_CHAN, text, len);
+	frame(g, type, f, BA_CHAN + len);
+	return next(5000);
+}
+
 int
 main(void)
 {
@@ -504,6 +535,103 @@ main(void)
 		    "without its channel") != NULL,
 		    "a frame shorter than its channel: a protocol error");
 		ok(guest_closed(g, 2000), "... the guest's connection closed");
+		close(g);
+	}
+
+	/* ---- directory entries ('N') and watch events ('Y') ---- */
+	g = conn2(++id);
+	{
+		static const char ent[] = "file 644 12 1700000000123 a b\xff";
+		struct hm_agent_entry en;
+		struct hm_agent_event ev;
+		char path[BA_EVENT_PATH + 40];
+
+		m = chan_text(g, BA_ENTRY, 4, ent, sizeof(ent) - 1);
+		if (ok(is_type(m, HM_AGENT_ENTRY, id) && m->len == sizeof(en),
+		    "'N' on channel 4: HM_AGENT_ENTRY")) {
+			memcpy(&en, m->p, sizeof(en));
+			ok(en.chan == 4 && en.type == HM_FT_FILE &&
+			    en.mode == 0644 && en.size == 12 &&
+			    en.mtime_ms == 1700000000123LL && en.namelen == 4 &&
+			    memcmp(en.name, "a b\xff", 4) == 0 &&
+			    en.bytes == sizeof(ent) - 1,
+			    "... file, mode 0644, 12 bytes, its mtime, the name "
+			    "'a b\\xff' as it was, its frame's bytes");
+		}
+		m = chan_text(g, BA_ENTRY, 4, "dir 7777 0 0 d", 14);
+		ok(is_type(m, HM_AGENT_ENTRY, id) &&
+		    ((struct hm_agent_entry *)m->p)->type == HM_FT_DIR &&
+		    ((struct hm_agent_entry *)m->p)->mode == 07777,
+		    "a directory, mode 7777");
+		m = chan_text(g, BA_EVENT, 6, "move_to 0 42 /w/x y", 19);
+		if (ok(is_type(m, HM_AGENT_EVENT, id) && m->len ==
+		    sizeof(ev) + 6, "'Y' on channel 6: HM_AGENT_EVENT and the "
+		    "path")) {
+			memcpy(&ev, m->p, sizeof(ev));
+			ok(ev.chan == 6 && ev.event == HM_EV_MOVE_TO &&
+			    ev.dir == 0 && ev.cookie == 42 && ev.pathlen == 6 &&
+			    memcmp(m->p + sizeof(ev), "/w/x y", 6) == 0,
+			    "... move_to, a file, cookie 42, the path with its "
+			    "space");
+		}
+		m = chan_text(g, BA_EVENT, 6, "ready 1 0 /w", 12);
+		ok(is_type(m, HM_AGENT_EVENT, id) &&
+		    ((struct hm_agent_event *)m->p)->event == HM_EV_READY &&
+		    ((struct hm_agent_event *)m->p)->dir == 1, "ready, a "
+		    "directory");
+		/* the longest path there may be */
+		memcpy(path, "overflow 0 0 /", 14);
+		memset(path + 14, 'p', BA_EVENT_PATH - 1);
+		m = chan_text(g, BA_EVENT, 6, path, 13 + BA_EVENT_PATH);
+		ok(is_type(m, HM_AGENT_EVENT, id) &&
+		    ((struct hm_agent_event *)m->p)->pathlen == BA_EVENT_PATH,
+		    "an event with a path of %d bytes", BA_EVENT_PATH);
+		close(g);
+	}
+	{
+		static const struct { int type; const char *text, *what; } bad[] = {
+			{ BA_ENTRY, "file 644 1 1 a/b", "a name with '/'" },
+			{ BA_ENTRY, "file 644 1 1 ", "an empty name" },
+			{ BA_ENTRY, "file 648 1 1 a", "a mode not octal" },
+			{ BA_ENTRY, "file 17777 1 1 a", "a mode over 7777" },
+			{ BA_ENTRY, "door 644 1 1 a", "an unknown type" },
+			{ BA_ENTRY, "file 644 -1 1 a", "a negative size" },
+			{ BA_EVENT, "create 0 0 rel", "a relative path" },
+			{ BA_EVENT, "explode 0 0 /x", "an unknown event" },
+			{ BA_EVENT, "create 2 0 /x", "dir not 0 or 1" },
+			{ BA_EVENT, "create 0 4294967296 /x", "a cookie over 32 "
+			    "bits" },
+			{ BA_EVENT, "create 0 0", "no path" },
+		};
+		char path[BA_EVENT_PATH + 40];
+		size_t k;
+
+		for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			g = conn2(++id);
+			m = chan_text(g, bad[k].type, 2, bad[k].text,
+			    strlen(bad[k].text));
+			ok(is_type(m, HM_AGENT_ERROR, id), "'%c' with %s: a "
+			    "protocol error", bad[k].type, bad[k].what);
+			close(g);
+		}
+		g = conn2(++id);
+		memcpy(path, "create 0 0 /", 12);
+		memset(path + 12, 'p', BA_EVENT_PATH);
+		m = chan_text(g, BA_EVENT, 2, path, 12 + BA_EVENT_PATH);
+		ok(is_type(m, HM_AGENT_ERROR, id), "an event path of %d bytes: "
+		    "a protocol error", BA_EVENT_PATH + 1);
+		close(g);
+		g = conn2(++id);
+		{
+			unsigned char f[BA_CHAN + 8] = { 0, 0, 0, 2, 'f', 'i',
+			    'l', 'e' };
+
+			f[BA_CHAN + 4] = '\0';
+			frame(g, BA_ENTRY, f, BA_CHAN + 5);
+			m = next(5000);
+			ok(is_type(m, HM_AGENT_ERROR, id), "an entry with a NUL: "
+			    "a protocol error");
+		}
 		close(g);
 	}
 

@@ -51,8 +51,44 @@
  *                  'm<mode, octal>'; then 'I' frames of its bytes, empty
  *                  at the end: written to a temporary file beside it,
  *                  mode set, renamed over path; answered 'X' "exit 0"
- *   'g' file get   fields 't', 'p<path>': answered with 'O' frames of its
- *                  bytes then 'X' "exit 0" ('F' "404 ..." when absent)
+ *   'g' file get   fields 't', 'p<path>', 'o<offset>' and 'n<length>'
+ *                  (optional, decimal: from that byte, at most that
+ *                  many; an offset at or past the end gives no bytes):
+ *                  answered with 'O' frames of its bytes then 'X'
+ *                  "exit 0" ('F' "404 ..." when absent, "400 ..." for a
+ *                  directory)
+ *   'l' list       fields 't', 'p<dir>', 'n<max entries>' (decimal, at
+ *                  least 1): answered one 'N' frame per entry of the
+ *                  directory ("." and ".." left out; at most max, in
+ *                  readdir order; the host asks one more than it shows
+ *                  to know the list was cut), then 'X' "exit 0". 'F'
+ *                  "404 ..." when absent, "400 ..." when not a directory
+ *   'm' mkdir      fields 't', 'p<path>', 'm<mode, octal>' (optional,
+ *                  0755), 'r' (parents: missing parents are made, an
+ *                  existing directory is no error): 'X' "exit 0"; 'F'
+ *                  "409 ..." it exists, "404 ..." a parent is missing,
+ *                  "400 ..." a parent is not a directory
+ *   'x' remove     fields 't', 'p<path>', 'r' (recursive: a directory
+ *                  and all under it; symbolic links are removed, never
+ *                  followed): 'X' "exit 0"; 'F' "404 ..." absent, "409
+ *                  ..." a directory not empty (without 'r'), "400 ..."
+ *                  the path is "/"
+ *   'v' move       fields 't', 'p<from>', 'd<to>' (absolute), 'o'
+ *                  (overwrite: an existing destination is replaced;
+ *                  without it, 'F' "409 ... exists"): rename(2); across
+ *                  filesystems the agent runs mv(1). 'X' "exit 0"; 'F'
+ *                  "404 ..." from is absent (or to's directory), "400
+ *                  ..." a directory into itself
+ *   'V' watch      fields 'p<dir>', 'r' (recursive: its subdirectories,
+ *                  those made later too): inotify; answered 'Y'
+ *                  "ready 1 0 <dir>" once its watches are in place
+ *                  (what happens after it is seen), then one 'Y' frame
+ *                  per event while the channel lasts (no 't':
+ *                  it ends by the host's 'K', answered 'X' "exit 0", or
+ *                  when the directory itself goes: 'Y' "delete_self",
+ *                  then 'X' "exit 0"). 'F' "404 ..." when absent, "400
+ *                  ..." when not a directory, "429 ..." out of inotify
+ *                  watches
  *   'K' kill       a signal number in decimal: sent to the channel's
  *                  process group (a file transfer is ended). Its 'X' or
  *                  'F' follows as usual.
@@ -97,9 +133,29 @@
  *                  argv joined by spaces (at most 200 bytes, cut)
  *   'M' ring       "<first> <total> <state>": the ring holds its output
  *                  from byte first to total (state as in 'Q')
+ *   'N' entry      "<type> <mode> <size> <mtime> <name>": type "file",
+ *                  "dir", "link", "fifo", "socket", "char", "block" or
+ *                  "other" (lstat: a link is not followed); mode the
+ *                  permission bits (& 07777) in octal; size in bytes;
+ *                  mtime in ms since the epoch (0 if earlier); name the
+ *                  entry's bytes to the payload's end (1 to 255, no '/'
+ *                  or NUL). An entry gone before its lstat is left out.
+ *   'Y' event      "<event> <dir> <cookie> <path>": event "ready" (the
+ *                  watch is in place), "create",
+ *                  "modify", "attrib", "delete", "move_from", "move_to"
+ *                  (a rename: the pair shares the cookie, decimal, else
+ *                  0), "delete_self", "overflow" (the kernel's queue
+ *                  overflowed: events were lost; path the watched
+ *                  directory) or "unwatched" (a subdirectory could not
+ *                  be watched: events under path are missed); dir 1 when
+ *                  the event is a directory's, else 0; path absolute,
+ *                  to the payload's end (at most 4096 bytes)
  *
  * Flow control, per channel and each way: at most BA_WINDOW bytes of
- * 'O'/'R' payload unacknowledged by 'A', and of 'I' payload
+ * 'O'/'R'/'N'/'Y' payload unacknowledged by 'A' (a watch whose events
+ * nobody takes stops reading inotify: the kernel's queue overflows, and
+ * that is reported with 'Y' "overflow" when it is read again, never
+ * hidden), and of 'I' payload
  * unacknowledged by 'a'. A command whose output nobody takes stops (its
  * pipe fills) and slows only itself; a peer past a window breaks the
  * protocol. The agent takes at most BA_MAX_CHANS channels at once ('F'
@@ -126,11 +182,14 @@
 #define BA_PROTO	2		/* the pong's last byte */
 #define BA_RING_MAX	(16 * 1024 * 1024)	/* a detached process's */
 #define BA_MAX_PROCS	256		/* detached processes kept */
+#define BA_EVENT_PATH	4096		/* a 'Y' event's path, at most */
 
 enum {
 	BA_PING = 'P', BA_EXEC = 'E', BA_STDIN = 'I', BA_RESIZE = 'W',
 	BA_FILE_PUT = 'w', BA_FILE_GET = 'g', BA_KILL = 'K', BA_ACK = 'A',
-	BA_LIST = 'L', BA_LOGS = 'G', BA_SIGNAL = 'Z',
+	BA_LIST = 'L', BA_LOGS = 'G', BA_SIGNAL = 'Z', BA_LS = 'l',
+	BA_MKDIR = 'm', BA_REMOVE = 'x', BA_MOVE = 'v', BA_WATCH = 'V',
+	BA_ENTRY = 'N', BA_EVENT = 'Y',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
 	BA_FAIL = 'F', BA_STDIN_ACK = 'a', BA_STARTED = 'S', BA_PROC = 'Q',
 	BA_RING = 'M'
