@@ -153,6 +153,19 @@ fake_stream_step(evutil_socket_t fd, short what, void *arg)
 	res.wake_ms = 7;
 	if (f->step == 0)
 		f->sink.start(f->sink.arg, 7);
+	if (f->op == PX_FILE_WATCH && f->step < 4) {
+		static const struct px_watch_event evs[] = {
+			{ 9, 1, 0, "/w", 2 },		/* ready */
+			{ 0, 0, 0, "/w/n\xff", 5 },	/* create */
+			{ 4, 0, 7, "/w/a", 4 },		/* move_from */
+			{ 7, 0, 0, "/w", 2 },		/* overflow */
+		};
+
+		f->sink.event(f->sink.arg, &evs[f->step]);
+		f->step++;
+		evtimer_add(f->ev, &tv);
+		return;
+	}
 	if (f->op == PX_FILE_GET && strcmp(f->path, "/missing") == 0) {
 		res.status = 404;
 		res.message = "no file /missing in the guest";
@@ -185,7 +198,14 @@ fake_exec_stream(const char *id, const struct px_exec_req *req,
 	snprintf(f->argv0, sizeof(f->argv0), "%s", req->argc ? req->argv[0] :
 	    "");
 	f->ev = evtimer_new(vm_base, fake_stream_step, f);
-	if (f->op == PX_FILE_GET)
+	if (f->op == PX_FILE_GET && (req->offset != 0 || req->length !=
+	    UINT64_MAX))
+		vmlog("get %s from %llu for %llu", f->path,
+		    (unsigned long long)req->offset,
+		    (unsigned long long)req->length);
+	if (f->op == PX_FILE_WATCH)
+		vmlog("watch %s %d", f->path, req->recursive);
+	if (f->op == PX_FILE_GET || f->op == PX_FILE_WATCH)
 		evtimer_add(f->ev, &tv);
 	else
 		f->sink.start(f->sink.arg, 7), f->step = 1;
@@ -216,6 +236,76 @@ fake_exec_cancel(struct px_exec_stream *f)
 	vmlog("cancel %s", f->path);
 	event_free(f->ev);
 	free(f);
+}
+
+/* A fake guest agent for the buffered file requests: /d lists three
+ * entries out of order (one name not UTF-8), /exists is there already;
+ * what was asked goes to vmlog. Answered from the loop, as exec.c does. */
+struct fake_call {
+	void (*done)(void *, const struct px_exec_result *);
+	void *done_arg;
+	int op, status;
+	uint32_t max;
+	struct event *ev;
+};
+
+static void
+fake_call_end(evutil_socket_t fd, short what, void *arg)
+{
+	static const struct px_dirent ents[] = {
+		{ 0, 0644, 3, 1700000000123LL, 1, "b" },
+		{ 1, 0755, 4096, 0, 2, "a\xff" },
+		{ 2, 0777, 1, 1700000000000LL, 1, "c" },
+	};
+	struct fake_call *f = arg;
+	struct px_exec_result res;
+
+	memset(&res, 0, sizeof(res));
+	res.status = f->status;
+	res.message = f->status == 409 ? "/exists exists" : "refused";
+	res.exited = 1;
+	if (f->op == PX_FILE_LIST) {
+		res.entries = ents;
+		res.nentries = f->max < 3 ? f->max : 3;
+		res.truncated = f->max < 3;
+	}
+	event_free(f->ev);
+	f->done(f->done_arg, &res);
+	free(f);
+}
+
+static int
+fake_exec(const char *id, const struct px_exec_req *req,
+    void (*done)(void *, const struct px_exec_result *), void *done_arg,
+    int *status, char *err, size_t errlen, void *arg)
+{
+	struct fake_call *f;
+	struct timeval tv = { 0, 1000 };
+
+	if (req->op != PX_FILE_LIST && req->op != PX_FILE_MKDIR &&
+	    req->op != PX_FILE_REMOVE && req->op != PX_FILE_MOVE) {
+		*status = 409;
+		snprintf(err, errlen, "no guest here");
+		return -1;
+	}
+	f = calloc(1, sizeof(*f));
+	f->done = done;
+	f->done_arg = done_arg;
+	f->op = req->op;
+	f->max = req->max_entries;
+	f->status = strcmp(req->path, "/exists") == 0 ||
+	    (req->to != NULL && strcmp(req->to, "/exists") == 0) ? 409 : 200;
+	if (req->op == PX_FILE_LIST)
+		vmlog("list %s %u", req->path, (unsigned)req->max_entries);
+	else if (req->op == PX_FILE_MKDIR)
+		vmlog("mkdir %s %o %d", req->path, req->mode, req->parents);
+	else if (req->op == PX_FILE_REMOVE)
+		vmlog("remove %s %d", req->path, req->recursive);
+	else
+		vmlog("move %s %s %d", req->path, req->to, req->overwrite);
+	f->ev = evtimer_new(vm_base, fake_call_end, f);
+	evtimer_add(f->ev, &tv);
+	return 0;
 }
 
 static void
@@ -292,6 +382,7 @@ serve(int ready_fd)
 		hooks.vm_set_idle = fake_set_idle;
 		hooks.template_check = fake_template_check;
 		hooks.template_dir = "/srv/berth/default";
+		hooks.exec = fake_exec;
 		hooks.exec_stream = fake_exec_stream;
 		hooks.exec_input = fake_exec_input;
 		hooks.exec_read = fake_exec_read;
@@ -1670,8 +1761,91 @@ main(void)
 			    NULL), 400, "a relative path: 400");
 			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/x&mode=99",
 			    NULL), 400, "a mode not octal: 400");
-			is_int(req("DELETE", "/v1/sandboxes/vm-1/files?path=/x",
-			    NULL), 405, "DELETE: 405");
+			is_int(req("PATCH", "/v1/sandboxes/vm-1/files?path=/x",
+			    NULL), 405, "PATCH: 405");
+			/* ranged reads, listing, mkdir, remove, move, watch */
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/tmp/f"
+			    "&offset=5&length=10", NULL), 200, "GET of a range: "
+			    "200");
+			ok(vmlog_has("get /tmp/f from 5 for 10"), "... the range "
+			    "goes to the guest");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/tmp/f"
+			    "&offset=-1", NULL), 400, "a negative offset: 400");
+			is_str(js("error/field"), "offset", "... naming offset");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/tmp/f"
+			    "&length=1x", NULL), 400, "a length not a number: 400");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/d&list=1",
+			    NULL), 200, "list /d: 200");
+			ok(vmlog_has("list /d 10000"), "... at most 10000 entries "
+			    "by default");
+			is_str(js("entries/0/name_base64"), "Yf8=", "... by name: "
+			    "'a\\xff' first, as base64 (not UTF-8)");
+			is_str(js("entries/0/type"), "dir", "... a directory");
+			is_str(js("entries/1/name"), "b", "... then b");
+			is_str(js("entries/1/mode"), "0644", "... mode 0644");
+			is_str(js("entries/1/size"), "3", "... 3 bytes");
+			is_str(js("entries/1/mtime"), "2023-11-14T22:13:20.123Z",
+			    "... mtime in UTC, with ms");
+			is_str(js("entries/2/type"), "link", "... c a link");
+			is_str(js("truncated"), "false", "... not truncated");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/d&list=1"
+			    "&limit=2", NULL), 200, "list /d, limit 2: 200");
+			is_str(js("truncated"), "true", "... truncated");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/d&list=1"
+			    "&limit=0", NULL), 400, "limit 0: 400");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/d&list=2",
+			    NULL), 400, "list=2: 400");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/mkdir",
+			    "{\"path\":\"/n/m\",\"parents\":true,\"mode\":"
+			    "\"0700\"}"), 200, "mkdir: 200");
+			ok(vmlog_has("mkdir /n/m 700 1"), "... path, mode, parents "
+			    "to the guest");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/mkdir",
+			    "{\"path\":\"/exists\"}"), 409, "mkdir of what "
+			    "exists: the guest's 409");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/mkdir",
+			    "{\"path\":\"/n\",\"mode\":\"999\"}"), 400,
+			    "mkdir, mode 999: 400");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/mkdir",
+			    "{\"path\":\"n\"}"), 400, "mkdir of a relative path: "
+			    "400");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/mkdir",
+			    "{\"path\":\"/n\",\"parent\":true}"), 400,
+			    "mkdir with an unknown field: 400");
+			is_int(req("GET", "/v1/sandboxes/vm-1/files/mkdir", NULL),
+			    405, "GET of files/mkdir: 405");
+			is_int(req("DELETE", "/v1/sandboxes/vm-1/files?path=/n&"
+			    "recursive=1", NULL), 200, "DELETE recursive: 200");
+			ok(vmlog_has("remove /n 1"), "... recursive to the guest");
+			is_int(req("DELETE", "/v1/sandboxes/vm-1/files?path=//",
+			    NULL), 400, "DELETE of //: 400");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/move",
+			    "{\"from\":\"/a\",\"to\":\"/b\"}"), 200,
+			    "move: 200");
+			ok(vmlog_has("move /a /b 0"), "... no overwrite unless "
+			    "asked");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/move",
+			    "{\"from\":\"/a\",\"to\":\"/exists\"}"), 409,
+			    "move onto what exists: the guest's 409");
+			is_int(req("POST", "/v1/sandboxes/vm-1/files/move",
+			    "{\"from\":\"/a\",\"to\":\"/b\",\"overwrite\":1}"),
+			    400, "overwrite not a boolean: 400");
+			is_int(req("GET", "/v1/sandboxes/vm-1/watch?path=/w&"
+			    "recursive=1", NULL), 200, "watch: 200");
+			ok(vmlog_has("watch /w 1"), "... recursive to the guest");
+			ok(last.len > 0 && strstr(last.body, "{\"event\":\"ready\","
+			    "\"path\":\"/w\"}\n") == last.body, "... first line: "
+			    "ready");
+			ok(strstr(last.body, "{\"event\":\"create\",\"path_base64"
+			    "\":\"L3cvbv8=\",\"dir\":false}\n") != NULL,
+			    "... a path not UTF-8 as base64");
+			ok(strstr(last.body, "\"event\":\"move_from\",\"path\":"
+			    "\"/w/a\",\"dir\":false,\"cookie\":7}") != NULL,
+			    "... a move with its cookie");
+			ok(strstr(last.body, "{\"event\":\"overflow\",\"path\":"
+			    "\"/w\"}\n") != NULL, "... an overflow, said");
+			is_int(req("GET", "/v1/sandboxes/vm-1/watch", NULL), 400,
+			    "watch without a path: 400");
 			/* exec?stream=1: J, stdin, EOF; O back, then X */
 			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
 			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"

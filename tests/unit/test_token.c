@@ -135,8 +135,19 @@ main(void)
 	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/exec"), 0, "sb: exec");
 	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/files"), 0, "sb: get file");
 	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-1/files"), 0, "sb: put file");
-	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1/files"), 403,
-	    "sb: delete file 403");
+	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1/files"), 0,
+	    "sb: delete file");
+	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/files/mkdir"), 0,
+	    "sb: mkdir");
+	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/files/move"), 0,
+	    "sb: move");
+	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/files/chmod"), 403,
+	    "sb: files/chmod 403");
+	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/watch"), 0, "sb: watch");
+	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-2/files/move"), 403,
+	    "sb: another's move 403");
+	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-2/watch"), 403,
+	    "sb: another's watch 403");
 	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-2/files"), 403,
 	    "sb: another's files 403");
 	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-2/exec"), 403,
