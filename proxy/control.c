@@ -1857,11 +1857,6 @@ exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
 			    "is read from .../processes/N/logs)");
 			goto fail;
 		}
-		if (er->tty) {
-			reply_error(r, 400, NULL, "detach", "a detached command "
-			    "runs without a terminal");
-			goto fail;
-		}
 		er->ring = EXEC_RING_DEFAULT;
 		if (ring != NULL && !json_is_null(ring)) {
 			if (!json_is_integer(ring) || json_integer_value(ring) <
@@ -2009,7 +2004,10 @@ out:
 #define CS_JSON_MAX	(48 * 1024)
 #define CS_PATH_MAX	4096
 
-enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH };
+enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH, CS_ATTACH };
+
+/* exec?stream=1 and a process's attach: the exec framing both ways */
+#define CS_FRAMED(cs)	((cs)->kind == CS_EXEC || (cs)->kind == CS_ATTACH)
 
 struct cstream {
 	struct conn *c;
@@ -2019,6 +2017,7 @@ struct cstream {
 	char id[PX_SANDBOX_ID_MAX + 1];
 	char path[CS_PATH_MAX + 1];
 	unsigned mode;
+	uint32_t proc;			/* attach: the process */
 	int head_sent, in_paused, out_paused, body_done, eof_sent;
 	struct evbuffer *fbuf;		/* exec: a client frame not whole yet */
 	uint64_t bytes;
@@ -2054,7 +2053,7 @@ cs_chunk(struct cstream *cs, int type, const void *p, size_t len)
 	struct evbuffer *out = bufferevent_get_output(cs->c->bev);
 	unsigned char h[BA_HDR];
 
-	if (cs->kind == CS_EXEC) {
+	if (CS_FRAMED(cs)) {
 		evbuffer_add_printf(out, "%zx\r\n", len + BA_HDR);
 		ba_hdr_put(h, (uint32_t)len, type);
 		evbuffer_add(out, h, sizeof(h));
@@ -2095,7 +2094,7 @@ cs_start(void *arg, int64_t wake_ms)
 	struct cstream *cs = arg;
 
 	cs->wake_ms = wake_ms;
-	if (cs->kind == CS_EXEC)
+	if (CS_FRAMED(cs))
 		cs_head(cs, "application/vnd.berth.exec-stream");
 }
 
@@ -2197,6 +2196,27 @@ cs_done(void *arg, const struct px_exec_result *res)
 			evbuffer_add(bufferevent_get_output(c->bev),
 			    "0\r\n\r\n", 5);
 		}
+	} else if (cs->kind == CS_ATTACH) {
+		/* detached (the process runs on), or the process ended */
+		if (res->status == 200)
+			doc = json_pack("{s:I, s:s, s:o, s:o, s:b, s:I}",
+			    "process", (json_int_t)cs->proc, "state",
+			    res->proc_state == 0 ? "running" : "exited",
+			    "exit_code", res->proc_state == 1 ?
+			    json_integer(res->proc_code) : json_null(),
+			    "signal", res->proc_state == 2 ?
+			    json_integer(res->proc_code) : json_null(),
+			    "detached", res->proc_state == 0, "next_offset",
+			    (json_int_t)res->ring_total);
+		else
+			doc = json_pack("{s:i, s:s}", "status", res->status,
+			    "message", res->message ? res->message : "failed");
+		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+		json_decref(doc);
+		cs_chunk(cs, res->status == 200 ? BA_EXIT : BA_FAIL,
+		    text != NULL ? text : "{}", text != NULL ? strlen(text) : 2);
+		free(text);
+		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
 	} else if (cs->kind == CS_EXEC) {
 		if (res->status == 200)
 			doc = json_pack("{s:o, s:o, s:b, s:I, s:I}",
@@ -2305,7 +2325,8 @@ cs_new(struct req *r, const char *id, enum cs_kind kind)
 		return NULL;
 	}
 	if ((cs = calloc(1, sizeof(*cs))) == NULL ||
-	    (kind == CS_EXEC && (cs->fbuf = evbuffer_new()) == NULL)) {
+	    ((kind == CS_EXEC || kind == CS_ATTACH) &&
+	    (cs->fbuf = evbuffer_new()) == NULL)) {
 		free(cs);
 		reply_error(r, 503, NULL, NULL, "out of memory");
 		return NULL;
@@ -2359,6 +2380,65 @@ cs_exec_json(struct cstream *cs, const char *p, size_t len)
 	}
 	rc = cs_run(cs, &r, &ep.er);
 	exec_parsed_free(&ep);
+	json_decref(obj);
+	return rc;
+}
+
+/* An attach's 'J' frame: {"rows", "cols", "offset"} (all optional);
+ * -1 after replying. */
+static int
+cs_attach_json(struct cstream *cs, const char *p, size_t len)
+{
+	static const char *const allowed[] = { "rows", "cols", "offset",
+	    NULL };
+	struct px_exec_req er;
+	struct req r;
+	json_t *obj, *v;
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	r.c = cs->c;
+	r.method = cs->method;
+	r.body = p;
+	r.bodylen = len;
+	if ((obj = body_object(&r, allowed, 1)) == NULL)
+		return -1;
+	memset(&er, 0, sizeof(er));
+	er.op = PX_PROC_ATTACH;
+	er.proc = cs->proc;
+	er.timeout_ms = EXEC_TIMEOUT_MAX;
+	er.tty = 1;
+	if ((v = json_object_get(obj, "rows")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000) {
+			reply_error(&r, 400, NULL, "rows", "must be 1 to 1000");
+			goto out;
+		}
+		er.rows = (int)json_integer_value(v);
+	}
+	if ((v = json_object_get(obj, "cols")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000) {
+			reply_error(&r, 400, NULL, "cols", "must be 1 to 1000");
+			goto out;
+		}
+		er.cols = (int)json_integer_value(v);
+	}
+	if ((er.rows == 0) != (er.cols == 0)) {
+		reply_error(&r, 400, NULL, er.rows == 0 ? "rows" : "cols",
+		    "rows and cols go together");
+		goto out;
+	}
+	if ((v = json_object_get(obj, "offset")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0) {
+			reply_error(&r, 400, NULL, "offset", "must be a byte "
+			    "offset in the process's output");
+			goto out;
+		}
+		er.offset = (uint64_t)json_integer_value(v);
+	}
+	rc = cs_run(cs, &r, &er);
+out:
 	json_decref(obj);
 	return rc;
 }
@@ -2423,7 +2503,9 @@ cs_body(struct cstream *cs, const char *at, size_t len)
 		evbuffer_drain(cs->fbuf, BA_HDR);
 		p = evbuffer_pullup(cs->fbuf, (ev_ssize_t)flen);
 		if (h[4] == 'J') {
-			if (cs_exec_json(cs, (const char *)p, flen) < 0) {
+			if ((cs->kind == CS_ATTACH ? cs_attach_json(cs,
+			    (const char *)p, flen) : cs_exec_json(cs,
+			    (const char *)p, flen)) < 0) {
 				cs->c->closing = 1;
 				cs_finish(cs);
 				return;
@@ -2444,7 +2526,7 @@ cs_eof(struct cstream *cs)
 {
 	cs->body_done = 1;
 	if (cs->h == NULL) {
-		if (cs->kind == CS_EXEC)
+		if (CS_FRAMED(cs))
 			cs_bad(cs, "a streamed exec starts with its 'J' frame");
 		return;
 	}
@@ -3132,8 +3214,26 @@ h_procs(struct req *r, const char *id)
 		er.follow = 1;
 		er.discard = 1;
 		er.timeout_ms = EXEC_TIMEOUT_MAX;
+	} else if (r->nseg == 6 && strcmp(r->seg[5], "attach") == 0 &&
+	    r->method == HTTP_POST) {
+		struct cstream *cs;
+
+		/* its terminal, both ways, until the client detaches (its
+		 * body ends) or the process ends */
+		if (!r->c->rh.streamed) {
+			reply_error(r, 400, NULL, NULL, "POST .../processes/%lu/"
+			    "attach as written here (no encoded path segments): "
+			    "its body is frames, 'J' first", n);
+			return;
+		}
+		if ((cs = cs_new(r, id, CS_ATTACH)) == NULL)
+			return;
+		cs->proc = (uint32_t)n;
+		cs_attach(cs);	/* runs at its 'J' frame */
+		return;
 	} else if (r->nseg == 6 && (strcmp(r->seg[5], "kill") == 0 ||
-	    strcmp(r->seg[5], "wait") == 0)) {
+	    strcmp(r->seg[5], "wait") == 0 ||
+	    strcmp(r->seg[5], "attach") == 0)) {
 		not_allowed(r, "POST");
 		return;
 	} else if (r->nseg <= 6 && (r->nseg < 6 ||
@@ -5287,6 +5387,12 @@ px_control_streamed(unsigned method, const char *target, size_t n)
 	rest += il;
 	if (method == HTTP_PUT)
 		return strcmp(rest, "/files") == 0;
+	/* POST .../processes/N/attach */
+	if (strncmp(rest, "/processes/", 11) == 0 && rest[11] >= '1' &&
+	    rest[11] <= '9') {
+		il = 11 + strspn(rest + 11, "0123456789");
+		return il <= 21 && strcmp(rest + il, "/attach") == 0;
+	}
 	if (strcmp(rest, "/exec") != 0 || q == NULL)
 		return 0;
 	for (tok = strtok_r(q, "&", &save); tok != NULL;

@@ -201,7 +201,7 @@ struct px_exec_req {
 	 * following it when follow), or signal it. */
 	enum { PX_EXEC_RUN, PX_FILE_PUT, PX_FILE_GET, PX_PROC_LIST,
 	    PX_PROC_LOGS, PX_PROC_SIGNAL, PX_FILE_LIST, PX_FILE_MKDIR,
-	    PX_FILE_REMOVE, PX_FILE_MOVE, PX_FILE_WATCH } op;
+	    PX_FILE_REMOVE, PX_FILE_MOVE, PX_FILE_WATCH, PX_PROC_ATTACH } op;
 	const char *path;
 	unsigned mode;
 	/* PX_FILE_GET: from offset (below), at most length bytes
@@ -216,7 +216,10 @@ struct px_exec_req {
 	 * bytes (0: not detached); keep_awake: it holds the sandbox awake */
 	uint32_t ring;
 	int keep_awake;
-	/* PX_PROC_*: the process; where its output is read from; follow it
+	/* PX_PROC_ATTACH: a client of the process's terminal (rows x cols
+	 * its size, 0: none), its ring replayed from offset; input 'I'
+	 * (empty: detach) and 'W' as for a streamed exec.
+	 * PX_PROC_*: the process; where its output is read from; follow it
 	 * to its end; discard: the output is not wanted (waiting for the
 	 * end); the signal to send */
 	uint32_t proc;

@@ -738,7 +738,8 @@ step(struct link *l)
 		/* an agent of protocol 1 runs one job at a time, and has
 		 * no detached processes */
 		if (l->proto < 2 && (j->type == BA_LIST || j->type ==
-		    BA_LOGS || j->type == BA_SIGNAL || j->ring)) {
+		    BA_LOGS || j->type == BA_SIGNAL || j->type == BA_ATTACH ||
+		    j->ring)) {
 			job_fail(l, j, 409, "the guest agent of sandbox '%s' "
 			    "is of an older protocol (its template was built "
 			    "before detached processes): it runs commands, "
@@ -1072,7 +1073,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			break;
 		if (l == NULL || (j = link_job(l, m.chan)) == NULL)
 			return;
-		if (j->type != BA_LOGS) {
+		if (j->type != BA_LOGS && j->type != BA_ATTACH) {
 			guest_bad(l, "described a ring it was not asked for");
 			return;
 		}
@@ -1336,6 +1337,19 @@ exec_fields(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add_printf(b, "s%d", req->signo);
 		evbuffer_add(b, "", 1);
 		goto done;
+	case PX_PROC_ATTACH:
+		evbuffer_add_printf(b, "i%u", (unsigned)req->proc);
+		evbuffer_add(b, "", 1);
+		if (req->rows > 0 && req->cols > 0) {
+			evbuffer_add_printf(b, "T%d %d", req->rows, req->cols);
+			evbuffer_add(b, "", 1);
+		}
+		if (req->offset > 0) {
+			evbuffer_add_printf(b, "o%llu",
+			    (unsigned long long)req->offset);
+			evbuffer_add(b, "", 1);
+		}
+		goto done;
 	case PX_FILE_LIST:
 	case PX_FILE_MKDIR:
 	case PX_FILE_REMOVE:
@@ -1504,6 +1518,9 @@ job_new(const char *id, const struct px_exec_req *req, size_t size,
 		break;
 	case PX_FILE_WATCH:
 		j->type = BA_WATCH;
+		break;
+	case PX_PROC_ATTACH:
+		j->type = BA_ATTACH;
 		break;
 	default:
 		j->type = BA_EXEC;

@@ -205,6 +205,9 @@ fake_exec_stream(const char *id, const struct px_exec_req *req,
 		    (unsigned long long)req->length);
 	if (f->op == PX_FILE_WATCH)
 		vmlog("watch %s %d", f->path, req->recursive);
+	if (f->op == PX_PROC_ATTACH)
+		vmlog("attach %u %dx%d from %llu", (unsigned)req->proc,
+		    req->rows, req->cols, (unsigned long long)req->offset);
 	if (f->op == PX_FILE_GET || f->op == PX_FILE_WATCH)
 		evtimer_add(f->ev, &tv);
 	else
@@ -219,7 +222,8 @@ fake_exec_input(struct px_exec_stream *f, int type, const void *p, size_t len)
 
 	if (type == 'I' && len == 0)
 		evtimer_add(f->ev, &tv);	/* EOF: the end, soon */
-	else if (type == 'I' && f->op == PX_EXEC_RUN)
+	else if (type == 'I' && (f->op == PX_EXEC_RUN ||
+	    f->op == PX_PROC_ATTACH))
 		f->sink.output(f->sink.arg, 'O', p, len);
 	f->bytes += len;
 	return 0;
@@ -1846,6 +1850,40 @@ main(void)
 			    "\"/w\"}\n") != NULL, "... an overflow, said");
 			is_int(req("GET", "/v1/sandboxes/vm-1/watch", NULL), 400,
 			    "watch without a path: 400");
+			/* a process's attach: J, stdin, EOF (detach) */
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/processes/3/attach HTTP/1.1\r\nHost: x\r\n"
+			    "Transfer-Encoding: chunked\r\n\r\n"
+			    "%x\r\n%c%c%c%c%s\r\n" "a\r\n%c%c%c%cIhello\r\n"
+			    "5\r\n%c%c%c%cI\r\n0\r\n\r\n",
+			    (unsigned)(5 + strlen("{\"rows\":30,\"cols\":100}")),
+			    0, 0, 0, (int)strlen("{\"rows\":30,\"cols\":100}"),
+			    "J{\"rows\":30,\"cols\":100}", 0, 0, 0, 5, 0, 0, 0, 0);
+			memset(resp, 0, 65536);
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 200", 12) == 0 &&
+			    strstr(resp, "application/vnd.berth.exec-stream") != NULL,
+			    "attach to process 3: 200, the exec framing");
+			ok(vmlog_has("attach 3 30x100 from 0"), "... its size to "
+			    "the guest");
+			ok(memmem(resp, 65536, "Ohello", 6) != NULL,
+			    "... its input goes to the terminal");
+			ok(memmem(resp, 65536, "X{\"process\":3,\"state\":"
+			    "\"running\"", 30) != NULL && memmem(resp, 65536,
+			    "\"detached\":true", 15) != NULL, "... the body's end "
+			    "detaches: X says the process runs on");
+			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
+			    "vm-1/processes/3/attach HTTP/1.1\r\nHost: x\r\n"
+			    "Content-Length: %d\r\n\r\n%c%c%c%c%s",
+			    (int)(5 + strlen("{\"rows\":0,\"cols\":1}")), 0, 0, 0,
+			    (int)strlen("{\"rows\":0,\"cols\":1}"),
+			    "J{\"rows\":0,\"cols\":1}");
+			resp = raw(reqbuf, (size_t)n);
+			ok(strncmp(resp, "HTTP/1.1 400", 12) == 0 &&
+			    strstr(resp, "\"rows\"") != NULL, "attach with rows 0: "
+			    "400 naming rows");
+			is_int(req("GET", "/v1/sandboxes/vm-1/processes/3/attach",
+			    NULL), 405, "GET of attach: 405");
 			/* exec?stream=1: J, stdin, EOF; O back, then X */
 			n = snprintf(reqbuf, sizeof(reqbuf), "POST /v1/sandboxes/"
 			    "vm-1/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"

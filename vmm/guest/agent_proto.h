@@ -103,6 +103,23 @@
  *                  that is later), then, with 'f', the process's new
  *                  output as it comes until it ends, then 'M' again;
  *                  then 'X' "exit 0". 'F' "404 ..." for no such process
+ *   'H' attach     fields 'i<proc>', 'T<rows> <cols>' (optional),
+ *                  'o<offset>' (optional, as for 'G'): the channel is a
+ *                  client of a detached process's terminal (several at
+ *                  once): answered 'M', then 'O' with its ring's bytes
+ *                  from the offset (from the ring's start when that is
+ *                  later; the screen so far), then its output as it
+ *                  comes. The channel's 'I' bytes go to the terminal
+ *                  (dropped for a process without one); an empty 'I',
+ *                  or a 'K' on the channel, detaches: 'M', then 'X'
+ *                  "exit 0", the process runs on. The terminal's size
+ *                  follows the newest client: its 'T' on attach, its
+ *                  'W' later; an older client's 'W' is kept for when
+ *                  the newer ones detach, and applied then. The
+ *                  process's end ends every attached channel: 'M' (its
+ *                  state), then 'X' "exit 0". 'F' "404 ..." for no such
+ *                  process. A session's new ping detaches every client
+ *                  of the earlier one.
  *   'Z' signal     fields 'i<proc>', 's<signal number>': sent to the
  *                  process's group; 'X' "exit 0", or 'F' "404 ..." (no
  *                  such process), "409 ..." (it has ended)
@@ -189,7 +206,7 @@ enum {
 	BA_FILE_PUT = 'w', BA_FILE_GET = 'g', BA_KILL = 'K', BA_ACK = 'A',
 	BA_LIST = 'L', BA_LOGS = 'G', BA_SIGNAL = 'Z', BA_LS = 'l',
 	BA_MKDIR = 'm', BA_REMOVE = 'x', BA_MOVE = 'v', BA_WATCH = 'V',
-	BA_ENTRY = 'N', BA_EVENT = 'Y',
+	BA_ENTRY = 'N', BA_EVENT = 'Y', BA_ATTACH = 'H',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
 	BA_FAIL = 'F', BA_STDIN_ACK = 'a', BA_STARTED = 'S', BA_PROC = 'Q',
 	BA_RING = 'M'
