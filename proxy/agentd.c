@@ -372,14 +372,16 @@ frame_done(struct aconn *c)
 		 * nonce alone: protocol 1; then a protocol byte: 2 */
 		if (type == BA_PONG && (len == HM_AGENT_NONCE ||
 		    (len == HM_AGENT_NONCE + 1 &&
-		    (unsigned char)c->text[HM_AGENT_NONCE] == BA_PROTO)) &&
+		    (unsigned char)c->text[HM_AGENT_NONCE] >= 2 &&
+		    (unsigned char)c->text[HM_AGENT_NONCE] <= BA_PROTO)) &&
 		    memcmp(c->text, c->nonce, HM_AGENT_NONCE) == 0) {
 			struct hm_agent_pong m;
 
 			memset(&m, 0, sizeof(m));
 			m.id = c->id;
 			memcpy(m.nonce, c->nonce, sizeof(m.nonce));
-			m.proto = len == HM_AGENT_NONCE ? 1 : 2;
+			m.proto = len == HM_AGENT_NONCE ? 1 :
+			    (unsigned char)c->text[HM_AGENT_NONCE];
 			c->synced = 1;
 			c->proto = m.proto;
 			px_chan_send(A.ch, HM_AGENT_PONG, &m, sizeof(m), NULL, 0);

@@ -746,12 +746,13 @@ step(struct link *l)
 			    "not processes that outlive them", l->id);
 			continue;
 		}
-		if (l->proto < 2 && (fs_op(j->type) || (j->type ==
-		    BA_FILE_GET && j->ranged))) {
+		if (l->proto < 3 && (fs_op(j->type) || j->type == BA_ATTACH ||
+		    (j->type == BA_FILE_GET && j->ranged))) {
 			job_fail(l, j, 409, "the guest agent of sandbox '%s' "
-			    "is of an older protocol (its template was built "
-			    "before file listing, watch and ranged reads): it "
-			    "reads and writes whole files only", l->id);
+			    "is of protocol %d (its template was built before "
+			    "file listing, mkdir, remove, move, watch, ranged "
+			    "reads and terminals to attach to): rebuild the "
+			    "template for them", l->id, l->proto);
 			continue;
 		}
 		if (l->nrunning >= (l->proto >= 2 ? X.max_procs : 1))
@@ -902,7 +903,7 @@ agentd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (len != sizeof(m))
 			break;
 		memcpy(&m, p, sizeof(m));
-		if (m.proto != 1 && m.proto != 2)
+		if (m.proto < 1 || m.proto > BA_PROTO)
 			break;
 		if (l == NULL)
 			return;

@@ -442,11 +442,11 @@ main(void)
 		unsigned char pong[HM_AGENT_NONCE + 1];
 
 		memcpy(pong, nonce, HM_AGENT_NONCE);
-		pong[HM_AGENT_NONCE] = 3;	/* no protocol we know */
+		pong[HM_AGENT_NONCE] = BA_PROTO + 1;	/* none we know */
 		frame(g, BA_PONG, pong, sizeof(pong));
-		ok(next(300) == NULL, "protocol 2: a pong of protocol 3 is "
-		    "not ours");
-		pong[HM_AGENT_NONCE] = BA_PROTO;
+		ok(next(300) == NULL, "a pong of protocol %d is not ours",
+		    BA_PROTO + 1);
+		pong[HM_AGENT_NONCE] = 2;
 		frame(g, BA_PONG, pong, sizeof(pong));
 	}
 	m = next(5000);

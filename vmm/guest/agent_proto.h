@@ -124,9 +124,14 @@
  *                  process's group; 'X' "exit 0", or 'F' "404 ..." (no
  *                  such process), "409 ..." (it has ended)
  * guest -> host
- *   'p' pong       the ping's payload, then one byte: the protocol (2).
+ *   'p' pong       the ping's payload, then one byte: the protocol (3).
  *                  A pong of the nonce alone is an agent of protocol 1
- *                  (no channels, one command at a time).
+ *                  (no channels, one command at a time); 2 is an agent
+ *                  of channels and detached processes without 'l',
+ *                  'm', 'x', 'v', 'V', 'H' or the ranged 'g' (it
+ *                  refuses the first ones as unknown requests, and
+ *                  would ignore a range's fields: the host asks it
+ *                  none of them).
  *   'O' stdout     bytes, 'R' stderr bytes (in the order produced per
  *                  stream)
  *   'X' exit       "exit N" or "signal N", then " timeout" when the agent
@@ -196,7 +201,7 @@
 #define BA_CHUNK	(32 * 1024)	/* output and stdin frames */
 #define BA_WINDOW	(256 * 1024)	/* per channel, each way */
 #define BA_MAX_CHANS	1024
-#define BA_PROTO	2		/* the pong's last byte */
+#define BA_PROTO	3		/* the pong's last byte */
 #define BA_RING_MAX	(16 * 1024 * 1024)	/* a detached process's */
 #define BA_MAX_PROCS	256		/* detached processes kept */
 #define BA_EVENT_PATH	4096		/* a 'Y' event's path, at most */
