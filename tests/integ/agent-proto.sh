@@ -2,7 +2,8 @@
 # agent-proto.sh — the guest agent's protocol 2 (vmm/guest/agent_proto.h)
 # without a VM: berth-agent on one end of a socketpair
 # (BERTH_AGENT_PORT_FD), tests/integ/agent_tool.py the host on the other.
-# The pong carries the nonce and protocol byte 2; commands on several
+# The pong carries the nonce and the protocol byte (BA_PROTO); commands
+# on several
 # channels run side by side; output stops at BA_WINDOW unacknowledged
 # bytes per channel (stdout and stderr together) while another channel
 # completes, an 'A' releases exactly its credit; no frame exceeds
@@ -25,8 +26,26 @@
 # window, skipping what the ring overwrote; a ping ends follow channels
 # but not the processes, nor does the host going away; 'Z' (signal:15,
 # then 409), 404 for an unknown process, 't' ends one as signal:9, 429
-# past BA_MAX_PROCS running and the oldest ended one forgotten. No root
-# needed but for user switching; about 20 s.
+# past BA_MAX_PROCS running and the oldest ended one forgotten. Files:
+# a ranged get ('o', 'n': a range, past the end, n0, the window, 400 for
+# a malformed one or a directory); 'l' (file, dir, link, fifo with their
+# type, mode, size, mtime; a name with a space and a non-UTF-8 byte; 'n'
+# cuts; 404, 400; 3000 entries stop at the window until acked, the agent
+# idle meanwhile, then all come once; 'K' cancels); 'm' (its mode under
+# any umask, 'r' parents, 409 exists, 404 no parent, 400 a file parent);
+# 'x' (a file, an empty dir, 409 not empty without 'r', a tree whose
+# links to outside it are removed, not followed, their targets intact;
+# 404, 400 for '/', '.', '..'; 20000 files beside a command); 'v' (a
+# rename, 409 exists without 'o', replaced with it, 400 into itself,
+# 404; across filesystems, a tmpfs in a mount namespace (root only), by
+# mv(1)); 'V' ('ready' first; create, modify, attrib, move_from/move_to
+# with one cookie, delete; a recursive watch sees subdirectories there
+# before, made after or moved in, and not one moved out, a plain one
+# none; delete_self then 'X'; 'K' gives 'X' "exit 0"; a ping ends it;
+# 100000 events while the window is full: another command completes,
+# the agent idle, then "overflow" once acked, and events go on). No root
+# needed but for user switching and the move across filesystems; about
+# 40 s.
 # SPDX-License-Identifier: GPL-2.0-or-later
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"

@@ -170,6 +170,30 @@ class AgentError(Exception):
     pass
 
 
+def parse_event(pl):
+    """A 'Y' payload: (event, dir, cookie, path as str), or the bytes when
+    malformed."""
+    w = pl.split(b' ', 3)
+    if len(w) != 4 or not w[1] in (b'0', b'1') or not w[2].isdigit():
+        return pl
+    return (w[0].decode('ascii', 'replace'), int(w[1]), int(w[2]),
+            os.fsdecode(w[3]))
+
+
+def parse_entry(pl):
+    """An 'N' payload: {name bytes: (type, mode, size, mtime)}; None when
+    malformed."""
+    w = pl.split(b' ', 4)
+    if len(w) != 5 or not all(x.isdigit() for x in w[2:4]):
+        return None
+    try:
+        mode = int(w[1], 8)
+    except ValueError:
+        return None
+    return w[4], (w[0].decode('ascii', 'replace'), mode, int(w[2]),
+                  int(w[3]))
+
+
 # ---- the host end ----------------------------------------------------------
 class Chan:
     """One channel as the host sees it."""
@@ -194,6 +218,8 @@ class Chan:
         self.started = None     # the 'S' text (a detached process)
         self.procs = []         # the 'Q' texts (of an 'L')
         self.rings = []         # the 'M' texts (of a 'G')
+        self.entries = []       # the 'N' payloads (of an 'l'), as bytes
+        self.events = []        # the 'Y' payloads (of a 'V'), as tuples
 
     @property
     def done(self):
@@ -217,7 +243,7 @@ def ignore_int_quit():
 
 
 class Agent:
-    def __init__(self, ctx, name, preexec=None):
+    def __init__(self, ctx, name, preexec=None, wrap=()):
         self.ctx = ctx
         self.name = name
         self.sock, theirs = socket.socketpair()
@@ -228,7 +254,7 @@ class Agent:
         self.log = os.path.join(ctx.tmp, 'agent-%s.log' % name)
         with open(self.log, 'wb') as log:
             self.proc = subprocess.Popen(
-                [AGENT], env=env, pass_fds=[theirs.fileno()],
+                list(wrap) + [AGENT], env=env, pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 preexec_fn=preexec)
         theirs.close()
@@ -297,6 +323,15 @@ class Agent:
             c.unacked += len(pl)
             c.max_unacked = max(c.max_unacked, c.unacked)
             c.max_frame = max(c.max_frame, len(pl))
+            return c
+        if t in 'NY':
+            # window credit like 'O' (agent_proto.h)
+            if t == 'N':
+                c.entries.append(pl)
+            else:
+                c.events.append(parse_event(pl))
+            c.unacked += len(pl)
+            c.max_unacked = max(c.max_unacked, c.unacked)
             return c
         if t == 'X':
             c.exit = pl.decode('utf-8', 'replace')
@@ -403,8 +438,44 @@ class Agent:
     def put(self, path, mode, cid=None):
         return self._open('w', ['t0', 'p' + path, 'm%o' % mode], cid, 'put')
 
-    def get(self, path, cid=None):
-        return self._open('g', ['t0', 'p' + path], cid, 'get')
+    def get(self, path, cid=None, offset=None, length=None):
+        f = ['t0', 'p' + path]
+        if offset is not None:
+            f.append('o%s' % offset)
+        if length is not None:
+            f.append('n%s' % length)
+        return self._open('g', f, cid, 'get')
+
+    def ls(self, path, max_entries=None, cid=None):
+        f = ['t0', 'p' + path]
+        if max_entries is not None:
+            f.append('n%s' % max_entries)
+        return self._open('l', f, cid, 'ls')
+
+    def fsop(self, t, fields, timeout_ms=0):
+        """An 'm', 'x' or 'v', waited for: its channel."""
+        c = self._open(t, ['t%d' % timeout_ms] + fields, None, 'fs')
+        self.need(lambda: c.done, "the '%s' answer" % t)
+        return c
+
+    def mkdir(self, path, mode=None, parents=False):
+        f = ['p' + path]
+        if mode is not None:
+            f.append('m%o' % mode)
+        if parents:
+            f.append('r')
+        return self.fsop('m', f)
+
+    def remove(self, path, recursive=False):
+        return self.fsop('x', ['p' + path] + (['r'] if recursive else []))
+
+    def move(self, src, dst, overwrite=False):
+        return self.fsop('v', ['p' + src, 'd' + dst] +
+                         (['o'] if overwrite else []))
+
+    def watch(self, path, recursive=False, cid=None):
+        return self._open('V', ['p' + path] + (['r'] if recursive else []),
+                          cid, 'watch')
 
     def kill(self, c, sig):
         self.send('K', str(sig).encode(), c.id)
@@ -555,8 +626,8 @@ class Ctx:
         self.root = os.geteuid() == 0
         self.agents = []
 
-    def agent(self, name, preexec=None):
-        a = Agent(self, name, preexec)
+    def agent(self, name, preexec=None, wrap=()):
+        a = Agent(self, name, preexec, wrap)
         nonce = b'hello-' + name.encode()
         pong = a.ping(nonce)
         if pong != nonce + bytes([PROTO]):
@@ -1506,11 +1577,672 @@ def test_detach_max(ctx):
     a.close()
 
 
+# ---- the filesystem: ranged get, list, mkdir, remove, move, watch --------
+ENTRY_MAX = 64 + 255        # an 'N' payload at most (the agent's bound)
+EVENT_MAX = 32 + 4096       # a 'Y' payload at most
+
+
+def entries(c):
+    """An 'l' answer's entries: {name bytes: (type, mode, size, mtime)},
+    and whether all parsed."""
+    got = [parse_entry(e) for e in c.entries]
+    return dict(g for g in got if g is not None), None not in got
+
+
+def test_get_range(ctx):
+    t = ctx.t
+    a = ctx.agent('get-range')
+    path = ctx.path('range.bin')
+    data = os.urandom(100000)
+    with open(path, 'wb') as f:
+        f.write(data)
+    cases = ((1000, 5000, data[1000:6000]), (99000, None, data[99000:]),
+             (None, 70000, data[:70000]), (99990, 100, data[99990:]),
+             (0, 0, b''), (100000, None, b''), (100000, 10, b''),
+             (5000000, None, b''), (2 ** 64 - 1, 5, b''))
+    bad = []
+    for off, n, want in cases:
+        g = a.get(path, offset=off, length=n)
+        a.done(g)
+        if g.exit != 'exit 0' or bytes(g.out) != want:
+            bad.append((off, n, len(g.out), len(want), g.exit, g.fail))
+    t.ok(not bad, "a get with 'o<offset>' and 'n<length>': those bytes "
+         '(o1000 n5000, o99000, n70000, o99990 n100 past the end, n0), '
+         "none for an offset at or past the end, each 'X' 'exit 0'",
+         *['o%s n%s: %d bytes (want %d), %r %r' % b for b in bad])
+    big = ctx.path('range-big.bin')
+    data = os.urandom(2 * WINDOW)
+    with open(big, 'wb') as f:
+        f.write(data)
+    g = a.get(big, offset=1000, length=WINDOW + 5000)
+    g.autoack = False
+    a.need(lambda: len(g.out) >= WINDOW, 'a window of the ranged get')
+    a.round_trip()
+    stopped = len(g.out)
+    g.autoack = True
+    a.ack(g)
+    a.done(g)
+    t.ok(stopped == WINDOW and g.exit == 'exit 0' and
+         bytes(g.out) == data[1000:WINDOW + 6000],
+         "a ranged get longer than the window stops at it, then ends at "
+         "its length", 'stopped at %d, got %d, %r' % (
+             stopped, len(g.out), g.exit))
+    bads = []
+    for off, n in (('x1', None), (None, '-1'), ('1 ', None), ('', None)):
+        g = a.get(path, offset=off, length=n)
+        a.done(g)
+        bads.append(g.fail)
+    d = a.get(ctx.tmp)
+    a.done(d)
+    t.ok(all(f is not None and f.startswith('400 ') for f in bads) and
+         d.fail is not None and d.fail.startswith('400 '),
+         "a malformed offset or length, or a get of a directory: 'F' "
+         "'400 ...'", 'got %r, directory: %r' % (bads, d.fail))
+    a.close()
+
+
+def test_ls(ctx):
+    t = ctx.t
+    a = ctx.agent('ls')
+    d = ctx.path('lsdir')
+    os.mkdir(d)
+    db = os.fsencode(d)
+    with open(os.path.join(d, 'file'), 'wb') as f:
+        f.write(b'x' * 123)
+    os.chmod(os.path.join(d, 'file'), 0o640)
+    os.utime(os.path.join(d, 'file'), ns=(1600000000123456789,
+                                          1600000000123456789))
+    os.mkdir(os.path.join(d, 'sub'))
+    os.chmod(os.path.join(d, 'sub'), 0o2750)
+    os.symlink('/berth/no/such/target', os.path.join(d, 'link'))
+    os.mkfifo(os.path.join(d, 'fifo'), 0o600)
+    odd = b'sp ace\xff'
+    fd = os.open(os.path.join(db, odd), os.O_CREAT | os.O_WRONLY, 0o604)
+    os.close(fd)
+    os.chmod(os.path.join(db, odd), 0o604)
+    c = a.ls(d, 100)
+    a.done(c)
+    got, parsed = entries(c)
+    want = {}
+    for name in (b'file', b'sub', b'link', b'fifo', odd):
+        st = os.lstat(os.path.join(db, name))
+        want[name] = ({stat.S_IFREG: 'file', stat.S_IFDIR: 'dir',
+                       stat.S_IFLNK: 'link', stat.S_IFIFO: 'fifo'}[
+                           stat.S_IFMT(st.st_mode)],
+                      stat.S_IMODE(st.st_mode), st.st_size,
+                      st.st_mtime_ns // 1000000)
+    t.ok(c.exit == 'exit 0' and parsed and got == want,
+         "'l' of a directory: one 'N' per entry (no '.' or '..'), type "
+         "file/dir/link/fifo as lstat says, mode, size, mtime in ms, the "
+         "name's bytes (a space, a byte not UTF-8), then 'X' 'exit 0'",
+         'got %r %r' % (c.exit, c.fail), 'entries %r' % got,
+         'want    %r' % want)
+    t.ok(got.get(b'file', (0, 0, 0, 0))[3] == 1600000000123 and
+         got.get(b'link', (0, 0, 0))[2] == len('/berth/no/such/target') and
+         got.get(b'sub', (0, 0))[1] == 0o2750,
+         'the mtime is exact to the ms, a link is not followed (its size '
+         'is its target\'s length), the setgid bit is in the mode',
+         'got %r' % got)
+    c = a.ls(d, 2)
+    a.done(c)
+    c2 = a.ls(d + '/', 1)
+    a.done(c2)
+    t.ok(c.exit == 'exit 0' and len(c.entries) == 2 and
+         c2.exit == 'exit 0' and len(c2.entries) == 1,
+         "'n2' gives 2 entries, 'n1' 1 (and a trailing '/' is no matter)",
+         'got %d %r, %d %r' % (len(c.entries), c.exit, len(c2.entries),
+                               c2.exit))
+    m = a.ls(ctx.path('no-such-dir'), 10)
+    f = a.ls(os.path.join(d, 'file'), 10)
+    r = a.ls('relative', 10)
+    z = a.ls(d, 0)
+    for x in (m, f, r, z):
+        a.done(x)
+    t.ok(m.fail is not None and m.fail.startswith('404 ') and
+         all(x.fail is not None and x.fail.startswith('400 ')
+             for x in (f, r, z)),
+         "'l' of a missing directory: 'F' '404 ...'; of a file, a relative "
+         "path, or with 'n0': '400 ...'",
+         'got %r / %r / %r / %r' % (m.fail, f.fail, r.fail, z.fail))
+    e = ctx.path('lsempty')
+    os.mkdir(e)
+    c = a.ls(e, 10)
+    a.done(c)
+    t.ok(c.exit == 'exit 0' and not c.entries,
+         "'l' of an empty directory: 'X' 'exit 0' alone",
+         'got %r %r' % (c.entries, c.exit))
+    a.close()
+
+
+def test_ls_window(ctx):
+    t = ctx.t
+    a = ctx.agent('ls-window')
+    d = ctx.path('lsbig')
+    os.mkdir(d)
+    names = set()
+    for i in range(3000):
+        n = ('%04d-' % i) + 'n' * 120
+        names.add(n.encode())
+        os.close(os.open(os.path.join(d, n), os.O_CREAT | os.O_WRONLY))
+    c = a.ls(d, 5000)
+    c.autoack = False
+    a.need(lambda: c.unacked >= WINDOW - ENTRY_MAX, 'a window of entries')
+    a.round_trip()
+    held = c.unacked
+    n1 = len(c.entries)
+    t.ok(not c.done and WINDOW - ENTRY_MAX <= held <= WINDOW and n1 < 3000,
+         "'l' of a directory of 3000 entries stops at the window (its "
+         "'N' payloads count as 'O')",
+         '%d entries, %d bytes outstanding, %r' % (n1, held, c.exit))
+    h = a.run(['echo', 'meanwhile'])
+    a.done(h)
+    t.ok(h.exit == 'exit 0' and h.out == b'meanwhile\n',
+         'another channel completes meanwhile', 'got %r %r' % (
+             bytes(h.out), h.exit))
+    c0 = cpu_seconds(a.proc.pid)
+    time.sleep(1)
+    used = cpu_seconds(a.proc.pid) - c0
+    t.ok(used < 0.3, 'a listing waiting for credit keeps the agent idle '
+         '(%.2f s of CPU in 1 s)' % used)
+    a.ack(c, 1000)
+    a.round_trip()
+    more = len(c.entries)
+    c.autoack = True
+    a.ack(c)
+    a.done(c)
+    got, parsed = entries(c)
+    t.ok(n1 < more and c.unacked <= WINDOW and c.exit == 'exit 0' and
+         parsed and set(got) == names and len(c.entries) == 3000,
+         "an 'A' lets more out; all acknowledged, the 3000 names, each "
+         "once, then 'X' 'exit 0'", '%d then %d entries, %d in all '
+         '(%d distinct), %r' % (n1, more, len(c.entries), len(got), c.exit))
+    k = a.ls(d, 5000)
+    k.autoack = False
+    a.need(lambda: k.unacked >= WINDOW - ENTRY_MAX, 'a window of entries')
+    a.kill(k, 9)
+    a.done(k)
+    t.is_(k.fail, '409 cancelled', "'K' on a listing: 'F' '409 cancelled'")
+    a.close()
+
+
+def mode_of(path):
+    try:
+        return stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def test_mkdir(ctx):
+    t = ctx.t
+    a = ctx.agent('mkdir')
+    old = os.umask(0o077)       # the agent inherits it: must not matter
+    try:
+        a2 = ctx.agent('mkdir-umask')
+    finally:
+        os.umask(old)
+    d = ctx.path('mk')
+    c = a2.mkdir(d, 0o777)
+    c2 = a2.mkdir(ctx.path('mk-default'))
+    t.ok(c.exit == 'exit 0' and mode_of(d) == 0o777 and
+         c2.exit == 'exit 0' and mode_of(ctx.path('mk-default')) == 0o755,
+         "'m' with 'm777' under umask 077: 'X' 'exit 0', mode 0777 exactly; "
+         'without a mode: 0755', 'got %r %r mode %r; %r mode %r' % (
+             c.exit, c.fail, mode_of(d), c2.exit,
+             mode_of(ctx.path('mk-default'))))
+    a2.close()
+    p = ctx.path('mk/a/b/c')
+    c = a.mkdir(p, 0o700, parents=True)
+    t.ok(c.exit == 'exit 0' and mode_of(p) == 0o700 and
+         mode_of(ctx.path('mk/a')) == 0o755 and
+         mode_of(ctx.path('mk/a/b')) == 0o755,
+         "with 'r': the missing parents made (0755), the directory its mode",
+         'got %r %r, modes %r %r %r' % (c.exit, c.fail, mode_of(p),
+                                         mode_of(ctx.path('mk/a')),
+                                         mode_of(ctx.path('mk/a/b'))))
+    c = a.mkdir(p, 0o755, parents=True)
+    t.ok(c.exit == 'exit 0' and mode_of(p) == 0o700,
+         "with 'r', an existing directory is no error (its mode kept)",
+         'got %r %r' % (c.exit, c.fail))
+    c = a.mkdir(p, 0o755)
+    t.ok(c.fail is not None and c.fail.startswith('409 '),
+         "without 'r', an existing directory: 'F' '409 ...'",
+         'got %r %r' % (c.exit, c.fail))
+    c = a.mkdir(ctx.path('mk/none/x'))
+    t.ok(c.fail is not None and c.fail.startswith('404 ') and
+         not os.path.exists(ctx.path('mk/none')),
+         "without 'r', a missing parent: 'F' '404 ...', nothing made",
+         'got %r %r' % (c.exit, c.fail))
+    with open(ctx.path('mk/file'), 'w'):
+        pass
+    c = a.mkdir(ctx.path('mk/file/x'))
+    c2 = a.mkdir(ctx.path('mk/file/x/y'), parents=True)
+    c3 = a.mkdir(ctx.path('mk/file'), parents=True)
+    c4 = a.mkdir('rel/dir')
+    t.ok(c.fail is not None and c.fail.startswith('400 ') and
+         c2.fail is not None and c2.fail.startswith('400 ') and
+         c3.fail is not None and c3.fail.startswith('409 ') and
+         c4.fail is not None and c4.fail.startswith('400 '),
+         "a parent that is a file: '400 ...' (with 'r' too); with 'r' a "
+         "file at the path: '409 ...'; a relative path: '400 ...'",
+         'got %r / %r / %r / %r' % (c.fail, c2.fail, c3.fail, c4.fail))
+    a.close()
+
+
+def test_remove(ctx):
+    t = ctx.t
+    a = ctx.agent('remove')
+    f = ctx.path('rm-file')
+    with open(f, 'w') as fh:
+        fh.write('x')
+    e = ctx.path('rm-empty')
+    os.mkdir(e)
+    c = a.remove(f)
+    c2 = a.remove(e)
+    t.ok(c.exit == 'exit 0' and c2.exit == 'exit 0' and
+         not os.path.lexists(f) and not os.path.lexists(e),
+         "'x' of a file and of an empty directory: 'X' 'exit 0', both gone",
+         'got %r %r / %r %r' % (c.exit, c.fail, c2.exit, c2.fail))
+    # a tree with links to outside it, a directory and a file
+    out = ctx.path('rm-outside')
+    os.mkdir(out)
+    with open(os.path.join(out, 'keep'), 'w') as fh:
+        fh.write('keep me')
+    tree = ctx.path('rm-tree')
+    os.makedirs(os.path.join(tree, 'a', 'b', 'c'))
+    for i in range(50):
+        with open(os.path.join(tree, 'a', 'f%d' % i), 'w') as fh:
+            fh.write('x' * i)
+    os.symlink(out, os.path.join(tree, 'a', 'b', 'to-outside'))
+    os.symlink(os.path.join(out, 'keep'), os.path.join(tree, 'keep-link'))
+    os.mkfifo(os.path.join(tree, 'a', 'b', 'c', 'fifo'))
+    if ctx.root:
+        os.chmod(os.path.join(tree, 'a', 'b'), 0o500)   # no matter to root
+    c = a.remove(tree)
+    t.ok(c.fail is not None and c.fail.startswith('409 ') and
+         os.path.isdir(tree),
+         "'x' of a directory not empty, without 'r': 'F' '409 ...', kept",
+         'got %r %r' % (c.exit, c.fail))
+    c = a.remove(tree, recursive=True)
+    try:
+        with open(os.path.join(out, 'keep')) as fh:
+            kept = fh.read() == 'keep me'
+    except OSError:
+        kept = False
+    t.ok(c.exit == 'exit 0' and not os.path.lexists(tree) and kept and
+         os.listdir(out) == ['keep'],
+         "with 'r': the tree gone, its links removed, not followed: the "
+         "directory and file outside they named intact",
+         'got %r %r, tree %s, outside kept: %r %r' % (
+             c.exit, c.fail, 'exists' if os.path.lexists(tree) else 'gone',
+             kept, os.listdir(out)))
+    ln = ctx.path('rm-dirlink')
+    os.symlink(out, ln)
+    c = a.remove(ln, recursive=True)
+    c2 = a.remove(ln + '/')
+    t.ok(c.exit == 'exit 0' and not os.path.lexists(ln) and
+         os.listdir(out) == ['keep'] and c2.fail is not None and
+         c2.fail.startswith('404 '),
+         "a link to a directory, with 'r': the link goes, never what it "
+         "names; again: '404 ...'", 'got %r %r, %r, then %r' % (
+             c.exit, c.fail, os.listdir(out), c2.fail))
+    bad = [a.remove(p, recursive=True) for p in
+           ('/', '//', '/.', ctx.tmp + '/..', ctx.tmp + '/.', 'relative')]
+    t.ok(all(b.fail is not None and b.fail.startswith('400 ')
+             for b in bad) and os.path.isdir(ctx.tmp),
+         "'x' of '/', '//', '/.', a path ending in '..' or '.', or a relative "
+         "one: 'F' '400 ...', nothing removed",
+         'got %r' % [b.fail for b in bad])
+    c = a.remove(ctx.path('rm-none'))
+    c2 = a.remove(ctx.path('rm-none/x'), recursive=True)
+    t.ok(c.fail is not None and c.fail.startswith('404 ') and
+         c2.fail is not None and c2.fail.startswith('404 '),
+         "'x' of a missing path (or under one): 'F' '404 ...'",
+         'got %r / %r' % (c.fail, c2.fail))
+    # big: 20000 files, while another channel runs
+    big = ctx.path('rm-big')
+    for i in range(20):
+        os.makedirs(os.path.join(big, 'd%d' % i))
+        for j in range(1000):
+            os.close(os.open(os.path.join(big, 'd%d' % i, 'f%d' % j),
+                             os.O_CREAT | os.O_WRONLY))
+    r = a._open('x', ['t0', 'p' + big, 'r'], None, 'fs')
+    h = a.run(['echo', 'meanwhile'])
+    a.wait(lambda: r.done and h.done, 4 * WAIT)
+    t.ok(r.exit == 'exit 0' and not os.path.lexists(big) and
+         h.exit == 'exit 0' and h.out == b'meanwhile\n',
+         "'x' 'r' of a tree of 20000 files: 'X' 'exit 0', gone; a command "
+         'beside it completes', 'got %r %r, %r %r' % (r.exit, r.fail,
+                                                      h.exit, bytes(h.out)))
+    a.close()
+
+
+def read(path):
+    try:
+        with open(path, 'rb') as f:
+            return f.read()
+    except OSError as e:
+        return e.__class__.__name__
+
+
+def test_move(ctx):
+    t = ctx.t
+    a = ctx.agent('move')
+    s, d = ctx.path('mv-a'), ctx.path('mv-b')
+    with open(s, 'w') as f:
+        f.write('A')
+    c = a.move(s, d)
+    t.ok(c.exit == 'exit 0' and not os.path.lexists(s) and read(d) == b'A',
+         "'v' renames: 'X' 'exit 0', the bytes at the new path",
+         'got %r %r' % (c.exit, c.fail))
+    with open(s, 'w') as f:
+        f.write('B')
+    c = a.move(s, d)
+    t.ok(c.fail is not None and c.fail.startswith('409 ') and
+         read(s) == b'B' and read(d) == b'A',
+         "onto an existing file without 'o': 'F' '409 ...', both kept",
+         'got %r %r' % (c.exit, c.fail))
+    c = a.move(s, d, overwrite=True)
+    t.ok(c.exit == 'exit 0' and not os.path.lexists(s) and read(d) == b'B',
+         "with 'o': replaced", 'got %r %r' % (c.exit, c.fail))
+    dd = ctx.path('mv-dir')
+    os.makedirs(os.path.join(dd, 'in'))
+    c = a.move(dd, os.path.join(dd, 'in', 'x'))
+    c2 = a.move(ctx.path('mv-none'), ctx.path('mv-x'))
+    c3 = a.move(d, ctx.path('mv-nodir/x'))
+    c4 = a.move('rel', d)
+    t.ok(c.fail is not None and c.fail.startswith('400 ') and
+         c2.fail is not None and c2.fail.startswith('404 ') and
+         c3.fail is not None and c3.fail.startswith('404 ') and
+         c4.fail is not None and c4.fail.startswith('400 '),
+         "a directory into itself: '400 ...'; a missing source or "
+         "destination directory: '404 ...'; a relative path: '400 ...'",
+         'got %r / %r / %r / %r' % (c.fail, c2.fail, c3.fail, c4.fail))
+    os.mkdir(ctx.path('mv-full'))
+    with open(ctx.path('mv-full/x'), 'w'):
+        pass
+    os.mkdir(ctx.path('mv-src'))
+    c = a.move(ctx.path('mv-src'), ctx.path('mv-full'), overwrite=True)
+    t.ok(c.fail is not None and c.fail.startswith('409 ') and
+         os.path.isdir(ctx.path('mv-src')),
+         "with 'o' onto a directory not empty: '409 ...'",
+         'got %r %r' % (c.exit, c.fail))
+    a.close()
+
+    descs = ("across filesystems (a tmpfs and the test's directory): a "
+             "file, then a directory, moved by mv(1)",
+             "across filesystems onto an existing file: '409 ...' without "
+             "'o', replaced with it")
+    why = None
+    if not ctx.root:
+        why = 'needs root (a tmpfs in a mount namespace of its own)'
+    elif not shutil.which('unshare'):
+        why = 'no unshare(1) here'
+    if why is not None:
+        for desc in descs:
+            t.skip(desc, why)
+        return
+    mnt = ctx.path('mv-tmpfs')
+    os.mkdir(mnt)
+    # the agent in a mount namespace of its own, a tmpfs on mnt there
+    b = ctx.agent('move-xdev', wrap=[
+        'unshare', '-m', '--propagation', 'private', 'sh', '-c',
+        'mount -t tmpfs -o size=16m berth-test "$0" && exec "$@"', mnt])
+    chk = b.run(['sh', '-c', 'test "$(stat -f -c %%T %s)" = tmpfs && '
+                 'echo x > %s/f && mkdir -p %s/d/e && echo y > %s/d/e/g'
+                 % (mnt, mnt, mnt, mnt)])
+    b.done(chk)
+    if chk.exit != 'exit 0':
+        for desc in descs:
+            t.skip(desc, 'no tmpfs in a mount namespace: %r %r' % (
+                chk.exit, bytes(chk.err)))
+        b.close()
+        return
+    c = b.move(mnt + '/f', ctx.path('mv-xf'))
+    c2 = b.move(mnt + '/d', ctx.path('mv-xd'))
+    gone = b.run(['sh', '-c', 'ls -A %s' % mnt])
+    b.done(gone)
+    t.ok(c.exit == 'exit 0' and read(ctx.path('mv-xf')) == b'x\n' and
+         c2.exit == 'exit 0' and read(ctx.path('mv-xd/e/g')) == b'y\n' and
+         gone.exit == 'exit 0' and gone.out == b'', descs[0],
+         'got %r %r / %r %r, left on the tmpfs: %r' % (
+             c.exit, c.fail, c2.exit, c2.fail, bytes(gone.out)))
+    w = b.run(['sh', '-c', 'echo new > %s/n' % mnt])
+    b.done(w)
+    c = b.move(mnt + '/n', ctx.path('mv-xf'))
+    kept = read(ctx.path('mv-xf'))
+    c2 = b.move(mnt + '/n', ctx.path('mv-xf'), overwrite=True)
+    t.ok(c.fail is not None and c.fail.startswith('409 ') and
+         kept == b'x\n' and c2.exit == 'exit 0' and
+         read(ctx.path('mv-xf')) == b'new\n', descs[1],
+         'got %r, kept %r, then %r %r, %r' % (
+             c.fail, kept, c2.exit, c2.fail, read(ctx.path('mv-xf'))))
+    b.close()
+
+
+def events_of(c, path=None):
+    return [e for e in c.events if isinstance(e, tuple) and
+            (path is None or e[3] == path)]
+
+
+def need_ready(a, c):
+    """Waits for a watch's "ready" (its watches in place)."""
+    a.need(lambda: c.done or [e for e in events_of(c) if e[0] == 'ready'],
+           "the watch's 'ready'")
+    if c.done:
+        raise AgentError('the watch ended: %r %r' % (c.exit, c.fail))
+
+
+def test_watch(ctx):
+    t = ctx.t
+    a = ctx.agent('watch')
+    d = ctx.path('w')
+    os.makedirs(os.path.join(d, 'pre', 'deep'))
+    rw = a.watch(d, recursive=True)
+    nw = a.watch(d)
+    need_ready(a, rw)
+    need_ready(a, nw)
+    t.ok(rw.events[:1] == [('ready', 1, 0, d)] and
+         nw.events[:1] == [('ready', 1, 0, d)],
+         "'V' (with 'r' or not) is answered 'Y' 'ready 1 0 <dir>' first",
+         'got %r / %r' % (rw.events[:2], nw.events[:2]))
+    pre = os.path.join(d, 'pre', 'deep', 'p')
+    with open(pre, 'w'):
+        pass
+    f, g = os.path.join(d, 'f'), os.path.join(d, 'g')
+    with open(f, 'w') as fh:
+        fh.write('1')
+    os.chmod(f, 0o600)
+    os.rename(f, g)
+    os.unlink(g)
+
+    def have(c, want):
+        return all(w in events_of(c) for w in want)
+
+    a.wait(lambda: have(rw, [('delete', 0, 0, g)]) and
+           have(nw, [('delete', 0, 0, g)]))
+    t.ok(('create', 0, 0, pre) in events_of(rw) and
+         not events_of(nw, pre),
+         "a recursive watch sees a file made in a subdirectory that was "
+         "there before it ('ready' came once it was watched); the other "
+         'does not', 'got %r / %r' % (events_of(rw, pre), events_of(nw, pre)))
+    for c, kind in ((rw, 'recursive'), (nw, 'non-recursive')):
+        ev = events_of(c)
+        names = [e[0] for e in ev]
+        mf = [e for e in ev if e[0] == 'move_from']
+        mt = [e for e in ev if e[0] == 'move_to']
+        t.ok(('create', 0, 0, f) in ev and ('modify', 0, 0, f) in ev and
+             ('attrib', 0, 0, f) in ev and ('delete', 0, 0, g) in ev and
+             len(mf) == 1 and len(mt) == 1 and mf[0][3] == f and
+             mt[0][3] == g and mf[0][2] == mt[0][2] != 0 and
+             names.index('create') < names.index('modify') <
+             names.index('attrib') < names.index('move_from') <
+             names.index('move_to') < names.index('delete') and
+             not c.done,
+             "a %s 'V': 'Y' create, modify, attrib, move_from and move_to "
+             "(one cookie, not 0), delete, in order, absolute paths"
+             % kind, 'got %r' % c.events)
+    ev = events_of(rw)
+    t.is_(sum(1 for e in ev if e[0] == 'modify'), 1,
+          'one write and close: one modify (close_write is not told)')
+    sub = os.path.join(d, 'sub')
+    os.mkdir(sub)
+    a.need(lambda: ('create', 1, 0, sub) in events_of(rw), 'the create of '
+           'sub')
+    x = os.path.join(sub, 'x')
+    with open(x, 'w'):
+        pass
+    a.wait(lambda: ('create', 0, 0, x) in events_of(rw))
+    a.round_trip()
+    t.ok(('create', 0, 0, x) in events_of(rw) and
+         ('create', 1, 0, sub) in events_of(nw) and
+         not events_of(nw, x),
+         "a directory made after the start: the recursive watch sees a "
+         "file made in it (watched before its create is sent), the other "
+         "only the directory's create", 'recursive: %r' % rw.events[-3:],
+         'non-recursive: %r' % nw.events[-3:])
+    # a tree moved in: watched too, its subdirectories as well
+    tree = ctx.path('w-tree')
+    os.makedirs(os.path.join(tree, 'deep', 'deeper'))
+    moved = os.path.join(d, 'tree')
+    os.rename(tree, moved)
+    a.need(lambda: [e for e in events_of(rw, moved) if e[:2] ==
+                    ('move_to', 1)], 'the move_to of the tree')
+    a.round_trip()
+    y = os.path.join(moved, 'deep', 'deeper', 'y')
+    with open(y, 'w'):
+        pass
+    a.wait(lambda: events_of(rw, y))
+    t.ok(('create', 0, 0, y) in events_of(rw),
+         'a tree moved in is watched to its depth', 'got %r' % rw.events[-3:])
+    # a directory moved out: no event from it any more
+    os.rename(moved, ctx.path('w-out'))
+    a.need(lambda: events_of(rw, moved), 'the move_from of the tree')
+    with open(ctx.path('w-out/deep/z'), 'w'):
+        pass
+    a.round_trip()
+    t.ok(not [e for e in events_of(rw) if e[3].endswith('/z')],
+         'a directory moved out is not watched any more (nor told under '
+         'its old path)', 'got %r' % rw.events[-3:])
+
+    k = a.watch(ctx.tmp)
+    need_ready(a, k)
+    a.kill(k, 15)
+    a.done(k)
+    t.ok(k.exit == 'exit 0' and k.fail is None,
+         "'K' on a watch: 'X' 'exit 0'", 'got %r %r' % (k.exit, k.fail))
+    shutil.rmtree(d)
+    a.wait(lambda: rw.done and nw.done)
+    for c, kind in ((rw, 'recursive'), (nw, 'non-recursive')):
+        ev = events_of(c)
+        t.ok(ev and ev[-1] == ('delete_self', 1, 0, d) and
+             c.exit == 'exit 0' and
+             len([e for e in c.events if not isinstance(e, tuple)]) == 0,
+             "the watched directory removed: the %s watch's last 'Y' is "
+             "'delete_self', then 'X' 'exit 0'" % kind,
+             'got %r, %r %r' % (c.events[-3:], c.exit, c.fail))
+    t.ok(('delete', 0, 0, x) in events_of(rw) and
+         ('delete', 1, 0, sub) in events_of(rw),
+         'and the recursive one told the deletes under it first',
+         'got %r' % rw.events[-6:])
+    m = a.watch(ctx.path('w-none'))
+    fl = a.watch(PROTO_H)
+    r = a.watch('relative')
+    for c in (m, fl, r):
+        a.done(c)
+    t.ok(m.fail is not None and m.fail.startswith('404 ') and
+         fl.fail is not None and fl.fail.startswith('400 ') and
+         r.fail is not None and r.fail.startswith('400 '),
+         "'V' of a missing directory: '404 ...'; of a file, or a relative "
+         "path: '400 ...'", 'got %r / %r / %r' % (m.fail, fl.fail, r.fail))
+    w2 = a.watch(ctx.tmp, recursive=True)
+    need_ready(a, w2)
+    pong = a.ping(b'w-again')
+    a.round_trip()
+    with open(ctx.path('w-after'), 'w'):
+        pass
+    a.round_trip()
+    t.ok(pong == b'w-again' + bytes([PROTO]) and w2.cut and not w2.late,
+         'a new ping ends a watch: nothing comes for it after the pong',
+         'after the pong: %r' % w2.late[:3])
+    a.close()
+
+
+def test_watch_overflow(ctx):
+    t = ctx.t
+    a = ctx.agent('watch-overflow')
+    d = ctx.path('wo')
+    os.mkdir(d)
+    w = a.watch(d, recursive=True)
+    w.autoack = False
+    need_ready(a, w)
+    try:
+        with open('/proc/sys/fs/inotify/max_queued_events') as f:
+            queue = int(f.read())
+    except (OSError, ValueError):
+        queue = 16384
+    n = max(50000, queue)       # 2 events each: create, delete
+    script = ('import os, sys\n'
+              'd, n = sys.argv[1], int(sys.argv[2])\n'
+              'for i in range(n):\n'
+              '    p = os.path.join(d, "f%d" % (i % 100))\n'
+              '    os.close(os.open(p, os.O_CREAT | os.O_WRONLY))\n'
+              '    os.unlink(p)\n')
+    gen = subprocess.Popen([sys.executable, '-c', script, d, str(n)])
+    try:
+        a.need(lambda: w.unacked >= WINDOW - 2 * EVENT_MAX,
+               'a window of events')
+        h = a.run(['echo', 'meanwhile'])
+        a.done(h)
+        running = gen.poll() is None
+        t.ok(h.exit == 'exit 0' and h.out == b'meanwhile\n',
+             'a watch whose window is full, %d events being made: a '
+             'command on another channel completes meanwhile%s' % (
+                 2 * n, '' if running else ' (the events were all made '
+                 'by then)'), 'got %r %r' % (bytes(h.out), h.exit))
+        gen.wait(4 * WAIT)
+    finally:
+        if gen.poll() is None:
+            gen.kill()
+            gen.wait()
+    a.round_trip()
+    held = w.unacked
+    c0 = cpu_seconds(a.proc.pid)
+    time.sleep(1)
+    used = cpu_seconds(a.proc.pid) - c0
+    t.ok(used < 0.3, 'a watch waiting for credit keeps the agent idle '
+         '(%.2f s of CPU in 1 s)' % used)
+    t.ok(not w.done and held <= WINDOW and
+         not [e for e in events_of(w) if e[0] == 'overflow'],
+         'the watch stopped at its window (%d bytes outstanding), no '
+         'overflow told yet' % held, 'got %r' % w.events[-3:])
+    w.autoack = True
+    a.ack(w)
+    a.wait(lambda: [e for e in events_of(w) if e[0] == 'overflow'],
+           2 * WAIT)
+    ov = [e for e in events_of(w) if e[0] == 'overflow']
+    t.ok(ov and ov[0] == ('overflow', 1, 0, d) and not w.done,
+         "acknowledged again, it reads on: 'Y' 'overflow 1 0 <dir>' (the "
+         "kernel's queue overflowed meanwhile), and the watch goes on",
+         'got %r, %d events, %r' % (ov[:1], len(w.events), w.exit))
+    a.round_trip()
+    with open(os.path.join(d, 'after'), 'w'):
+        pass
+    a.wait(lambda: events_of(w, os.path.join(d, 'after')))
+    t.ok(('create', 0, 0, os.path.join(d, 'after')) in events_of(w),
+         'events after the overflow come as before',
+         'got %r' % w.events[-3:])
+    a.kill(w, 9)
+    a.done(w)
+    a.close()
+
+
 TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
          test_signals_reset, test_kill, test_timeout, test_background, test_files, test_users,
          test_channels, test_tty, test_ping_ends, test_streams, test_idle,
          test_max_chans, test_host_gone, test_overrun, test_detach,
-         test_detach_follow, test_detach_signal, test_detach_max]
+         test_detach_follow, test_detach_signal, test_detach_max,
+         test_get_range, test_ls, test_ls_window, test_mkdir, test_remove,
+         test_move, test_watch, test_watch_overflow]
 
 
 def final_checks(ctx):

@@ -14,6 +14,14 @@
  * the room. 'L' lists them, 'G' reads (and follows) a ring through a
  * channel's window like a command's output, 'Z' signals one.
  *
+ * The guest's files beyond put and get: 'l' lists a directory a bounded
+ * number of entries a turn, 'm' makes one at once, 'x' and 'v' remove
+ * and move in a worker process (a big tree or a copy across filesystems
+ * takes its time there, not the loop's), 'V' watches with inotify. A
+ * listing's 'N' and a watch's 'Y' frames draw on the channel's window
+ * like output: a watch nobody acknowledges stops reading its inotify
+ * descriptor, the kernel's queue overflows, and that is told.
+ *
  * One poll loop serves them all: the port, a signalfd (SIGCHLD, SIGIO)
  * and every channel's descriptors. A command is read only while its
  * channel has window credit, so one whose output nobody takes stops in
@@ -55,16 +63,20 @@
 #include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/queue.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -81,7 +93,9 @@
 #define RING_MIN	1024
 #define CMD_MAX		200	/* a process's cmd as listed */
 
-enum { CH_CMD, CH_PUT, CH_GET, CH_LOGS };
+enum { CH_CMD, CH_PUT, CH_GET, CH_LOGS, CH_LS, CH_FS, CH_WATCH };
+
+struct watch;
 
 /*
  * A detached process: its output (stdout and stderr on one pipe, or its
@@ -114,8 +128,10 @@ static int nprocs;		/* on the list */
 static unsigned next_proc = 1;
 
 /*
- * A channel: a command ('E'), a file put ('w'), a file get ('g') or a
- * detached process's logs ('G'), named by the host's id. An ended channel
+ * A channel: a command ('E'), a file put ('w'), a file get ('g'), a
+ * detached process's logs ('G'), a listing ('l'), a remove or move done
+ * by a worker process ('x', 'v': CH_FS) or a watch ('V'), named by the
+ * host's id. An ended channel
  * is dead: it stays on the list until the end of the loop's turn (the
  * poll set may still point at it) and is invisible to the host's frames
  * meanwhile.
@@ -125,10 +141,11 @@ struct chan {
 	uint32_t id;
 	int kind;
 	int dead;
-	size_t unacked;		/* 'O'/'R' payload sent, not 'A'cked yet */
+	size_t unacked;		/* 'O'/'R'/'N'/'Y' payload sent, not 'A'cked
+				 * yet */
 	size_t iack;		/* 'I' payload taken, not 'a'cked yet */
 
-	/* a command */
+	/* a command, or a CH_FS worker (its message pipe in out) */
 	pid_t pid;
 	int reaped, status;
 	int timed_out;
@@ -142,11 +159,19 @@ struct chan {
 	size_t ioff, ilen, icap;
 	int ieof;		/* EOF asked: close in once ibuf is out */
 
-	/* a file put or get */
+	/* a file put or get (or a watch's inotify descriptor) */
 	int fd;			/* put: the temporary file; get: the file */
 	int ferr;		/* put: the first write error */
-	unsigned mode;
+	unsigned mode;		/* put: the file's; CH_FS: its request */
 	char *path, *tmp;
+	uint64_t fleft;		/* get: the bytes still to send at most */
+
+	/* a listing */
+	DIR *dir;
+	uint64_t nleft;		/* the entries still to send at most */
+
+	/* a watch */
+	struct watch *w;
 
 	/* logs */
 	struct proc *proc;
@@ -360,19 +385,26 @@ chan_find(uint32_t id)
 	return NULL;
 }
 
+static void watch_free(struct watch *);
+
 /*
- * Ends a channel: a command not reaped yet has its process group killed
- * and is waited for (nobody will read it), a put's temporary file goes,
- * a logs channel lets go of its process (which runs on). Nothing is
- * sent: the caller has sent 'X' or 'F', or nobody listens.
+ * Ends a channel: a command (or a remove's or move's worker) not reaped
+ * yet has its process group killed and is waited for (nobody will read
+ * it), a put's temporary file goes, a logs channel lets go of its process
+ * (which runs on), a listing's directory and a watch's inotify descriptor
+ * close. Nothing is sent: the caller has sent 'X' or 'F', or nobody
+ * listens.
  */
 static void
 chan_end(struct chan *c)
 {
 	if (c->dead)
 		return;
-	if (c->kind == CH_CMD && !c->reaped && c->pid > 0) {
+	if ((c->kind == CH_CMD || c->kind == CH_FS) && !c->reaped &&
+	    c->pid > 0) {
 		kill(-c->pid, SIGKILL);
+		if (c->kind == CH_FS)
+			kill(c->pid, SIGKILL);	/* before its setsid */
 		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		c->reaped = 1;
@@ -389,6 +421,11 @@ chan_end(struct chan *c)
 	if (c->proc != NULL)
 		proc_unref(c->proc);	/* the process itself goes on */
 	c->proc = NULL;
+	if (c->dir != NULL)
+		closedir(c->dir);
+	c->dir = NULL;
+	watch_free(c->w);
+	c->w = NULL;
 	c->dead = 1;
 	nlive--;
 }
@@ -663,20 +700,69 @@ put_data(struct chan *c, const unsigned char *p, size_t len)
 	}
 }
 
-/* 'g': a channel that sends the file as its window allows (get_step). */
+/*
+ * The fields of a request, each a tag byte then its text, NUL-terminated:
+ * f[tag] points at the text of the last of that tag, NULL when absent.
+ * -1 when one is not terminated.
+ */
+static int
+req_fields(const unsigned char *p, size_t len, const char *f[256])
+{
+	size_t off = 0, l;
+	const char *s;
+
+	memset(f, 0, 256 * sizeof(*f));
+	while (off < len) {
+		s = (const char *)p + off;
+		if ((l = strnlen(s, len - off)) == len - off)
+			return -1;
+		off += l + 1;
+		if (l > 0)
+			f[(unsigned char)s[0]] = s + 1;
+	}
+	return 0;
+}
+
+/* A field's decimal number into *v (left as it is when absent); -1
+ * when it is not one. */
+static int
+req_num(const char *s, unsigned long long *v)
+{
+	char *end;
+
+	if (s == NULL)
+		return 0;
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return *end != '\0' || errno != 0 ? -1 : 0;
+}
+
+/* 'g': a channel that sends the file as its window allows (get_step),
+ * from 'o' on, at most 'n' bytes. */
 static void
 file_get(uint32_t id, const unsigned char *p, size_t len)
 {
+	unsigned long long off = 0, max = UINT64_MAX;
+	const char *f[256];
 	char path[4096];
 	struct stat st;
 	struct chan *c;
-	unsigned mode;
 	int fd;
 
-	if (file_fields(p, len, path, sizeof(path), &mode) < 0) {
+	if (req_fields(p, len, f) < 0 || req_num(f['o'], &off) < 0 ||
+	    req_num(f['n'], &max) < 0) {
+		failf(id, "400 malformed get: a field is not terminated, or "
+		    "an offset or length not a decimal number");
+		return;
+	}
+	if (f['p'] == NULL || f['p'][0] != '/' ||
+	    strlen(f['p']) >= sizeof(path)) {
 		failf(id, "400 the path must be absolute");
 		return;
 	}
+	snprintf(path, sizeof(path), "%s", f['p']);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			failf(id, "404 no file %s in the guest", path);
@@ -699,6 +785,11 @@ file_get(uint32_t id, const unsigned char *p, size_t len)
 		return;
 	}
 	c->fd = fd;
+	c->fleft = max;
+	/* past what lseek takes is past any end: no bytes */
+	if (off > 0 && (off > (unsigned long long)INT64_MAX ||
+	    lseek(fd, (off_t)off, SEEK_SET) < 0))
+		c->fleft = 0;
 }
 
 /*
@@ -713,10 +804,17 @@ get_step(struct chan *c)
 	size_t want = BA_WINDOW - c->unacked;
 	ssize_t n;
 
+	if (c->fleft == 0) {
+		(void)chan_send(c, BA_EXIT, "exit 0", 6);
+		chan_end(c);
+		return;
+	}
 	if (want == 0)
 		return;
 	if (want > sizeof(buf))
 		want = sizeof(buf);
+	if (want > c->fleft)
+		want = (size_t)c->fleft;
 	n = read(c->fd, buf, want);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
@@ -729,6 +827,7 @@ get_step(struct chan *c)
 	} else {
 		(void)chan_send(c, BA_STDOUT, buf, (size_t)n);
 		c->unacked += (size_t)n;
+		c->fleft -= (uint64_t)n;
 	}
 }
 
@@ -900,13 +999,20 @@ stdin_add(struct chan *c, const unsigned char *p, size_t len)
 }
 
 /* 'K': a signal for a command's process group (its 'X' follows when it
- * is reaped); a file transfer is cancelled. */
+ * is reaped); a file transfer, a listing, a remove or a move (its worker
+ * killed) is cancelled; a watch ends with 'X' "exit 0". */
 static void
 chan_kill(struct chan *c, const unsigned char *p, size_t len)
 {
 	char buf[16], *end;
 	long sig;
 
+	if (c->kind == CH_WATCH) {
+		/* a watch ends so, as asked */
+		chan_end(c);
+		(void)chan_send(c, BA_EXIT, "exit 0", 6);
+		return;
+	}
 	if (c->kind != CH_CMD) {
 		/* ended first: once the host reads the answer, a put's
 		 * temporary file is gone */
@@ -1321,6 +1427,1202 @@ close_pair(int p[2])
 	close_fd(&p[1]);
 }
 
+/* ---- the filesystem: 'l' list, 'm' mkdir, 'x' remove, 'v' move, 'V'
+ * watch ---- */
+
+#define LS_TURN		256	/* entries a listing sends per turn */
+#define ENTRY_MAX	(64 + NAME_MAX)		/* an 'N' payload, at most */
+#define EVENT_MAX	(32 + BA_EVENT_PATH)	/* a 'Y' payload, at most */
+#define WATCH_MAX	65536	/* inotify watches of one watch channel */
+#define SCAN_TURN	1024	/* directory entries a watch scans per turn */
+#define WBUF		(16 * 1024)	/* a watch's inotify reads */
+/* A watched directory's path, at most: any event's path in it (the
+ * directory's, '/', a name) fits in BA_EVENT_PATH. */
+#define WDIR_PATH	(BA_EVENT_PATH - 1 - NAME_MAX)
+#define WATCH_MASK	(IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_DELETE | \
+			 IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF)
+#define STD_PATH	"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:" \
+			"/sbin:/bin"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/* The HTTP-like code of a failure: 404 a path is absent, 409 it is in
+ * the way (exists, not empty, busy), 400 otherwise the request's fault,
+ * 500 the guest's (out of space, I/O errors, ...). */
+static int
+err_code(int e)
+{
+	switch (e) {
+	case ENOENT:
+		return 404;
+	case EEXIST:
+	case ENOTEMPTY:
+	case EBUSY:
+	case ETXTBSY:
+		return 409;
+	case ENOTDIR:
+	case EISDIR:
+	case EINVAL:
+	case ENAMETOOLONG:
+	case ELOOP:
+	case EACCES:
+	case EPERM:
+	case EROFS:
+	case EXDEV:
+	case EMLINK:
+		return 400;
+	default:
+		return 500;
+	}
+}
+
+/* An absolute path field into buf without its trailing slashes ("/"
+ * stays); -1 when absent, relative or too long. */
+static int
+req_path(const char *s, char *buf, size_t len)
+{
+	size_t n;
+
+	if (s == NULL || s[0] != '/' || (n = strlen(s)) >= len)
+		return -1;
+	memcpy(buf, s, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	return 0;
+}
+
+/* dir + '/' + name into buf (of BA_EVENT_PATH + 1 bytes at least); -1
+ * when too long. */
+static int
+path_join(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir,
+	    name);
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static long long
+mtime_ms(const struct stat *st)
+{
+	long long ms = (long long)st->st_mtim.tv_sec * 1000 +
+	    st->st_mtim.tv_nsec / 1000000;
+
+	return ms < 0 ? 0 : ms;
+}
+
+static const char *
+file_type(mode_t m)
+{
+	return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "link" :
+	    S_ISFIFO(m) ? "fifo" : S_ISSOCK(m) ? "socket" : S_ISCHR(m) ?
+	    "char" : S_ISBLK(m) ? "block" : "other";
+}
+
+/* 'l': a channel that sends the directory's entries as its window
+ * allows (ls_step). */
+static void
+ls_start(uint32_t id, const unsigned char *p, size_t len)
+{
+	unsigned long long max = UINT64_MAX;
+	const char *f[256];
+	char path[4096];
+	struct chan *c;
+	DIR *d;
+	int fd, e;
+
+	if (req_fields(p, len, f) < 0 || req_num(f['n'], &max) < 0 ||
+	    max == 0) {
+		failf(id, "400 malformed list: a field is not terminated, or "
+		    "'n' is not a number of at least 1");
+		return;
+	}
+	if (req_path(f['p'], path, sizeof(path)) < 0) {
+		failf(id, "400 the path must be absolute");
+		return;
+	}
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	    O_NONBLOCK)) < 0 || (d = fdopendir(fd)) == NULL) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (e == ENOENT)
+			failf(id, "404 no directory %s in the guest", path);
+		else if (e == ENOTDIR)
+			failf(id, "400 %s is not a directory", path);
+		else
+			failf(id, "%d cannot list %s: %s", err_code(e), path,
+			    strerror(e));
+		return;
+	}
+	if ((c = chan_new(id, CH_LS)) == NULL) {
+		failf(id, "out of memory");
+		closedir(d);
+		return;
+	}
+	c->dir = d;
+	c->nleft = max;
+}
+
+/* Whether ls_step has something to do now (serve() does not sleep). */
+static int
+ls_due(const struct chan *c)
+{
+	return c->nleft == 0 || BA_WINDOW - c->unacked >= ENTRY_MAX;
+}
+
+/*
+ * A listing's next entries, 'N' each: at most LS_TURN a turn (a huge
+ * directory does not hold the other channels up), only while the window
+ * has room for the largest entry. Done (or at its max), 'X'.
+ */
+static void
+ls_step(struct chan *c)
+{
+	char buf[ENTRY_MAX];
+	struct dirent *e;
+	struct stat st;
+	size_t nlen;
+	int i, n;
+
+	for (i = 0; i < LS_TURN && c->nleft > 0; i++) {
+		if (BA_WINDOW - c->unacked < ENTRY_MAX)
+			return;		/* waits for credit ('A') */
+		errno = 0;
+		if ((e = readdir(c->dir)) == NULL) {
+			if (errno != 0) {
+				failf(c->id, "500 reading the directory: %s",
+				    strerror(errno));
+				chan_end(c);
+				return;
+			}
+			break;
+		}
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(c->dir), e->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;	/* gone meanwhile */
+			memset(&st, 0, sizeof(st));	/* "other 0 0 0" */
+		}
+		n = snprintf(buf, sizeof(buf), "%s %o %llu %lld ",
+		    file_type(st.st_mode), (unsigned)(st.st_mode & 07777),
+		    (unsigned long long)st.st_size, mtime_ms(&st));
+		nlen = strlen(e->d_name);
+		(void)port_frame(BA_ENTRY, c->id, buf, (size_t)n, e->d_name,
+		    nlen);
+		c->unacked += (size_t)n + nlen;
+		c->nleft--;
+	}
+	if (i < LS_TURN || c->nleft == 0) {
+		(void)chan_send(c, BA_EXIT, "exit 0", 6);
+		chan_end(c);
+	}
+}
+
+/* A new directory with exactly mode (whatever the umask): made 0700,
+ * then given its mode through a descriptor (not a path a link could
+ * replace meanwhile). 0, or -1 with errno. */
+static int
+mkdir_mode(const char *path, unsigned mode)
+{
+	int fd, e;
+
+	if (mkdir(path, 0700) < 0)
+		return -1;
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return -1;
+	if (fchmod(fd, mode) < 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* mkdir_mode, where an existing directory (or a link to one) is no
+ * error: 0, or -1 with errno (EEXIST: it exists, not a directory). */
+static int
+mkdir_exist(const char *path, unsigned mode)
+{
+	struct stat st;
+
+	if (mkdir_mode(path, mode) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -1;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	errno = EEXIST;
+	return -1;
+}
+
+/* 'm': done here (a few system calls), answered at once. With 'r',
+ * like mkdir -p: the parents made are 0755, the directory mode. */
+static void
+fs_mkdir(uint32_t id, const unsigned char *p, size_t len)
+{
+	unsigned long long mode = 0755;
+	const char *f[256];
+	char path[4096], *s, *end;
+	int e;
+
+	if (req_fields(p, len, f) < 0) {
+		failf(id, "400 malformed mkdir: a field is not terminated");
+		return;
+	}
+	if (f['m'] != NULL) {
+		errno = 0;
+		mode = strtoull(f['m'], &end, 8);
+		if (!isdigit((unsigned char)f['m'][0]) || *end != '\0' ||
+		    errno != 0 || mode > 07777) {
+			failf(id, "400 the mode must be octal, at most 7777");
+			return;
+		}
+	}
+	if (req_path(f['p'], path, sizeof(path)) < 0) {
+		failf(id, "400 the path must be absolute");
+		return;
+	}
+	if (f['r'] != NULL) {
+		for (s = strchr(path + 1, '/'); s != NULL;
+		    s = strchr(s + 1, '/')) {
+			*s = '\0';
+			if (mkdir_exist(path, 0755) < 0) {
+				e = errno;
+				if (e == EEXIST || e == ENOTDIR)
+					failf(id, "400 %s is not a directory",
+					    path);
+				else
+					failf(id, "%d cannot make %s: %s",
+					    err_code(e), path, strerror(e));
+				return;
+			}
+			*s = '/';
+		}
+		if (mkdir_exist(path, (unsigned)mode) < 0) {
+			e = errno;
+			if (e == EEXIST)
+				failf(id, "409 %s exists, not a directory",
+				    path);
+			else
+				failf(id, "%d cannot make %s: %s",
+				    err_code(e), path, strerror(e));
+			return;
+		}
+	} else if (mkdir_mode(path, (unsigned)mode) < 0) {
+		e = errno;
+		if (e == EEXIST)
+			failf(id, "409 %s exists", path);
+		else if (e == ENOENT)
+			failf(id, "404 a parent of %s is missing", path);
+		else if (e == ENOTDIR)
+			failf(id, "400 a parent of %s is not a directory",
+			    path);
+		else
+			failf(id, "%d cannot make %s: %s", err_code(e), path,
+			    strerror(e));
+		return;
+	}
+	(void)port_frame(BA_EXIT, id, "exit 0", 6, NULL, 0);
+}
+
+/*
+ * Removes and moves are a worker's: a child of the agent (in a process
+ * group of its own, its descriptors but its message pipe closed) that
+ * does the work and exits 0, or writes the 'F' message to its pipe and
+ * exits 1. A tree of a million files or a copy across filesystems takes
+ * what it takes there, and the agent's loop goes on; 'K', a ping or the
+ * 't' deadline kill the worker's group (a removal is left half done).
+ */
+#define WORKER_MSG	3	/* the worker's message pipe */
+
+static void __attribute__((format(printf, 3, 4)))
+msgf(char *msg, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (msg[0] != '\0')
+		return;		/* the first failure is told */
+	va_start(ap, fmt);
+	vsnprintf(msg, len, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Empties the directory fd (closed here): every entry removed, a
+ * subdirectory emptied first, a symbolic link removed, never followed
+ * (openat with O_NOFOLLOW); a directory of another filesystem mounted
+ * below is not entered (its removal fails: busy). Failures do not stop
+ * the rest; the first is told in msg. 0, or -1.
+ */
+static int
+rm_inside(int fd, dev_t dev, const char *top, char *msg, size_t len)
+{
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+	int rc = 0, again = 1, sub;
+
+	if ((d = fdopendir(fd)) == NULL) {
+		msgf(msg, len, "500 cannot read under %s: %s", top,
+		    strerror(errno));
+		close(fd);
+		return -1;
+	}
+	/* Again until a pass removes nothing: whether readdir still
+	 * returns every entry while others go is up to the filesystem. */
+	while (again) {
+		again = 0;
+		rewinddir(d);
+		while ((e = readdir(d)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 ||
+			    strcmp(e->d_name, "..") == 0)
+				continue;
+			if (fstatat(dirfd(d), e->d_name, &st,
+			    AT_SYMLINK_NOFOLLOW) < 0) {
+				if (errno == ENOENT)
+					continue;
+				goto fail;
+			}
+			if (S_ISDIR(st.st_mode)) {
+				if (st.st_dev == dev) {
+					sub = openat(dirfd(d), e->d_name,
+					    O_RDONLY | O_DIRECTORY |
+					    O_NOFOLLOW | O_CLOEXEC);
+					if (sub < 0 && errno == ENOENT)
+						continue;
+					if (sub < 0)
+						goto fail;
+					if (rm_inside(sub, dev, top, msg,
+					    len) < 0)
+						rc = -1;
+				}
+				if (unlinkat(dirfd(d), e->d_name,
+				    AT_REMOVEDIR) < 0 && errno != ENOENT)
+					goto fail;
+			} else if (unlinkat(dirfd(d), e->d_name, 0) < 0 &&
+			    errno != ENOENT)
+				goto fail;
+			again = 1;
+			continue;
+fail:
+			msgf(msg, len, "%d cannot remove %s under %s: %s",
+			    err_code(errno), e->d_name, top, strerror(errno));
+			rc = -1;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+/* The worker of 'x': 0, or -1 with msg. */
+static int
+do_remove(const char *path, int recursive, char *msg, size_t len)
+{
+	char parent[4096];
+	const char *name;
+	struct stat st, root;
+	int pfd, fd, rc = 0;
+
+	name = strrchr(path, '/') + 1;
+	if (*name == '\0') {
+		msgf(msg, len, "400 refusing to remove /");
+		return -1;
+	}
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+		msgf(msg, len, "400 refusing to remove '.' or '..': %s", path);
+		return -1;
+	}
+	snprintf(parent, sizeof(parent), "%.*s", name - path > 1 ?
+	    (int)(name - path - 1) : 1, path);
+	if ((pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			msgf(msg, len, "404 no %s in the guest", path);
+		else
+			msgf(msg, len, "%d cannot remove %s: %s",
+			    err_code(errno), path, strerror(errno));
+		return -1;
+	}
+	/* "/" by another name ("/a/..", a bind mount of it) */
+	if (stat("/", &root) == 0 && st.st_dev == root.st_dev &&
+	    st.st_ino == root.st_ino) {
+		msgf(msg, len, "400 refusing to remove /");
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(pfd, name, 0) < 0) {
+			msgf(msg, len, "%d cannot remove %s: %s",
+			    err_code(errno), path, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (recursive) {
+		if ((fd = openat(pfd, name, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			msgf(msg, len, "%d cannot remove %s: %s",
+			    err_code(errno), path, strerror(errno));
+			return -1;
+		}
+		rc = rm_inside(fd, st.st_dev, path, msg, len);
+	}
+	if (unlinkat(pfd, name, AT_REMOVEDIR) < 0) {
+		if (errno == ENOTEMPTY || errno == EEXIST)
+			msgf(msg, len, "409 %s is a directory, not empty",
+			    path);
+		else
+			msgf(msg, len, "%d cannot remove %s: %s",
+			    err_code(errno), path, strerror(errno));
+		return -1;
+	}
+	return rc;
+}
+
+static int
+rename_noreplace(const char *from, const char *to)
+{
+#ifdef SYS_renameat2
+	return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to,
+	    RENAME_NOREPLACE);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* rename(2)'s failure as an 'F' message: -1. */
+static int
+move_failed(const char *from, const char *to, int e, char *msg, size_t len)
+{
+	struct stat st;
+
+	switch (e) {
+	case ENOENT:
+		if (lstat(from, &st) < 0)
+			msgf(msg, len, "404 no %s in the guest", from);
+		else
+			msgf(msg, len, "404 no directory for %s", to);
+		break;
+	case EEXIST:
+		msgf(msg, len, "409 %s exists", to);
+		break;
+	case ENOTEMPTY:
+		msgf(msg, len, "409 %s exists, a directory not empty", to);
+		break;
+	case EISDIR:
+		msgf(msg, len, "409 %s exists, a directory", to);
+		break;
+	case ENOTDIR:
+		/* a directory onto a file, or a path through a file */
+		if (lstat(to, &st) == 0 && !S_ISDIR(st.st_mode) &&
+		    lstat(from, &st) == 0 && S_ISDIR(st.st_mode))
+			msgf(msg, len, "409 %s exists, not a directory", to);
+		else
+			msgf(msg, len, "400 cannot move %s to %s: %s", from,
+			    to, strerror(e));
+		break;
+	case EINVAL:
+		msgf(msg, len, "400 cannot move a directory into itself: %s "
+		    "to %s", from, to);
+		break;
+	default:
+		msgf(msg, len, "%d cannot move %s to %s: %s", err_code(e),
+		    from, to, strerror(e));
+	}
+	return -1;
+}
+
+/*
+ * mv(1) across filesystems, as the worker's child: -T (to is never a
+ * directory to move into), -f or -n. Its stderr goes into msg. 0, or -1.
+ */
+static int
+run_mv(const char *from, const char *to, int overwrite, char *msg,
+    size_t len)
+{
+	char err[512], tmp[512];
+	size_t got = 0;
+	ssize_t n;
+	int pe[2], st;
+	pid_t pid;
+
+	if (pipe2(pe, O_CLOEXEC) < 0) {
+		msgf(msg, len, "500 pipe: %s", strerror(errno));
+		return -1;
+	}
+	if ((pid = fork()) < 0) {
+		msgf(msg, len, "500 fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		char *argv[] = { "mv", overwrite ? "-f" : "-n", "-T", "--",
+			(char *)(uintptr_t)from, (char *)(uintptr_t)to, NULL };
+		char *envp[] = { "PATH=" STD_PATH, "LC_ALL=C", NULL };
+		int nul = open("/dev/null", O_RDWR);
+
+		signal(SIGPIPE, SIG_DFL);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		dup2(pe[1], 2);
+		setenv("PATH", STD_PATH, 1);
+		execvpe("mv", argv, envp);
+		dprintf(2, "cannot run mv: %s", strerror(errno));
+		_exit(127);
+	}
+	close(pe[1]);
+	/* to its end (mv is not left blocked on a full pipe), the first
+	 * bytes kept */
+	while ((n = read(pe[0], tmp, sizeof(tmp))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		if ((size_t)n > sizeof(err) - 1 - got)
+			n = (ssize_t)(sizeof(err) - 1 - got);
+		memcpy(err + got, tmp, (size_t)n);
+		got += (size_t)n;
+	}
+	close(pe[0]);
+	err[got] = '\0';
+	err[strcspn(err, "\n")] = '\0';
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	msgf(msg, len, "500 mv %s %s failed (%s %d): %s", from, to,
+	    WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ?
+	    WEXITSTATUS(st) : WTERMSIG(st), err);
+	return -1;
+}
+
+/* The worker of 'v': 0, or -1 with msg. */
+static int
+do_move(const char *from, const char *to, int overwrite, char *msg,
+    size_t len)
+{
+	struct stat sf, st;
+	int r;
+
+	if (!overwrite) {
+		r = rename_noreplace(from, to);
+		if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+			/* the flag unknown (an old kernel, a filesystem
+			 * without it): looked at, then renamed (a creation
+			 * in between is replaced) */
+			if (lstat(to, &st) == 0)
+				return move_failed(from, to, EEXIST, msg, len);
+			r = rename(from, to);
+		}
+	} else
+		r = rename(from, to);
+	if (r == 0)
+		return 0;
+	if (errno != EXDEV)
+		return move_failed(from, to, errno, msg, len);
+	/* Across filesystems: mv(1) copies, then removes. What rename
+	 * would refuse is refused first, and the destination is made
+	 * absent or a file mv replaces. */
+	if (lstat(from, &sf) < 0)
+		return move_failed(from, to, errno, msg, len);
+	if (lstat(to, &st) == 0) {
+		if (!overwrite)
+			return move_failed(from, to, EEXIST, msg, len);
+		if (S_ISDIR(st.st_mode) && !S_ISDIR(sf.st_mode))
+			return move_failed(from, to, EISDIR, msg, len);
+		if (!S_ISDIR(st.st_mode) && S_ISDIR(sf.st_mode)) {
+			msgf(msg, len, "409 %s exists, not a directory", to);
+			return -1;
+		}
+		/* an empty directory goes as rename would replace it; a
+		 * link, lest mv move into the directory it names */
+		if ((S_ISDIR(st.st_mode) && rmdir(to) < 0) ||
+		    (S_ISLNK(st.st_mode) && unlink(to) < 0))
+			return move_failed(from, to, errno, msg, len);
+	} else if (errno != ENOENT)
+		return move_failed(from, to, errno, msg, len);
+	if (run_mv(from, to, overwrite, msg, len) < 0)
+		return -1;
+	/* mv -n does nothing, successfully, when to appeared meanwhile */
+	if (!overwrite && lstat(from, &sf) == 0)
+		return move_failed(from, to, EEXIST, msg, len);
+	return 0;
+}
+
+/* The worker's start: its own process group, no signal blocked, only
+ * its message pipe (on WORKER_MSG) besides 0 to 2. */
+static void
+worker_init(int msgfd)
+{
+	struct rlimit rl;
+	sigset_t none;
+	int fd, max;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);	/* SIGPIPE stays ignored */
+	setsid();
+	if (msgfd != WORKER_MSG) {
+		dup2(msgfd, WORKER_MSG);
+		close(msgfd);
+	}
+	fcntl(WORKER_MSG, F_SETFD, FD_CLOEXEC);
+	if (syscall(SYS_close_range, WORKER_MSG + 1, ~0U, 0) < 0) {
+		max = (int)sysconf(_SC_OPEN_MAX);
+		for (fd = WORKER_MSG + 1; fd < (max > 0 && max < 65536 ?
+		    max : 65536); fd++)
+			close(fd);
+	}
+	/* a descriptor per level of a deep tree */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* 'x' and 'v': a channel of a worker (fs_finish answers when it is
+ * reaped). */
+static void
+fs_work(uint32_t id, int type, const unsigned char *p, size_t len)
+{
+	const char *f[256], *what = type == BA_REMOVE ? "remove" : "move";
+	char from[4096], to[4096];
+	struct chan *c;
+	int pm[2];
+	pid_t pid;
+
+	if (req_fields(p, len, f) < 0) {
+		failf(id, "400 malformed %s: a field is not terminated", what);
+		return;
+	}
+	if (req_path(f['p'], from, sizeof(from)) < 0 || (type == BA_MOVE &&
+	    req_path(f['d'], to, sizeof(to)) < 0)) {
+		failf(id, "400 the %s must be absolute", type == BA_MOVE ?
+		    "paths" : "path");
+		return;
+	}
+	if (pipe2(pm, O_CLOEXEC) < 0) {
+		failf(id, "pipe failed: %s", strerror(errno));
+		return;
+	}
+	if ((c = chan_new(id, CH_FS)) == NULL || (pid = fork()) < 0) {
+		failf(id, "%s failed", c == NULL ? "malloc" : "fork");
+		if (c != NULL)
+			chan_end(c);
+		close_pair(pm);
+		return;
+	}
+	if (pid == 0) {
+		char msg[1024] = "";
+		int rc;
+
+		worker_init(pm[1]);
+		if (type == BA_REMOVE)
+			rc = do_remove(from, f['r'] != NULL, msg, sizeof(msg));
+		else
+			rc = do_move(from, to, f['o'] != NULL, msg,
+			    sizeof(msg));
+		if (rc < 0)
+			(void)!write(WORKER_MSG, msg, strlen(msg));
+		_exit(rc < 0 ? 1 : 0);
+	}
+	close(pm[1]);
+	c->pid = pid;
+	c->out = pm[0];
+	nonblock(c->out);	/* read once it is reaped: all there is */
+	c->mode = (unsigned)type;
+	if (f['t'] != NULL && strtoll(f['t'], NULL, 10) > 0)
+		c->deadline = now_ms() + strtoll(f['t'], NULL, 10);
+}
+
+/* A reaped worker: 'X' "exit 0", or 'F' with its message. */
+static void
+fs_finish(struct chan *c)
+{
+	const char *what = c->mode == BA_REMOVE ? "remove" : "move";
+	char msg[1100];
+	ssize_t n;
+	int st = c->status;
+
+	n = read(c->out, msg, sizeof(msg) - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		(void)chan_send(c, BA_EXIT, "exit 0", 6);
+	else if (c->timed_out)
+		failf(c->id, "the %s did not end in time: stopped, maybe "
+		    "half done", what);
+	else if (msg[0] != '\0')
+		failf(c->id, "%s", msg);
+	else
+		failf(c->id, "the %s's worker ended (%s %d)", what,
+		    WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ?
+		    WEXITSTATUS(st) : WTERMSIG(st));
+	chan_end(c);
+}
+
+/*
+ * A watch: one inotify descriptor, a watch per directory (with 'r', the
+ * subdirectories too, found by a scan in bounded steps and added as they
+ * are made or moved in). Events are read only while the window has room
+ * for them: a host that takes none leaves them in the kernel's queue,
+ * which overflows (told as "overflow" once read again).
+ */
+struct wdir {
+	struct wdir *next;	/* in its bucket */
+	int wd;
+	size_t len;
+	char path[];		/* absolute, at most WDIR_PATH bytes */
+};
+
+struct watch {
+	int recursive;
+	int top;		/* the watched directory's wd */
+	char *toppath;
+	struct wdir **tab;	/* by wd */
+	size_t ntab, n;		/* buckets (a power of 2), watches */
+	unsigned char *buf;	/* events read, from boff to blen not yet
+				 * handled */
+	size_t boff, blen;
+	char **stack;		/* directories to scan for subdirectories */
+	size_t nstack, capstack;
+	DIR *sd;		/* the one being scanned, at spath */
+	char *spath;
+	int rescan;		/* an overflow: known ones are scanned again */
+	int ready;		/* "ready" sent: the first scan is done */
+};
+
+static void
+watch_free(struct watch *w)
+{
+	struct wdir *d, *next;
+	size_t i;
+
+	if (w == NULL)
+		return;
+	for (i = 0; i < w->ntab; i++)
+		for (d = w->tab[i]; d != NULL; d = next) {
+			next = d->next;
+			free(d);
+		}
+	free(w->tab);
+	while (w->nstack > 0)
+		free(w->stack[--w->nstack]);
+	free(w->stack);
+	if (w->sd != NULL)
+		closedir(w->sd);
+	free(w->spath);
+	free(w->toppath);
+	free(w->buf);
+	free(w);
+}
+
+static struct wdir *
+wdir_find(const struct watch *w, int wd)
+{
+	struct wdir *d;
+
+	for (d = w->tab[(unsigned)wd & (w->ntab - 1)]; d != NULL; d = d->next)
+		if (d->wd == wd)
+			return d;
+	return NULL;
+}
+
+static int
+wdir_add(struct watch *w, int wd, const char *path, size_t len)
+{
+	struct wdir *d, **tab, *next;
+	size_t i, ntab;
+
+	if (w->n >= 2 * w->ntab) {
+		ntab = 2 * w->ntab;
+		if ((tab = calloc(ntab, sizeof(*tab))) == NULL)
+			return -1;
+		for (i = 0; i < w->ntab; i++)
+			for (d = w->tab[i]; d != NULL; d = next) {
+				next = d->next;
+				d->next = tab[(unsigned)d->wd & (ntab - 1)];
+				tab[(unsigned)d->wd & (ntab - 1)] = d;
+			}
+		free(w->tab);
+		w->tab = tab;
+		w->ntab = ntab;
+	}
+	if ((d = malloc(sizeof(*d) + len + 1)) == NULL)
+		return -1;
+	d->wd = wd;
+	d->len = len;
+	memcpy(d->path, path, len + 1);
+	d->next = w->tab[(unsigned)wd & (w->ntab - 1)];
+	w->tab[(unsigned)wd & (w->ntab - 1)] = d;
+	w->n++;
+	return 0;
+}
+
+/* Forgets wd (the kernel dropped it); with rmfd >= 0, drops it there
+ * too. */
+static void
+wdir_del(struct watch *w, int wd, int rmfd)
+{
+	struct wdir **dp, *d;
+
+	for (dp = &w->tab[(unsigned)wd & (w->ntab - 1)]; (d = *dp) != NULL;
+	    dp = &d->next)
+		if (d->wd == wd) {
+			*dp = d->next;
+			if (rmfd >= 0)
+				(void)inotify_rm_watch(rmfd, wd);
+			free(d);
+			w->n--;
+			return;
+		}
+}
+
+/* A directory moved away: its watches and its subdirectories' go (their
+ * paths are wrong now; where it went, if watched, it is watched anew). */
+static void
+watch_forget(struct chan *c, const char *path)
+{
+	struct watch *w = c->w;
+	struct wdir *d, *next;
+	size_t i, len = strlen(path);
+
+	for (i = 0; i < w->ntab; i++)
+		for (d = w->tab[i]; d != NULL; d = next) {
+			next = d->next;
+			if (d->wd != w->top && d->len >= len &&
+			    memcmp(d->path, path, len) == 0 &&
+			    (d->path[len] == '\0' || d->path[len] == '/'))
+				wdir_del(w, d->wd, c->fd);
+		}
+}
+
+static void
+scan_push(struct watch *w, const char *path)
+{
+	char **s, *p;
+	size_t cap;
+
+	if (w->nstack == w->capstack) {
+		cap = w->capstack ? 2 * w->capstack : 64;
+		if ((s = realloc(w->stack, cap * sizeof(*s))) == NULL)
+			return;		/* not scanned: out of memory */
+		w->stack = s;
+		w->capstack = cap;
+	}
+	if ((p = strdup(path)) != NULL)
+		w->stack[w->nstack++] = p;
+}
+
+/* 'Y' "<event> <dir> <cookie> <path>". */
+static void
+watch_send(struct chan *c, const char *ev, int dir, uint32_t cookie,
+    const char *path)
+{
+	char head[64];
+	size_t plen = strlen(path);
+	int n;
+
+	n = snprintf(head, sizeof(head), "%s %d %u ", ev, dir, cookie);
+	(void)port_frame(BA_EVENT, c->id, head, (size_t)n, path, plen);
+	c->unacked += (size_t)n + plen;
+}
+
+/*
+ * A watch on the directory path (sub: a subdirectory found, not followed
+ * if a link). A new one is scanned for subdirectories (recursive); a
+ * known one only in a rescan and at its own path (a bind mount of a
+ * directory above is not a loop). 0, or -1 when it is not watched (the
+ * caller says "unwatched"); one gone meanwhile is no failure.
+ */
+static int
+watch_add(struct chan *c, const char *path, int sub)
+{
+	struct watch *w = c->w;
+	struct wdir *d;
+	size_t len = strlen(path);
+	int wd;
+
+	if (len > WDIR_PATH || w->n >= WATCH_MAX)
+		return -1;
+	if ((wd = inotify_add_watch(c->fd, path, WATCH_MASK | IN_ONLYDIR |
+	    (sub ? IN_DONT_FOLLOW : 0))) < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	if ((d = wdir_find(w, wd)) != NULL) {
+		if (w->rescan && w->recursive && d->len == len &&
+		    memcmp(d->path, path, len) == 0)
+			scan_push(w, path);
+		return 0;
+	}
+	if (wdir_add(w, wd, path, len) < 0) {
+		(void)inotify_rm_watch(c->fd, wd);
+		return -1;
+	}
+	if (w->recursive)
+		scan_push(w, path);
+	return 0;
+}
+
+/* 'V': a channel that sends the directory's events (watch_step). */
+static void
+watch_start(uint32_t id, const unsigned char *p, size_t len)
+{
+	const char *f[256];
+	char path[4096];
+	struct watch *w;
+	struct stat st;
+	struct chan *c;
+	int fd, wd;
+
+	if (req_fields(p, len, f) < 0) {
+		failf(id, "400 malformed watch: a field is not terminated");
+		return;
+	}
+	if (req_path(f['p'], path, sizeof(path)) < 0) {
+		failf(id, "400 the path must be absolute");
+		return;
+	}
+	if (strlen(path) > WDIR_PATH) {
+		failf(id, "400 the path is too long to watch (%d bytes at "
+		    "most)", WDIR_PATH);
+		return;
+	}
+	if (stat(path, &st) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			failf(id, "404 no directory %s in the guest", path);
+		else
+			failf(id, "%d cannot watch %s: %s", err_code(errno),
+			    path, strerror(errno));
+		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		failf(id, "400 %s is not a directory", path);
+		return;
+	}
+	if ((fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+		failf(id, "%d no inotify: %s", errno == EMFILE ||
+		    errno == ENFILE ? 429 : 500, strerror(errno));
+		return;
+	}
+	if ((wd = inotify_add_watch(fd, path, WATCH_MASK | IN_ONLYDIR)) < 0) {
+		failf(id, "%d cannot watch %s: %s", errno == ENOSPC ? 429 :
+		    err_code(errno), path, errno == ENOSPC ?
+		    "out of inotify watches" : strerror(errno));
+		close(fd);
+		return;
+	}
+	if ((c = chan_new(id, CH_WATCH)) == NULL ||
+	    (c->w = w = calloc(1, sizeof(*w))) == NULL ||
+	    (w->tab = calloc(64, sizeof(*w->tab))) == NULL ||
+	    (w->buf = malloc(WBUF)) == NULL ||
+	    (w->toppath = strdup(path)) == NULL) {
+		failf(id, "out of memory");
+		close(fd);
+		if (c != NULL)
+			chan_end(c);
+		return;
+	}
+	c->fd = fd;
+	w->ntab = 64;
+	w->top = wd;
+	w->recursive = f['r'] != NULL;
+	if (wdir_add(w, wd, path, strlen(path)) < 0) {
+		failf(id, "out of memory");
+		chan_end(c);
+		return;
+	}
+	if (w->recursive)
+		scan_push(w, path);
+}
+
+/* One inotify event of a watch: its 'Y' frames (two at most). */
+static void
+watch_event(struct chan *c, const struct inotify_event *ev)
+{
+	struct watch *w = c->w;
+	char path[BA_EVENT_PATH + 1];
+	const char *what;
+	struct wdir *d;
+	uint32_t m = ev->mask;
+	int isdir = (m & IN_ISDIR) != 0, unwatched = 0;
+
+	if (m & IN_Q_OVERFLOW) {
+		watch_send(c, "overflow", 1, 0, w->toppath);
+		if (w->recursive) {
+			/* the directories made meanwhile are looked for */
+			w->rescan = 1;
+			scan_push(w, w->toppath);
+		}
+		return;
+	}
+	if ((d = wdir_find(w, ev->wd)) == NULL)
+		return;		/* dropped meanwhile */
+	if (ev->len == 0 || ev->name[0] == '\0') {
+		/* the watched directory's own: only the top one's are
+		 * told (a subdirectory's are its parent's, with its name) */
+		if (ev->wd == w->top && (m & (IN_DELETE_SELF | IN_IGNORED |
+		    IN_UNMOUNT))) {
+			watch_send(c, "delete_self", 1, 0, w->toppath);
+			(void)chan_send(c, BA_EXIT, "exit 0", 6);
+			chan_end(c);
+		} else if (ev->wd == w->top && (m & IN_ATTRIB))
+			watch_send(c, "attrib", 1, 0, w->toppath);
+		else if (m & IN_IGNORED)
+			wdir_del(w, ev->wd, -1);
+		return;
+	}
+	if (path_join(path, sizeof(path), d->path, ev->name) < 0)
+		return;		/* cannot be: d->path is short enough */
+	if (m & IN_CREATE)
+		what = "create";
+	else if (m & IN_MODIFY)
+		what = "modify";
+	else if (m & IN_ATTRIB)
+		what = "attrib";
+	else if (m & IN_DELETE)
+		what = "delete";
+	else if (m & IN_MOVED_FROM)
+		what = "move_from";
+	else if (m & IN_MOVED_TO)
+		what = "move_to";
+	else
+		return;
+	if (isdir && w->recursive) {
+		/* a new directory is watched before its event goes: the
+		 * host may rely on its events from then on */
+		if (m & IN_MOVED_FROM)
+			watch_forget(c, path);
+		else if (m & (IN_CREATE | IN_MOVED_TO))
+			unwatched = watch_add(c, path, 1) < 0;
+	}
+	watch_send(c, what, isdir, m & (IN_MOVED_FROM | IN_MOVED_TO) ?
+	    ev->cookie : 0, path);
+	if (unwatched)
+		watch_send(c, "unwatched", 1, 0, path);
+}
+
+/* Reads a watch's inotify descriptor (serve() polls it only while its
+ * buffer is handled and the window has room). */
+static void
+watch_read(struct chan *c)
+{
+	struct watch *w = c->w;
+	ssize_t n;
+
+	if (w->boff < w->blen)
+		return;
+	n = read(c->fd, w->buf, WBUF);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		failf(c->id, "500 reading inotify: %s", n < 0 ?
+		    strerror(errno) : "end of file");
+		chan_end(c);
+		return;
+	}
+	w->boff = 0;
+	w->blen = (size_t)n;
+}
+
+/* One entry of a scan for subdirectories to watch; 0 when there is no
+ * more to scan. */
+static int
+watch_scan_one(struct chan *c)
+{
+	struct watch *w = c->w;
+	char path[BA_EVENT_PATH + 1];
+	struct dirent *e;
+	struct stat st;
+	int fd;
+
+	if (w->sd == NULL) {
+		if (w->nstack == 0) {
+			w->rescan = 0;
+			return 0;
+		}
+		w->spath = w->stack[--w->nstack];
+		fd = open(w->spath, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+		    O_NONBLOCK | (strcmp(w->spath, w->toppath) != 0 ?
+		    O_NOFOLLOW : 0));
+		if (fd < 0 || (w->sd = fdopendir(fd)) == NULL) {
+			if (fd >= 0)
+				close(fd);
+			free(w->spath);
+			w->spath = NULL;
+		}
+		return 1;
+	}
+	if ((e = readdir(w->sd)) == NULL) {
+		closedir(w->sd);
+		w->sd = NULL;
+		free(w->spath);
+		w->spath = NULL;
+		return 1;
+	}
+	if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+		return 1;
+	if (e->d_type != DT_DIR && (e->d_type != DT_UNKNOWN ||
+	    fstatat(dirfd(w->sd), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(st.st_mode)))
+		return 1;
+	if (path_join(path, sizeof(path), w->spath, e->d_name) == 0 &&
+	    watch_add(c, path, 1) < 0)
+		watch_send(c, "unwatched", 1, 0, path);
+	return 1;
+}
+
+static int
+watch_room(const struct chan *c, size_t frames)
+{
+	return BA_WINDOW - c->unacked >= frames * EVENT_MAX;
+}
+
+/* Whether watch_step has something to do now (serve() does not sleep);
+ * reading inotify is for the poll. */
+static int
+watch_due(const struct chan *c)
+{
+	const struct watch *w = c->w;
+
+	return (w->boff < w->blen && watch_room(c, 2)) ||
+	    ((w->sd != NULL || w->nstack > 0 || !w->ready) &&
+	    watch_room(c, 1));
+}
+
+/* The events read, then the scan, as the window allows (bounded a
+ * turn); once the first scan is done, "ready". */
+static void
+watch_step(struct chan *c)
+{
+	struct watch *w = c->w;
+	const struct inotify_event *ev;
+	int i;
+
+	while (!c->dead && w->boff < w->blen && watch_room(c, 2)) {
+		ev = (const struct inotify_event *)(const void *)(w->buf +
+		    w->boff);
+		w->boff += sizeof(*ev) + ev->len;
+		watch_event(c, ev);
+	}
+	for (i = 0; i < SCAN_TURN && !c->dead && watch_room(c, 1); i++)
+		if (!watch_scan_one(c))
+			break;
+	if (!c->dead && !w->ready && w->sd == NULL && w->nstack == 0 &&
+	    watch_room(c, 1)) {
+		/* every directory found is watched: what happens from now
+		 * on is told */
+		w->ready = 1;
+		watch_send(c, "ready", 1, 0, w->toppath);
+	}
+}
+
 /* 'E': a command on channel id; with 'D', a detached process (the
  * channel is answered 'S' and ends). */
 static void
@@ -1646,6 +2948,11 @@ handle(int type, const unsigned char *p, size_t len)
 	case BA_LIST:
 	case BA_LOGS:
 	case BA_SIGNAL:
+	case BA_LS:
+	case BA_MKDIR:
+	case BA_REMOVE:
+	case BA_MOVE:
+	case BA_WATCH:
 		if (c != NULL)
 			failf(id, "400 channel %u is in use", id);
 		else if (nlive >= BA_MAX_CHANS)
@@ -1661,8 +2968,16 @@ handle(int type, const unsigned char *p, size_t len)
 			list(id);
 		else if (type == BA_LOGS)
 			logs(id, p, len);
-		else
+		else if (type == BA_SIGNAL)
 			proc_signal(id, p, len);
+		else if (type == BA_LS)
+			ls_start(id, p, len);
+		else if (type == BA_MKDIR)
+			fs_mkdir(id, p, len);
+		else if (type == BA_WATCH)
+			watch_start(id, p, len);
+		else
+			fs_work(id, type, p, len);
 		return 0;
 	case BA_STDIN:
 	case BA_RESIZE:
@@ -1762,9 +3077,14 @@ signals(void)
 	 * re-parented to init, not us. */
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 		TAILQ_FOREACH(c, &chans, entry)
-			if (!c->dead && c->kind == CH_CMD && !c->reaped &&
-			    c->pid == pid) {
-				cmd_reaped(c, st);
+			if (!c->dead && (c->kind == CH_CMD ||
+			    c->kind == CH_FS) && !c->reaped && c->pid == pid) {
+				if (c->kind == CH_CMD)
+					cmd_reaped(c, st);
+				else {
+					c->reaped = 1;	/* fs_finish tells */
+					c->status = st;
+				}
 				break;
 			}
 		if (c != NULL)
@@ -1820,10 +3140,28 @@ serve(void)
 		TAILQ_FOREACH(c, &chans, entry) {
 			if (c->dead)
 				continue;
-			if (c->kind == CH_GET && c->unacked < BA_WINDOW)
+			if (c->kind == CH_GET && (c->unacked < BA_WINDOW ||
+			    c->fleft == 0))
 				to = 0;		/* get_step has work */
 			if (c->kind == CH_LOGS && logs_due(c))
 				to = 0;		/* so has logs_step */
+			if (c->kind == CH_LS && ls_due(c))
+				to = 0;		/* so has ls_step */
+			if (c->kind == CH_WATCH) {
+				if (watch_due(c))
+					to = 0;
+				else if (c->w->boff == c->w->blen &&
+				    watch_room(c, 2))
+					poll_add(&n, c, &c->fd, POLLIN);
+			}
+			if ((c->kind == CH_CMD || c->kind == CH_FS) &&
+			    !c->reaped && !c->timed_out && c->deadline > 0) {
+				left = c->deadline - now;
+				left = left < 0 ? 0 : left > 60000 ? 60000 :
+				    left;
+				if (to < 0 || left < to)
+					to = (int)left;
+			}
 			if (c->kind != CH_CMD)
 				continue;
 			/* Read only with credit: a pipe at EOF polls ready
@@ -1836,24 +3174,20 @@ serve(void)
 				poll_add(&n, c, &c->err, POLLIN);
 			if (c->in >= 0 && c->ilen > 0)
 				poll_add(&n, c, &c->in, POLLOUT);
-			if (!c->reaped && !c->timed_out && c->deadline > 0) {
-				left = c->deadline - now;
-				left = left < 0 ? 0 : left > 60000 ? 60000 :
-				    left;
-				if (to < 0 || left < to)
-					to = (int)left;
-			}
 		}
 		procs_poll(&n, &to, now);
 		if (poll(pfds, n, to) < 0 && errno != EINTR)
 			return;
 		now = now_ms();
 		TAILQ_FOREACH(c, &chans, entry)
-			if (!c->dead && c->kind == CH_CMD && !c->reaped &&
+			if (!c->dead && (c->kind == CH_CMD ||
+			    c->kind == CH_FS) && !c->reaped &&
 			    !c->timed_out && c->deadline > 0 &&
 			    now >= c->deadline) {
 				c->timed_out = 1;
 				kill(-c->pid, SIGKILL);
+				if (c->kind == CH_FS)
+					kill(c->pid, SIGKILL);
 			}
 		procs_deadlines(now);
 		if (pfds[1].revents & POLLIN)
@@ -1865,7 +3199,9 @@ serve(void)
 			if (c == NULL || pfds[k].revents == 0 || c->dead ||
 			    *fd != pfds[k].fd)
 				continue;
-			if (fd == &c->in)
+			if (c->kind == CH_WATCH)
+				watch_read(c);
+			else if (fd == &c->in)
 				stdin_flush(c);
 			else
 				chan_read(c, fd == &c->err);
@@ -1874,7 +3210,8 @@ serve(void)
 		    port_read() < 0)
 			return;
 		/* What each channel owes: stdin acks, the file gets' data,
-		 * the rings' new bytes, the reaped commands' exit frames. */
+		 * the rings' new bytes, the listings' entries, the watches'
+		 * events, the reaped commands' and workers' answers. */
 		TAILQ_FOREACH(c, &chans, entry) {
 			if (c->dead)
 				continue;
@@ -1883,6 +3220,12 @@ serve(void)
 				get_step(c);
 			else if (c->kind == CH_LOGS)
 				logs_step(c);
+			else if (c->kind == CH_LS)
+				ls_step(c);
+			else if (c->kind == CH_WATCH)
+				watch_step(c);
+			else if (c->kind == CH_FS && c->reaped)
+				fs_finish(c);
 			else if (c->kind == CH_CMD && c->reaped)
 				cmd_finish(c);
 		}
