@@ -1480,6 +1480,9 @@ main(int argc, char **argv)
 		hooks.template_dir = px_vm_template_dir();
 		px_exec_init(P.base);
 		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
+		/* keep-awake processes of re-adopted sandboxes hold them
+		 * again (the agent lists them) */
+		px_vm_each(px_exec_keep_check);
 		hooks.exec = px_exec_start;
 		hooks.exec_abandon = px_exec_abandon;
 		hooks.exec_stream = px_exec_stream_start;

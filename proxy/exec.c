@@ -1622,6 +1622,46 @@ keep_poll(evutil_socket_t fd, short what, void *arg)
 	l->keep_listing = 1;
 }
 
+/* The list at berthd's start answered: finished() counted what runs;
+ * no answer (an older agent, none at all): nothing is held. */
+static void
+keep_checked(void *arg, const struct px_exec_result *res)
+{
+	struct link *l = arg;
+
+	if (res->status != 200)
+		keep_set(l, 0);
+	keep_listed(arg, res);
+}
+
+void
+px_exec_keep_check(const char *id)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_info info;
+	struct px_exec_req req;
+	struct link *l;
+	char err[256];
+	int status;
+
+	if ((sb = px_vm_sandbox(id)) == NULL || (l = link_get(id)) == NULL ||
+	    l->keep_listing)
+		return;
+	vmm_sandbox_info(sb, &info);
+	if (info.state != VMM_RUNNING || info.busy)
+		return;
+	memset(&req, 0, sizeof(req));
+	req.op = PX_PROC_LIST;
+	req.timeout_ms = 30000;
+	if (px_exec_start(id, &req, keep_checked, l, &status, err,
+	    sizeof(err), NULL) != 0)
+		return;
+	/* held until the list says (the idle policy may not pause it in
+	 * between: the list waits for the agent's reader to start) */
+	l->keep_listing = 1;
+	keep_set(l, 1);
+}
+
 struct px_exec_stream *
 px_exec_stream_start(const char *id, const struct px_exec_req *req,
     const struct px_exec_sink *sink, int *status, char *err, size_t errlen,

@@ -40,6 +40,10 @@ void px_exec_abandon(void *done_arg, void *arg);
 /* At most n commands and file transfers per sandbox, queued and running
  * (berth.conf vm_max_procs); past it px_exec_start answers 429. */
 void px_exec_set_max_procs(int n);
+/* berthd (re)started: a running sandbox's keep-awake processes (exec
+ * --keep-awake) are listed now, and hold it awake again if any run
+ * (one not running is listed once it runs again, at its next command). */
+void px_exec_keep_check(const char *id);
 /* A wake of id ended (vm.c tells every wake, the proxy's too). */
 void px_exec_woken(const char *id, int ok, const char *reason);
 /* The sandbox is gone: its commands fail, its connection closes. */

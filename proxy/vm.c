@@ -1576,3 +1576,12 @@ px_vm_sandbox(const char *id)
 {
 	return V.m != NULL ? vmm_sandbox_find(V.m, id) : NULL;
 }
+
+void
+px_vm_each(void (*fn)(const char *id))
+{
+	struct vmm_sandbox *sb = NULL;
+
+	while (V.m != NULL && (sb = vmm_sandbox_next(V.m, sb)) != NULL)
+		fn(vmm_sandbox_id(sb));
+}

@@ -87,6 +87,8 @@ void px_vm_wake(const char *id);
 /* libvmm's sandbox of id (exec.c talks to its agent), NULL: none. */
 struct vmm_sandbox;
 struct vmm_sandbox *px_vm_sandbox(const char *id);
+/* fn for every sandbox the VMM has (at start: those re-adopted). */
+void px_vm_each(void (*fn)(const char *id));
 /* The workers hold connections to id (1) or no longer do (0): a hold on
  * it, which the idle policy does not pause (vmm_activity_hold). */
 void px_vm_hold(const char *id, int on);

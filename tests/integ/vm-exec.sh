@@ -5,7 +5,8 @@
 # kills); stdin, env and cwd get through; binary output comes back
 # base64 in the API; several execs in a row; commands side by side (ten
 # `sleep 5` together in well under 50 s; a never-ending streamed command
-# while an exec and cp in and out complete, killed in the guest when its
+# while an exec, a cp of 10 MB in and out and an MCP run_command
+# complete, killed in the guest when its
 # client goes; past vm_max_procs a 429; 100 MB nobody reads stalls only
 # its own command and is not buffered in berthd; 300 abandoned buffered
 # execs leave nothing running in the guest); detached processes (exec
@@ -188,10 +189,15 @@ fgpid=$SPAWNED
 check "a never-ending streamed command runs" wait_for 30 grep -q tick "$T/fg.out"
 out=$(x -- echo beside 2>&1)
 is "... an exec beside it answers" "$?:$out" "0:beside"
-head -c 1048576 /dev/urandom >"$T/one"
-check "... a cp in beside it" netctl sandbox cp "$T/one" ex:/tmp/one
+head -c 10485760 /dev/urandom >"$T/one"
+check "... a cp of 10 MB in beside it" netctl sandbox cp "$T/one" ex:/tmp/one
 check "... and out" netctl sandbox cp ex:/tmp/one "$T/one.back"
 check "... byte-identical" cmp -s "$T/one" "$T/one.back"
+out=$(printf '%s\n' \
+	'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}' \
+	'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo mcp-$((6*7))"}}}' |
+	"$NETCTL" -s "$STATE" mcp --sandbox ex 2>&1)
+like "... an MCP run_command beside it" "$out" '"id":2,.*mcp-42'
 check "... it still runs meanwhile" kill -0 "$fgpid"
 n0=$(grep -c tick "$T/fg.out")
 check "... and still streams" wait_for 10 sh -c "[ \$(grep -c tick '$T/fg.out') -gt $n0 ]"
@@ -427,6 +433,15 @@ for i in $(seq 1 16); do	# 8 s: four times idle_pause
 	sleep 0.5
 done
 is "... the sandbox stays running while it runs (8 s, idle_pause 2s)" "$awake" 1
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+awake=1
+for i in $(seq 1 16); do
+	state_is running || { awake=0; break; }
+	sleep 0.5
+done
+is "... berthd restarted: it holds the sandbox again, no call to it needed (8 s)" "$awake" 1
 check "kill it" netctl sandbox kill ex "$k"
 check "... then the sandbox pauses" wait_for 60 state_is paused
 check "idle_pause never again" netctl sandbox set ex --idle-pause never
