@@ -43,9 +43,20 @@
 # before, made after or moved in, and not one moved out, a plain one
 # none; delete_self then 'X'; 'K' gives 'X' "exit 0"; a ping ends it;
 # 100000 events while the window is full: another command completes,
-# the agent idle, then "overflow" once acked, and events go on). No root
-# needed but for user switching and the move across filesystems; about
-# 40 s.
+# the agent idle, then "overflow" once acked, and events go on). Attach
+# ('H', an agent on a listening socket so the host can go and come
+# back): a detached `sh` on a terminal (its stdin too) answers a
+# client's typing (hi-42, 'a' acks), `stty size` follows the newest
+# client ('T', then a 'W' kept for when the newer detaches), a second
+# client gets the screen replayed, an empty 'I' or 'K' detaches ('M',
+# 'X' "exit 0", no signal), nobody attached the terminal is still read
+# into the ring, the host gone and back or a new ping detaches and the
+# shell answers the next client, 404, `exit 3` ends every client with
+# 'M' exit:3 and 'X', an ended process is replayed; a client that does
+# not ack stops at the window while another gets all, input past the
+# window is written as the terminal takes it; without a terminal 'I' is
+# acknowledged and dropped. No root needed but for user switching and
+# the move across filesystems; about 40 s.
 # SPDX-License-Identifier: GPL-2.0-or-later
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"

@@ -2,7 +2,9 @@
 # tests/integ/agent_tool.py — the guest agent (vmm/guest/agent.c) driven
 # without a VM: with BERTH_AGENT_PORT_FD it takes one end of a socketpair
 # as its port, and this script is the host at the other end, speaking
-# protocol 2 (vmm/guest/agent_proto.h) frame by frame. It prints TAP
+# protocol 2 (vmm/guest/agent_proto.h) frame by frame (or, to see what
+# outlives a host, BERTH_AGENT_PORT_LISTEN: a listening socket whose
+# connections the agent takes in turn). It prints TAP
 # ("ok N - ...", diagnostics as "# ..." on stderr, the plan last) and exits
 # 1 when a check failed; tests/integ/agent-proto.sh runs it.
 #
@@ -243,14 +245,25 @@ def ignore_int_quit():
 
 
 class Agent:
-    def __init__(self, ctx, name, preexec=None, wrap=()):
+    def __init__(self, ctx, name, preexec=None, wrap=(), listen=False):
+        """An agent on one end of a socketpair; with listen, on a
+        listening socket (BERTH_AGENT_PORT_LISTEN) it accepts connections
+        on in turn, so the host can go away and come back (reconnect)."""
         self.ctx = ctx
         self.name = name
-        self.sock, theirs = socket.socketpair()
-        self.sock.setblocking(False)
+        self.listen = None
         env = dict(os.environ)
-        env['BERTH_AGENT_PORT_FD'] = str(theirs.fileno())
         env[MARK] = ctx.token
+        if listen:
+            self.listen = os.path.join(ctx.tmp, 'port-%s' % name)
+            theirs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            theirs.bind(self.listen)
+            theirs.listen(4)
+            env['BERTH_AGENT_PORT_LISTEN'] = str(theirs.fileno())
+        else:
+            self.sock, theirs = socket.socketpair()
+            self.sock.setblocking(False)
+            env['BERTH_AGENT_PORT_FD'] = str(theirs.fileno())
         self.log = os.path.join(ctx.tmp, 'agent-%s.log' % name)
         with open(self.log, 'wb') as log:
             self.proc = subprocess.Popen(
@@ -258,6 +271,8 @@ class Agent:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 preexec_fn=preexec)
         theirs.close()
+        if listen:
+            self.sock = self._connect()
         ctx.agents.append(self)
         self.rbuf = bytearray()
         self.outbox = bytearray()
@@ -269,6 +284,25 @@ class Agent:
         self.gone = False       # the agent closed its end
         self.closed = False     # we closed ours
         self.stray = []         # frames for channels never opened
+
+    def _connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.listen)      # queued until the agent accepts it
+        s.setblocking(False)
+        return s
+
+    def reconnect(self):
+        """Our end goes away and a new connection comes (a listening
+        agent only; a ping should follow, as berthd's): the channels of
+        the old one have ended, nothing may come for them after."""
+        self.sock.close()
+        for c in self.ch.values():
+            if not c.done:
+                c.cut = True
+        self.rbuf.clear()
+        self.outbox.clear()
+        self.gone = False
+        self.sock = self._connect()
 
     # -- frames in
     def _recv(self):
@@ -500,6 +534,16 @@ class Agent:
             f.append('f')
         return self._open('G', f, cid, 'logs')
 
+    def attach(self, proc, size=None, offset=None, cid=None):
+        """An 'H': a client of the process (answered 'M', its ring, its
+        output as it comes)."""
+        f = ['i%d' % proc]
+        if size is not None:
+            f.append('T' + size)
+        if offset is not None:
+            f.append('o%d' % offset)
+        return self._open('H', f, cid, 'attach')
+
     def signal(self, proc, sig, cid=None):
         """A 'Z', waited for: its channel."""
         c = self._open('Z', ['i%d' % proc, 's%d' % sig], cid, 'signal')
@@ -590,10 +634,14 @@ class Agent:
 
     # -- the end
     def close(self):
-        """Our end goes away; the agent's exit status (None: it stayed)."""
+        """Our end goes away; the agent's exit status (None: it stayed).
+        A listening agent would wait for the next connection: it is
+        ended (SIGTERM)."""
         if not self.closed:
             self.closed = True
             self.sock.close()
+            if self.listen:
+                self.proc.terminate()
         try:
             return self.proc.wait(WAIT)
         except subprocess.TimeoutExpired:
@@ -603,6 +651,8 @@ class Agent:
         if not self.closed:
             self.closed = True
             self.sock.close()
+            if self.listen:
+                self.proc.terminate()
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -626,8 +676,8 @@ class Ctx:
         self.root = os.geteuid() == 0
         self.agents = []
 
-    def agent(self, name, preexec=None, wrap=()):
-        a = Agent(self, name, preexec, wrap)
+    def agent(self, name, preexec=None, wrap=(), listen=False):
+        a = Agent(self, name, preexec, wrap, listen)
         nonce = b'hello-' + name.encode()
         pong = a.ping(nonce)
         if pong != nonce + bytes([PROTO]):
@@ -1365,15 +1415,19 @@ def test_detach(ctx):
     t.ok(g.out == b'/dev/null\nerr\n' and not g.err,
          "a detached process's stdin is /dev/null, its stdout and stderr "
          "one stream in 'O'", 'got %r / %r' % (bytes(g.out), bytes(g.err)))
-    y = a.detach(['sh', '-c', 'test -t 1 && test -t 2 && echo term; '
-                  'readlink /proc/self/fd/0'], 4096, tty='0 0')
+    y = a.detach(['sh', '-c', 'test -t 0 && test -t 1 && test -t 2 && '
+                  'echo term; readlink /proc/self/fd/0 /proc/self/fd/1'],
+                 4096, tty='0 0')
     a.done(y)
     yp, _ = need_started(y)
     a.state(yp, ('exit:0',))
     g = a.logs(yp, 0)
     a.done(g)
-    t.is_(bytes(g.out), b'term\r\n/dev/null\r\n',
-          "with 'T': its stdout and stderr are a terminal, stdin /dev/null")
+    m = re.match(rb'^term\r\n(/dev/pts/\d+)\r\n(/dev/pts/\d+)\r\n$',
+                 bytes(g.out))
+    t.ok(m and m.group(1) == m.group(2),
+         "with 'T': its stdin, stdout and stderr are its terminal (for 'H' "
+         "clients to type into)", 'got %r' % bytes(g.out))
     bad = [a.detach(['true'], n) for n in (1023, RING_MAX + 1)]
     for b in bad:
         a.done(b)
@@ -1574,6 +1628,240 @@ def test_detach_max(ctx):
                 os.kill(s[1], signal.SIGKILL)
             except OSError:
                 pass
+    a.close()
+
+
+# ---- attached clients ('H') ------------------------------------------------
+def term_size(a, c, n):
+    """Types into attached client c a line that prints mark n and the
+    terminal's size (its echo does not match the answer): (rows, cols)
+    from the shell's answer, or None."""
+    a.stdin(c, b'echo sz-$((%d+0)) $(stty size)\n' % n)
+    pat = re.compile(rb'sz-%d (\d+) (\d+)\r\n' % n)
+    a.wait(lambda: pat.search(bytes(c.out)))
+    m = pat.search(bytes(c.out))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def ring_state(c, i=-1):
+    """The state word of a client's i-th 'M', or None."""
+    try:
+        return c.rings[i].split(' ')[-1]
+    except IndexError:
+        return None
+
+
+def test_attach(ctx):
+    t = ctx.t
+    a = ctx.agent('attach', listen=True)
+    d = a.detach(['sh'], 1 << 16, tty='0 0')
+    a.done(d)
+    proc, pid = need_started(d)
+    A = a.attach(proc, '30 100')
+    a.need(lambda: A.rings, "client A's 'M'")
+    a.stdin(A, b'echo hi-$((6*7))\n')
+    a.wait(lambda: b'hi-42' in A.out and A.in_acked == A.in_sent)
+    t.ok(ring_state(A, 0) == 'running' and b'hi-42' in A.out and
+         A.in_acked == A.in_sent == 17 and not A.done,
+         "'H' with 'T30 100' on a detached `sh` on a terminal: 'M' "
+         "(running); its 'I' `echo hi-$((6*7))` goes to the terminal, the "
+         "shell answers hi-42, 'a' acknowledges the 17 bytes",
+         'got %r %r, %d of %d acknowledged' % (
+             A.rings, bytes(A.out), A.in_acked, A.in_sent))
+    t.is_(term_size(a, A, 1), (30, 100), "`stty size` there: A's 30 100")
+
+    B = a.attach(proc, '40 120')
+    a.need(lambda: b'sz-1 30 100' in B.out, 'the screen replayed to B')
+    t.ok(ring_state(B, 0) == 'running' and b'hi-42' in B.out and
+         bytes(B.out) == bytes(A.out[:len(B.out)]),
+         "a second client B ('T40 120'): 'M', then the screen so far "
+         "(hi-42 and all A saw)", 'got %r %r' % (B.rings, bytes(B.out)))
+    t.is_(term_size(a, B, 2), (40, 120),
+          "`stty size` typed by B: B's 40 120, the newest client's")
+    a.wait(lambda: b'sz-2 40 120' in A.out)
+    t.ok(b'sz-2 40 120' in A.out, 'A sees that output too')
+    a.send('W', b'50 150', A.id)
+    t.is_(term_size(a, B, 3), (40, 120),
+          "A's 'W' 50 150 while B (newer) is attached: the size stays B's")
+    a.stdin(B, b'')
+    a.done(B)
+    t.ok(len(B.rings) == 2 and ring_state(B) == 'running' and
+         B.exit == 'exit 0' and B.fail is None,
+         "an empty 'I' detaches B: 'M' (running), then 'X' 'exit 0'",
+         'got %r %r %r' % (B.rings, B.exit, B.fail))
+    t.is_(term_size(a, A, 4), (50, 150),
+          "B gone, A is the newest: the size is A's latest 'W', 50 150")
+
+    # nobody attached: what the terminal writes still goes to the ring
+    # (more than a pty holds: it is read, or the shell would block)
+    a.stdin(A, b'sleep 0.5; head -c 200000 /dev/zero | tr "\\0" y; '
+            b'echo nobody-$((3*3))\n')
+    a.need(lambda: A.in_acked == A.in_sent, "A's line taken")
+    a.kill(A, 9)
+    a.done(A)
+    ps, _ = a.procs()
+    t.ok(A.exit == 'exit 0' and len(A.rings) == 2 and
+         ring_state(A) == 'running' and
+         ps.get(proc, {}).get('state') == 'running' and alive(pid),
+         "'K' 9 on A detaches it: 'M', 'X' 'exit 0'; no signal: the shell "
+         "runs on ('L': running)", 'got %r %r, listed %r' % (
+             A.rings, A.exit, ps.get(proc)))
+    end = time.monotonic() + WAIT
+    while ps.get(proc, {}).get('total', 0) < 200000 and \
+            time.monotonic() < end:
+        time.sleep(0.05)
+        ps, _ = a.procs()
+    C = a.attach(proc)
+    a.wait(lambda: b'nobody-9' in C.out)
+    t.ok(ps.get(proc, {}).get('total', 0) > 200000 and
+         b'nobody-9' in C.out,
+         'with nobody attached the shell wrote 200000 bytes and more to '
+         "its terminal, into the ring: a client C sees them and the "
+         "shell's nobody-9", 'listed %r, C got %d bytes, ends %r' % (
+             ps.get(proc), len(C.out), bytes(C.out[-40:])))
+    t.is_(term_size(a, C, 5), (50, 150),
+          "C (no 'T') types `stty size`: the size as it was, 50 150")
+
+    # the host goes away with C attached, and comes back
+    a.reconnect()
+    pong = a.ping(b'back')
+    ps, _ = a.procs()
+    t.ok(pong == b'back' + bytes([PROTO]) and alive(pid) and
+         ps.get(proc, {}).get('state') == 'running',
+         'the host connection closed while C was attached, a new one '
+         "pinged: the shell runs on ('L': running)",
+         'pong %r, listed %r' % (pong, ps.get(proc)))
+    D = a.attach(proc, '33 77')
+    t.is_(term_size(a, D, 6), (33, 77),
+          "a client D of the new connection ('T33 77'): the shell "
+          'answers it, in its size')
+    E = a.attach(proc)
+    a.need(lambda: E.rings, "E's 'M'")
+    pong = a.ping(b'again')
+    a.round_trip()
+    t.ok(pong == b'again' + bytes([PROTO]) and C.cut and D.cut and E.cut
+         and not C.late and not D.late and not E.late and
+         C.exit is D.exit is E.exit is None,
+         "a new session's ping detaches every client of the earlier one: "
+         'nothing comes for C (dropped with its connection), D or E after',
+         'late: %r %r %r' % (C.late[:2], D.late[:2], E.late[:2]))
+    F = a.attach(proc)
+    t.is_(term_size(a, F, 7), (33, 77),
+          'and the shell answers the next client F')
+
+    n = a.attach(999)
+    a.done(n)
+    m = a._open('H', ['ix'], None, 'attach')
+    a.done(m)
+    t.ok(n.fail == '404 no process 999' and m.fail is not None and
+         m.fail.startswith('400 '),
+         "'H' to proc 999: 'F' '404 no process 999'; a malformed one "
+         "'400 ...'", 'got %r / %r' % (n.fail, m.fail))
+
+    G = a.attach(proc)
+    a.need(lambda: G.rings, "G's 'M'")
+    a.stdin(F, b'exit 3\n')
+    a.wait(lambda: F.done and G.done)
+    ok = True
+    for c in (F, G):
+        ok = ok and len(c.rings) == 2 and ring_state(c) == 'exit:3' and \
+            c.exit == 'exit 0' and c.fail is None
+    t.ok(ok, "`exit 3` typed: every attached client (F, G) gets 'M' "
+         "(exit:3), then 'X' 'exit 0'", 'got %r %r / %r %r' % (
+             F.rings, F.exit, G.rings, G.exit))
+    H = a.attach(proc)
+    a.done(H)
+    lg = a.logs(proc, 0)
+    a.done(lg)
+    t.ok(len(H.rings) == 2 and H.rings[0] == H.rings[1] and
+         ring_state(H) == 'exit:3' and H.exit == 'exit 0' and
+         len(H.out) > 0 and bytes(H.out) == bytes(lg.out),
+         "'H' to the ended process: 'M', what its ring holds (as 'G' "
+         "gives it), 'M' (exit:3), 'X' 'exit 0'", 'got %r %d bytes %r; '
+         "'G': %d bytes" % (H.rings, len(H.out), H.exit, len(lg.out)))
+    a.close()
+
+
+def test_attach_window(ctx):
+    t = ctx.t
+    a = ctx.agent('attach-window')
+    d = a.detach(['sh'], 1 << 20, tty='0 0')
+    a.done(d)
+    proc, _ = need_started(d)
+    A = a.attach(proc)
+    A.autoack = False
+    B = a.attach(proc)
+    a.need(lambda: A.rings and B.rings, "the clients' 'M'")
+    a.stdin(B, b'head -c 600000 /dev/zero | tr "\\0" x; '
+            b'echo done-$((1+1))\n')
+    a.wait(lambda: b'done-2' in B.out)
+    a.round_trip()
+    ps, _ = a.procs()
+    t.ok(b'done-2' in B.out and B.out.count(b'x') >= 600000 and
+         len(A.out) == WINDOW and not A.done and
+         ps.get(proc, {}).get('total', 0) > 600000,
+         'a client A that does not ack stops at BA_WINDOW (%d) bytes '
+         'outstanding, while client B gets all 600000 bytes and the '
+         "shell's done-2 after them; the ring took them all" % WINDOW,
+         'A %d bytes, B %d, done-2 %r, listed %r' % (
+             len(A.out), len(B.out), b'done-2' in B.out, ps.get(proc)))
+    A.autoack = True
+    a.ack(A)
+    a.wait(lambda: len(A.out) >= len(B.out))
+    t.ok(bytes(A.out[:len(B.out)]) == bytes(B.out) and
+         A.max_unacked <= WINDOW,
+         'acknowledged, A gets the same bytes as B, in order',
+         'A %d bytes, B %d' % (len(A.out), len(B.out)))
+
+    # input past the window: written as the terminal takes it
+    a.stdin(B, b'stty -echo; cat >/dev/null; stty echo; '
+            b'echo fed-$((2+3))\n')
+    data = (b'y' * 63 + b'\n') * 5000
+    a.feed([(B, data)], eof=False)
+    a.stdin(B, b'\x04')
+    a.wait(lambda: b'fed-5' in B.out and B.in_acked == B.in_sent)
+    t.ok(b'fed-5' in B.out and B.in_acked == B.in_sent and not B.done,
+         "%d bytes typed into `cat` within the input window: 'a' "
+         'acknowledges every byte, ^D ends cat and the shell answers '
+         'fed-5' % len(data), '%d of %d acknowledged, fed-5 %r' % (
+             B.in_acked, B.in_sent, b'fed-5' in B.out))
+    a.signal(proc, 9)
+    a.wait(lambda: A.done and B.done)
+    t.ok(ring_state(A) == ring_state(B) == 'signal:9' and
+         A.exit == B.exit == 'exit 0',
+         "the shell killed ('Z' 9): both clients get 'M' (signal:9), 'X'",
+         'got %r %r / %r %r' % (A.rings, A.exit, B.rings, B.exit))
+    a.close()
+
+
+def test_attach_pipe(ctx):
+    t = ctx.t
+    a = ctx.agent('attach-pipe')
+    flag = ctx.path('attach-flag')
+    d = a.detach(['sh', '-c', 'echo one; while [ ! -e %s ]; do sleep 0.05; '
+                  'done; echo two; exec sleep 100' % flag], 4096)
+    a.done(d)
+    proc, _ = need_started(d)
+    A = a.attach(proc, '24 80')
+    a.need(lambda: b'one\n' in A.out, "the process's first line")
+    a.stdin(A, b'dropped\n')
+    a.send('W', b'30 90', A.id)
+    a.wait(lambda: A.in_acked == 8)
+    with open(flag, 'w'):
+        pass
+    a.wait(lambda: b'two\n' in A.out)
+    a.round_trip()
+    t.ok(ring_state(A, 0) == 'running' and A.out == b'one\ntwo\n' and
+         A.in_acked == 8 and not A.done,
+         'a client of a detached process without a terminal: its output '
+         "(one, then two as it comes); its 'I' acknowledged ('a' 8) and "
+         "dropped, a 'W' ignored", 'got %r %r, %d acknowledged' % (
+             A.rings, bytes(A.out), A.in_acked))
+    a.signal(proc, 15)
+    a.done(A)
+    t.ok(ring_state(A) == 'signal:15' and A.exit == 'exit 0',
+         "its end ends the client: 'M' (signal:15), then 'X' 'exit 0'",
+         'got %r %r %r' % (A.rings, A.exit, A.fail))
     a.close()
 
 
@@ -2242,7 +2530,8 @@ TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
          test_max_chans, test_host_gone, test_overrun, test_detach,
          test_detach_follow, test_detach_signal, test_detach_max,
          test_get_range, test_ls, test_ls_window, test_mkdir, test_remove,
-         test_move, test_watch, test_watch_overflow]
+         test_move, test_watch, test_watch_overflow, test_attach,
+         test_attach_window, test_attach_pipe]
 
 
 def final_checks(ctx):

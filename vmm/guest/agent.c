@@ -12,7 +12,11 @@
  * ring absorbs it, oldest bytes first), they outlive channels, sessions
  * and hosts, and their records (state, ring) stay until a new one needs
  * the room. 'L' lists them, 'G' reads (and follows) a ring through a
- * channel's window like a command's output, 'Z' signals one.
+ * channel's window like a command's output, 'Z' signals one, 'H'
+ * attaches a client to one: a follower of its ring whose 'I' goes to its
+ * terminal (several clients at once; the size is the newest's). A
+ * detached process on a terminal has it as its stdin too, read by the
+ * agent into the ring whether or not anybody is attached.
  *
  * The guest's files beyond put and get: 'l' lists a directory a bounded
  * number of entries a turn, 'm' makes one at once, 'x' and 'v' remove
@@ -50,7 +54,12 @@
  * n (already open: one end of a socketpair, a pty) is the port, and no
  * virtio port is looked for. Its peer is taken as connected from the
  * start; when it closes (read returns 0) the agent ends every channel as
- * for a host that went away, then exits: nobody can connect again.
+ * for a host that went away, then exits: nobody can connect again. With
+ * BERTH_AGENT_PORT_LISTEN=<n> instead, descriptor n is a listening
+ * socket and each connection accepted on it is the port in turn, as a
+ * virtio port's host comes and goes: one closing is a host gone away,
+ * the next a host back (what outlives a host can be seen so); the agent
+ * then runs until it is killed.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef _GNU_SOURCE
@@ -75,6 +84,7 @@
 #include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -93,7 +103,7 @@
 #define RING_MIN	1024
 #define CMD_MAX		200	/* a process's cmd as listed */
 
-enum { CH_CMD, CH_PUT, CH_GET, CH_LOGS, CH_LS, CH_FS, CH_WATCH };
+enum { CH_CMD, CH_PUT, CH_GET, CH_LOGS, CH_LS, CH_FS, CH_WATCH, CH_ATTACH };
 
 struct watch;
 
@@ -102,7 +112,8 @@ struct watch;
  * terminal) goes to ring, the byte at offset x of it at ring[x % size]
  * while x >= total - held. Once reaped, what its pipe held then is read
  * and the pipe closed: total is final. A forgotten one (evicted to make
- * room) is off the list; it is freed when no 'G' channel reads it.
+ * room) is off the list; it is freed when no 'G' or 'H' channel reads
+ * it.
  */
 struct proc {
 	TAILQ_ENTRY(proc) entry;
@@ -119,7 +130,7 @@ struct proc {
 	size_t size;
 	uint64_t total;		/* bytes ever written */
 	char cmd[CMD_MAX + 1];
-	int nref;		/* 'G' channels reading it */
+	int nref;		/* 'G' and 'H' channels reading it */
 	int gone;		/* forgotten: off the list */
 };
 
@@ -130,8 +141,9 @@ static unsigned next_proc = 1;
 /*
  * A channel: a command ('E'), a file put ('w'), a file get ('g'), a
  * detached process's logs ('G'), a listing ('l'), a remove or move done
- * by a worker process ('x', 'v': CH_FS) or a watch ('V'), named by the
- * host's id. An ended channel
+ * by a worker process ('x', 'v': CH_FS), a watch ('V') or a client
+ * attached to a detached process ('H'), named by the host's id. An ended
+ * channel
  * is dead: it stays on the list until the end of the loop's turn (the
  * poll set may still point at it) and is invisible to the host's frames
  * meanwhile.
@@ -173,11 +185,13 @@ struct chan {
 	/* a watch */
 	struct watch *w;
 
-	/* logs */
+	/* logs, and an attached client (in: a dup of its pty's master) */
 	struct proc *proc;
 	uint64_t pos;		/* the next offset to send */
 	uint64_t end;		/* without follow: the total when asked */
 	int follow;
+	unsigned long long seq;	/* attached: the newer, the higher */
+	int rows, cols;		/* attached: its size ('T', 'W'), 0: none */
 };
 
 static TAILQ_HEAD(, chan) chans = TAILQ_HEAD_INITIALIZER(chans);
@@ -386,20 +400,23 @@ chan_find(uint32_t id)
 }
 
 static void watch_free(struct watch *);
+static void attach_leave(struct chan *);
 
 /*
  * Ends a channel: a command (or a remove's or move's worker) not reaped
  * yet has its process group killed and is waited for (nobody will read
- * it), a put's temporary file goes, a logs channel lets go of its process
- * (which runs on), a listing's directory and a watch's inotify descriptor
- * close. Nothing is sent: the caller has sent 'X' or 'F', or nobody
- * listens.
+ * it), a put's temporary file goes, a logs channel or an attached client
+ * lets go of its process (which runs on), a listing's directory and a
+ * watch's inotify descriptor close. Nothing is sent: the caller has sent
+ * 'X' or 'F', or nobody listens.
  */
 static void
 chan_end(struct chan *c)
 {
 	if (c->dead)
 		return;
+	if (c->kind == CH_ATTACH)
+		attach_leave(c);	/* the newest gone: the next's size */
 	if ((c->kind == CH_CMD || c->kind == CH_FS) && !c->reaped &&
 	    c->pid > 0) {
 		kill(-c->pid, SIGKILL);
@@ -550,11 +567,45 @@ user_find(const char *name, struct user *u, char *msg, size_t msglen)
 	return 0;
 }
 
+/* "ROWS COLS" (len bytes) into *rows and *cols, each 1 to 10000, or
+ * both 0 for "0 0" (no size); -1 when it is neither. */
+static int
+size_parse(const void *p, size_t len, int *rows, int *cols)
+{
+	char buf[32];
+
+	*rows = *cols = 0;
+	if (len >= sizeof(buf))
+		return -1;
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%d %d", rows, cols) != 2 || *rows < 0 ||
+	    *cols < 0 || *rows > 10000 || *cols > 10000 ||
+	    (*rows == 0) != (*cols == 0)) {
+		*rows = *cols = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* A terminal's size, on its master: SIGWINCH to its foreground group. */
+static void
+winsize_set(int fd, int rows, int cols)
+{
+	struct winsize ws;
+
+	if (fd < 0 || rows <= 0 || cols <= 0)
+		return;
+	memset(&ws, 0, sizeof(ws));
+	ws.ws_row = (unsigned short)rows;
+	ws.ws_col = (unsigned short)cols;
+	(void)ioctl(fd, TIOCSWINSZ, &ws);
+}
+
 /* A pty pair: the master (non-blocking) and the slave's path. */
 static int
 pty_open(char *slave, size_t len, int rows, int cols)
 {
-	struct winsize ws;
 	int m;
 
 	if ((m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
@@ -563,35 +614,25 @@ pty_open(char *slave, size_t len, int rows, int cols)
 		close(m);
 		return -1;
 	}
-	if (rows > 0 && cols > 0) {
-		memset(&ws, 0, sizeof(ws));
-		ws.ws_row = (unsigned short)rows;
-		ws.ws_col = (unsigned short)cols;
-		(void)ioctl(m, TIOCSWINSZ, &ws);
-	}
+	winsize_set(m, rows, cols);
 	return m;
 }
 
-/* 'W': "ROWS COLS" for a command's terminal. */
+static void attach_resize(struct chan *, int, int);
+static void attach_end(struct chan *);
+
+/* 'W': "ROWS COLS" for a command's terminal, or an attached client's. */
 static void
 resize(struct chan *c, const unsigned char *p, size_t len)
 {
-	char buf[32];
-	struct winsize ws;
-	int rows, cols, fd;
+	int rows, cols;
 
-	fd = c->out >= 0 ? c->out : c->in;	/* both the pty's master */
-	if (c->kind != CH_CMD || !c->tty || fd < 0 || len >= sizeof(buf))
+	if (size_parse(p, len, &rows, &cols) < 0 || rows == 0)
 		return;
-	memcpy(buf, p, len);
-	buf[len] = '\0';
-	if (sscanf(buf, "%d %d", &rows, &cols) != 2 || rows <= 0 ||
-	    cols <= 0 || rows > 10000 || cols > 10000)
-		return;
-	memset(&ws, 0, sizeof(ws));
-	ws.ws_row = (unsigned short)rows;
-	ws.ws_col = (unsigned short)cols;
-	(void)ioctl(fd, TIOCSWINSZ, &ws);	/* SIGWINCH to its group */
+	if (c->kind == CH_ATTACH)
+		attach_resize(c, rows, cols);
+	else if (c->kind == CH_CMD && c->tty)	/* both the pty's master */
+		winsize_set(c->out >= 0 ? c->out : c->in, rows, cols);
 }
 
 /* Sends 'a' for the channel's stdin taken since the last one. */
@@ -1000,13 +1041,18 @@ stdin_add(struct chan *c, const unsigned char *p, size_t len)
 
 /* 'K': a signal for a command's process group (its 'X' follows when it
  * is reaped); a file transfer, a listing, a remove or a move (its worker
- * killed) is cancelled; a watch ends with 'X' "exit 0". */
+ * killed) is cancelled; a watch ends with 'X' "exit 0"; an attached
+ * client detaches ('M', 'X' "exit 0": no signal, the process runs on). */
 static void
 chan_kill(struct chan *c, const unsigned char *p, size_t len)
 {
 	char buf[16], *end;
 	long sig;
 
+	if (c->kind == CH_ATTACH) {
+		attach_end(c);
+		return;
+	}
 	if (c->kind == CH_WATCH) {
 		/* a watch ends so, as asked */
 		chan_end(c);
@@ -1323,12 +1369,13 @@ logs_due(const struct chan *c)
 }
 
 /*
- * One 'O' of a logs channel, as its credit goes: the ring's bytes from
- * its position. Bytes the ring overwrote before they were sent are
- * skipped (the reader sees a jump: the ring is all there is). Done, it
- * ends: without follow once at the total it was asked at; following,
- * once the process has ended and its final total is out, with 'M' (the
- * final state) first. serve() calls this every turn.
+ * One 'O' of a logs channel (or an attached client: it follows), as its
+ * credit goes: the ring's bytes from its position. Bytes the ring
+ * overwrote before they were sent are skipped (the reader sees a jump:
+ * the ring is all there is). Done, it ends: without follow once at the
+ * total it was asked at; following, once the process has ended and its
+ * final total is out, with 'M' (the final state) first. serve() calls
+ * this every turn.
  */
 static void
 logs_step(struct chan *c)
@@ -1358,6 +1405,10 @@ logs_step(struct chan *c)
 	}
 	if (c->follow && !p->reaped)
 		return;		/* waits for more */
+	if (c->kind == CH_ATTACH) {
+		attach_end(c);
+		return;
+	}
 	if (c->follow)
 		ring_send(c);
 	(void)chan_send(c, BA_EXIT, "exit 0", 6);
@@ -1418,6 +1469,125 @@ proc_signal(uint32_t id, const unsigned char *p, size_t len)
 	}
 	kill(-pr->pid, (int)v[2]);
 	(void)port_frame(BA_EXIT, id, "exit 0", 6, NULL, 0);
+}
+
+/* ---- attached clients ('H') ----
+ *
+ * A client is a logs channel that follows (logs_step sends it the ring
+ * from its offset, then the output as it comes, within its own window:
+ * one that does not ack stalls only itself, the ring goes on) and whose
+ * 'I' goes to the process's terminal, through a dup of the pty's master
+ * (non-blocking: what the terminal does not take yet waits in the
+ * channel's stdin buffer, acknowledged once written, as a command's
+ * stdin). The terminal's size is the newest client's: the one attached
+ * last (seq) of those still here, whether or not it gave one.
+ */
+static unsigned long long attach_seq;
+
+/* The newest client attached to p, but one (NULL: none). */
+static struct chan *
+attach_newest(const struct proc *p, const struct chan *but)
+{
+	struct chan *c, *best = NULL;
+
+	TAILQ_FOREACH(c, &chans, entry)
+		if (!c->dead && c != but && c->kind == CH_ATTACH &&
+		    c->proc == p && (best == NULL || c->seq > best->seq))
+			best = c;
+	return best;
+}
+
+/* The size of p's terminal, while it runs. */
+static void
+proc_winsize(const struct proc *p, int rows, int cols)
+{
+	if (p->tty && !p->reaped)
+		winsize_set(p->out, rows, cols);
+}
+
+/* A client's 'W': kept, and the terminal's size if it is the newest. */
+static void
+attach_resize(struct chan *c, int rows, int cols)
+{
+	c->rows = rows;
+	c->cols = cols;
+	if (attach_newest(c->proc, NULL) == c)
+		proc_winsize(c->proc, rows, cols);
+}
+
+/* A client goes (chan_end): when it was the newest, the next newest's
+ * size, if it gave one, is the terminal's. */
+static void
+attach_leave(struct chan *c)
+{
+	struct chan *next;
+
+	if (attach_newest(c->proc, NULL) != c ||
+	    (next = attach_newest(c->proc, c)) == NULL || next->rows == 0)
+		return;
+	proc_winsize(next->proc, next->rows, next->cols);
+}
+
+/*
+ * A client's end: it detached (an empty 'I', 'K'), or its process ended
+ * and its output is out. What of its input the terminal does not take
+ * now is dropped (and acknowledged: nobody will send it); then 'M' and
+ * 'X' "exit 0". The process runs on, untouched.
+ */
+static void
+attach_end(struct chan *c)
+{
+	stdin_flush(c);
+	c->iack += c->ilen;
+	c->ioff = c->ilen = 0;
+	stdin_ack(c);
+	ring_send(c);
+	(void)chan_send(c, BA_EXIT, "exit 0", 6);
+	chan_end(c);
+}
+
+/* 'H': 'M', then a client of the process (see above); with 'T', the
+ * terminal takes its size. */
+static void
+attach(uint32_t id, const unsigned char *p, size_t len)
+{
+	unsigned long long num = 0, off = 0;
+	const char *f[256];
+	struct proc *pr;
+	struct chan *c;
+	int rows = 0, cols = 0;
+
+	if (req_fields(p, len, f) < 0 || req_num(f['i'], &num) < 0 ||
+	    req_num(f['o'], &off) < 0 || (f['T'] != NULL &&
+	    size_parse(f['T'], strlen(f['T']), &rows, &cols) < 0)) {
+		failf(id, "400 malformed attach request");
+		return;
+	}
+	if ((pr = proc_find(num)) == NULL) {
+		failf(id, "404 no process %llu", num);
+		return;
+	}
+	if ((c = chan_new(id, CH_ATTACH)) == NULL) {
+		failf(id, "out of memory");
+		return;
+	}
+	c->proc = pr;
+	pr->nref++;
+	c->pos = off;
+	c->follow = 1;
+	c->seq = ++attach_seq;
+	c->rows = rows;
+	c->cols = cols;
+	/* no terminal (or none left): 'I' is dropped (stdin_add) */
+	if (pr->tty && !pr->reaped && pr->out >= 0 &&
+	    (c->in = fcntl(pr->out, F_DUPFD_CLOEXEC, 0)) < 0) {
+		failf(id, "dup failed: %s", strerror(errno));
+		chan_end(c);
+		return;
+	}
+	c->tty = c->in >= 0;
+	proc_winsize(pr, rows, cols);
+	ring_send(c);
 }
 
 static void
@@ -2820,8 +2990,9 @@ start(uint32_t id, const unsigned char *p, size_t len)
 			dup2(po[1], 1);
 			dup2(pe[1] >= 0 ? pe[1] : po[1], 2);
 		}
-		if (pr != NULL) {
-			/* detached: nobody writes its stdin */
+		if (pr != NULL && !tty) {
+			/* detached: nobody writes its stdin (on a terminal,
+			 * its clients do: 'H') */
 			int nul = open("/dev/null", O_RDWR);
 
 			if (nul >= 0 && nul != 0) {
@@ -2953,6 +3124,7 @@ handle(int type, const unsigned char *p, size_t len)
 	case BA_REMOVE:
 	case BA_MOVE:
 	case BA_WATCH:
+	case BA_ATTACH:
 		if (c != NULL)
 			failf(id, "400 channel %u is in use", id);
 		else if (nlive >= BA_MAX_CHANS)
@@ -2976,6 +3148,8 @@ handle(int type, const unsigned char *p, size_t len)
 			fs_mkdir(id, p, len);
 		else if (type == BA_WATCH)
 			watch_start(id, p, len);
+		else if (type == BA_ATTACH)
+			attach(id, p, len);
 		else
 			fs_work(id, type, p, len);
 		return 0;
@@ -2999,6 +3173,10 @@ handle(int type, const unsigned char *p, size_t len)
 		if (c->kind == CH_PUT)
 			put_data(c, p, len);
 		else if (c->kind == CH_CMD)
+			return stdin_add(c, p, len);
+		else if (c->kind == CH_ATTACH && len == 0)
+			attach_end(c);		/* detaches */
+		else if (c->kind == CH_ATTACH)
 			return stdin_add(c, p, len);
 		break;
 	case BA_RESIZE:
@@ -3143,8 +3321,11 @@ serve(void)
 			if (c->kind == CH_GET && (c->unacked < BA_WINDOW ||
 			    c->fleft == 0))
 				to = 0;		/* get_step has work */
-			if (c->kind == CH_LOGS && logs_due(c))
+			if ((c->kind == CH_LOGS || c->kind == CH_ATTACH) &&
+			    logs_due(c))
 				to = 0;		/* so has logs_step */
+			if (c->kind == CH_ATTACH && c->in >= 0 && c->ilen > 0)
+				poll_add(&n, c, &c->in, POLLOUT);
 			if (c->kind == CH_LS && ls_due(c))
 				to = 0;		/* so has ls_step */
 			if (c->kind == CH_WATCH) {
@@ -3218,7 +3399,7 @@ serve(void)
 			stdin_ack(c);
 			if (c->kind == CH_GET)
 				get_step(c);
-			else if (c->kind == CH_LOGS)
+			else if (c->kind == CH_LOGS || c->kind == CH_ATTACH)
 				logs_step(c);
 			else if (c->kind == CH_LS)
 				ls_step(c);
@@ -3239,8 +3420,8 @@ main(void)
 	struct pollfd pfd;
 	char path[128], *s, *end;
 	sigset_t set;
-	nfds_t n;
-	int i, to, testing = 0;
+	nfds_t n, k;
+	int i, to, testing = 0, listener = -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
@@ -3263,6 +3444,18 @@ main(void)
 		nonblock(port);
 		snprintf(path, sizeof(path), "descriptor %d", port);
 		testing = 1;
+	} else if ((s = getenv("BERTH_AGENT_PORT_LISTEN")) != NULL) {
+		/* for tests: connections accepted in turn (see the top) */
+		listener = (int)strtol(s, &end, 10);
+		if (*s == '\0' || *end != '\0' || listener < 0 ||
+		    fcntl(listener, F_SETFD, FD_CLOEXEC) < 0) {
+			say("BERTH_AGENT_PORT_LISTEN=%s: not an open "
+			    "descriptor", s);
+			return 1;
+		}
+		nonblock(listener);
+		snprintf(path, sizeof(path), "connections to descriptor %d",
+		    listener);
 	} else {
 		/* The port appears with the virtio_console module (loaded
 		 * by /init before us, but its devices are registered
@@ -3283,32 +3476,45 @@ main(void)
 			return 1;
 		}
 	}
-	/* SIGIO when the host end connects (or data comes) */
-	fcntl(port, F_SETOWN, getpid());
-	fcntl(port, F_SETFL, fcntl(port, F_GETFL) | O_ASYNC);
+	if (port >= 0) {
+		/* SIGIO when the host end connects (or data comes) */
+		fcntl(port, F_SETOWN, getpid());
+		fcntl(port, F_SETFL, fcntl(port, F_GETFL) | O_ASYNC);
+	}
 	say("listening on %s", path);
 	for (;;) {
-		pfd.fd = port;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, 0) >= 0 && !(pfd.revents & POLLHUP))
-			serve();
-		/* No host, or it left: whatever ran for it is ended (the
-		 * detached processes run on). */
-		chans_end_all();
-		sweep();
-		rlen = 0;
-		if (testing)
-			return 0;	/* nobody can connect again */
-		/* wait for SIGIO (a connect); 1 s bounds a lost one. The
-		 * detached processes' outputs are read meanwhile, their
-		 * deadlines kept. */
+		if (port >= 0) {
+			pfd.fd = port;
+			pfd.events = POLLIN;
+			if (poll(&pfd, 1, 0) >= 0 && !(pfd.revents & POLLHUP))
+				serve();
+			/* No host, or it left: whatever ran for it is ended
+			 * (the detached processes run on). */
+			chans_end_all();
+			sweep();
+			rlen = 0;
+			if (testing)
+				return 0;	/* nobody can connect again */
+			if (listener >= 0)
+				close_fd(&port);	/* the next is accepted */
+		}
+		/* wait for SIGIO (a connect; or the test's connection); 1 s
+		 * bounds a lost one. The detached processes' outputs are read
+		 * meanwhile, their deadlines kept. */
 		n = 0;
 		to = 1000;
 		poll_add(&n, NULL, &sigfd, POLLIN);
+		if (listener >= 0)
+			poll_add(&n, NULL, &listener, POLLIN);
+		k = n;
 		procs_poll(&n, &to, now_ms());
 		(void)poll(pfds, n, to);
 		procs_deadlines(now_ms());
 		signals();
-		procs_read(1, n);
+		procs_read(k, n);
+		if (listener >= 0 && (pfds[1].revents & POLLIN) &&
+		    (port = accept4(listener, NULL, NULL, SOCK_NONBLOCK |
+		    SOCK_CLOEXEC)) < 0 && errno != EAGAIN && errno != EINTR)
+			say("accept: %s", strerror(errno));
 	}
 }

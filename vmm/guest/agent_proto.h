@@ -34,9 +34,10 @@
  *                  (detached, below), 'k' (keep-awake: only recorded
  *                  and listed, the host acts on it)
  *                  Detached ('D'): the command is a process of the
- *                  guest's, not of the channel: its stdin is /dev/null,
- *                  its stdout and stderr (or its terminal) go to a ring
- *                  of that many bytes the agent keeps (1 KiB to
+ *                  guest's, not of the channel: its stdin is /dev/null
+ *                  (with 'T' its terminal, which its 'H' clients type
+ *                  into), its stdout and stderr (or its terminal) go to
+ *                  a ring of that many bytes the agent keeps (1 KiB to
  *                  BA_RING_MAX), and it outlives the channel, the
  *                  connection and a new session's ping. The channel is
  *                  answered 'S' and ends. Its process number ("proc")
