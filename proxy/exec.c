@@ -1647,8 +1647,10 @@ px_exec_keep_check(const char *id)
 	if ((sb = px_vm_sandbox(id)) == NULL || (l = link_get(id)) == NULL ||
 	    l->keep_listing)
 		return;
+	/* running (re-adopted VMs are busy a moment: what is under way is
+	 * not a pause, the list waits its turn in step()) */
 	vmm_sandbox_info(sb, &info);
-	if (info.state != VMM_RUNNING || info.busy)
+	if (info.state != VMM_RUNNING)
 		return;
 	memset(&req, 0, sizeof(req));
 	req.op = PX_PROC_LIST;
