@@ -14,14 +14,14 @@ _netctl()
 	--host-header) COMPREPLY=($(compgen -W "preserve upstream" -- "$cur")); return;;
 	--default-mode|--max-mode) COMPREPLY=($(compgen -W "open allowlist closed" -- "$cur")); return;;
 	--idle-pause|--idle-suspend|--max-lifetime) COMPREPLY=($(compgen -W "never default" -- "$cur")); return;;
-	--url|--token|--address|--host|--ttl|--name|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--env|--timeout|--ring|--offset) return;;
+	--url|--token|--address|--host|--ttl|--name|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--env|--timeout|--ring|--offset|--limit|--mode|--length) return;;
 	--signal) COMPREPLY=($(compgen -W "TERM KILL INT HUP QUIT USR1 USR2 STOP CONT" -- "$cur")); return;;
 	--cwd) COMPREPLY=($(compgen -d -- "$cur")); return;;
 	esac
 	local i noun= verb=
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--idle-pause|--idle-suspend|--max-lifetime|--env|--cwd|--timeout|--user|--ring|--signal|--offset) ((i++));;
+		-s|--state-dir|--url|--token|--cacert|--address|--host|--host-header|--ttl|--sandbox|--name|--default-mode|--max-mode|--deny|--allow|--permit|--max-rules|--conn-limit|--new-conn-rate|--memory|--vcpus|--disk|--template|--idle-pause|--idle-suspend|--max-lifetime|--env|--cwd|--timeout|--user|--ring|--signal|--offset|--limit|--mode|--length) ((i++));;
 		-*) ;;
 		*) if [[ -z $noun ]]; then noun=${words[i]}; elif [[ -z $verb ]]; then verb=${words[i]}; fi;;
 		esac
@@ -31,7 +31,7 @@ _netctl()
 	fi
 	if [[ -z $verb ]]; then
 		case $noun in
-		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec cp console ps logs kill wait" -- "$cur"));;
+		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec cp console ps logs kill wait files mkdir mv cat watch" -- "$cur"));;
 		template) COMPREPLY=($(compgen -W "ls add build rm" -- "$cur"));;
 		fleet) COMPREPLY=($(compgen -W "hosts" -- "$cur"));;
 		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
@@ -57,6 +57,12 @@ _netctl()
 	"sandbox logs") COMPREPLY=($(compgen -W "--follow --offset" -- "$cur"));;
 	"sandbox kill") COMPREPLY=($(compgen -W "--signal" -- "$cur"));;
 	"sandbox cp") COMPREPLY=($(compgen -f -- "$cur"));;
+	"sandbox files") COMPREPLY=($(compgen -W "--limit" -- "$cur"));;
+	"sandbox mkdir") COMPREPLY=($(compgen -W "--parents --mode" -- "$cur"));;
+	"sandbox rm") COMPREPLY=($(compgen -W "--recursive" -- "$cur"));;
+	"sandbox mv") COMPREPLY=($(compgen -W "--overwrite" -- "$cur"));;
+	"sandbox cat") COMPREPLY=($(compgen -W "--offset --length" -- "$cur"));;
+	"sandbox watch") COMPREPLY=($(compgen -W "--recursive" -- "$cur"));;
 	"template build") COMPREPLY=($(compgen -W "debian minimal" -- "$cur"));;
 	"egress log") COMPREPLY=($(compgen -W "--follow" -- "$cur"));;
 	esac

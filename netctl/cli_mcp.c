@@ -8,9 +8,11 @@
  * failures are results with isError (the agent reads why); protocol
  * errors are JSON-RPC errors. run_command uses the buffered exec API
  * (its output cut at MCP_OUT_MAX a stream for the agent's context);
- * read_file and write_file the streamed files API; start_process,
- * list_processes, read_process_output and kill_process the detached
- * processes (exec "detach", .../processes).
+ * read_file and write_file the streamed files API; list_files,
+ * make_directory, remove_path and move_path its other routes (?list=1,
+ * DELETE, /files/mkdir, /files/move); start_process, list_processes,
+ * read_process_output and kill_process the detached processes (exec
+ * "detach", .../processes).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -31,6 +33,8 @@
 #define MCP_MAX_LINE	(1024 * 1024)
 #define MCP_OUT_MAX	(64 * 1024)	/* of each stream run_command returns */
 #define MCP_FILE_MAX	(1024 * 1024)	/* read_file's default and most */
+#define MCP_LIST_DEFAULT 1000		/* list_files' entries unless asked */
+#define MCP_LIST_MAX	100000		/* berthd's most */
 
 struct tool {
 	const char *name;
@@ -126,10 +130,14 @@ static const struct tool tools[] = {
 	  "\"required\":[\"process\"]}" },
 	{ "read_file", "Read a file of the sandbox's guest: UTF-8 text as "
 	  "is, anything else base64 (the result says which). At most "
-	  "max_bytes (default and most 1 MiB).",
+	  "max_bytes (default and most 1 MiB). offset and length read a part: "
+	  "from byte offset (past the end: nothing), at most length bytes; "
+	  "next_offset in the answer goes on.",
 	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
 	  "\"string\",\"description\":\"absolute\"},\"max_bytes\":{\"type\":"
-	  "\"integer\",\"minimum\":1}},\"required\":[\"path\"]}" },
+	  "\"integer\",\"minimum\":1},\"offset\":{\"type\":\"integer\","
+	  "\"minimum\":0},\"length\":{\"type\":\"integer\",\"minimum\":0}},"
+	  "\"required\":[\"path\"]}" },
 	{ "write_file", "Write a file in the sandbox's guest (replaced "
 	  "whole, atomically), with an optional octal mode (default 0644).",
 	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
@@ -138,6 +146,36 @@ static const struct tool tools[] = {
 	  "[\"utf-8\",\"base64\"]},\"mode\":{\"type\":\"string\","
 	  "\"description\":\"e.g. 0755\"}},\"required\":[\"path\","
 	  "\"content\"]}" },
+	{ "list_files", "List a directory of the sandbox's guest, by name: "
+	  "each entry's name (name_base64 when not UTF-8), type (file, dir, "
+	  "link, fifo, socket, char, block, other; links not followed), size, "
+	  "mode and mtime. At most limit entries (default 1000, at most "
+	  "100000); truncated says the list was cut.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"limit\":{\"type\":"
+	  "\"integer\",\"minimum\":1,\"maximum\":100000}},\"required\":"
+	  "[\"path\"]}" },
+	{ "make_directory", "Make a directory in the sandbox's guest (mode "
+	  "default 0755). An existing path or a missing parent is an error; "
+	  "parents makes the missing parents and takes an existing directory "
+	  "as done.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"parents\":{\"type\":"
+	  "\"boolean\"},\"mode\":{\"type\":\"string\",\"description\":"
+	  "\"e.g. 0755\"}},\"required\":[\"path\"]}" },
+	{ "remove_path", "Remove a file, a symbolic link (never what it "
+	  "points to) or an empty directory in the sandbox's guest; recursive "
+	  "removes a directory with everything under it.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"path\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"recursive\":{\"type\":"
+	  "\"boolean\"}},\"required\":[\"path\"]}" },
+	{ "move_path", "Rename or move a file or directory in the sandbox's "
+	  "guest; to is the new path itself. An existing destination is an "
+	  "error unless overwrite.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"from\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"to\":{\"type\":"
+	  "\"string\",\"description\":\"absolute\"},\"overwrite\":{\"type\":"
+	  "\"boolean\"}},\"required\":[\"from\",\"to\"]}" },
 };
 
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
@@ -242,37 +280,47 @@ transfer(const struct cli_target *t, const char *method, const char *target,
 	}
 }
 
-/* Text (UTF-8) or base64 of at most max bytes, into doc[key]. */
-static void
+/* Text (UTF-8) or base64 of at most max bytes, into doc[key]; how many
+ * bytes it holds. Where they end a part (cut at max, or part: a range
+ * whose next read goes on from there), a UTF-8 sequence split at the
+ * end is left out, for the next read to start with. */
+static size_t
 put_bytes(json_t *doc, const char *key, const char *s, size_t len,
-    size_t max)
+    size_t max, int part)
 {
 	char enc_key[40];
 	json_t *v;
+	size_t k;
 	char *b;
 
 	snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
 	if (len > max) {
+		part = 1;
 		len = max;
 		snprintf(enc_key, sizeof(enc_key), "%s_truncated", key);
 		json_object_set_new(doc, enc_key, json_true());
 		snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
 	}
-	/* a cut may split a UTF-8 sequence: drop its start */
-	while ((v = json_stringn(s, len)) == NULL && len > 0 &&
-	    ((unsigned char)s[len - 1] & 0x80))
-		len--;
+	v = json_stringn(s, len);
+	/* a cut may split a UTF-8 sequence: drop its start (at most 3
+	 * bytes, all of a sequence's); text that is not UTF-8 for another
+	 * reason goes whole as base64 */
+	for (k = 1; v == NULL && part && k <= 3 && k < len &&
+	    ((unsigned char)s[len - k] & 0x80); k++)
+		if ((v = json_stringn(s, len - k)) != NULL)
+			len -= k;
 	if (v != NULL) {
 		json_object_set_new(doc, key, v);
 		json_object_set_new(doc, enc_key, json_string("utf-8"));
-		return;
+		return len;
 	}
 	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
-		return;
+		return 0;
 	EVP_EncodeBlock((unsigned char *)b, (const unsigned char *)s, (int)len);
 	json_object_set_new(doc, key, json_string(b));
 	json_object_set_new(doc, enc_key, json_string("base64"));
 	free(b);
+	return len;
 }
 
 /* A non-200 answer as the tool's error result (doc is consumed). */
@@ -290,9 +338,10 @@ refused_doc(int status, json_t *doc)
 }
 
 /* doc's output field key (text, or base64 when key_encoding says so)
- * into res under key, cut at MCP_OUT_MAX; its length, decoded. */
+ * into res under key, cut at MCP_OUT_MAX (part: see put_bytes); how
+ * many of its bytes res holds. */
 static size_t
-copy_output(json_t *res, json_t *doc, const char *key)
+copy_output(json_t *res, json_t *doc, const char *key, int part)
 {
 	const char *sv = json_string_value(json_object_get(doc, key));
 	unsigned char *raw = NULL;
@@ -313,7 +362,7 @@ copy_output(json_t *res, json_t *doc, const char *key)
 		n = (size_t)rl;
 		sv = (const char *)raw;
 	}
-	put_bytes(res, key, sv != NULL ? sv : "", n, MCP_OUT_MAX);
+	n = put_bytes(res, key, sv != NULL ? sv : "", n, MCP_OUT_MAX, part);
 	free(raw);
 	return n;
 }
@@ -341,9 +390,9 @@ process_output(const struct cli_target *t, const char *target)
 	json_object_set(res, "signal", json_object_get(doc, "signal"));
 	json_object_set(res, "lost", json_object_get(doc, "lost"));
 	off = (long long)json_integer_value(json_object_get(doc, "offset"));
-	n = copy_output(res, doc, "output");
+	n = copy_output(res, doc, "output", 1);
 	json_object_set_new(res, "next_offset", json_integer(off +
-	    (json_int_t)(n > MCP_OUT_MAX ? MCP_OUT_MAX : n)));
+	    (json_int_t)n));
 	json_decref(doc);
 	text = json_dumps(res, JSON_COMPACT);
 	json_decref(res);
@@ -405,13 +454,91 @@ run_command(const struct cli_target *t, const char *sb, json_t *args)
 	json_object_set(res, "signal", json_object_get(doc, "signal"));
 	json_object_set(res, "timed_out", json_object_get(doc, "timed_out"));
 	json_object_set(res, "wake_ms", json_object_get(doc, "wake_ms"));
-	copy_output(res, doc, "stdout");
-	copy_output(res, doc, "stderr");
+	copy_output(res, doc, "stdout", 0);
+	copy_output(res, doc, "stderr", 0);
 	if (json_is_true(json_object_get(doc, "truncated")))
 		json_object_set_new(res, "truncated", json_true());
 	json_decref(doc);
 	text = json_dumps(res, JSON_INDENT(1));
 	json_decref(res);
+	res = tool_result(text ? text : "{}", 0);
+	free(text);
+	return res;
+}
+
+/*
+ * read_file: GET .../files, whole or (offset, length) a range. A range
+ * asks berthd for no more than it returns (max_bytes, and one more to
+ * know the range went on): a large file is not read all for a part.
+ */
+static json_t *
+read_file(const struct cli_target *t, const char *sb, const char *path,
+    const char *epath, json_t *args)
+{
+	json_t *offv = json_object_get(args, "offset");
+	json_t *lenv = json_object_get(args, "length");
+	json_t *maxv = json_object_get(args, "max_bytes");
+	struct cli_stream_resp *r;
+	struct cli_stream *s;
+	char target[9000], range[80] = "", err[512], *text;
+	json_int_t max = MCP_FILE_MAX, off = 0, want = -1, ask = 0;
+	json_t *doc, *res;
+	size_t got, held;
+	int ranged = offv != NULL || lenv != NULL;
+
+	if (json_is_integer(maxv))
+		max = json_integer_value(maxv);
+	if (max < 1 || max > MCP_FILE_MAX)
+		max = MCP_FILE_MAX;
+	if (offv != NULL && (!json_is_integer(offv) ||
+	    (off = json_integer_value(offv)) < 0))
+		return tool_result("offset: a byte offset, 0 or more", 1);
+	if (lenv != NULL && (!json_is_integer(lenv) ||
+	    (want = json_integer_value(lenv)) < 0))
+		return tool_result("length: a number of bytes, 0 or more", 1);
+	if (ranged) {
+		/* berthd reads length=0 as "to the end": ask 1, keep 0 */
+		ask = want >= 0 && want <= max ? want : max + 1;
+		snprintf(range, sizeof(range), "&offset=%lld&length=%lld",
+		    (long long)off, (long long)(ask > 0 ? ask : 1));
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s%s",
+	    sb, epath, range);
+	if ((s = transfer(t, "GET", target, NULL, 0, &r, err,
+	    sizeof(err))) == NULL)
+		return tool_result(err, 1);
+	if (r->status != 200) {
+		res = refused(r->status, r->body, r->len);
+		cli_stream_close(s);
+		return res;
+	}
+	got = r->len;
+	if (want >= 0 && got > (size_t)want)
+		got = (size_t)want;
+	if (!ranged) {
+		doc = json_pack("{s:s, s:I}", "path", path, "size",
+		    (json_int_t)got);
+		held = put_bytes(doc, "content", (const char *)r->body, got,
+		    (size_t)max, 0);
+		if (held < got)
+			json_object_set_new(doc, "next_offset",
+			    json_integer((json_int_t)held));
+	} else {
+		doc = json_pack("{s:s, s:I}", "path", path, "offset",
+		    (json_int_t)off);
+		held = put_bytes(doc, "content", (const char *)r->body, got,
+		    (size_t)max, 1);
+		json_object_set_new(doc, "length", json_integer(
+		    (json_int_t)held));
+		json_object_set_new(doc, "next_offset", json_integer(off +
+		    (json_int_t)held));
+		/* fewer bytes than asked: the file ends there */
+		json_object_set_new(doc, "end_of_file", json_boolean(
+		    r->len < (size_t)(ask > 0 ? ask : 1)));
+	}
+	cli_stream_close(s);
+	text = json_dumps(doc, JSON_INDENT(1));
+	json_decref(doc);
 	res = tool_result(text ? text : "{}", 0);
 	free(text);
 	return res;
@@ -427,8 +554,7 @@ file_tool(const struct cli_target *t, const char *sb, const char *name,
 	struct cli_stream *s;
 	char target[9000], epath[8200], err[512], *text;
 	unsigned char *raw = NULL;
-	json_int_t max = MCP_FILE_MAX;
-	json_t *doc, *res;
+	json_t *res;
 	size_t len;
 	int rl;
 
@@ -436,33 +562,8 @@ file_tool(const struct cli_target *t, const char *sb, const char *name,
 		return tool_result("path: an absolute path in the guest", 1);
 	cli_pct_path(path, epath, sizeof(epath));
 	cli_timeout_secs = 600;	/* a wake, then the transfer */
-	if (strcmp(name, "read_file") == 0) {
-		if (json_is_integer(json_object_get(args, "max_bytes")))
-			max = json_integer_value(json_object_get(args,
-			    "max_bytes"));
-		if (max < 1 || max > MCP_FILE_MAX)
-			max = MCP_FILE_MAX;
-		snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s",
-		    sb, epath);
-		if ((s = transfer(t, "GET", target, NULL, 0, &r, err,
-		    sizeof(err))) == NULL)
-			return tool_result(err, 1);
-		if (r->status != 200) {
-			res = refused(r->status, r->body, r->len);
-			cli_stream_close(s);
-			return res;
-		}
-		doc = json_pack("{s:s, s:I}", "path", path, "size",
-		    (json_int_t)r->len);
-		put_bytes(doc, "content", (const char *)r->body, r->len,
-		    (size_t)max);
-		cli_stream_close(s);
-		text = json_dumps(doc, JSON_INDENT(1));
-		json_decref(doc);
-		res = tool_result(text ? text : "{}", 0);
-		free(text);
-		return res;
-	}
+	if (strcmp(name, "read_file") == 0)
+		return read_file(t, sb, path, epath, args);
 	content = json_string_value(json_object_get(args, "content"));
 	enc = json_string_value(json_object_get(args, "encoding"));
 	mode = json_string_value(json_object_get(args, "mode"));
@@ -502,6 +603,82 @@ file_tool(const struct cli_target *t, const char *sb, const char *name,
 		free(text);
 	}
 	cli_stream_close(s);
+	return res;
+}
+
+/* A boolean argument: *v 0 or 1; -1 when it is there and not one. */
+static int
+bool_arg(json_t *args, const char *key, int *v)
+{
+	json_t *b = json_object_get(args, key);
+
+	if (b != NULL && !json_is_boolean(b))
+		return -1;
+	*v = json_is_true(b);
+	return 0;
+}
+
+/* list_files, make_directory, remove_path, move_path: one request each
+ * of the files API, its JSON answer the result. */
+static json_t *
+fs_tool(const struct cli_target *t, const char *sb, const char *name,
+    json_t *args)
+{
+	int mv = strcmp(name, "move_path") == 0;
+	const char *path = json_string_value(json_object_get(args, mv ?
+	    "from" : "path"));
+	const char *to = json_string_value(json_object_get(args, "to"));
+	char target[9000], epath[8200], msg[128];
+	json_t *body, *lim, *mode, *res;
+	json_int_t limit = MCP_LIST_DEFAULT;
+	int flag;
+
+	if (path == NULL || path[0] != '/' || strlen(path) > 4096) {
+		snprintf(msg, sizeof(msg), "%s: an absolute path in the guest",
+		    mv ? "from" : "path");
+		return tool_result(msg, 1);
+	}
+	if (mv && (to == NULL || to[0] != '/' || strlen(to) > 4096))
+		return tool_result("to: an absolute path in the guest", 1);
+	cli_pct_path(path, epath, sizeof(epath));
+	cli_timeout_secs = 900;	/* a wake, then the agent's 10 min */
+	if (strcmp(name, "list_files") == 0) {
+		if ((lim = json_object_get(args, "limit")) != NULL &&
+		    (!json_is_integer(lim) || (limit = json_integer_value(lim)) <
+		    1 || limit > MCP_LIST_MAX))
+			return tool_result("limit: 1 to 100000 entries", 1);
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s"
+		    "&list=1&limit=%lld", sb, epath, (long long)limit);
+		return api_result(t, "GET", target, NULL, NULL);
+	}
+	if (strcmp(name, "remove_path") == 0) {
+		if (bool_arg(args, "recursive", &flag) < 0)
+			return tool_result("recursive: true or false", 1);
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/files?path=%s"
+		    "%s", sb, epath, flag ? "&recursive=1" : "");
+		return api_result(t, "DELETE", target, NULL, "removed");
+	}
+	if (bool_arg(args, mv ? "overwrite" : "parents", &flag) < 0)
+		return tool_result(mv ? "overwrite: true or false" :
+		    "parents: true or false", 1);
+	if (mv)
+		body = json_pack("{s:s, s:s, s:b}", "from", path, "to", to,
+		    "overwrite", flag);
+	else {
+		body = json_pack("{s:s, s:b}", "path", path, "parents", flag);
+		if ((mode = json_object_get(args, "mode")) != NULL) {
+			if (!json_is_string(mode)) {
+				json_decref(body);
+				return tool_result("mode: an octal mode as a "
+				    "string, such as \"0755\"", 1);
+			}
+			json_object_set(body, "mode", mode);
+		}
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files/%s", sb,
+	    mv ? "move" : "mkdir");
+	res = api_result(t, "POST", target, body, NULL);
+	json_decref(body);
 	return res;
 }
 
@@ -662,6 +839,10 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 	}
 	if (strcmp(name, "read_file") == 0 || strcmp(name, "write_file") == 0)
 		return file_tool(t, sb, name, args);
+	if (strcmp(name, "list_files") == 0 ||
+	    strcmp(name, "make_directory") == 0 ||
+	    strcmp(name, "remove_path") == 0 || strcmp(name, "move_path") == 0)
+		return fs_tool(t, sb, name, args);
 	snprintf(msg, sizeof(msg), "unknown tool '%s'", name);
 	return tool_result(msg, 1);
 }

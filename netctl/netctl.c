@@ -15,7 +15,8 @@
  * document gathering them), the API's error document, or one netctl
  * writes itself ({"error":{"status":null,"code":"usage"|"unreachable",
  * "message"}}). Everything goes through out_set(); main prints it once.
- * Only `egress log --follow` streams (one object a line, in both modes).
+ * Only `egress log --follow` and `sandbox watch` stream (one object a
+ * line); `sandbox cat` prints the file's bytes and takes no --json.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -92,7 +93,13 @@ enum {
 #define O_RING		(1ULL << 32)
 #define O_SIGNAL	(1ULL << 33)
 #define O_OFFSET	(1ULL << 34)
-#define O_LAST		O_OFFSET
+#define O_LIMIT		(1ULL << 35)
+#define O_PARENTS	(1ULL << 36)
+#define O_MODE		(1ULL << 37)
+#define O_RECURSIVE	(1ULL << 38)
+#define O_OVERWRITE	(1ULL << 39)
+#define O_LENGTH	(1ULL << 40)
+#define O_LAST		O_LENGTH
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
@@ -103,7 +110,8 @@ enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
 	OPT_PERMIT, OPT_MEMORY, OPT_VCPUS, OPT_DISK, OPT_TEMPLATE,
 	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME, OPT_ENV, OPT_CWD,
 	OPT_TIMEOUT, OPT_USER, OPT_TTY, OPT_DETACH, OPT_KEEP_AWAKE, OPT_RING,
-	OPT_SIGNAL, OPT_OFFSET };
+	OPT_SIGNAL, OPT_OFFSET, OPT_LIMIT, OPT_MODE, OPT_OVERWRITE,
+	OPT_LENGTH };	/* --parents and --recursive are -p and -r */
 
 #define MAX_RULE_OPTS 64
 
@@ -135,6 +143,7 @@ struct opts {
 	const char *user;
 	int tty;
 	const char *ring, *signal, *offset;
+	const char *limit, *mode, *length;
 };
 
 struct cmd;
@@ -1361,12 +1370,14 @@ cp_wait(struct cli_stream *s, int want_out)
 }
 
 /* Reads the answer to its end; EXIT_OK with *r complete, or the error
- * printed. For a GET, out (when >= 0) takes the body as it comes. */
+ * printed. For a GET, out (when >= 0) takes the body as it comes, at
+ * most max bytes of it: once they came, the rest is not waited for. */
 static int
 cp_answer(struct cli_stream *s, struct cli_stream_resp **rp, int out,
-    unsigned long long *got)
+    unsigned long long *got, unsigned long long max)
 {
 	char err[512];
+	size_t n;
 	int k;
 
 	for (;;) {
@@ -1375,11 +1386,15 @@ cp_answer(struct cli_stream *s, struct cli_stream_resp **rp, int out,
 			return EXIT_UNREACHABLE;
 		}
 		if (out >= 0 && (*rp)->status == 200 && (*rp)->len > 0) {
-			write_all(out, (*rp)->body, (*rp)->len);
-			*got += (*rp)->len;
+			n = (*rp)->len;
+			if (n > max - *got)
+				n = (size_t)(max - *got);
+			write_all(out, (*rp)->body, n);
+			*got += n;
 			(*rp)->len = 0;
 		}
-		if (k == 1)
+		if (k == 1 || (out >= 0 && (*rp)->status == 200 &&
+		    *got >= max))
 			break;
 		if (cp_wait(s, 0) < 0) {
 			fail("poll: %s", strerror(errno));
@@ -1467,7 +1482,7 @@ cp_put(const char *local, const char *id, const char *path)
 	}
 	if (fd != STDIN_FILENO)
 		close(fd);
-	rc = cp_answer(s, &r, -1, NULL);
+	rc = cp_answer(s, &r, -1, NULL, 0);
 	if (rc == EXIT_OK && (doc = json_loadb((const char *)r->body, r->len,
 	    0, NULL)) != NULL)
 		out_set(doc);
@@ -1521,7 +1536,7 @@ cp_get(const char *id, const char *path, const char *local)
 			return EXIT_USAGE;
 		}
 	}
-	rc = cp_answer(s, &r, fd, &got);
+	rc = cp_answer(s, &r, fd, &got, ~0ULL);
 	if (tofile) {
 		if (rc == EXIT_OK && (fchmod(fd, 0644) < 0 || close(fd) < 0 ||
 		    rename(tmp, dst) < 0)) {
@@ -1559,6 +1574,484 @@ c_sandbox_cp(const struct cmd *c, struct opts *o, char **a, int n)
 		return EXIT_USAGE;
 	}
 	return sr ? cp_get(sid, sp, dp) : cp_put(sp, did, dp);
+}
+
+/* ---- the guest's files: files, mkdir, rm, mv, cat, watch ---- */
+
+#define GUEST_PATH_MAX	4096	/* as berthd takes it */
+#define LIST_MAX	100000	/* entries berthd lists at most */
+
+/* A path in the guest: absolute, at most GUEST_PATH_MAX bytes. */
+static int
+check_guest_path(const char *p)
+{
+	if (p[0] != '/') {
+		fail("'%s': the path in the sandbox must be absolute", p);
+		return -1;
+	}
+	if (strlen(p) > GUEST_PATH_MAX) {
+		fail("path longer than %d bytes", GUEST_PATH_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+/* A whole number option from min to max. */
+static int
+count_arg(const char *opt, const char *s, unsigned long long min,
+    unsigned long long max, unsigned long long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	if (!isdigit((unsigned char)s[0]) || *end != '\0' || errno != 0 ||
+	    *v < min || *v > max) {
+		fail("%s: use a number from %llu to %llu, not '%s'", opt, min,
+		    max, s);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Bytes from the guest (a name, a path) made safe to print: valid UTF-8
+ * stays, but control characters, C1 controls, the bidirectional
+ * overrides and line separators, bytes that are not UTF-8 and '\' are
+ * written \xNN (and \\), so that what is shown is one line and what it
+ * looks like. malloc'd.
+ */
+static char *
+shown_bytes(const unsigned char *p, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	char *out, *o;
+	size_t i = 0, k, n;
+	unsigned cp;
+
+	if ((out = malloc(len * 4 + 1)) == NULL)
+		return NULL;
+	o = out;
+	while (i < len) {
+		unsigned char b = p[i];
+
+		n = 0;
+		if (b >= 0x20 && b < 0x7f && b != '\\')
+			n = 1;
+		else if (b >= 0xc2 && b <= 0xf4) {
+			n = b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
+			cp = b & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+			for (k = 1; k < n; k++) {
+				if (i + k >= len || (p[i + k] & 0xc0) != 0x80)
+					break;
+				cp = cp << 6 | (p[i + k] & 0x3f);
+			}
+			if (k < n || (n == 3 && cp < 0x800) || (n == 4 &&
+			    (cp < 0x10000 || cp > 0x10ffff)) ||
+			    (cp >= 0xd800 && cp <= 0xdfff) ||
+			    (cp >= 0x80 && cp <= 0x9f) ||
+			    (cp >= 0x2028 && cp <= 0x202e) ||
+			    (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff)
+				n = 0;
+		}
+		if (n > 0) {
+			memcpy(o, p + i, n);
+			o += n;
+			i += n;
+		} else if (b == '\\') {
+			*o++ = '\\';
+			*o++ = '\\';
+			i++;
+		} else {
+			*o++ = '\\';
+			*o++ = 'x';
+			*o++ = hex[b >> 4];
+			*o++ = hex[b & 15];
+			i++;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* obj's key (a string), or key_base64 (bytes that are not UTF-8), made
+ * safe to print; "?" when neither is there. malloc'd. */
+static char *
+shown_field(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	unsigned char *raw;
+	const char *b64;
+	char k[48], *s;
+	size_t n;
+	int rl;
+
+	if (json_is_string(v))
+		return shown_bytes((const unsigned char *)json_string_value(v),
+		    json_string_length(v));
+	snprintf(k, sizeof(k), "%s_base64", key);
+	if ((b64 = json_string_value(json_object_get(obj, k))) == NULL)
+		return strdup("?");
+	n = strlen(b64);
+	if ((raw = malloc(n / 4 * 3 + 3)) == NULL)
+		return NULL;
+	if (n % 4 != 0 || (rl = EVP_DecodeBlock(raw,
+	    (const unsigned char *)b64, (int)n)) < 0) {
+		free(raw);
+		return strdup("?");
+	}
+	while (n > 0 && b64[n - 1] == '=' && rl > 0)
+		n--, rl--;
+	s = shown_bytes(raw, (size_t)rl);
+	free(raw);
+	return s;
+}
+
+/* The files API's target: /v1/sandboxes/ID/files?path=P then extra. */
+static void
+files_target(char *buf, size_t len, const char *id, const char *path,
+    const char *extra)
+{
+	char enc[GUEST_PATH_MAX * 3 + 1];
+
+	cli_pct_path(path, enc, sizeof(enc));
+	snprintf(buf, len, "/v1/sandboxes/%s/files?path=%s%s", id, enc, extra);
+}
+
+static int
+c_sandbox_files(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct table t;
+	char target[GUEST_PATH_MAX * 3 + 200], extra[40] = "&list=1";
+	char size[32], *name;
+	unsigned long long limit = 0;
+	json_t *doc, *e;
+	size_t i;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_guest_path(a[1]) == -1)
+		return EXIT_USAGE;
+	if (o->limit != NULL) {
+		if (count_arg("--limit", o->limit, 1, LIST_MAX, &limit) == -1)
+			return EXIT_USAGE;
+		snprintf(extra, sizeof(extra), "&list=1&limit=%llu", limit);
+	}
+	files_target(target, sizeof(target), a[0], a[1], extra);
+	cli_timeout_secs = 900;		/* a wake, then the agent's 10 min */
+	if ((rc = call(o, "GET", target, NULL, &doc)) != EXIT_OK || o->json)
+		goto out;
+	memset(&t, 0, sizeof(t));
+	t.ncols = 5;
+	table_add(&t, (const char *const[]){ "TYPE", "MODE", "SIZE", "MTIME",
+	    "NAME", NULL });
+	json_array_foreach(json_object_get(doc, "entries"), i, e) {
+		snprintf(size, sizeof(size), "%lld", (long long)
+		    json_integer_value(json_object_get(e, "size")));
+		name = shown_field(e, "name");
+		table_add(&t, (const char *const[]){ jstr(e, "type"),
+		    jstr(e, "mode"), size, jstr(e, "mtime"), name, NULL });
+		free(name);
+	}
+	table_print(&t);
+out:
+	/* said on stderr: stdout stays the table (or the document) */
+	if (rc == EXIT_OK && json_is_true(json_object_get(doc, "truncated")))
+		fprintf(stderr, "%s: the listing was cut at %llu entries; "
+		    "--limit N shows more (at most %d)\n", progname,
+		    limit ? limit : (unsigned long long)json_array_size(
+		    json_object_get(doc, "entries")), LIST_MAX);
+	json_decref(doc);
+	return rc;
+}
+
+/* An octal mode as the API takes it: "0" to "7777" (leading 0 or not). */
+static int
+check_mode(const char *m)
+{
+	if (m[0] == '\0' || strlen(m) > 5 || strspn(m, "01234567") !=
+	    strlen(m) || strtoul(m, NULL, 8) > 07777) {
+		fail("--mode: an octal mode from 0 to 7777 (e.g. 0755), not "
+		    "'%s'", m);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+c_sandbox_mkdir(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[160];
+	json_t *body, *doc;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_guest_path(a[1]) == -1 ||
+	    (o->mode != NULL && check_mode(o->mode) == -1))
+		return EXIT_USAGE;
+	body = json_pack("{s:s, s:b}", "path", a[1], "parents",
+	    (o->given & O_PARENTS) != 0);
+	if (body != NULL && o->mode != NULL)
+		json_object_set_new(body, "mode", json_string(o->mode));
+	if (body == NULL) {
+		fail("'%s': the path is not UTF-8", a[1]);
+		return EXIT_USAGE;
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files/mkdir", a[0]);
+	cli_timeout_secs = 900;
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_sandbox_rm_path(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[GUEST_PATH_MAX * 3 + 200];
+	json_t *doc;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_guest_path(a[1]) == -1)
+		return EXIT_USAGE;
+	files_target(target, sizeof(target), a[0], a[1],
+	    (o->given & O_RECURSIVE) ? "&recursive=1" : "");
+	cli_timeout_secs = 900;
+	rc = call(o, "DELETE", target, NULL, &doc);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+c_sandbox_mv(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[160];
+	json_t *body, *doc;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_guest_path(a[1]) == -1 ||
+	    check_guest_path(a[2]) == -1)
+		return EXIT_USAGE;
+	if ((body = json_pack("{s:s, s:s, s:b}", "from", a[1], "to", a[2],
+	    "overwrite", (o->given & O_OVERWRITE) != 0)) == NULL) {
+		fail("the paths must be UTF-8");
+		return EXIT_USAGE;
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/files/move", a[0]);
+	cli_timeout_secs = 900;
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	json_decref(doc);
+	return rc;
+}
+
+/* A GET streamed: opened, its head sent. NULL after saying why. */
+static struct cli_stream *
+get_open(const char *target)
+{
+	struct cli_stream *s;
+	char err[512];
+	int unreachable;
+
+	if ((s = cli_stream_open(&tgt, "GET", target, NULL, 0, &unreachable,
+	    err, sizeof(err))) == NULL) {
+		fail("%s", err);
+		out_error("unreachable", err);
+		return NULL;
+	}
+	while (cli_stream_pending(s) > 0) {
+		if (cli_stream_flush(s, err, sizeof(err)) < 0) {
+			fail("%s", err);
+			out_error("unreachable", err);
+			cli_stream_close(s);
+			return NULL;
+		}
+		if (cli_stream_pending(s) > 0)
+			cp_wait(s, 1);
+	}
+	return s;
+}
+
+static int
+c_sandbox_cat(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct cli_stream *s;
+	struct cli_stream_resp *r;
+	char target[GUEST_PATH_MAX * 3 + 200], extra[80] = "";
+	unsigned long long off = 0, len = ~0ULL, got = 0;
+	size_t k;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (o->json) {
+		fail("--json does not apply to cat: it prints the file's bytes "
+		    "(the MCP tool read_file gives them in JSON)");
+		return EXIT_USAGE;
+	}
+	if (check_id(a[0]) == -1 || check_guest_path(a[1]) == -1)
+		return EXIT_USAGE;
+	if ((o->offset != NULL && count_arg("--offset", o->offset, 0,
+	    (unsigned long long)INT64_MAX, &off) == -1) ||
+	    (o->length != NULL && count_arg("--length", o->length, 0,
+	    (unsigned long long)INT64_MAX, &len) == -1))
+		return EXIT_USAGE;
+	/* berthd reads ?length=0 as "to the end": a length of 0 is asked
+	 * as 1 byte (the file must be there all the same) and none kept */
+	if (o->offset != NULL || o->length != NULL) {
+		k = (size_t)snprintf(extra, sizeof(extra), "&offset=%llu", off);
+		if (o->length != NULL)
+			snprintf(extra + k, sizeof(extra) - k, "&length=%llu",
+			    len > 0 ? len : 1ULL);
+	}
+	files_target(target, sizeof(target), a[0], a[1], extra);
+	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
+	if ((s = get_open(target)) == NULL)
+		return EXIT_UNREACHABLE;
+	rc = cp_answer(s, &r, STDOUT_FILENO, &got, len);
+	cli_stream_close(s);
+	return rc;
+}
+
+/* One line of a watch: printed; *rc and 1 once it says the watch ended
+ * (the directory went, or an error). */
+static int
+watch_line(const struct opts *o, const char *line, size_t len, int *rc)
+{
+	json_t *ev;
+	const char *what;
+	char *path;
+	int end = 0;
+
+	if (o->json) {
+		fwrite(line, 1, len, stdout);
+		fputc('\n', stdout);
+	}
+	if ((ev = json_loadb(line, len, 0, NULL)) == NULL ||
+	    (what = json_string_value(json_object_get(ev, "event"))) == NULL) {
+		json_decref(ev);
+		fail("berthd sent a watch line that is not an event");
+		*rc = EXIT_UNREACHABLE;
+		return 1;
+	}
+	if (strcmp(what, "error") == 0) {
+		json_t *st = json_object_get(ev, "status");
+
+		fail("the watch broke off: %s", jstr(ev, "message"));
+		*rc = json_integer_value(st) == 401 || json_integer_value(st) ==
+		    403 ? EXIT_DENIED : EXIT_REFUSED;
+		json_decref(ev);
+		return 1;
+	}
+	path = shown_field(ev, "path");
+	if (!o->json && strcmp(what, "ready") != 0) {
+		if (strcmp(what, "overflow") == 0)
+			printf("overflow %s (events were lost)\n", path ? path :
+			    "?");
+		else
+			printf("%s %s%s\n", what, path ? path : "?",
+			    json_is_true(json_object_get(ev, "dir")) &&
+			    path != NULL && strcmp(path, "/") != 0 ? "/" : "");
+	}
+	/* a note on stderr comes after the line it is about */
+	if (strcmp(what, "overflow") == 0 || strcmp(what, "unwatched") == 0)
+		fflush(stdout);
+	if (strcmp(what, "overflow") == 0)
+		fprintf(stderr, "%s: events under %s were lost (the guest's "
+		    "queue overflowed): look at it again\n", progname,
+		    path ? path : "?");
+	else if (strcmp(what, "unwatched") == 0)
+		fprintf(stderr, "%s: %s could not be watched (out of inotify "
+		    "watches?): its events are missed\n", progname,
+		    path ? path : "?");
+	if (strcmp(what, "delete_self") == 0) {
+		*rc = EXIT_OK;
+		end = 1;
+	}
+	free(path);
+	json_decref(ev);
+	return end;
+}
+
+static int
+c_sandbox_watch(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	struct cli_stream *s;
+	struct cli_stream_resp *r;
+	struct pollfd pfd;
+	char target[GUEST_PATH_MAX * 3 + 200], err[512];
+	unsigned char *nl;
+	size_t off;
+	int k, rc = EXIT_REFUSED, end = 0;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_guest_path(a[1]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/watch?path=", a[0]);
+	cli_pct_path(a[1], target + strlen(target), sizeof(target) -
+	    strlen(target) - 16);
+	if (o->given & O_RECURSIVE)
+		strcat(target, "&recursive=1");
+	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
+	if ((s = get_open(target)) == NULL)
+		return EXIT_UNREACHABLE;
+	for (;;) {
+		if ((k = cli_stream_recv(s, &r, err, sizeof(err))) < 0) {
+			fail("%s", err);
+			rc = EXIT_UNREACHABLE;
+			break;
+		}
+		if (r->status != 0 && r->status != 200) {
+			if (k == 1) {	/* refused before it started: JSON */
+				struct cli_response e;
+
+				e.status = r->status;
+				e.body = (char *)r->body;
+				e.len = r->len;
+				rc = api_error(&e, o);
+				break;
+			}
+		} else if (r->status == 200) {
+			out_streamed = 1;	/* --json: the lines as they come */
+			for (off = 0; !end && (nl = memchr(r->body + off, '\n',
+			    r->len - off)) != NULL; off = (size_t)(nl -
+			    r->body) + 1)
+				if (nl > r->body + off)
+					end = watch_line(o, (const char *)
+					    r->body + off, (size_t)(nl - r->body -
+					    off), &rc);
+			memmove(r->body, r->body + off, r->len - off);
+			r->len -= off;
+			fflush(stdout);
+			if (end)
+				break;
+			if (k == 1) {
+				fail("the watch ended without its directory "
+				    "going (berthd closed it)");
+				rc = EXIT_REFUSED;
+				break;
+			}
+		}
+		if (k == 1)
+			break;
+		pfd.fd = cli_stream_fd(s);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (!cli_stream_readable(s) && poll(&pfd, 1, -1) < 0 &&
+		    errno != EINTR) {
+			fail("poll: %s", strerror(errno));
+			break;
+		}
+	}
+	cli_stream_close(s);
+	return rc;
 }
 
 static int
@@ -2646,7 +3139,9 @@ static const struct cmd cmds[] = {
 	  "Change a microVM sandbox's idle policy; 'default' follows berth.conf\n"
 	  "again. Applies at once to the running VM; recorded as an event." },
 	{ "sandbox", "rm", "delete", "<id>", 1, 1, 0, c_sandbox_rm,
-	  "Remove a sandbox with its ports, egress rules, tokens and events." },
+	  "Remove a sandbox with its ports, egress rules, tokens and events\n"
+	  "(and its disk). With a path after the id, 'sandbox rm' removes\n"
+	  "that path in the guest instead (see below)." },
 	{ "sandbox", "ls", "list", "", 0, 0, 0, c_sandbox_ls,
 	  "List sandboxes: ID STATE ADDRESS EXTERNAL CREATED; in fleet mode\n"
 	  "every host's, with a HOST column (\"(down)\": its lease expired)." },
@@ -2716,6 +3211,49 @@ static const struct cmd cmds[] = {
 	  "directory: the same name in it). Streamed both ways; written to a\n"
 	  "temporary file and renamed, with the local file's mode going in.\n"
 	  "A paused or suspended sandbox is woken first (--json: wake_ms)." },
+	{ "sandbox", "files", NULL, "<id> <dir> [--limit N]", 2, 2, O_LIMIT,
+	  c_sandbox_files,
+	  "List a directory of the sandbox's guest, by name: TYPE (file, dir,\n"
+	  "link, fifo, socket, char, block, other; a link is not followed)\n"
+	  "MODE SIZE MTIME NAME (a name's bytes that are not printable UTF-8\n"
+	  "shown \\xNN). At most --limit N entries (default 10000, at most\n"
+	  "100000); a listing cut there is said so on stderr. --json: the\n"
+	  "API's document (a name that is not UTF-8 as name_base64)." },
+	{ "sandbox", "mkdir", NULL, "<id> <path> [--parents|-p] [--mode M]", 2,
+	  2, O_PARENTS | O_MODE, c_sandbox_mkdir,
+	  "Make a directory in the sandbox's guest, of octal --mode M (default\n"
+	  "0755). An existing path is an error, as is a missing parent;\n"
+	  "--parents makes the missing parents and takes an existing\n"
+	  "directory as done." },
+	{ "sandbox", "rm", NULL, "<id> <path> [--recursive|-r]", 2, 2,
+	  O_RECURSIVE, c_sandbox_rm_path,
+	  "With a path: remove it in the sandbox's guest (a file, a symbolic\n"
+	  "link, never what it points to, or an empty directory); --recursive\n"
+	  "removes a directory with all under it. \"/\" is refused. (Without a\n"
+	  "path, 'sandbox rm <id>' removes the sandbox itself.)" },
+	{ "sandbox", "mv", NULL, "<id> <from> <to> [--overwrite]", 3, 3,
+	  O_OVERWRITE, c_sandbox_mv,
+	  "Rename or move a path in the sandbox's guest. An existing <to> is\n"
+	  "an error unless --overwrite (then replaced as rename(2) does). <to>\n"
+	  "is the new path itself, not a directory to move into." },
+	{ "sandbox", "cat", NULL, "<id> <path> [--offset N] [--length N]", 2, 2,
+	  O_OFFSET | O_LENGTH, c_sandbox_cat,
+	  "Print a file of the sandbox's guest to stdout, byte for byte: all\n"
+	  "of it, or from byte --offset N (past the end: nothing) at most\n"
+	  "--length N bytes. Streamed, of any size. No --json (see 'cp' to a\n"
+	  "file, or the MCP tool read_file)." },
+	{ "sandbox", "watch", NULL, "<id> <dir> [--recursive|-r]", 2, 2,
+	  O_RECURSIVE, c_sandbox_watch,
+	  "Watch a directory of the sandbox's guest and print a line per\n"
+	  "change as it happens: EVENT PATH, EVENT one of create, modify,\n"
+	  "attrib, delete, move_from, move_to, a directory's path ending in\n"
+	  "'/'. --recursive watches its subdirectories too (those made later\n"
+	  "as well; 'unwatched PATH' when one could not be). 'overflow DIR\n"
+	  "(events were lost)' says the guest's queue overflowed: look again.\n"
+	  "Runs until the directory is removed ('delete_self DIR', exit 0),\n"
+	  "interrupted, or the watch fails (exit 1, saying why). --json prints\n"
+	  "each event as the API's JSON line, the first {\"event\":\"ready\"}\n"
+	  "once the watch is in place." },
 	{ "sandbox", "events", NULL, "<id>", 1, 1, 0, c_sandbox_events,
 	  "Lifecycle events of a sandbox, oldest first:\n"
 	  "SEQ TIME OPERATION RESULT DURATION REASON." },
@@ -2818,6 +3356,14 @@ static const struct cmd cmds[] = {
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+/* The command's verb or its alias is word. */
+static int
+verb_is(const struct cmd *k, const char *word)
+{
+	return k->verb != NULL && (strcmp(k->verb, word) == 0 ||
+	    (k->alias != NULL && strcmp(k->alias, word) == 0));
+}
 
 static void
 usage_line(FILE *f, const struct cmd *c)
@@ -2954,6 +3500,12 @@ opt_name(uint64_t o)
 	case O_RING: return "--ring";
 	case O_SIGNAL: return "--signal";
 	case O_OFFSET: return "--offset";
+	case O_LIMIT: return "--limit";
+	case O_PARENTS: return "--parents";
+	case O_MODE: return "--mode";
+	case O_RECURSIVE: return "--recursive";
+	case O_OVERWRITE: return "--overwrite";
+	case O_LENGTH: return "--length";
 	default: return "?";
 	}
 }
@@ -3040,6 +3592,12 @@ netctl_main(int argc, char **argv)
 		{ "ring", required_argument, NULL, OPT_RING },
 		{ "signal", required_argument, NULL, OPT_SIGNAL },
 		{ "offset", required_argument, NULL, OPT_OFFSET },
+		{ "limit", required_argument, NULL, OPT_LIMIT },
+		{ "parents", no_argument, NULL, 'p' },
+		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "recursive", no_argument, NULL, 'r' },
+		{ "overwrite", no_argument, NULL, OPT_OVERWRITE },
+		{ "length", required_argument, NULL, OPT_LENGTH },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -3047,12 +3605,12 @@ netctl_main(int argc, char **argv)
 	const char *env;
 	char **args;
 	size_t i, k;
-	int ch, nargs, want_help = 0, used;
+	int ch, nargs, want_help = 0, used, twin = 0;
 	uint64_t bit;
 
 	memset(&o, 0, sizeof(o));
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:hpr", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			o.state_dir = optarg;
@@ -3215,6 +3773,27 @@ netctl_main(int argc, char **argv)
 			o.offset = optarg;
 			o.given |= O_OFFSET;
 			break;
+		case OPT_LIMIT:
+			o.limit = optarg;
+			o.given |= O_LIMIT;
+			break;
+		case 'p':
+			o.given |= O_PARENTS;
+			break;
+		case OPT_MODE:
+			o.mode = optarg;
+			o.given |= O_MODE;
+			break;
+		case 'r':
+			o.given |= O_RECURSIVE;
+			break;
+		case OPT_OVERWRITE:
+			o.given |= O_OVERWRITE;
+			break;
+		case OPT_LENGTH:
+			o.length = optarg;
+			o.given |= O_LENGTH;
+			break;
 		case 'd':
 		case 'w':
 			if ((ch == 'd' ? o.ndeny : o.nallow) == MAX_RULE_OPTS) {
@@ -3260,8 +3839,21 @@ netctl_main(int argc, char **argv)
 			continue;
 		if (k2->verb == NULL)
 			c = k2;
-		else if (nargs >= 2 && (strcmp(k2->verb, args[1]) == 0 ||
-		    (k2->alias && strcmp(k2->alias, args[1]) == 0)))
+		else if (nargs >= 2 && verb_is(k2, args[1]))
+			c = k2;
+	}
+	/* A verb of two forms told apart by the number of arguments
+	 * (sandbox rm <id>, sandbox rm <id> <path>): the one they fit;
+	 * options are then checked against that form alone. */
+	for (i = 0; c != NULL && c->verb != NULL && i < NCMDS; i++) {
+		const struct cmd *k2 = &cmds[i];
+
+		if (k2 == c || strcmp(k2->noun, c->noun) != 0 ||
+		    k2->verb == NULL || !verb_is(k2, args[1]))
+			continue;
+		twin = 1;
+		if ((nargs - 2 < c->min || nargs - 2 > c->max) &&
+		    nargs - 2 >= k2->min && nargs - 2 <= k2->max)
 			c = k2;
 	}
 	if (c == NULL) {
@@ -3295,6 +3887,12 @@ netctl_main(int argc, char **argv)
 		    "too many");
 		fputs("  ", stderr);
 		usage_line(stderr, c);
+		for (i = 0; twin && i < NCMDS; i++)
+			if (&cmds[i] != c && strcmp(cmds[i].noun, c->noun) ==
+			    0 && verb_is(&cmds[i], c->verb)) {
+				fputs("  ", stderr);
+				usage_line(stderr, &cmds[i]);
+			}
 		/* --json's message carries the usage too */
 		snprintf(last_fail + strlen(last_fail), sizeof(last_fail) -
 		    strlen(last_fail), " %s %s%s%s%s%s", progname, c->noun,
@@ -3304,9 +3902,10 @@ netctl_main(int argc, char **argv)
 	}
 	for (bit = 1; bit <= O_LAST; bit <<= 1)
 		if ((o.given & bit) && !(c->opts & bit)) {
-			fail("option %s does not apply to '%s%s%s'",
+			fail("option %s does not apply to '%s%s%s%s%s'",
 			    opt_name(bit), c->noun, c->verb ? " " : "",
-			    c->verb ? c->verb : "");
+			    c->verb ? c->verb : "", twin ? " " : "",
+			    twin ? c->args : "");
 			return EXIT_USAGE;
 		}
 

@@ -56,3 +56,9 @@ EXTRA_DIST += tests/integ/netctl-json.sh
 # /data kept (root, qemu TCG; three boots).
 TESTS += tests/integ/vm-lifecycle-cli.sh
 EXTRA_DIST += tests/integ/vm-lifecycle-cli.sh
+
+# netctl's commands for a guest's files (sandbox files, mkdir, rm with a
+# path, mv, cat, watch with its overflow) and the MCP file tools, against
+# a microVM (root, qemu TCG; one boot).
+TESTS += tests/integ/netctl-files.sh
+EXTRA_DIST += tests/integ/netctl-files.sh
