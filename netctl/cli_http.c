@@ -373,7 +373,7 @@ cli_http_do(const struct cli_target *t, const char *method,
 	struct link l = { -1, NULL, NULL, NULL };
 	struct reader rd;
 	http_parser parser;
-	char head[1024], buf[16384];
+	char head[3 * 4096 + 1024], buf[16384];
 	size_t blen = body ? strlen(body) : 0;
 	ssize_t n;
 	int hlen;
@@ -611,7 +611,7 @@ cli_stream_open(const struct cli_target *t, const char *method,
     int *connect_failed, char *err, size_t errlen)
 {
 	struct cli_stream *s;
-	char head[1024];
+	char head[3 * 4096 + 1024];
 	int hlen;
 
 	*connect_failed = 0;

@@ -131,7 +131,8 @@ struct req {
 	char segbuf[2048];	/* path split in place */
 	char *seg[CTL_MAX_SEGS];
 	int nseg;
-	char query[1024];	/* raw query string, "" if none */
+	char query[8192];	/* raw query string, "" if none: as long as
+				 * a request line may be (http1.h) */
 	struct px_auth auth;
 };
 
@@ -245,6 +246,7 @@ px_control_error_code(int status)
 	case 408: return "timeout";
 	case 409: return "conflict";
 	case 413: return "payload_too_large";
+	case 414: return "uri_too_long";
 	case 417: return "expectation_failed";
 	case 431: return "header_too_large";
 	case 501: return "not_implemented";
@@ -2406,7 +2408,7 @@ cs_attach_json(struct cstream *cs, const char *p, size_t len)
 	memset(&er, 0, sizeof(er));
 	er.op = PX_PROC_ATTACH;
 	er.proc = cs->proc;
-	er.timeout_ms = EXEC_TIMEOUT_MAX;
+	er.timeout_ms = 0;	/* until the client detaches */
 	er.tty = 1;
 	if ((v = json_object_get(obj, "rows")) != NULL) {
 		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
@@ -2563,6 +2565,27 @@ query_u64(struct req *r, const char *name, uint64_t *v)
 	return 0;
 }
 
+/* ?path= decoded into path (size > CS_PATH_MAX): 1 when absolute and at
+ * most CS_PATH_MAX bytes decoded, else -1 after replying (what names
+ * it, e.g. "an absolute directory"). */
+static int
+query_path(struct req *r, char *path, size_t size, const char *what)
+{
+	char buf[3 * CS_PATH_MAX + 1];
+	int rc;
+
+	if ((rc = query_get(r, "path", buf, sizeof(buf))) != 1 ||
+	    buf[0] != '/' || strlen(buf) > CS_PATH_MAX ||
+	    strlen(buf) >= size) {
+		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
+		    "not valid percent-encoding" : rc == 1 && buf[0] == '/' ?
+		    "?path= is longer than 4096 bytes" : what);
+		return -1;
+	}
+	memcpy(path, buf, strlen(buf) + 1);
+	return 1;
+}
+
 /* A path in the guest from a query or a body: absolute, at most
  * CS_PATH_MAX bytes; -1 after replying. */
 static int
@@ -2628,16 +2651,11 @@ files_simple(struct req *r, const char *id, int kind)
 	struct px_exec_req er;
 	char path[CS_PATH_MAX + 2];
 	uint64_t limit = LIST_DEFAULT;
-	int rc;
 
 	memset(&er, 0, sizeof(er));
-	if ((rc = query_get(r, "path", path, sizeof(path))) != 1 ||
-	    path[0] != '/') {
-		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
-		    "not valid percent-encoding or longer than 4096 bytes" :
-		    "?path= must be an absolute path in the guest");
+	if (query_path(r, path, sizeof(path), "?path= must be an absolute "
+	    "path in the guest") < 0)
 		return;
-	}
 	er.path = path;
 	er.timeout_ms = EXEC_TIMEOUT_DEFAULT;
 	if (kind == PK_FLIST) {
@@ -2734,12 +2752,9 @@ files_query(struct req *r, struct px_exec_req *er, char *path, size_t plen)
 	int rc;
 
 	memset(er, 0, sizeof(*er));
-	if ((rc = query_get(r, "path", path, plen)) != 1 || path[0] != '/') {
-		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
-		    "not valid percent-encoding or longer than 4096 bytes" :
-		    "?path= must be an absolute path in the guest");
+	if (query_path(r, path, plen, "?path= must be an absolute path in "
+	    "the guest") < 0)
 		return -1;
-	}
 	er->mode = 0644;
 	if ((rc = query_get(r, "mode", mode, sizeof(mode))) == -1 ||
 	    (rc == 1 && (mode[0] == '\0' || strspn(mode, "01234567") !=
@@ -2767,16 +2782,12 @@ h_watch(struct req *r, const char *id)
 {
 	struct px_exec_req er;
 	struct cstream *cs;
-	int rc;
 
 	if ((cs = cs_new(r, id, CS_WATCH)) == NULL)
 		return;
 	memset(&er, 0, sizeof(er));
-	if ((rc = query_get(r, "path", cs->path, sizeof(cs->path))) != 1 ||
-	    cs->path[0] != '/') {
-		reply_error(r, 400, NULL, "path", "%s", rc == -1 ? "?path= is "
-		    "not valid percent-encoding or longer than 4096 bytes" :
-		    "?path= must be an absolute directory in the guest");
+	if (query_path(r, cs->path, sizeof(cs->path), "?path= must be an "
+	    "absolute directory in the guest") < 0) {
 		cs_free(cs);
 		return;
 	}
@@ -2786,7 +2797,7 @@ h_watch(struct req *r, const char *id)
 	}
 	er.op = PX_FILE_WATCH;
 	er.path = cs->path;
-	er.timeout_ms = EXEC_TIMEOUT_MAX;
+	er.timeout_ms = 0;	/* until the client or the directory goes */
 	if (cs_run(cs, r, &er) < 0) {
 		cs_free(cs);
 		return;
@@ -2939,8 +2950,13 @@ dir_json(const char *path, const struct px_exec_result *res)
 		}
 	}
 	free(v);
-	return json_pack("{s:s, s:o, s:b}", "path", path, "entries", list,
-	    "truncated", res->truncated);
+	if ((e = json_pack("{s:o, s:b}", "entries", list, "truncated",
+	    res->truncated)) != NULL && json_set_bytes(e, "path", path,
+	    strlen(path)) < 0) {
+		json_decref(e);
+		e = NULL;
+	}
+	return e;
 }
 
 static void
@@ -3030,13 +3046,22 @@ proc_done(void *arg, const struct px_exec_result *res)
 		doc = dir_json(pp->path, res);
 		break;
 	case PK_MKDIR:
-		doc = json_pack("{s:s, s:b}", "path", pp->path, "created", 1);
-		break;
 	case PK_REMOVE:
-		doc = json_pack("{s:s, s:b}", "path", pp->path, "removed", 1);
+		doc = json_pack("{s:b}", pp->kind == PK_MKDIR ? "created" :
+		    "removed", 1);
+		if (doc != NULL && json_set_bytes(doc, "path", pp->path,
+		    strlen(pp->path)) < 0) {
+			json_decref(doc);
+			doc = NULL;
+		}
 		break;
 	case PK_MOVE:
-		doc = json_pack("{s:s, s:s}", "from", pp->path, "to", pp->to);
+		if ((doc = json_object()) != NULL && (json_set_bytes(doc,
+		    "from", pp->path, strlen(pp->path)) < 0 ||
+		    json_set_bytes(doc, "to", pp->to, strlen(pp->to)) < 0)) {
+			json_decref(doc);
+			doc = NULL;
+		}
 		break;
 	}
 	if (doc == NULL)
@@ -4951,7 +4976,14 @@ parse_target(struct req *r, const char *url, size_t len)
 	path = url + u.field_data[UF_PATH].off;
 	plen = u.field_data[UF_PATH].len;
 	if ((u.field_set & (1 << UF_QUERY)) &&
-	    u.field_data[UF_QUERY].len < sizeof(r->query)) {
+	    u.field_data[UF_QUERY].len >= sizeof(r->query)) {
+		snprintf(r->path, sizeof(r->path), "?");
+		reply_error(r, 414, NULL, NULL, "the query string is %u bytes: "
+		    "at most %zu", (unsigned)u.field_data[UF_QUERY].len,
+		    sizeof(r->query) - 1);
+		return -1;
+	}
+	if (u.field_set & (1 << UF_QUERY)) {
 		memcpy(r->query, url + u.field_data[UF_QUERY].off,
 		    u.field_data[UF_QUERY].len);
 		r->query[u.field_data[UF_QUERY].len] = '\0';

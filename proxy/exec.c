@@ -429,7 +429,10 @@ run(struct link *l, struct job *j)
 	j->out_window = BA_WINDOW;
 	send_frame(l, j->type, j->chan, j->fields, j->fieldslen);
 	pump_input(l, j);
-	j->deadline = now_ms() + (int64_t)j->timeout_ms + GRACE_MS;
+	/* a watch and a terminal's client last as long as their client
+	 * (or the directory, the process): no deadline */
+	j->deadline = j->type == BA_WATCH || j->type == BA_ATTACH ?
+	    INT64_MAX : now_ms() + (int64_t)j->timeout_ms + GRACE_MS;
 	hold(l, 1);
 	tick_in(l, 1000);
 	if (j->streamed && j->sink.start != NULL)
@@ -1416,8 +1419,7 @@ exec_fields(const struct px_exec_req *req, size_t *lenp)
 		evbuffer_add_printf(b, "o%llu", (unsigned long long)req->offset);
 		evbuffer_add(b, "", 1);
 	}
-	if (req->op == PX_FILE_GET && req->length != UINT64_MAX &&
-	    req->length != 0) {
+	if (req->op == PX_FILE_GET && req->length != UINT64_MAX) {
 		evbuffer_add_printf(b, "n%llu", (unsigned long long)req->length);
 		evbuffer_add(b, "", 1);
 	}
@@ -1529,7 +1531,7 @@ job_new(const char *id, const struct px_exec_req *req, size_t size,
 	}
 	j->discard = req->discard;
 	j->ranged = req->op == PX_FILE_GET && (req->offset > 0 ||
-	    (req->length != UINT64_MAX && req->length != 0));
+	    req->length != UINT64_MAX);
 	j->ring = req->op == PX_EXEC_RUN ? req->ring : 0;
 	j->keep_awake = j->ring != 0 && req->keep_awake;
 	j->out = evbuffer_new();

@@ -28,6 +28,7 @@ px_status_text(int status)
 	case 408: return "Request Timeout";
 	case 409: return "Conflict";
 	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
 	case 417: return "Expectation Failed";
 	case 421: return "Misdirected Request";
 	case 426: return "Upgrade Required";

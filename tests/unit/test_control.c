@@ -1823,6 +1823,32 @@ main(void)
 			ok(vmlog_has("remove /n 1"), "... recursive to the guest");
 			is_int(req("DELETE", "/v1/sandboxes/vm-1/files?path=//",
 			    NULL), 400, "DELETE of //: 400");
+			is_int(req("DELETE", "/v1/sandboxes/vm-1/files?path=/x%FF",
+			    NULL), 200, "DELETE of a path not UTF-8: 200");
+			is_str(js("path_base64"), "L3j/", "... its path as base64");
+			{
+				char t[13000], *q;
+				int k2;
+
+				q = t + snprintf(t, sizeof(t), "/v1/sandboxes/vm-1/"
+				    "files?path=/");
+				for (k2 = 0; k2 < 700; k2++)	/* 1401 bytes */
+					q += snprintf(q, 7, "%%C3%%A9");
+				is_int(req("DELETE", t, NULL), 200, "a path of 1401 "
+				    "bytes, 4201 encoded: 200");
+				q = t + snprintf(t, sizeof(t), "/v1/sandboxes/vm-1/"
+				    "files?path=/");
+				memset(q, 'a', 4096);	/* 4097 bytes */
+				q[4096] = '\0';
+				is_int(req("DELETE", t, NULL), 400, "a path of 4097 "
+				    "bytes: 400");
+				is_str(js("error/message"), "?path= is longer than "
+				    "4096 bytes", "... saying so");
+			}
+			is_int(req("GET", "/v1/sandboxes/vm-1/files?path=/tmp/f"
+			    "&length=0", NULL), 200, "GET of length 0: 200");
+			ok(vmlog_has("get /tmp/f from 0 for 0"), "... length 0 "
+			    "goes to the guest (no bytes), not the whole file");
 			is_int(req("POST", "/v1/sandboxes/vm-1/files/move",
 			    "{\"from\":\"/a\",\"to\":\"/b\"}"), 200,
 			    "move: 200");
