@@ -31,7 +31,7 @@ _netctl()
 	fi
 	if [[ -z $verb ]]; then
 		case $noun in
-		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec cp console ps logs kill wait files mkdir mv cat watch" -- "$cur"));;
+		sandbox) COMPREPLY=($(compgen -W "add create ls show set pause suspend resume start stop restart rm events exec cp console ps logs kill wait attach files mkdir mv cat watch" -- "$cur"));;
 		template) COMPREPLY=($(compgen -W "ls add build rm" -- "$cur"));;
 		fleet) COMPREPLY=($(compgen -W "hosts" -- "$cur"));;
 		port) COMPREPLY=($(compgen -W "publish unpublish ls" -- "$cur"));;
@@ -55,6 +55,7 @@ _netctl()
 	"template add") COMPREPLY=($(compgen -d -- "$cur"));;
 	"sandbox exec") COMPREPLY=($(compgen -W "--user --tty --env --cwd --timeout --detach --keep-awake --ring --" -- "$cur"));;
 	"sandbox logs") COMPREPLY=($(compgen -W "--follow --offset" -- "$cur"));;
+	"sandbox attach") COMPREPLY=($(compgen -W "--offset" -- "$cur"));;
 	"sandbox kill") COMPREPLY=($(compgen -W "--signal" -- "$cur"));;
 	"sandbox cp") COMPREPLY=($(compgen -f -- "$cur"));;
 	"sandbox files") COMPREPLY=($(compgen -W "--limit" -- "$cur"));;

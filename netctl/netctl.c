@@ -1170,6 +1170,14 @@ exec_frames(struct cli_stream_resp *r, int *rc)
 				fail("%s", json_is_string(v) ?
 				    json_string_value(v) : "exec failed");
 				*rc = EXIT_REFUSED;
+			} else if (json_is_true(json_object_get(doc,
+			    "detached"))) {
+				/* an attach's end: the client detached */
+				fprintf(stderr, "%s: detached; process %lld "
+				    "runs on\n", progname, (long long)
+				    json_integer_value(json_object_get(doc,
+				    "process")));
+				*rc = EXIT_OK;
 			} else {
 				if (json_is_true(json_object_get(doc,
 				    "timed_out")))
@@ -1202,8 +1210,30 @@ exec_frames(struct cli_stream_resp *r, int *rc)
  * printed as it comes, stdin sent as it is read (a terminal's only with
  * --tty, then in raw mode with its size, and again on SIGWINCH).
  */
+static int exec_stream_at(const char *target, json_t *body, int tty,
+    int detach_keys);
+
 static int
 exec_stream(const char *id, json_t *body, int tty)
+{
+	char target[160];
+
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec?stream=1", id);
+	return exec_stream_at(target, body, tty, 0);
+}
+
+/* The detach keys of 'sandbox attach' on a terminal: ^P ^Q (docker's). */
+#define DETACH_1	0x10
+#define DETACH_2	0x11
+
+/*
+ * A streamed exec or a process's attach at target: output printed as it
+ * comes, stdin sent as it is read (a terminal's only with tty, then in
+ * raw mode with its size, and again on SIGWINCH). detach_keys: on a
+ * terminal ^P ^Q ends stdin (the attach detaches).
+ */
+static int
+exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 {
 	struct cli_stream *s;
 	struct cli_stream_resp *r = NULL;
@@ -1212,11 +1242,11 @@ exec_stream(const char *id, json_t *body, int tty)
 	struct pollfd pfd[2];
 	struct winsize ws;
 	unsigned char buf[32768];
-	char target[160], err[512], sz[32], *j;
+	char err[512], sz[32], *j;
 	int unreachable, rc = EXIT_REFUSED, in_open, is_raw = 0, k, end = 0;
+	int held = 0;		/* a ^P read, not sent yet */
 	ssize_t n;
 
-	snprintf(target, sizeof(target), "/v1/sandboxes/%s/exec?stream=1", id);
 	s = cli_stream_open(&tgt, "POST", target,
 	    "application/vnd.berth.exec-stream", -1, &unreachable, err,
 	    sizeof(err));
@@ -1277,8 +1307,32 @@ exec_stream(const char *id, json_t *body, int tty)
 			break;
 		}
 		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-			n = read(STDIN_FILENO, buf, sizeof(buf));
-			if (n > 0)
+			n = read(STDIN_FILENO, buf + held, sizeof(buf) - 1);
+			if (n > 0 && detach_keys && is_raw) {
+				unsigned char *d;
+				size_t m = (size_t)n + (size_t)held;
+
+				held = 0;
+				d = memchr(buf, DETACH_1, m);
+				if (d != NULL && d + 1 < buf + m &&
+				    d[1] == DETACH_2) {
+					/* what came before, then the end */
+					if (d > buf)
+						frame_out(s, 'I', buf,
+						    (size_t)(d - buf));
+					in_open = 0;
+					frame_out(s, 'I', NULL, 0);
+					continue;
+				}
+				if (buf[m - 1] == DETACH_1) {
+					held = 1;	/* its pair may follow */
+					m--;
+				}
+				if (m > 0)
+					frame_out(s, 'I', buf, m);
+				if (held)
+					buf[0] = DETACH_1;
+			} else if (n > 0)
 				frame_out(s, 'I', buf, (size_t)n);
 			else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				in_open = 0;
@@ -2143,12 +2197,6 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 	if (o->given & O_DETACH) {
 		char target[160];
 
-		if (o->tty) {
-			fail("--detach: a detached command runs without a "
-			    "terminal");
-			json_decref(body);
-			return EXIT_USAGE;
-		}
 		json_object_set_new(body, "detach", json_true());
 		if (o->given & O_KEEP_AWAKE)
 			json_object_set_new(body, "keep_awake", json_true());
@@ -2441,6 +2489,60 @@ c_sandbox_wait(const struct cmd *c, struct opts *o, char **a, int n)
 		rc = 128 + ((int)json_integer_value(json_object_get(doc,
 		    "signal")) & 0x7f);
 	json_decref(doc);
+	return rc;
+}
+
+/* netctl sandbox attach ID PROC: a client of a detached process's
+ * terminal (POST .../processes/N/attach, streamed). */
+static int
+c_sandbox_attach(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[200];
+	struct winsize ws;
+	json_t *body;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_proc(a[1]) == -1)
+		return EXIT_USAGE;
+	if (o->json) {
+		fail("attach is a terminal: no --json");
+		return EXIT_USAGE;
+	}
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/processes/%s/"
+	    "attach", a[0], a[1]);
+	if ((body = json_object()) == NULL) {
+		fail("out of memory");
+		return EXIT_REFUSED;
+	}
+	/* the terminal's size when netctl runs in one: the newest client's
+	 * is the process's */
+	memset(&ws, 0, sizeof(ws));
+	if (isatty(STDIN_FILENO) && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 &&
+	    ws.ws_row > 0 && ws.ws_col > 0) {
+		json_object_set_new(body, "rows", json_integer(ws.ws_row));
+		json_object_set_new(body, "cols", json_integer(ws.ws_col));
+	}
+	if (o->offset != NULL) {
+		char *end;
+		unsigned long long off = strtoull(o->offset, &end, 10);
+
+		if (*o->offset < '0' || *o->offset > '9' || *end != '\0' ||
+		    off > INT64_MAX) {
+			fail("--offset: '%s' is not a byte offset", o->offset);
+			json_decref(body);
+			return EXIT_USAGE;
+		}
+		json_object_set_new(body, "offset", json_integer(
+		    (json_int_t)off));
+	}
+	if (isatty(STDIN_FILENO))
+		fprintf(stderr, "%s: attached to process %s; ^P ^Q detaches\r\n",
+		    progname, a[1]);
+	cli_timeout_secs = 86400 + 300;
+	rc = exec_stream_at(target, body, 1, 1);
+	json_decref(body);
 	return rc;
 }
 
@@ -3185,7 +3287,8 @@ static const struct cmd cmds[] = {
 	  "token may exec only in its sandbox. --detach starts CMD as a\n"
 	  "process that outlives netctl (and pause, suspend, resume and a\n"
 	  "berthd restart) and prints its number: see 'sandbox ps', 'logs',\n"
-	  "'kill', 'wait'. Its stdin is /dev/null, its output is kept in a\n"
+	  "'kill', 'wait'. Its stdin is /dev/null (with --tty: a terminal,\n"
+	  "see 'sandbox attach'), its output is kept in a\n"
 	  "ring of --ring SIZE (default 1M, at most 16M), it has no timeout\n"
 	  "unless given, and with --keep-awake it keeps the sandbox from\n"
 	  "being paused for idleness while it runs." },
@@ -3205,6 +3308,15 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "wait", NULL, "<id> <proc>", 2, 2, 0, c_sandbox_wait,
 	  "Wait for a detached process to end; print how it ended and exit\n"
 	  "with its status (128+N for signal N)." },
+	{ "sandbox", "attach", NULL, "<id> <proc> [--offset N]", 2, 2, O_OFFSET,
+	  c_sandbox_attach,
+	  "Attach to a detached process's terminal (exec --detach --tty): the\n"
+	  "screen so far (its output ring, from --offset N), then its output\n"
+	  "as it comes, and what you type goes to it. ^P ^Q (or the end of\n"
+	  "stdin when it is not a terminal) detaches: the process runs on,\n"
+	  "attach again any time; a dropped client detaches too. Several\n"
+	  "clients may attach at once; the terminal's size is the newest's.\n"
+	  "Exits 0 when detached, else with the process's status." },
 	{ "sandbox", "cp", NULL, "SRC DST", 2, 2, 0, c_sandbox_cp,
 	  "Copy a file into or out of a sandbox's guest: one side is\n"
 	  "ID:/PATH, the other a local path ('-': stdin or stdout; a\n"

@@ -90,6 +90,7 @@ j 2 sandbox rm js-1 --recursive
 j 1 sandbox mv js-1 /tmp/x /tmp/y
 j 2 sandbox cat js-1 /tmp/x
 j 1 sandbox watch js-1 /tmp
+j 2 sandbox attach js-1 1
 j 1 sandbox ps js-1
 like "an external sandbox has no processes" "$(doc 'j["error"]["message"]')" 'no guest processes'
 j 1 sandbox logs js-1 1

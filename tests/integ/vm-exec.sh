@@ -423,11 +423,12 @@ is "... wait: signal 15" "$(netctl sandbox wait ex "$q")" "signal 15"
 t=$(x --detach --tty -- sh 2>&1)
 like "--detach --tty: a process number" "$t" '^[0-9]+$'
 # attach_tty N: netctl sandbox attach reading the FIFO $T/ttyN.in (kept
-# open on the caller's side), output to $T/ttyN.out
+# open on the caller's side, on fd 3 + N: a client must not inherit
+# another's writer, or that FIFO never ends), output to $T/ttyN.out
 attach_tty() {
 	mkfifo "$T/tty$1.in"
 	spawn "$T/tty$1.out" sh -c '"$0" -s "$1" sandbox attach ex "$2" <"$3"; echo "rc=$?"' \
-		"$NETCTL" "$STATE" "$t" "$T/tty$1.in"
+		"$NETCTL" "$STATE" "$t" "$T/tty$1.in" 4>&- 5>&- 6>&-
 }
 attach_tty 1
 a1=$SPAWNED
