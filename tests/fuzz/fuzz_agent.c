@@ -3,16 +3,19 @@
  * (proxy/agentd.c, compiled into this file to reach its parser): what a
  * guest agent sends. Each input is one connection: data[0] & 1 says
  * whether it starts already synced (its pong seen), data[0] & 2 then
- * that its agent speaks protocol 2 (channels), data[1] the size of
+ * that its agent speaks protocol 3 (channels, processes, files), data[1]
+ * the size of
  * the pieces the bytes arrive in (1 to 256), the rest the guest's byte
  * stream; a full window is acknowledged at once, as a parent keeping up
  * would. Invariants, on every message the helper sends the parent: its
  * length is its type's, output comes in pieces of at most
  * HM_AGENT_CHUNK of stdout or stderr and never past the window, an exit
  * is an exit code 0..255 or a signal 1..127, texts are printable and
- * NUL-terminated, a pong carries the nonce and protocol 1 or 2, a
- * stdin acknowledgement has its size, and nothing follows a protocol
- * error.
+ * NUL-terminated, a pong carries the nonce and protocol 1 to BA_PROTO,
+ * a stdin acknowledgement has its size, a process, a ring, a directory
+ * entry (its name 1 to 255 bytes, no '/' or NUL) and a watch event (its
+ * path absolute, at most BA_EVENT_PATH bytes, no NUL) are well formed,
+ * and nothing follows a protocol error.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "../../proxy/agentd.c"
@@ -87,7 +90,7 @@ drain(uint64_t id, int *ended)
 				struct hm_agent_pong pg;
 
 				memcpy(&pg, p, sizeof(pg));
-				if (pg.proto != 1 && pg.proto != 2)
+				if (pg.proto < 1 || pg.proto > BA_PROTO)
 					die("a pong of another protocol");
 			}
 			break;
@@ -132,6 +135,60 @@ drain(uint64_t id, int *ended)
 				die("a bad failure");
 			break;
 		}
+		case HM_AGENT_STARTED:
+			if (len != sizeof(struct hm_agent_started))
+				die("a bad start");
+			break;
+		case HM_AGENT_PROC: {
+			struct hm_agent_proc pr;
+
+			if (len != sizeof(pr))
+				die("a short process");
+			memcpy(&pr, p, sizeof(pr));
+			if (!text_ok(pr.cmd, sizeof(pr.cmd)) || pr.proc == 0 ||
+			    pr.pid <= 0 || pr.keep < 0 || pr.keep > 1)
+				die("a bad process");
+			break;
+		}
+		case HM_AGENT_RING: {
+			struct hm_agent_ring rg;
+
+			if (len != sizeof(rg))
+				die("a short ring");
+			memcpy(&rg, p, sizeof(rg));
+			if (rg.first > rg.total)
+				die("a bad ring");
+			break;
+		}
+		case HM_AGENT_ENTRY: {
+			struct hm_agent_entry en;
+
+			if (len != sizeof(en))
+				die("a short entry");
+			memcpy(&en, p, sizeof(en));
+			if (en.type < HM_FT_FILE || en.type > HM_FT_OTHER ||
+			    en.mode > 07777 || en.mtime_ms < 0 || en.namelen < 1 ||
+			    en.namelen > 255 || memchr(en.name, '/',
+			    en.namelen) != NULL || memchr(en.name, '\0',
+			    en.namelen) != NULL)
+				die("a bad entry");
+			break;
+		}
+		case HM_AGENT_EVENT: {
+			struct hm_agent_event ev;
+			const unsigned char *path = p + sizeof(ev);
+
+			if (len < sizeof(ev))
+				die("a short event");
+			memcpy(&ev, p, sizeof(ev));
+			if (ev.event < 0 || ev.event >= HM_EV_COUNT ||
+			    (ev.dir != 0 && ev.dir != 1) || ev.pathlen < 1 ||
+			    ev.pathlen > BA_EVENT_PATH ||
+			    ev.pathlen != len - sizeof(ev) || path[0] != '/' ||
+			    memchr(path, '\0', ev.pathlen) != NULL)
+				die("a bad event");
+			break;
+		}
 		case HM_AGENT_ERROR: {
 			struct hm_agent_error e;
 
@@ -170,7 +227,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((c = conn_find(m.id)) == NULL)
 		die("no connection");
 	c->synced = data[0] & 1;
-	c->proto = data[0] & 2 ? 2 : 1;
+	c->proto = data[0] & 2 ? BA_PROTO : 1;
 	chunk = 1 + (size_t)data[1];
 	for (off = 2; off < size && c != NULL; off += n) {
 		if (c->start > 0) {
