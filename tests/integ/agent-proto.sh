@@ -55,8 +55,19 @@
 # 'M' exit:3 and 'X', an ended process is replayed; a client that does
 # not ack stops at the window while another gets all, input past the
 # window is written as the terminal takes it; without a terminal 'I' is
-# acknowledged and dropped. No root needed but for user switching and
-# the move across filesystems; about 40 s.
+# acknowledged and dropped. Identity ('U', root only: the agent in
+# namespaces of its own, UTS, network and mount, with an overlay on /etc
+# and /var/lib/dbus and an ethernet eth9): every field at once ('c' the
+# host's own time, never another) is 'X' "exit 0" and then the hostname,
+# /etc/hostname, /etc/machine-id (444) and D-Bus's copy, /etc/hosts's
+# 127.0.1.1 line (the others kept), resolv.conf, eth9's MAC, address,
+# broadcast and default route are the new ones, the clock within 1 s,
+# no temporary file left; a second 'U' replaces the address and route
+# on the default interface; malformed fields are 400 naming the field
+# and change nothing, an absent 'f' interface 404, an unreachable
+# gateway "500 set the default route via ..."; the host's hostname and
+# /etc files are untouched. No root needed but for user switching, the
+# move across filesystems and identity; about 40 s.
 # SPDX-License-Identifier: GPL-2.0-or-later
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"

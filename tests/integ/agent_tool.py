@@ -18,7 +18,8 @@
 # Environment: BERTH_AGENT (the binary; default
 # $top_builddir/vmm/guest/berth-agent), top_srcdir and top_builddir (as in
 # lib.sh: default the source tree), TMPDIR, KEEP_TMP=1 (keep the temp dir
-# with the agents' logs). Root-only checks (a command as user nobody) are
+# with the agents' logs). Root-only checks (a command as user nobody, a
+# move across filesystems, identity in namespaces of the agent's own) are
 # skipped otherwise.
 # SPDX-License-Identifier: GPL-2.0-or-later
 import os
@@ -510,6 +511,13 @@ class Agent:
     def watch(self, path, recursive=False, cid=None):
         return self._open('V', ['p' + path] + (['r'] if recursive else []),
                           cid, 'watch')
+
+    def identity(self, fields):
+        """A 'U' of fields (each its tag and text), waited for: its
+        channel."""
+        c = self._open('U', fields, None, 'identity')
+        self.need(lambda: c.done, "the 'U' answer")
+        return c
 
     def kill(self, c, sig):
         self.send('K', str(sig).encode(), c.id)
@@ -2524,6 +2532,199 @@ def test_watch_overflow(ctx):
     a.close()
 
 
+# The identity test's agent runs in namespaces of its own (UTS, network,
+# mount), so that nothing it changes is the host's: an overlay on /etc
+# (and /var/lib/dbus) whose upper layer, on a tmpfs of the namespace, is
+# seeded with known files ($0-seed), and a network of lo and an ethernet
+# eth9 (dummy, or a tap where there is no dummy driver). An overlay, not
+# files bind-mounted over the host's: the agent writes beside and
+# renames, which a bind-mounted file refuses (EBUSY) after its temporary
+# file has been made in the host's /etc.
+NETNS_SETUP = r"""set -e
+d=$0
+mount -t tmpfs -o size=4m,mode=0700 berth-test "$d"
+for m in etc:/etc dbus:/var/lib/dbus; do
+	n=${m%%:*} dir=${m#*:}
+	[ -d "$dir" ] || continue
+	mkdir "$d/$n" "$d/$n-work"
+	cp -a "$d-seed/$n/." "$d/$n/"
+	mount -t overlay berth-test \
+	    -o "lowerdir=$dir,upperdir=$d/$n,workdir=$d/$n-work" "$dir"
+done
+ip link set lo up
+ip link add eth9 type dummy 2>/dev/null || ip tuntap add dev eth9 mode tap
+exec "$@"
+"""
+HOST_FILES = ('/etc/hostname', '/etc/machine-id', '/etc/hosts',
+              '/etc/resolv.conf', '/var/lib/dbus/machine-id')
+HOSTS_SEED = ('127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n'
+              '127.0.1.1\ttemplate\n# kept as it is\n'
+              '10.1.2.3\tother.example other\n')
+
+
+def netns_wrap(ctx, name):
+    """An agent's wrap: unshare(1) and NETNS_SETUP, its seed files made;
+    None and why when such namespaces cannot be had here."""
+    if not ctx.root:
+        return None, 'needs root (namespaces of its own)'
+    for tool in ('unshare', 'ip'):
+        if not shutil.which(tool):
+            return None, 'no %s(8) here' % tool
+    d = ctx.path(name)
+    os.mkdir(d)
+    for sub, files in (('etc', {'hostname': 'template\n',
+                                'machine-id': '5' * 32 + '\n',
+                                'hosts': HOSTS_SEED,
+                                'resolv.conf': 'nameserver 192.0.2.53\n'}),
+                       ('dbus', {'machine-id': '5' * 32 + '\n'})):
+        os.makedirs(os.path.join(d + '-seed', sub))
+        for f, text in files.items():
+            with open(os.path.join(d + '-seed', sub, f), 'w') as fp:
+                fp.write(text)
+    wrap = ['unshare', '--uts', '--net', '--mount', '--propagation',
+            'private', 'sh', '-c', NETNS_SETUP, d]
+    probe = subprocess.run(wrap + ['true'], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if probe.returncode != 0:
+        return None, 'no namespaces with an overlay on /etc here: %s' % (
+            probe.stdout.decode('utf-8', 'replace').strip()[-200:])
+    return wrap, None
+
+
+def host_state():
+    return (socket.gethostname(), [read(p) for p in HOST_FILES],
+            sorted(f for f in os.listdir('/etc') if '.berth-' in f))
+
+
+def sh_out(a, cmd):
+    """cmd's stdout through an 'E' on a (a failure's text if it failed)."""
+    c = a.run(['sh', '-c', cmd])
+    a.need(lambda: c.done, '`%s`' % cmd)
+    if c.exit != 'exit 0':
+        return 'failed: %r %r %r' % (c.exit, c.fail, bytes(c.err))
+    return bytes(c.out).decode('utf-8', 'replace')
+
+
+def test_identity(ctx):
+    t = ctx.t
+    descs = (
+        "'U' with every field ('c' the host's own time: the clock does "
+        "not move) answers 'X' 'exit 0'",
+        "the hostname and /etc/hostname are 'h'",
+        "/etc/machine-id (mode 444) and /var/lib/dbus/machine-id are 'i'",
+        "/etc/hosts has '127.0.1.1<TAB>h' in its 127.0.1.1 line's place, "
+        "its other lines kept",
+        "/etc/resolv.conf has the 'n' nameservers, in order",
+        "eth9 has the MAC, is up, has the address with its broadcast, "
+        "and the one default route is via 'g' on it",
+        "the guest's clock is within 1 s of the host's after",
+        "no temporary file is left in /etc or /var/lib/dbus",
+        "a second 'U' (no 'f': the first ethernet interface) replaces "
+        "the address (one left) and the default route",
+        "a bad MAC, hostname, 'r' length, an address without prefix, "
+        "four 'n': 'F' '400 malformed identity: ...' naming the field, "
+        "and nothing changed",
+        "'f' naming no interface: 'F' '404 ...' naming it, nothing "
+        "changed",
+        "a gateway no address reaches: 'F' '500 set the default route "
+        "via ... on eth9: ...', the steps before it done",
+        "the host's own hostname and /etc files are as they were",
+    )
+    wrap, why = netns_wrap(ctx, 'ident-ns')
+    if wrap is None:
+        for desc in descs:
+            t.skip(desc, why)
+        return
+    before = host_state()
+    a = ctx.agent('identity', wrap=wrap)
+    dbus = os.path.isdir('/var/lib/dbus')
+    host = 'sbx-' + os.urandom(3).hex()
+    mid = os.urandom(16).hex()
+    mac = '02:42:ac:%02x:%02x:%02x' % tuple(os.urandom(3))
+    fields = ['h' + host, 'i' + mid, 'm' + mac, 'a10.200.0.6/30',
+              'g10.200.0.5', 'n10.200.0.5', 'n192.0.2.1',
+              'r' + os.urandom(64).hex(), 'feth9']
+    # CLOCK_REALTIME is not namespaced: the host's clock is set, to
+    # what it says now (and never anything else)
+    c = a.identity(fields + ['c%d' % (time.time_ns() // 1000000)])
+    t.ok(c.exit == 'exit 0', descs[0], 'got %r %r' % (c.exit, c.fail))
+    got = (sh_out(a, 'hostname'), sh_out(a, 'cat /etc/hostname'))
+    t.is_(got, (host + '\n', host + '\n'), descs[1])
+    got = (sh_out(a, 'cat /etc/machine-id; stat -c %a /etc/machine-id'),
+           sh_out(a, 'cat /var/lib/dbus/machine-id') if dbus else None)
+    t.is_(got, (mid + '\n444\n', mid + '\n' if dbus else None), descs[2])
+    t.is_(sh_out(a, 'cat /etc/hosts'), HOSTS_SEED.replace(
+        '127.0.1.1\ttemplate', '127.0.1.1\t' + host), descs[3])
+    t.is_(sh_out(a, 'cat /etc/resolv.conf'),
+          'nameserver 10.200.0.5\nnameserver 192.0.2.1\n', descs[4])
+    link = sh_out(a, 'ip link show eth9')
+    addr = sh_out(a, 'ip -4 -o addr show eth9')
+    route = sh_out(a, 'ip -4 route show default')
+    t.ok(('link/ether %s ' % mac) in link and
+         re.search(r'<[^>]*\bUP\b', link) and
+         len(addr.splitlines()) == 1 and
+         'inet 10.200.0.6/30 brd 10.200.0.7 ' in addr and
+         re.match(r'default via 10\.200\.0\.5 dev eth9\b[^\n]*\n$', route),
+         descs[5], 'link: %r' % link, 'addr: %r' % addr,
+         'route: %r' % route)
+    guest = sh_out(a, 'date +%s%3N')
+    host_ms = time.time_ns() // 1000000
+    t.ok(guest.strip().isdigit() and
+         abs(int(guest.strip()) - host_ms) < 1000, descs[6],
+         'guest %r, host %d' % (guest, host_ms))
+    left = sh_out(a, 'ls -a /etc; [ ! -d /var/lib/dbus ] || '
+                  'ls -a /var/lib/dbus')
+    t.ok(not left.startswith('failed') and '.berth-' not in left, descs[7],
+         'left: %r' % [f for f in left.split() if '.berth-' in f] or left)
+
+    c = a.identity(['a10.200.0.10/30', 'g10.200.0.9'])
+    addr = sh_out(a, 'ip -4 -o addr show eth9')
+    route = sh_out(a, 'ip -4 route show default')
+    t.ok(c.exit == 'exit 0' and len(addr.splitlines()) == 1 and
+         'inet 10.200.0.10/30 brd 10.200.0.11 ' in addr and
+         re.match(r'default via 10\.200\.0\.9 dev eth9\b[^\n]*\n$', route),
+         descs[8], 'got %r %r' % (c.exit, c.fail), 'addr: %r' % addr,
+         'route: %r' % route)
+
+    def state():
+        return (sh_out(a, 'hostname; cat /etc/hostname /etc/machine-id '
+                       '/etc/hosts /etc/resolv.conf'),
+                sh_out(a, 'ip -4 -o addr show; ip link show eth9'))
+
+    kept = state()
+    other = ['hchanged', 'i' + os.urandom(16).hex(), 'a10.200.0.14/30',
+             'n10.200.0.13', 'm02:42:ac:00:00:01']
+    bad = (('m', ['m02:42:ac:11:00']), ('m', ['m03:42:ac:11:00:01']),
+           ('h', ['hBad_Host']), ('h', ['h-lead']), ('h', ['h' + 'a' * 64]),
+           ('r', ['r' + os.urandom(63).hex()]),
+           ('r', ['r' + os.urandom(64).hex().upper()]),
+           ('a', ['a10.200.0.14']), ('a', ['a10.200.0.14/33']),
+           ('n', ['n192.0.2.%d' % i for i in range(1, 5)]),
+           ('i', ['i' + '5' * 31]))
+    fails = []
+    for tag, f in bad:
+        # the bad field last: the good ones before it are not applied
+        c = a.identity([o for o in other if o[0] != tag] + f)
+        if not (c.fail or '').startswith(
+                "400 malformed identity: '%s'" % tag) and not (
+                tag == 'n' and (c.fail or '').startswith(
+                    '400 malformed identity: more than 3')):
+            fails.append((f[0][:40], c.exit, c.fail))
+    t.ok(not fails and state() == kept, descs[9], *(
+        ['%r: %r %r' % x for x in fails] + ['now: %r' % (state(),),
+                                            'was: %r' % (kept,)]))
+    c = a.identity(other[:3] + ['feth7'])
+    t.ok((c.fail or '').startswith('404 ') and 'eth7' in c.fail and
+         state() == kept, descs[10], 'got %r %r' % (c.exit, c.fail))
+    c = a.identity(['hlast', 'g192.0.2.1'])
+    t.ok((c.fail or '').startswith('500 set the default route via '
+                                   '192.0.2.1 on eth9: ') and
+         sh_out(a, 'hostname') == 'last\n', descs[11],
+         'got %r %r' % (c.exit, c.fail))
+    a.close()
+    t.is_(host_state(), before, descs[12])
+
+
 TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
          test_signals_reset, test_kill, test_timeout, test_background, test_files, test_users,
          test_channels, test_tty, test_ping_ends, test_streams, test_idle,
@@ -2531,7 +2732,7 @@ TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
          test_detach_follow, test_detach_signal, test_detach_max,
          test_get_range, test_ls, test_ls_window, test_mkdir, test_remove,
          test_move, test_watch, test_watch_overflow, test_attach,
-         test_attach_window, test_attach_pipe]
+         test_attach_window, test_attach_pipe, test_identity]
 
 
 def final_checks(ctx):

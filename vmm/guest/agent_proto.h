@@ -124,6 +124,36 @@
  *   'Z' signal     fields 'i<proc>', 's<signal number>': sent to the
  *                  process's group; 'X' "exit 0", or 'F' "404 ..." (no
  *                  such process), "409 ..." (it has ended)
+ *   'U' identity   a clone restored from a snapshot made its own, before
+ *                  berthd reports it running; fields, each optional:
+ *                  'h<hostname>' (1 to 63 of [a-z0-9-], not '-'
+ *                  first), 'i<machine id>' (32 lowercase hex digits),
+ *                  'm<MAC>' (aa:bb:cc:dd:ee:ff, unicast), 'a<IPv4
+ *                  address>/<prefix>' (1 to 32), 'g<IPv4 gateway>',
+ *                  'n<IPv4 nameserver>' (up to 3, in order),
+ *                  'c<CLOCK_REALTIME in ms>', 'r<entropy>' (64 bytes
+ *                  as 128 lowercase hex digits), 'f<interface>' (the
+ *                  one 'm', 'a' and 'g' configure; default the first
+ *                  non-loopback ethernet one by ifindex). All are
+ *                  checked first, and the interface looked up: 'F'
+ *                  "400 malformed identity: ..." or "404 no network
+ *                  interface ..." change nothing. Then each given one
+ *                  is applied, in this order: the clock set; the
+ *                  bytes added to the kernel's random pool (credited;
+ *                  uncredited where it refuses to credit them);
+ *                  /etc/machine-id written (and /var/lib/dbus/
+ *                  machine-id when a regular file); the hostname set,
+ *                  /etc/hostname written and /etc/hosts's 127.0.1.1
+ *                  line made "127.0.1.1<TAB><h>" (added if none, the
+ *                  other lines kept); the interface down, its MAC set
+ *                  (with 'm'), up, its IPv4 addresses replaced by 'a'
+ *                  (with its broadcast), every default route by one
+ *                  via 'g'; /etc/resolv.conf of the 'n' written. Files
+ *                  are written beside and renamed over. 'X' "exit 0"
+ *                  when all went, else 'F' "500 <step>: <reason>"
+ *                  ("500 set the address 10.200.0.6/30 on eth0: File
+ *                  exists"), the steps before it done. An agent older
+ *                  than 'U' answers 'F' "400 unknown request 'U'".
  * guest -> host
  *   'p' pong       the ping's payload, then one byte: the protocol (3).
  *                  A pong of the nonce alone is an agent of protocol 1
@@ -212,7 +242,7 @@ enum {
 	BA_FILE_PUT = 'w', BA_FILE_GET = 'g', BA_KILL = 'K', BA_ACK = 'A',
 	BA_LIST = 'L', BA_LOGS = 'G', BA_SIGNAL = 'Z', BA_LS = 'l',
 	BA_MKDIR = 'm', BA_REMOVE = 'x', BA_MOVE = 'v', BA_WATCH = 'V',
-	BA_ENTRY = 'N', BA_EVENT = 'Y', BA_ATTACH = 'H',
+	BA_ENTRY = 'N', BA_EVENT = 'Y', BA_ATTACH = 'H', BA_IDENTITY = 'U',
 	BA_PONG = 'p', BA_STDOUT = 'O', BA_STDERR = 'R', BA_EXIT = 'X',
 	BA_FAIL = 'F', BA_STDIN_ACK = 'a', BA_STARTED = 'S', BA_PROC = 'Q',
 	BA_RING = 'M'
