@@ -3953,7 +3953,12 @@ identity(uint32_t id, const unsigned char *p, size_t len)
 			goto out;
 		}
 	}
-	if (d.clock >= 0) {
+	/* set when it is off by a second or more: a clone's clock is its
+	 * snapshot's (minutes or days behind); under a second is the
+	 * message's own way here, and a step back for it would do harm */
+	if (d.clock >= 0 && clock_gettime(CLOCK_REALTIME, &ts) == 0 &&
+	    llabs((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 -
+	    d.clock) >= 1000) {
 		ts.tv_sec = (time_t)(d.clock / 1000);
 		ts.tv_nsec = (long)(d.clock % 1000) * 1000000;
 		if (clock_settime(CLOCK_REALTIME, &ts) < 0) {

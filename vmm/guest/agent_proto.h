@@ -138,7 +138,8 @@
  *                  checked first, and the interface looked up: 'F'
  *                  "400 malformed identity: ..." or "404 no network
  *                  interface ..." change nothing. Then each given one
- *                  is applied, in this order: the clock set; the
+ *                  is applied, in this order: the clock set (when
+ *                  off by a second or more); the
  *                  bytes added to the kernel's random pool (credited;
  *                  uncredited where it refuses to credit them);
  *                  /etc/machine-id written (and /var/lib/dbus/
