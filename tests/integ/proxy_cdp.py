@@ -143,8 +143,9 @@ def main():
         sess = cdp.send("Target.attachToTarget",
                         {"targetId": t["targetId"], "flatten": True})["sessionId"]
         cdp.send("Page.enable", session=sess)
-        if a.network:
-            cdp.send("Network.enable", session=sess)
+        # always: a subresource's load aborted by a network change is
+        # seen as Network.loadingFailed (below)
+        cdp.send("Network.enable", session=sess)
         cdp.send("Emulation.setDeviceMetricsOverride",
                  {"width": 1000, "height": 600, "deviceScaleFactor": 1,
                   "mobile": False}, session=sess)
@@ -166,7 +167,19 @@ def main():
                     "'navigation')[0]||{}).nextHopProtocol});})()"
                     % json.dumps(a.selector))
             end = time.monotonic() + a.timeout
+            seen = len(cdp.events)
             while time.monotonic() < end:
+                # a subresource (a module script, say) aborted with
+                # ERR_NETWORK_CHANGED leaves the page stuck: load it again
+                # (at most three times), and say so
+                changed = any(m.get("method") == "Network.loadingFailed" and
+                              m.get("params", {}).get("errorText") ==
+                              "net::ERR_NETWORK_CHANGED"
+                              for m in cdp.events[seen:])
+                seen = len(cdp.events)
+                if changed and out.get("network_changed", 0) < 6:
+                    out["network_changed"] = out.get("network_changed", 0) + 1
+                    cdp.send("Page.navigate", {"url": a.url}, session=sess)
                 r = cdp.send("Runtime.evaluate",
                              {"expression": expr, "returnByValue": True},
                              session=sess)
