@@ -802,8 +802,12 @@ net_busy(struct vmm_sandbox *sb)
 }
 
 /* Did the guest work by itself since the last sample: its VMM used at
- * least idle_cpu_pct of one core over the window? A guest that compiles
- * with nobody watching is not idle. Starts the next window. */
+ * least idle_cpu_pct of one core per vCPU over the window? A guest that
+ * compiles with nobody watching is not idle (one busy vCPU is a whole
+ * core). Per vCPU: an idle guest's own floor grows with them (under TCG
+ * each vCPU's timer ticks cost its thread ~5 % of a core: a 2-vCPU
+ * guest doing nothing sat at 10 % and was never paused). Starts the
+ * next window. */
 static int
 cpu_busy(struct vmm_sandbox *sb)
 {
@@ -816,7 +820,7 @@ cpu_busy(struct vmm_sandbox *sb)
 	    now <= at || now_cpu < was)
 		return 0;
 	return (uint64_t)(now_cpu - was) * 100 >=
-	    (now - at) * sb->m->cfg.idle_cpu_pct;
+	    (now - at) * sb->m->cfg.idle_cpu_pct * (sb->vcpus ? sb->vcpus : 1);
 }
 
 static int op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,

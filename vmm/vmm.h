@@ -176,9 +176,10 @@ struct vmm_config {
 	uint64_t idle_suspend_ms;	/* 0: 30 min; VMM_NEVER: never */
 	uint64_t max_lifetime_ms;	/* 0: VMM_NEVER */
 	unsigned idle_cpu_pct;		/* a running guest whose VMM used this
-					 * share of one core (percent) since the
-					 * last look is not idle; 0: 10;
-					 * VMM_IDLE_CPU_OFF: CPU never counts */
+					 * share of one core (percent) per vCPU
+					 * since the last look is not idle; 0:
+					 * 10; VMM_IDLE_CPU_OFF: CPU never
+					 * counts */
 	uint64_t idle_net_bytes;	/* a running guest that moved more than
 					 * this through its tap since the last
 					 * look is not idle; 0: 64 KiB */
