@@ -2198,9 +2198,13 @@ cs_done(void *arg, const struct px_exec_result *res)
 			evbuffer_add(bufferevent_get_output(c->bev),
 			    "0\r\n\r\n", 5);
 		}
-	} else if (cs->kind == CS_ATTACH) {
-		/* detached (the process runs on), or the process ended */
-		if (res->status == 200)
+	} else if (CS_FRAMED(cs)) {
+		/* the last frame: X (an exec's end; an attach's: detached, the
+		 * process running on, or the process's end) or F */
+		if (res->status != 200)
+			doc = json_pack("{s:i, s:s}", "status", res->status,
+			    "message", res->message ? res->message : "failed");
+		else if (cs->kind == CS_ATTACH)
 			doc = json_pack("{s:I, s:s, s:o, s:o, s:b, s:I}",
 			    "process", (json_int_t)cs->proc, "state",
 			    res->proc_state == 0 ? "running" : "exited",
@@ -2211,16 +2215,6 @@ cs_done(void *arg, const struct px_exec_result *res)
 			    "detached", res->proc_state == 0, "next_offset",
 			    (json_int_t)res->ring_total);
 		else
-			doc = json_pack("{s:i, s:s}", "status", res->status,
-			    "message", res->message ? res->message : "failed");
-		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
-		json_decref(doc);
-		cs_chunk(cs, res->status == 200 ? BA_EXIT : BA_FAIL,
-		    text != NULL ? text : "{}", text != NULL ? strlen(text) : 2);
-		free(text);
-		evbuffer_add(bufferevent_get_output(c->bev), "0\r\n\r\n", 5);
-	} else if (cs->kind == CS_EXEC) {
-		if (res->status == 200)
 			doc = json_pack("{s:o, s:o, s:b, s:I, s:I}",
 			    "exit_code", res->exited ?
 			    json_integer(res->exit_code) : json_null(),
@@ -2228,9 +2222,6 @@ cs_done(void *arg, const struct px_exec_result *res)
 			    json_integer(res->signal), "timed_out",
 			    res->timed_out, "wake_ms", (json_int_t)res->wake_ms,
 			    "duration_ms", (json_int_t)res->duration_ms);
-		else
-			doc = json_pack("{s:i, s:s}", "status", res->status,
-			    "message", res->message ? res->message : "failed");
 		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
 		json_decref(doc);
 		cs_chunk(cs, res->status == 200 ? BA_EXIT : BA_FAIL,
