@@ -1473,6 +1473,7 @@ main(int argc, char **argv)
 		hooks.vm_create = px_vm_create;
 		hooks.vm_delete = px_vm_delete;
 		hooks.vm_standby = px_vm_standby;
+		hooks.vm_template_mem = px_vm_template_mem;
 		hooks.vm_info = px_vm_info;
 		hooks.vm_console = px_vm_console;
 		hooks.lifecycle = px_vm_lifecycle;

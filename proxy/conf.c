@@ -68,6 +68,7 @@ px_config_defaults(struct px_config *c)
 	c->vm_standby = 8;
 	c->vm_max_procs = 64;
 	c->vm_jail = 1;
+	c->vm_ready_snapshot = 1;
 	c->http2 = 1;
 	c->vm_uid_base = 2100000000;
 	c->vm_uid_count = 65536;
@@ -808,6 +809,14 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->vm_jail = 0;
 			else
 				ERR("vm_jail: expected 'on' or 'off', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "vm_ready_snapshot") == 0) {
+			NARGS(1);
+			if (strcmp(argv[1], "on") == 0)
+				c->vm_ready_snapshot = 1;
+			else if (strcmp(argv[1], "off") == 0)
+				c->vm_ready_snapshot = 0;
+			else
+				ERR("vm_ready_snapshot: expected 'on' or 'off', got '%s'", argv[1]);
 		} else if (strcmp(argv[0], "vm_uid_range") == 0) {
 			unsigned long a, b;
 			char extra;

@@ -103,6 +103,9 @@ struct px_config {
 						 * at once per sandbox */
 	/* the VMM jail (libvmm's jail.c, cgroup.c) */
 	int		 vm_jail;		/* 1 (default) or 0 */
+	int		 vm_ready_snapshot;	/* 1 (default): creates restore
+						 * their template's ready
+						 * snapshot instead of booting */
 	unsigned	 vm_uid_base, vm_uid_count;	/* per-sandbox uids */
 	unsigned	 vm_cpu_quota;		/* % of a core per vCPU */
 	unsigned	 vm_mem_overhead;	/* MiB over guest RAM */

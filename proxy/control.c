@@ -1004,6 +1004,18 @@ h_sandbox_create(struct req *r)
 		    sizeof(sb.template_name), &tpl, &spec.template_dir) == -1)
 			goto out;
 		spec.template_name = sb.template_name;
+		/* no memory asked for: the template's own (Debian's 1 GiB),
+		 * within vm_max_memory, else vm_memory */
+		if (json_object_get(obj, "memory_mib") == NULL &&
+		    ctl->hooks.vm_template_mem != NULL) {
+			unsigned def[3], max[3], tm;
+
+			vm_limits(ctl, def, max);
+			tm = ctl->hooks.vm_template_mem(spec.template_dir,
+			    ctl->hooks.arg);
+			if (tm > 0)
+				sb.mem_mib = tm < max[0] ? tm : max[0];
+		}
 		spec.mem_mib = sb.mem_mib;
 		spec.vcpus = sb.vcpus;
 		spec.disk_mib = sb.disk_mib;

@@ -360,6 +360,10 @@ struct px_control_hooks {
 	/* A suspended sandbox's standby VMM: "starting", "ready" (it has
 	 * loaded the snapshot) or NULL (none). May be NULL. */
 	const char *(*vm_standby)(const char *sandbox, void *arg);
+	/* The memory (MiB) template dir (NULL: the default) asks for its
+	 * sandboxes when a create names none; 0: berth.conf's vm_memory.
+	 * May be NULL. */
+	unsigned (*vm_template_mem)(const char *dir, void *arg);
 	/* A VM-backed sandbox's VMM as a new JSON object (pid, accel,
 	 * jail, usage), shown as "vm"; NULL when none. May be NULL. */
 	struct json_t *(*vm_info)(const char *sandbox, void *arg);

@@ -44,6 +44,7 @@ static struct {
 	struct vmm	*m;
 	struct vmm_template tpl;
 	int		 have_tpl;		/* tpl loaded */
+	int		 ready_on;		/* vm_ready_snapshot */
 	char		 tdir[PATH_MAX];	/* where tpl came from */
 	/* vm_template debian: the default is <state>/templates/debian/current
 	 * (tdir), read at each create, built in the background when missing;
@@ -61,6 +62,50 @@ int
 px_vm_enabled(void)
 {
 	return V.m != NULL;
+}
+
+static void
+ready_built(const char *key, int ok, const char *reason, uint64_t dur,
+    void *arg)
+{
+	(void)arg;
+	if (ok)
+		log_info("ready snapshot %s of the default template built in "
+		    "%llu ms: creates restore it", key,
+		    (unsigned long long)dur);
+	else
+		log_warnx("ready snapshot %s of the default template: %s "
+		    "(creates boot)", key, reason);
+}
+
+/* The default template's ready snapshot (default memory and vCPUs),
+ * built in the background when missing, so the first create already
+ * restores it. Other shapes are built by the first create that misses
+ * them (libvmm). */
+static void
+ready_kick(void)
+{
+	struct vmm_template t;
+	char e[VMM_ERRLEN], key[VMM_READY_KEY];
+	int rc;
+
+	if (V.m == NULL || !V.ready_on || !V.have_tpl)
+		return;
+	if (vmm_template_load(V.tdir, &t, e, sizeof(e)) < 0)
+		return;
+	if (t.root_overlay && t.agent != NULL) {
+		rc = vmm_ready_build(V.m, &t, 0, 0, ready_built, NULL, key, e,
+		    sizeof(e));
+		if (rc == 0)
+			log_info("ready snapshot %s of template %s: building it "
+			    "(one boot, in the background)", key, t.name);
+		else if (rc == 1)
+			log_info("ready snapshot %s of template %s: there, "
+			    "creates restore it", key, t.name);
+		else if (rc != -EBUSY)
+			log_warnx("ready snapshot of template %s: %s", t.name, e);
+	}
+	vmm_template_free(&t);
 }
 
 /* The backend and the accelerator with why: it changes when KVM's trial
@@ -618,6 +663,8 @@ tb_finish(int ok, const char *why)
 			V.have_tpl = 1;
 			(void)vmm_accel_template(V.m, &V.tpl);
 		}
+		if (ok)
+			ready_kick();
 	}
 }
 
@@ -882,6 +929,8 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.max_mem_mib = PX_VM_MEMORY_LIMIT;
 	vc.max_vcpus = PX_VM_VCPUS_LIMIT;
 	vc.standby_max = c->vm_standby;
+	vc.ready_snapshots = c->vm_ready_snapshot;
+	V.ready_on = c->vm_ready_snapshot;
 	vc.tap_prefix = c->tap_prefix;
 	if (c->vm_pool[0] != '\0') {
 		char net[20], *slash;
@@ -931,6 +980,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		log_warnx("vmm: re-adopting VMs: %s", e);
 	else if (n > 0)
 		log_info("vmm: re-adopted %d sandbox(es)", n);
+	ready_kick();
 	/* the store follows what the VMM found; libvmm keeps no idle
 	 * limits across restarts, the store does */
 	{
@@ -1054,7 +1104,8 @@ create_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 	if (!ok)
 		log_warnx("sandbox %s: create failed: %s", o->id, reason);
 	else
-		log_info("sandbox %s: created in %llu ms", o->id, (unsigned long long)dur);
+		log_info("sandbox %s: created in %llu ms%s%s", o->id,
+		    (unsigned long long)dur, reason[0] ? ": " : "", reason);
 	free(o);
 }
 
@@ -1413,6 +1464,24 @@ answer:
 	tell_woken(id, fail == NULL, fail);
 }
 
+unsigned
+px_vm_template_mem(const char *dir, void *arg)
+{
+	struct vmm_template t;
+	char e[VMM_ERRLEN];
+	unsigned mem;
+
+	(void)arg;
+	if (dir == NULL && !V.def_debian)
+		return V.have_tpl ? V.tpl.mem_mib : 0;
+	if (vmm_template_load(dir != NULL ? dir : V.tdir, &t, e,
+	    sizeof(e)) < 0)
+		return 0;
+	mem = t.mem_mib;
+	vmm_template_free(&t);
+	return mem;
+}
+
 /* What a VM-backed sandbox is to ops: its VMM, accelerator, jail and
  * what it used (cgroup), for `netctl sandbox show` (GET the sandbox). */
 json_t *
@@ -1427,8 +1496,12 @@ px_vm_info(const char *id, void *arg)
 		return NULL;
 	vmm_sandbox_info(sb, &info);
 	vmm_sandbox_usage(sb, &u);
-	return json_pack("{s:i, s:s, s:b, s:b, s:I, s:s, s:{s:f, s:I, s:I}}",
+	return json_pack("{s:i, s:s, s:s, s:s, s:b, s:b, s:I, s:s, "
+	    "s:{s:f, s:I, s:I}}",
 	    "pid", (int)info.pid, "accel", vmm_accel_name(info.accel),
+	    /* "snapshot": restored from a ready snapshot, "boot" */
+	    "created_from", info.from_snapshot ? "snapshot" : "boot",
+	    "base_layer", info.ready_key != NULL ? info.ready_key : "",
 	    "resumable", info.resumable,
 	    "jailed", info.jailed, "uid", (json_int_t)info.uid,
 	    "reason", info.reason != NULL ? info.reason : "",

@@ -128,6 +128,23 @@ struct vmm_sandbox {
 	char later_reason[VMM_ERRLEN];
 	int deleting;
 
+	/* ready snapshots (ready.c) */
+	int hidden;			/* a ready snapshot's build: not
+					 * listed, no callbacks */
+	char build_key[VMM_READY_KEY];	/* ... of this key */
+	char ready_key[VMM_READY_KEY];	/* its disk's base layer is that
+					 * snapshot's disk.qcow2; "" none */
+	int from_snapshot;		/* created by restoring it */
+	int ready_pending;		/* the create restores it (else
+					 * boots) */
+	int ram_shared;			/* RAM: the snapshot's pages, mapped
+					 * copy-on-write (no file of its own) */
+	int snap_ram;			/* snap/state holds the RAM too (a
+					 * suspend of a ram_shared sandbox) */
+	int ready_memfd;		/* jailed restore: the sealed RAM
+					 * image (the manager's; not closed) */
+	struct vmm_ident *ident;	/* a clone being given its identity */
+
 	void *priv;			/* backend's */
 };
 
@@ -148,7 +165,37 @@ struct vmm {
 	struct vmm_pool *pool;
 	struct vmm_sandbox *list;
 	unsigned tap_seq;
+	struct vmm_ready *ready;	/* ready.c: memfds, the build */
 };
+
+/* ---- a clone's identity (ident.c) ---- */
+
+#define VMM_IDENT_MS 15000		/* ping + identity, at most */
+typedef void (*vmm_ident_cb)(struct vmm_sandbox *sb, int ok,
+    const char *why, void *arg);
+/* Give a just-restored clone its identity through its guest agent
+ * (hostname = id, machine id, MAC, address, gateway, resolver, clock,
+ * entropy): cb once, from the loop. */
+int vmm_ident_start(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
+    char *err, size_t errlen);
+void vmm_ident_cancel(struct vmm_sandbox *sb);
+
+/* ---- ready snapshots (ready.c) ---- */
+
+int vmm_ready_path(const struct vmm *m, const char *key, const char *name,
+    char *buf, size_t len);
+/* The sealed memfd of key's RAM image (the manager keeps it). */
+int vmm_ready_memfd(struct vmm *m, const char *key, char *err,
+    size_t errlen);
+void vmm_ready_free_all(struct vmm *m);
+void vmm_ready_cleanup(struct vmm *m);
+int vmm_sandbox_create_hidden(struct vmm *m,
+    const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
+    void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
+void vmm_rmtree(const char *path);
+/* SIGKILL pid (and reap it if ours) when its command line has -name
+ * <prefix>...: a VMM of ours, not a process that took its number. */
+void vmm_kill_if_ours(pid_t pid, const char *name_prefix);
 
 /* ---- the jail (jail.c) ---- */
 
@@ -167,6 +214,7 @@ struct vmm_jail {
 	int nbinds;
 	int fds[VMM_JAIL_FDS];		/* passed as 3, 4, ... */
 	int nfds;
+	int proc;			/* mount its own proc at /proc */
 	const char *const *cgroups;	/* cgroup.procs files to enter, NULL */
 	unsigned long nofile, nproc;	/* rlimits; 0: unchanged */
 	unsigned long long fsize;

@@ -115,7 +115,9 @@ vmm_jail_prepare(struct vmm_sandbox *sb, char *err, size_t errlen)
 	    (rc = point(dfd, "dev", 1, err, errlen)) < 0 ||
 	    (rc = point(dfd, "kernel", 0, err, errlen)) < 0 ||
 	    (rc = point(dfd, "initrd", 0, err, errlen)) < 0 ||
-	    (rc = point(dfd, "rootfs", 0, err, errlen)) < 0)
+	    (rc = point(dfd, "rootfs", 0, err, errlen)) < 0 ||
+	    (rc = point(dfd, "base.qcow2", 0, err, errlen)) < 0 ||
+	    (rc = point(dfd, "proc", 1, err, errlen)) < 0)
 		goto out;
 	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if ((rc = link_like_host(dfd, links[i], err, errlen)) < 0)
@@ -180,7 +182,7 @@ vmm_jail_own(int dfd, const char *name, uid_t uid, gid_t gid, mode_t mode,
  * directory" on a host without KVM). */
 #define JAIL_STAGE	4096
 enum { JS_SETUP = 0, JS_CGROUP, JS_PRIVATE, JS_CHROOT, JS_IDS, JS_NNP,
-    JS_RLIMIT, JS_EXEC, JS_BIND /* + the bind's index */ };
+    JS_RLIMIT, JS_EXEC, JS_PROC, JS_BIND /* + the bind's index */ };
 
 /* In the child: report errno e at stage st through the exec pipe. */
 static void __attribute__((noreturn))
@@ -197,7 +199,8 @@ static void
 stage_text(const struct vmm_jail *j, int st, char *buf, size_t len)
 {
 	static const char *const names[] = { "", "cgroup", "mount namespace",
-	    "chroot", "user and group", "no_new_privs", "resource limits", "" };
+	    "chroot", "user and group", "no_new_privs", "resource limits", "",
+	    "mount proc" };
 
 	if (st >= JS_BIND && st - JS_BIND < j->nbinds)
 		snprintf(buf, len, "bind %s: ", j->binds[st - JS_BIND].src);
@@ -300,6 +303,17 @@ vmm_jail_spawn(char *const argv[], const char *logpath,
 			if (bind_ro(j->binds[i].src, j->root, j->binds[i].dst,
 			    j->binds[i].dev) < 0)
 				child_fail(pfd[1], JS_BIND + i, errno);
+		/* A clone's RAM is a descriptor qemu opens by path: a proc
+		 * of this PID namespace, its processes only (subset=pid),
+		 * each visible to itself only */
+		if (j->proc) {
+			char pp[PATH_MAX];
+
+			snprintf(pp, sizeof(pp), "%s/proc", j->root);
+			if (mount("proc", pp, "proc", MS_NOSUID | MS_NODEV |
+			    MS_NOEXEC, "subset=pid,hidepid=invisible") < 0)
+				child_fail(pfd[1], JS_PROC, errno);
+		}
 		if (chroot(j->root) < 0 || chdir("/") < 0)
 			child_fail(pfd[1], JS_CHROOT, errno);
 		if (setgroups(0, NULL) < 0 || setgid(j->gid) < 0 ||

@@ -98,6 +98,7 @@ struct qm {
 	struct vmm_qmp *sb_qmp;
 	struct event *sb_connect_ev;	/* connect retries, status polls */
 	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
+	int ready;		/* this restore is of the ready snapshot */
 	struct stat sb_snap;	/* the snapshot file it loaded */
 };
 
@@ -112,7 +113,7 @@ static void qm_kill_now(struct qm *q, const char *why);
 static int qm_spawn(struct qm *q, int restore, int standby, char *err,
     size_t errlen);
 static void qm_promote(struct qm *q);
-static json_t *qm_caps(void);
+static json_t *qm_caps(const struct vmm_sandbox *sb, int out);
 static void qm_standby_end(struct qm *q);
 static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
     void *arg);
@@ -222,6 +223,7 @@ qm_exited(pid_t pid, int status, void *arg)
 			/* RAM and a stale snapshot mean nothing to a fresh boot. */
 			qm_unlink(sb, "mem");
 			qm_unlink(sb, "snap/state");
+			sb->ram_shared = sb->snap_ram = 0;
 		}
 		qm_done(q, 1, q->exit_state, "");
 		return;
@@ -321,7 +323,8 @@ qm_qmp_ready(struct vmm_qmp *c, void *arg)
 		char err[VMM_ERRLEN];
 
 		q->sb_step = 1;
-		if (vmm_qmp_command(c, "migrate-set-capabilities", qm_caps(),
+		if (vmm_qmp_command(c, "migrate-set-capabilities",
+		    qm_caps(q->sb, 0),
 		    qm_sb_reply, q, err, sizeof(err)) < 0)
 			qm_standby_end(q);
 		return;
@@ -800,8 +803,20 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	ARG("on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny%s",
 	    j ? ",spawn=deny" : "");
 	ARG("-object");
-	ARG("memory-backend-file,id=mem,size=%uM,mem-path=%s/mem,share=on",
-	    sb->mem_mib, j ? "" : sb->dir);
+	if (sb->ram_shared) {
+		/* A clone's RAM: the ready snapshot's image, private
+		 * copy-on-write. Jailed, the sealed memfd at descriptor 4
+		 * (qemu opens a path: its /proc shows its own descriptors);
+		 * else the image itself. */
+		char rm[PATH_MAX];
+
+		if (vmm_ready_path(m, sb->ready_key, "mem", rm, sizeof(rm)) < 0)
+			goto toolong;
+		ARG("memory-backend-file,id=mem,size=%uM,mem-path=%s,share=off",
+		    sb->mem_mib, j ? "/proc/self/fd/4" : rm);
+	} else
+		ARG("memory-backend-file,id=mem,size=%uM,mem-path=%s/mem,"
+		    "share=on", sb->mem_mib, j ? "" : sb->dir);
 	ARG("-chardev");
 	if (j)
 		ARG("socket,id=con,path=/run/console.sock,server=on,wait=off");
@@ -833,7 +848,22 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	 * explicitly: the jail binds the image at /rootfs, and the path
 	 * qemu-img wrote into the header is never used. */
 	ARG("-drive");
-	if (sb->tpl.root_overlay)
+	if (sb->tpl.root_overlay && sb->ready_key[0] != '\0') {
+		/* over a ready snapshot's frozen layer, over the image */
+		char base[PATH_MAX];
+
+		if (vmm_ready_path(m, sb->ready_key, "disk.qcow2", base,
+		    sizeof(base)) < 0)
+			goto toolong;
+		ARG("id=d0,driver=qcow2,file.filename=%s,backing.driver=qcow2,"
+		    "backing.file.filename=%s,backing.read-only=on,"
+		    "backing.backing.driver=raw,"
+		    "backing.backing.file.filename=%s,"
+		    "backing.backing.read-only=on,if=none,"
+		    "cache=writeback,discard=unmap,werror=enospc,rerror=report",
+		    j ? "/disk.qcow2" : sb->disk, j ? "/base.qcow2" : base,
+		    j ? "/rootfs" : sb->tpl.rootfs);
+	} else if (sb->tpl.root_overlay)
 		ARG("id=d0,driver=qcow2,file.filename=%s,backing.driver=raw,"
 		    "backing.file.filename=%s,backing.read-only=on,if=none,"
 		    "cache=writeback,discard=unmap,werror=enospc,rerror=report",
@@ -965,7 +995,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
     char *err, size_t errlen)
 {
 	struct vmm_jail j;
-	char exedir[PATH_MAX], *slash;
+	char exedir[PATH_MAX], *slash, basep[PATH_MAX];
 	const char *cg[6];
 	pid_t pid;
 	int tap, i;
@@ -986,6 +1016,14 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		BIND(sb->tpl.initrd, "initrd", 0);
 	if (sb->tpl.rootfs != NULL)
 		BIND(sb->tpl.rootfs, "rootfs", 0);
+	if (sb->ready_key[0] != '\0') {
+		if (vmm_ready_path(sb->m, sb->ready_key, "disk.qcow2", basep,
+		    sizeof(basep)) < 0) {
+			snprintf(err, errlen, "ready snapshot path too long");
+			return -1;
+		}
+		BIND(basep, "base.qcow2", 0);
+	}
 	BIND("/dev/null", "dev/null", 1);
 	BIND("/dev/zero", "dev/zero", 1);
 	BIND("/dev/urandom", "dev/urandom", 1);
@@ -1023,6 +1061,18 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		return -1;
 	j.fds[0] = tap;
 	j.nfds = 1;
+	if (sb->ram_shared) {
+		int mfd = sb->ready_memfd >= 0 ? sb->ready_memfd :
+		    vmm_ready_memfd(sb->m, sb->ready_key, err, errlen);
+
+		if (mfd < 0) {
+			close(tap);
+			return -1;
+		}
+		j.fds[1] = mfd;
+		j.nfds = 2;
+		j.proc = 1;
+	}
 	/* qemu's threads (vCPUs, I/O workers) count against NPROC; FSIZE
 	 * bounds what it can write: its RAM file, its disk, the console */
 	j.nofile = 4096;
@@ -1057,7 +1107,19 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 	}
 	if ((rc = vmm_own(sb, err, errlen)) < 0)
 		return rc;
-	if (restore) {
+	if (restore && q->ready) {
+		/* the ready snapshot's state, under its accelerator (its key
+		 * says which) */
+		(void)vmm_ready_path(sb->m, sb->ready_key, "state", snap,
+		    sizeof(snap));
+		if (stat(snap, &st) < 0) {
+			snprintf(err, errlen, "no ready snapshot %s: %s", snap,
+			    strerror(errno));
+			return -ENOENT;
+		}
+		sb->accel = vmm_accel_template(sb->m, &sb->tpl) ==
+		    VMM_ACCEL_KVM ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
+	} else if (restore) {
 		(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
 		if (stat(snap, &st) < 0) {
 			snprintf(err, errlen, "no snapshot %s: %s", snap,
@@ -1067,10 +1129,18 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		if (sb->accel == VMM_ACCEL_AUTO)	/* recorded before 2026-12 */
 			sb->accel = sb->m->accel_known ? sb->m->accel :
 			    VMM_ACCEL_TCG;
+		/* A clone's first suspend carried its RAM in the stream:
+		 * it goes into a RAM file of its own now. */
+		if (sb->snap_ram) {
+			qm_unlink(sb, "mem");
+			if ((rc = qm_ram_file(sb, err, errlen)) < 0)
+				return rc;
+		}
 	} else {
 		/* A fresh boot starts from zeroed RAM. */
 		qm_unlink(sb, "mem");
 		qm_unlink(sb, "snap/state");
+		sb->ram_shared = sb->snap_ram = 0;
 		if ((rc = qm_ram_file(sb, err, errlen)) < 0)
 			return rc;
 	}
@@ -1166,7 +1236,10 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 	struct qm *q = QM(sb);
 	int rc;
 
-	if (restore && sb->standby_pid > 0) {
+	q->ready = restore == 2;	/* the ready snapshot (a create) */
+	if (q->ready)
+		restore = 1;
+	if (restore && sb->standby_pid > 0 && !q->ready) {
 		/* Its qemu is up (or coming up): promote it when ready. */
 		q->op = QM_RESTORE;
 		q->step = 10;
@@ -1346,11 +1419,14 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 		(void)qm_cmd(q, "query-status", NULL);
 }
 
+/* RAM in a shared file stays out of the stream (x-ignore-shared); a
+ * clone's private copy-on-write RAM goes into it, and so the restore of
+ * such a snapshot reads it from there. Both ends must agree. */
 static json_t *
-qm_caps(void)
+qm_caps(const struct vmm_sandbox *sb, int out)
 {
 	return json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability",
-	    "x-ignore-shared", "state", 1);
+	    "x-ignore-shared", "state", out ? !sb->ram_shared : !sb->snap_ram);
 }
 
 /* The snapshot is whole: cat wrote it without error and it starts with
@@ -1427,7 +1503,10 @@ qm_snap_uri(struct qm *q, struct vmm_qmp *c, const char *name, int out,
 	char p[PATH_MAX], ep[PATH_MAX];
 	int fd, rc;
 
-	(void)vmm_path(sb, name, p, sizeof(p));
+	if (name[0] == '/')
+		snprintf(p, sizeof(p), "%s", name);
+	else
+		(void)vmm_path(sb, name, p, sizeof(p));
 	if (!sb->jailed) {
 		(void)vmm_path(sb, "migrate.err", ep, sizeof(ep));
 		if (out)
@@ -1457,9 +1536,14 @@ qm_incoming(struct qm *q)
 {
 	char uri[PATH_MAX * 2 + 64], err[VMM_ERRLEN];
 
+	char rs[PATH_MAX];
+
 	q->step = 2;
-	if (qm_snap_uri(q, q->qmp, "snap/state", 0, uri, sizeof(uri), err,
-	    sizeof(err)) < 0) {
+	if (q->ready)
+		(void)vmm_ready_path(q->sb->m, q->sb->ready_key, "state", rs,
+		    sizeof(rs));
+	if (qm_snap_uri(q, q->qmp, q->ready ? rs : "snap/state", 0, uri,
+	    sizeof(uri), err, sizeof(err)) < 0) {
 		qm_kill_now(q, err);
 		return;
 	}
@@ -1546,6 +1630,25 @@ qm_sync_start(struct qm *q, char *err, size_t errlen)
 	return 0;
 }
 
+/* A clone's identity is set (or not: then it never runs as its
+ * template's twin, the create boots instead). */
+static void
+qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
+{
+	struct qm *q = arg;
+	char r[VMM_ERRLEN];
+
+	if (q->op != QM_RESTORE || q->step != 5)
+		return;
+	if (!ok) {
+		qm_kill_now(q, why);
+		return;
+	}
+	snprintf(r, sizeof(r), "restored from the ready snapshot %s",
+	    sb->ready_key);
+	qm_done(q, 1, VMM_RUNNING, r);
+}
+
 static void
 qm_step(struct qm *q, json_t *ret, const char *error)
 {
@@ -1628,7 +1731,8 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 		switch (q->step) {
 		case 0:		/* QMP up */
 			q->step = 1;
-			(void)qm_cmd(q, "migrate-set-capabilities", qm_caps());
+			(void)qm_cmd(q, "migrate-set-capabilities",
+			    qm_caps(sb, 0));
 			return;
 		case 1:
 			if (ret == NULL)
@@ -1666,9 +1770,19 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			if (ret == NULL)
 				goto restore_fail;
 restored:
+			if (q->ready) {
+				/* a clone: its own identity before anyone
+				 * reaches it */
+				q->step = 5;
+				if (vmm_ident_start(sb, qm_ident_done, q, why,
+				    sizeof(why)) < 0)
+					qm_kill_now(q, why);
+				return;
+			}
 			/* The snapshot is consumed: resuming from it again
 			 * later would rewind the devices under newer RAM. */
 			qm_unlink(sb, "snap/state");
+			sb->snap_ram = 0;	/* the RAM is in its file now */
 			qm_done(q, 1, VMM_RUNNING, "");
 			return;
 		}
@@ -1711,7 +1825,8 @@ restore_fail:
 				return;
 			}
 			q->step = 2;
-			(void)qm_cmd(q, "migrate-set-capabilities", qm_caps());
+			(void)qm_cmd(q, "migrate-set-capabilities",
+			    qm_caps(sb, 1));
 			return;
 		case 2: {
 			char tmp[PATH_MAX], errp[PATH_MAX];
@@ -1781,6 +1896,11 @@ restore_fail:
 			 * the suspend reports ok (a child flushes it, so the
 			 * loop does not wait for the writeback). */
 			q->step = 45;
+			if (sb->ram_shared) {
+				/* no RAM file: the stream holds the RAM */
+				qm_step(q, NULL, NULL);
+				return;
+			}
 			if (qm_sync_start(q, why, sizeof(why)) < 0)
 				qm_suspend_fail(q, why);
 			return;
@@ -1799,6 +1919,10 @@ restore_fail:
 				}
 			}
 			qm_unlink(sb, "migrate.err");
+			if (sb->ram_shared) {
+				sb->ram_shared = 0;
+				sb->snap_ram = 1;
+			}
 			/* From here on the snapshot is the sandbox. */
 			q->step = 5;
 			q->expect_exit = 1;

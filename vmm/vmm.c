@@ -44,7 +44,7 @@ static const char *const state_names[] = {
 };
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
-	"exit", "adopt", "accel", "guest", "jail",
+	"exit", "adopt", "accel", "guest", "jail", "snapshot",
 };
 
 const char *
@@ -105,6 +105,7 @@ vmm_template_free(struct vmm_template *t)
 	free((char *)t->rootfs);
 	free((char *)t->cmdline);
 	free((char *)t->ready_line);
+	free((char *)t->settled_line);
 	free((char *)t->agent);
 	memset(t, 0, sizeof(*t));
 }
@@ -151,8 +152,14 @@ vmm_template_load(const char *dir, struct vmm_template *t, char *err,
 	t->cmdline = xstrdup(json_string_value(json_object_get(j, "cmdline")));
 	t->ready_line = xstrdup(json_string_value(json_object_get(j,
 	    "ready_line")));
+	t->settled_line = xstrdup(json_string_value(json_object_get(j,
+	    "settled_line")));
 	t->agent = xstrdup(json_string_value(json_object_get(j, "agent")));
 	t->root_overlay = json_is_true(json_object_get(j, "root_overlay"));
+	if (json_integer_value(json_object_get(j, "memory_mib")) >= 64 &&
+	    json_integer_value(json_object_get(j, "memory_mib")) <= 65536)
+		t->mem_mib = (unsigned)json_integer_value(json_object_get(j,
+		    "memory_mib"));
 	json_decref(j);
 	if (t->kernel == NULL) {
 		vmm_template_free(t);
@@ -198,8 +205,10 @@ tpl_copy(struct vmm_template *dst, const struct vmm_template *src)
 	    "console=ttyS0 earlyprintk=ttyS0 reboot=t panic=-1");
 	dst->ready_line = xstrdup(src->ready_line != NULL ? src->ready_line :
 	    DEF_READY_LINE);
+	dst->settled_line = xstrdup(src->settled_line);
 	dst->agent = xstrdup(src->agent);
 	dst->root_overlay = src->root_overlay && src->rootfs != NULL;
+	dst->mem_mib = src->mem_mib;
 	if (dst->kernel == NULL || dst->cmdline == NULL ||
 	    dst->ready_line == NULL) {
 		vmm_template_free(dst);
@@ -233,6 +242,15 @@ mkdirs(const char *path, mode_t mode)
 
 /* rm -r for a sandbox directory: one level of plain files plus snap/. A
  * mount point under it (a test's tmpfs) is left, and reported. */
+static int
+rmtree(const char *path);
+
+void
+vmm_rmtree(const char *path)
+{
+	(void)rmtree(path);
+}
+
 static int
 rmtree(const char *path)
 {
@@ -297,6 +315,9 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->disk_ready, sb->jailed, (unsigned)sb->uid,
 	    sb->tpl.agent != NULL ? sb->tpl.agent : "",
 	    sb->tpl.root_overlay);
+	fprintf(f, "ready_key=%s\nfrom_snapshot=%d\nram_shared=%d\n"
+	    "snap_ram=%d\n", sb->ready_key, sb->from_snapshot, sb->ram_shared,
+	    sb->snap_ram);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -359,7 +380,12 @@ sb_layout(struct vmm_sandbox *sb, int jailed)
 {
 	struct vmm *m = sb->m;
 
-	snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir, sb->id);
+	if (sb->hidden)
+		(void)vmm_ready_path(m, sb->build_key, NULL, sb->dir,
+		    sizeof(sb->dir) - 8), strcat(sb->dir, ".build");
+	else
+		snprintf(sb->dir, sizeof(sb->dir), "%s/%s", m->state_dir,
+		    sb->id);
 	sb->jailed = jailed;
 	if (jailed)
 		snprintf(sb->jdir, sizeof(sb->jdir), "%s/jail", sb->dir);
@@ -620,6 +646,7 @@ sb_free(struct vmm_sandbox *sb)
 		event_free(sb->idle_ev);
 	if (sb->later_ev != NULL)
 		event_free(sb->later_ev);
+	vmm_ident_cancel(sb);
 	while ((w = sb->waiters) != NULL) {
 		sb->waiters = w->next;
 		free(w);
@@ -639,6 +666,7 @@ vmm_free(struct vmm *m)
 		m->list = sb->next;
 		sb_free(sb);
 	}
+	vmm_ready_free_all(m);
 	vmm_pool_free(m->pool);
 	free(m);
 }
@@ -649,15 +677,20 @@ vmm_sandbox_find(struct vmm *m, const char *id)
 	struct vmm_sandbox *sb;
 
 	for (sb = m->list; sb != NULL; sb = sb->next)
-		if (strcmp(sb->id, id) == 0)
+		if (strcmp(sb->id, id) == 0 && !sb->hidden)
 			return sb;
 	return NULL;
 }
 
+/* A ready snapshot's build is nobody's sandbox: not listed. */
 struct vmm_sandbox *
 vmm_sandbox_next(struct vmm *m, struct vmm_sandbox *prev)
 {
-	return prev == NULL ? m->list : prev->next;
+	struct vmm_sandbox *sb = prev == NULL ? m->list : prev->next;
+
+	while (sb != NULL && sb->hidden)
+		sb = sb->next;
+	return sb;
 }
 
 void
@@ -689,6 +722,9 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->last_activity_ms = sb->last_activity_ms;
 	out->busy = sb->busy;
 	out->op = sb->op;
+	out->ready_key = sb->ready_key;
+	out->from_snapshot = sb->from_snapshot;
+	out->ram_shared = sb->ram_shared;
 }
 
 void
@@ -957,7 +993,7 @@ set_state(struct vmm_sandbox *sb, enum vmm_state st)
 	if (old == st)
 		return;
 	sb->state = st;
-	if (sb->m->cfg.on_state != NULL)
+	if (sb->m->cfg.on_state != NULL && !sb->hidden)
 		sb->m->cfg.on_state(sb, old, st, sb->m->cfg.cb_arg);
 }
 
@@ -967,7 +1003,7 @@ emit(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 {
 	struct vmm_event ev;
 
-	if (sb->m->cfg.on_event == NULL)
+	if (sb->m->cfg.on_event == NULL || sb->hidden)
 		return;
 	memset(&ev, 0, sizeof(ev));
 	ev.time_ms = vmm_wall_ms();
@@ -1010,7 +1046,7 @@ standby_start(struct vmm_sandbox *sb)
 
 	if (m->be->standby == NULL || m->cfg.standby_max == 0 ||
 	    sb->state != VMM_SUSPENDED || sb->standby_pid > 0 ||
-	    sb->pid > 0 || sb->deleting)
+	    sb->pid > 0 || sb->deleting || sb->hidden)
 		return;
 	for (o = m->list; o != NULL; o = o->next)
 		if (o->standby_pid > 0)
@@ -1059,6 +1095,33 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	run_waiters(sb, w, op, ok, why, dur);
 }
 
+static int disk_start(struct vmm_sandbox *sb, char *err, size_t errlen);
+
+/* A create that was to restore the ready snapshot and could not: it
+ * boots instead (its VMM is gone by now), and an event says why. 0 when
+ * the boot is under way. */
+static int
+ready_fallback(struct vmm_sandbox *sb, const char *reason)
+{
+	char why[VMM_ERRLEN * 2], err[VMM_ERRLEN];
+
+	sb->ready_pending = 0;
+	sb->from_snapshot = 0;
+	sb->ram_shared = 0;
+	sb->ready_key[0] = '\0';
+	sb->ready_memfd = -1;
+	sb->disk_ready = 0;
+	if (unlink(sb->disk) < 0 && errno != ENOENT)
+		return -1;
+	snprintf(why, sizeof(why), "restoring the ready snapshot failed, "
+	    "booting instead: %s", reason);
+	emit(sb, VMM_OP_SNAPSHOT, 0, why, 0, "vmm");
+	meta_write(sb);
+	if (disk_start(sb, err, sizeof(err)) < 0)
+		return -1;
+	return 0;
+}
+
 void
 vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
     const char *reason)
@@ -1068,6 +1131,13 @@ vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 	if (sb->op == VMM_OP_DELETE) {
 		sb_destroy(sb);
 		return;
+	}
+	if (sb->op == VMM_OP_CREATE && sb->ready_pending) {
+		if (!ok && sb->pid <= 0 && ready_fallback(sb, reason) == 0)
+			return;
+		sb->ready_pending = 0;
+		if (ok)
+			sb->from_snapshot = 1;
 	}
 	op_finish(sb, ok, state, reason);
 }
@@ -1219,7 +1289,16 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	char qsize[32];
 	char *qargv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F",
 	    "raw", "-b", (char *)sb->tpl.rootfs, sb->disk, qsize, NULL };
+	/* Over a ready snapshot's frozen layer instead: unsafe (-u) since
+	 * its size is known, so qemu-img opens no backing file. */
+	char base[PATH_MAX];
+	char *rargv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2",
+	    "-F", "qcow2", "-b", base, sb->disk, qsize, NULL };
 	int fd, ov = sb->tpl.root_overlay;
+
+	if (sb->ready_key[0] != '\0' && vmm_ready_path(sb->m, sb->ready_key,
+	    "disk.qcow2", base, sizeof(base)) < 0)
+		return errf(err, errlen, -ENAMETOOLONG, "path too long");
 
 	snprintf(size, sizeof(size), "%u", sb->disk_mib);
 	snprintf(qsize, sizeof(qsize), "%uM", sb->disk_mib);
@@ -1238,7 +1317,8 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	}
 	close(fd);
 	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
-	sb->mkfs_pid = vmm_spawn(ov ? qargv : argv, logp, 0, 0, err, errlen);
+	sb->mkfs_pid = vmm_spawn(sb->ready_key[0] != '\0' ? rargv : ov ?
+	    qargv : argv, logp, 0, 0, err, errlen);
 	if (sb->mkfs_pid < 0)
 		return -EIO;
 	sb->mkfs_watch = vmm_child_watch(sb->m->base, sb->mkfs_pid,
@@ -1273,8 +1353,12 @@ mkfs_exited(pid_t pid, int status, void *arg)
 	(void)unlink(logp);
 	sb->disk_ready = 1;
 	meta_write(sb);
-	if (sb->m->be->boot(sb, 0, why, sizeof(why)) < 0)
+	if (sb->m->be->boot(sb, sb->ready_pending ? 2 : 0, why,
+	    sizeof(why)) < 0) {
+		if (sb->ready_pending && ready_fallback(sb, why) == 0)
+			return;
 		op_finish(sb, 0, VMM_FAILED, why);
+	}
 }
 
 /* Does anyone on this host hold tap name or address gw? */
@@ -1560,13 +1644,80 @@ vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 	return 0;
 }
 
+/* Should sb (not yet listed) restore its shape's ready snapshot? Yes:
+ * ready_key and ready_pending set. No: why (empty when ready snapshots
+ * are off or the template cannot have one), and a build of it started
+ * when there is none. */
+static void
+ready_choose(struct vmm_sandbox *sb, const struct vmm_sandbox_spec *spec,
+    char *why, size_t whylen)
+{
+	struct vmm *m = sb->m;
+	struct vmm_ready_info ri;
+	char key[VMM_READY_KEY], err[VMM_ERRLEN];
+	int fd = -1, rc;
+
+	why[0] = '\0';
+	sb->ready_memfd = -1;
+	if (!m->cfg.ready_snapshots || spec->boot || sb->hidden ||
+	    !sb->tpl.root_overlay || sb->tpl.agent == NULL ||
+	    strcmp(m->be->name, "qemu") != 0)
+		return;
+	vmm_ready_key(m, spec->tpl, sb->mem_mib, sb->vcpus, key);
+	if (vmm_ready_lookup(m, key, &ri) < 0) {
+		rc = vmm_ready_build(m, spec->tpl, sb->mem_mib, sb->vcpus, NULL,
+		    NULL, NULL, err, sizeof(err));
+		snprintf(why, whylen, "booted: no ready snapshot of template "
+		    "%s with %u MiB and %u vCPUs yet (%s)", sb->tpl.name,
+		    sb->mem_mib, sb->vcpus, rc == 0 ? "building it now" :
+		    rc == -EBUSY ? "another one is being built" : err);
+		return;
+	}
+	if (ri.disk_mib != sb->disk_mib) {
+		snprintf(why, whylen, "booted: a disk of %u MiB, the ready "
+		    "snapshot's is %u MiB", sb->disk_mib, ri.disk_mib);
+		return;
+	}
+	if (m->cfg.jail && (fd = vmm_ready_memfd(m, key, err,
+	    sizeof(err))) < 0) {
+		snprintf(why, whylen, "booted: the ready snapshot %s: %s", key,
+		    err);
+		return;
+	}
+	snprintf(sb->ready_key, sizeof(sb->ready_key), "%s", key);
+	sb->ready_pending = 1;
+	sb->ram_shared = 1;
+	sb->ready_memfd = fd;
+}
+
+static int sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    const char *hidden_key, vmm_done_cb cb, void *arg,
+    struct vmm_sandbox **out, char *err, size_t errlen);
+
 int
 vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
     vmm_done_cb cb, void *arg, struct vmm_sandbox **out, char *err,
     size_t errlen)
 {
+	return sb_create(m, spec, NULL, cb, arg, out, err, errlen);
+}
+
+int
+vmm_sandbox_create_hidden(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    const char *key, vmm_done_cb cb, void *arg, struct vmm_sandbox **out,
+    char *err, size_t errlen)
+{
+	return sb_create(m, spec, key, cb, arg, out, err, errlen);
+}
+
+static int
+sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    const char *hidden_key, vmm_done_cb cb, void *arg,
+    struct vmm_sandbox **out, char *err, size_t errlen)
+{
 	struct vmm_sandbox *sb;
 	unsigned mem, vcpus;
+	char rwhy[VMM_ERRLEN];
 	int rc, idx;
 
 	if (!vmm_id_valid(spec->id))
@@ -1575,10 +1726,19 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		    VMM_ID_MAX);
 	if (vmm_sandbox_find(m, spec->id) != NULL)
 		return errf(err, errlen, -EEXIST, "sandbox %s exists", spec->id);
+	if (hidden_key != NULL) {
+		struct vmm_sandbox *o;
+
+		for (o = m->list; o != NULL; o = o->next)
+			if (strcmp(o->id, spec->id) == 0)
+				return errf(err, errlen, -EEXIST, "sandbox %s "
+				    "exists", spec->id);
+	}
 	if (spec->tpl == NULL || spec->tpl->kernel == NULL)
 		return errf(err, errlen, -EINVAL, "sandbox %s: no template",
 		    spec->id);
-	mem = spec->mem_mib ? spec->mem_mib : m->cfg.mem_mib;
+	mem = spec->mem_mib ? spec->mem_mib : spec->tpl->mem_mib ?
+	    spec->tpl->mem_mib : m->cfg.mem_mib;
 	vcpus = spec->vcpus ? spec->vcpus : m->cfg.vcpus;
 	if (mem < 64 || mem > m->cfg.max_mem_mib)
 		return errf(err, errlen, -EINVAL, "memory %u MiB outside "
@@ -1590,6 +1750,10 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->m = m;
 	snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
+	if (hidden_key != NULL) {
+		sb->hidden = 1;
+		snprintf(sb->build_key, sizeof(sb->build_key), "%s", hidden_key);
+	}
 	sb->state = VMM_CREATING;
 	sb->mem_mib = mem;
 	sb->vcpus = vcpus;
@@ -1627,6 +1791,7 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 			sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >>
 			    20);
 	}
+	ready_choose(sb, spec, rwhy, sizeof(rwhy));
 	if (sb_events(sb) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
@@ -1674,8 +1839,10 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	sb->next = m->list;
 	m->list = sb;
 	meta_write(sb);
-	if (m->cfg.on_state != NULL)
+	if (m->cfg.on_state != NULL && !sb->hidden)
 		m->cfg.on_state(sb, VMM_STOPPED, VMM_CREATING, m->cfg.cb_arg);
+	if (rwhy[0] != '\0')
+		emit(sb, VMM_OP_SNAPSHOT, 1, rwhy, 0, "vmm");
 	if (out != NULL)
 		*out = sb;
 	return 0;
@@ -1687,8 +1854,9 @@ struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
-	char agent[64];
+	char agent[64], ready_key[VMM_READY_KEY];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
+	int from_snapshot, ram_shared, snap_ram;
 	unsigned mem, vcpus, disk;
 	unsigned long long created;
 };
@@ -1722,7 +1890,14 @@ meta_read(const char *path, struct meta *mt)
 		S("reason", reason);
 		S("accel", accel);
 		S("agent", agent);
+		S("ready_key", ready_key);
 #undef S
+		if (strcmp(line, "from_snapshot") == 0)
+			mt->from_snapshot = atoi(v);
+		else if (strcmp(line, "ram_shared") == 0)
+			mt->ram_shared = atoi(v);
+		else if (strcmp(line, "snap_ram") == 0)
+			mt->snap_ram = atoi(v);
 		if (strcmp(line, "pid") == 0)
 			mt->pid = atoi(v);
 		else if (strcmp(line, "standby_pid") == 0)
@@ -1857,6 +2032,29 @@ reap_orphan(pid_t pid)
 	}
 }
 
+void
+vmm_kill_if_ours(pid_t pid, const char *name_prefix)
+{
+	char path[64], buf[4096], want[128];
+	ssize_t n, i;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	for (i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	snprintf(want, sizeof(want), " -name %s", name_prefix);
+	if (strstr(buf, want) != NULL)
+		reap_orphan(pid);
+}
+
 static int
 adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 {
@@ -1897,6 +2095,11 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	 * and a restore must see the devices it was saved with */
 	t.agent = mt.agent[0] ? mt.agent : NULL;
 	t.root_overlay = mt.root_overlay;
+	snprintf(sb->ready_key, sizeof(sb->ready_key), "%s", mt.ready_key);
+	sb->from_snapshot = mt.from_snapshot;
+	sb->ram_shared = mt.ram_shared;
+	sb->snap_ram = mt.snap_ram;
+	sb->ready_memfd = -1;
 	if (tpl_copy(&sb->tpl, &t) < 0 || sb_events(sb) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
@@ -1976,6 +2179,7 @@ vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
 	if ((d = opendir(m->state_dir)) == NULL)
 		return errf(err, errlen, -errno, "%s: %s", m->state_dir,
 		    strerror(errno));
+	vmm_ready_cleanup(m);
 	while ((de = readdir(d)) != NULL) {
 		char e[VMM_ERRLEN];
 

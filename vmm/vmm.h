@@ -61,6 +61,9 @@ enum vmm_op {
 	VMM_OP_GUEST,		/* not requested: the guest reset, panicked or
 				 * hit a disk error */
 	VMM_OP_JAIL,		/* not requested: the jail is incomplete */
+	VMM_OP_SNAPSHOT,	/* not requested: a create booted instead of
+				 * restoring the ready snapshot (why), or
+				 * a ready snapshot was built */
 };
 
 enum vmm_accel {
@@ -83,6 +86,13 @@ struct vmm_template {
 	const char *cmdline;		/* base command line */
 	const char *ready_line;		/* console text meaning "guest up";
 					 * NULL: "berth-guest: ready" */
+	unsigned mem_mib;		/* its sandboxes' memory unless the
+					 * spec asks (template.json
+					 * "memory_mib"); 0: the manager's */
+	const char *settled_line;	/* console text meaning "what runs
+					 * for good is up" (Docker too): the
+					 * ready snapshot is taken there;
+					 * NULL: the ready line */
 	const char *agent;		/* virtio-serial port name of the
 					 * guest agent; NULL: none */
 	int root_overlay;		/* 1: rootfs is the root of every
@@ -193,6 +203,10 @@ struct vmm_config {
 					 * VMM's start-up (costs that
 					 * process's own memory, not the
 					 * guest's); 0: none */
+	int ready_snapshots;		/* 1: a create restores its shape's
+					 * ready snapshot when there is one
+					 * (and starts building it when not)
+					 * instead of booting */
 	int external_taps;		/* 1: taps are made by someone else
 					 * (tests, external network setup);
 					 * the manager only names them */
@@ -236,6 +250,8 @@ struct vmm_sandbox_spec {
 	uint64_t idle_pause_ms;		/* 0: manager default */
 	uint64_t idle_suspend_ms;	/* 0: manager default */
 	uint64_t max_lifetime_ms;	/* 0: manager default */
+	int boot;			/* 1: boot, even where a ready
+					 * snapshot could be restored */
 };
 
 /* Read-only view of a sandbox (valid until its next state change). */
@@ -265,6 +281,11 @@ struct vmm_info {
 	uint64_t last_activity_ms;	/* monotonic clock */
 	int busy;			/* an operation is in flight: */
 	enum vmm_op op;			/* ... this one */
+	const char *ready_key;		/* its disk's base layer is this
+					 * ready snapshot's, "" none */
+	int from_snapshot;		/* created by restoring it */
+	int ram_shared;			/* its RAM is still the snapshot's
+					 * pages (copy-on-write) */
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
@@ -313,6 +334,37 @@ int vmm_sandbox_stop(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
  * the pool address. */
 int vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
     char *err, size_t errlen);
+
+/* ---- ready snapshots (ready.c) ---- */
+
+#define VMM_READY_KEY 17		/* 16 hex digits and a NUL */
+
+struct vmm_ready_info {
+	unsigned mem_mib, vcpus, disk_mib;
+	unsigned build_ms;		/* boot to settled, plus the suspend */
+};
+
+/* key names the ready snapshot for template t with this memory and
+ * vCPUs (0: the manager's defaults) on this manager (accelerator, VMM
+ * binary). */
+void vmm_ready_key(struct vmm *m, const struct vmm_template *t,
+    unsigned mem_mib, unsigned vcpus, char key[VMM_READY_KEY]);
+/* 0 and *ri when key's snapshot is whole, else -errno. */
+int vmm_ready_lookup(const struct vmm *m, const char *key,
+    struct vmm_ready_info *ri);
+/* Build it in the background: a hidden sandbox boots to the template's
+ * settled line and is suspended into <state_dir>/.ready/<key>/. 0 when
+ * started (cb runs once, from the loop), 1 when it is there already (no
+ * cb), -EBUSY while another build runs, -ENOTSUP for a template that
+ * cannot have one (qemu, a root overlay and an agent are needed). key
+ * (VMM_READY_KEY bytes, may be NULL) gets its key. */
+typedef void (*vmm_ready_cb)(const char *key, int ok, const char *reason,
+    uint64_t duration_ms, void *arg);
+int vmm_ready_build(struct vmm *m, const struct vmm_template *t,
+    unsigned mem_mib, unsigned vcpus, vmm_ready_cb cb, void *arg, char *key,
+    char *err, size_t errlen);
+/* 1 while a build runs. */
+int vmm_ready_building(const struct vmm *m);
 
 /* ---- idle policy ---- */
 

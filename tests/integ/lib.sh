@@ -286,6 +286,9 @@ berthd_config() {
 		echo "accel ${ACCEL:-tcg}"
 		# the host's table inet berth is programmed only where asked
 		echo "egress ${EGRESS:-off}"
+		# creates boot unless a test asks for ready snapshots (each
+		# berthd would build one: a boot more per test)
+		echo "vm_ready_snapshot ${VM_READY:-off}"
 		for _l in "$@"; do echo "$_l"; done
 	} >"$CONF"
 }

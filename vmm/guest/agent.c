@@ -3362,6 +3362,14 @@ entropy_add(const unsigned char *b, size_t len)
 		}
 	}
 	explicit_bzero(&u, sizeof(u));
+	/* A clone's CRNG keys are its template's until the kernel reseeds:
+	 * now, from the pool the bytes just went into (vmgenid does the
+	 * same where the machine has one). Refused without CAP_SYS_ADMIN
+	 * or before the CRNG is ready: the write above still counts. */
+#ifdef RNDRESEEDCRNG
+	if (e == 0)
+		(void)ioctl(fd, RNDRESEEDCRNG);
+#endif
 	close(fd);
 	return e;
 }

@@ -1,0 +1,141 @@
+#!/bin/sh
+# vm-ready.sh — sandboxes made from the default template's ready
+# snapshot (issue 27), real microVMs under TCG: berthd builds the
+# snapshot in the background from its first start (one boot of the
+# debian template to its settled line, then a suspend kept in
+# <state>/vms/.ready/<key>/); creates then restore it instead of
+# booting, each clone with its own identity before anything reaches it:
+# its id as hostname, its own address (the one `sandbox show` names, its
+# published port answers over TLS), machine-id, random pool (kernel
+# uuid, 32 bytes of /dev/urandom) and the host's clock; Docker answers.
+# A clone's RAM is the snapshot's pages (copy-on-write): its first
+# suspend carries the RAM in the stream and the resume gives it a RAM
+# file of its own; a file written before survives. A berthd restart
+# adopts running clones, and the next create restores again. A create
+# the snapshot does not fit (a larger disk) boots, and an event says
+# why. Nothing is left running after the deletes.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+need_root
+[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
+command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
+command -v qemu-img >/dev/null 2>&1 || skip_all "qemu-img is not installed (qemu-utils)"
+command -v mmdebstrap >/dev/null 2>&1 || skip_all "mmdebstrap is not installed"
+[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+[ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VMs run in the normal pass only"
+
+CTL_PORT=$(free_port)
+VMM=on VM_TEMPLATE=debian VM_READY=on berthd_config "tap_prefix bxr" \
+	"vm_pool 10.233.0.0/24" "idle_pause never" "idle_suspend never" \
+	"control_listen 127.0.0.1:$CTL_PORT"
+start_berthd
+at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
+
+wait_log 3600 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" ||
+	bail "the default template's build did not end in an hour"
+grep -q "template debian built in" "$BERTHD_LOG" || {
+	grep 'template debian:' "$BERTHD_LOG" | tail -n 20 >&2
+	bail "berthd's build of the default template debian failed"
+}
+ok "the default template debian built"
+wait_log 900 "$BERTHD_LOG" "ready snapshot [0-9a-f]+ of the default template (built in|:)" "$BERTHD_PID" ||
+	bail "the ready snapshot was not built in 15 minutes"
+like "berthd built the default template's ready snapshot in the background" \
+	"$(cat "$BERTHD_LOG")" "ready snapshot [0-9a-f]+ of the default template built in [0-9]+ ms"
+KEY=$(sed -n 's/.*ready snapshot \([0-9a-f]*\) of the default template built in.*/\1/p' "$BERTHD_LOG" | tail -n 1)
+RDIR="$STATE/vms/.ready/$KEY"
+check "... kept as device state, RAM image, frozen disk layer and ready.conf" \
+	test -s "$RDIR/state" -a -f "$RDIR/mem" -a -s "$RDIR/disk.qcow2" -a -s "$RDIR/ready.conf"
+like "... none of them writable by a sandbox's VMM" "$(stat -c '%U %a' "$RDIR/state" "$RDIR/disk.qcow2")" \
+	"^root 444
+root 444$"
+unlike "... its builder is nobody's sandbox" "$(netctl sandbox ls)" "ready-"
+
+x() { _s=$1; shift; netctl sandbox exec "$_s" "$@" </dev/null; }
+ms() { date +%s%3N; }
+
+# ---- creates restore it ----
+t0=$(ms)
+out=$(netctl sandbox create r1 2>&1) || bail "sandbox create r1: $out"
+t1=$(ms)
+like "create r1: running" "$out" 'sandbox r1 created \(10\.233\.0\.[0-9]+, running\)'
+diag "create r1 took $((t1 - t0)) ms (from the ready snapshot)"
+is "... restored from the ready snapshot, not booted" \
+	"$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
+is "... its disk's base layer is the snapshot's" \
+	"$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["vm"]["base_layer"]')" "$KEY"
+out=$(netctl sandbox create r2 2>&1) || bail "sandbox create r2: $out"
+like "create r2: running" "$out" 'sandbox r2 created'
+
+is "r1's hostname is its id" "$(x r1 -- cat /etc/hostname)" r1
+is "... and hostname(1) says so" "$(x r1 -- hostname)" r1
+is "r2's hostname is its id" "$(x r2 -- cat /etc/hostname)" r2
+ip1=$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["address"]')
+like "r1's address is the one sandbox show names" \
+	"$(x r1 -- ip -4 -o addr show dev eth0)" "inet $ip1/30"
+gw1=$(echo "$ip1" | awk -F. '{print $1"."$2"."$3"."$4-1}')
+like "... its default route via its own gateway" "$(x r1 -- ip -4 route show default)" "default via $gw1 "
+mid1=$(x r1 -- cat /etc/machine-id); mid2=$(x r2 -- cat /etc/machine-id)
+like "machine-id: 32 hex digits" "$mid1" '^[0-9a-f]{32}$'
+check "... differ between two clones ($mid1 / $mid2)" test "$mid1" != "$mid2"
+u1=$(x r1 -- cat /proc/sys/kernel/random/uuid); u2=$(x r2 -- cat /proc/sys/kernel/random/uuid)
+check "kernel random uuids differ ($u1 / $u2)" test -n "$u1" -a "$u1" != "$u2"
+r1=$(x r1 -- sh -c 'head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n"')
+r2=$(x r2 -- sh -c 'head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n"')
+check "32 bytes of /dev/urandom differ" test -n "$r1" -a "$r1" != "$r2"
+g=$(x r1 -- date +%s); h=$(date +%s)
+d=$((h - g)); [ $d -lt 0 ] && d=$((-d))
+check "r1's clock within 2 s of the host's (off by $d s)" test "$d" -le 2
+like "docker info answers in r1" "$(x r1 --timeout 30s -- docker info 2>&1)" 'Server Version'
+like "... in r2 too" "$(x r2 --timeout 30s -- docker info 2>&1)" 'Server Version'
+
+out=$(netctl port publish r1 8080 2>&1)
+is "port publish r1 8080" "$?" 0
+wait_routed 8080 r1
+like "r1's port 8080 answers over TLS through berthd" "$(bcurl "$(url_for 8080 r1)/" 2>&1)" "."
+
+# ---- a clone's first suspend carries its RAM; its resume owns it ----
+x r1 -- sh -c 'echo kept >/root/r1-file; sync'
+out=$(netctl sandbox suspend r1 2>&1)
+is "suspend r1" "$?" 0
+check "... its snapshot holds the RAM (no RAM file of its own yet)" \
+	sh -c "grep -q '^snap_ram=1' '$STATE/vms/r1/sandbox.conf'"
+out=$(netctl sandbox resume r1 2>&1)
+is "resume r1" "$?" 0
+is "... the file written before is there" "$(x r1 -- cat /root/r1-file)" kept
+is "... still r1" "$(x r1 -- hostname)" r1
+check "... its RAM is a file of its own now" \
+	sh -c "grep -q '^ram_shared=0' '$STATE/vms/r1/sandbox.conf' && grep -q '^snap_ram=0' '$STATE/vms/r1/sandbox.conf'"
+out=$(netctl sandbox suspend r1 2>&1)
+is "suspend r1 again (device state only)" "$?" 0
+out=$(netctl sandbox resume r1 2>&1)
+is "resume r1 again" "$?" 0
+is "... the file is still there" "$(x r1 -- cat /root/r1-file)" kept
+is "r2 never saw r1's file" "$(x r2 -- sh -c 'cat /root/r1-file 2>/dev/null || echo none')" none
+
+# ---- a berthd restart: clones adopted, the next create restores ----
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+mv "$BERTHD_LOG" "$T/berthd.1.log"
+start_berthd
+h=$(x r2 -- hostname 2>&1)
+is "after a restart r2 still answers as r2" "$h" r2
+[ "$h" = r2 ] || diag "$(cat "$STATE/vms/r2/sandbox.conf")"
+out=$(netctl sandbox create r3 2>&1) || bail "sandbox create r3: $out"
+is "... and a new create restores the snapshot" \
+	"$(netctl --json sandbox show r3 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
+is "... as r3" "$(x r3 -- hostname)" r3
+
+# ---- what the snapshot does not fit boots, and says why ----
+out=$(netctl sandbox create big --disk 6144 2>&1) || bail "sandbox create big: $out"
+is "a create with a larger disk boots" \
+	"$(netctl --json sandbox show big | json_get "$(cat)" 'j["vm"]["created_from"]')" boot
+like "... and its events say why" "$(netctl sandbox events big 2>&1)" "booted: a disk of 6144 MiB"
+is "... it is big" "$(x big -- hostname)" big
+
+for s in r1 r2 r3 big; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+check "no qemu of this test's sandboxes is left" \
+	sh -c "! pgrep -f 'berth-(r1|r2|r3|big|ready-)' >/dev/null"
+check "the ready snapshot stays for the next create" test -s "$RDIR/state"
+done_testing

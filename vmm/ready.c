@@ -1,0 +1,554 @@
+/*
+ * ready.c — ready snapshots: a template version booted once to its
+ * settled state (its "settled_line", else its ready line) and suspended,
+ * kept in <state_dir>/.ready/<key>/ as three files no sandbox writes:
+ *   state       the VMM's device state (the migration stream, no RAM)
+ *   mem         the guest's RAM image (sparse)
+ *   disk.qcow2  the frozen disk layer over the template's root image
+ * plus ready.conf, written last (its presence means the rest is whole).
+ * The key covers what a restore must match: the template's files and
+ * command line, memory, vCPUs, the accelerator and the VMM binary.
+ *
+ * A create of that shape restores it instead of booting (qemu.c): its
+ * disk a new qcow2 layer over disk.qcow2, its RAM a private copy-on-write
+ * mapping of the image, so clones share every page none of them wrote.
+ * Jailed VMMs map it through a sealed memfd (F_SEAL_WRITE: none of them
+ * can change what the others start from, whatever runs in it), which the
+ * manager fills once per key from mem, skipping zero pages; a VMM
+ * without a jail maps mem itself.
+ *
+ * The build is a hidden sandbox (not listed, no callbacks to the
+ * application) in .ready/<key>.build: created, suspended at its settled
+ * line, its three files moved into .tmp then renamed to .ready/<key>, and
+ * deleted. One build at a time; a manager that dies mid-build leaves a
+ * .build directory the next one clears (vmm_ready_cleanup).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "nc_link.h"
+#include "vmm.h"
+
+struct vmm_ready {
+	struct vmm_ready *next;
+	char key[VMM_READY_KEY];
+	int memfd;			/* sealed copy of mem, -1 not loaded */
+	/* a build in flight */
+	struct vmm_sandbox *sb;
+	vmm_ready_cb cb;
+	void *arg;
+	uint64_t t0;
+	char why[VMM_ERRLEN];
+};
+
+static uint64_t
+fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	while (n-- > 0) {
+		h ^= *c++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static uint64_t
+fnv_s(uint64_t h, const char *s)
+{
+	h = fnv(h, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+	return fnv(h, "\n", 1);
+}
+
+static uint64_t
+fnv_file(uint64_t h, const char *path)
+{
+	struct stat st;
+
+	h = fnv_s(h, path);
+	if (path != NULL && stat(path, &st) == 0) {
+		h = fnv(h, &st.st_size, sizeof(st.st_size));
+		h = fnv(h, &st.st_mtim.tv_sec, sizeof(st.st_mtim.tv_sec));
+		h = fnv(h, &st.st_ino, sizeof(st.st_ino));
+	}
+	return h;
+}
+
+void
+vmm_ready_key(struct vmm *m, const struct vmm_template *t, unsigned mem_mib,
+    unsigned vcpus, char key[VMM_READY_KEY])
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	char exe[PATH_MAX], n[64];
+
+	vmm_exe_path(m->vmm_binary, exe, sizeof(exe));
+	h = fnv_file(h, t->kernel);
+	h = fnv_file(h, t->initrd);
+	h = fnv_file(h, t->rootfs);
+	h = fnv_file(h, exe);
+	h = fnv_s(h, t->cmdline);
+	h = fnv_s(h, t->agent);
+	h = fnv_s(h, t->settled_line);
+	snprintf(n, sizeof(n), "%u %u %s %u %d", mem_mib ? mem_mib :
+	    t->mem_mib ? t->mem_mib : m->cfg.mem_mib,
+	    vcpus ? vcpus : m->cfg.vcpus,
+	    vmm_accel_name(vmm_accel_template(m, t)), m->cfg.tsc_khz,
+	    m->cfg.jail);
+	h = fnv_s(h, n);
+	snprintf(key, VMM_READY_KEY, "%016llx", (unsigned long long)h);
+}
+
+int
+vmm_ready_path(const struct vmm *m, const char *key, const char *name,
+    char *buf, size_t len)
+{
+	int n = key == NULL ? snprintf(buf, len, "%s/.ready", m->state_dir) :
+	    snprintf(buf, len, "%s/.ready/%s%s%s", m->state_dir, key,
+	    name != NULL ? "/" : "", name != NULL ? name : "");
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int
+vmm_ready_lookup(const struct vmm *m, const char *key,
+    struct vmm_ready_info *ri)
+{
+	char p[PATH_MAX], line[256];
+	FILE *f;
+
+	memset(ri, 0, sizeof(*ri));
+	if (vmm_ready_path(m, key, "ready.conf", p, sizeof(p)) < 0)
+		return -ENAMETOOLONG;
+	if ((f = fopen(p, "re")) == NULL)
+		return -errno;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned v;
+
+		if (sscanf(line, "disk_mib=%u", &v) == 1)
+			ri->disk_mib = v;
+		else if (sscanf(line, "mem_mib=%u", &v) == 1)
+			ri->mem_mib = v;
+		else if (sscanf(line, "vcpus=%u", &v) == 1)
+			ri->vcpus = v;
+		else if (sscanf(line, "build_ms=%u", &v) == 1)
+			ri->build_ms = v;
+	}
+	fclose(f);
+	return ri->disk_mib != 0 && ri->mem_mib != 0 ? 0 : -EINVAL;
+}
+
+static struct vmm_ready *
+ready_get(struct vmm *m, const char *key, int make)
+{
+	struct vmm_ready *r;
+
+	for (r = m->ready; r != NULL; r = r->next)
+		if (strcmp(r->key, key) == 0)
+			return r;
+	if (!make || (r = calloc(1, sizeof(*r))) == NULL)
+		return NULL;
+	snprintf(r->key, sizeof(r->key), "%s", key);
+	r->memfd = -1;
+	r->next = m->ready;
+	m->ready = r;
+	return r;
+}
+
+static int
+all_zero(const unsigned char *p, size_t n)
+{
+	static const unsigned char z[4096];
+
+	return memcmp(p, z, n) == 0;
+}
+
+/*
+ * The sealed memfd of key's RAM image, made on first use: only the pages
+ * that hold data are copied (a booted guest touches a fraction of its
+ * RAM, and zero pages read back as zeros anyway). Blocks the loop for
+ * the copy, once per key and manager. The descriptor stays the
+ * manager's; callers pass it on and do not close it.
+ */
+int
+vmm_ready_memfd(struct vmm *m, const char *key, char *err, size_t errlen)
+{
+	struct vmm_ready *r = ready_get(m, key, 1);
+	char p[PATH_MAX];
+	unsigned char *buf = NULL;
+	struct stat st;
+	off_t off = 0, data, hole;
+	int src = -1, fd = -1, e = 0;
+
+	if (r == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (r->memfd >= 0)
+		return r->memfd;
+	(void)vmm_ready_path(m, key, "mem", p, sizeof(p));
+	if ((src = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    fstat(src, &st) < 0) {
+		e = errno;
+		snprintf(err, errlen, "ready snapshot RAM %s: %s", p, strerror(e));
+		goto out;
+	}
+	if ((fd = memfd_create("berth-ready", MFD_CLOEXEC |
+	    MFD_ALLOW_SEALING)) < 0 || ftruncate(fd, st.st_size) < 0) {
+		e = errno;
+		snprintf(err, errlen, "memfd for the ready snapshot's %lld "
+		    "bytes of RAM: %s", (long long)st.st_size, strerror(e));
+		goto out;
+	}
+	if ((buf = malloc(1 << 20)) == NULL) {
+		e = ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	while (off < st.st_size) {
+		if ((data = lseek(src, off, SEEK_DATA)) < 0)
+			break;		/* ENXIO: only a hole is left */
+		if ((hole = lseek(src, data, SEEK_HOLE)) < 0)
+			hole = st.st_size;
+		while (data < hole) {
+			size_t want = (size_t)(hole - data) < (1u << 20) ?
+			    (size_t)(hole - data) : (1u << 20), i;
+			ssize_t n = pread(src, buf, want, data);
+
+			if (n <= 0) {
+				e = n < 0 ? errno : EIO;
+				snprintf(err, errlen, "reading %s: %s", p,
+				    strerror(e));
+				goto out;
+			}
+			for (i = 0; i < (size_t)n; i += 4096) {
+				size_t k = (size_t)n - i < 4096 ?
+				    (size_t)n - i : 4096;
+
+				if (all_zero(buf + i, k))
+					continue;
+				if (pwrite(fd, buf + i, k, data + (off_t)i) !=
+				    (ssize_t)k) {
+					e = errno ? errno : EIO;
+					snprintf(err, errlen, "filling the "
+					    "ready snapshot's memfd: %s",
+					    strerror(e));
+					goto out;
+				}
+			}
+			data += n;
+		}
+		off = hole;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK |
+	    F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		e = errno;
+		snprintf(err, errlen, "sealing the ready snapshot's memfd: %s",
+		    strerror(e));
+		goto out;
+	}
+	r->memfd = fd;
+	fd = -1;
+out:
+	free(buf);
+	if (src >= 0)
+		close(src);
+	if (fd >= 0)
+		close(fd);
+	return e != 0 ? -e : r->memfd;
+}
+
+void
+vmm_ready_free_all(struct vmm *m)
+{
+	struct vmm_ready *r, *n;
+
+	for (r = m->ready; r != NULL; r = n) {
+		n = r->next;
+		if (r->memfd >= 0)
+			close(r->memfd);
+		free(r);
+	}
+	m->ready = NULL;
+}
+
+int
+vmm_ready_building(const struct vmm *m)
+{
+	const struct vmm_ready *r;
+
+	for (r = m->ready; r != NULL; r = r->next)
+		if (r->sb != NULL)
+			return 1;
+	return 0;
+}
+
+/* ---- the build ---- */
+
+static void
+build_end(struct vmm_ready *r, int ok, const char *why)
+{
+	vmm_ready_cb cb = r->cb;
+	void *arg = r->arg;
+	uint64_t dur = vmm_now_ms() - r->t0;
+
+	r->sb = NULL;
+	r->cb = NULL;
+	if (cb != NULL)
+		cb(r->key, ok, why, dur, arg);
+}
+
+static void
+build_deleted(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct vmm_ready *r = arg;
+
+	(void)sb;
+	(void)op;
+	(void)ok;
+	(void)reason;
+	(void)dur;
+	build_end(r, r->why[0] == '\0', r->why);
+}
+
+static void
+build_fail(struct vmm_ready *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+build_fail(struct vmm_ready *r, const char *fmt, ...)
+{
+	char err[VMM_ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->why, sizeof(r->why), fmt, ap);
+	va_end(ap);
+	if (r->why[0] == '\0')
+		snprintf(r->why, sizeof(r->why), "failed");
+	if (vmm_sandbox_delete(r->sb, build_deleted, r, err,
+	    sizeof(err)) < 0)
+		build_end(r, 0, r->why);
+}
+
+/* Move the suspended builder's files into .ready/<key>.tmp, write
+ * ready.conf, rename to .ready/<key>. */
+static int
+harvest(struct vmm_ready *r, char *err, size_t errlen)
+{
+	struct vmm_sandbox *sb = r->sb;
+	struct vmm *m = sb->m;
+	char tmp[PATH_MAX], fin[PATH_MAX], src[PATH_MAX], dst[PATH_MAX];
+	static const char *const names[] = { "snap/state", "mem",
+	    "disk.qcow2" };
+	static const char *const to[] = { "state", "mem", "disk.qcow2" };
+	uid_t owner = sb->jailed ? 0 : m->cfg.vmm_uid;
+	gid_t group = sb->jailed ? 0 : m->cfg.vmm_gid;
+	size_t i;
+	FILE *f;
+
+	(void)vmm_ready_path(m, r->key, NULL, fin, sizeof(fin));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", fin);
+	vmm_rmtree(tmp);
+	if (mkdir(tmp, 0755) < 0)
+		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)),
+		    -1;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		(void)vmm_path(sb, names[i], src, sizeof(src));
+		snprintf(dst, sizeof(dst), "%s/%s", tmp, to[i]);
+		if (rename(src, dst) < 0)
+			return snprintf(err, errlen, "%s: %s", src,
+			    strerror(errno)), -1;
+		/* no sandbox's VMM may write them: root's and read-only,
+		 * except the RAM image a VMM without a jail maps itself
+		 * (its own user then, as all of them are) */
+		if (chown(dst, owner, group) < 0 ||
+		    chmod(dst, i == 1 && owner != 0 ? 0600 : 0444) < 0)
+			return snprintf(err, errlen, "%s: %s", dst,
+			    strerror(errno)), -1;
+	}
+	snprintf(dst, sizeof(dst), "%s/ready.conf", tmp);
+	if ((f = fopen(dst, "we")) == NULL)
+		return snprintf(err, errlen, "%s: %s", dst, strerror(errno)),
+		    -1;
+	fprintf(f, "key=%s\ntemplate=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\n"
+	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\naccel=%s\nbuild_ms=%llu\n"
+	    "created_ms=%llu\n", r->key, sb->tpl.name, sb->tpl.kernel,
+	    sb->tpl.initrd ? sb->tpl.initrd : "",
+	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->mem_mib, sb->vcpus,
+	    sb->disk_mib, vmm_accel_name(sb->accel),
+	    (unsigned long long)(vmm_now_ms() - r->t0),
+	    (unsigned long long)vmm_wall_ms());
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0) {
+		fclose(f);
+		return snprintf(err, errlen, "%s: %s", dst, strerror(errno)),
+		    -1;
+	}
+	fclose(f);
+	vmm_rmtree(fin);
+	if (rename(tmp, fin) < 0)
+		return snprintf(err, errlen, "%s: %s", fin, strerror(errno)),
+		    -1;
+	return 0;
+}
+
+static void
+build_suspended(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct vmm_ready *r = arg;
+	char err[VMM_ERRLEN];
+
+	(void)op;
+	(void)dur;
+	if (!ok) {
+		build_fail(r, "suspending the built sandbox: %s", reason);
+		return;
+	}
+	if (sb->standby_pid > 0 || harvest(r, err, sizeof(err)) < 0) {
+		build_fail(r, "keeping the snapshot: %s", sb->standby_pid > 0 ?
+		    "a standby VMM holds it" : err);
+		return;
+	}
+	r->why[0] = '\0';
+	if (vmm_sandbox_delete(sb, build_deleted, r, err, sizeof(err)) < 0)
+		build_end(r, 1, "");
+}
+
+static void
+build_created(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct vmm_ready *r = arg;
+	char err[VMM_ERRLEN];
+
+	(void)op;
+	(void)dur;
+	(void)sb;
+	if (!ok) {
+		build_fail(r, "booting the template: %s", reason);
+		return;
+	}
+	if (vmm_sandbox_suspend(sb, build_suspended, r, err, sizeof(err)) < 0)
+		build_fail(r, "suspending the built sandbox: %s", err);
+}
+
+int
+vmm_ready_build(struct vmm *m, const struct vmm_template *t,
+    unsigned mem_mib, unsigned vcpus, vmm_ready_cb cb, void *arg, char *key,
+    char *err, size_t errlen)
+{
+	struct vmm_sandbox_spec spec;
+	struct vmm_template bt;
+	struct vmm_ready_info ri;
+	struct vmm_ready *r;
+	char k[VMM_READY_KEY], id[VMM_ID_MAX + 1], p[PATH_MAX];
+	int rc;
+
+	if (strcmp(m->be->name, "qemu") != 0 || !t->root_overlay ||
+	    t->agent == NULL) {
+		snprintf(err, errlen, "template %s: ready snapshots need the "
+		    "qemu backend, a root overlay and a guest agent",
+		    t->name ? t->name : "");
+		return -ENOTSUP;
+	}
+	vmm_ready_key(m, t, mem_mib, vcpus, k);
+	if (key != NULL)
+		snprintf(key, VMM_READY_KEY, "%s", k);
+	if (vmm_ready_lookup(m, k, &ri) == 0)
+		return 1;			/* there already */
+	if (vmm_ready_building(m)) {
+		snprintf(err, errlen, "a ready snapshot is being built");
+		return -EBUSY;
+	}
+	(void)vmm_ready_path(m, NULL, NULL, p, sizeof(p));
+	if (mkdir(p, 0711) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", p, strerror(errno));
+		return -errno;
+	}
+	if ((r = ready_get(m, k, 1)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	/* what qemu.c waits for before the snapshot: the settled line */
+	bt = *t;
+	if (t->settled_line != NULL)
+		bt.ready_line = t->settled_line;
+	snprintf(id, sizeof(id), "ready-%.12s", k);
+	memset(&spec, 0, sizeof(spec));
+	spec.id = id;
+	spec.tpl = &bt;
+	spec.mem_mib = mem_mib;
+	spec.vcpus = vcpus;
+	spec.boot = 1;
+	spec.idle_pause_ms = spec.idle_suspend_ms = VMM_NEVER;
+	r->cb = cb;
+	r->arg = arg;
+	r->t0 = vmm_now_ms();
+	r->why[0] = '\0';
+	(void)vmm_ready_path(m, k, NULL, p, sizeof(p));
+	snprintf(p + strlen(p), sizeof(p) - strlen(p), ".build");
+	vmm_rmtree(p);
+	rc = vmm_sandbox_create_hidden(m, &spec, k, build_created, r, &r->sb,
+	    err, errlen);
+	if (rc < 0) {
+		r->sb = NULL;
+		r->cb = NULL;
+	}
+	return rc;
+}
+
+/* A manager that died mid-build left .ready/<key>.build (its VMM maybe
+ * still running) and perhaps .tmp: both go. */
+void
+vmm_ready_cleanup(struct vmm *m)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 300], line[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	(void)vmm_ready_path(m, NULL, NULL, dir, sizeof(dir));
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+		FILE *f;
+
+		if (n > 6 && strcmp(de->d_name + n - 6, ".build") == 0) {
+			snprintf(p, sizeof(p), "%s/%s/sandbox.conf", dir,
+			    de->d_name);
+			if ((f = fopen(p, "re")) != NULL) {
+				while (fgets(line, sizeof(line), f) != NULL) {
+					int pid;
+					char tap[32];
+
+					if (sscanf(line, "pid=%d", &pid) == 1 &&
+					    pid > 0)
+						vmm_kill_if_ours(pid, "berth-ready-");
+					else if (sscanf(line, "standby_pid=%d",
+					    &pid) == 1 && pid > 0)
+						vmm_kill_if_ours(pid, "berth-ready-");
+					else if (sscanf(line, "tap=%31s", tap) ==
+					    1 && !m->cfg.external_taps)
+						(void)nc_link_delete(tap, NULL, 0);
+				}
+				fclose(f);
+			}
+		} else if (!(n > 4 && strcmp(de->d_name + n - 4, ".tmp") == 0))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		vmm_rmtree(p);
+	}
+	closedir(d);
+}
