@@ -1004,6 +1004,17 @@ h_sandbox_create(struct req *r)
 		    sizeof(sb.template_name), &tpl, &spec.template_dir) == -1)
 			goto out;
 		spec.template_name = sb.template_name;
+		{
+			json_t *bv = json_object_get(obj, "boot");
+
+			if (bv != NULL && !json_is_boolean(bv) &&
+			    !json_is_null(bv)) {
+				reply_error(r, 400, NULL, "boot", "must be true "
+				    "or false");
+				goto out;
+			}
+			spec.boot = json_is_true(bv);
+		}
 		/* no memory asked for: the template's own (Debian's 1 GiB),
 		 * within vm_max_memory, else vm_memory */
 		if (json_object_get(obj, "memory_mib") == NULL &&

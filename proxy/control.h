@@ -180,6 +180,7 @@ struct px_vm_spec {
 	unsigned mem_mib, vcpus, disk_mib;	/* resolved: never 0 */
 	/* 0: berth.conf's, PX_VM_NEVER: never, else ms */
 	uint64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms;
+	int boot;			/* boot, not the ready snapshot */
 };
 
 /* One command for a sandbox's guest agent (POST .../exec), checked. */

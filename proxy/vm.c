@@ -1149,6 +1149,7 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 	spec.idle_pause_ms = ps->idle_pause_ms;
 	spec.idle_suspend_ms = ps->idle_suspend_ms;
 	spec.max_lifetime_ms = ps->max_lifetime_ms;
+	spec.boot = ps->boot;
 	rc = vmm_sandbox_create(V.m, &spec, create_done, o, &sb, err, errlen);
 	vmm_template_free(&t);
 	if (rc < 0) {

@@ -31,6 +31,16 @@ bench-exec: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/exec $(BENCH_ARGS)
 
+# `make bench-create`: creates from the default template's ready snapshot
+# (request to exec-ready, p50/p99 over 20 in a row) beside a cold boot,
+# and PSS per idle sandbox, same run (debian, TCG). Needs root and qemu;
+# not part of `make check`.
+EXTRA_DIST += tests/bench/create
+.PHONY: bench-create
+bench-create: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/create $(BENCH_ARGS)
+
 # `make bench-nft`: berth's egress table (libnetctl) beside an
 # iptables-style nft layout (one chain per sandbox) at 10, 1000 and 10000
 # sandboxes: update latency and iperf3 throughput of one guest path. Needs
