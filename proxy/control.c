@@ -751,7 +751,7 @@ routes_changed(struct px_control *ctl)
 
 /* The fields only a microVM sandbox takes. */
 static const char *const vm_fields[] = { "memory_mib", "vcpus", "disk_mib",
-    "template", "idle_pause", "idle_suspend", "max_lifetime", NULL };
+    "template", "idle_pause", "idle_suspend", "max_lifetime", "boot", NULL };
 
 /* berth.conf's vm_* (read at each use: a reload applies), or defaults. */
 static void
@@ -931,7 +931,7 @@ h_sandbox_create(struct req *r)
 {
 	static const char *const fields[] = { "id", "address", "egress_mode",
 	    "memory_mib", "vcpus", "disk_mib", "template", "idle_pause",
-	    "idle_suspend", "max_lifetime", NULL };
+	    "idle_suspend", "max_lifetime", "boot", NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	struct px_token tok;
