@@ -1534,6 +1534,10 @@ main(int argc, char **argv)
 	log_info("state %s, control %s, CA %s/tls/ca.pem", P.state_dir, path, P.state_dir);
 	event_base_dispatch(P.base);
 
+	/* the sandboxes' VMs outlive berthd (re-adopted at the next start);
+	 * what libvmm runs for itself (ready snapshot builds, the ready
+	 * pool) does not */
+	px_vm_drain();
 	px_exec_shutdown();
 	px_controld_stop();
 	if (P.control != NULL)

@@ -69,6 +69,7 @@ px_config_defaults(struct px_config *c)
 	c->vm_max_procs = 64;
 	c->vm_jail = 1;
 	c->vm_ready_snapshot = 1;
+	c->vm_ready_pool = 1;
 	c->http2 = 1;
 	c->vm_uid_base = 2100000000;
 	c->vm_uid_count = 65536;
@@ -809,6 +810,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->vm_jail = 0;
 			else
 				ERR("vm_jail: expected 'on' or 'off', got '%s'", argv[1]);
+		} else if (strcmp(argv[0], "vm_ready_pool") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || end == argv[1] || n < 0 || n > 64)
+				ERR("vm_ready_pool: expected a count between 0 and 64, got '%s'", argv[1]);
+			c->vm_ready_pool = (unsigned)n;
 		} else if (strcmp(argv[0], "vm_ready_snapshot") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "on") == 0)

@@ -103,6 +103,9 @@ struct px_config {
 						 * at once per sandbox */
 	/* the VMM jail (libvmm's jail.c, cgroup.c) */
 	int		 vm_jail;		/* 1 (default) or 0 */
+	unsigned	 vm_ready_pool;		/* clones kept restored and
+						 * paused per ready snapshot
+						 * (1) */
 	int		 vm_ready_snapshot;	/* 1 (default): creates restore
 						 * their template's ready
 						 * snapshot instead of booting */

@@ -69,12 +69,20 @@ ready_built(const char *key, int ok, const char *reason, uint64_t dur,
     void *arg)
 {
 	(void)arg;
-	if (ok)
-		log_info("ready snapshot %s of the default template built in "
+	if (ok) {
+		struct vmm_template t;
+		char e[VMM_ERRLEN];
+
+		log_info("the default template's ready snapshot %s built in "
 		    "%llu ms: creates restore it", key,
 		    (unsigned long long)dur);
-	else
-		log_warnx("ready snapshot %s of the default template: %s "
+		if (V.m != NULL && vmm_template_load(V.tdir, &t, e,
+		    sizeof(e)) == 0) {
+			vmm_ready_pool_fill(V.m, key, &t, 0, 0);
+			vmm_template_free(&t);
+		}
+	} else
+		log_warnx("the default template's ready snapshot %s: %s "
 		    "(creates boot)", key, reason);
 }
 
@@ -97,13 +105,15 @@ ready_kick(void)
 		rc = vmm_ready_build(V.m, &t, 0, 0, ready_built, NULL, key, e,
 		    sizeof(e));
 		if (rc == 0)
-			log_info("ready snapshot %s of template %s: building it "
-			    "(one boot, in the background)", key, t.name);
-		else if (rc == 1)
-			log_info("ready snapshot %s of template %s: there, "
-			    "creates restore it", key, t.name);
+			log_info("template %s: ready snapshot %s: building it "
+			    "(one boot, in the background)", t.name, key);
+		else if (rc == 1) {
+			log_info("template %s: ready snapshot %s is there: "
+			    "creates restore it", t.name, key);
+			vmm_ready_pool_fill(V.m, key, &t, 0, 0);
+		}
 		else if (rc != -EBUSY)
-			log_warnx("ready snapshot of template %s: %s", t.name, e);
+			log_warnx("template %s: no ready snapshot: %s", t.name, e);
 	}
 	vmm_template_free(&t);
 }
@@ -930,6 +940,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.max_vcpus = PX_VM_VCPUS_LIMIT;
 	vc.standby_max = c->vm_standby;
 	vc.ready_snapshots = c->vm_ready_snapshot;
+	vc.ready_pool = c->vm_ready_pool;
 	V.ready_on = c->vm_ready_snapshot;
 	vc.tap_prefix = c->tap_prefix;
 	if (c->vm_pool[0] != '\0') {
@@ -1026,10 +1037,18 @@ px_vm_build_stop(void)
 }
 
 void
+px_vm_drain(void)
+{
+	if (V.m != NULL)
+		vmm_ready_drain(V.m);
+}
+
+void
 px_vm_shutdown(void)
 {
 	/* VMs outlive berthd (they are re-adopted on start): only let go */
 	if (V.m != NULL) {
+		vmm_ready_drain(V.m);
 		vmm_free(V.m);
 		V.m = NULL;
 	}
@@ -1593,6 +1612,15 @@ px_vm_metrics(struct evbuffer *out)
 
 	if (V.m == NULL)
 		return;
+	evbuffer_add_printf(out, "# HELP berth_ready_pool_members Clones of "
+	    "ready snapshots kept restored and paused for the next creates.\n"
+	    "# TYPE berth_ready_pool_members gauge\n"
+	    "berth_ready_pool_members %u\n"
+	    "# HELP berth_ready_snapshot_building 1 while a ready snapshot is "
+	    "being built (one boot).\n"
+	    "# TYPE berth_ready_snapshot_building gauge\n"
+	    "berth_ready_snapshot_building %d\n",
+	    vmm_ready_pool_members(V.m), vmm_ready_building(V.m));
 	for (i = 0; i < 3; i++) {
 		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n",
 		    help[3 * i], help[3 * i + 2], help[3 * i], help[3 * i + 1]);

@@ -97,6 +97,8 @@ void px_vm_hold(const char *id, int on);
 /* The workers saw traffic for id. */
 void px_vm_activity(const char *id);
 void px_vm_shutdown(void);
+/* End what libvmm runs for itself (builds, the ready pool): at exit. */
+void px_vm_drain(void);
 /* Kills a template build under way (berthd is ending). */
 void px_vm_build_stop(void);
 

@@ -49,6 +49,9 @@ struct vmm_backend {
 	 * touching the VMM process (synchronous; no done()); a standby
 	 * VMM process is ended */
 	void (*release)(struct vmm_sandbox *sb);
+	/* optional: the sandbox's directory was renamed (a pool member
+	 * claimed): paths the backend keeps are recomputed */
+	void (*moved)(struct vmm_sandbox *sb);
 	/* optional: the sandbox was just suspended: start a VMM process
 	 * that waits for its snapshot (no guest runs, no done()), so that
 	 * the next boot(restore) skips the VMM's start-up. A later
@@ -144,6 +147,10 @@ struct vmm_sandbox {
 	int ready_memfd;		/* jailed restore: the sealed RAM
 					 * image (the manager's; not closed) */
 	struct vmm_ident *ident;	/* a clone being given its identity */
+	int pooled;			/* hidden: a ready pool member */
+	int pool_ready;			/* ... restored, identified, paused */
+	char cg_name[VMM_ID_MAX + 1];	/* its cgroup's name when not its id
+					 * (claimed from the pool) */
 
 	void *priv;			/* backend's */
 };
@@ -178,6 +185,9 @@ typedef void (*vmm_ident_cb)(struct vmm_sandbox *sb, int ok,
  * entropy): cb once, from the loop. */
 int vmm_ident_start(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
     char *err, size_t errlen);
+/* the same, then `true` run once (a pool member warms its exec paths) */
+int vmm_ident_start_warm(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
+    char *err, size_t errlen);
 void vmm_ident_cancel(struct vmm_sandbox *sb);
 
 /* ---- ready snapshots (ready.c) ---- */
@@ -188,11 +198,15 @@ int vmm_ready_path(const struct vmm *m, const char *key, const char *name,
 int vmm_ready_memfd(struct vmm *m, const char *key, char *err,
     size_t errlen);
 void vmm_ready_free_all(struct vmm *m);
+#define VMM_POOL_REFILL_MS 2000
+void vmm_ready_pool_refill(struct vmm *m, const char *key);
 void vmm_ready_cleanup(struct vmm *m);
 int vmm_sandbox_create_hidden(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
     void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
 void vmm_rmtree(const char *path);
+int vmm_template_copy(struct vmm_template *dst,
+    const struct vmm_template *src);
 /* SIGKILL pid (and reap it if ours) when its command line has -name
  * <prefix>...: a VMM of ours, not a process that took its number. */
 void vmm_kill_if_ours(pid_t pid, const char *name_prefix);

@@ -84,11 +84,13 @@ dir_of(const struct vmm_sandbox *sb, const char *ctrl, char *buf, size_t len)
 {
 	const char *name = sb->m->cfg.cgroup != NULL ? sb->m->cfg.cgroup :
 	    "berth";
+	/* a sandbox claimed from the ready pool keeps its group's name */
+	const char *g = sb->cg_name[0] != '\0' ? sb->cg_name : sb->id;
 
 	if (ctrl == NULL)
-		snprintf(buf, len, "%s/%s/%s", CG_ROOT, name, sb->id);
+		snprintf(buf, len, "%s/%s/%s", CG_ROOT, name, g);
 	else
-		snprintf(buf, len, "%s/%s/%s/%s", CG_ROOT, ctrl, name, sb->id);
+		snprintf(buf, len, "%s/%s/%s/%s", CG_ROOT, ctrl, name, g);
 }
 
 /* mkdir of the group and its parent (the berth slice) */

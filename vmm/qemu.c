@@ -81,6 +81,7 @@ struct qm {
 	int ready_seen;
 	int trial;		/* this boot is KVM's trial (accel.c) */
 	uint64_t boot_t0;
+	uint64_t t_qmp, t_loaded, t_cont;	/* a ready restore's steps */
 	int io_stopped;		/* qemu stopped the guest on a disk error */
 	uint64_t io_event_ms;	/* last disk-error event (rate limit) */
 	char down_why[160];	/* what qemu said before it went away */
@@ -99,6 +100,7 @@ struct qm {
 	struct event *sb_connect_ev;	/* connect retries, status polls */
 	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
 	int ready;		/* this restore is of the ready snapshot */
+	int claim;		/* ... a pool member's (restored already) */
 	struct stat sb_snap;	/* the snapshot file it loaded */
 };
 
@@ -1236,6 +1238,22 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 	struct qm *q = QM(sb);
 	int rc;
 
+	if (restore == 3) {
+		/* A ready pool member claimed: restored, identified and
+		 * paused already; it runs on and gets its own identity. */
+		if (sb->pid <= 0 || !vmm_qmp_is_ready(q->qmp)) {
+			snprintf(err, errlen, "the pool member's qemu is gone");
+			return -ESRCH;
+		}
+		q->ready = q->claim = 1;
+		q->op = QM_RESTORE;
+		q->boot_t0 = q->t_qmp = q->t_loaded = vmm_now_ms();
+		q->step = 4;
+		qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
+		(void)qm_cmd(q, "cont", NULL);	/* a failure kills: reported */
+		return 0;
+	}
+	q->claim = 0;
 	q->ready = restore == 2;	/* the ready snapshot (a create) */
 	if (q->ready)
 		restore = 1;
@@ -1644,8 +1662,19 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 		qm_kill_now(q, why);
 		return;
 	}
-	snprintf(r, sizeof(r), "restored from the ready snapshot %s",
-	    sb->ready_key);
+	if (q->claim)
+		snprintf(r, sizeof(r), "from the ready pool of snapshot %s "
+		    "(running %llu ms, identity %llu ms)", sb->ready_key,
+		    (unsigned long long)(q->t_cont - q->t_loaded),
+		    (unsigned long long)(vmm_now_ms() - q->t_cont));
+	else
+		snprintf(r, sizeof(r), "restored from the ready snapshot %s (qemu "
+		    "up %llu ms, state loaded %llu ms, running %llu ms, identity "
+		    "%llu ms)", sb->ready_key,
+		    (unsigned long long)(q->t_qmp - q->boot_t0),
+		    (unsigned long long)(q->t_loaded - q->t_qmp),
+		    (unsigned long long)(q->t_cont - q->t_loaded),
+		    (unsigned long long)(vmm_now_ms() - q->t_cont));
 	qm_done(q, 1, VMM_RUNNING, r);
 }
 
@@ -1730,6 +1759,7 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 	case QM_RESTORE:
 		switch (q->step) {
 		case 0:		/* QMP up */
+			q->t_qmp = vmm_now_ms();
 			q->step = 1;
 			(void)qm_cmd(q, "migrate-set-capabilities",
 			    qm_caps(sb, 0));
@@ -1756,6 +1786,7 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			if (s != NULL && (strcmp(s, "paused") == 0 ||
 			    strcmp(s, "prelaunch") == 0 ||
 			    strcmp(s, "postmigrate") == 0)) {
+				q->t_loaded = vmm_now_ms();
 				q->step = 4;
 				(void)qm_cmd(q, "cont", NULL);
 				return;
@@ -1773,8 +1804,10 @@ restored:
 			if (q->ready) {
 				/* a clone: its own identity before anyone
 				 * reaches it */
+				q->t_cont = vmm_now_ms();
 				q->step = 5;
-				if (vmm_ident_start(sb, qm_ident_done, q, why,
+				if ((sb->pooled ? vmm_ident_start_warm :
+				    vmm_ident_start)(sb, qm_ident_done, q, why,
 				    sizeof(why)) < 0)
 					qm_kill_now(q, why);
 				return;
@@ -2084,6 +2117,15 @@ qe_standby(struct vmm_sandbox *sb, char *err, size_t errlen)
 	QM_ENTRY(qm_standby, err, errlen);
 }
 
+static void
+qm_moved(struct vmm_sandbox *sb)
+{
+	struct qm *q = sb->priv;
+
+	if (q != NULL)
+		(void)vmm_path(sb, "qmp.sock", q->qmp_path, sizeof(q->qmp_path));
+}
+
 const struct vmm_backend vmm_backend_qemu = {
 	.name = "qemu",
 	.init = qm_init,
@@ -2096,4 +2138,5 @@ const struct vmm_backend vmm_backend_qemu = {
 	.adopt = qe_adopt,
 	.release = qm_release,
 	.standby = qe_standby,
+	.moved = qm_moved,
 };

@@ -34,7 +34,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "backend.h"
 #include "nc_link.h"
@@ -44,6 +47,13 @@ struct vmm_ready {
 	struct vmm_ready *next;
 	char key[VMM_READY_KEY];
 	int memfd;			/* sealed copy of mem, -1 not loaded */
+	/* the pool: what its members are made from */
+	struct vmm_template tpl;
+	int have_tpl;
+	unsigned mem_mib, vcpus;
+	int filling;			/* a member being made */
+	struct event *refill_ev;	/* ... after a claim, a little later */
+	struct vmm *m;
 	/* a build in flight */
 	struct vmm_sandbox *sb;
 	vmm_ready_cb cb;
@@ -277,9 +287,25 @@ vmm_ready_free_all(struct vmm *m)
 		n = r->next;
 		if (r->memfd >= 0)
 			close(r->memfd);
+		if (r->have_tpl)
+			vmm_template_free(&r->tpl);
+		if (r->refill_ev != NULL)
+			event_free(r->refill_ev);
 		free(r);
 	}
 	m->ready = NULL;
+}
+
+unsigned
+vmm_ready_pool_members(const struct vmm *m)
+{
+	const struct vmm_sandbox *sb;
+	unsigned n = 0;
+
+	for (sb = m->list; sb != NULL; sb = sb->next)
+		if (sb->pooled && sb->pool_ready)
+			n++;
+	return n;
 }
 
 int
@@ -509,6 +535,165 @@ vmm_ready_build(struct vmm *m, const struct vmm_template *t,
 	return rc;
 }
 
+/* ---- the pool ---- */
+
+static void
+pool_gone(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	(void)sb;
+	(void)op;
+	(void)ok;
+	(void)reason;
+	(void)dur;
+	(void)arg;
+}
+
+static void
+pool_drop(struct vmm_ready *r, struct vmm_sandbox *sb)
+{
+	char err[VMM_ERRLEN];
+
+	r->filling = 0;
+	(void)vmm_sandbox_delete(sb, pool_gone, NULL, err, sizeof(err));
+}
+
+static void
+pool_paused(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct vmm_ready *r = arg;
+
+	(void)op;
+	(void)reason;
+	(void)dur;
+	if (!ok || !sb->pooled) {
+		if (sb->pooled)
+			pool_drop(r, sb);
+		return;
+	}
+	sb->pool_ready = 1;
+	r->filling = 0;
+	vmm_ready_pool_fill(sb->m, r->key, NULL, 0, 0);	/* the next one */
+}
+
+static void
+pool_created(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct vmm_ready *r = arg;
+	char err[VMM_ERRLEN];
+
+	(void)op;
+	(void)reason;
+	(void)dur;
+	/* restored from the snapshot and identified as itself (its first
+	 * identity request translated the paths the claim's will take) */
+	if (!ok || !sb->from_snapshot ||
+	    vmm_sandbox_pause(sb, pool_paused, r, err, sizeof(err)) < 0)
+		pool_drop(r, sb);
+}
+
+void
+vmm_ready_pool_fill(struct vmm *m, const char *key,
+    const struct vmm_template *t, unsigned mem_mib, unsigned vcpus)
+{
+	struct vmm_ready *r = ready_get(m, key, t != NULL);
+	struct vmm_ready_info ri;
+	struct vmm_sandbox_spec spec;
+	struct vmm_sandbox *sb;
+	char id[VMM_ID_MAX + 1], err[VMM_ERRLEN];
+	unsigned n = 0;
+	static unsigned seq;
+
+	if (r == NULL)
+		return;
+	if (t != NULL && !r->have_tpl) {
+		if (vmm_template_copy(&r->tpl, t) < 0)
+			return;
+		r->have_tpl = 1;
+		r->mem_mib = mem_mib;
+		r->vcpus = vcpus;
+	}
+	if (!r->have_tpl || r->filling || r->sb != NULL ||
+	    m->cfg.ready_pool == 0 || !m->cfg.ready_snapshots ||
+	    vmm_ready_lookup(m, key, &ri) < 0)
+		return;
+	for (sb = m->list; sb != NULL; sb = sb->next)
+		if (sb->pooled && strcmp(sb->build_key, key) == 0)
+			n++;
+	if (n >= m->cfg.ready_pool)
+		return;
+	snprintf(id, sizeof(id), "pool-%.12s-%u", key, ++seq);
+	memset(&spec, 0, sizeof(spec));
+	spec.id = id;
+	spec.tpl = &r->tpl;
+	spec.mem_mib = r->mem_mib;
+	spec.vcpus = r->vcpus;
+	spec.idle_pause_ms = spec.idle_suspend_ms = VMM_NEVER;
+	r->filling = 1;
+	if (vmm_sandbox_create_hidden(m, &spec, key, pool_created, r, NULL,
+	    err, sizeof(err)) < 0)
+		r->filling = 0;
+}
+
+static void
+refill_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_ready *r = arg;
+
+	(void)fd;
+	(void)what;
+	vmm_ready_pool_fill(r->m, r->key, NULL, 0, 0);
+}
+
+/* A create just took a pool member: the next one is made a moment
+ * later, not beside the claimed sandbox's first commands (a restore
+ * under TCG takes a core for a second). */
+void
+vmm_ready_pool_refill(struct vmm *m, const char *key)
+{
+	struct vmm_ready *r = ready_get(m, key, 0);
+	struct timeval tv = { VMM_POOL_REFILL_MS / 1000,
+	    (VMM_POOL_REFILL_MS % 1000) * 1000 };
+
+	if (r == NULL || !r->have_tpl)
+		return;
+	r->m = m;
+	if (r->refill_ev == NULL &&
+	    (r->refill_ev = evtimer_new(m->base, refill_fire, r)) == NULL)
+		return;
+	event_add(r->refill_ev, &tv);
+}
+
+/* What the manager runs for itself goes with it: builds and pool
+ * members, killed and reaped now, their taps, groups and files removed
+ * (the application is stopping: no loop turns after this). */
+void
+vmm_ready_drain(struct vmm *m)
+{
+	struct vmm_sandbox *sb;
+
+	for (sb = m->list; sb != NULL; sb = sb->next) {
+		if (!sb->hidden)
+			continue;
+		if (m->be->release != NULL)
+			m->be->release(sb);	/* ends a standby */
+		if (sb->pid > 0) {
+			kill(sb->pid, SIGKILL);
+			while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			sb->pid = 0;
+		}
+		if (sb->tap[0] != '\0' && !m->cfg.external_taps)
+			(void)nc_link_delete(sb->tap, NULL, 0);
+		if (sb->jailed)
+			vmm_cgroup_remove(sb);
+		vmm_rmtree(sb->dir);
+		sb->deleting = 1;
+	}
+}
+
 /* A manager that died mid-build left .ready/<key>.build (its VMM maybe
  * still running) and perhaps .tmp: both go. */
 void
@@ -525,7 +710,15 @@ vmm_ready_cleanup(struct vmm *m)
 		size_t n = strlen(de->d_name);
 		FILE *f;
 
-		if (n > 6 && strcmp(de->d_name + n - 6, ".build") == 0) {
+		if ((n > 6 && strcmp(de->d_name + n - 6, ".build") == 0) ||
+		    strncmp(de->d_name, "pool-", 5) == 0) {
+			/* a build or a pool member: its qemu, tap, group */
+			struct vmm_sandbox fake;
+			int jailed = 0, pids[2] = { 0, 0 };
+			char nm[VMM_ID_MAX + 16];
+
+			memset(&fake, 0, sizeof(fake));
+			fake.m = m;
 			snprintf(p, sizeof(p), "%s/%s/sandbox.conf", dir,
 			    de->d_name);
 			if ((f = fopen(p, "re")) != NULL) {
@@ -533,18 +726,37 @@ vmm_ready_cleanup(struct vmm *m)
 					int pid;
 					char tap[32];
 
-					if (sscanf(line, "pid=%d", &pid) == 1 &&
-					    pid > 0)
-						vmm_kill_if_ours(pid, "berth-ready-");
+					line[strcspn(line, "\n")] = '\0';
+					if (sscanf(line, "pid=%d", &pid) == 1)
+						pids[0] = pid;
 					else if (sscanf(line, "standby_pid=%d",
-					    &pid) == 1 && pid > 0)
-						vmm_kill_if_ours(pid, "berth-ready-");
+					    &pid) == 1)
+						pids[1] = pid;
 					else if (sscanf(line, "tap=%31s", tap) ==
 					    1 && !m->cfg.external_taps)
 						(void)nc_link_delete(tap, NULL, 0);
+					else if (strncmp(line, "id=", 3) == 0)
+						snprintf(fake.id, sizeof(fake.id),
+						    "%s", line + 3);
+					else if (strncmp(line, "cgroup_name=",
+					    12) == 0)
+						snprintf(fake.cg_name,
+						    sizeof(fake.cg_name), "%s",
+						    line + 12);
+					else if (strcmp(line, "jailed=1") == 0)
+						jailed = 1;
 				}
 				fclose(f);
 			}
+			/* its qemu by its exact -name, not a process that
+			 * took the number since */
+			snprintf(nm, sizeof(nm), "berth-%s ", fake.id);
+			if (fake.id[0] != '\0' && pids[0] > 0)
+				vmm_kill_if_ours(pids[0], nm);
+			if (fake.id[0] != '\0' && pids[1] > 0)
+				vmm_kill_if_ours(pids[1], nm);
+			if (jailed && fake.id[0] != '\0')
+				vmm_cgroup_remove(&fake);
 		} else if (!(n > 4 && strcmp(de->d_name + n - 4, ".tmp") == 0))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);

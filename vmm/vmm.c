@@ -217,6 +217,12 @@ tpl_copy(struct vmm_template *dst, const struct vmm_template *src)
 	return 0;
 }
 
+int
+vmm_template_copy(struct vmm_template *dst, const struct vmm_template *src)
+{
+	return tpl_copy(dst, src);
+}
+
 /* ---- files ---- */
 
 static int
@@ -316,8 +322,8 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->tpl.agent != NULL ? sb->tpl.agent : "",
 	    sb->tpl.root_overlay);
 	fprintf(f, "ready_key=%s\nfrom_snapshot=%d\nram_shared=%d\n"
-	    "snap_ram=%d\n", sb->ready_key, sb->from_snapshot, sb->ram_shared,
-	    sb->snap_ram);
+	    "snap_ram=%d\ncgroup_name=%s\n", sb->ready_key, sb->from_snapshot,
+	    sb->ram_shared, sb->snap_ram, sb->cg_name);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -380,7 +386,10 @@ sb_layout(struct vmm_sandbox *sb, int jailed)
 {
 	struct vmm *m = sb->m;
 
-	if (sb->hidden)
+	if (sb->hidden && sb->pooled)
+		snprintf(sb->dir, sizeof(sb->dir), "%s/.ready/%s", m->state_dir,
+		    sb->id);
+	else if (sb->hidden)
 		(void)vmm_ready_path(m, sb->build_key, NULL, sb->dir,
 		    sizeof(sb->dir) - 8), strcat(sb->dir, ".build");
 	else
@@ -1093,6 +1102,9 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	emit(sb, op, ok, why, dur, sb->cause);
 	idle_arm(sb);
 	run_waiters(sb, w, op, ok, why, dur);
+	/* a create took what the ready pool had: it makes the next one */
+	if (op == VMM_OP_CREATE && ok && sb->from_snapshot && !sb->hidden)
+		vmm_ready_pool_refill(sb->m, sb->ready_key);
 }
 
 static int disk_start(struct vmm_sandbox *sb, char *err, size_t errlen);
@@ -1659,12 +1671,15 @@ ready_choose(struct vmm_sandbox *sb, const struct vmm_sandbox_spec *spec,
 
 	why[0] = '\0';
 	sb->ready_memfd = -1;
-	if (!m->cfg.ready_snapshots || spec->boot || sb->hidden ||
+	if (!m->cfg.ready_snapshots || spec->boot ||
+	    (sb->hidden && !sb->pooled) ||
 	    !sb->tpl.root_overlay || sb->tpl.agent == NULL ||
 	    strcmp(m->be->name, "qemu") != 0)
 		return;
 	vmm_ready_key(m, spec->tpl, sb->mem_mib, sb->vcpus, key);
 	if (vmm_ready_lookup(m, key, &ri) < 0) {
+		if (sb->pooled)
+			return;
 		rc = vmm_ready_build(m, spec->tpl, sb->mem_mib, sb->vcpus, NULL,
 		    NULL, NULL, err, sizeof(err));
 		snprintf(why, whylen, "booted: no ready snapshot of template "
@@ -1693,6 +1708,82 @@ ready_choose(struct vmm_sandbox *sb, const struct vmm_sandbox_spec *spec,
 static int sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
     const char *hidden_key, vmm_done_cb cb, void *arg,
     struct vmm_sandbox **out, char *err, size_t errlen);
+
+/*
+ * A create served by the ready pool: a member of its shape's pool
+ * (restored, identified as itself, paused) becomes the sandbox: its
+ * directory renamed to the id's, its MAC the id's, its create op the
+ * cont and the identity request (qemu.c, boot mode 3). 0 when claimed,
+ * 1 when there is none to claim (the create goes on as usual).
+ */
+static int
+ready_claim(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    unsigned mem, unsigned vcpus, vmm_done_cb cb, void *arg,
+    struct vmm_sandbox **out)
+{
+	struct vmm_sandbox *sb;
+	struct vmm_ready_info ri;
+	char key[VMM_READY_KEY], nd[PATH_MAX], od[PATH_MAX], err[VMM_ERRLEN];
+	unsigned disk = spec->disk_mib ? spec->disk_mib : m->cfg.disk_mib;
+	struct stat st;
+
+	if (!m->cfg.ready_snapshots || m->cfg.ready_pool == 0 || spec->boot ||
+	    !spec->tpl->root_overlay || spec->tpl->agent == NULL ||
+	    strcmp(m->be->name, "qemu") != 0 || m->be->moved == NULL)
+		return 1;
+	vmm_ready_key(m, spec->tpl, mem, vcpus, key);
+	if (vmm_ready_lookup(m, key, &ri) < 0)
+		return 1;
+	if (stat(spec->tpl->rootfs, &st) == 0 &&
+	    disk <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
+		disk = (unsigned)((st.st_size + (1 << 20) - 1) >> 20);
+	if (disk != ri.disk_mib)
+		return 1;
+	for (sb = m->list; sb != NULL; sb = sb->next)
+		if (sb->pooled && sb->pool_ready && !sb->busy &&
+		    sb->state == VMM_PAUSED && sb->pid > 0 &&
+		    strcmp(sb->build_key, key) == 0)
+			break;
+	if (sb == NULL)
+		return 1;
+	snprintf(od, sizeof(od), "%s", sb->dir);
+	snprintf(nd, sizeof(nd), "%s/%s", m->state_dir, spec->id);
+	if (rename(od, nd) < 0)
+		return 1;
+	snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
+	sb->hidden = sb->pooled = sb->pool_ready = 0;
+	sb_layout(sb, sb->jailed);
+	m->be->moved(sb);
+	nc_link_mac_guest(sb->id, sb->mac);
+	if (!m->cfg.external_taps)
+		(void)nc_link_neigh_set(sb->tap, sb->guest_ip, sb->mac, err,
+		    sizeof(err));
+	sb->idle_pause_ms = spec->idle_pause_ms;
+	sb->idle_suspend_ms = spec->idle_suspend_ms;
+	sb->max_lifetime_ms = spec->max_lifetime_ms;
+	sb->created_ms = vmm_wall_ms();
+	sb->created_mono_ms = sb->last_activity_ms = vmm_now_ms();
+	sb->ready_pending = 1;
+	sb->state = VMM_CREATING;
+	sb->busy = 1;
+	sb->op = VMM_OP_CREATE;
+	sb->cause = "api";
+	sb->op_from = VMM_CREATING;
+	sb->op_t0 = vmm_now_ms();
+	if (add_waiter(sb, cb, arg) < 0 ||
+	    m->be->boot(sb, 3, err, sizeof(err)) < 0) {
+		/* its qemu is gone or the loop cannot say: the sandbox fails
+		 * as a create would */
+		snprintf(sb->reason, sizeof(sb->reason), "%s", err);
+		vmm_backend_done_later(sb, 0, VMM_FAILED, err);
+	}
+	meta_write(sb);
+	if (m->cfg.on_state != NULL)
+		m->cfg.on_state(sb, VMM_STOPPED, VMM_CREATING, m->cfg.cb_arg);
+	if (out != NULL)
+		*out = sb;
+	return 0;
+}
 
 int
 vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
@@ -1746,6 +1837,9 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	if (vcpus > m->cfg.max_vcpus)
 		return errf(err, errlen, -EINVAL, "%u vCPUs over the maximum %u",
 		    vcpus, m->cfg.max_vcpus);
+	if (hidden_key == NULL && (rc = ready_claim(m, spec, mem, vcpus, cb, arg,
+	    out)) == 0)
+		return 0;
 	if ((sb = calloc(1, sizeof(*sb))) == NULL)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->m = m;
@@ -1753,6 +1847,10 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	if (hidden_key != NULL) {
 		sb->hidden = 1;
 		snprintf(sb->build_key, sizeof(sb->build_key), "%s", hidden_key);
+		/* a pool member: its cgroup keeps this name once claimed */
+		if ((sb->pooled = strncmp(spec->id, "pool-", 5) == 0))
+			snprintf(sb->cg_name, sizeof(sb->cg_name), "%s",
+			    spec->id);
 	}
 	sb->state = VMM_CREATING;
 	sb->mem_mib = mem;
@@ -1854,7 +1952,7 @@ struct meta {
 	char state[32], tap[16], ip[INET_ADDRSTRLEN], tpl_name[64];
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
-	char agent[64], ready_key[VMM_READY_KEY];
+	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
 	int from_snapshot, ram_shared, snap_ram;
 	unsigned mem, vcpus, disk;
@@ -1891,6 +1989,7 @@ meta_read(const char *path, struct meta *mt)
 		S("accel", accel);
 		S("agent", agent);
 		S("ready_key", ready_key);
+		S("cgroup_name", cg_name);
 #undef S
 		if (strcmp(line, "from_snapshot") == 0)
 			mt->from_snapshot = atoi(v);
@@ -2099,6 +2198,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->from_snapshot = mt.from_snapshot;
 	sb->ram_shared = mt.ram_shared;
 	sb->snap_ram = mt.snap_ram;
+	snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", mt.cg_name);
 	sb->ready_memfd = -1;
 	if (tpl_copy(&sb->tpl, &t) < 0 || sb_events(sb) < 0) {
 		sb_free(sb);

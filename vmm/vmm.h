@@ -203,6 +203,11 @@ struct vmm_config {
 					 * VMM's start-up (costs that
 					 * process's own memory, not the
 					 * guest's); 0: none */
+	unsigned ready_pool;		/* ready snapshots: keep this many
+					 * clones restored, identified and
+					 * paused per snapshot a create used,
+					 * so the next create only resumes
+					 * one and renames it; 0: none */
 	int ready_snapshots;		/* 1: a create restores its shape's
 					 * ready snapshot when there is one
 					 * (and starts building it when not)
@@ -365,6 +370,17 @@ int vmm_ready_build(struct vmm *m, const struct vmm_template *t,
     char *err, size_t errlen);
 /* 1 while a build runs. */
 int vmm_ready_building(const struct vmm *m);
+/* Make the ready pool of key (template t, memory, vCPUs; t NULL: as
+ * given before) hold cfg.ready_pool members, one at a time, in the
+ * background. */
+void vmm_ready_pool_fill(struct vmm *m, const char *key,
+    const struct vmm_template *t, unsigned mem_mib, unsigned vcpus);
+/* Ready pool members restored, identified and paused now (all keys). */
+unsigned vmm_ready_pool_members(const struct vmm *m);
+/* End what the manager runs for itself (ready snapshot builds, pool
+ * members) now: before vmm_free at shutdown, so nothing of it outlives
+ * the application. */
+void vmm_ready_drain(struct vmm *m);
 
 /* ---- idle policy ---- */
 

@@ -39,11 +39,11 @@ grep -q "template debian built in" "$BERTHD_LOG" || {
 	bail "berthd's build of the default template debian failed"
 }
 ok "the default template debian built"
-wait_log 900 "$BERTHD_LOG" "ready snapshot [0-9a-f]+ of the default template (built in|:)" "$BERTHD_PID" ||
+wait_log 900 "$BERTHD_LOG" "the default template's ready snapshot [0-9a-f]+( built in|:)" "$BERTHD_PID" ||
 	bail "the ready snapshot was not built in 15 minutes"
 like "berthd built the default template's ready snapshot in the background" \
-	"$(cat "$BERTHD_LOG")" "ready snapshot [0-9a-f]+ of the default template built in [0-9]+ ms"
-KEY=$(sed -n 's/.*ready snapshot \([0-9a-f]*\) of the default template built in.*/\1/p' "$BERTHD_LOG" | tail -n 1)
+	"$(cat "$BERTHD_LOG")" "the default template's ready snapshot [0-9a-f]+ built in [0-9]+ ms"
+KEY=$(sed -n "s/.*the default template's ready snapshot \([0-9a-f]*\) built in.*/\1/p" "$BERTHD_LOG" | tail -n 1)
 RDIR="$STATE/vms/.ready/$KEY"
 check "... kept as device state, RAM image, frozen disk layer and ready.conf" \
 	test -s "$RDIR/state" -a -f "$RDIR/mem" -a -s "$RDIR/disk.qcow2" -a -s "$RDIR/ready.conf"
@@ -51,6 +51,9 @@ like "... none of them writable by a sandbox's VMM" "$(stat -c '%U %a' "$RDIR/st
 	"^root 444
 root 444$"
 unlike "... its builder is nobody's sandbox" "$(netctl sandbox ls)" "ready-"
+check "... and a clone of it waits in the ready pool (vm_ready_pool 1)" \
+	wait_for 300 metric_is berth_ready_pool_members 1
+unlike "... nobody's sandbox either" "$(netctl sandbox ls)" "pool-"
 
 x() { _s=$1; shift; netctl sandbox exec "$_s" "$@" </dev/null; }
 ms() { date +%s%3N; }
@@ -60,13 +63,18 @@ t0=$(ms)
 out=$(netctl sandbox create r1 2>&1) || bail "sandbox create r1: $out"
 t1=$(ms)
 like "create r1: running" "$out" 'sandbox r1 created \(10\.233\.0\.[0-9]+, running\)'
-diag "create r1 took $((t1 - t0)) ms (from the ready snapshot)"
+diag "create r1 took $((t1 - t0)) ms (netctl, from the ready pool)"
+like "... the pool's clone, resumed and renamed" "$(grep 'sandbox r1: created' "$BERTHD_LOG")" \
+	"created in [0-9]+ ms: from the ready pool of snapshot $KEY"
 is "... restored from the ready snapshot, not booted" \
 	"$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
 is "... its disk's base layer is the snapshot's" \
 	"$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["vm"]["base_layer"]')" "$KEY"
 out=$(netctl sandbox create r2 2>&1) || bail "sandbox create r2: $out"
 like "create r2: running" "$out" 'sandbox r2 created'
+like "... right after: the pool refills later, r2 restores the snapshot itself" \
+	"$(grep 'sandbox r2: created' "$BERTHD_LOG")" \
+	"created in [0-9]+ ms: restored from the ready snapshot $KEY \(qemu up"
 
 is "r1's hostname is its id" "$(x r1 -- cat /etc/hostname)" r1
 is "... and hostname(1) says so" "$(x r1 -- hostname)" r1
@@ -136,6 +144,13 @@ is "... it is big" "$(x big -- hostname)" big
 
 for s in r1 r2 r3 big; do netctl sandbox rm "$s" >/dev/null 2>&1; done
 check "no qemu of this test's sandboxes is left" \
-	sh -c "! pgrep -f 'berth-(r1|r2|r3|big|ready-)' >/dev/null"
+	sh -c "! pgrep -f 'berth-(r1|r2|r3|big) ' >/dev/null"
 check "the ready snapshot stays for the next create" test -s "$RDIR/state"
+# the pool's clone is berthd's own: it goes with berthd
+check "a clone waits in the pool again" wait_for 300 metric_is berth_ready_pool_members 1
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+check "... and went with berthd: no qemu, no tap, no directory of it left" \
+	sh -c "! (for p in \$(pgrep -f qemu-system); do readlink /proc/\$p/root; done) | grep -q '$STATE' &&
+		! ip -o link | grep -q ' bxr' && ! ls -d '$STATE'/vms/.ready/pool-* 2>/dev/null"
 done_testing

@@ -3767,7 +3767,7 @@ link_set(struct nl *nl, int index, unsigned flags, const unsigned char *mac)
 }
 
 /*
- * Step 5: the interface down, its MAC set, up (with 'm'; up anyway),
+ * Step 5: its MAC set (with 'm': live, else down, set, up), up anyway,
  * its IPv4 addresses replaced by 'a', every default route of the main
  * table by one via 'g' on it. 0, or -1 with the failed step in msg.
  */
@@ -3785,7 +3785,9 @@ ident_net(struct nl *nl, const struct ident *d, const struct link_pick *lp,
 	uint32_t oif = (uint32_t)lp->index;
 	int e, i, round;
 
-	if (d->mac_s != NULL) {
+	/* virtio-net changes its MAC live (IFF_LIVE_ADDR_CHANGE): no down
+	 * and up (each a round of the device's queues) unless refused */
+	if (d->mac_s != NULL && link_set(nl, lp->index, 0, d->mac) != 0) {
 		if ((e = link_set(nl, lp->index, 0, NULL)) != 0) {
 			snprintf(msg, mlen, "500 take %s down: %s", lp->name,
 			    nl_why(nl, e, why, sizeof(why)));

@@ -146,8 +146,9 @@
  *                  machine-id when a regular file); the hostname set,
  *                  /etc/hostname written and /etc/hosts's 127.0.1.1
  *                  line made "127.0.1.1<TAB><h>" (added if none, the
- *                  other lines kept); the interface down, its MAC set
- *                  (with 'm'), up, its IPv4 addresses replaced by 'a'
+ *                  other lines kept); its MAC set (with 'm'; live,
+ *                  else down, set, up), the interface up, its IPv4
+ *                  addresses replaced by 'a'
  *                  (with its broadcast), every default route by one
  *                  via 'g'; /etc/resolv.conf of the 'n' written. Files
  *                  are written beside and renamed over. 'X' "exit 0"
