@@ -201,6 +201,7 @@ void vmm_ready_free_all(struct vmm *m);
 #define VMM_POOL_REFILL_MS 2000
 void vmm_ready_pool_refill(struct vmm *m, const char *key);
 void vmm_ready_cleanup(struct vmm *m);
+void vmm_ready_gc(struct vmm *m);
 int vmm_sandbox_create_hidden(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
     void *arg, struct vmm_sandbox **out, char *err, size_t errlen);

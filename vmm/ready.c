@@ -694,6 +694,69 @@ vmm_ready_drain(struct vmm *m)
 	}
 }
 
+/* A ready snapshot whose template version is gone (its kernel no
+ * longer there: a rebuild removed the version) and whose disk layer no
+ * sandbox stands on goes, with its memfd. */
+void
+vmm_ready_gc(struct vmm *m)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 300], line[PATH_MAX + 16];
+	struct vmm_sandbox *sb;
+	struct vmm_ready *r, **pp;
+	struct dirent *de;
+	DIR *d;
+
+	(void)vmm_ready_path(m, NULL, NULL, dir, sizeof(dir));
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char kernel[PATH_MAX] = "";
+		FILE *f;
+
+		if (strlen(de->d_name) != VMM_READY_KEY - 1 ||
+		    strspn(de->d_name, "0123456789abcdef") != VMM_READY_KEY - 1)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/ready.conf", dir, de->d_name);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (strncmp(line, "kernel=", 7) == 0) {
+				line[strcspn(line, "\n")] = '\0';
+				snprintf(kernel, sizeof(kernel), "%s", line + 7);
+			}
+		fclose(f);
+		if (kernel[0] == '\0' || access(kernel, F_OK) == 0)
+			continue;
+		for (sb = m->list; sb != NULL; sb = sb->next)
+			if (strcmp(sb->ready_key, de->d_name) == 0 ||
+			    strcmp(sb->build_key, de->d_name) == 0)
+				break;
+		if (sb != NULL)
+			continue;
+		for (pp = &m->ready; (r = *pp) != NULL; pp = &r->next) {
+			if (strcmp(r->key, de->d_name) != 0)
+				continue;
+			if (r->sb != NULL || r->filling)
+				break;
+			*pp = r->next;
+			if (r->memfd >= 0)
+				close(r->memfd);
+			if (r->have_tpl)
+				vmm_template_free(&r->tpl);
+			if (r->refill_ev != NULL)
+				event_free(r->refill_ev);
+			free(r);
+			r = NULL;
+			break;
+		}
+		if (r != NULL)
+			continue;	/* a build or a fill of it under way */
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		vmm_rmtree(p);
+	}
+	closedir(d);
+}
+
 /* A manager that died mid-build left .ready/<key>.build (its VMM maybe
  * still running) and perhaps .tmp: both go. */
 void

@@ -1234,6 +1234,11 @@ sb_destroy(struct vmm_sandbox *sb)
 	set_state(sb, VMM_STOPPED);
 	emit(sb, VMM_OP_DELETE, ok, why, dur, sb->cause);
 	run_waiters(sb, w, VMM_OP_DELETE, ok, why, dur);
+	if (sb->ready_key[0] != '\0' && !sb->hidden) {
+		sb_free(sb);
+		vmm_ready_gc(m);	/* its base layer may go now */
+		return;
+	}
 	sb_free(sb);
 }
 
@@ -2292,5 +2297,6 @@ vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
 			errf(err, errlen, -EIO, "%s", e);	/* last one */
 	}
 	closedir(d);
+	vmm_ready_gc(m);	/* what no adopted sandbox stands on */
 	return n;
 }
