@@ -624,7 +624,10 @@ vmm_ready_pool_fill(struct vmm *m, const char *key,
 			n++;
 	if (n >= m->cfg.ready_pool)
 		return;
-	snprintf(id, sizeof(id), "pool-%.12s-%u", key, ++seq);
+	/* unique across restarts too: a claimed member keeps this name
+	 * (its qemu's, its cgroup's) for the sandbox's life */
+	snprintf(id, sizeof(id), "pool-%.8s-%llx-%u", key,
+	    (unsigned long long)vmm_wall_ms(), ++seq);
 	memset(&spec, 0, sizeof(spec));
 	spec.id = id;
 	spec.tpl = &r->tpl;

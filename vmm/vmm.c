@@ -2071,7 +2071,14 @@ pid_is_ours(pid_t pid, const struct vmm_sandbox *sb)
 			 * its uid, the sandbox's own, and its name tell */
 			return 0;
 		}
-		snprintf(name, sizeof(name), "berth-%s ", sb->id);
+		/* a clone claimed from the ready pool keeps its qemu's
+		 * name, the pool member's (its cgroup's) */
+		snprintf(name, sizeof(name), "berth-%s ", sb->cg_name[0] ?
+		    sb->cg_name : sb->id);
+		dir = name;
+	} else if (sb->cg_name[0] != '\0') {
+		/* not jailed: its command line names the pool's directory */
+		snprintf(name, sizeof(name), "berth-%s ", sb->cg_name);
 		dir = name;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);

@@ -122,14 +122,41 @@ is "resume r1 again" "$?" 0
 is "... the file is still there" "$(x r1 -- cat /root/r1-file)" kept
 is "r2 never saw r1's file" "$(x r2 -- sh -c 'cat /root/r1-file 2>/dev/null || echo none')" none
 
-# ---- a berthd restart: clones adopted, the next create restores ----
-kill -TERM "$BERTHD_PID"
-wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+# ---- berthd killed (-9) while it makes a clone: clones adopted, the
+# interrupted one in a definite state, nothing of berthd's own left
+# (its pool's clone), the next create restores ----
+check "(the pool holds a clone again)" wait_for 300 metric_is berth_ready_pool_members 1
+netctl sandbox create r4 >"$T/r4.out" 2>&1 &
+wait_log 60 "$BERTHD_LOG" "sandbox r4: stopped -> creating" "$BERTHD_PID" ||
+	bail "the create of r4 did not start"
+kill -KILL "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not die"
+wait
 mv "$BERTHD_LOG" "$T/berthd.1.log"
 start_berthd
 h=$(x r2 -- hostname 2>&1)
-is "after a restart r2 still answers as r2" "$h" r2
+is "after berthd was killed r2 still answers as r2" "$h" r2
 [ "$h" = r2 ] || diag "$(cat "$STATE/vms/r2/sandbox.conf")"
+st4=$(netctl --json sandbox show r4 | json_get "$(cat)" 'j["state"]')
+like "r4, made while berthd was killed, is running or failed (interrupted): a definite state" \
+	"$st4" '^(running|failed)$'
+if [ "$st4" = failed ]; then
+	like "... saying why" "$(netctl --json sandbox show r4 | json_get "$(cat)" 'j["vm"]["reason"]')" \
+		"restarted while the sandbox was creating"
+	out=$(netctl sandbox start r4 2>&1)
+	is "... and start boots it" "$?" 0
+else
+	ok "... (its create had ended)"
+	ok "... (nothing to start)"
+fi
+is "r4 answers as r4" "$(x r4 -- hostname 2>&1)" r4
+check "the killed berthd's pool clone was ended by the next one (one clone, the new one's)" \
+	wait_for 300 metric_is berth_ready_pool_members 1
+n=0
+for p in $(pgrep -f 'qemu-system.*-name berth-pool-'); do
+	case $(readlink "/proc/$p/root") in "$STATE"/*) n=$((n + 1)) ;; esac
+done
+is "... one pool qemu of this state dir runs" "$n" 1
 out=$(netctl sandbox create r3 2>&1) || bail "sandbox create r3: $out"
 is "... and a new create restores the snapshot" \
 	"$(netctl --json sandbox show r3 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
@@ -142,9 +169,9 @@ is "a create with a larger disk boots" \
 like "... and its events say why" "$(netctl sandbox events big 2>&1)" "booted: a disk of 6144 MiB"
 is "... it is big" "$(x big -- hostname)" big
 
-for s in r1 r2 r3 big; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+for s in r1 r2 r3 r4 big; do netctl sandbox rm "$s" >/dev/null 2>&1; done
 check "no qemu of this test's sandboxes is left" \
-	sh -c "! pgrep -f 'berth-(r1|r2|r3|big) ' >/dev/null"
+	sh -c "! pgrep -f 'berth-(r1|r2|r3|r4|big) ' >/dev/null"
 check "the ready snapshot stays for the next create" test -s "$RDIR/state"
 # the pool's clone is berthd's own: it goes with berthd
 check "a clone waits in the pool again" wait_for 300 metric_is berth_ready_pool_members 1
