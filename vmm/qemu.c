@@ -783,7 +783,9 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	nc_link_mac_format(sb->mac, mac, sizeof(mac));
 	ARG("%s", j ? exe : m->vmm_binary);
 	ARG("-name");
-	ARG("berth-%s", sb->id);
+	/* a clone claimed from the ready pool keeps its first name (its
+	 * cgroup's): how a restarted manager knows its qemu */
+	ARG("berth-%s", sb->cg_name[0] ? sb->cg_name : sb->id);
 	ARG("-machine");
 	ARG("microvm,memory-backend=mem");
 	ARG("-accel");

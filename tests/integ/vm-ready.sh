@@ -26,9 +26,10 @@ command -v mmdebstrap >/dev/null 2>&1 || skip_all "mmdebstrap is not installed"
 [ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VMs run in the normal pass only"
 
 CTL_PORT=$(free_port)
+# first without the ready pool: every create restores the snapshot
 VMM=on VM_TEMPLATE=debian VM_READY=on berthd_config "tap_prefix bxr" \
 	"vm_pool 10.233.0.0/24" "idle_pause never" "idle_suspend never" \
-	"control_listen 127.0.0.1:$CTL_PORT"
+	"control_listen 127.0.0.1:$CTL_PORT" "vm_ready_pool 0"
 start_berthd
 at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
 
@@ -51,9 +52,6 @@ like "... none of them writable by a sandbox's VMM" "$(stat -c '%U %a' "$RDIR/st
 	"^root 444
 root 444$"
 unlike "... its builder is nobody's sandbox" "$(netctl sandbox ls)" "ready-"
-check "... and a clone of it waits in the ready pool (vm_ready_pool 1)" \
-	wait_for 300 metric_is berth_ready_pool_members 1
-unlike "... nobody's sandbox either" "$(netctl sandbox ls)" "pool-"
 
 x() { _s=$1; shift; netctl sandbox exec "$_s" "$@" </dev/null; }
 ms() { date +%s%3N; }
@@ -63,18 +61,16 @@ t0=$(ms)
 out=$(netctl sandbox create r1 2>&1) || bail "sandbox create r1: $out"
 t1=$(ms)
 like "create r1: running" "$out" 'sandbox r1 created \(10\.233\.0\.[0-9]+, running\)'
-diag "create r1 took $((t1 - t0)) ms (netctl, from the ready pool)"
-like "... the pool's clone, resumed and renamed" "$(grep 'sandbox r1: created' "$BERTHD_LOG")" \
-	"created in [0-9]+ ms: from the ready pool of snapshot $KEY"
+diag "create r1 took $((t1 - t0)) ms (netctl, a restore of the snapshot)"
+like "... restored from the snapshot (qemu started, state loaded, identity)" \
+	"$(grep 'sandbox r1: created' "$BERTHD_LOG")" \
+	"created in [0-9]+ ms: restored from the ready snapshot $KEY \(qemu up"
 is "... restored from the ready snapshot, not booted" \
 	"$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
 is "... its disk's base layer is the snapshot's" \
 	"$(netctl --json sandbox show r1 | json_get "$(cat)" 'j["vm"]["base_layer"]')" "$KEY"
 out=$(netctl sandbox create r2 2>&1) || bail "sandbox create r2: $out"
 like "create r2: running" "$out" 'sandbox r2 created'
-like "... right after: the pool refills later, r2 restores the snapshot itself" \
-	"$(grep 'sandbox r2: created' "$BERTHD_LOG")" \
-	"created in [0-9]+ ms: restored from the ready snapshot $KEY \(qemu up"
 
 is "r1's hostname is its id" "$(x r1 -- cat /etc/hostname)" r1
 is "... and hostname(1) says so" "$(x r1 -- hostname)" r1
@@ -122,6 +118,27 @@ is "resume r1 again" "$?" 0
 is "... the file is still there" "$(x r1 -- cat /root/r1-file)" kept
 is "r2 never saw r1's file" "$(x r2 -- sh -c 'cat /root/r1-file 2>/dev/null || echo none')" none
 
+# ---- the ready pool (vm_ready_pool 1, after a restart): clones adopted;
+# a clone restored, identified and paused ahead; a create takes it ----
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+sed -i 's/^vm_ready_pool 0$/vm_ready_pool 1/' "$CONF"
+mv "$BERTHD_LOG" "$T/berthd.0.log"
+start_berthd
+is "after a restart r1 answers as r1" "$(x r1 -- hostname 2>&1)" r1
+check "a clone of the snapshot waits in the ready pool" \
+	wait_for 300 metric_is berth_ready_pool_members 1
+unlike "... nobody's sandbox" "$(netctl sandbox ls)" "pool-"
+out=$(netctl sandbox create r3 2>&1) || bail "sandbox create r3: $out"
+like "create r3 takes it: resumed, renamed, its own identity" \
+	"$(grep 'sandbox r3: created' "$BERTHD_LOG")" \
+	"created in [0-9]+ ms: from the ready pool of snapshot $KEY"
+is "... as r3" "$(x r3 -- hostname)" r3
+mid3=$(x r3 -- cat /etc/machine-id)
+check "... its own machine-id" test -n "$mid3" -a "$mid3" != "$mid1" -a "$mid3" != "$mid2"
+is "... restored from the ready snapshot" \
+	"$(netctl --json sandbox show r3 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
+
 # ---- berthd killed (-9) while it makes a clone: clones adopted, the
 # interrupted one in a definite state, nothing of berthd's own left
 # (its pool's clone), the next create restores ----
@@ -153,14 +170,11 @@ is "r4 answers as r4" "$(x r4 -- hostname 2>&1)" r4
 check "the killed berthd's pool clone was ended by the next one (one clone, the new one's)" \
 	wait_for 300 metric_is berth_ready_pool_members 1
 n=0
-for p in $(pgrep -f 'qemu-system.*-name berth-pool-'); do
-	case $(readlink "/proc/$p/root") in "$STATE"/*) n=$((n + 1)) ;; esac
+for p in $(pgrep -f qemu-system); do
+	case $(readlink "/proc/$p/root") in "$STATE"/vms/.ready/*) n=$((n + 1)) ;; esac
 done
 is "... one pool qemu of this state dir runs" "$n" 1
-out=$(netctl sandbox create r3 2>&1) || bail "sandbox create r3: $out"
-is "... and a new create restores the snapshot" \
-	"$(netctl --json sandbox show r3 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
-is "... as r3" "$(x r3 -- hostname)" r3
+is "r3 still answers as r3" "$(x r3 -- hostname)" r3
 
 # ---- what the snapshot does not fit boots, and says why ----
 out=$(netctl sandbox create big --disk 6144 2>&1) || bail "sandbox create big: $out"
@@ -170,8 +184,16 @@ like "... and its events say why" "$(netctl sandbox events big 2>&1)" "booted: a
 is "... it is big" "$(x big -- hostname)" big
 
 for s in r1 r2 r3 r4 big; do netctl sandbox rm "$s" >/dev/null 2>&1; done
-check "no qemu of this test's sandboxes is left" \
-	sh -c "! pgrep -f 'berth-(r1|r2|r3|r4|big) ' >/dev/null"
+ours() {	# qemus of this state dir's sandboxes (not the pool's)
+	for p in $(pgrep -f qemu-system); do
+		case $(readlink "/proc/$p/root") in
+		"$STATE"/vms/.ready/*) ;;
+		"$STATE"/*) echo "$p" ;;
+		esac
+	done
+}
+no_ours() { [ -z "$(ours)" ]; }
+check "no qemu of this test's sandboxes is left" wait_for 60 no_ours
 check "the ready snapshot stays for the next create" test -s "$RDIR/state"
 # the pool's clone is berthd's own: it goes with berthd
 check "a clone waits in the pool again" wait_for 300 metric_is berth_ready_pool_members 1
