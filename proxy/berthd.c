@@ -1474,6 +1474,7 @@ main(int argc, char **argv)
 		hooks.vm_delete = px_vm_delete;
 		hooks.vm_standby = px_vm_standby;
 		hooks.vm_template_mem = px_vm_template_mem;
+		hooks.vm_fork = px_vm_fork;
 		hooks.vm_info = px_vm_info;
 		hooks.vm_console = px_vm_console;
 		hooks.lifecycle = px_vm_lifecycle;

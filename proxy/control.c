@@ -4638,6 +4638,157 @@ route_templates(struct req *r)
 		h_template_rm(r, r->seg[2]);
 }
 
+/* ---- fork ---- */
+
+struct egcopy {
+	struct px_egress_rule *v;
+	size_t n, cap;
+};
+
+static int
+egress_collect(const struct px_egress_rule *rule, void *arg)
+{
+	struct egcopy *e = arg;
+	struct px_egress_rule *nv;
+
+	if (e->n == e->cap) {
+		e->cap = e->cap ? e->cap * 2 : 16;
+		if ((nv = realloc(e->v, e->cap * sizeof(*nv))) == NULL)
+			return -1;
+		e->v = nv;
+	}
+	e->v[e->n++] = *rule;
+	return 0;
+}
+
+/*
+ * POST /v1/sandboxes/{id}/fork {"ids": ["a", "b", ...]}: the sandbox
+ * (running or paused) forked into new ones, each stored like a create
+ * (its own token, the source's template, sizes, idle limits, egress mode
+ * and rules; not its ports, not its tokens) and made by the VMM from the
+ * source's captured state. 201 {"source", "forks": [{"id", "state",
+ * "token", "token_id"}]}; the forks are "creating" until their VMs run.
+ */
+static void
+h_sandbox_fork(struct req *r, const char *id)
+{
+	static const char *const fields[] = { "ids", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox src, sb;
+	struct px_token tok;
+	struct egcopy eg;
+	const char *ids[PX_FORK_MAX];
+	char err[256], secret[PX_FORK_MAX][PX_TOKEN_LEN + 1];
+	char tokid[PX_FORK_MAX][sizeof(tok.id)];
+	json_t *obj, *arr, *doc = NULL, *list;
+	size_t n, i, k, stored = 0;
+	int rc;
+
+	memset(secret, 0, sizeof(secret));
+	memset(&eg, 0, sizeof(eg));
+	if ((obj = body_object(r, fields, 0)) == NULL)
+		return;
+	arr = json_object_get(obj, "ids");
+	if (!json_is_array(arr) || (n = json_array_size(arr)) == 0 ||
+	    n > PX_FORK_MAX) {
+		reply_error(r, 400, NULL, "ids", "required: an array of 1 to %d "
+		    "new sandbox ids", PX_FORK_MAX);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if ((ids[i] = json_string_value(json_array_get(arr, i))) ==
+		    NULL) {
+			reply_error(r, 400, NULL, "ids", "item %zu is not a "
+			    "string", i);
+			goto out;
+		}
+		if (check_sandbox_id(r, ids[i]) == -1)
+			goto out;
+		for (k = 0; k < i; k++)
+			if (strcmp(ids[k], ids[i]) == 0) {
+				reply_error(r, 400, NULL, "ids", "'%s' is given "
+				    "twice", ids[i]);
+				goto out;
+			}
+	}
+	rc = px_store_sandbox_get(ctl->store, id, &src, err, sizeof(err));
+	if (rc != PX_STORE_OK) {
+		reply_store(r, rc, "id", err);
+		goto out;
+	}
+	if (src.external || ctl->hooks.vm_fork == NULL) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a microVM "
+		    "of this berthd: nothing to fork", id);
+		goto out;
+	}
+	if (strcmp(src.state, PX_STATE_RUNNING) != 0 &&
+	    strcmp(src.state, "paused") != 0) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: only a "
+		    "running or paused sandbox can be forked", id, src.state);
+		goto out;
+	}
+	if (px_store_egress_list(ctl->store, id, egress_collect, &eg, err,
+	    sizeof(err)) != PX_STORE_OK) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		goto out;
+	}
+	for (i = 0; i < n; i++, stored++) {
+		sb = src;
+		snprintf(sb.id, sizeof(sb.id), "%s", ids[i]);
+		sb.address[0] = '\0';
+		snprintf(sb.state, sizeof(sb.state), "%s", PX_STATE_CREATING);
+		sb.created = (int64_t)time(NULL);
+		memset(&tok, 0, sizeof(tok));
+		if (px_token_generate(secret[i], tok.id, err, sizeof(err)) == -1) {
+			reply_error(r, 500, NULL, NULL, "%s", err);
+			goto undo;
+		}
+		px_token_hash_hex(secret[i], strlen(secret[i]), tok.sha256);
+		snprintf(tok.name, sizeof(tok.name), "sandbox %s", sb.id);
+		tok.created = sb.created;
+		snprintf(tokid[i], sizeof(tokid[i]), "%s", tok.id);
+		if ((rc = px_store_sandbox_create(ctl->store, &sb, &tok, err,
+		    sizeof(err))) != PX_STORE_OK) {
+			reply_store(r, rc, "ids", err);
+			goto undo;
+		}
+		for (k = 0; k < eg.n; k++)
+			snprintf(eg.v[k].sandbox, sizeof(eg.v[k].sandbox), "%s",
+			    sb.id);
+		if (px_store_egress_replace(ctl->store, sb.id, src.egress_mode,
+		    eg.v, eg.n, err, sizeof(err)) != PX_STORE_OK) {
+			stored++;
+			reply_error(r, 500, NULL, NULL, "%s", err);
+			goto undo;
+		}
+	}
+	if (ctl->hooks.vm_fork(id, ids, n, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		reply_error(r, 409, NULL, NULL, "cannot fork sandbox '%s': %s",
+		    id, err);
+		goto undo;
+	}
+	routes_changed(ctl);
+	doc = json_pack("{s:s, s:[]}", "source", id, "forks");
+	list = json_object_get(doc, "forks");
+	for (i = 0; i < n; i++)
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}",
+		    "id", ids[i], "state", PX_STATE_CREATING, "token",
+		    secret[i], "token_id", tokid[i]));
+	reply_json(r, 201, doc);
+	goto out;
+undo:
+	for (i = 0; i < stored; i++) {
+		char e2[256];
+
+		(void)px_store_sandbox_rm(ctl->store, ids[i], e2, sizeof(e2));
+	}
+out:
+	free(eg.v);
+	OPENSSL_cleanse(secret, sizeof(secret));
+	json_decref(obj);
+}
+
 /* ---- routing ---- */
 
 static int
@@ -4693,6 +4844,11 @@ route_sandbox_sub(struct req *r, const char *id)
 	    strcmp(sub, "restart") == 0)) {
 		if (r->method == HTTP_POST)
 			h_lifecycle(r, id, sub);
+		else
+			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "fork") == 0) {
+		if (r->method == HTTP_POST)
+			h_sandbox_fork(r, id);
 		else
 			not_allowed(r, "POST");
 	} else if (r->nseg == 4 && strcmp(sub, "exec") == 0) {

@@ -174,6 +174,8 @@ struct json_t;
 #define PX_VM_NEVER		UINT64_MAX	/* an idle limit that never fires */
 
 /* What a new VM-backed sandbox asks for (POST /v1/sandboxes). */
+#define PX_FORK_MAX 100		/* new sandboxes per fork call */
+
 struct px_vm_spec {
 	const char *template_name;	/* "default" or a registered name */
 	const char *template_dir;	/* NULL: the built-in default */
@@ -336,6 +338,11 @@ struct px_control_hooks {
 	 * NULL: creating a sandbox needs an "address" (externally managed).
 	 */
 	int (*vm_create)(const char *sandbox, const struct px_vm_spec *spec,
+	    char *err, size_t errlen, void *arg);
+	/* Forks the VM of sandbox into the new ones (stored already, state
+	 * "creating"); asynchronous as vm_create. 0, or -1 with err. NULL:
+	 * no forks. */
+	int (*vm_fork)(const char *sandbox, const char *const *ids, size_t n,
 	    char *err, size_t errlen, void *arg);
 	/* A VM-backed sandbox's idle limits changed (values as in
 	 * px_vm_spec). May be NULL. */

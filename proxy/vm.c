@@ -1187,6 +1187,54 @@ noop_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
 	free(arg);
 }
 
+static void
+fork_created(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	(void)op;
+	(void)arg;
+	record(vmm_sandbox_id(sb), "create", ok, reason, (int64_t)dur);
+	if (!ok)
+		log_warnx("sandbox %s: fork failed: %s", vmm_sandbox_id(sb),
+		    reason);
+	else
+		log_info("sandbox %s: created in %llu ms: %s", vmm_sandbox_id(sb),
+		    (unsigned long long)dur, reason);
+}
+
+static void
+fork_captured(struct vmm_sandbox *src, int ok, const char *reason,
+    uint64_t dur, struct vmm_sandbox **forks, size_t n, void *arg)
+{
+	(void)forks;
+	(void)arg;
+	record(vmm_sandbox_id(src), "fork", ok, reason, (int64_t)dur);
+	if (ok)
+		log_info("sandbox %s: forked into %zu sandbox(es) in %llu ms%s%s",
+		    vmm_sandbox_id(src), n, (unsigned long long)dur,
+		    reason[0] ? ": " : "", reason);
+	else
+		log_warnx("sandbox %s: fork failed: %s", vmm_sandbox_id(src),
+		    reason);
+}
+
+int
+px_vm_fork(const char *id, const char *const *ids, size_t n, char *err,
+    size_t errlen, void *arg)
+{
+	struct vmm_sandbox *sb;
+
+	(void)arg;
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		snprintf(err, errlen, "no VM for sandbox %s", id);
+		return -1;
+	}
+	if (vmm_sandbox_fork(sb, ids, n, fork_captured, NULL, fork_created,
+	    NULL, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 void
 px_vm_delete(const char *id, void *arg)
 {

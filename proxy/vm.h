@@ -38,6 +38,8 @@ int px_vm_init(struct event_base *, struct px_store *, const struct px_config *,
 int px_vm_enabled(void);
 /* "starting", "ready" or NULL: the standby VMM of a suspended sandbox */
 const char *px_vm_standby(const char *id, void *arg);
+int px_vm_fork(const char *id, const char *const *ids, size_t n, char *err,
+    size_t errlen, void *arg);
 /* template.json's "memory_mib" of template dir (NULL: the default), 0 */
 unsigned px_vm_template_mem(const char *dir, void *arg);
 /* {pid, accel, jailed, uid, reason, usage{cpu_seconds, memory_bytes,

@@ -49,6 +49,12 @@ struct vmm_backend {
 	 * touching the VMM process (synchronous; no done()); a standby
 	 * VMM process is ended */
 	void (*release)(struct vmm_sandbox *sb);
+	/* optional: a fork's capture: the guest stopped, the disk's top
+	 * frozen (its canonical name layer, a hard link made by the caller)
+	 * and a new top over it, RAM and device state to the stream file,
+	 * the guest running again if it ran; done() with the state */
+	int (*capture)(struct vmm_sandbox *sb, const char *layer,
+	    const char *stream, char *err, size_t errlen);
 	/* optional: the sandbox's directory was renamed (a pool member
 	 * claimed): paths the backend keeps are recomputed */
 	void (*moved)(struct vmm_sandbox *sb);
@@ -147,6 +153,13 @@ struct vmm_sandbox {
 	int ready_memfd;		/* jailed restore: the sealed RAM
 					 * image (the manager's; not closed) */
 	struct vmm_ident *ident;	/* a clone being given its identity */
+	char fork_base[PATH_MAX];	/* a fork being made: its base layer */
+	char forked_from[VMM_ID_MAX + 1];	/* ... and its source */
+	int fork_pending;		/* the create restores the capture */
+	int layered;			/* its disk's chain is read from the
+					 * qcow2 headers (a fork or a fork's
+					 * source); the jail binds each file */
+	unsigned layer_gen;		/* its top is disk.<gen>.qcow2 */
 	int pooled;			/* hidden: a ready pool member */
 	int pool_ready;			/* ... restored, identified, paused */
 	char cg_name[VMM_ID_MAX + 1];	/* its cgroup's name when not its id
@@ -202,10 +215,22 @@ void vmm_ready_free_all(struct vmm *m);
 void vmm_ready_pool_refill(struct vmm *m, const char *key);
 void vmm_ready_cleanup(struct vmm *m);
 void vmm_ready_gc(struct vmm *m);
+int vmm_fork_begin(struct vmm_sandbox *sb, const char *layer,
+    const char *stream, vmm_done_cb cb, void *arg, char *err, size_t errlen);
+int vmm_sandbox_create_fork(struct vmm *m,
+    const struct vmm_sandbox_spec *spec, const struct vmm_sandbox *src,
+    const char *base, const char *stream, vmm_done_cb cb, void *arg,
+    struct vmm_sandbox **out, char *err, size_t errlen);
 int vmm_sandbox_create_hidden(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
     void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
 void vmm_rmtree(const char *path);
+/* ---- disk layer chains (layers.c) ---- */
+#define VMM_CHAIN_MAX	16
+/* top, then each backing file from the qcow2 headers (host paths), the
+ * last one raw or without backing: their count, or -1 with err */
+int vmm_chain(const char *top, char files[][PATH_MAX], int max, char *err,
+    size_t errlen);
 int vmm_template_copy(struct vmm_template *dst,
     const struct vmm_template *src);
 /* SIGKILL pid (and reap it if ours) when its command line has -name
@@ -215,7 +240,7 @@ void vmm_kill_if_ours(pid_t pid, const char *name_prefix);
 /* ---- the jail (jail.c) ---- */
 
 #define VMM_JAIL_FDS	4
-#define VMM_JAIL_BINDS	12
+#define VMM_JAIL_BINDS	32
 
 struct vmm_jail {
 	const char *root;		/* chroot here (vmm_jail_prepare) */

@@ -5,7 +5,8 @@
 noinst_LIBRARIES += vmm/libvmm.a
 vmm_libvmm_a_SOURCES = vmm/vmm.h vmm/backend.h vmm/vmm.c vmm/util.c \
 	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/firecracker.c vmm/kvm_probe.c \
-	vmm/accel.c vmm/jail.c vmm/cgroup.c vmm/agent.c vmm/ident.c vmm/ready.c
+	vmm/accel.c vmm/jail.c vmm/cgroup.c vmm/agent.c vmm/ident.c vmm/ready.c \
+	vmm/layers.c vmm/fork.c
 vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
 # libvmm uses libnetctl's link side (taps over rtnetlink).
 VMM_LIBS = vmm/libvmm.a netctl/libnetctl.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
@@ -93,6 +94,9 @@ EXTRA_DIST += tests/integ/vm-exec.sh
 # Creates from the default template's ready snapshot (debian, TCG).
 TESTS += tests/integ/vm-ready.sh
 EXTRA_DIST += tests/integ/vm-ready.sh
+# Forks of a running sandbox, and of a fork (debian, TCG).
+TESTS += tests/integ/vm-fork.sh
+EXTRA_DIST += tests/integ/vm-fork.sh
 # An agent of protocol 1 (templates built before concurrent commands),
 # built from berth's history: served one command at a time (one boot).
 TESTS += tests/integ/vm-agent-v1.sh

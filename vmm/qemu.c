@@ -60,6 +60,8 @@ enum qm_op {
 	QM_SUSPEND,	/* stop, caps, migrate, poll, quit, exit */
 	QM_STOP,	/* quit, exit */
 	QM_KILL,	/* SIGKILL, exit */
+	QM_CAPTURE,	/* a fork's source: stop, a new disk top, RAM and
+			 * device state to a stream file, cont */
 };
 
 struct qm {
@@ -100,6 +102,12 @@ struct qm {
 	struct event *sb_connect_ev;	/* connect retries, status polls */
 	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
 	int ready;		/* this restore is of the ready snapshot */
+	/* a capture (fork): the frozen layer's canonical path, the stream
+	 * file, the source's new top and its generation */
+	char cap_layer[PATH_MAX], cap_stream[PATH_MAX], cap_top[PATH_MAX];
+	unsigned cap_gen;
+	int cap_switched;
+	struct vmm_child *cap_watch;
 	int claim;		/* ... a pool member's (restored already) */
 	struct stat sb_snap;	/* the snapshot file it loaded */
 };
@@ -280,6 +288,7 @@ qm_trial_failed(struct qm *q, const char *why)
 /* ---- QMP ---- */
 
 static void qm_step(struct qm *q, json_t *ret, const char *error);
+static void qm_capture_step(struct qm *q, json_t *ret, const char *error);
 
 static void
 qm_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
@@ -740,6 +749,7 @@ qm_deadline(evutil_socket_t fd, short what, void *arg)
 		qm_kill_now(q, why);
 		break;
 	case QM_STOP:
+	case QM_CAPTURE:
 	case QM_SUSPEND:
 		if (q->expect_exit && sb->pid > 0) {
 			/* quit was answered but the process lingers */
@@ -852,7 +862,14 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	 * explicitly: the jail binds the image at /rootfs, and the path
 	 * qemu-img wrote into the header is never used. */
 	ARG("-drive");
-	if (sb->tpl.root_overlay && sb->ready_key[0] != '\0') {
+	if (sb->layered) {
+		/* a chain of frozen layers: qemu follows the headers (each
+		 * names the one below by its host path, bound at that path
+		 * in the jail), backing files read-only */
+		ARG("id=d0,driver=qcow2,file.filename=%s%s,if=none,"
+		    "cache=writeback,discard=unmap,werror=enospc,rerror=report",
+		    j ? "/" : "", j ? vmm_disk_name(sb) : sb->disk);
+	} else if (sb->tpl.root_overlay && sb->ready_key[0] != '\0') {
 		/* over a ready snapshot's frozen layer, over the image */
 		char base[PATH_MAX];
 
@@ -998,6 +1015,7 @@ static pid_t
 qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
     char *err, size_t errlen)
 {
+	static char chain[VMM_CHAIN_MAX][PATH_MAX];
 	struct vmm_jail j;
 	char exedir[PATH_MAX], *slash, basep[PATH_MAX];
 	const char *cg[6];
@@ -1020,7 +1038,33 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		BIND(sb->tpl.initrd, "initrd", 0);
 	if (sb->tpl.rootfs != NULL)
 		BIND(sb->tpl.rootfs, "rootfs", 0);
-	if (sb->ready_key[0] != '\0') {
+	if (sb->layered) {
+		/* every file of its chain but its own top, at its host path */
+		int k, nc = vmm_chain(sb->disk, chain, VMM_CHAIN_MAX, err,
+		    errlen);
+
+		if (nc < 0)
+			return -1;
+		for (k = 1; k < nc && j.nbinds < VMM_JAIL_BINDS - 8; k++) {
+			char *sl;
+			int mfd;
+
+			snprintf(exedir, sizeof(exedir), "%s", chain[k]);
+			if ((sl = strrchr(exedir, '/')) != NULL)
+				*sl = '\0';
+			if (qm_jail_mkdirs(sb->jdir, exedir) < 0) {
+				snprintf(err, errlen, "jail: %s: %s", exedir,
+				    strerror(errno));
+				return -1;
+			}
+			snprintf(basep, sizeof(basep), "%s%s", sb->jdir,
+			    chain[k]);
+			if ((mfd = open(basep, O_WRONLY | O_CREAT | O_NOFOLLOW |
+			    O_CLOEXEC, 0644)) >= 0)
+				close(mfd);	/* its mount point */
+			BIND(chain[k], chain[k] + 1, 0);
+		}
+	} else if (sb->ready_key[0] != '\0') {
 		if (vmm_ready_path(sb->m, sb->ready_key, "disk.qcow2", basep,
 		    sizeof(basep)) < 0) {
 			snprintf(err, errlen, "ready snapshot path too long");
@@ -1435,6 +1479,8 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 		qm_console_poll(-1, 0, q);
 	else if (q->op == QM_SUSPEND && q->step == 4)
 		(void)qm_cmd(q, "query-migrate", NULL);
+	else if (q->op == QM_CAPTURE && q->step == 8)
+		(void)qm_cmd(q, "query-migrate", NULL);
 	else if (q->op == QM_RESTORE && q->step == 3)
 		(void)qm_cmd(q, "query-status", NULL);
 }
@@ -1664,7 +1710,15 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 		qm_kill_now(q, why);
 		return;
 	}
-	if (q->claim)
+	if (sb->fork_pending) {
+		/* the capture is consumed: the RAM is its own file now */
+		qm_unlink(sb, "snap/state");
+		sb->snap_ram = 0;
+		snprintf(r, sizeof(r), "forked from %s (state loaded %llu ms, "
+		    "identity %llu ms)", sb->forked_from,
+		    (unsigned long long)(q->t_loaded - q->t_qmp),
+		    (unsigned long long)(vmm_now_ms() - q->t_cont));
+	} else if (q->claim)
 		snprintf(r, sizeof(r), "from the ready pool of snapshot %s "
 		    "(running %llu ms, identity %llu ms)", sb->ready_key,
 		    (unsigned long long)(q->t_cont - q->t_loaded),
@@ -1803,7 +1857,7 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			if (ret == NULL)
 				goto restore_fail;
 restored:
-			if (q->ready) {
+			if (q->ready || sb->fork_pending) {
 				/* a clone: its own identity before anyone
 				 * reaches it */
 				q->t_cont = vmm_now_ms();
@@ -1842,6 +1896,10 @@ restore_fail:
 			q->io_stopped = 0;
 			qm_done(q, 1, VMM_RUNNING, "");
 		}
+		return;
+
+	case QM_CAPTURE:
+		qm_capture_step(q, ret, error);
 		return;
 
 	case QM_SUSPEND:
@@ -1988,6 +2046,247 @@ restore_fail:
 	}
 }
 
+/* ---- capture: the state a fork starts from ---- */
+
+/* A capture that cannot finish: what it made goes; a source that ran
+ * runs on (on its new top if the switch happened: consistent either
+ * way). */
+static void
+qm_cap_fail(struct qm *q, const char *why)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char err[VMM_ERRLEN];
+
+	(void)unlink(q->cap_stream);
+	if (!q->cap_switched)
+		(void)unlink(q->cap_top);
+	snprintf(sb->reason, sizeof(sb->reason), "%s", why);
+	if (q->was_running) {
+		q->step = 100;		/* cont, then the failure */
+		if (vmm_qmp_command(q->qmp, "cont", NULL, qm_reply, q, err,
+		    sizeof(err)) == 0)
+			return;
+		qm_kill_now(q, err);
+		return;
+	}
+	qm_done(q, 0, VMM_PAUSED, why);
+}
+
+static void
+qm_cap_imgdone(pid_t pid, int status, void *arg)
+{
+	struct qm *q = arg;
+	char why[VMM_ERRLEN], st[128], logp[PATH_MAX], tail[256];
+
+	(void)pid;
+	q->cap_watch = NULL;
+	if (q->op != QM_CAPTURE || q->step != 1)
+		return;
+	if (status != 0) {
+		vmm_status_text(status, st, sizeof(st));
+		(void)vmm_path(q->sb, "mkfs.log", logp, sizeof(logp));
+		vmm_tail_line(logp, tail, sizeof(tail));
+		snprintf(why, sizeof(why), "fork: qemu-img create of the new "
+		    "top %s%s%s", st, tail[0] ? ": " : "", tail);
+		qm_cap_fail(q, why);
+		return;
+	}
+	q->step = 2;
+	qm_step(q, NULL, NULL);
+}
+
+static void
+qm_capture_step(struct qm *q, json_t *ret, const char *error)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char why[VMM_ERRLEN], uri[PATH_MAX * 2 + 64], node[32], fdset[48];
+	const char *s;
+	int fd;
+
+	snprintf(node, sizeof(node), "top%u", q->cap_gen);
+	snprintf(fdset, sizeof(fdset), "/dev/fdset/%u", 100 + q->cap_gen);
+	switch (q->step) {
+	case 0:
+		q->step = 1;
+		if (q->was_running) {
+			(void)qm_cmd(q, "stop", NULL);
+			return;
+		}
+		/* fall through */
+	case 1: {
+		char size[32], logp[PATH_MAX];
+		char *argv[] = { "qemu-img", "create", "-q", "-u", "-f",
+		    "qcow2", "-F", "qcow2", "-b", q->cap_layer, q->cap_top,
+		    size, NULL };
+		pid_t pid;
+
+		if (ret == NULL && q->was_running) {
+			qm_donef(q, 0, VMM_RUNNING, "fork: stop: %s", error);
+			return;
+		}
+		snprintf(size, sizeof(size), "%uM", sb->disk_mib);
+		(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+		if ((pid = vmm_spawn(argv, logp, 0, 0, why, sizeof(why))) < 0 ||
+		    (q->cap_watch = vmm_child_watch(sb->m->base, pid,
+		    qm_cap_imgdone, q, why, sizeof(why))) == NULL) {
+			qm_cap_fail(q, why);
+			return;
+		}
+		return;		/* qm_cap_imgdone goes on */
+	}
+	case 2:
+		/* the new top: the VMM's to write, handed over as a
+		 * descriptor (a jailed one cannot open it by path) */
+		if ((sb->uid != 0 && chown(q->cap_top, sb->uid, sb->gid) < 0) ||
+		    (fd = open(q->cap_top, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			snprintf(why, sizeof(why), "fork: %s: %s", q->cap_top,
+			    strerror(errno));
+			qm_cap_fail(q, why);
+			return;
+		}
+		q->step = 3;
+		if (vmm_qmp_command_fd(q->qmp, "add-fd", json_pack("{s:i}",
+		    "fdset-id", (int)(100 + q->cap_gen)), fd, qm_reply, q, why,
+		    sizeof(why)) < 0) {
+			close(fd);
+			qm_cap_fail(q, why);
+			return;
+		}
+		close(fd);
+		return;
+	case 3:
+		if (ret == NULL)
+			goto fail;
+		q->step = 4;
+		(void)qm_cmd(q, "blockdev-add", json_pack("{s:s, s:s, "
+		    "s:{s:s, s:s}, s:n}", "driver", "qcow2", "node-name", node,
+		    "file", "driver", "file", "filename", fdset, "backing"));
+		return;
+	case 4:
+		if (ret == NULL)
+			goto fail;
+		q->step = 5;
+		(void)qm_cmd(q, "blockdev-snapshot", json_pack("{s:s, s:s}",
+		    "node", "d0", "overlay", node));
+		return;
+	case 5:
+		if (ret == NULL)
+			goto fail;
+		/* The source writes to its new top from here on; the old
+		 * one is frozen: the fork's base. */
+		q->cap_switched = 1;
+		snprintf(sb->disk, sizeof(sb->disk), "%s", q->cap_top);
+		sb->layered = 1;
+		sb->layer_gen = q->cap_gen;
+		vmm_meta_save(sb);
+		q->step = 6;
+		(void)qm_cmd(q, "migrate-set-capabilities", json_pack(
+		    "{s:[{s:s,s:b}]}", "capabilities", "capability",
+		    "x-ignore-shared", "state", 0));
+		return;
+	case 6:
+		if (ret == NULL)
+			goto fail;
+		q->step = 7;
+		(void)unlink(q->cap_stream);
+		if (qm_snap_uri(q, q->qmp, q->cap_stream, 1, uri, sizeof(uri),
+		    why, sizeof(why)) < 0) {
+			qm_cap_fail(q, why);
+			return;
+		}
+		(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
+		return;
+	case 7:
+		if (ret == NULL)
+			goto fail;
+		q->step = 8;
+		(void)qm_cmd(q, "query-migrate", NULL);
+		return;
+	case 8:
+		if (ret == NULL)
+			goto fail;
+		s = json_string_value(json_object_get(ret, "status"));
+		if (s == NULL || strcmp(s, "setup") == 0 ||
+		    strcmp(s, "active") == 0 || strcmp(s, "device") == 0 ||
+		    strcmp(s, "pre-switchover") == 0) {
+			qm_timer(q, q->poll_ev, QM_POLL_MS);
+			return;
+		}
+		if (strcmp(s, "completed") != 0) {
+			snprintf(why, sizeof(why), "fork: capture %s", s);
+			qm_cap_fail(q, why);
+			return;
+		}
+		{
+			char magic[4];
+
+			if ((fd = open(q->cap_stream, O_RDONLY | O_CLOEXEC)) < 0 ||
+			    read(fd, magic, 4) != 4 ||
+			    memcmp(magic, "QEVM", 4) != 0 || fsync(fd) < 0) {
+				if (fd >= 0)
+					close(fd);
+				qm_cap_fail(q, "fork: the captured state is "
+				    "incomplete");
+				return;
+			}
+			close(fd);
+		}
+		if (!q->was_running) {
+			qm_done(q, 1, VMM_PAUSED, "");
+			return;
+		}
+		q->step = 9;
+		(void)qm_cmd(q, "cont", NULL);
+		return;
+	case 9:
+		if (ret == NULL) {
+			qm_donef(q, 0, VMM_FAILED, "fork: cont: %s", error);
+			return;
+		}
+		qm_done(q, 1, VMM_RUNNING, "");
+		return;
+	case 100:	/* cont after a failed capture */
+		if (ret == NULL) {
+			qm_donef(q, 0, VMM_FAILED, "%s; then cont: %s",
+			    sb->reason, error);
+			return;
+		}
+		snprintf(why, sizeof(why), "%s", sb->reason);
+		qm_done(q, 0, VMM_RUNNING, why);
+		return;
+	}
+	return;
+fail:
+	snprintf(why, sizeof(why), "fork: %s", error != NULL ? error : "?");
+	qm_cap_fail(q, why);
+}
+
+static int
+qm_capture(struct vmm_sandbox *sb, const char *layer, const char *stream,
+    char *err, size_t errlen)
+{
+	struct qm *q = QM(sb);
+	int rc;
+
+	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
+		return rc;
+	q->op = QM_CAPTURE;
+	q->step = 0;
+	q->cap_switched = 0;
+	q->was_running = sb->state == VMM_RUNNING;
+	q->cap_gen = sb->layer_gen + 1;
+	snprintf(q->cap_layer, sizeof(q->cap_layer), "%s", layer);
+	snprintf(q->cap_stream, sizeof(q->cap_stream), "%s", stream);
+	if (snprintf(q->cap_top, sizeof(q->cap_top), "%s/disk.%u.qcow2",
+	    sb->jdir, q->cap_gen) >= (int)sizeof(q->cap_top)) {
+		snprintf(err, errlen, "path too long");
+		return -ENAMETOOLONG;
+	}
+	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
+	qm_step(q, NULL, NULL);
+	return 0;
+}
+
 /* ---- life of the backend object ---- */
 
 static int
@@ -2114,6 +2413,13 @@ qm_standby(struct vmm_sandbox *sb, char *err, size_t errlen)
 }
 
 static int
+qe_capture(struct vmm_sandbox *sb, const char *layer, const char *stream,
+    char *err, size_t errlen)
+{
+	QM_ENTRY(qm_capture, layer, stream, err, errlen);
+}
+
+static int
 qe_standby(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	QM_ENTRY(qm_standby, err, errlen);
@@ -2141,4 +2447,5 @@ const struct vmm_backend vmm_backend_qemu = {
 	.release = qm_release,
 	.standby = qe_standby,
 	.moved = qm_moved,
+	.capture = qe_capture,
 };

@@ -100,6 +100,12 @@ vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
 const char *
 vmm_disk_name(const struct vmm_sandbox *sb)
 {
+	static char gen[32];
+
+	if (sb->layer_gen > 0) {	/* a fork's source: its new top */
+		snprintf(gen, sizeof(gen), "disk.%u.qcow2", sb->layer_gen);
+		return gen;
+	}
 	return sb->tpl.root_overlay ? "disk.qcow2" : "disk.raw";
 }
 

@@ -44,7 +44,7 @@ static const char *const state_names[] = {
 };
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
-	"exit", "adopt", "accel", "guest", "jail", "snapshot",
+	"exit", "adopt", "accel", "guest", "jail", "snapshot", "fork",
 };
 
 const char *
@@ -322,8 +322,9 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->tpl.agent != NULL ? sb->tpl.agent : "",
 	    sb->tpl.root_overlay);
 	fprintf(f, "ready_key=%s\nfrom_snapshot=%d\nram_shared=%d\n"
-	    "snap_ram=%d\ncgroup_name=%s\n", sb->ready_key, sb->from_snapshot,
-	    sb->ram_shared, sb->snap_ram, sb->cg_name);
+	    "snap_ram=%d\ncgroup_name=%s\nlayered=%d\nlayer_gen=%u\n",
+	    sb->ready_key, sb->from_snapshot, sb->ram_shared, sb->snap_ram,
+	    sb->cg_name, sb->layered, sb->layer_gen);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
 	else
@@ -1144,6 +1145,10 @@ vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 		sb_destroy(sb);
 		return;
 	}
+	if (sb->op == VMM_OP_CREATE && sb->fork_pending) {
+		sb->fork_pending = 0;
+		sb->fork_base[0] = '\0';
+	}
 	if (sb->op == VMM_OP_CREATE && sb->ready_pending) {
 		if (!ok && sb->pid <= 0 && ready_fallback(sb, reason) == 0)
 			return;
@@ -1313,8 +1318,10 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	    "-F", "qcow2", "-b", base, sb->disk, qsize, NULL };
 	int fd, ov = sb->tpl.root_overlay;
 
-	if (sb->ready_key[0] != '\0' && vmm_ready_path(sb->m, sb->ready_key,
-	    "disk.qcow2", base, sizeof(base)) < 0)
+	if (sb->fork_base[0] != '\0')
+		snprintf(base, sizeof(base), "%s", sb->fork_base);
+	else if (sb->ready_key[0] != '\0' && vmm_ready_path(sb->m,
+	    sb->ready_key, "disk.qcow2", base, sizeof(base)) < 0)
 		return errf(err, errlen, -ENAMETOOLONG, "path too long");
 
 	snprintf(size, sizeof(size), "%u", sb->disk_mib);
@@ -1334,8 +1341,9 @@ disk_start(struct vmm_sandbox *sb, char *err, size_t errlen)
 	}
 	close(fd);
 	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
-	sb->mkfs_pid = vmm_spawn(sb->ready_key[0] != '\0' ? rargv : ov ?
-	    qargv : argv, logp, 0, 0, err, errlen);
+	sb->mkfs_pid = vmm_spawn(sb->ready_key[0] != '\0' ||
+	    sb->fork_base[0] != '\0' ? rargv : ov ? qargv : argv, logp, 0, 0,
+	    err, errlen);
 	if (sb->mkfs_pid < 0)
 		return -EIO;
 	sb->mkfs_watch = vmm_child_watch(sb->m->base, sb->mkfs_pid,
@@ -1370,8 +1378,8 @@ mkfs_exited(pid_t pid, int status, void *arg)
 	(void)unlink(logp);
 	sb->disk_ready = 1;
 	meta_write(sb);
-	if (sb->m->be->boot(sb, sb->ready_pending ? 2 : 0, why,
-	    sizeof(why)) < 0) {
+	if (sb->m->be->boot(sb, sb->ready_pending ? 2 : sb->fork_pending ? 1 :
+	    0, why, sizeof(why)) < 0) {
 		if (sb->ready_pending && ready_fallback(sb, why) == 0)
 			return;
 		op_finish(sb, 0, VMM_FAILED, why);
@@ -1584,6 +1592,40 @@ out:
 	return 0;
 }
 
+/* The source's side of a fork: an operation like the others (one at a
+ * time, an event, a definite state after it). */
+int
+vmm_fork_begin(struct vmm_sandbox *sb, const char *layer, const char *stream,
+    vmm_done_cb cb, void *arg, char *err, size_t errlen)
+{
+	enum vmm_state st = sb->state;
+	int rc;
+
+	if (add_waiter(sb, cb, arg) < 0)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->busy = 1;
+	sb->op = VMM_OP_FORK;
+	sb->cause = "api";
+	sb->op_from = st;
+	sb->op_t0 = vmm_now_ms();
+	if ((rc = sb->m->be->capture(sb, layer, stream, err, errlen)) < 0) {
+		struct vmm_waiter *w = sb->waiters;
+
+		sb->waiters = NULL;
+		sb->busy = 0;
+		while (w != NULL) {
+			struct vmm_waiter *n = w->next;
+
+			free(w);
+			w = n;
+		}
+		return rc;
+	}
+	if (sb->idle_ev != NULL)
+		event_del(sb->idle_ev);
+	return 0;
+}
+
 int
 vmm_sandbox_start(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
     char *err, size_t errlen)
@@ -1711,8 +1753,9 @@ ready_choose(struct vmm_sandbox *sb, const struct vmm_sandbox_spec *spec,
 }
 
 static int sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
-    const char *hidden_key, vmm_done_cb cb, void *arg,
-    struct vmm_sandbox **out, char *err, size_t errlen);
+    const char *hidden_key, const struct vmm_sandbox *fork_src,
+    const char *fork_base, const char *fork_stream, vmm_done_cb cb,
+    void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
 
 /*
  * A create served by the ready pool: a member of its shape's pool
@@ -1795,7 +1838,8 @@ vmm_sandbox_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
     vmm_done_cb cb, void *arg, struct vmm_sandbox **out, char *err,
     size_t errlen)
 {
-	return sb_create(m, spec, NULL, cb, arg, out, err, errlen);
+	return sb_create(m, spec, NULL, NULL, NULL, NULL, cb, arg, out, err,
+	    errlen);
 }
 
 int
@@ -1803,13 +1847,25 @@ vmm_sandbox_create_hidden(struct vmm *m, const struct vmm_sandbox_spec *spec,
     const char *key, vmm_done_cb cb, void *arg, struct vmm_sandbox **out,
     char *err, size_t errlen)
 {
-	return sb_create(m, spec, key, cb, arg, out, err, errlen);
+	return sb_create(m, spec, key, NULL, NULL, NULL, cb, arg, out, err,
+	    errlen);
+}
+
+int
+vmm_sandbox_create_fork(struct vmm *m, const struct vmm_sandbox_spec *spec,
+    const struct vmm_sandbox *src, const char *base, const char *stream,
+    vmm_done_cb cb, void *arg, struct vmm_sandbox **out, char *err,
+    size_t errlen)
+{
+	return sb_create(m, spec, NULL, src, base, stream, cb, arg, out, err,
+	    errlen);
 }
 
 static int
 sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
-    const char *hidden_key, vmm_done_cb cb, void *arg,
-    struct vmm_sandbox **out, char *err, size_t errlen)
+    const char *hidden_key, const struct vmm_sandbox *fork_src,
+    const char *fork_base, const char *fork_stream, vmm_done_cb cb,
+    void *arg, struct vmm_sandbox **out, char *err, size_t errlen)
 {
 	struct vmm_sandbox *sb;
 	unsigned mem, vcpus;
@@ -1842,8 +1898,8 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	if (vcpus > m->cfg.max_vcpus)
 		return errf(err, errlen, -EINVAL, "%u vCPUs over the maximum %u",
 		    vcpus, m->cfg.max_vcpus);
-	if (hidden_key == NULL && (rc = ready_claim(m, spec, mem, vcpus, cb, arg,
-	    out)) == 0)
+	if (hidden_key == NULL && fork_src == NULL && (rc = ready_claim(m, spec,
+	    mem, vcpus, cb, arg, out)) == 0)
 		return 0;
 	if ((sb = calloc(1, sizeof(*sb))) == NULL)
 		return errf(err, errlen, -ENOMEM, "out of memory");
@@ -1894,7 +1950,24 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 			sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >>
 			    20);
 	}
-	ready_choose(sb, spec, rwhy, sizeof(rwhy));
+	if (fork_src != NULL) {
+		/* a fork: its disk a layer over the frozen one, its RAM and
+		 * devices the capture's (snap/state, a link to the stream),
+		 * then its own identity */
+		rwhy[0] = '\0';
+		sb->ready_memfd = -1;
+		snprintf(sb->fork_base, sizeof(sb->fork_base), "%s", fork_base);
+		snprintf(sb->ready_key, sizeof(sb->ready_key), "%s",
+		    fork_src->ready_key);
+		snprintf(sb->forked_from, sizeof(sb->forked_from), "%s",
+		    fork_src->id);
+		sb->layered = 1;
+		sb->snap_ram = 1;
+		sb->fork_pending = 1;
+		sb->accel = fork_src->accel;
+		sb->disk_mib = fork_src->disk_mib;
+	} else
+		ready_choose(sb, spec, rwhy, sizeof(rwhy));
 	if (sb_events(sb) < 0) {
 		sb_free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
@@ -1918,6 +1991,21 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		return errf(err, errlen, rc, "%s/%s: %s", m->state_dir, spec->id,
 		    rc == -EEXIST ? "exists (left from an earlier sandbox? "
 		    "vmm_adopt_all)" : strerror(-rc));
+	}
+	if (fork_stream != NULL) {
+		char sd[PATH_MAX], st[PATH_MAX];
+
+		(void)vmm_path(sb, "snap", sd, sizeof(sd));
+		(void)vmm_path(sb, "snap/state", st, sizeof(st));
+		if ((mkdir(sd, sb->jailed ? 0700 : 0750) < 0 && errno != EEXIST) ||
+		    link(fork_stream, st) < 0) {
+			rc = -errno;
+			rmtree(sb->dir);
+			vmm_pool_release(m->pool, sb->guest_ip);
+			sb_free(sb);
+			return errf(err, errlen, rc, "fork %s: its state: %s",
+			    spec->id, strerror(-rc));
+		}
 	}
 	sb->busy = 1;
 	sb->op = VMM_OP_CREATE;
@@ -1959,8 +2047,8 @@ struct meta {
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
 	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
-	int from_snapshot, ram_shared, snap_ram;
-	unsigned mem, vcpus, disk;
+	int from_snapshot, ram_shared, snap_ram, layered;
+	unsigned mem, vcpus, disk, layer_gen;
 	unsigned long long created;
 };
 
@@ -2002,6 +2090,10 @@ meta_read(const char *path, struct meta *mt)
 			mt->ram_shared = atoi(v);
 		else if (strcmp(line, "snap_ram") == 0)
 			mt->snap_ram = atoi(v);
+		else if (strcmp(line, "layered") == 0)
+			mt->layered = atoi(v);
+		else if (strcmp(line, "layer_gen") == 0)
+			mt->layer_gen = (unsigned)strtoul(v, NULL, 10);
 		if (strcmp(line, "pid") == 0)
 			mt->pid = atoi(v);
 		else if (strcmp(line, "standby_pid") == 0)
@@ -2210,6 +2302,8 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->from_snapshot = mt.from_snapshot;
 	sb->ram_shared = mt.ram_shared;
 	sb->snap_ram = mt.snap_ram;
+	sb->layered = mt.layered;
+	sb->layer_gen = mt.layer_gen;
 	snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", mt.cg_name);
 	sb->ready_memfd = -1;
 	if (tpl_copy(&sb->tpl, &t) < 0 || sb_events(sb) < 0) {

@@ -64,6 +64,7 @@ enum vmm_op {
 	VMM_OP_SNAPSHOT,	/* not requested: a create booted instead of
 				 * restoring the ready snapshot (why), or
 				 * a ready snapshot was built */
+	VMM_OP_FORK,		/* the source's side of a fork */
 };
 
 enum vmm_accel {
@@ -381,6 +382,24 @@ unsigned vmm_ready_pool_members(const struct vmm *m);
  * members) now: before vmm_free at shutdown, so nothing of it outlives
  * the application. */
 void vmm_ready_drain(struct vmm *m);
+
+/* ---- fork ---- */
+
+#define VMM_FORK_MAX 100
+/* The source's side ended: ok when its state was captured (pause_ms is
+ * how long the operation took, the source stopped for most of it);
+ * forks[0..n-1] are the new sandboxes, being created (their creates end
+ * in fork_cb, one each). */
+typedef void (*vmm_fork_cb)(struct vmm_sandbox *src, int ok,
+    const char *reason, uint64_t pause_ms, struct vmm_sandbox **forks,
+    size_t n, void *arg);
+/* Fork a running or paused sandbox into n new ones (ids), each with its
+ * own disk layer over the captured one, the captured memory and its own
+ * identity. 0 when accepted (cb once, from the loop), or -errno: -EINVAL
+ * (ids), -EEXIST, -EBUSY, -EPERM (its state), -ENOTSUP. */
+int vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids,
+    size_t n, vmm_fork_cb cb, void *arg, vmm_done_cb fork_cb, void *fork_arg,
+    char *err, size_t errlen);
 
 /* ---- idle policy ---- */
 
