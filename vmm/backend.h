@@ -231,6 +231,8 @@ void vmm_rmtree(const char *path);
  * last one raw or without backing: their count, or -1 with err */
 int vmm_chain(const char *top, char files[][PATH_MAX], int max, char *err,
     size_t errlen);
+/* Remove the frozen layers no sandbox stands on. */
+void vmm_layers_gc(struct vmm *m);
 int vmm_template_copy(struct vmm_template *dst,
     const struct vmm_template *src);
 /* SIGKILL pid (and reap it if ours) when its command line has -name

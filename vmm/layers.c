@@ -11,11 +11,13 @@
  * at most VMM_CHAIN_MAX files, no loops).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -117,5 +119,66 @@ vmm_chain(const char *top, char files[][PATH_MAX], int max, char *err,
 			return -1;
 		}
 		snprintf(files[n++], PATH_MAX, "%s", next);
+	}
+}
+
+/* Is path a file of some sandbox's chain (the manager's list)? */
+static int
+layer_used(struct vmm *m, const char *path)
+{
+	static char chain[VMM_CHAIN_MAX][PATH_MAX];
+	struct vmm_sandbox *sb;
+	char err[VMM_ERRLEN];
+	int n, i;
+
+	for (sb = m->list; sb != NULL; sb = sb->next) {
+		if (!sb->layered && sb->fork_base[0] == '\0')
+			continue;
+		if (strcmp(sb->fork_base, path) == 0)
+			return 1;	/* a fork being made */
+		if ((n = vmm_chain(sb->disk, chain, VMM_CHAIN_MAX, err,
+		    sizeof(err))) < 0)
+			return 1;	/* unreadable: keep what it may need */
+		for (i = 1; i < n; i++)
+			if (strcmp(chain[i], path) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * Frozen layers no sandbox stands on go: a layer's file in .layers has
+ * one link once its source is gone (the source's own name for it was in
+ * its directory), and then only the chains of the remaining sandboxes
+ * say whether a fork still needs it. Repeated until nothing more goes
+ * (a layer freed can free the one below it).
+ */
+void
+vmm_layers_gc(struct vmm *m)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 300];
+	struct dirent *de;
+	struct stat st;
+	int gone = 1;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/.layers", m->state_dir);
+	while (gone) {
+		gone = 0;
+		if ((d = opendir(dir)) == NULL)
+			return;
+		while ((de = readdir(d)) != NULL) {
+			size_t n = strlen(de->d_name);
+
+			if (n < 7 || strcmp(de->d_name + n - 6, ".qcow2") != 0)
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+			if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode) ||
+			    st.st_nlink != 1 || layer_used(m, p))
+				continue;
+			if (unlink(p) == 0)
+				gone = 1;
+		}
+		closedir(d);
 	}
 }

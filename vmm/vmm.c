@@ -1239,6 +1239,12 @@ sb_destroy(struct vmm_sandbox *sb)
 	set_state(sb, VMM_STOPPED);
 	emit(sb, VMM_OP_DELETE, ok, why, dur, sb->cause);
 	run_waiters(sb, w, VMM_OP_DELETE, ok, why, dur);
+	if (sb->layered && !sb->hidden) {
+		sb_free(sb);
+		vmm_layers_gc(m);	/* the layers it stood on may go */
+		vmm_ready_gc(m);
+		return;
+	}
 	if (sb->ready_key[0] != '\0' && !sb->hidden) {
 		sb_free(sb);
 		vmm_ready_gc(m);	/* its base layer may go now */
@@ -2398,6 +2404,7 @@ vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
 			errf(err, errlen, -EIO, "%s", e);	/* last one */
 	}
 	closedir(d);
-	vmm_ready_gc(m);	/* what no adopted sandbox stands on */
+	vmm_layers_gc(m);	/* what no adopted sandbox stands on */
+	vmm_ready_gc(m);
 	return n;
 }

@@ -65,5 +65,13 @@ like "no ids: 400 naming the field" "$(api -X POST -d '{"ids":[]}' http://b/v1/s
 like "an unknown sandbox: 404" "$(api -X POST -d '{"ids":["z"]}' http://b/v1/sandboxes/nope/fork)" '"status": *404'
 unlike "... nothing stored for the refused ids" "$(netctl sandbox ls)" '^z '
 
-for s in a b c; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+check "frozen layers in .layers while forks stand on them" \
+	sh -c "ls '$STATE'/vms/.layers/*.qcow2 >/dev/null 2>&1"
+netctl sandbox rm a >/dev/null 2>&1
+check "a's layer stays when a goes (b and c stand on it)" \
+	sh -c "ls '$STATE'/vms/.layers/a.*.qcow2 >/dev/null 2>&1"
+is "b still reads a's file" "$(x b -- cat /root/f)" before
+for s in b c; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+no_layers() { ! ls "$STATE"/vms/.layers/*.qcow2 >/dev/null 2>&1 && ! ls "$STATE"/vms/.layers/*.state >/dev/null 2>&1; }
+check "with every fork gone, no layer or captured state is left" wait_for 60 no_layers
 done_testing
