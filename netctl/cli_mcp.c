@@ -77,6 +77,15 @@ static const struct tool tools[] = {
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 	{ "sandbox_status", "The sandbox's state, address and published ports.",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
+	{ "fork_sandbox", "Fork the sandbox (running or paused) into new "
+	  "sandboxes (1 to 100 ids): each starts from its memory and disk as "
+	  "they are now (files, running processes) with an identity of its "
+	  "own and the sandbox's egress rules; returns each fork's token "
+	  "(shown once). The forks are creating for a few seconds; "
+	  "sandbox_status says when one runs.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"ids\":{\"type\":"
+	  "\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
+	  "\"maxItems\":100}},\"required\":[\"ids\"]}" },
 	{ "pause", "Pause the sandbox (memory kept).",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 	{ "resume", "Resume a paused or suspended sandbox.",
@@ -752,6 +761,19 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 		res = api_result(t, "POST", target, body, NULL);
 		json_decref(body);
 		(void)enc;
+		return res;
+	}
+	if (strcmp(name, "fork_sandbox") == 0) {
+		json_t *ids = json_object_get(args, "ids");
+
+		if (!json_is_array(ids))
+			return tool_result("ids is required: an array of new "
+			    "sandbox ids", 1);
+		body = json_pack("{s:O}", "ids", ids);
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/fork", sb);
+		cli_timeout_secs = 600;
+		res = api_result(t, "POST", target, body, NULL);
+		json_decref(body);
 		return res;
 	}
 	if (strcmp(name, "sandbox_status") == 0) {

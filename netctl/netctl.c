@@ -517,6 +517,51 @@ wait_created(struct opts *o, const char *id, json_t **doc)
 	return EXIT_REFUSED;
 }
 
+/* netctl sandbox fork SRC NEW [NEW...]: the forks, each waited for until
+ * it runs; their tokens printed once (or the API's document). */
+static int
+c_sandbox_fork(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	json_t *body, *doc = NULL, *ids, *f;
+	char target[128];
+	size_t i;
+	int rc = EXIT_OK, r;
+
+	(void)c;
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	ids = json_array();
+	for (i = 1; i < (size_t)n; i++) {
+		if (check_id(a[i]) == -1) {
+			json_decref(ids);
+			return EXIT_USAGE;
+		}
+		json_array_append_new(ids, json_string(a[i]));
+	}
+	body = json_pack("{s:o}", "ids", ids);
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/fork", a[0]);
+	r = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	if (r != EXIT_OK) {
+		if (doc != NULL)
+			out_set(doc);
+		return r;
+	}
+	json_array_foreach(json_object_get(doc, "forks"), i, f) {
+		const char *id = jstr(f, "id");
+
+		if ((r = wait_created(o, id, &f)) != EXIT_OK)
+			rc = r;
+		if (!o->json)
+			printf("sandbox %s forked from %s (%s, %s)\ntoken: %s\n"
+			    "# its token (id %s) is shown only now\n", id, a[0],
+			    jstr(f, "address"), jstr(f, "state"),
+			    jstr(f, "token"), jstr(f, "token_id"));
+	}
+	out_set(doc);
+	return rc;
+}
+
 /* A size option: a whole number from 1 up (berthd checks the range). */
 static int
 size_arg(const char *opt, const char *s, json_t *body, const char *key)
@@ -3235,6 +3280,15 @@ static const struct cmd cmds[] = {
 	  "idle_pause and idle_suspend, no lifetime limit). Prints the\n"
 	  "sandbox's token once: it may manage only this sandbox (ports,\n"
 	  "egress, pause, resume, events, exec)." },
+	{ "sandbox", "fork", NULL, "<id> <new-id> [<new-id>...]", 2, 101, 0,
+	  c_sandbox_fork,
+	  "Fork a running or paused microVM sandbox into new ones (up to 100):\n"
+	  "each starts from its memory and disk as they are now (files, running\n"
+	  "processes) with an identity of its own (hostname, address, machine\n"
+	  "id), its own disk layer, and the source's template, sizes, idle\n"
+	  "limits and egress rules, not its ports or tokens. The source pauses\n"
+	  "while its state is captured and runs on. Waits until the forks run;\n"
+	  "prints each one's token once." },
 	{ "sandbox", "set", NULL, "<id> [--idle-pause D|never|default] "
 	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default]",
 	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME, c_sandbox_set,

@@ -54,11 +54,18 @@ is "a does not see b's write" "$(x a -- sh -c 'cat /root/g 2>/dev/null || echo n
 is "b does not see a's write" "$(x b -- sh -c 'cat /root/h 2>/dev/null || echo none')" none
 is "a still has its file" "$(x a -- cat /root/f)" before
 
-doc=$(api -X POST -d '{"ids":["c"]}' http://b/v1/sandboxes/b/fork)
-like "a fork of the fork" "$doc" '"id": *"c"'
-wait_for 300 sh -c "\"$NETCTL\" -s '$STATE' --json sandbox show c | grep -q '\"state\": *\"running\"'"
+out=$(netctl sandbox fork b c d 2>&1)
+is "netctl sandbox fork b c d: a fork of the fork, two in one call" "$?" 0
+like "... c's token printed once" "$out" "sandbox c forked from b \(10\.234\.0\.[0-9]+, running\)"
+like "... d's too" "$out" "sandbox d forked from b"
 is "c has b's write" "$(x c -- cat /root/g)" b-only
 is "c is c" "$(x c -- hostname)" c
+is "d is d" "$(x d -- hostname)" d
+ipc=$(netctl --json sandbox show c | json_get "$(cat)" 'j["address"]')
+ipd=$(netctl --json sandbox show d | json_get "$(cat)" 'j["address"]')
+check "c and d have addresses of their own ($ipc, $ipd)" test -n "$ipc" -a "$ipc" != "$ipd"
+like "... c's guest has the one sandbox show names" "$(x c -- ip -4 -o addr show dev eth0)" "inet $ipc/30"
+like "netctl sandbox fork of a missing sandbox: a clear error" "$(netctl sandbox fork nope z 2>&1)" "nope"
 
 like "a fork into an id that exists: 409" "$(api -X POST -d '{"ids":["a"]}' http://b/v1/sandboxes/c/fork)" '"status": *409'
 like "no ids: 400 naming the field" "$(api -X POST -d '{"ids":[]}' http://b/v1/sandboxes/c/fork)" '"field": *"ids"'
@@ -71,7 +78,7 @@ netctl sandbox rm a >/dev/null 2>&1
 check "a's layer stays when a goes (b and c stand on it)" \
 	sh -c "ls '$STATE'/vms/.layers/a.*.qcow2 >/dev/null 2>&1"
 is "b still reads a's file" "$(x b -- cat /root/f)" before
-for s in b c; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+for s in b c d; do netctl sandbox rm "$s" >/dev/null 2>&1; done
 no_layers() { ! ls "$STATE"/vms/.layers/*.qcow2 >/dev/null 2>&1 && ! ls "$STATE"/vms/.layers/*.state >/dev/null 2>&1; }
 check "with every fork gone, no layer or captured state is left" wait_for 60 no_layers
 done_testing
