@@ -1287,7 +1287,7 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 	struct pollfd pfd[2];
 	struct winsize ws;
 	unsigned char buf[32768];
-	char err[512], sz[32], *j;
+	char err[512], sz[32], *j, sent_err[512] = "";
 	int unreachable, rc = EXIT_REFUSED, in_open, is_raw = 0, k, end = 0;
 	int held = 0;		/* a ^P read, not sent yet */
 	ssize_t n;
@@ -1332,13 +1332,17 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 				frame_out(s, 'W', sz, strlen(sz));
 			}
 		}
-		if (cli_stream_flush(s, err, sizeof(err)) < 0) {
-			fail("%s", err);
-			rc = EXIT_UNREACHABLE;
-			break;
+		/* A command that ended at once: berthd may have answered
+		 * all and closed before the stdin frames went out. What it
+		 * sent is read before the broken send counts. */
+		if (sent_err[0] == '\0' &&
+		    cli_stream_flush(s, err, sizeof(err)) < 0) {
+			snprintf(sent_err, sizeof(sent_err), "%s", err);
+			in_open = 0;
 		}
 		pfd[0].fd = cli_stream_fd(s);
-		pfd[0].events = POLLIN | (cli_stream_pending(s) ? POLLOUT : 0);
+		pfd[0].events = POLLIN | (cli_stream_pending(s) &&
+		    sent_err[0] == '\0' ? POLLOUT : 0);
 		pfd[0].revents = 0;
 		/* stdin waits while berthd has not taken what was read */
 		pfd[1].fd = in_open && cli_stream_pending(s) < 1024 * 1024 ?
@@ -1388,7 +1392,7 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 		    (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if ((k = cli_stream_recv(s, &r, err, sizeof(err))) < 0) {
-			fail("%s", err);
+			fail("%s", sent_err[0] ? sent_err : err);
 			rc = EXIT_UNREACHABLE;
 			break;
 		}
@@ -1407,8 +1411,12 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 		if (r->status == 200 && exec_frames(r, &rc))
 			end = 1;
 		else if (k == 1) {
-			fail("berthd ended the answer without the command's "
-			    "end");
+			if (sent_err[0] != '\0') {
+				fail("%s", sent_err);
+				rc = EXIT_UNREACHABLE;
+			} else
+				fail("berthd ended the answer without the "
+				    "command's end");
 			end = 1;
 		}
 	}
