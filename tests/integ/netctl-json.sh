@@ -76,6 +76,9 @@ j 1 sandbox console js-1
 like "an external sandbox has no console" "$(doc 'j["error"]["message"]')" 'has no console'
 j 1 sandbox exec js-1 -- true
 like "an external sandbox runs no commands" "$(doc 'j["error"]["message"]')" 'not a VM|VM-backed|external'
+j 1 sandbox fork js-1 js-f
+like "an external sandbox has no VM to fork" "$(doc 'j["error"]["message"]')" 'not a microVM'
+j 2 sandbox fork js-1
 echo x >"$T/cpin"
 j 1 sandbox cp "$T/cpin" js-1:/tmp/x
 like "an external sandbox holds no files" "$(doc 'j["error"]["message"]')" 'not a VM-backed sandbox'
