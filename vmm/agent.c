@@ -20,9 +20,6 @@
 int
 vmm_agent_connect(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
-	char p[PATH_MAX];
-	int fd, rc;
-
 	if (sb->tpl.agent == NULL) {
 		snprintf(err, errlen, "sandbox %s: its template has no guest "
 		    "agent (built before berth had one: recreate the sandbox "
@@ -34,6 +31,17 @@ vmm_agent_connect(struct vmm_sandbox *sb, char *err, size_t errlen)
 		    vmm_state_name(sb->state));
 		return -EAGAIN;
 	}
+	return vmm_agent_socket(sb, err, errlen);
+}
+
+/* The agent's socket connected and checked, whatever the state (a clone
+ * being given its identity is still creating). */
+int
+vmm_agent_socket(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+	int fd, rc;
+
 	if ((rc = vmm_path(sb, "agent.sock", p, sizeof(p))) < 0) {
 		snprintf(err, errlen, "sandbox %s: agent socket path too long",
 		    sb->id);

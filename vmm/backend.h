@@ -202,6 +202,9 @@ int vmm_ident_start(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
 int vmm_ident_start_warm(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
     char *err, size_t errlen);
 void vmm_ident_cancel(struct vmm_sandbox *sb);
+/* agent.c: the agent's socket of sb, connected and checked (SO_PEERCRED
+ * when jailed), in any state: fd or -errno with err */
+int vmm_agent_socket(struct vmm_sandbox *sb, char *err, size_t errlen);
 
 /* ---- ready snapshots (ready.c) ---- */
 

@@ -27,7 +27,6 @@
 #include "backend.h"
 #include "guest/agent_proto.h"
 #include "nc_link.h"
-#include "qmp.h"
 #include "vmm.h"
 
 #define IDENT_CHAN 1
@@ -364,20 +363,10 @@ static int
 ident_connect(struct vmm_ident *id, char *err, size_t errlen)
 {
 	struct vmm_sandbox *sb = id->sb;
-	char p[PATH_MAX];
-	int fd, rc;
+	int fd;
 
-	if ((rc = vmm_path(sb, "agent.sock", p, sizeof(p))) < 0) {
-		snprintf(err, errlen, "agent socket path too long");
-		return rc;
-	}
-	if ((fd = vmm_qmp_connect_unix(p, err, errlen)) < 0)
+	if ((fd = vmm_agent_socket(sb, err, errlen)) < 0)
 		return fd;
-	if (sb->jailed && sb->uid != 0 &&
-	    (rc = vmm_qmp_peer_is(fd, sb->uid, err, errlen)) < 0) {
-		close(fd);
-		return rc;
-	}
 	id->fd = fd;
 	id->rd = event_new(sb->m->base, fd, EV_READ | EV_PERSIST,
 	    ident_readable, id);

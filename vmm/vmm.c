@@ -1458,6 +1458,26 @@ net_setup(struct vmm_sandbox *sb, char *err, size_t errlen)
 	return nc_link_neigh_set(sb->tap, sb->guest_ip, sb->mac, err, errlen);
 }
 
+/* An operation refused at once, after its waiter was added: no event
+ * (the caller has the error), the state it had; rc passed on. */
+static int
+op_refused(struct vmm_sandbox *sb, enum vmm_state st, int rc)
+{
+	struct vmm_waiter *w = sb->waiters;
+
+	sb->waiters = NULL;
+	sb->busy = 0;
+	if (sb->state != st)
+		set_state(sb, st);
+	while (w != NULL) {
+		struct vmm_waiter *n = w->next;
+
+		free(w);
+		w = n;
+	}
+	return rc;
+}
+
 static int
 op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
     vmm_done_cb cb, void *arg, char *err, size_t errlen)
@@ -1577,22 +1597,8 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		break;
 	}
 out:
-	if (rc < 0) {
-		struct vmm_waiter *w = sb->waiters;
-
-		/* Refused at once: no event, the caller has the error. */
-		sb->waiters = NULL;
-		sb->busy = 0;
-		if (sb->state != st)
-			set_state(sb, st);
-		while (w != NULL) {
-			struct vmm_waiter *n = w->next;
-
-			free(w);
-			w = n;
-		}
-		return rc;
-	}
+	if (rc < 0)
+		return op_refused(sb, st, rc);
 	if (sb->idle_ev != NULL)
 		event_del(sb->idle_ev);
 	return 0;
@@ -1614,19 +1620,8 @@ vmm_fork_begin(struct vmm_sandbox *sb, const char *layer, const char *stream,
 	sb->cause = "api";
 	sb->op_from = st;
 	sb->op_t0 = vmm_now_ms();
-	if ((rc = sb->m->be->capture(sb, layer, stream, err, errlen)) < 0) {
-		struct vmm_waiter *w = sb->waiters;
-
-		sb->waiters = NULL;
-		sb->busy = 0;
-		while (w != NULL) {
-			struct vmm_waiter *n = w->next;
-
-			free(w);
-			w = n;
-		}
-		return rc;
-	}
+	if ((rc = sb->m->be->capture(sb, layer, stream, err, errlen)) < 0)
+		return op_refused(sb, st, rc);
 	if (sb->idle_ev != NULL)
 		event_del(sb->idle_ev);
 	return 0;
