@@ -88,7 +88,7 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 			    c->ids[i], err);
 	}
 	(void)unlink(c->stream);	/* each fork holds a link */
-	c->cb(src, made > 0, made == c->n ? "" : src->reason, dur, forks, made,
+	c->cb(src, made > 0, made == c->n ? reason : src->reason, dur, forks, made,
 	    c->arg);
 	free(forks);
 	ctx_free(c);

@@ -107,6 +107,9 @@ struct qm {
 	char cap_layer[PATH_MAX], cap_stream[PATH_MAX], cap_top[PATH_MAX];
 	unsigned cap_gen;
 	int cap_switched;
+	int cap_migrating;	/* the migration is under way (cancel it) */
+	int cap_forced;		/* the downtime limit was raised */
+	uint64_t cap_t0, cap_t_stop;	/* migrate sent; the source stopped */
 	struct vmm_child *cap_watch;
 	int claim;		/* ... a pool member's (restored already) */
 	struct stat sb_snap;	/* the snapshot file it loaded */
@@ -1479,7 +1482,7 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 		qm_console_poll(-1, 0, q);
 	else if (q->op == QM_SUSPEND && q->step == 4)
 		(void)qm_cmd(q, "query-migrate", NULL);
-	else if (q->op == QM_CAPTURE && q->step == 8)
+	else if (q->op == QM_CAPTURE && (q->step == 7 || q->step == 10))
 		(void)qm_cmd(q, "query-migrate", NULL);
 	else if (q->op == QM_RESTORE && q->step == 3)
 		(void)qm_cmd(q, "query-status", NULL);
@@ -1491,8 +1494,12 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 static json_t *
 qm_caps(const struct vmm_sandbox *sb, int out)
 {
+	if (out)	/* a fork's capture may have set the pause */
+		return json_pack("{s:[{s:s,s:b},{s:s,s:b}]}", "capabilities",
+		    "capability", "x-ignore-shared", "state", !sb->ram_shared,
+		    "capability", "pause-before-switchover", "state", 0);
 	return json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability",
-	    "x-ignore-shared", "state", out ? !sb->ram_shared : !sb->snap_ram);
+	    "x-ignore-shared", "state", !sb->snap_ram);
 }
 
 /* The snapshot is whole: cat wrote it without error and it starts with
@@ -2048,9 +2055,12 @@ restore_fail:
 
 /* ---- capture: the state a fork starts from ---- */
 
-/* A capture that cannot finish: what it made goes; a source that ran
- * runs on (on its new top if the switch happened: consistent either
- * way). */
+/*
+ * A capture that cannot finish: what it made goes; a migration under
+ * way is cancelled (QEMU restarts a source it stopped); a source that
+ * ran runs on (on its new top if the switch happened: consistent either
+ * way), and query-status says so before the answer.
+ */
 static void
 qm_cap_fail(struct qm *q, const char *why)
 {
@@ -2061,6 +2071,15 @@ qm_cap_fail(struct qm *q, const char *why)
 	if (!q->cap_switched)
 		(void)unlink(q->cap_top);
 	snprintf(sb->reason, sizeof(sb->reason), "%s", why);
+	if (q->cap_migrating) {
+		q->cap_migrating = 0;
+		q->step = 99;
+		if (vmm_qmp_command(q->qmp, "migrate_cancel", NULL, qm_reply,
+		    q, err, sizeof(err)) == 0)
+			return;
+		qm_kill_now(q, err);
+		return;
+	}
 	if (q->was_running) {
 		q->step = 100;		/* cont, then the failure */
 		if (vmm_qmp_command(q->qmp, "cont", NULL, qm_reply, q, err,
@@ -2095,6 +2114,23 @@ qm_cap_imgdone(pid_t pid, int status, void *arg)
 	qm_step(q, NULL, NULL);
 }
 
+/*
+ * The capture is a live migration into the stream file: the source runs
+ * while its RAM is copied (pages it dirties are sent again), QEMU stops
+ * it only for the last pages and the devices. pause-before-switchover
+ * holds the migration at that stop ("pre-switchover"), and there, with
+ * the guest stopped and its I/O drained, the disk's top is switched: the
+ * frozen layer and the RAM in the stream are of the same instant. Then
+ * the rest of the stream is written and the source continues. The pause
+ * is that last part only; it is reported as "source paused N ms".
+ *
+ * A guest that dirties memory faster than the stream takes it would
+ * never converge: after VMM_CAP_CONVERGE_MS the allowed downtime is
+ * raised so the copy ends (a longer pause, not an endless capture).
+ */
+#define VMM_CAP_CONVERGE_MS	3000
+#define VMM_CAP_DOWNTIME_MS	100
+
 static void
 qm_capture_step(struct qm *q, json_t *ret, const char *error)
 {
@@ -2106,24 +2142,14 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 	snprintf(node, sizeof(node), "top%u", q->cap_gen);
 	snprintf(fdset, sizeof(fdset), "/dev/fdset/%u", 100 + q->cap_gen);
 	switch (q->step) {
-	case 0:
-		q->step = 1;
-		if (q->was_running) {
-			(void)qm_cmd(q, "stop", NULL);
-			return;
-		}
-		/* fall through */
-	case 1: {
+	case 0: {
 		char size[32], logp[PATH_MAX];
 		char *argv[] = { "qemu-img", "create", "-q", "-u", "-f",
 		    "qcow2", "-F", "qcow2", "-b", q->cap_layer, q->cap_top,
 		    size, NULL };
 		pid_t pid;
 
-		if (ret == NULL && q->was_running) {
-			qm_donef(q, 0, VMM_RUNNING, "fork: stop: %s", error);
-			return;
-		}
+		q->step = 1;
 		snprintf(size, sizeof(size), "%uM", sb->disk_mib);
 		(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
 		if ((pid = vmm_spawn(argv, logp, 0, 0, why, sizeof(why))) < 0 ||
@@ -2166,23 +2192,19 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		if (ret == NULL)
 			goto fail;
 		q->step = 5;
-		(void)qm_cmd(q, "blockdev-snapshot", json_pack("{s:s, s:s}",
-		    "node", "d0", "overlay", node));
+		(void)qm_cmd(q, "migrate-set-capabilities", json_pack(
+		    "{s:[{s:s,s:b},{s:s,s:b}]}", "capabilities", "capability",
+		    "x-ignore-shared", "state", 0, "capability",
+		    "pause-before-switchover", "state", 1));
 		return;
 	case 5:
 		if (ret == NULL)
 			goto fail;
-		/* The source writes to its new top from here on; the old
-		 * one is frozen: the fork's base. */
-		q->cap_switched = 1;
-		snprintf(sb->disk, sizeof(sb->disk), "%s", q->cap_top);
-		sb->layered = 1;
-		sb->layer_gen = q->cap_gen;
-		vmm_meta_save(sb);
 		q->step = 6;
-		(void)qm_cmd(q, "migrate-set-capabilities", json_pack(
-		    "{s:[{s:s,s:b}]}", "capabilities", "capability",
-		    "x-ignore-shared", "state", 0));
+		/* the stream is a local file: no bandwidth cap */
+		(void)qm_cmd(q, "migrate-set-parameters", json_pack("{s:I, s:I}",
+		    "max-bandwidth", (json_int_t)1 << 40, "downtime-limit",
+		    (json_int_t)VMM_CAP_DOWNTIME_MS));
 		return;
 	case 6:
 		if (ret == NULL)
@@ -2194,25 +2216,48 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			qm_cap_fail(q, why);
 			return;
 		}
+		q->cap_t0 = vmm_now_ms();
+		q->cap_forced = 0;
+		q->cap_migrating = 1;
 		(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
 		return;
-	case 7:
+	case 7:		/* migrate answered, or a query-migrate */
+	case 10:
 		if (ret == NULL)
 			goto fail;
-		q->step = 8;
-		(void)qm_cmd(q, "query-migrate", NULL);
-		return;
-	case 8:
-		if (ret == NULL)
-			goto fail;
-		s = json_string_value(json_object_get(ret, "status"));
-		if (s == NULL || strcmp(s, "setup") == 0 ||
-		    strcmp(s, "active") == 0 || strcmp(s, "device") == 0 ||
-		    strcmp(s, "pre-switchover") == 0) {
+		if (json_object_get(ret, "status") == NULL &&
+		    q->step == 7) {
+			/* migrate's own (empty) answer */
 			qm_timer(q, q->poll_ev, QM_POLL_MS);
 			return;
 		}
-		if (strcmp(s, "completed") != 0) {
+		s = json_string_value(json_object_get(ret, "status"));
+		if (q->step == 7 && s != NULL &&
+		    strcmp(s, "pre-switchover") == 0) {
+			/* stopped, I/O drained: switch the disk's top */
+			q->cap_t_stop = vmm_now_ms();
+			q->step = 8;
+			(void)qm_cmd(q, "blockdev-snapshot", json_pack(
+			    "{s:s, s:s}", "node", "d0", "overlay", node));
+			return;
+		}
+		if (s == NULL || strcmp(s, "setup") == 0 ||
+		    strcmp(s, "active") == 0 || strcmp(s, "device") == 0 ||
+		    strcmp(s, "pre-switchover") == 0) {
+			if (q->step == 7 && !q->cap_forced &&
+			    vmm_now_ms() - q->cap_t0 > VMM_CAP_CONVERGE_MS) {
+				q->cap_forced = 1;
+				q->step = 70;
+				(void)qm_cmd(q, "migrate-set-parameters",
+				    json_pack("{s:I}", "downtime-limit",
+				    (json_int_t)60000));
+				return;
+			}
+			qm_timer(q, q->poll_ev, QM_POLL_MS);
+			return;
+		}
+		q->cap_migrating = 0;
+		if (strcmp(s, "completed") != 0 || q->step != 10) {
 			snprintf(why, sizeof(why), "fork: capture %s", s);
 			qm_cap_fail(q, why);
 			return;
@@ -2235,24 +2280,60 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			qm_done(q, 1, VMM_PAUSED, "");
 			return;
 		}
-		q->step = 9;
+		q->step = 11;
 		(void)qm_cmd(q, "cont", NULL);
 		return;
+	case 70:	/* the downtime raised: poll on */
+		if (ret == NULL)
+			goto fail;
+		q->step = 7;
+		qm_timer(q, q->poll_ev, QM_POLL_MS);
+		return;
+	case 8:
+		if (ret == NULL)
+			goto fail;
+		/* The source writes to its new top from here on; the old
+		 * one is frozen: the fork's base. */
+		q->cap_switched = 1;
+		snprintf(sb->disk, sizeof(sb->disk), "%s", q->cap_top);
+		sb->layered = 1;
+		sb->layer_gen = q->cap_gen;
+		vmm_meta_save(sb);
+		q->step = 9;
+		(void)qm_cmd(q, "migrate-continue", json_pack("{s:s}", "state",
+		    "pre-switchover"));
+		return;
 	case 9:
+		if (ret == NULL)
+			goto fail;
+		q->step = 10;
+		qm_timer(q, q->poll_ev, QM_POLL_MS);
+		return;
+	case 11:
 		if (ret == NULL) {
 			qm_donef(q, 0, VMM_FAILED, "fork: cont: %s", error);
 			return;
 		}
-		qm_done(q, 1, VMM_RUNNING, "");
+		qm_donef(q, 1, VMM_RUNNING, "source paused %llu ms",
+		    (unsigned long long)(vmm_now_ms() - q->cap_t_stop));
 		return;
-	case 100:	/* cont after a failed capture */
-		if (ret == NULL) {
-			qm_donef(q, 0, VMM_FAILED, "%s; then cont: %s",
-			    sb->reason, error);
-			return;
-		}
+	case 99:	/* migrate_cancel answered: QEMU restarts the source */
+		q->step = 100;
+		(void)qm_cmd(q, "cont", NULL);
+		return;
+	case 100:	/* cont after a failed capture (its answer aside) */
+		q->step = 101;
+		(void)qm_cmd(q, "query-status", NULL);
+		return;
+	case 101:
 		snprintf(why, sizeof(why), "%s", sb->reason);
-		qm_done(q, 0, VMM_RUNNING, why);
+		if (ret != NULL && json_is_true(json_object_get(ret, "running")))
+			qm_done(q, 0, VMM_RUNNING, why);
+		else if (ret != NULL && !q->was_running)
+			qm_done(q, 0, VMM_PAUSED, why);
+		else
+			qm_donef(q, 0, VMM_FAILED, "%s; then the source did not "
+			    "run on%s%s", why, error ? ": " : "", error ? error : "");
 		return;
 	}
 	return;
@@ -2272,7 +2353,7 @@ qm_capture(struct vmm_sandbox *sb, const char *layer, const char *stream,
 		return rc;
 	q->op = QM_CAPTURE;
 	q->step = 0;
-	q->cap_switched = 0;
+	q->cap_switched = q->cap_migrating = 0;
 	q->was_running = sb->state == VMM_RUNNING;
 	q->cap_gen = sb->layer_gen + 1;
 	snprintf(q->cap_layer, sizeof(q->cap_layer), "%s", layer);
