@@ -82,10 +82,28 @@ static const struct tool tools[] = {
 	  "they are now (files, running processes) with an identity of its "
 	  "own and the sandbox's egress rules; returns each fork's token "
 	  "(shown once). The forks are creating for a few seconds; "
-	  "sandbox_status says when one runs.",
+	  "sandbox_status says when one runs. With checkpoint, they start "
+	  "from that checkpoint of the sandbox instead.",
 	  "{\"type\":\"object\",\"properties\":{" SB ",\"ids\":{\"type\":"
 	  "\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
-	  "\"maxItems\":100}},\"required\":[\"ids\"]}" },
+	  "\"maxItems\":100},\"checkpoint\":{\"type\":\"string\"}},"
+	  "\"required\":[\"ids\"]}" },
+	{ "checkpoint_sandbox", "Keep the sandbox's memory and disk as they "
+	  "are now under a name (it pauses briefly and runs on); "
+	  "restore_checkpoint goes back to it.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"name\":{\"type\":"
+	  "\"string\"}},\"required\":[\"name\"]}" },
+	{ "list_checkpoints", "List the sandbox's checkpoints with their "
+	  "size on disk.",
+	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
+	{ "restore_checkpoint", "Put the sandbox back to a checkpoint, in "
+	  "place: files and processes as they were then; what happened since "
+	  "is gone. Answers once it runs.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"name\":{\"type\":"
+	  "\"string\"}},\"required\":[\"name\"]}" },
+	{ "remove_checkpoint", "Remove a checkpoint of the sandbox.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"name\":{\"type\":"
+	  "\"string\"}},\"required\":[\"name\"]}" },
 	{ "pause", "Pause the sandbox (memory kept).",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 	{ "resume", "Resume a paused or suspended sandbox.",
@@ -770,11 +788,41 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 			return tool_result("ids is required: an array of new "
 			    "sandbox ids", 1);
 		body = json_pack("{s:O}", "ids", ids);
+		if ((v = json_string_value(json_object_get(args,
+		    "checkpoint"))) != NULL)
+			json_object_set_new(body, "checkpoint", json_string(v));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s/fork", sb);
 		cli_timeout_secs = 600;
 		res = api_result(t, "POST", target, body, NULL);
 		json_decref(body);
 		return res;
+	}
+	if (strcmp(name, "checkpoint_sandbox") == 0 ||
+	    strcmp(name, "restore_checkpoint") == 0 ||
+	    strcmp(name, "remove_checkpoint") == 0) {
+		if ((v = json_string_value(json_object_get(args, "name"))) ==
+		    NULL)
+			return tool_result("name is required: a checkpoint "
+			    "name", 1);
+		cli_pct_encode(v, "-._", enc, sizeof(enc));
+		cli_timeout_secs = 600;
+		if (name[1] == 'e' && name[2] == 'm') {	/* remove_ */
+			snprintf(target, sizeof(target),
+			    "/v1/sandboxes/%s/checkpoints/%s", sb, enc);
+			return api_result(t, "DELETE", target, NULL, NULL);
+		}
+		body = json_pack("{s:s}", name[0] == 'c' ? "name" : "checkpoint",
+		    v);
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", sb,
+		    name[0] == 'c' ? "checkpoints" : "restore");
+		res = api_result(t, "POST", target, body, NULL);
+		json_decref(body);
+		return res;
+	}
+	if (strcmp(name, "list_checkpoints") == 0) {
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/checkpoints",
+		    sb);
+		return api_result(t, "GET", target, NULL, NULL);
 	}
 	if (strcmp(name, "sandbox_status") == 0) {
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s", sb);

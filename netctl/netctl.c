@@ -99,7 +99,8 @@ enum {
 #define O_RECURSIVE	(1ULL << 38)
 #define O_OVERWRITE	(1ULL << 39)
 #define O_LENGTH	(1ULL << 40)
-#define O_LAST		O_LENGTH
+#define O_FROM		(1ULL << 41)
+#define O_LAST		O_FROM
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
@@ -111,7 +112,7 @@ enum { OPT_MAX_RULES = 256, OPT_CONN_LIMIT, OPT_NEW_CONN_RATE, OPT_FOLLOW,
 	OPT_IDLE_PAUSE, OPT_IDLE_SUSPEND, OPT_MAX_LIFETIME, OPT_ENV, OPT_CWD,
 	OPT_TIMEOUT, OPT_USER, OPT_TTY, OPT_DETACH, OPT_KEEP_AWAKE, OPT_RING,
 	OPT_SIGNAL, OPT_OFFSET, OPT_LIMIT, OPT_MODE, OPT_OVERWRITE,
-	OPT_LENGTH };	/* --parents and --recursive are -p and -r */
+	OPT_LENGTH, OPT_FROM };	/* --parents and --recursive are -p and -r */
 
 #define MAX_RULE_OPTS 64
 
@@ -144,6 +145,7 @@ struct opts {
 	int tty;
 	const char *ring, *signal, *offset;
 	const char *limit, *mode, *length;
+	const char *from;
 };
 
 struct cmd;
@@ -562,6 +564,192 @@ c_sandbox_fork(const struct cmd *c, struct opts *o, char **a, int n)
 	return rc;
 }
 
+static int
+check_name(const char *what, const char *name)
+{
+	if (px_valid_sandbox_id(name, strlen(name)))
+		return 0;
+	fail("invalid %s name '%s': use 1-%d lower-case letters, digits or "
+	    "'-', starting with a letter or digit", what, name,
+	    PX_SANDBOX_ID_MAX);
+	return -1;
+}
+
+/* 1.5 GiB, 312 MiB, 4.0 KiB: a size for people (static buffer) */
+static const char *
+human_bytes(json_int_t v)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	static char buf[32];
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1024 && u < 4) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, sizeof(buf), "%lld B", (long long)v);
+	else
+		snprintf(buf, sizeof(buf), d < 10 ? "%.1f %s" : "%.0f %s", d,
+		    unit[u]);
+	return buf;
+}
+
+static int delete_one(struct opts *, const char *, const char *, json_t *);
+
+/* netctl sandbox create NEW --from ID:NAME: a fork of that checkpoint
+ * (the API's fork with "checkpoint"), waited for until it runs. */
+static int
+sandbox_from(struct opts *o, const char *id)
+{
+	char src[PX_SANDBOX_ID_MAX + 1], target[128];
+	const char *colon = strchr(o->from, ':');
+	json_t *body, *doc = NULL, *f;
+	int rc;
+
+	if (o->given & (O_VM_ONLY | O_ADDRESS)) {
+		fail("--from: the sandbox is made from the checkpoint, with its "
+		    "template and sizes; --address, --memory, --vcpus, --disk, "
+		    "--template and the idle options do not apply");
+		return EXIT_USAGE;
+	}
+	if (colon == NULL || colon == o->from ||
+	    (size_t)(colon - o->from) > PX_SANDBOX_ID_MAX ||
+	    !px_valid_sandbox_id(colon + 1, strlen(colon + 1))) {
+		fail("--from: expected <sandbox>:<checkpoint>, not '%s'",
+		    o->from);
+		return EXIT_USAGE;
+	}
+	snprintf(src, sizeof(src), "%.*s", (int)(colon - o->from), o->from);
+	if (check_id(src) == -1)
+		return EXIT_USAGE;
+	body = json_pack("{s:[s], s:s}", "ids", id, "checkpoint", colon + 1);
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/fork", src);
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	if (rc != EXIT_OK) {
+		if (doc != NULL)
+			out_set(doc);
+		return rc;
+	}
+	f = json_array_get(json_object_get(doc, "forks"), 0);
+	if (f == NULL) {
+		fail("berthd's answer names no new sandbox");
+		json_decref(doc);
+		return EXIT_REFUSED;
+	}
+	rc = wait_created(o, id, &f);
+	if (!o->json)
+		printf("sandbox %s created from checkpoint %s of %s (%s, %s)\n"
+		    "token: %s\n# its token (id %s) is shown only now\n", id,
+		    colon + 1, src, jstr(f, "address"), jstr(f, "state"),
+		    jstr(f, "token"), jstr(f, "token_id"));
+	out_set(doc);
+	return rc;
+}
+
+/* netctl sandbox checkpoint ID NAME: taken, then its size printed. */
+static int
+c_sandbox_checkpoint(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *body, *doc = NULL;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_name("checkpoint", a[1]) == -1)
+		return EXIT_USAGE;
+	body = json_pack("{s:s}", "name", a[1]);
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/checkpoints", a[0]);
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("checkpoint %s of sandbox %s taken: %s on disk%s%s\n",
+		    a[1], a[0], human_bytes(json_integer_value(json_object_get(
+		    doc, "size_bytes"))), jstr(doc, "detail")[0] != '-' ?
+		    "; " : "", jstr(doc, "detail")[0] != '-' ?
+		    jstr(doc, "detail") : "");
+	out_set(doc);
+	return rc;
+}
+
+/* netctl checkpoint ls ID */
+static int
+c_checkpoint_ls(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *doc = NULL, *k;
+	size_t i;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/checkpoints", a[0]);
+	rc = call(o, "GET", target, NULL, &doc);
+	if (rc == EXIT_OK && !o->json) {
+		printf("%-24s %-20s %10s\n", "NAME", "CREATED", "SIZE");
+		json_array_foreach(json_object_get(doc, "checkpoints"), i, k) {
+			char when[32];
+			time_t t = (time_t)json_integer_value(json_object_get(k,
+			    "created"));
+			struct tm tm;
+
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S",
+			    gmtime_r(&t, &tm));
+			printf("%-24s %-20s %10s\n", jstr(k, "name"), when,
+			    human_bytes(json_integer_value(json_object_get(k,
+			    "size_bytes"))));
+		}
+	}
+	out_set(doc);
+	return rc;
+}
+
+/* netctl checkpoint rm ID NAME */
+static int
+c_checkpoint_rm(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[192], done[192];
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_name("checkpoint", a[1]) == -1)
+		return EXIT_USAGE;
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/checkpoints/%s",
+	    a[0], a[1]);
+	snprintf(done, sizeof(done), "checkpoint %s of sandbox %s removed",
+	    a[1], a[0]);
+	return delete_one(o, target, done, json_pack("{s:s, s:s}", "sandbox",
+	    a[0], "removed", a[1]));
+}
+
+/* netctl sandbox restore ID NAME: back to the checkpoint, running. */
+static int
+c_sandbox_restore(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *body, *doc = NULL;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1 || check_name("checkpoint", a[1]) == -1)
+		return EXIT_USAGE;
+	body = json_pack("{s:s}", "checkpoint", a[1]);
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/restore", a[0]);
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("sandbox %s restored to checkpoint %s (%s)\n", a[0], a[1],
+		    jstr(doc, "state"));
+	out_set(doc);
+	return rc;
+}
+
 /* A size option: a whole number from 1 up (berthd checks the range). */
 static int
 size_arg(const char *opt, const char *s, json_t *body, const char *key)
@@ -644,6 +832,8 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
+	if (o->from != NULL)
+		return sandbox_from(o, a[0]);
 	if (o->address != NULL && !px_valid_ip(o->address)) {
 		fail("--address: not an IP address: '%s'", o->address);
 		return EXIT_USAGE;
@@ -3275,7 +3465,7 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "create", "add", "<id> [--address <ip>] [--memory MiB] "
 	  "[--vcpus N] [--disk MiB] [--template NAME] [--idle-pause D|never] "
 	  "[--idle-suspend D|never] [--max-lifetime D|never]", 1, 1,
-	  O_ADDRESS | O_VM_ONLY, c_sandbox_add,
+	  O_ADDRESS | O_VM_ONLY | O_FROM, c_sandbox_add,
 	  "Create a sandbox: a microVM (waits until it runs), or with --address,\n"
 	  "register an externally managed one (a container or another host)\n"
 	  "reachable at <ip>. A microVM gets --memory MiB of RAM, --vcpus\n"
@@ -3297,6 +3487,25 @@ static const struct cmd cmds[] = {
 	  "limits and egress rules, not its ports or tokens. The source pauses\n"
 	  "while its state is captured and runs on. Waits until the forks run;\n"
 	  "prints each one's token once." },
+	{ "sandbox", "checkpoint", NULL, "<id> <name>", 2, 2, 0,
+	  c_sandbox_checkpoint,
+	  "Keep the running or paused microVM sandbox's memory and disk as\n"
+	  "they are now under <name> (it pauses as briefly as for a fork and\n"
+	  "runs on). 'sandbox restore' goes back to it, 'sandbox create NEW\n"
+	  "--from <id>:<name>' makes a new sandbox from it; 'checkpoint ls'\n"
+	  "lists them with their size on disk. At most vm_max_checkpoints\n"
+	  "per sandbox (berth.conf); they go with the sandbox." },
+	{ "sandbox", "restore", NULL, "<id> <checkpoint>", 2, 2, 0,
+	  c_sandbox_restore,
+	  "Put the sandbox back to its checkpoint, in place: what it wrote\n"
+	  "and ran since is gone, its files and processes are as they were\n"
+	  "then; same id, address, ports and tokens. Waits until it runs." },
+	{ "checkpoint", "ls", "list", "<id>", 1, 1, 0, c_checkpoint_ls,
+	  "List a sandbox's checkpoints, oldest first, with their size on\n"
+	  "disk (the disk layer and memory each one keeps)." },
+	{ "checkpoint", "rm", "remove", "<id> <name>", 2, 2, 0, c_checkpoint_rm,
+	  "Remove a checkpoint; the disk layers only it kept are freed\n"
+	  "(sandboxes made from it keep theirs)." },
 	{ "sandbox", "set", NULL, "<id> [--idle-pause D|never|default] "
 	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default]",
 	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME, c_sandbox_set,
@@ -3680,6 +3889,7 @@ opt_name(uint64_t o)
 	case O_RECURSIVE: return "--recursive";
 	case O_OVERWRITE: return "--overwrite";
 	case O_LENGTH: return "--length";
+	case O_FROM: return "--from";
 	default: return "?";
 	}
 }
@@ -3772,6 +3982,7 @@ netctl_main(int argc, char **argv)
 		{ "recursive", no_argument, NULL, 'r' },
 		{ "overwrite", no_argument, NULL, OPT_OVERWRITE },
 		{ "length", required_argument, NULL, OPT_LENGTH },
+		{ "from", required_argument, NULL, OPT_FROM },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct opts o;
@@ -3967,6 +4178,10 @@ netctl_main(int argc, char **argv)
 		case OPT_LENGTH:
 			o.length = optarg;
 			o.given |= O_LENGTH;
+			break;
+		case OPT_FROM:
+			o.from = optarg;
+			o.given |= O_FROM;
 			break;
 		case 'd':
 		case 'w':

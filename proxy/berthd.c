@@ -1475,6 +1475,10 @@ main(int argc, char **argv)
 		hooks.vm_standby = px_vm_standby;
 		hooks.vm_template_mem = px_vm_template_mem;
 		hooks.vm_fork = px_vm_fork;
+		hooks.max_forks = P.cfg.vm_max_forks;
+		hooks.vm_checkpoint = px_vm_checkpoint;
+		hooks.vm_checkpoints = px_vm_checkpoints;
+		hooks.vm_checkpoint_rm = px_vm_checkpoint_rm;
 		hooks.vm_info = px_vm_info;
 		hooks.vm_console = px_vm_console;
 		hooks.lifecycle = px_vm_lifecycle;

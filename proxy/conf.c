@@ -70,6 +70,8 @@ px_config_defaults(struct px_config *c)
 	c->vm_jail = 1;
 	c->vm_ready_snapshot = 1;
 	c->vm_ready_pool = 1;
+	c->vm_max_forks = 16;
+	c->vm_max_checkpoints = 16;
 	c->http2 = 1;
 	c->vm_uid_base = 2100000000;
 	c->vm_uid_count = 65536;
@@ -819,6 +821,21 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (*end != '\0' || end == argv[1] || n < 0 || n > 64)
 				ERR("vm_ready_pool: expected a count between 0 and 64, got '%s'", argv[1]);
 			c->vm_ready_pool = (unsigned)n;
+		} else if (strcmp(argv[0], "vm_max_forks") == 0 ||
+		    strcmp(argv[0], "vm_max_checkpoints") == 0) {
+			int forks = argv[0][7] == 'f';
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || end == argv[1] || n < 1 ||
+			    n > (forks ? 100 : 256))
+				ERR("%s: expected a count between 1 and %d, got '%s'", argv[0], forks ? 100 : 256, argv[1]);
+			if (forks)
+				c->vm_max_forks = (unsigned)n;
+			else
+				c->vm_max_checkpoints = (unsigned)n;
 		} else if (strcmp(argv[0], "vm_ready_snapshot") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "on") == 0)

@@ -103,6 +103,8 @@ struct px_config {
 						 * at once per sandbox */
 	/* the VMM jail (libvmm's jail.c, cgroup.c) */
 	int		 vm_jail;		/* 1 (default) or 0 */
+	unsigned	 vm_max_forks;		/* new sandboxes per fork call */
+	unsigned	 vm_max_checkpoints;	/* per sandbox */
 	unsigned	 vm_ready_pool;		/* clones kept restored and
 						 * paused per ready snapshot
 						 * (1) */

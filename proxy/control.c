@@ -658,6 +658,20 @@ check_sandbox_id(struct req *r, const char *id)
 	return -1;
 }
 
+static int
+check_checkpoint_name(struct req *r, const char *field, const char *name)
+{
+	char buf[64];
+
+	if (name != NULL && px_valid_sandbox_id(name, strlen(name)))
+		return 0;
+	reply_error(r, 400, NULL, field, "%s: '%s' (1-%d lower-case letters, "
+	    "digits or '-', not starting with '-')", name == NULL ?
+	    "required: a checkpoint name" : "not a valid checkpoint name",
+	    shown(buf, sizeof(buf), name ? name : ""), PX_SANDBOX_ID_MAX);
+	return -1;
+}
+
 /* ---- handlers ---- */
 
 static void
@@ -1504,6 +1518,7 @@ struct pending {
 	int64_t t0;
 	char id[PX_SANDBOX_ID_MAX + 1];
 	char op[16];
+	char name[PX_SANDBOX_ID_MAX + 1];	/* a checkpoint's */
 };
 
 static void conn_read(struct bufferevent *, void *);
@@ -1522,6 +1537,43 @@ conn_resume(struct conn *c)
 	else
 		conn_read(c->bev, c);
 }
+static json_t *
+checkpoint_json(const char *id, const struct px_checkpoint *k)
+{
+	return json_pack("{s:s, s:s, s:I, s:I}", "sandbox", id, "name",
+	    k->name, "created", (json_int_t)k->created, "size_bytes",
+	    (json_int_t)k->bytes);
+}
+
+/* 201 with the checkpoint just taken (and how long the sandbox paused) */
+static void
+reply_checkpoint(struct px_control *ctl, struct req *r, const char *id,
+    const char *name, const char *detail)
+{
+	static struct px_checkpoint list[PX_CHECKPOINTS_MAX];
+	char err[256];
+	json_t *doc;
+	int n, i;
+
+	if ((n = ctl->hooks.vm_checkpoints(id, list, PX_CHECKPOINTS_MAX, err,
+	    sizeof(err), ctl->hooks.arg)) < 0) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		return;
+	}
+	for (i = 0; i < n && i < PX_CHECKPOINTS_MAX; i++)
+		if (strcmp(list[i].name, name) == 0)
+			break;
+	if (i == n || i == PX_CHECKPOINTS_MAX) {
+		reply_error(r, 500, NULL, NULL, "checkpoint '%s' of sandbox '%s' "
+		    "was taken but is not listed", name, id);
+		return;
+	}
+	doc = checkpoint_json(id, &list[i]);
+	if (detail != NULL && detail[0] != '\0')
+		json_object_set_new(doc, "detail", json_string(detail));
+	reply_json(r, 201, doc);
+}
+
 static void
 lifecycle_done(void *arg, int ok, const char *reason)
 {
@@ -1549,6 +1601,8 @@ lifecycle_done(void *arg, int ok, const char *reason)
 	if (!ok)
 		reply_error(&r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
 		    p->op, p->id, reason ? reason : "unknown error");
+	else if (strcmp(p->op, "checkpoint") == 0)
+		reply_checkpoint(ctl, &r, p->id, p->name, reason);
 	else if (px_store_sandbox_get(ctl->store, p->id, &sb, err, sizeof(err)) !=
 	    PX_STORE_OK)
 		reply_error(&r, 500, NULL, NULL, "state store: %s", err);
@@ -1556,6 +1610,40 @@ lifecycle_done(void *arg, int ok, const char *reason)
 		reply_json(&r, 200, sandbox_json(ctl, &sb));
 	free(p);
 	conn_resume(c);
+}
+
+/* An answer that comes later (lifecycle_done): read no further request
+ * on this connection meanwhile, so answers stay in order. A boot may take
+ * longer than the idle timeout: the client is not idle, we are. NULL
+ * (answered) when out of memory. */
+static struct pending *
+pending_new(struct req *r, const char *id, const char *op)
+{
+	struct pending *p;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		reply_error(r, 503, NULL, NULL, "out of memory");
+		return NULL;
+	}
+	p->ctl = r->c->ctl;
+	p->c = r->c;
+	p->serial = r->c->serial;
+	p->method = r->method;
+	p->t0 = now_ms();
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	snprintf(p->op, sizeof(p->op), "%s", op);
+	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	return p;
+}
+
+/* The operation did not start after all: the connection reads on. */
+static void
+pending_drop(struct req *r, struct pending *p)
+{
+	r->c->waiting = 0;
+	bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
+	free(p);
 }
 
 static void
@@ -1601,28 +1689,12 @@ h_lifecycle(struct req *r, const char *id, const char *op)
 		    "restart it to boot it anew", id, sb.state, id);
 		return;
 	}
-	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		reply_error(r, 503, NULL, NULL, "out of memory");
+	if ((p = pending_new(r, id, op)) == NULL)
 		return;
-	}
-	p->ctl = ctl;
-	p->c = r->c;
-	p->serial = r->c->serial;
-	p->method = r->method;
-	p->t0 = now_ms();
-	snprintf(p->id, sizeof(p->id), "%s", id);
-	snprintf(p->op, sizeof(p->op), "%s", op);
-	/* The answer comes later: read no further request on this
-	 * connection meanwhile, so answers stay in order. A boot may take
-	 * longer than the idle timeout: the client is not idle, we are. */
-	r->c->waiting = 1;
-	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
 	rc = ctl->hooks.lifecycle(id, op, lifecycle_done, p, err, sizeof(err),
 	    ctl->hooks.arg);
 	if (rc != 0) {
-		r->c->waiting = 0;
-		bufferevent_set_timeouts(r->c->bev, &ctl_idle, &ctl_idle);
-		free(p);
+		pending_drop(r, p);
 		record_event(ctl, id, op, "failed", err, 0);
 		reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
 		    op, id, err);
@@ -4668,12 +4740,17 @@ egress_collect(const struct px_egress_rule *rule, void *arg)
  * and rules; not its ports, not its tokens) and made by the VMM from the
  * source's captured state. 201 {"source", "forks": [{"id", "state",
  * "token", "token_id"}]}; the forks are "creating" until their VMs run.
+ * With "checkpoint": made from that checkpoint of the sandbox instead
+ * (the sandbox in any state; it is not touched): `create --from`.
  */
 static void
 h_sandbox_fork(struct req *r, const char *id)
 {
-	static const char *const fields[] = { "ids", NULL };
+	static const char *const fields[] = { "ids", "checkpoint", NULL };
 	struct px_control *ctl = r->c->ctl;
+	unsigned max = ctl->hooks.max_forks ? ctl->hooks.max_forks :
+	    PX_FORK_MAX;
+	const char *ckpt = NULL;
 	struct px_sandbox src, sb;
 	struct px_token tok;
 	struct egcopy eg;
@@ -4691,10 +4768,19 @@ h_sandbox_fork(struct req *r, const char *id)
 	arr = json_object_get(obj, "ids");
 	if (!json_is_array(arr) || (n = json_array_size(arr)) == 0 ||
 	    n > PX_FORK_MAX) {
-		reply_error(r, 400, NULL, "ids", "required: an array of 1 to %d "
-		    "new sandbox ids", PX_FORK_MAX);
+		reply_error(r, 400, NULL, "ids", "required: an array of 1 to %u "
+		    "new sandbox ids", max);
 		goto out;
 	}
+	if (n > max) {
+		reply_error(r, 400, NULL, "ids", "%zu new sandboxes in one call: "
+		    "vm_max_forks allows %u", n, max);
+		goto out;
+	}
+	if (json_object_get(obj, "checkpoint") != NULL &&
+	    check_checkpoint_name(r, "checkpoint", (ckpt = json_string_value(
+	    json_object_get(obj, "checkpoint")))) < 0)
+		goto out;
 	for (i = 0; i < n; i++) {
 		if ((ids[i] = json_string_value(json_array_get(arr, i))) ==
 		    NULL) {
@@ -4721,7 +4807,7 @@ h_sandbox_fork(struct req *r, const char *id)
 		    "of this berthd: nothing to fork", id);
 		goto out;
 	}
-	if (strcmp(src.state, PX_STATE_RUNNING) != 0 &&
+	if (ckpt == NULL && strcmp(src.state, PX_STATE_RUNNING) != 0 &&
 	    strcmp(src.state, "paused") != 0) {
 		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: only a "
 		    "running or paused sandbox can be forked", id, src.state);
@@ -4762,14 +4848,20 @@ h_sandbox_fork(struct req *r, const char *id)
 			goto undo;
 		}
 	}
-	if (ctl->hooks.vm_fork(id, ids, n, err, sizeof(err),
-	    ctl->hooks.arg) != 0) {
-		reply_error(r, 409, NULL, NULL, "cannot fork sandbox '%s': %s",
-		    id, err);
+	if ((rc = ctl->hooks.vm_fork(id, ids, n, ckpt, err, sizeof(err),
+	    ctl->hooks.arg)) != 0) {
+		if (rc == -2)
+			reply_error(r, 404, NULL, "checkpoint", "sandbox '%s' has "
+			    "no checkpoint '%s'", id, ckpt);
+		else
+			reply_error(r, 409, NULL, NULL, "cannot fork sandbox "
+			    "'%s': %s", id, err);
 		goto undo;
 	}
 	routes_changed(ctl);
 	doc = json_pack("{s:s, s:[]}", "source", id, "forks");
+	if (ckpt != NULL)
+		json_object_set_new(doc, "checkpoint", json_string(ckpt));
 	list = json_object_get(doc, "forks");
 	for (i = 0; i < n; i++)
 		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s}",
@@ -4787,6 +4879,146 @@ out:
 	free(eg.v);
 	OPENSSL_cleanse(secret, sizeof(secret));
 	json_decref(obj);
+}
+
+/* ---- checkpoints ---- */
+
+/* The VM-backed sandbox id as stored (into sb), or answered: 404, or
+ * 409 for one without a VM. */
+static int
+vm_sandbox_get(struct req *r, const char *id, struct px_sandbox *sb,
+    const char *what)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		reply_store(r, rc, NULL, err);
+		return -1;
+	}
+	if (sb->external || ctl->hooks.vm_checkpoint == NULL) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a microVM "
+		    "of this berthd: it has no %s", id, what);
+		return -1;
+	}
+	return 0;
+}
+
+/* GET /v1/sandboxes/{id}/checkpoints: {"sandbox", "checkpoints": [{name,
+ * created, size_bytes}]}, oldest first. */
+static void
+h_checkpoint_list(struct req *r, const char *id)
+{
+	static struct px_checkpoint list[PX_CHECKPOINTS_MAX];
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	char err[256];
+	json_t *doc, *arr;
+	int n, i;
+
+	if (vm_sandbox_get(r, id, &sb, "checkpoints") < 0)
+		return;
+	if ((n = ctl->hooks.vm_checkpoints(id, list, PX_CHECKPOINTS_MAX, err,
+	    sizeof(err), ctl->hooks.arg)) < 0) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		return;
+	}
+	doc = json_pack("{s:s, s:[]}", "sandbox", id, "checkpoints");
+	arr = json_object_get(doc, "checkpoints");
+	for (i = 0; i < n && i < PX_CHECKPOINTS_MAX; i++) {
+		json_t *k = checkpoint_json(id, &list[i]);
+
+		json_object_del(k, "sandbox");
+		json_array_append_new(arr, k);
+	}
+	reply_json(r, 200, doc);
+}
+
+/*
+ * POST /v1/sandboxes/{id}/checkpoints {"name"}: the running or paused
+ * sandbox's memory and disk kept under name (it pauses as for a fork);
+ * answered once taken: 201 {sandbox, name, created, size_bytes, detail}.
+ * POST /v1/sandboxes/{id}/restore {"checkpoint"}: the sandbox back to
+ * it, in place; answered once it runs: 200 with the sandbox.
+ */
+static void
+h_checkpoint_op(struct req *r, const char *id, const char *op)
+{
+	static const char *const take[] = { "name", NULL };
+	static const char *const restore[] = { "checkpoint", NULL };
+	int is_take = strcmp(op, "checkpoint") == 0;
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	struct pending *p;
+	const char *name;
+	char err[256] = "";
+	json_t *obj;
+	int rc;
+
+	if ((obj = body_object(r, is_take ? take : restore, 0)) == NULL)
+		return;
+	name = json_string_value(json_object_get(obj, is_take ? "name" :
+	    "checkpoint"));
+	if (check_checkpoint_name(r, is_take ? "name" : "checkpoint",
+	    name) < 0 || vm_sandbox_get(r, id, &sb, "checkpoints") < 0)
+		goto out;
+	if (is_take && strcmp(sb.state, PX_STATE_RUNNING) != 0 &&
+	    strcmp(sb.state, "paused") != 0) {
+		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: only a "
+		    "running or paused sandbox can be checkpointed", id,
+		    sb.state);
+		goto out;
+	}
+	if ((p = pending_new(r, id, op)) == NULL)
+		goto out;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	rc = ctl->hooks.vm_checkpoint(id, op, name, lifecycle_done, p, err,
+	    sizeof(err), ctl->hooks.arg);
+	if (rc != 0) {
+		pending_drop(r, p);
+		record_event(ctl, id, op, "refused", err, -1);
+		if (rc == -2)
+			reply_error(r, 404, NULL, "checkpoint", "sandbox '%s' has "
+			    "no checkpoint '%s'", id, name);
+		else if (rc == -3)
+			reply_error(r, 409, NULL, "name", "sandbox '%s' has a "
+			    "checkpoint '%s' already", id, name);
+		else
+			reply_error(r, 409, NULL, NULL, "%s of sandbox '%s': %s",
+			    op, id, err);
+	}
+out:
+	json_decref(obj);
+}
+
+/* DELETE /v1/sandboxes/{id}/checkpoints/{name}: 204; the layers only it
+ * kept go. */
+static void
+h_checkpoint_rm(struct req *r, const char *id, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	char err[256];
+	int rc;
+
+	if (check_checkpoint_name(r, "name", name) < 0 ||
+	    vm_sandbox_get(r, id, &sb, "checkpoints") < 0)
+		return;
+	rc = ctl->hooks.vm_checkpoint_rm(id, name, err, sizeof(err),
+	    ctl->hooks.arg);
+	if (rc == -2) {
+		reply_error(r, 404, NULL, NULL, "sandbox '%s' has no checkpoint "
+		    "'%s'", id, name);
+		return;
+	}
+	if (rc != 0) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		return;
+	}
+	record_event(ctl, id, "checkpoint-rm", "ok", name, 0);
+	reply_empty(r, 204);
 }
 
 /* ---- routing ---- */
@@ -4849,6 +5081,23 @@ route_sandbox_sub(struct req *r, const char *id)
 	} else if (r->nseg == 4 && strcmp(sub, "fork") == 0) {
 		if (r->method == HTTP_POST)
 			h_sandbox_fork(r, id);
+		else
+			not_allowed(r, "POST");
+	} else if (r->nseg == 4 && strcmp(sub, "checkpoints") == 0) {
+		if (is_get(r))
+			h_checkpoint_list(r, id);
+		else if (r->method == HTTP_POST)
+			h_checkpoint_op(r, id, "checkpoint");
+		else
+			not_allowed(r, "GET, HEAD, POST");
+	} else if (r->nseg == 5 && strcmp(sub, "checkpoints") == 0) {
+		if (r->method == HTTP_DELETE)
+			h_checkpoint_rm(r, id, r->seg[4]);
+		else
+			not_allowed(r, "DELETE");
+	} else if (r->nseg == 4 && strcmp(sub, "restore") == 0) {
+		if (r->method == HTTP_POST)
+			h_checkpoint_op(r, id, "restore");
 		else
 			not_allowed(r, "POST");
 	} else if (r->nseg == 4 && strcmp(sub, "exec") == 0) {

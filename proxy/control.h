@@ -175,6 +175,13 @@ struct json_t;
 
 /* What a new VM-backed sandbox asks for (POST /v1/sandboxes). */
 #define PX_FORK_MAX 100		/* new sandboxes per fork call */
+#define PX_CHECKPOINTS_MAX 256	/* listed per sandbox */
+
+struct px_checkpoint {
+	char name[41];			/* PX_SANDBOX_ID_MAX + 1 */
+	int64_t created;		/* Unix seconds */
+	uint64_t bytes;			/* its disk layer and state on disk */
+};
 
 struct px_vm_spec {
 	const char *template_name;	/* "default" or a registered name */
@@ -343,6 +350,25 @@ struct px_control_hooks {
 	 * "creating"); asynchronous as vm_create. 0, or -1 with err. NULL:
 	 * no forks. */
 	int (*vm_fork)(const char *sandbox, const char *const *ids, size_t n,
+	    const char *checkpoint, char *err, size_t errlen, void *arg);
+	/*
+	 * Checkpoints of a VM-backed sandbox. vm_checkpoint: op "checkpoint"
+	 * takes one named name, "restore" puts the sandbox back to it;
+	 * asynchronous as lifecycle. 0 when started; -1 with err, -2 no such
+	 * checkpoint, -3 the name exists, -4 the sandbox holds the most
+	 * checkpoints allowed. vm_checkpoints: the list (at most max), its
+	 * full length or -1 with err. vm_checkpoint_rm: 0, -1 with err, -2
+	 * no such checkpoint. NULL: 409.
+	 */
+	unsigned max_forks;		/* new sandboxes per fork call; 0:
+					 * PX_FORK_MAX */
+	int (*vm_checkpoint)(const char *sandbox, const char *op,
+	    const char *name, void (*done)(void *done_arg, int ok,
+	    const char *reason), void *done_arg, char *err, size_t errlen,
+	    void *arg);
+	int (*vm_checkpoints)(const char *sandbox, struct px_checkpoint *out,
+	    size_t max, char *err, size_t errlen, void *arg);
+	int (*vm_checkpoint_rm)(const char *sandbox, const char *name,
 	    char *err, size_t errlen, void *arg);
 	/* A VM-backed sandbox's idle limits changed (values as in
 	 * px_vm_spec). May be NULL. */

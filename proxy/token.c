@@ -195,6 +195,13 @@ px_token_authorize(const struct px_auth *a, const char *method,
 		return 0;
 	if (nseg == 4 && strcmp(seg[3], "watch") == 0 && get)
 		return 0;
+	/* its checkpoints: list, take, remove; and back to one. Not
+	 * fork or create --from: new sandboxes are the admin's. */
+	if (strcmp(seg[3], "checkpoints") == 0 && ((nseg == 4 && (get ||
+	    post)) || (nseg == 5 && strcmp(method, "DELETE") == 0)))
+		return 0;
+	if (nseg == 4 && strcmp(seg[3], "restore") == 0 && post)
+		return 0;
 	return deny(why, whylen, "a sandbox token cannot use '%s' on its "
 	    "sandbox", seg[3]);
 }

@@ -941,6 +941,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.standby_max = c->vm_standby;
 	vc.ready_snapshots = c->vm_ready_snapshot;
 	vc.ready_pool = c->vm_ready_pool;
+	vc.max_checkpoints = c->vm_max_checkpoints;
 	V.ready_on = c->vm_ready_snapshot;
 	vc.tap_prefix = c->tap_prefix;
 	if (c->vm_pool[0] != '\0') {
@@ -1219,19 +1220,111 @@ fork_captured(struct vmm_sandbox *src, int ok, const char *reason,
 }
 
 int
-px_vm_fork(const char *id, const char *const *ids, size_t n, char *err,
-    size_t errlen, void *arg)
+px_vm_fork(const char *id, const char *const *ids, size_t n,
+    const char *checkpoint, char *err, size_t errlen, void *arg)
 {
 	struct vmm_sandbox *sb;
+	int rc;
 
 	(void)arg;
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
 		snprintf(err, errlen, "no VM for sandbox %s", id);
 		return -1;
 	}
+	if (checkpoint != NULL) {
+		if ((rc = vmm_checkpoint_fork(sb, checkpoint, ids, n,
+		    fork_created, NULL, err, errlen)) < 0)
+			return rc == -ENOENT ? -2 : -1;
+		log_info("sandbox %s: %zu sandbox(es) made from its checkpoint "
+		    "%s", id, n, checkpoint);
+		return 0;
+	}
 	if (vmm_sandbox_fork(sb, ids, n, fork_captured, NULL, fork_created,
 	    NULL, err, errlen) < 0)
 		return -1;
+	return 0;
+}
+
+static void op_done(struct vmm_sandbox *, enum vmm_op, int, const char *,
+    uint64_t, void *);
+
+/* Control API hooks of checkpoints (control.h). */
+int
+px_vm_checkpoint(const char *id, const char *op, const char *name,
+    void (*done)(void *, int, const char *), void *done_arg, char *err,
+    size_t errlen, void *arg)
+{
+	struct vmm_sandbox *sb;
+	struct opctx *o;
+	int rc;
+
+	(void)arg;
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		snprintf(err, errlen, "the VMM has no sandbox '%s'", id);
+		return -1;
+	}
+	if ((o = opctx_new(id)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	o->done = done;
+	o->done_arg = done_arg;
+	if (strcmp(op, "checkpoint") == 0)
+		rc = vmm_checkpoint_take(sb, name, op_done, o, err, errlen);
+	else
+		rc = vmm_checkpoint_restore(sb, name, op_done, o, err, errlen);
+	if (rc < 0) {
+		free(o);
+		return rc == -ENOENT ? -2 : rc == -EEXIST ? -3 :
+		    rc == -EDQUOT ? -4 : -1;
+	}
+	return 0;
+}
+
+int
+px_vm_checkpoints(const char *id, struct px_checkpoint *out, size_t max,
+    char *err, size_t errlen, void *arg)
+{
+	struct vmm_checkpoint *v;
+	int n, i;
+
+	(void)arg;
+	if (V.m == NULL) {
+		snprintf(err, errlen, "no VMM");
+		return -1;
+	}
+	if ((v = calloc(max ? max : 1, sizeof(*v))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((n = vmm_checkpoint_list(V.m, id, v, max, err, errlen)) < 0) {
+		free(v);
+		return -1;
+	}
+	for (i = 0; i < n && (size_t)i < max; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		snprintf(out[i].name, sizeof(out[i].name), "%s", v[i].name);
+		out[i].created = (int64_t)(v[i].created_ms / 1000);
+		out[i].bytes = v[i].bytes;
+	}
+	free(v);
+	return n;
+}
+
+int
+px_vm_checkpoint_rm(const char *id, const char *name, char *err,
+    size_t errlen, void *arg)
+{
+	int rc;
+
+	(void)arg;
+	if (V.m == NULL) {
+		snprintf(err, errlen, "no VMM");
+		return -1;
+	}
+	if ((rc = vmm_checkpoint_rm(V.m, id, name, err, errlen)) < 0)
+		return rc == -ENOENT ? -2 : -1;
+	log_info("sandbox %s: checkpoint %s removed", id, name);
 	return 0;
 }
 

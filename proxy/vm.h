@@ -38,7 +38,15 @@ int px_vm_init(struct event_base *, struct px_store *, const struct px_config *,
 int px_vm_enabled(void);
 /* "starting", "ready" or NULL: the standby VMM of a suspended sandbox */
 const char *px_vm_standby(const char *id, void *arg);
-int px_vm_fork(const char *id, const char *const *ids, size_t n, char *err,
+int px_vm_fork(const char *id, const char *const *ids, size_t n,
+    const char *checkpoint, char *err, size_t errlen, void *arg);
+struct px_checkpoint;
+int px_vm_checkpoint(const char *id, const char *op, const char *name,
+    void (*done)(void *, int, const char *), void *done_arg, char *err,
+    size_t errlen, void *arg);
+int px_vm_checkpoints(const char *id, struct px_checkpoint *out, size_t max,
+    char *err, size_t errlen, void *arg);
+int px_vm_checkpoint_rm(const char *id, const char *name, char *err,
     size_t errlen, void *arg);
 /* template.json's "memory_mib" of template dir (NULL: the default), 0 */
 unsigned px_vm_template_mem(const char *dir, void *arg);

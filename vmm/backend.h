@@ -156,6 +156,7 @@ struct vmm_sandbox {
 	char fork_base[PATH_MAX];	/* a fork being made: its base layer */
 	char forked_from[VMM_ID_MAX + 1];	/* ... and its source */
 	int fork_pending;		/* the create restores the capture */
+	char restoring[VMM_ID_MAX + 1];	/* ... or a checkpoint's restore */
 	int layered;			/* its disk's chain is read from the
 					 * qcow2 headers (a fork or a fork's
 					 * source); the jail binds each file */
@@ -218,8 +219,13 @@ void vmm_ready_free_all(struct vmm *m);
 void vmm_ready_pool_refill(struct vmm *m, const char *key);
 void vmm_ready_cleanup(struct vmm *m);
 void vmm_ready_gc(struct vmm *m);
-int vmm_fork_begin(struct vmm_sandbox *sb, const char *layer,
+int vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
     const char *stream, vmm_done_cb cb, void *arg, char *err, size_t errlen);
+int vmm_restore_begin(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+/* <state>/.checkpoints/<id> into out */
+int vmm_checkpoint_dir(const struct vmm *m, const char *id, char *out,
+    size_t outlen);
 int vmm_sandbox_create_fork(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const struct vmm_sandbox *src,
     const char *base, const char *stream, vmm_done_cb cb, void *arg,

@@ -11,6 +11,7 @@
  * link once restored, so the file goes with the last one.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,10 +177,550 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		ctx_free(c);
 		return rc;
 	}
-	if ((rc = vmm_fork_begin(src, c->layer, c->stream, captured, c, err,
-	    errlen)) < 0) {
+	if ((rc = vmm_fork_begin(src, VMM_OP_FORK, c->layer, c->stream,
+	    captured, c, err, errlen)) < 0) {
 		(void)unlink(c->layer);
 		ctx_free(c);
+		return rc;
+	}
+	return 0;
+}
+
+/* ---- checkpoints ----
+ *
+ * <state>/.checkpoints/<id>/<name>.qcow2	a link of the frozen layer
+ * <state>/.checkpoints/<id>/<name>.state	the captured RAM and devices
+ * <state>/.checkpoints/<id>/<name>.conf	layer=<its .layers path>,
+ *						created_ms, sizes
+ * The layer's link keeps it (layers.c frees a layer with one link that
+ * no chain names); chains name it by its .layers path, so a sandbox made
+ * from the checkpoint stands on it whether or not the checkpoint stays.
+ */
+
+struct ckpt_conf {
+	char layer[PATH_MAX];
+	uint64_t created_ms;
+	unsigned mem_mib, vcpus, disk_mib;
+};
+
+int
+vmm_checkpoint_dir(const struct vmm *m, const char *id, char *out,
+    size_t outlen)
+{
+	if (!vmm_id_valid(id) || snprintf(out, outlen, "%s/.checkpoints/%s",
+	    m->state_dir, id) >= (int)outlen)
+		return -1;
+	return 0;
+}
+
+static int
+ckpt_path(const struct vmm *m, const char *id, const char *name,
+    const char *ext, char *out, size_t outlen)
+{
+	char dir[PATH_MAX];
+
+	if (vmm_checkpoint_dir(m, id, dir, sizeof(dir)) < 0 ||
+	    snprintf(out, outlen, "%s/%s.%s", dir, name, ext) >= (int)outlen)
+		return -1;
+	return 0;
+}
+
+static int
+ckpt_read(const struct vmm *m, const char *id, const char *name,
+    struct ckpt_conf *cc)
+{
+	char p[PATH_MAX], line[PATH_MAX + 32], *v;
+	FILE *f;
+
+	memset(cc, 0, sizeof(*cc));
+	if (!vmm_id_valid(name) || ckpt_path(m, id, name, "conf", p,
+	    sizeof(p)) < 0 || (f = fopen(p, "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if ((v = strchr(line, '=')) == NULL)
+			continue;
+		*v++ = '\0';
+		if (strcmp(line, "layer") == 0)
+			snprintf(cc->layer, sizeof(cc->layer), "%s", v);
+		else if (strcmp(line, "created_ms") == 0)
+			cc->created_ms = strtoull(v, NULL, 10);
+		else if (strcmp(line, "mem_mib") == 0)
+			cc->mem_mib = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(line, "vcpus") == 0)
+			cc->vcpus = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(line, "disk_mib") == 0)
+			cc->disk_mib = (unsigned)strtoul(v, NULL, 10);
+	}
+	fclose(f);
+	return cc->layer[0] != '\0' ? 0 : -1;
+}
+
+struct ckpt_ctx {
+	char name[VMM_ID_MAX + 1];
+	char layer[PATH_MAX], stream[PATH_MAX], old_disk[PATH_MAX];
+	vmm_done_cb cb;
+	void *arg;
+};
+
+/* The capture is done: keep it under the name (conf last: a checkpoint
+ * without its conf is not one, and the next take or rm clears it). */
+static void
+ckpt_captured(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct ckpt_ctx *c = arg;
+	struct vmm *m = sb->m;
+	char q[PATH_MAX], s[PATH_MAX], cf[PATH_MAX], tmp[PATH_MAX + 8];
+	char why[VMM_ERRLEN];
+	FILE *f;
+
+	if (!ok) {
+		if (strcmp(sb->disk, c->old_disk) == 0)
+			(void)unlink(c->layer);
+		(void)unlink(c->stream);
+		c->cb(sb, op, 0, reason, dur, c->arg);
+		free(c);
+		return;
+	}
+	(void)chown(c->layer, 0, 0);
+	(void)chmod(c->layer, 0444);
+	(void)ckpt_path(m, sb->id, c->name, "qcow2", q, sizeof(q));
+	(void)ckpt_path(m, sb->id, c->name, "state", s, sizeof(s));
+	(void)ckpt_path(m, sb->id, c->name, "conf", cf, sizeof(cf));
+	snprintf(tmp, sizeof(tmp), "%s.new", cf);
+	if (link(c->layer, q) < 0 || link(c->stream, s) < 0 ||
+	    (f = fopen(tmp, "we")) == NULL) {
+		snprintf(why, sizeof(why), "checkpoint %s: %s", c->name,
+		    strerror(errno));
+		goto fail;
+	}
+	(void)chmod(s, 0400);
+	fprintf(f, "layer=%s\ncreated_ms=%llu\nmem_mib=%u\nvcpus=%u\n"
+	    "disk_mib=%u\n", c->layer, (unsigned long long)vmm_wall_ms(),
+	    sb->mem_mib, sb->vcpus, sb->disk_mib);
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0 || fclose(f) != 0 ||
+	    rename(tmp, cf) < 0) {
+		snprintf(why, sizeof(why), "checkpoint %s: %s: %s", c->name,
+		    cf, strerror(errno));
+		(void)unlink(tmp);
+		goto fail;
+	}
+	(void)unlink(c->stream);	/* its checkpoint's name holds it */
+	c->cb(sb, op, 1, reason, dur, c->arg);
+	free(c);
+	return;
+fail:
+	(void)unlink(q);
+	(void)unlink(s);
+	(void)unlink(c->stream);
+	vmm_layers_gc(m);
+	c->cb(sb, op, 0, why, dur, c->arg);
+	free(c);
+}
+
+/* Parts of a checkpoint without a conf: a take cut short (berthd died
+ * between the links and the conf). */
+static void
+ckpt_sweep(struct vmm *m, const char *id)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 300], nm[VMM_ID_MAX + 8];
+	struct ckpt_conf cc;
+	struct dirent *de;
+	DIR *d;
+
+	if (vmm_checkpoint_dir(m, id, dir, sizeof(dir)) < 0 ||
+	    (d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		const char *dot = strrchr(de->d_name, '.');
+
+		if (de->d_name[0] == '.' || dot == NULL ||
+		    strcmp(dot, ".conf") == 0 ||
+		    (size_t)(dot - de->d_name) >= sizeof(nm))
+			continue;
+		snprintf(nm, sizeof(nm), "%.*s", (int)(dot - de->d_name),
+		    de->d_name);
+		if (ckpt_read(m, id, nm, &cc) == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		(void)unlink(p);
+	}
+	closedir(d);
+}
+
+int
+vmm_checkpoint_list(struct vmm *m, const char *id, struct vmm_checkpoint *out,
+    size_t max, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], p[PATH_MAX];
+	struct vmm_checkpoint *all = NULL, *nv, t;
+	struct ckpt_conf cc;
+	struct dirent *de;
+	struct stat st;
+	size_t n = 0, cap = 0, i, k;
+	DIR *d;
+
+	if (vmm_checkpoint_dir(m, id, dir, sizeof(dir)) < 0) {
+		snprintf(err, errlen, "bad sandbox id '%s'", id);
+		return -EINVAL;
+	}
+	if ((d = opendir(dir)) == NULL)
+		return errno == ENOENT ? 0 : (snprintf(err, errlen, "%s: %s",
+		    dir, strerror(errno)), -errno);
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		if (l < 6 || strcmp(de->d_name + l - 5, ".conf") != 0 ||
+		    l - 5 > VMM_ID_MAX)
+			continue;
+		memset(&t, 0, sizeof(t));
+		snprintf(t.name, sizeof(t.name), "%.*s", (int)(l - 5),
+		    de->d_name);
+		if (ckpt_read(m, id, t.name, &cc) < 0)
+			continue;
+		t.created_ms = cc.created_ms;
+		t.mem_mib = cc.mem_mib;
+		t.vcpus = cc.vcpus;
+		t.disk_mib = cc.disk_mib;
+		if (ckpt_path(m, id, t.name, "qcow2", p, sizeof(p)) == 0 &&
+		    stat(p, &st) == 0)
+			t.bytes += (uint64_t)st.st_blocks * 512;
+		if (ckpt_path(m, id, t.name, "state", p, sizeof(p)) == 0 &&
+		    stat(p, &st) == 0)
+			t.bytes += (uint64_t)st.st_blocks * 512;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((nv = realloc(all, cap * sizeof(*nv))) == NULL) {
+				closedir(d);
+				free(all);
+				snprintf(err, errlen, "out of memory");
+				return -ENOMEM;
+			}
+			all = nv;
+		}
+		all[n++] = t;
+	}
+	closedir(d);
+	/* oldest first (insertion sort: a handful) */
+	for (i = 1; i < n; i++)
+		for (k = i; k > 0 && (all[k - 1].created_ms > all[k].created_ms ||
+		    (all[k - 1].created_ms == all[k].created_ms &&
+		    strcmp(all[k - 1].name, all[k].name) > 0)); k--) {
+			t = all[k];
+			all[k] = all[k - 1];
+			all[k - 1] = t;
+		}
+	for (i = 0; i < n && i < max; i++)
+		out[i] = all[i];
+	free(all);
+	return (int)n;
+}
+
+int
+vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name, vmm_done_cb cb,
+    void *arg, char *err, size_t errlen)
+{
+	struct vmm *m = sb->m;
+	struct ckpt_ctx *c;
+	struct ckpt_conf cc;
+	char dir[PATH_MAX], ld[PATH_MAX];
+	int n, rc;
+
+	if (m->be->capture == NULL || !sb->tpl.root_overlay ||
+	    sb->tpl.agent == NULL) {
+		snprintf(err, errlen, "sandbox %s cannot be checkpointed: that "
+		    "needs the qemu backend and a template with a root overlay "
+		    "and a guest agent", sb->id);
+		return -ENOTSUP;
+	}
+	if (!vmm_id_valid(name)) {
+		snprintf(err, errlen, "bad checkpoint name '%s': 1-%d of a-z, "
+		    "0-9 and '-' (not first)", name, VMM_ID_MAX);
+		return -EINVAL;
+	}
+	if (sb->busy) {
+		snprintf(err, errlen, "sandbox %s: %s in progress", sb->id,
+		    vmm_op_name(sb->op));
+		return -EBUSY;
+	}
+	if (sb->state != VMM_RUNNING && sb->state != VMM_PAUSED) {
+		snprintf(err, errlen, "sandbox %s is %s: only a running or "
+		    "paused sandbox can be checkpointed", sb->id,
+		    vmm_state_name(sb->state));
+		return -EPERM;
+	}
+	if (ckpt_read(m, sb->id, name, &cc) == 0) {
+		snprintf(err, errlen, "sandbox %s has a checkpoint %s", sb->id,
+		    name);
+		return -EEXIST;
+	}
+	ckpt_sweep(m, sb->id);
+	if ((n = vmm_checkpoint_list(m, sb->id, NULL, 0, err, errlen)) < 0)
+		return n;
+	if ((unsigned)n >= m->cfg.max_checkpoints) {
+		snprintf(err, errlen, "sandbox %s has %d checkpoints, the most "
+		    "vm_max_checkpoints allows: remove one first", sb->id, n);
+		return -EDQUOT;
+	}
+	snprintf(dir, sizeof(dir), "%s/.checkpoints", m->state_dir);
+	snprintf(ld, sizeof(ld), "%s/.layers", m->state_dir);
+	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(ld, 0711) < 0 && errno != EEXIST) ||
+	    vmm_checkpoint_dir(m, sb->id, dir, sizeof(dir)) < 0 ||
+	    (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return rc;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->cb = cb;
+	c->arg = arg;
+	snprintf(c->old_disk, sizeof(c->old_disk), "%s", sb->disk);
+	snprintf(c->layer, sizeof(c->layer), "%s/%s.%llx.qcow2", ld, sb->id,
+	    (unsigned long long)vmm_wall_ms());
+	snprintf(c->stream, sizeof(c->stream), "%.*s.state",
+	    (int)(strlen(c->layer) - 6), c->layer);
+	if (link(sb->disk, c->layer) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "checkpoint: %s: %s", c->layer,
+		    strerror(errno));
+		free(c);
+		return rc;
+	}
+	if ((rc = vmm_fork_begin(sb, VMM_OP_CHECKPOINT, c->layer, c->stream,
+	    ckpt_captured, c, err, errlen)) < 0) {
+		(void)unlink(c->layer);
+		free(c);
+		return rc;
+	}
+	return 0;
+}
+
+int
+vmm_checkpoint_rm(struct vmm *m, const char *id, const char *name, char *err,
+    size_t errlen)
+{
+	struct ckpt_conf cc;
+	char p[PATH_MAX];
+
+	if (ckpt_read(m, id, name, &cc) < 0) {
+		snprintf(err, errlen, "sandbox %s has no checkpoint %s", id,
+		    name);
+		return -ENOENT;
+	}
+	/* the conf first: from then on it is not a checkpoint */
+	(void)ckpt_path(m, id, name, "conf", p, sizeof(p));
+	if (unlink(p) < 0) {
+		snprintf(err, errlen, "%s: %s", p, strerror(errno));
+		return -errno;
+	}
+	ckpt_sweep(m, id);
+	vmm_layers_gc(m);
+	return 0;
+}
+
+int
+vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
+    const char *const *ids, size_t n, vmm_done_cb cb, void *arg, char *err,
+    size_t errlen)
+{
+	struct vmm *m = src->m;
+	struct vmm_sandbox_spec spec;
+	struct vmm_sandbox *made[VMM_FORK_MAX];
+	struct ckpt_conf cc;
+	char st[PATH_MAX], e2[VMM_ERRLEN];
+	size_t i, k;
+	int rc;
+
+	if (ckpt_read(m, src->id, name, &cc) < 0) {
+		snprintf(err, errlen, "sandbox %s has no checkpoint %s", src->id,
+		    name);
+		return -ENOENT;
+	}
+	if (n == 0 || n > VMM_FORK_MAX) {
+		snprintf(err, errlen, "1 to %d new ids, not %zu", VMM_FORK_MAX,
+		    n);
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		for (k = 0; k < i; k++)
+			if (strcmp(ids[k], ids[i]) == 0) {
+				snprintf(err, errlen, "id %s given twice", ids[i]);
+				return -EINVAL;
+			}
+	(void)ckpt_path(m, src->id, name, "state", st, sizeof(st));
+	for (i = 0; i < n; i++) {
+		memset(&spec, 0, sizeof(spec));
+		spec.id = ids[i];
+		spec.tpl = &src->tpl;
+		spec.mem_mib = cc.mem_mib ? cc.mem_mib : src->mem_mib;
+		spec.vcpus = cc.vcpus ? cc.vcpus : src->vcpus;
+		spec.disk_mib = cc.disk_mib ? cc.disk_mib : src->disk_mib;
+		spec.boot = 1;
+		if ((rc = vmm_sandbox_create_fork(m, &spec, src, cc.layer, st,
+		    cb, arg, &made[i], err, errlen)) < 0) {
+			/* all or none: the ones made go again */
+			for (k = 0; k < i; k++)
+				(void)vmm_sandbox_delete(made[k], NULL, NULL, e2,
+				    sizeof(e2));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* ---- restore in place ---- */
+
+struct rst_ctx {
+	struct vmm *m;
+	char id[VMM_ID_MAX + 1];
+	char name[VMM_ID_MAX + 1];
+	char top[PATH_MAX];
+	struct ckpt_conf cc;
+	vmm_done_cb cb;
+	void *arg;
+	struct vmm_child *watch;
+	uint64_t t0;
+};
+
+static void
+rst_fail(struct vmm_sandbox *sb, struct rst_ctx *c, const char *why)
+{
+	c->cb(sb, VMM_OP_RESTORE, 0, why, vmm_now_ms() - c->t0, c->arg);
+	free(c);
+}
+
+/* The new top is made: the sandbox stands on it, its state is the
+ * checkpoint's; then the backend restores it. */
+static void
+rst_imgdone(pid_t pid, int status, void *arg)
+{
+	struct rst_ctx *c = arg;
+	struct vmm_sandbox *sb;
+	char why[VMM_ERRLEN], s[PATH_MAX], sd[PATH_MAX], st[PATH_MAX], t[128];
+	char old[PATH_MAX];
+
+	(void)pid;
+	c->watch = NULL;
+	if ((sb = vmm_sandbox_find(c->m, c->id)) == NULL) {
+		(void)unlink(c->top);
+		free(c);		/* deleted meanwhile: its cb ran */
+		return;
+	}
+	if (status == 0 && sb->busy) {
+		(void)unlink(c->top);
+		snprintf(why, sizeof(why), "restore: %s began meanwhile",
+		    vmm_op_name(sb->op));
+		rst_fail(sb, c, why);
+		return;
+	}
+	if (status != 0) {
+		vmm_status_text(status, t, sizeof(t));
+		snprintf(why, sizeof(why), "restore: qemu-img create of the new "
+		    "top %s", t);
+		(void)unlink(c->top);
+		rst_fail(sb, c, why);
+		return;
+	}
+	(void)ckpt_path(c->m, c->id, c->name, "state", s, sizeof(s));
+	(void)vmm_path(sb, "snap", sd, sizeof(sd));
+	(void)vmm_path(sb, "snap/state", st, sizeof(st));
+	(void)unlink(st);
+	if ((sb->uid != 0 && chown(c->top, sb->uid, sb->gid) < 0) ||
+	    (mkdir(sd, sb->jailed ? 0700 : 0750) < 0 && errno != EEXIST) ||
+	    link(s, st) < 0) {
+		snprintf(why, sizeof(why), "restore: %s", strerror(errno));
+		(void)unlink(c->top);
+		rst_fail(sb, c, why);
+		return;
+	}
+	/* From here the sandbox is the checkpoint: its old top goes (no
+	 * one stands on a sandbox's own top: a capture froze any other). */
+	snprintf(old, sizeof(old), "%s", sb->disk);
+	snprintf(sb->disk, sizeof(sb->disk), "%s", c->top);
+	sb->layer_gen++;
+	sb->layered = 1;
+	sb->snap_ram = 1;
+	sb->ram_shared = 0;
+	if (strcmp(old, c->top) != 0)
+		(void)unlink(old);
+	snprintf(sb->restoring, sizeof(sb->restoring), "%s", c->name);
+	vmm_meta_save(sb);
+	vmm_layers_gc(c->m);
+	if (vmm_restore_begin(sb, c->cb, c->arg, why, sizeof(why)) < 0) {
+		rst_fail(sb, c, why);
+		return;
+	}
+	free(c);
+}
+
+static void
+rst_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct rst_ctx *c = arg;
+	char why[VMM_ERRLEN], size[32], logp[PATH_MAX];
+	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
+	    "qcow2", "-b", c->cc.layer, c->top, size, NULL };
+	pid_t pid;
+
+	(void)op;
+	(void)dur;
+	if (!ok) {
+		snprintf(why, sizeof(why), "restore: stop: %s", reason);
+		rst_fail(sb, c, why);
+		return;
+	}
+	snprintf(c->top, sizeof(c->top), "%s/disk.%u.qcow2", sb->jdir,
+	    sb->layer_gen + 1);
+	(void)unlink(c->top);
+	snprintf(size, sizeof(size), "%uM", sb->disk_mib);
+	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+	if ((pid = vmm_spawn(argv, logp, 0, 0, why, sizeof(why))) < 0 ||
+	    (c->watch = vmm_child_watch(sb->m->base, pid, rst_imgdone, c, why,
+	    sizeof(why))) == NULL) {
+		rst_fail(sb, c, why);
+		return;
+	}
+}
+
+int
+vmm_checkpoint_restore(struct vmm_sandbox *sb, const char *name,
+    vmm_done_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct rst_ctx *c;
+	int rc;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (ckpt_read(sb->m, sb->id, name, &c->cc) < 0) {
+		free(c);
+		snprintf(err, errlen, "sandbox %s has no checkpoint %s", sb->id,
+		    name);
+		return -ENOENT;
+	}
+	if (sb->busy || sb->state == VMM_CREATING) {
+		free(c);
+		snprintf(err, errlen, "sandbox %s: %s in progress", sb->id,
+		    vmm_op_name(sb->busy ? sb->op : VMM_OP_CREATE));
+		return -EBUSY;
+	}
+	c->m = sb->m;
+	c->t0 = vmm_now_ms();
+	snprintf(c->id, sizeof(c->id), "%s", sb->id);
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->cb = cb;
+	c->arg = arg;
+	/* stop first (a stopped or failed one: the stop answers at once) */
+	if ((rc = vmm_sandbox_stop(sb, rst_stopped, c, err, errlen)) < 0) {
+		free(c);
 		return rc;
 	}
 	return 0;

@@ -1721,8 +1721,10 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 		/* the capture is consumed: the RAM is its own file now */
 		qm_unlink(sb, "snap/state");
 		sb->snap_ram = 0;
-		snprintf(r, sizeof(r), "forked from %s (state loaded %llu ms, "
-		    "identity %llu ms)", sb->forked_from,
+		snprintf(r, sizeof(r), "%s %s (state loaded %llu ms, "
+		    "identity %llu ms)", sb->restoring[0] ? "restored to "
+		    "checkpoint" : "forked from", sb->restoring[0] ?
+		    sb->restoring : sb->forked_from,
 		    (unsigned long long)(q->t_loaded - q->t_qmp),
 		    (unsigned long long)(vmm_now_ms() - q->t_cont));
 	} else if (q->claim)

@@ -45,6 +45,7 @@ static const char *const state_names[] = {
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
 	"exit", "adopt", "accel", "guest", "jail", "snapshot", "fork",
+	"checkpoint", "restore",
 };
 
 const char *
@@ -534,6 +535,8 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		m->cfg.op_timeout_ms = 30000;
 	if (m->cfg.idle_pause_ms == 0)
 		m->cfg.idle_pause_ms = 5 * 60 * 1000;
+	if (m->cfg.max_checkpoints == 0)
+		m->cfg.max_checkpoints = 16;
 	if (m->cfg.idle_suspend_ms == 0)
 		m->cfg.idle_suspend_ms = 30 * 60 * 1000;
 	if (m->cfg.max_lifetime_ms == 0)
@@ -1145,9 +1148,11 @@ vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 		sb_destroy(sb);
 		return;
 	}
-	if (sb->op == VMM_OP_CREATE && sb->fork_pending) {
+	if ((sb->op == VMM_OP_CREATE || sb->op == VMM_OP_RESTORE) &&
+	    sb->fork_pending) {
 		sb->fork_pending = 0;
 		sb->fork_base[0] = '\0';
+		sb->restoring[0] = '\0';
 	}
 	if (sb->op == VMM_OP_CREATE && sb->ready_pending) {
 		if (!ok && sb->pid <= 0 && ready_fallback(sb, reason) == 0)
@@ -1239,6 +1244,13 @@ sb_destroy(struct vmm_sandbox *sb)
 	set_state(sb, VMM_STOPPED);
 	emit(sb, VMM_OP_DELETE, ok, why, dur, sb->cause);
 	run_waiters(sb, w, VMM_OP_DELETE, ok, why, dur);
+	if (!sb->hidden) {
+		char cd[PATH_MAX];
+
+		/* its checkpoints go with it */
+		if (vmm_checkpoint_dir(m, sb->id, cd, sizeof(cd)) == 0)
+			(void)rmtree(cd);
+	}
 	if (sb->layered && !sb->hidden) {
 		sb_free(sb);
 		vmm_layers_gc(m);	/* the layers it stood on may go */
@@ -1607,8 +1619,8 @@ out:
 /* The source's side of a fork: an operation like the others (one at a
  * time, an event, a definite state after it). */
 int
-vmm_fork_begin(struct vmm_sandbox *sb, const char *layer, const char *stream,
-    vmm_done_cb cb, void *arg, char *err, size_t errlen)
+vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
+    const char *stream, vmm_done_cb cb, void *arg, char *err, size_t errlen)
 {
 	enum vmm_state st = sb->state;
 	int rc;
@@ -1616,7 +1628,7 @@ vmm_fork_begin(struct vmm_sandbox *sb, const char *layer, const char *stream,
 	if (add_waiter(sb, cb, arg) < 0)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->busy = 1;
-	sb->op = VMM_OP_FORK;
+	sb->op = op;
 	sb->cause = "api";
 	sb->op_from = st;
 	sb->op_t0 = vmm_now_ms();
@@ -1624,6 +1636,32 @@ vmm_fork_begin(struct vmm_sandbox *sb, const char *layer, const char *stream,
 		return op_refused(sb, st, rc);
 	if (sb->idle_ev != NULL)
 		event_del(sb->idle_ev);
+	return 0;
+}
+
+/* A checkpoint's restore, in place: the stopped sandbox's snap/state
+ * is the checkpoint's, its disk a new layer over the checkpoint's; the
+ * backend restores it as it does a fork (identity included). */
+int
+vmm_restore_begin(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	enum vmm_state st = sb->state;
+	int rc;
+
+	if (add_waiter(sb, cb, arg) < 0)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->busy = 1;
+	sb->op = VMM_OP_RESTORE;
+	sb->cause = "api";
+	sb->op_from = st;
+	sb->op_t0 = vmm_now_ms();
+	sb->fork_pending = 1;
+	if ((rc = sb->m->be->boot(sb, 1, err, errlen)) < 0) {
+		sb->fork_pending = 0;
+		sb->restoring[0] = '\0';
+		return op_refused(sb, st, rc);
+	}
 	return 0;
 }
 

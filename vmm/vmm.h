@@ -65,6 +65,8 @@ enum vmm_op {
 				 * restoring the ready snapshot (why), or
 				 * a ready snapshot was built */
 	VMM_OP_FORK,		/* the source's side of a fork */
+	VMM_OP_CHECKPOINT,	/* a checkpoint taken (a capture, as a fork's) */
+	VMM_OP_RESTORE,		/* back to a checkpoint, in place */
 };
 
 enum vmm_accel {
@@ -204,6 +206,7 @@ struct vmm_config {
 					 * VMM's start-up (costs that
 					 * process's own memory, not the
 					 * guest's); 0: none */
+	unsigned max_checkpoints;	/* per sandbox; 0: 16 */
 	unsigned ready_pool;		/* ready snapshots: keep this many
 					 * clones restored, identified and
 					 * paused per snapshot a create used,
@@ -399,6 +402,44 @@ typedef void (*vmm_fork_cb)(struct vmm_sandbox *src, int ok,
  * (ids), -EEXIST, -EBUSY, -EPERM (its state), -ENOTSUP. */
 int vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids,
     size_t n, vmm_fork_cb cb, void *arg, vmm_done_cb fork_cb, void *fork_arg,
+    char *err, size_t errlen);
+
+/* ---- checkpoints ----
+ * A checkpoint is a fork's capture kept under a name: the frozen disk
+ * layer and the RAM and device state, in <state>/.checkpoints/<id>/.
+ * It goes with vmm_checkpoint_rm or with its sandbox. */
+
+struct vmm_checkpoint {
+	char name[VMM_ID_MAX + 1];
+	uint64_t created_ms;		/* wall clock */
+	uint64_t bytes;			/* its layer and state on disk */
+	unsigned mem_mib, vcpus, disk_mib;
+};
+/* Take one of a running or paused sandbox (it pauses as for a fork).
+ * 0 when accepted (cb once, from the loop, op VMM_OP_CHECKPOINT), or
+ * -errno: -EINVAL (name), -EEXIST, -EDQUOT (cfg.max_checkpoints), -EBUSY,
+ * -EPERM (its state), -ENOTSUP. */
+int vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name,
+    vmm_done_cb cb, void *arg, char *err, size_t errlen);
+/* The checkpoints of sandbox id, oldest first, at most max of them:
+ * how many there are (may exceed max), or -errno. */
+int vmm_checkpoint_list(struct vmm *m, const char *id,
+    struct vmm_checkpoint *out, size_t max, char *err, size_t errlen);
+/* 0, -ENOENT, or -errno. The layers it alone kept go. */
+int vmm_checkpoint_rm(struct vmm *m, const char *id, const char *name,
+    char *err, size_t errlen);
+/* Put the sandbox back to the checkpoint, in place: its VMM (if any) is
+ * stopped, its disk becomes a new layer over the checkpoint's, its
+ * memory and devices the checkpoint's, then it runs (same id, address
+ * and MAC). 0 when accepted (cb once, op VMM_OP_RESTORE), or -errno:
+ * -ENOENT (no such checkpoint), -EBUSY, -EPERM (creating). */
+int vmm_checkpoint_restore(struct vmm_sandbox *sb, const char *name,
+    vmm_done_cb cb, void *arg, char *err, size_t errlen);
+/* New sandboxes (ids) from a checkpoint of src, as forks are made from
+ * a capture; src is not touched. 0 (each create ends in cb), or -errno
+ * with nothing made. */
+int vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
+    const char *const *ids, size_t n, vmm_done_cb cb, void *arg,
     char *err, size_t errlen);
 
 /* ---- idle policy ---- */

@@ -79,6 +79,16 @@ like "an external sandbox runs no commands" "$(doc 'j["error"]["message"]')" 'no
 j 1 sandbox fork js-1 js-f
 like "an external sandbox has no VM to fork" "$(doc 'j["error"]["message"]')" 'not a microVM'
 j 2 sandbox fork js-1
+j 1 sandbox checkpoint js-1 c1
+like "an external sandbox has no checkpoints" "$(doc 'j["error"]["message"]')" 'not a microVM'
+j 2 sandbox checkpoint js-1 C_1
+j 1 sandbox restore js-1 c1
+j 1 checkpoint ls js-1
+j 1 checkpoint rm js-1 c1
+j 1 sandbox create js-2 --from js-1:c1
+like "create --from a checkpoint of an external sandbox" "$(doc 'j["error"]["message"]')" 'not a microVM'
+j 2 sandbox create js-2 --from js-1
+j 2 sandbox create js-2 --from js-1:c1 --memory 512
 echo x >"$T/cpin"
 j 1 sandbox cp "$T/cpin" js-1:/tmp/x
 like "an external sandbox holds no files" "$(doc 'j["error"]["message"]')" 'not a VM-backed sandbox'

@@ -18,7 +18,8 @@ command -v mmdebstrap >/dev/null 2>&1 || skip_all "mmdebstrap is not installed"
 CTL_PORT=$(free_port)
 VMM=on VM_TEMPLATE=debian VM_READY=on berthd_config "tap_prefix bxf" \
 	"vm_pool 10.234.0.0/24" "idle_pause never" "idle_suspend never" \
-	"control_listen 127.0.0.1:$CTL_PORT" "vm_ready_pool 0"
+	"control_listen 127.0.0.1:$CTL_PORT" "vm_ready_pool 0" \
+	"vm_max_checkpoints 2"
 start_berthd
 at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
 wait_log 3600 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" ||
@@ -72,6 +73,42 @@ like "no ids: 400 naming the field" "$(api -X POST -d '{"ids":[]}' http://b/v1/s
 like "an unknown sandbox: 404" "$(api -X POST -d '{"ids":["z"]}' http://b/v1/sandboxes/nope/fork)" '"status": *404'
 unlike "... nothing stored for the refused ids" "$(netctl sandbox ls)" '^z '
 
+# ---- checkpoints (on c, a fork of a fork) ----
+x c -- sh -c 'echo one >/root/k1; setsid sleep 7777 </dev/null >/dev/null 2>&1 & echo $! >/root/k.pid; sync'
+kpid=$(x c -- cat /root/k.pid)
+out=$(netctl sandbox checkpoint c k1 2>&1)
+like "netctl sandbox checkpoint c k1: taken, its size said" "$out" "checkpoint k1 of sandbox c taken: [0-9.]+ [KMG]iB on disk"
+like "... the pause said too" "$out" "source paused [0-9]+ ms"
+x c -- sh -c "echo two >/root/k2; kill $kpid; sync"
+is "after the checkpoint: the process is gone" "$(x c -- sh -c "kill -0 $kpid 2>/dev/null && echo alive || echo gone")" gone
+out=$(netctl sandbox restore c k1 2>&1)
+like "netctl sandbox restore c k1: running again" "$out" "sandbox c restored to checkpoint k1 \(running\)"
+is "... the write before the checkpoint is there" "$(x c -- cat /root/k1)" one
+is "... the write after it is gone" "$(x c -- sh -c 'cat /root/k2 2>/dev/null || echo none')" none
+is "... the process killed after it is back" "$(x c -- sh -c "kill -0 $kpid && echo alive")" alive
+is "... c is still c, at its address" "$(x c -- hostname) $(netctl --json sandbox show c | json_get "$(cat)" 'j["address"]')" "c $ipc"
+lsdoc=$(netctl --json checkpoint ls c)
+is "checkpoint ls: k1 with its size" "$(json_get "$lsdoc" '" ".join("%s:%s" % (k["name"], k["size_bytes"] > 4096) for k in j["checkpoints"])')" "k1:True"
+out=$(netctl sandbox create e --from c:k1 2>&1)
+like "sandbox create e --from c:k1" "$out" "sandbox e created from checkpoint k1 of c \(10\.234\.0\.[0-9]+, running\)"
+is "... e has the checkpoint's file, not the later one" "$(x e -- sh -c 'cat /root/k1; cat /root/k2 2>/dev/null || echo none')" "one
+none"
+is "... e is e" "$(x e -- hostname)" e
+like "a second checkpoint k1: 409 naming it" "$(api -X POST -d '{"name":"k1"}' http://b/v1/sandboxes/c/checkpoints)" '"status": *409.*already|already.*"status": *409'
+out=$(netctl sandbox restore c nope 2>&1)
+check "restore to a missing checkpoint: exit 1" test $? = 1
+like "... the CLI names it" "$out" "no checkpoint 'nope'"
+like "create --from a missing checkpoint: 404" "$(api -X POST -d '{"ids":["f"],"checkpoint":"nope"}' http://b/v1/sandboxes/c/fork)" '"status": *404'
+like "a bad checkpoint name: 400" "$(api -X POST -d '{"name":"Bad_Name"}' http://b/v1/sandboxes/c/checkpoints)" '"field": *"name"'
+netctl sandbox checkpoint c k2 >/dev/null 2>&1
+out=$(netctl sandbox checkpoint c k3 2>&1)
+like "past vm_max_checkpoints (2): refused, naming the limit" "$out" "vm_max_checkpoints"
+out=$(netctl checkpoint rm c k1 2>&1)
+like "checkpoint rm c k1" "$out" "checkpoint k1 of sandbox c removed"
+is "... it is no longer listed" "$(netctl --json checkpoint ls c | json_get "$(cat)" '" ".join(k["name"] for k in j["checkpoints"])')" k2
+is "... e made from it still reads its file" "$(x e -- cat /root/k1)" one
+netctl sandbox rm e >/dev/null 2>&1
+
 check "frozen layers in .layers while forks stand on them" \
 	sh -c "ls '$STATE'/vms/.layers/*.qcow2 >/dev/null 2>&1"
 netctl sandbox rm a >/dev/null 2>&1
@@ -79,6 +116,7 @@ check "a's layer stays when a goes (b and c stand on it)" \
 	sh -c "ls '$STATE'/vms/.layers/a.*.qcow2 >/dev/null 2>&1"
 is "b still reads a's file" "$(x b -- cat /root/f)" before
 for s in b c d; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+check "c's checkpoints went with it" test ! -e "$STATE/vms/.checkpoints/c"
 no_layers() { ! ls "$STATE"/vms/.layers/*.qcow2 >/dev/null 2>&1 && ! ls "$STATE"/vms/.layers/*.state >/dev/null 2>&1; }
 check "with every fork gone, no layer or captured state is left" wait_for 60 no_layers
 done_testing
