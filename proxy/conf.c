@@ -72,6 +72,7 @@ px_config_defaults(struct px_config *c)
 	c->vm_ready_pool = 1;
 	c->vm_max_forks = 16;
 	c->vm_max_checkpoints = 16;
+	c->vm_max_layers = 8;
 	c->http2 = 1;
 	c->vm_uid_base = 2100000000;
 	c->vm_uid_count = 65536;
@@ -836,6 +837,15 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->vm_max_forks = (unsigned)n;
 			else
 				c->vm_max_checkpoints = (unsigned)n;
+		} else if (strcmp(argv[0], "vm_max_layers") == 0) {
+			char *end;
+			long n;
+
+			NARGS(1);
+			n = strtol(argv[1], &end, 10);
+			if (*end != '\0' || end == argv[1] || n < 2 || n > 12)
+				ERR("vm_max_layers: expected a count between 2 and 12, got '%s'", argv[1]);
+			c->vm_max_layers = (unsigned)n;
 		} else if (strcmp(argv[0], "vm_ready_snapshot") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "on") == 0)

@@ -105,6 +105,7 @@ struct px_config {
 	int		 vm_jail;		/* 1 (default) or 0 */
 	unsigned	 vm_max_forks;		/* new sandboxes per fork call */
 	unsigned	 vm_max_checkpoints;	/* per sandbox */
+	unsigned	 vm_max_layers;		/* disk layers before a merge */
 	unsigned	 vm_ready_pool;		/* clones kept restored and
 						 * paused per ready snapshot
 						 * (1) */

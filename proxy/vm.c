@@ -445,6 +445,10 @@ on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
 	if (!ev->ok)
 		log_warnx("sandbox %s: %s failed: %s", ev->id, vmm_op_name(ev->op),
 		    ev->reason);
+	else if (ev->op == VMM_OP_MERGE)
+		log_info("sandbox %s: merged its disk's layers in %llu ms, "
+		    "running on: %s", ev->id,
+		    (unsigned long long)ev->duration_ms, ev->reason);
 }
 
 /* A stored idle limit (0: the default, PX_IDLE_NEVER) as libvmm's. */
@@ -942,6 +946,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.ready_snapshots = c->vm_ready_snapshot;
 	vc.ready_pool = c->vm_ready_pool;
 	vc.max_checkpoints = c->vm_max_checkpoints;
+	vc.max_layers = c->vm_max_layers;
 	V.ready_on = c->vm_ready_snapshot;
 	vc.tap_prefix = c->tap_prefix;
 	if (c->vm_pool[0] != '\0') {
@@ -1248,6 +1253,21 @@ px_vm_fork(const char *id, const char *const *ids, size_t n,
 static void op_done(struct vmm_sandbox *, enum vmm_op, int, const char *,
     uint64_t, void *);
 
+/* A checkpoint taken or a restore ended: logged, then answered. */
+static void
+ckpt_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	if (!ok)
+		log_warnx("sandbox %s: %s failed: %s", vmm_sandbox_id(sb),
+		    vmm_op_name(op), reason);
+	else
+		log_info("sandbox %s: %s done in %llu ms%s%s",
+		    vmm_sandbox_id(sb), vmm_op_name(op),
+		    (unsigned long long)dur, reason[0] ? ": " : "", reason);
+	op_done(sb, op, ok, reason, dur, arg);
+}
+
 /* Control API hooks of checkpoints (control.h). */
 int
 px_vm_checkpoint(const char *id, const char *op, const char *name,
@@ -1270,9 +1290,9 @@ px_vm_checkpoint(const char *id, const char *op, const char *name,
 	o->done = done;
 	o->done_arg = done_arg;
 	if (strcmp(op, "checkpoint") == 0)
-		rc = vmm_checkpoint_take(sb, name, op_done, o, err, errlen);
+		rc = vmm_checkpoint_take(sb, name, ckpt_done, o, err, errlen);
 	else
-		rc = vmm_checkpoint_restore(sb, name, op_done, o, err, errlen);
+		rc = vmm_checkpoint_restore(sb, name, ckpt_done, o, err, errlen);
 	if (rc < 0) {
 		free(o);
 		return rc == -ENOENT ? -2 : rc == -EEXIST ? -3 :
@@ -1651,14 +1671,17 @@ px_vm_info(const char *id, void *arg)
 	struct vmm_sandbox *sb;
 	struct vmm_info info;
 	struct vmm_usage u;
+	struct vmm_disk_usage d;
 
 	(void)arg;
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
 		return NULL;
 	vmm_sandbox_info(sb, &info);
 	vmm_sandbox_usage(sb, &u);
+	if (vmm_sandbox_disk_usage(sb, &d) < 0)
+		memset(&d, 0, sizeof(d));
 	return json_pack("{s:i, s:s, s:s, s:s, s:b, s:b, s:I, s:s, "
-	    "s:{s:f, s:I, s:I}}",
+	    "s:{s:f, s:I, s:I}, s:{s:i, s:I, s:I}}",
 	    "pid", (int)info.pid, "accel", vmm_accel_name(info.accel),
 	    /* "snapshot": restored from a ready snapshot, "boot" */
 	    "created_from", info.from_snapshot ? "snapshot" : "boot",
@@ -1668,7 +1691,12 @@ px_vm_info(const char *id, void *arg)
 	    "reason", info.reason != NULL ? info.reason : "",
 	    "usage", "cpu_seconds", (double)u.cpu_usec / 1e6,
 	    "memory_bytes", (json_int_t)u.mem_bytes,
-	    "cpu_throttled_periods", (json_int_t)u.throttled);
+	    "cpu_throttled_periods", (json_int_t)u.throttled,
+	    /* its disk's qcow2 layers; bytes its own top holds, and the
+	     * frozen layers under it (shared with forks, checkpoints) */
+	    "disk", "layers", (int)d.layers, "owned_bytes",
+	    (json_int_t)d.owned_bytes, "shared_bytes",
+	    (json_int_t)d.shared_bytes);
 }
 
 /* The guest console kept for ops (console.log.1 then console.log, at most
@@ -1778,6 +1806,24 @@ px_vm_metrics(struct evbuffer *out)
 				    (unsigned long long)(i == 1 ? u.mem_bytes :
 				    u.throttled));
 		}
+	}
+	/* disk space: what each one's own top holds, and the frozen layers
+	 * under it (shared with its forks and checkpoints, or not yet
+	 * freed) */
+	evbuffer_add_printf(out, "# HELP berth_sandbox_disk_bytes Disk a "
+	    "sandbox's layers hold: owned (its top) or shared (the frozen "
+	    "layers below it).\n# TYPE berth_sandbox_disk_bytes gauge\n");
+	for (sb = vmm_sandbox_next(V.m, NULL); sb != NULL;
+	    sb = vmm_sandbox_next(V.m, sb)) {
+		struct vmm_disk_usage d;
+
+		if (vmm_sandbox_disk_usage(sb, &d) < 0)
+			continue;
+		evbuffer_add_printf(out, "berth_sandbox_disk_bytes{sandbox=\"%s\","
+		    "kind=\"owned\"} %llu\nberth_sandbox_disk_bytes{sandbox=\"%s\","
+		    "kind=\"shared\"} %llu\n", vmm_sandbox_id(sb),
+		    (unsigned long long)d.owned_bytes, vmm_sandbox_id(sb),
+		    (unsigned long long)d.shared_bytes);
 	}
 }
 

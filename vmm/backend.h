@@ -55,6 +55,11 @@ struct vmm_backend {
 	 * the guest running again if it ran; done() with the state */
 	int (*capture)(struct vmm_sandbox *sb, const char *layer,
 	    const char *stream, char *err, size_t errlen);
+	/* optional: merge the layers of the disk's chain above base into
+	 * its top, the VM running or paused (layers: the chain's qcow2
+	 * files now, for the event); done() with the state it had */
+	int (*merge)(struct vmm_sandbox *sb, const char *base,
+	    unsigned layers, char *err, size_t errlen);
 	/* optional: the sandbox's directory was renamed (a pool member
 	 * claimed): paths the backend keeps are recomputed */
 	void (*moved)(struct vmm_sandbox *sb);
@@ -150,6 +155,10 @@ struct vmm_sandbox {
 					 * copy-on-write (no file of its own) */
 	int snap_ram;			/* snap/state holds the RAM too (a
 					 * suspend of a ram_shared sandbox) */
+	int ram_anon;			/* RAM: anonymous memory, filled from
+					 * a stream that carried it (a fork,
+					 * a checkpoint, a clone's wake); its
+					 * suspends carry it again */
 	int ready_memfd;		/* jailed restore: the sealed RAM
 					 * image (the manager's; not closed) */
 	struct vmm_ident *ident;	/* a clone being given its identity */
@@ -157,6 +166,7 @@ struct vmm_sandbox {
 	char forked_from[VMM_ID_MAX + 1];	/* ... and its source */
 	int fork_pending;		/* the create restores the capture */
 	char restoring[VMM_ID_MAX + 1];	/* ... or a checkpoint's restore */
+	struct event *merge_ev;		/* a merge of its layers, due */
 	int layered;			/* its disk's chain is read from the
 					 * qcow2 headers (a fork or a fork's
 					 * source); the jail binds each file */
@@ -234,6 +244,9 @@ int vmm_sandbox_create_hidden(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
     void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
 void vmm_rmtree(const char *path);
+/* The qcow2 files of top's chain (n, its raw image not counted) and the
+ * deepest of them into base; -1 when unreadable. */
+int vmm_chain_base(const char *top, char *base, size_t baselen);
 /* ---- disk layer chains (layers.c) ---- */
 #define VMM_CHAIN_MAX	16
 /* top, then each backing file from the qcow2 headers (host paths), the

@@ -182,3 +182,60 @@ vmm_layers_gc(struct vmm *m)
 		closedir(d);
 	}
 }
+
+/* Is path a qcow2 image (its magic)? */
+static int
+is_qcow2(const char *path)
+{
+	unsigned char h[4];
+	int fd, r;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	r = pread(fd, h, 4, 0) == 4 && memcmp(h, "QFI\xfb", 4) == 0;
+	close(fd);
+	return r;
+}
+
+int
+vmm_chain_base(const char *top, char *base, size_t baselen)
+{
+	static char chain[VMM_CHAIN_MAX][PATH_MAX];
+	char err[VMM_ERRLEN];
+	int n, i, q = 0;
+
+	if ((n = vmm_chain(top, chain, VMM_CHAIN_MAX, err, sizeof(err))) < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!is_qcow2(chain[i]))
+			break;
+		snprintf(base, baselen, "%s", chain[i]);
+		q++;
+	}
+	return q;
+}
+
+int
+vmm_sandbox_disk_usage(const struct vmm_sandbox *sb,
+    struct vmm_disk_usage *out)
+{
+	static char chain[VMM_CHAIN_MAX][PATH_MAX];
+	char err[VMM_ERRLEN];
+	struct stat st;
+	int n, i;
+
+	memset(out, 0, sizeof(*out));
+	if (sb->disk[0] == '\0' || (n = vmm_chain(sb->disk, chain,
+	    VMM_CHAIN_MAX, err, sizeof(err))) < 0)
+		return -1;
+	for (i = 0; i < n && is_qcow2(chain[i]); i++) {
+		if (stat(chain[i], &st) < 0)
+			continue;
+		out->layers++;
+		if (i == 0)
+			out->owned_bytes = (uint64_t)st.st_blocks * 512;
+		else
+			out->shared_bytes += (uint64_t)st.st_blocks * 512;
+	}
+	return 0;
+}

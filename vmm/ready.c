@@ -185,8 +185,7 @@ all_zero(const unsigned char *p, size_t n)
 
 /*
  * The sealed memfd of key's RAM image, made on first use: only the pages
- * that hold data are copied (a booted guest touches a fraction of its
- * RAM, and zero pages read back as zeros anyway). Blocks the loop for
+ * that hold data are copied, the rest allocated zeroed (below). Blocks the loop for
  * the copy, once per key and manager. The descriptor stays the
  * manager's; callers pass it on and do not close it.
  */
@@ -259,6 +258,19 @@ vmm_ready_memfd(struct vmm *m, const char *key, char *err, size_t errlen)
 			data += n;
 		}
 		off = hole;
+	}
+	/* The holes too, now and here: a read through a private mapping
+	 * of a shmem hole allocates a page for it, charged to whoever
+	 * reads. A clone's suspend or fork reads all of its RAM; without
+	 * this, the first clone that did so would be charged the zero
+	 * pages of everyone's image (hundreds of MiB of its memory limit,
+	 * unreclaimable: it was OOM-killed restoring its own RAM). So the
+	 * image costs its full size once, the manager's, shared by all. */
+	if (fallocate(fd, 0, 0, st.st_size) < 0) {
+		e = errno;
+		snprintf(err, errlen, "the ready snapshot's memfd (%lld "
+		    "bytes): %s", (long long)st.st_size, strerror(e));
+		goto out;
 	}
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK |
 	    F_SEAL_GROW | F_SEAL_SEAL) < 0) {

@@ -45,7 +45,7 @@ static const char *const state_names[] = {
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
 	"exit", "adopt", "accel", "guest", "jail", "snapshot", "fork",
-	"checkpoint", "restore",
+	"checkpoint", "restore", "merge",
 };
 
 const char *
@@ -323,8 +323,10 @@ meta_write(struct vmm_sandbox *sb)
 	    sb->tpl.agent != NULL ? sb->tpl.agent : "",
 	    sb->tpl.root_overlay);
 	fprintf(f, "ready_key=%s\nfrom_snapshot=%d\nram_shared=%d\n"
-	    "snap_ram=%d\ncgroup_name=%s\nlayered=%d\nlayer_gen=%u\n",
+	    "snap_ram=%d\nram_anon=%d\ncgroup_name=%s\nlayered=%d\n"
+	    "layer_gen=%u\n",
 	    sb->ready_key, sb->from_snapshot, sb->ram_shared, sb->snap_ram,
+	    sb->ram_anon,
 	    sb->cg_name, sb->layered, sb->layer_gen);
 	if (fclose(f) == 0)
 		(void)rename(tmp, path);
@@ -537,6 +539,10 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		m->cfg.idle_pause_ms = 5 * 60 * 1000;
 	if (m->cfg.max_checkpoints == 0)
 		m->cfg.max_checkpoints = 16;
+	if (m->cfg.max_layers == 0)
+		m->cfg.max_layers = 8;
+	if (m->cfg.max_layers < 2)
+		m->cfg.max_layers = 2;
 	if (m->cfg.idle_suspend_ms == 0)
 		m->cfg.idle_suspend_ms = 30 * 60 * 1000;
 	if (m->cfg.max_lifetime_ms == 0)
@@ -659,6 +665,8 @@ sb_free(struct vmm_sandbox *sb)
 		event_free(sb->idle_ev);
 	if (sb->later_ev != NULL)
 		event_free(sb->later_ev);
+	if (sb->merge_ev != NULL)
+		event_free(sb->merge_ev);
 	vmm_ident_cancel(sb);
 	while ((w = sb->waiters) != NULL) {
 		sb->waiters = w->next;
@@ -1070,6 +1078,10 @@ standby_start(struct vmm_sandbox *sb)
 }
 
 /* The single end of every operation. */
+static void merge_check(struct vmm_sandbox *);
+static int add_waiter(struct vmm_sandbox *, vmm_done_cb, void *);
+static int op_refused(struct vmm_sandbox *, enum vmm_state, int);
+
 static void
 op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
     const char *reason)
@@ -1106,12 +1118,70 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	emit(sb, op, ok, why, dur, sb->cause);
 	idle_arm(sb);
 	run_waiters(sb, w, op, ok, why, dur);
+	if (op == VMM_OP_MERGE && ok)
+		vmm_layers_gc(sb->m);	/* what it no longer stands on */
+	else if (ok)
+		merge_check(sb);
 	/* a create took what the ready pool had: it makes the next one */
 	if (op == VMM_OP_CREATE && ok && sb->from_snapshot && !sb->hidden)
 		vmm_ready_pool_refill(sb->m, sb->ready_key);
 }
 
 static int disk_start(struct vmm_sandbox *sb, char *err, size_t errlen);
+
+/*
+ * Disk layer chains stay bounded: every fork and checkpoint puts a layer
+ * under the source (and a fork stands one deeper than its source). Past
+ * cfg.max_layers qcow2 files, a running or paused sandbox's layers above
+ * the deepest one are merged into its top by its VMM (block-stream: the
+ * guest runs on, reads and writes go on meanwhile); the frozen layers it
+ * left go once nobody else stands on them. A sandbox that is not running
+ * is merged when it runs next. The merge starts from the loop, after the
+ * operation that made the chain deep has answered.
+ */
+static void
+merge_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_sandbox *sb = arg;
+	char base[PATH_MAX], err[VMM_ERRLEN];
+	enum vmm_state st = sb->state;
+	int n;
+
+	(void)fd;
+	(void)what;
+	if (sb->busy || sb->deleting || (st != VMM_RUNNING &&
+	    st != VMM_PAUSED) || sb->m->be->merge == NULL)
+		return;
+	if ((n = vmm_chain_base(sb->disk, base, sizeof(base))) <= 0 ||
+	    (unsigned)n <= sb->m->cfg.max_layers)
+		return;
+	if (add_waiter(sb, NULL, NULL) < 0)
+		return;
+	sb->busy = 1;
+	sb->op = VMM_OP_MERGE;
+	sb->cause = "vmm";
+	sb->op_from = st;
+	sb->op_t0 = vmm_now_ms();
+	if (sb->m->be->merge(sb, base, (unsigned)n, err, sizeof(err)) < 0) {
+		(void)op_refused(sb, st, -EIO);
+		emit(sb, VMM_OP_MERGE, 0, err, 0, "vmm");
+	}
+}
+
+static void
+merge_check(struct vmm_sandbox *sb)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (!sb->layered || sb->hidden || sb->m->be->merge == NULL ||
+	    (sb->state != VMM_RUNNING && sb->state != VMM_PAUSED))
+		return;
+	if (sb->merge_ev == NULL &&
+	    (sb->merge_ev = event_new(sb->m->base, -1, 0, merge_fire, sb)) ==
+	    NULL)
+		return;
+	event_add(sb->merge_ev, &tv);
+}
 
 /* A create that was to restore the ready snapshot and could not: it
  * boots instead (its VMM is gone by now), and an event says why. 0 when
@@ -2086,7 +2156,7 @@ struct meta {
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
 	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
-	int from_snapshot, ram_shared, snap_ram, layered;
+	int from_snapshot, ram_shared, snap_ram, ram_anon, layered;
 	unsigned mem, vcpus, disk, layer_gen;
 	unsigned long long created;
 };
@@ -2129,6 +2199,8 @@ meta_read(const char *path, struct meta *mt)
 			mt->ram_shared = atoi(v);
 		else if (strcmp(line, "snap_ram") == 0)
 			mt->snap_ram = atoi(v);
+		else if (strcmp(line, "ram_anon") == 0)
+			mt->ram_anon = atoi(v);
 		else if (strcmp(line, "layered") == 0)
 			mt->layered = atoi(v);
 		else if (strcmp(line, "layer_gen") == 0)
@@ -2341,6 +2413,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->from_snapshot = mt.from_snapshot;
 	sb->ram_shared = mt.ram_shared;
 	sb->snap_ram = mt.snap_ram;
+	sb->ram_anon = mt.ram_anon;
 	sb->layered = mt.layered;
 	sb->layer_gen = mt.layer_gen;
 	snprintf(sb->cg_name, sizeof(sb->cg_name), "%s", mt.cg_name);

@@ -67,6 +67,8 @@ enum vmm_op {
 	VMM_OP_FORK,		/* the source's side of a fork */
 	VMM_OP_CHECKPOINT,	/* a checkpoint taken (a capture, as a fork's) */
 	VMM_OP_RESTORE,		/* back to a checkpoint, in place */
+	VMM_OP_MERGE,		/* not requested: its disk's layers past
+				 * cfg.max_layers merged, the VM running */
 };
 
 enum vmm_accel {
@@ -207,6 +209,9 @@ struct vmm_config {
 					 * process's own memory, not the
 					 * guest's); 0: none */
 	unsigned max_checkpoints;	/* per sandbox; 0: 16 */
+	unsigned max_layers;		/* disk layers (qcow2 files of its
+					 * chain) past which a running one's
+					 * are merged; 0: 8 */
 	unsigned ready_pool;		/* ready snapshots: keep this many
 					 * clones restored, identified and
 					 * paused per snapshot a create used,
@@ -298,6 +303,16 @@ struct vmm_info {
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
+
+/* Its disk: the qcow2 layers of its chain, the bytes its own top holds
+ * and the bytes of the layers below (frozen, perhaps shared with forks
+ * and checkpoints; the template's image not counted). 0, or -1. */
+struct vmm_disk_usage {
+	unsigned layers;
+	uint64_t owned_bytes, shared_bytes;
+};
+int vmm_sandbox_disk_usage(const struct vmm_sandbox *sb,
+    struct vmm_disk_usage *out);
 
 /* The guest agent's socket of a running sandbox, connected (non-blocking,
  * close-on-exec) and checked to be its VMM's (SO_PEERCRED when jailed):

@@ -41,6 +41,16 @@ bench-create: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/create $(BENCH_ARGS)
 
+# `make bench-fork`: forks of a running default (debian) sandbox, one by
+# one (the source's pause, each fork's request to exec-ready) and ten in
+# one call, a checkpoint and a restore. Needs root and qemu; not part of
+# `make check`.
+EXTRA_DIST += tests/bench/fork
+.PHONY: bench-fork
+bench-fork: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/fork $(BENCH_ARGS)
+
 # `make bench-nft`: berth's egress table (libnetctl) beside an
 # iptables-style nft layout (one chain per sandbox) at 10, 1000 and 10000
 # sandboxes: update latency and iperf3 throughput of one guest path. Needs

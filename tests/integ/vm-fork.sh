@@ -2,8 +2,11 @@
 # vm-fork.sh — `POST /v1/sandboxes/{id}/fork` (issue 27), real Debian
 # microVMs under TCG: a running sandbox forked while it runs on; the fork
 # has its files and a process started in it before, its own identity,
-# writes on either side after the fork are not seen by the other; a fork
-# of a fork; bad requests answered clearly and nothing stored lost.
+# writes on either side after the fork are not seen by the other; the
+# source's WebSocket through berthd survives it; a fork of a fork; ten
+# forks in one call; checkpoints taken, restored in place and made into
+# new sandboxes; bad requests and quotas answered clearly and nothing
+# stored lost.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -34,6 +37,14 @@ out=$(netctl sandbox create a 2>&1) || bail "sandbox create a: $out"
 x a -- sh -c 'echo before >/root/f; sync'
 x a -- sh -c 'setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo $! >/root/sleep.pid'
 spid=$(x a -- cat /root/sleep.pid)
+# a WebSocket to a's testapp through berthd, open across the fork
+out=$(netctl port publish a 8080 2>&1) || bail "port publish a 8080: $out"
+wait_routed 8080 a
+py --port "$HTTPS_PORT" --host "$(host_for 8080 a)" --ca "$CA" --timeout 120 ws \
+	--ready "$T/ws.ready" --hold "$T/ws.go" "before the fork" "after the fork" \
+	>"$T/ws.out" 2>&1 &
+wspid=$!
+wait_for 60 test -e "$T/ws.ready" || bail "the WebSocket to a did not open: $(cat "$T/ws.out")"
 
 t0=$(date +%s%3N)
 doc=$(api -X POST -d '{"ids":["b"]}' http://b/v1/sandboxes/a/fork)
@@ -44,6 +55,12 @@ is "b runs" "$(netctl --json sandbox show b | json_get "$(cat)" 'j["state"]')" r
 diag "fork to b running: $((t1 - t0)) ms"
 like "... its create says it was forked from a" "$(grep 'sandbox b: created' "$BERTHD_LOG")" "forked from a"
 is "a runs on" "$(netctl --json sandbox show a | json_get "$(cat)" 'j["state"]')" running
+touch "$T/ws.go"
+wait "$wspid"
+is "a's WebSocket through berthd survived the fork" "$?" 0
+like "... and echoes after it" "$(cat "$T/ws.out")" "echo: after the fork"
+like "... the source's capture said its pause" "$(grep 'sandbox a: forked into' "$BERTHD_LOG")" "source paused [0-9]+ ms"
+unlike "b did not get a's published port" "$(netctl port ls b 2>&1)" "8080"
 is "b has a's file" "$(x b -- cat /root/f)" before
 is "b has a's process (the same pid, alive)" "$(x b -- sh -c "kill -0 $spid && echo alive")" alive
 is "b is b" "$(x b -- hostname)" b
@@ -108,6 +125,43 @@ like "checkpoint rm c k1" "$out" "checkpoint k1 of sandbox c removed"
 is "... it is no longer listed" "$(netctl --json checkpoint ls c | json_get "$(cat)" '" ".join(k["name"] for k in j["checkpoints"])')" k2
 is "... e made from it still reads its file" "$(x e -- cat /root/k1)" one
 netctl sandbox rm e >/dev/null 2>&1
+
+# ---- ten forks in one call (of d) ----
+ten="t0 t1 t2 t3 t4 t5 t6 t7 t8 t9"
+out=$(netctl sandbox fork d $ten 2>&1)
+is "netctl sandbox fork d into ten in one call" "$?" 0
+names=""
+for s in $ten; do names="$names $(x "$s" -- hostname 2>&1)"; done
+is "... each runs as itself" "$names" " $ten"
+like "seventeen in one call: 400 naming vm_max_forks (16)" \
+	"$(api -X POST -d '{"ids":["u0","u1","u2","u3","u4","u5","u6","u7","u8","u9","u10","u11","u12","u13","u14","u15","u16"]}' http://b/v1/sandboxes/d/fork)" 'vm_max_forks'
+for s in $ten; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+
+# ---- twelve forks in a chain: layers merged past vm_max_layers (8) ----
+layers() { netctl --json sandbox show "$1" | json_get "$(cat)" 'j["vm"]["disk"]["layers"]'; }
+shallow() { [ "$(layers "$1")" -le 8 ]; }
+prev=d deepest=0 chain_ok=1
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+	x "$prev" -- sh -c "echo $i >/root/gen$i; sync"
+	if ! out=$(netctl sandbox fork "$prev" "h$i" 2>&1); then
+		chain_ok=0; diag "fork $prev h$i: $out"; break
+	fi
+	wait_for 120 shallow "h$i" || { chain_ok=0; diag "h$i: $(layers "h$i") layers"; }
+	wait_for 120 shallow "$prev" || { chain_ok=0; diag "$prev: $(layers "$prev") layers"; }
+	[ "$prev" != d ] && netctl sandbox rm "$prev" >/dev/null 2>&1
+	prev=h$i
+done
+is "twelve forks in a chain: each one's disk at most 8 layers" "$chain_ok" 1
+is "... the last has every generation's file" \
+	"$(x h12 -- sh -c 'cat /root/gen1 /root/gen6 /root/gen12' | tr '\n' ' ')" "1 6 12 "
+like "... merges happened, the sandboxes running on" \
+	"$(grep 'merged its disk' "$BERTHD_LOG")" "running on: disk layers (9|1[0-9]) -> 2"
+unlike "... none of the chain stopped or was suspended meanwhile" \
+	"$(grep -E 'sandbox (d|h[0-9]+): running -> ' "$BERTHD_LOG")" "-> (stopped|suspended|failed)"
+dl=$(netctl --json sandbox show h12 | json_get "$(cat)" 'j["vm"]["disk"]')
+like "sandbox show: its disk's layers and bytes owned and shared" "$dl" "'owned_bytes': [1-9]"
+like "/metrics: disk bytes per sandbox, owned and shared" "$(api http://b/metrics)" 'berth_sandbox_disk_bytes\{sandbox="h12",kind="shared"\} [1-9]'
+netctl sandbox rm h12 >/dev/null 2>&1
 
 check "frozen layers in .layers while forks stand on them" \
 	sh -c "ls '$STATE'/vms/.layers/*.qcow2 >/dev/null 2>&1"
