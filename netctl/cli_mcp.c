@@ -77,7 +77,7 @@ static const struct tool tools[] = {
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 	{ "sandbox_status", "The sandbox's state, address and published ports.",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
-	{ "fork_sandbox", "Fork the sandbox (running or paused) into new "
+	{ "fork_sandbox", "Fork the sandbox (running, paused or suspended) into new "
 	  "sandboxes (1 to 100 ids): each starts from its memory and disk as "
 	  "they are now (files, running processes) with an identity of its "
 	  "own and the sandbox's egress rules; returns each fork's token "

@@ -3480,13 +3480,14 @@ static const struct cmd cmds[] = {
 	  "egress, pause, resume, events, exec)." },
 	{ "sandbox", "fork", NULL, "<id> <new-id> [<new-id>...]", 2, 101, 0,
 	  c_sandbox_fork,
-	  "Fork a running or paused microVM sandbox into new ones (up to 100):\n"
-	  "each starts from its memory and disk as they are now (files, running\n"
-	  "processes) with an identity of its own (hostname, address, machine\n"
-	  "id), its own disk layer, and the source's template, sizes, idle\n"
-	  "limits and egress rules, not its ports or tokens. The source pauses\n"
-	  "while its state is captured and runs on. Waits until the forks run;\n"
-	  "prints each one's token once." },
+	  "Fork a running, paused or suspended microVM sandbox into new ones\n"
+	  "(at most vm_max_forks, up to 100): each starts from its memory and\n"
+	  "disk as they are now (files, running processes) with an identity of\n"
+	  "its own (hostname, address, machine id), its own disk layer, and the\n"
+	  "source's template, sizes, idle limits and egress rules, not its ports\n"
+	  "or tokens. A running source pauses briefly while its state is\n"
+	  "captured and runs on; a suspended one is not woken. Waits until the\n"
+	  "forks run; prints each one's token once." },
 	{ "sandbox", "checkpoint", NULL, "<id> <name>", 2, 2, 0,
 	  c_sandbox_checkpoint,
 	  "Keep the running or paused microVM sandbox's memory and disk as\n"

@@ -4808,9 +4808,11 @@ h_sandbox_fork(struct req *r, const char *id)
 		goto out;
 	}
 	if (ckpt == NULL && strcmp(src.state, PX_STATE_RUNNING) != 0 &&
-	    strcmp(src.state, "paused") != 0) {
+	    strcmp(src.state, "paused") != 0 &&
+	    strcmp(src.state, PX_STATE_SUSPENDED) != 0) {
 		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: only a "
-		    "running or paused sandbox can be forked", id, src.state);
+		    "running, paused or suspended sandbox can be forked", id,
+		    src.state);
 		goto out;
 	}
 	if (px_store_egress_list(ctl->store, id, egress_collect, &eg, err,

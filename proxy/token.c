@@ -195,12 +195,16 @@ px_token_authorize(const struct px_auth *a, const char *method,
 		return 0;
 	if (nseg == 4 && strcmp(seg[3], "watch") == 0 && get)
 		return 0;
-	/* its checkpoints: list, take, remove; and back to one. Not
-	 * fork or create --from: new sandboxes are the admin's. */
+	/* its checkpoints: list, take, remove; and back to one */
 	if (strcmp(seg[3], "checkpoints") == 0 && ((nseg == 4 && (get ||
 	    post)) || (nseg == 5 && strcmp(method, "DELETE") == 0)))
 		return 0;
 	if (nseg == 4 && strcmp(seg[3], "restore") == 0 && post)
+		return 0;
+	/* and forks of itself (also from its checkpoints): each fork's
+	 * own token is in the answer, so the new sandboxes are held by
+	 * whoever holds this one (vm_max_forks bounds a call) */
+	if (nseg == 4 && strcmp(seg[3], "fork") == 0 && post)
 		return 0;
 	return deny(why, whylen, "a sandbox token cannot use '%s' on its "
 	    "sandbox", seg[3]);

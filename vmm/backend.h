@@ -244,6 +244,7 @@ int vmm_sandbox_create_hidden(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
     void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
 void vmm_rmtree(const char *path);
+void vmm_standby_start(struct vmm_sandbox *sb);
 /* The qcow2 files of top's chain (n, its raw image not counted) and the
  * deepest of them into base; -1 when unreadable. */
 int vmm_chain_base(const char *top, char *base, size_t baselen);

@@ -17,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "backend.h"
 #include "vmm.h"
@@ -95,6 +98,84 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 	ctx_free(c);
 }
 
+/* The source's side of a fork of a suspended sandbox, answered from the
+ * loop (a zero timeout) as a capture is. */
+static void
+suspended_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct fork_ctx *c = arg;
+	struct vmm_sandbox *src;
+
+	(void)fd;
+	(void)what;
+	if ((src = vmm_sandbox_find(c->m, c->src_id)) == NULL) {
+		(void)unlink(c->stream);
+		ctx_free(c);
+		return;
+	}
+	vmm_standby_start(src);
+	captured(src, VMM_OP_FORK, 1, "the source stayed suspended", 0, c);
+}
+
+/*
+ * A suspended sandbox is already a captured state: its snapshot (which
+ * carries its RAM: snap_ram) and its disk. Nothing runs: its standby VMM
+ * (which holds the disk) is ended, the disk's top is frozen as a fork's
+ * is and the source gets a new top over it, and the snapshot is linked
+ * as the forks' stream. It stays suspended; a standby comes back.
+ */
+static int
+fork_suspended(struct vmm_sandbox *src, struct fork_ctx *c, char *err,
+    size_t errlen)
+{
+	char snap[PATH_MAX], top[PATH_MAX], size[32], logp[PATH_MAX];
+	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
+	    "qcow2", "-b", c->layer, top, size, NULL };
+	struct timeval tv = { 0, 0 };
+	pid_t pid;
+	int status, rc;
+
+	(void)vmm_path(src, "snap/state", snap, sizeof(snap));
+	src->m->be->release(src);	/* its standby goes */
+	snprintf(top, sizeof(top), "%s/disk.%u.qcow2", src->jdir,
+	    src->layer_gen + 1);
+	snprintf(size, sizeof(size), "%uM", src->disk_mib);
+	(void)vmm_path(src, "mkfs.log", logp, sizeof(logp));
+	(void)unlink(top);
+	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0) {
+		rc = -EIO;
+		goto fail;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (status != 0 || (src->uid != 0 && chown(top, src->uid,
+	    src->gid) < 0) || link(snap, c->stream) < 0) {
+		snprintf(err, errlen, "fork: the suspended source's new top or "
+		    "snapshot: %s", status != 0 ? "qemu-img create failed" :
+		    strerror(errno));
+		(void)unlink(top);
+		rc = -EIO;
+		goto fail;
+	}
+	snprintf(src->disk, sizeof(src->disk), "%s", top);
+	src->layer_gen++;
+	src->layered = 1;
+	vmm_meta_save(src);
+	(void)chown(c->layer, 0, 0);
+	(void)chmod(c->layer, 0444);
+	if (event_base_once(src->m->base, -1, EV_TIMEOUT, suspended_done, c,
+	    &tv) < 0) {
+		/* cannot defer: answer now */
+		suspended_done(-1, EV_TIMEOUT, c);
+	}
+	return 0;
+fail:
+	(void)unlink(c->layer);
+	vmm_standby_start(src);
+	ctx_free(c);
+	return rc;
+}
+
 int
 vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
     vmm_fork_cb cb, void *arg, vmm_done_cb fork_cb, void *fork_arg,
@@ -123,9 +204,16 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		    vmm_op_name(src->op));
 		return -EBUSY;
 	}
-	if (src->state != VMM_RUNNING && src->state != VMM_PAUSED) {
-		snprintf(err, errlen, "sandbox %s is %s: only a running or "
-		    "paused sandbox can be forked", src->id,
+	if (src->state == VMM_SUSPENDED && !src->snap_ram) {
+		snprintf(err, errlen, "sandbox %s is suspended with its RAM in "
+		    "a file of its own (it was booted): resume it to fork it",
+		    src->id);
+		return -EPERM;
+	}
+	if (src->state != VMM_RUNNING && src->state != VMM_PAUSED &&
+	    src->state != VMM_SUSPENDED) {
+		snprintf(err, errlen, "sandbox %s is %s: only a running, "
+		    "paused or suspended sandbox can be forked", src->id,
 		    vmm_state_name(src->state));
 		return -EPERM;
 	}
@@ -177,6 +265,8 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		ctx_free(c);
 		return rc;
 	}
+	if (src->state == VMM_SUSPENDED)
+		return fork_suspended(src, c, err, errlen);
 	if ((rc = vmm_fork_begin(src, VMM_OP_FORK, c->layer, c->stream,
 	    captured, c, err, errlen)) < 0) {
 		(void)unlink(c->layer);

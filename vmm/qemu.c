@@ -1373,7 +1373,12 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 	q->op = restore ? QM_RESTORE : QM_BOOT;
 	q->step = 0;
 	q->boot_t0 = vmm_now_ms();
-	qm_timer(q, q->deadline_ev, restore ? sb->m->cfg.op_timeout_ms :
+	/* A restore whose stream carries the RAM (a fork, a checkpoint, a
+	 * clone's wake) reads hundreds of MB: with ten forks made at once
+	 * on two busy cores that took more than op_timeout; it gets a
+	 * boot's time. */
+	qm_timer(q, q->deadline_ev, restore && !sb->ram_anon ?
+	    sb->m->cfg.op_timeout_ms : restore ? sb->m->cfg.ready_timeout_ms :
 	    q->trial ? sb->m->cfg.kvm_trial_ms : sb->m->cfg.ready_timeout_ms);
 	if (!restore)
 		qm_timer(q, q->poll_ev, QM_CONSOLE_MS);
@@ -1518,6 +1523,10 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 		(void)qm_cmd(q, "query-migrate", NULL);
 	else if (q->op == QM_MERGE && (q->step == 2 || q->step == 4))
 		(void)qm_cmd(q, "query-block-jobs", NULL);
+	else if (q->op == QM_ADOPT && q->step == 1) {
+		q->step = 12;			/* query-migrate again */
+		(void)qm_cmd(q, "query-migrate", NULL);
+	}
 	else if (q->op == QM_RESTORE && q->step == 3)
 		(void)qm_cmd(q, "query-status", NULL);
 }
@@ -1812,6 +1821,25 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			return;
 		}
 		if (q->step == 1) {
+			/* and wait for the cancel to land: a fork's capture
+			 * held at pre-switchover stopped the guest, and QEMU
+			 * restarts it only once the migration is over */
+			q->step = 12;
+			(void)qm_cmd(q, "query-migrate", NULL);
+			return;
+		}
+		if (q->step == 12) {
+			s = ret != NULL ? json_string_value(json_object_get(ret,
+			    "status")) : NULL;
+			if (s != NULL && (strcmp(s, "setup") == 0 ||
+			    strcmp(s, "active") == 0 ||
+			    strcmp(s, "pre-switchover") == 0 ||
+			    strcmp(s, "device") == 0 ||
+			    strcmp(s, "cancelling") == 0)) {
+				q->step = 1;	/* asked again by the poll */
+				qm_timer(q, q->poll_ev, QM_MERGE_POLL_MS);
+				return;
+			}
 			q->step = 2;
 			(void)qm_cmd(q, "query-status", NULL);
 			return;
@@ -2226,9 +2254,16 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		if (ret == NULL)
 			goto fail;
 		q->step = 4;
+		/* No image locks on it: qemu takes them on the descriptor
+		 * the fd set keeps, and they stayed when the next capture
+		 * froze this top (a fork standing on it could not open it:
+		 * "Failed to get shared 'write' lock"). berth keeps the
+		 * writers apart itself: only this VMM writes its top, and a
+		 * frozen layer is root's and read-only. */
 		(void)qm_cmd(q, "blockdev-add", json_pack("{s:s, s:s, "
-		    "s:{s:s, s:s}, s:n}", "driver", "qcow2", "node-name", node,
-		    "file", "driver", "file", "filename", fdset, "backing"));
+		    "s:{s:s, s:s, s:s}, s:n}", "driver", "qcow2", "node-name",
+		    node, "file", "driver", "file", "filename", fdset,
+		    "locking", "off", "backing"));
 		return;
 	case 4:
 		if (ret == NULL)

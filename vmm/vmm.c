@@ -1078,6 +1078,12 @@ standby_start(struct vmm_sandbox *sb)
 }
 
 /* The single end of every operation. */
+void
+vmm_standby_start(struct vmm_sandbox *sb)
+{
+	standby_start(sb);
+}
+
 static void merge_check(struct vmm_sandbox *);
 static int add_waiter(struct vmm_sandbox *, vmm_done_cb, void *);
 static int op_refused(struct vmm_sandbox *, enum vmm_state, int);

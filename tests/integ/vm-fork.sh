@@ -107,6 +107,7 @@ is "... c is still c, at its address" "$(x c -- hostname) $(netctl --json sandbo
 lsdoc=$(netctl --json checkpoint ls c)
 is "checkpoint ls: k1 with its size" "$(json_get "$lsdoc" '" ".join("%s:%s" % (k["name"], k["size_bytes"] > 4096) for k in j["checkpoints"])')" "k1:True"
 out=$(netctl sandbox create e --from c:k1 2>&1)
+etok=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
 like "sandbox create e --from c:k1" "$out" "sandbox e created from checkpoint k1 of c \(10\.234\.0\.[0-9]+, running\)"
 is "... e has the checkpoint's file, not the later one" "$(x e -- sh -c 'cat /root/k1; cat /root/k2 2>/dev/null || echo none')" "one
 none"
@@ -124,6 +125,33 @@ out=$(netctl checkpoint rm c k1 2>&1)
 like "checkpoint rm c k1" "$out" "checkpoint k1 of sandbox c removed"
 is "... it is no longer listed" "$(netctl --json checkpoint ls c | json_get "$(cat)" '" ".join(k["name"] for k in j["checkpoints"])')" k2
 is "... e made from it still reads its file" "$(x e -- cat /root/k1)" one
+
+# ---- a fork of a suspended sandbox does not wake it ----
+st() { netctl --json sandbox show "$1" | json_get "$(cat)" 'j["state"]'; }
+out=$(netctl sandbox suspend e 2>&1) || bail "suspend e: $out"
+out=$(netctl sandbox fork e s1 2>&1)
+is "netctl sandbox fork of the suspended e into s1" "$?" 0
+is "... e stays suspended" "$(st e)" suspended
+is "... s1 has e's file" "$(x s1 -- cat /root/k1)" one
+is "... s1 is s1" "$(x s1 -- hostname)" s1
+out=$(netctl sandbox resume e 2>&1)
+is "... e resumes afterwards" "$?" 0
+is "... with its file" "$(x e -- cat /root/k1)" one
+x s1 -- sh -c 'echo s1-only >/root/s; sync'
+is "... and not s1's writes" "$(x e -- sh -c 'cat /root/s 2>/dev/null || echo none')" none
+netctl sandbox rm s1 >/dev/null 2>&1
+
+# ---- e's own token: its checkpoints and forks of itself, no other ----
+tnet() { "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$etok" "$@"; }
+out=$(tnet sandbox checkpoint e ek 2>&1)
+like "e's token takes a checkpoint of e" "$out" "checkpoint ek of sandbox e taken"
+out=$(tnet sandbox fork e s2 2>&1)
+like "e's token forks e" "$out" "sandbox s2 forked from e"
+like "... and gets the fork's token" "$out" "token: berth_"
+out=$(tnet sandbox fork c s3 2>&1)
+check "... but not another sandbox (exit 4, denied)" test $? = 4
+like "... saying whose token it is" "$out" "belongs to sandbox 'e'"
+netctl sandbox rm s2 >/dev/null 2>&1
 netctl sandbox rm e >/dev/null 2>&1
 
 # ---- ten forks in one call (of d) ----
@@ -159,7 +187,7 @@ like "... merges happened, the sandboxes running on" \
 unlike "... none of the chain stopped or was suspended meanwhile" \
 	"$(grep -E 'sandbox (d|h[0-9]+): running -> ' "$BERTHD_LOG")" "-> (stopped|suspended|failed)"
 dl=$(netctl --json sandbox show h12 | json_get "$(cat)" 'j["vm"]["disk"]')
-like "sandbox show: its disk's layers and bytes owned and shared" "$dl" "'owned_bytes': [1-9]"
+like "sandbox show: its disk's layers and bytes owned and shared" "$dl" '"owned_bytes": [1-9]'
 like "/metrics: disk bytes per sandbox, owned and shared" "$(api http://b/metrics)" 'berth_sandbox_disk_bytes\{sandbox="h12",kind="shared"\} [1-9]'
 netctl sandbox rm h12 >/dev/null 2>&1
 
