@@ -167,6 +167,10 @@ struct vmm_sandbox {
 	int fork_pending;		/* the create restores the capture */
 	char restoring[VMM_ID_MAX + 1];	/* ... or a checkpoint's restore */
 	struct event *merge_ev;		/* a merge of its layers, due */
+	int merge_tail;			/* the merge ending an operation ... */
+	char merge_reason[VMM_ERRLEN];	/* ... whose answer this is */
+	uint64_t merge_t0;
+	enum vmm_state merge_st;	/* ... and the state it ended in */
 	int layered;			/* its disk's chain is read from the
 					 * qcow2 headers (a fork or a fork's
 					 * source); the jail binds each file */

@@ -66,9 +66,13 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 		return;
 	}
 	/* frozen: nobody's VMM writes it again (the source's qemu reopened
-	 * it read-only) */
+	 * it read-only); the source's own name for it goes (its chain names
+	 * the layer in .layers), so the layer goes once no chain or
+	 * checkpoint needs it, merges included */
 	(void)chown(c->layer, 0, 0);
 	(void)chmod(c->layer, 0444);
+	if (strcmp(src->disk, c->old_disk) != 0)
+		(void)unlink(c->old_disk);
 	if ((forks = calloc(c->n, sizeof(*forks))) == NULL) {
 		(void)unlink(c->stream);
 		c->cb(src, 0, "out of memory", dur, NULL, 0, c->arg);
@@ -157,6 +161,7 @@ fork_suspended(struct vmm_sandbox *src, struct fork_ctx *c, char *err,
 		rc = -EIO;
 		goto fail;
 	}
+	(void)unlink(src->disk);	/* its name for the frozen layer */
 	snprintf(src->disk, sizeof(src->disk), "%s", top);
 	src->layer_gen++;
 	src->layered = 1;
@@ -375,6 +380,8 @@ ckpt_captured(struct vmm_sandbox *sb, enum vmm_op op, int ok,
 	}
 	(void)chown(c->layer, 0, 0);
 	(void)chmod(c->layer, 0444);
+	if (strcmp(sb->disk, c->old_disk) != 0)
+		(void)unlink(c->old_disk);	/* as a fork's capture */
 	(void)ckpt_path(m, sb->id, c->name, "qcow2", q, sizeof(q));
 	(void)ckpt_path(m, sb->id, c->name, "state", s, sizeof(s));
 	(void)ckpt_path(m, sb->id, c->name, "conf", cf, sizeof(cf));

@@ -122,14 +122,22 @@ vmm_chain(const char *top, char files[][PATH_MAX], int max, char *err,
 	}
 }
 
-/* Is path a file of some sandbox's chain (the manager's list)? */
+/*
+ * Is path a file of some sandbox's chain (the manager's list), or of
+ * the chain under a layer someone else keeps (a checkpoint's link, the
+ * source's own name for its frozen top: more than one link)? A kept
+ * layer is only as good as the layers below it.
+ */
 static int
 layer_used(struct vmm *m, const char *path)
 {
 	static char chain[VMM_CHAIN_MAX][PATH_MAX];
 	struct vmm_sandbox *sb;
-	char err[VMM_ERRLEN];
-	int n, i;
+	char err[VMM_ERRLEN], dir[PATH_MAX], p[PATH_MAX + 300];
+	struct dirent *de;
+	struct stat st;
+	int n, i, used = 0;
+	DIR *d;
 
 	for (sb = m->list; sb != NULL; sb = sb->next) {
 		if (!sb->layered && sb->fork_base[0] == '\0')
@@ -143,15 +151,37 @@ layer_used(struct vmm *m, const char *path)
 			if (strcmp(chain[i], path) == 0)
 				return 1;
 	}
-	return 0;
+	snprintf(dir, sizeof(dir), "%s/.layers", m->state_dir);
+	if ((d = opendir(dir)) == NULL)
+		return 0;
+	while (!used && (de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		if (l < 7 || strcmp(de->d_name + l - 6, ".qcow2") != 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (strcmp(p, path) == 0 || lstat(p, &st) < 0 ||
+		    !S_ISREG(st.st_mode) || st.st_nlink < 2)
+			continue;
+		if ((n = vmm_chain(p, chain, VMM_CHAIN_MAX, err,
+		    sizeof(err))) < 0) {
+			used = 1;	/* unreadable: keep what it may need */
+			break;
+		}
+		for (i = 1; i < n; i++)
+			if (strcmp(chain[i], path) == 0)
+				used = 1;
+	}
+	closedir(d);
+	return used;
 }
 
 /*
- * Frozen layers no sandbox stands on go: a layer's file in .layers has
- * one link once its source is gone (the source's own name for it was in
- * its directory), and then only the chains of the remaining sandboxes
- * say whether a fork still needs it. Repeated until nothing more goes
- * (a layer freed can free the one below it).
+ * Frozen layers no one stands on go: a layer's file in .layers has one
+ * link unless a checkpoint keeps it (the source drops its own name for
+ * it once captured), and then the chains of the sandboxes and of the
+ * kept layers say whether anyone still needs it (layer_used). Repeated
+ * until nothing more goes (a layer freed can free the one below it).
  */
 void
 vmm_layers_gc(struct vmm *m)

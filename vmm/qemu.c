@@ -822,7 +822,12 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 	ARG("-machine");
 	ARG("microvm,memory-backend=mem");
 	ARG("-accel");
-	ARG("%s", kvm ? "kvm" : "tcg");
+	/* TCG's translation cache is 1 GiB by default in QEMU 7.2, anonymous
+	 * memory that fills with transparent huge pages as code is
+	 * translated: with a 1 GiB guest's RAM restored into anonymous
+	 * memory (a fork) the two went past the sandbox's memory limit and
+	 * the kernel killed it. 128 MiB is ample for one guest. */
+	ARG("%s", kvm ? "kvm" : "tcg,tb-size=128");
 	ARG("-cpu");
 	ARG("%s", kvm ? "host" : "max");
 	ARG("-m");

@@ -1085,6 +1085,7 @@ vmm_standby_start(struct vmm_sandbox *sb)
 }
 
 static void merge_check(struct vmm_sandbox *);
+static int merge_inline(struct vmm_sandbox *, enum vmm_state, const char *);
 static int add_waiter(struct vmm_sandbox *, vmm_done_cb, void *);
 static int op_refused(struct vmm_sandbox *, enum vmm_state, int);
 
@@ -1174,6 +1175,39 @@ merge_fire(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * An operation that made the chain deep (a capture, a fork's create, a
+ * restore to a checkpoint) merges before it answers, as its last step:
+ * the sandbox is busy once, not twice, so a request that follows it does
+ * not find a merge in progress. 0 when the merge is under way.
+ */
+static int
+merge_inline(struct vmm_sandbox *sb, enum vmm_state st, const char *reason)
+{
+	char base[PATH_MAX], err[VMM_ERRLEN];
+	int n;
+
+	if (!sb->layered || sb->hidden || sb->m->be->merge == NULL ||
+	    (st != VMM_RUNNING && st != VMM_PAUSED) ||
+	    (sb->op != VMM_OP_FORK && sb->op != VMM_OP_CHECKPOINT &&
+	    sb->op != VMM_OP_RESTORE && sb->op != VMM_OP_CREATE))
+		return -1;
+	if ((n = vmm_chain_base(sb->disk, base, sizeof(base))) <= 0 ||
+	    (unsigned)n <= sb->m->cfg.max_layers)
+		return -1;
+	snprintf(sb->merge_reason, sizeof(sb->merge_reason), "%s",
+	    reason != NULL ? reason : "");
+	sb->merge_t0 = vmm_now_ms();
+	sb->merge_st = st;
+	sb->merge_tail = 1;
+	if (sb->m->be->merge(sb, base, (unsigned)n, err, sizeof(err)) < 0) {
+		sb->merge_tail = 0;
+		emit(sb, VMM_OP_MERGE, 0, err, 0, "vmm");
+		return -1;
+	}
+	return 0;
+}
+
 static void
 merge_check(struct vmm_sandbox *sb)
 {
@@ -1230,6 +1264,20 @@ vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 		sb->fork_base[0] = '\0';
 		sb->restoring[0] = '\0';
 	}
+	if (sb->merge_tail) {
+		/* the merge that ended an operation: an event of its own,
+		 * then the operation's answer as it was */
+		char r[VMM_ERRLEN];
+
+		sb->merge_tail = 0;
+		emit(sb, VMM_OP_MERGE, ok, reason, vmm_now_ms() - sb->merge_t0,
+		    "vmm");
+		if (ok)
+			vmm_layers_gc(sb->m);
+		snprintf(r, sizeof(r), "%s", sb->merge_reason);
+		op_finish(sb, 1, state == VMM_FAILED ? state : sb->merge_st, r);
+		return;
+	}
 	if (sb->op == VMM_OP_CREATE && sb->ready_pending) {
 		if (!ok && sb->pid <= 0 && ready_fallback(sb, reason) == 0)
 			return;
@@ -1237,12 +1285,15 @@ vmm_backend_done(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 		if (ok)
 			sb->from_snapshot = 1;
 	}
+	if (ok && merge_inline(sb, state, reason) == 0)
+		return;
 	op_finish(sb, ok, state, reason);
 }
 
 void
 vmm_backend_exited(struct vmm_sandbox *sb, const char *reason)
 {
+	sb->merge_tail = 0;
 	if (sb->busy) {
 		if (sb->op == VMM_OP_DELETE)
 			return;

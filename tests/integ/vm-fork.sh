@@ -198,7 +198,7 @@ check "a's layer stays when a goes (b and c stand on it)" \
 	sh -c "ls '$STATE'/vms/.layers/a.*.qcow2 >/dev/null 2>&1"
 is "b still reads a's file" "$(x b -- cat /root/f)" before
 for s in b c d; do netctl sandbox rm "$s" >/dev/null 2>&1; done
-check "c's checkpoints went with it" test ! -e "$STATE/vms/.checkpoints/c"
+check "c's checkpoints went with it" wait_for 60 test ! -e "$STATE/vms/.checkpoints/c"
 no_layers() { ! ls "$STATE"/vms/.layers/*.qcow2 >/dev/null 2>&1 && ! ls "$STATE"/vms/.layers/*.state >/dev/null 2>&1; }
 check "with every fork gone, no layer or captured state is left" wait_for 60 no_layers
 done_testing
