@@ -3490,9 +3490,9 @@ static const struct cmd cmds[] = {
 	  "forks run; prints each one's token once." },
 	{ "sandbox", "checkpoint", NULL, "<id> <name>", 2, 2, 0,
 	  c_sandbox_checkpoint,
-	  "Keep the running or paused microVM sandbox's memory and disk as\n"
-	  "they are now under <name> (it pauses as briefly as for a fork and\n"
-	  "runs on). 'sandbox restore' goes back to it, 'sandbox create NEW\n"
+	  "Keep the running, paused or suspended microVM sandbox's memory and\n"
+	  "disk as they are now under <name> (a running one pauses as briefly\n"
+	  "as for a fork and runs on; a suspended one is not woken). 'sandbox restore' goes back to it, 'sandbox create NEW\n"
 	  "--from <id>:<name>' makes a new sandbox from it; 'checkpoint ls'\n"
 	  "lists them with their size on disk. At most vm_max_checkpoints\n"
 	  "per sandbox (berth.conf); they go with the sandbox." },

@@ -4939,8 +4939,9 @@ h_checkpoint_list(struct req *r, const char *id)
 }
 
 /*
- * POST /v1/sandboxes/{id}/checkpoints {"name"}: the running or paused
- * sandbox's memory and disk kept under name (it pauses as for a fork);
+ * POST /v1/sandboxes/{id}/checkpoints {"name"}: the running, paused or
+ * suspended sandbox's memory and disk kept under name (a running one
+ * pauses as for a fork, a suspended one is not woken);
  * answered once taken: 201 {sandbox, name, created, size_bytes, detail}.
  * POST /v1/sandboxes/{id}/restore {"checkpoint"}: the sandbox back to
  * it, in place; answered once it runs: 200 with the sandbox.
@@ -4967,10 +4968,11 @@ h_checkpoint_op(struct req *r, const char *id, const char *op)
 	    name) < 0 || vm_sandbox_get(r, id, &sb, "checkpoints") < 0)
 		goto out;
 	if (is_take && strcmp(sb.state, PX_STATE_RUNNING) != 0 &&
-	    strcmp(sb.state, "paused") != 0) {
+	    strcmp(sb.state, "paused") != 0 &&
+	    strcmp(sb.state, PX_STATE_SUSPENDED) != 0) {
 		reply_error(r, 409, NULL, NULL, "sandbox '%s' is %s: only a "
-		    "running or paused sandbox can be checkpointed", id,
-		    sb.state);
+		    "running, paused or suspended sandbox can be "
+		    "checkpointed", id, sb.state);
 		goto out;
 	}
 	if ((p = pending_new(r, id, op)) == NULL)

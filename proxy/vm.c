@@ -867,6 +867,8 @@ px_vm_template_build_status(const char *name, uint64_t after, void *arg)
 	return doc;
 }
 
+static void unmade_fail(struct px_store *);
+
 int
 px_vm_init(struct event_base *base, struct px_store *store,
     const struct px_config *c, const char *state_dir,
@@ -998,6 +1000,10 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	else if (n > 0)
 		log_info("vmm: re-adopted %d sandbox(es)", n);
 	ready_kick();
+	/* a sandbox stored as creating with no VM: berthd stopped before
+	 * its VM was made (a fork whose capture a kill -9 cut short). It
+	 * fails, definitely and saying why, rather than create forever. */
+	unmade_fail(store);
 	/* the store follows what the VMM found; libvmm keeps no idle
 	 * limits across restarts, the store does */
 	{
@@ -1026,6 +1032,50 @@ notemplate:
 	snprintf(V.describe, sizeof(V.describe),
 	    "off (template: %s): only externally managed sandboxes", e);
 	return 0;
+}
+
+struct unmade {
+	char (*id)[PX_SANDBOX_ID_MAX + 1];
+	size_t n, cap;
+};
+
+static int
+unmade_collect(const struct px_sandbox *row, void *arg)
+{
+	struct unmade *u = arg;
+	void *nv;
+
+	if (row->external || strcmp(row->state, PX_STATE_CREATING) != 0 ||
+	    vmm_sandbox_find(V.m, row->id) != NULL)
+		return 0;
+	if (u->n == u->cap) {
+		u->cap = u->cap ? u->cap * 2 : 8;
+		if ((nv = realloc(u->id, u->cap * sizeof(*u->id))) == NULL)
+			return -1;
+		u->id = nv;
+	}
+	snprintf(u->id[u->n++], sizeof(u->id[0]), "%s", row->id);
+	return 0;
+}
+
+/* Sandboxes stored as creating that have no VM after the adoption. */
+static void
+unmade_fail(struct px_store *store)
+{
+	static const char why[] = "its VM was never made: berthd stopped "
+	    "before the create or fork finished";
+	struct unmade u = { NULL, 0, 0 };
+	char e[256];
+	size_t i;
+
+	(void)px_store_sandbox_list(store, unmade_collect, &u, e, sizeof(e));
+	for (i = 0; i < u.n; i++)
+		if (px_store_sandbox_set_state(store, u.id[i], PX_STATE_FAILED,
+		    e, sizeof(e)) == PX_STORE_OK) {
+			record(u.id[i], "create", 0, why, -1);
+			log_warnx("sandbox %s: %s", u.id[i], why);
+		}
+	free(u.id);
 }
 
 /* A template build does not outlive berthd (SIGTERM): the next start

@@ -252,6 +252,7 @@ void vmm_standby_start(struct vmm_sandbox *sb);
 /* The qcow2 files of top's chain (n, its raw image not counted) and the
  * deepest of them into base; -1 when unreadable. */
 int vmm_chain_base(const char *top, char *base, size_t baselen);
+void vmm_layers_orphans(struct vmm *m);
 /* ---- disk layer chains (layers.c) ---- */
 #define VMM_CHAIN_MAX	16
 /* top, then each backing file from the qcow2 headers (host paths), the

@@ -102,6 +102,54 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 	ctx_free(c);
 }
 
+/*
+ * A suspended sandbox is already a captured state: its snapshot (which
+ * carries its RAM: snap_ram) and its disk. Nothing runs: its standby VMM
+ * (which holds the disk) is ended and the disk's top frozen as a
+ * capture's is (the caller linked it as layer); the sandbox gets a new
+ * top over it and stays suspended; its snapshot is linked as stream. The
+ * caller's completion drops the old top's own name and brings a standby
+ * back. 0, or -errno with err (the source as it was).
+ */
+static int
+freeze_suspended(struct vmm_sandbox *src, const char *layer,
+    const char *stream, char *err, size_t errlen)
+{
+	char snap[PATH_MAX], top[PATH_MAX], size[32], logp[PATH_MAX];
+	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
+	    "qcow2", "-b", (char *)layer, top, size, NULL };
+	pid_t pid;
+	int status = -1;
+
+	(void)vmm_path(src, "snap/state", snap, sizeof(snap));
+	src->m->be->release(src);	/* its standby goes */
+	snprintf(top, sizeof(top), "%s/disk.%u.qcow2", src->jdir,
+	    src->layer_gen + 1);
+	snprintf(size, sizeof(size), "%uM", src->disk_mib);
+	(void)vmm_path(src, "mkfs.log", logp, sizeof(logp));
+	(void)unlink(top);
+	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0)
+		return -EIO;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (status != 0 || (src->uid != 0 && chown(top, src->uid,
+	    src->gid) < 0) || link(snap, stream) < 0) {
+		snprintf(err, errlen, "the suspended sandbox's new top or "
+		    "snapshot: %s", status != 0 ? "qemu-img create failed" :
+		    strerror(errno));
+		(void)unlink(top);
+		(void)unlink(stream);
+		return -EIO;
+	}
+	snprintf(src->disk, sizeof(src->disk), "%s", top);
+	src->layer_gen++;
+	src->layered = 1;
+	vmm_meta_save(src);
+	(void)chown(layer, 0, 0);
+	(void)chmod(layer, 0444);
+	return 0;
+}
+
 /* The source's side of a fork of a suspended sandbox, answered from the
  * loop (a zero timeout) as a capture is. */
 static void
@@ -121,64 +169,24 @@ suspended_done(evutil_socket_t fd, short what, void *arg)
 	captured(src, VMM_OP_FORK, 1, "the source stayed suspended", 0, c);
 }
 
-/*
- * A suspended sandbox is already a captured state: its snapshot (which
- * carries its RAM: snap_ram) and its disk. Nothing runs: its standby VMM
- * (which holds the disk) is ended, the disk's top is frozen as a fork's
- * is and the source gets a new top over it, and the snapshot is linked
- * as the forks' stream. It stays suspended; a standby comes back.
- */
 static int
 fork_suspended(struct vmm_sandbox *src, struct fork_ctx *c, char *err,
     size_t errlen)
 {
-	char snap[PATH_MAX], top[PATH_MAX], size[32], logp[PATH_MAX];
-	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
-	    "qcow2", "-b", c->layer, top, size, NULL };
 	struct timeval tv = { 0, 0 };
-	pid_t pid;
-	int status, rc;
+	int rc;
 
-	(void)vmm_path(src, "snap/state", snap, sizeof(snap));
-	src->m->be->release(src);	/* its standby goes */
-	snprintf(top, sizeof(top), "%s/disk.%u.qcow2", src->jdir,
-	    src->layer_gen + 1);
-	snprintf(size, sizeof(size), "%uM", src->disk_mib);
-	(void)vmm_path(src, "mkfs.log", logp, sizeof(logp));
-	(void)unlink(top);
-	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0) {
-		rc = -EIO;
-		goto fail;
+	if ((rc = freeze_suspended(src, c->layer, c->stream, err,
+	    errlen)) < 0) {
+		(void)unlink(c->layer);
+		vmm_standby_start(src);
+		ctx_free(c);
+		return rc;
 	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (status != 0 || (src->uid != 0 && chown(top, src->uid,
-	    src->gid) < 0) || link(snap, c->stream) < 0) {
-		snprintf(err, errlen, "fork: the suspended source's new top or "
-		    "snapshot: %s", status != 0 ? "qemu-img create failed" :
-		    strerror(errno));
-		(void)unlink(top);
-		rc = -EIO;
-		goto fail;
-	}
-	(void)unlink(src->disk);	/* its name for the frozen layer */
-	snprintf(src->disk, sizeof(src->disk), "%s", top);
-	src->layer_gen++;
-	src->layered = 1;
-	vmm_meta_save(src);
-	(void)chown(c->layer, 0, 0);
-	(void)chmod(c->layer, 0444);
 	if (event_base_once(src->m->base, -1, EV_TIMEOUT, suspended_done, c,
-	    &tv) < 0) {
-		/* cannot defer: answer now */
-		suspended_done(-1, EV_TIMEOUT, c);
-	}
+	    &tv) < 0)
+		suspended_done(-1, EV_TIMEOUT, c);	/* cannot defer */
 	return 0;
-fail:
-	(void)unlink(c->layer);
-	vmm_standby_start(src);
-	ctx_free(c);
-	return rc;
 }
 
 int
@@ -211,7 +219,8 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 	}
 	if (src->state == VMM_SUSPENDED && !src->snap_ram) {
 		snprintf(err, errlen, "sandbox %s is suspended with its RAM in "
-		    "a file of its own (it was booted): resume it to fork it",
+		    "a file of its own (its snapshot holds only device "
+		    "state): resume it to fork it",
 		    src->id);
 		return -EPERM;
 	}
@@ -352,6 +361,8 @@ ckpt_read(const struct vmm *m, const char *id, const char *name,
 }
 
 struct ckpt_ctx {
+	struct vmm *m;
+	char id[VMM_ID_MAX + 1];
 	char name[VMM_ID_MAX + 1];
 	char layer[PATH_MAX], stream[PATH_MAX], old_disk[PATH_MAX];
 	vmm_done_cb cb;
@@ -414,6 +425,26 @@ fail:
 	vmm_layers_gc(m);
 	c->cb(sb, op, 0, why, dur, c->arg);
 	free(c);
+}
+
+/* A checkpoint of a suspended sandbox: kept as a capture's is, from the
+ * loop; it stays suspended, its standby comes back. */
+static void
+ckpt_suspended_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct ckpt_ctx *c = arg;
+	struct vmm_sandbox *sb;
+
+	(void)fd;
+	(void)what;
+	if ((sb = vmm_sandbox_find(c->m, c->id)) == NULL) {
+		(void)unlink(c->stream);
+		free(c);
+		return;
+	}
+	vmm_standby_start(sb);
+	ckpt_captured(sb, VMM_OP_CHECKPOINT, 1, "the sandbox stayed suspended",
+	    0, c);
 }
 
 /* Parts of a checkpoint without a conf: a take cut short (berthd died
@@ -541,9 +572,16 @@ vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name, vmm_done_cb cb,
 		    vmm_op_name(sb->op));
 		return -EBUSY;
 	}
-	if (sb->state != VMM_RUNNING && sb->state != VMM_PAUSED) {
-		snprintf(err, errlen, "sandbox %s is %s: only a running or "
-		    "paused sandbox can be checkpointed", sb->id,
+	if (sb->state == VMM_SUSPENDED && !sb->snap_ram) {
+		snprintf(err, errlen, "sandbox %s is suspended with its RAM in "
+		    "a file of its own (its snapshot holds only device "
+		    "state): resume it to checkpoint it", sb->id);
+		return -EPERM;
+	}
+	if (sb->state != VMM_RUNNING && sb->state != VMM_PAUSED &&
+	    sb->state != VMM_SUSPENDED) {
+		snprintf(err, errlen, "sandbox %s is %s: only a running, paused "
+		    "or suspended sandbox can be checkpointed", sb->id,
 		    vmm_state_name(sb->state));
 		return -EPERM;
 	}
@@ -588,6 +626,23 @@ vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name, vmm_done_cb cb,
 		    strerror(errno));
 		free(c);
 		return rc;
+	}
+	if (sb->state == VMM_SUSPENDED) {
+		struct timeval tv = { 0, 0 };
+
+		if ((rc = freeze_suspended(sb, c->layer, c->stream, err,
+		    errlen)) < 0) {
+			(void)unlink(c->layer);
+			vmm_standby_start(sb);
+			free(c);
+			return rc;
+		}
+		snprintf(c->id, sizeof(c->id), "%s", sb->id);
+		c->m = m;
+		if (event_base_once(m->base, -1, EV_TIMEOUT, ckpt_suspended_done,
+		    c, &tv) < 0)
+			ckpt_suspended_done(-1, EV_TIMEOUT, c);
+		return 0;
 	}
 	if ((rc = vmm_fork_begin(sb, VMM_OP_CHECKPOINT, c->layer, c->stream,
 	    ckpt_captured, c, err, errlen)) < 0) {

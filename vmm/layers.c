@@ -269,3 +269,44 @@ vmm_sandbox_disk_usage(const struct vmm_sandbox *sb,
 	}
 	return 0;
 }
+
+/*
+ * After a restart, what a capture cut short left in .layers (nothing is
+ * captured then): a stream no fork or checkpoint links (one link), and a
+ * layer name that is still some sandbox's live top (its switch never
+ * happened). Then the usual collection.
+ */
+void
+vmm_layers_orphans(struct vmm *m)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 300];
+	struct vmm_sandbox *sb;
+	struct dirent *de;
+	struct stat st, ts;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/.layers", m->state_dir);
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (de->d_name[0] == '.' || lstat(p, &st) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (n > 6 && strcmp(de->d_name + n - 6, ".state") == 0) {
+			if (st.st_nlink == 1)
+				(void)unlink(p);
+			continue;
+		}
+		for (sb = m->list; sb != NULL; sb = sb->next)
+			if (stat(sb->disk, &ts) == 0 && ts.st_ino == st.st_ino &&
+			    ts.st_dev == st.st_dev) {
+				(void)unlink(p);
+				break;
+			}
+	}
+	closedir(d);
+	vmm_layers_gc(m);
+}

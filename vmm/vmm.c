@@ -2567,7 +2567,8 @@ vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
 			errf(err, errlen, -EIO, "%s", e);	/* last one */
 	}
 	closedir(d);
-	vmm_layers_gc(m);	/* what no adopted sandbox stands on */
+	vmm_layers_orphans(m);	/* a capture cut short; then what no
+				 * adopted sandbox stands on */
 	vmm_ready_gc(m);
 	return n;
 }

@@ -139,6 +139,18 @@ is "... e resumes afterwards" "$?" 0
 is "... with its file" "$(x e -- cat /root/k1)" one
 x s1 -- sh -c 'echo s1-only >/root/s; sync'
 is "... and not s1's writes" "$(x e -- sh -c 'cat /root/s 2>/dev/null || echo none')" none
+# a checkpoint of the suspended s1 (a fork: its snapshot carries its
+# RAM), restored after a write
+out=$(netctl sandbox suspend s1 2>&1) || bail "suspend s1: $out"
+out=$(netctl sandbox checkpoint s1 ss 2>&1)
+like "a checkpoint of the suspended s1" "$out" "checkpoint ss of sandbox s1 taken"
+is "... s1 stays suspended" "$(st s1)" suspended
+x s1 -- sh -c 'echo later >/root/later; sync'
+out=$(netctl sandbox restore s1 ss 2>&1)
+is "... restore s1 to it" "$?" 0
+is "... the write after it is gone, the one before kept" \
+	"$(x s1 -- sh -c 'cat /root/later 2>/dev/null || echo none; cat /root/s')" "none
+s1-only"
 netctl sandbox rm s1 >/dev/null 2>&1
 
 # ---- e's own token: its checkpoints and forks of itself, no other ----
