@@ -5,8 +5,9 @@
 # writes on either side after the fork are not seen by the other; the
 # source's WebSocket through berthd survives it; a fork of a fork; ten
 # forks in one call; checkpoints taken, restored in place and made into
-# new sandboxes; bad requests and quotas answered clearly and nothing
-# stored lost.
+# new sandboxes; a fork and a checkpoint of a suspended sandbox; twelve
+# forks in a chain with merges; berthd killed mid-fork; bad requests and
+# quotas answered clearly and nothing stored lost.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -202,6 +203,27 @@ dl=$(netctl --json sandbox show h12 | json_get "$(cat)" 'j["vm"]["disk"]')
 like "sandbox show: its disk's layers and bytes owned and shared" "$dl" '"owned_bytes": [1-9]'
 like "/metrics: disk bytes per sandbox, owned and shared" "$(api http://b/metrics)" 'berth_sandbox_disk_bytes\{sandbox="h12",kind="shared"\} [1-9]'
 netctl sandbox rm h12 >/dev/null 2>&1
+
+# ---- berthd killed (-9) while a fork's capture runs ----
+doc=$(api -X POST -d '{"ids":["k9"]}' http://b/v1/sandboxes/b/fork)
+like "fork b into k9: accepted" "$doc" '"id": *"k9"'
+kids=$(for p in $(berthd_workers); do [ "$(cat /proc/$p/comm 2>/dev/null)" = berthd ] && echo $p; done)
+kill -KILL "$BERTHD_PID" $kids
+wait_gone 10 "$BERTHD_PID" || bail "berthd survived kill -9"
+start_berthd
+runs_b() { [ "$(st b)" = running ]; }
+check "after kill -9 mid-fork and a restart, b runs" wait_for 120 runs_b
+is "... answers as b, its files there" "$(x b -- sh -c 'hostname; cat /root/g')" "b
+b-only"
+k9st=$(st k9 2>/dev/null)
+case $k9st in
+running) ok "... k9 came to be before the kill: running" ;;
+failed) like "... k9 did not: failed, saying why" "$(netctl sandbox events k9 2>&1)" "never made|was creating" ;;
+*) not_ok "... k9 is in a definite state (got '$k9st')" ;;
+esac
+check "... no qemu for a k9 that is not running" \
+	sh -c "[ '$k9st' = running ] || ! pgrep -f '[n]ame berth-k9 ' >/dev/null"
+netctl sandbox rm k9 >/dev/null 2>&1
 
 check "frozen layers in .layers while forks stand on them" \
 	sh -c "ls '$STATE'/vms/.layers/*.qcow2 >/dev/null 2>&1"
