@@ -1833,6 +1833,14 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			(void)qm_cmd(q, "query-migrate", NULL);
 			return;
 		}
+		if (q->step == 13) {	/* cont after a cut migration */
+			if (ret == NULL)
+				qm_donef(q, 1, VMM_PAUSED, "adopt: cont: %s",
+				    error);
+			else
+				qm_done(q, 1, VMM_RUNNING, "");
+			return;
+		}
 		if (q->step == 12) {
 			s = ret != NULL ? json_string_value(json_object_get(ret,
 			    "status")) : NULL;
@@ -1875,6 +1883,16 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 				    "snapshot is gone");
 			qm_quiet(q);
 			kill(sb->pid, SIGKILL);
+		} else if (s != NULL && (strcmp(s, "postmigrate") == 0 ||
+		    strcmp(s, "finish-migrate") == 0) &&
+		    sb->adopt_from == VMM_RUNNING) {
+			/* a migration stopped a running guest (a fork's
+			 * capture or a suspend cut short): it runs on; a
+			 * half-written snapshot goes */
+			qm_unlink(sb, "snap/state.new");
+			qm_unlink(sb, "migrate.err");
+			q->step = 13;
+			(void)qm_cmd(q, "cont", NULL);
 		} else if (s != NULL && (strcmp(s, "paused") == 0 ||
 		    strcmp(s, "postmigrate") == 0 ||
 		    strcmp(s, "finish-migrate") == 0)) {
