@@ -649,30 +649,49 @@ sandbox_from(struct opts *o, const char *id)
 	return rc;
 }
 
-/* netctl sandbox checkpoint ID NAME: taken, then its size printed. */
+/*
+ * netctl sandbox checkpoint|restore ID NAME: POST {"KEY": NAME} to
+ * /v1/sandboxes/ID/SUB; the answer, when it is a success and --json is
+ * not given, printed by say().
+ */
 static int
-c_sandbox_checkpoint(const struct cmd *c, struct opts *o, char **a, int n)
+sandbox_post_checkpoint(struct opts *o, char **a, const char *sub,
+    const char *key, void (*say)(char **, json_t *))
 {
 	char target[128];
 	json_t *body, *doc = NULL;
 	int rc;
 
-	(void)c;
-	(void)n;
 	if (check_id(a[0]) == -1 || check_name("checkpoint", a[1]) == -1)
 		return EXIT_USAGE;
-	body = json_pack("{s:s}", "name", a[1]);
-	snprintf(target, sizeof(target), "/v1/sandboxes/%s/checkpoints", a[0]);
+	body = json_pack("{s:s}", key, a[1]);
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/%s", a[0], sub);
 	rc = call(o, "POST", target, body, &doc);
 	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
-		printf("checkpoint %s of sandbox %s taken: %s on disk%s%s\n",
-		    a[1], a[0], human_bytes(json_integer_value(json_object_get(
-		    doc, "size_bytes"))), jstr(doc, "detail")[0] != '-' ?
-		    "; " : "", jstr(doc, "detail")[0] != '-' ?
-		    jstr(doc, "detail") : "");
+		say(a, doc);
 	out_set(doc);
 	return rc;
+}
+
+static void
+say_checkpoint(char **a, json_t *doc)
+{
+	printf("checkpoint %s of sandbox %s taken: %s on disk%s%s\n",
+	    a[1], a[0], human_bytes(json_integer_value(json_object_get(
+	    doc, "size_bytes"))), jstr(doc, "detail")[0] != '-' ?
+	    "; " : "", jstr(doc, "detail")[0] != '-' ?
+	    jstr(doc, "detail") : "");
+}
+
+/* netctl sandbox checkpoint ID NAME: taken, then its size printed. */
+static int
+c_sandbox_checkpoint(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	(void)c;
+	(void)n;
+	return sandbox_post_checkpoint(o, a, "checkpoints", "name",
+	    say_checkpoint);
 }
 
 /* netctl checkpoint ls ID */
@@ -727,27 +746,21 @@ c_checkpoint_rm(const struct cmd *c, struct opts *o, char **a, int n)
 	    a[0], "removed", a[1]));
 }
 
+static void
+say_restore(char **a, json_t *doc)
+{
+	printf("sandbox %s restored to checkpoint %s (%s)\n", a[0], a[1],
+	    jstr(doc, "state"));
+}
+
 /* netctl sandbox restore ID NAME: back to the checkpoint, running. */
 static int
 c_sandbox_restore(const struct cmd *c, struct opts *o, char **a, int n)
 {
-	char target[128];
-	json_t *body, *doc = NULL;
-	int rc;
-
 	(void)c;
 	(void)n;
-	if (check_id(a[0]) == -1 || check_name("checkpoint", a[1]) == -1)
-		return EXIT_USAGE;
-	body = json_pack("{s:s}", "checkpoint", a[1]);
-	snprintf(target, sizeof(target), "/v1/sandboxes/%s/restore", a[0]);
-	rc = call(o, "POST", target, body, &doc);
-	json_decref(body);
-	if (rc == EXIT_OK && !o->json)
-		printf("sandbox %s restored to checkpoint %s (%s)\n", a[0], a[1],
-		    jstr(doc, "state"));
-	out_set(doc);
-	return rc;
+	return sandbox_post_checkpoint(o, a, "restore", "checkpoint",
+	    say_restore);
 }
 
 /* A size option: a whole number from 1 up (berthd checks the range). */

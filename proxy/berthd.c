@@ -1478,6 +1478,7 @@ main(int argc, char **argv)
 		hooks.max_forks = P.cfg.vm_max_forks;
 		hooks.vm_checkpoint = px_vm_checkpoint;
 		hooks.vm_checkpoints = px_vm_checkpoints;
+		hooks.vm_checkpoint_get = px_vm_checkpoint_get;
 		hooks.vm_checkpoint_rm = px_vm_checkpoint_rm;
 		hooks.vm_info = px_vm_info;
 		hooks.vm_console = px_vm_console;

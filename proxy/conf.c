@@ -168,6 +168,34 @@ vm_size_slot(struct px_config *c, const char *name)
 	return z ? (unsigned *)(void *)((char *)c + z->off) : NULL;
 }
 
+/* The counts with no unit: NAME N, N from min to max. */
+struct vm_count {
+	const char *name;
+	unsigned min, max;
+	size_t off;
+};
+
+static const struct vm_count vm_counts[] = {
+	{ "vm_ready_pool", 0, 64, offsetof(struct px_config, vm_ready_pool) },
+	{ "vm_max_forks", 1, 100, offsetof(struct px_config, vm_max_forks) },
+	{ "vm_max_checkpoints", 1, 256,
+	  offsetof(struct px_config, vm_max_checkpoints) },
+	{ "vm_max_layers", 2, 12, offsetof(struct px_config, vm_max_layers) },
+	{ "vm_max_procs", 1, 1024, offsetof(struct px_config, vm_max_procs) },
+	{ "vm_standby", 0, 4096, offsetof(struct px_config, vm_standby) },
+};
+
+static const struct vm_count *
+vm_count_of(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(vm_counts) / sizeof(vm_counts[0]); i++)
+		if (strcmp(vm_counts[i].name, name) == 0)
+			return &vm_counts[i];
+	return NULL;
+}
+
 /* A default above its maximum could never be created: the error cites
  * the later of the two lines (lines[i]: where vm_sizes[i] was set, 0:
  * not in the file). */
@@ -813,39 +841,18 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 				c->vm_jail = 0;
 			else
 				ERR("vm_jail: expected 'on' or 'off', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "vm_ready_pool") == 0) {
+		} else if (vm_count_of(argv[0]) != NULL) {
+			const struct vm_count *k = vm_count_of(argv[0]);
 			char *end;
 			long n;
 
 			NARGS(1);
 			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || end == argv[1] || n < 0 || n > 64)
-				ERR("vm_ready_pool: expected a count between 0 and 64, got '%s'", argv[1]);
-			c->vm_ready_pool = (unsigned)n;
-		} else if (strcmp(argv[0], "vm_max_forks") == 0 ||
-		    strcmp(argv[0], "vm_max_checkpoints") == 0) {
-			int forks = argv[0][7] == 'f';
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || end == argv[1] || n < 1 ||
-			    n > (forks ? 100 : 256))
-				ERR("%s: expected a count between 1 and %d, got '%s'", argv[0], forks ? 100 : 256, argv[1]);
-			if (forks)
-				c->vm_max_forks = (unsigned)n;
-			else
-				c->vm_max_checkpoints = (unsigned)n;
-		} else if (strcmp(argv[0], "vm_max_layers") == 0) {
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || end == argv[1] || n < 2 || n > 12)
-				ERR("vm_max_layers: expected a count between 2 and 12, got '%s'", argv[1]);
-			c->vm_max_layers = (unsigned)n;
+			if (*end != '\0' || end == argv[1] || n < (long)k->min ||
+			    n > (long)k->max)
+				ERR("%s: expected a count between %u and %u, got '%s'",
+				    argv[0], k->min, k->max, argv[1]);
+			*(unsigned *)(void *)((char *)c + k->off) = (unsigned)n;
 		} else if (strcmp(argv[0], "vm_ready_snapshot") == 0) {
 			NARGS(1);
 			if (strcmp(argv[1], "on") == 0)
@@ -903,24 +910,6 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 			if (k == 3)
 				n *= 1024;	/* KiB -> bytes */
 			*(unsigned *)(void *)((char *)c + lim[k].off) = (unsigned)n;
-		} else if (strcmp(argv[0], "vm_max_procs") == 0) {
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || end == argv[1] || n < 1 || n > 1024)
-				ERR("vm_max_procs: expected a count between 1 and 1024, got '%s'", argv[1]);
-			c->vm_max_procs = (unsigned)n;
-		} else if (strcmp(argv[0], "vm_standby") == 0) {
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || end == argv[1] || n < 0 || n > 4096)
-				ERR("vm_standby: expected a count between 0 and 4096, got '%s'", argv[1]);
-			c->vm_standby = (unsigned)n;
 		} else if (strcmp(argv[0], "idle_pause") == 0 ||
 		    strcmp(argv[0], "idle_suspend") == 0) {
 			uint64_t *slot = argv[0][5] == 'p' ? &c->idle_pause : &c->idle_suspend;

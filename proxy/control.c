@@ -1550,25 +1550,23 @@ static void
 reply_checkpoint(struct px_control *ctl, struct req *r, const char *id,
     const char *name, const char *detail)
 {
-	static struct px_checkpoint list[PX_CHECKPOINTS_MAX];
+	struct px_checkpoint k;
 	char err[256];
 	json_t *doc;
-	int n, i;
+	int rc;
 
-	if ((n = ctl->hooks.vm_checkpoints(id, list, PX_CHECKPOINTS_MAX, err,
-	    sizeof(err), ctl->hooks.arg)) < 0) {
-		reply_error(r, 500, NULL, NULL, "%s", err);
-		return;
-	}
-	for (i = 0; i < n && i < PX_CHECKPOINTS_MAX; i++)
-		if (strcmp(list[i].name, name) == 0)
-			break;
-	if (i == n || i == PX_CHECKPOINTS_MAX) {
+	rc = ctl->hooks.vm_checkpoint_get(id, name, &k, err, sizeof(err),
+	    ctl->hooks.arg);
+	if (rc == -2) {
 		reply_error(r, 500, NULL, NULL, "checkpoint '%s' of sandbox '%s' "
 		    "was taken but is not listed", name, id);
 		return;
 	}
-	doc = checkpoint_json(id, &list[i]);
+	if (rc < 0) {
+		reply_error(r, 500, NULL, NULL, "%s", err);
+		return;
+	}
+	doc = checkpoint_json(id, &k);
 	if (detail != NULL && detail[0] != '\0')
 		json_object_set_new(doc, "detail", json_string(detail));
 	reply_json(r, 201, doc);

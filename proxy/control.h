@@ -357,8 +357,10 @@ struct px_control_hooks {
 	 * asynchronous as lifecycle. 0 when started; -1 with err, -2 no such
 	 * checkpoint, -3 the name exists, -4 the sandbox holds the most
 	 * checkpoints allowed. vm_checkpoints: the list (at most max), its
-	 * full length or -1 with err. vm_checkpoint_rm: 0, -1 with err, -2
-	 * no such checkpoint. NULL: 409.
+	 * full length or -1 with err. vm_checkpoint_get: checkpoint name
+	 * into out, 0, -1 with err, -2 no such checkpoint. vm_checkpoint_rm:
+	 * 0, -1 with err, -2 no such checkpoint. NULL (vm_checkpoint; the
+	 * others are set with it): 409.
 	 */
 	unsigned max_forks;		/* new sandboxes per fork call; 0:
 					 * PX_FORK_MAX */
@@ -368,6 +370,8 @@ struct px_control_hooks {
 	    void *arg);
 	int (*vm_checkpoints)(const char *sandbox, struct px_checkpoint *out,
 	    size_t max, char *err, size_t errlen, void *arg);
+	int (*vm_checkpoint_get)(const char *sandbox, const char *name,
+	    struct px_checkpoint *out, char *err, size_t errlen, void *arg);
 	int (*vm_checkpoint_rm)(const char *sandbox, const char *name,
 	    char *err, size_t errlen, void *arg);
 	/* A VM-backed sandbox's idle limits changed (values as in

@@ -1303,6 +1303,30 @@ px_vm_fork(const char *id, const char *const *ids, size_t n,
 static void op_done(struct vmm_sandbox *, enum vmm_op, int, const char *,
     uint64_t, void *);
 
+/*
+ * An operation of the control API on id's sandbox begins: its VM in *sb
+ * and, in *o, the context that answers done(done_arg) when it ends (the
+ * caller's to free if the operation cannot begin). -1 with err: no VM, or
+ * out of memory.
+ */
+static int
+op_begin(const char *id, void (*done)(void *, int, const char *),
+    void *done_arg, struct vmm_sandbox **sb, struct opctx **o, char *err,
+    size_t errlen)
+{
+	if (V.m == NULL || (*sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		snprintf(err, errlen, "the VMM has no sandbox '%s'", id);
+		return -1;
+	}
+	if ((*o = opctx_new(id)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	(*o)->done = done;
+	(*o)->done_arg = done_arg;
+	return 0;
+}
+
 /* A checkpoint taken or a restore ended: logged, then answered. */
 static void
 ckpt_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
@@ -1329,16 +1353,8 @@ px_vm_checkpoint(const char *id, const char *op, const char *name,
 	int rc;
 
 	(void)arg;
-	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
-		snprintf(err, errlen, "the VMM has no sandbox '%s'", id);
+	if (op_begin(id, done, done_arg, &sb, &o, err, errlen) < 0)
 		return -1;
-	}
-	if ((o = opctx_new(id)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	o->done = done;
-	o->done_arg = done_arg;
 	if (strcmp(op, "checkpoint") == 0)
 		rc = vmm_checkpoint_take(sb, name, ckpt_done, o, err, errlen);
 	else
@@ -1349,6 +1365,16 @@ px_vm_checkpoint(const char *id, const char *op, const char *name,
 		    rc == -EDQUOT ? -4 : -1;
 	}
 	return 0;
+}
+
+/* What the control API shows of checkpoint v. */
+static void
+ckpt_conv(struct px_checkpoint *out, const struct vmm_checkpoint *v)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", v->name);
+	out->created = (int64_t)(v->created_ms / 1000);
+	out->bytes = v->bytes;
 }
 
 int
@@ -1371,14 +1397,28 @@ px_vm_checkpoints(const char *id, struct px_checkpoint *out, size_t max,
 		free(v);
 		return -1;
 	}
-	for (i = 0; i < n && (size_t)i < max; i++) {
-		memset(&out[i], 0, sizeof(out[i]));
-		snprintf(out[i].name, sizeof(out[i].name), "%s", v[i].name);
-		out[i].created = (int64_t)(v[i].created_ms / 1000);
-		out[i].bytes = v[i].bytes;
-	}
+	for (i = 0; i < n && (size_t)i < max; i++)
+		ckpt_conv(&out[i], &v[i]);
 	free(v);
 	return n;
+}
+
+int
+px_vm_checkpoint_get(const char *id, const char *name,
+    struct px_checkpoint *out, char *err, size_t errlen, void *arg)
+{
+	struct vmm_checkpoint v;
+	int rc;
+
+	(void)arg;
+	if (V.m == NULL) {
+		snprintf(err, errlen, "no VMM");
+		return -1;
+	}
+	if ((rc = vmm_checkpoint_get(V.m, id, name, &v, err, errlen)) < 0)
+		return rc == -ENOENT ? -2 : -1;
+	ckpt_conv(out, &v);
+	return 0;
 }
 
 int
@@ -1558,16 +1598,8 @@ px_vm_lifecycle(const char *id, const char *op,
 	struct opctx *o;
 	int rc;
 
-	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
-		snprintf(err, errlen, "the VMM has no sandbox '%s'", id);
+	if (op_begin(id, done, done_arg, &sb, &o, err, errlen) < 0)
 		return -1;
-	}
-	if ((o = opctx_new(id)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	o->done = done;
-	o->done_arg = done_arg;
 	if (strcmp(op, "pause") == 0)
 		rc = vmm_sandbox_pause(sb, op_done, o, err, errlen);
 	else if (strcmp(op, "suspend") == 0)

@@ -46,6 +46,8 @@ int px_vm_checkpoint(const char *id, const char *op, const char *name,
     size_t errlen, void *arg);
 int px_vm_checkpoints(const char *id, struct px_checkpoint *out, size_t max,
     char *err, size_t errlen, void *arg);
+int px_vm_checkpoint_get(const char *id, const char *name,
+    struct px_checkpoint *out, char *err, size_t errlen, void *arg);
 int px_vm_checkpoint_rm(const char *id, const char *name, char *err,
     size_t errlen, void *arg);
 /* template.json's "memory_mib" of template dir (NULL: the default), 0 */

@@ -235,6 +235,11 @@ void vmm_ready_cleanup(struct vmm *m);
 void vmm_ready_gc(struct vmm *m);
 int vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
     const char *stream, vmm_done_cb cb, void *arg, char *err, size_t errlen);
+/* A suspended sandbox's capture, for vmm_fork_begin: its disk's top
+ * frozen as layer, its snapshot linked as stream; ends in
+ * vmm_backend_done (it stays suspended). 0, or -errno with err. */
+int vmm_freeze_suspended(struct vmm_sandbox *sb, const char *layer,
+    const char *stream, char *err, size_t errlen);
 int vmm_restore_begin(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
     char *err, size_t errlen);
 /* <state>/.checkpoints/<id> into out */

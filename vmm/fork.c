@@ -105,87 +105,98 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 /*
  * A suspended sandbox is already a captured state: its snapshot (which
  * carries its RAM: snap_ram) and its disk. Nothing runs: its standby VMM
- * (which holds the disk) is ended and the disk's top frozen as a
- * capture's is (the caller linked it as layer); the sandbox gets a new
- * top over it and stays suspended; its snapshot is linked as stream. The
- * caller's completion drops the old top's own name and brings a standby
- * back. 0, or -errno with err (the source as it was).
+ * (which holds the disk) is ended, a new top made over the disk's (now
+ * frozen as layer) with qemu-img (watched from the loop), and the
+ * snapshot linked as stream. It stays suspended; the operation's end
+ * (vmm_backend_done) brings a standby back and answers the caller as a
+ * capture's does.
  */
-static int
-freeze_suspended(struct vmm_sandbox *src, const char *layer,
-    const char *stream, char *err, size_t errlen)
-{
-	char snap[PATH_MAX], top[PATH_MAX], size[32], logp[PATH_MAX];
-	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
-	    "qcow2", "-b", (char *)layer, top, size, NULL };
-	pid_t pid;
-	int status = -1;
+struct freeze_ctx {
+	struct vmm *m;
+	char id[VMM_ID_MAX + 1];
+	char layer[PATH_MAX], stream[PATH_MAX], top[PATH_MAX];
+	struct vmm_child *watch;
+};
 
-	(void)vmm_path(src, "snap/state", snap, sizeof(snap));
-	src->m->be->release(src);	/* its standby goes */
-	snprintf(top, sizeof(top), "%s/disk.%u.qcow2", src->jdir,
-	    src->layer_gen + 1);
-	snprintf(size, sizeof(size), "%uM", src->disk_mib);
-	(void)vmm_path(src, "mkfs.log", logp, sizeof(logp));
-	(void)unlink(top);
-	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0)
-		return -EIO;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (status != 0 || (src->uid != 0 && chown(top, src->uid,
-	    src->gid) < 0) || link(snap, stream) < 0) {
-		snprintf(err, errlen, "the suspended sandbox's new top or "
-		    "snapshot: %s", status != 0 ? "qemu-img create failed" :
-		    strerror(errno));
-		(void)unlink(top);
-		(void)unlink(stream);
-		return -EIO;
-	}
-	snprintf(src->disk, sizeof(src->disk), "%s", top);
-	src->layer_gen++;
-	src->layered = 1;
-	vmm_meta_save(src);
-	(void)chown(layer, 0, 0);
-	(void)chmod(layer, 0444);
-	return 0;
-}
-
-/* The source's side of a fork of a suspended sandbox, answered from the
- * loop (a zero timeout) as a capture is. */
 static void
-suspended_done(evutil_socket_t fd, short what, void *arg)
+freeze_done(pid_t pid, int status, void *arg)
 {
-	struct fork_ctx *c = arg;
-	struct vmm_sandbox *src;
+	struct freeze_ctx *f = arg;
+	struct vmm_sandbox *sb;
+	char snap[PATH_MAX], why[VMM_ERRLEN], st[64];
 
-	(void)fd;
-	(void)what;
-	if ((src = vmm_sandbox_find(c->m, c->src_id)) == NULL) {
-		(void)unlink(c->stream);
-		ctx_free(c);
+	(void)pid;
+	if ((sb = vmm_sandbox_find(f->m, f->id)) == NULL) {
+		(void)unlink(f->top);
+		free(f);
 		return;
 	}
-	vmm_standby_start(src);
-	captured(src, VMM_OP_FORK, 1, "the source stayed suspended", 0, c);
+	(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+	if (status != 0) {
+		vmm_status_text(status, st, sizeof(st));
+		snprintf(why, sizeof(why), "the suspended sandbox's new top: "
+		    "qemu-img create %s", st);
+	} else if ((sb->uid != 0 && chown(f->top, sb->uid, sb->gid) < 0) ||
+	    link(snap, f->stream) < 0)
+		snprintf(why, sizeof(why), "the suspended sandbox's new top or "
+		    "snapshot: %s", strerror(errno));
+	else {
+		snprintf(sb->disk, sizeof(sb->disk), "%s", f->top);
+		sb->layer_gen++;
+		sb->layered = 1;
+		vmm_meta_save(sb);
+		(void)chown(f->layer, 0, 0);
+		(void)chmod(f->layer, 0444);
+		free(f);
+		vmm_backend_done(sb, 1, VMM_SUSPENDED,
+		    "the sandbox stayed suspended");
+		return;
+	}
+	(void)unlink(f->top);
+	(void)unlink(f->stream);
+	free(f);
+	vmm_backend_done(sb, 0, VMM_SUSPENDED, why);
 }
 
-static int
-fork_suspended(struct vmm_sandbox *src, struct fork_ctx *c, char *err,
-    size_t errlen)
+int
+vmm_freeze_suspended(struct vmm_sandbox *sb, const char *layer,
+    const char *stream, char *err, size_t errlen)
 {
-	struct timeval tv = { 0, 0 };
-	int rc;
+	struct freeze_ctx *f;
+	char size[32], logp[PATH_MAX];
+	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
+	    "qcow2", "-b", NULL, NULL, size, NULL };
+	pid_t pid;
 
-	if ((rc = freeze_suspended(src, c->layer, c->stream, err,
-	    errlen)) < 0) {
-		(void)unlink(c->layer);
-		vmm_standby_start(src);
-		ctx_free(c);
-		return rc;
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
-	if (event_base_once(src->m->base, -1, EV_TIMEOUT, suspended_done, c,
-	    &tv) < 0)
-		suspended_done(-1, EV_TIMEOUT, c);	/* cannot defer */
+	f->m = sb->m;
+	snprintf(f->id, sizeof(f->id), "%s", sb->id);
+	snprintf(f->layer, sizeof(f->layer), "%s", layer);
+	snprintf(f->stream, sizeof(f->stream), "%s", stream);
+	snprintf(f->top, sizeof(f->top), "%s/disk.%u.qcow2", sb->jdir,
+	    sb->layer_gen + 1);
+	argv[9] = f->layer;
+	argv[10] = f->top;
+	snprintf(size, sizeof(size), "%uM", sb->disk_mib);
+	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+	sb->m->be->release(sb);		/* its standby goes */
+	(void)unlink(f->top);
+	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0) {
+		free(f);
+		return -EIO;
+	}
+	if ((f->watch = vmm_child_watch(sb->m->base, pid, freeze_done, f, err,
+	    errlen)) == NULL) {
+		(void)kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		(void)unlink(f->top);
+		free(f);
+		return -EIO;
+	}
 	return 0;
 }
 
@@ -279,8 +290,6 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		ctx_free(c);
 		return rc;
 	}
-	if (src->state == VMM_SUSPENDED)
-		return fork_suspended(src, c, err, errlen);
 	if ((rc = vmm_fork_begin(src, VMM_OP_FORK, c->layer, c->stream,
 	    captured, c, err, errlen)) < 0) {
 		(void)unlink(c->layer);
@@ -361,8 +370,6 @@ ckpt_read(const struct vmm *m, const char *id, const char *name,
 }
 
 struct ckpt_ctx {
-	struct vmm *m;
-	char id[VMM_ID_MAX + 1];
 	char name[VMM_ID_MAX + 1];
 	char layer[PATH_MAX], stream[PATH_MAX], old_disk[PATH_MAX];
 	vmm_done_cb cb;
@@ -427,26 +434,6 @@ fail:
 	free(c);
 }
 
-/* A checkpoint of a suspended sandbox: kept as a capture's is, from the
- * loop; it stays suspended, its standby comes back. */
-static void
-ckpt_suspended_done(evutil_socket_t fd, short what, void *arg)
-{
-	struct ckpt_ctx *c = arg;
-	struct vmm_sandbox *sb;
-
-	(void)fd;
-	(void)what;
-	if ((sb = vmm_sandbox_find(c->m, c->id)) == NULL) {
-		(void)unlink(c->stream);
-		free(c);
-		return;
-	}
-	vmm_standby_start(sb);
-	ckpt_captured(sb, VMM_OP_CHECKPOINT, 1, "the sandbox stayed suspended",
-	    0, c);
-}
-
 /* Parts of a checkpoint without a conf: a take cut short (berthd died
  * between the links and the conf). */
 static void
@@ -477,15 +464,56 @@ ckpt_sweep(struct vmm *m, const char *id)
 	closedir(d);
 }
 
+/* What is listed of checkpoint name: 0, or -1 (none readable). */
+static int
+ckpt_describe(struct vmm *m, const char *id, const char *name,
+    struct vmm_checkpoint *t)
+{
+	struct ckpt_conf cc;
+	struct stat st;
+	char p[PATH_MAX];
+
+	memset(t, 0, sizeof(*t));
+	if (ckpt_read(m, id, name, &cc) < 0)
+		return -1;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->created_ms = cc.created_ms;
+	t->mem_mib = cc.mem_mib;
+	t->vcpus = cc.vcpus;
+	t->disk_mib = cc.disk_mib;
+	if (ckpt_path(m, id, name, "qcow2", p, sizeof(p)) == 0 &&
+	    stat(p, &st) == 0)
+		t->bytes += (uint64_t)st.st_blocks * 512;
+	if (ckpt_path(m, id, name, "state", p, sizeof(p)) == 0 &&
+	    stat(p, &st) == 0)
+		t->bytes += (uint64_t)st.st_blocks * 512;
+	return 0;
+}
+
+int
+vmm_checkpoint_get(struct vmm *m, const char *id, const char *name,
+    struct vmm_checkpoint *out, char *err, size_t errlen)
+{
+	if (!vmm_id_valid(id) || !vmm_id_valid(name)) {
+		snprintf(err, errlen, "bad sandbox id '%s' or checkpoint "
+		    "name '%s'", id, name);
+		return -EINVAL;
+	}
+	if (ckpt_describe(m, id, name, out) < 0) {
+		snprintf(err, errlen, "sandbox %s has no checkpoint '%s'", id,
+		    name);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 int
 vmm_checkpoint_list(struct vmm *m, const char *id, struct vmm_checkpoint *out,
     size_t max, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], p[PATH_MAX];
+	char dir[PATH_MAX], nm[VMM_ID_MAX + 1];
 	struct vmm_checkpoint *all = NULL, *nv, t;
-	struct ckpt_conf cc;
 	struct dirent *de;
-	struct stat st;
 	size_t n = 0, cap = 0, i, k;
 	DIR *d;
 
@@ -502,21 +530,9 @@ vmm_checkpoint_list(struct vmm *m, const char *id, struct vmm_checkpoint *out,
 		if (l < 6 || strcmp(de->d_name + l - 5, ".conf") != 0 ||
 		    l - 5 > VMM_ID_MAX)
 			continue;
-		memset(&t, 0, sizeof(t));
-		snprintf(t.name, sizeof(t.name), "%.*s", (int)(l - 5),
-		    de->d_name);
-		if (ckpt_read(m, id, t.name, &cc) < 0)
+		snprintf(nm, sizeof(nm), "%.*s", (int)(l - 5), de->d_name);
+		if (ckpt_describe(m, id, nm, &t) < 0)
 			continue;
-		t.created_ms = cc.created_ms;
-		t.mem_mib = cc.mem_mib;
-		t.vcpus = cc.vcpus;
-		t.disk_mib = cc.disk_mib;
-		if (ckpt_path(m, id, t.name, "qcow2", p, sizeof(p)) == 0 &&
-		    stat(p, &st) == 0)
-			t.bytes += (uint64_t)st.st_blocks * 512;
-		if (ckpt_path(m, id, t.name, "state", p, sizeof(p)) == 0 &&
-		    stat(p, &st) == 0)
-			t.bytes += (uint64_t)st.st_blocks * 512;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			if ((nv = realloc(all, cap * sizeof(*nv))) == NULL) {
@@ -626,23 +642,6 @@ vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name, vmm_done_cb cb,
 		    strerror(errno));
 		free(c);
 		return rc;
-	}
-	if (sb->state == VMM_SUSPENDED) {
-		struct timeval tv = { 0, 0 };
-
-		if ((rc = freeze_suspended(sb, c->layer, c->stream, err,
-		    errlen)) < 0) {
-			(void)unlink(c->layer);
-			vmm_standby_start(sb);
-			free(c);
-			return rc;
-		}
-		snprintf(c->id, sizeof(c->id), "%s", sb->id);
-		c->m = m;
-		if (event_base_once(m->base, -1, EV_TIMEOUT, ckpt_suspended_done,
-		    c, &tv) < 0)
-			ckpt_suspended_done(-1, EV_TIMEOUT, c);
-		return 0;
 	}
 	if ((rc = vmm_fork_begin(sb, VMM_OP_CHECKPOINT, c->layer, c->stream,
 	    ckpt_captured, c, err, errlen)) < 0) {

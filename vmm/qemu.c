@@ -115,6 +115,11 @@ struct qm {
 	int cap_forced;		/* the downtime limit was raised */
 	uint64_t cap_t0, cap_t_stop;	/* migrate sent; the source stopped */
 	struct vmm_child *cap_watch;
+	/* a merge: the layer streamed down to, the chain's length before,
+	 * and whether the stream job concluded without error */
+	char mrg_base[PATH_MAX];
+	unsigned mrg_layers;
+	int mrg_ok;
 	int claim;		/* ... a pool member's (restored already) */
 	struct stat sb_snap;	/* the snapshot file it loaded */
 };
@@ -2224,12 +2229,36 @@ qm_cap_imgdone(pid_t pid, int status, void *arg)
 #define VMM_CAP_CONVERGE_MS	3000
 #define VMM_CAP_DOWNTIME_MS	100
 
+/* A checkpoint's stream is kept: on disk before the answer, but not
+ * inside the source's pause (it runs on first). A fork's is read from
+ * the page cache by the forks and dropped: no sync. -1 when it failed
+ * (the capture fails). */
+static int
+qm_cap_sync(struct qm *q)
+{
+	int fd, rc = 0;
+
+	if (q->sb->op != VMM_OP_CHECKPOINT)
+		return 0;
+	if ((fd = open(q->cap_stream, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    fsync(fd) < 0)
+		rc = -1;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		qm_donef(q, 0, q->was_running ? VMM_RUNNING : VMM_PAUSED,
+		    "checkpoint: its state could not be written to disk: %s",
+		    strerror(errno));
+	return rc;
+}
+
 static void
 qm_capture_step(struct qm *q, json_t *ret, const char *error)
 {
 	struct vmm_sandbox *sb = q->sb;
 	char why[VMM_ERRLEN], uri[PATH_MAX * 2 + 64], node[32], fdset[48];
 	const char *s;
+	uint64_t t;
 	int fd;
 
 	snprintf(node, sizeof(node), "top%u", q->cap_gen);
@@ -2367,7 +2396,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 
 			if ((fd = open(q->cap_stream, O_RDONLY | O_CLOEXEC)) < 0 ||
 			    read(fd, magic, 4) != 4 ||
-			    memcmp(magic, "QEVM", 4) != 0 || fsync(fd) < 0) {
+			    memcmp(magic, "QEVM", 4) != 0) {
 				if (fd >= 0)
 					close(fd);
 				qm_cap_fail(q, "fork: the captured state is "
@@ -2377,6 +2406,8 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			close(fd);
 		}
 		if (!q->was_running) {
+			if (qm_cap_sync(q) < 0)
+				return;
 			qm_done(q, 1, VMM_PAUSED, "");
 			return;
 		}
@@ -2414,8 +2445,11 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			qm_donef(q, 0, VMM_FAILED, "fork: cont: %s", error);
 			return;
 		}
+		t = vmm_now_ms() - q->cap_t_stop;
+		if (qm_cap_sync(q) < 0)
+			return;
 		qm_donef(q, 1, VMM_RUNNING, "source paused %llu ms",
-		    (unsigned long long)(vmm_now_ms() - q->cap_t_stop));
+		    (unsigned long long)t);
 		return;
 	case 99:	/* migrate_cancel answered: QEMU restarts the source */
 		q->step = 100;
@@ -2459,7 +2493,7 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 		q->step = 1;
 		(void)qm_cmd(q, "block-stream", json_pack("{s:s, s:s, s:s, s:b}",
 		    "job-id", "berth-merge", "device", "d0", "base",
-		    q->cap_layer, "auto-dismiss", 0));
+		    q->mrg_base, "auto-dismiss", 0));
 		return;
 	case 1:
 		if (ret == NULL) {
@@ -2494,15 +2528,15 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 		if ((s = json_string_value(json_object_get(job, "error"))) !=
 		    NULL && q->step == 2)
 			snprintf(sb->reason, sizeof(sb->reason), "merge: %s", s);
-		q->cap_switched = s == NULL && q->step == 2;	/* ok */
+		q->mrg_ok = s == NULL && q->step == 2;
 		q->step = 3;
 		(void)qm_cmd(q, "block-job-dismiss", json_pack("{s:s}", "id",
 		    "berth-merge"));
 		return;
 	case 3:
-		if (q->cap_switched)
+		if (q->mrg_ok)
 			qm_donef(q, 1, st, "disk layers %u -> 2",
-			    q->cap_gen);
+			    q->mrg_layers);
 		else
 			qm_done(q, 0, st, sb->reason);
 		return;
@@ -2521,9 +2555,9 @@ qm_merge(struct vmm_sandbox *sb, const char *base, unsigned layers,
 	q->op = QM_MERGE;
 	q->step = 0;
 	q->was_running = sb->state == VMM_RUNNING;
-	q->cap_switched = 0;
-	q->cap_gen = layers;
-	snprintf(q->cap_layer, sizeof(q->cap_layer), "%s", base);
+	q->mrg_ok = 0;
+	q->mrg_layers = layers;
+	snprintf(q->mrg_base, sizeof(q->mrg_base), "%s", base);
 	qm_timer(q, q->deadline_ev, QM_MERGE_MS);
 	qm_step(q, NULL, NULL);
 	return 0;

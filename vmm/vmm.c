@@ -1146,21 +1146,36 @@ static int disk_start(struct vmm_sandbox *sb, char *err, size_t errlen);
  * is merged when it runs next. The merge starts from the loop, after the
  * operation that made the chain deep has answered.
  */
+/* How many layers sb's chain has when it is past cfg.max_layers and its
+ * VMM (in state st) can merge it, base set to the layer merged down to;
+ * 0 when no merge is due. */
+static unsigned
+merge_due(struct vmm_sandbox *sb, enum vmm_state st, char *base,
+    size_t baselen)
+{
+	int n;
+
+	if (!sb->layered || sb->hidden || sb->m->be->merge == NULL ||
+	    (st != VMM_RUNNING && st != VMM_PAUSED))
+		return 0;
+	if ((n = vmm_chain_base(sb->disk, base, baselen)) <= 0 ||
+	    (unsigned)n <= sb->m->cfg.max_layers)
+		return 0;
+	return (unsigned)n;
+}
+
 static void
 merge_fire(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_sandbox *sb = arg;
 	char base[PATH_MAX], err[VMM_ERRLEN];
 	enum vmm_state st = sb->state;
-	int n;
+	unsigned n;
 
 	(void)fd;
 	(void)what;
-	if (sb->busy || sb->deleting || (st != VMM_RUNNING &&
-	    st != VMM_PAUSED) || sb->m->be->merge == NULL)
-		return;
-	if ((n = vmm_chain_base(sb->disk, base, sizeof(base))) <= 0 ||
-	    (unsigned)n <= sb->m->cfg.max_layers)
+	if (sb->busy || sb->deleting ||
+	    (n = merge_due(sb, st, base, sizeof(base))) == 0)
 		return;
 	if (add_waiter(sb, NULL, NULL) < 0)
 		return;
@@ -1169,7 +1184,7 @@ merge_fire(evutil_socket_t fd, short what, void *arg)
 	sb->cause = "vmm";
 	sb->op_from = st;
 	sb->op_t0 = vmm_now_ms();
-	if (sb->m->be->merge(sb, base, (unsigned)n, err, sizeof(err)) < 0) {
+	if (sb->m->be->merge(sb, base, n, err, sizeof(err)) < 0) {
 		(void)op_refused(sb, st, -EIO);
 		emit(sb, VMM_OP_MERGE, 0, err, 0, "vmm");
 	}
@@ -1185,22 +1200,18 @@ static int
 merge_inline(struct vmm_sandbox *sb, enum vmm_state st, const char *reason)
 {
 	char base[PATH_MAX], err[VMM_ERRLEN];
-	int n;
+	unsigned n;
 
-	if (!sb->layered || sb->hidden || sb->m->be->merge == NULL ||
-	    (st != VMM_RUNNING && st != VMM_PAUSED) ||
-	    (sb->op != VMM_OP_FORK && sb->op != VMM_OP_CHECKPOINT &&
-	    sb->op != VMM_OP_RESTORE && sb->op != VMM_OP_CREATE))
-		return -1;
-	if ((n = vmm_chain_base(sb->disk, base, sizeof(base))) <= 0 ||
-	    (unsigned)n <= sb->m->cfg.max_layers)
+	if ((sb->op != VMM_OP_FORK && sb->op != VMM_OP_CHECKPOINT &&
+	    sb->op != VMM_OP_RESTORE && sb->op != VMM_OP_CREATE) ||
+	    (n = merge_due(sb, st, base, sizeof(base))) == 0)
 		return -1;
 	snprintf(sb->merge_reason, sizeof(sb->merge_reason), "%s",
 	    reason != NULL ? reason : "");
 	sb->merge_t0 = vmm_now_ms();
 	sb->merge_st = st;
 	sb->merge_tail = 1;
-	if (sb->m->be->merge(sb, base, (unsigned)n, err, sizeof(err)) < 0) {
+	if (sb->m->be->merge(sb, base, n, err, sizeof(err)) < 0) {
 		sb->merge_tail = 0;
 		emit(sb, VMM_OP_MERGE, 0, err, 0, "vmm");
 		return -1;
@@ -1759,8 +1770,13 @@ vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
 	sb->cause = "api";
 	sb->op_from = st;
 	sb->op_t0 = vmm_now_ms();
-	if ((rc = sb->m->be->capture(sb, layer, stream, err, errlen)) < 0)
+	if ((rc = st == VMM_SUSPENDED ? vmm_freeze_suspended(sb, layer, stream,
+	    err, errlen) : sb->m->be->capture(sb, layer, stream, err,
+	    errlen)) < 0) {
+		if (st == VMM_SUSPENDED)
+			standby_start(sb);
 		return op_refused(sb, st, rc);
+	}
 	if (sb->idle_ev != NULL)
 		event_del(sb->idle_ev);
 	return 0;

@@ -440,6 +440,9 @@ int vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name,
  * how many there are (may exceed max), or -errno. */
 int vmm_checkpoint_list(struct vmm *m, const char *id,
     struct vmm_checkpoint *out, size_t max, char *err, size_t errlen);
+/* Checkpoint name of sandbox id: 0, -ENOENT, or -EINVAL. */
+int vmm_checkpoint_get(struct vmm *m, const char *id, const char *name,
+    struct vmm_checkpoint *out, char *err, size_t errlen);
 /* 0, -ENOENT, or -errno. The layers it alone kept go. */
 int vmm_checkpoint_rm(struct vmm *m, const char *id, const char *name,
     char *err, size_t errlen);
