@@ -114,6 +114,7 @@ struct qm {
 	int cap_migrating;	/* the migration is under way (cancel it) */
 	int cap_forced;		/* the downtime limit was raised */
 	uint64_t cap_t0, cap_t_stop;	/* migrate sent; the source stopped */
+	uint64_t cap_t_sw, cap_t_end;	/* its top switched; stream complete */
 	struct vmm_child *cap_watch;
 	/* a merge: the layer streamed down to, the chain's length before,
 	 * and whether the stream job concluded without error */
@@ -2386,6 +2387,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			return;
 		}
 		q->cap_migrating = 0;
+		q->cap_t_end = vmm_now_ms();
 		if (strcmp(s, "completed") != 0 || q->step != 10) {
 			snprintf(why, sizeof(why), "fork: capture %s", s);
 			qm_cap_fail(q, why);
@@ -2426,6 +2428,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		/* The source writes to its new top from here on; the old
 		 * one is frozen: the fork's base. */
 		q->cap_switched = 1;
+		q->cap_t_sw = vmm_now_ms();
 		snprintf(sb->disk, sizeof(sb->disk), "%s", q->cap_top);
 		sb->layered = 1;
 		sb->layer_gen = q->cap_gen;
@@ -2448,8 +2451,11 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		t = vmm_now_ms() - q->cap_t_stop;
 		if (qm_cap_sync(q) < 0)
 			return;
-		qm_donef(q, 1, VMM_RUNNING, "source paused %llu ms",
-		    (unsigned long long)t);
+		qm_donef(q, 1, VMM_RUNNING, "source paused %llu ms (its disk's "
+		    "top switched in %llu, the last of its RAM and devices "
+		    "written in %llu)", (unsigned long long)t,
+		    (unsigned long long)(q->cap_t_sw - q->cap_t_stop),
+		    (unsigned long long)(q->cap_t_end - q->cap_t_sw));
 		return;
 	case 99:	/* migrate_cancel answered: QEMU restarts the source */
 		q->step = 100;
