@@ -2496,11 +2496,39 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 
 	switch (q->step) {
 	case 0:
+		q->step = 6;
+		(void)qm_cmd(q, "query-block", NULL);
+		return;
+	case 6: {
+		/* the base as this qemu names it: a clone of the ready
+		 * snapshot started jailed opened it as /base.qcow2 (its
+		 * deepest qcow2), where the headers name the host's path;
+		 * the top's new header names the host's path either way */
+		json_t *img = NULL, *b;
+		const char *alias = NULL;
+
+		if (ret == NULL) {
+			qm_donef(q, 0, st, "merge: %s", error);
+			return;
+		}
+		json_array_foreach(ret, i, j)
+			if ((s = json_string_value(json_object_get(j, "device")))
+			    != NULL && strcmp(s, "d0") == 0)
+				img = json_object_get(json_object_get(j,
+				    "inserted"), "image");
+		for (b = img; b != NULL; b = json_object_get(b,
+		    "backing-image"))
+			if ((s = json_string_value(json_object_get(b,
+			    "format"))) != NULL && strcmp(s, "qcow2") == 0)
+				alias = json_string_value(json_object_get(b,
+				    "filename"));
 		q->step = 1;
-		(void)qm_cmd(q, "block-stream", json_pack("{s:s, s:s, s:s, s:b}",
-		    "job-id", "berth-merge", "device", "d0", "base",
+		(void)qm_cmd(q, "block-stream", json_pack("{s:s, s:s, s:s, s:s, "
+		    "s:b}", "job-id", "berth-merge", "device", "d0", "base",
+		    alias != NULL ? alias : q->mrg_base, "backing-file",
 		    q->mrg_base, "auto-dismiss", 0));
 		return;
+	}
 	case 1:
 		if (ret == NULL) {
 			qm_donef(q, 0, st, "merge: %s", error);

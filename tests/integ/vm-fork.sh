@@ -204,6 +204,22 @@ like "sandbox show: its disk's layers and bytes owned and shared" "$dl" '"owned_
 like "/metrics: disk bytes per sandbox, owned and shared" "$(api http://b/metrics)" 'berth_sandbox_disk_bytes\{sandbox="h12",kind="shared"\} [1-9]'
 netctl sandbox rm h12 >/dev/null 2>&1
 
+# ---- a clone of the ready snapshot merged: its qemu names the frozen
+# base /base.qcow2 (jailed), its headers the host's path ----
+ck_ok=1
+for i in 1 2 3 4 5 6 7 8; do
+	out=$(netctl sandbox checkpoint a "m$i" 2>&1) || { ck_ok=0; diag "checkpoint a m$i: $out"; break; }
+	netctl checkpoint rm a "m$i" >/dev/null 2>&1 || { ck_ok=0; diag "checkpoint rm a m$i"; break; }
+done
+is "eight checkpoints of a (a ready snapshot's clone) taken and removed" "$ck_ok" 1
+check "... its disk merged back to at most 8 layers" wait_for 120 shallow a
+like "... a merge of a said so" "$(grep 'sandbox a: merged its disk' "$BERTHD_LOG")" "disk layers (9|1[0-9]) -> 2"
+unlike "... no merge of a failed" "$(grep 'sandbox a: merge failed' "$BERTHD_LOG")" "failed"
+is "... a still has its file" "$(x a -- cat /root/f)" before
+out=$(netctl sandbox suspend a 2>&1 && netctl sandbox resume a 2>&1)
+check "... a suspended and resumed after it (its chain read from the headers)" test $? = 0
+is "... and still has its file" "$(x a -- cat /root/f)" before
+
 # ---- berthd killed (-9) while a fork's capture runs ----
 doc=$(api -X POST -d '{"ids":["k9"]}' http://b/v1/sandboxes/b/fork)
 like "fork b into k9: accepted" "$doc" '"id": *"k9"'
