@@ -161,6 +161,9 @@ struct vmm_sandbox {
 					 * suspends carry it again */
 	int ready_memfd;		/* jailed restore: the sealed RAM
 					 * image (the manager's; not closed) */
+	int ram_image;			/* a fork's: its capture's sealed RAM
+					 * image (a memfd of its own, closed
+					 * once its VMM maps it); -1 none */
 	struct vmm_ident *ident;	/* a clone being given its identity */
 	char fork_base[PATH_MAX];	/* a fork being made: its base layer */
 	char forked_from[VMM_ID_MAX + 1];	/* ... and its source */
@@ -235,6 +238,22 @@ void vmm_ready_cleanup(struct vmm *m);
 void vmm_ready_gc(struct vmm *m);
 int vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
     const char *stream, vmm_done_cb cb, void *arg, char *err, size_t errlen);
+/* image.c: a captured stream (in) split into the RAM image of its block
+ * `block` (img, img_size bytes, zero to start with) and the stream of the
+ * rest (out). For a child process: no allocation but mmap. 0, or -errno
+ * with err (-ENOTSUP: a stream it does not know: load it whole). */
+int vmm_stream_split(int in, int out, int img, uint64_t img_size,
+    const char *block, char *err, size_t errlen);
+/* The same for the manager: stream (a capture carrying RAM) split by a
+ * child into a sealed memfd of mem_mib MiB, all of it allocated (the
+ * manager's memory, shared by whoever maps it), and dev, the devices'
+ * stream (made here, 0400). cb runs once from the loop: img >= 0 the
+ * image (cb's to close), or -1 and why; ms the time it took. 0 when
+ * under way, or -1 with err (nothing made). */
+typedef void (*vmm_split_cb)(void *arg, int img, const char *why,
+    uint64_t ms);
+int vmm_split_start(struct vmm *m, const char *stream, const char *dev,
+    unsigned mem_mib, vmm_split_cb cb, void *arg, char *err, size_t errlen);
 /* A suspended sandbox's capture, for vmm_fork_begin: its disk's top
  * frozen as layer, its snapshot linked as stream; ends in
  * vmm_backend_done (it stays suspended). 0, or -errno with err. */

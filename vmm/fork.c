@@ -4,18 +4,26 @@
  * frozen (hard-linked as <state>/vms/.layers/<name>.qcow2, root's and
  * read-only once captured) and a new top goes over it; its RAM and
  * device state go to <state>/vms/.layers/<name>.state; it runs on.
- * Each fork is then created over the frozen layer, restores the stream
- * (a hard link of it as its snap/state: the RAM goes into a RAM file of
- * its own) and gets its own identity (ident.c) before anyone reaches it.
- * The stream's own name goes once every fork links it; a fork drops its
- * link once restored, so the file goes with the last one.
+ * With a jailed qemu, the stream is then split (image.c): its RAM
+ * becomes an image in a sealed memfd that every fork of the call maps
+ * private, copy-on-write (no fork copies the RAM), and the rest a small
+ * stream of devices. Each fork is then created over the frozen layer,
+ * restores that stream (a hard link of it as its snap/state; without an
+ * image, the whole stream, its RAM loaded into anonymous memory) and
+ * gets its own identity (ident.c) before anyone reaches it. The
+ * stream's own name goes once every fork links it; a fork drops its
+ * link once restored, so the file goes with the last one. A restore to
+ * a checkpoint splits its stream likewise.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,15 +53,131 @@ ctx_free(struct fork_ctx *c)
 	free(c);
 }
 
+/* The forks, created over the frozen layer from stream (the capture's,
+ * or the devices' part of it when img, its RAM image, is >= 0); then the
+ * caller's answer. */
+static void
+make_forks(struct vmm_sandbox *src, struct fork_ctx *c, const char *stream,
+    int img, const char *reason, uint64_t dur)
+{
+	struct vmm_sandbox **forks;
+	struct vmm_sandbox_spec spec;
+	char err[VMM_ERRLEN];
+	size_t i, made = 0;
+	int fd = -1;
+
+	if ((forks = calloc(c->n, sizeof(*forks))) == NULL) {
+		c->cb(src, 0, "out of memory", dur, NULL, 0, c->arg);
+		return;
+	}
+	for (i = 0; i < c->n; i++) {
+		memset(&spec, 0, sizeof(spec));
+		spec.id = c->ids[i];
+		spec.tpl = &src->tpl;
+		spec.mem_mib = src->mem_mib;
+		spec.vcpus = src->vcpus;
+		spec.disk_mib = src->disk_mib;
+		spec.boot = 1;
+		if (img >= 0 && (fd = fcntl(img, F_DUPFD_CLOEXEC, 3)) < 0) {
+			snprintf(src->reason, sizeof(src->reason), "fork %s: "
+			    "its RAM image: %s", c->ids[i], strerror(errno));
+			continue;
+		}
+		if (vmm_sandbox_create_fork(c->m, &spec, src, c->layer,
+		    stream, c->fork_cb, c->fork_arg, &forks[made], err,
+		    sizeof(err)) < 0) {
+			snprintf(src->reason, sizeof(src->reason), "fork %s: %s",
+			    c->ids[i], err);
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		/* its VMM starts from the loop later (after its disk's
+		 * layer is made), and maps the image then */
+		if (fd >= 0) {
+			forks[made]->ram_image = fd;
+			forks[made]->ram_shared = 1;
+			fd = -1;
+		}
+		made++;
+	}
+	c->cb(src, made > 0, made == c->n ? reason : src->reason, dur, forks,
+	    made, c->arg);
+	free(forks);
+}
+
+/*
+ * The capture's stream split (image.c): the forks map its RAM image and
+ * load the devices' part. Only for jailed qemu VMMs (they are handed the
+ * memfd as a descriptor). A split that fails costs its time only: the
+ * forks load the stream whole.
+ */
+struct fsplit {
+	struct fork_ctx *c;
+	char reason[VMM_ERRLEN];
+	char dev[PATH_MAX];
+	uint64_t dur;
+};
+
+static void
+fork_split_done(void *arg, int img, const char *why, uint64_t ms)
+{
+	struct fsplit *x = arg;
+	struct fork_ctx *c = x->c;
+	struct vmm_sandbox *src = vmm_sandbox_find(c->m, c->src_id);
+	char reason[VMM_ERRLEN * 2];
+
+	if (src == NULL) {
+		/* the source went meanwhile (deleted): no forks */
+	} else if (img >= 0) {
+		snprintf(reason, sizeof(reason), "%s; its RAM an image the "
+		    "forks share (split in %llu ms)", x->reason,
+		    (unsigned long long)ms);
+		make_forks(src, c, x->dev, img, reason, x->dur);
+	} else {
+		snprintf(reason, sizeof(reason), "%s; the forks load its RAM "
+		    "(no image: %s)", x->reason, why);
+		make_forks(src, c, c->stream, -1, reason, x->dur);
+	}
+	if (img >= 0)
+		close(img);
+	(void)unlink(x->dev);		/* each fork holds a link */
+	(void)unlink(c->stream);
+	ctx_free(c);
+	free(x);
+}
+
+static int
+fork_split(struct vmm_sandbox *src, struct fork_ctx *c, const char *reason,
+    uint64_t dur, char *why, size_t whylen)
+{
+	struct fsplit *x;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	x->c = c;
+	x->dur = dur;
+	snprintf(x->reason, sizeof(x->reason), "%s", reason);
+	/* named .state: a restart's sweep of .layers takes one nobody
+	 * links */
+	snprintf(x->dev, sizeof(x->dev), "%.*s.dev.state",
+	    (int)(strlen(c->stream) - 6), c->stream);
+	if (vmm_split_start(src->m, c->stream, x->dev, src->mem_mib,
+	    fork_split_done, x, why, whylen) < 0) {
+		free(x);
+		return -1;
+	}
+	return 0;
+}
+
 static void
 captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
     uint64_t dur, void *arg)
 {
 	struct fork_ctx *c = arg;
-	struct vmm_sandbox **forks;
-	struct vmm_sandbox_spec spec;
-	char err[VMM_ERRLEN];
-	size_t i, made = 0;
+	char why[VMM_ERRLEN], r2[VMM_ERRLEN * 2];
 
 	(void)op;
 	if (!ok) {
@@ -73,32 +197,15 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 	(void)chmod(c->layer, 0444);
 	if (strcmp(src->disk, c->old_disk) != 0)
 		(void)unlink(c->old_disk);
-	if ((forks = calloc(c->n, sizeof(*forks))) == NULL) {
-		(void)unlink(c->stream);
-		c->cb(src, 0, "out of memory", dur, NULL, 0, c->arg);
-		ctx_free(c);
-		return;
+	if (c->m->cfg.jail && strcmp(c->m->be->name, "qemu") == 0) {
+		if (fork_split(src, c, reason, dur, why, sizeof(why)) == 0)
+			return;		/* fork_split_done goes on */
+		snprintf(r2, sizeof(r2), "%s; the forks load its RAM (no "
+		    "image: %s)", reason, why);
+		reason = r2;
 	}
-	for (i = 0; i < c->n; i++) {
-		memset(&spec, 0, sizeof(spec));
-		spec.id = c->ids[i];
-		spec.tpl = &src->tpl;
-		spec.mem_mib = src->mem_mib;
-		spec.vcpus = src->vcpus;
-		spec.disk_mib = src->disk_mib;
-		spec.boot = 1;
-		if (vmm_sandbox_create_fork(c->m, &spec, src, c->layer,
-		    c->stream, c->fork_cb, c->fork_arg, &forks[made], err,
-		    sizeof(err)) == 0)
-			made++;
-		else
-			snprintf(src->reason, sizeof(src->reason), "fork %s: %s",
-			    c->ids[i], err);
-	}
+	make_forks(src, c, c->stream, -1, reason, dur);
 	(void)unlink(c->stream);	/* each fork holds a link */
-	c->cb(src, made > 0, made == c->n ? reason : src->reason, dur, forks, made,
-	    c->arg);
-	free(forks);
 	ctx_free(c);
 }
 
@@ -737,13 +844,25 @@ struct rst_ctx {
 	void *arg;
 	struct vmm_child *watch;
 	uint64_t t0;
+	int img;		/* the checkpoint's RAM image (split), or -1 */
+	char dev[PATH_MAX];	/* ... and its devices' stream */
 };
+
+static void
+rst_free(struct rst_ctx *c)
+{
+	if (c->img >= 0) {
+		close(c->img);
+		(void)unlink(c->dev);
+	}
+	free(c);
+}
 
 static void
 rst_fail(struct vmm_sandbox *sb, struct rst_ctx *c, const char *why)
 {
 	c->cb(sb, VMM_OP_RESTORE, 0, why, vmm_now_ms() - c->t0, c->arg);
-	free(c);
+	rst_free(c);
 }
 
 /* The new top is made: the sandbox stands on it, its state is the
@@ -760,7 +879,7 @@ rst_imgdone(pid_t pid, int status, void *arg)
 	c->watch = NULL;
 	if ((sb = vmm_sandbox_find(c->m, c->id)) == NULL) {
 		(void)unlink(c->top);
-		free(c);		/* deleted meanwhile: its cb ran */
+		rst_free(c);		/* deleted meanwhile: its cb ran */
 		return;
 	}
 	if (status == 0 && sb->busy) {
@@ -778,7 +897,10 @@ rst_imgdone(pid_t pid, int status, void *arg)
 		rst_fail(sb, c, why);
 		return;
 	}
-	(void)ckpt_path(c->m, c->id, c->name, "state", s, sizeof(s));
+	if (c->img >= 0)
+		snprintf(s, sizeof(s), "%s", c->dev);
+	else
+		(void)ckpt_path(c->m, c->id, c->name, "state", s, sizeof(s));
 	(void)vmm_path(sb, "snap", sd, sizeof(sd));
 	(void)vmm_path(sb, "snap/state", st, sizeof(st));
 	(void)unlink(st);
@@ -797,7 +919,16 @@ rst_imgdone(pid_t pid, int status, void *arg)
 	sb->layer_gen++;
 	sb->layered = 1;
 	sb->snap_ram = 1;
-	sb->ram_shared = 0;
+	/* its RAM: the image split from the checkpoint, mapped as a
+	 * fork's; else loaded from the checkpoint's stream */
+	sb->ram_shared = c->img >= 0;
+	if (sb->ram_image >= 0)
+		close(sb->ram_image);
+	sb->ram_image = c->img;
+	if (c->img >= 0) {
+		(void)unlink(c->dev);	/* snap/state links it */
+		c->img = -1;
+	}
 	if (strcmp(old, c->top) != 0)
 		(void)unlink(old);
 	snprintf(sb->restoring, sizeof(sb->restoring), "%s", c->name);
@@ -810,23 +941,15 @@ rst_imgdone(pid_t pid, int status, void *arg)
 	free(c);
 }
 
+/* The new top over the checkpoint's layer (rst_imgdone goes on). */
 static void
-rst_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
-    const char *reason, uint64_t dur, void *arg)
+rst_mktop(struct vmm_sandbox *sb, struct rst_ctx *c)
 {
-	struct rst_ctx *c = arg;
 	char why[VMM_ERRLEN], size[32], logp[PATH_MAX];
 	char *argv[] = { "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F",
 	    "qcow2", "-b", c->cc.layer, c->top, size, NULL };
 	pid_t pid;
 
-	(void)op;
-	(void)dur;
-	if (!ok) {
-		snprintf(why, sizeof(why), "restore: stop: %s", reason);
-		rst_fail(sb, c, why);
-		return;
-	}
 	snprintf(c->top, sizeof(c->top), "%s/disk.%u.qcow2", sb->jdir,
 	    sb->layer_gen + 1);
 	(void)unlink(c->top);
@@ -838,6 +961,52 @@ rst_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
 		rst_fail(sb, c, why);
 		return;
 	}
+}
+
+static void
+rst_split_done(void *arg, int img, const char *why, uint64_t ms)
+{
+	struct rst_ctx *c = arg;
+	struct vmm_sandbox *sb;
+
+	(void)why;		/* no image: the stream is loaded whole */
+	(void)ms;
+	c->img = img;
+	if (img < 0)
+		(void)unlink(c->dev);
+	if ((sb = vmm_sandbox_find(c->m, c->id)) == NULL) {
+		rst_free(c);	/* deleted meanwhile: its cb ran */
+		return;
+	}
+	rst_mktop(sb, c);
+}
+
+static void
+rst_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
+    const char *reason, uint64_t dur, void *arg)
+{
+	struct rst_ctx *c = arg;
+	char why[VMM_ERRLEN], s[PATH_MAX], sd[PATH_MAX];
+
+	(void)op;
+	(void)dur;
+	if (!ok) {
+		snprintf(why, sizeof(why), "restore: stop: %s", reason);
+		rst_fail(sb, c, why);
+		return;
+	}
+	/* a jailed qemu maps the checkpoint's RAM as an image (split
+	 * first, as a fork's capture is) instead of loading it */
+	if (sb->jailed && strcmp(sb->m->be->name, "qemu") == 0) {
+		(void)ckpt_path(c->m, c->id, c->name, "state", s, sizeof(s));
+		(void)vmm_path(sb, "snap", sd, sizeof(sd));
+		(void)vmm_path(sb, "snap/state.dev", c->dev, sizeof(c->dev));
+		if ((mkdir(sd, 0700) == 0 || errno == EEXIST) &&
+		    vmm_split_start(c->m, s, c->dev, sb->mem_mib,
+		    rst_split_done, c, why, sizeof(why)) == 0)
+			return;
+	}
+	rst_mktop(sb, c);
 }
 
 int
@@ -865,6 +1034,7 @@ vmm_checkpoint_restore(struct vmm_sandbox *sb, const char *name,
 	}
 	c->m = sb->m;
 	c->t0 = vmm_now_ms();
+	c->img = -1;
 	snprintf(c->id, sizeof(c->id), "%s", sb->id);
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	c->cb = cb;

@@ -858,7 +858,9 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 		 * else the image itself. */
 		char rm[PATH_MAX];
 
-		if (vmm_ready_path(m, sb->ready_key, "mem", rm, sizeof(rm)) < 0)
+		if (!j && (sb->forked_from[0] != '\0' ||
+		    vmm_ready_path(m, sb->ready_key, "mem", rm,
+		    sizeof(rm)) < 0))
 			goto toolong;
 		ARG("memory-backend-file,id=mem,size=%uM,mem-path=%s,share=off",
 		    sb->mem_mib, j ? "/proc/self/fd/4" : rm);
@@ -1146,9 +1148,16 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 	j.fds[0] = tap;
 	j.nfds = 1;
 	if (sb->ram_shared) {
-		int mfd = sb->ready_memfd >= 0 ? sb->ready_memfd :
+		/* a fork's image, or the ready snapshot's; a fork whose
+		 * image is gone (its VMM started before) has none */
+		int mfd = sb->ram_image >= 0 ? sb->ram_image :
+		    sb->ready_memfd >= 0 ? sb->ready_memfd :
+		    sb->forked_from[0] != '\0' ? -1 :
 		    vmm_ready_memfd(sb->m, sb->ready_key, err, errlen);
 
+		if (mfd < 0 && sb->forked_from[0] != '\0')
+			snprintf(err, errlen, "the RAM image of its fork's "
+			    "capture is gone");
 		if (mfd < 0) {
 			close(tap);
 			return -1;
@@ -1165,6 +1174,10 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 	    sb->mem_mib : sb->disk_mib) << 20) + (64ULL << 20);
 	pid = vmm_jail_spawn(argv, logp, &j, err, errlen);
 	close(tap);
+	if (sb->ram_image >= 0) {	/* qemu has it now: it holds it */
+		close(sb->ram_image);
+		sb->ram_image = -1;
+	}
 	return pid;
 }
 
@@ -1225,7 +1238,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		if (sb->snap_ram && !standby && !sb->ram_shared) {
 			qm_unlink(sb, "mem");
 			sb->ram_anon = 1;
-		} else if (sb->snap_ram) {
+		} else if (sb->snap_ram && !sb->ram_shared) {
 			qm_unlink(sb, "mem");
 			if ((rc = qm_ram_file(sb, err, errlen)) < 0)
 				return rc;

@@ -668,6 +668,8 @@ sb_free(struct vmm_sandbox *sb)
 	if (sb->merge_ev != NULL)
 		event_free(sb->merge_ev);
 	vmm_ident_cancel(sb);
+	if (sb->ram_image >= 0)
+		close(sb->ram_image);
 	while ((w = sb->waiters) != NULL) {
 		sb->waiters = w->next;
 		free(w);
@@ -2086,6 +2088,7 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	if ((sb = calloc(1, sizeof(*sb))) == NULL)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->m = m;
+	sb->ram_image = -1;
 	snprintf(sb->id, sizeof(sb->id), "%s", spec->id);
 	if (hidden_key != NULL) {
 		sb->hidden = 1;
@@ -2457,6 +2460,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	if ((sb = calloc(1, sizeof(*sb))) == NULL)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->m = m;
+	sb->ram_image = -1;
 	snprintf(sb->id, sizeof(sb->id), "%s", id);
 	snprintf(sb->tap, sizeof(sb->tap), "%s", mt.tap);
 	snprintf(sb->reason, sizeof(sb->reason), "%s", mt.reason);

@@ -1,0 +1,303 @@
+/*
+ * test_image.c — vmm_stream_split (vmm/image.c) on streams built here in
+ * QEMU 7.2's format: the RAM block's pages land in the image (a page
+ * sent again as zero is zeroed, a fill byte fills, CONTINUE runs across
+ * sections), every other block's pages and everything after ram's end
+ * stay in the stream as they were; streams it does not know are refused
+ * with -ENOTSUP or -EPROTO and a reason.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "tap.h"
+
+#define PG 4096
+#define MEM (16 * PG)
+
+struct buf {
+	unsigned char *p;
+	size_t n, cap;
+};
+
+static void
+put(struct buf *b, const void *p, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2;
+		if ((b->p = realloc(b->p, b->cap)) == NULL)
+			abort();
+	}
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
+}
+
+static void
+u8(struct buf *b, unsigned v)
+{
+	unsigned char c = (unsigned char)v;
+
+	put(b, &c, 1);
+}
+
+static void
+u32(struct buf *b, uint32_t v)
+{
+	unsigned char x[4] = { v >> 24, v >> 16, v >> 8, v };
+
+	put(b, x, 4);
+}
+
+static void
+u64(struct buf *b, uint64_t v)
+{
+	u32(b, (uint32_t)(v >> 32));
+	u32(b, (uint32_t)v);
+}
+
+static void
+id(struct buf *b, const char *s)
+{
+	u8(b, (unsigned)strlen(s));
+	put(b, s, strlen(s));
+}
+
+static void
+page(struct buf *b, int c)
+{
+	unsigned char pg[PG];
+
+	memset(pg, c, sizeof(pg));
+	put(b, pg, sizeof(pg));
+}
+
+/* a page record: block NULL continues the last one */
+static void
+rec(struct buf *b, uint64_t off, unsigned flags, const char *block)
+{
+	u64(b, off | flags | (block == NULL ? 0x20 : 0));
+	if (block != NULL)
+		id(b, block);
+}
+
+static void
+footer(struct buf *b, uint32_t sid)
+{
+	u8(b, 0x7e);
+	u32(b, sid);
+}
+
+/* header, configuration, ram's START with blocks mem and rom */
+static void
+head(struct buf *b, uint64_t memlen)
+{
+	put(b, "QEVM\0\0\0\3", 8);
+	u8(b, 0x07);
+	u32(b, 7);
+	put(b, "microvm", 7);
+	u8(b, 0x01);
+	u32(b, 2);
+	id(b, "ram");
+	u32(b, 0);
+	u32(b, 4);
+	u64(b, (memlen + PG) | 0x04);
+	id(b, "mem");
+	u64(b, memlen);
+	id(b, "rom");
+	u64(b, PG);
+	u64(b, 0x10);
+	footer(b, 2);
+}
+
+static const char tail[] = "\x04\0\0\0\x05\x03" "cpu" "device bytes\0"
+    "\x06{\"json\":1}";
+
+static int
+run(const struct buf *in, uint64_t memlen, struct buf *out,
+    unsigned char *img, char *err, size_t errlen)
+{
+	int fi, fo, fm, rc;
+	ssize_t n;
+
+	fi = memfd_create("in", 0);
+	fo = memfd_create("out", 0);
+	fm = memfd_create("img", 0);
+	if (fi < 0 || fo < 0 || fm < 0 || write(fi, in->p, in->n) !=
+	    (ssize_t)in->n || lseek(fi, 0, SEEK_SET) != 0 ||
+	    ftruncate(fm, (off_t)memlen) < 0)
+		abort();
+	rc = vmm_stream_split(fi, fo, fm, memlen, "mem", err, errlen);
+	out->n = 0;
+	if (lseek(fo, 0, SEEK_SET) != 0)
+		abort();
+	for (;;) {
+		unsigned char t[65536];
+
+		if ((n = read(fo, t, sizeof(t))) <= 0)
+			break;
+		put(out, t, (size_t)n);
+	}
+	if (img != NULL && pread(fm, img, memlen, 0) != (ssize_t)memlen)
+		abort();
+	close(fi);
+	close(fo);
+	close(fm);
+	return rc;
+}
+
+static int
+all(const unsigned char *p, int c, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != c)
+			return 0;
+	return 1;
+}
+
+int
+main(void)
+{
+	struct buf in = { 0 }, want = { 0 }, out = { 0 };
+	static unsigned char img[MEM];
+	char err[256];
+	int rc;
+	size_t i;
+
+	/* ---- a stream in three iterations ---- */
+	head(&in, MEM);
+	head(&want, MEM);
+	/* PART 1: mem 0 'A', mem 1 'B' (continued), rom 0 'R', mem 2 zero
+	 * (never written), mem 5..7 'C' (a run) */
+	u8(&in, 0x02);
+	u32(&in, 2);
+	rec(&in, 0, 0x08, "mem");
+	page(&in, 'A');
+	rec(&in, PG, 0x08, NULL);
+	page(&in, 'B');
+	rec(&in, 0, 0x08, "rom");
+	page(&in, 'R');
+	rec(&in, 2 * PG, 0x02, "mem");
+	u8(&in, 0);
+	for (i = 5; i < 8; i++) {
+		rec(&in, i * PG, 0x08, NULL);
+		page(&in, 'C');
+	}
+	u64(&in, 0x10);
+	footer(&in, 2);
+	u8(&want, 0x02);
+	u32(&want, 2);
+	rec(&want, 0, 0x08, "rom");
+	page(&want, 'R');
+	u64(&want, 0x10);
+	footer(&want, 2);
+	/* PART 2: mem 0 sent again as zero (continuing mem across the
+	 * section), mem 3 filled with 0x55, mem 6 'D' */
+	u8(&in, 0x02);
+	u32(&in, 2);
+	rec(&in, 0, 0x02, NULL);
+	u8(&in, 0);
+	rec(&in, 3 * PG, 0x02, "mem");
+	u8(&in, 0x55);
+	rec(&in, 6 * PG, 0x08, NULL);
+	page(&in, 'D');
+	u64(&in, 0x10);
+	footer(&in, 2);
+	/* END: rom 0 zero, continuing rom */
+	u8(&in, 0x03);
+	u32(&in, 2);
+	rec(&in, 0, 0x02, "rom");
+	u8(&in, 0);
+	u64(&in, 0x10);
+	footer(&in, 2);
+	u8(&want, 0x03);
+	u32(&want, 2);
+	rec(&want, 0, 0x02, "rom");
+	u8(&want, 0);
+	u64(&want, 0x10);
+	footer(&want, 2);
+	put(&in, tail, sizeof(tail) - 1);
+	put(&want, tail, sizeof(tail) - 1);
+
+	rc = run(&in, MEM, &out, img, err, sizeof(err));
+	is_int(rc, 0, "a stream of three iterations split%s%s",
+	    rc ? ": " : "", rc ? err : "");
+	ok(out.n == want.n && memcmp(out.p, want.p, want.n) == 0,
+	    "the rest: header, block list, rom's pages, devices as they were "
+	    "(%zu bytes, want %zu)", out.n, want.n);
+	ok(all(img, 0, PG), "mem page 0: written, then sent as zero: zero");
+	ok(all(img + PG, 'B', PG), "mem page 1 (CONTINUE): its bytes");
+	ok(all(img + 2 * PG, 0, PG), "mem page 2 (zero, never written): zero");
+	ok(all(img + 3 * PG, 0x55, PG), "mem page 3: the fill byte");
+	ok(all(img + 5 * PG, 'C', PG) && all(img + 7 * PG, 'C', PG),
+	    "mem pages 5 and 7 (one run): their bytes");
+	ok(all(img + 6 * PG, 'D', PG), "mem page 6, sent again: the later "
+	    "bytes");
+	ok(all(img + 8 * PG, 0, MEM - 8 * PG), "the rest of mem: zero");
+
+	/* ---- streams it does not take ---- */
+	in.n = 0;
+	head(&in, MEM);
+	u8(&in, 0x02);
+	u32(&in, 2);
+	rec(&in, 0, 0x100, "mem");	/* a compressed page */
+	rc = run(&in, MEM, &out, NULL, err, sizeof(err));
+	ok(rc == -ENOTSUP && strstr(err, "compression") != NULL,
+	    "a compressed page: -ENOTSUP, saying so (%d: %s)", rc, err);
+
+	in.n = 0;
+	head(&in, MEM);
+	u8(&in, 0x02);
+	u32(&in, 2);
+	rec(&in, 0, 0x08, "mem");
+	page(&in, 'A');
+	in.n -= 100;			/* cut inside the page */
+	rc = run(&in, MEM, &out, NULL, err, sizeof(err));
+	ok(rc == -EPROTO && strstr(err, "ends early") != NULL,
+	    "a stream cut short: -EPROTO, saying so (%d: %s)", rc, err);
+
+	in.n = 0;
+	head(&in, MEM);
+	rc = run(&in, 2 * MEM, &out, NULL, err, sizeof(err));
+	ok(rc == -EPROTO && strstr(err, "size") != NULL,
+	    "a RAM block of another size than the image: refused (%d: %s)",
+	    rc, err);
+
+	in.n = 0;
+	head(&in, MEM);
+	u8(&in, 0x02);
+	u32(&in, 2);
+	rec(&in, MEM, 0x08, "mem");	/* one page past the block */
+	page(&in, 'A');
+	rc = run(&in, MEM, &out, NULL, err, sizeof(err));
+	ok(rc == -EPROTO && strstr(err, "outside") != NULL,
+	    "a page outside the block: refused (%d: %s)", rc, err);
+
+	in.n = 0;
+	put(&in, "QEVM\0\0\0\2", 8);
+	rc = run(&in, MEM, &out, NULL, err, sizeof(err));
+	ok(rc == -EPROTO && strstr(err, "version 3") != NULL,
+	    "not a version 3 stream: refused (%d: %s)", rc, err);
+
+	in.n = 0;
+	head(&in, MEM);
+	u8(&in, 0x02);
+	u32(&in, 2);
+	rec(&in, 0, 0x08, NULL);	/* CONTINUE with no block before */
+	page(&in, 'A');
+	rc = run(&in, MEM, &out, NULL, err, sizeof(err));
+	ok(rc == -EPROTO && strstr(err, "continues no block") != NULL,
+	    "CONTINUE before any block: refused (%d: %s)", rc, err);
+
+	free(in.p);
+	free(want.p);
+	free(out.p);
+	return done_testing();
+}

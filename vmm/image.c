@@ -1,0 +1,665 @@
+/*
+ * image.c — a captured migration stream split into a RAM image and the
+ * rest.
+ *
+ * A fork's capture is a QEMU 7.2 precopy stream that carries the guest's
+ * RAM. Loading it costs every fork a copy of that RAM, faulted in page by
+ * page (seconds for a 1 GiB guest on a host whose page faults are dear).
+ * Split once, the guest's main RAM block becomes an image in a memfd that
+ * every fork maps private, copy-on-write, as clones map the ready
+ * snapshot's; the rest (the small ROM and firmware blocks, every device)
+ * stays a stream of the same format with none of that block's pages, tens
+ * of KiB.
+ *
+ * The stream, as QEMU 7.2 writes it to a file (migration/savevm.c, ram.c):
+ *   "QEVM" be32 3, a configuration section (0x07 ...)
+ *   0x01 START be32 id, "ram" be32 instance be32 version,
+ *        be64 total|MEM_SIZE, per block: len idstr be64 length, be64 EOS
+ *   0x02 PART / 0x03 END be32 id, page records up to be64 EOS
+ *   (each section then 0x7e be32 id when section footers are on)
+ *   0x04 FULL ... devices, 0x00 EOF, a JSON description
+ * A page record: be64 offset|flags, the block's idstr unless CONTINUE,
+ * then one byte (ZERO: the page is filled with it) or the page (PAGE).
+ * Anything else (compression, XBZRLE, RDMA hooks, an unexpected section)
+ * is refused: the caller loads the stream whole instead.
+ *
+ * It runs in a child process (the caller forks): no allocation but mmap,
+ * no stdio, nothing but system calls.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+
+#define PG		4096u
+#define F_ZERO		0x02u
+#define F_MEMSIZE	0x04u
+#define F_PAGE		0x08u
+#define F_EOS		0x10u
+#define F_CONT		0x20u
+#define F_KNOWN		(F_ZERO | F_PAGE | F_EOS | F_CONT)
+#define BUF		(1u << 20)
+#define RUN		(1u << 20)	/* image writes coalesced up to this */
+
+struct split {
+	int in, out, img;
+	uint64_t img_size;
+	const char *block;		/* the image's block */
+	unsigned char *ib, *ob, *run;	/* BUF, BUF, RUN */
+	size_t ipos, ilen, olen;
+	uint64_t run_off;
+	size_t run_len;
+	unsigned char *written;		/* a bit per image page */
+	int footers;
+	char cur[256];			/* the block pages CONTINUE, across
+					 * sections as QEMU's loader keeps it */
+	char *err;
+	size_t errlen;
+};
+
+static int
+fail(struct split *s, int e, const char *what)
+{
+	snprintf(s->err, s->errlen, "%s", what);
+	return -e;
+}
+
+static int
+rd(struct split *s, void *p, size_t n)
+{
+	unsigned char *d = p;
+	ssize_t r;
+
+	while (n > 0) {
+		if (s->ipos == s->ilen) {
+			do
+				r = read(s->in, s->ib, BUF);
+			while (r < 0 && errno == EINTR);
+			if (r < 0)
+				return fail(s, errno, "reading the stream failed");
+			if (r == 0)
+				return fail(s, EPROTO, "the stream ends early");
+			s->ipos = 0;
+			s->ilen = (size_t)r;
+		}
+		size_t k = s->ilen - s->ipos < n ? s->ilen - s->ipos : n;
+
+		if (d != NULL) {
+			memcpy(d, s->ib + s->ipos, k);
+			d += k;
+		}
+		s->ipos += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static int
+peek(struct split *s, unsigned char *c)
+{
+	int rc;
+
+	if (s->ipos == s->ilen) {
+		if ((rc = rd(s, c, 1)) < 0)
+			return rc;
+		s->ipos--;		/* still in the buffer */
+		return 0;
+	}
+	*c = s->ib[s->ipos];
+	return 0;
+}
+
+static int
+oflush(struct split *s)
+{
+	size_t o = 0;
+	ssize_t w;
+
+	while (o < s->olen) {
+		if ((w = write(s->out, s->ob + o, s->olen - o)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(s, errno, "writing the device stream failed");
+		}
+		o += (size_t)w;
+	}
+	s->olen = 0;
+	return 0;
+}
+
+static int
+wr(struct split *s, const void *p, size_t n)
+{
+	const unsigned char *q = p;
+	int rc;
+
+	while (n > 0) {
+		if (s->olen == BUF && (rc = oflush(s)) < 0)
+			return rc;
+		size_t k = BUF - s->olen < n ? BUF - s->olen : n;
+
+		memcpy(s->ob + s->olen, q, k);
+		s->olen += k;
+		q += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static int
+rd8(struct split *s, unsigned char *v)
+{
+	return rd(s, v, 1);
+}
+
+static int
+rd32(struct split *s, uint32_t *v)
+{
+	unsigned char b[4];
+	int rc;
+
+	if ((rc = rd(s, b, 4)) < 0)
+		return rc;
+	*v = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+	    (uint32_t)b[2] << 8 | b[3];
+	return 0;
+}
+
+static int
+rd64(struct split *s, uint64_t *v)
+{
+	uint32_t hi, lo;
+	int rc;
+
+	if ((rc = rd32(s, &hi)) < 0 || (rc = rd32(s, &lo)) < 0)
+		return rc;
+	*v = (uint64_t)hi << 32 | lo;
+	return 0;
+}
+
+static int
+wr32(struct split *s, uint32_t v)
+{
+	unsigned char b[4] = { v >> 24, v >> 16, v >> 8, v };
+
+	return wr(s, b, 4);
+}
+
+static int
+wr64(struct split *s, uint64_t v)
+{
+	int rc;
+
+	if ((rc = wr32(s, (uint32_t)(v >> 32))) < 0)
+		return rc;
+	return wr32(s, (uint32_t)v);
+}
+
+/* a length-prefixed id string, read (and copied out when out != NULL) */
+static int
+rdid(struct split *s, char id[256], int copy)
+{
+	unsigned char l;
+	int rc;
+
+	if ((rc = rd8(s, &l)) < 0 || (rc = rd(s, id, l)) < 0)
+		return rc;
+	id[l] = '\0';
+	if (copy && ((rc = wr(s, &l, 1)) < 0 || (rc = wr(s, id, l)) < 0))
+		return rc;
+	return 0;
+}
+
+static int
+run_flush(struct split *s)
+{
+	size_t o = 0;
+	ssize_t w;
+
+	while (o < s->run_len) {
+		if ((w = pwrite(s->img, s->run + o, s->run_len - o,
+		    (off_t)(s->run_off + o))) < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(s, errno, "writing the RAM image failed");
+		}
+		o += (size_t)w;
+	}
+	s->run_len = 0;
+	return 0;
+}
+
+/* one page of the image's block: its bytes, or a fill */
+static int
+img_page(struct split *s, uint64_t off, int fill, int is_page)
+{
+	uint64_t pg = off / PG;
+	unsigned char *dst;
+	int rc;
+
+	if (off % PG != 0 || off + PG > s->img_size)
+		return fail(s, EPROTO, "a page outside the RAM block");
+	if (!is_page && fill == 0 &&
+	    !(s->written[pg / 8] & (1u << (pg % 8)))) {
+		return 0;	/* never written: the image reads zero */
+	}
+	if (s->run_len > 0 && (s->run_off + s->run_len != off ||
+	    s->run_len == RUN) && (rc = run_flush(s)) < 0)
+		return rc;
+	if (s->run_len == 0)
+		s->run_off = off;
+	dst = s->run + s->run_len;
+	if (is_page) {
+		if ((rc = rd(s, dst, PG)) < 0)
+			return rc;
+	} else
+		memset(dst, fill, PG);
+	s->run_len += PG;
+	s->written[pg / 8] |= (unsigned char)(1u << (pg % 8));
+	return 0;
+}
+
+/* One START/PART/END section's page records, after its id: the image's
+ * pages to the image, the others to the output (each with its block's
+ * name: nothing CONTINUEs across what was taken out). */
+static int
+pages(struct split *s, unsigned char type, uint32_t sid)
+{
+	char *cur = s->cur, id[256];
+	uint64_t h, off;
+	unsigned flags;
+	unsigned char fill = 0, ft[5];
+	int rc, any = 0, mine;
+
+	for (;;) {
+		if ((rc = rd64(s, &h)) < 0)
+			return rc;
+		flags = (unsigned)(h & (PG - 1));
+		off = h & ~(uint64_t)(PG - 1);
+		if (flags & ~F_KNOWN)
+			return fail(s, ENOTSUP, "a page record this split does "
+			    "not know (compression, XBZRLE or RDMA)");
+		if (flags & F_EOS)
+			break;
+		if (!(flags & F_CONT)) {
+			if ((rc = rdid(s, id, 0)) < 0)
+				return rc;
+			memcpy(cur, id, sizeof(s->cur));
+		} else if (cur[0] == '\0')
+			return fail(s, EPROTO, "a page record continues no block");
+		mine = strcmp(cur, s->block) == 0;
+		if (flags & F_ZERO) {
+			if ((rc = rd8(s, &fill)) < 0)
+				return rc;
+		} else if (!(flags & F_PAGE))
+			return fail(s, EPROTO, "a page record with no page");
+		if (mine) {
+			if ((rc = img_page(s, off, fill, (flags & F_PAGE) != 0)) < 0)
+				return rc;
+			continue;
+		}
+		if (!any) {
+			any = 1;
+			if ((rc = wr(s, &type, 1)) < 0 || (rc = wr32(s, sid)) < 0)
+				return rc;
+		}
+		{
+			unsigned char l = (unsigned char)strlen(cur);
+
+			if ((rc = wr64(s, off | (flags & ~F_CONT))) < 0 ||
+			    (rc = wr(s, &l, 1)) < 0 || (rc = wr(s, cur, l)) < 0)
+				return rc;
+		}
+		if (flags & F_ZERO)
+			rc = wr(s, &fill, 1);
+		else {
+			unsigned char pg[PG];
+
+			if ((rc = rd(s, pg, PG)) == 0)
+				rc = wr(s, pg, PG);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	/* an END is written even with no page of its own: the loader
+	 * expects the section; an empty PART is left out */
+	if (!any && type == 0x03) {
+		any = 1;
+		if ((rc = wr(s, &type, 1)) < 0 || (rc = wr32(s, sid)) < 0)
+			return rc;
+	}
+	if (any && (rc = wr64(s, F_EOS)) < 0)
+		return rc;
+	if (s->footers) {
+		if ((rc = rd(s, ft, 5)) < 0)
+			return rc;
+		if (ft[0] != 0x7e)
+			return fail(s, EPROTO, "a section without its footer");
+		if (any && (rc = wr(s, ft, 5)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int
+vmm_stream_split(int in, int out, int img, uint64_t img_size,
+    const char *block, char *err, size_t errlen)
+{
+	struct split s;
+	unsigned char c, hdr[8];
+	char id[256];
+	uint32_t sid, ram_sid = 0, u32;
+	uint64_t total, len, bmlen;
+	size_t mapped;
+	ssize_t r;
+	int rc, started = 0, found = 0;
+
+	memset(&s, 0, sizeof(s));
+	s.in = in;
+	s.out = out;
+	s.img = img;
+	s.img_size = img_size;
+	s.block = block;
+	s.err = err;
+	s.errlen = errlen;
+	bmlen = (img_size / PG + 7) / 8;
+	mapped = 2 * BUF + RUN + (size_t)bmlen;
+	s.ib = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (s.ib == MAP_FAILED)
+		return fail(&s, errno, "no memory for the split's buffers");
+	s.ob = s.ib + BUF;
+	s.run = s.ob + BUF;
+	s.written = s.run + RUN;
+
+	if ((rc = rd(&s, hdr, 8)) < 0)
+		goto out;
+	if (memcmp(hdr, "QEVM\0\0\0\3", 8) != 0) {
+		rc = fail(&s, EPROTO, "not a QEMU migration stream of version 3");
+		goto out;
+	}
+	if ((rc = wr(&s, hdr, 8)) < 0)
+		goto out;
+	/* the configuration section: the machine's name, and subsections
+	 * this split does not read: copied up to the first section */
+	if ((rc = peek(&s, &c)) < 0)
+		goto out;
+	if (c == 0x07) {
+		(void)rd8(&s, &c);
+		if ((rc = rd32(&s, &u32)) < 0 || u32 > 255 ||
+		    (rc = rd(&s, id, u32)) < 0) {
+			if (rc == 0)
+				rc = fail(&s, EPROTO, "a bad configuration "
+				    "section");
+			goto out;
+		}
+		if ((rc = wr(&s, &c, 1)) < 0 || (rc = wr32(&s, u32)) < 0 ||
+		    (rc = wr(&s, id, u32)) < 0)
+			goto out;
+		if ((rc = peek(&s, &c)) < 0)
+			goto out;
+		if (c == 0x05) {
+			rc = fail(&s, ENOTSUP, "a configuration with "
+			    "subsections");
+			goto out;
+		}
+	}
+	for (;;) {
+		if ((rc = rd8(&s, &c)) < 0)
+			goto out;
+		if (c == 0x01) {		/* START */
+			unsigned char l;
+			uint32_t inst, ver;
+
+			if (started) {
+				rc = fail(&s, ENOTSUP, "a second iterative "
+				    "section");
+				goto out;
+			}
+			if ((rc = rd32(&s, &sid)) < 0 || (rc = rdid(&s, id,
+			    0)) < 0 || (rc = rd32(&s, &inst)) < 0 ||
+			    (rc = rd32(&s, &ver)) < 0)
+				goto out;
+			if (strcmp(id, "ram") != 0) {
+				rc = fail(&s, ENOTSUP, "an iterative section "
+				    "other than ram");
+				goto out;
+			}
+			started = 1;
+			ram_sid = sid;
+			l = 3;
+			if ((rc = wr(&s, &c, 1)) < 0 || (rc = wr32(&s, sid)) <
+			    0 || (rc = wr(&s, &l, 1)) < 0 || (rc = wr(&s, "ram",
+			    3)) < 0 || (rc = wr32(&s, inst)) < 0 ||
+			    (rc = wr32(&s, ver)) < 0)
+				goto out;
+			/* the block list, copied as it is */
+			if ((rc = rd64(&s, &total)) < 0)
+				goto out;
+			if (!(total & F_MEMSIZE)) {
+				rc = fail(&s, EPROTO, "ram's set-up without "
+				    "the RAM size");
+				goto out;
+			}
+			if ((rc = wr64(&s, total)) < 0)
+				goto out;
+			total &= ~(uint64_t)(PG - 1);
+			while (total > 0) {
+				if ((rc = rdid(&s, id, 1)) < 0 ||
+				    (rc = rd64(&s, &len)) < 0 ||
+				    (rc = wr64(&s, len)) < 0)
+					goto out;
+				if (len > total) {
+					rc = fail(&s, EPROTO, "RAM blocks larger "
+					    "than the RAM");
+					goto out;
+				}
+				if (strcmp(id, block) == 0) {
+					if (len != img_size) {
+						rc = fail(&s, EPROTO, "the RAM "
+						    "block's size is not the "
+						    "image's");
+						goto out;
+					}
+					found = 1;
+				}
+				total -= len;
+			}
+			if (!found) {
+				rc = fail(&s, EPROTO, "no RAM block of that name");
+				goto out;
+			}
+			if ((rc = rd64(&s, &len)) < 0)
+				goto out;
+			if (len != F_EOS) {
+				rc = fail(&s, ENOTSUP, "ram's set-up carries "
+				    "more than the block list (postcopy or "
+				    "x-ignore-shared)");
+				goto out;
+			}
+			if ((rc = wr64(&s, len)) < 0 || (rc = peek(&s, &c)) < 0)
+				goto out;
+			s.footers = c == 0x7e;
+			if (s.footers) {
+				unsigned char ft[5];
+
+				if ((rc = rd(&s, ft, 5)) < 0 ||
+				    (rc = wr(&s, ft, 5)) < 0)
+					goto out;
+			}
+		} else if (c == 0x02 || c == 0x03) {	/* PART, END */
+			if (!started || (rc = rd32(&s, &sid)) < 0 ||
+			    sid != ram_sid) {
+				if (rc == 0)
+					rc = fail(&s, ENOTSUP, "a section this "
+					    "split does not know");
+				goto out;
+			}
+			if ((rc = pages(&s, c, sid)) < 0)
+				goto out;
+			if (c == 0x03)
+				break;
+		} else {
+			rc = fail(&s, ENOTSUP, "a section before ram's end "
+			    "this split does not know");
+			goto out;
+		}
+	}
+	if ((rc = run_flush(&s)) < 0)
+		goto out;
+	/* the devices, the end and the description: as they are */
+	if ((rc = wr(&s, s.ib + s.ipos, s.ilen - s.ipos)) < 0)
+		goto out;
+	s.ipos = s.ilen;
+	for (;;) {
+		if ((rc = oflush(&s)) < 0)
+			goto out;
+		do
+			r = read(in, s.ob, BUF);
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			rc = fail(&s, errno, "reading the stream failed");
+			goto out;
+		}
+		if (r == 0)
+			break;
+		s.olen = (size_t)r;
+	}
+	rc = 0;
+out:
+	munmap(s.ib, mapped);
+	return rc;
+}
+
+/* ---- the split as the manager runs it: a child, watched ---- */
+
+struct vmm_split {
+	vmm_split_cb cb;
+	void *arg;
+	int img, errfd;
+	uint64_t t0;
+	struct vmm_child *watch;
+};
+
+static void
+split_exited(pid_t pid, int status, void *arg)
+{
+	struct vmm_split *x = arg;
+	char why[VMM_ERRLEN] = "", st[64];
+	ssize_t n;
+
+	(void)pid;
+	if (status != 0) {
+		if ((n = read(x->errfd, why, sizeof(why) - 1)) <= 0) {
+			vmm_status_text(status, st, sizeof(st));
+			snprintf(why, sizeof(why), "the split %s", st);
+		} else
+			why[n] = '\0';
+	} else if (fcntl(x->img, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+	    F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		snprintf(why, sizeof(why), "sealing the image: %s",
+		    strerror(errno));
+	close(x->errfd);
+	if (why[0] != '\0') {
+		close(x->img);
+		x->img = -1;
+	}
+	x->cb(x->arg, x->img, why, vmm_now_ms() - x->t0);
+	free(x);
+}
+
+int
+vmm_split_start(struct vmm *m, const char *stream, const char *dev,
+    unsigned mem_mib, vmm_split_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct vmm_split *x;
+	int p[2] = { -1, -1 }, in = -1, out = -1, sig, e;
+	off_t size = (off_t)mem_mib << 20;
+	pid_t pid;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	x->cb = cb;
+	x->arg = arg;
+	x->errfd = -1;
+	x->t0 = vmm_now_ms();
+	(void)unlink(dev);
+	if ((x->img = memfd_create("berth-image", MFD_CLOEXEC |
+	    MFD_ALLOW_SEALING)) < 0 || ftruncate(x->img, size) < 0 ||
+	    pipe2(p, O_CLOEXEC) < 0 ||
+	    (in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (out = open(dev, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0400)) < 0 || (pid = fork()) < 0) {
+		e = errno;
+		snprintf(err, errlen, "splitting %s: %s", stream, strerror(e));
+		goto fail;
+	}
+	if (pid == 0) {
+		char why[VMM_ERRLEN];
+		size_t l;
+
+		for (sig = 1; sig < NSIG; sig++)
+			(void)signal(sig, SIG_DFL);
+		/* The holes allocated too, here (the manager's), as the
+		 * ready snapshot's are (ready.c): a capture reads all of a
+		 * guest's RAM, and a read through a private mapping of a
+		 * hole allocates a page charged to the reader (a fork was
+		 * OOM-killed restoring its checkpoint). */
+		if (vmm_stream_split(in, out, x->img, (uint64_t)size, "mem",
+		    why, sizeof(why)) == 0) {
+			if (fallocate(x->img, 0, 0, size) < 0)
+				snprintf(why, sizeof(why), "allocating the "
+				    "image: %s", strerror(errno));
+			else if (fsync(out) < 0)
+				snprintf(why, sizeof(why), "the devices' "
+				    "stream: %s", strerror(errno));
+			else
+				_exit(0);
+		}
+		l = strlen(why);
+		(void)!write(p[1], why, l);
+		_exit(1);
+	}
+	close(p[1]);
+	p[1] = -1;
+	close(in);
+	in = -1;
+	close(out);
+	out = -1;
+	x->errfd = p[0];
+	if ((x->watch = vmm_child_watch(m->base, pid, split_exited, x, err,
+	    errlen)) == NULL) {
+		(void)kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		goto fail;
+	}
+	return 0;
+fail:
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	(void)unlink(dev);
+	if (x->img >= 0)
+		close(x->img);
+	free(x);
+	return -1;
+}
