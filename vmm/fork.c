@@ -44,11 +44,21 @@ struct fork_ctx {
 	void *arg;
 	vmm_done_cb fork_cb;		/* each fork's create */
 	void *fork_arg;
+	/* the capture's outcome, kept while its stream is split */
+	int cap_ok;
+	char cap_reason[VMM_ERRLEN];
+	uint64_t cap_dur;
+	int img;			/* its RAM image, or -1 */
+	char split_why[VMM_ERRLEN];
+	uint64_t split_ms;
+	char dev[PATH_MAX];		/* the devices' stream */
 };
 
 static void
 ctx_free(struct fork_ctx *c)
 {
+	if (c->img >= 0)
+		close(c->img);
 	free(c->ids);
 	free(c);
 }
@@ -107,66 +117,68 @@ make_forks(struct vmm_sandbox *src, struct fork_ctx *c, const char *stream,
 }
 
 /*
- * The capture's stream split (image.c): the forks map its RAM image and
- * load the devices' part. Only for jailed qemu VMMs (they are handed the
- * memfd as a descriptor). A split that fails costs its time only: the
- * forks load the stream whole.
+ * A jailed qemu's capture is split once it is written (image.c): the
+ * forks map its RAM as an image and load the devices' part. A split that
+ * fails costs its time only: the forks load the stream whole. (Splitting
+ * the capture as QEMU writes it, through a pipe, was tried: the capture
+ * took twice as long, the fork 300 ms more.)
  */
-struct fsplit {
-	struct fork_ctx *c;
-	char reason[VMM_ERRLEN];
-	char dev[PATH_MAX];
-	uint64_t dur;
-};
+static int
+split_here(const struct vmm *m)
+{
+	return m->cfg.jail && strcmp(m->be->name, "qemu") == 0;
+}
+
+static void
+fork_finish(struct fork_ctx *c)
+{
+	struct vmm_sandbox *src = vmm_sandbox_find(c->m, c->src_id);
+	char reason[VMM_ERRLEN * 3];
+
+	if (src == NULL) {
+		/* the source went meanwhile: no forks */
+	} else if (!c->cap_ok)
+		c->cb(src, 0, c->cap_reason, c->cap_dur, NULL, 0, c->arg);
+	else if (c->img >= 0) {
+		snprintf(reason, sizeof(reason), "%s; its RAM an image the "
+		    "forks share (split in %llu ms)", c->cap_reason,
+		    (unsigned long long)c->split_ms);
+		make_forks(src, c, c->dev, c->img, reason, c->cap_dur);
+	} else {
+		snprintf(reason, sizeof(reason), "%s%s%s%s", c->cap_reason,
+		    c->split_why[0] ? "; the forks load its RAM (no image: " :
+		    "", c->split_why, c->split_why[0] ? ")" : "");
+		make_forks(src, c, c->stream, -1, reason, c->cap_dur);
+	}
+	/* each fork holds its own link */
+	(void)unlink(c->stream);
+	if (c->dev[0] != '\0')
+		(void)unlink(c->dev);
+	ctx_free(c);
+}
 
 static void
 fork_split_done(void *arg, int img, const char *why, uint64_t ms)
 {
-	struct fsplit *x = arg;
-	struct fork_ctx *c = x->c;
-	struct vmm_sandbox *src = vmm_sandbox_find(c->m, c->src_id);
-	char reason[VMM_ERRLEN * 2];
+	struct fork_ctx *c = arg;
 
-	if (src == NULL) {
-		/* the source went meanwhile (deleted): no forks */
-	} else if (img >= 0) {
-		snprintf(reason, sizeof(reason), "%s; its RAM an image the "
-		    "forks share (split in %llu ms)", x->reason,
-		    (unsigned long long)ms);
-		make_forks(src, c, x->dev, img, reason, x->dur);
-	} else {
-		snprintf(reason, sizeof(reason), "%s; the forks load its RAM "
-		    "(no image: %s)", x->reason, why);
-		make_forks(src, c, c->stream, -1, reason, x->dur);
-	}
-	if (img >= 0)
-		close(img);
-	(void)unlink(x->dev);		/* each fork holds a link */
-	(void)unlink(c->stream);
-	ctx_free(c);
-	free(x);
+	c->img = img;
+	c->split_ms = ms;
+	snprintf(c->split_why, sizeof(c->split_why), "%s", why);
+	fork_finish(c);
 }
 
+/* 0 when a split of the stream is under way, -1 with c->split_why. */
 static int
-fork_split(struct vmm_sandbox *src, struct fork_ctx *c, const char *reason,
-    uint64_t dur, char *why, size_t whylen)
+fork_split(struct fork_ctx *c, unsigned mem_mib)
 {
-	struct fsplit *x;
-
-	if ((x = calloc(1, sizeof(*x))) == NULL) {
-		snprintf(why, whylen, "out of memory");
-		return -1;
-	}
-	x->c = c;
-	x->dur = dur;
-	snprintf(x->reason, sizeof(x->reason), "%s", reason);
 	/* named .state: a restart's sweep of .layers takes one nobody
 	 * links */
-	snprintf(x->dev, sizeof(x->dev), "%.*s.dev.state",
+	snprintf(c->dev, sizeof(c->dev), "%.*s.dev.state",
 	    (int)(strlen(c->stream) - 6), c->stream);
-	if (vmm_split_start(src->m, c->stream, x->dev, src->mem_mib,
-	    fork_split_done, x, why, whylen) < 0) {
-		free(x);
+	if (vmm_split_start(c->m, c->stream, c->dev, mem_mib,
+	    fork_split_done, c, c->split_why, sizeof(c->split_why)) < 0) {
+		c->dev[0] = '\0';
 		return -1;
 	}
 	return 0;
@@ -177,36 +189,28 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
     uint64_t dur, void *arg)
 {
 	struct fork_ctx *c = arg;
-	char why[VMM_ERRLEN], r2[VMM_ERRLEN * 2];
 
 	(void)op;
+	c->cap_ok = ok;
+	c->cap_dur = dur;
+	snprintf(c->cap_reason, sizeof(c->cap_reason), "%s", reason);
 	if (!ok) {
 		/* the frozen name stays only if the source now stands on it */
 		if (strcmp(src->disk, c->old_disk) == 0)
 			(void)unlink(c->layer);
-		(void)unlink(c->stream);
-		c->cb(src, 0, reason, dur, NULL, 0, c->arg);
-		ctx_free(c);
-		return;
-	}
-	/* frozen: nobody's VMM writes it again (the source's qemu reopened
-	 * it read-only); the source's own name for it goes (its chain names
-	 * the layer in .layers), so the layer goes once no chain or
-	 * checkpoint needs it, merges included */
-	(void)chown(c->layer, 0, 0);
-	(void)chmod(c->layer, 0444);
-	if (strcmp(src->disk, c->old_disk) != 0)
-		(void)unlink(c->old_disk);
-	if (c->m->cfg.jail && strcmp(c->m->be->name, "qemu") == 0) {
-		if (fork_split(src, c, reason, dur, why, sizeof(why)) == 0)
+	} else {
+		/* frozen: nobody's VMM writes it again (the source's qemu
+		 * reopened it read-only); the source's own name for it goes
+		 * (its chain names the layer in .layers), so the layer goes
+		 * once no chain or checkpoint needs it, merges included */
+		(void)chown(c->layer, 0, 0);
+		(void)chmod(c->layer, 0444);
+		if (strcmp(src->disk, c->old_disk) != 0)
+			(void)unlink(c->old_disk);
+		if (split_here(c->m) && fork_split(c, src->mem_mib) == 0)
 			return;		/* fork_split_done goes on */
-		snprintf(r2, sizeof(r2), "%s; the forks load its RAM (no "
-		    "image: %s)", reason, why);
-		reason = r2;
 	}
-	make_forks(src, c, c->stream, -1, reason, dur);
-	(void)unlink(c->stream);	/* each fork holds a link */
-	ctx_free(c);
+	fork_finish(c);
 }
 
 /*
@@ -372,6 +376,7 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 	}
 	c->m = m;
 	c->n = n;
+	c->img = -1;
 	c->cb = cb;
 	c->arg = arg;
 	c->fork_cb = fork_cb;

@@ -544,6 +544,29 @@ out:
 
 /* ---- the split as the manager runs it: a child, watched ---- */
 
+/* In the child: every descriptor but these (and 0-2) closed. */
+static void
+keep_only(int a, int b, int c, int d)
+{
+	int k[4] = { a, b, c, d }, i, j, t;
+	unsigned lo = 3;
+
+	for (i = 1; i < 4; i++)
+		for (j = i; j > 0 && k[j - 1] > k[j]; j--) {
+			t = k[j];
+			k[j] = k[j - 1];
+			k[j - 1] = t;
+		}
+	for (i = 0; i < 4; i++) {
+		if (k[i] < (int)lo)
+			continue;
+		if ((unsigned)k[i] > lo)
+			(void)close_range(lo, (unsigned)k[i] - 1, 0);
+		lo = (unsigned)k[i] + 1;
+	}
+	(void)close_range(lo, ~0U, 0);
+}
+
 struct vmm_split {
 	vmm_split_cb cb;
 	void *arg;
@@ -613,6 +636,10 @@ vmm_split_start(struct vmm *m, const char *stream, const char *dev,
 
 		for (sig = 1; sig < NSIG; sig++)
 			(void)signal(sig, SIG_DFL);
+		/* nothing of the manager's but its own: a pipe's write
+		 * end (a QMP socket, a console) held here would keep its
+		 * reader from seeing the end while this runs */
+		keep_only(in, out, x->img, p[1]);
 		/* The holes allocated too, here (the manager's), as the
 		 * ready snapshot's are (ready.c): a capture reads all of a
 		 * guest's RAM, and a read through a private mapping of a

@@ -32,6 +32,8 @@ wait_log 900 "$BERTHD_LOG" "the default template's ready snapshot [0-9a-f]+( bui
 	bail "the ready snapshot was not built in 15 minutes"
 
 x() { _s=$1; shift; netctl sandbox exec "$_s" "$@" </dev/null; }
+# the inode of the RAM image a sandbox's qemu maps ("" when none)
+img_ino() { _p=$(pgrep -f "[n]ame berth-$1 " | head -1); [ -n "$_p" ] && awk '/memfd:berth-image/ { print $5; exit }' "/proc/$_p/maps"; }
 api() { curl -sS --unix-socket "$STATE/control.sock" -H 'Content-Type: application/json' "$@"; }
 
 out=$(netctl sandbox create a 2>&1) || bail "sandbox create a: $out"
@@ -61,6 +63,7 @@ wait "$wspid"
 is "a's WebSocket through berthd survived the fork" "$?" 0
 like "... and echoes after it" "$(cat "$T/ws.out")" "echo: after the fork"
 like "... the source's capture said its pause" "$(grep 'sandbox a: forked into' "$BERTHD_LOG")" "source paused [0-9]+ ms"
+like "... and that the fork maps its RAM as an image (no copy)" "$(grep 'sandbox a: forked into' "$BERTHD_LOG")" "its RAM an image the forks share"
 unlike "b did not get a's published port" "$(netctl port ls b 2>&1)" "8080"
 is "b has a's file" "$(x b -- cat /root/f)" before
 is "b has a's process (the same pid, alive)" "$(x b -- sh -c "kill -0 $spid && echo alive")" alive
@@ -105,6 +108,7 @@ is "... the write before the checkpoint is there" "$(x c -- cat /root/k1)" one
 is "... the write after it is gone" "$(x c -- sh -c 'cat /root/k2 2>/dev/null || echo none')" none
 is "... the process killed after it is back" "$(x c -- sh -c "kill -0 $kpid && echo alive")" alive
 is "... c is still c, at its address" "$(x c -- hostname) $(netctl --json sandbox show c | json_get "$(cat)" 'j["address"]')" "c $ipc"
+like "... its RAM the checkpoint's image, mapped (not loaded)" "$(img_ino c)" "^[0-9]+$"
 lsdoc=$(netctl --json checkpoint ls c)
 is "checkpoint ls: k1 with its size" "$(json_get "$lsdoc" '" ".join("%s:%s" % (k["name"], k["size_bytes"] > 4096) for k in j["checkpoints"])')" "k1:True"
 out=$(netctl sandbox create e --from c:k1 2>&1)
@@ -174,6 +178,9 @@ is "netctl sandbox fork d into ten in one call" "$?" 0
 names=""
 for s in $ten; do names="$names $(x "$s" -- hostname 2>&1)"; done
 is "... each runs as itself" "$names" " $ten"
+inos=""
+for s in $ten; do inos="$inos $(img_ino "$s")"; done
+is "... all ten map one RAM image" "$(echo $inos | tr ' ' '\n' | sort -u | grep -c .) $(echo $inos | wc -w)" "1 10"
 like "seventeen in one call: 400 naming vm_max_forks (16)" \
 	"$(api -X POST -d '{"ids":["u0","u1","u2","u3","u4","u5","u6","u7","u8","u9","u10","u11","u12","u13","u14","u15","u16"]}' http://b/v1/sandboxes/d/fork)" 'vm_max_forks'
 for s in $ten; do netctl sandbox rm "$s" >/dev/null 2>&1; done
