@@ -44,11 +44,13 @@ struct fork_ctx {
 	void *arg;
 	vmm_done_cb fork_cb;		/* each fork's create */
 	void *fork_arg;
+	unsigned mem_mib, vcpus, disk_mib;	/* the forks' */
 	/* the capture's outcome, kept while its stream is split */
 	int cap_ok;
 	char cap_reason[VMM_ERRLEN];
 	uint64_t cap_dur;
 	int img;			/* its RAM image, or -1 */
+	int keep_stream;		/* a checkpoint's: not ours to drop */
 	char split_why[VMM_ERRLEN];
 	uint64_t split_ms;
 	char dev[PATH_MAX];		/* the devices' stream */
@@ -77,16 +79,17 @@ make_forks(struct vmm_sandbox *src, struct fork_ctx *c, const char *stream,
 	int fd = -1;
 
 	if ((forks = calloc(c->n, sizeof(*forks))) == NULL) {
-		c->cb(src, 0, "out of memory", dur, NULL, 0, c->arg);
+		if (c->cb != NULL)
+			c->cb(src, 0, "out of memory", dur, NULL, 0, c->arg);
 		return;
 	}
 	for (i = 0; i < c->n; i++) {
 		memset(&spec, 0, sizeof(spec));
 		spec.id = c->ids[i];
 		spec.tpl = &src->tpl;
-		spec.mem_mib = src->mem_mib;
-		spec.vcpus = src->vcpus;
-		spec.disk_mib = src->disk_mib;
+		spec.mem_mib = c->mem_mib;
+		spec.vcpus = c->vcpus;
+		spec.disk_mib = c->disk_mib;
 		spec.boot = 1;
 		if (img >= 0 && (fd = fcntl(img, F_DUPFD_CLOEXEC, 3)) < 0) {
 			snprintf(src->reason, sizeof(src->reason), "fork %s: "
@@ -111,8 +114,9 @@ make_forks(struct vmm_sandbox *src, struct fork_ctx *c, const char *stream,
 		}
 		made++;
 	}
-	c->cb(src, made > 0, made == c->n ? reason : src->reason, dur, forks,
-	    made, c->arg);
+	if (c->cb != NULL)
+		c->cb(src, made > 0, made == c->n ? reason : src->reason, dur,
+		    forks, made, c->arg);
 	free(forks);
 }
 
@@ -151,7 +155,8 @@ fork_finish(struct fork_ctx *c)
 		make_forks(src, c, c->stream, -1, reason, c->cap_dur);
 	}
 	/* each fork holds its own link */
-	(void)unlink(c->stream);
+	if (!c->keep_stream)
+		(void)unlink(c->stream);
 	if (c->dev[0] != '\0')
 		(void)unlink(c->dev);
 	ctx_free(c);
@@ -168,14 +173,17 @@ fork_split_done(void *arg, int img, const char *why, uint64_t ms)
 	fork_finish(c);
 }
 
-/* 0 when a split of the stream is under way, -1 with c->split_why. */
+/* 0 when a split of the stream is under way, -1 with c->split_why. The
+ * devices' stream goes in .layers (named .state: a restart's sweep of
+ * .layers takes one nobody links). */
 static int
 fork_split(struct fork_ctx *c, unsigned mem_mib)
 {
-	/* named .state: a restart's sweep of .layers takes one nobody
-	 * links */
-	snprintf(c->dev, sizeof(c->dev), "%.*s.dev.state",
-	    (int)(strlen(c->stream) - 6), c->stream);
+	static unsigned seq;
+
+	snprintf(c->dev, sizeof(c->dev), "%s/.layers/%s.%llx.%u.dev.state",
+	    c->m->state_dir, c->src_id, (unsigned long long)vmm_wall_ms(),
+	    seq++);
 	if (vmm_split_start(c->m, c->stream, c->dev, mem_mib,
 	    fork_split_done, c, c->split_why, sizeof(c->split_why)) < 0) {
 		c->dev[0] = '\0';
@@ -377,6 +385,9 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 	c->m = m;
 	c->n = n;
 	c->img = -1;
+	c->mem_mib = src->mem_mib;
+	c->vcpus = src->vcpus;
+	c->disk_mib = src->disk_mib;
 	c->cb = cb;
 	c->arg = arg;
 	c->fork_cb = fork_cb;
@@ -795,6 +806,7 @@ vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
 	struct vmm *m = src->m;
 	struct vmm_sandbox_spec spec;
 	struct vmm_sandbox *made[VMM_FORK_MAX];
+	struct fork_ctx *c = NULL;
 	struct ckpt_conf cc;
 	char st[PATH_MAX], e2[VMM_ERRLEN];
 	size_t i, k;
@@ -816,7 +828,45 @@ vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
 				snprintf(err, errlen, "id %s given twice", ids[i]);
 				return -EINVAL;
 			}
+	for (i = 0; i < n; i++) {
+		if (!vmm_id_valid(ids[i])) {
+			snprintf(err, errlen, "bad sandbox id '%s'", ids[i]);
+			return -EINVAL;
+		}
+		if (vmm_sandbox_find(m, ids[i]) != NULL) {
+			snprintf(err, errlen, "sandbox %s exists", ids[i]);
+			return -EEXIST;
+		}
+	}
 	(void)ckpt_path(m, src->id, name, "state", st, sizeof(st));
+	/* a jailed qemu's: the checkpoint's stream split first, the forks
+	 * made over its image once it is (as a fork's capture) */
+	if (split_here(m) && (c = calloc(1, sizeof(*c))) != NULL &&
+	    (c->ids = calloc(n, sizeof(*c->ids))) != NULL) {
+		c->m = m;
+		c->n = n;
+		c->img = -1;
+		c->cap_ok = 1;
+		c->keep_stream = 1;
+		c->mem_mib = cc.mem_mib ? cc.mem_mib : src->mem_mib;
+		c->vcpus = cc.vcpus ? cc.vcpus : src->vcpus;
+		c->disk_mib = cc.disk_mib ? cc.disk_mib : src->disk_mib;
+		c->fork_cb = cb;
+		c->fork_arg = arg;
+		for (i = 0; i < n; i++)
+			snprintf(c->ids[i], sizeof(c->ids[i]), "%s", ids[i]);
+		snprintf(c->src_id, sizeof(c->src_id), "%s", src->id);
+		snprintf(c->layer, sizeof(c->layer), "%s", cc.layer);
+		snprintf(c->stream, sizeof(c->stream), "%s", st);
+		snprintf(c->cap_reason, sizeof(c->cap_reason), "from its "
+		    "checkpoint %s", name);
+		if (fork_split(c, c->mem_mib) == 0)
+			return 0;	/* fork_split_done makes them */
+	}
+	if (c != NULL) {
+		free(c->ids);
+		free(c);
+	}
 	for (i = 0; i < n; i++) {
 		memset(&spec, 0, sizeof(spec));
 		spec.id = ids[i];

@@ -455,7 +455,10 @@ int vmm_checkpoint_restore(struct vmm_sandbox *sb, const char *name,
     vmm_done_cb cb, void *arg, char *err, size_t errlen);
 /* New sandboxes (ids) from a checkpoint of src, as forks are made from
  * a capture; src is not touched. 0 (each create ends in cb), or -errno
- * with nothing made. */
+ * with nothing made. With a jailed qemu the checkpoint's stream is split
+ * first (its RAM an image the new sandboxes share) and they are made
+ * after it, from the loop: one that cannot be made then is said in
+ * src's reason (no cb for it). */
 int vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
     const char *const *ids, size_t n, vmm_done_cb cb, void *arg,
     char *err, size_t errlen);

@@ -116,6 +116,8 @@ etok=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
 like "sandbox create e --from c:k1" "$out" "sandbox e created from checkpoint k1 of c \(10\.234\.0\.[0-9]+, running\)"
 is "... e has the checkpoint's file, not the later one" "$(x e -- sh -c 'cat /root/k1; cat /root/k2 2>/dev/null || echo none')" "one
 none"
+like "... its RAM the checkpoint's image, mapped (not loaded)" "$(img_ino e)" "^[0-9]+$"
+check "... and the checkpoint kept its state" test -e "$STATE/vms/.checkpoints/c/k1.state"
 is "... e is e" "$(x e -- hostname)" e
 like "a second checkpoint k1: 409 naming it" "$(api -X POST -d '{"name":"k1"}' http://b/v1/sandboxes/c/checkpoints)" '"status": *409.*already|already.*"status": *409'
 out=$(netctl sandbox restore c nope 2>&1)
