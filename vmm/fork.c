@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -319,6 +318,32 @@ vmm_freeze_suspended(struct vmm_sandbox *sb, const char *layer,
 	return 0;
 }
 
+/* new ids for a fork or a create --from: each valid, none taken, none
+ * twice */
+static int
+ids_check(struct vmm *m, const char *const *ids, size_t n, char *err,
+    size_t errlen)
+{
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		if (!vmm_id_valid(ids[i])) {
+			snprintf(err, errlen, "bad sandbox id '%s'", ids[i]);
+			return -EINVAL;
+		}
+		if (vmm_sandbox_find(m, ids[i]) != NULL) {
+			snprintf(err, errlen, "sandbox %s exists", ids[i]);
+			return -EEXIST;
+		}
+		for (k = 0; k < i; k++)
+			if (strcmp(ids[k], ids[i]) == 0) {
+				snprintf(err, errlen, "id %s given twice", ids[i]);
+				return -EINVAL;
+			}
+	}
+	return 0;
+}
+
 int
 vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
     vmm_fork_cb cb, void *arg, vmm_done_cb fork_cb, void *fork_arg,
@@ -327,7 +352,7 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 	struct vmm *m = src->m;
 	struct fork_ctx *c;
 	char dir[PATH_MAX];
-	size_t i, k;
+	size_t i;
 	int rc;
 
 	if (m->be->capture == NULL || !src->tpl.root_overlay ||
@@ -361,21 +386,8 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		    vmm_state_name(src->state));
 		return -EPERM;
 	}
-	for (i = 0; i < n; i++) {
-		if (!vmm_id_valid(ids[i])) {
-			snprintf(err, errlen, "bad sandbox id '%s'", ids[i]);
-			return -EINVAL;
-		}
-		if (vmm_sandbox_find(m, ids[i]) != NULL) {
-			snprintf(err, errlen, "sandbox %s exists", ids[i]);
-			return -EEXIST;
-		}
-		for (k = 0; k < i; k++)
-			if (strcmp(ids[k], ids[i]) == 0) {
-				snprintf(err, errlen, "id %s given twice", ids[i]);
-				return -EINVAL;
-			}
-	}
+	if ((rc = ids_check(m, ids, n, err, errlen)) < 0)
+		return rc;
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
 	    (c->ids = calloc(n, sizeof(*c->ids))) == NULL) {
 		free(c);
@@ -822,22 +834,8 @@ vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
 		    n);
 		return -EINVAL;
 	}
-	for (i = 0; i < n; i++)
-		for (k = 0; k < i; k++)
-			if (strcmp(ids[k], ids[i]) == 0) {
-				snprintf(err, errlen, "id %s given twice", ids[i]);
-				return -EINVAL;
-			}
-	for (i = 0; i < n; i++) {
-		if (!vmm_id_valid(ids[i])) {
-			snprintf(err, errlen, "bad sandbox id '%s'", ids[i]);
-			return -EINVAL;
-		}
-		if (vmm_sandbox_find(m, ids[i]) != NULL) {
-			snprintf(err, errlen, "sandbox %s exists", ids[i]);
-			return -EEXIST;
-		}
-	}
+	if ((rc = ids_check(m, ids, n, err, errlen)) < 0)
+		return rc;
 	(void)ckpt_path(m, src->id, name, "state", st, sizeof(st));
 	/* a jailed qemu's: the checkpoint's stream split first, the forks
 	 * made over its image once it is (as a fork's capture) */
