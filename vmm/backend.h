@@ -240,20 +240,29 @@ int vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
     const char *stream, vmm_done_cb cb, void *arg, char *err, size_t errlen);
 /* image.c: a captured stream (in) split into the RAM image of its block
  * `block` (img, img_size bytes, zero to start with) and the stream of the
- * rest (out). For a child process: no allocation but mmap. 0, or -errno
+ * rest (out). done: -1, or a descriptor that turns readable once the
+ * stream is complete (until then its end is waited at: it is still being
+ * written). For a child process: no allocation but mmap. 0, or -errno
  * with err (-ENOTSUP: a stream it does not know: load it whole). */
-int vmm_stream_split(int in, int out, int img, uint64_t img_size,
+int vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
     const char *block, char *err, size_t errlen);
 /* The same for the manager: stream (a capture carrying RAM) split by a
  * child into a sealed memfd of mem_mib MiB, all of it allocated (the
  * manager's memory, shared by whoever maps it), and dev, the devices'
- * stream (made here, 0400). cb runs once from the loop: img >= 0 the
- * image (cb's to close), or -1 and why; ms the time it took. 0 when
- * under way, or -1 with err (nothing made). */
+ * stream (made here, 0400). follow: the stream is being written (or is
+ * about to be made) by a capture under way: the split reads it as it
+ * grows, until vmm_split_written says it is complete. cb runs once from
+ * the loop: img >= 0 the image (cb's to close), or -1 and why; ms the
+ * time it took. The split under way, or NULL with err (nothing made);
+ * vmm_split_cancel ends it without cb. */
 typedef void (*vmm_split_cb)(void *arg, int img, const char *why,
     uint64_t ms);
-int vmm_split_start(struct vmm *m, const char *stream, const char *dev,
-    unsigned mem_mib, vmm_split_cb cb, void *arg, char *err, size_t errlen);
+struct vmm_split;
+struct vmm_split *vmm_split_start(struct vmm *m, const char *stream,
+    const char *dev, unsigned mem_mib, int follow, vmm_split_cb cb,
+    void *arg, char *err, size_t errlen);
+void vmm_split_written(struct vmm_split *x);
+void vmm_split_cancel(struct vmm_split *x);
 /* A suspended sandbox's capture, for vmm_fork_begin: its disk's top
  * frozen as layer, its snapshot linked as stream; ends in
  * vmm_backend_done (it stays suspended). 0, or -errno with err. */

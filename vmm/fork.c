@@ -49,6 +49,10 @@ struct fork_ctx {
 	char cap_reason[VMM_ERRLEN];
 	uint64_t cap_dur;
 	int img;			/* its RAM image, or -1 */
+	struct vmm_split *split;	/* under way */
+	int followed;			/* split as the capture wrote */
+	int cap_done;
+	uint64_t cap_end;		/* when it was, ms */
 	int keep_stream;		/* a checkpoint's: not ours to drop */
 	char split_why[VMM_ERRLEN];
 	uint64_t split_ms;
@@ -161,33 +165,41 @@ fork_finish(struct fork_ctx *c)
 	ctx_free(c);
 }
 
+/* The split's end; a followed one's waits for the capture's (which
+ * may have failed it: it is cancelled then). */
 static void
 fork_split_done(void *arg, int img, const char *why, uint64_t ms)
 {
 	struct fork_ctx *c = arg;
 
+	c->split = NULL;
 	c->img = img;
-	c->split_ms = ms;
+	c->split_ms = c->followed && c->cap_done ? vmm_now_ms() - c->cap_end :
+	    ms;
 	snprintf(c->split_why, sizeof(c->split_why), "%s", why);
+	if (c->followed && !c->cap_done)
+		return;			/* captured() goes on */
 	fork_finish(c);
 }
 
-/* 0 when a split of the stream is under way, -1 with c->split_why. The
- * devices' stream goes in .layers (named .state: a restart's sweep of
- * .layers takes one nobody links). */
+/* 0 when a split of the stream is under way (follow: as the capture
+ * writes it), -1 with c->split_why. The devices' stream goes in .layers
+ * (named .state: a restart's sweep of .layers takes one nobody links). */
 static int
-fork_split(struct fork_ctx *c, unsigned mem_mib)
+fork_split(struct fork_ctx *c, unsigned mem_mib, int follow)
 {
 	static unsigned seq;
 
 	snprintf(c->dev, sizeof(c->dev), "%s/.layers/%s.%llx.%u.dev.state",
 	    c->m->state_dir, c->src_id, (unsigned long long)vmm_wall_ms(),
 	    seq++);
-	if (vmm_split_start(c->m, c->stream, c->dev, mem_mib,
-	    fork_split_done, c, c->split_why, sizeof(c->split_why)) < 0) {
+	if ((c->split = vmm_split_start(c->m, c->stream, c->dev, mem_mib,
+	    follow, fork_split_done, c, c->split_why,
+	    sizeof(c->split_why))) == NULL) {
 		c->dev[0] = '\0';
 		return -1;
 	}
+	c->followed = follow;
 	return 0;
 }
 
@@ -200,11 +212,17 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 	(void)op;
 	c->cap_ok = ok;
 	c->cap_dur = dur;
+	c->cap_done = 1;
+	c->cap_end = vmm_now_ms();
 	snprintf(c->cap_reason, sizeof(c->cap_reason), "%s", reason);
 	if (!ok) {
 		/* the frozen name stays only if the source now stands on it */
 		if (strcmp(src->disk, c->old_disk) == 0)
 			(void)unlink(c->layer);
+		if (c->split != NULL) {
+			vmm_split_cancel(c->split);
+			c->split = NULL;
+		}
 	} else {
 		/* frozen: nobody's VMM writes it again (the source's qemu
 		 * reopened it read-only); the source's own name for it goes
@@ -214,7 +232,13 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 		(void)chmod(c->layer, 0444);
 		if (strcmp(src->disk, c->old_disk) != 0)
 			(void)unlink(c->old_disk);
-		if (split_here(c->m) && fork_split(c, src->mem_mib) == 0)
+		if (c->split != NULL) {
+			/* followed: its stream complete now */
+			vmm_split_written(c->split);
+			return;		/* fork_split_done goes on */
+		}
+		if (!c->followed && split_here(c->m) &&
+		    fork_split(c, src->mem_mib, 0) == 0)
 			return;		/* fork_split_done goes on */
 	}
 	fork_finish(c);
@@ -425,8 +449,16 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		ctx_free(c);
 		return rc;
 	}
+	/* A capture's stream is split as QEMU writes it (a suspended
+	 * source's, already there, once it is linked) */
+	if (split_here(m) && src->state != VMM_SUSPENDED)
+		(void)fork_split(c, src->mem_mib, 1);
 	if ((rc = vmm_fork_begin(src, VMM_OP_FORK, c->layer, c->stream,
 	    captured, c, err, errlen)) < 0) {
+		if (c->split != NULL)
+			vmm_split_cancel(c->split);
+		if (c->dev[0] != '\0')
+			(void)unlink(c->dev);
 		(void)unlink(c->layer);
 		ctx_free(c);
 		return rc;
@@ -858,7 +890,7 @@ vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
 		snprintf(c->stream, sizeof(c->stream), "%s", st);
 		snprintf(c->cap_reason, sizeof(c->cap_reason), "from its "
 		    "checkpoint %s", name);
-		if (fork_split(c, c->mem_mib) == 0)
+		if (fork_split(c, c->mem_mib, 0) == 0)
 			return 0;	/* fork_split_done makes them */
 	}
 	if (c != NULL) {
@@ -1055,8 +1087,8 @@ rst_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
 		(void)vmm_path(sb, "snap", sd, sizeof(sd));
 		(void)vmm_path(sb, "snap/state.dev", c->dev, sizeof(c->dev));
 		if ((mkdir(sd, 0700) == 0 || errno == EEXIST) &&
-		    vmm_split_start(c->m, s, c->dev, sb->mem_mib,
-		    rst_split_done, c, why, sizeof(why)) == 0)
+		    vmm_split_start(c->m, s, c->dev, sb->mem_mib, 0,
+		    rst_split_done, c, why, sizeof(why)) != NULL)
 			return;
 	}
 	rst_mktop(sb, c);

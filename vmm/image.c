@@ -24,17 +24,22 @@
  * is refused: the caller loads the stream whole instead.
  *
  * It runs in a child process (the caller forks): no allocation but mmap,
- * no stdio, nothing but system calls.
+ * no stdio, nothing but system calls. It may run while QEMU still writes
+ * the stream (a fork's capture): at the file's end it waits for more
+ * until the writer says the stream is complete (a descriptor that turns
+ * readable), so the split ends moments after the capture does.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,9 +56,13 @@
 #define F_KNOWN		(F_ZERO | F_PAGE | F_EOS | F_CONT)
 #define BUF		(1u << 20)
 #define RUN		(1u << 20)	/* image writes coalesced up to this */
+#define FOLLOW_MS	2		/* a followed stream's end, looked at
+					 * again after this */
 
 struct split {
 	int in, out, img;
+	int done;			/* readable once the stream is
+					 * complete; -1: it is */
 	uint64_t img_size;
 	const char *block;		/* the image's block */
 	unsigned char *ib, *ob, *run;	/* BUF, BUF, RUN */
@@ -75,6 +84,28 @@ fail(struct split *s, int e, const char *what)
 	return -e;
 }
 
+/* read(2) of the stream; at its end, while it may still grow (*done >=
+ * 0), wait for more or for the word that it is complete (then what is
+ * there is read once more: 0 is its end). */
+static ssize_t
+rd_more(int in, void *b, size_t n, int *done)
+{
+	struct pollfd p;
+	ssize_t r;
+
+	for (;;) {
+		do
+			r = read(in, b, n);
+		while (r < 0 && errno == EINTR);
+		if (r != 0 || *done < 0)
+			return r;
+		p.fd = *done;
+		p.events = POLLIN;
+		if (poll(&p, 1, FOLLOW_MS) > 0)
+			*done = -1;
+	}
+}
+
 static int
 rd(struct split *s, void *p, size_t n)
 {
@@ -83,9 +114,7 @@ rd(struct split *s, void *p, size_t n)
 
 	while (n > 0) {
 		if (s->ipos == s->ilen) {
-			do
-				r = read(s->in, s->ib, BUF);
-			while (r < 0 && errno == EINTR);
+			r = rd_more(s->in, s->ib, BUF, &s->done);
 			if (r < 0)
 				return fail(s, errno, "reading the stream failed");
 			if (r == 0)
@@ -353,7 +382,7 @@ pages(struct split *s, unsigned char type, uint32_t sid)
 }
 
 int
-vmm_stream_split(int in, int out, int img, uint64_t img_size,
+vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
     const char *block, char *err, size_t errlen)
 {
 	struct split s;
@@ -367,6 +396,7 @@ vmm_stream_split(int in, int out, int img, uint64_t img_size,
 
 	memset(&s, 0, sizeof(s));
 	s.in = in;
+	s.done = done;
 	s.out = out;
 	s.img = img;
 	s.img_size = img_size;
@@ -525,10 +555,7 @@ vmm_stream_split(int in, int out, int img, uint64_t img_size,
 	for (;;) {
 		if ((rc = oflush(&s)) < 0)
 			goto out;
-		do
-			r = read(in, s.ob, BUF);
-		while (r < 0 && errno == EINTR);
-		if (r < 0) {
+		if ((r = rd_more(in, s.ob, BUF, &s.done)) < 0) {
 			rc = fail(&s, errno, "reading the stream failed");
 			goto out;
 		}
@@ -544,20 +571,23 @@ out:
 
 /* ---- the split as the manager runs it: a child, watched ---- */
 
-/* In the child: every descriptor but these (and 0-2) closed. */
+#define KEEP	5
+
+/* In the child: every descriptor but these (-1: none) and 0-2 closed. */
 static void
-keep_only(int a, int b, int c, int d)
+keep_only(const int *fds)
 {
-	int k[4] = { a, b, c, d }, i, j, t;
+	int k[KEEP], i, j, t;
 	unsigned lo = 3;
 
-	for (i = 1; i < 4; i++)
+	memcpy(k, fds, sizeof(k));
+	for (i = 1; i < KEEP; i++)
 		for (j = i; j > 0 && k[j - 1] > k[j]; j--) {
 			t = k[j];
 			k[j] = k[j - 1];
 			k[j - 1] = t;
 		}
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < KEEP; i++) {
 		if (k[i] < (int)lo)
 			continue;
 		if ((unsigned)k[i] > lo)
@@ -571,9 +601,23 @@ struct vmm_split {
 	vmm_split_cb cb;
 	void *arg;
 	int img, errfd;
+	int done_w;			/* a followed stream's: its word */
+	pid_t pid;
 	uint64_t t0;
 	struct vmm_child *watch;
 };
+
+static void
+split_free(struct vmm_split *x)
+{
+	if (x->errfd >= 0)
+		close(x->errfd);
+	if (x->done_w >= 0)
+		close(x->done_w);
+	if (x->img >= 0)
+		close(x->img);
+	free(x);
+}
 
 static void
 split_exited(pid_t pid, int status, void *arg)
@@ -581,6 +625,7 @@ split_exited(pid_t pid, int status, void *arg)
 	struct vmm_split *x = arg;
 	char why[VMM_ERRLEN] = "", st[64];
 	ssize_t n;
+	int img;
 
 	(void)pid;
 	if (status != 0) {
@@ -593,100 +638,156 @@ split_exited(pid_t pid, int status, void *arg)
 	    F_SEAL_WRITE | F_SEAL_SEAL) < 0)
 		snprintf(why, sizeof(why), "sealing the image: %s",
 		    strerror(errno));
-	close(x->errfd);
-	if (why[0] != '\0') {
-		close(x->img);
-		x->img = -1;
-	}
-	x->cb(x->arg, x->img, why, vmm_now_ms() - x->t0);
-	free(x);
+	img = why[0] == '\0' ? x->img : -1;
+	if (img >= 0)
+		x->img = -1;		/* the callback's */
+	x->cb(x->arg, img, why, vmm_now_ms() - x->t0);
+	split_free(x);
 }
 
-int
+/* The child: the stream (a followed one opened once QEMU has made it),
+ * the image allocated whole, the split; its why to errw. */
+static void __attribute__((noreturn))
+split_child(const char *stream, int in, int done, int out, int img,
+    off_t size, int errw)
+{
+	struct pollfd p;
+	char why[VMM_ERRLEN];
+	int fds[KEEP] = { in, done, out, img, errw }, sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		(void)signal(sig, SIG_DFL);
+	/* a followed stream waits on the manager's word: gone with it */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* nothing of the manager's but its own: a pipe's write end (a QMP
+	 * socket, a console) held here would keep its reader from seeing
+	 * the end while this runs */
+	keep_only(fds);
+	while (in < 0) {
+		if ((in = open(stream, O_RDONLY | O_CLOEXEC)) >= 0)
+			break;
+		if (errno != ENOENT || done < 0) {
+			snprintf(why, sizeof(why), "%s: %s", stream,
+			    strerror(errno));
+			goto fail;
+		}
+		p.fd = done;
+		p.events = POLLIN;
+		if (poll(&p, 1, FOLLOW_MS) > 0)
+			done = -1;	/* complete: there, or never made */
+	}
+	/* The holes allocated too, here (the manager's), as the ready
+	 * snapshot's are (ready.c): a capture reads all of a guest's RAM,
+	 * and a read through a private mapping of a hole allocates a page
+	 * charged to the reader (a fork was OOM-killed restoring its
+	 * checkpoint). First: the split's writes then allocate nothing,
+	 * and for a followed stream it is done while QEMU writes. */
+	if (fallocate(img, 0, 0, size) < 0) {
+		snprintf(why, sizeof(why), "allocating the image: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	if (vmm_stream_split(in, done, out, img, (uint64_t)size, "mem", why,
+	    sizeof(why)) < 0)
+		goto fail;
+	if (fsync(out) < 0) {
+		snprintf(why, sizeof(why), "the devices' stream: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	_exit(0);
+fail:
+	(void)!write(errw, why, strlen(why));
+	_exit(1);
+}
+
+struct vmm_split *
 vmm_split_start(struct vmm *m, const char *stream, const char *dev,
-    unsigned mem_mib, vmm_split_cb cb, void *arg, char *err, size_t errlen)
+    unsigned mem_mib, int follow, vmm_split_cb cb, void *arg, char *err,
+    size_t errlen)
 {
 	struct vmm_split *x;
-	int p[2] = { -1, -1 }, in = -1, out = -1, sig, e;
+	int p[2] = { -1, -1 }, d[2] = { -1, -1 }, in = -1, out = -1, e;
 	off_t size = (off_t)mem_mib << 20;
-	pid_t pid;
 
 	if ((x = calloc(1, sizeof(*x))) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return NULL;
 	}
 	x->cb = cb;
 	x->arg = arg;
 	x->errfd = -1;
+	x->done_w = -1;
 	x->t0 = vmm_now_ms();
 	(void)unlink(dev);
 	if ((x->img = memfd_create("berth-image", MFD_CLOEXEC |
 	    MFD_ALLOW_SEALING)) < 0 || ftruncate(x->img, size) < 0 ||
 	    pipe2(p, O_CLOEXEC) < 0 ||
-	    (in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (follow && pipe2(d, O_CLOEXEC) < 0) ||
+	    (!follow && (in = open(stream, O_RDONLY | O_CLOEXEC)) < 0) ||
 	    (out = open(dev, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-	    0400)) < 0 || (pid = fork()) < 0) {
+	    0400)) < 0 || (x->pid = fork()) < 0) {
 		e = errno;
 		snprintf(err, errlen, "splitting %s: %s", stream, strerror(e));
 		goto fail;
 	}
-	if (pid == 0) {
-		char why[VMM_ERRLEN];
-		size_t l;
-
-		for (sig = 1; sig < NSIG; sig++)
-			(void)signal(sig, SIG_DFL);
-		/* nothing of the manager's but its own: a pipe's write
-		 * end (a QMP socket, a console) held here would keep its
-		 * reader from seeing the end while this runs */
-		keep_only(in, out, x->img, p[1]);
-		/* The holes allocated too, here (the manager's), as the
-		 * ready snapshot's are (ready.c): a capture reads all of a
-		 * guest's RAM, and a read through a private mapping of a
-		 * hole allocates a page charged to the reader (a fork was
-		 * OOM-killed restoring its checkpoint). */
-		if (vmm_stream_split(in, out, x->img, (uint64_t)size, "mem",
-		    why, sizeof(why)) == 0) {
-			if (fallocate(x->img, 0, 0, size) < 0)
-				snprintf(why, sizeof(why), "allocating the "
-				    "image: %s", strerror(errno));
-			else if (fsync(out) < 0)
-				snprintf(why, sizeof(why), "the devices' "
-				    "stream: %s", strerror(errno));
-			else
-				_exit(0);
-		}
-		l = strlen(why);
-		(void)!write(p[1], why, l);
-		_exit(1);
-	}
+	if (x->pid == 0)
+		split_child(stream, in, d[0], out, x->img, size, p[1]);
 	close(p[1]);
 	p[1] = -1;
-	close(in);
-	in = -1;
+	if (d[0] >= 0)
+		close(d[0]);
+	if (in >= 0)
+		close(in);
 	close(out);
-	out = -1;
 	x->errfd = p[0];
-	if ((x->watch = vmm_child_watch(m->base, pid, split_exited, x, err,
+	x->done_w = d[1];
+	if ((x->watch = vmm_child_watch(m->base, x->pid, split_exited, x, err,
 	    errlen)) == NULL) {
-		(void)kill(pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		(void)kill(x->pid, SIGKILL);
+		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
 			;
-		goto fail;
+		(void)unlink(dev);
+		split_free(x);
+		return NULL;
 	}
-	return 0;
+	return x;
 fail:
 	if (p[0] >= 0)
 		close(p[0]);
 	if (p[1] >= 0)
 		close(p[1]);
+	if (d[0] >= 0)
+		close(d[0]);
+	if (d[1] >= 0)
+		close(d[1]);
 	if (in >= 0)
 		close(in);
 	if (out >= 0)
 		close(out);
 	(void)unlink(dev);
-	if (x->img >= 0)
-		close(x->img);
-	free(x);
-	return -1;
+	split_free(x);
+	return NULL;
+}
+
+void
+vmm_split_written(struct vmm_split *x)
+{
+	static const char c = 1;
+
+	if (x->done_w >= 0) {
+		(void)!write(x->done_w, &c, 1);
+		close(x->done_w);
+		x->done_w = -1;
+	}
+}
+
+void
+vmm_split_cancel(struct vmm_split *x)
+{
+	vmm_child_unwatch(x->watch);
+	(void)kill(x->pid, SIGKILL);
+	while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	split_free(x);
 }

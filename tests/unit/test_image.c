@@ -4,7 +4,10 @@
  * sent again as zero is zeroed, a fill byte fills, CONTINUE runs across
  * sections), every other block's pages and everything after ram's end
  * stay in the stream as they were; streams it does not know are refused
- * with -ENOTSUP or -EPROTO and a reason.
+ * with -ENOTSUP or -EPROTO and a reason. A stream split while a writer
+ * still adds to it (a capture under way) comes out the same, whatever
+ * the writes' pieces; one that ends before its writer says it is
+ * complete is refused.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -12,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -132,7 +137,58 @@ run(const struct buf *in, uint64_t memlen, struct buf *out,
 	    (ssize_t)in->n || lseek(fi, 0, SEEK_SET) != 0 ||
 	    ftruncate(fm, (off_t)memlen) < 0)
 		abort();
-	rc = vmm_stream_split(fi, fo, fm, memlen, "mem", err, errlen);
+	rc = vmm_stream_split(fi, -1, fo, fm, memlen, "mem", err, errlen);
+	out->n = 0;
+	if (lseek(fo, 0, SEEK_SET) != 0)
+		abort();
+	for (;;) {
+		unsigned char t[65536];
+
+		if ((n = read(fo, t, sizeof(t))) <= 0)
+			break;
+		put(out, t, (size_t)n);
+	}
+	if (img != NULL && pread(fm, img, memlen, 0) != (ssize_t)memlen)
+		abort();
+	close(fi);
+	close(fo);
+	close(fm);
+	return rc;
+}
+
+/* The same, the stream written meanwhile by a child: upto bytes of it
+ * (the rest never), in pieces of piece bytes, then the word that it is
+ * complete. */
+static int
+run_follow(const struct buf *in, size_t upto, size_t piece, uint64_t memlen,
+    struct buf *out, unsigned char *img, char *err, size_t errlen)
+{
+	int fi, fo, fm, d[2], rc, st;
+	size_t o, k;
+	pid_t pid;
+	ssize_t n;
+
+	fi = memfd_create("in", 0);
+	fo = memfd_create("out", 0);
+	fm = memfd_create("img", 0);
+	if (fi < 0 || fo < 0 || fm < 0 || pipe(d) < 0 ||
+	    ftruncate(fm, (off_t)memlen) < 0 || (pid = fork()) < 0)
+		abort();
+	if (pid == 0) {
+		for (o = 0; o < upto; o += k) {
+			k = upto - o < piece ? upto - o : piece;
+			if (pwrite(fi, in->p + o, k, (off_t)o) != (ssize_t)k)
+				_exit(1);
+			/* the reader reaches the end now and then */
+			(void)poll(NULL, 0, 1);
+		}
+		_exit(write(d[1], "", 1) == 1 ? 0 : 1);
+	}
+	close(d[1]);
+	rc = vmm_stream_split(fi, d[0], fo, fm, memlen, "mem", err, errlen);
+	if (waitpid(pid, &st, 0) != pid || st != 0)
+		abort();
+	close(d[0]);
 	out->n = 0;
 	if (lseek(fo, 0, SEEK_SET) != 0)
 		abort();
@@ -241,6 +297,29 @@ main(void)
 	ok(all(img + 6 * PG, 'D', PG), "mem page 6, sent again: the later "
 	    "bytes");
 	ok(all(img + 8 * PG, 0, MEM - 8 * PG), "the rest of mem: zero");
+
+	/* ---- the same stream, split as it is written ---- */
+	{
+		static unsigned char img2[MEM];
+		struct buf out2 = { 0 };
+		size_t pieces[] = { 97, 1000, PG + 7, in.n };
+
+		for (i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+			memset(img2, 0xee, sizeof(img2));
+			rc = run_follow(&in, in.n, pieces[i], MEM, &out2, img2,
+			    err, sizeof(err));
+			ok(rc == 0 && out2.n == out.n && memcmp(out2.p, out.p,
+			    out.n) == 0 && memcmp(img2, img, MEM) == 0,
+			    "split as it is written in pieces of %zu bytes: "
+			    "the same image and rest%s%s", pieces[i],
+			    rc ? ": " : "", rc ? err : "");
+		}
+		rc = run_follow(&in, in.n / 2, 4096, MEM, &out2, NULL, err,
+		    sizeof(err));
+		ok(rc == -EPROTO && strstr(err, "ends early") != NULL,
+		    "a stream said complete half written: refused (%s)", err);
+		free(out2.p);
+	}
 
 	/* ---- streams it does not take ---- */
 	in.n = 0;
