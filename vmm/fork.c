@@ -4,10 +4,10 @@
  * frozen (hard-linked as <state>/vms/.layers/<name>.qcow2, root's and
  * read-only once captured) and a new top goes over it; its RAM and
  * device state go to <state>/vms/.layers/<name>.state; it runs on.
- * With a jailed qemu, the stream is then split (image.c): its RAM
- * becomes an image in a sealed memfd that every fork of the call maps
- * private, copy-on-write (no fork copies the RAM), and the rest a small
- * stream of devices. Each fork is then created over the frozen layer,
+ * With a jailed qemu, the stream is split (image.c) as QEMU writes it:
+ * its RAM becomes an image in a sealed memfd that every fork of the call
+ * maps private, copy-on-write (no fork copies the RAM), and the rest a
+ * small stream of devices, ready moments after the capture ends. Each fork is then created over the frozen layer,
  * restores that stream (a hard link of it as its snap/state; without an
  * image, the whole stream, its RAM loaded into anonymous memory) and
  * gets its own identity (ident.c) before anyone reaches it. The
@@ -124,11 +124,12 @@ make_forks(struct vmm_sandbox *src, struct fork_ctx *c, const char *stream,
 }
 
 /*
- * A jailed qemu's capture is split once it is written (image.c): the
- * forks map its RAM as an image and load the devices' part. A split that
- * fails costs its time only: the forks load the stream whole. (Splitting
- * the capture as QEMU writes it, through a pipe, was tried: the capture
- * took twice as long, the fork 300 ms more.)
+ * A jailed qemu's capture is split (image.c) as it is written, the split
+ * following the file QEMU writes to its end: the forks map its RAM as an
+ * image and load the devices' part. A split that fails costs its time
+ * only: the forks load the stream whole. (Feeding the split through a
+ * pipe instead was tried: QEMU waited on the pipe, the capture took
+ * twice as long.)
  */
 static int
 split_here(const struct vmm *m)
