@@ -1204,9 +1204,13 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 	}
 	if ((rc = vmm_own(sb, err, errlen)) < 0)
 		return rc;
-	if (restore && q->ready) {
+	if (restore && q->ready && !standby) {
 		/* the ready snapshot's state, under its accelerator (its key
-		 * says which) */
+		 * says which). Not a standby's: q->ready is the last
+		 * restore's (a clone's create), and a clone's standby loads
+		 * its own snapshot (its first suspend's, which carries its
+		 * RAM) into a RAM file of its own (it found no /mem and died,
+		 * and the clone's first wake restored without one). */
 		(void)vmm_ready_path(sb->m, sb->ready_key, "state", snap,
 		    sizeof(snap));
 		if (stat(snap, &st) < 0) {

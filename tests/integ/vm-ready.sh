@@ -9,8 +9,9 @@
 # published port answers over TLS), machine-id, random pool (kernel
 # uuid, 32 bytes of /dev/urandom) and the host's clock; Docker answers.
 # A clone's RAM is the snapshot's pages (copy-on-write): its first
-# suspend carries the RAM in the stream and the resume gives it a RAM
-# file of its own; a file written before survives. A berthd restart
+# suspend carries the RAM in the stream, its standby qemu loads it into a
+# RAM file of its own and the resume promotes that qemu; a file written
+# before survives. A berthd restart
 # adopts running clones, and the next create restores again. A create
 # the snapshot does not fit (a larger disk) boots, and an event says
 # why. Nothing is left running after the deletes.
@@ -105,8 +106,16 @@ out=$(netctl sandbox suspend r1 2>&1)
 is "suspend r1" "$?" 0
 check "... its snapshot holds the RAM (no RAM file of its own yet)" \
 	sh -c "grep -q '^snap_ram=1' '$STATE/vms/r1/sandbox.conf'"
+# its standby loads that snapshot into a RAM file of its own (it took
+# the ready snapshot's path once, found no /mem and died: the first wake
+# of every clone was a restore of its own)
+sbready() { netctl --json sandbox show r1 | grep -q '"standby": *"ready"'; }
+check "... its standby qemu has loaded it" wait_for 300 sbready
+spid=$(sed -n 's/^standby_pid=//p' "$STATE/vms/r1/sandbox.conf")
 out=$(netctl sandbox resume r1 2>&1)
 is "resume r1" "$?" 0
+is "... the standby qemu became r1's (no second start)" \
+	"$(sed -n 's/^pid=//p' "$STATE/vms/r1/sandbox.conf")" "$spid"
 is "... the file written before is there" "$(x r1 -- cat /root/r1-file)" kept
 is "... still r1" "$(x r1 -- hostname)" r1
 check "... its RAM is a file of its own now" \
