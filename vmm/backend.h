@@ -251,7 +251,9 @@ int vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
  * manager's memory, shared by whoever maps it), and dev, the devices'
  * stream (made here, 0400). follow: the stream is being written (or is
  * about to be made) by a capture under way: the split reads it as it
- * grows, until vmm_split_written says it is complete. cb runs once from
+ * grows, until vmm_split_written says it is complete. img >= 0: the
+ * image goes there instead (a RAM file of mem_mib MiB, not sealed; cb
+ * gets a descriptor of its own of it). cb runs once from
  * the loop: img >= 0 the image (cb's to close), or -1 and why; ms the
  * time it took. The split under way, or NULL with err (nothing made);
  * vmm_split_cancel ends it without cb. */
@@ -259,8 +261,8 @@ typedef void (*vmm_split_cb)(void *arg, int img, const char *why,
     uint64_t ms);
 struct vmm_split;
 struct vmm_split *vmm_split_start(struct vmm *m, const char *stream,
-    const char *dev, unsigned mem_mib, int follow, vmm_split_cb cb,
-    void *arg, char *err, size_t errlen);
+    const char *dev, unsigned mem_mib, int follow, int img,
+    vmm_split_cb cb, void *arg, char *err, size_t errlen);
 void vmm_split_written(struct vmm_split *x);
 void vmm_split_cancel(struct vmm_split *x);
 /* A suspended sandbox's capture, for vmm_fork_begin: its disk's top

@@ -195,7 +195,7 @@ fork_split(struct fork_ctx *c, unsigned mem_mib, int follow)
 	    c->m->state_dir, c->src_id, (unsigned long long)vmm_wall_ms(),
 	    seq++);
 	if ((c->split = vmm_split_start(c->m, c->stream, c->dev, mem_mib,
-	    follow, fork_split_done, c, c->split_why,
+	    follow, -1, fork_split_done, c, c->split_why,
 	    sizeof(c->split_why))) == NULL) {
 		c->dev[0] = '\0';
 		return -1;
@@ -1088,7 +1088,7 @@ rst_stopped(struct vmm_sandbox *sb, enum vmm_op op, int ok,
 		(void)vmm_path(sb, "snap", sd, sizeof(sd));
 		(void)vmm_path(sb, "snap/state.dev", c->dev, sizeof(c->dev));
 		if ((mkdir(sd, 0700) == 0 || errno == EEXIST) &&
-		    vmm_split_start(c->m, s, c->dev, sb->mem_mib, 0,
+		    vmm_split_start(c->m, s, c->dev, sb->mem_mib, 0, -1,
 		    rst_split_done, c, why, sizeof(why)) != NULL)
 			return;
 	}

@@ -602,6 +602,7 @@ struct vmm_split {
 	void *arg;
 	int img, errfd;
 	int done_w;			/* a followed stream's: its word */
+	int seal;			/* the image is our memfd */
 	pid_t pid;
 	uint64_t t0;
 	struct vmm_child *watch;
@@ -634,8 +635,8 @@ split_exited(pid_t pid, int status, void *arg)
 			snprintf(why, sizeof(why), "the split %s", st);
 		} else
 			why[n] = '\0';
-	} else if (fcntl(x->img, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-	    F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+	} else if (x->seal && fcntl(x->img, F_ADD_SEALS, F_SEAL_SHRINK |
+	    F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
 		snprintf(why, sizeof(why), "sealing the image: %s",
 		    strerror(errno));
 	img = why[0] == '\0' ? x->img : -1;
@@ -703,8 +704,8 @@ fail:
 
 struct vmm_split *
 vmm_split_start(struct vmm *m, const char *stream, const char *dev,
-    unsigned mem_mib, int follow, vmm_split_cb cb, void *arg, char *err,
-    size_t errlen)
+    unsigned mem_mib, int follow, int img, vmm_split_cb cb, void *arg,
+    char *err, size_t errlen)
 {
 	struct vmm_split *x;
 	int p[2] = { -1, -1 }, d[2] = { -1, -1 }, in = -1, out = -1, e;
@@ -720,8 +721,10 @@ vmm_split_start(struct vmm *m, const char *stream, const char *dev,
 	x->done_w = -1;
 	x->t0 = vmm_now_ms();
 	(void)unlink(dev);
-	if ((x->img = memfd_create("berth-image", MFD_CLOEXEC |
-	    MFD_ALLOW_SEALING)) < 0 || ftruncate(x->img, size) < 0 ||
+	x->seal = img < 0;
+	if ((x->img = img >= 0 ? fcntl(img, F_DUPFD_CLOEXEC, 3) :
+	    memfd_create("berth-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0 ||
+	    (x->seal && ftruncate(x->img, size) < 0) ||
 	    pipe2(p, O_CLOEXEC) < 0 ||
 	    (follow && pipe2(d, O_CLOEXEC) < 0) ||
 	    (!follow && (in = open(stream, O_RDONLY | O_CLOEXEC)) < 0) ||

@@ -105,6 +105,10 @@ struct qm {
 	struct vmm_qmp *sb_qmp;
 	struct event *sb_connect_ev;	/* connect retries, status polls */
 	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
+	struct vmm_split *sb_split;	/* its snapshot split into its RAM
+					 * file (one that carries the RAM) */
+	int sb_dev;		/* ... done: it loads snap/state.dev */
+	char sb_why[VMM_ERRLEN];	/* why it was ended, if it failed */
 	int ready;		/* this restore is of the ready snapshot */
 	/* a capture (fork): the frozen layer's canonical path, the stream
 	 * file, the source's new top and its generation */
@@ -138,6 +142,8 @@ static int qm_spawn(struct qm *q, int restore, int standby, char *err,
 static void qm_promote(struct qm *q);
 static json_t *qm_caps(const struct vmm_sandbox *sb, int out);
 static void qm_standby_end(struct qm *q);
+static void qm_standby_fail(struct qm *q, const char *why);
+static void qm_sb_split_end(struct qm *q);
 static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
     void *arg);
 static void qm_trial_failed(struct qm *q, const char *why);
@@ -214,8 +220,23 @@ qm_exited(pid_t pid, int status, void *arg)
 
 	if (pid == sb->standby_pid && pid != sb->pid) {
 		/* The standby died (or was ended): the sandbox is still
-		 * suspended; a restore waiting for it starts its own. */
+		 * suspended; a restore waiting for it starts its own. One
+		 * that failed or died on its own is said (berth ends them
+		 * with SIGKILL): its wake is a restore of its own. */
+		if ((q->sb_why[0] != '\0' || !(WIFSIGNALED(status) &&
+		    WTERMSIG(status) == SIGKILL)) &&
+		    sb->state == VMM_SUSPENDED) {
+			vmm_status_text(status, st, sizeof(st));
+			(void)vmm_path(sb, "vmm.log", logp, sizeof(logp));
+			vmm_tail_line(logp, tail, sizeof(tail));
+			snprintf(why, sizeof(why), "its standby qemu ended%s%s "
+			    "(%s)%s%s; a wake restores without it", q->sb_why[0] ?
+			    ": " : "", q->sb_why, st, tail[0] ? ": " : "", tail);
+			vmm_emit(sb, VMM_OP_STANDBY, 0, why, "vmm");
+		}
+		q->sb_why[0] = '\0';
 		q->sb_watch = NULL;	/* freed by the watcher */
+		qm_sb_split_end(q);
 		sb->standby_pid = 0;
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
@@ -351,7 +372,7 @@ qm_qmp_ready(struct vmm_qmp *c, void *arg)
 		if (vmm_qmp_command(c, "migrate-set-capabilities",
 		    qm_caps(q->sb, 0),
 		    qm_sb_reply, q, err, sizeof(err)) < 0)
-			qm_standby_end(q);
+			qm_standby_fail(q, "its QMP commands could not be sent");
 		return;
 	}
 	if (q->op == QM_BOOT || q->op == QM_RESTORE || q->op == QM_ADOPT)
@@ -432,7 +453,7 @@ qm_qmp_close(struct vmm_qmp *c, const char *reason, void *arg)
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
 		q->sb->standby_ready = 0;
-		qm_standby_end(q);
+		qm_standby_fail(q, "its QMP connection was lost");
 		return;
 	}
 	vmm_qmp_free(q->qmp);
@@ -602,11 +623,83 @@ qm_sb_connect_try(evutil_socket_t fd0, short what, void *arg)
 	if (q->sb_qmp != NULL) {
 		if (vmm_qmp_command(q->sb_qmp, "query-status", NULL,
 		    qm_sb_reply, q, err, sizeof(err)) < 0)
-			qm_standby_end(q);
+			qm_standby_fail(q, "its QMP commands could not be sent");
 		return;
 	}
 	if (qm_qmp_open(q, q->sb_connect_ev, &q->sb_qmp, err, sizeof(err)) < 0)
-		qm_standby_end(q);
+		qm_standby_fail(q, err);
+}
+
+/*
+ * A standby whose snapshot carries the RAM (a clone's first suspend: 300
+ * MB for the default guest) had QEMU load it into the RAM file, a page
+ * fault at a time: 4-9 s of CPU here. The snapshot is split first
+ * (image.c): its RAM written into the standby's RAM file (a child of the
+ * manager, write(2)), the standby loading only the devices' part. A
+ * split that fails costs its time: the standby loads the whole stream.
+ */
+static void
+qm_sb_split_done(void *arg, int img, const char *why, uint64_t ms)
+{
+	struct qm *q = arg;
+	struct vmm_sandbox *sb = q->sb;
+	char r[VMM_ERRLEN];
+	json_t *o;
+
+	(void)ms;
+	q->sb_split = NULL;
+	if (img >= 0)
+		close(img);
+	else {
+		snprintf(r, sizeof(r), "its snapshot could not be split (%s): "
+		    "the standby loads it whole", why);
+		vmm_emit(sb, VMM_OP_STANDBY, 0, r, "vmm");
+	}
+	q->sb_dev = img >= 0;
+	if (q->sb_qmp == NULL || q->sb_step != 1 || sb->standby_pid <= 0) {
+		qm_unlink(sb, "snap/state.dev");
+		return;
+	}
+	q->sb_step = 5;
+	if ((o = json_object()) == NULL) {
+		qm_standby_fail(q, "out of memory");
+		return;
+	}
+	qm_sb_reply(q->sb_qmp, o, NULL, q);
+	json_decref(o);
+}
+
+/* 0 when the split is under way, -1: load the snapshot as it is. */
+static int
+qm_sb_split(struct qm *q)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char snap[PATH_MAX], dev[PATH_MAX], mem[PATH_MAX], err[VMM_ERRLEN];
+	int fd;
+
+	q->sb_dev = 0;
+	if (!sb->snap_ram || sb->ram_shared)
+		return -1;
+	(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+	(void)vmm_path(sb, "snap/state.dev", dev, sizeof(dev));
+	(void)vmm_path(sb, "mem", mem, sizeof(mem));
+	if ((fd = open(mem, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -1;
+	q->sb_split = vmm_split_start(sb->m, snap, dev, sb->mem_mib, 0, fd,
+	    qm_sb_split_done, q, err, sizeof(err));
+	close(fd);
+	return q->sb_split != NULL ? 0 : -1;
+}
+
+/* The standby goes: its split too. */
+static void
+qm_sb_split_end(struct qm *q)
+{
+	if (q->sb_split != NULL) {
+		vmm_split_cancel(q->sb_split);
+		q->sb_split = NULL;
+		qm_unlink(q->sb, "snap/state.dev");
+	}
 }
 
 static void
@@ -618,18 +711,25 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 	const char *s;
 	int rc = 0;
 
-	(void)error;
 	if (ret == NULL) {
-		qm_standby_end(q);
+		qm_standby_fail(q, error != NULL ? error :
+		    "a QMP command failed");
 		return;
 	}
 	switch (q->sb_step) {
 	case 1:		/* capabilities set: load the snapshot now */
 		(void)vmm_path(q->sb, "snap/state", snap, sizeof(snap));
-		if (stat(snap, &q->sb_snap) < 0 ||
-		    qm_snap_uri(q, c, "snap/state", 0, uri, sizeof(uri), err,
-		    sizeof(err)) < 0) {
-			qm_standby_end(q);
+		if (stat(snap, &q->sb_snap) < 0) {
+			qm_standby_fail(q, "its snapshot is gone");
+			return;
+		}
+		if (qm_sb_split(q) == 0)
+			return;		/* qm_sb_split_done goes on */
+		/* FALLTHROUGH */
+	case 5:		/* load it (its split's devices' part, if made) */
+		if (qm_snap_uri(q, c, q->sb_dev ? "snap/state.dev" :
+		    "snap/state", 0, uri, sizeof(uri), err, sizeof(err)) < 0) {
+			qm_standby_fail(q, err);
 			return;
 		}
 		q->sb_step = 2;
@@ -651,18 +751,29 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 		if (s == NULL || (strcmp(s, "paused") != 0 &&
 		    strcmp(s, "prelaunch") != 0 &&
 		    strcmp(s, "postmigrate") != 0)) {
-			qm_standby_end(q);	/* a bad snapshot: a restore
-						 * will say why */
+			/* a bad snapshot: a restore will say why */
+			qm_standby_fail(q, "it did not load the snapshot");
 			return;
 		}
 		q->sb_step = 4;
+		if (q->sb_dev)
+			qm_unlink(q->sb, "snap/state.dev");	/* loaded */
 		q->sb->standby_ready = 1;
 		if (q->op == QM_RESTORE && q->step == 10)
 			qm_promote(q);
 		break;
 	}
 	if (rc < 0)
-		qm_standby_end(q);
+		qm_standby_fail(q, "its QMP commands could not be sent");
+}
+
+/* The standby cannot be used (why): it goes, and its exit says why. */
+static void
+qm_standby_fail(struct qm *q, const char *why)
+{
+	if (q->sb->standby_pid > 0 && q->sb_why[0] == '\0')
+		snprintf(q->sb_why, sizeof(q->sb_why), "%s", why);
+	qm_standby_end(q);
 }
 
 /* Ask the standby to go; its exit handler clears it (and starts a
@@ -686,6 +797,8 @@ qm_standby_reap(struct qm *q)
 		return;
 	vmm_child_unwatch(q->sb_watch);
 	q->sb_watch = NULL;
+	qm_sb_split_end(q);
+	q->sb_why[0] = '\0';
 	kill(pid, SIGKILL);
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;

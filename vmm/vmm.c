@@ -45,7 +45,7 @@ static const char *const state_names[] = {
 static const char *const op_names[] = {
 	"create", "start", "pause", "suspend", "resume", "stop", "delete",
 	"exit", "adopt", "accel", "guest", "jail", "snapshot", "fork",
-	"checkpoint", "restore", "merge",
+	"checkpoint", "restore", "merge", "standby",
 };
 
 const char *

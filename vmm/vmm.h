@@ -69,6 +69,9 @@ enum vmm_op {
 	VMM_OP_RESTORE,		/* back to a checkpoint, in place */
 	VMM_OP_MERGE,		/* not requested: its disk's layers past
 				 * cfg.max_layers merged, the VM running */
+	VMM_OP_STANDBY,		/* not requested: a suspended sandbox's
+				 * standby VMM died before it was used (its
+				 * wake restores without one) */
 };
 
 enum vmm_accel {

@@ -11,6 +11,8 @@
 #    (qemu held with SIGSTOP so the operation is surely in flight): after
 #    the restart no orphan qemu (checked by pid) and every sandbox in a
 #    definite state;
+#  - a standby qemu that dies on its own (SIGTERM): an event says so and
+#    the wake restores without it;
 #  - a guest at work with no visitor is not paused after idle_pause, and
 #    is paused once it stops.
 # Three VM boots.
@@ -138,6 +140,20 @@ pidchk() { pids_ok f1; }
 check "its qemu processes are the ones sandbox.conf names" wait_for 20 pidchk
 is "f1 wakes with the /data file" "$(bcurl "$(url f1 /files/keep)")" kept-value
 like "f1 runs" "$(state f1)" running
+check "one qemu for f1" pids_ok f1
+
+# ---- a standby qemu that dies on its own is said; the wake goes on -----------
+check "suspend f1 again" netctl sandbox suspend f1
+check "its standby qemu has loaded the snapshot" wait_for 20 ready
+spid=$(conf_of f1 standby_pid)
+kill -TERM "$spid"
+sbgone() { ! kill -0 "$spid" 2>/dev/null; }
+check "the standby qemu ends on SIGTERM" wait_for 20 sbgone
+sbdied() { netctl sandbox events f1 | grep -Eq '^.*standby +failed.*its standby qemu'; }
+if wait_for 20 sbdied; then ok "f1's events say its standby died"
+else not_ok "f1's events say its standby died"
+	diag "$(netctl sandbox events f1 | tail -n 4)"; fi
+is "f1 wakes without it, with the /data file" "$(bcurl "$(url f1 /files/keep)")" kept-value
 check "one qemu for f1" pids_ok f1
 
 # ---- a busy guest is not idle -------------------------------------------------
