@@ -630,6 +630,23 @@ qm_sb_connect_try(evutil_socket_t fd0, short what, void *arg)
 		qm_standby_fail(q, err);
 }
 
+/* The standby loads its snapshot (its split's devices' part, if made). */
+static void
+qm_sb_load(struct qm *q)
+{
+	char uri[PATH_MAX + 64], err[VMM_ERRLEN];
+
+	if (qm_snap_uri(q, q->sb_qmp, q->sb_dev ? "snap/state.dev" :
+	    "snap/state", 0, uri, sizeof(uri), err, sizeof(err)) < 0) {
+		qm_standby_fail(q, err);
+		return;
+	}
+	q->sb_step = 2;
+	if (vmm_qmp_command(q->sb_qmp, "migrate-incoming", json_pack("{s:s}",
+	    "uri", uri), qm_sb_reply, q, err, sizeof(err)) < 0)
+		qm_standby_fail(q, "its QMP commands could not be sent");
+}
+
 /*
  * A standby whose snapshot carries the RAM (a clone's first suspend: 300
  * MB for the default guest) had QEMU load it into the RAM file, a page
@@ -644,7 +661,6 @@ qm_sb_split_done(void *arg, int img, const char *why, uint64_t ms)
 	struct qm *q = arg;
 	struct vmm_sandbox *sb = q->sb;
 	char r[VMM_ERRLEN];
-	json_t *o;
 
 	(void)ms;
 	q->sb_split = NULL;
@@ -660,13 +676,7 @@ qm_sb_split_done(void *arg, int img, const char *why, uint64_t ms)
 		qm_unlink(sb, "snap/state.dev");
 		return;
 	}
-	q->sb_step = 5;
-	if ((o = json_object()) == NULL) {
-		qm_standby_fail(q, "out of memory");
-		return;
-	}
-	qm_sb_reply(q->sb_qmp, o, NULL, q);
-	json_decref(o);
+	qm_sb_load(q);
 }
 
 /* 0 when the split is under way, -1: load the snapshot as it is. */
@@ -707,7 +717,7 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 {
 	struct qm *q = arg;
 
-	char snap[PATH_MAX], uri[PATH_MAX + 64], err[VMM_ERRLEN];
+	char snap[PATH_MAX], err[VMM_ERRLEN];
 	const char *s;
 	int rc = 0;
 
@@ -723,20 +733,9 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 			qm_standby_fail(q, "its snapshot is gone");
 			return;
 		}
-		if (qm_sb_split(q) == 0)
-			return;		/* qm_sb_split_done goes on */
-		/* FALLTHROUGH */
-	case 5:		/* load it (its split's devices' part, if made) */
-		if (qm_snap_uri(q, c, q->sb_dev ? "snap/state.dev" :
-		    "snap/state", 0, uri, sizeof(uri), err, sizeof(err)) < 0) {
-			qm_standby_fail(q, err);
-			return;
-		}
-		q->sb_step = 2;
-		rc = vmm_qmp_command(c, "migrate-incoming",
-		    json_pack("{s:s}", "uri", uri), qm_sb_reply, q, err,
-		    sizeof(err));
-		break;
+		if (qm_sb_split(q) < 0)
+			qm_sb_load(q);	/* else qm_sb_split_done does */
+		return;
 	case 2:
 		q->sb_step = 3;
 		rc = vmm_qmp_command(c, "query-status", NULL, qm_sb_reply, q,

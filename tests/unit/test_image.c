@@ -123,21 +123,14 @@ head(struct buf *b, uint64_t memlen)
 static const char tail[] = "\x04\0\0\0\x05\x03" "cpu" "device bytes\0"
     "\x06{\"json\":1}";
 
-static int
-run(const struct buf *in, uint64_t memlen, struct buf *out,
-    unsigned char *img, char *err, size_t errlen)
+/* The split's rest into out, its image into img (unless NULL); the
+ * three files closed. */
+static void
+collect(int fi, int fo, int fm, struct buf *out, unsigned char *img,
+    uint64_t memlen)
 {
-	int fi, fo, fm, rc;
 	ssize_t n;
 
-	fi = memfd_create("in", 0);
-	fo = memfd_create("out", 0);
-	fm = memfd_create("img", 0);
-	if (fi < 0 || fo < 0 || fm < 0 || write(fi, in->p, in->n) !=
-	    (ssize_t)in->n || lseek(fi, 0, SEEK_SET) != 0 ||
-	    ftruncate(fm, (off_t)memlen) < 0)
-		abort();
-	rc = vmm_stream_split(fi, -1, fo, fm, memlen, "mem", err, errlen);
 	out->n = 0;
 	if (lseek(fo, 0, SEEK_SET) != 0)
 		abort();
@@ -153,6 +146,23 @@ run(const struct buf *in, uint64_t memlen, struct buf *out,
 	close(fi);
 	close(fo);
 	close(fm);
+}
+
+static int
+run(const struct buf *in, uint64_t memlen, struct buf *out,
+    unsigned char *img, char *err, size_t errlen)
+{
+	int fi, fo, fm, rc;
+
+	fi = memfd_create("in", 0);
+	fo = memfd_create("out", 0);
+	fm = memfd_create("img", 0);
+	if (fi < 0 || fo < 0 || fm < 0 || write(fi, in->p, in->n) !=
+	    (ssize_t)in->n || lseek(fi, 0, SEEK_SET) != 0 ||
+	    ftruncate(fm, (off_t)memlen) < 0)
+		abort();
+	rc = vmm_stream_split(fi, -1, fo, fm, memlen, "mem", err, errlen);
+	collect(fi, fo, fm, out, img, memlen);
 	return rc;
 }
 
@@ -166,7 +176,6 @@ run_follow(const struct buf *in, size_t upto, size_t piece, uint64_t memlen,
 	int fi, fo, fm, d[2], rc, st;
 	size_t o, k;
 	pid_t pid;
-	ssize_t n;
 
 	fi = memfd_create("in", 0);
 	fo = memfd_create("out", 0);
@@ -189,21 +198,7 @@ run_follow(const struct buf *in, size_t upto, size_t piece, uint64_t memlen,
 	if (waitpid(pid, &st, 0) != pid || st != 0)
 		abort();
 	close(d[0]);
-	out->n = 0;
-	if (lseek(fo, 0, SEEK_SET) != 0)
-		abort();
-	for (;;) {
-		unsigned char t[65536];
-
-		if ((n = read(fo, t, sizeof(t))) <= 0)
-			break;
-		put(out, t, (size_t)n);
-	}
-	if (img != NULL && pread(fm, img, memlen, 0) != (ssize_t)memlen)
-		abort();
-	close(fi);
-	close(fo);
-	close(fm);
+	collect(fi, fo, fm, out, img, memlen);
 	return rc;
 }
 
