@@ -446,7 +446,7 @@ struct px_control_hooks {
 	 * client went away: a running command is killed, done is not
 	 * called). NULL exec_stream: streamed requests answer 409. The
 	 * sink's done is never called from inside exec_stream, exec_input
-	 * or exec_cancel, only later from the event loop: control.c's
+	 * or exec_cancel, only later from the event loop: proxy/api's
 	 * h_files and cs_body use the stream's state after those calls. */
 	struct px_exec_stream *(*exec_stream)(const char *sandbox,
 	    const struct px_exec_req *req, const struct px_exec_sink *sink,

@@ -3,8 +3,15 @@
 # proxy_berthd_LDADD; it needs valid.c, libevent, jansson, sqlite3 and
 # http-parser), plus their unit tests.
 noinst_LIBRARIES += proxy/libpxcontrol.a
+# The control API server: proxy/api/, one file per family of resources.
+PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/request.c \
+	proxy/api/table.c proxy/api/reply.c proxy/api/health.c \
+	proxy/api/sandboxes.c proxy/api/ports.c proxy/api/lifecycle.c \
+	proxy/api/snapshots.c proxy/api/commands.c proxy/api/streams.c \
+	proxy/api/files.c proxy/api/processes.c proxy/api/policy.c \
+	proxy/api/egress_rules.c proxy/api/tokens.c proxy/api/templates.c
 proxy_libpxcontrol_a_SOURCES = proxy/store.c proxy/store.h \
-	proxy/control.c proxy/control.h proxy/reqhead.c proxy/reqhead.h \
+	proxy/control.h $(PX_API) proxy/reqhead.c proxy/reqhead.h \
 	proxy/http1.c proxy/http1.h \
 	proxy/status.c proxy/status.h \
 	proxy/control_rule.c proxy/control_rule.h \

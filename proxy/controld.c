@@ -7,7 +7,7 @@
  * most PX_CONTROL_MAX_TCP connections, PX_CONTROL_MAX_PER_ADDR per
  * client address, a TLS handshake within PX_CONTROL_HANDSHAKE_SECS, an
  * idle timeout), terminates TLS with the certificate the parent passed
- * at start, parses HTTP/1.1 with control.c's request reader (reqhead.c:
+ * at start, parses HTTP/1.1 with the API server's request reader (reqhead.c:
  * head and body bounded as the control API bounds them) and the JSON
  * body, and sends the parent one
  * typed request per HTTP request: method, target, Authorization value,
@@ -16,22 +16,22 @@
  * reaches the parent.
  *
  * A streamed request (PUT .../files, POST .../exec?stream=1: a body that
- * is not JSON, of any size; px_control_streamed decides, as control.c
+ * is not JSON, of any size; px_control_streamed decides, as the API server
  * does) is sent as its head, then its body as the reader (http1.c's
  * framing) de-chunked it or counted it off its Content-Length, in
  * HM_CTL_BODY pieces, then
  * HM_CTL_BODY_END (helper.h). The helper never lets more than
  * HM_CTL_WINDOW of a body go unacknowledged: it stops feeding the
  * parser and reading the client until the parent acknowledges what
- * control.c took.
+ * the API server took.
  *
  * The parent checks each field, writes the request in its own canonical
  * HTTP/1.1 form (a streamed body in its own chunks) into one end of a
  * socketpair whose other end the control API serves as a TCP connection
  * (bearer token, authentication deadline, per-address cap, 100 Continue:
- * control.c), and relays the answer's bytes back as they come (deferred
+ * the API server), and relays the answer's bytes back as they come (deferred
  * and streamed answers included), HM_CTL_WINDOW at most not yet taken by
- * the client: it stops reading the socketpair past that, and control.c's
+ * the client: it stops reading the socketpair past that, and the API server's
  * own backpressure holds the guest. So the parent's HTTP parser reads
  * only what the parent wrote, its JSON parser only what the helper
  * re-serialised, and neither process buffers what a slow peer has not
@@ -697,14 +697,14 @@ px_controld_main(int fd)
 struct pconn {
 	TAILQ_ENTRY(pconn) entry;
 	uint64_t	 id;
-	struct bufferevent *bev;	/* our end; control.c serves the other */
+	struct bufferevent *bev;	/* our end; the API server serves the other */
 	struct evbuffer_cb_entry *outcb;
 	int		 in_body;	/* a streamed request's body is coming */
-	int		 eof;		/* control.c closed: relay what is left */
+	int		 eof;		/* the API server closed: relay what is left */
 	int		 shut;		/* the client half closed: 1 to do, 2 done */
-	int		 wdead;		/* control.c takes nothing more */
+	int		 wdead;		/* the API server takes nothing more */
 	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
-	uint32_t	 body_written;	/* of them, taken by control.c */
+	uint32_t	 body_written;	/* of them, taken by the API server */
 	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
 };
 
@@ -734,7 +734,7 @@ pconn_free(struct pconn *pc, int tell)
 	if (pc->outcb != NULL)
 		evbuffer_remove_cb_entry(bufferevent_get_output(pc->bev),
 		    pc->outcb);
-	bufferevent_free(pc->bev);	/* control.c sees EOF and lets go */
+	bufferevent_free(pc->bev);	/* the API server sees EOF and lets go */
 	free(pc);
 }
 
@@ -751,9 +751,9 @@ pconn_find(uint64_t id)
 
 /* The control API's answer, relayed as it comes while the helper has
  * room for it (HM_CTL_WINDOW not yet written to its client): else this
- * end stops reading, the socketpair fills, and control.c's own
+ * end stops reading, the socketpair fills, and the API server's own
  * backpressure (a streamed answer stops taking the guest's output)
- * does the rest. Once control.c closed, the close follows what is
+ * does the rest. Once the API server closed, the close follows what is
  * left. 1 when pc is gone. */
 static int
 pc_relay(struct pconn *pc)
@@ -802,7 +802,7 @@ pc_event(struct bufferevent *bev, short what, void *arg)
 	struct pconn *pc = arg;
 
 	if (!(what & BEV_EVENT_READING)) {
-		/* control.c went away while taking a request: what it
+		/* the API server went away while taking a request: what it
 		 * answered before may still be there to read, then EOF */
 		pc->wdead = 1;
 		bufferevent_disable(bev, EV_WRITE);
@@ -819,7 +819,7 @@ pc_event(struct bufferevent *bev, short what, void *arg)
 	pc_relay(pc);	/* what is left, then the close */
 }
 
-/* The streamed body control.c took (it stops taking it while its
+/* The streamed body the API server took (it stops taking it while its
  * guest lags): acknowledged to the helper, which then reads on. */
 static void
 pc_out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
@@ -843,7 +843,7 @@ pc_out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
 	}
 }
 
-/* All written to control.c: a half close of the client's follows. */
+/* All written to the API server: a half close of the client's follows. */
 static void
 pc_write(struct bufferevent *bev, void *arg)
 {
@@ -938,7 +938,7 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 		px_proc_bad(pr, "a malformed request");
 		return;
 	}
-	/* streamed exactly when control.c streams it: else its body would
+	/* streamed exactly when the API server streams it: else its body would
 	 * be read as what it is not */
 	if (m.stream != px_control_streamed((unsigned)m.method, m.target,
 	    strlen(m.target)) || (m.stream && m.bodylen != 0) ||

@@ -130,7 +130,7 @@ struct job {
 	int tries;
 };
 
-/* The handle control.c holds is the job. */
+/* The handle the control API (proxy/api/) holds is the job. */
 struct px_exec_stream {
 	struct job j;
 };

@@ -3,7 +3,7 @@
  * (its target, method, Authorization value, Expect: 100-continue and
  * JSON body) within the control API's bounds (head PX_CONTROL_MAX_HEAD,
  * body PX_CONTROL_MAX_BODY, Authorization PX_CONTROL_MAX_AUTHZ). The
- * control API server (control.c) and the TCP control helper
+ * control API server (proxy/api/) and the TCP control helper
  * (controld.c) both read requests through it, so both refuse the same
  * requests with the same words.
  *

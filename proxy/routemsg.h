@@ -1,6 +1,6 @@
 /*
  * routemsg.h — the route-table message the parent sends every worker:
- * its one definition, shared by the writer (control.c,
+ * its one definition, shared by the writer (proxy/api/ports.c,
  * px_control_routes_json; fleet.c adds other hosts' sandboxes with the
  * same names) and the reader (route.c, px_routes_build).
  *

@@ -1,6 +1,6 @@
 /*
  * status.h — the HTTP status texts berthd's own answers carry, one table
- * for the proxy's error pages (respond.c), the control API (control.c),
+ * for the proxy's error pages (respond.c), the control API (proxy/api/),
  * its TCP helper (controld.c) and the guest's test app
  * (vmm/guest/testapp.c, which links status.c into its static binary).
  * No other header: it builds in the guest's program as it is.

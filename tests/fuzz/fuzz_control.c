@@ -1,7 +1,7 @@
 /*
- * fuzz_control.c — libFuzzer target for the control API (proxy/control.c
+ * fuzz_control.c — libFuzzer target for the control API (proxy/api/
  * with the store, tokens and the policy's rule relations): what API
- * clients send, above all the JSON bodies. control.c is compiled into
+ * clients send, above all the JSON bodies. The API is compiled into
  * this file to reach its connection code: each input is served on one
  * end of a socketpair by the real server on an event loop, against a
  * store reset to the same snapshot every time (sandbox sb-1 with a port
@@ -14,7 +14,7 @@
  * the workers' route.c accepts.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include "../../proxy/control.c"
+#include "../../proxy/api/api.h"
 #include "route.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,7 +58,7 @@ serve(const char *req, size_t len, int tcp, char *out, size_t cap)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
 		die("socketpair");
-	accept_conn(ctl, sv[0], tcp, NULL, NULL);
+	api_accept_conn(ctl, sv[0], tcp, NULL, NULL);
 	while (!eof) {
 		ssize_t n;
 

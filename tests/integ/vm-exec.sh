@@ -785,7 +785,7 @@ PY
 )
 is "over TLS: a half close after a whole PUT still gets its answer" "$out" "HTTP/1.1 200 OK"
 is "... and the file is there" "$(x -- cat /tmp/half.txt)" half
-# a frame the stream refuses once its answer began (proxy/control.c ends
+# a frame the stream refuses once its answer began (proxy/api/streams.c ends
 # the connection from inside the parser's body callback: it must outlive
 # that callback): the answer is cut, the connection closes, the command
 # is killed, berthd and the control helper go on, the next exec works

@@ -1,0 +1,342 @@
+/*
+ * api.h — the control API's insides, shared by the files of proxy/api/
+ * (its outside, what berthd sees, is ../control.h). One file per family
+ * of resources; conn.c reads requests, table.c routes them.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef BERTH_API_H
+#define BERTH_API_H
+
+#include "../control.h"
+#include "../conf.h"
+#include "../control_rule.h"
+#include "../helper.h"
+#include "../reqhead.h"
+#include "../status.h"
+#include "../routemsg.h"
+#include "../store.h"
+#include "../token.h"
+#include "../valid.h"
+#include "../../vmm/guest/agent_proto.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CTL_MAX_UNIX		256	/* connections on the unix socket (ops) */
+#define CTL_MAX_TCP		PX_CONTROL_MAX_TCP	/* on the TCP listener, all clients */
+#define CTL_MAX_PER_ADDR	PX_CONTROL_MAX_PER_ADDR	/* on the TCP listener, per address */
+#define CTL_HANDSHAKE_SECS	PX_CONTROL_HANDSHAKE_SECS	/* TCP: accept to TLS handshake done */
+#define CTL_AUTH_SECS		5	/* TCP: then to an authenticated request */
+#define CTL_IDLE_SECS		PX_CONTROL_IDLE_SECS
+#define CTL_MAX_SEGS		7
+#define CTL_PAGE_DEFAULT	100
+#define CTL_PAGE_MAX		1000
+#define CTL_OUT_HIGH		(256 * 1024)	/* stop reading above this */
+
+/* a connection's idle timeout (conn.c) */
+extern const struct timeval api_idle;
+
+struct conn;
+
+struct px_control {
+	struct event_base *base;
+	struct px_store *store;
+	struct px_control_hooks hooks;
+	uint64_t serial;	/* of the last connection accepted */
+	char *domain;
+	char *template_dir;	/* the default template's, or NULL */
+	char *sock_path;
+	dev_t sock_dev;
+	ino_t sock_ino;
+	struct evconnlistener *listener;
+	struct evconnlistener *tcp_listener;	/* optional, bearer tokens */
+	SSL_CTX *ssl_ctx;			/* for it; NULL: plain TCP */
+	struct event *accept_retry;
+	TAILQ_HEAD(, conn) conns;
+	int nconns;
+	int nconns_tcp;				/* of nconns, TCP ones */
+	unsigned long long responses[6];	/* by status class, [2]=2xx */
+	unsigned long long accept_errors;
+	/* TCP connections refused at accept or closed unauthenticated */
+	unsigned long long refused_budget, refused_addr, closed_deadline;
+};
+
+struct cstream;
+
+struct exec_pending;
+struct conn {
+	TAILQ_ENTRY(conn) entry;
+	struct px_control *ctl;
+	struct bufferevent *bev;
+	struct px_reqhead rh;	/* the request being read (reqhead.h) */
+	int closing;		/* free once the output is flushed */
+	int throttled;		/* reading paused: output above CTL_OUT_HIGH */
+	int waiting;		/* a lifecycle operation answers later */
+	int early_served;	/* a streamed request (rh.streamed): served
+				 * from its head */
+	int close_after;	/* a streamed request said Connection: close */
+	int busy;		/* the parser runs: its callbacks may end
+				 * the connection, conn_read frees it after */
+	int dead;		/* ended while busy: freed once it returns */
+	struct cstream *st;	/* its stream, while it answers */
+	struct exec_pending *pexec;	/* its buffered exec, while it runs */
+	uint64_t serial;	/* tells a reused struct from this one */
+	int tcp;		/* came through the TCP listener: needs a token */
+	int authed;		/* TCP: a request of it carried a valid token */
+	struct event *deadline;	/* TCP: handshake, then authentication */
+	char addr[INET6_ADDRSTRLEN];	/* TCP: the client's address */
+};
+
+/* One request being served. */
+struct req {
+	struct conn *c;
+	enum http_method method;
+	const char *body;
+	size_t bodylen;
+	char path[2048];	/* shown in messages */
+	char segbuf[2048];	/* path split in place */
+	char *seg[CTL_MAX_SEGS];
+	int nseg;
+	char query[8192];	/* raw query string, "" if none: as long as
+				 * a request line may be (http1.h) */
+	struct px_auth auth;
+};
+
+#define PAGE_FULL	2	/* list callback: the page is complete */
+
+struct page {
+	int limit;
+	int have_after;
+	char after[300];
+	int count;
+	int more;		/* a row beyond this page exists */
+	char next[300];		/* cursor of the page's last row */
+};
+
+struct list_ctx {
+	struct px_control *ctl;
+	json_t *array;
+	struct page *pg;
+	const char *one_sandbox;	/* ports of one sandbox: cursor = port */
+};
+
+/* A lifecycle operation whose answer waits for the VMM. */
+struct pending {
+	struct px_control *ctl;
+	struct conn *c;
+	uint64_t serial;
+	enum http_method method;
+	int64_t t0;
+	char id[PX_SANDBOX_ID_MAX + 1];
+	char op[16];
+	char name[PX_SANDBOX_ID_MAX + 1];	/* a checkpoint's */
+};
+
+#define EXEC_TIMEOUT_DEFAULT	(10 * 60 * 1000)
+
+#define EXEC_TIMEOUT_MAX	(24 * 3600 * 1000)
+
+struct exec_pending {
+	struct px_control *ctl;
+	struct conn *c;
+	uint64_t serial;
+	enum http_method method;
+};
+
+/* The checked parts of an exec request, and what holds them. */
+struct exec_parsed {
+	struct px_exec_req er;
+	char **argv, **env;
+	unsigned char *in;
+};
+
+#define CS_PATH_MAX	4096
+
+enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH, CS_ATTACH };
+
+struct cstream {
+	struct conn *c;
+	struct px_exec_stream *h;	/* NULL: not started, or ended */
+	enum cs_kind kind;
+	enum http_method method;
+	char id[PX_SANDBOX_ID_MAX + 1];
+	char path[CS_PATH_MAX + 1];
+	unsigned mode;
+	uint32_t proc;			/* attach: the process */
+	int head_sent, in_paused, out_paused, body_done, eof_sent;
+	struct evbuffer *fbuf;		/* exec: a client frame not whole yet */
+	uint64_t bytes;
+	int64_t wake_ms;
+};
+
+/* What a request to the guest agent answers (agent_call, proc_done). */
+enum proc_kind { PK_LIST, PK_SHOW, PK_LOGS, PK_KILL, PK_WAIT,
+	PK_FLIST, PK_MKDIR, PK_REMOVE, PK_MOVE };
+
+/* reply.c */
+const char *api_shown(char *buf, size_t size, const char *s);
+void api_respond(struct conn *c, int status, const char *ctype, const char *extra,
+    const void *body, size_t len, int head_only);
+void api_reply_json_hdr(struct req *r, int status, json_t *obj, const char *extra);
+void api_reply_json(struct req *r, int status, json_t *obj);
+void __attribute__((format(printf, 5, 6)))
+api_reply_error(struct req *r, int status, const char *allow, const char *field,
+    const char *fmt, ...);
+void __attribute__((format(printf, 4, 5)))
+api_reply_error_hdr(struct req *r, int status, const char *extra,
+    const char *fmt, ...);
+void api_reply_empty(struct req *r, int status);
+void api_reply_store(struct req *r, int rc, const char *field, const char *err);
+void api_span_text(uint64_t ms, char *buf, size_t len);
+json_t *api_sandbox_json(const struct px_control *ctl, const struct px_sandbox *sb);
+json_t *api_port_json(struct px_control *ctl, const struct px_port *p);
+int api_page_parse(struct req *r, struct page *pg);
+int api_page_row(struct page *pg, const char *cursor, int beyond);
+json_t *api_page_doc(const char *key, json_t *array, const struct page *pg);
+int api_add_sandbox(const struct px_sandbox *sb, void *arg);
+int api_add_port(const struct px_port *p, void *arg);
+json_t *api_body_object(struct req *r, const char *const *allowed, int empty_ok);
+int api_string_field(struct req *r, json_t *obj, const char *name, int null_ok,
+    const char **out);
+int api_check_sandbox_id(struct req *r, const char *id);
+int api_check_checkpoint_name(struct req *r, const char *field, const char *name);
+
+/* health.c */
+void api_health(struct req *r);
+void api_metrics(struct req *r);
+
+/* sandboxes.c */
+void api_sandbox_list(struct req *r);
+void api_routes_changed(struct px_control *ctl);
+void api_sandbox_create(struct req *r);
+void api_sandbox_set(struct req *r, const char *id);
+void api_sandbox_show(struct req *r, const char *id);
+void api_sandbox_delete(struct req *r, const char *id);
+
+/* ports.c */
+void api_port_list(struct req *r, const char *id);
+void api_port_show(struct req *r, const char *id, uint16_t port);
+void api_port_put(struct req *r, const char *id, uint16_t port);
+void api_port_delete(struct req *r, const char *id, uint16_t port);
+
+/* lifecycle.c */
+void api_record_event(struct px_control *ctl, const char *id, const char *op,
+    const char *result, const char *why, int64_t duration_ms);
+void api_conn_resume(struct conn *c);
+json_t *api_checkpoint_json(const char *id, const struct px_checkpoint *k);
+void api_lifecycle_done(void *arg, int ok, const char *reason);
+struct pending *api_pending_new(struct req *r, const char *id, const char *op);
+void api_pending_drop(struct req *r, struct pending *p);
+void api_lifecycle(struct req *r, const char *id, const char *op);
+void api_events(struct req *r, const char *id);
+void api_console(struct req *r, const char *id);
+
+/* commands.c */
+int api_exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len);
+void api_exec_parsed_free(struct exec_parsed *ep);
+int api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep);
+void api_exec(struct req *r, const char *id);
+
+/* streams.c */
+void api_cs_free(struct cstream *cs);
+int api_cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er);
+struct cstream *api_cs_new(struct req *r, const char *id, enum cs_kind kind);
+void api_cs_attach(struct cstream *cs);
+void api_cs_exec_begin(struct req *r, const char *id);
+void api_cs_body(struct cstream *cs, const char *at, size_t len);
+void api_cs_eof(struct cstream *cs);
+
+/* files.c */
+void api_files_post(struct req *r, const char *id, const char *what);
+void api_watch(struct req *r, const char *id);
+void api_files(struct req *r, const char *id);
+
+/* processes.c */
+int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);
+void api_agent_call(struct req *r, const char *id, struct px_exec_req *er,
+    int kind, uint32_t proc);
+void api_procs(struct req *r, const char *id);
+
+/* policy.c */
+json_t *api_policy_load(struct req *r);
+int api_rule_arg(struct req *r, const char *field, const char *text,
+    struct nc_rule *rule, char *canon, size_t size);
+int api_policy_permits(struct req *r, json_t *pol, const char *field,
+    const struct nc_rule *rule, const char *canon);
+int api_mode_permitted(struct req *r, json_t *pol, const char *field,
+    const char *mode);
+void api_policy_get(struct req *r);
+void api_policy_put(struct req *r);
+int api_rules_permitted(struct req *r, json_t *pol, const char *id,
+    const struct px_egress_rule *e, size_t n, const char *field);
+
+/* egress_rules.c */
+void api_egress_get(struct req *r, const char *id);
+void api_egress_changed(struct px_control *ctl, const char *id);
+void api_egress_add(struct req *r, const char *id);
+void api_egress_put(struct req *r, const char *id);
+void api_egress_reset(struct req *r, const char *id);
+void api_egress_rm(struct req *r, const char *id, const char *action,
+    const char *text);
+void api_egress_log(struct req *r, const char *id);
+
+/* tokens.c */
+int api_check_token_id(struct req *r, const char *id);
+void api_token_list(struct req *r);
+void api_token_create(struct req *r);
+void api_token_show(struct req *r, const char *id);
+void api_token_rotate(struct req *r, const char *id);
+void api_token_rm(struct req *r, const char *id);
+
+/* templates.c */
+void api_route_templates(struct req *r);
+
+/* snapshots.c */
+void api_sandbox_fork(struct req *r, const char *id);
+void api_checkpoint_list(struct req *r, const char *id);
+void api_checkpoint_op(struct req *r, const char *id, const char *op);
+void api_checkpoint_rm(struct req *r, const char *id, const char *name);
+
+/* table.c */
+int api_is_get(const struct req *r);
+void api_not_allowed(struct req *r, const char *allow);
+void api_route(struct req *r);
+
+/* request.c */
+int api_query_get(const struct req *r, const char *name, char *buf, size_t size);
+int api_parse_target(struct req *r, const char *url, size_t len);
+int api_authenticate(struct req *r);
+int api_authorize(struct req *r);
+
+/* conn.c */
+/* a connection on fd, accepted (tcp: through the TCP listener, from sa
+ * or the helper's peer); the fuzzer's way in too */
+void api_accept_conn(struct px_control *, evutil_socket_t, int tcp,
+    const struct sockaddr *sa, const char *peer);
+void api_conn_free(struct conn *c);
+void api_conn_read(struct bufferevent *bev, void *arg);
+
+#endif

@@ -1,0 +1,398 @@
+/*
+ * api/commands.c — POST /v1/sandboxes/ID/exec answered in one JSON document (the
+ * command runs in the guest through exec.c in berthd).
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "api.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- exec: a command in the guest (exec.c in berthd) ---- */
+
+#define EXEC_MAX_ARGS		4096
+#define EXEC_RING_DEFAULT	(1024 * 1024)	/* a detached command's */
+
+/* Output as JSON text when it is UTF-8 (jansson checks), else base64. */
+int
+api_exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len)
+{
+	char enc_key[32];
+	json_t *s;
+	char *b;
+
+	snprintf(enc_key, sizeof(enc_key), "%s_encoding", key);
+	if ((s = json_stringn((const char *)p, len)) != NULL) {
+		json_object_set_new(doc, key, s);
+		json_object_set_new(doc, enc_key, json_string("utf-8"));
+		return 0;
+	}
+	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
+		return -1;
+	EVP_EncodeBlock((unsigned char *)b, p, (int)len);
+	json_object_set_new(doc, key, json_string(b));
+	json_object_set_new(doc, enc_key, json_string("base64"));
+	free(b);
+	return 0;
+}
+
+static void
+exec_done(void *arg, const struct px_exec_result *res)
+{
+	struct exec_pending *p = arg;
+	struct px_control *ctl = p->ctl;
+	struct conn *c;
+	struct req r;
+	json_t *doc;
+
+	/* the client may have gone meanwhile */
+	TAILQ_FOREACH(c, &ctl->conns, entry)
+		if (c == p->c && c->serial == p->serial)
+			break;
+	if (c == NULL) {
+		free(p);
+		return;
+	}
+	c->pexec = NULL;
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = p->method;
+	if (res->status != 200) {
+		api_reply_error(&r, res->status, NULL, NULL, "%s", res->message ?
+		    res->message : "exec failed");
+	} else if (res->proc != 0) {
+		/* detached: its handle */
+		if ((doc = json_pack("{s:I, s:I, s:s, s:I}", "process",
+		    (json_int_t)res->proc, "pid", (json_int_t)res->pid,
+		    "state", "running", "wake_ms", (json_int_t)res->wake_ms)) ==
+		    NULL)
+			api_reply_error(&r, 503, NULL, NULL, "out of memory");
+		else
+			api_reply_json(&r, 201, doc);
+	} else if ((doc = json_pack("{s:o, s:o, s:b, s:b, s:I, s:I}",
+	    "exit_code", res->exited ? json_integer(res->exit_code) :
+	    json_null(), "signal", res->exited ? json_null() :
+	    json_integer(res->signal), "timed_out", res->timed_out,
+	    "truncated", res->truncated, "wake_ms", (json_int_t)res->wake_ms,
+	    "duration_ms", (json_int_t)res->duration_ms)) == NULL ||
+	    api_exec_stream(doc, "stdout", res->out, res->outlen) < 0 ||
+	    api_exec_stream(doc, "stderr", res->err, res->errlen) < 0) {
+		json_decref(doc);
+		api_reply_error(&r, 503, NULL, NULL, "out of memory");
+	} else
+		api_reply_json(&r, 200, doc);
+	free(p);
+	api_conn_resume(c);
+}
+
+/* 1 if s is an environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
+static int
+env_name_ok(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' &&
+		    s[i] <= 'z') || s[i] == '_' || (i > 0 && s[i] >= '0' &&
+		    s[i] <= '9')))
+			return 0;
+	return i > 0 && i <= 256;
+}
+
+void
+api_exec_parsed_free(struct exec_parsed *ep)
+{
+	size_t i;
+
+	if (ep->env != NULL)
+		for (i = 0; ep->env[i] != NULL; i++)
+			free(ep->env[i]);
+	free(ep->env);
+	free(ep->argv);
+	free(ep->in);
+	memset(ep, 0, sizeof(*ep));
+}
+
+/*
+ * Checks an exec request's JSON into ep (strings point into obj, which
+ * must outlive it). streamed: stdin comes as frames, not in the JSON.
+ * 0, or -1 after replying the error.
+ */
+int
+api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
+{
+	struct px_exec_req *er = &ep->er;
+	json_t *v, *argv_j, *env_j;
+	char err[512], buf[64];
+	const char *text, *key;
+	uint64_t ms;
+	size_t i, n, pad;
+	int rc, len;
+
+	memset(ep, 0, sizeof(*ep));
+	argv_j = json_object_get(obj, "argv");
+	if (!json_is_array(argv_j) || json_array_size(argv_j) == 0 ||
+	    json_array_size(argv_j) > EXEC_MAX_ARGS) {
+		api_reply_error(r, 400, NULL, "argv", "must be an array of 1 to %d "
+		    "strings: the command and its arguments", EXEC_MAX_ARGS);
+		goto fail;
+	}
+	n = json_array_size(argv_j);
+	if ((ep->argv = calloc(n + 1, sizeof(*ep->argv))) == NULL)
+		goto oom;
+	json_array_foreach(argv_j, i, v) {
+		if (!json_is_string(v) || strlen(json_string_value(v)) !=
+		    json_string_length(v) || (i == 0 &&
+		    json_string_length(v) == 0)) {
+			api_reply_error(r, 400, NULL, "argv", "argv[%zu] must be a "
+			    "string without NUL%s", i, i == 0 ?
+			    ", and not empty" : "");
+			goto fail;
+		}
+		ep->argv[i] = (char *)json_string_value(v);
+	}
+	er->argv = ep->argv;
+	er->argc = (int)n;
+	env_j = json_object_get(obj, "env");
+	if (env_j != NULL && !json_is_null(env_j)) {
+		if (!json_is_object(env_j) || json_object_size(env_j) >
+		    EXEC_MAX_ARGS) {
+			api_reply_error(r, 400, NULL, "env", "must be an object of "
+			    "at most %d NAME: \"value\" strings", EXEC_MAX_ARGS);
+			goto fail;
+		}
+		if ((ep->env = calloc(json_object_size(env_j) + 1,
+		    sizeof(*ep->env))) == NULL)
+			goto oom;
+		json_object_foreach(env_j, key, v) {
+			if (!env_name_ok(key) || !json_is_string(v) ||
+			    strlen(json_string_value(v)) != json_string_length(v)) {
+				api_reply_error(r, 400, NULL, "env", "'%s': names are "
+				    "[A-Za-z_][A-Za-z0-9_]*, values strings "
+				    "without NUL", api_shown(buf, sizeof(buf), key));
+				goto fail;
+			}
+			if (asprintf(&ep->env[er->envc], "%s=%s", key,
+			    json_string_value(v)) < 0) {
+				ep->env[er->envc] = NULL;
+				goto oom;
+			}
+			er->envc++;
+		}
+	}
+	er->env = ep->env;
+	if (api_string_field(r, obj, "cwd", 1, &er->cwd) < 0)
+		goto fail;
+	if (api_string_field(r, obj, "user", 1, &er->user) < 0)
+		goto fail;
+	if (er->user != NULL && (*er->user == '\0' || strlen(er->user) > 32 ||
+	    strpbrk(er->user, ":\n/") != NULL)) {
+		api_reply_error(r, 400, NULL, "user", "'%s': a user name or uid of "
+		    "the guest's /etc/passwd", api_shown(buf, sizeof(buf),
+		    er->user));
+		goto fail;
+	}
+	v = json_object_get(obj, "tty");
+	if (json_is_true(v)) {
+		er->tty = 1;
+	} else if (json_is_object(v)) {
+		json_t *rows = json_object_get(v, "rows");
+		json_t *cols = json_object_get(v, "cols");
+
+		if (json_object_size(v) != 2 || !json_is_integer(rows) ||
+		    !json_is_integer(cols) || json_integer_value(rows) < 1 ||
+		    json_integer_value(rows) > 10000 ||
+		    json_integer_value(cols) < 1 ||
+		    json_integer_value(cols) > 10000) {
+			api_reply_error(r, 400, NULL, "tty", "must be true, false, "
+			    "or {\"rows\": R, \"cols\": C} (1 to 10000)");
+			goto fail;
+		}
+		er->tty = 1;
+		er->rows = (int)json_integer_value(rows);
+		er->cols = (int)json_integer_value(cols);
+	} else if (v != NULL && !json_is_false(v) && !json_is_null(v)) {
+		api_reply_error(r, 400, NULL, "tty", "must be true, false, or "
+		    "{\"rows\": R, \"cols\": C}");
+		goto fail;
+	}
+	er->timeout_ms = EXEC_TIMEOUT_DEFAULT;
+	if ((rc = api_string_field(r, obj, "timeout", 1, &text)) < 0)
+		goto fail;
+	if (rc == 1 && text != NULL) {
+		if (px_rule_duration(text, &ms, err, sizeof(err)) < 0) {
+			api_reply_error(r, 400, NULL, "timeout", "%s", err);
+			goto fail;
+		}
+		if (ms < 1000 || ms > EXEC_TIMEOUT_MAX) {
+			api_reply_error(r, 400, NULL, "timeout", "'%s': use 1s to "
+			    "24h", api_shown(buf, sizeof(buf), text));
+			goto fail;
+		}
+		er->timeout_ms = ms;
+	}
+	v = json_object_get(obj, "detach");
+	if (v != NULL && !json_is_boolean(v) && !json_is_null(v)) {
+		api_reply_error(r, 400, NULL, "detach", "must be true or false");
+		goto fail;
+	}
+	if (json_is_true(v)) {
+		json_t *ring = json_object_get(obj, "ring");
+
+		if (streamed) {
+			api_reply_error(r, 400, NULL, "detach", "a detached command "
+			    "is started with a plain POST .../exec (its output "
+			    "is read from .../processes/N/logs)");
+			goto fail;
+		}
+		er->ring = EXEC_RING_DEFAULT;
+		if (ring != NULL && !json_is_null(ring)) {
+			if (!json_is_integer(ring) || json_integer_value(ring) <
+			    1024 || json_integer_value(ring) > BA_RING_MAX) {
+				api_reply_error(r, 400, NULL, "ring", "must be the "
+				    "bytes of output kept, 1024 to %d",
+				    BA_RING_MAX);
+				goto fail;
+			}
+			er->ring = (uint32_t)json_integer_value(ring);
+		}
+		v = json_object_get(obj, "keep_awake");
+		if (v != NULL && !json_is_boolean(v) && !json_is_null(v)) {
+			api_reply_error(r, 400, NULL, "keep_awake", "must be true or "
+			    "false");
+			goto fail;
+		}
+		er->keep_awake = json_is_true(v);
+		/* a detached command lives until it ends: no timeout unless
+		 * one is given */
+		if (json_object_get(obj, "timeout") == NULL)
+			er->timeout_ms = 0;
+	} else if (json_object_get(obj, "ring") != NULL ||
+	    json_object_get(obj, "keep_awake") != NULL) {
+		api_reply_error(r, 400, NULL, json_object_get(obj, "ring") != NULL ?
+		    "ring" : "keep_awake", "only for a detached command "
+		    "(\"detach\": true)");
+		goto fail;
+	}
+	if ((rc = api_string_field(r, obj, "stdin", 1, &text)) < 0)
+		goto fail;
+	if (rc == 1 && text != NULL && er->ring != 0) {
+		api_reply_error(r, 400, NULL, "stdin", "a detached command's stdin "
+		    "is /dev/null");
+		goto fail;
+	}
+	if (rc == 1 && text != NULL && streamed) {
+		api_reply_error(r, 400, NULL, "stdin", "a streamed exec sends its "
+		    "stdin as 'I' frames");
+		goto fail;
+	}
+	if (rc == 1 && text != NULL && (n = strlen(text)) > 0) {
+		/* EVP_DecodeBlock counts the padding as zero bytes */
+		for (pad = 0; pad < 2 && pad < n && text[n - 1 - pad] == '=';
+		    pad++)
+			;
+		if ((ep->in = malloc(n / 4 * 3 + 3)) == NULL)
+			goto oom;
+		if (n % 4 != 0 || (len = EVP_DecodeBlock(ep->in,
+		    (const unsigned char *)text, (int)n)) < 0) {
+			api_reply_error(r, 400, NULL, "stdin", "must be base64 "
+			    "(RFC 4648, with padding)");
+			goto fail;
+		}
+		er->stdin_data = ep->in;
+		er->stdin_len = (size_t)len - pad;
+	}
+	return 0;
+oom:
+	api_reply_error(r, 503, NULL, NULL, "out of memory");
+fail:
+	api_exec_parsed_free(ep);
+	return -1;
+}
+
+void
+api_exec(struct req *r, const char *id)
+{
+	static const char *const allowed[] = { "argv", "env", "cwd",
+	    "timeout", "stdin", "user", "tty", "detach", "ring", "keep_awake",
+	    NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct exec_parsed ep;
+	struct px_sandbox sb;
+	struct exec_pending *p = NULL;
+	json_t *obj;
+	char err[512];
+	int rc, status = 503;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (r->c->rh.streamed) {	/* ?stream=1: the request comes as frames */
+		api_cs_exec_begin(r, id);
+		return;
+	}
+	if ((obj = api_body_object(r, allowed, 0)) == NULL)
+		return;
+	if (api_exec_parse(r, obj, 0, &ep) < 0) {
+		json_decref(obj);
+		return;
+	}
+	if (sb.external || ctl->hooks.exec == NULL) {
+		api_reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: there is no guest to run a command in",
+		    id);
+		goto out;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		api_reply_error(r, 503, NULL, NULL, "out of memory");
+		goto out;
+	}
+	p->ctl = ctl;
+	p->c = r->c;
+	p->serial = r->c->serial;
+	p->method = r->method;
+	/* As for lifecycle operations: the answer comes later, in order,
+	 * and a long command is not an idle client. */
+	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	r->c->pexec = p;
+	if (ctl->hooks.exec(id, &ep.er, exec_done, p, &status, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		r->c->pexec = NULL;
+		r->c->waiting = 0;
+		bufferevent_set_timeouts(r->c->bev, &api_idle, &api_idle);
+		free(p);
+		if (status == 429)
+			api_reply_error_hdr(r, 429, "Retry-After: 1\r\n", "%s", err);
+		else
+			api_reply_error(r, status, NULL, NULL, "%s", err);
+	}
+out:
+	api_exec_parsed_free(&ep);
+	json_decref(obj);
+}

@@ -1,0 +1,525 @@
+/*
+ * api/sandboxes.c — /v1/sandboxes and /v1/sandboxes/ID: list, create, show, change
+ * (PATCH), delete.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "api.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+void
+api_sandbox_list(struct req *r)
+{
+	struct page pg;
+	struct list_ctx lc = { r->c->ctl, NULL, &pg, NULL };
+	char err[256];
+	int rc;
+
+	if (api_page_parse(r, &pg) == -1)
+		return;
+	if ((lc.array = json_array()) == NULL) {
+		api_reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	rc = px_store_sandbox_list(r->c->ctl->store, api_add_sandbox, &lc, err,
+	    sizeof(err));
+	if (rc != 0 && rc != PAGE_FULL) {
+		json_decref(lc.array);
+		if (rc > 0)
+			snprintf(err, sizeof(err), "out of memory");
+		api_reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
+		return;
+	}
+	api_reply_json(r, 200, api_page_doc("sandboxes", lc.array, &pg));
+}
+
+void
+api_routes_changed(struct px_control *ctl)
+{
+	if (ctl->hooks.routes_changed != NULL)
+		ctl->hooks.routes_changed(ctl->hooks.arg);
+}
+
+/* The fields only a microVM sandbox takes. */
+static const char *const vm_fields[] = { "memory_mib", "vcpus", "disk_mib",
+    "template", "idle_pause", "idle_suspend", "max_lifetime", "boot", NULL };
+
+/* berth.conf's vm_* (read at each use: a reload applies), or defaults. */
+static void
+vm_limits(const struct px_control *ctl, unsigned def[3], unsigned max[3])
+{
+	const struct px_config *c = ctl->hooks.config;
+
+	def[0] = c ? c->vm_memory : PX_VM_MEMORY_DEFAULT;
+	def[1] = c ? c->vm_vcpus : PX_VM_VCPUS_DEFAULT;
+	def[2] = c ? c->vm_disk : PX_VM_DISK_DEFAULT;
+	max[0] = c ? c->vm_max_memory : PX_VM_MAX_MEMORY_DEFAULT;
+	max[1] = c ? c->vm_max_vcpus : PX_VM_MAX_VCPUS_DEFAULT;
+	max[2] = c ? c->vm_max_disk : PX_VM_MAX_DISK_DEFAULT;
+}
+
+/*
+ * An optional size field (0: memory_mib, 1: vcpus, 2: disk_mib): *out
+ * is the value asked for, or the default when absent. -1 after
+ * replying 400 (saying which limit, and the berth.conf directive that
+ * sets it).
+ */
+static int
+size_field(struct req *r, json_t *obj, int i, unsigned *out)
+{
+	static const struct {
+		const char *field, *unit, *directive;
+		unsigned min;
+	} f[3] = {
+		{ "memory_mib", " MiB", "vm_max_memory", PX_VM_MEMORY_MIN },
+		{ "vcpus", " vCPUs", "vm_max_vcpus", 1 },
+		{ "disk_mib", " MiB", "vm_max_disk", PX_VM_DISK_MIN },
+	};
+	unsigned def[3], max[3];
+	json_t *v = json_object_get(obj, f[i].field);
+	json_int_t n;
+
+	vm_limits(r->c->ctl, def, max);
+	if (v == NULL || json_is_null(v)) {
+		*out = def[i];
+		return 0;
+	}
+	if (!json_is_integer(v)) {
+		api_reply_error(r, 400, NULL, f[i].field, "must be a whole number%s",
+		    f[i].unit);
+		return -1;
+	}
+	n = json_integer_value(v);
+	if (n < (json_int_t)f[i].min) {
+		api_reply_error(r, 400, NULL, f[i].field, "%lld%s is below the "
+		    "minimum of %u%s", (long long)n, f[i].unit, f[i].min,
+		    f[i].unit);
+		return -1;
+	}
+	if (n > (json_int_t)max[i]) {
+		api_reply_error(r, 400, NULL, f[i].field, "%lld%s is above the "
+		    "host's maximum of %u%s (%s in berth.conf)", (long long)n,
+		    f[i].unit, max[i], f[i].unit, f[i].directive);
+		return -1;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
+/*
+ * An idle limit field: a duration ("90s", "10m", "2h", "1d"), "never",
+ * or null / absent. *out: 0 (absent or null: berth.conf's),
+ * PX_IDLE_NEVER or ms; *given: 1 if the field was there. -1 after
+ * replying 400.
+ */
+static int
+idle_field(struct req *r, json_t *obj, const char *name, int64_t *out,
+    int *given)
+{
+	json_t *v = json_object_get(obj, name);
+	const char *text;
+	char err[256], buf[64];
+	uint64_t ms;
+
+	*out = 0;
+	*given = v != NULL;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if ((text = json_string_value(v)) == NULL) {
+		api_reply_error(r, 400, NULL, name, "must be a duration such as "
+		    "\"10m\", \"never\" or null");
+		return -1;
+	}
+	if (strcmp(text, "never") == 0) {
+		*out = PX_IDLE_NEVER;
+		return 0;
+	}
+	if (px_rule_duration(text, &ms, err, sizeof(err)) < 0) {
+		api_reply_error(r, 400, NULL, name, "%s, or \"never\"", err);
+		return -1;
+	}
+	if (ms < 1000 || ms > (uint64_t)3650 * 86400000) {
+		api_reply_error(r, 400, NULL, name, "'%s': use 1s to 3650d, or "
+		    "\"never\"", api_shown(buf, sizeof(buf), text));
+		return -1;
+	}
+	*out = (int64_t)ms;
+	return 0;
+}
+
+/* A stored idle limit as libvmm takes it. */
+static uint64_t
+idle_vm(int64_t ms)
+{
+	return ms == PX_IDLE_NEVER ? PX_VM_NEVER : ms > 0 ? (uint64_t)ms : 0;
+}
+
+/* The template field of a create: 0 with *dir (NULL: the default) set,
+ * -1 after replying. */
+static int
+template_field(struct req *r, json_t *obj, char *name, size_t namelen,
+    struct px_template *t, const char **dir)
+{
+	const char *v;
+	char buf[64], err[256];
+	int rc;
+
+	*dir = NULL;
+	snprintf(name, namelen, "%s", PX_TEMPLATE_DEFAULT);
+	if ((rc = api_string_field(r, obj, "template", 1, &v)) < 0)
+		return -1;
+	if (v == NULL || strcmp(v, PX_TEMPLATE_DEFAULT) == 0)
+		return 0;
+	if (!px_template_name_valid(v)) {
+		api_reply_error(r, 400, NULL, "template", "not a valid template "
+		    "name: '%s'", api_shown(buf, sizeof(buf), v));
+		return -1;
+	}
+	rc = px_store_template_get(r->c->ctl->store, v, t, err, sizeof(err));
+	if (rc == PX_STORE_NOTFOUND) {
+		api_reply_error(r, 400, NULL, "template", "no template '%s' (see "
+		    "GET /v1/templates, netctl template ls)", v);
+		return -1;
+	}
+	if (rc != PX_STORE_OK) {
+		api_reply_store(r, rc, "template", err);
+		return -1;
+	}
+	snprintf(name, namelen, "%s", v);
+	*dir = t->dir;
+	return 0;
+}
+
+/* Fleet mode: the id of the live host other than this one that holds
+ * sandbox id (malloc'd), or NULL. */
+static char *
+fleet_sandbox_owner(struct px_control *ctl, const char *id)
+{
+	json_t *doc, *sb;
+	const char *self, *h;
+	char *owner = NULL;
+	size_t i;
+
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet("sandboxes", ctl->hooks.arg)) == NULL)
+		return NULL;
+	self = json_string_value(json_object_get(doc, "self"));
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, sb) {
+		const char *sid = json_string_value(json_object_get(sb, "id"));
+
+		h = json_string_value(json_object_get(sb, "host"));
+		if (owner == NULL && sid != NULL && strcmp(sid, id) == 0 &&
+		    h != NULL && (self == NULL || strcmp(h, self) != 0) &&
+		    json_is_true(json_object_get(sb, "host_up")))
+			owner = strdup(h);
+	}
+	json_decref(doc);
+	return owner;
+}
+
+void
+api_sandbox_create(struct req *r)
+{
+	static const char *const fields[] = { "id", "address", "egress_mode",
+	    "memory_mib", "vcpus", "disk_mib", "template", "idle_pause",
+	    "idle_suspend", "max_lifetime", "boot", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	struct px_token tok;
+	struct px_template tpl;
+	struct px_vm_spec spec;
+	const char *id, *addr, *mode, *const *f;
+	char err[256], buf[64], secret[PX_TOKEN_LEN + 1];
+	json_t *obj, *doc;
+	char *owner;
+	int rc, given;
+
+	memset(secret, 0, sizeof(secret));
+	if ((obj = api_body_object(r, fields, 0)) == NULL)
+		return;
+	if ((rc = api_string_field(r, obj, "id", 0, &id)) <= 0) {
+		if (rc == 0)
+			api_reply_error(r, 400, NULL, "id", "required");
+		goto out;
+	}
+	if (api_check_sandbox_id(r, id) == -1)
+		goto out;
+	if ((owner = fleet_sandbox_owner(ctl, id)) != NULL) {
+		api_reply_error(r, 409, NULL, "id", "sandbox id '%s' belongs to fleet "
+		    "host %s, which is up: sandbox ids are unique in a fleet", id,
+		    owner);
+		free(owner);
+		goto out;
+	}
+	if ((rc = api_string_field(r, obj, "address", 0, &addr)) < 0)
+		goto out;
+	if (rc == 0 && ctl->hooks.vm_create == NULL) {
+		api_reply_error(r, 400, NULL, "address", "this berthd runs no VMM: "
+		    "give the address of an externally managed sandbox");
+		goto out;
+	}
+	if (addr != NULL && !px_valid_ip(addr)) {
+		api_reply_error(r, 400, NULL, "address", "not an IP address: '%s'",
+		    api_shown(buf, sizeof(buf), addr));
+		goto out;
+	}
+	if (addr != NULL)
+		for (f = vm_fields; *f != NULL; f++)
+			if (json_object_get(obj, *f) != NULL) {
+				api_reply_error(r, 400, NULL, *f, "applies only to "
+				    "a microVM sandbox, not to an external one "
+				    "(address)");
+				goto out;
+			}
+	if (api_string_field(r, obj, "egress_mode", 1, &mode) < 0)
+		goto out;
+	if (mode != NULL && px_mode_rank(mode) < 0) {
+		api_reply_error(r, 400, NULL, "egress_mode", "must be 'open', "
+		    "'allowlist' or 'closed', not '%s'", api_shown(buf, sizeof(buf),
+		    mode));
+		goto out;
+	}
+	memset(&sb, 0, sizeof(sb));
+	memset(&spec, 0, sizeof(spec));
+	if (addr == NULL) {
+		if (size_field(r, obj, 0, &sb.mem_mib) == -1 ||
+		    size_field(r, obj, 1, &sb.vcpus) == -1 ||
+		    size_field(r, obj, 2, &sb.disk_mib) == -1 ||
+		    idle_field(r, obj, "idle_pause", &sb.idle_pause_ms,
+		    &given) == -1 ||
+		    idle_field(r, obj, "idle_suspend", &sb.idle_suspend_ms,
+		    &given) == -1 ||
+		    idle_field(r, obj, "max_lifetime", &sb.max_lifetime_ms,
+		    &given) == -1 ||
+		    template_field(r, obj, sb.template_name,
+		    sizeof(sb.template_name), &tpl, &spec.template_dir) == -1)
+			goto out;
+		spec.template_name = sb.template_name;
+		{
+			json_t *bv = json_object_get(obj, "boot");
+
+			if (bv != NULL && !json_is_boolean(bv) &&
+			    !json_is_null(bv)) {
+				api_reply_error(r, 400, NULL, "boot", "must be true "
+				    "or false");
+				goto out;
+			}
+			spec.boot = json_is_true(bv);
+		}
+		/* no memory asked for: the template's own (Debian's 1 GiB),
+		 * within vm_max_memory, else vm_memory */
+		if (json_object_get(obj, "memory_mib") == NULL &&
+		    ctl->hooks.vm_template_mem != NULL) {
+			unsigned def[3], max[3], tm;
+
+			vm_limits(ctl, def, max);
+			tm = ctl->hooks.vm_template_mem(spec.template_dir,
+			    ctl->hooks.arg);
+			if (tm > 0)
+				sb.mem_mib = tm < max[0] ? tm : max[0];
+		}
+		spec.mem_mib = sb.mem_mib;
+		spec.vcpus = sb.vcpus;
+		spec.disk_mib = sb.disk_mib;
+		spec.idle_pause_ms = idle_vm(sb.idle_pause_ms);
+		spec.idle_suspend_ms = idle_vm(sb.idle_suspend_ms);
+		spec.max_lifetime_ms = idle_vm(sb.max_lifetime_ms);
+	}
+	snprintf(sb.id, sizeof(sb.id), "%s", id);
+	snprintf(sb.address, sizeof(sb.address), "%s", addr ? addr : "");
+	sb.external = addr != NULL;
+	snprintf(sb.state, sizeof(sb.state), "%s",
+	    addr ? PX_STATE_RUNNING : PX_STATE_CREATING);
+	snprintf(sb.egress_mode, sizeof(sb.egress_mode), "%s", mode ? mode : "");
+	sb.created = (int64_t)time(NULL);
+	memset(&tok, 0, sizeof(tok));
+	if (px_token_generate(secret, tok.id, err, sizeof(err)) == -1) {
+		api_reply_error(r, 500, NULL, NULL, "%s", err);
+		goto out;
+	}
+	px_token_hash_hex(secret, strlen(secret), tok.sha256);
+	snprintf(tok.name, sizeof(tok.name), "sandbox %s", sb.id);
+	tok.created = sb.created;
+	rc = px_store_sandbox_create(ctl->store, &sb, &tok, err, sizeof(err));
+	if (rc == PX_STORE_NOTFOUND) {
+		/* its template went meanwhile */
+		api_reply_error(r, 400, NULL, "template", "%s", err);
+		goto out;
+	}
+	if (rc != PX_STORE_OK) {
+		api_reply_store(r, rc, "id", err);
+		goto out;
+	}
+	if (!sb.external && (rc = ctl->hooks.vm_create(sb.id, &spec, err,
+	    sizeof(err), ctl->hooks.arg)) != 0) {
+		char e2[256];
+
+		(void)px_store_sandbox_rm(ctl->store, sb.id, e2, sizeof(e2));
+		/* -2: a build under way, minutes long; a failed one is not
+		 * retried by waiting, so it gets no Retry-After */
+		api_reply_error_hdr(r, 503, rc == -2 ? "Retry-After: 30\r\n" : NULL,
+		    "cannot create sandbox '%s': %s", sb.id, err);
+		goto out;
+	}
+	api_routes_changed(ctl);
+	if ((doc = api_sandbox_json(ctl, &sb)) != NULL) {
+		json_object_set_new(doc, "token", json_string(secret));
+		json_object_set_new(doc, "token_id", json_string(tok.id));
+	}
+	api_reply_json(r, 201, doc);
+out:
+	OPENSSL_cleanse(secret, sizeof(secret));
+	json_decref(obj);
+}
+
+/* PATCH /v1/sandboxes/{id}: the idle limits of a VM-backed sandbox. */
+void
+api_sandbox_set(struct req *r, const char *id)
+{
+	static const char *const fields[] = { "idle_pause", "idle_suspend",
+	    "max_lifetime", NULL };
+	static const unsigned bits[] = { PX_IDLE_PAUSE, PX_IDLE_SUSPEND,
+	    PX_IDLE_LIFETIME };
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	int64_t v[3];
+	unsigned which = 0;
+	char err[256], why[256] = "", txt[32];
+	json_t *obj;
+	int i, given, rc;
+
+	if ((obj = api_body_object(r, fields, 0)) == NULL)
+		return;
+	for (i = 0; i < 3; i++) {
+		if (idle_field(r, obj, fields[i], &v[i], &given) == -1)
+			goto out;
+		if (!given)
+			continue;
+		which |= bits[i];
+		if (v[i] == 0)
+			snprintf(txt, sizeof(txt), "berth.conf's");
+		else
+			api_span_text(idle_vm(v[i]), txt, sizeof(txt));
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%s %s",
+		    why[0] ? ", " : "", fields[i], txt);
+	}
+	if (which == 0) {
+		api_reply_error(r, 400, NULL, NULL, "give at least one of "
+		    "idle_pause, idle_suspend, max_lifetime");
+		goto out;
+	}
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	if (sb.external) {
+		api_reply_error(r, 409, NULL, NULL, "sandbox '%s' is external: berth "
+		    "runs no VM for it, so it has no idle policy", id);
+		goto out;
+	}
+	if ((rc = px_store_sandbox_set_idle(ctl->store, id, which, v[0], v[1],
+	    v[2], &sb, err, sizeof(err))) != PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		goto out;
+	}
+	if (ctl->hooks.vm_set_idle != NULL)
+		ctl->hooks.vm_set_idle(id, idle_vm(sb.idle_pause_ms),
+		    idle_vm(sb.idle_suspend_ms), idle_vm(sb.max_lifetime_ms),
+		    ctl->hooks.arg);
+	api_record_event(ctl, id, "set", "ok", why, -1);
+	api_reply_json(r, 200, api_sandbox_json(ctl, &sb));
+out:
+	json_decref(obj);
+}
+
+void
+api_sandbox_show(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct list_ctx lc = { ctl, NULL, NULL, NULL };
+	struct px_sandbox sb;
+	char err[256];
+	json_t *obj;
+	int rc;
+
+	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		return;
+	}
+	if ((lc.array = json_array()) == NULL) {
+		api_reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	rc = px_store_port_list(ctl->store, id, api_add_port, &lc, err, sizeof(err));
+	if (rc != 0) {
+		json_decref(lc.array);
+		if (rc > 0)
+			snprintf(err, sizeof(err), "out of memory");
+		api_reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
+		return;
+	}
+	if ((obj = api_sandbox_json(ctl, &sb)) == NULL ||
+	    json_object_set_new(obj, "ports", lc.array) == -1) {
+		json_decref(obj);
+		api_reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	if (ctl->hooks.vm_standby != NULL) {
+		const char *s = ctl->hooks.vm_standby(id, ctl->hooks.arg);
+
+		if (s != NULL)
+			json_object_set_new(obj, "standby", json_string(s));
+	}
+	if (ctl->hooks.vm_info != NULL) {
+		json_t *vm = ctl->hooks.vm_info(id, ctl->hooks.arg);
+
+		if (vm != NULL)
+			json_object_set_new(obj, "vm", vm);
+	}
+	api_reply_json(r, 200, obj);
+}
+
+void
+api_sandbox_delete(struct req *r, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[256];
+	int rc;
+
+	if ((rc = px_store_sandbox_rm(ctl->store, id, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (ctl->hooks.vm_delete != NULL)
+		ctl->hooks.vm_delete(id, ctl->hooks.arg);
+	if (ctl->hooks.routes_changed != NULL)
+		ctl->hooks.routes_changed(ctl->hooks.arg);
+	api_reply_empty(r, 204);
+}

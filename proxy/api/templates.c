@@ -1,0 +1,312 @@
+/*
+ * api/templates.c — templates (/v1/templates): list, add, show, remove, build.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "api.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- templates ---- */
+
+static json_t *
+template_json(struct px_control *ctl, const struct px_template *t, int builtin)
+{
+	char err[256];
+	int n = 0;
+
+	(void)px_store_template_users(ctl->store, t->name, &n, err, sizeof(err));
+	return json_pack("{s:s, s:s?, s:b, s:o, s:i}", "name", t->name,
+	    "dir", t->dir[0] ? t->dir : NULL, "builtin", builtin, "created",
+	    builtin ? json_null() : json_integer((json_int_t)t->created),
+	    "sandboxes", n);
+}
+
+static void
+template_default(struct px_control *ctl, struct px_template *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", PX_TEMPLATE_DEFAULT);
+	if (ctl->template_dir != NULL)
+		snprintf(t->dir, sizeof(t->dir), "%s", ctl->template_dir);
+}
+
+struct tpl_ctx {
+	struct px_control *ctl;
+	json_t *array;
+	struct page *pg;
+	int default_done;
+};
+
+static int
+add_template_row(struct tpl_ctx *tc, const struct px_template *t, int builtin)
+{
+	int rc;
+
+	if ((rc = api_page_row(tc->pg, t->name, strcmp(t->name, tc->pg->after) > 0)))
+		return rc == 1 ? 0 : rc;
+	return json_array_append_new(tc->array, template_json(tc->ctl, t,
+	    builtin)) == 0 ? 0 : 1;
+}
+
+/* Stored templates come by name; "default" joins them in its place. */
+static int
+add_template(const struct px_template *t, void *arg)
+{
+	struct tpl_ctx *tc = arg;
+	struct px_template d;
+	int rc;
+
+	if (!tc->default_done && strcmp(t->name, PX_TEMPLATE_DEFAULT) > 0) {
+		tc->default_done = 1;
+		template_default(tc->ctl, &d);
+		if ((rc = add_template_row(tc, &d, 1)) != 0)
+			return rc;
+	}
+	return add_template_row(tc, t, 0);
+}
+
+static void
+h_template_list(struct req *r)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct page pg;
+	struct tpl_ctx tc = { ctl, NULL, &pg, 0 };
+	struct px_template d;
+	char err[256];
+	int rc;
+
+	if (api_page_parse(r, &pg) == -1)
+		return;
+	if ((tc.array = json_array()) == NULL) {
+		api_reply_error(r, 500, NULL, NULL, "out of memory");
+		return;
+	}
+	rc = px_store_template_list(ctl->store, add_template, &tc, err,
+	    sizeof(err));
+	if (rc == 0 && !tc.default_done) {
+		template_default(ctl, &d);
+		rc = add_template_row(&tc, &d, 1);
+	}
+	if (rc != 0 && rc != PAGE_FULL) {
+		json_decref(tc.array);
+		if (rc > 0)
+			snprintf(err, sizeof(err), "out of memory");
+		api_reply_store(r, rc > 0 ? PX_STORE_ERR : rc, NULL, err);
+		return;
+	}
+	api_reply_json(r, 200, api_page_doc("templates", tc.array, &pg));
+}
+
+static int
+check_template_name(struct req *r, const char *name)
+{
+	char buf[64];
+
+	if (px_template_name_valid(name))
+		return 0;
+	api_reply_error(r, 400, NULL, "name", "not a valid template name: '%s' "
+	    "(1-%d lower-case letters, digits or '-', not starting with '-')",
+	    api_shown(buf, sizeof(buf), name), PX_TEMPLATE_NAME_MAX);
+	return -1;
+}
+
+static void
+h_template_add(struct req *r)
+{
+	static const char *const fields[] = { "name", "dir", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_template t;
+	const char *name, *dir;
+	char err[512], buf[64];
+	json_t *obj;
+	int rc;
+
+	if ((obj = api_body_object(r, fields, 0)) == NULL)
+		return;
+	if ((rc = api_string_field(r, obj, "name", 0, &name)) <= 0) {
+		if (rc == 0)
+			api_reply_error(r, 400, NULL, "name", "required");
+		goto out;
+	}
+	if (check_template_name(r, name) == -1)
+		goto out;
+	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
+		api_reply_error(r, 409, NULL, "name", "'default' is the built-in "
+		    "template (berth.conf's template directive sets it)");
+		goto out;
+	}
+	if ((rc = api_string_field(r, obj, "dir", 0, &dir)) <= 0) {
+		if (rc == 0)
+			api_reply_error(r, 400, NULL, "dir", "required");
+		goto out;
+	}
+	if (dir[0] != '/' || strlen(dir) >= sizeof(t.dir)) {
+		api_reply_error(r, 400, NULL, "dir", "must be an absolute path "
+		    "shorter than %zu bytes, not '%s'", sizeof(t.dir),
+		    api_shown(buf, sizeof(buf), dir));
+		goto out;
+	}
+	if (ctl->hooks.template_check != NULL &&
+	    ctl->hooks.template_check(dir, err, sizeof(err),
+	    ctl->hooks.arg) != 0) {
+		api_reply_error(r, 400, NULL, "dir", "not a usable template: %s", err);
+		goto out;
+	}
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	snprintf(t.dir, sizeof(t.dir), "%s", dir);
+	t.created = (int64_t)time(NULL);
+	if ((rc = px_store_template_add(ctl->store, &t, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		api_reply_store(r, rc, "name", err);
+		goto out;
+	}
+	api_reply_json(r, 201, template_json(ctl, &t, 0));
+out:
+	json_decref(obj);
+}
+
+static void
+h_template_show(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_template t;
+	char err[256];
+	int rc;
+
+	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
+		template_default(ctl, &t);
+		api_reply_json(r, 200, template_json(ctl, &t, 1));
+		return;
+	}
+	if ((rc = px_store_template_get(ctl->store, name, &t, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		return;
+	}
+	api_reply_json(r, 200, template_json(ctl, &t, 0));
+}
+
+static void
+h_template_rm(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[256];
+	int rc;
+
+	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
+		api_reply_error(r, 409, NULL, NULL, "'default' is the built-in "
+		    "template: it cannot be removed");
+		return;
+	}
+	if ((rc = px_store_template_rm(ctl->store, name, err, sizeof(err))) !=
+	    PX_STORE_OK) {
+		api_reply_store(r, rc, NULL, err);
+		return;
+	}
+	api_reply_empty(r, 204);
+}
+
+/* POST /v1/templates/{name}/build: 202, the build runs on; GET
+ * .../build?after=N: its state and progress lines from N on. */
+static void
+h_template_build(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	char err[512], buf[24], *end;
+	unsigned long long after = 0;
+	json_t *doc;
+	int rc;
+
+	if (ctl->hooks.template_build == NULL ||
+	    ctl->hooks.template_build_status == NULL) {
+		api_reply_error(r, 409, NULL, NULL, "this berthd runs no VMM: it "
+		    "builds no templates");
+		return;
+	}
+	if (r->method == HTTP_POST) {
+		rc = ctl->hooks.template_build(name, err, sizeof(err),
+		    ctl->hooks.arg);
+		if (rc != 0) {
+			api_reply_error(r, rc == -2 ? 400 : rc == -3 ? 409 : 500,
+			    NULL, rc == -2 ? "name" : NULL, "%s", err);
+			return;
+		}
+		after = 0;
+	} else if ((rc = api_query_get(r, "after", buf, sizeof(buf))) != 0) {
+		after = rc == 1 && buf[0] >= '0' && buf[0] <= '9' ?
+		    strtoull(buf, &end, 10) : 0;
+		if (rc == -1 || buf[0] < '0' || buf[0] > '9' || *end != '\0') {
+			api_reply_error(r, 400, NULL, "after", "must be a line number");
+			return;
+		}
+	}
+	if ((doc = ctl->hooks.template_build_status(name, after,
+	    ctl->hooks.arg)) == NULL) {
+		api_reply_error(r, 404, NULL, NULL, "no build of template '%s' since "
+		    "berthd started (POST to build it)", name);
+		return;
+	}
+	api_reply_json(r, r->method == HTTP_POST ? 202 : 200, doc);
+}
+
+void
+api_route_templates(struct req *r)
+{
+	if (r->nseg == 2) {
+		if (api_is_get(r))
+			h_template_list(r);
+		else if (r->method == HTTP_POST)
+			h_template_add(r);
+		else
+			api_not_allowed(r, "GET, HEAD, POST");
+		return;
+	}
+	if (r->nseg == 4 && strcmp(r->seg[3], "build") == 0) {
+		if (check_template_name(r, r->seg[2]) == -1)
+			return;
+		if (api_is_get(r) || r->method == HTTP_POST)
+			h_template_build(r, r->seg[2]);
+		else
+			api_not_allowed(r, "GET, HEAD, POST");
+		return;
+	}
+	if (r->nseg != 3) {
+		api_reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+		return;
+	}
+	if (!api_is_get(r) && r->method != HTTP_DELETE) {
+		api_not_allowed(r, "GET, HEAD, DELETE");
+		return;
+	}
+	if (check_template_name(r, r->seg[2]) == -1)
+		return;
+	if (api_is_get(r))
+		h_template_show(r, r->seg[2]);
+	else
+		h_template_rm(r, r->seg[2]);
+}
