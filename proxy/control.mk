@@ -45,7 +45,16 @@ tests_unit_test_control_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_control_LDADD = $(PXCONTROL_LIBS)
 
-# Tokens, scoping and the policy's rule relations.
+# The route table: routes, scopes, Allow, streamed bodies, registration.
+check_PROGRAMS += tests/unit/test_api_table
+TESTS += tests/unit/test_api_table
+tests_unit_test_api_table_SOURCES = tests/unit/test_api_table.c tests/unit/tap.h \
+	proxy/valid.c
+tests_unit_test_api_table_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
+	$(JANSSON_CFLAGS) $(OPENSSL_CFLAGS)
+tests_unit_test_api_table_LDADD = $(PXCONTROL_LIBS)
+
+# Tokens and the policy's rule relations.
 check_PROGRAMS += tests/unit/test_token
 TESTS += tests/unit/test_token
 tests_unit_test_token_SOURCES = tests/unit/test_token.c tests/unit/tap.h

@@ -10,7 +10,6 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -119,93 +118,4 @@ px_token_find(const unsigned char digest[PX_TOKEN_DIGEST_LEN],
 		found = eq ? (int)i : found;
 	}
 	return found;
-}
-
-static int __attribute__((format(printf, 3, 4)))
-deny(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
-	va_end(ap);
-	return 403;
-}
-
-int
-px_token_authorize(const struct px_auth *a, const char *method,
-    char *const *seg, int nseg, char *why, size_t whylen)
-{
-	int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-	int post = strcmp(method, "POST") == 0;
-
-	if (a->admin)
-		return 0;
-	if (a->sandbox[0] == '\0')
-		return deny(why, whylen, "%s", "no access");
-	if (nseg < 2 || strcmp(seg[0], "v1") != 0)
-		return deny(why, whylen, "a sandbox token cannot use %s",
-		    nseg > 0 && strcmp(seg[0], "metrics") == 0 ? "/metrics" :
-		    "this resource");
-	if (nseg == 2 && strcmp(seg[1], "health") == 0)
-		return 0;
-	if (nseg == 2 && strcmp(seg[1], "policy") == 0) {
-		if (get)
-			return 0;
-		return deny(why, whylen, "%s", "a sandbox token cannot change "
-		    "the global policy");
-	}
-	if (nseg == 4 && strcmp(seg[1], "tokens") == 0 &&
-	    strcmp(seg[3], "rotate") == 0 && post &&
-	    strcmp(seg[2], a->token_id) == 0)
-		return 0;
-	if (strcmp(seg[1], "sandboxes") != 0 || nseg < 3)
-		return deny(why, whylen, "a token of sandbox '%s' may only use "
-		    "/v1/sandboxes/<its id>/...", a->sandbox);
-	if (strcmp(seg[2], a->sandbox) != 0)
-		return deny(why, whylen, "this token belongs to sandbox '%s'",
-		    a->sandbox);
-	if (nseg == 3) {
-		if (get)
-			return 0;
-		return deny(why, whylen, "%s", "a sandbox token cannot change "
-		    "or delete its sandbox");
-	}
-	if (strcmp(seg[3], "ports") == 0 || strcmp(seg[3], "egress") == 0)
-		return 0;
-	if (nseg == 4 && (strcmp(seg[3], "pause") == 0 ||
-	    strcmp(seg[3], "resume") == 0))
-		return 0;
-	if (nseg == 4 && strcmp(seg[3], "events") == 0 && get)
-		return 0;
-	/* commands in its own guest (POST .../exec) */
-	if (nseg == 4 && strcmp(seg[3], "exec") == 0 && post)
-		return 0;
-	/* its detached processes: list, show, logs; kill, wait */
-	if (strcmp(seg[3], "processes") == 0 && ((get && nseg <= 6) ||
-	    (post && nseg == 6)))
-		return 0;
-	/* and its files: GET, PUT and DELETE .../files?path=, POST
-	 * .../files/mkdir and .../files/move, GET .../watch?path= */
-	if (nseg == 4 && strcmp(seg[3], "files") == 0 && (get ||
-	    strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0))
-		return 0;
-	if (nseg == 5 && strcmp(seg[3], "files") == 0 && post &&
-	    (strcmp(seg[4], "mkdir") == 0 || strcmp(seg[4], "move") == 0))
-		return 0;
-	if (nseg == 4 && strcmp(seg[3], "watch") == 0 && get)
-		return 0;
-	/* its checkpoints: list, take, remove; and back to one */
-	if (strcmp(seg[3], "checkpoints") == 0 && ((nseg == 4 && (get ||
-	    post)) || (nseg == 5 && strcmp(method, "DELETE") == 0)))
-		return 0;
-	if (nseg == 4 && strcmp(seg[3], "restore") == 0 && post)
-		return 0;
-	/* and forks of itself (also from its checkpoints): each fork's
-	 * own token is in the answer, so the new sandboxes are held by
-	 * whoever holds this one (vm_max_forks bounds a call) */
-	if (nseg == 4 && strcmp(seg[3], "fork") == 0 && post)
-		return 0;
-	return deny(why, whylen, "a sandbox token cannot use '%s' on its "
-	    "sandbox", seg[3]);
 }

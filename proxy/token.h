@@ -4,11 +4,11 @@
  * and what each may do (scoping). A token is "berth_" followed by the
  * base64url text (no padding) of 32 random bytes; only its SHA-256 is
  * ever stored or sent to the workers.
- * Scoping: an admin token (and the unix socket) may do everything. A
- * sandbox token may read its own sandbox, read and change its ports and
- * egress rules (the handler keeps those inside the global policy), pause
- * and resume it, read its events and the global policy, and rotate
- * itself; nothing else.
+ * What each may do (scoping) is the route table's (api/table.c): an
+ * admin token (and the unix socket) may do everything; a sandbox token
+ * what each route's scope lets it on its own sandbox (read it, its ports,
+ * egress rules, commands, files, processes, checkpoints, forks), read the
+ * global policy and rotate itself; nothing else.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_TOKEN_H
@@ -48,12 +48,5 @@ int px_token_hex_decode(const char *hex, unsigned char out[PX_TOKEN_DIGEST_LEN])
 int px_token_find(const unsigned char digest[PX_TOKEN_DIGEST_LEN],
     const unsigned char (*digests)[PX_TOKEN_DIGEST_LEN], size_t n);
 
-/*
- * Whether a may send method to the path whose segments are seg[0..nseg)
- * ("v1", "sandboxes", "sb-1", "ports", "80"). 0 when allowed, else 403
- * with a one-line reason in why.
- */
-int px_token_authorize(const struct px_auth *a, const char *method,
-    char *const *seg, int nseg, char *why, size_t whylen);
 
 #endif

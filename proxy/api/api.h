@@ -123,6 +123,8 @@ struct req {
 	char query[8192];	/* raw query string, "" if none: as long as
 				 * a request line may be (http1.h) */
 	struct px_auth auth;
+	const char *id;		/* the path's {id}, {token} or {template} */
+	uint16_t port;		/* its {port} */
 };
 
 #define PAGE_FULL	2	/* list callback: the page is complete */
@@ -197,6 +199,7 @@ enum proc_kind { PK_LIST, PK_SHOW, PK_LOGS, PK_KILL, PK_WAIT,
 	PK_FLIST, PK_MKDIR, PK_REMOVE, PK_MOVE };
 
 /* reply.c */
+int api_is_get(const struct req *r);
 const char *api_shown(char *buf, size_t size, const char *s);
 void api_respond(struct conn *c, int status, const char *ctype, const char *extra,
     const void *body, size_t len, int head_only);
@@ -227,20 +230,21 @@ int api_check_checkpoint_name(struct req *r, const char *field, const char *name
 /* health.c */
 void api_health(struct req *r);
 void api_metrics(struct req *r);
+void api_fleet(struct req *r);
 
 /* sandboxes.c */
 void api_sandbox_list(struct req *r);
 void api_routes_changed(struct px_control *ctl);
 void api_sandbox_create(struct req *r);
-void api_sandbox_set(struct req *r, const char *id);
-void api_sandbox_show(struct req *r, const char *id);
-void api_sandbox_delete(struct req *r, const char *id);
+void api_sandbox_set(struct req *r);
+void api_sandbox_show(struct req *r);
+void api_sandbox_delete(struct req *r);
 
 /* ports.c */
-void api_port_list(struct req *r, const char *id);
-void api_port_show(struct req *r, const char *id, uint16_t port);
-void api_port_put(struct req *r, const char *id, uint16_t port);
-void api_port_delete(struct req *r, const char *id, uint16_t port);
+void api_port_list(struct req *r);
+void api_port_show(struct req *r);
+void api_port_put(struct req *r);
+void api_port_delete(struct req *r);
 
 /* lifecycle.c */
 void api_record_event(struct px_control *ctl, const char *id, const char *op,
@@ -250,15 +254,15 @@ json_t *api_checkpoint_json(const char *id, const struct px_checkpoint *k);
 void api_lifecycle_done(void *arg, int ok, const char *reason);
 struct pending *api_pending_new(struct req *r, const char *id, const char *op);
 void api_pending_drop(struct req *r, struct pending *p);
-void api_lifecycle(struct req *r, const char *id, const char *op);
-void api_events(struct req *r, const char *id);
-void api_console(struct req *r, const char *id);
+void api_lifecycle(struct req *r);
+void api_events(struct req *r);
+void api_console(struct req *r);
 
 /* commands.c */
 int api_exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len);
 void api_exec_parsed_free(struct exec_parsed *ep);
 int api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep);
-void api_exec(struct req *r, const char *id);
+void api_exec(struct req *r);
 
 /* streams.c */
 void api_cs_free(struct cstream *cs);
@@ -270,15 +274,15 @@ void api_cs_body(struct cstream *cs, const char *at, size_t len);
 void api_cs_eof(struct cstream *cs);
 
 /* files.c */
-void api_files_post(struct req *r, const char *id, const char *what);
-void api_watch(struct req *r, const char *id);
-void api_files(struct req *r, const char *id);
+void api_files_post(struct req *r);
+void api_watch(struct req *r);
+void api_files(struct req *r);
 
 /* processes.c */
 int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);
 void api_agent_call(struct req *r, const char *id, struct px_exec_req *er,
     int kind, uint32_t proc);
-void api_procs(struct req *r, const char *id);
+void api_procs(struct req *r);
 
 /* policy.c */
 json_t *api_policy_load(struct req *r);
@@ -294,42 +298,86 @@ int api_rules_permitted(struct req *r, json_t *pol, const char *id,
     const struct px_egress_rule *e, size_t n, const char *field);
 
 /* egress_rules.c */
-void api_egress_get(struct req *r, const char *id);
+void api_egress_get(struct req *r);
 void api_egress_changed(struct px_control *ctl, const char *id);
-void api_egress_add(struct req *r, const char *id);
-void api_egress_put(struct req *r, const char *id);
-void api_egress_reset(struct req *r, const char *id);
-void api_egress_rm(struct req *r, const char *id, const char *action,
-    const char *text);
-void api_egress_log(struct req *r, const char *id);
+void api_egress_add(struct req *r);
+void api_egress_put(struct req *r);
+void api_egress_reset(struct req *r);
+void api_egress_rm(struct req *r);
+void api_egress_log(struct req *r);
 
 /* tokens.c */
 int api_check_token_id(struct req *r, const char *id);
 void api_token_list(struct req *r);
 void api_token_create(struct req *r);
-void api_token_show(struct req *r, const char *id);
-void api_token_rotate(struct req *r, const char *id);
-void api_token_rm(struct req *r, const char *id);
+void api_token_show(struct req *r);
+void api_token_rotate(struct req *r);
+void api_token_rm(struct req *r);
 
 /* templates.c */
-void api_route_templates(struct req *r);
+int api_check_template_name(struct req *r, const char *name);
+void api_template_list(struct req *r);
+void api_template_add(struct req *r);
+void api_template_show(struct req *r);
+void api_template_rm(struct req *r);
+void api_template_build(struct req *r);
 
 /* snapshots.c */
-void api_sandbox_fork(struct req *r, const char *id);
-void api_checkpoint_list(struct req *r, const char *id);
-void api_checkpoint_op(struct req *r, const char *id, const char *op);
-void api_checkpoint_rm(struct req *r, const char *id, const char *name);
+void api_sandbox_fork(struct req *r);
+void api_checkpoint_list(struct req *r);
+void api_checkpoint_op(struct req *r);
+void api_checkpoint_rm(struct req *r);
 
-/* table.c */
-int api_is_get(const struct req *r);
-void api_not_allowed(struct req *r, const char *allow);
+/* table.c: the routes */
+enum {				/* methods, as bits */
+	API_GET = 1, API_HEAD = 2, API_PATCH = 4, API_PUT = 8, API_POST = 16,
+	API_DELETE = 32
+};
+#define API_READ	(API_GET | API_HEAD)
+
+enum api_scope {		/* who may call a route */
+	API_SCOPE_UNSET = 0,	/* nobody said: refused by api_table_check */
+	API_ADMIN,		/* admin tokens and the unix socket */
+	API_OWN,		/* and a token of the sandbox {id} */
+	API_OWN_TOKEN,		/* and the token {token} itself */
+	API_ANY			/* any valid token */
+};
+
+enum api_body {			/* what a request to it carries */
+	API_BODY_NONE,		/* nothing the handler reads */
+	API_BODY_JSON,		/* a JSON object (at most 64 KB) */
+	API_BODY_STREAM		/* bytes or frames, read as they come */
+};
+
+struct api_route {
+	unsigned methods;	/* API_GET | ... */
+	const char *pattern;	/* "/v1/sandboxes/{id}/ports/{port}" */
+	void (*fn)(struct req *);
+	enum api_scope scope;
+	enum api_body body;
+	const char *stream_query;	/* API_BODY_STREAM only when the
+					 * query has this ("stream=1") */
+	const char *why;	/* a sandbox token's 403, when the generic
+				 * one is not the whole truth */
+};
+
+extern const struct api_route api_routes[];
+extern const size_t api_nroutes;
+
+unsigned api_method_bit(unsigned http_method);
+void api_allow_text(unsigned bits, char *buf, size_t size);
+const struct api_route *api_route_find(unsigned http_method, char *const *seg,
+    int nseg, unsigned *allowed);
+int api_scope_check(const struct api_route *, const struct px_auth *,
+    char *const *seg, int nseg, char *why, size_t whylen);
+int api_table_check(const struct api_route *, size_t n, char *err,
+    size_t errlen);
 void api_route(struct req *r);
 
 /* request.c */
 int api_query_get(const struct req *r, const char *name, char *buf, size_t size);
 int api_parse_target(struct req *r, const char *url, size_t len);
 int api_authenticate(struct req *r);
-int api_authorize(struct req *r);
 
 /* conn.c */
 /* a connection on fd, accepted (tcp: through the TCP listener, from sa

@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 const struct timeval api_idle = { CTL_IDLE_SECS, 0 };
 
 /* ---- connections ---- */
@@ -99,7 +73,7 @@ conn_serve_early(struct conn *c)
 	/* closing would stop reading the body: close after the answer */
 	c->close_after = !c->rh.keepalive;
 	if (api_parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
-	    ulen) == 0 && api_authenticate(&r) == 0 && api_authorize(&r) == 0)
+	    ulen) == 0 && api_authenticate(&r) == 0)
 		api_route(&r);
 	if (c->st != NULL && c->rh.expect)
 		evbuffer_add(bufferevent_get_output(c->bev),
@@ -126,7 +100,7 @@ conn_serve(struct conn *c)
 	if (!c->rh.keepalive)	/* (an Upgrade too: never tunneled) */
 		c->closing = 1;
 	if (api_parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
-	    ulen) == 0 && api_authenticate(&r) == 0 && api_authorize(&r) == 0)
+	    ulen) == 0 && api_authenticate(&r) == 0)
 		api_route(&r);
 	px_reqhead_reset(&c->rh);
 	if (c->closing)
@@ -267,43 +241,6 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	api_conn_free(c);
-}
-
-/* PUT /v1/sandboxes/ID/files and POST /v1/sandboxes/ID/exec?stream=1
- * (as written: anything else takes the buffered path) stream their body. */
-int
-px_control_streamed(unsigned method, const char *target, size_t n)
-{
-	size_t il;
-	char u[2048], *q, *rest, *tok, *save;
-
-	if ((method != HTTP_PUT && method != HTTP_POST) || n >= sizeof(u))
-		return 0;
-	memcpy(u, target, n);
-	u[n] = '\0';
-	if (strncmp(u, "/v1/sandboxes/", 14) != 0)
-		return 0;
-	if ((q = strchr(u, '?')) != NULL)
-		*q++ = '\0';
-	rest = u + 14;
-	if ((il = strcspn(rest, "/")) == 0)
-		return 0;
-	rest += il;
-	if (method == HTTP_PUT)
-		return strcmp(rest, "/files") == 0;
-	/* POST .../processes/N/attach */
-	if (strncmp(rest, "/processes/", 11) == 0 && rest[11] >= '1' &&
-	    rest[11] <= '9') {
-		il = 11 + strspn(rest + 11, "0123456789");
-		return il <= 21 && strcmp(rest + il, "/attach") == 0;
-	}
-	if (strcmp(rest, "/exec") != 0 || q == NULL)
-		return 0;
-	for (tok = strtok_r(q, "&", &save); tok != NULL;
-	    tok = strtok_r(NULL, "&", &save))
-		if (strcmp(tok, "stream=1") == 0)
-			return 1;
-	return 0;
 }
 
 /* ---- the request reader's hooks (reqhead.h) ---- */
@@ -651,6 +588,8 @@ px_control_new(struct event_base *base, struct px_store *store,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	if (api_table_check(api_routes, api_nroutes, err, errlen) == -1)
+		goto fail;
 	if (ctl->hooks.https_port == 0 || ctl->hooks.https_port > 65535) {
 		snprintf(err, errlen, "invalid HTTPS port %u",
 		    ctl->hooks.https_port);

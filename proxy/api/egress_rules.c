@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- egress ---- */
 
 static json_t *
@@ -51,8 +25,8 @@ add_egress_rule(const struct px_egress_rule *e, void *arg)
 	return json_array_append_new(arg, egress_rule_json(e)) == 0 ? 0 : 1;
 }
 
-void
-api_egress_get(struct req *r, const char *id)
+static void
+egress_show(struct req *r, const char *id)
 {
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
@@ -87,6 +61,12 @@ api_egress_get(struct req *r, const char *id)
 	    json_string_value(json_object_get(pol, "default_mode")),
 	    "rules", rules));
 	json_decref(pol);
+}
+
+void
+api_egress_get(struct req *r)
+{
+	egress_show(r, r->id);
 }
 
 /*
@@ -164,8 +144,9 @@ api_egress_changed(struct px_control *ctl, const char *id)
 }
 
 void
-api_egress_add(struct req *r, const char *id)
+api_egress_add(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct px_egress_rule e;
 	json_t *obj = NULL, *pol;
@@ -207,8 +188,9 @@ out:
 }
 
 void
-api_egress_put(struct req *r, const char *id)
+api_egress_put(struct req *r)
 {
+	const char *id = r->id;
 	static const char *const fields[] = { "mode", "rules", NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct px_egress_rule *rules = NULL;
@@ -246,7 +228,7 @@ api_egress_put(struct req *r, const char *id)
 			goto out;
 		}
 		api_egress_changed(ctl, id);
-		api_egress_get(r, id);
+		egress_show(r, id);
 		goto out;
 	}
 	if (!json_is_array(arr)) {
@@ -274,7 +256,7 @@ api_egress_put(struct req *r, const char *id)
 		goto out;
 	}
 	api_egress_changed(ctl, id);
-	api_egress_get(r, id);
+	egress_show(r, id);
 out:
 	free(rules);
 	json_decref(pol);
@@ -282,8 +264,9 @@ out:
 }
 
 void
-api_egress_reset(struct req *r, const char *id)
+api_egress_reset(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	char err[256];
 	int rc;
@@ -298,9 +281,11 @@ api_egress_reset(struct req *r, const char *id)
 }
 
 void
-api_egress_rm(struct req *r, const char *id, const char *action,
-    const char *text)
+api_egress_rm(struct req *r)
 {
+	const char *id = r->id;
+	const char *action = r->seg[4];
+	const char *text = r->seg[5];
 	struct px_control *ctl = r->c->ctl;
 	enum px_egress_action a;
 	struct nc_rule rule;
@@ -328,8 +313,9 @@ api_egress_rm(struct req *r, const char *id, const char *action,
 }
 
 void
-api_egress_log(struct req *r, const char *id)
+api_egress_log(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	json_t *entries = NULL;
 	char err[256];

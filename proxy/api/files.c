@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ?name=N, a decimal count of bytes: 0 (absent: *v as it was), -1
  * after replying. */
 static int
@@ -170,8 +144,10 @@ files_simple(struct req *r, const char *id, int kind)
 /* POST .../files/mkdir {"path", "parents", "mode"} and .../files/move
  * {"from", "to", "overwrite"}. */
 void
-api_files_post(struct req *r, const char *id, const char *what)
+api_files_post(struct req *r)
 {
+	const char *id = r->id;
+	const char *what = r->seg[4];
 	static const char *const mk_allowed[] = { "path", "parents", "mode",
 	    NULL };
 	static const char *const mv_allowed[] = { "from", "to", "overwrite",
@@ -263,8 +239,9 @@ files_query(struct req *r, struct px_exec_req *er, char *path, size_t plen)
 /* GET .../watch?path=DIR[&recursive=1]: events as lines of JSON, until
  * the client goes or the directory does. */
 void
-api_watch(struct req *r, const char *id)
+api_watch(struct req *r)
 {
+	const char *id = r->id;
 	struct px_exec_req er;
 	struct cstream *cs;
 
@@ -292,8 +269,9 @@ api_watch(struct req *r, const char *id)
 }
 
 void
-api_files(struct req *r, const char *id)
+api_files(struct req *r)
 {
+	const char *id = r->id;
 	struct px_exec_req er;
 	struct cstream *cs;
 	int list;

@@ -1,34 +1,9 @@
 /*
- * api/health.c — GET /v1/health and GET /metrics.
+ * api/health.c — GET /v1/health, GET /metrics and fleet mode's views
+ * (/v1/fleet/hosts, /v1/fleet/sandboxes).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "api.h"
-
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ---- handlers ---- */
 
@@ -86,4 +61,19 @@ api_metrics(struct req *r)
 	api_respond(r->c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL,
 	    evbuffer_pullup(buf, -1), len, r->method == HTTP_HEAD);
 	evbuffer_free(buf);
+}
+
+/* Fleet mode's view, from the parent (etcd): hosts or every sandbox. */
+void
+api_fleet(struct req *r)
+{
+	struct px_control *ctl = r->c->ctl;
+	json_t *doc;
+
+	if (ctl->hooks.fleet == NULL ||
+	    (doc = ctl->hooks.fleet(r->seg[2], ctl->hooks.arg)) == NULL) {
+		api_reply_error(r, 404, NULL, NULL, "fleet mode is not configured on this host");
+		return;
+	}
+	api_reply_json(r, 200, doc);
 }

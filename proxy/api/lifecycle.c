@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 static int vm_resumable(struct px_control *, const char *);
 
 /* ---- lifecycle and events ---- */
@@ -182,8 +156,10 @@ api_pending_drop(struct req *r, struct pending *p)
 }
 
 void
-api_lifecycle(struct req *r, const char *id, const char *op)
+api_lifecycle(struct req *r)
 {
+	const char *id = r->id;
+	const char *op = r->seg[3];
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	struct pending *p;
@@ -262,8 +238,9 @@ add_event(const struct px_event *ev, void *arg)
 }
 
 void
-api_events(struct req *r, const char *id)
+api_events(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct page pg;
 	struct ev_ctx ec = { NULL, 0, 0, 0, 0 };
@@ -318,8 +295,9 @@ vm_resumable(struct px_control *ctl, const char *id)
 /* GET /v1/sandboxes/{id}/console[?from=N]: the guest console berthd
  * kept (bounded by vm_console_max), from byte N of it. */
 void
-api_console(struct req *r, const char *id)
+api_console(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	long long from = -1;

@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- global policy ---- */
 
 /* The policy's limits, their defaults (berth.conf) and their ranges. */

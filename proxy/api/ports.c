@@ -5,35 +5,10 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 void
-api_port_list(struct req *r, const char *id)
+api_port_list(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct page pg;
 	struct list_ctx lc = { ctl, NULL, &pg, id };
@@ -169,8 +144,10 @@ check_custom_host(struct req *r, const char *id, const char *host)
 }
 
 void
-api_port_show(struct req *r, const char *id, uint16_t port)
+api_port_show(struct req *r)
 {
+	const char *id = r->id;
+	uint16_t port = r->port;
 	struct px_control *ctl = r->c->ctl;
 	struct px_port p;
 	char err[256];
@@ -187,8 +164,10 @@ api_port_show(struct req *r, const char *id, uint16_t port)
 }
 
 void
-api_port_put(struct req *r, const char *id, uint16_t port)
+api_port_put(struct req *r)
 {
+	const char *id = r->id;
+	uint16_t port = r->port;
 	static const char *const fields[] = { "host_header", "visibility",
 	    "host", NULL };
 	struct px_control *ctl = r->c->ctl;
@@ -270,8 +249,10 @@ out:
 }
 
 void
-api_port_delete(struct req *r, const char *id, uint16_t port)
+api_port_delete(struct req *r)
 {
+	const char *id = r->id;
+	uint16_t port = r->port;
 	struct px_control *ctl = r->c->ctl;
 	char err[256];
 	int rc;

@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- detached processes (exec "detach": true) ----
  * GET .../processes, .../processes/N, .../processes/N/logs?offset=O
  * (?follow=1: streamed as it comes, to the process's end), POST
@@ -332,8 +306,9 @@ api_agent_call(struct req *r, const char *id, struct px_exec_req *er,
 }
 
 void
-api_procs(struct req *r, const char *id)
+api_procs(struct req *r)
 {
+	const char *id = r->id;
 	static const char *const kill_allowed[] = { "signal", NULL };
 	struct px_control *ctl = r->c->ctl;
 	struct px_exec_req er;
@@ -440,16 +415,8 @@ api_procs(struct req *r, const char *id)
 		cs->proc = (uint32_t)n;
 		api_cs_attach(cs);	/* runs at its 'J' frame */
 		return;
-	} else if (r->nseg == 6 && (strcmp(r->seg[5], "kill") == 0 ||
-	    strcmp(r->seg[5], "wait") == 0 ||
-	    strcmp(r->seg[5], "attach") == 0)) {
-		api_not_allowed(r, "POST");
-		return;
-	} else if (r->nseg <= 6 && (r->nseg < 6 ||
-	    strcmp(r->seg[5], "logs") == 0)) {
-		api_not_allowed(r, "GET, HEAD");
-		return;
 	} else {
+		/* not in the route table (table.c) */
 		api_reply_error(r, 404, NULL, NULL, "no such resource");
 		return;
 	}

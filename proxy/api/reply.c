@@ -6,32 +6,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- small helpers ---- */
 
 /* Copies s for use inside messages: printable ASCII only, at most max. */
@@ -540,4 +514,10 @@ api_check_checkpoint_name(struct req *r, const char *field, const char *name)
 	    "required: a checkpoint name" : "not a valid checkpoint name",
 	    api_shown(buf, sizeof(buf), name ? name : ""), PX_SANDBOX_ID_MAX);
 	return -1;
+}
+
+int
+api_is_get(const struct req *r)
+{
+	return r->method == HTTP_GET || r->method == HTTP_HEAD;
 }

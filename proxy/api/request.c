@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 static int
 hexdig(int ch)
 {
@@ -287,17 +261,4 @@ api_authenticate(struct req *r)
 		evtimer_del(c->deadline);
 	}
 	return 0;
-}
-
-/* 0, or -1 after replying 403. */
-int
-api_authorize(struct req *r)
-{
-	char why[256];
-
-	if (px_token_authorize(&r->auth, http_method_str(r->method), r->seg,
-	    r->nseg, why, sizeof(why)) == 0)
-		return 0;
-	api_reply_error(r, 403, NULL, NULL, "%s", why);
-	return -1;
 }

@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 void
 api_sandbox_list(struct req *r)
 {
@@ -398,8 +372,9 @@ out:
 
 /* PATCH /v1/sandboxes/{id}: the idle limits of a VM-backed sandbox. */
 void
-api_sandbox_set(struct req *r, const char *id)
+api_sandbox_set(struct req *r)
 {
+	const char *id = r->id;
 	static const char *const fields[] = { "idle_pause", "idle_suspend",
 	    "max_lifetime", NULL };
 	static const unsigned bits[] = { PX_IDLE_PAUSE, PX_IDLE_SUSPEND,
@@ -458,8 +433,9 @@ out:
 }
 
 void
-api_sandbox_show(struct req *r, const char *id)
+api_sandbox_show(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct list_ctx lc = { ctl, NULL, NULL, NULL };
 	struct px_sandbox sb;
@@ -506,8 +482,9 @@ api_sandbox_show(struct req *r, const char *id)
 }
 
 void
-api_sandbox_delete(struct req *r, const char *id)
+api_sandbox_delete(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	char err[256];
 	int rc;

@@ -5,32 +5,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- fork ---- */
 
 struct egcopy {
@@ -65,8 +39,9 @@ egress_collect(const struct px_egress_rule *rule, void *arg)
  * (the sandbox in any state; it is not touched): `create --from`.
  */
 void
-api_sandbox_fork(struct req *r, const char *id)
+api_sandbox_fork(struct req *r)
 {
+	const char *id = r->id;
 	static const char *const fields[] = { "ids", "checkpoint", NULL };
 	struct px_control *ctl = r->c->ctl;
 	unsigned max = ctl->hooks.max_forks ? ctl->hooks.max_forks :
@@ -232,8 +207,9 @@ vm_sandbox_get(struct req *r, const char *id, struct px_sandbox *sb,
 /* GET /v1/sandboxes/{id}/checkpoints: {"sandbox", "checkpoints": [{name,
  * created, size_bytes}]}, oldest first. */
 void
-api_checkpoint_list(struct req *r, const char *id)
+api_checkpoint_list(struct req *r)
 {
+	const char *id = r->id;
 	static struct px_checkpoint list[PX_CHECKPOINTS_MAX];
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
@@ -268,8 +244,11 @@ api_checkpoint_list(struct req *r, const char *id)
  * it, in place; answered once it runs: 200 with the sandbox.
  */
 void
-api_checkpoint_op(struct req *r, const char *id, const char *op)
+api_checkpoint_op(struct req *r)
 {
+	const char *id = r->id;
+	const char *op = strcmp(r->seg[3], "restore") == 0 ?
+	    "restore" : "checkpoint";
 	static const char *const take[] = { "name", NULL };
 	static const char *const restore[] = { "checkpoint", NULL };
 	int is_take = strcmp(op, "checkpoint") == 0;
@@ -321,8 +300,10 @@ out:
 /* DELETE /v1/sandboxes/{id}/checkpoints/{name}: 204; the layers only it
  * kept go. */
 void
-api_checkpoint_rm(struct req *r, const char *id, const char *name)
+api_checkpoint_rm(struct req *r)
 {
+	const char *id = r->id;
+	const char *name = r->seg[4];
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	char err[256];

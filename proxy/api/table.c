@@ -1,318 +1,468 @@
 /*
- * api/table.c — the router: a request's path and method to its handler.
+ * api/table.c — the control API as data: one table of routes (method,
+ * path pattern, handler, who may call it, what its body is), and what is
+ * derived from it: the router (404, 405 with Allow, 403 for a token
+ * outside its scope, 400 for a malformed path parameter), which requests
+ * stream their body (px_control_streamed, asked by the request reader and
+ * the TCP control helper before the body is read), and the check every
+ * table passes before the server starts (a route with no scope cannot be
+ * registered). Adding an endpoint is one row here and its handler.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
+#define R	API_READ
+#define SB	"/v1/sandboxes/{id}"
 
-/* ---- routing ---- */
+/* "why" texts of 403 where the generic one is not the whole truth */
+#define W_POLICY	"a sandbox token cannot change the global policy"
+#define W_SANDBOX	"a sandbox token cannot change or delete its sandbox"
 
-int
-api_is_get(const struct req *r)
+const struct api_route api_routes[] = {
+	{ R, "/metrics", api_metrics, API_ADMIN, API_BODY_NONE, NULL, NULL },
+	{ R, "/v1/health", api_health, API_ANY, API_BODY_NONE, NULL, NULL },
+	{ R, "/v1/ports", api_port_list, API_ADMIN, API_BODY_NONE, NULL, NULL },
+	{ R, "/v1/policy", api_policy_get, API_ANY, API_BODY_NONE, NULL, NULL },
+	{ API_PUT, "/v1/policy", api_policy_put, API_ADMIN, API_BODY_JSON,
+	    NULL, W_POLICY },
+	{ R, "/v1/tokens", api_token_list, API_ADMIN, API_BODY_NONE, NULL, NULL },
+	{ API_POST, "/v1/tokens", api_token_create, API_ADMIN, API_BODY_JSON,
+	    NULL, NULL },
+	{ R, "/v1/tokens/{token}", api_token_show, API_ADMIN, API_BODY_NONE,
+	    NULL, NULL },
+	{ API_DELETE, "/v1/tokens/{token}", api_token_rm, API_ADMIN,
+	    API_BODY_NONE, NULL, NULL },
+	{ API_POST, "/v1/tokens/{token}/rotate", api_token_rotate,
+	    API_OWN_TOKEN, API_BODY_NONE, NULL, NULL },
+	{ R, "/v1/fleet/hosts", api_fleet, API_ADMIN, API_BODY_NONE, NULL, NULL },
+	{ R, "/v1/fleet/sandboxes", api_fleet, API_ADMIN, API_BODY_NONE, NULL,
+	    NULL },
+	{ R, "/v1/templates", api_template_list, API_ADMIN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, "/v1/templates", api_template_add, API_ADMIN, API_BODY_JSON,
+	    NULL, NULL },
+	{ R, "/v1/templates/{template}", api_template_show, API_ADMIN,
+	    API_BODY_NONE, NULL, NULL },
+	{ API_DELETE, "/v1/templates/{template}", api_template_rm, API_ADMIN,
+	    API_BODY_NONE, NULL, NULL },
+	{ R | API_POST, "/v1/templates/{template}/build", api_template_build,
+	    API_ADMIN, API_BODY_NONE, NULL, NULL },
+	{ R, "/v1/sandboxes", api_sandbox_list, API_ADMIN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, "/v1/sandboxes", api_sandbox_create, API_ADMIN,
+	    API_BODY_JSON, NULL, NULL },
+	{ R, SB, api_sandbox_show, API_OWN, API_BODY_NONE, NULL, NULL },
+	{ API_PATCH, SB, api_sandbox_set, API_ADMIN, API_BODY_JSON, NULL,
+	    W_SANDBOX },
+	{ API_DELETE, SB, api_sandbox_delete, API_ADMIN, API_BODY_NONE, NULL,
+	    W_SANDBOX },
+	{ R, SB "/ports", api_port_list, API_OWN, API_BODY_NONE, NULL, NULL },
+	{ R, SB "/ports/{port}", api_port_show, API_OWN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_PUT, SB "/ports/{port}", api_port_put, API_OWN, API_BODY_JSON,
+	    NULL, NULL },
+	{ API_DELETE, SB "/ports/{port}", api_port_delete, API_OWN,
+	    API_BODY_NONE, NULL, NULL },
+	{ API_POST, SB "/pause", api_lifecycle, API_OWN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, SB "/resume", api_lifecycle, API_OWN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, SB "/suspend", api_lifecycle, API_ADMIN, API_BODY_NONE,
+	    NULL, NULL },
+	{ API_POST, SB "/start", api_lifecycle, API_ADMIN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, SB "/stop", api_lifecycle, API_ADMIN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, SB "/restart", api_lifecycle, API_ADMIN, API_BODY_NONE,
+	    NULL, NULL },
+	/* forks of itself (also from its checkpoints): each fork's own
+	 * token is in the answer, so the new sandboxes are held by whoever
+	 * holds this one (vm_max_forks bounds a call) */
+	{ API_POST, SB "/fork", api_sandbox_fork, API_OWN, API_BODY_JSON, NULL,
+	    NULL },
+	{ R, SB "/checkpoints", api_checkpoint_list, API_OWN, API_BODY_NONE,
+	    NULL, NULL },
+	{ API_POST, SB "/checkpoints", api_checkpoint_op, API_OWN,
+	    API_BODY_JSON, NULL, NULL },
+	{ API_DELETE, SB "/checkpoints/{name}", api_checkpoint_rm, API_OWN,
+	    API_BODY_NONE, NULL, NULL },
+	{ API_POST, SB "/restore", api_checkpoint_op, API_OWN, API_BODY_JSON,
+	    NULL, NULL },
+	/* a command in its guest: one JSON document, or with ?stream=1
+	 * frames both ways as they come */
+	{ API_POST, SB "/exec", api_exec, API_OWN, API_BODY_STREAM, "stream=1",
+	    NULL },
+	{ R, SB "/processes", api_procs, API_OWN, API_BODY_NONE, NULL, NULL },
+	{ R, SB "/processes/{n}", api_procs, API_OWN, API_BODY_NONE, NULL,
+	    NULL },
+	{ R, SB "/processes/{n}/logs", api_procs, API_OWN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_POST, SB "/processes/{n}/kill", api_procs, API_OWN, API_BODY_JSON,
+	    NULL, NULL },
+	{ API_POST, SB "/processes/{n}/wait", api_procs, API_OWN, API_BODY_NONE,
+	    NULL, NULL },
+	{ API_POST, SB "/processes/{n}/attach", api_procs, API_OWN,
+	    API_BODY_STREAM, NULL, NULL },
+	{ API_GET | API_DELETE, SB "/files", api_files, API_OWN, API_BODY_NONE,
+	    NULL, NULL },
+	{ API_PUT, SB "/files", api_files, API_OWN, API_BODY_STREAM, NULL,
+	    NULL },
+	{ API_POST, SB "/files/mkdir", api_files_post, API_OWN, API_BODY_JSON,
+	    NULL, NULL },
+	{ API_POST, SB "/files/move", api_files_post, API_OWN, API_BODY_JSON,
+	    NULL, NULL },
+	{ API_GET, SB "/watch", api_watch, API_OWN, API_BODY_NONE, NULL, NULL },
+	{ R, SB "/console", api_console, API_ADMIN, API_BODY_NONE, NULL, NULL },
+	{ R, SB "/events", api_events, API_OWN, API_BODY_NONE, NULL, NULL },
+	/* its egress rules: the handlers keep them inside the global
+	 * policy, so a sandbox token may change them */
+	{ R, SB "/egress", api_egress_get, API_OWN, API_BODY_NONE, NULL, NULL },
+	{ API_PUT, SB "/egress", api_egress_put, API_OWN, API_BODY_JSON, NULL,
+	    NULL },
+	{ API_POST, SB "/egress", api_egress_add, API_OWN, API_BODY_JSON, NULL,
+	    NULL },
+	{ API_DELETE, SB "/egress", api_egress_reset, API_OWN, API_BODY_NONE,
+	    NULL, NULL },
+	{ R, SB "/egress/log", api_egress_log, API_OWN, API_BODY_NONE, NULL,
+	    NULL },
+	{ API_DELETE, SB "/egress/{action}/{value}", api_egress_rm, API_OWN,
+	    API_BODY_NONE, NULL, NULL },
+};
+const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
+
+static const struct {
+	unsigned bit;
+	const char *name;
+	enum http_method method;
+} methods[] = {		/* in the order Allow lists them */
+	{ API_GET, "GET", HTTP_GET },
+	{ API_HEAD, "HEAD", HTTP_HEAD },
+	{ API_PATCH, "PATCH", HTTP_PATCH },
+	{ API_PUT, "PUT", HTTP_PUT },
+	{ API_POST, "POST", HTTP_POST },
+	{ API_DELETE, "DELETE", HTTP_DELETE },
+};
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
+
+unsigned
+api_method_bit(unsigned method)
 {
-	return r->method == HTTP_GET || r->method == HTTP_HEAD;
+	size_t i;
+
+	for (i = 0; i < NMETHODS; i++)
+		if ((unsigned)methods[i].method == method)
+			return methods[i].bit;
+	return 0;
 }
 
+/* "GET, HEAD, POST" for an Allow header. */
 void
-api_not_allowed(struct req *r, const char *allow)
+api_allow_text(unsigned bits, char *buf, size_t size)
 {
-	api_reply_error(r, 405, allow, NULL, "%s is not allowed on %s (allowed: %s)",
-	    http_method_str(r->method), r->path, allow);
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < NMETHODS && n < size; i++)
+		if (bits & methods[i].bit)
+			n += (size_t)snprintf(buf + n, size - n, "%s%s",
+			    n ? ", " : "", methods[i].name);
 }
 
+/*
+ * Whether the pattern's segments match seg[0..nseg): a literal segment
+ * matches itself, a {parameter} any non-empty segment.
+ */
 static int
-seg_is(const struct req *r, int i, const char *s)
+pattern_match(const char *pat, char *const *seg, int nseg)
 {
-	return i < r->nseg && strcmp(r->seg[i], s) == 0;
+	const char *p = pat + 1, *e;
+	size_t len;
+	int i;
+
+	for (i = 0; i < nseg; i++) {
+		if (*p == '\0')
+			return 0;
+		e = strchr(p, '/');
+		len = e ? (size_t)(e - p) : strlen(p);
+		if (seg[i][0] == '\0')
+			return 0;
+		if (p[0] != '{' && (strlen(seg[i]) != len ||
+		    memcmp(seg[i], p, len) != 0))
+			return 0;
+		p += len;
+		if (*p == '/')
+			p++;
+	}
+	return *p == '\0';
 }
 
-/* /v1/sandboxes/{id}/... below the sandbox itself (nseg >= 4). */
-static void
-route_sandbox_sub(struct req *r, const char *id)
+/* The index of the pattern's segment named {name}, or -1. */
+static int
+param_index(const char *pat, const char *name)
 {
-	const char *sub = r->seg[3];
+	size_t len = strlen(name);
+	const char *p;
+	int i;
+
+	for (i = 0, p = pat + 1; *p != '\0'; i++) {
+		if (*p == '{' && strncmp(p + 1, name, len) == 0 &&
+		    p[1 + len] == '}')
+			return i;
+		if ((p = strchr(p, '/')) == NULL)
+			break;
+		p++;
+	}
+	return -1;
+}
+
+/*
+ * The route for method on seg[0..nseg); NULL when none. *allowed: the
+ * methods routes of that path take (0: no such path).
+ */
+const struct api_route *
+api_route_find(unsigned method, char *const *seg, int nseg, unsigned *allowed)
+{
+	const struct api_route *hit = NULL;
+	unsigned bit = api_method_bit(method);
+	size_t i;
+
+	*allowed = 0;
+	for (i = 0; i < api_nroutes; i++) {
+		if (!pattern_match(api_routes[i].pattern, seg, nseg))
+			continue;
+		*allowed |= api_routes[i].methods;
+		if (api_routes[i].methods & bit)
+			hit = &api_routes[i];
+	}
+	return hit;
+}
+
+static int __attribute__((format(printf, 3, 4)))
+deny(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return 403;
+}
+
+/*
+ * Whether a may call rt on seg[0..nseg) (a path rt matches): 0, or 403
+ * with a one-line reason. Admin tokens and the unix socket may call
+ * everything; a sandbox token what the route's scope lets it.
+ */
+int
+api_scope_check(const struct api_route *rt, const struct px_auth *a,
+    char *const *seg, int nseg, char *why, size_t whylen)
+{
+	int own = param_index(rt->pattern, "id") == 2;
+
+	if (a->admin)
+		return 0;
+	if (a->sandbox[0] == '\0')
+		return deny(why, whylen, "%s", "no access");
+	if (own && strcmp(seg[2], a->sandbox) != 0)
+		return deny(why, whylen, "this token belongs to sandbox '%s'",
+		    a->sandbox);
+	switch (rt->scope) {
+	case API_ANY:
+		return 0;
+	case API_OWN:
+		return 0;	/* its sandbox: checked above */
+	case API_OWN_TOKEN:
+		if (strcmp(seg[2], a->token_id) == 0)
+			return 0;
+		break;
+	case API_ADMIN:
+	case API_SCOPE_UNSET:
+		break;
+	}
+	if (rt->why != NULL)
+		return deny(why, whylen, "%s", rt->why);
+	if (own)
+		return deny(why, whylen, "a sandbox token cannot use '%s' on "
+		    "its sandbox", seg[3]);
+	if (nseg < 1 || strcmp(seg[0], "v1") != 0)
+		return deny(why, whylen, "a sandbox token cannot use %s",
+		    rt->pattern);
+	return deny(why, whylen, "a token of sandbox '%s' may only use "
+	    "/v1/sandboxes/<its id>/...", a->sandbox);
+}
+
+/* The path's parameters checked and set on r; -1 after replying 400. */
+static int
+route_params(struct req *r, const struct api_route *rt)
+{
 	char buf[64];
-	uint16_t port;
+	int i;
 
-	if (strcmp(sub, "ports") == 0 && r->nseg == 4) {
-		if (api_is_get(r))
-			api_port_list(r, id);
-		else
-			api_not_allowed(r, "GET, HEAD");
-	} else if (strcmp(sub, "ports") == 0 && r->nseg == 5) {
-		if ((port = px_parse_port(r->seg[4], strlen(r->seg[4]))) == 0) {
-			api_reply_error(r, 400, NULL, "port", "not a port number: "
-			    "'%s' (1-65535, no leading zero)", api_shown(buf,
-			    sizeof(buf), r->seg[4]));
-			return;
-		}
-		if (api_is_get(r))
-			api_port_show(r, id, port);
-		else if (r->method == HTTP_PUT)
-			api_port_put(r, id, port);
-		else if (r->method == HTTP_DELETE)
-			api_port_delete(r, id, port);
-		else
-			api_not_allowed(r, "GET, HEAD, PUT, DELETE");
-	} else if (r->nseg == 4 && (strcmp(sub, "pause") == 0 ||
-	    strcmp(sub, "suspend") == 0 || strcmp(sub, "resume") == 0 ||
-	    strcmp(sub, "start") == 0 || strcmp(sub, "stop") == 0 ||
-	    strcmp(sub, "restart") == 0)) {
-		if (r->method == HTTP_POST)
-			api_lifecycle(r, id, sub);
-		else
-			api_not_allowed(r, "POST");
-	} else if (r->nseg == 4 && strcmp(sub, "fork") == 0) {
-		if (r->method == HTTP_POST)
-			api_sandbox_fork(r, id);
-		else
-			api_not_allowed(r, "POST");
-	} else if (r->nseg == 4 && strcmp(sub, "checkpoints") == 0) {
-		if (api_is_get(r))
-			api_checkpoint_list(r, id);
-		else if (r->method == HTTP_POST)
-			api_checkpoint_op(r, id, "checkpoint");
-		else
-			api_not_allowed(r, "GET, HEAD, POST");
-	} else if (r->nseg == 5 && strcmp(sub, "checkpoints") == 0) {
-		if (r->method == HTTP_DELETE)
-			api_checkpoint_rm(r, id, r->seg[4]);
-		else
-			api_not_allowed(r, "DELETE");
-	} else if (r->nseg == 4 && strcmp(sub, "restore") == 0) {
-		if (r->method == HTTP_POST)
-			api_checkpoint_op(r, id, "restore");
-		else
-			api_not_allowed(r, "POST");
-	} else if (r->nseg == 4 && strcmp(sub, "exec") == 0) {
-		if (r->method == HTTP_POST)
-			api_exec(r, id);
-		else
-			api_not_allowed(r, "POST");
-	} else if (r->nseg >= 4 && r->nseg <= 6 &&
-	    strcmp(sub, "processes") == 0) {
-		api_procs(r, id);
-	} else if (r->nseg == 4 && strcmp(sub, "files") == 0) {
-		if (r->method == HTTP_GET || r->method == HTTP_PUT ||
-		    r->method == HTTP_DELETE)
-			api_files(r, id);
-		else
-			api_not_allowed(r, "GET, PUT, DELETE");
-	} else if (r->nseg == 5 && strcmp(sub, "files") == 0 &&
-	    (strcmp(r->seg[4], "mkdir") == 0 ||
-	    strcmp(r->seg[4], "move") == 0)) {
-		if (r->method == HTTP_POST)
-			api_files_post(r, id, r->seg[4]);
-		else
-			api_not_allowed(r, "POST");
-	} else if (r->nseg == 4 && strcmp(sub, "watch") == 0) {
-		if (r->method == HTTP_GET)
-			api_watch(r, id);
-		else
-			api_not_allowed(r, "GET");
-	} else if (r->nseg == 4 && strcmp(sub, "console") == 0) {
-		if (api_is_get(r))
-			api_console(r, id);
-		else
-			api_not_allowed(r, "GET, HEAD");
-	} else if (r->nseg == 4 && strcmp(sub, "events") == 0) {
-		if (api_is_get(r))
-			api_events(r, id);
-		else
-			api_not_allowed(r, "GET, HEAD");
-	} else if (strcmp(sub, "egress") == 0 && r->nseg == 4) {
-		if (api_is_get(r))
-			api_egress_get(r, id);
-		else if (r->method == HTTP_PUT)
-			api_egress_put(r, id);
-		else if (r->method == HTTP_POST)
-			api_egress_add(r, id);
-		else if (r->method == HTTP_DELETE)
-			api_egress_reset(r, id);
-		else
-			api_not_allowed(r, "GET, HEAD, PUT, POST, DELETE");
-	} else if (strcmp(sub, "egress") == 0 && r->nseg == 5 &&
-	    strcmp(r->seg[4], "log") == 0) {
-		if (api_is_get(r))
-			api_egress_log(r, id);
-		else
-			api_not_allowed(r, "GET, HEAD");
-	} else if (strcmp(sub, "egress") == 0 && r->nseg == 6) {
-		if (r->method == HTTP_DELETE)
-			api_egress_rm(r, id, r->seg[4], r->seg[5]);
-		else
-			api_not_allowed(r, "DELETE");
-	} else
-		api_reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
-}
-
-/* Fleet mode's view, from the parent (etcd): hosts or every sandbox. */
-static void
-h_fleet(struct req *r)
-{
-	struct px_control *ctl = r->c->ctl;
-	json_t *doc;
-
-	if (r->nseg != 3 || (!seg_is(r, 2, "hosts") && !seg_is(r, 2, "sandboxes"))) {
-		api_reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
-		return;
+	if ((i = param_index(rt->pattern, "id")) >= 0) {
+		if (api_check_sandbox_id(r, r->seg[i]) == -1)
+			return -1;
+		r->id = r->seg[i];
 	}
-	if (!api_is_get(r)) {
-		api_not_allowed(r, "GET, HEAD");
-		return;
+	if ((i = param_index(rt->pattern, "token")) >= 0) {
+		if (api_check_token_id(r, r->seg[i]) == -1)
+			return -1;
+		r->id = r->seg[i];
 	}
-	if (!r->auth.admin) {
-		api_reply_error(r, 403, NULL, NULL, "the fleet view needs an admin token");
-		return;
+	if ((i = param_index(rt->pattern, "template")) >= 0) {
+		if (api_check_template_name(r, r->seg[i]) == -1)
+			return -1;
+		r->id = r->seg[i];
 	}
-	if (ctl->hooks.fleet == NULL ||
-	    (doc = ctl->hooks.fleet(r->seg[2], ctl->hooks.arg)) == NULL) {
-		api_reply_error(r, 404, NULL, NULL, "fleet mode is not configured on this host");
-		return;
+	if ((i = param_index(rt->pattern, "port")) >= 0 &&
+	    (r->port = px_parse_port(r->seg[i], strlen(r->seg[i]))) == 0) {
+		api_reply_error(r, 400, NULL, "port", "not a port number: "
+		    "'%s' (1-65535, no leading zero)", api_shown(buf,
+		    sizeof(buf), r->seg[i]));
+		return -1;
 	}
-	api_reply_json(r, 200, doc);
-}
-
-static void
-route_tokens(struct req *r)
-{
-	if (r->nseg == 2) {
-		if (api_is_get(r))
-			api_token_list(r);
-		else if (r->method == HTTP_POST)
-			api_token_create(r);
-		else
-			api_not_allowed(r, "GET, HEAD, POST");
-		return;
-	}
-	if (r->nseg > 4 || (r->nseg == 4 && !seg_is(r, 3, "rotate"))) {
-		api_reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
-		return;
-	}
-	if (r->nseg == 3 && !api_is_get(r) && r->method != HTTP_DELETE) {
-		api_not_allowed(r, "GET, HEAD, DELETE");
-		return;
-	}
-	if (r->nseg == 4 && r->method != HTTP_POST) {
-		api_not_allowed(r, "POST");
-		return;
-	}
-	if (api_check_token_id(r, r->seg[2]) == -1)
-		return;
-	if (r->nseg == 4)
-		api_token_rotate(r, r->seg[2]);
-	else if (api_is_get(r))
-		api_token_show(r, r->seg[2]);
-	else
-		api_token_rm(r, r->seg[2]);
+	return 0;
 }
 
 void
 api_route(struct req *r)
 {
-	const char *id;
+	const struct api_route *rt;
+	char allow[64], why[256];
+	unsigned allowed;
 
-	if (r->nseg == 1 && seg_is(r, 0, "metrics")) {
-		if (api_is_get(r))
-			api_metrics(r);
-		else
-			api_not_allowed(r, "GET, HEAD");
+	rt = api_route_find((unsigned)r->method, r->seg, r->nseg, &allowed);
+	if (allowed == 0) {
+		api_reply_error(r, 404, NULL, NULL, "no such resource: %s",
+		    r->path);
 		return;
 	}
-	if (r->nseg < 2 || !seg_is(r, 0, "v1"))
-		goto notfound;
-	if (r->nseg == 2 && seg_is(r, 1, "health")) {
-		if (api_is_get(r))
-			api_health(r);
-		else
-			api_not_allowed(r, "GET, HEAD");
+	if (rt == NULL) {
+		api_allow_text(allowed, allow, sizeof(allow));
+		api_reply_error(r, 405, allow, NULL, "%s is not allowed on %s "
+		    "(allowed: %s)", http_method_str(r->method), r->path,
+		    allow);
 		return;
 	}
-	if (r->nseg == 2 && seg_is(r, 1, "ports")) {
-		if (api_is_get(r))
-			api_port_list(r, NULL);
-		else
-			api_not_allowed(r, "GET, HEAD");
+	if (api_scope_check(rt, &r->auth, r->seg, r->nseg, why,
+	    sizeof(why)) != 0) {
+		api_reply_error(r, 403, NULL, NULL, "%s", why);
 		return;
 	}
-	if (r->nseg == 2 && seg_is(r, 1, "policy")) {
-		if (api_is_get(r))
-			api_policy_get(r);
-		else if (r->method == HTTP_PUT)
-			api_policy_put(r);
-		else
-			api_not_allowed(r, "GET, HEAD, PUT");
+	if (route_params(r, rt) == -1)
 		return;
+	rt->fn(r);
+}
+
+/*
+ * Whether the request streams its body, from its head as written (no
+ * decoding: an encoded path takes the buffered path): its route's body
+ * is a stream, and the query says so when the route wants it to
+ * (exec: stream=1).
+ */
+int
+px_control_streamed(unsigned method, const char *target, size_t n)
+{
+	const struct api_route *rt;
+	char u[2048], *seg[CTL_MAX_SEGS + 1], *q, *p, *tok, *save;
+	unsigned allowed;
+	int nseg = 0;
+
+	if (n >= sizeof(u) || n == 0 || target[0] != '/')
+		return 0;
+	memcpy(u, target, n);
+	u[n] = '\0';
+	if ((q = strchr(u, '?')) != NULL)
+		*q++ = '\0';
+	for (p = u + 1; nseg <= CTL_MAX_SEGS; p++) {
+		seg[nseg++] = p;
+		if ((p = strchr(p, '/')) == NULL)
+			break;
+		*p = '\0';
 	}
-	if (seg_is(r, 1, "tokens")) {
-		route_tokens(r);
-		return;
-	}
-	if (seg_is(r, 1, "fleet")) {
-		h_fleet(r);
-		return;
-	}
-	if (seg_is(r, 1, "templates")) {
-		api_route_templates(r);
-		return;
-	}
-	if (!seg_is(r, 1, "sandboxes"))
-		goto notfound;
-	if (r->nseg == 2) {
-		if (api_is_get(r))
-			api_sandbox_list(r);
-		else if (r->method == HTTP_POST)
-			api_sandbox_create(r);
-		else
-			api_not_allowed(r, "GET, HEAD, POST");
-		return;
-	}
-	id = r->seg[2];
-	if (r->nseg == 3) {
-		if (!api_is_get(r) && r->method != HTTP_DELETE &&
-		    r->method != HTTP_PATCH) {
-			api_not_allowed(r, "GET, HEAD, PATCH, DELETE");
-			return;
+	if (p != NULL)
+		return 0;	/* more segments than any route has */
+	rt = api_route_find(method, seg, nseg, &allowed);
+	if (rt == NULL || rt->body != API_BODY_STREAM)
+		return 0;
+	if (rt->stream_query == NULL)
+		return 1;
+	if (q == NULL)
+		return 0;
+	for (tok = strtok_r(q, "&", &save); tok != NULL;
+	    tok = strtok_r(NULL, "&", &save))
+		if (strcmp(tok, rt->stream_query) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * A table is registered only if every route is whole: a path pattern of
+ * at most CTL_MAX_SEGS segments, known methods, a handler, a scope (a
+ * route nobody said who may call cannot exist), an own-sandbox scope
+ * only under /v1/sandboxes/{id}, a streamed body only on PUT or POST,
+ * and no two routes of one pattern sharing a method. 0, or -1 with err.
+ */
+int
+api_table_check(const struct api_route *t, size_t n, char *err,
+    size_t errlen)
+{
+	unsigned all = 0;
+	size_t i, j, k;
+	const char *p;
+	int segs;
+
+	for (k = 0; k < NMETHODS; k++)
+		all |= methods[k].bit;
+	for (i = 0; i < n; i++) {
+		const struct api_route *rt = &t[i];
+		const char *pat = rt->pattern ? rt->pattern : "(none)";
+
+		for (segs = 0, p = pat; p != NULL && *p == '/'; segs++)
+			p = strchr(p + 1, '/');
+		if (rt->pattern == NULL || rt->pattern[0] != '/' ||
+		    segs > CTL_MAX_SEGS || strstr(rt->pattern, "//") != NULL) {
+			snprintf(err, errlen, "route %zu: bad path pattern '%s'",
+			    i, pat);
+			return -1;
 		}
-		if (api_check_sandbox_id(r, id) == -1)
-			return;
-		if (api_is_get(r))
-			api_sandbox_show(r, id);
-		else if (r->method == HTTP_PATCH)
-			api_sandbox_set(r, id);
-		else
-			api_sandbox_delete(r, id);
-		return;
+		if (rt->methods == 0 || (rt->methods & ~all) != 0) {
+			snprintf(err, errlen, "route %s: no or unknown methods",
+			    pat);
+			return -1;
+		}
+		if (rt->fn == NULL) {
+			snprintf(err, errlen, "route %s: no handler", pat);
+			return -1;
+		}
+		if (rt->scope != API_ADMIN && rt->scope != API_OWN &&
+		    rt->scope != API_OWN_TOKEN && rt->scope != API_ANY) {
+			snprintf(err, errlen, "route %s: no scope (who may call "
+			    "it: admin, own sandbox, own token or any)", pat);
+			return -1;
+		}
+		if (rt->scope == API_OWN && param_index(pat, "id") != 2) {
+			snprintf(err, errlen, "route %s: an own-sandbox scope "
+			    "needs /v1/sandboxes/{id}", pat);
+			return -1;
+		}
+		if (rt->scope == API_OWN_TOKEN && param_index(pat, "token") != 2) {
+			snprintf(err, errlen, "route %s: an own-token scope "
+			    "needs /v1/tokens/{token}", pat);
+			return -1;
+		}
+		if (rt->body == API_BODY_STREAM &&
+		    (rt->methods & ~(unsigned)(API_PUT | API_POST)) != 0) {
+			snprintf(err, errlen, "route %s: only PUT and POST may "
+			    "stream a body", pat);
+			return -1;
+		}
+		for (j = 0; j < i; j++)
+			if (strcmp(t[j].pattern, pat) == 0 &&
+			    (t[j].methods & rt->methods) != 0) {
+				snprintf(err, errlen, "route %s: two routes for "
+				    "one method", pat);
+				return -1;
+			}
 	}
-	if (api_check_sandbox_id(r, id) == -1)
-		return;
-	route_sandbox_sub(r, id);
-	return;
-notfound:
-	api_reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
+	return 0;
 }

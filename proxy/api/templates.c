@@ -4,32 +4,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- templates ---- */
 
 static json_t *
@@ -89,8 +63,8 @@ add_template(const struct px_template *t, void *arg)
 	return add_template_row(tc, t, 0);
 }
 
-static void
-h_template_list(struct req *r)
+void
+api_template_list(struct req *r)
 {
 	struct px_control *ctl = r->c->ctl;
 	struct page pg;
@@ -121,8 +95,8 @@ h_template_list(struct req *r)
 	api_reply_json(r, 200, api_page_doc("templates", tc.array, &pg));
 }
 
-static int
-check_template_name(struct req *r, const char *name)
+int
+api_check_template_name(struct req *r, const char *name)
 {
 	char buf[64];
 
@@ -134,8 +108,8 @@ check_template_name(struct req *r, const char *name)
 	return -1;
 }
 
-static void
-h_template_add(struct req *r)
+void
+api_template_add(struct req *r)
 {
 	static const char *const fields[] = { "name", "dir", NULL };
 	struct px_control *ctl = r->c->ctl;
@@ -152,7 +126,7 @@ h_template_add(struct req *r)
 			api_reply_error(r, 400, NULL, "name", "required");
 		goto out;
 	}
-	if (check_template_name(r, name) == -1)
+	if (api_check_template_name(r, name) == -1)
 		goto out;
 	if (strcmp(name, PX_TEMPLATE_DEFAULT) == 0) {
 		api_reply_error(r, 409, NULL, "name", "'default' is the built-in "
@@ -190,9 +164,10 @@ out:
 	json_decref(obj);
 }
 
-static void
-h_template_show(struct req *r, const char *name)
+void
+api_template_show(struct req *r)
 {
+	const char *name = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct px_template t;
 	char err[256];
@@ -211,9 +186,10 @@ h_template_show(struct req *r, const char *name)
 	api_reply_json(r, 200, template_json(ctl, &t, 0));
 }
 
-static void
-h_template_rm(struct req *r, const char *name)
+void
+api_template_rm(struct req *r)
 {
+	const char *name = r->id;
 	struct px_control *ctl = r->c->ctl;
 	char err[256];
 	int rc;
@@ -233,9 +209,10 @@ h_template_rm(struct req *r, const char *name)
 
 /* POST /v1/templates/{name}/build: 202, the build runs on; GET
  * .../build?after=N: its state and progress lines from N on. */
-static void
-h_template_build(struct req *r, const char *name)
+void
+api_template_build(struct req *r)
 {
+	const char *name = r->id;
 	struct px_control *ctl = r->c->ctl;
 	char err[512], buf[24], *end;
 	unsigned long long after = 0;
@@ -272,41 +249,4 @@ h_template_build(struct req *r, const char *name)
 		return;
 	}
 	api_reply_json(r, r->method == HTTP_POST ? 202 : 200, doc);
-}
-
-void
-api_route_templates(struct req *r)
-{
-	if (r->nseg == 2) {
-		if (api_is_get(r))
-			h_template_list(r);
-		else if (r->method == HTTP_POST)
-			h_template_add(r);
-		else
-			api_not_allowed(r, "GET, HEAD, POST");
-		return;
-	}
-	if (r->nseg == 4 && strcmp(r->seg[3], "build") == 0) {
-		if (check_template_name(r, r->seg[2]) == -1)
-			return;
-		if (api_is_get(r) || r->method == HTTP_POST)
-			h_template_build(r, r->seg[2]);
-		else
-			api_not_allowed(r, "GET, HEAD, POST");
-		return;
-	}
-	if (r->nseg != 3) {
-		api_reply_error(r, 404, NULL, NULL, "no such resource: %s", r->path);
-		return;
-	}
-	if (!api_is_get(r) && r->method != HTTP_DELETE) {
-		api_not_allowed(r, "GET, HEAD, DELETE");
-		return;
-	}
-	if (check_template_name(r, r->seg[2]) == -1)
-		return;
-	if (api_is_get(r))
-		h_template_show(r, r->seg[2]);
-	else
-		h_template_rm(r, r->seg[2]);
 }

@@ -4,32 +4,6 @@
  */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
-#include <event2/listener.h>
-#include <http_parser.h>
-#include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <strings.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
 /* ---- tokens ---- */
 
 static json_t *
@@ -161,8 +135,9 @@ out:
 }
 
 void
-api_token_show(struct req *r, const char *id)
+api_token_show(struct req *r)
 {
+	const char *id = r->id;
 	struct px_token t;
 	char err[256];
 	int rc;
@@ -175,8 +150,9 @@ api_token_show(struct req *r, const char *id)
 }
 
 void
-api_token_rotate(struct req *r, const char *id)
+api_token_rotate(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	struct px_token t;
 	char err[256], secret[PX_TOKEN_LEN + 1], unused[24], hex[65];
@@ -207,8 +183,9 @@ api_token_rotate(struct req *r, const char *id)
 }
 
 void
-api_token_rm(struct req *r, const char *id)
+api_token_rm(struct req *r)
 {
+	const char *id = r->id;
 	struct px_control *ctl = r->c->ctl;
 	char err[256];
 	int rc;

@@ -1,9 +1,9 @@
 /*
- * test_token.c — tokens and scoping (proxy/token.c), and the egress rule
- * relations that keep agents inside ops' global policy
- * (proxy/control_rule.c): shape and hashing of tokens, constant-time
- * lookup, what an admin and a sandbox token may do, rule coverage and
- * overlap, mode order.
+ * test_token.c — tokens (proxy/token.c), and the egress rule relations
+ * that keep agents inside ops' global policy (proxy/control_rule.c):
+ * shape and hashing of tokens, constant-time lookup, rule coverage and
+ * overlap, mode order. What each token may do is the route table's
+ * (test_api_table.c).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "token.h"
@@ -12,23 +12,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-static struct px_auth admin = { 1, "", "tok-a" };
-static struct px_auth sb1 = { 0, "sb-1", "tok-1" };
-
-/* Authorizes method on a slash path for a; returns 0 or 403. */
-static int
-authz(const struct px_auth *a, const char *method, const char *path)
-{
-	char buf[256], why[256], *seg[8], *p, *save = NULL;
-	int n = 0;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (p = strtok_r(buf, "/", &save); p && n < 8;
-	    p = strtok_r(NULL, "/", &save))
-		seg[n++] = p;
-	return px_token_authorize(a, method, seg, n, why, sizeof(why));
-}
 
 static int
 covers(const char *outer, const char *inner)
@@ -109,82 +92,6 @@ main(void)
 	    "unknown: -1");
 	is_int(px_token_find(d, (const unsigned char (*)[32])set, 0), -1,
 	    "empty set: -1");
-
-	/* scoping: admin */
-	is_int(authz(&admin, "PUT", "/v1/policy"), 0, "admin: policy");
-	is_int(authz(&admin, "POST", "/v1/sandboxes"), 0, "admin: create");
-	is_int(authz(&admin, "GET", "/metrics"), 0, "admin: metrics");
-	is_int(authz(&admin, "DELETE", "/v1/sandboxes/sb-2"), 0, "admin: rm");
-	/* scoping: a sandbox token on its own sandbox */
-	is_int(authz(&sb1, "GET", "/v1/health"), 0, "sb: health");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1"), 0, "sb: show own");
-	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-1/ports/80"), 0,
-	    "sb: publish own");
-	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1/ports/80"), 0,
-	    "sb: unpublish own");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/ports"), 0, "sb: ports");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/egress"), 0,
-	    "sb: add egress rule");
-	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1/egress/allow/x.com"),
-	    0, "sb: remove egress rule");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/egress/log"), 0,
-	    "sb: egress log");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/pause"), 0, "sb: pause");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/resume"), 0, "sb: resume");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/events"), 0, "sb: events");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/exec"), 0, "sb: exec");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/files"), 0, "sb: get file");
-	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-1/files"), 0, "sb: put file");
-	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1/files"), 0,
-	    "sb: delete file");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/files/mkdir"), 0,
-	    "sb: mkdir");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/files/move"), 0,
-	    "sb: move");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/files/chmod"), 403,
-	    "sb: files/chmod 403");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-1/watch"), 0, "sb: watch");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-2/files/move"), 403,
-	    "sb: another's move 403");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-2/watch"), 403,
-	    "sb: another's watch 403");
-	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-2/files"), 403,
-	    "sb: another's files 403");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-2/exec"), 403,
-	    "sb: another's exec 403");
-	is_int(authz(&sb1, "GET", "/v1/policy"), 0, "sb: read policy");
-	is_int(authz(&sb1, "POST", "/v1/tokens/tok-1/rotate"), 0,
-	    "sb: rotate itself");
-	/* scoping: refused */
-	is_int(authz(&sb1, "PUT", "/v1/policy"), 403, "sb: set policy 403");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes/sb-2"), 403,
-	    "sb: other sandbox 403");
-	is_int(authz(&sb1, "PUT", "/v1/sandboxes/sb-2/ports/80"), 403,
-	    "sb: publish on other 403");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-10/egress"), 403,
-	    "sb: prefix-sharing id 403");
-	is_int(authz(&sb1, "GET", "/v1/sandboxes"), 403, "sb: list 403");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes"), 403, "sb: create 403");
-	is_int(authz(&sb1, "DELETE", "/v1/sandboxes/sb-1"), 403,
-	    "sb: delete own 403");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/suspend"), 403,
-	    "sb: suspend 403");
-	is_int(authz(&sb1, "POST", "/v1/sandboxes/sb-1/events"), 403,
-	    "sb: write events 403");
-	is_int(authz(&sb1, "GET", "/v1/tokens"), 403, "sb: tokens 403");
-	is_int(authz(&sb1, "POST", "/v1/tokens"), 403, "sb: make token 403");
-	is_int(authz(&sb1, "POST", "/v1/tokens/tok-2/rotate"), 403,
-	    "sb: rotate another 403");
-	is_int(authz(&sb1, "DELETE", "/v1/tokens/tok-1"), 403,
-	    "sb: revoke 403");
-	is_int(authz(&sb1, "GET", "/v1/ports"), 403, "sb: all ports 403");
-	is_int(authz(&sb1, "GET", "/metrics"), 403, "sb: metrics 403");
-	{
-		struct px_auth none = { 0, "", "" };
-
-		is_int(authz(&none, "GET", "/v1/health"), 403,
-		    "no scope at all: 403");
-	}
 
 	/* rules: canonical form through libnetctl's parser */
 	ok(px_rule_parse("Example.COM:443/TCP", &r, err, sizeof(err)) == 0,
