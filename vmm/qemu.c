@@ -29,13 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <linux/if_tun.h>
-#include <net/if.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -1117,48 +1114,6 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 	return 0;
 }
 
-/* The sandbox's tap, opened here: a jailed VMM has no /dev/net/tun. */
-static int
-qm_tap_open(struct vmm_sandbox *sb, char *err, size_t errlen)
-{
-	struct ifreq ifr;
-	int fd, e;
-
-	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "/dev/net/tun: %s", strerror(errno));
-		return -1;
-	}
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", sb->tap);
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
-	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
-		e = errno;
-		close(fd);
-		snprintf(err, errlen, "tap %s: %s", sb->tap, strerror(e));
-		return -1;
-	}
-	return fd;
-}
-
-/* mkdir -p of path (absolute) under the jail, root's 0755 directories. */
-static int
-qm_jail_mkdirs(const char *jdir, const char *path)
-{
-	char p[PATH_MAX], *c;
-
-	if (snprintf(p, sizeof(p), "%s%s", jdir, path) >= (int)sizeof(p))
-		return -1;
-	for (c = p + strlen(jdir) + 1; *c != '\0'; c++) {
-		if (*c != '/')
-			continue;
-		*c = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*c = '/';
-	}
-	return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Spawn argv in the sandbox's jail (jail.c): its files, its uid, the
  * tap as descriptor 3. */
 static pid_t
@@ -1202,7 +1157,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 			snprintf(exedir, sizeof(exedir), "%s", chain[k]);
 			if ((sl = strrchr(exedir, '/')) != NULL)
 				*sl = '\0';
-			if (qm_jail_mkdirs(sb->jdir, exedir) < 0) {
+			if (vmm_jail_mkdirs(sb->jdir, exedir) < 0) {
 				snprintf(err, errlen, "jail: %s: %s", exedir,
 				    strerror(errno));
 				return -1;
@@ -1233,7 +1188,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		snprintf(exedir, sizeof(exedir), "%s", argv[0]);
 		if ((slash = strrchr(exedir, '/')) != NULL && slash > exedir) {
 			*slash = '\0';
-			if (qm_jail_mkdirs(sb->jdir, exedir) < 0) {
+			if (vmm_jail_mkdirs(sb->jdir, exedir) < 0) {
 				snprintf(err, errlen, "jail: %s: %s", exedir,
 				    strerror(errno));
 				return -1;
@@ -1255,7 +1210,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		cg[i] = sb->cgroups[i];
 	cg[i] = NULL;
 	j.cgroups = cg;
-	if ((tap = qm_tap_open(sb, err, errlen)) < 0)
+	if ((tap = vmm_jail_tap_open(sb, err, errlen)) < 0)
 		return -1;
 	j.fds[0] = tap;
 	j.nfds = 1;
