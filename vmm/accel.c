@@ -13,6 +13,12 @@
  * cached in <state_dir>/accel.cache, keyed by the VMM binary, the
  * template's files and the VM user, so it is taken once per host and
  * taken again when qemu, the kernel or the template change.
+ *
+ * How it talks to the manager: the qemu backend asks here (boot,
+ * verdict) and this file calls up into vmm.c only as a backend does
+ * (vmm_emit for the verdict's event, vmm_accel_name). vmm.c never calls
+ * in here: the accelerator's name is vmm.c's, beside the state's and the
+ * operation's, so the two files do not depend on each other.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -27,13 +33,6 @@
 
 #define ACCEL_CACHE "accel.cache"
 #define ACCEL_CACHE_MAX 64	/* lines kept (templates x binaries) */
-
-const char *
-vmm_accel_name(enum vmm_accel a)
-{
-	return a == VMM_ACCEL_KVM ? "kvm" : a == VMM_ACCEL_TCG ? "tcg" :
-	    "auto";
-}
 
 /* argv[0] as execvp would find it. */
 void

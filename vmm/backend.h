@@ -330,6 +330,10 @@ int vmm_jail_prepare(struct vmm_sandbox *sb, char *err, size_t errlen);
 /* fchown + fchmod name under dfd, never through a symlink. */
 int vmm_jail_own(int dfd, const char *name, uid_t uid, gid_t gid,
     mode_t mode, char *err, size_t errlen);
+/* mkdir -p of path (absolute) under jdir, root's 0755 directories. */
+int vmm_jail_mkdirs(const char *jdir, const char *path);
+/* sb's tap opened for its jailed VMM (fd 3 there): fd, or -1 with err. */
+int vmm_jail_tap_open(struct vmm_sandbox *sb, char *err, size_t errlen);
 /* vmm_spawn's contract, the child jailed as j says (namespaces, binds,
  * chroot, uid, no_new_privs, rlimits, cgroups) before exec. argv[0] is
  * a path inside the jail. */

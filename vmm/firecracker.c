@@ -53,10 +53,34 @@ enum fc_op {
 	FC_SUSPEND, FC_STOP, FC_KILL,
 };
 
+/*
+ * Where the operation in flight stands, named by what firecracker is to
+ * answer next. Every operation starts at FC_FIRST; a pause, a resume, a
+ * restore and an adoption are one request and its answer. Boot's are in
+ * the order they come (fc_deadline compares them).
+ */
+enum fc_state {
+	FC_FIRST = 0,	/* nothing sent yet (or no operation) */
+	FR_LOAD,	/* restore: PUT /snapshot/load's answer */
+	FA_INFO,	/* adopt: GET /'s answer (the instance's state) */
+	FP_VM,		/* pause, resume: PATCH /vm's answer */
+	FB_MACHINE,	/* boot: PUT /machine-config's answer */
+	FB_BOOT_SOURCE,	/* boot: PUT /boot-source's answer */
+	FB_DATA,	/* boot: PUT /drives/data's answer */
+	FB_ROOTFS,	/* boot: PUT /drives/rootfs's answer */
+	FB_NET,		/* boot: PUT /network-interfaces/eth0's answer */
+	FB_START,	/* boot: PUT /actions InstanceStart's answer */
+	FB_READY,	/* boot: the guest's ready line (console poller) */
+	FS_PAUSE,	/* suspend: PATCH /vm Paused's answer */
+	FS_SNAPSHOT,	/* suspend: PUT /snapshot/create's answer */
+	FS_EXIT,	/* suspend: snapshot in place; the killed VMM's exit */
+	FS_RESUME,	/* suspend failed: PATCH /vm Resumed's answer */
+};
+
 struct fc {
 	struct vmm_sandbox *sb;
 	enum fc_op op;
-	int step;
+	enum fc_state step;
 	int expect_exit;
 	enum vmm_state exit_state;
 	int was_running;
@@ -106,7 +130,7 @@ fc_done(struct fc *f, int ok, enum vmm_state st, const char *reason)
 	event_del(f->deadline_ev);
 	fc_http_reset(f);
 	f->op = FC_IDLE;
-	f->step = 0;
+	f->step = FC_FIRST;
 	vmm_backend_done(f->sb, ok, st, reason);
 }
 
@@ -384,7 +408,7 @@ fc_deadline(evutil_socket_t fd, short what, void *arg)
 	}
 	if (f->op == FC_BOOT)
 		snprintf(why, sizeof(why), "guest not ready within %u ms%s",
-		    sb->m->cfg.ready_timeout_ms, f->step < 5 ?
+		    sb->m->cfg.ready_timeout_ms, f->step < FB_NET ?
 		    " (firecracker API did not finish the configuration)" : "");
 	else
 		snprintf(why, sizeof(why), "%s: no answer from firecracker "
@@ -447,85 +471,201 @@ fc_path_json(struct vmm_sandbox *sb, const char *name)
 	return json_string(p);
 }
 
+/* Boot: the configuration, one PUT per answer, then InstanceStart; then
+ * the console poller's ready line. */
+static void
+fc_boot_step(struct fc *f, int status, json_t *body, const char *err)
+{
+	struct vmm_sandbox *sb = f->sb;
+	char why[VMM_ERRLEN], mac[18], cmdline[2048];
+	int good = err == NULL && status >= 200 && status < 300;
+
+	/* a response (not the first call, not the console poller) */
+	if ((status != 0 || err != NULL) && !good) {
+		fc_fault(f, status, body, err, why, sizeof(why));
+		fc_kill_now(f, why);
+		return;
+	}
+	switch (f->step) {
+	case FC_FIRST:
+		f->step = FB_MACHINE;
+		fc_http(f, "PUT", "/machine-config", json_pack(
+		    "{s:i,s:i,s:b}", "vcpu_count", (int)sb->vcpus,
+		    "mem_size_mib", (int)sb->mem_mib, "smt", 0));
+		return;
+	case FB_MACHINE:
+		f->step = FB_BOOT_SOURCE;
+		if (vmm_kernel_cmdline(sb, cmdline, sizeof(cmdline)) < 0) {
+			fc_kill_now(f, "kernel command line too long");
+			return;
+		}
+		if (sb->tpl.initrd != NULL)
+			fc_http(f, "PUT", "/boot-source", json_pack(
+			    "{s:s,s:s,s:s}", "kernel_image_path",
+			    sb->tpl.kernel, "initrd_path", sb->tpl.initrd,
+			    "boot_args", cmdline));
+		else
+			fc_http(f, "PUT", "/boot-source", json_pack(
+			    "{s:s,s:s}", "kernel_image_path",
+			    sb->tpl.kernel, "boot_args", cmdline));
+		return;
+	case FB_BOOT_SOURCE:
+		f->step = FB_DATA;
+		fc_http(f, "PUT", "/drives/data", json_pack(
+		    "{s:s,s:s,s:b,s:b}", "drive_id", "data",
+		    "path_on_host", sb->disk, "is_root_device", 0,
+		    "is_read_only", 0));
+		return;
+	case FB_DATA:
+		if (sb->tpl.rootfs != NULL) {
+			f->step = FB_ROOTFS;
+			fc_http(f, "PUT", "/drives/rootfs", json_pack(
+			    "{s:s,s:s,s:b,s:b}", "drive_id", "rootfs",
+			    "path_on_host", sb->tpl.rootfs,
+			    "is_root_device", 1, "is_read_only", 1));
+			return;
+		}
+		/* no root drive: the network next */
+		/* fall through */
+	case FB_ROOTFS:
+		f->step = FB_NET;
+		nc_link_mac_format(sb->mac, mac, sizeof(mac));
+		fc_http(f, "PUT", "/network-interfaces/eth0", json_pack(
+		    "{s:s,s:s,s:s}", "iface_id", "eth0",
+		    "host_dev_name", sb->tap, "guest_mac", mac));
+		return;
+	case FB_NET:
+		f->step = FB_START;
+		fc_http(f, "PUT", "/actions", json_pack("{s:s}",
+		    "action_type", "InstanceStart"));
+		return;
+	case FB_START:		/* started: wait for the ready line */
+		f->step = FB_READY;
+		fc_timer(f->poll_ev, 0);
+		return;
+	default:		/* FB_READY: the console poller */
+		if (f->ready_seen)
+			fc_done(f, 1, VMM_RUNNING, "");
+		return;
+	}
+}
+
+/* Suspend: pause (if it ran), snapshot, rename into place, then end the
+ * process; a failed snapshot resumes a guest that ran. */
+static void
+fc_suspend_step(struct fc *f, int status, json_t *body, const char *err)
+{
+	struct vmm_sandbox *sb = f->sb;
+	char why[VMM_ERRLEN], path[PATH_MAX];
+	int good = err == NULL && status >= 200 && status < 300;
+
+	switch (f->step) {
+	case FC_FIRST:
+		f->step = FS_PAUSE;
+		if (f->was_running) {
+			fc_http(f, "PATCH", "/vm", json_pack("{s:s}",
+			    "state", "Paused"));
+			return;
+		}
+		/* already paused: the snapshot now */
+		/* fall through */
+	case FS_PAUSE:
+		if (f->was_running && !good) {
+			fc_fault(f, status, body, err, why, sizeof(why));
+			fc_done(f, 0, VMM_RUNNING, why);
+			return;
+		}
+		f->step = FS_SNAPSHOT;
+		fc_unlink(sb, "snap/state.new");
+		fc_unlink(sb, "snap/mem.new");
+		fc_http(f, "PUT", "/snapshot/create", json_pack(
+		    "{s:s,s:o,s:o}", "snapshot_type", "Full",
+		    "snapshot_path", fc_path_json(sb, "snap/state.new"),
+		    "mem_file_path", fc_path_json(sb, "snap/mem.new")));
+		return;
+	case FS_SNAPSHOT:
+		if (good) {
+			char a[PATH_MAX], b[PATH_MAX];
+
+			(void)vmm_path(sb, "snap/state.new", a, sizeof(a));
+			(void)vmm_path(sb, "snap/state", b, sizeof(b));
+			(void)vmm_path(sb, "snap/mem.new", path, sizeof(path));
+			if (access(a, R_OK) < 0 || access(path, R_OK) < 0) {
+				snprintf(why, sizeof(why), "snapshot/create "
+				    "answered but wrote no files");
+			} else if (rename(a, b) < 0) {
+				snprintf(why, sizeof(why), "snapshot rename: "
+				    "%s", strerror(errno));
+			} else {
+				(void)vmm_path(sb, "snap/mem", b, sizeof(b));
+				if (rename(path, b) == 0) {
+					f->step = FS_EXIT;
+					f->expect_exit = 1;
+					f->exit_state = VMM_SUSPENDED;
+					event_del(f->deadline_ev);
+					fc_timer(f->deadline_ev, FC_QUIT_MS);
+					kill(sb->pid, SIGKILL);
+					return;
+				}
+				snprintf(why, sizeof(why), "snapshot rename: "
+				    "%s", strerror(errno));
+				fc_unlink(sb, "snap/state");
+			}
+		} else {
+			char e[VMM_ERRLEN];
+
+			fc_fault(f, status, body, err, e, sizeof(e));
+			snprintf(why, sizeof(why), "snapshot failed: %s", e);
+		}
+		fc_unlink(sb, "snap/state.new");
+		fc_unlink(sb, "snap/mem.new");
+		snprintf(sb->reason, sizeof(sb->reason), "%s", why);
+		if (!f->was_running) {
+			fc_done(f, 0, VMM_PAUSED, why);
+			return;
+		}
+		f->step = FS_RESUME;
+		fc_http(f, "PATCH", "/vm", json_pack("{s:s}", "state",
+		    "Resumed"));
+		return;
+	case FS_RESUME:
+		if (!good) {
+			char e[VMM_ERRLEN], e2[VMM_ERRLEN];
+
+			fc_fault(f, status, body, err, e, sizeof(e));
+			snprintf(e2, sizeof(e2), "%s; then resume: %s",
+			    sb->reason, e);
+			fc_kill_now(f, e2);
+			return;
+		}
+		snprintf(why, sizeof(why), "%s", sb->reason);
+		fc_done(f, 0, VMM_RUNNING, why);
+		return;
+	default:	/* FS_EXIT: the exit handler ends it */
+		return;
+	}
+}
+
+/* Advance the operation in flight with an answer (status and body, or
+ * err), or start it (status 0, no err). */
 static void
 fc_step(struct fc *f, int status, json_t *body, const char *err)
 {
 	struct vmm_sandbox *sb = f->sb;
-	char why[VMM_ERRLEN], mac[18], cmdline[2048], path[PATH_MAX];
+	char why[VMM_ERRLEN];
 	int good = err == NULL && status >= 200 && status < 300;
 	const char *s;
 
 	switch (f->op) {
 	case FC_BOOT:
-		/* a response (not the first call, not the console poller) */
-		if ((status != 0 || err != NULL) && !good) {
-			fc_fault(f, status, body, err, why, sizeof(why));
-			fc_kill_now(f, why);
-			return;
-		}
-		switch (f->step++) {
-		case 0:
-			fc_http(f, "PUT", "/machine-config", json_pack(
-			    "{s:i,s:i,s:b}", "vcpu_count", (int)sb->vcpus,
-			    "mem_size_mib", (int)sb->mem_mib, "smt", 0));
-			return;
-		case 1:
-			if (vmm_kernel_cmdline(sb, cmdline, sizeof(cmdline)) < 0) {
-				fc_kill_now(f, "kernel command line too long");
-				return;
-			}
-			if (sb->tpl.initrd != NULL)
-				fc_http(f, "PUT", "/boot-source", json_pack(
-				    "{s:s,s:s,s:s}", "kernel_image_path",
-				    sb->tpl.kernel, "initrd_path", sb->tpl.initrd,
-				    "boot_args", cmdline));
-			else
-				fc_http(f, "PUT", "/boot-source", json_pack(
-				    "{s:s,s:s}", "kernel_image_path",
-				    sb->tpl.kernel, "boot_args", cmdline));
-			return;
-		case 2:
-			fc_http(f, "PUT", "/drives/data", json_pack(
-			    "{s:s,s:s,s:b,s:b}", "drive_id", "data",
-			    "path_on_host", sb->disk, "is_root_device", 0,
-			    "is_read_only", 0));
-			return;
-		case 3:
-			if (sb->tpl.rootfs != NULL) {
-				fc_http(f, "PUT", "/drives/rootfs", json_pack(
-				    "{s:s,s:s,s:b,s:b}", "drive_id", "rootfs",
-				    "path_on_host", sb->tpl.rootfs,
-				    "is_root_device", 1, "is_read_only", 1));
-				return;
-			}
-			f->step++;
-			/* fall through */
-		case 4:
-			nc_link_mac_format(sb->mac, mac, sizeof(mac));
-			fc_http(f, "PUT", "/network-interfaces/eth0", json_pack(
-			    "{s:s,s:s,s:s}", "iface_id", "eth0",
-			    "host_dev_name", sb->tap, "guest_mac", mac));
-			return;
-		case 5:
-			fc_http(f, "PUT", "/actions", json_pack("{s:s}",
-			    "action_type", "InstanceStart"));
-			return;
-		case 6:		/* started: wait for the ready line */
-			fc_timer(f->poll_ev, 0);
-			return;
-		default:	/* console poller */
-			if (f->ready_seen)
-				fc_done(f, 1, VMM_RUNNING, "");
-			else
-				f->step--;
-			return;
-		}
+		fc_boot_step(f, status, body, err);
+		return;
 
 	case FC_RESTORE:
-		if (f->step == 0) {
+		if (f->step == FC_FIRST) {
 			json_t *req;
 
-			f->step = 1;
+			f->step = FR_LOAD;
 			req = json_pack("{s:o,s:{s:s,s:o},s:b,s:b,s:[{s:s,s:s}]}",
 			    "snapshot_path", fc_path_json(sb, "snap/state"),
 			    "mem_backend", "backend_type", "File",
@@ -553,8 +693,8 @@ fc_step(struct fc *f, int status, json_t *body, const char *err)
 		return;
 
 	case FC_ADOPT:
-		if (f->step == 0) {
-			f->step = 1;
+		if (f->step == FC_FIRST) {
+			f->step = FA_INFO;
 			fc_http(f, "GET", "/", NULL);
 			return;
 		}
@@ -569,8 +709,8 @@ fc_step(struct fc *f, int status, json_t *body, const char *err)
 
 	case FC_PAUSE:
 	case FC_CONT:
-		if (f->step == 0) {
-			f->step = 1;
+		if (f->step == FC_FIRST) {
+			f->step = FP_VM;
 			fc_http(f, "PATCH", "/vm", json_pack("{s:s}", "state",
 			    f->op == FC_PAUSE ? "Paused" : "Resumed"));
 			return;
@@ -585,89 +725,7 @@ fc_step(struct fc *f, int status, json_t *body, const char *err)
 		return;
 
 	case FC_SUSPEND:
-		switch (f->step) {
-		case 0:
-			f->step = 1;
-			if (f->was_running) {
-				fc_http(f, "PATCH", "/vm", json_pack("{s:s}",
-				    "state", "Paused"));
-				return;
-			}
-			/* fall through */
-		case 1:
-			if (f->was_running && !good) {
-				fc_fault(f, status, body, err, why, sizeof(why));
-				fc_done(f, 0, VMM_RUNNING, why);
-				return;
-			}
-			f->step = 2;
-			fc_unlink(sb, "snap/state.new");
-			fc_unlink(sb, "snap/mem.new");
-			fc_http(f, "PUT", "/snapshot/create", json_pack(
-			    "{s:s,s:o,s:o}", "snapshot_type", "Full",
-			    "snapshot_path", fc_path_json(sb, "snap/state.new"),
-			    "mem_file_path", fc_path_json(sb, "snap/mem.new")));
-			return;
-		case 2:
-			if (good) {
-				char a[PATH_MAX], b[PATH_MAX];
-
-				(void)vmm_path(sb, "snap/state.new", a, sizeof(a));
-				(void)vmm_path(sb, "snap/state", b, sizeof(b));
-				(void)vmm_path(sb, "snap/mem.new", path,
-				    sizeof(path));
-				if (access(a, R_OK) < 0 || access(path, R_OK) < 0) {
-					snprintf(why, sizeof(why), "snapshot/create "
-					    "answered but wrote no files");
-				} else if (rename(a, b) < 0) {
-					snprintf(why, sizeof(why), "snapshot rename: "
-					    "%s", strerror(errno));
-				} else {
-					(void)vmm_path(sb, "snap/mem", b, sizeof(b));
-					if (rename(path, b) == 0) {
-						f->step = 3;
-						f->expect_exit = 1;
-						f->exit_state = VMM_SUSPENDED;
-						event_del(f->deadline_ev);
-						fc_timer(f->deadline_ev, FC_QUIT_MS);
-						kill(sb->pid, SIGKILL);
-						return;
-					}
-					snprintf(why, sizeof(why), "snapshot rename: "
-					    "%s", strerror(errno));
-					fc_unlink(sb, "snap/state");
-				}
-			} else {
-				char e[VMM_ERRLEN];
-
-				fc_fault(f, status, body, err, e, sizeof(e));
-				snprintf(why, sizeof(why), "snapshot failed: %s", e);
-			}
-			fc_unlink(sb, "snap/state.new");
-			fc_unlink(sb, "snap/mem.new");
-			snprintf(sb->reason, sizeof(sb->reason), "%s", why);
-			if (!f->was_running) {
-				fc_done(f, 0, VMM_PAUSED, why);
-				return;
-			}
-			f->step = 100;
-			fc_http(f, "PATCH", "/vm", json_pack("{s:s}", "state",
-			    "Resumed"));
-			return;
-		case 100:
-			if (!good) {
-				char e[VMM_ERRLEN], e2[VMM_ERRLEN];
-
-				fc_fault(f, status, body, err, e, sizeof(e));
-				snprintf(e2, sizeof(e2), "%s; then resume: %s",
-				    sb->reason, e);
-				fc_kill_now(f, e2);
-				return;
-			}
-			snprintf(why, sizeof(why), "%s", sb->reason);
-			fc_done(f, 0, VMM_RUNNING, why);
-			return;
-		}
+		fc_suspend_step(f, status, body, err);
 		return;
 
 	case FC_STOP:
@@ -720,7 +778,7 @@ fc_begin(struct vmm_sandbox *sb, enum fc_op op, unsigned deadline_ms,
 		return -ENOMEM;
 	}
 	f->op = op;
-	f->step = 0;
+	f->step = FC_FIRST;
 	if (deadline_ms != 0)
 		fc_timer(f->deadline_ev, deadline_ms);
 	return 0;

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -35,6 +36,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 
 #include "backend.h"
 
@@ -172,6 +175,48 @@ vmm_jail_own(int dfd, const char *name, uid_t uid, gid_t gid, mode_t mode,
 	}
 	close(fd);
 	return 0;
+}
+
+/* The sandbox's tap, opened here: a jailed VMM has no /dev/net/tun. */
+int
+vmm_jail_tap_open(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	struct ifreq ifr;
+	int fd, e;
+
+	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "/dev/net/tun: %s", strerror(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", sb->tap);
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+		e = errno;
+		close(fd);
+		snprintf(err, errlen, "tap %s: %s", sb->tap, strerror(e));
+		return -1;
+	}
+	return fd;
+}
+
+/* mkdir -p of path (absolute) under the jail, root's 0755 directories. */
+int
+vmm_jail_mkdirs(const char *jdir, const char *path)
+{
+	char p[PATH_MAX], *c;
+
+	if (snprintf(p, sizeof(p), "%s%s", jdir, path) >= (int)sizeof(p))
+		return -1;
+	for (c = p + strlen(jdir) + 1; *c != '\0'; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*c = '/';
+	}
+	return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* ---- spawning into the jail ---- */

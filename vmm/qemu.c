@@ -29,13 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <linux/if_tun.h>
-#include <net/if.h>
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -68,10 +65,68 @@ enum qm_op {
 			 * the guest running: poll, dismiss */
 };
 
+/*
+ * Where the operation in flight stands, named by what it waits for next
+ * (a QMP answer unless said). q->op says whose state it is (QA_ adopt,
+ * QR_ restore, QS_ suspend, QC_ capture, QG_ merge): every test of
+ * q->step goes with one of q->op.
+ */
+enum qm_state {
+	QM_FIRST = 0,	/* nothing asked yet, or an op without steps */
+	QA_QMP,		/* adopt: QMP to come up */
+	QA_CANCEL,	/* adopt: migrate_cancel's, or the poll's turn */
+	QA_MIGRATE,	/* adopt: query-migrate's (is the migration over?) */
+	QA_STATUS,	/* adopt: query-status's (what the guest is doing) */
+	QA_CONT,	/* adopt: cont's, after a migration it cut */
+	QR_QMP,		/* restore: the new qemu's QMP to come up */
+	QR_CAPS,	/* restore: migrate-set-capabilities' */
+	QR_INCOMING,	/* restore: migrate-incoming's */
+	QR_LOADING,	/* restore: query-status's, polled while inmigrate */
+	QR_CONT,	/* restore: cont's (a pool member's, a standby's too) */
+	QR_IDENT,	/* restore: the clone's identity set (qm_ident_done) */
+	QR_STANDBY,	/* restore: the standby loaded, to promote it */
+	QS_STOP,	/* suspend: stop's (none if stopped already) */
+	QS_CAPS,	/* suspend: migrate-set-capabilities' */
+	QS_MIGRATE,	/* suspend: migrate's */
+	QS_POLL,	/* suspend: query-migrate's, polled until done */
+	QS_SYNC,	/* suspend: the RAM file flushed (sync -d, qm_synced) */
+	QS_QUIT,	/* suspend: snapshot in place; qemu's exit after quit */
+	QS_CONT,	/* suspend failed: cont's */
+	QC_IMG,		/* capture: qemu-img making the new top (a child) */
+	QC_TOP,		/* capture: the new top made: add-fd next */
+	QC_ADD_FD,	/* capture: add-fd's */
+	QC_BLOCKDEV,	/* capture: blockdev-add's */
+	QC_CAPS,	/* capture: migrate-set-capabilities' */
+	QC_PARAMS,	/* capture: migrate-set-parameters' */
+	QC_MIGRATE,	/* capture: migrate's, then polls to pre-switchover */
+	QC_DOWNTIME,	/* capture: migrate-set-parameters' (downtime) */
+	QC_SWITCH,	/* capture: blockdev-snapshot's (the top switched) */
+	QC_CONTINUE,	/* capture: migrate-continue's */
+	QC_COMPLETE,	/* capture: query-migrate's, polled until done */
+	QC_CONT,	/* capture: cont's (the source runs on) */
+	QC_CANCEL,	/* capture failed: migrate_cancel's */
+	QC_CONT_BACK,	/* capture failed: cont's */
+	QC_STATUS,	/* capture failed: query-status's (does it run?) */
+	QG_BLOCK,	/* merge: query-block's (the base's name) */
+	QG_STREAM,	/* merge: block-stream's */
+	QG_JOBS,	/* merge: query-block-jobs', polled until concluded */
+	QG_CANCEL,	/* merge too slow: block-job-cancel's, then polls */
+	QG_DISMISS,	/* merge: block-job-dismiss's */
+};
+
+/* The standby qemu's start-up (qm_sb_reply), by what it waits for. */
+enum qm_sb_state {
+	QSB_NONE = 0,	/* no standby, or its QMP not up yet */
+	QSB_CAPS,	/* migrate-set-capabilities', then its split's end */
+	QSB_INCOMING,	/* migrate-incoming's */
+	QSB_STATUS,	/* query-status's, polled while inmigrate */
+	QSB_LOADED,	/* nothing: loaded and stopped, for a restore */
+};
+
 struct qm {
 	struct vmm_sandbox *sb;
 	enum qm_op op;
-	int step;
+	enum qm_state step;
 	int expect_exit;	/* the process is meant to end now */
 	enum vmm_state exit_state;	/* ... and then the sandbox is this */
 
@@ -104,7 +159,7 @@ struct qm {
 	struct vmm_child *sb_watch;
 	struct vmm_qmp *sb_qmp;
 	struct event *sb_connect_ev;	/* connect retries, status polls */
-	int sb_step;		/* 1 caps, 2 incoming, 3 status polls */
+	enum qm_sb_state sb_step;
 	struct vmm_split *sb_split;	/* its snapshot split into its RAM
 					 * file (one that carries the RAM) */
 	int sb_dev;		/* ... done: it loads snap/state.dev */
@@ -180,7 +235,7 @@ qm_done(struct qm *q, int ok, enum vmm_state st, const char *reason)
 		return;
 	qm_quiet(q);
 	q->op = QM_IDLE;
-	q->step = 0;
+	q->step = QM_FIRST;
 	vmm_backend_done(sb, ok, st, reason);
 }
 
@@ -241,15 +296,15 @@ qm_exited(pid_t pid, int status, void *arg)
 		vmm_qmp_free(q->sb_qmp);
 		q->sb_qmp = NULL;
 		q->sb->standby_ready = 0;
-		q->sb_step = 0;
+		q->sb_step = QSB_NONE;
 		event_del(q->sb_connect_ev);
 		(void)unlink(q->qmp_path);
-		if (q->op == QM_RESTORE && q->step == 10) {
+		if (q->op == QM_RESTORE && q->step == QR_STANDBY) {
 			if (qm_spawn(q, 1, 0, why, sizeof(why)) < 0) {
 				qm_done(q, 0, VMM_SUSPENDED, why);
 				return;
 			}
-			q->step = 0;
+			q->step = QR_QMP;
 		}
 		return;
 	}
@@ -313,7 +368,7 @@ qm_trial_failed(struct qm *q, const char *why)
 		qm_done(q, 0, VMM_FAILED, err);
 		return;
 	}
-	q->step = 0;
+	q->step = QM_FIRST;
 	q->boot_t0 = vmm_now_ms();
 	qm_timer(q, q->deadline_ev, sb->m->cfg.ready_timeout_ms);
 	qm_timer(q, q->poll_ev, QM_CONSOLE_MS);
@@ -368,7 +423,7 @@ qm_qmp_ready(struct vmm_qmp *c, void *arg)
 	if (c == q->sb_qmp) {
 		char err[VMM_ERRLEN];
 
-		q->sb_step = 1;
+		q->sb_step = QSB_CAPS;
 		if (vmm_qmp_command(c, "migrate-set-capabilities",
 		    qm_caps(q->sb, 0),
 		    qm_sb_reply, q, err, sizeof(err)) < 0)
@@ -641,7 +696,7 @@ qm_sb_load(struct qm *q)
 		qm_standby_fail(q, err);
 		return;
 	}
-	q->sb_step = 2;
+	q->sb_step = QSB_INCOMING;
 	if (vmm_qmp_command(q->sb_qmp, "migrate-incoming", json_pack("{s:s}",
 	    "uri", uri), qm_sb_reply, q, err, sizeof(err)) < 0)
 		qm_standby_fail(q, "its QMP commands could not be sent");
@@ -672,7 +727,8 @@ qm_sb_split_done(void *arg, int img, const char *why, uint64_t ms)
 		vmm_emit(sb, VMM_OP_STANDBY, 0, r, "vmm");
 	}
 	q->sb_dev = img >= 0;
-	if (q->sb_qmp == NULL || q->sb_step != 1 || sb->standby_pid <= 0) {
+	if (q->sb_qmp == NULL || q->sb_step != QSB_CAPS ||
+	    sb->standby_pid <= 0) {
 		qm_unlink(sb, "snap/state.dev");
 		return;
 	}
@@ -727,7 +783,7 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 		return;
 	}
 	switch (q->sb_step) {
-	case 1:		/* capabilities set: load the snapshot now */
+	case QSB_CAPS:	/* load the snapshot now */
 		(void)vmm_path(q->sb, "snap/state", snap, sizeof(snap));
 		if (stat(snap, &q->sb_snap) < 0) {
 			qm_standby_fail(q, "its snapshot is gone");
@@ -736,12 +792,12 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 		if (qm_sb_split(q) < 0)
 			qm_sb_load(q);	/* else qm_sb_split_done does */
 		return;
-	case 2:
-		q->sb_step = 3;
+	case QSB_INCOMING:
+		q->sb_step = QSB_STATUS;
 		rc = vmm_qmp_command(c, "query-status", NULL, qm_sb_reply, q,
 		    err, sizeof(err));
 		break;
-	case 3:
+	case QSB_STATUS:
 		s = json_string_value(json_object_get(ret, "status"));
 		if (s != NULL && strcmp(s, "inmigrate") == 0) {
 			qm_timer(q, q->sb_connect_ev, QM_POLL_MS);
@@ -754,12 +810,14 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 			qm_standby_fail(q, "it did not load the snapshot");
 			return;
 		}
-		q->sb_step = 4;
+		q->sb_step = QSB_LOADED;
 		if (q->sb_dev)
 			qm_unlink(q->sb, "snap/state.dev");	/* loaded */
 		q->sb->standby_ready = 1;
-		if (q->op == QM_RESTORE && q->step == 10)
+		if (q->op == QM_RESTORE && q->step == QR_STANDBY)
 			qm_promote(q);
+		break;
+	default:	/* QSB_NONE, QSB_LOADED: nothing was asked */
 		break;
 	}
 	if (rc < 0)
@@ -876,8 +934,8 @@ qm_deadline(evutil_socket_t fd, short what, void *arg)
 		break;
 	case QM_MERGE:
 		/* a merge that takes too long is cancelled, not the guest */
-		if (q->step == 2) {
-			q->step = 4;
+		if (q->step == QG_JOBS) {
+			q->step = QG_CANCEL;
 			snprintf(sb->reason, sizeof(sb->reason), "merge: not done "
 			    "within %u ms: cancelled", QM_MERGE_MS);
 			(void)qm_cmd(q, "block-job-cancel", json_pack("{s:s, s:b}",
@@ -1117,48 +1175,6 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 	return 0;
 }
 
-/* The sandbox's tap, opened here: a jailed VMM has no /dev/net/tun. */
-static int
-qm_tap_open(struct vmm_sandbox *sb, char *err, size_t errlen)
-{
-	struct ifreq ifr;
-	int fd, e;
-
-	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "/dev/net/tun: %s", strerror(errno));
-		return -1;
-	}
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", sb->tap);
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
-	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
-		e = errno;
-		close(fd);
-		snprintf(err, errlen, "tap %s: %s", sb->tap, strerror(e));
-		return -1;
-	}
-	return fd;
-}
-
-/* mkdir -p of path (absolute) under the jail, root's 0755 directories. */
-static int
-qm_jail_mkdirs(const char *jdir, const char *path)
-{
-	char p[PATH_MAX], *c;
-
-	if (snprintf(p, sizeof(p), "%s%s", jdir, path) >= (int)sizeof(p))
-		return -1;
-	for (c = p + strlen(jdir) + 1; *c != '\0'; c++) {
-		if (*c != '/')
-			continue;
-		*c = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*c = '/';
-	}
-	return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Spawn argv in the sandbox's jail (jail.c): its files, its uid, the
  * tap as descriptor 3. */
 static pid_t
@@ -1202,7 +1218,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 			snprintf(exedir, sizeof(exedir), "%s", chain[k]);
 			if ((sl = strrchr(exedir, '/')) != NULL)
 				*sl = '\0';
-			if (qm_jail_mkdirs(sb->jdir, exedir) < 0) {
+			if (vmm_jail_mkdirs(sb->jdir, exedir) < 0) {
 				snprintf(err, errlen, "jail: %s: %s", exedir,
 				    strerror(errno));
 				return -1;
@@ -1233,7 +1249,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		snprintf(exedir, sizeof(exedir), "%s", argv[0]);
 		if ((slash = strrchr(exedir, '/')) != NULL && slash > exedir) {
 			*slash = '\0';
-			if (qm_jail_mkdirs(sb->jdir, exedir) < 0) {
+			if (vmm_jail_mkdirs(sb->jdir, exedir) < 0) {
 				snprintf(err, errlen, "jail: %s: %s", exedir,
 				    strerror(errno));
 				return -1;
@@ -1255,7 +1271,7 @@ qm_spawn_jailed(struct vmm_sandbox *sb, char *const argv[], const char *logp,
 		cg[i] = sb->cgroups[i];
 	cg[i] = NULL;
 	j.cgroups = cg;
-	if ((tap = qm_tap_open(sb, err, errlen)) < 0)
+	if ((tap = vmm_jail_tap_open(sb, err, errlen)) < 0)
 		return -1;
 	j.fds[0] = tap;
 	j.nfds = 1;
@@ -1406,7 +1422,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		sb->standby_pid = pid;
 		vmm_meta_save(sb);
 		q->sb->standby_ready = 0;
-		q->sb_step = 0;
+		q->sb_step = QSB_NONE;
 		qm_timer(q, q->sb_connect_ev, QM_CONNECT_MS);
 		return 0;
 	}
@@ -1469,7 +1485,7 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 		q->ready = q->claim = 1;
 		q->op = QM_RESTORE;
 		q->boot_t0 = q->t_qmp = q->t_loaded = vmm_now_ms();
-		q->step = 4;
+		q->step = QR_CONT;
 		qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
 		(void)qm_cmd(q, "cont", NULL);	/* a failure kills: reported */
 		return 0;
@@ -1481,7 +1497,7 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 	if (restore && sb->standby_pid > 0 && !q->ready) {
 		/* Its qemu is up (or coming up): promote it when ready. */
 		q->op = QM_RESTORE;
-		q->step = 10;
+		q->step = QR_STANDBY;
 		qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
 		if (sb->standby_ready)
 			qm_promote(q);
@@ -1511,7 +1527,7 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 		return rc;
 	}
 	q->op = restore ? QM_RESTORE : QM_BOOT;
-	q->step = 0;
+	q->step = restore ? QR_QMP : QM_FIRST;
 	q->boot_t0 = vmm_now_ms();
 	/* A restore whose stream carries the RAM (a fork, a checkpoint, a
 	 * clone's wake) reads hundreds of MB: with ten forks made at once
@@ -1546,7 +1562,7 @@ qm_simple(struct vmm_sandbox *sb, enum qm_op op, const char *cmd, char *err,
 	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
 		return rc;
 	q->op = op;
-	q->step = 0;
+	q->step = QM_FIRST;
 	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
 	(void)qm_cmd(q, cmd, NULL);	/* a failure is reported async */
 	return 0;
@@ -1573,7 +1589,7 @@ qm_suspend(struct vmm_sandbox *sb, char *err, size_t errlen)
 	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
 		return rc;
 	q->op = QM_SUSPEND;
-	q->step = 0;
+	q->step = QM_FIRST;
 	q->was_running = sb->state == VMM_RUNNING;
 	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
 	qm_step(q, NULL, NULL);
@@ -1586,7 +1602,7 @@ qm_stop(struct vmm_sandbox *sb, char *err, size_t errlen)
 	struct qm *q = QM(sb);
 
 	q->op = QM_STOP;
-	q->step = 0;
+	q->step = QM_FIRST;
 	q->exit_state = VMM_STOPPED;
 	qm_standby_reap(q);
 	if (sb->pid == 0) {
@@ -1617,7 +1633,7 @@ qm_kill(struct vmm_sandbox *sb, char *err, size_t errlen)
 	qm_quiet(q);
 	event_del(q->lost_ev);
 	q->op = QM_KILL;
-	q->step = 0;
+	q->step = QM_FIRST;
 	q->exit_state = VMM_STOPPED;
 	qm_standby_reap(q);
 	if (sb->pid == 0) {
@@ -1642,7 +1658,7 @@ qm_adopt(struct vmm_sandbox *sb, pid_t pid, char *err, size_t errlen)
 		return -ESRCH;
 	}
 	q->op = QM_ADOPT;
-	q->step = 0;
+	q->step = QA_QMP;
 	qm_timer(q, q->deadline_ev, sb->m->cfg.op_timeout_ms);
 	qm_timer(q, q->connect_ev, 0);
 	return 0;
@@ -1657,17 +1673,19 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (q->op == QM_BOOT)
 		qm_console_poll(-1, 0, q);
-	else if (q->op == QM_SUSPEND && q->step == 4)
+	else if (q->op == QM_SUSPEND && q->step == QS_POLL)
 		(void)qm_cmd(q, "query-migrate", NULL);
-	else if (q->op == QM_CAPTURE && (q->step == 7 || q->step == 10))
+	else if (q->op == QM_CAPTURE && (q->step == QC_MIGRATE ||
+	    q->step == QC_COMPLETE))
 		(void)qm_cmd(q, "query-migrate", NULL);
-	else if (q->op == QM_MERGE && (q->step == 2 || q->step == 4))
+	else if (q->op == QM_MERGE && (q->step == QG_JOBS ||
+	    q->step == QG_CANCEL))
 		(void)qm_cmd(q, "query-block-jobs", NULL);
-	else if (q->op == QM_ADOPT && q->step == 1) {
-		q->step = 12;			/* query-migrate again */
+	else if (q->op == QM_ADOPT && q->step == QA_CANCEL) {
+		q->step = QA_MIGRATE;		/* query-migrate again */
 		(void)qm_cmd(q, "query-migrate", NULL);
 	}
-	else if (q->op == QM_RESTORE && q->step == 3)
+	else if (q->op == QM_RESTORE && q->step == QR_LOADING)
 		(void)qm_cmd(q, "query-status", NULL);
 }
 
@@ -1735,7 +1753,7 @@ qm_suspend_fail(struct qm *q, const char *why)
 	qm_unlink(sb, "migrate.err");
 	snprintf(sb->reason, sizeof(sb->reason), "%s", why);
 	if (q->was_running) {
-		q->step = 100;	/* waiting for cont */
+		q->step = QS_CONT;
 		if (vmm_qmp_command(q->qmp, "cont", NULL, qm_reply, q, err,
 		    sizeof(err)) == 0)
 			return;
@@ -1795,7 +1813,7 @@ qm_incoming(struct qm *q)
 
 	char rs[PATH_MAX];
 
-	q->step = 2;
+	q->step = QR_INCOMING;
 	if (q->ready)
 		(void)vmm_ready_path(q->sb->m, q->sb->ready_key, "state", rs,
 		    sizeof(rs));
@@ -1838,10 +1856,10 @@ qm_promote(struct qm *q)
 	q->sb->standby_ready = 0;
 	q->expect_exit = 0;
 	q->kill_why[0] = '\0';
-	q->sb_step = 0;
+	q->sb_step = QSB_NONE;
 	event_del(q->sb_connect_ev);
 	(void)qm_con_connect(q);
-	q->step = 4;
+	q->step = QR_CONT;
 	(void)qm_cmd(q, "cont", NULL);
 }
 
@@ -1853,7 +1871,7 @@ qm_synced(pid_t pid, int status, void *arg)
 
 	(void)pid;
 	q->sync_watch = NULL;	/* freed by the watcher */
-	if (q->op != QM_SUSPEND || q->step != 45)
+	if (q->op != QM_SUSPEND || q->step != QS_SYNC)
 		return;		/* the suspend ended otherwise meanwhile */
 	if (status != 0) {
 		vmm_status_text(status, st, sizeof(st));
@@ -1896,7 +1914,7 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 	struct qm *q = arg;
 	char r[VMM_ERRLEN];
 
-	if (q->op != QM_RESTORE || q->step != 5)
+	if (q->op != QM_RESTORE || q->step != QR_IDENT)
 		return;
 	if (!ok) {
 		qm_kill_now(q, why);
@@ -1928,12 +1946,349 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 	qm_done(q, 1, VMM_RUNNING, r);
 }
 
+/* Adopt (the manager restarted): a migration it left running is ended
+ * first, then the guest's state says what the sandbox is. */
 static void
-qm_step(struct qm *q, json_t *ret, const char *error)
+qm_adopt_step(struct qm *q, json_t *ret, const char *error)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char why[VMM_ERRLEN];
+	const char *s;
+
+	switch (q->step) {
+	case QA_QMP:
+		/* A suspend cut short by the manager's death may have left a
+		 * migration running: end it (an error only means there was
+		 * none). */
+		q->step = QA_CANCEL;
+		(void)qm_cmd(q, "migrate_cancel", NULL);
+		return;
+	case QA_CANCEL:
+		/* and wait for the cancel to land: a fork's capture held at
+		 * pre-switchover stopped the guest, and QEMU restarts it
+		 * only once the migration is over */
+		q->step = QA_MIGRATE;
+		(void)qm_cmd(q, "query-migrate", NULL);
+		return;
+	case QA_CONT:		/* cont after a cut migration */
+		if (ret == NULL)
+			qm_donef(q, 1, VMM_PAUSED, "adopt: cont: %s", error);
+		else
+			qm_done(q, 1, VMM_RUNNING, "");
+		return;
+	case QA_MIGRATE:
+		s = ret != NULL ? json_string_value(json_object_get(ret,
+		    "status")) : NULL;
+		if (s != NULL && (strcmp(s, "setup") == 0 ||
+		    strcmp(s, "active") == 0 ||
+		    strcmp(s, "pre-switchover") == 0 ||
+		    strcmp(s, "device") == 0 ||
+		    strcmp(s, "cancelling") == 0)) {
+			q->step = QA_CANCEL;	/* asked again by the poll */
+			qm_timer(q, q->poll_ev, QM_MERGE_POLL_MS);
+			return;
+		}
+		q->step = QA_STATUS;
+		(void)qm_cmd(q, "query-status", NULL);
+		return;
+	default:		/* QA_STATUS: query-status answered */
+		break;
+	}
+	if (ret == NULL) {
+		qm_donef(q, 0, VMM_FAILED, "adopt: query-status: %s", error);
+		return;
+	}
+	s = json_string_value(json_object_get(ret, "status"));
+	if (s != NULL && strcmp(s, "running") == 0) {
+		/* The guest runs on: any snapshot is older than it (a
+		 * restore that finished unrecorded consumed it). */
+		qm_unlink(sb, "snap/state");
+		qm_unlink(sb, "snap/state.new");
+		qm_done(q, 1, VMM_RUNNING, "");
+	} else if (sb->adopt_from == VMM_SUSPENDED) {
+		/* A restore cut short before the guest ran: its RAM file is
+		 * untouched, so the snapshot is still the sandbox. This
+		 * qemu goes; the sandbox sleeps on. */
+		char snap[PATH_MAX];
+
+		(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+		q->expect_exit = access(snap, R_OK) == 0;
+		q->exit_state = VMM_SUSPENDED;
+		if (!q->expect_exit)
+			snprintf(q->kill_why, sizeof(q->kill_why),
+			    "restore interrupted by a restart and its "
+			    "snapshot is gone");
+		qm_quiet(q);
+		kill(sb->pid, SIGKILL);
+	} else if (s != NULL && (strcmp(s, "postmigrate") == 0 ||
+	    strcmp(s, "finish-migrate") == 0) &&
+	    sb->adopt_from == VMM_RUNNING) {
+		/* a migration stopped a running guest (a fork's capture or
+		 * a suspend cut short): it runs on; a half-written snapshot
+		 * goes */
+		qm_unlink(sb, "snap/state.new");
+		qm_unlink(sb, "migrate.err");
+		q->step = QA_CONT;
+		(void)qm_cmd(q, "cont", NULL);
+	} else if (s != NULL && (strcmp(s, "paused") == 0 ||
+	    strcmp(s, "postmigrate") == 0 ||
+	    strcmp(s, "finish-migrate") == 0)) {
+		/* stopped (by a pause, or a suspend cut short): its memory
+		 * is whole; a half-written snapshot is not */
+		qm_unlink(sb, "snap/state.new");
+		qm_unlink(sb, "migrate.err");
+		qm_done(q, 1, VMM_PAUSED, "");
+	} else {
+		snprintf(why, sizeof(why), "adopted qemu in an unusable "
+		    "state (%s)", s != NULL ? s : "?");
+		qm_kill_now(q, why);
+	}
+}
+
+/* The restored guest runs: a clone gets its identity first; else the
+ * restore is done. */
+static void
+qm_restored(struct qm *q)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char why[VMM_ERRLEN], old[PATH_MAX], cur[PATH_MAX];
+
+	if (q->ready || sb->fork_pending) {
+		/* a clone: its own identity before anyone reaches it */
+		q->t_cont = vmm_now_ms();
+		q->step = QR_IDENT;
+		if ((sb->pooled ? vmm_ident_start_warm : vmm_ident_start)(sb,
+		    qm_ident_done, q, why, sizeof(why)) < 0)
+			qm_kill_now(q, why);
+		return;
+	}
+	/* The snapshot is consumed: resuming from it again later would
+	 * rewind the devices under newer RAM. It is renamed away at once
+	 * and removed after the answer: one that carried the RAM (300 MB)
+	 * took up to 120 ms to unlink, inside the wake. */
+	(void)vmm_path(sb, "snap/state", cur, sizeof(cur));
+	(void)vmm_path(sb, "snap/state.old", old, sizeof(old));
+	if (rename(cur, old) < 0)
+		(void)unlink(cur);
+	sb->snap_ram = 0;	/* the RAM is in its file */
+	qm_done(q, 1, VMM_RUNNING, "");
+	(void)unlink(old);
+}
+
+/* Restore: a qemu in -incoming defer gets the capabilities and the
+ * snapshot, loads it, and runs (a promoted standby: cont only). */
+static void
+qm_restore_step(struct qm *q, json_t *ret, const char *error)
+{
+	char why[VMM_ERRLEN];
+	const char *s;
+
+	switch (q->step) {
+	case QR_QMP:
+		q->t_qmp = vmm_now_ms();
+		q->step = QR_CAPS;
+		(void)qm_cmd(q, "migrate-set-capabilities", qm_caps(q->sb, 0));
+		return;
+	case QR_CAPS:
+		if (ret == NULL)
+			break;
+		qm_incoming(q);
+		return;
+	case QR_INCOMING:
+		if (ret == NULL)
+			break;
+		q->step = QR_LOADING;
+		(void)qm_cmd(q, "query-status", NULL);
+		return;
+	case QR_LOADING:
+		if (ret == NULL)
+			break;
+		s = json_string_value(json_object_get(ret, "status"));
+		if (s != NULL && strcmp(s, "inmigrate") == 0) {
+			qm_timer(q, q->poll_ev, QM_POLL_MS);
+			return;
+		}
+		if (s != NULL && (strcmp(s, "paused") == 0 ||
+		    strcmp(s, "prelaunch") == 0 ||
+		    strcmp(s, "postmigrate") == 0)) {
+			q->t_loaded = vmm_now_ms();
+			q->step = QR_CONT;
+			(void)qm_cmd(q, "cont", NULL);
+			return;
+		}
+		if (s != NULL && strcmp(s, "running") == 0) {
+			qm_restored(q);
+			return;
+		}
+		snprintf(why, sizeof(why), "restore: qemu in state %s",
+		    s != NULL ? s : "?");
+		qm_kill_now(q, why);
+		return;
+	case QR_CONT:
+		if (ret == NULL)
+			break;
+		qm_restored(q);
+		return;
+	default:		/* QR_IDENT, QR_STANDBY: no QMP answer due */
+		return;
+	}
+	snprintf(why, sizeof(why), "restore: %s", error);
+	qm_kill_now(q, why);
+}
+
+/* Suspend: stop, the device state (and RAM, if not in a file) streamed
+ * to snap/state.new, the RAM file flushed, the snapshot renamed into
+ * place, quit. A failure lets a guest that ran run on (qm_suspend_fail). */
+static void
+qm_suspend_step(struct qm *q, json_t *ret, const char *error)
 {
 	struct vmm_sandbox *sb = q->sb;
 	char why[VMM_ERRLEN], uri[PATH_MAX * 2 + 64];
 	const char *s;
+
+	switch (q->step) {
+	case QM_FIRST:
+		q->step = QS_STOP;
+		if (q->was_running) {
+			(void)qm_cmd(q, "stop", NULL);
+			return;
+		}
+		/* already stopped */
+		/* fall through */
+	case QS_STOP:
+		if (ret == NULL && q->was_running) {
+			qm_donef(q, 0, VMM_RUNNING, "stop: %s", error);
+			return;
+		}
+		q->step = QS_CAPS;
+		(void)qm_cmd(q, "migrate-set-capabilities", qm_caps(sb, 1));
+		return;
+	case QS_CAPS: {
+		char tmp[PATH_MAX], errp[PATH_MAX];
+
+		if (ret == NULL) {
+			snprintf(why, sizeof(why), "snapshot: %s", error);
+			qm_suspend_fail(q, why);
+			return;
+		}
+		q->step = QS_MIGRATE;
+		(void)vmm_path(sb, "snap/state.new", tmp, sizeof(tmp));
+		(void)vmm_path(sb, "migrate.err", errp, sizeof(errp));
+		(void)unlink(tmp);
+		(void)unlink(errp);
+		if (qm_snap_uri(q, q->qmp, "snap/state.new", 1, uri,
+		    sizeof(uri), why, sizeof(why)) < 0) {
+			qm_suspend_fail(q, why);
+			return;
+		}
+		(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
+		return;
+	}
+	case QS_MIGRATE:
+		if (ret == NULL) {
+			snprintf(why, sizeof(why), "snapshot: %s", error);
+			qm_suspend_fail(q, why);
+			return;
+		}
+		q->step = QS_POLL;
+		(void)qm_cmd(q, "query-migrate", NULL);
+		return;
+	case QS_POLL:
+		if (ret == NULL) {
+			snprintf(why, sizeof(why), "snapshot: %s", error);
+			qm_suspend_fail(q, why);
+			return;
+		}
+		s = json_string_value(json_object_get(ret, "status"));
+		if (s == NULL || strcmp(s, "setup") == 0 ||
+		    strcmp(s, "active") == 0 ||
+		    strcmp(s, "device") == 0 ||
+		    strcmp(s, "pre-switchover") == 0 ||
+		    strcmp(s, "wait-unplug") == 0) {
+			qm_timer(q, q->poll_ev, QM_POLL_MS);
+			return;
+		}
+		if (strcmp(s, "completed") != 0) {
+			const char *d = json_string_value(
+			    json_object_get(ret, "error-desc"));
+			char line[300], errp[PATH_MAX];
+
+			(void)vmm_path(sb, "migrate.err", errp, sizeof(errp));
+			vmm_tail_line(errp, line, sizeof(line));
+			snprintf(why, sizeof(why), "snapshot %s: %s%s%s",
+			    s, line[0] ? line : d ? d : "no reason given",
+			    line[0] && d ? " / " : "",
+			    line[0] && d ? d : "");
+			qm_suspend_fail(q, why);
+			return;
+		}
+		if (qm_snap_check(sb, why, sizeof(why)) < 0) {
+			qm_suspend_fail(q, why);
+			return;
+		}
+		/* The RAM file is the memory image: on disk before the
+		 * suspend reports ok (a child flushes it, so the loop does
+		 * not wait for the writeback). */
+		q->step = QS_SYNC;
+		if (sb->ram_shared || sb->ram_anon) {
+			/* no RAM file: the stream holds the RAM */
+			qm_step(q, NULL, NULL);
+			return;
+		}
+		if (qm_sync_start(q, why, sizeof(why)) < 0)
+			qm_suspend_fail(q, why);
+		return;
+	case QS_SYNC: {
+		char tmp[PATH_MAX], fin[PATH_MAX];
+
+		(void)vmm_path(sb, "snap/state.new", tmp, sizeof(tmp));
+		(void)vmm_path(sb, "snap/state", fin, sizeof(fin));
+		if (rename(tmp, fin) < 0) {
+			snprintf(why, sizeof(why), "snapshot rename: %s",
+			    strerror(errno));
+			qm_suspend_fail(q, why);
+			return;
+		}
+		qm_unlink(sb, "migrate.err");
+		if (sb->ram_shared || sb->ram_anon) {
+			sb->ram_shared = sb->ram_anon = 0;
+			sb->snap_ram = 1;
+		}
+		/* From here on the snapshot is the sandbox. */
+		q->step = QS_QUIT;
+		q->expect_exit = 1;
+		q->exit_state = VMM_SUSPENDED;
+		event_del(q->deadline_ev);
+		qm_timer(q, q->deadline_ev, QM_QUIT_MS);
+		if (vmm_qmp_command(q->qmp, "quit", NULL, NULL, NULL, why,
+		    sizeof(why)) < 0)
+			kill(sb->pid, SIGKILL);
+		return;
+	}
+	case QS_CONT:		/* cont after a failed snapshot */
+		if (ret == NULL) {
+			char e[VMM_ERRLEN];
+
+			snprintf(e, sizeof(e), "%s; then cont: %s",
+			    sb->reason, error);
+			qm_kill_now(q, e);
+			return;
+		}
+		snprintf(why, sizeof(why), "%s", sb->reason);
+		qm_done(q, 0, VMM_RUNNING, why);
+		return;
+	default:		/* QS_QUIT: the exit handler ends it */
+		return;
+	}
+}
+
+/* A QMP answer (ret, or error) or an event the operation waited for
+ * (both NULL): the operation in flight goes on. */
+static void
+qm_step(struct qm *q, json_t *ret, const char *error)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char why[VMM_ERRLEN];
 
 	switch (q->op) {
 	case QM_BOOT:
@@ -1950,188 +2305,18 @@ qm_step(struct qm *q, json_t *ret, const char *error)
 			qm_done(q, 1, VMM_RUNNING, "");
 		}
 		return;
-
 	case QM_ADOPT:
-		if (q->step == 0) {
-			/* A suspend cut short by the manager's death may have
-			 * left a migration running: end it (an error only
-			 * means there was none). */
-			q->step = 1;
-			(void)qm_cmd(q, "migrate_cancel", NULL);
-			return;
-		}
-		if (q->step == 1) {
-			/* and wait for the cancel to land: a fork's capture
-			 * held at pre-switchover stopped the guest, and QEMU
-			 * restarts it only once the migration is over */
-			q->step = 12;
-			(void)qm_cmd(q, "query-migrate", NULL);
-			return;
-		}
-		if (q->step == 13) {	/* cont after a cut migration */
-			if (ret == NULL)
-				qm_donef(q, 1, VMM_PAUSED, "adopt: cont: %s",
-				    error);
-			else
-				qm_done(q, 1, VMM_RUNNING, "");
-			return;
-		}
-		if (q->step == 12) {
-			s = ret != NULL ? json_string_value(json_object_get(ret,
-			    "status")) : NULL;
-			if (s != NULL && (strcmp(s, "setup") == 0 ||
-			    strcmp(s, "active") == 0 ||
-			    strcmp(s, "pre-switchover") == 0 ||
-			    strcmp(s, "device") == 0 ||
-			    strcmp(s, "cancelling") == 0)) {
-				q->step = 1;	/* asked again by the poll */
-				qm_timer(q, q->poll_ev, QM_MERGE_POLL_MS);
-				return;
-			}
-			q->step = 2;
-			(void)qm_cmd(q, "query-status", NULL);
-			return;
-		}
-		if (ret == NULL) {
-			qm_donef(q, 0, VMM_FAILED, "adopt: query-status: %s", error);
-			return;
-		}
-		s = json_string_value(json_object_get(ret, "status"));
-		if (s != NULL && strcmp(s, "running") == 0) {
-			/* The guest runs on: any snapshot is older than it
-			 * (a restore that finished unrecorded consumed it). */
-			qm_unlink(sb, "snap/state");
-			qm_unlink(sb, "snap/state.new");
-			qm_done(q, 1, VMM_RUNNING, "");
-		} else if (sb->adopt_from == VMM_SUSPENDED) {
-			/* A restore cut short before the guest ran: its RAM
-			 * file is untouched, so the snapshot is still the
-			 * sandbox. This qemu goes; the sandbox sleeps on. */
-			char snap[PATH_MAX];
-
-			(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
-			q->expect_exit = access(snap, R_OK) == 0;
-			q->exit_state = VMM_SUSPENDED;
-			if (!q->expect_exit)
-				snprintf(q->kill_why, sizeof(q->kill_why),
-				    "restore interrupted by a restart and its "
-				    "snapshot is gone");
-			qm_quiet(q);
-			kill(sb->pid, SIGKILL);
-		} else if (s != NULL && (strcmp(s, "postmigrate") == 0 ||
-		    strcmp(s, "finish-migrate") == 0) &&
-		    sb->adopt_from == VMM_RUNNING) {
-			/* a migration stopped a running guest (a fork's
-			 * capture or a suspend cut short): it runs on; a
-			 * half-written snapshot goes */
-			qm_unlink(sb, "snap/state.new");
-			qm_unlink(sb, "migrate.err");
-			q->step = 13;
-			(void)qm_cmd(q, "cont", NULL);
-		} else if (s != NULL && (strcmp(s, "paused") == 0 ||
-		    strcmp(s, "postmigrate") == 0 ||
-		    strcmp(s, "finish-migrate") == 0)) {
-			/* stopped (by a pause, or a suspend cut short): its
-			 * memory is whole; a half-written snapshot is not */
-			qm_unlink(sb, "snap/state.new");
-			qm_unlink(sb, "migrate.err");
-			qm_done(q, 1, VMM_PAUSED, "");
-		} else {
-			snprintf(why, sizeof(why), "adopted qemu in an unusable "
-			    "state (%s)", s != NULL ? s : "?");
-			qm_kill_now(q, why);
-		}
+		qm_adopt_step(q, ret, error);
 		return;
-
 	case QM_RESTORE:
-		switch (q->step) {
-		case 0:		/* QMP up */
-			q->t_qmp = vmm_now_ms();
-			q->step = 1;
-			(void)qm_cmd(q, "migrate-set-capabilities",
-			    qm_caps(sb, 0));
-			return;
-		case 1:
-			if (ret == NULL)
-				goto restore_fail;
-			qm_incoming(q);
-			return;
-		case 2:
-			if (ret == NULL)
-				goto restore_fail;
-			q->step = 3;
-			(void)qm_cmd(q, "query-status", NULL);
-			return;
-		case 3:
-			if (ret == NULL)
-				goto restore_fail;
-			s = json_string_value(json_object_get(ret, "status"));
-			if (s != NULL && strcmp(s, "inmigrate") == 0) {
-				qm_timer(q, q->poll_ev, QM_POLL_MS);
-				return;
-			}
-			if (s != NULL && (strcmp(s, "paused") == 0 ||
-			    strcmp(s, "prelaunch") == 0 ||
-			    strcmp(s, "postmigrate") == 0)) {
-				q->t_loaded = vmm_now_ms();
-				q->step = 4;
-				(void)qm_cmd(q, "cont", NULL);
-				return;
-			}
-			if (s != NULL && strcmp(s, "running") == 0)
-				goto restored;
-			snprintf(why, sizeof(why), "restore: qemu in state %s",
-			    s != NULL ? s : "?");
-			qm_kill_now(q, why);
-			return;
-		case 4:
-			if (ret == NULL)
-				goto restore_fail;
-restored:
-			if (q->ready || sb->fork_pending) {
-				/* a clone: its own identity before anyone
-				 * reaches it */
-				q->t_cont = vmm_now_ms();
-				q->step = 5;
-				if ((sb->pooled ? vmm_ident_start_warm :
-				    vmm_ident_start)(sb, qm_ident_done, q, why,
-				    sizeof(why)) < 0)
-					qm_kill_now(q, why);
-				return;
-			}
-			/* The snapshot is consumed: resuming from it again
-			 * later would rewind the devices under newer RAM. It
-			 * is renamed away at once and removed after the
-			 * answer: one that carried the RAM (300 MB) took up
-			 * to 120 ms to unlink, inside the wake. */
-			{
-				char old[PATH_MAX], cur[PATH_MAX];
-
-				(void)vmm_path(sb, "snap/state", cur,
-				    sizeof(cur));
-				(void)vmm_path(sb, "snap/state.old", old,
-				    sizeof(old));
-				if (rename(cur, old) < 0)
-					(void)unlink(cur);
-				sb->snap_ram = 0;  /* the RAM is in its file */
-				qm_done(q, 1, VMM_RUNNING, "");
-				(void)unlink(old);
-			}
-			return;
-		}
+		qm_restore_step(q, ret, error);
 		return;
-restore_fail:
-		snprintf(why, sizeof(why), "restore: %s", error);
-		qm_kill_now(q, why);
-		return;
-
 	case QM_PAUSE:
 		if (ret == NULL)
 			qm_donef(q, 0, VMM_RUNNING, "stop: %s", error);
 		else
 			qm_done(q, 1, VMM_PAUSED, "");
 		return;
-
 	case QM_CONT:
 		if (ret == NULL) {
 			qm_donef(q, 0, q->io_stopped ? VMM_FAILED : VMM_PAUSED,
@@ -2141,154 +2326,15 @@ restore_fail:
 			qm_done(q, 1, VMM_RUNNING, "");
 		}
 		return;
-
 	case QM_CAPTURE:
 		qm_capture_step(q, ret, error);
 		return;
-
 	case QM_MERGE:
 		qm_merge_step(q, ret, error);
 		return;
-
 	case QM_SUSPEND:
-		switch (q->step) {
-		case 0:
-			q->step = 1;
-			if (q->was_running) {
-				(void)qm_cmd(q, "stop", NULL);
-				return;
-			}
-			/* already stopped */
-			/* fall through */
-		case 1:
-			if (ret == NULL && q->was_running) {
-				qm_donef(q, 0, VMM_RUNNING, "stop: %s", error);
-				return;
-			}
-			q->step = 2;
-			(void)qm_cmd(q, "migrate-set-capabilities",
-			    qm_caps(sb, 1));
-			return;
-		case 2: {
-			char tmp[PATH_MAX], errp[PATH_MAX];
-
-			if (ret == NULL) {
-				snprintf(why, sizeof(why), "snapshot: %s", error);
-				qm_suspend_fail(q, why);
-				return;
-			}
-			q->step = 3;
-			(void)vmm_path(sb, "snap/state.new", tmp, sizeof(tmp));
-			(void)vmm_path(sb, "migrate.err", errp, sizeof(errp));
-			(void)unlink(tmp);
-			(void)unlink(errp);
-			if (qm_snap_uri(q, q->qmp, "snap/state.new", 1, uri,
-			    sizeof(uri), why, sizeof(why)) < 0) {
-				qm_suspend_fail(q, why);
-				return;
-			}
-			(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
-			return;
-		}
-		case 3:
-			if (ret == NULL) {
-				snprintf(why, sizeof(why), "snapshot: %s", error);
-				qm_suspend_fail(q, why);
-				return;
-			}
-			q->step = 4;
-			(void)qm_cmd(q, "query-migrate", NULL);
-			return;
-		case 4:
-			if (ret == NULL) {
-				snprintf(why, sizeof(why), "snapshot: %s", error);
-				qm_suspend_fail(q, why);
-				return;
-			}
-			s = json_string_value(json_object_get(ret, "status"));
-			if (s == NULL || strcmp(s, "setup") == 0 ||
-			    strcmp(s, "active") == 0 ||
-			    strcmp(s, "device") == 0 ||
-			    strcmp(s, "pre-switchover") == 0 ||
-			    strcmp(s, "wait-unplug") == 0) {
-				qm_timer(q, q->poll_ev, QM_POLL_MS);
-				return;
-			}
-			if (strcmp(s, "completed") != 0) {
-				const char *d = json_string_value(
-				    json_object_get(ret, "error-desc"));
-				char line[300], errp[PATH_MAX];
-
-				(void)vmm_path(sb, "migrate.err", errp,
-				    sizeof(errp));
-				vmm_tail_line(errp, line, sizeof(line));
-				snprintf(why, sizeof(why), "snapshot %s: %s%s%s",
-				    s, line[0] ? line : d ? d : "no reason given",
-				    line[0] && d ? " / " : "",
-				    line[0] && d ? d : "");
-				qm_suspend_fail(q, why);
-				return;
-			}
-			if (qm_snap_check(sb, why, sizeof(why)) < 0) {
-				qm_suspend_fail(q, why);
-				return;
-			}
-			/* The RAM file is the memory image: on disk before
-			 * the suspend reports ok (a child flushes it, so the
-			 * loop does not wait for the writeback). */
-			q->step = 45;
-			if (sb->ram_shared || sb->ram_anon) {
-				/* no RAM file: the stream holds the RAM */
-				qm_step(q, NULL, NULL);
-				return;
-			}
-			if (qm_sync_start(q, why, sizeof(why)) < 0)
-				qm_suspend_fail(q, why);
-			return;
-		case 45:
-			{
-				char tmp[PATH_MAX], fin[PATH_MAX];
-
-				(void)vmm_path(sb, "snap/state.new", tmp,
-				    sizeof(tmp));
-				(void)vmm_path(sb, "snap/state", fin, sizeof(fin));
-				if (rename(tmp, fin) < 0) {
-					snprintf(why, sizeof(why), "snapshot "
-					    "rename: %s", strerror(errno));
-					qm_suspend_fail(q, why);
-					return;
-				}
-			}
-			qm_unlink(sb, "migrate.err");
-			if (sb->ram_shared || sb->ram_anon) {
-				sb->ram_shared = sb->ram_anon = 0;
-				sb->snap_ram = 1;
-			}
-			/* From here on the snapshot is the sandbox. */
-			q->step = 5;
-			q->expect_exit = 1;
-			q->exit_state = VMM_SUSPENDED;
-			event_del(q->deadline_ev);
-			qm_timer(q, q->deadline_ev, QM_QUIT_MS);
-			if (vmm_qmp_command(q->qmp, "quit", NULL, NULL, NULL, why,
-			    sizeof(why)) < 0)
-				kill(sb->pid, SIGKILL);
-			return;
-		case 100:	/* cont after a failed snapshot */
-			if (ret == NULL) {
-				char e[VMM_ERRLEN];
-
-				snprintf(e, sizeof(e), "%s; then cont: %s",
-				    sb->reason, error);
-				qm_kill_now(q, e);
-				return;
-			}
-			snprintf(why, sizeof(why), "%s", sb->reason);
-			qm_done(q, 0, VMM_RUNNING, why);
-			return;
-		}
+		qm_suspend_step(q, ret, error);
 		return;
-
 	default:
 		return;
 	}
@@ -2314,7 +2360,7 @@ qm_cap_fail(struct qm *q, const char *why)
 	snprintf(sb->reason, sizeof(sb->reason), "%s", why);
 	if (q->cap_migrating) {
 		q->cap_migrating = 0;
-		q->step = 99;
+		q->step = QC_CANCEL;
 		if (vmm_qmp_command(q->qmp, "migrate_cancel", NULL, qm_reply,
 		    q, err, sizeof(err)) == 0)
 			return;
@@ -2322,7 +2368,7 @@ qm_cap_fail(struct qm *q, const char *why)
 		return;
 	}
 	if (q->was_running) {
-		q->step = 100;		/* cont, then the failure */
+		q->step = QC_CONT_BACK;	/* cont, then the failure */
 		if (vmm_qmp_command(q->qmp, "cont", NULL, qm_reply, q, err,
 		    sizeof(err)) == 0)
 			return;
@@ -2340,7 +2386,7 @@ qm_cap_imgdone(pid_t pid, int status, void *arg)
 
 	(void)pid;
 	q->cap_watch = NULL;
-	if (q->op != QM_CAPTURE || q->step != 1)
+	if (q->op != QM_CAPTURE || q->step != QC_IMG)
 		return;
 	if (status != 0) {
 		vmm_status_text(status, st, sizeof(st));
@@ -2351,7 +2397,7 @@ qm_cap_imgdone(pid_t pid, int status, void *arg)
 		qm_cap_fail(q, why);
 		return;
 	}
-	q->step = 2;
+	q->step = QC_TOP;
 	qm_step(q, NULL, NULL);
 }
 
@@ -2407,14 +2453,14 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 	snprintf(node, sizeof(node), "top%u", q->cap_gen);
 	snprintf(fdset, sizeof(fdset), "/dev/fdset/%u", 100 + q->cap_gen);
 	switch (q->step) {
-	case 0: {
+	case QM_FIRST: {
 		char size[32], logp[PATH_MAX];
 		char *argv[] = { "qemu-img", "create", "-q", "-u", "-f",
 		    "qcow2", "-F", "qcow2", "-b", q->cap_layer, q->cap_top,
 		    size, NULL };
 		pid_t pid;
 
-		q->step = 1;
+		q->step = QC_IMG;
 		snprintf(size, sizeof(size), "%uM", sb->disk_mib);
 		(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
 		if ((pid = vmm_spawn(argv, logp, 0, 0, why, sizeof(why))) < 0 ||
@@ -2425,7 +2471,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		}
 		return;		/* qm_cap_imgdone goes on */
 	}
-	case 2:
+	case QC_TOP:
 		/* the new top: the VMM's to write, handed over as a
 		 * descriptor (a jailed one cannot open it by path) */
 		if ((sb->uid != 0 && chown(q->cap_top, sb->uid, sb->gid) < 0) ||
@@ -2435,7 +2481,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			qm_cap_fail(q, why);
 			return;
 		}
-		q->step = 3;
+		q->step = QC_ADD_FD;
 		if (vmm_qmp_command_fd(q->qmp, "add-fd", json_pack("{s:i}",
 		    "fdset-id", (int)(100 + q->cap_gen)), fd, qm_reply, q, why,
 		    sizeof(why)) < 0) {
@@ -2445,10 +2491,10 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		}
 		close(fd);
 		return;
-	case 3:
+	case QC_ADD_FD:
 		if (ret == NULL)
 			goto fail;
-		q->step = 4;
+		q->step = QC_BLOCKDEV;
 		/* No image locks on it: qemu takes them on the descriptor
 		 * the fd set keeps, and they stayed when the next capture
 		 * froze this top (a fork standing on it could not open it:
@@ -2460,28 +2506,28 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		    node, "file", "driver", "file", "filename", fdset,
 		    "locking", "off", "backing"));
 		return;
-	case 4:
+	case QC_BLOCKDEV:
 		if (ret == NULL)
 			goto fail;
-		q->step = 5;
+		q->step = QC_CAPS;
 		(void)qm_cmd(q, "migrate-set-capabilities", json_pack(
 		    "{s:[{s:s,s:b},{s:s,s:b}]}", "capabilities", "capability",
 		    "x-ignore-shared", "state", 0, "capability",
 		    "pause-before-switchover", "state", 1));
 		return;
-	case 5:
+	case QC_CAPS:
 		if (ret == NULL)
 			goto fail;
-		q->step = 6;
+		q->step = QC_PARAMS;
 		/* the stream is a local file: no bandwidth cap */
 		(void)qm_cmd(q, "migrate-set-parameters", json_pack("{s:I, s:I}",
 		    "max-bandwidth", (json_int_t)1 << 40, "downtime-limit",
 		    (json_int_t)VMM_CAP_DOWNTIME_MS));
 		return;
-	case 6:
+	case QC_PARAMS:
 		if (ret == NULL)
 			goto fail;
-		q->step = 7;
+		q->step = QC_MIGRATE;
 		(void)unlink(q->cap_stream);
 		if (qm_snap_uri(q, q->qmp, q->cap_stream, 1, uri, sizeof(uri),
 		    why, sizeof(why)) < 0) {
@@ -2493,22 +2539,22 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		q->cap_migrating = 1;
 		(void)qm_cmd(q, "migrate", json_pack("{s:s}", "uri", uri));
 		return;
-	case 7:		/* migrate answered, or a query-migrate */
-	case 10:
+	case QC_MIGRATE:	/* migrate answered, or a query-migrate */
+	case QC_COMPLETE:
 		if (ret == NULL)
 			goto fail;
 		if (json_object_get(ret, "status") == NULL &&
-		    q->step == 7) {
+		    q->step == QC_MIGRATE) {
 			/* migrate's own (empty) answer */
 			qm_timer(q, q->poll_ev, QM_POLL_MS);
 			return;
 		}
 		s = json_string_value(json_object_get(ret, "status"));
-		if (q->step == 7 && s != NULL &&
+		if (q->step == QC_MIGRATE && s != NULL &&
 		    strcmp(s, "pre-switchover") == 0) {
 			/* stopped, I/O drained: switch the disk's top */
 			q->cap_t_stop = vmm_now_ms();
-			q->step = 8;
+			q->step = QC_SWITCH;
 			(void)qm_cmd(q, "blockdev-snapshot", json_pack(
 			    "{s:s, s:s}", "node", "d0", "overlay", node));
 			return;
@@ -2516,10 +2562,10 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		if (s == NULL || strcmp(s, "setup") == 0 ||
 		    strcmp(s, "active") == 0 || strcmp(s, "device") == 0 ||
 		    strcmp(s, "pre-switchover") == 0) {
-			if (q->step == 7 && !q->cap_forced &&
+			if (q->step == QC_MIGRATE && !q->cap_forced &&
 			    vmm_now_ms() - q->cap_t0 > VMM_CAP_CONVERGE_MS) {
 				q->cap_forced = 1;
-				q->step = 70;
+				q->step = QC_DOWNTIME;
 				(void)qm_cmd(q, "migrate-set-parameters",
 				    json_pack("{s:I}", "downtime-limit",
 				    (json_int_t)60000));
@@ -2530,7 +2576,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		}
 		q->cap_migrating = 0;
 		q->cap_t_end = vmm_now_ms();
-		if (strcmp(s, "completed") != 0 || q->step != 10) {
+		if (strcmp(s, "completed") != 0 || q->step != QC_COMPLETE) {
 			snprintf(why, sizeof(why), "fork: capture %s", s);
 			qm_cap_fail(q, why);
 			return;
@@ -2555,16 +2601,16 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			qm_done(q, 1, VMM_PAUSED, "");
 			return;
 		}
-		q->step = 11;
+		q->step = QC_CONT;
 		(void)qm_cmd(q, "cont", NULL);
 		return;
-	case 70:	/* the downtime raised: poll on */
+	case QC_DOWNTIME:	/* the downtime raised: poll on */
 		if (ret == NULL)
 			goto fail;
-		q->step = 7;
+		q->step = QC_MIGRATE;
 		qm_timer(q, q->poll_ev, QM_POLL_MS);
 		return;
-	case 8:
+	case QC_SWITCH:
 		if (ret == NULL)
 			goto fail;
 		/* The source writes to its new top from here on; the old
@@ -2575,17 +2621,17 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		sb->layered = 1;
 		sb->layer_gen = q->cap_gen;
 		vmm_meta_save(sb);
-		q->step = 9;
+		q->step = QC_CONTINUE;
 		(void)qm_cmd(q, "migrate-continue", json_pack("{s:s}", "state",
 		    "pre-switchover"));
 		return;
-	case 9:
+	case QC_CONTINUE:
 		if (ret == NULL)
 			goto fail;
-		q->step = 10;
+		q->step = QC_COMPLETE;
 		qm_timer(q, q->poll_ev, QM_POLL_MS);
 		return;
-	case 11:
+	case QC_CONT:
 		if (ret == NULL) {
 			qm_donef(q, 0, VMM_FAILED, "fork: cont: %s", error);
 			return;
@@ -2599,15 +2645,15 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		    (unsigned long long)(q->cap_t_sw - q->cap_t_stop),
 		    (unsigned long long)(q->cap_t_end - q->cap_t_sw));
 		return;
-	case 99:	/* migrate_cancel answered: QEMU restarts the source */
-		q->step = 100;
+	case QC_CANCEL:	/* answered: QEMU restarts the source */
+		q->step = QC_CONT_BACK;
 		(void)qm_cmd(q, "cont", NULL);
 		return;
-	case 100:	/* cont after a failed capture (its answer aside) */
-		q->step = 101;
+	case QC_CONT_BACK:	/* its answer aside */
+		q->step = QC_STATUS;
 		(void)qm_cmd(q, "query-status", NULL);
 		return;
-	case 101:
+	case QC_STATUS:
 		snprintf(why, sizeof(why), "%s", sb->reason);
 		if (ret != NULL && json_is_true(json_object_get(ret, "running")))
 			qm_done(q, 0, VMM_RUNNING, why);
@@ -2617,8 +2663,9 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			qm_donef(q, 0, VMM_FAILED, "%s; then the source did not "
 			    "run on%s%s", why, error ? ": " : "", error ? error : "");
 		return;
+	default:	/* QC_IMG: qm_cap_imgdone goes on */
+		return;
 	}
-	return;
 fail:
 	snprintf(why, sizeof(why), "fork: %s", error != NULL ? error : "?");
 	qm_cap_fail(q, why);
@@ -2637,11 +2684,11 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 	size_t i;
 
 	switch (q->step) {
-	case 0:
-		q->step = 6;
+	case QM_FIRST:
+		q->step = QG_BLOCK;
 		(void)qm_cmd(q, "query-block", NULL);
 		return;
-	case 6: {
+	case QG_BLOCK: {
 		/* the base as this qemu names it: a clone of the ready
 		 * snapshot started jailed opened it as /base.qcow2 (its
 		 * deepest qcow2), where the headers name the host's path;
@@ -2664,23 +2711,23 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 			    "format"))) != NULL && strcmp(s, "qcow2") == 0)
 				alias = json_string_value(json_object_get(b,
 				    "filename"));
-		q->step = 1;
+		q->step = QG_STREAM;
 		(void)qm_cmd(q, "block-stream", json_pack("{s:s, s:s, s:s, s:s, "
 		    "s:b}", "job-id", "berth-merge", "device", "d0", "base",
 		    alias != NULL ? alias : q->mrg_base, "backing-file",
 		    q->mrg_base, "auto-dismiss", 0));
 		return;
 	}
-	case 1:
+	case QG_STREAM:
 		if (ret == NULL) {
 			qm_donef(q, 0, st, "merge: %s", error);
 			return;
 		}
-		q->step = 2;
+		q->step = QG_JOBS;
 		qm_timer(q, q->poll_ev, QM_MERGE_POLL_MS);
 		return;
-	case 2:
-	case 4:		/* cancelling */
+	case QG_JOBS:
+	case QG_CANCEL:		/* cancelling */
 		if (ret == NULL) {
 			qm_donef(q, 0, st, "merge: %s", error);
 			return;
@@ -2693,8 +2740,8 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 		    "status")) : NULL;
 		if (job == NULL) {
 			/* gone already: its outcome is the chain's */
-			qm_done(q, q->step == 2, st, q->step == 2 ? "" :
-			    sb->reason);
+			qm_done(q, q->step == QG_JOBS, st,
+			    q->step == QG_JOBS ? "" : sb->reason);
 			return;
 		}
 		if (s == NULL || strcmp(s, "concluded") != 0) {
@@ -2702,19 +2749,21 @@ qm_merge_step(struct qm *q, json_t *ret, const char *error)
 			return;
 		}
 		if ((s = json_string_value(json_object_get(job, "error"))) !=
-		    NULL && q->step == 2)
+		    NULL && q->step == QG_JOBS)
 			snprintf(sb->reason, sizeof(sb->reason), "merge: %s", s);
-		q->mrg_ok = s == NULL && q->step == 2;
-		q->step = 3;
+		q->mrg_ok = s == NULL && q->step == QG_JOBS;
+		q->step = QG_DISMISS;
 		(void)qm_cmd(q, "block-job-dismiss", json_pack("{s:s}", "id",
 		    "berth-merge"));
 		return;
-	case 3:
+	case QG_DISMISS:
 		if (q->mrg_ok)
 			qm_donef(q, 1, st, "disk layers %u -> 2",
 			    q->mrg_layers);
 		else
 			qm_done(q, 0, st, sb->reason);
+		return;
+	default:
 		return;
 	}
 }
@@ -2729,7 +2778,7 @@ qm_merge(struct vmm_sandbox *sb, const char *base, unsigned layers,
 	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
 		return rc;
 	q->op = QM_MERGE;
-	q->step = 0;
+	q->step = QM_FIRST;
 	q->was_running = sb->state == VMM_RUNNING;
 	q->mrg_ok = 0;
 	q->mrg_layers = layers;
@@ -2749,7 +2798,7 @@ qm_capture(struct vmm_sandbox *sb, const char *layer, const char *stream,
 	if ((rc = qm_need_qmp(q, err, errlen)) < 0)
 		return rc;
 	q->op = QM_CAPTURE;
-	q->step = 0;
+	q->step = QM_FIRST;
 	q->cap_switched = q->cap_migrating = 0;
 	q->was_running = sb->state == VMM_RUNNING;
 	q->cap_gen = sb->layer_gen + 1;

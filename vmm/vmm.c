@@ -62,6 +62,13 @@ vmm_op_name(enum vmm_op op)
 	    op_names[op] : "unknown";
 }
 
+const char *
+vmm_accel_name(enum vmm_accel a)
+{
+	return a == VMM_ACCEL_KVM ? "kvm" : a == VMM_ACCEL_TCG ? "tcg" :
+	    "auto";
+}
+
 const struct vmm_backend *
 vmm_backend_lookup(const char *name)
 {
