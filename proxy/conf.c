@@ -1,6 +1,8 @@
 /*
- * config.c — see config.h. A small line-oriented parser: the grammar is
- * "directive arg..." and every failure says which line and why.
+ * conf.c — see conf.h. A small line-oriented parser: the grammar is
+ * "directive arg..." and every failure says which line and why. The
+ * directives are a table (px_directives, at the end): its rows drive
+ * the parse, the defaults and the check that berth.conf(5) has them all.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "conf.h"
@@ -9,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -54,42 +57,6 @@ conf_field(const char *dir, const char *name)
 }
 
 void
-px_config_defaults(struct px_config *c)
-{
-	size_t i;
-
-	memset(c, 0, sizeof(*c));
-	for (i = 0; i < px_conf_nfields; i++)
-		*conf_slot(c, &px_conf_fields[i]) = px_conf_fields[i].def;
-	c->domain = strdup("berth.localhost");
-	c->user = strdup("nobody");
-	c->access_log = strdup("stderr");
-	c->nflog_group = 5;
-	c->vm_standby = 8;
-	c->vm_max_procs = 64;
-	c->vm_jail = 1;
-	c->vm_ready_snapshot = 1;
-	c->vm_ready_pool = 1;
-	c->vm_max_forks = 16;
-	c->vm_max_checkpoints = 16;
-	c->vm_max_layers = 8;
-	c->http2 = 1;
-	c->vm_uid_base = 2100000000;
-	c->vm_uid_count = 65536;
-	c->vm_cpu_quota = 100;
-	c->vm_mem_overhead = 256;
-	c->vm_pids_max = 1024;
-	c->vm_console_max = 4u << 20;
-	c->vm_memory = PX_VM_MEMORY_DEFAULT;
-	c->vm_max_memory = PX_VM_MAX_MEMORY_DEFAULT;
-	c->vm_vcpus = PX_VM_VCPUS_DEFAULT;
-	c->vm_max_vcpus = PX_VM_MAX_VCPUS_DEFAULT;
-	c->vm_disk = PX_VM_DISK_DEFAULT;
-	c->vm_max_disk = PX_VM_MAX_DISK_DEFAULT;
-	c->eg_max_rules = 256;
-}
-
-void
 px_config_free(struct px_config *c)
 {
 	int i;
@@ -124,118 +91,6 @@ px_config_free(struct px_config *c)
 	for (i = 0; i < c->nhost_suffix; i++)
 		free(c->host_suffix[i]);
 	memset(c, 0, sizeof(*c));
-}
-
-/* vm_memory, vm_vcpus, vm_disk and their maxima: one grammar. */
-struct vm_size {
-	const char *name;
-	const char *unit;
-	unsigned min, max;
-	size_t off;
-};
-
-static const struct vm_size vm_sizes[] = {
-	{ "vm_memory", "MiB", PX_VM_MEMORY_MIN, PX_VM_MEMORY_LIMIT,
-	  offsetof(struct px_config, vm_memory) },
-	{ "vm_max_memory", "MiB", PX_VM_MEMORY_MIN, PX_VM_MEMORY_LIMIT,
-	  offsetof(struct px_config, vm_max_memory) },
-	{ "vm_vcpus", "a count", 1, PX_VM_VCPUS_LIMIT,
-	  offsetof(struct px_config, vm_vcpus) },
-	{ "vm_max_vcpus", "a count", 1, PX_VM_VCPUS_LIMIT,
-	  offsetof(struct px_config, vm_max_vcpus) },
-	{ "vm_disk", "MiB", PX_VM_DISK_MIN, PX_VM_DISK_LIMIT,
-	  offsetof(struct px_config, vm_disk) },
-	{ "vm_max_disk", "MiB", PX_VM_DISK_MIN, PX_VM_DISK_LIMIT,
-	  offsetof(struct px_config, vm_max_disk) },
-};
-
-static const struct vm_size *
-vm_size_of(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(vm_sizes) / sizeof(vm_sizes[0]); i++)
-		if (strcmp(vm_sizes[i].name, name) == 0)
-			return &vm_sizes[i];
-	return NULL;
-}
-
-static unsigned *
-vm_size_slot(struct px_config *c, const char *name)
-{
-	const struct vm_size *z = vm_size_of(name);
-
-	return z ? (unsigned *)(void *)((char *)c + z->off) : NULL;
-}
-
-/* The counts with no unit: NAME N, N from min to max. */
-struct vm_count {
-	const char *name;
-	unsigned min, max;
-	size_t off;
-};
-
-static const struct vm_count vm_counts[] = {
-	{ "vm_ready_pool", 0, 64, offsetof(struct px_config, vm_ready_pool) },
-	{ "vm_max_forks", 1, 100, offsetof(struct px_config, vm_max_forks) },
-	{ "vm_max_checkpoints", 1, 256,
-	  offsetof(struct px_config, vm_max_checkpoints) },
-	{ "vm_max_layers", 2, 12, offsetof(struct px_config, vm_max_layers) },
-	{ "vm_max_procs", 1, 1024, offsetof(struct px_config, vm_max_procs) },
-	{ "vm_standby", 0, 4096, offsetof(struct px_config, vm_standby) },
-};
-
-static const struct vm_count *
-vm_count_of(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(vm_counts) / sizeof(vm_counts[0]); i++)
-		if (strcmp(vm_counts[i].name, name) == 0)
-			return &vm_counts[i];
-	return NULL;
-}
-
-/* A default above its maximum could never be created: the error cites
- * the later of the two lines (lines[i]: where vm_sizes[i] was set, 0:
- * not in the file). */
-static int
-vm_size_check(const struct px_config *c, const char *file, const int *lines,
-    char *err, size_t errlen)
-{
-	static const struct {
-		const char *what, *max, *unit;
-		size_t a, b;
-	} pairs[] = {
-		{ "vm_memory", "vm_max_memory", " MiB",
-		  offsetof(struct px_config, vm_memory),
-		  offsetof(struct px_config, vm_max_memory) },
-		{ "vm_vcpus", "vm_max_vcpus", "",
-		  offsetof(struct px_config, vm_vcpus),
-		  offsetof(struct px_config, vm_max_vcpus) },
-		{ "vm_disk", "vm_max_disk", " MiB",
-		  offsetof(struct px_config, vm_disk),
-		  offsetof(struct px_config, vm_max_disk) },
-	};
-	size_t i;
-
-	/* vm_sizes lists each default right before its maximum */
-	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-		unsigned v = *(const unsigned *)(const void *)((const char *)c +
-		    pairs[i].a);
-		unsigned max = *(const unsigned *)(const void *)((const char *)c +
-		    pairs[i].b);
-		int line = lines[2 * i] > lines[2 * i + 1] ? lines[2 * i] :
-		    lines[2 * i + 1];
-
-		if (v > max) {
-			snprintf(err, errlen, "%s:%d: %s %u%s is above %s %u%s",
-			    file, line, pairs[i].what, v, pairs[i].unit,
-			    pairs[i].max, max, pairs[i].unit);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 long
@@ -355,13 +210,6 @@ set_str(char **dst, const char *v)
 	return 0;
 }
 
-#define ERR(...) do {							\
-	int _n = snprintf(err, errlen, "%s:%d: ", file, lineno);	\
-	if (_n > 0 && (size_t)_n < errlen)				\
-		snprintf(err + _n, errlen - _n, __VA_ARGS__);		\
-	goto fail;							\
-} while (0)
-
 /* "a, b, c": the names directive dir takes, into out. */
 static const char *
 conf_names(const char *dir, char *out, size_t outlen)
@@ -386,7 +234,6 @@ addr_ok(const char *s)
 	return px_parse_sockaddr(s, &ss, &sl, &port) == 0;
 }
 
-/* fleet_* directives; -1 with "file:line: what" in err. */
 /* A DNS query type by name (those nc_dns_qtype_parse knows) or number,
  * meta types (128-255: ANY, AXFR...) excepted. */
 static int
@@ -417,94 +264,6 @@ dns_qtype(const char *s, uint16_t *out)
 		return -1;
 	*out = (uint16_t)v;
 	return 0;
-}
-
-static int
-fleet_directive(struct px_config *c, int argc, char **argv, char *err,
-    size_t errlen, const char *file, int lineno)
-{
-	const char *d = argv[0] + 6, *v = argv[1];
-
-	int two = strcmp(d, "cert") == 0 || strcmp(d, "etcd_cert") == 0 ||
-	    strcmp(d, "etcd_user") == 0;
-
-	if (argc != (two ? 3 : 2))
-		ERR("'%s' takes %d argument%s", argv[0], two ? 2 : 1, two ? "s" : "");
-	if (strcmp(d, "etcd") == 0) {
-		c->fleet_etcd_tls = 0;
-		if (strncmp(v, "http://", 7) == 0)
-			v += 7;
-		else if (strncmp(v, "https://", 8) == 0) {
-			v += 8;
-			c->fleet_etcd_tls = 1;
-		}
-		if (!addr_ok(v))
-			ERR("fleet_etcd: expected http://ADDR:PORT or https://ADDR:PORT "
-			    "of etcd's gateway, got '%s'", argv[1]);
-		set_str(&c->fleet_etcd, v);
-	} else if (strcmp(d, "etcd_ca") == 0) {
-		set_str(&c->fleet_etcd_ca, v);
-	} else if (strcmp(d, "etcd_cert") == 0) {
-		set_str(&c->fleet_etcd_cert, v);
-		set_str(&c->fleet_etcd_key, argv[2]);
-	} else if (strcmp(d, "etcd_user") == 0) {
-		size_t i, n = strlen(v);
-
-		for (i = 0; i < n; i++)
-			if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
-			    (v[i] >= '0' && v[i] <= '9') || v[i] == '-' || v[i] == '_' ||
-			    v[i] == '.'))
-				break;
-		if (n == 0 || n > 64 || i != n)
-			ERR("fleet_etcd_user: a user name of 1-64 letters, digits, "
-			    "'-', '_', '.' expected, then its password file");
-		set_str(&c->fleet_etcd_user, v);
-		set_str(&c->fleet_etcd_password, argv[2]);
-	} else if (strcmp(d, "host") == 0) {
-		size_t i, n = strlen(v);
-
-		for (i = 0; i < n; i++)
-			if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') ||
-			    (v[i] == '-' && i > 0 && i < n - 1)))
-				break;
-		if (n == 0 || n > 32 || i != n)
-			ERR("fleet_host: 1-32 lower-case letters, digits and inner '-' expected");
-		set_str(&c->fleet_host, v);
-	} else if (strcmp(d, "listen") == 0 || strcmp(d, "advertise") == 0 ||
-	    strcmp(d, "edge") == 0) {
-		if (!addr_ok(v))
-			ERR("%s: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[0], v);
-		set_str(d[0] == 'l' ? &c->fleet_listen : d[0] == 'a' ?
-		    &c->fleet_advertise : &c->fleet_edge, v);
-	} else if (strcmp(d, "ca") == 0) {
-		set_str(&c->fleet_ca, v);
-	} else if (strcmp(d, "cert") == 0) {
-		set_str(&c->fleet_cert, argv[1]);
-		set_str(&c->fleet_key, argv[2]);
-	} else if (strcmp(d, "prefix") == 0) {
-		if (v[0] != '/' || strlen(v) > 64 || strpbrk(v, " \t\"\\") != NULL ||
-		    v[strlen(v) - 1] == '/')
-			ERR("fleet_prefix: a key prefix such as /berth expected");
-		set_str(&c->fleet_prefix, v);
-	} else if (strcmp(d, "ttl") == 0) {
-		long ms = px_parse_duration(v);
-
-		if (ms < 1000 || ms > 3600000)
-			ERR("fleet_ttl: a duration from 1s to 1h expected, got '%s'", v);
-		c->fleet_ttl = (unsigned)ms;
-	} else if (strcmp(d, "capacity") == 0) {
-		char *end;
-		long n = strtol(v, &end, 10);
-
-		if (*end != '\0' || n < 1 || n > 1000000)
-			ERR("fleet_capacity: expected 1-1000000, got '%s'", v);
-		c->fleet_capacity = (unsigned)n;
-	} else {
-		ERR("unknown directive '%s'", argv[0]);
-	}
-	return 0;
-fail:
-	return -1;
 }
 
 /* Fleet mode needs all of its parts, and adds the mTLS listener. */
@@ -557,13 +316,874 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The parse of one file: where it is, where the error goes, and what
+ * the directives remember between lines.
+ */
+struct px_conf_ctx {
+	struct px_config *c;
+	const char	*file;
+	int		 lineno;
+	char		*err;
+	size_t		 errlen;
+	int		 listen_seen;	/* the first listen drops the defaults */
+	int		 sfx_line[PX_MAX_HOST_SUFFIX];	/* each suffix's line */
+	int		*line;		/* [i]: px_directives[i]'s last line */
+};
+
+/* "file:line: what" in the error; returns -1. */
+static int __attribute__((format(printf, 2, 3)))
+conf_err(struct px_conf_ctx *x, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(x->err, x->errlen, "%s:%d: ", x->file, x->lineno);
+
+	if (n > 0 && (size_t)n < x->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(x->err + n, x->errlen - n, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static char **
+conf_str(struct px_config *c, size_t off)
+{
+	return (char **)(void *)((char *)c + off);
+}
+
+/* v into d's field, whatever its width (all ones stays all ones). */
+static void
+conf_store(struct px_config *c, const struct px_directive *d,
+    unsigned long long v)
+{
+	char *p = (char *)c + d->off;
+	uint16_t v16 = (uint16_t)v;
+	uint32_t v32 = (uint32_t)v;
+	uint64_t v64 = v;
+
+	if (d->size == sizeof(v16))
+		memcpy(p, &v16, sizeof(v16));
+	else if (d->size == sizeof(v32))
+		memcpy(p, &v32, sizeof(v32));
+	else if (d->size == sizeof(v64))
+		memcpy(p, &v64, sizeof(v64));
+}
+
+/* The index of word v in "a|b|c", or -1. */
+static int
+conf_choice(const char *list, const char *v)
+{
+	size_t n = strlen(v);
+	const char *e;
+	int i;
+
+	for (i = 0;; i++, list = e + 1) {
+		e = strchr(list, '|');
+		if ((e ? (size_t)(e - list) : strlen(list)) == n &&
+		    strncmp(list, v, n) == 0)
+			return i;
+		if (e == NULL)
+			return -1;
+	}
+}
+
+/* "'a', 'b' or 'c'" from "a|b|c", then last unquoted if not NULL. */
+static const char *
+conf_choices(const char *list, const char *last, char *out, size_t outlen)
+{
+	const char *p, *e;
+	size_t o = 0;
+	int n = last != NULL, i;
+
+	for (p = list; p != NULL; p = e ? e + 1 : NULL, n++)
+		e = strchr(p, '|');
+	out[0] = '\0';
+	for (i = 0, p = list; i < n && o < outlen; i++) {
+		const char *sep = i == 0 ? "" : i == n - 1 ? " or " : ", ";
+
+		if (p == NULL) {
+			o += (size_t)snprintf(out + o, outlen - o, "%s%s", sep, last);
+			break;
+		}
+		e = strchr(p, '|');
+		o += (size_t)snprintf(out + o, outlen - o, "%s'%.*s'", sep,
+		    (int)(e ? e - p : (long)strlen(p)), p);
+		p = e ? e + 1 : NULL;
+	}
+	return out;
+}
+
+/* "1s", "1h": a bound of a duration as one would write it. */
+static const char *
+conf_ms(long ms, char *out, size_t outlen)
+{
+	if (ms >= 3600000 && ms % 3600000 == 0)
+		snprintf(out, outlen, "%ldh", ms / 3600000);
+	else if (ms >= 60000 && ms % 60000 == 0)
+		snprintf(out, outlen, "%ldm", ms / 60000);
+	else if (ms >= 1000 && ms % 1000 == 0)
+		snprintf(out, outlen, "%lds", ms / 1000);
+	else
+		snprintf(out, outlen, "%ldms", ms);
+	return out;
+}
+
+/*
+ * The generic parsers: argv[1] (and argv[2]) into d's field.
+ */
+
+/* A number from min to max, or the word alt. Errors say the unit
+ * ("expected MiB between 64 and 1048576") or else the range
+ * ("expected 1-64 or 'auto'"). */
+static int
+p_uint(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	const char *v = argv[1];
+	char *end;
+	long n;
+
+	if (d->alt != NULL && strcmp(v, d->alt) == 0) {
+		conf_store(x->c, d, d->flags & PX_DF_ALTMAX ? ~0ULL : 0);
+		return 0;
+	}
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (d->flags & PX_DF_PERCENT && *end == '%')
+		end++;
+	if (errno != 0 || end == v || *end != '\0' || n < d->min ||
+	    n > d->max || (d->flags & PX_DF_DIGIT && (*v < '0' || *v > '9')) ||
+	    (d->flags & PX_DF_DIGIT1 && (*v < '1' || *v > '9'))) {
+		if (d->unit != NULL)
+			return conf_err(x, "%s: expected %s between %ld and %ld, "
+			    "got '%s'", d->name, d->unit, d->min, d->max, v);
+		return conf_err(x, "%s: expected %ld-%ld%s%s%s, got '%s'",
+		    d->name, d->min, d->max, d->alt ? " or '" : "",
+		    d->alt ? d->alt : "", d->alt ? "'" : "", v);
+	}
+	conf_store(x->c, d, (unsigned long long)n *
+	    (d->flags & PX_DF_KIB ? 1024 : 1));
+	return 0;
+}
+
+/* A duration (kept in ms) from min to max, or the word alt. */
+static int
+p_duration(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	char lo[16], hi[16];
+	long ms;
+
+	if (d->alt != NULL && strcmp(argv[1], d->alt) == 0) {
+		conf_store(x->c, d, d->flags & PX_DF_ALTMAX ? ~0ULL : 0);
+		return 0;
+	}
+	ms = px_parse_duration(argv[1]);
+	if (ms < d->min || ms > d->max) {
+		if (d->alt != NULL)
+			return conf_err(x, "%s: expected a duration (e.g. 5m) or "
+			    "'%s', got '%s'", d->name, d->alt, argv[1]);
+		return conf_err(x, "%s: a duration from %s to %s expected, got "
+		    "'%s'", d->name, conf_ms(d->min, lo, sizeof(lo)),
+		    conf_ms(d->max, hi, sizeof(hi)), argv[1]);
+	}
+	conf_store(x->c, d, (unsigned long long)ms);
+	return 0;
+}
+
+/* One of the words of unit ("auto|on|off"): its index. */
+static int
+p_choice(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	char words[128];
+	int i;
+
+	if ((i = conf_choice(d->unit, argv[1])) < 0)
+		return conf_err(x, "%s: expected %s, got '%s'", d->name,
+		    conf_choices(d->unit, NULL, words, sizeof(words)), argv[1]);
+	conf_store(x->c, d, (unsigned long long)i);
+	return 0;
+}
+
+/* One of the words of unit, kept as a string. */
+static int
+p_word(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	char words[128];
+
+	if (conf_choice(d->unit, argv[1]) < 0)
+		return conf_err(x, "%s: expected %s, got '%s'", d->name,
+		    conf_choices(d->unit, NULL, words, sizeof(words)), argv[1]);
+	set_str(conf_str(x->c, d->off), argv[1]);
+	return 0;
+}
+
+/* on (1) or off (0). */
+static int
+p_onoff(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	if (strcmp(argv[1], "on") == 0)
+		conf_store(x->c, d, 1);
+	else if (strcmp(argv[1], "off") == 0)
+		conf_store(x->c, d, 0);
+	else
+		return conf_err(x, "%s: expected 'on' or 'off', got '%s'",
+		    d->name, argv[1]);
+	return 0;
+}
+
+static int
+p_string(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	set_str(conf_str(x->c, d->off), argv[1]);
+	return 0;
+}
+
+/* Two strings: off gets the first, off2 the second (cert, key). */
+static int
+p_pair(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	set_str(conf_str(x->c, d->off), argv[1]);
+	set_str(conf_str(x->c, d->off2), argv[2]);
+	return 0;
+}
+
+/* An absolute path, or one of the words of unit if any. */
+static int
+p_path(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	char words[128];
+
+	if (argv[1][0] != '/' &&
+	    (d->unit == NULL || conf_choice(d->unit, argv[1]) < 0)) {
+		if (d->unit != NULL)
+			return conf_err(x, "%s: expected %s", d->name, conf_choices(
+			    d->unit, "an absolute path", words, sizeof(words)));
+		return conf_err(x, "%s: absolute path expected", d->name);
+	}
+	set_str(conf_str(x->c, d->off), argv[1]);
+	return 0;
+}
+
+/* ADDR:PORT or [V6]:PORT, kept as written. */
+static int
+p_address(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	unsigned port;
+
+	if (px_parse_sockaddr(argv[1], &ss, &sl, &port) != 0)
+		return conf_err(x, "%s: invalid address '%s' (want ADDR:PORT or "
+		    "[V6]:PORT)", d->name, argv[1]);
+	set_str(conf_str(x->c, d->off), argv[1]);
+	return 0;
+}
+
+/*
+ * The directives' own parsers.
+ */
+
+static int
+p_domain(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	if (!px_valid_hostname(argv[1], strlen(argv[1])))
+		return conf_err(x, "invalid domain '%s': lower-case DNS name "
+		    "expected", argv[1]);
+	set_str(conf_str(x->c, d->off), argv[1]);
+	return 0;
+}
+
+/* The first listen line replaces the default listeners. */
+static int
+p_listen(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	if (strcmp(argv[1], "https") != 0 && strcmp(argv[1], "http") != 0)
+		return conf_err(x, "listen: expected 'https' or 'http', got '%s'",
+		    argv[1]);
+	if (!x->listen_seen)
+		x->c->nlisten = 0;
+	x->listen_seen = 1;
+	if (add_listen(x->c, argv[1][4] == 's', argv[2]) != 0)
+		return conf_err(x, "listen: invalid address '%s' (want ADDR:PORT "
+		    "or [V6]:PORT)", argv[2]);
+	return 0;
+}
+
+static int
+p_host_suffix(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	struct px_config *c = x->c;
+	const char *sfx = argv[1][0] == '.' ? argv[1] + 1 : argv[1];
+
+	if (!px_valid_hostname(sfx, strlen(sfx)))
+		return conf_err(x, "custom_host_suffix: '%s' is not a lower-case "
+		    "DNS name", argv[1]);
+	if (px_host_is_ip(sfx) || px_host_is_localhost(sfx))
+		return conf_err(x, "custom_host_suffix: '%s' names addresses or "
+		    "loopback, not DNS names", argv[1]);
+	if (c->nhost_suffix >= PX_MAX_HOST_SUFFIX)
+		return conf_err(x, "custom_host_suffix: at most %d",
+		    PX_MAX_HOST_SUFFIX);
+	if ((c->host_suffix[c->nhost_suffix] = strdup(sfx)) == NULL)
+		return conf_err(x, "out of memory");
+	x->sfx_line[c->nhost_suffix++] = x->lineno;
+	return 0;
+}
+
+static int
+p_certificate(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	struct px_config *c = x->c;
+
+	if (c->ncerts >= PX_MAX_CERTS)
+		return conf_err(x, "too many certificates (max %d)", PX_MAX_CERTS);
+	c->certs[c->ncerts].cert = strdup(argv[1]);
+	c->certs[c->ncerts].key = strdup(argv[2]);
+	c->certs[c->ncerts].line = x->lineno;
+	c->ncerts++;
+	return 0;
+}
+
+/* timeout NAME DURATION: NAME one of px_conf_fields' */
+static int
+p_timeout(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	const struct px_conf_field *fl;
+	char names[512];
+	long ms;
+
+	if ((fl = conf_field("timeout", argv[1])) == NULL)
+		return conf_err(x, "timeout: unknown timeout '%s' (%s)", argv[1],
+		    conf_names("timeout", names, sizeof(names)));
+	if ((ms = px_parse_duration(argv[2])) < 0)
+		return conf_err(x, "timeout %s: invalid duration '%s' (e.g. 10s, "
+		    "250ms, 5m, 1h)", argv[1], argv[2]);
+	if (ms == 0 && !fl->zero)
+		return conf_err(x, "timeout %s: must be more than 0", argv[1]);
+	*conf_slot(x->c, fl) = (unsigned)ms;
+	return 0;
+}
+
+/* limit NAME N: the number is checked before the name */
+static int
+p_limit(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	const struct px_conf_field *fl;
+	char names[512], *end;
+	long n;
+
+	n = strtol(argv[2], &end, 10);
+	if (*end != '\0' || n < 1 || n > 1000000)
+		return conf_err(x, "limit %s: expected 1-1000000, got '%s'",
+		    argv[1], argv[2]);
+	if ((fl = conf_field("limit", argv[1])) == NULL)
+		return conf_err(x, "limit: unknown limit '%s' (%s)", argv[1],
+		    conf_names("limit", names, sizeof(names)));
+	*conf_slot(x->c, fl) = (unsigned)n;
+	return 0;
+}
+
+/* vm_template debian|minimal|/dir, and template /dir (its older
+ * spelling, unit NULL): the last of the two wins. */
+static int
+p_template(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	struct px_config *c = x->c;
+	char words[128];
+	int i;
+
+	if (d->unit != NULL && (i = conf_choice(d->unit, argv[1])) >= 0) {
+		c->vm_template = i;
+		free(c->template_dir);
+		c->template_dir = NULL;
+	} else if (argv[1][0] == '/') {
+		c->vm_template = PX_TEMPLATE_DIR;
+		set_str(&c->template_dir, argv[1]);
+	} else if (d->unit != NULL) {
+		return conf_err(x, "%s: expected %s, got '%s'", d->name,
+		    conf_choices(d->unit, "an absolute directory", words,
+		    sizeof(words)), argv[1]);
+	} else
+		return conf_err(x, "%s: absolute path expected", d->name);
+	return 0;
+}
+
+static int
+p_tap_prefix(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	size_t i, n = strlen(argv[1]);
+
+	for (i = 0; i < n; i++)
+		if (!((argv[1][i] >= 'a' && argv[1][i] <= 'z') ||
+		    (argv[1][i] >= '0' && argv[1][i] <= '9')))
+			break;
+	if (n == 0 || n > 6 || i != n)
+		return conf_err(x, "tap_prefix: 1-6 lower-case letters or digits "
+		    "expected");
+	set_str(conf_str(x->c, d->off), argv[1]);
+	return 0;
+}
+
+static int
+p_vm_pool(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	unsigned a, b, c, e, plen;
+	char extra;
+
+	if (sscanf(argv[1], "%u.%u.%u.%u/%u%c", &a, &b, &c, &e, &plen,
+	    &extra) != 5 || a > 255 || b > 255 || c > 255 || e > 255 ||
+	    plen < 8 || plen > 30)
+		return conf_err(x, "vm_pool: expected an IPv4 CIDR such as "
+		    "10.200.0.0/16 (prefix 8-30)");
+	snprintf(x->c->vm_pool, sizeof(x->c->vm_pool), "%s", argv[1]);
+	return 0;
+}
+
+static int
+p_uid_range(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	unsigned long a, b;
+	char extra;
+
+	if (sscanf(argv[1], "%lu-%lu%c", &a, &b, &extra) != 2 ||
+	    a < 1000 || b < a || b >= 4294967295UL)
+		return conf_err(x, "vm_uid_range: expected FIRST-LAST uids such "
+		    "as 2100000000-2100065535 (not below 1000), got '%s'",
+		    argv[1]);
+	x->c->vm_uid_base = (unsigned)a;
+	x->c->vm_uid_count = (unsigned)(b - a + 1);
+	return 0;
+}
+
+static int
+p_dns_upstream(struct px_conf_ctx *x, const struct px_directive *d,
+    int argc, char **argv)
+{
+	struct px_config *c = x->c;
+
+	if (!px_valid_ip(argv[1]) || strchr(argv[1], ':') != NULL)
+		return conf_err(x, "dns_upstream: an IPv4 address expected, got "
+		    "'%s'", argv[1]);
+	if (c->ndns >= 4)
+		return conf_err(x, "dns_upstream: at most 4");
+	snprintf(c->dns_upstream[c->ndns++], sizeof(c->dns_upstream[0]), "%s",
+	    argv[1]);
+	return 0;
+}
+
+static int
+p_dns_qtypes(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	struct px_config *c = x->c;
+	int i;
+
+	if (argc < 2)
+		return conf_err(x, "dns_qtypes: at least one query type (A, AAAA, "
+		    "CNAME, HTTPS, SVCB, TXT, MX, SRV... or a number)");
+	for (i = 1; i < argc; i++) {
+		if (c->ndns_qtypes >= 16)
+			return conf_err(x, "dns_qtypes: at most 16 types");
+		if (dns_qtype(argv[i], &c->dns_qtypes[c->ndns_qtypes++]) < 0)
+			return conf_err(x, "dns_qtypes: '%s' is not a query type (a "
+			    "name such as TXT or MX, or a number 1-65535 but "
+			    "128-255)", argv[i]);
+	}
+	return 0;
+}
+
+/* http://ADDR:PORT or https://ADDR:PORT (or a bare ADDR:PORT: http) */
+static int
+p_fleet_etcd(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	struct px_config *c = x->c;
+	const char *v = argv[1];
+
+	c->fleet_etcd_tls = 0;
+	if (strncmp(v, "http://", 7) == 0)
+		v += 7;
+	else if (strncmp(v, "https://", 8) == 0) {
+		v += 8;
+		c->fleet_etcd_tls = 1;
+	}
+	if (!addr_ok(v))
+		return conf_err(x, "fleet_etcd: expected http://ADDR:PORT or "
+		    "https://ADDR:PORT of etcd's gateway, got '%s'", argv[1]);
+	set_str(&c->fleet_etcd, v);
+	return 0;
+}
+
+/* fleet_etcd_user NAME PASSWORD-FILE */
+static int
+p_etcd_user(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	const char *v = argv[1];
+	size_t i, n = strlen(v);
+
+	for (i = 0; i < n; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+		    (v[i] >= '0' && v[i] <= '9') || v[i] == '-' || v[i] == '_' ||
+		    v[i] == '.'))
+			break;
+	if (n == 0 || n > 64 || i != n)
+		return conf_err(x, "fleet_etcd_user: a user name of 1-64 letters, "
+		    "digits, '-', '_', '.' expected, then its password file");
+	return p_pair(x, d, argc, argv);
+}
+
+static int
+p_fleet_host(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	const char *v = argv[1];
+	size_t i, n = strlen(v);
+
+	for (i = 0; i < n; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') ||
+		    (v[i] == '-' && i > 0 && i < n - 1)))
+			break;
+	if (n == 0 || n > 32 || i != n)
+		return conf_err(x, "fleet_host: 1-32 lower-case letters, digits and "
+		    "inner '-' expected");
+	set_str(conf_str(x->c, d->off), v);
+	return 0;
+}
+
+static int
+p_fleet_prefix(struct px_conf_ctx *x, const struct px_directive *d, int argc,
+    char **argv)
+{
+	const char *v = argv[1];
+
+	if (v[0] != '/' || strlen(v) > 64 || strpbrk(v, " \t\"\\") != NULL ||
+	    v[strlen(v) - 1] == '/')
+		return conf_err(x, "fleet_prefix: a key prefix such as /berth "
+		    "expected");
+	set_str(conf_str(x->c, d->off), v);
+	return 0;
+}
+
+/*
+ * The table. F(field) is the field a row sets; def is parsed by the
+ * row's own parser, so a default is written as in the file. p_choice
+ * keeps a word's index: its words follow the enum's order (PX_VMM_*,
+ * PX_ACCEL_*), as vm_template's do PX_TEMPLATE_*.
+ */
+#define F(f)	.off = offsetof(struct px_config, f), \
+		.size = sizeof(((struct px_config *)0)->f)
+#define F2(f)	.off2 = offsetof(struct px_config, f)
+#define STR_(x)	#x
+#define STR(x)	STR_(x)
+#define DAY_MS	(7L * 24 * 3600000)	/* px_parse_duration's most */
+
+const struct px_directive px_directives[] = {
+	/* the proxy */
+	{ "domain", 1, p_domain, F(domain), .def = "berth.localhost",
+	  .doc = "sandbox URLs are https://<port>-<sandbox>.<name>/" },
+	{ "custom_host_suffix", 1, p_host_suffix, F(host_suffix),
+	  .doc = "a suffix under which a sandbox token may set custom hosts "
+	  "(repeatable)" },
+	{ "listen", 2, p_listen, F(listen),
+	  .doc = "a listener: https or http, then ADDR:PORT (repeatable)" },
+	{ "workers", 1, p_uint, F(workers), .min = 1, .max = 64, .alt = "auto",
+	  .def = "auto", .doc = "proxy worker processes; auto: one per core" },
+	{ "user", 1, p_string, F(user), .def = "nobody",
+	  .doc = "unprivileged user of the workers" },
+	{ "certificate", 2, p_certificate, F(certs),
+	  .doc = "a certificate and its key; SNI picks among them" },
+	{ "acme_dir", 1, p_path, F(acme_dir),
+	  .doc = "served under /.well-known/acme-challenge/ over HTTP" },
+	{ "access_log", 1, p_path, F(access_log), .unit = "stderr|off",
+	  .def = "stderr", .doc = "where the access log goes" },
+	{ "timeout", 2, p_timeout, F(t_head),
+	  .doc = "a timeout of the proxy by name, then its duration" },
+	{ "http2", 1, p_onoff, F(http2), .def = "on",
+	  .doc = "HTTP/2 (ALPN h2) on the https listeners" },
+	{ "limit", 2, p_limit, F(max_conns),
+	  .doc = "a limit of the proxy by name, then its value" },
+	/* sandboxes' VMs */
+	{ "vmm", 1, p_choice, F(vmm), .unit = "auto|on|off", .def = "auto",
+	  .doc = "VM-backed sandboxes; auto: when the host can run them" },
+	{ "vmm_backend", 1, p_word, F(vmm_backend), .unit = "qemu|firecracker",
+	  .doc = "the VMM sandboxes run in (default qemu)" },
+	{ "accel", 1, p_choice, F(accel), .unit = "auto|tcg|kvm",
+	  .def = "auto", .doc = "the accelerator qemu sandboxes boot with" },
+	{ "vm_template", 1, p_template, F(vm_template), .unit = "debian|minimal",
+	  .def = "debian", .doc = "what a sandbox created without a template "
+	  "boots" },
+	{ "template", 1, p_template, F(template_dir),
+	  .doc = "the older spelling of vm_template DIRECTORY" },
+	{ "vm_memory", 1, p_uint, F(vm_memory), .min = PX_VM_MEMORY_MIN,
+	  .max = PX_VM_MEMORY_LIMIT, .unit = "MiB",
+	  .def = STR(PX_VM_MEMORY_DEFAULT),
+	  .doc = "a sandbox's RAM when its create does not say" },
+	{ "vm_max_memory", 1, p_uint, F(vm_max_memory), .min = PX_VM_MEMORY_MIN,
+	  .max = PX_VM_MEMORY_LIMIT, .unit = "MiB",
+	  .def = STR(PX_VM_MAX_MEMORY_DEFAULT),
+	  .doc = "the most RAM a sandbox may ask for" },
+	{ "vm_vcpus", 1, p_uint, F(vm_vcpus), .min = 1, .max = PX_VM_VCPUS_LIMIT,
+	  .unit = "a count", .def = STR(PX_VM_VCPUS_DEFAULT),
+	  .doc = "a sandbox's vCPUs when its create does not say" },
+	{ "vm_max_vcpus", 1, p_uint, F(vm_max_vcpus), .min = 1,
+	  .max = PX_VM_VCPUS_LIMIT, .unit = "a count",
+	  .def = STR(PX_VM_MAX_VCPUS_DEFAULT),
+	  .doc = "the most vCPUs a sandbox may ask for" },
+	{ "vm_disk", 1, p_uint, F(vm_disk), .min = PX_VM_DISK_MIN,
+	  .max = PX_VM_DISK_LIMIT, .unit = "MiB", .def = STR(PX_VM_DISK_DEFAULT),
+	  .doc = "a sandbox's persistent disk when its create does not say" },
+	{ "vm_max_disk", 1, p_uint, F(vm_max_disk), .min = PX_VM_DISK_MIN,
+	  .max = PX_VM_DISK_LIMIT, .unit = "MiB",
+	  .def = STR(PX_VM_MAX_DISK_DEFAULT),
+	  .doc = "the largest persistent disk a sandbox may ask for" },
+	{ "vm_max_procs", 1, p_uint, F(vm_max_procs), .min = 1, .max = 1024,
+	  .unit = "a count", .def = "64",
+	  .doc = "commands and file transfers at once per sandbox" },
+	{ "vm_ready_snapshot", 1, p_onoff, F(vm_ready_snapshot), .def = "on",
+	  .doc = "creates restore their template's ready snapshot, not boot" },
+	{ "vm_ready_pool", 1, p_uint, F(vm_ready_pool), .min = 0, .max = 64,
+	  .unit = "a count", .def = "1",
+	  .doc = "clones kept restored and paused per ready snapshot" },
+	{ "vm_max_forks", 1, p_uint, F(vm_max_forks), .min = 1, .max = 100,
+	  .unit = "a count", .def = "16",
+	  .doc = "new sandboxes one fork call may make" },
+	{ "vm_max_checkpoints", 1, p_uint, F(vm_max_checkpoints), .min = 1,
+	  .max = 256, .unit = "a count", .def = "16",
+	  .doc = "checkpoints one sandbox may hold" },
+	{ "vm_max_layers", 1, p_uint, F(vm_max_layers), .min = 2, .max = 12,
+	  .unit = "a count", .def = "8",
+	  .doc = "disk layers past which a sandbox's are merged" },
+	{ "vm_standby", 1, p_uint, F(vm_standby), .min = 0, .max = 4096,
+	  .unit = "a count", .def = "8",
+	  .doc = "suspended sandboxes with a VMM started, waiting" },
+	{ "vm_jail", 1, p_onoff, F(vm_jail), .def = "on",
+	  .doc = "every VMM runs in a jail of its own" },
+	{ "vm_uid_range", 1, p_uid_range, F(vm_uid_base),
+	  .def = "2100000000-2100065535",
+	  .doc = "the jailed VMMs' uids and gids, FIRST-LAST" },
+	{ "vm_cpu_quota", 1, p_uint, F(vm_cpu_quota), .min = 5, .max = 100,
+	  .unit = "a percentage of one core per vCPU (e.g. 50%)",
+	  .flags = PX_DF_PERCENT, .def = "100",
+	  .doc = "share of one core per vCPU a jailed VMM may use" },
+	{ "vm_mem_overhead", 1, p_uint, F(vm_mem_overhead), .min = 16,
+	  .max = 65536, .unit = "MiB", .def = "256",
+	  .doc = "a jailed VMM's memory limit over its guest's RAM" },
+	{ "vm_pids_max", 1, p_uint, F(vm_pids_max), .min = 64, .max = 1000000,
+	  .unit = "a count", .def = "1024",
+	  .doc = "tasks (qemu's threads) a jailed VMM may have" },
+	{ "vm_console_max", 1, p_uint, F(vm_console_max), .min = 64,
+	  .max = 1048576, .unit = "KiB", .flags = PX_DF_KIB, .def = "4096",
+	  .doc = "the guest console kept per sandbox" },
+	{ "vm_pool", 1, p_vm_pool, F(vm_pool),
+	  .doc = "the sandboxes' addresses, an IPv4 CIDR (10.200.0.0/16)" },
+	{ "tap_prefix", 1, p_tap_prefix, F(tap_prefix),
+	  .doc = "the start of the sandboxes' tap names (bth)" },
+	{ "idle_pause", 1, p_duration, F(idle_pause), .min = 1, .max = DAY_MS,
+	  .alt = "never", .flags = PX_DF_ALTMAX,
+	  .doc = "an idle sandbox is paused after this long" },
+	{ "idle_suspend", 1, p_duration, F(idle_suspend), .min = 1,
+	  .max = DAY_MS, .alt = "never", .flags = PX_DF_ALTMAX,
+	  .doc = "a paused sandbox is suspended to disk after this long" },
+	/* egress */
+	{ "egress", 1, p_choice, F(egress), .unit = "auto|on|off",
+	  .def = "auto", .doc = "the sandboxes' egress policy; auto: with VMs" },
+	{ "egress_max_rules", 1, p_uint, F(eg_max_rules), .min = 0,
+	  .max = PX_EG_MAX_RULES, .flags = PX_DF_DIGIT, .def = "256",
+	  .doc = "egress rules per sandbox" },
+	{ "egress_conn_limit", 1, p_uint, F(eg_conn_limit), .min = 1,
+	  .max = PX_EG_LIMIT_MAX, .alt = "off", .flags = PX_DF_DIGIT,
+	  .doc = "concurrent outbound connections per sandbox" },
+	{ "egress_new_conn_rate", 1, p_uint, F(eg_new_conn_rate), .min = 1,
+	  .max = PX_EG_LIMIT_MAX, .alt = "off", .flags = PX_DF_DIGIT,
+	  .doc = "new outbound connections per second per sandbox" },
+	{ "egress_dns_deny", 1, p_choice, F(eg_dns_refused),
+	  .unit = "nxdomain|refused", .def = "nxdomain",
+	  .doc = "what the resolver answers for a denied name" },
+	{ "dns_qtypes", PX_NARGS_MANY, p_dns_qtypes, F(dns_qtypes),
+	  .doc = "the query types the resolver answers (repeatable)" },
+	{ "dns_query_rate", 1, p_uint, F(dns_query_rate), .min = 1,
+	  .max = 1000000, .alt = "off", .flags = PX_DF_DIGIT1 | PX_DF_ALTMAX,
+	  .doc = "queries per second a sandbox may send the resolver" },
+	{ "dns_label_max", 1, p_uint, F(dns_label_max), .min = 1, .max = 63,
+	  .alt = "off", .flags = PX_DF_DIGIT1 | PX_DF_ALTMAX,
+	  .doc = "the longest label of a name the resolver answers" },
+	{ "dns_wildcard_names", 1, p_uint, F(dns_wildcard_names), .min = 1,
+	  .max = 1000000, .alt = "off", .flags = PX_DF_DIGIT1 | PX_DF_ALTMAX,
+	  .doc = "names a sandbox may ask under one wildcard rule" },
+	{ "dns_upstream", 1, p_dns_upstream, F(dns_upstream),
+	  .doc = "a resolver the filtering resolver asks (up to 4)" },
+	{ "nflog_group", 1, p_uint, F(nflog_group), .min = 1, .max = 65535,
+	  .def = "5", .doc = "the NFLOG group of egress denials" },
+	{ "control_listen", 1, p_address, F(control_listen),
+	  .doc = "ADDR:PORT of the TLS control API" },
+	/* fleet mode */
+	{ "fleet_etcd", 1, p_fleet_etcd, F(fleet_etcd),
+	  .doc = "http:// or https://ADDR:PORT of etcd's gateway: fleet mode" },
+	{ "fleet_etcd_ca", 1, p_string, F(fleet_etcd_ca),
+	  .doc = "the CA of etcd's server certificate" },
+	{ "fleet_etcd_cert", 2, p_pair, F(fleet_etcd_cert), F2(fleet_etcd_key),
+	  .doc = "the client certificate and key berthd gives etcd" },
+	{ "fleet_etcd_user", 2, p_etcd_user, F(fleet_etcd_user),
+	  F2(fleet_etcd_password),
+	  .doc = "etcd's user name, then the file of its password" },
+	{ "fleet_host", 1, p_fleet_host, F(fleet_host),
+	  .doc = "this host's id in the fleet" },
+	{ "fleet_listen", 1, p_address, F(fleet_listen),
+	  .doc = "ADDR:PORT of the fleet's mutual-TLS listener" },
+	{ "fleet_advertise", 1, p_address, F(fleet_advertise),
+	  .doc = "ADDR:PORT other hosts dial (default fleet_listen)" },
+	{ "fleet_edge", 1, p_address, F(fleet_edge),
+	  .doc = "the edge address published (default the first https)" },
+	{ "fleet_ca", 1, p_string, F(fleet_ca),
+	  .doc = "the CA of the hosts' certificates" },
+	{ "fleet_cert", 2, p_pair, F(fleet_cert), F2(fleet_key),
+	  .doc = "this host's certificate and key" },
+	{ "fleet_ttl", 1, p_duration, F(fleet_ttl), .min = 1000,
+	  .max = 3600000, .doc = "the TTL of this host's lease (default 10s)" },
+	{ "fleet_prefix", 1, p_fleet_prefix, F(fleet_prefix),
+	  .doc = "the prefix of berth's etcd keys (default /berth)" },
+	{ "fleet_capacity", 1, p_uint, F(fleet_capacity), .min = 1,
+	  .max = 1000000, .doc = "sandboxes this host takes" },
+};
+const size_t px_ndirectives = sizeof(px_directives) / sizeof(px_directives[0]);
+
+#undef F
+#undef F2
+
+/* The row of directive name, or NULL. */
+static const struct px_directive *
+conf_directive(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < px_ndirectives; i++)
+		if (strcmp(px_directives[i].name, name) == 0)
+			return &px_directives[i];
+	return NULL;
+}
+
+void
+px_config_defaults(struct px_config *c)
+{
+	struct px_conf_ctx x;
+	char err[256], arg[64], *argv[2];
+	size_t i;
+
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < px_conf_nfields; i++)
+		*conf_slot(c, &px_conf_fields[i]) = px_conf_fields[i].def;
+	memset(&x, 0, sizeof(x));
+	x.c = c;
+	x.file = "(defaults)";
+	x.err = err;
+	x.errlen = sizeof(err);
+	for (i = 0; i < px_ndirectives; i++) {
+		const struct px_directive *d = &px_directives[i];
+
+		if (d->def == NULL)
+			continue;
+		snprintf(arg, sizeof(arg), "%s", d->def);
+		argv[0] = (char *)d->name;
+		argv[1] = arg;
+		(void)d->parse(&x, d, 2, argv);	/* test_conf: each parses */
+	}
+}
+
+/* A default above its maximum could never be created: the error cites
+ * the later of the two lines (0: neither is in the file). */
+static int
+vm_size_check(struct px_conf_ctx *x)
+{
+	static const struct {
+		const char *what, *max, *unit;
+	} pairs[] = {
+		{ "vm_memory", "vm_max_memory", " MiB" },
+		{ "vm_vcpus", "vm_max_vcpus", "" },
+		{ "vm_disk", "vm_max_disk", " MiB" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		const struct px_directive *a = conf_directive(pairs[i].what);
+		const struct px_directive *b = conf_directive(pairs[i].max);
+		unsigned v = *(const unsigned *)(const void *)((const char *)x->c +
+		    a->off);
+		unsigned max = *(const unsigned *)(const void *)((const char *)x->c +
+		    b->off);
+		int la = x->line[a - px_directives], lb = x->line[b - px_directives];
+
+		if (v > max) {
+			snprintf(x->err, x->errlen, "%s:%d: %s %u%s is above %s %u%s",
+			    x->file, la > lb ? la : lb, pairs[i].what, v,
+			    pairs[i].unit, pairs[i].max, max, pairs[i].unit);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* What holds across lines, once the file is read. */
+static int
+conf_finish(struct px_conf_ctx *x)
+{
+	struct px_config *c = x->c;
+	int i, https = 0;
+
+	/* names under berth's domain are berth's (<port>-<sandbox>) */
+	for (i = 0; i < c->nhost_suffix; i++)
+		if (strcmp(c->host_suffix[i], c->domain) == 0 ||
+		    px_host_under(c->host_suffix[i], c->domain)) {
+			snprintf(x->err, x->errlen, "%s:%d: custom_host_suffix: '%s' "
+			    "is inside berth's domain '%s', whose names are "
+			    "berth's", x->file, x->sfx_line[i], c->host_suffix[i],
+			    c->domain);
+			return -1;
+		}
+	if (c->nlisten == 0) {
+		add_listen(c, 1, "127.0.0.1:8443");
+		add_listen(c, 0, "127.0.0.1:8080");
+	}
+	for (i = 0; i < c->nlisten; i++)
+		https |= c->listen[i].https;
+	if (!https) {
+		snprintf(x->err, x->errlen, "%s: no 'listen https' line", x->file);
+		return -1;
+	}
+	if (vm_size_check(x) != 0)
+		return -1;
+	return fleet_check(c, x->file, x->err, x->errlen);
+}
+
 int
 px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 {
-	char line[4096];
-	int lineno = 0, listen_seen = 0, sfx_line[PX_MAX_HOST_SUFFIX];
-	int vm_lines[sizeof(vm_sizes) / sizeof(vm_sizes[0])] = { 0 };
+	int lines[sizeof(px_directives) / sizeof(px_directives[0])] = { 0 };
+	struct px_conf_ctx x = { .c = c, .file = file, .err = err,
+	    .errlen = errlen, .line = lines };
+	const struct px_directive *d;
+	char line[4096], *argv[8], *p, *hash;
 	struct stat st;
+	int argc;
 	FILE *f;
 
 	px_config_defaults(c);
@@ -587,444 +1207,44 @@ px_config_load(struct px_config *c, const char *file, char *err, size_t errlen)
 	}
 	c->file = strdup(file);
 	while (fgets(line, sizeof(line), f) != NULL) {
-		char *argv[8], *p, *hash;
-		int argc = 0;
-
-		lineno++;
-		if (strchr(line, '\n') == NULL && !feof(f))
-			ERR("line too long");
+		x.lineno++;
+		if (strchr(line, '\n') == NULL && !feof(f)) {
+			conf_err(&x, "line too long");
+			goto fail;
+		}
 		if ((hash = strchr(line, '#')) != NULL)
 			*hash = '\0';
-		for (p = strtok(line, " \t\r\n"); p != NULL; p = strtok(NULL, " \t\r\n")) {
-			if (argc == 8)
-				ERR("too many arguments");
+		argc = 0;
+		for (p = strtok(line, " \t\r\n"); p != NULL;
+		    p = strtok(NULL, " \t\r\n")) {
+			if (argc == 8) {
+				conf_err(&x, "too many arguments");
+				goto fail;
+			}
 			argv[argc++] = p;
 		}
 		if (argc == 0)
 			continue;
-#define NARGS(n) do { if (argc != (n) + 1) ERR("'%s' takes %d argument%s", argv[0], (n), (n) == 1 ? "" : "s"); } while (0)
-		if (strcmp(argv[0], "domain") == 0) {
-			NARGS(1);
-			if (!px_valid_hostname(argv[1], strlen(argv[1])))
-				ERR("invalid domain '%s': lower-case DNS name expected", argv[1]);
-			set_str(&c->domain, argv[1]);
-		} else if (strcmp(argv[0], "listen") == 0) {
-			NARGS(2);
-			if (strcmp(argv[1], "https") != 0 && strcmp(argv[1], "http") != 0)
-				ERR("listen: expected 'https' or 'http', got '%s'", argv[1]);
-			if (!listen_seen)
-				c->nlisten = 0;
-			listen_seen = 1;
-			if (add_listen(c, argv[1][4] == 's', argv[2]) != 0)
-				ERR("listen: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[2]);
-		} else if (strcmp(argv[0], "workers") == 0) {
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (strcmp(argv[1], "auto") == 0)
-				n = 0;
-			else if (*end != '\0' || n < 1 || n > 64)
-				ERR("workers: expected 1-64 or 'auto', got '%s'", argv[1]);
-			c->workers = (int)n;
-		} else if (strcmp(argv[0], "user") == 0) {
-			NARGS(1);
-			set_str(&c->user, argv[1]);
-		} else if (strcmp(argv[0], "acme_dir") == 0) {
-			NARGS(1);
-			if (argv[1][0] != '/')
-				ERR("acme_dir: absolute path expected");
-			set_str(&c->acme_dir, argv[1]);
-		} else if (strcmp(argv[0], "access_log") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "stderr") != 0 && strcmp(argv[1], "off") != 0 &&
-			    argv[1][0] != '/')
-				ERR("access_log: expected 'stderr', 'off' or an absolute path");
-			set_str(&c->access_log, argv[1]);
-		} else if (strcmp(argv[0], "vmm") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "auto") == 0)
-				c->vmm = PX_VMM_AUTO;
-			else if (strcmp(argv[1], "on") == 0)
-				c->vmm = PX_VMM_ON;
-			else if (strcmp(argv[1], "off") == 0)
-				c->vmm = PX_VMM_OFF;
-			else
-				ERR("vmm: expected 'auto', 'on' or 'off', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "egress") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "auto") == 0)
-				c->egress = PX_VMM_AUTO;
-			else if (strcmp(argv[1], "on") == 0)
-				c->egress = PX_VMM_ON;
-			else if (strcmp(argv[1], "off") == 0)
-				c->egress = PX_VMM_OFF;
-			else
-				ERR("egress: expected 'auto', 'on' or 'off', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "dns_upstream") == 0) {
-			NARGS(1);
-			if (!px_valid_ip(argv[1]) || strchr(argv[1], ':') != NULL)
-				ERR("dns_upstream: an IPv4 address expected, got '%s'", argv[1]);
-			if (c->ndns >= 4)
-				ERR("dns_upstream: at most 4");
-			snprintf(c->dns_upstream[c->ndns++], sizeof(c->dns_upstream[0]), "%s", argv[1]);
-		} else if (strcmp(argv[0], "nflog_group") == 0) {
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || n < 1 || n > 65535)
-				ERR("nflog_group: expected 1-65535, got '%s'", argv[1]);
-			c->nflog_group = (uint16_t)n;
-		} else if (strcmp(argv[0], "egress_max_rules") == 0 ||
-		    strcmp(argv[0], "egress_conn_limit") == 0 ||
-		    strcmp(argv[0], "egress_new_conn_rate") == 0) {
-			/* ops' policy defaults; limits may be 'off' (0) */
-			int rules = strcmp(argv[0], "egress_max_rules") == 0;
-			unsigned long n;
-			char *end;
-
-			NARGS(1);
-			if (!rules && strcmp(argv[1], "off") == 0)
-				n = 0;
-			else {
-				n = strtoul(argv[1], &end, 10);
-				if (argv[1][0] < '0' || argv[1][0] > '9' || *end != '\0' ||
-				    (rules && n > PX_EG_MAX_RULES) ||
-				    (!rules && (n == 0 || n > PX_EG_LIMIT_MAX)))
-					ERR("%s: expected %s, got '%s'", argv[0], rules ?
-					    "0-1024" : "1-1000000 or 'off'", argv[1]);
-			}
-			if (rules)
-				c->eg_max_rules = (unsigned)n;
-			else if (strcmp(argv[0], "egress_conn_limit") == 0)
-				c->eg_conn_limit = (unsigned)n;
-			else
-				c->eg_new_conn_rate = (unsigned)n;
-		} else if (strcmp(argv[0], "dns_qtypes") == 0) {
-			int i;
-
-			if (argc < 2)
-				ERR("dns_qtypes: at least one query type (A, AAAA, "
-				    "CNAME, HTTPS, SVCB, TXT, MX, SRV... or a number)");
-			for (i = 1; i < argc; i++) {
-				if (c->ndns_qtypes >= 16)
-					ERR("dns_qtypes: at most 16 types");
-				if (dns_qtype(argv[i], &c->dns_qtypes[c->ndns_qtypes++]) < 0)
-					ERR("dns_qtypes: '%s' is not a query type (a name "
-					    "such as TXT or MX, or a number 1-65535 but "
-					    "128-255)", argv[i]);
-			}
-		} else if (strcmp(argv[0], "dns_query_rate") == 0 ||
-		    strcmp(argv[0], "dns_label_max") == 0 ||
-		    strcmp(argv[0], "dns_wildcard_names") == 0) {
-			unsigned long n;
-			char *end;
-			uint32_t v;
-
-			NARGS(1);
-			if (strcmp(argv[1], "off") == 0)
-				v = UINT32_MAX;
-			else {
-				n = strtoul(argv[1], &end, 10);
-				if (argv[1][0] < '1' || argv[1][0] > '9' || *end != '\0' ||
-				    n > 1000000 || (strcmp(argv[0], "dns_label_max") == 0 &&
-				    n > 63))
-					ERR("%s: expected %s or 'off', got '%s'", argv[0],
-					    strcmp(argv[0], "dns_label_max") == 0 ? "1-63" :
-					    "1-1000000", argv[1]);
-				v = (uint32_t)n;
-			}
-			if (strcmp(argv[0], "dns_query_rate") == 0)
-				c->dns_query_rate = v;
-			else if (strcmp(argv[0], "dns_label_max") == 0)
-				c->dns_label_max = v;
-			else
-				c->dns_wildcard_names = v;
-		} else if (strcmp(argv[0], "egress_dns_deny") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "nxdomain") == 0)
-				c->eg_dns_refused = 0;
-			else if (strcmp(argv[1], "refused") == 0)
-				c->eg_dns_refused = 1;
-			else
-				ERR("egress_dns_deny: expected 'nxdomain' or 'refused', got '%s'",
-				    argv[1]);
-		} else if (strcmp(argv[0], "vmm_backend") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "qemu") != 0 && strcmp(argv[1], "firecracker") != 0)
-				ERR("vmm_backend: expected 'qemu' or 'firecracker', got '%s'", argv[1]);
-			set_str(&c->vmm_backend, argv[1]);
-		} else if (strcmp(argv[0], "accel") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "auto") == 0)
-				c->accel = PX_ACCEL_AUTO;
-			else if (strcmp(argv[1], "tcg") == 0)
-				c->accel = PX_ACCEL_TCG;
-			else if (strcmp(argv[1], "kvm") == 0)
-				c->accel = PX_ACCEL_KVM;
-			else
-				ERR("accel: expected 'auto', 'tcg' or 'kvm', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "vm_template") == 0 ||
-		    strcmp(argv[0], "template") == 0) {
-			/* template /dir is vm_template's older spelling */
-			NARGS(1);
-			if (strcmp(argv[0], "vm_template") == 0 &&
-			    strcmp(argv[1], "debian") == 0) {
-				c->vm_template = PX_TEMPLATE_DEBIAN;
-				free(c->template_dir);
-				c->template_dir = NULL;
-			} else if (strcmp(argv[0], "vm_template") == 0 &&
-			    strcmp(argv[1], "minimal") == 0) {
-				c->vm_template = PX_TEMPLATE_MINIMAL;
-				free(c->template_dir);
-				c->template_dir = NULL;
-			} else if (argv[1][0] == '/') {
-				c->vm_template = PX_TEMPLATE_DIR;
-				set_str(&c->template_dir, argv[1]);
-			} else if (strcmp(argv[0], "vm_template") == 0) {
-				ERR("vm_template: expected 'debian', 'minimal' or "
-				    "an absolute directory, got '%s'", argv[1]);
-			} else {
-				ERR("template: absolute path expected");
-			}
-		} else if (strcmp(argv[0], "tap_prefix") == 0) {
-			size_t i, n;
-
-			NARGS(1);
-			n = strlen(argv[1]);
-			for (i = 0; i < n; i++)
-				if (!((argv[1][i] >= 'a' && argv[1][i] <= 'z') ||
-				    (argv[1][i] >= '0' && argv[1][i] <= '9')))
-					break;
-			if (n == 0 || n > 6 || i != n)
-				ERR("tap_prefix: 1-6 lower-case letters or digits expected");
-			set_str(&c->tap_prefix, argv[1]);
-		} else if (strcmp(argv[0], "vm_pool") == 0) {
-			unsigned a, b, c2, d, plen;
-			char extra;
-
-			NARGS(1);
-			if (sscanf(argv[1], "%u.%u.%u.%u/%u%c", &a, &b, &c2, &d, &plen, &extra) != 5 ||
-			    a > 255 || b > 255 || c2 > 255 || d > 255 || plen < 8 || plen > 30)
-				ERR("vm_pool: expected an IPv4 CIDR such as 10.200.0.0/16 (prefix 8-30)");
-			snprintf(c->vm_pool, sizeof(c->vm_pool), "%s", argv[1]);
-		} else if (vm_size_slot(c, argv[0]) != NULL) {
-			const struct vm_size *z = vm_size_of(argv[0]);
-			char *end;
-			long n;
-
-			NARGS(1);
-			errno = 0;
-			n = strtol(argv[1], &end, 10);
-			if (errno != 0 || end == argv[1] || *end != '\0' ||
-			    n < (long)z->min || n > (long)z->max)
-				ERR("%s: expected %s between %u and %u, got '%s'",
-				    argv[0], z->unit, z->min, z->max, argv[1]);
-			*vm_size_slot(c, argv[0]) = (unsigned)n;
-			vm_lines[z - vm_sizes] = lineno;
-		} else if (strcmp(argv[0], "http2") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "on") == 0)
-				c->http2 = 1;
-			else if (strcmp(argv[1], "off") == 0)
-				c->http2 = 0;
-			else
-				ERR("http2: expected 'on' or 'off', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "vm_jail") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "on") == 0)
-				c->vm_jail = 1;
-			else if (strcmp(argv[1], "off") == 0)
-				c->vm_jail = 0;
-			else
-				ERR("vm_jail: expected 'on' or 'off', got '%s'", argv[1]);
-		} else if (vm_count_of(argv[0]) != NULL) {
-			const struct vm_count *k = vm_count_of(argv[0]);
-			char *end;
-			long n;
-
-			NARGS(1);
-			n = strtol(argv[1], &end, 10);
-			if (*end != '\0' || end == argv[1] || n < (long)k->min ||
-			    n > (long)k->max)
-				ERR("%s: expected a count between %u and %u, got '%s'",
-				    argv[0], k->min, k->max, argv[1]);
-			*(unsigned *)(void *)((char *)c + k->off) = (unsigned)n;
-		} else if (strcmp(argv[0], "vm_ready_snapshot") == 0) {
-			NARGS(1);
-			if (strcmp(argv[1], "on") == 0)
-				c->vm_ready_snapshot = 1;
-			else if (strcmp(argv[1], "off") == 0)
-				c->vm_ready_snapshot = 0;
-			else
-				ERR("vm_ready_snapshot: expected 'on' or 'off', got '%s'", argv[1]);
-		} else if (strcmp(argv[0], "vm_uid_range") == 0) {
-			unsigned long a, b;
-			char extra;
-
-			NARGS(1);
-			if (sscanf(argv[1], "%lu-%lu%c", &a, &b, &extra) != 2 ||
-			    a < 1000 || b < a || b >= 4294967295UL)
-				ERR("vm_uid_range: expected FIRST-LAST uids such as "
-				    "2100000000-2100065535 (not below 1000), got '%s'",
-				    argv[1]);
-			c->vm_uid_base = (unsigned)a;
-			c->vm_uid_count = (unsigned)(b - a + 1);
-		} else if (strcmp(argv[0], "vm_cpu_quota") == 0 ||
-		    strcmp(argv[0], "vm_mem_overhead") == 0 ||
-		    strcmp(argv[0], "vm_pids_max") == 0 ||
-		    strcmp(argv[0], "vm_console_max") == 0) {
-			/* NAME, what it takes, bounds, where */
-			static const struct {
-				const char *name, *what;
-				long min, max;
-				size_t off;
-			} lim[] = {
-				{ "vm_cpu_quota", "a percentage of one core per vCPU (e.g. 50%)",
-				  5, 100, offsetof(struct px_config, vm_cpu_quota) },
-				{ "vm_mem_overhead", "MiB", 16, 65536,
-				  offsetof(struct px_config, vm_mem_overhead) },
-				{ "vm_pids_max", "a count", 64, 1000000,
-				  offsetof(struct px_config, vm_pids_max) },
-				{ "vm_console_max", "KiB", 64, 1048576,
-				  offsetof(struct px_config, vm_console_max) },
-			};
-			size_t k;
-			char *end;
-			long n;
-
-			NARGS(1);
-			for (k = 0; strcmp(lim[k].name, argv[0]) != 0; k++)
-				;
-			errno = 0;
-			n = strtol(argv[1], &end, 10);
-			if (k == 0 && *end == '%')
-				end++;
-			if (errno != 0 || end == argv[1] || *end != '\0' ||
-			    n < lim[k].min || n > lim[k].max)
-				ERR("%s: expected %s between %ld and %ld, got '%s'",
-				    argv[0], lim[k].what, lim[k].min, lim[k].max, argv[1]);
-			if (k == 3)
-				n *= 1024;	/* KiB -> bytes */
-			*(unsigned *)(void *)((char *)c + lim[k].off) = (unsigned)n;
-		} else if (strcmp(argv[0], "idle_pause") == 0 ||
-		    strcmp(argv[0], "idle_suspend") == 0) {
-			uint64_t *slot = argv[0][5] == 'p' ? &c->idle_pause : &c->idle_suspend;
-			long ms;
-
-			NARGS(1);
-			if (strcmp(argv[1], "never") == 0)
-				*slot = UINT64_MAX;
-			else if ((ms = px_parse_duration(argv[1])) <= 0)
-				ERR("%s: expected a duration (e.g. 5m) or 'never', got '%s'",
-				    argv[0], argv[1]);
-			else
-				*slot = (uint64_t)ms;
-		} else if (strcmp(argv[0], "control_listen") == 0) {
-			struct sockaddr_storage ss;
-			socklen_t sl;
-			unsigned port;
-
-			NARGS(1);
-			if (px_parse_sockaddr(argv[1], &ss, &sl, &port) != 0)
-				ERR("control_listen: invalid address '%s' (want ADDR:PORT or [V6]:PORT)", argv[1]);
-			set_str(&c->control_listen, argv[1]);
-		} else if (strncmp(argv[0], "fleet_", 6) == 0) {
-			if (fleet_directive(c, argc, argv, err, errlen, file, lineno) != 0)
-				goto fail;
-		} else if (strcmp(argv[0], "custom_host_suffix") == 0) {
-			const char *sfx;
-
-			NARGS(1);
-			sfx = argv[1][0] == '.' ? argv[1] + 1 : argv[1];
-			if (!px_valid_hostname(sfx, strlen(sfx)))
-				ERR("custom_host_suffix: '%s' is not a lower-case DNS name", argv[1]);
-			if (px_host_is_ip(sfx) || px_host_is_localhost(sfx))
-				ERR("custom_host_suffix: '%s' names addresses or loopback, not DNS names", argv[1]);
-			if (c->nhost_suffix >= PX_MAX_HOST_SUFFIX)
-				ERR("custom_host_suffix: at most %d", PX_MAX_HOST_SUFFIX);
-			if ((c->host_suffix[c->nhost_suffix] = strdup(sfx)) == NULL)
-				ERR("out of memory");
-			sfx_line[c->nhost_suffix++] = lineno;
-		} else if (strcmp(argv[0], "certificate") == 0) {
-			NARGS(2);
-			if (c->ncerts >= PX_MAX_CERTS)
-				ERR("too many certificates (max %d)", PX_MAX_CERTS);
-			c->certs[c->ncerts].cert = strdup(argv[1]);
-			c->certs[c->ncerts].key = strdup(argv[2]);
-			c->certs[c->ncerts].line = lineno;
-			c->ncerts++;
-		} else if (strcmp(argv[0], "timeout") == 0) {
-			const struct px_conf_field *fl;
-			char names[512];
-			long ms;
-
-			NARGS(2);
-			if ((fl = conf_field("timeout", argv[1])) == NULL)
-				ERR("timeout: unknown timeout '%s' (%s)", argv[1],
-				    conf_names("timeout", names, sizeof(names)));
-			if ((ms = px_parse_duration(argv[2])) < 0)
-				ERR("timeout %s: invalid duration '%s' (e.g. 10s, 250ms, 5m, 1h)", argv[1], argv[2]);
-			if (ms == 0 && !fl->zero)
-				ERR("timeout %s: must be more than 0", argv[1]);
-			*conf_slot(c, fl) = (unsigned)ms;
-		} else if (strcmp(argv[0], "limit") == 0) {
-			const struct px_conf_field *fl;
-			char names[512], *end;
-			long n;
-
-			NARGS(2);
-			n = strtol(argv[2], &end, 10);
-			if (*end != '\0' || n < 1 || n > 1000000)
-				ERR("limit %s: expected 1-1000000, got '%s'", argv[1], argv[2]);
-			if ((fl = conf_field("limit", argv[1])) == NULL)
-				ERR("limit: unknown limit '%s' (%s)", argv[1],
-				    conf_names("limit", names, sizeof(names)));
-			*conf_slot(c, fl) = (unsigned)n;
-		} else {
-			ERR("unknown directive '%s'", argv[0]);
+		if ((d = conf_directive(argv[0])) == NULL) {
+			conf_err(&x, "unknown directive '%s'", argv[0]);
+			goto fail;
 		}
+		if (d->nargs != PX_NARGS_MANY && argc != d->nargs + 1) {
+			conf_err(&x, "'%s' takes %d argument%s", argv[0], d->nargs,
+			    d->nargs == 1 ? "" : "s");
+			goto fail;
+		}
+		if (d->parse(&x, d, argc, argv) != 0)
+			goto fail;
+		lines[d - px_directives] = x.lineno;
 	}
 	if (ferror(f)) {
-		snprintf(err, errlen, "%s:%d: read error: %s", file, lineno + 1,
+		snprintf(err, errlen, "%s:%d: read error: %s", file, x.lineno + 1,
 		    strerror(errno));
 		goto fail;
 	}
 	fclose(f);
-	{
-		const char *d = c->domain;
-		int i;
-
-		/* names under berth's domain are berth's (<port>-<sandbox>) */
-		for (i = 0; i < c->nhost_suffix; i++)
-			if (strcmp(c->host_suffix[i], d) == 0 ||
-			    px_host_under(c->host_suffix[i], d)) {
-				snprintf(err, errlen, "%s:%d: custom_host_suffix: '%s' "
-				    "is inside berth's domain '%s', whose names are "
-				    "berth's", file, sfx_line[i], c->host_suffix[i], d);
-				return -1;
-			}
-	}
-	if (c->nlisten == 0) {
-		add_listen(c, 1, "127.0.0.1:8443");
-		add_listen(c, 0, "127.0.0.1:8080");
-	}
-	{
-		int i, https = 0;
-
-		for (i = 0; i < c->nlisten; i++)
-			https |= c->listen[i].https;
-		if (!https) {
-			snprintf(err, errlen, "%s: no 'listen https' line", file);
-			return -1;
-		}
-	}
-	if (vm_size_check(c, file, vm_lines, err, errlen) != 0)
-		return -1;
-	return fleet_check(c, file, err, errlen);
+	return conf_finish(&x);
 fail:
 	fclose(f);
 	return -1;

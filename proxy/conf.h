@@ -208,6 +208,44 @@ extern const size_t px_conf_nfields;
 /* The value of f in c, or each worker's share of it among n. */
 unsigned px_conf_field_value(const struct px_config *c,
     const struct px_conf_field *f, unsigned n);
+/*
+ * The directives of berth.conf, one row each: px_config_load parses with
+ * them, px_config_defaults takes its defaults from them and the unit test
+ * checks each is in berth.conf(5). A row's parser gets the line's words
+ * (argv[0] the directive) once their count is checked against nargs; the
+ * generic parsers (a number, a duration, a word among a few, on/off, a
+ * string, a path, an address) read the columns below, the others are
+ * the directive's own. def is the default as one would write it in the
+ * file (NULL: the field stays 0 or NULL, which the docs say what means).
+ */
+#define PX_NARGS_MANY	-1		/* one or more; the parser checks */
+
+/* px_directive.flags: how a number is written and kept */
+#define PX_DF_DIGIT	0x01		/* begins with a digit (no sign) */
+#define PX_DF_DIGIT1	0x02		/* begins with 1-9 */
+#define PX_DF_PERCENT	0x04		/* may end in '%' */
+#define PX_DF_KIB	0x08		/* written in KiB, kept in bytes */
+#define PX_DF_ALTMAX	0x10		/* alt keeps all ones (UINT*_MAX), not 0 */
+
+struct px_conf_ctx;			/* conf.c's state while parsing */
+struct px_directive {
+	const char	*name;
+	int		 nargs;		/* arguments it takes, or PX_NARGS_MANY */
+	int		(*parse)(struct px_conf_ctx *, const struct px_directive *,
+			    int, char **);
+	size_t		 off, size;	/* the field of struct px_config it sets */
+	size_t		 off2;		/* a second one (cert, then key) */
+	long		 min, max;	/* a number's bounds (durations: ms) */
+	const char	*unit;		/* a number's unit in errors; or the words
+					 * it takes, "a|b|c" */
+	const char	*alt;		/* a word that means 0 (or all ones) */
+	int		 flags;		/* PX_DF_* */
+	const char	*def;		/* default, as written; NULL: none */
+	const char	*doc;		/* one line for docs */
+};
+extern const struct px_directive px_directives[];
+extern const size_t px_ndirectives;
+
 /* Parses "10s", "250ms", "5m", "1h" or plain seconds; -1 if invalid. */
 long px_parse_duration(const char *);
 /* Parses host:port / [v6]:port into ss; -1 if invalid. */

@@ -1,6 +1,7 @@
 /*
  * test_conf.c — berth.conf parsing and its file:line errors
- * (proxy/conf.c).
+ * (proxy/conf.c), and its table of directives: well formed, its defaults
+ * parse, and berth.conf(5) documents every row.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "tap.h"
@@ -35,6 +36,144 @@ bad(const char *text, int line, const char *needle)
 	ok(r == -1 && strncmp(err, want, strlen(want)) == 0 && strstr(err, needle) != NULL,
 	    "error cites line %d and '%s': %s", line, needle, err);
 	px_config_free(&c);
+}
+
+/* The man page's ".It Ic NAME ..." lines, one a string; NULL if the
+ * page cannot be read. */
+static char **
+man_items(const char *page, int *n)
+{
+	char line[1024], **items = NULL;
+	FILE *f = fopen(page, "r");
+
+	*n = 0;
+	if (f == NULL)
+		return NULL;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, ".It Ic ", 7) != 0)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		items = realloc(items, (*n + 1) * sizeof(*items));
+		items[(*n)++] = strdup(line + 7);
+	}
+	fclose(f);
+	return items;
+}
+
+/* Whether word is one of s's words (split at blanks and '|'). */
+static int
+has_word(const char *s, const char *word)
+{
+	const char *p;
+	size_t n = strlen(word);
+
+	for (p = s; (p = strstr(p, word)) != NULL; p += n)
+		if ((p == s || p[-1] == ' ' || p[-1] == '|') &&
+		    (p[n] == '\0' || p[n] == ' ' || p[n] == '|'))
+			return 1;
+	return 0;
+}
+
+/* The directive an item names: its first word. */
+static int
+item_is(const char *item, const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(item, name, n) == 0 &&
+	    (item[n] == '\0' || item[n] == ' ');
+}
+
+static void
+check_table(void)
+{
+	size_t i, j, dup = 0, bad_row = 0, bad_def = 0;
+	struct px_config c;
+	char err[512], text[256];
+
+	for (i = 0; i < px_ndirectives; i++) {
+		const struct px_directive *d = &px_directives[i];
+
+		for (j = 0; j < i; j++)
+			if (strcmp(d->name, px_directives[j].name) == 0) {
+				diag("%s: twice in px_directives", d->name);
+				dup++;
+			}
+		if (d->name[0] == '\0' || d->parse == NULL || d->doc == NULL ||
+		    d->doc[0] == '\0' || (d->nargs < 1 && d->nargs != PX_NARGS_MANY) ||
+		    d->size == 0) {
+			diag("%s: a row without parser, docs, arguments or field",
+			    d->name);
+			bad_row++;
+		}
+		if (d->def == NULL)
+			continue;
+		/* a default is written as in the file, so the file takes it */
+		snprintf(text, sizeof(text), "%s %s\n", d->name, d->def);
+		if (d->nargs != 1 || load(text, &c, err, sizeof(err)) != 0) {
+			diag("%s: its default '%s' does not parse: %s", d->name,
+			    d->def, err);
+			bad_def++;
+		}
+		if (d->nargs == 1)
+			px_config_free(&c);
+	}
+	ok(px_ndirectives > 50, "the table has the directives (%zu)",
+	    px_ndirectives);
+	ok(dup == 0, "no directive twice in the table");
+	ok(bad_row == 0, "every row has a parser, docs text, arguments and a field");
+	ok(bad_def == 0, "every row's default parses as a line of the file");
+}
+
+/* Every directive of the table is an item of berth.conf(5) and every
+ * item a directive; timeout's and limit's names are in their items. */
+static void
+check_man(void)
+{
+	const char *top = getenv("top_srcdir");
+	char page[1024], **items;
+	size_t i, missing = 0, extra = 0, names = 0;
+	int n, k;
+
+	snprintf(page, sizeof(page), "%s/doc/berth.conf.5", top ? top : "..");
+	if ((items = man_items(page, &n)) == NULL) {
+		ok(top == NULL, "berth.conf(5) is there (%s)%s", page,
+		    top == NULL ? " # SKIP no top_srcdir" : "");
+		return;
+	}
+	for (i = 0; i < px_ndirectives; i++) {
+		for (k = 0; k < n && !item_is(items[k], px_directives[i].name); k++)
+			;
+		if (k == n) {
+			diag("%s is not an item of %s", px_directives[i].name, page);
+			missing++;
+		}
+	}
+	for (k = 0; k < n; k++) {
+		for (i = 0; i < px_ndirectives &&
+		    !item_is(items[k], px_directives[i].name); i++)
+			;
+		if (i == px_ndirectives) {
+			diag("berth.conf(5) item '%s' is no directive", items[k]);
+			extra++;
+		}
+	}
+	for (i = 0; i < px_conf_nfields; i++) {
+		for (k = 0; k < n &&
+		    !item_is(items[k], px_conf_fields[i].directive); k++)
+			;
+		if (k == n || !has_word(items[k], px_conf_fields[i].name)) {
+			diag("%s %s is not in berth.conf(5)'s item",
+			    px_conf_fields[i].directive, px_conf_fields[i].name);
+			names++;
+		}
+	}
+	ok(missing == 0, "berth.conf(5) documents every directive of the table");
+	ok(extra == 0, "berth.conf(5) documents no directive the table lacks");
+	ok(names == 0, "berth.conf(5) names every timeout and limit");
+	for (k = 0; k < n; k++)
+		free(items[k]);
+	free(items);
 }
 
 int
@@ -216,6 +355,40 @@ main(void)
 	is_int(px_parse_duration("5m"), 300000, "minutes");
 	is_int(px_parse_duration("-1s"), -1, "negative");
 	is_int(px_parse_duration("1d"), -1, "unknown unit");
+	bad("fleet_bogus x\n", 1, "unknown directive 'fleet_bogus'");
+	bad("fleet_bogus\n", 1, "unknown directive 'fleet_bogus'");
+	bad("dns_qtypes A\nfleet_host a b\n", 2, "'fleet_host' takes 1 argument");
+	bad("fleet_cert /c\n", 1, "'fleet_cert' takes 2 arguments");
+	bad("vm_cpu_quota 4%\n", 1, "vm_cpu_quota: expected a percentage of one "
+	    "core per vCPU (e.g. 50%) between 5 and 100, got '4%'");
+	bad("fleet_ttl 2h\n", 1, "fleet_ttl: a duration from 1s to 1h expected, "
+	    "got '2h'");
+	bad("idle_pause 0\n", 1, "idle_pause: expected a duration (e.g. 5m) or "
+	    "'never', got '0'");
+	bad("accel hvf\n", 1, "accel: expected 'auto', 'tcg' or 'kvm', got 'hvf'");
+	bad("workers 65\n", 1, "workers: expected 1-64 or 'auto', got '65'");
+	ok(load("vm_console_max 64\nvm_cpu_quota 50%\nidle_pause never\n"
+	    "dns_label_max off\nnflog_group 7\nworkers auto\n", &c, err,
+	    sizeof(err)) == 0 && c.vm_console_max == 65536 &&
+	    c.vm_cpu_quota == 50 && c.idle_pause == UINT64_MAX &&
+	    c.dns_label_max == UINT32_MAX && c.nflog_group == 7 &&
+	    c.workers == 0, "KiB, %%, never, off and auto: %s", err);
+	px_config_free(&c);
+	ok(px_config_load(&c, NULL, err, sizeof(err)) == 0 &&
+	    strcmp(c.user, "nobody") == 0 && strcmp(c.access_log, "stderr") == 0 &&
+	    c.nflog_group == 5 && c.http2 == 1 && c.vm_jail == 1 &&
+	    c.vm_uid_base == 2100000000 && c.vm_uid_count == 65536 &&
+	    c.vm_console_max == 4u << 20 && c.vm_cpu_quota == 100 &&
+	    c.vm_standby == 8 && c.vmm_backend == NULL && c.fleet_ttl == 0,
+	    "the table's defaults");
+	px_config_free(&c);
+	/* p_choice keeps a word's index: the words follow the enums */
+	ok(load("vmm on\negress off\naccel kvm\n", &c, err, sizeof(err)) == 0 &&
+	    c.vmm == PX_VMM_ON && c.egress == PX_VMM_OFF && c.accel == PX_ACCEL_KVM,
+	    "vmm, egress and accel keep their enums: %s", err);
+	px_config_free(&c);
+	check_table();
+	check_man();
 	unlink(path);
 	return done_testing();
 }
