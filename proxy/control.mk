@@ -11,6 +11,7 @@ PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/request.c \
 	proxy/api/files.c proxy/api/processes.c proxy/api/policy.c \
 	proxy/api/egress_rules.c proxy/api/tokens.c proxy/api/templates.c
 proxy_libpxcontrol_a_SOURCES = proxy/store.c proxy/store.h \
+	proxy/sbfield.c proxy/sbfield.h \
 	proxy/control.h $(PX_API) proxy/reqhead.c proxy/reqhead.h \
 	proxy/http1.c proxy/http1.h \
 	proxy/status.c proxy/status.h \

@@ -7,6 +7,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "store.h"
+#include "sbfield.h"
 #include "valid.h"
 
 #include <sqlite3.h>
@@ -110,6 +111,9 @@ static const char *const migrations[] = {
 	"  dir TEXT NOT NULL CHECK (substr(dir, 1, 1) = '/'),"
 	"  created INTEGER NOT NULL"
 	");",
+	/* 4: a sandbox's env, every command's defaults (a JSON object) */
+	"ALTER TABLE sandboxes ADD COLUMN env TEXT"
+	"  CHECK (length(env) BETWEEN 2 AND 2048);",
 };
 
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -436,36 +440,59 @@ px_store_close(struct px_store *st)
 
 /* ---- sandboxes ---- */
 
+/* ---- a sandbox's fields (sbfield.h: one row each) ---- */
+
+#define FIELD(sb, f)	((char *)(sb) + (f)->off)
+#define SANDBOX_NCOLS	((int)px_nsbfields)
+
+/* "s.id, s.address, ..." (alias) or "id, address, ...": the columns,
+ * in the table's order. */
+static const char *
+sandbox_cols(int alias)
+{
+	static char cols[2][1024];
+	char *c = cols[alias != 0];
+	size_t i, n = 0;
+
+	if (c[0] == '\0')
+		for (i = 0; i < px_nsbfields; i++)
+			n += (size_t)snprintf(c + n, sizeof(cols[0]) - n, "%s%s%s",
+			    i ? ", " : "", alias ? "s." : "",
+			    px_sbfields[i].column);
+	return c;
+}
+
 static void
 row_sandbox(sqlite3_stmt *stmt, int col, struct px_sandbox *sb)
 {
+	const struct px_sbfield *f;
 	const unsigned char *t;
+	size_t i;
 
 	memset(sb, 0, sizeof(*sb));
-	if ((t = sqlite3_column_text(stmt, col)) != NULL)
-		snprintf(sb->id, sizeof(sb->id), "%s", t);
-	if ((t = sqlite3_column_text(stmt, col + 1)) != NULL)
-		snprintf(sb->address, sizeof(sb->address), "%s", t);
-	sb->external = sqlite3_column_int(stmt, col + 2);
-	if ((t = sqlite3_column_text(stmt, col + 3)) != NULL)
-		snprintf(sb->state, sizeof(sb->state), "%s", t);
-	sb->created = sqlite3_column_int64(stmt, col + 4);
-	if ((t = sqlite3_column_text(stmt, col + 5)) != NULL)
-		snprintf(sb->egress_mode, sizeof(sb->egress_mode), "%s", t);
-	sb->mem_mib = (unsigned)sqlite3_column_int64(stmt, col + 6);
-	sb->vcpus = (unsigned)sqlite3_column_int64(stmt, col + 7);
-	sb->disk_mib = (unsigned)sqlite3_column_int64(stmt, col + 8);
-	if ((t = sqlite3_column_text(stmt, col + 9)) != NULL)
-		snprintf(sb->template_name, sizeof(sb->template_name), "%s", t);
-	sb->idle_pause_ms = sqlite3_column_int64(stmt, col + 10);
-	sb->idle_suspend_ms = sqlite3_column_int64(stmt, col + 11);
-	sb->max_lifetime_ms = sqlite3_column_int64(stmt, col + 12);
+	for (i = 0; i < px_nsbfields; i++) {
+		f = &px_sbfields[i];
+		switch (f->kind) {
+		case PF_BOOL:
+			*(int *)FIELD(sb, f) = sqlite3_column_int(stmt,
+			    col + (int)i);
+			break;
+		case PF_COUNT:
+			*(unsigned *)FIELD(sb, f) = (unsigned)
+			    sqlite3_column_int64(stmt, col + (int)i);
+			break;
+		case PF_CREATED:
+		case PF_IDLE:
+			*(int64_t *)FIELD(sb, f) = sqlite3_column_int64(stmt,
+			    col + (int)i);
+			break;
+		default:	/* text */
+			if ((t = sqlite3_column_text(stmt, col + (int)i)) != NULL)
+				snprintf(FIELD(sb, f), f->size, "%s", t);
+			break;
+		}
+	}
 }
-
-#define SANDBOX_NCOLS 13
-#define SANDBOX_COLS "s.id, s.address, s.external, s.state, s.created, " \
-	"s.egress_mode, s.mem_mib, s.vcpus, s.disk_mib, s.template, " \
-	"s.idle_pause_ms, s.idle_suspend_ms, s.max_lifetime_ms"
 
 /* An idle limit as the API and the database see it. */
 static int
@@ -532,76 +559,143 @@ mode_valid(const char *m)
 	    strcmp(m, "closed") == 0;
 }
 
+/* An env field: "" or a JSON object's text (the API checks its names
+ * and values; the store that it fits and looks like one). */
+static int
+env_valid(const char *e)
+{
+	size_t n = strlen(e);
+
+	return n == 0 || (n >= 2 && e[0] == '{' && e[n - 1] == '}');
+}
+
+/* Whether field f of sb may be stored; 0, or -1 with err. */
+static int
+field_check(const struct px_sandbox *sb, const struct px_sbfield *f,
+    char *err, size_t errlen)
+{
+	const char *t = FIELD(sb, f);
+	int ok = 1;
+
+	switch (f->kind) {
+	case PF_ID:
+		if (!field_ok(t, f->size))
+			ok = 0;
+		else
+			return check_id(t, err, errlen) ? -1 : 0;
+		break;
+	case PF_ADDR:
+		ok = field_ok(t, f->size) && (*t == '\0' || px_valid_ip(t));
+		break;
+	case PF_STATE:
+		ok = field_ok(t, f->size) && px_state_valid(t);
+		break;
+	case PF_MODE:
+		ok = field_ok(t, f->size) && (*t == '\0' || mode_valid(t));
+		break;
+	case PF_TEMPLATE:
+		ok = field_ok(t, f->size) && (*t == '\0' ||
+		    px_template_name_valid(t));
+		break;
+	case PF_IDLE:
+		ok = idle_valid(*(const int64_t *)t);
+		break;
+	case PF_ENV:
+		ok = field_ok(t, f->size) && env_valid(t);
+		break;
+	case PF_BOOL:
+	case PF_CREATED:
+	case PF_COUNT:
+		break;
+	}
+	if (!ok) {
+		seterr(err, errlen, "invalid %s", f->api);
+		return -1;
+	}
+	return 0;
+}
+
+/* Binds field f of sb as parameter i: what is "not set" binds NULL. */
+static void
+field_bind(sqlite3_stmt *stmt, int i, const struct px_sandbox *sb,
+    const struct px_sbfield *f)
+{
+	const char *t = FIELD(sb, f);
+
+	switch (f->kind) {
+	case PF_BOOL:
+		sqlite3_bind_int(stmt, i, *(const int *)t ? 1 : 0);
+		break;
+	case PF_CREATED:
+		sqlite3_bind_int64(stmt, i, *(const int64_t *)t ?
+		    *(const int64_t *)t : (int64_t)time(NULL));
+		break;
+	case PF_COUNT:
+		bind_count(stmt, i, *(const unsigned *)t);
+		break;
+	case PF_IDLE:
+		bind_idle(stmt, i, *(const int64_t *)t);
+		break;
+	case PF_TEMPLATE:
+		/* "default" is the built-in template: stored as none */
+		if (*t != '\0' && strcmp(t, PX_TEMPLATE_DEFAULT) != 0)
+			sqlite3_bind_text(stmt, i, t, -1, SQLITE_STATIC);
+		break;
+	case PF_ID:
+	case PF_STATE:
+		sqlite3_bind_text(stmt, i, t, -1, SQLITE_STATIC);
+		break;
+	default:
+		if (*t != '\0')
+			sqlite3_bind_text(stmt, i, t, -1, SQLITE_STATIC);
+		break;
+	}
+}
+
+/* The named template exists, or NOTFOUND (none and "default" do). */
+static int
+template_known(struct px_store *st, const char *tpl, char *err,
+    size_t errlen)
+{
+	int rc;
+
+	if (*tpl == '\0' || strcmp(tpl, PX_TEMPLATE_DEFAULT) == 0)
+		return PX_STORE_OK;
+	if ((rc = template_exists(st, tpl, err, errlen)) == 1)
+		return PX_STORE_OK;
+	if (rc == 0) {
+		seterr(err, errlen, "no template '%s'", tpl);
+		return PX_STORE_NOTFOUND;
+	}
+	return rc;
+}
+
 /* Inside a transaction: the INSERT of one sandbox. */
 static int
 sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
     char *err, size_t errlen)
 {
 	sqlite3_stmt *stmt;
-	const char *tpl;
+	char sql[1280];
+	size_t i, n;
 	int rc;
 
-	if (!field_ok(sb->id, sizeof(sb->id)) || check_id(sb->id, err, errlen))
-		return PX_STORE_ERR;
-	if (!field_ok(sb->address, sizeof(sb->address)) ||
-	    (sb->address[0] != '\0' && !px_valid_ip(sb->address))) {
-		seterr(err, errlen, "invalid address");
-		return PX_STORE_ERR;
-	}
-	if (!field_ok(sb->state, sizeof(sb->state)) || !px_state_valid(sb->state)) {
-		seterr(err, errlen, "invalid state");
-		return PX_STORE_ERR;
-	}
-	if (!field_ok(sb->egress_mode, sizeof(sb->egress_mode)) ||
-	    (sb->egress_mode[0] != '\0' && !mode_valid(sb->egress_mode))) {
-		seterr(err, errlen, "invalid egress mode");
-		return PX_STORE_ERR;
-	}
-	if (!field_ok(sb->template_name, sizeof(sb->template_name)) ||
-	    (sb->template_name[0] != '\0' &&
-	    !px_template_name_valid(sb->template_name))) {
-		seterr(err, errlen, "invalid template name");
-		return PX_STORE_ERR;
-	}
-	if (!idle_valid(sb->idle_pause_ms) || !idle_valid(sb->idle_suspend_ms) ||
-	    !idle_valid(sb->max_lifetime_ms)) {
-		seterr(err, errlen, "invalid idle limit");
-		return PX_STORE_ERR;
-	}
-	/* "default" is the built-in template: stored as none */
-	tpl = sb->template_name[0] != '\0' &&
-	    strcmp(sb->template_name, PX_TEMPLATE_DEFAULT) != 0 ?
-	    sb->template_name : NULL;
-	if (tpl != NULL && (rc = template_exists(st, tpl, err, errlen)) != 1) {
-		if (rc == 0) {
-			seterr(err, errlen, "no template '%s'", tpl);
-			return PX_STORE_NOTFOUND;
-		}
+	for (i = 0; i < px_nsbfields; i++)
+		if (field_check(sb, &px_sbfields[i], err, errlen) == -1)
+			return PX_STORE_ERR;
+	if ((rc = template_known(st, sb->template_name, err, errlen)) !=
+	    PX_STORE_OK)
 		return rc;
-	}
-	stmt = prepare(st, "INSERT INTO sandboxes (id, address, external, "
-	    "state, created, egress_mode, mem_mib, vcpus, disk_mib, template, "
-	    "idle_pause_ms, idle_suspend_ms, max_lifetime_ms) VALUES (?, ?, "
-	    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", err, errlen);
-	if (stmt == NULL)
+	n = (size_t)snprintf(sql, sizeof(sql), "INSERT INTO sandboxes (%s) "
+	    "VALUES (", sandbox_cols(0));
+	for (i = 0; i < px_nsbfields; i++)
+		n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s?",
+		    i ? ", " : "");
+	snprintf(sql + n, sizeof(sql) - n, ")");
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
 		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, sb->id, -1, SQLITE_STATIC);
-	if (sb->address[0] != '\0')
-		sqlite3_bind_text(stmt, 2, sb->address, -1, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 3, sb->external ? 1 : 0);
-	sqlite3_bind_text(stmt, 4, sb->state, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 5, sb->created ? sb->created :
-	    (int64_t)time(NULL));
-	if (sb->egress_mode[0] != '\0')
-		sqlite3_bind_text(stmt, 6, sb->egress_mode, -1, SQLITE_STATIC);
-	bind_count(stmt, 7, sb->mem_mib);
-	bind_count(stmt, 8, sb->vcpus);
-	bind_count(stmt, 9, sb->disk_mib);
-	if (tpl != NULL)
-		sqlite3_bind_text(stmt, 10, tpl, -1, SQLITE_STATIC);
-	bind_idle(stmt, 11, sb->idle_pause_ms);
-	bind_idle(stmt, 12, sb->idle_suspend_ms);
-	bind_idle(stmt, 13, sb->max_lifetime_ms);
+	for (i = 0; i < px_nsbfields; i++)
+		field_bind(stmt, (int)i + 1, sb, &px_sbfields[i]);
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
 	if (rc == SQLITE_DONE)
@@ -707,43 +801,50 @@ static int sandbox_read(struct px_store *, const char *, struct px_sandbox *,
     char *, size_t);
 
 int
-px_store_sandbox_set_idle(struct px_store *st, const char *id, unsigned which,
-    int64_t pause_ms, int64_t suspend_ms, int64_t life_ms,
-    struct px_sandbox *out, char *err, size_t errlen)
+px_store_sandbox_set(struct px_store *st, const char *id,
+    const struct px_sandbox *v, unsigned long which, struct px_sandbox *out,
+    char *err, size_t errlen)
 {
 	sqlite3_stmt *stmt;
-	int rc;
+	char sql[1280];
+	size_t i, n;
+	int rc, k;
 
 	if (check_id(id, err, errlen))
 		return PX_STORE_ERR;
-	if (!idle_valid(pause_ms) || !idle_valid(suspend_ms) ||
-	    !idle_valid(life_ms)) {
-		seterr(err, errlen, "invalid idle limit");
+	n = (size_t)snprintf(sql, sizeof(sql), "UPDATE sandboxes SET ");
+	for (i = 0, k = 0; i < px_nsbfields; i++) {
+		if (!(which & (1UL << i)))
+			continue;
+		if (!(px_sbfields[i].flags & PF_PATCH)) {
+			seterr(err, errlen, "%s cannot be changed",
+			    px_sbfields[i].api);
+			return PX_STORE_ERR;
+		}
+		if (field_check(v, &px_sbfields[i], err, errlen) == -1)
+			return PX_STORE_ERR;
+		n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s%s = ?",
+		    k++ ? ", " : "", px_sbfields[i].column);
+	}
+	if (k == 0) {
+		seterr(err, errlen, "nothing to change");
 		return PX_STORE_ERR;
 	}
+	snprintf(sql + n, sizeof(sql) - n, " WHERE id = ?");
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	/* CASE keeps a column the caller did not name */
-	stmt = prepare(st, "UPDATE sandboxes SET "
-	    "idle_pause_ms = CASE WHEN ?1 THEN ?2 ELSE idle_pause_ms END, "
-	    "idle_suspend_ms = CASE WHEN ?3 THEN ?4 ELSE idle_suspend_ms END, "
-	    "max_lifetime_ms = CASE WHEN ?5 THEN ?6 ELSE max_lifetime_ms END "
-	    "WHERE id = ?7", err, errlen);
-	if (stmt == NULL) {
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL) {
 		tx_rollback(st);
 		return PX_STORE_ERR;
 	}
-	sqlite3_bind_int(stmt, 1, (which & PX_IDLE_PAUSE) != 0);
-	bind_idle(stmt, 2, pause_ms);
-	sqlite3_bind_int(stmt, 3, (which & PX_IDLE_SUSPEND) != 0);
-	bind_idle(stmt, 4, suspend_ms);
-	sqlite3_bind_int(stmt, 5, (which & PX_IDLE_LIFETIME) != 0);
-	bind_idle(stmt, 6, life_ms);
-	sqlite3_bind_text(stmt, 7, id, -1, SQLITE_STATIC);
+	for (i = 0, k = 0; i < px_nsbfields; i++)
+		if (which & (1UL << i))
+			field_bind(stmt, ++k, v, &px_sbfields[i]);
+	sqlite3_bind_text(stmt, k + 1, id, -1, SQLITE_STATIC);
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
 	if (rc != SQLITE_DONE) {
-		rc = dberr(st, err, errlen, "setting idle limits");
+		rc = dberr(st, err, errlen, "changing sandbox");
 		tx_rollback(st);
 		return rc;
 	}
@@ -774,10 +875,12 @@ sandbox_read(struct px_store *st, const char *id, struct px_sandbox *out,
     char *err, size_t errlen)
 {
 	sqlite3_stmt *stmt;
+	char sql[1280];
 	int rc;
 
-	stmt = prepare(st, "SELECT " SANDBOX_COLS " FROM sandboxes s "
-	    "WHERE s.id = ?", err, errlen);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s WHERE s.id = ?",
+	    sandbox_cols(1));
+	stmt = prepare(st, sql, err, errlen);
 	if (stmt == NULL)
 		return PX_STORE_ERR;
 	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
@@ -826,10 +929,12 @@ px_store_sandbox_list(struct px_store *st,
 {
 	sqlite3_stmt *stmt;
 	struct px_sandbox sb;
+	char sql[1280];
 	int rc, ret = PX_STORE_OK;
 
-	stmt = prepare(st, "SELECT " SANDBOX_COLS " FROM sandboxes s "
-	    "ORDER BY s.id", err, errlen);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s ORDER BY s.id",
+	    sandbox_cols(1));
+	stmt = prepare(st, sql, err, errlen);
 	if (stmt == NULL)
 		return PX_STORE_ERR;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -1109,11 +1214,13 @@ px_store_routes(struct px_store *st,
 	struct px_sandbox sb;
 	struct px_port p;
 	struct px_route_row row = { &sb, &p };
+	char sql[1536];
 	int rc, ret = PX_STORE_OK;
 
-	stmt = prepare(st, "SELECT " SANDBOX_COLS ", " PORT_COLS " FROM ports p "
+	snprintf(sql, sizeof(sql), "SELECT %s, " PORT_COLS " FROM ports p "
 	    "JOIN sandboxes s ON s.id = p.sandbox ORDER BY p.sandbox, p.port",
-	    err, errlen);
+	    sandbox_cols(1));
+	stmt = prepare(st, sql, err, errlen);
 	if (stmt == NULL)
 		return PX_STORE_ERR;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {

@@ -36,6 +36,7 @@ struct px_store;
 #define PX_TEMPLATE_NAME_MAX	32	/* [a-z0-9][a-z0-9-]{0,31} */
 #define PX_TEMPLATE_DEFAULT	"default"	/* built in, never stored */
 #define PX_IDLE_NEVER		(-1)	/* an idle limit that never fires */
+#define PX_SANDBOX_ENV_MAX	2048	/* a sandbox's env, as JSON text */
 
 struct px_sandbox {
 	char id[41];		/* [a-z0-9][a-z0-9-]{0,39} */
@@ -51,6 +52,9 @@ struct px_sandbox {
 	char template_name[PX_TEMPLATE_NAME_MAX + 1];	/* "": default */
 	/* idle policy, ms: 0 follows berth.conf, PX_IDLE_NEVER never */
 	int64_t idle_pause_ms, idle_suspend_ms, max_lifetime_ms;
+	/* environment every command starts with: a JSON object's text,
+	 * "" for none */
+	char env[PX_SANDBOX_ENV_MAX + 1];
 };
 
 enum px_host_header {
@@ -139,18 +143,19 @@ int px_store_routes(struct px_store *,
     int (*cb)(const struct px_route_row *, void *), void *arg,
     char *err, size_t errlen);
 
-/* Which idle limits px_store_sandbox_set_idle changes. */
+/* The idle limits (sbfield.h's arg of each PF_IDLE row). */
 #define PX_IDLE_PAUSE		0x1
 #define PX_IDLE_SUSPEND		0x2
 #define PX_IDLE_LIFETIME	0x4
 /*
- * Sets the idle limits named in which (each 0: follow berth.conf,
- * PX_IDLE_NEVER, or ms > 0) and keeps the others. *out (may be NULL)
- * gets the sandbox as stored afterwards. NOTFOUND for an unknown id.
+ * Sets the fields of sandbox id that which names (bit i: row i of
+ * px_sbfields, each PF_PATCH) to their values in v, and keeps the others.
+ * *out (may be NULL) gets the sandbox as stored afterwards. NOTFOUND for
+ * an unknown id.
  */
-int px_store_sandbox_set_idle(struct px_store *, const char *id,
-    unsigned which, int64_t pause_ms, int64_t suspend_ms, int64_t life_ms,
-    struct px_sandbox *out, char *err, size_t errlen);
+int px_store_sandbox_set(struct px_store *, const char *id,
+    const struct px_sandbox *v, unsigned long which, struct px_sandbox *out,
+    char *err, size_t errlen);
 
 /* Sets the state of a sandbox (the VMM's transitions). */
 int px_store_sandbox_set_state(struct px_store *, const char *id,

@@ -15,6 +15,7 @@
 #include "../status.h"
 #include "../routemsg.h"
 #include "../store.h"
+#include "../sbfield.h"
 #include "../token.h"
 #include "../valid.h"
 #include "../../vmm/guest/agent_proto.h"
@@ -261,7 +262,10 @@ void api_console(struct req *r);
 /* commands.c */
 int api_exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len);
 void api_exec_parsed_free(struct exec_parsed *ep);
-int api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep);
+/* env_sb: the sandbox's env (JSON text, "" none), under the request's */
+int api_exec_parse(struct req *r, json_t *obj, int streamed,
+    const char *env_sb, struct exec_parsed *ep);
+int api_env_name_ok(const char *s);
 void api_exec(struct req *r);
 
 /* streams.c */

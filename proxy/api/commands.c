@@ -83,8 +83,8 @@ exec_done(void *arg, const struct px_exec_result *res)
 }
 
 /* 1 if s is an environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
-static int
-env_name_ok(const char *s)
+int
+api_env_name_ok(const char *s)
 {
 	size_t i;
 
@@ -116,10 +116,11 @@ api_exec_parsed_free(struct exec_parsed *ep)
  * 0, or -1 after replying the error.
  */
 int
-api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
+api_exec_parse(struct req *r, json_t *obj, int streamed, const char *env_sb,
+    struct exec_parsed *ep)
 {
 	struct px_exec_req *er = &ep->er;
-	json_t *v, *argv_j, *env_j;
+	json_t *v, *argv_j, *env_j, *env_d = NULL;
 	char err[512], buf[64];
 	const char *text, *key;
 	uint64_t ms;
@@ -151,18 +152,36 @@ api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
 	er->argv = ep->argv;
 	er->argc = (int)n;
 	env_j = json_object_get(obj, "env");
-	if (env_j != NULL && !json_is_null(env_j)) {
-		if (!json_is_object(env_j) || json_object_size(env_j) >
-		    EXEC_MAX_ARGS) {
-			api_reply_error(r, 400, NULL, "env", "must be an object of "
-			    "at most %d NAME: \"value\" strings", EXEC_MAX_ARGS);
-			goto fail;
+	/* the sandbox's env (PATCH .../ID {"env": ...}) under the
+	 * command's own: the store checked it is an object of strings */
+	if (env_sb != NULL && *env_sb != '\0')
+		env_d = json_loads(env_sb, 0, NULL);
+	if (env_j != NULL && !json_is_null(env_j) && (!json_is_object(env_j) ||
+	    json_object_size(env_j) > EXEC_MAX_ARGS)) {
+		api_reply_error(r, 400, NULL, "env", "must be an object of "
+		    "at most %d NAME: \"value\" strings", EXEC_MAX_ARGS);
+		goto fail;
+	}
+	if (json_is_object(env_d) && (ep->env = calloc(json_object_size(env_d) +
+	    json_object_size(env_j) + 1, sizeof(*ep->env))) == NULL)
+		goto oom;
+	json_object_foreach(env_d, key, v) {
+		if (json_object_get(env_j, key) != NULL ||
+		    !api_env_name_ok(key) || !json_is_string(v))
+			continue;
+		if (asprintf(&ep->env[er->envc], "%s=%s", key,
+		    json_string_value(v)) < 0) {
+			ep->env[er->envc] = NULL;
+			goto oom;
 		}
-		if ((ep->env = calloc(json_object_size(env_j) + 1,
-		    sizeof(*ep->env))) == NULL)
+		er->envc++;
+	}
+	if (env_j != NULL && !json_is_null(env_j)) {
+		if (ep->env == NULL && (ep->env = calloc(json_object_size(env_j) +
+		    1, sizeof(*ep->env))) == NULL)
 			goto oom;
 		json_object_foreach(env_j, key, v) {
-			if (!env_name_ok(key) || !json_is_string(v) ||
+			if (!api_env_name_ok(key) || !json_is_string(v) ||
 			    strlen(json_string_value(v)) != json_string_length(v)) {
 				api_reply_error(r, 400, NULL, "env", "'%s': names are "
 				    "[A-Za-z_][A-Za-z0-9_]*, values strings "
@@ -299,10 +318,12 @@ api_exec_parse(struct req *r, json_t *obj, int streamed, struct exec_parsed *ep)
 		er->stdin_data = ep->in;
 		er->stdin_len = (size_t)len - pad;
 	}
+	json_decref(env_d);
 	return 0;
 oom:
 	api_reply_error(r, 503, NULL, NULL, "out of memory");
 fail:
+	json_decref(env_d);
 	api_exec_parsed_free(ep);
 	return -1;
 }
@@ -333,7 +354,7 @@ api_exec(struct req *r)
 	}
 	if ((obj = api_body_object(r, allowed, 0)) == NULL)
 		return;
-	if (api_exec_parse(r, obj, 0, &ep) < 0) {
+	if (api_exec_parse(r, obj, 0, sb.env, &ep) < 0) {
 		json_decref(obj);
 		return;
 	}

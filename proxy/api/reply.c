@@ -269,32 +269,66 @@ count_json(unsigned v)
 	return v ? json_integer((json_int_t)v) : json_null();
 }
 
+/* A sandbox as the API shows it: sbfield.h's rows in order (a microVM's
+ * only for one), then the idle limits that apply to it. */
 json_t *
 api_sandbox_json(const struct px_control *ctl, const struct px_sandbox *sb)
 {
-	json_t *o;
+	const struct px_sbfield *f;
+	const char *t;
+	char name[64];
+	json_t *o, *v;
+	size_t i;
 
-	o = json_pack("{s:s, s:s?, s:b, s:s, s:I, s:s?}", "id", sb->id,
-	    "address", sb->address[0] ? sb->address : NULL,
-	    "external", sb->external, "state", sb->state,
-	    "created", (json_int_t)sb->created,
-	    "egress_mode", sb->egress_mode[0] ? sb->egress_mode : NULL);
-	if (o == NULL || sb->external)
+	if ((o = json_object()) == NULL)
+		return NULL;
+	for (i = 0; i < px_nsbfields; i++) {
+		f = &px_sbfields[i];
+		t = (const char *)sb + f->off;
+		if ((f->flags & PF_VM) && sb->external)
+			continue;
+		switch (f->kind) {
+		case PF_BOOL:
+			v = json_boolean(*(const int *)t);
+			break;
+		case PF_CREATED:
+			v = json_integer((json_int_t)*(const int64_t *)t);
+			break;
+		case PF_COUNT:
+			v = count_json(*(const unsigned *)t);
+			break;
+		case PF_IDLE:
+			v = idle_json(*(const int64_t *)t);
+			break;
+		case PF_TEMPLATE:
+			v = json_string(*t ? t : PX_TEMPLATE_DEFAULT);
+			break;
+		case PF_ENV:
+			v = *t ? json_loads(t, 0, NULL) : json_object();
+			break;
+		case PF_ID:
+		case PF_STATE:
+			v = json_string(t);
+			break;
+		default:
+			v = *t ? json_string(t) : json_null();
+			break;
+		}
+		if (json_object_set_new(o, f->api, v) == -1) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	if (sb->external)
 		return o;
-	json_object_set_new(o, "memory_mib", count_json(sb->mem_mib));
-	json_object_set_new(o, "vcpus", count_json(sb->vcpus));
-	json_object_set_new(o, "disk_mib", count_json(sb->disk_mib));
-	json_object_set_new(o, "template", json_string(sb->template_name[0] ?
-	    sb->template_name : PX_TEMPLATE_DEFAULT));
-	json_object_set_new(o, "idle_pause", idle_json(sb->idle_pause_ms));
-	json_object_set_new(o, "idle_suspend", idle_json(sb->idle_suspend_ms));
-	json_object_set_new(o, "max_lifetime", idle_json(sb->max_lifetime_ms));
-	json_object_set_new(o, "effective_idle_pause", idle_effective(ctl,
-	    sb->idle_pause_ms, PX_IDLE_PAUSE));
-	json_object_set_new(o, "effective_idle_suspend", idle_effective(ctl,
-	    sb->idle_suspend_ms, PX_IDLE_SUSPEND));
-	json_object_set_new(o, "effective_max_lifetime", idle_effective(ctl,
-	    sb->max_lifetime_ms, PX_IDLE_LIFETIME));
+	for (i = 0; i < px_nsbfields; i++) {
+		f = &px_sbfields[i];
+		if (f->kind != PF_IDLE)
+			continue;
+		snprintf(name, sizeof(name), "effective_%s", f->api);
+		json_object_set_new(o, name, idle_effective(ctl,
+		    *(const int64_t *)((const char *)sb + f->off), (int)f->arg));
+	}
 	return o;
 }
 

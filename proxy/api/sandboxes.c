@@ -38,9 +38,26 @@ api_routes_changed(struct px_control *ctl)
 		ctl->hooks.routes_changed(ctl->hooks.arg);
 }
 
-/* The fields only a microVM sandbox takes. */
-static const char *const vm_fields[] = { "memory_mib", "vcpus", "disk_mib",
-    "template", "idle_pause", "idle_suspend", "max_lifetime", "boot", NULL };
+#define FIELD(sb, f)	((char *)(sb) + (f)->off)
+
+/*
+ * The API names of the rows of sbfield.h with one of the flags, then
+ * extra (or NULL), NULL-terminated: what a create or PATCH body may hold,
+ * what only a microVM sandbox takes.
+ */
+static const char *const *
+field_names(const char **buf, size_t size, unsigned flags, const char *extra)
+{
+	size_t i, n = 0;
+
+	if (buf[0] != NULL)
+		return buf;
+	for (i = 0; i < px_nsbfields && n + 2 < size; i++)
+		if (px_sbfields[i].flags & flags)
+			buf[n++] = px_sbfields[i].api;
+	buf[n++] = extra;
+	return buf;
+}
 
 /* berth.conf's vm_* (read at each use: a reload applies), or defaults. */
 static void
@@ -145,6 +162,92 @@ idle_field(struct req *r, json_t *obj, const char *name, int64_t *out,
 	return 0;
 }
 
+/*
+ * An env field: an object of NAME: "value" strings, or null (none).
+ * *out: its compact JSON text, "" for none; *given: 1 if it was there.
+ * -1 after replying 400.
+ */
+static int
+env_field(struct req *r, json_t *obj, const char *name, char *out,
+    size_t size, int *given)
+{
+	json_t *v = json_object_get(obj, name), *e;
+	const char *key;
+	char buf[64];
+	size_t n;
+
+	*out = '\0';
+	*given = v != NULL;
+	if (v == NULL || json_is_null(v) || (json_is_object(v) &&
+	    json_object_size(v) == 0))
+		return 0;
+	if (!json_is_object(v)) {
+		api_reply_error(r, 400, NULL, name, "must be an object of NAME: "
+		    "\"value\" strings, or null");
+		return -1;
+	}
+	json_object_foreach(v, key, e)
+		if (!api_env_name_ok(key) || !json_is_string(e) ||
+		    strlen(json_string_value(e)) != json_string_length(e)) {
+			api_reply_error(r, 400, NULL, name, "'%s': names are "
+			    "[A-Za-z_][A-Za-z0-9_]*, values strings without NUL",
+			    api_shown(buf, sizeof(buf), key));
+			return -1;
+		}
+	n = json_dumpb(v, out, size - 1, JSON_COMPACT | JSON_SORT_KEYS);
+	if (n == 0 || n >= size - 1) {
+		api_reply_error(r, 400, NULL, name, "at most %zu bytes as JSON",
+		    size - 2);
+		*out = '\0';
+		return -1;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+/*
+ * The fields of a create (flag PF_CREATE) or PATCH (PF_PATCH) body that
+ * sbfield.h's rows describe whole: counts, idle limits, env (the others
+ * are create's own). Bit i of *which: row i was given. -1 after
+ * replying 400.
+ */
+static int
+fields_parse(struct req *r, json_t *obj, unsigned flag, struct px_sandbox *sb,
+    unsigned long *which)
+{
+	const struct px_sbfield *f;
+	size_t i;
+	int given, rc;
+
+	for (i = 0; i < px_nsbfields; i++) {
+		f = &px_sbfields[i];
+		if (!(f->flags & flag))
+			continue;
+		given = json_object_get(obj, f->api) != NULL;
+		switch (f->kind) {
+		case PF_COUNT:
+			rc = size_field(r, obj, (int)f->arg,
+			    (unsigned *)FIELD(sb, f));
+			break;
+		case PF_IDLE:
+			rc = idle_field(r, obj, f->api, (int64_t *)FIELD(sb, f),
+			    &given);
+			break;
+		case PF_ENV:
+			rc = env_field(r, obj, f->api, FIELD(sb, f), f->size,
+			    &given);
+			break;
+		default:
+			continue;
+		}
+		if (rc == -1)
+			return -1;
+		if (given)
+			*which |= 1UL << i;
+	}
+	return 0;
+}
+
 /* A stored idle limit as libvmm takes it. */
 static uint64_t
 idle_vm(int64_t ms)
@@ -218,9 +321,9 @@ fleet_sandbox_owner(struct px_control *ctl, const char *id)
 void
 api_sandbox_create(struct req *r)
 {
-	static const char *const fields[] = { "id", "address", "egress_mode",
-	    "memory_mib", "vcpus", "disk_mib", "template", "idle_pause",
-	    "idle_suspend", "max_lifetime", "boot", NULL };
+	static const char *fbuf[32], *vbuf[32];
+	const char *const *fields = field_names(fbuf, 32, PF_CREATE, "boot");
+	const char *const *vm_fields = field_names(vbuf, 32, PF_VM, "boot");
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	struct px_token tok;
@@ -230,7 +333,8 @@ api_sandbox_create(struct req *r)
 	char err[256], buf[64], secret[PX_TOKEN_LEN + 1];
 	json_t *obj, *doc;
 	char *owner;
-	int rc, given;
+	unsigned long which = 0;
+	int rc;
 
 	memset(secret, 0, sizeof(secret));
 	if ((obj = api_body_object(r, fields, 0)) == NULL)
@@ -280,15 +384,7 @@ api_sandbox_create(struct req *r)
 	memset(&sb, 0, sizeof(sb));
 	memset(&spec, 0, sizeof(spec));
 	if (addr == NULL) {
-		if (size_field(r, obj, 0, &sb.mem_mib) == -1 ||
-		    size_field(r, obj, 1, &sb.vcpus) == -1 ||
-		    size_field(r, obj, 2, &sb.disk_mib) == -1 ||
-		    idle_field(r, obj, "idle_pause", &sb.idle_pause_ms,
-		    &given) == -1 ||
-		    idle_field(r, obj, "idle_suspend", &sb.idle_suspend_ms,
-		    &given) == -1 ||
-		    idle_field(r, obj, "max_lifetime", &sb.max_lifetime_ms,
-		    &given) == -1 ||
+		if (fields_parse(r, obj, PF_CREATE, &sb, &which) == -1 ||
 		    template_field(r, obj, sb.template_name,
 		    sizeof(sb.template_name), &tpl, &spec.template_dir) == -1)
 			goto out;
@@ -370,41 +466,53 @@ out:
 	json_decref(obj);
 }
 
-/* PATCH /v1/sandboxes/{id}: the idle limits of a VM-backed sandbox. */
+/* PATCH /v1/sandboxes/{id}: what sbfield.h marks PF_PATCH (the idle
+ * limits and env of a VM-backed sandbox). */
 void
 api_sandbox_set(struct req *r)
 {
 	const char *id = r->id;
-	static const char *const fields[] = { "idle_pause", "idle_suspend",
-	    "max_lifetime", NULL };
-	static const unsigned bits[] = { PX_IDLE_PAUSE, PX_IDLE_SUSPEND,
-	    PX_IDLE_LIFETIME };
+	static const char *fbuf[32];
+	const char *const *fields = field_names(fbuf, 32, PF_PATCH, NULL);
 	struct px_control *ctl = r->c->ctl;
-	struct px_sandbox sb;
-	int64_t v[3];
-	unsigned which = 0;
-	char err[256], why[256] = "", txt[32];
+	const struct px_sbfield *f;
+	struct px_sandbox sb, v;
+	unsigned long which = 0;
+	unsigned idle = 0;
+	char err[256], why[512] = "", txt[32], names[256] = "";
 	json_t *obj;
-	int i, given, rc;
+	size_t i;
+	int rc;
 
 	if ((obj = api_body_object(r, fields, 0)) == NULL)
 		return;
-	for (i = 0; i < 3; i++) {
-		if (idle_field(r, obj, fields[i], &v[i], &given) == -1)
-			goto out;
-		if (!given)
+	memset(&v, 0, sizeof(v));
+	if (fields_parse(r, obj, PF_PATCH, &v, &which) == -1)
+		goto out;
+	for (i = 0; i < px_nsbfields; i++) {
+		f = &px_sbfields[i];
+		if (!(f->flags & PF_PATCH))
 			continue;
-		which |= bits[i];
-		if (v[i] == 0)
-			snprintf(txt, sizeof(txt), "berth.conf's");
-		else
-			api_span_text(idle_vm(v[i]), txt, sizeof(txt));
+		snprintf(names + strlen(names), sizeof(names) - strlen(names),
+		    "%s%s", names[0] ? ", " : "", f->api);
+		if (!(which & (1UL << i)))
+			continue;
+		if (f->kind == PF_IDLE) {
+			idle |= f->arg;
+			if (*(int64_t *)FIELD(&v, f) == 0)
+				snprintf(txt, sizeof(txt), "berth.conf's");
+			else
+				api_span_text(idle_vm(*(int64_t *)FIELD(&v, f)),
+				    txt, sizeof(txt));
+		} else if (f->kind == PF_ENV)
+			snprintf(txt, sizeof(txt), "%s", *FIELD(&v, f) ?
+			    "set" : "none");
 		snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%s %s",
-		    why[0] ? ", " : "", fields[i], txt);
+		    why[0] ? ", " : "", f->api, txt);
 	}
 	if (which == 0) {
-		api_reply_error(r, 400, NULL, NULL, "give at least one of "
-		    "idle_pause, idle_suspend, max_lifetime");
+		api_reply_error(r, 400, NULL, NULL, "give at least one of %s",
+		    names);
 		goto out;
 	}
 	if ((rc = px_store_sandbox_get(ctl->store, id, &sb, err,
@@ -414,15 +522,15 @@ api_sandbox_set(struct req *r)
 	}
 	if (sb.external) {
 		api_reply_error(r, 409, NULL, NULL, "sandbox '%s' is external: berth "
-		    "runs no VM for it, so it has no idle policy", id);
+		    "runs no VM for it, so it has no idle policy or env", id);
 		goto out;
 	}
-	if ((rc = px_store_sandbox_set_idle(ctl->store, id, which, v[0], v[1],
-	    v[2], &sb, err, sizeof(err))) != PX_STORE_OK) {
+	if ((rc = px_store_sandbox_set(ctl->store, id, &v, which, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
 		api_reply_store(r, rc, NULL, err);
 		goto out;
 	}
-	if (ctl->hooks.vm_set_idle != NULL)
+	if (idle != 0 && ctl->hooks.vm_set_idle != NULL)
 		ctl->hooks.vm_set_idle(id, idle_vm(sb.idle_pause_ms),
 		    idle_vm(sb.idle_suspend_ms), idle_vm(sb.max_lifetime_ms),
 		    ctl->hooks.arg);

@@ -351,7 +351,9 @@ cs_exec_json(struct cstream *cs, const char *p, size_t len)
 	static const char *const allowed[] = { "argv", "env", "cwd",
 	    "timeout", "user", "tty", NULL };
 	struct exec_parsed ep;
+	struct px_sandbox sb;
 	struct req r;
+	char err[256];
 	json_t *obj;
 	int rc;
 
@@ -362,7 +364,11 @@ cs_exec_json(struct cstream *cs, const char *p, size_t len)
 	r.bodylen = len;
 	if ((obj = api_body_object(&r, allowed, 0)) == NULL)
 		return -1;
-	if (api_exec_parse(&r, obj, 1, &ep) < 0) {
+	/* its env under the command's (gone meanwhile: the run says so) */
+	if (px_store_sandbox_get(cs->c->ctl->store, cs->id, &sb, err,
+	    sizeof(err)) != PX_STORE_OK)
+		sb.env[0] = '\0';
+	if (api_exec_parse(&r, obj, 1, sb.env, &ep) < 0) {
 		json_decref(obj);
 		return -1;
 	}

@@ -29,7 +29,7 @@ fuzz_response_LIBS = $(HTTP_PARSER_LIBS)
 fuzz_conf_SRC = tests/fuzz/fuzz_conf.c proxy/conf.c proxy/valid.c
 fuzz_conf_LIBS =
 # fuzz_control.c: the control API server (proxy/api/, its insides through api.h)
-fuzz_control_SRC = tests/fuzz/fuzz_control.c $(PX_API) proxy/reqhead.c proxy/http1.c proxy/status.c proxy/store.c proxy/control_rule.c \
+fuzz_control_SRC = tests/fuzz/fuzz_control.c $(PX_API) proxy/reqhead.c proxy/http1.c proxy/status.c proxy/store.c proxy/sbfield.c proxy/control_rule.c \
 	proxy/token.c proxy/valid.c proxy/route.c netctl/nc_rule.c
 fuzz_control_LIBS = $(LIBEVENT_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) \
 	$(HTTP_PARSER_LIBS) $(OPENSSL_LIBS)

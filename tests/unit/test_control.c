@@ -286,6 +286,15 @@ fake_exec(const char *id, const struct px_exec_req *req,
 	struct fake_call *f;
 	struct timeval tv = { 0, 1000 };
 
+	if (req->op == PX_EXEC_RUN) {	/* what it would start with */
+		char env[512] = "";
+		int i;
+
+		for (i = 0; i < req->envc; i++)
+			snprintf(env + strlen(env), sizeof(env) - strlen(env),
+			    " %s", req->env[i]);
+		vmlog("exec %s env%s", id, env);
+	}
 	if (req->op != PX_FILE_LIST && req->op != PX_FILE_MKDIR &&
 	    req->op != PX_FILE_REMOVE && req->op != PX_FILE_MOVE) {
 		*status = 409;
@@ -2140,6 +2149,30 @@ main(void)
 		    "set of an external sandbox: exit 1");
 		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"vcpus\":1}"), 400,
 		    "PATCH of vcpus: 400");
+		/* a sandbox's env (sbfield.h's row "env"): stored, shown,
+		 * under every command's own */
+		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"env\":{\"A\":"
+		    "\"1\",\"B\":\"x y\"}}"), 200, "PATCH env");
+		is_str(js("env/B"), "x y", "env shown");
+		is_str(js("idle_pause"), "2m", "the idle limits kept");
+		is_int(req("POST", "/v1/sandboxes/vm-3/exec", "{\"argv\":[\"env\"],"
+		    "\"env\":{\"A\":\"2\"}}"), 409, "exec (no guest here)");
+		ok(vmlog_has("exec vm-3 env B=x y A=2"), "the command got the "
+		    "sandbox's B and its own A");
+		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"env\":{\"1A\":"
+		    "\"1\"}}"), 400, "PATCH env with a bad name: 400");
+		is_str(js("error/field"), "env", "... names env");
+		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"env\":[1]}"), 400,
+		    "PATCH env not an object: 400");
+		is_int(req("GET", "/v1/sandboxes/vm-3", NULL), 200, "show vm-3");
+		is_str(js("env/A"), "1", "a refused PATCH changed nothing");
+		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"env\":null}"), 200,
+		    "PATCH env null clears it");
+		ok(json_object_size(json_object_get(last_json, "env")) == 0,
+		    "env {} again");
+		is_int(req("POST", "/v1/sandboxes/vm-3/exec", "{\"argv\":[\"env\"]}"),
+		    409, "exec again");
+		ok(vmlog_has("exec vm-3 env\n"), "no env now");
 		is_int(req("PATCH", "/v1/sandboxes/nope", "{\"idle_pause\":"
 		    "\"1m\"}"), 404, "PATCH of an unknown sandbox: 404");
 		is_int(req("GET", "/v1/sandboxes/vm-3/events", NULL), 200,

@@ -5,6 +5,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "store.h"
+#include "sbfield.h"
 #include "tap.h"
 
 #include <sqlite3.h>
@@ -17,6 +18,15 @@
 
 static char base[64], dir[80];	/* mkdtemp's, and the state dir in it */
 static char err[256];
+
+/* The bit px_store_sandbox_set takes for the field the API calls name. */
+static unsigned long
+field_bit(const char *name)
+{
+	const struct px_sbfield *f = px_sbfield_by_api(name);
+
+	return f ? 1UL << (f - px_sbfields) : 0;
+}
 
 static void
 cleanup(void)
@@ -115,7 +125,7 @@ int
 main(void)
 {
 	struct px_store *st;
-	struct px_sandbox sb, got;
+	struct px_sandbox sb, got, v;
 	struct px_port p, gp;
 	struct collect c;
 	int created, calls;
@@ -240,17 +250,39 @@ main(void)
 		ok(got.idle_pause_ms == 60000 && got.idle_suspend_ms ==
 		    PX_IDLE_NEVER && got.max_lifetime_ms == 0,
 		    "idle limits read back (0: berth.conf's)");
-		is_int(px_store_sandbox_set_idle(st, "vm-1", PX_IDLE_LIFETIME |
-		    PX_IDLE_PAUSE, 0, 5, 3600000, &got, err, sizeof(err)),
+		memset(&v, 0, sizeof(v));
+		v.idle_suspend_ms = 5;
+		v.max_lifetime_ms = 3600000;
+		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("idle_pause") |
+		    field_bit("max_lifetime"), &got, err, sizeof(err)),
 		    PX_STORE_OK, "set pause and lifetime");
 		ok(got.idle_pause_ms == 0 && got.idle_suspend_ms ==
 		    PX_IDLE_NEVER && got.max_lifetime_ms == 3600000,
 		    "those two changed, suspend kept");
-		is_int(px_store_sandbox_set_idle(st, "vm-9", PX_IDLE_PAUSE, 1, 0,
-		    0, NULL, err, sizeof(err)), PX_STORE_NOTFOUND,
-		    "set_idle of unknown: NOTFOUND");
-		is_int(px_store_sandbox_set_idle(st, "vm-1", PX_IDLE_PAUSE, -3, 0,
-		    0, NULL, err, sizeof(err)), PX_STORE_ERR, "bad limit refused");
+		is_int(px_store_sandbox_set(st, "vm-9", &v, field_bit("idle_pause"),
+		    NULL, err, sizeof(err)), PX_STORE_NOTFOUND,
+		    "set of unknown: NOTFOUND");
+		v.idle_pause_ms = -3;
+		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("idle_pause"),
+		    NULL, err, sizeof(err)), PX_STORE_ERR, "bad limit refused");
+		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("vcpus"),
+		    NULL, err, sizeof(err)), PX_STORE_ERR, "a field PATCH does "
+		    "not change refused");
+		is_str(err, "vcpus cannot be changed", "... saying which");
+		is_int(px_store_sandbox_set(st, "vm-1", &v, 0, NULL, err,
+		    sizeof(err)), PX_STORE_ERR, "nothing to change refused");
+		strcpy(v.env, "{\"A\":\"1\"}");
+		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("env"),
+		    &got, err, sizeof(err)), PX_STORE_OK, "set env");
+		is_str(got.env, "{\"A\":\"1\"}", "env read back");
+		strcpy(v.env, "not json");
+		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("env"),
+		    NULL, err, sizeof(err)), PX_STORE_ERR, "an env not an "
+		    "object refused");
+		v.env[0] = '\0';
+		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("env"),
+		    &got, err, sizeof(err)), PX_STORE_OK, "env cleared");
+		is_str(got.env, "", "... read back as none");
 		is_int(px_store_sandbox_get(st, "vm-1", &got, err, sizeof(err)),
 		    PX_STORE_OK, "get vm-1 again");
 		ok(got.idle_pause_ms == 0 && got.max_lifetime_ms == 3600000,
