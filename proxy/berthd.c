@@ -1444,7 +1444,9 @@ main(int argc, char **argv)
 			    "policy (guests reach the host, each other and every "
 			    "address)");
 		if (vms) {
-			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid, P.gid };
+			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid,
+			    P.gid, px_exec_woken, px_exec_forget, px_exec_stopping,
+			    px_exec_start };
 
 			if (px_vm_init(P.base, P.store, &P.cfg, P.state_dir, &vh, err,
 			    sizeof(err)) != 0)

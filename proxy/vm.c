@@ -11,7 +11,6 @@
 #include "path.h"
 #include "store.h"
 #include "egress.h"
-#include "exec.h"
 #include "valid.h"
 #include "vmm.h"
 
@@ -375,7 +374,7 @@ static void
 tell_woken(const char *id, int ok, const char *reason)
 {
 	V.hooks.woken(id, ok, reason);
-	px_exec_woken(id, ok, reason);
+	V.hooks.exec_woken(id, ok, reason);
 }
 
 /* 1 if id was waited for (and is no longer). */
@@ -1445,7 +1444,7 @@ px_vm_delete(const char *id, void *arg)
 	char err[VMM_ERRLEN];
 
 	px_eg_sandbox_down(id);
-	px_exec_forget(id);
+	V.hooks.exec_forget(id);
 	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL)
 		return;
 	if (vmm_sandbox_delete(sb, noop_done, strdup(id), err, sizeof(err)) < 0)
@@ -1511,7 +1510,7 @@ sync_go(struct syncctx *c)
 	if (!c->went) {
 		c->went = 1;
 		c->o = NULL;
-		if (px_exec_stopping()) {
+		if (V.hooks.exec_stopping()) {
 			/* berthd is shutting down (which failed the sync): the
 			 * VM outlives it, and no answer of the VMM's could
 			 * reach the asker now */
@@ -1581,7 +1580,7 @@ sync_then_stop(struct opctx *o, int restart)
 	evtimer_add(c->timer, &tv);
 	c->waiting = 1;
 	/* its answer may come before this returns: c is not touched after */
-	if (px_exec_start(o->id, &req, sync_answered, c, &status, err,
+	if (V.hooks.exec_start(o->id, &req, sync_answered, c, &status, err,
 	    sizeof(err), NULL) < 0) {
 		c->waiting = 0;
 		sync_go(c);

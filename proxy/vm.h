@@ -17,6 +17,9 @@ struct px_store;
 struct px_config;
 struct px_vm_spec;
 
+struct px_exec_req;
+struct px_exec_result;
+
 struct px_vm_hooks {
 	/* a sandbox's state or address changed: push routes */
 	void (*changed)(void);
@@ -24,6 +27,16 @@ struct px_vm_hooks {
 	void (*woken)(const char *id, int ok, const char *reason);
 	/* the VMM processes run as this user (0: as berthd) */
 	unsigned uid, gid;
+	/* commands in guests (exec.c, which calls vm.c for wakes): told of
+	 * wakes and deletions, asked whether berthd is ending, and running
+	 * a guest's sync before a stop. berthd.c wires them, so vm.c never
+	 * calls exec.c itself */
+	void (*exec_woken)(const char *id, int ok, const char *reason);
+	void (*exec_forget)(const char *id);
+	int (*exec_stopping)(void);
+	int (*exec_start)(const char *id, const struct px_exec_req *,
+	    void (*done)(void *, const struct px_exec_result *), void *done_arg,
+	    int *status, char *err, size_t errlen, void *arg);
 };
 
 /* 1 when VMs are on (config "vmm on", or "auto" and this host can run
