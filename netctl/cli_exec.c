@@ -6,6 +6,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli_cmd.h"
+#include "../vmm/guest/agent_proto.h"
 
 #include <openssl/evp.h>
 
@@ -63,23 +64,28 @@ on_winch(int sig)
 	got_winch = 1;
 }
 
-/* Queues one frame of the agent's format (agent_proto.h). */
+/*
+ * The streamed exec speaks the agent's framing (agent_proto.h) through
+ * berthd: we send EXEC_JSON first (berthd's own frame: the exec request,
+ * not the agent's), then BA_STDIN and BA_RESIZE; berthd answers
+ * BA_STDOUT, BA_STDERR and last BA_EXIT or BA_FAIL, whose payloads are
+ * JSON (proxy/control.c, "streamed exec").
+ */
+#define EXEC_JSON	'J'
+
+/* Queues one frame. */
 static int
 frame_out(struct cli_stream *s, int type, const void *p, size_t len)
 {
 	unsigned char *b;
 	int rc;
 
-	if ((b = malloc(len + 5)) == NULL)
+	if ((b = malloc(len + BA_HDR)) == NULL)
 		return -1;
-	b[0] = (unsigned char)(len >> 24);
-	b[1] = (unsigned char)(len >> 16);
-	b[2] = (unsigned char)(len >> 8);
-	b[3] = (unsigned char)len;
-	b[4] = (unsigned char)type;
+	ba_hdr_put(b, (uint32_t)len, type);
 	if (len > 0)
-		memcpy(b + 5, p, len);
-	rc = cli_stream_write(s, b, len + 5);
+		memcpy(b + BA_HDR, p, len);
+	rc = cli_stream_write(s, b, len + BA_HDR);
 	free(b);
 	return rc;
 }
@@ -91,26 +97,26 @@ exec_frames(struct cli_stream_resp *r, int *rc)
 {
 	size_t off = 0, len;
 	json_t *doc, *v;
-	int end = 0;
+	int end = 0, type;
 
-	while (!end && r->len - off >= 5) {
-		len = (size_t)r->body[off] << 24 | (size_t)r->body[off + 1] <<
-		    16 | (size_t)r->body[off + 2] << 8 | r->body[off + 3];
-		if (r->len - off - 5 < len)
+	while (!end && r->len - off >= BA_HDR) {
+		len = ba_hdr_len(r->body + off);
+		type = r->body[off + 4];
+		if (r->len - off - BA_HDR < len)
 			break;
-		switch (r->body[off + 4]) {
-		case 'O':
-			write_all(STDOUT_FILENO, r->body + off + 5, len);
+		switch (type) {
+		case BA_STDOUT:
+			write_all(STDOUT_FILENO, r->body + off + BA_HDR, len);
 			break;
-		case 'R':
-			write_all(STDERR_FILENO, r->body + off + 5, len);
+		case BA_STDERR:
+			write_all(STDERR_FILENO, r->body + off + BA_HDR, len);
 			break;
-		case 'X':
-		case 'F':
+		case BA_EXIT:
+		case BA_FAIL:
 			end = 1;
-			doc = json_loadb((const char *)r->body + off + 5, len, 0,
-			    NULL);
-			if (r->body[off + 4] == 'F') {
+			doc = json_loadb((const char *)r->body + off + BA_HDR,
+			    len, 0, NULL);
+			if (type == BA_FAIL) {
 				v = json_object_get(doc, "message");
 				fail("%s", json_is_string(v) ?
 				    json_string_value(v) : "exec failed");
@@ -141,7 +147,7 @@ exec_frames(struct cli_stream_resp *r, int *rc)
 		default:
 			break;
 		}
-		off += 5 + len;
+		off += BA_HDR + len;
 	}
 	if (off > 0) {
 		memmove(r->body, r->body + off, r->len - off);
@@ -201,7 +207,7 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 		return EXIT_UNREACHABLE;
 	}
 	if ((j = json_dumps(body, JSON_COMPACT)) == NULL ||
-	    frame_out(s, 'J', j, strlen(j)) < 0) {
+	    frame_out(s, EXEC_JSON, j, strlen(j)) < 0) {
 		free(j);
 		cli_stream_close(s);
 		fail("out of memory");
@@ -210,7 +216,7 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 	free(j);
 	in_open = tty || !isatty(STDIN_FILENO);
 	if (!in_open)
-		frame_out(s, 'I', NULL, 0);
+		frame_out(s, BA_STDIN, NULL, 0);
 	if (tty && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO,
 	    &saved) == 0) {
 		raw = saved;
@@ -229,7 +235,7 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 			    ws.ws_row > 0) {
 				snprintf(sz, sizeof(sz), "%u %u",
 				    (unsigned)ws.ws_row, (unsigned)ws.ws_col);
-				frame_out(s, 'W', sz, strlen(sz));
+				frame_out(s, BA_RESIZE, sz, strlen(sz));
 			}
 		}
 		/* A command that ended at once: berthd may have answered
@@ -267,10 +273,10 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 				    d[1] == DETACH_2) {
 					/* what came before, then the end */
 					if (d > buf)
-						frame_out(s, 'I', buf,
+						frame_out(s, BA_STDIN, buf,
 						    (size_t)(d - buf));
 					in_open = 0;
-					frame_out(s, 'I', NULL, 0);
+					frame_out(s, BA_STDIN, NULL, 0);
 					continue;
 				}
 				if (buf[m - 1] == DETACH_1) {
@@ -278,14 +284,14 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 					m--;
 				}
 				if (m > 0)
-					frame_out(s, 'I', buf, m);
+					frame_out(s, BA_STDIN, buf, m);
 				if (held)
 					buf[0] = DETACH_1;
 			} else if (n > 0)
-				frame_out(s, 'I', buf, (size_t)n);
+				frame_out(s, BA_STDIN, buf, (size_t)n);
 			else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				in_open = 0;
-				frame_out(s, 'I', NULL, 0);
+				frame_out(s, BA_STDIN, NULL, 0);
 			}
 		}
 		if (!cli_stream_readable(s) && !(pfd[0].revents &
