@@ -180,10 +180,7 @@ int span_arg(const char *opt, const char *s, int default_ok, json_t *body,
 
 /* ---- the commands, one family a file ---- */
 
-/* netctl.c */
-int c_status(const struct cmd *, struct opts *, char **, int);
-int c_mcp(const struct cmd *, struct opts *, char **, int);
-int c_help(const struct cmd *, struct opts *, char **, int);
+/* (status, mcp and help are netctl.c's own) */
 
 /* cli_sandbox.c */
 int c_sandbox_add(const struct cmd *, struct opts *, char **, int);

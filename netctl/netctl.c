@@ -185,7 +185,7 @@ opt_getopt(char *shortopts, size_t len, struct option *longopts)
 	memset(&longopts[NOPTS], 0, sizeof(longopts[NOPTS]));
 }
 
-/* The option for a bit of O_*: "--follow". */
+/* The option of a bit of O_*, without its "--". */
 static const char *
 opt_name(uint64_t bit)
 {
@@ -255,7 +255,7 @@ opt_take(const struct opt *p, const char *arg, struct opts *o,
 
 /* ---- the commands ---- */
 
-int
+static int
 c_status(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	json_t *doc;
@@ -279,7 +279,7 @@ c_status(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
-int
+static int
 c_mcp(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	if (o->json) {
@@ -291,6 +291,8 @@ c_mcp(const struct cmd *c, struct opts *o, char **a, int n)
 		return EXIT_USAGE;
 	return cli_mcp_serve(&tgt, o->sandbox) == 0 ? EXIT_OK : EXIT_REFUSED;
 }
+
+static int c_help(const struct cmd *, struct opts *, char **, int);
 
 static const struct cmd cmds[] = {
 	{ "sandbox", "create", "add", "<id> [--address <ip>] [--memory MiB] "
@@ -628,7 +630,7 @@ cmd_json(const struct cmd *k)
 	    k->alias, "args", k->args, "help", k->help);
 }
 
-int
+static int
 c_help(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	json_t *list = o->json ? json_array() : NULL;
@@ -675,6 +677,7 @@ c_help(const struct cmd *c, struct opts *o, char **a, int n)
 		out_set(json_pack("{s:o}", "commands", list));
 	return EXIT_OK;
 }
+
 static int netctl_main(int, char **);
 
 int
