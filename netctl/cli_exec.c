@@ -1,12 +1,12 @@
 /*
  * cli_exec.c — netctl's commands that run something in a guest: `sandbox
  * exec` (buffered with --json, else streamed as the agent's frames, see
- * vmm/guest/agent_proto.h), and the detached processes: ps, logs, kill,
+ * vmm/proto/agent_proto.h), and the detached processes: ps, logs, kill,
  * wait, attach.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli_cmd.h"
-#include "../vmm/guest/agent_proto.h"
+#include "agent_proto.h"
 
 #include <openssl/evp.h>
 

@@ -10,13 +10,13 @@ PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/request.c \
 	proxy/api/snapshots.c proxy/api/commands.c proxy/api/streams.c \
 	proxy/api/files.c proxy/api/processes.c proxy/api/policy.c \
 	proxy/api/egress_rules.c proxy/api/tokens.c proxy/api/templates.c
-proxy_libpxcontrol_a_SOURCES = proxy/store.c proxy/store.h \
-	proxy/sbfield.c proxy/sbfield.h \
-	proxy/control.h $(PX_API) proxy/reqhead.c proxy/reqhead.h \
-	proxy/http1.c proxy/http1.h \
-	proxy/status.c proxy/status.h \
-	proxy/control_rule.c proxy/control_rule.h \
-	proxy/token.c proxy/token.h
+proxy_libpxcontrol_a_SOURCES = proxy/sandbox/store.c proxy/sandbox/store.h \
+	proxy/sandbox/sbfield.c proxy/sandbox/sbfield.h \
+	proxy/api/control.h $(PX_API) proxy/api/reqhead.c proxy/api/reqhead.h \
+	proxy/edge/http1.c proxy/edge/http1.h \
+	vmm/proto/status.c vmm/proto/status.h \
+	proxy/api/control_rule.c proxy/api/control_rule.h \
+	proxy/api/token.c proxy/api/token.h
 proxy_libpxcontrol_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SQLITE_CFLAGS) $(OPENSSL_CFLAGS)
 # control_rule.c compiles netctl/nc_rule.c (#include) under other names.
@@ -30,10 +30,10 @@ TESTS += tests/unit/test_valid tests/unit/test_store tests/unit/test_control
 EXTRA_DIST += tests/unit/tap.h
 
 tests_unit_test_valid_SOURCES = tests/unit/test_valid.c tests/unit/tap.h \
-	proxy/valid.c proxy/valid.h
+	vmm/proto/valid.c vmm/proto/valid.h
 
 tests_unit_test_store_SOURCES = tests/unit/test_store.c tests/unit/tap.h \
-	proxy/valid.c
+	vmm/proto/valid.c
 tests_unit_test_store_CFLAGS = $(AM_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_store_LDADD = $(PXCONTROL_LIBS)
 
@@ -41,7 +41,7 @@ tests_unit_test_store_LDADD = $(PXCONTROL_LIBS)
 # requests and with the real netctl binary (found through top_builddir).
 tests_unit_test_control_SOURCES = tests/unit/test_control.c tests/unit/tap.h \
 	netctl/cli_http.c netctl/cli.h \
-	proxy/valid.c
+	vmm/proto/valid.c
 tests_unit_test_control_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_control_LDADD = $(PXCONTROL_LIBS)
@@ -50,7 +50,7 @@ tests_unit_test_control_LDADD = $(PXCONTROL_LIBS)
 check_PROGRAMS += tests/unit/test_api_table
 TESTS += tests/unit/test_api_table
 tests_unit_test_api_table_SOURCES = tests/unit/test_api_table.c tests/unit/tap.h \
-	proxy/valid.c
+	vmm/proto/valid.c
 tests_unit_test_api_table_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) \
 	$(JANSSON_CFLAGS) $(OPENSSL_CFLAGS)
 tests_unit_test_api_table_LDADD = $(PXCONTROL_LIBS)

@@ -6,12 +6,12 @@ EXTRA_DIST += tests/leftovers
 PX_UNIT_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 check_PROGRAMS += tests/unit/test_http1 tests/unit/test_route tests/unit/test_conf
 TESTS += tests/unit/test_http1 tests/unit/test_route tests/unit/test_conf
-tests_unit_test_http1_SOURCES = tests/unit/test_http1.c proxy/http1.c
+tests_unit_test_http1_SOURCES = tests/unit/test_http1.c proxy/edge/http1.c
 tests_unit_test_http1_LDADD = $(HTTP_PARSER_LIBS)
-tests_unit_test_route_SOURCES = tests/unit/test_route.c proxy/route.c proxy/valid.c
+tests_unit_test_route_SOURCES = tests/unit/test_route.c proxy/edge/route.c vmm/proto/valid.c
 tests_unit_test_route_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_route_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
-tests_unit_test_conf_SOURCES = tests/unit/test_conf.c proxy/conf.c proxy/valid.c
+tests_unit_test_conf_SOURCES = tests/unit/test_conf.c proxy/conf.c vmm/proto/valid.c
 
 # Private URLs (tokens, cookie exchange) and the TLS control listener.
 TESTS += tests/integ/proxy-private.sh
@@ -42,7 +42,7 @@ EXTRA_DIST += tests/integ/vm-restart.sh
 # Fleet mode's fleet_* directives and remote routes (TAP, no root).
 check_PROGRAMS += tests/unit/test_fleet
 TESTS += tests/unit/test_fleet
-tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/route.c proxy/valid.c
+tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/edge/route.c vmm/proto/valid.c
 tests_unit_test_fleet_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_fleet_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
 

@@ -2,7 +2,7 @@
  * agent.c — the host end of a sandbox's guest agent (vmm/guest/agent.c):
  * a unix socket qemu serves for the virtio-serial port the template names
  * ("agent" in template.json). This file only connects: the frames
- * (vmm/guest/agent_proto.h) are the caller's, on its own event loop.
+ * (vmm/proto/agent_proto.h) are the caller's, on its own event loop.
  *
  * Jailed, the socket lives in run/, which the VM's uid may write: it could
  * put another socket (or a symlink to one) there. What answers must be

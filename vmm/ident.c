@@ -1,7 +1,7 @@
 /*
  * ident.c — a clone restored from a ready snapshot is made its own before
  * anyone else reaches it: one session with its guest agent (ping, then
- * the 'U' identity request of vmm/guest/agent_proto.h: hostname, machine
+ * the 'U' identity request of vmm/proto/agent_proto.h: hostname, machine
  * id, MAC, address, gateway, resolver, clock, entropy) and the answer.
  * Until the agent says "exit 0" the sandbox is not running: a clone that
  * cannot be given its identity is never served as its template's twin.
@@ -25,7 +25,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "guest/agent_proto.h"
+#include "proto/agent_proto.h"
 #include "nc_link.h"
 #include "vmm.h"
 

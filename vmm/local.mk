@@ -48,11 +48,11 @@ EXTRA_DIST += tests/integ/vmm-lifecycle.sh
 # without sanitizers, which do not mix with -static. Installed beside the
 # template builder: berthd builds its default template at run time.
 pkglibexec_PROGRAMS = vmm/guest/testapp vmm/guest/berth-agent
-vmm_guest_testapp_SOURCES = vmm/guest/testapp.c proxy/status.c proxy/status.h
+vmm_guest_testapp_SOURCES = vmm/guest/testapp.c vmm/proto/status.c vmm/proto/status.h
 vmm_guest_testapp_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_testapp_LDFLAGS = -static -pthread
 # The guest agent (exec for the API), static and unsanitized likewise.
-vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/guest/agent_proto.h
+vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/proto/agent_proto.h
 vmm_guest_berth_agent_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_berth_agent_LDFLAGS = -static
 

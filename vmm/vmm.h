@@ -320,7 +320,7 @@ int vmm_sandbox_disk_usage(const struct vmm_sandbox *sb,
 /* The guest agent's socket of a running sandbox, connected (non-blocking,
  * close-on-exec) and checked to be its VMM's (SO_PEERCRED when jailed):
  * the descriptor, or -errno with err (-ENOTSUP: the template has no
- * agent; -EAGAIN: not running). Frames: vmm/guest/agent_proto.h. */
+ * agent; -EAGAIN: not running). Frames: vmm/proto/agent_proto.h. */
 int vmm_agent_connect(struct vmm_sandbox *sb, char *err, size_t errlen);
 
 /* What a jailed sandbox's VMM used, from its cgroup (zeros without). */

@@ -7,18 +7,18 @@
 #ifndef BERTH_API_H
 #define BERTH_API_H
 
-#include "../control.h"
-#include "../conf.h"
-#include "../control_rule.h"
-#include "../helper.h"
-#include "../reqhead.h"
-#include "../status.h"
-#include "../routemsg.h"
-#include "../store.h"
-#include "../sbfield.h"
-#include "../token.h"
-#include "../valid.h"
-#include "../../vmm/guest/agent_proto.h"
+#include "control.h"
+#include "conf.h"
+#include "control_rule.h"
+#include "helper.h"
+#include "reqhead.h"
+#include "status.h"
+#include "routemsg.h"
+#include "store.h"
+#include "sbfield.h"
+#include "token.h"
+#include "valid.h"
+#include "agent_proto.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

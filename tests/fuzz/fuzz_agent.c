@@ -1,6 +1,6 @@
 /*
  * fuzz_agent.c — libFuzzer target for the guest agent reader helper
- * (proxy/agentd.c, compiled into this file to reach its parser): what a
+ * (proxy/privsep/agentd.c, compiled into this file to reach its parser): what a
  * guest agent sends. Each input is one connection: data[0] & 1 says
  * whether it starts already synced (its pong seen), data[0] & 2 then
  * that its agent speaks protocol 3 (channels, processes, files), data[1]
@@ -18,7 +18,7 @@
  * and nothing follows a protocol error.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include "../../proxy/agentd.c"
+#include "../../proxy/privsep/agentd.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

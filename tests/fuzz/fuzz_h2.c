@@ -1,5 +1,5 @@
 /*
- * fuzz_h2.c — libFuzzer target for the HTTP/2 session glue (proxy/h2.c)
+ * fuzz_h2.c — libFuzzer target for the HTTP/2 session glue (proxy/edge/h2.c)
  * with the real session layer behind it (session.c, upstream.c,
  * respond.c, route.c): client frames in, HTTP/1.1 requests to a
  * scripted upstream on loopback, its responses back out as frames.

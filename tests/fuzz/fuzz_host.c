@@ -1,6 +1,6 @@
 /*
  * fuzz_host.c — libFuzzer target for Host parsing and routing
- * (proxy/route.c) over a fixed route table.
+ * (proxy/edge/route.c) over a fixed route table.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "route.h"

@@ -1,6 +1,6 @@
 /*
  * fuzz_http1.c — libFuzzer target for berthd's HTTP/1.1 head lexer and
- * chunked decoder (proxy/http1.c). The first byte picks request or
+ * chunked decoder (proxy/edge/http1.c). The first byte picks request or
  * response and the feeding pattern; the head is fed incrementally, as
  * bytes arrive on a socket, and whatever follows it goes through the
  * chunked decoder. Invariants: no crash, consumed <= offered, a head

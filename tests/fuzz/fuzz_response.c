@@ -1,6 +1,6 @@
 /*
  * fuzz_response.c — libFuzzer target for what berthd does with the bytes
- * an upstream (the sandbox) sends back: response heads (proxy/http1.c),
+ * an upstream (the sandbox) sends back: response heads (proxy/edge/http1.c),
  * interim 1xx heads, body framing for the request method, the chunked
  * decoder, and the head berthd writes to the client instead (rewritten
  * the way send_resp_head() in session.c does), which must parse again.

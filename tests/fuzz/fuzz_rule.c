@@ -1,7 +1,7 @@
 /*
  * fuzz_rule.c — libFuzzer target for the egress rule language
  * (netctl/nc_rule.c: rules, durations, modes) and the policy relations
- * built on it (proxy/control_rule.c). The input is up to three lines:
+ * built on it (proxy/api/control_rule.c). The input is up to three lines:
  * rule A, rule B, a duration. Invariants: a parsed rule formats to text
  * that parses back to the same rule and the same text; a rule covers and
  * overlaps itself; overlap is symmetric; cover implies overlap; a

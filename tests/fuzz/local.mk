@@ -20,30 +20,30 @@ FUZZ_NAMES = http1 host response conf control dns rule h2 agent
 
 # What each target compiles (the code under test is compiled into the
 # target, so libFuzzer sees its coverage) and links.
-fuzz_http1_SRC = tests/fuzz/fuzz_http1.c proxy/http1.c
+fuzz_http1_SRC = tests/fuzz/fuzz_http1.c proxy/edge/http1.c
 fuzz_http1_LIBS = $(HTTP_PARSER_LIBS)
-fuzz_host_SRC = tests/fuzz/fuzz_host.c proxy/route.c proxy/valid.c
+fuzz_host_SRC = tests/fuzz/fuzz_host.c proxy/edge/route.c vmm/proto/valid.c
 fuzz_host_LIBS = $(JANSSON_LIBS) $(OPENSSL_LIBS)
-fuzz_response_SRC = tests/fuzz/fuzz_response.c proxy/http1.c
+fuzz_response_SRC = tests/fuzz/fuzz_response.c proxy/edge/http1.c
 fuzz_response_LIBS = $(HTTP_PARSER_LIBS)
-fuzz_conf_SRC = tests/fuzz/fuzz_conf.c proxy/conf.c proxy/valid.c
+fuzz_conf_SRC = tests/fuzz/fuzz_conf.c proxy/conf.c vmm/proto/valid.c
 fuzz_conf_LIBS =
 # fuzz_control.c: the control API server (proxy/api/, its insides through api.h)
-fuzz_control_SRC = tests/fuzz/fuzz_control.c $(PX_API) proxy/reqhead.c proxy/http1.c proxy/status.c proxy/store.c proxy/sbfield.c proxy/control_rule.c \
-	proxy/token.c proxy/valid.c proxy/route.c netctl/nc_rule.c
+fuzz_control_SRC = tests/fuzz/fuzz_control.c $(PX_API) proxy/api/reqhead.c proxy/edge/http1.c vmm/proto/status.c proxy/sandbox/store.c proxy/sandbox/sbfield.c proxy/api/control_rule.c \
+	proxy/api/token.c vmm/proto/valid.c proxy/edge/route.c netctl/nc_rule.c
 fuzz_control_LIBS = $(LIBEVENT_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) \
 	$(HTTP_PARSER_LIBS) $(OPENSSL_LIBS)
 fuzz_dns_SRC = tests/fuzz/fuzz_dns.c netctl/nc_dns.c netctl/nc_rule.c
 fuzz_dns_LIBS = $(NC_LIBS) $(LIBEVENT_LIBS)
-fuzz_rule_SRC = tests/fuzz/fuzz_rule.c netctl/nc_rule.c proxy/control_rule.c
+fuzz_rule_SRC = tests/fuzz/fuzz_rule.c netctl/nc_rule.c proxy/api/control_rule.c
 fuzz_rule_LIBS =
-# fuzz_agent.c #includes proxy/agentd.c
-fuzz_agent_SRC = tests/fuzz/fuzz_agent.c proxy/chan.c proxy/log.c
+# fuzz_agent.c #includes proxy/privsep/agentd.c
+fuzz_agent_SRC = tests/fuzz/fuzz_agent.c proxy/privsep/chan.c proxy/log.c
 fuzz_agent_LIBS = $(LIBEVENT_LIBS)
 # fuzz_h2: h2.c with the real session layer behind it
-fuzz_h2_SRC = tests/fuzz/fuzz_h2.c proxy/session.c proxy/h2.c proxy/upstream.c \
-	proxy/wake.c proxy/respond.c proxy/tls.c proxy/fleet_tls.c proxy/route.c \
-	proxy/http1.c proxy/valid.c proxy/log.c proxy/evprio.c proxy/status.c \
+fuzz_h2_SRC = tests/fuzz/fuzz_h2.c proxy/edge/session.c proxy/edge/h2.c proxy/edge/upstream.c \
+	proxy/edge/wake.c proxy/edge/respond.c proxy/edge/tls.c proxy/fleet/fleet_tls.c proxy/edge/route.c \
+	proxy/edge/http1.c vmm/proto/valid.c proxy/log.c proxy/edge/evprio.c vmm/proto/status.c \
 	tests/support/scripted_upstream.c
 fuzz_h2_LIBS = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(NGHTTP2_LIBS) \
 	$(HTTP_PARSER_LIBS)

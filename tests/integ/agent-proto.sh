@@ -1,5 +1,5 @@
 #!/bin/sh
-# agent-proto.sh — the guest agent's protocol 2 (vmm/guest/agent_proto.h)
+# agent-proto.sh — the guest agent's protocol 2 (vmm/proto/agent_proto.h)
 # without a VM: berth-agent on one end of a socketpair
 # (BERTH_AGENT_PORT_FD), tests/integ/agent_tool.py the host on the other.
 # The pong carries the nonce and the protocol byte (BA_PROTO); commands

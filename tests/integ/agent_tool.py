@@ -2,7 +2,7 @@
 # tests/integ/agent_tool.py — the guest agent (vmm/guest/agent.c) driven
 # without a VM: with BERTH_AGENT_PORT_FD it takes one end of a socketpair
 # as its port, and this script is the host at the other end, speaking
-# protocol 2 (vmm/guest/agent_proto.h) frame by frame (or, to see what
+# protocol 2 (vmm/proto/agent_proto.h) frame by frame (or, to see what
 # outlives a host, BERTH_AGENT_PORT_LISTEN: a listening socket whose
 # connections the agent takes in turn). It prints TAP
 # ("ok N - ...", diagnostics as "# ..." on stderr, the plan last) and exits

@@ -178,7 +178,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	fflush(stdout);
 }
 
-/* ---- re-apply, as berthd does (proxy/egress.c apply / init_table) ----
+/* ---- re-apply, as berthd does (proxy/sandbox/egress.c apply / init_table) ----
  * On SIGHUP the rules file is read and the sandbox applied afresh in one
  * batch: its clear (or, with a "global" line, the whole table rebuilt
  * with those always-deny ranges, which also join the deny rules as the

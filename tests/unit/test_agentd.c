@@ -1,5 +1,5 @@
 /*
- * test_agentd.c — unit tests for proxy/agentd.c, the guest agent reader
+ * test_agentd.c — unit tests for proxy/privsep/agentd.c, the guest agent reader
  * helper, run in a child process as berthd runs it (minus the jail): a
  * socketpair stands for the guest agent's socket, passed as the parent
  * passes it, and this process plays both the guest (writing frames,
@@ -22,7 +22,7 @@
 #include "log.h"
 #include "proc.h"
 #include "tap.h"
-#include "../vmm/guest/agent_proto.h"
+#include "agent_proto.h"
 
 #include <errno.h>
 #include <poll.h>

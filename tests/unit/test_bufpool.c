@@ -1,5 +1,5 @@
 /*
- * test_bufpool.c — unit tests for proxy/bufpool.c: buffers come back for
+ * test_bufpool.c — unit tests for proxy/edge/bufpool.c: buffers come back for
  * reuse, within bounds, and stay interchangeable with malloc and free.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

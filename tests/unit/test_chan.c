@@ -1,5 +1,5 @@
 /*
- * test_chan.c — unit tests for proxy/chan.c, the parent<->helper
+ * test_chan.c — unit tests for proxy/privsep/chan.c, the parent<->helper
  * channel: messages keep their type, length and bytes, in order, with the
  * descriptors they carry (usable on the other side); a large message
  * passes whole; a datagram that is not a well-formed message (shorter

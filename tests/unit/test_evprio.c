@@ -1,5 +1,5 @@
 /*
- * test_evprio.c — unit tests for proxy/evprio.c: a bufferevent moved
+ * test_evprio.c — unit tests for proxy/edge/evprio.c: a bufferevent moved
  * between priorities while its callbacks are queued leaves libevent's
  * queues whole (libevent's own bufferevent_priority_set does not).
  * SPDX-License-Identifier: GPL-2.0-or-later

@@ -1,7 +1,7 @@
 /*
  * test_fleet.c — fleet mode's pure parts: the fleet_* directives of
  * berth.conf (proxy/conf.c) and other hosts' sandboxes in the workers'
- * route table (proxy/route.c).
+ * route table (proxy/edge/route.c).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "tap.h"

@@ -1,6 +1,6 @@
 /*
  * test_http1.c — the strict head lexer, framing rules and chunked decoder
- * (proxy/http1.c), and a replay of the smuggling corpus: for every file
+ * (proxy/edge/http1.c), and a replay of the smuggling corpus: for every file
  * in tests/smuggling, reading it the way berthd does must never yield
  * the smuggled second request.
  * SPDX-License-Identifier: GPL-2.0-or-later

@@ -1,5 +1,5 @@
 /*
- * test_route.c — Host parsing and routing (proxy/route.c).
+ * test_route.c — Host parsing and routing (proxy/edge/route.c).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "tap.h"

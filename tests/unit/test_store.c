@@ -1,5 +1,5 @@
 /*
- * test_store.c — unit tests for proxy/store.c on a real SQLite file in a
+ * test_store.c — unit tests for proxy/sandbox/store.c on a real SQLite file in a
  * temporary directory: sandboxes, ports, custom host conflicts, cascade,
  * persistence across reopen, schema versioning.
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -125,7 +125,7 @@ int
 main(void)
 {
 	struct px_store *st;
-	struct px_sandbox sb, got, v;
+	struct px_sandbox sb, got, chg;
 	struct px_port p, gp;
 	struct collect c;
 	int created, calls;
@@ -250,37 +250,37 @@ main(void)
 		ok(got.idle_pause_ms == 60000 && got.idle_suspend_ms ==
 		    PX_IDLE_NEVER && got.max_lifetime_ms == 0,
 		    "idle limits read back (0: berth.conf's)");
-		memset(&v, 0, sizeof(v));
-		v.idle_suspend_ms = 5;
-		v.max_lifetime_ms = 3600000;
-		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("idle_pause") |
+		memset(&chg, 0, sizeof(chg));
+		chg.idle_suspend_ms = 5;
+		chg.max_lifetime_ms = 3600000;
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, field_bit("idle_pause") |
 		    field_bit("max_lifetime"), &got, err, sizeof(err)),
 		    PX_STORE_OK, "set pause and lifetime");
 		ok(got.idle_pause_ms == 0 && got.idle_suspend_ms ==
 		    PX_IDLE_NEVER && got.max_lifetime_ms == 3600000,
 		    "those two changed, suspend kept");
-		is_int(px_store_sandbox_set(st, "vm-9", &v, field_bit("idle_pause"),
+		is_int(px_store_sandbox_set(st, "vm-9", &chg, field_bit("idle_pause"),
 		    NULL, err, sizeof(err)), PX_STORE_NOTFOUND,
 		    "set of unknown: NOTFOUND");
-		v.idle_pause_ms = -3;
-		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("idle_pause"),
+		chg.idle_pause_ms = -3;
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, field_bit("idle_pause"),
 		    NULL, err, sizeof(err)), PX_STORE_ERR, "bad limit refused");
-		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("vcpus"),
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, field_bit("vcpus"),
 		    NULL, err, sizeof(err)), PX_STORE_ERR, "a field PATCH does "
 		    "not change refused");
 		is_str(err, "vcpus cannot be changed", "... saying which");
-		is_int(px_store_sandbox_set(st, "vm-1", &v, 0, NULL, err,
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, 0, NULL, err,
 		    sizeof(err)), PX_STORE_ERR, "nothing to change refused");
-		strcpy(v.env, "{\"A\":\"1\"}");
-		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("env"),
+		strcpy(chg.env, "{\"A\":\"1\"}");
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, field_bit("env"),
 		    &got, err, sizeof(err)), PX_STORE_OK, "set env");
 		is_str(got.env, "{\"A\":\"1\"}", "env read back");
-		strcpy(v.env, "not json");
-		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("env"),
+		strcpy(chg.env, "not json");
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, field_bit("env"),
 		    NULL, err, sizeof(err)), PX_STORE_ERR, "an env not an "
 		    "object refused");
-		v.env[0] = '\0';
-		is_int(px_store_sandbox_set(st, "vm-1", &v, field_bit("env"),
+		chg.env[0] = '\0';
+		is_int(px_store_sandbox_set(st, "vm-1", &chg, field_bit("env"),
 		    &got, err, sizeof(err)), PX_STORE_OK, "env cleared");
 		is_str(got.env, "", "... read back as none");
 		is_int(px_store_sandbox_get(st, "vm-1", &got, err, sizeof(err)),

@@ -1,6 +1,6 @@
 /*
- * test_token.c — tokens (proxy/token.c), and the egress rule relations
- * that keep agents inside ops' global policy (proxy/control_rule.c):
+ * test_token.c — tokens (proxy/api/token.c), and the egress rule relations
+ * that keep agents inside ops' global policy (proxy/api/control_rule.c):
  * shape and hashing of tokens, constant-time lookup, rule coverage and
  * overlap, mode order. What each token may do is the route table's
  * (test_api_table.c).

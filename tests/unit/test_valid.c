@@ -1,5 +1,5 @@
 /*
- * test_valid.c — unit tests for proxy/valid.c: the checks every sandbox
+ * test_valid.c — unit tests for vmm/proto/valid.c: the checks every sandbox
  * id, host name, address and port goes through at berth's edges.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

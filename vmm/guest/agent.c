@@ -71,7 +71,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "agent_proto.h"
+#include "../proto/agent_proto.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

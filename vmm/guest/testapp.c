@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../proxy/status.h"
+#include "../proto/status.h"
 
 #define RBUF_SIZE	65536	/* input buffer per connection */
 #define HEAD_MAX	65536	/* whole request head, all lines */

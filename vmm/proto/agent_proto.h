@@ -7,7 +7,7 @@
  * payload (at most BA_MAX_PAYLOAD bytes). Binary on purpose: the guest
  * needs no JSON parser, and what berthd reads from a guest is a length,
  * a type byte and opaque bytes (plus one short status line), parsed by
- * its unprivileged reader (proxy/agentd.c), never by the root parent.
+ * its unprivileged reader (proxy/privsep/agentd.c), never by the root parent.
  *
  * Protocol 2: many commands at once. Every frame but the ping and the
  * pong belongs to a channel: its payload starts with the channel's id,

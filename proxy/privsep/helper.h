@@ -64,7 +64,7 @@ enum {
 };
 
 /*
- * The guest agent (vmm/guest/agent_proto.h): the parent connects to a
+ * The guest agent (vmm/proto/agent_proto.h): the parent connects to a
  * sandbox's agent socket and passes it with the ping's nonce
  * (HM_AGENT_CONN, id unique in this berthd); it writes its frames (ping,
  * exec, stdin, resize) on its own copy, and reads nothing. The helper

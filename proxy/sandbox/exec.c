@@ -54,7 +54,7 @@
 #include "valid.h"
 #include "vm.h"
 #include "vmm.h"
-#include "../vmm/guest/agent_proto.h"
+#include "agent_proto.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

@@ -1,7 +1,7 @@
 /*
  * agentd.c — the guest agent reader helper ("berthd: agent"),
  * unprivileged and chrooted (proc.h): it reads and parses every byte a
- * sandbox's guest agent sends (vmm/guest/agent_proto.h) on the
+ * sandbox's guest agent sends (vmm/proto/agent_proto.h) on the
  * connections the parent made and passed it, and sends the parent typed
  * messages (helper.h: HM_AGENT_*). The parent (exec.c) keeps writing its
  * own frames to the guest on its copy of each socket and reads nothing.
@@ -22,7 +22,7 @@
 #include "helper.h"
 #include "log.h"
 #include "proc.h"
-#include "../vmm/guest/agent_proto.h"
+#include "agent_proto.h"
 
 #include <errno.h>
 #include <stdarg.h>
