@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "valid.h"
+#include "sandbox_fields.h"
 
 #include <jansson.h>
 
@@ -80,7 +81,7 @@ enum {
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
-	O_IDLE_SUSPEND | O_MAX_LIFETIME)
+	O_IDLE_SUSPEND | O_MAX_LIFETIME | O_ENV)
 
 #define MAX_RULE_OPTS 64
 
@@ -241,5 +242,11 @@ int c_template_ls(const struct cmd *, struct opts *, char **, int);
 int c_template_add(const struct cmd *, struct opts *, char **, int);
 int c_template_build(const struct cmd *, struct opts *, char **, int);
 int c_template_rm(const struct cmd *, struct opts *, char **, int);
+
+/* --env NAME=VALUE options into body's "env" (clear_ok: "--env -" is
+ * null); -1 after saying why */
+int env_arg(const struct opts *, int clear_ok, json_t *body);
+/* the sandbox fields' flags (sandbox_fields.h) with one of flags */
+const char *field_flags(unsigned flags, char *buf, size_t size);
 
 #endif

@@ -337,7 +337,7 @@ exec_stream_at(const char *target, json_t *body, int tty, int detach_keys)
 int
 c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 {
-	json_t *body, *argv, *env = NULL, *doc, *v;
+	json_t *body, *argv, *doc, *v;
 	unsigned char buf[EXEC_STDIN_MAX + 1];
 	char *b64;
 	size_t got = 0;
@@ -355,21 +355,9 @@ c_sandbox_exec(const struct cmd *c, struct opts *o, char **a, int n)
 	json_object_set_new(body, "argv", argv);
 	for (i = 1; i < n; i++)
 		json_array_append_new(argv, json_string(a[i]));
-	for (i = 0; i < o->nenv; i++) {
-		const char *eq = strchr(o->env[i], '=');
-		char name[257];
-
-		if (eq == NULL || eq == o->env[i] ||
-		    (size_t)(eq - o->env[i]) >= sizeof(name)) {
-			fail("--env: '%s' is not NAME=VALUE", o->env[i]);
-			json_decref(body);
-			return EXIT_USAGE;
-		}
-		memcpy(name, o->env[i], (size_t)(eq - o->env[i]));
-		name[eq - o->env[i]] = '\0';
-		if (env == NULL)
-			json_object_set_new(body, "env", env = json_object());
-		json_object_set_new(env, name, json_string(eq + 1));
+	if (env_arg(o, 0, body) == -1) {
+		json_decref(body);
+		return EXIT_USAGE;
 	}
 	if (o->cwd != NULL)
 		json_object_set_new(body, "cwd", json_string(o->cwd));

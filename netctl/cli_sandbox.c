@@ -111,9 +111,11 @@ sandbox_from(struct opts *o, const char *id)
 	int rc;
 
 	if (o->given & (O_VM_ONLY | O_ADDRESS)) {
+		char flags[256];
+
 		fail("--from: the sandbox is made from the checkpoint, with its "
-		    "template and sizes; --address, --memory, --vcpus, --disk, "
-		    "--template and the idle options do not apply");
+		    "template, sizes and env; %s do not apply",
+		    field_flags(PF_CREATE, flags, sizeof(flags)));
 		return EXIT_USAGE;
 	}
 	if (colon == NULL || colon == o->from ||
@@ -311,9 +313,10 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 		return EXIT_USAGE;
 	}
 	if (o->address != NULL && (o->given & O_VM_ONLY)) {
-		fail("--memory, --vcpus, --disk, --template and the idle options "
-		    "apply to a microVM sandbox, not to an external one "
-		    "(--address)");
+		char flags[256];
+
+		fail("%s apply to a microVM sandbox, not to an external one "
+		    "(--address)", field_flags(PF_VM, flags, sizeof(flags)));
 		return EXIT_USAGE;
 	}
 	if (o->template_ != NULL && check_template_name(o->template_) == -1)
@@ -326,7 +329,7 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 	if (size_arg("--memory", o->memory, body, "memory_mib") == -1 ||
 	    size_arg("--vcpus", o->vcpus, body, "vcpus") == -1 ||
 	    size_arg("--disk", o->disk, body, "disk_mib") == -1 ||
-	    idle_args(o, 0, body) == -1) {
+	    idle_args(o, 0, body) == -1 || env_arg(o, 0, body) == -1) {
 		json_decref(body);
 		return EXIT_USAGE;
 	}
@@ -508,6 +511,16 @@ print_vm(json_t *doc)
 		    json_is_string(json_object_get(doc, idle[i][0])) ? "" :
 		    " (berth.conf's)");
 	}
+	if (json_object_size(json_object_get(doc, "env")) > 0) {
+		const char *name;
+		json_t *v;
+
+		printf("%-14s", "env:");
+		json_object_foreach(json_object_get(doc, "env"), name, v)
+			printf(" %s=%s", name, json_string_value(v) ?
+			    json_string_value(v) : "");
+		printf("\n");
+	}
 }
 
 int
@@ -678,13 +691,16 @@ c_sandbox_set(const struct cmd *c, struct opts *o, char **a, int n)
 
 	if (check_id(a[0]) == -1)
 		return EXIT_USAGE;
-	if (!(o->given & (O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME))) {
-		fail("sandbox set: give at least one of --idle-pause, "
-		    "--idle-suspend, --max-lifetime");
+	if (!(o->given & (O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME |
+	    O_ENV))) {
+		char flags[256];
+
+		fail("sandbox set: give at least one of %s",
+		    field_flags(PF_PATCH, flags, sizeof(flags)));
 		return EXIT_USAGE;
 	}
 	body = json_object();
-	if (idle_args(o, 1, body) == -1) {
+	if (idle_args(o, 1, body) == -1 || env_arg(o, 1, body) == -1) {
 		json_decref(body);
 		return EXIT_USAGE;
 	}

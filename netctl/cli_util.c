@@ -479,3 +479,55 @@ check_template_name(const char *name)
 	    "or '-', starting with a letter or digit", name);
 	return -1;
 }
+
+/*
+ * The --env NAME=VALUE options into body's "env" object (none given:
+ * nothing; clear: a lone "--env -" sets it to null, a sandbox's env
+ * removed). -1 after saying which one is wrong.
+ */
+int
+env_arg(const struct opts *o, int clear_ok, json_t *body)
+{
+	json_t *env = NULL;
+	int i;
+
+	if (clear_ok && o->nenv == 1 && strcmp(o->env[0], "-") == 0) {
+		json_object_set_new(body, "env", json_null());
+		return 0;
+	}
+	for (i = 0; i < o->nenv; i++) {
+		const char *eq = strchr(o->env[i], '=');
+		char name[257];
+
+		if (eq == NULL || eq == o->env[i] ||
+		    (size_t)(eq - o->env[i]) >= sizeof(name)) {
+			fail("--env: '%s' is not NAME=VALUE", o->env[i]);
+			return -1;
+		}
+		memcpy(name, o->env[i], (size_t)(eq - o->env[i]));
+		name[eq - o->env[i]] = '\0';
+		if (env == NULL)
+			json_object_set_new(body, "env", env = json_object());
+		json_object_set_new(env, name, json_string(eq + 1));
+	}
+	return 0;
+}
+
+/*
+ * The netctl flags of the sandbox fields (sandbox_fields.h) with one of
+ * the flags, "--memory, --vcpus, ..." in buf.
+ */
+const char *
+field_flags(unsigned flags, char *buf, size_t size)
+{
+#define FLAG(m, col, api, kind, fl, arg, cli, help) \
+	if (((fl) & flags) && (cli) != NULL) \
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, \
+		    "%s%s", n ? ", " : "", (const char *)(cli));
+	size_t n = 0;
+
+	buf[0] = '\0';
+	PX_SANDBOX_FIELDS(FLAG)
+#undef FLAG
+	return buf;
+}

@@ -297,7 +297,8 @@ static int c_help(const struct cmd *, struct opts *, char **, int);
 static const struct cmd cmds[] = {
 	{ "sandbox", "create", "add", "<id> [--address <ip>] [--memory MiB] "
 	  "[--vcpus N] [--disk MiB] [--template NAME] [--idle-pause D|never] "
-	  "[--idle-suspend D|never] [--max-lifetime D|never]", 1, 1,
+	  "[--idle-suspend D|never] [--max-lifetime D|never] "
+	  "[--env NAME=VALUE]...", 1, 1,
 	  O_ADDRESS | O_VM_ONLY | O_FROM, c_sandbox_add,
 	  "Create a sandbox: a microVM (waits until it runs), or with --address,\n"
 	  "register an externally managed one (a container or another host)\n"
@@ -308,7 +309,8 @@ static const struct cmd cmds[] = {
 	  "is paused after --idle-pause without traffic, suspended to disk\n"
 	  "after --idle-suspend and stopped --max-lifetime after it was\n"
 	  "created (durations: 90s, 10m, 2h, 1d, or never; default: berth.conf's\n"
-	  "idle_pause and idle_suspend, no lifetime limit). Prints the\n"
+	  "idle_pause and idle_suspend, no lifetime limit). Every command in\n"
+	  "it starts with the --env variables (its own --env wins). Prints the\n"
 	  "sandbox's token once: it may manage only this sandbox (ports,\n"
 	  "egress, pause, resume, events, exec)." },
 	{ "sandbox", "fork", NULL, "<id> <new-id> [<new-id>...]", 2, 101, 0,
@@ -341,10 +343,14 @@ static const struct cmd cmds[] = {
 	  "Remove a checkpoint; the disk layers only it kept are freed\n"
 	  "(sandboxes made from it keep theirs)." },
 	{ "sandbox", "set", NULL, "<id> [--idle-pause D|never|default] "
-	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default]",
-	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME, c_sandbox_set,
+	  "[--idle-suspend D|never|default] [--max-lifetime D|never|default] "
+	  "[--env NAME=VALUE... | --env -]",
+	  1, 1, O_IDLE_PAUSE | O_IDLE_SUSPEND | O_MAX_LIFETIME | O_ENV,
+	  c_sandbox_set,
 	  "Change a microVM sandbox's idle policy; 'default' follows berth.conf\n"
-	  "again. Applies at once to the running VM; recorded as an event." },
+	  "again. Applies at once to the running VM. --env replaces the\n"
+	  "variables every command in it starts with ('--env -': none).\n"
+	  "Recorded as an event." },
 	{ "sandbox", "rm", "delete", "<id>", 1, 1, 0, c_sandbox_rm,
 	  "Remove a sandbox with its ports, egress rules, tokens and events\n"
 	  "(and its disk). With a path after the id, 'sandbox rm' removes\n"

@@ -2173,6 +2173,28 @@ main(void)
 		is_int(req("POST", "/v1/sandboxes/vm-3/exec", "{\"argv\":[\"env\"]}"),
 		    409, "exec again");
 		ok(vmlog_has("exec vm-3 env\n"), "no env now");
+		/* ... and through netctl, whose flags come from the same rows */
+		is_int(run("sandbox set vm-3 --env A=1 --env B=two"), 0,
+		    "netctl sandbox set --env");
+		ok(strstr(out, "env:           A=1 B=two") != NULL,
+		    "netctl shows the env");
+		is_int(run("--json sandbox show vm-3"), 0, "--json show");
+		if ((j = one_doc("show")) != NULL)
+			is_str(json_string_value(json_object_get(json_object_get(j,
+			    "env"), "B")), "two", "env B read back");
+		json_decref(j);
+		is_int(run("sandbox set vm-3 --env -"), 0, "netctl sandbox set "
+		    "--env - clears it");
+		ok(strstr(out, "env:") == NULL, "no env shown");
+		is_int(run("sandbox set vm-3 --env nope"), 2, "--env without = : "
+		    "exit 2");
+		is_int(run("sandbox set vm-3"), 2, "nothing to set: exit 2");
+		ok(strstr(errout, "--idle-pause, --idle-suspend, --max-lifetime, "
+		    "--env") != NULL, "the settable flags named (from the table)");
+		is_int(run("sandbox create ext-1 --address 10.9.9.9 --env A=1"), 2,
+		    "--env on an external sandbox: exit 2");
+		ok(strstr(errout, "--env apply to a microVM sandbox") != NULL,
+		    "says --env is a microVM's");
 		is_int(req("PATCH", "/v1/sandboxes/nope", "{\"idle_pause\":"
 		    "\"1m\"}"), 404, "PATCH of an unknown sandbox: 404");
 		is_int(req("GET", "/v1/sandboxes/vm-3/events", NULL), 200,
