@@ -69,7 +69,7 @@ on_winch(int sig)
  * berthd: we send EXEC_JSON first (berthd's own frame: the exec request,
  * not the agent's), then BA_STDIN and BA_RESIZE; berthd answers
  * BA_STDOUT, BA_STDERR and last BA_EXIT or BA_FAIL, whose payloads are
- * JSON (proxy/control.c, "streamed exec").
+ * JSON (proxy/api/streams.c, "streamed exec").
  */
 #define EXEC_JSON	'J'
 

@@ -178,41 +178,53 @@ px_store_schema_version(void)
 	return NMIGRATIONS;
 }
 
-const char *
-px_host_header_name(enum px_host_header h)
+/* ---- the enums the store keeps as words: one table each ---- */
+
+#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
+
+static const char *const host_headers[] = {
+	[PX_HOST_PRESERVE] = "preserve", [PX_HOST_UPSTREAM] = "upstream"
+};
+static const char *const visibilities[] = {
+	[PX_VIS_PUBLIC] = "public", [PX_VIS_PRIVATE] = "private"
+};
+static const char *const egress_actions[] = {
+	[PX_EGRESS_ALLOW] = "allow", [PX_EGRESS_DENY] = "deny"
+};
+
+/* The index of s among names[0..n), or -1. */
+static int
+word_index(const char *const *names, size_t n, const char *s)
 {
-	return h == PX_HOST_UPSTREAM ? "upstream" : "preserve";
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return (int)i;
+	return -1;
 }
 
-int
-px_host_header_parse(const char *s, enum px_host_header *out)
-{
-	if (strcmp(s, "preserve") == 0)
-		*out = PX_HOST_PRESERVE;
-	else if (strcmp(s, "upstream") == 0)
-		*out = PX_HOST_UPSTREAM;
-	else
-		return -1;
-	return 0;
+/* px_<fn>_name and px_<fn>_parse of enum <type>, from the table words */
+#define WORD_ENUM(type, fn, words)					\
+const char *								\
+px_##fn##_name(enum type v)						\
+{									\
+	return (size_t)v < NELEM(words) ? words[v] : words[0];		\
+}									\
+									\
+int									\
+px_##fn##_parse(const char *s, enum type *out)				\
+{									\
+	int i = word_index(words, NELEM(words), s);			\
+									\
+	if (i >= 0)							\
+		*out = (enum type)i;					\
+	return i < 0 ? -1 : 0;						\
 }
 
-const char *
-px_visibility_name(enum px_visibility v)
-{
-	return v == PX_VIS_PRIVATE ? "private" : "public";
-}
-
-int
-px_visibility_parse(const char *s, enum px_visibility *out)
-{
-	if (strcmp(s, "public") == 0)
-		*out = PX_VIS_PUBLIC;
-	else if (strcmp(s, "private") == 0)
-		*out = PX_VIS_PRIVATE;
-	else
-		return -1;
-	return 0;
-}
+WORD_ENUM(px_host_header, host_header, host_headers)
+WORD_ENUM(px_visibility, visibility, visibilities)
+WORD_ENUM(px_egress_action, egress_action, egress_actions)
 
 int
 px_state_valid(const char *s)
@@ -308,6 +320,101 @@ prepare(struct px_store *st, const char *sql, char *err, size_t errlen)
 		return NULL;
 	}
 	return stmt;
+}
+
+/*
+ * Runs sql once with its parameters, one letter each in types: 't' a
+ * string (NULL: SQL NULL), 'i' an int, 'I' an int64_t. The step's
+ * result (SQLITE_DONE, SQLITE_ROW, a constraint code, ...), or -1 when
+ * it could not be prepared (err says why).
+ */
+static int
+run(struct px_store *st, char *err, size_t errlen, const char *sql,
+    const char *types, ...)
+{
+	sqlite3_stmt *stmt;
+	const char *t;
+	va_list ap;
+	int i, rc;
+
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
+		return -1;
+	va_start(ap, types);
+	for (i = 1; types[i - 1] != '\0'; i++)
+		switch (types[i - 1]) {
+		case 't':
+			if ((t = va_arg(ap, const char *)) != NULL)
+				sqlite3_bind_text(stmt, i, t, -1, SQLITE_TRANSIENT);
+			break;
+		case 'i':
+			sqlite3_bind_int(stmt, i, va_arg(ap, int));
+			break;
+		default:
+			sqlite3_bind_int64(stmt, i, va_arg(ap, int64_t));
+			break;
+		}
+	va_end(ap);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+/* run()'s result as a write: the rows changed (>= 0), or a PX_STORE_*
+ * code with err ("<what>: ..."). */
+static int
+written(struct px_store *st, int rc, const char *what, char *err,
+    size_t errlen)
+{
+	if (rc == -1)
+		return PX_STORE_ERR;
+	if (rc != SQLITE_DONE)
+		return dberr(st, err, errlen, what);
+	return sqlite3_changes(st->db);
+}
+
+/* run()'s result as a lookup: 1 found, 0 not, else a PX_STORE_* code. */
+static int
+found(struct px_store *st, int rc, const char *what, char *err,
+    size_t errlen)
+{
+	if (rc == -1)
+		return PX_STORE_ERR;
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return dberr(st, err, errlen, what);
+}
+
+/*
+ * The row sql finds for key, read by row() into out (NULL: only
+ * whether there is one): OK, NOTFOUND (err: "no <what> '<key>'") or
+ * a failure.
+ */
+static int
+get_one(struct px_store *st, const char *sql, const char *key,
+    void (*row)(sqlite3_stmt *, void *), void *out, const char *what,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	char why[64];
+	int rc;
+
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
+		return PX_STORE_ERR;
+	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW && out != NULL)
+		row(stmt, out);
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_ROW)
+		return PX_STORE_OK;
+	if (rc == SQLITE_DONE) {
+		seterr(err, errlen, "no %s '%s'", what, key);
+		return PX_STORE_NOTFOUND;
+	}
+	snprintf(why, sizeof(why), "reading %s", what);
+	return dberr(st, err, errlen, why);
 }
 
 static int
@@ -445,6 +552,15 @@ px_store_close(struct px_store *st)
 #define FIELD(sb, f)	((char *)(sb) + (f)->off)
 #define SANDBOX_NCOLS	((int)px_nsbfields)
 
+/* Column i of the row as text into buf ("" for NULL). */
+static void
+col_text(sqlite3_stmt *stmt, int i, char *buf, size_t size)
+{
+	const unsigned char *t = sqlite3_column_text(stmt, i);
+
+	snprintf(buf, size, "%s", t != NULL ? (const char *)t : "");
+}
+
 /* "s.id, s.address, ..." (alias) or "id, address, ...": the columns,
  * in the table's order. */
 static const char *
@@ -466,7 +582,6 @@ static void
 row_sandbox(sqlite3_stmt *stmt, int col, struct px_sandbox *sb)
 {
 	const struct px_sbfield *f;
-	const unsigned char *t;
 	size_t i;
 
 	memset(sb, 0, sizeof(*sb));
@@ -487,11 +602,16 @@ row_sandbox(sqlite3_stmt *stmt, int col, struct px_sandbox *sb)
 			    col + (int)i);
 			break;
 		default:	/* text */
-			if ((t = sqlite3_column_text(stmt, col + (int)i)) != NULL)
-				snprintf(FIELD(sb, f), f->size, "%s", t);
+			col_text(stmt, col + (int)i, FIELD(sb, f), f->size);
 			break;
 		}
 	}
+}
+
+static void
+row_sandbox_at0(sqlite3_stmt *stmt, void *arg)
+{
+	row_sandbox(stmt, 0, arg);
 }
 
 /* An idle limit as the API and the database see it. */
@@ -535,21 +655,8 @@ static int
 template_exists(struct px_store *st, const char *name, char *err,
     size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	int rc;
-
-	stmt = prepare(st, "SELECT 1 FROM templates WHERE name = ?", err,
-	    errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return dberr(st, err, errlen, "reading template");
+	return found(st, run(st, err, errlen, "SELECT 1 FROM templates WHERE "
+	    "name = ?", "t", name), "reading template", err, errlen);
 }
 
 static int
@@ -763,7 +870,6 @@ int
 px_store_sandbox_set_vm(struct px_store *st, const char *id,
     const char *state, const char *address, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (check_id(id, err, errlen))
@@ -776,21 +882,12 @@ px_store_sandbox_set_vm(struct px_store *st, const char *id,
 		seterr(err, errlen, "invalid address");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "UPDATE sandboxes SET state = ?, "
-	    "address = COALESCE(?, address) WHERE id = ?", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, state, -1, SQLITE_STATIC);
-	if (address != NULL)
-		sqlite3_bind_text(stmt, 2, address, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(stmt, 2);
-	sqlite3_bind_text(stmt, 3, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "setting state");
-	if (sqlite3_changes(st->db) == 0) {
+	rc = written(st, run(st, err, errlen, "UPDATE sandboxes SET state = ?, "
+	    "address = COALESCE(?, address) WHERE id = ?", "ttt", state, address,
+	    id), "setting state", err, errlen);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
 		seterr(err, errlen, "no sandbox '%s'", id);
 		return PX_STORE_NOTFOUND;
 	}
@@ -874,48 +971,28 @@ static int
 sandbox_read(struct px_store *st, const char *id, struct px_sandbox *out,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	char sql[1280];
-	int rc;
 
 	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s WHERE s.id = ?",
 	    sandbox_cols(1));
-	stmt = prepare(st, sql, err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW && out != NULL)
-		row_sandbox(stmt, 0, out);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return PX_STORE_OK;
-	if (rc == SQLITE_DONE) {
-		seterr(err, errlen, "no sandbox '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	return dberr(st, err, errlen, "reading sandbox");
+	return get_one(st, sql, id, row_sandbox_at0, out, "sandbox", err,
+	    errlen);
 }
 
 int
 px_store_sandbox_rm(struct px_store *st, const char *id,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (check_id(id, err, errlen))
 		return PX_STORE_ERR;
 	/* One statement: the cascade to ports runs in its transaction. */
-	stmt = prepare(st, "DELETE FROM sandboxes WHERE id = ?", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "removing sandbox");
-	if (sqlite3_changes(st->db) == 0) {
+	rc = written(st, run(st, err, errlen, "DELETE FROM sandboxes WHERE "
+	    "id = ?", "t", id), "removing sandbox", err, errlen);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
 		seterr(err, errlen, "no sandbox '%s'", id);
 		return PX_STORE_NOTFOUND;
 	}
@@ -959,15 +1036,13 @@ row_port(sqlite3_stmt *stmt, int col, struct px_port *p)
 	const unsigned char *t;
 
 	memset(p, 0, sizeof(*p));
-	if ((t = sqlite3_column_text(stmt, col)) != NULL)
-		snprintf(p->sandbox, sizeof(p->sandbox), "%s", t);
+	col_text(stmt, col, p->sandbox, sizeof(p->sandbox));
 	p->port = (uint16_t)sqlite3_column_int(stmt, col + 1);
 	if ((t = sqlite3_column_text(stmt, col + 2)) != NULL)
 		(void)px_host_header_parse((const char *)t, &p->host_header);
 	if ((t = sqlite3_column_text(stmt, col + 3)) != NULL)
 		(void)px_visibility_parse((const char *)t, &p->visibility);
-	if ((t = sqlite3_column_text(stmt, col + 4)) != NULL)
-		snprintf(p->custom_host, sizeof(p->custom_host), "%s", t);
+	col_text(stmt, col + 4, p->custom_host, sizeof(p->custom_host));
 	p->created = sqlite3_column_int64(stmt, col + 5);
 }
 
@@ -975,20 +1050,8 @@ row_port(sqlite3_stmt *stmt, int col, struct px_port *p)
 static int
 sandbox_exists(struct px_store *st, const char *id, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	int rc;
-
-	stmt = prepare(st, "SELECT 1 FROM sandboxes WHERE id = ?", err, errlen);
-	if (stmt == NULL)
-		return -1;
-	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return dberr(st, err, errlen, "reading sandbox");
+	return found(st, run(st, err, errlen, "SELECT 1 FROM sandboxes WHERE "
+	    "id = ?", "t", id), "reading sandbox", err, errlen);
 }
 
 int
@@ -1046,52 +1109,34 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 			goto fail;
 		}
 		sqlite3_finalize(stmt);
+		stmt = NULL;
 	}
-	stmt = prepare(st, "SELECT 1 FROM ports WHERE sandbox = ? AND port = ?",
-	    err, errlen);
-	if (stmt == NULL)
-		goto fail;
-	sqlite3_bind_text(stmt, 1, p->sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 2, p->port);
-	rc = sqlite3_step(stmt);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		ret = dberr(st, err, errlen, "reading port");
+	if ((rc = found(st, run(st, err, errlen, "SELECT 1 FROM ports WHERE "
+	    "sandbox = ? AND port = ?", "ti", p->sandbox, (int)p->port),
+	    "reading port", err, errlen)) < 0) {
+		ret = rc;
 		goto fail;
 	}
-	inserted = rc == SQLITE_DONE;
-	sqlite3_finalize(stmt);
-
-	stmt = prepare(st, "INSERT INTO ports (sandbox, port, host_header, "
-	    "visibility, custom_host, created) VALUES (?, ?, ?, ?, ?, ?) "
-	    "ON CONFLICT (sandbox, port) DO UPDATE SET "
-	    "host_header = excluded.host_header, "
-	    "visibility = excluded.visibility, "
-	    "custom_host = excluded.custom_host", err, errlen);
-	if (stmt == NULL)
-		goto fail;
-	sqlite3_bind_text(stmt, 1, p->sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 2, p->port);
-	sqlite3_bind_text(stmt, 3, px_host_header_name(p->host_header), -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 4, px_visibility_name(p->visibility), -1,
-	    SQLITE_STATIC);
-	if (p->custom_host[0] != '\0')
-		sqlite3_bind_text(stmt, 5, p->custom_host, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 6, p->created ? p->created :
+	inserted = rc == 0;
+	rc = run(st, err, errlen, "INSERT INTO ports (sandbox, port, "
+	    "host_header, visibility, custom_host, created) VALUES (?, ?, ?, "
+	    "?, ?, ?) ON CONFLICT (sandbox, port) DO UPDATE SET host_header = "
+	    "excluded.host_header, visibility = excluded.visibility, "
+	    "custom_host = excluded.custom_host", "titttI", p->sandbox,
+	    (int)p->port, px_host_header_name(p->host_header),
+	    px_visibility_name(p->visibility), p->custom_host[0] ?
+	    p->custom_host : NULL, p->created ? (int64_t)p->created :
 	    (int64_t)time(NULL));
-	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_CONSTRAINT_UNIQUE) {
 		seterr(err, errlen, "host '%s' is already used by another port",
 		    p->custom_host);
 		ret = PX_STORE_CONFLICT;
 		goto fail;
 	}
-	if (rc != SQLITE_DONE) {
-		ret = dberr(st, err, errlen, "publishing port");
+	if ((rc = written(st, rc, "publishing port", err, errlen)) < 0) {
+		ret = rc;
 		goto fail;
 	}
-	sqlite3_finalize(stmt);
-	stmt = NULL;
 	if ((rc = tx_commit(st, err, errlen)) != 0)
 		return rc;
 	if (created != NULL)
@@ -1136,22 +1181,16 @@ int
 px_store_port_rm(struct px_store *st, const char *sandbox, uint16_t port,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	stmt = prepare(st, "DELETE FROM ports WHERE sandbox = ? AND port = ?",
-	    err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 2, port);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "unpublishing port");
-	if (sqlite3_changes(st->db) == 0) {
+	rc = written(st, run(st, err, errlen, "DELETE FROM ports WHERE "
+	    "sandbox = ? AND port = ?", "ti", sandbox, (int)port),
+	    "unpublishing port", err, errlen);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
 		seterr(err, errlen, "port %u of sandbox '%s' is not published",
 		    port, sandbox);
 		return PX_STORE_NOTFOUND;
@@ -1266,7 +1305,6 @@ static int
 token_insert(struct px_store *st, const struct px_token *t, char *err,
     size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (!field_ok(t->id, sizeof(t->id)) || !token_id_ok(t->id) ||
@@ -1288,19 +1326,12 @@ token_insert(struct px_store *st, const struct px_token *t, char *err,
 			return PX_STORE_ERR;
 		}
 	}
-	stmt = prepare(st, "INSERT INTO tokens (id, sha256, sandbox, name, "
-	    "created) VALUES (?, ?, ?, ?, ?)", err, errlen);
-	if (stmt == NULL)
+	rc = run(st, err, errlen, "INSERT INTO tokens (id, sha256, sandbox, "
+	    "name, created) VALUES (?, ?, ?, ?, ?)", "ttttI", t->id, t->sha256,
+	    t->sandbox[0] ? t->sandbox : NULL, t->name, t->created ?
+	    t->created : (int64_t)time(NULL));
+	if (rc == -1)
 		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, t->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, t->sha256, -1, SQLITE_STATIC);
-	if (t->sandbox[0] != '\0')
-		sqlite3_bind_text(stmt, 3, t->sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 4, t->name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 5, t->created ? t->created :
-	    (int64_t)time(NULL));
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
 	if (rc == SQLITE_DONE)
 		return PX_STORE_OK;
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) {
@@ -1328,19 +1359,16 @@ px_store_token_add(struct px_store *st, const struct px_token *t,
 #define TOKEN_COLS "id, sha256, sandbox, name, created"
 
 static void
-row_token(sqlite3_stmt *stmt, struct px_token *t)
+row_token(sqlite3_stmt *stmt, void *arg)
 {
-	const unsigned char *x;
+	struct px_token *t = arg;
+
 
 	memset(t, 0, sizeof(*t));
-	if ((x = sqlite3_column_text(stmt, 0)) != NULL)
-		snprintf(t->id, sizeof(t->id), "%s", x);
-	if ((x = sqlite3_column_text(stmt, 1)) != NULL)
-		snprintf(t->sha256, sizeof(t->sha256), "%s", x);
-	if ((x = sqlite3_column_text(stmt, 2)) != NULL)
-		snprintf(t->sandbox, sizeof(t->sandbox), "%s", x);
-	if ((x = sqlite3_column_text(stmt, 3)) != NULL)
-		snprintf(t->name, sizeof(t->name), "%s", x);
+	col_text(stmt, 0, t->id, sizeof(t->id));
+	col_text(stmt, 1, t->sha256, sizeof(t->sha256));
+	col_text(stmt, 2, t->sandbox, sizeof(t->sandbox));
+	col_text(stmt, 3, t->name, sizeof(t->name));
 	t->created = sqlite3_column_int64(stmt, 4);
 }
 
@@ -1348,29 +1376,12 @@ int
 px_store_token_get(struct px_store *st, const char *id, struct px_token *out,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	int rc;
-
 	if (id == NULL || !token_id_ok(id)) {
 		seterr(err, errlen, "invalid token id");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens WHERE id = ?",
-	    err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW && out != NULL)
-		row_token(stmt, out);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return PX_STORE_OK;
-	if (rc == SQLITE_DONE) {
-		seterr(err, errlen, "no token '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	return dberr(st, err, errlen, "reading token");
+	return get_one(st, "SELECT " TOKEN_COLS " FROM tokens WHERE id = ?", id,
+	    row_token, out, "token", err, errlen);
 }
 
 /* One UPDATE/DELETE by token id; NOTFOUND when no row changed. */
@@ -1378,29 +1389,21 @@ static int
 token_change(struct px_store *st, const char *sql, const char *id,
     const char *hash, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (id == NULL || !token_id_ok(id)) {
 		seterr(err, errlen, "invalid token id");
 		return PX_STORE_ERR;
 	}
-	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
-		return PX_STORE_ERR;
-	if (hash != NULL) {
-		sqlite3_bind_text(stmt, 1, hash, -1, SQLITE_STATIC);
-		sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
-	} else
-		sqlite3_bind_text(stmt, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
+	rc = hash != NULL ? run(st, err, errlen, sql, "tt", hash, id) :
+	    run(st, err, errlen, sql, "t", id);
 	if (rc == SQLITE_CONSTRAINT_UNIQUE) {
 		seterr(err, errlen, "token hash already in use");
 		return PX_STORE_EXISTS;
 	}
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "changing token");
-	if (sqlite3_changes(st->db) == 0) {
+	if ((rc = written(st, rc, "changing token", err, errlen)) < 0)
+		return rc;
+	if (rc == 0) {
 		seterr(err, errlen, "no token '%s'", id);
 		return PX_STORE_NOTFOUND;
 	}
@@ -1476,7 +1479,6 @@ static int
 event_insert(struct px_store *st, const struct px_event *ev, int64_t *seq,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (!field_ok(ev->sandbox, sizeof(ev->sandbox)) ||
@@ -1496,21 +1498,12 @@ event_insert(struct px_store *st, const struct px_event *ev, int64_t *seq,
 		}
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "INSERT INTO events (sandbox, time_ms, operation, "
-	    "result, reason, duration_ms) VALUES (?, ?, ?, ?, ?, ?)", err,
-	    errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, ev->sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 2, ev->time_ms ? ev->time_ms : now_ms());
-	sqlite3_bind_text(stmt, 3, ev->operation, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 4, ev->result, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 5, ev->reason, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 6, ev->duration_ms);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "adding event");
+	if ((rc = written(st, run(st, err, errlen, "INSERT INTO events "
+	    "(sandbox, time_ms, operation, result, reason, duration_ms) VALUES "
+	    "(?, ?, ?, ?, ?, ?)", "tItttI", ev->sandbox, ev->time_ms ?
+	    ev->time_ms : now_ms(), ev->operation, ev->result, ev->reason,
+	    (int64_t)ev->duration_ms), "adding event", err, errlen)) < 0)
+		return rc;
 	if (seq != NULL)
 		*seq = sqlite3_last_insert_rowid(st->db);
 	return PX_STORE_OK;
@@ -1538,7 +1531,6 @@ px_store_event_list(struct px_store *st, const char *sandbox, int64_t after,
 {
 	sqlite3_stmt *stmt;
 	struct px_event ev;
-	const unsigned char *x;
 	int rc, ret = PX_STORE_OK;
 
 	if (check_id(sandbox, err, errlen))
@@ -1566,15 +1558,11 @@ px_store_event_list(struct px_store *st, const char *sandbox, int64_t after,
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		memset(&ev, 0, sizeof(ev));
 		ev.seq = sqlite3_column_int64(stmt, 0);
-		if ((x = sqlite3_column_text(stmt, 1)) != NULL)
-			snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", x);
+		col_text(stmt, 1, ev.sandbox, sizeof(ev.sandbox));
 		ev.time_ms = sqlite3_column_int64(stmt, 2);
-		if ((x = sqlite3_column_text(stmt, 3)) != NULL)
-			snprintf(ev.operation, sizeof(ev.operation), "%s", x);
-		if ((x = sqlite3_column_text(stmt, 4)) != NULL)
-			snprintf(ev.result, sizeof(ev.result), "%s", x);
-		if ((x = sqlite3_column_text(stmt, 5)) != NULL)
-			snprintf(ev.reason, sizeof(ev.reason), "%s", x);
+		col_text(stmt, 3, ev.operation, sizeof(ev.operation));
+		col_text(stmt, 4, ev.result, sizeof(ev.result));
+		col_text(stmt, 5, ev.reason, sizeof(ev.reason));
 		ev.duration_ms = sqlite3_column_int64(stmt, 6);
 		if ((ret = cb(&ev, arg)) != 0)
 			break;
@@ -1587,24 +1575,6 @@ px_store_event_list(struct px_store *st, const char *sandbox, int64_t after,
 }
 
 /* ---- egress rules ---- */
-
-const char *
-px_egress_action_name(enum px_egress_action a)
-{
-	return a == PX_EGRESS_DENY ? "deny" : "allow";
-}
-
-int
-px_egress_action_parse(const char *s, enum px_egress_action *out)
-{
-	if (strcmp(s, "allow") == 0)
-		*out = PX_EGRESS_ALLOW;
-	else if (strcmp(s, "deny") == 0)
-		*out = PX_EGRESS_DENY;
-	else
-		return -1;
-	return 0;
-}
 
 static int
 rule_text_ok(const char *r, size_t size)
@@ -1623,7 +1593,6 @@ static int
 egress_insert(struct px_store *st, const struct px_egress_rule *e,
     int *created, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc, existed;
 
 	if (!rule_text_ok(e->rule, sizeof(e->rule)) ||
@@ -1632,41 +1601,22 @@ egress_insert(struct px_store *st, const struct px_egress_rule *e,
 		seterr(err, errlen, "invalid egress rule");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "SELECT 1 FROM egress_rules WHERE sandbox = ? AND "
-	    "action = ? AND rule = ? AND (expires = 0 OR expires > ?)",
-	    err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, e->sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, px_egress_action_name(e->action), -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 3, e->rule, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 4, (int64_t)time(NULL));
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "reading egress rule");
-	existed = rc == SQLITE_ROW;
-	stmt = prepare(st, "INSERT INTO egress_rules (sandbox, action, rule, "
-	    "expires, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT (sandbox, "
-	    "action, rule) DO UPDATE SET expires = excluded.expires, "
-	    "created = CASE WHEN egress_rules.expires != 0 AND "
-	    "egress_rules.expires <= ? THEN excluded.created ELSE "
-	    "egress_rules.created END", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, e->sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, px_egress_action_name(e->action), -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 3, e->rule, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 4, e->expires);
-	sqlite3_bind_int64(stmt, 5, e->created ? e->created :
-	    (int64_t)time(NULL));
-	sqlite3_bind_int64(stmt, 6, (int64_t)time(NULL));
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "adding egress rule");
+	if ((existed = found(st, run(st, err, errlen, "SELECT 1 FROM "
+	    "egress_rules WHERE sandbox = ? AND action = ? AND rule = ? AND "
+	    "(expires = 0 OR expires > ?)", "tttI", e->sandbox,
+	    px_egress_action_name(e->action), e->rule, (int64_t)time(NULL)),
+	    "reading egress rule", err, errlen)) < 0)
+		return existed;
+	if ((rc = written(st, run(st, err, errlen, "INSERT INTO egress_rules "
+	    "(sandbox, action, rule, expires, created) VALUES (?, ?, ?, ?, ?) "
+	    "ON CONFLICT (sandbox, action, rule) DO UPDATE SET expires = "
+	    "excluded.expires, created = CASE WHEN egress_rules.expires != 0 "
+	    "AND egress_rules.expires <= ? THEN excluded.created ELSE "
+	    "egress_rules.created END", "tttIII", e->sandbox,
+	    px_egress_action_name(e->action), e->rule, (int64_t)e->expires,
+	    e->created ? (int64_t)e->created : (int64_t)time(NULL),
+	    (int64_t)time(NULL)), "adding egress rule", err, errlen)) < 0)
+		return rc;
 	if (created != NULL)
 		*created = !existed;
 	return PX_STORE_OK;
@@ -1711,24 +1661,17 @@ int
 px_store_egress_rm(struct px_store *st, const char *sandbox,
     enum px_egress_action action, const char *rule, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	stmt = prepare(st, "DELETE FROM egress_rules WHERE sandbox = ? AND "
-	    "action = ? AND rule = ?", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, px_egress_action_name(action), -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 3, rule, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "removing egress rule");
-	if (sqlite3_changes(st->db) == 0) {
+	rc = written(st, run(st, err, errlen, "DELETE FROM egress_rules WHERE "
+	    "sandbox = ? AND action = ? AND rule = ?", "ttt", sandbox,
+	    px_egress_action_name(action), rule), "removing egress rule", err,
+	    errlen);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
 		seterr(err, errlen, "sandbox '%s' has no %s rule '%s'", sandbox,
 		    px_egress_action_name(action), rule);
 		return PX_STORE_NOTFOUND;
@@ -1741,7 +1684,6 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
     const char *mode, const struct px_egress_rule *rules, size_t n,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	struct px_egress_rule e;
 	size_t i;
 	int rc;
@@ -1754,18 +1696,10 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
 		return rc;
 	if ((rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK)
 		goto fail;
-	rc = PX_STORE_ERR;
-	stmt = prepare(st, "DELETE FROM egress_rules WHERE sandbox = ?", err,
-	    errlen);
-	if (stmt == NULL)
+	if ((rc = written(st, run(st, err, errlen, "DELETE FROM egress_rules "
+	    "WHERE sandbox = ?", "t", sandbox), "replacing egress rules", err,
+	    errlen)) < 0)
 		goto fail;
-	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		sqlite3_finalize(stmt);
-		rc = dberr(st, err, errlen, "replacing egress rules");
-		goto fail;
-	}
-	sqlite3_finalize(stmt);
 	for (i = 0; i < n; i++) {
 		e = rules[i];
 		snprintf(e.sandbox, sizeof(e.sandbox), "%s", sandbox);
@@ -1773,22 +1707,10 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
 		    PX_STORE_OK)
 			goto fail;
 	}
-	if (mode != NULL) {
-		rc = PX_STORE_ERR;
-		stmt = prepare(st, "UPDATE sandboxes SET egress_mode = ? "
-		    "WHERE id = ?", err, errlen);
-		if (stmt == NULL)
-			goto fail;
-		if (mode[0] != '\0')
-			sqlite3_bind_text(stmt, 1, mode, -1, SQLITE_STATIC);
-		sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
-		if (sqlite3_step(stmt) != SQLITE_DONE) {
-			sqlite3_finalize(stmt);
-			rc = dberr(st, err, errlen, "setting egress mode");
-			goto fail;
-		}
-		sqlite3_finalize(stmt);
-	}
+	if (mode != NULL && (rc = written(st, run(st, err, errlen, "UPDATE "
+	    "sandboxes SET egress_mode = ? WHERE id = ?", "tt", mode[0] ? mode :
+	    NULL, sandbox), "setting egress mode", err, errlen)) < 0)
+		goto fail;
 	if ((rc = tx_commit(st, err, errlen)) != 0)
 		return rc;
 	return PX_STORE_OK;
@@ -1801,7 +1723,6 @@ int
 px_store_egress_mode_set(struct px_store *st, const char *sandbox,
     const char *mode, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (check_id(sandbox, err, errlen))
@@ -1810,18 +1731,11 @@ px_store_egress_mode_set(struct px_store *st, const char *sandbox,
 		seterr(err, errlen, "invalid egress mode");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "UPDATE sandboxes SET egress_mode = ? WHERE id = ?",
-	    err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	if (mode[0] != '\0')
-		sqlite3_bind_text(stmt, 1, mode, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "setting egress mode");
-	if (sqlite3_changes(st->db) == 0) {
+	if ((rc = written(st, run(st, err, errlen, "UPDATE sandboxes SET "
+	    "egress_mode = ? WHERE id = ?", "tt", mode[0] ? mode : NULL,
+	    sandbox), "setting egress mode", err, errlen)) < 0)
+		return rc;
+	if (rc == 0) {
 		seterr(err, errlen, "no sandbox '%s'", sandbox);
 		return PX_STORE_NOTFOUND;
 	}
@@ -1862,12 +1776,10 @@ px_store_egress_list(struct px_store *st, const char *sandbox,
 		sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		memset(&e, 0, sizeof(e));
-		if ((x = sqlite3_column_text(stmt, 0)) != NULL)
-			snprintf(e.sandbox, sizeof(e.sandbox), "%s", x);
+		col_text(stmt, 0, e.sandbox, sizeof(e.sandbox));
 		if ((x = sqlite3_column_text(stmt, 1)) != NULL)
 			(void)px_egress_action_parse((const char *)x, &e.action);
-		if ((x = sqlite3_column_text(stmt, 2)) != NULL)
-			snprintf(e.rule, sizeof(e.rule), "%s", x);
+		col_text(stmt, 2, e.rule, sizeof(e.rule));
 		e.expires = sqlite3_column_int64(stmt, 3);
 		e.created = sqlite3_column_int64(stmt, 4);
 		if ((ret = cb(&e, arg)) != 0)
@@ -1901,7 +1813,6 @@ int
 px_store_template_add(struct px_store *st, const struct px_template *t,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (template_check(t, err, errlen) != 0)
@@ -1910,16 +1821,11 @@ px_store_template_add(struct px_store *st, const struct px_template *t,
 		seterr(err, errlen, "template '%s' is built in", t->name);
 		return PX_STORE_EXISTS;
 	}
-	stmt = prepare(st, "INSERT INTO templates (name, dir, created) "
-	    "VALUES (?, ?, ?)", err, errlen);
-	if (stmt == NULL)
+	rc = run(st, err, errlen, "INSERT INTO templates (name, dir, created) "
+	    "VALUES (?, ?, ?)", "ttI", t->name, t->dir, t->created ?
+	    (int64_t)t->created : (int64_t)time(NULL));
+	if (rc == -1)
 		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, t->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, t->dir, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 3, t->created ? t->created :
-	    (int64_t)time(NULL));
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
 	if (rc == SQLITE_DONE)
 		return PX_STORE_OK;
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
@@ -1930,15 +1836,14 @@ px_store_template_add(struct px_store *st, const struct px_template *t,
 }
 
 static void
-row_template(sqlite3_stmt *stmt, struct px_template *t)
+row_template(sqlite3_stmt *stmt, void *arg)
 {
-	const unsigned char *x;
+	struct px_template *t = arg;
+
 
 	memset(t, 0, sizeof(*t));
-	if ((x = sqlite3_column_text(stmt, 0)) != NULL)
-		snprintf(t->name, sizeof(t->name), "%s", x);
-	if ((x = sqlite3_column_text(stmt, 1)) != NULL)
-		snprintf(t->dir, sizeof(t->dir), "%s", x);
+	col_text(stmt, 0, t->name, sizeof(t->name));
+	col_text(stmt, 1, t->dir, sizeof(t->dir));
 	t->created = sqlite3_column_int64(stmt, 2);
 }
 
@@ -1946,29 +1851,12 @@ int
 px_store_template_get(struct px_store *st, const char *name,
     struct px_template *out, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	int rc;
-
 	if (!px_template_name_valid(name)) {
 		seterr(err, errlen, "invalid template name");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "SELECT name, dir, created FROM templates WHERE "
-	    "name = ?", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW && out != NULL)
-		row_template(stmt, out);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return PX_STORE_OK;
-	if (rc == SQLITE_DONE) {
-		seterr(err, errlen, "no template '%s'", name);
-		return PX_STORE_NOTFOUND;
-	}
-	return dberr(st, err, errlen, "reading template");
+	return get_one(st, "SELECT name, dir, created FROM templates WHERE "
+	    "name = ?", name, row_template, out, "template", err, errlen);
 }
 
 int
@@ -2011,20 +1899,13 @@ px_store_template_rm(struct px_store *st, const char *name, char *err,
 		tx_rollback(st);
 		return rc;
 	}
-	if ((stmt = prepare(st, "DELETE FROM templates WHERE name = ?", err,
-	    errlen)) == NULL) {
-		tx_rollback(st);
-		return PX_STORE_ERR;
-	}
-	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE) {
-		rc = dberr(st, err, errlen, "removing template");
+	if ((rc = written(st, run(st, err, errlen, "DELETE FROM templates "
+	    "WHERE name = ?", "t", name), "removing template", err,
+	    errlen)) < 0) {
 		tx_rollback(st);
 		return rc;
 	}
-	if (sqlite3_changes(st->db) == 0) {
+	if (rc == 0) {
 		tx_rollback(st);
 		seterr(err, errlen, "no template '%s'", name);
 		return PX_STORE_NOTFOUND;
@@ -2110,23 +1991,15 @@ int
 px_store_policy_set(struct px_store *st, const char *doc, char *err,
     size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc;
 
 	if (doc == NULL || doc[0] == '\0') {
 		seterr(err, errlen, "empty policy");
 		return PX_STORE_ERR;
 	}
-	stmt = prepare(st, "INSERT INTO policy (id, doc, updated) VALUES "
-	    "(1, ?, ?) ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, "
-	    "updated = excluded.updated", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, doc, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 2, (int64_t)time(NULL));
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "setting policy");
-	return PX_STORE_OK;
+	rc = written(st, run(st, err, errlen, "INSERT INTO policy (id, doc, "
+	    "updated) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET doc = "
+	    "excluded.doc, updated = excluded.updated", "tI", doc,
+	    (int64_t)time(NULL)), "setting policy", err, errlen);
+	return rc < 0 ? rc : PX_STORE_OK;
 }

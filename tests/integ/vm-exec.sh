@@ -69,6 +69,15 @@ out=$(printf 'hello\nworld\n' | netctl sandbox exec ex -- sh -c 'cat; echo end')
 is "stdin is piped through" "$out" "$(printf 'hello\nworld\nend')"
 out=$(x --env FOO=bar --env PATH=/bin --cwd /tmp -- sh -c 'echo $FOO $PATH; pwd')
 is "--env and --cwd" "$out" "$(printf 'bar /bin\n/tmp')"
+# the sandbox's own env (sandbox set --env) under each command's
+netctl sandbox set ex --env FOO=sb --env BAR=sb2 >/dev/null
+out=$(x --env FOO=cmd -- sh -c 'echo $FOO $BAR')
+is "the sandbox's env under the command's own" "$out" "cmd sb2"
+out=$(netctl --json sandbox exec ex -- sh -c 'echo $BAR' </dev/null |
+	json_get "$(cat)" 'j["stdout"]')
+is "... in a buffered exec (--json) too" "$out" "sb2"
+netctl sandbox set ex --env - >/dev/null
+is "... and gone once removed" "$(x -- sh -c 'echo ${BAR:-none}')" none
 x -- sh -c 'echo out; echo err >&2; exit 3' >"$T/o" 2>"$T/e"
 is "exit status 3" "$?" 3
 is "... stdout" "$(cat "$T/o")" out
