@@ -12,6 +12,7 @@
 #include "conf.h"
 #include "reqhead.h"
 #include "store.h"
+#include "sbfield.h"
 #include "token.h"
 #include "cli.h"
 #include "tap.h"
@@ -2149,6 +2150,33 @@ main(void)
 		    "set of an external sandbox: exit 1");
 		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"vcpus\":1}"), 400,
 		    "PATCH of vcpus: 400");
+		/* every row of the field table is in a microVM sandbox's
+		 * document; an external one has only those not PF_VM */
+		{
+			size_t k;
+			int miss = 0, extra = 0;
+
+			is_int(req("GET", "/v1/sandboxes/vm-3", NULL), 200,
+			    "show vm-3");
+			for (k = 0; k < px_nsbfields; k++)
+				if (json_object_get(last_json, px_sbfields[k].api) ==
+				    NULL) {
+					diag("vm-3 has no %s", px_sbfields[k].api);
+					miss++;
+				}
+			is_int(req("GET", "/v1/sandboxes/sb-1", NULL), 200,
+			    "show sb-1 (external)");
+			for (k = 0; k < px_nsbfields; k++)
+				if ((json_object_get(last_json, px_sbfields[k].api) !=
+				    NULL) != !(px_sbfields[k].flags & PF_VM)) {
+					diag("sb-1 and %s", px_sbfields[k].api);
+					extra++;
+				}
+			is_int(miss, 0, "each field of the table in a microVM's "
+			    "document (%zu)", px_nsbfields);
+			is_int(extra, 0, "an external one's: the fields not "
+			    "microVM-only, no more");
+		}
 		/* a sandbox's env (sbfield.h's row "env"): stored, shown,
 		 * under every command's own */
 		is_int(req("PATCH", "/v1/sandboxes/vm-3", "{\"env\":{\"A\":"
