@@ -1280,44 +1280,15 @@ listen_socket(const struct px_listen *l)
 	return fd;
 }
 
-int
-main(int argc, char **argv)
+/* berthd -n: the configuration loaded (px_config_load did); now that its
+ * files are there and each certificate goes with its key. The exit
+ * status. */
+static int
+config_test(const char *cfgfile)
 {
-	const char *state = NULL, *cfgfile = NULL;
-	struct px_control_hooks hooks;
-	struct rlimit rl;
-	char err[512], path[PATH_MAX];
-	int ch, check = 0, verbose = 0, i, j;
-	struct event *ev_hup, *ev_term, *ev_int, *ev_chld, *ev_rot;
-	struct timeval rot = { 6 * 3600, 0 };
+	char err[512];
+	int i, j;
 
-	/* before anything allocates (OpenSSL refuses afterwards) */
-	(void)px_bufpool_install();
-	px_proc_helper_main(argc, argv);	/* returns unless a helper */
-	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
-		switch (ch) {
-		case 'f': cfgfile = optarg; break;
-		case 's': state = optarg; break;
-		case 'n': check = 1; break;
-		case 'v': verbose++; break;
-		default: usage();
-		}
-	}
-	if (optind != argc)
-		usage();
-	log_init("berthd", verbose);
-	if (state == NULL)
-		state = getenv("BERTH_STATE_DIR");
-	if (state == NULL || *state == '\0')
-		state = BERTH_STATE_DIR_DEFAULT;
-	if (realpath(state, P.state_dir) == NULL)
-		snprintf(P.state_dir, sizeof(P.state_dir), "%s", state);
-	P.cfgfile = cfgfile;
-	if (px_config_load(&P.cfg, cfgfile, err, sizeof(err)) != 0) {
-		fprintf(stderr, "berthd: %s\n", err);
-		return 1;
-	}
-	if (check) {
 		for (i = 0; i < P.cfg.ncerts; i++)
 			for (j = 0; j < 2; j++) {
 				const char *f = j ? P.cfg.certs[i].key : P.cfg.certs[i].cert;
@@ -1349,7 +1320,17 @@ main(int argc, char **argv)
 		}
 		printf("berthd: configuration %s OK\n", cfgfile ? cfgfile : "(embedded default)");
 		return 0;
-	}
+}
+
+/* The parent's resources before the event loop: limits, the state dir,
+ * certificates, the store, ticket keys, logs, the workers' user and
+ * their listening sockets. Exits on failure. */
+static void
+open_state(void)
+{
+	struct rlimit rl;
+	char err[512];
+	int i, j;
 
 	signal(SIGPIPE, SIG_IGN);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -1403,121 +1384,184 @@ main(int argc, char **argv)
 				fatal("listen %s %s", P.cfg.listen[j].https ? "https" : "http",
 				    P.cfg.listen[j].text);
 	}
+}
 
-	if ((P.base = event_base_new()) == NULL)
-		fatalx("event_base_new");
-	{
-		char why[256];
-		int vms = px_vm_wanted(&P.cfg, why, sizeof(why));
+/* Egress first (VMs adopted next attach at once), then the VMM: fail
+ * closed, no VM runs without its egress policy unless berth.conf says
+ * "egress off". */
+static void
+start_sandboxes(void)
+{
+	char err[512], why[256];
+	int vms = px_vm_wanted(&P.cfg, why, sizeof(why));
 
-		/* egress first: VMs adopted below attach at once. "egress on"
-		 * without VMs still programs the table and the policy (its
-		 * limits and ranges), ready for the VMs of a later start.
-		 * Fail closed: no VM runs without its egress policy unless
-		 * berth.conf says "egress off". */
-		snprintf(P.egress_state, sizeof(P.egress_state), "off");
-		if (P.cfg.egress == PX_VMM_ON || (vms && P.cfg.egress != PX_VMM_OFF)) {
-			if (px_eg_init(P.base, P.store, &P.cfg, err, sizeof(err)) != 0) {
-				if (P.cfg.egress == PX_VMM_ON)
-					fatalx("egress: %s", err);
-				log_warnx("egress: cannot set up table inet berth: %s", err);
-				snprintf(P.egress_state, sizeof(P.egress_state),
-				    "failed: %s", err);
-				if (vms) {
-					log_warnx("vmm: off: no VM starts without its egress "
-					    "policy (fail closed; \"egress off\" in berth.conf "
-					    "runs VMs without one)");
-					snprintf(why, sizeof(why), "egress could not be set up "
-					    "(fail closed): %s", err);
-					snprintf(P.vms_state, sizeof(P.vms_state),
-					    "off: %s", why);
-					vms = 0;
-				}
-			} else {
-				log_info("egress: table inet berth, resolver on each "
-				    "sandbox's gateway, denial log on NFLOG group %u",
-				    P.cfg.nflog_group);
-				snprintf(P.egress_state, sizeof(P.egress_state), "on");
+	/* "egress on" without VMs still programs the table and the policy
+	 * (its limits and ranges), ready for the VMs of a later start */
+	snprintf(P.egress_state, sizeof(P.egress_state), "off");
+	if (P.cfg.egress == PX_VMM_ON || (vms && P.cfg.egress != PX_VMM_OFF)) {
+		if (px_eg_init(P.base, P.store, &P.cfg, err, sizeof(err)) != 0) {
+			if (P.cfg.egress == PX_VMM_ON)
+				fatalx("egress: %s", err);
+			log_warnx("egress: cannot set up table inet berth: %s", err);
+			snprintf(P.egress_state, sizeof(P.egress_state),
+			    "failed: %s", err);
+			if (vms) {
+				log_warnx("vmm: off: no VM starts without its egress "
+				    "policy (fail closed; \"egress off\" in berth.conf "
+				    "runs VMs without one)");
+				snprintf(why, sizeof(why), "egress could not be set up "
+				    "(fail closed): %s", err);
+				snprintf(P.vms_state, sizeof(P.vms_state),
+				    "off: %s", why);
+				vms = 0;
 			}
-		} else if (vms)
-			log_warnx("egress: off in berth.conf: VMs run without egress "
-			    "policy (guests reach the host, each other and every "
-			    "address)");
-		if (vms) {
-			struct px_vm_hooks vh = { vm_changed, send_woken, P.uid,
-			    P.gid, px_exec_woken, px_exec_forget, px_exec_stopping,
-			    px_exec_start };
-
-			if (px_vm_init(P.base, P.store, &P.cfg, P.state_dir, &vh, err,
-			    sizeof(err)) != 0)
-				fatalx("vmm: %s", err);
-			log_info("vmm: %s", px_vm_describe());
-			snprintf(P.vms_state, sizeof(P.vms_state), "on");
-		} else if (P.vms_state[0] == '\0') {
-			log_info("vmm: off (%s): only externally managed sandboxes", why);
-			snprintf(P.vms_state, sizeof(P.vms_state), "off: %s", why);
+		} else {
+			log_info("egress: table inet berth, resolver on each "
+			    "sandbox's gateway, denial log on NFLOG group %u",
+			    P.cfg.nflog_group);
+			snprintf(P.egress_state, sizeof(P.egress_state), "on");
 		}
+	} else if (vms)
+		log_warnx("egress: off in berth.conf: VMs run without egress "
+		    "policy (guests reach the host, each other and every "
+		    "address)");
+	if (vms) {
+		struct px_vm_hooks vh = { vm_changed, send_woken, P.uid,
+		    P.gid, px_exec_woken, px_exec_forget, px_exec_stopping,
+		    px_exec_start };
+
+		if (px_vm_init(P.base, P.store, &P.cfg, P.state_dir, &vh, err,
+		    sizeof(err)) != 0)
+			fatalx("vmm: %s", err);
+		log_info("vmm: %s", px_vm_describe());
+		snprintf(P.vms_state, sizeof(P.vms_state), "on");
+	} else if (P.vms_state[0] == '\0') {
+		log_info("vmm: off (%s): only externally managed sandboxes", why);
+		snprintf(P.vms_state, sizeof(P.vms_state), "off: %s", why);
 	}
-	memset(&hooks, 0, sizeof(hooks));
-	hooks.domain = P.cfg.domain;
-	hooks.https_port = px_config_https_port(&P.cfg);
-	hooks.routes_changed = routes_changed;
-	hooks.metrics = metrics;
-	hooks.config = &P.cfg;		/* the policy's defaults */
+}
+
+/* What the control API may call: the sandboxes' VMs and commands when
+ * the VMM is on, egress when it is, templates always. */
+static void
+control_hooks(struct px_control_hooks *hooks)
+{
+	memset(hooks, 0, sizeof(*hooks));
+	hooks->domain = P.cfg.domain;
+	hooks->https_port = px_config_https_port(&P.cfg);
+	hooks->routes_changed = routes_changed;
+	hooks->metrics = metrics;
+	hooks->config = &P.cfg;		/* the policy's defaults */
 	if (px_eg_enabled()) {
-		hooks.egress_changed = px_eg_changed;
-		hooks.egress_log = px_eg_log;
+		hooks->egress_changed = px_eg_changed;
+		hooks->egress_log = px_eg_log;
 	}
-	hooks.health = health_json;
+	hooks->health = health_json;
 	if (!px_vm_enabled() && strncmp(P.vms_state, "off: egress", 11) == 0)
-		hooks.vm_create = vm_refused;	/* fail closed, and say why */
+		hooks->vm_create = vm_refused;	/* fail closed, and say why */
 	if (px_vm_enabled()) {
-		hooks.vm_create = px_vm_create;
-		hooks.vm_delete = px_vm_delete;
-		hooks.vm_standby = px_vm_standby;
-		hooks.vm_template_mem = px_vm_template_mem;
-		hooks.vm_fork = px_vm_fork;
-		hooks.max_forks = P.cfg.vm_max_forks;
-		hooks.vm_checkpoint = px_vm_checkpoint;
-		hooks.vm_checkpoints = px_vm_checkpoints;
-		hooks.vm_checkpoint_get = px_vm_checkpoint_get;
-		hooks.vm_checkpoint_rm = px_vm_checkpoint_rm;
-		hooks.vm_info = px_vm_info;
-		hooks.vm_console = px_vm_console;
-		hooks.lifecycle = px_vm_lifecycle;
-		hooks.vm_set_idle = px_vm_set_idle;
-		hooks.template_dir = px_vm_template_dir();
+		hooks->vm_create = px_vm_create;
+		hooks->vm_delete = px_vm_delete;
+		hooks->vm_standby = px_vm_standby;
+		hooks->vm_template_mem = px_vm_template_mem;
+		hooks->vm_fork = px_vm_fork;
+		hooks->max_forks = P.cfg.vm_max_forks;
+		hooks->vm_checkpoint = px_vm_checkpoint;
+		hooks->vm_checkpoints = px_vm_checkpoints;
+		hooks->vm_checkpoint_get = px_vm_checkpoint_get;
+		hooks->vm_checkpoint_rm = px_vm_checkpoint_rm;
+		hooks->vm_info = px_vm_info;
+		hooks->vm_console = px_vm_console;
+		hooks->lifecycle = px_vm_lifecycle;
+		hooks->vm_set_idle = px_vm_set_idle;
+		hooks->template_dir = px_vm_template_dir();
 		px_exec_init(P.base);
 		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
 		/* keep-awake processes of re-adopted sandboxes hold them
 		 * again (the agent lists them) */
 		px_vm_each(px_exec_keep_check);
-		hooks.exec = px_exec_start;
-		hooks.exec_abandon = px_exec_abandon;
-		hooks.exec_stream = px_exec_stream_start;
-		hooks.exec_input = px_exec_stream_input;
-		hooks.exec_read = px_exec_stream_read;
-		hooks.exec_cancel = px_exec_stream_cancel;
-		hooks.template_build = px_vm_template_build;
-		hooks.template_build_status = px_vm_template_build_status;
+		hooks->exec = px_exec_start;
+		hooks->exec_abandon = px_exec_abandon;
+		hooks->exec_stream = px_exec_stream_start;
+		hooks->exec_input = px_exec_stream_input;
+		hooks->exec_read = px_exec_stream_read;
+		hooks->exec_cancel = px_exec_stream_cancel;
+		hooks->template_build = px_vm_template_build;
+		hooks->template_build_status = px_vm_template_build_status;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
-	hooks.template_check = px_vm_template_check;
-	if (P.cfg.fleet_etcd != NULL) {
-		const char *edge = "";
+	hooks->template_check = px_vm_template_check;
+}
 
-		for (i = 0; i < P.cfg.nlisten && *edge == '\0'; i++)
-			if (P.cfg.listen[i].https == 1)
-				edge = P.cfg.listen[i].text;
-		if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
-			fatalx("fleet: %s", err);
-		log_info("fleet: host %s, etcd %s://%s%s, prefix %s, listener %s (mutual TLS)",
-		    P.cfg.fleet_host, P.cfg.fleet_etcd_tls ? "https" : "http",
-		    P.cfg.fleet_etcd, P.cfg.fleet_etcd_tls ? (P.cfg.fleet_etcd_cert ?
-		    " (TLS, client certificate)" : " (TLS)") : "", P.cfg.fleet_prefix,
-		    P.cfg.fleet_listen);
-		hooks.fleet = fleet_json;
+/* Fleet mode (fleet_etcd in berth.conf): routes and placement shared
+ * through etcd, the other hosts reached over mutual TLS. */
+static void
+start_fleet(struct px_control_hooks *hooks)
+{
+	const char *edge = "";
+	char err[512];
+	int i;
+
+	for (i = 0; i < P.cfg.nlisten && *edge == '\0'; i++)
+		if (P.cfg.listen[i].https == 1)
+			edge = P.cfg.listen[i].text;
+	if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
+		fatalx("fleet: %s", err);
+	log_info("fleet: host %s, etcd %s://%s%s, prefix %s, listener %s (mutual TLS)",
+	    P.cfg.fleet_host, P.cfg.fleet_etcd_tls ? "https" : "http",
+	    P.cfg.fleet_etcd, P.cfg.fleet_etcd_tls ? (P.cfg.fleet_etcd_cert ?
+	    " (TLS, client certificate)" : " (TLS)") : "", P.cfg.fleet_prefix,
+	    P.cfg.fleet_listen);
+	hooks->fleet = fleet_json;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *state = NULL, *cfgfile = NULL;
+	struct px_control_hooks hooks;
+	char err[512], path[PATH_MAX];
+	int ch, check = 0, verbose = 0, i;
+	struct event *ev_hup, *ev_term, *ev_int, *ev_chld, *ev_rot;
+	struct timeval rot = { 6 * 3600, 0 };
+
+	/* before anything allocates (OpenSSL refuses afterwards) */
+	(void)px_bufpool_install();
+	px_proc_helper_main(argc, argv);	/* returns unless a helper */
+	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
+		switch (ch) {
+		case 'f': cfgfile = optarg; break;
+		case 's': state = optarg; break;
+		case 'n': check = 1; break;
+		case 'v': verbose++; break;
+		default: usage();
+		}
 	}
+	if (optind != argc)
+		usage();
+	log_init("berthd", verbose);
+	if (state == NULL)
+		state = getenv("BERTH_STATE_DIR");
+	if (state == NULL || *state == '\0')
+		state = BERTH_STATE_DIR_DEFAULT;
+	if (realpath(state, P.state_dir) == NULL)
+		snprintf(P.state_dir, sizeof(P.state_dir), "%s", state);
+	P.cfgfile = cfgfile;
+	if (px_config_load(&P.cfg, cfgfile, err, sizeof(err)) != 0) {
+		fprintf(stderr, "berthd: %s\n", err);
+		return 1;
+	}
+	if (check)
+		return config_test(cfgfile);
+
+	open_state();
+
+	if ((P.base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	start_sandboxes();
+	control_hooks(&hooks);
+	if (P.cfg.fleet_etcd != NULL)
+		start_fleet(&hooks);
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)
 		fatalx("control socket: %s", err);
