@@ -7,11 +7,12 @@ noinst_LIBRARIES += proxy/libpxcontrol.a
 PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/request.c \
 	proxy/api/table.c proxy/api/reply.c proxy/api/health.c \
 	proxy/api/sandboxes.c proxy/api/ports.c proxy/api/lifecycle.c \
-	proxy/api/snapshots.c proxy/api/commands.c proxy/api/streams.c \
+	proxy/api/snapshots.c proxy/api/commands.c proxy/api/exec_req.c \
+	proxy/api/streams.c \
 	proxy/api/files.c proxy/api/processes.c proxy/api/policy.c \
 	proxy/api/egress_rules.c proxy/api/tokens.c proxy/api/templates.c
 proxy_libpxcontrol_a_SOURCES = proxy/sandbox/store.c proxy/sandbox/store.h \
-	proxy/sandbox/sbfield.c proxy/sandbox/sbfield.h vmm/proto/sandbox_fields.h \
+	proxy/sandbox/sbfield.h vmm/proto/sandbox_fields.h \
 	proxy/api/control.h $(PX_API) proxy/api/reqhead.c proxy/api/reqhead.h \
 	proxy/edge/http1.c proxy/edge/http1.h \
 	vmm/proto/status.c vmm/proto/status.h \

@@ -1,7 +1,11 @@
 /*
  * api.h — the control API's insides, shared by the files of proxy/api/
- * (its outside, what berthd sees, is ../control.h). One file per family
- * of resources; conn.c reads requests, table.c routes them.
+ * (its outside, what berthd sees, is control.h). One file per family
+ * of resources; conn.c reads requests, table.c routes them. The files
+ * call down, never up: the families use reply.c and request.c (answers,
+ * documents, bodies, the target, the query); conn.c and streams.c are
+ * the one pair that call each other (a connection and the stream that
+ * answers on it).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_API_H
@@ -199,139 +203,6 @@ struct cstream {
 enum proc_kind { PK_LIST, PK_SHOW, PK_LOGS, PK_KILL, PK_WAIT,
 	PK_FLIST, PK_MKDIR, PK_REMOVE, PK_MOVE };
 
-/* reply.c */
-int api_is_get(const struct req *r);
-const char *api_shown(char *buf, size_t size, const char *s);
-void api_respond(struct conn *c, int status, const char *ctype, const char *extra,
-    const void *body, size_t len, int head_only);
-void api_reply_json_hdr(struct req *r, int status, json_t *obj, const char *extra);
-void api_reply_json(struct req *r, int status, json_t *obj);
-void __attribute__((format(printf, 5, 6)))
-api_reply_error(struct req *r, int status, const char *allow, const char *field,
-    const char *fmt, ...);
-void __attribute__((format(printf, 4, 5)))
-api_reply_error_hdr(struct req *r, int status, const char *extra,
-    const char *fmt, ...);
-void api_reply_empty(struct req *r, int status);
-void api_reply_store(struct req *r, int rc, const char *field, const char *err);
-void api_span_text(uint64_t ms, char *buf, size_t len);
-json_t *api_sandbox_json(const struct px_control *ctl, const struct px_sandbox *sb);
-json_t *api_port_json(struct px_control *ctl, const struct px_port *p);
-int api_page_parse(struct req *r, struct page *pg);
-int api_page_row(struct page *pg, const char *cursor, int beyond);
-json_t *api_page_doc(const char *key, json_t *array, const struct page *pg);
-int api_add_sandbox(const struct px_sandbox *sb, void *arg);
-int api_add_port(const struct px_port *p, void *arg);
-json_t *api_body_object(struct req *r, const char *const *allowed, int empty_ok);
-int api_string_field(struct req *r, json_t *obj, const char *name, int null_ok,
-    const char **out);
-int api_check_sandbox_id(struct req *r, const char *id);
-int api_check_checkpoint_name(struct req *r, const char *field, const char *name);
-
-/* health.c */
-void api_health(struct req *r);
-void api_metrics(struct req *r);
-void api_fleet(struct req *r);
-
-/* sandboxes.c */
-void api_sandbox_list(struct req *r);
-void api_routes_changed(struct px_control *ctl);
-void api_sandbox_create(struct req *r);
-void api_sandbox_set(struct req *r);
-void api_sandbox_show(struct req *r);
-void api_sandbox_delete(struct req *r);
-
-/* ports.c */
-void api_port_list(struct req *r);
-void api_port_show(struct req *r);
-void api_port_put(struct req *r);
-void api_port_delete(struct req *r);
-
-/* lifecycle.c */
-void api_record_event(struct px_control *ctl, const char *id, const char *op,
-    const char *result, const char *why, int64_t duration_ms);
-void api_conn_resume(struct conn *c);
-json_t *api_checkpoint_json(const char *id, const struct px_checkpoint *k);
-void api_lifecycle_done(void *arg, int ok, const char *reason);
-struct pending *api_pending_new(struct req *r, const char *id, const char *op);
-void api_pending_drop(struct req *r, struct pending *p);
-void api_lifecycle(struct req *r);
-void api_events(struct req *r);
-void api_console(struct req *r);
-
-/* commands.c */
-int api_exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len);
-void api_exec_parsed_free(struct exec_parsed *ep);
-/* env_sb: the sandbox's env (JSON text, "" none), under the request's */
-int api_exec_parse(struct req *r, json_t *obj, int streamed,
-    const char *env_sb, struct exec_parsed *ep);
-int api_env_name_ok(const char *s);
-void api_exec(struct req *r);
-
-/* streams.c */
-void api_cs_free(struct cstream *cs);
-int api_cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er);
-struct cstream *api_cs_new(struct req *r, const char *id, enum cs_kind kind);
-void api_cs_attach(struct cstream *cs);
-void api_cs_exec_begin(struct req *r, const char *id);
-void api_cs_body(struct cstream *cs, const char *at, size_t len);
-void api_cs_eof(struct cstream *cs);
-
-/* files.c */
-void api_files_post(struct req *r);
-void api_watch(struct req *r);
-void api_files(struct req *r);
-
-/* processes.c */
-int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);
-void api_agent_call(struct req *r, const char *id, struct px_exec_req *er,
-    int kind, uint32_t proc);
-void api_procs(struct req *r);
-
-/* policy.c */
-json_t *api_policy_load(struct req *r);
-int api_rule_arg(struct req *r, const char *field, const char *text,
-    struct nc_rule *rule, char *canon, size_t size);
-int api_policy_permits(struct req *r, json_t *pol, const char *field,
-    const struct nc_rule *rule, const char *canon);
-int api_mode_permitted(struct req *r, json_t *pol, const char *field,
-    const char *mode);
-void api_policy_get(struct req *r);
-void api_policy_put(struct req *r);
-int api_rules_permitted(struct req *r, json_t *pol, const char *id,
-    const struct px_egress_rule *e, size_t n, const char *field);
-
-/* egress_rules.c */
-void api_egress_get(struct req *r);
-void api_egress_changed(struct px_control *ctl, const char *id);
-void api_egress_add(struct req *r);
-void api_egress_put(struct req *r);
-void api_egress_reset(struct req *r);
-void api_egress_rm(struct req *r);
-void api_egress_log(struct req *r);
-
-/* tokens.c */
-int api_check_token_id(struct req *r, const char *id);
-void api_token_list(struct req *r);
-void api_token_create(struct req *r);
-void api_token_show(struct req *r);
-void api_token_rotate(struct req *r);
-void api_token_rm(struct req *r);
-
-/* templates.c */
-int api_check_template_name(struct req *r, const char *name);
-void api_template_list(struct req *r);
-void api_template_add(struct req *r);
-void api_template_show(struct req *r);
-void api_template_rm(struct req *r);
-void api_template_build(struct req *r);
-
-/* snapshots.c */
-void api_sandbox_fork(struct req *r);
-void api_checkpoint_list(struct req *r);
-void api_checkpoint_op(struct req *r);
-void api_checkpoint_rm(struct req *r);
-
 /* table.c: the routes */
 enum {				/* methods, as bits */
 	API_GET = 1, API_HEAD = 2, API_PATCH = 4, API_PUT = 8, API_POST = 16,
@@ -378,7 +249,41 @@ int api_table_check(const struct api_route *, size_t n, char *err,
     size_t errlen);
 void api_route(struct req *r);
 
+/* reply.c */
+int64_t api_now_ms(void);
+int api_is_get(const struct req *r);
+const char *api_shown(char *buf, size_t size, const char *s);
+void api_respond(struct conn *c, int status, const char *ctype, const char *extra,
+    const void *body, size_t len, int head_only);
+void api_reply_json_hdr(struct req *r, int status, json_t *obj, const char *extra);
+void api_reply_json(struct req *r, int status, json_t *obj);
+void __attribute__((format(printf, 5, 6)))
+api_reply_error(struct req *r, int status, const char *allow, const char *field,
+    const char *fmt, ...);
+void __attribute__((format(printf, 4, 5)))
+api_reply_error_hdr(struct req *r, int status, const char *extra,
+    const char *fmt, ...);
+void api_reply_empty(struct req *r, int status);
+void api_reply_store(struct req *r, int rc, const char *field, const char *err);
+void api_span_text(uint64_t ms, char *buf, size_t len);
+json_t *api_sandbox_json(const struct px_control *ctl, const struct px_sandbox *sb);
+json_t *api_port_json(struct px_control *ctl, const struct px_port *p);
+int api_page_row(struct page *pg, const char *cursor, int beyond);
+json_t *api_page_doc(const char *key, json_t *array, const struct page *pg);
+int api_add_sandbox(const struct px_sandbox *sb, void *arg);
+int api_add_port(const struct px_port *p, void *arg);
+json_t *api_body_object(struct req *r, const char *const *allowed, int empty_ok);
+int api_string_field(struct req *r, json_t *obj, const char *name, int null_ok,
+    const char **out);
+int api_check_sandbox_id(struct req *r, const char *id);
+int api_check_checkpoint_name(struct req *r, const char *field, const char *name);
+void api_routes_changed(struct px_control *ctl);
+void api_record_event(struct px_control *ctl, const char *id, const char *op,
+    const char *result, const char *why, int64_t duration_ms);
+int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);
+
 /* request.c */
+int api_page_parse(struct req *r, struct page *pg);
 int api_query_get(const struct req *r, const char *name, char *buf, size_t size);
 int api_parse_target(struct req *r, const char *url, size_t len);
 int api_authenticate(struct req *r);
@@ -390,5 +295,107 @@ void api_accept_conn(struct px_control *, evutil_socket_t, int tcp,
     const struct sockaddr *sa, const char *peer);
 void api_conn_free(struct conn *c);
 void api_conn_read(struct bufferevent *bev, void *arg);
+
+/* health.c */
+void api_health(struct req *r);
+void api_metrics(struct req *r);
+void api_fleet(struct req *r);
+
+/* sandboxes.c */
+void api_sandbox_list(struct req *r);
+void api_sandbox_create(struct req *r);
+void api_sandbox_set(struct req *r);
+void api_sandbox_show(struct req *r);
+void api_sandbox_delete(struct req *r);
+
+/* ports.c */
+void api_port_list(struct req *r);
+void api_port_show(struct req *r);
+void api_port_put(struct req *r);
+void api_port_delete(struct req *r);
+
+/* lifecycle.c */
+void api_conn_resume(struct conn *c);
+json_t *api_checkpoint_json(const char *id, const struct px_checkpoint *k);
+void api_lifecycle_done(void *arg, int ok, const char *reason);
+struct pending *api_pending_new(struct req *r, const char *id, const char *op);
+void api_pending_drop(struct req *r, struct pending *p);
+void api_lifecycle(struct req *r);
+void api_events(struct req *r);
+void api_console(struct req *r);
+
+/* snapshots.c */
+void api_sandbox_fork(struct req *r);
+void api_checkpoint_list(struct req *r);
+void api_checkpoint_op(struct req *r);
+void api_checkpoint_rm(struct req *r);
+
+/* commands.c */
+int api_exec_stream(json_t *doc, const char *key, const unsigned char *p, size_t len);
+void api_exec(struct req *r);
+
+/* exec_req.c */
+void api_exec_parsed_free(struct exec_parsed *ep);
+/* env_sb: the sandbox's env (JSON text, "" none), under the request's */
+int api_exec_parse(struct req *r, json_t *obj, int streamed,
+    const char *env_sb, struct exec_parsed *ep);
+int api_env_name_ok(const char *s);
+
+/* streams.c */
+void api_cs_free(struct cstream *cs);
+int api_cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er);
+struct cstream *api_cs_new(struct req *r, const char *id, enum cs_kind kind);
+void api_cs_attach(struct cstream *cs);
+void api_cs_exec_begin(struct req *r, const char *id);
+void api_cs_body(struct cstream *cs, const char *at, size_t len);
+void api_cs_eof(struct cstream *cs);
+
+/* files.c */
+void api_files_post(struct req *r);
+void api_watch(struct req *r);
+void api_files(struct req *r);
+
+/* processes.c */
+void api_agent_call(struct req *r, const char *id, struct px_exec_req *er,
+    int kind, uint32_t proc);
+void api_procs(struct req *r);
+
+/* policy.c */
+json_t *api_policy_load(struct req *r);
+int api_rule_arg(struct req *r, const char *field, const char *text,
+    struct nc_rule *rule, char *canon, size_t size);
+int api_policy_permits(struct req *r, json_t *pol, const char *field,
+    const struct nc_rule *rule, const char *canon);
+int api_mode_permitted(struct req *r, json_t *pol, const char *field,
+    const char *mode);
+void api_policy_get(struct req *r);
+void api_policy_put(struct req *r);
+int api_rules_permitted(struct req *r, json_t *pol, const char *id,
+    const struct px_egress_rule *e, size_t n, const char *field);
+
+/* egress_rules.c */
+void api_egress_get(struct req *r);
+void api_egress_changed(struct px_control *ctl, const char *id);
+void api_egress_add(struct req *r);
+void api_egress_put(struct req *r);
+void api_egress_reset(struct req *r);
+void api_egress_rm(struct req *r);
+void api_egress_log(struct req *r);
+
+/* tokens.c */
+int api_check_token_id(struct req *r, const char *id);
+void api_token_list(struct req *r);
+void api_token_create(struct req *r);
+void api_token_show(struct req *r);
+void api_token_rotate(struct req *r);
+void api_token_rm(struct req *r);
+
+/* templates.c */
+int api_check_template_name(struct req *r, const char *name);
+void api_template_list(struct req *r);
+void api_template_add(struct req *r);
+void api_template_show(struct req *r);
+void api_template_rm(struct req *r);
+void api_template_build(struct req *r);
 
 #endif

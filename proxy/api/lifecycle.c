@@ -7,35 +7,6 @@
 
 static int vm_resumable(struct px_control *, const char *);
 
-/* ---- lifecycle and events ---- */
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-api_record_event(struct px_control *ctl, const char *id, const char *op,
-    const char *result, const char *why, int64_t duration_ms)
-{
-	struct px_event ev;
-	char err[256];
-
-	memset(&ev, 0, sizeof(ev));
-	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
-	snprintf(ev.operation, sizeof(ev.operation), "%s", op);
-	snprintf(ev.result, sizeof(ev.result), "%s", result);
-	snprintf(ev.reason, sizeof(ev.reason), "%s", why ? why : "");
-	ev.duration_ms = duration_ms;
-	/* The reply already says what happened; a lost event must not turn
-	 * it into an error. */
-	(void)px_store_event_add(ctl->store, &ev, NULL, err, sizeof(err));
-}
-
 /* A deferred answer (lifecycle, exec) was written: the connection reads
  * again, with its idle timeout back (pipelined requests waited). */
 void
@@ -94,7 +65,7 @@ api_lifecycle_done(void *arg, int ok, const char *reason)
 	char err[256];
 
 	api_record_event(ctl, p->id, p->op, ok ? "ok" : "failed", ok ? "" : reason,
-	    now_ms() - p->t0);
+	    api_now_ms() - p->t0);
 	api_routes_changed(ctl);
 	/* the client may have gone meanwhile */
 	TAILQ_FOREACH(c, &ctl->conns, entry)
@@ -138,7 +109,7 @@ api_pending_new(struct req *r, const char *id, const char *op)
 	p->c = r->c;
 	p->serial = r->c->serial;
 	p->method = r->method;
-	p->t0 = now_ms();
+	p->t0 = api_now_ms();
 	snprintf(p->id, sizeof(p->id), "%s", id);
 	snprintf(p->op, sizeof(p->op), "%s", op);
 	r->c->waiting = 1;

@@ -35,25 +35,6 @@ proc_json(const struct px_proc_info *pi)
 static const char *const ftype_names[] = { "file", "dir", "link", "fifo",
 	"socket", "char", "block", "other" };
 
-/* A name or path as JSON: key when UTF-8, else key_base64. */
-int
-api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len)
-{
-	char k[32], *b;
-	json_t *v;
-	int rc;
-
-	if ((v = json_stringn((const char *)p, len)) != NULL)
-		return json_object_set_new(o, key, v);
-	snprintf(k, sizeof(k), "%s_base64", key);
-	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
-		return -1;
-	EVP_EncodeBlock((unsigned char *)b, p, (int)len);
-	rc = json_object_set_new(o, k, json_string(b));
-	free(b);
-	return rc;
-}
-
 static int
 dirent_cmp(const void *a, const void *b)
 {

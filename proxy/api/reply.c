@@ -1,7 +1,8 @@
 /*
- * api/reply.c — answers (the JSON error document and its codes), the documents and
- * pagination several resources share, and request bodies checked against
- * the fields a route accepts.
+ * api/reply.c — answers (the JSON error document and its codes), the
+ * documents and pagination several resources share, request bodies
+ * checked against the fields a route accepts, and what every family
+ * tells berthd (the routes changed, a sandbox's event).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "api.h"
@@ -356,34 +357,6 @@ api_port_json(struct px_control *ctl, const struct px_port *p)
 
 /* ---- pagination ---- */
 
-/* Reads ?limit= and ?after=; -1 after replying 400. */
-int
-api_page_parse(struct req *r, struct page *pg)
-{
-	char buf[16], *end;
-	long v;
-	int rc;
-
-	memset(pg, 0, sizeof(*pg));
-	pg->limit = CTL_PAGE_DEFAULT;
-	if ((rc = api_query_get(r, "limit", buf, sizeof(buf))) != 0) {
-		v = rc == 1 && buf[0] >= '1' && buf[0] <= '9' ?
-		    strtol(buf, &end, 10) : 0;
-		if (rc == -1 || v < 1 || v > CTL_PAGE_MAX || *end != '\0') {
-			api_reply_error(r, 400, NULL, "limit", "must be a number "
-			    "from 1 to %d", CTL_PAGE_MAX);
-			return -1;
-		}
-		pg->limit = (int)v;
-	}
-	if ((rc = api_query_get(r, "after", pg->after, sizeof(pg->after))) == -1) {
-		api_reply_error(r, 400, NULL, "after", "not a valid cursor");
-		return -1;
-	}
-	pg->have_after = rc == 1 && pg->after[0] != '\0';
-	return 0;
-}
-
 /* For each row in order: 0 add it, 1 skip it (not after the cursor),
  * PAGE_FULL stop. beyond: the row sorts after pg->after. */
 int
@@ -554,4 +527,59 @@ int
 api_is_get(const struct req *r)
 {
 	return r->method == HTTP_GET || r->method == HTTP_HEAD;
+}
+
+/* ---- lifecycle and events ---- */
+
+int64_t
+api_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+api_record_event(struct px_control *ctl, const char *id, const char *op,
+    const char *result, const char *why, int64_t duration_ms)
+{
+	struct px_event ev;
+	char err[256];
+
+	memset(&ev, 0, sizeof(ev));
+	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+	snprintf(ev.operation, sizeof(ev.operation), "%s", op);
+	snprintf(ev.result, sizeof(ev.result), "%s", result);
+	snprintf(ev.reason, sizeof(ev.reason), "%s", why ? why : "");
+	ev.duration_ms = duration_ms;
+	/* The reply already says what happened; a lost event must not turn
+	 * it into an error. */
+	(void)px_store_event_add(ctl->store, &ev, NULL, err, sizeof(err));
+}
+
+void
+api_routes_changed(struct px_control *ctl)
+{
+	if (ctl->hooks.routes_changed != NULL)
+		ctl->hooks.routes_changed(ctl->hooks.arg);
+}
+
+/* A name or path as JSON: key when UTF-8, else key_base64. */
+int
+api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len)
+{
+	char k[32], *b;
+	json_t *v;
+	int rc;
+
+	if ((v = json_stringn((const char *)p, len)) != NULL)
+		return json_object_set_new(o, key, v);
+	snprintf(k, sizeof(k), "%s_base64", key);
+	if ((b = malloc(4 * ((len + 2) / 3) + 1)) == NULL)
+		return -1;
+	EVP_EncodeBlock((unsigned char *)b, p, (int)len);
+	rc = json_object_set_new(o, k, json_string(b));
+	free(b);
+	return rc;
 }

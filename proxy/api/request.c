@@ -262,3 +262,31 @@ api_authenticate(struct req *r)
 	}
 	return 0;
 }
+
+/* Reads ?limit= and ?after=; -1 after replying 400. */
+int
+api_page_parse(struct req *r, struct page *pg)
+{
+	char buf[16], *end;
+	long v;
+	int rc;
+
+	memset(pg, 0, sizeof(*pg));
+	pg->limit = CTL_PAGE_DEFAULT;
+	if ((rc = api_query_get(r, "limit", buf, sizeof(buf))) != 0) {
+		v = rc == 1 && buf[0] >= '1' && buf[0] <= '9' ?
+		    strtol(buf, &end, 10) : 0;
+		if (rc == -1 || v < 1 || v > CTL_PAGE_MAX || *end != '\0') {
+			api_reply_error(r, 400, NULL, "limit", "must be a number "
+			    "from 1 to %d", CTL_PAGE_MAX);
+			return -1;
+		}
+		pg->limit = (int)v;
+	}
+	if ((rc = api_query_get(r, "after", pg->after, sizeof(pg->after))) == -1) {
+		api_reply_error(r, 400, NULL, "after", "not a valid cursor");
+		return -1;
+	}
+	pg->have_after = rc == 1 && pg->after[0] != '\0';
+	return 0;
+}

@@ -31,13 +31,6 @@ api_sandbox_list(struct req *r)
 	api_reply_json(r, 200, api_page_doc("sandboxes", lc.array, &pg));
 }
 
-void
-api_routes_changed(struct px_control *ctl)
-{
-	if (ctl->hooks.routes_changed != NULL)
-		ctl->hooks.routes_changed(ctl->hooks.arg);
-}
-
 #define FIELD(sb, f)	((char *)(sb) + (f)->off)
 
 /*

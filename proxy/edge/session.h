@@ -7,7 +7,12 @@
  * worker process, its IPC or its listeners.
  *
  * The part below "the layer's inside" is for the files of the layer
- * (session.c, upstream.c, wake.c, respond.c) only.
+ * (session.c, h2.c, upstream.c, wake.c, respond.c) only. Those files are
+ * one module split for reading: they call each other both ways (a
+ * session hands a request to h2 or an upstream and is called back; a
+ * wake parks sessions and resumes them), and that is the only place in
+ * berth where files do; everywhere else a lower file never calls up,
+ * and a callback or a hooks table the caller owns carries what must.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_SESSION_H

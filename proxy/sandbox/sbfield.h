@@ -16,7 +16,7 @@
 
 #include "sandbox_fields.h"
 
-/* The rows as data (sbfield.c; the offsets need store.h). */
+/* The rows as data (store.c, beside struct px_sandbox). */
 struct px_sbfield {
 	const char *member;
 	const char *column;	/* in table sandboxes */

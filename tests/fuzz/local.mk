@@ -29,7 +29,7 @@ fuzz_response_LIBS = $(HTTP_PARSER_LIBS)
 fuzz_conf_SRC = tests/fuzz/fuzz_conf.c proxy/conf.c vmm/proto/valid.c
 fuzz_conf_LIBS =
 # fuzz_control.c: the control API server (proxy/api/, its insides through api.h)
-fuzz_control_SRC = tests/fuzz/fuzz_control.c $(PX_API) proxy/api/reqhead.c proxy/edge/http1.c vmm/proto/status.c proxy/sandbox/store.c proxy/sandbox/sbfield.c proxy/api/control_rule.c \
+fuzz_control_SRC = tests/fuzz/fuzz_control.c $(PX_API) proxy/api/reqhead.c proxy/edge/http1.c vmm/proto/status.c proxy/sandbox/store.c proxy/api/control_rule.c \
 	proxy/api/token.c vmm/proto/valid.c proxy/edge/route.c netctl/nc_rule.c
 fuzz_control_LIBS = $(LIBEVENT_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) \
 	$(HTTP_PARSER_LIBS) $(OPENSSL_LIBS)
