@@ -1515,6 +1515,15 @@ start_fleet(struct px_control_hooks *hooks)
 	hooks->fleet = fleet_json;
 }
 
+/* berthd's unprivileged helpers (privsep/): what each one runs */
+static const struct px_helper helpers[] = {
+	{ "dns", px_dnsd_main },
+	{ "nflog", px_nflogd_main },
+	{ "control", px_controld_main },
+	{ "agent", px_agentd_main },
+	{ NULL, NULL }
+};
+
 int
 main(int argc, char **argv)
 {
@@ -1527,7 +1536,7 @@ main(int argc, char **argv)
 
 	/* before anything allocates (OpenSSL refuses afterwards) */
 	(void)px_bufpool_install();
-	px_proc_helper_main(argc, argv);	/* returns unless a helper */
+	px_proc_helper_main(argc, argv, helpers);	/* returns unless one */
 	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
 		switch (ch) {
 		case 'f': cfgfile = optarg; break;

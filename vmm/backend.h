@@ -12,6 +12,12 @@
  * only the backend knows whether, say, a failed snapshot left the guest
  * running. Death of the VMM outside any operation goes to
  * vmm_backend_exited().
+ *
+ * The manager is one module in three files: vmm.c (sandboxes, their
+ * states and operations), fork.c (forks and checkpoints) and ready.c
+ * (ready snapshots and the pool), which call each other both ways; the
+ * backends and the rest of libvmm only call down into them (a backend
+ * reports through vmm_backend_done, accel.c through vmm_emit).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_VMM_BACKEND_H

@@ -383,12 +383,12 @@ px_proc_stop_all(void)
 /* ---- a helper, seen from inside ---- */
 
 void
-px_proc_helper_main(int argc, char **argv)
+px_proc_helper_main(int argc, char **argv, const struct px_helper *helpers)
 {
 	const char *env = getenv("BERTH_HELPER");
 	char name[32], root[PATH_MAX], role[48], title[16];
 	unsigned uid, gid;
-	int drop, verbose, n, rc;
+	int drop, verbose, n;
 
 	(void)argc;
 	(void)argv;
@@ -411,15 +411,8 @@ px_proc_helper_main(int argc, char **argv)
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	prctl(PR_SET_DUMPABLE, 0);
 	signal(SIGPIPE, SIG_IGN);
-	if (strcmp(name, "dns") == 0)
-		rc = px_dnsd_main(PX_PROC_CHAN_FD);
-	else if (strcmp(name, "nflog") == 0)
-		rc = px_nflogd_main(PX_PROC_CHAN_FD);
-	else if (strcmp(name, "control") == 0)
-		rc = px_controld_main(PX_PROC_CHAN_FD);
-	else if (strcmp(name, "agent") == 0)
-		rc = px_agentd_main(PX_PROC_CHAN_FD);
-	else
-		fatalx("unknown helper %s", name);
-	exit(rc);
+	for (; helpers->name != NULL; helpers++)
+		if (strcmp(name, helpers->name) == 0)
+			exit(helpers->main(PX_PROC_CHAN_FD));
+	fatalx("unknown helper %s", name);
 }

@@ -90,10 +90,16 @@ void px_proc_bad(struct px_proc *, const char *why);
 
 /* ---- a helper ---- */
 
+/* A helper's name (BERTH_HELPER's first field) and its entry point. */
+struct px_helper {
+	const char *name;
+	int (*main)(int chan_fd);
+};
 /* Called first thing in main: when this process is a helper
- * (BERTH_HELPER), jails it and runs it; never returns then. argv is
- * main's (its title). */
-void px_proc_helper_main(int argc, char **argv);
+ * (BERTH_HELPER), jails it and runs the one of helpers (ended by a NULL
+ * name) it names; never returns then. argv is main's (its title). The
+ * caller owns the list, so proc.c calls no helper's code itself. */
+void px_proc_helper_main(int argc, char **argv, const struct px_helper *);
 /* The helper's channel to the parent is fd PX_PROC_CHAN_FD. */
 #define PX_PROC_CHAN_FD	3
 
