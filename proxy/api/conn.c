@@ -59,22 +59,30 @@ conn_fail(struct conn *c, int status, const char *msg)
 	bufferevent_disable(c->bev, EV_READ);
 }
 
-/* A streamed request, from its head: its handler takes the body. */
+/* The request the reader holds (its body, if any, in body[0..len)):
+ * its target split, its sender known, then its route's handler. */
 static void
-conn_serve_early(struct conn *c)
+conn_dispatch(struct conn *c, const char *body, size_t len)
 {
 	struct req r;
-	size_t ulen = evbuffer_get_length(c->rh.url);
 
 	memset(&r, 0, sizeof(r));
 	r.c = c;
 	r.method = (enum http_method)c->rh.method;
-	r.body = "";
+	r.body = body;
+	r.bodylen = len;
+	if (api_parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
+	    evbuffer_get_length(c->rh.url)) == 0 && api_authenticate(&r) == 0)
+		api_route(&r);
+}
+
+/* A streamed request, from its head: its handler takes the body. */
+static void
+conn_serve_early(struct conn *c)
+{
 	/* closing would stop reading the body: close after the answer */
 	c->close_after = !c->rh.keepalive;
-	if (api_parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
-	    ulen) == 0 && api_authenticate(&r) == 0)
-		api_route(&r);
+	conn_dispatch(c, "", 0);
 	if (c->st != NULL && c->rh.expect)
 		evbuffer_add(bufferevent_get_output(c->bev),
 		    "HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -89,19 +97,12 @@ conn_serve_early(struct conn *c)
 static void
 conn_serve(struct conn *c)
 {
-	struct req r;
-	size_t ulen = evbuffer_get_length(c->rh.url);
+	size_t len = evbuffer_get_length(c->rh.body);
 
-	memset(&r, 0, sizeof(r));
-	r.c = c;
-	r.method = (enum http_method)c->rh.method;
-	r.bodylen = evbuffer_get_length(c->rh.body);
-	r.body = r.bodylen ? (const char *)evbuffer_pullup(c->rh.body, -1) : "";
 	if (!c->rh.keepalive)	/* (an Upgrade too: never tunneled) */
 		c->closing = 1;
-	if (api_parse_target(&r, (const char *)evbuffer_pullup(c->rh.url, -1),
-	    ulen) == 0 && api_authenticate(&r) == 0)
-		api_route(&r);
+	conn_dispatch(c, len ? (const char *)evbuffer_pullup(c->rh.body, -1) :
+	    "", len);
 	px_reqhead_reset(&c->rh);
 	if (c->closing)
 		bufferevent_disable(c->bev, EV_READ);

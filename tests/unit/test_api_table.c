@@ -137,44 +137,43 @@ every_route(void)
 	    "sandbox token as its scope says, never on another sandbox", n);
 }
 
+/* Route 0 of berth's table broken one way each: never registered. */
 static void
 registration(void)
 {
+	static const struct {
+		const char *what, *says;
+	} cases[] = {
+		{ "a route without a scope", "no scope" },
+		{ "a route without a handler", "no handler" },
+		{ "an own-sandbox scope off /v1/sandboxes/{id}",
+		    "/v1/sandboxes/{id}" },
+		{ "a streamed GET", "stream" },
+		{ "a pattern not from /", "pattern" },
+		{ "an unknown method", "methods" },
+		{ "two routes of one path and method", "two routes" },
+	};
 	struct api_route t[2];
 	char err[256];
+	size_t i;
 
 	is_int(api_table_check(api_routes, api_nroutes, err, sizeof(err)), 0,
 	    "berth's own table registers");
-	memset(t, 0, sizeof(t));
-	t[0] = api_routes[0];
-	t[0].scope = API_SCOPE_UNSET;
-	ok(api_table_check(t, 1, err, sizeof(err)) == -1 &&
-	    strstr(err, "no scope") != NULL,
-	    "a route without a scope cannot be registered: %s", err);
-	t[0] = api_routes[0];
-	t[0].fn = NULL;
-	ok(api_table_check(t, 1, err, sizeof(err)) == -1 &&
-	    strstr(err, "no handler") != NULL, "nor without a handler: %s", err);
-	t[0] = api_routes[0];
-	t[0].scope = API_OWN;
-	ok(api_table_check(t, 1, err, sizeof(err)) == -1 &&
-	    strstr(err, "/v1/sandboxes/{id}") != NULL,
-	    "an own-sandbox scope off /v1/sandboxes/{id}: %s", err);
-	t[0] = api_routes[0];
-	t[0].body = API_BODY_STREAM;
-	ok(api_table_check(t, 1, err, sizeof(err)) == -1 &&
-	    strstr(err, "stream") != NULL, "a streamed GET: %s", err);
-	t[0] = t[1] = api_routes[0];
-	ok(api_table_check(t, 2, err, sizeof(err)) == -1 &&
-	    strstr(err, "two routes") != NULL,
-	    "two routes of one path and method: %s", err);
-	t[0] = api_routes[0];
-	t[0].pattern = "v1/x";
-	ok(api_table_check(t, 1, err, sizeof(err)) == -1 &&
-	    strstr(err, "pattern") != NULL, "a pattern not from /: %s", err);
-	t[0] = api_routes[0];
-	t[0].methods = 64;
-	ok(api_table_check(t, 1, err, sizeof(err)) == -1, "an unknown method");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		t[0] = t[1] = api_routes[0];
+		switch (i) {
+		case 0: t[0].scope = API_SCOPE_UNSET; break;
+		case 1: t[0].fn = NULL; break;
+		case 2: t[0].scope = API_OWN; break;
+		case 3: t[0].body = API_BODY_STREAM; break;
+		case 4: t[0].pattern = "v1/x"; break;
+		case 5: t[0].methods = 64; break;
+		}
+		err[0] = '\0';
+		ok(api_table_check(t, i == 6 ? 2 : 1, err, sizeof(err)) == -1 &&
+		    strstr(err, cases[i].says) != NULL, "%s cannot be "
+		    "registered: %s", cases[i].what, err);
+	}
 }
 
 static void
