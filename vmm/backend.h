@@ -445,4 +445,16 @@ int vmm_scan_file(const char *path, off_t *off, char *carry,
 void vmm_backend_done_later(struct vmm_sandbox *sb, int ok,
     enum vmm_state state, const char *reason);
 
+/* kv.c: sandbox.conf's key=value lines, each value escaped so that it
+ * cannot add a key. vmm_kv_write: -1 on a write error. vmm_kv_read calls
+ * cb(key, value, arg) per line (cb != 0 stops); -EINVAL with err for a
+ * key given twice, a line no value fits in, or a broken escape. */
+#include <stdio.h>
+int vmm_kv_write(FILE *, const char *key, const char *val);
+int vmm_kv_read(FILE *, int (*cb)(const char *key, const char *val, void *),
+    void *arg, char *err, size_t errlen);
+/* src bounded to size - 1 bytes, each control byte a '?': what a VMM
+ * says, made safe for logs, events and files. */
+void vmm_text_clean(char *dst, size_t size, const char *src);
+
 #endif

@@ -434,13 +434,27 @@ qm_qmp_ready(struct vmm_qmp *c, void *arg)
 		qm_step(q, NULL, NULL);
 }
 
+/* data's string key as buf holds it, no control bytes, or NULL: what
+ * qemu says goes to logs, events and sandbox.conf (a VMM is not
+ * trusted). */
+static const char *
+qm_text(json_t *data, const char *key, char *buf, size_t size)
+{
+	const char *v = json_string_value(json_object_get(data, key));
+
+	if (v == NULL)
+		return NULL;
+	vmm_text_clean(buf, size, v);
+	return buf;
+}
+
 static void
 qm_qmp_event(struct vmm_qmp *c, const char *event, json_t *data, void *arg)
 {
 	struct qm *q = arg;
 	struct vmm_sandbox *sb = q->sb;
-	const char *r = json_string_value(json_object_get(data, "reason"));
-	char why[VMM_ERRLEN];
+	char why[VMM_ERRLEN], rbuf[64];
+	const char *r = qm_text(data, "reason", rbuf, sizeof(rbuf));
 
 	if (c != q->qmp)
 		return;		/* the standby's: it runs no guest */
@@ -466,10 +480,9 @@ qm_qmp_event(struct vmm_qmp *c, const char *event, json_t *data, void *arg)
 		if (q->op == QM_IDLE && sb->pid > 0)
 			qm_kill_now(q, "the guest kernel panicked");
 	} else if (strcmp(event, "BLOCK_IO_ERROR") == 0) {
-		const char *op = json_string_value(json_object_get(data,
-		    "operation"));
-		const char *act = json_string_value(json_object_get(data,
-		    "action"));
+		char obuf[32], abuf[32];
+		const char *op = qm_text(data, "operation", obuf, sizeof(obuf));
+		const char *act = qm_text(data, "action", abuf, sizeof(abuf));
 		int nospace = json_is_true(json_object_get(data, "nospace"));
 		uint64_t now = vmm_now_ms();
 

@@ -302,40 +302,59 @@ rmtree(const char *path)
 static void
 meta_write(struct vmm_sandbox *sb)
 {
-	char path[PATH_MAX], tmp[PATH_MAX], ip[INET_ADDRSTRLEN];
+	char path[PATH_MAX], tmp[PATH_MAX], ip[INET_ADDRSTRLEN], n[32][24];
+	const char *kv[][2] = {
+		{ "id", sb->id }, { "state", vmm_state_name(sb->state) },
+		{ "pid", n[0] }, { "standby_pid", n[1] }, { "tap", sb->tap },
+		{ "guest_ip", ip }, { "mem_mib", n[2] }, { "vcpus", n[3] },
+		{ "disk_mib", n[4] }, { "created_ms", n[5] },
+		{ "template", sb->tpl.name }, { "kernel", sb->tpl.kernel },
+		{ "initrd", sb->tpl.initrd ? sb->tpl.initrd : "" },
+		{ "rootfs", sb->tpl.rootfs ? sb->tpl.rootfs : "" },
+		{ "cmdline", sb->tpl.cmdline }, { "ready_line", sb->tpl.ready_line },
+		{ "reason", sb->reason }, { "accel", vmm_accel_name(sb->accel) },
+		{ "disk_ready", n[6] }, { "jailed", n[7] }, { "uid", n[8] },
+		{ "agent", sb->tpl.agent != NULL ? sb->tpl.agent : "" },
+		{ "root_overlay", n[9] }, { "ready_key", sb->ready_key },
+		{ "from_snapshot", n[10] }, { "ram_shared", n[11] },
+		{ "snap_ram", n[12] }, { "ram_anon", n[13] },
+		{ "cgroup_name", sb->cg_name }, { "layered", n[14] },
+		{ "layer_gen", n[15] },
+	};
+	size_t i;
 	FILE *f;
+	int bad = 0;
 
 	if (sb->deleting)
 		return;
 	if (vmm_path(sb, "sandbox.conf", path, sizeof(path)) < 0 ||
 	    vmm_path(sb, ".sandbox.conf.new", tmp, sizeof(tmp)) < 0)
 		return;
+	inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));
+	snprintf(n[0], sizeof(n[0]), "%d", (int)sb->pid);
+	snprintf(n[1], sizeof(n[1]), "%d", (int)sb->standby_pid);
+	snprintf(n[2], sizeof(n[2]), "%u", sb->mem_mib);
+	snprintf(n[3], sizeof(n[3]), "%u", sb->vcpus);
+	snprintf(n[4], sizeof(n[4]), "%u", sb->disk_mib);
+	snprintf(n[5], sizeof(n[5]), "%llu", (unsigned long long)sb->created_ms);
+	snprintf(n[6], sizeof(n[6]), "%d", sb->disk_ready);
+	snprintf(n[7], sizeof(n[7]), "%d", sb->jailed);
+	snprintf(n[8], sizeof(n[8]), "%u", (unsigned)sb->uid);
+	snprintf(n[9], sizeof(n[9]), "%d", sb->tpl.root_overlay);
+	snprintf(n[10], sizeof(n[10]), "%d", sb->from_snapshot);
+	snprintf(n[11], sizeof(n[11]), "%d", sb->ram_shared);
+	snprintf(n[12], sizeof(n[12]), "%d", sb->snap_ram);
+	snprintf(n[13], sizeof(n[13]), "%d", sb->ram_anon);
+	snprintf(n[14], sizeof(n[14]), "%d", sb->layered);
+	snprintf(n[15], sizeof(n[15]), "%u", sb->layer_gen);
 	if ((f = fopen(tmp, "we")) == NULL)
 		return;
-	inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));
-	fprintf(f, "id=%s\nstate=%s\npid=%d\nstandby_pid=%d\ntap=%s\n"
-	    "guest_ip=%s\n"
-	    "mem_mib=%u\nvcpus=%u\ndisk_mib=%u\ncreated_ms=%llu\n"
-	    "template=%s\nkernel=%s\ninitrd=%s\nrootfs=%s\ncmdline=%s\n"
-	    "ready_line=%s\nreason=%s\naccel=%s\ndisk_ready=%d\n"
-	    "jailed=%d\nuid=%u\nagent=%s\nroot_overlay=%d\n",
-	    sb->id, vmm_state_name(sb->state), (int)sb->pid,
-	    (int)sb->standby_pid, sb->tap, ip,
-	    sb->mem_mib, sb->vcpus, sb->disk_mib,
-	    (unsigned long long)sb->created_ms, sb->tpl.name,
-	    sb->tpl.kernel, sb->tpl.initrd ? sb->tpl.initrd : "",
-	    sb->tpl.rootfs ? sb->tpl.rootfs : "", sb->tpl.cmdline,
-	    sb->tpl.ready_line, sb->reason, vmm_accel_name(sb->accel),
-	    sb->disk_ready, sb->jailed, (unsigned)sb->uid,
-	    sb->tpl.agent != NULL ? sb->tpl.agent : "",
-	    sb->tpl.root_overlay);
-	fprintf(f, "ready_key=%s\nfrom_snapshot=%d\nram_shared=%d\n"
-	    "snap_ram=%d\nram_anon=%d\ncgroup_name=%s\nlayered=%d\n"
-	    "layer_gen=%u\n",
-	    sb->ready_key, sb->from_snapshot, sb->ram_shared, sb->snap_ram,
-	    sb->ram_anon,
-	    sb->cg_name, sb->layered, sb->layer_gen);
-	if (fclose(f) == 0)
+	/* every value escaped (kv.c): a reason a VMM made up cannot add
+	 * a line of its own */
+	for (i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		if (vmm_kv_write(f, kv[i][0], kv[i][1]) < 0)
+			bad = 1;
+	if (fclose(f) == 0 && !bad)
 		(void)rename(tmp, path);
 	else
 		(void)unlink(tmp);
@@ -2245,70 +2264,77 @@ struct meta {
 };
 
 static int
-meta_read(const char *path, struct meta *mt)
+meta_line(const char *k, const char *v, void *arg)
 {
-	char line[2048], *v, *nl;
+	struct meta *mt = arg;
+	static const struct {
+		const char *key;
+		size_t off, size;
+	} text[] = {
+#define T(k_, f_) { k_, offsetof(struct meta, f_), sizeof(((struct meta *)0)->f_) }
+		T("state", state), T("tap", tap), T("guest_ip", ip),
+		T("template", tpl_name), T("kernel", kernel),
+		T("initrd", initrd), T("rootfs", rootfs), T("cmdline", cmdline),
+		T("ready_line", ready), T("reason", reason), T("accel", accel),
+		T("agent", agent), T("ready_key", ready_key),
+		T("cgroup_name", cg_name),
+#undef T
+	};
+	static const struct {
+		const char *key;
+		size_t off;
+	} ints[] = {
+#define I(k_, f_) { k_, offsetof(struct meta, f_) }
+		I("from_snapshot", from_snapshot), I("ram_shared", ram_shared),
+		I("snap_ram", snap_ram), I("ram_anon", ram_anon),
+		I("layered", layered), I("pid", pid),
+		I("standby_pid", standby_pid), I("disk_ready", disk_ready),
+		I("jailed", jailed), I("root_overlay", root_overlay),
+#undef I
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(text) / sizeof(text[0]); i++)
+		if (strcmp(k, text[i].key) == 0) {
+			snprintf((char *)mt + text[i].off, text[i].size, "%s", v);
+			return 0;
+		}
+	for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+		if (strcmp(k, ints[i].key) == 0) {
+			*(int *)(void *)((char *)mt + ints[i].off) = atoi(v);
+			return 0;
+		}
+	if (strcmp(k, "layer_gen") == 0)
+		mt->layer_gen = (unsigned)strtoul(v, NULL, 10);
+	else if (strcmp(k, "mem_mib") == 0)
+		mt->mem = (unsigned)strtoul(v, NULL, 10);
+	else if (strcmp(k, "vcpus") == 0)
+		mt->vcpus = (unsigned)strtoul(v, NULL, 10);
+	else if (strcmp(k, "disk_mib") == 0)
+		mt->disk = (unsigned)strtoul(v, NULL, 10);
+	else if (strcmp(k, "created_ms") == 0)
+		mt->created = strtoull(v, NULL, 10);
+	return 0;
+}
+
+/* sandbox.conf into mt: 0, or -errno with err (a key given twice, a
+ * broken line: the file is not used at all). */
+static int
+meta_read(const char *path, struct meta *mt, char *err, size_t errlen)
+{
 	FILE *f;
+	int rc;
 
 	memset(mt, 0, sizeof(*mt));
 	mt->disk_ready = 1;	/* not recorded before 2026-12: it was */
-	if ((f = fopen(path, "re")) == NULL)
-		return -errno;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if ((nl = strchr(line, '\n')) != NULL)
-			*nl = '\0';
-		if ((v = strchr(line, '=')) == NULL)
-			continue;
-		*v++ = '\0';
-#define S(k, f_) if (strcmp(line, k) == 0) snprintf(mt->f_, sizeof(mt->f_), "%s", v)
-		S("state", state);
-		S("tap", tap);
-		S("guest_ip", ip);
-		S("template", tpl_name);
-		S("kernel", kernel);
-		S("initrd", initrd);
-		S("rootfs", rootfs);
-		S("cmdline", cmdline);
-		S("ready_line", ready);
-		S("reason", reason);
-		S("accel", accel);
-		S("agent", agent);
-		S("ready_key", ready_key);
-		S("cgroup_name", cg_name);
-#undef S
-		if (strcmp(line, "from_snapshot") == 0)
-			mt->from_snapshot = atoi(v);
-		else if (strcmp(line, "ram_shared") == 0)
-			mt->ram_shared = atoi(v);
-		else if (strcmp(line, "snap_ram") == 0)
-			mt->snap_ram = atoi(v);
-		else if (strcmp(line, "ram_anon") == 0)
-			mt->ram_anon = atoi(v);
-		else if (strcmp(line, "layered") == 0)
-			mt->layered = atoi(v);
-		else if (strcmp(line, "layer_gen") == 0)
-			mt->layer_gen = (unsigned)strtoul(v, NULL, 10);
-		if (strcmp(line, "pid") == 0)
-			mt->pid = atoi(v);
-		else if (strcmp(line, "standby_pid") == 0)
-			mt->standby_pid = atoi(v);
-		else if (strcmp(line, "disk_ready") == 0)
-			mt->disk_ready = atoi(v);
-		else if (strcmp(line, "jailed") == 0)
-			mt->jailed = atoi(v);
-		else if (strcmp(line, "root_overlay") == 0)
-			mt->root_overlay = atoi(v);
-		else if (strcmp(line, "mem_mib") == 0)
-			mt->mem = (unsigned)strtoul(v, NULL, 10);
-		else if (strcmp(line, "vcpus") == 0)
-			mt->vcpus = (unsigned)strtoul(v, NULL, 10);
-		else if (strcmp(line, "disk_mib") == 0)
-			mt->disk = (unsigned)strtoul(v, NULL, 10);
-		else if (strcmp(line, "created_ms") == 0)
-			mt->created = strtoull(v, NULL, 10);
+	if ((f = fopen(path, "re")) == NULL) {
+		rc = -errno;
+		snprintf(err, errlen, "%s", strerror(errno));
+		return rc;
 	}
+	rc = vmm_kv_read(f, meta_line, mt, err, errlen);
 	fclose(f);
-	return 0;
+	return rc;
 }
 
 /* Does process pid run as uid (its real uid)? */
@@ -2458,12 +2484,12 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	struct vmm_sandbox *sb;
 	struct vmm_template t;
 	struct meta mt;
-	char path[PATH_MAX], snap[PATH_MAX];
+	char path[PATH_MAX], snap[PATH_MAX], why[256];
 	int rc, idx;
 
 	snprintf(path, sizeof(path), "%s/%s/sandbox.conf", m->state_dir, id);
-	if ((rc = meta_read(path, &mt)) < 0)
-		return errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
+	if ((rc = meta_read(path, &mt, why, sizeof(why))) < 0)
+		return errf(err, errlen, rc, "%s: %s", path, why);
 	if ((sb = calloc(1, sizeof(*sb))) == NULL)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->m = m;

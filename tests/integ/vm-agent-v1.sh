@@ -19,7 +19,7 @@ git -C "$top_srcdir" cat-file -e "$V1:vmm/guest/agent.c" 2>/dev/null ||
 	skip_all "no berth history here (a tarball or a shallow clone): the protocol-1 agent is built from commit $V1"
 mkdir -p "$T/v1"
 git -C "$top_srcdir" show "$V1:vmm/guest/agent.c" >"$T/v1/agent.c" &&
-	git -C "$top_srcdir" show "$V1:vmm/proto/agent_proto.h" >"$T/v1/agent_proto.h" ||
+	git -C "$top_srcdir" show "$V1:vmm/guest/agent_proto.h" >"$T/v1/agent_proto.h" ||
 	bail "cannot read the protocol-1 agent from $V1"
 ${CC:-cc} -static -O2 -o "$T/v1/berth-agent" "$T/v1/agent.c" 2>"$T/v1/cc.log" ||
 	skip_all "cannot build a static binary here: $(tail -n 1 "$T/v1/cc.log")"

@@ -1,7 +1,8 @@
 /*
  * test_vmm.c — libvmm pieces that need neither root nor a VM: the /30
- * address pool, MAC derivation, id rules, template loading, and the KVM
- * probe's promise to answer (yes or no) within its deadline.
+ * address pool, MAC derivation, id rules, template loading, the KVM
+ * probe's promise to answer (yes or no) within its deadline, and
+ * sandbox.conf's lines (kv.c), which a VMM's words must not add to.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <arpa/inet.h>
@@ -15,6 +16,7 @@
 #include "nc_link.h"
 #include "tap.h"
 #include "vmm.h"
+#include "backend.h"
 
 static const char *
 ip(struct in_addr a, char *buf)
@@ -198,6 +200,77 @@ test_kvm_probe(void)
 		is_int(r, 0, "KVM probe chooses TCG here (BERTH_EXPECT_TCG)");
 }
 
+struct kv_seen {
+	char keys[8][32], vals[8][256];
+	int n;
+};
+
+static int
+kv_collect(const char *k, const char *v, void *arg)
+{
+	struct kv_seen *ks = arg;
+
+	if (ks->n < 8) {
+		snprintf(ks->keys[ks->n], sizeof(ks->keys[0]), "%s", k);
+		snprintf(ks->vals[ks->n++], sizeof(ks->vals[0]), "%s", v);
+	}
+	return 0;
+}
+
+/* Reads text as sandbox.conf: vmm_kv_read's result, err in err. */
+static int
+kv_parse(const char *text, struct kv_seen *ks, char *err, size_t errlen)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	int rc;
+
+	memset(ks, 0, sizeof(*ks));
+	err[0] = '\0';
+	rc = vmm_kv_read(f, kv_collect, ks, err, errlen);
+	fclose(f);
+	return rc;
+}
+
+static void
+test_kv(void)
+{
+	static const char evil[] = "host-qmp\nreason\\\ntap=evil0\nkernel=/x "
+	    "\x1b[31m\t=\r";
+	char *buf = NULL, err[256], big[20000], clean[16];
+	size_t len = 0;
+	struct kv_seen ks;
+	FILE *f;
+
+	/* a value with newlines, '=', backslashes and control bytes */
+	f = open_memstream(&buf, &len);
+	ok(vmm_kv_write(f, "reason", evil) == 0 &&
+	    vmm_kv_write(f, "tap", "b0") == 0, "write");
+	fclose(f);
+	is_int(kv_parse(buf, &ks, err, sizeof(err)), 0, "read back");
+	ok(ks.n == 2 && strcmp(ks.keys[0], "reason") == 0 &&
+	    strcmp(ks.vals[0], evil) == 0, "the value whole, not a line more");
+	ok(ks.n == 2 && strcmp(ks.keys[1], "tap") == 0 &&
+	    strcmp(ks.vals[1], "b0") == 0, "the real tap kept");
+	free(buf);
+	is_int(kv_parse("tap=b0\nid=x\ntap=evil0\n", &ks, err, sizeof(err)),
+	    -EINVAL, "a key twice: the file refused");
+	ok(strstr(err, "'tap' a second time") != NULL, "... saying so: %s", err);
+	is_int(kv_parse("tap=b\\q\n", &ks, err, sizeof(err)), -EINVAL,
+	    "a broken escape refused");
+	is_int(kv_parse("tap=b\\x00\n", &ks, err, sizeof(err)), -EINVAL,
+	    "an escaped NUL refused");
+	is_int(kv_parse("just words\n", &ks, err, sizeof(err)), -EINVAL,
+	    "a line without '=' refused");
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "cmdline=", 8);
+	is_int(kv_parse(big, &ks, err, sizeof(err)), -EINVAL,
+	    "a line no value fits in refused (a split could add a key)");
+	vmm_text_clean(clean, sizeof(clean), "panic\x1b[2J\nnow more text");
+	is_str(clean, "panic?[2J?now m", "a VMM's text: bounded, no control "
+	    "bytes");
+}
+
 int
 main(void)
 {
@@ -206,5 +279,6 @@ main(void)
 	test_ids();
 	test_template();
 	test_kvm_probe();
+	test_kv();
 	return done_testing();
 }
