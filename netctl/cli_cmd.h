@@ -249,4 +249,8 @@ int env_arg(const struct opts *, int clear_ok, json_t *body);
 /* the sandbox fields' flags (sandbox_fields.h) with one of flags */
 const char *field_flags(unsigned flags, char *buf, size_t size);
 
+/* Control bytes in s (server text) made '?' in place (keep_lines: not
+ * newlines and tabs): nothing printed can drive a terminal. */
+void text_clean(char *s, int keep_lines);
+
 #endif

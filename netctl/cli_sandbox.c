@@ -668,10 +668,21 @@ c_sandbox_console(const struct cmd *c, struct opts *o, char **a, int n)
 
 			printf("%s\n", line != NULL ? line : "{}");
 			free(line);
-		} else
-			fputs(json_string_value(json_object_get(doc, "text")) ?
-			    json_string_value(json_object_get(doc, "text")) : "",
-			    stdout);
+		} else {
+			const char *t = json_string_value(json_object_get(doc,
+			    "text"));
+			char *copy;
+
+			/* the guest's console as it came, but on a terminal
+			 * no escape sequence of the guest's drives it */
+			if (t != NULL && isatty(STDOUT_FILENO) &&
+			    (copy = strdup(t)) != NULL) {
+				text_clean(copy, 1);
+				fputs(copy, stdout);
+				free(copy);
+			} else
+				fputs(t != NULL ? t : "", stdout);
+		}
 		fflush(stdout);
 		json_decref(doc);
 		if (!follow)

@@ -33,7 +33,19 @@ fail(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_fail, sizeof(last_fail), fmt, ap);
 	va_end(ap);
+	/* what the server said is in it: no escape sequence of anyone's
+	 * reaches the terminal */
+	text_clean(last_fail, 0);
 	fprintf(stderr, "%s: %s\n", progname, last_fail);
+}
+
+void
+text_clean(char *s, int keep_lines)
+{
+	for (; *s != '\0'; s++)
+		if (((unsigned char)*s < 0x20 && !(keep_lines && (*s == '\n' ||
+		    *s == '\t'))) || (unsigned char)*s == 0x7f)
+			*s = '?';
 }
 
 /* The document --json prints (reference stolen; replaces the last). */
@@ -303,10 +315,12 @@ table_print(struct table *t)
 
 	for (r = 0; r < t->nrows; r++) {
 		for (i = 0; i < t->ncols; i++) {
-			const char *s = t->cells[r * (size_t)t->ncols + (size_t)i];
+			char *s = t->cells[r * (size_t)t->ncols + (size_t)i];
 
 			if (s == NULL)
-				s = "?";
+				s = (char *)"?";
+			else
+				text_clean(s, 0);	/* server text, one line */
 			if (i == t->ncols - 1)
 				printf("%s\n", s);
 			else

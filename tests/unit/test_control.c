@@ -2240,6 +2240,39 @@ main(void)
 		snprintf(cmd, sizeof(cmd), "template add tpl-b %s/missing", dir);
 		is_int(run(cmd), 1, "template add of a dir without template.json");
 		ok(strstr(errout, "template.json") != NULL, "says what is missing");
+		/* server text with an escape sequence in it (here the path
+		 * given, echoed back): netctl prints it without */
+		/* text from elsewhere with an escape sequence in it: the API
+		 * clears its own messages; netctl prints none of it either
+		 * (an event's reason, stored raw, in the events table) */
+		{
+			struct px_store *st2;
+			struct px_event ev;
+
+			memset(&ev, 0, sizeof(ev));
+			snprintf(ev.sandbox, sizeof(ev.sandbox), "vm-3");
+			snprintf(ev.operation, sizeof(ev.operation), "set");
+			snprintf(ev.result, sizeof(ev.result), "failed");
+			snprintf(ev.reason, sizeof(ev.reason), "boom\033[2Jx");
+			ev.duration_ms = -1;
+			ok((st2 = px_store_open(dir, cmd, sizeof(cmd))) != NULL &&
+			    px_store_event_add(st2, &ev, NULL, cmd,
+			    sizeof(cmd)) == 0, "an event with an escape "
+			    "sequence in its reason");
+			px_store_close(st2);
+		}
+		is_int(req("GET", "/v1/sandboxes/vm-3/events", NULL), 200,
+		    "events of vm-3");
+		ok(memmem(last.body, last.len, "boom\\u001B[2Jx", 14) != NULL,
+		    "the API gives the reason as stored (escaped as JSON)");
+		is_int(run("sandbox events vm-3"), 0, "events as a table");
+		ok(strchr(out, '\033') == NULL && strstr(out, "boom?[2Jx") != NULL,
+		    "netctl prints it with a '?', no escape sequence");
+		snprintf(cmd, sizeof(cmd), "template add tpl-b \"$(printf "
+		    "'/no\\033[2Jx')\"");
+		is_int(run(cmd), 1, "a template path with an escape sequence");
+		ok(strchr(errout, '\033') == NULL && strstr(errout, "/no?[2Jx") !=
+		    NULL, "the message has a '?' there: %s", errout);
 		snprintf(cmd, sizeof(cmd), "template add default %s", tdir);
 		is_int(run(cmd), 1, "template add default: exit 1");
 		snprintf(cmd, sizeof(cmd), "template add tpl-a %s", tdir);
