@@ -301,13 +301,16 @@ vmm_jail_spawn(char *const argv[], const char *logpath,
 
 	if (vmm_spawn_prepare(logpath, &logfd, pfd, err, errlen) < 0)
 		return -1;
-	/* fork with new mount, PID and IPC namespaces: the VMM is the first
-	 * process of its PID namespace and our child. */
+	/* fork with new mount, PID, IPC and network namespaces: the VMM is
+	 * the first process of its PID namespace and our child, and its
+	 * network is loopback only (its tap comes as a descriptor, its
+	 * sockets are files in the jail): an escaped VMM reaches neither
+	 * the host's addresses nor other guests past their egress rules */
 	pid = (pid_t)syscall(SYS_clone, (unsigned long)(SIGCHLD | CLONE_NEWNS |
-	    CLONE_NEWPID | CLONE_NEWIPC), NULL, NULL, NULL, 0UL);
+	    CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET), NULL, NULL, NULL, 0UL);
 	if (pid < 0) {
-		snprintf(err, errlen, "clone (mount, PID and IPC namespaces): "
-		    "%s", strerror(errno));
+		snprintf(err, errlen, "clone (mount, PID, IPC and network "
+		    "namespaces): %s", strerror(errno));
 		close(pfd[0]);
 		close(pfd[1]);
 		close(logfd);

@@ -763,6 +763,31 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name,
 	return 0;
 }
 
+/*
+ * A stream reset the client asked for: by RST_STREAM (rapid reset,
+ * CVE-2023-44487: streams opened and reset in a loop each cost a session
+ * and an upstream connection) or by a frame the server must reset the
+ * stream for ("MadeYouReset": a zero WINDOW_UPDATE, DATA past its
+ * content-length, a malformed request). Past h2_resets in H2_RESET_MS:
+ * GOAWAY.
+ */
+static void
+reset_counted(struct h2c *h, nghttp2_session *ng)
+{
+	uint64_t now = px_now_ms();
+
+	if (now - h->rst_t0 > H2_RESET_MS) {
+		h->rst_t0 = now;
+		h->rst_n = 0;
+	}
+	if (++h->rst_n > h->w->cfg.h2_resets && !h->closing) {
+		log_warnx("h2 %s: %u streams reset in %u s: GOAWAY",
+		    h->peername, h->rst_n, H2_RESET_MS / 1000);
+		nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+		h->closing = 1;
+	}
+}
+
 static int
 on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
@@ -801,19 +826,7 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 		}
 		break;
 	case NGHTTP2_RST_STREAM:
-		/* rapid reset (CVE-2023-44487): streams opened and reset in
-		 * a loop each cost a session and an upstream connection */
-		now = px_now_ms();
-		if (now - h->rst_t0 > H2_RESET_MS) {
-			h->rst_t0 = now;
-			h->rst_n = 0;
-		}
-		if (++h->rst_n > h->w->cfg.h2_resets && !h->closing) {
-			log_warnx("h2 %s: %u streams reset in %u s: GOAWAY",
-			    h->peername, h->rst_n, H2_RESET_MS / 1000);
-			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
-			h->closing = 1;
-		}
+		reset_counted(h, ng);
 		break;
 	default:
 		break;
@@ -855,6 +868,14 @@ on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 static int
 on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
 {
+	/* a reset the client's frames made (not an answer's end, not a
+	 * guest's failure: NO_ERROR, CANCEL, INTERNAL_ERROR) counts as
+	 * one it sent */
+	if (f->hd.type == NGHTTP2_RST_STREAM &&
+	    f->rst_stream.error_code != NGHTTP2_NO_ERROR &&
+	    f->rst_stream.error_code != NGHTTP2_CANCEL &&
+	    f->rst_stream.error_code != NGHTTP2_INTERNAL_ERROR)
+		reset_counted(arg, ng);
 	if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
 	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
 	    nghttp2_session_get_stream_remote_close(ng, f->hd.stream_id) == 0)

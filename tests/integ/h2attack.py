@@ -13,14 +13,16 @@
 #     zerohold  a window of 0 and a GET of /bytes?n=N; then reads
 #               nothing and waits (up to 120 s) for the server to act
 #     reset     N streams opened and reset at once (CVE-2023-44487)
+#     madereset N POSTs whose DATA runs past their content-length: the
+#               server must reset each stream ("MadeYouReset")
 #     cont      one HEADERS and N CONTINUATION frames (a 2024 flood)
 #     ping      N PINGs, their answers left unread while sending
 #     hpackrep  N requests on one connection, each an HPACK bomb (a 4000-
 #               byte field in the dynamic table referenced 1000 times)
 #     hold      a window of 0 and GETs of /bytes?n=4294967296 on N
 #               streams; then silence (10 s) while the test measures
-#   (reset, cont, ping and hpackrep wait for the GOAWAY: answers on the
-#   streams before it are not an outcome)
+#   (reset, madereset, cont, ping and hpackrep wait for the GOAWAY:
+#   answers on the streams before it are not an outcome)
 #   Prints what the server did to the attacker, one line: "goaway CODE",
 #   "rst CODE" (the first stream reset), "headers" (a response began;
 #   "headers 431" when its status is 431),
@@ -153,6 +155,13 @@ def attack(port, sni, auth, ca, mode, n):
             sid = 2 * i + 1
             out.append(headers(sid, req_block("GET", "/healthz", auth)) +
                        rst(sid, 8))
+    elif mode == "madereset":
+        for i in range(n):
+            sid = 2 * i + 1
+            out.append(headers(sid, req_block("POST", "/healthz", auth,
+                                              [("content-length", "1")]),
+                               end_stream=False) +
+                       data(sid, b"ab", end_stream=True))
     elif mode == "cont":
         out.append(headers(1, req_block("GET", "/healthz", auth),
                            end_headers=False))
@@ -177,8 +186,8 @@ def attack(port, sni, auth, ca, mode, n):
         out.append(headers(1, req_block("GET", "/bytes?n=%d" % n, auth)))
         wait = 120
     send_all(s, out)
-    res = outcome(s, wait, goaway_only=mode in ("reset", "cont", "ping",
-                                                "hpackrep"))
+    res = outcome(s, wait, goaway_only=mode in ("reset", "madereset", "cont",
+                                                "ping", "hpackrep"))
     if mode == "zerohold" and res == "headers":
         res = outcome(s, wait)	# what comes after the head
     s.close()

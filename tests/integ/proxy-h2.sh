@@ -335,6 +335,10 @@ beside "rapid reset (2000 streams opened and reset, h2_resets 100)" reset 2000
 is "rapid reset: GOAWAY ENHANCE_YOUR_CALM (11)" "$OUT" "goaway 11"
 like "...logged" "$(grep 'streams reset in' "$BERTHD_LOG" | head -n 1)" \
 	"h2 127\.0\.0\.1:[0-9]+: 10[0-9] streams reset in 10 s: GOAWAY"
+# resets the server must make for the client ("MadeYouReset": DATA past
+# each request's content-length) count the same
+beside "made-you-reset (2000 streams the server must reset)" madereset 2000
+is "made-you-reset: GOAWAY ENHANCE_YOUR_CALM (11)" "$OUT" "goaway 11"
 beside "CONTINUATION flood (10000 frames)" cont 10000
 is "CONTINUATION flood: GOAWAY ENHANCE_YOUR_CALM" "$OUT" "goaway 11"
 beside "PING flood (1000000, answers unread)" ping 1000000

@@ -41,6 +41,31 @@ is "its own PID namespace (it is pid 1 there)" "$(awk '/^NSpid:/ {print $3}' /pr
 like "the jail holds its files and nothing of B's" "$(ls "/proc/$PA/root")" 'disk.raw'
 unlike "no state dir inside" "$(ls -R "/proc/$PA/root/" 2>/dev/null | grep -c 'sandbox.conf')" '^[1-9]'
 is "its tap is A's" "$(cat /sys/class/net/$(conf_of ja tap)/owner)" "$UA"
+# its network: a namespace of its own with loopback only (the tap came
+# as a descriptor): nothing of the host's or another guest's to reach
+unlike "its own network namespace" "$(readlink /proc/$PA/ns/net)" \
+	"^$(readlink /proc/self/ns/net)\$"
+unlike "... not B's" "$(readlink /proc/$PA/ns/net)" "^$(readlink /proc/$PB/ns/net)\$"
+is "... holding loopback only" \
+	"$(nsenter -t "$PA" -n ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')" "lo "
+# a listener on the host's loopback: reachable from the host, not from
+# A's namespace as A's uid
+python3 -c 'import socket,sys
+s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+while True: s.accept()[0].close()' >"$T/lport" &
+lpid=$!
+wait_for 10 sh -c "test -s '$T/lport'" || bail "no listener"
+conn='import socket,sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), 2).close(); print("reached")
+except OSError as e: print("unreachable:", e)'
+is "the host's listener answers from the host" \
+	"$(python3 -c "$conn" "$(cat "$T/lport")")" reached
+like "... not from A's namespace as A's uid" \
+	"$(nsenter -t "$PA" -n setpriv --reuid "$UA" --regid "$UA" --clear-groups \
+	python3 -c "$conn" "$(cat "$T/lport")" 2>&1)" '^unreachable'
+kill $lpid 2>/dev/null
 cg=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ || $2 == "" {print $3; exit}' /proc/$PA/cgroup)
 like "it is in a cgroup of its own" "$cg" '/ja$'
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
