@@ -64,7 +64,7 @@ is "the host's listener answers from the host" \
 	"$(python3 -c "$conn" "$(cat "$T/lport")")" reached
 like "... not from A's namespace as A's uid" \
 	"$(nsenter -t "$PA" -n setpriv --reuid "$UA" --regid "$UA" --clear-groups \
-	python3 -c "$conn" "$(cat "$T/lport")" 2>&1)" '^unreachable'
+	/usr/bin/python3 -c "$conn" "$(cat "$T/lport")" 2>&1)" '^unreachable'
 kill $lpid 2>/dev/null
 cg=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ || $2 == "" {print $3; exit}' /proc/$PA/cgroup)
 like "it is in a cgroup of its own" "$cg" '/ja$'
