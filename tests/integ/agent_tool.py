@@ -44,7 +44,7 @@ TOP_SRCDIR = os.environ.get('top_srcdir') or os.path.normpath(
 TOP_BUILDDIR = os.environ.get('top_builddir') or TOP_SRCDIR
 AGENT = os.environ.get('BERTH_AGENT') or os.path.join(
     TOP_BUILDDIR, 'vmm', 'guest', 'berth-agent')
-PROTO_H = os.path.join(TOP_SRCDIR, 'vmm', 'guest', 'agent_proto.h')
+PROTO_H = os.path.join(TOP_SRCDIR, 'vmm', 'proto', 'agent_proto.h')
 
 WAIT = 30.0         # seconds: the bound on any one wait
 MARK = 'BERTH_AGENT_TEST'
