@@ -174,5 +174,5 @@ like "by the idle policy" "$(netctl sandbox events f1 | tail -n 1)" 'pause +ok'
 
 check "remove f1" netctl sandbox rm f1
 none() { [ -z "$(qemus f1)" ]; }
-check "no qemu left" wait_for 20 none
+check "no qemu left" wait_for 60 none
 done_testing
