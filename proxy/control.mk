@@ -4,7 +4,7 @@
 # http-parser), plus their unit tests.
 noinst_LIBRARIES += proxy/libpxcontrol.a
 # The control API server: proxy/api/, one file per family of resources.
-PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/request.c \
+PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/fed.c proxy/api/request.c \
 	proxy/api/table.c proxy/api/reply.c proxy/api/health.c \
 	proxy/api/sandboxes.c proxy/api/ports.c proxy/api/lifecycle.c \
 	proxy/api/snapshots.c proxy/api/commands.c proxy/api/exec_req.c \

@@ -113,6 +113,11 @@ struct conn {
 	int authed;		/* TCP: a request of it carried a valid token */
 	struct event *deadline;	/* TCP: handshake, then authentication */
 	char addr[INET6_ADDRSTRLEN];	/* TCP: the client's address */
+	/* fed.c: requests the control helper parsed, queued */
+	struct evbuffer *fedq;		/* NULL: this process reads them */
+	px_control_taken_fn *fed_taken;
+	uint64_t fed_tag;
+	int fed_gone;
 };
 
 /* One request being served. */
@@ -291,10 +296,25 @@ int api_authenticate(struct req *r);
 /* conn.c */
 /* a connection on fd, accepted (tcp: through the TCP listener, from sa
  * or the helper's peer); the fuzzer's way in too */
-void api_accept_conn(struct px_control *, evutil_socket_t, int tcp,
+struct conn *api_accept_conn(struct px_control *, evutil_socket_t, int tcp,
     const struct sockaddr *sa, const char *peer);
 void api_conn_free(struct conn *c);
+/* reads and serves what the client sent, as far as it may now (a fed
+ * connection: what was queued, fed.c) */
 void api_conn_read(struct bufferevent *bev, void *arg);
+/* the request in c->rh (a streamed one: from its head) served */
+void api_conn_serve(struct conn *c);
+void api_conn_serve_early(struct conn *c);
+/* a streamed request's body bytes, its end */
+int api_conn_stream_body(void *arg, const char *at, size_t len);
+void api_conn_stream_end(void *arg);
+/* a request refused (status, msg), then the connection closes; the
+ * client closed its side. Both may free c. */
+void api_conn_broken(struct conn *c, int status, const char *msg);
+void api_conn_eof(struct conn *c);
+
+/* fed.c */
+void api_fed_run(struct conn *c);
 
 /* health.c */
 void api_health(struct req *r);

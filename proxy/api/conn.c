@@ -34,6 +34,8 @@ api_conn_free(struct conn *c)
 		free(c->pexec);
 	}
 	c->pexec = NULL;
+	if (c->fedq != NULL)
+		evbuffer_free(c->fedq);
 	TAILQ_REMOVE(&ctl->conns, c, entry);
 	ctl->nconns--;
 	if (c->tcp)
@@ -77,8 +79,8 @@ conn_dispatch(struct conn *c, const char *body, size_t len)
 }
 
 /* A streamed request, from its head: its handler takes the body. */
-static void
-conn_serve_early(struct conn *c)
+void
+api_conn_serve_early(struct conn *c)
 {
 	/* closing would stop reading the body: close after the answer */
 	c->close_after = !c->rh.keepalive;
@@ -94,8 +96,8 @@ conn_serve_early(struct conn *c)
 	}
 }
 
-static void
-conn_serve(struct conn *c)
+void
+api_conn_serve(struct conn *c)
 {
 	size_t len = evbuffer_get_length(c->rh.body);
 
@@ -118,6 +120,10 @@ api_conn_read(struct bufferevent *bev, void *arg)
 	char *data, msg[160];
 	int status;
 
+	if (c->fedq != NULL) {	/* its requests come parsed (fed.c) */
+		api_fed_run(c);
+		return;
+	}
 	while (!c->closing && !c->throttled &&
 	    (!c->waiting || c->rh.streamed) &&
 	    !(c->st != NULL && c->st->in_paused) &&
@@ -140,13 +146,13 @@ api_conn_read(struct bufferevent *bev, void *arg)
 			/* a streamed request's head: serve it now */
 			if (!c->early_served) {
 				c->early_served = 1;
-				conn_serve_early(c);
+				api_conn_serve_early(c);
 			}
 			continue;
 		case PX_REQHEAD_END:
 			continue;	/* (its stream took the end) */
 		case PX_REQHEAD_COMPLETE:
-			conn_serve(c);
+			api_conn_serve(c);
 			if (evbuffer_get_length(bufferevent_get_output(bev)) >
 			    CTL_OUT_HIGH) {
 				c->throttled = 1;
@@ -156,28 +162,36 @@ api_conn_read(struct bufferevent *bev, void *arg)
 		case PX_REQHEAD_ERROR:
 			break;
 		}
-		if (c->st != NULL) {
-			/* a streamed request's body broke (its framing):
-			 * the operation ends; an answer under way is cut */
-			int cut = c->st->head_sent;
-
-			if (c->st->h != NULL)
-				c->ctl->hooks.exec_cancel(c->st->h);
-			api_cs_free(c->st);
-			c->st = NULL;
-			if (cut) {
-				c->closing = 1;
-				bufferevent_disable(bev, EV_READ);
-				if (evbuffer_get_length(bufferevent_get_output(
-				    bev)) == 0)
-					api_conn_free(c);
-				return;
-			}
-		}
 		status = px_reqhead_error(&c->rh, msg, sizeof(msg));
-		conn_fail(c, status, msg);
+		api_conn_broken(c, status, msg);
 		return;
 	}
+}
+
+/* A request the reader (or the control helper) refused: answered, and
+ * the connection closes. A streamed request's body that broke its
+ * framing ends its operation; an answer under way is cut. (May free
+ * c.) */
+void
+api_conn_broken(struct conn *c, int status, const char *msg)
+{
+	if (c->st != NULL) {
+		int cut = c->st->head_sent;
+
+		if (c->st->h != NULL)
+			c->ctl->hooks.exec_cancel(c->st->h);
+		api_cs_free(c->st);
+		c->st = NULL;
+		if (cut) {
+			c->closing = 1;
+			bufferevent_disable(c->bev, EV_READ);
+			if (evbuffer_get_length(bufferevent_get_output(
+			    c->bev)) == 0)
+				api_conn_free(c);
+			return;
+		}
+	}
+	conn_fail(c, status, msg);
 }
 
 static void
@@ -225,20 +239,30 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 		bufferevent_enable(bev, EV_WRITE);
 		return;
 	}
-	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
-	    c->st != NULL && c->st->body_done) {
-		/* a half close after a whole streamed request: the answer
-		 * still goes out, then the connection closes */
-		c->close_after = 1;
-		bufferevent_disable(bev, EV_READ);
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+		api_conn_eof(c);
 		return;
 	}
-	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
-	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
-		/* The client half closed after its requests: finish
-		 * writing the answers, then close. */
+	api_conn_free(c);
+}
+
+/* The client half closed (or closed): answers under way still go out,
+ * then the connection closes. (May free c.) */
+void
+api_conn_eof(struct conn *c)
+{
+	if (c->st != NULL && c->st->body_done) {
+		/* after a whole streamed request: the answer still goes
+		 * out, then the connection closes */
+		c->close_after = 1;
+		bufferevent_disable(c->bev, EV_READ);
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+		/* after its requests: finish writing the answers, then
+		 * close */
 		c->closing = 1;
-		bufferevent_disable(bev, EV_READ);
+		bufferevent_disable(c->bev, EV_READ);
 		return;
 	}
 	api_conn_free(c);
@@ -248,8 +272,8 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 
 /* body bytes of a streamed request: to its stream; dropped once it
  * ended */
-static int
-rh_stream_body(void *arg, const char *at, size_t len)
+int
+api_conn_stream_body(void *arg, const char *at, size_t len)
 {
 	struct conn *c = arg;
 
@@ -260,8 +284,8 @@ rh_stream_body(void *arg, const char *at, size_t len)
 	return 0;
 }
 
-static void
-rh_stream_end(void *arg)
+void
+api_conn_stream_end(void *arg)
 {
 	struct conn *c = arg;
 
@@ -271,8 +295,8 @@ rh_stream_end(void *arg)
 }
 
 static const struct px_reqhead_hooks reqhead_hooks = {
-	.stream_body = rh_stream_body,
-	.stream_end = rh_stream_end,
+	.stream_body = api_conn_stream_body,
+	.stream_end = api_conn_stream_end,
 };
 
 /* ---- listener ---- */
@@ -289,7 +313,7 @@ conn_deadline(evutil_socket_t fd, short what, void *arg)
 	api_conn_free(c);
 }
 
-void
+struct conn *
 api_accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
     const struct sockaddr *sa, const char *peer)
 {
@@ -310,7 +334,7 @@ api_accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 		if (ctl->nconns_tcp >= CTL_MAX_TCP) {
 			ctl->refused_budget++;
 			evutil_closesocket(fd);
-			return;
+			return NULL;
 		}
 		/* at most CTL_MAX_TCP connections to compare: no index */
 		TAILQ_FOREACH(o, &ctl->conns, entry)
@@ -318,15 +342,15 @@ api_accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 		if (n >= CTL_MAX_PER_ADDR) {
 			ctl->refused_addr++;
 			evutil_closesocket(fd);
-			return;
+			return NULL;
 		}
 	} else if (ctl->nconns - ctl->nconns_tcp >= CTL_MAX_UNIX) {
 		evutil_closesocket(fd);
-		return;
+		return NULL;
 	}
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		evutil_closesocket(fd);
-		return;
+		return NULL;
 	}
 	c->ctl = ctl;
 	c->serial = ++ctl->serial;
@@ -336,7 +360,7 @@ api_accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 	    NULL) {
 		evutil_closesocket(fd);
 		free(c);
-		return;
+		return NULL;
 	}
 	rc = px_reqhead_init(&c->rh, &reqhead_hooks, c, 0);
 	if (tcp && ctl->ssl_ctx != NULL) {
@@ -363,7 +387,7 @@ api_accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 		if (c->deadline)
 			event_free(c->deadline);
 		free(c);
-		return;
+		return NULL;
 	}
 	TAILQ_INSERT_TAIL(&ctl->conns, c, entry);
 	ctl->nconns++;
@@ -378,6 +402,7 @@ api_accept_conn(struct px_control *ctl, evutil_socket_t fd, int tcp,
 	bufferevent_setcb(c->bev, api_conn_read, conn_write, conn_event, c);
 	bufferevent_set_timeouts(c->bev, &api_idle, &api_idle);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return c;
 }
 
 static void
@@ -392,13 +417,6 @@ accept_tcp_cb(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
 	api_accept_conn(arg, fd, 1, sa, NULL);
-}
-
-void
-px_control_adopt(struct px_control *ctl, int fd, const char *addr)
-{
-	evutil_make_socket_nonblocking(fd);
-	api_accept_conn(ctl, fd, 1, NULL, addr);
 }
 
 void

@@ -476,13 +476,38 @@ struct px_control *px_control_new(struct event_base *, struct px_store *,
  */
 /*
  * The TCP listener's connections as the control helper (controld.c)
- * relays them: fd is this process's end of a socketpair carrying the
- * canonical requests the helper re-serialised from a TLS client at addr;
- * it is served as a TCP connection (bearer token, deadlines, per-address
- * cap). The helper's own refusals (at accept, at the handshake deadline)
- * are counted here for /metrics.
+ * relays them: the helper terminates TLS and parses each request once;
+ * the parent puts it here typed (api/fed.c), and the API serves it as a
+ * TCP request (bearer token, deadlines, per-address cap). fd is the
+ * parent's end of a socketpair the answers go out on, to be relayed to
+ * the client at addr. adopt returns the connection's handle (0: refused
+ * or out of memory: fd is closed); taken(tag, n) reports n bytes of a
+ * streamed body its operation took. The feed calls return -1 when the
+ * connection must end (too much queued, out of memory), 0 otherwise (a
+ * connection that ended here meanwhile drops what it is fed). gone: its
+ * client went away, nothing queued is served. The helper's own refusals
+ * (at accept, at the handshake deadline) are counted here for /metrics.
  */
-void px_control_adopt(struct px_control *, int fd, const char *addr);
+typedef void px_control_taken_fn(uint64_t tag, size_t n);
+struct px_control_req {
+	unsigned	 method;	/* enum http_method */
+	const char	*target;	/* origin-form, printable */
+	const char	*authz;		/* the Authorization value, "" */
+	const char	*body;		/* JSON, re-encoded by the helper */
+	size_t		 bodylen;
+	int		 close;		/* Connection: close */
+	int		 stream;	/* px_control_streamed: its body follows */
+	int		 expect;	/* Expect: 100-continue (streamed) */
+};
+uint64_t px_control_adopt(struct px_control *, int fd, const char *addr,
+	    px_control_taken_fn *taken, uint64_t tag);
+int	px_control_feed_request(struct px_control *, uint64_t,
+	    const struct px_control_req *);
+int	px_control_feed_body(struct px_control *, uint64_t, const void *,
+	    size_t);
+int	px_control_feed_end(struct px_control *, uint64_t, int broken);
+int	px_control_feed_shutdown(struct px_control *, uint64_t);
+void	px_control_feed_gone(struct px_control *, uint64_t);
 enum { PX_CONTROL_REFUSED_BUDGET = 1, PX_CONTROL_REFUSED_ADDRESS,
 	PX_CONTROL_REFUSED_DEADLINE };
 void px_control_count_refused(struct px_control *, int reason);

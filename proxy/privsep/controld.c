@@ -25,17 +25,18 @@
  * parser and reading the client until the parent acknowledges what
  * the API server took.
  *
- * The parent checks each field, writes the request in its own canonical
- * HTTP/1.1 form (a streamed body in its own chunks) into one end of a
- * socketpair whose other end the control API serves as a TCP connection
- * (bearer token, authentication deadline, per-address cap, 100 Continue:
- * the API server), and relays the answer's bytes back as they come (deferred
- * and streamed answers included), HM_CTL_WINDOW at most not yet taken by
- * the client: it stops reading the socketpair past that, and the API server's
- * own backpressure holds the guest. So the parent's HTTP parser reads
- * only what the parent wrote, its JSON parser only what the helper
- * re-serialised, and neither process buffers what a slow peer has not
- * taken.
+ * The parent checks each field and puts the request, typed, to the
+ * control API (px_control_feed_*, api/fed.c), which serves it as a TCP
+ * connection's (bearer token, authentication deadline, per-address cap,
+ * 100 Continue): no HTTP is parsed in the parent, the request was read
+ * once, here in the helper. The API's answer comes out on one end of a
+ * socketpair, whose bytes the parent relays back as they come (deferred
+ * and streamed answers included), HM_CTL_WINDOW at most not yet taken
+ * by the client: it stops reading the socketpair past that, and the API
+ * server's own backpressure holds the guest. A streamed body is
+ * acknowledged to the helper as the API's operation takes it. So the
+ * parent's JSON parser reads only what the helper re-encoded, and
+ * neither process buffers what a slow peer has not taken.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
@@ -697,19 +698,15 @@ px_controld_main(int fd)
 struct pconn {
 	TAILQ_ENTRY(pconn) entry;
 	uint64_t	 id;
-	struct bufferevent *bev;	/* our end; the API server serves the other */
-	struct evbuffer_cb_entry *outcb;
+	uint64_t	 api;		/* the API's connection (api/fed.c) */
+	struct bufferevent *bev;	/* the API's answers come out here */
 	int		 in_body;	/* a streamed request's body is coming */
 	int		 eof;		/* the API server closed: relay what is left */
-	int		 shut;		/* the client half closed: 1 to do, 2 done */
-	int		 wdead;		/* the API server takes nothing more */
+	int		 shut;		/* the client half closed */
 	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
-	uint32_t	 body_written;	/* of them, taken by the API server */
+	uint32_t	 body_taken;	/* of them, taken by the API server */
 	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
 };
-
-/* requests queued for the control API and not yet read by it */
-#define PC_QUEUE_MAX	(1024 * 1024)
 
 static struct {
 	struct event_base *base;
@@ -731,9 +728,7 @@ pconn_free(struct pconn *pc, int tell)
 	}
 	TAILQ_REMOVE(&PC.conns, pc, entry);
 	PC.n--;
-	if (pc->outcb != NULL)
-		evbuffer_remove_cb_entry(bufferevent_get_output(pc->bev),
-		    pc->outcb);
+	px_control_feed_gone(PC.ctl, pc->api);
 	bufferevent_free(pc->bev);	/* the API server sees EOF and lets go */
 	free(pc);
 }
@@ -801,19 +796,6 @@ pc_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct pconn *pc = arg;
 
-	if (!(what & BEV_EVENT_READING)) {
-		/* the API server went away while taking a request: what it
-		 * answered before may still be there to read, then EOF */
-		pc->wdead = 1;
-		bufferevent_disable(bev, EV_WRITE);
-		if (pc->outcb != NULL)
-			evbuffer_remove_cb_entry(bufferevent_get_output(bev),
-			    pc->outcb);
-		pc->outcb = NULL;
-		evbuffer_drain(bufferevent_get_output(bev),
-		    evbuffer_get_length(bufferevent_get_output(bev)));
-		return;
-	}
 	pc->eof = 1;
 	bufferevent_disable(bev, EV_READ | EV_WRITE);
 	pc_relay(pc);	/* what is left, then the close */
@@ -822,36 +804,25 @@ pc_event(struct bufferevent *bev, short what, void *arg)
 /* The streamed body the API server took (it stops taking it while its
  * guest lags): acknowledged to the helper, which then reads on. */
 static void
-pc_out_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+pc_taken(uint64_t id, size_t n)
 {
-	struct pconn *pc = arg;
+	struct pconn *pc = pconn_find(id);
 	struct hm_ctl_ack m;
 
-	if (info->n_deleted == 0 || pc->body_unacked == 0)
+	if (pc == NULL || pc->body_unacked == 0)
 		return;
-	pc->body_written += info->n_deleted;
-	if (pc->body_written > pc->body_unacked)
-		pc->body_written = pc->body_unacked;	/* its framing */
-	if (pc->body_written < HM_CTL_WINDOW / 4 && evbuffer_get_length(b) > 0)
+	pc->body_taken += (uint32_t)n;
+	if (pc->body_taken > pc->body_unacked)
+		pc->body_taken = pc->body_unacked;
+	if (pc->body_taken < HM_CTL_WINDOW / 4 &&
+	    pc->body_taken < pc->body_unacked)
 		return;
 	memset(&m, 0, sizeof(m));
 	m.id = pc->id;
-	m.bytes = pc->body_written;
+	m.bytes = pc->body_taken;
 	if (px_proc_send(PC.proc, HM_CTL_BODY_ACK, &m, sizeof(m), NULL, 0) == 0) {
-		pc->body_unacked -= pc->body_written;
-		pc->body_written = 0;
-	}
-}
-
-/* All written to the API server: a half close of the client's follows. */
-static void
-pc_write(struct bufferevent *bev, void *arg)
-{
-	struct pconn *pc = arg;
-
-	if (pc->shut == 1) {
-		pc->shut = 2;
-		shutdown(bufferevent_getfd(bev), SHUT_WR);
+		pc->body_unacked -= pc->body_taken;
+		pc->body_taken = 0;
 	}
 }
 
@@ -900,28 +871,22 @@ pc_open(struct px_proc *pr, const struct hm_ctl_open *m)
 		free(pc);
 		return;
 	}
-	if ((pc->outcb = evbuffer_add_cb(bufferevent_get_output(pc->bev),
-	    pc_out_cb, pc)) == NULL) {
-		bufferevent_free(pc->bev);
-		close(sp[0]);
-		free(pc);
-		return;
-	}
 	TAILQ_INSERT_TAIL(&PC.conns, pc, entry);
 	PC.n++;
-	bufferevent_setcb(pc->bev, pc_read, pc_write, pc_event, pc);
-	bufferevent_enable(pc->bev, EV_READ | EV_WRITE);
-	px_control_adopt(PC.ctl, sp[0], m->addr);
+	bufferevent_setcb(pc->bev, pc_read, NULL, pc_event, pc);
+	bufferevent_enable(pc->bev, EV_READ);
+	/* refused (the API's budgets): its end closes, EOF here closes
+	 * the client */
+	pc->api = px_control_adopt(PC.ctl, sp[0], m->addr, pc_taken, pc->id);
 }
 
-/* The request, written by this process in its canonical form. */
+/* The request as the helper parsed it, checked, to the API server. */
 static void
 pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 {
 	struct hm_ctl_request m;
+	struct px_control_req q;
 	struct pconn *pc;
-	struct evbuffer *out;
-	const char *method;
 
 	memcpy(&m, p, sizeof(m));
 	switch (m.method) {
@@ -939,7 +904,7 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 		return;
 	}
 	/* streamed exactly when the API server streams it: else its body would
-	 * be read as what it is not */
+	 * be taken as what it is not */
 	if (m.stream != px_control_streamed((unsigned)m.method, m.target,
 	    strlen(m.target)) || (m.stream && m.bodylen != 0) ||
 	    (!m.stream && m.expect) ||
@@ -947,41 +912,28 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 		px_proc_bad(pr, "a request out of turn");
 		return;
 	}
-	if (pc == NULL || pc->wdead)
+	if (pc == NULL)
 		return;		/* closed here meanwhile */
-	out = bufferevent_get_output(pc->bev);
-	if (evbuffer_get_length(out) > PC_QUEUE_MAX) {
+	memset(&q, 0, sizeof(q));
+	q.method = m.method;
+	q.target = m.target;
+	q.authz = m.authz;
+	q.body = (const char *)p + sizeof(m);
+	q.bodylen = m.bodylen;
+	q.close = m.close;
+	q.stream = m.stream;
+	q.expect = m.expect;
+	pc->in_body = m.stream;
+	if (px_control_feed_request(PC.ctl, pc->api, &q) != 0)
 		pconn_free(pc, 1);	/* a client piling up requests */
-		return;
-	}
-	method = http_method_str((enum http_method)m.method);
-	evbuffer_add_printf(out, "%s %s HTTP/1.1\r\nHost: api\r\n", method,
-	    m.target);
-	if (m.authz[0] != '\0')
-		evbuffer_add_printf(out, "Authorization: %s\r\n", m.authz);
-	if (m.stream) {
-		/* its body follows in this process's own chunks (pc_body) */
-		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n%s%s"
-		    "\r\n", m.expect ? "Expect: 100-continue\r\n" : "",
-		    m.close ? "Connection: close\r\n" : "");
-		pc->in_body = 1;
-		return;
-	}
-	if (m.bodylen > 0)
-		evbuffer_add_printf(out, "Content-Type: application/json\r\n");
-	evbuffer_add_printf(out, "Content-Length: %u\r\n%s\r\n", m.bodylen,
-	    m.close ? "Connection: close\r\n" : "");
-	if (m.bodylen > 0)
-		evbuffer_add(out, p + sizeof(m), m.bodylen);
 }
 
-/* A streamed request's body bytes, as one chunk each. */
+/* A streamed request's body bytes. */
 static void
 pc_body(struct px_proc *pr, const unsigned char *p, size_t len)
 {
 	struct hm_ctl_id m;
 	struct pconn *pc;
-	struct evbuffer *out;
 	size_t n = len - sizeof(m);
 
 	memcpy(&m, p, sizeof(m));
@@ -993,12 +945,8 @@ pc_body(struct px_proc *pr, const unsigned char *p, size_t len)
 		return;
 	}
 	pc->body_unacked += (uint32_t)n;
-	if (pc->wdead)
-		return;
-	out = bufferevent_get_output(pc->bev);
-	evbuffer_add_printf(out, "%zx\r\n", n);
-	evbuffer_add(out, p + sizeof(m), n);
-	evbuffer_add(out, "\r\n", 2);
+	if (px_control_feed_body(PC.ctl, pc->api, p + sizeof(m), n) != 0)
+		pconn_free(pc, 1);
 }
 
 static void
@@ -1013,13 +961,10 @@ pc_body_end(struct px_proc *pr, const struct hm_ctl_body_end *m)
 		return;
 	}
 	pc->in_body = 0;
-	if (pc->wdead)
-		return;
-	/* a client's broken framing: a chunk size that is no number makes
-	 * the control API fail the request as it fails a broken body on
-	 * its own socket */
-	evbuffer_add(bufferevent_get_output(pc->bev), m->broken ? "!\r\n" :
-	    "0\r\n\r\n", m->broken ? 3 : 5);
+	/* a client's broken framing fails the request as a broken body on
+	 * the API's own socket does */
+	if (px_control_feed_end(PC.ctl, pc->api, m->broken) != 0)
+		pconn_free(pc, 1);
 }
 
 static void
@@ -1073,8 +1018,8 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 			return;
 		}
 		pc->shut = 1;
-		if (evbuffer_get_length(bufferevent_get_output(pc->bev)) == 0)
-			pc_write(pc->bev, pc);
+		if (px_control_feed_shutdown(PC.ctl, pc->api) != 0)
+			pconn_free(pc, 1);
 	} else if (type == HM_CTL_CLOSE && len == sizeof(struct hm_ctl_id)) {
 		struct hm_ctl_id m;
 		struct pconn *pc;
