@@ -55,6 +55,12 @@
 #define CTL_MAX_PER_ADDR	PX_CONTROL_MAX_PER_ADDR	/* on the TCP listener, per address */
 #define CTL_HANDSHAKE_SECS	PX_CONTROL_HANDSHAKE_SECS	/* TCP: accept to TLS handshake done */
 #define CTL_AUTH_SECS		5	/* TCP: then to an authenticated request */
+/* TCP slots kept for admin tokens: sandbox tokens' connections hold at
+ * most CTL_MAX_TCP - CTL_ADMIN_RESERVE, so ops still get in */
+#define CTL_ADMIN_RESERVE	16
+/* streamed requests (exec, files, attach) one sandbox token holds at
+ * once over TCP: more are 429 */
+#define CTL_STREAMS_PER_TOKEN	32
 #define CTL_IDLE_SECS		PX_CONTROL_IDLE_SECS
 #define CTL_MAX_SEGS		7
 #define CTL_PAGE_DEFAULT	100
@@ -111,6 +117,7 @@ struct conn {
 	uint64_t serial;	/* tells a reused struct from this one */
 	int tcp;		/* came through the TCP listener: needs a token */
 	int authed;		/* TCP: a request of it carried a valid token */
+	int by_sandbox;		/* TCP: ... a sandbox token (not admin's) */
 	struct event *deadline;	/* TCP: handshake, then authentication */
 	char addr[INET6_ADDRSTRLEN];	/* TCP: the client's address */
 	/* fed.c: requests the control helper parsed, queued */
@@ -194,6 +201,7 @@ struct cstream {
 	struct px_exec_stream *h;	/* NULL: not started, or ended */
 	enum cs_kind kind;
 	enum http_method method;
+	char token_id[24];		/* its sandbox token's, "" for admin */
 	char id[PX_SANDBOX_ID_MAX + 1];
 	char path[CS_PATH_MAX + 1];
 	unsigned mode;

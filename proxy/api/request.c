@@ -255,6 +255,22 @@ api_authenticate(struct req *r)
 		reply_401(r, "unknown or revoked token");
 		return -1;
 	}
+	if (!r->auth.admin && !c->by_sandbox) {
+		struct conn *o;
+		int n = 0;
+
+		/* the admin share of the TCP slots stays free */
+		TAILQ_FOREACH(o, &c->ctl->conns, entry)
+			n += o->by_sandbox;
+		if (n >= CTL_MAX_TCP - CTL_ADMIN_RESERVE) {
+			api_reply_error_hdr(r, 503, "Retry-After: 1\r\n",
+			    "all %d control connections sandbox tokens may hold "
+			    "are in use (%d more are kept for admin tokens)",
+			    CTL_MAX_TCP - CTL_ADMIN_RESERVE, CTL_ADMIN_RESERVE);
+			return -1;
+		}
+		c->by_sandbox = 1;
+	}
 	c->closing = was_closing;
 	if (!c->authed) {
 		c->authed = 1;

@@ -312,6 +312,22 @@ api_cs_new(struct req *r, const char *id, enum cs_kind kind)
 		    " to run a command in" : " to hold files");
 		return NULL;
 	}
+	if (!r->auth.admin && r->c->tcp) {
+		struct conn *o;
+		int n = 0;
+
+		/* a sandbox token's budget of streams at once */
+		TAILQ_FOREACH(o, &ctl->conns, entry)
+			n += o->st != NULL &&
+			    strcmp(o->st->token_id, r->auth.token_id) == 0;
+		if (n >= CTL_STREAMS_PER_TOKEN) {
+			api_reply_error_hdr(r, 429, "Retry-After: 1\r\n",
+			    "token %s already holds %d streamed requests, the "
+			    "most a sandbox token may hold at once",
+			    r->auth.token_id, n);
+			return NULL;
+		}
+	}
 	if ((cs = calloc(1, sizeof(*cs))) == NULL ||
 	    ((kind == CS_EXEC || kind == CS_ATTACH) &&
 	    (cs->fbuf = evbuffer_new()) == NULL)) {
@@ -320,6 +336,9 @@ api_cs_new(struct req *r, const char *id, enum cs_kind kind)
 		return NULL;
 	}
 	cs->c = r->c;
+	if (!r->auth.admin)
+		snprintf(cs->token_id, sizeof(cs->token_id), "%s",
+		    r->auth.token_id);
 	cs->kind = kind;
 	cs->method = r->method;
 	snprintf(cs->id, sizeof(cs->id), "%s", id);

@@ -317,6 +317,47 @@ EOF
 )
 is "an authenticated connection outlives the authentication deadline" "$out" "200 200"
 
+# The admin share of the TCP slots: 128 connections from 8 addresses,
+# each authenticated with the sandbox's token and held, get 112 answers
+# (128 less the 16 kept for admin tokens) and 16 503s that close their
+# connection; netctl with an admin token still works meanwhile.
+cat >"$T/share.py" <<'EOF'
+import os, re, socket, ssl, sys, time
+port, ca, host, tok, sb, go = sys.argv[1:7]
+ctx = ssl.create_default_context(cafile=ca)
+req = ("GET /v1/sandboxes/%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n"
+       % (sb, host, tok)).encode()
+held, codes = [], {}
+for i in range(128):
+    src = "127.0.0.%d" % (51 + i % 8)
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(port)), timeout=10,
+                        source_address=(src, 0)), server_hostname=host)
+    s.sendall(req)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(4096)
+        if not d:
+            break
+        buf += d
+    m = re.match(rb"HTTP/1\.1 (\d{3})", buf)
+    code = m.group(1).decode() if m else "none"
+    codes[code] = codes.get(code, 0) + 1
+    held.append(s)
+print("held", " ".join("%s=%d" % kv for kv in sorted(codes.items())), flush=True)
+t = time.time() + 20
+while not os.path.exists(go) and time.time() < t:
+    time.sleep(0.1)
+EOF
+spawn "$T/share.out" python3 "$T/share.py" "$CTL_PORT" "$CA" "api.$DOMAIN" "$tok" "$SB" "$T/share.go"
+SHARE_PID=$SPAWNED
+wait_log 60 "$T/share.out" "^held" "$SHARE_PID" || bail "share: $(cat "$T/share.out")"
+is "sandbox-token connections: 112 served, 16 refused with 503" \
+	"$(sed -n 's/^held //p' "$T/share.out")" "200=112 503=16"
+check "...and meanwhile netctl over TCP with an admin token works" \
+	"$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$admin" status
+touch "$T/share.go"
+wait_gone 30 "$SHARE_PID"
+
 check "berthd still running at the end" kill -0 "$BERTHD_PID"
 # ---- the control listener is a helper (berthd: control) --------------------
 # It terminates TLS and parses HTTP and JSON as an unprivileged, chrooted
