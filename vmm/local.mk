@@ -52,7 +52,11 @@ vmm_guest_testapp_SOURCES = vmm/guest/testapp.c vmm/proto/status.c vmm/proto/sta
 vmm_guest_testapp_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_testapp_LDFLAGS = -static -pthread
 # The guest agent (exec for the API), static and unsanitized likewise.
-vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/proto/agent_proto.h
+vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/guest/agent.h \
+	vmm/guest/agent_exec.c vmm/guest/agent_proc.c \
+	vmm/guest/agent_files.c vmm/guest/agent_fswork.c \
+	vmm/guest/agent_watch.c vmm/guest/agent_ident.c \
+	vmm/proto/agent_proto.h
 vmm_guest_berth_agent_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_berth_agent_LDFLAGS = -static
 
