@@ -196,6 +196,15 @@ static const char *const visibilities[] = {
 static const char *const egress_actions[] = {
 	[PX_EGRESS_ALLOW] = "allow", [PX_EGRESS_DENY] = "deny"
 };
+/* and two kept as words only: a sandbox's state and its egress mode */
+static const char *const states[] = {
+	PX_STATE_CREATING, PX_STATE_RUNNING, PX_STATE_PAUSED,
+	PX_STATE_SUSPENDED, PX_STATE_STOPPED, PX_STATE_FAILED,
+};
+static const char *const egress_modes[] = { "open", "allowlist", "closed" };
+
+/* Whether v is one of the enum whose words are the table words. */
+#define WORD_OK(words, v)	((size_t)(v) < NELEM(words))
 
 /* The index of s among names[0..n), or -1. */
 static int
@@ -214,7 +223,7 @@ word_index(const char *const *names, size_t n, const char *s)
 const char *								\
 px_##fn##_name(enum type v)						\
 {									\
-	return (size_t)v < NELEM(words) ? words[v] : words[0];		\
+	return WORD_OK(words, v) ? words[v] : words[0];			\
 }									\
 									\
 int									\
@@ -234,16 +243,13 @@ WORD_ENUM(px_egress_action, egress_action, egress_actions)
 int
 px_state_valid(const char *s)
 {
-	static const char *const states[] = {
-		PX_STATE_CREATING, PX_STATE_RUNNING, PX_STATE_PAUSED,
-		PX_STATE_SUSPENDED, PX_STATE_STOPPED, PX_STATE_FAILED,
-	};
-	size_t i;
+	return word_index(states, NELEM(states), s) >= 0;
+}
 
-	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-		if (strcmp(s, states[i]) == 0)
-			return 1;
-	return 0;
+static int
+mode_valid(const char *m)
+{
+	return word_index(egress_modes, NELEM(egress_modes), m) >= 0;
 }
 
 /* A fixed-size string field is usable if it is NUL-terminated in place. */
@@ -842,13 +848,6 @@ template_exists(struct px_store *st, const char *name, char *err,
 	    "name = ?", "t", name), "reading template", err, errlen);
 }
 
-static int
-mode_valid(const char *m)
-{
-	return strcmp(m, "open") == 0 || strcmp(m, "allowlist") == 0 ||
-	    strcmp(m, "closed") == 0;
-}
-
 /* An env field: "" or a JSON object's text (the API checks its names
  * and values; the store that it fits and looks like one). */
 static int
@@ -1242,9 +1241,8 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 	if (!field_ok(p->sandbox, sizeof(p->sandbox)) ||
 	    check_id(p->sandbox, err, errlen))
 		return PX_STORE_ERR;
-	if (p->port == 0 || (p->host_header != PX_HOST_PRESERVE &&
-	    p->host_header != PX_HOST_UPSTREAM) || (p->visibility !=
-	    PX_VIS_PUBLIC && p->visibility != PX_VIS_PRIVATE)) {
+	if (p->port == 0 || !WORD_OK(host_headers, p->host_header) ||
+	    !WORD_OK(visibilities, p->visibility)) {
 		seterr(err, errlen, "invalid port, host header or visibility");
 		return PX_STORE_ERR;
 	}
@@ -1621,8 +1619,7 @@ egress_insert(struct px_store *st, const struct px_egress_rule *e,
 	int rc, existed;
 
 	if (!rule_text_ok(e->rule, sizeof(e->rule)) ||
-	    (e->action != PX_EGRESS_ALLOW && e->action != PX_EGRESS_DENY) ||
-	    e->expires < 0) {
+	    !WORD_OK(egress_actions, e->action) || e->expires < 0) {
 		seterr(err, errlen, "invalid egress rule");
 		return PX_STORE_ERR;
 	}
