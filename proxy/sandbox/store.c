@@ -941,6 +941,31 @@ field_bind(sqlite3_stmt *stmt, int i, const struct px_sandbox *sb,
 	}
 }
 
+/*
+ * Runs sql with the fields of sb that which names (bit i: row i) bound in
+ * their order, then id when not NULL: the step's result, or -1 when it
+ * could not be prepared (err says why).
+ */
+static int
+run_fields(struct px_store *st, const char *sql, const struct px_sandbox *sb,
+    unsigned long which, const char *id, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	size_t i;
+	int k = 0, rc;
+
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
+		return -1;
+	for (i = 0; i < px_nsbfields; i++)
+		if (which & (1UL << i))
+			field_bind(stmt, ++k, sb, &px_sbfields[i]);
+	if (id != NULL)
+		sqlite3_bind_text(stmt, k + 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
 /* The named template exists, or NOTFOUND (none and "default" do). */
 static int
 template_known(struct px_store *st, const char *tpl, char *err,
@@ -964,7 +989,6 @@ static int
 sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	char sql[1280];
 	size_t i, n;
 	int rc;
@@ -981,14 +1005,9 @@ sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
 		n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s?",
 		    i ? ", " : "");
 	snprintf(sql + n, sizeof(sql) - n, ")");
-	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
-		return PX_STORE_ERR;
-	for (i = 0; i < px_nsbfields; i++)
-		field_bind(stmt, (int)i + 1, sb, &px_sbfields[i]);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	return inserted(st, rc, "adding sandbox", err, errlen,
-	    "sandbox '%s' already exists", sb->id);
+	return inserted(st, run_fields(st, sql, sb, ~0UL, NULL, err, errlen),
+	    "adding sandbox", err, errlen, "sandbox '%s' already exists",
+	    sb->id);
 }
 
 static int token_insert(struct px_store *, const struct px_token *,
@@ -1066,7 +1085,6 @@ px_store_sandbox_set(struct px_store *st, const char *id,
     const struct px_sandbox *v, unsigned long which, struct px_sandbox *out,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	char sql[1280];
 	size_t i, n;
 	int rc, k;
@@ -1094,16 +1112,9 @@ px_store_sandbox_set(struct px_store *st, const char *id,
 	snprintf(sql + n, sizeof(sql) - n, " WHERE id = ?");
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
-		return tx_end(st, PX_STORE_ERR, err, errlen);
-	for (i = 0, k = 0; i < px_nsbfields; i++)
-		if (which & (1UL << i))
-			field_bind(stmt, ++k, v, &px_sbfields[i]);
-	sqlite3_bind_text(stmt, k + 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	rc = need_row(written(st, rc, "changing sandbox", err, errlen), err,
-	    errlen, "no sandbox '%s'", id);
+	rc = need_row(written(st, run_fields(st, sql, v, which, id, err,
+	    errlen), "changing sandbox", err, errlen), err, errlen,
+	    "no sandbox '%s'", id);
 	if (rc == PX_STORE_OK && out != NULL)
 		rc = sandbox_read(st, id, out, err, errlen);
 	return tx_end(st, rc, err, errlen);
