@@ -603,7 +603,7 @@ static int
 migrate(struct px_store *st, char *err, size_t errlen)
 {
 	char sql[64], what[64];
-	int v = 0;
+	int v = 0, rc;
 
 	if (user_version(st, &v, err, errlen) != 0)
 		return -1;
@@ -617,12 +617,9 @@ migrate(struct px_store *st, char *err, size_t errlen)
 			return -1;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
 		snprintf(what, sizeof(what), "schema migration %d", v + 1);
-		if (exec_what(st, migrations[v], what, err, errlen) != 0 ||
-		    exec_sql(st, sql, err, errlen) != 0) {
-			tx_rollback(st);
-			return -1;
-		}
-		if (tx_commit(st, err, errlen) != 0)
+		if ((rc = exec_what(st, migrations[v], what, err, errlen)) == 0)
+			rc = exec_sql(st, sql, err, errlen);
+		if (tx_end(st, rc, err, errlen) != 0)
 			return -1;
 	}
 	return 0;
