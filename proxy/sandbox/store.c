@@ -118,15 +118,20 @@ static const char *const migrations[] = {
 
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
+static void __attribute__((format(printf, 3, 0)))
+vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (err != NULL && errlen != 0)
+		vsnprintf(err, errlen, fmt, ap);
+}
+
 static void __attribute__((format(printf, 3, 4)))
 seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err == NULL || errlen == 0)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	vseterr(err, errlen, fmt, ap);
 	va_end(ap);
 }
 
@@ -191,6 +196,15 @@ static const char *const visibilities[] = {
 static const char *const egress_actions[] = {
 	[PX_EGRESS_ALLOW] = "allow", [PX_EGRESS_DENY] = "deny"
 };
+/* and two kept as words only: a sandbox's state and its egress mode */
+static const char *const states[] = {
+	PX_STATE_CREATING, PX_STATE_RUNNING, PX_STATE_PAUSED,
+	PX_STATE_SUSPENDED, PX_STATE_STOPPED, PX_STATE_FAILED,
+};
+static const char *const egress_modes[] = { "open", "allowlist", "closed" };
+
+/* Whether v is one of the enum whose words are the table words. */
+#define WORD_OK(words, v)	((size_t)(v) < NELEM(words))
 
 /* The index of s among names[0..n), or -1. */
 static int
@@ -209,7 +223,7 @@ word_index(const char *const *names, size_t n, const char *s)
 const char *								\
 px_##fn##_name(enum type v)						\
 {									\
-	return (size_t)v < NELEM(words) ? words[v] : words[0];		\
+	return WORD_OK(words, v) ? words[v] : words[0];			\
 }									\
 									\
 int									\
@@ -229,16 +243,13 @@ WORD_ENUM(px_egress_action, egress_action, egress_actions)
 int
 px_state_valid(const char *s)
 {
-	static const char *const states[] = {
-		PX_STATE_CREATING, PX_STATE_RUNNING, PX_STATE_PAUSED,
-		PX_STATE_SUSPENDED, PX_STATE_STOPPED, PX_STATE_FAILED,
-	};
-	size_t i;
+	return word_index(states, NELEM(states), s) >= 0;
+}
 
-	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-		if (strcmp(s, states[i]) == 0)
-			return 1;
-	return 0;
+static int
+mode_valid(const char *m)
+{
+	return word_index(egress_modes, NELEM(egress_modes), m) >= 0;
 }
 
 /* A fixed-size string field is usable if it is NUL-terminated in place. */
@@ -310,6 +321,18 @@ tx_rollback(struct px_store *st)
 		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+/* Ends the transaction as rc says: COMMIT after PX_STORE_OK, else
+ * ROLLBACK and rc. */
+static int
+tx_end(struct px_store *st, int rc, char *err, size_t errlen)
+{
+	if (rc != PX_STORE_OK) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st, err, errlen);
+}
+
 static sqlite3_stmt *
 prepare(struct px_store *st, const char *sql, char *err, size_t errlen)
 {
@@ -323,23 +346,20 @@ prepare(struct px_store *st, const char *sql, char *err, size_t errlen)
 }
 
 /*
- * Runs sql once with its parameters, one letter each in types: 't' a
- * string (NULL: SQL NULL), 'i' an int, 'I' an int64_t. The step's
- * result (SQLITE_DONE, SQLITE_ROW, a constraint code, ...), or -1 when
- * it could not be prepared (err says why).
+ * Prepares sql and binds its parameters, one letter each in types: 't' a
+ * string (NULL: SQL NULL), 'i' an int, 'I' an int64_t. NULL when it could
+ * not be prepared (err says why).
  */
-static int
-run(struct px_store *st, char *err, size_t errlen, const char *sql,
-    const char *types, ...)
+static sqlite3_stmt *
+query(struct px_store *st, char *err, size_t errlen, const char *sql,
+    const char *types, va_list ap)
 {
 	sqlite3_stmt *stmt;
 	const char *t;
-	va_list ap;
-	int i, rc;
+	int i;
 
 	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
-		return -1;
-	va_start(ap, types);
+		return NULL;
 	for (i = 1; types[i - 1] != '\0'; i++)
 		switch (types[i - 1]) {
 		case 't':
@@ -353,9 +373,103 @@ run(struct px_store *st, char *err, size_t errlen, const char *sql,
 			sqlite3_bind_int64(stmt, i, va_arg(ap, int64_t));
 			break;
 		}
+	return stmt;
+}
+
+/*
+ * Runs sql once with its parameters (as query()). The step's result
+ * (SQLITE_DONE, SQLITE_ROW, a constraint code, ...), or -1 when it could
+ * not be prepared (err says why).
+ */
+static int
+run(struct px_store *st, char *err, size_t errlen, const char *sql,
+    const char *types, ...)
+{
+	sqlite3_stmt *stmt;
+	va_list ap;
+	int rc;
+
+	va_start(ap, types);
+	stmt = query(st, err, errlen, sql, types, ap);
 	va_end(ap);
+	if (stmt == NULL)
+		return -1;
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
+	return rc;
+}
+
+static int
+each_rowv(struct px_store *st, int (*row)(sqlite3_stmt *, void *),
+    void *arg, const char *what, char *err, size_t errlen, const char *sql,
+    const char *types, va_list ap)
+{
+	sqlite3_stmt *stmt;
+	int rc, ret = PX_STORE_OK;
+
+	if ((stmt = query(st, err, errlen, sql, types, ap)) == NULL)
+		return PX_STORE_ERR;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+		if ((ret = row(stmt, arg)) != 0)
+			break;
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = dberr(st, err, errlen, what);
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+/*
+ * Runs sql with its parameters (as query()) and hands each row to
+ * row(stmt, arg) until one answers non-zero: that answer, PX_STORE_OK
+ * after the last row, or a PX_STORE_* code with err ("<what>: ...").
+ */
+static int
+each_row(struct px_store *st, int (*row)(sqlite3_stmt *, void *), void *arg,
+    const char *what, char *err, size_t errlen, const char *sql,
+    const char *types, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, types);
+	rc = each_rowv(st, row, arg, what, err, errlen, sql, types, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* get_row()'s reader and where it reads to. */
+struct one {
+	void (*read)(sqlite3_stmt *, void *);
+	void *out;
+};
+
+static int
+first_row(sqlite3_stmt *stmt, void *arg)
+{
+	const struct one *o = arg;
+
+	if (o->out != NULL)
+		o->read(stmt, o->out);
+	return 1;
+}
+
+/*
+ * The first row sql finds (parameters as query()), read by read() into
+ * out (NULL: only whether there is one): 1, 0 when there is none, or a
+ * PX_STORE_* code with err ("<what>: ...").
+ */
+static int
+get_row(struct px_store *st, void (*read)(sqlite3_stmt *, void *), void *out,
+    const char *what, char *err, size_t errlen, const char *sql,
+    const char *types, ...)
+{
+	struct one o = { read, out };
+	va_list ap;
+	int rc;
+
+	va_start(ap, types);
+	rc = each_rowv(st, first_row, &o, what, err, errlen, sql, types, ap);
+	va_end(ap);
 	return rc;
 }
 
@@ -387,6 +501,45 @@ found(struct px_store *st, int rc, const char *what, char *err,
 }
 
 /*
+ * A count of rows read or changed that must not be 0: PX_STORE_OK,
+ * NOTFOUND with err from fmt when it is 0, or n itself when it is a
+ * failure (< 0).
+ */
+static int __attribute__((format(printf, 4, 5)))
+need_row(int n, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (n < 0)
+		return n;
+	if (n > 0)
+		return PX_STORE_OK;
+	va_start(ap, fmt);
+	vseterr(err, errlen, fmt, ap);
+	va_end(ap);
+	return PX_STORE_NOTFOUND;
+}
+
+/*
+ * A step's result as an INSERT: PX_STORE_OK, EXISTS with err from fmt
+ * when its key is taken, or a failure (err: "<what>: ...").
+ */
+static int __attribute__((format(printf, 6, 7)))
+inserted(struct px_store *st, int rc, const char *what, char *err,
+    size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) {
+		va_start(ap, fmt);
+		vseterr(err, errlen, fmt, ap);
+		va_end(ap);
+		return PX_STORE_EXISTS;
+	}
+	return (rc = written(st, rc, what, err, errlen)) < 0 ? rc : PX_STORE_OK;
+}
+
+/*
  * The row sql finds for key, read by row() into out (NULL: only
  * whether there is one): OK, NOTFOUND (err: "no <what> '<key>'") or
  * a failure.
@@ -396,49 +549,61 @@ get_one(struct px_store *st, const char *sql, const char *key,
     void (*row)(sqlite3_stmt *, void *), void *out, const char *what,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	char why[64];
-	int rc;
 
-	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW && out != NULL)
-		row(stmt, out);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return PX_STORE_OK;
-	if (rc == SQLITE_DONE) {
-		seterr(err, errlen, "no %s '%s'", what, key);
-		return PX_STORE_NOTFOUND;
-	}
 	snprintf(why, sizeof(why), "reading %s", what);
-	return dberr(st, err, errlen, why);
+	return need_row(get_row(st, row, out, why, err, errlen, sql, "t", key),
+	    err, errlen, "no %s '%s'", what, key);
+}
+
+static void
+row_int(sqlite3_stmt *stmt, void *out)
+{
+	*(int *)out = sqlite3_column_int(stmt, 0);
+}
+
+/* A list's caller: its callback (by the type of its rows) and argument. */
+struct visit {
+	union {
+		int (*sandbox)(const struct px_sandbox *, void *);
+		int (*port)(const struct px_port *, void *);
+		int (*route)(const struct px_route_row *, void *);
+		int (*token)(const struct px_token *, void *);
+		int (*event)(const struct px_event *, void *);
+		int (*egress)(const struct px_egress_rule *, void *);
+		int (*tpl)(const struct px_template *, void *);
+	} cb;
+	void *arg;
+};
+
+/* visit_<name>: each_row()'s row for a list of struct <type>: read by
+ * read(stmt, &item), handed to the caller's callback cb.<name>. */
+#define VISIT(name, type, read)						\
+static int								\
+visit_##name(sqlite3_stmt *stmt, void *arg)				\
+{									\
+	const struct visit *v = arg;					\
+	struct type item;						\
+									\
+	read(stmt, &item);						\
+	return v->cb.name(&item, v->arg);				\
 }
 
 static int
 user_version(struct px_store *st, int *out, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	int rc;
+	int rc = get_row(st, row_int, out, "reading schema version", err,
+	    errlen, "PRAGMA user_version", "");
 
-	if ((stmt = prepare(st, "PRAGMA user_version", err, errlen)) == NULL)
-		return -1;
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW)
-		*out = sqlite3_column_int(stmt, 0);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_ROW)
-		return dberr(st, err, errlen, "reading schema version");
-	return 0;
+	return rc == 1 ? 0 : rc == 0 ? dberr(st, err, errlen,
+	    "reading schema version") : rc;
 }
 
 static int
 migrate(struct px_store *st, char *err, size_t errlen)
 {
 	char sql[64], what[64];
-	int v = 0;
+	int v = 0, rc;
 
 	if (user_version(st, &v, err, errlen) != 0)
 		return -1;
@@ -452,12 +617,9 @@ migrate(struct px_store *st, char *err, size_t errlen)
 			return -1;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
 		snprintf(what, sizeof(what), "schema migration %d", v + 1);
-		if (exec_what(st, migrations[v], what, err, errlen) != 0 ||
-		    exec_sql(st, sql, err, errlen) != 0) {
-			tx_rollback(st);
-			return -1;
-		}
-		if (tx_commit(st, err, errlen) != 0)
+		if ((rc = exec_what(st, migrations[v], what, err, errlen)) == 0)
+			rc = exec_sql(st, sql, err, errlen);
+		if (tx_end(st, rc, err, errlen) != 0)
 			return -1;
 	}
 	return 0;
@@ -683,13 +845,6 @@ template_exists(struct px_store *st, const char *name, char *err,
 	    "name = ?", "t", name), "reading template", err, errlen);
 }
 
-static int
-mode_valid(const char *m)
-{
-	return strcmp(m, "open") == 0 || strcmp(m, "allowlist") == 0 ||
-	    strcmp(m, "closed") == 0;
-}
-
 /* An env field: "" or a JSON object's text (the API checks its names
  * and values; the store that it fits and looks like one). */
 static int
@@ -783,6 +938,31 @@ field_bind(sqlite3_stmt *stmt, int i, const struct px_sandbox *sb,
 	}
 }
 
+/*
+ * Runs sql with the fields of sb that which names (bit i: row i) bound in
+ * their order, then id when not NULL: the step's result, or -1 when it
+ * could not be prepared (err says why).
+ */
+static int
+run_fields(struct px_store *st, const char *sql, const struct px_sandbox *sb,
+    unsigned long which, const char *id, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt;
+	size_t i;
+	int k = 0, rc;
+
+	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
+		return -1;
+	for (i = 0; i < px_nsbfields; i++)
+		if (which & (1UL << i))
+			field_bind(stmt, ++k, sb, &px_sbfields[i]);
+	if (id != NULL)
+		sqlite3_bind_text(stmt, k + 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
 /* The named template exists, or NOTFOUND (none and "default" do). */
 static int
 template_known(struct px_store *st, const char *tpl, char *err,
@@ -806,7 +986,6 @@ static int
 sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	char sql[1280];
 	size_t i, n;
 	int rc;
@@ -823,19 +1002,9 @@ sandbox_insert(struct px_store *st, const struct px_sandbox *sb,
 		n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s?",
 		    i ? ", " : "");
 	snprintf(sql + n, sizeof(sql) - n, ")");
-	if ((stmt = prepare(st, sql, err, errlen)) == NULL)
-		return PX_STORE_ERR;
-	for (i = 0; i < px_nsbfields; i++)
-		field_bind(stmt, (int)i + 1, sb, &px_sbfields[i]);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_DONE)
-		return PX_STORE_OK;
-	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
-		seterr(err, errlen, "sandbox '%s' already exists", sb->id);
-		return PX_STORE_EXISTS;
-	}
-	return dberr(st, err, errlen, "adding sandbox");
+	return inserted(st, run_fields(st, sql, sb, ~0UL, NULL, err, errlen),
+	    "adding sandbox", err, errlen, "sandbox '%s' already exists",
+	    sb->id);
 }
 
 static int token_insert(struct px_store *, const struct px_token *,
@@ -854,26 +1023,21 @@ px_store_sandbox_create(struct px_store *st, const struct px_sandbox *sb,
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
 	if ((rc = sandbox_insert(st, sb, err, errlen)) != PX_STORE_OK)
-		goto fail;
+		goto end;
 	if (tok != NULL) {
 		t = *tok;
 		memcpy(t.sandbox, sb->id, sizeof(t.sandbox));
 		if ((rc = token_insert(st, &t, err, errlen)) != PX_STORE_OK)
-			goto fail;
+			goto end;
 	}
 	memset(&ev, 0, sizeof(ev));
 	memcpy(ev.sandbox, sb->id, sizeof(ev.sandbox));
 	snprintf(ev.operation, sizeof(ev.operation), "create");
 	snprintf(ev.result, sizeof(ev.result), "ok");
 	ev.duration_ms = -1;
-	if ((rc = event_insert(st, &ev, NULL, err, errlen)) != PX_STORE_OK)
-		goto fail;
-	if ((rc = tx_commit(st, err, errlen)) != 0)
-		return rc;
-	return PX_STORE_OK;
-fail:
-	tx_rollback(st);
-	return rc;
+	rc = event_insert(st, &ev, NULL, err, errlen);
+end:
+	return tx_end(st, rc, err, errlen);
 }
 
 int
@@ -894,8 +1058,6 @@ int
 px_store_sandbox_set_vm(struct px_store *st, const char *id,
     const char *state, const char *address, char *err, size_t errlen)
 {
-	int rc;
-
 	if (check_id(id, err, errlen))
 		return PX_STORE_ERR;
 	if (state == NULL || !px_state_valid(state)) {
@@ -906,16 +1068,10 @@ px_store_sandbox_set_vm(struct px_store *st, const char *id,
 		seterr(err, errlen, "invalid address");
 		return PX_STORE_ERR;
 	}
-	rc = written(st, run(st, err, errlen, "UPDATE sandboxes SET state = ?, "
-	    "address = COALESCE(?, address) WHERE id = ?", "ttt", state, address,
-	    id), "setting state", err, errlen);
-	if (rc < 0)
-		return rc;
-	if (rc == 0) {
-		seterr(err, errlen, "no sandbox '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_OK;
+	return need_row(written(st, run(st, err, errlen, "UPDATE sandboxes SET "
+	    "state = ?, address = COALESCE(?, address) WHERE id = ?", "ttt",
+	    state, address, id), "setting state", err, errlen), err, errlen,
+	    "no sandbox '%s'", id);
 }
 
 static int sandbox_read(struct px_store *, const char *, struct px_sandbox *,
@@ -926,7 +1082,6 @@ px_store_sandbox_set(struct px_store *st, const char *id,
     const struct px_sandbox *v, unsigned long which, struct px_sandbox *out,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	char sql[1280];
 	size_t i, n;
 	int rc, k;
@@ -954,32 +1109,12 @@ px_store_sandbox_set(struct px_store *st, const char *id,
 	snprintf(sql + n, sizeof(sql) - n, " WHERE id = ?");
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	if ((stmt = prepare(st, sql, err, errlen)) == NULL) {
-		tx_rollback(st);
-		return PX_STORE_ERR;
-	}
-	for (i = 0, k = 0; i < px_nsbfields; i++)
-		if (which & (1UL << i))
-			field_bind(stmt, ++k, v, &px_sbfields[i]);
-	sqlite3_bind_text(stmt, k + 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE) {
-		rc = dberr(st, err, errlen, "changing sandbox");
-		tx_rollback(st);
-		return rc;
-	}
-	if (sqlite3_changes(st->db) == 0) {
-		tx_rollback(st);
-		seterr(err, errlen, "no sandbox '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	if (out != NULL && (rc = sandbox_read(st, id, out, err, errlen)) !=
-	    PX_STORE_OK) {
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st, err, errlen);
+	rc = need_row(written(st, run_fields(st, sql, v, which, id, err,
+	    errlen), "changing sandbox", err, errlen), err, errlen,
+	    "no sandbox '%s'", id);
+	if (rc == PX_STORE_OK && out != NULL)
+		rc = sandbox_read(st, id, out, err, errlen);
+	return tx_end(st, rc, err, errlen);
 }
 
 int
@@ -1007,46 +1142,28 @@ int
 px_store_sandbox_rm(struct px_store *st, const char *id,
     char *err, size_t errlen)
 {
-	int rc;
-
 	if (check_id(id, err, errlen))
 		return PX_STORE_ERR;
 	/* One statement: the cascade to ports runs in its transaction. */
-	rc = written(st, run(st, err, errlen, "DELETE FROM sandboxes WHERE "
-	    "id = ?", "t", id), "removing sandbox", err, errlen);
-	if (rc < 0)
-		return rc;
-	if (rc == 0) {
-		seterr(err, errlen, "no sandbox '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_OK;
+	return need_row(written(st, run(st, err, errlen, "DELETE FROM sandboxes "
+	    "WHERE id = ?", "t", id), "removing sandbox", err, errlen), err,
+	    errlen, "no sandbox '%s'", id);
 }
+
+VISIT(sandbox, px_sandbox, row_sandbox_at0)
 
 int
 px_store_sandbox_list(struct px_store *st,
     int (*cb)(const struct px_sandbox *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_sandbox sb;
+	struct visit v = { .cb.sandbox = cb, .arg = arg };
 	char sql[1280];
-	int rc, ret = PX_STORE_OK;
 
 	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s ORDER BY s.id",
 	    sandbox_cols(1));
-	stmt = prepare(st, sql, err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		row_sandbox(stmt, 0, &sb);
-		if ((ret = cb(&sb, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "listing sandboxes");
-	sqlite3_finalize(stmt);
-	return ret;
+	return each_row(st, visit_sandbox, &v, "listing sandboxes", err, errlen,
+	    sql, "");
 }
 
 /* ---- ports ---- */
@@ -1070,6 +1187,12 @@ row_port(sqlite3_stmt *stmt, int col, struct px_port *p)
 	p->created = sqlite3_column_int64(stmt, col + 5);
 }
 
+static void
+row_port_at0(sqlite3_stmt *stmt, void *arg)
+{
+	row_port(stmt, 0, arg);
+}
+
 /* 1 if the sandbox exists, 0 if not, -1 on error. */
 static int
 sandbox_exists(struct px_store *st, const char *id, char *err, size_t errlen)
@@ -1078,19 +1201,56 @@ sandbox_exists(struct px_store *st, const char *id, char *err, size_t errlen)
 	    "id = ?", "t", id), "reading sandbox", err, errlen);
 }
 
+/* In a transaction: NOTFOUND unless the sandbox exists (any failure to
+ * read it is PX_STORE_ERR). */
+static int
+need_sandbox(struct px_store *st, const char *id, char *err, size_t errlen)
+{
+	int rc;
+
+	if (check_id(id, err, errlen))
+		return PX_STORE_ERR;
+	rc = sandbox_exists(st, id, err, errlen);
+	return need_row(rc < 0 ? PX_STORE_ERR : rc, err, errlen,
+	    "no sandbox '%s'", id);
+}
+
+/*
+ * each_row() in a read transaction, after need_sandbox() when sandbox is
+ * not NULL: so "the sandbox exists" and its rows agree.
+ */
+static int
+sandbox_rows(struct px_store *st, const char *sandbox,
+    int (*row)(sqlite3_stmt *, void *), void *arg, const char *what,
+    char *err, size_t errlen, const char *sql, const char *types, ...)
+{
+	va_list ap;
+	int rc;
+
+	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
+		return rc;
+	if (sandbox == NULL ||
+	    (rc = need_sandbox(st, sandbox, err, errlen)) == PX_STORE_OK) {
+		va_start(ap, types);
+		rc = each_rowv(st, row, arg, what, err, errlen, sql, types, ap);
+		va_end(ap);
+	}
+	tx_rollback(st);	/* read only: ending it either way is the same */
+	return rc;
+}
+
 int
 px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt = NULL;
-	int rc, ret = PX_STORE_ERR, inserted;
+	struct px_port other;
+	int rc, isnew = 0;
 
 	if (!field_ok(p->sandbox, sizeof(p->sandbox)) ||
 	    check_id(p->sandbox, err, errlen))
 		return PX_STORE_ERR;
-	if (p->port == 0 || (p->host_header != PX_HOST_PRESERVE &&
-	    p->host_header != PX_HOST_UPSTREAM) || (p->visibility !=
-	    PX_VIS_PUBLIC && p->visibility != PX_VIS_PRIVATE)) {
+	if (p->port == 0 || !WORD_OK(host_headers, p->host_header) ||
+	    !WORD_OK(visibilities, p->visibility)) {
 		seterr(err, errlen, "invalid port, host header or visibility");
 		return PX_STORE_ERR;
 	}
@@ -1103,45 +1263,27 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	if ((rc = sandbox_exists(st, p->sandbox, err, errlen)) != 1) {
-		if (rc == 0) {
-			seterr(err, errlen, "no sandbox '%s'", p->sandbox);
-			ret = PX_STORE_NOTFOUND;
-		}
-		goto fail;
-	}
+	if ((rc = need_sandbox(st, p->sandbox, err, errlen)) != PX_STORE_OK)
+		goto end;
 	if (p->custom_host[0] != '\0') {
-		stmt = prepare(st, "SELECT sandbox, port FROM ports WHERE "
-		    "custom_host = ? AND NOT (sandbox = ? AND port = ?)",
-		    err, errlen);
-		if (stmt == NULL)
-			goto fail;
-		sqlite3_bind_text(stmt, 1, p->custom_host, -1, SQLITE_STATIC);
-		sqlite3_bind_text(stmt, 2, p->sandbox, -1, SQLITE_STATIC);
-		sqlite3_bind_int(stmt, 3, p->port);
-		rc = sqlite3_step(stmt);
-		if (rc == SQLITE_ROW) {
+		rc = get_row(st, row_port_at0, &other, "checking custom host",
+		    err, errlen, "SELECT " PORT_COLS " FROM ports p WHERE "
+		    "p.custom_host = ? AND NOT (p.sandbox = ? AND p.port = ?)",
+		    "tti", p->custom_host, p->sandbox, (int)p->port);
+		if (rc == 1) {
 			seterr(err, errlen, "host '%s' is already used by port "
 			    "%d of sandbox '%s'", p->custom_host,
-			    sqlite3_column_int(stmt, 1),
-			    (const char *)sqlite3_column_text(stmt, 0));
-			ret = PX_STORE_CONFLICT;
-			goto fail;
+			    (int)other.port, other.sandbox);
+			rc = PX_STORE_CONFLICT;
 		}
-		if (rc != SQLITE_DONE) {
-			ret = dberr(st, err, errlen, "checking custom host");
-			goto fail;
-		}
-		sqlite3_finalize(stmt);
-		stmt = NULL;
+		if (rc != 0)
+			goto end;
 	}
 	if ((rc = found(st, run(st, err, errlen, "SELECT 1 FROM ports WHERE "
 	    "sandbox = ? AND port = ?", "ti", p->sandbox, (int)p->port),
-	    "reading port", err, errlen)) < 0) {
-		ret = rc;
-		goto fail;
-	}
-	inserted = rc == 0;
+	    "reading port", err, errlen)) < 0)
+		goto end;
+	isnew = rc == 0;
 	rc = run(st, err, errlen, "INSERT INTO ports (sandbox, port, "
 	    "host_header, visibility, custom_host, created) VALUES (?, ?, ?, "
 	    "?, ?, ?) ON CONFLICT (sandbox, port) DO UPDATE SET host_header = "
@@ -1154,118 +1296,65 @@ px_store_port_set(struct px_store *st, const struct px_port *p, int *created,
 	if (rc == SQLITE_CONSTRAINT_UNIQUE) {
 		seterr(err, errlen, "host '%s' is already used by another port",
 		    p->custom_host);
-		ret = PX_STORE_CONFLICT;
-		goto fail;
-	}
-	if ((rc = written(st, rc, "publishing port", err, errlen)) < 0) {
-		ret = rc;
-		goto fail;
-	}
-	if ((rc = tx_commit(st, err, errlen)) != 0)
-		return rc;
-	if (created != NULL)
-		*created = inserted;
-	return PX_STORE_OK;
-fail:
-	sqlite3_finalize(stmt);
-	tx_rollback(st);
-	return ret;
+		rc = PX_STORE_CONFLICT;
+	} else if ((rc = written(st, rc, "publishing port", err, errlen)) > 0)
+		rc = PX_STORE_OK;
+end:
+	if ((rc = tx_end(st, rc, err, errlen)) == PX_STORE_OK && created != NULL)
+		*created = isnew;
+	return rc;
 }
 
 int
 px_store_port_get(struct px_store *st, const char *sandbox, uint16_t port,
     struct px_port *out, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	int rc;
-
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	stmt = prepare(st, "SELECT " PORT_COLS " FROM ports p "
-	    "WHERE p.sandbox = ? AND p.port = ?", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 2, port);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW && out != NULL)
-		row_port(stmt, 0, out);
-	sqlite3_finalize(stmt);
-	if (rc == SQLITE_ROW)
-		return PX_STORE_OK;
-	if (rc == SQLITE_DONE) {
-		seterr(err, errlen, "port %u of sandbox '%s' is not published",
-		    port, sandbox);
-		return PX_STORE_NOTFOUND;
-	}
-	return dberr(st, err, errlen, "reading port");
+	return need_row(get_row(st, row_port_at0, out, "reading port", err,
+	    errlen, "SELECT " PORT_COLS " FROM ports p WHERE p.sandbox = ? AND "
+	    "p.port = ?", "ti", sandbox, (int)port), err, errlen,
+	    "port %u of sandbox '%s' is not published", port, sandbox);
 }
 
 int
 px_store_port_rm(struct px_store *st, const char *sandbox, uint16_t port,
     char *err, size_t errlen)
 {
-	int rc;
-
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	rc = written(st, run(st, err, errlen, "DELETE FROM ports WHERE "
-	    "sandbox = ? AND port = ?", "ti", sandbox, (int)port),
-	    "unpublishing port", err, errlen);
-	if (rc < 0)
-		return rc;
-	if (rc == 0) {
-		seterr(err, errlen, "port %u of sandbox '%s' is not published",
-		    port, sandbox);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_OK;
+	return need_row(written(st, run(st, err, errlen, "DELETE FROM ports "
+	    "WHERE sandbox = ? AND port = ?", "ti", sandbox, (int)port),
+	    "unpublishing port", err, errlen), err, errlen,
+	    "port %u of sandbox '%s' is not published", port, sandbox);
 }
+
+VISIT(port, px_port, row_port_at0)
 
 int
 px_store_port_list(struct px_store *st, const char *sandbox,
     int (*cb)(const struct px_port *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_port p;
-	int rc, ret = PX_STORE_OK;
+	struct visit v = { .cb.port = cb, .arg = arg };
 
-	if (sandbox != NULL && check_id(sandbox, err, errlen))
-		return PX_STORE_ERR;
-	/* A read transaction so "sandbox exists" and its rows agree. */
-	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
-		return rc;
-	if (sandbox != NULL) {
-		if ((rc = sandbox_exists(st, sandbox, err, errlen)) != 1) {
-			tx_rollback(st);
-			if (rc == 0) {
-				seterr(err, errlen, "no sandbox '%s'", sandbox);
-				return PX_STORE_NOTFOUND;
-			}
-			return PX_STORE_ERR;
-		}
-		stmt = prepare(st, "SELECT " PORT_COLS " FROM ports p WHERE "
-		    "p.sandbox = ? ORDER BY p.port", err, errlen);
-	} else
-		stmt = prepare(st, "SELECT " PORT_COLS " FROM ports p "
-		    "ORDER BY p.sandbox, p.port", err, errlen);
-	if (stmt == NULL) {
-		tx_rollback(st);
-		return PX_STORE_ERR;
-	}
-	if (sandbox != NULL)
-		sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		row_port(stmt, 0, &p);
-		if ((ret = cb(&p, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "listing ports");
-	sqlite3_finalize(stmt);
-	tx_rollback(st);	/* read only: ending it either way is the same */
-	return ret;
+	return sandbox_rows(st, sandbox, visit_port, &v, "listing ports", err,
+	    errlen, sandbox != NULL ? "SELECT " PORT_COLS " FROM ports p WHERE "
+	    "p.sandbox = ? ORDER BY p.port" : "SELECT " PORT_COLS " FROM ports "
+	    "p ORDER BY p.sandbox, p.port", sandbox != NULL ? "t" : "", sandbox);
+}
+
+static int
+visit_route(sqlite3_stmt *stmt, void *arg)
+{
+	const struct visit *v = arg;
+	struct px_sandbox sb;
+	struct px_port p;
+	struct px_route_row row = { &sb, &p };
+
+	row_sandbox(stmt, 0, &sb);
+	row_port(stmt, SANDBOX_NCOLS, &p);
+	return v->cb.route(&row, v->arg);
 }
 
 int
@@ -1273,29 +1362,14 @@ px_store_routes(struct px_store *st,
     int (*cb)(const struct px_route_row *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_sandbox sb;
-	struct px_port p;
-	struct px_route_row row = { &sb, &p };
+	struct visit v = { .cb.route = cb, .arg = arg };
 	char sql[1536];
-	int rc, ret = PX_STORE_OK;
 
 	snprintf(sql, sizeof(sql), "SELECT %s, " PORT_COLS " FROM ports p "
 	    "JOIN sandboxes s ON s.id = p.sandbox ORDER BY p.sandbox, p.port",
 	    sandbox_cols(1));
-	stmt = prepare(st, sql, err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		row_sandbox(stmt, 0, &sb);
-		row_port(stmt, SANDBOX_NCOLS, &p);
-		if ((ret = cb(&row, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "reading routes");
-	sqlite3_finalize(stmt);
-	return ret;
+	return each_row(st, visit_route, &v, "reading routes", err, errlen, sql,
+	    "");
 }
 
 /* ---- tokens ---- */
@@ -1338,31 +1412,14 @@ token_insert(struct px_store *st, const struct px_token *t, char *err,
 		seterr(err, errlen, "invalid token record");
 		return PX_STORE_ERR;
 	}
-	if (t->sandbox[0] != '\0') {
-		if (check_id(t->sandbox, err, errlen))
-			return PX_STORE_ERR;
-		if ((rc = sandbox_exists(st, t->sandbox, err, errlen)) != 1) {
-			if (rc == 0) {
-				seterr(err, errlen, "no sandbox '%s'",
-				    t->sandbox);
-				return PX_STORE_NOTFOUND;
-			}
-			return PX_STORE_ERR;
-		}
-	}
-	rc = run(st, err, errlen, "INSERT INTO tokens (id, sha256, sandbox, "
-	    "name, created) VALUES (?, ?, ?, ?, ?)", "ttttI", t->id, t->sha256,
-	    t->sandbox[0] ? t->sandbox : NULL, t->name, t->created ?
-	    t->created : (int64_t)time(NULL));
-	if (rc == -1)
-		return PX_STORE_ERR;
-	if (rc == SQLITE_DONE)
-		return PX_STORE_OK;
-	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) {
-		seterr(err, errlen, "token '%s' already exists", t->id);
-		return PX_STORE_EXISTS;
-	}
-	return dberr(st, err, errlen, "adding token");
+	if (t->sandbox[0] != '\0' &&
+	    (rc = need_sandbox(st, t->sandbox, err, errlen)) != PX_STORE_OK)
+		return rc;
+	return inserted(st, run(st, err, errlen, "INSERT INTO tokens (id, "
+	    "sha256, sandbox, name, created) VALUES (?, ?, ?, ?, ?)", "ttttI",
+	    t->id, t->sha256, t->sandbox[0] ? t->sandbox : NULL, t->name,
+	    t->created ? t->created : (int64_t)time(NULL)), "adding token",
+	    err, errlen, "token '%s' already exists", t->id);
 }
 
 int
@@ -1373,11 +1430,7 @@ px_store_token_add(struct px_store *st, const struct px_token *t,
 
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	if ((rc = token_insert(st, t, err, errlen)) != PX_STORE_OK) {
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st, err, errlen);
+	return tx_end(st, token_insert(st, t, err, errlen), err, errlen);
 }
 
 #define TOKEN_COLS "id, sha256, sandbox, name, created"
@@ -1386,7 +1439,6 @@ static void
 row_token(sqlite3_stmt *stmt, void *arg)
 {
 	struct px_token *t = arg;
-
 
 	memset(t, 0, sizeof(*t));
 	col_text(stmt, 0, t->id, sizeof(t->id));
@@ -1425,13 +1477,8 @@ token_change(struct px_store *st, const char *sql, const char *id,
 		seterr(err, errlen, "token hash already in use");
 		return PX_STORE_EXISTS;
 	}
-	if ((rc = written(st, rc, "changing token", err, errlen)) < 0)
-		return rc;
-	if (rc == 0) {
-		seterr(err, errlen, "no token '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_OK;
+	return need_row(written(st, rc, "changing token", err, errlen), err,
+	    errlen, "no token '%s'", id);
 }
 
 int
@@ -1455,37 +1502,26 @@ px_store_token_rm(struct px_store *st, const char *id, char *err,
 	    err, errlen);
 }
 
+VISIT(token, px_token, row_token)
+
 int
 px_store_token_list(struct px_store *st, const char *sandbox,
     int (*cb)(const struct px_token *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_token t;
-	int rc, ret = PX_STORE_OK;
+	struct visit v = { .cb.token = cb, .arg = arg };
+	const char *sql;
 
 	if (sandbox == NULL)
-		stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens "
-		    "ORDER BY id", err, errlen);
+		sql = "SELECT " TOKEN_COLS " FROM tokens ORDER BY id";
 	else if (sandbox[0] == '\0')
-		stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens "
-		    "WHERE sandbox IS NULL ORDER BY id", err, errlen);
+		sql = "SELECT " TOKEN_COLS " FROM tokens WHERE sandbox IS NULL "
+		    "ORDER BY id";
 	else
-		stmt = prepare(st, "SELECT " TOKEN_COLS " FROM tokens "
-		    "WHERE sandbox = ? ORDER BY id", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	if (sandbox != NULL && sandbox[0] != '\0')
-		sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		row_token(stmt, &t);
-		if ((ret = cb(&t, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "listing tokens");
-	sqlite3_finalize(stmt);
-	return ret;
+		sql = "SELECT " TOKEN_COLS " FROM tokens WHERE sandbox = ? "
+		    "ORDER BY id";
+	return each_row(st, visit_token, &v, "listing tokens", err, errlen, sql,
+	    sandbox != NULL && sandbox[0] != '\0' ? "t" : "", sandbox);
 }
 
 /* ---- events ---- */
@@ -1515,13 +1551,8 @@ event_insert(struct px_store *st, const struct px_event *ev, int64_t *seq,
 		seterr(err, errlen, "invalid event");
 		return PX_STORE_ERR;
 	}
-	if ((rc = sandbox_exists(st, ev->sandbox, err, errlen)) != 1) {
-		if (rc == 0) {
-			seterr(err, errlen, "no sandbox '%s'", ev->sandbox);
-			return PX_STORE_NOTFOUND;
-		}
-		return PX_STORE_ERR;
-	}
+	if ((rc = need_sandbox(st, ev->sandbox, err, errlen)) != PX_STORE_OK)
+		return rc;
 	if ((rc = written(st, run(st, err, errlen, "INSERT INTO events "
 	    "(sandbox, time_ms, operation, result, reason, duration_ms) VALUES "
 	    "(?, ?, ?, ?, ?, ?)", "tItttI", ev->sandbox, ev->time_ms ?
@@ -1541,61 +1572,37 @@ px_store_event_add(struct px_store *st, const struct px_event *ev,
 
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	if ((rc = event_insert(st, ev, seq, err, errlen)) != PX_STORE_OK) {
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st, err, errlen);
+	return tx_end(st, event_insert(st, ev, seq, err, errlen), err, errlen);
 }
+
+static void
+row_event(sqlite3_stmt *stmt, struct px_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->seq = sqlite3_column_int64(stmt, 0);
+	col_text(stmt, 1, ev->sandbox, sizeof(ev->sandbox));
+	ev->time_ms = sqlite3_column_int64(stmt, 2);
+	col_text(stmt, 3, ev->operation, sizeof(ev->operation));
+	col_text(stmt, 4, ev->result, sizeof(ev->result));
+	col_text(stmt, 5, ev->reason, sizeof(ev->reason));
+	ev->duration_ms = sqlite3_column_int64(stmt, 6);
+}
+
+VISIT(event, px_event, row_event)
 
 int
 px_store_event_list(struct px_store *st, const char *sandbox, int64_t after,
     int limit, int (*cb)(const struct px_event *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_event ev;
-	int rc, ret = PX_STORE_OK;
+	struct visit v = { .cb.event = cb, .arg = arg };
 
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
-		return rc;
-	if ((rc = sandbox_exists(st, sandbox, err, errlen)) != 1) {
-		tx_rollback(st);
-		if (rc == 0) {
-			seterr(err, errlen, "no sandbox '%s'", sandbox);
-			return PX_STORE_NOTFOUND;
-		}
-		return PX_STORE_ERR;
-	}
-	stmt = prepare(st, "SELECT seq, sandbox, time_ms, operation, result, "
-	    "reason, duration_ms FROM events WHERE sandbox = ? AND seq > ? "
-	    "ORDER BY seq LIMIT ?", err, errlen);
-	if (stmt == NULL) {
-		tx_rollback(st);
-		return PX_STORE_ERR;
-	}
-	sqlite3_bind_text(stmt, 1, sandbox, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 2, after);
-	sqlite3_bind_int(stmt, 3, limit > 0 ? limit : -1);
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		memset(&ev, 0, sizeof(ev));
-		ev.seq = sqlite3_column_int64(stmt, 0);
-		col_text(stmt, 1, ev.sandbox, sizeof(ev.sandbox));
-		ev.time_ms = sqlite3_column_int64(stmt, 2);
-		col_text(stmt, 3, ev.operation, sizeof(ev.operation));
-		col_text(stmt, 4, ev.result, sizeof(ev.result));
-		col_text(stmt, 5, ev.reason, sizeof(ev.reason));
-		ev.duration_ms = sqlite3_column_int64(stmt, 6);
-		if ((ret = cb(&ev, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "listing events");
-	sqlite3_finalize(stmt);
-	tx_rollback(st);
-	return ret;
+	return sandbox_rows(st, sandbox, visit_event, &v, "listing events", err,
+	    errlen, "SELECT seq, sandbox, time_ms, operation, result, reason, "
+	    "duration_ms FROM events WHERE sandbox = ? AND seq > ? ORDER BY seq "
+	    "LIMIT ?", "tIi", sandbox, after, limit > 0 ? limit : -1);
 }
 
 /* ---- egress rules ---- */
@@ -1620,8 +1627,7 @@ egress_insert(struct px_store *st, const struct px_egress_rule *e,
 	int rc, existed;
 
 	if (!rule_text_ok(e->rule, sizeof(e->rule)) ||
-	    (e->action != PX_EGRESS_ALLOW && e->action != PX_EGRESS_DENY) ||
-	    e->expires < 0) {
+	    !WORD_OK(egress_actions, e->action) || e->expires < 0) {
 		seterr(err, errlen, "invalid egress rule");
 		return PX_STORE_ERR;
 	}
@@ -1646,23 +1652,6 @@ egress_insert(struct px_store *st, const struct px_egress_rule *e,
 	return PX_STORE_OK;
 }
 
-/* In a transaction: NOTFOUND unless the sandbox exists. */
-static int
-need_sandbox(struct px_store *st, const char *id, char *err, size_t errlen)
-{
-	int rc;
-
-	if (check_id(id, err, errlen))
-		return PX_STORE_ERR;
-	if ((rc = sandbox_exists(st, id, err, errlen)) == 1)
-		return PX_STORE_OK;
-	if (rc == 0) {
-		seterr(err, errlen, "no sandbox '%s'", id);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_ERR;
-}
-
 int
 px_store_egress_add(struct px_store *st, const struct px_egress_rule *e,
     int *created, char *err, size_t errlen)
@@ -1673,34 +1662,23 @@ px_store_egress_add(struct px_store *st, const struct px_egress_rule *e,
 		return PX_STORE_ERR;
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
-	if ((rc = need_sandbox(st, e->sandbox, err, errlen)) != PX_STORE_OK ||
-	    (rc = egress_insert(st, e, created, err, errlen)) != PX_STORE_OK) {
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st, err, errlen);
+	if ((rc = need_sandbox(st, e->sandbox, err, errlen)) == PX_STORE_OK)
+		rc = egress_insert(st, e, created, err, errlen);
+	return tx_end(st, rc, err, errlen);
 }
 
 int
 px_store_egress_rm(struct px_store *st, const char *sandbox,
     enum px_egress_action action, const char *rule, char *err, size_t errlen)
 {
-	int rc;
-
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
-	rc = written(st, run(st, err, errlen, "DELETE FROM egress_rules WHERE "
-	    "sandbox = ? AND action = ? AND rule = ?", "ttt", sandbox,
-	    px_egress_action_name(action), rule), "removing egress rule", err,
-	    errlen);
-	if (rc < 0)
-		return rc;
-	if (rc == 0) {
-		seterr(err, errlen, "sandbox '%s' has no %s rule '%s'", sandbox,
-		    px_egress_action_name(action), rule);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_OK;
+	return need_row(written(st, run(st, err, errlen, "DELETE FROM "
+	    "egress_rules WHERE sandbox = ? AND action = ? AND rule = ?", "ttt",
+	    sandbox, px_egress_action_name(action), rule),
+	    "removing egress rule", err, errlen), err, errlen,
+	    "sandbox '%s' has no %s rule '%s'", sandbox,
+	    px_egress_action_name(action), rule);
 }
 
 int
@@ -1719,101 +1697,75 @@ px_store_egress_replace(struct px_store *st, const char *sandbox,
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
 	if ((rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK)
-		goto fail;
+		goto end;
 	if ((rc = written(st, run(st, err, errlen, "DELETE FROM egress_rules "
 	    "WHERE sandbox = ?", "t", sandbox), "replacing egress rules", err,
 	    errlen)) < 0)
-		goto fail;
+		goto end;
 	for (i = 0; i < n; i++) {
 		e = rules[i];
 		snprintf(e.sandbox, sizeof(e.sandbox), "%s", sandbox);
 		if ((rc = egress_insert(st, &e, NULL, err, errlen)) !=
 		    PX_STORE_OK)
-			goto fail;
+			goto end;
 	}
 	if (mode != NULL && (rc = written(st, run(st, err, errlen, "UPDATE "
 	    "sandboxes SET egress_mode = ? WHERE id = ?", "tt", mode[0] ? mode :
 	    NULL, sandbox), "setting egress mode", err, errlen)) < 0)
-		goto fail;
-	if ((rc = tx_commit(st, err, errlen)) != 0)
-		return rc;
-	return PX_STORE_OK;
-fail:
-	tx_rollback(st);
-	return rc;
+		goto end;
+	rc = PX_STORE_OK;
+end:
+	return tx_end(st, rc, err, errlen);
 }
 
 int
 px_store_egress_mode_set(struct px_store *st, const char *sandbox,
     const char *mode, char *err, size_t errlen)
 {
-	int rc;
-
 	if (check_id(sandbox, err, errlen))
 		return PX_STORE_ERR;
 	if (mode == NULL || (mode[0] != '\0' && !mode_valid(mode))) {
 		seterr(err, errlen, "invalid egress mode");
 		return PX_STORE_ERR;
 	}
-	if ((rc = written(st, run(st, err, errlen, "UPDATE sandboxes SET "
+	return need_row(written(st, run(st, err, errlen, "UPDATE sandboxes SET "
 	    "egress_mode = ? WHERE id = ?", "tt", mode[0] ? mode : NULL,
-	    sandbox), "setting egress mode", err, errlen)) < 0)
-		return rc;
-	if (rc == 0) {
-		seterr(err, errlen, "no sandbox '%s'", sandbox);
-		return PX_STORE_NOTFOUND;
-	}
-	return PX_STORE_OK;
+	    sandbox), "setting egress mode", err, errlen), err, errlen,
+	    "no sandbox '%s'", sandbox);
 }
+
+static void
+row_egress(sqlite3_stmt *stmt, struct px_egress_rule *e)
+{
+	const unsigned char *x;
+
+	memset(e, 0, sizeof(*e));
+	col_text(stmt, 0, e->sandbox, sizeof(e->sandbox));
+	if ((x = sqlite3_column_text(stmt, 1)) != NULL)
+		(void)px_egress_action_parse((const char *)x, &e->action);
+	col_text(stmt, 2, e->rule, sizeof(e->rule));
+	e->expires = sqlite3_column_int64(stmt, 3);
+	e->created = sqlite3_column_int64(stmt, 4);
+}
+
+VISIT(egress, px_egress_rule, row_egress)
 
 int
 px_store_egress_list(struct px_store *st, const char *sandbox,
     int (*cb)(const struct px_egress_rule *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_egress_rule e;
-	const unsigned char *x;
-	int rc, ret = PX_STORE_OK;
+	struct visit v = { .cb.egress = cb, .arg = arg };
 
-	if ((rc = exec_sql(st, "BEGIN", err, errlen)) != 0)
-		return rc;
-	if (sandbox != NULL &&
-	    (rc = need_sandbox(st, sandbox, err, errlen)) != PX_STORE_OK) {
-		tx_rollback(st);
-		return rc;
-	}
 	/* 'allow' < 'deny': allow rules first. */
-	stmt = prepare(st, sandbox != NULL ?
+	return sandbox_rows(st, sandbox, visit_egress, &v,
+	    "listing egress rules", err, errlen, sandbox != NULL ?
 	    "SELECT sandbox, action, rule, expires, created FROM egress_rules "
 	    "WHERE (expires = 0 OR expires > ?) AND sandbox = ? "
 	    "ORDER BY sandbox, action, rule" :
 	    "SELECT sandbox, action, rule, expires, created FROM egress_rules "
 	    "WHERE (expires = 0 OR expires > ?) ORDER BY sandbox, action, rule",
-	    err, errlen);
-	if (stmt == NULL) {
-		tx_rollback(st);
-		return PX_STORE_ERR;
-	}
-	sqlite3_bind_int64(stmt, 1, (int64_t)time(NULL));
-	if (sandbox != NULL)
-		sqlite3_bind_text(stmt, 2, sandbox, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		memset(&e, 0, sizeof(e));
-		col_text(stmt, 0, e.sandbox, sizeof(e.sandbox));
-		if ((x = sqlite3_column_text(stmt, 1)) != NULL)
-			(void)px_egress_action_parse((const char *)x, &e.action);
-		col_text(stmt, 2, e.rule, sizeof(e.rule));
-		e.expires = sqlite3_column_int64(stmt, 3);
-		e.created = sqlite3_column_int64(stmt, 4);
-		if ((ret = cb(&e, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "listing egress rules");
-	sqlite3_finalize(stmt);
-	tx_rollback(st);
-	return ret;
+	    sandbox != NULL ? "It" : "I", (int64_t)time(NULL), sandbox);
 }
 
 /* ---- templates ---- */
@@ -1837,33 +1789,23 @@ int
 px_store_template_add(struct px_store *st, const struct px_template *t,
     char *err, size_t errlen)
 {
-	int rc;
-
 	if (template_check(t, err, errlen) != 0)
 		return PX_STORE_ERR;
 	if (strcmp(t->name, PX_TEMPLATE_DEFAULT) == 0) {
 		seterr(err, errlen, "template '%s' is built in", t->name);
 		return PX_STORE_EXISTS;
 	}
-	rc = run(st, err, errlen, "INSERT INTO templates (name, dir, created) "
-	    "VALUES (?, ?, ?)", "ttI", t->name, t->dir, t->created ?
-	    (int64_t)t->created : (int64_t)time(NULL));
-	if (rc == -1)
-		return PX_STORE_ERR;
-	if (rc == SQLITE_DONE)
-		return PX_STORE_OK;
-	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
-		seterr(err, errlen, "template '%s' already exists", t->name);
-		return PX_STORE_EXISTS;
-	}
-	return dberr(st, err, errlen, "adding template");
+	return inserted(st, run(st, err, errlen, "INSERT INTO templates (name, "
+	    "dir, created) VALUES (?, ?, ?)", "ttI", t->name, t->dir,
+	    t->created ? (int64_t)t->created : (int64_t)time(NULL)),
+	    "adding template", err, errlen, "template '%s' already exists",
+	    t->name);
 }
 
 static void
 row_template(sqlite3_stmt *stmt, void *arg)
 {
 	struct px_template *t = arg;
-
 
 	memset(t, 0, sizeof(*t));
 	col_text(stmt, 0, t->name, sizeof(t->name));
@@ -1883,11 +1825,26 @@ px_store_template_get(struct px_store *st, const char *name,
 	    "name = ?", name, row_template, out, "template", err, errlen);
 }
 
+/* The first sandbox (by id) that uses a template, and how many do. */
+struct tpl_users {
+	char id[41];
+	int n;
+};
+
+static void
+row_tpl_users(sqlite3_stmt *stmt, void *arg)
+{
+	struct tpl_users *u = arg;
+
+	col_text(stmt, 0, u->id, sizeof(u->id));
+	u->n = sqlite3_column_int(stmt, 1);
+}
+
 int
 px_store_template_rm(struct px_store *st, const char *name, char *err,
     size_t errlen)
 {
-	sqlite3_stmt *stmt;
+	struct tpl_users u;
 	int rc;
 
 	if (!px_template_name_valid(name)) {
@@ -1897,118 +1854,79 @@ px_store_template_rm(struct px_store *st, const char *name, char *err,
 	if ((rc = tx_begin(st, err, errlen)) != 0)
 		return rc;
 	/* In the transaction: no sandbox can start using it meanwhile. */
-	stmt = prepare(st, "SELECT id, (SELECT count(*) FROM sandboxes WHERE "
+	rc = get_row(st, row_tpl_users, &u, "checking template users", err,
+	    errlen, "SELECT id, (SELECT count(*) FROM sandboxes WHERE "
 	    "template = ?1) FROM sandboxes WHERE template = ?1 ORDER BY id "
-	    "LIMIT 1", err, errlen);
-	if (stmt == NULL) {
-		tx_rollback(st);
-		return PX_STORE_ERR;
-	}
-	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW) {
-		int n = sqlite3_column_int(stmt, 1);
-
+	    "LIMIT 1", "t", name);
+	if (rc == 1) {
 		seterr(err, errlen, "template '%s' is used by sandbox '%s'%s: "
-		    "remove %s first", name, (const char *)
-		    sqlite3_column_text(stmt, 0), n > 1 ? " and others" : "",
-		    n > 1 ? "them" : "it");
-		sqlite3_finalize(stmt);
-		tx_rollback(st);
-		return PX_STORE_CONFLICT;
+		    "remove %s first", name, u.id, u.n > 1 ? " and others" : "",
+		    u.n > 1 ? "them" : "it");
+		rc = PX_STORE_CONFLICT;
 	}
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE) {
-		rc = dberr(st, err, errlen, "checking template users");
-		tx_rollback(st);
-		return rc;
-	}
-	if ((rc = written(st, run(st, err, errlen, "DELETE FROM templates "
-	    "WHERE name = ?", "t", name), "removing template", err,
-	    errlen)) < 0) {
-		tx_rollback(st);
-		return rc;
-	}
-	if (rc == 0) {
-		tx_rollback(st);
-		seterr(err, errlen, "no template '%s'", name);
-		return PX_STORE_NOTFOUND;
-	}
-	return tx_commit(st, err, errlen);
+	if (rc == 0)
+		rc = need_row(written(st, run(st, err, errlen, "DELETE FROM "
+		    "templates WHERE name = ?", "t", name), "removing template",
+		    err, errlen), err, errlen, "no template '%s'", name);
+	return tx_end(st, rc, err, errlen);
 }
+
+VISIT(tpl, px_template, row_template)
 
 int
 px_store_template_list(struct px_store *st,
     int (*cb)(const struct px_template *, void *), void *arg,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	struct px_template t;
-	int rc, ret = PX_STORE_OK;
+	struct visit v = { .cb.tpl = cb, .arg = arg };
 
-	stmt = prepare(st, "SELECT name, dir, created FROM templates ORDER BY "
-	    "name", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		row_template(stmt, &t);
-		if ((ret = cb(&t, arg)) != 0)
-			break;
-	}
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = dberr(st, err, errlen, "listing templates");
-	sqlite3_finalize(stmt);
-	return ret;
+	return each_row(st, visit_tpl, &v, "listing templates", err, errlen,
+	    "SELECT name, dir, created FROM templates ORDER BY name", "");
 }
 
 int
 px_store_template_users(struct px_store *st, const char *name, int *n,
     char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
 	int rc, dflt = strcmp(name, PX_TEMPLATE_DEFAULT) == 0;
 
 	*n = 0;
-	stmt = prepare(st, dflt ? "SELECT count(*) FROM sandboxes WHERE "
-	    "external = 0 AND template IS NULL" : "SELECT count(*) FROM "
-	    "sandboxes WHERE template = ?", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	if (!dflt)
-		sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW)
-		*n = sqlite3_column_int(stmt, 0);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_ROW)
-		return dberr(st, err, errlen, "counting template users");
-	return PX_STORE_OK;
+	rc = get_row(st, row_int, n, "counting template users", err, errlen,
+	    dflt ? "SELECT count(*) FROM sandboxes WHERE external = 0 AND "
+	    "template IS NULL" : "SELECT count(*) FROM sandboxes WHERE "
+	    "template = ?", dflt ? "" : "t", name);
+	return rc == 1 ? PX_STORE_OK : rc == 0 ? dberr(st, err, errlen,
+	    "counting template users") : rc;
 }
 
 /* ---- global policy ---- */
 
+/* each_row()'s row for the policy: a copy of its text into *(char **)arg;
+ * 1, or 2 when out of memory. */
+static int
+row_policy(sqlite3_stmt *stmt, void *arg)
+{
+	const unsigned char *x = sqlite3_column_text(stmt, 0);
+	char **out = arg;
+
+	if (x != NULL && (*out = strdup((const char *)x)) == NULL)
+		return 2;
+	return 1;
+}
+
 int
 px_store_policy_get(struct px_store *st, char **out, char *err, size_t errlen)
 {
-	sqlite3_stmt *stmt;
-	const unsigned char *x;
 	int rc;
 
 	*out = NULL;
-	stmt = prepare(st, "SELECT doc FROM policy WHERE id = 1", err, errlen);
-	if (stmt == NULL)
-		return PX_STORE_ERR;
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW && (x = sqlite3_column_text(stmt, 0)) != NULL &&
-	    (*out = strdup((const char *)x)) == NULL) {
-		sqlite3_finalize(stmt);
+	rc = each_row(st, row_policy, out, "reading policy", err, errlen,
+	    "SELECT doc FROM policy WHERE id = 1", "");
+	if (rc == 2) {
 		seterr(err, errlen, "out of memory");
 		return PX_STORE_ERR;
 	}
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return dberr(st, err, errlen, "reading policy");
-	return PX_STORE_OK;
+	return rc < 0 ? rc : PX_STORE_OK;
 }
 
 int
