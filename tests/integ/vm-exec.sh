@@ -847,6 +847,46 @@ out=$(tx "$tok" ex -- echo next 2>&1)
 is "... the next exec over TLS works" "$?:$out" "0:next"
 check "the control helper is the same process still" test "$(berthd_helper control)" = "$hpid"
 
+# a sandbox token's budget of streamed requests over TCP: 32 held
+# streamed execs from 3 addresses, the 33rd is 429 with Retry-After; all
+# closed, their commands end in the guest and the next stream works
+cat >"$T/budget.py" <<'PY'
+import json, re, socket, ssl, struct, sys, time
+port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context(cafile=ca)
+def frame(kind, payload):
+    f = struct.pack(">I", len(payload)) + kind + payload
+    return b"%x\r\n" % len(f) + f + b"\r\n"
+held, codes, retry = [], [], ""
+for i in range(33):
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=60,
+                        source_address=("127.0.0.%d" % (61 + i % 3), 0)), server_hostname=host)
+    s.sendall(("POST /v1/sandboxes/ex/exec?stream=1 HTTP/1.1\r\nHost: api\r\n"
+               "Authorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n" % tok).encode() +
+              frame(b"J", json.dumps({"argv": ["sleep", "986"]}).encode()))
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        b = s.recv(65536)
+        if not b:
+            break
+        raw += b
+    m = re.match(rb"HTTP/1\.1 (\d{3})", raw)
+    codes.append(m.group(1).decode() if m else "none")
+    if b"Retry-After:" in raw:
+        retry = "retry-after"
+    held.append(s)
+print("200x%d" % codes[:32].count("200"), codes[32], retry)
+for s in held:
+    s.close()
+PY
+out=$(timeout 300 python3 "$T/budget.py" "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" 2>&1)
+is "over TLS: a sandbox token holds 32 streams, the 33rd is 429 with Retry-After" \
+	"$out" "200x32 429 retry-after"
+gone986() { [ "$(x -- sh -c "pgrep -f '^sleep 986' >/dev/null && echo alive || echo gone")" = gone ]; }
+check "... closed, their commands end in the guest" wait_for 60 gone986
+out=$(tx "$tok" ex -- echo after 2>&1)
+is "... and the next exec over TLS works" "$?:$out" "0:after"
+
 out=$(netctl sandbox exec other -- true </dev/null 2>&1)
 is "an external sandbox: exit 1" "$?" 1
 like "... it has no guest" "$out" 'not a VM-backed sandbox'
