@@ -117,6 +117,7 @@ struct px_config {
 	unsigned	 vm_mem_overhead;	/* MiB over guest RAM */
 	unsigned	 vm_pids_max;
 	unsigned	 vm_console_max;	/* bytes of console kept */
+	unsigned	 vm_console_rate;	/* bytes of console copied a second */
 	uint64_t	 idle_pause, idle_suspend;	/* ms; 0 default, UINT64_MAX never */
 	/* fleet mode: on when fleet_etcd is set (then host, listen, ca and
 	 * cert are required); off, nothing below is used */

@@ -99,6 +99,8 @@ struct vmm_sandbox {
 	char jdir[PATH_MAX];		/* jailed: <dir>/jail, else dir */
 	char disk[PATH_MAX];
 	int jailed;			/* its VMM runs in the jail (jail.c) */
+	uint64_t console_paused;	/* its console copier's rate limit
+					 * paused it (console.c) */
 	int pool_idx;			/* its /30 block: tap name, uid */
 	uid_t uid;			/* its VMM's user and group */
 	gid_t gid;

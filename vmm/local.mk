@@ -4,7 +4,7 @@
 # libvmm: the sandbox manager, its backends and the KVM probe.
 noinst_LIBRARIES += vmm/libvmm.a
 vmm_libvmm_a_SOURCES = vmm/vmm.h vmm/backend.h vmm/vmm.c vmm/util.c \
-	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/firecracker.c vmm/kvm_probe.c \
+	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/console.c vmm/console.h vmm/firecracker.c vmm/kvm_probe.c \
 	vmm/accel.c vmm/jail.c vmm/cgroup.c vmm/agent.c vmm/ident.c vmm/ready.c \
 	vmm/layers.c vmm/fork.c vmm/image.c vmm/kv.c
 vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)

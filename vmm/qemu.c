@@ -38,6 +38,7 @@
 #include <jansson.h>
 
 #include "backend.h"
+#include "console.h"
 #include "nc_link.h"
 #include "qmp.h"
 
@@ -152,10 +153,8 @@ struct qm {
 
 	/* the standby qemu (sb->standby_pid) while the sandbox sleeps */
 	struct vmm_child *sync_watch;	/* suspend: flushing the RAM file */
-	struct event *con_ev;		/* jailed: the console socket, read */
-	int con_fd;			/* ... -1 when not connected */
-	int con_out;			/* <dir>/console.log, appended */
-	off_t con_size;			/* its size (rotation) */
+	struct vmm_console con;		/* jailed: the console's copier */
+	unsigned con_rot;		/* its rotations con_off knows of */
 	struct vmm_child *sb_watch;
 	struct vmm_qmp *sb_qmp;
 	struct event *sb_connect_ev;	/* connect retries, status polls */
@@ -202,8 +201,6 @@ static void qm_sb_split_end(struct qm *q);
 static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
     void *arg);
 static void qm_trial_failed(struct qm *q, const char *why);
-static void qm_con_close(struct qm *q);
-static int qm_con_connect(struct qm *q);
 static int qm_snap_uri(struct qm *q, struct vmm_qmp *c, const char *name,
     int out, char *uri, size_t urilen, char *err, size_t errlen);
 
@@ -312,7 +309,7 @@ qm_exited(pid_t pid, int status, void *arg)
 	sb->pid = 0;
 	vmm_qmp_free(q->qmp);
 	q->qmp = NULL;
-	qm_con_close(q);
+	vmm_console_close(&q->con);
 	event_del(q->lost_ev);
 	(void)unlink(q->qmp_path);
 	if (q->expect_exit) {
@@ -560,107 +557,6 @@ qm_qmp_open(struct qm *q, struct event *retry, struct vmm_qmp **out,
 	return 0;
 }
 
-/*
- * The console of a jailed VMM: its serial port is a socket in run/, and
- * what the guest prints is copied here into <dir>/console.log, outside
- * the jail, which is bounded: at half of cfg.console_max it becomes
- * console.log.1 (the one before goes) and a new file starts. A guest
- * printing in a loop costs at most console_max of disk. While nobody
- * reads (berthd restarting) qemu drops the output.
- */
-static void
-qm_con_close(struct qm *q)
-{
-	if (q->con_ev != NULL) {
-		event_free(q->con_ev);
-		q->con_ev = NULL;
-	}
-	if (q->con_fd >= 0)
-		close(q->con_fd);
-	if (q->con_out >= 0)
-		close(q->con_out);
-	q->con_fd = q->con_out = -1;
-}
-
-static int
-qm_con_open_out(struct qm *q)
-{
-	char p[PATH_MAX];
-	struct stat st;
-
-	(void)vmm_path(q->sb, "console.log", p, sizeof(p));
-	q->con_out = open(p, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-	    O_CLOEXEC, 0640);
-	if (q->con_out < 0)
-		return -1;
-	q->con_size = fstat(q->con_out, &st) == 0 ? st.st_size : 0;
-	return 0;
-}
-
-static void
-qm_con_read(evutil_socket_t fd, short what, void *arg)
-{
-	struct qm *q = arg;
-	size_t half = q->sb->m->cfg.console_max / 2;
-	char buf[16384], p[PATH_MAX], p1[PATH_MAX];
-	ssize_t n, w;
-
-	(void)what;
-	n = read(fd, buf, sizeof(buf));
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		qm_con_close(q);	/* qemu went away */
-		return;
-	}
-	if (q->con_out < 0 && qm_con_open_out(q) < 0)
-		return;
-	if (q->con_size + n > (off_t)half) {
-		(void)vmm_path(q->sb, "console.log", p, sizeof(p));
-		(void)vmm_path(q->sb, "console.log.1", p1, sizeof(p1));
-		close(q->con_out);
-		q->con_out = -1;
-		(void)rename(p, p1);
-		q->con_off = 0;		/* the boot's ready-line scan */
-		q->carry[0] = '\0';
-		if (qm_con_open_out(q) < 0)
-			return;
-		if ((size_t)n > half)	/* keep the end of a huge read */
-			memmove(buf, buf + n - half, half), n = (ssize_t)half;
-	}
-	if ((w = write(q->con_out, buf, (size_t)n)) > 0)
-		q->con_size += w;
-}
-
-/* Connect to the console socket of the VMM that now runs (0, or -1 when
- * it is not there: the console is then lost, the VM is not). */
-static int
-qm_con_connect(struct qm *q)
-{
-	struct vmm_sandbox *sb = q->sb;
-	char p[PATH_MAX], err[VMM_ERRLEN];
-	int fd;
-
-	if (!sb->jailed || q->con_fd >= 0)
-		return 0;
-	(void)vmm_path(sb, "console.sock", p, sizeof(p));
-	if ((fd = vmm_qmp_connect_unix(p, err, sizeof(err))) < 0)
-		return -1;
-	if (sb->uid != 0 && vmm_qmp_peer_is(fd, sb->uid, err,
-	    sizeof(err)) < 0) {
-		close(fd);
-		return -1;
-	}
-	q->con_fd = fd;
-	q->con_ev = event_new(sb->m->base, fd, EV_READ | EV_PERSIST,
-	    qm_con_read, q);
-	if (q->con_ev == NULL || event_add(q->con_ev, NULL) < 0) {
-		qm_con_close(q);
-		return -1;
-	}
-	return 0;
-}
-
 static void
 qm_connect_try(evutil_socket_t fd0, short what, void *arg)
 {
@@ -673,7 +569,7 @@ qm_connect_try(evutil_socket_t fd0, short what, void *arg)
 	if ((rc = qm_qmp_open(q, q->connect_ev, &q->qmp, err, sizeof(err))) < 0)
 		qm_kill_now(q, err);
 	else if (rc == 0)
-		(void)qm_con_connect(q);	/* qemu made both sockets */
+		(void)vmm_console_connect(&q->con);	/* qemu made both sockets */
 }
 
 /* The same for the standby, which has no operation to fail; then the
@@ -913,6 +809,11 @@ qm_console_poll(evutil_socket_t fd0, short what, void *arg)
 	if (q->op != QM_BOOT || q->ready_seen)
 		return;
 	(void)vmm_path(sb, "console.log", path, sizeof(path));
+	if (q->con.rotations != q->con_rot) {	/* a new console.log */
+		q->con_rot = q->con.rotations;
+		q->con_off = 0;
+		q->carry[0] = '\0';
+	}
 	if (vmm_scan_file(path, &q->con_off, q->carry, sizeof(q->carry),
 	    sb->tpl.ready_line)) {
 		q->ready_seen = 1;
@@ -1416,6 +1317,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 
 		(void)vmm_path(sb, "console.log", conp, sizeof(conp));
 		q->con_off = stat(conp, &st) == 0 ? st.st_size : 0;
+		q->con_rot = q->con.rotations;
 		q->carry[0] = '\0';
 		q->ready_seen = 0;
 	}
@@ -1476,7 +1378,7 @@ qm_main_reap(struct qm *q)
 	sb->pid = 0;
 	vmm_qmp_free(q->qmp);
 	q->qmp = NULL;
-	qm_con_close(q);
+	vmm_console_close(&q->con);
 	q->expect_exit = 0;
 	q->kill_why[0] = '\0';
 	(void)unlink(q->qmp_path);
@@ -1871,7 +1773,7 @@ qm_promote(struct qm *q)
 	q->kill_why[0] = '\0';
 	q->sb_step = QSB_NONE;
 	event_del(q->sb_connect_ev);
-	(void)qm_con_connect(q);
+	(void)vmm_console_connect(&q->con);
 	q->step = QR_CONT;
 	(void)qm_cmd(q, "cont", NULL);
 }
@@ -2849,7 +2751,7 @@ qm_get(struct vmm_sandbox *sb)
 	if ((q = calloc(1, sizeof(*q))) == NULL)
 		return NULL;
 	q->sb = sb;
-	q->con_fd = q->con_out = -1;
+	vmm_console_init(&q->con, sb);
 	q->connect_ev = evtimer_new(base, qm_connect_try, q);
 	q->poll_ev = evtimer_new(base, qm_poll_fire, q);
 	q->deadline_ev = evtimer_new(base, qm_deadline, q);
@@ -2881,7 +2783,7 @@ qm_release(struct vmm_sandbox *sb)
 	qm_standby_reap(q);
 	event_free(q->sb_connect_ev);
 	vmm_child_unwatch(q->sync_watch);
-	qm_con_close(q);
+	vmm_console_close(&q->con);
 	vmm_child_unwatch(q->watch);
 	vmm_qmp_free(q->qmp);
 	event_free(q->connect_ev);

@@ -577,6 +577,8 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 		m->cfg.idle_net_bytes = 64 * 1024;
 	if (m->cfg.console_max == 0)
 		m->cfg.console_max = 4 << 20;
+	if (m->cfg.console_rate == 0)
+		m->cfg.console_rate = 1 << 20;
 	if (m->cfg.cpu_pct == 0)
 		m->cfg.cpu_pct = 100;
 	if (m->cfg.mem_overhead_mib == 0)
@@ -784,6 +786,7 @@ vmm_sandbox_usage(const struct vmm_sandbox *sb, struct vmm_usage *u)
 		return;
 	}
 	vmm_cgroup_usage(sb, u);
+	u->console_paused = sb->console_paused;
 }
 
 const char *

@@ -178,6 +178,8 @@ struct vmm_config {
 	unsigned pids_max;		/* 0: 1024 */
 	size_t console_max;		/* jail: console.log + console.log.1 at
 					 * most this; 0: 4 MiB */
+	size_t console_rate;		/* jail: console bytes copied a second
+					 * at most; 0: 1 MiB */
 	uid_t vmm_uid;			/* 0: the VMM runs as we do; else it
 					 * runs as vmm_uid:vmm_gid, owns its
 					 * sandbox dir and disk, and state_dir
@@ -329,6 +331,8 @@ struct vmm_usage {
 	uint64_t mem_bytes;		/* memory charged now (RAM file pages
 					 * the guest touched, qemu's own) */
 	uint64_t throttled;		/* periods its CPU quota held it back */
+	uint64_t console_paused;	/* times the console's rate limit
+					 * stopped copying it */
 };
 void vmm_sandbox_usage(const struct vmm_sandbox *sb, struct vmm_usage *u);
 const char *vmm_sandbox_id(const struct vmm_sandbox *sb);

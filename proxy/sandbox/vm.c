@@ -972,6 +972,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.mem_overhead_mib = c->vm_mem_overhead;
 	vc.pids_max = c->vm_pids_max;
 	vc.console_max = c->vm_console_max;
+	vc.console_rate = c->vm_console_rate;
 	vc.idle_pause_ms = c->idle_pause;
 	vc.idle_suspend_ms = c->idle_suspend;
 	vc.on_state = on_state;
@@ -1762,7 +1763,7 @@ px_vm_info(const char *id, void *arg)
 	if (vmm_sandbox_disk_usage(sb, &d) < 0)
 		memset(&d, 0, sizeof(d));
 	return json_pack("{s:i, s:s, s:s, s:s, s:b, s:b, s:I, s:s, "
-	    "s:{s:f, s:I, s:I}, s:{s:i, s:I, s:I}}",
+	    "s:{s:f, s:I, s:I, s:I}, s:{s:i, s:I, s:I}}",
 	    "pid", (int)info.pid, "accel", vmm_accel_name(info.accel),
 	    /* "snapshot": restored from a ready snapshot, "boot" */
 	    "created_from", info.from_snapshot ? "snapshot" : "boot",
@@ -1773,6 +1774,7 @@ px_vm_info(const char *id, void *arg)
 	    "usage", "cpu_seconds", (double)u.cpu_usec / 1e6,
 	    "memory_bytes", (json_int_t)u.mem_bytes,
 	    "cpu_throttled_periods", (json_int_t)u.throttled,
+	    "console_paused", (json_int_t)u.console_paused,
 	    /* its disk's qcow2 layers; bytes its own top holds, and the
 	     * frozen layers under it (shared with forks, checkpoints) */
 	    "disk", "layers", (int)d.layers, "owned_bytes",
