@@ -28,6 +28,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -921,28 +922,40 @@ slot_ipc_event(struct bufferevent *bev, short what, void *arg)
 
 /* Every heartbeat interval: a worker that has not answered the last
  * ping (stopped, or its loop wedged) is killed; SIGCHLD restarts it as
- * any worker that died. Not while draining: hard_stop ends those. */
+ * any worker that died. Its messages still unread here (this loop was
+ * late) buy it one more interval. Not while draining: hard_stop ends
+ * those. */
 static void
 worker_beat(evutil_socket_t fd, short what, void *arg)
 {
 	struct slot *s = arg;
 	uint64_t seq;
 	json_t *m;
+	int pending = 0;
 
 	if (s->pid <= 0 || P.stopping)
 		return;
-	if (px_beat_tick(&s->beat, &seq)) {
+	if (s->ipc != NULL) {
+		struct pollfd pfd = { bufferevent_getfd(s->ipc), POLLIN, 0 };
+
+		pending = evbuffer_get_length(bufferevent_get_input(s->ipc)) > 0 ||
+		    (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN));
+	}
+	switch (px_beat_tick(&s->beat, pending, &seq)) {
+	case PX_BEAT_MISSED:
 		log_warnx("worker %d (pid %d) missed its heartbeat (no answer in "
 		    "%u ms): killing it", s->id, (int)s->pid,
 		    px_proc_heartbeat_ms());
 		evtimer_del(s->beat_timer);
 		kill(s->pid, SIGKILL);
-		return;
-	}
-	if (s->ipc != NULL &&
-	    (m = json_pack("{s:s,s:I}", "type", "ping", "seq", (json_int_t)seq)) != NULL) {
-		px_ipc_send(s->ipc, m);
-		json_decref(m);
+		break;
+	case PX_BEAT_PING:
+		if (s->ipc != NULL && (m = json_pack("{s:s,s:I}", "type", "ping",
+		    "seq", (json_int_t)seq)) != NULL) {
+			px_ipc_send(s->ipc, m);
+			json_decref(m);
+		}
+		break;
 	}
 }
 

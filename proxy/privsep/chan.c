@@ -318,6 +318,19 @@ px_chan_ping(struct px_chan *c, uint64_t seq)
 	return px_chan_send(c, PX_CHAN_PING, &seq, sizeof(seq), NULL, 0);
 }
 
+int
+px_chan_pending(struct px_chan *c)
+{
+	struct pollfd pfd;
+
+	if (c == NULL)
+		return 0;
+	pfd.fd = c->fd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN) != 0;
+}
+
 void
 px_chan_flush(struct px_chan *c, int ms)
 {

@@ -215,7 +215,9 @@ proc_pong(struct px_chan *ch, uint64_t seq, void *arg)
 
 /* Every heartbeat interval: the last ping unanswered (the helper is
  * stopped, wedged, or its channel gone while it lives on) kills it; the
- * SIGCHLD that follows restarts it as any helper that died. */
+ * SIGCHLD that follows restarts it as any helper that died. Its
+ * messages still unread here (this loop was late: chan_read takes 64 at
+ * a time) buy it one more interval. */
 static void
 beat_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -224,15 +226,18 @@ beat_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (pr->pid <= 0 || pr->stopped)
 		return;
-	if (px_beat_tick(&pr->beat, &seq)) {
+	switch (px_beat_tick(&pr->beat, px_chan_pending(pr->ch), &seq)) {
+	case PX_BEAT_MISSED:
 		log_warnx("%s helper (pid %d) missed its heartbeat (no answer "
 		    "in %u ms): killing it", pr->d->name, (int)pr->pid, J.beat_ms);
 		evtimer_del(pr->beat_ev);
 		kill(pr->pid, SIGKILL);
-		return;
+		break;
+	case PX_BEAT_PING:
+		if (pr->ch != NULL)
+			(void)px_chan_ping(pr->ch, seq);
+		break;
 	}
-	if (pr->ch != NULL)
-		(void)px_chan_ping(pr->ch, seq);
 }
 
 static void

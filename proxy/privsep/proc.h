@@ -67,30 +67,43 @@ typedef void (*px_chan_pong_cb)(struct px_chan *, uint64_t seq, void *arg);
 void px_chan_on_pong(struct px_chan *, px_chan_pong_cb);
 /* Queues a ping; as px_chan_send. */
 int px_chan_ping(struct px_chan *, uint64_t seq);
+/* 1 when a message from the peer waits unread (0 if c is NULL). */
+int px_chan_pending(struct px_chan *);
 
 /*
  * The heartbeat's bookkeeping, the same for helpers (proc.c) and workers
- * (berthd.c): at each tick, px_beat_tick says whether the last ping went
- * unanswered (missed: the caller kills the process) or else numbers the
- * next ping to send; px_beat_pong takes an answer: 0, or -1 for a number
- * never sent (a peer that lies).
+ * (berthd.c). At each tick, px_beat_tick says: PX_BEAT_PING, send the
+ * ping it numbered *seq; PX_BEAT_MISSED, the last ping went unanswered
+ * (the caller kills the process); or PX_BEAT_WAIT when it went
+ * unanswered but pending says the process's messages wait unread on our
+ * side (this loop was the slow one: the answer may be among them), once
+ * per ping. px_beat_pong takes an answer: 0, or -1 for a number never
+ * sent (a peer that lies).
  */
 struct px_beat {
 	uint64_t	 sent, acked;
+	int		 waited;
 };
+enum { PX_BEAT_PING, PX_BEAT_MISSED, PX_BEAT_WAIT };
 static inline void
 px_beat_reset(struct px_beat *b)
 {
 	b->sent = b->acked = 0;
+	b->waited = 0;
 }
-/* 1: missed; 0: send a ping numbered *seq */
 static inline int
-px_beat_tick(struct px_beat *b, uint64_t *seq)
+px_beat_tick(struct px_beat *b, int pending, uint64_t *seq)
 {
-	if (b->acked != b->sent)
-		return 1;
+	if (b->acked != b->sent) {
+		if (pending && !b->waited) {
+			b->waited = 1;
+			return PX_BEAT_WAIT;
+		}
+		return PX_BEAT_MISSED;
+	}
+	b->waited = 0;
 	*seq = ++b->sent;
-	return 0;
+	return PX_BEAT_PING;
 }
 static inline int
 px_beat_pong(struct px_beat *b, uint64_t seq)

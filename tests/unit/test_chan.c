@@ -188,16 +188,42 @@ main(void)
 		uint64_t seq = 0;
 
 		px_beat_reset(&bt);
-		ok(px_beat_tick(&bt, &seq) == 0 && seq == 1, "first tick: ping 1");
-		ok(px_beat_tick(&bt, &seq) == 1, "unanswered by the next: missed");
+		ok(px_beat_tick(&bt, 0, &seq) == PX_BEAT_PING && seq == 1,
+		    "first tick: ping 1");
+		is_int(px_beat_tick(&bt, 0, &seq), PX_BEAT_MISSED,
+		    "unanswered by the next: missed");
 		px_beat_reset(&bt);
-		ok(px_beat_tick(&bt, &seq) == 0 && seq == 1, "after a restart: ping 1");
+		ok(px_beat_tick(&bt, 0, &seq) == PX_BEAT_PING && seq == 1,
+		    "after a restart: ping 1");
 		is_int(px_beat_pong(&bt, 1), 0, "pong 1");
-		ok(px_beat_tick(&bt, &seq) == 0 && seq == 2, "answered: ping 2");
+		ok(px_beat_tick(&bt, 0, &seq) == PX_BEAT_PING && seq == 2,
+		    "answered: ping 2");
 		is_int(px_beat_pong(&bt, 3), -1, "a pong of a number never sent: a lie");
 		is_int(px_beat_pong(&bt, 0), -1, "so is 0");
 		is_int(px_beat_pong(&bt, 1), 0, "a late pong of 1 is no answer to 2");
-		ok(px_beat_tick(&bt, &seq) == 1, "so 2 is missed");
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_WAIT,
+		    "unanswered, its messages unread here: one more interval");
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_MISSED,
+		    "but only one per ping: missed");
+		px_beat_reset(&bt);
+		(void)px_beat_tick(&bt, 0, &seq);
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_WAIT, "ping 1 waits");
+		is_int(px_beat_pong(&bt, 1), 0, "then is answered");
+		ok(px_beat_tick(&bt, 1, &seq) == PX_BEAT_PING && seq == 2, "ping 2");
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_WAIT,
+		    "which may wait once too");
+	}
+	{
+		/* px_chan_pending: a message unread is seen */
+		ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "a pair");
+		a = px_chan_new(base, sp[0], on_msg, on_close, NULL);
+		b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+		is_int(px_chan_pending(b), 0, "nothing pending");
+		is_int(px_chan_send(a, 7, "x", 1, NULL, 0), 0, "a message");
+		is_int(px_chan_pending(b), 1, "pending before the loop reads it");
+		is_int(px_chan_pending(NULL), 0, "no channel: nothing pending");
+		px_chan_free(b);
+		px_chan_free(a);
 	}
 	event_base_free(base);
 	return done_testing();
