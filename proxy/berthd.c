@@ -28,6 +28,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,6 +61,8 @@ struct slot {
 	unsigned	 restarts;
 	time_t		 started;
 	struct event	*restart_timer;
+	struct event	*beat_timer;	/* pings it (proc.h: heartbeats) */
+	struct px_beat	 beat;
 };
 
 static struct {
@@ -880,6 +883,15 @@ slot_ipc_read(struct bufferevent *bev, void *arg)
 		if (strcmp(type, "wake") == 0 &&
 		    json_is_string(json_object_get(m, "sandbox"))) {
 			handle_wake(json_string_value(json_object_get(m, "sandbox")));
+		} else if (strcmp(type, "pong") == 0 &&
+		    json_is_integer(json_object_get(m, "seq"))) {
+			json_int_t seq = json_integer_value(json_object_get(m, "seq"));
+
+			if (seq <= 0 || px_beat_pong(&s->beat, (uint64_t)seq) != 0) {
+				log_warnx("worker %d answered a ping it was not sent: "
+				    "stopping it", s->id);
+				kill(s->pid, SIGKILL);
+			}
 		} else if (strcmp(type, "ready") == 0) {
 			s->ready = 1;
 			log_debug("worker %d (pid %d) ready", s->id, (int)s->pid);
@@ -908,6 +920,45 @@ slot_ipc_event(struct bufferevent *bev, short what, void *arg)
 	s->ipc = NULL;
 }
 
+/* Every heartbeat interval: a worker that has not answered the last
+ * ping (stopped, or its loop wedged) is killed; SIGCHLD restarts it as
+ * any worker that died. Its messages still unread here (this loop was
+ * late) buy it one more interval. Not while draining: hard_stop ends
+ * those. */
+static void
+worker_beat(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+	uint64_t seq;
+	json_t *m;
+	int pending = 0;
+
+	if (s->pid <= 0 || P.stopping)
+		return;
+	if (s->ipc != NULL) {
+		struct pollfd pfd = { bufferevent_getfd(s->ipc), POLLIN, 0 };
+
+		pending = evbuffer_get_length(bufferevent_get_input(s->ipc)) > 0 ||
+		    (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN));
+	}
+	switch (px_beat_tick(&s->beat, pending, &seq)) {
+	case PX_BEAT_MISSED:
+		log_warnx("worker %d (pid %d) missed its heartbeat (no answer in "
+		    "%u ms): killing it", s->id, (int)s->pid,
+		    px_proc_heartbeat_ms());
+		evtimer_del(s->beat_timer);
+		kill(s->pid, SIGKILL);
+		break;
+	case PX_BEAT_PING:
+		if (s->ipc != NULL && (m = json_pack("{s:s,s:I}", "type", "ping",
+		    "seq", (json_int_t)seq)) != NULL) {
+			px_ipc_send(s->ipc, m);
+			json_decref(m);
+		}
+		break;
+	}
+}
+
 static void
 fork_worker(struct slot *s)
 {
@@ -933,7 +984,7 @@ fork_worker(struct slot *s)
 		if (P.acme_fd >= 0)
 			keep[nkeep++] = P.acme_fd;
 		px_proc_close_fds(keep, nkeep);
-		px_proc_jail("worker");
+		px_proc_jail("worker", PX_UID_WORKER(s->id));
 		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 		prctl(PR_SET_DUMPABLE, 0);	/* no ptrace, no core with keys */
 		_exit(px_worker_main(s->id, sp[1], s->fds, https, P.cfg.nlisten,
@@ -945,6 +996,13 @@ fork_worker(struct slot *s)
 	s->pid = pid;
 	s->ready = 0;
 	s->started = time(NULL);
+	px_beat_reset(&s->beat);
+	if (px_proc_heartbeat_ms() > 0) {
+		unsigned ms = px_proc_heartbeat_ms();
+		struct timeval tv = { ms / 1000, ms % 1000 * 1000 };
+
+		evtimer_add(s->beat_timer, &tv);
+	}
 	s->ipc = bufferevent_socket_new(P.base, sp[0], BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(s->ipc, slot_ipc_read, NULL, slot_ipc_event, s);
 	bufferevent_enable(s->ipc, EV_READ | EV_WRITE);
@@ -1006,6 +1064,7 @@ sigchld_cb(evutil_socket_t sig, short what, void *arg)
 		{
 			s->pid = 0;
 			s->ready = 0;
+			evtimer_del(s->beat_timer);
 			if (s->ipc != NULL) {
 				bufferevent_free(s->ipc);
 				s->ipc = NULL;
@@ -1138,6 +1197,9 @@ reload_warnings(const struct px_config *nc)
 	}								\
 } while (0)
 	CHANGED("user", str_changed(nc->user, oc->user));
+	CHANGED("helper_uid_range", nc->helper_uid_base != oc->helper_uid_base ||
+	    nc->helper_uid_count != oc->helper_uid_count);
+	CHANGED("heartbeat", nc->heartbeat != oc->heartbeat);
 	CHANGED("vmm", nc->vmm != oc->vmm);
 	CHANGED("vmm_backend", str_changed(nc->vmm_backend, oc->vmm_backend));
 	CHANGED("accel", nc->accel != oc->accel);
@@ -1370,13 +1432,24 @@ open_state(void)
 		P.gid = pw->pw_gid;
 		P.drop = 1;
 	}
-	px_proc_setup(P.empty_dir, P.uid, P.gid, P.drop);
 
 	P.nslots = P.cfg.workers > 0 ? P.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (P.nslots < 1)
 		P.nslots = 1;
 	if (P.nslots > MAX_WORKERS)
 		P.nslots = MAX_WORKERS;
+	/* Each helper and each worker a uid of its own, so none can signal
+	 * (stop, kill) another; all in user's group. */
+	if (P.drop && P.cfg.helper_uid_count < PX_UID_WORKER(P.nslots))
+		fatalx("helper_uid_range: %u uids, but the helpers and %d workers "
+		    "need %u", P.cfg.helper_uid_count, P.nslots,
+		    PX_UID_WORKER(P.nslots));
+	if (P.drop && P.uid >= P.cfg.helper_uid_base &&
+	    P.uid - P.cfg.helper_uid_base < P.cfg.helper_uid_count)
+		fatalx("user %s: its uid %u is in helper_uid_range", P.cfg.user,
+		    (unsigned)P.uid);
+	px_proc_setup(P.empty_dir, P.cfg.helper_uid_base,
+	    P.cfg.helper_uid_count, P.gid, P.drop, P.cfg.heartbeat);
 	for (i = 0; i < P.nslots; i++) {
 		P.slots[i].id = i;
 		for (j = 0; j < P.cfg.nlisten; j++)
@@ -1590,6 +1663,8 @@ main(int argc, char **argv)
 
 	for (i = 0; i < P.nslots; i++) {
 		P.slots[i].restart_timer = evtimer_new(P.base, restart_cb, &P.slots[i]);
+		P.slots[i].beat_timer = event_new(P.base, -1, EV_PERSIST,
+		    worker_beat, &P.slots[i]);
 		fork_worker(&P.slots[i]);
 	}
 	log_info("state %s, control %s, CA %s/tls/ca.pem", P.state_dir, path, P.state_dir);

@@ -6,6 +6,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "conf.h"
+#include "proc.h"		/* PX_UID_HELPERS */
 #include "valid.h"
 
 #include <arpa/inet.h>
@@ -757,6 +758,7 @@ p_vm_pool(struct px_conf_ctx *x, const struct px_directive *d, int argc,
 	return 0;
 }
 
+/* FIRST-LAST uids: FIRST into d's field, the count into its second */
 static int
 p_uid_range(struct px_conf_ctx *x, const struct px_directive *d, int argc,
     char **argv)
@@ -765,12 +767,13 @@ p_uid_range(struct px_conf_ctx *x, const struct px_directive *d, int argc,
 	char extra;
 
 	if (sscanf(argv[1], "%lu-%lu%c", &a, &b, &extra) != 2 ||
-	    a < 1000 || b < a || b >= 4294967295UL)
-		return conf_err(x, "vm_uid_range: expected FIRST-LAST uids such "
-		    "as 2100000000-2100065535 (not below 1000), got '%s'",
-		    argv[1]);
-	x->c->vm_uid_base = (unsigned)a;
-	x->c->vm_uid_count = (unsigned)(b - a + 1);
+	    a < 1000 || b < a || b >= 4294967295UL ||
+	    b - a + 1 < (unsigned long)d->min)
+		return conf_err(x, "%s: expected FIRST-LAST uids such as %s (not "
+		    "below 1000, at least %ld), got '%s'", d->name, d->def,
+		    d->min, argv[1]);
+	*(unsigned *)(void *)((char *)x->c + d->off) = (unsigned)a;
+	*(unsigned *)(void *)((char *)x->c + d->off2) = (unsigned)(b - a + 1);
 	return 0;
 }
 
@@ -909,7 +912,14 @@ const struct px_directive px_directives[] = {
 	{ "workers", 1, p_uint, F(workers), .min = 1, .max = 64, .alt = "auto",
 	  .def = "auto", .doc = "proxy worker processes; auto: one per core" },
 	{ "user", 1, p_string, F(user), .def = "nobody",
-	  .doc = "unprivileged user of the workers" },
+	  .doc = "the workers' and helpers' group (its own), unjailed VMMs' user" },
+	{ "helper_uid_range", 1, p_uid_range, F(helper_uid_base),
+	  F2(helper_uid_count), .min = PX_UID_HELPERS + 1,
+	  .def = "2099999872-2099999999",
+	  .doc = "a uid per helper and per worker, FIRST-LAST" },
+	{ "heartbeat", 1, p_duration, F(heartbeat), .min = 100,
+	  .max = 600000, .alt = "off", .def = "10s",
+	  .doc = "the parent pings each helper and worker this often" },
 	{ "certificate", 2, p_certificate, F(certs),
 	  .doc = "a certificate and its key; SNI picks among them" },
 	{ "acme_dir", 1, p_path, F(acme_dir),
@@ -978,8 +988,8 @@ const struct px_directive px_directives[] = {
 	  .doc = "suspended sandboxes with a VMM started, waiting" },
 	{ "vm_jail", 1, p_onoff, F(vm_jail), .def = "on",
 	  .doc = "every VMM runs in a jail of its own" },
-	{ "vm_uid_range", 1, p_uid_range, F(vm_uid_base),
-	  .def = "2100000000-2100065535",
+	{ "vm_uid_range", 1, p_uid_range, F(vm_uid_base), F2(vm_uid_count),
+	  .min = 1, .def = "2100000000-2100065535",
 	  .doc = "the jailed VMMs' uids and gids, FIRST-LAST" },
 	{ "vm_cpu_quota", 1, p_uint, F(vm_cpu_quota), .min = 5, .max = 100,
 	  .unit = "a percentage of one core per vCPU (e.g. 50%)",
@@ -1145,6 +1155,27 @@ vm_size_check(struct px_conf_ctx *x)
 	return 0;
 }
 
+/* The helpers' and workers' uids are none of the VMMs'. */
+static int
+uid_range_check(struct px_conf_ctx *x)
+{
+	const struct px_config *c = x->c;
+	const struct px_directive *a = conf_directive("helper_uid_range");
+	const struct px_directive *b = conf_directive("vm_uid_range");
+	unsigned long long h0 = c->helper_uid_base, v0 = c->vm_uid_base;
+	unsigned long long h1 = h0 + c->helper_uid_count;
+	unsigned long long v1 = v0 + c->vm_uid_count;
+	int la = x->line[a - px_directives], lb = x->line[b - px_directives];
+
+	if (h0 < v1 && v0 < h1) {
+		snprintf(x->err, x->errlen, "%s:%d: helper_uid_range %llu-%llu "
+		    "overlaps vm_uid_range %llu-%llu: a helper could signal a "
+		    "VMM", x->file, la > lb ? la : lb, h0, h1 - 1, v0, v1 - 1);
+		return -1;
+	}
+	return 0;
+}
+
 /* What holds across lines, once the file is read. */
 static int
 conf_finish(struct px_conf_ctx *x)
@@ -1173,6 +1204,8 @@ conf_finish(struct px_conf_ctx *x)
 		return -1;
 	}
 	if (vm_size_check(x) != 0)
+		return -1;
+	if (uid_range_check(x) != 0)
 		return -1;
 	return fleet_check(c, x->file, x->err, x->errlen);
 }

@@ -45,7 +45,13 @@ struct px_config {
 	struct px_listen listen[PX_MAX_LISTEN];
 	int		 nlisten;
 	int		 workers;		/* 0: one per core */
-	char		*user;
+	char		*user;			/* its group: the workers' and
+						 * helpers'; unjailed VMMs run
+						 * as it */
+	unsigned	 helper_uid_base, helper_uid_count;	/* a uid per
+						 * helper and per worker */
+	unsigned	 heartbeat;		/* ms between pings of each
+						 * helper and worker; 0: none */
 	char		*acme_dir;
 	char		*access_log;		/* "stderr", "off" or a path */
 	char		*control_listen;	/* ADDR:PORT of the TLS control API, or NULL */

@@ -315,6 +315,16 @@ handle_msg(json_t *m)
 			fatalx("worker %d: bad fleet message", px_w->id);
 		if (px_fleet_tls_set(host, ca, cert, key, err, sizeof(err)) != 0)
 			log_warnx("worker %d: fleet certificates not changed: %s", px_w->id, err);
+	} else if (strcmp(type, "ping") == 0) {
+		/* the parent's heartbeat: answered from this loop, so a
+		 * stopped or wedged worker is noticed (and restarted) */
+		json_t *pong = json_pack("{s:s,s:O}", "type", "pong", "seq",
+		    json_object_get(m, "seq"));
+
+		if (pong == NULL || !json_is_integer(json_object_get(m, "seq")))
+			fatalx("worker %d: bad ping", px_w->id);
+		px_ipc_send(px_w->ipc, pong);
+		json_decref(pong);
 	} else if (strcmp(type, "drain") == 0) {
 		start_drain();
 	} else {

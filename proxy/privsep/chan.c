@@ -3,7 +3,8 @@
  * helpers (proc.h): one message per datagram of a SOCK_SEQPACKET pair, a
  * header (type, length) and the payload, descriptors as SCM_RIGHTS. A
  * datagram whose header does not match its length, or that was cut
- * (MSG_TRUNC, MSG_CTRUNC), ends the channel as corrupt.
+ * (MSG_TRUNC, MSG_CTRUNC), ends the channel as corrupt. Heartbeats
+ * (PX_CHAN_PING, PX_CHAN_PONG) are answered or passed on here.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "proc.h"
@@ -42,6 +43,7 @@ struct px_chan {
 	unsigned long long dropped;	/* too large for the socket */
 	px_chan_msg_cb	 on_msg;
 	px_chan_close_cb on_close;
+	px_chan_pong_cb	 on_pong;	/* this end pings */
 	void		*arg;
 	unsigned char	*rbuf;
 };
@@ -115,6 +117,24 @@ chan_read(evutil_socket_t fd, short what, void *arg)
 				close(fds[i]);
 			chan_closed(c, 1);
 			return;
+		}
+		if (h.type == PX_CHAN_PING || h.type == PX_CHAN_PONG) {
+			uint64_t seq;
+
+			for (i = 0; i < nfds; i++)
+				close(fds[i]);
+			if (nfds != 0 || h.len != sizeof(seq) ||
+			    (h.type == PX_CHAN_PING) != (c->on_pong == NULL)) {
+				chan_closed(c, 1);
+				return;
+			}
+			memcpy(&seq, c->rbuf + sizeof(h), sizeof(seq));
+			if (h.type == PX_CHAN_PING)
+				(void)px_chan_send(c, PX_CHAN_PONG, &seq,
+				    sizeof(seq), NULL, 0);
+			else
+				c->on_pong(c, seq, c->arg);
+			continue;
 		}
 		c->on_msg(c, h.type, c->rbuf + sizeof(h), h.len, fds, nfds, c->arg);
 		for (i = 0; i < nfds; i++)
@@ -284,6 +304,31 @@ px_chan_send(struct px_chan *c, uint32_t type, const void *p, size_t len,
 	if (flush_some(c) == 0)
 		event_add(c->wev, NULL);
 	return 0;
+}
+
+void
+px_chan_on_pong(struct px_chan *c, px_chan_pong_cb cb)
+{
+	c->on_pong = cb;
+}
+
+int
+px_chan_ping(struct px_chan *c, uint64_t seq)
+{
+	return px_chan_send(c, PX_CHAN_PING, &seq, sizeof(seq), NULL, 0);
+}
+
+int
+px_chan_pending(struct px_chan *c)
+{
+	struct pollfd pfd;
+
+	if (c == NULL)
+		return 0;
+	pfd.fd = c->fd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN) != 0;
 }
 
 void

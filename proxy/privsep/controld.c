@@ -1066,7 +1066,8 @@ pc_start(struct px_proc *pr, void *arg)
 }
 
 static const struct px_proc_def controld_def = {
-	"control", pc_start, pc_msg, NULL
+	.name = "control", .uid_slot = PX_UID_CONTROL, .on_start = pc_start,
+	.on_msg = pc_msg
 };
 
 int

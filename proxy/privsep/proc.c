@@ -29,22 +29,27 @@
 
 static struct {
 	char	 root[PATH_MAX];
-	uid_t	 uid;
+	uid_t	 uid_base;
+	unsigned uid_count;
 	gid_t	 gid;
 	int	 drop;
+	unsigned beat_ms;
 	char	 exe[PATH_MAX];
 	int	 exe_fd;	/* this very binary, even once replaced on disk */
 } J;
 
 void
-px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop)
+px_proc_setup(const char *root, uid_t uid_base, unsigned uid_count,
+    gid_t gid, int drop, unsigned heartbeat_ms)
 {
 	ssize_t n;
 
 	snprintf(J.root, sizeof(J.root), "%s", root);
-	J.uid = uid;
+	J.uid_base = uid_base;
+	J.uid_count = uid_count;
 	J.gid = gid;
 	J.drop = drop;
+	J.beat_ms = heartbeat_ms;
 	/* the binary to exec for a helper, found before anything chroots */
 	if ((n = readlink("/proc/self/exe", J.exe, sizeof(J.exe) - 1)) > 0)
 		J.exe[n] = '\0';
@@ -121,11 +126,30 @@ jail_to(const char *what, const char *root, uid_t uid, gid_t gid)
 		fatalx("%s: still root after dropping privileges", what);
 }
 
+uid_t
+px_proc_uid(unsigned slot)
+{
+	if (!J.drop)
+		return getuid();
+	/* A slot past the range would share a uid with something else:
+	 * berthd's main checks the range holds every worker's. */
+	if (slot >= J.uid_count)
+		fatalx("uid slot %u outside helper_uid_range (%u uids)", slot,
+		    J.uid_count);
+	return J.uid_base + slot;
+}
+
+unsigned
+px_proc_heartbeat_ms(void)
+{
+	return J.beat_ms;
+}
+
 void
-px_proc_jail(const char *what)
+px_proc_jail(const char *what, unsigned slot)
 {
 	if (J.drop)
-		jail_to(what, J.root, J.uid, J.gid);
+		jail_to(what, J.root, px_proc_uid(slot), J.gid);
 }
 
 /* ---- helpers, seen from the parent ---- */
@@ -139,6 +163,8 @@ struct px_proc {
 	unsigned long long restarts;
 	time_t		 started;
 	struct event	*restart_ev;
+	struct event	*beat_ev;
+	struct px_beat	 beat;
 	void		(*on_exit)(struct px_proc *, void *);
 	int		 stopped;
 	struct px_proc	*next;
@@ -176,6 +202,42 @@ px_proc_bad(struct px_proc *pr, const char *why)
 	    (int)pr->pid, why);
 	if (pr->pid > 0)
 		kill(pr->pid, SIGKILL);
+}
+
+static void
+proc_pong(struct px_chan *ch, uint64_t seq, void *arg)
+{
+	struct px_proc *pr = arg;
+
+	if (px_beat_pong(&pr->beat, seq) != 0)
+		px_proc_bad(pr, "a heartbeat answer to no ping");
+}
+
+/* Every heartbeat interval: the last ping unanswered (the helper is
+ * stopped, wedged, or its channel gone while it lives on) kills it; the
+ * SIGCHLD that follows restarts it as any helper that died. Its
+ * messages still unread here (this loop was late: chan_read takes 64 at
+ * a time) buy it one more interval. */
+static void
+beat_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_proc *pr = arg;
+	uint64_t seq;
+
+	if (pr->pid <= 0 || pr->stopped)
+		return;
+	switch (px_beat_tick(&pr->beat, px_chan_pending(pr->ch), &seq)) {
+	case PX_BEAT_MISSED:
+		log_warnx("%s helper (pid %d) missed its heartbeat (no answer "
+		    "in %u ms): killing it", pr->d->name, (int)pr->pid, J.beat_ms);
+		evtimer_del(pr->beat_ev);
+		kill(pr->pid, SIGKILL);
+		break;
+	case PX_BEAT_PING:
+		if (pr->ch != NULL)
+			(void)px_chan_ping(pr->ch, seq);
+		break;
+	}
 }
 
 static void
@@ -221,8 +283,8 @@ proc_fork(struct px_proc *pr)
 		px_proc_close_fds(keep, 2);
 		snprintf(title, sizeof(title), "berthd: %s", pr->d->name);
 		snprintf(env, sizeof(env), "BERTH_HELPER=%s:%s:%u:%u:%d:%d",
-		    pr->d->name, J.root, (unsigned)J.uid, (unsigned)J.gid,
-		    J.drop, log_verbose());
+		    pr->d->name, J.root, (unsigned)px_proc_uid(pr->d->uid_slot),
+		    (unsigned)J.gid, J.drop, log_verbose());
 		argv[0] = title;
 		argv[1] = NULL;
 		envp[ne++] = env;
@@ -249,7 +311,15 @@ proc_fork(struct px_proc *pr)
 	pr->started = time(NULL);
 	if ((pr->ch = px_chan_new(pr->base, sp[0], proc_msg, proc_close, pr)) == NULL)
 		fatalx("%s helper: out of memory", pr->d->name);
-	log_debug("%s helper started (pid %d)", pr->d->name, (int)pid);
+	px_chan_on_pong(pr->ch, proc_pong);
+	px_beat_reset(&pr->beat);
+	if (J.beat_ms > 0) {
+		struct timeval tv = { J.beat_ms / 1000, J.beat_ms % 1000 * 1000 };
+
+		evtimer_add(pr->beat_ev, &tv);
+	}
+	log_debug("%s helper started (pid %d, uid %u)", pr->d->name, (int)pid,
+	    (unsigned)px_proc_uid(pr->d->uid_slot));
 	if (pr->d->on_start != NULL)
 		pr->d->on_start(pr, pr->d->arg);
 	return;
@@ -264,13 +334,23 @@ retry:
 struct px_proc *
 px_proc_start(struct event_base *base, const struct px_proc_def *d)
 {
-	struct px_proc *pr = calloc(1, sizeof(*pr));
+	struct px_proc *pr, *o;
 
-	if (pr == NULL)
+	/* two helpers of one uid could signal each other */
+	for (o = procs; o != NULL; o = o->next)
+		if (o->d->uid_slot == d->uid_slot)
+			fatalx("helpers %s and %s given one uid slot", o->d->name,
+			    d->name);
+	if (d->uid_slot >= PX_UID_HELPERS)
+		fatalx("helper %s: uid slot %u is a worker's", d->name, d->uid_slot);
+	if ((pr = calloc(1, sizeof(*pr))) == NULL)
 		return NULL;
 	pr->d = d;
 	pr->base = base;
-	if ((pr->restart_ev = evtimer_new(base, restart_cb, pr)) == NULL) {
+	if ((pr->restart_ev = evtimer_new(base, restart_cb, pr)) == NULL ||
+	    (pr->beat_ev = event_new(base, -1, EV_PERSIST, beat_cb, pr)) == NULL) {
+		if (pr->restart_ev != NULL)
+			event_free(pr->restart_ev);
 		free(pr);
 		return NULL;
 	}
@@ -313,6 +393,7 @@ reaped(struct px_proc *pr, pid_t pid, int st)
 	struct timeval tv = { 0, 0 };
 
 	pr->pid = 0;
+	evtimer_del(pr->beat_ev);
 	if (pr->ch != NULL) {
 		px_chan_free(pr->ch);
 		pr->ch = NULL;
@@ -375,6 +456,7 @@ px_proc_stop_all(void)
 	for (pr = procs; pr != NULL; pr = pr->next) {
 		pr->stopped = 1;
 		evtimer_del(pr->restart_ev);
+		evtimer_del(pr->beat_ev);
 		if (pr->pid > 0)
 			kill(pr->pid, SIGTERM);
 	}

@@ -4,15 +4,20 @@
  * helper (the guests' DNS resolver, the NFLOG reader, the TCP control
  * listener, the guest agents' reader) is berthd itself, exec'd afresh
  * (so it holds none of the parent's memory: no keys, no store),
- * chrooted in the empty root-owned directory the workers use, as the
- * unprivileged `user`, with an empty capability bounding set,
+ * chrooted in the empty root-owned directory the workers use, under a
+ * uid of its own (helper_uid_range: no helper or worker can signal
+ * another) in `user`'s group, with an empty capability bounding set,
  * no_new_privs and not dumpable. It talks to
  * the parent over typed messages on a SOCK_SEQPACKET socketpair (a fixed
  * header, a payload whose layout the type fixes, up to PX_PROC_FDS
  * descriptors). Descriptors it needs but could not open itself (a port
  * 53 socket, the NFLOG netlink socket) come from the parent in messages.
  * A helper that dies is logged and started again with backoff; nothing
- * else stops. A malformed message from a helper ends that helper.
+ * else stops. A malformed message from a helper ends that helper, and so
+ * does a missed heartbeat: the parent pings each helper every heartbeat
+ * interval, the helper's channel answers from its event loop, and one
+ * that has not answered by the next ping (stopped, or wedged) is killed
+ * and restarted as if it had died.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_PROC_H
@@ -47,22 +52,100 @@ int px_chan_send(struct px_chan *, uint32_t type, const void *p, size_t len,
 /* Writes what is queued, blocking up to ms (a helper about to exit). */
 void px_chan_flush(struct px_chan *, int ms);
 
+/*
+ * Heartbeats. PX_CHAN_PING and PX_CHAN_PONG carry a uint64_t sequence
+ * number and no descriptor; the channel handles them itself, never
+ * on_msg: an end answers a ping with a pong of the same number at once
+ * (from its own event loop, so the answer proves that loop turns),
+ * unless it is the end that pings (px_chan_on_pong), which gets pongs
+ * instead and finds a ping malformed, as any end finds a pong it did
+ * not ask for by px_chan_on_pong, or either with a wrong length.
+ */
+#define PX_CHAN_PING	0x7fffff01u
+#define PX_CHAN_PONG	0x7fffff02u
+typedef void (*px_chan_pong_cb)(struct px_chan *, uint64_t seq, void *arg);
+void px_chan_on_pong(struct px_chan *, px_chan_pong_cb);
+/* Queues a ping; as px_chan_send. */
+int px_chan_ping(struct px_chan *, uint64_t seq);
+/* 1 when a message from the peer waits unread (0 if c is NULL). */
+int px_chan_pending(struct px_chan *);
+
+/*
+ * The heartbeat's bookkeeping, the same for helpers (proc.c) and workers
+ * (berthd.c). At each tick, px_beat_tick says: PX_BEAT_PING, send the
+ * ping it numbered *seq; PX_BEAT_MISSED, the last ping went unanswered
+ * (the caller kills the process); or PX_BEAT_WAIT when it went
+ * unanswered but pending says the process's messages wait unread on our
+ * side (this loop was the slow one: the answer may be among them), once
+ * per ping. px_beat_pong takes an answer: 0, or -1 for a number never
+ * sent (a peer that lies).
+ */
+struct px_beat {
+	uint64_t	 sent, acked;
+	int		 waited;
+};
+enum { PX_BEAT_PING, PX_BEAT_MISSED, PX_BEAT_WAIT };
+static inline void
+px_beat_reset(struct px_beat *b)
+{
+	b->sent = b->acked = 0;
+	b->waited = 0;
+}
+static inline int
+px_beat_tick(struct px_beat *b, int pending, uint64_t *seq)
+{
+	if (b->acked != b->sent) {
+		if (pending && !b->waited) {
+			b->waited = 1;
+			return PX_BEAT_WAIT;
+		}
+		return PX_BEAT_MISSED;
+	}
+	b->waited = 0;
+	*seq = ++b->sent;
+	return PX_BEAT_PING;
+}
+static inline int
+px_beat_pong(struct px_beat *b, uint64_t seq)
+{
+	if (seq > b->sent || seq == 0)
+		return -1;
+	if (seq > b->acked)
+		b->acked = seq;
+	return 0;
+}
+
 /* ---- the parent ---- */
 
-/* Where helpers (and workers) are jailed; set once by berthd's main. */
-void px_proc_setup(const char *root, uid_t uid, gid_t gid, int drop);
+/*
+ * Where helpers (and workers) are jailed; set once by berthd's main:
+ * each runs as a uid of its own, uid_base + its slot below (uid_count of
+ * them, checked by the caller against PX_UID_WORKER(workers)), all in
+ * group gid; heartbeat_ms: how often the parent pings each (0: never).
+ */
+void px_proc_setup(const char *root, uid_t uid_base, unsigned uid_count,
+    gid_t gid, int drop, unsigned heartbeat_ms);
+/* The uid slots: one fixed per helper, then one per worker. */
+enum { PX_UID_CONTROL, PX_UID_AGENT, PX_UID_DNS, PX_UID_NFLOG,
+	PX_UID_HELPERS = 8 };
+#define PX_UID_WORKER(i)	(PX_UID_HELPERS + (unsigned)(i))
+/* The uid of a slot (the caller's own when nothing is dropped). */
+uid_t px_proc_uid(unsigned slot);
+unsigned px_proc_heartbeat_ms(void);
 /* fork() for a helper or a worker: the child starts with no signal
  * blocked or handled and gets SIGTERM when the parent dies (it exits
  * at once if the parent is already gone). Returns as fork() does. */
 pid_t px_proc_fork(void);
 /* Closes every descriptor but stdin/out/err and keep[]. */
 void px_proc_close_fds(const int *keep, int nkeep);
-/* chroot, empty bounding set, drop to uid/gid (fatal on failure). */
-void px_proc_jail(const char *what);
+/* chroot, empty bounding set, drop to slot's uid and the gid (fatal on
+ * failure). */
+void px_proc_jail(const char *what, unsigned slot);
 
 struct px_proc;
 struct px_proc_def {
 	const char	*name;		/* "dns": title "berthd: dns" */
+	unsigned	 uid_slot;	/* PX_UID_DNS: its own, no other's */
 	/* a new helper runs: send it what it needs (its state) */
 	void		(*on_start)(struct px_proc *, void *arg);
 	px_chan_msg_cb	 on_msg;	/* a message from the helper */

@@ -313,7 +313,8 @@ nflogd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 }
 
 static const struct px_proc_def nflogd_def = {
-	"nflog", nflogd_start, nflogd_msg, NULL
+	.name = "nflog", .uid_slot = PX_UID_NFLOG, .on_start = nflogd_start,
+	.on_msg = nflogd_msg
 };
 
 /* The policy document with defaults filled (as the control API has it). */
@@ -693,7 +694,8 @@ dnsd_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 }
 
 static const struct px_proc_def dnsd_def = {
-	"dns", dnsd_start, dnsd_msg, NULL
+	.name = "dns", .uid_slot = PX_UID_DNS, .on_start = dnsd_start,
+	.on_msg = dnsd_msg
 };
 
 /* The resolver's half: domain rules and mode. */

@@ -1254,7 +1254,8 @@ agentd_exit(struct px_proc *pr, void *arg)
 }
 
 static const struct px_proc_def agentd_def = {
-	"agent", agentd_start, agentd_msg, NULL
+	.name = "agent", .uid_slot = PX_UID_AGENT, .on_start = agentd_start,
+	.on_msg = agentd_msg
 };
 
 void

@@ -9,6 +9,11 @@
 # as root succeed, so each can fail. The untrusted-input helpers (the
 # guest agents' reader, the guests' DNS resolver, the NFLOG reader, the
 # TCP control listener) are as unprivileged and come back when killed.
+# Each worker and each helper runs under a uid of its own
+# (helper_uid_range), so none can signal another (the probe gets EPERM
+# where it gets through to its own uid), and one stopped with SIGSTOP
+# misses its heartbeat (heartbeat 2s here): it is logged, killed and
+# replaced by one of the same uid that serves.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -22,7 +27,7 @@ sh "$top_srcdir/certs/berth-mkcert" "$KEYS" other.localhost >/dev/null 2>&1 ||
 chmod 700 "$KEYS"
 chmod 600 "$KEYS/server.key"
 WORKERS=2
-berthd_config "certificate $KEYS/server.pem $KEYS/server.key"
+berthd_config "certificate $KEYS/server.pem $KEYS/server.key" "heartbeat 2s"
 start_berthd
 start_testapp app
 publish sb1 "$TA_PORT" >/dev/null || bail "cannot publish"
@@ -43,6 +48,8 @@ try:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(path)
         s.close()
+    elif act == "signal":   # path: a pid; signal 0 checks permission only
+        os.kill(int(path), 0)
     print("ok")
 except OSError as e:
     print(errno.errorcode.get(e.errno, str(e.errno)))
@@ -70,6 +77,33 @@ as_worker() {
 		"$WPY" -I "$T/probe.py" "$2" "$3" 2>&1
 }
 as_root() { python3 -I "$T/probe.py" "$1" "$2" 2>&1; }
+uid_of() { status_field "$1" Uid | awk '{print $1}'; }
+
+# distinct_uids PID...: every process a uid of its own (ps -o uid), in
+# helper_uid_range's default; each one's uid may signal itself but no
+# other (EPERM).
+HELPER_UID_FIRST=2099999872 HELPER_UID_LAST=2099999999
+distinct_uids() {
+	_uids=$(for _p in "$@"; do ps -o uid= -p "$_p"; done | tr -d ' ')
+	is "$# processes, $# uids ($(echo $_uids))" \
+		"$(echo "$_uids" | sort -u | wc -l)" "$#"
+	for _u in $_uids; do
+		if [ "$_u" -ge $HELPER_UID_FIRST ] && [ "$_u" -le $HELPER_UID_LAST ]; then
+			ok "uid $_u is in helper_uid_range"
+		else
+			not_ok "uid $_u is in helper_uid_range"
+		fi
+	done
+	for _a in "$@"; do
+		is "pid $_a: its uid may signal itself (the probe works)" \
+			"$(as_worker "$_a" signal "$_a")" ok
+		for _b in "$@"; do
+			[ "$_a" = "$_b" ] && continue
+			is "pid $_a (uid $(uid_of "$_a")) cannot signal pid $_b (uid $(uid_of "$_b"))" \
+				"$(as_worker "$_a" signal "$_b")" EPERM
+		done
+	done
+}
 
 CAP_NET_ADMIN=12
 has_cap() {	# HEXMASK BIT
@@ -148,8 +182,12 @@ for w in $workers; do
 	done
 done
 
-# A replacement worker is as unprivileged as the first.
+distinct_uids $workers
+
+# A replacement worker is as unprivileged as the first, with the uid of
+# the one it replaces.
 victim=$(echo "$workers" | head -n 1)
+victim_uid=$(uid_of "$victim")
 kill -KILL "$victim"
 if wait_for 15 sh -c "pgrep -P $BERTHD_PID | grep -vx $victim | wc -l | grep -qx 2"; then
 	new=$(berthd_workers | grep -vxF "$workers" | head -n 1)
@@ -157,12 +195,42 @@ if wait_for 15 sh -c "pgrep -P $BERTHD_PID | grep -vx $victim | wc -l | grep -qx
 		is "restarted worker $new: bounding set empty" "$(status_field "$new" CapBnd)" 0000000000000000
 		unlike "restarted worker $new: not root" "$(status_field "$new" Uid)" '(^|[[:space:]])0($|[[:space:]])'
 		is "restarted worker $new: cannot open the state database" "$(as_worker "$new" read "$DB")" EACCES
+		is "restarted worker $new: the uid of the one it replaces" "$(uid_of "$new")" "$victim_uid"
 	else
 		not_ok "found the restarted worker"
 	fi
 else
 	not_ok "killed worker is replaced"
 fi
+
+# A stopped worker misses its heartbeat: logged, killed, replaced (same
+# uid) by one that serves.
+workers=$(berthd_workers)
+stopped=$(echo "$workers" | tail -n 1)
+stopped_uid=$(uid_of "$stopped")
+kill -STOP "$stopped"
+check "a stopped worker: its missed heartbeat is logged" wait_log 15 "$BERTHD_LOG" \
+	"worker [0-9]+ \\(pid $stopped\\) missed its heartbeat" "$BERTHD_PID"
+check "a stopped worker: killed and restarting" wait_log 10 "$BERTHD_LOG" \
+	"worker [0-9]+ \\(pid $stopped\\) killed by signal 9: restarting" "$BERTHD_PID"
+two_new_workers() {
+	_w=$(berthd_workers)
+	[ "$(echo "$_w" | wc -l)" = 2 ] && ! echo "$_w" | grep -qx "$stopped"
+}
+if wait_for 15 two_new_workers; then
+	new=$(berthd_workers | grep -vxF "$workers" | head -n 1)
+	ok "a stopped worker: replaced (pid $new)"
+	is "a stopped worker: its replacement has its uid" "$(uid_of "$new")" "$stopped_uid"
+	is "a stopped worker: its replacement's bounding set is empty" \
+		"$(status_field "$new" CapBnd)" 0000000000000000
+else
+	not_ok "a stopped worker: replaced"
+fi
+serves() { [ "$(bcurl -o /dev/null -w '%{http_code}' "$(url_for "$TA_PORT" sb1)/echo")" = 200 ]; }
+all_serve() { for _i in 1 2 3 4 5 6 7 8; do serves || return 1; done; }
+check "the workers serve again (8 requests)" wait_for 15 all_serve
+is "one heartbeat missed in all (the stopped worker's)" \
+	"$(grep -c 'missed its heartbeat' "$BERTHD_LOG")" 1
 
 # helper_checks NAME: the helper "berthd: NAME" runs, named so, as
 # unprivileged and jailed as a worker, holding no file.
@@ -215,6 +283,7 @@ if grep -q 'vmm: off' "$BERTHD_LOG"; then
 else
 	helper_checks agent
 	workers=$(berthd_workers)
+	distinct_uids $(berthd_helper agent) $workers
 	old=$(berthd_helper agent)
 	if [ -n "$old" ]; then
 		kill -KILL "$old"
@@ -266,7 +335,8 @@ chmod 755 "$T/berthd-ns"
 BERTHD=$T/berthd-ns
 CTL_PORT=$(free_port)
 EGRESS=on berthd_config "certificate $KEYS/server.pem $KEYS/server.key" \
-	"tap_prefix bps" "dns_upstream 127.0.0.1" "control_listen 127.0.0.1:$CTL_PORT"
+	"tap_prefix bps" "dns_upstream 127.0.0.1" "control_listen 127.0.0.1:$CTL_PORT" \
+	"heartbeat 2s"
 start_berthd
 wait_log 30 "$BERTHD_LOG" "egress: table inet berth" "$BERTHD_PID" || bail "egress did not start"
 ip -n "$NS" link add bps0 type veth peer name bpsp0
@@ -294,6 +364,9 @@ check "netctl over TCP (the control helper) works" tnet status
 for h in dns nflog control; do
 	helper_checks "$h"
 done
+# each helper and each worker a uid of its own: none can signal another
+distinct_uids $(berthd_helper dns) $(berthd_helper nflog) \
+	$(berthd_helper control) $workers
 
 deny_some
 if wait_for 10 more_than 0; then
@@ -332,5 +405,34 @@ for h in nflog dns control; do
 		not_ok "$h: denials are logged after the restart ($n0 -> $(unattributed))"
 	fi
 done
+
+# A stopped helper misses its heartbeat: logged, killed and restarted
+# with its uid; what it serves works again, and nothing else restarted.
+for h in dns control; do
+	old=$(berthd_helper "$h")
+	old_uid=$(uid_of "$old")
+	r0=$(metric "berth_helper_restarts_total{helper=\"$h\"}")
+	kill -STOP "$old"
+	check "$h stopped: its missed heartbeat is logged" wait_log 15 "$BERTHD_LOG" \
+		"$h helper \\(pid $old\\) missed its heartbeat" "$BERTHD_PID"
+	check "$h stopped: killed and restarting" wait_log 10 "$BERTHD_LOG" \
+		"$h helper \\(pid $old\\) killed by signal 9: restarting" "$BERTHD_PID"
+	if wait_for 15 helper_is_new "$h" "$old"; then
+		new=$(berthd_helper "$h")
+		ok "$h stopped: restarted (pid $new)"
+		is "$h stopped: the new one has its uid" "$(uid_of "$new")" "$old_uid"
+		is "$h stopped: the new one is jailed too" "$(readlink "/proc/$new/root")" "$STATE/empty"
+	else
+		not_ok "$h stopped: restarted"
+	fi
+	check "$h stopped: its restart counted in /metrics" wait_for 5 metric_ge \
+		"berth_helper_restarts_total{helper=\"$h\"}" $((r0 + 1))
+	check "$h stopped: up again in /metrics" wait_for 10 metric_is "berth_helper_up{helper=\"$h\"}" 1
+	is "$h stopped: the workers went on (same pids)" "$(berthd_workers)" "$workers"
+	if wait_for 10 tnet status; then ok "$h stopped: netctl over TCP works"
+	else not_ok "$h stopped: netctl over TCP works"; fi
+done
+is "two heartbeats missed in all (the stopped helpers')" \
+	"$(grep -c 'missed its heartbeat' "$BERTHD_LOG")" 2
 
 done_testing

@@ -5,7 +5,12 @@
  * passes whole; a datagram that is not a well-formed message (shorter
  * than a header, a header whose length disagrees) ends the channel as
  * corrupt; the peer going away ends it as closed; a message over the
- * limit is refused at the sender.
+ * limit is refused at the sender. Heartbeats: a ping is answered by the
+ * channel itself with a pong of its number (on_msg sees neither), the
+ * pinging end gets pongs; a ping sent to the pinging end, a pong to an
+ * end that never pinged, or either with a wrong length, is corrupt. The
+ * heartbeat's bookkeeping (px_beat) calls a ping unanswered by the next
+ * tick missed, and a pong of a number never sent a lie.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "proc.h"
@@ -25,6 +30,16 @@ static uint32_t last_type;
 static size_t last_len;
 static unsigned char last[4096];
 static int fdok;
+static int npong;
+static uint64_t last_pong;
+
+static void
+on_pong(struct px_chan *ch, uint64_t seq, void *arg)
+{
+	npong++;
+	last_pong = seq;
+	event_base_loopbreak(base);
+}
 
 static void
 on_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
@@ -125,6 +140,91 @@ main(void)
 	ok(closed == 1 && corrupt == 1, "shorter than a header: corrupt");
 	px_chan_free(b);
 	close(sp[0]);
+
+	/* heartbeats */
+	closed = corrupt = nmsg = 0;
+	ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "a pair for pings");
+	a = px_chan_new(base, sp[0], on_msg, on_close, NULL);	/* the parent */
+	b = px_chan_new(base, sp[1], on_msg, on_close, NULL);	/* a helper */
+	px_chan_on_pong(a, on_pong);
+	is_int(px_chan_ping(a, 41), 0, "ping 41");
+	run();
+	ok(npong == 1 && last_pong == 41, "the pong of 41 comes back");
+	ok(nmsg == 0 && closed == 0, "neither end's on_msg saw the ping or pong");
+	is_int(px_chan_ping(a, 42), 0, "ping 42");
+	run();
+	ok(npong == 2 && last_pong == 42, "and of 42");
+	is_int(px_chan_send(b, PX_CHAN_PING, "\0\0\0\0\0\0\0\1", 8, NULL, 0), 0,
+	    "the helper pings the parent");
+	run();
+	ok(closed == 1 && corrupt == 1, "a ping to the pinging end is corrupt");
+	px_chan_free(b);
+	px_chan_free(a);
+
+	closed = corrupt = 0;
+	ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "another pair");
+	a = px_chan_new(base, sp[0], on_msg, on_close, NULL);
+	b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+	is_int(px_chan_send(a, PX_CHAN_PONG, "\0\0\0\0\0\0\0\1", 8, NULL, 0), 0,
+	    "a pong nobody asked for");
+	run();
+	ok(closed == 1 && corrupt == 1, "is corrupt at an end that does not ping");
+	px_chan_free(b);
+	px_chan_free(a);
+
+	closed = corrupt = 0;
+	ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "another pair");
+	a = px_chan_new(base, sp[0], on_msg, on_close, NULL);
+	b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+	is_int(px_chan_send(a, PX_CHAN_PING, "abc", 3, NULL, 0), 0,
+	    "a ping of 3 bytes");
+	run();
+	ok(closed == 1 && corrupt == 1, "is corrupt");
+	px_chan_free(b);
+	px_chan_free(a);
+
+	{
+		struct px_beat bt;
+		uint64_t seq = 0;
+
+		px_beat_reset(&bt);
+		ok(px_beat_tick(&bt, 0, &seq) == PX_BEAT_PING && seq == 1,
+		    "first tick: ping 1");
+		is_int(px_beat_tick(&bt, 0, &seq), PX_BEAT_MISSED,
+		    "unanswered by the next: missed");
+		px_beat_reset(&bt);
+		ok(px_beat_tick(&bt, 0, &seq) == PX_BEAT_PING && seq == 1,
+		    "after a restart: ping 1");
+		is_int(px_beat_pong(&bt, 1), 0, "pong 1");
+		ok(px_beat_tick(&bt, 0, &seq) == PX_BEAT_PING && seq == 2,
+		    "answered: ping 2");
+		is_int(px_beat_pong(&bt, 3), -1, "a pong of a number never sent: a lie");
+		is_int(px_beat_pong(&bt, 0), -1, "so is 0");
+		is_int(px_beat_pong(&bt, 1), 0, "a late pong of 1 is no answer to 2");
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_WAIT,
+		    "unanswered, its messages unread here: one more interval");
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_MISSED,
+		    "but only one per ping: missed");
+		px_beat_reset(&bt);
+		(void)px_beat_tick(&bt, 0, &seq);
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_WAIT, "ping 1 waits");
+		is_int(px_beat_pong(&bt, 1), 0, "then is answered");
+		ok(px_beat_tick(&bt, 1, &seq) == PX_BEAT_PING && seq == 2, "ping 2");
+		is_int(px_beat_tick(&bt, 1, &seq), PX_BEAT_WAIT,
+		    "which may wait once too");
+	}
+	{
+		/* px_chan_pending: a message unread is seen */
+		ok(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0, "a pair");
+		a = px_chan_new(base, sp[0], on_msg, on_close, NULL);
+		b = px_chan_new(base, sp[1], on_msg, on_close, NULL);
+		is_int(px_chan_pending(b), 0, "nothing pending");
+		is_int(px_chan_send(a, 7, "x", 1, NULL, 0), 0, "a message");
+		is_int(px_chan_pending(b), 1, "pending before the loop reads it");
+		is_int(px_chan_pending(NULL), 0, "no channel: nothing pending");
+		px_chan_free(b);
+		px_chan_free(a);
+	}
 	event_base_free(base);
 	return done_testing();
 }

@@ -367,6 +367,24 @@ main(void)
 	    "'never', got '0'");
 	bad("accel hvf\n", 1, "accel: expected 'auto', 'tcg' or 'kvm', got 'hvf'");
 	bad("workers 65\n", 1, "workers: expected 1-64 or 'auto', got '65'");
+	bad("helper_uid_range 5000-5007\n", 1, "helper_uid_range: expected "
+	    "FIRST-LAST uids such as 2099999872-2099999999 (not below 1000, at "
+	    "least 9), got '5000-5007'");
+	bad("helper_uid_range 500-599\n", 1, "not below 1000");
+	/* the later of the two lines is cited */
+	bad("vm_uid_range 10000-10999\n\nhelper_uid_range 10900-11100\n", 3,
+	    "helper_uid_range 10900-11100 overlaps vm_uid_range 10000-10999");
+	bad("helper_uid_range 2100000000-2100000099\n", 1, "overlaps vm_uid_range");
+	bad("heartbeat 50ms\n", 1, "heartbeat: expected a duration (e.g. 5m) or "
+	    "'off', got '50ms'");
+	ok(load("helper_uid_range 5000-5099\nheartbeat 2s\n", &c, err,
+	    sizeof(err)) == 0 && c.helper_uid_base == 5000 &&
+	    c.helper_uid_count == 100 && c.heartbeat == 2000,
+	    "helper_uid_range and heartbeat: %s", err);
+	px_config_free(&c);
+	ok(load("heartbeat off\n", &c, err, sizeof(err)) == 0 && c.heartbeat == 0,
+	    "heartbeat off: %s", err);
+	px_config_free(&c);
 	ok(load("vm_console_max 64\nvm_cpu_quota 50%\nidle_pause never\n"
 	    "dns_label_max off\nnflog_group 7\nworkers auto\n", &c, err,
 	    sizeof(err)) == 0 && c.vm_console_max == 65536 &&
@@ -378,6 +396,8 @@ main(void)
 	    strcmp(c.user, "nobody") == 0 && strcmp(c.access_log, "stderr") == 0 &&
 	    c.nflog_group == 5 && c.http2 == 1 && c.vm_jail == 1 &&
 	    c.vm_uid_base == 2100000000 && c.vm_uid_count == 65536 &&
+	    c.helper_uid_base == 2099999872 && c.helper_uid_count == 128 &&
+	    c.heartbeat == 10000 &&
 	    c.vm_console_max == 4u << 20 && c.vm_cpu_quota == 100 &&
 	    c.vm_standby == 8 && c.vmm_backend == NULL && c.fleet_ttl == 0,
 	    "the table's defaults");
