@@ -13,7 +13,6 @@
  */
 #include "console.h"
 #include "qmp.h"
-#include "vmm.h"
 #include "backend.h"
 
 #include <errno.h>
@@ -28,15 +27,6 @@
 #include <event2/event.h>
 
 #define CON_READ	16384	/* at most this per read */
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static size_t
 rate(const struct vmm_console *c)
@@ -90,7 +80,7 @@ open_out(struct vmm_console *c)
 static void
 refill(struct vmm_console *c)
 {
-	uint64_t t = now_ms();
+	uint64_t t = vmm_now_ms();
 	double cap = (double)rate(c);
 
 	c->tokens += (double)(t - c->last_ms) * cap / 1000.0;
@@ -182,7 +172,7 @@ vmm_console_connect(struct vmm_console *c)
 	}
 	c->fd = fd;
 	c->tokens = (double)rate(c);	/* a boot's burst */
-	c->last_ms = now_ms();
+	c->last_ms = vmm_now_ms();
 	c->ev = event_new(sb->m->base, fd, EV_READ | EV_PERSIST, con_read, c);
 	c->resume = evtimer_new(sb->m->base, con_resume, c);
 	if (c->ev == NULL || c->resume == NULL || event_add(c->ev, NULL) < 0) {
