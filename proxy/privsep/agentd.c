@@ -2,9 +2,11 @@
  * agentd.c — the guest agent reader helper ("berthd: agent"),
  * unprivileged and chrooted (proc.h): it reads and parses every byte a
  * sandbox's guest agent sends (vmm/proto/agent_proto.h) on the
- * connections the parent made and passed it, and sends the parent typed
- * messages (helper.h: HM_AGENT_*). The parent (exec.c) keeps writing its
- * own frames to the guest on its copy of each socket and reads nothing.
+ * connections the parent made, and sends the parent typed messages
+ * (helper.h: HM_AGENT_*). It gets no connection itself: per connection
+ * the read end of a pipe the parent fills with the guest's bytes as
+ * they came (sandbox/agentio.c); the socket, and every frame toward the
+ * guest, stay the parent's (exec.c). Nothing here can write to a guest.
  *
  * Per connection the frames are parsed as they come, never whole: a
  * header, the channel (protocol 2: every frame but the pong names one,
@@ -15,7 +17,7 @@
  * HM_AGENT_TEXT bytes, the rest skipped. Limits: a frame longer than
  * BA_MAX_PAYLOAD ends the connection (HM_AGENT_ERROR); at most
  * AD_BUF bytes read ahead per connection; at most HM_AGENT_WINDOW output
- * bytes unacknowledged, past which the guest is not read (backpressure:
+ * bytes unacknowledged, past which its pipe is not read (backpressure:
  * its virtio ring fills, the command blocks on its pipe).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -65,10 +65,12 @@ enum {
 
 /*
  * The guest agent (vmm/proto/agent_proto.h): the parent connects to a
- * sandbox's agent socket and passes it with the ping's nonce
- * (HM_AGENT_CONN, id unique in this berthd); it writes its frames (ping,
- * exec, stdin, resize) on its own copy, and reads nothing. The helper
- * reads every byte the guest sends: it drops frames until the pong that
+ * sandbox's agent socket, keeps it, and passes the read end of a pipe
+ * with the ping's nonce (HM_AGENT_CONN, id unique in this berthd); it
+ * writes its frames (ping, exec, stdin, resize) on the socket and copies
+ * what it reads there into the pipe unparsed (sandbox/agentio.h): the
+ * helper holds nothing that writes to a guest. The helper parses every
+ * byte the guest sends: it drops frames until the pong that
  * carries the nonce (then HM_AGENT_PONG, with the agent's protocol: 1
  * when the pong is the nonce alone, 2 when a protocol byte 2 follows),
  * then sends the parent stdout and stderr bytes (HM_AGENT_OUTPUT, at
@@ -86,7 +88,8 @@ enum {
  * gets HM_AGENT_ERROR and its connection closed.
  * Flow control: the helper never has more than HM_AGENT_WINDOW output
  * bytes of a connection that the parent has not acknowledged
- * (HM_AGENT_ACK); it stops reading that guest meanwhile. The parent
+ * (HM_AGENT_ACK); it stops reading that guest's pipe meanwhile (the
+ * parent then stops reading the guest: agentio.h). The parent
  * acknowledges as it takes them; per command the guest's own windows
  * (agent_proto.h) hold a slow client's command back (protocol 1: the
  * parent holds its acknowledgement instead, which stops the connection).

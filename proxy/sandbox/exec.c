@@ -5,8 +5,9 @@
  *   wake     the sandbox is not running (or an operation is in flight):
  *            px_vm_wake, the proxy's own path, so concurrent execs and
  *            requests share one resume; px_exec_woken goes on
- *   connect  vmm_agent_connect (SO_PEERCRED-checked), the socket passed
- *            to the reader helper, then a ping with a fresh nonce:
+ *   connect  vmm_agent_connect (SO_PEERCRED-checked), a pipe's read end
+ *            passed to the reader helper (agentio.h), then a ping with
+ *            a fresh nonce:
  *            frames before its pong are an older connection's and are
  *            dropped (by the helper)
  *   run      on a channel of its own (agent_proto.h, protocol 2): the
@@ -31,15 +32,18 @@
  * protocol 1 (a template built before channels: its pong has no protocol
  * byte) gets one job at a time, as it always did.
  *
- * The root parent reads nothing a guest sent. The guest agent reader
- * ("berthd: agent", agentd.c: unprivileged, chrooted, proc.h) gets each
- * connected socket and parses every byte of the agent's frames (lengths,
- * types, channel ids, the pong's nonce, the exit line), and sends typed
+ * The root parent parses nothing a guest sent. It holds the agent's
+ * socket alone: it writes its own frames there (ping, exec, stdin,
+ * resize, acks, kills: bytes it made) and copies what it reads, unread,
+ * into a pipe (agentio.c). The guest agent reader ("berthd: agent",
+ * agentd.c: unprivileged, chrooted, proc.h) gets only that pipe's read
+ * end: it parses every byte of the agent's frames (lengths, types,
+ * channel ids, the pong's nonce, the exit line) and sends typed
  * fixed-layout messages (helper.h, HM_AGENT_*) that this file checks:
  * pong, output of stream S of channel C, its exit status or signal, a
- * refusal, stdin taken, protocol error, closed. The parent still writes
- * its own frames (ping, exec, stdin, resize, acks, kills) straight on its
- * copy of the socket: they are bytes it made. A helper that dies or sends
+ * refusal, stdin taken, protocol error, closed; it has no descriptor on
+ * which anything reaches a guest (a command frame is the parent's to
+ * make, and the agent runs whatever it is sent). A helper that dies or sends
  * a malformed message is killed and restarted (proc.c, with backoff); the
  * jobs it was reading fail at once (502, saying so), their connections
  * close, and the next job connects again once the new helper runs
@@ -55,9 +59,9 @@
 #include "vm.h"
 #include "vmm.h"
 #include "agent_proto.h"
+#include "agentio.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include <errno.h>
@@ -143,7 +147,7 @@ struct link {
 	TAILQ_HEAD(, job) running;	/* on a channel of the connection */
 	int nrunning;
 	enum link_state st;
-	struct bufferevent *bev;	/* toward the agent: write only */
+	struct px_agentio *io;		/* the agent's connection (agentio.h) */
 	uint64_t conn;			/* its id with the helper */
 	int proto;			/* the agent's (its pong): 1 or 2 */
 	uint32_t next_chan;
@@ -277,7 +281,7 @@ static void
 send_frame(struct link *l, int type, uint32_t chan, const void *p,
     size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(l->bev);
+	struct evbuffer *out = px_agentio_output(l->io);
 	unsigned char h[BA_HDR + BA_CHAN];
 	size_t hl = BA_HDR;
 
@@ -377,16 +381,15 @@ fail_all(struct link *l, int all, int status, const char *fmt, ...)
 static void
 disconnect(struct link *l)
 {
-	if (l->bev != NULL) {
+	if (l->io != NULL) {
 		struct hm_agent_id m = { l->conn };
 
-		/* the guest sees its end close now, whatever the helper
-		 * (its copy of the socket) does; the helper forgets it */
-		shutdown(bufferevent_getfd(l->bev), SHUT_RDWR);
-		bufferevent_free(l->bev);
+		/* the guest sees its end close now; the helper's pipe ends
+		 * and the helper forgets it */
+		px_agentio_free(l->io);
 		px_proc_send(X.agentd, HM_AGENT_CLOSE, &m, sizeof(m), NULL, 0);
 	}
-	l->bev = NULL;
+	l->io = NULL;
 	l->conn = 0;
 	evtimer_del(l->tick_ev);
 	l->st = L_IDLE;
@@ -445,7 +448,7 @@ credit(struct link *l, struct job *j, uint32_t n)
 {
 	unsigned char b[4];
 
-	if (n == 0 || l->proto < 2 || l->bev == NULL)
+	if (n == 0 || l->proto < 2 || l->io == NULL)
 		return;
 	ba_put32(b, n);
 	send_frame(l, BA_ACK, j->chan, b, sizeof(b));
@@ -540,22 +543,21 @@ closed(struct link *l)
 /* Protocol 1: what was queued toward the agent is written, a streamed
  * job's client may send more. */
 static void
-on_write(struct bufferevent *bev, void *arg)
+on_write(void *arg)
 {
 	struct link *l = arg;
 	struct job *j = TAILQ_FIRST(&l->running);
 
-	(void)bev;
 	if (l->proto < 2 && j != NULL && j->streamed &&
 	    j->sink.drained != NULL)
 		j->sink.drained(j->sink.arg);
 }
 
+/* A write to the guest failed (its end closing is the helper's to
+ * tell, after the bytes before it: HM_AGENT_CLOSED). */
 static void
-on_event(struct bufferevent *bev, short what, void *arg)
+on_lost(void *arg)
 {
-	(void)bev;
-	(void)what;
 	closed(arg);
 }
 
@@ -609,7 +611,8 @@ tick(evutil_socket_t fd, short what, void *arg)
 	later(l);
 }
 
-/* Connects to the agent, hands the helper the socket to read, pings. */
+/* Connects to the agent, hands the helper the read end of the copy of
+ * what the agent sends (never the socket), pings. */
 static void
 connect_agent(struct link *l, struct vmm_sandbox *sb)
 {
@@ -617,8 +620,9 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	struct hm_agent_conn m;
 	char err[VMM_ERRLEN];
 	struct job *j = TAILQ_FIRST(&l->queue);
+	struct px_agentio_cbs cbs = { on_write, on_lost, l };
 	uint64_t n;
-	int fd, i;
+	int fd, rfd, i;
 
 	if ((fd = vmm_agent_connect(sb, err, sizeof(err))) < 0) {
 		job_fail(l, j, fd == -ENOTSUP ? 409 : 502, "%s", err);
@@ -632,32 +636,28 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	memset(&m, 0, sizeof(m));
 	m.id = ++X.last_conn;
 	memcpy(m.nonce, l->nonce, sizeof(m.nonce));
-	/* the helper reads the socket from now on (a copy of the
-	 * descriptor: the same socket); this process only writes */
-	if (px_proc_send(X.agentd, HM_AGENT_CONN, &m, sizeof(m), &fd, 1) != 0) {
-		close(fd);
+	/* the socket stays here; the helper gets a pipe's read end that
+	 * this process fills with what the agent sends (agentio.h) */
+	if ((l->io = px_agentio_new(X.base, fd, &rfd, &cbs)) == NULL) {
+		job_fail(l, j, 503, "cannot relay the guest agent's "
+		    "connection: out of memory or descriptors");
+		later(l);
+		return;
+	}
+	if (px_proc_send(X.agentd, HM_AGENT_CONN, &m, sizeof(m), &rfd, 1) !=
+	    0) {
+		close(rfd);
+		px_agentio_free(l->io);
+		l->io = NULL;
 		job_fail(l, j, 503, "cannot pass the guest agent's connection "
 		    "to its reader (berthd: agent)");
 		later(l);
 		return;
 	}
-	l->bev = bufferevent_socket_new(X.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (l->bev == NULL) {
-		struct hm_agent_id c = { m.id };
-
-		shutdown(fd, SHUT_RDWR);
-		close(fd);
-		px_proc_send(X.agentd, HM_AGENT_CLOSE, &c, sizeof(c), NULL, 0);
-		job_fail(l, j, 503, "out of memory");
-		later(l);
-		return;
-	}
+	close(rfd);	/* the helper's now (px_proc_send sent a copy) */
 	l->conn = m.id;
 	l->proto = 2;
 	l->next_chan = 0;
-	bufferevent_setcb(l->bev, NULL, on_write, on_event, l);
-	bufferevent_disable(l->bev, EV_READ);
-	bufferevent_enable(l->bev, EV_WRITE);
 	send_frame(l, BA_PING, 0, l->nonce, sizeof(l->nonce));
 	l->st = L_SYNC;
 	l->sync_t0 = now_ms();
@@ -713,13 +713,13 @@ step(struct link *l)
 			/* a resume from a snapshot is a new VMM: the
 			 * connection goes with the old one (a paused one's
 			 * survives a cont, and what runs on it) */
-			if (l->bev != NULL && l->nrunning == 0)
+			if (l->io != NULL && l->nrunning == 0)
 				disconnect(l);
 			l->st = L_WAKING;
 			px_vm_wake(l->id);	/* may call back at once */
 			return;
 		}
-		if (l->bev == NULL && !X.agentd_up) {
+		if (l->io == NULL && !X.agentd_up) {
 			/* the helper died and is being restarted (with
 			 * backoff): wait for it, not forever */
 			if (l->helper_t0 == 0)
@@ -734,7 +734,7 @@ step(struct link *l)
 			continue;
 		}
 		l->helper_t0 = 0;
-		if (l->bev == NULL) {
+		if (l->io == NULL) {
 			connect_agent(l, sb);
 			return;
 		}
@@ -773,7 +773,7 @@ link_conn(uint64_t id)
 	struct link *l;
 
 	for (l = X.links; l != NULL; l = l->next)
-		if (l->conn == id && l->bev != NULL)
+		if (l->conn == id && l->io != NULL)
 			return l;
 	return NULL;
 }
@@ -1231,7 +1231,7 @@ agentd_lost(const char *why)
 
 	X.agentd_up = 0;
 	for (l = X.links; l != NULL; l = l->next) {
-		if (l->bev == NULL)
+		if (l->io == NULL)
 			continue;
 		st = l->st;
 		disconnect(l);
@@ -1270,7 +1270,7 @@ px_exec_woken(const char *id, int ok, const char *reason)
 			break;
 	if (l == NULL || l->st != L_WAKING)
 		return;
-	l->st = l->bev != NULL ? L_READY : L_IDLE;
+	l->st = l->io != NULL ? L_READY : L_IDLE;
 	if (!ok) {
 		while ((j = TAILQ_FIRST(&l->queue)) != NULL)
 			job_fail(l, j, 503, "waking sandbox '%s' failed: %s",
@@ -1694,11 +1694,11 @@ px_exec_stream_input(struct px_exec_stream *st, int type, const void *p,
 	struct job *j = &st->j;
 
 	inq_add(j->inq, type, p, len);
-	if (j->chan != 0 && j->link->bev != NULL) {
+	if (j->chan != 0 && j->link->io != NULL) {
 		pump_input(j->link, j);
 		if (j->link->proto < 2)
-			return evbuffer_get_length(bufferevent_get_output(
-			    j->link->bev));
+			return evbuffer_get_length(px_agentio_output(
+			    j->link->io));
 	}
 	return evbuffer_get_length(j->inq) + j->in_flight;
 }
@@ -1733,7 +1733,7 @@ job_drop(struct job *j)
 	struct link *l = j->link;
 
 	if (j->chan != 0) {
-		if (l->proto >= 2 && l->bev != NULL)
+		if (l->proto >= 2 && l->io != NULL)
 			send_frame(l, BA_KILL, j->chan, "9", 1);
 		else
 			disconnect(l);	/* the agent kills what ran for nobody */
