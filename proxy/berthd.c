@@ -1275,6 +1275,8 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 		free(oldlog);
 		px_eg_reload();	/* the policy's egress_* defaults */
 		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
+		px_exec_set_limits((int)P.cfg.exec_max_per_token,
+		    P.cfg.exec_queue_timeout);
 	}
 	json_decref(P.certs);
 	P.certs = certs;
@@ -1550,6 +1552,8 @@ control_hooks(struct px_control_hooks *hooks)
 		hooks->template_dir = px_vm_template_dir();
 		px_exec_init(P.base);
 		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
+		px_exec_set_limits((int)P.cfg.exec_max_per_token,
+		    P.cfg.exec_queue_timeout);
 		/* keep-awake processes of re-adopted sandboxes hold them
 		 * again (the agent lists them) */
 		px_vm_each(px_exec_keep_check);

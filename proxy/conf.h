@@ -107,6 +107,8 @@ struct px_config {
 						 * sandboxes; 0: none */
 	unsigned	 vm_max_procs;		/* commands and file transfers
 						 * at once per sandbox */
+	unsigned	 exec_max_per_token;	/* ... per API token */
+	uint64_t	 exec_queue_timeout;	/* ms a job may wait to start */
 	/* the VMM jail (libvmm's jail.c, cgroup.c) */
 	int		 vm_jail;		/* 1 (default) or 0 */
 	unsigned	 vm_max_forks;		/* new sandboxes per fork call */

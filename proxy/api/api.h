@@ -206,6 +206,8 @@ struct cstream {
 	char path[CS_PATH_MAX + 1];
 	unsigned mode;
 	uint32_t proc;			/* attach: the process */
+	char by_token[24];		/* the token that asked, admin's too
+					 * (exec_max_per_token); "" socket */
 	int head_sent, in_paused, out_paused, body_done, eof_sent;
 	struct evbuffer *fbuf;		/* exec: a client frame not whole yet */
 	uint64_t bytes;

@@ -128,6 +128,7 @@ api_exec(struct req *r)
 	r->c->waiting = 1;
 	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
 	r->c->pexec = p;
+	ep.er.token_id = r->auth.token_id;
 	if (ctl->hooks.exec(id, &ep.er, exec_done, p, &status, err, sizeof(err),
 	    ctl->hooks.arg) != 0) {
 		r->c->pexec = NULL;

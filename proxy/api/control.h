@@ -235,6 +235,9 @@ struct px_exec_req {
 	uint32_t proc;
 	uint64_t offset;
 	int follow, discard, signo;
+	/* who asked: the API token's id (its jobs are counted together:
+	 * exec_max_per_token), NULL or "" for the unix socket */
+	const char *token_id;
 };
 
 /* A directory's entry, as the guest agent lists it (PX_FILE_LIST). */

@@ -273,6 +273,7 @@ api_agent_call(struct req *r, const char *id, struct px_exec_req *er,
 	r->c->waiting = 1;
 	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
 	r->c->pexec = &pp->ep;
+	er->token_id = r->auth.token_id;
 	if (ctl->hooks.exec(id, er, proc_done, pp, &status, err, sizeof(err),
 	    ctl->hooks.arg) != 0) {
 		r->c->pexec = NULL;

@@ -276,10 +276,12 @@ api_cs_run(struct cstream *cs, struct req *r, const struct px_exec_req *er)
 	struct px_exec_sink sink = { .start = cs_start, .output = cs_output,
 	    .done = cs_done, .drained = cs_drained, .event = cs_event,
 	    .arg = cs };
+	struct px_exec_req req = *er;
 	char err[512];
 	int status = 503;
 
-	cs->h = ctl->hooks.exec_stream(cs->id, er, &sink, &status, err,
+	req.token_id = cs->by_token;
+	cs->h = ctl->hooks.exec_stream(cs->id, &req, &sink, &status, err,
 	    sizeof(err), ctl->hooks.arg);
 	if (cs->h == NULL) {
 		if (status == 429)
@@ -342,6 +344,7 @@ api_cs_new(struct req *r, const char *id, enum cs_kind kind)
 	cs->kind = kind;
 	cs->method = r->method;
 	snprintf(cs->id, sizeof(cs->id), "%s", id);
+	snprintf(cs->by_token, sizeof(cs->by_token), "%s", r->auth.token_id);
 	return cs;
 }
 

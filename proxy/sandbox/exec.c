@@ -17,7 +17,8 @@
  *            hold on the sandbox (vmm_activity_hold) keeps the idle
  *            policy from pausing it
  * Many jobs run at once on the one connection, at most max_procs per
- * sandbox (queued and running together; past it a 429), each with its
+ * sandbox and max_per_token per API token across its sandboxes (queued
+ * and running together; past either a 429), each with its
  * own flow control both ways: the guest sends at most BA_WINDOW bytes of
  * a channel's output until this side acknowledges them ('A'), which a
  * streamed job's slow client holds back (px_exec_stream_read(0)): that
@@ -25,7 +26,10 @@
  * the agent acknowledges what it took ('a'); the rest waits in the job
  * (px_exec_stream_input says how much, for the caller to hold its client
  * back). A job whose caller is gone (px_exec_stream_cancel,
- * px_exec_abandon) is killed in the guest ('K' 9), the rest go on.
+ * px_exec_abandon) is killed in the guest ('K' 9), or dropped while it
+ * waits in the queue; the rest go on. A job waits in the queue (for the
+ * wake, the agent's pong, the reader's restart, a protocol-1 agent's one
+ * slot) at most queue_ms: then it fails (503) without having run.
  * The connection stays open for the next commands; a resume from a
  * snapshot (a new VMM) or a berthd restart closes it (the commands that
  * ran on it fail), and the next command connects again. An agent of
@@ -93,9 +97,17 @@
 
 struct link;
 
+/* The jobs of one API token, queued and running (max_per_token). */
+struct owner {
+	char id[24];			/* px_auth's token_id */
+	int n;
+	struct owner *next;
+};
+
 struct job {
 	TAILQ_ENTRY(job) entry;
 	struct link *link;
+	struct owner *owner;		/* NULL: the unix socket's */
 	void (*done)(void *, const struct px_exec_result *);
 	void *done_arg;
 	/* streamed (exec_stream): output goes to the sink as it comes */
@@ -157,6 +169,7 @@ struct link {
 	int pings;			/* sent on this connection */
 	struct event *step_ev;		/* a deferred step */
 	struct event *tick_ev;		/* sync deadline, command deadlines */
+	struct event *queue_ev;		/* the oldest queued job's deadline */
 	int held;			/* vmm_activity_hold taken */
 	/* keep-awake processes running (see keep_set) */
 	int keep, keep_held, keep_listing;
@@ -173,7 +186,12 @@ static struct {
 	uint64_t last_conn;		/* ids given to connections */
 	int stopping;			/* px_exec_shutdown began */
 	int max_procs;			/* per sandbox, queued and running */
-} X = { .max_procs = PX_EXEC_PROCS_DEFAULT };
+	int max_per_token;		/* per token, queued and running */
+	int64_t queue_ms;		/* the longest a job waits to run */
+	struct owner *owners;		/* tokens with jobs */
+} X = { .max_procs = PX_EXEC_PROCS_DEFAULT,
+	.max_per_token = PX_EXEC_PER_TOKEN_DEFAULT,
+	.queue_ms = PX_EXEC_QUEUE_MS_DEFAULT };
 
 static void step(struct link *);
 
@@ -220,9 +238,37 @@ tick_in(struct link *l, int ms)
 	event_add(l->tick_ev, &tv);
 }
 
+/* The token's count of jobs; NULL when it has none. */
+static struct owner *
+owner_find(const char *id)
+{
+	struct owner *o;
+
+	for (o = X.owners; o != NULL; o = o->next)
+		if (strcmp(o->id, id) == 0)
+			return o;
+	return NULL;
+}
+
+static void
+owner_put(struct owner *o)
+{
+	struct owner **pp;
+
+	if (o == NULL || --o->n > 0)
+		return;
+	for (pp = &X.owners; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			break;
+		}
+	free(o);
+}
+
 static void
 job_free(struct job *j)
 {
+	owner_put(j->owner);
 	free(j->procs);
 	free(j->entries);
 	free(j->fields);
@@ -608,6 +654,75 @@ tick(evutil_socket_t fd, short what, void *arg)
 	}
 	if (l->nrunning > 0)
 		tick_in(l, 1000);
+	later(l);
+}
+
+/* What the queue waits for, in a job's failure. */
+static const char *
+queue_why(const struct link *l)
+{
+	switch (l->st) {
+	case L_WAKING:
+		return "its wake has not ended";
+	case L_SYNC:
+		return "its guest agent has not answered";
+	case L_IDLE:
+		return X.agentd_up ? "it was not running" : "the guest agent's "
+		    "reader (berthd: agent) was restarting";
+	default:
+		return l->proto < 2 ? "its guest agent (protocol 1) runs one "
+		    "command at a time" : "its other commands held every slot";
+	}
+}
+
+/* The queue's oldest job fails at its deadline (queue_tick). */
+static void
+queue_arm(struct link *l)
+{
+	struct job *j = TAILQ_FIRST(&l->queue);
+	struct timeval tv;
+	int64_t left;
+
+	if (j == NULL) {
+		evtimer_del(l->queue_ev);
+		return;
+	}
+	left = j->t0 + X.queue_ms - now_ms();
+	if (left < 0)
+		left = 0;
+	tv.tv_sec = (time_t)(left / 1000);
+	tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
+	event_add(l->queue_ev, &tv);
+}
+
+/* Jobs queued longer than queue_ms fail: the queue is in the order they
+ * were asked for, the oldest first. */
+static void
+queue_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	struct job *j;
+	int64_t t = now_ms();
+
+	(void)fd;
+	(void)what;
+	while ((j = TAILQ_FIRST(&l->queue)) != NULL && t - j->t0 >= X.queue_ms)
+		job_fail(l, j, 503, "sandbox '%s': the command waited %lld s "
+		    "without starting (%s) and was dropped (exec_queue_timeout "
+		    "%lld s)", l->id, (long long)((t - j->t0) / 1000),
+		    queue_why(l), (long long)(X.queue_ms / 1000));
+	queue_arm(l);
+	later(l);
+}
+
+/* A job joined the queue: its deadline is armed unless an older one's
+ * is (which then arms the next). */
+static void
+queue_add(struct link *l, struct job *j)
+{
+	TAILQ_INSERT_TAIL(&l->queue, j, entry);
+	if (!evtimer_pending(l->queue_ev, NULL))
+		queue_arm(l);
 	later(l);
 }
 
@@ -1283,6 +1398,20 @@ px_exec_woken(const char *id, int ok, const char *reason)
 	later(l);
 }
 
+static void
+link_free(struct link *l)
+{
+	if (l->step_ev != NULL)
+		event_free(l->step_ev);
+	if (l->tick_ev != NULL)
+		event_free(l->tick_ev);
+	if (l->keep_ev != NULL)
+		event_free(l->keep_ev);
+	if (l->queue_ev != NULL)
+		event_free(l->queue_ev);
+	free(l);
+}
+
 static struct link *
 link_get(const char *id)
 {
@@ -1299,14 +1428,10 @@ link_get(const char *id)
 	l->step_ev = evtimer_new(X.base, step_cb, l);
 	l->tick_ev = evtimer_new(X.base, tick, l);
 	l->keep_ev = evtimer_new(X.base, keep_poll, l);
-	if (l->step_ev == NULL || l->tick_ev == NULL || l->keep_ev == NULL) {
-		if (l->step_ev != NULL)
-			event_free(l->step_ev);
-		if (l->tick_ev != NULL)
-			event_free(l->tick_ev);
-		if (l->keep_ev != NULL)
-			event_free(l->keep_ev);
-		free(l);
+	l->queue_ev = evtimer_new(X.base, queue_tick, l);
+	if (l->step_ev == NULL || l->tick_ev == NULL || l->keep_ev == NULL ||
+	    l->queue_ev == NULL) {
+		link_free(l);
 		return NULL;
 	}
 	l->next = X.links;
@@ -1488,6 +1613,32 @@ job_new(const char *id, const struct px_exec_req *req, size_t size,
 			return NULL;
 		}
 	}
+	if (req->token_id != NULL && req->token_id[0] != '\0') {
+		struct owner *o = owner_find(req->token_id);
+
+		if (o != NULL && o->n >= X.max_per_token) {
+			free(j);
+			*status = 429;
+			snprintf(err, errlen, "token %s runs %d commands and file "
+			    "transfers already, in its sandboxes together "
+			    "(exec_max_per_token %d): wait for one to end",
+			    o->id, o->n, X.max_per_token);
+			return NULL;
+		}
+		if (o == NULL && (o = calloc(1, sizeof(*o))) != NULL) {
+			snprintf(o->id, sizeof(o->id), "%s", req->token_id);
+			o->next = X.owners;
+			X.owners = o;
+		}
+		if (o == NULL) {
+			free(j);
+			*status = 503;
+			snprintf(err, errlen, "out of memory");
+			return NULL;
+		}
+		o->n++;
+		j->owner = o;
+	}
 	j->link = l;
 	j->timeout_ms = req->timeout_ms;
 	j->t0 = now_ms();
@@ -1572,8 +1723,7 @@ px_exec_start(const char *id, const struct px_exec_req *req,
 	}
 	if (j->type == BA_EXEC && req->ring == 0)
 		inq_add(j->inq, BA_STDIN, NULL, 0);	/* EOF */
-	TAILQ_INSERT_TAIL(&j->link->queue, j, entry);
-	later(j->link);
+	queue_add(j->link, j);
 	return 0;
 }
 
@@ -1682,8 +1832,7 @@ px_exec_stream_start(const char *id, const struct px_exec_req *req,
 	j->sink = *sink;
 	j->done = sink->done;
 	j->done_arg = sink->arg;
-	TAILQ_INSERT_TAIL(&j->link->queue, j, entry);
-	later(j->link);
+	queue_add(j->link, j);
 	return (struct px_exec_stream *)j;
 }
 
@@ -1777,7 +1926,7 @@ px_exec_abandon(void *done_arg, void *arg)
 void
 px_exec_forget(const char *id)
 {
-	struct link *l;
+	struct link *l, **pp;
 
 	for (l = X.links; l != NULL; l = l->next)
 		if (strcmp(l->id, id) == 0)
@@ -1787,13 +1936,28 @@ px_exec_forget(const char *id)
 	disconnect(l);
 	fail_all(l, 1, 404, "sandbox '%s' was deleted", id);
 	l->keep = l->keep_held = 0;	/* its sandbox, and holds, are gone */
-	evtimer_del(l->keep_ev);
+	/* nothing refers to it now: a deleted sandbox leaves nothing */
+	for (pp = &X.links; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	link_free(l);
 }
 
 void
 px_exec_set_max_procs(int n)
 {
 	X.max_procs = n > 0 ? n : PX_EXEC_PROCS_DEFAULT;
+}
+
+void
+px_exec_set_limits(int per_token, uint64_t queue_ms)
+{
+	X.max_per_token = per_token > 0 ? per_token :
+	    PX_EXEC_PER_TOKEN_DEFAULT;
+	X.queue_ms = queue_ms > 0 && queue_ms <= INT64_MAX / 2 ?
+	    (int64_t)queue_ms : PX_EXEC_QUEUE_MS_DEFAULT;
 }
 
 void
@@ -1819,10 +1983,7 @@ px_exec_shutdown(void)
 		X.links = l->next;
 		disconnect(l);
 		fail_all(l, 1, 503, "berthd is shutting down");
-		event_free(l->step_ev);
-		event_free(l->tick_ev);
-		event_free(l->keep_ev);
-		free(l);
+		link_free(l);
 	}
 }
 

@@ -11,6 +11,7 @@
 #define BERTH_EXEC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 struct px_exec_req;
@@ -18,6 +19,8 @@ struct px_exec_result;
 
 #define PX_EXEC_OUT_MAX		(4 * 1024 * 1024)	/* per stream */
 #define PX_EXEC_PROCS_DEFAULT	64	/* vm_max_procs */
+#define PX_EXEC_PER_TOKEN_DEFAULT 256	/* exec_max_per_token */
+#define PX_EXEC_QUEUE_MS_DEFAULT (5 * 60 * 1000)	/* exec_queue_timeout */
 
 void px_exec_init(struct event_base *);
 /* The control hook (control.h: exec). */
@@ -40,6 +43,12 @@ void px_exec_abandon(void *done_arg, void *arg);
 /* At most n commands and file transfers per sandbox, queued and running
  * (berth.conf vm_max_procs); past it px_exec_start answers 429. */
 void px_exec_set_max_procs(int n);
+/* At most per_token commands and file transfers per API token, in all
+ * its sandboxes, queued and running (berth.conf exec_max_per_token;
+ * past it a 429); a job waits at most queue_ms to start (the wake, the
+ * agent's answer, a free slot: exec_queue_timeout), then fails with 503.
+ * 0: the default. */
+void px_exec_set_limits(int per_token, uint64_t queue_ms);
 /* berthd (re)started: a running sandbox's keep-awake processes (exec
  * --keep-awake) are listed now, and hold it awake again if any run
  * (one not running is listed once it runs again, at its next command). */
