@@ -295,6 +295,13 @@ fake_exec(const char *id, const struct px_exec_req *req,
 			snprintf(env + strlen(env), sizeof(env) - strlen(env),
 			    " %s", req->env[i]);
 		vmlog("exec %s env%s", id, env);
+		vmlog("exec by %s", req->token_id != NULL &&
+		    req->token_id[0] != '\0' ? req->token_id : "the socket");
+		if (strcmp(req->argv[0], "hang") == 0) {
+			/* answered never: its client's going is abandon */
+			vmlog("hang %s", id);
+			return 0;
+		}
 	}
 	if (req->op != PX_FILE_LIST && req->op != PX_FILE_MKDIR &&
 	    req->op != PX_FILE_REMOVE && req->op != PX_FILE_MOVE) {
@@ -320,6 +327,13 @@ fake_exec(const char *id, const struct px_exec_req *req,
 	f->ev = evtimer_new(vm_base, fake_call_end, f);
 	evtimer_add(f->ev, &tv);
 	return 0;
+}
+
+static void
+fake_exec_abandon(void *done_arg, void *arg)
+{
+	(void)done_arg;
+	vmlog("abandon");
 }
 
 static void
@@ -397,6 +411,7 @@ serve(int ready_fd)
 		hooks.template_check = fake_template_check;
 		hooks.template_dir = "/srv/berth/default";
 		hooks.exec = fake_exec;
+		hooks.exec_abandon = fake_exec_abandon;
 		hooks.exec_stream = fake_exec_stream;
 		hooks.exec_input = fake_exec_input;
 		hooks.exec_read = fake_exec_read;
@@ -2356,6 +2371,38 @@ main(void)
 			    "nor change its idle policy");
 			is_int(treq(tok, "GET", "/v1/templates", NULL), 403,
 			    "nor list templates");
+			/* exec counts its jobs by the token's id (exec.c:
+			 * exec_max_per_token) */
+			treq(tok, "POST", "/v1/sandboxes/vm-3/exec",
+			    "{\"argv\":[\"true\"]}");
+			snprintf(cmd, sizeof(cmd), "exec by tok-");
+			ok(vmlog_has(cmd), "an exec over TCP names its token's id");
+		}
+		ok(req("POST", "/v1/sandboxes/vm-3/exec",
+		    "{\"argv\":[\"true\"]}") > 0 && vmlog_has("exec by the "
+		    "socket"), "an exec on the unix socket names no token");
+		/* a buffered exec whose client goes: abandoned (killed in
+		 * the guest, or dropped from its queue: exec.c) */
+		{
+			static const char hang[] = "POST /v1/sandboxes/vm-3/exec "
+			    "HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n"
+			    "{\"argv\":[\"hang\"]}";
+			int hfd, i, before = vmlog_count("abandon");
+
+			if ((hfd = raw_connect()) >= 0) {
+				(void)send(hfd, hang, sizeof(hang) - 1,
+				    MSG_NOSIGNAL);
+				/* the exec is under way before the client goes */
+				for (i = 0; i < 500 && vmlog_count("hang vm-3") ==
+				    0; i++)
+					usleep(10000);
+				close(hfd);
+			}
+			for (i = 0; i < 500 && vmlog_count("abandon") == before;
+			    i++)
+				usleep(10000);
+			is_int(vmlog_count("abandon"), before + 1, "a buffered "
+			    "exec whose client closed is abandoned");
 		}
 	}
 	cli_response_free(&last);
