@@ -42,6 +42,16 @@ tests_unit_test_agentd_SOURCES = tests/unit/test_agentd.c tests/unit/tap.h \
 tests_unit_test_agentd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
 tests_unit_test_agentd_LDADD = $(LIBEVENT_LIBS)
 
+# exec.c and agentio.c with libvmm, vm.c and the helper stood in for:
+# the helper's read-only pipe, bounds, the queue's deadline, abandon.
+check_PROGRAMS += tests/unit/test_exec
+TESTS += tests/unit/test_exec
+tests_unit_test_exec_SOURCES = tests/unit/test_exec.c tests/unit/tap.h \
+	proxy/sandbox/exec.c proxy/sandbox/exec.h proxy/sandbox/agentio.c \
+	proxy/sandbox/agentio.h proxy/log.c proxy/log.h
+tests_unit_test_exec_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS)
+tests_unit_test_exec_LDADD = $(LIBEVENT_LIBS)
+
 check_PROGRAMS += tests/unit/test_bufpool
 TESTS += tests/unit/test_bufpool
 tests_unit_test_bufpool_SOURCES = tests/unit/test_bufpool.c tests/unit/tap.h \

@@ -707,10 +707,10 @@ queue_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	while ((j = TAILQ_FIRST(&l->queue)) != NULL && t - j->t0 >= X.queue_ms)
-		job_fail(l, j, 503, "sandbox '%s': the command waited %lld s "
+		job_fail(l, j, 503, "sandbox '%s': the command waited %.1f s "
 		    "without starting (%s) and was dropped (exec_queue_timeout "
-		    "%lld s)", l->id, (long long)((t - j->t0) / 1000),
-		    queue_why(l), (long long)(X.queue_ms / 1000));
+		    "%.1f s)", l->id, (double)(t - j->t0) / 1000, queue_why(l),
+		    (double)X.queue_ms / 1000);
 	queue_arm(l);
 	later(l);
 }
