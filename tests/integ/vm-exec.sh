@@ -21,7 +21,9 @@
 # command is activity (idle_pause does not stop it); berthd restarted,
 # the next exec connects again; the guest agent's reader (berthd: agent)
 # killed, the running exec fails saying so and the next works; a sandbox
-# token may exec only in its own sandbox (403 elsewhere); over
+# token may exec only in its own sandbox (403 elsewhere), the agent
+# reader holds only pipes' read ends, 10000 execs from the token whose
+# clients go away leave berthd's memory bounded and nothing running; over
 # control_listen (the control helper
 # relays streamed bodies) cp of 10 MB both ways is byte-identical, 3 MB
 # of stdin and 20 MiB of output stream whole, a slow reader makes
@@ -579,6 +581,73 @@ tx() {	# TOKEN ARGS...
 }
 out=$(tx "$tok" ex -- echo mine 2>&1)
 is "its own token: exec in its sandbox" "$?:$out" "0:mine"
+
+# the guest agents' reader holds no way to write to a guest: past its
+# channel to the parent (fd 3) no socket, and every pipe a read end
+# (sandbox ex's connection, made by the exec above, is one)
+helper_fds() {	# PID: "sockets pipes writable-pipes" past fd 3
+	_s=0; _p=0; _w=0
+	for _f in /proc/$1/fd/*; do
+		_n=${_f##*/}
+		[ "$_n" -gt 3 ] || continue
+		case $(readlink "$_f") in
+		socket:*) _s=$((_s + 1)) ;;
+		pipe:*) _p=$((_p + 1))
+			# flags are octal: the access mode is the low 2 bits
+			_fl=$(awk '$1=="flags:" {print $2}' "/proc/$1/fdinfo/$_n")
+			[ $((0$_fl & 3)) -eq 0 ] || _w=$((_w + 1)) ;;
+		esac
+	done
+	echo "$_s $_p $_w"
+}
+apid=$(berthd_helper agent)
+read -r hs hp hw <<EOF
+$(helper_fds "$apid")
+EOF
+is "the agent reader holds no socket but its channel" "$hs" 0
+if [ "$hp" -ge 1 ] && [ "$hw" -eq 0 ]; then
+	ok "... and its $hp guest connection(s) are pipes' read ends"
+else
+	not_ok "... and its guest connections are pipes' read ends ($hp pipes, $hw writable)"
+fi
+
+# 10000 buffered execs from the sandbox's token whose clients go away
+# (over TLS, 15 at a time: the per-address cap is 16) leave the parent's
+# memory within a bound, nothing running in the guest, and the next
+# exec answering (exec_max_per_token: each gave its slot back)
+rss0=$(proc_kb "$BERTHD_PID" VmRSS)
+python3 - "$CTL_PORT" "$CA" "$tok" "api.$DOMAIN" <<'PY'
+import socket, ssl, sys, time
+port, ca, tok, host = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context(cafile=ca)
+body = b'{"argv":["sleep","3600"]}'
+req = (b"POST /v1/sandboxes/ex/exec HTTP/1.1\r\nHost: " + host.encode() +
+       b"\r\nAuthorization: Bearer " + tok.encode() +
+       b"\r\nContent-Type: application/json\r\nContent-Length: " +
+       str(len(body)).encode() + b"\r\n\r\n" + body)
+done = 0
+while done < 10000:
+    conns = []
+    for _ in range(min(15, 10000 - done)):
+        try:
+            s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                                server_hostname=host)
+            s.sendall(req)
+            conns.append(s)
+        except OSError:
+            pass
+        done += 1
+    time.sleep(0.1)	# dispatched, most of them; then the clients go
+    for s in conns:
+        s.close()
+PY
+check "10000 abandoned execs from a token: none left running in the guest" \
+	wait_for 180 no_sleepers
+out=$(tx "$tok" ex -- echo after 2>&1)
+is "... its token's next exec answers" "$?:$out" "0:after"
+rss1=$(proc_kb "$BERTHD_PID" VmRSS)
+if [ $((rss1 - rss0)) -lt 32768 ]; then ok "... berthd's memory within a bound (RSS $rss0 -> $rss1 kB)"
+else not_ok "... berthd's memory within a bound (RSS $rss0 -> $rss1 kB)"; fi
 out=$(tx "$otok" ex -- echo theirs 2>&1)
 is "another sandbox's token: exit 4" "$?" 4
 like "... refused (403)" "$out" "belongs to sandbox 'other'"
