@@ -1933,15 +1933,17 @@ px_exec_forget(const char *id)
 			break;
 	if (l == NULL)
 		return;
-	disconnect(l);
-	fail_all(l, 1, 404, "sandbox '%s' was deleted", id);
-	l->keep = l->keep_held = 0;	/* its sandbox, and holds, are gone */
-	/* nothing refers to it now: a deleted sandbox leaves nothing */
+	/* out of the list first: a command a callback below asks for gets
+	 * a link of its own, not this one, which goes (a deleted sandbox
+	 * leaves nothing behind) */
 	for (pp = &X.links; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == l) {
 			*pp = l->next;
 			break;
 		}
+	disconnect(l);
+	l->keep = l->keep_held = 0;	/* its sandbox, and holds, are gone */
+	fail_all(l, 1, 404, "sandbox '%s' was deleted", id);
 	link_free(l);
 }
 
