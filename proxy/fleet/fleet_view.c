@@ -142,7 +142,8 @@ px_fleet_check_sandbox(const char *rest, const char *value, json_int_t rev,
 	if (n == 0 || n > PX_SANDBOX_ID_MAX || !px_valid_sandbox_id(idp, n))
 		WHY("its id part is not a sandbox id");
 	snprintf(id, sizeof(id), "%.*s", (int)n, idp);
-	if (!json_is_object(v = json_loads(value, JSON_REJECT_DUPLICATES, NULL)))
+	v = json_loads(value, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(v))		/* a macro: v, not the call, in it */
 		WHY("its value is not a JSON object");
 	if (str(v, "host") == NULL || strcmp(str(v, "host"), host) != 0)
 		WHY("its value's \"host\" is not its key's host %s", host);
