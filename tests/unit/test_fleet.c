@@ -214,7 +214,7 @@ main(void)
 	struct px_config c;
 	struct px_route_match m;
 	struct px_routes *r;
-	char err[512];
+	char err[512] = "";
 	int fd;
 
 	strcpy(path, "/tmp/berth-fleet-XXXXXX");
