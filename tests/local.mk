@@ -42,7 +42,8 @@ EXTRA_DIST += tests/integ/vm-restart.sh
 # Fleet mode's fleet_* directives and remote routes (TAP, no root).
 check_PROGRAMS += tests/unit/test_fleet
 TESTS += tests/unit/test_fleet
-tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/edge/route.c vmm/proto/valid.c
+tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/edge/route.c vmm/proto/valid.c \
+	proxy/fleet/fleet_view.c
 tests_unit_test_fleet_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_fleet_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
 

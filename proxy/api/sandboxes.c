@@ -284,10 +284,13 @@ template_field(struct req *r, json_t *obj, char *name, size_t namelen,
 	return 0;
 }
 
-/* Fleet mode: the id of the live host other than this one that holds
- * sandbox id (malloc'd), or NULL. */
+/* Fleet mode: the id of the host other than this one that holds sandbox
+ * id (malloc'd), or NULL; *up: whether that host holds a live lease. A
+ * lost host's placement still holds its ids: the first claim of an id
+ * wins on every edge (fleet_view.h), so a second one would never be
+ * routed. */
 static char *
-fleet_sandbox_owner(struct px_control *ctl, const char *id)
+fleet_sandbox_owner(struct px_control *ctl, const char *id, int *up)
 {
 	json_t *doc, *sb;
 	const char *self, *h;
@@ -303,9 +306,10 @@ fleet_sandbox_owner(struct px_control *ctl, const char *id)
 
 		h = json_string_value(json_object_get(sb, "host"));
 		if (owner == NULL && sid != NULL && strcmp(sid, id) == 0 &&
-		    h != NULL && (self == NULL || strcmp(h, self) != 0) &&
-		    json_is_true(json_object_get(sb, "host_up")))
+		    h != NULL && (self == NULL || strcmp(h, self) != 0)) {
 			owner = strdup(h);
+			*up = json_is_true(json_object_get(sb, "host_up"));
+		}
 	}
 	json_decref(doc);
 	return owner;
@@ -327,7 +331,7 @@ api_sandbox_create(struct req *r)
 	json_t *obj, *doc;
 	char *owner;
 	unsigned long which = 0;
-	int rc;
+	int rc, up = 0;
 
 	memset(secret, 0, sizeof(secret));
 	if ((obj = api_body_object(r, fields, 0)) == NULL)
@@ -339,10 +343,10 @@ api_sandbox_create(struct req *r)
 	}
 	if (api_check_sandbox_id(r, id) == -1)
 		goto out;
-	if ((owner = fleet_sandbox_owner(ctl, id)) != NULL) {
+	if ((owner = fleet_sandbox_owner(ctl, id, &up)) != NULL) {
 		api_reply_error(r, 409, NULL, "id", "sandbox id '%s' belongs to fleet "
-		    "host %s, which is up: sandbox ids are unique in a fleet", id,
-		    owner);
+		    "host %s, which is %s: sandbox ids are unique in a fleet", id,
+		    owner, up ? "up" : "down (its placement in etcd still holds the id)");
 		free(owner);
 		goto out;
 	}

@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <openssl/x509v3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +40,6 @@ px_sbstat_first(void)
 }
 
 static int
-cmp_sb(const void *a, const void *b)
-{
-	return strcmp(((const struct px_rsb *)a)->id,
-	    ((const struct px_rsb *)b)->id);
-}
-
-static int
 cmp_custom(const void *a, const void *b)
 {
 	return strcmp(((const struct px_custom *)a)->host,
@@ -59,8 +53,10 @@ routes_free(struct px_routes *r)
 
 	if (r == NULL)
 		return;
-	for (i = 0; i < r->nsbs; i++)
+	for (i = 0; i < r->nsbs; i++) {
 		free(r->sbs[i].ports);
+		free(r->sbs[i].portsrc);
+	}
 	for (i = 0; i < r->ncustoms; i++)
 		free(r->customs[i].host);
 	for (i = 0; i < r->nfleet_hosts; i++)
@@ -112,28 +108,51 @@ unhex(const char *hex, unsigned char *out, size_t n)
 	return 0;
 }
 
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+/* An entry left out of the table: counted, and the first few said in
+ * r->skipped for the worker's log. Never a reason to refuse the table:
+ * one bad route must not take the others (and the worker) down. */
+static void
+skip(struct px_routes *r, const char *fmt, ...)
+{
+	size_t n = strlen(r->skipped);
+	va_list ap;
+
+	r->nskipped++;
+	if (n + 4 >= sizeof(r->skipped))
+		return;
+	if (n > 0) {
+		snprintf(r->skipped + n, sizeof(r->skipped) - n, "; ");
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(r->skipped + n, sizeof(r->skipped) - n, fmt, ap);
+	va_end(ap);
+}
+
 static int
 build_tokens(struct px_routes *r, json_t *toks, char *err, size_t errlen)
 {
 	json_t *t;
 	size_t i;
 
-	r->ntokens = json_array_size(toks);
-	if ((r->tokens = calloc(r->ntokens + 1, sizeof(*r->tokens))) == NULL) {
+	if ((r->tokens = calloc(json_array_size(toks) + 1, sizeof(*r->tokens))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	json_array_foreach(toks, i, t) {
 		const char *sb = json_string_value(json_object_get(t, PX_RT_TOKEN_SANDBOX));
+		struct px_rtoken *k = &r->tokens[r->ntokens];
 
 		if (unhex(json_string_value(json_object_get(t, PX_RT_TOKEN_SHA256)),
-		    r->tokens[i].hash, 32) != 0 ||
+		    k->hash, 32) != 0 ||
 		    (sb != NULL && !px_valid_sandbox_id(sb, strlen(sb)))) {
-			snprintf(err, errlen, "routes: bad token entry %zu", i);
-			return -1;
+			skip(r, "bad token entry %zu", i);
+			continue;
 		}
-		snprintf(r->tokens[i].sandbox, sizeof(r->tokens[i].sandbox), "%s",
-		    sb ? sb : "");
+		snprintf(k->sandbox, sizeof(k->sandbox), "%s", sb ? sb : "");
+		r->ntokens++;
 	}
 	qsort(r->tokens, r->ntokens, sizeof(*r->tokens), cmp_token);
 	return 0;
@@ -163,8 +182,6 @@ px_route_token(const struct px_routes *r, const char *sandbox, const char *token
 	return sandbox[i] == t->sandbox[i] ? PX_TOKEN_OK : PX_TOKEN_OTHER;
 }
 
-#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
-
 struct px_routes *
 px_routes_from_json(const char *json, size_t len, char *err, size_t errlen)
 {
@@ -181,12 +198,96 @@ px_routes_from_json(const char *json, size_t len, char *err, size_t errlen)
 	return r;
 }
 
+/* Fills sb from the message's entry sbj; 0, or -1 with the entry
+ * skipped (said in r->skipped). A bad port is left out alone. */
+static int
+build_sb(struct px_routes *r, struct px_rsb *sb, json_t *sbj, size_t i)
+{
+	const char *id = json_string_value(json_object_get(sbj, PX_RT_SB_ID));
+	const char *addr = json_string_value(json_object_get(sbj, PX_RT_SB_ADDRESS));
+	const char *state = json_string_value(json_object_get(sbj, PX_RT_SB_STATE));
+	json_t *ports = json_object_get(sbj, PX_RT_SB_PORTS), *pj;
+	size_t j, k;
+
+	if (id == NULL || !px_valid_sandbox_id(id, strlen(id)) ||
+	    addr == NULL || strlen(addr) >= sizeof(sb->address) ||
+	    (ports != NULL && !json_is_array(ports))) {
+		skip(r, "bad sandbox entry %zu", i);
+		return -1;
+	}
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	snprintf(sb->address, sizeof(sb->address), "%s", addr);
+	snprintf(sb->state, sizeof(sb->state), "%s", state ? state : "running");
+	sb->srci = i;
+	if (json_is_true(json_object_get(sbj, PX_RT_SB_REMOTE))) {
+		const char *host = json_string_value(json_object_get(sbj, PX_RT_SB_HOST));
+		const char *fleet = json_string_value(json_object_get(sbj, PX_RT_SB_FLEET));
+
+		if (host == NULL || fleet == NULL || *host == '\0' ||
+		    strlen(host) >= sizeof(sb->host) || strlen(fleet) >= sizeof(sb->fleet)) {
+			skip(r, "bad fleet entry %zu (%s)", i, id);
+			return -1;
+		}
+		sb->remote = 1;
+		sb->host_up = json_is_true(json_object_get(sbj, PX_RT_SB_HOST_UP)) && *fleet;
+		snprintf(sb->host, sizeof(sb->host), "%s", host);
+		snprintf(sb->fleet, sizeof(sb->fleet), "%s", fleet);
+	}
+	if ((sb->stat = px_sbstat_get(id)) == NULL ||
+	    (sb->ports = calloc(json_array_size(ports) + 1, sizeof(*sb->ports))) == NULL) {
+		skip(r, "sandbox %s: out of memory", id);
+		return -1;
+	}
+	sb->portsrc = calloc(json_array_size(ports) + 1, sizeof(*sb->portsrc));
+	json_array_foreach(ports, j, pj) {
+		json_t *pn = json_object_get(pj, PX_RT_PORT);
+		json_int_t port = json_integer_value(pn);
+		const char *hh = json_string_value(json_object_get(pj, PX_RT_PORT_HOST_HEADER));
+		const char *vis = json_string_value(json_object_get(pj, PX_RT_PORT_VISIBILITY));
+		struct px_rport *p = &sb->ports[sb->nports];
+
+		for (k = 0; k < sb->nports && sb->ports[k].port != port; k++)
+			;
+		if (!json_is_integer(pn) || port < 1 || port > 65535 || k < sb->nports) {
+			skip(r, "bad port in %s", id);
+			continue;
+		}
+		p->port = (uint16_t)port;
+		p->host_upstream = hh && strcmp(hh, "upstream") == 0;
+		p->private_ = vis && strcmp(vis, "private") == 0;
+		if (sb->portsrc != NULL)
+			sb->portsrc[sb->nports] = j;
+		sb->nports++;
+	}
+	return 0;
+}
+
+/* The same id twice (the parent never sends it): the first one. */
+static int
+cmp_sb_src(const void *a, const void *b)
+{
+	const struct px_rsb *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+
+	return c != 0 ? c : x->srci < y->srci ? -1 : x->srci > y->srci;
+}
+
+static int
+cmp_custom_src(const void *a, const void *b)
+{
+	const struct px_custom *x = a, *y = b;
+	int c = strcmp(x->host, y->host);
+
+	return c != 0 ? c : x->sb < y->sb ? -1 : x->sb > y->sb ? 1 :
+	    x->port < y->port ? -1 : x->port > y->port;
+}
+
 struct px_routes *
 px_routes_build(json_t *root, char *err, size_t errlen)
 {
 	struct px_routes *r;
 	json_t *sbs, *sbj, *pj;
-	size_t i, j, nc = 0;
+	size_t i, j, k, nc = 0;
 	const char *domain;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
@@ -200,74 +301,51 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 		BAD("routes: missing domain or sandboxes");
 	if ((r->domain = strdup(domain)) == NULL)
 		BAD("out of memory");
-	r->nsbs = json_array_size(sbs);
-	if ((r->sbs = calloc(r->nsbs + 1, sizeof(*r->sbs))) == NULL)
+	if ((r->sbs = calloc(json_array_size(sbs) + 1, sizeof(*r->sbs))) == NULL)
 		BAD("out of memory");
 	json_array_foreach(sbs, i, sbj) {
-		struct px_rsb *sb = &r->sbs[i];
-		const char *id = json_string_value(json_object_get(sbj, PX_RT_SB_ID));
-		const char *addr = json_string_value(json_object_get(sbj, PX_RT_SB_ADDRESS));
-		const char *state = json_string_value(json_object_get(sbj, PX_RT_SB_STATE));
-		json_t *ports = json_object_get(sbj, PX_RT_SB_PORTS);
+		struct px_rsb *sb = &r->sbs[r->nsbs];
 
-		if (id == NULL || !px_valid_sandbox_id(id, strlen(id)) ||
-		    addr == NULL || strlen(addr) >= sizeof(sb->address))
-			BAD("routes: bad sandbox entry %zu", i);
-		snprintf(sb->id, sizeof(sb->id), "%s", id);
-		snprintf(sb->address, sizeof(sb->address), "%s", addr);
-		snprintf(sb->state, sizeof(sb->state), "%s", state ? state : "running");
-		if ((sb->stat = px_sbstat_get(id)) == NULL)
-			BAD("out of memory");
-		if (json_is_true(json_object_get(sbj, PX_RT_SB_REMOTE))) {
-			const char *host = json_string_value(json_object_get(sbj, PX_RT_SB_HOST));
-			const char *fleet = json_string_value(json_object_get(sbj, PX_RT_SB_FLEET));
-
-			if (host == NULL || fleet == NULL || *host == '\0' ||
-			    strlen(host) >= sizeof(sb->host) || strlen(fleet) >= sizeof(sb->fleet))
-				BAD("routes: bad fleet entry %zu", i);
-			sb->remote = 1;
-			sb->host_up = json_is_true(json_object_get(sbj, PX_RT_SB_HOST_UP)) && *fleet;
-			snprintf(sb->host, sizeof(sb->host), "%s", host);
-			snprintf(sb->fleet, sizeof(sb->fleet), "%s", fleet);
+		if (build_sb(r, sb, sbj, i) == 0) {
+			r->nsbs++;
+			nc += json_array_size(json_object_get(sbj, PX_RT_SB_PORTS));
+			continue;
 		}
-		sb->nports = json_array_size(ports);
-		if ((sb->ports = calloc(sb->nports + 1, sizeof(*sb->ports))) == NULL)
-			BAD("out of memory");
-		json_array_foreach(ports, j, pj) {
-			json_int_t port = json_integer_value(json_object_get(pj, PX_RT_PORT));
-			const char *hh = json_string_value(json_object_get(pj, PX_RT_PORT_HOST_HEADER));
-			const char *vis = json_string_value(json_object_get(pj, PX_RT_PORT_VISIBILITY));
-
-			if (port < 1 || port > 65535)
-				BAD("routes: bad port in %s", id);
-			sb->ports[j].port = (uint16_t)port;
-			sb->ports[j].host_upstream = hh && strcmp(hh, "upstream") == 0;
-			sb->ports[j].private_ = vis && strcmp(vis, "private") == 0;
-			if (json_string_value(json_object_get(pj, PX_RT_PORT_HOST)) != NULL)
-				nc++;
-		}
+		free(sb->ports);
+		free(sb->portsrc);
+		memset(sb, 0, sizeof(*sb));
 	}
-	qsort(r->sbs, r->nsbs, sizeof(*r->sbs), cmp_sb);
+	qsort(r->sbs, r->nsbs, sizeof(*r->sbs), cmp_sb_src);
+	for (i = k = 0; i < r->nsbs; i++) {
+		if (k > 0 && strcmp(r->sbs[k - 1].id, r->sbs[i].id) == 0) {
+			skip(r, "sandbox %s listed twice", r->sbs[i].id);
+			free(r->sbs[i].ports);
+			free(r->sbs[i].portsrc);
+			continue;
+		}
+		if (k != i)
+			r->sbs[k] = r->sbs[i];
+		k++;
+	}
+	r->nsbs = k;
 	if ((r->customs = calloc(nc + 1, sizeof(*r->customs))) == NULL)
 		BAD("out of memory");
 	/* Second pass after sorting, so custom entries point at final slots. */
 	for (i = 0; i < r->nsbs; i++) {
 		struct px_rsb *sb = &r->sbs[i];
-		json_t *ports = NULL;
+		json_t *ports = json_object_get(json_array_get(sbs, sb->srci), PX_RT_SB_PORTS);
 
-		json_array_foreach(sbs, j, sbj) {
-			if (strcmp(json_string_value(json_object_get(sbj, PX_RT_SB_ID)), sb->id) == 0) {
-				ports = json_object_get(sbj, PX_RT_SB_PORTS);
-				break;
-			}
-		}
-		json_array_foreach(ports, j, pj) {
-			const char *host = json_string_value(json_object_get(pj, PX_RT_PORT_HOST));
+		for (j = 0; sb->portsrc != NULL && j < sb->nports; j++) {
+			const char *host;
 
+			pj = json_array_get(ports, sb->portsrc[j]);
+			host = json_string_value(json_object_get(pj, PX_RT_PORT_HOST));
 			if (host == NULL || *host == '\0')
 				continue;
-			if (!px_valid_hostname(host, strlen(host)))
-				BAD("routes: bad custom host in %s", sb->id);
+			if (!px_valid_hostname(host, strlen(host))) {
+				skip(r, "bad custom host in %s", sb->id);
+				continue;
+			}
 			/* the control API refuses these; a name stored before
 			 * it did is not routed (an address, loopback, or
 			 * another sandbox's name under berth's domain) */
@@ -281,8 +359,22 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 			r->customs[r->ncustoms].port = &sb->ports[j];
 			r->ncustoms++;
 		}
+		free(sb->portsrc);
+		sb->portsrc = NULL;
 	}
-	qsort(r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom);
+	qsort(r->customs, r->ncustoms, sizeof(*r->customs), cmp_custom_src);
+	for (i = k = 0; i < r->ncustoms; i++) {
+		if (k > 0 && strcmp(r->customs[k - 1].host, r->customs[i].host) == 0) {
+			skip(r, "custom host %s of %s held by %s too", r->customs[i].host,
+			    r->customs[i].sb->id, r->customs[k - 1].sb->id);
+			free(r->customs[i].host);
+			continue;
+		}
+		if (k != i)
+			r->customs[k] = r->customs[i];
+		k++;
+	}
+	r->ncustoms = k;
 	if (build_tokens(r, json_object_get(root, PX_RT_TOKENS), err, errlen) != 0)
 		goto fail;
 	{
@@ -295,8 +387,10 @@ px_routes_build(json_t *root, char *err, size_t errlen)
 			const char *id = json_string_value(h);
 
 			if (id == NULL || strlen(id) > 32 ||
-			    !px_valid_sandbox_id(id, strlen(id)))
-				BAD("routes: bad fleet host %zu", i);
+			    !px_valid_sandbox_id(id, strlen(id))) {
+				skip(r, "bad fleet host %zu", i);
+				continue;
+			}
 			if ((r->fleet_hosts[r->nfleet_hosts] = strdup(id)) == NULL)
 				BAD("out of memory");
 			r->nfleet_hosts++;

@@ -51,6 +51,10 @@ struct px_rsb {
 	int		 remote, host_up;
 	char		 host[33];
 	char		 fleet[56];	/* ADDR:PORT of its fleet listener */
+	/* while the table is built: its index in the message, and each
+	 * port's there */
+	size_t		 srci;
+	size_t		*portsrc;
 };
 
 struct px_custom {
@@ -79,6 +83,10 @@ struct px_routes {
 	 * certificates the fleet listener accepts */
 	char		**fleet_hosts;
 	size_t		 nfleet_hosts;
+	/* entries left out as bad (a table is never refused for one):
+	 * how many, and the first few, for the worker's log */
+	unsigned	 nskipped;
+	char		 skipped[256];
 };
 
 enum px_route_result {
@@ -98,7 +106,9 @@ struct px_route_match {
 };
 
 /* Builds a table from the parent's JSON (the message's "routes" object,
- * routemsg.h); NULL with err on bad input. */
+ * routemsg.h). A bad entry (sandbox, port, custom host, token, fleet
+ * host) is left out and counted in nskipped; NULL with err only when
+ * there is no table at all (no domain or sandboxes, out of memory). */
 struct px_routes *px_routes_from_json(const char *json, size_t len,
     char *err, size_t errlen);
 struct json_t;

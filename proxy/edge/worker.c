@@ -291,8 +291,15 @@ handle_msg(json_t *m)
 		struct px_routes *r = px_routes_build(json_object_get(m, PX_RT_ROUTES),
 		    err, sizeof(err));
 
-		if (r == NULL)
-			fatalx("worker %d: %s", px_w->id, err);
+		/* the parent's table, whatever it holds, is no reason to
+		 * exit: a restarted worker would get the same one */
+		if (r == NULL) {
+			log_warnx("worker %d: routes not changed: %s", px_w->id, err);
+			return;
+		}
+		if (r->nskipped > 0)
+			log_warnx("worker %d: routes: %u bad entr%s left out: %s", px_w->id,
+			    r->nskipped, r->nskipped == 1 ? "y" : "ies", r->skipped);
 		px_routes_unref(px_w->env.routes);
 		px_w->env.routes = r;
 		px_wake_routes_changed();	/* the table says what runs now */

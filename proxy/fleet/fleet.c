@@ -12,7 +12,9 @@
 #include "fleet.h"
 #include "conf.h"
 #include "fleet_tls.h"
+#include "fleet_view.h"
 #include "log.h"
+#include "valid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +58,16 @@ static struct {
 	int		 etcd_ok;		/* the last call was answered */
 	int		 inflight;
 	int		 refreshing, refresh_again;
-	json_t		*hosts;			/* id -> host value, from etcd */
-	json_t		*sbs;			/* "<host>/<id>" -> value, from etcd */
+	/* from etcd, checked (fleet_view.h): what failed is in bad */
+	json_t		*hosts;			/* id -> host value */
+	json_t		*sbs;			/* "<host>/<id>" -> value, with "rev" */
+	json_t		*claims;		/* "<host>/<id>/<name>" -> revision */
+	json_t		*bad;			/* key -> why it is not used (logged) */
 	json_t		*desired;		/* id -> sandbox: this host's store */
 	json_t		*known;			/* id -> sandbox: what etcd holds of ours */
-	json_t		*clashes;		/* id -> host: an id clash logged */
+	json_t		*kclaims;		/* "<id>/<name>": our names' keys there */
+	json_t		*clashes;		/* the lost claims logged */
+	char		 domain[256];
 	long long	 rev;			/* etcd revision of the last full read */
 	long long	 started;
 	int		 stopping;
@@ -369,10 +376,34 @@ fail:
 static char *
 key_of(const char *kind, const char *a, const char *b)
 {
-	char k[256];
+	char k[512];
 
 	snprintf(k, sizeof(k), "%s/%s/%s%s%s", F.prefix, kind, a, b ? "/" : "", b ? b : "");
 	return b64(k);
+}
+
+/* P/sandboxes/<us>/<id>/name/<name>: made when a port of ours takes the
+ * name, so its create revision says who took it first */
+static char *
+claim_key(const char *id, const char *name)
+{
+	char k[512];
+
+	snprintf(k, sizeof(k), "%s/sandboxes/%s/%s/name/%s", F.prefix, F.host, id, name);
+	return b64(k);
+}
+
+/* Text from etcd (a key), fit for one log line. */
+static const char *
+shown(const char *s, char *buf, size_t len)
+{
+	size_t i;
+
+	snprintf(buf, len, "%s", s);
+	for (i = 0; buf[i] != '\0'; i++)
+		if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] > 0x7e)
+			buf[i] = '?';
+	return buf;
 }
 
 /* Puts key (text) = value (JSON, stolen), under our lease if lease. */
@@ -485,6 +516,23 @@ publish(void)
 	if (F.lease[0] == '\0' || F.stopping)
 		return;
 	json_object_foreach(F.desired, id, v) {
+		json_t *p;
+		size_t i;
+
+		/* a name's claim goes before the sandbox that uses it */
+		json_array_foreach(json_object_get(v, "ports"), i, p) {
+			const char *name = str(p, "host");
+			char ck[320];
+
+			if (*name == '\0')
+				continue;
+			snprintf(ck, sizeof(ck), "%s/%s", id, name);
+			if (json_object_get(F.kclaims, ck) != NULL)
+				continue;
+			put(claim_key(id, name), json_pack("{s:s,s:s,s:s}", "host", F.host,
+			    "sandbox", id, "name", name), 0);
+			json_object_set_new(F.kclaims, ck, json_true());
+		}
 		if (json_equal(json_object_get(F.known, id), v))
 			continue;
 		put(key_of("sandboxes", F.host, id), json_pack("{s:s,s:O}", "host", F.host,
@@ -501,12 +549,68 @@ publish(void)
 		free(k);
 		json_object_del(F.known, id);
 	}
+	json_object_foreach_safe(F.kclaims, tmp, id, v) {
+		const char *name = strchr(id, '/') + 1;
+		char sid[PX_SANDBOX_ID_MAX + 1], *k;
+		json_t *p;
+		size_t i;
+		int held = 0;
+
+		snprintf(sid, sizeof(sid), "%.*s", (int)(name - 1 - id), id);
+		json_array_foreach(json_object_get(json_object_get(F.desired, sid), "ports"), i, p)
+			held |= strcmp(str(p, "host"), name) == 0;
+		if (held)
+			continue;
+		if ((k = claim_key(sid, name)) != NULL)
+			etcd_call("/v3/kv/deleterange", json_pack("{s:s}", "key", k), NULL, NULL);
+		free(k);
+		json_object_del(F.kclaims, id);
+	}
+}
+
+static void
+rev_text(json_int_t rev, char *buf, size_t len)
+{
+	if (rev == PX_FLEET_REV_NONE)
+		snprintf(buf, len, "not in etcd yet");
+	else
+		snprintf(buf, len, "revision %lld", (long long)rev);
+}
+
+/* Each claim that lost (px_fleet_resolve) is logged once. */
+static void
+log_lost(json_t *lost)
+{
+	json_t *now = json_object(), *l;
+	char k[640], r1[40], r2[40];
+	size_t i;
+
+	json_array_foreach(lost, i, l) {
+		snprintf(k, sizeof(k), "%s %s %s/%s", str(l, "kind"), str(l, "what"),
+		    str(l, "host"), str(l, "id"));
+		json_object_set_new(now, k, json_true());
+		if (json_object_get(F.clashes, k) != NULL)
+			continue;
+		rev_text(json_integer_value(json_object_get(l, "rev")), r1, sizeof(r1));
+		rev_text(json_integer_value(json_object_get(l, "winner_rev")), r2, sizeof(r2));
+		if (strcmp(str(l, "kind"), "id") == 0)
+			log_warnx("fleet: sandbox %s is claimed by host %s (%s) and, first, "
+			    "by host %s (%s): every edge routes it to host %s", str(l, "what"),
+			    str(l, "host"), r1, str(l, "winner"), r2, str(l, "winner"));
+		else
+			log_warnx("fleet: custom host %s is claimed by host %s for sandbox "
+			    "%s (%s) and, first, by host %s (%s): every edge routes it to "
+			    "host %s", str(l, "what"), str(l, "host"), str(l, "id"), r1,
+			    str(l, "winner"), r2, str(l, "winner"));
+	}
+	json_decref(F.clashes);
+	F.clashes = now;
 }
 
 void
 px_fleet_routes(json_t *msg)
 {
-	json_t *r = json_object_get(msg, "routes"), *sbs, *sb, *want, *have, *v;
+	json_t *r = json_object_get(msg, "routes"), *sbs, *sb, *want, *win, *lost, *v;
 	const char *key;
 	size_t i;
 
@@ -535,39 +639,39 @@ px_fleet_routes(json_t *msg)
 				json_array_append_new(hl, json_string(key));
 		json_object_set_new(r, "fleet_hosts", hl);
 	}
-	/* the others' sandboxes: first host wins an id clash, ours always
-	 * (the control API refuses to create an id a live host holds; a
-	 * clash that happened anyway is logged once) */
-	have = json_object();
-	json_object_foreach(F.sbs, key, v) {
-		const char *host = json_string_value(json_object_get(v, "host"));
-		json_t *s = json_object_get(v, "sandbox"), *h;
-		const char *id = json_string_value(json_object_get(s, "id"));
+	/* every id and custom host name to its first claim (fleet_view.h):
+	 * ours lose theirs too, then this edge forwards to the winner */
+	lost = json_array();
+	win = px_fleet_resolve(F.sbs, F.claims, want, F.host, lost);
+	log_lost(lost);
+	json_decref(lost);
+	for (i = 0; i < json_array_size(sbs); ) {
+		const char *id;
 
-		if (host != NULL && id != NULL && strcmp(host, F.host) != 0 &&
-		    json_object_get(want, id) != NULL &&
-		    json_object_get(F.hosts, host) != NULL) {
-			if (F.clashes == NULL)
-				F.clashes = json_object();
-			if (json_object_get(F.clashes, id) == NULL) {
-				log_warnx("fleet: sandbox %s is also published by host %s, "
-				    "which is up: this host serves its own, other edges "
-				    "may not", id, host);
-				json_object_set_new(F.clashes, id, json_string(host));
-			}
+		sb = json_array_get(sbs, i);
+		id = json_string_value(json_object_get(sb, "id"));
+		v = id ? json_object_get(win, id) : NULL;
+		if (v == NULL || !json_is_true(json_object_get(v, "local"))) {
+			json_array_remove(sbs, i);
+			continue;
 		}
-		if (host == NULL || id == NULL || strcmp(host, F.host) == 0 ||
-		    json_object_get(want, id) != NULL || json_object_get(have, id) != NULL)
+		json_object_set(sb, "ports", json_object_get(json_object_get(v, "sandbox"),
+		    "ports"));
+		i++;
+	}
+	json_object_foreach(win, key, v) {
+		const char *host = str(v, "host");
+		json_t *s = json_object_get(v, "sandbox"), *h;
+
+		if (json_is_true(json_object_get(v, "local")))
 			continue;
 		h = json_object_get(F.hosts, host);
-		json_object_set_new(have, id, json_null());
 		json_array_append_new(sbs, json_pack("{s:s,s:s,s:O,s:O,s:s,s:b,s:s,s:b}",
-		    "id", id, "address", "", "state", json_object_get(s, "state"),
+		    "id", key, "address", "", "state", json_object_get(s, "state"),
 		    "ports", json_object_get(s, "ports"), "host", host, "remote", 1,
-		    "fleet", h ? json_string_value(json_object_get(h, "fleet")) : "",
-		    "host_up", h != NULL));
+		    "fleet", h ? str(h, "fleet") : "", "host_up", h != NULL));
 	}
-	json_decref(have);
+	json_decref(win);
 }
 
 /* ---- the view of the fleet ---- */
@@ -575,7 +679,7 @@ px_fleet_routes(json_t *msg)
 static void
 ranged(json_t *j, void *arg)
 {
-	json_t *hosts, *sbs, *kv;
+	json_t *hosts, *sbs, *claims, *bad, *kv;
 	size_t i, plen = strlen(F.prefix);
 	int changed;
 
@@ -595,38 +699,80 @@ ranged(json_t *j, void *arg)
 	watch_start();
 	hosts = json_object();
 	sbs = json_object();
+	claims = json_object();
+	bad = json_object();
 	json_array_foreach(json_object_get(j, "kvs"), i, kv) {
 		char *k = unb64(json_string_value(json_object_get(kv, "key")));
 		char *v = unb64(json_string_value(json_object_get(kv, "value")));
-		json_t *val = v ? json_loads(v, 0, NULL) : NULL;
+		json_t *cr = json_object_get(kv, "create_revision"), *e = NULL;
+		json_int_t rev = json_is_string(cr) ? atoll(json_string_value(cr)) :
+		    json_integer_value(cr);
+		char why[160], sk[240], ck[512];
+		int kind;
 
-		if (k != NULL && val != NULL && strncmp(k, F.prefix, plen) == 0) {
-			if (strncmp(k + plen, "/hosts/", 7) == 0)
-				json_object_set(hosts, k + plen + 7, val);
-			else if (strncmp(k + plen, "/sandboxes/", 11) == 0 &&
-			    json_is_object(json_object_get(val, "sandbox")))
-				json_object_set(sbs, k + plen + 11, val);
+		if (k == NULL || strncmp(k, F.prefix, plen) != 0)
+			goto next;
+		if (strncmp(k + plen, "/hosts/", 7) == 0) {
+			if ((e = px_fleet_check_host(k + plen + 7, v ? v : "", why,
+			    sizeof(why))) != NULL)
+				json_object_set_new(hosts, k + plen + 7, e);
+			else
+				json_object_set_new(bad, shown(k, sk, sizeof(sk)), json_string(why));
+		} else if (strncmp(k + plen, "/sandboxes/", 11) == 0) {
+			if (rev <= 0)
+				rev = PX_FLEET_REV_NONE;
+			kind = px_fleet_check_sandbox(k + plen + 11, v ? v : "", rev,
+			    F.domain, &e, why, sizeof(why));
+			if (kind == 1) {
+				json_object_set_new(sbs, k + plen + 11, e);
+			} else if (kind == 2) {
+				snprintf(ck, sizeof(ck), "%s/%s/%s", str(e, "host"), str(e, "id"),
+				    str(e, "name"));
+				json_object_set_new(claims, ck, json_integer(rev));
+				json_decref(e);
+			} else
+				json_object_set_new(bad, shown(k, sk, sizeof(sk)), json_string(why));
 		}
-		json_decref(val);
+next:
 		free(k);
 		free(v);
 	}
-	changed = !json_equal(hosts, F.hosts) || !json_equal(sbs, F.sbs);
+	/* a bad key is skipped, and said once: never fatal to anything */
+	{
+		const char *key;
+		json_t *why;
+
+		json_object_foreach(bad, key, why)
+			if (!json_equal(json_object_get(F.bad, key), why))
+				log_warnx("fleet: etcd key %s is not used: %s", key,
+				    json_string_value(why));
+		json_decref(F.bad);
+		F.bad = bad;
+	}
+	changed = !json_equal(hosts, F.hosts) || !json_equal(sbs, F.sbs) ||
+	    !json_equal(claims, F.claims);
 	json_decref(F.hosts);
 	json_decref(F.sbs);
+	json_decref(F.claims);
 	F.hosts = hosts;
 	F.sbs = sbs;
+	F.claims = claims;
 	/* what etcd really holds of ours: publish() mends the difference */
 	if (F.lease[0] != '\0') {
 		const char *key;
-		json_t *v;
+		json_t *v, *s;
+		size_t n = strlen(F.host);
 
 		json_object_clear(F.known);
 		json_object_foreach(sbs, key, v)
-			if (strcmp(str(v, "host"), F.host) == 0)
-				json_object_set(F.known, str(json_object_get(v, "sandbox"), "id"),
-				    json_object_get(v, "sandbox"));
-		json_object_del(F.known, "");
+			if (strcmp(str(v, "host"), F.host) == 0) {
+				s = json_object_get(v, "sandbox");
+				json_object_set(F.known, str(s, "id"), s);
+			}
+		json_object_clear(F.kclaims);
+		json_object_foreach(claims, key, v)
+			if (strncmp(key, F.host, n) == 0 && key[n] == '/')
+				json_object_set_new(F.kclaims, key + n + 1, json_true());
 		publish();
 		if (json_object_get(hosts, F.host) == NULL && !F.granting) {
 			/* our host key is gone (lease revoked or expired):
@@ -830,6 +976,10 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 	F.sbs = json_object();
 	F.desired = json_object();
 	F.known = json_object();
+	F.claims = json_object();
+	F.kclaims = json_object();
+	F.bad = json_object();
+	snprintf(F.domain, sizeof(F.domain), "%s", c->domain ? c->domain : "");
 	F.started = (long long)time(NULL);
 	F.etcd_ok = 1;		/* until a call says otherwise */
 	F.on = 1;
@@ -977,16 +1127,22 @@ px_fleet_json(const char *what)
 		json_array_append_new(arr, json_pack("{s:s,s:s,s:O,s:b,s:O}", "id", key,
 		    "host", F.host, "state", json_object_get(v, "state"), "host_up", 1,
 		    "ports", json_object_get(v, "ports")));
-	json_object_foreach(F.sbs, key, v) {
-		const char *h = json_string_value(json_object_get(v, "host"));
-		json_t *s = json_object_get(v, "sandbox");
+	/* the others': each id to its owner by the fleet's rules */
+	{
+		json_t *win = px_fleet_resolve(F.sbs, F.claims, F.desired, F.host, NULL);
 
-		if (h == NULL || strcmp(h, F.host) == 0)
-			continue;
-		json_array_append_new(arr, json_pack("{s:O,s:s,s:O,s:b,s:O}", "id",
-		    json_object_get(s, "id"), "host", h, "state", json_object_get(s, "state"),
-		    "host_up", json_object_get(F.hosts, h) != NULL, "ports",
-		    json_object_get(s, "ports")));
+		json_object_foreach(win, key, v) {
+			const char *h = str(v, "host");
+			json_t *s = json_object_get(v, "sandbox");
+
+			if (json_is_true(json_object_get(v, "local")))
+				continue;
+			json_array_append_new(arr, json_pack("{s:s,s:s,s:O,s:b,s:O}", "id",
+			    key, "host", h, "state", json_object_get(s, "state"),
+			    "host_up", json_object_get(F.hosts, h) != NULL, "ports",
+			    json_object_get(s, "ports")));
+		}
+		json_decref(win);
 	}
 	return json_pack("{s:s,s:o}", "self", F.host, "sandboxes", arr);
 }

@@ -11,7 +11,12 @@
  *                               without a lease: placement outlives the
  *                               host, so its routes can answer 503 naming
  *                               the lost host instead of 404
- * Each host writes only its own keys. A watch on P (and a full read every
+ *   P/sandboxes/<host>/<id>/name/<name>  {"host","sandbox","name"}: the
+ *                               claim of a custom host name, made when a
+ *                               port takes it
+ * Each host writes only its own keys, and what the others wrote is
+ * checked, not believed (fleet_view.h): a bad key is skipped and logged,
+ * and an id or name two hosts claim goes to the first claim in etcd. A watch on P (and a full read every
  * TTL/3, which also reconciles this host's keys with its store) keeps the
  * view current; any change re-pushes the route table to the workers, where
  * a remote sandbox is "forward to host X's fleet listener over mutual TLS".
@@ -40,7 +45,9 @@ int px_fleet_enabled(void);
  * msg: the routes message built from this host's store. Publishes this
  * host's sandboxes (what differs from etcd) and appends the other hosts'
  * sandboxes, each with "host", "remote", "fleet" (address) and "host_up";
- * adds "fleet_host" (this host's id). Local sandboxes win an id clash.
+ * adds "fleet_host" (this host's id). An id or custom host name goes to
+ * its first claim (fleet_view.h), this host's own sandboxes included:
+ * one that lost is left out, or routed to the winner.
  */
 void px_fleet_routes(json_t *msg);
 /* {"type":"fleet","host","ca","cert","key"} for the workers: the PEM text

@@ -25,6 +25,11 @@
 #   etcd's RBAC: a role per host (read the prefix, write its own keys),
 #     berthd authenticates (fleet_etcd_user); B's user cannot write A's
 #     host key nor a sandbox key under A
+#   A, within its etcd role, writes bad keys (a bad id, port 0, a value
+#     naming B), a claim of B's sandbox id and of B's custom host: no
+#     worker anywhere is replaced, every host logs each bad key and each
+#     later claim, and every edge (A's too) routes both to B, the first
+#     to claim them: nothing for them reaches A
 #
 # Sandboxes are plain testapp servers on each namespace's loopback
 # (vmm off). Exit 77 without root, ip netns or etcd.
@@ -387,6 +392,131 @@ out=$(nc_ b sandbox add sba --address 127.0.0.1 2>&1)
 rc=$?
 is "B refuses to create sandbox sba, which A holds (exit 1)" "$rc" 1
 like "...naming host a" "$out" "belongs to fleet host a, which is up"
+
+# ---- a host's etcd values are not believed ----------------------------------
+# Host A, with exactly its own etcd role's rights (its prefix), writes
+# (1) entries that are no sandbox (a bad id and port 0; a value naming B
+# under A's key), (2) a claim of B's sandbox sbb, (3) a claim of B's custom
+# host, from a sandbox key A made before B took the name. A's own berthd
+# would delete (2) and (3) at once, being honest: a compromised A would
+# not, so for this part A's role keeps only reading its sandbox keys and
+# the same rights go to a user "a-rogue". Every edge must keep its workers,
+# skip and log the bad keys, and route sbb and its name to B, the first
+# to claim them; nothing for sbb reaches A.
+tok_root=$(ejson /v3/auth/authenticate '{"name":"root","password":"root-pw"}' |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+rootj() { ejson "$@" -H "Authorization: $tok_root"; }
+{
+	rootj /v3/auth/role/add '{"name":"a-sb"}'
+	rootj /v3/auth/role/grant "{\"name\":\"a-sb\",\"perm\":{\"permType\":\"READWRITE\",\"key\":\"$(b64 /bfl/sandboxes/a/)\",\"range_end\":\"$(b64 /bfl/sandboxes/a0)\"}}"
+	rootj /v3/auth/user/add '{"name":"a-rogue","password":"pw-rogue"}'
+	rootj /v3/auth/user/grant '{"user":"a-rogue","role":"a"}'
+	rootj /v3/auth/user/grant '{"user":"a-rogue","role":"a-sb"}'
+	rootj /v3/auth/role/revoke "{\"role\":\"a\",\"key\":\"$(b64 /bfl/sandboxes/a/)\",\"range_end\":\"$(b64 /bfl/sandboxes/a0)\"}"
+} >"$T/etcd-rogue.log"
+grep -q '"error"' "$T/etcd-rogue.log" && { diag "$(cat "$T/etcd-rogue.log")"; bail "etcd: the rogue's user"; }
+tok_rogue=$(ejson /v3/auth/authenticate '{"name":"a-rogue","password":"pw-rogue"}' |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+# rput KEY JSON: A's rights, A's prefix
+rput() { ejson /v3/kv/put "{\"key\":\"$(b64 "$1")\",\"value\":\"$(b64 "$2")\"}" \
+	-H "Authorization: $tok_rogue"; }
+like "the rogue's user cannot write under B" \
+	"$(rput /bfl/sandboxes/b/x '{}')" 'permission denied'
+sbval() {	# HOST ID [CUSTOM HOST]
+	printf '{"host":"%s","sandbox":{"id":"%s","state":"running","ports":[{"port":17001,"host_header":"preserve","visibility":"public"%s}]}}' \
+		"$1" "$2" "${3:+,\"host\":\"$3\"}"
+}
+# A's sandbox key for "evil" is older than B's sandbox and name
+like "A writes a sandbox key of its own, evil" "$(rput /bfl/sandboxes/a/evil "$(sbval a evil)")" '"header"'
+sees_evil() { actl c GET /v1/fleet/sandboxes | grep -q '"evil"'; }
+wait_for 10 sees_evil || bail "C does not see A's sandbox evil"
+nc_ b sandbox add sbb --address 127.0.0.1 >/dev/null || bail "sandbox add sbb on b"
+nc_ b port publish sbb 17001 --private >/dev/null || bail "publish sbb on b"
+actl b PUT /v1/sandboxes/sbb/ports/17001 '{"host":"shop-b.fleet.test"}' >/dev/null
+tokb=$(nc_ b --json token create --sandbox sbb | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+# fetch_name VIA NAME [CURL ARGS...]: like fetch, for a custom host
+fetch_name() {
+	_via=$1 _name=$2; shift 2
+	_ip=$(ipof "$_via")
+	rm -f "$T/hdr" "$T/body"
+	_code=$(inns "$_via" curl -sS -k --max-time 10 --resolve "$_name:8443:$_ip" \
+		-D "$T/hdr" -o "$T/body" -w '%{http_code}' "$@" "https://$_name:8443/healthz" 2>/dev/null)
+	_bh=$(tr -d '\r' <"$T/hdr" 2>/dev/null | sed -n 's/^[Bb]erth-[Hh]ost: //p' | head -n 1)
+	echo "${_code:-000} ${_bh:--}"
+}
+served_tok() { [ "$(fetch "$1" "$2" /healthz -H "Authorization: Bearer $tokb")" = "200 $3" ]; }
+served_name() { [ "$(fetch_name "$1" "$2" -H "Authorization: Bearer $tokb")" = "200 $3" ]; }
+for h in a c; do
+	wait_for 10 served_tok "$h" sbb b && wait_for 10 served_name "$h" shop-b.fleet.test b ||
+		bail "$h does not serve B's sbb and its name"
+done
+workers_of() { BERTHD_PID=$1 berthd_workers | tr '\n' ' '; }
+w_a=$(workers_of "$PID_a") w_b=$(workers_of "$PID_b") w_c=$(workers_of "$PID_c")
+
+rput /bfl/sandboxes/a/Bad_Id '{"host":"a","sandbox":{"id":"Bad_Id","state":"running","ports":[{"port":0,"host_header":"preserve","visibility":"public"}]}}' >/dev/null
+rput /bfl/sandboxes/a/zero "$(sbval a zero | sed 's/"port":17001/"port":0/')" >/dev/null
+rput /bfl/sandboxes/a/sbx "$(sbval b sbx)" >/dev/null
+like "A claims B's sandbox sbb under its own key" "$(rput /bfl/sandboxes/a/sbb "$(sbval a sbb)")" '"header"'
+rput /bfl/sandboxes/a/evil/name/shop-b.fleet.test \
+	'{"host":"a","sandbox":"evil","name":"shop-b.fleet.test"}' >/dev/null
+like "A claims B's custom host for evil" \
+	"$(rput /bfl/sandboxes/a/evil "$(sbval a evil shop-b.fleet.test)")" '"header"'
+for h in a b c; do
+	_l=$T/$h/berthd.log
+	_p=$(eval "echo \$PID_$h")
+	wait_log 10 "$_l" "fleet: etcd key /bfl/sandboxes/a/Bad_Id is not used: its id part" "$_p" &&
+	wait_log 10 "$_l" "fleet: etcd key /bfl/sandboxes/a/zero is not used: port 0" "$_p" &&
+	wait_log 10 "$_l" "fleet: etcd key /bfl/sandboxes/a/sbx is not used: its value's \"host\"" "$_p"
+	check "$h logs each bad key by name" test $? = 0
+	# A's own keys are no claims on A: its store says what it holds
+	[ "$h" = a ] && continue
+	wait_log 10 "$_l" "fleet: sandbox sbb is claimed by host a \\(revision [0-9]+\\) and, first, by host b" "$_p" &&
+	wait_log 10 "$_l" "fleet: custom host shop-b.fleet.test is claimed by host a for sandbox evil \\(revision [0-9]+\\) and, first, by host b" "$_p"
+	check "$h logs each claim that came later" test $? = 0
+done
+like "A's honest berthd tried to delete what it does not hold (its role may not now)" \
+	"$(cat "$T/a/berthd.log")" "fleet: etcd answered 403 to a request: etcdserver: permission denied"
+for h in a b c; do
+	is "through $h's edge, sbb (with B's token) is B's" \
+		"$(fetch "$h" sbb /healthz -H "Authorization: Bearer $tokb")" "200 b"
+	is "through $h's edge, shop-b.fleet.test is B's" \
+		"$(fetch_name "$h" shop-b.fleet.test -H "Cookie: __Host-berth_token=$tokb")" "200 b"
+done
+like "C's fleet view lists sbb on b only" "$(actl c GET /v1/fleet/sandboxes | python3 -c '
+import json, sys
+print(sorted((s["id"], s["host"]) for s in json.load(sys.stdin)["sandboxes"] if s["id"] in ("sbb", "sbx", "zero")))')" \
+	"^\\[\\('sbb', 'b'\\)\\]$"
+is "...and A's evil without B's name" "$(actl c GET /v1/fleet/sandboxes | python3 -c '
+import json, sys
+print([s["host"] + ":" + str([p.get("host") for p in s["ports"]]) for s in json.load(sys.stdin)["sandboxes"] if s["id"] == "evil"])')" \
+	"['a:[None]']"
+is "no worker of A was replaced" "$(workers_of "$PID_a")" "$w_a"
+is "no worker of B was replaced" "$(workers_of "$PID_b")" "$w_b"
+is "no worker of C was replaced" "$(workers_of "$PID_c")" "$w_c"
+for h in a b c; do
+	unlike "no worker of $h left a route out (the fleet layer checked first)" \
+		"$(cat "$T/$h/berthd.log")" "routes: [0-9]+ bad entr|killed by signal|exited with status"
+done
+# A's access log would have any request B's or C's edge forwarded to it
+unlike "nothing for sbb or B's name reached A from B's or C's edge" \
+	"$(grep -E "^access [^ ]+ ($IP_b|$IP_c) " "$T/a/berthd.log")" "sbb|shop-b"
+like "...which logs the requests its own edge forwarded to B" \
+	"$(grep -E "^access [^ ]+ $IP_a " "$T/a/berthd.log")" " shop-b\\.fleet\\.test:8443 sbb 17001 GET /healthz 200 "
+unlike "A's guest never saw B's token" "$(cat "$T/ta-a.reqlog")" "$tokb"
+
+# A's role back: A's berthd deletes the claims it does not hold
+rootj /v3/auth/role/grant "{\"name\":\"a\",\"perm\":{\"permType\":\"READWRITE\",\"key\":\"$(b64 /bfl/sandboxes/a/)\",\"range_end\":\"$(b64 /bfl/sandboxes/a0)\"}}" >/dev/null
+keys_a() { ejson /v3/kv/range "{\"key\":\"$(b64 /bfl/sandboxes/a/)\",\"range_end\":\"$(b64 /bfl/sandboxes/a0)\",\"keys_only\":true}" \
+	-H "Authorization: $tok_rogue" | python3 -c '
+import base64, json, sys
+print(" ".join(sorted(base64.b64decode(k["key"]).decode() for k in json.load(sys.stdin).get("kvs", []))))'; }
+no_claims() { ! keys_a | grep -Eq "/(sbb|evil)( |$|/)"; }
+check "A's honest berthd deletes A's claims it does not hold" wait_for 10 no_claims
+for k in Bad_Id zero sbx; do
+	ejson /v3/kv/deleterange "{\"key\":\"$(b64 /bfl/sandboxes/a/$k)\"}" -H "Authorization: $tok_rogue" >/dev/null
+done
+is "A's prefix holds sba only again" "$(keys_a)" "/bfl/sandboxes/a/sba"
+nc_ b sandbox rm sbb >/dev/null
 
 # ---- host loss: kill -9 A ----------------------------------------------------
 kill -KILL "$PID_a"

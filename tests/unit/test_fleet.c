@@ -7,6 +7,7 @@
 #include "tap.h"
 #include "conf.h"
 #include "route.h"
+#include "fleet_view.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,13 +60,161 @@ static const char *table =
     "\"host\":\"c\",\"remote\":true,\"fleet\":\"10.0.0.13:9443\",\"host_up\":false}],"
     "\"tokens\":[]}";
 
+/* ---- fleet_view.c: what another host's etcd values are worth ---- */
+
+static int
+entry(const char *rest, const char *value, json_int_t rev, json_t **out, char *why)
+{
+	*why = '\0';
+	return px_fleet_check_sandbox(rest, value, rev, "berth.localhost", out, why, 160);
+}
+
+static void
+refused(const char *rest, const char *value, const char *needle)
+{
+	char why[160];
+	json_t *e;
+
+	ok(entry(rest, value, 5, &e, why) == -1 && e == NULL && strstr(why, needle) != NULL,
+	    "%s refused: %s", rest, why);
+}
+
+#define SB(host, id, extra) "{\"host\":\"" host "\",\"sandbox\":{\"id\":\"" id \
+	"\",\"state\":\"running\",\"ports\":[{\"port\":8080,\"host_header\":\"preserve\"," \
+	"\"visibility\":\"public\"" extra "}]}}"
+
+static json_t *
+sbv(const char *host, const char *id, const char *name, json_int_t rev)
+{
+	return json_pack("{s:s,s:{s:s,s:s,s:[{s:i,s:s,s:s,s:s?}]},s:I}", "host", host,
+	    "sandbox", "id", id, "state", "running", "ports", "port", 8080, "host_header",
+	    "preserve", "visibility", "public", "host", name, "rev", rev);
+}
+
+static const char *
+port_name(json_t *w)
+{
+	json_t *p = json_array_get(json_object_get(json_object_get(w, "sandbox"), "ports"), 0);
+
+	return json_string_value(json_object_get(p, "host"));
+}
+
+static void
+fleet_view_tests(void)
+{
+	char why[160];
+	json_t *e, *view, *claims, *local, *lost, *win;
+
+	ok(px_fleet_valid_host("host-a") && !px_fleet_valid_host("-a") &&
+	    !px_fleet_valid_host("A") && !px_fleet_valid_host(""), "fleet host ids");
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"10.0.0.11:8443\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"capacity\":4,\"started\":1,\"evil\":1}", why, sizeof(why));
+	ok(e != NULL && json_object_get(e, "evil") == NULL, "a host key: kept, "
+	    "its checked fields only: %s", e ? "" : why);
+	json_decref(e);
+	ok(px_fleet_check_host("a", "{\"id\":\"b\",\"edge\":\"x\",\"fleet\":\"10.0.0.12:9443\"}",
+	    why, sizeof(why)) == NULL && strstr(why, "\"id\""), "a host key naming another "
+	    "host: %s", why);
+	ok(px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":\"nowhere\"}",
+	    why, sizeof(why)) == NULL && strstr(why, "ADDR:PORT"), "a host key without a "
+	    "fleet address: %s", why);
+
+	is_int(entry("a/sba", SB("a", "sba", ",\"host\":\"shop.example\",\"evil\":1"), 7,
+	    &e, why), 1, "a sandbox entry is used: %s", why);
+	ok(e != NULL && json_integer_value(json_object_get(e, "rev")) == 7 &&
+	    strcmp(port_name(e), "shop.example") == 0 && json_object_get(json_array_get(
+	    json_object_get(json_object_get(e, "sandbox"), "ports"), 0), "evil") == NULL,
+	    "...rebuilt from its checked fields, with its create revision");
+	json_decref(e);
+	refused("a/sbb", SB("b", "sbb", ""), "not its key's host");
+	refused("a/sbb", SB("a", "sbc", ""), "sandbox id is not its key's");
+	refused("a/Bad_Id", SB("a", "Bad_Id", ""), "id part");
+	refused("A/sba", SB("A", "sba", ""), "host part");
+	refused("a/sba", "{\"host\":\"a\",\"sandbox\":{\"id\":\"sba\",\"state\":\"running\","
+	    "\"ports\":[{\"port\":0,\"host_header\":\"preserve\",\"visibility\":\"public\"}]}}",
+	    "1-65535");
+	refused("a/sba", "{\"host\":\"a\",\"sandbox\":{\"id\":\"sba\",\"state\":\"evil\","
+	    "\"ports\":[]}}", "state");
+	refused("a/sba", SB("a", "sba", ",\"host\":\"10.0.0.1\""), "custom host");
+	refused("a/sba", SB("a", "sba", ",\"host\":\"app-sbb.berth.localhost\""),
+	    "custom host");
+	refused("a/sba", SB("a", "sba", ",\"host\":\"x.localhost\""), "custom host");
+	refused("a/sba", "not json", "not a JSON object");
+	refused("a/sba", "{\"host\":\"a\",\"host\":\"a\",\"sandbox\":{}}", "not a JSON object");
+	is_int(entry("a/sba/name/shop.example", "{\"host\":\"a\",\"sandbox\":\"sba\","
+	    "\"name\":\"shop.example\"}", 9, &e, why), 2, "a name's claim: %s", why);
+	ok(e != NULL && strcmp(json_string_value(json_object_get(e, "name")),
+	    "shop.example") == 0, "...naming it");
+	json_decref(e);
+	refused("a/sba/name/shop.example", "{\"host\":\"a\",\"sandbox\":\"sbb\","
+	    "\"name\":\"shop.example\"}", "not its key's");
+	refused("a/sba/name/shop.example", "{\"host\":\"b\",\"sandbox\":\"sba\","
+	    "\"name\":\"shop.example\"}", "not its key's host");
+	refused("a/sba/other/x", "{\"host\":\"a\"}", "neither a sandbox");
+
+	/* B took sbb and shop.example first; A claims both later, from a
+	 * sandbox whose key is older than B's name */
+	view = json_object();
+	claims = json_object();
+	json_object_set_new(view, "a/evil", sbv("a", "evil", "shop.example", 3));
+	json_object_set_new(view, "a/sbb", sbv("a", "sbb", NULL, 9));
+	json_object_set_new(view, "b/sbb", sbv("b", "sbb", "shop.example", 5));
+	json_object_set_new(claims, "b/sbb/shop.example", json_integer(6));
+	json_object_set_new(claims, "a/evil/shop.example", json_integer(10));
+	local = json_object();
+	lost = json_array();
+	win = px_fleet_resolve(view, claims, local, "c", lost);
+	is_str(json_string_value(json_object_get(json_object_get(win, "sbb"), "host")), "b",
+	    "an id two hosts claim: the lower create revision's (on a third host)");
+	is_str(port_name(json_object_get(win, "sbb")), "shop.example",
+	    "a name two hosts claim: the first claim's");
+	ok(port_name(json_object_get(win, "evil")) == NULL,
+	    "...the later claim's sandbox is routed without it");
+	ok(port_name(json_object_get(view, "a/evil")) != NULL, "...the view is not changed");
+	is_int((int)json_array_size(lost), 2, "both lost claims are said");
+	json_decref(win);
+
+	/* on B, the honest owner: its own store, and its keys' revisions */
+	json_object_set_new(local, "sbb", json_object_get(json_object_get(view, "b/sbb"),
+	    "sandbox"));
+	json_incref(json_object_get(local, "sbb"));
+	win = px_fleet_resolve(view, claims, local, "b", NULL);
+	ok(json_is_true(json_object_get(json_object_get(win, "sbb"), "local")),
+	    "on B: B's own sbb is served locally");
+	is_str(port_name(json_object_get(win, "sbb")), "shop.example", "...with its name");
+	json_decref(win);
+	/* on A: its own store has sbb too, made after B's */
+	win = px_fleet_resolve(view, claims, local, "a", NULL);
+	is_str(json_string_value(json_object_get(json_object_get(win, "sbb"), "host")), "b",
+	    "on A: a local sandbox whose id B claimed first goes to B");
+	json_decref(win);
+	/* a claim of ours etcd has not seen yet loses to one it has */
+	json_object_del(claims, "b/sbb/shop.example");
+	json_object_set_new(claims, "a/evil/shop.example", json_integer(10));
+	json_object_del(view, "b/sbb");
+	win = px_fleet_resolve(view, claims, local, "b", NULL);
+	is_str(json_string_value(json_object_get(json_object_get(win, "sbb"), "host")), "a",
+	    "on B before its keys are in etcd: an id A claimed there is A's");
+	json_decref(win);
+	json_object_del(view, "a/sbb");
+	win = px_fleet_resolve(view, claims, local, "b", NULL);
+	ok(json_is_true(json_object_get(json_object_get(win, "sbb"), "local")) &&
+	    port_name(json_object_get(win, "sbb")) == NULL,
+	    "on B before its keys are in etcd: A's claimed name is A's");
+	json_decref(win);
+	json_decref(view);
+	json_decref(claims);
+	json_decref(local);
+	json_decref(lost);
+}
+
 int
 main(void)
 {
 	struct px_config c;
 	struct px_route_match m;
 	struct px_routes *r;
-	char err[512];
+	char err[512] = "";
 	int fd;
 
 	strcpy(path, "/tmp/berth-fleet-XXXXXX");
@@ -150,6 +299,8 @@ main(void)
 	is_int(px_route_lookup(r, "81-theirs.berth.localhost", 25, &m), PX_ROUTE_NO_PORT,
 	    "remote ports are known too");
 	px_routes_unref(r);
+	/* one bad entry is left out, never the whole table (the workers
+	 * would exit on it, restart and read the same table again) */
 	{
 		static const char *badt[] = {
 		    "{\"domain\":\"d\",\"sandboxes\":[{\"id\":\"x\",\"address\":\"\",\"ports\":[],"
@@ -161,11 +312,46 @@ main(void)
 
 		for (i = 0; i < sizeof(badt) / sizeof(badt[0]); i++) {
 			r = px_routes_from_json(badt[i], strlen(badt[i]), err, sizeof(err));
-			ok(r == NULL && strstr(err, "fleet entry") != NULL,
-			    "remote entry without host or fleet refused: %s", err);
+			ok(r != NULL && r->nsbs == 0 && r->nskipped == 1 &&
+			    strstr(r->skipped, "fleet entry") != NULL,
+			    "remote entry without host or fleet left out: %s",
+			    r ? r->skipped : err);
 			px_routes_unref(r);
 		}
 	}
+	{
+		static const char *mixed =
+		    "{\"domain\":\"berth.localhost\",\"sandboxes\":["
+		    "{\"id\":\"Bad_Id\",\"address\":\"\",\"ports\":[]},"
+		    "{\"id\":\"good\",\"address\":\"10.0.0.2\",\"ports\":["
+		    "{\"port\":0,\"host\":\"zero.example\"},{\"port\":8080,\"host\":\"shop.example\"},"
+		    "{\"port\":8080},{\"port\":9090,\"host\":\"Bad..Name\"}]},"
+		    "{\"id\":\"good\",\"address\":\"10.0.0.9\",\"ports\":[]},"
+		    "{\"id\":\"other\",\"address\":\"10.0.0.3\",\"ports\":["
+		    "{\"port\":80,\"host\":\"shop.example\"}]}],"
+		    "\"tokens\":[{\"sha256\":\"xyz\"}],\"fleet_hosts\":[\"ok\",\"No!\"]}";
+
+		r = px_routes_from_json(mixed, strlen(mixed), err, sizeof(err));
+		ok(r != NULL, "a table with bad entries builds: %s", r ? r->skipped : err);
+		if (r != NULL) {
+			is_int(r->nskipped, 8, "bad id, port 0, port twice, bad name, id twice, "
+			    "name twice, bad token, bad fleet host: each left out");
+			is_int(px_route_lookup(r, "8080-good.berth.localhost", 25, &m),
+			    PX_ROUTE_OK, "the good sandbox is routed");
+			is_str(m.sb ? m.sb->address : "", "10.0.0.2", "...its first entry");
+			is_int(px_route_lookup(r, "9090-good.berth.localhost", 25, &m),
+			    PX_ROUTE_OK, "...its port whose name was bad too");
+			is_int(px_route_lookup(r, "shop.example", 12, &m), PX_ROUTE_OK,
+			    "a custom host two sandboxes name: routed once");
+			is_str(m.sb ? m.sb->id : "", "good", "...to one of them");
+			is_int(px_route_lookup(r, "zero.example", 12, &m), PX_ROUTE_UNKNOWN_HOST,
+			    "port 0's name is not routed");
+			is_int((int)r->nfleet_hosts, 1, "the good fleet host is kept");
+			is_int((int)r->ntokens, 0, "the bad token is not");
+		}
+		px_routes_unref(r);
+	}
+	fleet_view_tests();
 	unlink(path);
 	return done_testing();
 }
