@@ -125,6 +125,7 @@ struct conn {
 	px_control_taken_fn *fed_taken;
 	uint64_t fed_tag;
 	int fed_gone;
+	int fed_eof;			/* its client half closed */
 };
 
 /* One request being served. */

@@ -23,7 +23,7 @@
  */
 #include "api.h"
 
-enum { FED_REQUEST = 1, FED_BODY, FED_END, FED_BROKEN, FED_SHUTDOWN };
+enum { FED_REQUEST = 1, FED_BODY, FED_END, FED_BROKEN };
 
 /* each record in a connection's queue: this, then len bytes */
 struct fed_rec {
@@ -146,7 +146,14 @@ px_control_feed_shutdown(struct px_control *ctl, uint64_t conn)
 {
 	struct conn *c = fed_find(ctl, conn);
 
-	return c == NULL ? 0 : fed_put(c, FED_SHUTDOWN, NULL, 0, NULL, 0);
+	/* seen as an EOF on its own socket would be: at once, even while
+	 * an answer is deferred (a buffered exec whose client went is
+	 * abandoned), what is still queued unserved */
+	if (c != NULL) {
+		c->fed_eof = 1;
+		api_conn_read(c->bev, c);
+	}
+	return 0;
 }
 
 void
@@ -203,7 +210,7 @@ api_fed_run(struct conn *c)
 	struct fed_rec h;
 	unsigned char *p;
 	size_t taken = 0;
-	int end = 0;
+	int end = 0;	/* a broken body */
 
 	while (!end && !c->closing && !c->throttled &&
 	    (!c->waiting || c->rh.streamed) &&
@@ -232,9 +239,6 @@ api_fed_run(struct conn *c)
 			c->rh.streamed = 0;
 			end = 1;
 			break;
-		case FED_SHUTDOWN:
-			end = 2;
-			break;
 		}
 		c->busy--;
 		if (c->dead) {
@@ -246,9 +250,13 @@ api_fed_run(struct conn *c)
 	if (taken > 0 && c->fed_taken != NULL)
 		c->fed_taken(c->fed_tag, taken);
 	/* (both may free c) */
-	if (end == 1)
+	if (end)
 		api_conn_broken(c, 400, "malformed HTTP request: the body's "
 		    "chunked framing is broken");
-	else if (end == 2)
+	else if (c->fed_eof && !c->closing && !c->throttled &&
+	    !(c->st != NULL && c->st->in_paused)) {
+		/* its client half closed: as conn_event takes an EOF */
+		c->fed_eof = 0;
 		api_conn_eof(c);
+	}
 }

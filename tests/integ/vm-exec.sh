@@ -586,6 +586,312 @@ is "its own token: exec in its sandbox" "$?:$out" "0:mine"
 # channel to the parent (fd 3) no socket, and every pipe a read end
 # (sandbox ex's connection, made by the exec above, is one)
 helper_fds() {	# PID: "sockets pipes writable-pipes" past fd 3
+	# (libevent's own self-pipe, both ends held by the helper, is no
+	# way out: a writable end counts only when its read end is not the
+	# helper's too)
+	_s=0; _p=0; _w=0; _r=" "; _wl=""
+	for _f in /proc/$1/fd/*; do
+		_n=${_f##*/}
+		[ "$_n" -gt 3 ] || continue
+		_l=$(readlink "$_f")
+		case $_l in
+		socket:*) _s=$((_s + 1)) ;;
+		pipe:*) _p=$((_p + 1))
+			# flags are octal: the access mode is the low 2 bits
+			_fl=$(awk '$1=="flags:" {print $2}' "/proc/$1/fdinfo/$_n")
+			if [ $((0$_fl & 3)) -eq 0 ]; then _r="$_r$_l "
+			else _wl="$_wl $_l"; fi ;;
+		esac
+	done
+	for _l in $_wl; do
+		case $_r in *" $_l "*) ;; *) _w=$((_w + 1)) ;; esac
+	done
+	echo "$_s $_p $_w"
+}
+apid=$(berthd_helper agent)
+if [ -z "$apid" ]; then
+	not_ok "the guest agent's reader (berthd: agent) runs"
+else
+	ok "the guest agent's reader (berthd: agent) runs (pid $apid)"
+	timeout 60 "$NETCTL" -s "$STATE" sandbox exec ex -- \
+		sh -c 'echo started; sleep 50; echo never' </dev/null \
+		>"$T/k.out" 2>"$T/k.err" &
+	kpid=$!
+	check "... a command runs (its first line came)" \
+		wait_for 20 grep -q started "$T/k.out"
+	t0=$(date +%s)
+	kill -KILL "$apid"
+	wait $kpid
+	rc=$? t1=$(date +%s)
+	if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $((t1 - t0)) -lt 10 ]; then
+		ok "... killed: the running exec fails at once (exit $rc, $((t1 - t0)) s)"
+	else
+		not_ok "... killed: the running exec fails at once"
+		diag "exit $rc after $((t1 - t0)) s; $(cat "$T/k.err")"
+	fi
+	like "... saying the reader died while it ran" "$(cat "$T/k.err")" \
+		"reader \(berthd: agent\) died while the command ran"
+	unlike "... and its output stopped there" "$(cat "$T/k.out")" never
+	check "... its death is logged" wait_log 10 "$BERTHD_LOG" \
+		"agent helper \\(pid $apid\\) killed by signal 9: restarting" "$BERTHD_PID"
+	if wait_for 10 helper_is_new agent "$apid"; then
+		ok "... restarted (pid $(berthd_helper agent))"
+	else
+		not_ok "... restarted"
+	fi
+	out=$(x -- echo after 2>&1)
+	is "... the next exec works (the same VM)" "$?:$out" "0:after"
+	out=$(x -- sh -c 'echo out; echo err >&2; exit 5' 2>&1)
+	is "... and the one after, stdout, stderr and status" "$?:$out" "5:$(printf 'out\nerr')"
+fi
+
+# ---- files ----
+head -c 10485760 /dev/urandom >"$T/big"
+chmod 0640 "$T/big"
+check "cp a 10 MB file in" netctl sandbox cp "$T/big" ex:/tmp/big
+is "... its mode kept" "$(x -- stat -c %a /tmp/big)" 640
+is "... byte-identical in the guest" "$(x -- sha256sum /tmp/big | cut -d' ' -f1)" \
+	"$(sha256sum <"$T/big" | cut -d' ' -f1)"
+check "cp it out" netctl sandbox cp ex:/tmp/big "$T/back"
+is "... byte-identical back" "$(sha256sum <"$T/back" | cut -d' ' -f1)" \
+	"$(sha256sum <"$T/big" | cut -d' ' -f1)"
+is "no temporary file left beside it" "$(x -- sh -c 'ls -a /tmp | grep -c berth-')" 0
+mkdir "$T/d"
+printf 'hi\n' | netctl sandbox cp - ex:/tmp/hi.txt
+check "cp - (stdin) in, out into a directory" netctl sandbox cp ex:/tmp/hi.txt "$T/d"
+is "... the same name in it" "$(cat "$T/d/hi.txt")" hi
+netctl sandbox cp ex:/nonexistent "$T/none" 2>"$T/e"
+is "cp of a file absent in the guest: exit 1" "$?" 1
+like "... saying so" "$(cat "$T/e")" 'no file /nonexistent in the guest'
+check "... and nothing is left here" test ! -e "$T/none"
+c() { curl -sS --unix-socket "$STATE/control.sock" "$@"; }
+is "API: GET of an absent file is 404" \
+	"$(c -o /dev/null -w '%{http_code}' 'http://berth/v1/sandboxes/ex/files?path=/nope')" 404
+is "API: PUT with a relative path is 400" \
+	"$(c -o /dev/null -w '%{http_code}' -T "$T/d/hi.txt" 'http://berth/v1/sandboxes/ex/files?path=rel')" 400
+c -T "$T/d/hi.txt" 'http://berth/v1/sandboxes/ex/files?path=/tmp/m%20x&mode=0600' >/dev/null
+is "API: PUT ?mode=0600 and a percent-encoded path" "$(x -- stat -c %a '/tmp/m x')" 600
+
+api() {	# BODY: POST .../exec over the socket
+	curl -sS --unix-socket "$STATE/control.sock" -X POST \
+		-H 'Content-Type: application/json' -d "$1" \
+		http://berth/v1/sandboxes/ex/exec
+}
+j=$(api '{"argv":["printf","\\377A"]}')
+is "API: binary output is base64" \
+	"$(json_get "$j" 'j["stdout"] + " " + j["stdout_encoding"] + " " + str(j["exit_code"]) + " " + str(j["signal"]) + " " + str(j["wake_ms"])')" \
+	"/0E= base64 0 None 0"
+j=$(api '{"argv":["cat"],"stdin":"aGk="}')
+is "API: stdin in base64, text out as UTF-8" \
+	"$(json_get "$j" 'j["stdout"] + " " + j["stdout_encoding"]')" "hi utf-8"
+j=$(api '{"argv":[]}')
+like "API: an empty argv is 400" "$j" '"status": ?400'
+
+# a running command keeps the sandbox awake
+check "idle_pause 1s set" netctl sandbox set ex --idle-pause 1s
+out=$(x -- sh -c 'sleep 4; echo done')
+is "a 4 s command under idle_pause 1s ran to its end" "$out" done
+check "... and then the sandbox pauses" wait_for 30 state_is paused
+check "idle_pause never again" netctl sandbox set ex --idle-pause never
+
+# ---- detached processes ----
+srv9090() { [ "$(bcurl -o /dev/null -w '%{http_code}' "$(url_for 9090 ex)/healthz")" = 200 ]; }
+ps_line() { netctl sandbox ps ex | awk -v p="$1" '$1 == p'; }
+p=$(x --detach -- testapp -l 0.0.0.0 -p 9090 2>&1)
+like "exec --detach: prints a process number" "$p" '^[0-9]+$'
+like "... ps lists it running, with its command" "$(ps_line "$p")" \
+	"^$p +[0-9]+ +running +[0-9]+ +no +testapp -l 0.0.0.0 -p 9090$"
+netctl port publish ex 9090 >/dev/null && wait_routed ex 9090
+check "... its port, published, is served through berthd" wait_for 30 srv9090
+# a ring of 4 KiB: 1000 lines (7890 bytes) written, the last 4096 kept
+q=$(x --detach --ring 4K -- sh -c \
+	'i=0; while [ $i -lt 1000 ]; do echo line$i; i=$((i+1)); done; sleep 600')
+wrote() { [ "$(netctl --json sandbox ps ex | json_get "$(cat)" \
+	"[p['output_bytes'] for p in j['processes'] if p['process'] == $q][0]")" = 7890 ]; }
+check "a detached process with --ring 4K wrote its 7890 bytes" wait_for 30 wrote
+lj=$(netctl --json sandbox logs ex "$q")
+is "... its ring holds the last 4096 (bytes 3794 to 7890), said lost before" \
+	"$(json_get "$lj" 'str(j["first"]) + " " + str(j["total"]) + " " + str(j["lost"]) + " " + str(len(j["output"]))')" \
+	"3794 7890 True 4096"
+netctl sandbox logs ex "$q" >"$T/q.out" 2>"$T/q.err"
+is "... netctl sandbox logs prints them, ending with the last line" "$(wc -c <"$T/q.out" | tr -d ' '):$(tail -n 1 "$T/q.out")" "4096:line999"
+like "... and says what is gone" "$(cat "$T/q.err")" 'output before byte 3794 is gone'
+is "... from --offset 7882: the last line" "$(netctl sandbox logs ex "$q" --offset 7882)" line999
+# --follow: every line as it comes, to the end
+f=$(x --detach -- sh -c 'for i in 1 2 3 4 5; do echo f$i; sleep 0.3; done')
+out=$(timeout 60 "$NETCTL" -s "$STATE" sandbox logs ex "$f" --follow)
+is "logs --follow: every line, and it returns when the process ends" "$out" "$(printf 'f1\nf2\nf3\nf4\nf5')"
+
+# it outlives suspend and resume, and a berthd restart
+check "suspend" netctl sandbox suspend ex
+check "resume" netctl sandbox resume ex
+like "after suspend and resume: still running" "$(ps_line "$p")" "^$p +[0-9]+ +running"
+check "... and served" wait_for 30 srv9090
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+check "berthd restarted: the sandbox runs" wait_for 30 state_is running
+like "... the process is still listed, running" "$(ps_line "$p")" "^$p +[0-9]+ +running"
+check "... and served" wait_for 30 srv9090
+check "kill --signal INT" netctl sandbox kill ex "$p" --signal INT
+out=$(netctl sandbox wait ex "$p")
+is "wait: it ended by signal 2 (netctl exits 130)" "$?:$out" "130:signal 2"
+like "... ps says so" "$(ps_line "$p")" "^$p +[0-9]+ +signal 2 "
+netctl sandbox kill ex "$p" 2>"$T/e"
+is "kill of an ended process: exit 1" "$?" 1
+like "... saying it has ended" "$(cat "$T/e")" 'has ended'
+netctl sandbox logs ex 99999 2>"$T/e"
+like "logs of no such process: an error naming it" "$?:$(cat "$T/e")" '^1:.*no process 99999'
+check "kill the ring's process (TERM)" netctl sandbox kill ex "$q"
+is "... wait: signal 15" "$(netctl sandbox wait ex "$q")" "signal 15"
+# a terminal that outlives its clients: exec --detach --tty, attach,
+# the client killed (dropped), attached again: the screen so far and the
+# same shell; two clients at once; detach at stdin's end; exit 3 typed
+t=$(x --detach --tty -- sh 2>&1)
+like "--detach --tty: a process number" "$t" '^[0-9]+$'
+# attach_tty N: netctl sandbox attach reading the FIFO $T/ttyN.in (kept
+# open on the caller's side, on fd 3 + N: a client must not inherit
+# another's writer, or that FIFO never ends), output to $T/ttyN.out
+attach_tty() {
+	mkfifo "$T/tty$1.in"
+	spawn "$T/tty$1.out" sh -c '"$0" -s "$1" sandbox attach ex "$2" <"$3"; echo "rc=$?"' \
+		"$NETCTL" "$STATE" "$t" "$T/tty$1.in" 4>&- 5>&- 6>&-
+}
+attach_tty 1
+a1=$SPAWNED
+exec 4>"$T/tty1.in"
+printf 'echo one-$((40+2))\n' >&4
+check "attach: the shell answers on its terminal" wait_for 60 grep -q one-42 "$T/tty1.out"
+pkill -KILL -f "sandbox attach ex $t" 2>/dev/null
+wait_gone 10 "$a1"
+exec 4>&-
+like "... its client killed: the shell still runs" "$(ps_line "$t")" "^$t +[0-9]+ +running"
+attach_tty 2
+exec 5>"$T/tty2.in"
+printf 'echo two-$((40+3))\n' >&5
+check "attached again: the screen so far comes back (one-42)" wait_for 60 grep -q one-42 "$T/tty2.out"
+check "... and the same shell answers" wait_for 60 grep -q two-43 "$T/tty2.out"
+attach_tty 3
+a3=$SPAWNED
+exec 6>"$T/tty3.in"
+check "a second client at once gets the screen" wait_for 60 grep -q two-43 "$T/tty3.out"
+printf 'echo three-$((40+4))\n' >&5
+check "... what one types, both see" wait_for 60 sh -c \
+	"grep -q three-44 '$T/tty2.out' && grep -q three-44 '$T/tty3.out'"
+exec 5>&-
+check "stdin's end detaches: netctl exits 0" wait_for 30 grep -q '^rc=0$' "$T/tty2.out"
+like "... the shell runs on" "$(ps_line "$t")" "^$t +[0-9]+ +running"
+printf 'exit 3\n' >&6
+check "exit 3 typed: the attached client exits 3" wait_for 60 grep -q '^rc=3$' "$T/tty3.out"
+exec 6>&-
+like "... ps says exit 3" "$(ps_line "$t")" "^$t +[0-9]+ +exit 3 "
+
+# the idle policy: a detached process does not keep its sandbox awake,
+# one started with --keep-awake does while it runs
+check "idle_pause 2s" netctl sandbox set ex --idle-pause 2s
+n=$(x --detach -- sleep 600)
+check "a detached sleep: the sandbox pauses anyway" wait_for 60 state_is paused
+check "resume" netctl sandbox resume ex
+like "... (its sleep still runs)" "$(ps_line "$n")" "^$n +[0-9]+ +running"
+k=$(x --detach --keep-awake -- sleep 600)
+like "--keep-awake: listed so" "$(ps_line "$k")" "^$k +[0-9]+ +running +[0-9]+ +yes "
+awake=1
+for i in $(seq 1 16); do	# 8 s: four times idle_pause
+	state_is running || { awake=0; break; }
+	sleep 0.5
+done
+is "... the sandbox stays running while it runs (8 s, idle_pause 2s)" "$awake" 1
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+awake=1
+for i in $(seq 1 16); do
+	state_is running || { awake=0; break; }
+	sleep 0.5
+done
+is "... berthd restarted: it holds the sandbox again, no call to it needed (8 s)" "$awake" 1
+check "kill it" netctl sandbox kill ex "$k"
+check "... then the sandbox pauses" wait_for 60 state_is paused
+check "idle_pause never again" netctl sandbox set ex --idle-pause never
+check "resume" netctl sandbox resume ex
+netctl sandbox kill ex "$n" >/dev/null 2>&1
+
+# ---- paused: woken ----
+[ "$(state)" = paused ] || netctl sandbox pause ex >/dev/null
+j=$(netctl --json sandbox exec ex -- echo up </dev/null)
+is "paused: exec answers" "$(json_get "$j" 'j["stdout"]')" up
+is "running after the exec" "$(state)" running
+
+# ---- suspended: woken, wake_ms ----
+check "suspend" netctl sandbox suspend ex
+w0=$(count_ev wake ok)
+j=$(netctl --json sandbox exec ex -- echo awake </dev/null)
+is "suspended: exec answers" "$(json_get "$j" 'j["stdout"]')" awake
+wms=$(json_get "$j" 'j["wake_ms"]')
+if [ -n "$wms" ] && [ "$wms" -gt 0 ] 2>/dev/null; then
+	ok "suspended: wake_ms reported ($wms ms)"
+else
+	not_ok "suspended: wake_ms reported"; diag "$j"
+fi
+is "running after the exec" "$(state)" running
+is "one wake event" "$(($(count_ev wake ok) - w0))" 1
+
+# ---- cp to a suspended sandbox: woken, wake_ms ----
+check "suspend for cp" netctl sandbox suspend ex
+j=$(netctl --json sandbox cp ex:/tmp/hi.txt "$T/d/hi2.txt")
+is "suspended: cp out answers" "$(cat "$T/d/hi2.txt")" hi
+wms=$(json_get "$j" 'j["wake_ms"]')
+if [ -n "$wms" ] && [ "$wms" -gt 0 ] 2>/dev/null; then
+	ok "suspended: cp's wake_ms reported ($wms ms)"
+else
+	not_ok "suspended: cp's wake_ms reported"; diag "$j"
+fi
+check "suspend for PUT" netctl sandbox suspend ex
+h=$(c -D - -o /dev/null -T "$T/d/hi.txt" 'http://berth/v1/sandboxes/ex/files?path=/tmp/hi3.txt' | tr -d '\r')
+like "suspended: PUT answers with Berth-Wake-Ms" "$h" 'Berth-Wake-Ms: [1-9][0-9]*'
+
+# ---- twenty concurrent execs on a suspended sandbox: one wake ----
+check "suspend again" netctl sandbox suspend ex
+w0=$(count_ev wake ok)
+r0=$(count_ev resume ok)
+pids=""
+for i in $(seq 1 20); do
+	( netctl sandbox exec ex -- echo "n$i" </dev/null >"$T/c$i.out" 2>&1
+	  echo $? >"$T/c$i.rc" ) &
+	pids="$pids $!"
+done
+wait $pids
+all="" want=""
+for i in $(seq 1 20); do
+	all="$all $(cat "$T/c$i.rc"):$(cat "$T/c$i.out")"; want="$want 0:n$i"
+done
+is "twenty concurrent execs all answered" "$all" "$want"
+is "... after exactly one wake" "$(($(count_ev wake ok) - w0))" 1
+is "... and no other resume" "$(($(count_ev resume ok) - r0))" 0
+
+# ---- berthd restarted: the next exec connects again ----
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not stop"
+start_berthd
+check "berthd restarted: running still" wait_for 30 state_is running
+out=$(x -- echo again 2>&1)
+is "berthd restarted: exec works" "$?:$out" "0:again"
+
+# ---- tokens ----
+out=$(netctl sandbox add other --address 127.0.0.1) || bail "sandbox add: $out"
+otok=$(printf '%s\n' "$out" | sed -n 's/^token: //p')
+tx() {	# TOKEN ARGS...
+	_tk=$1; shift
+	"$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" \
+		--token "$_tk" sandbox exec "$@" </dev/null
+}
+out=$(tx "$tok" ex -- echo mine 2>&1)
+is "its own token: exec in its sandbox" "$?:$out" "0:mine"
+
+# the guest agents' reader holds no way to write to a guest: past its
+# channel to the parent (fd 3) no socket, and every pipe a read end
+# (sandbox ex's connection, made by the exec above, is one)
+helper_fds() {	# PID: "sockets pipes writable-pipes" past fd 3
 	_s=0; _p=0; _w=0
 	for _f in /proc/$1/fd/*; do
 		_n=${_f##*/}
@@ -595,7 +901,7 @@ helper_fds() {	# PID: "sockets pipes writable-pipes" past fd 3
 		pipe:*) _p=$((_p + 1))
 			# flags are octal: the access mode is the low 2 bits
 			_fl=$(awk '$1=="flags:" {print $2}' "/proc/$1/fdinfo/$_n")
-			[ $((0$_fl & 3)) -eq 0 ] || _w=$((_w + 1)) ;;
+			[ $((0$_fl & 3)) -eq 0 ] || { _w=$((_w + 1)); echo "# writable: fd $_n $(readlink "$_f") flags $_fl" >&2; } ;;
 		esac
 	done
 	echo "$_s $_p $_w"
