@@ -110,62 +110,87 @@ api_conn_serve(struct conn *c)
 		bufferevent_disable(c->bev, EV_READ);
 }
 
+/* ---- the reader's loop (reqhead.h: px_reqhead_run) ---- */
+
+static size_t
+conn_room(void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->closing || c->throttled || (c->waiting && !c->rh.streamed) ||
+	    (c->st != NULL && c->st->in_paused))
+		return 0;
+	c->busy++;	/* the step's callbacks may end c: conn_gone frees it */
+	return SIZE_MAX;
+}
+
+static int
+conn_gone(void *arg)
+{
+	struct conn *c = arg;
+
+	c->busy--;
+	if (c->dead) {
+		/* a stream's callback ended it (cs_finish) */
+		api_conn_free(c);
+		return 1;
+	}
+	return 0;
+}
+
+/* a streamed request's head: served now */
+static int
+conn_head(void *arg)
+{
+	struct conn *c = arg;
+
+	if (!c->early_served) {
+		c->early_served = 1;
+		api_conn_serve_early(c);
+	}
+	return 0;
+}
+
+static int
+conn_complete(void *arg)
+{
+	struct conn *c = arg;
+
+	api_conn_serve(c);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) >
+	    CTL_OUT_HIGH) {
+		c->throttled = 1;
+		bufferevent_disable(c->bev, EV_READ);
+	}
+	return 0;
+}
+
+static void
+conn_refused(void *arg)
+{
+	struct conn *c = arg;
+	char msg[160];
+	int status = px_reqhead_error(&c->rh, msg, sizeof(msg));
+
+	api_conn_broken(c, status, msg);
+}
+
+static const struct px_reqhead_loop conn_loop = {
+	.room = conn_room, .gone = conn_gone, .head = conn_head,
+	.complete = conn_complete, .refused = conn_refused,
+	/* (a streamed body's end: its stream took it, rh_stream_end) */
+};
+
 void
 api_conn_read(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t n, used;
-	enum px_reqhead_stop st;
-	char *data, msg[160];
-	int status;
 
 	if (c->fedq != NULL) {	/* its requests come parsed (fed.c) */
 		api_fed_run(c);
 		return;
 	}
-	while (!c->closing && !c->throttled &&
-	    (!c->waiting || c->rh.streamed) &&
-	    !(c->st != NULL && c->st->in_paused) &&
-	    ((n = evbuffer_get_contiguous_space(in)) > 0 ||
-	    px_reqhead_ready(&c->rh))) {
-		data = n > 0 ? (char *)evbuffer_pullup(in, (ev_ssize_t)n) : NULL;
-		c->busy++;
-		st = px_reqhead_execute(&c->rh, data, n, &used);
-		c->busy--;
-		if (c->dead) {
-			/* a stream's callback ended it (cs_finish) */
-			api_conn_free(c);
-			return;
-		}
-		evbuffer_drain(in, used);
-		switch (st) {
-		case PX_REQHEAD_MORE:
-			continue;
-		case PX_REQHEAD_HEAD:
-			/* a streamed request's head: serve it now */
-			if (!c->early_served) {
-				c->early_served = 1;
-				api_conn_serve_early(c);
-			}
-			continue;
-		case PX_REQHEAD_END:
-			continue;	/* (its stream took the end) */
-		case PX_REQHEAD_COMPLETE:
-			api_conn_serve(c);
-			if (evbuffer_get_length(bufferevent_get_output(bev)) >
-			    CTL_OUT_HIGH) {
-				c->throttled = 1;
-				bufferevent_disable(bev, EV_READ);
-			}
-			continue;
-		case PX_REQHEAD_ERROR:
-			break;
-		}
-		status = px_reqhead_error(&c->rh, msg, sizeof(msg));
-		api_conn_broken(c, status, msg);
-		return;
-	}
+	(void)px_reqhead_run(&c->rh, bufferevent_get_input(bev), &conn_loop, c);
 }
 
 /* A request the reader (or the control helper) refused: answered, and

@@ -354,3 +354,47 @@ out:
 	*used = i;
 	return st;
 }
+
+int
+px_reqhead_run(struct px_reqhead *r, struct evbuffer *in,
+    const struct px_reqhead_loop *l, void *arg)
+{
+	enum px_reqhead_stop st;
+	size_t n, room, used;
+	char *data;
+	int rc;
+
+	for (;;) {
+		n = evbuffer_get_contiguous_space(in);
+		if (n == 0 && !px_reqhead_ready(r))
+			return 0;		/* more bytes needed */
+		if ((room = l->room(arg)) == 0)
+			return 0;		/* the caller holds back */
+		if (n > room)
+			n = room;
+		data = n > 0 ? (char *)evbuffer_pullup(in, (ev_ssize_t)n) : NULL;
+		st = px_reqhead_execute(r, data, n, &used);
+		if (l->gone != NULL && l->gone(arg))
+			return -1;
+		evbuffer_drain(in, used);
+		switch (st) {
+		case PX_REQHEAD_MORE:
+			continue;
+		case PX_REQHEAD_HEAD:
+			rc = l->head(arg);
+			break;
+		case PX_REQHEAD_END:
+			rc = l->end != NULL ? l->end(arg) : 0;
+			break;
+		case PX_REQHEAD_COMPLETE:
+			rc = l->complete(arg);
+			break;
+		case PX_REQHEAD_ERROR:
+		default:
+			l->refused(arg);
+			return -1;
+		}
+		if (rc < 0)
+			return -1;
+	}
+}

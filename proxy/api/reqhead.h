@@ -118,4 +118,28 @@ int	px_reqhead_started(const struct px_reqhead *);
  * 417, 431, 501, 505; 503 when out of memory) and its message in msg. */
 int	px_reqhead_error(const struct px_reqhead *, char *msg, size_t len);
 
+/*
+ * The reader's loop, written once for the control API's sockets
+ * (api/conn.c) and the TCP control helper (controld.c): feeds what `in`
+ * holds to the reader, step by step, and hands each stop to its caller.
+ *  - room: before each step, how many bytes the reader may take now
+ *    (0: stop here, the rest stays in `in`);
+ *  - gone: after each step, nonzero when the caller's connection ended
+ *    inside it (`in` may be gone with it: the loop returns at once);
+ *  - head (PX_REQHEAD_HEAD), end (PX_REQHEAD_END, may be NULL) and
+ *    complete (PX_REQHEAD_COMPLETE): 0 to read on, -1 to stop;
+ *  - refused (PX_REQHEAD_ERROR): the reader stopped for good.
+ * Returns 0 when it stopped for room or bytes, -1 otherwise.
+ */
+struct px_reqhead_loop {
+	size_t	(*room)(void *arg);
+	int	(*gone)(void *arg);
+	int	(*head)(void *arg);
+	int	(*end)(void *arg);
+	int	(*complete)(void *arg);
+	void	(*refused)(void *arg);
+};
+int	px_reqhead_run(struct px_reqhead *, struct evbuffer *in,
+	    const struct px_reqhead_loop *, void *arg);
+
 #endif

@@ -287,72 +287,98 @@ c_reset(struct cconn *c)
 	c->stream = ST_NONE;
 }
 
+/* ---- the reader's loop (reqhead.h: px_reqhead_run) ---- */
+
+static size_t
+c_room(void *arg)
+{
+	struct cconn *c = arg;
+
+	if (c->closing || c->in_done)
+		return 0;
+	if (c->stream != ST_BODY)
+		return SIZE_MAX;
+	/* no more body than the window lets through: the reader is given
+	 * no more than that */
+	if (c->body_unacked >= HM_CTL_WINDOW) {
+		c->blocked = 1;
+		bufferevent_disable(c->bev, EV_READ);
+		return 0;
+	}
+	return HM_CTL_WINDOW - c->body_unacked;
+}
+
+static int
+c_gone(void *arg)
+{
+	struct cconn *c = arg;
+
+	if (!c->chan_full)
+		return 0;
+	cconn_free(c);
+	return 1;
+}
+
+/* a streamed request's head: to the parent now, the body after it as
+ * it comes; the command may run long with nothing said: no read
+ * timeout */
+static int
+c_head(void *arg)
+{
+	struct cconn *c = arg;
+
+	if (c_serve(c) < 0)
+		return -1;
+	c->stream = ST_BODY;
+	c->untimed = 1;
+	bufferevent_set_timeouts(c->bev, NULL, &c_idle);
+	return 0;
+}
+
+/* a whole request, or a streamed one's end (no stream_end hook) */
+static int
+c_complete(void *arg)
+{
+	struct cconn *c = arg;
+
+	if (c->stream == ST_BODY)
+		c_body_end(c, 0);
+	else if (c_serve(c) < 0)
+		return -1;
+	c_reset(c);
+	return 0;
+}
+
+static void
+c_refused(void *arg)
+{
+	struct cconn *c = arg;
+	char msg[160];
+	int status;
+
+	if (c->stream == ST_BODY) {
+		/* the body broke its framing: the parent's request fails as
+		 * the control API fails it (400, or cut once its answer
+		 * began) and closes */
+		c_body_end(c, 1);
+		return;
+	}
+	status = px_reqhead_error(&c->rh, msg, sizeof(msg));
+	c_fail(c, status, msg);
+}
+
+static const struct px_reqhead_loop c_loop = {
+	.room = c_room, .gone = c_gone, .head = c_head,
+	.complete = c_complete, .refused = c_refused,
+};
+
 static void
 c_read(struct bufferevent *bev, void *arg)
 {
 	struct cconn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t n, used;
-	enum px_reqhead_stop st;
-	char *data, msg[160];
-	int status;
 
-	while (!c->closing && !c->in_done &&
-	    ((n = evbuffer_get_contiguous_space(in)) > 0 ||
-	    px_reqhead_ready(&c->rh))) {
-		if (c->stream == ST_BODY) {
-			/* no more body than the window lets through: the
-			 * reader is given no more than that */
-			if (c->body_unacked >= HM_CTL_WINDOW) {
-				c->blocked = 1;
-				bufferevent_disable(bev, EV_READ);
-				return;
-			}
-			if (n > HM_CTL_WINDOW - c->body_unacked)
-				n = HM_CTL_WINDOW - c->body_unacked;
-		}
-		data = n > 0 ? (char *)evbuffer_pullup(in, (ev_ssize_t)n) : NULL;
-		st = px_reqhead_execute(&c->rh, data, n, &used);
-		evbuffer_drain(in, used);
-		if (c->chan_full) {
-			cconn_free(c);
-			return;
-		}
-		switch (st) {
-		case PX_REQHEAD_MORE:
-			continue;
-		case PX_REQHEAD_HEAD:
-			/* a streamed request's head: to the parent now, the
-			 * body after it as it comes; the command may run
-			 * long with nothing said: no read timeout */
-			if (c_serve(c) < 0)
-				return;
-			c->stream = ST_BODY;
-			c->untimed = 1;
-			bufferevent_set_timeouts(bev, NULL, &c_idle);
-			continue;
-		case PX_REQHEAD_END:	/* (no stream_end hook: never) */
-		case PX_REQHEAD_COMPLETE:
-			if (c->stream == ST_BODY)
-				c_body_end(c, 0);
-			else if (c_serve(c) < 0)
-				return;
-			c_reset(c);
-			continue;
-		case PX_REQHEAD_ERROR:
-			break;
-		}
-		if (c->stream == ST_BODY) {
-			/* the body broke its framing: the parent's request
-			 * fails as the control API fails it (400, or cut
-			 * once its answer began) and closes */
-			c_body_end(c, 1);
-			return;
-		}
-		status = px_reqhead_error(&c->rh, msg, sizeof(msg));
-		c_fail(c, status, msg);
+	if (px_reqhead_run(&c->rh, bufferevent_get_input(bev), &c_loop, c) < 0)
 		return;
-	}
 	if (c->eof_pending && !c->blocked) {
 		c->eof_pending = 0;
 		c_event(bev, BEV_EVENT_READING | BEV_EVENT_EOF, c);

@@ -404,7 +404,11 @@ chan_kill(struct chan *c, const unsigned char *p, size_t len)
 	sig = strtol(buf, &end, 10);
 	if (*end != '\0' || sig < 1 || sig > 64 || c->reaped)
 		return;		/* reaped: its group leader is gone */
-	kill(-c->pid, (int)sig);
+	/* a 'K' right after its 'E' may come before the child made its
+	 * group (setsid, in the child after fork): then the child is the
+	 * only process, and is signalled itself */
+	if (kill(-c->pid, (int)sig) != 0 && errno == ESRCH)
+		kill(c->pid, (int)sig);
 }
 
 /* 'E': a command on channel id; with 'D', a detached process (the
