@@ -207,6 +207,10 @@ ours() {	# qemus of this state dir's sandboxes (not the pool's)
 }
 no_ours() { [ -z "$(ours)" ]; }
 check "no qemu of this test's sandboxes is left" wait_for 60 no_ours
+# a delete ends once its VMM is gone: its tap, then its directory go
+# (berthd's exit in between would leave them to its next start)
+deleted() { for s in r1 r2 r3 r4 big; do [ ! -e "$STATE/vms/$s" ] || return 1; done; }
+check "... and their deletes ended (taps, directories)" wait_for 60 deleted
 check "the ready snapshot stays for the next create" test -s "$RDIR/state"
 # the pool's clone is berthd's own: it goes with berthd
 check "a clone waits in the pool again" wait_for 300 metric_is berth_ready_pool_members 1
