@@ -224,8 +224,10 @@ conn_write(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	/* (a stream still answering closes once it ended: cs_finish) */
-	if (c->closing && c->st == NULL) {
+	/* (a stream still answering closes once it ended: cs_finish; a
+	 * deferred answer once written: libevent calls this when the socket
+	 * is first writable too, with nothing written yet) */
+	if (c->closing && c->st == NULL && !c->waiting) {
 		api_conn_free(c);
 		return;
 	}

@@ -82,6 +82,7 @@ cs_finish(struct cstream *cs)
 	}
 	api_cs_free(cs);
 	c->closing = 1;
+	c->waiting = 0;		/* nothing more to answer: conn_write closes */
 	bufferevent_disable(c->bev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
 		api_conn_free(c);	/* nothing left to flush */
