@@ -117,6 +117,12 @@ struct px_config {
 	unsigned	 vm_ready_pool;		/* clones kept restored and
 						 * paused per ready snapshot
 						 * (1) */
+	int		 vm_free_page_reporting; /* 1 (default): new
+					 * sandboxes get a balloon device
+					 * with free page reporting */
+	int		 vm_drop_caches;	/* 1 (default): the guest drops
+					 * its clean page cache before a
+					 * pause or suspend */
 	int		 vm_ready_snapshot;	/* 1 (default): creates restore
 						 * their template's ready
 						 * snapshot instead of booting */

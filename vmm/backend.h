@@ -139,6 +139,12 @@ struct vmm_sandbox {
 	int disk_ready;			/* mkfs finished (else start redoes it) */
 	uint64_t op_t0;
 	struct vmm_waiter *waiters;
+	int preparing;			/* a pause or suspend waits for the
+					 * cfg's sleep_prepare (the guest
+					 * giving memory back) */
+	uint64_t prep_activity_ms;	/* last_activity_ms before it: the
+					 * guest's reclaim is not activity */
+	struct event *prep_ev;		/* its deadline */
 
 	/* manager helpers */
 	pid_t mkfs_pid;

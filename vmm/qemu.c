@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -1038,6 +1039,15 @@ qm_argv(struct vmm_sandbox *sb, int restore, char **argv, size_t max,
 		ARG("-device");
 		ARG("virtserialport,chardev=agent,name=%s", sb->tpl.agent);
 	}
+	/* Free page reporting: the guest's virtio_balloon driver tells
+	 * qemu which pages it freed (2 MiB blocks, 2 s after), and qemu
+	 * punches them out of the RAM file or drops them from anonymous
+	 * memory. Never inflated: only what the guest does not use leaves.
+	 * Last, so the devices before it keep their places. */
+	if (sb->tpl.balloon) {
+		ARG("-device");
+		ARG("virtio-balloon-device,free-page-reporting=on");
+	}
 	if (restore) {
 		ARG("-incoming");
 		ARG("defer");
@@ -1051,16 +1061,23 @@ toolong:
 #undef ARG
 }
 
-/* The guest RAM file of a fresh boot, allocated now: a state disk too
- * full for the guest's memory fails the boot here with a clear error,
- * not with a SIGBUS in qemu when the guest first touches a page. Made by
- * root with O_EXCL|O_NOFOLLOW (nothing planted in its place is followed)
- * and then handed to the VMM's user. */
+/* The guest RAM file of a fresh boot (or of a standby), sparse: blocks
+ * are allocated as the guest first writes a page and given back when
+ * its balloon reports the page free (qemu punches it out), so a
+ * suspended sandbox's RAM image holds what its guest used, not its
+ * size. The price: a state disk that fills up later can fail a
+ * guest's page write (qemu gets SIGBUS). So a disk that does not have
+ * the guest's whole RAM free now fails the boot here, with a clear
+ * error, and the host's disk is ops' to watch (netctl status). Made by
+ * root with O_EXCL|O_NOFOLLOW (nothing planted in its place is
+ * followed) and then handed to the VMM's user. */
 static int
 qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
 	uid_t uid = sb->uid;
+	uint64_t need = (uint64_t)sb->mem_mib << 20, have;
+	struct statvfs vs;
 	int fd, e;
 
 	(void)vmm_path(sb, "mem", p, sizeof(p));
@@ -1069,12 +1086,20 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 		snprintf(err, errlen, "guest RAM file %s: %s", p, strerror(errno));
 		return -errno;
 	}
-	if ((e = posix_fallocate(fd, 0, (off_t)sb->mem_mib << 20)) != 0 &&
-	    e != EOPNOTSUPP && e != EINVAL) {
+	if (fstatvfs(fd, &vs) == 0 &&
+	    (have = (uint64_t)vs.f_bavail * vs.f_frsize) < need) {
 		close(fd);
 		(void)unlink(p);
-		snprintf(err, errlen, "cannot allocate the guest's %u MiB of "
-		    "RAM in %s: %s", sb->mem_mib, p, strerror(e));
+		snprintf(err, errlen, "cannot hold the guest's %u MiB of RAM "
+		    "in %s: its file system has %llu MiB free", sb->mem_mib, p,
+		    (unsigned long long)(have >> 20));
+		return -ENOSPC;
+	}
+	if (ftruncate(fd, (off_t)need) < 0) {
+		e = errno;
+		close(fd);
+		(void)unlink(p);
+		snprintf(err, errlen, "guest RAM file %s: %s", p, strerror(e));
 		return -e;
 	}
 	if (uid != 0 && fchown(fd, uid, sb->gid) < 0) {

@@ -110,11 +110,11 @@ vmm_ready_key(struct vmm *m, const struct vmm_template *t, unsigned mem_mib,
 	h = fnv_s(h, t->cmdline);
 	h = fnv_s(h, t->agent);
 	h = fnv_s(h, t->settled_line);
-	snprintf(n, sizeof(n), "%u %u %s %u %d", mem_mib ? mem_mib :
+	snprintf(n, sizeof(n), "%u %u %s %u %d %d", mem_mib ? mem_mib :
 	    t->mem_mib ? t->mem_mib : m->cfg.mem_mib,
 	    vcpus ? vcpus : m->cfg.vcpus,
 	    vmm_accel_name(vmm_accel_template(m, t)), m->cfg.tsc_khz,
-	    m->cfg.jail);
+	    m->cfg.jail, m->cfg.free_page_reporting);
 	h = fnv_s(h, n);
 	snprintf(key, VMM_READY_KEY, "%016llx", (unsigned long long)h);
 }
@@ -393,9 +393,18 @@ harvest(struct vmm_ready *r, char *err, size_t errlen)
 	static const char *const to[] = { "state", "mem", "disk.qcow2" };
 	uid_t owner = sb->jailed ? 0 : m->cfg.vmm_uid;
 	gid_t group = sb->jailed ? 0 : m->cfg.vmm_gid;
+	char k[VMM_READY_KEY];
 	size_t i;
 	FILE *f;
 
+	/* The key names the accelerator the snapshot was made under. A
+	 * first build under a KVM not yet proven that fell back to TCG ran
+	 * under TCG: kept under the key it was started with, no create
+	 * would ever find it (each computes the key with the verdict) and
+	 * the next create built another one. */
+	vmm_ready_key(m, &sb->tpl, sb->mem_mib, sb->vcpus, k);
+	if (strcmp(k, r->key) != 0 && ready_get(m, k, 0) == NULL)
+		snprintf(r->key, sizeof(r->key), "%s", k);
 	(void)vmm_ready_path(m, r->key, NULL, fin, sizeof(fin));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", fin);
 	vmm_rmtree(tmp);

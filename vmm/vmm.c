@@ -217,6 +217,7 @@ tpl_copy(struct vmm_template *dst, const struct vmm_template *src)
 	dst->agent = xstrdup(src->agent);
 	dst->root_overlay = src->root_overlay && src->rootfs != NULL;
 	dst->mem_mib = src->mem_mib;
+	dst->balloon = src->balloon;
 	if (dst->kernel == NULL || dst->cmdline == NULL ||
 	    dst->ready_line == NULL) {
 		vmm_template_free(dst);
@@ -319,7 +320,7 @@ meta_write(struct vmm_sandbox *sb)
 		{ "from_snapshot", n[10] }, { "ram_shared", n[11] },
 		{ "snap_ram", n[12] }, { "ram_anon", n[13] },
 		{ "cgroup_name", sb->cg_name }, { "layered", n[14] },
-		{ "layer_gen", n[15] },
+		{ "layer_gen", n[15] }, { "balloon", n[16] },
 	};
 	size_t i;
 	FILE *f;
@@ -347,6 +348,7 @@ meta_write(struct vmm_sandbox *sb)
 	snprintf(n[13], sizeof(n[13]), "%d", sb->ram_anon);
 	snprintf(n[14], sizeof(n[14]), "%d", sb->layered);
 	snprintf(n[15], sizeof(n[15]), "%u", sb->layer_gen);
+	snprintf(n[16], sizeof(n[16]), "%d", sb->tpl.balloon);
 	if ((f = fopen(tmp, "we")) == NULL)
 		return;
 	/* every value escaped (kv.c): a reason a VMM made up cannot add
@@ -693,6 +695,8 @@ sb_free(struct vmm_sandbox *sb)
 		event_free(sb->idle_ev);
 	if (sb->later_ev != NULL)
 		event_free(sb->later_ev);
+	if (sb->prep_ev != NULL)
+		event_free(sb->prep_ev);
 	if (sb->merge_ev != NULL)
 		event_free(sb->merge_ev);
 	vmm_ident_cancel(sb);
@@ -773,6 +777,7 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->last_activity_ms = sb->last_activity_ms;
 	out->busy = sb->busy;
 	out->op = sb->op;
+	out->preparing = sb->busy && sb->preparing;
 	out->ready_key = sb->ready_key;
 	out->from_snapshot = sb->from_snapshot;
 	out->ram_shared = sb->ram_shared;
@@ -1659,11 +1664,15 @@ op_refused(struct vmm_sandbox *sb, enum vmm_state st, int rc)
 	return rc;
 }
 
+static int op_backend(struct vmm_sandbox *, enum vmm_op, enum vmm_state,
+    char *, size_t);
+static int prepare_begin(struct vmm_sandbox *);
+static void prepare_deadline(evutil_socket_t, short, void *);
+
 static int
 op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
     vmm_done_cb cb, void *arg, char *err, size_t errlen)
 {
-	const struct vmm_backend *be = sb->m->be;
 	enum vmm_state st = sb->state, target;
 	int rc = 0, noop = 0;
 
@@ -1738,6 +1747,27 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		vmm_backend_done_later(sb, 1, st, "");
 		goto out;
 	}
+	if ((op == VMM_OP_PAUSE || op == VMM_OP_SUSPEND) &&
+	    st == VMM_RUNNING && prepare_begin(sb) == 0)
+		goto out;
+	rc = op_backend(sb, op, st, err, errlen);
+out:
+	if (rc < 0)
+		return op_refused(sb, st, rc);
+	if (sb->idle_ev != NULL)
+		event_del(sb->idle_ev);
+	return 0;
+}
+
+/* What op asks of the backend (and of the network first, for what
+ * boots), the sandbox busy with it, from state st. */
+static int
+op_backend(struct vmm_sandbox *sb, enum vmm_op op, enum vmm_state st,
+    char *err, size_t errlen)
+{
+	const struct vmm_backend *be = sb->m->be;
+	int rc = 0;
+
 	switch (op) {
 	case VMM_OP_START:
 		if ((rc = net_setup(sb, err, errlen)) < 0)
@@ -1777,12 +1807,79 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 	default:
 		break;
 	}
-out:
-	if (rc < 0)
-		return op_refused(sb, st, rc);
-	if (sb->idle_ev != NULL)
-		event_del(sb->idle_ev);
+	return rc;
+}
+
+/* The pause or suspend of a running sandbox, its guest asked first to
+ * give memory back (vmm_config's sleep_prepare): 0 when that began
+ * (the backend's turn comes in vmm_sleep_prepared), -1 when there is
+ * nothing to ask. */
+static int
+prepare_begin(struct vmm_sandbox *sb)
+{
+	struct vmm *m = sb->m;
+	struct timeval tv = { VMM_PREPARE_MS / 1000,
+	    (VMM_PREPARE_MS % 1000) * 1000 };
+
+	if (m->cfg.sleep_prepare == NULL || sb->hidden ||
+	    sb->tpl.agent == NULL)
+		return -1;
+	if (sb->prep_ev == NULL &&
+	    (sb->prep_ev = evtimer_new(m->base, prepare_deadline, sb)) == NULL)
+		return -1;
+	sb->preparing = 1;
+	sb->prep_activity_ms = sb->last_activity_ms;
+	event_add(sb->prep_ev, &tv);
+	if (m->cfg.sleep_prepare(sb->id, m->cfg.cb_arg) < 0) {
+		event_del(sb->prep_ev);
+		sb->preparing = 0;
+		return -1;
+	}
 	return 0;
+}
+
+static void
+prepare_end(struct vmm_sandbox *sb)
+{
+	char err[VMM_ERRLEN];
+	enum vmm_state st = sb->state;
+	int rc;
+
+	if (!sb->preparing)
+		return;
+	sb->preparing = 0;
+	event_del(sb->prep_ev);
+	/* the reclaim ran a command in the guest: not a visitor's */
+	if (sb->last_activity_ms > sb->prep_activity_ms)
+		sb->last_activity_ms = sb->prep_activity_ms;
+	if (sb->deleting || !sb->busy ||
+	    (sb->op != VMM_OP_PAUSE && sb->op != VMM_OP_SUSPEND))
+		return;
+	if (sb->state != VMM_RUNNING || sb->pid <= 0) {
+		/* it stopped meanwhile (the backend's watcher said so) */
+		op_finish(sb, 0, sb->state, "the sandbox stopped before it "
+		    "could sleep");
+		return;
+	}
+	if ((rc = op_backend(sb, sb->op, st, err, sizeof(err))) < 0)
+		op_finish(sb, 0, st, err);
+}
+
+static void
+prepare_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	prepare_end(arg);
+}
+
+void
+vmm_sleep_prepared(struct vmm *m, const char *id)
+{
+	struct vmm_sandbox *sb = vmm_sandbox_find(m, id);
+
+	if (sb != NULL)
+		prepare_end(sb);
 }
 
 /* The source's side of a fork: an operation like the others (one at a
@@ -2143,6 +2240,10 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		free(sb);
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	}
+	/* a fork keeps its source's devices (spec->tpl is the source's) */
+	if (fork_src == NULL)
+		sb->tpl.balloon = m->cfg.free_page_reporting &&
+		    strcmp(m->be->name, "qemu") == 0;
 	if (sb->tpl.root_overlay) {
 		struct stat st;
 
@@ -2261,7 +2362,7 @@ struct meta {
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
 	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
-	int from_snapshot, ram_shared, snap_ram, ram_anon, layered;
+	int from_snapshot, ram_shared, snap_ram, ram_anon, layered, balloon;
 	unsigned mem, vcpus, disk, layer_gen;
 	unsigned long long created;
 };
@@ -2293,6 +2394,7 @@ meta_line(const char *k, const char *v, void *arg)
 		I("layered", layered), I("pid", pid),
 		I("standby_pid", standby_pid), I("disk_ready", disk_ready),
 		I("jailed", jailed), I("root_overlay", root_overlay),
+		I("balloon", balloon),
 #undef I
 	};
 	size_t i;
@@ -2522,6 +2624,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	 * and a restore must see the devices it was saved with */
 	t.agent = mt.agent[0] ? mt.agent : NULL;
 	t.root_overlay = mt.root_overlay;
+	t.balloon = mt.balloon;	/* none before 2026-12 */
 	snprintf(sb->ready_key, sizeof(sb->ready_key), "%s", mt.ready_key);
 	sb->from_snapshot = mt.from_snapshot;
 	sb->ram_shared = mt.ram_shared;

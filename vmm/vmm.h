@@ -97,6 +97,14 @@ struct vmm_template {
 	unsigned mem_mib;		/* its sandboxes' memory unless the
 					 * spec asks (template.json
 					 * "memory_mib"); 0: the manager's */
+	int balloon;			/* 1: a virtio-balloon device with
+					 * free page reporting (pages the
+					 * guest frees leave the host). Set
+					 * per sandbox at its create from
+					 * the manager's free_page_reporting
+					 * and kept with it (sandbox.conf,
+					 * forks): a restore must see the
+					 * devices it was saved with */
 	const char *settled_line;	/* console text meaning "what runs
 					 * for good is up" (Docker too): the
 					 * ready snapshot is taken there;
@@ -226,6 +234,17 @@ struct vmm_config {
 					 * ready snapshot when there is one
 					 * (and starts building it when not)
 					 * instead of booting */
+	int free_page_reporting;	/* 1: new sandboxes get a balloon
+					 * device that reports the pages
+					 * their guest frees (the host
+					 * discards them) */
+	/* Before a running sandbox is paused or suspended: the caller's
+	 * chance to have its guest give memory back (drop its clean page
+	 * cache), by id. The operation goes on when the caller says
+	 * vmm_sleep_prepared(m, id), whatever happened, or after
+	 * VMM_PREPARE_MS. Returns -1 when nothing was begun (the operation
+	 * goes on at once). Optional; not for hidden sandboxes. */
+	int (*sleep_prepare)(const char *id, void *cb_arg);
 	int external_taps;		/* 1: taps are made by someone else
 					 * (tests, external network setup);
 					 * the manager only names them */
@@ -234,6 +253,12 @@ struct vmm_config {
 	vmm_event_cb on_event;
 	void *cb_arg;
 };
+
+#define VMM_PREPARE_MS	10000	/* sleep_prepare's longest */
+
+/* The end of a sleep_prepare (see vmm_config): the pause or suspend of
+ * sandbox id goes on. Nothing when it is gone or no longer waiting. */
+void vmm_sleep_prepared(struct vmm *m, const char *id);
 
 /* Create the manager (state dir, backend, probe when accel is AUTO). */
 struct vmm *vmm_new(struct event_base *base, const struct vmm_config *cfg,
@@ -300,6 +325,9 @@ struct vmm_info {
 	uint64_t last_activity_ms;	/* monotonic clock */
 	int busy;			/* an operation is in flight: */
 	enum vmm_op op;			/* ... this one */
+	int preparing;			/* ... a pause or suspend waiting
+					 * for the guest's reclaim (the
+					 * guest still runs) */
 	const char *ready_key;		/* its disk's base layer is this
 					 * ready snapshot's, "" none */
 	int from_snapshot;		/* created by restoring it */

@@ -238,6 +238,11 @@ struct px_exec_req {
 	/* who asked: the API token's id (its jobs are counted together:
 	 * exec_max_per_token), NULL or "" for the unix socket */
 	const char *token_id;
+	/* berthd's own command before its sandbox sleeps (the guest
+	 * dropping its page cache): it runs while the pause or suspend
+	 * waits for it, where another command would wait for the pause
+	 * and wake the sandbox after it */
+	int before_sleep;
 };
 
 /* A directory's entry, as the guest agent lists it (PX_FILE_LIST). */

@@ -119,6 +119,7 @@ struct job {
 	int ranged;			/* a file get of a range */
 	uint32_t ring;			/* a detached command's */
 	int keep_awake;
+	int before_sleep;		/* px_exec_req's */
 	/* a detached start; a list; a ring's bounds */
 	uint32_t proc;
 	int pid;
@@ -814,9 +815,11 @@ step(struct link *l)
 			    VMM_CREATING ? "" : ": start it first");
 			continue;
 		}
-		/* a pause or suspend under way is joined by the wake */
+		/* a pause or suspend under way is joined by the wake;
+		 * not by the command it waits for */
 		if (info.state != VMM_RUNNING || (info.busy &&
-		    (info.op == VMM_OP_PAUSE || info.op == VMM_OP_SUSPEND))) {
+		    (info.op == VMM_OP_PAUSE || info.op == VMM_OP_SUSPEND) &&
+		    !(j->before_sleep && info.preparing))) {
 			/* wake it as the proxy does; every job waiting now
 			 * counts the wake from when it was asked for */
 			struct job *k;
@@ -1686,6 +1689,7 @@ job_new(const char *id, const struct px_exec_req *req, size_t size,
 	    req->length != UINT64_MAX);
 	j->ring = req->op == PX_EXEC_RUN ? req->ring : 0;
 	j->keep_awake = j->ring != 0 && req->keep_awake;
+	j->before_sleep = req->before_sleep;
 	j->out = evbuffer_new();
 	j->err = evbuffer_new();
 	j->inq = evbuffer_new();

@@ -44,6 +44,7 @@ static struct {
 	struct vmm_template tpl;
 	int		 have_tpl;		/* tpl loaded */
 	int		 ready_on;		/* vm_ready_snapshot */
+	int		 drop_caches;		/* vm_drop_caches */
 	char		 tdir[PATH_MAX];	/* where tpl came from */
 	/* vm_template debian: the default is <state>/templates/debian/current
 	 * (tdir), read at each create, built in the background when missing;
@@ -681,6 +682,59 @@ tb_finish(int ok, const char *why)
 	}
 }
 
+/*
+ * Before a running sandbox sleeps (libvmm's sleep_prepare): its guest
+ * drops its clean page cache and reclaimable slab, which its balloon
+ * then reports free and the host takes back, so a paused sandbox holds
+ * and a suspended one's RAM image keeps what its guest uses, not what it
+ * once read. Free page reporting runs 2 s after pages are freed (the
+ * guest kernel's PAGE_REPORTING_DELAY): with the balloon's driver bound,
+ * the command waits 3 s for it. At most VM_RECLAIM_MS; whatever the
+ * answer, the pause or suspend goes on (libvmm has its own deadline).
+ */
+#define VM_RECLAIM_MS	8000
+#define VM_RECLAIM_SH	"sync; echo 3 >/proc/sys/vm/drop_caches; " \
+	"for d in /sys/bus/virtio/drivers/virtio_balloon/virtio*; do " \
+	"[ -e \"$d\" ] && exec sleep 3; done; exit 0"
+
+static void
+reclaim_answered(void *arg, const struct px_exec_result *res)
+{
+	char *id = arg;
+
+	(void)res;
+	if (V.m != NULL)
+		vmm_sleep_prepared(V.m, id);
+	free(id);
+}
+
+static int
+reclaim_start(const char *id, void *arg)
+{
+	static char *const argv[] = { "/bin/sh", "-c", VM_RECLAIM_SH, NULL };
+	struct px_exec_req req;
+	char err[128], *copy;
+	int status;
+
+	(void)arg;
+	if (!V.drop_caches || V.hooks.exec_start == NULL ||
+	    (copy = strdup(id)) == NULL)
+		return -1;
+	memset(&req, 0, sizeof(req));
+	req.argv = argv;
+	req.argc = 3;
+	req.timeout_ms = VM_RECLAIM_MS;
+	req.op = PX_EXEC_RUN;
+	req.before_sleep = 1;
+	/* its answer may come before this returns */
+	if (V.hooks.exec_start(id, &req, reclaim_answered, copy, &status,
+	    err, sizeof(err), NULL) < 0) {
+		free(copy);
+		return -1;
+	}
+	return 0;
+}
+
 /* The builder closed its output: reap it (it exits right after). */
 static void
 tb_reap(evutil_socket_t fd, short what, void *arg)
@@ -944,6 +998,9 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.max_mem_mib = PX_VM_MEMORY_LIMIT;
 	vc.max_vcpus = PX_VM_VCPUS_LIMIT;
 	vc.standby_max = c->vm_standby;
+	vc.free_page_reporting = c->vm_free_page_reporting;
+	vc.sleep_prepare = reclaim_start;
+	V.drop_caches = c->vm_drop_caches;
 	vc.ready_snapshots = c->vm_ready_snapshot;
 	vc.ready_pool = c->vm_ready_pool;
 	vc.max_checkpoints = c->vm_max_checkpoints;

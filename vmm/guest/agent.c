@@ -13,8 +13,10 @@
  * attached to them, agent_files.c puts, gets and lists files and makes
  * directories, agent_fswork.c removes and moves in a worker process,
  * agent_watch.c watches directories with inotify and agent_ident.c makes
- * a restored clone its own ('U'). This file holds the port, the
- * channels' life, the frames' dispatch and the poll loop.
+ * a restored clone its own ('U'). agent_ondemand.c is a program of its
+ * own in the same binary (`berth-agent --on-demand`: a daemon such as
+ * dockerd started on its socket's first client). This file holds the
+ * port, the channels' life, the frames' dispatch and the poll loop.
  *
  * One poll loop serves them all: the port, a signalfd (SIGCHLD, SIGIO)
  * and every channel's descriptors. A command is read only while its
@@ -775,7 +777,7 @@ serve(void)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	struct pollfd pfd;
 	char path[128], *s, *end;
@@ -783,6 +785,8 @@ main(void)
 	nfds_t n, k;
 	int i, to, testing = 0, listener = -1;
 
+	if (argc > 1 && strcmp(argv[1], "--on-demand") == 0)
+		return agent_ondemand_main(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);

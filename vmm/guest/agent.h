@@ -189,4 +189,7 @@ void watch_step(struct chan *);
 /* agent_ident.c: identity ('U') */
 void ident_apply(uint32_t, const unsigned char *, size_t);
 
+/* agent_ondemand.c: `berth-agent --on-demand ...` (its own program) */
+int agent_ondemand_main(int argc, char **argv);
+
 #endif
