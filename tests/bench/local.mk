@@ -41,6 +41,19 @@ bench-create: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/create $(BENCH_ARGS)
 
+# `make bench-density`: what an idle sandbox costs (issue 30): qemu CPU
+# of running sandboxes, PSS running / paused / suspended (and the
+# standby's), a suspended sandbox's disk by file, each beside the same
+# figure with the reclaim measures off (a second berth.conf and a template
+# that starts Docker at boot), same run; BENCH_ARGS=--hundred adds the
+# 100-sandbox run under vm_max_resident (long). Needs root and qemu; not
+# part of `make check`.
+EXTRA_DIST += tests/bench/density
+.PHONY: bench-density
+bench-density: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/density $(BENCH_ARGS)
+
 # `make bench-fork`: forks of a running default (debian) sandbox, one by
 # one (the source's pause, each fork's request to exec-ready) and ten in
 # one call, a checkpoint and a restore. Needs root and qemu; not part of
