@@ -31,6 +31,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <linux/magic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -40,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -654,6 +656,7 @@ split_child(const char *stream, int in, int done, int out, int img,
 {
 	struct pollfd p;
 	char why[VMM_ERRLEN];
+	struct statfs fs;
 	int fds[KEEP] = { in, done, out, img, errw }, sig;
 
 	for (sig = 1; sig < NSIG; sig++)
@@ -677,13 +680,18 @@ split_child(const char *stream, int in, int done, int out, int img,
 		if (poll(&p, 1, FOLLOW_MS) > 0)
 			done = -1;	/* complete: there, or never made */
 	}
-	/* The holes allocated too, here (the manager's), as the ready
-	 * snapshot's are (ready.c): a capture reads all of a guest's RAM,
-	 * and a read through a private mapping of a hole allocates a page
-	 * charged to the reader (a fork was OOM-killed restoring its
-	 * checkpoint). First: the split's writes then allocate nothing,
-	 * and for a followed stream it is done while QEMU writes. */
-	if (fallocate(img, 0, 0, size) < 0) {
+	/* A memfd's holes allocated too, here (the manager's), as the
+	 * ready snapshot's are (ready.c): a capture reads all of a guest's
+	 * RAM, and a read through a private mapping of a shmem hole
+	 * allocates a page charged to the reader (a fork was OOM-killed
+	 * restoring its checkpoint). First: the split's writes then
+	 * allocate nothing, and for a followed stream it is done while
+	 * QEMU writes. Not a standby's RAM file on disk: its holes read
+	 * as clean page cache through qemu's shared mapping, and they are
+	 * what keeps a suspended sandbox's RAM image as small as what its
+	 * guest used (the stream's zero pages are never written). */
+	if (fstatfs(img, &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+	    fallocate(img, 0, 0, size) < 0) {
 		snprintf(why, sizeof(why), "allocating the image: %s",
 		    strerror(errno));
 		goto fail;

@@ -89,8 +89,14 @@ state() { netctl --json sandbox show deb | json_get "$(cat)" 'j["state"]'; }
 state_is() { [ "$(state)" = "$1" ]; }
 docker_up() { x --timeout 20s -- docker info >/dev/null 2>&1 </dev/null; }
 
-# ---- root, apt, Docker ----
-check "dockerd answers" wait_for 120 docker_up
+# ---- root, apt, Docker (started on its socket's first client) ----
+x -- sh -c 'test -S /run/docker.sock && ! pidof dockerd containerd' \
+	</dev/null >/dev/null 2>&1
+is "Docker's socket is there, no dockerd or containerd runs before it is used" "$?" 0
+x --timeout 180s -- docker info >"$T/dinfo" 2>&1 </dev/null
+rc=$?
+is "the first docker info waits for dockerd and answers (exit 0)" "$rc" 0
+[ "$rc" = 0 ] || { tail -n 5 "$T/dinfo" >&2; x -- tail -n 20 /var/log/dockerd.log </dev/null >&2; }
 x -- sh -c 'id -u; apt-get --version; docker info' >"$T/info" 2>&1 </dev/null
 is "exec id -u; apt-get --version; docker info: exit 0" "$?" 0
 is "... uid 0" "$(head -n 1 "$T/info")" 0
@@ -122,6 +128,31 @@ secret=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 x -- sh -c "echo $secret >/root/x && sync" </dev/null
 is "wrote /root/x" "$?" 0
 
+# ---- memory given back (free page reporting; the page cache dropped
+# before a suspend) ----
+# the guest's RAM: its qemu's resident set, the RAM file's allocated
+# blocks (MiB)
+qpid() { sed -n 's/^pid=//p' "$STATE/vms/deb/sandbox.conf"; }
+rss_mib() { awk '/^Rss:/ { print int($2 / 1024) }' "/proc/$(qpid)/smaps_rollup"; }
+ram_mib() { echo $(($(stat -c %b "$STATE/vms/deb/jail/mem") * 512 / 1048576)); }
+like "the VM has a balloon device with free page reporting" \
+	"$(tr '\0' ' ' <"/proc/$(qpid)/cmdline")" 'virtio-balloon-device,free-page-reporting=on'
+check "... bound to the guest's virtio_balloon driver" \
+	x -- sh -c 'ls /sys/bus/virtio/drivers/virtio_balloon | grep -q virtio' </dev/null
+x -- sh -c 'head -c 200M /dev/urandom >/dev/shm/fill' </dev/null
+is "the guest filled a 200 MiB buffer (tmpfs)" "$?" 0
+r1=$(rss_mib) b1=$(ram_mib)
+diag "with the buffer: qemu RSS $r1 MiB, RAM file $b1 MiB allocated"
+x -- rm -f /dev/shm/fill </dev/null
+given_back() { [ "$(rss_mib)" -le $((r1 - 150)) ] && [ "$(ram_mib)" -le $((b1 - 150)) ]; }
+check "... freed: at least 150 MiB of it leaves the host (RSS and the RAM file's blocks)" \
+	wait_for 30 given_back
+diag "freed: qemu RSS $(rss_mib) MiB, RAM file $(ram_mib) MiB allocated"
+x -- sh -c 'cat /usr/bin/* /usr/sbin/* >/dev/null 2>&1; free -m' >"$T/free1" </dev/null
+c1=$(awk '/^Mem:/ { print $6 }' "$T/free1")
+b2=$(ram_mib)
+diag "page cache filled: the guest's buff/cache $c1 MiB, RAM file $b2 MiB allocated"
+
 persisted() {	# WHEN
 	is "$1: the package is installed" \
 		"$(x -- dpkg-query -W -f '${Status}' berth-probe </dev/null)" \
@@ -133,8 +164,22 @@ persisted() {	# WHEN
 # ---- suspend -> resume ----
 check "suspend" netctl sandbox suspend deb
 is "suspended" "$(state)" suspended
+b3=$(ram_mib)
+diag "suspended: RAM file $b3 MiB allocated"
+if [ "$b3" -le $((b2 - 50)) ]; then
+	ok "the guest dropped its page cache before the suspend: the RAM image is smaller ($b2 -> $b3 MiB)"
+else
+	not_ok "the guest dropped its page cache before the suspend: the RAM image is smaller ($b2 -> $b3 MiB)"
+fi
 check "resume" netctl sandbox resume deb
 persisted "after suspend and resume"
+x -- free -m >"$T/free2" </dev/null
+c2=$(awk '/^Mem:/ { print $6 }' "$T/free2")
+if [ -n "$c2" ] && [ "$c2" -lt "$c1" ]; then
+	ok "... its page cache is smaller after the wake ($c1 -> $c2 MiB)"
+else
+	not_ok "... its page cache is smaller after the wake ($c1 -> $c2 MiB)"
+fi
 
 # ---- a guest reboot ----
 n0=$(grep -c 'berth-guest: ready' "$STATE/vms/deb/console.log" 2>/dev/null || echo 0)

@@ -96,8 +96,9 @@ case $g in ''|*[!0-9]*) d=999 ;; *) d=0 ;; esac	# no answer: a failure
 [ "$d" = 0 ] && [ "$g" -lt "$h0" ] && d=$((h0 - g))
 [ "$d" = 0 ] && [ "$g" -gt "$h1" ] && d=$((g - h1))
 check "r1's clock within 2 s of the host's (off by $d s)" test "$d" -le 2
-like "docker info answers in r1" "$(x r1 --timeout 30s -- docker info 2>&1)" 'Server Version'
-like "... in r2 too" "$(x r2 --timeout 30s -- docker info 2>&1)" 'Server Version'
+# Docker starts on its first client: the first docker info waits for it
+like "docker info answers in r1" "$(x r1 --timeout 180s -- docker info 2>&1)" 'Server Version'
+like "... in r2 too" "$(x r2 --timeout 180s -- docker info 2>&1)" 'Server Version'
 
 out=$(netctl port publish r1 8080 2>&1)
 is "port publish r1 8080" "$?" 0
