@@ -1014,10 +1014,29 @@ vmm_activity_hold(struct vmm_sandbox *sb, int on)
 	vmm_activity(sb);
 }
 
+/* A pause or suspend waiting for its guest's reclaim is given up: the
+ * caller finishes the operation (VMM_ABANDONED, not the sandbox's
+ * failure). */
+static void
+prepare_abandon(struct vmm_sandbox *sb)
+{
+	sb->preparing = 0;
+	sb->abandoned = 1;
+	if (sb->prep_ev != NULL)
+		event_del(sb->prep_ev);
+}
+
 void
 vmm_activity(struct vmm_sandbox *sb)
 {
 	uint64_t now = vmm_now_ms();
+
+	/* a visitor, or a command of someone's, while the guest gives
+	 * memory back for a pause or suspend: it is not idle after all */
+	if (sb->busy && sb->preparing) {
+		prepare_abandon(sb);
+		vmm_backend_done_later(sb, 0, VMM_RUNNING, VMM_ABANDONED);
+	}
 
 	/* The guest's own network use is counted from here: the bytes of
 	 * the visitors' traffic so far are not its own work. (At most
@@ -1137,7 +1156,9 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	snprintf(why, sizeof(why), "%s", reason != NULL ? reason : "");
 	sb->waiters = NULL;
 	sb->busy = 0;
-	if (!ok)
+	if (sb->abandoned)
+		sb->abandoned = 0;	/* nothing failed: it runs */
+	else if (!ok)
 		snprintf(sb->reason, sizeof(sb->reason), "%s", why);
 	else if (st != VMM_FAILED)
 		sb->reason[0] = '\0';
@@ -1679,6 +1700,14 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 	if (sb->deleting)
 		return errf(err, errlen, -ENOENT, "sandbox %s is being deleted",
 		    sb->id);
+	if (sb->busy && sb->preparing && op == VMM_OP_RESUME) {
+		/* Woken while its guest drops its cache for the pause or
+		 * suspend: the guest still runs, so that operation is
+		 * abandoned (its callers told so) and the wake is at once,
+		 * not after a sleep it would have to undo. */
+		prepare_abandon(sb);
+		op_finish(sb, 0, VMM_RUNNING, VMM_ABANDONED);
+	}
 	if (sb->busy) {
 		if (sb->op == op && op != VMM_OP_DELETE)
 			return add_waiter(sb, cb, arg);

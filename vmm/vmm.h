@@ -255,6 +255,10 @@ struct vmm_config {
 };
 
 #define VMM_PREPARE_MS	10000	/* sleep_prepare's longest */
+/* the reason of a pause or suspend given up because activity came while
+ * the guest gave memory back */
+#define VMM_ABANDONED	"abandoned: the sandbox was woken while its guest " \
+	"gave memory back"
 
 /* The end of a sleep_prepare (see vmm_config): the pause or suspend of
  * sandbox id goes on. Nothing when it is gone or no longer waiting. */

@@ -483,7 +483,11 @@ run(struct link *l, struct job *j)
 	 * (or the directory, the process): no deadline */
 	j->deadline = j->type == BA_WATCH || j->type == BA_ATTACH ?
 	    INT64_MAX : now_ms() + (int64_t)j->timeout_ms + GRACE_MS;
-	hold(l, 1);
+	/* the reclaim before a sleep is no activity: it would give up the
+	 * very pause it runs for (libvmm: activity while the guest gives
+	 * memory back abandons the pause) */
+	if (!j->before_sleep)
+		hold(l, 1);
 	tick_in(l, 1000);
 	if (j->streamed && j->sink.start != NULL)
 		j->sink.start(j->sink.arg, j->wake_ms);
@@ -560,7 +564,8 @@ static void
 got_output(struct link *l, struct job *j, int stream, const unsigned char *p,
     size_t len)
 {
-	px_vm_activity(l->id);
+	if (!j->before_sleep)
+		px_vm_activity(l->id);
 	if (j->discard)
 		return;
 	if (j->streamed) {
@@ -778,7 +783,8 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	l->st = L_SYNC;
 	l->sync_t0 = now_ms();
 	l->pings = 1;
-	px_vm_activity(l->id);
+	if ((j = TAILQ_FIRST(&l->queue)) == NULL || !j->before_sleep)
+		px_vm_activity(l->id);
 	/*
 	 * A pong can be lost while the connection is fine: the guest takes
 	 * the ping's bytes (data interrupt) before its kernel has handled

@@ -726,6 +726,8 @@ reclaim_start(const char *id, void *arg)
 	req.timeout_ms = VM_RECLAIM_MS;
 	req.op = PX_EXEC_RUN;
 	req.before_sleep = 1;
+	log_info("sandbox %s: its guest gives memory back first (drops its "
+	    "page cache; at most %d s)", id, VM_RECLAIM_MS / 1000);
 	/* its answer may come before this returns */
 	if (V.hooks.exec_start(id, &req, reclaim_answered, copy, &status,
 	    err, sizeof(err), NULL) < 0) {
@@ -1740,6 +1742,11 @@ px_vm_wake(const char *id)
 	/* The idle policy is pausing or suspending it right now: join that
 	 * operation and wake it when it ends, rather than fail the request
 	 * (or, for a pause, let it through to a guest about to stop). */
+	vmm_sandbox_info(sb, &info);
+	/* ... unless its guest is still giving memory back for it: that
+	 * operation is given up (libvmm) and the guest runs on */
+	if (info.busy && info.preparing)
+		(void)vmm_sandbox_resume(sb, NULL, NULL, err, sizeof(err));
 	vmm_sandbox_info(sb, &info);
 	if (info.busy && (info.op == VMM_OP_PAUSE || info.op == VMM_OP_SUSPEND) &&
 	    (o = opctx_new(id)) != NULL) {

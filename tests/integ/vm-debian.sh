@@ -181,6 +181,18 @@ else
 	not_ok "... its page cache is smaller after the wake ($c1 -> $c2 MiB)"
 fi
 
+# ---- a wake while the guest gives memory back abandons the pause ----
+n0=$(grep -c 'deb: its guest gives memory back first' "$BERTHD_LOG")
+netctl sandbox pause deb >"$T/pause.out" 2>&1 &
+ppid=$!
+reclaiming() { [ "$(grep -c 'deb: its guest gives memory back first' "$BERTHD_LOG")" -gt "$n0" ]; }
+check "a pause: the guest drops its page cache first" wait_for 30 reclaiming
+is "an exec meanwhile answers" "$(x -- echo here </dev/null 2>&1)" here
+wait "$ppid"
+is "... the pause was abandoned (exit 1)" "$?" 1
+like "... saying why" "$(cat "$T/pause.out")" 'abandoned: the sandbox was woken'
+is "... and the sandbox runs" "$(state)" running
+
 # ---- a guest reboot ----
 n0=$(grep -c 'berth-guest: ready' "$STATE/vms/deb/console.log" 2>/dev/null || echo 0)
 x --timeout 10s -- reboot </dev/null >/dev/null 2>&1

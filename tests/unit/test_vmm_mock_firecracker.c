@@ -12,7 +12,10 @@
  *
  * The test drives a real manager through create, pause, resume,
  * suspend, resume from the snapshot (network_overrides), a snapshot that
- * cannot be written, a corrupt snapshot, a killed process and delete.
+ * cannot be written, a corrupt snapshot, a killed process and delete;
+ * then, for a template with a guest agent, the pause and suspend that
+ * wait for the guest's reclaim (vmm_config's sleep_prepare) and are
+ * given up when activity or a wake comes meanwhile.
  * No root (taps are "external"), no VM.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -369,6 +372,19 @@ on_done(struct vmm_sandbox *sb, enum vmm_op op, int ok_, const char *reason,
 	event_base_loopbreak(base);
 }
 
+/* vmm_config's sleep_prepare: recorded, answered by the test */
+static int prep_n;
+static char prep_id[64];
+
+static int
+test_prepare(const char *id, void *arg)
+{
+	(void)arg;
+	prep_n++;
+	snprintf(prep_id, sizeof(prep_id), "%s", id);
+	return 0;
+}
+
 static void
 on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
 {
@@ -473,6 +489,7 @@ main(int argc, char **argv)
 	cfg.op_timeout_ms = 4000;
 	cfg.ready_timeout_ms = 4000;
 	cfg.on_event = on_event;
+	cfg.sleep_prepare = test_prepare;
 	m = vmm_new(base, &cfg, err, sizeof(err));
 	if (!ok(m != NULL, "manager with backend firecracker (%s)",
 	    m ? vmm_backend_name(m) : err))
@@ -623,6 +640,65 @@ main(int argc, char **argv)
 	ok(wait_done(vmm_sandbox_delete(sb, on_done, NULL, err, sizeof(err)),
 	    "delete", err) && access(dir, F_OK) < 0 &&
 	    vmm_sandbox_find(m, "fc1") == NULL, "delete: directory and object gone");
+	is_int(prep_n, 0, "a template without a guest agent: no sleep_prepare");
+
+	/* A template with a guest agent: its guest gives memory back
+	 * before it sleeps (vmm_config's sleep_prepare), and activity
+	 * meanwhile gives the sleep up. */
+	tpl.agent = "berth.agent";
+	spec.id = "fc2";
+	ok(wait_done(vmm_sandbox_create(m, &spec, on_done, NULL, &sb, err,
+	    sizeof(err)), "create", err), "create fc2 (an agent) -> running");
+	vmm_sandbox_info(sb, &info);
+	snprintf(dir, sizeof(dir), "%s", info.dir);
+	ok(vmm_sandbox_pause(sb, on_done, NULL, err, sizeof(err)) == 0 &&
+	    prep_n == 1 && strcmp(prep_id, "fc2") == 0,
+	    "a pause asks sleep_prepare first, by id");
+	vmm_sandbox_info(sb, &info);
+	ok(info.busy && info.preparing && info.state == VMM_RUNNING &&
+	    !log_has(dir, "PATCH /vm {\"state\":\"Paused\"}"),
+	    "... the guest runs, nothing asked of the VMM yet");
+	vmm_sleep_prepared(m, "fc2");
+	ok(wait_done(0, "pause", err) && vmm_sandbox_state(sb) == VMM_PAUSED &&
+	    log_has(dir, "PATCH /vm {\"state\":\"Paused\"}"),
+	    "... vmm_sleep_prepared: then the pause (%s)", done_reason);
+	ok(wait_done(vmm_sandbox_suspend(sb, on_done, NULL, err, sizeof(err)),
+	    "suspend", err) && prep_n == 1,
+	    "a suspend from paused: nothing to prepare (the guest is stopped)");
+	ok(wait_done(vmm_sandbox_resume(sb, on_done, NULL, err, sizeof(err)),
+	    "resume", err) && vmm_sandbox_state(sb) == VMM_RUNNING,
+	    "resume from the snapshot");
+
+	ok(vmm_sandbox_suspend(sb, on_done, NULL, err, sizeof(err)) == 0 &&
+	    prep_n == 2, "a suspend of a running one prepares too");
+	vmm_activity(sb);
+	ok(!wait_done(0, "suspend", err) &&
+	    strstr(done_reason, "abandoned") != NULL &&
+	    vmm_sandbox_state(sb) == VMM_RUNNING,
+	    "activity meanwhile: the suspend is abandoned (%s), it runs",
+	    done_reason);
+	vmm_sandbox_info(sb, &info);
+	ok(!info.busy && info.reason[0] == '\0',
+	    "... not busy, and no failure recorded");
+	vmm_sleep_prepared(m, "fc2");	/* the guest's late answer */
+	vmm_sandbox_info(sb, &info);
+	ok(info.state == VMM_RUNNING && !info.busy,
+	    "... the guest's late answer changes nothing");
+
+	{
+		int before = done_n, a, b;
+
+		a = vmm_sandbox_pause(sb, on_done, NULL, err, sizeof(err));
+		b = vmm_sandbox_resume(sb, on_done, NULL, err, sizeof(err));
+		ok(a == 0 && b == 0 && done_n == before + 1 && !done_ok,
+		    "a wake while the guest prepares: the pause ends at once, "
+		    "given up (%s)", done_reason);
+		ok(wait_done(0, "resume", err) &&
+		    vmm_sandbox_state(sb) == VMM_RUNNING,
+		    "... and the wake answers: running");
+	}
+	ok(wait_done(vmm_sandbox_delete(sb, on_done, NULL, err, sizeof(err)),
+	    "delete", err), "delete fc2");
 
 	vmm_free(m);
 	free((char *)tpl.kernel);
