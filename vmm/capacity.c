@@ -569,8 +569,11 @@ cap_sample(struct vmm *m)
 	 * A paused VMM holds what it held running (and the other way
 	 * round), and every sandbox's directory holds its disk and RAM
 	 * file, suspended or not: with none of a state, the others' mean;
-	 * with none at all, what the default size says (its RAM whole, its
-	 * disk and RAM file whole, its vCPUs busy at their quota). */
+	 * with none at all, what the default size says: its RAM whole, its
+	 * disk and RAM file whole, and its vCPUs at the idle policy's
+	 * threshold (idle_cpu_pct: a guest using more is at work, which
+	 * most are not most of the time; at their quota, the host would
+	 * look full with a core idle). */
 	c->cost_mem[0] = vmm_cap_mean(run_pss, n_run, n_pause ?
 	    pause_pss / n_pause : (uint64_t)m->cfg.mem_mib << 20,
 	    &c->nominal_mem[0]);
@@ -584,8 +587,9 @@ cap_sample(struct vmm *m)
 	    20, &c->nominal_disk);
 	c->nominal_disk &= n_disk == 0;
 	c->nominal_cpu = n_cpu == 0;
-	c->cost_cpu = n_cpu == 0 ? m->cfg.vcpus * m->cfg.cpu_pct / 100.0 :
-	    run_cpu / (double)n_cpu;
+	c->cost_cpu = n_cpu > 0 ? run_cpu / (double)n_cpu : m->cfg.vcpus *
+	    (m->cfg.idle_cpu_pct ? m->cfg.idle_cpu_pct : m->cfg.cpu_pct) /
+	    100.0;
 	memset(&in, 0, sizeof(in));
 	in.mem_free = c->mem_available > c->mem_reserve ?
 	    c->mem_available - c->mem_reserve : 0;
@@ -616,6 +620,7 @@ vmm_standby_rebalance(struct vmm *m)
 	char err[VMM_ERRLEN], why[VMM_ERRLEN];
 	uint64_t cost;
 	size_t n = 0, i;
+	int changed = 0;
 
 	if (m->be->standby == NULL || m->rebalancing)
 		return;
@@ -692,6 +697,7 @@ vmm_standby_rebalance(struct vmm *m)
 			    (unsigned long long)(cost >> 20));
 		}
 		m->be->standby_stop(sb);
+		changed = 1;
 		sb->standby_mine = 0;
 		sb->standby_pss = 0;
 		sb->standby_pss_pid = 0;
@@ -702,6 +708,7 @@ vmm_standby_rebalance(struct vmm *m)
 		sb = who[i];
 		if (c[i].holds || !c[i].want)
 			continue;
+		changed = 1;
 		if (m->be->standby(sb, err, sizeof(err)) == 0 &&
 		    sb->standby_pid > 0)
 			sb->standby_mine = 1;
@@ -713,7 +720,11 @@ vmm_standby_rebalance(struct vmm *m)
 	m->rebalancing = 0;
 	free(c);
 	free(who);
-	vmm_cap_soon(m);
+	/* standbys came or went: the sample says so soon (a new one is
+	 * polled until it has loaded); only then, or sampling would start
+	 * this again each time */
+	if (changed)
+		vmm_cap_soon(m);
 }
 
 /* ---- the timer ---- */
@@ -736,9 +747,10 @@ cap_arm(struct vmm *m)
 			next = now + CAP_POLL_MS;
 	}
 	event_del(m->cap_ev);
-	if (!any)
-		return;		/* nothing to sample: no timer keeps the
-				 * application's loop going */
+	if (!any && next > now + CAP_SOON_MS)
+		return;		/* nothing to sample (the last one gone was
+				 * sampled): no timer keeps the application's
+				 * loop going */
 	t = next > now ? next - now : 0;
 	tv.tv_sec = (time_t)(t / 1000);
 	tv.tv_usec = (suseconds_t)(t % 1000) * 1000;
