@@ -13,7 +13,8 @@
  * token, 403 outside the token's scope or the global policy). Lists take
  * ?limit=1..1000 (default 100) and ?after=<cursor> and answer "next": the
  * cursor of the following page, or null.
- *   GET    /v1/health                       {"status":"ok"}
+ *   GET    /v1/health                       {"status":"ok"} and the
+ *          hooks' fields (berthd: egress, vms, template, capacity)
  *   GET    /v1/sandboxes                    {"sandboxes":[sandbox...],"next"}
  *   POST   /v1/sandboxes {"id","address"?,"egress_mode"?,
  *          "memory_mib"?,"vcpus"?,"disk_mib"?,"template"?,
