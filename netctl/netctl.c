@@ -328,7 +328,8 @@ status_capacity(json_t *cap)
 	printf("  caps: vm_max_running ");
 	if (jint(x, "vm_max_running", NULL) > 0)
 		printf("%lld (%lld running)", (long long)jint(x,
-		    "vm_max_running", NULL), (long long)jint(x, "running", NULL));
+		    "vm_max_running", NULL), (long long)jint(x, "running",
+		    NULL));
 	else
 		printf("off");
 	printf(", vm_max_resident ");

@@ -270,11 +270,12 @@ walk_dir(int dfd, int depth, struct walk *w)
 		return 0;
 	}
 	while ((de = readdir(d)) != NULL && w->entries < CAP_WALK_MAX) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
 		w->entries++;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    st.st_dev != w->dev)
+		if (fstatat(dirfd(d), de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != w->dev)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
 			if (depth < CAP_WALK_DEPTH && (fd = openat(dirfd(d),
@@ -674,8 +675,8 @@ vmm_standby_rebalance(struct vmm *m)
 			continue;
 		cost = c[i].bytes ? c[i].bytes : m->standby_mean;
 		if (m->cfg.standby_max == 0)
-			snprintf(why, sizeof(why), "standby stopped: vm_standby "
-			    "is 0");
+			snprintf(why, sizeof(why), "standby stopped: "
+			    "vm_standby is 0");
 		else if (m->cfg.standby_mem_bytes != 0 &&
 		    cost > m->cfg.standby_mem_bytes)
 			snprintf(why, sizeof(why), "standby stopped: its %llu "

@@ -1200,9 +1200,10 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 			snprintf(r, sizeof(r), "%s (asked because %s)", why,
 			    sb->op_why);
 		else
-			snprintf(r, sizeof(r), "%s: %s%s%s", op == VMM_OP_SUSPEND ?
-			    "suspended" : vmm_op_name(op), sb->op_why,
-			    why[0] ? "; " : "", why);
+			snprintf(r, sizeof(r), "%s: %s%s%s",
+			    op == VMM_OP_SUSPEND ? "suspended" :
+			    vmm_op_name(op), sb->op_why, why[0] ? "; " : "",
+			    why);
 		snprintf(why, sizeof(why), "%s", r);
 		sb->op_why[0] = '\0';
 	}

@@ -224,7 +224,8 @@ struct vmm_config {
 					 * first suspends the least recently
 					 * active idle one (not busy, no
 					 * activity hold), or is refused with
-					 * -EUSERS when none is idle; 0: no cap */
+					 * -EUSERS when none is idle; 0: no
+					 * cap */
 	unsigned max_resident;		/* the same for running + paused */
 	unsigned max_checkpoints;	/* per sandbox; 0: 16 */
 	unsigned max_layers;		/* disk layers (qcow2 files of its

@@ -366,8 +366,9 @@ struct px_control_hooks {
 	 * takes one named name, "restore" puts the sandbox back to it;
 	 * asynchronous as lifecycle. 0 when started; -1 with err, -2 no such
 	 * checkpoint, -3 the name exists, -4 the sandbox holds the most
-	 * checkpoints allowed, -5 (restore) a cap refused it. vm_checkpoints: the list (at most max), its
-	 * full length or -1 with err. vm_checkpoint_get: checkpoint name
+	 * checkpoints allowed, -5 (restore) a cap refused it.
+	 * vm_checkpoints: the list (at most max), its full length or -1
+	 * with err. vm_checkpoint_get: checkpoint name
 	 * into out, 0, -1 with err, -2 no such checkpoint. vm_checkpoint_rm:
 	 * 0, -1 with err, -2 no such checkpoint. NULL (vm_checkpoint; the
 	 * others are set with it): 409.

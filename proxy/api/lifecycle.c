@@ -182,8 +182,8 @@ api_lifecycle(struct req *r)
 			api_reply_capacity(r, "%s of sandbox '%s' refused: %s",
 			    op, id, err);
 		else
-			api_reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' "
-			    "failed: %s", op, id, err);
+			api_reply_error(r, 503, NULL, NULL, "%s of sandbox "
+			    "'%s' failed: %s", op, id, err);
 	}
 }
 
