@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef BERTH_STATE_DIR_DEFAULT
 #define BERTH_STATE_DIR_DEFAULT "/var/lib/berth"
@@ -255,6 +256,91 @@ opt_take(const struct opt *p, const char *arg, struct opts *o,
 
 /* ---- the commands ---- */
 
+static json_int_t
+jint(json_t *obj, const char *a, const char *b)
+{
+	return json_integer_value(json_object_get(b != NULL ?
+	    json_object_get(obj, a) : obj, b != NULL ? b : a));
+}
+
+/* GET /v1/health's "capacity": what the host holds per state, its
+ * standbys, what it has free and how many more sandboxes it can take. */
+static void
+status_capacity(json_t *cap)
+{
+	static const char *const states[] = { "running", "paused", "suspended",
+	    "stopped", "failed" };
+	json_t *st = json_object_get(cap, "states"), *x, *more;
+	json_t *host = json_object_get(cap, "host");
+	char mem[32], disk[32], lim[32];
+	long long ago;
+	size_t i;
+
+	ago = ((long long)time(NULL) * 1000 - jint(cap, "sampled_at", NULL)) /
+	    1000;
+	printf("capacity (sampled %llds ago; every 30 s and after a state "
+	    "change):\n", ago < 0 ? 0 : ago);
+	printf("  %-10s %9s %10s %10s %8s\n", "STATE", "SANDBOXES", "MEMORY",
+	    "DISK", "CPU");
+	for (i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+		x = json_object_get(st, states[i]);
+		snprintf(mem, sizeof(mem), "%s",
+		    human_bytes(jint(x, "memory_bytes", NULL)));
+		snprintf(disk, sizeof(disk), "%s",
+		    human_bytes(jint(x, "disk_bytes", NULL)));
+		printf("  %-10s %9lld %10s %10s %8.2f\n", states[i],
+		    (long long)jint(x, "sandboxes", NULL), mem, disk,
+		    json_real_value(json_object_get(x, "cpu_cores")));
+	}
+	x = json_object_get(cap, "standby");
+	snprintf(mem, sizeof(mem), "%s", human_bytes(jint(x, "memory_bytes",
+	    NULL)));
+	if (jint(x, "memory_limit_bytes", NULL) > 0)
+		snprintf(lim, sizeof(lim), "%s",
+		    human_bytes(jint(x, "memory_limit_bytes", NULL)));
+	else
+		snprintf(lim, sizeof(lim), "no limit");
+	printf("  standby VMMs: %lld (vm_standby %lld), %s (vm_standby_memory "
+	    "%s)\n", (long long)jint(x, "count", NULL),
+	    (long long)jint(x, "max", NULL), mem, lim);
+	snprintf(mem, sizeof(mem), "%s",
+	    human_bytes(jint(host, "memory_available_bytes", NULL)));
+	snprintf(lim, sizeof(lim), "%s",
+	    human_bytes(jint(host, "memory_reserve_bytes", NULL)));
+	snprintf(disk, sizeof(disk), "%s",
+	    human_bytes(jint(host, "disk_free_bytes", NULL)));
+	printf("  host: %s memory available (%s kept back), %s disk free, "
+	    "%.2f of %lld cores idle, %lld addresses free\n", mem, lim, disk,
+	    json_real_value(json_object_get(host, "cpu_idle_cores")),
+	    (long long)jint(host, "cores", NULL),
+	    (long long)jint(host, "addresses_free", NULL));
+	more = json_object_get(cap, "more");
+	printf("  room for:");
+	for (i = 0; i < 3; i++) {
+		x = json_object_get(more, states[i]);
+		printf("%s %lld more %s (bound by %s%s)", i ? "," : "",
+		    (long long)jint(x, "sandboxes", NULL), states[i],
+		    jstr(x, "bound"), json_is_true(json_object_get(x,
+		    "nominal")) ? "; nominal sizes: none to measure" : "");
+	}
+	printf("\n");
+	x = json_object_get(cap, "caps");
+	printf("  caps: vm_max_running ");
+	if (jint(x, "vm_max_running", NULL) > 0)
+		printf("%lld (%lld running)", (long long)jint(x,
+		    "vm_max_running", NULL), (long long)jint(x, "running",
+		    NULL));
+	else
+		printf("off");
+	printf(", vm_max_resident ");
+	if (jint(x, "vm_max_resident", NULL) > 0)
+		printf("%lld (%lld running or paused)\n", (long long)jint(x,
+		    "vm_max_resident", NULL), (long long)jint(x, "resident",
+		    NULL));
+	else
+		printf("off\n");
+}
+
 static int
 c_status(const struct cmd *c, struct opts *o, char **a, int n)
 {
@@ -274,6 +360,8 @@ c_status(const struct cmd *c, struct opts *o, char **a, int n)
 			printf("vms: %s\n", jstr(doc, "vms"));
 		if (json_is_string(json_object_get(doc, "template")))
 			printf("default template: %s\n", jstr(doc, "template"));
+		if (json_is_object(json_object_get(doc, "capacity")))
+			status_capacity(json_object_get(doc, "capacity"));
 	}
 	json_decref(doc);
 	return EXIT_OK;
@@ -568,7 +656,13 @@ static const struct cmd cmds[] = {
 	  "Fleet mode: the hosts registered in etcd and the ones whose lease\n"
 	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY." },
 	{ "status", NULL, NULL, "", 0, 0, 0, c_status,
-	  "Check that berthd answers on its control socket (or --url)." },
+	  "Check that berthd answers on its control socket (or --url), and\n"
+	  "with VMs show what the host holds per state (sandboxes, their\n"
+	  "memory, disk and CPU), its standby VMMs, what it has free, how\n"
+	  "many more sandboxes of the default size it can take running,\n"
+	  "paused and suspended, and the caps (vm_max_running,\n"
+	  "vm_max_resident). The figures are sampled every 30 s and after a\n"
+	  "state change; /metrics' berth_host_* show the same sample." },
 	{ "mcp", NULL, NULL, "[--sandbox <id>]", 0, 0, O_SANDBOX, c_mcp,
 	  "Serve the Model Context Protocol on stdin/stdout (JSON-RPC 2.0,\n"
 	  "one message a line) so a coding agent can publish ports, manage\n"

@@ -96,8 +96,14 @@ static void wake_metrics(struct evbuffer *);
 static json_t *
 health_json(void *arg)
 {
-	return json_pack("{s:s, s:s, s:s?}", "egress", P.egress_state, "vms",
+	json_t *doc, *cap;
+
+	doc = json_pack("{s:s, s:s, s:s?}", "egress", P.egress_state, "vms",
 	    P.vms_state, "template", px_vm_template_default());
+	/* what the host holds and can take (the sample /metrics shows) */
+	if (doc != NULL && px_vm_enabled() && (cap = px_vm_capacity()) != NULL)
+		json_object_set_new(doc, "capacity", cap);
+	return doc;
 }
 
 /* VMs are off because egress could not be set up: a new VM sandbox is
@@ -1277,6 +1283,8 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 		px_exec_set_max_procs((int)P.cfg.vm_max_procs);
 		px_exec_set_limits((int)P.cfg.exec_max_per_token,
 		    P.cfg.exec_queue_timeout);
+		/* standby budget and caps (libvmm applies them now) */
+		px_vm_reload(&P.cfg);
 	}
 	json_decref(P.certs);
 	P.certs = certs;

@@ -105,6 +105,9 @@ struct px_config {
 	unsigned	 vm_disk, vm_max_disk;		/* MiB, the persistent disk */
 	unsigned	 vm_standby;		/* standby VMMs for suspended
 						 * sandboxes; 0: none */
+	unsigned	 vm_standby_memory;	/* MiB of them (PSS); 0: any */
+	unsigned	 vm_max_running;	/* caps; 0: none (libvmm's */
+	unsigned	 vm_max_resident;	/* max_running, max_resident) */
 	unsigned	 vm_max_procs;		/* commands and file transfers
 						 * at once per sandbox */
 	unsigned	 exec_max_per_token;	/* ... per API token */

@@ -58,6 +58,14 @@ EXTRA_DIST += tests/integ/netctl-json.sh
 TESTS += tests/integ/vm-lifecycle-cli.sh
 EXTRA_DIST += tests/integ/vm-lifecycle-cli.sh
 
+# vm_max_resident: a create, a request and an exec suspend the least
+# recently active idle sandbox (an event names the cap), or are refused
+# 503 "capacity" when none is idle; netctl status and /metrics show the
+# same capacity sample; vm_standby_memory gives the standby to the most
+# recently active suspended sandbox (root, qemu TCG; three boots).
+TESTS += tests/integ/vm-caps.sh
+EXTRA_DIST += tests/integ/vm-caps.sh
+
 # netctl's commands for a guest's files (sandbox files, mkdir, rm with a
 # path, mv, cat, watch with its overflow) and the MCP file tools, against
 # a microVM (root, qemu TCG; one boot).

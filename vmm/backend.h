@@ -74,6 +74,11 @@ struct vmm_backend {
 	 * the next boot(restore) skips the VMM's start-up. A later
 	 * stop/kill/release ends it. Failure only means a slower restore. */
 	int (*standby)(struct vmm_sandbox *sb, char *err, size_t errlen);
+	/* optional: end the standby VMM now and reap it (synchronous, no
+	 * done(), no event): the standby budget wants it for another
+	 * sandbox. The sandbox stays suspended; only while no operation is
+	 * in flight (a restore may be promoting it) */
+	void (*standby_stop)(struct vmm_sandbox *sb);
 };
 
 extern const struct vmm_backend vmm_backend_qemu;
@@ -199,6 +204,22 @@ struct vmm_sandbox {
 	char cg_name[VMM_ID_MAX + 1];	/* its cgroup's name when not its id
 					 * (claimed from the pool) */
 
+	/* capacity (capacity.c) */
+	uint64_t pss;			/* its VMM's PSS at the last sample */
+	uint64_t standby_pss;		/* its standby's, once loaded, 0 */
+	pid_t standby_pss_pid;		/* ... of this process */
+	int standby_mine;		/* the budget started the one it has */
+	int standby_lost;		/* ... and it died by itself: none
+					 * again until its next operation */
+	uint64_t disk_bytes;		/* its directory's allocated blocks */
+	uint64_t cpu_usec;		/* CPU counter at cpu_usec_ms */
+	uint64_t cpu_usec_ms;		/* 0: none yet */
+	pid_t cpu_pid;			/* not jailed: the process counted */
+	double cpu_rate;		/* cores, over the last interval */
+	int cpu_rate_known;
+	char op_why[VMM_ERRLEN];	/* why the manager began its operation
+					 * (a cap made room): the event says */
+
 	void *priv;			/* backend's */
 };
 
@@ -220,7 +241,41 @@ struct vmm {
 	struct vmm_sandbox *list;
 	unsigned tap_seq;
 	struct vmm_ready *ready;	/* ready.c: memfds, the build */
+	/* capacity.c: the sampling timer and the last sample */
+	struct event *cap_ev;
+	uint64_t cap_due;		/* next full sample (monotonic) */
+	uint64_t cap_mono;		/* monotonic time of the last one */
+	struct vmm_capacity cap;
+	uint64_t cpu_total, cpu_idle;	/* /proc/stat at the last sample */
+	uint64_t standby_mean;		/* a standby's PSS, the mean of the
+					 * last measured ones; 0: unknown */
+	int rebalancing;
 };
+
+/* ---- capacity (capacity.c) ---- */
+
+/* Which cap a sandbox counts against, by where it is heading: a wake or
+ * create in flight counts as running, a suspend, stop or delete in
+ * flight no longer counts, hidden ones never. */
+#define VMM_CAPC_NONE		0
+#define VMM_CAPC_PAUSED		1
+#define VMM_CAPC_RUNNING	2
+int vmm_cap_class(const struct vmm_sandbox *sb);
+void vmm_cap_init(struct vmm *m);
+void vmm_cap_free(struct vmm *m);
+/* A state changed: sample soon (debounced). */
+void vmm_cap_soon(struct vmm *m);
+/* Start and stop standby VMMs to fit cfg.standby_max and
+ * standby_mem_bytes, the most recently active suspended sandboxes
+ * first. */
+void vmm_standby_rebalance(struct vmm *m);
+/* vmm.c: make room under the caps before self (NULL: a create of id)
+ * runs: what is "create", "start", "wake" or "restore" (for the events
+ * and err). 0, or -EUSERS with err. */
+int vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
+    const char *what, char *err, size_t errlen);
+/* PSS of a process (smaps_rollup; RSS when unreadable), bytes; 0. */
+uint64_t vmm_proc_pss(pid_t pid);
 
 /* ---- a clone's identity (ident.c) ---- */
 
@@ -299,7 +354,6 @@ int vmm_sandbox_create_hidden(struct vmm *m,
     const struct vmm_sandbox_spec *spec, const char *key, vmm_done_cb cb,
     void *arg, struct vmm_sandbox **out, char *err, size_t errlen);
 void vmm_rmtree(const char *path);
-void vmm_standby_start(struct vmm_sandbox *sb);
 /* The qcow2 files of top's chain (n, its raw image not counted) and the
  * deepest of them into base; -1 when unreadable. */
 int vmm_chain_base(const char *top, char *base, size_t baselen);

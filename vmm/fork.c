@@ -1118,6 +1118,12 @@ vmm_checkpoint_restore(struct vmm_sandbox *sb, const char *name,
 		    vmm_op_name(sb->busy ? sb->op : VMM_OP_CREATE));
 		return -EBUSY;
 	}
+	/* it runs again after: within the caps (before anything is done) */
+	if ((rc = vmm_cap_room(sb->m, sb, sb->id, "restore", err,
+	    errlen)) < 0) {
+		free(c);
+		return rc;
+	}
 	c->m = sb->m;
 	c->t0 = vmm_now_ms();
 	c->img = -1;

@@ -6,7 +6,7 @@ noinst_LIBRARIES += vmm/libvmm.a
 vmm_libvmm_a_SOURCES = vmm/vmm.h vmm/backend.h vmm/vmm.c vmm/util.c \
 	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/console.c vmm/console.h vmm/firecracker.c vmm/kvm_probe.c \
 	vmm/accel.c vmm/jail.c vmm/cgroup.c vmm/agent.c vmm/ident.c vmm/ready.c \
-	vmm/layers.c vmm/fork.c vmm/image.c vmm/kv.c
+	vmm/layers.c vmm/fork.c vmm/image.c vmm/kv.c vmm/capacity.c
 vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
 # libvmm uses libnetctl's link side (taps over rtnetlink).
 VMM_LIBS = vmm/libvmm.a netctl/libnetctl.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
@@ -17,6 +17,13 @@ check_PROGRAMS += tests/unit/test_vmm tests/unit/test_vmm_qmp \
 	tests/unit/test_vmm_mock_firecracker tests/unit/test_image
 TESTS += tests/unit/test_vmm tests/unit/test_vmm_qmp \
 	tests/unit/test_vmm_mock_firecracker tests/unit/test_image
+# Capacity's arithmetic (capacity.c): which sandbox a cap suspends, which
+# suspended ones hold standbys within the budget, the estimates.
+check_PROGRAMS += tests/unit/test_vmm_cap
+TESTS += tests/unit/test_vmm_cap
+tests_unit_test_vmm_cap_SOURCES = tests/unit/test_vmm_cap.c tests/unit/tap.h
+tests_unit_test_vmm_cap_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_vmm_cap_LDADD = $(VMM_LIBS)
 # A captured stream split into a RAM image and the rest (fork.c).
 tests_unit_test_image_SOURCES = tests/unit/test_image.c tests/unit/tap.h
 tests_unit_test_image_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)

@@ -2899,6 +2899,20 @@ qe_standby(struct vmm_sandbox *sb, char *err, size_t errlen)
 	QM_ENTRY(qm_standby, err, errlen);
 }
 
+/* The standby budget takes sb's standby for another sandbox: ended and
+ * reaped as a stop ends it (its exit handler unwatched first: this is
+ * no failure to report). Not while a restore would promote it. */
+static void
+qm_standby_stop(struct vmm_sandbox *sb)
+{
+	struct qm *q = sb->priv;
+
+	if (q == NULL || sb->standby_pid <= 0 || q->op == QM_RESTORE)
+		return;
+	qm_standby_reap(q);
+	q->sb_step = QSB_NONE;
+}
+
 static void
 qm_moved(struct vmm_sandbox *sb)
 {
@@ -2920,6 +2934,7 @@ const struct vmm_backend vmm_backend_qemu = {
 	.adopt = qe_adopt,
 	.release = qm_release,
 	.standby = qe_standby,
+	.standby_stop = qm_standby_stop,
 	.moved = qm_moved,
 	.capture = qe_capture,
 	.merge = qe_merge,

@@ -661,6 +661,7 @@ vmm_new(struct event_base *base, const struct vmm_config *cfg, char *err,
 	}
 	if (m->be->init != NULL && (rc = m->be->init(m, err, errlen)) < 0)
 		goto fail;
+	vmm_cap_init(m);
 	return m;
 fail:
 	vmm_pool_free(m->pool);
@@ -721,6 +722,7 @@ vmm_free(struct vmm *m)
 		m->list = sb->next;
 		sb_free(sb);
 	}
+	vmm_cap_free(m);
 	vmm_ready_free_all(m);
 	vmm_pool_free(m->pool);
 	free(m);
@@ -1069,6 +1071,7 @@ set_state(struct vmm_sandbox *sb, enum vmm_state st)
 	if (old == st)
 		return;
 	sb->state = st;
+	vmm_cap_soon(sb->m);
 	if (sb->m->cfg.on_state != NULL && !sb->hidden)
 		sb->m->cfg.on_state(sb, old, st, sb->m->cfg.cb_arg);
 }
@@ -1109,34 +1112,92 @@ run_waiters(struct vmm_sandbox *sb, struct vmm_waiter *w, enum vmm_op op,
 
 static void sb_destroy(struct vmm_sandbox *sb);
 
-/* A suspended sandbox gets a standby VMM when the backend has them and
- * the manager's budget allows: the next wake skips the VMM's start-up.
- * Failing here only means that wake is slower, so nothing is reported. */
-static void
-standby_start(struct vmm_sandbox *sb)
-{
-	struct vmm *m = sb->m;
-	struct vmm_sandbox *o;
-	char err[VMM_ERRLEN];
-	unsigned n = 0;
+/*
+ * The caps (cfg.max_running, max_resident): an operation that would take
+ * self (NULL: a sandbox being created) past one first suspends the least
+ * recently active idle sandbox counted against it, and goes on without
+ * waiting for that suspend to end. A wake is not held up by another
+ * sandbox's snapshot (the time to write its memory), and nothing has to
+ * be undone when that suspend fails; the price is that for that moment
+ * the host holds one VMM more than the cap. A suspend in flight no
+ * longer counts, so the next operation makes room again instead of
+ * counting one that is going. -EUSERS with err naming the cap when
+ * every candidate is busy or held (a command runs in it).
+ */
+#define CAP_TRIES 8
 
-	if (m->be->standby == NULL || m->cfg.standby_max == 0 ||
-	    sb->state != VMM_SUSPENDED || sb->standby_pid > 0 ||
-	    sb->pid > 0 || sb->deleting || sb->hidden)
-		return;
-	for (o = m->list; o != NULL; o = o->next)
-		if (o->standby_pid > 0)
-			n++;
-	if (n >= m->cfg.standby_max)
-		return;
-	(void)m->be->standby(sb, err, sizeof(err));
-}
-
-/* The single end of every operation. */
-void
-vmm_standby_start(struct vmm_sandbox *sb)
+int
+vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
+    const char *what, char *err, size_t errlen)
 {
-	standby_start(sb);
+	struct vmm_sandbox *o, **who = NULL, *failed[CAP_TRIES];
+	struct vmm_evict_cand *c = NULL;
+	unsigned running, resident, cap;
+	size_t n, i;
+	int nfailed = 0, pick, resident_cap, k, rc = 0;
+	char e[VMM_ERRLEN];
+
+	if ((m->cfg.max_running == 0 && m->cfg.max_resident == 0) ||
+	    (self != NULL && self->hidden))
+		return 0;
+	for (n = 0, o = m->list; o != NULL; o = o->next)
+		n++;
+	if (n > 0 && ((c = calloc(n, sizeof(*c))) == NULL ||
+	    (who = calloc(n, sizeof(*who))) == NULL)) {
+		free(c);
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (;;) {
+		running = resident = 0;
+		for (i = 0, o = m->list; o != NULL; o = o->next) {
+			int cls = o == self ? VMM_CAPC_NONE : vmm_cap_class(o);
+
+			running += cls == VMM_CAPC_RUNNING;
+			resident += cls != VMM_CAPC_NONE;
+			who[i] = o;
+			c[i].last_activity_ms = o->last_activity_ms;
+			c[i].state = cls == VMM_CAPC_RUNNING ? VMM_RUNNING :
+			    cls == VMM_CAPC_PAUSED ? VMM_PAUSED : VMM_STOPPED;
+			c[i].busy = o->busy;
+			c[i].held = o->holds > 0;
+			c[i].hidden = o->hidden || o->deleting;
+			c[i].skip = o == self;
+			for (k = 0; k < nfailed; k++)
+				c[i].skip |= failed[k] == o;
+			i++;
+		}
+		if (m->cfg.max_running != 0 && running >= m->cfg.max_running) {
+			resident_cap = 0;
+			cap = m->cfg.max_running;
+		} else if (m->cfg.max_resident != 0 &&
+		    resident >= m->cfg.max_resident) {
+			resident_cap = 1;
+			cap = m->cfg.max_resident;
+		} else
+			break;		/* room enough */
+		if ((pick = vmm_evict_pick(c, i, resident_cap)) < 0 ||
+		    nfailed == CAP_TRIES) {
+			rc = errf(err, errlen, -EUSERS, "cannot %s sandbox %s: "
+			    "%s %u reached, and no %s sandbox can be suspended "
+			    "to make room (each is busy with an operation or "
+			    "runs a command)", what, id, resident_cap ?
+			    "vm_max_resident" : "vm_max_running", cap,
+			    resident_cap ? "running or paused" : "running");
+			break;
+		}
+		o = who[pick];
+		snprintf(o->op_why, sizeof(o->op_why), "%s %u reached (a %s "
+		    "of %s)", resident_cap ? "vm_max_resident" :
+		    "vm_max_running", cap, what, id);
+		if (op_begin(o, VMM_OP_SUSPEND, "capacity", NULL, NULL, e,
+		    sizeof(e)) < 0) {
+			o->op_why[0] = '\0';
+			failed[nfailed++] = o;
+		}
+	}
+	free(c);
+	free(who);
+	return rc;
 }
 
 static void merge_check(struct vmm_sandbox *);
@@ -1144,6 +1205,7 @@ static int merge_inline(struct vmm_sandbox *, enum vmm_state, const char *);
 static int add_waiter(struct vmm_sandbox *, vmm_done_cb, void *);
 static int op_refused(struct vmm_sandbox *, enum vmm_state, int);
 
+/* The single end of every operation. */
 static void
 op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
     const char *reason)
@@ -1154,8 +1216,25 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	char why[VMM_ERRLEN];
 
 	snprintf(why, sizeof(why), "%s", reason != NULL ? reason : "");
+	if (sb->op_why[0] != '\0') {
+		/* the manager began it (a cap made room): the event says why */
+		char r[VMM_ERRLEN];
+
+		if (!ok)
+			snprintf(r, sizeof(r), "%s (asked because %s)", why,
+			    sb->op_why);
+		else
+			snprintf(r, sizeof(r), "%s: %s%s%s",
+			    op == VMM_OP_SUSPEND ? "suspended" :
+			    vmm_op_name(op), sb->op_why, why[0] ? "; " : "",
+			    why);
+		snprintf(why, sizeof(why), "%s", r);
+		sb->op_why[0] = '\0';
+	}
 	sb->waiters = NULL;
 	sb->busy = 0;
+	/* an operation ended: the standby budget looks at it afresh */
+	sb->standby_mine = sb->standby_lost = 0;
 	if (sb->abandoned)
 		sb->abandoned = 0;	/* nothing failed: it runs */
 	else if (!ok)
@@ -1177,7 +1256,7 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	    (sb->op_from == VMM_SUSPENDED ||
 	    (sb->op_from == VMM_FAILED && sb->restore_failed));
 	set_state(sb, st);
-	standby_start(sb);
+	vmm_standby_rebalance(sb->m);
 	meta_write(sb);
 	emit(sb, op, ok, why, dur, sb->cause);
 	idle_arm(sb);
@@ -1450,14 +1529,13 @@ sb_destroy(struct vmm_sandbox *sb)
 		sb_free(sb);
 		vmm_layers_gc(m);	/* the layers it stood on may go */
 		vmm_ready_gc(m);
-		return;
-	}
-	if (sb->ready_key[0] != '\0' && !sb->hidden) {
+	} else if (sb->ready_key[0] != '\0' && !sb->hidden) {
 		sb_free(sb);
 		vmm_ready_gc(m);	/* its base layer may go now */
-		return;
-	}
-	sb_free(sb);
+	} else
+		sb_free(sb);
+	/* its standby's place may go to another */
+	vmm_standby_rebalance(m);
 }
 
 static int
@@ -1764,6 +1842,10 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		return errf(err, errlen, rc, "sandbox %s is %s: cannot %s",
 		    sb->id, vmm_state_name(st), vmm_op_name(op));
 	(void)target;
+	if (!noop && (op == VMM_OP_START || op == VMM_OP_RESUME) &&
+	    (rc = vmm_cap_room(sb->m, sb, sb->id, op == VMM_OP_START ?
+	    "start" : "wake", err, errlen)) < 0)
+		return rc;
 	if (add_waiter(sb, cb, arg) < 0)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->busy = 1;
@@ -1930,9 +2012,10 @@ vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
 	if ((rc = st == VMM_SUSPENDED ? vmm_freeze_suspended(sb, layer, stream,
 	    err, errlen) : sb->m->be->capture(sb, layer, stream, err,
 	    errlen)) < 0) {
+		rc = op_refused(sb, st, rc);
 		if (st == VMM_SUSPENDED)
-			standby_start(sb);
-		return op_refused(sb, st, rc);
+			vmm_standby_rebalance(sb->m);
+		return rc;
 	}
 	if (sb->idle_ev != NULL)
 		event_del(sb->idle_ev);
@@ -2014,6 +2097,7 @@ vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 		uint64_t dur = vmm_now_ms() - sb->op_t0;
 
 		sb->waiters = NULL;
+		sb->op_why[0] = '\0';
 		emit(sb, op, 0, "deleted", dur, sb->cause);
 		run_waiters(sb, w, op, 0, "deleted", dur);
 	}
@@ -2237,6 +2321,9 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	if (vcpus > m->cfg.max_vcpus)
 		return errf(err, errlen, -EINVAL, "%u vCPUs over the maximum %u",
 		    vcpus, m->cfg.max_vcpus);
+	if (hidden_key == NULL && (rc = vmm_cap_room(m, NULL, spec->id,
+	    "create", err, errlen)) < 0)
+		return rc;
 	if (hidden_key == NULL && fork_src == NULL && (rc = ready_claim(m, spec,
 	    mem, vcpus, cb, arg, out)) == 0)
 		return 0;
@@ -2724,7 +2811,6 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 			    mt.state, strcmp(mt.state, "suspended") == 0 ?
 			    " and no snapshot" : "");
 	}
-	standby_start(sb);
 	meta_write(sb);
 	emit(sb, VMM_OP_ADOPT, sb->state != VMM_FAILED, sb->reason, 0,
 	    "restart");
@@ -2758,5 +2844,7 @@ vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
 	vmm_layers_orphans(m);	/* a capture cut short; then what no
 				 * adopted sandbox stands on */
 	vmm_ready_gc(m);
+	/* standbys for the suspended ones, all of them listed now */
+	vmm_standby_rebalance(m);
 	return n;
 }

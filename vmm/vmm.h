@@ -220,7 +220,21 @@ struct vmm_config {
 					 * snapshot, so a wake skips the
 					 * VMM's start-up (costs that
 					 * process's own memory, not the
-					 * guest's); 0: none */
+					 * guest's); 0: none. They go to the
+					 * most recently active ones */
+	uint64_t standby_mem_bytes;	/* ... and their memory (PSS, each
+					 * measured once it has loaded its
+					 * snapshot) at most this; 0: only
+					 * standby_max limits them */
+	unsigned max_running;		/* at most this many sandboxes run
+					 * (hidden ones not counted): past it
+					 * a create, start, resume or restore
+					 * first suspends the least recently
+					 * active idle one (not busy, no
+					 * activity hold), or is refused with
+					 * -EUSERS when none is idle; 0: no
+					 * cap */
+	unsigned max_resident;		/* the same for running + paused */
 	unsigned max_checkpoints;	/* per sandbox; 0: 16 */
 	unsigned max_layers;		/* disk layers (qcow2 files of its
 					 * chain) past which a running one's
@@ -375,7 +389,9 @@ void *vmm_sandbox_user(const struct vmm_sandbox *sb);
 /* Operations. Each returns 0 when accepted (cb will run exactly once,
  * never from inside this call) or a negative errno at once: -EEXIST (id
  * taken), -EINVAL, -EBUSY (another operation in flight), -EPERM (not
- * allowed from this state; err says which state). Asking for an
+ * allowed from this state; err says which state), -EUSERS (create,
+ * start, resume: cfg.max_running or max_resident reached and no
+ * sandbox could be suspended to make room; err names the cap). Asking for an
  * operation that is already in flight joins it: both callers get the
  * result (concurrent wakes share one resume). Asking for the state the
  * sandbox is already in succeeds without doing anything. */
@@ -513,6 +529,120 @@ void vmm_activity_hold(struct vmm_sandbox *sb, int on);
 /* Per-sandbox limits; VMM_NEVER disables one, 0 restores the default. */
 void vmm_sandbox_set_idle(struct vmm_sandbox *sb, uint64_t idle_pause_ms,
     uint64_t idle_suspend_ms, uint64_t max_lifetime_ms);
+
+/* ---- capacity (capacity.c) ---- */
+
+/* Change the standby budget and the caps of a running manager (a
+ * configuration reload): standbys are started or stopped at once to fit;
+ * lowered caps apply to the next create or wake (nothing is suspended
+ * to meet them now). */
+void vmm_set_limits(struct vmm *m, unsigned standby_max,
+    uint64_t standby_mem_bytes, unsigned max_running, unsigned max_resident);
+
+/* What the host holds, by state: creating counts as running, hidden
+ * sandboxes (ready snapshot builds, pool members) are not counted. */
+enum vmm_cap_kind {
+	VMM_CAP_RUNNING = 0,
+	VMM_CAP_PAUSED,
+	VMM_CAP_SUSPENDED,
+	VMM_CAP_STOPPED,
+	VMM_CAP_FAILED,
+	VMM_CAP_KINDS
+};
+/* What one more sandbox of the default size can be. */
+enum vmm_cap_more_kind {
+	VMM_MORE_RUNNING = 0,
+	VMM_MORE_PAUSED,
+	VMM_MORE_SUSPENDED,
+	VMM_MORE_KINDS
+};
+const char *vmm_cap_kind_name(int kind);	/* "running", ... "failed" */
+
+struct vmm_capacity {
+	uint64_t at_ms;			/* wall clock of the sample */
+	uint64_t interval_ms;		/* since the sample before (the CPU
+					 * rates' interval); 0: the first */
+	struct {
+		unsigned n;
+		uint64_t mem_bytes;	/* their VMMs' PSS; suspended: their
+					 * standbys' */
+		uint64_t disk_bytes;	/* allocated blocks of their dirs */
+		double cpu;		/* cores used over the interval */
+	} st[VMM_CAP_KINDS];
+	/* standby VMMs: how many, their PSS (measured ones), the budget */
+	unsigned standby_n, standby_max;
+	uint64_t standby_bytes, standby_budget;	/* budget 0: none */
+	/* the host */
+	uint64_t mem_total, mem_available, mem_reserve;	/* /proc/meminfo */
+	uint64_t disk_free;		/* the state dir's file system */
+	unsigned cores;
+	double cpu_idle;		/* cores idle over the interval */
+	unsigned addresses_free;	/* /30 blocks left in the pool */
+	/* the cost of one more sandbox, measured means (or nominal: the
+	 * default size, when there is none of that state to measure) */
+	uint64_t cost_mem[2];		/* running, paused: PSS */
+	uint64_t cost_disk;		/* suspended: its directory */
+	double cost_cpu;		/* running: cores */
+	int nominal_mem[2], nominal_disk, nominal_cpu;
+	/* how many more the host can take, and what bounds each figure:
+	 * "memory", "cpu", "disk", "vm_max_running", "vm_max_resident",
+	 * "addresses" */
+	unsigned more[VMM_MORE_KINDS];
+	const char *more_by[VMM_MORE_KINDS];
+	unsigned max_running, max_resident;	/* the caps, 0: none */
+	unsigned running, resident;	/* counted against them now */
+};
+/* The latest sample (taken every 30 s and soon after a state change;
+ * the first call takes one if there is none yet). */
+void vmm_capacity(struct vmm *m, struct vmm_capacity *out);
+/* A suspended sandbox's standby's PSS, once measured; 0 otherwise. */
+uint64_t vmm_sandbox_standby_bytes(const struct vmm_sandbox *sb);
+
+/* Capacity's arithmetic, pure (exposed for tests). */
+struct vmm_evict_cand {
+	uint64_t last_activity_ms;
+	enum vmm_state state;		/* running or paused; others never */
+	int busy, held, hidden;
+	int skip;			/* the one making room, or chosen */
+};
+/* The candidate to suspend to make room: the least recently active
+ * running one (or paused too, for resident), not busy, held or hidden;
+ * -1: none. */
+int vmm_evict_pick(const struct vmm_evict_cand *c, size_t n, int resident);
+
+struct vmm_standby_cand {
+	uint64_t last_activity_ms;
+	uint64_t bytes;			/* its standby's PSS; 0: not known */
+	int holds;			/* it has a standby now */
+	int fixed;			/* busy: it keeps what it has */
+	int want;			/* out: it should have one */
+};
+/* Which suspended sandboxes should hold a standby: the most recently
+ * active first, within max and budget (bytes; 0: no limit). A standby
+ * not measured yet, and a new one, cost estimate; while no standby was
+ * ever measured (estimate 0) only one unmeasured one is admitted, to
+ * learn the cost. */
+void vmm_standby_plan(struct vmm_standby_cand *c, size_t n, unsigned max,
+    uint64_t budget, uint64_t estimate);
+
+struct vmm_cap_input {
+	uint64_t mem_free;		/* MemAvailable less the reserve */
+	uint64_t disk_free;
+	double cpu_idle;		/* cores */
+	uint64_t cost_mem[2];		/* running, paused (> 0) */
+	uint64_t cost_disk;		/* suspended (> 0) */
+	double cost_cpu;		/* running; 0: CPU does not bound */
+	unsigned running, resident;	/* counted against the caps now */
+	unsigned max_running, max_resident;	/* 0: none */
+	unsigned addresses_free;
+};
+/* How many more sandboxes each state can take (more[VMM_MORE_*]) and
+ * what bounds each (by[], static strings). */
+void vmm_cap_estimate(const struct vmm_cap_input *in,
+    unsigned more[VMM_MORE_KINDS], const char *by[VMM_MORE_KINDS]);
+/* sum / n, or nominal (and *is_nominal = 1) when n is 0. */
+uint64_t vmm_cap_mean(uint64_t sum, unsigned n, uint64_t nominal,
+    int *is_nominal);
 
 /* ---- pieces exposed for tests and tools ---- */
 

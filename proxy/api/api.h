@@ -279,6 +279,11 @@ api_reply_error(struct req *r, int status, const char *allow, const char *field,
 void __attribute__((format(printf, 4, 5)))
 api_reply_error_hdr(struct req *r, int status, const char *extra,
     const char *fmt, ...);
+void __attribute__((format(printf, 2, 3)))
+api_reply_capacity(struct req *r, const char *fmt, ...);
+void __attribute__((format(printf, 4, 5)))
+api_reply_error_code(struct req *r, int status, const char *code,
+    const char *fmt, ...);
 void api_reply_empty(struct req *r, int status);
 void api_reply_store(struct req *r, int rc, const char *field, const char *err);
 void api_span_text(uint64_t ms, char *buf, size_t len);

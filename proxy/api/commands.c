@@ -52,8 +52,8 @@ exec_done(void *arg, const struct px_exec_result *res)
 	r.c = c;
 	r.method = p->method;
 	if (res->status != 200) {
-		api_reply_error(&r, res->status, NULL, NULL, "%s", res->message ?
-		    res->message : "exec failed");
+		api_reply_error_code(&r, res->status, res->code, "%s",
+		    res->message ? res->message : "exec failed");
 	} else if (res->proc != 0) {
 		/* detached: its handle */
 		if ((doc = json_pack("{s:I, s:I, s:s, s:I}", "process",

@@ -13,7 +13,8 @@
  * token, 403 outside the token's scope or the global policy). Lists take
  * ?limit=1..1000 (default 100) and ?after=<cursor> and answer "next": the
  * cursor of the following page, or null.
- *   GET    /v1/health                       {"status":"ok"}
+ *   GET    /v1/health                       {"status":"ok"} and the
+ *          hooks' fields (berthd: egress, vms, template, capacity)
  *   GET    /v1/sandboxes                    {"sandboxes":[sandbox...],"next"}
  *   POST   /v1/sandboxes {"id","address"?,"egress_mode"?,
  *          "memory_mib"?,"vcpus"?,"disk_mib"?,"template"?,
@@ -304,6 +305,9 @@ struct px_exec_stream;
 struct px_exec_result {
 	int status;
 	const char *message;
+	const char *code;		/* the error's code when not the
+					 * status's ("capacity": a wake a cap
+					 * refused), else NULL */
 	int exited, exit_code, signal, timed_out, truncated;
 	const unsigned char *out, *err;
 	size_t outlen, errlen;
@@ -338,7 +342,9 @@ struct px_control_hooks {
 	 * "start", "stop", "restart"). Returns 0 when started: then
 	 * done(done_arg, ok, reason) is called exactly once, later, from the
 	 * event loop, and the API answers the request then. -1 with err
-	 * filled when it cannot start. The caller records the event.
+	 * filled when it cannot start, -3 when a cap (vm_max_running,
+	 * vm_max_resident) refused it (503 "capacity"). The caller records
+	 * the event.
 	 * NULL: such requests answer 409.
 	 */
 	int (*lifecycle)(const char *sandbox, const char *op,
@@ -349,7 +355,8 @@ struct px_control_hooks {
 	 * address yet) as spec says; asynchronous: the VMM later sets the
 	 * state and the address in the store. 0 when started, -1 with err,
 	 * -2 with err when it may succeed later without anyone acting (the
-	 * default template is being built): the 503 carries a Retry-After.
+	 * default template is being built): the 503 carries a Retry-After;
+	 * -3 a cap refused it (503 "capacity").
 	 * NULL: creating a sandbox needs an "address" (externally managed).
 	 */
 	int (*vm_create)(const char *sandbox, const struct px_vm_spec *spec,
@@ -364,8 +371,9 @@ struct px_control_hooks {
 	 * takes one named name, "restore" puts the sandbox back to it;
 	 * asynchronous as lifecycle. 0 when started; -1 with err, -2 no such
 	 * checkpoint, -3 the name exists, -4 the sandbox holds the most
-	 * checkpoints allowed. vm_checkpoints: the list (at most max), its
-	 * full length or -1 with err. vm_checkpoint_get: checkpoint name
+	 * checkpoints allowed, -5 (restore) a cap refused it.
+	 * vm_checkpoints: the list (at most max), its full length or -1
+	 * with err. vm_checkpoint_get: checkpoint name
 	 * into out, 0, -1 with err, -2 no such checkpoint. vm_checkpoint_rm:
 	 * 0, -1 with err, -2 no such checkpoint. NULL (vm_checkpoint; the
 	 * others are set with it): 409.

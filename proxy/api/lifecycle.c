@@ -178,8 +178,12 @@ api_lifecycle(struct req *r)
 	if (rc != 0) {
 		api_pending_drop(r, p);
 		api_record_event(ctl, id, op, "failed", err, 0);
-		api_reply_error(r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
-		    op, id, err);
+		if (rc == -3)	/* a cap, nothing idle to suspend */
+			api_reply_capacity(r, "%s of sandbox '%s' refused: %s",
+			    op, id, err);
+		else
+			api_reply_error(r, 503, NULL, NULL, "%s of sandbox "
+			    "'%s' failed: %s", op, id, err);
 	}
 }
 

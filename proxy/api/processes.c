@@ -120,8 +120,8 @@ proc_done(void *arg, const struct px_exec_result *res)
 	r.c = c;
 	r.method = pp->ep.method;
 	if (res->status != 200) {
-		api_reply_error(&r, res->status, NULL, NULL, "%s", res->message ?
-		    res->message : "failed");
+		api_reply_error_code(&r, res->status, res->code, "%s",
+		    res->message ? res->message : "failed");
 		goto out;
 	}
 	switch (pp->kind) {

@@ -120,9 +120,10 @@ px_control_error_code(int status)
 	}
 }
 
-static void __attribute__((format(printf, 6, 0)))
-vreply_error(struct req *r, int status, const char *allow, const char *field,
-    const char *extra, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 7, 0)))
+vreply_error_code(struct req *r, int status, const char *code,
+    const char *allow, const char *field, const char *extra, const char *fmt,
+    va_list ap)
 {
 	char msg[512], clean[512], hdr[192] = "";
 	json_t *e;
@@ -131,7 +132,7 @@ vreply_error(struct req *r, int status, const char *allow, const char *field,
 	/* Messages quote client input: keep them valid UTF-8 (ASCII). */
 	api_shown(clean, sizeof(clean), msg);
 	e = json_pack("{s:{s:i, s:s}}", "error", "status", status,
-	    "code", px_control_error_code(status));
+	    "code", code != NULL ? code : px_control_error_code(status));
 	if (e != NULL && field != NULL)
 		json_object_set_new(json_object_get(e, "error"), "field",
 		    json_string(field));
@@ -143,6 +144,41 @@ vreply_error(struct req *r, int status, const char *allow, const char *field,
 	if (extra != NULL)
 		snprintf(hdr + strlen(hdr), sizeof(hdr) - strlen(hdr), "%s", extra);
 	api_reply_json_hdr(r, status, e, hdr);
+}
+
+static void __attribute__((format(printf, 6, 0)))
+vreply_error(struct req *r, int status, const char *allow, const char *field,
+    const char *extra, const char *fmt, va_list ap)
+{
+	vreply_error_code(r, status, NULL, allow, field, extra, fmt, ap);
+}
+
+/* 503 "capacity": a cap (vm_max_running, vm_max_resident) is reached and
+ * no sandbox could be suspended to make room; another try may find one
+ * idle. */
+void __attribute__((format(printf, 2, 3)))
+api_reply_capacity(struct req *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply_error_code(r, 503, "capacity", NULL, NULL, "Retry-After: 5\r\n",
+	    fmt, ap);
+	va_end(ap);
+}
+
+/* An error with the code the operation gave (NULL: the status's). */
+void __attribute__((format(printf, 4, 5)))
+api_reply_error_code(struct req *r, int status, const char *code,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreply_error_code(r, status, code, NULL, NULL, code != NULL &&
+	    strcmp(code, "capacity") == 0 ? "Retry-After: 5\r\n" : NULL, fmt,
+	    ap);
+	va_end(ap);
 }
 
 void __attribute__((format(printf, 5, 6)))

@@ -447,9 +447,15 @@ api_sandbox_create(struct req *r)
 
 		(void)px_store_sandbox_rm(ctl->store, sb.id, e2, sizeof(e2));
 		/* -2: a build under way, minutes long; a failed one is not
-		 * retried by waiting, so it gets no Retry-After */
-		api_reply_error_hdr(r, 503, rc == -2 ? "Retry-After: 30\r\n" : NULL,
-		    "cannot create sandbox '%s': %s", sb.id, err);
+		 * retried by waiting, so it gets no Retry-After; -3: a cap
+		 * with nothing idle to suspend */
+		if (rc == -3)
+			api_reply_capacity(r, "cannot create sandbox '%s': %s",
+			    sb.id, err);
+		else
+			api_reply_error_hdr(r, 503, rc == -2 ?
+			    "Retry-After: 30\r\n" : NULL,
+			    "cannot create sandbox '%s': %s", sb.id, err);
 		goto out;
 	}
 	api_routes_changed(ctl);

@@ -289,6 +289,9 @@ api_checkpoint_op(struct req *r)
 		else if (rc == -3)
 			api_reply_error(r, 409, NULL, "name", "sandbox '%s' has a "
 			    "checkpoint '%s' already", id, name);
+		else if (rc == -5)
+			api_reply_capacity(r, "%s of sandbox '%s' refused: %s",
+			    op, id, err);
 		else
 			api_reply_error(r, 409, NULL, NULL, "%s of sandbox '%s': %s",
 			    op, id, err);

@@ -177,7 +177,10 @@ cs_done(void *arg, const struct px_exec_result *res)
 	    (long long)res->wake_ms);
 	if (!cs->head_sent) {
 		cs->wake_ms = res->wake_ms;
-		if (res->status != 200)
+		if (res->status != 200 && res->code != NULL)
+			api_reply_error_code(&r, res->status, res->code, "%s",
+			    res->message ? res->message : "failed");
+		else if (res->status != 200)
 			api_reply_error_hdr(&r, res->status, hdr, "%s",
 			    res->message ? res->message : "failed");
 		else if (cs->kind == CS_PUT)

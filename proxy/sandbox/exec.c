@@ -389,22 +389,43 @@ job_end(struct link *l, struct job *j, struct px_exec_result *res)
 	job_free(j);
 }
 
-static void __attribute__((format(printf, 4, 5)))
-job_fail(struct link *l, struct job *j, int status, const char *fmt, ...)
+static void __attribute__((format(printf, 5, 0)))
+job_vfail(struct link *l, struct job *j, int status, const char *code,
+    const char *fmt, va_list ap)
 {
 	struct px_exec_result res;
 	char msg[512];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (status >= 500)
 		log_warnx("sandbox %s: exec: %s", l->id, msg);
 	memset(&res, 0, sizeof(res));
 	res.status = status;
 	res.message = msg;
+	res.code = code;
 	job_end(l, j, &res);
+}
+
+static void __attribute__((format(printf, 4, 5)))
+job_fail(struct link *l, struct job *j, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	job_vfail(l, j, status, NULL, fmt, ap);
+	va_end(ap);
+}
+
+/* The same with the error's code for the API ("capacity"). */
+static void __attribute__((format(printf, 5, 6)))
+job_fail_code(struct link *l, struct job *j, int status, const char *code,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	job_vfail(l, j, status, code, fmt, ap);
+	va_end(ap);
 }
 
 /* Every running job fails (their connection is gone), then the queued
@@ -1395,10 +1416,13 @@ px_exec_woken(const char *id, int ok, const char *reason)
 	if (l == NULL || l->st != L_WAKING)
 		return;
 	l->st = l->io != NULL ? L_READY : L_IDLE;
-	if (!ok) {
+	if (ok <= 0) {
+		/* ok < 0: a cap refused the wake (nothing idle to suspend) */
 		while ((j = TAILQ_FIRST(&l->queue)) != NULL)
-			job_fail(l, j, 503, "waking sandbox '%s' failed: %s",
-			    id, reason != NULL ? reason : "unknown error");
+			job_fail_code(l, j, 503, ok < 0 ? "capacity" : NULL,
+			    "waking sandbox '%s' %s: %s", id, ok < 0 ?
+			    "refused" : "failed", reason != NULL ? reason :
+			    "unknown error");
 		return;
 	}
 	TAILQ_FOREACH(j, &l->queue, entry)

@@ -53,7 +53,8 @@ void px_exec_set_limits(int per_token, uint64_t queue_ms);
  * --keep-awake) are listed now, and hold it awake again if any run
  * (one not running is listed once it runs again, at its next command). */
 void px_exec_keep_check(const char *id);
-/* A wake of id ended (vm.c tells every wake, the proxy's too). */
+/* A wake of id ended (vm.c tells every wake, the proxy's too): ok 1,
+ * failed 0, or refused at a cap (vm_max_running, vm_max_resident) -1. */
 void px_exec_woken(const char *id, int ok, const char *reason);
 /* The sandbox is gone: its commands fail, its connection closes. */
 void px_exec_forget(const char *id);

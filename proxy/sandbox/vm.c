@@ -374,7 +374,9 @@ record(const char *id, const char *op, int ok, const char *reason, int64_t dur)
 static void
 tell_woken(const char *id, int ok, const char *reason)
 {
-	V.hooks.woken(id, ok, reason);
+	/* the workers answer 503 with the reason either way; the control
+	 * API tells a refusal at a cap (ok < 0) by its code */
+	V.hooks.woken(id, ok > 0, reason);
 	V.hooks.exec_woken(id, ok, reason);
 }
 
@@ -449,6 +451,8 @@ on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
 		log_info("sandbox %s: merged its disk's layers in %llu ms, "
 		    "running on: %s", ev->id,
 		    (unsigned long long)ev->duration_ms, ev->reason);
+	else if (ev->cause != NULL && strcmp(ev->cause, "capacity") == 0)
+		log_info("sandbox %s: %s", ev->id, ev->reason);
 }
 
 /* A stored idle limit (0: the default, PX_IDLE_NEVER) as libvmm's. */
@@ -1003,6 +1007,9 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.free_page_reporting = c->vm_free_page_reporting;
 	vc.sleep_prepare = reclaim_start;
 	V.drop_caches = c->vm_drop_caches;
+	vc.standby_mem_bytes = (uint64_t)c->vm_standby_memory << 20;
+	vc.max_running = c->vm_max_running;
+	vc.max_resident = c->vm_max_resident;
 	vc.ready_snapshots = c->vm_ready_snapshot;
 	vc.ready_pool = c->vm_ready_pool;
 	vc.max_checkpoints = c->vm_max_checkpoints;
@@ -1288,7 +1295,7 @@ px_vm_create(const char *id, const struct px_vm_spec *ps, char *err,
 	vmm_template_free(&t);
 	if (rc < 0) {
 		free(o);
-		return -1;
+		return rc == -EUSERS ? -3 : -1;
 	}
 	return 0;
 }
@@ -1421,7 +1428,7 @@ px_vm_checkpoint(const char *id, const char *op, const char *name,
 	if (rc < 0) {
 		free(o);
 		return rc == -ENOENT ? -2 : rc == -EEXIST ? -3 :
-		    rc == -EDQUOT ? -4 : -1;
+		    rc == -EDQUOT ? -4 : rc == -EUSERS ? -5 : -1;
 	}
 	return 0;
 }
@@ -1685,7 +1692,7 @@ px_vm_lifecycle(const char *id, const char *op,
 	}
 	if (rc < 0) {
 		free(o);
-		return -1;
+		return rc == -EUSERS ? -3 : -1;
 	}
 	return 0;
 }
@@ -1766,9 +1773,14 @@ px_vm_wake(const char *id)
 		fail = "out of memory";
 		goto answer;
 	}
-	if (vmm_sandbox_resume(sb, wake_done, o, err, sizeof(err)) < 0) {
+	if ((rc = vmm_sandbox_resume(sb, wake_done, o, err, sizeof(err))) < 0) {
 		free(o);
 		record(id, "wake", 0, err, 0);
+		if (rc == -EUSERS) {
+			log_warnx("sandbox %s: wake refused: %s", id, err);
+			tell_woken(id, -1, err);
+			return;
+		}
 		fail = err;
 		goto answer;
 	}
@@ -1827,7 +1839,7 @@ px_vm_info(const char *id, void *arg)
 	if (vmm_sandbox_disk_usage(sb, &d) < 0)
 		memset(&d, 0, sizeof(d));
 	return json_pack("{s:i, s:s, s:s, s:s, s:b, s:b, s:I, s:s, "
-	    "s:{s:f, s:I, s:I, s:I}, s:{s:i, s:I, s:I}}",
+	    "s:{s:f, s:I, s:I, s:I}, s:{s:i, s:I, s:I}, s:I}",
 	    "pid", (int)info.pid, "accel", vmm_accel_name(info.accel),
 	    /* "snapshot": restored from a ready snapshot, "boot" */
 	    "created_from", info.from_snapshot ? "snapshot" : "boot",
@@ -1843,7 +1855,11 @@ px_vm_info(const char *id, void *arg)
 	     * frozen layers under it (shared with forks, checkpoints) */
 	    "disk", "layers", (int)d.layers, "owned_bytes",
 	    (json_int_t)d.owned_bytes, "shared_bytes",
-	    (json_int_t)d.shared_bytes);
+	    (json_int_t)d.shared_bytes,
+	    /* a suspended one's standby VMM, once loaded: its PSS (the
+	     * vm_standby_memory budget counts it) */
+	    "standby_memory_bytes",
+	    (json_int_t)vmm_sandbox_standby_bytes(sb));
 }
 
 /* The guest console kept for ops (console.log.1 then console.log, at most
@@ -1909,6 +1925,8 @@ px_vm_console(const char *id, long long from, void *arg)
 	return doc;
 }
 
+static void capacity_metrics(struct evbuffer *);
+
 /* Per-sandbox VMM usage for /metrics. */
 void
 px_vm_metrics(struct evbuffer *out)
@@ -1972,6 +1990,154 @@ px_vm_metrics(struct evbuffer *out)
 		    (unsigned long long)d.owned_bytes, vmm_sandbox_id(sb),
 		    (unsigned long long)d.shared_bytes);
 	}
+	capacity_metrics(out);
+}
+
+/*
+ * What the host holds and can take (libvmm's capacity sample: every 30 s
+ * and soon after a state change). GET /v1/health's "capacity" (netctl
+ * status) and /metrics' berth_host_* show the same sample.
+ */
+static const char *const more_names[VMM_MORE_KINDS] = {
+	"running", "paused", "suspended",
+};
+
+static int
+more_nominal(const struct vmm_capacity *c, int k)
+{
+	switch (k) {
+	case VMM_MORE_RUNNING:
+		return c->nominal_mem[0] || c->nominal_cpu;
+	case VMM_MORE_PAUSED:
+		return c->nominal_mem[1];
+	default:
+		return c->nominal_disk;
+	}
+}
+
+json_t *
+px_vm_capacity(void)
+{
+	struct vmm_capacity c;
+	json_t *doc, *st, *more;
+	int k;
+
+	if (V.m == NULL)
+		return NULL;
+	vmm_capacity(V.m, &c);
+	st = json_object();
+	for (k = 0; k < VMM_CAP_KINDS; k++)
+		json_object_set_new(st, vmm_cap_kind_name(k), json_pack("{s:i, "
+		    "s:I, s:I, s:f}", "sandboxes", (int)c.st[k].n,
+		    "memory_bytes", (json_int_t)c.st[k].mem_bytes, "disk_bytes",
+		    (json_int_t)c.st[k].disk_bytes, "cpu_cores", c.st[k].cpu));
+	more = json_object();
+	for (k = 0; k < VMM_MORE_KINDS; k++)
+		json_object_set_new(more, more_names[k], json_pack("{s:i, s:s, "
+		    "s:b}", "sandboxes", (int)c.more[k], "bound", c.more_by[k],
+		    "nominal", more_nominal(&c, k)));
+	doc = json_pack("{s:I, s:I, s:o, s:{s:i, s:i, s:I, s:I}, "
+	    "s:{s:I, s:I, s:I, s:I, s:i, s:f, s:i}, "
+	    "s:{s:{s:I, s:f, s:b, s:b}, s:{s:I, s:b}, s:{s:I, s:b}}, s:o, "
+	    "s:{s:i, s:i, s:i, s:i}}",
+	    "sampled_at", (json_int_t)c.at_ms, "interval_ms",
+	    (json_int_t)c.interval_ms, "states", st,
+	    "standby", "count", (int)c.standby_n, "max", (int)c.standby_max,
+	    "memory_bytes", (json_int_t)c.standby_bytes,
+	    "memory_limit_bytes", (json_int_t)c.standby_budget,
+	    "host", "memory_total_bytes", (json_int_t)c.mem_total,
+	    "memory_available_bytes", (json_int_t)c.mem_available,
+	    "memory_reserve_bytes", (json_int_t)c.mem_reserve,
+	    "disk_free_bytes", (json_int_t)c.disk_free, "cores", (int)c.cores,
+	    "cpu_idle_cores", c.cpu_idle, "addresses_free",
+	    (int)c.addresses_free,
+	    "per_sandbox",
+	    "running", "memory_bytes", (json_int_t)c.cost_mem[0], "cpu_cores",
+	    c.cost_cpu, "memory_nominal", c.nominal_mem[0], "cpu_nominal",
+	    c.nominal_cpu,
+	    "paused", "memory_bytes", (json_int_t)c.cost_mem[1], "nominal",
+	    c.nominal_mem[1],
+	    "suspended", "disk_bytes", (json_int_t)c.cost_disk, "nominal",
+	    c.nominal_disk,
+	    "more", more,
+	    "caps", "vm_max_running", (int)c.max_running, "vm_max_resident",
+	    (int)c.max_resident, "running", (int)c.running, "resident",
+	    (int)c.resident);
+	return doc;
+}
+
+static void
+capacity_metrics(struct evbuffer *out)
+{
+	struct vmm_capacity c;
+	int k;
+
+	vmm_capacity(V.m, &c);
+	evbuffer_add_printf(out, "# HELP berth_host_sample_timestamp_seconds "
+	    "When the capacity figures below were sampled (every 30 s and "
+	    "after a state change).\n"
+	    "# TYPE berth_host_sample_timestamp_seconds gauge\n"
+	    "berth_host_sample_timestamp_seconds %.3f\n",
+	    (double)c.at_ms / 1000.0);
+	evbuffer_add_printf(out, "# HELP berth_host_sandboxes Sandboxes the "
+	    "host holds, by state (creating counts as running).\n"
+	    "# TYPE berth_host_sandboxes gauge\n");
+	for (k = 0; k < VMM_CAP_KINDS; k++)
+		evbuffer_add_printf(out, "berth_host_sandboxes{state=\"%s\"} "
+		    "%u\n", vmm_cap_kind_name(k), c.st[k].n);
+	evbuffer_add_printf(out, "# HELP berth_host_sandbox_memory_bytes Host "
+	    "memory of the sandboxes by state: their VMMs' PSS (suspended: "
+	    "their standby VMMs').\n"
+	    "# TYPE berth_host_sandbox_memory_bytes gauge\n");
+	for (k = 0; k < VMM_CAP_KINDS; k++)
+		evbuffer_add_printf(out, "berth_host_sandbox_memory_bytes"
+		    "{state=\"%s\"} %llu\n", vmm_cap_kind_name(k),
+		    (unsigned long long)c.st[k].mem_bytes);
+	evbuffer_add_printf(out, "# HELP berth_host_sandbox_disk_bytes Disk "
+	    "the sandboxes' directories hold (allocated blocks), by state.\n"
+	    "# TYPE berth_host_sandbox_disk_bytes gauge\n");
+	for (k = 0; k < VMM_CAP_KINDS; k++)
+		evbuffer_add_printf(out, "berth_host_sandbox_disk_bytes"
+		    "{state=\"%s\"} %llu\n", vmm_cap_kind_name(k),
+		    (unsigned long long)c.st[k].disk_bytes);
+	evbuffer_add_printf(out, "# HELP berth_host_sandbox_cpu_ratio Cores "
+	    "the running sandboxes' VMMs used over the last sampling "
+	    "interval.\n# TYPE berth_host_sandbox_cpu_ratio gauge\n"
+	    "berth_host_sandbox_cpu_ratio{state=\"running\"} %.3f\n",
+	    c.st[VMM_CAP_RUNNING].cpu);
+	evbuffer_add_printf(out, "# HELP berth_host_capacity_more How many "
+	    "more sandboxes of the default size the host can take in each "
+	    "state (measured mean costs against free memory, disk and CPU, "
+	    "within the caps).\n# TYPE berth_host_capacity_more gauge\n");
+	for (k = 0; k < VMM_MORE_KINDS; k++)
+		evbuffer_add_printf(out, "berth_host_capacity_more"
+		    "{state=\"%s\"} %u\n", more_names[k], c.more[k]);
+	evbuffer_add_printf(out, "# HELP berth_host_capacity_nominal 1 when "
+	    "berth_host_capacity_more of a state uses the configured size, "
+	    "no sandbox of that state being there to measure.\n"
+	    "# TYPE berth_host_capacity_nominal gauge\n");
+	for (k = 0; k < VMM_MORE_KINDS; k++)
+		evbuffer_add_printf(out, "berth_host_capacity_nominal"
+		    "{state=\"%s\"} %d\n", more_names[k], more_nominal(&c, k));
+	evbuffer_add_printf(out, "# HELP berth_host_standby Standby VMMs of "
+	    "suspended sandboxes: how many, their PSS, and the budget "
+	    "(vm_standby, vm_standby_memory; 0: no memory limit).\n"
+	    "# TYPE berth_host_standby gauge\n"
+	    "berth_host_standby{kind=\"count\"} %u\n"
+	    "berth_host_standby{kind=\"memory_bytes\"} %llu\n"
+	    "berth_host_standby{kind=\"max\"} %u\n"
+	    "berth_host_standby{kind=\"memory_limit_bytes\"} %llu\n",
+	    c.standby_n, (unsigned long long)c.standby_bytes, c.standby_max,
+	    (unsigned long long)c.standby_budget);
+}
+
+void
+px_vm_reload(const struct px_config *c)
+{
+	if (V.m == NULL)
+		return;
+	vmm_set_limits(V.m, c->vm_standby, (uint64_t)c->vm_standby_memory << 20,
+	    c->vm_max_running, c->vm_max_resident);
 }
 
 const char *

@@ -32,6 +32,7 @@ struct px_vm_hooks {
 	 * a guest's sync before a stop. berthd.c wires them, so vm.c never
 	 * calls exec.c itself */
 	void (*exec_woken)(const char *id, int ok, const char *reason);
+				/* ok -1: refused at a cap */
 	void (*exec_forget)(const char *id);
 	int (*exec_stopping)(void);
 	int (*exec_start)(const char *id, const struct px_exec_req *,
@@ -73,6 +74,13 @@ struct json_t *px_vm_info(const char *id, void *arg);
 struct json_t *px_vm_console(const char *id, long long from, void *arg);
 struct evbuffer;
 void px_vm_metrics(struct evbuffer *out);
+/* GET /v1/health's "capacity": per state the sandboxes, their memory,
+ * disk and CPU; the standbys; the host; how many more it can take (the
+ * same sample as /metrics' berth_host_*). NULL without VMs. */
+struct json_t *px_vm_capacity(void);
+/* A SIGHUP: vm_standby, vm_standby_memory, vm_max_running and
+ * vm_max_resident apply now. */
+void px_vm_reload(const struct px_config *);
 const char *px_vm_describe(void);	/* "qemu (TCG: why)" */
 
 /* Control API hooks (see control.h). */
