@@ -1858,8 +1858,11 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		vmm_backend_done_later(sb, 1, st, "");
 		goto out;
 	}
+	/* a suspend to make room under a cap is urgent (an operation goes
+	 * on past the cap until it ends): no reclaim first */
 	if ((op == VMM_OP_PAUSE || op == VMM_OP_SUSPEND) &&
-	    st == VMM_RUNNING && prepare_begin(sb) == 0)
+	    st == VMM_RUNNING && strcmp(cause, "capacity") != 0 &&
+	    prepare_begin(sb) == 0)
 		goto out;
 	rc = op_backend(sb, op, st, err, errlen);
 out:
