@@ -150,8 +150,10 @@ struct vmm_sandbox {
 	uint64_t prep_activity_ms;	/* last_activity_ms before it: the
 					 * guest's reclaim is not activity */
 	struct event *prep_ev;		/* its deadline */
-	int abandoned;			/* ... and it was given up (activity
-					 * came): its end is no failure */
+	int prep_idle;			/* ... for the idle policy: activity
+					 * or a wake meanwhile gives it up */
+	int abandoned;			/* ... and it was given up: its end
+					 * is no failure */
 
 	/* manager helpers */
 	pid_t mkfs_pid;

@@ -1034,8 +1034,10 @@ vmm_activity(struct vmm_sandbox *sb)
 	uint64_t now = vmm_now_ms();
 
 	/* a visitor, or a command of someone's, while the guest gives
-	 * memory back for a pause or suspend: it is not idle after all */
-	if (sb->busy && sb->preparing) {
+	 * memory back for the idle policy's pause or suspend: it is not
+	 * idle after all. (One asked for through the API goes on: what it
+	 * sees may be the activity that came before it, reported late.) */
+	if (sb->busy && sb->preparing && sb->prep_idle) {
 		prepare_abandon(sb);
 		vmm_backend_done_later(sb, 0, VMM_RUNNING, VMM_ABANDONED);
 	}
@@ -1778,11 +1780,13 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 	if (sb->deleting)
 		return errf(err, errlen, -ENOENT, "sandbox %s is being deleted",
 		    sb->id);
-	if (sb->busy && sb->preparing && op == VMM_OP_RESUME) {
-		/* Woken while its guest drops its cache for the pause or
-		 * suspend: the guest still runs, so that operation is
-		 * abandoned (its callers told so) and the wake is at once,
-		 * not after a sleep it would have to undo. */
+	if (sb->busy && sb->preparing && sb->prep_idle &&
+	    op == VMM_OP_RESUME) {
+		/* Woken while its guest drops its cache for the idle
+		 * policy's pause or suspend: the guest still runs, so that
+		 * operation is abandoned and the wake is at once, not after
+		 * a sleep it would have to undo. (A wake during one the API
+		 * asked for joins it, as it joins any sleep under way.) */
 		prepare_abandon(sb);
 		op_finish(sb, 0, VMM_RUNNING, VMM_ABANDONED);
 	}
@@ -1942,6 +1946,7 @@ prepare_begin(struct vmm_sandbox *sb)
 	    (sb->prep_ev = evtimer_new(m->base, prepare_deadline, sb)) == NULL)
 		return -1;
 	sb->preparing = 1;
+	sb->prep_idle = sb->cause != NULL && strcmp(sb->cause, "idle") == 0;
 	sb->prep_activity_ms = sb->last_activity_ms;
 	event_add(sb->prep_ev, &tv);
 	if (m->cfg.sleep_prepare(sb->id, m->cfg.cb_arg) < 0) {

@@ -269,8 +269,8 @@ struct vmm_config {
 };
 
 #define VMM_PREPARE_MS	10000	/* sleep_prepare's longest */
-/* the reason of a pause or suspend given up because activity came while
- * the guest gave memory back */
+/* the reason of the idle policy's pause or suspend given up because
+ * activity came while the guest gave memory back */
 #define VMM_ABANDONED	"abandoned: the sandbox was woken while its guest " \
 	"gave memory back"
 

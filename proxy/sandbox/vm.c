@@ -1750,8 +1750,8 @@ px_vm_wake(const char *id)
 	 * operation and wake it when it ends, rather than fail the request
 	 * (or, for a pause, let it through to a guest about to stop). */
 	vmm_sandbox_info(sb, &info);
-	/* ... unless its guest is still giving memory back for it: that
-	 * operation is given up (libvmm) and the guest runs on */
+	/* ... unless its guest is still giving memory back for the idle
+	 * policy's: that is given up (libvmm) and the guest runs on */
 	if (info.busy && info.preparing)
 		(void)vmm_sandbox_resume(sb, NULL, NULL, err, sizeof(err));
 	vmm_sandbox_info(sb, &info);
