@@ -993,7 +993,7 @@ const struct px_directive px_directives[] = {
 	  .unit = "a count", .def = "8",
 	  .doc = "suspended sandboxes with a VMM started, waiting" },
 	{ "vm_free_page_reporting", 1, p_onoff, F(vm_free_page_reporting),
-	  .def = "on",
+	  .def = "off",
 	  .doc = "new sandboxes give the host the pages their guest frees" },
 	{ "vm_drop_caches", 1, p_onoff, F(vm_drop_caches), .def = "on",
 	  .doc = "a guest drops its clean page cache before a pause or suspend" },

@@ -120,7 +120,7 @@ struct px_config {
 	unsigned	 vm_ready_pool;		/* clones kept restored and
 						 * paused per ready snapshot
 						 * (1) */
-	int		 vm_free_page_reporting; /* 1 (default): new
+	int		 vm_free_page_reporting; /* 1 (default 0): new
 					 * sandboxes get a balloon device
 					 * with free page reporting */
 	int		 vm_drop_caches;	/* 1 (default): the guest drops

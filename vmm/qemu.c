@@ -661,6 +661,13 @@ qm_sb_split(struct qm *q)
 	(void)vmm_path(sb, "mem", mem, sizeof(mem));
 	if ((fd = open(mem, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return -1;
+	/* allocated whole unless free page reporting keeps it sparse
+	 * (qm_ram_file says why) */
+	if (!sb->tpl.balloon && posix_fallocate(fd, 0,
+	    (off_t)sb->mem_mib << 20) != 0) {
+		close(fd);
+		return -1;
+	}
 	q->sb_split = vmm_split_start(sb->m, snap, dev, sb->mem_mib, 0, fd,
 	    qm_sb_split_done, q, err, sizeof(err));
 	close(fd);
@@ -1061,16 +1068,19 @@ toolong:
 #undef ARG
 }
 
-/* The guest RAM file of a fresh boot (or of a standby), sparse: blocks
- * are allocated as the guest first writes a page and given back when
- * its balloon reports the page free (qemu punches it out), so a
- * suspended sandbox's RAM image holds what its guest used, not its
- * size. The price: a state disk that fills up later can fail a
- * guest's page write (qemu gets SIGBUS). So a disk that does not have
- * the guest's whole RAM free now fails the boot here, with a clear
- * error, and the host's disk is ops' to watch (netctl status). Made by
- * root with O_EXCL|O_NOFOLLOW (nothing planted in its place is
- * followed) and then handed to the VMM's user. */
+/* The guest RAM file of a fresh boot (or of a standby). Without free
+ * page reporting it is allocated now, whole: a state disk too full for
+ * the guest's memory fails the boot here with a clear error, not with a
+ * SIGBUS in qemu when the guest first touches a page, and a disk that
+ * fills up later stops only the guest's disk writes (werror=enospc: the
+ * guest pauses, "disk full", and resumes once there is room). With it
+ * (sb->tpl.balloon) the file is sparse: qemu punches out the pages the
+ * guest frees, so they cannot be kept allocated anyway, and a suspended
+ * sandbox's RAM image holds what its guest uses. The price, said in
+ * berth.conf(5): a guest page written into a hole of a full file system
+ * kills qemu (SIGBUS). A disk without the whole RAM free still fails the
+ * boot here. Made by root with O_EXCL|O_NOFOLLOW (nothing planted in its
+ * place is followed) and then handed to the VMM's user. */
 static int
 qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
@@ -1094,6 +1104,15 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 		    "in %s: its file system has %llu MiB free", sb->mem_mib, p,
 		    (unsigned long long)(have >> 20));
 		return -ENOSPC;
+	}
+	if (!sb->tpl.balloon &&
+	    (e = posix_fallocate(fd, 0, (off_t)need)) != 0 &&
+	    e != EOPNOTSUPP && e != EINVAL) {
+		close(fd);
+		(void)unlink(p);
+		snprintf(err, errlen, "cannot allocate the guest's %u MiB of "
+		    "RAM in %s: %s", sb->mem_mib, p, strerror(e));
+		return -e;
 	}
 	if (ftruncate(fd, (off_t)need) < 0) {
 		e = errno;

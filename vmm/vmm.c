@@ -2365,9 +2365,13 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	/* a fork keeps its source's devices (spec->tpl is the source's) */
+	/* ... jailed only: qemu punches reported pages out of the file
+	 * behind the RAM even when it maps it private (a clone's: the
+	 * ready snapshot's image), and only the jail's sealed memfd
+	 * refuses that; unjailed, the image of every clone would be hit */
 	if (fork_src == NULL)
 		sb->tpl.balloon = m->cfg.free_page_reporting &&
-		    strcmp(m->be->name, "qemu") == 0;
+		    m->cfg.jail && strcmp(m->be->name, "qemu") == 0;
 	if (sb->tpl.root_overlay) {
 		struct stat st;
 

@@ -33,7 +33,7 @@ command -v dpkg-deb >/dev/null 2>&1 || skip_all "dpkg-deb is not installed"
 t0=$(date +%s)
 CTL_PORT=$(free_port)
 VMM=on VM_TEMPLATE=debian berthd_config "tap_prefix bxd" "vm_pool 10.232.0.0/24" \
-	"idle_pause never" "idle_suspend never" \
+	"idle_pause never" "idle_suspend never" "vm_free_page_reporting on" \
 	"control_listen 127.0.0.1:$CTL_PORT"
 start_berthd
 # Binary images hold strings the sanitizer scan of $T would take for

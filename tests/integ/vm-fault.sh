@@ -111,6 +111,8 @@ check "remove f2" netctl sandbox rm f2
 
 # ---- kill -9 berthd mid-suspend ---------------------------------------------
 pid=$(conf_of f1 pid)
+# (kill -STOP 0 would stop this test's whole process group: the suite)
+[ -n "$pid" ] && [ "$pid" -gt 0 ] 2>/dev/null || bail "f1 has no qemu (pid '$pid'): $(state f1)"
 kill -STOP "$pid"
 netctl sandbox suspend f1 >/dev/null 2>&1 &
 check "a suspend is in flight (its QMP command waits at qemu)" wait_for 10 queued "$pid"
@@ -128,6 +130,7 @@ check "suspend f1" netctl sandbox suspend f1
 ready() { netctl --json sandbox show f1 | grep -q '"standby": *"ready"'; }
 check "its standby qemu has loaded the snapshot" wait_for 20 ready
 spid=$(conf_of f1 standby_pid)
+[ -n "$spid" ] && [ "$spid" -gt 0 ] 2>/dev/null || bail "f1 has no standby qemu (pid '$spid')"
 kill -STOP "$spid"
 netctl sandbox resume f1 >/dev/null 2>&1 &
 check "a restore is in flight (cont waits at the standby)" wait_for 10 queued "$spid"
