@@ -136,15 +136,22 @@ vmm_cap_mean(uint64_t sum, unsigned n, uint64_t nominal, int *is_nominal)
 	return n == 0 ? nominal : sum / n;
 }
 
-/* more = min(more, v), and what bounds it */
+/* more = min(more, v), and what bounds it. A cap (cap: 1) names the
+ * bound when it is as tight as a measured one: it holds whatever the
+ * host's load, where idle CPU, say, comes and goes (a busy host's "0
+ * more: cpu" under a cap that already allows none said the wrong why). */
 static void
-bound(unsigned *more, const char **by, uint64_t v, const char *what)
+bound_by(unsigned *more, const char **by, uint64_t v, const char *what,
+    int cap)
 {
-	if (v < *more) {
+	if (v < *more || (cap && v == *more)) {
 		*more = (unsigned)v;
 		*by = what;
 	}
 }
+
+#define bound(m_, b_, v_, w_)	bound_by((m_), (b_), (v_), (w_), 0)
+#define bound_cap(m_, b_, v_, w_) bound_by((m_), (b_), (v_), (w_), 1)
 
 void
 vmm_cap_estimate(const struct vmm_cap_input *in,
@@ -165,11 +172,11 @@ vmm_cap_estimate(const struct vmm_cap_input *in,
 		    in->cpu_idle <= 0 ? 0 :
 		    (uint64_t)(in->cpu_idle / in->cost_cpu), "cpu");
 	if (in->max_running > 0)
-		bound(&more[VMM_MORE_RUNNING], &by[VMM_MORE_RUNNING],
+		bound_cap(&more[VMM_MORE_RUNNING], &by[VMM_MORE_RUNNING],
 		    in->running >= in->max_running ? 0 :
 		    in->max_running - in->running, "vm_max_running");
 	if (in->max_resident > 0)
-		bound(&more[VMM_MORE_RUNNING], &by[VMM_MORE_RUNNING],
+		bound_cap(&more[VMM_MORE_RUNNING], &by[VMM_MORE_RUNNING],
 		    in->resident >= in->max_resident ? 0 :
 		    in->max_resident - in->resident, "vm_max_resident");
 	/* paused: its memory (no CPU) */
@@ -177,7 +184,7 @@ vmm_cap_estimate(const struct vmm_cap_input *in,
 		bound(&more[VMM_MORE_PAUSED], &by[VMM_MORE_PAUSED],
 		    in->mem_free / in->cost_mem[1], "memory");
 	if (in->max_resident > 0)
-		bound(&more[VMM_MORE_PAUSED], &by[VMM_MORE_PAUSED],
+		bound_cap(&more[VMM_MORE_PAUSED], &by[VMM_MORE_PAUSED],
 		    in->resident >= in->max_resident ? 0 :
 		    in->max_resident - in->resident, "vm_max_resident");
 	/* suspended: its disk; no cap counts it */

@@ -215,6 +215,11 @@ test_estimate(void)
 	is_int(more[VMM_MORE_PAUSED], 0, "... nor paused");
 	is_str(by[VMM_MORE_PAUSED], "vm_max_resident", "... bound by it");
 	is_int(more[VMM_MORE_SUSPENDED], 33, "... suspended ones still fit");
+	in.cpu_idle = 0;
+	vmm_cap_estimate(&in, more, by);
+	is_str(by[VMM_MORE_RUNNING], "vm_max_resident", "no idle CPU either: "
+	    "the cap names the bound (it holds whatever the load)");
+	in.cpu_idle = 1.5;
 
 	in.max_resident = in.max_running = 0;
 	in.addresses_free = 2;
