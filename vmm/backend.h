@@ -90,6 +90,10 @@ struct vmm_waiter {
 	void *arg;
 };
 
+struct vmm_sandbox;
+/* what an operation waiting for room goes on with: 0 or -errno, err */
+typedef int (*vmm_room_go)(struct vmm_sandbox *sb, char *err, size_t errlen);
+
 struct vmm_sandbox {
 	struct vmm *m;
 	struct vmm_sandbox *next;
@@ -154,6 +158,13 @@ struct vmm_sandbox {
 					 * or a wake meanwhile gives it up */
 	int abandoned;			/* ... and it was given up: its end
 					 * is no failure */
+	vmm_room_go room_go;		/* it waits for room under the caps
+					 * (vmm.c room_gate): goes on with
+					 * this, then */
+	enum vmm_state room_fail;	/* ... fails to this state */
+	uint64_t room_until;		/* ... when none came by then */
+	unsigned room_pass;
+	char room_what[16];		/* "wake", "create" ... */
 
 	/* manager helpers */
 	pid_t mkfs_pid;
@@ -252,6 +263,9 @@ struct vmm {
 	uint64_t standby_mean;		/* a standby's PSS, the mean of the
 					 * last measured ones; 0: unknown */
 	int rebalancing;
+	struct event *room_ev;		/* vmm.c: those waiting for room */
+	int room_waiting;
+	unsigned room_pass;
 };
 
 /* ---- capacity (capacity.c) ---- */
@@ -273,7 +287,8 @@ void vmm_cap_soon(struct vmm *m);
 void vmm_standby_rebalance(struct vmm *m);
 /* vmm.c: make room under the caps before self (NULL: a create of id)
  * runs: what is "create", "start", "wake" or "restore" (for the events
- * and err). 0, or -EUSERS with err. */
+ * and err). 0: room now; 1: once the suspends under way end (the
+ * operation waits for them); -EUSERS with err. */
 int vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
     const char *what, char *err, size_t errlen);
 /* PSS of a process (smaps_rollup; RSS when unreadable), bytes; 0. */
@@ -470,6 +485,7 @@ int vmm_path(const struct vmm_sandbox *sb, const char *name, char *buf,
     size_t len);
 uint64_t vmm_now_ms(void);		/* monotonic */
 uint64_t vmm_wall_ms(void);
+void vmm_timer_ms(struct event *ev, uint64_t ms);	/* event_add, ms from now */
 
 /* Watch a process: cb runs once when it has exited (reaped if it is our
  * child; status -1 if it is not). Uses a pidfd, so it never collides with

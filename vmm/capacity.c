@@ -66,6 +66,30 @@ vmm_evict_pick(const struct vmm_evict_cand *c, size_t n, int resident)
 	return best;
 }
 
+/* For each cap: over by how many when one more runs, and do the ones
+ * going make up for it? Running first: a running sandbox suspended for
+ * it leaves the resident count too. */
+int
+vmm_cap_decide(const struct vmm_cap_count *n, unsigned max_running,
+    unsigned max_resident, int *resident_cap)
+{
+	int wait = 0;
+
+	*resident_cap = 0;
+	if (max_running != 0 && n->running + 1 > max_running) {
+		if (n->running + 1 - max_running > n->going_running)
+			return VMM_CAP_EVICT;
+		wait = 1;
+	}
+	if (max_resident != 0 && n->resident + 1 > max_resident) {
+		*resident_cap = 1;
+		if (n->resident + 1 - max_resident > n->going_resident)
+			return VMM_CAP_EVICT;
+		wait = 1;
+	}
+	return wait ? VMM_CAP_WAIT : VMM_CAP_ROOM;
+}
+
 struct order {
 	uint64_t t;
 	size_t i;
@@ -741,8 +765,7 @@ static void
 cap_arm(struct vmm *m)
 {
 	struct vmm_sandbox *sb;
-	uint64_t now = vmm_now_ms(), next = m->cap_due, t;
-	struct timeval tv;
+	uint64_t now = vmm_now_ms(), next = m->cap_due;
 	int any = 0;
 
 	if (m->cap_ev == NULL)
@@ -759,10 +782,7 @@ cap_arm(struct vmm *m)
 		return;		/* nothing to sample (the last one gone was
 				 * sampled): no timer keeps the application's
 				 * loop going */
-	t = next > now ? next - now : 0;
-	tv.tv_sec = (time_t)(t / 1000);
-	tv.tv_usec = (suseconds_t)(t % 1000) * 1000;
-	event_add(m->cap_ev, &tv);
+	vmm_timer_ms(m->cap_ev, next > now ? next - now : 0);
 }
 
 static void

@@ -105,9 +105,7 @@ static void fc_kill_now(struct fc *f, const char *why);
 static void
 fc_timer(struct event *ev, unsigned ms)
 {
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-
-	event_add(ev, &tv);
+	vmm_timer_ms(ev, ms);
 }
 
 static void

@@ -410,9 +410,6 @@ vmm_ident_start(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
     char *err, size_t errlen)
 {
 	struct vmm_ident *id;
-	struct timeval tv = { VMM_IDENT_MS / 1000,
-	    (VMM_IDENT_MS % 1000) * 1000 };
-	struct timeval now = { 0, 0 };
 
 	if (sb->tpl.agent == NULL) {
 		snprintf(err, errlen, "its template has no guest agent to "
@@ -435,8 +432,8 @@ vmm_ident_start(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
 		return -ENOMEM;
 	}
 	sb->ident = id;
-	event_add(id->dl, &tv);
-	event_add(id->retry, &now);
+	vmm_timer_ms(id->dl, VMM_IDENT_MS);
+	vmm_timer_ms(id->retry, 0);
 	return 0;
 }
 

@@ -208,10 +208,8 @@ static int qm_snap_uri(struct qm *q, struct vmm_qmp *c, const char *name,
 static void
 qm_timer(struct qm *q, struct event *ev, unsigned ms)
 {
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-
 	(void)q;
-	event_add(ev, &tv);
+	vmm_timer_ms(ev, ms);
 }
 
 /* Stop every timer of the current operation. */

@@ -678,8 +678,6 @@ void
 vmm_ready_pool_refill(struct vmm *m, const char *key)
 {
 	struct vmm_ready *r = ready_get(m, key, 0);
-	struct timeval tv = { VMM_POOL_REFILL_MS / 1000,
-	    (VMM_POOL_REFILL_MS % 1000) * 1000 };
 
 	if (r == NULL || !r->have_tpl)
 		return;
@@ -687,7 +685,7 @@ vmm_ready_pool_refill(struct vmm *m, const char *key)
 	if (r->refill_ev == NULL &&
 	    (r->refill_ev = evtimer_new(m->base, refill_fire, r)) == NULL)
 		return;
-	event_add(r->refill_ev, &tv);
+	vmm_timer_ms(r->refill_ev, VMM_POOL_REFILL_MS);
 }
 
 /* What the manager runs for itself goes with it: builds and pool

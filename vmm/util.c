@@ -34,6 +34,17 @@ vmm_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* ev (a timer) fires in ms milliseconds */
+void
+vmm_timer_ms(struct event *ev, uint64_t ms)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	event_add(ev, &tv);
+}
+
 uint64_t
 vmm_wall_ms(void)
 {

@@ -723,6 +723,8 @@ vmm_free(struct vmm *m)
 		sb_free(sb);
 	}
 	vmm_cap_free(m);
+	if (m->room_ev != NULL)
+		event_free(m->room_ev);
 	vmm_ready_free_all(m);
 	vmm_pool_free(m->pool);
 	free(m);
@@ -982,7 +984,6 @@ idle_arm(struct vmm_sandbox *sb)
 	uint64_t ip = lim(sb->idle_pause_ms, m->cfg.idle_pause_ms);
 	uint64_t is = lim(sb->idle_suspend_ms, m->cfg.idle_suspend_ms);
 	uint64_t life = lim(sb->max_lifetime_ms, m->cfg.max_lifetime_ms);
-	struct timeval tv;
 
 	if (sb->idle_ev == NULL)
 		return;
@@ -1000,10 +1001,7 @@ idle_arm(struct vmm_sandbox *sb)
 		next = t;
 	if (next == VMM_NEVER)
 		return;
-	t = next > now ? next - now : 0;
-	tv.tv_sec = (time_t)(t / 1000);
-	tv.tv_usec = (suseconds_t)(t % 1000) * 1000;
-	event_add(sb->idle_ev, &tv);
+	vmm_timer_ms(sb->idle_ev, next > now ? next - now : 0);
 }
 
 void
@@ -1117,16 +1115,24 @@ static void sb_destroy(struct vmm_sandbox *sb);
 /*
  * The caps (cfg.max_running, max_resident): an operation that would take
  * self (NULL: a sandbox being created) past one first suspends the least
- * recently active idle sandbox counted against it, and goes on without
- * waiting for that suspend to end. A wake is not held up by another
- * sandbox's snapshot (the time to write its memory), and nothing has to
- * be undone when that suspend fails; the price is that for that moment
- * the host holds one VMM more than the cap. A suspend in flight no
- * longer counts, so the next operation makes room again instead of
- * counting one that is going. -EUSERS with err naming the cap when
- * every candidate is busy or held (a command runs in it).
+ * recently active idle sandboxes counted against it, then waits for
+ * those suspends to end (room_gate): a VMM suspending still holds its
+ * memory, so it counts until it is gone, and the host never holds more
+ * VMMs than the cap. Ones already going (an idle suspend, a stop) count
+ * as room coming; so do they for each waiter in turn, which counts the
+ * others waiting as running. 1: room comes (wait), 0: room now, -EUSERS
+ * with err naming the cap when every candidate is busy or held (a
+ * command runs in it).
  */
 #define CAP_TRIES 8
+
+static int
+cap_going(const struct vmm_sandbox *o)
+{
+	return !o->hidden && o->pid > 0 && (o->deleting || (o->busy &&
+	    (o->op == VMM_OP_SUSPEND || o->op == VMM_OP_STOP ||
+	    o->op == VMM_OP_DELETE)));
+}
 
 int
 vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
@@ -1134,7 +1140,7 @@ vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
 {
 	struct vmm_sandbox *o, **who = NULL, *failed[CAP_TRIES];
 	struct vmm_evict_cand *c = NULL;
-	unsigned running, resident, cap;
+	struct vmm_cap_count cnt;
 	size_t n, i;
 	int nfailed = 0, pick, resident_cap, k, rc = 0;
 	char e[VMM_ERRLEN];
@@ -1150,12 +1156,21 @@ vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (;;) {
-		running = resident = 0;
+		memset(&cnt, 0, sizeof(cnt));
 		for (i = 0, o = m->list; o != NULL; o = o->next) {
 			int cls = o == self ? VMM_CAPC_NONE : vmm_cap_class(o);
 
-			running += cls == VMM_CAPC_RUNNING;
-			resident += cls != VMM_CAPC_NONE;
+			if (o != self && cap_going(o)) {
+				/* as it was: its VMM is still there */
+				int run = o->state == VMM_RUNNING ||
+				    o->state == VMM_CREATING;
+
+				cls = run ? VMM_CAPC_RUNNING : VMM_CAPC_PAUSED;
+				cnt.going_running += run;
+				cnt.going_resident++;
+			}
+			cnt.running += cls == VMM_CAPC_RUNNING;
+			cnt.resident += cls != VMM_CAPC_NONE;
 			who[i] = o;
 			c[i].last_activity_ms = o->last_activity_ms;
 			c[i].state = cls == VMM_CAPC_RUNNING ? VMM_RUNNING :
@@ -1168,38 +1183,140 @@ vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
 				c[i].skip |= failed[k] == o;
 			i++;
 		}
-		if (m->cfg.max_running != 0 && running >= m->cfg.max_running) {
-			resident_cap = 0;
-			cap = m->cfg.max_running;
-		} else if (m->cfg.max_resident != 0 &&
-		    resident >= m->cfg.max_resident) {
-			resident_cap = 1;
-			cap = m->cfg.max_resident;
-		} else
-			break;		/* room enough */
+		switch (vmm_cap_decide(&cnt, m->cfg.max_running,
+		    m->cfg.max_resident, &resident_cap)) {
+		case VMM_CAP_ROOM:
+			rc = 0;
+			goto out;
+		case VMM_CAP_WAIT:
+			rc = 1;
+			goto out;
+		default:
+			break;
+		}
 		if ((pick = vmm_evict_pick(c, i, resident_cap)) < 0 ||
 		    nfailed == CAP_TRIES) {
 			rc = errf(err, errlen, -EUSERS, "cannot %s sandbox %s: "
 			    "%s %u reached, and no %s sandbox can be suspended "
 			    "to make room (each is busy with an operation or "
 			    "runs a command)", what, id, resident_cap ?
-			    "vm_max_resident" : "vm_max_running", cap,
+			    "vm_max_resident" : "vm_max_running", resident_cap ?
+			    m->cfg.max_resident : m->cfg.max_running,
 			    resident_cap ? "running or paused" : "running");
 			break;
 		}
 		o = who[pick];
 		snprintf(o->op_why, sizeof(o->op_why), "%s %u reached (a %s "
 		    "of %s)", resident_cap ? "vm_max_resident" :
-		    "vm_max_running", cap, what, id);
+		    "vm_max_running", resident_cap ? m->cfg.max_resident :
+		    m->cfg.max_running, what, id);
 		if (op_begin(o, VMM_OP_SUSPEND, "capacity", NULL, NULL, e,
 		    sizeof(e)) < 0) {
 			o->op_why[0] = '\0';
 			failed[nfailed++] = o;
 		}
 	}
+out:
 	free(c);
 	free(who);
 	return rc;
+}
+
+/*
+ * sb's operation goes on with go now, or, when the caps make it wait
+ * (vmm_cap_room: 1), once the suspends under way have ended (room_poll,
+ * at each end of an operation and every VMM_ROOM_POLL_MS), failing to
+ * state fail when no room came within VMM_ROOM_MS. 0: gone on or
+ * waiting; <0 with err: nothing done.
+ */
+#define VMM_ROOM_MS	60000
+#define VMM_ROOM_POLL_MS 250
+
+static void room_fire(evutil_socket_t, short, void *);
+
+static int
+room_gate(struct vmm_sandbox *sb, const char *what, vmm_room_go go,
+    enum vmm_state fail, char *err, size_t errlen)
+{
+	struct vmm *m = sb->m;
+	int rc;
+
+	if ((rc = vmm_cap_room(m, sb, sb->id, what, err, errlen)) < 0)
+		return rc;
+	if (rc == 0)
+		return go(sb, err, errlen);
+	if (m->room_ev == NULL &&
+	    (m->room_ev = evtimer_new(m->base, room_fire, m)) == NULL)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	sb->room_go = go;
+	sb->room_fail = fail;
+	sb->room_until = vmm_now_ms() + VMM_ROOM_MS;
+	snprintf(sb->room_what, sizeof(sb->room_what), "%s", what);
+	m->room_waiting = 1;
+	vmm_timer_ms(m->room_ev, VMM_ROOM_POLL_MS);
+	return 0;
+}
+
+/* an operation ended (or a sandbox went): those waiting look again */
+static void
+room_kick(struct vmm *m)
+{
+	if (m->room_ev != NULL && m->room_waiting)
+		vmm_timer_ms(m->room_ev, 0);
+}
+
+static void op_finish(struct vmm_sandbox *, int, enum vmm_state,
+    const char *);
+
+/* Each one waiting, the longest first, once: go on, wait on, or fail.
+ * (Looked up afresh each time: an operation's end may end others.) */
+static void
+room_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *m = arg;
+	struct vmm_sandbox *sb, *o;
+	char err[VMM_ERRLEN];
+	vmm_room_go go;
+	int rc;
+
+	(void)fd;
+	(void)what;
+	m->room_pass++;
+	for (;;) {
+		for (sb = NULL, o = m->list; o != NULL; o = o->next)
+			if (o->room_go != NULL && o->room_pass != m->room_pass &&
+			    (sb == NULL || o->op_t0 < sb->op_t0))
+				sb = o;
+		if (sb == NULL)
+			break;
+		sb->room_pass = m->room_pass;
+		rc = vmm_cap_room(m, sb, sb->id, sb->room_what, err,
+		    sizeof(err));
+		if (rc == 1 && vmm_now_ms() < sb->room_until)
+			continue;
+		go = sb->room_go;
+		sb->room_go = NULL;
+		if (rc == 1)
+			rc = errf(err, sizeof(err), -ETIMEDOUT, "cannot %s "
+			    "sandbox %s: the caps (vm_max_running %u, "
+			    "vm_max_resident %u) left no room within %d s",
+			    sb->room_what, sb->id, m->cfg.max_running,
+			    m->cfg.max_resident, VMM_ROOM_MS / 1000);
+		else if (rc == 0)
+			rc = go(sb, err, sizeof(err));
+		if (rc < 0) {
+			if (sb->op == VMM_OP_RESTORE) {
+				sb->fork_pending = 0;
+				sb->restoring[0] = '\0';
+			}
+			op_finish(sb, 0, sb->room_fail, err);
+		}
+	}
+	m->room_waiting = 0;
+	for (o = m->list; o != NULL; o = o->next)
+		m->room_waiting |= o->room_go != NULL;
+	if (m->room_waiting)
+		vmm_timer_ms(m->room_ev, VMM_ROOM_POLL_MS);
 }
 
 static void merge_check(struct vmm_sandbox *);
@@ -1235,6 +1352,8 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	}
 	sb->waiters = NULL;
 	sb->busy = 0;
+	sb->room_go = NULL;
+	room_kick(sb->m);
 	/* an operation ended: the standby budget looks at it afresh */
 	sb->standby_mine = sb->standby_lost = 0;
 	if (sb->abandoned)
@@ -1589,6 +1708,7 @@ vmm_backend_done_later(struct vmm_sandbox *sb, int ok, enum vmm_state state,
 }
 
 static void mkfs_exited(pid_t pid, int status, void *arg);
+static int disk_boot(struct vmm_sandbox *, char *, size_t);
 
 /* Disk: a sparse file formatted by mkfs in a child process, so a slow
  * mkfs never holds the event loop. */
@@ -1671,12 +1791,24 @@ mkfs_exited(pid_t pid, int status, void *arg)
 	(void)unlink(logp);
 	sb->disk_ready = 1;
 	meta_write(sb);
-	if (sb->m->be->boot(sb, sb->ready_pending ? 2 : sb->fork_pending ? 1 :
-	    0, why, sizeof(why)) < 0) {
-		if (sb->ready_pending && ready_fallback(sb, why) == 0)
-			return;
+	if (room_gate(sb, sb->op == VMM_OP_CREATE ? "create" : "start",
+	    disk_boot, VMM_FAILED, why, sizeof(why)) < 0)
 		op_finish(sb, 0, VMM_FAILED, why);
-	}
+}
+
+/* Its disk made, a sandbox boots (restores its ready snapshot, a fork's
+ * capture): room_gate's go, 0 also when a ready snapshot's failure
+ * fell back to a boot. */
+static int
+disk_boot(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	int rc;
+
+	rc = sb->m->be->boot(sb, sb->ready_pending ? 2 : sb->fork_pending ? 1 :
+	    0, err, errlen);
+	if (rc < 0 && sb->ready_pending && ready_fallback(sb, err) == 0)
+		return 0;
+	return rc;
 }
 
 /* Does anyone on this host hold tap name or address gw? */
@@ -1768,6 +1900,7 @@ op_refused(struct vmm_sandbox *sb, enum vmm_state st, int rc)
 static int op_backend(struct vmm_sandbox *, enum vmm_op, enum vmm_state,
     char *, size_t);
 static int prepare_begin(struct vmm_sandbox *);
+static int op_go(struct vmm_sandbox *, char *, size_t);
 static void prepare_deadline(evutil_socket_t, short, void *);
 
 static int
@@ -1846,10 +1979,6 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		return errf(err, errlen, rc, "sandbox %s is %s: cannot %s",
 		    sb->id, vmm_state_name(st), vmm_op_name(op));
 	(void)target;
-	if (!noop && (op == VMM_OP_START || op == VMM_OP_RESUME) &&
-	    (rc = vmm_cap_room(sb->m, sb, sb->id, op == VMM_OP_START ?
-	    "start" : "wake", err, errlen)) < 0)
-		return rc;
 	if (add_waiter(sb, cb, arg) < 0)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->busy = 1;
@@ -1868,13 +1997,24 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 	    st == VMM_RUNNING && strcmp(cause, "capacity") != 0 &&
 	    prepare_begin(sb) == 0)
 		goto out;
-	rc = op_backend(sb, op, st, err, errlen);
+	if (op == VMM_OP_START || op == VMM_OP_RESUME)
+		rc = room_gate(sb, op == VMM_OP_START ? "start" : "wake", op_go,
+		    st, err, errlen);
+	else
+		rc = op_backend(sb, op, st, err, errlen);
 out:
 	if (rc < 0)
 		return op_refused(sb, st, rc);
 	if (sb->idle_ev != NULL)
 		event_del(sb->idle_ev);
 	return 0;
+}
+
+/* room_gate's go of op_begin: the backend's turn */
+static int
+op_go(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	return op_backend(sb, sb->op, sb->op_from, err, errlen);
 }
 
 /* What op asks of the backend (and of the network first, for what
@@ -1936,8 +2076,6 @@ static int
 prepare_begin(struct vmm_sandbox *sb)
 {
 	struct vmm *m = sb->m;
-	struct timeval tv = { VMM_PREPARE_MS / 1000,
-	    (VMM_PREPARE_MS % 1000) * 1000 };
 
 	if (m->cfg.sleep_prepare == NULL || sb->hidden ||
 	    sb->tpl.agent == NULL)
@@ -1948,7 +2086,7 @@ prepare_begin(struct vmm_sandbox *sb)
 	sb->preparing = 1;
 	sb->prep_idle = sb->cause != NULL && strcmp(sb->cause, "idle") == 0;
 	sb->prep_activity_ms = sb->last_activity_ms;
-	event_add(sb->prep_ev, &tv);
+	vmm_timer_ms(sb->prep_ev, VMM_PREPARE_MS);
 	if (m->cfg.sleep_prepare(sb->id, m->cfg.cb_arg) < 0) {
 		event_del(sb->prep_ev);
 		sb->preparing = 0;
@@ -2030,6 +2168,13 @@ vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
 	return 0;
 }
 
+/* room_gate's go of a checkpoint's restore */
+static int
+restore_boot(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	return sb->m->be->boot(sb, 1, err, errlen);
+}
+
 /* A checkpoint's restore, in place: the stopped sandbox's snap/state
  * is the checkpoint's, its disk a new layer over the checkpoint's; the
  * backend restores it as it does a fork (identity included). */
@@ -2048,7 +2193,8 @@ vmm_restore_begin(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 	sb->op_from = st;
 	sb->op_t0 = vmm_now_ms();
 	sb->fork_pending = 1;
-	if ((rc = sb->m->be->boot(sb, 1, err, errlen)) < 0) {
+	if ((rc = room_gate(sb, "restore", restore_boot, st, err,
+	    errlen)) < 0) {
 		sb->fork_pending = 0;
 		sb->restoring[0] = '\0';
 		return op_refused(sb, st, rc);
@@ -2106,6 +2252,7 @@ vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 
 		sb->waiters = NULL;
 		sb->op_why[0] = '\0';
+		sb->room_go = NULL;
 		emit(sb, op, 0, "deleted", dur, sb->cause);
 		run_waiters(sb, w, op, 0, "deleted", dur);
 	}
@@ -2195,6 +2342,13 @@ static int sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
  * cont and the identity request (qemu.c, boot mode 3). 0 when claimed,
  * 1 when there is none to claim (the create goes on as usual).
  */
+/* room_gate's go of a ready pool member's claim: it runs on */
+static int
+claim_boot(struct vmm_sandbox *sb, char *err, size_t errlen)
+{
+	return sb->m->be->boot(sb, 3, err, errlen);
+}
+
 static int
 ready_claim(struct vmm *m, const struct vmm_sandbox_spec *spec,
     unsigned mem, unsigned vcpus, vmm_done_cb cb, void *arg,
@@ -2250,7 +2404,8 @@ ready_claim(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	sb->op_from = VMM_CREATING;
 	sb->op_t0 = vmm_now_ms();
 	if (add_waiter(sb, cb, arg) < 0 ||
-	    m->be->boot(sb, 3, err, sizeof(err)) < 0) {
+	    room_gate(sb, "create", claim_boot, VMM_FAILED, err,
+	    sizeof(err)) < 0) {
 		/* its qemu is gone or the loop cannot say: the sandbox fails
 		 * as a create would */
 		snprintf(sb->reason, sizeof(sb->reason), "%s", err);

@@ -610,6 +610,21 @@ struct vmm_evict_cand {
  * -1: none. */
 int vmm_evict_pick(const struct vmm_evict_cand *c, size_t n, int resident);
 
+/* The others (not the one that wants to run) by cap: running and
+ * resident (running or paused) now, and of them going_*: a suspend,
+ * stop or delete in flight, its VMM still holding its memory. */
+struct vmm_cap_count {
+	unsigned running, resident;
+	unsigned going_running, going_resident;
+};
+#define VMM_CAP_ROOM	0		/* one more fits now */
+#define VMM_CAP_WAIT	1		/* ... once those going have gone */
+#define VMM_CAP_EVICT	2		/* one more must go (*resident_cap:
+					 * 1 for vm_max_resident, 0 for
+					 * vm_max_running) */
+int vmm_cap_decide(const struct vmm_cap_count *n, unsigned max_running,
+    unsigned max_resident, int *resident_cap);
+
 struct vmm_standby_cand {
 	uint64_t last_activity_ms;
 	uint64_t bytes;			/* its standby's PSS; 0: not known */

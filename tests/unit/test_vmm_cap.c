@@ -4,7 +4,8 @@
  * one: never a busy, held or hidden one), which suspended sandboxes hold
  * the standby VMMs within a count and a memory budget (the most recently
  * active first; an unknown cost learnt one at a time), which cap a
- * sandbox counts against while an operation is under way, and how many
+ * sandbox counts against while an operation is under way, whether one
+ * more waits for the suspends under way or makes another go, and how many
  * more sandboxes the host can take (memory, CPU, disk, caps, addresses).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -240,6 +241,52 @@ test_estimate(void)
 	is_int(nom, 1, "... said nominal");
 }
 
+/* one more running sandbox under the caps: room, wait for those going,
+ * or make one more go */
+static void
+test_decide(void)
+{
+	struct vmm_cap_count n;
+	int rcap = -1;
+
+	memset(&n, 0, sizeof(n));
+	n.running = n.resident = 9;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_ROOM,
+	    "9 of vm_max_resident 10: room");
+	is_int(vmm_cap_decide(&n, 0, 0, &rcap), VMM_CAP_ROOM, "no caps: room");
+	n.running = n.resident = 10;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_EVICT,
+	    "10 of 10: one must go");
+	is_int(rcap, 1, "... for vm_max_resident");
+	n.going_running = n.going_resident = 1;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_WAIT,
+	    "10 of 10, one of them suspending: wait for it (it still holds "
+	    "its memory)");
+	n.running = n.resident = 11;	/* another waits and counts */
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_EVICT,
+	    "... a second one waiting: another must go");
+	n.going_running = n.going_resident = 2;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_WAIT,
+	    "... two going for two: both wait");
+	memset(&n, 0, sizeof(n));
+	n.running = 4;
+	n.resident = 6;
+	is_int(vmm_cap_decide(&n, 4, 10, &rcap), VMM_CAP_EVICT,
+	    "vm_max_running 4 reached, resident room: a running one goes");
+	is_int(rcap, 0, "... for vm_max_running");
+	n.going_running = 1;
+	n.going_resident = 1;
+	is_int(vmm_cap_decide(&n, 4, 7, &rcap), VMM_CAP_WAIT,
+	    "a running one going makes room under both caps: wait");
+	n.resident = 8;
+	is_int(vmm_cap_decide(&n, 4, 7, &rcap), VMM_CAP_EVICT,
+	    "resident over by two with one going: another goes");
+	is_int(rcap, 1, "... for vm_max_resident");
+	n.going_resident = 2;
+	is_int(vmm_cap_decide(&n, 4, 7, &rcap), VMM_CAP_WAIT,
+	    "a paused one going too: wait");
+}
+
 static void
 test_pss(void)
 {
@@ -258,6 +305,7 @@ main(void)
 	test_standby();
 	test_class();
 	test_estimate();
+	test_decide();
 	test_pss();
 	return done_testing();
 }

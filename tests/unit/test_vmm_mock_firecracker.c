@@ -15,7 +15,8 @@
  * cannot be written, a corrupt snapshot, a killed process and delete;
  * then, for a template with a guest agent, the pause and suspend that
  * wait for the guest's reclaim (vmm_config's sleep_prepare) and are
- * given up when activity or a wake comes meanwhile.
+ * given up when activity or a wake comes meanwhile; and a create past
+ * vm_max_resident, which waits for the suspend it starts.
  * No root (taps are "external"), no VM.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -206,6 +207,18 @@ fk_handle(int fd, const char *method, const char *path, json_t *b)
 			FAULT("unknown variant in snapshot_type");
 		if (strcmp(fk_state, "Paused") != 0)
 			FAULT("Cannot create snapshot: the microVM is not paused.");
+		{
+			/* the test holds the snapshot's end while this file
+			 * is there (a slow suspend, for the caps) */
+			char hold[PATH_MAX + 16], *sl;
+
+			snprintf(hold, sizeof(hold), "%s", fk_log);
+			if ((sl = strrchr(hold, '/')) != NULL)
+				snprintf(sl + 1, sizeof(hold) -
+				    (size_t)(sl + 1 - hold), "hold-snapshot");
+			while (access(hold, F_OK) == 0)
+				usleep(10000);
+		}
 		if ((f = fopen(sp, "w")) == NULL)
 			FAULT("Cannot create snapshot: %s: %s", sp,
 			    strerror(errno));
@@ -736,6 +749,59 @@ main(int argc, char **argv)
 	    "... the pauses given up are events (pause/idle/running)");
 	ok(wait_done(vmm_sandbox_delete(sb, on_done, NULL, err, sizeof(err)),
 	    "delete", err), "delete fc2");
+
+	/* The caps: a create past vm_max_resident 1 suspends the least
+	 * recently active one and waits for that suspend to end before
+	 * its own VMM starts: the host never holds two. */
+	{
+		struct vmm_sandbox *sb4 = NULL;
+		struct vmm_info i4;
+		char hold[PATH_MAX + 16];
+		struct timeval tv = { 0, 500000 };
+		const char *s3, *c4;
+		int rc, before;
+
+		tpl.agent = NULL;
+		spec.id = "fc3";
+		ok(wait_done(vmm_sandbox_create(m, &spec, on_done, NULL, &sb,
+		    err, sizeof(err)), "create", err), "create fc3");
+		vmm_sandbox_info(sb, &info);
+		snprintf(dir, sizeof(dir), "%s", info.dir);
+		snprintf(hold, sizeof(hold), "%s/hold-snapshot", dir);
+		fclose(fopen(hold, "w"));
+		vmm_set_limits(m, 0, 0, 0, 1);
+		events[0] = '\0';
+		before = done_n;
+		spec.id = "fc4";
+		rc = vmm_sandbox_create(m, &spec, on_done, NULL, &sb4, err,
+		    sizeof(err));
+		ok(rc == 0, "vm_max_resident 1: a second create is taken (%s)",
+		    rc == 0 ? "ok" : err);
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+		vmm_sandbox_info(sb, &info);
+		ok(info.busy && info.op == VMM_OP_SUSPEND && info.pid > 0,
+		    "... fc3, the least recently active, is being suspended");
+		vmm_sandbox_info(sb4, &i4);
+		ok(done_n == before && i4.busy && i4.pid == 0 &&
+		    i4.state == VMM_CREATING, "... fc4 waits for that suspend: "
+		    "no VMM of its own yet (state %s, pid %d)",
+		    vmm_state_name(i4.state), (int)i4.pid);
+		unlink(hold);
+		ok(wait_done(0, "create fc4", err) && done_n == before + 1 &&
+		    vmm_sandbox_state(sb4) == VMM_RUNNING &&
+		    vmm_sandbox_state(sb) == VMM_SUSPENDED,
+		    "... the suspend ended: fc4 runs (%s)", done_reason);
+		s3 = strstr(events, "suspend/capacity/suspended");
+		c4 = strstr(events, "create/api/running");
+		ok(s3 != NULL && c4 != NULL && s3 < c4,
+		    "... fc3's suspend ended before fc4 ran (%s)", events);
+		vmm_set_limits(m, 0, 0, 0, 0);
+		ok(wait_done(vmm_sandbox_delete(sb4, on_done, NULL, err,
+		    sizeof(err)), "delete", err) &&
+		    wait_done(vmm_sandbox_delete(sb, on_done, NULL, err,
+		    sizeof(err)), "delete", err), "delete fc3 and fc4");
+	}
 
 	vmm_free(m);
 	free((char *)tpl.kernel);
