@@ -189,6 +189,11 @@ struct vmm_sandbox {
 					 * copy-on-write (no file of its own) */
 	int snap_ram;			/* snap/state holds the RAM too (a
 					 * suspend of a ram_shared sandbox) */
+	int snap_dev;			/* snap/state is the devices' part of
+					 * such a snapshot, split (image.c)
+					 * by its standby: the RAM is in
+					 * the RAM file, whole; loaded
+					 * without x-ignore-shared */
 	int ram_anon;			/* RAM: anonymous memory, filled from
 					 * a stream that carried it (a fork,
 					 * a checkpoint, a clone's wake); its
@@ -334,6 +339,11 @@ int vmm_fork_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *layer,
  * with err (-ENOTSUP: a stream it does not know: load it whole). */
 int vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
     const char *block, char *err, size_t errlen);
+/* The inverse: the devices' stream of a split (in) and its image (img,
+ * holes and zero pages left out) into one stream carrying the RAM (out).
+ * 0, or -errno with err. */
+int vmm_stream_join(int in, int out, int img, uint64_t img_size,
+    const char *block, char *err, size_t errlen);
 /* The same for the manager: stream (a capture carrying RAM) split by a
  * child into a sealed memfd of mem_mib MiB, all of it allocated (the
  * manager's memory, shared by whoever maps it), and dev, the devices'
@@ -351,6 +361,14 @@ struct vmm_split;
 struct vmm_split *vmm_split_start(struct vmm *m, const char *stream,
     const char *dev, unsigned mem_mib, int follow, int img,
     vmm_split_cb cb, void *arg, char *err, size_t errlen);
+/* The inverse for the manager: dev (a split's devices' stream) and img
+ * (its RAM image, a file of mem_mib MiB) joined by a child into stream
+ * (made here, 0400). cb once: img -1 and why "" when it is written and
+ * synced; vmm_split_cancel ends it without cb (stream left to the
+ * caller). */
+struct vmm_split *vmm_join_start(struct vmm *m, const char *dev,
+    const char *img, const char *stream, unsigned mem_mib, vmm_split_cb cb,
+    void *arg, char *err, size_t errlen);
 void vmm_split_written(struct vmm_split *x);
 void vmm_split_cancel(struct vmm_split *x);
 /* A suspended sandbox's capture, for vmm_fork_begin: its disk's top

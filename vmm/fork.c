@@ -247,10 +247,11 @@ captured(struct vmm_sandbox *src, enum vmm_op op, int ok, const char *reason,
 
 /*
  * A suspended sandbox is already a captured state: its snapshot (which
- * carries its RAM: snap_ram) and its disk. Nothing runs: its standby VMM
- * (which holds the disk) is ended, a new top made over the disk's (now
- * frozen as layer) with qemu-img (watched from the loop), and the
- * snapshot linked as stream. It stays suspended; the operation's end
+ * carries its RAM: snap_ram; or its devices' part and its RAM file,
+ * snap_dev) and its disk. Nothing runs: its standby VMM (which holds the
+ * disk) is ended, a new top made over the disk's (now frozen as layer)
+ * with qemu-img (watched from the loop), and the snapshot linked as
+ * stream (snap_dev: the two joined into one by a child, image.c). It stays suspended; the operation's end
  * (vmm_backend_done) brings a standby back and answers the caller as a
  * capture's does.
  */
@@ -261,29 +262,11 @@ struct freeze_ctx {
 	struct vmm_child *watch;
 };
 
+/* The freeze's end: ok, or why not (its new top and stream go). */
 static void
-freeze_done(pid_t pid, int status, void *arg)
+freeze_end(struct freeze_ctx *f, struct vmm_sandbox *sb, const char *why)
 {
-	struct freeze_ctx *f = arg;
-	struct vmm_sandbox *sb;
-	char snap[PATH_MAX], why[VMM_ERRLEN], st[64];
-
-	(void)pid;
-	if ((sb = vmm_sandbox_find(f->m, f->id)) == NULL) {
-		(void)unlink(f->top);
-		free(f);
-		return;
-	}
-	(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
-	if (status != 0) {
-		vmm_status_text(status, st, sizeof(st));
-		snprintf(why, sizeof(why), "the suspended sandbox's new top: "
-		    "qemu-img create %s", st);
-	} else if ((sb->uid != 0 && chown(f->top, sb->uid, sb->gid) < 0) ||
-	    link(snap, f->stream) < 0)
-		snprintf(why, sizeof(why), "the suspended sandbox's new top or "
-		    "snapshot: %s", strerror(errno));
-	else {
+	if (why == NULL) {
 		snprintf(sb->disk, sizeof(sb->disk), "%s", f->top);
 		sb->layer_gen++;
 		sb->layered = 1;
@@ -299,6 +282,62 @@ freeze_done(pid_t pid, int status, void *arg)
 	(void)unlink(f->stream);
 	free(f);
 	vmm_backend_done(sb, 0, VMM_SUSPENDED, why);
+}
+
+/* A snapshot split by its standby (snap_dev): its devices' part and RAM
+ * file joined into the stream the forks or the checkpoint take. */
+static void
+freeze_joined(void *arg, int img, const char *why, uint64_t ms)
+{
+	struct freeze_ctx *f = arg;
+	struct vmm_sandbox *sb;
+	char w[VMM_ERRLEN];
+
+	(void)img;
+	(void)ms;
+	if ((sb = vmm_sandbox_find(f->m, f->id)) == NULL) {
+		(void)unlink(f->top);
+		(void)unlink(f->stream);
+		free(f);
+		return;
+	}
+	snprintf(w, sizeof(w), "the suspended sandbox's snapshot and RAM "
+	    "file, joined: %s", why);
+	freeze_end(f, sb, why[0] == '\0' ? NULL : w);
+}
+
+static void
+freeze_done(pid_t pid, int status, void *arg)
+{
+	struct freeze_ctx *f = arg;
+	struct vmm_sandbox *sb;
+	char snap[PATH_MAX], mem[PATH_MAX], why[VMM_ERRLEN], st[64];
+
+	(void)pid;
+	if ((sb = vmm_sandbox_find(f->m, f->id)) == NULL) {
+		(void)unlink(f->top);
+		free(f);
+		return;
+	}
+	(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+	(void)vmm_path(sb, "mem", mem, sizeof(mem));
+	if (status != 0) {
+		vmm_status_text(status, st, sizeof(st));
+		snprintf(why, sizeof(why), "the suspended sandbox's new top: "
+		    "qemu-img create %s", st);
+	} else if (sb->uid != 0 && chown(f->top, sb->uid, sb->gid) < 0)
+		snprintf(why, sizeof(why), "the suspended sandbox's new top: "
+		    "%s", strerror(errno));
+	else if (sb->snap_dev) {
+		if (vmm_join_start(sb->m, snap, mem, f->stream, sb->mem_mib,
+		    freeze_joined, f, why, sizeof(why)) != NULL)
+			return;
+	} else if (link(snap, f->stream) < 0)
+		snprintf(why, sizeof(why), "the suspended sandbox's "
+		    "snapshot: %s", strerror(errno));
+	else
+		why[0] = '\0';
+	freeze_end(f, sb, why[0] == '\0' ? NULL : why);
 }
 
 int
@@ -397,7 +436,7 @@ vmm_sandbox_fork(struct vmm_sandbox *src, const char *const *ids, size_t n,
 		    vmm_op_name(src->op));
 		return -EBUSY;
 	}
-	if (src->state == VMM_SUSPENDED && !src->snap_ram) {
+	if (src->state == VMM_SUSPENDED && !src->snap_ram && !src->snap_dev) {
 		snprintf(err, errlen, "sandbox %s is suspended with its RAM in "
 		    "a file of its own (its snapshot holds only device "
 		    "state): resume it to fork it",
@@ -756,7 +795,7 @@ vmm_checkpoint_take(struct vmm_sandbox *sb, const char *name, vmm_done_cb cb,
 		    vmm_op_name(sb->op));
 		return -EBUSY;
 	}
-	if (sb->state == VMM_SUSPENDED && !sb->snap_ram) {
+	if (sb->state == VMM_SUSPENDED && !sb->snap_ram && !sb->snap_dev) {
 		snprintf(err, errlen, "sandbox %s is suspended with its RAM in "
 		    "a file of its own (its snapshot holds only device "
 		    "state): resume it to checkpoint it", sb->id);
@@ -1005,6 +1044,7 @@ rst_imgdone(pid_t pid, int status, void *arg)
 	sb->layer_gen++;
 	sb->layered = 1;
 	sb->snap_ram = 1;
+	sb->snap_dev = 0;
 	/* its RAM: the image split from the checkpoint, mapped as a
 	 * fork's; else loaded from the checkpoint's stream */
 	sb->ram_shared = c->img >= 0;

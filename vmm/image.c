@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -383,18 +384,148 @@ pages(struct split *s, unsigned char type, uint32_t sid)
 	return 0;
 }
 
+/* buffers for s: in, out, run, then the image's page bitmap (bmlen) */
+static int
+bufs(struct split *s, size_t bmlen, size_t *mapped)
+{
+	*mapped = 2 * BUF + RUN + bmlen;
+	s->ib = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (s->ib == MAP_FAILED)
+		return fail(s, errno, "no memory for the split's buffers");
+	s->ob = s->ib + BUF;
+	s->run = s->ob + BUF;
+	s->written = s->run + RUN;
+	return 0;
+}
+
+/* The stream's header and configuration section, copied; up to the
+ * first section. */
+static int
+head(struct split *s)
+{
+	unsigned char c, hdr[8];
+	char id[256];
+	uint32_t u32;
+	int rc;
+
+	if ((rc = rd(s, hdr, 8)) < 0)
+		return rc;
+	if (memcmp(hdr, "QEVM\0\0\0\3", 8) != 0)
+		return fail(s, EPROTO, "not a QEMU migration stream of version 3");
+	if ((rc = wr(s, hdr, 8)) < 0)
+		return rc;
+	/* the configuration section: the machine's name, and subsections
+	 * this split does not read: copied up to the first section */
+	if ((rc = peek(s, &c)) < 0)
+		return rc;
+	if (c != 0x07)
+		return 0;
+	(void)rd8(s, &c);
+	if ((rc = rd32(s, &u32)) < 0 || u32 > 255 || (rc = rd(s, id, u32)) < 0)
+		return rc < 0 ? rc : fail(s, EPROTO, "a bad configuration section");
+	if ((rc = wr(s, &c, 1)) < 0 || (rc = wr32(s, u32)) < 0 ||
+	    (rc = wr(s, id, u32)) < 0 || (rc = peek(s, &c)) < 0)
+		return rc;
+	if (c == 0x05)
+		return fail(s, ENOTSUP, "a configuration with subsections");
+	return 0;
+}
+
+/* ram's START section after its type byte, copied: *sid its id; the
+ * image's block must be in its list, of the image's size. */
+static int
+ram_start(struct split *s, uint32_t *sid)
+{
+	unsigned char c, l;
+	char id[256];
+	uint32_t inst, ver;
+	uint64_t total, len;
+	int rc, found = 0;
+
+	if ((rc = rd32(s, sid)) < 0 || (rc = rdid(s, id, 0)) < 0 ||
+	    (rc = rd32(s, &inst)) < 0 || (rc = rd32(s, &ver)) < 0)
+		return rc;
+	if (strcmp(id, "ram") != 0)
+		return fail(s, ENOTSUP, "an iterative section other than ram");
+	c = 0x01;
+	l = 3;
+	if ((rc = wr(s, &c, 1)) < 0 || (rc = wr32(s, *sid)) < 0 ||
+	    (rc = wr(s, &l, 1)) < 0 || (rc = wr(s, "ram", 3)) < 0 ||
+	    (rc = wr32(s, inst)) < 0 || (rc = wr32(s, ver)) < 0)
+		return rc;
+	/* the block list, copied as it is */
+	if ((rc = rd64(s, &total)) < 0)
+		return rc;
+	if (!(total & F_MEMSIZE))
+		return fail(s, EPROTO, "ram's set-up without the RAM size");
+	if ((rc = wr64(s, total)) < 0)
+		return rc;
+	total &= ~(uint64_t)(PG - 1);
+	while (total > 0) {
+		if ((rc = rdid(s, id, 1)) < 0 || (rc = rd64(s, &len)) < 0 ||
+		    (rc = wr64(s, len)) < 0)
+			return rc;
+		if (len > total)
+			return fail(s, EPROTO, "RAM blocks larger than the RAM");
+		if (strcmp(id, s->block) == 0) {
+			if (len != s->img_size)
+				return fail(s, EPROTO, "the RAM block's size is "
+				    "not the image's");
+			found = 1;
+		}
+		total -= len;
+	}
+	if (!found)
+		return fail(s, EPROTO, "no RAM block of that name");
+	if ((rc = rd64(s, &len)) < 0)
+		return rc;
+	if (len != F_EOS)
+		return fail(s, ENOTSUP, "ram's set-up carries more than the "
+		    "block list (postcopy or x-ignore-shared)");
+	if ((rc = wr64(s, len)) < 0 || (rc = peek(s, &c)) < 0)
+		return rc;
+	s->footers = c == 0x7e;
+	if (s->footers) {
+		unsigned char ft[5];
+
+		if ((rc = rd(s, ft, 5)) < 0 || (rc = wr(s, ft, 5)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The rest of the stream (devices, the end, the description), copied as
+ * it is. */
+static int
+copy_rest(struct split *s)
+{
+	ssize_t r;
+	int rc;
+
+	if ((rc = wr(s, s->ib + s->ipos, s->ilen - s->ipos)) < 0)
+		return rc;
+	s->ipos = s->ilen;
+	for (;;) {
+		if ((rc = oflush(s)) < 0)
+			return rc;
+		if ((r = rd_more(s->in, s->ob, BUF, &s->done)) < 0)
+			return fail(s, errno, "reading the stream failed");
+		if (r == 0)
+			return 0;
+		s->olen = (size_t)r;
+	}
+}
+
 int
 vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
     const char *block, char *err, size_t errlen)
 {
 	struct split s;
-	unsigned char c, hdr[8];
-	char id[256];
-	uint32_t sid, ram_sid = 0, u32;
-	uint64_t total, len, bmlen;
+	unsigned char c;
+	uint32_t sid, ram_sid = 0;
 	size_t mapped;
-	ssize_t r;
-	int rc, started = 0, found = 0;
+	int rc, started = 0;
 
 	memset(&s, 0, sizeof(s));
 	s.in = in;
@@ -405,131 +536,22 @@ vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
 	s.block = block;
 	s.err = err;
 	s.errlen = errlen;
-	bmlen = (img_size / PG + 7) / 8;
-	mapped = 2 * BUF + RUN + (size_t)bmlen;
-	s.ib = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE |
-	    MAP_ANONYMOUS, -1, 0);
-	if (s.ib == MAP_FAILED)
-		return fail(&s, errno, "no memory for the split's buffers");
-	s.ob = s.ib + BUF;
-	s.run = s.ob + BUF;
-	s.written = s.run + RUN;
-
-	if ((rc = rd(&s, hdr, 8)) < 0)
+	if ((rc = bufs(&s, (size_t)((img_size / PG + 7) / 8), &mapped)) < 0)
+		return rc;
+	if ((rc = head(&s)) < 0)
 		goto out;
-	if (memcmp(hdr, "QEVM\0\0\0\3", 8) != 0) {
-		rc = fail(&s, EPROTO, "not a QEMU migration stream of version 3");
-		goto out;
-	}
-	if ((rc = wr(&s, hdr, 8)) < 0)
-		goto out;
-	/* the configuration section: the machine's name, and subsections
-	 * this split does not read: copied up to the first section */
-	if ((rc = peek(&s, &c)) < 0)
-		goto out;
-	if (c == 0x07) {
-		(void)rd8(&s, &c);
-		if ((rc = rd32(&s, &u32)) < 0 || u32 > 255 ||
-		    (rc = rd(&s, id, u32)) < 0) {
-			if (rc == 0)
-				rc = fail(&s, EPROTO, "a bad configuration "
-				    "section");
-			goto out;
-		}
-		if ((rc = wr(&s, &c, 1)) < 0 || (rc = wr32(&s, u32)) < 0 ||
-		    (rc = wr(&s, id, u32)) < 0)
-			goto out;
-		if ((rc = peek(&s, &c)) < 0)
-			goto out;
-		if (c == 0x05) {
-			rc = fail(&s, ENOTSUP, "a configuration with "
-			    "subsections");
-			goto out;
-		}
-	}
 	for (;;) {
 		if ((rc = rd8(&s, &c)) < 0)
 			goto out;
 		if (c == 0x01) {		/* START */
-			unsigned char l;
-			uint32_t inst, ver;
-
 			if (started) {
 				rc = fail(&s, ENOTSUP, "a second iterative "
 				    "section");
 				goto out;
 			}
-			if ((rc = rd32(&s, &sid)) < 0 || (rc = rdid(&s, id,
-			    0)) < 0 || (rc = rd32(&s, &inst)) < 0 ||
-			    (rc = rd32(&s, &ver)) < 0)
+			if ((rc = ram_start(&s, &ram_sid)) < 0)
 				goto out;
-			if (strcmp(id, "ram") != 0) {
-				rc = fail(&s, ENOTSUP, "an iterative section "
-				    "other than ram");
-				goto out;
-			}
 			started = 1;
-			ram_sid = sid;
-			l = 3;
-			if ((rc = wr(&s, &c, 1)) < 0 || (rc = wr32(&s, sid)) <
-			    0 || (rc = wr(&s, &l, 1)) < 0 || (rc = wr(&s, "ram",
-			    3)) < 0 || (rc = wr32(&s, inst)) < 0 ||
-			    (rc = wr32(&s, ver)) < 0)
-				goto out;
-			/* the block list, copied as it is */
-			if ((rc = rd64(&s, &total)) < 0)
-				goto out;
-			if (!(total & F_MEMSIZE)) {
-				rc = fail(&s, EPROTO, "ram's set-up without "
-				    "the RAM size");
-				goto out;
-			}
-			if ((rc = wr64(&s, total)) < 0)
-				goto out;
-			total &= ~(uint64_t)(PG - 1);
-			while (total > 0) {
-				if ((rc = rdid(&s, id, 1)) < 0 ||
-				    (rc = rd64(&s, &len)) < 0 ||
-				    (rc = wr64(&s, len)) < 0)
-					goto out;
-				if (len > total) {
-					rc = fail(&s, EPROTO, "RAM blocks larger "
-					    "than the RAM");
-					goto out;
-				}
-				if (strcmp(id, block) == 0) {
-					if (len != img_size) {
-						rc = fail(&s, EPROTO, "the RAM "
-						    "block's size is not the "
-						    "image's");
-						goto out;
-					}
-					found = 1;
-				}
-				total -= len;
-			}
-			if (!found) {
-				rc = fail(&s, EPROTO, "no RAM block of that name");
-				goto out;
-			}
-			if ((rc = rd64(&s, &len)) < 0)
-				goto out;
-			if (len != F_EOS) {
-				rc = fail(&s, ENOTSUP, "ram's set-up carries "
-				    "more than the block list (postcopy or "
-				    "x-ignore-shared)");
-				goto out;
-			}
-			if ((rc = wr64(&s, len)) < 0 || (rc = peek(&s, &c)) < 0)
-				goto out;
-			s.footers = c == 0x7e;
-			if (s.footers) {
-				unsigned char ft[5];
-
-				if ((rc = rd(&s, ft, 5)) < 0 ||
-				    (rc = wr(&s, ft, 5)) < 0)
-					goto out;
-			}
 		} else if (c == 0x02 || c == 0x03) {	/* PART, END */
 			if (!started || (rc = rd32(&s, &sid)) < 0 ||
 			    sid != ram_sid) {
@@ -550,22 +572,100 @@ vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
 	}
 	if ((rc = run_flush(&s)) < 0)
 		goto out;
-	/* the devices, the end and the description: as they are */
-	if ((rc = wr(&s, s.ib + s.ipos, s.ilen - s.ipos)) < 0)
+	rc = copy_rest(&s);
+out:
+	munmap(s.ib, mapped);
+	return rc;
+}
+
+/*
+ * The inverse: a split's devices' stream (in) and its RAM image (img)
+ * joined into one stream that carries the RAM again (out), as a fork's
+ * capture or a checkpoint needs it. The image's pages go into one PART
+ * section of ram right after its START, each page that is neither a
+ * hole nor all zero (what the loader then does not write stays zero:
+ * a fork's anonymous memory, a checkpoint's split image); the rest is
+ * copied as it is (the split named the block in every record of it, so
+ * nothing there CONTINUEs from the pages put in).
+ */
+int
+vmm_stream_join(int in, int out, int img, uint64_t img_size,
+    const char *block, char *err, size_t errlen)
+{
+	static const unsigned char zero[PG];
+	struct split s;
+	unsigned char c, l = (unsigned char)strlen(block);
+	uint32_t sid;
+	uint64_t off, end, p, k;
+	size_t mapped, i;
+	off_t d, h;
+	ssize_t r;
+	int rc, any = 0;
+
+	memset(&s, 0, sizeof(s));
+	s.in = in;
+	s.done = -1;
+	s.out = out;
+	s.img = img;
+	s.img_size = img_size;
+	s.block = block;
+	s.err = err;
+	s.errlen = errlen;
+	if ((rc = bufs(&s, 0, &mapped)) < 0)
+		return rc;
+	if ((rc = head(&s)) < 0 || (rc = rd8(&s, &c)) < 0)
 		goto out;
-	s.ipos = s.ilen;
-	for (;;) {
-		if ((rc = oflush(&s)) < 0)
-			goto out;
-		if ((r = rd_more(in, s.ob, BUF, &s.done)) < 0) {
-			rc = fail(&s, errno, "reading the stream failed");
-			goto out;
-		}
-		if (r == 0)
-			break;
-		s.olen = (size_t)r;
+	if (c != 0x01) {
+		rc = fail(&s, EPROTO, "the devices' stream does not begin with "
+		    "ram");
+		goto out;
 	}
-	rc = 0;
+	if ((rc = ram_start(&s, &sid)) < 0)
+		goto out;
+	for (off = 0; off < img_size; off = end) {
+		/* the image's data, hole by hole (a file system that cannot
+		 * say: all of it is read) */
+		if ((d = lseek(img, (off_t)off, SEEK_DATA)) < 0) {
+			if (errno == ENXIO)
+				break;
+			d = (off_t)off;
+			h = (off_t)img_size;
+		} else if ((h = lseek(img, d, SEEK_HOLE)) < 0)
+			h = (off_t)img_size;
+		off = (uint64_t)d & ~(uint64_t)(PG - 1);
+		end = (uint64_t)h < img_size ? (uint64_t)h : img_size;
+		for (p = off; p < end; p += k) {
+			k = end - p < RUN ? end - p : RUN;
+			if ((r = pread(img, s.run, (size_t)k, (off_t)p)) < 0) {
+				rc = fail(&s, errno, "reading the RAM image "
+				    "failed");
+				goto out;
+			}
+			if ((uint64_t)r < k)
+				memset(s.run + r, 0, (size_t)(k - (uint64_t)r));
+			for (i = 0; i < k; i += PG) {
+				if (memcmp(s.run + i, zero, PG) == 0)
+					continue;
+				c = 0x02;
+				if ((!any && ((rc = wr(&s, &c, 1)) < 0 ||
+				    (rc = wr32(&s, sid)) < 0)) ||
+				    (rc = wr64(&s, (p + i) | F_PAGE |
+				    (any ? F_CONT : 0))) < 0 ||
+				    (!any && ((rc = wr(&s, &l, 1)) < 0 ||
+				    (rc = wr(&s, block, l)) < 0)) ||
+				    (rc = wr(&s, s.run + i, PG)) < 0)
+					goto out;
+				any = 1;
+			}
+		}
+	}
+	if (any) {
+		c = 0x7e;
+		if ((rc = wr64(&s, F_EOS)) < 0 || (s.footers &&
+		    ((rc = wr(&s, &c, 1)) < 0 || (rc = wr32(&s, sid)) < 0)))
+			goto out;
+	}
+	rc = copy_rest(&s);
 out:
 	munmap(s.ib, mapped);
 	return rc;
@@ -704,6 +804,12 @@ split_child(const char *stream, int in, int done, int out, int img,
 		    strerror(errno));
 		goto fail;
 	}
+	/* a standby's RAM file becomes the snapshot's RAM (qemu.c) */
+	if (fstatfs(img, &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
+	    fsync(img) < 0) {
+		snprintf(why, sizeof(why), "the RAM image: %s", strerror(errno));
+		goto fail;
+	}
 	_exit(0);
 fail:
 	(void)!write(errw, why, strlen(why));
@@ -779,6 +885,92 @@ fail:
 	(void)unlink(dev);
 	split_free(x);
 	return NULL;
+}
+
+/* The join's child: its why to errw. */
+static void __attribute__((noreturn))
+join_child(int in, int out, int img, off_t size, int errw)
+{
+	char why[VMM_ERRLEN];
+	int fds[KEEP] = { in, out, img, errw, -1 }, sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		(void)signal(sig, SIG_DFL);
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	keep_only(fds);
+	if (vmm_stream_join(in, out, img, (uint64_t)size, "mem", why,
+	    sizeof(why)) < 0)
+		goto fail;
+	if (fsync(out) < 0) {
+		snprintf(why, sizeof(why), "the joined stream: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	_exit(0);
+fail:
+	(void)!write(errw, why, strlen(why));
+	_exit(1);
+}
+
+struct vmm_split *
+vmm_join_start(struct vmm *m, const char *dev, const char *img,
+    const char *stream, unsigned mem_mib, vmm_split_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	struct vmm_split *x, *ret = NULL;
+	struct stat st;
+	int p[2] = { -1, -1 }, in = -1, im = -1, out = -1;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	x->cb = cb;
+	x->arg = arg;
+	x->errfd = x->done_w = x->img = -1;
+	x->t0 = vmm_now_ms();
+	/* the RAM file is in the VMM's jail: a regular file, or nothing
+	 * (no link followed, no FIFO's open waited on) */
+	if ((in = open(dev, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    (im = open(img, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) < 0 || fstat(im, &st) < 0 ||
+	    (!S_ISREG(st.st_mode) && (errno = EINVAL)) ||
+	    pipe2(p, O_CLOEXEC) < 0 ||
+	    (out = open(stream, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    0400)) < 0 || (x->pid = fork()) < 0) {
+		snprintf(err, errlen, "joining %s and %s: %s", dev, img,
+		    strerror(errno));
+		if (out >= 0)
+			(void)unlink(stream);
+		goto fail;
+	}
+	if (x->pid == 0)
+		join_child(in, out, im, (off_t)mem_mib << 20, p[1]);
+	x->errfd = p[0];
+	p[0] = -1;
+	if ((x->watch = vmm_child_watch(m->base, x->pid, split_exited, x, err,
+	    errlen)) == NULL) {
+		(void)kill(x->pid, SIGKILL);
+		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		(void)unlink(stream);
+		goto fail;
+	}
+	ret = x;
+fail:
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	if (in >= 0)
+		close(in);
+	if (im >= 0)
+		close(im);
+	if (out >= 0)
+		close(out);
+	if (ret == NULL)
+		split_free(x);
+	return ret;
 }
 
 void

@@ -319,6 +319,7 @@ qm_exited(pid_t pid, int status, void *arg)
 			qm_unlink(sb, "mem");
 			qm_unlink(sb, "snap/state");
 			sb->ram_shared = sb->snap_ram = sb->ram_anon = 0;
+			sb->snap_dev = 0;
 		}
 		qm_done(q, 1, q->exit_state, "");
 		return;
@@ -672,6 +673,33 @@ qm_sb_split(struct qm *q)
 	return q->sb_split != NULL ? 0 : -1;
 }
 
+/*
+ * The split loaded, it becomes the snapshot: its devices' part is
+ * snap/state (snap_dev), its RAM the RAM file (on disk: the split's
+ * child synced it), and the stream that carried the RAM as well goes. A
+ * clone's first suspend no longer holds its RAM twice on disk. A fork
+ * or checkpoint of it joins the two again (fork.c). -1: kept as it was.
+ */
+static int
+qm_sb_keep_split(struct qm *q)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char dev[PATH_MAX], snap[PATH_MAX];
+	struct stat st;
+
+	if (!sb->snap_ram || sb->ram_shared)
+		return -1;
+	(void)vmm_path(sb, "snap/state.dev", dev, sizeof(dev));
+	(void)vmm_path(sb, "snap/state", snap, sizeof(snap));
+	if (rename(dev, snap) < 0 || stat(snap, &st) < 0)
+		return -1;
+	q->sb_snap = st;	/* what a promotion checks it loaded */
+	sb->snap_ram = 0;
+	sb->snap_dev = 1;
+	vmm_meta_save(sb);
+	return 0;
+}
+
 /* The standby goes: its split too. */
 static void
 qm_sb_split_end(struct qm *q)
@@ -726,7 +754,7 @@ qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error, void *arg)
 			return;
 		}
 		q->sb_step = QSB_LOADED;
-		if (q->sb_dev)
+		if (q->sb_dev && qm_sb_keep_split(q) < 0)
 			qm_unlink(q->sb, "snap/state.dev");	/* loaded */
 		q->sb->standby_ready = 1;
 		if (q->op == QM_RESTORE && q->step == QR_STANDBY)
@@ -1094,7 +1122,9 @@ qm_ram_file(struct vmm_sandbox *sb, char *err, size_t errlen)
 		snprintf(err, errlen, "guest RAM file %s: %s", p, strerror(errno));
 		return -errno;
 	}
-	if (fstatvfs(fd, &vs) == 0 &&
+	/* sparse (free page reporting): at least room for it now; else
+	 * allocated whole below, which says so itself */
+	if (sb->tpl.balloon && fstatvfs(fd, &vs) == 0 &&
 	    (have = (uint64_t)vs.f_bavail * vs.f_frsize) < need) {
 		close(fd);
 		(void)unlink(p);
@@ -1336,6 +1366,7 @@ qm_spawn(struct qm *q, int restore, int standby, char *err, size_t errlen)
 		qm_unlink(sb, "mem");
 		qm_unlink(sb, "snap/state");
 		sb->ram_shared = sb->snap_ram = sb->ram_anon = 0;
+		sb->snap_dev = 0;
 		if ((rc = qm_ram_file(sb, err, errlen)) < 0)
 			return rc;
 	}
@@ -1658,7 +1689,7 @@ qm_caps(const struct vmm_sandbox *sb, int out)
 		    !(sb->ram_shared || sb->ram_anon),
 		    "capability", "pause-before-switchover", "state", 0);
 	return json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability",
-	    "x-ignore-shared", "state", !sb->snap_ram);
+	    "x-ignore-shared", "state", !sb->snap_ram && !sb->snap_dev);
 }
 
 /* The snapshot is whole: cat wrote it without error and it starts with
@@ -1880,7 +1911,7 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 	if (sb->fork_pending) {
 		/* the capture is consumed: the RAM is its own file now */
 		qm_unlink(sb, "snap/state");
-		sb->snap_ram = 0;
+		sb->snap_ram = sb->snap_dev = 0;
 		snprintf(r, sizeof(r), "%s %s (state loaded %llu ms, "
 		    "identity %llu ms)", sb->restoring[0] ? "restored to "
 		    "checkpoint" : "forked from", sb->restoring[0] ?
@@ -2027,7 +2058,7 @@ qm_restored(struct qm *q)
 	(void)vmm_path(sb, "snap/state.old", old, sizeof(old));
 	if (rename(cur, old) < 0)
 		(void)unlink(cur);
-	sb->snap_ram = 0;	/* the RAM is in its file */
+	sb->snap_ram = sb->snap_dev = 0;	/* the RAM is in its file */
 	qm_done(q, 1, VMM_RUNNING, "");
 	(void)unlink(old);
 }
@@ -2207,6 +2238,7 @@ qm_suspend_step(struct qm *q, json_t *ret, const char *error)
 			return;
 		}
 		qm_unlink(sb, "migrate.err");
+		sb->snap_dev = 0;		/* a snapshot of its own */
 		if (sb->ram_shared || sb->ram_anon) {
 			sb->ram_shared = sb->ram_anon = 0;
 			sb->snap_ram = 1;

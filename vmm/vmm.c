@@ -321,6 +321,7 @@ meta_write(struct vmm_sandbox *sb)
 		{ "snap_ram", n[12] }, { "ram_anon", n[13] },
 		{ "cgroup_name", sb->cg_name }, { "layered", n[14] },
 		{ "layer_gen", n[15] }, { "balloon", n[16] },
+		{ "snap_dev", n[17] },
 	};
 	size_t i;
 	FILE *f;
@@ -349,6 +350,7 @@ meta_write(struct vmm_sandbox *sb)
 	snprintf(n[14], sizeof(n[14]), "%d", sb->layered);
 	snprintf(n[15], sizeof(n[15]), "%u", sb->layer_gen);
 	snprintf(n[16], sizeof(n[16]), "%d", sb->tpl.balloon);
+	snprintf(n[17], sizeof(n[17]), "%d", sb->snap_dev);
 	if ((f = fopen(tmp, "we")) == NULL)
 		return;
 	/* every value escaped (kv.c): a reason a VMM made up cannot add
@@ -2646,6 +2648,7 @@ struct meta {
 	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
 	int from_snapshot, ram_shared, snap_ram, ram_anon, layered, balloon;
+	int snap_dev;
 	unsigned mem, vcpus, disk, layer_gen;
 	unsigned long long created;
 };
@@ -2677,7 +2680,7 @@ meta_line(const char *k, const char *v, void *arg)
 		I("layered", layered), I("pid", pid),
 		I("standby_pid", standby_pid), I("disk_ready", disk_ready),
 		I("jailed", jailed), I("root_overlay", root_overlay),
-		I("balloon", balloon),
+		I("balloon", balloon), I("snap_dev", snap_dev),
 #undef I
 	};
 	size_t i;
@@ -2912,6 +2915,7 @@ adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->from_snapshot = mt.from_snapshot;
 	sb->ram_shared = mt.ram_shared;
 	sb->snap_ram = mt.snap_ram;
+	sb->snap_dev = mt.snap_dev;
 	sb->ram_anon = mt.ram_anon;
 	sb->layered = mt.layered;
 	sb->layer_gen = mt.layer_gen;

@@ -136,8 +136,20 @@ is "... e made from it still reads its file" "$(x e -- cat /root/k1)" one
 # ---- a fork of a suspended sandbox does not wake it ----
 st() { netctl --json sandbox show "$1" | json_get "$(cat)" 'j["state"]'; }
 out=$(netctl sandbox suspend e 2>&1) || bail "suspend e: $out"
+# e maps its checkpoint's RAM image: its suspend's stream carries the
+# RAM; once its standby has loaded (split), the split is the snapshot:
+# the devices' part and the RAM file, the stream gone (not RAM twice)
+sb_loaded() {
+	[ "$(netctl --json sandbox show e | json_get "$(cat)" 'j.get("vm", {}).get("standby_memory_bytes", 0) > 0')" = True ]
+}
+check "... its standby has loaded" wait_for 60 sb_loaded
+sz=$(stat -c %s "$STATE/vms/e/snap/state" 2>/dev/null || echo 0)
+check "... its snapshot is the devices' part only ($sz bytes, < 16 MiB)" \
+	test "$sz" -gt 0 -a "$sz" -lt 16777216
+check "... the split's file became it" test ! -e "$STATE/vms/e/snap/state.dev"
+is "... sandbox.conf says so" "$(grep -c '^snap_dev=1$' "$STATE/vms/e/sandbox.conf")" 1
 out=$(netctl sandbox fork e s1 2>&1)
-is "netctl sandbox fork of the suspended e into s1" "$?" 0
+is "netctl sandbox fork of the suspended e into s1 (its snapshot and RAM file joined)" "$?" 0
 is "... e stays suspended" "$(st e)" suspended
 is "... s1 has e's file" "$(x s1 -- cat /root/k1)" one
 is "... s1 is s1" "$(x s1 -- hostname)" s1
@@ -194,7 +206,9 @@ prev=d deepest=0 chain_ok=1
 for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
 	x "$prev" -- sh -c "echo $i >/root/gen$i; sync"
 	if ! out=$(netctl sandbox fork "$prev" "h$i" 2>&1); then
-		chain_ok=0; diag "fork $prev h$i: $out"; break
+		chain_ok=0
+		diag "fork $prev h$i: $out; $(netctl sandbox events "h$i" 2>&1 | tail -n 4)"
+		break
 	fi
 	wait_for 120 shallow "h$i" || { chain_ok=0; diag "h$i: $(layers "h$i") layers"; }
 	wait_for 120 shallow "$prev" || { chain_ok=0; diag "$prev: $(layers "$prev") layers"; }

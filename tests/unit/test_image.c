@@ -7,7 +7,8 @@
  * with -ENOTSUP or -EPROTO and a reason. A stream split while a writer
  * still adds to it (a capture under way) comes out the same, whatever
  * the writes' pieces; one that ends before its writer says it is
- * complete is refused.
+ * complete is refused. vmm_stream_join puts a devices' stream and its
+ * image back together: split again, it gives the same two.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -292,6 +293,62 @@ main(void)
 	ok(all(img + 6 * PG, 'D', PG), "mem page 6, sent again: the later "
 	    "bytes");
 	ok(all(img + 8 * PG, 0, MEM - 8 * PG), "the rest of mem: zero");
+
+	/* ---- joined again: the devices' stream and the image ---- */
+	{
+		static unsigned char img2[MEM];
+		struct buf joined = { 0 }, dev2 = { 0 }, bad = { 0 };
+		int fd, fm, fo;
+
+		fd = memfd_create("dev", 0);
+		fm = memfd_create("img", 0);
+		fo = memfd_create("joined", 0);
+		/* the image as a sparse file: pages 0 and 2 holes */
+		if (fd < 0 || fm < 0 || fo < 0 || write(fd, out.p, out.n) !=
+		    (ssize_t)out.n || lseek(fd, 0, SEEK_SET) != 0 ||
+		    ftruncate(fm, MEM) < 0)
+			abort();
+		for (i = 0; i < MEM; i += PG)
+			if (!all(img + i, 0, PG) &&
+			    pwrite(fm, img + i, PG, (off_t)i) != PG)
+				abort();
+		rc = vmm_stream_join(fd, fo, fm, MEM, "mem", err, sizeof(err));
+		is_int(rc, 0, "the devices' stream and the image joined%s%s",
+		    rc ? ": " : "", rc ? err : "");
+		collect(fd, fo, fm, &joined, NULL, 0);
+		/* 5 pages not zero (1, 3, 5, 6, 7): their records and one
+		 * PART's framing more than the devices' stream */
+		is_int((long long)joined.n, (long long)(out.n + 5 * (8 + PG) +
+		    4 + 5 + 8 + 5), "... one PART with the five pages that are "
+		    "not zero (%zu bytes)", joined.n);
+		rc = run(&joined, MEM, &dev2, img2, err, sizeof(err));
+		is_int(rc, 0, "... that stream splits again%s%s", rc ? ": " :
+		    "", rc ? err : "");
+		ok(dev2.n == out.n && memcmp(dev2.p, out.p, out.n) == 0,
+		    "... into the same devices' stream");
+		ok(memcmp(img2, img, MEM) == 0, "... and the same image");
+
+		/* a stream whose first section is not ram's START */
+		put(&bad, "QEVM\0\0\0\3", 8);
+		put(&bad, tail, sizeof(tail) - 1);
+		fd = memfd_create("dev", 0);
+		fm = memfd_create("img", 0);
+		fo = memfd_create("joined", 0);
+		if (fd < 0 || fm < 0 || fo < 0 || write(fd, bad.p, bad.n) !=
+		    (ssize_t)bad.n || lseek(fd, 0, SEEK_SET) != 0 ||
+		    ftruncate(fm, MEM) < 0)
+			abort();
+		rc = vmm_stream_join(fd, fo, fm, MEM, "mem", err, sizeof(err));
+		ok(rc == -EPROTO && strstr(err, "ram") != NULL,
+		    "a devices' stream that does not begin with ram: refused "
+		    "(%s)", err);
+		close(fd);
+		close(fm);
+		close(fo);
+		free(joined.p);
+		free(dev2.p);
+		free(bad.p);
+	}
 
 	/* ---- the same stream, split as it is written ---- */
 	{
