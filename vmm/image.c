@@ -384,11 +384,24 @@ pages(struct split *s, unsigned char type, uint32_t sid)
 	return 0;
 }
 
-/* buffers for s: in, out, run, then the image's page bitmap (bmlen) */
+/* s for a split or a join, and its buffers: in, out, run, then the
+ * image's page bitmap (a split's) */
 static int
-bufs(struct split *s, size_t bmlen, size_t *mapped)
+split_init(struct split *s, int in, int done, int out, int img,
+    uint64_t img_size, const char *block, int bitmap, char *err,
+    size_t errlen, size_t *mapped)
 {
-	*mapped = 2 * BUF + RUN + bmlen;
+	memset(s, 0, sizeof(*s));
+	s->in = in;
+	s->done = done;
+	s->out = out;
+	s->img = img;
+	s->img_size = img_size;
+	s->block = block;
+	s->err = err;
+	s->errlen = errlen;
+	*mapped = 2 * BUF + RUN + (bitmap ? (size_t)((img_size / PG + 7) / 8) :
+	    0);
 	s->ib = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS, -1, 0);
 	if (s->ib == MAP_FAILED)
@@ -527,16 +540,8 @@ vmm_stream_split(int in, int done, int out, int img, uint64_t img_size,
 	size_t mapped;
 	int rc, started = 0;
 
-	memset(&s, 0, sizeof(s));
-	s.in = in;
-	s.done = done;
-	s.out = out;
-	s.img = img;
-	s.img_size = img_size;
-	s.block = block;
-	s.err = err;
-	s.errlen = errlen;
-	if ((rc = bufs(&s, (size_t)((img_size / PG + 7) / 8), &mapped)) < 0)
+	if ((rc = split_init(&s, in, done, out, img, img_size, block, 1, err,
+	    errlen, &mapped)) < 0)
 		return rc;
 	if ((rc = head(&s)) < 0)
 		goto out;
@@ -602,16 +607,8 @@ vmm_stream_join(int in, int out, int img, uint64_t img_size,
 	ssize_t r;
 	int rc, any = 0;
 
-	memset(&s, 0, sizeof(s));
-	s.in = in;
-	s.done = -1;
-	s.out = out;
-	s.img = img;
-	s.img_size = img_size;
-	s.block = block;
-	s.err = err;
-	s.errlen = errlen;
-	if ((rc = bufs(&s, 0, &mapped)) < 0)
+	if ((rc = split_init(&s, in, -1, out, img, img_size, block, 0, err,
+	    errlen, &mapped)) < 0)
 		return rc;
 	if ((rc = head(&s)) < 0 || (rc = rd8(&s, &c)) < 0)
 		goto out;
@@ -748,6 +745,72 @@ split_exited(pid_t pid, int status, void *arg)
 	split_free(x);
 }
 
+/* A child's start: default signals, gone with the manager (a followed
+ * stream waits on the manager's word), and nothing of the manager's but
+ * fds (a pipe's write end, a QMP socket, a console held here would keep
+ * its reader from seeing the end while this runs). */
+static void
+child_begin(const int fds[KEEP])
+{
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		(void)signal(sig, SIG_DFL);
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	keep_only(fds);
+}
+
+/* A child's failure: why to the manager. */
+static void __attribute__((noreturn))
+child_fail(int errw, const char *why)
+{
+	(void)!write(errw, why, strlen(why));
+	_exit(1);
+}
+
+static void
+close_all(const int *fd, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+}
+
+/* A split or join, its callback's; NULL with err. */
+static struct vmm_split *
+split_new(vmm_split_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct vmm_split *x;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	x->cb = cb;
+	x->arg = arg;
+	x->errfd = x->done_w = x->img = -1;
+	x->t0 = vmm_now_ms();
+	return x;
+}
+
+/* The child x->pid watched from the loop; else it is ended and reaped,
+ * its output (made) removed: -1 with err. */
+static int
+split_watch(struct vmm *m, struct vmm_split *x, const char *made, char *err,
+    size_t errlen)
+{
+	if ((x->watch = vmm_child_watch(m->base, x->pid, split_exited, x, err,
+	    errlen)) != NULL)
+		return 0;
+	(void)kill(x->pid, SIGKILL);
+	while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	(void)unlink(made);
+	return -1;
+}
+
 /* The child: the stream (a followed one opened once QEMU has made it),
  * the image allocated whole, the split; its why to errw. */
 static void __attribute__((noreturn))
@@ -757,16 +820,9 @@ split_child(const char *stream, int in, int done, int out, int img,
 	struct pollfd p;
 	char why[VMM_ERRLEN];
 	struct statfs fs;
-	int fds[KEEP] = { in, done, out, img, errw }, sig;
+	int fds[KEEP] = { in, done, out, img, errw };
 
-	for (sig = 1; sig < NSIG; sig++)
-		(void)signal(sig, SIG_DFL);
-	/* a followed stream waits on the manager's word: gone with it */
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* nothing of the manager's but its own: a pipe's write end (a QMP
-	 * socket, a console) held here would keep its reader from seeing
-	 * the end while this runs */
-	keep_only(fds);
+	child_begin(fds);
 	while (in < 0) {
 		if ((in = open(stream, O_RDONLY | O_CLOEXEC)) >= 0)
 			break;
@@ -812,8 +868,7 @@ split_child(const char *stream, int in, int done, int out, int img,
 	}
 	_exit(0);
 fail:
-	(void)!write(errw, why, strlen(why));
-	_exit(1);
+	child_fail(errw, why);
 }
 
 struct vmm_split *
@@ -825,15 +880,8 @@ vmm_split_start(struct vmm *m, const char *stream, const char *dev,
 	int p[2] = { -1, -1 }, d[2] = { -1, -1 }, in = -1, out = -1, e;
 	off_t size = (off_t)mem_mib << 20;
 
-	if ((x = calloc(1, sizeof(*x))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((x = split_new(cb, arg, err, errlen)) == NULL)
 		return NULL;
-	}
-	x->cb = cb;
-	x->arg = arg;
-	x->errfd = -1;
-	x->done_w = -1;
-	x->t0 = vmm_now_ms();
 	(void)unlink(dev);
 	x->seal = img < 0;
 	if ((x->img = img >= 0 ? fcntl(img, F_DUPFD_CLOEXEC, 3) :
@@ -859,29 +907,17 @@ vmm_split_start(struct vmm *m, const char *stream, const char *dev,
 	close(out);
 	x->errfd = p[0];
 	x->done_w = d[1];
-	if ((x->watch = vmm_child_watch(m->base, x->pid, split_exited, x, err,
-	    errlen)) == NULL) {
-		(void)kill(x->pid, SIGKILL);
-		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		(void)unlink(dev);
+	if (split_watch(m, x, dev, err, errlen) < 0) {
 		split_free(x);
 		return NULL;
 	}
 	return x;
 fail:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
-	if (d[0] >= 0)
-		close(d[0]);
-	if (d[1] >= 0)
-		close(d[1]);
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
+	{
+		int fds[] = { p[0], p[1], d[0], d[1], in, out };
+
+		close_all(fds, sizeof(fds) / sizeof(fds[0]));
+	}
 	(void)unlink(dev);
 	split_free(x);
 	return NULL;
@@ -892,24 +928,18 @@ static void __attribute__((noreturn))
 join_child(int in, int out, int img, off_t size, int errw)
 {
 	char why[VMM_ERRLEN];
-	int fds[KEEP] = { in, out, img, errw, -1 }, sig;
+	int fds[KEEP] = { in, out, img, errw, -1 };
 
-	for (sig = 1; sig < NSIG; sig++)
-		(void)signal(sig, SIG_DFL);
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-	keep_only(fds);
+	child_begin(fds);
 	if (vmm_stream_join(in, out, img, (uint64_t)size, "mem", why,
 	    sizeof(why)) < 0)
-		goto fail;
+		child_fail(errw, why);
 	if (fsync(out) < 0) {
 		snprintf(why, sizeof(why), "the joined stream: %s",
 		    strerror(errno));
-		goto fail;
+		child_fail(errw, why);
 	}
 	_exit(0);
-fail:
-	(void)!write(errw, why, strlen(why));
-	_exit(1);
 }
 
 struct vmm_split *
@@ -921,14 +951,8 @@ vmm_join_start(struct vmm *m, const char *dev, const char *img,
 	struct stat st;
 	int p[2] = { -1, -1 }, in = -1, im = -1, out = -1;
 
-	if ((x = calloc(1, sizeof(*x))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((x = split_new(cb, arg, err, errlen)) == NULL)
 		return NULL;
-	}
-	x->cb = cb;
-	x->arg = arg;
-	x->errfd = x->done_w = x->img = -1;
-	x->t0 = vmm_now_ms();
 	/* the RAM file is in the VMM's jail: a regular file, or nothing
 	 * (no link followed, no FIFO's open waited on) */
 	if ((in = open(dev, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
@@ -948,26 +972,14 @@ vmm_join_start(struct vmm *m, const char *dev, const char *img,
 		join_child(in, out, im, (off_t)mem_mib << 20, p[1]);
 	x->errfd = p[0];
 	p[0] = -1;
-	if ((x->watch = vmm_child_watch(m->base, x->pid, split_exited, x, err,
-	    errlen)) == NULL) {
-		(void)kill(x->pid, SIGKILL);
-		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		(void)unlink(stream);
-		goto fail;
-	}
-	ret = x;
+	if (split_watch(m, x, stream, err, errlen) == 0)
+		ret = x;
 fail:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
-	if (in >= 0)
-		close(in);
-	if (im >= 0)
-		close(im);
-	if (out >= 0)
-		close(out);
+	{
+		int fds[] = { p[0], p[1], in, im, out };
+
+		close_all(fds, sizeof(fds) / sizeof(fds[0]));
+	}
 	if (ret == NULL)
 		split_free(x);
 	return ret;

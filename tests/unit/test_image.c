@@ -203,6 +203,20 @@ run_follow(const struct buf *in, size_t upto, size_t piece, uint64_t memlen,
 	return rc;
 }
 
+/* join's three files: the devices' stream holding dev, an image of
+ * memlen bytes (holes), the output */
+static void
+join_files(const struct buf *dev, uint64_t memlen, int *fd, int *fm, int *fo)
+{
+	*fd = memfd_create("dev", 0);
+	*fm = memfd_create("img", 0);
+	*fo = memfd_create("joined", 0);
+	if (*fd < 0 || *fm < 0 || *fo < 0 || write(*fd, dev->p, dev->n) !=
+	    (ssize_t)dev->n || lseek(*fd, 0, SEEK_SET) != 0 ||
+	    ftruncate(*fm, (off_t)memlen) < 0)
+		abort();
+}
+
 static int
 all(const unsigned char *p, int c, size_t n)
 {
@@ -300,14 +314,8 @@ main(void)
 		struct buf joined = { 0 }, dev2 = { 0 }, bad = { 0 };
 		int fd, fm, fo;
 
-		fd = memfd_create("dev", 0);
-		fm = memfd_create("img", 0);
-		fo = memfd_create("joined", 0);
 		/* the image as a sparse file: pages 0 and 2 holes */
-		if (fd < 0 || fm < 0 || fo < 0 || write(fd, out.p, out.n) !=
-		    (ssize_t)out.n || lseek(fd, 0, SEEK_SET) != 0 ||
-		    ftruncate(fm, MEM) < 0)
-			abort();
+		join_files(&out, MEM, &fd, &fm, &fo);
 		for (i = 0; i < MEM; i += PG)
 			if (!all(img + i, 0, PG) &&
 			    pwrite(fm, img + i, PG, (off_t)i) != PG)
@@ -331,13 +339,7 @@ main(void)
 		/* a stream whose first section is not ram's START */
 		put(&bad, "QEVM\0\0\0\3", 8);
 		put(&bad, tail, sizeof(tail) - 1);
-		fd = memfd_create("dev", 0);
-		fm = memfd_create("img", 0);
-		fo = memfd_create("joined", 0);
-		if (fd < 0 || fm < 0 || fo < 0 || write(fd, bad.p, bad.n) !=
-		    (ssize_t)bad.n || lseek(fd, 0, SEEK_SET) != 0 ||
-		    ftruncate(fm, MEM) < 0)
-			abort();
+		join_files(&bad, MEM, &fd, &fm, &fo);
 		rc = vmm_stream_join(fd, fo, fm, MEM, "mem", err, sizeof(err));
 		ok(rc == -EPROTO && strstr(err, "ram") != NULL,
 		    "a devices' stream that does not begin with ram: refused "
