@@ -1751,10 +1751,12 @@ px_vm_wake(const char *id)
 	 * (or, for a pause, let it through to a guest about to stop). */
 	vmm_sandbox_info(sb, &info);
 	/* ... unless its guest is still giving memory back for the idle
-	 * policy's: that is given up (libvmm) and the guest runs on */
-	if (info.busy && info.preparing)
+	 * policy's: that is given up (libvmm) and the guest runs on. That
+	 * ends the operation (and runs its waiters): look again. */
+	if (info.busy && info.preparing) {
 		(void)vmm_sandbox_resume(sb, NULL, NULL, err, sizeof(err));
-	vmm_sandbox_info(sb, &info);
+		vmm_sandbox_info(sb, &info);
+	}
 	if (info.busy && (info.op == VMM_OP_PAUSE || info.op == VMM_OP_SUSPEND) &&
 	    (o = opctx_new(id)) != NULL) {
 		if (info.op == VMM_OP_PAUSE)
@@ -2066,10 +2068,40 @@ px_vm_capacity(void)
 	return doc;
 }
 
+/* The per-state gauges of /metrics: one line per state each. */
+enum { GAUGE_SANDBOXES, GAUGE_MEMORY, GAUGE_DISK };
+static const struct state_gauge {
+	const char *name, *help;
+	int field;
+} state_gauges[] = {
+	{ "berth_host_sandboxes", "Sandboxes the host holds, by state "
+	    "(creating counts as running).", GAUGE_SANDBOXES },
+	{ "berth_host_sandbox_memory_bytes", "Host memory of the sandboxes "
+	    "by state: their VMMs' PSS (suspended: their standby VMMs').",
+	    GAUGE_MEMORY },
+	{ "berth_host_sandbox_disk_bytes", "Disk the sandboxes' directories "
+	    "hold (allocated blocks), by state.", GAUGE_DISK },
+};
+
+static uint64_t
+state_gauge(const struct vmm_capacity *c, int k, int field)
+{
+	switch (field) {
+	case GAUGE_SANDBOXES:
+		return c->st[k].n;
+	case GAUGE_MEMORY:
+		return c->st[k].mem_bytes;
+	default:
+		return c->st[k].disk_bytes;
+	}
+}
+
 static void
 capacity_metrics(struct evbuffer *out)
 {
+	const struct state_gauge *g;
 	struct vmm_capacity c;
+	size_t i;
 	int k;
 
 	vmm_capacity(V.m, &c);
@@ -2079,27 +2111,15 @@ capacity_metrics(struct evbuffer *out)
 	    "# TYPE berth_host_sample_timestamp_seconds gauge\n"
 	    "berth_host_sample_timestamp_seconds %.3f\n",
 	    (double)c.at_ms / 1000.0);
-	evbuffer_add_printf(out, "# HELP berth_host_sandboxes Sandboxes the "
-	    "host holds, by state (creating counts as running).\n"
-	    "# TYPE berth_host_sandboxes gauge\n");
-	for (k = 0; k < VMM_CAP_KINDS; k++)
-		evbuffer_add_printf(out, "berth_host_sandboxes{state=\"%s\"} "
-		    "%u\n", vmm_cap_kind_name(k), c.st[k].n);
-	evbuffer_add_printf(out, "# HELP berth_host_sandbox_memory_bytes Host "
-	    "memory of the sandboxes by state: their VMMs' PSS (suspended: "
-	    "their standby VMMs').\n"
-	    "# TYPE berth_host_sandbox_memory_bytes gauge\n");
-	for (k = 0; k < VMM_CAP_KINDS; k++)
-		evbuffer_add_printf(out, "berth_host_sandbox_memory_bytes"
-		    "{state=\"%s\"} %llu\n", vmm_cap_kind_name(k),
-		    (unsigned long long)c.st[k].mem_bytes);
-	evbuffer_add_printf(out, "# HELP berth_host_sandbox_disk_bytes Disk "
-	    "the sandboxes' directories hold (allocated blocks), by state.\n"
-	    "# TYPE berth_host_sandbox_disk_bytes gauge\n");
-	for (k = 0; k < VMM_CAP_KINDS; k++)
-		evbuffer_add_printf(out, "berth_host_sandbox_disk_bytes"
-		    "{state=\"%s\"} %llu\n", vmm_cap_kind_name(k),
-		    (unsigned long long)c.st[k].disk_bytes);
+	for (i = 0; i < sizeof(state_gauges) / sizeof(state_gauges[0]); i++) {
+		g = &state_gauges[i];
+		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n",
+		    g->name, g->help, g->name);
+		for (k = 0; k < VMM_CAP_KINDS; k++)
+			evbuffer_add_printf(out, "%s{state=\"%s\"} %llu\n",
+			    g->name, vmm_cap_kind_name(k),
+			    (unsigned long long)state_gauge(&c, k, g->field));
+	}
 	evbuffer_add_printf(out, "# HELP berth_host_sandbox_cpu_ratio Cores "
 	    "the running sandboxes' VMMs used over the last sampling "
 	    "interval.\n# TYPE berth_host_sandbox_cpu_ratio gauge\n"
