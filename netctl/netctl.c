@@ -263,6 +263,19 @@ jint(json_t *obj, const char *a, const char *b)
 	    json_object_get(obj, a) : obj, b != NULL ? b : a));
 }
 
+/* One cap of `netctl status`: "NAME N (M WHAT)", or "NAME off". */
+static void
+status_cap(json_t *caps, const char *name, const char *count,
+    const char *what)
+{
+	printf("%s ", name);
+	if (jint(caps, name, NULL) > 0)
+		printf("%lld (%lld %s)", (long long)jint(caps, name, NULL),
+		    (long long)jint(caps, count, NULL), what);
+	else
+		printf("off");
+}
+
 /* GET /v1/health's "capacity": what the host holds per state, its
  * standbys, what it has free and how many more sandboxes it can take. */
 static void
@@ -325,20 +338,11 @@ status_capacity(json_t *cap)
 	}
 	printf("\n");
 	x = json_object_get(cap, "caps");
-	printf("  caps: vm_max_running ");
-	if (jint(x, "vm_max_running", NULL) > 0)
-		printf("%lld (%lld running)", (long long)jint(x,
-		    "vm_max_running", NULL), (long long)jint(x, "running",
-		    NULL));
-	else
-		printf("off");
-	printf(", vm_max_resident ");
-	if (jint(x, "vm_max_resident", NULL) > 0)
-		printf("%lld (%lld running or paused)\n", (long long)jint(x,
-		    "vm_max_resident", NULL), (long long)jint(x, "resident",
-		    NULL));
-	else
-		printf("off\n");
+	printf("  caps: ");
+	status_cap(x, "vm_max_running", "running", "running");
+	printf(", ");
+	status_cap(x, "vm_max_resident", "resident", "running or paused");
+	printf("\n");
 }
 
 static int

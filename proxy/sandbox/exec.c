@@ -804,7 +804,7 @@ connect_agent(struct link *l, struct vmm_sandbox *sb)
 	l->st = L_SYNC;
 	l->sync_t0 = now_ms();
 	l->pings = 1;
-	if ((j = TAILQ_FIRST(&l->queue)) == NULL || !j->before_sleep)
+	if (!j->before_sleep)	/* j: still the queue's first */
 		px_vm_activity(l->id);
 	/*
 	 * A pong can be lost while the connection is fine: the guest takes

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,13 +247,14 @@ find_builder(const char *name, char *mk, char *app, char *err, size_t errlen)
 }
 
 /*
- * Starts builder mk on dir: stdin /dev/null, stdout and stderr into a
- * pipe whose read end (close-on-exec) is *out, in a process group of its
- * own (a timeout kills all of it), holding nothing of berthd's
- * (listeners, clients). The pid, or -1 with err.
+ * Starts builder mk with one argument, the directory to build (or
+ * --guest-fingerprint): stdin /dev/null, stdout and stderr into a pipe
+ * whose read end (close-on-exec) is *out, in a process group of its own
+ * (a timeout kills all of it), holding nothing of berthd's (listeners,
+ * clients). The pid, or -1 with err.
  */
 static pid_t
-spawn_builder(const char *mk, const char *dir, const char *app, int *out,
+spawn_builder(const char *mk, const char *arg, const char *app, int *out,
     char *err, size_t errlen)
 {
 	char agent[PATH_MAX];
@@ -287,7 +289,7 @@ spawn_builder(const char *mk, const char *dir, const char *app, int *out,
 		setenv("BERTH_TESTAPP", app, 1);
 		if (agent[0] != '\0')
 			setenv("BERTH_AGENT", agent, 1);
-		execl(mk, mk, dir, (char *)NULL);
+		execl(mk, mk, arg, (char *)NULL);
 		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
 		_exit(127);
 	}
@@ -348,6 +350,132 @@ build_template(const char *dir, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * The fingerprint of berth's guest programs (init, agent, test app) as
+ * the debian builder would pack them now: mktemplate-debian
+ * --guest-fingerprint, run with the environment of a build, so that the
+ * one script that packs them is the one place that lists them. A
+ * version's template.json records the one it packed ("guest"). 0 with
+ * fp (64 hex digits), or -1 with err. At most GF_TIMEOUT_S: a builder
+ * that hangs is killed, and berthd starts on without the check.
+ */
+#define GF_TIMEOUT_S	20
+
+static int
+guest_fingerprint(char *fp, size_t fplen, char *err, size_t errlen)
+{
+	char mk[PATH_MAX], app[PATH_MAX], out[256], buf[256], *nl;
+	struct pollfd pfd;
+	size_t len = 0;
+	ssize_t n;
+	time_t t0 = time(NULL);
+	pid_t pid;
+	int st, fd, i, timedout = 0;
+
+	if (find_builder("debian", mk, app, err, errlen) != 0)
+		return -1;
+	if ((pid = spawn_builder(mk, "--guest-fingerprint", app, &fd, err,
+	    errlen)) < 0)
+		return -1;
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	for (;;) {
+		if (time(NULL) - t0 >= GF_TIMEOUT_S) {
+			timedout = 1;
+			break;
+		}
+		pfd.revents = 0;
+		if (poll(&pfd, 1, 1000) < 0 && errno != EINTR)
+			break;
+		if (pfd.revents == 0)
+			continue;
+		if ((n = read(fd, buf, sizeof(buf))) < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		/* what does not fit is read and dropped: the builder must
+		 * not block on a full pipe */
+		for (i = 0; i < n && len < sizeof(out) - 1; i++)
+			out[len++] = buf[i];
+	}
+	close(fd);
+	if (timedout) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(err, errlen, "waitpid %s: %s", mk,
+			    strerror(errno));
+			return -1;
+		}
+	out[len] = '\0';
+	while (len > 0 && out[len - 1] == '\n')
+		out[--len] = '\0';
+	if ((nl = strrchr(out, '\n')) != NULL)	/* the last line says */
+		memmove(out, nl + 1, strlen(nl + 1) + 1);
+	if (timedout) {
+		snprintf(err, errlen, "%s --guest-fingerprint took more than "
+		    "%d s: killed", mk, GF_TIMEOUT_S);
+		return -1;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(err, errlen, "%s --guest-fingerprint failed%s%s", mk,
+		    out[0] ? ": " : "", out);
+		return -1;
+	}
+	if (strlen(out) != 64 || strspn(out, "0123456789abcdef") != 64) {
+		snprintf(err, errlen, "%s --guest-fingerprint printed '%s', "
+		    "not a sha256", mk, out);
+		return -1;
+	}
+	snprintf(fp, fplen, "%s", out);
+	return 0;
+}
+
+/*
+ * 1 if the current debian version (V.tdir) was built from guest
+ * programs other than the installed ones (why says which version and
+ * how), 0 if they are the same, -1 when that cannot be told (why says
+ * why).
+ */
+static int
+debian_stale(char *why, size_t whylen)
+{
+	char fp[65], e[VMM_ERRLEN], path[PATH_MAX + 16], real[PATH_MAX];
+	const char *ver, *had;
+	json_error_t jerr;
+	json_t *j;
+	int rc;
+
+	if (guest_fingerprint(fp, sizeof(fp), e, sizeof(e)) != 0) {
+		snprintf(why, whylen, "%s", e);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/template.json", V.tdir);
+	if ((j = json_load_file(path, 0, &jerr)) == NULL) {
+		snprintf(why, whylen, "%s: %s", path, jerr.text);
+		return -1;
+	}
+	ver = realpath(V.tdir, real) != NULL && strrchr(real, '/') != NULL ?
+	    strrchr(real, '/') + 1 : "current";
+	had = json_string_value(json_object_get(j, "guest"));
+	rc = had == NULL || strcmp(had, fp) != 0;
+	if (!rc)
+		why[0] = '\0';
+	else if (had == NULL)
+		snprintf(why, whylen, "version %s records no fingerprint of "
+		    "berth's guest programs (an older berth built it): "
+		    "building a new version in the background; sandboxes "
+		    "are made from %s meanwhile", ver, ver);
+	else
+		snprintf(why, whylen, "berth's guest programs changed since "
+		    "version %s: building a new version in the background; "
+		    "sandboxes are made from %s meanwhile", ver, ver);
+	json_decref(j);
+	return rc;
 }
 
 static void
@@ -526,6 +654,8 @@ static struct {
 	size_t		 partlen;
 	int		 status;
 	int		 to_log;		/* progress lines go to the log too */
+	int		 upgrade;		/* replaces a current version that
+						 * serves creates meanwhile */
 } TB = { .fd = -1 };
 
 static void
@@ -668,9 +798,19 @@ tb_finish(int ok, const char *why)
 	if (V.def_debian && strcmp(TB.name, "debian") == 0) {
 		snprintf(V.def_fail, sizeof(V.def_fail), "%s", ok ? "" :
 		    TB.reason);
-		if (ok)
+		if (ok && TB.upgrade)
+			log_info("the default template debian: new sandboxes are "
+			    "made from %s (each sandbox keeps its own version)",
+			    strrchr(TB.vdir, '/') + 1);
+		else if (ok)
 			log_info("the default template debian is ready: sandboxes "
 			    "can be created");
+		else if (TB.upgrade)
+			log_warnx("the default template debian: its rebuild for "
+			    "berth's new guest programs failed: sandboxes are "
+			    "still made from the version before ('netctl "
+			    "template build debian' tries again, and so does "
+			    "the next start)");
 		else
 			log_warnx("the default template debian is not built: every "
 			    "sandbox create fails until 'netctl template build "
@@ -860,6 +1000,7 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 	snprintf(TB.name, sizeof(TB.name), "%s", name);
 	snprintf(TB.state, sizeof(TB.state), "running");
 	TB.reason[0] = '\0';
+	TB.upgrade = 0;
 	TB.pid = pid;
 	TB.fd = fd;
 	TB.t0 = time(NULL);
@@ -889,6 +1030,10 @@ px_vm_template_default(void)
 		return NULL;
 	if (!V.def_debian)
 		snprintf(buf, sizeof(buf), "%s", V.tdir);
+	else if (TB.pid > 0 && strcmp(TB.name, "debian") == 0 && TB.upgrade)
+		snprintf(buf, sizeof(buf), "debian (a new version for berth's "
+		    "new guest programs is being built: %lld s)",
+		    (long long)(time(NULL) - TB.t0));
 	else if (TB.pid > 0 && strcmp(TB.name, "debian") == 0)
 		snprintf(buf, sizeof(buf), "debian: building (%lld s)",
 		    (long long)(time(NULL) - TB.t0));
@@ -1060,6 +1205,33 @@ px_vm_init(struct event_base *base, struct px_store *store,
 		} else {
 			TB.to_log = 1;
 		}
+	} else if (V.def_debian) {
+		/*
+		 * Its initramfs holds berth's guest programs (init, agent):
+		 * an upgraded berth rebuilds it, or new sandboxes would run
+		 * the old ones. The version there serves creates meanwhile
+		 * (the root image comes from the builder's cache: seconds
+		 * to a minute), and each sandbox keeps its own.
+		 */
+		switch (debian_stale(e, sizeof(e))) {
+		case 1:
+			log_info("template debian: %s", e);
+			if (px_vm_template_build("debian", e, sizeof(e),
+			    NULL) != 0) {
+				snprintf(V.def_fail, sizeof(V.def_fail), "%s", e);
+				log_warnx("template debian: cannot start its "
+				    "build: %s", e);
+			} else {
+				TB.to_log = 1;
+				TB.upgrade = 1;
+			}
+			break;
+		case -1:
+			log_warnx("template debian: cannot tell whether berth's "
+			    "guest programs changed since its current version "
+			    "(it serves on): %s", e);
+			break;
+		}
 	}
 	if ((n = vmm_adopt_all(V.m, e, sizeof(e))) < 0)
 		log_warnx("vmm: re-adopting VMs: %s", e);
@@ -1187,7 +1359,7 @@ default_debian(struct vmm_template *t, char *err, size_t errlen)
 {
 	char e[VMM_ERRLEN];
 
-	if (TB.pid > 0 && strcmp(TB.name, "debian") == 0) {
+	if (TB.pid > 0 && strcmp(TB.name, "debian") == 0 && !TB.upgrade) {
 		snprintf(err, errlen, "the default template debian is being "
 		    "built (%lld s, %llu lines of progress so far; 'netctl "
 		    "template build debian' follows it): try again once it is "
@@ -1751,10 +1923,12 @@ px_vm_wake(const char *id)
 	 * (or, for a pause, let it through to a guest about to stop). */
 	vmm_sandbox_info(sb, &info);
 	/* ... unless its guest is still giving memory back for the idle
-	 * policy's: that is given up (libvmm) and the guest runs on */
-	if (info.busy && info.preparing)
+	 * policy's: that is given up (libvmm) and the guest runs on. That
+	 * ends the operation (and runs its waiters): look again. */
+	if (info.busy && info.preparing) {
 		(void)vmm_sandbox_resume(sb, NULL, NULL, err, sizeof(err));
-	vmm_sandbox_info(sb, &info);
+		vmm_sandbox_info(sb, &info);
+	}
 	if (info.busy && (info.op == VMM_OP_PAUSE || info.op == VMM_OP_SUSPEND) &&
 	    (o = opctx_new(id)) != NULL) {
 		if (info.op == VMM_OP_PAUSE)
@@ -2066,10 +2240,40 @@ px_vm_capacity(void)
 	return doc;
 }
 
+/* The per-state gauges of /metrics: one line per state each. */
+enum { GAUGE_SANDBOXES, GAUGE_MEMORY, GAUGE_DISK };
+static const struct state_gauge {
+	const char *name, *help;
+	int field;
+} state_gauges[] = {
+	{ "berth_host_sandboxes", "Sandboxes the host holds, by state "
+	    "(creating counts as running).", GAUGE_SANDBOXES },
+	{ "berth_host_sandbox_memory_bytes", "Host memory of the sandboxes "
+	    "by state: their VMMs' PSS (suspended: their standby VMMs').",
+	    GAUGE_MEMORY },
+	{ "berth_host_sandbox_disk_bytes", "Disk the sandboxes' directories "
+	    "hold (allocated blocks), by state.", GAUGE_DISK },
+};
+
+static uint64_t
+state_gauge(const struct vmm_capacity *c, int k, int field)
+{
+	switch (field) {
+	case GAUGE_SANDBOXES:
+		return c->st[k].n;
+	case GAUGE_MEMORY:
+		return c->st[k].mem_bytes;
+	default:
+		return c->st[k].disk_bytes;
+	}
+}
+
 static void
 capacity_metrics(struct evbuffer *out)
 {
+	const struct state_gauge *g;
 	struct vmm_capacity c;
+	size_t i;
 	int k;
 
 	vmm_capacity(V.m, &c);
@@ -2079,27 +2283,15 @@ capacity_metrics(struct evbuffer *out)
 	    "# TYPE berth_host_sample_timestamp_seconds gauge\n"
 	    "berth_host_sample_timestamp_seconds %.3f\n",
 	    (double)c.at_ms / 1000.0);
-	evbuffer_add_printf(out, "# HELP berth_host_sandboxes Sandboxes the "
-	    "host holds, by state (creating counts as running).\n"
-	    "# TYPE berth_host_sandboxes gauge\n");
-	for (k = 0; k < VMM_CAP_KINDS; k++)
-		evbuffer_add_printf(out, "berth_host_sandboxes{state=\"%s\"} "
-		    "%u\n", vmm_cap_kind_name(k), c.st[k].n);
-	evbuffer_add_printf(out, "# HELP berth_host_sandbox_memory_bytes Host "
-	    "memory of the sandboxes by state: their VMMs' PSS (suspended: "
-	    "their standby VMMs').\n"
-	    "# TYPE berth_host_sandbox_memory_bytes gauge\n");
-	for (k = 0; k < VMM_CAP_KINDS; k++)
-		evbuffer_add_printf(out, "berth_host_sandbox_memory_bytes"
-		    "{state=\"%s\"} %llu\n", vmm_cap_kind_name(k),
-		    (unsigned long long)c.st[k].mem_bytes);
-	evbuffer_add_printf(out, "# HELP berth_host_sandbox_disk_bytes Disk "
-	    "the sandboxes' directories hold (allocated blocks), by state.\n"
-	    "# TYPE berth_host_sandbox_disk_bytes gauge\n");
-	for (k = 0; k < VMM_CAP_KINDS; k++)
-		evbuffer_add_printf(out, "berth_host_sandbox_disk_bytes"
-		    "{state=\"%s\"} %llu\n", vmm_cap_kind_name(k),
-		    (unsigned long long)c.st[k].disk_bytes);
+	for (i = 0; i < sizeof(state_gauges) / sizeof(state_gauges[0]); i++) {
+		g = &state_gauges[i];
+		evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n",
+		    g->name, g->help, g->name);
+		for (k = 0; k < VMM_CAP_KINDS; k++)
+			evbuffer_add_printf(out, "%s{state=\"%s\"} %llu\n",
+			    g->name, vmm_cap_kind_name(k),
+			    (unsigned long long)state_gauge(&c, k, g->field));
+	}
 	evbuffer_add_printf(out, "# HELP berth_host_sandbox_cpu_ratio Cores "
 	    "the running sandboxes' VMMs used over the last sampling "
 	    "interval.\n# TYPE berth_host_sandbox_cpu_ratio gauge\n"

@@ -4,8 +4,12 @@
 # default template (vm_template debian) berthd builds it into the state
 # dir in the background from its first start, with progress in its log
 # (its root image from /var/cache/berth/templates when the inputs are
-# the same: the first build takes minutes), and registers it; a sandbox
-# created with no --template boots
+# the same: the first build takes minutes), and registers it; berthd
+# restarted as after an upgrade of berth (the version's recorded guest
+# programs stale) rebuilds it in the background, saying why, while a
+# create meanwhile is made from the version there, and the new version
+# becomes current with the fingerprint of the installed programs; that
+# sandbox, created with no --template, boots
 # its own copy-on-write overlay of the root (grown to --disk); `netctl
 # sandbox exec` runs as uid 0 with apt and Docker; a local .deb
 # installed with apt and a
@@ -67,6 +71,44 @@ like "... registered as debian" "$(netctl template ls)" "debian .*$STATE/templat
 like "... and the default" "$(netctl template ls)" "default .*$STATE/templates/debian/current"
 img_sum=$(sha256sum "$TPL/root.img" | cut -c1-64)
 
+# ---- berth upgraded: the version's guest programs (init, agent, in its
+# initramfs) are not the installed ones. An upgrade is a berthd stopped,
+# new programs installed, berthd started: here the version's recorded
+# fingerprint is made stale instead. berthd rebuilds it in the
+# background (its root image from the cache) and the version there
+# serves creates meanwhile: the builder is held (the real one, behind a
+# stand-in that waits for the test) until the sandbox below is made ----
+fp0=$(json_get "$(cat "$TPL/template.json")" 'j.get("guest", "")')
+like "the version records the fingerprint of the guest programs it packed" "$fp0" '^[0-9a-f]{64}$'
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID" || bail "berthd did not exit"
+sed -i "s/\"guest\": \"$fp0\"/\"guest\": \"$(echo "$fp0" | tr 0-9a-f f0-9a-e)\"/" "$TPL/template.json"
+unlike "... made stale, as after an upgrade of berth" "$(cat "$TPL/template.json")" "$fp0"
+cat >"$T/mk-held" <<EOF
+#!/bin/sh
+# the real builder; a build waits for the test first (bounded)
+if [ "\$1" != --guest-fingerprint ]; then
+	i=0
+	while [ ! -e "$T/go" ] && [ \$i -lt 6000 ]; do sleep 0.1; i=\$((i + 1)); done
+fi
+exec "$top_srcdir/vmm/guest/mktemplate-debian" "\$@"
+EOF
+chmod 755 "$T/mk-held"
+export BERTH_MKTEMPLATE_DEBIAN="$T/mk-held"
+rm -f "$BERTHD_LOG"	# wait_log must not find the last one's "ready"
+start_berthd
+v0=${TPL##*/}
+like "berthd restarted: the guest programs changed since the current version, rebuilt in the background" \
+	"$(cat "$BERTHD_LOG")" \
+	"template debian: berth's guest programs changed since version $v0: building a new version in the background; sandboxes are made from $v0 meanwhile"
+build_state() {
+	curl -sS --max-time 10 --unix-socket "$STATE/control.sock" \
+	    http://berth/v1/templates/debian/build | json_get "$(cat)" 'j["state"]'
+}
+is "... GET /v1/templates/debian/build: running" "$(build_state)" running
+like "... netctl status: the default template serves meanwhile" "$(netctl status)" \
+	"default template: debian \(a new version for berth's new guest programs is being built: [0-9]+ s\)"
+
 t3=$(date +%s)
 # no --template: the default
 out=$(netctl sandbox create deb --memory 1024 --disk 6144 2>&1) ||
@@ -75,6 +117,20 @@ like "created, running" "$out" 'sandbox deb created \(10\.232\.0\.[0-9]+, runnin
 diag "sandbox booted in $(($(date +%s) - t3)) s"
 check "its root is a qcow2 overlay of the template's image" \
 	sh -c "qemu-img info -U '$STATE/vms/deb/jail/disk.qcow2' | grep -q 'backing file: $TPL/root.img'"
+is "... made while the new version was being built (the version there serves)" "$(build_state)" running
+touch "$T/go"
+wait_log 600 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" ||
+	bail "the rebuild for the new guest programs did not end in 10 minutes"
+grep -q "template debian built in" "$BERTHD_LOG" ||
+	{ grep 'template debian:' "$BERTHD_LOG" | tail -n 20 >&2; bail "the rebuild for the new guest programs failed"; }
+TPLU=$(readlink -f "$STATE/templates/debian/current")
+unlike "the rebuild for the new guest programs: a new version is current" "$TPLU" "^$TPL\$"
+like "... the log says new sandboxes are made from it" "$(cat "$BERTHD_LOG")" \
+	"the default template debian: new sandboxes are made from ${TPLU##*/} \(each sandbox keeps its own version\)"
+is "... its fingerprint is the installed programs' (the one the first build recorded)" \
+	"$(json_get "$(cat "$TPLU/template.json")" 'j.get("guest", "")')" "$fp0"
+check "... the version before stays: the sandbox uses it" test -s "$TPL/root.img"
+unset BERTH_MKTEMPLATE_DEBIAN
 
 x() { netctl sandbox exec deb "$@"; }
 # --disk 6144 over a 4 GiB image: the overlay is 6 GiB and the guest
@@ -230,8 +286,11 @@ check "... which is kept" test -s "$TPL/root.img"
 # ---- berthd restarted ----
 kill -TERM "$BERTHD_PID"
 wait_gone 30 "$BERTHD_PID" || bail "berthd did not exit"
+rm -f "$BERTHD_LOG"	# (the upgrade's log said what the check below must not find)
 start_berthd
 check "berthd restarted: running still" wait_for 30 state_is running
+unlike "... the template's guest programs are the installed ones: no rebuild" \
+	"$(cat "$BERTHD_LOG")" "guest programs changed|records no fingerprint|template debian: building"
 persisted "after a berthd restart"
 is "the template's image is unchanged" \
 	"$(sha256sum "$TPL/root.img" | cut -c1-64)" "$img_sum"

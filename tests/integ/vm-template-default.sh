@@ -11,7 +11,12 @@
 # failed build is in the log and in every create's error (no
 # Retry-After); SIGHUP
 # changing vm_template says it takes effect on restart; a build under
-# way ends with berthd (SIGTERM); vmm on with no
+# way ends with berthd (SIGTERM); a built debian whose recorded guest
+# programs are not the installed ones (an upgrade of berth), or that
+# records none (an older berth's), is rebuilt in the background at
+# start, saying why, the version there serving meanwhile, and one whose
+# fingerprint matches is not (vm-debian.sh does it with the real builder
+# and a create meanwhile); vmm on with no
 # builder at all exits saying why.
 # Root, /dev/net/tun, qemu (vmm on); a few seconds.
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -134,6 +139,83 @@ wait_gone 30 "$BERTHD_PID"
 check "SIGTERM during the build: the builder ends with berthd" wait_gone 10 "$mk"
 like "... saying so" "$(cat "$BERTHD_LOG")" "template debian: build stopped with berthd"
 touch "$T/go"
+
+# ---- berth upgraded: the current version's guest programs are not the
+# installed ones ----
+# The stand-in: the installed programs' fingerprint is what $T/fp holds;
+# a build (held until the test says go) writes a version recording it.
+cat >"$T/mk-up" <<EOF
+#!/bin/sh
+if [ "\$1" = --guest-fingerprint ]; then cat "$T/fp"; exit; fi
+echo "mktemplate-debian: initramfs (stand-in)" >&2
+i=0
+while [ ! -e "$T/go-up" ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done
+mkdir -p "\$1"
+: >"\$1/vmlinuz"
+printf '{"name": "debian", "kernel": "vmlinuz", "guest": "%s"}\n' "\$(cat "$T/fp")" >"\$1/template.json"
+EOF
+chmod 755 "$T/mk-up"
+export BERTH_MKTEMPLATE_DEBIAN="$T/mk-up"
+fp_old=$(printf '%064d' 0 | tr 0 a)
+fp_new=$(printf '%064d' 0 | tr 0 b)
+echo "$fp_new" >"$T/fp"
+rm -rf "$STATE/templates"
+mkdir -p "$STATE/templates/debian/v1"
+printf '{"name": "debian", "kernel": "vmlinuz", "guest": "%s"}\n' "$fp_old" \
+	>"$STATE/templates/debian/v1/template.json"
+: >"$STATE/templates/debian/v1/vmlinuz"	# loads; never booted here
+ln -s v1 "$STATE/templates/debian/current"
+rm -f "$BERTHD_LOG"	# wait_log must not find the last one's "ready"
+start_berthd
+like "berthd: the guest programs changed since the current version: rebuilt in the background, saying why" \
+	"$(cat "$BERTHD_LOG")" \
+	"template debian: berth's guest programs changed since version v1: building a new version in the background; sandboxes are made from v1 meanwhile"
+is "... GET /v1/templates/debian/build: running" \
+	"$(json_get "$(api /v1/templates/debian/build)" 'j["state"]')" running
+like "... netctl status: the version there serves meanwhile" "$(netctl status)" \
+	"default template: debian \(a new version for berth's new guest programs is being built: [0-9]+ s\)"
+unlike "... it is not taken for a template being built for the first time" \
+	"$(cat "$BERTHD_LOG")" "not built yet"
+touch "$T/go-up"
+wait_log 30 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" ||
+	bail "the rebuild did not end"
+cur=$(readlink "$STATE/templates/debian/current")
+unlike "... a new version is current" "$cur" '^v1$'
+is "... recording the installed programs' fingerprint" \
+	"$(json_get "$(cat "$STATE/templates/debian/$cur/template.json")" 'j["guest"]')" "$fp_new"
+like "... the log says new sandboxes are made from it" "$(cat "$BERTHD_LOG")" \
+	"the default template debian: new sandboxes are made from $cur \(each sandbox keeps its own version\)"
+check "... and v1, which no sandbox uses, is gone" test ! -e "$STATE/templates/debian/v1"
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID"
+rm -f "$BERTHD_LOG"
+start_berthd
+unlike "berthd restarted, the fingerprints the same: no rebuild" "$(cat "$BERTHD_LOG")" \
+	"guest programs|template debian: building"
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID"
+# an older berth's version: no fingerprint at all
+printf '{"name": "debian", "kernel": "vmlinuz"}\n' >"$STATE/templates/debian/$cur/template.json"
+rm -f "$BERTHD_LOG"
+start_berthd
+like "a version that records no fingerprint (an older berth's): rebuilt, saying so" \
+	"$(cat "$BERTHD_LOG")" \
+	"template debian: version $cur records no fingerprint of berth's guest programs \(an older berth built it\): building a new version in the background; sandboxes are made from $cur meanwhile"
+wait_log 30 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" &&
+	ok "... built" || not_ok "... built"
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID"
+# a builder that cannot say: berthd starts, the version serves on
+rm -f "$T/fp"
+rm -f "$BERTHD_LOG"
+start_berthd
+like "a builder that cannot tell the fingerprint: berthd says so and serves on" \
+	"$(cat "$BERTHD_LOG")" \
+	"template debian: cannot tell whether berth's guest programs changed since its current version \(it serves on\): .*--guest-fingerprint failed: .*$T/fp"
+unlike "... and builds nothing" "$(cat "$BERTHD_LOG")" "template debian: building"
+kill -TERM "$BERTHD_PID"
+wait_gone 30 "$BERTHD_PID"
+unset BERTH_MKTEMPLATE_DEBIAN
 
 # vmm on with no debian builder at all: berthd exits saying why
 rm -rf "$STATE/templates"
