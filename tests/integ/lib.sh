@@ -173,7 +173,10 @@ spawn() {
 	# The py function would run in a subshell whose pid is not python's:
 	# spawn python itself so that killing SPAWNED ends it.
 	[ "$1" = py ] && { shift; set -- python3 "$PYTOOL" "$@"; }
-	"$@" >"$_log" 2>&1 &
+	# emptied here, not by the background job's redirection: a wait
+	# for a line in it must not find the previous process's
+	: >"$_log"
+	"$@" >>"$_log" 2>&1 &
 	SPAWNED=$!
 	echo "$SPAWNED" >>"$T/pids"
 }
