@@ -81,6 +81,9 @@ dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init \
 # the debian template's two inits, found beside mktemplate-debian
 guestdebiandir = $(pkglibexecdir)/debian
 dist_guestdebian_SCRIPTS = vmm/guest/debian/init vmm/guest/debian/initramfs-init
+# the initramfs code mktemplate-debian sources (not run: a data file)
+guestlibdir = $(pkglibexecdir)
+dist_guestlib_DATA = vmm/guest/mktemplate-common.sh
 TESTS += tests/integ/vm-boot.sh
 EXTRA_DIST += tests/integ/vm-boot.sh
 
