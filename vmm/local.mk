@@ -63,7 +63,7 @@ vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/guest/agent.h \
 	vmm/guest/agent_exec.c vmm/guest/agent_proc.c \
 	vmm/guest/agent_files.c vmm/guest/agent_fswork.c \
 	vmm/guest/agent_watch.c vmm/guest/agent_ident.c \
-	vmm/guest/agent_ondemand.c \
+	vmm/guest/agent_ondemand.c vmm/guest/agent_image.c \
 	vmm/proto/agent_proto.h
 vmm_guest_berth_agent_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_berth_agent_LDFLAGS = -static
