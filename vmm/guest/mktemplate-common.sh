@@ -76,6 +76,22 @@ tpl_initramfs() {
 	chmod 0755 "$ir/init" "$ir/bin/busybox"
 }
 
+# tpl_dynamic DIR PROG...: host programs that are not static into the
+# initramfs tree DIR (its /sbin), with the libraries and loader ldd names
+# at their own paths
+tpl_dynamic() {
+	d=$1
+	shift
+	for p in "$@"; do
+		cp -L "$p" "$d/sbin/$(basename "$p")"
+		for l in $(ldd "$p" | sed -n 's|.*=> \(/[^ ]*\) .*|\1|p; s|^[[:space:]]*\(/[^ ]*\) .*|\1|p'); do
+			[ -e "$d$l" ] && continue
+			mkdir -p "$d$(dirname "$l")"
+			cp -L "$l" "$d$l"
+		done
+	done
+}
+
 tpl_mod_dep() { grep -E "(^|/)$1\.ko(\.xz|\.zst|\.gz)?:" "$moddir/modules.dep" | head -n 1; }
 
 # tpl_mod_add NAME: NAME after its dependencies (order, in $ir)
