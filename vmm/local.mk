@@ -63,7 +63,7 @@ vmm_guest_berth_agent_SOURCES = vmm/guest/agent.c vmm/guest/agent.h \
 	vmm/guest/agent_exec.c vmm/guest/agent_proc.c \
 	vmm/guest/agent_files.c vmm/guest/agent_fswork.c \
 	vmm/guest/agent_watch.c vmm/guest/agent_ident.c \
-	vmm/guest/agent_ondemand.c \
+	vmm/guest/agent_ondemand.c vmm/guest/agent_image.c \
 	vmm/proto/agent_proto.h
 vmm_guest_berth_agent_CFLAGS = $(WARN_CFLAGS)
 vmm_guest_berth_agent_LDFLAGS = -static
@@ -77,10 +77,18 @@ EXTRA_DIST += tests/integ/vm-testapp.sh
 # takes init from its own directory), and a test that boots it (root,
 # TCG; skips elsewhere).
 dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init \
-	vmm/guest/mktemplate-debian
-# the debian template's two inits, found beside mktemplate-debian
+	vmm/guest/mktemplate-debian vmm/guest/mktemplate-image
+# the debian template's two inits, found beside mktemplate-debian (the
+# initramfs's also serves mktemplate-image's templates)
 guestdebiandir = $(pkglibexecdir)/debian
 dist_guestdebian_SCRIPTS = vmm/guest/debian/init vmm/guest/debian/initramfs-init
+# the initramfs code both builders source (not run: a data file there)
+guestlibdir = $(pkglibexecdir)
+dist_guestlib_DATA = vmm/guest/mktemplate-common.sh
+# PID 1 of a template made from an image root, found beside
+# mktemplate-image
+guestimagedir = $(pkglibexecdir)/image
+dist_guestimage_SCRIPTS = vmm/guest/image/init
 TESTS += tests/integ/vm-boot.sh
 EXTRA_DIST += tests/integ/vm-boot.sh
 

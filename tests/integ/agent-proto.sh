@@ -66,8 +66,12 @@
 # on the default interface; malformed fields are 400 naming the field
 # and change nothing, an absent 'f' interface 404, an unreachable
 # gateway "500 set the default route via ..."; the host's hostname and
-# /etc files are untouched. No root needed but for user switching, the
-# move across filesystems and identity; about 40 s.
+# /etc files are untouched. An image's defaults (BERTH_AGENT_IMAGE_CONF
+# for /run/berth/image.conf): its Env (%XX decoded) and WorkingDir under
+# a command's own env and cwd, its User unless 'u' root, and
+# `berth-agent --service` running its command with them. No root needed
+# but for user switching, the move across filesystems and identity;
+# about 40 s.
 # SPDX-License-Identifier: GPL-2.0-or-later
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"

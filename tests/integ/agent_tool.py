@@ -2725,6 +2725,75 @@ def test_identity(ctx):
     t.is_(host_state(), before, descs[12])
 
 
+def test_image_defaults(ctx):
+    """A guest made from an image root: /run/berth/image.conf (here
+    BERTH_AGENT_IMAGE_CONF) gives commands the image's Env, WorkingDir
+    and User as defaults, under the command's own; --service runs the
+    image's command with them."""
+    # not in ctx.tmp (0700): user nobody goes into it
+    wd = os.path.realpath(tempfile.mkdtemp(prefix='berth-agent-image.'))
+    try:
+        os.chmod(wd, 0o755)
+        image_defaults(ctx, wd)
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
+
+
+def image_defaults(ctx, wd):
+    t = ctx.t
+    conf = ctx.path('image.conf')
+    root = ctx.root and _pw('nobody') is not None
+    with open(conf, 'w') as f:
+        f.write('# as mktemplate-image writes it\n' +
+                'env=PATH=/usr/bin:/bin\nenv=FOO=b%25ar%09x\n' +
+                'workdir=' + wd + '\n' +
+                ('user=nobody\n' if root else '') +
+                'arg=sh\narg=-c\narg=echo "$FOO"; pwd; id -u\n')
+    os.environ['BERTH_AGENT_IMAGE_CONF'] = conf
+    try:
+        a = ctx.agent('image')
+    finally:
+        del os.environ['BERTH_AGENT_IMAGE_CONF']
+    c = a.run(['sh', '-c', 'echo "$FOO"; echo $PATH; pwd'])
+    a.done(c)
+    t.is_(bytes(c.out), ('b%%ar\tx\n/usr/bin:/bin\n%s\n' % wd).encode(),
+          "an image's Env (%XX decoded) and WorkingDir are a command's "
+          "defaults", 'exit %r, stderr %r' % (c.exit, bytes(c.err)))
+    c = a.run(['sh', '-c', 'echo "$FOO"; pwd'], cwd='/', env=['FOO=mine'])
+    a.done(c)
+    t.is_(bytes(c.out), b'mine\n/\n',
+          "... the command's own env and cwd win")
+    desc = "an image's User runs the command, 'u' root is root"
+    if not root:
+        t.skip(desc, 'needs root and a user nobody (the agent switches '
+               'users)')
+    else:
+        pw = _pw('nobody')
+        c = a.run(['sh', '-c', 'id -u; echo $HOME'])
+        a.done(c)
+        c2 = a.run(['id', '-u'], user='root')
+        a.done(c2)
+        t.is_((bytes(c.out), bytes(c2.out)),
+              (('%d\n%s\n' % (pw.pw_uid, pw.pw_dir)).encode(), b'0\n'),
+              desc, 'stderr %r %r' % (bytes(c.err), bytes(c2.err)))
+    a.close()
+    env = dict(os.environ, BERTH_AGENT_IMAGE_CONF=conf)
+    r = subprocess.run([AGENT, '--service'], env=env, capture_output=True,
+                       timeout=WAIT)
+    want = 'b%%ar\tx\n%s\n%d\n' % (wd, _pw('nobody').pw_uid if root
+                                     else os.getuid())
+    t.is_((r.returncode, r.stdout.decode()), (0, want),
+          "berth-agent --service runs the image's command so",
+          'stderr %r' % r.stderr)
+
+
+def _pw(name):
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
+
+
 TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
          test_signals_reset, test_kill, test_timeout, test_background, test_files, test_users,
          test_channels, test_tty, test_ping_ends, test_streams, test_idle,
@@ -2732,7 +2801,8 @@ TESTS = [test_ping, test_side_by_side, test_window, test_stdin, test_exit,
          test_detach_follow, test_detach_signal, test_detach_max,
          test_get_range, test_ls, test_ls_window, test_mkdir, test_remove,
          test_move, test_watch, test_watch_overflow, test_attach,
-         test_attach_window, test_attach_pipe, test_identity]
+         test_attach_window, test_attach_pipe, test_identity,
+         test_image_defaults]
 
 
 def final_checks(ctx):

@@ -72,3 +72,11 @@ EXTRA_DIST += tests/integ/proxy-valgrind.sh
 # leaves VMs off with the reason (root, qemu TCG; one boot).
 TESTS += tests/integ/install.sh
 EXTRA_DIST += tests/integ/install.sh
+
+# Issue 31, item 3: a template from an image root and its config
+# (mktemplate-image): exec's defaults from the image's Env, WorkingDir and
+# User, its Entrypoint + Cmd a service answering through berthd over TLS,
+# suspend/resume, stop/start, an image without Cmd (root, qemu TCG;
+# three boots, one at a time).
+TESTS += tests/integ/vm-image.sh
+EXTRA_DIST += tests/integ/vm-image.sh

@@ -13,9 +13,12 @@
  * attached to them, agent_files.c puts, gets and lists files and makes
  * directories, agent_fswork.c removes and moves in a worker process,
  * agent_watch.c watches directories with inotify and agent_ident.c makes
- * a restored clone its own ('U'). agent_ondemand.c is a program of its
- * own in the same binary (`berth-agent --on-demand`: a daemon such as
- * dockerd started on its socket's first client). This file holds the
+ * a restored clone its own ('U'). agent_image.c reads the defaults of a
+ * guest made from an image (its Env, WorkingDir, User). agent_ondemand.c
+ * is a program of its own in the same binary (`berth-agent --on-demand`:
+ * a daemon such as dockerd started on its socket's first client), and so
+ * is agent_image.c's `berth-agent --service` (an image's command, run by
+ * its init). This file holds the
  * port, the channels' life, the frames' dispatch and the poll loop.
  *
  * One poll loop serves them all: the port, a signalfd (SIGCHLD, SIGIO)
@@ -787,6 +790,8 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "--on-demand") == 0)
 		return agent_ondemand_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "--service") == 0)
+		return agent_service_main(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);

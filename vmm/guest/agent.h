@@ -19,6 +19,34 @@
 #include <sys/types.h>
 
 #define CMD_MAX		200	/* a process's cmd as listed */
+#define MAX_ARGS	4096	/* a command's arguments, its env entries */
+#define MAX_GROUPS	64
+
+/* A user as a command runs: from /etc/passwd and /etc/group, read
+ * here (a static binary has no NSS; a Debian guest keeps its users in
+ * those files too). */
+struct user {
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[MAX_GROUPS];
+	int ngroups;
+	char name[64], home[256], shell[256];
+};
+
+/*
+ * A template made from an image root (mktemplate-image): the image's
+ * Env, WorkingDir, User and Entrypoint + Cmd, from /run/berth/image.conf.
+ * Commands take the first three as defaults; the service is the last.
+ */
+struct image {
+	char **env;		/* "NAME=VALUE", envc of them */
+	int envc;
+	char *workdir;		/* NULL: none */
+	char *user;		/* as Docker has it: USER[:GROUP], names or
+				 * ids; NULL: root */
+	char **argv;		/* Entrypoint + Cmd, argc of them */
+	int argc;
+};
 
 enum { CH_CMD, CH_PUT, CH_GET, CH_LOGS, CH_LS, CH_FS, CH_WATCH, CH_ATTACH };
 
@@ -130,6 +158,8 @@ int req_fields(const unsigned char *, size_t, const char *[256]);
 int req_num(const char *, unsigned long long *);
 
 /* agent_exec.c: commands ('E', 'I', 'W', 'K'), terminals */
+int user_find(const char *, struct user *, char *, size_t);
+int numeric(const char *);
 int size_parse(const void *, size_t, int *, int *);
 void winsize_set(int, int, int);
 void cmd_start(uint32_t, const unsigned char *, size_t);
@@ -191,5 +221,11 @@ void ident_apply(uint32_t, const unsigned char *, size_t);
 
 /* agent_ondemand.c: `berth-agent --on-demand ...` (its own program) */
 int agent_ondemand_main(int argc, char **argv);
+
+/* agent_image.c: an image's defaults, and `berth-agent --service` (its
+ * own program: the image's Entrypoint + Cmd) */
+const struct image *image_get(void);
+int image_user(const char *, struct user *, char *, size_t);
+int agent_service_main(int argc, char **argv);
 
 #endif

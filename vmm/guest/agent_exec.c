@@ -25,23 +25,10 @@
 #include <termios.h>
 #include <unistd.h>
 
-#define MAX_ARGS	4096
-#define MAX_GROUPS	64
 #define STDIN_MAX	(2 * BA_WINDOW)	/* a channel's stdin held: the host
 					 * sends at most BA_WINDOW unacked,
 					 * more is a broken host */
 #define RING_MIN	1024
-
-/* A user as the command runs: from /etc/passwd and /etc/group, read
- * here (a static binary has no NSS; a Debian guest keeps its users in
- * those files too). */
-struct user {
-	uid_t uid;
-	gid_t gid;
-	gid_t groups[MAX_GROUPS];
-	int ngroups;
-	char name[64], home[256], shell[256];
-};
 
 /* Splits a passwd/group line into n ':' fields; 0 when it has them. */
 static int
@@ -59,7 +46,7 @@ fields(char *line, char **f, int n)
 	return 0;
 }
 
-static int
+int
 numeric(const char *s)
 {
 	if (*s == '\0')
@@ -71,7 +58,7 @@ numeric(const char *s)
 }
 
 /* Looks name (or a numeric uid) up; -1 with msg filled when unknown. */
-static int
+int
 user_find(const char *name, struct user *u, char *msg, size_t msglen)
 {
 	char line[1024], *f[7], *m;
@@ -419,12 +406,14 @@ cmd_start(uint32_t id, const unsigned char *p, size_t len)
 	char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 8], *cwd = NULL, *s;
 	char *user = NULL, slave[128], msg[512], *end;
 	static char e_home[300], e_user[80], e_logname[90], e_shell[300];
+	const struct image *im = image_get();
+	const char *dcwd = NULL;
 	struct user u;
 	struct chan *c;
 	struct proc *pr = NULL, *victim = NULL;
-	int argc = 0, envc = 0, i, rows = 0, cols = 0, tty = 0, m = -1;
+	int argc = 0, envc = 0, i, ek, rows = 0, cols = 0, tty = 0, m = -1;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 };
-	int keep = 0;
+	int keep = 0, ihome = 0, found = 0;
 	unsigned long long ring = 0;
 	long long timeout = 0;
 	size_t off = 0, l;
@@ -433,6 +422,21 @@ cmd_start(uint32_t id, const unsigned char *p, size_t len)
 	envp[envc++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 	envp[envc++] = "HOME=/root";
 	envp[envc++] = "TERM=dumb";
+	/* an image's Env, WorkingDir and User are the defaults (docker
+	 * exec's); without one, nothing changes */
+	for (i = 0; im != NULL && i < im->envc; i++) {
+		l = strcspn(im->env[i], "=") + 1;
+		if (strncmp(im->env[i], "HOME=", 5) == 0)
+			ihome = 1;
+		for (ek = 0; ek < envc; ek++)
+			if (strncmp(envp[ek], im->env[i], l) == 0)
+				break;
+		envp[ek] = im->env[i];
+		if (ek == envc)
+			envc++;
+	}
+	if (im != NULL)
+		dcwd = im->workdir;
 	while (off < len) {
 		s = (char *)(uintptr_t)p + off;
 		if ((l = strnlen(s, len - off)) == len - off) {
@@ -501,18 +505,33 @@ cmd_start(uint32_t id, const unsigned char *p, size_t len)
 		return;
 	}
 	memset(&u, 0, sizeof(u));
-	if (user != NULL && *user != '\0' && strcmp(user, "root") != 0 &&
-	    strcmp(user, "0") != 0) {
+	if (user == NULL && im != NULL && im->user != NULL) {
+		/* the image's User (one that is uid 0 runs as root) */
+		if (image_user(im->user, &u, msg, sizeof(msg)) < 0) {
+			failf(id, "%s (the image's user)", msg);
+			return;
+		}
+		if (u.uid != 0) {
+			user = u.name;
+			found = 1;
+		}
+	}
+	if (!found && user != NULL && *user != '\0' &&
+	    strcmp(user, "root") != 0 && strcmp(user, "0") != 0) {
 		if (user_find(user, &u, msg, sizeof(msg)) < 0) {
 			failf(id, "%s", msg);
 			return;
 		}
+		found = 1;
+	}
+	if (found) {
 		/* the user's own HOME, USER, LOGNAME, SHELL unless asked */
 		snprintf(e_home, sizeof(e_home), "HOME=%s", u.home);
 		snprintf(e_user, sizeof(e_user), "USER=%s", u.name);
 		snprintf(e_logname, sizeof(e_logname), "LOGNAME=%s", u.name);
 		snprintf(e_shell, sizeof(e_shell), "SHELL=%s", u.shell);
-		envp[1] = e_home;
+		if (!ihome)	/* an image's HOME stays, as in Docker */
+			envp[1] = e_home;
 		if (envc < MAX_ARGS + 4) {
 			char *add[3] = { e_user, e_logname, e_shell };
 			int k, j;
@@ -631,7 +650,9 @@ cmd_start(uint32_t id, const unsigned char *p, size_t len)
 			    strerror(errno));
 			_exit(126);
 		}
-		if ((cwd == NULL || *cwd == '\0') && chdir(u.uid != 0 ?
+		/* else the image's WorkingDir, the user's home, / */
+		if ((cwd == NULL || *cwd == '\0') &&
+		    (dcwd == NULL || chdir(dcwd) < 0) && chdir(u.uid != 0 ?
 		    u.home : "/root") < 0)
 			(void)!chdir("/");
 		/* PATH for the lookup is the command's own */
