@@ -351,6 +351,8 @@ struct vmm_info {
 	int from_snapshot;		/* created by restoring it */
 	int ram_shared;			/* its RAM is still the snapshot's
 					 * pages (copy-on-write) */
+	int balloon;			/* its VM has a virtio-balloon with
+					 * free page reporting */
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
