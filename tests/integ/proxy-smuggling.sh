@@ -97,7 +97,9 @@ like "5-long-method (100 000 bytes): 400 or closed, never 431" "$r" \
 unlike "5-long-method: nothing reached the upstream" "$r" 'e=5"'
 r=$(edge 8-absolute-form)
 like "8-absolute-form naming Host and the TLS name: 200" "$r" '"statuses": \[200\]'
-like "...the upstream got origin-form" "$r" '"upstream": \["[0-9]+ GET /echo\?e=8"\]'
+# (its own request only: the chunk cases' heads may land in its window)
+like "...the upstream got origin-form" "$r" '"[0-9]+ GET /echo\?e=8"'
+unlike "...never the absolute form" "$r" 'GET https?://[^"]*e=8'
 unlike "the upstream never saw an underscore framing header, a long method, the h2 preface, a NUL or another authority" \
 	"$(cat "$TA_REQLOG")" 'e=[345679]([^0-9]|$)'
 
