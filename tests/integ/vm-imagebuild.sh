@@ -2,13 +2,13 @@
 # vm-imagebuild.sh — vmm/guest/berth-imagebuild, the in-guest half of
 # issue 31's image build, in a real debian builder sandbox under TCG
 # (one boot; no registry: every image is built from local files):
-#  (1) a Dockerfile FROM scratch that COPYs the host's static busybox and
-#      a small file (--chown), RUNs busybox to add a symbolic link, a
-#      hard link, a character device, a setuid copy and a sticky /tmp,
-#      and sets ENV/WORKDIR/EXPOSE/USER/CMD: root.img checked on the
-#      host with debugfs (read-only: modes, owners, links, the device,
-#      busybox's bytes) and e2fsck -fn, config.json has the image's
-#      ENV/WORKDIR/USER/CMD/EXPOSE;
+#  (1) a Dockerfile (-f, --build-arg) FROM scratch that COPYs the host's
+#      static busybox and a small file (--chown), RUNs busybox to add a
+#      symbolic link, a hard link, a character device, a setuid copy and
+#      a sticky /tmp, and sets ENV/WORKDIR/EXPOSE/USER/CMD: root.img
+#      checked on the host with debugfs (read-only: modes, owners,
+#      links, the device, busybox's bytes) and e2fsck -fn, config.json
+#      has the image's ENV/WORKDIR/USER/CMD/EXPOSE;
 #  (2) a `docker save` archive of the same Dockerfile's image, and
 #  (3) OCI image layouts made from that archive on the host (a directory
 #      with plain layers, a tarball with gzip layers: Docker 20.10 loads
@@ -139,12 +139,15 @@ mkdir -p "$in/ctx" "$in/failrun" "$in/big" "$in/many" "$in/sparse" "$in/junk"
 cp /bin/busybox "$in/ctx/busybox"
 echo "hello berth" >"$in/ctx/hello.txt"
 chmod 640 "$in/ctx/hello.txt"
-cat >"$in/ctx/Dockerfile" <<'EOF'
+# -f and --build-arg: a Dockerfile of another name (taken from the
+# context), an ARG set on the command line
+cat >"$in/ctx/Dockerfile.berth" <<'EOF'
 FROM scratch
+ARG WHO=nobody
 COPY busybox /bin/busybox
 COPY --chown=1000:1000 hello.txt /data/hello.txt
 RUN ["/bin/busybox", "sh", "-c", "set -e; bb=/bin/busybox; $bb ln -s busybox /bin/sh; $bb ln /data/hello.txt /data/hello.hard; $bb ln -s /data/hello.txt /data/hello.sym; $bb mknod /data/cnull c 1 3; $bb cp /bin/busybox /bin/suid; $bb chmod 4755 /bin/suid; $bb mkdir -m 1777 /tmp"]
-ENV GREETING="hi there" PATH=/bin
+ENV GREETING="hi $WHO" PATH=/bin
 WORKDIR /data
 EXPOSE 8000 9000/udp
 USER 1000:1000
@@ -183,12 +186,12 @@ check "... and unpacked" x -- sh -c 'chmod 755 /root/berth-imagebuild && mkdir /
 	tar -C /root/in -xf /root/in.tar --same-owner' </dev/null
 
 # ---- (1) a Dockerfile FROM scratch ----
-ib df dockerfile /root/in/ctx /root/out1
+ib df dockerfile /root/in/ctx /root/out1 -f Dockerfile.berth --build-arg WHO=there
 is "(1) dockerfile build: exit 0" "$(rc_of df)" 0
 [ "$(rc_of df)" = 0 ] || { tail -n 30 "$T/df.err" >&2; bail "the first build failed"; }
 like "... progress lines, one per step" "$(tr '\n' ' ' <"$T/df.err")" \
 	'berth-imagebuild: step: docker build of .*berth-imagebuild: step: docker export.*berth-imagebuild: step: mkfs.ext4 -d'
-like "... docker build's steps among them" "$(cat "$T/df.err")" 'berth-imagebuild: docker build: Step 4/9 : RUN'
+like "... docker build's steps among them" "$(cat "$T/df.err")" 'berth-imagebuild: docker build: Step 5/10 : RUN'
 like "... the last line says done" "$(last_of df)" '^berth-imagebuild: done: /root/out1/root.img'
 check "... root.img and config.json copied out" fetch df /root/out1
 like "... build.log holds docker build's output" \
@@ -225,7 +228,8 @@ is "... source" "$(cfg df 'j["source"]')" dockerfile
 is "... nothing of the build left in the builder (containers, images, work dirs)" "$(clean)" ""
 
 # ---- (2) a docker save archive of the same Dockerfile's image ----
-x --timeout 900s -- sh -c 'DOCKER_BUILDKIT=0 docker build -q -t berth-test/one:v1 /root/in/ctx >/dev/null &&
+x --timeout 900s -- sh -c 'DOCKER_BUILDKIT=0 docker build -q -t berth-test/one:v1 \
+	-f /root/in/ctx/Dockerfile.berth --build-arg WHO=there /root/in/ctx >/dev/null &&
 	docker save berth-test/one:v1 -o /root/saved.tar && docker rmi berth-test/one:v1 >/dev/null' \
 	>"$T/save.out" 2>&1 </dev/null
 is "(2) docker build + docker save in the builder (the image removed after)" "$?" 0
@@ -351,6 +355,9 @@ is "-f with an image: exit 2" "$(rc_of u2)" 2
 ib u3 dockerfile /root/in/nosuch /root/outx
 is "a missing context: exit 2" "$(rc_of u3)" 2
 like "... named" "$(last_of u3)" "build context '/root/in/nosuch' is not a directory"
+ib u4 dockerfile /root/in/big /root/outx -f nosuch
+is "-f naming no file in the context: exit 1" "$(rc_of u4)" 1
+like "... named" "$(last_of u4)" 'failed: no Dockerfile: /root/in/big/nosuch is not a file'
 
 # crafted layers on top of the saved image (python3 on the host)
 mkcrafted() {	# SAVED OUT CASE
