@@ -80,3 +80,9 @@ EXTRA_DIST += tests/integ/install.sh
 # three boots, one at a time).
 TESTS += tests/integ/vm-image.sh
 EXTRA_DIST += tests/integ/vm-image.sh
+# Issue 31's in-guest image build (vmm/guest/berth-imagebuild) in a
+# debian builder sandbox: a Dockerfile FROM scratch, its docker save
+# archive and OCI layouts give one file tree; failing and crafted input
+# (root, qemu TCG; one boot).
+TESTS += tests/integ/vm-imagebuild.sh
+EXTRA_DIST += tests/integ/vm-imagebuild.sh
