@@ -77,7 +77,8 @@ EXTRA_DIST += tests/integ/vm-testapp.sh
 # takes init from its own directory), and a test that boots it (root,
 # TCG; skips elsewhere).
 dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init \
-	vmm/guest/mktemplate-debian vmm/guest/mktemplate-image
+	vmm/guest/mktemplate-debian vmm/guest/mktemplate-image \
+	vmm/guest/berth-imagebuild
 # the debian template's two inits, found beside mktemplate-debian (the
 # initramfs's also serves mktemplate-image's templates)
 guestdebiandir = $(pkglibexecdir)/debian
