@@ -18,10 +18,14 @@ tmpfs_at() {
 		skip_all "cannot mount a tmpfs (needs CAP_SYS_ADMIN)"
 	at_exit "umount -l '$1'"
 }
-# fill DIR: take every free byte (dd stops at ENOSPC).
+# fill DIR: take every free byte (dd stops at ENOSPC). Large writes
+# first, then page-sized ones: where tmpfs allocates large folios a 64k
+# write can fail with pages still free, which a log line would then take.
 fill() {
 	dd if=/dev/zero of="$1/filler" bs=64k >/dev/null 2>&1
-	[ "$(df --output=avail "$1" | tail -n 1 | tr -d ' ')" -lt 64 ]
+	dd if=/dev/zero of="$1/filler" bs=4k oflag=append conv=notrunc >/dev/null 2>&1
+	dd if=/dev/zero of="$1/filler" bs=512 oflag=append conv=notrunc >/dev/null 2>&1
+	[ "$(df --output=avail "$1" | tail -n 1 | tr -d ' ')" -eq 0 ]
 }
 
 STATE_MNT="$T/state"
