@@ -298,6 +298,37 @@ berthd_config() {
 
 # start_berthd: start berthd on $CONF/$STATE; waits for "ready". Sets
 # BERTHD_PID and BERTHD_LOG.
+# need_vm [TOOL[:PACKAGE]]...: skips (77) without root, /dev/net/tun,
+# qemu-system-x86_64, qemu-img, busybox-static or a TOOL named
+need_vm() {
+	need_root
+	[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
+	command -v qemu-img >/dev/null 2>&1 || skip_all "qemu-img is not installed (qemu-utils)"
+	for _t; do
+		case "$_t" in *:*) _p=${_t#*:} ;; *) _p= ;; esac
+		command -v "${_t%%:*}" >/dev/null 2>&1 ||
+			skip_all "${_t%%:*} is not installed$_p"
+	done
+	[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+}
+
+# wait_debian_built: the default template debian's background build has
+# ended well (an hour at most); skips when the apt sources are out of
+# reach, bails when it failed otherwise
+wait_debian_built() {
+	wait_log 3600 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" ||
+		bail "the default template's build did not end in an hour"
+	grep -q "template debian built in" "$BERTHD_LOG" && return 0
+	if grep -qiE 'could not resolve|failed to fetch|temporary failure|unable to connect|connection (refused|timed out)|network is unreachable' \
+	    "$BERTHD_LOG"; then
+		grep 'template debian:' "$BERTHD_LOG" | tail -n 5 >&2
+		skip_all "the debian template cannot be built: the apt sources are unreachable"
+	fi
+	grep 'template debian:' "$BERTHD_LOG" | tail -n 30 >&2
+	bail "berthd's build of the default template debian failed"
+}
+
 start_berthd() {
 	BERTHD_LOG="$T/berthd.log"
 	_try=1

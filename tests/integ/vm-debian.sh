@@ -23,13 +23,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
-need_root
-[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
-command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
-command -v qemu-img >/dev/null 2>&1 || skip_all "qemu-img is not installed (qemu-utils)"
-command -v mmdebstrap >/dev/null 2>&1 || skip_all "mmdebstrap is not installed"
-command -v dpkg-deb >/dev/null 2>&1 || skip_all "dpkg-deb is not installed"
-[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+need_vm mmdebstrap dpkg-deb
 # A sanitized berthd changes nothing in the guest, and this boot is the
 # suite's most expensive: the normal pass runs it.
 [ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VM runs in the normal pass only"
@@ -50,17 +44,7 @@ at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
 t1=$(date +%s)
 like "berthd is ready at once and builds the default template meanwhile" \
 	"$(cat "$BERTHD_LOG")" "default template debian is not built yet: building it in the background"
-wait_log 3600 "$BERTHD_LOG" "template debian built in|template debian: build failed" "$BERTHD_PID" ||
-	bail "the default template's build did not end in an hour"
-if ! grep -q "template debian built in" "$BERTHD_LOG"; then
-	if grep -qiE 'could not resolve|failed to fetch|temporary failure|unable to connect|connection (refused|timed out)|network is unreachable' \
-	    "$BERTHD_LOG"; then
-		grep 'template debian:' "$BERTHD_LOG" | tail -n 5 >&2
-		skip_all "the debian template cannot be built: the apt sources are unreachable"
-	fi
-	grep 'template debian:' "$BERTHD_LOG" | tail -n 30 >&2
-	bail "berthd's build of the default template debian failed"
-fi
+wait_debian_built
 ok "the default template debian built in the background"
 t2=$(date +%s)
 diag "template built in $((t2 - t1)) s ($(grep -c 'template debian: .*from the cache' "$BERTHD_LOG") from the cache)"

@@ -11,12 +11,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
-need_root
-[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
-command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
-command -v qemu-img >/dev/null 2>&1 || skip_all "qemu-img is not installed (qemu-utils)"
-command -v mmdebstrap >/dev/null 2>&1 || skip_all "mmdebstrap is not installed"
-[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+need_vm mmdebstrap
 [ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VMs run in the normal pass only"
 
 CTL_PORT=$(free_port)

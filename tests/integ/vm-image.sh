@@ -20,12 +20,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
-need_root
-[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
-command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
-command -v qemu-img >/dev/null 2>&1 || skip_all "qemu-img is not installed (qemu-utils)"
-command -v mke2fs >/dev/null 2>&1 || skip_all "mke2fs is not installed (e2fsprogs)"
-[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+need_vm "mke2fs: (e2fsprogs)"
 ls /boot/vmlinuz-* >/dev/null 2>&1 || skip_all "no /boot/vmlinuz-* (linux-image-amd64)"
 MKIMG="$top_srcdir/vmm/guest/mktemplate-image"
 t0=$(date +%s)
