@@ -46,6 +46,10 @@ static struct {
 	int		 have_tpl;		/* tpl loaded */
 	int		 ready_on;		/* vm_ready_snapshot */
 	int		 drop_caches;		/* vm_drop_caches */
+	uint64_t	 tpl_max_source;	/* template_max_context, bytes */
+	unsigned	 tpl_max_mib;		/* template_max_size */
+	uint64_t	 tpl_timeout_ms;	/* template_build_timeout */
+	char		 tpl_allow[512];	/* template_build_allow, spaces */
 	char		 tdir[PATH_MAX];	/* where tpl came from */
 	/* vm_template debian: the default is <state>/templates/debian/current
 	 * (tdir), read at each create, built in the background when missing;
@@ -657,6 +661,8 @@ static struct {
 	size_t		 partlen;
 	int		 status;
 	int		 to_log;		/* progress lines go to the log too */
+	time_t		 timeout_s;		/* killed past this */
+	time_t		 term_at;		/* ... asked to end then */
 	int		 upgrade;		/* replaces a current version that
 						 * serves creates meanwhile */
 } TB = { .fd = -1 };
@@ -914,10 +920,19 @@ tb_reap(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)arg;
+	/* past its time: SIGTERM (a builder cleans up: mktemplate-source
+	 * removes its builder sandbox), SIGKILL 30 s later */
 	if (what & EV_TIMEOUT && TB.pid > 0 &&
-	    time(NULL) - TB.t0 > TB_TIMEOUT_S) {
-		kill(-TB.pid, SIGKILL);
-		kill(TB.pid, SIGKILL);
+	    time(NULL) - TB.t0 > TB.timeout_s) {
+		int sig = TB.term_at != 0 && time(NULL) - TB.term_at > 30 ?
+		    SIGKILL : SIGTERM;
+
+		if (TB.term_at == 0 || sig == SIGKILL) {
+			kill(-TB.pid, sig);
+			kill(TB.pid, sig);
+		}
+		if (TB.term_at == 0)
+			TB.term_at = time(NULL);
 	}
 	if (TB.pid <= 0)
 		return;
@@ -979,6 +994,7 @@ tb_read(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void tpl_conf(const struct px_config *);
 static int tb_vdir(const char *, char *, size_t);
 static int tb_start(const char *, char *const [], char *const [],
     const char *, char *, size_t);
@@ -1048,6 +1064,9 @@ tb_start(const char *name, char *const argv[], char *const envs[],
 
 	if ((pid = spawn_builder(argv, envs, app, &fd, err, errlen)) < 0)
 		return -1;
+	TB.timeout_s = envs != NULL && V.tpl_timeout_ms > 0 ?
+	    (time_t)(V.tpl_timeout_ms / 1000) : TB_TIMEOUT_S;
+	TB.term_at = 0;
 	(void)fcntl(fd, F_SETFL, O_NONBLOCK);
 	snprintf(TB.name, sizeof(TB.name), "%s", name);
 	snprintf(TB.state, sizeof(TB.state), "running");
@@ -1077,7 +1096,6 @@ tb_start(const char *name, char *const argv[], char *const envs[],
 /* ---- templates from an image (issue 31): the source spooled, then
  * mktemplate-source builds it in a builder sandbox ---- */
 
-#define TS_MAX_SOURCE	(2ULL << 30)	/* template_max_context */
 #define TS_ARGS_MAX	(PX_TPL_BUILD_ARGS * 2 + 8)
 
 struct tspool {
@@ -1180,11 +1198,11 @@ px_vm_template_spool_write(void *h, const void *p, size_t len, int *status,
 	const char *q = p;
 	ssize_t w;
 
-	if (ts->bytes + len > TS_MAX_SOURCE) {
+	if (ts->bytes + len > V.tpl_max_source) {
 		*status = 413;
 		snprintf(err, errlen, "the source of template %s is over %llu "
 		    "MiB (template_max_context)", ts->name,
-		    (unsigned long long)(TS_MAX_SOURCE >> 20));
+		    (unsigned long long)(V.tpl_max_source >> 20));
 		ts_free(ts, 0);
 		return -1;
 	}
@@ -1210,7 +1228,7 @@ px_vm_template_spool_write(void *h, const void *p, size_t len, int *status,
 static int
 ts_env(char *envs[8], char *err, size_t errlen)
 {
-	static char e[6][PATH_MAX + 32];
+	static char e[7][PATH_MAX + 32];
 	static const struct {
 		const char *var, *installed, *built;
 	} prog[] = {
@@ -1237,9 +1255,11 @@ ts_env(char *envs[8], char *err, size_t errlen)
 	snprintf(e[n], sizeof(e[n]), "BERTH_STATE=%s", V.state_dir);
 	envs[n] = e[n];
 	n++;
-	/* the builder reaches the Debian archive only (its apt sources) */
-	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_ALLOW=deb.debian.org "
-	    "security.debian.org");
+	/* what the builder may reach (template_build_allow) */
+	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_ALLOW=%s", V.tpl_allow);
+	envs[n] = e[n];
+	n++;
+	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_MAX_MIB=%u", V.tpl_max_mib);
 	envs[n] = e[n];
 	n++;
 	envs[n] = NULL;
@@ -1446,6 +1466,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.free_page_reporting = c->vm_free_page_reporting;
 	vc.sleep_prepare = reclaim_start;
 	V.drop_caches = c->vm_drop_caches;
+	tpl_conf(c);
 	vc.standby_mem_bytes = (uint64_t)c->vm_standby_memory << 20;
 	vc.max_running = c->vm_max_running;
 	vc.max_resident = c->vm_max_resident;
@@ -2617,9 +2638,28 @@ capacity_metrics(struct evbuffer *out)
 	    (unsigned long long)c.standby_budget);
 }
 
+/* berth.conf's template_* options (at start and at a SIGHUP) */
+static void
+tpl_conf(const struct px_config *c)
+{
+	char *p;
+
+	V.tpl_max_source = (uint64_t)c->template_max_context << 20;
+	V.tpl_max_mib = c->template_max_size;
+	V.tpl_timeout_ms = c->template_build_timeout;
+	snprintf(V.tpl_allow, sizeof(V.tpl_allow), "%s",
+	    c->template_build_allow != NULL &&
+	    strcmp(c->template_build_allow, "none") != 0 ?
+	    c->template_build_allow : "");
+	for (p = V.tpl_allow; *p != '\0'; p++)
+		if (*p == ',')
+			*p = ' ';
+}
+
 void
 px_vm_reload(const struct px_config *c)
 {
+	tpl_conf(c);
 	if (V.m == NULL)
 		return;
 	vmm_set_limits(V.m, c->vm_standby, (uint64_t)c->vm_standby_memory << 20,
