@@ -77,7 +77,11 @@ enum {
 #define O_OVERWRITE	(1ULL << 39)
 #define O_LENGTH	(1ULL << 40)
 #define O_FROM		(1ULL << 41)
-#define O_LAST		O_FROM
+#define O_DOCKERFILE	(1ULL << 42)
+#define O_IMAGE		(1ULL << 43)
+#define O_FILE		(1ULL << 44)
+#define O_BUILD_ARG	(1ULL << 45)
+#define O_LAST		O_BUILD_ARG
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
@@ -115,6 +119,9 @@ struct opts {
 	const char *ring, *signal, *offset;
 	const char *limit, *mode, *length;
 	const char *from;
+	const char *dockerfile, *image, *file;	/* template build */
+	const char *build_arg[MAX_RULE_OPTS];
+	int nbuild_arg;
 };
 
 struct cmd;
@@ -131,6 +138,10 @@ struct cmd {
 	cmd_fn fn;
 	const char *help;
 };
+
+/* cli_files.c: fd's bytes (len, or -1 chunked) as a request's body */
+int cli_upload(int fd, const char *what, const char *method,
+    const char *target, const char *ctype, long long len, json_t **doc);
 
 /* ---- cli_util.c: output state, talking to berthd, checks ---- */
 

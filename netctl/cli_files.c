@@ -97,7 +97,7 @@ cp_answer(struct cli_stream *s, struct cli_stream_resp **rp, int out,
 			return EXIT_UNREACHABLE;
 		}
 	}
-	if ((*rp)->status != 200) {
+	if ((*rp)->status < 200 || (*rp)->status > 299) {
 		struct cli_response e;
 
 		e.status = (*rp)->status;
@@ -108,17 +108,69 @@ cp_answer(struct cli_stream *s, struct cli_stream_resp **rp, int out,
 	return EXIT_OK;
 }
 
-static int
-cp_put(const char *local, const char *id, const char *path)
+/* The bytes of fd (len of them, or -1: chunked, to its end) as the
+ * body of method target, what naming it in errors: EXIT_OK with the
+ * answer's JSON in *doc (a 2xx), or the error printed. */
+int
+cli_upload(int fd, const char *what, const char *method, const char *target,
+    const char *ctype, long long len, json_t **doc)
 {
 	struct cli_stream *s;
 	struct cli_stream_resp *r;
+	char err[512], buf[65536];
+	ssize_t n;
+	int unreachable, rc;
+
+	*doc = NULL;
+	if ((s = cli_stream_open(&tgt, method, target, ctype, len,
+	    &unreachable, err, sizeof(err))) == NULL) {
+		fail("%s", err);
+		out_error("unreachable", err);
+		return EXIT_UNREACHABLE;
+	}
+	for (;;) {
+		if (cli_stream_flush(s, err, sizeof(err)) < 0)
+			break;	/* berthd may have answered: read it */
+		if (cli_stream_pending(s) > 256 * 1024) {
+			if (cp_wait(s, 1) < 0)
+				break;
+			if (cli_stream_readable(s))
+				break;
+			continue;
+		}
+		if ((n = read(fd, buf, sizeof(buf))) < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fail("%s: %s", what, strerror(errno));
+			cli_stream_close(s);
+			return EXIT_REFUSED;
+		}
+		if (n == 0) {
+			cli_stream_write(s, NULL, 0);	/* chunked: the end */
+			while (cli_stream_pending(s) > 0 &&
+			    cli_stream_flush(s, err, sizeof(err)) == 0 &&
+			    cli_stream_pending(s) > 0)
+				if (cp_wait(s, 1) < 0)
+					break;
+			break;
+		}
+		cli_stream_write(s, buf, (size_t)n);
+	}
+	rc = cp_answer(s, &r, -1, NULL, 0);
+	if (rc == EXIT_OK)
+		*doc = json_loadb((const char *)r->body, r->len, 0, NULL);
+	cli_stream_close(s);
+	return rc;
+}
+
+static int
+cp_put(const char *local, const char *id, const char *path)
+{
 	struct stat st;
-	char target[8400], enc[8200], err[512], buf[65536];
+	char target[8400], enc[8200];
 	json_t *doc;
 	long long len = -1;
-	ssize_t n;
-	int fd, unreachable, rc;
+	int fd, rc;
 
 	if (strcmp(local, "-") == 0)
 		fd = STDIN_FILENO;
@@ -139,50 +191,12 @@ cp_put(const char *local, const char *id, const char *path)
 	    (unsigned)(st.st_mode & 07777));
 	/* a wake comes on top of the transfer */
 	cli_timeout_secs = cli_timeout_secs < 300 ? 300 : cli_timeout_secs;
-	if ((s = cli_stream_open(&tgt, "PUT", target,
-	    "application/octet-stream", len, &unreachable, err,
-	    sizeof(err))) == NULL) {
-		fail("%s", err);
-		out_error("unreachable", err);
-		if (fd != STDIN_FILENO)
-			close(fd);
-		return EXIT_UNREACHABLE;
-	}
-	for (;;) {
-		if (cli_stream_flush(s, err, sizeof(err)) < 0)
-			break;	/* berthd may have answered: read it */
-		if (cli_stream_pending(s) > 256 * 1024) {
-			if (cp_wait(s, 1) < 0)
-				break;
-			if (cli_stream_readable(s))
-				break;
-			continue;
-		}
-		if ((n = read(fd, buf, sizeof(buf))) < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			fail("%s: %s", local, strerror(errno));
-			cli_stream_close(s);
-			return EXIT_REFUSED;
-		}
-		if (n == 0) {
-			cli_stream_write(s, NULL, 0);	/* chunked: the end */
-			while (cli_stream_pending(s) > 0 &&
-			    cli_stream_flush(s, err, sizeof(err)) == 0 &&
-			    cli_stream_pending(s) > 0)
-				if (cp_wait(s, 1) < 0)
-					break;
-			break;
-		}
-		cli_stream_write(s, buf, (size_t)n);
-	}
+	rc = cli_upload(fd, local, "PUT", target, "application/octet-stream",
+	    len, &doc);
 	if (fd != STDIN_FILENO)
 		close(fd);
-	rc = cp_answer(s, &r, -1, NULL, 0);
-	if (rc == EXIT_OK && (doc = json_loadb((const char *)r->body, r->len,
-	    0, NULL)) != NULL)
+	if (doc != NULL)
 		out_set(doc);
-	cli_stream_close(s);
 	return rc;
 }
 

@@ -5,6 +5,11 @@
  */
 #include "cli_cmd.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +78,80 @@ c_template_add(const struct cmd *c, struct opts *o, char **a, int n)
 	return rc;
 }
 
+/* The source of a build from an image POSTed as the body: --image's
+ * file, or --dockerfile's directory as a tar (tar -C DIR -cf - .). The
+ * answer's JSON in *doc: EXIT_* */
+static int
+build_post(struct opts *o, const char *target, json_t **doc)
+{
+	char t[8192], enc[1200];
+	const char *src = o->image != NULL ? o->image : o->dockerfile;
+	struct stat st;
+	int fd, p[2], rc, i, status;
+	long long len = -1;
+	pid_t pid = -1;
+
+	snprintf(t, sizeof(t), "%s?from=%s", target, o->image != NULL ?
+	    "image" : "dockerfile");
+	if (o->file != NULL) {
+		cli_pct_path(o->file, enc, sizeof(enc));
+		snprintf(t + strlen(t), sizeof(t) - strlen(t), "&file=%s", enc);
+	}
+	for (i = 0; i < o->nbuild_arg; i++) {
+		if (strchr(o->build_arg[i], '=') == NULL) {
+			fail("--build-arg %s: K=V", o->build_arg[i]);
+			return EXIT_USAGE;
+		}
+		cli_pct_path(o->build_arg[i], enc, sizeof(enc));
+		snprintf(t + strlen(t), sizeof(t) - strlen(t), "&build_arg=%s",
+		    enc);
+	}
+	if (o->image != NULL) {
+		if ((fd = open(src, O_RDONLY | O_CLOEXEC)) < 0 ||
+		    fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			fail("--image %s: %s", src, fd < 0 ? strerror(errno) :
+			    "not a file (a docker save archive or an OCI layout "
+			    "tarball)");
+			if (fd >= 0)
+				close(fd);
+			return EXIT_USAGE;
+		}
+		len = (long long)st.st_size;
+	} else {
+		if (stat(src, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			fail("--dockerfile %s: not a directory (the build "
+			    "context)", src);
+			return EXIT_USAGE;
+		}
+		if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+			fail("tar: %s", strerror(errno));
+			return EXIT_REFUSED;
+		}
+		if (pid == 0) {
+			dup2(p[1], STDOUT_FILENO);
+			execlp("tar", "tar", "-C", src, "-cf", "-", ".",
+			    (char *)NULL);
+			fprintf(stderr, "%s: cannot run tar: %s\n", progname,
+			    strerror(errno));
+			_exit(127);
+		}
+		close(p[1]);
+		fd = p[0];
+	}
+	/* the upload, then berthd's answer once it has it all */
+	cli_timeout_secs = cli_timeout_secs < 600 ? 600 : cli_timeout_secs;
+	rc = cli_upload(fd, src, "POST", t, o->image != NULL ?
+	    "application/octet-stream" : "application/x-tar", len, doc);
+	close(fd);
+	if (pid > 0 && (waitpid(pid, &status, 0) != pid ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) != 0) && rc == EXIT_OK) {
+		/* berthd took what tar gave before it failed */
+		fail("tar of %s failed: its build was given part of it", src);
+		rc = EXIT_REFUSED;
+	}
+	return rc;
+}
+
 /* POST .../build, then its progress every half second (GET ?after=N)
  * onto stderr until it ends: exit 0 built, 1 failed. */
 int
@@ -89,8 +168,25 @@ c_template_build(const struct cmd *c, struct opts *o, char **a, int n)
 	if (check_template_name(a[0]) == -1)
 		return EXIT_USAGE;
 	snprintf(target, sizeof(target), "/v1/templates/%s/build", a[0]);
-	if ((rc = call(o, "POST", target, NULL, &doc)) != EXIT_OK)
+	if (o->image != NULL && o->dockerfile != NULL) {
+		fail("--dockerfile or --image, not both");
+		return EXIT_USAGE;
+	}
+	if (o->image == NULL && o->dockerfile == NULL &&
+	    (o->file != NULL || o->nbuild_arg > 0)) {
+		fail("-f and --build-arg go with --dockerfile");
+		return EXIT_USAGE;
+	}
+	if (o->image != NULL || o->dockerfile != NULL)
+		rc = build_post(o, target, &doc);
+	else
+		rc = call(o, "POST", target, NULL, &doc);
+	if (rc != EXIT_OK)
 		return rc;
+	if (doc == NULL) {
+		fail("template %s: berthd's answer is not JSON", a[0]);
+		return EXIT_UNREACHABLE;
+	}
 	for (;;) {
 		json_array_foreach(json_object_get(doc, "lines"), i, l)
 			if (!o->json)

@@ -139,6 +139,10 @@ static const struct opt opts_tab[] = {
 	F("overwrite", 0, 0, O_OVERWRITE),
 	S("length", 0, 0, O_LENGTH, length),
 	S("from", 0, 0, O_FROM, from),
+	S("dockerfile", 0, 0, O_DOCKERFILE, dockerfile),
+	S("image", 0, 0, O_IMAGE, image),
+	S("file", 'f', OF_SHORT, O_FILE, file),	/* -f */
+	LIST("build-arg", 0, O_BUILD_ARG, build_arg, "--build-arg options"),
 };
 
 #undef F
@@ -646,13 +650,18 @@ static const struct cmd cmds[] = {
 	  "writes it, with its kernel and initramfs) under a name for\n"
 	  "'sandbox create --template'. berthd loads it first and says what is\n"
 	  "wrong if it cannot." },
-	{ "template", "build", NULL, "<debian|minimal>", 1, 1, 0,
-	  c_template_build,
-	  "Build a template berth knows into berthd's state dir and register\n"
-	  "it under its name: 'debian' (Debian 12 with apt and Docker, from\n"
-	  "the host's apt sources with mmdebstrap; minutes, cached) or\n"
-	  "'minimal' (busybox, seconds). Prints progress on stderr. Each\n"
-	  "build is a new version: sandboxes made before keep theirs." },
+	{ "template", "build", NULL, "<name> [--dockerfile DIR [-f FILE] "
+	  "[--build-arg K=V]... | --image FILE]", 1, 1,
+	  O_DOCKERFILE | O_IMAGE | O_FILE | O_BUILD_ARG, c_template_build,
+	  "Build a template into berthd's state dir and register it under its\n"
+	  "name: 'debian' (Debian 12 with apt and Docker, from the host's apt\n"
+	  "sources with mmdebstrap; minutes, cached) or 'minimal' (busybox,\n"
+	  "seconds); or any other name from a Dockerfile (--dockerfile, the\n"
+	  "build context's directory, sent as a tar; -f its Dockerfile,\n"
+	  "--build-arg as docker build's) or an image (--image, a docker save\n"
+	  "archive or an OCI layout tarball), built in a builder sandbox, never\n"
+	  "on the host. Prints progress on stderr. Each build is a new version:\n"
+	  "sandboxes made before keep theirs." },
 	{ "template", "rm", "delete", "<name>", 1, 1, 0, c_template_rm,
 	  "Forget a template name (its files stay). Refused while a sandbox\n"
 	  "uses it." },

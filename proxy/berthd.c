@@ -1573,6 +1573,10 @@ control_hooks(struct px_control_hooks *hooks)
 		hooks->exec_cancel = px_exec_stream_cancel;
 		hooks->template_build = px_vm_template_build;
 		hooks->template_build_status = px_vm_template_build_status;
+		hooks->template_spool = px_vm_template_spool;
+		hooks->template_spool_write = px_vm_template_spool_write;
+		hooks->template_spool_end = px_vm_template_spool_end;
+		hooks->template_spool_abort = px_vm_template_spool_abort;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
 	hooks->template_check = px_vm_template_check;

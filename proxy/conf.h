@@ -126,6 +126,12 @@ struct px_config {
 	int		 vm_drop_caches;	/* 1 (default): the guest drops
 					 * its clean page cache before a
 					 * pause or suspend */
+	/* templates built from an image (issue 31) */
+	unsigned	 template_max_context;	/* MiB of source, at most */
+	unsigned	 template_max_size;	/* MiB of image root, at most */
+	uint64_t	 template_build_timeout;	/* ms */
+	char		*template_build_allow;	/* the builder's egress rules,
+						 * comma-separated; "none" */
 	int		 vm_ready_snapshot;	/* 1 (default): creates restore
 						 * their template's ready
 						 * snapshot instead of booting */

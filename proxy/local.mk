@@ -15,7 +15,7 @@ proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 # testapp in pkglibexecdir) and, for a berthd run from this build tree,
 # the source and build trees (see proxy/sandbox/vm.c: find_helper).
 proxy_berthd_CPPFLAGS = $(AM_CPPFLAGS) -DPKGDATADIR='"$(pkgdatadir)"' \
-	-DPKGLIBEXECDIR='"$(pkglibexecdir)"' \
+	-DPKGLIBEXECDIR='"$(pkglibexecdir)"' -DBINDIR='"$(bindir)"' \
 	-DSRCDIR='"$(abs_top_srcdir)"' -DBUILDDIR='"$(abs_top_builddir)"'
 proxy_berthd_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(NGHTTP2_CFLAGS) $(JANSSON_CFLAGS) $(SQLITE_CFLAGS)
 proxy_berthd_LDADD = proxy/libpxcontrol.a vmm/libvmm.a netctl/libnetctl.a $(LIBMNL_LIBS) $(LIBNFTNL_LIBS) $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(NGHTTP2_LIBS) $(JANSSON_LIBS) $(SQLITE_LIBS) $(HTTP_PARSER_LIBS)

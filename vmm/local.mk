@@ -78,7 +78,7 @@ EXTRA_DIST += tests/integ/vm-testapp.sh
 # TCG; skips elsewhere).
 dist_pkglibexec_SCRIPTS = vmm/guest/mktemplate vmm/guest/init \
 	vmm/guest/mktemplate-debian vmm/guest/mktemplate-image \
-	vmm/guest/berth-imagebuild
+	vmm/guest/berth-imagebuild vmm/guest/mktemplate-source
 # the debian template's two inits, found beside mktemplate-debian (the
 # initramfs's also serves mktemplate-image's templates)
 guestdebiandir = $(pkglibexecdir)/debian

@@ -195,7 +195,9 @@ struct exec_parsed {
 
 #define CS_PATH_MAX	4096
 
-enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH, CS_ATTACH };
+/* CS_TPL: a template build's source (POST /v1/templates/{name}/build
+ * ?from=...), spooled by berthd (hooks.template_spool*) */
+enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH, CS_ATTACH, CS_TPL };
 
 struct cstream {
 	struct conn *c;
@@ -211,6 +213,7 @@ struct cstream {
 					 * (exec_max_per_token); "" socket */
 	int head_sent, in_paused, out_paused, body_done, eof_sent;
 	struct evbuffer *fbuf;		/* exec: a client frame not whole yet */
+	void *tpl;			/* CS_TPL: the spool (id: the name) */
 	uint64_t bytes;
 	int64_t wake_ms;
 };
@@ -306,6 +309,8 @@ int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);
 /* request.c */
 int api_page_parse(struct req *r, struct page *pg);
 int api_query_get(const struct req *r, const char *name, char *buf, size_t size);
+int api_query_nth(const struct req *r, const char *name, unsigned nth,
+    char *buf, size_t size);
 int api_parse_target(struct req *r, const char *url, size_t len);
 int api_authenticate(struct req *r);
 

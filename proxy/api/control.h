@@ -194,6 +194,16 @@ struct px_vm_spec {
 };
 
 /* One command for a sandbox's guest agent (POST .../exec), checked. */
+/* A template built from an image (issue 31): where from, and how. */
+#define PX_TPL_BUILD_ARGS	64	/* --build-arg, at most */
+struct px_tpl_source {
+	const char *from;		/* "dockerfile" or "image" */
+	const char *file;		/* the Dockerfile in the context, or
+					 * NULL: "Dockerfile" */
+	const char *const *build_args;	/* "K=V", nargs of them */
+	int nargs;
+};
+
 struct px_exec_req {
 	char *const *argv;		/* argc >= 1 strings, then NULL */
 	int argc;
@@ -406,6 +416,22 @@ struct px_control_hooks {
 	    void *arg);
 	struct json_t *(*template_build_status)(const char *name, uint64_t after,
 	    void *arg);
+	/* POST /v1/templates/{name}/build?from=dockerfile|image: the body
+	 * (a build context's tar, an image archive) spooled as it comes,
+	 * then the build started at its end. template_spool: a handle, or
+	 * NULL with *status (400, 409, 500) and err; _write: 0, or -1 with
+	 * *status (413 past template_max_context, 500) and err, the spool
+	 * then gone; _end: the build started (0), or -1 likewise, the
+	 * handle gone either way; _abort: the client went first. NULL:
+	 * 409. */
+	void *(*template_spool)(const char *name,
+	    const struct px_tpl_source *src, int *status, char *err,
+	    size_t errlen, void *arg);
+	int (*template_spool_write)(void *h, const void *p, size_t len,
+	    int *status, char *err, size_t errlen);
+	int (*template_spool_end)(void *h, int *status, char *err,
+	    size_t errlen);
+	void (*template_spool_abort)(void *h);
 	/* The built-in "default" template's directory, shown by GET
 	 * /v1/templates; NULL when there is none (no VMs). Copied. */
 	const char *template_dir;

@@ -46,6 +46,14 @@ pct_decode(char *s)
 int
 api_query_get(const struct req *r, const char *name, char *buf, size_t size)
 {
+	return api_query_nth(r, name, 0, buf, size);
+}
+
+/* The same for the nth (from 0) of a name given more than once. */
+int
+api_query_nth(const struct req *r, const char *name, unsigned nth, char *buf,
+    size_t size)
+{
 	const char *p = r->query, *amp, *eq;
 	size_t nl = strlen(name), vl;
 	char *q;
@@ -56,7 +64,7 @@ api_query_get(const struct req *r, const char *name, char *buf, size_t size)
 			amp = p + strlen(p);
 		eq = memchr(p, '=', (size_t)(amp - p));
 		if ((eq ? (size_t)(eq - p) : (size_t)(amp - p)) == nl &&
-		    strncmp(p, name, nl) == 0) {
+		    strncmp(p, name, nl) == 0 && nth-- == 0) {
 			vl = eq ? (size_t)(amp - eq - 1) : 0;
 			if (vl >= size)
 				return -1;

@@ -26,6 +26,8 @@
 void
 api_cs_free(struct cstream *cs)
 {
+	if (cs->tpl != NULL)	/* the client went before the body's end */
+		cs->c->ctl->hooks.template_spool_abort(cs->tpl);
 	if (cs->fbuf != NULL)
 		evbuffer_free(cs->fbuf);
 	free(cs);
@@ -483,6 +485,69 @@ cs_bad(struct cstream *cs, const char *msg)
 	cs_finish(cs);
 }
 
+/* ---- a template build's source (CS_TPL) ---- */
+
+/* An error from the spool: answered, the connection closed (the rest of
+ * the body is not read). */
+static void
+tpl_fail(struct cstream *cs, int status, const char *err)
+{
+	struct req r;
+
+	memset(&r, 0, sizeof(r));
+	r.c = cs->c;
+	r.method = cs->method;
+	api_reply_error(&r, status, NULL, NULL, "%s", err);
+	cs->c->closing = 1;
+	cs_finish(cs);
+}
+
+static void
+tpl_body(struct cstream *cs, const char *at, size_t len)
+{
+	int status = 500;
+	char err[512];
+
+	if (cs->tpl == NULL)
+		return;
+	cs->bytes += len;
+	if (cs->c->ctl->hooks.template_spool_write(cs->tpl, at, len, &status,
+	    err, sizeof(err)) < 0) {
+		cs->tpl = NULL;		/* gone with the error */
+		tpl_fail(cs, status, err);
+	}
+}
+
+/* The body is whole: the build starts, 202 with its state. */
+static void
+tpl_end(struct cstream *cs)
+{
+	struct px_control *ctl = cs->c->ctl;
+	int status = 500;
+	char err[512];
+	json_t *doc;
+	struct req r;
+	void *h = cs->tpl;
+
+	if (h == NULL)
+		return;
+	cs->tpl = NULL;
+	if (ctl->hooks.template_spool_end(h, &status, err, sizeof(err)) < 0) {
+		tpl_fail(cs, status, err);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = cs->c;
+	r.method = cs->method;
+	if ((doc = ctl->hooks.template_build_status(cs->id, 0,
+	    ctl->hooks.arg)) == NULL)
+		api_reply_error(&r, 500, NULL, NULL, "the build of %s started "
+		    "but has no state", cs->id);
+	else
+		api_reply_json(&r, 202, doc);
+	cs_finish(cs);
+}
+
 /* Body bytes of a streamed request. */
 void
 api_cs_body(struct cstream *cs, const char *at, size_t len)
@@ -492,6 +557,10 @@ api_cs_body(struct cstream *cs, const char *at, size_t len)
 	size_t n, queued = 0;
 	uint32_t flen;
 
+	if (cs->kind == CS_TPL) {
+		tpl_body(cs, at, len);
+		return;
+	}
 	if (cs->kind == CS_PUT) {
 		for (; len > 0; at += n, len -= n) {
 			n = len > BA_CHUNK ? BA_CHUNK : len;
@@ -545,6 +614,10 @@ void
 api_cs_eof(struct cstream *cs)
 {
 	cs->body_done = 1;
+	if (cs->kind == CS_TPL) {
+		tpl_end(cs);
+		return;
+	}
 	if (cs->h == NULL) {
 		if (CS_FRAMED(cs))
 			cs_bad(cs, "a streamed exec starts with its 'J' frame");

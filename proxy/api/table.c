@@ -45,8 +45,12 @@ const struct api_route api_routes[] = {
 	    API_BODY_NONE, NULL, NULL },
 	{ API_DELETE, "/v1/templates/{template}", api_template_rm, API_ADMIN,
 	    API_BODY_NONE, NULL, NULL },
-	{ R | API_POST, "/v1/templates/{template}/build", api_template_build,
+	{ R, "/v1/templates/{template}/build", api_template_build,
 	    API_ADMIN, API_BODY_NONE, NULL, NULL },
+	/* ?from=dockerfile|image: the source as the body (streamed);
+	 * without: debian or minimal, no body */
+	{ API_POST, "/v1/templates/{template}/build", api_template_build,
+	    API_ADMIN, API_BODY_STREAM, "from=*", NULL },
 	{ R, "/v1/sandboxes", api_sandbox_list, API_ADMIN, API_BODY_NONE, NULL,
 	    NULL },
 	{ API_POST, "/v1/sandboxes", api_sandbox_create, API_ADMIN,
@@ -357,7 +361,7 @@ api_route(struct req *r)
  * Whether the request streams its body, from its head as written (no
  * decoding: an encoded path takes the buffered path): its route's body
  * is a stream, and the query says so when the route wants it to
- * (exec: stream=1).
+ * (exec: stream=1; a template build's from=, any value).
  */
 int
 px_control_streamed(unsigned method, const char *target, size_t n)
@@ -365,6 +369,7 @@ px_control_streamed(unsigned method, const char *target, size_t n)
 	const struct api_route *rt;
 	char u[2048], *seg[CTL_MAX_SEGS + 1], *q, *p, *tok, *save;
 	unsigned allowed;
+	size_t sq;
 	int nseg = 0;
 
 	if (n >= sizeof(u) || n == 0 || target[0] != '/')
@@ -388,9 +393,13 @@ px_control_streamed(unsigned method, const char *target, size_t n)
 		return 1;
 	if (q == NULL)
 		return 0;
+	/* "name=value", or "name=*": any value */
+	sq = strlen(rt->stream_query);
 	for (tok = strtok_r(q, "&", &save); tok != NULL;
 	    tok = strtok_r(NULL, "&", &save))
-		if (strcmp(tok, rt->stream_query) == 0)
+		if (strcmp(tok, rt->stream_query) == 0 ||
+		    (sq > 0 && rt->stream_query[sq - 1] == '*' &&
+		    strncmp(tok, rt->stream_query, sq - 1) == 0))
 			return 1;
 	return 0;
 }

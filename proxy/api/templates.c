@@ -207,6 +207,90 @@ api_template_rm(struct req *r)
 	api_reply_empty(r, 204);
 }
 
+/* POST /v1/templates/{name}/build?from=dockerfile|image[&file=F]
+ * [&build_arg=K=V...]: the body is the source, spooled as it comes
+ * (CS_TPL); its end starts the build and answers 202 (streams.c). */
+static void
+template_build_from(struct req *r, const char *name)
+{
+	struct px_control *ctl = r->c->ctl;
+	static char args[PX_TPL_BUILD_ARGS][1024];
+	const char *argp[PX_TPL_BUILD_ARGS];
+	char from[16], file[256], err[512];
+	struct px_tpl_source src;
+	struct cstream *cs;
+	int rc, status = 500, n;
+	void *h;
+
+	if (ctl->hooks.template_spool == NULL) {
+		api_reply_error(r, 409, NULL, NULL, "this berthd builds no "
+		    "templates from images");
+		return;
+	}
+	if (!r->c->rh.streamed) {
+		api_reply_error(r, 400, NULL, NULL, "POST the source to "
+		    "/v1/templates/%s/build?from=... as written here (no "
+		    "encoded path segments)", name);
+		return;
+	}
+	memset(&src, 0, sizeof(src));
+	if (api_query_get(r, "from", from, sizeof(from)) != 1 ||
+	    (strcmp(from, "dockerfile") != 0 && strcmp(from, "image") != 0)) {
+		api_reply_error(r, 400, NULL, "from", "must be dockerfile (the "
+		    "body a tar of the build context) or image (the body a "
+		    "docker save archive or an OCI layout tarball)");
+		return;
+	}
+	src.from = from;
+	if ((rc = api_query_get(r, "file", file, sizeof(file))) == -1 ||
+	    (rc == 1 && (file[0] == '\0' || file[0] == '/' ||
+	    strstr(file, "..") != NULL))) {
+		api_reply_error(r, 400, NULL, "file", "a path in the context "
+		    "(relative, no '..', at most 255 bytes)");
+		return;
+	}
+	src.file = rc == 1 ? file : NULL;
+	for (n = 0; (rc = api_query_nth(r, "build_arg", (unsigned)n, args[n],
+	    sizeof(args[n]))) == 1; n++) {
+		if (args[n][0] == '=' || strchr(args[n], '=') == NULL ||
+		    n + 1 == PX_TPL_BUILD_ARGS) {
+			api_reply_error(r, 400, NULL, "build_arg", "K=V, at "
+			    "most %d of them", PX_TPL_BUILD_ARGS - 1);
+			return;
+		}
+		argp[n] = args[n];
+	}
+	if (rc == -1) {
+		api_reply_error(r, 400, NULL, "build_arg", "K=V, at most 1023 "
+		    "bytes");
+		return;
+	}
+	if ((src.from[0] == 'i' && (src.file != NULL || n > 0))) {
+		api_reply_error(r, 400, NULL, src.file ? "file" : "build_arg",
+		    "only for from=dockerfile");
+		return;
+	}
+	src.build_args = argp;
+	src.nargs = n;
+	if ((cs = calloc(1, sizeof(*cs))) == NULL) {
+		api_reply_error(r, 503, NULL, NULL, "out of memory");
+		return;
+	}
+	if ((h = ctl->hooks.template_spool(name, &src, &status, err,
+	    sizeof(err), ctl->hooks.arg)) == NULL) {
+		free(cs);
+		api_reply_error(r, status, NULL, status == 400 ? "name" : NULL,
+		    "%s", err);
+		return;
+	}
+	cs->c = r->c;
+	cs->kind = CS_TPL;
+	cs->method = r->method;
+	cs->tpl = h;
+	snprintf(cs->id, sizeof(cs->id), "%s", name);
+	api_cs_attach(cs);
+}
+
 /* POST /v1/templates/{name}/build: 202, the build runs on; GET
  * .../build?after=N: its state and progress lines from N on. */
 void
@@ -223,6 +307,11 @@ api_template_build(struct req *r)
 	    ctl->hooks.template_build_status == NULL) {
 		api_reply_error(r, 409, NULL, NULL, "this berthd runs no VMM: it "
 		    "builds no templates");
+		return;
+	}
+	if (r->method == HTTP_POST && api_query_get(r, "from", buf,
+	    sizeof(buf)) != 0) {
+		template_build_from(r, name);
 		return;
 	}
 	if (r->method == HTTP_POST) {

@@ -46,6 +46,10 @@ static struct {
 	int		 have_tpl;		/* tpl loaded */
 	int		 ready_on;		/* vm_ready_snapshot */
 	int		 drop_caches;		/* vm_drop_caches */
+	uint64_t	 tpl_max_source;	/* template_max_context, bytes */
+	unsigned	 tpl_max_mib;		/* template_max_size */
+	uint64_t	 tpl_timeout_ms;	/* template_build_timeout */
+	char		 tpl_allow[512];	/* template_build_allow, spaces */
 	char		 tdir[PATH_MAX];	/* where tpl came from */
 	/* vm_template debian: the default is <state>/templates/debian/current
 	 * (tdir), read at each create, built in the background when missing;
@@ -247,15 +251,15 @@ find_builder(const char *name, char *mk, char *app, char *err, size_t errlen)
 }
 
 /*
- * Starts builder mk with one argument, the directory to build (or
- * --guest-fingerprint): stdin /dev/null, stdout and stderr into a pipe
+ * Starts builder argv (argv[0] the program; its arguments, the last the
+ * directory to build or --guest-fingerprint): stdin /dev/null, stdout and stderr into a pipe
  * whose read end (close-on-exec) is *out, in a process group of its own
  * (a timeout kills all of it), holding nothing of berthd's (listeners,
  * clients). The pid, or -1 with err.
  */
 static pid_t
-spawn_builder(const char *mk, const char *arg, const char *app, int *out,
-    char *err, size_t errlen)
+spawn_builder(char *const argv[], char *const envs[], const char *app,
+    int *out, char *err, size_t errlen)
 {
 	char agent[PATH_MAX];
 	pid_t pid;
@@ -289,8 +293,10 @@ spawn_builder(const char *mk, const char *arg, const char *app, int *out,
 		setenv("BERTH_TESTAPP", app, 1);
 		if (agent[0] != '\0')
 			setenv("BERTH_AGENT", agent, 1);
-		execl(mk, mk, arg, (char *)NULL);
-		fprintf(stderr, "cannot run %s: %s\n", mk, strerror(errno));
+		for (i = 0; envs != NULL && envs[i] != NULL; i++)
+			(void)putenv(envs[i]);
+		execv(argv[0], argv);
+		fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -312,7 +318,8 @@ build_template(const char *dir, char *err, size_t errlen)
 
 	if (find_builder("minimal", mk, app, err, errlen) != 0)
 		return -1;
-	if ((pid = spawn_builder(mk, dir, app, &fd, err, errlen)) < 0)
+	if ((pid = spawn_builder((char *[]){ mk, (char *)dir, NULL }, NULL, app,
+	    &fd, err, errlen)) < 0)
 		return -1;
 	/* its last line is the reason */
 	while ((n = read(fd, buf, sizeof(buf))) != 0) {
@@ -376,8 +383,8 @@ guest_fingerprint(char *fp, size_t fplen, char *err, size_t errlen)
 
 	if (find_builder("debian", mk, app, err, errlen) != 0)
 		return -1;
-	if ((pid = spawn_builder(mk, "--guest-fingerprint", app, &fd, err,
-	    errlen)) < 0)
+	if ((pid = spawn_builder((char *[]){ mk, "--guest-fingerprint", NULL },
+	    NULL, app, &fd, err, errlen)) < 0)
 		return -1;
 	pfd.fd = fd;
 	pfd.events = POLLIN;
@@ -654,6 +661,8 @@ static struct {
 	size_t		 partlen;
 	int		 status;
 	int		 to_log;		/* progress lines go to the log too */
+	time_t		 timeout_s;		/* killed past this */
+	time_t		 term_at;		/* ... asked to end then */
 	int		 upgrade;		/* replaces a current version that
 						 * serves creates meanwhile */
 } TB = { .fd = -1 };
@@ -795,6 +804,14 @@ tb_finish(int ok, const char *why)
 		log_warnx("template %s: build failed: %s", TB.name, TB.reason);
 	}
 	TB.to_log = 0;
+	/* a build from an image: its source goes with it */
+	{
+		char src[PATH_MAX];
+
+		snprintf(src, sizeof(src), "%s/templates/.source/%s",
+		    V.state_dir, TB.name);
+		(void)unlink(src);
+	}
 	if (V.def_debian && strcmp(TB.name, "debian") == 0) {
 		snprintf(V.def_fail, sizeof(V.def_fail), "%s", ok ? "" :
 		    TB.reason);
@@ -903,10 +920,19 @@ tb_reap(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)arg;
+	/* past its time: SIGTERM (a builder cleans up: mktemplate-source
+	 * removes its builder sandbox), SIGKILL 30 s later */
 	if (what & EV_TIMEOUT && TB.pid > 0 &&
-	    time(NULL) - TB.t0 > TB_TIMEOUT_S) {
-		kill(-TB.pid, SIGKILL);
-		kill(TB.pid, SIGKILL);
+	    time(NULL) - TB.t0 > TB.timeout_s) {
+		int sig = TB.term_at != 0 && time(NULL) - TB.term_at > 30 ?
+		    SIGKILL : SIGTERM;
+
+		if (TB.term_at == 0 || sig == SIGKILL) {
+			kill(-TB.pid, sig);
+			kill(TB.pid, sig);
+		}
+		if (TB.term_at == 0)
+			TB.term_at = time(NULL);
 	}
 	if (TB.pid <= 0)
 		return;
@@ -968,14 +994,17 @@ tb_read(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void tpl_conf(const struct px_config *);
+static int tb_vdir(const char *, char *, size_t);
+static int tb_start(const char *, char *const [], char *const [],
+    const char *, char *, size_t);
+
 int
 px_vm_template_build(const char *name, char *err, size_t errlen,
     void *arg)
 {
-	char mk[PATH_MAX], app[PATH_MAX], dir[PATH_MAX];
-	struct timeval tv = { 1, 0 };
-	int fd, i;
-	pid_t pid;
+	char mk[PATH_MAX], app[PATH_MAX];
+	int i;
 
 	(void)arg;
 	if (V.state_dir[0] == '\0') {
@@ -995,6 +1024,20 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		    "a time)", TB.name);
 		return -3;
 	}
+	if (tb_vdir(name, err, errlen) < 0)
+		return -1;
+	return tb_start(name, (char *[]){ mk, TB.vdir, NULL }, NULL, app, err,
+	    errlen);
+}
+
+/* TB.vdir: a new version directory's name under templates/name (made
+ * there by the builder). 0, or -1 with err. */
+static int
+tb_vdir(const char *name, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	int i;
+
 	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, name);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
@@ -1006,8 +1049,24 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		if (access(TB.vdir, F_OK) != 0)
 			break;
 	}
-	if ((pid = spawn_builder(mk, TB.vdir, app, &fd, err, errlen)) < 0)
+	return 0;
+}
+
+/* The build of name into TB.vdir by builder argv, followed from the loop
+ * (its lines, its end, its timeout). 0, or -1 with err. */
+static int
+tb_start(const char *name, char *const argv[], char *const envs[],
+    const char *app, char *err, size_t errlen)
+{
+	struct timeval tv = { 1, 0 };
+	pid_t pid;
+	int fd;
+
+	if ((pid = spawn_builder(argv, envs, app, &fd, err, errlen)) < 0)
 		return -1;
+	TB.timeout_s = envs != NULL && V.tpl_timeout_ms > 0 ?
+	    (time_t)(V.tpl_timeout_ms / 1000) : TB_TIMEOUT_S;
+	TB.term_at = 0;
 	(void)fcntl(fd, F_SETFL, O_NONBLOCK);
 	snprintf(TB.name, sizeof(TB.name), "%s", name);
 	snprintf(TB.state, sizeof(TB.state), "running");
@@ -1029,8 +1088,251 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	log_info("template %s: building in %s with %s", name, TB.vdir, mk);
+	log_info("template %s: building in %s with %s", name, TB.vdir,
+	    argv[0]);
 	return 0;
+}
+
+/* ---- templates from an image (issue 31): the source spooled, then
+ * mktemplate-source builds it in a builder sandbox ---- */
+
+#define TS_ARGS_MAX	(PX_TPL_BUILD_ARGS * 2 + 8)
+
+struct tspool {
+	char name[PX_TEMPLATE_NAME_MAX + 1];
+	char path[PATH_MAX];
+	int fd;
+	uint64_t bytes;
+	char from[16];
+	char file[256];
+	int nargs;
+	char (*args)[1024];
+};
+
+static struct tspool *TS;	/* one source coming in at a time */
+
+static void
+ts_free(struct tspool *ts, int keep)
+{
+	if (ts->fd >= 0)
+		close(ts->fd);
+	if (!keep)
+		(void)unlink(ts->path);
+	free(ts->args);
+	free(ts);
+	if (TS == ts)
+		TS = NULL;
+}
+
+void *
+px_vm_template_spool(const char *name, const struct px_tpl_source *src,
+    int *status, char *err, size_t errlen, void *arg)
+{
+	struct tspool *ts;
+	char dir[PATH_MAX];
+	int i;
+
+	(void)arg;
+	*status = 409;
+	if (V.m == NULL) {
+		snprintf(err, errlen, "this berthd runs no VMM");
+		return NULL;
+	}
+	*status = 400;
+	if (!px_template_name_valid(name) || strcmp(name, "debian") == 0 ||
+	    strcmp(name, "minimal") == 0 || strcmp(name, "default") == 0) {
+		snprintf(err, errlen, "bad template name '%s': [a-z0-9][a-z0-9-]"
+		    "{0,31}, not debian, minimal or default", name);
+		return NULL;
+	}
+	*status = 409;
+	if (TB.pid > 0 || TS != NULL) {
+		snprintf(err, errlen, "template %s is being built (one build at "
+		    "a time)", TB.pid > 0 ? TB.name : TS->name);
+		return NULL;
+	}
+	*status = 500;
+	if ((ts = calloc(1, sizeof(*ts))) == NULL ||
+	    (src->nargs > 0 && (ts->args = calloc((size_t)src->nargs,
+	    sizeof(*ts->args))) == NULL)) {
+		free(ts);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	ts->fd = -1;
+	snprintf(ts->name, sizeof(ts->name), "%s", name);
+	snprintf(ts->from, sizeof(ts->from), "%s", src->from);
+	snprintf(ts->file, sizeof(ts->file), "%s", src->file != NULL ?
+	    src->file : "");
+	for (i = 0; i < src->nargs; i++)
+		snprintf(ts->args[i], sizeof(ts->args[i]), "%s",
+		    src->build_args[i]);
+	ts->nargs = src->nargs;
+	snprintf(dir, sizeof(dir), "%s/templates/.source", V.state_dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		free(ts->args);
+		free(ts);
+		return NULL;
+	}
+	snprintf(ts->path, sizeof(ts->path), "%s/%s", dir, name);
+	(void)unlink(ts->path);
+	if ((ts->fd = open(ts->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0) {
+		snprintf(err, errlen, "%s: %s", ts->path, strerror(errno));
+		free(ts->args);
+		free(ts);
+		return NULL;
+	}
+	TS = ts;
+	log_info("template %s: its source (from=%s) coming in", name,
+	    ts->from);
+	return ts;
+}
+
+int
+px_vm_template_spool_write(void *h, const void *p, size_t len, int *status,
+    char *err, size_t errlen)
+{
+	struct tspool *ts = h;
+	const char *q = p;
+	ssize_t w;
+
+	if (ts->bytes + len > V.tpl_max_source) {
+		*status = 413;
+		snprintf(err, errlen, "the source of template %s is over %llu "
+		    "MiB (template_max_context)", ts->name,
+		    (unsigned long long)(V.tpl_max_source >> 20));
+		ts_free(ts, 0);
+		return -1;
+	}
+	while (len > 0) {
+		if ((w = write(ts->fd, q, len)) < 0) {
+			if (errno == EINTR)
+				continue;
+			*status = errno == ENOSPC ? 507 : 500;
+			snprintf(err, errlen, "the source of template %s: %s",
+			    ts->name, strerror(errno));
+			ts_free(ts, 0);
+			return -1;
+		}
+		q += w;
+		len -= (size_t)w;
+		ts->bytes += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* mktemplate-source's environment (its header): "K=V" strings, static
+ * (putenv keeps them), NULL-terminated in envs. 0, or -1 with err. */
+static int
+ts_env(char *envs[8], char *err, size_t errlen)
+{
+	static char e[7][PATH_MAX + 32];
+	static const struct {
+		const char *var, *installed, *built;
+	} prog[] = {
+		{ "BERTH_NETCTL", BINDIR "/netctl", BUILDDIR "/netctl/netctl" },
+		{ "BERTH_IMAGEBUILD", PKGLIBEXECDIR "/berth-imagebuild",
+		    SRCDIR "/vmm/guest/berth-imagebuild" },
+		{ "BERTH_MKTEMPLATE_IMAGE", PKGLIBEXECDIR "/mktemplate-image",
+		    SRCDIR "/vmm/guest/mktemplate-image" },
+	};
+	char p[PATH_MAX];
+	size_t i, n = 0;
+
+	for (i = 0; i < sizeof(prog) / sizeof(prog[0]); i++) {
+		if (find_helper(prog[i].var, prog[i].installed, prog[i].built, p,
+		    sizeof(p)) != 0) {
+			snprintf(err, errlen, "cannot find %s (make install, or "
+			    "set %s)", p, prog[i].var);
+			return -1;
+		}
+		snprintf(e[n], sizeof(e[n]), "%s=%s", prog[i].var, p);
+		envs[n] = e[n];
+		n++;
+	}
+	snprintf(e[n], sizeof(e[n]), "BERTH_STATE=%s", V.state_dir);
+	envs[n] = e[n];
+	n++;
+	/* what the builder may reach (template_build_allow) */
+	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_ALLOW=%s", V.tpl_allow);
+	envs[n] = e[n];
+	n++;
+	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_MAX_MIB=%u", V.tpl_max_mib);
+	envs[n] = e[n];
+	n++;
+	envs[n] = NULL;
+	return 0;
+}
+
+int
+px_vm_template_spool_end(void *h, int *status, char *err, size_t errlen)
+{
+	struct tspool *ts = h;
+	char mk[PATH_MAX], app[PATH_MAX], *argv[TS_ARGS_MAX], *envs[8];
+	int i, a = 0, rc;
+
+	*status = 500;
+	if (find_helper("BERTH_MKTEMPLATE_SOURCE", PKGLIBEXECDIR
+	    "/mktemplate-source", SRCDIR "/vmm/guest/mktemplate-source", mk,
+	    sizeof(mk)) != 0 || find_helper("BERTH_TESTAPP", PKGLIBEXECDIR
+	    "/testapp", BUILDDIR "/vmm/guest/testapp", app, sizeof(app)) != 0) {
+		snprintf(err, errlen, "cannot find the builder %s or the guest "
+		    "test app (make install)", mk);
+		ts_free(ts, 0);
+		return -1;
+	}
+	if (ts->bytes == 0) {
+		*status = 400;
+		snprintf(err, errlen, "no source: POST the build context's tar "
+		    "(from=dockerfile) or the image archive (from=image) as the "
+		    "body");
+		ts_free(ts, 0);
+		return -1;
+	}
+	close(ts->fd);
+	ts->fd = -1;
+	if (tb_vdir(ts->name, err, errlen) < 0) {
+		ts_free(ts, 0);
+		return -1;
+	}
+	argv[a++] = mk;
+	argv[a++] = ts->name;
+	argv[a++] = ts->from;
+	argv[a++] = ts->path;
+	argv[a++] = TB.vdir;
+	if (ts->file[0] != '\0') {
+		argv[a++] = "-f";
+		argv[a++] = ts->file;
+	}
+	for (i = 0; i < ts->nargs && a + 3 < TS_ARGS_MAX; i++) {
+		argv[a++] = "--build-arg";
+		argv[a++] = ts->args[i];
+	}
+	argv[a] = NULL;
+	if (ts_env(envs, err, errlen) < 0) {
+		ts_free(ts, 0);
+		return -1;
+	}
+	rc = tb_start(ts->name, argv, envs, app, err, errlen);
+	log_info("template %s: its source taken (%llu bytes)%s", ts->name,
+	    (unsigned long long)ts->bytes, rc < 0 ? ": the build did not "
+	    "start" : "");
+	/* the builder read it at its start or not at all: it goes once the
+	 * build ends (tb_finish), the name kept meanwhile */
+	ts_free(ts, rc == 0);
+	return rc;
+}
+
+void
+px_vm_template_spool_abort(void *h)
+{
+	struct tspool *ts = h;
+
+	log_info("template %s: its source was not sent whole (%llu bytes): "
+	    "no build", ts->name, (unsigned long long)ts->bytes);
+	ts_free(ts, 0);
 }
 
 const char *
@@ -1164,6 +1466,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.free_page_reporting = c->vm_free_page_reporting;
 	vc.sleep_prepare = reclaim_start;
 	V.drop_caches = c->vm_drop_caches;
+	tpl_conf(c);
 	vc.standby_mem_bytes = (uint64_t)c->vm_standby_memory << 20;
 	vc.max_running = c->vm_max_running;
 	vc.max_resident = c->vm_max_resident;
@@ -2335,9 +2638,28 @@ capacity_metrics(struct evbuffer *out)
 	    (unsigned long long)c.standby_budget);
 }
 
+/* berth.conf's template_* options (at start and at a SIGHUP) */
+static void
+tpl_conf(const struct px_config *c)
+{
+	char *p;
+
+	V.tpl_max_source = (uint64_t)c->template_max_context << 20;
+	V.tpl_max_mib = c->template_max_size;
+	V.tpl_timeout_ms = c->template_build_timeout;
+	snprintf(V.tpl_allow, sizeof(V.tpl_allow), "%s",
+	    c->template_build_allow != NULL &&
+	    strcmp(c->template_build_allow, "none") != 0 ?
+	    c->template_build_allow : "");
+	for (p = V.tpl_allow; *p != '\0'; p++)
+		if (*p == ',')
+			*p = ' ';
+}
+
 void
 px_vm_reload(const struct px_config *c)
 {
+	tpl_conf(c);
 	if (V.m == NULL)
 		return;
 	vmm_set_limits(V.m, c->vm_standby, (uint64_t)c->vm_standby_memory << 20,

@@ -110,6 +110,16 @@ const char *px_vm_template_default(void);
  * under way), -1 (anything else). */
 int px_vm_template_build(const char *name, char *err, size_t errlen,
     void *arg);
+/* A template built from an image (issue 31): the control hooks
+ * template_spool, _write, _end and _abort (control.h). */
+struct px_tpl_source;
+void *px_vm_template_spool(const char *name, const struct px_tpl_source *src,
+    int *status, char *err, size_t errlen, void *arg);
+int px_vm_template_spool_write(void *h, const void *p, size_t len,
+    int *status, char *err, size_t errlen);
+int px_vm_template_spool_end(void *h, int *status, char *err,
+    size_t errlen);
+void px_vm_template_spool_abort(void *h);
 /* The last (or current) build of name: {name, state (running, ok,
  * failed), reason?, dir?, lines (progress from line after on), next,
  * seconds}; NULL: none since berthd started. */
