@@ -12,7 +12,9 @@
  * make_directory, remove_path and move_path its other routes (?list=1,
  * DELETE, /files/mkdir, /files/move); start_process, list_processes,
  * read_process_output and kill_process the detached processes (exec
- * "detach", .../processes).
+ * "detach", .../processes). build_template sends a Dockerfile and the
+ * files it copies as a tar it makes (POST /v1/templates/{name}/build)
+ * and follows the build; template_build_status reads its lines.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -28,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MCP_PROTOCOL	"2024-11-05"
 #define MCP_MAX_LINE	(1024 * 1024)
@@ -203,6 +207,30 @@ static const struct tool tools[] = {
 	  "\"string\",\"description\":\"absolute\"},\"to\":{\"type\":"
 	  "\"string\",\"description\":\"absolute\"},\"overwrite\":{\"type\":"
 	  "\"boolean\"}},\"required\":[\"from\",\"to\"]}" },
+	{ "build_template", "Build a sandbox template from a Dockerfile (an "
+	  "admin token's tool): the Dockerfile's text and the files it COPYs "
+	  "(paths relative to the build context, UTF-8 text) go to berthd, "
+	  "which builds the image in a builder sandbox and makes it a "
+	  "template new sandboxes can be created from (sandbox create "
+	  "--template NAME). The same Dockerfile, files and build_args built "
+	  "before come from the cache at once. Waits for the build up to "
+	  "wait_seconds (default 900); its progress lines, or on failure the "
+	  "failing step and its output, are in the result.",
+	  "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
+	  "\"string\",\"description\":\"the template's name: 1-32 lower-case "
+	  "letters, digits or '-'\"},\"dockerfile\":{\"type\":\"string\","
+	  "\"description\":\"the Dockerfile's text\"},\"files\":{\"type\":"
+	  "\"object\",\"additionalProperties\":{\"type\":\"string\"},"
+	  "\"description\":\"the build context's other files: relative path "
+	  "-> content\"},\"build_args\":{\"type\":\"object\","
+	  "\"additionalProperties\":{\"type\":\"string\"}},\"wait_seconds\":"
+	  "{\"type\":\"integer\",\"minimum\":0,\"maximum\":3600}},"
+	  "\"required\":[\"name\",\"dockerfile\"]}" },
+	{ "template_build_status", "A template build's state (running, ok, "
+	  "failed), its reason and its progress lines from line after on.",
+	  "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
+	  "\"string\"},\"after\":{\"type\":\"integer\",\"minimum\":0}},"
+	  "\"required\":[\"name\"]}" },
 };
 
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
@@ -709,6 +737,238 @@ fs_tool(const struct cli_target *t, const char *sb, const char *name,
 	return res;
 }
 
+/* ---- templates (build_template, template_build_status) ---- */
+
+#define TAR_MAX		(64 * 1024 * 1024)	/* what a build context in
+						 * tool arguments comes to */
+#define TPL_LINES_MAX	200			/* of a build, in its result */
+
+/* One regular file (mode 0644, owned by root) into the tar in *buf. 0,
+ * or -1 with err. */
+static int
+tar_add(unsigned char **buf, size_t *len, const char *path, const char *data,
+    size_t size, char *err, size_t errlen)
+{
+	unsigned char *h, *nb;
+	size_t need = 512 + (size + 511) / 512 * 512, i;
+	unsigned sum = 0;
+	const char *c;
+
+	if (path[0] == '\0' || path[0] == '/' || strlen(path) > 99 ||
+	    strcmp(path, "..") == 0 || strncmp(path, "../", 3) == 0 ||
+	    strstr(path, "/../") != NULL || (strlen(path) >= 3 &&
+	    strcmp(path + strlen(path) - 3, "/..") == 0)) {
+		snprintf(err, errlen, "files: '%.100s' is not a path in the "
+		    "context (relative, no '..', at most 99 bytes)", path);
+		return -1;
+	}
+	for (c = path; *c != '\0'; c++)
+		if ((unsigned char)*c < 0x20) {
+			snprintf(err, errlen, "files: a path with a control "
+			    "character");
+			return -1;
+		}
+	if (*len + need + 1024 > TAR_MAX) {
+		snprintf(err, errlen, "the build context is over %d MiB",
+		    TAR_MAX >> 20);
+		return -1;
+	}
+	if ((nb = realloc(*buf, *len + need)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	*buf = nb;
+	h = nb + *len;
+	memset(h, 0, need);
+	memcpy(h, path, strlen(path));
+	memcpy(h + 100, "0000644", 7);
+	memcpy(h + 108, "0000000", 7);
+	memcpy(h + 116, "0000000", 7);
+	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
+	/* no time: the same arguments make the same tar, which berthd's
+	 * cache knows */
+	memcpy(h + 136, "00000000000", 11);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	for (i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	memcpy(h + 512, data, size);
+	*len += need;
+	return 0;
+}
+
+/* build_template's progress lines and end into one text. */
+static void
+tpl_lines(json_t *doc, char **text, size_t *len, size_t *n)
+{
+	json_t *l;
+	size_t i, k;
+	const char *s;
+	char *nt;
+
+	json_array_foreach(json_object_get(doc, "lines"), i, l) {
+		if ((s = json_string_value(l)) == NULL)
+			continue;
+		k = strlen(s);
+		if ((nt = realloc(*text, *len + k + 2)) == NULL)
+			return;
+		*text = nt;
+		memcpy(*text + *len, s, k);
+		(*text)[*len + k] = '\n';
+		*len += k + 1;
+		(*text)[*len] = '\0';
+		/* the first lines go once there are too many */
+		if (++*n > TPL_LINES_MAX && (nt = strchr(*text, '\n')) != NULL) {
+			k = (size_t)(nt + 1 - *text);
+			memmove(*text, nt + 1, *len - k + 1);
+			*len -= k;
+			(*n)--;
+		}
+	}
+}
+
+static json_t *
+build_template(const struct cli_target *t, json_t *args)
+{
+	const char *name = json_string_value(json_object_get(args, "name"));
+	const char *df = json_string_value(json_object_get(args,
+	    "dockerfile")), *k, *st;
+	json_t *files = json_object_get(args, "files"), *bargs =
+	    json_object_get(args, "build_args"), *v, *doc = NULL, *res;
+	json_t *wv = json_object_get(args, "wait_seconds");
+	char target[8192], enc[1200], err[600], *text = NULL, *kv;
+	unsigned char *tar = NULL;
+	size_t tlen = 0, tl = 0, nl = 0;
+	struct cli_stream_resp *r = NULL;
+	struct cli_stream *s;
+	long long waitfor = 900, next = 0;
+	time_t end;
+	int status, unreachable;
+
+	if (name == NULL || df == NULL)
+		return tool_result("name and dockerfile are required", 1);
+	if (!px_valid_sandbox_id(name, strlen(name)) || strlen(name) > 32)
+		return tool_result("name: 1-32 lower-case letters, digits or "
+		    "'-', starting with a letter or digit", 1);
+	if (wv != NULL && (!json_is_integer(wv) || json_integer_value(wv) < 0 ||
+	    json_integer_value(wv) > 3600))
+		return tool_result("wait_seconds: an integer from 0 to 3600", 1);
+	if (wv != NULL)
+		waitfor = json_integer_value(wv);
+	if ((files != NULL && !json_is_object(files)) ||
+	    (bargs != NULL && !json_is_object(bargs)))
+		return tool_result("files and build_args are objects (path -> "
+		    "content, name -> value)", 1);
+	if (tar_add(&tar, &tlen, "Dockerfile", df, strlen(df), err,
+	    sizeof(err)) < 0)
+		goto fail;
+	json_object_foreach(files, k, v) {
+		if (!json_is_string(v)) {
+			snprintf(err, sizeof(err), "files: '%.100s': its "
+			    "content is a string", k);
+			goto fail;
+		}
+		if (strcmp(k, "Dockerfile") == 0) {
+			snprintf(err, sizeof(err), "files: the Dockerfile is "
+			    "the dockerfile argument");
+			goto fail;
+		}
+		if (tar_add(&tar, &tlen, k, json_string_value(v),
+		    json_string_length(v), err, sizeof(err)) < 0)
+			goto fail;
+	}
+	if ((kv = realloc(tar, tlen + 1024)) == NULL) {	/* the end: two zero blocks */
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
+	tar = (unsigned char *)kv;
+	memset(tar + tlen, 0, 1024);
+	tlen += 1024;
+	snprintf(target, sizeof(target), "/v1/templates/%s/build?from=dockerfile",
+	    name);
+	json_object_foreach(bargs, k, v) {
+		if (!json_is_string(v) || k[0] == '\0' || strchr(k, '=') != NULL ||
+		    strlen(k) + json_string_length(v) > 1000) {
+			snprintf(err, sizeof(err), "build_args: '%.100s': a name "
+			    "without '=' and a string value", k);
+			goto fail;
+		}
+		if (asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto fail;
+		}
+		cli_pct_path(kv, enc, sizeof(enc));
+		free(kv);
+		if (strlen(target) + strlen(enc) + 12 >= sizeof(target)) {
+			snprintf(err, sizeof(err), "build_args: too many");
+			goto fail;
+		}
+		snprintf(target + strlen(target), sizeof(target) -
+		    strlen(target), "&build_arg=%s", enc);
+	}
+	cli_timeout_secs = cli_timeout_secs < 600 ? 600 : cli_timeout_secs;
+	if ((s = transfer(t, "POST", target, tar, tlen, &r, err,
+	    sizeof(err))) == NULL)
+		goto fail;
+	free(tar);
+	tar = NULL;
+	if (r->status != 202) {
+		res = refused(r->status, r->body, r->len);
+		cli_stream_close(s);
+		return res;
+	}
+	doc = json_loadb((const char *)r->body, r->len, 0, NULL);
+	cli_stream_close(s);
+	snprintf(target, sizeof(target), "/v1/templates/%s/build", name);
+	end = time(NULL) + (time_t)waitfor;
+	for (;;) {
+		if (doc == NULL) {
+			snprintf(err, sizeof(err), "berthd's answer is not JSON");
+			goto fail;
+		}
+		tpl_lines(doc, &text, &tl, &nl);
+		next = json_integer_value(json_object_get(doc, "next"));
+		st = json_string_value(json_object_get(doc, "state"));
+		if (st == NULL || strcmp(st, "running") != 0 ||
+		    time(NULL) >= end)
+			break;
+		json_decref(doc);
+		doc = NULL;
+		sleep(1);
+		snprintf(enc, sizeof(enc), "%s?after=%lld", target, next);
+		if (cli_api(t, "GET", enc, NULL, &status, &doc, &unreachable,
+		    err, sizeof(err)) == -1)
+			goto fail;
+	}
+	if (st != NULL && strcmp(st, "ok") == 0)
+		snprintf(err, sizeof(err), "template %s built: %s (sandbox "
+		    "create --template %s)\n", name, json_string_value(
+		    json_object_get(doc, "dir")), name);
+	else if (st != NULL && strcmp(st, "running") == 0)
+		snprintf(err, sizeof(err), "template %s: still building after "
+		    "%lld s (template_build_status with after=%lld for what "
+		    "follows)\n", name, waitfor, next);
+	else
+		snprintf(err, sizeof(err), "template %s: build failed: %s\n",
+		    name, json_string_value(json_object_get(doc, "reason")));
+	if (asprintf(&kv, "%s%s", err, text != NULL ? text : "") < 0)
+		kv = NULL;
+	res = tool_result(kv != NULL ? kv : err, st == NULL ||
+	    strcmp(st, "failed") == 0);
+	free(kv);
+	free(text);
+	json_decref(doc);
+	return res;
+fail:
+	free(tar);
+	free(text);
+	json_decref(doc);
+	return tool_result(err, 1);
+}
+
 static json_t *
 call_tool(const struct cli_target *t, const char *def_sb, const char *name,
     json_t *args)
@@ -719,6 +979,24 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 	const char *rule, *v;
 	long long port = 0;
 
+	/* templates are no sandbox's */
+	if (strcmp(name, "build_template") == 0)
+		return build_template(t, args);
+	if (strcmp(name, "template_build_status") == 0) {
+		json_t *av = json_object_get(args, "after");
+
+		v = json_string_value(json_object_get(args, "name"));
+		if (v == NULL || !px_valid_sandbox_id(v, strlen(v)) ||
+		    strlen(v) > 32)
+			return tool_result("name: a template name", 1);
+		if (av != NULL && (!json_is_integer(av) ||
+		    json_integer_value(av) < 0))
+			return tool_result("after: a line number", 1);
+		snprintf(target, sizeof(target), "/v1/templates/%s/build"
+		    "?after=%lld", v, av != NULL ? (long long)
+		    json_integer_value(av) : 0LL);
+		return api_result(t, "GET", target, NULL, NULL);
+	}
 	if (sb == NULL)
 		sb = def_sb;
 	if (sb == NULL)

@@ -20,9 +20,11 @@ int
 c_template_ls(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	struct table t = { 0 };
-	const char *row[4] = { "NAME", "SANDBOXES", "CREATED", "DIR" };
-	char tbuf[32], nbuf[16];
-	json_t *doc, *k;
+	const char *row[7] = { "NAME", "VERSION", "SANDBOXES", "SIZE", "SOURCE",
+	    "CREATED", "DIR" };
+	char tbuf[32], nbuf[16], sbuf[32], src[96];
+	json_t *doc, *k, *so, *sz;
+	const char *from, *sha;
 	size_t i;
 	int rc;
 
@@ -31,16 +33,29 @@ c_template_ls(const struct cmd *c, struct opts *o, char **a, int n)
 		json_decref(doc);
 		return rc;
 	}
-	t.ncols = 4;
+	t.ncols = 7;
 	table_add(&t, row);
 	json_array_foreach(json_object_get(doc, "templates"), i, k) {
 		row[0] = jstr(k, "name");
+		row[1] = json_is_string(json_object_get(k, "version")) ?
+		    jstr(k, "version") : "-";
 		snprintf(nbuf, sizeof(nbuf), "%lld", (long long)
 		    json_integer_value(json_object_get(k, "sandboxes")));
-		row[1] = nbuf;
-		row[2] = json_is_true(json_object_get(k, "builtin")) ?
+		row[2] = nbuf;
+		sz = json_object_get(k, "size");
+		snprintf(sbuf, sizeof(sbuf), "%s", json_is_integer(sz) ?
+		    human_bytes(json_integer_value(sz)) : "-");
+		row[3] = sbuf;
+		/* dockerfile sha256:0123456789ab, image ..., debian, dir */
+		so = json_object_get(k, "source");
+		from = json_string_value(json_object_get(so, "from"));
+		sha = json_string_value(json_object_get(so, "sha256"));
+		snprintf(src, sizeof(src), "%s%s%.12s", from != NULL ? from : "-",
+		    sha != NULL ? " sha256:" : "", sha != NULL ? sha : "");
+		row[4] = src;
+		row[5] = json_is_true(json_object_get(k, "builtin")) ?
 		    "(built in)" : jtime(k, "created", tbuf, sizeof(tbuf));
-		row[3] = jstr(k, "dir");
+		row[6] = jstr(k, "dir");
 		table_add(&t, row);
 	}
 	table_print(&t);

@@ -643,7 +643,9 @@ static const struct cmd cmds[] = {
 	{ "token", "revoke", "rm", "<token-id>", 1, 1, 0, c_token_revoke,
 	  "Revoke a token." },
 	{ "template", "ls", "list", "", 0, 0, 0, c_template_ls,
-	  "List guest templates sandboxes can boot from: NAME SANDBOXES\n"
+	  "List guest templates sandboxes can boot from: NAME VERSION (the\n"
+	  "current one, new sandboxes get it) SANDBOXES SIZE (on disk) SOURCE\n"
+	  "(dockerfile or image with its sha256, debian, minimal, or dir)\n"
 	  "CREATED DIR. 'default' is built in (berth.conf's template)." },
 	{ "template", "add", NULL, "<name> <dir>", 2, 2, 0, c_template_add,
 	  "Register a template directory (template.json as vmm/guest/mktemplate\n"

@@ -1004,7 +1004,7 @@ const struct px_directive px_directives[] = {
 	  .max = 1048576, .unit = "MiB", .def = "8192",
 	  .doc = "the root file system of a template built from an image" },
 	{ "template_build_timeout", 1, p_duration, F(template_build_timeout),
-	  .min = 60000, .max = DAY_MS, .def = "1h",
+	  .min = 5000, .max = DAY_MS, .def = "1h",
 	  .doc = "a template build that takes longer is ended" },
 	{ "template_build_allow", 1, p_string, F(template_build_allow),
 	  .def = "deb.debian.org,security.debian.org",

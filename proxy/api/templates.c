@@ -4,19 +4,83 @@
  */
 #include "api.h"
 
+#include <dirent.h>
+
 /* ---- templates ---- */
+
+/* What a template's directory holds on disk (its files' blocks: root
+ * images are sparse), and its version (a built template's "current"
+ * names one). -1 when it cannot be read. */
+static long long
+template_size(const char *dir, char *version, size_t vlen)
+{
+	char real[PATH_MAX], p[PATH_MAX + 256];
+	const char *base;
+	struct dirent *de;
+	struct stat st;
+	long long sum = 0;
+	DIR *d;
+
+	version[0] = '\0';
+	if (realpath(dir, real) == NULL || (d = opendir(real)) == NULL)
+		return -1;
+	base = strrchr(real, '/') + 1;
+	if (base[0] == 'v' && base[1] >= '0' && base[1] <= '9')
+		snprintf(version, vlen, "%s", base);
+	while ((de = readdir(d)) != NULL) {
+		snprintf(p, sizeof(p), "%s/%s", real, de->d_name);
+		if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+			sum += (long long)st.st_blocks * 512;
+	}
+	closedir(d);
+	return sum;
+}
+
+/* What it was made of: a build from an image records it (source.json:
+ * from, sha256, bytes, file); berth's own builds are named for their
+ * builder; anything else was added as a directory. */
+static json_t *
+template_source(const struct px_template *t)
+{
+	static const char *const own[] = { "debian", "minimal" };
+	char p[PATH_MAX], tail[64];
+	json_t *o;
+	size_t i, n = strlen(t->dir);
+
+	snprintf(p, sizeof(p), "%s/source.json", t->dir);
+	if ((o = json_load_file(p, 0, NULL)) != NULL && json_is_object(o))
+		return o;
+	json_decref(o);
+	for (i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		snprintf(tail, sizeof(tail), "/templates/%s/current", own[i]);
+		if (n >= strlen(tail) && strcmp(t->dir + n - strlen(tail),
+		    tail) == 0)
+			return json_pack("{s:s}", "from", own[i]);
+	}
+	/* vm_template minimal's, built at start */
+	if (n > 18 && strcmp(t->dir + n - 18, "/templates/default") == 0)
+		return json_pack("{s:s}", "from", "minimal");
+	return json_pack("{s:s}", "from", "dir");
+}
 
 static json_t *
 template_json(struct px_control *ctl, const struct px_template *t, int builtin)
 {
-	char err[256];
+	char err[256], version[64];
+	long long size;
 	int n = 0;
 
 	(void)px_store_template_users(ctl->store, t->name, &n, err, sizeof(err));
-	return json_pack("{s:s, s:s?, s:b, s:o, s:i}", "name", t->name,
-	    "dir", t->dir[0] ? t->dir : NULL, "builtin", builtin, "created",
-	    builtin ? json_null() : json_integer((json_int_t)t->created),
-	    "sandboxes", n);
+	size = t->dir[0] ? template_size(t->dir, version, sizeof(version)) : -1;
+	if (!t->dir[0])
+		version[0] = '\0';
+	return json_pack("{s:s, s:s?, s:b, s:o, s:i, s:s?, s:o, s:o}", "name",
+	    t->name, "dir", t->dir[0] ? t->dir : NULL, "builtin", builtin,
+	    "created", builtin ? json_null() :
+	    json_integer((json_int_t)t->created), "sandboxes", n,
+	    "version", version[0] ? version : NULL, "size", size >= 0 ?
+	    json_integer((json_int_t)size) : json_null(), "source",
+	    t->dir[0] ? template_source(t) : json_null());
 }
 
 static void

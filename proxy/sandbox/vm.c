@@ -17,6 +17,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -91,36 +92,57 @@ ready_built(const char *key, int ok, const char *reason, uint64_t dur,
 		    "(creates boot)", key, reason);
 }
 
-/* The default template's ready snapshot (default memory and vCPUs),
- * built in the background when missing, so the first create already
- * restores it. Other shapes are built by the first create that misses
- * them (libvmm). */
 static void
-ready_kick(void)
+ready_built_other(const char *key, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	(void)arg;
+	if (ok)
+		log_info("ready snapshot %s built in %llu ms: creates restore it",
+		    key, (unsigned long long)dur);
+	else
+		log_warnx("ready snapshot %s: %s (creates boot)", key, reason);
+}
+
+/* A template's ready snapshot (default memory and vCPUs), built in the
+ * background when missing, so the first create already restores it: the
+ * default template's at start and after its builds, a template built
+ * from an image's after its build. Other shapes are built by the first
+ * create that misses them (libvmm). */
+static void
+ready_kick_dir(const char *dir, int is_default)
 {
 	struct vmm_template t;
 	char e[VMM_ERRLEN], key[VMM_READY_KEY];
 	int rc;
 
-	if (V.m == NULL || !V.ready_on || !V.have_tpl)
+	if (V.m == NULL || !V.ready_on)
 		return;
-	if (vmm_template_load(V.tdir, &t, e, sizeof(e)) < 0)
+	if (vmm_template_load(dir, &t, e, sizeof(e)) < 0)
 		return;
 	if (t.root_overlay && t.agent != NULL) {
-		rc = vmm_ready_build(V.m, &t, 0, 0, ready_built, NULL, key, e,
-		    sizeof(e));
+		rc = vmm_ready_build(V.m, &t, 0, 0, is_default ? ready_built :
+		    ready_built_other, NULL, key, e, sizeof(e));
 		if (rc == 0)
 			log_info("template %s: ready snapshot %s: building it "
 			    "(one boot, in the background)", t.name, key);
 		else if (rc == 1) {
 			log_info("template %s: ready snapshot %s is there: "
 			    "creates restore it", t.name, key);
-			vmm_ready_pool_fill(V.m, key, &t, 0, 0);
+			if (is_default)
+				vmm_ready_pool_fill(V.m, key, &t, 0, 0);
 		}
 		else if (rc != -EBUSY)
 			log_warnx("template %s: no ready snapshot: %s", t.name, e);
 	}
 	vmm_template_free(&t);
+}
+
+static void
+ready_kick(void)
+{
+	if (V.have_tpl)
+		ready_kick_dir(V.tdir, 1);
 }
 
 /* The backend and the accelerator with why: it changes when KVM's trial
@@ -665,7 +687,12 @@ static struct {
 	time_t		 term_at;		/* ... asked to end then */
 	int		 upgrade;		/* replaces a current version that
 						 * serves creates meanwhile */
+	char		 source[512];		/* source.json for the version
+						 * (a build from an image), "" */
 } TB = { .fd = -1 };
+
+static struct tspool *TS;	/* a source coming in (one at a time) */
+static const char *ts_name(const struct tspool *);
 
 static void
 tb_line(const char *s)
@@ -751,6 +778,7 @@ tb_finish(int ok, const char *why)
 	char cur[PATH_MAX], tmp[PATH_MAX], err[256], l2[VMM_ERRLEN];
 	struct px_template t;
 	const char *base;
+	FILE *f;
 
 	if (TB.rev != NULL)
 		event_free(TB.rev);
@@ -761,6 +789,20 @@ tb_finish(int ok, const char *why)
 		close(TB.fd);
 	TB.fd = -1;
 	TB.pid = 0;
+	if (ok && TB.source[0] != '\0') {
+		/* what it was built of: the cache's key, template ls's source */
+		snprintf(tmp, sizeof(tmp), "%s/source.json", TB.vdir);
+		int bad = (f = fopen(tmp, "we")) == NULL;
+
+		if (!bad) {
+			bad = fprintf(f, "%s\n", TB.source) < 0;
+			bad |= fclose(f) != 0;
+		}
+		if (bad)
+			log_warn("template %s: %s (the next build of the same "
+			    "source is not cached)", TB.name, tmp);
+	}
+	TB.source[0] = '\0';
 	if (ok) {
 		/* current -> v<time>, swapped with a rename */
 		base = strrchr(TB.vdir, '/') + 1;
@@ -800,6 +842,9 @@ tb_finish(int ok, const char *why)
 		tb_line(l);
 		log_info("%s", l);
 		tb_gc();
+		/* the default's comes below, once it is the default */
+		if (!V.def_debian || strcmp(TB.name, "debian") != 0)
+			ready_kick_dir(cur, 0);
 	} else {
 		log_warnx("template %s: build failed: %s", TB.name, TB.reason);
 	}
@@ -1019,13 +1064,14 @@ px_vm_template_build(const char *name, char *err, size_t errlen,
 		    "running since %lld s", name, (long long)(time(NULL) - TB.t0));
 		return 0;
 	}
-	if (TB.pid > 0) {
+	if (TB.pid > 0 || TS != NULL) {
 		snprintf(err, errlen, "template %s is being built (one build at "
-		    "a time)", TB.name);
+		    "a time)", TB.pid > 0 ? TB.name : ts_name(TS));
 		return -3;
 	}
 	if (tb_vdir(name, err, errlen) < 0)
 		return -1;
+	TB.source[0] = '\0';
 	return tb_start(name, (char *[]){ mk, TB.vdir, NULL }, NULL, app, err,
 	    errlen);
 }
@@ -1107,9 +1153,15 @@ struct tspool {
 	char file[256];
 	int nargs;
 	char (*args)[1024];
+	EVP_MD_CTX *md;		/* sha256 of what the build is made of */
 };
 
-static struct tspool *TS;	/* one source coming in at a time */
+
+static const char *
+ts_name(const struct tspool *ts)
+{
+	return ts->name;
+}
 
 static void
 ts_free(struct tspool *ts, int keep)
@@ -1118,6 +1170,7 @@ ts_free(struct tspool *ts, int keep)
 		close(ts->fd);
 	if (!keep)
 		(void)unlink(ts->path);
+	EVP_MD_CTX_free(ts->md);
 	free(ts->args);
 	free(ts);
 	if (TS == ts)
@@ -1168,9 +1221,25 @@ px_vm_template_spool(const char *name, const struct px_tpl_source *src,
 		snprintf(ts->args[i], sizeof(ts->args[i]), "%s",
 		    src->build_args[i]);
 	ts->nargs = src->nargs;
+	/* The cache key: how it is built (from, -f, the build args, each
+	 * with its NUL), then the source's bytes. */
+	if ((ts->md = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ts->md, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(ts->md, ts->from, strlen(ts->from) + 1) != 1 ||
+	    EVP_DigestUpdate(ts->md, ts->file, strlen(ts->file) + 1) != 1) {
+		snprintf(err, errlen, "out of memory");
+		EVP_MD_CTX_free(ts->md);
+		free(ts->args);
+		free(ts);
+		return NULL;
+	}
+	for (i = 0; i < ts->nargs; i++)
+		(void)EVP_DigestUpdate(ts->md, ts->args[i],
+		    strlen(ts->args[i]) + 1);
 	snprintf(dir, sizeof(dir), "%s/templates/.source", V.state_dir);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		EVP_MD_CTX_free(ts->md);
 		free(ts->args);
 		free(ts);
 		return NULL;
@@ -1180,6 +1249,7 @@ px_vm_template_spool(const char *name, const struct px_tpl_source *src,
 	if ((ts->fd = open(ts->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0600)) < 0) {
 		snprintf(err, errlen, "%s: %s", ts->path, strerror(errno));
+		EVP_MD_CTX_free(ts->md);
 		free(ts->args);
 		free(ts);
 		return NULL;
@@ -1216,6 +1286,7 @@ px_vm_template_spool_write(void *h, const void *p, size_t len, int *status,
 			ts_free(ts, 0);
 			return -1;
 		}
+		(void)EVP_DigestUpdate(ts->md, q, (size_t)w);
 		q += w;
 		len -= (size_t)w;
 		ts->bytes += (uint64_t)w;
@@ -1266,11 +1337,112 @@ ts_env(char *envs[8], char *err, size_t errlen)
 	return 0;
 }
 
+/* The source's sha256 in hex, and what the version built of it will
+ * record (TB.source, written as its source.json by tb_finish). */
+static int
+ts_record(struct tspool *ts, char hex[65], char *err, size_t errlen)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+	json_t *o;
+	char *j;
+
+	if (EVP_DigestFinal_ex(ts->md, md, &mdlen) != 1 || mdlen != 32) {
+		snprintf(err, errlen, "cannot hash the source of %s", ts->name);
+		return -1;
+	}
+	for (i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	o = json_pack("{s:s, s:s, s:I, s:s?}", "from", ts->from, "sha256", hex,
+	    "bytes", (json_int_t)ts->bytes, "file", ts->file[0] ? ts->file :
+	    NULL);
+	j = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (j == NULL || strlen(j) >= sizeof(TB.source)) {
+		free(j);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(TB.source, sizeof(TB.source), "%s", j);
+	free(j);
+	return 0;
+}
+
+/* 1 with its directory in vdir if a whole version of name was built from
+ * the source hashed hex (its source.json says so, its template.json is
+ * there); the current version first. */
+static int
+ts_cached(const char *name, const char *hex, char *vdir, size_t len)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 32], cur[PATH_MAX];
+	struct dirent *de;
+	const char *h;
+	json_t *o;
+	ssize_t n;
+	DIR *d;
+	int found = 0, pass;
+
+	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, name);
+	snprintf(p, sizeof(p), "%s/current", dir);
+	if ((n = readlink(p, cur, sizeof(cur) - 1)) < 0)
+		n = 0;
+	cur[n] = '\0';
+	for (pass = 0; pass < 2 && !found; pass++) {
+		if ((d = opendir(dir)) == NULL)
+			return 0;
+		while (!found && (de = readdir(d)) != NULL) {
+			if (de->d_name[0] != 'v' ||
+			    (pass == 0) != (strcmp(de->d_name, cur) == 0))
+				continue;
+			snprintf(p, sizeof(p), "%s/%s/template.json", dir,
+			    de->d_name);
+			if (access(p, F_OK) != 0)
+				continue;
+			snprintf(p, sizeof(p), "%s/%s/source.json", dir,
+			    de->d_name);
+			if ((o = json_load_file(p, 0, NULL)) == NULL)
+				continue;
+			h = json_string_value(json_object_get(o, "sha256"));
+			if (h != NULL && strcmp(h, hex) == 0) {
+				snprintf(vdir, len, "%s/%s", dir, de->d_name);
+				found = 1;
+			}
+			json_decref(o);
+		}
+		closedir(d);
+	}
+	return found;
+}
+
+/* A source built before: its version (TB.vdir) becomes current again at
+ * once, as a build that took no time. */
+static void
+tb_cached(const char *name, const char *hex, uint64_t bytes)
+{
+	char l[TB_LINE_MAX];
+
+	snprintf(TB.name, sizeof(TB.name), "%s", name);
+	snprintf(TB.state, sizeof(TB.state), "running");
+	TB.reason[0] = TB.source[0] = '\0';
+	TB.upgrade = 0;
+	TB.pid = 0;
+	TB.t0 = time(NULL);
+	TB.seq = 0;
+	TB.partlen = 0;
+	snprintf(l, sizeof(l), "the same source (%llu bytes, sha256 %.12s...) "
+	    "built %s before: cached", (unsigned long long)bytes, hex,
+	    strrchr(TB.vdir, '/') + 1);
+	tb_line(l);
+	log_info("template %s: %s", name, l);
+	tb_finish(1, NULL);
+}
+
 int
 px_vm_template_spool_end(void *h, int *status, char *err, size_t errlen)
 {
 	struct tspool *ts = h;
 	char mk[PATH_MAX], app[PATH_MAX], *argv[TS_ARGS_MAX], *envs[8];
+	char hex[2 * 32 + 1];
 	int i, a = 0, rc;
 
 	*status = 500;
@@ -1293,6 +1465,22 @@ px_vm_template_spool_end(void *h, int *status, char *err, size_t errlen)
 	}
 	close(ts->fd);
 	ts->fd = -1;
+	if (TB.pid > 0) {	/* started while this source came in */
+		*status = 409;
+		snprintf(err, errlen, "template %s is being built (one build "
+		    "at a time)", TB.name);
+		ts_free(ts, 0);
+		return -1;
+	}
+	if (ts_record(ts, hex, err, errlen) < 0) {
+		ts_free(ts, 0);
+		return -1;
+	}
+	if (ts_cached(ts->name, hex, TB.vdir, sizeof(TB.vdir))) {
+		tb_cached(ts->name, hex, ts->bytes);
+		ts_free(ts, 0);
+		return 0;
+	}
 	if (tb_vdir(ts->name, err, errlen) < 0) {
 		ts_free(ts, 0);
 		return -1;

@@ -313,6 +313,18 @@ need_vm() {
 	[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
 }
 
+# need_static_busybox: skips (77) unless /bin/busybox needs no loader
+# (no PT_INTERP): images FROM scratch copy it in
+need_static_busybox() {
+	python3 -c 'import struct, sys
+b = open("/bin/busybox", "rb").read(1 << 16)
+if b[:4] != b"\x7fELF" or b[4] != 2: sys.exit(1)
+off, = struct.unpack_from("<Q", b, 32)
+ent, num = struct.unpack_from("<HH", b, 54)
+sys.exit(any(struct.unpack_from("<I", b, off + i * ent)[0] == 3 for i in range(num)))' ||
+		skip_all "/bin/busybox is not static (busybox-static)"
+}
+
 # wait_debian_built: the default template debian's background build has
 # ended well (an hour at most); skips when the apt sources are out of
 # reach, bails when it failed otherwise

@@ -86,3 +86,14 @@ EXTRA_DIST += tests/integ/vm-image.sh
 # (root, qemu TCG; one boot).
 TESTS += tests/integ/vm-imagebuild.sh
 EXTRA_DIST += tests/integ/vm-imagebuild.sh
+# Issue 31 through berthd: netctl template build --dockerfile, the
+# builder sandbox, the template serving its CMD over TLS, the cache, a
+# new version beside one in use, a failing step, the build timeout and
+# the context limit (root, qemu TCG; a ready snapshot and four builders).
+TESTS += tests/integ/vm-template-build.sh
+EXTRA_DIST += tests/integ/vm-template-build.sh
+# Issue 31's host side with a stand-in builder (no boots): the source
+# streamed, template ls, the cache, MCP's build_template, failures,
+# the timeout, the context limit, bad requests.
+TESTS += tests/integ/template-source.sh
+EXTRA_DIST += tests/integ/template-source.sh

@@ -27,15 +27,7 @@
 need_berth
 need_vm mmdebstrap "debugfs: (e2fsprogs)"
 [ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VM runs in the normal pass only"
-# the image is FROM scratch: its busybox must need no loader (no PT_INTERP)
-python3 -c 'import struct, sys
-b = open("/bin/busybox", "rb").read(1 << 16)
-if b[:4] != b"\x7fELF" or b[4] != 2: sys.exit(1)
-off, = struct.unpack_from("<Q", b, 32)
-ent, num = struct.unpack_from("<HH", b, 54)
-sys.exit(any(struct.unpack_from("<I", b, off + i * ent)[0] == 3 for i in range(num)))' ||
-	skip_all "/bin/busybox is not static (busybox-static)"
-[ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VM runs in the normal pass only"
+need_static_busybox
 SCRIPT="$top_srcdir/vmm/guest/berth-imagebuild"
 [ -r "$SCRIPT" ] || skip_all "$SCRIPT is missing"
 

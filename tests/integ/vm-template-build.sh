@@ -1,0 +1,172 @@
+#!/bin/sh
+# vm-template-build.sh — issue 31 end to end through berthd: `netctl
+# template build NAME --dockerfile DIR` streams the context to berthd,
+# which builds it with vmm/guest/mktemplate-source in a builder sandbox
+# made from the debian template (real VMs under TCG, no registry: the
+# image is FROM scratch with the host's static busybox):
+#  - the template serves: a sandbox made from it runs busybox's sh by
+#    exec with the image's ENV and WORKDIR, and the image's CMD (busybox
+#    httpd) answers on its published port through berthd over TLS;
+#  - `template ls` shows its version, size and source (sha256);
+#  - the same context again is the cache: no builder, the same version,
+#    seconds; one file changed is a new version, and the sandbox made
+#    before keeps the version it was made from;
+#  - a failing RUN: the build fails naming the step, its output among
+#    the progress lines, the current version untouched;
+#  - a build past template_build_timeout (set by SIGHUP) is killed;
+#  - a context over template_max_context: 413, nothing built;
+# and after each build, however it ended, no builder sandbox is left.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+need_vm mmdebstrap
+[ "${BERTH_SANITIZED:-0}" = 1 ] && skip_all "the debian VM runs in the normal pass only"
+need_static_busybox
+
+conf() {
+	VMM=on VM_TEMPLATE=debian VM_READY=on berthd_config "tap_prefix btb" \
+		"vm_pool 10.238.0.0/24" "idle_pause never" "idle_suspend never" \
+		"template_max_context 16" "$@"
+}
+conf
+start_berthd
+at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
+wait_debian_built
+ok "the builders' template (debian) is built"
+
+CTX="$T/ctx"
+mkdir -p "$CTX/www"
+cp /bin/busybox "$CTX/busybox"
+echo "page one" >"$CTX/www/index.html"
+cat >"$CTX/Dockerfile" <<'EOF'
+FROM scratch
+COPY busybox /bin/busybox
+COPY www /www
+ENV GREETING=hello-from-the-image
+WORKDIR /www
+EXPOSE 8080
+CMD ["/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"]
+EOF
+no_builder() { ! netctl sandbox ls | grep -q '^tpl-build-'; }
+# build NAME ARGS...: netctl template build; $T/NAME.out, .err, .rc, .s
+build() {
+	_n=$1; shift
+	_t0=$(date +%s)
+	netctl template build "$@" >"$T/$_n.out" 2>"$T/$_n.err"
+	echo $? >"$T/$_n.rc"
+	echo $(($(date +%s) - _t0)) >"$T/$_n.s"
+	diag "$_n: exit $(cat "$T/$_n.rc") in $(cat "$T/$_n.s") s: $(tail -n 1 "$T/$_n.err")"
+}
+tls() { netctl --json template ls; }
+tget() {	# NAME EXPR: a field of template NAME in template ls
+	json_get "$(tls)" "[t for t in j['templates'] if t['name'] == '$1'][0]$2"
+}
+
+# ---- a Dockerfile FROM scratch -----------------------------------------------
+build b1 web --dockerfile "$CTX"
+is "a Dockerfile FROM scratch builds" "$(cat "$T/b1.rc")" 0
+like "... it says where" "$(cat "$T/b1.out")" "^template web: $STATE/templates/web/v[0-9]"
+like "... its progress came from the builder" "$(cat "$T/b1.err")" 'berth-imagebuild: step: docker build'
+check "... its builder sandbox is gone" no_builder
+v1=$(tget web "['version']")
+like "template ls: its version" "$v1" '^v[0-9]+'
+is "template ls: source dockerfile" "$(tget web "['source']['from']")" dockerfile
+like "template ls: with the context's sha256" "$(tget web "['source']['sha256']")" '^[0-9a-f]{64}$'
+size=$(tget web "['size']")
+if [ "$size" -gt 1000000 ] 2>/dev/null; then ok "template ls: its size on disk ($size bytes)"
+else not_ok "template ls: its size on disk"; diag "size: $size"; fi
+like "netctl template ls: the columns" "$(netctl template ls)" \
+	"web +$v1 +0 +[0-9.]+ [KMG]iB +dockerfile sha256:[0-9a-f]{12} "
+
+out=$(netctl sandbox create w1 --template web 2>&1) ||
+	bail "sandbox create: $out; $(netctl sandbox events w1 2>&1 | tail -n 3)"
+like "a sandbox made from it runs" "$out" 'sandbox w1 created \(10\.238\.0\.[0-9]+, running\)'
+is "exec runs busybox's sh with the image's ENV and WORKDIR" \
+	"$(netctl sandbox exec w1 -- /bin/busybox sh -c 'echo "$GREETING in $(pwd)"' </dev/null 2>&1)" \
+	"hello-from-the-image in /www"
+netctl port publish w1 8080 >/dev/null || bail "cannot publish w1:8080"
+URL=$(url_for 8080 w1)
+wait_for 60 sh -c "curl -sS --cacert '$CA' --connect-to ::127.0.0.1: --max-time 10 '$URL/' 2>/dev/null | grep -q 'page one'"
+is "its CMD (busybox httpd) answers through berthd over TLS" "$(bcurl "$URL/" 2>&1)" "page one"
+
+# ---- the cache ------------------------------------------------------------------
+build b2 web --dockerfile "$CTX"
+is "the same context again builds" "$(cat "$T/b2.rc")" 0
+like "... from the cache" "$(cat "$T/b2.err")" 'the same source .* built v[0-9-]+ before: cached'
+is "... the same version" "$(tget web "['version']")" "$v1"
+s2=$(cat "$T/b2.s")
+if [ "$s2" -le 5 ]; then ok "... in seconds ($s2 s)"; else not_ok "... in seconds ($s2 s)"; fi
+unlike "... no builder sandbox was made" "$(cat "$T/b2.err")" 'builder sandbox'
+
+echo "page two" >"$CTX/www/index.html"
+build b3 web --dockerfile "$CTX"
+is "one file changed builds" "$(cat "$T/b3.rc")" 0
+v2=$(tget web "['version']")
+if [ -n "$v2" ] && [ "$v2" != "$v1" ]; then ok "... a new version ($v2)"
+else not_ok "... a new version"; diag "$v1 then $v2"; fi
+check "... its builder sandbox is gone" no_builder
+check "the sandbox made before still names its version" \
+	grep -q "templates/web/$v1/" "$STATE/vms/w1/sandbox.conf"
+check "... whose files are still there" test -f "$STATE/templates/web/$v1/template.json"
+is "... and still serves the page it was made with" "$(bcurl "$URL/" 2>&1)" "page one"
+out=$(netctl sandbox create w2 --template web 2>&1) ||
+	bail "sandbox create w2: $out; $(netctl sandbox events w2 2>&1 | tail -n 3)"
+is "a new sandbox gets the new version" \
+	"$(netctl sandbox exec w2 -- /bin/busybox cat /www/index.html </dev/null 2>&1)" "page two"
+check "... it names the new version" grep -q "templates/web/$v2/" "$STATE/vms/w2/sandbox.conf"
+netctl sandbox rm w2 >/dev/null
+
+# ---- a failing step -------------------------------------------------------------
+BAD="$T/bad"
+mkdir -p "$BAD"
+cp /bin/busybox "$BAD/busybox"
+cat >"$BAD/Dockerfile" <<'EOF'
+FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "sh", "-c", "echo the-step-said-this; exit 3"]
+EOF
+build b4 web --dockerfile "$BAD"
+is "a failing RUN fails the build" "$(cat "$T/b4.rc")" 1
+like "... the error names the step" "$(tail -n 1 "$T/b4.err")" \
+	'^netctl: template web: build failed: .*Dockerfile step 3/3 \(RUN .*returned a non-zero code: 3'
+like "... its output among the lines shown" "$(cat "$T/b4.err")" 'the-step-said-this'
+check "... its builder sandbox is gone" no_builder
+is "... the current version untouched" "$(tget web "['version']")" "$v2"
+
+# ---- past template_build_timeout ------------------------------------------------
+SLOW="$T/slow"
+mkdir -p "$SLOW"
+cp /bin/busybox "$SLOW/busybox"
+printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "sleep", "900"]\n' \
+	>"$SLOW/Dockerfile"
+# the same berthd, its config reloaded: the listeners' ports kept
+sed -i 's/^template_max_context .*/template_max_context 4/' "$CONF"
+echo "template_build_timeout 20s" >>"$CONF"
+kill -HUP "$BERTHD_PID"
+wait_log 30 "$BERTHD_LOG" "reloaded configuration|configuration not reloaded" "$BERTHD_PID"
+grep -q "configuration not reloaded" "$BERTHD_LOG" &&
+	bail "berthd did not reload its configuration: $(grep 'not reloaded' "$BERTHD_LOG")"
+build b5 slow --dockerfile "$SLOW"
+is "a build past template_build_timeout fails" "$(cat "$T/b5.rc")" 1
+like "... killed (its reason)" "$(tail -n 1 "$T/b5.err")" 'build failed: .*(signal|exit)'
+s5=$(cat "$T/b5.s")
+if [ "$s5" -lt 120 ]; then ok "... within its time and the grace after ($s5 s)"
+else not_ok "... within its time and the grace after ($s5 s)"; fi
+if wait_for 60 no_builder; then ok "... its builder sandbox is gone"
+else not_ok "... its builder sandbox is gone"; diag "$(netctl sandbox ls)"; fi
+check "... no template slow" sh -c "! netctl template ls | grep -q '^slow '"
+
+# ---- over template_max_context -------------------------------------------------
+BIG="$T/big"
+mkdir -p "$BIG"
+printf 'FROM scratch\nCOPY blob /blob\n' >"$BIG/Dockerfile"
+head -c 6M /dev/urandom >"$BIG/blob"
+build b6 big --dockerfile "$BIG"
+is "a context over template_max_context is refused" "$(cat "$T/b6.rc")" 1
+like "... saying so" "$(tail -n 1 "$T/b6.err")" 'over 4 MiB \(template_max_context\)'
+check "... no builder was made" no_builder
+check "... nothing of it is kept" sh -c "! ls '$STATE/templates/.source/big' 2>/dev/null"
+is "the template before still serves" "$(bcurl "$URL/" 2>&1)" "page one"
+
+netctl sandbox rm w1 >/dev/null
+done_testing
