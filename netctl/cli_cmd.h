@@ -81,11 +81,12 @@ enum {
 #define O_IMAGE		(1ULL << 43)
 #define O_FILE		(1ULL << 44)
 #define O_BUILD_ARG	(1ULL << 45)
-#define O_LAST		O_BUILD_ARG
+#define O_PUBLISH_EXPOSED (1ULL << 46)
+#define O_LAST		O_PUBLISH_EXPOSED
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
-	O_IDLE_SUSPEND | O_MAX_LIFETIME | O_ENV)
+	O_IDLE_SUSPEND | O_MAX_LIFETIME | O_ENV | O_PUBLISH_EXPOSED)
 
 #define MAX_RULE_OPTS 64
 

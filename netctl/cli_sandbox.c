@@ -301,7 +301,7 @@ idle_args(const struct opts *o, int default_ok, json_t *body)
 int
 c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 {
-	json_t *body, *doc;
+	json_t *body, *doc, *ports, *perr;
 	int rc;
 
 	if (check_id(a[0]) == -1)
@@ -326,6 +326,8 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 		json_object_set_new(body, "address", json_string(o->address));
 	if (o->template_ != NULL)
 		json_object_set_new(body, "template", json_string(o->template_));
+	if (o->given & O_PUBLISH_EXPOSED)
+		json_object_set_new(body, "publish_exposed", json_true());
 	if (size_arg("--memory", o->memory, body, "memory_mib") == -1 ||
 	    size_arg("--vcpus", o->vcpus, body, "vcpus") == -1 ||
 	    size_arg("--disk", o->disk, body, "disk_mib") == -1 ||
@@ -335,6 +337,9 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 	}
 	rc = call(o, "POST", "/v1/sandboxes", body, &doc);
 	json_decref(body);
+	/* the ports published for it come with the create's answer only */
+	ports = json_incref(json_object_get(doc, "ports"));
+	perr = json_incref(json_object_get(doc, "ports_error"));
 	if (rc == EXIT_OK && o->address == NULL)
 		rc = wait_created(o, a[0], &doc);
 	/* The token is shown only now: print it even when the VM failed. */
@@ -344,6 +349,19 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 		    o->address ? "added" : "created",
 		    jstr(doc, "address"), jstr(doc, "state"), jstr(doc, "token"),
 		    jstr(doc, "token_id"));
+	if (doc != NULL && ports != NULL && json_object_get(doc, "ports") == NULL)
+		json_object_set(doc, "ports", ports);
+	if (!o->json && json_is_string(perr))
+		fprintf(stderr, "%s: sandbox %s: its exposed ports not published: "
+		    "%s\n", progname, a[0], json_string_value(perr));
+	else if (!o->json && (o->given & O_PUBLISH_EXPOSED) && ports != NULL) {
+		if (json_array_size(ports) == 0)
+			printf("its template exposes no ports\n");
+		else
+			print_ports(ports, 0, "");
+	}
+	json_decref(ports);
+	json_decref(perr);
 	if (doc != NULL)
 		out_set(doc);
 	return rc;

@@ -118,6 +118,7 @@ static const struct opt opts_tab[] = {
 	S("vcpus", 0, 0, O_VCPUS, vcpus),
 	S("disk", 0, 0, O_DISK, disk),
 	S("template", 0, 0, O_TEMPLATE, template_),
+	F("publish-exposed", 0, 0, O_PUBLISH_EXPOSED),
 	S("idle-pause", 0, 0, O_IDLE_PAUSE, idle_pause),
 	S("idle-suspend", 0, 0, O_IDLE_SUSPEND, idle_suspend),
 	S("max-lifetime", 0, 0, O_MAX_LIFETIME, max_lifetime),
@@ -394,7 +395,7 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "create", "add", "<id> [--address <ip>] [--memory MiB] "
 	  "[--vcpus N] [--disk MiB] [--template NAME] [--idle-pause D|never] "
 	  "[--idle-suspend D|never] [--max-lifetime D|never] "
-	  "[--env NAME=VALUE]...", 1, 1,
+	  "[--env NAME=VALUE]... [--publish-exposed]", 1, 1,
 	  O_ADDRESS | O_VM_ONLY | O_FROM, c_sandbox_add,
 	  "Create a sandbox: a microVM (waits until it runs), or with --address,\n"
 	  "register an externally managed one (a container or another host)\n"
@@ -406,7 +407,9 @@ static const struct cmd cmds[] = {
 	  "after --idle-suspend and stopped --max-lifetime after it was\n"
 	  "created (durations: 90s, 10m, 2h, 1d, or never; default: berth.conf's\n"
 	  "idle_pause and idle_suspend, no lifetime limit). Every command in\n"
-	  "it starts with the --env variables (its own --env wins). Prints the\n"
+	  "it starts with the --env variables (its own --env wins).\n"
+	  "--publish-exposed publishes the ports its template's image EXPOSEs\n"
+	  "(as 'port publish' does) and prints their URLs. Prints the\n"
 	  "sandbox's token once: it may manage only this sandbox (ports,\n"
 	  "egress, pause, resume, events, exec)." },
 	{ "sandbox", "fork", NULL, "<id> <new-id> [<new-id>...]", 2, 101, 0,
@@ -665,8 +668,9 @@ static const struct cmd cmds[] = {
 	  "on the host. Prints progress on stderr. Each build is a new version:\n"
 	  "sandboxes made before keep theirs." },
 	{ "template", "rm", "delete", "<name>", 1, 1, 0, c_template_rm,
-	  "Forget a template name (its files stay). Refused while a sandbox\n"
-	  "uses it." },
+	  "Forget a template name. Refused while a sandbox uses it. The files\n"
+	  "of one berthd built (template build) go with it; a directory\n"
+	  "registered with 'template add' stays." },
 	{ "fleet", "hosts", NULL, "", 0, 0, 0, c_fleet_hosts,
 	  "Fleet mode: the hosts registered in etcd and the ones whose lease\n"
 	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY." },

@@ -1577,6 +1577,7 @@ control_hooks(struct px_control_hooks *hooks)
 		hooks->template_spool_write = px_vm_template_spool_write;
 		hooks->template_spool_end = px_vm_template_spool_end;
 		hooks->template_spool_abort = px_vm_template_spool_abort;
+		hooks->template_forget = px_vm_template_forget;
 	}
 	/* registering templates needs no VMs: only a directory that loads */
 	hooks->template_check = px_vm_template_check;

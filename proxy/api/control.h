@@ -432,6 +432,10 @@ struct px_control_hooks {
 	int (*template_spool_end)(void *h, int *status, char *err,
 	    size_t errlen);
 	void (*template_spool_abort)(void *h);
+	/* A template name was forgotten (DELETE, no sandbox uses it): the
+	 * files of a template berthd built under its state dir go (dir: the
+	 * path it was registered with). NULL: files stay. */
+	void (*template_forget)(const char *name, const char *dir, void *arg);
 	/* The built-in "default" template's directory, shown by GET
 	 * /v1/templates; NULL when there is none (no VMs). Copied. */
 	const char *template_dir;

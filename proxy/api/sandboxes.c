@@ -39,17 +39,66 @@ api_sandbox_list(struct req *r)
  * what only a microVM sandbox takes.
  */
 static const char *const *
-field_names(const char **buf, size_t size, unsigned flags, const char *extra)
+field_names(const char **buf, size_t size, unsigned flags,
+    const char *const *extra)
 {
 	size_t i, n = 0;
 
 	if (buf[0] != NULL)
 		return buf;
-	for (i = 0; i < px_nsbfields && n + 2 < size; i++)
+	for (i = 0; i < px_nsbfields && n + 4 < size; i++)
 		if (px_sbfields[i].flags & flags)
 			buf[n++] = px_sbfields[i].api;
-	buf[n++] = extra;
+	for (i = 0; extra != NULL && extra[i] != NULL && n + 1 < size; i++)
+		buf[n++] = extra[i];
+	buf[n] = NULL;
 	return buf;
+}
+
+/* A template's EXPOSEd ports (its template.json's "ports", which
+ * mktemplate-image writes from the image's ExposedPorts), published as
+ * `port publish` would with its defaults. The ones published, as the
+ * API shows ports, or NULL with err. */
+static json_t *
+publish_exposed(struct px_control *ctl, const char *id, const char *dir,
+    char *err, size_t errlen)
+{
+	char p[PATH_MAX];
+	json_t *tj, *ports, *v, *out;
+	struct px_port pt;
+	size_t i;
+	int created;
+
+	if ((out = json_array()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (dir == NULL)
+		return out;
+	snprintf(p, sizeof(p), "%s/template.json", dir);
+	tj = json_load_file(p, 0, NULL);
+	ports = json_object_get(tj, "ports");
+	json_array_foreach(ports, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 65535)
+			continue;
+		memset(&pt, 0, sizeof(pt));
+		snprintf(pt.sandbox, sizeof(pt.sandbox), "%s", id);
+		pt.port = (uint16_t)json_integer_value(v);
+		pt.host_header = PX_HOST_PRESERVE;
+		pt.visibility = PX_VIS_PUBLIC;
+		if (px_store_port_set(ctl->store, &pt, &created, err,
+		    errlen) != PX_STORE_OK) {
+			json_decref(tj);
+			json_decref(out);
+			return NULL;
+		}
+		if (px_store_port_get(ctl->store, id, pt.port, &pt, err,
+		    errlen) == PX_STORE_OK)
+			json_array_append_new(out, api_port_json(ctl, &pt));
+	}
+	json_decref(tj);
+	return out;
 }
 
 /* berth.conf's vm_* (read at each use: a reload applies), or defaults. */
@@ -319,8 +368,9 @@ void
 api_sandbox_create(struct req *r)
 {
 	static const char *fbuf[32], *vbuf[32];
-	const char *const *fields = field_names(fbuf, 32, PF_CREATE, "boot");
-	const char *const *vm_fields = field_names(vbuf, 32, PF_VM, "boot");
+	static const char *const vm_only[] = { "boot", "publish_exposed", NULL };
+	const char *const *fields = field_names(fbuf, 32, PF_CREATE, vm_only);
+	const char *const *vm_fields = field_names(vbuf, 32, PF_VM, vm_only);
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
 	struct px_token tok;
@@ -331,7 +381,8 @@ api_sandbox_create(struct req *r)
 	json_t *obj, *doc;
 	char *owner;
 	unsigned long which = 0;
-	int rc, up = 0;
+	int rc, up = 0, exposed = 0;
+	json_t *ports = NULL;
 
 	memset(secret, 0, sizeof(secret));
 	if ((obj = api_body_object(r, fields, 0)) == NULL)
@@ -396,6 +447,14 @@ api_sandbox_create(struct req *r)
 				goto out;
 			}
 			spec.boot = json_is_true(bv);
+			bv = json_object_get(obj, "publish_exposed");
+			if (bv != NULL && !json_is_boolean(bv) &&
+			    !json_is_null(bv)) {
+				api_reply_error(r, 400, NULL, "publish_exposed",
+				    "must be true or false");
+				goto out;
+			}
+			exposed = json_is_true(bv);
 		}
 		/* no memory asked for: the template's own (Debian's 1 GiB),
 		 * within vm_max_memory, else vm_memory */
@@ -458,11 +517,23 @@ api_sandbox_create(struct req *r)
 			    "cannot create sandbox '%s': %s", sb.id, err);
 		goto out;
 	}
+	/* its image's EXPOSEd ports: a port that cannot be stored is said
+	 * (ports_error), the sandbox stays (port publish can try again) */
+	if (exposed && (ports = publish_exposed(ctl, sb.id, spec.template_dir !=
+	    NULL ? spec.template_dir : ctl->template_dir, err,
+	    sizeof(err))) == NULL)
+		exposed = 2;
 	api_routes_changed(ctl);
 	if ((doc = api_sandbox_json(ctl, &sb)) != NULL) {
 		json_object_set_new(doc, "token", json_string(secret));
 		json_object_set_new(doc, "token_id", json_string(tok.id));
-	}
+		if (exposed)
+			json_object_set_new(doc, "ports", ports != NULL ? ports :
+			    json_array());
+		if (exposed == 2)
+			json_object_set_new(doc, "ports_error", json_string(err));
+	} else
+		json_decref(ports);
 	api_reply_json(r, 201, doc);
 out:
 	OPENSSL_cleanse(secret, sizeof(secret));

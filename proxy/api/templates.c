@@ -255,6 +255,7 @@ api_template_rm(struct req *r)
 {
 	const char *name = r->id;
 	struct px_control *ctl = r->c->ctl;
+	struct px_template t;
 	char err[256];
 	int rc;
 
@@ -263,11 +264,17 @@ api_template_rm(struct req *r)
 		    "template: it cannot be removed");
 		return;
 	}
+	if (ctl->hooks.template_forget != NULL &&
+	    px_store_template_get(ctl->store, name, &t, err, sizeof(err)) !=
+	    PX_STORE_OK)
+		t.dir[0] = '\0';
 	if ((rc = px_store_template_rm(ctl->store, name, err, sizeof(err))) !=
 	    PX_STORE_OK) {
 		api_reply_store(r, rc, NULL, err);
 		return;
 	}
+	if (ctl->hooks.template_forget != NULL && t.dir[0] != '\0')
+		ctl->hooks.template_forget(name, t.dir, ctl->hooks.arg);
 	api_reply_empty(r, 204);
 }
 

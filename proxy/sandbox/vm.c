@@ -737,23 +737,26 @@ tb_version_used(const char *vdir)
 	return used;
 }
 
-/* Versions of TB.name other than the newest that no sandbox uses: gone
- * (their files only: a version directory holds nothing else). */
-static void
-tb_gc(void)
+/* Versions of name other than keep (NULL: none kept) that no sandbox
+ * uses: gone (their files only: a version directory holds nothing
+ * else). How many are left. */
+static int
+tb_gc(const char *name, const char *keep)
 {
 	char dir[PATH_MAX], v[PATH_MAX], f[PATH_MAX * 2];
 	struct dirent *de, *fe;
+	int left = 0;
 	DIR *d, *vd;
 
-	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, TB.name);
+	snprintf(dir, sizeof(dir), "%s/templates/%s", V.state_dir, name);
 	if ((d = opendir(dir)) == NULL)
-		return;
+		return 0;
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] != 'v')
 			continue;
 		snprintf(v, sizeof(v), "%s/%s", dir, de->d_name);
-		if (strcmp(v, TB.vdir) == 0 || tb_version_used(v))
+		left++;
+		if ((keep != NULL && strcmp(v, keep) == 0) || tb_version_used(v))
 			continue;
 		if ((vd = opendir(v)) == NULL)
 			continue;
@@ -765,11 +768,32 @@ tb_gc(void)
 			(void)unlink(f);
 		}
 		closedir(vd);
-		if (rmdir(v) == 0)
+		if (rmdir(v) == 0) {
+			left--;
 			log_info("template %s: version %s removed (no sandbox "
-			    "uses it)", TB.name, de->d_name);
+			    "uses it)", name, de->d_name);
+		}
 	}
 	closedir(d);
+	return left;
+}
+
+void
+px_vm_template_forget(const char *name, const char *dir, void *arg)
+{
+	char own[PATH_MAX], p[PATH_MAX];
+
+	(void)arg;
+	snprintf(own, sizeof(own), "%s/templates/%s/current", V.state_dir, name);
+	if (V.state_dir[0] == '\0' || strcmp(dir, own) != 0 ||
+	    (TB.pid > 0 && strcmp(TB.name, name) == 0))
+		return;		/* not berthd's to remove, or being built */
+	if (tb_gc(name, NULL) > 0)
+		return;		/* a sandbox made before still uses one */
+	(void)unlink(own);
+	snprintf(p, sizeof(p), "%s/templates/%s", V.state_dir, name);
+	if (rmdir(p) == 0)
+		log_info("template %s: forgotten, its files removed", name);
 }
 
 static void
@@ -841,7 +865,7 @@ tb_finish(int ok, const char *why)
 		    (long long)(time(NULL) - TB.t0), TB.vdir);
 		tb_line(l);
 		log_info("%s", l);
-		tb_gc();
+		(void)tb_gc(TB.name, TB.vdir);
 		/* the default's comes below, once it is the default */
 		if (!V.def_debian || strcmp(TB.name, "debian") != 0)
 			ready_kick_dir(cur, 0);
@@ -996,8 +1020,14 @@ tb_reap(evutil_socket_t fd, short what, void *arg)
 		snprintf(st, sizeof(st), "exit %d", WEXITSTATUS(s));
 	else
 		snprintf(st, sizeof(st), "signal %d", WTERMSIG(s));
-	snprintf(TB.reason, sizeof(TB.reason), "the builder failed (%s): %s",
-	    st, TB.seq > 0 ? TB.lines[(TB.seq - 1) % TB_LINES] : "");
+	if (TB.term_at != 0)	/* it was ended: say why first */
+		snprintf(TB.reason, sizeof(TB.reason), "the build took longer "
+		    "than %lld s (template_build_timeout) and was ended (%s)",
+		    (long long)TB.timeout_s, st);
+	else
+		snprintf(TB.reason, sizeof(TB.reason), "the builder failed "
+		    "(%s): %s", st, TB.seq > 0 ?
+		    TB.lines[(TB.seq - 1) % TB_LINES] : "");
 	tb_finish(0, TB.reason);
 }
 

@@ -120,6 +120,9 @@ int px_vm_template_spool_write(void *h, const void *p, size_t len,
 int px_vm_template_spool_end(void *h, int *status, char *err,
     size_t errlen);
 void px_vm_template_spool_abort(void *h);
+/* A forgotten template's files, where berthd built them: its versions no
+ * sandbox uses, then its directory if that leaves it empty. */
+void px_vm_template_forget(const char *name, const char *dir, void *arg);
 /* The last (or current) build of name: {name, state (running, ok,
  * failed), reason?, dir?, lines (progress from line after on), next,
  * seconds}; NULL: none since berthd started. */

@@ -64,6 +64,16 @@ bench-fork: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
 		$(abs_top_srcdir)/tests/bench/fork $(BENCH_ARGS)
 
+# `make bench-template`: templates from a Dockerfile (issue 31): a FROM
+# scratch build of a 10 MB context, its cached rebuild and a rebuild with
+# one byte changed, beside the debian template's own build, same run.
+# Needs root and qemu; not part of `make check`.
+EXTRA_DIST += tests/bench/template
+.PHONY: bench-template
+bench-template: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+		$(abs_top_srcdir)/tests/bench/template $(BENCH_ARGS)
+
 # `make bench-nft`: berth's egress table (libnetctl) beside an
 # iptables-style nft layout (one chain per sandbox) at 10, 1000 and 10000
 # sandboxes: update latency and iperf3 throughput of one guest path. Needs

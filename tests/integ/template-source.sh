@@ -11,7 +11,8 @@
 # included, builds anew), MCP's build_template (its tar holds the
 # Dockerfile and files as given; a path out of the context refused),
 # a failing builder's reason, template_build_timeout, template_max_context
-# (413, nothing kept), bad requests (400) and one build at a time (409).
+# (413, nothing kept), bad requests (400), one build at a time (409), and
+# `template rm` removing the files of a template berthd built only.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -165,7 +166,8 @@ is "a second build while one runs: 409" \
 like "... one build at a time" "$(cat "$T/api.body")" 'is being built \(one build at a time\)'
 wait "$sp"; rc=$?
 is "a build past template_build_timeout: exit 1" "$rc" 1
-like "... killed" "$(tail -n 1 "$T/slow.err")" 'build failed: the builder failed \(signal 15\)'
+like "... ended, saying why" "$(tail -n 1 "$T/slow.err")" \
+	'build failed: the build took longer than 5 s \(template_build_timeout\) and was ended \(signal 15\)$'
 check "... the builder is gone" sh -c "! kill -0 $(cat "$STAND_LOG.pid" 2>/dev/null || echo 1) 2>/dev/null"
 
 # ---- limits and bad requests ------------------------------------------------------
@@ -189,5 +191,13 @@ is "an empty body: 400" "$(api POST '/v1/templates/t4/build?from=image' --data-b
 is "build_arg without =: 400" "$(api POST '/v1/templates/t4/build?from=dockerfile&build_arg=X' --data-binary @"$T/image.tar")" 400
 is "file with ..: 400" "$(api POST '/v1/templates/t4/build?from=dockerfile&file=../x' --data-binary @"$T/image.tar")" 400
 is "none of these ran a builder" "$(calls)" "$n"
+
+# ---- removal -----------------------------------------------------------------------
+check "template rm of a built one" netctl template rm t2
+check "... its files are gone" test ! -e "$STATE/templates/t2"
+mkdir -p "$T/added" && cp "$STATE/templates/default/"* "$T/added/"
+netctl template add added "$T/added" >/dev/null || bail "template add"
+check "template rm of an added one" netctl template rm added
+check "... its directory stays" test -f "$T/added/template.json"
 check "berthd is still running" kill -0 "$BERTHD_PID"
 done_testing
