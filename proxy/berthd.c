@@ -122,8 +122,27 @@ vm_refused(const char *sandbox, const struct px_vm_spec *spec, char *err,
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: berthd [-f CONFIG] [-s STATE_DIR] [-n] [-v]\n");
+	fprintf(stderr, "usage: berthd [-f CONFIG] [-s STATE_DIR] [-n] [-v] | "
+	    "berthd -O\n");
 	exit(2);
+}
+
+/* -O: the control API's OpenAPI description (what GET /v1/openapi.json
+ * answers), for share/berth/openapi.json. */
+static int
+print_openapi(void)
+{
+	json_t *doc = api_openapi_doc();
+	char *text = doc != NULL ? json_dumps(doc, JSON_INDENT(1)) : NULL;
+
+	json_decref(doc);
+	if (text == NULL || printf("%s\n", text) < 0 || fflush(stdout) != 0) {
+		fprintf(stderr, "berthd: cannot write the OpenAPI description\n");
+		free(text);
+		return 1;
+	}
+	free(text);
+	return 0;
 }
 
 static int
@@ -1627,12 +1646,13 @@ main(int argc, char **argv)
 	/* before anything allocates (OpenSSL refuses afterwards) */
 	(void)px_bufpool_install();
 	px_proc_helper_main(argc, argv, helpers);	/* returns unless one */
-	while ((ch = getopt(argc, argv, "f:s:nvh")) != -1) {
+	while ((ch = getopt(argc, argv, "f:s:nvhO")) != -1) {
 		switch (ch) {
 		case 'f': cfgfile = optarg; break;
 		case 's': state = optarg; break;
 		case 'n': check = 1; break;
 		case 'v': verbose++; break;
+		case 'O': return print_openapi();
 		default: usage();
 		}
 	}

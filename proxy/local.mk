@@ -72,3 +72,11 @@ tests_unit_test_session_SOURCES = tests/unit/test_session.c tests/unit/tap.h \
 	tests/support/scripted_upstream.c tests/support/scripted_upstream.h
 tests_unit_test_session_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(OPENSSL_CFLAGS) $(JANSSON_CFLAGS) $(NGHTTP2_CFLAGS)
 tests_unit_test_session_LDADD = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(NGHTTP2_LIBS) $(HTTP_PARSER_LIBS)
+
+# The control API's OpenAPI 3.1 description, as GET /v1/openapi.json
+# answers it (made from the route table by the berthd just built), in
+# share/berth/openapi.json.
+nodist_pkgdata_DATA = proxy/openapi.json
+proxy/openapi.json: proxy/berthd$(EXEEXT)
+	$(AM_V_GEN)proxy/berthd$(EXEEXT) -O >$@.tmp && mv $@.tmp $@
+CLEANFILES += proxy/openapi.json

@@ -253,9 +253,11 @@ struct api_route {
 					 * query has this ("stream=1") */
 	const char *why;	/* a sandbox token's 403, when the generic
 				 * one is not the whole truth */
+	const char *summary;	/* what it does, for its OpenAPI operation */
 };
 
 extern const struct api_route api_routes[];
+void api_openapi(struct req *);	/* openapi.c */
 extern const size_t api_nroutes;
 
 unsigned api_method_bit(unsigned http_method);

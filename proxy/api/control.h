@@ -596,4 +596,9 @@ void px_control_free(struct px_control *);
 int px_control_url(char *buf, size_t len, const char *domain,
     unsigned https_port, const char *sandbox, unsigned port, const char *host);
 
+/* The control API described as OpenAPI 3.1, made from its table of
+ * routes (a new document; NULL out of memory): GET /v1/openapi.json,
+ * berthd -O. */
+struct json_t *api_openapi_doc(void);
+
 #endif

@@ -97,3 +97,8 @@ EXTRA_DIST += tests/integ/vm-template-build.sh
 # the timeout, the context limit, bad requests.
 TESTS += tests/integ/template-source.sh
 EXTRA_DIST += tests/integ/template-source.sh
+# Issue 32's OpenAPI description: served, printed and installed alike,
+# whole, every operation a route of the server, every error of the
+# Error schema's shape (no VMs).
+TESTS += tests/integ/openapi.sh
+EXTRA_DIST += tests/integ/openapi.sh

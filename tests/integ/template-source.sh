@@ -44,8 +44,9 @@ EOF
 chmod 755 "$STAND"
 export BERTH_MKTEMPLATE_SOURCE="$STAND"
 
+CTL_PORT=$(free_port)
 VMM=on berthd_config "tap_prefix bts" "vm_pool 10.236.0.0/24" "template_max_context 1" \
-	"template_build_timeout 5s"
+	"template_build_timeout 5s" "control_listen 127.0.0.1:$CTL_PORT"
 start_berthd
 # the default, minimal, built before berthd was ready
 STAND_TEMPLATE="$STATE/templates/default"
@@ -190,6 +191,18 @@ is "debian from an image: refused" "$(api POST '/v1/templates/debian/build?from=
 is "an empty body: 400" "$(api POST '/v1/templates/t4/build?from=image' --data-binary '')" 400
 is "build_arg without =: 400" "$(api POST '/v1/templates/t4/build?from=dockerfile&build_arg=X' --data-binary @"$T/image.tar")" 400
 is "file with ..: 400" "$(api POST '/v1/templates/t4/build?from=dockerfile&file=../x' --data-binary @"$T/image.tar")" 400
+is "none of these ran a builder" "$(calls)" "$n"
+
+# ---- only admin tokens build ---------------------------------------------------------
+tok=$(netctl sandbox add ext --address 127.0.0.1 | sed -n 's/^token: //p')
+[ -n "$tok" ] || bail "no sandbox token"
+is "a sandbox's token may not build a template: 403" \
+	"$(curl -sS --cacert "$CA" --connect-to ::127.0.0.1: --max-time 30 -o "$T/api.body" \
+		-w '%{http_code}' -H "Authorization: Bearer $tok" --data-binary @"$T/image.tar" \
+		"https://api.$DOMAIN:$CTL_PORT/v1/templates/t5/build?from=image")" 403
+ans=$(printf '%s\n' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"build_template","arguments":{"name":"t5","dockerfile":"FROM scratch\n"}}}' |
+	"$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token "$tok" mcp --sandbox ext | tail -n 1)
+like "... nor through MCP" "$ans" 'HTTP 403'
 is "none of these ran a builder" "$(calls)" "$n"
 
 # ---- removal -----------------------------------------------------------------------

@@ -29,7 +29,7 @@ need_vm mmdebstrap
 need_static_busybox
 
 conf() {
-	VMM=on VM_TEMPLATE=debian VM_READY=on berthd_config "tap_prefix btb" \
+	VMM=on VM_TEMPLATE=debian VM_READY=on EGRESS=on berthd_config "tap_prefix btb" \
 		"vm_pool 10.238.0.0/24" "idle_pause never" "idle_suspend never" \
 		"template_max_context 256" "$@"
 }
@@ -98,7 +98,7 @@ like "a sandbox made from it runs" "$out" 'sandbox w1 created \(10\.238\.0\.[0-9
 URL=$(url_for 8080 w1)
 like "--publish-exposed: its EXPOSEd port published, the URL shown" "$out" \
 	"8080 +public .*https://8080-w1\.$DOMAIN"
-is "... in port ls" "$(netctl port ls w1 | grep -c '^ *8080 ')" 1
+is "... in port ls" "$(netctl port ls w1 | grep -cE '^w1 +8080 ')" 1
 is "exec runs busybox's sh with the image's ENV and WORKDIR" \
 	"$(netctl sandbox exec w1 -- /bin/busybox sh -c 'echo "$GREETING in $(pwd)"' </dev/null 2>&1)" \
 	"hello-from-the-image in /www"

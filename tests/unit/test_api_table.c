@@ -152,6 +152,7 @@ registration(void)
 		{ "a pattern not from /", "pattern" },
 		{ "an unknown method", "methods" },
 		{ "two routes of one path and method", "two routes" },
+		{ "a route without a summary", "summary" },
 	};
 	struct api_route t[2];
 	char err[256];
@@ -168,12 +169,94 @@ registration(void)
 		case 3: t[0].body = API_BODY_STREAM; break;
 		case 4: t[0].pattern = "v1/x"; break;
 		case 5: t[0].methods = 64; break;
+		case 7: t[0].summary = NULL; break;
 		}
 		err[0] = '\0';
 		ok(api_table_check(t, i == 6 ? 2 : 1, err, sizeof(err)) == -1 &&
 		    strstr(err, cases[i].says) != NULL, "%s cannot be "
 		    "registered: %s", cases[i].what, err);
 	}
+}
+
+/*
+ * The OpenAPI document against the table, both ways: every method of
+ * every route is an operation of its path with the route's summary, and
+ * every operation of the document reaches, by the router, the route of
+ * its path (its {parameters} given values).
+ */
+static void
+openapi(void)
+{
+	static const struct { const char *name; unsigned bit; } m[] = {
+		{ "get", API_GET }, { "head", API_HEAD }, { "put", API_PUT },
+		{ "post", API_POST }, { "patch", API_PATCH },
+		{ "delete", API_DELETE },
+	};
+	static const struct { const char *name; enum http_method m; } hm[] = {
+		{ "get", HTTP_GET }, { "head", HTTP_HEAD }, { "put", HTTP_PUT },
+		{ "post", HTTP_POST }, { "patch", HTTP_PATCH },
+		{ "delete", HTTP_DELETE },
+	};
+	json_t *doc = api_openapi_doc(), *paths, *item, *op;
+	const char *path, *method, *p;
+	char buf[512], *seg[8];
+	size_t i, k, n, ops = 0, missing = 0, wrong = 0;
+	unsigned allowed;
+	int nseg;
+
+	paths = json_object_get(doc, "paths");
+	ok(json_is_object(paths), "openapi: a document with paths");
+	is_str(json_string_value(json_object_get(doc, "openapi")), "3.1.0",
+	    "openapi: 3.1.0");
+	for (i = 0; i < api_nroutes; i++)
+		for (k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+			if (!(api_routes[i].methods & m[k].bit))
+				continue;
+			op = json_object_get(json_object_get(paths,
+			    api_routes[i].pattern), m[k].name);
+			if (op == NULL || strcmp(json_string_value(
+			    json_object_get(op, "summary")),
+			    api_routes[i].summary) != 0) {
+				diag("not in the document: %s %s", m[k].name,
+				    api_routes[i].pattern);
+				missing++;
+			}
+		}
+	is_int((int)missing, 0, "openapi: every route's every method is an "
+	    "operation with its summary");
+	json_object_foreach(paths, path, item) {
+		json_object_foreach(item, method, op) {
+			const struct api_route *rt;
+			enum http_method hmeth = HTTP_OPTIONS;
+
+			ops++;
+			/* {id} -> x1 and so on: a value for each parameter */
+			for (n = 0, p = path; *p != '\0' && n + 3 < sizeof(buf);
+			    p++) {
+				if (*p == '{') {
+					buf[n++] = '1';
+					while (*p != '\0' && *p != '}')
+						p++;
+					continue;
+				}
+				buf[n++] = *p;
+			}
+			buf[n] = '\0';
+			nseg = split(buf, seg);
+			for (k = 0; k < sizeof(hm) / sizeof(hm[0]); k++)
+				if (strcmp(hm[k].name, method) == 0)
+					hmeth = hm[k].m;
+			rt = api_route_find((unsigned)hmeth, seg, nseg, &allowed);
+			if (rt == NULL || strcmp(rt->pattern, path) != 0) {
+				diag("not a route of the server: %s %s", method,
+				    path);
+				wrong++;
+			}
+		}
+	}
+	is_int((int)wrong, 0, "openapi: each of its %zu operations is a route "
+	    "of the server", ops);
+	json_decref(doc);
 }
 
 static void
@@ -199,6 +282,7 @@ streamed(const char *method, const char *target)
 int
 main(void)
 {
+	openapi();
 	/* scoping: admin */
 	is_int(authz(&admin, "PUT", "/v1/policy"), 0, "admin: policy");
 	is_int(authz(&admin, "POST", "/v1/sandboxes"), 0, "admin: create");
