@@ -92,6 +92,11 @@ else not_ok "template ls: its size on disk"; diag "size: $size"; fi
 like "netctl template ls: the columns" "$(netctl template ls)" \
 	"web +$v1 +0 +[0-9.]+ [KMG]iB +dockerfile sha256:[0-9a-f]{12} "
 
+# its ready snapshot, made right after the build (VM_READY=on)
+key=$(sed -n 's/.*template web: ready snapshot \([0-9a-f]*\): building it.*/\1/p' "$BERTHD_LOG" | head -n 1)
+like "the new version's ready snapshot is made after its build" "$key" '^[0-9a-f]+$'
+wait_log 300 "$BERTHD_LOG" "ready snapshot $key built in" "$BERTHD_PID" ||
+	diag "$(grep "ready snapshot" "$BERTHD_LOG" | tail -n 3)"
 out=$(netctl sandbox create w1 --template web --publish-exposed 2>&1) ||
 	bail "sandbox create: $out; $(netctl sandbox events w1 2>&1 | tail -n 3)"
 like "a sandbox made from it runs" "$out" 'sandbox w1 created \(10\.238\.0\.[0-9]+, running\)'
@@ -99,6 +104,8 @@ URL=$(url_for 8080 w1)
 like "--publish-exposed: its EXPOSEd port published, the URL shown" "$out" \
 	"8080 +public .*https://8080-w1\.$DOMAIN"
 is "... in port ls" "$(netctl port ls w1 | grep -cE '^w1 +8080 ')" 1
+is "... and the sandbox restored it (no boot)" \
+	"$(json_get "$(netctl --json sandbox show w1)" 'j["vm"]["created_from"]')" snapshot
 is "exec runs busybox's sh with the image's ENV and WORKDIR" \
 	"$(netctl sandbox exec w1 -- /bin/busybox sh -c 'echo "$GREETING in $(pwd)"' </dev/null 2>&1)" \
 	"hello-from-the-image in /www"
