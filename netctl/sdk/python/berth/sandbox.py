@@ -350,7 +350,12 @@ class Sandbox:
             first = _frame(b"J", json.dumps(j).encode("utf-8"))
             if stdin is None and not keep_stdin:
                 first += _frame(b"I")
-            conn.send(first)
+            try:
+                conn.send(first)
+            except OSError:
+                # berthd may have answered an error (404, 409) and
+                # closed before the frame went: that answer is read
+                pass
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
