@@ -77,7 +77,7 @@ while IFS= read -r line; do
 	case $line in
 	"ok "*) ok "${line#ok }" ;;
 	"not ok "*) not_ok "${line#not ok }" ;;
-	"skip "*) ok "${line#skip } # SKIP" ;;
+	"skip "*) _s=${line#skip }; ok "${_s%% # *} # SKIP ${_s#* # }" ;;
 	esac
 done <"$T/results"
 [ -s "$T/results" ] || not_ok "the suite ran (tap.py wrote no results)"
