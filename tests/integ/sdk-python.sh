@@ -84,6 +84,23 @@ done <"$T/results"
 [ "$src" = 0 ] || diag "$(cat "$T/suite.err")"
 diag "the suite took $(($(date +%s) - _t0)) s"
 
+# the README's example, as written (a VM of its own, after the suite's
+# is gone): its prints say it ran, served and woke
+if [ -z "$vm_skip" ]; then
+	sed -n '/^## Example/,/^## /p' "$SDK/README.md" |
+		sed -n '/^```python$/,/^```$/p' | sed '1d;$d' >"$T/example.py"
+	out=$(cd "$T" && BERTH_SOCKET="$STATE/control.sock" BERTH_CACERT="$CA" \
+		PYTHONPATH="$SDK" timeout 300 python3 example.py 2>&1)
+	is "the README's example runs as written" "$(printf '%s\n' "$out" |
+		sed -E 's/^exit 0 kernel .+/exit 0 kernel K/; s/sb-[0-9a-f]{8}/sb-X/
+			s/wake of [1-9][0-9]* ms$/wake of N ms/')" \
+		"exit 0 kernel K
+https://8000-sb-X.$DOMAIN:$HTTPS_PORT/ 200 hello from a sandbox
+awake after a wake of N ms"
+else
+	ok "the README's example # SKIP $vm_skip"
+fi
+
 # the package installs with Debian's pip (python3-pip brings wheel),
 # offline, without build isolation (which would fetch setuptools); from
 # a copy: pip builds in place. --target: Debian's python is externally

@@ -7,7 +7,7 @@
 
 Standard library only. See README.md beside this package.
 """
-from .client import Client, Response
+from .client import Client, Response, fetch
 from .errors import (APIError, BadRequest, BerthError, Conflict,
                      ConnectionError, Forbidden, MethodNotAllowed, NotFound,
                      PayloadTooLarge, ProtocolError, ServiceUnavailable,
@@ -24,5 +24,5 @@ __all__ = [
     "Files", "Forbidden", "MethodNotAllowed", "NotFound", "PayloadTooLarge",
     "Ports", "Process", "Processes", "ProtocolError", "Response", "Sandbox",
     "SandboxError", "ServiceUnavailable", "TooManyRequests", "Unauthorized",
-    "Watch", "default_client",
+    "Watch", "default_client", "fetch",
 ]

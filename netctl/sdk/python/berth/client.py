@@ -357,3 +357,35 @@ class Client:
             body["sandbox"] = sandbox
         return self.call("POST", "/v1/tokens",  # type: ignore[no-any-return]
                          json_body=body)
+
+
+def fetch(url: str, cacert: Optional[str] = None, method: str = "GET",
+          headers: Optional[Mapping[str, str]] = None,
+          timeout: float = 30.0) -> Tuple[int, Dict[str, str], bytes]:
+    """One request to a URL (a published port's, say): (status,
+    headers, body). TLS is verified against ``cacert`` (else
+    ``BERTH_CACERT``, else the system's CAs); a host under .localhost
+    is connected to at 127.0.0.1, as :class:`Client` does."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("https", "http") or not u.hostname:
+        raise ValueError("url %r: use https://HOST[:PORT]/PATH" % url)
+    path = (u.path or "/") + ("?" + u.query if u.query else "")
+    conn: http.client.HTTPConnection
+    if u.scheme == "https":
+        ctx = ssl.create_default_context(
+            cafile=cacert or os.environ.get("BERTH_CACERT") or None)
+        conn = _TLSConnection(u.hostname, u.port or 443, ctx, timeout)
+    else:
+        host = "127.0.0.1" if u.hostname.lower().endswith(".localhost") \
+            else u.hostname
+        conn = http.client.HTTPConnection(host, u.port or 80,
+                                          timeout=timeout)
+    try:
+        conn.request(method, path, headers={"Host": u.netloc,
+                                            **dict(headers or {})})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    except (OSError, http.client.HTTPException) as e:
+        raise ConnectionError("%s: %s" % (url, e)) from e
+    finally:
+        conn.close()
