@@ -279,17 +279,20 @@ class Client:
                 conn.request(method, url, body=data, headers=hdrs,
                              encode_chunked=chunked)
                 resp = conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError,
-                    ConnectionResetError) as e:
-                conn.close()
-                if reused and attempt == 0 and not chunked:
-                    continue
-                raise ConnectionError("berthd at %s: %s" % (self._where(), e)
-                                      ) from e
             except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                raise ConnectionError("cannot reach berthd at %s: %s" %
-                                      (self._where(), e)) from e
+                stale = isinstance(e, (http.client.RemoteDisconnected,
+                                       BrokenPipeError, ConnectionResetError))
+                if stale and reused and attempt == 0 and not chunked:
+                    conn.close()
+                    continue
+                # berthd may have answered (an error) and closed before
+                # a streamed body was all sent: that answer is read
+                early = self._early(conn) if chunked else None
+                if early is None:
+                    conn.close()
+                    raise ConnectionError("cannot reach berthd at %s: %s" %
+                                          (self._where(), e)) from e
+                resp = early
             break
         if resp.status >= 400:
             try:
@@ -302,6 +305,15 @@ class Client:
                 self._put(conn)
             raise api_error(resp.status, text, resp.getheader("Retry-After"))
         return Response(self, conn, resp, not stream)
+
+    @staticmethod
+    def _early(conn: http.client.HTTPConnection
+               ) -> Optional[http.client.HTTPResponse]:
+        """An answer that came while the body was being sent, if any."""
+        try:
+            return conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            return None
 
     def call(self, method: str, path: str,
              query: Optional[Mapping[str, Any]] = None,

@@ -51,6 +51,8 @@ class SandboxError(BerthError):
     def __init__(self, message: str, state: Optional[str] = None) -> None:
         super().__init__(message)
         self.state = state
+        #: the sandbox, when a create made it (remove it, or ask why)
+        self.sandbox: Optional["Sandbox"] = None
 
 
 def _argv(cmd: Argv) -> List[str]:
@@ -131,7 +133,11 @@ class Sandbox:
         doc = client.call("POST", "/v1/sandboxes", json_body=body)
         sb = cls(id, client, doc, doc.get("token"))
         if address is None and wait is not None:
-            sb.wait_running(wait)
+            try:
+                sb.wait_running(wait)
+            except SandboxError as e:
+                e.sandbox = sb      # still there: its events say why
+                raise
         return sb
 
     @classmethod

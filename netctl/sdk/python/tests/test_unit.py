@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The SDK without berthd: framing, error mapping, settings."""
 import builtins
+import io
 import os
 import tempfile
 import unittest
@@ -80,6 +81,76 @@ class Unit(unittest.TestCase):
         self.assertEqual(berth.Client.target("/p", {"a": 1, "b": None,
                                                     "c": True, "d": False}),
                          "/p?a=1&c=1")
+
+
+class FakeBerthd:
+    """A unix socket server answering each connection's first request
+    with a canned answer, then closing it (as berthd closes an idle
+    keep-alive connection); counts connections."""
+
+    def __init__(self, path, answer, read_body=True):
+        import socket
+        import threading
+        self.answer = answer
+        self.read_body = read_body
+        self.conns = 0
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.bind(path)
+        self.s.listen(4)
+        self.t = threading.Thread(target=self.serve, daemon=True)
+        self.t.start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.s.accept()
+            except OSError:
+                return
+            self.conns += 1
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                b = c.recv(4096)
+                if not b:
+                    break
+                buf += b
+            c.sendall(self.answer)
+            c.close()
+
+    def close(self):
+        self.s.close()
+
+
+class Transport(unittest.TestCase):
+    def test_stale_keepalive(self):
+        """a kept connection berthd closed: the call goes on a new one"""
+        with tempfile.TemporaryDirectory() as d:
+            srv = FakeBerthd(os.path.join(d, "s"),
+                             b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n"
+                             b"Content-Type: application/json\r\n\r\n"
+                             b'{"ok":true}')
+            c = berth.Client(socket=os.path.join(d, "s"))
+            self.assertEqual(c.health(), {"ok": True})
+            self.assertEqual(len(c._idle), 1)
+            self.assertEqual(c.health(), {"ok": True})
+            self.assertEqual(srv.conns, 2)
+            c.close()
+            srv.close()
+
+    def test_early_answer(self):
+        """an error answered before a streamed body was sent is raised"""
+        with tempfile.TemporaryDirectory() as d:
+            body = (b'{"error":{"status":404,"code":"not_found",'
+                    b'"message":"no sandbox x"}}')
+            srv = FakeBerthd(os.path.join(d, "s"),
+                             b"HTTP/1.1 404 Not Found\r\nContent-Length: "
+                             b"%d\r\nConnection: close\r\n\r\n%s" %
+                             (len(body), body))
+            c = berth.Client(socket=os.path.join(d, "s"))
+            data = io.BytesIO(b"x" * (8 * 1024 * 1024))
+            with self.assertRaises(berth.NotFound) as cm:
+                berth.Sandbox("x", c).files.write("/f", data)
+            self.assertEqual(cm.exception.message, "no sandbox x")
+            srv.close()
 
 
 if __name__ == "__main__":
