@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from _env import (SOCKET, VM, VM_SKIP, berth, fetch, fetch_status,
+from _env import (CACERT, SOCKET, URL, VM, VM_SKIP, berth, fetch_status,
                   wait_for)
 
 SB = None       # the shared sandbox
@@ -213,6 +213,19 @@ class Guest(unittest.TestCase):
                             for e in seen), seen)
         self.assertTrue(all(e["dir"] is False for e in seen
                             if "dir" in e), seen)
+
+    def test_7_token_tls(self):
+        """with its own token over TLS: exec, the streamed exec, files"""
+        c = berth.Client(url=URL, token=SB.token, cacert=CACERT)
+        sb = berth.Sandbox.get("py-vm", client=c)
+        self.assertEqual(sb.exec("echo $SB_VAR").text, "from-sb\n")
+        r = sb.exec_stream("tr a-z A-Z", stdin=b"over tls\n").wait()
+        self.assertEqual((r.exit_code, r.stdout), (0, b"OVER TLS\n"))
+        sb.files.write("/data/tls", io.BytesIO(b"t" * 300000))
+        self.assertEqual(len(sb.files.read("/data/tls")), 300000)
+        with self.assertRaises(berth.Forbidden):
+            sb.suspend()        # an admin's call (README: API_ADMIN)
+        c.close()
 
     def test_8_fork(self):
         """a fork has the source's files (skipped when it cannot fork)"""
