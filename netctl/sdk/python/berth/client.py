@@ -118,8 +118,14 @@ class Response:
         if self._reuse and self._resp.isclosed() and \
                 not self._resp.will_close:
             self._client._put(conn)
-        else:
-            conn.close()
+            return
+        # shut down first: a read blocked in another thread ends too
+        if conn.sock is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        conn.close()
 
     def __enter__(self) -> "Response":
         return self

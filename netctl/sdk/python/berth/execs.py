@@ -186,6 +186,7 @@ class ExecStream:
     def _read_exact(self, n: int) -> bytes:
         b = self._resp.read(n) if n else b""
         if len(b) != n:
+            self.close()
             raise ConnectionError("berthd ended the answer without the "
                                   "command's end")
         return b
@@ -197,25 +198,23 @@ class ExecStream:
             yield kind, self._read_exact(ln)
 
     def __iter__(self) -> Iterator[Tuple[str, Any]]:
-        try:
-            for kind, payload in self.frames():
-                if kind == ord("O"):
-                    yield "stdout", payload
-                elif kind == ord("R"):
-                    yield "stderr", payload
-                elif kind == ord("X"):
-                    self.result = ExecResult(json.loads(payload))
-                    self.close()
-                    yield "exit", self.result
-                elif kind == ord("F"):
-                    doc = json.loads(payload or b"{}")
-                    st = int(doc.get("status") or 500)
-                    self.close()
-                    raise ExecFailed(st, None, str(doc.get("message") or
-                                                   "the command failed"))
-        finally:
-            if self.result is None:
+        # (a loop left with break leaves the stream open: iterating
+        # again goes on where it stopped; close() or the end closes it)
+        for kind, payload in self.frames():
+            if kind == ord("O"):
+                yield "stdout", payload
+            elif kind == ord("R"):
+                yield "stderr", payload
+            elif kind == ord("X"):
+                self.result = ExecResult(json.loads(payload))
                 self.close()
+                yield "exit", self.result
+            elif kind == ord("F"):
+                doc = json.loads(payload or b"{}")
+                st = int(doc.get("status") or 500)
+                self.close()
+                raise ExecFailed(st, None, str(doc.get("message") or
+                                               "the command failed"))
 
     def wait(self) -> ExecResult:
         """Reads to the end; output not iterated yet is collected into

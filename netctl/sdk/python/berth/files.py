@@ -151,15 +151,15 @@ class Watch:
         self._r = r
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        try:
-            while True:
-                line = self._r.readline()
-                if not line:
-                    return
-                if line.strip():
-                    yield json.loads(line)
-        finally:
-            self.close()
+        # (a loop left with break leaves the watch open: iterating again
+        # goes on; close() or the stream's end closes it)
+        while True:
+            line = self._r.readline()
+            if not line:
+                self.close()
+                return
+            if line.strip():
+                yield json.loads(line)
 
     def close(self) -> None:
         self._r.close()

@@ -287,16 +287,19 @@ class Sandbox:
              env: Optional[Mapping[str, str]] = None,
              cwd: Optional[str] = None, user: Optional[str] = None,
              timeout: Duration = None, detach: bool = False,
-             ring: Optional[int] = None, keep_awake: bool = False
-             ) -> Any:
+             ring: Optional[int] = None, keep_awake: bool = False,
+             tty: Any = None) -> Any:
         """Runs a command (a string: ``sh -c``; a list: the argv) and
         answers its :class:`ExecResult` once it ended. ``stdin``: bytes,
         text, a file object or an iterable of bytes (more than 48 KiB,
         or not bytes, is streamed). ``timeout``: "30s", or seconds
         (default 10m). ``detach=True`` starts it in the background
         (``ring``: bytes of output kept, ``keep_awake``) and answers a
-        :class:`Process` at once."""
-        j = self._exec_json(cmd, env, cwd, user, timeout)
+        :class:`Process` at once; with ``tty`` (True or (rows, cols))
+        on a terminal, which ``Process.attach()`` is a client of."""
+        if tty is not None and not detach:
+            raise ValueError("tty: a detached command's, or exec_stream's")
+        j = self._exec_json(cmd, env, cwd, user, timeout, tty)
         if detach:
             if stdin is not None:
                 raise ValueError("a detached command's stdin is /dev/null")

@@ -141,6 +141,26 @@ class Guest(unittest.TestCase):
                          (b"line2\nline3\n", 18))
         self.assertEqual(q.wait()["exit_code"], 0)
 
+    def test_3_attach(self):
+        """a detached shell on a terminal: attached, typed to, detached"""
+        p = SB.exec("sh", detach=True, tty=(24, 80))
+        st = p.attach()
+        st.write(b"echo $((6*7))\r")
+        out = b""
+        for kind, data in st:
+            if kind == "stdout":
+                out += data
+                if b"42" in out:
+                    break
+        st.close_stdin()        # the end of the body: it detaches
+        rest = list(st)
+        kind, end = rest[-1]
+        self.assertEqual((kind, end.raw["detached"], end.raw["state"]),
+                         ("exit", True, "running"))
+        self.assertEqual(p.info()["state"], "running")
+        p.kill("KILL")
+        self.assertEqual(p.wait()["signal"], 9)
+
     def test_4_files_100mb(self):
         """100 MB written and read back streamed; client RSS bounded"""
         before = rss_peak_mib()
