@@ -12,16 +12,20 @@
 # Unauthorized, ConnectionError).
 #
 # With one shared minimal microVM (qemu TCG; skipped with the reason
-# when the host cannot run one): exec's status, signal, env, cwd and
-# stdin; the streamed exec written to as it answers; a detached busybox
-# httpd reached on its published port; 100 MB written and read back
-# streamed while the Python process's peak RSS stays far below that;
-# mkdir/list/move/remove; a watch seeing a file written; a fork (skipped
-# with berthd's reason if the template cannot); suspend, then the next
-# exec wakes it.
+# when the host cannot run one): exec's status, signal, env, cwd,
+# timeout and stdin; the streamed exec written to as it answers; a
+# detached shell on a terminal attached to and detached from; a detached
+# busybox httpd reached on its published port; 100 MB written and read
+# back streamed while the Python process's peak RSS stays far below
+# that; mkdir/list/move/remove; a watch seeing a file written; exec,
+# streamed exec and files over TLS with the sandbox's own token; a
+# checkpoint and a fork (each skipped with berthd's reason when the
+# template cannot: the minimal one has no root overlay); suspend, then
+# the next exec (and a file transfer) wakes it.
 #
-# Also: `pip install --no-build-isolation` of a copy of the package
-# (Debian's pip and setuptools, offline) and an import from there.
+# Then the package README's example as written (a VM of its own), and
+# `pip install --no-build-isolation` of a copy of the package (Debian's
+# pip, setuptools and wheel, offline) and an import from there.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -81,7 +85,8 @@ while IFS= read -r line; do
 	esac
 done <"$T/results"
 [ -s "$T/results" ] || not_ok "the suite ran (tap.py wrote no results)"
-[ "$src" = 0 ] || diag "$(cat "$T/suite.err")"
+[ "$src" = 0 ] || diag "$(grep -v '^NOTE: ' "$T/suite.err")"
+diag "$(sed -n 's/^NOTE: //p' "$T/suite.err")"
 diag "the suite took $(($(date +%s) - _t0)) s"
 
 # the README's example, as written (a VM of its own, after the suite's

@@ -30,6 +30,13 @@ VM_SKIP = os.environ.get("BERTH_TEST_VM_SKIP") or \
     "no berthd with microVMs (run by tests/integ/sdk-python.sh)"
 
 
+def note(text):
+    """A figure for the TAP output (sdk-python.sh prints NOTE: lines of
+    the suite's stderr as diagnostics)."""
+    sys.stderr.write("NOTE: %s\n" % text)
+    sys.stderr.flush()
+
+
 def fetch(url, path="/", timeout=20.0):
     """GET url+path through berthd's TLS listener, trusting the dev CA;
     (status, body)."""

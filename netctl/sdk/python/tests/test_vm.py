@@ -10,7 +10,7 @@ import time
 import unittest
 
 from _env import (CACERT, SOCKET, URL, VM, VM_SKIP, berth, fetch_status,
-                  wait_for)
+                  note, wait_for)
 
 SB = None       # the shared sandbox
 MB = 1024 * 1024
@@ -165,16 +165,22 @@ class Guest(unittest.TestCase):
         """100 MB written and read back streamed; client RSS bounded"""
         before = rss_peak_mib()
         src = Pattern(100 * MB)
+        t0 = time.monotonic()
         ans = SB.files.write("/data/big", src, mode=0o600)
+        t1 = time.monotonic()
         self.assertEqual((ans["size"], ans["mode"]), (100 * MB, "0600"))
         back = hashlib.sha256()
         n = 0
         for b in SB.files.read_stream("/data/big"):
             back.update(b)
             n += len(b)
+        t2 = time.monotonic()
         self.assertEqual(n, 100 * MB)
         self.assertEqual(back.hexdigest(), src.sha.hexdigest())
         grew = rss_peak_mib() - before
+        note("100 MiB written in %.1f s, read in %.1f s; the client's peak "
+             "RSS grew %.1f MiB (from %.1f)" % (t1 - t0, t2 - t1, grew,
+                                                before))
         # the data is 100 MiB; streaming keeps a few blocks at a time
         self.assertLess(grew, 20, "peak RSS grew %.1f MiB" % grew)
         # the guest sees the same bytes
@@ -269,6 +275,21 @@ class Guest(unittest.TestCase):
         finally:
             f.remove()
 
+    def test_8_checkpoint(self):
+        """a checkpoint taken, listed, restored (skipped when it cannot)"""
+        SB.files.write("/data/ck", b"before")
+        try:
+            ck = SB.checkpoint("c1")
+        except (berth.Conflict, berth.ServiceUnavailable) as e:
+            self.skipTest("berthd cannot checkpoint this sandbox: %s" % e)
+        self.assertEqual(ck["name"], "c1")
+        self.assertIn("c1", [c["name"] for c in SB.checkpoints()])
+        SB.files.write("/data/ck", b"after")
+        SB.restore("c1")
+        self.assertEqual(SB.files.read("/data/ck"), b"before")
+        SB.remove_checkpoint("c1")
+        self.assertEqual(SB.checkpoints(), [])
+
     def test_9_suspend_wake(self):
         """suspended, the next exec wakes it (and says it did)"""
         self.assertEqual(SB.suspend()["state"], "suspended")
@@ -277,6 +298,8 @@ class Guest(unittest.TestCase):
         r = SB.exec(["echo", "awake"])
         self.assertEqual(r.text, "awake\n")
         self.assertGreater(r.wake_ms, 0)
+        note("the exec after a suspend: %.0f ms, wake_ms %d" % (
+            (time.monotonic() - t0) * 1000, r.wake_ms))
         self.assertLess(time.monotonic() - t0, 120)
         self.assertEqual(SB.info()["state"], "running")
         # a file read wakes it too
