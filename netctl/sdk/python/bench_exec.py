@@ -14,20 +14,21 @@ import json
 import os
 import sys
 import time
+from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import berth  # noqa: E402 (the package beside this file first)
 
 
-def pct(vals, p):
+def pct(vals: List[float], p: float) -> float:
     """The p-th percentile, nearest rank."""
     s = sorted(vals)
     k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
     return s[k]
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("socket", help="berthd's control socket")
     ap.add_argument("sandbox", help="a running VM-backed sandbox's id")
@@ -38,7 +39,7 @@ def main():
     sb = berth.Sandbox.get(a.sandbox, client=berth.Client(socket=a.socket))
     for _ in range(a.warmup):
         sb.exec(["true"])
-    ms = []
+    ms: List[float] = []
     for _ in range(a.n):
         t0 = time.perf_counter()
         r = sb.exec(["true"])

@@ -13,7 +13,7 @@ import json
 import secrets
 import threading
 import time
-from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence,
+from typing import (Any, Dict, List, Mapping, Optional, Sequence,
                     Union)
 
 from .client import Client, Response
