@@ -102,3 +102,22 @@ EXTRA_DIST += tests/integ/template-source.sh
 # Error schema's shape (no VMs).
 TESTS += tests/integ/openapi.sh
 EXTRA_DIST += tests/integ/openapi.sh
+
+# Issue 32, item 3: the Python SDK (netctl/sdk/python) against a real
+# berthd: its unittest suite as TAP (external sandboxes: ports fetched
+# through berthd, egress, tokens over TLS, typed errors; one shared
+# minimal microVM: exec and the streamed exec, a detached server on its
+# published port, 100 MB streamed with bounded client memory, watch,
+# fork or its reason, suspend and the waking exec), the README's example
+# as written, and pip install --no-build-isolation (root, qemu TCG).
+TESTS += tests/integ/sdk-python.sh
+EXTRA_DIST += tests/integ/sdk-python.sh \
+	netctl/sdk/python/README.md netctl/sdk/python/pyproject.toml \
+	netctl/sdk/python/bench_exec.py netctl/sdk/python/berth/__init__.py \
+	netctl/sdk/python/berth/client.py netctl/sdk/python/berth/errors.py \
+	netctl/sdk/python/berth/execs.py netctl/sdk/python/berth/files.py \
+	netctl/sdk/python/berth/sandbox.py netctl/sdk/python/berth/py.typed \
+	netctl/sdk/python/tests/_env.py netctl/sdk/python/tests/tap.py \
+	netctl/sdk/python/tests/test_api.py \
+	netctl/sdk/python/tests/test_unit.py \
+	netctl/sdk/python/tests/test_vm.py
