@@ -6,8 +6,9 @@
 
 N (default 200) buffered execs of ``true`` in a running sandbox, one after
 the other on the SDK's keep-alive connection to berthd's unix socket;
-prints {"n", "p50_ms", "p99_ms", "min_ms", "max_ms"} as JSON (the client
-side: the SDK's own cost is in it, beside tests/bench/exec's raw HTTP).
+prints {"n", "p50_ms", "p99_ms", "min_ms", "max_ms", "samples_ms"} as
+JSON (the client side: the SDK's own cost is in it, beside
+tests/bench/exec's raw HTTP, which reads the samples).
 """
 import argparse
 import json
@@ -49,7 +50,8 @@ def main() -> None:
     print(json.dumps({"n": a.n, "p50_ms": round(pct(ms, 50), 3),
                       "p99_ms": round(pct(ms, 99), 3),
                       "min_ms": round(min(ms), 3),
-                      "max_ms": round(max(ms), 3)}))
+                      "max_ms": round(max(ms), 3),
+                      "samples_ms": [round(x, 3) for x in ms]}))
 
 
 if __name__ == "__main__":
