@@ -786,8 +786,10 @@ px_vm_template_forget(const char *name, const char *dir, void *arg)
 	(void)arg;
 	snprintf(own, sizeof(own), "%s/templates/%s/current", V.state_dir, name);
 	if (V.state_dir[0] == '\0' || strcmp(dir, own) != 0 ||
-	    (TB.pid > 0 && strcmp(TB.name, name) == 0))
-		return;		/* not berthd's to remove, or being built */
+	    (TB.pid > 0 && strcmp(TB.name, name) == 0) ||
+	    (V.def_debian && strcmp(name, "debian") == 0))
+		return;		/* not berthd's to remove, being built, or
+				 * the default's own files */
 	if (tb_gc(name, NULL) > 0)
 		return;		/* a sandbox made before still uses one */
 	(void)unlink(own);
