@@ -218,7 +218,11 @@ c_template_build(const struct cmd *c, struct opts *o, char **a, int n)
 			return rc;
 	}
 	if (strcmp(st, "ok") != 0) {
-		fail("template %s: build failed: %s", a[0], jstr(doc, "reason"));
+		fail("template %s: build failed: %s%s%s%s", a[0],
+		    jstr(doc, "reason"), json_is_string(json_object_get(doc,
+		    "log")) ? " (its whole log: " : "", json_is_string(
+		    json_object_get(doc, "log")) ? jstr(doc, "log") : "",
+		    json_is_string(json_object_get(doc, "log")) ? ")" : "");
 		json_decref(doc);
 		return EXIT_REFUSED;
 	}

@@ -689,7 +689,12 @@ static struct {
 						 * serves creates meanwhile */
 	char		 source[512];		/* source.json for the version
 						 * (a build from an image), "" */
+	FILE		*log;			/* every line, kept after it */
+	char		 logpath[PATH_MAX];	/* templates/<name>/build.log */
+	uint64_t	 logbytes;
 } TB = { .fd = -1 };
+
+#define TB_LOG_MAX	(8 << 20)	/* of a build's whole log */
 
 static struct tspool *TS;	/* a source coming in (one at a time) */
 static const char *ts_name(const struct tspool *);
@@ -699,6 +704,16 @@ tb_line(const char *s)
 {
 	snprintf(TB.lines[TB.seq % TB_LINES], TB_LINE_MAX, "%s", s);
 	TB.seq++;
+	/* the whole log (the lines above are the last TB_LINES of it) */
+	if (TB.log != NULL && TB.logbytes < TB_LOG_MAX) {
+		TB.logbytes += strlen(s) + 1;
+		if (TB.logbytes >= TB_LOG_MAX)
+			fprintf(TB.log, "(the log stops here: %d MiB)\n",
+			    TB_LOG_MAX >> 20);
+		else
+			fprintf(TB.log, "%s\n", s);
+		fflush(TB.log);
+	}
 	if (TB.to_log)
 		log_info("template %s: %s", TB.name, s);
 }
@@ -793,6 +808,8 @@ px_vm_template_forget(const char *name, const char *dir, void *arg)
 	if (tb_gc(name, NULL) > 0)
 		return;		/* a sandbox made before still uses one */
 	(void)unlink(own);
+	snprintf(p, sizeof(p), "%s/templates/%s/build.log", V.state_dir, name);
+	(void)unlink(p);
 	snprintf(p, sizeof(p), "%s/templates/%s", V.state_dir, name);
 	if (rmdir(p) == 0)
 		log_info("template %s: forgotten, its files removed", name);
@@ -875,6 +892,11 @@ tb_finish(int ok, const char *why)
 		log_warnx("template %s: build failed: %s", TB.name, TB.reason);
 	}
 	TB.to_log = 0;
+	if (!ok && TB.log != NULL)
+		fprintf(TB.log, "failed: %s\n", TB.reason);
+	if (TB.log != NULL)
+		fclose(TB.log);
+	TB.log = NULL;
 	/* a build from an image: its source goes with it */
 	{
 		char src[PATH_MAX];
@@ -1130,6 +1152,27 @@ tb_vdir(const char *name, char *err, size_t errlen)
 	return 0;
 }
 
+/* A build's whole log: <state>/templates/<name>/build.log, new at each
+ * build of the name and kept after it (the API keeps its last lines). */
+static void
+tb_log_open(const char *name)
+{
+	int fd;
+
+	if (TB.log != NULL)
+		fclose(TB.log);
+	TB.log = NULL;
+	TB.logbytes = 0;
+	snprintf(TB.logpath, sizeof(TB.logpath), "%s/templates/%s/build.log",
+	    V.state_dir, name);
+	if ((fd = open(TB.logpath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0644)) < 0 || (TB.log = fdopen(fd, "w")) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		TB.logpath[0] = '\0';
+	}
+}
+
 /* The build of name into TB.vdir by builder argv, followed from the loop
  * (its lines, its end, its timeout). 0, or -1 with err. */
 static int
@@ -1150,6 +1193,7 @@ tb_start(const char *name, char *const argv[], char *const envs[],
 	snprintf(TB.state, sizeof(TB.state), "running");
 	TB.reason[0] = '\0';
 	TB.upgrade = 0;
+	tb_log_open(name);
 	TB.pid = pid;
 	TB.fd = fd;
 	TB.t0 = time(NULL);
@@ -1457,6 +1501,7 @@ tb_cached(const char *name, const char *hex, uint64_t bytes)
 	snprintf(TB.state, sizeof(TB.state), "running");
 	TB.reason[0] = TB.source[0] = '\0';
 	TB.upgrade = 0;
+	tb_log_open(name);
 	TB.pid = 0;
 	TB.t0 = time(NULL);
 	TB.seq = 0;
@@ -1597,11 +1642,12 @@ px_vm_template_build_status(const char *name, uint64_t after, void *arg)
 	first = TB.seq > TB_LINES ? TB.seq - TB_LINES : 0;
 	for (i = after > first ? after : first; i < TB.seq; i++)
 		json_array_append_new(lines, json_string(TB.lines[i % TB_LINES]));
-	doc = json_pack("{s:s, s:s, s:s?, s:s?, s:o, s:I, s:I}", "name",
+	doc = json_pack("{s:s, s:s, s:s?, s:s?, s:o, s:I, s:I, s:s?}", "name",
 	    TB.name, "state", TB.state, "reason", TB.reason[0] ? TB.reason :
 	    NULL, "dir", strcmp(TB.state, "ok") == 0 ? TB.vdir : NULL,
 	    "lines", lines, "next", (json_int_t)TB.seq,
-	    "seconds", (json_int_t)(time(NULL) - TB.t0));
+	    "seconds", (json_int_t)(time(NULL) - TB.t0),
+	    "log", TB.logpath[0] ? TB.logpath : NULL);
 	return doc;
 }
 

@@ -153,7 +153,9 @@ mkdir -p "$T/failctx" && cp "$T/Dockerfile.fail" "$T/failctx/Dockerfile"
 err=$(netctl template build t1 --dockerfile "$T/failctx" 2>&1); rc=$?
 is "a failing builder: exit 1" "$rc" 1
 like "... its last line is the reason" "$(echo "$err" | tail -n 1)" \
-	'^netctl: template t1: build failed: the builder failed \(exit 1\): stand-in: step 2/2 \(RUN false\) said: it-failed-here$'
+	'^netctl: template t1: build failed: the builder failed \(exit 1\): stand-in: step 2/2 \(RUN false\) said: it-failed-here \(its whole log: .*/templates/t1/build\.log\)$'
+like "... whose whole log is kept, with the builder's lines and the reason" \
+	"$(tr '\n' ' ' <"$STATE/templates/t1/build.log")" 'stand-in: t1 dockerfile .*it-failed-here.* failed: the builder failed'
 is "... the current version kept" "$(tget t1 "['version']")" "$(readlink "$STATE/templates/t1/current")"
 check "... its source is gone" test ! -e "$STATE/templates/.source/t1"
 
@@ -168,7 +170,7 @@ like "... one build at a time" "$(cat "$T/api.body")" 'is being built \(one buil
 wait "$sp"; rc=$?
 is "a build past template_build_timeout: exit 1" "$rc" 1
 like "... ended, saying why" "$(tail -n 1 "$T/slow.err")" \
-	'build failed: the build took longer than 5 s \(template_build_timeout\) and was ended \(signal 15\)$'
+	'build failed: the build took longer than 5 s \(template_build_timeout\) and was ended \(signal 15\) \(its whole log: '
 check "... the builder is gone" sh -c "! kill -0 $(cat "$STAND_LOG.pid" 2>/dev/null || echo 1) 2>/dev/null"
 
 # ---- limits and bad requests ------------------------------------------------------

@@ -208,7 +208,7 @@ grep -q "configuration not reloaded" "$BERTHD_LOG" &&
 build b5 slow --dockerfile "$SLOW"
 is "a build past template_build_timeout fails" "$(cat "$T/b5.rc")" 1
 like "... ended, saying why" "$(tail -n 1 "$T/b5.err")" \
-	'build failed: the build took longer than 20 s \(template_build_timeout\) and was ended \((exit|signal) [0-9]+\)$'
+	'build failed: the build took longer than 20 s \(template_build_timeout\) and was ended \((exit|signal) [0-9]+\) \(its whole log: '
 s5=$(cat "$T/b5.s")
 if [ "$s5" -lt 120 ]; then ok "... within its time and the grace after ($s5 s)"
 else not_ok "... within its time and the grace after ($s5 s)"; fi
