@@ -459,7 +459,10 @@ int
 c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	struct table t = { 0 };
-	const char *row[6] = { "HOST", "STATE", "EDGE", "FLEET", "SANDBOXES", "CAPACITY" };
+	const char *row[8] = { "HOST", "STATE", "EDGE", "FLEET", "SANDBOXES", "CAPACITY",
+	    "ZONE", "ROOM" };
+	char rbuf[64];
+	json_t *room;
 	char nbuf[16], cbuf[16];
 	json_t *doc, *h;
 	size_t i;
@@ -470,7 +473,7 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 		return rc;
 	}
 	printf("this host: %s, etcd: %s\n", jstr(doc, "self"), jstr(doc, "etcd"));
-	t.ncols = 6;
+	t.ncols = 8;
 	table_add(&t, row);
 	json_array_foreach(json_object_get(doc, "hosts"), i, h) {
 		row[0] = jstr(h, "id");
@@ -486,6 +489,21 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 		snprintf(cbuf, sizeof(cbuf), "%lld",
 		    (long long)json_integer_value(json_object_get(h, "capacity")));
 		row[5] = json_integer_value(json_object_get(h, "capacity")) > 0 ? cbuf : "-";
+		row[6] = json_is_string(json_object_get(h, "zone")) ? jstr(h, "zone") : "-";
+		/* what it has room for: more running sandboxes by its VMs'
+		 * measured costs, else what fleet_capacity leaves */
+		room = json_object_get(h, "room");
+		if (json_is_integer(json_object_get(room, "running_more")))
+			snprintf(rbuf, sizeof(rbuf), "%lld running, %lld suspended",
+			    (long long)json_integer_value(json_object_get(room,
+			    "running_more")), (long long)json_integer_value(
+			    json_object_get(room, "suspended_more")));
+		else if (json_is_integer(json_object_get(room, "free")))
+			snprintf(rbuf, sizeof(rbuf), "%lld free", (long long)
+			    json_integer_value(json_object_get(room, "free")));
+		else
+			snprintf(rbuf, sizeof(rbuf), "-");
+		row[7] = rbuf;
 		table_add(&t, row);
 	}
 	table_print(&t);

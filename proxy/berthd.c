@@ -1604,6 +1604,46 @@ control_hooks(struct px_control_hooks *hooks)
 
 /* Fleet mode (fleet_etcd in berth.conf): routes and placement shared
  * through etcd, the other hosts reached over mutual TLS. */
+/* What this host's VMs leave room for, in its fleet host value: more
+ * sandboxes of the default size running, paused and suspended (from
+ * measured costs, as netctl status says), free memory and disk, the
+ * accelerator. NULL without VMs. */
+static json_t *
+fleet_room(void)
+{
+	json_t *cap = px_vm_capacity(), *more, *host, *room;
+	const char *d = px_vm_describe();
+	char accel[16];
+	size_t n;
+
+	if (cap == NULL)
+		return NULL;
+	more = json_object_get(cap, "more");
+	host = json_object_get(cap, "host");
+	/* "qemu (TCG: why)" -> tcg */
+	n = strcspn(d, "(");
+	d += d[n] == '(' ? n + 1 : n;
+	for (n = 0; n + 1 < sizeof(accel) && d[n] != '\0' && d[n] != ':' &&
+	    d[n] != ')' && d[n] != ' '; n++)
+		accel[n] = (char)(d[n] >= 'A' && d[n] <= 'Z' ? d[n] - 'A' + 'a' :
+		    d[n]);
+	accel[n] = '\0';
+	room = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s}",
+	    "running_more", json_integer_value(json_object_get(json_object_get(
+	    more, "running"), "sandboxes")),
+	    "paused_more", json_integer_value(json_object_get(json_object_get(
+	    more, "paused"), "sandboxes")),
+	    "suspended_more", json_integer_value(json_object_get(json_object_get(
+	    more, "suspended"), "sandboxes")),
+	    "memory_available_bytes", json_integer_value(json_object_get(host,
+	    "memory_available_bytes")),
+	    "disk_free_bytes", json_integer_value(json_object_get(host,
+	    "disk_free_bytes")),
+	    "accel", accel[0] ? accel : "none");
+	json_decref(cap);
+	return room;
+}
+
 static void
 start_fleet(struct px_control_hooks *hooks)
 {
@@ -1616,6 +1656,7 @@ start_fleet(struct px_control_hooks *hooks)
 			edge = P.cfg.listen[i].text;
 	if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
 		fatalx("fleet: %s", err);
+	px_fleet_set_room(fleet_room);
 	log_info("fleet: host %s, etcd %s://%s%s, prefix %s, listener %s (mutual TLS)",
 	    P.cfg.fleet_host, P.cfg.fleet_etcd_tls ? "https" : "http",
 	    P.cfg.fleet_etcd, P.cfg.fleet_etcd_tls ? (P.cfg.fleet_etcd_cert ?

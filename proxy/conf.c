@@ -78,6 +78,7 @@ px_config_free(struct px_config *c)
 	free(c->fleet_etcd_user);
 	free(c->fleet_etcd_password);
 	free(c->fleet_host);
+	free(c->fleet_zone);
 	free(c->fleet_listen);
 	free(c->fleet_advertise);
 	free(c->fleet_edge);
@@ -867,8 +868,8 @@ p_fleet_host(struct px_conf_ctx *x, const struct px_directive *d, int argc,
 		    (v[i] == '-' && i > 0 && i < n - 1)))
 			break;
 	if (n == 0 || n > 32 || i != n)
-		return conf_err(x, "fleet_host: 1-32 lower-case letters, digits and "
-		    "inner '-' expected");
+		return conf_err(x, "%s: 1-32 lower-case letters, digits and "
+		    "inner '-' expected", d->name);
 	set_str(conf_str(x->c, d->off), v);
 	return 0;
 }
@@ -1111,6 +1112,8 @@ const struct px_directive px_directives[] = {
 	  .doc = "the prefix of berth's etcd keys (default /berth)" },
 	{ "fleet_capacity", 1, p_uint, F(fleet_capacity), .min = 1,
 	  .max = 1000000, .doc = "sandboxes this host takes" },
+	{ "fleet_zone", 1, p_fleet_host, F(fleet_zone),
+	  .doc = "a label placement can ask for (a rack, a site)" },
 };
 const size_t px_ndirectives = sizeof(px_directives) / sizeof(px_directives[0]);
 

@@ -160,6 +160,7 @@ struct px_config {
 	char		*fleet_prefix;		/* etcd key prefix, default /berth */
 	unsigned	 fleet_ttl;		/* ms, lease TTL; default 10 s */
 	unsigned	 fleet_capacity;	/* sandboxes; 0: not said */
+	char		*fleet_zone;		/* a label, NULL: none */
 };
 
 #define PX_EG_MAX_RULES		1024	/* most egress_max_rules may say */

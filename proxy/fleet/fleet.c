@@ -72,6 +72,9 @@ static struct {
 	long long	 started;
 	int		 stopping;
 	int		 revoking;		/* the revoke at stop is under way */
+	char		 zone[33];		/* fleet_zone, "": none */
+	json_t		*(*room)(void);		/* what the VMs leave, or NULL */
+	char		*last_host;		/* the host value etcd has */
 } F;
 
 static void refresh(void);
@@ -427,12 +430,60 @@ put(char *key64, json_t *value, int lease)
 
 /* ---- registration ---- */
 
+/*
+ * This host as the others see it: its addresses, and what it has room
+ * for (issue 33, for placement): how many sandboxes it holds, how many
+ * more fleet_capacity leaves, and with VMs what its measured costs leave
+ * (more running, paused, suspended sandboxes of the default size, free
+ * memory and disk, the accelerator); its fleet_zone.
+ */
 static json_t *
 host_value(void)
 {
-	return json_pack("{s:s,s:s,s:s,s:i,s:I}", "id", F.host, "edge", F.edge,
+	json_t *v, *room, *vm;
+	json_int_t n = (json_int_t)json_object_size(F.desired);
+
+	v = json_pack("{s:s,s:s,s:s,s:i,s:I}", "id", F.host, "edge", F.edge,
 	    "fleet", F.fleet, "capacity", (int)F.capacity, "started",
 	    (json_int_t)F.started);
+	room = json_pack("{s:I}", "sandboxes", n);
+	if (F.capacity > 0)
+		json_object_set_new(room, "free", json_integer(
+		    (json_int_t)F.capacity > n ? (json_int_t)F.capacity - n : 0));
+	if (F.room != NULL && (vm = F.room()) != NULL) {
+		json_object_update(room, vm);
+		json_decref(vm);
+	}
+	json_object_set_new(v, "room", room);
+	if (F.zone[0] != '\0')
+		json_object_set_new(v, "zone", json_string(F.zone));
+	return v;
+}
+
+void
+px_fleet_set_room(json_t *(*room)(void))
+{
+	F.room = room;
+}
+
+/* Puts this host's value when it is not what etcd has (at registration,
+ * then at each tick: its room changes as sandboxes come and go). */
+static void
+put_host(int force)
+{
+	json_t *v = host_value();
+	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) :
+	    NULL;
+
+	if (text == NULL || (!force && F.last_host != NULL &&
+	    strcmp(text, F.last_host) == 0)) {
+		free(text);
+		json_decref(v);
+		return;
+	}
+	free(F.last_host);
+	F.last_host = text;
+	put(key_of("hosts", F.host, NULL), v, 1);
 }
 
 static void watch_start(void);
@@ -451,7 +502,7 @@ granted(json_t *j, void *arg)
 		return;		/* the next tick tries again */
 	log_info("fleet: registered host %s (lease %s, TTL %u s, fleet %s, edge %s)",
 	    F.host, F.lease, (F.ttl_ms + 999) / 1000, F.fleet, F.edge);
-	put(key_of("hosts", F.host, NULL), host_value(), 1);
+	put_host(1);
 	/* reconcile: everything ours is put again, stale keys go (refresh);
 	 * the read's answer starts the watch at its revision */
 	json_object_clear(F.known);
@@ -499,6 +550,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	etcd_call("/v3/lease/keepalive", json_pack("{s:s}", "ID", F.lease), kept, NULL);
+	put_host(0);
 	publish();
 	refresh();
 	watch_start();
@@ -940,6 +992,7 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 	    c->fleet_advertise : c->fleet_listen);
 	F.ttl_ms = c->fleet_ttl;
 	F.capacity = c->fleet_capacity;
+	snprintf(F.zone, sizeof(F.zone), "%s", c->fleet_zone ? c->fleet_zone : "");
 	colon = strrchr(c->fleet_etcd, ':');
 	snprintf(F.etcd_addr, sizeof(F.etcd_addr), "%.*s", (int)(colon - c->fleet_etcd),
 	    c->fleet_etcd);

@@ -41,6 +41,10 @@ struct px_config;
 int px_fleet_init(struct event_base *, const struct px_config *, const char *edge,
     void (*changed)(void), char *err, size_t errlen);
 int px_fleet_enabled(void);
+/* What this host has room for beyond its sandbox count (a JSON object,
+ * new each call, or NULL): published in its host value in etcd. */
+struct json_t;
+void px_fleet_set_room(struct json_t *(*room)(void));
 /*
  * msg: the routes message built from this host's store. Publishes this
  * host's sandboxes (what differs from etcd) and appends the other hosts'

@@ -170,6 +170,7 @@ for h in $HOSTS; do
 	fleet_ttl ${TTL}s
 	fleet_prefix /bfl
 	fleet_capacity 10
+	fleet_zone zone-$h
 	EOF
 	spawn "$T/ta-$h.log" ip netns exec "$N$h" "$TESTAPP" -l 127.0.0.1 -p 17001 \
 		-L "$T/ta-$h.reqlog"
@@ -313,12 +314,20 @@ like "the owner's upstream sees the client's address (from C through B), not B's
 like "netctl sandbox ls on C lists A's sandbox with its host" \
 	"$(nc_ c sandbox ls)" "sba +running +- +- +- +a"
 nc_ b fleet hosts >"$T/hosts.txt"
-like "netctl fleet hosts on B: a up" "$(cat "$T/hosts.txt")" "^a +up +$IP_a:8443 +$IP_a:9443 +1 +10"
+like "netctl fleet hosts on B: a up" "$(cat "$T/hosts.txt")" "^a +up +$IP_a:8443 +$IP_a:9443 +1 +10 +zone-a "
 like "netctl fleet hosts on B: b up, this host" "$(cat "$T/hosts.txt")" "^b +up \\(this host\\)"
 like "netctl fleet hosts on B: c up" "$(cat "$T/hosts.txt")" "^c +up +$IP_c"
 nc_ b --json fleet hosts >"$T/hosts.json"
 is "--json fleet hosts: three hosts, etcd ok" \
 	"$(json_get "$(cat "$T/hosts.json")" '(len(j["hosts"]), j["etcd"])')" "(3, 'ok')"
+# what each host has room for, published with it (issue 33): A holds
+# sba of its fleet_capacity 10, refreshed at its next tick
+a_room() { nc_ b fleet hosts | grep -qE "^a +up .* +1 +10 +zone-a +9 free"; }
+if wait_for 10 a_room; then ok "fleet hosts on B: A's zone and room (9 of 10 free)"
+else not_ok "fleet hosts on B: A's zone and room (9 of 10 free)"; diag "$(nc_ b fleet hosts)"; fi
+is "--json: A's room as A published it" "$(json_get "$(nc_ b --json fleet hosts)" \
+	'[(h["zone"], h["room"]["sandboxes"], h["room"]["free"]) for h in j["hosts"] if h["id"] == "a"][0]')" \
+	"('zone-a', 1, 9)"
 
 # private route: the owner checks the token, the edge only forwards
 tok=$(nc_ a --json token create --sandbox sba | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')

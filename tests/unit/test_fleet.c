@@ -118,6 +118,34 @@ fleet_view_tests(void)
 	ok(px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":\"nowhere\"}",
 	    why, sizeof(why)) == NULL && strstr(why, "ADDR:PORT"), "a host key without a "
 	    "fleet address: %s", why);
+	/* its room and zone (issue 33): the fields placement reads, checked */
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"zone\":\"rack-1\",\"room\":{\"sandboxes\":3,"
+	    "\"free\":7,\"running_more\":12,\"disk_free_bytes\":1000000,"
+	    "\"accel\":\"tcg\",\"evil\":1}}", why, sizeof(why));
+	ok(e != NULL && json_integer_value(json_object_get(json_object_get(e, "room"),
+	    "running_more")) == 12 && json_integer_value(json_object_get(
+	    json_object_get(e, "room"), "free")) == 7 && strcmp(json_string_value(
+	    json_object_get(json_object_get(e, "room"), "accel")), "tcg") == 0 &&
+	    json_object_get(json_object_get(e, "room"), "evil") == NULL &&
+	    strcmp(json_string_value(json_object_get(e, "zone")), "rack-1") == 0,
+	    "a host's room and zone kept, its checked fields only: %s", e ? "" : why);
+	json_decref(e);
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\"}", why, sizeof(why));
+	ok(e != NULL && json_object_size(json_object_get(e, "room")) == 0 &&
+	    json_object_get(e, "zone") == NULL, "a host without room or zone (an "
+	    "older one): an empty room");
+	json_decref(e);
+	ok(px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"room\":{\"free\":-1}}", why, sizeof(why)) == NULL &&
+	    strstr(why, "free"), "a negative room: refused: %s", why);
+	ok(px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"room\":{\"accel\":\"warp\"}}", why, sizeof(why)) ==
+	    NULL && strstr(why, "accel"), "an unknown accelerator: refused: %s", why);
+	ok(px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"zone\":\"Rack 1\"}", why, sizeof(why)) == NULL &&
+	    strstr(why, "zone"), "a zone that is not a label: refused: %s", why);
 
 	is_int(entry("a/sba", SB("a", "sba", ",\"host\":\"shop.example\",\"evil\":1"), 7,
 	    &e, why), 1, "a sandbox entry is used: %s", why);
