@@ -673,7 +673,9 @@ static const struct cmd cmds[] = {
 	  "registered with 'template add' stays." },
 	{ "fleet", "hosts", NULL, "", 0, 0, 0, c_fleet_hosts,
 	  "Fleet mode: the hosts registered in etcd and the ones whose lease\n"
-	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY." },
+	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY ZONE ROOM (more\n"
+	  "sandboxes running and suspended by its VMs' measured costs, or what\n"
+	  "fleet_capacity leaves)." },
 	{ "status", NULL, NULL, "", 0, 0, 0, c_status,
 	  "Check that berthd answers on its control socket (or --url), and\n"
 	  "with VMs show what the host holds per state (sandboxes, their\n"
