@@ -79,6 +79,7 @@ px_config_free(struct px_config *c)
 	free(c->fleet_etcd_password);
 	free(c->fleet_host);
 	free(c->fleet_zone);
+	free(c->template_build_allow);
 	free(c->fleet_listen);
 	free(c->fleet_advertise);
 	free(c->fleet_edge);
