@@ -301,7 +301,10 @@ uint64_t vmm_proc_pss(pid_t pid);
 
 /* ---- a clone's identity (ident.c) ---- */
 
-#define VMM_IDENT_MS 15000		/* ping + identity, at most */
+/* ping + identity, at most: a restored guest under TCG translates its
+ * code anew, and on a loaded host (2 cores, builds beside it) a deep
+ * fork's first answer took more than 15 s */
+#define VMM_IDENT_MS 30000
 typedef void (*vmm_ident_cb)(struct vmm_sandbox *sb, int ok,
     const char *why, void *arg);
 /* Give a just-restored clone its identity through its guest agent
