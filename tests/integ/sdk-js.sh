@@ -52,7 +52,7 @@ run_suite() {
 	node --test --test-reporter="$P/test/reporter.mjs" "$P/test/$1" \
 		>"$T/$1.out" 2>"$T/$1.err"
 	_rc=$?
-	_n0=$_t_n
+	_n0=$_t_n _f0=$_t_fail
 	while IFS= read -r _l; do
 		case $_l in
 		"ok	"*) ok "$1: ${_l#ok	}";;
@@ -61,7 +61,8 @@ run_suite() {
 		"#"*) echo "$_l" >&2;;
 		esac
 	done <"$T/$1.out"
-	if [ "$_rc" -ne 0 ] && [ "$_t_fail" -eq 0 ] || [ "$_t_n" -eq "$_n0" ]; then
+	# node failed with no test failing (a crash), or ran none
+	if { [ "$_rc" -ne 0 ] && [ "$_t_fail" -eq "$_f0" ]; } || [ "$_t_n" -eq "$_n0" ]; then
 		not_ok "$1 ran (node --test exit $_rc)"
 		diag "$(tail -n 30 "$T/$1.err")"
 	fi
@@ -78,3 +79,27 @@ export BERTH_TEST_CA="$CA"
 export BERTH_TEST_UPSTREAM_PORT="$TA_PORT"
 unset BERTH_URL BERTH_TOKEN BERTH_CACERT
 run_suite api.test.mjs
+
+# ---- one real VM ----
+_vm_skip=
+if [ ! -c /dev/net/tun ]; then _vm_skip="no /dev/net/tun"
+elif ! command -v qemu-system-x86_64 >/dev/null 2>&1; then _vm_skip="qemu-system-x86_64 is not installed"
+elif ! command -v qemu-img >/dev/null 2>&1; then _vm_skip="qemu-img is not installed (qemu-utils)"
+elif [ ! -x /bin/busybox ]; then _vm_skip="busybox-static is not installed"
+fi
+if [ -n "$_vm_skip" ]; then
+	ok "vm.test.mjs # SKIP $_vm_skip"
+else
+	kill "$BERTHD_PID"
+	wait_gone 30 "$BERTHD_PID" || bail "berthd did not end"
+	rm -rf "$STATE"
+	VMM=on berthd_config "tap_prefix bsj" "vm_pool 10.229.0.0/24" \
+		"idle_pause never" "idle_suspend never"
+	start_berthd
+	at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
+	export BERTH_SOCKET="$STATE/control.sock" BERTH_TEST_CA="$CA"
+	export BERTH_TEST_VM_ID=sdkvm
+	run_suite vm.test.mjs
+fi
+
+done_testing

@@ -2,8 +2,9 @@
 //
 // reporter.mjs — a node --test reporter for tests/integ/sdk-js.sh: one
 // line a top-level test, "ok<TAB>NAME", "skip<TAB>NAME<TAB>WHY" or
-// "not ok<TAB>NAME" followed by "#"-prefixed lines saying why. The
-// script numbers them into its own TAP.
+// "not ok<TAB>NAME" followed by "#"-prefixed lines saying why, and the
+// figures tests report as "# sdk: ...". The script numbers them into its
+// own TAP.
 
 function oneLine(s) {
 	return String(s).replace(/\s+/g, " ").trim();
@@ -12,6 +13,11 @@ function oneLine(s) {
 export default async function* reporter(source) {
 	for await (const ev of source) {
 		const d = ev.data;
+		// a figure a test reports (t.diagnostic("sdk: ..."))
+		if (ev.type === "test:diagnostic" && /^sdk: /.test(d.message)) {
+			yield `# ${oneLine(d.message)}\n`;
+			continue;
+		}
 		if ((ev.type !== "test:pass" && ev.type !== "test:fail") ||
 		    d.nesting !== 0 || d.details?.type === "suite")
 			continue;
