@@ -24,7 +24,7 @@ SDK="$top_srcdir/netctl/sdk/js"
 P="$T/sdk"
 mkdir -p "$P"
 cp -R "$SDK/src" "$SDK/test" "$SDK/package.json" "$SDK/tsconfig.json" \
-	"$SDK/README.md" "$P/" || bail "cannot copy $SDK"
+	"$SDK/README.md" "$SDK/bench_exec.mjs" "$P/" || bail "cannot copy $SDK"
 out=$(cd "$P" && tsc -p tsconfig.json 2>&1) || bail "tsc: $out"
 ok "tsc builds the SDK"
 check "dist/ has the module and its types" test -s "$P/dist/index.js" -a -s "$P/dist/index.d.ts"
@@ -58,6 +58,7 @@ run_suite() {
 		"ok	"*) ok "$1: ${_l#ok	}";;
 		"skip	"*) _s=${_l#skip	}; ok "$1: ${_s%%	*} # SKIP ${_s#*	}";;
 		"not ok	"*) not_ok "$1: ${_l#not ok	}";;
+		"# sdk: "*) echo "$_l";;
 		"#"*) echo "$_l" >&2;;
 		esac
 	done <"$T/$1.out"
@@ -100,6 +101,19 @@ else
 	export BERTH_SOCKET="$STATE/control.sock" BERTH_TEST_CA="$CA"
 	export BERTH_TEST_VM_ID=sdkvm
 	run_suite vm.test.mjs
+
+	# the README's example, as written, with the package npm installed
+	if [ -s "$T/app/node_modules/@berth/sdk/dist/index.js" ]; then
+		sed -n '/^<!-- example.mjs/,/^```$/p' "$SDK/README.md" |
+			sed '1,2d;$d' >"$T/app/example.mjs"
+		out=$(cd "$T/app" && NODE_EXTRA_CA_CERTS="$CA" timeout 300 \
+			node --require "$P/test/localhost.cjs" example.mjs 2>&1)
+		like "the README's example runs as written" "$(printf '%s' "$out" | tr '\n' ' ')" \
+			"uname: exit 0, Linux.*fetched: hello from the sandbox.*state: suspended.*awake \(woken in [1-9][0-9]* ms\)"
+		diag "$out"
+	else
+		ok "the README's example # SKIP the package was not installed (npm)"
+	fi
 fi
 
 done_testing

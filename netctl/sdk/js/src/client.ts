@@ -41,6 +41,8 @@ export interface RequestOptions {
 	/** A chunked body begun with these bytes and left open: the
 	 * caller writes the rest to the answer's req and ends it. */
 	open?: Uint8Array;
+	/** With open: those bytes are the whole body (sent at once). */
+	whole?: boolean;
 }
 
 /** @internal an answer whose body is not read yet */
@@ -188,6 +190,8 @@ export class Client {
 			req.on("error", fail);
 			if (src !== undefined)
 				pump(req, src);
+			else if (o.open !== undefined && o.whole)
+				req.end(o.open);
 			else if (o.open !== undefined)
 				req.write(o.open);
 			else

@@ -300,9 +300,26 @@ export async function execStream(client: Client, target: string,
     json: Record<string, unknown>,
     stdin: ExecStreamOptions["stdin"]): Promise<ExecStream> {
 	// The answer's head comes once the command started: the J frame
-	// goes first, the request stays open for stdin.
+	// goes first, the request stays open for stdin. Known stdin of a
+	// few frames goes with it, and its EOF: a command that ends at
+	// once has berthd answer and close the connection, and a frame
+	// arriving after that would reset it, losing the answer's end.
+	const j = frame("J", Buffer.from(JSON.stringify(json)));
+	const small = stdin === undefined || (stdin !== "pipe" &&
+	    (typeof stdin === "string" || stdin instanceof Uint8Array) &&
+	    stdin.length <= 4 * CHUNK);
+	let head = j;
+	if (small) {
+		const parts = [j];
+		const b = typeof stdin === "string" ? Buffer.from(stdin) :
+		    stdin as Uint8Array | undefined;
+		for (let off = 0; b !== undefined && off < b.length; off += CHUNK)
+			parts.push(frame("I", b.subarray(off, off + CHUNK)));
+		parts.push(frame("I"));
+		head = Buffer.concat(parts);
+	}
 	const r = await client.request("POST", target, {
-		open: frame("J", Buffer.from(JSON.stringify(json))),
+		open: head, whole: small,
 		contentType: "application/vnd.berth.exec-stream",
 		stream: true,
 	});
@@ -312,7 +329,7 @@ export async function execStream(client: Client, target: string,
 		throw errorOf(r, b);
 	}
 	const s = new ExecStream(r);
-	if (stdin === "pipe")
+	if (stdin === "pipe" || small)
 		return s;
 	void (async () => {
 		try {
