@@ -19,7 +19,7 @@ export {
 	Sandbox, Process, Processes, Files, Watch, Ports, Egress, withSandbox,
 } from "./sandbox.js";
 export type {
-	SandboxInfo, CreateOptions, Checkpoint, ProcessInfo, ProcessLogs,
+	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ProcessInfo, ProcessLogs,
 	ProcessExit, FileEntry, WatchEvent, WriteResult, PortInfo,
 	PublishOptions, EgressRule, EgressInfo,
 } from "./sandbox.js";

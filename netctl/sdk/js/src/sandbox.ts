@@ -15,6 +15,14 @@ import {
 	ExecStreamOptions, decoded, duration, execBody, execResult, execStream,
 } from "./exec.js";
 
+/** Options of a detached command (sb.spawn, or exec with detach). */
+export interface SpawnOptions extends Omit<ExecOptions, "stdin" | "tty"> {
+	/** Bytes of its output kept, 1024 to 16 MiB (default 1 MiB). */
+	ring?: number;
+	/** The sandbox is not idle while it runs. */
+	keepAwake?: boolean;
+}
+
 /** A sandbox as berthd shows it (GET /v1/sandboxes/ID). */
 export interface SandboxInfo {
 	id: string;
@@ -271,9 +279,20 @@ export class Sandbox {
 	/**
 	 * Runs a command and waits for its end: its status and output. A
 	 * string is a shell command line (sh -c). stdin over 48 KiB goes
-	 * streamed.
+	 * streamed. With detach: true it runs on by itself: a Process
+	 * (as spawn).
 	 */
-	async exec(cmd: Command, o: ExecOptions = {}): Promise<ExecResult> {
+	exec(cmd: Command, o: SpawnOptions & { detach: true }): Promise<Process>;
+	exec(cmd: Command, o?: ExecOptions & { detach?: false }):
+	    Promise<ExecResult>;
+	async exec(cmd: Command, o: (ExecOptions | SpawnOptions) &
+	    { detach?: boolean } = {}): Promise<ExecResult | Process> {
+		if (o.detach)
+			return this.spawn(cmd, o as SpawnOptions);
+		return this.run(cmd, o as ExecOptions);
+	}
+
+	private async run(cmd: Command, o: ExecOptions): Promise<ExecResult> {
 		const stdin = typeof o.stdin === "string" ? Buffer.from(o.stdin) :
 		    o.stdin;
 		if (stdin !== undefined && stdin.length > BUFFERED_STDIN_MAX)
@@ -299,8 +318,7 @@ export class Sandbox {
 	 * output kept in a ring of `ring` bytes, default 1 MiB): a Process.
 	 * keepAwake: the sandbox is not idle while it runs.
 	 */
-	async spawn(cmd: Command, o: Omit<ExecOptions, "stdin" | "tty"> & {
-	    ring?: number; keepAwake?: boolean } = {}): Promise<Process> {
+	async spawn(cmd: Command, o: SpawnOptions = {}): Promise<Process> {
 		const extra: Record<string, unknown> = { detach: true };
 		if (o.ring !== undefined)
 			extra.ring = o.ring;

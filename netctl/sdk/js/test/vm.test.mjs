@@ -226,10 +226,26 @@ test("a detached server, reached on its published port", async () => {
 	assert.ok(Buffer.isBuffer(logs.output));
 	await sb.ports.unpublish(8090);
 	// a detached command's output, read back from its ring
-	const q = await sb.spawn("echo one; echo two");
-	await q.wait();
+	const q = await sb.exec("echo one; echo two", { detach: true });
+	assert.equal((await q.wait()).exitCode, 0);
 	assert.equal((await q.logs()).output.toString(), "one\ntwo\n");
 	assert.equal((await q.logs({ offset: 4 })).output.toString(), "two\n");
+	// ... and as it comes
+	const f = await sb.spawn("echo a; sleep 1; echo b; exit 4");
+	let out = "";
+	for await (const b of f.follow())
+		out += b.toString();
+	assert.equal(out, "a\nb\n");
+	assert.equal((await f.wait()).exitCode, 4);
+	assert.ok((await sb.processes.get(f.id)).pid > 0);
+});
+
+test("pause and resume", async () => {
+	await sb.pause();
+	assert.equal((await sb.info()).state, "paused");
+	await sb.resume();
+	assert.equal((await sb.info()).state, "running");
+	assert.equal((await sb.exec(["echo", "on"])).stdout, "on\n");
 });
 
 test("fork: a copy with the files of its source", async (t) => {
