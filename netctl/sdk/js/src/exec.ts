@@ -15,7 +15,7 @@ import { Writable } from "node:stream";
 import { once } from "node:events";
 import type { Client, RawResponse } from "./client.js";
 import { errorOf, readAll } from "./client.js";
-import { APIError, ConnectionError } from "./errors.js";
+import { APIError, ConnectionError, apiError } from "./errors.js";
 
 const HDR = 5;
 const CHUNK = 32 * 1024;	/* an 'I' frame's payload, at most */
@@ -238,9 +238,12 @@ export class ExecStream implements AsyncIterable<ExecEvent> {
 					yield e;
 					return;
 				} else if (f.type === "F") {
+					// an error after the answer began: its status
+					// and message, the same classes as an answer's
 					const d = JSON.parse(f.payload.toString("utf8"));
-					throw new APIError(d.status ?? 500, "exec_failed",
-					    d.message ?? "exec failed");
+					throw apiError(d.status ?? 500, { error: {
+					    code: "exec_failed", message: d.message ??
+					    "exec failed" } });
 				}
 			}
 			throw new ConnectionError("berthd ended the answer " +
