@@ -121,3 +121,30 @@ EXTRA_DIST += tests/integ/sdk-python.sh \
 	netctl/sdk/python/tests/test_api.py \
 	netctl/sdk/python/tests/test_unit.py \
 	netctl/sdk/python/tests/test_vm.py
+
+# Issue 32, item 4: the TypeScript SDK (netctl/sdk/js, @berth/sdk) built
+# with tsc, packed and installed with npm, its node --test suites against
+# an API-only berthd (external sandboxes: a published port, egress, a
+# sandbox token refused elsewhere, typed errors) and one real VM (exec
+# and its streams, a detached server on its port, a 100 MB file round
+# trip with bounded memory, watch, suspend and wake), and the README's
+# example as written (root, node and tsc, qemu TCG; one boot and the
+# example's).
+TESTS += tests/integ/sdk-js.sh
+EXTRA_DIST += tests/integ/sdk-js.sh \
+	netctl/sdk/js/.gitignore \
+	netctl/sdk/js/README.md \
+	netctl/sdk/js/bench_exec.mjs \
+	netctl/sdk/js/package.json \
+	netctl/sdk/js/tsconfig.json \
+	netctl/sdk/js/src/client.ts \
+	netctl/sdk/js/src/errors.ts \
+	netctl/sdk/js/src/exec.ts \
+	netctl/sdk/js/src/index.ts \
+	netctl/sdk/js/src/node.d.ts \
+	netctl/sdk/js/src/sandbox.ts \
+	netctl/sdk/js/test/api.test.mjs \
+	netctl/sdk/js/test/common.mjs \
+	netctl/sdk/js/test/localhost.cjs \
+	netctl/sdk/js/test/reporter.mjs \
+	netctl/sdk/js/test/vm.test.mjs

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+//
+// @berth/sdk — a client of berth's control API: sandboxes (microVMs or
+// external hosts), commands and detached processes in them, their files,
+// published ports and egress rules.
+
+export { Client } from "./client.js";
+export type { ClientOptions, Body } from "./client.js";
+export {
+	APIError, BadRequestError, ForbiddenError, NotFoundError,
+	ConflictError, ConnectionError, SandboxStateError,
+} from "./errors.js";
+export { ExecStream } from "./exec.js";
+export type {
+	Command, ExecOptions, ExecResult, ExecStreamOptions, ExecEvent,
+	ExecChunk, ExecExit,
+} from "./exec.js";
+export {
+	Sandbox, Process, Processes, Files, Watch, Ports, Egress, withSandbox,
+} from "./sandbox.js";
+export type {
+	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ProcessInfo, ProcessLogs,
+	ProcessExit, FileEntry, WatchEvent, WriteResult, PortInfo,
+	PublishOptions, EgressRule, EgressInfo,
+} from "./sandbox.js";
