@@ -6,7 +6,9 @@
 // connection, as tests/bench/exec's "API (keep-alive, control.sock)"
 // row does without the SDK. Prints JSON: the count and the p50/p99 in
 // ms (nearest rank, as tests/bench/wake's pct), and the same of the
-// streamed exec. Needs the package built (dist/: tsc, or npm pack).
+// streamed exec, and the buffered round trips themselves (samples_ms,
+// which tests/bench/exec reads). Needs the package built (dist/: tsc, or
+// npm pack).
 //
 //   node bench_exec.mjs SOCKET SANDBOX [N]      (N: 200 by default)
 
@@ -47,7 +49,8 @@ try {
 	}
 	console.log(JSON.stringify({ sandbox: id, n,
 	    p50_ms: pct(buffered, 50), p99_ms: pct(buffered, 99),
-	    stream_p50_ms: pct(streamed, 50), stream_p99_ms: pct(streamed, 99) }));
+	    stream_p50_ms: pct(streamed, 50), stream_p99_ms: pct(streamed, 99),
+	    samples_ms: buffered.map((x) => Math.round(x * 1000) / 1000) }));
 } catch (e) {
 	console.error(`bench_exec: ${e.message}`);
 	process.exitCode = 1;
