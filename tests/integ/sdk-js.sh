@@ -1,16 +1,21 @@
 #!/bin/sh
 # sdk-js.sh — the TypeScript SDK (netctl/sdk/js, @berth/sdk) against a real
-# berthd: built with tsc into $T, its node --test suites run, each of
-# their tests one TAP line here. test/api.test.mjs against an API-only
-# berthd (external sandboxes with testapp as upstream: a published port
-# fetched through berthd, egress rules, a sandbox token over
-# control_listen refused another sandbox, typed errors); then
+# berthd: built with tsc into $T, packed (npm pack, dist/ built by
+# prepack) and installed from the tarball, its node --test suites run,
+# each of their tests one TAP line here. test/api.test.mjs against an
+# API-only berthd (external sandboxes with testapp as upstream: a
+# published port fetched through berthd, egress rules, a sandbox token
+# over control_listen refused another sandbox, typed errors: not found,
+# bad request naming the field, conflict, no berthd); then
 # test/vm.test.mjs against one real VM of the minimal template (exec
-# status and streams with stdin, a detached busybox httpd on its
-# published port, a 100 MB file round trip with bounded client memory,
-# watch events, suspend then the next exec wakes it, fork). The package
-# is also packed (npm pack, dist/ built by prepack) and installed.
-# Skips without node (18 or later) or tsc (node-typescript).
+# status and output, stdin, a timeout, the streamed exec as a
+# conversation, files, watch events, a 100 MB round trip with bounded
+# client memory, a detached busybox httpd on its published port,
+# detached output, pause and resume, suspend then the next exec wakes
+# it, bench_exec.mjs; fork and checkpoints skip saying why: the minimal
+# template has no root overlay), and the README's example as written
+# with the installed package. Skips without node (18 or later) or tsc
+# (node-typescript); the VM part without qemu.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
