@@ -44,6 +44,7 @@
 #include "qmp.h"
 
 #define QM_POLL_MS	5	/* query-migrate / query-status polling */
+#define QM_CONT_TRIES	400	/* a capture's cont asked again: 2 s of polls */
 #define QM_MERGE_MS	(30 * 60 * 1000)	/* a merge is cancelled after */
 #define QM_MERGE_POLL_MS 50
 #define QM_CONSOLE_MS	20	/* console.log polling while booting */
@@ -143,6 +144,8 @@ struct qm {
 	char carry[128];	/* tail of the last read, for split lines */
 	int ready_seen;
 	int trial;		/* this boot is KVM's trial (accel.c) */
+	int cont_tries;		/* a capture's cont refused while QEMU
+				 * finishes the migration's clean-up */
 	uint64_t boot_t0;
 	uint64_t t_qmp, t_loaded, t_cont;	/* a ready restore's steps */
 	int io_stopped;		/* qemu stopped the guest on a disk error */
@@ -1666,6 +1669,8 @@ qm_poll_fire(evutil_socket_t fd, short what, void *arg)
 	else if (q->op == QM_CAPTURE && (q->step == QC_MIGRATE ||
 	    q->step == QC_COMPLETE))
 		(void)qm_cmd(q, "query-migrate", NULL);
+	else if (q->op == QM_CAPTURE && q->step == QC_CONT)
+		(void)qm_cmd(q, "cont", NULL);	/* its clean-up done now? */
 	else if (q->op == QM_MERGE && (q->step == QG_JOBS ||
 	    q->step == QG_CANCEL))
 		(void)qm_cmd(q, "query-block-jobs", NULL);
@@ -2591,6 +2596,7 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 			return;
 		}
 		q->step = QC_CONT;
+		q->cont_tries = 0;
 		(void)qm_cmd(q, "cont", NULL);
 		return;
 	case QC_DOWNTIME:	/* the downtime raised: poll on */
@@ -2621,6 +2627,16 @@ qm_capture_step(struct qm *q, json_t *ret, const char *error)
 		qm_timer(q, q->poll_ev, QM_POLL_MS);
 		return;
 	case QC_CONT:
+		/* QEMU says "completed" before its migration thread's
+		 * clean-up has run in its main loop; a cont in between is
+		 * refused as "not finalized yet": asked again shortly (within
+		 * the op's deadline) */
+		if (ret == NULL && error != NULL &&
+		    strstr(error, "not finalized") != NULL &&
+		    q->cont_tries++ < QM_CONT_TRIES) {
+			qm_timer(q, q->poll_ev, QM_POLL_MS);
+			return;
+		}
 		if (ret == NULL) {
 			qm_donef(q, 0, VMM_FAILED, "fork: cont: %s", error);
 			return;
