@@ -1612,22 +1612,11 @@ static json_t *
 fleet_room(void)
 {
 	json_t *cap = px_vm_capacity(), *more, *host, *room;
-	const char *d = px_vm_describe();
-	char accel[16];
-	size_t n;
 
 	if (cap == NULL)
 		return NULL;
 	more = json_object_get(cap, "more");
 	host = json_object_get(cap, "host");
-	/* "qemu (TCG: why)" -> tcg */
-	n = strcspn(d, "(");
-	d += d[n] == '(' ? n + 1 : n;
-	for (n = 0; n + 1 < sizeof(accel) && d[n] != '\0' && d[n] != ':' &&
-	    d[n] != ')' && d[n] != ' '; n++)
-		accel[n] = (char)(d[n] >= 'A' && d[n] <= 'Z' ? d[n] - 'A' + 'a' :
-		    d[n]);
-	accel[n] = '\0';
 	room = json_pack("{s:I, s:I, s:I, s:I, s:I, s:s}",
 	    "running_more", json_integer_value(json_object_get(json_object_get(
 	    more, "running"), "sandboxes")),
@@ -1635,11 +1624,14 @@ fleet_room(void)
 	    more, "paused"), "sandboxes")),
 	    "suspended_more", json_integer_value(json_object_get(json_object_get(
 	    more, "suspended"), "sandboxes")),
+	    /* in 64 MiB steps: what moves a little each second would
+	     * otherwise be written to etcd, and read by every host, at
+	     * each tick */
 	    "memory_available_bytes", json_integer_value(json_object_get(host,
-	    "memory_available_bytes")),
+	    "memory_available_bytes")) & ~(json_int_t)((64 << 20) - 1),
 	    "disk_free_bytes", json_integer_value(json_object_get(host,
-	    "disk_free_bytes")),
-	    "accel", accel[0] ? accel : "none");
+	    "disk_free_bytes")) & ~(json_int_t)((64 << 20) - 1),
+	    "accel", px_vm_accel());
 	json_decref(cap);
 	return room;
 }

@@ -78,6 +78,7 @@ static struct {
 } F;
 
 static void refresh(void);
+static int routes_equal(json_t *, json_t *);
 
 /* obj[key] as a string, "" when absent */
 static const char *
@@ -801,7 +802,7 @@ next:
 		json_decref(F.bad);
 		F.bad = bad;
 	}
-	changed = !json_equal(hosts, F.hosts) || !json_equal(sbs, F.sbs) ||
+	changed = !routes_equal(hosts, F.hosts) || !json_equal(sbs, F.sbs) ||
 	    !json_equal(claims, F.claims);
 	json_decref(F.hosts);
 	json_decref(F.sbs);
@@ -841,6 +842,35 @@ next:
 		F.refresh_again = 0;
 		refresh();
 	}
+}
+
+/* Two views of the hosts alike for routing: their room and zone aside
+ * (they change as sandboxes come and go; routes do not). */
+static int
+routes_equal(json_t *a, json_t *b)
+{
+	const char *key;
+	json_t *v, *w, *x, *y;
+	int eq;
+
+	if (json_object_size(a) != json_object_size(b))
+		return 0;
+	json_object_foreach(a, key, v) {
+		if ((w = json_object_get(b, key)) == NULL)
+			return 0;
+		x = json_deep_copy(v);
+		y = json_deep_copy(w);
+		json_object_del(x, "room");
+		json_object_del(y, "room");
+		json_object_del(x, "zone");
+		json_object_del(y, "zone");
+		eq = json_equal(x, y);
+		json_decref(x);
+		json_decref(y);
+		if (!eq)
+			return 0;
+	}
+	return 1;
 }
 
 static void

@@ -37,10 +37,12 @@ str(json_t *obj, const char *key)
 #define WHY(...) do { snprintf(why, whylen, __VA_ARGS__); goto fail; } while (0)
 
 /* A host's "room" (issue 33): only the fields placement reads, each a
- * count or a size within reason, the accelerator one of a few words;
- * absent (an older host): empty. A new object, or NULL with why. */
+ * count or a size within reason, the accelerator one of a few words; a
+ * field that is not (a newer host's, a bad one) is left out, never the
+ * host: its sandboxes stay routed. A new object (empty for an older
+ * host). */
 static json_t *
-room_check(json_t *r, char *why, size_t whylen)
+room_check(json_t *r)
 {
 	static const char *const nums[] = { "sandboxes", "free", "running_more",
 	    "paused_more", "suspended_more", "memory_available_bytes",
@@ -50,28 +52,21 @@ room_check(json_t *r, char *why, size_t whylen)
 	const char *a;
 	size_t i;
 
-	if (r != NULL && !json_is_object(r))
-		WHY("its \"room\" is not an object");
-	for (i = 0; r != NULL && i < sizeof(nums) / sizeof(nums[0]); i++) {
-		if ((n = json_object_get(r, nums[i])) == NULL)
-			continue;
-		if (!json_is_integer(n) || json_integer_value(n) < 0 ||
-		    json_integer_value(n) > (1LL << 50))
-			WHY("its room's \"%s\" is not a count or size", nums[i]);
-		json_object_set_new(out, nums[i], json_integer(
-		    json_integer_value(n)));
-	}
-	if (r != NULL && (a = str(r, "accel")) != NULL) {
+	if (!json_is_object(r))
+		return out;
+	for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		if ((n = json_object_get(r, nums[i])) != NULL &&
+		    json_is_integer(n) && json_integer_value(n) >= 0 &&
+		    json_integer_value(n) <= (1LL << 50))
+			json_object_set_new(out, nums[i], json_integer(
+			    json_integer_value(n)));
+	if ((a = str(r, "accel")) != NULL) {
 		for (i = 0; accels[i] != NULL && strcmp(a, accels[i]) != 0; i++)
 			;
-		if (accels[i] == NULL)
-			WHY("its room's \"accel\" is not kvm, tcg or none");
-		json_object_set_new(out, "accel", json_string(a));
+		if (accels[i] != NULL)
+			json_object_set_new(out, "accel", json_string(a));
 	}
 	return out;
-fail:
-	json_decref(out);
-	return NULL;
 }
 
 json_t *
@@ -97,15 +92,12 @@ px_fleet_check_host(const char *rest, const char *value, char *why, size_t whyle
 	if (edge == NULL || strlen(edge) >= 80)
 		WHY("its \"edge\" is missing or too long");
 	zone = str(v, "zone");
-	if (zone != NULL && !px_fleet_valid_host(zone))
-		WHY("its \"zone\" is not a label (1-32 of a-z, 0-9, inner '-')");
-	if ((room = room_check(json_object_get(v, "room"), why, whylen)) == NULL)
-		goto fail;
+	room = room_check(json_object_get(v, "room"));
 	out = json_pack("{s:s,s:s,s:s,s:I,s:I,s:o}", "id", id, "edge", edge,
 	    "fleet", fleet, "capacity", json_integer_value(json_object_get(v,
 	    "capacity")), "started", json_integer_value(json_object_get(v,
 	    "started")), "room", room);
-	if (zone != NULL)
+	if (zone != NULL && px_fleet_valid_host(zone))	/* a label, or none */
 		json_object_set_new(out, "zone", json_string(zone));
 fail:
 	json_decref(v);

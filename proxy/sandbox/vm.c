@@ -162,6 +162,17 @@ px_vm_describe(void)
 	return V.describe;
 }
 
+/* The accelerator VMs run under now: "kvm", "tcg", or "none" without
+ * VMs. */
+const char *
+px_vm_accel(void)
+{
+	const char *why = "";
+
+	if (V.m == NULL)
+		return "none";
+	return vmm_accel(V.m, &why) == VMM_ACCEL_KVM ? "kvm" : "tcg";
+}
 
 int
 px_vm_wanted(const struct px_config *c, char *why, size_t whylen)

@@ -81,7 +81,8 @@ struct json_t *px_vm_capacity(void);
 /* A SIGHUP: vm_standby, vm_standby_memory, vm_max_running and
  * vm_max_resident apply now. */
 void px_vm_reload(const struct px_config *);
-const char *px_vm_describe(void);	/* "qemu (TCG: why)" */
+const char *px_vm_describe(void);	/* "qemu, TCG: why" */
+const char *px_vm_accel(void);		/* "kvm", "tcg", "none" */
 
 /* Control API hooks (see control.h). */
 int px_vm_create(const char *id, const struct px_vm_spec *spec, char *err,
