@@ -2545,9 +2545,14 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 			return errf(err, errlen, rc, "template root %s: %s",
 			    spec->tpl->rootfs, strerror(-rc));
 		}
-		/* at least the image; a larger --disk grows the root (the
-		 * guest's init resizes its file system to the disk) */
-		if (spec->disk_mib <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
+		/* at least the image; a larger disk (--disk, or the default
+		 * when none is asked for) grows the root (the guest's init
+		 * resizes its file system to the disk). A disk of 0 is the
+		 * default as for any other template, so a ready snapshot or a
+		 * pool member (made with 0) has the disk of a create berthd's
+		 * API makes (which names vm_disk), also for an image smaller
+		 * than it: else no create ever restored such a snapshot */
+		if (sb->disk_mib <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
 			sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >>
 			    20);
 	}
