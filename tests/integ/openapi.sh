@@ -135,6 +135,17 @@ def conforms(v, s, where="$"):
     return None
 
 # ---- every operation is a route of the running server -----------------------
+def answer(s):
+    """The status and body of the HTTP answer read from s until it closes."""
+    buf = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    return int(head.split()[1]), rest
+
 def unix(method, target, body=None, ctype="application/json"):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(30)
@@ -143,15 +154,10 @@ def unix(method, target, body=None, ctype="application/json"):
     s.sendall(("%s %s HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n"
                "Content-Type: %s\r\nContent-Length: %d\r\n\r\n"
                % (method, target, ctype, len(b))).encode() + b)
-    buf = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    return int(head.split()[1]), rest
+    try:
+        return answer(s)
+    finally:
+        s.close()
 
 # placeholders: what no request may harm (unknown names), or the
 # throwaway external sandbox s2 where a known one is needed
@@ -191,14 +197,7 @@ with socket.create_connection(("127.0.0.1", int(ctl_port)), timeout=30) as raw:
         t.sendall(("GET /v1/sandboxes/s2 HTTP/1.1\r\nHost: api.%s\r\n"
                    "Authorization: Bearer %s\r\nConnection: close\r\n\r\n"
                    % (domain, tok1)).encode())
-        buf = b""
-        while True:
-            d = t.recv(65536)
-            if not d:
-                break
-            buf += d
-head, _, rest = buf.partition(b"\r\n\r\n")
-code = int(head.split()[1])
+        code, rest = answer(t)
 errors.append(("a sandbox token on another sandbox", code, rest.decode(errors="replace")))
 ok(code == 403, "a sandbox token on another sandbox: 403")
 
