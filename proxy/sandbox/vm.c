@@ -104,9 +104,9 @@ ready_built_other(const char *key, int ok, const char *reason,
 		log_warnx("ready snapshot %s: %s (creates boot)", key, reason);
 }
 
-/* A template's ready snapshot (default memory and vCPUs), built in the
- * background when missing, so the first create already restores it: the
- * default template's at start and after its builds, a template built
+/* A template's ready snapshot (default memory, vCPUs and disk), built in
+ * the background when missing, so the first create already restores it:
+ * the default template's at start and after its builds, a template built
  * from an image's after its build. Other shapes are built by the first
  * create that misses them (libvmm). */
 static void
@@ -121,8 +121,8 @@ ready_kick_dir(const char *dir, int is_default)
 	if (vmm_template_load(dir, &t, e, sizeof(e)) < 0)
 		return;
 	if (t.root_overlay && t.agent != NULL) {
-		rc = vmm_ready_build(V.m, &t, 0, 0, is_default ? ready_built :
-		    ready_built_other, NULL, key, e, sizeof(e));
+		rc = vmm_ready_build(V.m, &t, 0, 0, 0, is_default ?
+		    ready_built : ready_built_other, NULL, key, e, sizeof(e));
 		if (rc == 0)
 			log_info("template %s: ready snapshot %s: building it "
 			    "(one boot, in the background)", t.name, key);
