@@ -2284,19 +2284,22 @@ vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 	return 0;
 }
 
+/* 0 is the manager's default (berthd's vm_disk, what its API gives a
+ * create that names none), so a ready snapshot or pool member made with
+ * 0 has the disk of such a create, also for an image smaller than it */
 unsigned
 vmm_disk_effective(const struct vmm *m, const struct vmm_template *t,
     unsigned disk_mib)
 {
-	unsigned img;
+	unsigned img, d = disk_mib ? disk_mib : m->cfg.disk_mib;
 	struct stat st;
 
 	if (t->root_overlay && t->rootfs != NULL && stat(t->rootfs, &st) == 0) {
 		img = (unsigned)((st.st_size + (1 << 20) - 1) >> 20);
-		if (disk_mib <= img)
+		if (d <= img)
 			return img;
 	}
-	return disk_mib ? disk_mib : m->cfg.disk_mib;
+	return d;
 }
 
 /* Should sb (not yet listed) restore its shape's ready snapshot? Yes:
@@ -2561,8 +2564,9 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 			return errf(err, errlen, rc, "template root %s: %s",
 			    spec->tpl->rootfs, strerror(-rc));
 		}
-		/* at least the image; a larger --disk grows the root (the
-		 * guest's init resizes its file system to the disk) */
+		/* at least the image; a larger disk (--disk, or the default)
+		 * grows the root (the guest's init resizes its file system
+		 * to the disk) */
 		sb->disk_mib = vmm_disk_effective(m, &sb->tpl, spec->disk_mib);
 	}
 	if (fork_src != NULL) {

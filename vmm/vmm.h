@@ -431,9 +431,9 @@ struct vmm_ready_info {
 void vmm_ready_key(struct vmm *m, const struct vmm_template *t,
     unsigned mem_mib, unsigned vcpus, unsigned disk_mib,
     char key[VMM_READY_KEY]);
-/* The disk a sandbox of template t asking for disk_mib (0: the default)
- * gets: for a root overlay, at least the root image's size (a --disk no
- * larger than the image is the image), else disk_mib or the default. */
+/* The disk a sandbox of template t asking for disk_mib (0: the
+ * manager's default) gets: that, or for a root overlay the root image's
+ * size when it is no larger (a --disk below the image is the image). */
 unsigned vmm_disk_effective(const struct vmm *m, const struct vmm_template *t,
     unsigned disk_mib);
 /* 0 and *ri when key's snapshot is whole, else -errno. */

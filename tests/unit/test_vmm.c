@@ -276,9 +276,10 @@ test_kv(void)
 }
 
 /* The ready snapshot's key names its shape: memory, vCPUs and the disk
- * as a create gets it (vmm_disk_effective: a root overlay's at least its
- * image), so a create without --disk and one with a --disk no larger
- * than the image share it, and a larger disk has its own. */
+ * as a create gets it (vmm_disk_effective: 0 the manager's default, a
+ * root overlay's at least its image), so a create without a disk and
+ * one with the default's share it, as do a --disk below the image and
+ * the image's, and a larger disk has its own. */
 static void
 test_ready_key(void)
 {
@@ -317,9 +318,11 @@ test_ready_key(void)
 	cfg.vmm_binary = "/bin/true";
 	cfg.accel = VMM_ACCEL_TCG;
 	cfg.external_taps = 1;
-	cfg.disk_mib = 1;		/* smaller than the image */
+	cfg.disk_mib = 8;		/* larger than the image */
 	cfg.tsc_khz = 2000000;
 	m = vmm_new(base, &cfg, err, sizeof(err));
+	if (m != NULL)
+		snprintf(err, sizeof(err), "loaded");
 	if (!ok(m != NULL, "a manager (%s)", m != NULL ? "qemu" : err) ||
 	    !ok(vmm_template_load(dir, &t, err, sizeof(err)) == 0,
 	    "a root overlay template (%s)", err)) {
@@ -328,18 +331,27 @@ test_ready_key(void)
 		event_base_free(base);
 		return;
 	}
-	is_int(vmm_disk_effective(m, &t, 0), 2, "no --disk: the image's size");
-	is_int(vmm_disk_effective(m, &t, 1), 2, "a --disk below it: the image's");
+	is_int(vmm_disk_effective(m, &t, 0), 8, "no disk: the manager's "
+	    "default (above the image)");
+	is_int(vmm_disk_effective(m, &t, 1), 2, "a --disk below the image: "
+	    "the image's size");
 	is_int(vmm_disk_effective(m, &t, 16384), 16384, "a larger --disk: it");
+	t.root_overlay = 0;
+	is_int(vmm_disk_effective(m, &t, 1), 1, "no root overlay: as asked");
+	t.root_overlay = 1;
 	vmm_ready_key(m, &t, 0, 0, 0, k0);
-	vmm_ready_key(m, &t, 0, 0, 1, k1);
-	vmm_ready_key(m, &t, 0, 0, 2, k2);
+	vmm_ready_key(m, &t, 0, 0, 8, k1);
+	vmm_ready_key(m, &t, 0, 0, 1, k2);
+	vmm_ready_key(m, &t, 0, 0, 2, k3);
+	ok(strlen(k0) == VMM_READY_KEY - 1, "a key: %s", k0);
+	ok(strcmp(k0, k1) == 0, "no disk and the default's (what berthd's "
+	    "API gives a create without --disk): one key");
+	ok(strcmp(k2, k3) == 0, "a --disk below the image and the image's: "
+	    "one key");
+	ok(strcmp(k0, k2) != 0, "... not the default's");
 	vmm_ready_key(m, &t, 0, 0, 16384, k3);
 	vmm_ready_key(m, &t, 2048, 0, 16384, k4);
 	vmm_ready_key(m, &t, 0, 0, 4096, k5);
-	ok(strlen(k0) == VMM_READY_KEY - 1, "a key: %s", k0);
-	ok(strcmp(k0, k1) == 0 && strcmp(k0, k2) == 0, "no --disk, one "
-	    "below the image and the image's: one key");
 	ok(strcmp(k0, k3) != 0 && strcmp(k3, k5) != 0, "a larger disk: a key "
 	    "of its own, one per size");
 	ok(strcmp(k3, k4) != 0, "memory is the shape's too");
