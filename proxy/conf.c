@@ -1012,6 +1012,10 @@ const struct px_directive px_directives[] = {
 	  .def = "deb.debian.org,security.debian.org",
 	  .doc = "what a template's builder sandbox may reach (egress rules, "
 	  "comma-separated; none: nothing)" },
+	{ "template_build_ready", 1, p_onoff, F(template_build_ready),
+	  .def = "on",
+	  .doc = "the template builders' ready snapshot is made in the "
+	  "background (debian, vm_ready_snapshot on)" },
 	{ "vm_standby_memory", 1, p_uint, F(vm_standby_memory), .min = 0,
 	  .max = PX_VM_MEMORY_LIMIT, .unit = "MiB", .def = "512",
 	  .doc = "the standby VMMs' memory (PSS) at most; 0: no limit" },

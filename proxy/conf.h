@@ -132,6 +132,10 @@ struct px_config {
 	uint64_t	 template_build_timeout;	/* ms */
 	char		*template_build_allow;	/* the builder's egress rules,
 						 * comma-separated; "none" */
+	int		 template_build_ready;	/* 1 (default): the builder
+						 * sandboxes' shape has its
+						 * ready snapshot made in the
+						 * background */
 	int		 vm_ready_snapshot;	/* 1 (default): creates restore
 						 * their template's ready
 						 * snapshot instead of booting */

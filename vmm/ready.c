@@ -7,7 +7,8 @@
  *   disk.qcow2  the frozen disk layer over the template's root image
  * plus ready.conf, written last (its presence means the rest is whole).
  * The key covers what a restore must match: the template's files and
- * command line, memory, vCPUs, the accelerator and the VMM binary.
+ * command line, memory, vCPUs, the disk (as a create gets it: one key,
+ * one disk size), the accelerator and the VMM binary.
  *
  * A create of that shape restores it instead of booting (qemu.c): its
  * disk a new qcow2 layer over disk.qcow2, its RAM a private copy-on-write
@@ -97,7 +98,7 @@ fnv_file(uint64_t h, const char *path)
 
 void
 vmm_ready_key(struct vmm *m, const struct vmm_template *t, unsigned mem_mib,
-    unsigned vcpus, char key[VMM_READY_KEY])
+    unsigned vcpus, unsigned disk_mib, char key[VMM_READY_KEY])
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
 	char exe[PATH_MAX], n[64];
@@ -110,11 +111,14 @@ vmm_ready_key(struct vmm *m, const struct vmm_template *t, unsigned mem_mib,
 	h = fnv_s(h, t->cmdline);
 	h = fnv_s(h, t->agent);
 	h = fnv_s(h, t->settled_line);
-	snprintf(n, sizeof(n), "%u %u %s %u %d %d", mem_mib ? mem_mib :
+	/* a restored clone's disk is a layer over the snapshot's, of its
+	 * size: the disk is the shape's as much as memory and vCPUs are */
+	snprintf(n, sizeof(n), "%u %u %s %u %d %d disk %u", mem_mib ? mem_mib :
 	    t->mem_mib ? t->mem_mib : m->cfg.mem_mib,
 	    vcpus ? vcpus : m->cfg.vcpus,
 	    vmm_accel_name(vmm_accel_template(m, t)), m->cfg.tsc_khz,
-	    m->cfg.jail, m->cfg.free_page_reporting);
+	    m->cfg.jail, m->cfg.free_page_reporting,
+	    vmm_disk_effective(m, t, disk_mib));
 	h = fnv_s(h, n);
 	snprintf(key, VMM_READY_KEY, "%016llx", (unsigned long long)h);
 }
@@ -402,7 +406,7 @@ harvest(struct vmm_ready *r, char *err, size_t errlen)
 	 * under TCG: kept under the key it was started with, no create
 	 * would ever find it (each computes the key with the verdict) and
 	 * the next create built another one. */
-	vmm_ready_key(m, &sb->tpl, sb->mem_mib, sb->vcpus, k);
+	vmm_ready_key(m, &sb->tpl, sb->mem_mib, sb->vcpus, sb->disk_mib, k);
 	if (strcmp(k, r->key) != 0 && ready_get(m, k, 0) == NULL)
 		snprintf(r->key, sizeof(r->key), "%s", k);
 	(void)vmm_ready_path(m, r->key, NULL, fin, sizeof(fin));
@@ -493,8 +497,8 @@ build_created(struct vmm_sandbox *sb, enum vmm_op op, int ok,
 
 int
 vmm_ready_build(struct vmm *m, const struct vmm_template *t,
-    unsigned mem_mib, unsigned vcpus, vmm_ready_cb cb, void *arg, char *key,
-    char *err, size_t errlen)
+    unsigned mem_mib, unsigned vcpus, unsigned disk_mib, vmm_ready_cb cb,
+    void *arg, char *key, char *err, size_t errlen)
 {
 	struct vmm_sandbox_spec spec;
 	struct vmm_template bt;
@@ -510,7 +514,7 @@ vmm_ready_build(struct vmm *m, const struct vmm_template *t,
 		    t->name ? t->name : "");
 		return -ENOTSUP;
 	}
-	vmm_ready_key(m, t, mem_mib, vcpus, k);
+	vmm_ready_key(m, t, mem_mib, vcpus, disk_mib, k);
 	if (key != NULL)
 		snprintf(key, VMM_READY_KEY, "%s", k);
 	if (vmm_ready_lookup(m, k, &ri) == 0)
@@ -538,6 +542,7 @@ vmm_ready_build(struct vmm *m, const struct vmm_template *t,
 	spec.tpl = &bt;
 	spec.mem_mib = mem_mib;
 	spec.vcpus = vcpus;
+	spec.disk_mib = disk_mib;	/* ready.conf's disk_mib, as made */
 	spec.boot = 1;
 	spec.idle_pause_ms = spec.idle_suspend_ms = VMM_NEVER;
 	r->cb = cb;
@@ -654,6 +659,7 @@ vmm_ready_pool_fill(struct vmm *m, const char *key,
 	spec.tpl = &r->tpl;
 	spec.mem_mib = r->mem_mib;
 	spec.vcpus = r->vcpus;
+	spec.disk_mib = 0;		/* the default: key's, as its caller's */
 	spec.idle_pause_ms = spec.idle_suspend_ms = VMM_NEVER;
 	r->filling = 1;
 	if (vmm_sandbox_create_hidden(m, &spec, key, pool_created, r, NULL,

@@ -2284,6 +2284,24 @@ vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 	return 0;
 }
 
+/* 0 is the manager's default (berthd's vm_disk, what its API gives a
+ * create that names none), so a ready snapshot or pool member made with
+ * 0 has the disk of such a create, also for an image smaller than it */
+unsigned
+vmm_disk_effective(const struct vmm *m, const struct vmm_template *t,
+    unsigned disk_mib)
+{
+	unsigned img, d = disk_mib ? disk_mib : m->cfg.disk_mib;
+	struct stat st;
+
+	if (t->root_overlay && t->rootfs != NULL && stat(t->rootfs, &st) == 0) {
+		img = (unsigned)((st.st_size + (1 << 20) - 1) >> 20);
+		if (d <= img)
+			return img;
+	}
+	return d;
+}
+
 /* Should sb (not yet listed) restore its shape's ready snapshot? Yes:
  * ready_key and ready_pending set. No: why (empty when ready snapshots
  * are off or the template cannot have one), and a build of it started
@@ -2304,18 +2322,21 @@ ready_choose(struct vmm_sandbox *sb, const struct vmm_sandbox_spec *spec,
 	    !sb->tpl.root_overlay || sb->tpl.agent == NULL ||
 	    strcmp(m->be->name, "qemu") != 0)
 		return;
-	vmm_ready_key(m, spec->tpl, sb->mem_mib, sb->vcpus, key);
+	/* the shape: memory, vCPUs and disk (sb's, as sb_create made them) */
+	vmm_ready_key(m, spec->tpl, sb->mem_mib, sb->vcpus, sb->disk_mib, key);
 	if (vmm_ready_lookup(m, key, &ri) < 0) {
 		if (sb->pooled)
 			return;
-		rc = vmm_ready_build(m, spec->tpl, sb->mem_mib, sb->vcpus, NULL,
-		    NULL, NULL, err, sizeof(err));
+		rc = vmm_ready_build(m, spec->tpl, sb->mem_mib, sb->vcpus,
+		    sb->disk_mib, NULL, NULL, NULL, err, sizeof(err));
 		snprintf(why, whylen, "booted: no ready snapshot of template "
-		    "%s with %u MiB and %u vCPUs yet (%s)", sb->tpl.name,
-		    sb->mem_mib, sb->vcpus, rc == 0 ? "building it now" :
-		    rc == -EBUSY ? "another one is being built" : err);
+		    "%s with %u MiB, %u vCPUs and a %u MiB disk yet (%s)",
+		    sb->tpl.name, sb->mem_mib, sb->vcpus, sb->disk_mib,
+		    rc == 0 ? "building it now" : rc == -EBUSY ?
+		    "another one is being built" : err);
 		return;
 	}
+	/* the key has the disk: a safety net (a ready.conf of before) */
 	if (ri.disk_mib != sb->disk_mib) {
 		snprintf(why, whylen, "booted: a disk of %u MiB, the ready "
 		    "snapshot's is %u MiB", sb->disk_mib, ri.disk_mib);
@@ -2360,20 +2381,18 @@ ready_claim(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	struct vmm_sandbox *sb;
 	struct vmm_ready_info ri;
 	char key[VMM_READY_KEY], nd[PATH_MAX], od[PATH_MAX], err[VMM_ERRLEN];
-	unsigned disk = spec->disk_mib ? spec->disk_mib : m->cfg.disk_mib;
-	struct stat st;
+	unsigned disk;
 
 	if (!m->cfg.ready_snapshots || m->cfg.ready_pool == 0 || spec->boot ||
 	    !spec->tpl->root_overlay || spec->tpl->agent == NULL ||
 	    strcmp(m->be->name, "qemu") != 0 || m->be->moved == NULL)
 		return 1;
-	vmm_ready_key(m, spec->tpl, mem, vcpus, key);
+	/* pools are of the default disk's key: another disk finds none */
+	disk = vmm_disk_effective(m, spec->tpl, spec->disk_mib);
+	vmm_ready_key(m, spec->tpl, mem, vcpus, disk, key);
 	if (vmm_ready_lookup(m, key, &ri) < 0)
 		return 1;
-	if (stat(spec->tpl->rootfs, &st) == 0 &&
-	    disk <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
-		disk = (unsigned)((st.st_size + (1 << 20) - 1) >> 20);
-	if (disk != ri.disk_mib)
+	if (disk != ri.disk_mib)	/* the key has it: a safety net */
 		return 1;
 	for (sb = m->list; sb != NULL; sb = sb->next)
 		if (sb->pooled && sb->pool_ready && !sb->busy &&
@@ -2545,16 +2564,10 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 			return errf(err, errlen, rc, "template root %s: %s",
 			    spec->tpl->rootfs, strerror(-rc));
 		}
-		/* at least the image; a larger disk (--disk, or the default
-		 * when none is asked for) grows the root (the guest's init
-		 * resizes its file system to the disk). A disk of 0 is the
-		 * default as for any other template, so a ready snapshot or a
-		 * pool member (made with 0) has the disk of a create berthd's
-		 * API makes (which names vm_disk), also for an image smaller
-		 * than it: else no create ever restored such a snapshot */
-		if (sb->disk_mib <= (unsigned)((st.st_size + (1 << 20) - 1) >> 20))
-			sb->disk_mib = (unsigned)((st.st_size + (1 << 20) - 1) >>
-			    20);
+		/* at least the image; a larger disk (--disk, or the default)
+		 * grows the root (the guest's init resizes its file system
+		 * to the disk) */
+		sb->disk_mib = vmm_disk_effective(m, &sb->tpl, spec->disk_mib);
 	}
 	if (fork_src != NULL) {
 		/* a fork: its disk a layer over the frozen one, its RAM and

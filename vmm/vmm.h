@@ -425,16 +425,23 @@ struct vmm_ready_info {
 	unsigned build_ms;		/* boot to settled, plus the suspend */
 };
 
-/* key names the ready snapshot for template t with this memory and
- * vCPUs (0: the manager's defaults) on this manager (accelerator, VMM
- * binary). */
+/* key names the ready snapshot for template t with this memory, vCPUs
+ * and disk (0: the manager's defaults; the disk as a create of it gets
+ * it, vmm_disk_effective) on this manager (accelerator, VMM binary). */
 void vmm_ready_key(struct vmm *m, const struct vmm_template *t,
-    unsigned mem_mib, unsigned vcpus, char key[VMM_READY_KEY]);
+    unsigned mem_mib, unsigned vcpus, unsigned disk_mib,
+    char key[VMM_READY_KEY]);
+/* The disk a sandbox of template t asking for disk_mib (0: the
+ * manager's default) gets: that, or for a root overlay the root image's
+ * size when it is no larger (a --disk below the image is the image). */
+unsigned vmm_disk_effective(const struct vmm *m, const struct vmm_template *t,
+    unsigned disk_mib);
 /* 0 and *ri when key's snapshot is whole, else -errno. */
 int vmm_ready_lookup(const struct vmm *m, const char *key,
     struct vmm_ready_info *ri);
-/* Build it in the background: a hidden sandbox boots to the template's
- * settled line and is suspended into <state_dir>/.ready/<key>/. 0 when
+/* Build it in the background: a hidden sandbox of that shape (memory,
+ * vCPUs, disk as vmm_ready_key's) boots to the template's settled line
+ * and is suspended into <state_dir>/.ready/<key>/. 0 when
  * started (cb runs once, from the loop), 1 when it is there already (no
  * cb), -EBUSY while another build runs, -ENOTSUP for a template that
  * cannot have one (qemu, a root overlay and an agent are needed). key
@@ -442,13 +449,13 @@ int vmm_ready_lookup(const struct vmm *m, const char *key,
 typedef void (*vmm_ready_cb)(const char *key, int ok, const char *reason,
     uint64_t duration_ms, void *arg);
 int vmm_ready_build(struct vmm *m, const struct vmm_template *t,
-    unsigned mem_mib, unsigned vcpus, vmm_ready_cb cb, void *arg, char *key,
-    char *err, size_t errlen);
+    unsigned mem_mib, unsigned vcpus, unsigned disk_mib, vmm_ready_cb cb,
+    void *arg, char *key, char *err, size_t errlen);
 /* 1 while a build runs. */
 int vmm_ready_building(const struct vmm *m);
-/* Make the ready pool of key (template t, memory, vCPUs; t NULL: as
- * given before) hold cfg.ready_pool members, one at a time, in the
- * background. */
+/* Make the ready pool of key (template t, memory, vCPUs, the default
+ * disk; t NULL: as given before) hold cfg.ready_pool members, one at a
+ * time, in the background. */
 void vmm_ready_pool_fill(struct vmm *m, const char *key,
     const struct vmm_template *t, unsigned mem_mib, unsigned vcpus);
 /* Ready pool members restored, identified and paused now (all keys). */

@@ -34,6 +34,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * The template builders' sandbox (mktemplate-source's tpl-build-NAME, from
+ * the debian template, default vCPUs): its memory and disk, given to the
+ * script (ts_env) and the shape of the ready snapshot made for it
+ * (builder_kick), so its create restores instead of booting.
+ */
+#define TB_BUILDER_MEMORY_MIB	2048
+#define TB_BUILDER_DISK_MIB	16384
+
 /* Sandboxes a worker is waiting for: told the moment their VM runs. */
 struct waking {
 	char		 id[PX_SANDBOX_ID_MAX + 1];
@@ -46,6 +55,7 @@ static struct {
 	struct vmm_template tpl;
 	int		 have_tpl;		/* tpl loaded */
 	int		 ready_on;		/* vm_ready_snapshot */
+	int		 build_ready;		/* template_build_ready */
 	int		 drop_caches;		/* vm_drop_caches */
 	uint64_t	 tpl_max_source;	/* template_max_context, bytes */
 	unsigned	 tpl_max_mib;		/* template_max_size */
@@ -70,6 +80,8 @@ px_vm_enabled(void)
 	return V.m != NULL;
 }
 
+static void builder_kick(void);
+
 static void
 ready_built(const char *key, int ok, const char *reason, uint64_t dur,
     void *arg)
@@ -87,6 +99,7 @@ ready_built(const char *key, int ok, const char *reason, uint64_t dur,
 			vmm_ready_pool_fill(V.m, key, &t, 0, 0);
 			vmm_template_free(&t);
 		}
+		builder_kick();		/* the next one: the builders' */
 	} else
 		log_warnx("the default template's ready snapshot %s: %s "
 		    "(creates boot)", key, reason);
@@ -104,11 +117,60 @@ ready_built_other(const char *key, int ok, const char *reason,
 		log_warnx("ready snapshot %s: %s (creates boot)", key, reason);
 }
 
-/* A template's ready snapshot (default memory and vCPUs), built in the
- * background when missing, so the first create already restores it: the
- * default template's at start and after its builds, a template built
- * from an image's after its build. Other shapes are built by the first
- * create that misses them (libvmm). */
+static void
+ready_built_builder(const char *key, int ok, const char *reason,
+    uint64_t dur, void *arg)
+{
+	(void)arg;
+	if (ok)
+		log_info("the template builders' ready snapshot %s built in "
+		    "%llu ms: builders restore it", key,
+		    (unsigned long long)dur);
+	else
+		log_warnx("the template builders' ready snapshot %s: %s "
+		    "(builders boot)", key, reason);
+}
+
+/*
+ * The template builders' ready snapshot (the debian template with
+ * TB_BUILDER_MEMORY_MIB, default vCPUs, a TB_BUILDER_DISK_MIB disk),
+ * built in the background after the default template's (one at a time:
+ * it follows that one's), when debian is the default and
+ * template_build_ready says so: else the first builder of a version
+ * boots and its create builds it (libvmm), for the next.
+ */
+static void
+builder_kick(void)
+{
+	struct vmm_template t;
+	char e[VMM_ERRLEN], key[VMM_READY_KEY];
+	int rc;
+
+	if (V.m == NULL || !V.ready_on || !V.def_debian || !V.build_ready)
+		return;
+	if (vmm_template_load(V.tdir, &t, e, sizeof(e)) < 0)
+		return;
+	rc = vmm_ready_build(V.m, &t, TB_BUILDER_MEMORY_MIB, 0,
+	    TB_BUILDER_DISK_MIB, ready_built_builder, NULL, key, e, sizeof(e));
+	if (rc == 0)
+		log_info("the template builders' ready snapshot %s (%u MiB, a "
+		    "%u MiB disk): building it (one boot, in the background)",
+		    key, TB_BUILDER_MEMORY_MIB, TB_BUILDER_DISK_MIB);
+	else if (rc == 1)
+		log_info("the template builders' ready snapshot %s is there: "
+		    "builders restore it", key);
+	else
+		log_warnx("the template builders' ready snapshot: %s (the "
+		    "first builder boots and builds it)", e);
+	vmm_template_free(&t);
+}
+
+/* A template's ready snapshot (default memory, vCPUs and disk), built in
+ * the background when missing, so the first create already restores it:
+ * the default template's at start and after its builds (then the
+ * template builders', builder_kick), a template built from an image's
+ * after its build. Other shapes are built by the first create that
+ * misses them (libvmm). */
 static void
 ready_kick_dir(const char *dir, int is_default)
 {
@@ -121,16 +183,18 @@ ready_kick_dir(const char *dir, int is_default)
 	if (vmm_template_load(dir, &t, e, sizeof(e)) < 0)
 		return;
 	if (t.root_overlay && t.agent != NULL) {
-		rc = vmm_ready_build(V.m, &t, 0, 0, is_default ? ready_built :
-		    ready_built_other, NULL, key, e, sizeof(e));
+		rc = vmm_ready_build(V.m, &t, 0, 0, 0, is_default ?
+		    ready_built : ready_built_other, NULL, key, e, sizeof(e));
 		if (rc == 0)
 			log_info("template %s: ready snapshot %s: building it "
 			    "(one boot, in the background)", t.name, key);
 		else if (rc == 1) {
 			log_info("template %s: ready snapshot %s is there: "
 			    "creates restore it", t.name, key);
-			if (is_default)
+			if (is_default) {
 				vmm_ready_pool_fill(V.m, key, &t, 0, 0);
+				builder_kick();
+			}
 		}
 		else if (rc != -EBUSY)
 			log_warnx("template %s: no ready snapshot: %s", t.name, e);
@@ -1384,9 +1448,9 @@ px_vm_template_spool_write(void *h, const void *p, size_t len, int *status,
 /* mktemplate-source's environment (its header): "K=V" strings, static
  * (putenv keeps them), NULL-terminated in envs. 0, or -1 with err. */
 static int
-ts_env(char *envs[8], char *err, size_t errlen)
+ts_env(char *envs[10], char *err, size_t errlen)
 {
-	static char e[7][PATH_MAX + 32];
+	static char e[9][PATH_MAX + 32];
 	static const struct {
 		const char *var, *installed, *built;
 	} prog[] = {
@@ -1418,6 +1482,15 @@ ts_env(char *envs[8], char *err, size_t errlen)
 	envs[n] = e[n];
 	n++;
 	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_MAX_MIB=%u", V.tpl_max_mib);
+	envs[n] = e[n];
+	n++;
+	/* the builder's shape: that of its ready snapshot (builder_kick) */
+	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_MEMORY_MIB=%u",
+	    TB_BUILDER_MEMORY_MIB);
+	envs[n] = e[n];
+	n++;
+	snprintf(e[n], sizeof(e[n]), "BERTH_BUILD_DISK_MIB=%u",
+	    TB_BUILDER_DISK_MIB);
 	envs[n] = e[n];
 	n++;
 	envs[n] = NULL;
@@ -1529,7 +1602,7 @@ int
 px_vm_template_spool_end(void *h, int *status, char *err, size_t errlen)
 {
 	struct tspool *ts = h;
-	char mk[PATH_MAX], app[PATH_MAX], *argv[TS_ARGS_MAX], *envs[8];
+	char mk[PATH_MAX], app[PATH_MAX], *argv[TS_ARGS_MAX], *envs[10];
 	char hex[2 * 32 + 1];
 	int i, a = 0, rc;
 
@@ -2924,6 +2997,7 @@ tpl_conf(const struct px_config *c)
 	V.tpl_max_source = (uint64_t)c->template_max_context << 20;
 	V.tpl_max_mib = c->template_max_size;
 	V.tpl_timeout_ms = c->template_build_timeout;
+	V.build_ready = c->template_build_ready;
 	snprintf(V.tpl_allow, sizeof(V.tpl_allow), "%s",
 	    c->template_build_allow != NULL &&
 	    strcmp(c->template_build_allow, "none") != 0 ?

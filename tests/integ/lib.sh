@@ -292,6 +292,9 @@ berthd_config() {
 		# creates boot unless a test asks for ready snapshots (each
 		# berthd would build one: a boot more per test)
 		echo "vm_ready_snapshot ${VM_READY:-off}"
+		# nor the template builders' ready snapshot after the default's
+		# (TEMPLATE_BUILD_READY=on: vm-template-build.sh)
+		echo "template_build_ready ${TEMPLATE_BUILD_READY:-off}"
 		for _l in "$@"; do echo "$_l"; done
 	} >"$CONF"
 }

@@ -27,6 +27,7 @@ cat >>"$STAND" <<'EOF'
 # NAME FROM SOURCE OUTDIR [ARGS...]
 echo "stand-in: $*" >&2
 echo "$*" >>"$STAND_LOG.calls"
+echo "${BERTH_BUILD_MEMORY_MIB:-} ${BERTH_BUILD_DISK_MIB:-}" >"$STAND_LOG.shape"
 cp "$3" "$STAND_LOG.last-source"
 if [ "$2" = dockerfile ]; then
 	tar -xOf "$3" ./Dockerfile 2>/dev/null >"$STAND_LOG.df" ||
@@ -73,6 +74,8 @@ like "... it says where" "$out" "^template t1: $STATE/templates/t1/v[0-9]"
 like "... the builder's lines shown" "$(cat "$T/b1.err")" 'stand-in: template t1 in'
 like "... the builder had NAME FROM SOURCE OUTDIR" "$(tail -n 1 "$STAND_LOG.calls")" \
 	"^t1 dockerfile $STATE/templates/.source/t1 $STATE/templates/t1/v[0-9]+\$"
+is "... berthd gave it the builder's shape (its ready snapshot's)" \
+	"$(cat "$STAND_LOG.shape")" "2048 16384"
 is "... the context came as a tar, whole" "$(tar -tf "$STAND_LOG.last-source" | sort | tr '\n' ' ')" \
 	"./ ./Dockerfile ./app/ ./app/file.txt "
 check "... the source is gone after the build" test ! -e "$STATE/templates/.source/t1"

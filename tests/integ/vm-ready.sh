@@ -13,8 +13,9 @@
 # RAM file of its own and the resume promotes that qemu; a file written
 # before survives. A berthd restart
 # adopts running clones, and the next create restores again. A create
-# the snapshot does not fit (a larger disk) boots, and an event says
-# why. Nothing is left running after the deletes.
+# of another shape (a larger disk) boots, an event says why, and that
+# shape's snapshot is built meanwhile: the next create of it restores,
+# its root the larger disk. Nothing is left running after the deletes.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -185,14 +186,32 @@ done
 is "... one pool qemu of this state dir runs" "$n" 1
 is "r3 still answers as r3" "$(x r3 -- hostname)" r3
 
-# ---- what the snapshot does not fit boots, and says why ----
+# ---- another shape (a larger disk): it boots, says why, builds its own ----
 out=$(netctl sandbox create big --disk 6144 2>&1) || bail "sandbox create big: $out"
 is "a create with a larger disk boots" \
 	"$(netctl --json sandbox show big | json_get "$(cat)" 'j["vm"]["created_from"]')" boot
-like "... and its events say why" "$(netctl sandbox events big 2>&1)" "booted: a disk of 6144 MiB"
+like "... and its events say why" "$(netctl sandbox events big 2>&1)" \
+	"booted: no ready snapshot of template debian with [0-9]+ MiB, [0-9]+ vCPUs and a 6144 MiB disk yet \((building it now|another one is being built)\)"
 is "... it is big" "$(x big -- hostname)" big
+# (its ready.conf is written in <key>.tmp, which is renamed <key>)
+big_conf() { grep -lx 'disk_mib=6144' "$STATE"/vms/.ready/*/ready.conf 2>/dev/null | grep -v '\.tmp/' | head -n 1; }
+big_ready() { [ -n "$(big_conf)" ]; }
+check "... and that shape's ready snapshot is built meanwhile (the disk is in its key)" \
+	wait_for 900 big_ready
+BKEY=$(basename "$(dirname "$(big_conf)")")
+out=$(netctl sandbox create big2 --disk 6144 2>&1) || bail "sandbox create big2: $out"
+is "the next create of that shape restores it" \
+	"$(netctl --json sandbox show big2 | json_get "$(cat)" 'j["vm"]["created_from"]')" snapshot
+like "... that one" "$(grep 'sandbox big2: created' "$BERTHD_LOG")" \
+	"restored from the ready snapshot $BKEY "
+root=$(x big2 -- df -m --output=size / 2>&1 | tail -n 1 | tr -d ' ')
+if [ "$root" -ge 5800 ] 2>/dev/null && [ "$root" -le 6144 ]; then
+	ok "... its root file system is the 6 GiB disk ($root MiB)"
+else
+	not_ok "... its root file system is the 6 GiB disk"; diag "df -m /: $root"
+fi
 
-for s in r1 r2 r3 r4 big; do netctl sandbox rm "$s" >/dev/null 2>&1; done
+for s in r1 r2 r3 r4 big big2; do netctl sandbox rm "$s" >/dev/null 2>&1; done
 ours() {	# qemus of this state dir's sandboxes (not the pool's)
 	for p in $(pgrep -f qemu-system); do
 		case $(readlink "/proc/$p/root") in
@@ -205,7 +224,7 @@ no_ours() { [ -z "$(ours)" ]; }
 check "no qemu of this test's sandboxes is left" wait_for 60 no_ours
 # a delete ends once its VMM is gone: its tap, then its directory go
 # (berthd's exit in between would leave them to its next start)
-deleted() { for s in r1 r2 r3 r4 big; do [ ! -e "$STATE/vms/$s" ] || return 1; done; }
+deleted() { for s in r1 r2 r3 r4 big big2; do [ ! -e "$STATE/vms/$s" ] || return 1; done; }
 check "... and their deletes ended (taps, directories)" wait_for 60 deleted
 check "the ready snapshot stays for the next create" test -s "$RDIR/state"
 # the pool's clone is berthd's own: it goes with berthd

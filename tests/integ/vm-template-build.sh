@@ -17,6 +17,10 @@
 #  - a build past template_build_timeout (set by SIGHUP) is killed;
 #  - a context over template_max_context: 413, nothing built;
 # and after each build, however it ended, no builder sandbox is left.
+# The builders' ready snapshot (template_build_ready, on here): made after
+# the default template's, of the builder's shape (2 GiB, a 16 GiB disk);
+# a sandbox of that shape restores it with a 16 GiB root, and each build's
+# builder is restored from it, not booted.
 # And a Dockerfile FROM a Debian base made here (mmdebstrap from the
 # host's apt sources, ADDed as docker import would) that apt-get
 # installs a package through the build policy's allowlist and sets
@@ -29,7 +33,8 @@ need_vm mmdebstrap
 need_static_busybox
 
 conf() {
-	VMM=on VM_TEMPLATE=debian VM_READY=on EGRESS=on berthd_config "tap_prefix btb" \
+	VMM=on VM_TEMPLATE=debian VM_READY=on TEMPLATE_BUILD_READY=on EGRESS=on \
+		berthd_config "tap_prefix btb" \
 		"vm_pool 10.238.0.0/24" "idle_pause never" "idle_suspend never" \
 		"template_max_context 256" "$@"
 }
@@ -47,6 +52,30 @@ start_berthd
 at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
 wait_debian_built
 ok "the builders' template (debian) is built"
+
+# ---- the builders' ready snapshot -----------------------------------------------
+BR="the template builders' ready snapshot"
+wait_log 900 "$BERTHD_LOG" "$BR [0-9a-f]+ (built in|is there)|$BR[^(]*: " "$BERTHD_PID" ||
+	diag "$(grep "ready snapshot" "$BERTHD_LOG" | tail -n 3)"
+bkey=$(sed -n "s/.*$BR \([0-9a-f]*\) built in.*/\1/p" "$BERTHD_LOG" | head -n 1)
+like "$BR is made after the default template's" "$bkey" '^[0-9a-f]+$'
+[ -n "$bkey" ] || diag "$(grep "ready snapshot" "$BERTHD_LOG")"
+is "... of the builders' shape (2048 MiB, a 16384 MiB disk)" \
+	"$(grep -E '^(mem_mib|disk_mib)=' "$STATE/vms/.ready/$bkey/ready.conf" 2>&1 | tr '\n' ' ')" \
+	"mem_mib=2048 disk_mib=16384 "
+out=$(netctl sandbox create bs --template debian --memory 2048 --disk 16384 2>&1) ||
+	bail "sandbox create bs: $out; $(netctl sandbox events bs 2>&1 | tail -n 3)"
+is "a sandbox of that shape restores it" \
+	"$(json_get "$(netctl --json sandbox show bs)" 'j["vm"]["created_from"]')" snapshot
+check "... that snapshot" grep -q "sandbox bs: created in [0-9]* ms: restored from the ready snapshot $bkey " \
+	"$BERTHD_LOG"
+root=$(netctl sandbox exec bs -- df -m --output=size / </dev/null 2>&1 | tail -n 1 | tr -d ' ')
+if [ "$root" -ge 15500 ] 2>/dev/null && [ "$root" -le 16384 ]; then
+	ok "... its root file system is the 16 GiB disk ($root MiB)"
+else
+	not_ok "... its root file system is the 16 GiB disk"; diag "df -m /: $root"
+fi
+netctl sandbox rm bs >/dev/null
 
 CTX="$T/ctx"
 mkdir -p "$CTX/www"
@@ -82,6 +111,10 @@ is "a Dockerfile FROM scratch builds" "$(cat "$T/b1.rc")" 0
 like "... it says where" "$(cat "$T/b1.out")" "^template web: $STATE/templates/web/v[0-9]"
 like "... its progress came from the builder" "$(cat "$T/b1.err")" 'berth-imagebuild: step: docker build'
 check "... its builder sandbox is gone" no_builder
+like "... its builder was restored from $BR, not booted" \
+	"$(grep 'sandbox tpl-build-web: created in' "$BERTHD_LOG" | head -n 1)" \
+	"created in [0-9]+ ms: restored from the ready snapshot $bkey "
+diag "$(grep 'sandbox tpl-build-web: created in' "$BERTHD_LOG" | head -n 1 | sed 's/.*\(sandbox tpl-build\)/\1/')"
 v1=$(tget web "['version']")
 like "template ls: its version" "$v1" '^v[0-9]+'
 is "template ls: source dockerfile" "$(tget web "['source']['from']")" dockerfile

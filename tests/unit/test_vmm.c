@@ -1,8 +1,9 @@
 /*
  * test_vmm.c — libvmm pieces that need neither root nor a VM: the /30
  * address pool, MAC derivation, id rules, template loading, the KVM
- * probe's promise to answer (yes or no) within its deadline, and
- * sandbox.conf's lines (kv.c), which a VMM's words must not add to.
+ * probe's promise to answer (yes or no) within its deadline,
+ * sandbox.conf's lines (kv.c), which a VMM's words must not add to, and
+ * the ready snapshot key's shape (memory, vCPUs, the disk a create gets).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <arpa/inet.h>
@@ -10,8 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "nc_link.h"
 #include "tap.h"
@@ -271,6 +275,96 @@ test_kv(void)
 	    "bytes");
 }
 
+/* The ready snapshot's key names its shape: memory, vCPUs and the disk
+ * as a create gets it (vmm_disk_effective: 0 the manager's default, a
+ * root overlay's at least its image), so a create without a disk and
+ * one with the default's share it, as do a --disk below the image and
+ * the image's, and a larger disk has its own. */
+static void
+test_ready_key(void)
+{
+	char dir[] = "/tmp/test_vmm_rk.XXXXXX", p[256], err[VMM_ERRLEN];
+	char k0[VMM_READY_KEY], k1[VMM_READY_KEY], k2[VMM_READY_KEY];
+	char k3[VMM_READY_KEY], k4[VMM_READY_KEY], k5[VMM_READY_KEY];
+	struct event_base *base;
+	struct vmm_template t;
+	struct vmm_config cfg;
+	struct vmm *m;
+	FILE *f;
+
+	if (mkdtemp(dir) == NULL || (base = event_base_new()) == NULL) {
+		ok(0, "mkdtemp, event base");
+		return;
+	}
+	snprintf(p, sizeof(p), "%s/template.json", dir);
+	f = fopen(p, "w");
+	fprintf(f, "{\"name\":\"debian\",\"kernel\":\"vmlinuz\","
+	    "\"rootfs\":\"root.img\",\"root_overlay\":true,"
+	    "\"agent\":\"berth.agent\"}\n");
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/vmlinuz", dir);
+	fclose(fopen(p, "w"));
+	snprintf(p, sizeof(p), "%s/root.img", dir);	/* 1.5 MiB: 2 */
+	f = fopen(p, "w");
+	if (f == NULL || ftruncate(fileno(f), 3 << 19) < 0) {
+		ok(0, "root.img");
+		return;
+	}
+	fclose(f);
+	memset(&cfg, 0, sizeof(cfg));
+	snprintf(p, sizeof(p), "%s/st", dir);
+	cfg.state_dir = p;
+	cfg.backend = "qemu";
+	cfg.vmm_binary = "/bin/true";
+	cfg.accel = VMM_ACCEL_TCG;
+	cfg.external_taps = 1;
+	cfg.disk_mib = 8;		/* larger than the image */
+	cfg.tsc_khz = 2000000;
+	m = vmm_new(base, &cfg, err, sizeof(err));
+	if (m != NULL)
+		snprintf(err, sizeof(err), "loaded");
+	if (!ok(m != NULL, "a manager (%s)", m != NULL ? "qemu" : err) ||
+	    !ok(vmm_template_load(dir, &t, err, sizeof(err)) == 0,
+	    "a root overlay template (%s)", err)) {
+		if (m != NULL)
+			vmm_free(m);
+		event_base_free(base);
+		return;
+	}
+	is_int(vmm_disk_effective(m, &t, 0), 8, "no disk: the manager's "
+	    "default (above the image)");
+	is_int(vmm_disk_effective(m, &t, 1), 2, "a --disk below the image: "
+	    "the image's size");
+	is_int(vmm_disk_effective(m, &t, 16384), 16384, "a larger --disk: it");
+	t.root_overlay = 0;
+	is_int(vmm_disk_effective(m, &t, 1), 1, "no root overlay: as asked");
+	t.root_overlay = 1;
+	vmm_ready_key(m, &t, 0, 0, 0, k0);
+	vmm_ready_key(m, &t, 0, 0, 8, k1);
+	vmm_ready_key(m, &t, 0, 0, 1, k2);
+	vmm_ready_key(m, &t, 0, 0, 2, k3);
+	ok(strlen(k0) == VMM_READY_KEY - 1, "a key: %s", k0);
+	ok(strcmp(k0, k1) == 0, "no disk and the default's (what berthd's "
+	    "API gives a create without --disk): one key");
+	ok(strcmp(k2, k3) == 0, "a --disk below the image and the image's: "
+	    "one key");
+	ok(strcmp(k0, k2) != 0, "... not the default's");
+	vmm_ready_key(m, &t, 0, 0, 16384, k3);
+	vmm_ready_key(m, &t, 2048, 0, 16384, k4);
+	vmm_ready_key(m, &t, 0, 0, 4096, k5);
+	ok(strcmp(k0, k3) != 0 && strcmp(k3, k5) != 0, "a larger disk: a key "
+	    "of its own, one per size");
+	ok(strcmp(k3, k4) != 0, "memory is the shape's too");
+	vmm_ready_key(m, &t, 2048, 0, 16384, k5);
+	is_str(k5, k4, "the same shape: the same key");
+	vmm_template_free(&t);
+	vmm_free(m);
+	event_base_free(base);
+	snprintf(p, sizeof(p), "rm -rf '%s'", dir);
+	if (system(p) != 0)
+		diag("could not remove %s", dir);
+}
+
 int
 main(void)
 {
@@ -280,5 +374,6 @@ main(void)
 	test_template();
 	test_kvm_probe();
 	test_kv();
+	test_ready_key();
 	return done_testing();
 }
