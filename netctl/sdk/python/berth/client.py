@@ -179,6 +179,16 @@ class Client:
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
+    def with_token(self, token: str) -> "Client":
+        """A client of the same URL, CA and timeout with another token
+        (a fork's own: the token of the sandbox it was forked from may
+        not see it). A unix socket's client (admin) is itself."""
+        if self.url is None:
+            return self
+        c = Client(url=self.url, token=token, timeout=self.timeout)
+        c._ctx = self._ctx
+        return c
+
     def __repr__(self) -> str:
         return "berth.Client(%s)" % (repr(self.url) if self.url
                                      else "socket=%r" % self.socket)
