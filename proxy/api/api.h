@@ -301,7 +301,8 @@ int api_add_port(const struct px_port *p, void *arg);
 json_t *api_body_object(struct req *r, const char *const *allowed, int empty_ok);
 int api_string_field(struct req *r, json_t *obj, const char *name, int null_ok,
     const char **out);
-int api_check_sandbox_id(struct req *r, const char *id);
+int api_check_sandbox_id(struct req *r, const char *field, long item,
+    const char *id);
 int api_check_checkpoint_name(struct req *r, const char *field, const char *name);
 void api_routes_changed(struct px_control *ctl);
 void api_record_event(struct px_control *ctl, const char *id, const char *op,

@@ -532,16 +532,22 @@ api_string_field(struct req *r, json_t *obj, const char *name, int null_ok,
 	return 1;
 }
 
+/* 0 if id is a sandbox id, else -1 with a 400 naming field (the
+ * request's: "id" for a path's or a create's, "sandbox", "ids") and,
+ * for an item of an array, its index (item >= 0). */
 int
-api_check_sandbox_id(struct req *r, const char *id)
+api_check_sandbox_id(struct req *r, const char *field, long item,
+    const char *id)
 {
-	char buf[64];
+	char buf[64], at[32] = "";
 
 	if (px_valid_sandbox_id(id, strlen(id)))
 		return 0;
-	api_reply_error(r, 400, NULL, "id", "not a valid sandbox id: '%s' (1-%d "
-	    "lower-case letters, digits or '-', not starting with '-')",
-	    api_shown(buf, sizeof(buf), id), PX_SANDBOX_ID_MAX);
+	if (item >= 0)
+		snprintf(at, sizeof(at), "item %ld is ", item);
+	api_reply_error(r, 400, NULL, field, "%snot a valid sandbox id: '%s' "
+	    "(1-%d lower-case letters, digits or '-', not starting with '-')",
+	    at, api_shown(buf, sizeof(buf), id), PX_SANDBOX_ID_MAX);
 	return -1;
 }
 

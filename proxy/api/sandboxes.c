@@ -392,7 +392,7 @@ api_sandbox_create(struct req *r)
 			api_reply_error(r, 400, NULL, "id", "required");
 		goto out;
 	}
-	if (api_check_sandbox_id(r, id) == -1)
+	if (api_check_sandbox_id(r, "id", -1, id) == -1)
 		goto out;
 	if ((owner = fleet_sandbox_owner(ctl, id, &up)) != NULL) {
 		api_reply_error(r, 409, NULL, "id", "sandbox id '%s' belongs to fleet "

@@ -373,7 +373,7 @@ route_params(struct req *r, const struct api_route *rt)
 	int i;
 
 	if ((i = param_index(rt->pattern, "id")) >= 0) {
-		if (api_check_sandbox_id(r, r->seg[i]) == -1)
+		if (api_check_sandbox_id(r, "id", -1, r->seg[i]) == -1)
 			return -1;
 		r->id = r->seg[i];
 	}

@@ -57,7 +57,8 @@ api_token_list(struct req *r)
 	if (api_page_parse(r, &pg) == -1)
 		return;
 	if ((rc = api_query_get(r, "sandbox", sb, sizeof(sb))) == -1 ||
-	    (rc == 1 && sb[0] != '\0' && api_check_sandbox_id(r, sb) == -1)) {
+	    (rc == 1 && sb[0] != '\0' &&
+	    api_check_sandbox_id(r, "sandbox", -1, sb) == -1)) {
 		if (rc == -1)
 			api_reply_error(r, 400, NULL, "sandbox", "not a sandbox id");
 		return;
@@ -104,7 +105,7 @@ api_token_create(struct req *r)
 		    "\"admin\": true or \"sandbox\": \"<id>\"");
 		goto out;
 	}
-	if (sb != NULL && api_check_sandbox_id(r, sb) == -1)
+	if (sb != NULL && api_check_sandbox_id(r, "sandbox", -1, sb) == -1)
 		goto out;
 	if (name != NULL && strlen(name) >= sizeof(t.name)) {
 		api_reply_error(r, 400, NULL, "name", "longer than %zu bytes",

@@ -468,6 +468,14 @@ is "curl on the unix socket (its own Host header)" \
 is "...and a request there without Host: 400" \
 	"$(curl -sS --max-time 10 --unix-socket "$STATE/control.sock" \
 	-o /dev/null -w '%{http_code}' -H 'Host:' http://localhost/v1/health)" 400
+like "a token for a bad sandbox id: 400 naming the request's field" \
+	"$(curl -sS --max-time 10 --unix-socket "$STATE/control.sock" \
+	-X POST -d '{"sandbox":"Bad!"}' http://localhost/v1/tokens)" \
+	'"field": *"sandbox"'
+like "...and a fork's bad id names \"ids\" and the item" \
+	"$(curl -sS --max-time 10 --unix-socket "$STATE/control.sock" \
+	-X POST -d '{"ids":["ok","Bad!"]}' http://localhost/v1/sandboxes/$SB/fork)" \
+	'item 1 is not a valid sandbox id'
 check "berthd still running after them" kill -0 "$BERTHD_PID"
 is "...and so is the same control helper" "$(berthd_helper control)" "$helper"
 check "...and netctl over TCP works" tnet status
