@@ -57,6 +57,20 @@ has_template(json_t *room, const char *tmpl)
 	return 0;
 }
 
+int
+px_fleet_place_name_ok(const char *s)
+{
+	size_t i, n = s != NULL ? strlen(s) : 0;
+
+	if (n == 0 || n > 32)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] == '-' && i > 0 && i < n - 1)))
+			return 0;
+	return 1;
+}
+
 /* 1 if a comes before b */
 static int
 better(const struct cand *a, const struct cand *b)
@@ -111,6 +125,12 @@ px_fleet_place(json_t *hosts, const char *self, const char *tmpl,
 		}
 		if (json_is_true(json_object_get(h, "drained"))) {
 			why(e, "%s%s: drained", *e->msg ? "; " : "", id);
+			continue;
+		}
+		if ((self == NULL || strcmp(id, self) != 0) &&
+		    json_object_get(h, "api") == NULL) {
+			why(e, "%s%s: publishes no fleet_api_listen", *e->msg ? "; " : "",
+			    id);
 			continue;
 		}
 		if (!has_template(room, tmpl)) {

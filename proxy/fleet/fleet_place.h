@@ -40,6 +40,10 @@ struct px_place_err {
  * asked for. Returns a new array of host ids, best first (never empty),
  * or NULL with *e filled.
  */
+/* 1 if s may be a fleet host id or zone: 1-32 of [a-z0-9-], '-' not
+ * first or last (fleet_view.c's rule). */
+int px_fleet_place_name_ok(const char *s);
+
 json_t *px_fleet_place(json_t *hosts, const char *self, const char *tmpl,
     const char *host, const char *zone, struct px_place_err *e);
 

@@ -27,6 +27,7 @@ host(const char *id, const char *zone, int up, int running_more,
 	for (p = strtok_r(buf, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save))
 		json_array_append_new(ts, json_string(p));
 	json_object_set_new(json_object_get(h, "room"), "templates", ts);
+	json_object_set_new(h, "api", json_string("127.0.0.1:9000"));
 	if (zone != NULL)
 		json_object_set_new(h, "zone", json_string(zone));
 	return h;
