@@ -476,6 +476,7 @@ place_done(void *arg, int status, const char *body, size_t len, const char *err)
 		    "of sandbox '%s' with HTTP %d and no JSON", host, p->id, status);
 	} else {
 		json_object_set_new(doc, "host", json_string(host));
+		json_object_set_new(doc, "remote", json_true());
 		if (p->failed[0] != '\0')
 			json_object_set_new(doc, "placement_failed", json_string(p->failed));
 		snprintf(hdr, sizeof(hdr), "Berth-Host: %s\r\n", host);
