@@ -1662,14 +1662,23 @@ fleet_room(void)
 	return room;
 }
 
+static void fleet_create_in(const char *, const char *, size_t,
+    px_fleet_api_done_fn *, void *);
+
 /* Placement: a create the control API placed on another host goes
- * there (fleet_api.c). */
+ * there (fleet_api.c); one placed here is fed to the control API as a
+ * peer's would be, with no network hop, so that its refusal too tries
+ * the next host. */
 static int
 fleet_forward(const char *host, const char *body, size_t len,
     void (*done)(void *, int, const char *, size_t, const char *),
     void *done_arg, char *err, size_t errlen, void *arg)
 {
 	(void)arg;
+	if (strcmp(host, px_fleet_self()) == 0) {
+		fleet_create_in(host, body, len, done, done_arg);
+		return 0;
+	}
 	return px_fleet_api_forward(P.base, host, body, len, done, done_arg, err,
 	    errlen);
 }

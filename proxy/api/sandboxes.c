@@ -391,10 +391,6 @@ struct placing {
 	char failed[PLACE_NOTE_MAX];	/* "b: why; c: why" */
 };
 
-/* set while a create placed here runs (the event loop is one thread):
- * what its answer and event say of the placement */
-static const char *place_note;
-
 static void place_try(struct placing *p);
 
 static void
@@ -476,7 +472,8 @@ place_done(void *arg, int status, const char *body, size_t len, const char *err)
 		    "of sandbox '%s' with HTTP %d and no JSON", host, p->id, status);
 	} else {
 		json_object_set_new(doc, "host", json_string(host));
-		json_object_set_new(doc, "remote", json_true());
+		if (strcmp(host, p->self) != 0)
+			json_object_set_new(doc, "remote", json_true());
 		if (p->failed[0] != '\0')
 			json_object_set_new(doc, "placement_failed", json_string(p->failed));
 		snprintf(hdr, sizeof(hdr), "Berth-Host: %s\r\n", host);
@@ -519,20 +516,8 @@ place_try(struct placing *p)
 	body = json_deep_copy(p->obj);
 	json_object_set_new(body, "host", json_string(host));
 	json_object_del(body, "zone");
-	if (strcmp(host, p->self) == 0) {
-		/* this host: created here, as a create naming it is */
-		text = json_dumps(body, JSON_COMPACT);
-		json_decref(body);
-		r.body = text != NULL ? text : "{}";
-		r.bodylen = strlen(r.body);
-		place_note = p->failed;
-		api_sandbox_create(&r);
-		place_note = NULL;
-		free(text);
-		placing_free(p);
-		api_conn_resume(c);
-		return;
-	}
+	/* this host too: the hook creates it here, with no network hop,
+	 * and its answer comes back here, so that a refusal tries the next */
 	if (p->failed[0] != '\0')
 		json_object_set_new(body, "placement", json_string(p->failed));
 	text = json_dumps(body, JSON_COMPACT);
@@ -630,12 +615,6 @@ fleet_place(struct req *r, json_t *obj, const char *id)
 		json_decref(doc);
 		return 1;
 	}
-	if (self != NULL && strcmp(json_string_value(json_array_get(order, 0)),
-	    self) == 0 && json_array_size(order) == 1) {
-		json_decref(order);	/* here, and nowhere else to try */
-		json_decref(doc);
-		return 0;
-	}
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		api_reply_error(r, 503, NULL, NULL, "out of memory");
 		json_decref(order);
@@ -667,11 +646,9 @@ place_event(struct req *r, json_t *obj, const char *id)
 	const char *note = json_string_value(json_object_get(obj, "placement"));
 	char why[PLACE_NOTE_MAX + 128];
 
-	if (note == NULL)
-		note = place_note;
-	snprintf(why, sizeof(why), "placed %s%s%s%s%s", r->c->fleet_peer[0] ?
+	snprintf(why, sizeof(why), "placed %s%s%s%s", r->c->fleet_peer[0] ?
 	    "by fleet host " : "here", r->c->fleet_peer, note && *note ?
-	    " after " : "", note && *note ? note : "", "");
+	    " after " : "", note && *note ? note : "");
 	api_record_event(r->c->ctl, id, "create", "ok", why, -1);
 }
 
@@ -847,9 +824,6 @@ api_sandbox_create(struct req *r)
 
 			json_object_set(doc, "host", json_object_get(fd, "self"));
 			json_decref(fd);
-			if (place_note != NULL && *place_note != '\0')
-				json_object_set_new(doc, "placement_failed",
-				    json_string(place_note));
 		}
 		json_object_set_new(doc, "token", json_string(secret));
 		json_object_set_new(doc, "token_id", json_string(tok.id));
