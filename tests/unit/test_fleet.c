@@ -131,6 +131,27 @@ fleet_view_tests(void)
 	    strcmp(json_string_value(json_object_get(e, "zone")), "rack-1") == 0,
 	    "a host's room and zone kept, its checked fields only: %s", e ? "" : why);
 	json_decref(e);
+	/* placement's: the templates it holds (bad names left out) and
+	 * where peers forward creates */
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"api\":\"10.0.0.11:9444\",\"room\":{\"templates\":"
+	    "[\"default\",\"Bad!\",\"debian\",7,\"-x\"]}}", why, sizeof(why));
+	{
+		char *t = e ? json_dumps(json_object_get(json_object_get(e, "room"),
+		    "templates"), JSON_COMPACT) : NULL;
+
+		ok(t != NULL && strcmp(t, "[\"default\",\"debian\"]") == 0 &&
+		    strcmp(json_string_value(json_object_get(e, "api")),
+		    "10.0.0.11:9444") == 0, "a host's templates (valid names "
+		    "only) and api address kept: %s", t ? t : why);
+		free(t);
+	}
+	json_decref(e);
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"api\":\"nowhere\"}", why, sizeof(why));
+	ok(e != NULL && json_object_get(e, "api") == NULL, "a bad api address is "
+	    "left out, not the host");
+	json_decref(e);
 	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
 	    "\"10.0.0.11:9443\"}", why, sizeof(why));
 	ok(e != NULL && json_object_size(json_object_get(e, "room")) == 0 &&

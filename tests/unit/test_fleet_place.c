@@ -127,6 +127,20 @@ main(void)
 	    strstr(s, "template default"), "a full fleet: 507 naming each host (%s)", s);
 	json_decref(hs);
 
+	/* another host that publishes no fleet_api_listen cannot be asked;
+	 * this one needs none */
+	hs = json_array();
+	json_array_append_new(hs, host("a", NULL, 1, 1, 4, 4096, 0, "default"));
+	json_array_append_new(hs, host("b", NULL, 1, 5, 4, 4096, 0, "default"));
+	json_array_append_new(hs, host("c", NULL, 1, 3, 4, 4096, 0, "default"));
+	json_object_del(json_array_get(hs, 0), "api");
+	json_object_del(json_array_get(hs, 1), "api");
+	is_str(place(hs, "a", "default", NULL, NULL), "c,a",
+	    "a host without fleet_api_listen is skipped (not this one)");
+	s = place(hs, "a", "default", "b", NULL);
+	ok(strstr(s, "b: publishes no fleet_api_listen") != NULL, "... and named (%s)", s);
+	json_decref(hs);
+
 	/* a host without room (no VMs, or an older berth) holds no template */
 	hs = json_array();
 	json_array_append_new(hs, json_pack("{s:s,s:b,s:{}}", "id", "old", "up", 1, "room"));
