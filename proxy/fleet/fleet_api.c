@@ -314,6 +314,9 @@ px_fleet_api_forward(struct event_base *base, const char *host, const char *body
 	}
 	evhttp_connection_set_timeout(o->cn, PX_FLEET_API_TIMEOUT);
 	evhttp_connection_set_retries(o->cn, 0);
+	/* a create's answer is a sandbox's JSON: a few KiB */
+	evhttp_connection_set_max_headers_size(o->cn, 16 * 1024);
+	evhttp_connection_set_max_body_size(o->cn, 1024 * 1024);
 	if ((req = evhttp_request_new(outbound_done, o)) == NULL)
 		goto fail;
 	evhttp_request_set_error_cb(req, outbound_error);
