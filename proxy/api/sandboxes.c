@@ -608,6 +608,12 @@ fleet_place(struct req *r, json_t *obj, const char *id)
 		json_decref(doc);
 		return 1;
 	}
+	if (tmpl != NULL && !px_template_name_valid(tmpl)) {
+		api_reply_error(r, 400, NULL, "template", "not a valid template "
+		    "name: '%s'", api_shown(buf, sizeof(buf), tmpl));
+		json_decref(doc);
+		return 1;
+	}
 	order = px_fleet_place(json_object_get(doc, "hosts"), self,
 	    tmpl != NULL ? tmpl : PX_TEMPLATE_DEFAULT, host, zone, &e);
 	if (order == NULL) {
