@@ -647,14 +647,14 @@ fleet_place(struct req *r, json_t *obj, const char *id)
 /* The sandbox's "create" event in fleet mode: where it was placed,
  * from where, what failed first. */
 static void
-place_event(struct req *r, json_t *obj, const char *id)
+place_event(struct req *r, json_t *obj, const char *id, const char *self)
 {
 	const char *note = json_string_value(json_object_get(obj, "placement"));
 	char why[PLACE_NOTE_MAX + 128];
 
-	snprintf(why, sizeof(why), "placed %s%s%s%s", r->c->fleet_peer[0] ?
-	    "by fleet host " : "here", r->c->fleet_peer, note && *note ?
-	    " after " : "", note && *note ? note : "");
+	snprintf(why, sizeof(why), "placed on host %s%s%s%s%s", self ? self : "?",
+	    r->c->fleet_peer[0] ? " by fleet host " : "", r->c->fleet_peer,
+	    note && *note ? " after " : "", note && *note ? note : "");
 	api_record_event(r->c->ctl, id, "create", "ok", why, -1);
 }
 
@@ -678,7 +678,7 @@ api_sandbox_create(struct req *r)
 	char *owner;
 	unsigned long which = 0;
 	int rc, up = 0, exposed = 0;
-	json_t *ports = NULL;
+	json_t *ports = NULL, *fleet = NULL;
 
 	memset(secret, 0, sizeof(secret));
 	if ((obj = api_body_object(r, fields, 0)) == NULL)
@@ -823,14 +823,13 @@ api_sandbox_create(struct req *r)
 		exposed = 2;
 	api_routes_changed(ctl);
 	if (ctl->hooks.fleet != NULL && ctl->hooks.fleet_forward != NULL)
-		place_event(r, obj, sb.id);
+		fleet = ctl->hooks.fleet("hosts", ctl->hooks.arg);
+	if (fleet != NULL)
+		place_event(r, obj, sb.id, json_string_value(json_object_get(fleet,
+		    "self")));
 	if ((doc = api_sandbox_json(ctl, &sb)) != NULL) {
-		if (ctl->hooks.fleet != NULL && ctl->hooks.fleet_forward != NULL) {
-			json_t *fd = ctl->hooks.fleet("hosts", ctl->hooks.arg);
-
-			json_object_set(doc, "host", json_object_get(fd, "self"));
-			json_decref(fd);
-		}
+		if (fleet != NULL)
+			json_object_set(doc, "host", json_object_get(fleet, "self"));
 		json_object_set_new(doc, "token", json_string(secret));
 		json_object_set_new(doc, "token_id", json_string(tok.id));
 		if (exposed)
@@ -843,6 +842,7 @@ api_sandbox_create(struct req *r)
 	api_reply_json(r, 201, doc);
 out:
 	OPENSSL_cleanse(secret, sizeof(secret));
+	json_decref(fleet);
 	json_decref(obj);
 }
 

@@ -135,7 +135,7 @@ like "its id is b's now (a create of p1 again: 409)" "$(nc_ a sandbox create p1 
 	"belongs to fleet host b"
 is "it runs on b (exec there)" "$(nc_ b sandbox exec p1 -- echo placed 2>&1)" placed
 like "b's create event says where it came from" "$(create_events b p1)" \
-	"placed by fleet host a"
+	"placed on host b by fleet host a"
 nc_ b port publish p1 8080 >/dev/null || bail "publish p1 on b"
 via_a() {
 	curl -sS --max-time 30 --cacert "$T/a/state/tls/ca.pem" --connect-to "::127.0.0.1:" \
@@ -210,7 +210,7 @@ create p6 || bail "create p6: $(cat "$T/create.json" "$T/create.err")"
 is "b killed, its lease not yet expired: the create goes to the next (a)" \
 	"$(answer 'j["host"]')" a
 like "... and says b failed first" "$(answer 'j["placement_failed"]')" "^b: "
-like "... in a's create event too" "$(create_events a p6)" "after b: "
+like "... in a's create event too" "$(create_events a p6)" "placed on host a .*after b: "
 # down: listed with up false (its placement still in etcd), or gone
 b_down() { [ "$(nc_ a --json fleet hosts | json_get "$(cat)" "'b' in [h['id'] for h in j['hosts'] if h.get('up')]")" = False ]; }
 wait_for 30 b_down || diag "b still up in a's view"
