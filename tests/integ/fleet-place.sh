@@ -33,7 +33,7 @@ wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
 	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
 
 mkdir -p "$T/fleet"
-for h in a b c; do
+for h in a b c d; do	# d: a certificate, no host
 	"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$h" 127.0.0.1 ||
 		bail "berth-fleet-cert $h"
 done
@@ -146,6 +146,18 @@ served_a() { [ "$(via_a "$1")" = 200 ]; }
 wait_for 30 served_a p1
 is "its URL answers through a's edge" "$(via_a p1)" 200
 like "... from b" "$(cat "$T/hdr")" "Berth-Host: b"
+# b's fleet_api_listen: the fleet's certificates only, creates only
+API_b=$(sed -n 's/^fleet_api_listen //p' "$T/b/berth.conf")
+peer() {	# CERT METHOD PATH: the status b's fleet API answers
+	curl -s --max-time 10 --cacert "$T/fleet/fleet-ca.pem" ${1:+--cert "$T/fleet/$1.pem" --key "$T/fleet/$1.key"} \
+		-X "$2" -H 'Content-Type: application/json' -d '{"id":"px"}' \
+		-o "$T/peer.body" -w '%{http_code}' "https://$API_b$3" 2>/dev/null
+}
+code=$(peer "" POST /v1/sandboxes)
+is "b's fleet API: no client certificate, no HTTP" "$code" 000
+is "... the certificate of a host holding no lease: 403" "$(peer d POST /v1/sandboxes)" 403
+is "... a fleet peer may not ask another route" "$(peer a POST /v1/sandboxes/p1/exec)" 404
+is "... a forwarded create must name b" "$(peer a POST /v1/sandboxes)" 400
 nc_ a sandbox create p1x --host b --zone y >"$T/o" 2>&1
 like "--host b --zone y: b is not in zone y" "$(cat "$T/o")" "no fleet host b in zone 'y'"
 
