@@ -78,10 +78,3 @@ EXTRA_DIST += tests/integ/vm-caps.sh
 # a microVM (root, qemu TCG; one boot).
 TESTS += tests/integ/netctl-files.sh
 EXTRA_DIST += tests/integ/netctl-files.sh
-
-# Fleet placement: three VM hosts on loopback with one etcd and different
-# room; creates through one host land where the rule says, --host, --zone,
-# 507 for a full zone and a full fleet, the next host after a kill -9
-# (root, etcd, qemu TCG; five boots).
-TESTS += tests/integ/fleet-place.sh
-EXTRA_DIST += tests/integ/fleet-place.sh
