@@ -20,39 +20,51 @@
 /*
  * A VM-backed sandbox answers "creating" at once; its VM boots for a few
  * seconds. Wait for the outcome (up to 5 minutes) so that the command
- * ends running or with the reason it failed; *doc keeps the token.
+ * ends running or with the reason it failed; *doc keeps the token. Over
+ * TCP it asks with the new sandbox's own token when *doc has one: a
+ * sandbox's token that forked itself may not read its forks.
  */
 static int
 wait_created(struct opts *o, const char *id, json_t **doc)
 {
+	const char *own = json_string_value(json_object_get(*doc, "token"));
+	const char *mine = tgt.token;
 	char target[128];
-	int i;
+	int i, rc = EXIT_OK;
 
 	snprintf(target, sizeof(target), "/v1/sandboxes/%s", id);
+	if (tgt.url != NULL && own != NULL && own[0] != '\0')
+		tgt.token = own;
 	for (i = 0; i < 1200; i++) {
 		json_t *now = NULL;
 		const char *st;
-		int rc;
 
 		if ((rc = call(o, "GET", target, NULL, &now)) != EXIT_OK) {
 			json_decref(now);
-			return rc;
+			break;
 		}
 		st = jstr(now, "state");
 		if (strcmp(st, "creating") != 0) {
 			json_object_set(*doc, "state", json_object_get(now, "state"));
 			json_object_set(*doc, "address", json_object_get(now, "address"));
 			json_decref(now);
-			if (strcmp(st, "running") == 0)
-				return EXIT_OK;
-			fail("sandbox %s is %s: see 'netctl sandbox events %s'", id, st, id);
-			return EXIT_REFUSED;
+			if (strcmp(st, "running") != 0) {
+				fail("sandbox %s is %s: see 'netctl sandbox "
+				    "events %s'", id, st, id);
+				rc = EXIT_REFUSED;
+			}
+			break;
 		}
 		json_decref(now);
 		usleep(250000);
 	}
-	fail("sandbox %s is still being created: see 'netctl sandbox show %s'", id, id);
-	return EXIT_REFUSED;
+	if (i == 1200) {
+		fail("sandbox %s is still being created: see 'netctl sandbox "
+		    "show %s'", id, id);
+		rc = EXIT_REFUSED;
+	}
+	tgt.token = mine;
+	return rc;
 }
 
 /* Fleet mode: a sandbox placed on another host is not in this host's

@@ -84,8 +84,18 @@ api_sandbox_fork(struct req *r)
 			    "string", i);
 			goto out;
 		}
-		if (api_check_sandbox_id(r, ids[i]) == -1)
+		/* the request's field is "ids" (api_check_sandbox_id names
+		 * "id", a path's or a create's) */
+		if (!px_valid_sandbox_id(ids[i], strlen(ids[i]))) {
+			char shown[64];
+
+			api_reply_error(r, 400, NULL, "ids", "item %zu is not a "
+			    "valid sandbox id: '%s' (1-%d lower-case letters, "
+			    "digits or '-', not starting with '-')", i,
+			    api_shown(shown, sizeof(shown), ids[i]),
+			    PX_SANDBOX_ID_MAX);
 			goto out;
+		}
 		for (k = 0; k < i; k++)
 			if (strcmp(ids[k], ids[i]) == 0) {
 				api_reply_error(r, 400, NULL, "ids", "'%s' is given "

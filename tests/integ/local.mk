@@ -108,7 +108,7 @@ EXTRA_DIST += tests/integ/openapi.sh
 # through berthd, egress, tokens over TLS, typed errors; one shared
 # minimal microVM: exec and the streamed exec, a detached server on its
 # published port, 100 MB streamed with bounded client memory, watch,
-# fork or its reason, suspend and the waking exec), the README's example
+# fork and checkpoint refused, suspend and the waking exec), the README's example
 # as written, and pip install --no-build-isolation (root, qemu TCG).
 TESTS += tests/integ/sdk-python.sh
 EXTRA_DIST += tests/integ/sdk-python.sh \
@@ -155,3 +155,17 @@ EXTRA_DIST += tests/integ/sdk-js.sh \
 # (root, etcd, qemu TCG; five boots).
 TESTS += tests/integ/fleet-place.sh
 EXTRA_DIST += tests/integ/fleet-place.sh
+
+# Issue 32: both SDKs' forks and checkpoints on ONE Debian sandbox made
+# from its template's ready snapshot (one ready build, then restores
+# only): the Python suite's tests/test_fork.py and the TypeScript one's
+# test/fork.test.mjs (a fork has the file and its own exec, writes kept
+# apart, the fork's and the sandbox's own tokens, a checkpoint taken,
+# listed, restored in place and made into a sandbox, typed errors with
+# the API's code and field), then nothing left and no sandbox booted
+# (root, qemu TCG, mmdebstrap or the template cache; node and tsc for
+# the TypeScript part).
+TESTS += tests/integ/sdk-fork.sh
+EXTRA_DIST += tests/integ/sdk-fork.sh \
+	netctl/sdk/python/tests/test_fork.py \
+	netctl/sdk/js/test/fork.test.mjs

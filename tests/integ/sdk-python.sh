@@ -18,10 +18,11 @@
 # busybox httpd reached on its published port; 100 MB written and read
 # back streamed while the Python process's peak RSS stays far below
 # that; mkdir/list/move/remove; a watch seeing a file written; exec,
-# streamed exec and files over TLS with the sandbox's own token; a
-# checkpoint and a fork (each skipped with berthd's reason when the
-# template cannot: the minimal one has no root overlay); suspend, then
-# the next exec (and a file transfer) wakes it.
+# streamed exec and files over TLS with the sandbox's own token; a fork
+# and a checkpoint refused (Conflict: the minimal template has no root
+# overlay; test_fork.py skips here, saying so: sdk-fork.sh runs it on a
+# Debian sandbox); suspend, then the next exec (and a file transfer)
+# wakes it.
 #
 # Then the package README's example as written (a VM of its own), and
 # `pip install --no-build-isolation` of a copy of the package (Debian's

@@ -172,7 +172,8 @@ tnet() { "$NETCTL" --url "https://api.$DOMAIN:$CTL_PORT" --cacert "$CA" --token 
 out=$(tnet sandbox checkpoint e ek 2>&1)
 like "e's token takes a checkpoint of e" "$out" "checkpoint ek of sandbox e taken"
 out=$(tnet sandbox fork e s2 2>&1)
-like "e's token forks e" "$out" "sandbox s2 forked from e"
+check "e's token forks e (exit 0: it waits for s2 with s2's own token)" test $? = 0
+like "... netctl says so" "$out" "sandbox s2 forked from e \(10\.234\.0\.[0-9]+, running\)"
 like "... and gets the fork's token" "$out" "token: berth_"
 out=$(tnet sandbox fork c s3 2>&1)
 check "... but not another sandbox (exit 4, denied)" test $? = 4

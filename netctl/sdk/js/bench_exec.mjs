@@ -10,7 +10,12 @@
 // which tests/bench/exec reads). Needs the package built (dist/: tsc, or
 // npm pack).
 //
-//   node bench_exec.mjs SOCKET SANDBOX [N]      (N: 200 by default)
+// Before the rounds counted, W (20) not counted: a node process that has
+// just started runs its first calls' code unoptimized (0.5-2 ms more a
+// round trip here for the first 15-20), which is the start-up's, not the
+// SDK's per-call cost (the Python bench likewise warms up with 5).
+//
+//   node bench_exec.mjs SOCKET SANDBOX [N] [W]  (N: 200, W: 20 by default)
 
 import { Client, Sandbox } from "./dist/index.js";
 
@@ -20,10 +25,12 @@ function pct(v, p) {
 	return s.length ? Math.round(s[k] * 1000) / 1000 : null;
 }
 
-const [socket, id, nArg] = process.argv.slice(2);
+const [socket, id, nArg, wArg] = process.argv.slice(2);
 const n = nArg === undefined ? 200 : Number(nArg);
-if (!socket || !id || !Number.isInteger(n) || n < 1) {
-	console.error("usage: node bench_exec.mjs SOCKET SANDBOX [N]");
+const warm = wArg === undefined ? 20 : Number(wArg);
+if (!socket || !id || !Number.isInteger(n) || n < 1 ||
+    !Number.isInteger(warm) || warm < 0) {
+	console.error("usage: node bench_exec.mjs SOCKET SANDBOX [N] [W]");
 	process.exit(2);
 }
 const c = new Client({ socket });
@@ -32,6 +39,10 @@ try {
 	const r0 = await sb.exec(["true"]);	/* wakes it, warms the path */
 	if (r0.exitCode !== 0)
 		throw new Error(`exec true: exit ${r0.exitCode}`);
+	for (let i = 0; i < warm; i++) {
+		await sb.exec(["true"]);
+		await (await sb.execStream(["true"])).wait();
+	}
 	const buffered = [], streamed = [];
 	for (let i = 0; i < n; i++) {
 		const t = performance.now();

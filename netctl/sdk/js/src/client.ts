@@ -63,6 +63,7 @@ export class Client {
 	/** The control_listen URL spoken to, when not the socket. */
 	readonly url: string | undefined;
 	private readonly token: string | undefined;
+	private readonly ca: string | Uint8Array | undefined;
 	private readonly mod: any;
 	private readonly agent: any;
 	private readonly base: Record<string, unknown>;
@@ -98,6 +99,7 @@ export class Client {
 		let ca = opts.cacert ?? (env.BERTH_CACERT || undefined);
 		if (typeof ca === "string")
 			ca = fs.readFileSync(ca);
+		this.ca = ca;
 		const tls = u.protocol === "https:";
 		this.mod = tls ? https : http;
 		this.agent = new this.mod.Agent({ keepAlive: true,
@@ -114,6 +116,23 @@ export class Client {
 		// it), so https://api.berth.localhost:PORT works as netctl's
 		if (/\.localhost$/i.test(host))
 			this.base.lookup = loopback;
+	}
+
+	/**
+	 * A client of the same URL and CA with another token (a fork's own:
+	 * the token of the sandbox it was forked from may not see it). The
+	 * unix socket's client (admin) is itself.
+	 */
+	withToken(token: string): Client {
+		if (this.url === undefined)
+			return this;
+		return new Client({ url: this.url, token, cacert: this.ca });
+	}
+
+	/** Whether it speaks with a token (control_listen), not as admin
+	 * on the unix socket. */
+	get hasToken(): boolean {
+		return this.token !== undefined;
 	}
 
 	/** Ends the kept-alive connections (the process may then exit). */
@@ -250,17 +269,27 @@ export async function pump(req: any,
 	}
 }
 
-/** @internal The whole body of an answer. */
-export async function readAll(r: RawResponse): Promise<Buffer> {
-	const parts: Buffer[] = [];
-	try {
-		for await (const b of r.body)
-			parts.push(b);
-	} catch (e: any) {
-		throw new ConnectionError("the answer broke off: " +
-		    (e?.message ?? String(e)), e?.code, e);
-	}
-	return Buffer.concat(parts);
+/** @internal The whole body of an answer. Read with the stream's events,
+ * not its async iterator: a JSON call (an exec's round trip) then costs
+ * no promise a chunk, which a client not yet warmed up pays for most. */
+export function readAll(r: RawResponse): Promise<Buffer> {
+	const body = r.body as any;
+	return new Promise((resolve, reject) => {
+		const parts: Buffer[] = [];
+		let n = 0;
+		const fail = (e: any) => reject(new ConnectionError(
+		    "the answer broke off: " + (e?.message ?? String(e)), e?.code, e));
+		body.on("data", (b: Buffer) => { parts.push(b); n += b.length; });
+		body.once("error", fail);
+		// "aborted" (older nodes) or "close" before "end": cut short
+		body.once("aborted", () => fail(new Error("aborted")));
+		body.once("close", () => {
+			if (!body.complete)
+				fail(new Error("the connection closed"));
+		});
+		body.once("end", () => resolve(parts.length === 1 ? parts[0] :
+		    Buffer.concat(parts, n)));
+	});
 }
 
 /** @internal The answer's JSON, or its error thrown. */

@@ -19,7 +19,8 @@ export {
 	Sandbox, Process, Processes, Files, Watch, Ports, Egress, withSandbox,
 } from "./sandbox.js";
 export type {
-	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ProcessInfo, ProcessLogs,
+	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ForkOptions,
+	ForkResult, ProcessInfo, ProcessLogs,
 	ProcessExit, FileEntry, WatchEvent, WriteResult, PortInfo,
 	PublishOptions, EgressRule, EgressInfo,
 } from "./sandbox.js";

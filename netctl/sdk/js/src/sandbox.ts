@@ -9,7 +9,9 @@
 import { randomBytes } from "node:crypto";
 import type { Body, Client, RawResponse } from "./client.js";
 import { check, errorOf, jsonBody, readAll } from "./client.js";
-import { ConnectionError, NotFoundError, SandboxStateError } from "./errors.js";
+import {
+	ConnectionError, ForbiddenError, NotFoundError, SandboxStateError,
+} from "./errors.js";
 import {
 	BUFFERED_STDIN_MAX, Command, ExecOptions, ExecResult, ExecStream,
 	ExecStreamOptions, decoded, duration, execBody, execResult, execStream,
@@ -229,46 +231,111 @@ export class Sandbox {
 	restart(): Promise<SandboxInfo> { return this.lifecycle("restart"); }
 
 	// ---- forks and checkpoints ----
+	//
+	// The snapshots API (proxy/api/table.c): POST .../fork, GET and POST
+	// .../checkpoints, DELETE .../checkpoints/NAME, POST .../restore. A
+	// sandbox's own token may call each of them on its sandbox. Only a
+	// template with a root overlay and a guest agent forks (Debian's,
+	// images'): the minimal one answers a ConflictError, as an external
+	// sandbox does.
 
 	/**
-	 * Copies of it, running (each waited for), each with its own token;
-	 * from a checkpoint of it when one is named.
+	 * Forks it into new sandboxes (POST /v1/sandboxes/ID/fork): one id
+	 * or 1 to vm_max_forks (16) of them, each a copy of its memory,
+	 * processes and disk at one instant that then goes its own way
+	 * (writes on either side are not seen by the other), with its own
+	 * identity and its own token (on the returned sandboxes: berthd
+	 * shows it only now). The source may be running, paused or
+	 * suspended, and runs on (it pauses for milliseconds).
+	 *
+	 * With `checkpoint`: made from that checkpoint of it instead
+	 * (`netctl sandbox create NEW --from ID:NAME`; the sandbox in any
+	 * state, untouched). Each fork is waited for until it runs, unless
+	 * `noWait` (its state is then "creating").
+	 *
+	 * The forks talk through this sandbox's client; when that holds the
+	 * sandbox's own token, which may not see its forks, a fork gets a
+	 * client with its own token (Client.withToken).
+	 *
+	 * Throws NotFoundError (no such sandbox; or field "checkpoint"),
+	 * BadRequestError (field "ids": none, too many, a bad or repeated
+	 * id), ConflictError (an id that exists, field "ids"; a sandbox
+	 * that is not a microVM, a template that cannot fork, one stopped),
+	 * SandboxStateError (a fork that did not come to run).
 	 */
-	async fork(ids: string | string[],
-	    o: { checkpoint?: string } = {}): Promise<Sandbox[]> {
+	async fork(ids: string | string[], o: ForkOptions = {}):
+	    Promise<Sandbox[]> {
 		const body: Record<string, unknown> = {
 			ids: typeof ids === "string" ? [ids] : ids,
 		};
 		if (o.checkpoint !== undefined)
 			body.checkpoint = o.checkpoint;
-		const doc = await this.client.call("POST", this.path("/fork"),
-		    { json: body });
-		const forks = (doc.forks ?? []).map((f: SandboxInfo) =>
+		const doc: ForkResult = await this.client.call("POST",
+		    this.path("/fork"), { json: body });
+		const forks = (doc.forks ?? []).map((f) =>
 		    new Sandbox(this.client, f));
-		for (const f of forks)
-			await f.waitFor("running");
-		return forks;
+		if (o.noWait)
+			return forks;
+		const out: Sandbox[] = [];
+		for (let f of forks) {
+			try {
+				await f.waitFor("running", o.timeoutMs);
+			} catch (e) {
+				if (!(e instanceof ForbiddenError) ||
+				    !this.client.hasToken || f.token === undefined)
+					throw e;
+				f = new Sandbox(this.client.withToken(f.token),
+				    f.data);
+				await f.waitFor("running", o.timeoutMs);
+			}
+			out.push(f);
+		}
+		return out;
 	}
 
-	/** Keeps its memory and disk under name (a sandbox made from it,
-	 * or restored to it, starts from there). */
+	/**
+	 * Takes a checkpoint (POST /v1/sandboxes/ID/checkpoints): its memory,
+	 * processes and disk kept under name (1-40 of a-z, 0-9 and "-", not
+	 * first), taken as a fork's capture is (a running sandbox pauses for
+	 * milliseconds and runs on; a paused or suspended one stays so).
+	 * Resolves once taken. A sandbox made from it (fork with
+	 * `checkpoint`), or restored to it, starts from there.
+	 *
+	 * Throws BadRequestError (field "name"), ConflictError (field
+	 * "name": it has one of that name; without a field: it has
+	 * vm_max_checkpoints (16) already, or it cannot be checkpointed:
+	 * stopped, not a microVM, a template without a root overlay), an
+	 * APIError 503 with code "capacity" (the host's memory or disk).
+	 */
 	checkpoint(name: string): Promise<Checkpoint> {
 		return this.client.call("POST", this.path("/checkpoints"),
 		    { json: { name } });
 	}
 
-	/** Its checkpoints, oldest first. */
+	/** Its checkpoints, oldest first (GET .../checkpoints). */
 	async checkpoints(): Promise<Checkpoint[]> {
 		return (await this.client.call("GET", this.path("/checkpoints")))
 		    .checkpoints;
 	}
 
-	/** Back to a checkpoint, running. */
-	restore(name: string): Promise<Record<string, unknown>> {
-		return this.client.call("POST", this.path("/restore"),
+	/**
+	 * Puts it back to a checkpoint, in place (POST .../restore): its VMM
+	 * stops, and it runs again from the checkpoint's memory and disk
+	 * with the same id, address, ports and tokens (files written and
+	 * processes ended since are as they were). Resolves once it runs,
+	 * with the sandbox (also in `data`). NotFoundError (field
+	 * "checkpoint") when it has none of that name.
+	 */
+	async restore(name: string): Promise<SandboxInfo> {
+		const d = await this.client.call("POST", this.path("/restore"),
 		    { json: { checkpoint: name } });
+		this.data = { ...this.data, ...d };
+		return d;
 	}
 
+	/** Removes a checkpoint (DELETE .../checkpoints/NAME; the disk
+	 * layers only it kept go, sandboxes made from it stay).
+	 * NotFoundError when it has none of that name. */
 	async removeCheckpoint(name: string): Promise<void> {
 		await this.client.call("DELETE", this.path("/checkpoints/" +
 		    encodeURIComponent(name)));
@@ -355,12 +422,40 @@ export async function withSandbox<T>(client: Client, o: CreateOptions,
 	}
 }
 
-/** A checkpoint of a sandbox. */
+/** A checkpoint of a sandbox (checkpoints() lists these; checkpoint()
+ * answers one with `sandbox` and `detail`). */
 export interface Checkpoint {
 	name: string;
+	/** Unix seconds it was taken at. */
 	created: number;
+	/** What it keeps on disk (its memory and disk layers). */
 	size_bytes: number;
+	/** The sandbox it is of (checkpoint()'s answer). */
+	sandbox?: string;
+	/** How the capture went: how long the sandbox paused (checkpoint()'s
+	 * answer). */
+	detail?: string;
 	[field: string]: unknown;
+}
+
+/** Options of Sandbox.fork. */
+export interface ForkOptions {
+	/** Made from this checkpoint of the sandbox, not from it now. */
+	checkpoint?: string;
+	/** Do not wait for the forks to run (default: wait, as netctl does). */
+	noWait?: boolean;
+	/** How long to wait for each fork to run (default 5 minutes). */
+	timeoutMs?: number;
+}
+
+/** What POST /v1/sandboxes/ID/fork answers (201). */
+export interface ForkResult {
+	/** The sandbox forked. */
+	source: string;
+	/** The checkpoint they were made from, when one was named. */
+	checkpoint?: string;
+	/** The new sandboxes: "creating", each with its token (shown once). */
+	forks: (SandboxInfo & { token: string; token_id: string })[];
 }
 
 // ---- detached processes ----

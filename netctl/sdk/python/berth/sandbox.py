@@ -13,12 +13,13 @@ import json
 import secrets
 import threading
 import time
+import urllib.parse
 from typing import (Any, Dict, List, Mapping, Optional, Sequence,
                     Union)
 
 from .client import Client, Response
-from .errors import (BerthError, ConnectionError, NotFound, ProtocolError,
-                     api_error)
+from .errors import (BerthError, ConnectionError, Forbidden, NotFound,
+                     ProtocolError, api_error)
 from .execs import (ExecResult, ExecStream, Process, Processes, Stdin,
                     _frame, decode_stream)
 from .files import Egress, Files, Ports, _duration
@@ -224,12 +225,41 @@ class Sandbox:
         return self._op("restart")
 
     # ---- forks and checkpoints ----
+    #
+    # The snapshots API (proxy/api/table.c): POST .../fork, GET and POST
+    # .../checkpoints, DELETE .../checkpoints/NAME, POST .../restore. A
+    # sandbox's own token may call each of them on its sandbox. Only a
+    # template with a root overlay and a guest agent forks (Debian's,
+    # images'): the minimal one answers Conflict, as an external sandbox
+    # does.
 
     def fork(self, ids: Union[str, Sequence[str]],
              checkpoint: Optional[str] = None,
              wait: Optional[float] = 300.0) -> List["Sandbox"]:
-        """Forks it (or its checkpoint) into new sandboxes, each with
-        its own token; waits until they run."""
+        """Forks it into new sandboxes (``POST /v1/sandboxes/ID/fork``):
+        one id or a list of 1 to ``vm_max_forks`` (16), each a copy of
+        its memory, processes and disk at one instant that then goes its
+        own way (writes on either side are not seen by the other), with
+        its own identity and its own ``token`` (on the returned handles:
+        berthd shows it only now). The source may be running, paused or
+        suspended, and runs on (it pauses for milliseconds).
+
+        ``checkpoint``: made from that checkpoint of it instead (``netctl
+        sandbox create NEW --from ID:NAME``; the sandbox in any state,
+        untouched). ``wait``: seconds to wait for each fork to run (None:
+        not waited for; its ``state`` is then "creating").
+
+        The handles talk through this sandbox's client; when that holds
+        the sandbox's own token, which may not see its forks, a fork's
+        handle gets a client with the fork's own token (see
+        :meth:`Client.with_token`).
+
+        Raises NotFound (no such sandbox, or ``checkpoint``: field
+        "checkpoint"), BadRequest (field "ids": none, too many, a bad or
+        repeated id), Conflict (an id that exists, field "ids"; a
+        sandbox that is not a microVM, a template that cannot fork, or
+        one stopped), SandboxError (a fork that did not come to run:
+        ``e.sandbox`` is that fork)."""
         if isinstance(ids, str):
             ids = [ids]
         body: Dict[str, Any] = {"ids": list(ids)}
@@ -241,27 +271,61 @@ class Sandbox:
                  for f in doc.get("forks") or []]
         if wait is not None:
             for f in forks:
-                f.wait_running(wait)
+                try:
+                    try:
+                        f.wait_running(wait)
+                    except Forbidden:
+                        if self.client.url is None or not f.token:
+                            raise
+                        f.client = self.client.with_token(f.token)
+                        f.wait_running(wait)
+                except SandboxError as e:
+                    e.sandbox = f
+                    raise
         return forks
 
     def checkpoint(self, name: str) -> Dict[str, Any]:
-        """Keeps its memory and disk under a name."""
+        """Takes a checkpoint (``POST /v1/sandboxes/ID/checkpoints``):
+        its memory, processes and disk kept under ``name`` (1-40 of a-z,
+        0-9 and "-", not first), taken as a fork's capture is (a running
+        sandbox pauses for milliseconds and runs on; a paused or
+        suspended one stays so). Answers once taken: ``{"sandbox",
+        "name", "created", "size_bytes", "detail"}``.
+
+        Raises BadRequest (field "name"), Conflict (field "name": it
+        has one of that name already; without a field: it has
+        ``vm_max_checkpoints`` (16) already, or it cannot be
+        checkpointed: stopped, not a microVM, a template without a root
+        overlay), ServiceUnavailable (code "capacity": the host's
+        memory or disk refused it)."""
         return self.client.call(  # type: ignore[no-any-return]
             "POST", self._path + "/checkpoints", json_body={"name": name},
             timeout=None)
 
     def checkpoints(self) -> List[Dict[str, Any]]:
+        """Its checkpoints, oldest first (``GET .../checkpoints``): each
+        ``{"name", "created", "size_bytes"}``."""
         doc = self.client.call("GET", self._path + "/checkpoints")
         return list(doc.get("checkpoints") or [])
 
     def remove_checkpoint(self, name: str) -> None:
-        self.client.call("DELETE", self._path + "/checkpoints/" + name)
+        """Removes a checkpoint (``DELETE .../checkpoints/NAME``; the
+        disk layers only it kept go; sandboxes made from it stay).
+        NotFound when it has none of that name."""
+        self.client.call("DELETE", self._path + "/checkpoints/" +
+                         urllib.parse.quote(name, safe=""))
 
     def restore(self, name: str) -> Dict[str, Any]:
-        """Puts it back to a checkpoint, in place."""
-        return self.client.call(  # type: ignore[no-any-return]
+        """Puts it back to a checkpoint, in place (``POST .../restore``):
+        its VMM stops, and it runs again from the checkpoint's memory
+        and disk with the same id, address, ports and tokens (files
+        written and processes ended since are as they were). Answers
+        once it runs: the sandbox, as :meth:`info`. NotFound (field
+        "checkpoint") when it has none of that name."""
+        self._info = self.client.call(
             "POST", self._path + "/restore", json_body={"checkpoint": name},
             timeout=None)
+        return self._info
 
     # ---- commands ----
 
