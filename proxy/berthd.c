@@ -1340,18 +1340,43 @@ rotate_tickets(evutil_socket_t fd, short what, void *arg)
 static void
 start_control_tcp(void)
 {
+	struct px_controld_conf cf;
 	char err[256];
-	json_t *c = json_array_get(P.certs, 0);
-	const char *port = strrchr(P.cfg.control_listen, ':');
+	json_t *c = json_array_get(P.certs, 0), *fl = NULL;
+	const char *port;
 
-	/* Its clients are served by a helper (controld.c): it terminates
-	 * TLS and parses HTTP and JSON; this process gets typed requests. */
-	if (px_controld_start(P.base, P.control, P.cfg.control_listen,
-	    json_string_value(json_object_get(c, "cert")),
-	    json_string_value(json_object_get(c, "key")), err, sizeof(err)) != 0)
-		fatalx("control_listen %s: %s", P.cfg.control_listen, err);
-	log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)", P.cfg.domain,
-	    port ? port + 1 : "?");
+	/* Their clients are served by a helper (controld.c): it terminates
+	 * TLS and parses HTTP and JSON; this process gets typed requests.
+	 * The control API's, and in fleet mode the listener where other
+	 * hosts forward the creates they placed here (mutual TLS with the
+	 * fleet's certificates). */
+	memset(&cf, 0, sizeof(cf));
+	if (P.cfg.control_listen != NULL) {
+		cf.addr = P.cfg.control_listen;
+		cf.cert_pem = json_string_value(json_object_get(c, "cert"));
+		cf.key_pem = json_string_value(json_object_get(c, "key"));
+	}
+	if (P.cfg.fleet_etcd != NULL && P.cfg.fleet_api_listen != NULL) {
+		if ((fl = px_fleet_tls_msg()) == NULL)
+			fatalx("fleet_api_listen: fleet mode is not running");
+		cf.fleet_addr = P.cfg.fleet_api_listen;
+		cf.fleet_ca_pem = json_string_value(json_object_get(fl, "ca"));
+		cf.fleet_cert_pem = json_string_value(json_object_get(fl, "cert"));
+		cf.fleet_key_pem = json_string_value(json_object_get(fl, "key"));
+	}
+	if (cf.addr == NULL && cf.fleet_addr == NULL)
+		return;
+	if (px_controld_start(P.base, P.control, &cf, err, sizeof(err)) != 0)
+		fatalx("control helper: %s", err);
+	json_decref(fl);
+	if (cf.addr != NULL) {
+		port = strrchr(P.cfg.control_listen, ':');
+		log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)",
+		    P.cfg.domain, port ? port + 1 : "?");
+	}
+	if (cf.fleet_addr != NULL)
+		log_info("fleet: creates placed here by other hosts on %s (mutual "
+		    "TLS, the control helper)", P.cfg.fleet_api_listen);
 }
 
 static int
@@ -1683,9 +1708,10 @@ fleet_forward(const char *host, const char *body, size_t len,
 	    errlen);
 }
 
-/* A create a peer placed here: fed to the control API as a connection
- * of its own (px_control_adopt_fleet), whose answer, read back from the
- * other end of a socketpair, goes to the peer. */
+/* A create placement put on this very host: fed to the control API as a
+ * connection of its own (px_control_adopt_fleet), whose answer is read
+ * back from the other end of a socketpair. (A peer's comes through the
+ * control helper: controld.c.) */
 struct fleet_in {
 	struct bufferevent *bev;
 	px_fleet_api_done_fn *done;
@@ -1779,7 +1805,8 @@ fleet_create_in(const char *from, const char *body, size_t len,
 		done(arg, 0, "", 0, "out of memory");
 		return;
 	}
-	if ((serial = px_control_adopt_fleet(P.control, sp[0], from)) == 0) {
+	if ((serial = px_control_adopt_fleet(P.control, sp[0], from, NULL,
+	    0)) == 0) {
 		bufferevent_free(fi->bev);
 		free(fi);
 		done(arg, 0, "", 0, "the control API takes no more connections");
@@ -1796,7 +1823,6 @@ fleet_create_in(const char *from, const char *body, size_t len,
 	bufferevent_enable(fi->bev, EV_READ);
 	if (px_control_feed_request(P.control, serial, &q) != 0)
 		px_control_feed_gone(P.control, serial);	/* EOF answers */
-	log_info("fleet: host %s placed a create here", from);
 }
 
 static void
@@ -1881,15 +1907,7 @@ main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)
 		fatalx("control socket: %s", err);
-	if (P.cfg.control_listen != NULL)
-		start_control_tcp();
-	if (P.cfg.fleet_etcd != NULL && P.cfg.fleet_api_listen != NULL) {
-		if (px_fleet_api_listen(P.base, P.cfg.fleet_api_listen,
-		    fleet_create_in, err, sizeof(err)) != 0)
-			fatalx("fleet: %s", err);
-		log_info("fleet: creates placed here by other hosts on %s (mutual "
-		    "TLS)", P.cfg.fleet_api_listen);
-	}
+	start_control_tcp();
 
 	ev_hup = evsignal_new(P.base, SIGHUP, sighup_cb, NULL);
 	ev_term = evsignal_new(P.base, SIGTERM, sigterm_cb, NULL);

@@ -556,10 +556,12 @@ struct px_control_req {
 };
 uint64_t px_control_adopt(struct px_control *, int fd, const char *addr,
 	    px_control_taken_fn *taken, uint64_t tag);
-/* A connection whose requests a fleet peer forwarded (fleet_api.h):
- * fed like the helper's, it may only create a sandbox here, as the
- * admin, never placed elsewhere again; peer is that host's id. */
-uint64_t px_control_adopt_fleet(struct px_control *, int fd, const char *peer);
+/* A connection whose requests a fleet peer forwarded (fleet_api_listen,
+ * served by the control helper) or this host's placement fed: fed like
+ * the helper's, it may only create a sandbox here, as the admin, never
+ * placed elsewhere again; peer is that host's id. */
+uint64_t px_control_adopt_fleet(struct px_control *, int fd, const char *peer,
+	    px_control_taken_fn *taken, uint64_t tag);
 int	px_control_feed_request(struct px_control *, uint64_t,
 	    const struct px_control_req *);
 int	px_control_feed_body(struct px_control *, uint64_t, const void *,

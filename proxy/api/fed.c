@@ -89,9 +89,10 @@ px_control_adopt(struct px_control *ctl, int fd, const char *addr,
 }
 
 uint64_t
-px_control_adopt_fleet(struct px_control *ctl, int fd, const char *peer)
+px_control_adopt_fleet(struct px_control *ctl, int fd, const char *peer,
+    px_control_taken_fn *taken, uint64_t tag)
 {
-	uint64_t serial = px_control_adopt(ctl, fd, peer, NULL, 0);
+	uint64_t serial = px_control_adopt(ctl, fd, peer, taken, tag);
 	struct conn *c = serial ? fed_find(ctl, serial) : NULL;
 
 	if (c == NULL)

@@ -1060,8 +1060,8 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 		return -1;
 	}
 	px_fleet_tls_ctx_free(ctx);
-	/* this process's own contexts: placement's forwards and the
-	 * fleet_api_listen listener (fleet_api.c) */
+	/* this process's own context: placement's forwards (fleet_api.c;
+	 * fleet_api_listen is the control helper's, controld.c) */
 	if (px_fleet_tls_set(F.host, F.ca, F.cert, F.key, e2, sizeof(e2)) != 0) {
 		snprintf(err, errlen, "fleet certificates: %s", e2);
 		return -1;
@@ -1168,18 +1168,20 @@ px_fleet_self(void)
 }
 
 int
-px_fleet_peer_host(const void *peer, char *host, size_t hostlen)
+px_fleet_peer_host(const char (*names)[33], size_t n, char *host,
+    size_t hostlen)
 {
-	const char *key;
-	json_t *v;
+	size_t i;
 
-	if (!F.on || peer == NULL)
+	if (!F.on)
 		return 0;
-	json_object_foreach(F.hosts, key, v)
-		if (strcmp(key, F.host) != 0 && X509_check_host((X509 *)peer, key,
-		    strlen(key), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
-		    X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, NULL) == 1) {
-			snprintf(host, hostlen, "%s", key);
+	/* host ids are one label of [a-z0-9-]: X509_check_host's match
+	 * (no wildcard can stand for a single label) is this one */
+	for (i = 0; i < n; i++)
+		if (memchr(names[i], '\0', 33) != NULL &&
+		    strcmp(names[i], F.host) != 0 &&
+		    json_object_get(F.hosts, names[i]) != NULL) {
+			snprintf(host, hostlen, "%s", names[i]);
 			return 1;
 		}
 	return 0;

@@ -2,10 +2,12 @@
  * fleet_api.h — the hosts of a fleet asking each other to create a
  * sandbox (placement, issue 33): a host's control API that placed a
  * create on another host forwards it there, over mutual TLS with the
- * fleet certificates, to that host's fleet_api_listen; that listener
- * takes only POST /v1/sandboxes, only from a peer whose certificate
- * names a host of the fleet holding a live lease, and hands it to the
- * local control API (which creates it here, never places it again).
+ * fleet certificates, to that host's fleet_api_listen. That listener is
+ * served by the unprivileged control helper (privsep/controld.c: TLS,
+ * HTTP, JSON); the parent takes from it only POST /v1/sandboxes, only
+ * from a peer whose certificate names a host of the fleet holding a
+ * live lease, never with a token, and hands it to the local control
+ * API (which creates it here, never places it again).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef BERTH_FLEET_API_H
@@ -19,15 +21,6 @@ struct event_base;
  * answer came (err says why: refused, timed out, TLS) */
 typedef void px_fleet_api_done_fn(void *arg, int status, const char *body,
     size_t len, const char *err);
-
-/* The local create a peer asked for: from is the peer's host id; done
- * is called once, maybe later. */
-typedef void px_fleet_api_create_fn(const char *from, const char *body,
-    size_t len, px_fleet_api_done_fn *done, void *arg);
-
-/* Listens on addr (fleet_api_listen) once fleet mode runs; -1 with err. */
-int px_fleet_api_listen(struct event_base *, const char *addr,
-    px_fleet_api_create_fn *create, char *err, size_t errlen);
 
 /* Forwards a create (a JSON body) to host's fleet_api_listen; done is
  * called once, always later (timeout PX_FLEET_API_TIMEOUT seconds).

@@ -32,5 +32,9 @@ struct ssl_st *px_fleet_tls_server(void);
 /* A client SSL that accepts only peer_host's certificate; NULL when not
  * configured. */
 struct ssl_st *px_fleet_tls_client(const char *peer_host);
+/* The DNS names of a verified peer's certificate that could be host ids
+ * (fleet_host's syntax: 1-32 of [a-z0-9-], lower-cased), at most max:
+ * their count; 0 when the handshake verified none. */
+size_t px_fleet_tls_peer_names(struct ssl_st *, char (*names)[33], size_t max);
 
 #endif

@@ -14,6 +14,10 @@
 #  - kill -9 of b (the host with the most room again): the create goes
 #    to the next host and says b refused it; once b's lease expired,
 #    --host b is refused as down
+#  - b's fleet_api_listen (served by its control helper): no client
+#    certificate, one of a host without a lease (403), another route
+#    (404), a create not naming b (400), b's admin token sent by a
+#    fleet peer (still 404)
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -158,6 +162,13 @@ is "b's fleet API: no client certificate, no HTTP" "$code" 000
 is "... the certificate of a host holding no lease: 403" "$(peer d POST /v1/sandboxes)" 403
 is "... a fleet peer may not ask another route" "$(peer a POST /v1/sandboxes/p1/exec)" 404
 is "... a forwarded create must name b" "$(peer a POST /v1/sandboxes)" 400
+# a fleet peer is who its certificate says, never a token's bearer: b's
+# admin token sent on that listener gives it nothing more
+admin_b=$(nc_ b token create --admin --name fp | head -n 1)
+code=$(curl -s --max-time 10 --cacert "$T/fleet/fleet-ca.pem" --cert "$T/fleet/a.pem" \
+	--key "$T/fleet/a.key" -H "Authorization: Bearer $admin_b" \
+	-o "$T/peer.body" -w '%{http_code}' "https://$API_b/v1/sandboxes" 2>/dev/null)
+is "... with b's admin token, a fleet peer may still not list sandboxes (404)" "$code" 404
 nc_ a sandbox create p1x --host b --zone y >"$T/o" 2>&1
 like "--host b --zone y: b is not in zone y" "$(cat "$T/o")" "no fleet host b in zone 'y'"
 
