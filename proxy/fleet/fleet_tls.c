@@ -153,14 +153,26 @@ size_t
 px_fleet_tls_peer_names(SSL *ssl, char (*names)[33], size_t max)
 {
 	X509 *peer;
-	GENERAL_NAMES *sans;
-	size_t n = 0;
-	int i, k, len;
+	size_t n;
 
 	if (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
 	    (peer = SSL_get_peer_certificate(ssl)) == NULL)
 		return 0;
-	sans = X509_get_ext_d2i(peer, NID_subject_alt_name, NULL, NULL);
+	n = px_fleet_tls_cert_names(peer, names, max);
+	X509_free(peer);
+	return n;
+}
+
+size_t
+px_fleet_tls_cert_names(X509 *x, char (*names)[33], size_t max)
+{
+	GENERAL_NAMES *sans;
+	size_t n = 0;
+	int i, k, len;
+
+	/* only DNS names: the subject's CN is never a host id here, as
+	 * X509_CHECK_FLAG_NEVER_CHECK_SUBJECT says for the fleet listener */
+	sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
 	for (i = 0; sans != NULL && i < sk_GENERAL_NAME_num(sans) && n < max; i++) {
 		GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
 		const unsigned char *s;
@@ -186,6 +198,5 @@ px_fleet_tls_peer_names(SSL *ssl, char (*names)[33], size_t max)
 		names[n++][len] = '\0';
 	}
 	GENERAL_NAMES_free(sans);
-	X509_free(peer);
 	return n;
 }
