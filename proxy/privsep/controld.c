@@ -37,6 +37,19 @@
  * acknowledged to the helper as the API's operation takes it. So the
  * parent's JSON parser reads only what the helper re-encoded, and
  * neither process buffers what a slow peer has not taken.
+ *
+ * In fleet mode the helper serves fleet_api_listen too, where other
+ * hosts forward the creates that placement sent here (fleet_api.h): a
+ * socket of its own, the same budgets (counted apart), TLS with this
+ * host's fleet certificate requiring a client certificate of the fleet
+ * CA (fleet_tls.c), the same reader. Its HM_CTL_OPEN says fleet and
+ * carries the host ids the peer's certificate names; its requests carry
+ * no Authorization (a peer is its certificate, never a token's bearer)
+ * and are never streamed (the helper answers 404). The parent feeds
+ * one only when a named host holds a live lease (px_fleet_peer_host)
+ * and it is POST /v1/sandboxes, as that host's create
+ * (px_control_adopt_fleet); else it has the helper answer 403 or 404
+ * (HM_CTL_FAIL).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
