@@ -82,7 +82,8 @@ enum {
 #define O_FILE		(1ULL << 44)
 #define O_BUILD_ARG	(1ULL << 45)
 #define O_PUBLISH_EXPOSED (1ULL << 46)
-#define O_LAST		O_PUBLISH_EXPOSED
+#define O_ZONE		(1ULL << 47)
+#define O_LAST		O_ZONE
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
@@ -95,6 +96,7 @@ struct opts {
 	int json;
 	uint64_t given;		/* O_* seen */
 	const char *address;
+	const char *zone;	/* sandbox create --zone: placement */
 	const char *host_header;
 	char host[PX_HOSTNAME_MAX + 2];
 	int private_;

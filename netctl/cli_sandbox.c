@@ -67,6 +67,43 @@ wait_created(struct opts *o, const char *id, json_t **doc)
 	return rc;
 }
 
+/* Fleet mode: a sandbox placed on another host is not in this host's
+ * store; the fleet's view (etcd) says when it left "creating". */
+static int
+wait_placed(struct opts *o, const char *id, const char *host, json_t **doc)
+{
+	int i;
+
+	for (i = 0; i < 1200; i++) {
+		json_t *now = NULL, *sb;
+		const char *st = NULL;
+		size_t k;
+		int rc;
+
+		if ((rc = call(o, "GET", "/v1/fleet/sandboxes", NULL, &now)) != EXIT_OK) {
+			json_decref(now);
+			return rc;
+		}
+		json_array_foreach(json_object_get(now, "sandboxes"), k, sb)
+			if (strcmp(jstr(sb, "id"), id) == 0 &&
+			    strcmp(jstr(sb, "host"), host) == 0)
+				st = jstr(sb, "state");
+		if (st != NULL && strcmp(st, "creating") != 0) {
+			json_object_set_new(*doc, "state", json_string(st));
+			json_decref(now);
+			if (strcmp(st, "running") == 0)
+				return EXIT_OK;
+			fail("sandbox %s is %s on host %s: see 'netctl sandbox "
+			    "events %s' there", id, st, host, id);
+			return EXIT_REFUSED;
+		}
+		json_decref(now);
+		usleep(250000);
+	}
+	fail("sandbox %s is still being created on host %s", id, host);
+	return EXIT_REFUSED;
+}
+
 /* netctl sandbox fork SRC NEW [NEW...]: the forks, each waited for until
  * it runs; their tokens printed once (or the API's document). */
 int
@@ -338,6 +375,10 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 		json_object_set_new(body, "address", json_string(o->address));
 	if (o->template_ != NULL)
 		json_object_set_new(body, "template", json_string(o->template_));
+	if (o->given & O_HOST)
+		json_object_set_new(body, "host", json_string(o->host));
+	if (o->given & O_ZONE)
+		json_object_set_new(body, "zone", json_string(o->zone));
 	if (o->given & O_PUBLISH_EXPOSED)
 		json_object_set_new(body, "publish_exposed", json_true());
 	if (size_arg("--memory", o->memory, body, "memory_mib") == -1 ||
@@ -352,7 +393,10 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 	/* the ports published for it come with the create's answer only */
 	ports = json_incref(json_object_get(doc, "ports"));
 	perr = json_incref(json_object_get(doc, "ports_error"));
-	if (rc == EXIT_OK && o->address == NULL)
+	if (rc == EXIT_OK && o->address == NULL &&
+	    json_is_true(json_object_get(doc, "remote")))
+		rc = wait_placed(o, a[0], jstr(doc, "host"), &doc);
+	else if (rc == EXIT_OK && o->address == NULL)
 		rc = wait_created(o, a[0], &doc);
 	/* The token is shown only now: print it even when the VM failed. */
 	if (doc != NULL && !o->json && jstr(doc, "token")[0] != '-')
@@ -361,6 +405,11 @@ c_sandbox_add(const struct cmd *c, struct opts *o, char **a, int n)
 		    o->address ? "added" : "created",
 		    jstr(doc, "address"), jstr(doc, "state"), jstr(doc, "token"),
 		    jstr(doc, "token_id"));
+	if (doc != NULL && !o->json && json_is_string(json_object_get(doc, "host")))
+		printf("placed on fleet host %s%s%s\n", jstr(doc, "host"),
+		    json_is_string(json_object_get(doc, "placement_failed")) ?
+		    " after: " : "", json_is_string(json_object_get(doc,
+		    "placement_failed")) ? jstr(doc, "placement_failed") : "");
 	if (doc != NULL && ports != NULL && json_object_get(doc, "ports") == NULL)
 		json_object_set(doc, "ports", ports);
 	if (!o->json && json_is_string(perr))

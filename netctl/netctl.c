@@ -144,6 +144,7 @@ static const struct opt opts_tab[] = {
 	S("image", 0, 0, O_IMAGE, image),
 	S("file", 'f', OF_SHORT, O_FILE, file),	/* -f */
 	LIST("build-arg", 0, O_BUILD_ARG, build_arg, "--build-arg options"),
+	S("zone", 0, 0, O_ZONE, zone),
 };
 
 #undef F
@@ -395,8 +396,8 @@ static const struct cmd cmds[] = {
 	{ "sandbox", "create", "add", "<id> [--address <ip>] [--memory MiB] "
 	  "[--vcpus N] [--disk MiB] [--template NAME] [--idle-pause D|never] "
 	  "[--idle-suspend D|never] [--max-lifetime D|never] "
-	  "[--env NAME=VALUE]... [--publish-exposed]", 1, 1,
-	  O_ADDRESS | O_VM_ONLY | O_FROM, c_sandbox_add,
+	  "[--env NAME=VALUE]... [--publish-exposed] [--host H] [--zone Z]", 1, 1,
+	  O_ADDRESS | O_VM_ONLY | O_FROM | O_HOST | O_ZONE, c_sandbox_add,
 	  "Create a sandbox: a microVM (waits until it runs), or with --address,\n"
 	  "register an externally managed one (a container or another host)\n"
 	  "reachable at <ip>. A microVM gets --memory MiB of RAM, --vcpus\n"
@@ -411,7 +412,10 @@ static const struct cmd cmds[] = {
 	  "--publish-exposed publishes the ports its template's image EXPOSEs\n"
 	  "(as 'port publish' does) and prints their URLs. Prints the\n"
 	  "sandbox's token once: it may manage only this sandbox (ports,\n"
-	  "egress, pause, resume, events, exec)." },
+	  "egress, pause, resume, events, exec). In fleet mode the sandbox\n"
+	  "goes to the fleet host with the most room that holds its template\n"
+	  "(--host H: that host; --zone Z: a host of that fleet_zone), and\n"
+	  "the command says which." },
 	{ "sandbox", "fork", NULL, "<id> <new-id> [<new-id>...]", 2, 101, 0,
 	  c_sandbox_fork,
 	  "Fork a running, paused or suspended microVM sandbox into new ones\n"

@@ -12,6 +12,9 @@
 #include "ipc.h"
 #include "log.h"
 #include "store.h"
+#include "fleet_place.h"
+#include "fleet_api.h"
+#include <http_parser.h>
 #include "tls.h"
 #include "exec.h"
 #include "vm.h"
@@ -1337,18 +1340,43 @@ rotate_tickets(evutil_socket_t fd, short what, void *arg)
 static void
 start_control_tcp(void)
 {
+	struct px_controld_conf cf;
 	char err[256];
-	json_t *c = json_array_get(P.certs, 0);
-	const char *port = strrchr(P.cfg.control_listen, ':');
+	json_t *c = json_array_get(P.certs, 0), *fl = NULL;
+	const char *port;
 
-	/* Its clients are served by a helper (controld.c): it terminates
-	 * TLS and parses HTTP and JSON; this process gets typed requests. */
-	if (px_controld_start(P.base, P.control, P.cfg.control_listen,
-	    json_string_value(json_object_get(c, "cert")),
-	    json_string_value(json_object_get(c, "key")), err, sizeof(err)) != 0)
-		fatalx("control_listen %s: %s", P.cfg.control_listen, err);
-	log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)", P.cfg.domain,
-	    port ? port + 1 : "?");
+	/* Their clients are served by a helper (controld.c): it terminates
+	 * TLS and parses HTTP and JSON; this process gets typed requests.
+	 * The control API's, and in fleet mode the listener where other
+	 * hosts forward the creates they placed here (mutual TLS with the
+	 * fleet's certificates). */
+	memset(&cf, 0, sizeof(cf));
+	if (P.cfg.control_listen != NULL) {
+		cf.addr = P.cfg.control_listen;
+		cf.cert_pem = json_string_value(json_object_get(c, "cert"));
+		cf.key_pem = json_string_value(json_object_get(c, "key"));
+	}
+	if (P.cfg.fleet_etcd != NULL && P.cfg.fleet_api_listen != NULL) {
+		if ((fl = px_fleet_tls_msg()) == NULL)
+			fatalx("fleet_api_listen: fleet mode is not running");
+		cf.fleet_addr = P.cfg.fleet_api_listen;
+		cf.fleet_ca_pem = json_string_value(json_object_get(fl, "ca"));
+		cf.fleet_cert_pem = json_string_value(json_object_get(fl, "cert"));
+		cf.fleet_key_pem = json_string_value(json_object_get(fl, "key"));
+	}
+	if (cf.addr == NULL && cf.fleet_addr == NULL)
+		return;
+	if (px_controld_start(P.base, P.control, &cf, err, sizeof(err)) != 0)
+		fatalx("control helper: %s", err);
+	json_decref(fl);
+	if (cf.addr != NULL) {
+		port = strrchr(P.cfg.control_listen, ':');
+		log_info("control API on https://api.%s:%s/ (TLS, bearer tokens)",
+		    P.cfg.domain, port ? port + 1 : "?");
+	}
+	if (cf.fleet_addr != NULL)
+		log_info("fleet: creates placed here by other hosts on %s (mutual "
+		    "TLS, the control helper)", P.cfg.fleet_api_listen);
 }
 
 static int
@@ -1604,6 +1632,28 @@ control_hooks(struct px_control_hooks *hooks)
 
 /* Fleet mode (fleet_etcd in berth.conf): routes and placement shared
  * through etcd, the other hosts reached over mutual TLS. */
+static int
+fleet_template_add(const struct px_template *t, void *arg)
+{
+	if (json_array_size(arg) < PX_FLEET_TEMPLATES_MAX)
+		json_array_append_new(arg, json_string(t->name));
+	return 0;
+}
+
+/* The templates this host holds, by name ("default" first): where
+ * placement may send a create that names one (fleet_place.h). */
+static json_t *
+fleet_templates(void)
+{
+	json_t *ts = json_pack("[s]", PX_TEMPLATE_DEFAULT);
+	char err[256];
+
+	if (px_store_template_list(P.store, fleet_template_add, ts, err,
+	    sizeof(err)) != 0)
+		log_warnx("fleet: templates for the room: %s", err);
+	return ts;
+}
+
 /* What this host's VMs leave room for, in its fleet host value: more
  * sandboxes of the default size running, paused and suspended (from
  * measured costs, as netctl status says), free memory and disk, the
@@ -1633,7 +1683,146 @@ fleet_room(void)
 	    "disk_free_bytes")) & ~(json_int_t)((64 << 20) - 1),
 	    "accel", px_vm_accel());
 	json_decref(cap);
+	json_object_set_new(room, "templates", fleet_templates());
 	return room;
+}
+
+static void fleet_create_in(const char *, const char *, size_t,
+    px_fleet_api_done_fn *, void *);
+
+/* Placement: a create the control API placed on another host goes
+ * there (fleet_api.c); one placed here is fed to the control API as a
+ * peer's would be, with no network hop, so that its refusal too tries
+ * the next host. */
+static int
+fleet_forward(const char *host, const char *body, size_t len,
+    void (*done)(void *, int, const char *, size_t, const char *),
+    void *done_arg, char *err, size_t errlen, void *arg)
+{
+	(void)arg;
+	if (strcmp(host, px_fleet_self()) == 0) {
+		fleet_create_in(host, body, len, done, done_arg);
+		return 0;
+	}
+	return px_fleet_api_forward(P.base, host, body, len, done, done_arg, err,
+	    errlen);
+}
+
+/* A create placement put on this very host: fed to the control API as a
+ * connection of its own (px_control_adopt_fleet), whose answer is read
+ * back from the other end of a socketpair. (A peer's comes through the
+ * control helper: controld.c.) */
+struct fleet_in {
+	struct bufferevent *bev;
+	px_fleet_api_done_fn *done;
+	void *arg;
+	int answered;
+};
+
+static void
+fleet_in_answer(struct fleet_in *fi, int eof)
+{
+	struct evbuffer *in = bufferevent_get_input(fi->bev);
+	size_t n = evbuffer_get_length(in);
+	const char *text = n ? (const char *)evbuffer_pullup(in, -1) : "";
+	const char *end, *body, *cl;
+	int status = 0;
+	size_t want;
+
+	/* the API's own answer: a status line, headers, a Content-Length */
+	if (n < 12 || (end = memmem(text, n, "\r\n\r\n", 4)) == NULL) {
+		if (eof)
+			goto broken;
+		return;
+	}
+	body = end + 4;
+	if (sscanf(text, "HTTP/1.1 %d", &status) != 1 || status < 100)
+		goto broken;
+	cl = memmem(text, (size_t)(end - text), "Content-Length: ", 16);
+	want = cl != NULL ? strtoul(cl + 16, NULL, 10) : n - (size_t)(body - text);
+	if ((size_t)(text + n - body) < want) {
+		if (eof)
+			goto broken;
+		return;
+	}
+	fi->answered = 1;
+	fi->done(fi->arg, status, body, want, NULL);
+	return;
+broken:
+	fi->answered = 1;
+	fi->done(fi->arg, 0, "", 0, "the control API gave no answer");
+}
+
+static void
+fleet_in_read(struct bufferevent *bev, void *arg)
+{
+	struct fleet_in *fi = arg;
+
+	(void)bev;
+	fleet_in_answer(fi, 0);
+	if (fi->answered) {
+		bufferevent_free(fi->bev);
+		free(fi);
+	}
+}
+
+static void
+fleet_in_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct fleet_in *fi = arg;
+
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		fleet_in_answer(fi, 1);
+		bufferevent_free(fi->bev);
+		free(fi);
+	}
+}
+
+static void
+fleet_create_in(const char *from, const char *body, size_t len,
+    px_fleet_api_done_fn *done, void *arg)
+{
+	struct px_control_req q;
+	struct fleet_in *fi;
+	uint64_t serial;
+	int sp[2];
+
+	if ((fi = calloc(1, sizeof(*fi))) == NULL ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+		free(fi);
+		done(arg, 0, "", 0, "out of memory or descriptors");
+		return;
+	}
+	fi->done = done;
+	fi->arg = arg;
+	evutil_make_socket_nonblocking(sp[1]);
+	if ((fi->bev = bufferevent_socket_new(P.base, sp[1],
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		close(sp[0]);
+		close(sp[1]);
+		free(fi);
+		done(arg, 0, "", 0, "out of memory");
+		return;
+	}
+	if ((serial = px_control_adopt_fleet(P.control, sp[0], from, NULL,
+	    0)) == 0) {
+		bufferevent_free(fi->bev);
+		free(fi);
+		done(arg, 0, "", 0, "the control API takes no more connections");
+		return;
+	}
+	memset(&q, 0, sizeof(q));
+	q.method = HTTP_POST;
+	q.target = "/v1/sandboxes";
+	q.authz = "";
+	q.body = body;
+	q.bodylen = len;
+	q.close = 1;
+	bufferevent_setcb(fi->bev, fleet_in_read, NULL, fleet_in_event, fi);
+	bufferevent_enable(fi->bev, EV_READ);
+	if (px_control_feed_request(P.control, serial, &q) != 0)
+		px_control_feed_gone(P.control, serial);	/* EOF answers */
 }
 
 static void
@@ -1655,6 +1844,7 @@ start_fleet(struct px_control_hooks *hooks)
 	    " (TLS, client certificate)" : " (TLS)") : "", P.cfg.fleet_prefix,
 	    P.cfg.fleet_listen);
 	hooks->fleet = fleet_json;
+	hooks->fleet_forward = fleet_forward;
 }
 
 /* berthd's unprivileged helpers (privsep/): what each one runs */
@@ -1717,8 +1907,7 @@ main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/control.sock", P.state_dir);
 	if ((P.control = px_control_new(P.base, P.store, path, &hooks, err, sizeof(err))) == NULL)
 		fatalx("control socket: %s", err);
-	if (P.cfg.control_listen != NULL)
-		start_control_tcp();
+	start_control_tcp();
 
 	ev_hup = evsignal_new(P.base, SIGHUP, sighup_cb, NULL);
 	ev_term = evsignal_new(P.base, SIGTERM, sigterm_cb, NULL);

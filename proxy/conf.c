@@ -79,6 +79,7 @@ px_config_free(struct px_config *c)
 	free(c->fleet_etcd_password);
 	free(c->fleet_host);
 	free(c->fleet_zone);
+	free(c->fleet_api_listen);
 	free(c->template_build_allow);
 	free(c->fleet_listen);
 	free(c->fleet_advertise);
@@ -278,6 +279,7 @@ fleet_check(struct px_config *c, const char *file, char *err, size_t errlen)
 	if (c->fleet_etcd == NULL) {
 		if (c->fleet_host || c->fleet_listen || c->fleet_ca || c->fleet_cert ||
 		    c->fleet_advertise || c->fleet_edge || c->fleet_prefix ||
+		    c->fleet_api_listen ||
 		    c->fleet_etcd_ca || c->fleet_etcd_cert || c->fleet_etcd_user) {
 			snprintf(err, errlen, "%s: fleet_* directives without fleet_etcd", file);
 			return -1;
@@ -1119,6 +1121,8 @@ const struct px_directive px_directives[] = {
 	  .max = 1000000, .doc = "sandboxes this host takes" },
 	{ "fleet_zone", 1, p_fleet_host, F(fleet_zone),
 	  .doc = "a label placement can ask for (a rack, a site)" },
+	{ "fleet_api_listen", 1, p_address, F(fleet_api_listen),
+	  .doc = "ADDR:PORT where peers forward creates (mutual TLS)" },
 };
 const size_t px_ndirectives = sizeof(px_directives) / sizeof(px_directives[0]);
 

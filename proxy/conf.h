@@ -165,6 +165,7 @@ struct px_config {
 	unsigned	 fleet_ttl;		/* ms, lease TTL; default 10 s */
 	unsigned	 fleet_capacity;	/* sandboxes; 0: not said */
 	char		*fleet_zone;		/* a label, NULL: none */
+	char		*fleet_api_listen;	/* ADDR:PORT of the peers' API (placement) */
 };
 
 #define PX_EG_MAX_RULES		1024	/* most egress_max_rules may say */

@@ -43,9 +43,16 @@ EXTRA_DIST += tests/integ/vm-restart.sh
 check_PROGRAMS += tests/unit/test_fleet
 TESTS += tests/unit/test_fleet
 tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/edge/route.c vmm/proto/valid.c \
-	proxy/fleet/fleet_view.c
+	proxy/fleet/fleet_view.c proxy/fleet/fleet_tls.c
 tests_unit_test_fleet_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_fleet_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
+
+# Placement of a new sandbox over the fleet view (TAP, no root).
+check_PROGRAMS += tests/unit/test_fleet_place
+TESTS += tests/unit/test_fleet_place
+tests_unit_test_fleet_place_SOURCES = tests/unit/test_fleet_place.c proxy/fleet/fleet_place.c
+tests_unit_test_fleet_place_CFLAGS = $(PX_UNIT_CFLAGS)
+tests_unit_test_fleet_place_LDADD = $(JANSSON_LIBS)
 
 # `netctl --json` prints exactly one JSON document for every command
 # (walks all that `netctl help` lists) against berthd without VMs (root).

@@ -126,6 +126,7 @@ struct conn {
 	uint64_t fed_tag;
 	int fed_gone;
 	int fed_eof;			/* its client half closed */
+	char fleet_peer[40];		/* fed: the fleet host that forwarded */
 };
 
 /* One request being served. */

@@ -482,6 +482,15 @@ struct px_control_hooks {
 	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
 	 * "sandboxes"), admin only. NULL hook: those answer 404. */
 	struct json_t *(*fleet)(const char *what, void *arg);
+	/* Fleet mode, placement (issue 33): forwards a create (its JSON
+	 * body) to fleet host; 0 when started, done(done_arg, status, body,
+	 * len, err) then called exactly once, later (status 0: no answer,
+	 * err says why). -1 with err when it cannot start. NULL: every
+	 * create is made here. */
+	int (*fleet_forward)(const char *host, const char *body, size_t len,
+	    void (*done)(void *done_arg, int status, const char *body,
+	    size_t len, const char *err), void *done_arg, char *err,
+	    size_t errlen, void *arg);
 	/* A streamed exec or file transfer, waking the sandbox first: its
 	 * handle, or NULL with *status and err. sink is copied. exec_input
 	 * queues a frame toward the guest ('I' stdin or file data, empty:
@@ -546,6 +555,12 @@ struct px_control_req {
 	int		 expect;	/* Expect: 100-continue (streamed) */
 };
 uint64_t px_control_adopt(struct px_control *, int fd, const char *addr,
+	    px_control_taken_fn *taken, uint64_t tag);
+/* A connection whose requests a fleet peer forwarded (fleet_api_listen,
+ * served by the control helper) or this host's placement fed: fed like
+ * the helper's, it may only create a sandbox here, as the admin, never
+ * placed elsewhere again; peer is that host's id. */
+uint64_t px_control_adopt_fleet(struct px_control *, int fd, const char *peer,
 	    px_control_taken_fn *taken, uint64_t tag);
 int	px_control_feed_request(struct px_control *, uint64_t,
 	    const struct px_control_req *);

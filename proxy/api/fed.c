@@ -88,6 +88,22 @@ px_control_adopt(struct px_control *ctl, int fd, const char *addr,
 	return c->serial;
 }
 
+uint64_t
+px_control_adopt_fleet(struct px_control *ctl, int fd, const char *peer,
+    px_control_taken_fn *taken, uint64_t tag)
+{
+	uint64_t serial = px_control_adopt(ctl, fd, peer, taken, tag);
+	struct conn *c = serial ? fed_find(ctl, serial) : NULL;
+
+	if (c == NULL)
+		return 0;
+	snprintf(c->fleet_peer, sizeof(c->fleet_peer), "%s", peer);
+	c->authed = 1;		/* the peer's certificate said who */
+	if (c->deadline != NULL)
+		evtimer_del(c->deadline);
+	return serial;
+}
+
 int
 px_control_feed_request(struct px_control *ctl, uint64_t conn,
     const struct px_control_req *q)

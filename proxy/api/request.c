@@ -208,6 +208,18 @@ api_authenticate(struct req *r)
 	int rc, i, was_closing;
 
 	memset(&r->auth, 0, sizeof(r->auth));
+	if (c->fleet_peer[0] != '\0') {
+		/* a fleet peer placed a create here: that, and nothing else */
+		if (r->method == HTTP_POST && r->nseg == 2 &&
+		    strcmp(r->seg[0], "v1") == 0 && strcmp(r->seg[1], "sandboxes") == 0) {
+			r->auth.admin = 1;
+			return 0;
+		}
+		c->closing = 1;
+		api_reply_error(r, 403, NULL, NULL, "fleet host %s may only create "
+		    "a sandbox here", c->fleet_peer);
+		return -1;
+	}
 	if (!c->tcp) {
 		r->auth.admin = 1;
 		return 0;

@@ -4,6 +4,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "api.h"
+#include "fleet_place.h"
 
 void
 api_sandbox_list(struct req *r)
@@ -364,12 +365,307 @@ fleet_sandbox_owner(struct px_control *ctl, const char *id, int *up)
 	return owner;
 }
 
+/*
+ * Fleet placement (issue 33): a create names no host, or another one, or
+ * a zone: fleet_place.c ranks the hosts that may take it; the first is
+ * asked (this one: created here, no hop), and when it refuses or fails
+ * (no answer, 5xx, 507) the next one, once. The answer is the one the
+ * host that took it gave, with "host" and what failed first; the
+ * sandbox's "create" event, on that host, says the same.
+ */
+#define PLACE_TRIES	2
+#define PLACE_NOTE_MAX	512
+
+struct placing {
+	struct px_control *ctl;
+	struct conn *c;
+	uint64_t serial;
+	enum http_method method;
+	json_t *obj;		/* the create's body */
+	json_t *order;		/* host ids, best first */
+	size_t next;		/* the next one to ask */
+	int tries;
+	int capacity;		/* each failure so far was "no room" */
+	char self[40];
+	char id[PX_SANDBOX_ID_MAX + 1];
+	char failed[PLACE_NOTE_MAX];	/* "b: why; c: why" */
+};
+
+static void place_try(struct placing *p);
+
+static void
+placing_free(struct placing *p)
+{
+	json_decref(p->obj);
+	json_decref(p->order);
+	free(p);
+}
+
+/* the connection that asked, if it is still there */
+static struct conn *
+placing_conn(struct placing *p)
+{
+	struct conn *c;
+
+	TAILQ_FOREACH(c, &p->ctl->conns, entry)
+		if (c == p->c && c->serial == p->serial)
+			return c;
+	return NULL;
+}
+
+static void
+place_failed(struct placing *p, const char *host, const char *why, int capacity)
+{
+	size_t n = strlen(p->failed);
+
+	snprintf(p->failed + n, sizeof(p->failed) - n, "%s%s: %s", n ? "; " : "",
+	    host, why);
+	p->capacity = p->capacity && capacity;
+}
+
+/* the message of an error document, or "" */
+static const char *
+error_message(json_t *doc)
+{
+	const char *m = json_string_value(json_object_get(json_object_get(doc,
+	    "error"), "message"));
+
+	return m != NULL ? m : "";
+}
+
+static void
+place_done(void *arg, int status, const char *body, size_t len, const char *err)
+{
+	struct placing *p = arg;
+	const char *host = json_string_value(json_array_get(p->order, p->next - 1));
+	json_t *doc = NULL;
+	struct conn *c;
+	struct req r;
+	char why[300], hdr[80];
+
+	if (status != 0 && len > 0)
+		doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+	if (status == 0 || status >= 500) {
+		snprintf(why, sizeof(why), "%s", status == 0 ? (err ? err : "no answer") :
+		    error_message(doc));
+		if (status != 0 && why[0] == '\0')
+			snprintf(why, sizeof(why), "HTTP %d", status);
+		place_failed(p, host, why, status == 507 || (status == 503 &&
+		    json_string_value(json_object_get(json_object_get(doc, "error"),
+		    "code")) != NULL && strcmp(json_string_value(json_object_get(
+		    json_object_get(doc, "error"), "code")), "capacity") == 0));
+		json_decref(doc);
+		place_try(p);
+		return;
+	}
+	if ((c = placing_conn(p)) == NULL) {	/* the caller went */
+		json_decref(doc);
+		placing_free(p);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = p->method;
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		api_reply_error(&r, 502, NULL, NULL, "fleet host %s answered the create "
+		    "of sandbox '%s' with HTTP %d and no JSON", host, p->id, status);
+	} else {
+		json_object_set_new(doc, "host", json_string(host));
+		if (strcmp(host, p->self) != 0)
+			json_object_set_new(doc, "remote", json_true());
+		if (p->failed[0] != '\0')
+			json_object_set_new(doc, "placement_failed", json_string(p->failed));
+		snprintf(hdr, sizeof(hdr), "Berth-Host: %s\r\n", host);
+		api_reply_json_hdr(&r, status, doc, hdr);
+	}
+	placing_free(p);
+	api_conn_resume(c);
+}
+
+/* Asks the next host, or answers what failed. */
+static void
+place_try(struct placing *p)
+{
+	const char *host = json_string_value(json_array_get(p->order, p->next));
+	struct conn *c = placing_conn(p);
+	char err[256], *text;
+	json_t *body;
+	struct req r;
+
+	if (c == NULL) {
+		placing_free(p);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = p->method;
+	if (host == NULL || p->tries == PLACE_TRIES) {
+		if (p->capacity)
+			api_reply_error_code(&r, 507, "no_room", "no fleet host took "
+			    "sandbox '%s': %s", p->id, p->failed);
+		else
+			api_reply_error_code(&r, 502, "placement_failed", "no fleet "
+			    "host took sandbox '%s': %s", p->id, p->failed);
+		placing_free(p);
+		api_conn_resume(c);
+		return;
+	}
+	p->next++;
+	p->tries++;
+	body = json_deep_copy(p->obj);
+	json_object_set_new(body, "host", json_string(host));
+	json_object_del(body, "zone");
+	/* this host too: the hook creates it here, with no network hop,
+	 * and its answer comes back here, so that a refusal tries the next */
+	if (p->failed[0] != '\0')
+		json_object_set_new(body, "placement", json_string(p->failed));
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (text == NULL || p->ctl->hooks.fleet_forward(host, text, strlen(text),
+	    place_done, p, err, sizeof(err), p->ctl->hooks.arg) != 0) {
+		free(text);
+		place_failed(p, host, text == NULL ? "out of memory" : err, 0);
+		place_try(p);
+		return;
+	}
+	free(text);
+}
+
+/*
+ * 0: create it here; 1: answered (an error) or placed elsewhere (the
+ * answer comes later).
+ */
+static int
+fleet_place(struct req *r, json_t *obj, const char *id)
+{
+	struct px_control *ctl = r->c->ctl;
+	struct px_place_err e;
+	struct placing *p;
+	const char *host, *zone, *tmpl, *self, *note;
+	json_t *doc, *order;
+	char buf[64];
+
+	if (api_string_field(r, obj, "host", 1, &host) < 0 ||
+	    api_string_field(r, obj, "zone", 1, &zone) < 0 ||
+	    api_string_field(r, obj, "placement", 1, &note) < 0)
+		return 1;
+	if (note != NULL && r->c->fleet_peer[0] == '\0') {
+		api_reply_error(r, 400, NULL, "placement", "only a fleet host says "
+		    "this");
+		return 1;
+	}
+	if (ctl->hooks.fleet == NULL || ctl->hooks.fleet_forward == NULL) {
+		if (host != NULL || zone != NULL) {
+			api_reply_error(r, 400, NULL, host ? "host" : "zone", "fleet "
+			    "mode is not configured on this host");
+			return 1;
+		}
+		return 0;
+	}
+	if ((doc = ctl->hooks.fleet("hosts", ctl->hooks.arg)) == NULL)
+		return 0;
+	self = json_string_value(json_object_get(doc, "self"));
+	if (r->c->fleet_peer[0] != '\0') {
+		/* placed here by a peer: made here, never placed again */
+		if (host == NULL || self == NULL || strcmp(host, self) != 0 ||
+		    zone != NULL) {
+			api_reply_error(r, 400, NULL, "host", "a create fleet host %s "
+			    "forwarded must name this host", r->c->fleet_peer);
+			json_decref(doc);
+			return 1;
+		}
+		json_decref(doc);
+		return 0;
+	}
+	/* an external sandbox is where its address is: here */
+	if (json_object_get(obj, "address") != NULL &&
+	    !json_is_null(json_object_get(obj, "address"))) {
+		if ((host != NULL && (self == NULL || strcmp(host, self) != 0)) ||
+		    zone != NULL) {
+			api_reply_error(r, 400, NULL, host ? "host" : "zone", "an "
+			    "external sandbox (address) is created on the host "
+			    "whose API is asked");
+			json_decref(doc);
+			return 1;
+		}
+		json_decref(doc);
+		return 0;
+	}
+	if (host != NULL && !px_fleet_place_name_ok(host)) {
+		api_reply_error(r, 400, NULL, "host", "not a fleet host id: '%s'",
+		    api_shown(buf, sizeof(buf), host));
+		json_decref(doc);
+		return 1;
+	}
+	if (zone != NULL && !px_fleet_place_name_ok(zone)) {
+		api_reply_error(r, 400, NULL, "zone", "not a fleet zone: '%s'",
+		    api_shown(buf, sizeof(buf), zone));
+		json_decref(doc);
+		return 1;
+	}
+	if (api_string_field(r, obj, "template", 1, &tmpl) < 0) {
+		json_decref(doc);
+		return 1;
+	}
+	if (tmpl != NULL && !px_template_name_valid(tmpl)) {
+		api_reply_error(r, 400, NULL, "template", "not a valid template "
+		    "name: '%s'", api_shown(buf, sizeof(buf), tmpl));
+		json_decref(doc);
+		return 1;
+	}
+	order = px_fleet_place(json_object_get(doc, "hosts"), self,
+	    tmpl != NULL ? tmpl : PX_TEMPLATE_DEFAULT, host, zone, &e);
+	if (order == NULL) {
+		api_reply_error_code(r, e.status, e.code, "%s", e.msg);
+		json_decref(doc);
+		return 1;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		api_reply_error(r, 503, NULL, NULL, "out of memory");
+		json_decref(order);
+		json_decref(doc);
+		return 1;
+	}
+	p->ctl = ctl;
+	p->c = r->c;
+	p->serial = r->c->serial;
+	p->method = r->method;
+	p->obj = json_incref(obj);
+	p->order = order;
+	p->capacity = 1;
+	snprintf(p->self, sizeof(p->self), "%s", self ? self : "");
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	json_decref(doc);
+	/* answered later: read no further request meanwhile (lifecycle.c) */
+	r->c->waiting = 1;
+	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
+	place_try(p);
+	return 1;
+}
+
+/* The sandbox's "create" event in fleet mode: where it was placed,
+ * from where, what failed first. */
+static void
+place_event(struct req *r, json_t *obj, const char *id, const char *self)
+{
+	const char *note = json_string_value(json_object_get(obj, "placement"));
+	char why[PLACE_NOTE_MAX + 128];
+
+	snprintf(why, sizeof(why), "placed on host %s%s%s%s%s", self ? self : "?",
+	    r->c->fleet_peer[0] ? " by fleet host " : "", r->c->fleet_peer,
+	    note && *note ? " after " : "", note && *note ? note : "");
+	api_record_event(r->c->ctl, id, "create", "ok", why, -1);
+}
+
 void
 api_sandbox_create(struct req *r)
 {
 	static const char *fbuf[32], *vbuf[32];
 	static const char *const vm_only[] = { "boot", "publish_exposed", NULL };
-	const char *const *fields = field_names(fbuf, 32, PF_CREATE, vm_only);
+	static const char *const extra[] = { "boot", "publish_exposed", "host",
+	    "zone", "placement", NULL };
+	const char *const *fields = field_names(fbuf, 32, PF_CREATE, extra);
 	const char *const *vm_fields = field_names(vbuf, 32, PF_VM, vm_only);
 	struct px_control *ctl = r->c->ctl;
 	struct px_sandbox sb;
@@ -382,7 +678,7 @@ api_sandbox_create(struct req *r)
 	char *owner;
 	unsigned long which = 0;
 	int rc, up = 0, exposed = 0;
-	json_t *ports = NULL;
+	json_t *ports = NULL, *fleet = NULL;
 
 	memset(secret, 0, sizeof(secret));
 	if ((obj = api_body_object(r, fields, 0)) == NULL)
@@ -401,6 +697,8 @@ api_sandbox_create(struct req *r)
 		free(owner);
 		goto out;
 	}
+	if (fleet_place(r, obj, id) != 0)
+		goto out;
 	if ((rc = api_string_field(r, obj, "address", 0, &addr)) < 0)
 		goto out;
 	if (rc == 0 && ctl->hooks.vm_create == NULL) {
@@ -524,7 +822,14 @@ api_sandbox_create(struct req *r)
 	    sizeof(err))) == NULL)
 		exposed = 2;
 	api_routes_changed(ctl);
+	if (ctl->hooks.fleet != NULL && ctl->hooks.fleet_forward != NULL)
+		fleet = ctl->hooks.fleet("hosts", ctl->hooks.arg);
+	if (fleet != NULL)
+		place_event(r, obj, sb.id, json_string_value(json_object_get(fleet,
+		    "self")));
 	if ((doc = api_sandbox_json(ctl, &sb)) != NULL) {
+		if (fleet != NULL)
+			json_object_set(doc, "host", json_object_get(fleet, "self"));
 		json_object_set_new(doc, "token", json_string(secret));
 		json_object_set_new(doc, "token_id", json_string(tok.id));
 		if (exposed)
@@ -537,6 +842,7 @@ api_sandbox_create(struct req *r)
 	api_reply_json(r, 201, doc);
 out:
 	OPENSSL_cleanse(secret, sizeof(secret));
+	json_decref(fleet);
 	json_decref(obj);
 }
 

@@ -81,7 +81,8 @@ const struct api_route api_routes[] = {
 	{ API_POST, "/v1/sandboxes", api_sandbox_create, API_ADMIN,
 	    API_BODY_JSON, NULL, NULL,
 	    "Create a sandbox (a microVM, or an external one with address); "
-	    "its token is in this answer only" },
+	    "its token is in this answer only; in fleet mode placed on the "
+	    "host with room (host, zone)" },
 	{ R, SB, api_sandbox_show, API_OWN, API_BODY_NONE, NULL, NULL,
 	    "One sandbox, its ports and its VM" },
 	{ API_PATCH, SB, api_sandbox_set, API_ADMIN, API_BODY_JSON, NULL,

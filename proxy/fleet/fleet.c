@@ -73,6 +73,7 @@ static struct {
 	int		 stopping;
 	int		 revoking;		/* the revoke at stop is under way */
 	char		 zone[33];		/* fleet_zone, "": none */
+	char		 api[64];		/* fleet_api_listen, "": none */
 	json_t		*(*room)(void);		/* what the VMs leave, or NULL */
 	char		*last_host;		/* the host value etcd has */
 } F;
@@ -458,6 +459,8 @@ host_value(void)
 	json_object_set_new(v, "room", room);
 	if (F.zone[0] != '\0')
 		json_object_set_new(v, "zone", json_string(F.zone));
+	if (F.api[0] != '\0')
+		json_object_set_new(v, "api", json_string(F.api));
 	return v;
 }
 
@@ -1023,6 +1026,8 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 	F.ttl_ms = c->fleet_ttl;
 	F.capacity = c->fleet_capacity;
 	snprintf(F.zone, sizeof(F.zone), "%s", c->fleet_zone ? c->fleet_zone : "");
+	snprintf(F.api, sizeof(F.api), "%s", c->fleet_api_listen ?
+	    c->fleet_api_listen : "");
 	colon = strrchr(c->fleet_etcd, ':');
 	snprintf(F.etcd_addr, sizeof(F.etcd_addr), "%.*s", (int)(colon - c->fleet_etcd),
 	    c->fleet_etcd);
@@ -1055,6 +1060,12 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 		return -1;
 	}
 	px_fleet_tls_ctx_free(ctx);
+	/* this process's own context: placement's forwards (fleet_api.c;
+	 * fleet_api_listen is the control helper's, controld.c) */
+	if (px_fleet_tls_set(F.host, F.ca, F.cert, F.key, e2, sizeof(e2)) != 0) {
+		snprintf(err, errlen, "fleet certificates: %s", e2);
+		return -1;
+	}
 	F.hosts = json_object();
 	F.sbs = json_object();
 	F.desired = json_object();
@@ -1110,6 +1121,8 @@ px_fleet_reload(const struct px_config *c, char *err, size_t errlen)
 	F.ca = ca;
 	F.cert = cert;
 	F.key = key;
+	if (px_fleet_tls_set(F.host, F.ca, F.cert, F.key, e2, sizeof(e2)) != 0)
+		log_warnx("SIGHUP: fleet certificates for forwarded creates: %s", e2);
 	return 0;
 fail:
 	free(ca);
@@ -1146,6 +1159,44 @@ int
 px_fleet_enabled(void)
 {
 	return F.on;
+}
+
+const char *
+px_fleet_self(void)
+{
+	return F.on ? F.host : NULL;
+}
+
+int
+px_fleet_peer_host(const char (*names)[33], size_t n, char *host,
+    size_t hostlen)
+{
+	size_t i;
+
+	if (!F.on)
+		return 0;
+	/* host ids are one label of [a-z0-9-]: X509_check_host's match
+	 * (no wildcard can stand for a single label) is this one */
+	for (i = 0; i < n; i++)
+		if (memchr(names[i], '\0', 33) != NULL &&
+		    strcmp(names[i], F.host) != 0 &&
+		    json_object_get(F.hosts, names[i]) != NULL) {
+			snprintf(host, hostlen, "%s", names[i]);
+			return 1;
+		}
+	return 0;
+}
+
+int
+px_fleet_host_api(const char *host, char *addr, size_t addrlen)
+{
+	const char *a;
+
+	if (!F.on || (a = json_string_value(json_object_get(json_object_get(
+	    F.hosts, host), "api"))) == NULL)
+		return 0;
+	snprintf(addr, addrlen, "%s", a);
+	return 1;
 }
 
 json_t *

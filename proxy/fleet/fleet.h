@@ -67,6 +67,15 @@ int px_fleet_reload(const struct px_config *, char *err, size_t errlen);
 /* Appends the fleet gauges to a /metrics answer. */
 struct evbuffer;
 void px_fleet_metrics(struct evbuffer *out);
+/* This host's id; NULL when not in fleet mode. */
+const char *px_fleet_self(void);
+/* 1 with its id if one of names (a fleet certificate's DNS names,
+ * px_fleet_tls_peer_names) is another host of the fleet holding a live
+ * lease. */
+int px_fleet_peer_host(const char (*names)[33], size_t n, char *host,
+    size_t hostlen);
+/* 1 with the fleet_api_listen address host publishes. */
+int px_fleet_host_api(const char *host, char *addr, size_t addrlen);
 /* Graceful stop: revoke the lease so others see the host leave now. */
 void px_fleet_stop(void);
 /* 1 while the lease revoke px_fleet_stop() sent is unanswered (a TLS

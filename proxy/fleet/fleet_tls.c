@@ -148,3 +148,55 @@ px_fleet_tls_client(const char *peer_host)
 	    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	return ssl;
 }
+
+size_t
+px_fleet_tls_peer_names(SSL *ssl, char (*names)[33], size_t max)
+{
+	X509 *peer;
+	size_t n;
+
+	if (ssl == NULL || SSL_get_verify_result(ssl) != X509_V_OK ||
+	    (peer = SSL_get_peer_certificate(ssl)) == NULL)
+		return 0;
+	n = px_fleet_tls_cert_names(peer, names, max);
+	X509_free(peer);
+	return n;
+}
+
+size_t
+px_fleet_tls_cert_names(X509 *x, char (*names)[33], size_t max)
+{
+	GENERAL_NAMES *sans;
+	size_t n = 0;
+	int i, k, len;
+
+	/* only DNS names: the subject's CN is never a host id here, as
+	 * X509_CHECK_FLAG_NEVER_CHECK_SUBJECT says for the fleet listener */
+	sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	for (i = 0; sans != NULL && i < sk_GENERAL_NAME_num(sans) && n < max; i++) {
+		GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+		const unsigned char *s;
+
+		if (g->type != GEN_DNS)
+			continue;
+		s = ASN1_STRING_get0_data(g->d.dNSName);
+		len = ASN1_STRING_length(g->d.dNSName);
+		if (len < 1 || len > 32)
+			continue;
+		for (k = 0; k < len; k++) {
+			unsigned char ch = (unsigned char)s[k];
+
+			if (ch >= 'A' && ch <= 'Z')
+				ch += 'a' - 'A';
+			if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+			    (ch == '-' && k > 0 && k < len - 1)))
+				break;
+			names[n][k] = (char)ch;
+		}
+		if (k != len)
+			continue;
+		names[n++][len] = '\0';
+	}
+	GENERAL_NAMES_free(sans);
+	return n;
+}

@@ -16,6 +16,7 @@
  * along with this one (HTTP code includes it for the host name). */
 struct ssl_st;
 struct ssl_ctx_st;
+struct x509_st;
 
 /* A server (server 1) or client context; NULL with err. */
 struct ssl_ctx_st *px_fleet_tls_ctx(const char *ca_pem, const char *cert_pem,
@@ -32,5 +33,11 @@ struct ssl_st *px_fleet_tls_server(void);
 /* A client SSL that accepts only peer_host's certificate; NULL when not
  * configured. */
 struct ssl_st *px_fleet_tls_client(const char *peer_host);
+/* The DNS names of a verified peer's certificate that could be host ids
+ * (fleet_host's syntax: 1-32 of [a-z0-9-], lower-cased), at most max:
+ * their count; 0 when the handshake verified none. */
+size_t px_fleet_tls_peer_names(struct ssl_st *, char (*names)[33], size_t max);
+/* The same names of a certificate (pure: tests/unit/test_fleet). */
+size_t px_fleet_tls_cert_names(struct x509_st *, char (*names)[33], size_t max);
 
 #endif

@@ -5,6 +5,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "fleet_view.h"
+#include "fleet_place.h"
 #include "conf.h"
 #include "valid.h"
 
@@ -34,6 +35,21 @@ str(json_t *obj, const char *key)
 	return json_string_value(json_object_get(obj, key));
 }
 
+/* a template's name: [a-z0-9][a-z0-9-]{0,31} (store.h) */
+static int
+template_name_ok(const char *s)
+{
+	size_t i, n;
+
+	if (s == NULL || (n = strlen(s)) == 0 || n > 32 || s[0] == '-')
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		    s[i] == '-'))
+			return 0;
+	return 1;
+}
+
 #define WHY(...) do { snprintf(why, whylen, __VA_ARGS__); goto fail; } while (0)
 
 /* A host's "room" (issue 33): only the fields placement reads, each a
@@ -60,6 +76,18 @@ room_check(json_t *r)
 		    json_integer_value(n) <= (1LL << 50))
 			json_object_set_new(out, nums[i], json_integer(
 			    json_integer_value(n)));
+	/* the templates it holds: names (fleet_place.c reads them), a
+	 * bad one left out */
+	if ((n = json_object_get(r, "templates")) != NULL && json_is_array(n)) {
+		json_t *ts = json_array(), *t;
+
+		json_array_foreach(n, i, t)
+			if (json_array_size(ts) < PX_FLEET_TEMPLATES_MAX &&
+			    template_name_ok(json_string_value(t)))
+				json_array_append_new(ts, json_string(
+				    json_string_value(t)));
+		json_object_set_new(out, "templates", ts);
+	}
 	if ((a = str(r, "accel")) != NULL) {
 		for (i = 0; accels[i] != NULL && strcmp(a, accels[i]) != 0; i++)
 			;
@@ -75,7 +103,7 @@ px_fleet_check_host(const char *rest, const char *value, char *why, size_t whyle
 	json_t *v = json_loads(value, JSON_REJECT_DUPLICATES, NULL), *out = NULL;
 	json_t *room;
 	const char *id = str(v, "id"), *edge = str(v, "edge"), *fleet = str(v, "fleet");
-	const char *zone;
+	const char *zone, *api;
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	unsigned port;
@@ -97,6 +125,10 @@ px_fleet_check_host(const char *rest, const char *value, char *why, size_t whyle
 	    "fleet", fleet, "capacity", json_integer_value(json_object_get(v,
 	    "capacity")), "started", json_integer_value(json_object_get(v,
 	    "started")), "room", room);
+	api = str(v, "api");
+	if (api != NULL && strlen(api) < 56 &&
+	    px_parse_sockaddr(api, &ss, &sl, &port) == 0)	/* placement's */
+		json_object_set_new(out, "api", json_string(api));
 	if (zone != NULL && px_fleet_valid_host(zone))	/* a label, or none */
 		json_object_set_new(out, "zone", json_string(zone));
 fail:

@@ -37,9 +37,24 @@
  * acknowledged to the helper as the API's operation takes it. So the
  * parent's JSON parser reads only what the helper re-encoded, and
  * neither process buffers what a slow peer has not taken.
+ *
+ * In fleet mode the helper serves fleet_api_listen too, where other
+ * hosts forward the creates that placement sent here (fleet_api.h): a
+ * socket of its own, the same budgets (counted apart), TLS with this
+ * host's fleet certificate requiring a client certificate of the fleet
+ * CA (fleet_tls.c), the same reader. Its HM_CTL_OPEN says fleet and
+ * carries the host ids the peer's certificate names; its requests carry
+ * no Authorization (a peer is its certificate, never a token's bearer)
+ * and are never streamed (the helper answers 404). The parent feeds
+ * one only when a named host holds a live lease (px_fleet_peer_host)
+ * and it is POST /v1/sandboxes, as that host's create
+ * (px_control_adopt_fleet); else it has the helper answer 403 or 404
+ * (HM_CTL_FAIL).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
+#include "fleet.h"
+#include "fleet_tls.h"
 #include "helper.h"
 #include "log.h"
 #include "proc.h"
@@ -88,6 +103,7 @@ struct cconn {
 	int		 blocked;	/* reading paused: the body window is full */
 	int		 eof_pending;	/* the client's EOF, behind what is read */
 	int		 untimed;	/* no read timeout: a stream is under way */
+	int		 fleet;		/* accepted on fleet_api_listen */
 	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
 	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
 	uint32_t	 data_written;	/* of them, written to the client */
@@ -99,6 +115,9 @@ static struct {
 	struct px_chan	*ch;
 	struct evconnlistener *lis;
 	struct px_tls	*tls;
+	struct evconnlistener *fleet_lis;
+	struct ssl_ctx_st *fleet_ctx;	/* the fleet CA's, client certificate
+					 * required (fleet_tls.c) */
 	TAILQ_HEAD(, cconn) conns;
 	int		 nconns;
 	uint64_t	 next_id;
@@ -215,7 +234,7 @@ c_serve(struct cconn *c)
 		    "characters, shorter than 2048, is required");
 		return -1;
 	}
-	if (c->rh.authz_bad) {
+	if (c->rh.authz_bad && !c->fleet) {
 		c_fail(c, 401, "malformed Authorization header");
 		return -1;
 	}
@@ -249,7 +268,10 @@ c_serve(struct cconn *c)
 	m->method = method;
 	m->close = !c->rh.keepalive;	/* (an Upgrade too: never tunneled) */
 	memcpy(m->target, url, ulen);
-	memcpy(m->authz, c->rh.authz, c->rh.authzlen);
+	/* a fleet peer is who its certificate says, never a token's
+	 * bearer: its Authorization goes nowhere */
+	if (!c->fleet)
+		memcpy(m->authz, c->rh.authz, c->rh.authzlen);
 	m->bodylen = (uint32_t)blen;
 	m->stream = c->stream != ST_NONE;
 	m->expect = m->stream && c->rh.expect;
@@ -327,6 +349,11 @@ c_head(void *arg)
 {
 	struct cconn *c = arg;
 
+	/* a fleet peer creates sandboxes, nothing streamed */
+	if (c->fleet) {
+		c_fail(c, 404, "a fleet peer may only POST /v1/sandboxes here");
+		return -1;
+	}
 	if (c_serve(c) < 0)
 		return -1;
 	c->stream = ST_BODY;
@@ -437,6 +464,12 @@ c_event(struct bufferevent *bev, short what, void *arg)
 		memset(&m, 0, sizeof(m));
 		m.id = c->id;
 		snprintf(m.addr, sizeof(m.addr), "%s", c->addr);
+		if (c->fleet) {
+			m.fleet = 1;
+			m.nnames = (uint32_t)px_fleet_tls_peer_names(
+			    bufferevent_openssl_get_ssl(bev), m.names,
+			    HM_CTL_FLEET_NAMES);
+		}
 		if (px_chan_send(C.ch, HM_CTL_OPEN, &m, sizeof(m), NULL, 0) == 0)
 			c->opened = 1;
 		return;
@@ -536,7 +569,7 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	char addr[INET6_ADDRSTRLEN] = "";
 	struct cconn *c, *o;
 	SSL *ssl;
-	int n = 0, rc;
+	int n = 0, nkind = 0, fleet = arg != NULL, rc;
 
 	if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
@@ -544,27 +577,33 @@ c_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	else if (sa->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr,
 		    addr, sizeof(addr));
-	if (C.nconns >= PX_CONTROL_MAX_TCP) {
+	/* each listener has the budgets of its own */
+	TAILQ_FOREACH(o, &C.conns, entry)
+		if (o->fleet == fleet) {
+			nkind++;
+			n += strcmp(o->addr, addr) == 0;
+		}
+	if (nkind >= PX_CONTROL_MAX_TCP) {
 		refused(PX_CONTROL_REFUSED_BUDGET);
 		evutil_closesocket(fd);
 		return;
 	}
-	TAILQ_FOREACH(o, &C.conns, entry)
-		n += strcmp(o->addr, addr) == 0;
 	if (n >= PX_CONTROL_MAX_PER_ADDR) {
 		refused(PX_CONTROL_REFUSED_ADDRESS);
 		evutil_closesocket(fd);
 		return;
 	}
-	if (C.tls == NULL || (c = calloc(1, sizeof(*c))) == NULL) {
+	if ((fleet ? C.fleet_ctx == NULL : C.tls == NULL) ||
+	    (c = calloc(1, sizeof(*c))) == NULL) {
 		evutil_closesocket(fd);
 		return;
 	}
 	c->id = ++C.next_id;
+	c->fleet = fleet;
 	snprintf(c->addr, sizeof(c->addr), "%s", addr);
 	rc = px_reqhead_init(&c->rh, &c_hooks, c, 1);
 	c->deadline = evtimer_new(C.base, c_deadline, c);
-	ssl = SSL_new(px_tls_default_ctx(C.tls));
+	ssl = SSL_new(fleet ? C.fleet_ctx : px_tls_default_ctx(C.tls));
 	c->bev = ssl ? bufferevent_openssl_socket_new(C.base, fd, ssl,
 	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE) : NULL;
 	if (c->bev != NULL)
@@ -636,6 +675,39 @@ c_config(const unsigned char *p, size_t len, int fd)
 	log_debug("serving the control API over TLS");
 }
 
+/* fleet_api_listen: the fleet CA's context (a client certificate of
+ * that CA required at the handshake), this host's fleet certificate */
+static void
+c_fleet_config(const unsigned char *p, size_t len, int fd)
+{
+	struct hm_ctl_fleet_config h;
+	char *ca, *cert, *key, err[256];
+
+	memcpy(&h, p, sizeof(h));
+	if (C.fleet_ctx != NULL || (size_t)h.calen + h.certlen + h.keylen +
+	    sizeof(h) != len)
+		fatalx("bad fleet configuration message");
+	p += sizeof(h);
+	if ((ca = strndup((const char *)p, h.calen)) == NULL ||
+	    (cert = strndup((const char *)p + h.calen, h.certlen)) == NULL ||
+	    (key = strndup((const char *)p + h.calen + h.certlen, h.keylen)) == NULL)
+		fatalx("out of memory");
+	if ((C.fleet_ctx = px_fleet_tls_ctx(ca, cert, key, 1, err,
+	    sizeof(err))) == NULL)
+		fatalx("fleet certificate: %s", err);
+	memset(key, 0, strlen(key));
+	free(key);
+	free(cert);
+	free(ca);
+	evutil_make_socket_nonblocking(fd);
+	C.fleet_lis = evconnlistener_new(C.base, c_accept, (void *)1,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (C.fleet_lis == NULL)
+		fatalx("fleet listener");
+	evconnlistener_set_error_cb(C.fleet_lis, c_accept_error);
+	log_debug("serving creates placed by fleet peers (mutual TLS)");
+}
+
 static void
 c_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
     int *fds, int nfds, void *arg)
@@ -650,6 +722,26 @@ c_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		c_config(p, len, fds[0]);
 		fds[0] = -1;
 		return;
+	case HM_CTL_FLEET_CONFIG:
+		if (len < sizeof(struct hm_ctl_fleet_config) || nfds != 1)
+			break;
+		c_fleet_config(p, len, fds[0]);
+		fds[0] = -1;
+		return;
+	case HM_CTL_FAIL: {
+		struct hm_ctl_fail f;
+
+		if (len != sizeof(f) || nfds != 0)
+			break;
+		memcpy(&f, p, sizeof(f));
+		if (f.status < 400 || f.status > 599 ||
+		    memchr(f.msg, '\0', sizeof(f.msg)) == NULL)
+			break;
+		if ((c = cconn_find(f.id)) == NULL || c->closing)
+			return;		/* gone meanwhile */
+		c_fail(c, f.status, f.msg);
+		return;
+	}
 	case HM_CTL_BODY_ACK: {
 		struct hm_ctl_ack a;
 
@@ -732,16 +824,22 @@ struct pconn {
 	uint32_t	 body_unacked;	/* HM_CTL_BODY bytes not acknowledged */
 	uint32_t	 body_taken;	/* of them, taken by the API server */
 	uint32_t	 data_unacked;	/* HM_CTL_DATA bytes not acknowledged */
+	int		 fleet;		/* a fleet peer's (fleet_api_listen) */
+	char		 peer[33];	/* its host id, "": no live lease */
+	uint32_t	 nnames;
+	char		 names[HM_CTL_FLEET_NAMES][33];	/* its certificate's */
 };
 
 static struct {
 	struct event_base *base;
 	struct px_control *ctl;
 	struct px_proc	*proc;
-	int		 fd;		/* the listening socket */
+	int		 fd;		/* the listening socket, -1: none */
 	char		*cert, *key;	/* PEM */
+	int		 fleet_fd;	/* fleet_api_listen's, -1: none */
+	char		*fleet_ca, *fleet_cert, *fleet_key;	/* PEM */
 	TAILQ_HEAD(, pconn) conns;
-	unsigned	 n;
+	unsigned	 n, nfleet;
 } PC;
 
 static void
@@ -753,9 +851,14 @@ pconn_free(struct pconn *pc, int tell)
 		px_proc_send(PC.proc, HM_CTL_CLOSE, &m, sizeof(m), NULL, 0);
 	}
 	TAILQ_REMOVE(&PC.conns, pc, entry);
-	PC.n--;
-	px_control_feed_gone(PC.ctl, pc->api);
-	bufferevent_free(pc->bev);	/* the API server sees EOF and lets go */
+	if (pc->fleet)
+		PC.nfleet--;
+	else
+		PC.n--;
+	if (pc->api != 0)
+		px_control_feed_gone(PC.ctl, pc->api);
+	if (pc->bev != NULL)	/* the API server sees EOF and lets go */
+		bufferevent_free(pc->bev);
 	free(pc);
 }
 
@@ -864,31 +967,92 @@ printable(const char *s, size_t max, int space_ok)
 	return i < max;
 }
 
+/* a host id as fleet_host says one (conf.c), lower-case */
+static int
+host_id(const char *s, size_t max)
+{
+	size_t i, n;
+
+	if ((n = strnlen(s, max)) == 0 || n > 32 || n == max)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] == '-' && i > 0 && i < n - 1)))
+			return 0;
+	return 1;
+}
+
+/* A fleet peer's request refused here: the helper answers and closes. */
+static void
+pc_fail(struct pconn *pc, int status, const char *msg)
+{
+	struct hm_ctl_fail f;
+
+	memset(&f, 0, sizeof(f));
+	f.id = pc->id;
+	f.status = status;
+	snprintf(f.msg, sizeof(f.msg), "%s", msg);
+	px_proc_send(PC.proc, HM_CTL_FAIL, &f, sizeof(f), NULL, 0);
+}
+
+/* A fleet peer's connection: who it is, from its certificate's names,
+ * if that host holds a live lease; its requests are then fed as that
+ * host's (px_control_adopt_fleet: a create here, as the admin). One
+ * whose certificate names no such host gets no API connection: each
+ * request of it is refused (pc_request). */
+static uint64_t
+pc_adopt(struct pconn *pc, int fd, const char *addr)
+{
+	if (!pc->fleet)
+		return px_control_adopt(PC.ctl, fd, addr, pc_taken, pc->id);
+	if (!px_fleet_peer_host((const char (*)[33])pc->names, pc->nnames,
+	    pc->peer, sizeof(pc->peer))) {
+		pc->peer[0] = '\0';
+		close(fd);
+		return 0;
+	}
+	return px_control_adopt_fleet(PC.ctl, fd, pc->peer, pc_taken, pc->id);
+}
+
 static void
 pc_open(struct px_proc *pr, const struct hm_ctl_open *m)
 {
 	struct in6_addr a6;
 	struct in_addr a4;
 	struct pconn *pc;
+	unsigned *n;
+	uint32_t i;
 	int sp[2];
 
 	if (!printable(m->addr, sizeof(m->addr), 0) ||
 	    (inet_pton(AF_INET, m->addr, &a4) != 1 &&
-	    inet_pton(AF_INET6, m->addr, &a6) != 1) || pconn_find(m->id) != NULL) {
+	    inet_pton(AF_INET6, m->addr, &a6) != 1) || pconn_find(m->id) != NULL ||
+	    (m->fleet != 0 && m->fleet != 1) || (m->fleet && PC.fleet_fd < 0) ||
+	    (!m->fleet && PC.fd < 0) || m->nnames > HM_CTL_FLEET_NAMES ||
+	    (!m->fleet && m->nnames != 0)) {
 		px_proc_bad(pr, "a malformed connection");
 		return;
 	}
-	if (PC.n >= PX_CONTROL_MAX_TCP ||
+	for (i = 0; i < m->nnames; i++)
+		if (!host_id(m->names[i], sizeof(m->names[i]))) {
+			px_proc_bad(pr, "a malformed fleet peer name");
+			return;
+		}
+	n = m->fleet ? &PC.nfleet : &PC.n;
+	if (*n >= PX_CONTROL_MAX_TCP ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 ||
 	    (pc = calloc(1, sizeof(*pc))) == NULL) {
 		struct hm_ctl_id c = { m->id };
 
-		if (PC.n < PX_CONTROL_MAX_TCP)
+		if (*n < PX_CONTROL_MAX_TCP)
 			log_warn("control helper: connection");
 		px_proc_send(pr, HM_CTL_CLOSE, &c, sizeof(c), NULL, 0);
 		return;
 	}
 	pc->id = m->id;
+	pc->fleet = m->fleet;
+	pc->nnames = m->nnames;
+	memcpy(pc->names, m->names, sizeof(pc->names));
 	evutil_make_socket_nonblocking(sp[1]);
 	if ((pc->bev = bufferevent_socket_new(PC.base, sp[1],
 	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
@@ -898,12 +1062,18 @@ pc_open(struct px_proc *pr, const struct hm_ctl_open *m)
 		return;
 	}
 	TAILQ_INSERT_TAIL(&PC.conns, pc, entry);
-	PC.n++;
+	(*n)++;
+	if ((pc->api = pc_adopt(pc, sp[0], m->addr)) == 0 && pc->fleet &&
+	    pc->peer[0] == '\0') {
+		/* no API connection: refusals only, nothing to relay */
+		bufferevent_free(pc->bev);
+		pc->bev = NULL;
+		return;
+	}
 	bufferevent_setcb(pc->bev, pc_read, NULL, pc_event, pc);
 	bufferevent_enable(pc->bev, EV_READ);
 	/* refused (the API's budgets): its end closes, EOF here closes
 	 * the client */
-	pc->api = px_control_adopt(PC.ctl, sp[0], m->addr, pc_taken, pc->id);
 }
 
 /* The request as the helper parsed it, checked, to the API server. */
@@ -940,6 +1110,29 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 	}
 	if (pc == NULL)
 		return;		/* closed here meanwhile */
+	if (pc->fleet) {
+		char now[33];
+
+		/* what a fleet peer may ask: a create here, while its host
+		 * holds its lease (fleet_api.h); no token makes it more */
+		if (m.stream || m.authz[0] != '\0') {
+			px_proc_bad(pr, "a fleet peer's request out of its kind");
+			return;
+		}
+		if (pc->bev == NULL || !px_fleet_peer_host(
+		    (const char (*)[33])pc->names, pc->nnames, now, sizeof(now)) ||
+		    strcmp(now, pc->peer) != 0) {
+			pc_fail(pc, 403, "the fleet peer's certificate names no host "
+			    "of this fleet holding a live lease");
+			return;
+		}
+		if (m.method != HTTP_POST || strcmp(m.target, "/v1/sandboxes") != 0) {
+			pc_fail(pc, 404, "a fleet peer may only POST /v1/sandboxes "
+			    "here");
+			return;
+		}
+		log_info("fleet: host %s placed a create here", pc->peer);
+	}
 	memset(&q, 0, sizeof(q));
 	q.method = m.method;
 	q.target = m.target;
@@ -1024,7 +1217,7 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		struct pconn *pc;
 
 		memcpy(&m, p, sizeof(m));
-		if ((pc = pconn_find(m.id)) == NULL)
+		if ((pc = pconn_find(m.id)) == NULL || pc->bev == NULL)
 			return;
 		if (m.bytes > pc->data_unacked) {
 			px_proc_bad(pr, "an acknowledgement of bytes never sent");
@@ -1037,7 +1230,7 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		struct pconn *pc;
 
 		memcpy(&m, p, sizeof(m));
-		if ((pc = pconn_find(m.id)) == NULL || pc->shut)
+		if ((pc = pconn_find(m.id)) == NULL || pc->shut || pc->api == 0)
 			return;
 		if (pc->in_body) {
 			px_proc_bad(pr, "a half close inside a body");
@@ -1067,16 +1260,47 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		px_proc_bad(pr, "an unexpected message");
 }
 
+/* fleet_api_listen's socket and certificates, to a new helper */
+static void
+pc_start_fleet(struct px_proc *pr)
+{
+	struct hm_ctl_fleet_config h;
+	size_t al = strlen(PC.fleet_ca), cl = strlen(PC.fleet_cert),
+	    kl = strlen(PC.fleet_key), n = sizeof(h) + al + cl + kl;
+	unsigned char *buf;
+
+	if ((buf = malloc(n)) == NULL) {
+		log_warnx("control helper: out of memory");
+		return;
+	}
+	h.calen = (uint32_t)al;
+	h.certlen = (uint32_t)cl;
+	h.keylen = (uint32_t)kl;
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), PC.fleet_ca, al);
+	memcpy(buf + sizeof(h) + al, PC.fleet_cert, cl);
+	memcpy(buf + sizeof(h) + al + cl, PC.fleet_key, kl);
+	px_proc_send(pr, HM_CTL_FLEET_CONFIG, buf, n, &PC.fleet_fd, 1);
+	memset(buf, 0, n);
+	free(buf);
+}
+
 static void
 pc_start(struct px_proc *pr, void *arg)
 {
 	struct hm_ctl_config h;
-	size_t cl = strlen(PC.cert), kl = strlen(PC.key);
+	size_t cl, kl;
 	unsigned char *buf;
 
 	/* a new helper: the old one's clients are gone with it */
 	while (!TAILQ_EMPTY(&PC.conns))
 		pconn_free(TAILQ_FIRST(&PC.conns), 0);
+	if (PC.fleet_fd >= 0)
+		pc_start_fleet(pr);
+	if (PC.fd < 0)
+		return;
+	cl = strlen(PC.cert);
+	kl = strlen(PC.key);
 	if ((buf = malloc(sizeof(h) + cl + kl)) == NULL) {
 		log_warnx("control helper: out of memory");
 		return;
@@ -1096,10 +1320,9 @@ static const struct px_proc_def controld_def = {
 	.on_msg = pc_msg
 };
 
-int
-px_controld_start(struct event_base *base, struct px_control *ctl,
-    const char *addr, const char *cert, const char *key, char *err,
-    size_t errlen)
+/* A listening socket on addr (ADDRESS:PORT); -1 with err. */
+static int
+pc_listen(const char *what, const char *addr, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	int len = (int)sizeof(ss), fd, one = 1;
@@ -1111,25 +1334,42 @@ px_controld_start(struct event_base *base, struct px_control *ctl,
 	    (ss.ss_family == AF_INET ?
 	    ((struct sockaddr_in *)&ss)->sin_port :
 	    ((struct sockaddr_in6 *)&ss)->sin6_port) == 0) {
-		snprintf(err, errlen, "control listen address '%s': use "
+		snprintf(err, errlen, "%s address '%s': use "
 		    "ADDRESS:PORT, as in 127.0.0.1:9443 or [::1]:9443",
-		    addr ? addr : "");
+		    what, addr ? addr : "");
 		return -1;
 	}
 	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(fd, (struct sockaddr *)&ss, (socklen_t)len) != 0 ||
 	    listen(fd, 64) != 0) {
-		snprintf(err, errlen, "control listen %s: %s", addr, strerror(errno));
+		snprintf(err, errlen, "%s %s: %s", what, addr, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
+	return fd;
+}
+
+int
+px_controld_start(struct event_base *base, struct px_control *ctl,
+    const struct px_controld_conf *cf, char *err, size_t errlen)
+{
 	TAILQ_INIT(&PC.conns);
 	PC.base = base;
 	PC.ctl = ctl;
-	PC.fd = fd;
-	if ((PC.cert = strdup(cert)) == NULL || (PC.key = strdup(key)) == NULL ||
+	PC.fd = PC.fleet_fd = -1;
+	if (cf->addr != NULL && ((PC.fd = pc_listen("control_listen", cf->addr,
+	    err, errlen)) < 0))
+		return -1;
+	if (cf->fleet_addr != NULL && ((PC.fleet_fd = pc_listen(
+	    "fleet_api_listen", cf->fleet_addr, err, errlen)) < 0))
+		return -1;
+	if ((cf->addr != NULL && ((PC.cert = strdup(cf->cert_pem)) == NULL ||
+	    (PC.key = strdup(cf->key_pem)) == NULL)) ||
+	    (cf->fleet_addr != NULL && ((PC.fleet_ca = strdup(cf->fleet_ca_pem)) ==
+	    NULL || (PC.fleet_cert = strdup(cf->fleet_cert_pem)) == NULL ||
+	    (PC.fleet_key = strdup(cf->fleet_key_pem)) == NULL)) ||
 	    (PC.proc = px_proc_start(base, &controld_def)) == NULL) {
 		snprintf(err, errlen, "cannot start the control helper");
 		return -1;

@@ -42,6 +42,11 @@ enum {
 	HM_CTL_BODY_ACK,	/* P->C: struct hm_ctl_ack (HM_CTL_BODY bytes) */
 	HM_CTL_DATA_ACK,	/* C->P: struct hm_ctl_ack (HM_CTL_DATA bytes) */
 	HM_CTL_SHUTDOWN,	/* C->P: struct hm_ctl_id: the client half closed */
+	HM_CTL_FLEET_CONFIG,	/* P->C: struct hm_ctl_fleet_config, the fleet
+				 * CA, certificate and key PEM, + the
+				 * fleet_api_listen socket */
+	HM_CTL_FAIL,		/* P->C: struct hm_ctl_fail: answer this error
+				 * and close */
 
 	/* guest agent connections (exec.c, agentd.c) */
 	HM_AGENT_CONN = 60,	/* P->C: struct hm_agent_conn + the socket */
@@ -227,9 +232,29 @@ struct hm_ctl_id {
 	uint64_t	 id;
 };
 
+/* fleet 1: accepted on fleet_api_listen, its client certificate
+ * verified against the fleet CA; names are the DNS names it holds that
+ * could be host ids (fleet_host's syntax, lower-cased), from which the
+ * parent picks the host holding a live lease (px_fleet_peer_host). */
+#define HM_CTL_FLEET_NAMES 8
 struct hm_ctl_open {
 	uint64_t	 id;
 	char		 addr[46];	/* the client's address, numeric */
+	int32_t		 fleet;
+	uint32_t	 nnames;
+	char		 names[HM_CTL_FLEET_NAMES][33];
+};
+
+struct hm_ctl_fleet_config {
+	uint32_t	 calen, certlen, keylen;	/* PEM bytes that follow */
+};
+
+/* what the parent refuses of a fleet peer's request (403, 404): the
+ * helper answers it in the control API's error form and closes */
+struct hm_ctl_fail {
+	uint64_t	 id;
+	int32_t		 status;
+	char		 msg[160];	/* printable ASCII */
 };
 
 /* one request, as the helper parsed and checked it: method (http_parser's

@@ -192,13 +192,18 @@ int px_nflogd_main(int chan_fd);
 int px_controld_main(int chan_fd);
 int px_agentd_main(int chan_fd);
 
-/* The parent's side of the control helper (controld.c): binds addr,
- * starts the helper with the certificate (PEM) and relays its requests
- * to ctl. -1 with err. */
+/* The parent's side of the control helper (controld.c): binds the
+ * control API's TCP listener (addr) and the fleet's (fleet_addr: creates
+ * other hosts placed here), either may be NULL, starts the helper with
+ * their certificates (PEM) and relays its requests to ctl. -1 with err. */
 struct px_control;
+struct px_controld_conf {
+	const char	*addr, *cert_pem, *key_pem;
+	const char	*fleet_addr, *fleet_ca_pem, *fleet_cert_pem,
+			*fleet_key_pem;
+};
 int px_controld_start(struct event_base *, struct px_control *ctl,
-    const char *addr, const char *cert_pem, const char *key_pem, char *err,
-    size_t errlen);
+    const struct px_controld_conf *, char *err, size_t errlen);
 /* Drops the relayed connections (before ctl goes). */
 void px_controld_stop(void);
 

@@ -149,6 +149,13 @@ EXTRA_DIST += tests/integ/sdk-js.sh \
 	netctl/sdk/js/test/reporter.mjs \
 	netctl/sdk/js/test/vm.test.mjs
 
+# Fleet placement: three VM hosts on loopback with one etcd and different
+# room; creates through one host land where the rule says, --host, --zone,
+# 507 for a full zone and a full fleet, the next host after a kill -9
+# (root, etcd, qemu TCG; five boots).
+TESTS += tests/integ/fleet-place.sh
+EXTRA_DIST += tests/integ/fleet-place.sh
+
 # Issue 32: both SDKs' forks and checkpoints on ONE Debian sandbox made
 # from its template's ready snapshot (one ready build, then restores
 # only): the Python suite's tests/test_fork.py and the TypeScript one's

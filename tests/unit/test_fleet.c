@@ -1,13 +1,17 @@
 /*
  * test_fleet.c — fleet mode's pure parts: the fleet_* directives of
  * berth.conf (proxy/conf.c) and other hosts' sandboxes in the workers'
- * route table (proxy/edge/route.c).
+ * route table (proxy/edge/route.c), and the host ids a fleet peer's
+ * certificate names (proxy/fleet/fleet_tls.c).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "tap.h"
 #include "conf.h"
 #include "route.h"
 #include "fleet_view.h"
+#include "fleet_tls.h"
+
+#include <openssl/x509v3.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +135,27 @@ fleet_view_tests(void)
 	    strcmp(json_string_value(json_object_get(e, "zone")), "rack-1") == 0,
 	    "a host's room and zone kept, its checked fields only: %s", e ? "" : why);
 	json_decref(e);
+	/* placement's: the templates it holds (bad names left out) and
+	 * where peers forward creates */
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"api\":\"10.0.0.11:9444\",\"room\":{\"templates\":"
+	    "[\"default\",\"Bad!\",\"debian\",7,\"-x\"]}}", why, sizeof(why));
+	{
+		char *t = e ? json_dumps(json_object_get(json_object_get(e, "room"),
+		    "templates"), JSON_COMPACT) : NULL;
+
+		ok(t != NULL && strcmp(t, "[\"default\",\"debian\"]") == 0 &&
+		    strcmp(json_string_value(json_object_get(e, "api")),
+		    "10.0.0.11:9444") == 0, "a host's templates (valid names "
+		    "only) and api address kept: %s", t ? t : why);
+		free(t);
+	}
+	json_decref(e);
+	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
+	    "\"10.0.0.11:9443\",\"api\":\"nowhere\"}", why, sizeof(why));
+	ok(e != NULL && json_object_get(e, "api") == NULL, "a bad api address is "
+	    "left out, not the host");
+	json_decref(e);
 	e = px_fleet_check_host("a", "{\"id\":\"a\",\"edge\":\"x\",\"fleet\":"
 	    "\"10.0.0.11:9443\"}", why, sizeof(why));
 	ok(e != NULL && json_object_size(json_object_get(e, "room")) == 0 &&
@@ -238,6 +263,57 @@ fleet_view_tests(void)
 	json_decref(claims);
 	json_decref(local);
 	json_decref(lost);
+}
+
+/* A certificate with these subject alternative names (comma-separated,
+ * as openssl's "DNS:a,IP:..." says them) and this subject CN. */
+static X509 *
+cert_with(const char *cn, const char *san)
+{
+	X509 *x = X509_new();
+	X509_EXTENSION *e;
+	X509V3_CTX ctx;
+
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+	    (const unsigned char *)cn, -1, -1, 0);
+	X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+	if (san != NULL) {
+		e = X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_alt_name, san);
+		X509_add_ext(x, e, -1);
+		X509_EXTENSION_free(e);
+	}
+	return x;
+}
+
+/* What the control helper tells the parent a fleet peer's certificate
+ * names (fleet_tls.c): host ids only, lower-cased, bounded. */
+static void
+test_cert_names(void)
+{
+	char names[8][33];
+	X509 *x;
+	size_t n;
+
+	x = cert_with("c", "DNS:a,DNS:B-2,IP:127.0.0.1,DNS:*.x,DNS:a.b,"
+	    "DNS:-a,DNS:a-,DNS:under_score,"
+	    "DNS:abcdefghijabcdefghijabcdefghijabc,"
+	    "DNS:abcdefghijabcdefghijabcdefghijab");
+	n = px_fleet_tls_cert_names(x, names, 8);
+	ok(n == 3 && strcmp(names[0], "a") == 0 && strcmp(names[1], "b-2") == 0 &&
+	    strcmp(names[2], "abcdefghijabcdefghijabcdefghijab") == 0,
+	    "a fleet certificate's names: host ids only (no IP, wildcard, dot, "
+	    "edge '-', '_' or 33 characters), lower-cased");
+	n = px_fleet_tls_cert_names(x, names, 1);
+	ok(n == 1 && strcmp(names[0], "a") == 0, "... at most as many as asked");
+	X509_free(x);
+	x = cert_with("a", NULL);
+	ok(px_fleet_tls_cert_names(x, names, 8) == 0,
+	    "... never the subject's CN (no DNS name: none)");
+	X509_free(x);
+	x = cert_with("a", "DNS:a,DNS:b,DNS:c,DNS:d,DNS:e,DNS:f,DNS:g,DNS:h,DNS:i");
+	ok(px_fleet_tls_cert_names(x, names, 8) == 8 && strcmp(names[7], "h") == 0,
+	    "... the first 8 of more");
+	X509_free(x);
 }
 
 int
@@ -385,5 +461,6 @@ main(void)
 	}
 	fleet_view_tests();
 	unlink(path);
+	test_cert_names();
 	return done_testing();
 }
