@@ -182,6 +182,19 @@ like "... naming it" "$(json_get "$(cat "$T/create.json")" 'j["error"]["message"
 create px --zone nosuch
 is "unknown zone: 404" "$(json_get "$(cat "$T/create.json")" 'j["error"]["code"]')" unknown_zone
 like "... naming it" "$(json_get "$(cat "$T/create.json")" 'j["error"]["message"]')" "zone 'nosuch'"
+# the Python SDK's create takes host and zone (the same API)
+out=$(PYTHONPATH="$top_srcdir/netctl/sdk/python" python3 -c '
+import sys, berth
+c = berth.Client(socket=sys.argv[1])
+for kw in ({"zone": "nosuch"}, {"host": "nosuch"}):
+    try:
+        berth.Sandbox.create(c, id="px", **kw)
+    except berth.APIError as e:
+        print(e.status, e.code)
+' "$T/a/state/control.sock" 2>&1)
+is "the Python SDK: zone= and host= reach the placement (404 unknown_zone, unknown_host)" \
+	"$out" "404 unknown_zone
+404 unknown_host"
 create px --template nosuch
 is "a template no host holds: 507 no_template" \
 	"$(json_get "$(cat "$T/create.json")" 'j["error"]["code"]')" no_template

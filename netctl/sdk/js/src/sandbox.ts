@@ -33,6 +33,10 @@ export interface SandboxInfo {
 	address?: string | null;
 	external?: boolean;
 	template?: string | null;
+	/** Fleet mode, a create's answer: the host it was placed on, and
+	 * what refused first when another host was tried. */
+	host?: string;
+	placement_failed?: string;
 	[field: string]: unknown;
 }
 
@@ -59,6 +63,11 @@ export interface CreateOptions {
 	egressMode?: string;
 	/** An external sandbox at this IP (no microVM). */
 	address?: string;
+	/** Fleet mode: place it on this host (default: the one with the
+	 * most room). */
+	host?: string;
+	/** Fleet mode: place it on a host of this fleet_zone. */
+	zone?: string;
 	/** Do not wait for it to run (default: wait, as netctl does). */
 	noWait?: boolean;
 }
@@ -132,11 +141,44 @@ export class Sandbox {
 		set("publish_exposed", o.publishExposed);
 		set("egress_mode", o.egressMode);
 		set("address", o.address);
+		set("host", o.host);
+		set("zone", o.zone);
 		const doc = await client.call("POST", "/v1/sandboxes", { json: body });
 		const sb = new Sandbox(client, doc);
-		if (o.address === undefined && !o.noWait)
-			await sb.waitFor("running");
+		if (o.address === undefined && !o.noWait) {
+			if (doc.remote === true)
+				await sb.waitPlaced(String(doc.host));
+			else
+				await sb.waitFor("running");
+		}
 		return sb;
+	}
+
+	/** @internal A create placed on another fleet host (doc.host): its
+	 * state from the fleet's view (etcd) until it leaves "creating"; the
+	 * other calls go to that host's own API. */
+	private async waitPlaced(host: string,
+	    timeoutMs = WAIT_MAX_MS): Promise<void> {
+		const end = Date.now() + timeoutMs;
+		for (;;) {
+			const doc = await this.client.call("GET", "/v1/fleet/sandboxes");
+			let st: string | undefined;
+			for (const s of doc.sandboxes ?? [])
+				if (s.id === this.id && s.host === host)
+					st = s.state;
+			if (st !== undefined && st !== "creating") {
+				this.data.state = st;
+				if (st === "running")
+					return;
+				throw new SandboxStateError(this.id, st,
+				    `sandbox ${this.id} is ${st} on host ${host}: ` +
+				    "see its events there");
+			}
+			if (Date.now() > end)
+				throw new SandboxStateError(this.id, st ?? "creating",
+				    `sandbox ${this.id} is still being created on host ${host}`);
+			await sleep(WAIT_STEP_MS);
+		}
 	}
 
 	/** The sandbox id (NotFoundError when there is none). */

@@ -110,11 +110,18 @@ class Sandbox:
                address: Optional[str] = None,
                max_lifetime: Duration = None,
                egress_mode: Optional[str] = None,
+               host: Optional[str] = None, zone: Optional[str] = None,
                wait: Optional[float] = 300.0) -> "Sandbox":
         """Creates a sandbox: a microVM (waits until it runs, as netctl
         does; ``wait`` seconds at most, None: no waiting), or with
         ``address`` an external one. ``id``: its name, else a random
-        ``sb-...``. Durations: "90s", "10m", "never", or seconds."""
+        ``sb-...``. Durations: "90s", "10m", "never", or seconds.
+
+        Fleet mode: berthd places it on the host with the most room, or
+        on ``host`` / in ``zone``; ``.host`` says where it went
+        (``.info_cached()["placement_failed"]``: what refused first).
+        One placed on another host is waited for through the fleet's
+        view; the other calls go to that host's own API."""
         client = client or default_client()
         if id is None:
             id = "sb-" + secrets.token_hex(4)
@@ -124,7 +131,8 @@ class Sandbox:
                      ("idle_pause", _duration(idle_pause)),
                      ("idle_suspend", _duration(idle_suspend)),
                      ("max_lifetime", _duration(max_lifetime)),
-                     ("address", address), ("egress_mode", egress_mode)):
+                     ("address", address), ("egress_mode", egress_mode),
+                     ("host", host), ("zone", zone)):
             if v is not None:
                 body[k] = v
         if env is not None:
@@ -135,7 +143,10 @@ class Sandbox:
         sb = cls(id, client, doc, doc.get("token"))
         if address is None and wait is not None:
             try:
-                sb.wait_running(wait)
+                if doc.get("remote"):
+                    sb._wait_placed(wait)
+                else:
+                    sb.wait_running(wait)
             except SandboxError as e:
                 e.sandbox = sb      # still there: its events say why
                 raise
@@ -180,6 +191,34 @@ class Sandbox:
             if time.monotonic() > end:
                 raise SandboxError("sandbox %s is still being created" %
                                    self.id, st)
+            time.sleep(0.25)
+
+    @property
+    def host(self) -> Optional[str]:
+        """Fleet mode: the host it was placed on, as the create said."""
+        h = self._info.get("host")
+        return h if isinstance(h, str) else None
+
+    def _wait_placed(self, timeout: float) -> None:
+        """A create placed on another fleet host: waits until the
+        fleet's view (etcd) has it out of "creating" there."""
+        end = time.monotonic() + timeout
+        while True:
+            st = None
+            for s in self.client.call("GET", "/v1/fleet/sandboxes").get(
+                    "sandboxes", []):
+                if s.get("id") == self.id and s.get("host") == self.host:
+                    st = s.get("state")
+            if st is not None and st != "creating":
+                self._info["state"] = st
+                if st == "running":
+                    return
+                raise SandboxError("sandbox %s is %s on host %s (see its "
+                                   "events there)" % (self.id, st,
+                                                      self.host), st)
+            if time.monotonic() > end:
+                raise SandboxError("sandbox %s is still being created on "
+                                   "host %s" % (self.id, self.host), st)
             time.sleep(0.25)
 
     def remove(self) -> None:
