@@ -1263,16 +1263,20 @@ room_evict_failed(struct vmm_sandbox *victim, unsigned seq,
 {
 	struct vmm *m = victim->m;
 	struct vmm_sandbox *o;
+	size_t n = strcspn(cap, "(");
 
 	for (o = m->list; o != NULL; o = o->next)
 		if (o != victim && o->room_seq == seq && cap_pending(o))
 			break;
 	if (o == NULL)
 		return;
+
+	while (n > 0 && cap[n - 1] == ' ')
+		n--;
 	snprintf(o->room_err, sizeof(o->room_err), "cannot %s sandbox %s: "
 	    "%.*s, and suspending %s to make room failed: %s",
-	    o->room_what[0] ? o->room_what : "create", o->id,
-	    (int)strcspn(cap, "("), cap, victim->id, reason);
+	    o->room_what[0] ? o->room_what : "create", o->id, (int)n, cap,
+	    victim->id, reason);
 	room_kick(m);
 }
 
