@@ -1142,11 +1142,13 @@ cap_going(const struct vmm_sandbox *o)
 	    o->op == VMM_OP_DELETE)));
 }
 
-/* admitted (a create, start, wake or restore) and no VMM started yet */
+/* admitted (a create, start, wake or restore) and no VMM started yet
+ * (one whose suspend failed will fail: it wants no room) */
 static int
 cap_pending(const struct vmm_sandbox *o)
 {
-	return !o->hidden && !o->deleting && o->busy && o->room_pending;
+	return !o->hidden && !o->deleting && o->busy && o->room_pending &&
+	    o->room_err[0] == '\0';
 }
 
 int
@@ -1270,7 +1272,6 @@ room_evict_failed(struct vmm_sandbox *victim, unsigned seq,
 			break;
 	if (o == NULL)
 		return;
-
 	while (n > 0 && cap[n - 1] == ' ')
 		n--;
 	snprintf(o->room_err, sizeof(o->room_err), "cannot %s sandbox %s: "
@@ -1386,8 +1387,8 @@ room_fire(evutil_socket_t fd, short what, void *arg)
 		if (rc == 1)
 			rc = errf(err, sizeof(err), -ETIMEDOUT, "cannot %s "
 			    "sandbox %s: the caps (vm_max_running %u, "
-			    "vm_max_resident %u) left no room within %d s "
-			    "(the suspends to make it are still under way)",
+			    "vm_max_resident %u) left no room within %d s: "
+			    "the suspends to make it have not ended",
 			    sb->room_what, sb->id, m->cfg.max_running,
 			    m->cfg.max_resident, VMM_ROOM_MS / 1000);
 		else if (rc == 0) {
