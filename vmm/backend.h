@@ -165,6 +165,22 @@ struct vmm_sandbox {
 	uint64_t room_until;		/* ... when none came by then */
 	unsigned room_pass;
 	char room_what[16];		/* "wake", "create" ... */
+	unsigned room_seq;		/* its place in the queue for room:
+					 * the order operations were admitted
+					 * in (vmm.c vmm_cap_room) */
+	int room_pending;		/* admitted, its VMM not started yet
+					 * (a create's mkfs, a wait for room):
+					 * it holds no slot, those after it
+					 * leave it one */
+	int room_passed;		/* ... past its gate in this operation:
+					 * its slot counted (a second gate, a
+					 * start's after its mkfs, lets it by) */
+	unsigned evict_for;		/* a cap suspends it to make room for
+					 * the operation of this room_seq */
+	char room_err[VMM_ERRLEN];	/* that suspend failed: the operation
+					 * waiting for it fails with this */
+	int cap_refused;		/* the operation ending failed at a
+					 * cap (vmm_info.cap_refused) */
 
 	/* manager helpers */
 	pid_t mkfs_pid;
@@ -271,13 +287,15 @@ struct vmm {
 	struct event *room_ev;		/* vmm.c: those waiting for room */
 	int room_waiting;
 	unsigned room_pass;
+	unsigned room_seq;		/* the last room_seq given */
 };
 
 /* ---- capacity (capacity.c) ---- */
 
 /* Which cap a sandbox counts against, by where it is heading: a wake or
- * create in flight counts as running, a suspend, stop or delete in
- * flight no longer counts, hidden ones never. */
+ * create in flight counts as running once its VMM starts (admitted and
+ * still waiting for room or its disk: what it holds now), a suspend,
+ * stop or delete in flight no longer counts, hidden ones never. */
 #define VMM_CAPC_NONE		0
 #define VMM_CAPC_PAUSED		1
 #define VMM_CAPC_RUNNING	2
@@ -290,10 +308,11 @@ void vmm_cap_soon(struct vmm *m);
  * standby_mem_bytes, the most recently active suspended sandboxes
  * first. */
 void vmm_standby_rebalance(struct vmm *m);
-/* vmm.c: make room under the caps before self (NULL: a create of id)
- * runs: what is "create", "start", "wake" or "restore" (for the events
- * and err). 0: room now; 1: once the suspends under way end (the
- * operation waits for them); -EUSERS with err. */
+/* vmm.c: make room under the caps before self (NULL: a create of id,
+ * whose room_seq will be m->room_seq + 1) runs: what is "create",
+ * "start", "wake" or "restore" (for the events and err). 0: room now;
+ * 1: once the suspends under way end (the operation waits for them);
+ * -EUSERS with err. */
 int vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
     const char *what, char *err, size_t errlen);
 /* PSS of a process (smaps_rollup; RSS when unreadable), bytes; 0. */

@@ -66,9 +66,13 @@ vmm_evict_pick(const struct vmm_evict_cand *c, size_t n, int resident)
 	return best;
 }
 
-/* For each cap: over by how many when one more runs, and do the ones
- * going make up for it? Running first: a running sandbox suspended for
- * it leaves the resident count too. */
+/* For each cap: is there room for all admitted (those there, those
+ * pending and this one) once the ones going have gone? If not, one more
+ * must go. Then: is there room now beside those there and those admitted
+ * before this one? (Those after it wait behind it: the room a suspend
+ * makes goes to the oldest waiting, and no two count on one suspend.)
+ * Running first: a running sandbox suspended for it leaves the resident
+ * count too. */
 int
 vmm_cap_decide(const struct vmm_cap_count *n, unsigned max_running,
     unsigned max_resident, int *resident_cap)
@@ -76,16 +80,19 @@ vmm_cap_decide(const struct vmm_cap_count *n, unsigned max_running,
 	int wait = 0;
 
 	*resident_cap = 0;
-	if (max_running != 0 && n->running + 1 > max_running) {
-		if (n->running + 1 - max_running > n->going_running)
+	if (max_running != 0) {
+		if (n->running + n->pending_running + 1 >
+		    max_running + n->going_running)
 			return VMM_CAP_EVICT;
-		wait = 1;
+		wait |= n->running + n->ahead_running + 1 > max_running;
 	}
-	if (max_resident != 0 && n->resident + 1 > max_resident) {
-		*resident_cap = 1;
-		if (n->resident + 1 - max_resident > n->going_resident)
+	if (max_resident != 0) {
+		if (n->resident + n->pending_resident + 1 >
+		    max_resident + n->going_resident) {
+			*resident_cap = 1;
 			return VMM_CAP_EVICT;
-		wait = 1;
+		}
+		wait |= n->resident + n->ahead_resident + 1 > max_resident;
 	}
 	return wait ? VMM_CAP_WAIT : VMM_CAP_ROOM;
 }
@@ -412,6 +419,10 @@ vmm_cap_class(const struct vmm_sandbox *sb)
 {
 	if (sb->hidden || sb->deleting)
 		return VMM_CAPC_NONE;
+	if (sb->busy && sb->room_pending)
+		/* admitted, no VMM started for it yet: what it holds (a
+		 * paused one waking holds its paused VMM) */
+		return sb->pid > 0 ? VMM_CAPC_PAUSED : VMM_CAPC_NONE;
 	if (sb->busy) {
 		switch (sb->op) {
 		case VMM_OP_CREATE:

@@ -788,6 +788,7 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->from_snapshot = sb->from_snapshot;
 	out->ram_shared = sb->ram_shared;
 	out->balloon = sb->tpl.balloon;
+	out->cap_refused = sb->cap_refused;
 }
 
 void
@@ -1116,16 +1117,20 @@ run_waiters(struct vmm_sandbox *sb, struct vmm_waiter *w, enum vmm_op op,
 static void sb_destroy(struct vmm_sandbox *sb);
 
 /*
- * The caps (cfg.max_running, max_resident): an operation that would take
- * self (NULL: a sandbox being created) past one first suspends the least
- * recently active idle sandboxes counted against it, then waits for
- * those suspends to end (room_gate): a VMM suspending still holds its
- * memory, so it counts until it is gone, and the host never holds more
- * VMMs than the cap. Ones already going (an idle suspend, a stop) count
- * as room coming; so do they for each waiter in turn, which counts the
- * others waiting as running. 1: room comes (wait), 0: room now, -EUSERS
- * with err naming the cap when every candidate is busy or held (a
- * command runs in it).
+ * The caps (cfg.max_running, max_resident): the VMMs there (running,
+ * paused, and those still being suspended, stopped or deleted: a VMM
+ * suspending holds its memory until it is gone) never pass a cap.
+ * An operation that would take self (NULL: a sandbox being created)
+ * past one is admitted and first suspends the least recently active idle
+ * sandboxes counted against it (tagged evict_for with its room_seq),
+ * then waits (room_gate) until their suspends have ended. Admitted
+ * operations without a VMM yet are pending: each counts in the balance
+ * (room for all once those going have gone, or one more must go), and
+ * room now goes to them in the order they were admitted, so no two
+ * count on one suspend and a late one (a victim woken meanwhile among
+ * them) queues behind. 1: room comes (wait), 0: room now, -EUSERS with
+ * err naming the cap when every candidate is busy or held (a command
+ * runs in it).
  */
 #define CAP_TRIES 8
 
@@ -1137,6 +1142,15 @@ cap_going(const struct vmm_sandbox *o)
 	    o->op == VMM_OP_DELETE)));
 }
 
+/* admitted (a create, start, wake or restore) and no VMM started yet
+ * (one whose suspend failed will fail: it wants no room) */
+static int
+cap_pending(const struct vmm_sandbox *o)
+{
+	return !o->hidden && !o->deleting && o->busy && o->room_pending &&
+	    o->room_err[0] == '\0';
+}
+
 int
 vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
     const char *what, char *err, size_t errlen)
@@ -1146,6 +1160,7 @@ vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
 	struct vmm_cap_count cnt;
 	size_t n, i;
 	int nfailed = 0, pick, resident_cap, k, rc = 0;
+	unsigned seq = self != NULL ? self->room_seq : m->room_seq + 1;
 	char e[VMM_ERRLEN];
 
 	if ((m->cfg.max_running == 0 && m->cfg.max_resident == 0) ||
@@ -1171,6 +1186,18 @@ vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
 				cls = run ? VMM_CAPC_RUNNING : VMM_CAPC_PAUSED;
 				cnt.going_running += run;
 				cnt.going_resident++;
+			} else if (o != self && cap_pending(o)) {
+				/* it will run; a paused one waking is resident
+				 * already (cls) */
+				int ahead = self == NULL ||
+				    o->room_seq < self->room_seq;
+
+				cnt.pending_running++;
+				cnt.ahead_running += ahead;
+				if (cls == VMM_CAPC_NONE) {
+					cnt.pending_resident++;
+					cnt.ahead_resident += ahead;
+				}
 			}
 			cnt.running += cls == VMM_CAPC_RUNNING;
 			cnt.resident += cls != VMM_CAPC_NONE;
@@ -1217,12 +1244,41 @@ vmm_cap_room(struct vmm *m, struct vmm_sandbox *self, const char *id,
 		    sizeof(e)) < 0) {
 			o->op_why[0] = '\0';
 			failed[nfailed++] = o;
-		}
+		} else
+			o->evict_for = seq;
 	}
 out:
 	free(c);
 	free(who);
 	return rc;
+}
+
+/* A suspend a cap asked for (victim, for the operation of room_seq seq;
+ * cap: "vm_max_resident 2 reached (a wake of s7)") failed and its VMM is
+ * still there: that operation fails, at the cap, rather than count on
+ * room that does not come (or take another's). */
+static void room_kick(struct vmm *);
+
+static void
+room_evict_failed(struct vmm_sandbox *victim, unsigned seq,
+    const char *cap, const char *reason)
+{
+	struct vmm *m = victim->m;
+	struct vmm_sandbox *o;
+	size_t n = strcspn(cap, "(");
+
+	for (o = m->list; o != NULL; o = o->next)
+		if (o != victim && o->room_seq == seq && cap_pending(o))
+			break;
+	if (o == NULL)
+		return;
+	while (n > 0 && cap[n - 1] == ' ')
+		n--;
+	snprintf(o->room_err, sizeof(o->room_err), "cannot %s sandbox %s: "
+	    "%.*s, and suspending %s to make room failed: %s",
+	    o->room_what[0] ? o->room_what : "create", o->id, (int)n, cap,
+	    victim->id, reason);
+	room_kick(m);
 }
 
 /*
@@ -1244,17 +1300,39 @@ room_gate(struct vmm_sandbox *sb, const char *what, vmm_room_go go,
 	struct vmm *m = sb->m;
 	int rc;
 
-	if ((rc = vmm_cap_room(m, sb, sb->id, what, err, errlen)) < 0)
-		return rc;
-	if (rc == 0)
+	/* past a gate already in this operation (a start's disk made, a
+	 * ready snapshot's restore fallen back to a boot): its slot is
+	 * counted, it keeps it */
+	if (sb->room_passed)
 		return go(sb, err, errlen);
+	if (!sb->room_pending) {
+		sb->room_seq = ++m->room_seq;
+		sb->room_pending = 1;
+	}
+	snprintf(sb->room_what, sizeof(sb->room_what), "%s", what);
+	if (sb->room_err[0] != '\0') {
+		rc = errf(err, errlen, -EUSERS, "%s", sb->room_err);
+		sb->room_err[0] = '\0';
+		sb->room_pending = 0;
+		sb->cap_refused = 1;
+		return rc;
+	}
+	if ((rc = vmm_cap_room(m, sb, sb->id, what, err, errlen)) < 0) {
+		sb->room_pending = 0;
+		sb->cap_refused = rc == -EUSERS;
+		return rc;
+	}
+	if (rc == 0) {
+		sb->room_pending = 0;
+		sb->room_passed = 1;
+		return go(sb, err, errlen);
+	}
 	if (m->room_ev == NULL &&
 	    (m->room_ev = evtimer_new(m->base, room_fire, m)) == NULL)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	sb->room_go = go;
 	sb->room_fail = fail;
 	sb->room_until = vmm_now_ms() + VMM_ROOM_MS;
-	snprintf(sb->room_what, sizeof(sb->room_what), "%s", what);
 	m->room_waiting = 1;
 	vmm_timer_ms(m->room_ev, VMM_ROOM_POLL_MS);
 	return 0;
@@ -1271,8 +1349,10 @@ room_kick(struct vmm *m)
 static void op_finish(struct vmm_sandbox *, int, enum vmm_state,
     const char *);
 
-/* Each one waiting, the longest first, once: go on, wait on, or fail.
- * (Looked up afresh each time: an operation's end may end others.) */
+/* Each one waiting, in the order admitted, once: go on, wait on, or
+ * fail (at a cap: no room in time, or the suspend that was to make it
+ * failed). (Looked up afresh each time: an operation's end may end
+ * others.) */
 static void
 room_fire(evutil_socket_t fd, short what, void *arg)
 {
@@ -1288,26 +1368,36 @@ room_fire(evutil_socket_t fd, short what, void *arg)
 	for (;;) {
 		for (sb = NULL, o = m->list; o != NULL; o = o->next)
 			if (o->room_go != NULL && o->room_pass != m->room_pass &&
-			    (sb == NULL || o->op_t0 < sb->op_t0))
+			    (sb == NULL || o->room_seq < sb->room_seq))
 				sb = o;
 		if (sb == NULL)
 			break;
 		sb->room_pass = m->room_pass;
-		rc = vmm_cap_room(m, sb, sb->id, sb->room_what, err,
-		    sizeof(err));
+		if (sb->room_err[0] != '\0') {
+			rc = errf(err, sizeof(err), -EUSERS, "%s", sb->room_err);
+			sb->room_err[0] = '\0';
+		} else
+			rc = vmm_cap_room(m, sb, sb->id, sb->room_what, err,
+			    sizeof(err));
 		if (rc == 1 && vmm_now_ms() < sb->room_until)
 			continue;
 		go = sb->room_go;
 		sb->room_go = NULL;
+		sb->room_pending = 0;
 		if (rc == 1)
 			rc = errf(err, sizeof(err), -ETIMEDOUT, "cannot %s "
 			    "sandbox %s: the caps (vm_max_running %u, "
-			    "vm_max_resident %u) left no room within %d s",
+			    "vm_max_resident %u) left no room within %d s: "
+			    "the suspends to make it have not ended",
 			    sb->room_what, sb->id, m->cfg.max_running,
 			    m->cfg.max_resident, VMM_ROOM_MS / 1000);
-		else if (rc == 0)
+		else if (rc == 0) {
+			sb->room_passed = 1;
 			rc = go(sb, err, sizeof(err));
+		}
 		if (rc < 0) {
+			/* a cap's refusal (not the go's): say so */
+			sb->cap_refused = !sb->room_passed;
 			if (sb->op == VMM_OP_RESTORE) {
 				sb->fork_pending = 0;
 				sb->restoring[0] = '\0';
@@ -1335,9 +1425,12 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	struct vmm_waiter *w = sb->waiters;
 	enum vmm_op op = sb->op;
 	uint64_t dur = vmm_now_ms() - sb->op_t0;
-	char why[VMM_ERRLEN];
+	unsigned evict_for = sb->evict_for;
+	char why[VMM_ERRLEN], cap[sizeof(sb->op_why)];
 
 	snprintf(why, sizeof(why), "%s", reason != NULL ? reason : "");
+	snprintf(cap, sizeof(cap), "%s", sb->op_why);
+	sb->evict_for = 0;
 	if (sb->op_why[0] != '\0') {
 		/* the manager began it (a cap made room): the event says why */
 		char r[VMM_ERRLEN];
@@ -1356,6 +1449,8 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	sb->waiters = NULL;
 	sb->busy = 0;
 	sb->room_go = NULL;
+	sb->room_pending = sb->room_passed = 0;
+	sb->room_err[0] = '\0';
 	room_kick(sb->m);
 	/* an operation ended: the standby budget looks at it afresh */
 	sb->standby_mine = sb->standby_lost = 0;
@@ -1380,11 +1475,17 @@ op_finish(struct vmm_sandbox *sb, int ok, enum vmm_state st,
 	    (sb->op_from == VMM_SUSPENDED ||
 	    (sb->op_from == VMM_FAILED && sb->restore_failed));
 	set_state(sb, st);
+	/* a cap's suspend that failed with the VMM still there made no
+	 * room: the operation it was for fails rather than wait on it */
+	if (evict_for != 0 && !ok && op == VMM_OP_SUSPEND && sb->pid > 0)
+		room_evict_failed(sb, evict_for, cap, reason != NULL ?
+		    reason : "");
 	vmm_standby_rebalance(sb->m);
 	meta_write(sb);
 	emit(sb, op, ok, why, dur, sb->cause);
 	idle_arm(sb);
 	run_waiters(sb, w, op, ok, why, dur);
+	sb->cap_refused = 0;
 	if (op == VMM_OP_MERGE && ok)
 		vmm_layers_gc(sb->m);	/* what it no longer stands on */
 	else if (ok)
@@ -1889,6 +1990,8 @@ op_refused(struct vmm_sandbox *sb, enum vmm_state st, int rc)
 
 	sb->waiters = NULL;
 	sb->busy = 0;
+	sb->room_pending = sb->room_passed = sb->cap_refused = 0;
+	sb->room_err[0] = '\0';
 	if (sb->state != st)
 		set_state(sb, st);
 	while (w != NULL) {
@@ -2256,6 +2359,8 @@ vmm_sandbox_delete(struct vmm_sandbox *sb, vmm_done_cb cb, void *arg,
 		sb->waiters = NULL;
 		sb->op_why[0] = '\0';
 		sb->room_go = NULL;
+		sb->room_pending = sb->room_passed = 0;
+		sb->evict_for = 0;
 		emit(sb, op, 0, "deleted", dur, sb->cause);
 		run_waiters(sb, w, op, 0, "deleted", dur);
 	}
@@ -2425,6 +2530,8 @@ ready_claim(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	sb->cause = "api";
 	sb->op_from = VMM_CREATING;
 	sb->op_t0 = vmm_now_ms();
+	sb->room_seq = m->room_seq;
+	sb->room_pending = 1;
 	if (add_waiter(sb, cb, arg) < 0 ||
 	    room_gate(sb, "create", claim_boot, VMM_FAILED, err,
 	    sizeof(err)) < 0) {
@@ -2509,6 +2616,8 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	if (hidden_key == NULL && (rc = vmm_cap_room(m, NULL, spec->id,
 	    "create", err, errlen)) < 0)
 		return rc;
+	if (hidden_key == NULL)
+		m->room_seq++;	/* admitted: its place among those waiting */
 	if (hidden_key == NULL && fork_src == NULL && (rc = ready_claim(m, spec,
 	    mem, vcpus, cb, arg, out)) == 0)
 		return 0;
@@ -2631,6 +2740,13 @@ sb_create(struct vmm *m, const struct vmm_sandbox_spec *spec,
 	sb->cause = "api";
 	sb->op_from = VMM_CREATING;
 	sb->op_t0 = vmm_now_ms();
+	if (!sb->hidden) {
+		/* admitted under the caps: no slot until its gate (its
+		 * disk made), its place kept meanwhile */
+		sb->room_seq = m->room_seq;
+		sb->room_pending = 1;
+		snprintf(sb->room_what, sizeof(sb->room_what), "create");
+	}
 	/* Tap and disk are set up here, so a create that cannot even start
 	 * leaves nothing behind and says why at once. mkfs and the boot
 	 * run on: their outcome comes through cb. */

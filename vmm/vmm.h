@@ -353,6 +353,11 @@ struct vmm_info {
 					 * pages (copy-on-write) */
 	int balloon;			/* its VM has a virtio-balloon with
 					 * free page reporting */
+	int cap_refused;		/* in an operation's callback: it
+					 * failed at a cap (vm_max_running,
+					 * vm_max_resident): no room came in
+					 * time or the suspend that was to
+					 * make it failed */
 };
 
 void vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out);
@@ -620,14 +625,21 @@ struct vmm_evict_cand {
 int vmm_evict_pick(const struct vmm_evict_cand *c, size_t n, int resident);
 
 /* The others (not the one that wants to run) by cap: running and
- * resident (running or paused) now, and of them going_*: a suspend,
- * stop or delete in flight, its VMM still holding its memory. */
+ * resident (running or paused) now, their VMMs there, and of them
+ * going_*: a suspend, stop or delete in flight, its VMM still holding
+ * its memory; pending_*: operations admitted that have no VMM yet (a
+ * create's mkfs, a wake waiting for room), of them ahead_* admitted
+ * before this one (the room that comes is theirs first). */
 struct vmm_cap_count {
 	unsigned running, resident;
 	unsigned going_running, going_resident;
+	unsigned pending_running, pending_resident;
+	unsigned ahead_running, ahead_resident;
 };
-#define VMM_CAP_ROOM	0		/* one more fits now */
-#define VMM_CAP_WAIT	1		/* ... once those going have gone */
+#define VMM_CAP_ROOM	0		/* one more fits now (beside those
+					 * there and those ahead) */
+#define VMM_CAP_WAIT	1		/* ... once those going have gone:
+					 * they make room for all pending */
 #define VMM_CAP_EVICT	2		/* one more must go (*resident_cap:
 					 * 1 for vm_max_resident, 0 for
 					 * vm_max_running) */

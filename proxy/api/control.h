@@ -351,7 +351,9 @@ struct px_control_hooks {
 	 * restarting a VM-backed sandbox (op "pause", "suspend", "resume",
 	 * "start", "stop", "restart"). Returns 0 when started: then
 	 * done(done_arg, ok, reason) is called exactly once, later, from the
-	 * event loop, and the API answers the request then. -1 with err
+	 * event loop (ok 1, 0, or -1 when a cap refused it after it waited
+	 * for room: 503 "capacity"), and the API answers the request then.
+	 * -1 with err
 	 * filled when it cannot start, -3 when a cap (vm_max_running,
 	 * vm_max_resident) refused it (503 "capacity"). The caller records
 	 * the event.

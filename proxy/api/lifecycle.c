@@ -64,8 +64,8 @@ api_lifecycle_done(void *arg, int ok, const char *reason)
 	struct req r;
 	char err[256];
 
-	api_record_event(ctl, p->id, p->op, ok ? "ok" : "failed", ok ? "" : reason,
-	    api_now_ms() - p->t0);
+	api_record_event(ctl, p->id, p->op, ok > 0 ? "ok" : "failed", ok > 0 ?
+	    "" : reason, api_now_ms() - p->t0);
 	api_routes_changed(ctl);
 	/* the client may have gone meanwhile */
 	TAILQ_FOREACH(c, &ctl->conns, entry)
@@ -78,7 +78,10 @@ api_lifecycle_done(void *arg, int ok, const char *reason)
 	memset(&r, 0, sizeof(r));
 	r.c = c;
 	r.method = p->method;
-	if (!ok)
+	if (ok < 0)	/* a cap: no room came while it waited */
+		api_reply_capacity(&r, "%s of sandbox '%s' refused: %s", p->op,
+		    p->id, reason ? reason : "unknown error");
+	else if (!ok)
 		api_reply_error(&r, 503, NULL, NULL, "%s of sandbox '%s' failed: %s",
 		    p->op, p->id, reason ? reason : "unknown error");
 	else if (strcmp(p->op, "checkpoint") == 0)

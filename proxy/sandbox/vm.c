@@ -633,7 +633,7 @@ static void
 wake_finished(const char *id, int ok, const char *reason)
 {
 	if (waking_take(id))
-		tell_woken(id, ok, ok ? NULL : reason);
+		tell_woken(id, ok, ok > 0 ? NULL : reason);
 }
 
 static void
@@ -2360,8 +2360,11 @@ op_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
     uint64_t dur, void *arg)
 {
 	struct opctx *o = arg;
+	struct vmm_info info;
 
-	o->done(o->done_arg, ok, reason);
+	/* -1: a cap refused it while it waited for room (503 "capacity") */
+	vmm_sandbox_info(sb, &info);
+	o->done(o->done_arg, ok ? 1 : info.cap_refused ? -1 : 0, reason);
 	free(o);
 }
 
@@ -2539,11 +2542,13 @@ wake_done(struct vmm_sandbox *sb, enum vmm_op op, int ok, const char *reason,
     uint64_t dur, void *arg)
 {
 	struct opctx *o = arg;
-
+	struct vmm_info info;
 	int64_t ms = ms_since(&o->t0);
 
-	/* on a success on_state told the workers already */
-	wake_finished(o->id, ok, reason);
+	/* on a success on_state told the workers already; a cap's refusal
+	 * while it waited for room is told as one (503 "capacity") */
+	vmm_sandbox_info(sb, &info);
+	wake_finished(o->id, ok ? 1 : info.cap_refused ? -1 : 0, reason);
 	if (o->joined) {
 		free(o);
 		return;

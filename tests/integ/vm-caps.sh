@@ -1,6 +1,6 @@
 #!/bin/sh
 # vm-caps.sh — the caps and the standby budget with real microVMs (qemu
-# TCG, the minimal template; three boots, one after the other):
+# TCG, the minimal template; four boots, one after the other):
 #  - vm_max_resident 2: a third create suspends the least recently active
 #    of the two running, with a suspend event naming vm_max_resident,
 #    and waits for that suspend to end (never three VMMs at once)
@@ -14,6 +14,9 @@
 #  - vm_standby_memory: with room for one standby (set by a SIGHUP from
 #    the measured cost), the most recently active suspended sandbox holds
 #    it, and it moves when another one becomes the most recent
+#  - a burst (four boots in all): with one running and three suspended,
+#    three wakes at once each wake or are refused 503 "capacity"; the
+#    VMMs, counted every few ms meanwhile, never pass vm_max_resident 2
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -215,9 +218,90 @@ else
 	check "berth_host_standby counts it" wait_for 60 metric_is 'berth_host_standby{kind="count"}' 1
 fi
 
-for s in capa capb capc; do
+# ---- a burst: three wakes at once, never more than two VMMs ----
+# No standbys (their qemus would be counted): every qemu of this test is
+# a sandbox's VMM (running, paused, being suspended or restored). A
+# fourth sandbox, then one running and three suspended; the VMMs are
+# counted every few ms while the three wakes run.
+sed -i "s/^vm_standby .*/vm_standby 0/" "$CONF"
+kill -HUP "$BERTHD_PID"
+vmms() { pgrep -f "name berth-cap[abcd] " | wc -l; }
+running_n() {
+	_n=0
+	for _s in capa capb capc capd; do
+		state_is $_s running && _n=$((_n + 1))
+	done
+	echo $_n
+}
+vmms_are_running() { [ "$(vmms)" -eq "$(running_n)" ]; }
+check "vm_standby 0 (a SIGHUP): the standbys go" wait_for 30 vmms_are_running
+mk capd
+for s in capa capb capc capd; do
+	[ "$(state $s)" = running ] || continue
+	[ "$(running_n)" -gt 1 ] || break
+	check "suspend $s (one running left)" netctl sandbox suspend "$s"
+done
+is "one running, three suspended" "$(running_n):$(vmms)" "1:1"
+sleeping="" R=""
+for s in capa capb capc capd; do
+	if state_is $s suspended; then sleeping="$sleeping $s"; else R=$s; fi
+done
+# (read from /proc, every 5 ms or so: a pgrep loop sees a few samples)
+touch "$T/sampling"
+python3 -I -c '
+import os, re, sys, time
+pat = re.compile(rb"-name\0berth-cap[abcd]\0")
+with open(sys.argv[2], "w") as out:
+    while os.path.exists(sys.argv[1]):
+        n = 0
+        for p in os.listdir("/proc"):
+            if p.isdigit():
+                try:
+                    with open("/proc/" + p + "/cmdline", "rb") as f:
+                        n += bool(pat.search(f.read()))
+                except OSError:
+                    pass
+        out.write("%d\n" % n)
+        time.sleep(0.002)
+' "$T/sampling" "$T/vmms" &
+SAMPLER=$!
+for s in $sleeping; do
+	"$NETCTL" -s "$STATE" --json sandbox resume "$s" >"$T/burst-$s.json" \
+		2>"$T/burst-$s.err" &
+	eval "BURST_$s=\$!"
+done
+for s in $sleeping; do
+	eval "wait \$BURST_$s"
+	echo $? >"$T/burst-$s.rc"
+done
+rm -f "$T/sampling"
+wait "$SAMPLER"
+n_ok=0 n_cap=0
+for s in $sleeping; do
+	if [ "$(cat "$T/burst-$s.rc")" = 0 ]; then
+		n_ok=$((n_ok + 1))
+	elif [ "$(json_get "$(cat "$T/burst-$s.json")" 'j["error"]["code"]')" = capacity ]; then
+		n_cap=$((n_cap + 1))
+	else
+		diag "resume $s: $(cat "$T/burst-$s.json" "$T/burst-$s.err")"
+	fi
+done
+is "three wakes at once: each woke or was refused 503 capacity" \
+	"$((n_ok + n_cap))" 3
+ok_two() { [ "$n_ok" -ge 2 ]; }
+check "... at least two woke ($n_ok woke, $n_cap refused)" ok_two
+max=$(sort -n "$T/vmms" | tail -n 1)
+diag "VMMs counted $(wc -l <"$T/vmms") times during the burst, at most $max"
+le_two() { [ "$(wc -l <"$T/vmms")" -gt 0 ] && [ "$max" -le 2 ]; }
+check "... never more than vm_max_resident 2 VMMs meanwhile (at most $max)" le_two
+is "... two run after it" "$(running_n):$(vmms)" "2:2"
+like "... $R, running before, was suspended for one of them" \
+	"$(last_ev "$R" suspend)" \
+	'ok: suspended: vm_max_resident 2 reached \(a wake of cap[a-d]\)'
+
+for s in capa capb capc capd; do
 	check "rm $s" netctl sandbox rm "$s"
 done
 check "no qemu of this test is left" wait_for 30 sh -c \
-	'! pgrep -f "name berth-cap[abc] " >/dev/null'
+	'! pgrep -f "name berth-cap[abcd] " >/dev/null'
 done_testing

@@ -5,7 +5,8 @@
  * the standby VMMs within a count and a memory budget (the most recently
  * active first; an unknown cost learnt one at a time), which cap a
  * sandbox counts against while an operation is under way, whether one
- * more waits for the suspends under way or makes another go, and how many
+ * more waits for the suspends under way or makes another go (those
+ * admitted and waiting counted, room going to them in order), and how many
  * more sandboxes the host can take (memory, CPU, disk, caps, addresses).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -165,6 +166,18 @@ test_class(void)
 	sb->busy = 1;
 	sb->op = VMM_OP_CREATE;
 	is_int(vmm_cap_class(sb), VMM_CAPC_RUNNING, "a create: running");
+	sb->room_pending = 1;
+	is_int(vmm_cap_class(sb), VMM_CAPC_NONE, "a create admitted, its VMM "
+	    "not started (its disk, or waiting for room): holds no slot (it "
+	    "counts as pending)");
+	sb->state = VMM_PAUSED;
+	sb->op = VMM_OP_RESUME;
+	sb->pid = 123;
+	is_int(vmm_cap_class(sb), VMM_CAPC_PAUSED, "a paused one's wake "
+	    "waiting for room: resident, its VMM paused");
+	sb->room_pending = 0;
+	is_int(vmm_cap_class(sb), VMM_CAPC_RUNNING, "... past its gate: "
+	    "running");
 	sb->hidden = 1;
 	is_int(vmm_cap_class(sb), VMM_CAPC_NONE, "hidden (a pool member, a "
 	    "build): never counted");
@@ -262,12 +275,48 @@ test_decide(void)
 	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_WAIT,
 	    "10 of 10, one of them suspending: wait for it (it still holds "
 	    "its memory)");
-	n.running = n.resident = 11;	/* another waits and counts */
+	n.pending_running = n.pending_resident = 1;	/* another waits */
 	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_EVICT,
-	    "... a second one waiting: another must go");
+	    "... a second one waiting (admitted, no VMM yet): another must go");
 	n.going_running = n.going_resident = 2;
 	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_WAIT,
 	    "... two going for two: both wait");
+	/* one of the two suspends ended: its room goes to the first
+	 * admitted, the other waits for its own */
+	n.running = n.resident = 9;
+	n.going_running = n.going_resident = 1;
+	n.ahead_running = n.ahead_resident = 0;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_ROOM,
+	    "one suspend ended: the first admitted runs (the other one "
+	    "waiting is after it)");
+	n.ahead_running = n.ahead_resident = 1;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_WAIT,
+	    "... the second waits: the room is the first's");
+	n.running = n.resident = 10;	/* the first runs now */
+	n.pending_running = n.pending_resident = 0;
+	n.ahead_running = n.ahead_resident = 0;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_WAIT,
+	    "... and waits on for its own suspend");
+	/* the reservation: pending ones count though they hold nothing */
+	memset(&n, 0, sizeof(n));
+	n.running = n.resident = 8;
+	n.pending_running = n.pending_resident = 2;
+	n.ahead_running = n.ahead_resident = 2;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_EVICT,
+	    "8 VMMs and 2 admitted creates (no VMM yet) of 10: a third must "
+	    "make room");
+	n.pending_running = n.pending_resident = 1;
+	n.ahead_running = n.ahead_resident = 1;
+	is_int(vmm_cap_decide(&n, 0, 10, &rcap), VMM_CAP_ROOM,
+	    "8 and 1 admitted: room for one more");
+	/* a paused one waking is resident already: only running waits */
+	memset(&n, 0, sizeof(n));
+	n.running = 3;
+	n.resident = 5;
+	n.pending_running = 1;
+	is_int(vmm_cap_decide(&n, 4, 6, &rcap), VMM_CAP_EVICT,
+	    "vm_max_running 4: 3 running and a paused one waking: one goes");
+	is_int(rcap, 0, "... for vm_max_running");
 	memset(&n, 0, sizeof(n));
 	n.running = 4;
 	n.resident = 6;

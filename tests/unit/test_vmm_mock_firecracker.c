@@ -15,8 +15,13 @@
  * cannot be written, a corrupt snapshot, a killed process and delete;
  * then, for a template with a guest agent, the pause and suspend that
  * wait for the guest's reclaim (vmm_config's sleep_prepare) and are
- * given up when activity or a wake comes meanwhile; and a create past
- * vm_max_resident, which waits for the suspend it starts.
+ * given up when activity or a wake comes meanwhile; a create past
+ * vm_max_resident, which waits for the suspend it starts; and, under
+ * vm_max_resident 2 with suspends held, two creates at once (a victim
+ * each, both counted from admission, each run when its own victim's
+ * suspend ends), a wake whose victim's suspend fails (it fails at the
+ * cap), and a victim woken the moment its suspend ends (it queues behind
+ * the wake it made room for): never more than two VMMs.
  * No root (taps are "external"), no VM.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -30,6 +35,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -370,6 +376,46 @@ static int done_ok, done_n;
 static char done_reason[VMM_ERRLEN];
 static char last_event[VMM_ERRLEN];
 static char events[2048];	/* "op/cause/state " of every event */
+static char reasons[4096];	/* "id: reason\n" of every suspend event */
+static int done_cap;		/* the last callback's vmm_info.cap_refused */
+
+/* The caps' tests: the sandboxes watched, and the most of them that had
+ * a VMM at once, seen at every event and state change. */
+static struct vmm_sandbox *watched[8];
+static int nwatched, vmms_max;
+
+static int
+vmms_now(void)
+{
+	struct vmm_info i;
+	int k, n = 0;
+
+	for (k = 0; k < nwatched; k++) {
+		vmm_sandbox_info(watched[k], &i);
+		n += i.pid > 0;
+	}
+	return n;
+}
+
+static void
+vmms_seen(void)
+{
+	int n = vmms_now();
+
+	if (n > vmms_max)
+		vmms_max = n;
+}
+
+static void
+on_state(struct vmm_sandbox *sb, enum vmm_state old, enum vmm_state now,
+    void *arg)
+{
+	(void)sb;
+	(void)old;
+	(void)now;
+	(void)arg;
+	vmms_seen();
+}
 
 static void
 on_done(struct vmm_sandbox *sb, enum vmm_op op, int ok_, const char *reason,
@@ -377,8 +423,12 @@ on_done(struct vmm_sandbox *sb, enum vmm_op op, int ok_, const char *reason,
 {
 	(void)sb;
 	(void)op;
+	struct vmm_info i;
+
 	(void)ms;
 	(void)arg;
+	vmm_sandbox_info(sb, &i);
+	done_cap = i.cap_refused;
 	done_ok = ok_;
 	done_n++;
 	snprintf(done_reason, sizeof(done_reason), "%s", reason);
@@ -409,6 +459,10 @@ on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
 	snprintf(events + strlen(events), sizeof(events) - strlen(events),
 	    "%s/%s/%s ", vmm_op_name(ev->op), ev->cause,
 	    vmm_state_name(ev->state));
+	if (ev->op == VMM_OP_SUSPEND)
+		snprintf(reasons + strlen(reasons), sizeof(reasons) -
+		    strlen(reasons), "%s: %s\n", ev->id, ev->reason);
+	vmms_seen();
 	if (ev->op == VMM_OP_EXIT || strcmp(ev->cause, "lifetime") == 0 ||
 	    (ev->op == VMM_OP_SUSPEND && strcmp(ev->cause, "idle") == 0))
 		event_base_loopbreak(base);
@@ -418,15 +472,22 @@ on_event(struct vmm_sandbox *sb, const struct vmm_event *ev, void *arg)
 static int
 wait_done(int rc, const char *what, char *err)
 {
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = { 5, 0 }, t0, t;
 	int before = done_n;
 
 	if (rc < 0) {
 		diag("%s refused: %s", what, err);
 		return 0;
 	}
-	event_base_loopexit(base, &tv);
-	event_base_dispatch(base);
+	/* (a loop ended early by a loopexit left from an earlier run,
+	 * whose loop a callback broke, goes on) */
+	gettimeofday(&t0, NULL);
+	do {
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+		gettimeofday(&t, NULL);
+	} while (done_n == before && (t.tv_sec - t0.tv_sec) * 1000000 +
+	    (t.tv_usec - t0.tv_usec) < 5000000);
 	if (done_n == before) {
 		diag("%s: no completion within 5 s", what);
 		return 0;
@@ -457,6 +518,239 @@ exists(const char *dir, const char *name)
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	return access(p, F_OK) == 0;
+}
+
+/* ---- the caps with several operations at once ---- */
+
+/* Run the loop for ms. */
+static void
+spin(int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+}
+
+/* Run the loop until cond(sb) (or 5 s): 1 if it came. */
+static int
+spin_until(int (*cond)(struct vmm_sandbox *), struct vmm_sandbox *sb)
+{
+	int i;
+
+	for (i = 0; i < 250 && !cond(sb); i++)
+		spin(20);
+	return cond(sb);
+}
+
+static int
+is_running(struct vmm_sandbox *sb)
+{
+	struct vmm_info i;
+
+	vmm_sandbox_info(sb, &i);
+	return !i.busy && i.state == VMM_RUNNING;
+}
+
+static int
+is_suspended(struct vmm_sandbox *sb)
+{
+	struct vmm_info i;
+
+	vmm_sandbox_info(sb, &i);
+	return !i.busy && i.state == VMM_SUSPENDED;
+}
+
+static int
+is_suspending(struct vmm_sandbox *sb)
+{
+	struct vmm_info i;
+
+	vmm_sandbox_info(sb, &i);
+	return i.busy && i.op == VMM_OP_SUSPEND && i.pid > 0;
+}
+
+/* admitted, no VMM of its own yet */
+static int
+is_waiting(struct vmm_sandbox *sb)
+{
+	struct vmm_info i;
+
+	vmm_sandbox_info(sb, &i);
+	return i.busy && i.pid == 0 && (i.op == VMM_OP_CREATE ||
+	    i.op == VMM_OP_RESUME);
+}
+
+/* the mock holds sb's snapshot (its suspend) while the file is there */
+static void
+hold(struct vmm_sandbox *sb, int on)
+{
+	struct vmm_info i;
+	char p[PATH_MAX + 32];
+	FILE *f;
+
+	vmm_sandbox_info(sb, &i);
+	snprintf(p, sizeof(p), "%s/hold-snapshot", i.dir);
+	if (!on)
+		unlink(p);
+	else if ((f = fopen(p, "w")) != NULL)
+		fclose(f);
+}
+
+static int woken_victim_rc = 1;
+
+/* A wake of the victim that comes the moment its suspend ends (as
+ * berthd's wake joins a suspend under way and wakes it after). */
+static void
+wake_victim(struct vmm_sandbox *sb, enum vmm_op op, int ok_,
+    const char *reason, uint64_t ms, void *arg)
+{
+	char err[VMM_ERRLEN];
+
+	(void)op;
+	(void)ok_;
+	(void)reason;
+	(void)ms;
+	(void)arg;
+	woken_victim_rc = vmm_sandbox_resume(sb, on_done, NULL, err,
+	    sizeof(err));
+	if (woken_victim_rc < 0)
+		diag("the victim's wake: %s", err);
+}
+
+/*
+ * vm_max_resident 2 with creates and wakes at once: each past the cap
+ * gets its own victim, is counted from its admission (a third finds
+ * nothing to suspend, though neither waiting has a VMM yet), and runs
+ * when its own victim's suspend ends, the first admitted first; a failed
+ * suspend fails the wake it was for (at the cap); a victim woken the
+ * moment its suspend ends queues behind the one it made room for. At
+ * no time more than two VMMs.
+ */
+static void
+test_caps_concurrent(struct vmm *m, struct vmm_sandbox_spec *spec)
+{
+	struct vmm_sandbox *s5, *s6, *s7, *s8, *s9;
+	struct vmm_info i7;
+	char err[VMM_ERRLEN], p[PATH_MAX + 32];
+	int rc7, rc8, rc9, before;
+
+	spec->id = "fc5";
+	ok(wait_done(vmm_sandbox_create(m, spec, on_done, NULL, &s5, err,
+	    sizeof(err)), "create", err), "create fc5");
+	spec->id = "fc6";
+	ok(wait_done(vmm_sandbox_create(m, spec, on_done, NULL, &s6, err,
+	    sizeof(err)), "create fc6", err), "create fc6 (more recently "
+	    "active than fc5)");
+	watched[0] = s5;
+	watched[1] = s6;
+	nwatched = 2;
+	vmms_max = 0;
+	hold(s5, 1);
+	hold(s6, 1);
+	vmm_set_limits(m, 0, 0, 0, 2);
+	reasons[0] = '\0';
+
+	/* two creates past the cap, back to back */
+	before = done_n;
+	spec->id = "fc7";
+	rc7 = vmm_sandbox_create(m, spec, on_done, NULL, &s7, err, sizeof(err));
+	spec->id = "fc8";
+	rc8 = vmm_sandbox_create(m, spec, on_done, NULL, &s8, err, sizeof(err));
+	ok(rc7 == 0 && rc8 == 0, "vm_max_resident 2 reached: two creates "
+	    "taken at once (%s)", rc7 == 0 && rc8 == 0 ? "ok" : err);
+	if (rc7 != 0 || rc8 != 0)
+		return;
+	watched[2] = s7;
+	watched[3] = s8;
+	nwatched = 4;
+	spin(300);
+	ok(is_suspending(s5) && is_suspending(s6), "... two victims, one "
+	    "each: fc5 and fc6 both being suspended");
+	ok(strstr(reasons, "fc5") == NULL && strstr(reasons, "fc6") == NULL,
+	    "... neither suspend has ended (held)");
+	ok(is_waiting(s7) && is_waiting(s8) && done_n == before,
+	    "... fc7 and fc8 wait, no VMM of their own");
+	/* the reservation: both count from their admission */
+	spec->id = "fc9";
+	rc9 = vmm_sandbox_create(m, spec, on_done, NULL, &s9, err,
+	    sizeof(err));
+	ok(rc9 == -EUSERS && strstr(err, "vm_max_resident 2 reached") != NULL,
+	    "... a third create is refused at once: fc7 and fc8 count though "
+	    "neither has a VMM, and nothing else is idle (%s)", err);
+
+	/* fc5's suspend ends: its room is fc7's (admitted first) */
+	hold(s5, 0);
+	ok(spin_until(is_running, s7), "fc5's suspend ended: fc7 runs");
+	ok(is_suspended(s5) && is_suspending(s6) && is_waiting(s8),
+	    "... fc8 waits on for its own victim, fc6, still suspending");
+	hold(s6, 0);
+	ok(spin_until(is_running, s8) && is_suspended(s6),
+	    "fc6's suspend ended: fc8 runs");
+	ok(strstr(reasons, "fc5: suspended: vm_max_resident 2 reached (a "
+	    "create of fc7)") != NULL && strstr(reasons, "fc6: suspended: "
+	    "vm_max_resident 2 reached (a create of fc8)") != NULL,
+	    "... each suspend names the create it was for");
+	is_int(vmms_max, 2, "... never more than two VMMs at once");
+
+	/* a failed eviction: the wake it was for fails at the cap */
+	vmm_activity(s8);		/* fc7 the least recently active */
+	vmm_sandbox_info(s7, &i7);
+	snprintf(p, sizeof(p), "%s/snap/state.new", i7.dir);
+	mkdir(p, 0700);			/* its snapshot cannot be written */
+	reasons[0] = '\0';
+	ok(!wait_done(vmm_sandbox_resume(s5, on_done, NULL, err, sizeof(err)),
+	    "wake fc5", err) && done_cap == 1 &&
+	    strstr(done_reason, "vm_max_resident 2 reached, and suspending "
+	    "fc7 to make room failed") != NULL, "a wake whose victim's suspend "
+	    "fails: fails at the cap, naming it (%s)", done_reason);
+	if (!ok(is_suspended(s5) && is_running(s7) && is_running(s8),
+	    "... fc5 stays suspended, fc7 runs on, nothing half-done")) {
+		struct vmm_sandbox *d[3] = { s5, s7, s8 };
+		struct vmm_info di;
+		int k;
+
+		for (k = 0; k < 3; k++) {
+			vmm_sandbox_info(d[k], &di);
+			diag("%s: %s busy %d op %s pid %d", di.id,
+			    vmm_state_name(di.state), di.busy,
+			    vmm_op_name(di.op), (int)di.pid);
+		}
+		diag("events: %s; suspends: %s", events, reasons);
+	}
+	rmdir(p);
+	is_int(vmms_max, 2, "... never more than two VMMs");
+
+	/* a victim woken the moment its suspend ends is no room: it queues
+	 * behind the wake it made room for, and makes room of its own */
+	vmm_activity(s8);		/* fc7 the least recently active */
+	hold(s7, 1);
+	ok(vmm_sandbox_resume(s5, on_done, NULL, err, sizeof(err)) == 0,
+	    "wake fc5 again (fc7 the victim, its suspend held)");
+	spin(200);
+	ok(is_suspending(s7) && is_waiting(s5), "... fc7 suspending, fc5 "
+	    "waits");
+	ok(vmm_sandbox_suspend(s7, wake_victim, NULL, err, sizeof(err)) == 0,
+	    "... a wake of fc7 joins its suspend, to wake it after");
+	hold(s8, 1);
+	hold(s7, 0);
+	ok(spin_until(is_running, s5), "fc7's suspend ended: fc5 runs");
+	ok(woken_victim_rc == 0 && is_waiting(s7) && is_suspending(s8),
+	    "... fc7's wake came at once and waits behind it, fc8 being "
+	    "suspended for it");
+	hold(s8, 0);
+	ok(spin_until(is_running, s7) && is_suspended(s8),
+	    "fc8's suspend ended: fc7 runs");
+	is_int(vmms_max, 2, "never more than two VMMs at once");
+
+	vmm_set_limits(m, 0, 0, 0, 0);
+	nwatched = 0;
+	ok(wait_done(vmm_sandbox_delete(s5, on_done, NULL, err, sizeof(err)),
+	    "delete fc5", err) && wait_done(vmm_sandbox_delete(s6, on_done,
+	    NULL, err, sizeof(err)), "delete fc6", err) &&
+	    wait_done(vmm_sandbox_delete(s7, on_done, NULL, err, sizeof(err)),
+	    "delete fc7", err) && wait_done(vmm_sandbox_delete(s8, on_done,
+	    NULL, err, sizeof(err)), "delete fc8", err), "delete fc5 to fc8");
 }
 
 int
@@ -502,6 +796,7 @@ main(int argc, char **argv)
 	cfg.op_timeout_ms = 4000;
 	cfg.ready_timeout_ms = 4000;
 	cfg.on_event = on_event;
+	cfg.on_state = on_state;
 	cfg.sleep_prepare = test_prepare;
 	m = vmm_new(base, &cfg, err, sizeof(err));
 	if (!ok(m != NULL, "manager with backend firecracker (%s)",
@@ -802,6 +1097,8 @@ main(int argc, char **argv)
 		    wait_done(vmm_sandbox_delete(sb, on_done, NULL, err,
 		    sizeof(err)), "delete", err), "delete fc3 and fc4");
 	}
+
+	test_caps_concurrent(m, &spec);
 
 	vmm_free(m);
 	free((char *)tpl.kernel);
