@@ -8,6 +8,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -510,27 +511,49 @@ int
 vmm_qmp_connect_unix(const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un sun;
-	int fd, rc;
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	int fd, rc, dfd = -1;
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		snprintf(err, errlen, "QMP socket path too long (%zu >= %zu): %s",
-		    strlen(path), sizeof(sun.sun_path), path);
-		return -ENAMETOOLONG;
+	if (strlen(path) < sizeof(sun.sun_path))
+		memcpy(sun.sun_path, path, strlen(path) + 1);
+	else {
+		/* a state directory deep enough to pass sun_path's 108
+		 * bytes: the socket is named through its directory's open
+		 * descriptor, /proc/self/fd/N/NAME */
+		if (slash == NULL || slash == path ||
+		    (size_t)(slash - path) >= sizeof(dir) ||
+		    strlen(slash) + 32 >= sizeof(sun.sun_path)) {
+			snprintf(err, errlen, "socket path too long (%zu >= %zu): "
+			    "%s", strlen(path), sizeof(sun.sun_path), path);
+			return -ENAMETOOLONG;
+		}
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+		if ((dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+			return rc;
+		}
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d%s",
+		    dfd, slash);
 	}
-	memcpy(sun.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "QMP socket: %s", strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
 		return rc;
 	}
 	/* A unix-socket connect completes or fails at once (EAGAIN only when
 	 * the listen backlog is full, which a VMM's QMP never has). */
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "QMP connect %s: %s", path, strerror(errno));
+	rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ? -errno : 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (rc < 0) {
+		snprintf(err, errlen, "connect %s: %s", path, strerror(-rc));
 		close(fd);
 		return rc;
 	}

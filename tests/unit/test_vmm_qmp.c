@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -208,6 +212,50 @@ run(struct event_base *base)
 	event_free(t);
 }
 
+/* A listening socket 150 bytes deep (bound through its directory's
+ * descriptor, as connect must reach it), then connected to by path. */
+static void
+deep_socket(void)
+{
+	char base[] = "/tmp/test_vmm_qmp.XXXXXX", dir[PATH_MAX], path[PATH_MAX];
+	char err[256];
+	struct sockaddr_un sun;
+	int dfd, l, c, a;
+
+	if (mkdtemp(base) == NULL) {
+		ok(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/%0120d", base, 0);
+	snprintf(path, sizeof(path), "%s/qmp.sock", dir);
+	ok(mkdir(dir, 0700) == 0 && strlen(path) > sizeof(sun.sun_path),
+	    "a socket path of %zu bytes", strlen(path));
+	dfd = open(dir, O_PATH | O_DIRECTORY);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/qmp.sock",
+	    dfd);
+	l = socket(AF_UNIX, SOCK_STREAM, 0);
+	ok(l >= 0 && bind(l, (struct sockaddr *)&sun, sizeof(sun)) == 0 &&
+	    listen(l, 1) == 0, "bound and listening");
+	c = vmm_qmp_connect_unix(path, err, sizeof(err));
+	ok(c >= 0, "connected by its long path%s%s", c < 0 ? ": " : "",
+	    c < 0 ? err : "");
+	a = accept(l, NULL, NULL);
+	ok(a >= 0, "accepted");
+	if (a >= 0)
+		close(a);
+	if (c >= 0)
+		close(c);
+	close(l);
+	close(dfd);
+	unlink(path);
+	rmdir(dir);
+	rmdir(base);
+	ok(vmm_qmp_connect_unix(path, err, sizeof(err)) == -ENOENT,
+	    "gone: %s", err);
+}
+
 int
 main(void)
 {
@@ -304,6 +352,10 @@ main(void)
 	/* 9: connecting to a missing socket says so */
 	ok(vmm_qmp_connect_unix("/nonexistent/qmp.sock", err, sizeof(err)) ==
 	    -ENOENT, "missing socket: %s", err);
+
+	/* 10: a socket whose path passes sun_path's 108 bytes (a deep
+	 * state directory) is still reached, through its directory */
+	deep_socket();
 
 	event_base_free(base);
 	return done_testing();
