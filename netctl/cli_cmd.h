@@ -212,6 +212,7 @@ int c_lifecycle(const struct cmd *, struct opts *, char **, int);
 int c_sandbox_console(const struct cmd *, struct opts *, char **, int);
 int c_sandbox_events(const struct cmd *, struct opts *, char **, int);
 int c_fleet_hosts(const struct cmd *, struct opts *, char **, int);
+int c_fleet_drain(const struct cmd *, struct opts *, char **, int);
 
 /* cli_exec.c */
 int c_sandbox_exec(const struct cmd *, struct opts *, char **, int);

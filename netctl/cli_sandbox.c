@@ -522,7 +522,7 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 	struct table t = { 0 };
 	const char *row[8] = { "HOST", "STATE", "EDGE", "FLEET", "SANDBOXES", "CAPACITY",
 	    "ZONE", "ROOM" };
-	char rbuf[64];
+	char rbuf[64], sbuf[64];
 	json_t *room;
 	char nbuf[16], cbuf[16];
 	json_t *doc, *h;
@@ -542,6 +542,10 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 		    json_is_true(json_object_get(h, "self")) ? "up (this host)" : "up" :
 		    json_is_true(json_object_get(h, "self")) ? "unregistered (this host)" :
 		    "down";
+		if (json_is_true(json_object_get(h, "drained"))) {
+			snprintf(sbuf, sizeof(sbuf), "%s, drained", row[1]);
+			row[1] = sbuf;
+		}
 		row[2] = jstr(h, "edge");
 		row[3] = jstr(h, "fleet");
 		snprintf(nbuf, sizeof(nbuf), "%lld",
@@ -570,6 +574,28 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 	table_print(&t);
 	json_decref(doc);
 	return EXIT_OK;
+}
+
+/* netctl fleet drain|undrain [HOST]: this host placed on no more, or
+ * again (POST /v1/fleet/drain or /undrain). */
+int
+c_fleet_drain(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	int on = strcmp(c->verb, "drain") == 0, rc;
+	json_t *body = json_object(), *doc = NULL;
+
+	if (n == 1)
+		json_object_set_new(body, "host", json_string(a[0]));
+	rc = call(o, "POST", on ? "/v1/fleet/drain" : "/v1/fleet/undrain",
+	    body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("fleet host %s %s\n", jstr(doc, "host"), on ?
+		    "drained: placed on no more (its sandboxes stay)" :
+		    "undrained: placed on again");
+	if (doc != NULL)
+		out_set(doc);
+	return rc;
 }
 
 /* A size of a VM-backed sandbox, "-" when berth did not record it. */

@@ -679,7 +679,15 @@ static const struct cmd cmds[] = {
 	  "Fleet mode: the hosts registered in etcd and the ones whose lease\n"
 	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY ZONE ROOM (more\n"
 	  "sandboxes running and suspended by its VMs' measured costs, or what\n"
-	  "fleet_capacity leaves)." },
+	  "fleet_capacity leaves). A drained host's STATE says so." },
+	{ "fleet", "drain", NULL, "[<host>]", 0, 1, 0, c_fleet_drain,
+	  "Fleet mode: this host (the one whose API is asked; <host>, if\n"
+	  "given, must name it) is placed on no more: creates through any\n"
+	  "host go elsewhere, a create forwarded here is refused (507\n"
+	  "drained) and goes to the next host. Kept across restarts. Its\n"
+	  "sandboxes stay (and are served) where they are." },
+	{ "fleet", "undrain", NULL, "[<host>]", 0, 1, 0, c_fleet_drain,
+	  "Fleet mode: this host is placed on again." },
 	{ "status", NULL, NULL, "", 0, 0, 0, c_status,
 	  "Check that berthd answers on its control socket (or --url), and\n"
 	  "with VMs show what the host holds per state (sandboxes, their\n"

@@ -454,6 +454,17 @@ fleet_json(const char *what, void *arg)
 	return px_fleet_json(what);
 }
 
+static int
+fleet_drain(int on, char *err, size_t errlen, void *arg)
+{
+	(void)arg;
+	if (px_fleet_set_drained(on, err, errlen) != 0)
+		return -1;
+	log_info("fleet: host %s %s", P.cfg.fleet_host, on ? "drained: "
+	    "placed on no more" : "undrained: placed on again");
+	return 0;
+}
+
 static void
 metrics(struct evbuffer *out, void *arg)
 {
@@ -1829,7 +1840,7 @@ static void
 start_fleet(struct px_control_hooks *hooks)
 {
 	const char *edge = "";
-	char err[512];
+	char err[512], path[PATH_MAX];
 	int i;
 
 	for (i = 0; i < P.cfg.nlisten && *edge == '\0'; i++)
@@ -1838,12 +1849,18 @@ start_fleet(struct px_control_hooks *hooks)
 	if (px_fleet_init(P.base, &P.cfg, edge, fleet_changed, err, sizeof(err)) != 0)
 		fatalx("fleet: %s", err);
 	px_fleet_set_room(fleet_room);
+	snprintf(path, sizeof(path), "%s/fleet-drained", P.state_dir);
+	px_fleet_drain_file(path);
+	if (px_fleet_drained())
+		log_info("fleet: host %s is drained (%s): placed on no more "
+		    "until 'netctl fleet undrain'", P.cfg.fleet_host, path);
 	log_info("fleet: host %s, etcd %s://%s%s, prefix %s, listener %s (mutual TLS)",
 	    P.cfg.fleet_host, P.cfg.fleet_etcd_tls ? "https" : "http",
 	    P.cfg.fleet_etcd, P.cfg.fleet_etcd_tls ? (P.cfg.fleet_etcd_cert ?
 	    " (TLS, client certificate)" : " (TLS)") : "", P.cfg.fleet_prefix,
 	    P.cfg.fleet_listen);
 	hooks->fleet = fleet_json;
+	hooks->fleet_drain = fleet_drain;
 	hooks->fleet_forward = fleet_forward;
 }
 

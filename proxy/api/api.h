@@ -345,6 +345,7 @@ void api_fed_run(struct conn *c);
 void api_health(struct req *r);
 void api_metrics(struct req *r);
 void api_fleet(struct req *r);
+void api_fleet_drain(struct req *r);
 
 /* sandboxes.c */
 void api_sandbox_list(struct req *r);

@@ -484,6 +484,9 @@ struct px_control_hooks {
 	/* Fleet mode: a new document for GET /v1/fleet/{what} ("hosts",
 	 * "sandboxes"), admin only. NULL hook: those answer 404. */
 	struct json_t *(*fleet)(const char *what, void *arg);
+	/* Fleet mode, drain (issue 33): this host placed on no more (on) or
+	 * again (0); 0, or -1 with err. NULL hook: the routes answer 404. */
+	int (*fleet_drain)(int on, char *err, size_t errlen, void *arg);
 	/* Fleet mode, placement (issue 33): forwards a create (its JSON
 	 * body) to fleet host; 0 when started, done(done_arg, status, body,
 	 * len, err) then called exactly once, later (status 0: no answer,

@@ -575,6 +575,13 @@ fleet_place(struct req *r, json_t *obj, const char *id)
 			json_decref(doc);
 			return 1;
 		}
+		/* drained since the peer's view: it tries the next host */
+		if (json_is_true(json_object_get(doc, "drained"))) {
+			api_reply_error_code(r, 507, "drained", "fleet host %s "
+			    "is drained: it takes no new sandbox", self);
+			json_decref(doc);
+			return 1;
+		}
 		json_decref(doc);
 		return 0;
 	}

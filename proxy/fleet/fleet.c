@@ -16,10 +16,15 @@
 #include "log.h"
 #include "valid.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -76,10 +81,13 @@ static struct {
 	char		 api[64];		/* fleet_api_listen, "": none */
 	json_t		*(*room)(void);		/* what the VMs leave, or NULL */
 	char		*last_host;		/* the host value etcd has */
+	int		 drained;		/* fleet drain: placed on no more */
+	char		 drain_file[PATH_MAX];	/* kept across restarts, or "" */
 } F;
 
 static void refresh(void);
 static int routes_equal(json_t *, json_t *);
+static void put_host(int);
 
 /* obj[key] as a string, "" when absent */
 static const char *
@@ -461,7 +469,57 @@ host_value(void)
 		json_object_set_new(v, "zone", json_string(F.zone));
 	if (F.api[0] != '\0')
 		json_object_set_new(v, "api", json_string(F.api));
+	if (F.drained)
+		json_object_set_new(v, "drained", json_true());
 	return v;
+}
+
+void
+px_fleet_drain_file(const char *path)
+{
+	struct stat st;
+
+	snprintf(F.drain_file, sizeof(F.drain_file), "%s", path);
+	F.drained = lstat(path, &st) == 0;
+}
+
+int
+px_fleet_drained(void)
+{
+	return F.drained;
+}
+
+int
+px_fleet_set_drained(int on, char *err, size_t errlen)
+{
+	int fd;
+
+	if (!F.on) {
+		snprintf(err, errlen, "fleet mode is not configured on this host");
+		return -1;
+	}
+	if (on && !F.drained && F.drain_file[0] != '\0') {
+		if ((fd = open(F.drain_file, O_WRONLY | O_CREAT | O_NOFOLLOW |
+		    O_CLOEXEC, 0600)) < 0) {
+			snprintf(err, errlen, "%s: %s", F.drain_file,
+			    strerror(errno));
+			return -1;
+		}
+		(void)fsync(fd);
+		close(fd);
+	} else if (!on && F.drained && F.drain_file[0] != '\0' &&
+	    unlink(F.drain_file) < 0 && errno != ENOENT) {
+		snprintf(err, errlen, "%s: %s", F.drain_file, strerror(errno));
+		return -1;
+	}
+	if (F.drained != on) {
+		F.drained = on;
+		/* the others stop placing here now (before registration:
+		 * the registration's value says it) */
+		if (F.lease[0] != '\0')
+			put_host(1);
+	}
+	return 0;
 }
 
 void
@@ -1234,6 +1292,11 @@ px_fleet_json(const char *what)
 			json_object_set_new(h, "sandboxes", strcmp(key, F.host) == 0 ?
 			    json_integer((json_int_t)json_object_size(F.desired)) :
 			    json_integer(json_integer_value(json_object_get(counts, key))));
+			/* ours as it is now, not as etcd last said */
+			if (strcmp(key, F.host) == 0 && F.drained)
+				json_object_set_new(h, "drained", json_true());
+			else if (strcmp(key, F.host) == 0)
+				json_object_del(h, "drained");
 			json_array_append_new(arr, h);
 		}
 		/* hosts with placement but no live lease: lost */
@@ -1251,9 +1314,9 @@ px_fleet_json(const char *what)
 			json_array_append_new(arr, h);
 		}
 		json_decref(counts);
-		out = json_pack("{s:s,s:s,s:s?,s:o}", "self", F.host, "etcd",
+		out = json_pack("{s:s,s:s,s:s?,s:b,s:o}", "self", F.host, "etcd",
 		    F.etcd_ok ? "ok" : "unreachable", "lease", F.lease[0] ? F.lease : NULL,
-		    "hosts", arr);
+		    "drained", F.drained, "hosts", arr);
 		return out;
 	}
 	/* sandboxes: ours from the store, the others' from etcd */

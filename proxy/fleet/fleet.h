@@ -45,6 +45,13 @@ int px_fleet_enabled(void);
  * new each call, or NULL): published in its host value in etcd. */
 struct json_t;
 void px_fleet_set_room(struct json_t *(*room)(void));
+/* fleet drain (issue 33): the file whose presence says this host is
+ * drained (placed on no more), read now; whether it is; drain or
+ * undrain it (the file written or removed, the host's value put to
+ * etcd at once). -1 with err when it cannot be kept. */
+void px_fleet_drain_file(const char *path);
+int px_fleet_drained(void);
+int px_fleet_set_drained(int on, char *err, size_t errlen);
 /*
  * msg: the routes message built from this host's store. Publishes this
  * host's sandboxes (what differs from etcd) and appends the other hosts'

@@ -131,6 +131,8 @@ px_fleet_check_host(const char *rest, const char *value, char *why, size_t whyle
 		json_object_set_new(out, "api", json_string(api));
 	if (zone != NULL && px_fleet_valid_host(zone))	/* a label, or none */
 		json_object_set_new(out, "zone", json_string(zone));
+	if (json_is_true(json_object_get(v, "drained")))	/* fleet drain */
+		json_object_set_new(out, "drained", json_true());
 fail:
 	json_decref(v);
 	return out;

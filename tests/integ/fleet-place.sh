@@ -182,6 +182,33 @@ like "... naming it" "$(json_get "$(cat "$T/create.json")" 'j["error"]["message"
 create px --zone nosuch
 is "unknown zone: 404" "$(json_get "$(cat "$T/create.json")" 'j["error"]["code"]')" unknown_zone
 like "... naming it" "$(json_get "$(cat "$T/create.json")" 'j["error"]["message"]')" "zone 'nosuch'"
+# ---- fleet drain: a host placed on no more, kept in its state dir ----
+out=$(nc_ b fleet drain 2>&1)
+like "netctl fleet drain on b: b drained" "$out" "fleet host b drained"
+check "... kept across restarts (its state dir)" test -e "$T/b/state/fleet-drained"
+b_drained() { nc_ a fleet hosts | grep -q "^b  *up, drained "; }
+wait_for 10 b_drained
+check "... a's fleet hosts shows it" b_drained
+create px --host b
+like "a create for b through a: refused, b is drained" \
+	"$(json_get "$(cat "$T/create.json")" 'j["error"]["message"]')" "b: drained"
+# a forwarded create from a peer whose view is older: 507, the next host
+code=$(curl -s --max-time 10 --cacert "$T/fleet/fleet-ca.pem" --cert "$T/fleet/a.pem" \
+	--key "$T/fleet/a.key" -X POST -H 'Content-Type: application/json' \
+	-d '{"id":"px","host":"b"}' -o "$T/peer.body" -w '%{http_code}' \
+	"https://$API_b/v1/sandboxes" 2>/dev/null)
+is "... and a create a peer forwards to b anyway: 507 drained" \
+	"$code:$(json_get "$(cat "$T/peer.body")" 'j["error"]["code"]')" "507:drained"
+out=$(nc_ b fleet drain c 2>&1)
+check "b's API drains b only (exit non-zero for c)" test $? -ne 0
+like "... saying to ask c's own API" "$out" "through its own API"
+out=$(nc_ b fleet undrain b 2>&1)
+like "netctl fleet undrain b: placed on again" "$out" "fleet host b undrained"
+check "... no longer kept" test ! -e "$T/b/state/fleet-drained"
+b_placeable() { ! nc_ a fleet hosts | grep -q "^b .*drained"; }
+wait_for 10 b_placeable
+check "... a's view has b placeable again" b_placeable
+
 # the Python SDK's create takes host and zone (the same API)
 out=$(PYTHONPATH="$top_srcdir/netctl/sdk/python" python3 -c '
 import sys, berth
