@@ -1285,7 +1285,8 @@ px_fleet_json(const char *what)
 				    json_integer_value(json_object_get(counts, h))));
 		}
 		json_object_foreach(F.hosts, key, v) {
-			json_t *h = json_deep_copy(v);
+			/* its own top level, the room shared (read only) */
+			json_t *h = json_copy(v);
 
 			json_object_set_new(h, "up", json_true());
 			json_object_set_new(h, "self", json_boolean(strcmp(key, F.host) == 0));

@@ -100,7 +100,13 @@ bench-vmm: all tests/integ/vmm_drive$(EXEEXT)
 # loopback: route propagation across hosts (p50/p90/p99) and the latency
 # the cross-host mTLS hop adds. Needs root and etcd-server; not part of
 # `make check`.
+# tests/bench/place: the placement decision over fleets of 3, 100 and
+# 1000 hosts (issue 33's target: <= 5 ms), a row of bench-fleet.
 EXTRA_DIST += tests/bench/fleet
+noinst_PROGRAMS += tests/bench/place
+tests_bench_place_SOURCES = tests/bench/place.c proxy/fleet/fleet_place.c
+tests_bench_place_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+tests_bench_place_LDADD = $(JANSSON_LIBS)
 .PHONY: bench-fleet
 bench-fleet: all
 	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
