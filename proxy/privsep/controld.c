@@ -50,6 +50,20 @@
  * and it is POST /v1/sandboxes, as that host's create
  * (px_control_adopt_fleet); else it has the helper answer 403 or 404
  * (HM_CTL_FAIL).
+ *
+ * The other way too: a create placement sent to another host
+ * (fleet_api.c) is forwarded by the helper, so that no byte a peer sends
+ * is parsed in the parent ("a fleet host may lie"). The parent sends
+ * HM_CTL_FORWARD (the peer's fleet_api_listen, its host id, the JSON it
+ * built, a tag); the helper connects without blocking, requires the
+ * server's certificate (fleet CA) to name that host, posts the create,
+ * reads the answer with fleet_answer.c (16 KiB of head, 1 MiB of body,
+ * HM_CTL_FORWARD_SECS in all, HM_CTL_FORWARDS at once), checks the body
+ * is JSON and sends HM_CTL_FORWARDED: the status and the body re-encoded
+ * (compact), or status 0 and why. The parent checks that message, and
+ * fails the forwards under way when the helper restarts or stays silent
+ * past its deadline. In fleet mode the helper runs for this even with
+ * neither listener, and takes the fleet's certificates again on SIGHUP.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
@@ -859,7 +873,6 @@ fwd_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct fwd *f = arg;
 	unsigned long e;
-	int serr;
 
 	if (what & BEV_EVENT_CONNECTED)
 		return;		/* the request goes out now */
@@ -872,13 +885,10 @@ fwd_event(struct bufferevent *bev, short what, void *arg)
 		}
 		return;
 	}
-	serr = EVUTIL_SOCKET_ERROR();
+	/* (errno is not this connection's by now: callbacks are deferred) */
 	if ((e = bufferevent_get_openssl_error(bev)) != 0)
 		fwd_answer(f->tag, 0, NULL, 0, "TLS: %s", ERR_reason_error_string(e) ?
 		    ERR_reason_error_string(e) : "handshake failed");
-	else if (serr != 0)
-		fwd_answer(f->tag, 0, NULL, 0, "connection refused or failed (%s)",
-		    evutil_socket_error_to_string(serr));
 	else
 		fwd_answer(f->tag, 0, NULL, 0, "connection refused or failed");
 	fwd_free(f);
@@ -963,7 +973,8 @@ c_forward(const unsigned char *p, size_t len)
 		X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(ssl),
 		    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	if (ssl == NULL || (f->bev = bufferevent_openssl_socket_new(C.base, -1,
-	    ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	    ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE |
+	    BEV_OPT_DEFER_CALLBACKS)) == NULL) {
 		if (ssl != NULL)
 			SSL_free(ssl);
 		fwd_answer(m.tag, 0, NULL, 0, "out of memory");
@@ -986,7 +997,9 @@ c_forward(const unsigned char *p, size_t len)
 	    m.bodylen);
 	evbuffer_add(out, p + sizeof(m), m.bodylen);
 	bufferevent_enable(f->bev, EV_READ | EV_WRITE);
-	/* non-blocking: refused or unreachable comes as an event */
+	/* non-blocking: refused or unreachable comes as an event; one
+	 * that failed at once may have queued one too, which the free
+	 * cancels (deferred callbacks: none ran yet) */
 	if (bufferevent_socket_connect(f->bev, (struct sockaddr *)&ss, sslen) != 0) {
 		fwd_answer(m.tag, 0, NULL, 0, "connection refused or failed");
 		fwd_free(f);
