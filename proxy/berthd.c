@@ -1327,8 +1327,16 @@ sighup_cb(evutil_socket_t sig, short what, void *arg)
 	if (px_fleet_enabled()) {
 		if (px_fleet_reload(&P.cfg, err, sizeof(err)) != 0)
 			log_warnx("SIGHUP: fleet certificates not reloaded: %s", err);
-		else
+		else {
+			json_t *fl = px_fleet_tls_msg();
+
+			/* the control helper's too: its listener and forwards */
+			px_controld_fleet_reload(json_string_value(json_object_get(fl,
+			    "ca")), json_string_value(json_object_get(fl, "cert")),
+			    json_string_value(json_object_get(fl, "key")));
+			json_decref(fl);
 			send_all(px_fleet_tls_msg());
+		}
 	}
 	log_info("reloaded configuration, certificates and routes");
 }
@@ -1367,15 +1375,17 @@ start_control_tcp(void)
 		cf.cert_pem = json_string_value(json_object_get(c, "cert"));
 		cf.key_pem = json_string_value(json_object_get(c, "key"));
 	}
-	if (P.cfg.fleet_etcd != NULL && P.cfg.fleet_api_listen != NULL) {
+	/* in fleet mode the helper also forwards the creates placed on
+	 * other hosts, and reads their answers (fleet_api.c) */
+	if (P.cfg.fleet_etcd != NULL) {
 		if ((fl = px_fleet_tls_msg()) == NULL)
-			fatalx("fleet_api_listen: fleet mode is not running");
+			fatalx("fleet mode is not running");
 		cf.fleet_addr = P.cfg.fleet_api_listen;
 		cf.fleet_ca_pem = json_string_value(json_object_get(fl, "ca"));
 		cf.fleet_cert_pem = json_string_value(json_object_get(fl, "cert"));
 		cf.fleet_key_pem = json_string_value(json_object_get(fl, "key"));
 	}
-	if (cf.addr == NULL && cf.fleet_addr == NULL)
+	if (cf.addr == NULL && cf.fleet_ca_pem == NULL)
 		return;
 	if (px_controld_start(P.base, P.control, &cf, err, sizeof(err)) != 0)
 		fatalx("control helper: %s", err);

@@ -78,3 +78,12 @@ EXTRA_DIST += tests/integ/vm-caps.sh
 # a microVM (root, qemu TCG; one boot).
 TESTS += tests/integ/netctl-files.sh
 EXTRA_DIST += tests/integ/netctl-files.sh
+
+# A fleet peer's answer to a forwarded create, as the control helper
+# reads it (TAP, no root).
+check_PROGRAMS += tests/unit/test_fleet_answer
+TESTS += tests/unit/test_fleet_answer
+tests_unit_test_fleet_answer_SOURCES = tests/unit/test_fleet_answer.c proxy/fleet/fleet_answer.c \
+	proxy/edge/http1.c
+tests_unit_test_fleet_answer_CFLAGS = $(PX_UNIT_CFLAGS)
+tests_unit_test_fleet_answer_LDADD = $(JANSSON_LIBS) $(HTTP_PARSER_LIBS)

@@ -50,10 +50,26 @@
  * and it is POST /v1/sandboxes, as that host's create
  * (px_control_adopt_fleet); else it has the helper answer 403 or 404
  * (HM_CTL_FAIL).
+ *
+ * The other way too: a create placement sent to another host
+ * (fleet_api.c) is forwarded by the helper, so that no byte a peer sends
+ * is parsed in the parent ("a fleet host may lie"). The parent sends
+ * HM_CTL_FORWARD (the peer's fleet_api_listen, its host id, the JSON it
+ * built, a tag); the helper connects without blocking, requires the
+ * server's certificate (fleet CA) to name that host, posts the create,
+ * reads the answer with fleet_answer.c (16 KiB of head, 1 MiB of body,
+ * HM_CTL_FORWARD_SECS in all, HM_CTL_FORWARDS at once), checks the body
+ * is JSON and sends HM_CTL_FORWARDED: the status and the body re-encoded
+ * (compact), or status 0 and why. The parent checks that message, and
+ * fails the forwards under way when the helper restarts or stays silent
+ * past its deadline. In fleet mode the helper runs for this even with
+ * neither listener, and takes the fleet's certificates again on SIGHUP.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "control.h"
 #include "fleet.h"
+#include "fleet_answer.h"
+#include "fleet_api.h"
 #include "fleet_tls.h"
 #include "helper.h"
 #include "log.h"
@@ -65,6 +81,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +97,10 @@
 #include <event2/listener.h>
 #include <http_parser.h>
 #include <jansson.h>
+#include <openssl/err.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 /* ======================= the helper ======================= */
 
@@ -110,6 +129,16 @@ struct cconn {
 	char		 addr[INET6_ADDRSTRLEN];
 };
 
+/* a create forwarded to a fleet peer (HM_CTL_FORWARD) */
+struct fwd {
+	TAILQ_ENTRY(fwd) entry;
+	uint64_t	 tag;
+	struct bufferevent *bev;
+	struct event	*deadline;	/* HM_CTL_FORWARD_SECS in all */
+	struct px_fleet_answer ans;
+	char		 host[33];
+};
+
 static struct {
 	struct event_base *base;
 	struct px_chan	*ch;
@@ -118,6 +147,9 @@ static struct {
 	struct evconnlistener *fleet_lis;
 	struct ssl_ctx_st *fleet_ctx;	/* the fleet CA's, client certificate
 					 * required (fleet_tls.c) */
+	struct ssl_ctx_st *fleet_client;	/* the forwards' (HM_CTL_FORWARD) */
+	TAILQ_HEAD(, fwd) fwds;
+	int		 nfwds;
 	TAILQ_HEAD(, cconn) conns;
 	int		 nconns;
 	uint64_t	 next_id;
@@ -675,16 +707,21 @@ c_config(const unsigned char *p, size_t len, int fd)
 	log_debug("serving the control API over TLS");
 }
 
-/* fleet_api_listen: the fleet CA's context (a client certificate of
- * that CA required at the handshake), this host's fleet certificate */
+/* The fleet's certificates: the forwards' client context, and with a
+ * socket fleet_api_listen's (the fleet CA's context, a client
+ * certificate of that CA required at the handshake) */
 static void
 c_fleet_config(const unsigned char *p, size_t len, int fd)
 {
 	struct hm_ctl_fleet_config h;
 	char *ca, *cert, *key, err[256];
 
+	struct ssl_ctx_st *client, *server = NULL;
+	int reload = C.fleet_client != NULL;
+
 	memcpy(&h, p, sizeof(h));
-	if (C.fleet_ctx != NULL || (size_t)h.calen + h.certlen + h.keylen +
+	/* again (SIGHUP): new certificates, the same socket */
+	if ((reload && fd >= 0) || (size_t)h.calen + h.certlen + h.keylen +
 	    sizeof(h) != len)
 		fatalx("bad fleet configuration message");
 	p += sizeof(h);
@@ -692,13 +729,30 @@ c_fleet_config(const unsigned char *p, size_t len, int fd)
 	    (cert = strndup((const char *)p + h.calen, h.certlen)) == NULL ||
 	    (key = strndup((const char *)p + h.calen + h.certlen, h.keylen)) == NULL)
 		fatalx("out of memory");
-	if ((C.fleet_ctx = px_fleet_tls_ctx(ca, cert, key, 1, err,
-	    sizeof(err))) == NULL)
+	if ((client = px_fleet_tls_ctx(ca, cert, key, 0, err,
+	    sizeof(err))) == NULL || ((fd >= 0 || C.fleet_ctx != NULL) &&
+	    (server = px_fleet_tls_ctx(ca, cert, key, 1, err, sizeof(err))) ==
+	    NULL))
 		fatalx("fleet certificate: %s", err);
 	memset(key, 0, strlen(key));
 	free(key);
 	free(cert);
 	free(ca);
+	/* the connections under way hold references to the old ones */
+	if (C.fleet_client != NULL)
+		px_fleet_tls_ctx_free(C.fleet_client);
+	C.fleet_client = client;
+	if (server != NULL) {
+		if (C.fleet_ctx != NULL)
+			px_fleet_tls_ctx_free(C.fleet_ctx);
+		C.fleet_ctx = server;
+	}
+	if (reload) {
+		log_debug("fleet certificates reloaded");
+		return;
+	}
+	if (fd < 0)
+		return;
 	evutil_make_socket_nonblocking(fd);
 	C.fleet_lis = evconnlistener_new(C.base, c_accept, (void *)1,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
@@ -706,6 +760,250 @@ c_fleet_config(const unsigned char *p, size_t len, int fd)
 		fatalx("fleet listener");
 	evconnlistener_set_error_cb(C.fleet_lis, c_accept_error);
 	log_debug("serving creates placed by fleet peers (mutual TLS)");
+}
+
+/* ---- creates forwarded to fleet peers (HM_CTL_FORWARD) ----
+ *
+ * The parent chose the host; the bytes of its answer are read here,
+ * under fleet_answer.h's bounds, and only its status and re-encoded
+ * JSON go back: a peer holding a fleet certificate may still lie. */
+
+/* printable ASCII, as the parent requires of err */
+static void
+printable_copy(char *dst, size_t size, const char *src)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < size && src[i] != '\0'; i++)
+		dst[i] = (unsigned char)src[i] < 0x20 ||
+		    (unsigned char)src[i] >= 0x7f ? '?' : src[i];
+	dst[i] = '\0';
+}
+
+static void
+fwd_answer(uint64_t tag, int status, const char *body, size_t len,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void
+fwd_answer(uint64_t tag, int status, const char *body, size_t len,
+    const char *fmt, ...)
+{
+	struct hm_ctl_forwarded *m;
+	char why[sizeof(m->err)];
+	va_list ap;
+
+	if ((m = calloc(1, sizeof(*m) + len)) == NULL) {
+		status = 0;
+		len = 0;
+		fmt = "out of memory in the control helper";
+		if ((m = calloc(1, sizeof(*m))) == NULL)
+			fatalx("out of memory");
+	}
+	m->tag = tag;
+	m->status = status;
+	if (status == 0 && fmt != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+		printable_copy(m->err, sizeof(m->err), why);
+	}
+	m->bodylen = (uint32_t)len;
+	if (len > 0)
+		memcpy(m + 1, body, len);
+	px_chan_send(C.ch, HM_CTL_FORWARDED, m, sizeof(*m) + len, NULL, 0);
+	free(m);
+}
+
+static void
+fwd_free(struct fwd *f)
+{
+	TAILQ_REMOVE(&C.fwds, f, entry);
+	C.nfwds--;
+	if (f->deadline != NULL)
+		event_free(f->deadline);
+	if (f->bev != NULL)
+		bufferevent_free(f->bev);
+	px_fleet_answer_free(&f->ans);
+	free(f);
+}
+
+/* The whole answer came: its status and compact JSON to the parent. */
+static void
+fwd_done(struct fwd *f)
+{
+	char *json, err[200];
+	size_t len;
+
+	if (px_fleet_answer_json(&f->ans, PX_PROC_MSG_MAX -
+	    sizeof(struct hm_ctl_forwarded), &json, &len, err, sizeof(err)) != 0)
+		fwd_answer(f->tag, 0, NULL, 0, "HTTP %d with %s", f->ans.status,
+		    err);
+	else
+		fwd_answer(f->tag, f->ans.status, json, len, NULL);
+	free(json);
+	fwd_free(f);
+}
+
+static void
+fwd_read(struct bufferevent *bev, void *arg)
+{
+	struct fwd *f = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+	ssize_t used;
+
+	/* a head is parsed whole, from its start: the bytes not consumed
+	 * stay (PX_FLEET_ANSWER_HEAD_MAX bounds them); a body is consumed
+	 * as it comes */
+	used = px_fleet_answer_feed(&f->ans, (const char *)evbuffer_pullup(in,
+	    -1), n);
+	if (used < 0) {
+		fwd_answer(f->tag, 0, NULL, 0, "a malformed answer (%s)",
+		    f->ans.why);
+		fwd_free(f);
+		return;
+	}
+	evbuffer_drain(in, (size_t)used);
+	if (px_fleet_answer_done(&f->ans))
+		fwd_done(f);
+}
+
+static void
+fwd_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct fwd *f = arg;
+	unsigned long e;
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;		/* the request goes out now */
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+		if (px_fleet_answer_eof(&f->ans) == 0)
+			fwd_done(f);
+		else {
+			fwd_answer(f->tag, 0, NULL, 0, "%s", f->ans.why);
+			fwd_free(f);
+		}
+		return;
+	}
+	/* (errno is not this connection's by now: callbacks are deferred) */
+	if ((e = bufferevent_get_openssl_error(bev)) != 0)
+		fwd_answer(f->tag, 0, NULL, 0, "TLS: %s", ERR_reason_error_string(e) ?
+		    ERR_reason_error_string(e) : "handshake failed");
+	else
+		fwd_answer(f->tag, 0, NULL, 0, "connection refused or failed");
+	fwd_free(f);
+}
+
+static void
+fwd_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct fwd *f = arg;
+
+	fwd_answer(f->tag, 0, NULL, 0, "no answer within %d s",
+	    HM_CTL_FORWARD_SECS);
+	fwd_free(f);
+}
+
+/* a host id as fleet_host says one (conf.c), lower-case */
+static int
+host_id(const char *s, size_t max)
+{
+	size_t i, n;
+
+	if ((n = strnlen(s, max)) == 0 || n > 32 || n == max)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] == '-' && i > 0 && i < n - 1)))
+			return 0;
+	return 1;
+}
+
+static void
+c_forward(const unsigned char *p, size_t len)
+{
+	struct timeval tv = { HM_CTL_FORWARD_SECS, 0 };
+	struct hm_ctl_forward m;
+	struct sockaddr_storage ss;
+	int sslen = (int)sizeof(ss);
+	struct evbuffer *out;
+	struct fwd *f;
+	SSL *ssl;
+
+	memcpy(&m, p, sizeof(m));
+	if (len != sizeof(m) + m.bodylen || m.bodylen == 0 ||
+	    m.bodylen > HM_CTL_FORWARD_BODY_MAX ||
+	    memchr(m.addr, '\0', sizeof(m.addr)) == NULL ||
+	    !host_id(m.host, sizeof(m.host)) || !host_id(m.self, sizeof(m.self)))
+		fatalx("a malformed forward");
+	if (C.fleet_client == NULL) {
+		fwd_answer(m.tag, 0, NULL, 0, "the control helper has no fleet "
+		    "certificate");
+		return;
+	}
+	if (C.nfwds >= HM_CTL_FORWARDS) {
+		fwd_answer(m.tag, 0, NULL, 0, "%d forwards under way already",
+		    HM_CTL_FORWARDS);
+		return;
+	}
+	memset(&ss, 0, sizeof(ss));
+	if (evutil_parse_sockaddr_port(m.addr, (struct sockaddr *)&ss,
+	    &sslen) != 0 || (ss.ss_family != AF_INET && ss.ss_family !=
+	    AF_INET6)) {
+		fwd_answer(m.tag, 0, NULL, 0, "a fleet_api_listen that is not "
+		    "ADDRESS:PORT");
+		return;
+	}
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		fwd_answer(m.tag, 0, NULL, 0, "out of memory");
+		return;
+	}
+	f->tag = m.tag;
+	snprintf(f->host, sizeof(f->host), "%s", m.host);
+	px_fleet_answer_init(&f->ans);
+	TAILQ_INSERT_TAIL(&C.fwds, f, entry);
+	C.nfwds++;
+	/* the server's certificate must name the host placement chose */
+	if ((ssl = SSL_new(C.fleet_client)) != NULL &&
+	    SSL_set1_host(ssl, m.host) != 1) {
+		SSL_free(ssl);
+		ssl = NULL;
+	}
+	if (ssl != NULL)
+		X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(ssl),
+		    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	if (ssl == NULL || (f->bev = bufferevent_openssl_socket_new(C.base, -1,
+	    ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE |
+	    BEV_OPT_DEFER_CALLBACKS)) == NULL) {
+		if (ssl != NULL)
+			SSL_free(ssl);
+		fwd_answer(m.tag, 0, NULL, 0, "out of memory");
+		fwd_free(f);
+		return;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(f->bev, 1);
+	if ((f->deadline = evtimer_new(C.base, fwd_deadline, f)) == NULL) {
+		fwd_answer(m.tag, 0, NULL, 0, "out of memory");
+		fwd_free(f);
+		return;
+	}
+	evtimer_add(f->deadline, &tv);
+	bufferevent_setcb(f->bev, fwd_read, NULL, fwd_event, f);
+	/* the request waits in the output until the handshake is done */
+	out = bufferevent_get_output(f->bev);
+	evbuffer_add_printf(out, "POST /v1/sandboxes HTTP/1.1\r\nHost: %s\r\n"
+	    "Content-Type: application/json\r\nBerth-Fleet-Placed: %s\r\n"
+	    "Content-Length: %u\r\nConnection: close\r\n\r\n", m.host, m.self,
+	    m.bodylen);
+	evbuffer_add(out, p + sizeof(m), m.bodylen);
+	bufferevent_enable(f->bev, EV_READ | EV_WRITE);
+	/* non-blocking: refused or unreachable comes as an event; one
+	 * that failed at once may have queued one too, which the free
+	 * cancels (deferred callbacks: none ran yet) */
+	if (bufferevent_socket_connect(f->bev, (struct sockaddr *)&ss, sslen) != 0) {
+		fwd_answer(m.tag, 0, NULL, 0, "connection refused or failed");
+		fwd_free(f);
+	}
 }
 
 static void
@@ -723,10 +1021,16 @@ c_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		fds[0] = -1;
 		return;
 	case HM_CTL_FLEET_CONFIG:
-		if (len < sizeof(struct hm_ctl_fleet_config) || nfds != 1)
+		if (len < sizeof(struct hm_ctl_fleet_config) || nfds > 1)
 			break;
-		c_fleet_config(p, len, fds[0]);
-		fds[0] = -1;
+		c_fleet_config(p, len, nfds ? fds[0] : -1);
+		if (nfds)
+			fds[0] = -1;
+		return;
+	case HM_CTL_FORWARD:
+		if (len <= sizeof(struct hm_ctl_forward) || nfds != 0)
+			break;
+		c_forward(p, len);
 		return;
 	case HM_CTL_FAIL: {
 		struct hm_ctl_fail f;
@@ -803,6 +1107,7 @@ px_controld_main(int fd)
 {
 	OPENSSL_init_ssl(0, NULL);
 	TAILQ_INIT(&C.conns);
+	TAILQ_INIT(&C.fwds);
 	if ((C.base = event_base_new()) == NULL)
 		fatalx("event_base_new");
 	if ((C.ch = px_chan_new(C.base, fd, c_msg, c_close, NULL)) == NULL)
@@ -830,6 +1135,15 @@ struct pconn {
 	char		 names[HM_CTL_FLEET_NAMES][33];	/* its certificate's */
 };
 
+/* a create forwarded through the helper, waiting for its answer */
+struct pfwd {
+	TAILQ_ENTRY(pfwd) entry;
+	uint64_t	 tag;
+	px_fleet_api_done_fn *done;
+	void		*arg;
+	struct event	*guard;		/* should the helper never answer */
+};
+
 static struct {
 	struct event_base *base;
 	struct px_control *ctl;
@@ -840,6 +1154,8 @@ static struct {
 	char		*fleet_ca, *fleet_cert, *fleet_key;	/* PEM */
 	TAILQ_HEAD(, pconn) conns;
 	unsigned	 n, nfleet;
+	TAILQ_HEAD(, pfwd) fwds;
+	uint64_t	 next_tag;
 } PC;
 
 static void
@@ -965,21 +1281,6 @@ printable(const char *s, size_t max, int space_ok)
 		    (unsigned char)s[i] >= 0x7f)
 			return 0;
 	return i < max;
-}
-
-/* a host id as fleet_host says one (conf.c), lower-case */
-static int
-host_id(const char *s, size_t max)
-{
-	size_t i, n;
-
-	if ((n = strnlen(s, max)) == 0 || n > 32 || n == max)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-		    (s[i] == '-' && i > 0 && i < n - 1)))
-			return 0;
-	return 1;
 }
 
 /* A fleet peer's request refused here: the helper answers and closes. */
@@ -1186,6 +1487,163 @@ pc_body_end(struct px_proc *pr, const struct hm_ctl_body_end *m)
 		pconn_free(pc, 1);
 }
 
+/* ---- creates forwarded to fleet peers through the helper ---- */
+
+static void
+pfwd_free(struct pfwd *f)
+{
+	TAILQ_REMOVE(&PC.fwds, f, entry);
+	event_free(f->guard);
+	free(f);
+}
+
+static void
+pfwd_fail_all(const char *why)
+{
+	struct pfwd *f;
+	px_fleet_api_done_fn *done;
+	void *arg;
+
+	while ((f = TAILQ_FIRST(&PC.fwds)) != NULL) {
+		done = f->done;
+		arg = f->arg;
+		pfwd_free(f);
+		done(arg, 0, "", 0, why);
+	}
+}
+
+static void
+pfwd_guard(evutil_socket_t fd, short what, void *arg)
+{
+	struct pfwd *f = arg;
+	px_fleet_api_done_fn *done = f->done;
+	void *darg = f->arg;
+
+	pfwd_free(f);
+	done(darg, 0, "", 0, "no answer from the control helper");
+}
+
+static void pc_start_fleet(struct px_proc *);
+
+/* SIGHUP: the fleet's new certificates, to the helper as they are to
+ * the parent (fleet.c's px_fleet_reload) */
+void
+px_controld_fleet_reload(const char *ca_pem, const char *cert_pem,
+    const char *key_pem)
+{
+	char *ca, *cert, *key;
+	int fd;
+
+	if (PC.fleet_ca == NULL || ca_pem == NULL || cert_pem == NULL ||
+	    key_pem == NULL)
+		return;
+	if ((ca = strdup(ca_pem)) == NULL || (cert = strdup(cert_pem)) == NULL ||
+	    (key = strdup(key_pem)) == NULL) {
+		log_warnx("control helper: out of memory");
+		return;		/* (the leak of one of them, once) */
+	}
+	free(PC.fleet_ca);
+	free(PC.fleet_cert);
+	memset(PC.fleet_key, 0, strlen(PC.fleet_key));
+	free(PC.fleet_key);
+	PC.fleet_ca = ca;
+	PC.fleet_cert = cert;
+	PC.fleet_key = key;
+	if (PC.proc == NULL)
+		return;
+	fd = PC.fleet_fd;
+	PC.fleet_fd = -1;	/* the helper has the socket already */
+	pc_start_fleet(PC.proc);
+	PC.fleet_fd = fd;
+}
+
+int
+px_controld_forward(const char *addr, const char *host, const char *self,
+    const char *body, size_t len, px_fleet_api_done_fn *done, void *arg,
+    char *err, size_t errlen)
+{
+	/* the helper's deadline, and a margin for the helper itself */
+	struct timeval tv = { HM_CTL_FORWARD_SECS + 10, 0 };
+	struct hm_ctl_forward *m;
+	struct pfwd *f;
+
+	if (PC.proc == NULL || PC.fleet_ca == NULL) {
+		snprintf(err, errlen, "the control helper does not forward "
+		    "(no fleet mode)");
+		return -1;
+	}
+	if (len == 0 || len > HM_CTL_FORWARD_BODY_MAX ||
+	    strlen(addr) >= sizeof(m->addr) || strlen(host) >= sizeof(m->host) ||
+	    strlen(self) >= sizeof(m->self)) {
+		snprintf(err, errlen, "a create too large to forward to host %s",
+		    host);
+		return -1;
+	}
+	if ((m = calloc(1, sizeof(*m) + len)) == NULL ||
+	    (f = calloc(1, sizeof(*f))) == NULL) {
+		free(m);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((f->guard = evtimer_new(PC.base, pfwd_guard, f)) == NULL) {
+		free(f);
+		free(m);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	f->tag = m->tag = ++PC.next_tag;
+	f->done = done;
+	f->arg = arg;
+	snprintf(m->addr, sizeof(m->addr), "%s", addr);
+	snprintf(m->host, sizeof(m->host), "%s", host);
+	snprintf(m->self, sizeof(m->self), "%s", self);
+	m->bodylen = (uint32_t)len;
+	memcpy(m + 1, body, len);
+	if (px_proc_send(PC.proc, HM_CTL_FORWARD, m, sizeof(*m) + len, NULL,
+	    0) != 0) {
+		free(m);
+		event_free(f->guard);
+		free(f);
+		snprintf(err, errlen, "the control helper is not running");
+		return -1;
+	}
+	free(m);
+	evtimer_add(f->guard, &tv);
+	TAILQ_INSERT_TAIL(&PC.fwds, f, entry);
+	return 0;
+}
+
+/* A forward's answer, as the helper read and re-encoded it: checked,
+ * then to the caller (its JSON is the helper's, compact). */
+static void
+pc_forwarded(struct px_proc *pr, const unsigned char *p, size_t len)
+{
+	struct hm_ctl_forwarded m;
+	struct pfwd *f;
+	px_fleet_api_done_fn *done;
+	void *arg;
+
+	memcpy(&m, p, sizeof(m));
+	if (len != sizeof(m) + m.bodylen ||
+	    (m.status != 0 && (m.status < 100 || m.status > 599)) ||
+	    !printable(m.err, sizeof(m.err), 1) ||
+	    (m.status == 0) != (m.err[0] != '\0') ||
+	    (m.status == 0 && m.bodylen != 0)) {
+		px_proc_bad(pr, "a malformed forward answer");
+		return;
+	}
+	TAILQ_FOREACH(f, &PC.fwds, entry)
+		if (f->tag == m.tag)
+			break;
+	if (f == NULL)
+		return;		/* given up meanwhile (pfwd_guard) */
+	done = f->done;
+	arg = f->arg;
+	pfwd_free(f);
+	done(arg, m.status, m.bodylen ? (const char *)p + sizeof(m) : "",
+	    m.bodylen, m.status ? NULL : m.err);
+}
+
 static void
 pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
     int *fds, int nfds, void *arg)
@@ -1196,7 +1654,9 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		px_proc_bad(pr, "descriptors");
 		return;
 	}
-	if (type == HM_CTL_OPEN && len == sizeof(struct hm_ctl_open)) {
+	if (type == HM_CTL_FORWARDED && len >= sizeof(struct hm_ctl_forwarded)) {
+		pc_forwarded(pr, p, len);
+	} else if (type == HM_CTL_OPEN && len == sizeof(struct hm_ctl_open)) {
 		struct hm_ctl_open m;
 
 		memcpy(&m, p, sizeof(m));
@@ -1260,7 +1720,8 @@ pc_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		px_proc_bad(pr, "an unexpected message");
 }
 
-/* fleet_api_listen's socket and certificates, to a new helper */
+/* the fleet's certificates (the forwards'), and fleet_api_listen's
+ * socket if there is one, to a new helper */
 static void
 pc_start_fleet(struct px_proc *pr)
 {
@@ -1280,25 +1741,36 @@ pc_start_fleet(struct px_proc *pr)
 	memcpy(buf + sizeof(h), PC.fleet_ca, al);
 	memcpy(buf + sizeof(h) + al, PC.fleet_cert, cl);
 	memcpy(buf + sizeof(h) + al + cl, PC.fleet_key, kl);
-	px_proc_send(pr, HM_CTL_FLEET_CONFIG, buf, n, &PC.fleet_fd, 1);
+	px_proc_send(pr, HM_CTL_FLEET_CONFIG, buf, n, &PC.fleet_fd,
+	    PC.fleet_fd >= 0 ? 1 : 0);
 	memset(buf, 0, n);
 	free(buf);
 }
 
+static void pc_start_control(struct px_proc *);
+
 static void
 pc_start(struct px_proc *pr, void *arg)
+{
+	/* a new helper: the old one's clients are gone with it */
+	while (!TAILQ_EMPTY(&PC.conns))
+		pconn_free(TAILQ_FIRST(&PC.conns), 0);
+	if (PC.fleet_ca != NULL)
+		pc_start_fleet(pr);
+	if (PC.fd >= 0)
+		pc_start_control(pr);
+	/* and the forwards it had under way (after the configuration:
+	 * a caller trying the next host forwards through the new one) */
+	pfwd_fail_all("the control helper restarted");
+}
+
+static void
+pc_start_control(struct px_proc *pr)
 {
 	struct hm_ctl_config h;
 	size_t cl, kl;
 	unsigned char *buf;
 
-	/* a new helper: the old one's clients are gone with it */
-	while (!TAILQ_EMPTY(&PC.conns))
-		pconn_free(TAILQ_FIRST(&PC.conns), 0);
-	if (PC.fleet_fd >= 0)
-		pc_start_fleet(pr);
-	if (PC.fd < 0)
-		return;
 	cl = strlen(PC.cert);
 	kl = strlen(PC.key);
 	if ((buf = malloc(sizeof(h) + cl + kl)) == NULL) {
@@ -1356,6 +1828,7 @@ px_controld_start(struct event_base *base, struct px_control *ctl,
     const struct px_controld_conf *cf, char *err, size_t errlen)
 {
 	TAILQ_INIT(&PC.conns);
+	TAILQ_INIT(&PC.fwds);
 	PC.base = base;
 	PC.ctl = ctl;
 	PC.fd = PC.fleet_fd = -1;
@@ -1367,7 +1840,7 @@ px_controld_start(struct event_base *base, struct px_control *ctl,
 		return -1;
 	if ((cf->addr != NULL && ((PC.cert = strdup(cf->cert_pem)) == NULL ||
 	    (PC.key = strdup(cf->key_pem)) == NULL)) ||
-	    (cf->fleet_addr != NULL && ((PC.fleet_ca = strdup(cf->fleet_ca_pem)) ==
+	    (cf->fleet_ca_pem != NULL && ((PC.fleet_ca = strdup(cf->fleet_ca_pem)) ==
 	    NULL || (PC.fleet_cert = strdup(cf->fleet_cert_pem)) == NULL ||
 	    (PC.fleet_key = strdup(cf->fleet_key_pem)) == NULL)) ||
 	    (PC.proc = px_proc_start(base, &controld_def)) == NULL) {
@@ -1382,5 +1855,8 @@ px_controld_stop(void)
 {
 	while (PC.conns.tqh_first != NULL)
 		pconn_free(TAILQ_FIRST(&PC.conns), 0);
+	/* their callers go with ctl: no answer is given */
+	while (!TAILQ_EMPTY(&PC.fwds))
+		pfwd_free(TAILQ_FIRST(&PC.fwds));
 	PC.ctl = NULL;
 }

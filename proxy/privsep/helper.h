@@ -47,6 +47,10 @@ enum {
 				 * fleet_api_listen socket */
 	HM_CTL_FAIL,		/* P->C: struct hm_ctl_fail: answer this error
 				 * and close */
+	HM_CTL_FORWARD,		/* P->C: struct hm_ctl_forward + the JSON
+				 * body: post a create to a fleet peer */
+	HM_CTL_FORWARDED,	/* C->P: struct hm_ctl_forwarded + its answer
+				 * as compact JSON */
 
 	/* guest agent connections (exec.c, agentd.c) */
 	HM_AGENT_CONN = 60,	/* P->C: struct hm_agent_conn + the socket */
@@ -245,8 +249,40 @@ struct hm_ctl_open {
 	char		 names[HM_CTL_FLEET_NAMES][33];
 };
 
+/* the fleet's certificates: a client context for the forwards
+ * (HM_CTL_FORWARD); with a socket, fleet_api_listen's too */
 struct hm_ctl_fleet_config {
 	uint32_t	 calen, certlen, keylen;	/* PEM bytes that follow */
+};
+
+/* A create placement sent to another host (fleet_api.c): the helper
+ * connects to addr (numeric ADDRESS:PORT), requires the server's
+ * certificate (of the fleet CA) to name host, posts the body (JSON, at
+ * most HM_CTL_FORWARD_BODY_MAX) to /v1/sandboxes with Berth-Fleet-Placed:
+ * self, reads the answer under fleet_answer.h's bounds and answers
+ * HM_CTL_FORWARDED with the same tag, within HM_CTL_FORWARD_SECS from
+ * the start, connect and handshake included. At most
+ * HM_CTL_FORWARDS at once: past that, an error at once. */
+#define HM_CTL_FORWARD_BODY_MAX	(64 * 1024)
+#define HM_CTL_FORWARD_SECS	90
+#define HM_CTL_FORWARDS		64
+struct hm_ctl_forward {
+	uint64_t	 tag;
+	char		 addr[64];	/* NUL-terminated */
+	char		 host[33];	/* a host id (fleet_host's syntax) */
+	char		 self[33];	/* this host's id */
+	uint32_t	 bodylen;
+};
+
+/* status: the peer's HTTP status, its body re-encoded by the helper
+ * (compact JSON, or none); 0 when no valid answer came (refused, TLS,
+ * timed out, malformed, too large, not JSON): err says why, printable
+ * ASCII, and no body follows. */
+struct hm_ctl_forwarded {
+	uint64_t	 tag;
+	int32_t		 status;
+	char		 err[256];
+	uint32_t	 bodylen;
 };
 
 /* what the parent refuses of a fleet peer's request (403, 404): the

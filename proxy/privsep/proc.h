@@ -195,7 +195,10 @@ int px_agentd_main(int chan_fd);
 /* The parent's side of the control helper (controld.c): binds the
  * control API's TCP listener (addr) and the fleet's (fleet_addr: creates
  * other hosts placed here), either may be NULL, starts the helper with
- * their certificates (PEM) and relays its requests to ctl. -1 with err. */
+ * their certificates (PEM) and relays its requests to ctl. With the
+ * fleet's certificates (fleet_ca_pem, even with no fleet_addr) the
+ * helper also forwards the creates placed on other hosts
+ * (px_controld_forward). -1 with err. */
 struct px_control;
 struct px_controld_conf {
 	const char	*addr, *cert_pem, *key_pem;
@@ -204,6 +207,19 @@ struct px_controld_conf {
 };
 int px_controld_start(struct event_base *, struct px_control *ctl,
     const struct px_controld_conf *, char *err, size_t errlen);
+/* Has the helper post a create (JSON) to the fleet peer host at addr
+ * (its fleet_api_listen), from this host self, over mutual TLS: done is
+ * called once, always later, with the peer's status and its body as
+ * the helper re-encoded it (compact JSON), or status 0 and why
+ * (fleet_api.h's px_fleet_api_done_fn). -1 with err when it cannot
+ * start. */
+int px_controld_forward(const char *addr, const char *host, const char *self,
+    const char *body, size_t len,
+    void (*done)(void *, int, const char *, size_t, const char *), void *arg,
+    char *err, size_t errlen);
+/* SIGHUP: the fleet's new certificates, to the helper. */
+void px_controld_fleet_reload(const char *ca_pem, const char *cert_pem,
+    const char *key_pem);
 /* Drops the relayed connections (before ctl goes). */
 void px_controld_stop(void);
 

@@ -18,6 +18,10 @@
 #    certificate, one of a host without a lease (403), another route
 #    (404), a create not naming b (400), b's admin token sent by a
 #    fleet peer (still 404)
+#  - a fleet host that lies (d, a python3 TLS server with d's
+#    certificate, its lease written here): a body that is not JSON, one
+#    past 1 MiB, bytes that are not HTTP: each a 502 placement_failed
+#    naming d, read by a's control helper; a's berthd lives on
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -280,5 +284,81 @@ wait_for 30 b_down || diag "b still up in a's view"
 create p7 --host b
 like "once b's lease expired, --host b is refused (down or unknown)" \
 	"$(json_get "$(cat "$T/create.json")" 'j["error"]["code"]')" "host_down|unknown_host"
+
+# ---- a fleet host that lies: its answer is read by a's control helper ----
+# d: a certificate of the fleet, a lease in etcd (written here), and a
+# fleet_api_listen that answers a create with what no host should
+LPORT=$(free_port)
+cat >"$T/liar.py" <<'PYEOF'
+import socket, ssl, sys
+d, port = sys.argv[1], int(sys.argv[2])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(d + "/d.pem", d + "/d.key")
+ctx.load_verify_locations(d + "/fleet-ca.pem")
+ctx.verify_mode = ssl.CERT_REQUIRED
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", port))
+ls.listen(8)
+print("listening", flush=True)
+answers = [
+    b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 9\r\n\r\nnot json!",
+    "big",
+    b"SSH-2.0-liar\r\n\r\n",
+]
+n = 0
+while True:
+    c, _ = ls.accept()
+    try:
+        s = ctx.wrap_socket(c, server_side=True)
+        s.settimeout(20)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(4096)
+        a = answers[n % len(answers)]
+        n += 1
+        print("answering", n, flush=True)
+        if a == "big":	# 2 MiB of JSON, chunked
+            s.sendall(b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      b"1\r\n[\r\n")
+            for i in range(32):
+                s.sendall(b"%x\r\n%s\r\n" % (65536, b" " * 65536))
+            s.sendall(b"1\r\n]\r\n0\r\n\r\n")
+        else:
+            s.sendall(a)
+        s.close()
+    except Exception as e:
+        print("connection:", e, flush=True)
+        c.close()
+PYEOF
+spawn "$T/liar.log" python3 "$T/liar.py" "$T/fleet" "$LPORT"
+wait_log 10 "$T/liar.log" listening "$SPAWNED" || bail "the lying peer did not start"
+# d's lease and host record, through etcd's JSON gateway
+etcd_post() {
+	curl -sS --max-time 10 -X POST "http://127.0.0.1:$CPORT/v3/$1" -d "$2"
+}
+lease=$(etcd_post lease/grant '{"TTL": 600}' | json_get "$(cat)" 'j["ID"]') ||
+	bail "etcd lease"
+b64() { printf '%s' "$1" | base64 -w0; }
+dval='{"id":"d","edge":"127.0.0.1:1","fleet":"127.0.0.1:1","capacity":0,"started":1,"zone":"z","api":"127.0.0.1:'"$LPORT"'","room":{"sandboxes":0,"running_more":5,"suspended_more":5,"memory_available_bytes":17179869184,"templates":["default"]}}'
+etcd_post kv/put "{\"key\":\"$(b64 /bfpl/hosts/d)\",\"value\":\"$(b64 "$dval")\",\"lease\":\"$lease\"}" \
+	>/dev/null || bail "etcd put d"
+wait_for 30 room_is d running_more 5 || bail "a's view has no host d: $(nc_ a --json fleet hosts)"
+liar() {	# ID PATTERN WHAT
+	create "$1" --host d
+	is "a lying peer ($3): 502" "$(json_get "$(cat "$T/create.json")" 'j["error"]["status"]')" 502
+	is "... placement_failed" "$(json_get "$(cat "$T/create.json")" 'j["error"]["code"]')" \
+		placement_failed
+	like "... naming d and why" "$(json_get "$(cat "$T/create.json")" 'j["error"]["message"]')" \
+		"sandbox '$1': d: .*$2"
+}
+liar pl1 "not JSON" "a body that is not JSON"
+liar pl2 "1 MiB" "a body past 1 MiB"
+liar pl3 "malformed answer" "not HTTP"
+check "... and a's berthd is still there" kill -0 "$PID_a"
+check "... and answers (sandbox ls)" "$NETCTL" -s "$T/a/state" sandbox ls
+is "a's control helper read them all, never restarted" \
+	"$(grep -Ec 'control helper \(pid [0-9]+\) (killed|exited)' "$T/a/berthd.log")" 0
 diag "fleet-place.sh took $(( $(date +%s) - t0 )) s from the first create"
 done_testing
