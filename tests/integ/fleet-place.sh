@@ -270,8 +270,8 @@ for s in p1 p3 p4 p2; do kill "$(eval echo "\$HOLD_$s")" 2>/dev/null; done
 nc_ b sandbox rm p1 >/dev/null || bail "rm p1"
 [ "$h3" = b ] && { nc_ b sandbox rm p3 >/dev/null || diag "rm p3 on b failed"; nc_ a sandbox rm p4 >/dev/null || diag "rm p4 on a failed"; }
 [ "$h3" = a ] && { nc_ a sandbox rm p3 >/dev/null || diag "rm p3 on a failed"; nc_ b sandbox rm p4 >/dev/null || diag "rm p4 on b failed"; }
-wait_for 30 room_is b running_more 2 || diag "b's room: $(room b running_more)"
-wait_for 30 room_is a running_more 1 || diag "a's room: $(room a running_more)"
+wait_for 65 room_is b running_more 2 || diag "b's room: $(room b running_more)"
+wait_for 65 room_is a running_more 1 || diag "a's room: $(room a running_more)"
 kill -9 "$PID_b"
 create p6 || bail "create p6: $(cat "$T/create.json" "$T/create.err")"
 is "b killed, its lease not yet expired: the create goes to the next (a)" \
