@@ -168,6 +168,9 @@ j 1 template build debian
 like "template build without a VMM: says why" "$(doc 'j["error"]["message"]')" 'no VMM'
 
 j 1 fleet hosts
+j 1 fleet drain
+like "fleet drain without a fleet: says why" "$(doc 'j["error"]["message"]')" 'fleet mode is not configured'
+j 1 fleet undrain
 j 2 mcp
 j 0 sandbox rm js-2
 j 1 sandbox rm js-2
