@@ -270,14 +270,23 @@ for s in p1 p3 p4 p2; do kill "$(eval echo "\$HOLD_$s")" 2>/dev/null; done
 nc_ b sandbox rm p1 >/dev/null || bail "rm p1"
 [ "$h3" = b ] && { nc_ b sandbox rm p3 >/dev/null || diag "rm p3 on b failed"; nc_ a sandbox rm p4 >/dev/null || diag "rm p4 on a failed"; }
 [ "$h3" = a ] && { nc_ a sandbox rm p3 >/dev/null || diag "rm p3 on a failed"; nc_ b sandbox rm p4 >/dev/null || diag "rm p4 on b failed"; }
-wait_for 65 room_is b running_more 2 || diag "b's room: $(room b running_more)"
-wait_for 65 room_is a running_more 1 || diag "a's room: $(room a running_more)"
+wait_for 30 room_is b running_more 2 || diag "b's room: $(room b running_more)"
+wait_for 30 room_is a running_more 1 || diag "a's room: $(room a running_more)"
+# b ranks first only when its room is more than a's: a host's room is
+# also bound by the CPU it measures idle, and on a loaded machine both
+# may say 1 (then a, the host asked, wins the tie and b is never tried)
+b_rm=$(room b running_more) a_rm=$(room a running_more)
 kill -9 "$PID_b"
 create p6 || bail "create p6: $(cat "$T/create.json" "$T/create.err")"
 is "b killed, its lease not yet expired: the create goes to the next (a)" \
 	"$(answer 'j["host"]')" a
-like "... and says b failed first" "$(answer 'j["placement_failed"]')" "^b: "
-like "... in a's create event too" "$(create_events a p6)" "placed on host a .*after b: "
+if [ "${b_rm:-0}" -gt "${a_rm:-0}" ] 2>/dev/null; then
+	like "... and says b failed first" "$(answer 'j["placement_failed"]')" "^b: "
+	like "... in a's create event too" "$(create_events a p6)" "placed on host a .*after b: "
+else
+	ok "... and says b failed first # SKIP b's room ($b_rm) was not more than a's ($a_rm): a was the first choice"
+	ok "... in a's create event too # SKIP as above"
+fi
 # down: listed with up false (its placement still in etcd), or gone
 b_down() { [ "$(nc_ a --json fleet hosts | json_get "$(cat)" "'b' in [h['id'] for h in j['hosts'] if h.get('up')]")" = False ]; }
 wait_for 30 b_down || diag "b still up in a's view"
