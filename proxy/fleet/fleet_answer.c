@@ -48,6 +48,9 @@ append(struct px_fleet_answer *a, const char *p, size_t n)
 	char *nb;
 	size_t cap;
 
+	if (n == 0)		/* an empty piece: nothing to keep (a->body may
+				 * still be NULL) */
+		return 0;
 	if (n > PX_FLEET_ANSWER_BODY_MAX - a->len)
 		return bad(a, "body larger than 1 MiB");
 	if (a->len + n > a->cap) {

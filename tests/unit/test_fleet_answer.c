@@ -80,6 +80,7 @@ int
 main(void)
 {
 	struct px_fleet_answer a;
+	const char *s;
 	char *big, *out, err[200];
 	size_t n, ol;
 	int rc;
@@ -122,15 +123,15 @@ main(void)
 	free(big);
 
 	px_fleet_answer_init(&a);
-	feed(&a, "HTTP/1.1 201 Created\r\nContent-Length: 9\r\n\r\nnot json!", 51,
-	    0, 0);
+	s = "HTTP/1.1 201 Created\r\nContent-Length: 9\r\n\r\nnot json!";
+	feed(&a, s, strlen(s), 0, 0);
 	rc = px_fleet_answer_json(&a, 1 << 20, &out, &ol, err, sizeof(err));
 	ok(rc == -1 && strstr(err, "not JSON") != NULL, "a body that is not "
 	    "JSON: %s", err);
 	px_fleet_answer_free(&a);
 	px_fleet_answer_init(&a);
-	feed(&a, "HTTP/1.1 201 Created\r\nContent-Length: 15\r\n\r\n{\"a\":1,\"a\":2}",
-	    59, 0, 0);
+	s = "HTTP/1.1 201 Created\r\nContent-Length: 13\r\n\r\n{\"a\":1,\"a\":2}";
+	feed(&a, s, strlen(s), 0, 0);
 	rc = px_fleet_answer_json(&a, 1 << 20, &out, &ol, err, sizeof(err));
 	ok(rc == -1, "duplicate keys refused: %s", err);
 	px_fleet_answer_free(&a);
