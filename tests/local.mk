@@ -43,7 +43,7 @@ EXTRA_DIST += tests/integ/vm-restart.sh
 check_PROGRAMS += tests/unit/test_fleet
 TESTS += tests/unit/test_fleet
 tests_unit_test_fleet_SOURCES = tests/unit/test_fleet.c proxy/conf.c proxy/edge/route.c vmm/proto/valid.c \
-	proxy/fleet/fleet_view.c proxy/fleet/fleet_tls.c
+	proxy/fleet/fleet_view.c proxy/fleet/fleet_tls.c proxy/fleet/fleet_place.c
 tests_unit_test_fleet_CFLAGS = $(PX_UNIT_CFLAGS)
 tests_unit_test_fleet_LDADD = $(JANSSON_LIBS) $(OPENSSL_LIBS)
 

@@ -18,15 +18,7 @@
 int
 px_fleet_valid_host(const char *s)
 {
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 32)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-		    (s[i] == '-' && i > 0 && i < n - 1)))
-			return 0;
-	return 1;
+	return px_fleet_place_name_ok(s);	/* one rule (fleet_place.c) */
 }
 
 static const char *

@@ -71,6 +71,7 @@
 #include "fleet_answer.h"
 #include "fleet_api.h"
 #include "fleet_tls.h"
+#include "fleet_view.h"
 #include "helper.h"
 #include "log.h"
 #include "proc.h"
@@ -904,19 +905,12 @@ fwd_deadline(evutil_socket_t fd, short what, void *arg)
 	fwd_free(f);
 }
 
-/* a host id as fleet_host says one (conf.c), lower-case */
+/* a host id as fleet_host says one (conf.c), lower-case, terminated
+ * within its field */
 static int
 host_id(const char *s, size_t max)
 {
-	size_t i, n;
-
-	if ((n = strnlen(s, max)) == 0 || n > 32 || n == max)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-		    (s[i] == '-' && i > 0 && i < n - 1)))
-			return 0;
-	return 1;
+	return strnlen(s, max) < max && px_fleet_valid_host(s);
 }
 
 static void
