@@ -435,7 +435,9 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 			errf(err, errlen, rc, "manifest: %s: a bad size", name);
 			goto out;
 		}
-		if (strlen(sha) != 64 || !hex64(sha)) {
+		/* "": not known yet (a move's manifest before the files
+		 * were read); adoption wants every one */
+		if (sha[0] != '\0' && (strlen(sha) != 64 || !hex64(sha))) {
 			errf(err, errlen, rc, "manifest: %s: a bad sha256",
 			    name);
 			goto out;

@@ -80,6 +80,8 @@ scope_name(enum api_scope s)
 		return "token";		/* admin, or the token {token} itself */
 	case API_ANY:
 		return "any";
+	case API_FLEET:
+		return "fleet";		/* a fleet peer's certificate */
 	default:
 		return "none";
 	}
