@@ -785,6 +785,7 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->op = sb->op;
 	out->preparing = sb->busy && sb->preparing;
 	out->ready_key = sb->ready_key;
+	out->moving = sb->moving;
 	out->from_snapshot = sb->from_snapshot;
 	out->ram_shared = sb->ram_shared;
 	out->balloon = sb->tpl.balloon;

@@ -353,6 +353,8 @@ struct vmm_info {
 					 * pages (copy-on-write) */
 	int balloon;			/* its VM has a virtio-balloon with
 					 * free page reporting */
+	int moving;			/* its files are being copied to
+					 * another host (vmm_move_export) */
 	int cap_refused;		/* in an operation's callback: it
 					 * failed at a cap (vm_max_running,
 					 * vm_max_resident): no room came in

@@ -145,6 +145,8 @@ api_fleet_move(struct req *r)
 			api_reply_error(r, status, NULL, NULL, "%s", err);
 		else
 			api_reply_json(r, 200, doc);
+		if (doc != NULL && r->nseg == 5)
+			api_routes_changed(ctl);	/* it is here now */
 		return;
 	}
 	/* PUT .../file?name=NAME: the body is its bytes */

@@ -466,6 +466,74 @@ abort_done(struct hreq *h, int status, const char *body, size_t len,
 		    status, err ? ": " : "", err ? err : "");
 }
 
+/* After a move: the requests that waited for it go on once this host's
+ * view of the fleet routes the sandbox to its new host (the target's
+ * claim seen, this host's gone), at most HANDOFF_MS later. */
+#define HANDOFF_MS	10000
+#define HANDOFF_STEP_MS	100
+
+struct handoff {
+	char id[41], to[40];
+	unsigned waited;
+	struct event *ev;
+};
+
+static int
+routed_to(const char *id, const char *to)
+{
+	json_t *doc = px_fleet_json("sandboxes"), *v;
+	size_t i;
+	int yes = 0;
+
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, v) {
+		const char *sid = json_string_value(json_object_get(v, "id"));
+		const char *h = json_string_value(json_object_get(v, "host"));
+
+		if (sid != NULL && strcmp(sid, id) == 0)
+			yes = h != NULL && strcmp(h, to) == 0;
+	}
+	json_decref(doc);
+	return yes;
+}
+
+static void
+handoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct handoff *ho = arg;
+	struct timeval tv = { 0, HANDOFF_STEP_MS * 1000 };
+
+	(void)fd;
+	(void)what;
+	if (!routed_to(ho->id, ho->to) && ho->waited < HANDOFF_MS) {
+		ho->waited += HANDOFF_STEP_MS;
+		evtimer_add(ho->ev, &tv);
+		return;
+	}
+	if (ho->waited >= HANDOFF_MS)
+		log_warnx("fleet: %s moved to %s, but this host's view does "
+		    "not route it there yet: its waiting requests go on", ho->id,
+		    ho->to);
+	px_vm_move_handed(ho->id);
+	event_free(ho->ev);
+	free(ho);
+}
+
+static void
+handoff_start(const char *id, const char *to)
+{
+	struct handoff *ho;
+
+	if ((ho = calloc(1, sizeof(*ho))) == NULL ||
+	    (ho->ev = evtimer_new(M.base, handoff_cb, ho)) == NULL) {
+		free(ho);
+		px_vm_move_handed(id);
+		return;
+	}
+	snprintf(ho->id, sizeof(ho->id), "%s", id);
+	snprintf(ho->to, sizeof(ho->to), "%s", to);
+	handoff_cb(-1, 0, ho);
+}
+
 /* The end of a move: done told, o freed. */
 static void
 out_end(struct outgoing *o, int status, const char *err)
@@ -486,6 +554,8 @@ out_end(struct outgoing *o, int status, const char *err)
 	} else
 		log_info("fleet: sandbox %s moved to host %s", o->id, o->to);
 	o->done(o->done_arg, status, err);
+	if (status == 200)
+		handoff_start(o->id, o->to);
 	free(o);
 }
 

@@ -51,6 +51,7 @@ struct waking {
 
 static struct {
 	struct waking	*waking;
+	struct waking	*move_waits;		/* wakes of moving sandboxes */
 	struct vmm	*m;
 	struct vmm_template tpl;
 	int		 have_tpl;		/* tpl loaded */
@@ -2592,6 +2593,24 @@ px_vm_wake(const char *id)
 	 * operation and wake it when it ends, rather than fail the request
 	 * (or, for a pause, let it through to a guest about to stop). */
 	vmm_sandbox_info(sb, &info);
+	/* Moving to another host: the requests wait for the move's end,
+	 * then wake it here (it failed) or go to its new host (the route
+	 * table says where by then: px_vm_move_handed). */
+	if (info.moving) {
+		struct waking *w;
+
+		for (w = V.move_waits; w != NULL; w = w->next)
+			if (strcmp(w->id, id) == 0)
+				return;
+		if ((w = calloc(1, sizeof(*w))) == NULL) {
+			fail = "out of memory";
+			goto answer;
+		}
+		snprintf(w->id, sizeof(w->id), "%s", id);
+		w->next = V.move_waits;
+		V.move_waits = w;
+		return;
+	}
 	/* ... unless its guest is still giving memory back for the idle
 	 * policy's: that is given up (libvmm) and the guest runs on. That
 	 * ends the operation (and runs its waiters): look again. */
@@ -3086,6 +3105,21 @@ px_vm_move_export(const char *id, struct vmm_move *mv, char *err,
 	return vmm_move_export(sb, mv, 0, err, errlen) < 0 ? -1 : 0;
 }
 
+/* 1 if a wake of id waits for its move's end (and no longer does). */
+static int
+move_wait_take(const char *id)
+{
+	struct waking **pp, *w;
+
+	for (pp = &V.move_waits; (w = *pp) != NULL; pp = &w->next)
+		if (strcmp(w->id, id) == 0) {
+			*pp = w->next;
+			free(w);
+			return 1;
+		}
+	return 0;
+}
+
 void
 px_vm_move_end(const char *id)
 {
@@ -3093,6 +3127,16 @@ px_vm_move_end(const char *id)
 
 	if (V.m != NULL && (sb = vmm_sandbox_find(V.m, id)) != NULL)
 		vmm_move_end(sb);
+	if (move_wait_take(id))
+		px_vm_wake(id);		/* it stays: woken here */
+}
+
+void
+px_vm_move_handed(const char *id)
+{
+	/* the requests go on with the routes that say where it is now */
+	if (move_wait_take(id))
+		tell_woken(id, 1, NULL);
 }
 
 int

@@ -108,11 +108,24 @@ nc_ a sandbox suspend mv >/dev/null || bail "suspend"
 is "suspended on a" "$(state_on a mv)" suspended
 files_a=$(ls "$T/a/state/vms/mv" 2>/dev/null | tr '\n' ' ')
 
-out=$(nc_ a sandbox move mv --to b 2>&1)
-rc=$?
-is "netctl sandbox move exits 0" "$rc" 0
-like "... and says where it went" "$out" "sandbox mv moved to host b"
-is "b holds it, suspended" "$(state_on b mv)" suspended
+# the move in the background; a request through a's edge once b has
+# begun to take it waits for the move's end, then is answered by b
+( nc_ a sandbox move mv --to b >"$T/mv1.out" 2>&1; echo $? >"$T/mv1.rc" ) &
+mvpid=$!
+begun() { grep -q "moves sandbox mv here" "$T/b/berthd.log" 2>/dev/null; }
+wait_for 60 begun
+code=$(curl -sS --max-time 90 --cacert "$T/a/state/tls/ca.pem" \
+	--connect-to "::127.0.0.1:" -D "$T/hdr.during" -o "$T/body.during" \
+	-w '%{http_code}' "https://8080-mv.$DOMAIN:$HTTPS_a/info" 2>/dev/null)
+wait "$mvpid"
+is "netctl sandbox move exits 0" "$(cat "$T/mv1.rc")" 0
+like "... and says where it went" "$(cat "$T/mv1.out")" "sandbox mv moved to host b"
+diag "$(cat "$T/mv1.out")"
+is "a request sent during the move is answered after it" "$code" 200
+like "... by b" "$(cat "$T/hdr.during")" "Berth-Host: b"
+like "... which woke it" "$(cat "$T/hdr.during")" "Server-Timing: wake"
+is "... the same boot" "$(json_get "$(cat "$T/body.during")" 'j["boot_id"]')" "$boot"
+like "b holds it (woken by that request)" "$(state_on b mv)" "^(suspended|running)$"
 isnt "a holds it no more" "$(nc_ a --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
 gone_a() { [ ! -e "$T/a/state/vms/mv" ]; }
 if wait_for 30 gone_a; then
