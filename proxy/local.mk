@@ -65,7 +65,7 @@ check_PROGRAMS += tests/unit/test_session
 TESTS += tests/unit/test_session
 tests_unit_test_session_SOURCES = tests/unit/test_session.c tests/unit/tap.h \
 	proxy/edge/session.c proxy/edge/session.h proxy/edge/h2.c proxy/edge/h2.h proxy/edge/upstream.c \
-	proxy/edge/wake.c proxy/edge/wake.h proxy/edge/respond.c proxy/edge/tls.c proxy/edge/tls.h proxy/fleet/fleet_tls.c proxy/fleet/fleet_tls.h proxy/fleet/fleet_move.c proxy/fleet/fleet_move.h \
+	proxy/edge/wake.c proxy/edge/wake.h proxy/edge/respond.c proxy/edge/tls.c proxy/edge/tls.h proxy/fleet/fleet_tls.c proxy/fleet/fleet_tls.h \
 	proxy/edge/route.c proxy/edge/route.h proxy/edge/routemsg.h proxy/edge/http1.c proxy/edge/http1.h \
 	vmm/proto/valid.c vmm/proto/valid.h proxy/log.c proxy/log.h proxy/edge/evprio.c proxy/edge/evprio.h \
 	vmm/proto/status.c vmm/proto/status.h \
