@@ -851,6 +851,7 @@ struct incoming {
 	char host[40];
 	char dir[PATH_MAX];
 	time_t begun;
+	struct event *stale;		/* MOVE_STALE after its begin */
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES], got[VMM_MOVE_FILES], busy[VMM_MOVE_FILES];
 	char sha[VMM_MOVE_FILES][65];
@@ -886,10 +887,23 @@ in_drop(struct incoming *in)
 			break;
 		}
 	rm_tree(in->dir);
+	if (in->stale != NULL)
+		event_free(in->stale);
 	free(in);
 }
 
 /* moves begun long ago and never committed (the source died) */
+static void in_expire(void);
+
+static void
+in_stale_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	in_expire();
+}
+
 static void
 in_expire(void)
 {
@@ -903,7 +917,7 @@ in_expire(void)
 		next = in->next;
 		for (i = 0; i < in->mv.n; i++)
 			busy |= in->busy[i];
-		if (!busy && now - in->begun > MOVE_STALE) {
+		if (!busy && now - in->begun >= MOVE_STALE) {
 			log_info("fleet: the move of %s from %s was never "
 			    "committed: its files go", in->id, in->host);
 			in_drop(in);
@@ -975,6 +989,11 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 	snprintf(in->id, sizeof(in->id), "%s", id);
 	snprintf(in->host, sizeof(in->host), "%s", host);
 	in->begun = time(NULL);
+	if ((in->stale = evtimer_new(M.base, in_stale_cb, NULL)) != NULL) {
+		struct timeval tv = { MOVE_STALE + 1, 0 };
+
+		evtimer_add(in->stale, &tv);
+	}
 	in->next = M.in;
 	M.in = in;
 	need = json_array();

@@ -192,5 +192,10 @@ is "it wakes on a" "$(via a mv /info)" 200
 like "... served by a" "$(cat "$T/hdr")" "Berth-Host: a"
 out=$(nc_ a sandbox exec mv -- cat /root/moved.txt </dev/null 2>&1)
 is "its file still there" "$out" moved-bytes
+# b again: what it received of the move cut short is gone, and it
+# holds no sandbox mv
+start_host b
+is "b's move area swept at its start" "$(ls "$T/b/state/vms/.move" 2>/dev/null | wc -l)" 0
+isnt "b holds no mv" "$(nc_ b --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
 nc_ a sandbox rm mv >/dev/null 2>&1
 done_testing

@@ -228,6 +228,12 @@ test_json(void)
 	    "\"files\":[" F("mem", "%s") "]}", sha);
 	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == 0,
 	    "one file, no ready key: taken (%s)", err);
+	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\","
+	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
+	    "\"files\":[" F("mem", "") "]}");
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == 0 &&
+	    back.f[0].sha256[0] == '\0', "no sha256 yet (a move's begin): "
+	    "taken (%s)", err);
 	REFUSED(F("../../etc/passwd", "00112233445566778899aabbccddeeff"
 	    "00112233445566778899aabbccddeeff"), "a path: refused");
 	REFUSED(F("mem", "00112233445566778899aabbccddeeff"
