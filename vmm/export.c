@@ -34,10 +34,14 @@
  * base.qcow2 and kept in the target's .layers (moved-SHA.qcow2, shared
  * by every sandbox moved there over it): the sandbox's disk is then a
  * chain read from the qcow2 headers (layered), whose names are
- * rewritten to the target's paths. The template's image is not sent:
- * the target must have the template (the same name, command line,
- * agent and kind of disk: a version check by content comes with the
- * template copy). A fork's chain of layers does not move yet.
+ * rewritten to the target's paths. The template's files are not sent:
+ * the target must hold that version of it, the same by content (the
+ * manifest's template_sha256, over its kernel's, initramfs's and image's
+ * sha256s; each file hashed once per process), and the same command
+ * line, agent and kind of disk: a guest restored over an image with
+ * other bytes would read blocks its page cache does not expect. Copying
+ * a template version the target lacks comes next. A fork's chain of
+ * layers does not move yet.
  *
  * The guest keeps its address (its network was configured at its boot
  * and is in its RAM): it must be free in the target's pool. Re-addressing
@@ -168,6 +172,87 @@ vmm_move_sha256(const char *path, uint64_t *size, char hex[65], char *err,
 	return rc;
 }
 
+/* files of template versions already hashed: they never change */
+#define TPL_CACHE 32
+static struct {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	char hex[65];
+} tcache[TPL_CACHE];
+static unsigned tcache_next;
+
+static int
+sha_cached(const char *path, char hex[65], char *err, size_t errlen)
+{
+	struct stat st;
+	uint64_t size;
+	size_t i;
+	int fd, rc;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return errf(err, errlen, rc, "%s: %s", path, strerror(-rc));
+	}
+	for (i = 0; i < TPL_CACHE; i++)
+		if (tcache[i].ino == st.st_ino && tcache[i].dev == st.st_dev &&
+		    tcache[i].size == st.st_size && tcache[i].hex[0] != '\0' &&
+		    tcache[i].mtime.tv_sec == st.st_mtim.tv_sec &&
+		    tcache[i].mtime.tv_nsec == st.st_mtim.tv_nsec) {
+			close(fd);
+			memcpy(hex, tcache[i].hex, 65);
+			return 0;
+		}
+	rc = sha_fd(fd, &size, hex, err, errlen, path);
+	close(fd);
+	if (rc < 0)
+		return rc;
+	i = tcache_next++ % TPL_CACHE;
+	tcache[i].dev = st.st_dev;
+	tcache[i].ino = st.st_ino;
+	tcache[i].size = st.st_size;
+	tcache[i].mtime = st.st_mtim;
+	memcpy(tcache[i].hex, hex, 65);
+	return 0;
+}
+
+int
+vmm_move_template_id(const struct vmm_template *t, char hex[65], char *err,
+    size_t errlen)
+{
+	const char *files[3] = { t->kernel, t->initrd, t->rootfs };
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0, i;
+	char one[65];
+	EVP_MD_CTX *ctx;
+	int rc = 0;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(ctx);
+		return errf(err, errlen, -ENOMEM, "sha256: no context");
+	}
+	for (i = 0; i < 3 && rc == 0; i++) {
+		if (files[i] == NULL || files[i][0] == '\0')
+			snprintf(one, sizeof(one), "-");
+		else if ((rc = sha_cached(files[i], one, err, errlen)) < 0)
+			break;
+		(void)EVP_DigestUpdate(ctx, one, strlen(one));
+		(void)EVP_DigestUpdate(ctx, "\n", 1);
+	}
+	if (rc == 0) {
+		(void)EVP_DigestFinal_ex(ctx, md, &mdlen);
+		for (i = 0; i < mdlen && i < 32; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		hex[64] = '\0';
+	}
+	EVP_MD_CTX_free(ctx);
+	return rc;
+}
+
 static int
 add_file(struct vmm_move *mv, const char *name, const char *path, int shared,
     int hash, char *err, size_t errlen)
@@ -241,6 +326,9 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 	}
 	snprintf(mv->id, sizeof(mv->id), "%s", sb->id);
 	snprintf(mv->tpl, sizeof(mv->tpl), "%s", sb->tpl.name);
+	if ((rc = vmm_move_template_id(&sb->tpl, mv->tpl_sha256, err,
+	    errlen)) < 0)
+		goto fail;
 	mv->mem_mib = sb->mem_mib;
 	mv->vcpus = sb->vcpus;
 	mv->disk_mib = sb->disk_mib;
@@ -302,8 +390,9 @@ vmm_move_json(const struct vmm_move *mv)
 			json_decref(files);
 			return NULL;
 		}
-	o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "id", mv->id,
-	    "template", mv->tpl, "ready_key", mv->ready_key, "mem_mib",
+	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "id",
+	    mv->id, "template", mv->tpl, "template_sha256", mv->tpl_sha256,
+	    "ready_key", mv->ready_key, "mem_mib",
 	    (int)mv->mem_mib, "vcpus", (int)mv->vcpus, "disk_mib",
 	    (int)mv->disk_mib, "files", files);
 	if (o == NULL)
@@ -361,7 +450,7 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 {
 	json_t *o, *files, *f;
 	json_error_t je;
-	const char *id, *tpl, *key;
+	const char *id, *tpl, *tsha, *key;
 	json_int_t mem, vcpus, disk;
 	size_t i, j;
 	int rc = -EINVAL;
@@ -372,10 +461,10 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		    "bytes", MOVE_JSON_MAX);
 	if ((o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je)) == NULL)
 		return errf(err, errlen, -EINVAL, "manifest: %s", je.text);
-	if (json_unpack_ex(o, &je, JSON_STRICT, "{s:s, s:s, s:s, s:I, s:I, "
-	    "s:I, s:o}", "id", &id, "template", &tpl, "ready_key", &key,
-	    "mem_mib", &mem, "vcpus", &vcpus, "disk_mib", &disk, "files",
-	    &files) < 0) {
+	if (json_unpack_ex(o, &je, JSON_STRICT, "{s:s, s:s, s:s, s:s, s:I, "
+	    "s:I, s:I, s:o}", "id", &id, "template", &tpl, "template_sha256",
+	    &tsha, "ready_key", &key, "mem_mib", &mem, "vcpus", &vcpus,
+	    "disk_mib", &disk, "files", &files) < 0) {
 		errf(err, errlen, rc, "manifest: %s", je.text);
 		goto out;
 	}
@@ -391,6 +480,10 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		errf(err, errlen, rc, "manifest: a bad ready_key");
 		goto out;
 	}
+	if (strlen(tsha) != 64 || !hex64(tsha)) {
+		errf(err, errlen, rc, "manifest: a bad template_sha256");
+		goto out;
+	}
 	if (mem <= 0 || mem > 1 << 20 || vcpus <= 0 || vcpus > 1024 ||
 	    disk <= 0 || disk > 1 << 24) {
 		errf(err, errlen, rc, "manifest: a size out of bounds");
@@ -404,6 +497,7 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 	}
 	snprintf(mv->id, sizeof(mv->id), "%s", id);
 	snprintf(mv->tpl, sizeof(mv->tpl), "%s", tpl);
+	snprintf(mv->tpl_sha256, sizeof(mv->tpl_sha256), "%s", tsha);
 	snprintf(mv->ready_key, sizeof(mv->ready_key), "%s", key);
 	mv->mem_mib = (unsigned)mem;
 	mv->vcpus = (unsigned)vcpus;
@@ -689,6 +783,13 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	if (strcmp(tpl->name, mv->tpl) != 0)
 		return errf(err, errlen, -EINVAL, "template %s, not %s",
 		    mv->tpl, tpl->name);
+	if ((rc = vmm_move_template_id(tpl, hex, why, sizeof(why))) < 0)
+		return errf(err, errlen, rc, "template %s here: %s", tpl->name,
+		    why);
+	if (strcmp(hex, mv->tpl_sha256) != 0)
+		return errf(err, errlen, -EINVAL, "template %s here is another "
+		    "version (its files differ): it must be copied first",
+		    tpl->name);
 	if (mv->ready_key[0] != '\0' && !tpl->root_overlay)
 		return errf(err, errlen, -EINVAL, "a ready snapshot's layer "
 		    "under a disk that is no root overlay");

@@ -562,6 +562,9 @@ struct vmm_move_file {
 struct vmm_move {
 	char id[VMM_ID_MAX + 1];
 	char tpl[64];			/* its template's name */
+	char tpl_sha256[65];		/* ... and version: the sha256 of its
+					 * kernel's, initramfs's and image's
+					 * (vmm_move_template_id) */
 	char ready_key[VMM_READY_KEY];	/* its disk's base: "" the image */
 	unsigned mem_mib, vcpus, disk_mib;
 	size_t n;
@@ -578,6 +581,12 @@ struct vmm_move {
 int vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
     char *err, size_t errlen);
 void vmm_move_end(struct vmm_sandbox *sb);
+/* A template version's identity by content: the sha256 of its kernel's,
+ * initramfs's and root image's sha256s (hex). Each file is read once per
+ * process (kept by device, inode, size and time): blocking, about a
+ * second per GiB, the first time. 0, or -errno with err. */
+int vmm_move_template_id(const struct vmm_template *t, char hex[65],
+    char *err, size_t errlen);
 /* sha256 of a whole file (opened without following a link) as hex, and
  * its size. 0, or -errno with err. Reads every byte: blocking. */
 int vmm_move_sha256(const char *path, uint64_t *size, char hex[65],
@@ -597,7 +606,8 @@ int vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
 /* Adopt the sandbox mv describes from dir (the files received, at their
  * names under it, nothing else there), suspended, as template tpl (this
  * host's version of it: the same name, command line, agent and kind of
- * disk). Everything is checked before anything is touched: the files
+ * disk, and its files' bytes: vmm_move_template_id). Everything is
+ * checked before anything is touched: the files
  * (regular, sizes, sha256), sandbox.conf's fields against mv, tpl and
  * this manager (its caps, its accelerator, its address pool: the guest
  * keeps its address, which must be free in this host's pool), the id

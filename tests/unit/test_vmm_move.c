@@ -182,6 +182,11 @@ exists(const char *fmt, ...)
 	return lstat(p, &st) == 0;
 }
 
+#define SHA "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+/* a manifest's start, of sandbox id */
+#define HEAD_(id) "{\"id\":\"" id "\",\"template\":\"minimal\"," \
+	"\"template_sha256\":\"" SHA "\","
+
 static void
 test_json(void)
 {
@@ -193,6 +198,7 @@ test_json(void)
 	memset(&mv, 0, sizeof(mv));
 	snprintf(mv.id, sizeof(mv.id), "mv1");
 	snprintf(mv.tpl, sizeof(mv.tpl), "minimal");
+	snprintf(mv.tpl_sha256, sizeof(mv.tpl_sha256), "%s", sha);
 	snprintf(mv.ready_key, sizeof(mv.ready_key), "0123456789abcdef");
 	mv.mem_mib = 256;
 	mv.vcpus = 1;
@@ -216,19 +222,19 @@ test_json(void)
 	    -EINVAL, "cut short: refused (%s)", err);
 	free(s);
 #define REFUSED(text, what) do { \
-	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\"," \
+	snprintf(bad, sizeof(bad), HEAD_("mv1") \
 	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4," \
 	    "\"files\":[%s]}", text); \
 	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == \
 	    -EINVAL, what " (%s)", err); } while (0)
 #define F(n, sh_) "{\"name\":\"" n "\",\"size\":1,\"sha256\":\"" sh_ \
 	"\",\"shared\":false}"
-	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\","
+	snprintf(bad, sizeof(bad), HEAD_("mv1")
 	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
 	    "\"files\":[" F("mem", "%s") "]}", sha);
 	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == 0,
 	    "one file, no ready key: taken (%s)", err);
-	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\","
+	snprintf(bad, sizeof(bad), HEAD_("mv1")
 	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
 	    "\"files\":[" F("mem", "") "]}");
 	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == 0 &&
@@ -247,16 +253,21 @@ test_json(void)
 	    "00112233445566778899aabbccddeeff"), "a base not shared, no "
 	    "ready key: refused");
 	REFUSED("", "no file: refused");
-	snprintf(bad, sizeof(bad), "{\"id\":\"../x\",\"template\":\"minimal\","
+	snprintf(bad, sizeof(bad), HEAD_("../x")
 	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
 	    "\"files\":[" F("mem", "%s") "]}", sha);
 	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) ==
 	    -EINVAL, "a bad id: refused (%s)", err);
-	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\","
+	snprintf(bad, sizeof(bad), HEAD_("mv1")
 	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
 	    "\"more\":1,\"files\":[" F("mem", "%s") "]}", sha);
 	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) ==
 	    -EINVAL, "a key it does not know: refused (%s)", err);
+	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\","
+	    "\"template_sha256\":\"\",\"ready_key\":\"\",\"mem_mib\":256,"
+	    "\"vcpus\":1,\"disk_mib\":4,\"files\":[" F("mem", "%s") "]}", sha);
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) ==
+	    -EINVAL, "no template version: refused (%s)", err);
 #undef F
 #undef REFUSED
 }
@@ -387,6 +398,16 @@ test_move(struct event_base *base)
 	    -EINVAL, "another version of the template: refused (%s)", err);
 	vmm_template_free(&tb);
 	template("tpl-b", &tb);
+	snprintf(p, sizeof(p), "printf X | dd of=%s bs=1 seek=9 conv=notrunc "
+	    "2>/dev/null", tb.rootfs);
+	sh(p);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL && strstr(err, "another version") != NULL, "the same "
+	    "name and command line, an image with other bytes: refused (%s)",
+	    err);
+	snprintf(p, sizeof(p), "printf '\\000' | dd of=%s bs=1 seek=9 "
+	    "conv=notrunc 2>/dev/null", tb.rootfs);
+	sh(p);
 	lay_out(b, &tb, "other", "10.200.0.6", "", NULL);
 	ok(vmm_adopt_all(b, err, sizeof(err)) == 1, "b holds a sandbox at "
 	    "that address");
