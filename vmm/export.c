@@ -30,9 +30,11 @@
  * (.ready/KEY/disk.qcow2), which is not its own: every host builds its
  * own ready snapshot of a key, so another host's layer of the same key
  * holds other bytes and only the same sha256 makes it the same layer.
- * When the target's differs (the usual case) the layer is sent as
+ * The source names it by its sha256 up front (the layer never changes:
+ * hashed once per process). When the target's differs (the usual case)
+ * and no sandbox moved there over it before, the layer is sent as
  * base.qcow2 and kept in the target's .layers (moved-SHA.qcow2, shared
- * by every sandbox moved there over it): the sandbox's disk is then a
+ * by every sandbox moved there over it, sent once): the sandbox's disk is then a
  * chain read from the qcow2 headers (layered), whose names are
  * rewritten to the target's paths. The template's files are not sent:
  * the target must hold that version of it, the same by content (the
@@ -350,9 +352,14 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 			goto fail;
 	}
 	if (mv->ready_key[0] != '\0') {
+		/* named by its bytes up front (a ready snapshot's layer
+		 * never changes: hashed once per process), so that a target
+		 * holding it already is not sent it */
 		if ((rc = vmm_ready_path(m, mv->ready_key, "disk.qcow2", p,
 		    sizeof(p))) < 0 ||
-		    (rc = add_file(mv, "base.qcow2", p, 1, hash, err,
+		    (rc = add_file(mv, "base.qcow2", p, 1, 0, err,
+		    errlen)) < 0 ||
+		    (rc = sha_cached(p, mv->f[mv->n - 1].sha256, err,
 		    errlen)) < 0)
 			goto fail;
 	}
@@ -563,26 +570,44 @@ out:
 
 /* ---- the target's side ---- */
 
+/* Where a base received with this sha256 is kept: .layers, by its
+ * bytes as they came (its header names this host's image then). */
+static int
+moved_path(const struct vmm *m, const char *sha, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/.layers/moved-%s.qcow2", m->state_dir,
+	    sha);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 int
 vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
     int need[VMM_MOVE_FILES], char *err, size_t errlen)
 {
 	char p[PATH_MAX], hex[65], why[VMM_ERRLEN];
-	uint64_t size;
+	struct stat st;
 	size_t i;
 
 	for (i = 0; i < VMM_MOVE_FILES; i++)
 		need[i] = i < mv->n;
 	for (i = 0; i < mv->n; i++) {
-		if (!mv->f[i].shared)
+		if (!mv->f[i].shared || mv->f[i].sha256[0] == '\0')
 			continue;
+		/* one moved here before over the same base */
+		if (moved_path(m, mv->f[i].sha256, p, sizeof(p)) == 0 &&
+		    access(p, F_OK) == 0) {
+			need[i] = 0;
+			continue;
+		}
 		if (vmm_ready_path(m, mv->ready_key, "disk.qcow2", p,
 		    sizeof(p)) < 0)
 			return errf(err, errlen, -ENAMETOOLONG, "ready path "
 			    "too long");
 		/* a layer of ours with other bytes (or none) is no match */
-		if (vmm_move_sha256(p, &size, hex, why, sizeof(why)) == 0 &&
-		    size == mv->f[i].size && strcmp(hex, mv->f[i].sha256) == 0)
+		if (sha_cached(p, hex, why, sizeof(why)) == 0 &&
+		    lstat(p, &st) == 0 && (uint64_t)st.st_size ==
+		    mv->f[i].size && strcmp(hex, mv->f[i].sha256) == 0)
 			need[i] = 0;
 	}
 	return 0;
@@ -759,10 +784,10 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	const char *disk = tpl->root_overlay ? "disk.qcow2" : "disk.raw";
 	int need[VMM_MOVE_FILES], placed[VMM_MOVE_FILES];
 	int dfd = -1, rc, idx, jailed = m->cfg.jail, base_new = 0, bi;
+	int layered = 0;
 	struct conf c = { 0 };
 	struct in_addr ip;
 	struct stat st;
-	uint64_t size;
 	size_t i;
 	FILE *f;
 
@@ -885,15 +910,19 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	}
 	vmm_pool_release(m->pool, ip);
 	snprintf(tap, sizeof(tap), "%s%d", m->tap_prefix, idx);
-	if (bi >= 0 && need[bi]) {
-		if (snprintf(base, sizeof(base), "%s/.layers/moved-%.16s.qcow2",
-		    m->state_dir, mv->f[bi].sha256) >= (int)sizeof(base)) {
-			rc = errf(err, errlen, -ENAMETOOLONG, "path too long");
+	/* its base: received now, or kept from a move before (both in
+	 * .layers: its disk a chain of layers then), or the ready
+	 * snapshot's own layer here, the same bytes */
+	if (bi >= 0) {
+		if ((rc = moved_path(m, mv->f[bi].sha256, base,
+		    sizeof(base))) < 0) {
+			errf(err, errlen, rc, "path too long");
 			goto fail;
 		}
-	} else if (bi >= 0) {
-		(void)vmm_ready_path(m, mv->ready_key, "disk.qcow2", base,
-		    sizeof(base));
+		layered = need[bi] || access(base, F_OK) == 0;
+		if (!layered)
+			(void)vmm_ready_path(m, mv->ready_key, "disk.qcow2",
+			    base, sizeof(base));
 	}
 	if (base[0] != '\0') {
 		/* the top's header will name the base's path here, and a
@@ -923,7 +952,7 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	    conf_set(&c, "cgroup_name", "") < 0 ||
 	    conf_set(&c, "reason", "") < 0 ||
 	    conf_set(&c, "disk_ready", "1") < 0 ||
-	    (bi >= 0 && need[bi] && (conf_set(&c, "layered", "1") < 0 ||
+	    (layered && (conf_set(&c, "layered", "1") < 0 ||
 	    conf_set(&c, "ready_key", "") < 0))) {
 		rc = errf(err, errlen, -ENOMEM, "out of memory");
 		goto fail;
@@ -947,10 +976,9 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 			    strerror(errno));
 			goto undo;
 		}
-		/* named by its bytes: one already there is the same */
-		if (vmm_move_sha256(base, &size, hex, why, sizeof(why)) == 0 &&
-		    size == mv->f[bi].size && strcmp(hex, mv->f[bi].sha256) ==
-		    0) {
+		/* named by its bytes: one already there (another move's,
+		 * meanwhile) is the same */
+		if (access(base, F_OK) == 0) {
 			snprintf(p, sizeof(p), "%s/base.qcow2", dir);
 			(void)unlink(p);
 		} else {

@@ -481,6 +481,33 @@ test_move(struct event_base *base)
 	vmm_layers_gc(b);
 	ok(exists("%s", files[1]), "the layers' collection keeps the "
 	    "base it stands on");
+
+	/* another one over the same base: b has it now, it is not sent */
+	snprintf(p, sizeof(p), "%s/disk.qcow2", rd);
+	lay_out(a, &ta, "mv3", "10.200.0.14", key, p);
+	ok(vmm_adopt_all(a, err, sizeof(err)) == 1, "a has another one over "
+	    "that ready snapshot");
+	sb = vmm_sandbox_find(a, "mv3");
+	ok(sb != NULL && vmm_move_export(sb, &mv, 0, err, sizeof(err)) == 0 &&
+	    mv.n == 5 && strlen(mv.f[4].sha256) == 64, "exported without "
+	    "hashing its own files, its base named by its sha256 (%s)", err);
+	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && !need[4] &&
+	    need[0] && need[1], "b does not need the base again");
+	vmm_move_end(sb);
+	ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0, "hashed "
+	    "(what the sender does as it sends)");
+	snprintf(dir, sizeof(dir), "%s/.move/mv3", b->state_dir);
+	ship(&mv, need, dir);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) == 0,
+	    "b adopts it without its base (%s)", err);
+	snprintf(p, sizeof(p), "%s/mv3/disk.qcow2", b->state_dir);
+	{
+		static char f3[4][PATH_MAX];
+
+		rc = vmm_chain(p, f3, 4, err, sizeof(err));
+		ok(rc == 3 && strcmp(f3[1], files[1]) == 0, "over the base "
+		    "mv2 stands on (%s)", rc == 3 ? f3[1] : err);
+	}
 	vmm_template_free(&ta);
 	vmm_template_free(&tb);
 	vmm_free(a);
