@@ -367,6 +367,8 @@ hreq_start(const char *host, const char *method, const char *target,
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(h->bev, 1);
 	bufferevent_setcb(h->bev, hreq_read, hreq_write, hreq_event, h);
+	/* refilled while half of what is queued still goes out */
+	bufferevent_setwatermark(h->bev, EV_WRITE, MOVE_HIGH / 2, 0);
 	{
 		struct timeval tv = { MOVE_TIMEOUT, 0 };
 

@@ -183,7 +183,8 @@ mvpid=$!
 saw_put() { grep -q "moves sandbox mv here" "$T/b/berthd.log" 2>/dev/null &&
 	[ "$(grep -c "moves sandbox mv here" "$T/b/berthd.log")" -ge 2 ]; }
 wait_for 60 saw_put
-kill -9 "$PID_b" 2>/dev/null
+# b and its workers and helpers at once: nothing of it answers
+kill -9 "$PID_b" $(pgrep -P "$PID_b") 2>/dev/null
 wait "$mvpid"
 isnt "the move to a dead target fails" "$(cat "$T/mv3.rc")" 0
 diag "$(head -c 300 "$T/mv3.out")"
