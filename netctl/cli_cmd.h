@@ -83,7 +83,8 @@ enum {
 #define O_BUILD_ARG	(1ULL << 45)
 #define O_PUBLISH_EXPOSED (1ULL << 46)
 #define O_ZONE		(1ULL << 47)
-#define O_LAST		O_ZONE
+#define O_TO		(1ULL << 48)
+#define O_LAST		O_TO
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \
@@ -97,6 +98,7 @@ struct opts {
 	uint64_t given;		/* O_* seen */
 	const char *address;
 	const char *zone;	/* sandbox create --zone: placement */
+	const char *to;		/* sandbox move --to: the fleet host */
 	const char *host_header;
 	char host[PX_HOSTNAME_MAX + 2];
 	int private_;
@@ -202,6 +204,7 @@ int c_sandbox_add(const struct cmd *, struct opts *, char **, int);
 int c_sandbox_fork(const struct cmd *, struct opts *, char **, int);
 int c_sandbox_checkpoint(const struct cmd *, struct opts *, char **, int);
 int c_sandbox_restore(const struct cmd *, struct opts *, char **, int);
+int c_sandbox_move(const struct cmd *, struct opts *, char **, int);
 int c_checkpoint_ls(const struct cmd *, struct opts *, char **, int);
 int c_checkpoint_rm(const struct cmd *, struct opts *, char **, int);
 int c_sandbox_set(const struct cmd *, struct opts *, char **, int);

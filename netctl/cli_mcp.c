@@ -15,6 +15,7 @@
  * "detach", .../processes). build_template sends a Dockerfile and the
  * files it copies as a tar it makes (POST /v1/templates/{name}/build)
  * and follows the build; template_build_status reads its lines.
+ * move_sandbox moves one to another fleet host (POST .../move).
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "cli.h"
@@ -108,6 +109,14 @@ static const struct tool tools[] = {
 	{ "remove_checkpoint", "Remove a checkpoint of the sandbox.",
 	  "{\"type\":\"object\",\"properties\":{" SB ",\"name\":{\"type\":"
 	  "\"string\"}},\"required\":[\"name\"]}" },
+	{ "move_sandbox", "Fleet mode: move the sandbox to another host of "
+	  "the fleet (to: its host id). It is suspended, its files copied "
+	  "there with its tokens, ports and egress rules, and its URL then "
+	  "answers from that host; it stays here if anything fails. Answers "
+	  "once the move ended.",
+	  "{\"type\":\"object\",\"properties\":{" SB ",\"to\":{\"type\":"
+	  "\"string\",\"description\":\"the fleet host id\"}},"
+	  "\"required\":[\"to\"]}" },
 	{ "pause", "Pause the sandbox (memory kept).",
 	  "{\"type\":\"object\",\"properties\":{" SB "}}" },
 	{ "resume", "Resume a paused or suspended sandbox.",
@@ -1105,6 +1114,19 @@ call_tool(const struct cli_target *t, const char *def_sb, const char *name,
 	if (strcmp(name, "sandbox_status") == 0) {
 		snprintf(target, sizeof(target), "/v1/sandboxes/%s", sb);
 		return api_result(t, "GET", target, NULL, NULL);
+	}
+	if (strcmp(name, "move_sandbox") == 0) {
+		const char *to = json_string_value(json_object_get(args, "to"));
+
+		if (to == NULL || to[0] == '\0')
+			return tool_result("to: the fleet host id to move the "
+			    "sandbox to", 1);
+		cli_timeout_secs = 600;	/* its files cross the network */
+		snprintf(target, sizeof(target), "/v1/sandboxes/%s/move", sb);
+		body = json_pack("{s:s}", "to", to);
+		res = api_result(t, "POST", target, body, NULL);
+		json_decref(body);
+		return res;
 	}
 	if (strcmp(name, "pause") == 0 || strcmp(name, "resume") == 0 ||
 	    strcmp(name, "start") == 0 || strcmp(name, "restart") == 0) {

@@ -316,6 +316,34 @@ c_sandbox_restore(const struct cmd *c, struct opts *o, char **a, int n)
 	    say_restore);
 }
 
+/* netctl sandbox move ID --to HOST: answered once the target has it. */
+int
+c_sandbox_move(const struct cmd *c, struct opts *o, char **a, int n)
+{
+	char target[128];
+	json_t *body, *doc = NULL;
+	int rc;
+
+	(void)c;
+	(void)n;
+	if (check_id(a[0]) == -1)
+		return EXIT_USAGE;
+	if (o->to == NULL || o->to[0] == '\0') {
+		fail("sandbox move: --to HOST (a fleet host id) is required");
+		return EXIT_USAGE;
+	}
+	body = json_pack("{s:s}", "to", o->to);
+	snprintf(target, sizeof(target), "/v1/sandboxes/%s/move", a[0]);
+	rc = call(o, "POST", target, body, &doc);
+	json_decref(body);
+	if (rc == EXIT_OK && !o->json)
+		printf("sandbox %s moved to host %s in %lld ms\n", a[0],
+		    jstr(doc, "host"), (long long)json_integer_value(
+		    json_object_get(doc, "move_ms")));
+	out_set(doc);
+	return rc;
+}
+
 /* A size option: a whole number from 1 up (berthd checks the range). */
 static int
 size_arg(const char *opt, const char *s, json_t *body, const char *key)

@@ -145,6 +145,7 @@ static const struct opt opts_tab[] = {
 	S("file", 'f', OF_SHORT, O_FILE, file),	/* -f */
 	LIST("build-arg", 0, O_BUILD_ARG, build_arg, "--build-arg options"),
 	S("zone", 0, 0, O_ZONE, zone),
+	S("to", 0, 0, O_TO, to),
 };
 
 #undef F
@@ -439,6 +440,14 @@ static const struct cmd cmds[] = {
 	  "Put the sandbox back to its checkpoint, in place: what it wrote\n"
 	  "and ran since is gone, its files and processes are as they were\n"
 	  "then; same id, address, ports and tokens. Waits until it runs." },
+	{ "sandbox", "move", NULL, "<id> --to <host>", 1, 1, O_TO,
+	  c_sandbox_move,
+	  "Fleet mode: move the sandbox to another host of the fleet. It is\n"
+	  "suspended (if it runs or is paused), its files are copied to <host>\n"
+	  "over the fleet's mutual TLS, adopted there with its tokens, ports\n"
+	  "and egress rules, and its URL then answers from <host>; only then\n"
+	  "are its files here removed. Anything failing before that leaves it\n"
+	  "here, suspended. The next request wakes it on <host>." },
 	{ "checkpoint", "ls", "list", "<id>", 1, 1, 0, c_checkpoint_ls,
 	  "List a sandbox's checkpoints, oldest first, with their size on\n"
 	  "disk (the disk layer and memory each one keeps)." },

@@ -14,6 +14,7 @@
 #include "store.h"
 #include "fleet_place.h"
 #include "fleet_api.h"
+#include "fleet_move.h"
 #include <http_parser.h>
 #include "tls.h"
 #include "exec.h"
@@ -1846,6 +1847,24 @@ fleet_create_in(const char *from, const char *body, size_t len,
 		px_control_feed_gone(P.control, serial);	/* EOF answers */
 }
 
+/* Moves between hosts (fleet_move.c): both sides, when VMs run here. */
+static void
+start_fleet_move(struct px_control_hooks *hooks)
+{
+	if (!px_vm_enabled())
+		return;
+	px_fleet_move_init(P.base, P.store);
+	px_fleet_move_sweep();
+	hooks->move = px_fleet_move;
+	hooks->move_begin = px_fleet_move_begin;
+	hooks->move_spool = px_fleet_move_spool;
+	hooks->move_spool_write = px_fleet_move_spool_write;
+	hooks->move_spool_end = px_fleet_move_spool_end;
+	hooks->move_spool_abort = px_fleet_move_spool_abort;
+	hooks->move_commit = px_fleet_move_commit;
+	hooks->move_abort = px_fleet_move_abort;
+}
+
 static void
 start_fleet(struct px_control_hooks *hooks)
 {
@@ -1872,6 +1891,7 @@ start_fleet(struct px_control_hooks *hooks)
 	hooks->fleet = fleet_json;
 	hooks->fleet_drain = fleet_drain;
 	hooks->fleet_forward = fleet_forward;
+	start_fleet_move(hooks);
 }
 
 /* berthd's unprivileged helpers (privsep/): what each one runs */

@@ -8,7 +8,7 @@ proxy_berthd_SOURCES = proxy/berthd.c $(PX_CORE) \
 	proxy/edge/worker.c proxy/edge/worker.h proxy/edge/session.c proxy/edge/session.h \
 	proxy/edge/h2.c proxy/edge/h2.h proxy/edge/upstream.c proxy/edge/respond.c proxy/edge/wake.c proxy/edge/wake.h proxy/sandbox/vm.c proxy/sandbox/vm.h proxy/sandbox/exec.c proxy/sandbox/exec.h proxy/sandbox/agentio.c proxy/sandbox/agentio.h proxy/sandbox/egress.c proxy/sandbox/egress.h \
 	proxy/path.c proxy/path.h proxy/edge/evprio.c proxy/edge/evprio.h proxy/edge/bufpool.c proxy/edge/bufpool.h \
-	proxy/fleet/fleet.c proxy/fleet/fleet.h proxy/fleet/fleet_view.c proxy/fleet/fleet_view.h proxy/fleet/fleet_api.c proxy/fleet/fleet_api.h proxy/fleet/fleet_answer.c proxy/fleet/fleet_answer.h proxy/fleet/fleet_tls.c proxy/fleet/fleet_tls.h \
+	proxy/fleet/fleet.c proxy/fleet/fleet.h proxy/fleet/fleet_view.c proxy/fleet/fleet_view.h proxy/fleet/fleet_api.c proxy/fleet/fleet_api.h proxy/fleet/fleet_answer.c proxy/fleet/fleet_answer.h proxy/fleet/fleet_tls.c proxy/fleet/fleet_tls.h proxy/fleet/fleet_move.c proxy/fleet/fleet_move.h \
 	proxy/privsep/proc.c proxy/privsep/proc.h proxy/privsep/chan.c proxy/privsep/helper.h proxy/privsep/nflogd.c proxy/privsep/dnsd.c proxy/privsep/controld.c \
 	proxy/privsep/agentd.c
 # Installed helpers (berth-mkcert in pkgdatadir; mktemplate, init and

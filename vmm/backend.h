@@ -237,6 +237,10 @@ struct vmm_sandbox {
 	int pool_ready;			/* ... restored, identified, paused */
 	char cg_name[VMM_ID_MAX + 1];	/* its cgroup's name when not its id
 					 * (claimed from the pool) */
+	int moving;			/* export.c: its files are being
+					 * copied to another host: no
+					 * operation but a delete, no
+					 * standby */
 
 	/* capacity (capacity.c) */
 	uint64_t pss;			/* its VMM's PSS at the last sample */
@@ -566,6 +570,10 @@ int vmm_scan_file(const char *path, off_t *off, char *carry,
  * with it), so a delete overtaking it is safe. */
 void vmm_backend_done_later(struct vmm_sandbox *sb, int ok,
     enum vmm_state state, const char *reason);
+
+/* vmm.c: adopt <state_dir>/<id>/ as vmm_adopt_all does one sandbox
+ * (export.c's adoption of a moved one ends here). */
+int vmm_adopt_one(struct vmm *m, const char *id, char *err, size_t errlen);
 
 /* kv.c: sandbox.conf's key=value lines, each value escaped so that it
  * cannot add a key. vmm_kv_write: -1 on a write error. vmm_kv_read calls

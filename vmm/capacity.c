@@ -687,7 +687,7 @@ vmm_standby_rebalance(struct vmm *m)
 	}
 	n = 0;
 	for (sb = m->list; sb != NULL; sb = sb->next) {
-		if (sb->hidden || sb->deleting)
+		if (sb->hidden || sb->deleting || sb->moving)
 			continue;
 		/* a standby of a sandbox no longer suspended is its VMM now
 		 * (promoted) or about to go with its operation */

@@ -310,3 +310,78 @@ vmm_layers_orphans(struct vmm *m)
 	closedir(d);
 	vmm_layers_gc(m);
 }
+
+/*
+ * Rewrite a qcow2 file's backing file name in place. qemu writes the
+ * header, its extensions and then the backing name into the first
+ * cluster and nothing after them there, so a name that still ends in
+ * that cluster can replace the old one at the same offset. A moved
+ * sandbox's layers name the source's paths; the target's differ.
+ */
+int
+vmm_qcow2_set_backing(const char *path, const char *name, int dry, char *err,
+    size_t errlen)
+{
+	unsigned char h[104], lenb[4];
+	uint64_t off, cluster;
+	uint32_t ver, cbits, hlen, oldlen;
+	size_t nl = strlen(name);
+	int fd, rc = 0;
+
+	if ((fd = open(path, (dry ? O_RDONLY : O_RDWR) | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (pread(fd, h, sizeof(h), 0) < 72 || memcmp(h, "QFI\xfb", 4) != 0) {
+		snprintf(err, errlen, "%s: not a qcow2 image", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	ver = be32(h + 4);
+	off = be64(h + 8);
+	oldlen = be32(h + 16);
+	cbits = be32(h + 20);
+	hlen = ver >= 3 ? be32(h + 100) : 72;
+	if ((ver != 2 && ver != 3) || cbits < 9 || cbits > 21 || hlen < 72 ||
+	    hlen > (1U << cbits)) {
+		snprintf(err, errlen, "%s: a qcow2 header this cannot read",
+		    path);
+		rc = -EINVAL;
+		goto out;
+	}
+	cluster = 1ULL << cbits;
+	if (off == 0 || oldlen == 0) {
+		snprintf(err, errlen, "%s: no backing file", path);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (nl == 0 || nl > 1023 || off < hlen || off + oldlen > cluster ||
+	    off + nl > cluster) {
+		snprintf(err, errlen, "%s: no room in its header for a "
+		    "backing name of %zu bytes", path, nl);
+		rc = -ENOSPC;
+		goto out;
+	}
+	if (dry)
+		goto out;
+	{
+		char zero[1024];
+
+		memset(zero, 0, sizeof(zero));
+		lenb[0] = (unsigned char)(nl >> 24);
+		lenb[1] = (unsigned char)(nl >> 16);
+		lenb[2] = (unsigned char)(nl >> 8);
+		lenb[3] = (unsigned char)nl;
+		if ((oldlen > nl && pwrite(fd, zero, oldlen - nl,
+		    (off_t)(off + nl)) != (ssize_t)(oldlen - nl)) ||
+		    pwrite(fd, name, nl, (off_t)off) != (ssize_t)nl ||
+		    pwrite(fd, lenb, 4, 16) != 4 || fsync(fd) < 0) {
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			rc = -EIO;
+		}
+	}
+out:
+	close(fd);
+	return rc;
+}

@@ -6,11 +6,13 @@ noinst_LIBRARIES += vmm/libvmm.a
 vmm_libvmm_a_SOURCES = vmm/vmm.h vmm/backend.h vmm/vmm.c vmm/util.c \
 	vmm/qmp.c vmm/qmp.h vmm/qemu.c vmm/console.c vmm/console.h vmm/firecracker.c vmm/kvm_probe.c \
 	vmm/accel.c vmm/jail.c vmm/cgroup.c vmm/agent.c vmm/ident.c vmm/ready.c \
-	vmm/layers.c vmm/fork.c vmm/image.c vmm/kv.c vmm/capacity.c
-vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+	vmm/layers.c vmm/fork.c vmm/image.c vmm/kv.c vmm/capacity.c \
+	vmm/export.c
+vmm_libvmm_a_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS) \
+	$(OPENSSL_CFLAGS)
 # libvmm uses libnetctl's link side (taps over rtnetlink).
 VMM_LIBS = vmm/libvmm.a netctl/libnetctl.a $(LIBEVENT_LIBS) $(JANSSON_LIBS) \
-	$(LIBNFTNL_LIBS) $(LIBMNL_LIBS)
+	$(LIBNFTNL_LIBS) $(LIBMNL_LIBS) $(OPENSSL_LIBS)
 
 # Unit tests (no root, no VM).
 check_PROGRAMS += tests/unit/test_vmm tests/unit/test_vmm_qmp \
@@ -133,3 +135,10 @@ EXTRA_DIST += tests/integ/vm-debian.sh
 # (root; a stand-in builder, no VM boot; seconds).
 TESTS += tests/integ/vm-template-default.sh
 EXTRA_DIST += tests/integ/vm-template-default.sh
+# A suspended sandbox's files out of one manager and into another
+# (export.c): the manifest, the target's checks, the adoption.
+check_PROGRAMS += tests/unit/test_vmm_move
+TESTS += tests/unit/test_vmm_move
+tests_unit_test_vmm_move_SOURCES = tests/unit/test_vmm_move.c tests/unit/tap.h
+tests_unit_test_vmm_move_CFLAGS = $(AM_CFLAGS) $(LIBEVENT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_vmm_move_LDADD = $(VMM_LIBS)

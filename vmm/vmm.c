@@ -785,6 +785,7 @@ vmm_sandbox_info(const struct vmm_sandbox *sb, struct vmm_info *out)
 	out->op = sb->op;
 	out->preparing = sb->busy && sb->preparing;
 	out->ready_key = sb->ready_key;
+	out->moving = sb->moving;
 	out->from_snapshot = sb->from_snapshot;
 	out->ram_shared = sb->ram_shared;
 	out->balloon = sb->tpl.balloon;
@@ -2029,6 +2030,9 @@ op_begin(struct vmm_sandbox *sb, enum vmm_op op, const char *cause,
 		prepare_abandon(sb);
 		op_finish(sb, 0, VMM_RUNNING, VMM_ABANDONED);
 	}
+	if (sb->moving && op != VMM_OP_DELETE)
+		return errf(err, errlen, -EBUSY, "sandbox %s: moving to "
+		    "another host", sb->id);
 	if (sb->busy) {
 		if (sb->op == op && op != VMM_OP_DELETE)
 			return add_waiter(sb, cb, arg);
@@ -3004,8 +3008,8 @@ vmm_kill_if_ours(pid_t pid, const char *name_prefix)
 		reap_orphan(pid);
 }
 
-static int
-adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
+int
+vmm_adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 {
 	struct vmm_sandbox *sb;
 	struct vmm_template t;
@@ -3141,7 +3145,7 @@ vmm_adopt_all(struct vmm *m, char *err, size_t errlen)
 		if (!vmm_id_valid(de->d_name) ||
 		    vmm_sandbox_find(m, de->d_name) != NULL)
 			continue;
-		if (adopt_one(m, de->d_name, e, sizeof(e)) == 0)
+		if (vmm_adopt_one(m, de->d_name, e, sizeof(e)) == 0)
 			n++;
 		else
 			errf(err, errlen, -EIO, "%s", e);	/* last one */

@@ -353,6 +353,8 @@ struct vmm_info {
 					 * pages (copy-on-write) */
 	int balloon;			/* its VM has a virtio-balloon with
 					 * free page reporting */
+	int moving;			/* its files are being copied to
+					 * another host (vmm_move_export) */
 	int cap_refused;		/* in an operation's callback: it
 					 * failed at a cap (vm_max_running,
 					 * vm_max_resident): no room came in
@@ -530,6 +532,96 @@ int vmm_checkpoint_restore(struct vmm_sandbox *sb, const char *name,
  * src's reason (no cb for it). */
 int vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
     const char *const *ids, size_t n, vmm_done_cb cb, void *arg,
+    char *err, size_t errlen);
+
+/* ---- moving a suspended sandbox to another host (export.c) ----
+ * The source lists the files of a suspended sandbox (its own: the
+ * disk's top, the snapshot, the RAM file, sandbox.conf; and the ready
+ * snapshot's frozen layer its disk stands on, which the target may
+ * already hold byte for byte); the caller copies them into a directory
+ * on the target, which checks every byte and adopts the sandbox from
+ * there, suspended. Files are named by the names below, never by paths:
+ * the target decides where each goes. */
+
+#define VMM_MOVE_FILES 6
+#define VMM_MOVE_NAME 16
+#define VMM_MOVE_PATH 4096
+
+struct vmm_move_file {
+	char name[VMM_MOVE_NAME];	/* "sandbox.conf", "disk.qcow2" or
+					 * "disk.raw", "snap/state", "mem",
+					 * "base.qcow2" */
+	uint64_t size;
+	char sha256[65];		/* lower-case hex; "" not computed */
+	int shared;			/* 1: not its own: base.qcow2, the
+					 * ready snapshot ready_key's frozen
+					 * layer */
+	char path[VMM_MOVE_PATH];	/* the source's file (export only) */
+};
+
+struct vmm_move {
+	char id[VMM_ID_MAX + 1];
+	char tpl[64];			/* its template's name */
+	char tpl_sha256[65];		/* ... and version: the sha256 of its
+					 * kernel's, initramfs's and image's
+					 * (vmm_move_template_id) */
+	char ready_key[VMM_READY_KEY];	/* its disk's base: "" the image */
+	unsigned mem_mib, vcpus, disk_mib;
+	size_t n;
+	struct vmm_move_file f[VMM_MOVE_FILES];
+};
+
+/* List suspended sandbox sb's files into mv (sizes; hash: their sha256
+ * too, reading every byte: the caller may hash as it sends instead) and
+ * mark it moving: no operation but a delete is accepted (-EBUSY), its
+ * standby VMM is stopped and none is started, until vmm_move_end (the
+ * move failed: it stays here) or its delete (the target has it). 0, or
+ * -errno: -EPERM (not suspended), -EBUSY, -ENOTSUP (a fork's layers,
+ * not moved yet). */
+int vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
+    char *err, size_t errlen);
+void vmm_move_end(struct vmm_sandbox *sb);
+/* A template version's identity by content: the sha256 of its kernel's,
+ * initramfs's and root image's sha256s (hex). Each file is read once per
+ * process (kept by device, inode, size and time): blocking, about a
+ * second per GiB, the first time. 0, or -errno with err. */
+int vmm_move_template_id(const struct vmm_template *t, char hex[65],
+    char *err, size_t errlen);
+/* sha256 of a whole file (opened without following a link) as hex, and
+ * its size. 0, or -errno with err. Reads every byte: blocking. */
+int vmm_move_sha256(const char *path, uint64_t *size, char hex[65],
+    char *err, size_t errlen);
+/* mv as a JSON object (allocated, the caller frees), NULL without
+ * memory; and back, with every field checked (names from the list
+ * above, once each; sizes; hex; the id, the key): 0, or -EINVAL with
+ * err. The text is a peer's: at most len bytes are read. */
+char *vmm_move_json(const struct vmm_move *mv);
+int vmm_move_parse(const char *text, size_t len, struct vmm_move *mv,
+    char *err, size_t errlen);
+/* Which of mv's files this manager must receive: need[i] is 0 for a
+ * shared file whose bytes it already holds (its own ready snapshot of
+ * that key, the same sha256), else 1. 0, or -errno. */
+int vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
+    int need[VMM_MOVE_FILES], char *err, size_t errlen);
+/* Adopt the sandbox mv describes from dir (the files received, at their
+ * names under it, nothing else there), suspended, as template tpl (this
+ * host's version of it: the same name, command line, agent and kind of
+ * disk, and its files' bytes: vmm_move_template_id). Everything is
+ * checked before anything is touched: the files
+ * (regular, sizes, sha256), sandbox.conf's fields against mv, tpl and
+ * this manager (its caps, its accelerator, its address pool: the guest
+ * keeps its address, which must be free in this host's pool), the id
+ * free here. Then the files are moved (renamed: dir must be on the
+ * state directory's file system) into place, a base received goes to
+ * .layers (its disk then a chain of layers), and the sandbox is listed.
+ * 0 and *out, or -errno with err and nothing of dir's moved. */
+int vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
+    const struct vmm_template *tpl, struct vmm_sandbox **out, char *err,
+    size_t errlen);
+/* A qcow2 file's backing file name, rewritten in place (its header's
+ * first cluster must have room): 0, or -errno with err. dry: only
+ * check that it can be. Exposed for tests. */
+int vmm_qcow2_set_backing(const char *path, const char *name, int dry,
     char *err, size_t errlen);
 
 /* ---- idle policy ---- */

@@ -198,7 +198,8 @@ struct exec_parsed {
 
 /* CS_TPL: a template build's source (POST /v1/templates/{name}/build
  * ?from=...), spooled by berthd (hooks.template_spool*) */
-enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH, CS_ATTACH, CS_TPL };
+enum cs_kind { CS_EXEC, CS_PUT, CS_GET, CS_WATCH, CS_ATTACH, CS_TPL,
+	CS_MOVE };
 
 struct cstream {
 	struct conn *c;
@@ -214,7 +215,8 @@ struct cstream {
 					 * (exec_max_per_token); "" socket */
 	int head_sent, in_paused, out_paused, body_done, eof_sent;
 	struct evbuffer *fbuf;		/* exec: a client frame not whole yet */
-	void *tpl;			/* CS_TPL: the spool (id: the name) */
+	void *tpl;			/* CS_TPL: the spool (id: the name);
+					 * CS_MOVE: a moved file's */
 	uint64_t bytes;
 	int64_t wake_ms;
 };
@@ -235,7 +237,10 @@ enum api_scope {		/* who may call a route */
 	API_ADMIN,		/* admin tokens and the unix socket */
 	API_OWN,		/* and a token of the sandbox {id} */
 	API_OWN_TOKEN,		/* and the token {token} itself */
-	API_ANY			/* any valid token */
+	API_ANY,		/* any valid token */
+	API_FLEET		/* a fleet peer only (fleet_api_listen, its
+				 * certificate naming a host with a live
+				 * lease): never a token */
 };
 
 enum api_body {			/* what a request to it carries */
@@ -372,6 +377,8 @@ void api_console(struct req *r);
 
 /* snapshots.c */
 void api_sandbox_fork(struct req *r);
+void api_sandbox_move(struct req *r);	/* move.c */
+void api_fleet_move(struct req *r);
 void api_checkpoint_list(struct req *r);
 void api_checkpoint_op(struct req *r);
 void api_checkpoint_rm(struct req *r);

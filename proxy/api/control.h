@@ -496,6 +496,43 @@ struct px_control_hooks {
 	    void (*done)(void *done_arg, int status, const char *body,
 	    size_t len, const char *err), void *done_arg, char *err,
 	    size_t errlen, void *arg);
+	/*
+	 * Fleet mode, move (issue 33; proxy/fleet/fleet_move.c). The
+	 * source's side: move sandbox to fleet host to (suspended first if
+	 * it runs); 0 when started, done(done_arg, status, err) then called
+	 * once, later (status 200: the target has it and this host freed
+	 * it; else the HTTP status the API answers, err why: the sandbox
+	 * stays here). -1 with *status and err when it cannot start. NULL:
+	 * 409.
+	 */
+	int (*move)(const char *sandbox, const char *to,
+	    void (*done)(void *done_arg, int status, const char *err),
+	    void *done_arg, int *status, char *err, size_t errlen, void *arg);
+	/*
+	 * The target's side, asked by fleet peer host only (fleet_api_listen):
+	 * move_begin: sandbox is coming with this manifest (JSON text):
+	 * a new JSON object ({"need":[names]}) or NULL with *status and
+	 * err. move_spool: its file name, size bytes, as it comes: a handle
+	 * or NULL; _write/_end/_abort as template_spool's (end: 0 when its
+	 * size and sha256 are whole). move_commit: adopt it with its records
+	 * (JSON text): a new JSON object (the sandbox) or NULL with *status
+	 * and err (what came is removed). move_abort: what came goes. NULL
+	 * move_begin: 404.
+	 */
+	struct json_t *(*move_begin)(const char *host, const char *sandbox,
+	    const char *body, size_t len, int *status, char *err, size_t errlen,
+	    void *arg);
+	void *(*move_spool)(const char *host, const char *sandbox,
+	    const char *name, int *status, char *err, size_t errlen,
+	    void *arg);
+	int (*move_spool_write)(void *h, const void *p, size_t len,
+	    int *status, char *err, size_t errlen);
+	int (*move_spool_end)(void *h, int *status, char *err, size_t errlen);
+	void (*move_spool_abort)(void *h);
+	struct json_t *(*move_commit)(const char *host, const char *sandbox,
+	    const char *body, size_t len, int *status, char *err,
+	    size_t errlen, void *arg);
+	void (*move_abort)(const char *host, const char *sandbox, void *arg);
 	/* A streamed exec or file transfer, waking the sandbox first: its
 	 * handle, or NULL with *status and err. sink is copied. exec_input
 	 * queues a frame toward the guest ('I' stdin or file data, empty:

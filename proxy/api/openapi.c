@@ -80,6 +80,8 @@ scope_name(enum api_scope s)
 		return "token";		/* admin, or the token {token} itself */
 	case API_ANY:
 		return "any";
+	case API_FLEET:
+		return "fleet";		/* a fleet peer's certificate */
 	default:
 		return "none";
 	}
@@ -245,7 +247,9 @@ api_openapi_doc(void)
 	    "(<state>/control.sock) every call is an admin's; over "
 	    "control_listen (HTTPS) a bearer token says who calls: an admin "
 	    "token, or a sandbox's own, which x-berth-scope 'sandbox' routes "
-	    "take for that sandbox only.",
+	    "take for that sandbox only. x-berth-scope 'fleet' routes are "
+	    "another fleet host's, on fleet_api_listen (its certificate, "
+	    "never a token).",
 	    "license", "name", "GPL-2.0-or-later", "identifier",
 	    "GPL-2.0-or-later",
 	    "paths", paths,

@@ -215,6 +215,13 @@ api_authenticate(struct req *r)
 			r->auth.admin = 1;
 			return 0;
 		}
+		/* ... or moves one here: the fleet's own routes (API_FLEET) */
+		if (r->nseg >= 3 && strcmp(r->seg[0], "v1") == 0 &&
+		    strcmp(r->seg[1], "fleet") == 0 &&
+		    strcmp(r->seg[2], "move") == 0) {
+			r->auth.fleet = 1;
+			return 0;
+		}
 		c->closing = 1;
 		api_reply_error(r, 403, NULL, NULL, "fleet host %s may only create "
 		    "a sandbox here", c->fleet_peer);

@@ -26,7 +26,9 @@
 void
 api_cs_free(struct cstream *cs)
 {
-	if (cs->tpl != NULL)	/* the client went before the body's end */
+	if (cs->tpl != NULL && cs->kind == CS_MOVE)
+		cs->c->ctl->hooks.move_spool_abort(cs->tpl);
+	else if (cs->tpl != NULL)	/* the client went before the body's end */
 		cs->c->ctl->hooks.template_spool_abort(cs->tpl);
 	if (cs->fbuf != NULL)
 		evbuffer_free(cs->fbuf);
@@ -548,6 +550,49 @@ tpl_end(struct cstream *cs)
 	cs_finish(cs);
 }
 
+/* ---- a moved sandbox's file (CS_MOVE, move.c) ---- */
+
+static void
+mv_body(struct cstream *cs, const char *at, size_t len)
+{
+	int status = 500;
+	char err[512];
+
+	if (cs->tpl == NULL)
+		return;
+	cs->bytes += len;
+	if (cs->c->ctl->hooks.move_spool_write(cs->tpl, at, len, &status,
+	    err, sizeof(err)) < 0) {
+		cs->tpl = NULL;		/* gone with the error */
+		tpl_fail(cs, status, err);
+	}
+}
+
+/* The file is whole: 200 once its size and sha256 are the manifest's. */
+static void
+mv_end(struct cstream *cs)
+{
+	struct px_control *ctl = cs->c->ctl;
+	int status = 500;
+	char err[512];
+	struct req r;
+	void *h = cs->tpl;
+
+	if (h == NULL)
+		return;
+	cs->tpl = NULL;
+	if (ctl->hooks.move_spool_end(h, &status, err, sizeof(err)) < 0) {
+		tpl_fail(cs, status, err);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = cs->c;
+	r.method = cs->method;
+	api_reply_json(&r, 200, json_pack("{s:s, s:s, s:I}", "id", cs->id,
+	    "name", cs->path, "bytes", (json_int_t)cs->bytes));
+	cs_finish(cs);
+}
+
 /* Body bytes of a streamed request. */
 void
 api_cs_body(struct cstream *cs, const char *at, size_t len)
@@ -559,6 +604,10 @@ api_cs_body(struct cstream *cs, const char *at, size_t len)
 
 	if (cs->kind == CS_TPL) {
 		tpl_body(cs, at, len);
+		return;
+	}
+	if (cs->kind == CS_MOVE) {
+		mv_body(cs, at, len);
 		return;
 	}
 	if (cs->kind == CS_PUT) {
@@ -616,6 +665,10 @@ api_cs_eof(struct cstream *cs)
 	cs->body_done = 1;
 	if (cs->kind == CS_TPL) {
 		tpl_end(cs);
+		return;
+	}
+	if (cs->kind == CS_MOVE) {
+		mv_end(cs);
 		return;
 	}
 	if (cs->h == NULL) {

@@ -59,6 +59,19 @@ const struct api_route api_routes[] = {
 	{ API_POST, "/v1/fleet/undrain", api_fleet_drain, API_ADMIN,
 	    API_BODY_JSON, NULL, NULL,
 	    "Fleet mode: this host is placed on again" },
+	/* a move's target side: only a fleet peer, on fleet_api_listen */
+	{ API_POST | API_DELETE, "/v1/fleet/move/{id}", api_fleet_move,
+	    API_FLEET, API_BODY_JSON, NULL, NULL,
+	    "Fleet hosts only: a sandbox moving here, its manifest (POST: "
+	    "which files to send); DELETE: the move given up" },
+	{ API_PUT, "/v1/fleet/move/{id}/file", api_fleet_move, API_FLEET,
+	    API_BODY_STREAM, NULL, NULL,
+	    "Fleet hosts only: one file of a moving sandbox (?name=), its "
+	    "bytes as the body" },
+	{ API_POST, "/v1/fleet/move/{id}/commit", api_fleet_move, API_FLEET,
+	    API_BODY_JSON, NULL, NULL,
+	    "Fleet hosts only: the moved sandbox adopted here with its "
+	    "records; restorable when this answers" },
 	{ R, "/v1/templates", api_template_list, API_ADMIN, API_BODY_NONE, NULL,
 	    NULL,
 	    "List guest templates: version, size, source" },
@@ -127,6 +140,13 @@ const struct api_route api_routes[] = {
 	{ API_POST, SB "/restart", api_lifecycle, API_ADMIN, API_BODY_NONE,
 	    NULL, NULL,
 	    "Stop the sandbox and boot it again" },
+	/* fleet mode: to another host, suspended, its files streamed
+	 * over the fleet channel (fleet_move.c) */
+	{ API_POST, SB "/move", api_sandbox_move, API_ADMIN, API_BODY_JSON,
+	    NULL, W_SANDBOX,
+	    "Fleet mode: move the sandbox to another host (\"to\"): it is "
+	    "suspended, its files copied there, its route switched; it stays "
+	    "here if anything fails" },
 	/* forks of itself (also from its checkpoints): each fork's own
 	 * token is in the answer, so the new sandboxes are held by whoever
 	 * holds this one (vm_max_forks bounds a call) */
@@ -340,6 +360,13 @@ api_scope_check(const struct api_route *rt, const struct px_auth *a,
 {
 	int own = param_index(rt->pattern, "id") == 2;
 
+	/* the fleet's own routes: a peer host's, nobody else's; a peer
+	 * nothing else */
+	if (rt->scope == API_FLEET)
+		return a->fleet ? 0 : deny(why, whylen, "%s", "only a fleet "
+		    "host may use this, on fleet_api_listen");
+	if (a->fleet)
+		return deny(why, whylen, "%s", "a fleet host may not use this");
 	if (a->admin)
 		return 0;
 	if (a->sandbox[0] == '\0')
@@ -357,6 +384,7 @@ api_scope_check(const struct api_route *rt, const struct px_auth *a,
 			return 0;
 		break;
 	case API_ADMIN:
+	case API_FLEET:
 	case API_SCOPE_UNSET:
 		break;
 	}
@@ -526,7 +554,8 @@ api_table_check(const struct api_route *t, size_t n, char *err,
 			return -1;
 		}
 		if (rt->scope != API_ADMIN && rt->scope != API_OWN &&
-		    rt->scope != API_OWN_TOKEN && rt->scope != API_ANY) {
+		    rt->scope != API_OWN_TOKEN && rt->scope != API_ANY &&
+		    rt->scope != API_FLEET) {
 			snprintf(err, errlen, "route %s: no scope (who may call "
 			    "it: admin, own sandbox, own token or any)", pat);
 			return -1;

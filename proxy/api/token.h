@@ -26,6 +26,8 @@ struct px_auth {
 	int admin;		/* 1: admin token or the unix socket */
 	char sandbox[41];	/* a sandbox token's sandbox, else "" */
 	char token_id[24];	/* the token used, "" for the unix socket */
+	int fleet;		/* a fleet peer (fleet_api_listen): API_FLEET
+				 * routes only */
 };
 
 /* A new secret (out must hold PX_TOKEN_LEN + 1) and public id ("tok-" +

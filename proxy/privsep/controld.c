@@ -70,6 +70,7 @@
 #include "fleet.h"
 #include "fleet_answer.h"
 #include "fleet_api.h"
+#include "fleet_move.h"
 #include "fleet_tls.h"
 #include "fleet_view.h"
 #include "helper.h"
@@ -382,9 +383,12 @@ c_head(void *arg)
 {
 	struct cconn *c = arg;
 
-	/* a fleet peer creates sandboxes, nothing streamed */
-	if (c->fleet) {
-		c_fail(c, 404, "a fleet peer may only POST /v1/sandboxes here");
+	/* a fleet peer creates sandboxes and moves them here: the one
+	 * body it streams is a moved sandbox's file */
+	if (c->fleet && !px_fleet_move_target((const char *)evbuffer_pullup(
+	    c->rh.url, -1), evbuffer_get_length(c->rh.url))) {
+		c_fail(c, 404, "a fleet peer may only POST /v1/sandboxes or "
+		    "move a sandbox here");
 		return -1;
 	}
 	if (c_serve(c) < 0)
@@ -1410,7 +1414,8 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 
 		/* what a fleet peer may ask: a create here, while its host
 		 * holds its lease (fleet_api.h); no token makes it more */
-		if (m.stream || m.authz[0] != '\0') {
+		if ((m.stream && !px_fleet_move_target(m.target,
+		    strlen(m.target))) || m.authz[0] != '\0') {
 			px_proc_bad(pr, "a fleet peer's request out of its kind");
 			return;
 		}
@@ -1421,12 +1426,16 @@ pc_request(struct px_proc *pr, const unsigned char *p, size_t len)
 			    "of this fleet holding a live lease");
 			return;
 		}
-		if (m.method != HTTP_POST || strcmp(m.target, "/v1/sandboxes") != 0) {
+		if (px_fleet_move_target(m.target, strlen(m.target)))
+			log_debug("fleet: host %s moves a sandbox here: %s",
+			    pc->peer, m.target);
+		else if (m.method != HTTP_POST ||
+		    strcmp(m.target, "/v1/sandboxes") != 0) {
 			pc_fail(pc, 404, "a fleet peer may only POST /v1/sandboxes "
-			    "here");
+			    "or move a sandbox here");
 			return;
-		}
-		log_info("fleet: host %s placed a create here", pc->peer);
+		} else
+			log_info("fleet: host %s placed a create here", pc->peer);
 	}
 	memset(&q, 0, sizeof(q));
 	q.method = m.method;

@@ -51,6 +51,7 @@ struct waking {
 
 static struct {
 	struct waking	*waking;
+	struct waking	*move_waits;		/* wakes of moving sandboxes */
 	struct vmm	*m;
 	struct vmm_template tpl;
 	int		 have_tpl;		/* tpl loaded */
@@ -2592,6 +2593,24 @@ px_vm_wake(const char *id)
 	 * operation and wake it when it ends, rather than fail the request
 	 * (or, for a pause, let it through to a guest about to stop). */
 	vmm_sandbox_info(sb, &info);
+	/* Moving to another host: the requests wait for the move's end,
+	 * then wake it here (it failed) or go to its new host (the route
+	 * table says where by then: px_vm_move_handed). */
+	if (info.moving) {
+		struct waking *w;
+
+		for (w = V.move_waits; w != NULL; w = w->next)
+			if (strcmp(w->id, id) == 0)
+				return;
+		if ((w = calloc(1, sizeof(*w))) == NULL) {
+			fail = "out of memory";
+			goto answer;
+		}
+		snprintf(w->id, sizeof(w->id), "%s", id);
+		w->next = V.move_waits;
+		V.move_waits = w;
+		return;
+	}
 	/* ... unless its guest is still giving memory back for the idle
 	 * policy's: that is given up (libvmm) and the guest runs on. That
 	 * ends the operation (and runs its waiters): look again. */
@@ -3068,4 +3087,105 @@ px_vm_each(void (*fn)(const char *id))
 
 	while (V.m != NULL && (sb = vmm_sandbox_next(V.m, sb)) != NULL)
 		fn(vmm_sandbox_id(sb));
+}
+
+/* ---- moving a suspended sandbox (proxy/fleet/fleet_move.c) ---- */
+
+int
+px_vm_move_export(const char *id, struct vmm_move *mv, char *err,
+    size_t errlen)
+{
+	struct vmm_sandbox *sb;
+
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		snprintf(err, errlen, "no VM for sandbox %s", id);
+		return -1;
+	}
+	/* the sender hashes each file as it reads it */
+	return vmm_move_export(sb, mv, 0, err, errlen) < 0 ? -1 : 0;
+}
+
+/* 1 if a wake of id waits for its move's end (and no longer does). */
+static int
+move_wait_take(const char *id)
+{
+	struct waking **pp, *w;
+
+	for (pp = &V.move_waits; (w = *pp) != NULL; pp = &w->next)
+		if (strcmp(w->id, id) == 0) {
+			*pp = w->next;
+			free(w);
+			return 1;
+		}
+	return 0;
+}
+
+void
+px_vm_move_end(const char *id)
+{
+	struct vmm_sandbox *sb;
+
+	if (V.m != NULL && (sb = vmm_sandbox_find(V.m, id)) != NULL)
+		vmm_move_end(sb);
+	if (move_wait_take(id))
+		px_vm_wake(id);		/* it stays: woken here */
+}
+
+void
+px_vm_move_handed(const char *id)
+{
+	/* the requests go on with the routes that say where it is now */
+	if (move_wait_take(id))
+		tell_woken(id, 1, NULL);
+}
+
+int
+px_vm_move_dir(const char *id, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/vms/.move%s%s", V.state_dir,
+	    id != NULL ? "/" : "", id != NULL ? id : "");
+
+	return V.m == NULL || n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int
+px_vm_move_needs(const struct vmm_move *mv, int *need, char *err,
+    size_t errlen)
+{
+	if (V.m == NULL) {
+		snprintf(err, errlen, "this berthd runs no VMM");
+		return -1;
+	}
+	return vmm_move_needs(V.m, mv, need, err, errlen) < 0 ? -1 : 0;
+}
+
+int
+px_vm_move_adopt(const char *dir, const struct vmm_move *mv,
+    const char *template_dir, char *err, size_t errlen)
+{
+	struct vmm_template t;
+	struct vmm_sandbox *sb;
+	struct vmm_info info;
+	char e[VMM_ERRLEN], addr[INET_ADDRSTRLEN];
+	int rc;
+
+	if (V.m == NULL) {
+		snprintf(err, errlen, "this berthd runs no VMM");
+		return -1;
+	}
+	if (template_dir == NULL)
+		template_dir = V.tdir;
+	if (vmm_template_load(template_dir, &t, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "its template here: %s", e);
+		return -1;
+	}
+	rc = vmm_move_adopt(V.m, dir, mv, &t, &sb, err, errlen);
+	vmm_template_free(&t);
+	if (rc < 0)
+		return rc == -EADDRNOTAVAIL || rc == -EEXIST ? -2 : -1;
+	vmm_sandbox_info(sb, &info);
+	inet_ntop(AF_INET, &info.guest_ip, addr, sizeof(addr));
+	(void)px_store_sandbox_set_vm(V.store, info.id, "suspended", addr, e,
+	    sizeof(e));
+	return 0;
 }

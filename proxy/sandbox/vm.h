@@ -148,5 +148,24 @@ void px_vm_shutdown(void);
 void px_vm_drain(void);
 /* Kills a template build under way (berthd is ending). */
 void px_vm_build_stop(void);
+/* Moving a suspended sandbox to another fleet host (fleet_move.c):
+ * libvmm's vmm_move_* on berthd's manager. _export marks it moving (0,
+ * -1 with err): wakes wait; _end: the move failed, it stays (and the
+ * wakes that waited wake it here); _dir: where a moving
+ * one's files arrive (vms/.move/ID; id NULL: vms/.move); _adopt: from
+ * there, as template_dir's (NULL: the default), its store row's state
+ * and address set: 0, -1 with err, -2 the id or its address is taken. */
+struct vmm_move;
+int px_vm_move_export(const char *id, struct vmm_move *mv, char *err,
+    size_t errlen);
+void px_vm_move_end(const char *id);
+/* It moved, and the route table says where: the requests that waited
+ * for the move go on (there). */
+void px_vm_move_handed(const char *id);
+int px_vm_move_dir(const char *id, char *buf, size_t len);
+int px_vm_move_needs(const struct vmm_move *mv, int *need, char *err,
+    size_t errlen);
+int px_vm_move_adopt(const char *dir, const struct vmm_move *mv,
+    const char *template_dir, char *err, size_t errlen);
 
 #endif

@@ -16,7 +16,7 @@
 # not stop the others, but fails `make fuzz` at the end.
 # SPDX-License-Identifier: GPL-2.0-or-later
 
-FUZZ_NAMES = http1 host response conf control dns rule h2 agent
+FUZZ_NAMES = http1 host response conf control dns rule h2 agent move
 
 # What each target compiles (the code under test is compiled into the
 # target, so libFuzzer sees its coverage) and links.
@@ -47,6 +47,10 @@ fuzz_h2_SRC = tests/fuzz/fuzz_h2.c proxy/edge/session.c proxy/edge/h2.c proxy/ed
 	tests/support/scripted_upstream.c
 fuzz_h2_LIBS = $(LIBEVENT_LIBS) $(OPENSSL_LIBS) $(JANSSON_LIBS) $(NGHTTP2_LIBS) \
 	$(HTTP_PARSER_LIBS)
+# fuzz_move: a moved sandbox's manifest (vmm/export.c), a fleet peer's;
+# the rest of libvmm as built (its export.o is not pulled in again)
+fuzz_move_SRC = tests/fuzz/fuzz_move.c vmm/export.c
+fuzz_move_LIBS = $(VMM_LIBS)
 FUZZ_DEP_CF = $(JANSSON_CFLAGS) $(LIBEVENT_CFLAGS) $(SQLITE_CFLAGS) \
 	$(OPENSSL_CFLAGS) $(NGHTTP2_CFLAGS)
 
@@ -56,11 +60,13 @@ FUZZ_REPLAY_LF = $(AM_LDFLAGS) $(REPLAY_SAN_LDFLAGS)
 FUZZ_REPLAY_SH = tests/fuzz/replay_http1.sh tests/fuzz/replay_host.sh \
 	tests/fuzz/replay_response.sh tests/fuzz/replay_conf.sh \
 	tests/fuzz/replay_control.sh tests/fuzz/replay_dns.sh \
-	tests/fuzz/replay_rule.sh tests/fuzz/replay_h2.sh tests/fuzz/replay_agent.sh
+	tests/fuzz/replay_rule.sh tests/fuzz/replay_h2.sh tests/fuzz/replay_agent.sh \
+	tests/fuzz/replay_move.sh
 check_PROGRAMS += tests/fuzz/replay_http1 tests/fuzz/replay_host \
 	tests/fuzz/replay_response tests/fuzz/replay_conf \
 	tests/fuzz/replay_control tests/fuzz/replay_dns tests/fuzz/replay_rule \
-	tests/fuzz/replay_h2 tests/fuzz/replay_agent tests/fuzz/replay_sancheck
+	tests/fuzz/replay_h2 tests/fuzz/replay_agent tests/fuzz/replay_move \
+	tests/fuzz/replay_sancheck
 check_SCRIPTS += $(FUZZ_REPLAY_SH)
 TESTS += $(FUZZ_REPLAY_SH) tests/fuzz/sanitizers.sh
 CLEANFILES += $(FUZZ_REPLAY_SH)
@@ -102,6 +108,10 @@ tests_fuzz_replay_agent_SOURCES = tests/fuzz/replay.c $(fuzz_agent_SRC)
 tests_fuzz_replay_agent_CFLAGS = $(FUZZ_REPLAY_CF)
 tests_fuzz_replay_agent_LDFLAGS = $(FUZZ_REPLAY_LF)
 tests_fuzz_replay_agent_LDADD = $(fuzz_agent_LIBS)
+tests_fuzz_replay_move_SOURCES = tests/fuzz/replay.c $(fuzz_move_SRC)
+tests_fuzz_replay_move_CFLAGS = $(FUZZ_REPLAY_CF)
+tests_fuzz_replay_move_LDFLAGS = $(FUZZ_REPLAY_LF)
+tests_fuzz_replay_move_LDADD = $(fuzz_move_LIBS)
 # planted bugs for tests/fuzz/sanitizers.sh
 tests_fuzz_replay_sancheck_SOURCES = tests/fuzz/replay.c tests/fuzz/sancheck.c
 tests_fuzz_replay_sancheck_CFLAGS = $(FUZZ_REPLAY_CF)
@@ -126,7 +136,8 @@ FUZZER_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefine
 	-Wno-unknown-warning-option
 FUZZ_PROGS = tests/fuzz/fuzz_http1 tests/fuzz/fuzz_host tests/fuzz/fuzz_response \
 	tests/fuzz/fuzz_conf tests/fuzz/fuzz_control tests/fuzz/fuzz_dns \
-	tests/fuzz/fuzz_rule tests/fuzz/fuzz_h2 tests/fuzz/fuzz_agent
+	tests/fuzz/fuzz_rule tests/fuzz/fuzz_h2 tests/fuzz/fuzz_agent \
+	tests/fuzz/fuzz_move
 EXTRA_PROGRAMS = $(FUZZ_PROGS)
 CLEANFILES += $(FUZZ_PROGS)
 FUZZ_CF = $(AM_CFLAGS) $(FUZZ_DEP_CF) $(FUZZER_FLAGS)
@@ -166,6 +177,10 @@ tests_fuzz_fuzz_agent_SOURCES = $(fuzz_agent_SRC)
 tests_fuzz_fuzz_agent_CFLAGS = $(FUZZ_CF)
 tests_fuzz_fuzz_agent_LDFLAGS = $(FUZZER_FLAGS)
 tests_fuzz_fuzz_agent_LDADD = $(fuzz_agent_LIBS)
+tests_fuzz_fuzz_move_SOURCES = $(fuzz_move_SRC)
+tests_fuzz_fuzz_move_CFLAGS = $(FUZZ_CF)
+tests_fuzz_fuzz_move_LDFLAGS = $(FUZZER_FLAGS)
+tests_fuzz_fuzz_move_LDADD = $(fuzz_move_LIBS)
 
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_PROGS)

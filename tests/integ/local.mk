@@ -169,3 +169,8 @@ TESTS += tests/integ/sdk-fork.sh
 EXTRA_DIST += tests/integ/sdk-fork.sh \
 	netctl/sdk/python/tests/test_fork.py \
 	netctl/sdk/js/test/fork.test.mjs
+
+# Fleet mode: a suspended microVM sandbox moves between two hosts (root,
+# qemu TCG, etcd-server; a boot, three moves).
+TESTS += tests/integ/fleet-move.sh
+EXTRA_DIST += tests/integ/fleet-move.sh

@@ -171,6 +171,8 @@ j 1 fleet hosts
 j 1 fleet drain
 like "fleet drain without a fleet: says why" "$(doc 'j["error"]["message"]')" 'fleet mode is not configured'
 j 1 fleet undrain
+j 1 sandbox move js-2 --to b
+like "sandbox move without a fleet: says why" "$(doc 'j["error"]["message"]')" 'fleet mode is not configured'
 j 2 mcp
 j 0 sandbox rm js-2
 j 1 sandbox rm js-2

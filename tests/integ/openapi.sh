@@ -107,7 +107,7 @@ schemes = doc.get("components", {}).get("securitySchemes", {})
 ok(all(k in schemes for s in doc.get("security", []) for k in s),
    "the security it names is defined")
 bad = [(m, p) for p, m, o in ops if o.get("x-berth-scope") not in
-       ("admin", "sandbox", "token", "any")]
+       ("admin", "sandbox", "token", "any", "fleet")]
 ok(not bad, "each operation says who may call it (x-berth-scope)", bad)
 
 # ---- a JSON Schema check of what the Error schema says ----------------------

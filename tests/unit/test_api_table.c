@@ -14,8 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static struct px_auth admin = { 1, "", "tok-a" };
-static struct px_auth sb1 = { 0, "sb-1", "tok-1" };
+static struct px_auth admin = { 1, "", "tok-a", 0 };
+static struct px_auth fleet = { 0, "", "", 1 };
+static struct px_auth sb1 = { 0, "sb-1", "tok-1", 0 };
 static char why[256];
 
 static int
@@ -109,8 +110,16 @@ every_route(void)
 			if (!(rt->methods & (1u << k)))
 				continue;
 			n++;
-			if (authz(&admin, mnames[k], path) != 0) {
-				diag("admin refused %s %s", mnames[k], path);
+			/* the fleet's own routes: a fleet peer, never a
+			 * token, admin's neither; a peer nothing else */
+			if ((authz(&fleet, mnames[k], path) == 0) !=
+			    (rt->scope == API_FLEET)) {
+				diag("fleet peer on %s %s", mnames[k], path);
+				bad++;
+			}
+			if ((authz(&admin, mnames[k], path) != 0) !=
+			    (rt->scope == API_FLEET)) {
+				diag("admin on %s %s", mnames[k], path);
 				bad++;
 			}
 			own = authz(&sb1, mnames[k], path);
@@ -133,7 +142,8 @@ every_route(void)
 			}
 		}
 	}
-	is_int(bad, 0, "every route (%d route-methods): admin always; a "
+	is_int(bad, 0, "every route (%d route-methods): admin always but on "
+	    "the fleet's own routes, which a fleet peer alone may use; a "
 	    "sandbox token as its scope says, never on another sandbox", n);
 }
 
@@ -353,14 +363,14 @@ main(void)
 	is_int(authz(&sb1, "GET", "/v1/ports"), 403, "sb: all ports 403");
 	is_int(authz(&sb1, "GET", "/metrics"), 403, "sb: metrics 403");
 	{
-		struct px_auth none = { 0, "", "" };
+		struct px_auth none = { 0, "", "", 0 };
 
 		is_int(authz(&none, "GET", "/v1/health"), 403,
 		    "no scope at all: 403");
 	}
 
 	{
-		struct px_auth none = { 0, "", "" };
+		struct px_auth none = { 0, "", "", 0 };
 
 		is_int(authz(&none, "GET", "/v1/health"), 403,
 		    "no scope at all: 403");

@@ -1,0 +1,180 @@
+/*
+ * api/move.c — moving a sandbox to another fleet host (issue 33, item
+ * 3): POST /v1/sandboxes/{id}/move on the source (admin), answered once
+ * the move ended; and the target's routes a fleet peer alone may call
+ * (API_FLEET, fed by the control helper from fleet_api_listen): the
+ * manifest (POST /v1/fleet/move/{id}), each file as a streamed body
+ * (PUT .../file?name=, CS_MOVE in streams.c), the commit with the
+ * sandbox's records (POST .../commit), DELETE: given up. The work is
+ * the hooks' (proxy/fleet/fleet_move.c); here only HTTP.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "api.h"
+
+static void
+move_done(void *arg, int status, const char *err)
+{
+	struct pending *p = arg;
+	struct px_control *ctl = p->ctl;
+	struct conn *c;
+	struct req r;
+
+	api_record_event(ctl, p->id, "move", status == 200 ? "ok" : "failed",
+	    status == 200 ? p->name : err ? err : "", api_now_ms() - p->t0);
+	if (status == 200) {
+		char e[256];
+
+		/* the target holds it, restorable: this host's copy goes,
+		 * and with its row its claim in etcd (the target's wins) */
+		(void)px_store_sandbox_rm(ctl->store, p->id, e, sizeof(e));
+		if (ctl->hooks.vm_delete != NULL)
+			ctl->hooks.vm_delete(p->id, ctl->hooks.arg);
+	}
+	api_routes_changed(ctl);
+	TAILQ_FOREACH(c, &ctl->conns, entry)
+		if (c == p->c && c->serial == p->serial)
+			break;
+	if (c == NULL) {
+		free(p);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.c = c;
+	r.method = p->method;
+	if (status == 200)
+		api_reply_json(&r, 200, json_pack("{s:s, s:s, s:I}", "id",
+		    p->id, "host", p->name, "move_ms",
+		    (json_int_t)(api_now_ms() - p->t0)));
+	else
+		api_reply_error(&r, status ? status : 502, NULL, NULL,
+		    "move of sandbox '%s' to host %s failed: %s", p->id,
+		    p->name, err ? err : "unknown error");
+	free(p);
+	api_conn_resume(c);
+}
+
+/* POST /v1/sandboxes/{id}/move {"to": HOST} */
+void
+api_sandbox_move(struct req *r)
+{
+	static const char *const allowed[] = { "to", NULL };
+	struct px_control *ctl = r->c->ctl;
+	struct px_sandbox sb;
+	struct pending *p;
+	const char *to;
+	char err[512] = "";
+	json_t *obj;
+	int rc, status = 503;
+
+	if ((obj = api_body_object(r, allowed, 0)) == NULL)
+		return;
+	to = json_string_value(json_object_get(obj, "to"));
+	if (to == NULL || to[0] == '\0' || strlen(to) > 32) {
+		json_decref(obj);
+		api_reply_error(r, 400, NULL, "to", "the fleet host to move "
+		    "the sandbox to is required (a host id)");
+		return;
+	}
+	if ((rc = px_store_sandbox_get(ctl->store, r->id, &sb, err,
+	    sizeof(err))) != PX_STORE_OK) {
+		json_decref(obj);
+		api_reply_store(r, rc, NULL, err);
+		return;
+	}
+	if (ctl->hooks.move == NULL) {
+		json_decref(obj);
+		api_reply_error(r, 409, NULL, NULL, "fleet mode is not "
+		    "configured on this host: a sandbox moves only between "
+		    "fleet hosts");
+		return;
+	}
+	if (sb.external) {
+		json_decref(obj);
+		api_reply_error(r, 409, NULL, NULL, "sandbox '%s' is not a "
+		    "VM-backed sandbox: it cannot move", r->id);
+		return;
+	}
+	if ((p = api_pending_new(r, r->id, "move")) == NULL) {
+		json_decref(obj);
+		return;
+	}
+	snprintf(p->name, sizeof(p->name), "%s", to);
+	json_decref(obj);
+	if (ctl->hooks.move(r->id, p->name, move_done, p, &status, err,
+	    sizeof(err), ctl->hooks.arg) != 0) {
+		char host[sizeof(p->name)];
+
+		snprintf(host, sizeof(host), "%s", p->name);
+		api_pending_drop(r, p);
+		api_record_event(ctl, r->id, "move", "refused", err, -1);
+		api_reply_error(r, status, NULL, status == 400 ? "to" : NULL,
+		    "move of sandbox '%s' to host %s: %s", r->id, host, err);
+	}
+}
+
+/* The target's side: /v1/fleet/move/{id}[/file|/commit] */
+void
+api_fleet_move(struct req *r)
+{
+	struct px_control *ctl = r->c->ctl;
+	const char *peer = r->c->fleet_peer;
+	char err[512] = "", name[32];
+	struct cstream *cs;
+	int status = 500;
+	json_t *doc;
+	void *h;
+
+	if (ctl->hooks.move_begin == NULL) {
+		api_reply_error(r, 404, NULL, NULL, "this host takes no moved "
+		    "sandboxes (no VMs or no fleet)");
+		return;
+	}
+	if (r->nseg == 4 && r->method == HTTP_DELETE) {
+		ctl->hooks.move_abort(peer, r->id, ctl->hooks.arg);
+		api_reply_json(r, 200, json_pack("{s:s, s:b}", "id", r->id,
+		    "aborted", 1));
+		return;
+	}
+	if (r->nseg == 4 || (r->nseg == 5 && strcmp(r->seg[4], "commit") ==
+	    0)) {
+		doc = r->nseg == 4 ? ctl->hooks.move_begin(peer, r->id, r->body,
+		    r->bodylen, &status, err, sizeof(err), ctl->hooks.arg) :
+		    ctl->hooks.move_commit(peer, r->id, r->body, r->bodylen,
+		    &status, err, sizeof(err), ctl->hooks.arg);
+		if (doc == NULL)
+			api_reply_error(r, status, NULL, NULL, "%s", err);
+		else
+			api_reply_json(r, 200, doc);
+		if (doc != NULL && r->nseg == 5)
+			api_routes_changed(ctl);	/* it is here now */
+		return;
+	}
+	/* PUT .../file?name=NAME: the body is its bytes */
+	if (!r->c->rh.streamed) {
+		api_reply_error(r, 400, NULL, NULL, "PUT a moved file as a "
+		    "streamed body");
+		return;
+	}
+	if (api_query_get(r, "name", name, sizeof(name)) != 1) {
+		api_reply_error(r, 400, NULL, "name", "which file (?name=)");
+		return;
+	}
+	if ((cs = calloc(1, sizeof(*cs))) == NULL) {
+		api_reply_error(r, 503, NULL, NULL, "out of memory");
+		return;
+	}
+	if ((h = ctl->hooks.move_spool(peer, r->id, name, &status, err,
+	    sizeof(err), ctl->hooks.arg)) == NULL) {
+		free(cs);
+		api_reply_error(r, status, NULL, status == 400 ? "name" : NULL,
+		    "%s", err);
+		return;
+	}
+	cs->c = r->c;
+	cs->kind = CS_MOVE;
+	cs->method = r->method;
+	cs->tpl = h;
+	snprintf(cs->id, sizeof(cs->id), "%s", r->id);
+	snprintf(cs->path, sizeof(cs->path), "%s", name);
+	api_cs_attach(cs);
+}

@@ -1,0 +1,1372 @@
+/*
+ * fleet_move.c — see fleet_move.h; the design is vmm/export.c's header.
+ *
+ * The source. One move of a sandbox at a time (a second is 409), each a
+ * small state machine on the parent's loop: suspend (the existing
+ * lifecycle operation) if it runs or is paused; export (libvmm marks it
+ * moving: its wakes are refused until the move ends); POST the manifest
+ * (sizes, no hashes yet); PUT each file the target asks for, read in
+ * MOVE_CHUNK pieces as the TLS connection drains (never more than
+ * MOVE_HIGH queued: a file is never in memory whole), hashed as read;
+ * POST the commit (the manifest with the hashes, and berthd's records:
+ * the sandbox's row, its tokens' hashes, its published ports, its
+ * egress mode and rules). A 200 there means the target holds it,
+ * restorable; the caller (api/move.c) then deletes it here. Any other
+ * end: DELETE to the target (what it received goes), the sandbox stays
+ * here, suspended, and may wake again.
+ *
+ * Each request is a connection of its own to the target's
+ * fleet_api_listen (px_fleet_tls_client: only the target's certificate
+ * is accepted), HTTP/1.1 with a Content-Length and Connection: close;
+ * its answer is read bounded (MOVE_HEAD_MAX of head, MOVE_BODY_MAX of
+ * body, a Content-Length required) within MOVE_TIMEOUT of silence.
+ *
+ * The target. A move is begun by its manifest (vmm_move_parse), from a
+ * fleet peer (the control helper checked its certificate, the parent its
+ * lease), for an id this host does not hold; its files arrive into
+ * <vms>/.move/ID/, each created anew, checked against the manifest's
+ * size as it comes and hashed; the commit compares the hashes, stores
+ * the records and has libvmm adopt the sandbox (which checks every byte
+ * again before it moves anything). A move not committed within
+ * MOVE_STALE is dropped, as is what a restart finds in .move.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "fleet_move.h"
+#include "fleet.h"
+#include "fleet_tls.h"
+#include "log.h"
+#include "store.h"
+#include "vm.h"
+#include "vmm.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <jansson.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+
+#define MOVE_PREFIX	"/v1/fleet/move/"
+#define MOVE_CHUNK	(64 * 1024)
+#define MOVE_HIGH	(256 * 1024)
+#define MOVE_HEAD_MAX	(16 * 1024)
+#define MOVE_BODY_MAX	(64 * 1024)
+#define MOVE_TIMEOUT	120		/* seconds of silence */
+#define MOVE_STALE	(15 * 60)	/* seconds a begun move may wait */
+
+static struct {
+	struct event_base *base;
+	struct px_store *store;
+	struct outgoing *out;
+	struct incoming *in;
+} M;
+
+int
+px_fleet_move_target(const char *target, size_t len)
+{
+	size_t n = sizeof(MOVE_PREFIX) - 1;
+
+	return len > n && strncmp(target, MOVE_PREFIX, n) == 0;
+}
+
+static void
+rm_tree(const char *dir)
+{
+	char p[PATH_MAX];
+	size_t i;
+	static const char *const names[] = { "sandbox.conf", "disk.qcow2",
+	    "disk.raw", "snap/state", "mem", "base.qcow2" };
+
+	/* only the names a move's files have: nothing else is made here */
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		(void)unlink(p);
+	}
+	snprintf(p, sizeof(p), "%s/snap", dir);
+	(void)rmdir(p);
+	(void)rmdir(dir);
+}
+
+void
+px_fleet_move_init(struct event_base *base, struct px_store *store)
+{
+	M.base = base;
+	M.store = store;
+}
+
+void
+px_fleet_move_sweep(void)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 64];
+	struct dirent *de;
+	DIR *d;
+
+	if (px_vm_move_dir(NULL, dir, sizeof(dir)) < 0 ||
+	    (d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		log_info("fleet: a move of %s never committed: its files go",
+		    de->d_name);
+		rm_tree(p);
+	}
+	closedir(d);
+}
+
+/* ======================= the source ======================= */
+
+struct hreq;
+typedef void hreq_done_fn(struct hreq *, int status, const char *body,
+    size_t len, const char *err);
+
+/* one HTTP request to the target */
+struct hreq {
+	struct bufferevent *bev;
+	hreq_done_fn	*done;
+	void		*arg;
+	int		 fd;		/* a file's body, -1 none */
+	uint64_t	 left;		/* its bytes still to send */
+	EVP_MD_CTX	*md;		/* ... hashed as read */
+	char		 sha[65];
+	struct evbuffer	*in;
+	int		 finished;
+	struct event	*free_ev;
+};
+
+static void
+hreq_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct hreq *h = arg;
+
+	(void)fd;
+	(void)what;
+	if (h->bev != NULL)
+		bufferevent_free(h->bev);
+	if (h->fd >= 0)
+		close(h->fd);
+	EVP_MD_CTX_free(h->md);
+	evbuffer_free(h->in);
+	event_free(h->free_ev);
+	free(h);
+}
+
+static void
+hreq_finish(struct hreq *h, int status, const char *body, size_t len,
+    const char *err)
+{
+	if (h->finished)
+		return;
+	h->finished = 1;
+	if (h->bev != NULL)
+		bufferevent_disable(h->bev, EV_READ | EV_WRITE);
+	h->done(h, status, body, len, err);
+	event_active(h->free_ev, 0, 0);	/* freed outside its callbacks */
+}
+
+/* The answer so far: whole (its Content-Length read) or not yet. */
+static void
+hreq_parse(struct hreq *h, int eof)
+{
+	struct evbuffer_ptr e;
+	size_t hl, n = evbuffer_get_length(h->in);
+	char *text, *p, *line;
+	long cl = -1;
+	int status = 0;
+
+	e = evbuffer_search(h->in, "\r\n\r\n", 4, NULL);
+	if (e.pos < 0) {
+		if (n > MOVE_HEAD_MAX)
+			hreq_finish(h, 0, "", 0, "the target's answer has too "
+			    "long a head");
+		else if (eof)
+			hreq_finish(h, 0, "", 0, "the target closed the "
+			    "connection before an answer");
+		return;
+	}
+	hl = (size_t)e.pos + 4;
+	if (hl > MOVE_HEAD_MAX) {
+		hreq_finish(h, 0, "", 0, "the target's answer has too long a "
+		    "head");
+		return;
+	}
+	text = (char *)evbuffer_pullup(h->in, (ev_ssize_t)hl);
+	if (sscanf(text, "HTTP/1.%*[01] %3d", &status) != 1 || status < 100 ||
+	    status > 599) {
+		hreq_finish(h, 0, "", 0, "the target's answer is not HTTP");
+		return;
+	}
+	for (p = text; (line = memchr(p, '\n', hl - (size_t)(p - text))) !=
+	    NULL; p = line + 1) {
+		if (strncasecmp(line + 1, "Content-Length:", 15) == 0)
+			cl = strtol(line + 16, NULL, 10);
+	}
+	if (cl < 0 || cl > MOVE_BODY_MAX) {
+		hreq_finish(h, 0, "", 0, "the target's answer has no "
+		    "Content-Length, or too long a body");
+		return;
+	}
+	if (n < hl + (size_t)cl) {
+		if (eof)
+			hreq_finish(h, 0, "", 0, "the target's answer was "
+			    "cut short");
+		return;
+	}
+	text = (char *)evbuffer_pullup(h->in, (ev_ssize_t)(hl + (size_t)cl));
+	hreq_finish(h, status, text + hl, (size_t)cl, NULL);
+}
+
+static void
+hreq_read(struct bufferevent *bev, void *arg)
+{
+	struct hreq *h = arg;
+
+	evbuffer_add_buffer(h->in, bufferevent_get_input(bev));
+	if (evbuffer_get_length(h->in) > MOVE_HEAD_MAX + MOVE_BODY_MAX) {
+		hreq_finish(h, 0, "", 0, "the target's answer is too long");
+		return;
+	}
+	hreq_parse(h, 0);
+}
+
+/* The body's next pieces from its file, while the connection drains. */
+static void
+hreq_write(struct bufferevent *bev, void *arg)
+{
+	struct hreq *h = arg;
+	struct evbuffer *out = bufferevent_get_output(bev);
+	static unsigned char buf[MOVE_CHUNK];
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0, i;
+	ssize_t n;
+
+	while (h->fd >= 0 && h->left > 0 &&
+	    evbuffer_get_length(out) < MOVE_HIGH) {
+		n = read(h->fd, buf, h->left < sizeof(buf) ? (size_t)h->left :
+		    sizeof(buf));
+		if (n <= 0) {
+			hreq_finish(h, 0, "", 0, n < 0 ? "reading a file of "
+			    "the sandbox failed" : "a file of the sandbox "
+			    "shrank while it was sent");
+			return;
+		}
+		(void)EVP_DigestUpdate(h->md, buf, (size_t)n);
+		evbuffer_add(out, buf, (size_t)n);
+		h->left -= (uint64_t)n;
+	}
+	if (h->fd >= 0 && h->left == 0) {
+		(void)EVP_DigestFinal_ex(h->md, md, &mdlen);
+		for (i = 0; i < mdlen && i < 32; i++)
+			snprintf(h->sha + 2 * i, 3, "%02x", md[i]);
+		close(h->fd);
+		h->fd = -1;
+	}
+}
+
+static void
+hreq_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct hreq *h = arg;
+	unsigned long e;
+	char why[256];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		hreq_write(bev, h);
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		evbuffer_add_buffer(h->in, bufferevent_get_input(bev));
+		hreq_parse(h, 1);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		hreq_finish(h, 0, "", 0, "the target said nothing for too "
+		    "long");
+		return;
+	}
+	e = bufferevent_get_openssl_error(bev);
+	snprintf(why, sizeof(why), "connection to the target: %s",
+	    e != 0 ? ERR_reason_error_string(e) : evutil_socket_error_to_string(
+	    EVUTIL_SOCKET_ERROR()));
+	hreq_finish(h, 0, "", 0, why);
+}
+
+/*
+ * method target to host's fleet_api_listen, the body JSON text (json,
+ * may be NULL) or the file at path (size bytes, hashed into h->sha as
+ * sent). NULL with err when it cannot start; else done once, later.
+ */
+static struct hreq *
+hreq_start(const char *host, const char *method, const char *target,
+    const char *json, const char *path, uint64_t size, hreq_done_fn *done,
+    void *arg, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	int sslen = (int)sizeof(ss);
+	char addr[80];
+	struct hreq *h;
+	struct stat st;
+	SSL *ssl;
+
+	if (!px_fleet_host_api(host, addr, sizeof(addr)) ||
+	    evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) !=
+	    0) {
+		snprintf(err, errlen, "host %s is not a live fleet host with a "
+		    "fleet_api_listen", host);
+		return NULL;
+	}
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    (h->in = evbuffer_new()) == NULL ||
+	    (h->free_ev = event_new(M.base, -1, 0, hreq_free_cb, h)) == NULL) {
+		if (h != NULL && h->in != NULL)
+			evbuffer_free(h->in);
+		free(h);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	h->fd = -1;
+	h->done = done;
+	h->arg = arg;
+	if (path != NULL) {
+		if ((h->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+		    fstat(h->fd, &st) < 0 || (uint64_t)st.st_size != size ||
+		    (h->md = EVP_MD_CTX_new()) == NULL ||
+		    EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1) {
+			snprintf(err, errlen, "%s: %s", path, h->fd < 0 ?
+			    strerror(errno) : "changed since it was listed");
+			goto fail;
+		}
+		h->left = size;
+	}
+	if ((ssl = px_fleet_tls_client(host)) == NULL) {
+		snprintf(err, errlen, "no fleet certificate");
+		goto fail;
+	}
+	if ((h->bev = bufferevent_openssl_socket_new(M.base, -1, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		SSL_free(ssl);
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(h->bev, 1);
+	bufferevent_setcb(h->bev, hreq_read, hreq_write, hreq_event, h);
+	/* refilled while half of what is queued still goes out */
+	bufferevent_setwatermark(h->bev, EV_WRITE, MOVE_HIGH / 2, 0);
+	{
+		struct timeval tv = { MOVE_TIMEOUT, 0 };
+
+		bufferevent_set_timeouts(h->bev, &tv, &tv);
+	}
+	evbuffer_add_printf(bufferevent_get_output(h->bev), "%s %s HTTP/1.1\r\n"
+	    "Host: %s\r\nContent-Type: %s\r\nContent-Length: %llu\r\n"
+	    "Connection: close\r\n\r\n", method, target, host, path != NULL ?
+	    "application/octet-stream" : "application/json",
+	    (unsigned long long)(path != NULL ? size : json != NULL ?
+	    strlen(json) : 0));
+	if (json != NULL)
+		evbuffer_add(bufferevent_get_output(h->bev), json, strlen(json));
+	bufferevent_enable(h->bev, EV_READ | EV_WRITE);
+	if (bufferevent_socket_connect(h->bev, (struct sockaddr *)&ss,
+	    sslen) != 0) {
+		snprintf(err, errlen, "connection to host %s (%s) failed", host,
+		    addr);
+		goto fail;
+	}
+	return h;
+fail:
+	if (h->bev != NULL)
+		bufferevent_free(h->bev);
+	if (h->fd >= 0)
+		close(h->fd);
+	EVP_MD_CTX_free(h->md);
+	evbuffer_free(h->in);
+	event_free(h->free_ev);
+	free(h);
+	return NULL;
+}
+
+/* the target's error, as its JSON says it, else its status */
+static void
+answer_error(int status, const char *body, size_t len, const char *err,
+    char *out, size_t outlen)
+{
+	json_t *doc;
+	const char *m = NULL;
+
+	if (status == 0) {
+		snprintf(out, outlen, "%s", err ? err : "no answer");
+		return;
+	}
+	if ((doc = json_loadb(body, len, 0, NULL)) != NULL) {
+		json_t *e = json_object_get(doc, "error");
+
+		m = json_string_value(json_is_object(e) ?
+		    json_object_get(e, "message") : e);
+	}
+	snprintf(out, outlen, "the target answered %d: %.300s", status,
+	    m ? m : "no reason given");
+	json_decref(doc);
+}
+
+enum { OUT_SUSPEND, OUT_BEGIN, OUT_FILES, OUT_COMMIT };
+
+struct outgoing {
+	struct outgoing *next;
+	char id[41];
+	char to[40];
+	void (*done)(void *, int, const char *);
+	void *done_arg;
+	int step;
+	int exported, begun;
+	struct vmm_move mv;
+	int need[VMM_MOVE_FILES];
+	size_t cur;			/* the file being sent */
+	struct hreq *req;
+};
+
+static void out_next(struct outgoing *);
+
+static void
+out_unlink(struct outgoing *o)
+{
+	struct outgoing **pp;
+
+	for (pp = &M.out; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			return;
+		}
+}
+
+static void
+abort_done(struct hreq *h, int status, const char *body, size_t len,
+    const char *err)
+{
+	(void)h;
+	(void)body;
+	(void)len;
+	if (status != 200)
+		log_warnx("fleet: the target did not confirm the move given "
+		    "up (%d%s%s): what it received goes at its next sweep",
+		    status, err ? ": " : "", err ? err : "");
+}
+
+/* After a move: the requests that waited for it go on once this host's
+ * view of the fleet routes the sandbox to its new host (the target's
+ * claim seen, this host's gone), at most HANDOFF_MS later. */
+#define HANDOFF_MS	10000
+#define HANDOFF_STEP_MS	100
+
+struct handoff {
+	char id[41], to[40];
+	unsigned waited;
+	struct event *ev;
+};
+
+static int
+routed_to(const char *id, const char *to)
+{
+	json_t *doc = px_fleet_json("sandboxes"), *v;
+	size_t i;
+	int yes = 0;
+
+	json_array_foreach(json_object_get(doc, "sandboxes"), i, v) {
+		const char *sid = json_string_value(json_object_get(v, "id"));
+		const char *h = json_string_value(json_object_get(v, "host"));
+
+		if (sid != NULL && strcmp(sid, id) == 0)
+			yes = h != NULL && strcmp(h, to) == 0;
+	}
+	json_decref(doc);
+	return yes;
+}
+
+static void
+handoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct handoff *ho = arg;
+	struct timeval tv = { 0, HANDOFF_STEP_MS * 1000 };
+
+	(void)fd;
+	(void)what;
+	if (!routed_to(ho->id, ho->to) && ho->waited < HANDOFF_MS) {
+		ho->waited += HANDOFF_STEP_MS;
+		evtimer_add(ho->ev, &tv);
+		return;
+	}
+	if (ho->waited >= HANDOFF_MS)
+		log_warnx("fleet: %s moved to %s, but this host's view does "
+		    "not route it there yet: its waiting requests go on", ho->id,
+		    ho->to);
+	px_vm_move_handed(ho->id);
+	event_free(ho->ev);
+	free(ho);
+}
+
+static void
+handoff_start(const char *id, const char *to)
+{
+	struct handoff *ho;
+
+	if ((ho = calloc(1, sizeof(*ho))) == NULL ||
+	    (ho->ev = evtimer_new(M.base, handoff_cb, ho)) == NULL) {
+		free(ho);
+		px_vm_move_handed(id);
+		return;
+	}
+	snprintf(ho->id, sizeof(ho->id), "%s", id);
+	snprintf(ho->to, sizeof(ho->to), "%s", to);
+	handoff_cb(-1, 0, ho);
+}
+
+/* The end of a move: done told, o freed. */
+static void
+out_end(struct outgoing *o, int status, const char *err)
+{
+	char e[256], target[128];
+
+	out_unlink(o);
+	if (status != 200) {
+		if (o->begun) {
+			snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
+			(void)hreq_start(o->to, "DELETE", target, NULL, NULL, 0,
+			    abort_done, NULL, e, sizeof(e));
+		}
+		if (o->exported)
+			px_vm_move_end(o->id);
+		log_warnx("fleet: move of %s to %s failed: %s", o->id, o->to,
+		    err);
+	} else
+		log_info("fleet: sandbox %s moved to host %s", o->id, o->to);
+	o->done(o->done_arg, status, err);
+	if (status == 200)
+		handoff_start(o->id, o->to);
+	free(o);
+}
+
+static json_t *
+records_json(const char *id, char *err, size_t errlen);
+
+static void
+step_done(struct hreq *h, int status, const char *body, size_t len,
+    const char *err)
+{
+	struct outgoing *o = h->arg;
+	char why[512];
+
+	o->req = NULL;
+	if (status != 200) {
+		answer_error(status, body, len, err, why, sizeof(why));
+		out_end(o, status == 0 ? 502 : status == 404 || status == 400 ||
+		    status == 409 || status == 507 ? status : 502, why);
+		return;
+	}
+	switch (o->step) {
+	case OUT_BEGIN: {
+		json_t *doc = json_loadb(body, len, 0, NULL), *need, *v;
+		size_t i, k;
+
+		need = json_object_get(doc, "need");
+		if (!json_is_array(need)) {
+			json_decref(doc);
+			out_end(o, 502, "the target's answer to the manifest "
+			    "names no files");
+			return;
+		}
+		for (k = 0; k < o->mv.n; k++)
+			o->need[k] = 0;
+		json_array_foreach(need, i, v) {
+			const char *n = json_string_value(v);
+
+			for (k = 0; n != NULL && k < o->mv.n; k++)
+				if (strcmp(o->mv.f[k].name, n) == 0)
+					o->need[k] = 1;
+		}
+		json_decref(doc);
+		o->begun = 1;
+		o->step = OUT_FILES;
+		o->cur = 0;
+		break;
+	}
+	case OUT_FILES:
+		snprintf(o->mv.f[o->cur].sha256, sizeof(o->mv.f[0].sha256),
+		    "%s", h->sha);
+		o->cur++;
+		break;
+	case OUT_COMMIT:
+		out_end(o, 200, NULL);
+		return;
+	}
+	out_next(o);
+}
+
+/* The move's next request. */
+static void
+out_next(struct outgoing *o)
+{
+	char target[160], err[512];
+	json_t *doc, *rec;
+	char *text;
+
+	switch (o->step) {
+	case OUT_BEGIN:
+		if ((text = vmm_move_json(&o->mv)) == NULL) {
+			out_end(o, 500, "out of memory");
+			return;
+		}
+		snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
+		o->req = hreq_start(o->to, "POST", target, text, NULL, 0,
+		    step_done, o, err, sizeof(err));
+		free(text);
+		break;
+	case OUT_FILES:
+		while (o->cur < o->mv.n && !o->need[o->cur])
+			o->cur++;
+		if (o->cur < o->mv.n) {
+			snprintf(target, sizeof(target), MOVE_PREFIX "%s/file"
+			    "?name=%s", o->id, o->mv.f[o->cur].name);
+			o->req = hreq_start(o->to, "PUT", target, NULL,
+			    o->mv.f[o->cur].path, o->mv.f[o->cur].size,
+			    step_done, o, err, sizeof(err));
+			break;
+		}
+		o->step = OUT_COMMIT;
+		/* FALLTHROUGH */
+	case OUT_COMMIT:
+		if ((rec = records_json(o->id, err, sizeof(err))) == NULL) {
+			out_end(o, 500, err);
+			return;
+		}
+		text = vmm_move_json(&o->mv);
+		doc = json_pack("{s:o, s:o}", "manifest", text != NULL ?
+		    json_loads(text, 0, NULL) : json_null(), "records", rec);
+		free(text);
+		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+		json_decref(doc);
+		if (text == NULL) {
+			out_end(o, 500, "out of memory");
+			return;
+		}
+		snprintf(target, sizeof(target), MOVE_PREFIX "%s/commit",
+		    o->id);
+		o->req = hreq_start(o->to, "POST", target, text, NULL, 0,
+		    step_done, o, err, sizeof(err));
+		free(text);
+		break;
+	}
+	if (o->req == NULL)
+		out_end(o, 502, err);
+}
+
+static void
+out_export(struct outgoing *o)
+{
+	char err[VMM_ERRLEN];
+
+	if (px_vm_move_export(o->id, &o->mv, err, sizeof(err)) < 0) {
+		out_end(o, 409, err);
+		return;
+	}
+	o->exported = 1;
+	o->step = OUT_BEGIN;
+	out_next(o);
+}
+
+static void
+out_export_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	out_export(arg);
+}
+
+static void
+suspended(void *arg, int ok, const char *reason)
+{
+	struct outgoing *o = arg;
+	char why[512];
+
+	if (ok <= 0) {
+		snprintf(why, sizeof(why), "its suspend failed: %s", reason ?
+		    reason : "unknown error");
+		out_end(o, 503, why);
+		return;
+	}
+	out_export(o);
+}
+
+int
+px_fleet_move(const char *id, const char *to,
+    void (*done)(void *, int, const char *), void *done_arg, int *status,
+    char *err, size_t errlen, void *arg)
+{
+	struct outgoing *o;
+	struct px_sandbox sb;
+	char addr[80];
+	const char *self = px_fleet_self();
+
+	(void)arg;
+	*status = 409;
+	if (self == NULL || strcmp(to, self) == 0) {
+		*status = 400;
+		snprintf(err, errlen, "the sandbox is on host %s already",
+		    self ? self : "this host");
+		return -1;
+	}
+	if (!px_fleet_host_api(to, addr, sizeof(addr))) {
+		*status = 400;
+		snprintf(err, errlen, "no live fleet host %s with a "
+		    "fleet_api_listen", to);
+		return -1;
+	}
+	for (o = M.out; o != NULL; o = o->next)
+		if (strcmp(o->id, id) == 0) {
+			snprintf(err, errlen, "it is moving to host %s already",
+			    o->to);
+			return -1;
+		}
+	if (px_store_sandbox_get(M.store, id, &sb, err, errlen) != PX_STORE_OK) {
+		*status = 404;
+		return -1;
+	}
+	if (px_vm_sandbox(id) == NULL) {
+		snprintf(err, errlen, "it has no VM here");
+		return -1;
+	}
+	if ((o = calloc(1, sizeof(*o))) == NULL) {
+		*status = 503;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(o->id, sizeof(o->id), "%s", id);
+	snprintf(o->to, sizeof(o->to), "%s", to);
+	o->done = done;
+	o->done_arg = done_arg;
+	if (strcmp(sb.state, PX_STATE_RUNNING) == 0 ||
+	    strcmp(sb.state, PX_STATE_PAUSED) == 0) {
+		o->step = OUT_SUSPEND;
+		if (px_vm_lifecycle(id, "suspend", suspended, o, err, errlen,
+		    NULL) != 0) {
+			*status = 503;
+			free(o);
+			return -1;
+		}
+	} else if (strcmp(sb.state, PX_STATE_SUSPENDED) != 0) {
+		snprintf(err, errlen, "it is %s: only a running, paused or "
+		    "suspended sandbox moves", sb.state);
+		free(o);
+		return -1;
+	} else {
+		/* from the loop: done is never called from here */
+		o->step = OUT_SUSPEND;
+		o->next = M.out;
+		M.out = o;
+		event_base_once(M.base, -1, EV_TIMEOUT, out_export_cb, o, NULL);
+		return 0;
+	}
+	o->next = M.out;
+	M.out = o;
+	return 0;
+}
+
+/* ---- berthd's records of a sandbox, as they travel ---- */
+
+static int
+add_token(const struct px_token *t, void *arg)
+{
+	return json_array_append_new(arg, json_pack("{s:s, s:s, s:s, s:I}",
+	    "id", t->id, "sha256", t->sha256, "name", t->name, "created",
+	    (json_int_t)t->created)) == 0 ? 0 : -1;
+}
+
+static int
+add_port(const struct px_port *p, void *arg)
+{
+	return json_array_append_new(arg, json_pack("{s:i, s:s, s:s, s:s, "
+	    "s:I}", "port", (int)p->port, "host_header",
+	    px_host_header_name(p->host_header), "visibility",
+	    px_visibility_name(p->visibility), "custom_host", p->custom_host,
+	    "created", (json_int_t)p->created)) == 0 ? 0 : -1;
+}
+
+static int
+add_rule(const struct px_egress_rule *r, void *arg)
+{
+	return json_array_append_new(arg, json_pack("{s:s, s:s, s:I, s:I}",
+	    "action", px_egress_action_name(r->action), "rule", r->rule,
+	    "expires", (json_int_t)r->expires, "created",
+	    (json_int_t)r->created)) == 0 ? 0 : -1;
+}
+
+static json_t *
+records_json(const char *id, char *err, size_t errlen)
+{
+	json_t *toks = json_array(), *ports = json_array(),
+	    *rules = json_array(), *doc = NULL;
+	struct px_sandbox sb;
+
+	if (toks == NULL || ports == NULL || rules == NULL ||
+	    px_store_sandbox_get(M.store, id, &sb, err, errlen) != PX_STORE_OK ||
+	    px_store_token_list(M.store, id, add_token, toks, err, errlen) != 0 ||
+	    px_store_port_list(M.store, id, add_port, ports, err, errlen) != 0 ||
+	    px_store_egress_list(M.store, id, add_rule, rules, err, errlen) != 0)
+		goto fail;
+	doc = json_pack("{s:{s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:s, s:s, "
+	    "s:I}, s:O, s:O, s:O}", "sandbox", "template", sb.template_name,
+	    "mem_mib", (int)sb.mem_mib, "vcpus", (int)sb.vcpus, "disk_mib",
+	    (int)sb.disk_mib, "idle_pause_ms", (json_int_t)sb.idle_pause_ms,
+	    "idle_suspend_ms", (json_int_t)sb.idle_suspend_ms,
+	    "max_lifetime_ms", (json_int_t)sb.max_lifetime_ms, "env", sb.env,
+	    "egress_mode", sb.egress_mode, "created", (json_int_t)sb.created,
+	    "tokens", toks, "ports", ports, "egress", rules);
+	if (doc == NULL)
+		snprintf(err, errlen, "out of memory");
+fail:
+	json_decref(toks);
+	json_decref(ports);
+	json_decref(rules);
+	return doc;
+}
+
+/* ======================= the target ======================= */
+
+struct incoming {
+	struct incoming *next;
+	char id[41];
+	char host[40];
+	char dir[PATH_MAX];
+	time_t begun;
+	struct event *stale;		/* MOVE_STALE after its begin */
+	struct vmm_move mv;
+	int need[VMM_MOVE_FILES], got[VMM_MOVE_FILES], busy[VMM_MOVE_FILES];
+	char sha[VMM_MOVE_FILES][65];
+};
+
+struct spool {
+	struct incoming *in;
+	size_t i;
+	int fd;
+	uint64_t bytes;
+	EVP_MD_CTX *md;
+};
+
+static struct incoming *
+in_find(const char *id)
+{
+	struct incoming *in;
+
+	for (in = M.in; in != NULL; in = in->next)
+		if (strcmp(in->id, id) == 0)
+			return in;
+	return NULL;
+}
+
+static void
+in_drop(struct incoming *in)
+{
+	struct incoming **pp;
+
+	for (pp = &M.in; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == in) {
+			*pp = in->next;
+			break;
+		}
+	rm_tree(in->dir);
+	if (in->stale != NULL)
+		event_free(in->stale);
+	free(in);
+}
+
+/* moves begun long ago and never committed (the source died) */
+static void in_expire(void);
+
+static void
+in_stale_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	in_expire();
+}
+
+static void
+in_expire(void)
+{
+	struct incoming *in, *next;
+	time_t now = time(NULL);
+
+	for (in = M.in; in != NULL; in = next) {
+		size_t i;
+		int busy = 0;
+
+		next = in->next;
+		for (i = 0; i < in->mv.n; i++)
+			busy |= in->busy[i];
+		if (!busy && now - in->begun >= MOVE_STALE) {
+			log_info("fleet: the move of %s from %s was never "
+			    "committed: its files go", in->id, in->host);
+			in_drop(in);
+		}
+	}
+}
+
+json_t *
+px_fleet_move_begin(const char *host, const char *id, const char *body,
+    size_t len, int *status, char *err, size_t errlen, void *arg)
+{
+	struct incoming *in;
+	struct px_sandbox sb;
+	char e[256], p[PATH_MAX + 16];
+	json_t *need;
+	size_t i;
+
+	(void)arg;
+	in_expire();
+	*status = 400;
+	if ((in = in_find(id)) != NULL) {
+		if (strcmp(in->host, host) != 0) {
+			*status = 409;
+			snprintf(err, errlen, "sandbox %s is moving here from "
+			    "host %s", id, in->host);
+			return NULL;
+		}
+		in_drop(in);	/* the same source begins again */
+	}
+	if (px_store_sandbox_get(M.store, id, &sb, e, sizeof(e)) !=
+	    PX_STORE_NOTFOUND) {
+		*status = 409;
+		snprintf(err, errlen, "sandbox %s exists on host %s", id,
+		    px_fleet_self());
+		return NULL;
+	}
+	if ((in = calloc(1, sizeof(*in))) == NULL) {
+		*status = 503;
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (vmm_move_parse(body, len, &in->mv, err, errlen) < 0 ||
+	    strcmp(in->mv.id, id) != 0) {
+		if (strcmp(in->mv.id, id) != 0 && in->mv.id[0] != '\0')
+			snprintf(err, errlen, "the manifest is of another "
+			    "sandbox");
+		free(in);
+		return NULL;
+	}
+	if (px_vm_move_needs(&in->mv, in->need, err, errlen) < 0 ||
+	    px_vm_move_dir(NULL, p, sizeof(p)) < 0 ||
+	    (mkdir(p, 0700) < 0 && errno != EEXIST) ||
+	    px_vm_move_dir(id, in->dir, sizeof(in->dir)) < 0) {
+		*status = 500;
+		if (err[0] == '\0')
+			snprintf(err, errlen, "%s: %s", p, strerror(errno));
+		free(in);
+		return NULL;
+	}
+	rm_tree(in->dir);	/* a move of it that came before */
+	snprintf(p, sizeof(p), "%s/snap", in->dir);
+	if (mkdir(in->dir, 0700) < 0 || mkdir(p, 0700) < 0) {
+		*status = 500;
+		snprintf(err, errlen, "%s: %s", in->dir, strerror(errno));
+		rm_tree(in->dir);
+		free(in);
+		return NULL;
+	}
+	snprintf(in->id, sizeof(in->id), "%s", id);
+	snprintf(in->host, sizeof(in->host), "%s", host);
+	in->begun = time(NULL);
+	if ((in->stale = evtimer_new(M.base, in_stale_cb, NULL)) != NULL) {
+		struct timeval tv = { MOVE_STALE + 1, 0 };
+
+		evtimer_add(in->stale, &tv);
+	}
+	in->next = M.in;
+	M.in = in;
+	need = json_array();
+	for (i = 0; i < in->mv.n; i++)
+		if (in->need[i])
+			json_array_append_new(need, json_string(in->mv.f[i].name));
+	log_info("fleet: host %s moves sandbox %s here (%zu files)", host, id,
+	    in->mv.n);
+	return json_pack("{s:s, s:o}", "id", id, "need", need);
+}
+
+void *
+px_fleet_move_spool(const char *host, const char *id, const char *name,
+    int *status, char *err, size_t errlen, void *arg)
+{
+	struct incoming *in = in_find(id);
+	struct spool *s;
+	char p[PATH_MAX + 32];
+	size_t i;
+
+	(void)arg;
+	*status = 409;
+	if (in == NULL || strcmp(in->host, host) != 0) {
+		snprintf(err, errlen, "no move of sandbox %s from host %s was "
+		    "begun", id, host);
+		return NULL;
+	}
+	for (i = 0; i < in->mv.n; i++)
+		if (strcmp(in->mv.f[i].name, name) == 0)
+			break;
+	if (i == in->mv.n || !in->need[i]) {
+		*status = 400;
+		snprintf(err, errlen, "%s: not a file this move sends", name);
+		return NULL;
+	}
+	if (in->busy[i]) {
+		snprintf(err, errlen, "%s is being sent", name);
+		return NULL;
+	}
+	snprintf(p, sizeof(p), "%s/%s", in->dir, name);
+	(void)unlink(p);	/* sent again */
+	in->got[i] = 0;
+	if ((s = calloc(1, sizeof(*s))) == NULL ||
+	    (s->md = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1 ||
+	    (s->fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0) {
+		*status = 500;
+		snprintf(err, errlen, "%s: %s", p, strerror(errno));
+		if (s != NULL)
+			EVP_MD_CTX_free(s->md);
+		free(s);
+		return NULL;
+	}
+	s->in = in;
+	s->i = i;
+	in->busy[i] = 1;
+	return s;
+}
+
+static void
+spool_free(struct spool *s, int keep)
+{
+	char p[PATH_MAX + 32];
+
+	if (s->fd >= 0)
+		close(s->fd);
+	if (!keep) {
+		snprintf(p, sizeof(p), "%s/%s", s->in->dir,
+		    s->in->mv.f[s->i].name);
+		(void)unlink(p);
+	}
+	s->in->busy[s->i] = 0;
+	EVP_MD_CTX_free(s->md);
+	free(s);
+}
+
+int
+px_fleet_move_spool_write(void *h, const void *p, size_t len, int *status,
+    char *err, size_t errlen)
+{
+	struct spool *s = h;
+	const char *at = p;
+	ssize_t n;
+
+	if (s->bytes + len > s->in->mv.f[s->i].size) {
+		*status = 400;
+		snprintf(err, errlen, "%s: more than its %llu bytes",
+		    s->in->mv.f[s->i].name,
+		    (unsigned long long)s->in->mv.f[s->i].size);
+		spool_free(s, 0);
+		return -1;
+	}
+	(void)EVP_DigestUpdate(s->md, p, len);
+	s->bytes += len;
+	while (len > 0) {
+		if ((n = write(s->fd, at, len)) < 0) {
+			if (errno == EINTR)
+				continue;
+			*status = errno == ENOSPC ? 507 : 500;
+			snprintf(err, errlen, "%s: %s", s->in->mv.f[s->i].name,
+			    strerror(errno));
+			spool_free(s, 0);
+			return -1;
+		}
+		at += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+px_fleet_move_spool_end(void *h, int *status, char *err, size_t errlen)
+{
+	struct spool *s = h;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0, i;
+
+	if (s->bytes != s->in->mv.f[s->i].size) {
+		*status = 400;
+		snprintf(err, errlen, "%s: %llu bytes of %llu",
+		    s->in->mv.f[s->i].name, (unsigned long long)s->bytes,
+		    (unsigned long long)s->in->mv.f[s->i].size);
+		spool_free(s, 0);
+		return -1;
+	}
+	if (fsync(s->fd) < 0) {
+		*status = 500;
+		snprintf(err, errlen, "%s: %s", s->in->mv.f[s->i].name,
+		    strerror(errno));
+		spool_free(s, 0);
+		return -1;
+	}
+	(void)EVP_DigestFinal_ex(s->md, md, &mdlen);
+	for (i = 0; i < mdlen && i < 32; i++)
+		snprintf(s->in->sha[s->i] + 2 * i, 3, "%02x", md[i]);
+	s->in->got[s->i] = 1;
+	spool_free(s, 1);
+	return 0;
+}
+
+void
+px_fleet_move_spool_abort(void *h)
+{
+	spool_free(h, 0);
+}
+
+/* The records: the row, then tokens, ports and egress, stored; -1 with
+ * *status and err, nothing stored. */
+static int
+store_records(const char *id, json_t *rec, const char **tdir, char *tbuf,
+    size_t tlen, int *status, char *err, size_t errlen)
+{
+	json_t *s = json_object_get(rec, "sandbox"), *v;
+	struct px_egress_rule rules[256];
+	struct px_template tp;
+	struct px_sandbox sb;
+	const char *tpl, *env, *mode;
+	json_int_t mem, vcpus, disk, ip, is, ml, created;
+	size_t i, nr = 0;
+	char e[256];
+
+	*status = 400;
+	memset(&sb, 0, sizeof(sb));
+	if (json_unpack_ex(s, NULL, JSON_STRICT, "{s:s, s:I, s:I, s:I, s:I, "
+	    "s:I, s:I, s:s, s:s, s:I}", "template", &tpl, "mem_mib", &mem,
+	    "vcpus", &vcpus, "disk_mib", &disk, "idle_pause_ms", &ip,
+	    "idle_suspend_ms", &is, "max_lifetime_ms", &ml, "env", &env,
+	    "egress_mode", &mode, "created", &created) < 0 ||
+	    strlen(tpl) > PX_TEMPLATE_NAME_MAX ||
+	    strlen(env) > PX_SANDBOX_ENV_MAX || strlen(mode) >= 16 ||
+	    mem < 0 || mem > 1 << 20 || vcpus < 0 || vcpus > 1024 || disk < 0 ||
+	    disk > 1 << 24) {
+		snprintf(err, errlen, "records: a malformed sandbox");
+		return -1;
+	}
+	*tdir = NULL;
+	if (tpl[0] != '\0') {
+		if (!px_template_name_valid(tpl) || px_store_template_get(
+		    M.store, tpl, &tp, e, sizeof(e)) != PX_STORE_OK) {
+			*status = 409;
+			snprintf(err, errlen, "no template '%.40s' on host %s",
+			    tpl, px_fleet_self());
+			return -1;
+		}
+		snprintf(tbuf, tlen, "%s", tp.dir);
+		*tdir = tbuf;
+	}
+	snprintf(sb.id, sizeof(sb.id), "%s", id);
+	snprintf(sb.state, sizeof(sb.state), "%s", PX_STATE_SUSPENDED);
+	sb.created = created;
+	snprintf(sb.egress_mode, sizeof(sb.egress_mode), "%s", mode);
+	sb.mem_mib = (unsigned)mem;
+	sb.vcpus = (unsigned)vcpus;
+	sb.disk_mib = (unsigned)disk;
+	snprintf(sb.template_name, sizeof(sb.template_name), "%s", tpl);
+	sb.idle_pause_ms = ip;
+	sb.idle_suspend_ms = is;
+	sb.max_lifetime_ms = ml;
+	snprintf(sb.env, sizeof(sb.env), "%s", env);
+	if (px_store_sandbox_add(M.store, &sb, err, errlen) != PX_STORE_OK) {
+		*status = 409;
+		return -1;
+	}
+	json_array_foreach(json_object_get(rec, "tokens"), i, v) {
+		struct px_token t;
+		const char *tid, *sha, *name;
+		json_int_t c;
+
+		memset(&t, 0, sizeof(t));
+		if (json_unpack_ex(v, NULL, JSON_STRICT, "{s:s, s:s, s:s, s:I}",
+		    "id", &tid, "sha256", &sha, "name", &name, "created",
+		    &c) < 0 || strlen(tid) >= sizeof(t.id) ||
+		    strlen(sha) >= sizeof(t.sha256) ||
+		    strlen(name) >= sizeof(t.name)) {
+			snprintf(err, errlen, "records: a malformed token");
+			goto undo;
+		}
+		snprintf(t.id, sizeof(t.id), "%s", tid);
+		snprintf(t.sha256, sizeof(t.sha256), "%s", sha);
+		snprintf(t.sandbox, sizeof(t.sandbox), "%s", id);
+		snprintf(t.name, sizeof(t.name), "%s", name);
+		t.created = c;
+		if (px_store_token_add(M.store, &t, err, errlen) != PX_STORE_OK)
+			goto undo;
+	}
+	json_array_foreach(json_object_get(rec, "ports"), i, v) {
+		struct px_port pt;
+		const char *hh, *vis, *ch;
+		json_int_t c;
+		int port;
+
+		memset(&pt, 0, sizeof(pt));
+		if (json_unpack_ex(v, NULL, JSON_STRICT, "{s:i, s:s, s:s, s:s, "
+		    "s:I}", "port", &port, "host_header", &hh, "visibility",
+		    &vis, "custom_host", &ch, "created", &c) < 0 ||
+		    port < 1 || port > 65535 ||
+		    px_host_header_parse(hh, &pt.host_header) < 0 ||
+		    px_visibility_parse(vis, &pt.visibility) < 0 ||
+		    strlen(ch) >= sizeof(pt.custom_host)) {
+			snprintf(err, errlen, "records: a malformed port");
+			goto undo;
+		}
+		snprintf(pt.sandbox, sizeof(pt.sandbox), "%s", id);
+		pt.port = (uint16_t)port;
+		snprintf(pt.custom_host, sizeof(pt.custom_host), "%s", ch);
+		pt.created = c;
+		if (px_store_port_set(M.store, &pt, NULL, err, errlen) !=
+		    PX_STORE_OK)
+			goto undo;
+	}
+	json_array_foreach(json_object_get(rec, "egress"), i, v) {
+		const char *act, *rule;
+		json_int_t x, c;
+
+		if (nr == sizeof(rules) / sizeof(rules[0]) ||
+		    json_unpack_ex(v, NULL, JSON_STRICT, "{s:s, s:s, s:I, s:I}",
+		    "action", &act, "rule", &rule, "expires", &x, "created",
+		    &c) < 0 || px_egress_action_parse(act,
+		    &rules[nr].action) < 0 ||
+		    strlen(rule) >= sizeof(rules[0].rule)) {
+			snprintf(err, errlen, "records: a malformed egress "
+			    "rule");
+			goto undo;
+		}
+		snprintf(rules[nr].sandbox, sizeof(rules[0].sandbox), "%s", id);
+		snprintf(rules[nr].rule, sizeof(rules[0].rule), "%s", rule);
+		rules[nr].expires = x;
+		rules[nr].created = c;
+		nr++;
+	}
+	if (px_store_egress_replace(M.store, id, mode, rules, nr, err,
+	    errlen) != PX_STORE_OK)
+		goto undo;
+	return 0;
+undo:
+	(void)px_store_sandbox_rm(M.store, id, e, sizeof(e));
+	return -1;
+}
+
+json_t *
+px_fleet_move_commit(const char *host, const char *id, const char *body,
+    size_t len, int *status, char *err, size_t errlen, void *arg)
+{
+	struct incoming *in = in_find(id);
+	struct vmm_move mv;
+	json_t *doc = NULL, *man, *rec;
+	const char *tdir;
+	char tbuf[1024], *text = NULL, e[256];
+	size_t i;
+	int rc;
+
+	(void)arg;
+	*status = 409;
+	if (in == NULL || strcmp(in->host, host) != 0) {
+		snprintf(err, errlen, "no move of sandbox %s from host %s was "
+		    "begun", id, host);
+		return NULL;
+	}
+	*status = 400;
+	if ((doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL)) == NULL ||
+	    !json_is_object(man = json_object_get(doc, "manifest")) ||
+	    !json_is_object(rec = json_object_get(doc, "records")) ||
+	    json_object_size(doc) != 2 ||
+	    (text = json_dumps(man, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "a commit is {\"manifest\", \"records\"}");
+		goto fail;
+	}
+	if (vmm_move_parse(text, strlen(text), &mv, err, errlen) < 0)
+		goto fail;
+	/* the manifest begun with, now with each file's sha256, as each
+	 * came here */
+	if (strcmp(mv.id, in->mv.id) != 0 || mv.n != in->mv.n ||
+	    strcmp(mv.ready_key, in->mv.ready_key) != 0) {
+		snprintf(err, errlen, "the commit's manifest is not the one "
+		    "begun with");
+		goto fail;
+	}
+	for (i = 0; i < mv.n; i++) {
+		if (strcmp(mv.f[i].name, in->mv.f[i].name) != 0 ||
+		    mv.f[i].size != in->mv.f[i].size) {
+			snprintf(err, errlen, "the commit's manifest is not "
+			    "the one begun with");
+			goto fail;
+		}
+		if (in->need[i] && !in->got[i]) {
+			snprintf(err, errlen, "%s never came whole",
+			    mv.f[i].name);
+			goto fail;
+		}
+		if (in->need[i] && strcmp(in->sha[i], mv.f[i].sha256) != 0) {
+			snprintf(err, errlen, "%s: its sha256 is not what "
+			    "came", mv.f[i].name);
+			goto fail;
+		}
+	}
+	if (store_records(id, rec, &tdir, tbuf, sizeof(tbuf), status, err,
+	    errlen) < 0)
+		goto fail;
+	if ((rc = px_vm_move_adopt(in->dir, &mv, tdir, err, errlen)) < 0) {
+		*status = rc == -2 ? 409 : 400;
+		(void)px_store_sandbox_rm(M.store, id, e, sizeof(e));
+		goto fail;
+	}
+	log_info("fleet: sandbox %s moved here from host %s", id, host);
+	in_drop(in);
+	free(text);
+	json_decref(doc);
+	return json_pack("{s:s, s:s, s:s}", "id", id, "state",
+	    PX_STATE_SUSPENDED, "host", px_fleet_self());
+fail:
+	log_warnx("fleet: the move of %s from %s is refused: %s", id, host,
+	    err);
+	in_drop(in);
+	free(text);
+	json_decref(doc);
+	return NULL;
+}
+
+void
+px_fleet_move_abort(const char *host, const char *id, void *arg)
+{
+	struct incoming *in = in_find(id);
+	size_t i;
+
+	(void)arg;
+	if (in == NULL || strcmp(in->host, host) != 0)
+		return;
+	for (i = 0; i < in->mv.n; i++)
+		if (in->busy[i])
+			return;	/* its spool's abort comes; expired later */
+	log_info("fleet: host %s gave up moving %s here", host, id);
+	in_drop(in);
+}

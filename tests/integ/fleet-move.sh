@@ -1,0 +1,202 @@
+#!/bin/sh
+# fleet-move.sh — a sandbox moves between two hosts of a fleet (issue 33,
+# item 3): hosts a and b run VMs (qemu, TCG; the minimal template) and
+# register in one etcd on loopback. A sandbox made on a, with a file
+# written in its guest, a published port and an egress rule, is moved to
+# b (`netctl sandbox move`): suspended, its files streamed over the fleet
+# channel, adopted by b. Its URL then answers from b (Berth-Host: b)
+# through b's edge and a's, the file is there, a's files are gone, and
+# its port, token and egress rule are b's. Refused with a clear word: a
+# move to a host the fleet does not know, of a sandbox a does not hold.
+# And a target killed while the files stream: the sandbox stays on a,
+# suspended, and wakes there.
+# SPDX-License-Identifier: GPL-2.0-or-later
+. "$(dirname "$0")/lib.sh"
+need_berth
+need_tool etcd
+[ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
+command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
+
+CPORT=$(free_port) PPORT=$(free_port)
+spawn "$T/etcd.log" etcd --name bfmv --data-dir "$T/etcd" \
+	--listen-client-urls "http://127.0.0.1:$CPORT" \
+	--advertise-client-urls "http://127.0.0.1:$CPORT" \
+	--listen-peer-urls "http://127.0.0.1:$PPORT" \
+	--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
+	--initial-cluster "bfmv=http://127.0.0.1:$PPORT"
+wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
+	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
+
+mkdir -p "$T/fleet"
+for h in a b; do
+	"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$h" 127.0.0.1 ||
+		bail "berth-fleet-cert $h"
+done
+chmod 755 "$T/fleet"
+
+# host_conf H EXTRA...: $T/H/berth.conf with fresh ports. Both hosts
+# draw from one address pool: a moved guest keeps its address.
+host_conf() {
+	_h=$1; shift
+	mkdir -p "$T/$_h/state"
+	eval "HTTPS_$_h=$(free_port)"
+	{
+		echo "domain $DOMAIN"
+		echo "listen https 127.0.0.1:$(eval echo "\$HTTPS_$_h")"
+		echo "workers 1"
+		echo "user nobody"
+		echo "vmm on"
+		echo "vm_template minimal"
+		echo "accel tcg"
+		echo "vm_disk 64"
+		echo "egress off"
+		echo "tap_prefix bmv$_h"
+		echo "vm_pool 10.227.0.0/24"
+		echo "idle_pause never"
+		echo "idle_suspend never"
+		echo "timeout wake 60s"
+		echo "fleet_etcd http://127.0.0.1:$CPORT"
+		echo "fleet_host $_h"
+		echo "fleet_listen 127.0.0.1:$(free_port)"
+		echo "fleet_api_listen 127.0.0.1:$(free_port)"
+		eval "CTL_$_h=$(free_port)"
+		echo "control_listen 127.0.0.1:$(eval echo "\$CTL_$_h")"
+		echo "fleet_ca $T/fleet/fleet-ca.pem"
+		echo "fleet_cert $T/fleet/$_h.pem $T/fleet/$_h.key"
+		echo "fleet_ttl 5s"
+		echo "fleet_prefix /bfmv"
+		for _l in "$@"; do echo "$_l"; done
+	} >"$T/$_h/berth.conf"
+}
+start_host() {
+	spawn "$T/$1/berthd.log" "$BERTHD" -f "$T/$1/berth.conf" -s "$T/$1/state"
+	eval "PID_$1=$SPAWNED"
+	wait_log 120 "$T/$1/berthd.log" "fleet: registered host $1" "$SPAWNED" ||
+		{ tail -n 30 "$T/$1/berthd.log" >&2; bail "berthd $1 did not start"; }
+	wait_log 60 "$T/$1/berthd.log" "vmm: qemu" "$SPAWNED" ||
+		bail "no VMM in berthd $1"
+}
+host_conf a
+host_conf b
+start_host a
+start_host b
+
+nc_() { _h=$1; shift; "$NETCTL" -s "$T/$_h/state" "$@"; }
+isnt() { if [ "$2" != "$3" ]; then ok "$1"; else not_ok "$1"; diag "got '$2'"; fi; }
+state_on() { nc_ "$1" --json sandbox show "$2" 2>/dev/null |
+	json_get "$(cat)" 'j["state"]'; }
+# via H ID PATH: GET through host H's edge; headers in $T/hdr
+via() {
+	curl -sS --max-time 90 --cacert "$T/$1/state/tls/ca.pem" \
+		--connect-to "::127.0.0.1:" -D "$T/hdr" -o "$T/body" \
+		-w '%{http_code}' \
+		"https://8080-$2.$DOMAIN:$(eval echo "\$HTTPS_$1")$3" 2>/dev/null
+}
+served() { [ "$(via "$1" "$2" /healthz)" = 200 ]; }
+
+# ---- the move ----
+out=$(nc_ a sandbox create mv) || bail "sandbox create: $out"
+like "a VM sandbox runs on host a" "$out" 'sandbox mv created .*running'
+nc_ a port publish mv 8080 >/dev/null || bail "publish"
+nc_ a egress allow mv example.com >/dev/null || bail "egress allow"
+tok=$(nc_ a token create --sandbox mv --name mover | head -n 1)
+wait_for 60 served a mv
+out=$(nc_ a sandbox exec mv -- sh -c 'echo moved-bytes >/root/moved.txt && sync' </dev/null 2>&1)
+is "a file written in the guest" "$?" 0
+boot=$(via a mv /info >/dev/null; json_get "$(cat "$T/body")" 'j["boot_id"]')
+nc_ a sandbox suspend mv >/dev/null || bail "suspend"
+is "suspended on a" "$(state_on a mv)" suspended
+files_a=$(ls "$T/a/state/vms/mv" 2>/dev/null | tr '\n' ' ')
+
+# the move in the background; a request through a's edge once b has
+# begun to take it waits for the move's end, then is answered by b
+( nc_ a sandbox move mv --to b >"$T/mv1.out" 2>&1; echo $? >"$T/mv1.rc" ) &
+mvpid=$!
+begun() { grep -q "moves sandbox mv here" "$T/b/berthd.log" 2>/dev/null; }
+wait_for 60 begun
+code=$(curl -sS --max-time 90 --cacert "$T/a/state/tls/ca.pem" \
+	--connect-to "::127.0.0.1:" -D "$T/hdr.during" -o "$T/body.during" \
+	-w '%{http_code}' "https://8080-mv.$DOMAIN:$HTTPS_a/info" 2>/dev/null)
+wait "$mvpid"
+is "netctl sandbox move exits 0" "$(cat "$T/mv1.rc")" 0
+like "... and says where it went" "$(cat "$T/mv1.out")" "sandbox mv moved to host b"
+diag "$(cat "$T/mv1.out")"
+is "a request sent during the move is answered after it" "$code" 200
+like "... by b" "$(cat "$T/hdr.during")" "Berth-Host: b"
+like "... which woke it" "$(cat "$T/hdr.during")" "Server-Timing: wake"
+is "... the same boot" "$(json_get "$(cat "$T/body.during")" 'j["boot_id"]')" "$boot"
+like "b holds it (woken by that request)" "$(state_on b mv)" "^(suspended|running)$"
+isnt "a holds it no more" "$(nc_ a --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
+gone_a() { [ ! -e "$T/a/state/vms/mv" ]; }
+if wait_for 30 gone_a; then
+	ok "a's files are gone (they were: $files_a)"
+else
+	not_ok "a's files are gone"
+	diag "left: $(ls -R "$T/a/state/vms/mv" 2>&1 | head -c 500)"
+fi
+is "nothing left in b's move area" "$(ls "$T/b/state/vms/.move" 2>/dev/null | wc -l)" 0
+
+b_owns() { via b mv /healthz >/dev/null; grep -q "Berth-Host: b" "$T/hdr"; }
+if wait_for 60 b_owns; then
+	ok "its URL through b's edge answers from b"
+else
+	not_ok "its URL through b's edge answers from b"
+	diag "$(cat "$T/hdr" 2>/dev/null | head -20)"
+fi
+is "through a's edge too" "$(via a mv /info)" 200
+like "... from b" "$(cat "$T/hdr")" "Berth-Host: b"
+is "the same boot: restored, not booted" "$(json_get "$(cat "$T/body")" 'j["boot_id"]')" "$boot"
+out=$(nc_ b sandbox exec mv -- cat /root/moved.txt </dev/null 2>&1)
+is "the file written on a is there on b" "$out" moved-bytes
+like "its port is b's" "$(nc_ b port ls mv 2>&1)" 8080
+like "its token moved with it" "$(nc_ b token ls 2>&1)" mover
+like "its egress rule too" "$(nc_ b egress show mv 2>&1)" example.com
+tok_ok() { [ -n "$tok" ] && [ "$("$NETCTL" --url "https://api.$DOMAIN:$CTL_b" \
+	--cacert "$T/b/state/tls/ca.pem" --token "$tok" --json sandbox show mv \
+	2>/dev/null | json_get "$(cat)" 'j["id"]')" = mv ]; }
+if tok_ok; then ok "the sandbox's own token works on b"; else
+	not_ok "the sandbox's own token works on b"
+	diag "token '$(echo "$tok" | cut -c1-10)...': $("$NETCTL" --url "https://api.$DOMAIN:$CTL_b" \
+		--cacert "$T/b/state/tls/ca.pem" --token "$tok" sandbox show mv 2>&1 | head -5)"
+fi
+
+# ---- refusals ----
+out=$(nc_ b sandbox move mv --to nowhere 2>&1)
+rc=$?
+is "a move to a host the fleet does not know: refused" "$rc" 1
+like "... saying so" "$out" "no live fleet host nowhere"
+out=$(nc_ b sandbox move nosuch --to a 2>&1)
+rc=$?
+isnt "a move of a sandbox b does not hold: refused" "$rc" 0
+like "... saying so" "$out" "nosuch"
+out=$(nc_ b sandbox move mv --to b 2>&1)
+like "a move to its own host: refused" "$out" "on host b already"
+
+# ---- the target killed mid-transfer ----
+# Back to a first (the way it came), then b dies while a sends.
+out=$(nc_ b sandbox move mv --to a 2>&1) || bail "move back to a: $out"
+is "back on a" "$(state_on a mv)" suspended
+# a slower link: the RAM file and the disk take a while; b is killed
+# once a's first PUT reached it
+( nc_ a sandbox move mv --to b >"$T/mv3.out" 2>&1; echo $? >"$T/mv3.rc" ) &
+mvpid=$!
+saw_put() { grep -q "moves sandbox mv here" "$T/b/berthd.log" 2>/dev/null &&
+	[ "$(grep -c "moves sandbox mv here" "$T/b/berthd.log")" -ge 2 ]; }
+wait_for 60 saw_put
+# b and its workers and helpers at once: nothing of it answers
+kill -9 "$PID_b" $(pgrep -P "$PID_b") 2>/dev/null
+wait "$mvpid"
+isnt "the move to a dead target fails" "$(cat "$T/mv3.rc")" 0
+diag "$(head -c 300 "$T/mv3.out")"
+is "the sandbox is still a's, suspended" "$(state_on a mv)" suspended
+is "it wakes on a" "$(via a mv /info)" 200
+like "... served by a" "$(cat "$T/hdr")" "Berth-Host: a"
+out=$(nc_ a sandbox exec mv -- cat /root/moved.txt </dev/null 2>&1)
+is "its file still there" "$out" moved-bytes
+# b again: what it received of the move cut short is gone, and it
+# holds no sandbox mv
+start_host b
+is "b's move area swept at its start" "$(ls "$T/b/state/vms/.move" 2>/dev/null | wc -l)" 0
+isnt "b holds no mv" "$(nc_ b --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
+nc_ a sandbox rm mv >/dev/null 2>&1
+done_testing

@@ -1,0 +1,538 @@
+/*
+ * test_vmm_move.c — a suspended sandbox's files leaving one manager and
+ * adopted by another (vmm/export.c), without root or a VM: two managers
+ * on temporary state dirs (qemu is /bin/true, taps external), a
+ * suspended sandbox laid out as a suspend leaves one, its manifest
+ * through JSON and back, and the target's checks: a changed byte, a file
+ * too many, a link, another template, a taken id or address, each
+ * refused with nothing touched; then the adoption, plain and over a
+ * ready snapshot's layer the target lacks (its qcow2 names rewritten).
+ * qemu-img makes the qcow2 files; without it those parts are skipped.
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "tap.h"
+#include "vmm.h"
+#include "backend.h"
+
+static char top[] = "/tmp/berth-move-XXXXXX";
+static int have_qemu_img;
+
+static void
+put(const char *path, const char *text, size_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL) {
+		diag("%s: %s", path, strerror(errno));
+		exit(1);
+	}
+	if (text != NULL)
+		fwrite(text, 1, n, f);
+	fclose(f);
+}
+
+static void
+sh(const char *cmd)
+{
+	if (system(cmd) != 0)
+		diag("failed: %s", cmd);
+}
+
+static struct vmm *
+manager(struct event_base *base, const char *name, const char *prefix)
+{
+	struct vmm_config cfg;
+	char p[PATH_MAX], err[VMM_ERRLEN];
+	static char dirs[2][PATH_MAX];
+	static int k;
+	struct vmm *m;
+
+	memset(&cfg, 0, sizeof(cfg));
+	snprintf(dirs[k], sizeof(dirs[k]), "%s/%s", top, name);
+	cfg.state_dir = dirs[k++];
+	cfg.backend = "qemu";
+	cfg.vmm_binary = "/bin/true";
+	cfg.accel = VMM_ACCEL_TCG;
+	cfg.external_taps = 1;
+	cfg.tap_prefix = prefix;
+	cfg.tsc_khz = 2000000;
+	cfg.idle_pause_ms = cfg.idle_suspend_ms = VMM_NEVER;
+	m = vmm_new(base, &cfg, err, sizeof(err));
+	if (m == NULL)
+		diag("vmm_new: %s", err);
+	(void)p;
+	return m;
+}
+
+static int
+template(const char *name, struct vmm_template *t)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 32], err[VMM_ERRLEN];
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/%s", top, name);
+	mkdir(dir, 0755);
+	snprintf(p, sizeof(p), "%s/template.json", dir);
+	f = fopen(p, "w");
+	fprintf(f, "{\"name\":\"minimal\",\"kernel\":\"vmlinuz\","
+	    "\"rootfs\":\"root.img\",\"root_overlay\":true,"
+	    "\"cmdline\":\"console=ttyS0\",\"agent\":\"berth.agent\"}\n");
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/vmlinuz", dir);
+	put(p, "k", 1);
+	snprintf(p, sizeof(p), "%s/root.img", dir);
+	f = fopen(p, "w");
+	if (f == NULL || ftruncate(fileno(f), 4 << 20) < 0)
+		return -1;
+	fclose(f);
+	if (vmm_template_load(dir, t, err, sizeof(err)) < 0) {
+		diag("template: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* A suspended sandbox as a suspend leaves it, in m's state dir. */
+static void
+lay_out(struct vmm *m, const struct vmm_template *t, const char *id,
+    const char *ip, const char *ready_key, const char *base)
+{
+	char d[PATH_MAX], p[PATH_MAX + 64], cmd[3 * PATH_MAX];
+	const char *sd = m->state_dir;
+	FILE *f;
+
+	snprintf(d, sizeof(d), "%s/%s", sd, id);
+	mkdir(d, 0750);
+	snprintf(p, sizeof(p), "%s/snap", d);
+	mkdir(p, 0750);
+	snprintf(p, sizeof(p), "%s/snap/state", d);
+	put(p, "QEVM device state of the guest", 30);
+	snprintf(p, sizeof(p), "%s/mem", d);
+	put(p, "the guest's RAM, all of it....", 30);
+	snprintf(cmd, sizeof(cmd), "qemu-img create -q -u -f qcow2 -F %s -b "
+	    "%s %s/disk.qcow2 4M", base != NULL ? "qcow2" : "raw",
+	    base != NULL ? base : t->rootfs, d);
+	if (have_qemu_img)
+		sh(cmd);
+	else {
+		snprintf(p, sizeof(p), "%s/disk.qcow2", d);
+		put(p, "QFI\xfb", 4);
+	}
+	snprintf(p, sizeof(p), "%s/sandbox.conf", d);
+	f = fopen(p, "w");
+#define KV(k, v) vmm_kv_write(f, k, v)
+	KV("id", id); KV("state", "suspended"); KV("pid", "0");
+	KV("standby_pid", "0"); KV("tap", "bma0"); KV("guest_ip", ip);
+	KV("mem_mib", "256"); KV("vcpus", "1"); KV("disk_mib", "4");
+	KV("created_ms", "1"); KV("template", t->name);
+	KV("kernel", t->kernel); KV("initrd", ""); KV("rootfs", t->rootfs);
+	KV("cmdline", t->cmdline);
+	KV("ready_line", t->ready_line ? t->ready_line : "");
+	KV("reason", ""); KV("accel", "tcg"); KV("disk_ready", "1");
+	KV("jailed", "0"); KV("uid", "0"); KV("agent", t->agent);
+	KV("root_overlay", "1"); KV("ready_key", ready_key);
+	KV("from_snapshot", ready_key[0] ? "1" : "0"); KV("ram_shared", "0");
+	KV("snap_ram", "0"); KV("ram_anon", "0"); KV("cgroup_name", "");
+	KV("layered", "0"); KV("layer_gen", "0"); KV("balloon", "0");
+	KV("snap_dev", "0");
+#undef KV
+	fclose(f);
+}
+
+/* Copy what the target needs of mv into dir (what the fleet channel
+ * does), by the files' names. */
+static void
+ship(const struct vmm_move *mv, const int *need, const char *dir)
+{
+	char cmd[3 * PATH_MAX];
+	size_t i;
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s/snap", dir, dir);
+	sh(cmd);
+	for (i = 0; i < mv->n; i++) {
+		if (!need[i])
+			continue;
+		snprintf(cmd, sizeof(cmd), "cp %s %s/%s", mv->f[i].path, dir,
+		    mv->f[i].name);
+		sh(cmd);
+	}
+}
+
+static int __attribute__((format(printf, 1, 2)))
+exists(const char *fmt, ...)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p, sizeof(p), fmt, ap);
+	va_end(ap);
+	return lstat(p, &st) == 0;
+}
+
+#define SHA "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+/* a manifest's start, of sandbox id */
+#define HEAD_(id) "{\"id\":\"" id "\",\"template\":\"minimal\"," \
+	"\"template_sha256\":\"" SHA "\","
+
+static void
+test_json(void)
+{
+	struct vmm_move mv, back;
+	char err[VMM_ERRLEN], *s, bad[2048];
+	static const char sha[] = "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff";
+
+	memset(&mv, 0, sizeof(mv));
+	snprintf(mv.id, sizeof(mv.id), "mv1");
+	snprintf(mv.tpl, sizeof(mv.tpl), "minimal");
+	snprintf(mv.tpl_sha256, sizeof(mv.tpl_sha256), "%s", sha);
+	snprintf(mv.ready_key, sizeof(mv.ready_key), "0123456789abcdef");
+	mv.mem_mib = 256;
+	mv.vcpus = 1;
+	mv.disk_mib = 1024;
+	mv.n = 2;
+	snprintf(mv.f[0].name, sizeof(mv.f[0].name), "snap/state");
+	mv.f[0].size = 12345;
+	snprintf(mv.f[0].sha256, sizeof(mv.f[0].sha256), "%s", sha);
+	snprintf(mv.f[1].name, sizeof(mv.f[1].name), "base.qcow2");
+	mv.f[1].size = 7;
+	mv.f[1].shared = 1;
+	snprintf(mv.f[1].sha256, sizeof(mv.f[1].sha256), "%s", sha);
+	s = vmm_move_json(&mv);
+	ok(s != NULL, "a manifest as JSON");
+	ok(vmm_move_parse(s, strlen(s), &back, err, sizeof(err)) == 0 &&
+	    back.n == 2 && strcmp(back.f[1].name, "base.qcow2") == 0 &&
+	    back.f[1].shared && back.f[0].size == 12345 &&
+	    strcmp(back.ready_key, mv.ready_key) == 0 && back.mem_mib == 256,
+	    "... and back (%s)", err);
+	ok(vmm_move_parse(s, strlen(s) - 1, &back, err, sizeof(err)) ==
+	    -EINVAL, "cut short: refused (%s)", err);
+	free(s);
+#define REFUSED(text, what) do { \
+	snprintf(bad, sizeof(bad), HEAD_("mv1") \
+	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4," \
+	    "\"files\":[%s]}", text); \
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == \
+	    -EINVAL, what " (%s)", err); } while (0)
+#define F(n, sh_) "{\"name\":\"" n "\",\"size\":1,\"sha256\":\"" sh_ \
+	"\",\"shared\":false}"
+	snprintf(bad, sizeof(bad), HEAD_("mv1")
+	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
+	    "\"files\":[" F("mem", "%s") "]}", sha);
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == 0,
+	    "one file, no ready key: taken (%s)", err);
+	snprintf(bad, sizeof(bad), HEAD_("mv1")
+	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
+	    "\"files\":[" F("mem", "") "]}");
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) == 0 &&
+	    back.f[0].sha256[0] == '\0', "no sha256 yet (a move's begin): "
+	    "taken (%s)", err);
+	REFUSED(F("../../etc/passwd", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff"), "a path: refused");
+	REFUSED(F("mem", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff") ","
+	    F("mem", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff"), "a name twice: refused");
+	REFUSED(F("mem", "0011"), "a short sha256: refused");
+	REFUSED(F("mem", "00112233445566778899AABBCCDDEEFF"
+	    "00112233445566778899aabbccddeeff"), "upper-case hex: refused");
+	REFUSED(F("base.qcow2", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff"), "a base not shared, no "
+	    "ready key: refused");
+	REFUSED("", "no file: refused");
+	snprintf(bad, sizeof(bad), HEAD_("../x")
+	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
+	    "\"files\":[" F("mem", "%s") "]}", sha);
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) ==
+	    -EINVAL, "a bad id: refused (%s)", err);
+	snprintf(bad, sizeof(bad), HEAD_("mv1")
+	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
+	    "\"more\":1,\"files\":[" F("mem", "%s") "]}", sha);
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) ==
+	    -EINVAL, "a key it does not know: refused (%s)", err);
+	snprintf(bad, sizeof(bad), "{\"id\":\"mv1\",\"template\":\"minimal\","
+	    "\"template_sha256\":\"\",\"ready_key\":\"\",\"mem_mib\":256,"
+	    "\"vcpus\":1,\"disk_mib\":4,\"files\":[" F("mem", "%s") "]}", sha);
+	ok(vmm_move_parse(bad, strlen(bad), &back, err, sizeof(err)) ==
+	    -EINVAL, "no template version: refused (%s)", err);
+#undef F
+#undef REFUSED
+}
+
+static void
+test_qcow2(void)
+{
+	char p[PATH_MAX], cmd[3 * PATH_MAX], err[VMM_ERRLEN], got[PATH_MAX];
+	char files[4][PATH_MAX], longname[2048];
+
+	if (!have_qemu_img) {
+		ok(1, "# SKIP no qemu-img");
+		return;
+	}
+	char o[PATH_MAX], l[PATH_MAX], r[PATH_MAX];
+
+	snprintf(o, sizeof(o), "%s/old-root.img", top);
+	snprintf(l, sizeof(l), "%s/q/much/longer/path/than/before/root.img",
+	    top);
+	snprintf(r, sizeof(r), "%s/r.img", top);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/q/much/longer/path/than/before"
+	    " && touch %s %s %s", top, o, l, r);
+	sh(cmd);
+	snprintf(p, sizeof(p), "%s/q.qcow2", top);
+	snprintf(cmd, sizeof(cmd), "qemu-img create -q -u -f qcow2 -F raw -b "
+	    "%s %s 4M", o, p);
+	sh(cmd);
+	ok(vmm_qcow2_set_backing(p, l, 1, err, sizeof(err)) == 0,
+	    "dry: room for a longer name (%s)", err);
+	ok(vmm_chain(p, files, 4, err, sizeof(err)) == 2 &&
+	    strcmp(files[1], o) == 0, "dry: nothing written");
+	ok(vmm_qcow2_set_backing(p, l, 0, err, sizeof(err)) == 0,
+	    "a longer name written (%s)", err);
+	ok(vmm_chain(p, files, 4, err, sizeof(err)) == 2 &&
+	    strcmp(files[1], l) == 0, "the header names it");
+	ok(vmm_qcow2_set_backing(p, r, 0, err, sizeof(err)) == 0 &&
+	    vmm_chain(p, files, 4, err, sizeof(err)) == 2 &&
+	    strcmp(files[1], r) == 0, "a shorter one too");
+	snprintf(cmd, sizeof(cmd), "qemu-img info %s 2>&1 | grep -q "
+	    "'backing file: %s'", p, r);
+	ok(system(cmd) == 0, "qemu-img reads what was written");
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[0] = '/';
+	longname[sizeof(longname) - 1] = '\0';
+	ok(vmm_qcow2_set_backing(p, longname, 0, err, sizeof(err)) < 0,
+	    "a name past what qcow2 allows: refused (%s)", err);
+	snprintf(got, sizeof(got), "%s/vmlinuz-nope", top);
+	put(got, "not qcow2 at all", 16);
+	ok(vmm_qcow2_set_backing(got, "/x", 1, err, sizeof(err)) == -EINVAL,
+	    "not qcow2: refused (%s)", err);
+}
+
+static void
+test_move(struct event_base *base)
+{
+	struct vmm *a, *b;
+	struct vmm_template ta, tb;
+	struct vmm_sandbox *sb, *got;
+	struct vmm_move mv;
+	struct vmm_info info;
+	int need[VMM_MOVE_FILES], rc;
+	char err[VMM_ERRLEN], dir[PATH_MAX], p[PATH_MAX + 64], cmd[4 * PATH_MAX];
+	char key[VMM_READY_KEY], files[4][PATH_MAX], rd[PATH_MAX];
+	size_t i;
+
+	a = manager(base, "a", "bma");
+	b = manager(base, "b", "bmb");
+	if (!ok(a != NULL && b != NULL, "two managers") ||
+	    !ok(template("tpl-a", &ta) == 0 && template("tpl-b", &tb) == 0,
+	    "the template on each host, at paths of its own"))
+		return;
+	lay_out(a, &ta, "mv1", "10.200.0.6", "", NULL);
+	ok(vmm_adopt_all(a, err, sizeof(err)) == 1, "a has it (%s)", err);
+	sb = vmm_sandbox_find(a, "mv1");
+	if (!ok(sb != NULL && vmm_sandbox_state(sb) == VMM_SUSPENDED,
+	    "suspended"))
+		return;
+	rc = vmm_move_export(sb, &mv, 1, err, sizeof(err));
+	ok(rc == 0 && mv.n == 4, "exported: %zu files (%s)", mv.n, err);
+	for (i = 0; i < mv.n; i++)
+		diag("%s %llu %.12s %s", mv.f[i].name,
+		    (unsigned long long)mv.f[i].size, mv.f[i].sha256,
+		    mv.f[i].path);
+	ok(vmm_sandbox_resume(sb, NULL, NULL, err, sizeof(err)) == -EBUSY,
+	    "moving: a wake is refused (%s)", err);
+	ok(vmm_move_export(sb, &mv, 0, err, sizeof(err)) == -EBUSY,
+	    "a second export too (%s)", err);
+	ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == -EBUSY, "...");
+	vmm_move_end(sb);
+	ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0, "after the "
+	    "move's end, again (%s)", err);
+	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && need[0] &&
+	    need[1] && need[2] && need[3], "b needs them all");
+	snprintf(dir, sizeof(dir), "%s/.move/mv1", b->state_dir);
+
+	/* refusals: nothing of b's touched */
+	ship(&mv, need, dir);
+	snprintf(cmd, sizeof(cmd), "printf X | dd of=%s/mem bs=1 seek=3 "
+	    "conv=notrunc 2>/dev/null", dir);
+	sh(cmd);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL && strstr(err, "sha256") != NULL, "a changed byte: "
+	    "refused (%s)", err);
+	ok(!exists("%s/%s", b->state_dir, "mv1") && vmm_sandbox_find(b,
+	    "mv1") == NULL && exists("%s/%s", dir, "sandbox.conf"),
+	    "... nothing moved, nothing made");
+	ship(&mv, need, dir);
+	snprintf(p, sizeof(p), "%s/extra", dir);
+	put(p, "x", 1);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL, "a file not in the manifest: refused (%s)", err);
+	ship(&mv, need, dir);
+	snprintf(p, sizeof(p), "%s/mem", dir);
+	unlink(p);
+	snprintf(cmd, sizeof(cmd), "%s/mem", sb->dir);
+	(void)symlink(cmd, p);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) < 0,
+	    "a link in a file's place: refused (%s)", err);
+	ship(&mv, need, dir);
+	mv.mem_mib = 512;
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL, "a manifest that is not sandbox.conf: refused (%s)",
+	    err);
+	mv.mem_mib = 256;
+	free((char *)tb.cmdline);
+	tb.cmdline = strdup("console=ttyS0 another=version");
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL, "another version of the template: refused (%s)", err);
+	vmm_template_free(&tb);
+	template("tpl-b", &tb);
+	snprintf(p, sizeof(p), "printf X | dd of=%s bs=1 seek=9 conv=notrunc "
+	    "2>/dev/null", tb.rootfs);
+	sh(p);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL && strstr(err, "another version") != NULL, "the same "
+	    "name and command line, an image with other bytes: refused (%s)",
+	    err);
+	snprintf(p, sizeof(p), "printf '\\000' | dd of=%s bs=1 seek=9 "
+	    "conv=notrunc 2>/dev/null", tb.rootfs);
+	sh(p);
+	lay_out(b, &tb, "other", "10.200.0.6", "", NULL);
+	ok(vmm_adopt_all(b, err, sizeof(err)) == 1, "b holds a sandbox at "
+	    "that address");
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EADDRNOTAVAIL, "its address taken here: refused (%s)", err);
+	ok(!exists("%s/%s", b->state_dir, "mv1"), "... nothing made");
+	got = vmm_sandbox_find(b, "other");
+	vmm_sandbox_delete(got, NULL, NULL, err, sizeof(err));
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+
+	/* the adoption */
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) == 0 &&
+	    got != NULL, "b adopts it (%s)", err);
+	if (got != NULL) {
+		vmm_sandbox_info(got, &info);
+		ok(info.state == VMM_SUSPENDED && strcmp(info.tap, "bmb1") ==
+		    0, "suspended, its tap b's (%s)", info.tap);
+		ok(exists("%s/%s", b->state_dir, "mv1/snap/state") &&
+		    exists("%s/%s", b->state_dir, "mv1/mem") &&
+		    exists("%s/%s", b->state_dir, "mv1/disk.qcow2") &&
+		    !exists("%s/%s", dir, "mem") &&
+		    !exists("%s/%s", dir, "sandbox.conf"), "its files moved "
+		    "into place");
+		snprintf(p, sizeof(p), "grep -q '^rootfs=%s$' %s/mv1/"
+		    "sandbox.conf", tb.rootfs, b->state_dir);
+		ok(system(p) == 0, "its template's files b's");
+	}
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EEXIST, "twice: refused (%s)", err);
+	/* the source deletes its copy once the target has it */
+	vmm_sandbox_delete(sb, NULL, NULL, err, sizeof(err));
+	event_base_loop(base, EVLOOP_NONBLOCK);
+
+	/* over a ready snapshot's layer b does not have (its own of that
+	 * key would hold other bytes) */
+	if (!have_qemu_img) {
+		ok(1, "# SKIP no qemu-img");
+		return;
+	}
+	snprintf(key, sizeof(key), "0123456789abcdef");
+	snprintf(rd, sizeof(rd), "%s/.ready/%s", a->state_dir, key);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && qemu-img create -q -u -f "
+	    "qcow2 -F raw -b %s %s/disk.qcow2 4M", rd, ta.rootfs, rd);
+	sh(cmd);
+	snprintf(p, sizeof(p), "%s/disk.qcow2", rd);
+	lay_out(a, &ta, "mv2", "10.200.0.10", key, p);
+	ok(vmm_adopt_all(a, err, sizeof(err)) == 1, "a has one over a ready "
+	    "snapshot (%s)", err);
+	sb = vmm_sandbox_find(a, "mv2");
+	ok(sb != NULL && vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0 &&
+	    mv.n == 5 && strcmp(mv.f[4].name, "base.qcow2") == 0 &&
+	    mv.f[4].shared, "exported with its base, shared (%s)", err);
+	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && need[4],
+	    "b needs the base");
+	snprintf(dir, sizeof(dir), "%s/.move/mv2", b->state_dir);
+	ship(&mv, need, dir);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) == 0,
+	    "b adopts it (%s)", err);
+	snprintf(p, sizeof(p), "%s/mv2/disk.qcow2", b->state_dir);
+	rc = vmm_chain(p, files, 4, err, sizeof(err));
+	ok(rc == 3 && strstr(files[1], "/.layers/moved-") != NULL &&
+	    strncmp(files[1], b->state_dir, strlen(b->state_dir)) == 0 &&
+	    strcmp(files[2], tb.rootfs) == 0, "its chain: its top, the base "
+	    "in b's .layers, b's image (%d: %s %s)", rc, rc > 1 ? files[1] :
+	    "", rc > 2 ? files[2] : "");
+	snprintf(p, sizeof(p), "grep -q '^layered=1$' %s/mv2/sandbox.conf && "
+	    "grep -q '^ready_key=$' %s/mv2/sandbox.conf", b->state_dir,
+	    b->state_dir);
+	ok(system(p) == 0, "layered, no ready key of b's");
+	vmm_layers_gc(b);
+	ok(exists("%s", files[1]), "the layers' collection keeps the "
+	    "base it stands on");
+
+	/* another one over the same base: b has it now, it is not sent */
+	snprintf(p, sizeof(p), "%s/disk.qcow2", rd);
+	lay_out(a, &ta, "mv3", "10.200.0.14", key, p);
+	ok(vmm_adopt_all(a, err, sizeof(err)) == 1, "a has another one over "
+	    "that ready snapshot");
+	sb = vmm_sandbox_find(a, "mv3");
+	ok(sb != NULL && vmm_move_export(sb, &mv, 0, err, sizeof(err)) == 0 &&
+	    mv.n == 5 && strlen(mv.f[4].sha256) == 64, "exported without "
+	    "hashing its own files, its base named by its sha256 (%s)", err);
+	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && !need[4] &&
+	    need[0] && need[1], "b does not need the base again");
+	vmm_move_end(sb);
+	ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0, "hashed "
+	    "(what the sender does as it sends)");
+	snprintf(dir, sizeof(dir), "%s/.move/mv3", b->state_dir);
+	ship(&mv, need, dir);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) == 0,
+	    "b adopts it without its base (%s)", err);
+	snprintf(p, sizeof(p), "%s/mv3/disk.qcow2", b->state_dir);
+	{
+		static char f3[4][PATH_MAX];
+
+		rc = vmm_chain(p, f3, 4, err, sizeof(err));
+		ok(rc == 3 && strcmp(f3[1], files[1]) == 0, "over the base "
+		    "mv2 stands on (%s)", rc == 3 ? f3[1] : err);
+	}
+	vmm_template_free(&ta);
+	vmm_template_free(&tb);
+	vmm_free(a);
+	vmm_free(b);
+}
+
+int
+main(void)
+{
+	struct event_base *base;
+	char cmd[PATH_MAX];
+
+	if (mkdtemp(top) == NULL || (base = event_base_new()) == NULL) {
+		skip_all("mkdtemp");
+		return 0;
+	}
+	have_qemu_img = system("qemu-img --version >/dev/null 2>&1") == 0;
+	test_json();
+	test_qcow2();
+	test_move(base);
+	event_base_free(base);
+	if (tap_failed == 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", top);
+		sh(cmd);
+	} else
+		diag("left %s", top);
+	return done_testing();
+}
