@@ -84,7 +84,8 @@ enum {
 #define O_PUBLISH_EXPOSED (1ULL << 46)
 #define O_ZONE		(1ULL << 47)
 #define O_TO		(1ULL << 48)
-#define O_LAST		O_TO
+#define O_STAY		(1ULL << 49)
+#define O_LAST		O_STAY
 
 /* What only a microVM sandbox takes (not one with --address). */
 #define O_VM_ONLY (O_MEMORY | O_VCPUS | O_DISK | O_TEMPLATE | O_IDLE_PAUSE | \

@@ -604,25 +604,100 @@ c_fleet_hosts(const struct cmd *c, struct opts *o, char **a, int n)
 	return EXIT_OK;
 }
 
-/* netctl fleet drain|undrain [HOST]: this host placed on no more, or
- * again (POST /v1/fleet/drain or /undrain). */
+/* A drain's progress lines: each sandbox moved or left since *seen. */
+static void
+drain_lines(json_t *mv, size_t seen[2])
+{
+	json_t *a, *e;
+	size_t i;
+
+	a = json_object_get(mv, "moved");
+	for (i = seen[0]; i < json_array_size(a); i++) {
+		e = json_array_get(a, i);
+		printf("sandbox %s moved to host %s (%.1f s)\n", jstr(e, "id"),
+		    jstr(e, "to"), (double)json_integer_value(json_object_get(e,
+		    "ms")) / 1000.0);
+	}
+	seen[0] = json_array_size(a);
+	a = json_object_get(mv, "failed");
+	for (i = seen[1]; i < json_array_size(a); i++) {
+		e = json_array_get(a, i);
+		printf("sandbox %s stays: %s\n", jstr(e, "id"), jstr(e,
+		    "error"));
+	}
+	seen[1] = json_array_size(a);
+	fflush(stdout);
+}
+
+/* netctl fleet drain|undrain [HOST] [--stay] [--detach]: this host
+ * placed on no more, or again (POST /v1/fleet/drain or /undrain); a
+ * drain moves its sandboxes to other hosts (unless --stay) and is
+ * followed to its end (GET /v1/fleet/drain), a line per sandbox, unless
+ * --detach. Exit 1 when a sandbox could not move. */
 int
 c_fleet_drain(const struct cmd *c, struct opts *o, char **a, int n)
 {
 	int on = strcmp(c->verb, "drain") == 0, rc;
-	json_t *body = json_object(), *doc = NULL;
+	json_t *body = json_object(), *doc = NULL, *mv;
+	size_t seen[2] = { 0, 0 };
 
 	if (n == 1)
 		json_object_set_new(body, "host", json_string(a[0]));
+	if (on && (o->given & O_STAY))
+		json_object_set_new(body, "move", json_false());
 	rc = call(o, "POST", on ? "/v1/fleet/drain" : "/v1/fleet/undrain",
 	    body, &doc);
 	json_decref(body);
-	if (rc == EXIT_OK && !o->json)
-		printf("fleet host %s %s\n", jstr(doc, "host"), on ?
-		    "drained: placed on no more (its sandboxes stay)" :
-		    "undrained: placed on again");
-	if (doc != NULL)
+	if (rc != EXIT_OK || !on) {
+		if (rc == EXIT_OK && !o->json)
+			printf("fleet host %s undrained: placed on again\n",
+			    jstr(doc, "host"));
+		if (doc != NULL)
+			out_set(doc);
+		return rc;
+	}
+	mv = json_object_get(doc, "move");
+	if (!json_is_object(mv) || (o->given & O_DETACH)) {
+		if (!o->json)
+			printf("fleet host %s drained: placed on no more (%s)\n",
+			    jstr(doc, "host"), !json_is_object(mv) ?
+			    "its sandboxes stay" : "its sandboxes are moving: "
+			    "netctl fleet drain again follows them");
 		out_set(doc);
+		return EXIT_OK;
+	}
+	if (!o->json)
+		printf("fleet host %s drained: placed on no more; moving its "
+		    "%lld sandboxes\n", jstr(doc, "host"), (long long)
+		    json_integer_value(json_object_get(mv, "total")));
+	while (strcmp(jstr(mv, "state"), "moving") == 0) {
+		if (!o->json)
+			drain_lines(mv, seen);
+		usleep(500000);
+		json_decref(doc);
+		doc = NULL;
+		if ((rc = call(o, "GET", "/v1/fleet/drain", NULL, &doc)) !=
+		    EXIT_OK) {
+			if (doc != NULL)
+				out_set(doc);
+			return rc;
+		}
+		if (!json_is_object(mv = json_object_get(doc, "move")))
+			break;
+	}
+	if (!o->json && json_is_object(mv)) {
+		drain_lines(mv, seen);
+		printf("fleet host %s: %zu moved, %zu stay%s\n", jstr(doc,
+		    "host"), seen[0], seen[1], strcmp(jstr(mv, "state"),
+		    "stopped") == 0 ? " (undrained: stopped)" : "");
+	}
+	rc = json_array_size(json_object_get(mv, "failed")) > 0 ?
+	    EXIT_REFUSED : EXIT_OK;
+	if (rc != EXIT_OK)
+		fail("fleet drain: %zu of its sandboxes could not move (they "
+		    "stay here)", json_array_size(json_object_get(mv,
+		    "failed")));
+	out_set(doc);
 	return rc;
 }
 

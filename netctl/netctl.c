@@ -146,6 +146,7 @@ static const struct opt opts_tab[] = {
 	LIST("build-arg", 0, O_BUILD_ARG, build_arg, "--build-arg options"),
 	S("zone", 0, 0, O_ZONE, zone),
 	S("to", 0, 0, O_TO, to),
+	F("stay", 0, 0, O_STAY),
 };
 
 #undef F
@@ -689,14 +690,20 @@ static const struct cmd cmds[] = {
 	  "expired: HOST STATE EDGE FLEET SANDBOXES CAPACITY ZONE ROOM (more\n"
 	  "sandboxes running and suspended by its VMs' measured costs, or what\n"
 	  "fleet_capacity leaves). A drained host's STATE says so." },
-	{ "fleet", "drain", NULL, "[<host>]", 0, 1, 0, c_fleet_drain,
+	{ "fleet", "drain", NULL, "[<host>] [--stay] [--detach]", 0, 1,
+	  O_STAY | O_DETACH, c_fleet_drain,
 	  "Fleet mode: this host (the one whose API is asked; <host>, if\n"
 	  "given, must name it) is placed on no more: creates through any\n"
 	  "host go elsewhere, a create forwarded here is refused (507\n"
 	  "drained) and goes to the next host. Kept across restarts. Its\n"
-	  "sandboxes stay (and are served) where they are." },
+	  "VM sandboxes then move, one at a time, to the hosts placement\n"
+	  "picks for their template (a running one suspended, moved and\n"
+	  "resumed there), a line for each, until none is left; exit 1 if\n"
+	  "one could not move (it stays, and is served, here). --stay: they\n"
+	  "stay. --detach: return at once (drain again to follow)." },
 	{ "fleet", "undrain", NULL, "[<host>]", 0, 1, 0, c_fleet_drain,
-	  "Fleet mode: this host is placed on again." },
+	  "Fleet mode: this host is placed on again; a drain's moves stop\n"
+	  "after the one under way." },
 	{ "status", NULL, NULL, "", 0, 0, 0, c_status,
 	  "Check that berthd answers on its control socket (or --url), and\n"
 	  "with VMs show what the host holds per state (sandboxes, their\n"

@@ -1025,6 +1025,9 @@ const struct px_directive px_directives[] = {
 	  .max = 1000000, .unit = "a count", .def = "0",
 	  .doc = "running sandboxes at most (0: no cap): past it the least "
 	  "recently active idle one is suspended" },
+	{ "vm_room_cpu", 1, p_onoff, F(vm_room_cpu), .def = "on",
+	  .doc = "the room for more running sandboxes is bound by the CPU the "
+	  "host measures idle (off: by memory, addresses and caps only)" },
 	{ "vm_max_resident", 1, p_uint, F(vm_max_resident), .min = 0,
 	  .max = 1000000, .unit = "a count", .def = "0",
 	  .doc = "running and paused sandboxes at most (0: no cap)" },

@@ -108,6 +108,8 @@ struct px_config {
 	unsigned	 vm_standby_memory;	/* MiB of them (PSS); 0: any */
 	unsigned	 vm_max_running;	/* caps; 0: none (libvmm's */
 	unsigned	 vm_max_resident;	/* max_running, max_resident) */
+	int		 vm_room_cpu;		/* 1 (default): the running room
+						 * is bound by idle CPU too */
 	unsigned	 vm_max_procs;		/* commands and file transfers
 						 * at once per sandbox */
 	unsigned	 exec_max_per_token;	/* ... per API token */

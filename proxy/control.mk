@@ -11,7 +11,7 @@ PX_API = proxy/api/api.h proxy/api/conn.c proxy/api/fed.c proxy/api/request.c \
 	proxy/api/streams.c \
 	proxy/api/files.c proxy/api/processes.c proxy/api/policy.c \
 	proxy/api/egress_rules.c proxy/api/tokens.c proxy/api/templates.c \
-	proxy/api/move.c \
+	proxy/api/move.c proxy/api/drain.c \
 	proxy/api/openapi.c proxy/fleet/fleet_place.c proxy/fleet/fleet_place.h
 proxy_libpxcontrol_a_SOURCES = proxy/sandbox/store.c proxy/sandbox/store.h \
 	proxy/sandbox/sbfield.h vmm/proto/sandbox_fields.h \

@@ -644,6 +644,8 @@ cap_sample(struct vmm *m)
 	/* idle guests use next to nothing: a hundredth of a core at least,
 	 * or the CPU bound would be a division by almost zero */
 	in.cost_cpu = c->cost_cpu < 0.01 ? 0.01 : c->cost_cpu;
+	if (m->cfg.room_no_cpu)
+		in.cost_cpu = 0;	/* vm_room_cpu off: not a bound */
 	in.running = c->running;
 	in.resident = c->resident;
 	in.max_running = c->max_running;

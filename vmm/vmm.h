@@ -226,6 +226,10 @@ struct vmm_config {
 					 * measured once it has loaded its
 					 * snapshot) at most this; 0: only
 					 * standby_max limits them */
+	int room_no_cpu;		/* the capacity estimate's room for
+					 * more running sandboxes is not
+					 * bound by the CPU measured idle
+					 * (hosts that overcommit CPU) */
 	unsigned max_running;		/* at most this many sandboxes run
 					 * (hidden ones not counted): past it
 					 * a create, start, resume or restore

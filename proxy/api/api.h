@@ -311,6 +311,9 @@ int api_check_sandbox_id(struct req *r, const char *field, long item,
     const char *id);
 int api_check_checkpoint_name(struct req *r, const char *field, const char *name);
 void api_routes_changed(struct px_control *ctl);
+void api_move_finished(struct px_control *ctl, const char *id,
+    const char *to, int64_t ms);
+void api_drain_free(void);
 void api_record_event(struct px_control *ctl, const char *id, const char *op,
     const char *result, const char *why, int64_t duration_ms);
 int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);

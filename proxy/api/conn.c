@@ -673,6 +673,7 @@ px_control_free(struct px_control *ctl)
 
 	if (ctl == NULL)
 		return;
+	api_drain_free();
 	while ((c = TAILQ_FIRST(&ctl->conns)) != NULL) {
 		/* berthd is ending: an answer already made (the ones the
 		 * shutdown itself gave, say) goes out if the socket takes it

@@ -1,6 +1,6 @@
 /*
  * api/health.c — GET /v1/health, GET /metrics and fleet mode's views
- * (/v1/fleet/hosts, /v1/fleet/sandboxes).
+ * (/v1/fleet/hosts, /v1/fleet/sandboxes); its drain is drain.c's.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "api.h"
@@ -18,49 +18,6 @@ api_health(struct req *r)
 		json_decref(x);
 	}
 	api_reply_json(r, 200, doc);
-}
-
-/*
- * POST /v1/fleet/drain, /v1/fleet/undrain {"host"?}: this host is
- * placed on no more (its value in etcd says "drained"), or again; kept
- * across restarts. A host drains itself: another one's name is a 409
- * saying to ask that host's API. Its sandboxes stay where they are
- * (moving them off is `sandbox move`'s).
- */
-void
-api_fleet_drain(struct req *r)
-{
-	static const char *const fields[] = { "host", NULL };
-	struct px_control *ctl = r->c->ctl;
-	int on = strcmp(r->seg[2], "drain") == 0;
-	const char *host = NULL, *self;
-	json_t *obj, *doc;
-	char err[256], buf[64];
-
-	if ((obj = api_body_object(r, fields, 1)) == NULL)
-		return;
-	if (api_string_field(r, obj, "host", 1, &host) < 0)
-		goto out;
-	if (ctl->hooks.fleet == NULL || ctl->hooks.fleet_drain == NULL ||
-	    (doc = ctl->hooks.fleet("hosts", ctl->hooks.arg)) == NULL) {
-		api_reply_error(r, 404, NULL, NULL, "fleet mode is not configured "
-		    "on this host");
-		goto out;
-	}
-	self = json_string_value(json_object_get(doc, "self"));
-	if (host != NULL && (self == NULL || strcmp(host, self) != 0)) {
-		api_reply_error(r, 409, NULL, "host", "this is fleet host %s: "
-		    "%s host '%s' through its own API", self ? self : "?",
-		    on ? "drain" : "undrain", api_shown(buf, sizeof(buf), host));
-	} else if (ctl->hooks.fleet_drain(on, err, sizeof(err),
-	    ctl->hooks.arg) != 0)
-		api_reply_error(r, 500, NULL, NULL, "%s", err);
-	else
-		api_reply_json(r, 200, json_pack("{s:s?,s:b}", "host", self,
-		    "drained", on));
-	json_decref(doc);
-out:
-	json_decref(obj);
 }
 
 void

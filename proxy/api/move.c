@@ -11,6 +11,22 @@
  */
 #include "api.h"
 
+/* A move that ended well (the target holds it, restorable): this
+ * host's copy goes, and with its row its claim in etcd (the target's
+ * wins). For `sandbox move` and for a drain's moves. */
+void
+api_move_finished(struct px_control *ctl, const char *id, const char *to,
+    int64_t ms)
+{
+	char e[256];
+
+	api_record_event(ctl, id, "move", "ok", to, ms);
+	(void)px_store_sandbox_rm(ctl->store, id, e, sizeof(e));
+	if (ctl->hooks.vm_delete != NULL)
+		ctl->hooks.vm_delete(id, ctl->hooks.arg);
+	api_routes_changed(ctl);
+}
+
 static void
 move_done(void *arg, int status, const char *err)
 {
@@ -19,18 +35,13 @@ move_done(void *arg, int status, const char *err)
 	struct conn *c;
 	struct req r;
 
-	api_record_event(ctl, p->id, "move", status == 200 ? "ok" : "failed",
-	    status == 200 ? p->name : err ? err : "", api_now_ms() - p->t0);
-	if (status == 200) {
-		char e[256];
-
-		/* the target holds it, restorable: this host's copy goes,
-		 * and with its row its claim in etcd (the target's wins) */
-		(void)px_store_sandbox_rm(ctl->store, p->id, e, sizeof(e));
-		if (ctl->hooks.vm_delete != NULL)
-			ctl->hooks.vm_delete(p->id, ctl->hooks.arg);
+	if (status == 200)
+		api_move_finished(ctl, p->id, p->name, api_now_ms() - p->t0);
+	else {
+		api_record_event(ctl, p->id, "move", "failed", err ? err : "",
+		    api_now_ms() - p->t0);
+		api_routes_changed(ctl);
 	}
-	api_routes_changed(ctl);
 	TAILQ_FOREACH(c, &ctl->conns, entry)
 		if (c == p->c && c->serial == p->serial)
 			break;

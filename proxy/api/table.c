@@ -53,12 +53,18 @@ const struct api_route api_routes[] = {
 	{ R, "/v1/fleet/sandboxes", api_fleet, API_ADMIN, API_BODY_NONE, NULL,
 	    NULL,
 	    "Fleet mode: where each sandbox of the fleet is placed" },
+	{ R, "/v1/fleet/drain", api_fleet_drain, API_ADMIN, API_BODY_NONE,
+	    NULL, NULL,
+	    "Fleet mode: whether this host is drained, and its drain's moves" },
 	{ API_POST, "/v1/fleet/drain", api_fleet_drain, API_ADMIN,
 	    API_BODY_JSON, NULL, NULL,
-	    "Fleet mode: this host is placed on no more (kept across restarts)" },
+	    "Fleet mode: this host is placed on no more (kept across "
+	    "restarts) and its sandboxes move to other hosts (\"move\": "
+	    "false: they stay)" },
 	{ API_POST, "/v1/fleet/undrain", api_fleet_drain, API_ADMIN,
 	    API_BODY_JSON, NULL, NULL,
-	    "Fleet mode: this host is placed on again" },
+	    "Fleet mode: this host is placed on again (a drain's moves "
+	    "stop)" },
 	/* a move's target side: only a fleet peer, on fleet_api_listen */
 	{ API_POST | API_DELETE, "/v1/fleet/move/{id}", api_fleet_move,
 	    API_FLEET, API_BODY_JSON, NULL, NULL,

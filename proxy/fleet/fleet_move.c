@@ -435,6 +435,7 @@ struct outgoing {
 	void *done_arg;
 	int step;
 	int exported, begun;
+	int resume;			/* it ran: the target resumes it */
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES];
 	size_t cur;			/* the file being sent */
@@ -655,8 +656,9 @@ out_next(struct outgoing *o)
 			return;
 		}
 		text = vmm_move_json(&o->mv);
-		doc = json_pack("{s:o, s:o}", "manifest", text != NULL ?
-		    json_loads(text, 0, NULL) : json_null(), "records", rec);
+		doc = json_pack("{s:o, s:o, s:b}", "manifest", text != NULL ?
+		    json_loads(text, 0, NULL) : json_null(), "records", rec,
+		    "resume", o->resume);
 		free(text);
 		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
 		json_decref(doc);
@@ -761,6 +763,8 @@ px_fleet_move(const char *id, const char *to,
 	o->done_arg = done_arg;
 	if (strcmp(sb.state, PX_STATE_RUNNING) == 0 ||
 	    strcmp(sb.state, PX_STATE_PAUSED) == 0) {
+		/* suspend, move, resume: one that ran runs on there */
+		o->resume = strcmp(sb.state, PX_STATE_RUNNING) == 0;
 		o->step = OUT_SUSPEND;
 		if (px_vm_lifecycle(id, "suspend", suspended, o, err, errlen,
 		    NULL) != 0) {
@@ -1282,7 +1286,7 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 {
 	struct incoming *in = in_find(id);
 	struct vmm_move mv;
-	json_t *doc = NULL, *man, *rec;
+	json_t *doc = NULL, *man, *rec, *res = NULL;
 	const char *tdir;
 	char tbuf[1024], *text = NULL, e[256];
 	size_t i;
@@ -1299,9 +1303,12 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 	if ((doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL)) == NULL ||
 	    !json_is_object(man = json_object_get(doc, "manifest")) ||
 	    !json_is_object(rec = json_object_get(doc, "records")) ||
-	    json_object_size(doc) != 2 ||
+	    ((res = json_object_get(doc, "resume")) != NULL &&
+	    !json_is_boolean(res)) ||
+	    json_object_size(doc) != 2U + (res != NULL) ||
 	    (text = json_dumps(man, JSON_COMPACT)) == NULL) {
-		snprintf(err, errlen, "a commit is {\"manifest\", \"records\"}");
+		snprintf(err, errlen, "a commit is {\"manifest\", \"records\", "
+		    "\"resume\"?: boolean}");
 		goto fail;
 	}
 	if (vmm_move_parse(text, strlen(text), &mv, err, errlen) < 0)
@@ -1340,12 +1347,18 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 		(void)px_store_sandbox_rm(M.store, id, e, sizeof(e));
 		goto fail;
 	}
-	log_info("fleet: sandbox %s moved here from host %s", id, host);
+	log_info("fleet: sandbox %s moved here from host %s%s", id, host,
+	    json_is_true(res) ? "; it ran there: resumed here" : "");
 	in_drop(in);
 	free(text);
+	/* restorable now, which is what the source waits for; one that
+	 * ran there is woken here as a request would (joined by any) */
+	if (json_is_true(res))
+		px_vm_wake(id);
 	json_decref(doc);
-	return json_pack("{s:s, s:s, s:s}", "id", id, "state",
-	    PX_STATE_SUSPENDED, "host", px_fleet_self());
+	return json_pack("{s:s, s:s, s:s, s:b}", "id", id, "state",
+	    PX_STATE_SUSPENDED, "host", px_fleet_self(), "resumed",
+	    json_is_true(res));
 fail:
 	log_warnx("fleet: the move of %s from %s is refused: %s", id, host,
 	    err);

@@ -1821,6 +1821,7 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.standby_mem_bytes = (uint64_t)c->vm_standby_memory << 20;
 	vc.max_running = c->vm_max_running;
 	vc.max_resident = c->vm_max_resident;
+	vc.room_no_cpu = !c->vm_room_cpu;
 	vc.ready_snapshots = c->vm_ready_snapshot;
 	vc.ready_pool = c->vm_ready_pool;
 	vc.max_checkpoints = c->vm_max_checkpoints;

@@ -95,7 +95,8 @@ via() {
 served() { [ "$(via "$1" "$2" /healthz)" = 200 ]; }
 
 # ---- the move ----
-out=$(nc_ a sandbox create mv) || bail "sandbox create: $out"
+# made on a by name: placement could put it on b (the more room)
+out=$(nc_ a sandbox create mv --host a) || bail "sandbox create: $out"
 like "a VM sandbox runs on host a" "$out" 'sandbox mv created .*running'
 nc_ a port publish mv 8080 >/dev/null || bail "publish"
 nc_ a egress allow mv example.com >/dev/null || bail "egress allow"
@@ -198,5 +199,48 @@ is "its file still there" "$out" moved-bytes
 start_host b
 is "b's move area swept at its start" "$(ls "$T/b/state/vms/.move" 2>/dev/null | wc -l)" 0
 isnt "b holds no mv" "$(nc_ b --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
-nc_ a sandbox rm mv >/dev/null 2>&1
+
+# ---- fleet drain: a's sandboxes move to b ----
+# mv runs on a (woken above); d2 paused, d3 suspended, d4 stopped
+for d in d2 d3 d4; do
+	out=$(nc_ a sandbox create "$d" --host a) || bail "sandbox create $d: $out"
+done
+nc_ a sandbox pause d2 >/dev/null || bail "pause d2"
+nc_ a sandbox suspend d3 >/dev/null || bail "suspend d3"
+nc_ a sandbox stop d4 >/dev/null || bail "stop d4"
+is "mv runs on a before the drain" "$(state_on a mv)" running
+b_up() { nc_ a fleet hosts 2>/dev/null | grep -q "^b  *up"; }
+wait_for 60 b_up || bail "a does not see b up: $(nc_ a fleet hosts 2>&1)"
+nc_ a fleet drain >"$T/drain.out" 2>"$T/drain.err"
+rc=$?
+diag "$(cat "$T/drain.out" "$T/drain.err")"
+is "netctl fleet drain exits 1: one sandbox could not move" "$rc" 1
+like "... it moved the running one to b" "$(cat "$T/drain.out")" "sandbox mv moved to host b"
+like "... the paused one" "$(cat "$T/drain.out")" "sandbox d2 moved to host b"
+like "... the suspended one" "$(cat "$T/drain.out")" "sandbox d3 moved to host b"
+like "... the stopped one stays, saying why" "$(cat "$T/drain.out")" "sandbox d4 stays: it is stopped"
+like "... and sums up" "$(cat "$T/drain.out")" "fleet host a: 3 moved, 1 stay"
+like "... the error line says how many" "$(cat "$T/drain.err")" "1 of its sandboxes could not move"
+prog=$(curl -sS --max-time 10 --unix-socket "$T/a/state/control.sock" \
+	http://localhost/v1/fleet/drain)
+is "GET /v1/fleet/drain: done, 4 in all, none left, 3 moved" \
+	"$(json_get "$prog" 'j["move"]["state"], j["move"]["total"], j["move"]["left"], len(j["move"]["moved"])')" \
+	"('done', 4, 0, 3)"
+like "a is drained in the fleet's view" "$(nc_ b fleet hosts 2>&1)" "a  *up, drained"
+running_b() { [ "$(state_on b mv)" = running ]; }
+if wait_for 60 running_b; then ok "the running one runs on b (resumed there)"; else
+	not_ok "the running one runs on b (resumed there)"; diag "$(state_on b mv)"; fi
+is "... the same boot" "$(via b mv /info >/dev/null; json_get "$(cat "$T/body")" 'j["boot_id"]')" "$boot"
+out=$(nc_ b sandbox exec mv -- cat /root/moved.txt </dev/null 2>&1)
+is "... its file there" "$out" moved-bytes
+is "the paused one is on b, suspended" "$(state_on b d2)" suspended
+is "the suspended one too" "$(state_on b d3)" suspended
+is "a holds only the stopped one" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(s["id"] for s in j["sandboxes"] if s.get("host") == "a")')" d4
+is "b the three others" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(sorted(s["id"] for s in j["sandboxes"] if s.get("host") == "b"))')" "d2 d3 mv"
+is "the stopped one's event on a says its move failed" \
+	"$(nc_ a --json sandbox events d4 | json_get "$(cat)" '" ".join(e["result"] for e in j["events"] if e["operation"]=="move")')" failed
+out=$(nc_ a fleet undrain 2>&1)
+like "fleet undrain: placed on again" "$out" "fleet host a undrained"
+for d in mv d2 d3; do nc_ b sandbox rm "$d" >/dev/null 2>&1; done
+nc_ a sandbox rm d4 >/dev/null 2>&1
 done_testing
