@@ -337,9 +337,11 @@ c_sandbox_move(const struct cmd *c, struct opts *o, char **a, int n)
 	rc = call(o, "POST", target, body, &doc);
 	json_decref(body);
 	if (rc == EXIT_OK && !o->json)
-		printf("sandbox %s moved to host %s in %lld ms\n", a[0],
-		    jstr(doc, "host"), (long long)json_integer_value(
-		    json_object_get(doc, "move_ms")));
+		printf("sandbox %s moved to host %s in %lld ms (%.1f MiB "
+		    "sent)\n", a[0], jstr(doc, "host"), (long long)
+		    json_integer_value(json_object_get(doc, "move_ms")),
+		    (double)json_integer_value(json_object_get(doc,
+		    "bytes_sent")) / 1048576.0);
 	out_set(doc);
 	return rc;
 }
@@ -614,9 +616,11 @@ drain_lines(json_t *mv, size_t seen[2])
 	a = json_object_get(mv, "moved");
 	for (i = seen[0]; i < json_array_size(a); i++) {
 		e = json_array_get(a, i);
-		printf("sandbox %s moved to host %s (%.1f s)\n", jstr(e, "id"),
-		    jstr(e, "to"), (double)json_integer_value(json_object_get(e,
-		    "ms")) / 1000.0);
+		printf("sandbox %s moved to host %s (%.1f s, %.1f MiB sent)\n",
+		    jstr(e, "id"), jstr(e, "to"), (double)json_integer_value(
+		    json_object_get(e, "ms")) / 1000.0, (double)
+		    json_integer_value(json_object_get(e, "bytes_sent")) /
+		    1048576.0);
 	}
 	seen[0] = json_array_size(a);
 	a = json_object_get(mv, "failed");

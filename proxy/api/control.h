@@ -506,7 +506,8 @@ struct px_control_hooks {
 	 * 409.
 	 */
 	int (*move)(const char *sandbox, const char *to,
-	    void (*done)(void *done_arg, int status, const char *err),
+	    void (*done)(void *done_arg, int status, const char *err,
+	    uint64_t bytes_sent),
 	    void *done_arg, int *status, char *err, size_t errlen, void *arg);
 	/*
 	 * The target's side, asked by fleet peer host only (fleet_api_listen):

@@ -69,7 +69,7 @@ drain_fail(struct drain *d, const char *id, const char *why)
 }
 
 static void
-drain_moved(void *arg, int status, const char *err)
+drain_moved(void *arg, int status, const char *err, uint64_t sent)
 {
 	struct drain *d = arg;
 	char why[1024];
@@ -81,8 +81,9 @@ drain_moved(void *arg, int status, const char *err)
 		int64_t ms = api_now_ms() - d->t0;
 
 		api_move_finished(d->ctl, d->cur, d->to, ms);
-		json_array_append_new(d->moved, json_pack("{s:s, s:s, s:I}",
-		    "id", d->cur, "to", d->to, "ms", (json_int_t)ms));
+		json_array_append_new(d->moved, json_pack("{s:s, s:s, s:I, "
+		    "s:I}", "id", d->cur, "to", d->to, "ms", (json_int_t)ms,
+		    "bytes_sent", (json_int_t)sent));
 	} else {
 		snprintf(why, sizeof(why), "%s: %s", d->to, err ? err :
 		    "unknown error");
@@ -196,7 +197,7 @@ drain_next(struct drain *d)
 			return;
 		/* it could not start: as a failed move */
 		d->moving = 0;
-		drain_moved(d, status, err);
+		drain_moved(d, status, err, 0);
 		return;
 	}
 }

@@ -28,7 +28,7 @@ api_move_finished(struct px_control *ctl, const char *id, const char *to,
 }
 
 static void
-move_done(void *arg, int status, const char *err)
+move_done(void *arg, int status, const char *err, uint64_t sent)
 {
 	struct pending *p = arg;
 	struct px_control *ctl = p->ctl;
@@ -53,9 +53,10 @@ move_done(void *arg, int status, const char *err)
 	r.c = c;
 	r.method = p->method;
 	if (status == 200)
-		api_reply_json(&r, 200, json_pack("{s:s, s:s, s:I}", "id",
+		api_reply_json(&r, 200, json_pack("{s:s, s:s, s:I, s:I}", "id",
 		    p->id, "host", p->name, "move_ms",
-		    (json_int_t)(api_now_ms() - p->t0)));
+		    (json_int_t)(api_now_ms() - p->t0), "bytes_sent",
+		    (json_int_t)sent));
 	else
 		api_reply_error(&r, status ? status : 502, NULL, NULL,
 		    "move of sandbox '%s' to host %s failed: %s", p->id,

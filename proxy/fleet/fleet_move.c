@@ -431,7 +431,7 @@ struct outgoing {
 	struct outgoing *next;
 	char id[41];
 	char to[40];
-	void (*done)(void *, int, const char *);
+	void (*done)(void *, int, const char *, uint64_t);
 	void *done_arg;
 	int step;
 	int exported, begun;
@@ -542,6 +542,8 @@ static void
 out_end(struct outgoing *o, int status, const char *err)
 {
 	char e[256], target[128];
+	uint64_t sent = 0, all = 0;
+	size_t i;
 
 	out_unlink(o);
 	if (status != 200) {
@@ -554,9 +556,17 @@ out_end(struct outgoing *o, int status, const char *err)
 			px_vm_move_end(o->id);
 		log_warnx("fleet: move of %s to %s failed: %s", o->id, o->to,
 		    err);
-	} else
-		log_info("fleet: sandbox %s moved to host %s", o->id, o->to);
-	o->done(o->done_arg, status, err);
+	} else {
+		for (i = 0; i < o->mv.n; i++) {
+			all += o->mv.f[i].size;
+			if (o->need[i])
+				sent += o->mv.f[i].size;
+		}
+		log_info("fleet: sandbox %s moved to host %s: %llu of its "
+		    "%llu bytes sent (the rest the target held)", o->id, o->to,
+		    (unsigned long long)sent, (unsigned long long)all);
+	}
+	o->done(o->done_arg, status, err, sent);
 	if (status == 200)
 		handoff_start(o->id, o->to);
 	free(o);
@@ -716,7 +726,8 @@ suspended(void *arg, int ok, const char *reason)
 
 int
 px_fleet_move(const char *id, const char *to,
-    void (*done)(void *, int, const char *), void *done_arg, int *status,
+    void (*done)(void *, int, const char *, uint64_t), void *done_arg,
+    int *status,
     char *err, size_t errlen, void *arg)
 {
 	struct outgoing *o;

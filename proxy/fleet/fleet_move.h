@@ -15,6 +15,7 @@
 #define BERTH_FLEET_MOVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 struct px_store;
@@ -31,7 +32,8 @@ void px_fleet_move_sweep(void);
 
 /* the control API's hooks (control.h: move, move_begin ... move_abort) */
 int px_fleet_move(const char *id, const char *to,
-    void (*done)(void *, int, const char *), void *done_arg, int *status,
+    void (*done)(void *, int, const char *, uint64_t), void *done_arg,
+    int *status,
     char *err, size_t errlen, void *arg);
 struct json_t *px_fleet_move_begin(const char *host, const char *id,
     const char *body, size_t len, int *status, char *err, size_t errlen,
