@@ -1853,7 +1853,7 @@ start_fleet_move(struct px_control_hooks *hooks)
 {
 	if (!px_vm_enabled())
 		return;
-	px_fleet_move_init(P.base, P.store);
+	px_fleet_move_init(P.base, P.store, vm_changed);
 	px_fleet_move_sweep();
 	hooks->move = px_fleet_move;
 	hooks->move_begin = px_fleet_move_begin;
@@ -1863,6 +1863,7 @@ start_fleet_move(struct px_control_hooks *hooks)
 	hooks->move_spool_abort = px_fleet_move_spool_abort;
 	hooks->move_commit = px_fleet_move_commit;
 	hooks->move_abort = px_fleet_move_abort;
+	hooks->move_held = px_fleet_move_held;
 }
 
 static void

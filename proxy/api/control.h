@@ -534,6 +534,10 @@ struct px_control_hooks {
 	    const char *body, size_t len, int *status, char *err,
 	    size_t errlen, void *arg);
 	void (*move_abort)(const char *host, const char *sandbox, void *arg);
+	/* move_held: whether sandbox is here (a source whose commit's
+	 * answer was lost asks): {"id","held"}, new. */
+	struct json_t *(*move_held)(const char *host, const char *sandbox,
+	    void *arg);
 	/* A streamed exec or file transfer, waking the sandbox first: its
 	 * handle, or NULL with *status and err. sink is copied. exec_input
 	 * queues a frame toward the guest ('I' stdin or file data, empty:

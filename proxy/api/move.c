@@ -141,6 +141,11 @@ api_fleet_move(struct req *r)
 		    "sandboxes (no VMs or no fleet)");
 		return;
 	}
+	if (r->nseg == 4 && r->method == HTTP_GET) {
+		api_reply_json(r, 200, ctl->hooks.move_held(peer, r->id,
+		    ctl->hooks.arg));
+		return;
+	}
 	if (r->nseg == 4 && r->method == HTTP_DELETE) {
 		ctl->hooks.move_abort(peer, r->id, ctl->hooks.arg);
 		api_reply_json(r, 200, json_pack("{s:s, s:b}", "id", r->id,

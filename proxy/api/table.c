@@ -70,6 +70,10 @@ const struct api_route api_routes[] = {
 	    API_FLEET, API_BODY_JSON, NULL, NULL,
 	    "Fleet hosts only: a sandbox moving here, its manifest (POST: "
 	    "which files to send); DELETE: the move given up" },
+	{ R, "/v1/fleet/move/{id}", api_fleet_move, API_FLEET, API_BODY_NONE,
+	    NULL, NULL,
+	    "Fleet hosts only: whether the sandbox is here (a source whose "
+	    "commit's answer was lost asks)" },
 	{ API_PUT, "/v1/fleet/move/{id}/file", api_fleet_move, API_FLEET,
 	    API_BODY_STREAM, NULL, NULL,
 	    "Fleet hosts only: one file of a moving sandbox (?name=), its "

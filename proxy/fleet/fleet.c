@@ -1219,6 +1219,12 @@ px_fleet_enabled(void)
 	return F.on;
 }
 
+int
+px_fleet_etcd_ok(void)
+{
+	return F.on && F.etcd_ok;
+}
+
 const char *
 px_fleet_self(void)
 {

@@ -41,6 +41,9 @@ struct px_config;
 int px_fleet_init(struct event_base *, const struct px_config *, const char *edge,
     void (*changed)(void), char *err, size_t errlen);
 int px_fleet_enabled(void);
+/* 1 if etcd answered this host's last call (the fleet's state can be
+ * changed: a move may start), 0 if not or fleet mode is off. */
+int px_fleet_etcd_ok(void);
 /* What this host has room for beyond its sandbox count (a JSON object,
  * new each call, or NULL): published in its host value in etcd. */
 struct json_t;

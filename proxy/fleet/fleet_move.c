@@ -13,7 +13,11 @@
  * egress mode and rules). A 200 there means the target holds it,
  * restorable; the caller (api/move.c) then deletes it here. Any other
  * end: DELETE to the target (what it received goes), the sandbox stays
- * here, suspended, and may wake again.
+ * here, suspended, and may wake again. Two faults are not ends: a file
+ * whose connection was cut is sent again (MOVE_RESUMES times); a commit
+ * whose answer never came (journaled in vms/.moved/ID before it went,
+ * so a restart finds it) is resolved by asking the target whether it
+ * holds the sandbox (OUT_RESOLVE), until it says.
  *
  * Each request is a connection of its own to the target's
  * fleet_api_listen (px_fleet_tls_client: only the target's certificate
@@ -69,10 +73,14 @@
 #define MOVE_BODY_MAX	(64 * 1024)
 #define MOVE_TIMEOUT	120		/* seconds of silence */
 #define MOVE_STALE	(15 * 60)	/* seconds a begun move may wait */
+#define MOVE_RESUMES	5		/* a cut link: a file sent again */
+#define MOVE_RESUME_MS	1000		/* after this long */
+#define RESOLVE_MS	2000		/* between two asks of a target */
 
 static struct {
 	struct event_base *base;
 	struct px_store *store;
+	void (*changed)(void);		/* this host's sandboxes changed */
 	struct outgoing *out;
 	struct incoming *in;
 } M;
@@ -104,11 +112,69 @@ rm_tree(const char *dir)
 }
 
 void
-px_fleet_move_init(struct event_base *base, struct px_store *store)
+px_fleet_move_init(struct event_base *base, struct px_store *store,
+    void (*changed)(void))
 {
 	M.base = base;
 	M.store = store;
+	M.changed = changed;
 }
+
+/* The source's journal of a commit sent: vms/.moved/ID holds the
+ * target's id from the moment the commit goes until its answer is
+ * known. One found at a start is a commit whose answer never came. */
+static int
+journal_path(const char *id, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	int n;
+
+	if (px_vm_move_dir(NULL, dir, sizeof(dir)) < 0)
+		return -1;
+	n = snprintf(buf, len, "%sd%s%s", dir, id != NULL ? "/" : "",
+	    id != NULL ? id : "");
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static int
+journal_write(const char *id, const char *to, char *err, size_t errlen)
+{
+	char p[PATH_MAX], tmp[PATH_MAX + 8], dir[PATH_MAX];
+	int fd, ok;
+
+	if (journal_path(NULL, dir, sizeof(dir)) < 0 ||
+	    journal_path(id, p, sizeof(p)) < 0) {
+		snprintf(err, errlen, "the move journal's path is too long");
+		return -1;
+	}
+	(void)mkdir(dir, 0700);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	ok = write(fd, to, strlen(to)) == (ssize_t)strlen(to) &&
+	    fsync(fd) == 0;
+	(void)close(fd);
+	if (!ok || rename(tmp, p) != 0) {
+		snprintf(err, errlen, "%s: %s", p, strerror(errno));
+		(void)unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+journal_rm(const char *id)
+{
+	char p[PATH_MAX];
+
+	if (journal_path(id, p, sizeof(p)) == 0)
+		(void)unlink(p);
+}
+
+static void resolve_journal(void);
 
 void
 px_fleet_move_sweep(void)
@@ -129,6 +195,7 @@ px_fleet_move_sweep(void)
 		rm_tree(p);
 	}
 	closedir(d);
+	resolve_journal();
 }
 
 /* ======================= the source ======================= */
@@ -425,7 +492,11 @@ answer_error(int status, const char *body, size_t len, const char *err,
 	json_decref(doc);
 }
 
-enum { OUT_SUSPEND, OUT_BEGIN, OUT_FILES, OUT_COMMIT };
+/* OUT_RESOLVE: the commit went and its answer never came (the link
+ * cut, or this berthd restarted since): the target is asked whether it
+ * holds the sandbox, until it says; the sandbox stays marked moving
+ * here meanwhile (its wakes wait), so it never runs on two hosts. */
+enum { OUT_SUSPEND, OUT_BEGIN, OUT_FILES, OUT_COMMIT, OUT_RESOLVE };
 
 struct outgoing {
 	struct outgoing *next;
@@ -436,6 +507,10 @@ struct outgoing {
 	int step;
 	int exported, begun;
 	int resume;			/* it ran: the target resumes it */
+	int cuts;			/* the link cut, a file sent again */
+	int journaled;			/* vms/.moved/ID written */
+	unsigned asked;			/* OUT_RESOLVE: asks so far */
+	struct event *again;		/* the next try of a file, or ask */
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES];
 	size_t cur;			/* the file being sent */
@@ -449,6 +524,10 @@ out_unlink(struct outgoing *o)
 {
 	struct outgoing **pp;
 
+	if (o->again != NULL) {
+		event_free(o->again);
+		o->again = NULL;
+	}
 	for (pp = &M.out; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == o) {
 			*pp = o->next;
@@ -567,6 +646,9 @@ out_end(struct outgoing *o, int status, const char *err)
 		    (unsigned long long)sent, (unsigned long long)all);
 	}
 	o->done(o->done_arg, status, err, sent);
+	/* its answer known (and, when it moved, this host's copy gone) */
+	if (o->journaled)
+		journal_rm(o->id);
 	if (status == 200)
 		handoff_start(o->id, o->to);
 	free(o);
@@ -576,6 +658,44 @@ static json_t *
 records_json(const char *id, char *err, size_t errlen);
 
 static void
+again_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct outgoing *o = arg;
+
+	(void)fd;
+	(void)what;
+	out_next(o);
+}
+
+/* o's step again ms later (out_next); 0, or -1 out of memory */
+static int
+again_in(struct outgoing *o, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (o->again == NULL)
+		o->again = evtimer_new(M.base, again_cb, o);
+	return o->again != NULL && evtimer_add(o->again, &tv) == 0 ? 0 : -1;
+}
+
+/* The target is asked (again) whether it holds the sandbox, RESOLVE_MS
+ * later; said in the log at the first ask and every 30th. */
+static void
+resolve_later(struct outgoing *o, const char *why)
+{
+	if (o->step == OUT_COMMIT || o->asked % 30 == 0)
+		log_warnx("fleet: move of %s to %s: %s: %s; host %s is asked "
+		    "whether it holds it (marked moving here meanwhile)",
+		    o->id, o->to, o->step == OUT_COMMIT ? "the commit's answer "
+		    "never came" : "not known yet", why, o->to);
+	o->asked++;
+	o->step = OUT_RESOLVE;
+	if (again_in(o, RESOLVE_MS) < 0)
+		log_warnx("fleet: move of %s: out of memory: its target is "
+		    "asked at the next start", o->id);
+}
+
+static void
 step_done(struct hreq *h, int status, const char *body, size_t len,
     const char *err)
 {
@@ -583,6 +703,31 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 	char why[512];
 
 	o->req = NULL;
+	/*
+	 * The link cut while a file went (no answer: a reset, a close, a
+	 * silence), or the target still busy with the cut one (409, after
+	 * a cut): the files the target has whole stay there, this one is
+	 * sent again from its start, MOVE_RESUME_MS later, MOVE_RESUMES
+	 * times at most in the move.
+	 */
+	if (o->step == OUT_FILES && (status == 0 || (status == 409 &&
+	    o->cuts > 0)) && o->cuts < MOVE_RESUMES) {
+		answer_error(status, body, len, err, why, sizeof(why));
+		o->cuts++;
+		log_warnx("fleet: move of %s to %s: %s while %s went: sent "
+		    "again (resume %d of %d)", o->id, o->to, why,
+		    o->mv.f[o->cur].name, o->cuts, MOVE_RESUMES);
+		if (again_in(o, MOVE_RESUME_MS) < 0)
+			out_end(o, 503, "out of memory");
+		return;
+	}
+	/* the commit's answer lost: ask; no answer to the ask: ask again */
+	if ((o->step == OUT_COMMIT && status == 0) || (o->step == OUT_RESOLVE &&
+	    status != 200)) {
+		answer_error(status, body, len, err, why, sizeof(why));
+		resolve_later(o, why);
+		return;
+	}
 	if (status != 200) {
 		answer_error(status, body, len, err, why, sizeof(why));
 		out_end(o, status == 0 ? 502 : status == 404 || status == 400 ||
@@ -624,6 +769,20 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 	case OUT_COMMIT:
 		out_end(o, 200, NULL);
 		return;
+	case OUT_RESOLVE: {
+		json_t *doc = json_loadb(body, len, 0, NULL);
+		int held = json_is_true(json_object_get(doc, "held"));
+
+		json_decref(doc);
+		log_info("fleet: host %s says it %s sandbox %s", o->to, held ?
+		    "holds" : "does not hold", o->id);
+		if (held)
+			out_end(o, 200, NULL);
+		else
+			out_end(o, 502, "the commit's answer was lost, and the "
+			    "target does not hold the sandbox: it stays here");
+		return;
+	}
 	}
 	out_next(o);
 }
@@ -676,11 +835,27 @@ out_next(struct outgoing *o)
 			out_end(o, 500, "out of memory");
 			return;
 		}
+		/* from here the target may hold it, answered or not */
+		if (journal_write(o->id, o->to, err, sizeof(err)) < 0) {
+			free(text);
+			out_end(o, 500, err);
+			return;
+		}
+		o->journaled = 1;
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s/commit",
 		    o->id);
 		o->req = hreq_start(o->to, "POST", target, text, NULL, 0,
 		    step_done, o, err, sizeof(err));
 		free(text);
+		break;
+	case OUT_RESOLVE:
+		snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
+		o->req = hreq_start(o->to, "GET", target, NULL, NULL, 0,
+		    step_done, o, err, sizeof(err));
+		if (o->req == NULL) {	/* the target not known now: later */
+			resolve_later(o, err);
+			return;
+		}
 		break;
 	}
 	if (o->req == NULL)
@@ -743,6 +918,14 @@ px_fleet_move(const char *id, const char *to,
 		    self ? self : "this host");
 		return -1;
 	}
+	/* the route switch is etcd's: without it, no move starts (the
+	 * sandbox would be unreachable from every other edge after it) */
+	if (!px_fleet_etcd_ok()) {
+		*status = 503;
+		snprintf(err, errlen, "etcd is unreachable from this host: no "
+		    "move starts until it answers again");
+		return -1;
+	}
 	if (!px_fleet_host_api(to, addr, sizeof(addr))) {
 		*status = 400;
 		snprintf(err, errlen, "no live fleet host %s with a "
@@ -799,6 +982,85 @@ px_fleet_move(const char *id, const char *to,
 	o->next = M.out;
 	M.out = o;
 	return 0;
+}
+
+/* A commit's answer resolved after a restart: moved, this host's copy
+ * goes (as api/move.c's does for a live one); else it stays here. */
+static void
+restart_done(void *arg, int status, const char *err, uint64_t sent)
+{
+	char *id = arg, e[256];
+
+	(void)sent;
+	if (status == 200) {
+		log_info("fleet: sandbox %s was moved before this host's "
+		    "restart: its copy here goes", id);
+		(void)px_store_sandbox_rm(M.store, id, e, sizeof(e));
+		px_vm_delete(id, NULL);
+	} else
+		log_info("fleet: sandbox %s stays here: %s", id, err ? err :
+		    "unknown");
+	if (M.changed != NULL)
+		M.changed();
+	free(id);
+}
+
+/*
+ * At a start: each journaled commit (vms/.moved/ID) whose sandbox this
+ * host still holds is resolved by asking its target (OUT_RESOLVE): the
+ * sandbox is marked moving meanwhile, so nothing wakes it here while
+ * the target may hold it.
+ */
+static void
+resolve_journal(void)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 64], to[40], err[VMM_ERRLEN];
+	struct outgoing *o;
+	struct px_sandbox sb;
+	struct dirent *de;
+	ssize_t n;
+	DIR *d;
+	int fd;
+
+	if (journal_path(NULL, dir, sizeof(dir)) < 0 ||
+	    (d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || strchr(de->d_name, '.') != NULL)
+			continue;	/* a .tmp never renamed: no commit */
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		n = -1;
+		if ((fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+			n = read(fd, to, sizeof(to) - 1);
+			(void)close(fd);
+		}
+		if (n <= 0 || strlen(de->d_name) >= sizeof(o->id) ||
+		    px_store_sandbox_get(M.store, de->d_name, &sb, err,
+		    sizeof(err)) != PX_STORE_OK) {
+			(void)unlink(p);	/* its copy went already */
+			continue;
+		}
+		to[n] = '\0';
+		if ((o = calloc(1, sizeof(*o))) == NULL ||
+		    (o->done_arg = strdup(de->d_name)) == NULL) {
+			free(o);
+			continue;	/* asked at the next start */
+		}
+		snprintf(o->id, sizeof(o->id), "%s", de->d_name);
+		snprintf(o->to, sizeof(o->to), "%s", to);
+		o->done = restart_done;
+		o->journaled = 1;
+		if (px_vm_move_export(o->id, &o->mv, err, sizeof(err)) == 0)
+			o->exported = 1;
+		else
+			log_warnx("fleet: sandbox %s: not marked moving: %s",
+			    o->id, err);
+		o->next = M.out;
+		M.out = o;
+		o->step = OUT_COMMIT;	/* as if its answer never came */
+		resolve_later(o, "this host restarted since the commit went");
+	}
+	closedir(d);
 }
 
 /* ---- berthd's records of a sandbox, as they travel ---- */
@@ -954,6 +1216,13 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 
 	(void)arg;
 	in_expire();
+	/* drained: placed on no more, moved to no more (as a create) */
+	if (px_fleet_drained()) {
+		*status = 507;
+		snprintf(err, errlen, "fleet host %s is drained: it takes no "
+		    "moved sandbox", px_fleet_self());
+		return NULL;
+	}
 	*status = 400;
 	if ((in = in_find(id)) != NULL) {
 		if (strcmp(in->host, host) != 0) {
@@ -1322,6 +1591,7 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 		    "\"resume\"?: boolean}");
 		goto fail;
 	}
+	log_info("fleet: host %s commits the move of %s", host, id);
 	if (vmm_move_parse(text, strlen(text), &mv, err, errlen) < 0)
 		goto fail;
 	/* the manifest begun with, now with each file's sha256, as each
@@ -1377,6 +1647,36 @@ fail:
 	free(text);
 	json_decref(doc);
 	return NULL;
+}
+
+/*
+ * GET /v1/fleet/move/{id} from a source whose commit's answer was lost:
+ * whether this host holds the sandbox (ids are one per fleet: a row here
+ * is the moved one). Not held: what came of its move goes, so a commit
+ * still on its way finds no move begun and the source keeps it.
+ */
+json_t *
+px_fleet_move_held(const char *host, const char *id, void *arg)
+{
+	struct incoming *in = in_find(id);
+	struct px_sandbox sb;
+	char e[256];
+	int held;
+
+	(void)arg;
+	held = px_store_sandbox_get(M.store, id, &sb, e, sizeof(e)) ==
+	    PX_STORE_OK;
+	if (!held && in != NULL && strcmp(in->host, host) == 0) {
+		size_t i;
+
+		for (i = 0; i < in->mv.n && !in->busy[i]; i++)
+			;
+		if (i == in->mv.n)
+			in_drop(in);
+	}
+	log_info("fleet: host %s asks whether sandbox %s is here: %s", host,
+	    id, held ? "it is" : "it is not");
+	return json_pack("{s:s, s:b}", "id", id, "held", held);
 }
 
 void

@@ -26,7 +26,8 @@ struct json_t;
  * peer stream a body there and nowhere else. Pure. */
 int px_fleet_move_target(const char *target, size_t len);
 
-void px_fleet_move_init(struct event_base *, struct px_store *);
+void px_fleet_move_init(struct event_base *, struct px_store *,
+    void (*changed)(void));
 /* What arrived of moves never committed (a restart): removed. */
 void px_fleet_move_sweep(void);
 
@@ -48,5 +49,7 @@ struct json_t *px_fleet_move_commit(const char *host, const char *id,
     const char *body, size_t len, int *status, char *err, size_t errlen,
     void *arg);
 void px_fleet_move_abort(const char *host, const char *id, void *arg);
+struct json_t *px_fleet_move_held(const char *host, const char *id,
+    void *arg);
 
 #endif

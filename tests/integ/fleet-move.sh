@@ -24,6 +24,7 @@ spawn "$T/etcd.log" etcd --name bfmv --data-dir "$T/etcd" \
 	--listen-peer-urls "http://127.0.0.1:$PPORT" \
 	--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
 	--initial-cluster "bfmv=http://127.0.0.1:$PPORT"
+ETCD_PID=$SPAWNED
 wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
 	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
 
@@ -239,8 +240,77 @@ is "a holds only the stopped one" "$(nc_ a --json sandbox ls | json_get "$(cat)"
 is "b the three others" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(sorted(s["id"] for s in j["sandboxes"] if s.get("host") == "b"))')" "d2 d3 mv"
 is "the stopped one's event on a says its move failed" \
 	"$(nc_ a --json sandbox events d4 | json_get "$(cat)" '" ".join(e["result"] for e in j["events"] if e["operation"]=="move")')" failed
+out=$(nc_ b sandbox move d2 --to a 2>&1)
+like "a move to a drained host: refused by it (507)" "$out" "fleet host a is drained: it takes no moved sandbox"
+is "... d2 stays on b, suspended" "$(state_on b d2)" suspended
 out=$(nc_ a fleet undrain 2>&1)
 like "fleet undrain: placed on again" "$out" "fleet host a undrained"
+
+# ---- the fleet link cut while a file goes: that file sent again ----
+# b's connection to a's fleet_api_listen is destroyed (ss -K: a reset
+# both ends see) once a has begun to take d3; the files a has whole
+# stay, the one cut is sent again, and the move ends well
+FAPI_a=$(sed -n 's/^fleet_api_listen 127\.0\.0\.1://p' "$T/a/berth.conf")
+( nc_ b sandbox move d3 --to a >"$T/mv4.out" 2>&1; echo $? >"$T/mv4.rc" ) &
+mvpid=$!
+begun_a() { grep -q "moves sandbox d3 here" "$T/a/berthd.log" 2>/dev/null; }
+wait_for 60 begun_a
+# cut() succeeds once a connection was cut, or the move ended first
+cut() { [ -e "$T/mv4.rc" ] || ss -K dst 127.0.0.1 dport = ":$FAPI_a" 2>/dev/null | grep -q ESTAB; }
+wait_for 60 cut
+wait "$mvpid"
+if grep -q "move of d3 to a: .*sent again (resume 1 of" "$T/b/berthd.log"; then
+	ok "the link to a cut mid-move: b says so and sends the file again"
+else
+	not_ok "the link to a cut mid-move: b says so and sends the file again"
+	diag "$(grep "d3" "$T/b/berthd.log" | tail -n 5)"
+fi
+is "... and the move ends well" "$(cat "$T/mv4.rc")" 0
+diag "$(cat "$T/mv4.out")"
+is "d3 is a's, suspended" "$(state_on a d3)" suspended
+is "... and wakes there for a command" "$(nc_ a sandbox exec d3 -- echo awake </dev/null 2>&1)" awake
+
+# ---- the source killed once its commit went: resolved at its start ----
+# d3 (on a) moves to b; a is killed as b takes the commit. a's journal
+# (vms/.moved/d3) says a commit went: at its start a asks b whether it
+# holds d3 and, if so, drops its copy; else keeps it. Either way one
+# host holds it, and it wakes there. (Whether a died before the answer
+# came depends on timing: the log says which way it went.)
+nc_ a sandbox suspend d3 >/dev/null || bail "suspend d3"
+ncommits=$(grep -c "host a commits the move of d3" "$T/b/berthd.log")
+( nc_ a sandbox move d3 --to b >"$T/mv5.out" 2>&1 ) &
+mvpid=$!
+committing() { [ "$(grep -c "host a commits the move of d3" "$T/b/berthd.log")" -gt "$ncommits" ]; }
+wait_for 60 committing
+kill -9 "$PID_a" $(pgrep -P "$PID_a") 2>/dev/null
+wait "$mvpid"
+start_host a
+on() { nc_ "$1" --json sandbox show d3 >/dev/null 2>&1 && echo 1 || echo 0; }
+one_holder() { [ "$(on a)$(on b)" = 10 ] || [ "$(on a)$(on b)" = 01 ]; }
+if grep -q "move of d3 to b: the commit's answer never came: this host restarted" "$T/a/berthd.log"; then
+	diag "a died before b's answer: its journal was resolved at its start"
+	resolved() { grep -q "fleet: host b says it holds sandbox d3" "$T/a/berthd.log" &&
+		[ "$(on a)" = 0 ]; }
+	wait_for 60 resolved
+	like "... a asked b, which holds d3" "$(grep "d3" "$T/a/berthd.log")" "host b says it holds sandbox d3"
+	like "... and dropped its copy" "$(grep "d3" "$T/a/berthd.log")" "sandbox d3 was moved before this host's restart"
+else
+	diag "a had b's answer before it died: no journal left ($(grep -c d3 "$T/a/berthd.log") lines of d3)"
+fi
+is "no journal left on a" "$(ls "$T/a/state/vms/.moved" 2>/dev/null | wc -l)" 0
+wait_for 30 one_holder
+is "d3 is on one host, b" "$(on a)$(on b)" 01
+is "... and wakes there for a command" "$(nc_ b sandbox exec d3 -- echo awake </dev/null 2>&1)" awake
+
+# ---- etcd unreachable: no move starts ----
+kill "$ETCD_PID"
+wait_log 60 "$T/b/berthd.log" "fleet: etcd .* unreachable" ||
+	diag "b did not notice etcd gone"
+out=$(nc_ b sandbox move d2 --to a 2>&1)
+rc=$?
+isnt "etcd unreachable: a move is refused" "$rc" 0
+like "... saying why" "$out" "etcd is unreachable from this host: no move starts"
+is "... d2 stays on b, suspended" "$(state_on b d2)" suspended
 for d in mv d2 d3; do nc_ b sandbox rm "$d" >/dev/null 2>&1; done
 nc_ a sandbox rm d4 >/dev/null 2>&1
 done_testing

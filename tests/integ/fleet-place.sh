@@ -191,7 +191,7 @@ is "unknown zone: 404" "$(json_get "$(cat "$T/create.json")" 'j["error"]["code"]
 like "... naming it" "$(json_get "$(cat "$T/create.json")" 'j["error"]["message"]')" "zone 'nosuch'"
 # ---- fleet drain: a host placed on no more, kept in its state dir ----
 out=$(nc_ b fleet drain --stay 2>&1)
-like "netctl fleet drain --stay on b: b drained, its sandboxes stay" "$out" "fleet host b drained: placed on no more (its sandboxes stay)"
+like "netctl fleet drain --stay on b: b drained, its sandboxes stay" "$out" "fleet host b drained: placed on no more .its sandboxes stay"
 check "... kept across restarts (its state dir)" test -e "$T/b/state/fleet-drained"
 b_drained() { nc_ a fleet hosts | grep -q "^b  *up, drained "; }
 wait_for 10 b_drained
