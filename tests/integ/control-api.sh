@@ -191,8 +191,8 @@ is "initialize: server offers tools" "$(jg "$ans" '"tools" in j["result"]["capab
 printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&3
 ans=$(rpc 2 '{"jsonrpc":"2.0","id":2,"method":"tools/list"}')
 tools=$(jg "$ans" '" ".join(sorted(t["name"] for t in j["result"]["tools"]))' 2>&1)
-is "tools/list: the thirty tools" "$tools" \
-	"allow_egress build_template checkpoint_sandbox deny_egress egress_log fork_sandbox get_egress kill_process list_checkpoints list_files list_ports list_processes make_directory move_path pause publish_port read_file read_process_output remove_checkpoint remove_path restart restore_checkpoint resume run_command sandbox_status start start_process template_build_status unpublish_port write_file"
+is "tools/list: the thirty-one tools" "$tools" \
+	"allow_egress build_template checkpoint_sandbox deny_egress egress_log fork_sandbox get_egress kill_process list_checkpoints list_files list_ports list_processes make_directory move_path move_sandbox pause publish_port read_file read_process_output remove_checkpoint remove_path restart restore_checkpoint resume run_command sandbox_status start start_process template_build_status unpublish_port write_file"
 is "tools/list: publish_port requires port" \
 	"$(jg "$ans" '[t["inputSchema"]["required"] for t in j["result"]["tools"] if t["name"]=="publish_port"][0]' 2>&1)" '["port"]'
 is "no answer to the notification" "$(wc -l <"$T/mcp.out")" 2
