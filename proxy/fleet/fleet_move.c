@@ -1092,14 +1092,48 @@ add_rule(const struct px_egress_rule *r, void *arg)
 	    (json_int_t)r->created)) == 0 ? 0 : -1;
 }
 
+/* Its lifecycle events go with it: the newest, within EVENTS_BUDGET
+ * bytes of text (the commit is one control API body, 64 KiB at most). */
+#define EVENTS_BUDGET	(24 * 1024)
+
+static int
+add_event(const struct px_event *ev, void *arg)
+{
+	return json_array_append_new(arg, json_pack("{s:I, s:s, s:s, s:s, "
+	    "s:I}", "time_ms", (json_int_t)ev->time_ms, "operation",
+	    ev->operation, "result", ev->result, "reason", ev->reason,
+	    "duration_ms", (json_int_t)ev->duration_ms)) == 0 ? 0 : -1;
+}
+
+static void
+events_trim(json_t *evs)
+{
+	size_t i = json_array_size(evs), used = 0;
+
+	while (i > 0) {
+		json_t *v = json_array_get(evs, i - 1);
+		size_t n = 96 + strlen(json_string_value(json_object_get(v,
+		    "reason")));
+
+		if (used + n > EVENTS_BUDGET)
+			break;
+		used += n;
+		i--;
+	}
+	while (i-- > 0)		/* the older ones stay behind */
+		json_array_remove(evs, 0);
+}
+
 static json_t *
 records_json(const char *id, char *err, size_t errlen)
 {
 	json_t *toks = json_array(), *ports = json_array(),
-	    *rules = json_array(), *doc = NULL;
+	    *rules = json_array(), *evs = json_array(), *doc = NULL;
 	struct px_sandbox sb;
 
-	if (toks == NULL || ports == NULL || rules == NULL ||
+	if (toks == NULL || ports == NULL || rules == NULL || evs == NULL ||
+	    px_store_event_list(M.store, id, 0, 0, add_event, evs, err,
+	    errlen) != 0 ||
 	    px_store_sandbox_get(M.store, id, &sb, err, errlen) != PX_STORE_OK ||
 	    px_store_token_list(M.store, id, add_token, toks, err, errlen) != 0 ||
 	    px_store_port_list(M.store, id, add_port, ports, err, errlen) != 0 ||
@@ -1113,12 +1147,17 @@ records_json(const char *id, char *err, size_t errlen)
 	    "max_lifetime_ms", (json_int_t)sb.max_lifetime_ms, "env", sb.env,
 	    "egress_mode", sb.egress_mode, "created", (json_int_t)sb.created,
 	    "tokens", toks, "ports", ports, "egress", rules);
-	if (doc == NULL)
+	events_trim(evs);
+	if (doc == NULL || json_object_set(doc, "events", evs) != 0) {
+		json_decref(doc);
+		doc = NULL;
 		snprintf(err, errlen, "out of memory");
+	}
 fail:
 	json_decref(toks);
 	json_decref(ports);
 	json_decref(rules);
+	json_decref(evs);
 	return doc;
 }
 
@@ -1554,6 +1593,32 @@ store_records(const char *id, json_t *rec, const char **tdir, char *tbuf,
 	if (px_store_egress_replace(M.store, id, mode, rules, nr, err,
 	    errlen) != PX_STORE_OK)
 		goto undo;
+	/* its history (optional: what an older source sends has none) */
+	json_array_foreach(json_object_get(rec, "events"), i, v) {
+		struct px_event ev;
+		const char *op, *res, *why;
+		json_int_t t, d;
+
+		memset(&ev, 0, sizeof(ev));
+		if (json_unpack_ex(v, NULL, JSON_STRICT, "{s:I, s:s, s:s, s:s, "
+		    "s:I}", "time_ms", &t, "operation", &op, "result", &res,
+		    "reason", &why, "duration_ms", &d) < 0 || t <= 0 ||
+		    strlen(op) >= sizeof(ev.operation) ||
+		    strlen(res) >= sizeof(ev.result) ||
+		    strlen(why) >= sizeof(ev.reason)) {
+			snprintf(err, errlen, "records: a malformed event");
+			goto undo;
+		}
+		snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+		ev.time_ms = t;
+		snprintf(ev.operation, sizeof(ev.operation), "%s", op);
+		snprintf(ev.result, sizeof(ev.result), "%s", res);
+		snprintf(ev.reason, sizeof(ev.reason), "%s", why);
+		ev.duration_ms = d;
+		if (px_store_event_add(M.store, &ev, NULL, err, errlen) !=
+		    PX_STORE_OK)
+			goto undo;
+	}
 	return 0;
 undo:
 	(void)px_store_sandbox_rm(M.store, id, e, sizeof(e));
@@ -1630,6 +1695,18 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 	}
 	log_info("fleet: sandbox %s moved here from host %s%s", id, host,
 	    json_is_true(res) ? "; it ran there: resumed here" : "");
+	{
+		struct px_event ev;
+
+		memset(&ev, 0, sizeof(ev));
+		snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
+		snprintf(ev.operation, sizeof(ev.operation), "move");
+		snprintf(ev.result, sizeof(ev.result), "ok");
+		snprintf(ev.reason, sizeof(ev.reason), "here from host %s",
+		    host);
+		ev.duration_ms = -1;
+		(void)px_store_event_add(M.store, &ev, NULL, e, sizeof(e));
+	}
 	in_drop(in);
 	free(text);
 	/* restorable now, which is what the source waits for; one that
