@@ -79,6 +79,9 @@ class Sandbox:
         #: its own token (from create or fork), else None
         self.token = token
         self._info: Dict[str, Any] = dict(info or {})
+        #: that token's id (tok-..., for client.tokens), else None
+        self.token_id: Optional[str] = self._info.get("token_id") \
+            if token else None
         self._path = "/v1/sandboxes/" + id
         self.files = Files(self)
         self.processes = Processes(self)
