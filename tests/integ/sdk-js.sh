@@ -6,7 +6,12 @@
 # API-only berthd (external sandboxes with testapp as upstream: a
 # published port fetched through berthd, egress rules, a sandbox token
 # over control_listen refused another sandbox, typed errors: not found,
-# bad request naming the field, conflict, no berthd); then
+# bad request naming the field, conflict, no berthd), then
+# test/admin.test.mjs on the same berthd (tokens listed, shown, rotated
+# and revoked, a sandbox's token rotating itself; the global policy set
+# and refused; every port; the OpenAPI document; templates added, shown
+# and removed, builds refused as a berthd without VMs refuses them, a
+# context streamed as a tar meanwhile; fleet calls answered 404); then
 # test/vm.test.mjs against one real VM of the minimal template (exec
 # status and output, stdin, a timeout, the streamed exec as a
 # conversation, files, watch events, a 100 MB round trip with bounded
@@ -86,6 +91,10 @@ export BERTH_TEST_CA="$CA"
 export BERTH_TEST_UPSTREAM_PORT="$TA_PORT"
 unset BERTH_URL BERTH_TOKEN BERTH_CACERT
 run_suite api.test.mjs
+# the admin calls on the same berthd: tokens, the global policy, every
+# port, the OpenAPI document, templates (builds refused: no VMM), fleet
+# calls (404: not in fleet mode); the SDK's ustar writer read by tar
+run_suite admin.test.mjs
 # forks and checkpoints need a template with a ready snapshot: each of
 # test/fork.test.mjs's tests skips here saying so (sdk-fork.sh runs them
 # on a Debian sandbox)

@@ -12,6 +12,9 @@ import * as https from "node:https";
 import * as fs from "node:fs";
 import { once } from "node:events";
 import { APIError, ConnectionError, apiError } from "./errors.js";
+import { Fleet, Templates, Tokens, policyBody } from "./admin.js";
+import type { OpenAPIDocument, Policy, PolicyUpdate } from "./admin.js";
+import type { PortInfo } from "./sandbox.js";
 
 /** Where and how to reach berthd. */
 export interface ClientOptions {
@@ -138,6 +141,52 @@ export class Client {
 	/** Ends the kept-alive connections (the process may then exit). */
 	close(): void {
 		this.agent.destroy();
+	}
+
+	// ---- the API outside sandboxes (admin.ts) ----
+
+	/** Guest templates: list, show, add, remove, build (admin). */
+	get templates(): Templates {
+		return new Templates(this);
+	}
+
+	/** Access tokens: list, show, create, rotate, revoke. */
+	get tokens(): Tokens {
+		return new Tokens(this);
+	}
+
+	/** Fleet mode: hosts, sandboxes, drain, undrain (admin). */
+	get fleet(): Fleet {
+		return new Fleet(this);
+	}
+
+	/** The global egress policy no sandbox can widen (any token). */
+	policy(): Promise<Policy> {
+		return this.call("GET", "/v1/policy");
+	}
+
+	/** Changes the fields given of the global policy (admin); null
+	 * puts one back to berth.conf's. The whole policy as it now is. */
+	setPolicy(u: PolicyUpdate): Promise<Policy> {
+		return this.call("PUT", "/v1/policy", { json: policyBody(u) });
+	}
+
+	/** Every published port of every sandbox, with its URL (admin). */
+	async ports(): Promise<PortInfo[]> {
+		const all: PortInfo[] = [];
+		let after: string | undefined;
+		do {
+			const d = await this.call("GET", "/v1/ports",
+			    { query: { limit: 1000, after } });
+			all.push(...(d.ports ?? []));
+			after = d.next ?? undefined;
+		} while (after !== undefined);
+		return all;
+	}
+
+	/** This API's OpenAPI 3.1 description. */
+	openapi(): Promise<OpenAPIDocument> {
+		return this.call("GET", "/v1/openapi.json");
 	}
 
 	/** @internal A request; the answer's head, its body unread. */

@@ -2,7 +2,8 @@
 //
 // @berth/sdk — a client of berth's control API: sandboxes (microVMs or
 // external hosts), commands and detached processes in them, their files,
-// published ports and egress rules.
+// published ports and egress rules; templates, tokens, the global
+// policy and fleet mode's views.
 
 export { Client } from "./client.js";
 export type { ClientOptions, Body } from "./client.js";
@@ -10,6 +11,14 @@ export {
 	APIError, BadRequestError, ForbiddenError, NotFoundError,
 	ConflictError, ConnectionError, SandboxStateError,
 } from "./errors.js";
+export {
+	Templates, TemplateBuild, TemplateBuildError, Tokens, Fleet, tarDirectory,
+} from "./admin.js";
+export type {
+	TemplateInfo, BuildStatus, BuildOptions, BuildSource, TokenInfo, Policy,
+	PolicyUpdate, FleetHost, FleetHosts, FleetSandbox, FleetSandboxes,
+	OpenAPIDocument,
+} from "./admin.js";
 export { ExecStream } from "./exec.js";
 export type {
 	Command, ExecOptions, ExecResult, ExecStreamOptions, ExecEvent,
