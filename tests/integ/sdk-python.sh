@@ -9,7 +9,15 @@
 # rules' shapes; the TLS listener with an admin token (keep-alive) and a
 # sandbox's token (its own sandbox only: Forbidden elsewhere); typed
 # errors (NotFound with its code, BadRequest naming the field, Conflict,
-# Unauthorized, ConnectionError).
+# Unauthorized, ConnectionError). The admin calls (tests/test_admin.py)
+# on the same berthd, no VM booted for them: tokens listed, shown,
+# rotated (the old secret then 401) and revoked, a sandbox's token
+# rotating itself and refused another's; the global policy put and read
+# back, a bad one naming its field, a sandbox token's put refused; every
+# port with its URL; the OpenAPI document; templates added, shown and
+# removed, 404s; builds refused as this berthd refuses them (no VMM:
+# Conflict; a VMM: a bad request answered before a builder runs), a
+# context streamed as a tar meanwhile; fleet calls answered 404.
 #
 # With one shared minimal microVM (qemu TCG; skipped with the reason
 # when the host cannot run one): exec's status, signal, env, cwd,
