@@ -460,7 +460,7 @@ export class Templates {
 			q.append("build_arg", `${k}=${v}`);
 		const body = await sourceBody(src, o.dockerfile !== undefined);
 		const doc = await this.c.call("POST", `${path}?${q.toString()}`, {
-			body, stream: true, contentType: o.dockerfile !== undefined ?
+			body, stream: true, expectContinue: true, contentType: o.dockerfile !== undefined ?
 			    "application/x-tar" : "application/octet-stream",
 		});
 		return new TemplateBuild(this, name, doc, o.pollMs);

@@ -46,7 +46,16 @@ export interface RequestOptions {
 	open?: Uint8Array;
 	/** With open: those bytes are the whole body (sent at once). */
 	whole?: boolean;
+	/** A streamed body waits for berthd's 100 Continue: a request it
+	 * refuses is answered before any of the body is sent (berthd reads
+	 * no body it refused and closes: a body written meanwhile could
+	 * meet a reset before its answer is read). */
+	expectContinue?: boolean;
 }
+
+/** Milliseconds a body waits for 100 Continue before it is sent anyway
+ * (a server that does not answer Expect; curl waits one second). */
+const CONTINUE_WAIT_MS = 2000;
 
 /** @internal an answer whose body is not read yet */
 export interface RawResponse {
@@ -225,6 +234,8 @@ export class Client {
 		} else if (o.body !== undefined) {
 			src = o.body;
 			headers["transfer-encoding"] = "chunked";
+			if (o.expectContinue)
+				headers.expect = "100-continue";
 		} else if (o.open !== undefined) {
 			headers["transfer-encoding"] = "chunked";
 		}
@@ -256,7 +267,9 @@ export class Client {
 				return;
 			}
 			req.on("error", fail);
-			if (src !== undefined)
+			if (src !== undefined && o.expectContinue)
+				pumpOnContinue(req, src);
+			else if (src !== undefined)
 				pump(req, src);
 			else if (o.open !== undefined && o.whole)
 				req.end(o.open);
@@ -316,6 +329,37 @@ export async function pump(req: any,
 	} catch (e) {
 		req.destroy(e);
 	}
+}
+
+/** The body once berthd said 100 Continue (or after CONTINUE_WAIT_MS
+ * without a word); never when the answer came first: then the source is
+ * let go (a file stream closed) and the request ends with the answer. */
+function pumpOnContinue(req: any,
+    src: AsyncIterable<Uint8Array | string>): void {
+	let started = false;
+	const go = () => {
+		if (started)
+			return;
+		started = true;
+		clearTimeout(t);
+		pump(req, src);
+	};
+	const t = setTimeout(go, CONTINUE_WAIT_MS);
+	req.once("continue", go);
+	req.once("response", () => {
+		clearTimeout(t);
+		if (started)
+			return;
+		started = true;
+		const s = src as { destroy?: () => void;
+		    return?: () => Promise<unknown> };
+		if (typeof s.destroy === "function")
+			s.destroy();
+		else if (typeof s.return === "function")
+			s.return().catch(() => {});
+	});
+	req.once("error", () => clearTimeout(t));
+	req.flushHeaders();	// the head goes now; the body waits
 }
 
 /** @internal The whole body of an answer. Read with the stream's events,
