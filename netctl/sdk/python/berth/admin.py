@@ -288,10 +288,11 @@ class Templates:
         ctype = "application/x-tar" if dockerfile is not None else \
             "application/octet-stream"
         try:
-            # the answer comes once the source is all there (spooled)
+            # the answer comes once the source is all there (spooled);
+            # berthd closes a streamed request's connection after it
             with self._c.request("POST", target, body=data,
                                  headers={"Content-Type": ctype},
-                                 timeout=None) as r:
+                                 timeout=None, stream=True) as r:
                 doc = _json(r.read(), target)
         finally:
             if opened is not None:

@@ -310,8 +310,11 @@ class Client:
         # a reused connection berthd closed while idle fails at once:
         # then once more on a new one, if the body can be sent again
         for attempt in (0, 1):
-            # a body that cannot be sent twice takes a new connection
-            conn, reused = self._get() if not (stream or chunked) else \
+            # a body that cannot be sent twice takes a new connection,
+            # and so does the second attempt (other idle ones may be
+            # stale too)
+            conn, reused = self._get() if not (stream or chunked or
+                                               attempt) else \
                 (self._new(self.timeout), False)
             tmo = self.timeout if timeout == "default" else timeout
             try:
@@ -347,7 +350,9 @@ class Client:
                 text = resp.read()
             except (OSError, http.client.HTTPException):
                 text = b""
-            if resp.will_close:
+            # a refused streamed body may not have been read whole
+            # (berthd then closes): its connection is not kept
+            if resp.will_close or chunked:
                 conn.close()
             else:
                 self._put(conn)

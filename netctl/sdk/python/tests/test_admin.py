@@ -291,6 +291,63 @@ class Admin(unittest.TestCase):
         # the connection pool is still good after those
         self.assertEqual(self.c.templates.show("default")["name"], "default")
 
+    def test_template_build(self):
+        """builds followed to their end: from a context streamed as a tar
+        (its lines, its version, the same source again cached), from an
+        image file, and one that fails (TemplateBuildFailed, the
+        builder's reason); the builder a stand-in, no VM booted"""
+        if not VM or not os.environ.get("BERTH_MKTEMPLATE_SOURCE"):
+            self.skipTest("needs a VMM and a stand-in builder "
+                          "(BERTH_MKTEMPLATE_SOURCE: sdk-python.sh)")
+        ctx = os.path.join(self.tmp, "bctx")
+        os.makedirs(os.path.join(ctx, "app"))
+        with open(os.path.join(ctx, "Dockerfile"), "w") as f:
+            f.write("FROM scratch\nCOPY app /app\n")
+        with open(os.path.join(ctx, "app", "x.txt"), "w") as f:
+            f.write("hello\n")
+        size = len(b"".join(berth.tar_directory(ctx)))
+        lines = []
+        st = self.c.templates.build_and_wait("py-built", dockerfile=ctx,
+                                             build_args={"V": "1"},
+                                             on_line=lines.append)
+        self.assertEqual(st["state"], "ok")
+        self.assertIn("stand-in: building py-built from dockerfile "
+                      "(%d bytes)" % size, lines)
+        self.assertIn("stand-in: template py-built in %s" % st["dir"], lines)
+        t = self.c.templates.show("py-built")
+        self.assertEqual(t["source"]["from"], "dockerfile")
+        self.assertRegex(t["source"]["sha256"], r"^[0-9a-f]{64}$")
+        self.assertEqual(os.path.realpath(t["dir"]), st["dir"])
+        self.assertEqual(t["version"], os.path.basename(st["dir"]))
+        # the same tree, the same tar: berthd's cache, no builder run
+        b = self.c.templates.build("py-built", dockerfile=ctx,
+                                   build_args={"V": "1"})
+        self.assertEqual(b.wait()["dir"], st["dir"])
+        # a failing build: its lines, then the builder's reason
+        with open(os.path.join(ctx, "Dockerfile"), "w") as f:
+            f.write("FROM scratch\nRUN FAIL\n")
+        b = self.c.templates.build("py-built", dockerfile=ctx, poll=0.1)
+        seen = list(b)
+        self.assertEqual(b.state, "failed")
+        self.assertIn("stand-in: step 2/2 (RUN false) said: it-failed-here",
+                      seen)
+        with self.assertRaises(berth.TemplateBuildFailed) as cm:
+            b.wait()
+        self.assertIn("it-failed-here", cm.exception.reason)
+        self.assertTrue(cm.exception.log.endswith("/build.log"))
+        # from an image archive, a file sent as it is
+        img = os.path.join(self.tmp, "image.tar")
+        with open(img, "wb") as f:
+            f.write(os.urandom(100000))
+        st = self.c.templates.build_and_wait("py-img", image=img)
+        self.assertEqual(self.c.templates.show("py-img")["source"]["from"],
+                         "image")
+        self.assertTrue(os.path.isdir(st["dir"]))
+        for name in ("py-built", "py-img"):
+            self.c.templates.remove(name)
+            with self.assertRaises(berth.NotFound):
+                self.c.templates.show(name)
+
     # ---- fleet ----
 
     def test_fleet_off(self):
