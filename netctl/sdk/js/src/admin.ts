@@ -12,6 +12,7 @@
 // follows its progress lines (GET .../build?after=N) to its end.
 
 import * as fs from "node:fs";
+import * as path from "node:path";
 import type { Body, Client } from "./client.js";
 
 // ---- answers ----
@@ -415,10 +416,11 @@ export class Templates {
 	}
 
 	/** Registers a template directory on berthd's host under name; it
-	 * must load (BadRequestError on field dir if not). dir: absolute. */
+	 * must load (BadRequestError on field dir if not). A relative dir
+	 * is made absolute here, as netctl does. */
 	add(name: string, dir: string): Promise<TemplateInfo> {
 		return this.c.call("POST", "/v1/templates",
-		    { json: { name, dir } });
+		    { json: { name, dir: path.resolve(dir) } });
 	}
 
 	/** Forgets a template name (ConflictError while a sandbox uses it);

@@ -9,6 +9,7 @@
 declare module "node:http";
 declare module "node:https";
 declare module "node:fs";
+declare module "node:path";
 declare module "node:events";
 declare module "node:stream";
 declare module "node:crypto";

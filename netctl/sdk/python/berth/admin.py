@@ -87,8 +87,30 @@ def _walk(top: str, arc: str) -> Iterator[Tuple[str, str]]:
     the same tar: berthd's cache of builds goes by its sha256)."""
     yield top, arc
     if os.path.isdir(top) and not os.path.islink(top):
-        for name in sorted(os.listdir(top)):
+        try:
+            names = sorted(os.listdir(top))
+        except OSError as e:
+            raise BerthError("build context: %s" % e) from e
+        for name in names:
             yield from _walk(os.path.join(top, name), arc + "/" + name)
+
+
+def _file_blocks(path: str, size: int, block: int) -> Iterator[bytes]:
+    """size bytes of a file, a block at a time. What cannot be read is a
+    BerthError (not an OSError: a request's body failing must not look
+    like its connection failing)."""
+    left = size
+    try:
+        with open(path, "rb") as f:
+            while left > 0:
+                b = f.read(min(block, left))
+                if not b:
+                    raise BerthError("%s: shrank while it was read "
+                                     "(%d bytes missing)" % (path, left))
+                left -= len(b)
+                yield b
+    except OSError as e:
+        raise BerthError("build context: %s" % e) from e
 
 
 def tar_directory(path: Union[str, "os.PathLike[str]"],
@@ -105,7 +127,10 @@ def tar_directory(path: Union[str, "os.PathLike[str]"],
         raise BerthError("%s: not a directory (a build context)" % top)
     out = 0
     for full, arc in _walk(top, "."):
-        ti = _tarinfo(full, arc)
+        try:
+            ti = _tarinfo(full, arc)
+        except OSError as e:
+            raise BerthError("build context: %s" % e) from e
         if ti is None:
             continue
         head = ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
@@ -113,15 +138,7 @@ def tar_directory(path: Union[str, "os.PathLike[str]"],
         out += len(head)
         if ti.type != tarfile.REGTYPE:
             continue
-        left = ti.size
-        with open(full, "rb") as f:
-            while left > 0:
-                b = f.read(min(block, left))
-                if not b:
-                    raise BerthError("%s: shrank while it was read "
-                                     "(%d bytes missing)" % (full, left))
-                left -= len(b)
-                yield b
+        yield from _file_blocks(full, ti.size, block)
         pad = -ti.size % tarfile.BLOCKSIZE
         yield b"\0" * pad
         out += ti.size + pad

@@ -121,6 +121,22 @@ class Admin(unittest.TestCase):
             self.assertIn("shrank", str(cm.exception))
             with self.assertRaises(berth.BerthError):
                 list(berth.tar_directory(os.path.join(d, "Dockerfile")))
+            # a file that cannot be read: a BerthError, not an OSError
+            # (which a request would take for its connection failing)
+            os.remove(os.path.join(d, "app", "blob"))
+            os.symlink("nowhere", os.path.join(d, "app", "blob"))
+            os.mkfifo(os.path.join(d, "app", "fifo"))
+            with mock.patch("builtins.open",
+                            side_effect=PermissionError(13, "denied")):
+                with self.assertRaises(berth.BerthError) as cm:
+                    list(berth.tar_directory(d))
+            self.assertNotIsInstance(cm.exception, OSError)
+            self.assertIn("denied", str(cm.exception))
+            # a fifo is left out, a dangling link kept
+            names = [n for n in tarfile.open(fileobj=io.BytesIO(b"".join(
+                berth.tar_directory(d)))).getnames()]
+            self.assertNotIn("./app/fifo", names)
+            self.assertIn("./app/blob", names)
 
     def test_build_followed(self):
         """a build's lines followed from "next" to its end; one that
