@@ -352,23 +352,32 @@ h = b.fleet.hosts()
 print(h["self"], h["etcd"], sorted(x["id"] for x in h["hosts"] if x["up"]))
 print([(s["id"], s["host"]) for s in b.fleet.sandboxes()["sandboxes"]
        if s["id"] == "sba"])
-d = b.fleet.drain()
+# (this berthd has no VMs: nothing of B's moves, "move" stays null)
+d = b.fleet.drain(wait=True)
 h = b.fleet.hosts()
-print(d, h["drained"], [x["id"] for x in h["hosts"] if x.get("drained")],
-      b_drained_on_a(True))
+print(d["host"], d["drained"], d["move"], h["drained"],
+      [x["id"] for x in h["hosts"] if x.get("drained")], b_drained_on_a(True))
+st = b.fleet.drain_status()
+print(st["drained"], st["move"])
 d = b.fleet.undrain("b")
-print(d, b.fleet.hosts()["drained"], b_drained_on_a(False))
-try:
-    b.fleet.drain("a")
-except berth.Conflict as e:
-    print("Conflict", e.field)
+print(d["drained"], b.fleet.hosts()["drained"], b_drained_on_a(False))
+d = b.fleet.drain(move=False)
+print(d["drained"], d["move"], b.fleet.undrain()["drained"])
+for call in (lambda: b.fleet.drain("a"), lambda: b.fleet.undrain("a")):
+    try:
+        call()
+    except berth.Conflict as e:
+        print("Conflict", e.field)
 PY
 )
 is "the Python SDK: fleet hosts, sandboxes, drain and undrain on B" "$out" \
 "b ok ['a', 'b', 'c']
 [('sba', 'a')]
-{'host': 'b', 'drained': True} True ['b'] seen
-{'host': 'b', 'drained': False} False seen
+b True None True ['b'] seen
+True None
+False False seen
+True None False
+Conflict host
 Conflict host"
 
 # private route: the owner checks the token, the edge only forwards

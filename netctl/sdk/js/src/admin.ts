@@ -137,6 +137,26 @@ export interface FleetSandboxes {
 	sandboxes: FleetSandbox[];
 }
 
+/** A host's drain (GET /v1/fleet/drain, and drain's answer). */
+export interface DrainStatus {
+	host: string;
+	drained: boolean;
+	/** The last drain's moves, or null when none ran (or move: false). */
+	move: {
+		/** moving, done or stopped (undrained) */
+		state: string;
+		total: number;
+		moved: { id: string; to: string; ms: number;
+		    [field: string]: unknown }[];
+		/** They stay on this host. */
+		failed: { id: string; error: string }[];
+		left: number;
+		ms: number;
+		current?: { id: string; to: string };
+		[field: string]: unknown;
+	} | null;
+}
+
 /** An OpenAPI 3.1 document (GET /v1/openapi.json). */
 export interface OpenAPIDocument {
 	openapi: string;
@@ -530,8 +550,8 @@ export class Tokens {
 
 // ---- fleet mode ----
 
-/** client.fleet: fleet mode's views (NotFoundError on a berthd not in
- * fleet mode). */
+/** client.fleet: fleet mode's views and this host's drain (NotFoundError
+ * on a berthd not in fleet mode; a sandbox moves with sb.move). */
 export class Fleet {
 	private readonly c: Client;
 
@@ -548,17 +568,41 @@ export class Fleet {
 		return this.c.call("GET", "/v1/fleet/sandboxes");
 	}
 
-	/** This host is placed on no more (kept across restarts; its
-	 * sandboxes stay). host, if given, must be this host's id. */
-	drain(host?: string): Promise<{ host: string; drained: boolean }> {
-		return this.c.call("POST", "/v1/fleet/drain",
-		    { json: host === undefined ? {} : { host } });
+	/**
+	 * This host is placed on no more (kept across restarts) and, unless
+	 * move is false, its VM-backed sandboxes move to other hosts one at
+	 * a time (one that cannot move stays). host, if given, must be this
+	 * host's id (ConflictError otherwise: drain a host through its own
+	 * API). wait: the moves followed to their end (polled every pollMs,
+	 * default 500), the last status answered; those that failed are in
+	 * its move.failed.
+	 */
+	async drain(o: { host?: string; move?: boolean; wait?: boolean;
+	    pollMs?: number } = {}): Promise<DrainStatus> {
+		const body: Record<string, unknown> = {};
+		if (o.host !== undefined)
+			body.host = o.host;
+		if (o.move === false)
+			body.move = false;
+		let d: DrainStatus = await this.c.call("POST", "/v1/fleet/drain",
+		    { json: body });
+		while (o.wait && d.move?.state === "moving") {
+			await sleep(o.pollMs ?? 500);
+			d = await this.drainStatus();
+		}
+		return d;
 	}
 
-	/** This host is placed on again. */
-	undrain(host?: string): Promise<{ host: string; drained: boolean }> {
+	/** Whether this host is drained, and its last drain's moves. */
+	drainStatus(): Promise<DrainStatus> {
+		return this.c.call("GET", "/v1/fleet/drain");
+	}
+
+	/** This host is placed on again; a drain's moves stop after the one
+	 * under way. */
+	undrain(o: { host?: string } = {}): Promise<DrainStatus> {
 		return this.c.call("POST", "/v1/fleet/undrain",
-		    { json: host === undefined ? {} : { host } });
+		    { json: o.host === undefined ? {} : { host: o.host } });
 	}
 }
 

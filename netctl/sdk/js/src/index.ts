@@ -17,7 +17,7 @@ export {
 export type {
 	TemplateInfo, BuildStatus, BuildOptions, BuildSource, TokenInfo, Policy,
 	PolicyUpdate, FleetHost, FleetHosts, FleetSandbox, FleetSandboxes,
-	OpenAPIDocument,
+	OpenAPIDocument, DrainStatus,
 } from "./admin.js";
 export { ExecStream } from "./exec.js";
 export type {
@@ -29,7 +29,7 @@ export {
 } from "./sandbox.js";
 export type {
 	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ForkOptions,
-	ForkResult, ProcessInfo, ProcessLogs,
+	ForkResult, MoveResult, ProcessInfo, ProcessLogs,
 	ProcessExit, FileEntry, WatchEvent, WriteResult, PortInfo,
 	PublishOptions, EgressRule, EgressInfo,
 } from "./sandbox.js";

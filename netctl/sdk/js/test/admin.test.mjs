@@ -9,7 +9,8 @@
 // document, templates (list, show, add a directory, remove; 404s; a
 // build and a build's state refused as a berthd without VMs refuses
 // them, a context of some size streamed as a tar meanwhile), fleet
-// calls on a berthd not in fleet mode (404); and without berthd the
+// calls on a berthd not in fleet mode (404) and a sandbox's move (409);
+// and without berthd the
 // SDK's ustar writer (read back by tar) and a build followed to its end.
 // Environment: BERTH_SOCKET, BERTH_TEST_CTL_URL, BERTH_TEST_CA,
 // BERTH_TEST_UPSTREAM_PORT.
@@ -226,13 +227,21 @@ test("template builds without a VMM: ConflictError, the context streamed", async
 	assert.equal((await c.templates.show("default")).name, "default");
 });
 
-test("fleet calls on a berthd not in fleet mode: NotFoundError", async () => {
+test("fleet calls on a berthd not in fleet mode: NotFoundError; a move: ConflictError", async () => {
 	for (const call of [() => c.fleet.hosts(), () => c.fleet.sandboxes(),
-	    () => c.fleet.drain(), () => c.fleet.undrain()]) {
+	    () => c.fleet.drain(), () => c.fleet.undrain(),
+	    () => c.fleet.drainStatus(),
+	    () => c.fleet.drain({ move: false, wait: true })]) {
 		const e = await failure(call());
 		assert.ok(e instanceof NotFoundError, String(e));
 		assert.match(e.message, /fleet mode is not configured/);
 	}
+	const e = await failure(a.move("elsewhere"));
+	assert.ok(e instanceof ConflictError, String(e));
+	assert.match(e.message, /fleet mode is not configured/);
+	const e2 = await failure(a.move(""));
+	assert.ok(e2 instanceof BadRequestError, String(e2));
+	assert.equal(e2.field, "to");
 });
 
 // ---- without berthd ----

@@ -382,7 +382,8 @@ class Tokens:
 
 class Fleet:
     """``client.fleet``: fleet mode's views of the hosts sharing one
-    etcd. On a berthd not in fleet mode each call raises NotFound."""
+    etcd, and this host's drain. On a berthd not in fleet mode each call
+    raises NotFound. (A sandbox moves with ``Sandbox.move``.)"""
 
     def __init__(self, client: "Client") -> None:
         self._c = client
@@ -401,20 +402,43 @@ class Fleet:
         ``ports``."""
         return self._c.call("GET", "/v1/fleet/sandboxes")  # type: ignore
 
-    def drain(self, host: Optional[str] = None) -> Dict[str, Any]:
-        """This host is placed on no more (kept across restarts; its
-        sandboxes stay). ``host``, if given, must be this host's id
-        (Conflict otherwise: drain a host through its own API)."""
-        return self._drain("drain", host)
+    def drain(self, host: Optional[str] = None, move: bool = True,
+              wait: bool = False, poll: float = 0.5) -> Dict[str, Any]:
+        """This host is placed on no more (kept across restarts) and,
+        with ``move`` (the default), its VM-backed sandboxes move to
+        other hosts, one at a time (where placement puts their template;
+        one that cannot move stays). ``host``, if given, must be this
+        host's id (Conflict otherwise: drain a host through its own
+        API). The answer: ``host``, ``drained``, ``move`` (null when
+        nothing moves, else the progress as :meth:`drain_status` gives
+        it). ``wait``: the moves followed to their end (polled every
+        ``poll`` s), the last status returned; those that failed are in
+        its ``move["failed"]``."""
+        body: Dict[str, Any] = {} if host is None else {"host": host}
+        if not move:
+            body["move"] = False
+        doc: Dict[str, Any] = self._c.call("POST", "/v1/fleet/drain",
+                                           json_body=body)
+        while wait and isinstance(doc.get("move"), dict) and \
+                doc["move"].get("state") == "moving":
+            time.sleep(poll)
+            doc = self.drain_status()
+        return doc
+
+    def drain_status(self) -> Dict[str, Any]:
+        """``host``, ``drained`` and ``move``: the last drain's moves
+        (``state`` moving, done or stopped; ``total``, ``moved`` [{id,
+        to, ms}], ``failed`` [{id, error}], ``left``, ``current``), or
+        null when none ran since berthd started."""
+        return self._c.call(  # type: ignore[no-any-return]
+            "GET", "/v1/fleet/drain")
 
     def undrain(self, host: Optional[str] = None) -> Dict[str, Any]:
-        """This host is placed on again."""
-        return self._drain("undrain", host)
-
-    def _drain(self, op: str, host: Optional[str]) -> Dict[str, Any]:
+        """This host is placed on again; a drain's moves stop after the
+        one under way."""
         body: Dict[str, Any] = {} if host is None else {"host": host}
         return self._c.call(  # type: ignore[no-any-return]
-            "POST", "/v1/fleet/" + op, json_body=body)
+            "POST", "/v1/fleet/undrain", json_body=body)
 
 
 __all__ = ["Fleet", "TemplateBuild", "TemplateBuildFailed", "Templates",

@@ -266,6 +266,17 @@ class Sandbox:
     def restart(self) -> Dict[str, Any]:
         return self._op("restart")
 
+    def move(self, to: str) -> Dict[str, Any]:
+        """Fleet mode (admin): moves the sandbox to fleet host ``to``
+        (suspended, its files streamed there, resumed there if it ran);
+        answered once it ended: ``id``, ``host``, ``move_ms``,
+        ``bytes_sent``. It is then that host's: this client's berthd
+        routes to it, its own API holds it. Conflict on a berthd not in
+        fleet mode or for an external sandbox."""
+        return self.client.call(  # type: ignore[no-any-return]
+            "POST", self._path + "/move", json_body={"to": to},
+            timeout=None)
+
     # ---- forks and checkpoints ----
     #
     # The snapshots API (proxy/api/table.c): POST .../fork, GET and POST

@@ -351,13 +351,23 @@ class Admin(unittest.TestCase):
     # ---- fleet ----
 
     def test_fleet_off(self):
-        """fleet calls on a berthd not in fleet mode: NotFound"""
+        """fleet calls on a berthd not in fleet mode: NotFound; a
+        sandbox's move: Conflict (BadRequest on "to" without a host)"""
         for call in (self.c.fleet.hosts, self.c.fleet.sandboxes,
-                     self.c.fleet.drain, self.c.fleet.undrain):
+                     self.c.fleet.drain, self.c.fleet.undrain,
+                     self.c.fleet.drain_status,
+                     lambda: self.c.fleet.drain(move=False, wait=True)):
             with self.assertRaises(berth.NotFound) as cm:
                 call()
             self.assertIn("fleet mode is not configured",
                           cm.exception.message)
+        # a sandbox moves only between fleet hosts
+        with self.assertRaises(berth.Conflict) as cm:
+            self.a.move("elsewhere")
+        self.assertIn("fleet mode is not configured", cm.exception.message)
+        with self.assertRaises(berth.BadRequest) as cm:
+            self.a.move("")
+        self.assertEqual(cm.exception.field, "to")
 
 
 if __name__ == "__main__":
