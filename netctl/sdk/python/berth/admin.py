@@ -119,9 +119,10 @@ def tar_directory(path: Union[str, "os.PathLike[str]"],
     (names ``./...``, pax headers where ustar's fields are too small),
     yielded as it is made: a header, then the file's blocks as they are
     read. Memory stays bounded whatever the tree's size. A file that
-    shrinks while it is read raises :class:`BerthError` (a request it
-    is the body of is then broken off: berthd builds nothing from part
-    of a context)."""
+    cannot be read, or shrinks while it is read, raises
+    :class:`BerthError` (a request it is the body of is then broken
+    off: berthd builds nothing from part of a context). Sockets, fifos
+    and devices are left out."""
     top = os.fspath(path)
     if not os.path.isdir(top):
         raise BerthError("%s: not a directory (a build context)" % top)
@@ -140,7 +141,8 @@ def tar_directory(path: Union[str, "os.PathLike[str]"],
             continue
         yield from _file_blocks(full, ti.size, block)
         pad = -ti.size % tarfile.BLOCKSIZE
-        yield b"\0" * pad
+        if pad:
+            yield b"\0" * pad
         out += ti.size + pad
     # the end: two zero blocks, the whole a multiple of a record
     end = 2 * tarfile.BLOCKSIZE
