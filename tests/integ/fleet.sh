@@ -30,6 +30,8 @@
 #     worker anywhere is replaced, every host logs each bad key and each
 #     later claim, and every edge (A's too) routes both to B, the first
 #     to claim them: nothing for them reaches A
+#   the Python SDK's fleet calls on B: hosts, where a sandbox is, drain
+#     (seen by A through etcd) and undrain, another host's drain refused
 #
 # Sandboxes are plain testapp servers on each namespace's loopback
 # (vmm off). Exit 77 without root, ip netns or etcd.
@@ -328,6 +330,55 @@ else not_ok "fleet hosts on B: A's zone and room (9 of 10 free)"; diag "$(nc_ b 
 is "--json: A's room as A published it" "$(json_get "$(nc_ b --json fleet hosts)" \
 	'[(h["zone"], h["room"]["sandboxes"], h["room"]["free"]) for h in j["hosts"] if h["id"] == "a"][0]')" \
 	"('zone-a', 1, 9)"
+
+# the Python SDK's fleet calls (netctl/sdk/python), on B's control
+# socket: the hosts and where each sandbox is; B drained (A's view too,
+# through etcd), then undrained; another host's drain refused naming
+# the field (drain a host through its own API)
+out=$(PYTHONPATH="$top_srcdir/netctl/sdk/python" PYTHONDONTWRITEBYTECODE=1 \
+	python3 - "$T/b/state/control.sock" "$T/a/state/control.sock" 2>&1 <<'PY'
+import sys, time
+import berth
+b, a = berth.Client(socket=sys.argv[1]), berth.Client(socket=sys.argv[2])
+def b_drained_on_a(want):
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        h = {x["id"]: x for x in a.fleet.hosts()["hosts"]}
+        if bool(h["b"].get("drained")) == want:
+            return "seen"
+        time.sleep(0.1)
+    return "not seen"
+h = b.fleet.hosts()
+print(h["self"], h["etcd"], sorted(x["id"] for x in h["hosts"] if x["up"]))
+print([(s["id"], s["host"]) for s in b.fleet.sandboxes()["sandboxes"]
+       if s["id"] == "sba"])
+# (this berthd has no VMs: nothing of B's moves, "move" stays null)
+d = b.fleet.drain(wait=True)
+h = b.fleet.hosts()
+print(d["host"], d["drained"], d["move"], h["drained"],
+      [x["id"] for x in h["hosts"] if x.get("drained")], b_drained_on_a(True))
+st = b.fleet.drain_status()
+print(st["drained"], st["move"])
+d = b.fleet.undrain("b")
+print(d["drained"], b.fleet.hosts()["drained"], b_drained_on_a(False))
+d = b.fleet.drain(move=False)
+print(d["drained"], d["move"], b.fleet.undrain()["drained"])
+for call in (lambda: b.fleet.drain("a"), lambda: b.fleet.undrain("a")):
+    try:
+        call()
+    except berth.Conflict as e:
+        print("Conflict", e.field)
+PY
+)
+is "the Python SDK: fleet hosts, sandboxes, drain and undrain on B" "$out" \
+"b ok ['a', 'b', 'c']
+[('sba', 'a')]
+b True None True ['b'] seen
+True None
+False False seen
+True None False
+Conflict host
+Conflict host"
 
 # private route: the owner checks the token, the edge only forwards
 tok=$(nc_ a --json token create --sandbox sba | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')

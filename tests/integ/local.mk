@@ -174,3 +174,14 @@ EXTRA_DIST += tests/integ/sdk-fork.sh \
 # qemu TCG, etcd-server; a boot, three moves).
 TESTS += tests/integ/fleet-move.sh
 EXTRA_DIST += tests/integ/fleet-move.sh
+
+# Issue 32's last gap: both SDKs' admin calls (templates, tokens, the
+# global policy, every port, the OpenAPI document, fleet mode's views),
+# run by sdk-python.sh and sdk-js.sh on their API-only berthd; template
+# builds followed to their end where a VMM runs (a stand-in builder: no
+# VM boots for them).
+EXTRA_DIST += netctl/sdk/python/berth/admin.py \
+	netctl/sdk/python/tests/test_admin.py \
+	netctl/sdk/js/src/admin.ts \
+	netctl/sdk/js/test/admin.test.mjs \
+	netctl/sdk/js/test/build.test.mjs

@@ -6,7 +6,15 @@
 # API-only berthd (external sandboxes with testapp as upstream: a
 # published port fetched through berthd, egress rules, a sandbox token
 # over control_listen refused another sandbox, typed errors: not found,
-# bad request naming the field, conflict, no berthd); then
+# bad request naming the field, conflict, no berthd), then
+# test/admin.test.mjs on the same berthd (tokens listed, shown, rotated
+# and revoked, a sandbox's token rotating itself; the global policy set
+# and refused; every port; the OpenAPI document; templates added, shown
+# and removed, builds refused as a berthd without VMs refuses them, a
+# context streamed as a tar meanwhile; fleet calls answered 404); then
+# on a berthd with a VMM, test/build.test.mjs: template builds from a
+# context directory, cached, failing, from an image file and a Buffer,
+# followed to their end (the builder a stand-in: no VM boots); then
 # test/vm.test.mjs against one real VM of the minimal template (exec
 # status and output, stdin, a timeout, the streamed exec as a
 # conversation, files, watch events, a 100 MB round trip with bounded
@@ -86,6 +94,10 @@ export BERTH_TEST_CA="$CA"
 export BERTH_TEST_UPSTREAM_PORT="$TA_PORT"
 unset BERTH_URL BERTH_TOKEN BERTH_CACERT
 run_suite api.test.mjs
+# the admin calls on the same berthd: tokens, the global policy, every
+# port, the OpenAPI document, templates (builds refused: no VMM), fleet
+# calls (404: not in fleet mode); the SDK's ustar writer read by tar
+run_suite admin.test.mjs
 # forks and checkpoints need a template with a ready snapshot: each of
 # test/fork.test.mjs's tests skips here saying so (sdk-fork.sh runs them
 # on a Debian sandbox)
@@ -99,16 +111,39 @@ elif ! command -v qemu-img >/dev/null 2>&1; then _vm_skip="qemu-img is not insta
 elif [ ! -x /bin/busybox ]; then _vm_skip="busybox-static is not installed"
 fi
 if [ -n "$_vm_skip" ]; then
+	ok "build.test.mjs # SKIP $_vm_skip"
 	ok "vm.test.mjs # SKIP $_vm_skip"
 else
 	kill "$BERTHD_PID"
 	wait_gone 30 "$BERTHD_PID" || bail "berthd did not end"
 	rm -rf "$STATE"
+	# builds from a Dockerfile or an image go to a stand-in for
+	# vmm/guest/mktemplate-source (as template-source.sh's: no VM
+	# boots): it says what it builds, fails a Dockerfile saying FAIL,
+	# else makes its version a copy of the minimal template (berthd
+	# gives builders an environment of their own: the path written in)
+	cat >"$T/stand-in" <<-EOF
+	#!/bin/sh
+	# NAME FROM SOURCE OUTDIR [ARGS...]
+	echo "stand-in: building \$1 from \$2 (\$(wc -c <"\$3") bytes)" >&2
+	if [ "\$2" = dockerfile ] && tar -xOf "\$3" ./Dockerfile | grep -q FAIL; then
+		echo "stand-in: step 2/2 (RUN false) said: it-failed-here" >&2
+		exit 1
+	fi
+	mkdir -p "\$4" && cp -L "$T/state/templates/default"/* "\$4"/ &&
+		echo "stand-in: template \$1 in \$4" >&2
+	EOF
+	chmod 755 "$T/stand-in"
+	BERTH_MKTEMPLATE_SOURCE="$T/stand-in"
+	export BERTH_MKTEMPLATE_SOURCE
 	VMM=on berthd_config "tap_prefix bsj" "vm_pool 10.229.0.0/24" \
 		"idle_pause never" "idle_suspend never"
 	start_berthd
 	at_exit "rm -rf '$STATE/templates' '$STATE/vms'"
 	export BERTH_SOCKET="$STATE/control.sock" BERTH_TEST_CA="$CA"
+	# template builds through the SDK, the stand-in building
+	export BERTH_TEST_STAND_IN="$T/stand-in"
+	run_suite build.test.mjs
 	export BERTH_TEST_VM_ID=sdkvm
 	run_suite vm.test.mjs
 

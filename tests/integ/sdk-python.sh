@@ -9,7 +9,19 @@
 # rules' shapes; the TLS listener with an admin token (keep-alive) and a
 # sandbox's token (its own sandbox only: Forbidden elsewhere); typed
 # errors (NotFound with its code, BadRequest naming the field, Conflict,
-# Unauthorized, ConnectionError).
+# Unauthorized, ConnectionError). The admin calls (tests/test_admin.py)
+# on the same berthd, no VM booted for them: tokens listed, shown,
+# rotated (the old secret then 401) and revoked, a sandbox's token
+# rotating itself and refused another's; the global policy put and read
+# back, a bad one naming its field, a sandbox token's put refused; every
+# port with its URL; the OpenAPI document; templates added, shown and
+# removed, 404s; builds refused as this berthd refuses them (no VMM:
+# Conflict; a VMM: a bad request answered before a builder runs), a
+# context streamed as a tar meanwhile; fleet calls answered 404. With
+# a VMM, template builds from a context (a directory streamed as a tar)
+# and from an image file, followed to their end, and one that fails
+# (TemplateBuildFailed with the builder's reason): a stand-in builder,
+# no VM booted.
 #
 # With one shared minimal microVM (qemu TCG; skipped with the reason
 # when the host cannot run one): exec's status, signal, env, cwd,
@@ -48,6 +60,25 @@ fi
 
 CTL_PORT=$(free_port)
 if [ -z "$vm_skip" ]; then
+	# builds from a Dockerfile or an image go to a stand-in for
+	# vmm/guest/mktemplate-source (as template-source.sh's: no VM
+	# boots): it says what it builds, fails a Dockerfile saying FAIL,
+	# else makes its version a copy of the minimal template (berthd
+	# gives builders an environment of their own: the path written in)
+	cat >"$T/stand-in" <<-EOF
+	#!/bin/sh
+	# NAME FROM SOURCE OUTDIR [ARGS...]
+	echo "stand-in: building \$1 from \$2 (\$(wc -c <"\$3") bytes)" >&2
+	if [ "\$2" = dockerfile ] && tar -xOf "\$3" ./Dockerfile | grep -q FAIL; then
+		echo "stand-in: step 2/2 (RUN false) said: it-failed-here" >&2
+		exit 1
+	fi
+	mkdir -p "\$4" && cp -L "$T/state/templates/default"/* "\$4"/ &&
+		echo "stand-in: template \$1 in \$4" >&2
+	EOF
+	chmod 755 "$T/stand-in"
+	BERTH_MKTEMPLATE_SOURCE="$T/stand-in"
+	export BERTH_MKTEMPLATE_SOURCE
 	VMM=on berthd_config "tap_prefix bsp" "vm_pool 10.230.0.0/24" \
 		"idle_pause never" "idle_suspend never" \
 		"control_listen 127.0.0.1:$CTL_PORT"

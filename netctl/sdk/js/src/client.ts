@@ -12,6 +12,9 @@ import * as https from "node:https";
 import * as fs from "node:fs";
 import { once } from "node:events";
 import { APIError, ConnectionError, apiError } from "./errors.js";
+import { Fleet, Templates, Tokens, policyBody } from "./admin.js";
+import type { OpenAPIDocument, Policy, PolicyUpdate } from "./admin.js";
+import type { PortInfo } from "./sandbox.js";
 
 /** Where and how to reach berthd. */
 export interface ClientOptions {
@@ -43,7 +46,16 @@ export interface RequestOptions {
 	open?: Uint8Array;
 	/** With open: those bytes are the whole body (sent at once). */
 	whole?: boolean;
+	/** A streamed body waits for berthd's 100 Continue: a request it
+	 * refuses is answered before any of the body is sent (berthd reads
+	 * no body it refused and closes: a body written meanwhile could
+	 * meet a reset before its answer is read). */
+	expectContinue?: boolean;
 }
+
+/** Milliseconds a body waits for 100 Continue before it is sent anyway
+ * (a server that does not answer Expect; curl waits one second). */
+const CONTINUE_WAIT_MS = 2000;
 
 /** @internal an answer whose body is not read yet */
 export interface RawResponse {
@@ -140,6 +152,52 @@ export class Client {
 		this.agent.destroy();
 	}
 
+	// ---- the API outside sandboxes (admin.ts) ----
+
+	/** Guest templates: list, show, add, remove, build (admin). */
+	get templates(): Templates {
+		return new Templates(this);
+	}
+
+	/** Access tokens: list, show, create, rotate, revoke. */
+	get tokens(): Tokens {
+		return new Tokens(this);
+	}
+
+	/** Fleet mode: hosts, sandboxes, drain, undrain (admin). */
+	get fleet(): Fleet {
+		return new Fleet(this);
+	}
+
+	/** The global egress policy no sandbox can widen (any token). */
+	policy(): Promise<Policy> {
+		return this.call("GET", "/v1/policy");
+	}
+
+	/** Changes the fields given of the global policy (admin); null
+	 * puts one back to berth.conf's. The whole policy as it now is. */
+	setPolicy(u: PolicyUpdate): Promise<Policy> {
+		return this.call("PUT", "/v1/policy", { json: policyBody(u) });
+	}
+
+	/** Every published port of every sandbox, with its URL (admin). */
+	async ports(): Promise<PortInfo[]> {
+		const all: PortInfo[] = [];
+		let after: string | undefined;
+		do {
+			const d = await this.call("GET", "/v1/ports",
+			    { query: { limit: 1000, after } });
+			all.push(...(d.ports ?? []));
+			after = d.next ?? undefined;
+		} while (after !== undefined);
+		return all;
+	}
+
+	/** This API's OpenAPI 3.1 description. */
+	openapi(): Promise<OpenAPIDocument> {
+		return this.call("GET", "/v1/openapi.json");
+	}
+
 	/** @internal A request; the answer's head, its body unread. */
 	async request(method: string, path: string,
 	    o: RequestOptions = {}): Promise<RawResponse> {
@@ -176,6 +234,8 @@ export class Client {
 		} else if (o.body !== undefined) {
 			src = o.body;
 			headers["transfer-encoding"] = "chunked";
+			if (o.expectContinue)
+				headers.expect = "100-continue";
 		} else if (o.open !== undefined) {
 			headers["transfer-encoding"] = "chunked";
 		}
@@ -207,7 +267,9 @@ export class Client {
 				return;
 			}
 			req.on("error", fail);
-			if (src !== undefined)
+			if (src !== undefined && o.expectContinue)
+				pumpOnContinue(req, src);
+			else if (src !== undefined)
 				pump(req, src);
 			else if (o.open !== undefined && o.whole)
 				req.end(o.open);
@@ -267,6 +329,37 @@ export async function pump(req: any,
 	} catch (e) {
 		req.destroy(e);
 	}
+}
+
+/** The body once berthd said 100 Continue (or after CONTINUE_WAIT_MS
+ * without a word); never when the answer came first: then the source is
+ * let go (a file stream closed) and the request ends with the answer. */
+function pumpOnContinue(req: any,
+    src: AsyncIterable<Uint8Array | string>): void {
+	let started = false;
+	const go = () => {
+		if (started)
+			return;
+		started = true;
+		clearTimeout(t);
+		pump(req, src);
+	};
+	const t = setTimeout(go, CONTINUE_WAIT_MS);
+	req.once("continue", go);
+	req.once("response", () => {
+		clearTimeout(t);
+		if (started)
+			return;
+		started = true;
+		const s = src as { destroy?: () => void;
+		    return?: () => Promise<unknown> };
+		if (typeof s.destroy === "function")
+			s.destroy();
+		else if (typeof s.return === "function")
+			s.return().catch(() => {});
+	});
+	req.once("error", () => clearTimeout(t));
+	req.flushHeaders();	// the head goes now; the body waits
 }
 
 /** @internal The whole body of an answer. Read with the stream's events,

@@ -2,7 +2,8 @@
 //
 // @berth/sdk — a client of berth's control API: sandboxes (microVMs or
 // external hosts), commands and detached processes in them, their files,
-// published ports and egress rules.
+// published ports and egress rules; templates, tokens, the global
+// policy and fleet mode's views.
 
 export { Client } from "./client.js";
 export type { ClientOptions, Body } from "./client.js";
@@ -10,6 +11,14 @@ export {
 	APIError, BadRequestError, ForbiddenError, NotFoundError,
 	ConflictError, ConnectionError, SandboxStateError,
 } from "./errors.js";
+export {
+	Templates, TemplateBuild, TemplateBuildError, Tokens, Fleet, tarDirectory,
+} from "./admin.js";
+export type {
+	TemplateInfo, BuildStatus, BuildOptions, BuildSource, TokenInfo, Policy,
+	PolicyUpdate, FleetHost, FleetHosts, FleetSandbox, FleetSandboxes,
+	OpenAPIDocument, DrainStatus,
+} from "./admin.js";
 export { ExecStream } from "./exec.js";
 export type {
 	Command, ExecOptions, ExecResult, ExecStreamOptions, ExecEvent,
@@ -20,7 +29,7 @@ export {
 } from "./sandbox.js";
 export type {
 	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ForkOptions,
-	ForkResult, ProcessInfo, ProcessLogs,
+	ForkResult, MoveResult, ProcessInfo, ProcessLogs,
 	ProcessExit, FileEntry, WatchEvent, WriteResult, PortInfo,
 	PublishOptions, EgressRule, EgressInfo,
 } from "./sandbox.js";

@@ -9,12 +9,14 @@
 declare module "node:http";
 declare module "node:https";
 declare module "node:fs";
+declare module "node:path";
 declare module "node:events";
 declare module "node:stream";
 declare module "node:crypto";
 
 interface Buffer extends Uint8Array {
 	toString(encoding?: string, start?: number, end?: number): string;
+	write(s: string, offset?: number, length?: number, encoding?: string): number;
 	subarray(start?: number, end?: number): Buffer;
 	readUInt32BE(offset?: number): number;
 	writeUInt32BE(value: number, offset?: number): number;

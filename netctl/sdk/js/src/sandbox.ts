@@ -40,6 +40,16 @@ export interface SandboxInfo {
 	[field: string]: unknown;
 }
 
+/** A move's answer (POST /v1/sandboxes/ID/move). */
+export interface MoveResult {
+	id: string;
+	/** The host it is on now. */
+	host: string;
+	move_ms: number;
+	/** What went over the fleet channel (files the target lacked). */
+	bytes_sent: number;
+}
+
 /** What a new sandbox is (POST /v1/sandboxes). */
 export interface CreateOptions {
 	/** Its name, [a-z0-9][a-z0-9-]{0,39} (default: "sb-" and 8 random
@@ -271,6 +281,18 @@ export class Sandbox {
 	start(): Promise<SandboxInfo> { return this.lifecycle("start"); }
 	stop(): Promise<SandboxInfo> { return this.lifecycle("stop"); }
 	restart(): Promise<SandboxInfo> { return this.lifecycle("restart"); }
+
+	/**
+	 * Fleet mode (admin): moves the sandbox to fleet host to (suspended,
+	 * its files streamed there, resumed there if it ran); answered once
+	 * it ended. It is then that host's: this client's berthd routes to
+	 * it, its own API holds it. A ConflictError on a berthd not in fleet
+	 * mode or for an external sandbox.
+	 */
+	move(to: string): Promise<MoveResult> {
+		return this.client.call("POST", this.path("/move"),
+		    { json: { to } });
+	}
 
 	// ---- forks and checkpoints ----
 	//

@@ -7,6 +7,8 @@
 
 Standard library only. See README.md beside this package.
 """
+from .admin import (Fleet, TemplateBuild, TemplateBuildFailed, Templates,
+                    Tokens, tar_directory)
 from .client import Client, Response, fetch
 from .errors import (APIError, BadRequest, BerthError, Conflict,
                      ConnectionError, Forbidden, MethodNotAllowed, NotFound,
@@ -21,8 +23,10 @@ __version__ = "0.1.0"
 __all__ = [
     "APIError", "BadRequest", "BerthError", "Client", "Conflict",
     "ConnectionError", "Egress", "ExecFailed", "ExecResult", "ExecStream",
-    "Files", "Forbidden", "MethodNotAllowed", "NotFound", "PayloadTooLarge",
-    "Ports", "Process", "Processes", "ProtocolError", "Response", "Sandbox",
-    "SandboxError", "ServiceUnavailable", "TooManyRequests", "Unauthorized",
-    "Watch", "default_client", "fetch",
+    "Files", "Fleet", "Forbidden", "MethodNotAllowed", "NotFound",
+    "PayloadTooLarge", "Ports", "Process", "Processes", "ProtocolError",
+    "Response", "Sandbox", "SandboxError", "ServiceUnavailable",
+    "TemplateBuild", "TemplateBuildFailed", "Templates", "Tokens",
+    "TooManyRequests", "Unauthorized", "Watch", "default_client", "fetch",
+    "tar_directory",
 ]

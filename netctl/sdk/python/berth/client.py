@@ -24,7 +24,8 @@ import urllib.parse
 from typing import (Any, BinaryIO, Dict, Iterable, List, Mapping, Optional,
                     Tuple, Union)
 
-from .errors import ConnectionError, ProtocolError, api_error
+from .admin import Fleet, Templates, Tokens
+from .errors import BerthError, ConnectionError, ProtocolError, api_error
 
 DEFAULT_SOCKET = "/var/lib/berth/control.sock"
 
@@ -309,8 +310,11 @@ class Client:
         # a reused connection berthd closed while idle fails at once:
         # then once more on a new one, if the body can be sent again
         for attempt in (0, 1):
-            # a body that cannot be sent twice takes a new connection
-            conn, reused = self._get() if not (stream or chunked) else \
+            # a body that cannot be sent twice takes a new connection,
+            # and so does the second attempt (other idle ones may be
+            # stale too)
+            conn, reused = self._get() if not (stream or chunked or
+                                               attempt) else \
                 (self._new(self.timeout), False)
             tmo = self.timeout if timeout == "default" else timeout
             try:
@@ -321,6 +325,11 @@ class Client:
                 conn.request(method, url, body=data, headers=hdrs,
                              encode_chunked=chunked)
                 resp = conn.getresponse()
+            except BerthError:
+                # the body's source failed (a build context's file
+                # shrank): the request is broken off, nothing kept
+                conn.close()
+                raise
             except (OSError, http.client.HTTPException) as e:
                 stale = isinstance(e, (http.client.RemoteDisconnected,
                                        BrokenPipeError, ConnectionResetError))
@@ -341,7 +350,9 @@ class Client:
                 text = resp.read()
             except (OSError, http.client.HTTPException):
                 text = b""
-            if resp.will_close:
+            # a refused streamed body may not have been read whole
+            # (berthd then closes): its connection is not kept
+            if resp.will_close or chunked:
                 conn.close()
             else:
                 self._put(conn)
@@ -400,17 +411,50 @@ class Client:
         """The global egress policy (GET /v1/policy)."""
         return self.call("GET", "/v1/policy")  # type: ignore[no-any-return]
 
-    def create_token(self, admin: bool = False,
-                     sandbox: Optional[str] = None) -> Dict[str, Any]:
-        """POST /v1/tokens (admin): a new token; its secret is in
-        "token", shown only now."""
-        body: Dict[str, Any] = {}
-        if admin:
-            body["admin"] = True
-        if sandbox is not None:
-            body["sandbox"] = sandbox
-        return self.call("POST", "/v1/tokens",  # type: ignore[no-any-return]
+    def set_policy(self, policy: Optional[Mapping[str, Any]] = None,
+                   **fields: Any) -> Dict[str, Any]:
+        """PUT /v1/policy (admin): changes the fields given (a mapping,
+        or keywords: ``default_mode``, ``max_mode``, ``deny``,
+        ``allow``, ``permit``, ``max_rules``, ``conn_limit``,
+        ``new_conn_rate``); the others keep their values, None puts one
+        back to berth.conf's. The whole policy as it now is."""
+        body: Dict[str, Any] = dict(policy or {})
+        body.update(fields)
+        return self.call("PUT", "/v1/policy",  # type: ignore[no-any-return]
                          json_body=body)
+
+    def ports(self) -> List[Dict[str, Any]]:
+        """Every published port of every sandbox (admin): ``sandbox``,
+        ``port``, ``url``, ``urls``, ``visibility``, ``host_header``,
+        ``host``, ``created``."""
+        return self.pages("/v1/ports", "ports")
+
+    def openapi(self) -> Dict[str, Any]:
+        """This API's OpenAPI 3.1 description (GET /v1/openapi.json)."""
+        return self.call(  # type: ignore[no-any-return]
+            "GET", "/v1/openapi.json")
+
+    def create_token(self, admin: bool = False,
+                     sandbox: Optional[str] = None,
+                     name: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/tokens (admin): a new token; its secret is in
+        "token", shown only now. (``tokens.create``.)"""
+        return self.tokens.create(admin, sandbox, name)
+
+    @property
+    def templates(self) -> "Templates":
+        """Guest templates: list, show, add, remove, build (admin)."""
+        return Templates(self)
+
+    @property
+    def tokens(self) -> "Tokens":
+        """Access tokens: list, show, create, rotate, revoke."""
+        return Tokens(self)
+
+    @property
+    def fleet(self) -> "Fleet":
+        """Fleet mode: hosts, sandboxes, drain, undrain (admin)."""
+        return Fleet(self)
 
 
 def fetch(url: str, cacert: Optional[str] = None, method: str = "GET",

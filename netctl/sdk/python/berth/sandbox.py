@@ -79,6 +79,9 @@ class Sandbox:
         #: its own token (from create or fork), else None
         self.token = token
         self._info: Dict[str, Any] = dict(info or {})
+        #: that token's id (tok-..., for client.tokens), else None
+        self.token_id: Optional[str] = self._info.get("token_id") \
+            if token else None
         self._path = "/v1/sandboxes/" + id
         self.files = Files(self)
         self.processes = Processes(self)
@@ -262,6 +265,17 @@ class Sandbox:
 
     def restart(self) -> Dict[str, Any]:
         return self._op("restart")
+
+    def move(self, to: str) -> Dict[str, Any]:
+        """Fleet mode (admin): moves the sandbox to fleet host ``to``
+        (suspended, its files streamed there, resumed there if it ran);
+        answered once it ended: ``id``, ``host``, ``move_ms``,
+        ``bytes_sent``. It is then that host's: this client's berthd
+        routes to it, its own API holds it. Conflict on a berthd not in
+        fleet mode or for an external sandbox."""
+        return self.client.call(  # type: ignore[no-any-return]
+            "POST", self._path + "/move", json_body={"to": to},
+            timeout=None)
 
     # ---- forks and checkpoints ----
     #

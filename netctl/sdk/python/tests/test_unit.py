@@ -83,6 +83,96 @@ class Unit(unittest.TestCase):
                          "/p?a=1&c=1")
 
 
+class Admin(unittest.TestCase):
+    def test_tar_directory(self):
+        """a context as a tar: what tarfile reads back, the same tree
+        the same bytes, a record's multiple; a file that shrinks stops
+        it"""
+        import tarfile
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "app", "empty"))
+            with open(os.path.join(d, "Dockerfile"), "w") as f:
+                f.write("FROM scratch\n")
+            blob = os.urandom(300 * 1024 + 7)
+            with open(os.path.join(d, "app", "blob"), "wb") as f:
+                f.write(blob)
+            os.symlink("../Dockerfile", os.path.join(d, "app", "link"))
+            os.chmod(os.path.join(d, "Dockerfile"), 0o600)
+            data = b"".join(berth.tar_directory(d, block=4096))
+            self.assertEqual(len(data) % tarfile.RECORDSIZE, 0)
+            self.assertEqual(data, b"".join(berth.tar_directory(d)))
+            with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+                names = tf.getnames()
+                self.assertEqual(names, [".", "./Dockerfile", "./app",
+                                         "./app/blob", "./app/empty",
+                                         "./app/link"])
+                self.assertEqual(tf.extractfile("./app/blob").read(), blob)
+                self.assertEqual(tf.getmember("./Dockerfile").mode, 0o600)
+                self.assertEqual(tf.getmember("./app/link").linkname,
+                                 "../Dockerfile")
+            # the blob's first block read, then it shrinks
+            it = berth.tar_directory(d, block=4096)
+            while len(next(it)) != 4096:
+                pass
+            with open(os.path.join(d, "app", "blob"), "r+b") as f:
+                f.truncate(100)
+            with self.assertRaises(berth.BerthError) as cm:
+                list(it)
+            self.assertIn("shrank", str(cm.exception))
+            with self.assertRaises(berth.BerthError):
+                list(berth.tar_directory(os.path.join(d, "Dockerfile")))
+            # a file that cannot be read: a BerthError, not an OSError
+            # (which a request would take for its connection failing)
+            os.remove(os.path.join(d, "app", "blob"))
+            os.symlink("nowhere", os.path.join(d, "app", "blob"))
+            os.mkfifo(os.path.join(d, "app", "fifo"))
+            with mock.patch("builtins.open",
+                            side_effect=PermissionError(13, "denied")):
+                with self.assertRaises(berth.BerthError) as cm:
+                    list(berth.tar_directory(d))
+            self.assertNotIsInstance(cm.exception, OSError)
+            self.assertIn("denied", str(cm.exception))
+            # a fifo is left out, a dangling link kept
+            names = [n for n in tarfile.open(fileobj=io.BytesIO(b"".join(
+                berth.tar_directory(d)))).getnames()]
+            self.assertNotIn("./app/fifo", names)
+            self.assertIn("./app/blob", names)
+
+    def test_build_followed(self):
+        """a build's lines followed from "next" to its end; one that
+        failed raises TemplateBuildFailed with its reason and log"""
+        class Stub:
+            def __init__(self, answers):
+                self.answers, self.asked = answers, []
+
+            def build_status(self, name, after=0):
+                self.asked.append((name, after))
+                return self.answers.pop(0)
+
+        st = Stub([{"state": "running", "lines": ["b"], "next": 2},
+                   {"state": "ok", "lines": ["c"], "next": 3,
+                    "dir": "/t/v1"}])
+        b = berth.TemplateBuild(st, "t", {"state": "running",
+                                          "lines": ["a"], "next": 1},
+                                poll=0)
+        seen = []
+        self.assertEqual(b.wait(seen.append)["dir"], "/t/v1")
+        self.assertEqual(seen, ["a", "b", "c"])
+        self.assertEqual(st.asked, [("t", 1), ("t", 2)])
+        self.assertEqual((b.state, b.done), ("ok", True))
+        st = Stub([{"state": "failed", "lines": ["boom"], "next": 2,
+                    "reason": "step 2 failed", "log": "/l/build.log"}])
+        b = berth.TemplateBuild(st, "t", {"state": "running", "lines": [],
+                                          "next": 0}, poll=0)
+        self.assertEqual(list(b), ["boom"])
+        with self.assertRaises(berth.TemplateBuildFailed) as cm:
+            b.wait()
+        e = cm.exception
+        self.assertEqual((e.state, e.reason, e.log),
+                         ("failed", "step 2 failed", "/l/build.log"))
+        self.assertIn("step 2 failed", str(e))
+
+
 class FakeBerthd:
     """A unix socket server answering each connection's first request
     with a canned answer, then closing it (as berthd closes an idle
