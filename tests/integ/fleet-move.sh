@@ -153,8 +153,8 @@ is "the file written on a is there on b" "$out" moved-bytes
 like "its port is b's" "$(nc_ b port ls mv 2>&1)" 8080
 like "its token moved with it" "$(nc_ b token ls 2>&1)" mover
 like "its egress rule too" "$(nc_ b egress show mv 2>&1)" example.com
-is "its events too: made and suspended on a, the last its move here" \
-	"$(nc_ b --json sandbox events mv | json_get "$(cat)" '" ".join(sorted(set(e["operation"] for e in j["events"] if e["operation"] in ("create", "suspend")))) + " / " + j["events"][-1]["operation"] + ": " + j["events"][-1]["reason"]')" \
+is "its events too: made and suspended on a, then its move here" \
+	"$(nc_ b --json sandbox events mv | json_get "$(cat)" '" ".join(sorted(set(e["operation"] for e in j["events"] if e["operation"] in ("create", "suspend")))) + " / " + "; ".join(e["operation"] + ": " + e["reason"] for e in j["events"] if e["operation"] == "move")')" \
 	"create suspend / move: here from host a"
 tok_ok() { [ -n "$tok" ] && [ "$("$NETCTL" --url "https://api.$DOMAIN:$CTL_b" \
 	--cacert "$T/b/state/tls/ca.pem" --token "$tok" --json sandbox show mv \

@@ -198,6 +198,16 @@ export class Client {
 		return this.call("GET", "/v1/openapi.json");
 	}
 
+	/** berthd's Prometheus metrics as text (GET /metrics, admin):
+	 * requests, sandboxes per state, capacity. */
+	async metrics(): Promise<string> {
+		const r = await this.request("GET", "/metrics");
+		const b = await readAll(r);
+		if (r.status >= 400)
+			throw errorOf(r, b);
+		return b.toString("utf8");
+	}
+
 	/** @internal A request; the answer's head, its body unread. */
 	async request(method: string, path: string,
 	    o: RequestOptions = {}): Promise<RawResponse> {

@@ -154,6 +154,13 @@ test("ports: every published port with its URL; not for a sandbox token", async 
 	assert.ok(!(await c.ports()).some((r) => r.sandbox === "js-adm-b"));
 });
 
+test("metrics: Prometheus text for an admin; not for a sandbox token", async () => {
+	assert.match(await c.metrics(), /^# HELP berth_control_responses_total/m);
+	const t = tokenClient(b.token);
+	assert.ok(await failure(t.metrics()) instanceof ForbiddenError);
+	t.close();
+});
+
 test("openapi: 3.1 with the admin paths", async () => {
 	const d = await c.openapi();
 	assert.match(d.openapi, /^3\.1/);

@@ -434,6 +434,12 @@ class Client:
         return self.call(  # type: ignore[no-any-return]
             "GET", "/v1/openapi.json")
 
+    def metrics(self) -> str:
+        """berthd's Prometheus metrics as text (GET /metrics, admin):
+        requests, sandboxes per state, capacity."""
+        with self.request("GET", "/metrics") as r:
+            return r.read().decode("utf-8", "replace")
+
     def create_token(self, admin: bool = False,
                      sandbox: Optional[str] = None,
                      name: Optional[str] = None) -> Dict[str, Any]:

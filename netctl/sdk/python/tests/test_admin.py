@@ -174,6 +174,17 @@ class Admin(unittest.TestCase):
             self.b.ports.unpublish(APP_PORT)
         self.assertNotIn("py-adm-b", [r["sandbox"] for r in self.c.ports()])
 
+    def test_metrics(self):
+        """Prometheus text for an admin; not for a sandbox token"""
+        text = self.c.metrics()
+        self.assertIn("# HELP berth_control_responses_total", text)
+        c = self.tls(self.b.token)
+        try:
+            with self.assertRaises(berth.Forbidden):
+                c.metrics()
+        finally:
+            c.close()
+
     def test_openapi(self):
         """the OpenAPI 3.1 document, with the admin paths"""
         doc = self.c.openapi()
