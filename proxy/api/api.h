@@ -314,6 +314,11 @@ void api_routes_changed(struct px_control *ctl);
 void api_move_finished(struct px_control *ctl, const char *id,
     const char *to, int64_t ms);
 void api_drain_free(void);
+/* c, if it is still one of ctl's connections and the same one (serial):
+ * a client may go while its answer waits. */
+struct conn *api_conn_find(struct px_control *ctl, struct conn *c,
+    uint64_t serial);
+struct conn *api_pending_req(struct pending *p, struct req *r);
 void api_record_event(struct px_control *ctl, const char *id, const char *op,
     const char *result, const char *why, int64_t duration_ms);
 int api_json_set_bytes(json_t *o, const char *key, const void *p, size_t len);

@@ -40,9 +40,7 @@ exec_done(void *arg, const struct px_exec_result *res)
 	json_t *doc;
 
 	/* the client may have gone meanwhile */
-	TAILQ_FOREACH(c, &ctl->conns, entry)
-		if (c == p->c && c->serial == p->serial)
-			break;
+	c = api_conn_find(ctl, p->c, p->serial);
 	if (c == NULL) {
 		free(p);
 		return;

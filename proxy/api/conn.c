@@ -665,6 +665,17 @@ fail:
 	return NULL;
 }
 
+struct conn *
+api_conn_find(struct px_control *ctl, struct conn *c, uint64_t serial)
+{
+	struct conn *x;
+
+	TAILQ_FOREACH(x, &ctl->conns, entry)
+		if (x == c && x->serial == serial)
+			return x;
+	return NULL;
+}
+
 void
 px_control_free(struct px_control *ctl)
 {

@@ -68,16 +68,8 @@ api_lifecycle_done(void *arg, int ok, const char *reason)
 	    "" : reason, api_now_ms() - p->t0);
 	api_routes_changed(ctl);
 	/* the client may have gone meanwhile */
-	TAILQ_FOREACH(c, &ctl->conns, entry)
-		if (c == p->c && c->serial == p->serial)
-			break;
-	if (c == NULL) {
-		free(p);
+	if ((c = api_pending_req(p, &r)) == NULL)
 		return;
-	}
-	memset(&r, 0, sizeof(r));
-	r.c = c;
-	r.method = p->method;
 	if (ok < 0)	/* a cap: no room came while it waited */
 		api_reply_capacity(&r, "%s of sandbox '%s' refused: %s", p->op,
 		    p->id, reason ? reason : "unknown error");
@@ -118,6 +110,23 @@ api_pending_new(struct req *r, const char *id, const char *op)
 	r->c->waiting = 1;
 	bufferevent_set_timeouts(r->c->bev, NULL, NULL);
 	return p;
+}
+
+/* The connection p waits to answer on, with r made to answer there;
+ * NULL (p freed) if its client went meanwhile. */
+struct conn *
+api_pending_req(struct pending *p, struct req *r)
+{
+	struct conn *c = api_conn_find(p->ctl, p->c, p->serial);
+
+	if (c == NULL) {
+		free(p);
+		return NULL;
+	}
+	memset(r, 0, sizeof(*r));
+	r->c = c;
+	r->method = p->method;
+	return c;
 }
 
 /* The operation did not start after all: the connection reads on. */

@@ -42,16 +42,9 @@ move_done(void *arg, int status, const char *err, uint64_t sent)
 		    api_now_ms() - p->t0);
 		api_routes_changed(ctl);
 	}
-	TAILQ_FOREACH(c, &ctl->conns, entry)
-		if (c == p->c && c->serial == p->serial)
-			break;
-	if (c == NULL) {
-		free(p);
+	/* the client may have gone meanwhile */
+	if ((c = api_pending_req(p, &r)) == NULL)
 		return;
-	}
-	memset(&r, 0, sizeof(r));
-	r.c = c;
-	r.method = p->method;
 	if (status == 200)
 		api_reply_json(&r, 200, json_pack("{s:s, s:s, s:I, s:I}", "id",
 		    p->id, "host", p->name, "move_ms",

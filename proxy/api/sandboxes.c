@@ -405,12 +405,7 @@ placing_free(struct placing *p)
 static struct conn *
 placing_conn(struct placing *p)
 {
-	struct conn *c;
-
-	TAILQ_FOREACH(c, &p->ctl->conns, entry)
-		if (c == p->c && c->serial == p->serial)
-			return c;
-	return NULL;
+	return api_conn_find(p->ctl, p->c, p->serial);
 }
 
 static void

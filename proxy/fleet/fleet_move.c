@@ -219,12 +219,8 @@ struct hreq {
 };
 
 static void
-hreq_free_cb(evutil_socket_t fd, short what, void *arg)
+hreq_free(struct hreq *h)
 {
-	struct hreq *h = arg;
-
-	(void)fd;
-	(void)what;
 	if (h->bev != NULL)
 		bufferevent_free(h->bev);
 	if (h->fd >= 0)
@@ -233,6 +229,14 @@ hreq_free_cb(evutil_socket_t fd, short what, void *arg)
 	evbuffer_free(h->in);
 	event_free(h->free_ev);
 	free(h);
+}
+
+static void
+hreq_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	hreq_free(arg);
 }
 
 static void
@@ -458,14 +462,7 @@ hreq_start(const char *host, const char *method, const char *target,
 	}
 	return h;
 fail:
-	if (h->bev != NULL)
-		bufferevent_free(h->bev);
-	if (h->fd >= 0)
-		close(h->fd);
-	EVP_MD_CTX_free(h->md);
-	evbuffer_free(h->in);
-	event_free(h->free_ev);
-	free(h);
+	hreq_free(h);
 	return NULL;
 }
 
