@@ -223,6 +223,10 @@ struct vmm_sandbox {
 	char fork_base[PATH_MAX];	/* a fork being made: its base layer */
 	char forked_from[VMM_ID_MAX + 1];	/* ... and its source */
 	int fork_pending;		/* the create restores the capture */
+	int readdress_pending;		/* moved here with another address
+					 * than its guest has: its next
+					 * restore gives it this one (the
+					 * identity request's network part) */
 	char restoring[VMM_ID_MAX + 1];	/* ... or a checkpoint's restore */
 	struct event *merge_ev;		/* a merge of its layers, due */
 	int merge_tail;			/* the merge ending an operation ... */
@@ -333,6 +337,10 @@ typedef void (*vmm_ident_cb)(struct vmm_sandbox *sb, int ok,
 /* Give a just-restored clone its identity through its guest agent
  * (hostname = id, machine id, MAC, address, gateway, resolver, clock,
  * entropy): cb once, from the loop. */
+/* vmm.c: a free pool block whose tap and gateway no one on this host
+ * holds: its index, gw, ip and tap name; -ENOSPC when none. */
+int vmm_pool_alloc_free(struct vmm *m, struct in_addr *gw,
+    struct in_addr *ip, char *tap, size_t taplen);
 int vmm_ident_start(struct vmm_sandbox *sb, vmm_ident_cb cb, void *arg,
     char *err, size_t errlen);
 /* the same, then `true` run once (a pool member warms its exec paths) */

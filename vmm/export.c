@@ -46,9 +46,11 @@
  * layers does not move yet.
  *
  * The guest keeps its address (its network was configured at its boot
- * and is in its RAM): it must be free in the target's pool. Re-addressing
- * a moved guest through its agent, as a clone is given its identity,
- * comes next.
+ * and is in its RAM) when it is free in the target's pool; else it is
+ * given the target's next free one: sandbox.conf says readdress, and
+ * its next restore gives the guest that address, gateway and resolver
+ * through its agent (the network part of a clone's identity request,
+ * its name and machine id kept) before anyone reaches it.
  *
  * What is read here on the target is a peer's: the manifest (bounded
  * JSON, names from a fixed list), the files (regular, not links, their
@@ -901,12 +903,33 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	if (inet_pton(AF_INET, conf_get(&c, "guest_ip"), &ip) != 1)
 		BAD("a bad guest_ip");
 #undef BAD
+	/* its address, if free here; else this host's next one, which its
+	 * guest is given through its agent as it is restored (the network
+	 * part of a clone's identity: readdress) */
 	if ((idx = vmm_pool_claim(m->pool, ip)) < 0) {
-		errf(err, errlen, -EADDRNOTAVAIL, "its address %s is not free "
-		    "in this host's pool (a moved guest keeps its address)",
-		    conf_get(&c, "guest_ip"));
-		rc = -EADDRNOTAVAIL;
-		goto fail;
+		struct in_addr gw;
+		char a[INET_ADDRSTRLEN];
+
+		if (conf_get(&c, "agent")[0] == '\0') {
+			rc = errf(err, errlen, -EADDRNOTAVAIL, "its address %s "
+			    "is not free in this host's pool, and its guest "
+			    "has no agent to be given another",
+			    conf_get(&c, "guest_ip"));
+			goto fail;
+		}
+		if ((idx = vmm_pool_alloc_free(m, &gw, &ip, tap,
+		    sizeof(tap))) < 0) {
+			rc = errf(err, errlen, -EADDRNOTAVAIL, "this host's "
+			    "address pool is full");
+			goto fail;
+		}
+		inet_ntop(AF_INET, &ip, a, sizeof(a));
+		if (conf_set(&c, "guest_ip", a) < 0 ||
+		    conf_set(&c, "readdress", "1") < 0) {
+			vmm_pool_release(m->pool, ip);
+			rc = errf(err, errlen, -ENOMEM, "out of memory");
+			goto fail;
+		}
 	}
 	vmm_pool_release(m->pool, ip);
 	snprintf(tap, sizeof(tap), "%s%d", m->tap_prefix, idx);

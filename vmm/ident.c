@@ -133,14 +133,20 @@ put_identity(struct vmm_ident *id, char *err, size_t errlen)
 	memcpy(buf + n, f, (size_t)w + 1);				\
 	n += (size_t)w + 1;						\
 } while (0)
-	FIELD("h%s", sb->id);
-	/* a version-4 style random id, as systemd-machine-id-setup does */
-	w = 0;
-	for (i = 0; i < 16; i++)
-		w += snprintf(f + w, sizeof(f) - (size_t)w, "%02x", rnd[64 + i]);
-	memcpy(buf + n, "i", 1);
-	memcpy(buf + n + 1, f, 33);
-	n += 34;
+	/* a moved guest given its new address keeps its name and machine
+	 * id (every field is optional to the agent); a clone gets its own */
+	if (!sb->readdress_pending || sb->fork_pending) {
+		FIELD("h%s", sb->id);
+		/* a version-4 style random id, as systemd-machine-id-setup
+		 * does */
+		w = 0;
+		for (i = 0; i < 16; i++)
+			w += snprintf(f + w, sizeof(f) - (size_t)w, "%02x",
+			    rnd[64 + i]);
+		memcpy(buf + n, "i", 1);
+		memcpy(buf + n + 1, f, 33);
+		n += 34;
+	}
 	nc_link_mac_format(sb->mac, mac, sizeof(mac));
 	FIELD("m%s", mac);
 	inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));

@@ -1899,6 +1899,26 @@ qm_sync_start(struct qm *q, char *err, size_t errlen)
 	return 0;
 }
 
+/* A sandbox's own snapshot restored and running: the snapshot is
+ * consumed (resuming from it again later would rewind the devices under
+ * newer RAM). It is renamed away at once and removed after the answer:
+ * one that carried the RAM (300 MB) took up to 120 ms to unlink, inside
+ * the wake. */
+static void
+qm_consumed(struct qm *q, const char *reason)
+{
+	struct vmm_sandbox *sb = q->sb;
+	char old[PATH_MAX], cur[PATH_MAX];
+
+	(void)vmm_path(sb, "snap/state", cur, sizeof(cur));
+	(void)vmm_path(sb, "snap/state.old", old, sizeof(old));
+	if (rename(cur, old) < 0)
+		(void)unlink(cur);
+	sb->snap_ram = sb->snap_dev = 0;	/* the RAM is in its file */
+	qm_done(q, 1, VMM_RUNNING, reason);
+	(void)unlink(old);
+}
+
 /* A clone's identity is set (or not: then it never runs as its
  * template's twin, the create boots instead). */
 static void
@@ -1911,6 +1931,18 @@ qm_ident_done(struct vmm_sandbox *sb, int ok, const char *why, void *arg)
 		return;
 	if (!ok) {
 		qm_kill_now(q, why);
+		return;
+	}
+	if (sb->readdress_pending && !sb->fork_pending && !q->ready) {
+		char ip[INET_ADDRSTRLEN];
+
+		/* a moved guest runs with this host's address for it */
+		sb->readdress_pending = 0;
+		inet_ntop(AF_INET, &sb->guest_ip, ip, sizeof(ip));
+		snprintf(r, sizeof(r), "moved here: its address is now %s "
+		    "(given in %llu ms)", ip, (unsigned long long)(vmm_now_ms() -
+		    q->t_cont));
+		qm_consumed(q, r);
 		return;
 	}
 	if (sb->fork_pending) {
@@ -2044,10 +2076,11 @@ static void
 qm_restored(struct qm *q)
 {
 	struct vmm_sandbox *sb = q->sb;
-	char why[VMM_ERRLEN], old[PATH_MAX], cur[PATH_MAX];
+	char why[VMM_ERRLEN];
 
-	if (q->ready || sb->fork_pending) {
-		/* a clone: its own identity before anyone reaches it */
+	if (q->ready || sb->fork_pending || sb->readdress_pending) {
+		/* a clone: its own identity before anyone reaches it; a
+		 * moved guest: its address here */
 		q->t_cont = vmm_now_ms();
 		q->step = QR_IDENT;
 		if ((sb->pooled ? vmm_ident_start_warm : vmm_ident_start)(sb,
@@ -2055,17 +2088,7 @@ qm_restored(struct qm *q)
 			qm_kill_now(q, why);
 		return;
 	}
-	/* The snapshot is consumed: resuming from it again later would
-	 * rewind the devices under newer RAM. It is renamed away at once
-	 * and removed after the answer: one that carried the RAM (300 MB)
-	 * took up to 120 ms to unlink, inside the wake. */
-	(void)vmm_path(sb, "snap/state", cur, sizeof(cur));
-	(void)vmm_path(sb, "snap/state.old", old, sizeof(old));
-	if (rename(cur, old) < 0)
-		(void)unlink(cur);
-	sb->snap_ram = sb->snap_dev = 0;	/* the RAM is in its file */
-	qm_done(q, 1, VMM_RUNNING, "");
-	(void)unlink(old);
+	qm_consumed(q, "");
 }
 
 /* Restore: a qemu in -incoming defer gets the capabilities and the

@@ -321,7 +321,7 @@ meta_write(struct vmm_sandbox *sb)
 		{ "snap_ram", n[12] }, { "ram_anon", n[13] },
 		{ "cgroup_name", sb->cg_name }, { "layered", n[14] },
 		{ "layer_gen", n[15] }, { "balloon", n[16] },
-		{ "snap_dev", n[17] },
+		{ "snap_dev", n[17] }, { "readdress", n[18] },
 	};
 	size_t i;
 	FILE *f;
@@ -351,6 +351,7 @@ meta_write(struct vmm_sandbox *sb)
 	snprintf(n[15], sizeof(n[15]), "%u", sb->layer_gen);
 	snprintf(n[16], sizeof(n[16]), "%d", sb->tpl.balloon);
 	snprintf(n[17], sizeof(n[17]), "%d", sb->snap_dev);
+	snprintf(n[18], sizeof(n[18]), "%d", sb->readdress_pending);
 	if ((f = fopen(tmp, "we")) == NULL)
 		return;
 	/* every value escaped (kv.c): a reason a VMM made up cannot add
@@ -1934,30 +1935,37 @@ host_holds(const char *tap, struct in_addr gw)
 	return held;
 }
 
-/* A pool index (and sb's tap name, gateway and guest address from it)
+/* A pool index (and the tap name, gateway and guest address from it)
  * whose tap name and gateway address nobody on this host holds; the
  * indexes passed over go back to the pool. With external taps the test
  * or operator made the tap: it must exist, so nothing is passed over. */
-static int
-pool_alloc_free(struct vmm *m, struct vmm_sandbox *sb)
+int
+vmm_pool_alloc_free(struct vmm *m, struct in_addr *gw, struct in_addr *ip,
+    char *tap, size_t taplen)
 {
 	struct in_addr passed[64];
 	size_t n = 0, i;
 	int idx;
 
 	for (;;) {
-		if ((idx = vmm_pool_alloc(m->pool, &sb->gateway,
-		    &sb->guest_ip)) < 0)
+		if ((idx = vmm_pool_alloc(m->pool, gw, ip)) < 0)
 			break;
-		snprintf(sb->tap, sizeof(sb->tap), "%s%d", m->tap_prefix, idx);
+		snprintf(tap, taplen, "%s%d", m->tap_prefix, idx);
 		if (m->cfg.external_taps || n == sizeof(passed) /
-		    sizeof(passed[0]) || !host_holds(sb->tap, sb->gateway))
+		    sizeof(passed[0]) || !host_holds(tap, *gw))
 			break;
-		passed[n++] = sb->guest_ip;
+		passed[n++] = *ip;
 	}
 	for (i = 0; i < n; i++)
 		vmm_pool_release(m->pool, passed[i]);
 	return idx;
+}
+
+static int
+pool_alloc_free(struct vmm *m, struct vmm_sandbox *sb)
+{
+	return vmm_pool_alloc_free(m, &sb->gateway, &sb->guest_ip, sb->tap,
+	    sizeof(sb->tap));
 }
 
 /* Bring the host side of the network up; idempotent (restart, start).
@@ -2787,7 +2795,7 @@ struct meta {
 	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
 	int from_snapshot, ram_shared, snap_ram, ram_anon, layered, balloon;
-	int snap_dev;
+	int snap_dev, readdress;
 	unsigned mem, vcpus, disk, layer_gen;
 	unsigned long long created;
 };
@@ -2820,6 +2828,7 @@ meta_line(const char *k, const char *v, void *arg)
 		I("standby_pid", standby_pid), I("disk_ready", disk_ready),
 		I("jailed", jailed), I("root_overlay", root_overlay),
 		I("balloon", balloon), I("snap_dev", snap_dev),
+		I("readdress", readdress),
 #undef I
 	};
 	size_t i;
@@ -3055,6 +3064,7 @@ vmm_adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	sb->ram_shared = mt.ram_shared;
 	sb->snap_ram = mt.snap_ram;
 	sb->snap_dev = mt.snap_dev;
+	sb->readdress_pending = mt.readdress;
 	sb->ram_anon = mt.ram_anon;
 	sb->layered = mt.layered;
 	sb->layer_gen = mt.layer_gen;

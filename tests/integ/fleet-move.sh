@@ -35,8 +35,9 @@ for h in a b; do
 done
 chmod 755 "$T/fleet"
 
-# host_conf H EXTRA...: $T/H/berth.conf with fresh ports. Both hosts
-# draw from one address pool: a moved guest keeps its address.
+# host_conf H EXTRA...: $T/H/berth.conf with fresh ports. Each host
+# its own address pool (a 10.227.0.0/24, b 10.228.0.0/24): a moved
+# guest is given the target's address for it as it is restored.
 host_conf() {
 	_h=$1; shift
 	mkdir -p "$T/$_h/state"
@@ -52,7 +53,8 @@ host_conf() {
 		echo "vm_disk 64"
 		echo "egress off"
 		echo "tap_prefix bmv$_h"
-		echo "vm_pool 10.227.0.0/24"
+		if [ "$_h" = a ]; then echo "vm_pool 10.227.0.0/24"
+		else echo "vm_pool 10.228.0.0/24"; fi
 		echo "idle_pause never"
 		echo "idle_suspend never"
 		echo "timeout wake 60s"
@@ -148,6 +150,10 @@ fi
 is "through a's edge too" "$(via a mv /info)" 200
 like "... from b" "$(cat "$T/hdr")" "Berth-Host: b"
 is "the same boot: restored, not booted" "$(json_get "$(cat "$T/body")" 'j["boot_id"]')" "$boot"
+like "its address is b's" "$(nc_ b --json sandbox show mv | json_get "$(cat)" 'j["address"]')" '^10\.228\.0\.'
+like "... given to its guest as it was woken there" \
+	"$(nc_ b --json sandbox events mv | json_get "$(cat)" '" ".join(e["reason"] for e in j["events"] if e["operation"] == "wake")')" \
+	"moved here: its address is now 10\.228\.0\."
 out=$(nc_ b sandbox exec mv -- cat /root/moved.txt </dev/null 2>&1)
 is "the file written on a is there on b" "$out" moved-bytes
 like "its port is b's" "$(nc_ b port ls mv 2>&1)" 8080
@@ -179,8 +185,14 @@ like "a move to its own host: refused" "$out" "on host b already"
 
 # ---- the target killed mid-transfer ----
 # Back to a first (the way it came), then b dies while a sends.
+# (it ran on b, the exec above: it runs on a after the move, given
+# a's address for it again)
 out=$(nc_ b sandbox move mv --to a 2>&1) || bail "move back to a: $out"
-is "back on a" "$(state_on a mv)" suspended
+running_a() { [ "$(state_on a mv)" = running ]; }
+wait_for 60 running_a
+is "back on a, running: it ran on b" "$(state_on a mv)" running
+like "... with a's address" "$(nc_ a --json sandbox show mv | json_get "$(cat)" 'j["address"]')" '^10\.227\.0\.'
+nc_ a sandbox suspend mv >/dev/null || bail "suspend mv on a"
 # a slower link: the RAM file and the disk take a while; b is killed
 # once a's first PUT reached it
 ( nc_ a sandbox move mv --to b >"$T/mv3.out" 2>&1; echo $? >"$T/mv3.rc" ) &
