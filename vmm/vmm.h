@@ -561,6 +561,10 @@ struct vmm_move_file {
 					 * ready snapshot ready_key's frozen
 					 * layer */
 	char path[VMM_MOVE_PATH];	/* the source's file (export only) */
+	int verified;			/* adopt: the caller hashed these
+					 * bytes as it wrote them and found
+					 * sha256: not read again (its type
+					 * and size still checked) */
 };
 
 struct vmm_move {

@@ -67,8 +67,8 @@
 #include <openssl/ssl.h>
 
 #define MOVE_PREFIX	"/v1/fleet/move/"
-#define MOVE_CHUNK	(64 * 1024)
-#define MOVE_HIGH	(256 * 1024)
+#define MOVE_CHUNK	(256 * 1024)
+#define MOVE_HIGH	(1024 * 1024)
 #define MOVE_HEAD_MAX	(16 * 1024)
 #define MOVE_BODY_MAX	(64 * 1024)
 #define MOVE_TIMEOUT	120		/* seconds of silence */
@@ -1681,6 +1681,9 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 			    "came", mv.f[i].name);
 			goto fail;
 		}
+		/* hashed here as each byte was written (the spool): libvmm
+		 * need not read a GiB of RAM file again */
+		mv.f[i].verified = in->need[i];
 	}
 	if (store_records(id, rec, &tdir, tbuf, sizeof(tbuf), status, err,
 	    errlen) < 0)
