@@ -1855,6 +1855,7 @@ start_fleet_move(struct px_control_hooks *hooks)
 		return;
 	px_fleet_move_init(P.base, P.store, vm_changed);
 	px_fleet_move_sweep();
+	px_vm_move_prehash();
 	hooks->move = px_fleet_move;
 	hooks->move_begin = px_fleet_move_begin;
 	hooks->move_spool = px_fleet_move_spool;

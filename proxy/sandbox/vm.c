@@ -3160,6 +3160,47 @@ px_vm_move_needs(const struct vmm_move *mv, int *need, char *err,
 	return vmm_move_needs(V.m, mv, need, err, errlen) < 0 ? -1 : 0;
 }
 
+/* One template directory's version by content (vmm_move_template_id,
+ * cached for the process), said in the log with the time it took. */
+static void
+prehash(const char *name, const char *dir)
+{
+	struct vmm_template t;
+	struct timespec t0;
+	char hex[65], e[VMM_ERRLEN];
+
+	if (dir == NULL || vmm_template_load(dir, &t, e, sizeof(e)) < 0)
+		return;		/* not built yet: hashed at its first move */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (vmm_move_template_id(&t, hex, e, sizeof(e)) < 0)
+		log_warnx("fleet: template %s: %s", name, e);
+	else
+		log_info("fleet: template %s is version %.12s by content "
+		    "(hashed in %lld ms, for moves)", name, hex,
+		    (long long)ms_since(&t0));
+	vmm_template_free(&t);
+}
+
+static int
+prehash_one(const struct px_template *tp, void *arg)
+{
+	(void)arg;
+	prehash(tp->name, tp->dir);
+	return 0;
+}
+
+void
+px_vm_move_prehash(void)
+{
+	char e[256];
+
+	if (V.m == NULL)
+		return;
+	prehash(PX_TEMPLATE_DEFAULT, V.tdir);
+	(void)px_store_template_list(V.store, prehash_one, NULL, e,
+	    sizeof(e));
+}
+
 int
 px_vm_move_adopt(const char *dir, const struct vmm_move *mv,
     const char *template_dir, char *err, size_t errlen)
