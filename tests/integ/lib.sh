@@ -261,6 +261,29 @@ metric_is() { [ "$(metric "$1")" = "$2" ]; }
 # berthd_config [EXTRA LINES...]: write $T/berth.conf with fresh ports;
 # sets HTTPS_PORT, HTTP_PORT, STATE, CONF, ACME_DIR. Extra arguments are
 # appended as config lines (e.g. "timeout response 2s").
+# stand_in_builder: template builds from a Dockerfile or an image go to a
+# stand-in for vmm/guest/mktemplate-source ($T/stand-in, exported as
+# BERTH_MKTEMPLATE_SOURCE: no VM boots). It says what it builds, fails a
+# Dockerfile saying FAIL, else makes its version a copy of the minimal
+# template (berthd gives builders an environment of their own: the path
+# is written in). For the SDK suites; template-source.sh has its own.
+stand_in_builder() {
+	cat >"$T/stand-in" <<-EOF
+	#!/bin/sh
+	# NAME FROM SOURCE OUTDIR [ARGS...]
+	echo "stand-in: building \$1 from \$2 (\$(wc -c <"\$3") bytes)" >&2
+	if [ "\$2" = dockerfile ] && tar -xOf "\$3" ./Dockerfile | grep -q FAIL; then
+		echo "stand-in: step 2/2 (RUN false) said: it-failed-here" >&2
+		exit 1
+	fi
+	mkdir -p "\$4" && cp -L "$T/state/templates/default"/* "\$4"/ &&
+		echo "stand-in: template \$1 in \$4" >&2
+	EOF
+	chmod 755 "$T/stand-in"
+	BERTH_MKTEMPLATE_SOURCE="$T/stand-in"
+	export BERTH_MKTEMPLATE_SOURCE
+}
+
 berthd_config() {
 	HTTPS_PORT=$(free_port)
 	HTTP_PORT=$(free_port)

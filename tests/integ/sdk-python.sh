@@ -60,25 +60,8 @@ fi
 
 CTL_PORT=$(free_port)
 if [ -z "$vm_skip" ]; then
-	# builds from a Dockerfile or an image go to a stand-in for
-	# vmm/guest/mktemplate-source (as template-source.sh's: no VM
-	# boots): it says what it builds, fails a Dockerfile saying FAIL,
-	# else makes its version a copy of the minimal template (berthd
-	# gives builders an environment of their own: the path written in)
-	cat >"$T/stand-in" <<-EOF
-	#!/bin/sh
-	# NAME FROM SOURCE OUTDIR [ARGS...]
-	echo "stand-in: building \$1 from \$2 (\$(wc -c <"\$3") bytes)" >&2
-	if [ "\$2" = dockerfile ] && tar -xOf "\$3" ./Dockerfile | grep -q FAIL; then
-		echo "stand-in: step 2/2 (RUN false) said: it-failed-here" >&2
-		exit 1
-	fi
-	mkdir -p "\$4" && cp -L "$T/state/templates/default"/* "\$4"/ &&
-		echo "stand-in: template \$1 in \$4" >&2
-	EOF
-	chmod 755 "$T/stand-in"
-	BERTH_MKTEMPLATE_SOURCE="$T/stand-in"
-	export BERTH_MKTEMPLATE_SOURCE
+	# builds from a Dockerfile or an image: no VM boots (lib.sh)
+	stand_in_builder
 	VMM=on berthd_config "tap_prefix bsp" "vm_pool 10.230.0.0/24" \
 		"idle_pause never" "idle_suspend never" \
 		"control_listen 127.0.0.1:$CTL_PORT"
