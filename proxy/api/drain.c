@@ -21,7 +21,6 @@ struct drain {
 	int	 live;		/* begun, and not freed since */
 	int	 moving;	/* a move is under way */
 	int	 stop;		/* undrain: no further move */
-	int	 ended;		/* no more to do (or stopped) */
 	json_t	*todo;		/* ids left, in order */
 	json_t	*moved;		/* [{"id","to","ms"}] */
 	json_t	*failed;	/* [{"id","error"}]: they stay here */
@@ -98,15 +97,9 @@ drain_moved(void *arg, int status, const char *err, uint64_t sent)
 			drain_next(d);
 			return;
 		}
-		if (d->first[0] != '\0') {
-			char both[1536];
-
-			snprintf(both, sizeof(both), "%s; %s", d->first, why);
-			json_array_append_new(d->failed, json_pack("{s:s, s:s}",
-			    "id", d->cur, "error", both));
-		} else
-			json_array_append_new(d->failed, json_pack("{s:s, s:s}",
-			    "id", d->cur, "error", why));
+		json_array_append_new(d->failed, json_pack("{s:s, s:s++}",
+		    "id", d->cur, "error", d->first, d->first[0] ? "; " : "",
+		    why));
 	}
 	json_decref(d->order);
 	d->order = NULL;
@@ -130,7 +123,6 @@ drain_next(struct drain *d)
 		if (d->cur[0] == '\0') {
 			if (d->stop || json_array_size(d->todo) == 0) {
 				d->moving = 0;
-				d->ended = 1;
 				return;
 			}
 			snprintf(d->cur, sizeof(d->cur), "%s", json_string_value(
@@ -240,8 +232,6 @@ drain_start(struct px_control *ctl, char *err, size_t errlen)
 	d->moving = json_array_size(d->todo) > 0;
 	if (d->moving)
 		event_base_once(ctl->base, -1, EV_TIMEOUT, drain_go, d, NULL);
-	else
-		d->ended = 1;
 	return 0;
 fail:
 	api_drain_free();
