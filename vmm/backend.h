@@ -196,6 +196,9 @@ struct vmm_sandbox {
 	int hidden;			/* a ready snapshot's build: not
 					 * listed, no callbacks */
 	char build_key[VMM_READY_KEY];	/* ... of this key */
+	char moved_key[VMM_READY_KEY];	/* layered over a base a move brought
+					 * (.layers/moved-SHA.qcow2): the key
+					 * of the ready snapshot it was */
 	char ready_key[VMM_READY_KEY];	/* its disk's base layer is that
 					 * snapshot's disk.qcow2; "" none */
 	int from_snapshot;		/* created by restoring it */

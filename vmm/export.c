@@ -10,7 +10,8 @@
  *                                          (the manifest: vmm_move_parse)
  *                                  <------ vmm_move_needs: which to send
  *   PUT /v1/fleet/move/ID/NAME ----------> each streamed to
- *     (size, sha256 as it goes)            <state>/.move/ID/NAME
+ *     (size, sha256 as it goes;            <state>/.move/ID/NAME
+ *      mem and disk.raw sparse: vmm.h)
  *   POST /v1/fleet/move/ID/commit -------> vmm_move_adopt: checked,
  *     (berthd's records: egress,           renamed into place, listed
  *      ports, token hashes, env)           suspended; records stored
@@ -29,14 +30,18 @@
  * it). Its disk's top may stand on a ready snapshot's frozen layer
  * (.ready/KEY/disk.qcow2), which is not its own: every host builds its
  * own ready snapshot of a key, so another host's layer of the same key
- * holds other bytes and only the same sha256 makes it the same layer.
+ * holds other bytes and only the same sha256 makes it the same layer:
+ * the base's identity (base_id) is that sha256 as its host made it.
  * The source names it by its sha256 up front (the layer never changes:
  * hashed once per process). When the target's differs (the usual case)
  * and no sandbox moved there over it before, the layer is sent as
  * base.qcow2 and kept in the target's .layers (moved-SHA.qcow2, shared
  * by every sandbox moved there over it, sent once): the sandbox's disk is then a
  * chain read from the qcow2 headers (layered), whose names are
- * rewritten to the target's paths. The template's files are not sent:
+ * rewritten to the target's paths. Such a sandbox moves on with that
+ * base, named by its identity (its bytes differ now: its header names
+ * this host's image) with the key it was made as (moved_key): the host
+ * that made it is not sent it back. The template's files are not sent:
  * the target must hold that version of it, the same by content (the
  * manifest's template_sha256, over its kernel's, initramfs's and image's
  * sha256s; each file hashed once per process), and the same command
@@ -176,6 +181,222 @@ vmm_move_sha256(const char *path, uint64_t *size, char hex[65], char *err,
 	return rc;
 }
 
+static int hex64(const char *s);
+static int moved_path(const struct vmm *m, const char *sha, char *buf,
+    size_t len);
+
+/* ---- the sparse form (vmm.h) ---- */
+
+int
+vmm_move_sparse(const char *name)
+{
+	return strcmp(name, "mem") == 0 || strcmp(name, "disk.raw") == 0;
+}
+
+static int
+zero_block(const unsigned char *p, size_t n)
+{
+	static const unsigned char zeros[VMM_SPARSE_BLK];
+
+	return memcmp(p, zeros, n) == 0;
+}
+
+static void
+put_be64(unsigned char *p, uint64_t v)
+{
+	int i;
+
+	for (i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static uint64_t
+get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int
+vmm_sparse_next(int fd, uint64_t size, uint64_t *pos, unsigned char *buf,
+    vmm_sparse_emit_fn *emit, void *arg, char *err, size_t errlen)
+{
+	unsigned char hdr[VMM_SPARSE_HDR];
+	uint64_t start, wlen, got = 0;
+	size_t b, from = 0, run = 0, n;
+	off_t d;
+	ssize_t r;
+
+	if (*pos >= size)
+		return 0;
+	if ((d = lseek(fd, (off_t)*pos, SEEK_DATA)) < 0) {
+		if (errno != ENXIO)
+			return errf(err, errlen, -errno, "SEEK_DATA: %s",
+			    strerror(errno));
+		*pos = size;		/* a hole to the end */
+		return 0;
+	}
+	if ((uint64_t)d >= size) {
+		*pos = size;
+		return 0;
+	}
+	start = (uint64_t)d - (uint64_t)d % VMM_SPARSE_WIN;
+	if (start < *pos)	/* (windows are aligned: *pos is one's start) */
+		start = *pos;
+	wlen = size - start < VMM_SPARSE_WIN ? size - start : VMM_SPARSE_WIN;
+	while (got < wlen) {
+		r = pread(fd, buf + got, (size_t)(wlen - got),
+		    (off_t)(start + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return errf(err, errlen, r < 0 ? -errno : -EIO, "read: "
+			    "%s", r < 0 ? strerror(errno) : "the file shrank");
+		got += (uint64_t)r;
+	}
+	/* runs of blocks not all zeros; the last block may be short */
+	for (b = 0;; b += VMM_SPARSE_BLK) {
+		n = b >= wlen ? 0 : wlen - b < VMM_SPARSE_BLK ?
+		    (size_t)(wlen - b) : VMM_SPARSE_BLK;
+		if (n > 0 && !zero_block(buf + b, n)) {
+			if (run == 0)
+				from = b;
+			run += n;
+			continue;
+		}
+		if (run > 0) {
+			put_be64(hdr, start + from);
+			put_be64(hdr + 8, run);
+			emit(arg, hdr, sizeof(hdr));
+			emit(arg, buf + from, run);
+			run = 0;
+		}
+		if (n == 0)
+			break;
+	}
+	*pos = start + wlen;
+	return 1;
+}
+
+void
+vmm_sparse_wr_init(struct vmm_sparse_wr *w, int fd, uint64_t size)
+{
+	memset(w, 0, sizeof(*w));
+	w->fd = fd;
+	w->size = size;
+}
+
+int
+vmm_sparse_write(struct vmm_sparse_wr *w, const void *p, size_t len,
+    char *err, size_t errlen)
+{
+	const unsigned char *at = p;
+	size_t n;
+	ssize_t r;
+
+	while (len > 0) {
+		if (w->left == 0) {
+			n = VMM_SPARSE_HDR - w->hlen;
+			if (n > len)
+				n = len;
+			memcpy(w->hdr + w->hlen, at, n);
+			w->hlen += n;
+			at += n;
+			len -= n;
+			if (w->hlen < VMM_SPARSE_HDR)
+				break;
+			w->hlen = 0;
+			w->off = get_be64(w->hdr);
+			w->left = get_be64(w->hdr + 8);
+			if (w->left == 0 || w->off % VMM_SPARSE_BLK != 0 ||
+			    w->off < w->end || w->off > w->size ||
+			    w->left > w->size - w->off ||
+			    w->off / VMM_SPARSE_WIN != (w->off + w->left - 1) /
+			    VMM_SPARSE_WIN)
+				return errf(err, errlen, -EINVAL, "a record "
+				    "at %llu of %llu bytes: out of order or "
+				    "bounds", (unsigned long long)w->off,
+				    (unsigned long long)w->left);
+			w->end = w->off + w->left;
+			continue;
+		}
+		n = len < w->left ? len : (size_t)w->left;
+		if ((r = pwrite(w->fd, at, n, (off_t)w->off)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return errf(err, errlen, -errno, "%s",
+			    strerror(errno));
+		}
+		at += r;
+		len -= (size_t)r;
+		w->off += (uint64_t)r;
+		w->left -= (uint64_t)r;
+	}
+	return 0;
+}
+
+int
+vmm_sparse_finish(struct vmm_sparse_wr *w, char *err, size_t errlen)
+{
+	if (w->left > 0 || w->hlen > 0)
+		return errf(err, errlen, -EINVAL, "its last record cut "
+		    "short");
+	if (ftruncate(w->fd, (off_t)w->size) < 0)
+		return errf(err, errlen, -errno, "%s", strerror(errno));
+	return 0;
+}
+
+static void
+emit_md(void *arg, const void *p, size_t len)
+{
+	(void)EVP_DigestUpdate(arg, p, len);
+}
+
+/* sha256 of fd's sparse form */
+static int
+sparse_sha_fd(int fd, uint64_t *size, char hex[65], char *err, size_t errlen,
+    const char *what)
+{
+	unsigned char md[EVP_MAX_MD_SIZE], *buf;
+	char why[VMM_ERRLEN];
+	unsigned mdlen = 0, i;
+	EVP_MD_CTX *ctx;
+	uint64_t pos = 0;
+	struct stat st;
+	int rc;
+
+	if (fstat(fd, &st) < 0)
+		return errf(err, errlen, -errno, "%s: %s", what,
+		    strerror(errno));
+	if ((buf = malloc(VMM_SPARSE_WIN)) == NULL ||
+	    (ctx = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		if (buf != NULL)
+			EVP_MD_CTX_free(ctx);
+		free(buf);
+		return errf(err, errlen, -ENOMEM, "sha256: no memory");
+	}
+	while ((rc = vmm_sparse_next(fd, (uint64_t)st.st_size, &pos, buf,
+	    emit_md, ctx, why, sizeof(why))) > 0)
+		;
+	free(buf);
+	if (rc < 0) {
+		EVP_MD_CTX_free(ctx);
+		return errf(err, errlen, rc, "%s: %s", what, why);
+	}
+	(void)EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	for (i = 0; i < mdlen && i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex[64] = '\0';
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
 /* files of template versions already hashed: they never change */
 #define TPL_CACHE 32
 static struct {
@@ -285,8 +506,18 @@ add_file(struct vmm_move *mv, const char *name, const char *path, int shared,
 		uint64_t sz;
 		int rc;
 
-		if ((rc = vmm_move_sha256(path, &sz, f->sha256, err,
-		    errlen)) < 0)
+		if (vmm_move_sparse(name)) {
+			int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (fd < 0)
+				return errf(err, errlen, -errno, "%s: %s", path,
+				    strerror(errno));
+			rc = sparse_sha_fd(fd, &sz, f->sha256, err, errlen,
+			    path);
+			close(fd);
+		} else
+			rc = vmm_move_sha256(path, &sz, f->sha256, err, errlen);
+		if (rc < 0)
 			return rc;
 		if (sz != f->size)
 			return errf(err, errlen, -EAGAIN, "%s: changed while "
@@ -296,12 +527,43 @@ add_file(struct vmm_move *mv, const char *name, const char *path, int shared,
 	return 0;
 }
 
+/*
+ * A layered sb's base when a move brought it: its disk's chain the top,
+ * .layers/moved-SHA.qcow2, the template's image, and the key it was
+ * made as known (moved_key). Its path and SHA; -1 else (a fork's).
+ */
+static int
+moved_base(struct vmm_sandbox *sb, char *base, size_t len, char id[65])
+{
+	static char chain[VMM_CHAIN_MAX][PATH_MAX];
+	char err[VMM_ERRLEN], want[PATH_MAX];
+	const char *slash, *name;
+
+	if (sb->moved_key[0] == '\0' || vmm_chain(sb->disk, chain,
+	    VMM_CHAIN_MAX, err, sizeof(err)) != 3)
+		return -1;
+	slash = strrchr(chain[1], '/');
+	name = slash != NULL ? slash + 1 : chain[1];
+	if (strncmp(name, "moved-", 6) != 0 || strlen(name) != 6 + 64 + 6 ||
+	    strcmp(name + 70, ".qcow2") != 0)
+		return -1;
+	memcpy(id, name + 6, 64);
+	id[64] = '\0';
+	if (!hex64(id))
+		return -1;
+	if (moved_path(sb->m, id, want, sizeof(want)) < 0 ||
+	    strcmp(want, chain[1]) != 0)
+		return -1;
+	snprintf(base, len, "%s", chain[1]);
+	return 0;
+}
+
 int
 vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
     char *err, size_t errlen)
 {
 	struct vmm *m = sb->m;
-	char p[PATH_MAX];
+	char p[PATH_MAX], base[PATH_MAX], bid[65];
 	int rc;
 
 	memset(mv, 0, sizeof(*mv));
@@ -313,7 +575,8 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 	if (sb->state != VMM_SUSPENDED)
 		return errf(err, errlen, -EPERM, "sandbox %s is %s, not "
 		    "suspended", sb->id, vmm_state_name(sb->state));
-	if (sb->layered || sb->layer_gen > 0)
+	if (sb->layer_gen > 0 || (sb->layered && moved_base(sb, base,
+	    sizeof(base), bid) < 0))
 		return errf(err, errlen, -ENOTSUP, "sandbox %s stands on a "
 		    "fork's layers: those do not move yet", sb->id);
 	if (sb->ram_shared)
@@ -336,7 +599,13 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 	mv->mem_mib = sb->mem_mib;
 	mv->vcpus = sb->vcpus;
 	mv->disk_mib = sb->disk_mib;
-	if (sb->tpl.root_overlay && sb->ready_key[0] != '\0')
+	if (sb->layered) {
+		/* over a base a move brought: it goes on as that base,
+		 * named as it was made */
+		snprintf(mv->ready_key, sizeof(mv->ready_key), "%s",
+		    sb->moved_key);
+		snprintf(mv->base_id, sizeof(mv->base_id), "%s", bid);
+	} else if (sb->tpl.root_overlay && sb->ready_key[0] != '\0')
 		snprintf(mv->ready_key, sizeof(mv->ready_key), "%s",
 		    sb->ready_key);
 	if ((rc = vmm_path(sb, "sandbox.conf", p, sizeof(p))) < 0 ||
@@ -357,13 +626,17 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 		/* named by its bytes up front (a ready snapshot's layer
 		 * never changes: hashed once per process), so that a target
 		 * holding it already is not sent it */
-		if ((rc = vmm_ready_path(m, mv->ready_key, "disk.qcow2", p,
+		if ((rc = sb->layered ? (snprintf(p, sizeof(p), "%s", base),
+		    0) : vmm_ready_path(m, mv->ready_key, "disk.qcow2", p,
 		    sizeof(p))) < 0 ||
 		    (rc = add_file(mv, "base.qcow2", p, 1, 0, err,
 		    errlen)) < 0 ||
 		    (rc = sha_cached(p, mv->f[mv->n - 1].sha256, err,
 		    errlen)) < 0)
 			goto fail;
+		if (mv->base_id[0] == '\0')
+			snprintf(mv->base_id, sizeof(mv->base_id), "%s",
+			    mv->f[mv->n - 1].sha256);
 	}
 	return 0;
 fail:
@@ -399,9 +672,9 @@ vmm_move_json(const struct vmm_move *mv)
 			json_decref(files);
 			return NULL;
 		}
-	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "id",
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "id",
 	    mv->id, "template", mv->tpl, "template_sha256", mv->tpl_sha256,
-	    "ready_key", mv->ready_key, "mem_mib",
+	    "ready_key", mv->ready_key, "base_id", mv->base_id, "mem_mib",
 	    (int)mv->mem_mib, "vcpus", (int)mv->vcpus, "disk_mib",
 	    (int)mv->disk_mib, "files", files);
 	if (o == NULL)
@@ -459,7 +732,7 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 {
 	json_t *o, *files, *f;
 	json_error_t je;
-	const char *id, *tpl, *tsha, *key;
+	const char *id, *tpl, *tsha, *key, *bid = "";
 	json_int_t mem, vcpus, disk;
 	size_t i, j;
 	int rc = -EINVAL;
@@ -470,10 +743,11 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		    "bytes", MOVE_JSON_MAX);
 	if ((o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je)) == NULL)
 		return errf(err, errlen, -EINVAL, "manifest: %s", je.text);
-	if (json_unpack_ex(o, &je, JSON_STRICT, "{s:s, s:s, s:s, s:s, s:I, "
-	    "s:I, s:I, s:o}", "id", &id, "template", &tpl, "template_sha256",
-	    &tsha, "ready_key", &key, "mem_mib", &mem, "vcpus", &vcpus,
-	    "disk_mib", &disk, "files", &files) < 0) {
+	if (json_unpack_ex(o, &je, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?s, "
+	    "s:I, s:I, s:I, s:o}", "id", &id, "template", &tpl,
+	    "template_sha256", &tsha, "ready_key", &key, "base_id", &bid,
+	    "mem_mib", &mem, "vcpus", &vcpus, "disk_mib", &disk, "files",
+	    &files) < 0) {
 		errf(err, errlen, rc, "manifest: %s", je.text);
 		goto out;
 	}
@@ -493,6 +767,10 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		errf(err, errlen, rc, "manifest: a bad template_sha256");
 		goto out;
 	}
+	if (bid[0] != '\0' && (strlen(bid) != 64 || !hex64(bid))) {
+		errf(err, errlen, rc, "manifest: a bad base_id");
+		goto out;
+	}
 	if (mem <= 0 || mem > 1 << 20 || vcpus <= 0 || vcpus > 1024 ||
 	    disk <= 0 || disk > 1 << 24) {
 		errf(err, errlen, rc, "manifest: a size out of bounds");
@@ -508,6 +786,7 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 	snprintf(mv->tpl, sizeof(mv->tpl), "%s", tpl);
 	snprintf(mv->tpl_sha256, sizeof(mv->tpl_sha256), "%s", tsha);
 	snprintf(mv->ready_key, sizeof(mv->ready_key), "%s", key);
+	snprintf(mv->base_id, sizeof(mv->base_id), "%s", bid);
 	mv->mem_mib = (unsigned)mem;
 	mv->vcpus = (unsigned)vcpus;
 	mv->disk_mib = (unsigned)disk;
@@ -562,6 +841,15 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		    "ready_key, and only with one");
 		goto out;
 	}
+	/* (a manifest without one: the base is named by its bytes) */
+	if ((i = (size_t)name_in(mv, "base.qcow2")) < mv->n &&
+	    mv->base_id[0] == '\0')
+		snprintf(mv->base_id, sizeof(mv->base_id), "%s",
+		    mv->f[i].sha256);
+	if (mv->base_id[0] != '\0' && mv->ready_key[0] == '\0') {
+		errf(err, errlen, rc, "manifest: a base_id without a base");
+		goto out;
+	}
 	rc = 0;
 out:
 	json_decref(o);
@@ -594,10 +882,10 @@ vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
 	for (i = 0; i < VMM_MOVE_FILES; i++)
 		need[i] = i < mv->n;
 	for (i = 0; i < mv->n; i++) {
-		if (!mv->f[i].shared || mv->f[i].sha256[0] == '\0')
+		if (!mv->f[i].shared || mv->base_id[0] == '\0')
 			continue;
 		/* one moved here before over the same base */
-		if (moved_path(m, mv->f[i].sha256, p, sizeof(p)) == 0 &&
+		if (moved_path(m, mv->base_id, p, sizeof(p)) == 0 &&
 		    access(p, F_OK) == 0) {
 			need[i] = 0;
 			continue;
@@ -608,8 +896,7 @@ vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
 			    "too long");
 		/* a layer of ours with other bytes (or none) is no match */
 		if (sha_cached(p, hex, why, sizeof(why)) == 0 &&
-		    lstat(p, &st) == 0 && (uint64_t)st.st_size ==
-		    mv->f[i].size && strcmp(hex, mv->f[i].sha256) == 0)
+		    lstat(p, &st) == 0 && strcmp(hex, mv->base_id) == 0)
 			need[i] = 0;
 	}
 	return 0;
@@ -728,7 +1015,8 @@ check_file(int dfd, const struct vmm_move_file *f, char *err, size_t errlen)
 		close(fd);
 		return 0;
 	}
-	rc = sha_fd(fd, &size, hex, why, sizeof(why), f->name);
+	rc = (vmm_move_sparse(f->name) ? sparse_sha_fd : sha_fd)(fd, &size,
+	    hex, why, sizeof(why), f->name);
 	close(fd);
 	if (rc < 0)
 		return errf(err, errlen, rc, "%s", why);
@@ -878,7 +1166,8 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 		BAD("its id is not %s", mv->id);
 	if (strcmp(conf_get(&c, "state"), "suspended") != 0)
 		BAD("state %.32s, not suspended", conf_get(&c, "state"));
-	if (conf_int(&c, "layered") || conf_int(&c, "layer_gen"))
+	if (conf_int(&c, "layer_gen") || (conf_int(&c, "layered") &&
+	    bi < 0))
 		BAD("a fork's layers: those do not move yet");
 	if (conf_int(&c, "ram_shared"))
 		BAD("its RAM is a ready snapshot's");
@@ -891,7 +1180,8 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	    conf_int(&c, "root_overlay") != tpl->root_overlay)
 		BAD("another version of template %s (its command line, agent "
 		    "or disk)", tpl->name);
-	if (strcmp(conf_get(&c, "ready_key"), mv->ready_key) != 0)
+	if (strcmp(conf_get(&c, conf_int(&c, "layered") ? "moved_key" :
+	    "ready_key"), mv->ready_key) != 0)
 		BAD("its ready_key is not the manifest's");
 	if ((unsigned)conf_int(&c, "mem_mib") != mv->mem_mib ||
 	    (unsigned)conf_int(&c, "vcpus") != mv->vcpus ||
@@ -941,7 +1231,7 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	 * .layers: its disk a chain of layers then), or the ready
 	 * snapshot's own layer here, the same bytes */
 	if (bi >= 0) {
-		if ((rc = moved_path(m, mv->f[bi].sha256, base,
+		if ((rc = moved_path(m, mv->base_id, base,
 		    sizeof(base))) < 0) {
 			errf(err, errlen, rc, "path too long");
 			goto fail;
@@ -979,8 +1269,11 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	    conf_set(&c, "cgroup_name", "") < 0 ||
 	    conf_set(&c, "reason", "") < 0 ||
 	    conf_set(&c, "disk_ready", "1") < 0 ||
-	    (layered && (conf_set(&c, "layered", "1") < 0 ||
-	    conf_set(&c, "ready_key", "") < 0))) {
+	    conf_set(&c, "layered", layered ? "1" : "0") < 0 ||
+	    conf_set(&c, "moved_key", layered ? mv->ready_key : "") < 0 ||
+	    (layered && conf_set(&c, "ready_key", "") < 0) ||
+	    (!layered && bi >= 0 && conf_set(&c, "ready_key",
+	    mv->ready_key) < 0)) {
 		rc = errf(err, errlen, -ENOMEM, "out of memory");
 		goto fail;
 	}

@@ -322,6 +322,7 @@ meta_write(struct vmm_sandbox *sb)
 		{ "cgroup_name", sb->cg_name }, { "layered", n[14] },
 		{ "layer_gen", n[15] }, { "balloon", n[16] },
 		{ "snap_dev", n[17] }, { "readdress", n[18] },
+		{ "moved_key", sb->moved_key },
 	};
 	size_t i;
 	FILE *f;
@@ -2793,6 +2794,7 @@ struct meta {
 	char kernel[PATH_MAX], initrd[PATH_MAX], rootfs[PATH_MAX];
 	char cmdline[1024], ready[128], reason[VMM_ERRLEN], accel[8];
 	char agent[64], ready_key[VMM_READY_KEY], cg_name[VMM_ID_MAX + 1];
+	char moved_key[VMM_READY_KEY];
 	int pid, standby_pid, disk_ready, jailed, root_overlay;
 	int from_snapshot, ram_shared, snap_ram, ram_anon, layered, balloon;
 	int snap_dev, readdress;
@@ -2814,7 +2816,7 @@ meta_line(const char *k, const char *v, void *arg)
 		T("initrd", initrd), T("rootfs", rootfs), T("cmdline", cmdline),
 		T("ready_line", ready), T("reason", reason), T("accel", accel),
 		T("agent", agent), T("ready_key", ready_key),
-		T("cgroup_name", cg_name),
+		T("cgroup_name", cg_name), T("moved_key", moved_key),
 #undef T
 	};
 	static const struct {
@@ -3060,6 +3062,7 @@ vmm_adopt_one(struct vmm *m, const char *id, char *err, size_t errlen)
 	t.root_overlay = mt.root_overlay;
 	t.balloon = mt.balloon;	/* none before 2026-12 */
 	snprintf(sb->ready_key, sizeof(sb->ready_key), "%s", mt.ready_key);
+	snprintf(sb->moved_key, sizeof(sb->moved_key), "%s", mt.moved_key);
 	sb->from_snapshot = mt.from_snapshot;
 	sb->ram_shared = mt.ram_shared;
 	sb->snap_ram = mt.snap_ram;

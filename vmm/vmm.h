@@ -574,6 +574,13 @@ struct vmm_move {
 					 * kernel's, initramfs's and image's
 					 * (vmm_move_template_id) */
 	char ready_key[VMM_READY_KEY];	/* its disk's base: "" the image */
+	char base_id[65];		/* ... that base's identity: the
+					 * sha256 of the ready snapshot's
+					 * layer as its host made it (which a
+					 * host that received it keeps under
+					 * that name, its header rewritten:
+					 * base.qcow2's own sha256 may then
+					 * differ); "" none */
 	unsigned mem_mib, vcpus, disk_mib;
 	size_t n;
 	struct vmm_move_file f[VMM_MOVE_FILES];
@@ -599,6 +606,47 @@ int vmm_move_template_id(const struct vmm_template *t, char hex[65],
  * its size. 0, or -errno with err. Reads every byte: blocking. */
 int vmm_move_sha256(const char *path, uint64_t *size, char hex[65],
     char *err, size_t errlen);
+/*
+ * The sparse form. A RAM file (mem) and a raw disk (disk.raw) are mostly
+ * zeros, holes or not: they go as their sparse form, and their sha256 in
+ * a manifest is the sparse form's. The form is a function of the file's
+ * bytes alone (not of where its holes are): the file cut in
+ * VMM_SPARSE_WIN windows, each run of VMM_SPARSE_BLK blocks within one
+ * window that are not all zeros a record: its offset and length (two
+ * big-endian 64-bit numbers), then its bytes. Records come in order,
+ * never overlap, and the file's size is the manifest's.
+ */
+#define VMM_SPARSE_WIN	(1u << 20)
+#define VMM_SPARSE_BLK	4096u
+#define VMM_SPARSE_HDR	16u
+/* Whether the file of that name goes as its sparse form. */
+int vmm_move_sparse(const char *name);
+/* The records of the next window of fd (size bytes) holding data, from
+ * *pos (0 at the start; moved past it), each given to emit as its head
+ * then its bytes (pointers into buf, VMM_SPARSE_WIN bytes the caller
+ * owns). Holes are skipped unread (SEEK_DATA). 1: a window done (maybe
+ * no records), 0: the end, -errno with err. */
+typedef void vmm_sparse_emit_fn(void *arg, const void *p, size_t len);
+int vmm_sparse_next(int fd, uint64_t size, uint64_t *pos, unsigned char *buf,
+    vmm_sparse_emit_fn *emit, void *arg, char *err, size_t errlen);
+/* ... and back: a sparse form arriving in pieces of any length, written
+ * into fd (new, empty) as the file it came from, every record checked
+ * (in order, in bounds, block-aligned, not empty). vmm_sparse_write: 0,
+ * or -errno with err (-EINVAL: not a sparse form of size bytes);
+ * vmm_sparse_finish: the form ended whole, the file made size bytes. */
+struct vmm_sparse_wr {
+	int fd;
+	uint64_t size;
+	uint64_t off, left;		/* the record being written */
+	uint64_t end;			/* where the last one ended */
+	unsigned char hdr[VMM_SPARSE_HDR];
+	size_t hlen;
+};
+void vmm_sparse_wr_init(struct vmm_sparse_wr *w, int fd, uint64_t size);
+int vmm_sparse_write(struct vmm_sparse_wr *w, const void *p, size_t len,
+    char *err, size_t errlen);
+int vmm_sparse_finish(struct vmm_sparse_wr *w, char *err, size_t errlen);
+
 /* mv as a JSON object (allocated, the caller frees), NULL without
  * memory; and back, with every field checked (names from the list
  * above, once each; sizes; hex; the id, the key): 0, or -EINVAL with

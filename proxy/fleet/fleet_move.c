@@ -4,20 +4,25 @@
  * The source. One move of a sandbox at a time (a second is 409), each a
  * small state machine on the parent's loop: suspend (the existing
  * lifecycle operation) if it runs or is paused; export (libvmm marks it
- * moving: its wakes are refused until the move ends); POST the manifest
- * (sizes, no hashes yet); PUT each file the target asks for, read in
- * MOVE_CHUNK pieces as the TLS connection drains (never more than
- * MOVE_HIGH queued: a file is never in memory whole), hashed as read;
- * POST the commit (the manifest with the hashes, and berthd's records:
- * the sandbox's row, its tokens' hashes, its published ports, its
- * egress mode and rules). A 200 there means the target holds it,
+ * moving: its wakes are refused until the move ends); journal it; POST
+ * the manifest (sizes, no hashes yet) with berthd's records (the
+ * sandbox's row, its tokens' hashes, its published ports, its egress
+ * mode and rules, its events) and whether it ran; PUT each file the
+ * target asks for, read in MOVE_CHUNK pieces as the TLS connection
+ * drains (never more than MOVE_HIGH queued: a file is never in memory
+ * whole), hashed as read; the RAM file and a raw disk as their sparse
+ * form (vmm.h: only the blocks that are not zeros, chunked); POST the
+ * commit (the manifest with the hashes, and the records again, as they
+ * are now). A 200 there means the target holds it,
  * restorable; the caller (api/move.c) then deletes it here. Any other
  * end: DELETE to the target (what it received goes), the sandbox stays
- * here, suspended, and may wake again. Two faults are not ends: a file
- * whose connection was cut is sent again (MOVE_RESUMES times); a commit
- * whose answer never came (journaled in vms/.moved/ID before it went,
- * so a restart finds it) is resolved by asking the target whether it
- * holds the sandbox (OUT_RESOLVE), until it says.
+ * here, suspended, and may wake again. Faults that are not ends: a file
+ * whose connection was cut is sent again (MOVE_RESUMES times); once the
+ * target may hold the sandbox (a commit whose answer never came or that
+ * found no move begun there, the last file's answer lost for good) the
+ * target is asked whether it holds it (OUT_RESOLVE), until it says; and
+ * a move journaled (vms/.moved/ID, from its begin) that a restart finds
+ * is resolved the same way.
  *
  * Each request is a connection of its own to the target's
  * fleet_api_listen (px_fleet_tls_client: only the target's certificate
@@ -31,8 +36,11 @@
  * <vms>/.move/ID/, each created anew, checked against the manifest's
  * size as it comes and hashed; the commit compares the hashes, stores
  * the records and has libvmm adopt the sandbox (which checks every byte
- * again before it moves anything). A move not committed within
- * MOVE_STALE is dropped, as is what a restart finds in .move.
+ * again before it moves anything). A move whose every file came whole
+ * but whose source's lease is gone before its commit (the source died)
+ * is adopted with what its begin brought (in_watch_cb). A move not
+ * committed within MOVE_STALE is dropped, as is what a restart finds in
+ * .move.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "fleet_move.h"
@@ -120,9 +128,11 @@ px_fleet_move_init(struct event_base *base, struct px_store *store,
 	M.changed = changed;
 }
 
-/* The source's journal of a commit sent: vms/.moved/ID holds the
- * target's id from the moment the commit goes until its answer is
- * known. One found at a start is a commit whose answer never came. */
+/* The source's journal of a move: vms/.moved/ID holds the target's id
+ * from its begin (from then on the target may come to hold it: by the
+ * commit, or by adopting what came whole once this host's lease is
+ * gone) until its end is known. One found at a start is a move whose
+ * end never came: the target is asked. */
 static int
 journal_path(const char *id, char *buf, size_t len)
 {
@@ -211,6 +221,10 @@ struct hreq {
 	void		*arg;
 	int		 fd;		/* a file's body, -1 none */
 	uint64_t	 left;		/* its bytes still to send */
+	int		 sparse;	/* ... as its sparse form, chunked */
+	uint64_t	 pos, size;	/* ... where it is, of how many */
+	struct evbuffer	*chunk;		/* ... its next chunk */
+	uint64_t	 bytes;		/* ... its body's bytes so far */
 	EVP_MD_CTX	*md;		/* ... hashed as read */
 	char		 sha[65];
 	struct evbuffer	*in;
@@ -227,6 +241,8 @@ hreq_free(struct hreq *h)
 		close(h->fd);
 	EVP_MD_CTX_free(h->md);
 	evbuffer_free(h->in);
+	if (h->chunk != NULL)
+		evbuffer_free(h->chunk);
 	event_free(h->free_ev);
 	free(h);
 }
@@ -317,6 +333,47 @@ hreq_read(struct bufferevent *bev, void *arg)
 	hreq_parse(h, 0);
 }
 
+static void
+emit_chunk(void *arg, const void *p, size_t len)
+{
+	struct hreq *h = arg;
+
+	(void)EVP_DigestUpdate(h->md, p, len);
+	evbuffer_add(h->chunk, p, len);
+	h->bytes += len;
+}
+
+/* A sparse file's next windows, each a chunk of the body. */
+static int
+sparse_write(struct hreq *h, struct evbuffer *out)
+{
+	static unsigned char win[VMM_SPARSE_WIN];
+	char err[VMM_ERRLEN];
+	size_t n;
+	int rc;
+
+	while (h->pos < h->size && evbuffer_get_length(out) < MOVE_HIGH) {
+		if ((rc = vmm_sparse_next(h->fd, h->size, &h->pos, win,
+		    emit_chunk, h, err, sizeof(err))) < 0) {
+			log_warnx("fleet: reading a file of the sandbox: %s",
+			    err);
+			return -1;
+		}
+		if ((n = evbuffer_get_length(h->chunk)) > 0) {
+			evbuffer_add_printf(out, "%zx\r\n", n);
+			evbuffer_add_buffer(out, h->chunk);
+			evbuffer_add(out, "\r\n", 2);
+		}
+		if (rc == 0)
+			h->pos = h->size;
+	}
+	if (h->pos >= h->size) {
+		evbuffer_add(out, "0\r\n\r\n", 5);
+		h->left = 0;
+	}
+	return 0;
+}
+
 /* The body's next pieces from its file, while the connection drains. */
 static void
 hreq_write(struct bufferevent *bev, void *arg)
@@ -328,7 +385,13 @@ hreq_write(struct bufferevent *bev, void *arg)
 	unsigned mdlen = 0, i;
 	ssize_t n;
 
-	while (h->fd >= 0 && h->left > 0 &&
+	if (h->fd >= 0 && h->sparse && h->left > 0 &&
+	    sparse_write(h, out) < 0) {
+		hreq_finish(h, 0, "", 0, "reading a file of the sandbox "
+		    "failed");
+		return;
+	}
+	while (h->fd >= 0 && !h->sparse && h->left > 0 &&
 	    evbuffer_get_length(out) < MOVE_HIGH) {
 		n = read(h->fd, buf, h->left < sizeof(buf) ? (size_t)h->left :
 		    sizeof(buf));
@@ -341,6 +404,7 @@ hreq_write(struct bufferevent *bev, void *arg)
 		(void)EVP_DigestUpdate(h->md, buf, (size_t)n);
 		evbuffer_add(out, buf, (size_t)n);
 		h->left -= (uint64_t)n;
+		h->bytes += (uint64_t)n;
 	}
 	if (h->fd >= 0 && h->left == 0) {
 		(void)EVP_DigestFinal_ex(h->md, md, &mdlen);
@@ -382,12 +446,13 @@ hreq_event(struct bufferevent *bev, short what, void *arg)
 /*
  * method target to host's fleet_api_listen, the body JSON text (json,
  * may be NULL) or the file at path (size bytes, hashed into h->sha as
- * sent). NULL with err when it cannot start; else done once, later.
+ * sent; sparse: its sparse form, vmm.h, in chunks). NULL with err when
+ * it cannot start; else done once, later.
  */
 static struct hreq *
 hreq_start(const char *host, const char *method, const char *target,
-    const char *json, const char *path, uint64_t size, hreq_done_fn *done,
-    void *arg, char *err, size_t errlen)
+    const char *json, const char *path, uint64_t size, int sparse,
+    hreq_done_fn *done, void *arg, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	int sslen = (int)sizeof(ss);
@@ -425,6 +490,14 @@ hreq_start(const char *host, const char *method, const char *target,
 			goto fail;
 		}
 		h->left = size;
+		h->size = size;
+		if ((h->sparse = sparse) && (h->chunk = evbuffer_new()) ==
+		    NULL) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		if (size == 0)	/* (the form of an empty file is empty) */
+			h->left = sparse;
 	}
 	if ((ssl = px_fleet_tls_client(host)) == NULL) {
 		snprintf(err, errlen, "no fleet certificate");
@@ -446,11 +519,17 @@ hreq_start(const char *host, const char *method, const char *target,
 		bufferevent_set_timeouts(h->bev, &tv, &tv);
 	}
 	evbuffer_add_printf(bufferevent_get_output(h->bev), "%s %s HTTP/1.1\r\n"
-	    "Host: %s\r\nContent-Type: %s\r\nContent-Length: %llu\r\n"
-	    "Connection: close\r\n\r\n", method, target, host, path != NULL ?
-	    "application/octet-stream" : "application/json",
-	    (unsigned long long)(path != NULL ? size : json != NULL ?
-	    strlen(json) : 0));
+	    "Host: %s\r\nContent-Type: %s\r\n", method, target, host,
+	    path != NULL ? "application/octet-stream" : "application/json");
+	if (h->sparse)
+		evbuffer_add_printf(bufferevent_get_output(h->bev),
+		    "Transfer-Encoding: chunked\r\n");
+	else
+		evbuffer_add_printf(bufferevent_get_output(h->bev),
+		    "Content-Length: %llu\r\n", (unsigned long long)(path !=
+		    NULL ? size : json != NULL ? strlen(json) : 0));
+	evbuffer_add_printf(bufferevent_get_output(h->bev), "Connection: "
+	    "close\r\n\r\n");
 	if (json != NULL)
 		evbuffer_add(bufferevent_get_output(h->bev), json, strlen(json));
 	bufferevent_enable(h->bev, EV_READ | EV_WRITE);
@@ -511,6 +590,7 @@ struct outgoing {
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES];
 	size_t cur;			/* the file being sent */
+	uint64_t sent;			/* the files' bodies that went whole */
 	struct hreq *req;
 };
 
@@ -618,14 +698,14 @@ static void
 out_end(struct outgoing *o, int status, const char *err)
 {
 	char e[256], target[128];
-	uint64_t sent = 0, all = 0;
+	uint64_t held = 0, all = 0;
 	size_t i;
 
 	out_unlink(o);
 	if (status != 200) {
 		if (o->begun) {
 			snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
-			(void)hreq_start(o->to, "DELETE", target, NULL, NULL, 0,
+			(void)hreq_start(o->to, "DELETE", target, NULL, NULL, 0, 0,
 			    abort_done, NULL, e, sizeof(e));
 		}
 		if (o->exported)
@@ -635,14 +715,15 @@ out_end(struct outgoing *o, int status, const char *err)
 	} else {
 		for (i = 0; i < o->mv.n; i++) {
 			all += o->mv.f[i].size;
-			if (o->need[i])
-				sent += o->mv.f[i].size;
+			if (!o->need[i])
+				held += o->mv.f[i].size;
 		}
-		log_info("fleet: sandbox %s moved to host %s: %llu of its "
-		    "%llu bytes sent (the rest the target held)", o->id, o->to,
-		    (unsigned long long)sent, (unsigned long long)all);
+		log_info("fleet: sandbox %s moved to host %s: %llu bytes "
+		    "sent for its %llu (zeros not sent, %llu the target "
+		    "held)", o->id, o->to, (unsigned long long)o->sent,
+		    (unsigned long long)all, (unsigned long long)held);
 	}
-	o->done(o->done_arg, status, err, sent);
+	o->done(o->done_arg, status, err, o->sent);
 	/* its answer known (and, when it moved, this host's copy gone) */
 	if (o->journaled)
 		journal_rm(o->id);
@@ -692,6 +773,18 @@ resolve_later(struct outgoing *o, const char *why)
 		    "asked at the next start", o->id);
 }
 
+/* whether the file being sent is the last one the target needs */
+static int
+last_file(const struct outgoing *o)
+{
+	size_t k;
+
+	for (k = o->cur + 1; k < o->mv.n; k++)
+		if (o->need[k])
+			return 0;
+	return 1;
+}
+
 static void
 step_done(struct hreq *h, int status, const char *body, size_t len,
     const char *err)
@@ -718,9 +811,16 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 			out_end(o, 503, "out of memory");
 		return;
 	}
-	/* the commit's answer lost: ask; no answer to the ask: ask again */
-	if ((o->step == OUT_COMMIT && status == 0) || (o->step == OUT_RESOLVE &&
-	    status != 200)) {
+	/*
+	 * The commit's answer lost, or no move begun there (the target
+	 * adopted it already, this host's lease having lapsed; or dropped
+	 * it); or the last file's answer lost for good (it may have come
+	 * whole, and the target adopts what came whole from a host whose
+	 * lease is gone): ask; no answer to the ask: ask again.
+	 */
+	if ((o->step == OUT_COMMIT && (status == 0 || status == 409)) ||
+	    (o->step == OUT_FILES && status == 0 && last_file(o)) ||
+	    (o->step == OUT_RESOLVE && status != 200)) {
 		answer_error(status, body, len, err, why, sizeof(why));
 		resolve_later(o, why);
 		return;
@@ -761,6 +861,7 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 	case OUT_FILES:
 		snprintf(o->mv.f[o->cur].sha256, sizeof(o->mv.f[0].sha256),
 		    "%s", h->sha);
+		o->sent += h->bytes;
 		o->cur++;
 		break;
 	case OUT_COMMIT:
@@ -784,22 +885,63 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 	out_next(o);
 }
 
+/* A fault a test injects (BERTH_TEST_MOVE_FAULT): never set in use. */
+static int
+test_fault(const char *which)
+{
+	const char *f = getenv("BERTH_TEST_MOVE_FAULT");
+
+	return f != NULL && strcmp(f, which) == 0;
+}
+
+/* {"manifest", "records", "resume"}: the begin's and the commit's body
+ * (the commit's manifest has the files' sha256s), allocated; NULL with
+ * err. */
+static char *
+commit_body(struct outgoing *o, char *err, size_t errlen)
+{
+	json_t *doc, *rec;
+	char *text;
+
+	if ((rec = records_json(o->id, err, errlen)) == NULL)
+		return NULL;
+	text = vmm_move_json(&o->mv);
+	doc = json_pack("{s:o, s:o, s:b}", "manifest", text != NULL ?
+	    json_loads(text, 0, NULL) : json_null(), "records", rec, "resume",
+	    o->resume);
+	free(text);
+	text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (text == NULL)
+		snprintf(err, errlen, "out of memory");
+	return text;
+}
+
 /* The move's next request. */
 static void
 out_next(struct outgoing *o)
 {
 	char target[160], err[512];
-	json_t *doc, *rec;
 	char *text;
 
 	switch (o->step) {
 	case OUT_BEGIN:
-		if ((text = vmm_move_json(&o->mv)) == NULL) {
-			out_end(o, 500, "out of memory");
+		/* the manifest and, should this host die before its commit,
+		 * what the target adopts it with (the records, resume) */
+		if ((text = commit_body(o, err, sizeof(err))) == NULL) {
+			out_end(o, 500, err);
 			return;
 		}
+		/* from here the target may come to hold it (it adopts what
+		 * came whole once this host's lease is gone): a restart asks */
+		if (journal_write(o->id, o->to, err, sizeof(err)) < 0) {
+			free(text);
+			out_end(o, 500, err);
+			return;
+		}
+		o->journaled = 1;
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
-		o->req = hreq_start(o->to, "POST", target, text, NULL, 0,
+		o->req = hreq_start(o->to, "POST", target, text, NULL, 0, 0,
 		    step_done, o, err, sizeof(err));
 		free(text);
 		break;
@@ -811,43 +953,31 @@ out_next(struct outgoing *o)
 			    "?name=%s", o->id, o->mv.f[o->cur].name);
 			o->req = hreq_start(o->to, "PUT", target, NULL,
 			    o->mv.f[o->cur].path, o->mv.f[o->cur].size,
-			    step_done, o, err, sizeof(err));
+			    vmm_move_sparse(o->mv.f[o->cur].name), step_done, o,
+			    err, sizeof(err));
 			break;
 		}
 		o->step = OUT_COMMIT;
 		/* FALLTHROUGH */
 	case OUT_COMMIT:
-		if ((rec = records_json(o->id, err, sizeof(err))) == NULL) {
+		if ((text = commit_body(o, err, sizeof(err))) == NULL) {
 			out_end(o, 500, err);
 			return;
 		}
-		text = vmm_move_json(&o->mv);
-		doc = json_pack("{s:o, s:o, s:b}", "manifest", text != NULL ?
-		    json_loads(text, 0, NULL) : json_null(), "records", rec,
-		    "resume", o->resume);
-		free(text);
-		text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
-		json_decref(doc);
-		if (text == NULL) {
-			out_end(o, 500, "out of memory");
-			return;
+		if (test_fault("before-commit")) {
+			log_warnx("fleet: BERTH_TEST_MOVE_FAULT=before-commit: "
+			    "this host dies before the commit of %s", o->id);
+			_exit(137);
 		}
-		/* from here the target may hold it, answered or not */
-		if (journal_write(o->id, o->to, err, sizeof(err)) < 0) {
-			free(text);
-			out_end(o, 500, err);
-			return;
-		}
-		o->journaled = 1;
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s/commit",
 		    o->id);
-		o->req = hreq_start(o->to, "POST", target, text, NULL, 0,
+		o->req = hreq_start(o->to, "POST", target, text, NULL, 0, 0,
 		    step_done, o, err, sizeof(err));
 		free(text);
 		break;
 	case OUT_RESOLVE:
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
-		o->req = hreq_start(o->to, "GET", target, NULL, NULL, 0,
+		o->req = hreq_start(o->to, "GET", target, NULL, NULL, 0, 0,
 		    step_done, o, err, sizeof(err));
 		if (o->req == NULL) {	/* the target not known now: later */
 			resolve_later(o, err);
@@ -1003,7 +1133,7 @@ restart_done(void *arg, int status, const char *err, uint64_t sent)
 }
 
 /*
- * At a start: each journaled commit (vms/.moved/ID) whose sandbox this
+ * At a start: each journaled move (vms/.moved/ID) whose sandbox this
  * host still holds is resolved by asking its target (OUT_RESOLVE): the
  * sandbox is marked moving meanwhile, so nothing wakes it here while
  * the target may hold it.
@@ -1055,7 +1185,7 @@ resolve_journal(void)
 		o->next = M.out;
 		M.out = o;
 		o->step = OUT_COMMIT;	/* as if its answer never came */
-		resolve_later(o, "this host restarted since the commit went");
+		resolve_later(o, "this host restarted during the move");
 	}
 	closedir(d);
 }
@@ -1167,6 +1297,9 @@ struct incoming {
 	char dir[PATH_MAX];
 	time_t begun;
 	struct event *stale;		/* MOVE_STALE after its begin */
+	struct event *watch;		/* all came: the source's lease */
+	json_t *rec;			/* the begin's records, */
+	int resume;			/* ... and whether it ran */
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES], got[VMM_MOVE_FILES], busy[VMM_MOVE_FILES];
 	char sha[VMM_MOVE_FILES][65];
@@ -1178,6 +1311,8 @@ struct spool {
 	int fd;
 	uint64_t bytes;
 	EVP_MD_CTX *md;
+	int sparse;			/* its sparse form comes (vmm.h) */
+	struct vmm_sparse_wr wr;
 };
 
 static struct incoming *
@@ -1204,11 +1339,15 @@ in_drop(struct incoming *in)
 	rm_tree(in->dir);
 	if (in->stale != NULL)
 		event_free(in->stale);
+	if (in->watch != NULL)
+		event_free(in->watch);
+	json_decref(in->rec);
 	free(in);
 }
 
 /* moves begun long ago and never committed (the source died) */
 static void in_expire(void);
+static void in_check_whole(struct incoming *);
 
 static void
 in_stale_cb(evutil_socket_t fd, short what, void *arg)
@@ -1238,6 +1377,41 @@ in_expire(void)
 			in_drop(in);
 		}
 	}
+}
+
+/* A begin's body: {"manifest", "records", "resume"} (the commit's form,
+ * without the files' sha256s yet), or the bare manifest. */
+static int
+begin_parse(struct incoming *in, const char *body, size_t len, char *err,
+    size_t errlen)
+{
+	json_t *doc, *man, *rec, *res;
+	char *text;
+	int rc;
+
+	if ((doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL)) ==
+	    NULL || json_object_get(doc, "files") != NULL) {
+		json_decref(doc);
+		return vmm_move_parse(body, len, &in->mv, err, errlen);
+	}
+	if (!json_is_object(man = json_object_get(doc, "manifest")) ||
+	    !json_is_object(rec = json_object_get(doc, "records")) ||
+	    !json_is_boolean(res = json_object_get(doc, "resume")) ||
+	    json_object_size(doc) != 3 ||
+	    (text = json_dumps(man, JSON_COMPACT)) == NULL) {
+		json_decref(doc);
+		snprintf(err, errlen, "a begin is the manifest, or "
+		    "{\"manifest\", \"records\", \"resume\": boolean}");
+		return -1;
+	}
+	rc = vmm_move_parse(text, strlen(text), &in->mv, err, errlen);
+	free(text);
+	if (rc == 0) {
+		in->rec = json_incref(rec);
+		in->resume = json_is_true(res);
+	}
+	json_decref(doc);
+	return rc;
 }
 
 json_t *
@@ -1281,11 +1455,12 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (vmm_move_parse(body, len, &in->mv, err, errlen) < 0 ||
+	if (begin_parse(in, body, len, err, errlen) < 0 ||
 	    strcmp(in->mv.id, id) != 0) {
 		if (strcmp(in->mv.id, id) != 0 && in->mv.id[0] != '\0')
 			snprintf(err, errlen, "the manifest is of another "
 			    "sandbox");
+		json_decref(in->rec);
 		free(in);
 		return NULL;
 	}
@@ -1296,6 +1471,7 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 		*status = 500;
 		if (err[0] == '\0')
 			snprintf(err, errlen, "%s: %s", p, strerror(errno));
+		json_decref(in->rec);
 		free(in);
 		return NULL;
 	}
@@ -1305,6 +1481,7 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 		*status = 500;
 		snprintf(err, errlen, "%s: %s", in->dir, strerror(errno));
 		rm_tree(in->dir);
+		json_decref(in->rec);
 		free(in);
 		return NULL;
 	}
@@ -1372,6 +1549,8 @@ px_fleet_move_spool(const char *host, const char *id, const char *name,
 	}
 	s->in = in;
 	s->i = i;
+	if ((s->sparse = vmm_move_sparse(name)))
+		vmm_sparse_wr_init(&s->wr, s->fd, in->mv.f[i].size);
 	in->busy[i] = 1;
 	return s;
 }
@@ -1399,8 +1578,22 @@ px_fleet_move_spool_write(void *h, const void *p, size_t len, int *status,
 {
 	struct spool *s = h;
 	const char *at = p;
+	char why[VMM_ERRLEN];
 	ssize_t n;
 
+	if (s->sparse) {
+		(void)EVP_DigestUpdate(s->md, p, len);
+		s->bytes += len;
+		if ((n = vmm_sparse_write(&s->wr, p, len, why,
+		    sizeof(why))) < 0) {
+			*status = n == -EINVAL ? 400 : n == -ENOSPC ? 507 : 500;
+			snprintf(err, errlen, "%s: %s", s->in->mv.f[s->i].name,
+			    why);
+			spool_free(s, 0);
+			return -1;
+		}
+		return 0;
+	}
 	if (s->bytes + len > s->in->mv.f[s->i].size) {
 		*status = 400;
 		snprintf(err, errlen, "%s: more than its %llu bytes",
@@ -1432,9 +1625,16 @@ px_fleet_move_spool_end(void *h, int *status, char *err, size_t errlen)
 {
 	struct spool *s = h;
 	unsigned char md[EVP_MAX_MD_SIZE];
+	char why[VMM_ERRLEN];
 	unsigned mdlen = 0, i;
 
-	if (s->bytes != s->in->mv.f[s->i].size) {
+	if (s->sparse && vmm_sparse_finish(&s->wr, why, sizeof(why)) < 0) {
+		*status = 400;
+		snprintf(err, errlen, "%s: %s", s->in->mv.f[s->i].name, why);
+		spool_free(s, 0);
+		return -1;
+	}
+	if (!s->sparse && s->bytes != s->in->mv.f[s->i].size) {
 		*status = 400;
 		snprintf(err, errlen, "%s: %llu bytes of %llu",
 		    s->in->mv.f[s->i].name, (unsigned long long)s->bytes,
@@ -1453,6 +1653,7 @@ px_fleet_move_spool_end(void *h, int *status, char *err, size_t errlen)
 	for (i = 0; i < mdlen && i < 32; i++)
 		snprintf(s->in->sha[s->i] + 2 * i, 3, "%02x", md[i]);
 	s->in->got[s->i] = 1;
+	in_check_whole(s->in);
 	spool_free(s, 1);
 	return 0;
 }
@@ -1622,6 +1823,110 @@ undo:
 	return -1;
 }
 
+/*
+ * What came of in, adopted with records rec (mv: its manifest, each
+ * file's sha256 the one that came, hashed here as each byte was written:
+ * libvmm need not read a GiB of RAM file again); resume: it ran there,
+ * woken here as a request would (joined by any). 0, restorable (what
+ * the source waits for), or -1 with *status and err and nothing kept.
+ * in is the caller's to drop.
+ */
+static int
+in_adopt(struct incoming *in, struct vmm_move *mv, json_t *rec, int resume,
+    const char *how, int *status, char *err, size_t errlen)
+{
+	struct px_event ev;
+	const char *tdir;
+	char tbuf[1024], e[256];
+	int rc;
+
+	if (store_records(in->id, rec, &tdir, tbuf, sizeof(tbuf), status, err,
+	    errlen) < 0)
+		return -1;
+	if ((rc = px_vm_move_adopt(in->dir, mv, tdir, err, errlen)) < 0) {
+		*status = rc == -2 ? 409 : 400;
+		(void)px_store_sandbox_rm(M.store, in->id, e, sizeof(e));
+		return -1;
+	}
+	log_info("fleet: sandbox %s moved here from host %s%s%s", in->id,
+	    in->host, how, resume ? "; it ran there: resumed here" : "");
+	memset(&ev, 0, sizeof(ev));
+	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", in->id);
+	snprintf(ev.operation, sizeof(ev.operation), "move");
+	snprintf(ev.result, sizeof(ev.result), "ok");
+	snprintf(ev.reason, sizeof(ev.reason), "here from host %s%s",
+	    in->host, how);
+	ev.duration_ms = -1;
+	(void)px_store_event_add(M.store, &ev, NULL, e, sizeof(e));
+	if (resume)
+		px_vm_wake(in->id);
+	return 0;
+}
+
+/*
+ * Every file of in came whole and its source's lease is gone (it died
+ * before its commit, or lost etcd for longer than its lease): in is
+ * adopted with what its begin said, this host's etcd answering (a host
+ * that lost etcd sees every other one gone). The source, back, asks
+ * (its journal) and drops its copy; its commit, should it come, is
+ * answered by the same question (409: no move begun, then held).
+ */
+static void
+in_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct incoming *in = arg;
+	struct timeval tv = { 1, 0 };
+	struct vmm_move mv;
+	char addr[80], err[VMM_ERRLEN];
+	int status;
+	size_t i;
+
+	(void)fd;
+	(void)what;
+	for (i = 0; i < in->mv.n; i++)
+		if (in->need[i] && (!in->got[i] || in->busy[i]))
+			break;		/* one sent again: not whole now */
+	if (i < in->mv.n || !px_fleet_etcd_ok() ||
+	    px_fleet_host_api(in->host, addr, sizeof(addr))) {
+		evtimer_add(in->watch, &tv);
+		return;
+	}
+	mv = in->mv;
+	for (i = 0; i < mv.n; i++) {
+		if (in->need[i])
+			snprintf(mv.f[i].sha256, sizeof(mv.f[i].sha256), "%s",
+			    in->sha[i]);
+		mv.f[i].verified = in->need[i];
+	}
+	log_warnx("fleet: host %s, moving sandbox %s here, is gone from the "
+	    "fleet before its commit: what came whole is adopted", in->host,
+	    in->id);
+	if (in_adopt(in, &mv, in->rec, in->resume, " (gone before its "
+	    "commit)", &status, err, sizeof(err)) < 0)
+		log_warnx("fleet: sandbox %s could not be adopted: %s; its "
+		    "files go", in->id, err);
+	in_drop(in);
+	if (M.changed != NULL)
+		M.changed();
+}
+
+/* Whether every file in needs came whole and its records with its
+ * begin: then it is watched (in_watch_cb). */
+static void
+in_check_whole(struct incoming *in)
+{
+	struct timeval tv = { 1, 0 };
+	size_t i;
+
+	if (in->rec == NULL || in->watch != NULL)
+		return;
+	for (i = 0; i < in->mv.n; i++)
+		if (in->need[i] && !in->got[i])
+			return;
+	if ((in->watch = evtimer_new(M.base, in_watch_cb, in)) != NULL)
+		evtimer_add(in->watch, &tv);
+}
+
 json_t *
 px_fleet_move_commit(const char *host, const char *id, const char *body,
     size_t len, int *status, char *err, size_t errlen, void *arg)
@@ -1629,10 +1934,8 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 	struct incoming *in = in_find(id);
 	struct vmm_move mv;
 	json_t *doc = NULL, *man, *rec, *res = NULL;
-	const char *tdir;
-	char tbuf[1024], *text = NULL, e[256];
+	char *text = NULL;
 	size_t i;
-	int rc;
 
 	(void)arg;
 	*status = 409;
@@ -1681,38 +1984,13 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 			    "came", mv.f[i].name);
 			goto fail;
 		}
-		/* hashed here as each byte was written (the spool): libvmm
-		 * need not read a GiB of RAM file again */
 		mv.f[i].verified = in->need[i];
 	}
-	if (store_records(id, rec, &tdir, tbuf, sizeof(tbuf), status, err,
+	if (in_adopt(in, &mv, rec, json_is_true(res), "", status, err,
 	    errlen) < 0)
 		goto fail;
-	if ((rc = px_vm_move_adopt(in->dir, &mv, tdir, err, errlen)) < 0) {
-		*status = rc == -2 ? 409 : 400;
-		(void)px_store_sandbox_rm(M.store, id, e, sizeof(e));
-		goto fail;
-	}
-	log_info("fleet: sandbox %s moved here from host %s%s", id, host,
-	    json_is_true(res) ? "; it ran there: resumed here" : "");
-	{
-		struct px_event ev;
-
-		memset(&ev, 0, sizeof(ev));
-		snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", id);
-		snprintf(ev.operation, sizeof(ev.operation), "move");
-		snprintf(ev.result, sizeof(ev.result), "ok");
-		snprintf(ev.reason, sizeof(ev.reason), "here from host %s",
-		    host);
-		ev.duration_ms = -1;
-		(void)px_store_event_add(M.store, &ev, NULL, e, sizeof(e));
-	}
 	in_drop(in);
 	free(text);
-	/* restorable now, which is what the source waits for; one that
-	 * ran there is woken here as a request would (joined by any) */
-	if (json_is_true(res))
-		px_vm_wake(id);
 	json_decref(doc);
 	return json_pack("{s:s, s:s, s:s, s:b}", "id", id, "state",
 	    PX_STATE_SUSPENDED, "host", px_fleet_self(), "resumed",

@@ -9,7 +9,9 @@
 # its port, token and egress rule are b's. Refused with a clear word: a
 # move to a host the fleet does not know, of a sandbox a does not hold.
 # And a target killed while the files stream: the sandbox stays on a,
-# suspended, and wakes there.
+# suspended, and wakes there; a source that dies before its commit
+# (a fault injected): the target adopts it once the source's lease is
+# gone, and the source, back, drops its copy.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -316,6 +318,48 @@ is "no journal left on a" "$(ls "$T/a/state/vms/.moved" 2>/dev/null | wc -l)" 0
 wait_for 30 one_holder
 is "d3 is on one host, b" "$(on a)$(on b)" 01
 is "... and wakes there for a command" "$(nc_ b sandbox exec d3 -- echo awake </dev/null 2>&1)" awake
+
+# ---- the source dies before its commit: the target adopts ----
+# b is started again with a fault a test injects (it dies as a commit
+# would go); d3, running on b, moves to a: suspended, its files all
+# whole on a, then b is gone. Once b's lease lapses a adopts what came
+# (with the records the begin brought) and resumes it (it ran on b); b,
+# started again, finds its journal, asks a and drops its copy.
+nc_ b sandbox suspend mv >/dev/null 2>&1
+kill "$PID_b"
+wait_gone 60 "$PID_b" || bail "b did not stop"
+BERTH_TEST_MOVE_FAULT=before-commit
+export BERTH_TEST_MOVE_FAULT
+start_host b
+unset BERTH_TEST_MOVE_FAULT
+kids=$(pgrep -P "$PID_b")
+wait_for 60 b_up || bail "a does not see b up"
+nc_ b sandbox exec d3 -- echo awake </dev/null >/dev/null 2>&1
+is "d3 runs on b" "$(state_on b d3)" running
+nc_ b sandbox move d3 --to a >"$T/mv6.out" 2>&1
+isnt "b dies before its commit (a fault injected): netctl says it failed" "$?" 0
+wait_gone 30 "$PID_b" || bail "b did not die: $(tail -n 5 "$T/b/berthd.log")"
+# b's workers and helpers as a kill -9 would leave them: gone too
+kill -9 $kids 2>/dev/null
+like "b's log says so" "$(grep d3 "$T/b/berthd.log" | tail -n 3)" "dies before the commit of d3"
+if wait_log 60 "$T/a/berthd.log" "host b, moving sandbox d3 here, is gone from the fleet before its commit" ""; then
+	ok "a adopts d3 once b's lease is gone"
+else
+	not_ok "a adopts d3 once b's lease is gone"
+	diag "$(grep d3 "$T/a/berthd.log" | tail -n 5)"
+fi
+runs_a() { [ "$(state_on a d3)" = running ]; }
+wait_for 60 runs_a
+is "... and resumes it there (it ran on b)" "$(state_on a d3)" running
+is "... for a command" "$(nc_ a sandbox exec d3 -- echo awake </dev/null 2>&1)" awake
+like "its event says how it came" "$(nc_ a sandbox events d3 2>&1)" "here from host b .gone before its commit"
+start_host b
+asked() { grep -q "fleet: host a says it holds sandbox d3" "$T/b/berthd.log" &&
+	[ "$(on b)" = 0 ]; }
+wait_for 60 asked
+like "b, started again, asks a, which holds d3" "$(grep d3 "$T/b/berthd.log")" "host a says it holds sandbox d3"
+is "... and drops its copy" "$(on a)$(on b)" 10
+is "no journal left on b" "$(ls "$T/b/state/vms/.moved" 2>/dev/null | wc -l)" 0
 
 # ---- etcd unreachable: no move starts ----
 kill "$ETCD_PID"

@@ -55,7 +55,7 @@ manager(struct event_base *base, const char *name, const char *prefix)
 {
 	struct vmm_config cfg;
 	char p[PATH_MAX], err[VMM_ERRLEN];
-	static char dirs[2][PATH_MAX];
+	static char dirs[3][PATH_MAX];
 	static int k;
 	struct vmm *m;
 
@@ -271,6 +271,201 @@ test_json(void)
 	    -EINVAL, "no template version: refused (%s)", err);
 #undef F
 #undef REFUSED
+}
+
+/* ---- the sparse form ---- */
+
+struct form {
+	unsigned char *p;
+	size_t len, cap;
+};
+
+static void
+form_add(void *arg, const void *p, size_t len)
+{
+	struct form *f = arg;
+
+	if (f->len + len > f->cap) {
+		f->cap = (f->len + len) * 2;
+		f->p = realloc(f->p, f->cap);
+	}
+	memcpy(f->p + f->len, p, len);
+	f->len += len;
+}
+
+/* path's whole sparse form into f; its windows counted */
+static int
+form_of(const char *path, struct form *f, int *windows)
+{
+	static unsigned char buf[VMM_SPARSE_WIN];
+	char err[256];
+	uint64_t pos = 0;
+	struct stat st;
+	int fd, rc;
+
+	f->len = 0;
+	*windows = 0;
+	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) < 0)
+		return -1;
+	while ((rc = vmm_sparse_next(fd, (uint64_t)st.st_size, &pos, buf,
+	    form_add, f, err, sizeof(err))) > 0)
+		(*windows)++;
+	close(fd);
+	if (rc < 0)
+		diag("sparse: %s", err);
+	return rc;
+}
+
+/* form written back to path (size bytes), piece bytes at a time */
+static int
+unform(const struct form *f, const char *path, uint64_t size, size_t piece,
+    char *err, size_t errlen)
+{
+	struct vmm_sparse_wr w;
+	size_t at, n;
+	int fd, rc = 0;
+
+	(void)unlink(path);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0)
+		return -errno;
+	vmm_sparse_wr_init(&w, fd, size);
+	for (at = 0; rc == 0 && at < f->len; at += n) {
+		n = f->len - at < piece ? f->len - at : piece;
+		rc = vmm_sparse_write(&w, f->p + at, n, err, errlen);
+	}
+	if (rc == 0)
+		rc = vmm_sparse_finish(&w, err, errlen);
+	close(fd);
+	return rc;
+}
+
+static void
+be64(unsigned char *p, uint64_t v)
+{
+	int i;
+
+	for (i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+/* f's first record, then one at off of len bytes: refused */
+static void
+bad_form(const struct form *f, const char *what, uint64_t off, uint64_t len,
+    const char *path, uint64_t size)
+{
+	static unsigned char blk[VMM_SPARSE_BLK];
+	struct form bad = { 0 };
+	unsigned char hdr[VMM_SPARSE_HDR];
+	char err[256] = "";
+	uint64_t at;
+
+	form_add(&bad, f->p, VMM_SPARSE_HDR + VMM_SPARSE_BLK);
+	be64(hdr, off);
+	be64(hdr + 8, len);
+	form_add(&bad, hdr, sizeof(hdr));
+	for (at = 0; at < len && at < 2 * VMM_SPARSE_WIN; at += sizeof(blk))
+		form_add(&bad, blk, sizeof(blk));
+	ok(unform(&bad, path, size, 4096, err, sizeof(err)) == -EINVAL,
+	    "%s: refused (%s)", what, err);
+	free(bad.p);
+}
+
+static void
+test_sparse(void)
+{
+	char a[PATH_MAX], b[PATH_MAX], cmd[3 * PATH_MAX], err[256];
+	const uint64_t size = 3 * VMM_SPARSE_WIN + 5000;
+	unsigned char blk[VMM_SPARSE_BLK];
+	struct form f = { 0 }, g = { 0 }, bad = { 0 };
+	int fd, wins = 0, wins2 = 0, nrec = 0;
+	struct stat st;
+	size_t at;
+
+	ok(vmm_move_sparse("mem") && vmm_move_sparse("disk.raw") &&
+	    !vmm_move_sparse("disk.qcow2") && !vmm_move_sparse("snap/state"),
+	    "mem and disk.raw go sparse, the others whole");
+	snprintf(a, sizeof(a), "%s/sparse-a", top);
+	snprintf(b, sizeof(b), "%s/sparse-b", top);
+	if ((fd = open(a, O_RDWR | O_CREAT | O_TRUNC, 0600)) < 0 ||
+	    ftruncate(fd, (off_t)size) < 0) {
+		ok(0, "a sparse file");
+		return;
+	}
+	memset(blk, 'a', sizeof(blk));
+	/* a block of data; a block of zeros written (data, not a hole); two
+	 * blocks across the first window's end; a byte in the short tail;
+	 * the third window a hole */
+	(void)pwrite(fd, blk, sizeof(blk), 0);
+	memset(blk, 0, sizeof(blk));
+	(void)pwrite(fd, blk, sizeof(blk), 2 * VMM_SPARSE_BLK);
+	memset(blk, 'b', sizeof(blk));
+	(void)pwrite(fd, blk, sizeof(blk), VMM_SPARSE_WIN - VMM_SPARSE_BLK);
+	(void)pwrite(fd, blk, sizeof(blk), VMM_SPARSE_WIN);
+	(void)pwrite(fd, "z", 1, (off_t)size - 1);
+	close(fd);
+
+	ok(form_of(a, &f, &wins) == 0, "its sparse form");
+	for (at = 0; at + VMM_SPARSE_HDR <= f.len; nrec++) {
+		uint64_t len = 0;
+		int i;
+
+		for (i = 8; i < 16; i++)
+			len = len << 8 | f.p[at + (size_t)i];
+		at += VMM_SPARSE_HDR + len;
+	}
+	/* 'a' at 0; 'b' ending window 0; 'b' starting window 1; the tail's
+	 * short block (the zeros written are no record) */
+	ok(at == f.len && nrec == 4, "4 records: a run cut at a window's "
+	    "end, written zeros not sent (%d records, %zu bytes)", nrec, f.len);
+	ok(f.len == 3 * VMM_SPARSE_BLK + (5000 - 4096) + 4 * VMM_SPARSE_HDR,
+	    "... %zu bytes for a file of %llu", f.len,
+	    (unsigned long long)size);
+	ok(wins == 3, "the hole's window skipped unread (%d windows read)",
+	    wins);
+	ok(unform(&f, b, size, 7, err, sizeof(err)) == 0, "written back "
+	    "7 bytes at a time (%s)", err);
+	snprintf(cmd, sizeof(cmd), "cmp -s %s %s", a, b);
+	ok(system(cmd) == 0, "... the same bytes");
+	ok(stat(b, &st) == 0 && (uint64_t)st.st_size == size &&
+	    (uint64_t)st.st_blocks * 512 < size / 2, "... its size, holes "
+	    "kept (%lld bytes on disk)", (long long)st.st_blocks * 512);
+	ok(form_of(b, &g, &wins2) == 0 && g.len == f.len &&
+	    memcmp(f.p, g.p, f.len) == 0, "the form is the bytes': the same "
+	    "from the copy, whose zeros are holes");
+	ok(unform(&f, b, size, VMM_SPARSE_WIN * 2, err, sizeof(err)) == 0 &&
+	    system(cmd) == 0, "written back in one piece");
+
+	/* forms that are not one: each refused, naming the record */
+	bad_form(&f, "a record before the last one's end", 0,
+	    VMM_SPARSE_BLK, b, size);
+	bad_form(&f, "a record across a window's end", VMM_SPARSE_WIN -
+	    VMM_SPARSE_BLK, 2 * VMM_SPARSE_BLK, b, size);
+	bad_form(&f, "a record past the file's end", size - 1 +
+	    VMM_SPARSE_BLK, 1, b, size);
+	bad_form(&f, "an empty record", 2 * VMM_SPARSE_BLK, 0, b, size);
+	bad_form(&f, "a record not at a block", 2 * VMM_SPARSE_BLK + 1, 10,
+	    b, size);
+	bad.len = 0;
+	form_add(&bad, f.p, VMM_SPARSE_HDR + 100);
+	ok(unform(&bad, b, size, 4096, err, sizeof(err)) == -EINVAL,
+	    "a form cut short: refused at its end (%s)", err);
+	bad.len = 0;
+	form_add(&bad, f.p, 9);
+	ok(unform(&bad, b, size, 4096, err, sizeof(err)) == -EINVAL,
+	    "... in a record's head too");
+
+	/* nothing but zeros, and nothing */
+	snprintf(cmd, sizeof(cmd), "truncate -s 0 %s && truncate -s 2M %s",
+	    a, a);
+	sh(cmd);
+	ok(form_of(a, &f, &wins) == 0 && f.len == 0, "a file of zeros: an "
+	    "empty form");
+	ok(unform(&f, b, 2 * VMM_SPARSE_WIN, 4096, err, sizeof(err)) == 0 &&
+	    stat(b, &st) == 0 && st.st_size == 2 * VMM_SPARSE_WIN,
+	    "... written back: its size");
+	free(f.p);
+	free(g.p);
+	free(bad.p);
 }
 
 static void
@@ -524,6 +719,57 @@ test_move(struct event_base *base)
 		ok(rc == 3 && strcmp(f3[1], files[1]) == 0, "over the base "
 		    "mv2 stands on (%s)", rc == 3 ? f3[1] : err);
 	}
+
+	/* mv2 moves on from b, over the base a move brought: named as a
+	 * made it (its sha256 there), its bytes b's (its header names b's
+	 * image); a, whose layer it is, is not sent it back; c lacks it */
+	{
+		struct vmm_template tc;
+		struct vmm *c;
+		uint64_t sz;
+		char orig[65] = "";
+
+		snprintf(p, sizeof(p), "%s/disk.qcow2", rd);
+		(void)vmm_move_sha256(p, &sz, orig, err, sizeof(err));
+		sb = vmm_sandbox_find(b, "mv2");
+		ok(sb != NULL && vmm_move_export(sb, &mv, 1, err,
+		    sizeof(err)) == 0 && mv.n == 5 &&
+		    strcmp(mv.f[4].path, files[1]) == 0, "a sandbox over a "
+		    "moved base moves on, with it (%s)", err);
+		ok(strcmp(mv.base_id, orig) == 0 && strcmp(mv.f[4].sha256,
+		    orig) != 0 && strcmp(mv.ready_key, key) == 0, "... named "
+		    "as a made it, with a's key");
+		ok(vmm_move_needs(a, &mv, need, err, sizeof(err)) == 0 &&
+		    !need[4] && need[1], "a is not sent its own layer back");
+		c = manager(base, "c", "bmc");
+		if (ok(c != NULL && template("tpl-c", &tc) == 0, "a third "
+		    "host")) {
+			ok(vmm_move_needs(c, &mv, need, err, sizeof(err)) ==
+			    0 && need[4], "c needs it");
+			snprintf(dir, sizeof(dir), "%s/.move/mv2", c->state_dir);
+			ship(&mv, need, dir);
+			ok(vmm_move_adopt(c, dir, &mv, &tc, &got, err,
+			    sizeof(err)) == 0, "c adopts it (%s)", err);
+			snprintf(p, sizeof(p), "%s/mv2/disk.qcow2",
+			    c->state_dir);
+			rc = vmm_chain(p, files, 4, err, sizeof(err));
+			ok(rc == 3 && strstr(files[1], orig) != NULL &&
+			    strncmp(files[1], c->state_dir,
+			    strlen(c->state_dir)) == 0 && strcmp(files[2],
+			    tc.rootfs) == 0, "... over the base in c's .layers, "
+			    "still named as a made it (%s)", rc > 1 ? files[1] :
+			    err);
+			snprintf(p, sizeof(p), "grep -q '^layered=1$' "
+			    "%s/mv2/sandbox.conf && grep -q '^moved_key=%s$' "
+			    "%s/mv2/sandbox.conf", c->state_dir, key,
+			    c->state_dir);
+			ok(system(p) == 0, "... layered, a's key kept as its "
+			    "base's");
+			vmm_template_free(&tc);
+			vmm_free(c);
+		}
+		vmm_move_end(sb);
+	}
 	vmm_template_free(&ta);
 	vmm_template_free(&tb);
 	vmm_free(a);
@@ -542,6 +788,7 @@ main(void)
 	}
 	have_qemu_img = system("qemu-img --version >/dev/null 2>&1") == 0;
 	test_json();
+	test_sparse();
 	test_qcow2();
 	test_move(base);
 	event_base_free(base);
