@@ -69,6 +69,7 @@ static struct {
 	json_t		*claims;		/* "<host>/<id>/<name>" -> revision */
 	json_t		*bad;			/* key -> why it is not used (logged) */
 	json_t		*desired;		/* id -> sandbox: this host's store */
+	json_t		*moved;			/* id -> {"from","to","ports","until"} */
 	json_t		*known;			/* id -> sandbox: what etcd holds of ours */
 	json_t		*kclaims;		/* "<id>/<name>": our names' keys there */
 	json_t		*clashes;		/* the lost claims logged */
@@ -98,6 +99,16 @@ str(json_t *obj, const char *key)
 	return s != NULL ? s : "";
 }
 static void publish(void);
+static void moved_expire(void);
+
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- etcd's JSON gateway ---- */
 
@@ -733,12 +744,17 @@ px_fleet_routes(json_t *msg)
 	json_object_set_new(r, "fleet_host", json_string(F.host));
 	sbs = json_object_get(r, "sandboxes");
 	want = json_object();
+	moved_expire();
 	json_array_foreach(sbs, i, sb) {
 		const char *id = json_string_value(json_object_get(sb, "id"));
+		json_t *mv = json_object_get(F.moved, id);
 
 		json_object_set_new(want, id, json_pack("{s:s,s:O,s:O}", "id", id,
 		    "state", json_object_get(sb, "state"), "ports",
 		    json_object_get(sb, "ports")));
+		if (mv != NULL && strcmp(str(mv, "to"), F.host) == 0)
+			json_object_set_new(json_object_get(want, id), "moved_from",
+			    json_string(str(mv, "from")));
 	}
 	json_decref(F.desired);
 	F.desired = want;
@@ -785,7 +801,47 @@ px_fleet_routes(json_t *msg)
 		    "ports", json_object_get(s, "ports"), "host", host, "remote", 1,
 		    "fleet", h ? str(h, "fleet") : "", "host_up", h != NULL));
 	}
+	/* moved off here, the target's claim not seen yet: routed there */
+	json_object_foreach(F.moved, key, v) {
+		const char *to = str(v, "to");
+		json_t *h = json_object_get(F.hosts, to);
+
+		if (strcmp(to, F.host) == 0 || json_object_get(win, key) != NULL ||
+		    json_object_get(want, key) != NULL || h == NULL)
+			continue;
+		json_array_append_new(sbs, json_pack("{s:s,s:s,s:s,s:O,s:s,s:b,s:s,s:b}",
+		    "id", key, "address", "", "state", "suspended", "ports",
+		    json_object_get(v, "ports"), "host", to, "remote", 1, "fleet",
+		    str(h, "fleet"), "host_up", 1));
+	}
 	json_decref(win);
+}
+
+/* the moves older than PX_FLEET_MOVED_MS forgotten */
+static void
+moved_expire(void)
+{
+	json_int_t now = (json_int_t)now_ms();
+	const char *id;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(F.moved, tmp, id, v)
+		if (json_integer_value(json_object_get(v, "until")) <= now)
+			json_object_del(F.moved, id);
+}
+
+void
+px_fleet_moved(const char *id, const char *from, const char *to)
+{
+	json_t *ports;
+
+	if (!F.on || F.moved == NULL)
+		return;
+	ports = json_object_get(json_object_get(F.desired, id), "ports");
+	json_object_set_new(F.moved, id, json_pack("{s:s,s:s,s:o,s:I}", "from",
+	    from, "to", to, "ports", ports != NULL ? json_deep_copy(ports) :
+	    json_array(), "until", (json_int_t)(now_ms() + PX_FLEET_MOVED_MS)));
 }
 
 /* ---- the view of the fleet ---- */
@@ -1127,6 +1183,7 @@ px_fleet_init(struct event_base *base, const struct px_config *c, const char *ed
 	F.hosts = json_object();
 	F.sbs = json_object();
 	F.desired = json_object();
+	F.moved = json_object();
 	F.known = json_object();
 	F.claims = json_object();
 	F.kclaims = json_object();

@@ -64,6 +64,16 @@ int px_fleet_set_drained(int on, char *err, size_t errlen);
  * one that lost is left out, or routed to the winner.
  */
 void px_fleet_routes(json_t *msg);
+/*
+ * Sandbox id moved from host from to host to, one of them this one
+ * (PX_FLEET_MOVED_MS long): the target's claim says moved_from, and wins
+ * over the source's at once, everywhere; the source routes the id to the
+ * target until its view has the target's claim (no 404 between its copy
+ * going and that claim reaching it). Its current ports (desired) are
+ * kept for that. Call before the source's copy goes.
+ */
+#define PX_FLEET_MOVED_MS	(60 * 1000)
+void px_fleet_moved(const char *id, const char *from, const char *to);
 /* {"type":"fleet","host","ca","cert","key"} for the workers: the PEM text
  * they build their mTLS contexts from. NULL when not in fleet mode. */
 json_t *px_fleet_tls_msg(void);

@@ -722,6 +722,8 @@ out_end(struct outgoing *o, int status, const char *err)
 		    "sent for its %llu (zeros not sent, %llu the target "
 		    "held)", o->id, o->to, (unsigned long long)o->sent,
 		    (unsigned long long)all, (unsigned long long)held);
+		/* routed there from here until the target's claim is seen */
+		px_fleet_moved(o->id, px_fleet_self(), o->to);
 	}
 	o->done(o->done_arg, status, err, o->sent);
 	/* its answer known (and, when it moved, this host's copy gone) */
@@ -1850,6 +1852,8 @@ in_adopt(struct incoming *in, struct vmm_move *mv, json_t *rec, int resume,
 	}
 	log_info("fleet: sandbox %s moved here from host %s%s%s", in->id,
 	    in->host, how, resume ? "; it ran there: resumed here" : "");
+	/* its claim says so: it wins over the source's at once */
+	px_fleet_moved(in->id, in->host, px_fleet_self());
 	memset(&ev, 0, sizeof(ev));
 	snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", in->id);
 	snprintf(ev.operation, sizeof(ev.operation), "move");

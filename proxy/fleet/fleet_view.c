@@ -231,16 +231,43 @@ px_fleet_check_sandbox(const char *rest, const char *value, json_int_t rev,
 		WHY("its value's sandbox id is not its key's %s", id);
 	if (!one_of(str(sb, "state"), states))
 		WHY("its sandbox state is not one of berth's");
+	if (json_object_get(sb, "moved_from") != NULL &&
+	    (str(sb, "moved_from") == NULL || !px_fleet_valid_host(str(sb,
+	    "moved_from"))))
+		WHY("its sandbox's moved_from is not a fleet host id");
 	if ((ports = check_ports(json_object_get(sb, "ports"), domain, id, why,
 	    whylen)) == NULL)
 		goto fail;
 	*out = json_pack("{s:s,s:{s:s,s:s,s:o},s:I}", "host", host, "sandbox", "id", id,
 	    "state", str(sb, "state"), "ports", ports, "rev", rev);
+	if (str(sb, "moved_from") != NULL)
+		json_object_set_new(json_object_get(*out, "sandbox"), "moved_from",
+		    json_string(str(sb, "moved_from")));
 	json_decref(v);
 	return 1;
 fail:
 	json_decref(v);
 	return -1;
+}
+
+/*
+ * Two claims of one id, e (host he, revision re) and w: 1 when e wins for
+ * a move, 0 when w does, -1 when no move says. A claim that says the
+ * sandbox moved from the other's host wins (the move's target holds it:
+ * the source's claim goes as soon as its copy does); both saying so (a
+ * move there and back), the newer.
+ */
+static int
+moved_over(json_t *se, const char *he, json_int_t re, json_t *sw,
+    const char *hw, json_int_t rw)
+{
+	const char *fe = str(se, "moved_from"), *fw = str(sw, "moved_from");
+	int em = fe != NULL && strcmp(fe, hw) == 0;
+	int wm = fw != NULL && strcmp(fw, he) == 0;
+
+	if (em && wm)
+		return re > rw;
+	return em ? 1 : wm ? 0 : -1;
 }
 
 /* 1 if claim (r1, h1) came before (r2, h2): etcd's revision, and the host
@@ -355,8 +382,13 @@ px_fleet_resolve(json_t *view, json_t *claims, json_t *local, const char *self,
 		if (id == NULL)
 			continue;
 		if ((w = json_object_get(winners, id)) != NULL) {
+			int mv;
+
 			wrev = rev_of(json_object_get(w, "rev"));
-			if (!before(rev, host, wrev, str(w, "host"))) {
+			mv = moved_over(json_object_get(e, "sandbox"), host, rev,
+			    json_object_get(w, "sandbox"), str(w, "host"), wrev);
+			if (mv == 0 || (mv < 0 && !before(rev, host, wrev,
+			    str(w, "host")))) {
 				lose(lost, "id", id, host, id, rev, str(w, "host"), wrev);
 				continue;
 			}

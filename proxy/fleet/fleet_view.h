@@ -42,8 +42,9 @@ json_t *px_fleet_check_host(const char *rest, const char *value,
  * A key under P/sandboxes/: rest is the key after "P/sandboxes/", value
  * its text, rev its create_revision, domain berth's domain (custom host
  * names under it must be the sandbox's own). One of:
- *   1, *out = {"host","sandbox":{"id","state","ports"},"rev"}: a sandbox
- *      (rebuilt from the checked fields only);
+ *   1, *out = {"host","sandbox":{"id","state","ports","moved_from"?},
+ *      "rev"}: a sandbox (rebuilt from the checked fields only;
+ *      moved_from: the host it moved here from, lately);
  *   2, *out = {"host","id","name","rev"}: a custom host name's claim;
  *  -1 with why: not to be used.
  */
@@ -53,9 +54,11 @@ int px_fleet_check_sandbox(const char *rest, const char *value, json_int_t rev,
 /*
  * Decides the owners. view: "<host>/<id>" -> a sandbox entry as above;
  * claims: "<host>/<id>/<name>" -> its create_revision (an integer);
- * local: id -> {"id","state","ports"}, this host's store, whose claims
- * count with the revisions view and claims hold under self (none yet:
- * PX_FLEET_REV_NONE). Returns id -> {"host","local":bool,"sandbox"} of
+ * local: id -> {"id","state","ports","moved_from"?}, this host's store,
+ * whose claims count with the revisions view and claims hold under self
+ * (none yet: PX_FLEET_REV_NONE). An id's first claim wins, unless the
+ * other says it moved from the first's host (the newer of two that say
+ * so of each other). Returns id -> {"host","local":bool,"sandbox"} of
  * the winners, each sandbox's ports without the names it lost (a copy
  * when changed). Each lost claim is appended to lost (may be NULL) as
  * {"kind":"id"|"name","what","host","id","rev","winner","winner_rev"}.

@@ -131,6 +131,13 @@ is "a request sent during the move is answered after it" "$code" 200
 like "... by b" "$(cat "$T/hdr.during")" "Berth-Host: b"
 like "... which woke it" "$(cat "$T/hdr.during")" "Server-Timing: wake"
 is "... the same boot" "$(json_get "$(cat "$T/body.during")" 'j["boot_id"]')" "$boot"
+# at once, no waiting for the views to settle: b's claim says it moved
+# from a (it wins over a's at once), and a routes it to b until it sees
+# that claim
+is "at once after the move, through a's edge: 200" "$(via a mv /healthz)" 200
+like "... from b" "$(cat "$T/hdr")" "Berth-Host: b"
+is "... through b's edge too" "$(via b mv /healthz)" 200
+like "... from b" "$(cat "$T/hdr")" "Berth-Host: b"
 like "b holds it (woken by that request)" "$(state_on b mv)" "^(suspended|running)$"
 isnt "a holds it no more" "$(nc_ a --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
 gone_a() { [ ! -e "$T/a/state/vms/mv" ]; }

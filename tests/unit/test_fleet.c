@@ -263,6 +263,57 @@ fleet_view_tests(void)
 	json_decref(claims);
 	json_decref(local);
 	json_decref(lost);
+
+	/* a move: mv was a's (the older claim); b adopted it, and its claim
+	 * says it moved from a */
+	is_int(entry("b/mv", "{\"host\":\"b\",\"sandbox\":{\"id\":\"mv\","
+	    "\"state\":\"suspended\",\"ports\":[],\"moved_from\":\"a\"}}", 12,
+	    &e, why), 1, "a claim saying where it moved from is used: %s", why);
+	is_str(json_string_value(json_object_get(json_object_get(e, "sandbox"),
+	    "moved_from")), "a", "...and keeps moved_from");
+	json_decref(e);
+	refused("b/mv", "{\"host\":\"b\",\"sandbox\":{\"id\":\"mv\","
+	    "\"state\":\"suspended\",\"ports\":[],\"moved_from\":\"A!\"}}",
+	    "moved_from");
+	view = json_object();
+	claims = json_object();
+	json_object_set_new(view, "a/mv", sbv("a", "mv", NULL, 3));
+	json_object_set_new(view, "b/mv", sbv("b", "mv", NULL, 12));
+	json_object_set_new(json_object_get(json_object_get(view, "b/mv"),
+	    "sandbox"), "moved_from", json_string("a"));
+	local = json_object();
+	win = px_fleet_resolve(view, claims, local, "c", NULL);
+	is_str(json_string_value(json_object_get(json_object_get(win, "mv"), "host")),
+	    "b", "moved: the target's newer claim wins over the source's (on a third "
+	    "host)");
+	json_decref(win);
+	json_object_set(local, "mv", json_object_get(json_object_get(view, "b/mv"),
+	    "sandbox"));
+	win = px_fleet_resolve(view, claims, local, "b", NULL);
+	ok(json_is_true(json_object_get(json_object_get(win, "mv"), "local")),
+	    "...on the target: served there at once, the source's claim still seen");
+	json_decref(win);
+	json_object_clear(local);
+	/* and back: a's new claim says it moved from b, b's (older) still
+	 * says from a: the newer */
+	json_object_set_new(view, "a/mv", sbv("a", "mv", NULL, 20));
+	json_object_set_new(json_object_get(json_object_get(view, "a/mv"),
+	    "sandbox"), "moved_from", json_string("b"));
+	win = px_fleet_resolve(view, claims, local, "c", NULL);
+	is_str(json_string_value(json_object_get(json_object_get(win, "mv"), "host")),
+	    "a", "moved there and back: the newer of the two");
+	json_decref(win);
+	/* a claim saying it moved from a host not in the race: no say */
+	json_object_set_new(view, "a/mv", sbv("a", "mv", NULL, 3));
+	json_object_set_new(json_object_get(json_object_get(view, "b/mv"),
+	    "sandbox"), "moved_from", json_string("z"));
+	win = px_fleet_resolve(view, claims, local, "c", NULL);
+	is_str(json_string_value(json_object_get(json_object_get(win, "mv"), "host")),
+	    "a", "moved from another host: the first claim still wins");
+	json_decref(win);
+	json_decref(view);
+	json_decref(claims);
+	json_decref(local);
 }
 
 /* A certificate with these subject alternative names (comma-separated,
