@@ -397,19 +397,22 @@ sparse_sha_fd(int fd, uint64_t *size, char hex[65], char *err, size_t errlen,
 	return 0;
 }
 
-/* files of template versions already hashed: they never change */
+/* files of template versions already hashed: they never change
+ * (sparse: the sparse form's sha256) */
 #define TPL_CACHE 32
 static struct {
 	dev_t dev;
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	int sparse;
 	char hex[65];
 } tcache[TPL_CACHE];
 static unsigned tcache_next;
 
 static int
-sha_cached(const char *path, char hex[65], char *err, size_t errlen)
+sha_cached(const char *path, int sparse, char hex[65], char *err,
+    size_t errlen)
 {
 	struct stat st;
 	uint64_t size;
@@ -425,17 +428,20 @@ sha_cached(const char *path, char hex[65], char *err, size_t errlen)
 	for (i = 0; i < TPL_CACHE; i++)
 		if (tcache[i].ino == st.st_ino && tcache[i].dev == st.st_dev &&
 		    tcache[i].size == st.st_size && tcache[i].hex[0] != '\0' &&
+		    tcache[i].sparse == sparse &&
 		    tcache[i].mtime.tv_sec == st.st_mtim.tv_sec &&
 		    tcache[i].mtime.tv_nsec == st.st_mtim.tv_nsec) {
 			close(fd);
 			memcpy(hex, tcache[i].hex, 65);
 			return 0;
 		}
-	rc = sha_fd(fd, &size, hex, err, errlen, path);
+	rc = (sparse ? sparse_sha_fd : sha_fd)(fd, &size, hex, err, errlen,
+	    path);
 	close(fd);
 	if (rc < 0)
 		return rc;
 	i = tcache_next++ % TPL_CACHE;
+	tcache[i].sparse = sparse;
 	tcache[i].dev = st.st_dev;
 	tcache[i].ino = st.st_ino;
 	tcache[i].size = st.st_size;
@@ -463,7 +469,7 @@ vmm_move_template_id(const struct vmm_template *t, char hex[65], char *err,
 	for (i = 0; i < 3 && rc == 0; i++) {
 		if (files[i] == NULL || files[i][0] == '\0')
 			snprintf(one, sizeof(one), "-");
-		else if ((rc = sha_cached(files[i], one, err, errlen)) < 0)
+		else if ((rc = sha_cached(files[i], 1, one, err, errlen)) < 0)
 			break;
 		(void)EVP_DigestUpdate(ctx, one, strlen(one));
 		(void)EVP_DigestUpdate(ctx, "\n", 1);
@@ -631,7 +637,7 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 		    sizeof(p))) < 0 ||
 		    (rc = add_file(mv, "base.qcow2", p, 1, 0, err,
 		    errlen)) < 0 ||
-		    (rc = sha_cached(p, mv->f[mv->n - 1].sha256, err,
+		    (rc = sha_cached(p, 0, mv->f[mv->n - 1].sha256, err,
 		    errlen)) < 0)
 			goto fail;
 		if (mv->base_id[0] == '\0')
@@ -895,7 +901,7 @@ vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
 			return errf(err, errlen, -ENAMETOOLONG, "ready path "
 			    "too long");
 		/* a layer of ours with other bytes (or none) is no match */
-		if (sha_cached(p, hex, why, sizeof(why)) == 0 &&
+		if (sha_cached(p, 0, hex, why, sizeof(why)) == 0 &&
 		    lstat(p, &st) == 0 && strcmp(hex, mv->base_id) == 0)
 			need[i] = 0;
 	}

@@ -1520,12 +1520,13 @@ qm_boot(struct vmm_sandbox *sb, int restore, char *err, size_t errlen)
 	q->op = restore ? QM_RESTORE : QM_BOOT;
 	q->step = restore ? QR_QMP : QM_FIRST;
 	q->boot_t0 = vmm_now_ms();
-	/* A restore whose stream carries the RAM (a fork, a checkpoint, a
-	 * clone's wake) reads hundreds of MB: with ten forks made at once
-	 * on two busy cores that took more than op_timeout; it gets a
-	 * boot's time. */
-	qm_timer(q, q->deadline_ev, restore && !sb->ram_anon ?
-	    sb->m->cfg.op_timeout_ms : restore ? sb->m->cfg.ready_timeout_ms :
+	/* A restore gets a boot's time: one whose stream carries the RAM
+	 * (a fork, a checkpoint, a clone's wake) reads hundreds of MB, and
+	 * a clone's or a fork's is not done before its guest took its
+	 * identity (the agent answering, under TCG): with ten forks made
+	 * at once, or a fork while its chain's layers merge, on two busy
+	 * cores, either took more than op_timeout. */
+	qm_timer(q, q->deadline_ev, restore ? sb->m->cfg.ready_timeout_ms :
 	    q->trial ? sb->m->cfg.kvm_trial_ms : sb->m->cfg.ready_timeout_ms);
 	if (!restore)
 		qm_timer(q, q->poll_ev, QM_CONSOLE_MS);

@@ -597,9 +597,10 @@ int vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
     char *err, size_t errlen);
 void vmm_move_end(struct vmm_sandbox *sb);
 /* A template version's identity by content: the sha256 of its kernel's,
- * initramfs's and root image's sha256s (hex). Each file is read once per
- * process (kept by device, inode, size and time): blocking, about a
- * second per GiB, the first time. 0, or -errno with err. */
+ * initramfs's and root image's sha256s (hex), each of its sparse form
+ * (a mostly empty 4 GiB image: its data only). Each file is read once
+ * per process (kept by device, inode, size and time): blocking, about a
+ * second per GiB of data, the first time. 0, or -errno with err. */
 int vmm_move_template_id(const struct vmm_template *t, char hex[65],
     char *err, size_t errlen);
 /* sha256 of a whole file (opened without following a link) as hex, and

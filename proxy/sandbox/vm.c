@@ -49,6 +49,8 @@ struct waking {
 	struct waking	*next;
 };
 
+static void prehash(const char *name, const char *dir);
+
 static struct {
 	struct waking	*waking;
 	struct waking	*move_waits;		/* wakes of moving sandboxes */
@@ -68,6 +70,7 @@ static struct {
 	 * def_fail says why its last build failed ("" since one worked) */
 	int		 def_debian;
 	char		 def_fail[512];
+	int		 prehash;	/* moves: versions hashed as built */
 	struct px_store	*store;
 	struct px_vm_hooks hooks;
 	char		 describe[768];
@@ -961,6 +964,8 @@ tb_finish(int ok, const char *why)
 		tb_line(l);
 		log_info("%s", l);
 		(void)tb_gc(TB.name, TB.vdir);
+		if (V.prehash)		/* not at its first move */
+			prehash(TB.name, cur);
 		/* the default's comes below, once it is the default */
 		if (!V.def_debian || strcmp(TB.name, "debian") != 0)
 			ready_kick_dir(cur, 0);
@@ -3196,6 +3201,7 @@ px_vm_move_prehash(void)
 
 	if (V.m == NULL)
 		return;
+	V.prehash = 1;
 	prehash(PX_TEMPLATE_DEFAULT, V.tdir);
 	(void)px_store_template_list(V.store, prehash_one, NULL, e,
 	    sizeof(e));

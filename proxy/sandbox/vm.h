@@ -163,10 +163,11 @@ void px_vm_move_end(const char *id);
  * for the move go on (there). */
 void px_vm_move_handed(const char *id);
 int px_vm_move_dir(const char *id, char *buf, size_t len);
-/* Moves compare template versions by content (every byte of each file
- * read, once per process): the default template's and each registered
- * one's, at berthd's start, so that a first move does not stop the loop
- * (and the fleet lease's renewal) for the seconds a large image takes. */
+/* Moves compare template versions by content (each file's data read
+ * once per process): the default template's and each registered one's,
+ * at berthd's start, and each version as its build ends from then on, so
+ * that a first move does not stop the loop (and the fleet lease's
+ * renewal) for the second or two a large image takes. */
 void px_vm_move_prehash(void);
 int px_vm_move_needs(const struct vmm_move *mv, int *need, char *err,
     size_t errlen);

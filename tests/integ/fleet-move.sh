@@ -368,15 +368,31 @@ like "b, started again, asks a, which holds d3" "$(grep d3 "$T/b/berthd.log")" "
 is "... and drops its copy" "$(on a)$(on b)" 10
 is "no journal left on b" "$(ls "$T/b/state/vms/.moved" 2>/dev/null | wc -l)" 0
 
-# ---- etcd unreachable: no move starts ----
+# ---- etcd stopped mid-move: the move finishes ----
+# (the files and the commit go host to host; only the claims are
+# etcd's, and the target's wins where it is seen, a routing d2 to b)
+b_up_again() { nc_ a fleet hosts 2>/dev/null | grep -q "^b  *up"; }
+wait_for 60 b_up_again || bail "a does not see b up again"
+( nc_ b sandbox move d2 --to a >"$T/mv7.out" 2>&1; echo $? >"$T/mv7.rc" ) &
+mvpid=$!
+begun_d2() { grep -q "moves sandbox d2 here" "$T/a/berthd.log" 2>/dev/null; }
+wait_for 60 begun_d2
 kill "$ETCD_PID"
-wait_log 60 "$T/b/berthd.log" "fleet: etcd .* unreachable" ||
-	diag "b did not notice etcd gone"
-out=$(nc_ b sandbox move d2 --to a 2>&1)
+wait "$mvpid"
+is "etcd stopped mid-move: the move finishes" "$(cat "$T/mv7.rc")" 0
+diag "$(cat "$T/mv7.out")"
+is "... d2 is a's" "$(state_on a d2)" suspended
+isnt "... b's no more" "$(nc_ b --json sandbox show d2 >/dev/null 2>&1; echo $?)" 0
+is "... and it wakes on a" "$(nc_ a sandbox exec d2 -- echo awake </dev/null 2>&1)" awake
+
+# ---- etcd unreachable: no move starts ----
+wait_log 60 "$T/a/berthd.log" "fleet: etcd .* unreachable" ||
+	diag "a did not notice etcd gone"
+out=$(nc_ a sandbox move d2 --to b 2>&1)
 rc=$?
 isnt "etcd unreachable: a move is refused" "$rc" 0
 like "... saying why" "$out" "etcd is unreachable from this host: no move starts"
-is "... d2 stays on b, suspended" "$(state_on b d2)" suspended
-for d in mv d2 d3; do nc_ b sandbox rm "$d" >/dev/null 2>&1; done
+is "... d2 stays on a" "$(state_on a d2)" running
+for d in mv d2 d3; do nc_ a sandbox rm "$d" >/dev/null 2>&1; nc_ b sandbox rm "$d" >/dev/null 2>&1; done
 nc_ a sandbox rm d4 >/dev/null 2>&1
 done_testing
