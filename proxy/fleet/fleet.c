@@ -1276,6 +1276,12 @@ px_fleet_enabled(void)
 	return F.on;
 }
 
+unsigned
+px_fleet_ttl_ms(void)
+{
+	return F.ttl_ms;
+}
+
 int
 px_fleet_etcd_ok(void)
 {

@@ -84,6 +84,8 @@
 #define MOVE_RESUMES	5		/* a cut link: a file sent again */
 #define MOVE_RESUME_MS	1000		/* after this long */
 #define RESOLVE_MS	2000		/* between two asks of a target */
+#define ADOPT_SECS	30		/* + 2 leases: a source gone that soon
+					 * after its files: adopted */
 
 static struct {
 	struct event_base *base;
@@ -590,7 +592,8 @@ struct outgoing {
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES];
 	size_t cur;			/* the file being sent */
-	uint64_t sent;			/* the files' bodies that went whole */
+	uint64_t sent;			/* the bodies of the files that
+					 * went whole */
 	struct hreq *req;
 };
 
@@ -705,8 +708,8 @@ out_end(struct outgoing *o, int status, const char *err)
 	if (status != 200) {
 		if (o->begun) {
 			snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
-			(void)hreq_start(o->to, "DELETE", target, NULL, NULL, 0, 0,
-			    abort_done, NULL, e, sizeof(e));
+			(void)hreq_start(o->to, "DELETE", target, NULL, NULL,
+			    0, 0, abort_done, NULL, e, sizeof(e));
 		}
 		if (o->exported)
 			px_vm_move_end(o->id);
@@ -718,10 +721,15 @@ out_end(struct outgoing *o, int status, const char *err)
 			if (!o->need[i])
 				held += o->mv.f[i].size;
 		}
-		log_info("fleet: sandbox %s moved to host %s: %llu bytes "
-		    "sent for its %llu (zeros not sent, %llu the target "
-		    "held)", o->id, o->to, (unsigned long long)o->sent,
-		    (unsigned long long)all, (unsigned long long)held);
+		if (o->asked > 0)
+			log_info("fleet: sandbox %s moved to host %s (it "
+			    "says it holds it)", o->id, o->to);
+		else
+			log_info("fleet: sandbox %s moved to host %s: %llu "
+			    "bytes sent for its %llu (zeros not sent, %llu "
+			    "the target held)", o->id, o->to,
+			    (unsigned long long)o->sent,
+			    (unsigned long long)all, (unsigned long long)held);
 		/* routed there from here until the target's claim is seen */
 		px_fleet_moved(o->id, px_fleet_self(), o->to);
 	}
@@ -775,18 +783,6 @@ resolve_later(struct outgoing *o, const char *why)
 		    "asked at the next start", o->id);
 }
 
-/* whether the file being sent is the last one the target needs */
-static int
-last_file(const struct outgoing *o)
-{
-	size_t k;
-
-	for (k = o->cur + 1; k < o->mv.n; k++)
-		if (o->need[k])
-			return 0;
-	return 1;
-}
-
 static void
 step_done(struct hreq *h, int status, const char *body, size_t len,
     const char *err)
@@ -816,12 +812,11 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 	/*
 	 * The commit's answer lost, or no move begun there (the target
 	 * adopted it already, this host's lease having lapsed; or dropped
-	 * it); or the last file's answer lost for good (it may have come
-	 * whole, and the target adopts what came whole from a host whose
-	 * lease is gone): ask; no answer to the ask: ask again.
+	 * it): ask; no answer to the ask: ask again. (A file's answer lost
+	 * for good ends the move here: the target adopts what came whole
+	 * only if this host's lease goes soon after, in_watch_cb.)
 	 */
 	if ((o->step == OUT_COMMIT && (status == 0 || status == 409)) ||
-	    (o->step == OUT_FILES && status == 0 && last_file(o)) ||
 	    (o->step == OUT_RESOLVE && status != 200)) {
 		answer_error(status, body, len, err, why, sizeof(why));
 		resolve_later(o, why);
@@ -1300,6 +1295,7 @@ struct incoming {
 	time_t begun;
 	struct event *stale;		/* MOVE_STALE after its begin */
 	struct event *watch;		/* all came: the source's lease */
+	time_t whole;			/* ... since then */
 	json_t *rec;			/* the begin's records, */
 	int resume;			/* ... and whether it ran */
 	struct vmm_move mv;
@@ -1868,12 +1864,14 @@ in_adopt(struct incoming *in, struct vmm_move *mv, json_t *rec, int resume,
 }
 
 /*
- * Every file of in came whole and its source's lease is gone (it died
- * before its commit, or lost etcd for longer than its lease): in is
- * adopted with what its begin said, this host's etcd answering (a host
- * that lost etcd sees every other one gone). The source, back, asks
- * (its journal) and drops its copy; its commit, should it come, is
- * answered by the same question (409: no move begun, then held).
+ * Every file of in came whole and its source's lease went soon after
+ * (within two leases and ADOPT_SECS: it died before its commit, or lost
+ * etcd then): in is adopted with what its begin said, this host's etcd
+ * answering (a host that lost etcd sees every other one gone). The
+ * source, back, asks (its journal) and drops its copy; its commit,
+ * should it come, is answered by the same question (409: no move
+ * begun, then held). Later than that the source, alive meanwhile, may
+ * have given up (a file's answer lost) and kept it: not adopted.
  */
 static void
 in_watch_cb(evutil_socket_t fd, short what, void *arg)
@@ -1887,9 +1885,15 @@ in_watch_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (time(NULL) - in->whole > ADOPT_SECS + 2 * (time_t)
+	    (px_fleet_ttl_ms() / 1000)) {
+		event_free(in->watch);	/* dropped at MOVE_STALE */
+		in->watch = NULL;
+		return;
+	}
 	for (i = 0; i < in->mv.n; i++)
 		if (in->need[i] && (!in->got[i] || in->busy[i]))
-			break;		/* one sent again: not whole now */
+			break;	/* one sent again: not whole now */
 	if (i < in->mv.n || !px_fleet_etcd_ok() ||
 	    px_fleet_host_api(in->host, addr, sizeof(addr))) {
 		evtimer_add(in->watch, &tv);
@@ -1927,6 +1931,7 @@ in_check_whole(struct incoming *in)
 	for (i = 0; i < in->mv.n; i++)
 		if (in->need[i] && !in->got[i])
 			return;
+	in->whole = time(NULL);
 	if ((in->watch = evtimer_new(M.base, in_watch_cb, in)) != NULL)
 		evtimer_add(in->watch, &tv);
 }

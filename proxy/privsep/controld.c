@@ -21,7 +21,7 @@
  * framing) de-chunked it or counted it off its Content-Length, in
  * HM_CTL_BODY pieces, then
  * HM_CTL_BODY_END (helper.h). The helper never lets more than
- * HM_CTL_WINDOW of a body go unacknowledged: it stops feeding the
+ * HM_CTL_BODY_WINDOW of a body go unacknowledged: it stops feeding the
  * parser and reading the client until the parent acknowledges what
  * the API server took.
  *
@@ -356,12 +356,12 @@ c_room(void *arg)
 		return SIZE_MAX;
 	/* no more body than the window lets through: the reader is given
 	 * no more than that */
-	if (c->body_unacked >= HM_CTL_WINDOW) {
+	if (c->body_unacked >= HM_CTL_BODY_WINDOW) {
 		c->blocked = 1;
 		bufferevent_disable(c->bev, EV_READ);
 		return 0;
 	}
-	return HM_CTL_WINDOW - c->body_unacked;
+	return HM_CTL_BODY_WINDOW - c->body_unacked;
 }
 
 static int
@@ -1055,7 +1055,7 @@ c_msg(struct px_chan *ch, uint32_t type, const void *p, size_t len,
 		if (a.bytes > c->body_unacked)
 			fatalx("the parent acknowledged body bytes never sent");
 		c->body_unacked -= a.bytes;
-		if (c->blocked && c->body_unacked < HM_CTL_WINDOW) {
+		if (c->blocked && c->body_unacked < HM_CTL_BODY_WINDOW) {
 			c->blocked = 0;
 			if (!c->closing && !c->in_done) {
 				if (!c->eof_pending)
@@ -1257,7 +1257,7 @@ pc_taken(uint64_t id, size_t n)
 	pc->body_taken += (uint32_t)n;
 	if (pc->body_taken > pc->body_unacked)
 		pc->body_taken = pc->body_unacked;
-	if (pc->body_taken < HM_CTL_WINDOW / 4 &&
+	if (pc->body_taken < HM_CTL_BODY_WINDOW / 4 &&
 	    pc->body_taken < pc->body_unacked)
 		return;
 	memset(&m, 0, sizeof(m));
@@ -1462,7 +1462,7 @@ pc_body(struct px_proc *pr, const unsigned char *p, size_t len)
 	memcpy(&m, p, sizeof(m));
 	if ((pc = pconn_find(m.id)) == NULL)
 		return;		/* closed here meanwhile */
-	if (!pc->in_body || pc->body_unacked + n > HM_CTL_WINDOW) {
+	if (!pc->in_body || pc->body_unacked + n > HM_CTL_BODY_WINDOW) {
 		px_proc_bad(pr, pc->in_body ? "a body past its window" :
 		    "a body out of turn");
 		return;

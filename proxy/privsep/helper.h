@@ -303,16 +303,20 @@ struct hm_ctl_fail {
  * comes, de-chunked or counted off its Content-Length, in HM_CTL_BODY
  * messages of at most HM_CTL_CHUNK bytes, then one HM_CTL_BODY_END; no
  * other request of that connection comes before it. Flow control: the
- * helper never has more than HM_CTL_WINDOW body bytes of a connection
- * that the parent has not acknowledged (HM_CTL_BODY_ACK, sent as the
- * control API takes them); it stops reading the client meanwhile. The
+ * helper never has more than HM_CTL_BODY_WINDOW body bytes of a
+ * connection that the parent has not acknowledged (HM_CTL_BODY_ACK, sent
+ * as the control API takes them); it stops reading the client
+ * meanwhile. (Wide: a moved sandbox's RAM file comes this way, and each
+ * acknowledgement is a round trip of both processes' loops.) The
  * answer, both kinds alike, comes back in HM_CTL_DATA messages of at
- * most HM_CTL_CHUNK bytes, under the same window, acknowledged by
- * HM_CTL_DATA_ACK as the client takes them. A peer that exceeds a
- * window or acknowledges more than it got is malformed. */
+ * most HM_CTL_CHUNK bytes, HM_CTL_WINDOW at most unacknowledged (what
+ * the helper holds for a slow client), acknowledged by HM_CTL_DATA_ACK
+ * as the client takes them. A peer that exceeds a window or
+ * acknowledges more than it got is malformed. */
 #define HM_CTL_TARGET_MAX 2048
-#define HM_CTL_CHUNK	(32 * 1024)
+#define HM_CTL_CHUNK	(64 * 1024)
 #define HM_CTL_WINDOW	(128 * 1024)
+#define HM_CTL_BODY_WINDOW (1024 * 1024)
 struct hm_ctl_request {
 	uint64_t	 id;
 	int32_t		 method;

@@ -50,6 +50,8 @@ struct waking {
 };
 
 static void prehash(const char *name, const char *dir);
+static void noop_done(struct vmm_sandbox *, enum vmm_op, int, const char *,
+    uint64_t, void *);
 
 static struct {
 	struct waking	*waking;
@@ -1915,18 +1917,43 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	 * fails, definitely and saying why, rather than create forever. */
 	unmade_fail(store);
 	/* the store follows what the VMM found; libvmm keeps no idle
-	 * limits across restarts, the store does */
+	 * limits across restarts, the store does. A VM with no row was
+	 * being deleted when berthd stopped (the row goes first: a delete,
+	 * a move's end): its delete ends now. */
 	{
-		struct vmm_sandbox *sb = NULL;
+		struct vmm_sandbox *sb = NULL, *next;
 		struct px_sandbox row;
+		char *id;
 
-		while ((sb = vmm_sandbox_next(V.m, sb)) != NULL) {
-			on_state(sb, vmm_sandbox_state(sb), vmm_sandbox_state(sb), NULL);
-			if (px_store_sandbox_get(store, vmm_sandbox_id(sb), &row,
-			    e, sizeof(e)) == PX_STORE_OK)
+		for (sb = vmm_sandbox_next(V.m, NULL); sb != NULL; sb = next) {
+			next = vmm_sandbox_next(V.m, sb);
+			switch (px_store_sandbox_get(store, vmm_sandbox_id(sb),
+			    &row, e, sizeof(e))) {
+			case PX_STORE_OK:
+				on_state(sb, vmm_sandbox_state(sb),
+				    vmm_sandbox_state(sb), NULL);
 				vmm_sandbox_set_idle(sb, idle_ms(row.idle_pause_ms),
 				    idle_ms(row.idle_suspend_ms),
 				    idle_ms(row.max_lifetime_ms));
+				break;
+			case PX_STORE_NOTFOUND:
+				log_info("sandbox %s: its VM has no record (it was "
+				    "being deleted when berthd stopped): deleted",
+				    vmm_sandbox_id(sb));
+				if ((id = strdup(vmm_sandbox_id(sb))) == NULL ||
+				    vmm_sandbox_delete(sb, noop_done, id, e,
+				    sizeof(e)) < 0) {
+					log_warnx("sandbox %s: delete: %s",
+					    vmm_sandbox_id(sb), id ? e :
+					    "out of memory");
+					free(id);
+				}
+				break;
+			default:
+				on_state(sb, vmm_sandbox_state(sb),
+				    vmm_sandbox_state(sb), NULL);
+				break;
+			}
 		}
 	}
 	return 0;

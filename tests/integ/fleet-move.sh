@@ -73,6 +73,12 @@ host_conf() {
 		for _l in "$@"; do echo "$_l"; done
 	} >"$T/$_h/berth.conf"
 }
+# kill9 PID...: SIGKILL, then wait until each is gone (a helper dying
+# slowly still holds the control socket a restart binds)
+kill9() {
+	kill -9 "$@" 2>/dev/null
+	for _p in "$@"; do wait_gone 30 "$_p" || bail "pid $_p did not die"; done
+}
 start_host() {
 	spawn "$T/$1/berthd.log" "$BERTHD" -f "$T/$1/berth.conf" -s "$T/$1/state"
 	eval "PID_$1=$SPAWNED"
@@ -210,7 +216,7 @@ saw_put() { grep -q "moves sandbox mv here" "$T/b/berthd.log" 2>/dev/null &&
 	[ "$(grep -c "moves sandbox mv here" "$T/b/berthd.log")" -ge 2 ]; }
 wait_for 60 saw_put
 # b and its workers and helpers at once: nothing of it answers
-kill -9 "$PID_b" $(pgrep -P "$PID_b") 2>/dev/null
+kill9 "$PID_b" $(pgrep -P "$PID_b")
 wait "$mvpid"
 isnt "the move to a dead target fails" "$(cat "$T/mv3.rc")" 0
 diag "$(head -c 300 "$T/mv3.out")"
@@ -306,7 +312,7 @@ ncommits=$(grep -c "host a commits the move of d3" "$T/b/berthd.log")
 mvpid=$!
 committing() { [ "$(grep -c "host a commits the move of d3" "$T/b/berthd.log")" -gt "$ncommits" ]; }
 wait_for 60 committing
-kill -9 "$PID_a" $(pgrep -P "$PID_a") 2>/dev/null
+kill9 "$PID_a" $(pgrep -P "$PID_a")
 wait "$mvpid"
 start_host a
 on() { nc_ "$1" --json sandbox show d3 >/dev/null 2>&1 && echo 1 || echo 0; }
@@ -347,7 +353,7 @@ nc_ b sandbox move d3 --to a >"$T/mv6.out" 2>&1
 isnt "b dies before its commit (a fault injected): netctl says it failed" "$?" 0
 wait_gone 30 "$PID_b" || bail "b did not die: $(tail -n 5 "$T/b/berthd.log")"
 # b's workers and helpers as a kill -9 would leave them: gone too
-kill -9 $kids 2>/dev/null
+kill9 $kids
 like "b's log says so" "$(grep d3 "$T/b/berthd.log" | tail -n 3)" "dies before the commit of d3"
 if wait_log 60 "$T/a/berthd.log" "host b, moving sandbox d3 here, is gone from the fleet before its commit" ""; then
 	ok "a adopts d3 once b's lease is gone"
