@@ -636,6 +636,7 @@ px_sess_next(struct px_sess *s)
 	s->cookie_used = 0;
 	s->wake_ms = -1;
 	s->woken = 0;
+	s->fleet_back = 0;
 	s->bytes_in = s->bytes_out = 0;
 	s->status = 0;
 	s->logged = 0;
@@ -904,6 +905,9 @@ build_up_head(struct px_sess *s, char *mem, size_t *len)
 
 		if (f->hop || f == s->auth_used)
 			continue;	/* berth's own token never reaches a guest */
+		if (f->nlen == 16 && strncasecmp(f->name, "berth-fleet-back",
+		    16) == 0)
+			continue;	/* fleet_route's, between edges only */
 		if (!s->m.sb->remote && berth_credential(f))
 			continue;	/* nor one it did not need (public port) */
 		if (!s->m.sb->remote && f->nlen == 6 &&
@@ -946,6 +950,8 @@ build_up_head(struct px_sess *s, char *mem, size_t *len)
 		hb_str(b, s->reqid);
 		hb_lit(b, "\r\n");
 	}
+	if (s->fleet_back)
+		hb_lit(b, "Berth-Fleet-Back: 1\r\n");
 	if (s->upgrade) {
 		hb_lit(b, "Connection: upgrade\r\n");
 		hb_field(b, "Upgrade", 7, h->upgrade->value, h->upgrade->vlen);
@@ -1109,18 +1115,40 @@ access_check(struct px_sess *s)
 }
 
 
+/* Whether the request has a Berth-Fleet-Back field (fleet_route). */
+static int
+fleet_bounced(const struct px_head *h)
+{
+	int i;
+
+	for (i = 0; i < h->nhdr; i++)
+		if (h->hdr[i].nlen == 16 &&
+		    strncasecmp(h->hdr[i].name, "berth-fleet-back", 16) == 0)
+			return 1;
+	return 0;
+}
+
 /*
  * Fleet: a sandbox of another host. That host checks access, wakes it
  * and answers; this edge only forwards (up_connect), unless the host is
- * lost. A request that came over the fleet listener is never forwarded
- * again: the two hosts' views disagree for a moment at most. Returns 1
- * when the request was answered here.
+ * lost. A request that came over the fleet listener is not forwarded
+ * again (the two hosts' views disagree for a moment at most), but once
+ * back to the host that sent it when this one says the sandbox is
+ * there now: a request parked here for a move to it (Berth-Fleet-Back
+ * says so; that host serves it, or answers 503, never sends it on).
+ * Returns 1 when the request was answered here.
  */
 static int
 fleet_route(struct px_sess *s)
 {
 	char why[256];
 
+	if (s->https == PX_LISTEN_FLEET && s->m.sb->host_up &&
+	    strcmp(s->fleet_peer, s->m.sb->host) == 0 &&
+	    !fleet_bounced(&s->req)) {
+		s->fleet_back = 1;
+		return 0;
+	}
 	if (s->https == PX_LISTEN_FLEET) {
 		snprintf(why, sizeof(why), "sandbox %s is not on host %s but on %s",
 		    s->m.sandbox, px_fleet_tls_host(), s->m.sb->host);
@@ -1149,8 +1177,10 @@ fleet_peer_check(struct px_sess *s)
 	char host[40], why[256];
 	const void *peer = px_xport_peer_cert(s->xp);
 
-	if (px_route_fleet_peer(s->routes, peer, host, sizeof(host)))
+	if (px_route_fleet_peer(s->routes, peer, host, sizeof(host))) {
+		snprintf(s->fleet_peer, sizeof(s->fleet_peer), "%s", host);
 		return 0;
+	}
 	snprintf(why, sizeof(why), "the fleet peer's certificate names no host "
 	    "of this fleet holding a live lease");
 	s->close_after = 1;
@@ -1725,10 +1755,13 @@ send_resp_head(struct px_sess *s)
 		if (f->hop)
 			continue;
 		/* another host's fleet listener names itself, and the edge
-		 * checks it is the owner its route table forwarded to */
+		 * checks it is the owner its route table forwarded to (or
+		 * this host: the owner sent it back here, fleet_route) */
 		if (s->m.sb->remote && NAME_IS(f, "berth-host") &&
-		    f->vlen == strlen(s->m.sb->host) &&
-		    memcmp(f->value, s->m.sb->host, f->vlen) == 0)
+		    ((f->vlen == strlen(s->m.sb->host) &&
+		    memcmp(f->value, s->m.sb->host, f->vlen) == 0) ||
+		    (*fleet != '\0' && f->vlen == strlen(fleet) &&
+		    memcmp(f->value, fleet, f->vlen) == 0)))
 			hb_field(b, f->name, f->nlen, f->value, f->vlen);
 		else if (!berth_owned(f))
 			hb_field(b, f->name, f->nlen, f->value, f->vlen);

@@ -197,6 +197,8 @@ struct px_sess {
 	int		 client_eof;	/* tunnel: client done, flushing upstream */
 	int		 logged;	/* this exchange has its access-log line */
 	int		 sni_woke;	/* its TLS server name started a wake */
+	char		 fleet_peer[40];/* fleet listener: the peer host */
+	int		 fleet_back;	/* ... this request goes back to it */
 	int		 busy;		/* inside a callback: free later */
 	int		 dead;
 	int		 handed;	/* its connection went on under h2.c,

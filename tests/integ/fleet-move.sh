@@ -202,7 +202,18 @@ like "a move to its own host: refused" "$out" "on host b already"
 # Back to a first (the way it came), then b dies while a sends.
 # (it ran on b, the exec above: it runs on a after the move, given
 # a's address for it again)
-out=$(nc_ b sandbox move mv --to a 2>&1) || bail "move back to a: $out"
+# a request through a's edge during it goes to b (the owner then),
+# waits there for the move's end, and comes back to a (once: a says it
+# is the owner now) to be served
+( nc_ b sandbox move mv --to a >"$T/mv2.out" 2>&1; echo $? >"$T/mv2.rc" ) &
+mvpid=$!
+begun_back() { grep -q "moves sandbox mv here" "$T/a/berthd.log" 2>/dev/null; }
+wait_for 60 begun_back
+code=$(via a mv /info)
+wait "$mvpid"
+[ "$(cat "$T/mv2.rc")" = 0 ] || bail "move back to a: $(cat "$T/mv2.out")"
+is "a request through a's edge as mv moves from b to a: 200" "$code" 200
+like "... served by a (sent back to it by b)" "$(cat "$T/hdr")" "Berth-Host: a"
 running_a() { [ "$(state_on a mv)" = running ]; }
 wait_for 60 running_a
 is "back on a, running: it ran on b" "$(state_on a mv)" running
