@@ -490,6 +490,8 @@ int vmm_cgroup_mode(void);
  * enters. 0 also when the host has none (no limits then). */
 int vmm_cgroup_setup(struct vmm_sandbox *sb, char *err, size_t errlen);
 void vmm_cgroup_remove(struct vmm_sandbox *sb);
+/* The parent group of m's sandboxes' groups, when none is left in it. */
+void vmm_cgroup_parent_remove(const struct vmm *m);
 void vmm_cgroup_usage(const struct vmm_sandbox *sb, struct vmm_usage *u);
 
 /* Completion of the operation in flight; `state` is the state after it. */

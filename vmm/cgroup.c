@@ -203,6 +203,29 @@ vmm_cgroup_remove(struct vmm_sandbox *sb)
 		}
 	}
 	sb->ncgroups = 0;
+	/* the last one out: the parent too (made again with the next) */
+	vmm_cgroup_parent_remove(sb->m);
+}
+
+void
+vmm_cgroup_parent_remove(const struct vmm *m)
+{
+	const char *name = m->cfg.cgroup != NULL ? m->cfg.cgroup : "berth";
+	char d[PATH_MAX];
+	size_t i;
+
+	/* (a group still holding a sandbox's, a VMM that outlives berthd:
+	 * rmdir fails, it stays) */
+	if (vmm_cgroup_mode() == 2) {
+		snprintf(d, sizeof(d), "%s/%s", CG_ROOT, name);
+		(void)rmdir(d);
+	} else if (vmm_cgroup_mode() == 1) {
+		for (i = 0; i < NV1; i++) {
+			snprintf(d, sizeof(d), "%s/%s/%s", CG_ROOT, v1_ctrls[i],
+			    name);
+			(void)rmdir(d);
+		}
+	}
 }
 
 void

@@ -731,6 +731,8 @@ vmm_free(struct vmm *m)
 		event_free(m->room_ev);
 	vmm_ready_free_all(m);
 	vmm_pool_free(m->pool);
+	if (m->cfg.cgroups)
+		vmm_cgroup_parent_remove(m);
 	free(m);
 }
 

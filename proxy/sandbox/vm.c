@@ -1835,6 +1835,15 @@ px_vm_init(struct event_base *base, struct px_store *store,
 	vc.max_layers = c->vm_max_layers;
 	V.ready_on = c->vm_ready_snapshot;
 	vc.tap_prefix = c->tap_prefix;
+	/* two berthds on one host (each its own tap_prefix): each its own
+	 * cgroup parent, or the same sandbox id in both (a move between
+	 * them) would share, and remove, one group */
+	if (c->tap_prefix != NULL && strcmp(c->tap_prefix, "bth") != 0) {
+		static char cg[16];
+
+		snprintf(cg, sizeof(cg), "berth-%s", c->tap_prefix);
+		vc.cgroup = cg;
+	}
 	if (c->vm_pool[0] != '\0') {
 		char net[20], *slash;
 

@@ -68,14 +68,15 @@ like "... not from A's namespace as A's uid" \
 kill $lpid 2>/dev/null
 cg=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ || $2 == "" {print $3; exit}' /proc/$PA/cgroup)
 like "it is in a cgroup of its own" "$cg" '/ja$'
+like "... under this berthd's parent (its tap_prefix's: two on a host never share one)" "$cg" '/berth-bjl/ja$'
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 	like "memory.max: RAM plus overhead" "$(cat /sys/fs/cgroup$cg/memory.max)" '^[0-9]+$'
 	like "cpu.max: a quota" "$(cat /sys/fs/cgroup$cg/cpu.max)" '^[0-9]+ 100000$'
-elif [ -d /sys/fs/cgroup/cpu/berth/ja ]; then
-	is "cpu quota 100 % of its one vCPU" "$(cat /sys/fs/cgroup/cpu/berth/ja/cpu.cfs_quota_us)" 100000
+elif [ -d /sys/fs/cgroup/cpu/berth-bjl/ja ]; then
+	is "cpu quota 100 % of its one vCPU" "$(cat /sys/fs/cgroup/cpu/berth-bjl/ja/cpu.cfs_quota_us)" 100000
 	is "memory limit: 256 MiB RAM + 256 MiB overhead" \
-		"$(cat /sys/fs/cgroup/memory/berth/ja/memory.limit_in_bytes)" $((512 * 1048576))
-	is "pids limit" "$(cat /sys/fs/cgroup/pids/berth/ja/pids.max)" 1024
+		"$(cat /sys/fs/cgroup/memory/berth-bjl/ja/memory.limit_in_bytes)" $((512 * 1048576))
+	is "pids limit" "$(cat /sys/fs/cgroup/pids/berth-bjl/ja/pids.max)" 1024
 else
 	ok "# SKIP no cgroup controllers here"
 fi
