@@ -1276,6 +1276,12 @@ px_fleet_enabled(void)
 	return F.on;
 }
 
+int
+px_fleet_host_live(const char *host)
+{
+	return F.on && json_object_get(F.hosts, host) != NULL;
+}
+
 unsigned
 px_fleet_ttl_ms(void)
 {

@@ -44,6 +44,8 @@ int px_fleet_enabled(void);
 /* 1 if etcd answered this host's last call (the fleet's state can be
  * changed: a move may start), 0 if not or fleet mode is off. */
 int px_fleet_etcd_ok(void);
+/* Whether host holds a live lease in this host's view. */
+int px_fleet_host_live(const char *host);
 /* fleet_ttl, in ms: how long a host's lease outlives its last renewal */
 unsigned px_fleet_ttl_ms(void);
 /* What this host has room for beyond its sandbox count (a JSON object,

@@ -1879,7 +1879,7 @@ in_watch_cb(evutil_socket_t fd, short what, void *arg)
 	struct incoming *in = arg;
 	struct timeval tv = { 1, 0 };
 	struct vmm_move mv;
-	char addr[80], err[VMM_ERRLEN];
+	char err[VMM_ERRLEN];
 	int status;
 	size_t i;
 
@@ -1895,7 +1895,7 @@ in_watch_cb(evutil_socket_t fd, short what, void *arg)
 		if (in->need[i] && (!in->got[i] || in->busy[i]))
 			break;	/* one sent again: not whole now */
 	if (i < in->mv.n || !px_fleet_etcd_ok() ||
-	    px_fleet_host_api(in->host, addr, sizeof(addr))) {
+	    px_fleet_host_live(in->host)) {
 		evtimer_add(in->watch, &tv);
 		return;
 	}
