@@ -262,9 +262,14 @@ with open(sys.argv[2], "w") as out:
                 except OSError:
                     pass
         out.write("%d\n" % n)
+        out.flush()
         time.sleep(0.002)
 ' "$T/sampling" "$T/vmms" &
 SAMPLER=$!
+# the burst starts once the sampler counts (python's start on a loaded
+# machine took longer than the whole burst once: no sample at all)
+sampled() { [ -s "$T/vmms" ]; }
+wait_for 30 sampled || bail "the VMM sampler wrote nothing"
 for s in $sleeping; do
 	"$NETCTL" -s "$STATE" --json sandbox resume "$s" >"$T/burst-$s.json" \
 		2>"$T/burst-$s.err" &
