@@ -138,6 +138,20 @@ _cleanup() {
 		_tap=$(sed -n 's/^tap=//p' "$_c" 2>/dev/null)
 		[ -n "$_tap" ] && ip link del "$_tap" 2>/dev/null
 	done
+	# and their cgroups (their VMs are gone; a VM outlives berthd, so
+	# its group was not removed): under this test's berthds' parents,
+	# berth-<tap_prefix>, which no other test's berthd shares
+	for _c in $(find "$T" -name '*.conf' 2>/dev/null); do
+		_tp=$(sed -n 's/^tap_prefix  *\([a-z0-9]*\)$/\1/p' "$_c" 2>/dev/null)
+		[ -n "$_tp" ] || continue
+		for _g in /sys/fs/cgroup/berth-"$_tp" /sys/fs/cgroup/*/berth-"$_tp"; do
+			[ -d "$_g" ] || continue
+			for _s in "$_g"/*/; do
+				[ -d "$_s" ] && rmdir "$_s" 2>/dev/null
+			done
+			rmdir "$_g" 2>/dev/null
+		done
+	done
 	# at_exit commands, newest first (unmount, delete a namespace)
 	if [ -s "$T/atexit" ]; then
 		tac "$T/atexit" >"$T/atexit.run"
