@@ -436,6 +436,8 @@ void vmm_layers_orphans(struct vmm *m);
  * last one raw or without backing: their count, or -1 with err */
 int vmm_chain(const char *top, char files[][PATH_MAX], int max, char *err,
     size_t errlen);
+/* A big-endian 64-bit number at p (qcow2 headers, sparse forms). */
+uint64_t vmm_be64(const unsigned char *p);
 /* Remove the frozen layers no sandbox stands on. */
 void vmm_layers_gc(struct vmm *m);
 int vmm_template_copy(struct vmm_template *dst,

@@ -132,13 +132,25 @@ name_in(const struct vmm_move *mv, const char *name)
 	return -1;
 }
 
+/* ctx's sha256 as lower-case hex; ctx freed */
+static void
+final_hex(EVP_MD_CTX *ctx, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0, i;
+
+	(void)EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	for (i = 0; i < mdlen && i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex[64] = '\0';
+}
+
 static int
 sha_fd(int fd, uint64_t *size, char hex[65], char *err, size_t errlen,
     const char *what)
 {
 	static unsigned char buf[1 << 20];
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned mdlen = 0, i;
 	EVP_MD_CTX *ctx;
 	uint64_t total = 0;
 	ssize_t n;
@@ -158,11 +170,7 @@ sha_fd(int fd, uint64_t *size, char hex[65], char *err, size_t errlen,
 		EVP_MD_CTX_free(ctx);
 		return errf(err, errlen, -e, "%s: %s", what, strerror(e));
 	}
-	(void)EVP_DigestFinal_ex(ctx, md, &mdlen);
-	EVP_MD_CTX_free(ctx);
-	for (i = 0; i < mdlen && i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	hex[64] = '\0';
+	final_hex(ctx, hex);
 	*size = total;
 	return 0;
 }
@@ -208,17 +216,6 @@ put_be64(unsigned char *p, uint64_t v)
 
 	for (i = 7; i >= 0; i--, v >>= 8)
 		p[i] = (unsigned char)v;
-}
-
-static uint64_t
-get_be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
 }
 
 int
@@ -310,8 +307,8 @@ vmm_sparse_write(struct vmm_sparse_wr *w, const void *p, size_t len,
 			if (w->hlen < VMM_SPARSE_HDR)
 				break;
 			w->hlen = 0;
-			w->off = get_be64(w->hdr);
-			w->left = get_be64(w->hdr + 8);
+			w->off = vmm_be64(w->hdr);
+			w->left = vmm_be64(w->hdr + 8);
 			if (w->left == 0 || w->off % VMM_SPARSE_BLK != 0 ||
 			    w->off < w->end || w->off > w->size ||
 			    w->left > w->size - w->off ||
@@ -361,9 +358,8 @@ static int
 sparse_sha_fd(int fd, uint64_t *size, char hex[65], char *err, size_t errlen,
     const char *what)
 {
-	unsigned char md[EVP_MAX_MD_SIZE], *buf;
+	unsigned char *buf;
 	char why[VMM_ERRLEN];
-	unsigned mdlen = 0, i;
 	EVP_MD_CTX *ctx;
 	uint64_t pos = 0;
 	struct stat st;
@@ -388,11 +384,7 @@ sparse_sha_fd(int fd, uint64_t *size, char hex[65], char *err, size_t errlen,
 		EVP_MD_CTX_free(ctx);
 		return errf(err, errlen, rc, "%s: %s", what, why);
 	}
-	(void)EVP_DigestFinal_ex(ctx, md, &mdlen);
-	EVP_MD_CTX_free(ctx);
-	for (i = 0; i < mdlen && i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	hex[64] = '\0';
+	final_hex(ctx, hex);
 	*size = (uint64_t)st.st_size;
 	return 0;
 }
@@ -455,8 +447,7 @@ vmm_move_template_id(const struct vmm_template *t, char hex[65], char *err,
     size_t errlen)
 {
 	const char *files[3] = { t->kernel, t->initrd, t->rootfs };
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned mdlen = 0, i;
+	unsigned i;
 	char one[65];
 	EVP_MD_CTX *ctx;
 	int rc = 0;
@@ -474,13 +465,10 @@ vmm_move_template_id(const struct vmm_template *t, char hex[65], char *err,
 		(void)EVP_DigestUpdate(ctx, one, strlen(one));
 		(void)EVP_DigestUpdate(ctx, "\n", 1);
 	}
-	if (rc == 0) {
-		(void)EVP_DigestFinal_ex(ctx, md, &mdlen);
-		for (i = 0; i < mdlen && i < 32; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
-		hex[64] = '\0';
-	}
-	EVP_MD_CTX_free(ctx);
+	if (rc == 0)
+		final_hex(ctx, hex);
+	else
+		EVP_MD_CTX_free(ctx);
 	return rc;
 }
 

@@ -23,8 +23,8 @@
 #include "backend.h"
 #include "vmm.h"
 
-static uint64_t
-be64(const unsigned char *p)
+uint64_t
+vmm_be64(const unsigned char *p)
 {
 	uint64_t v = 0;
 	int i;
@@ -65,7 +65,7 @@ backing_of(const char *path, char *out, size_t outlen, char *err,
 		close(fd);
 		return 0;		/* raw (the template's image) */
 	}
-	off = be64(h + 8);
+	off = vmm_be64(h + 8);
 	len = be32(h + 16);
 	if (off == 0 || len == 0) {
 		close(fd);
@@ -339,7 +339,7 @@ vmm_qcow2_set_backing(const char *path, const char *name, int dry, char *err,
 		goto out;
 	}
 	ver = be32(h + 4);
-	off = be64(h + 8);
+	off = vmm_be64(h + 8);
 	oldlen = be32(h + 16);
 	cbits = be32(h + 20);
 	hlen = ver >= 3 ? be32(h + 100) : 72;
