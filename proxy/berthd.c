@@ -1982,6 +1982,7 @@ main(int argc, char **argv)
 	 * what libvmm runs for itself (ready snapshot builds, the ready
 	 * pool) does not */
 	px_vm_drain();
+	px_fleet_move_shutdown();
 	px_exec_shutdown();
 	px_controld_stop();
 	if (P.control != NULL)

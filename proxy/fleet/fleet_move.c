@@ -93,7 +93,10 @@ static struct {
 	void (*changed)(void);		/* this host's sandboxes changed */
 	struct outgoing *out;
 	struct incoming *in;
+	struct handoff *handoffs;
 } M;
+
+static void handoff_free(struct handoff *);
 
 int
 px_fleet_move_target(const char *target, size_t len)
@@ -128,6 +131,15 @@ px_fleet_move_init(struct event_base *base, struct px_store *store,
 	M.base = base;
 	M.store = store;
 	M.changed = changed;
+}
+
+/* berthd stops: the hand-offs still waiting for this host's view go
+ * (the requests they held are ended with the workers). */
+void
+px_fleet_move_shutdown(void)
+{
+	while (M.handoffs != NULL)
+		handoff_free(M.handoffs);
 }
 
 /* The source's journal of a move: vms/.moved/ID holds the target's id
@@ -638,7 +650,22 @@ struct handoff {
 	char id[41], to[40];
 	unsigned waited;
 	struct event *ev;
+	struct handoff *next;
 };
+
+static void
+handoff_free(struct handoff *ho)
+{
+	struct handoff **pp;
+
+	for (pp = &M.handoffs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == ho) {
+			*pp = ho->next;
+			break;
+		}
+	event_free(ho->ev);
+	free(ho);
+}
 
 static int
 routed_to(const char *id, const char *to)
@@ -676,8 +703,7 @@ handoff_cb(evutil_socket_t fd, short what, void *arg)
 		    "not route it there yet: its waiting requests go on", ho->id,
 		    ho->to);
 	px_vm_move_handed(ho->id);
-	event_free(ho->ev);
-	free(ho);
+	handoff_free(ho);
 }
 
 static void
@@ -693,6 +719,8 @@ handoff_start(const char *id, const char *to)
 	}
 	snprintf(ho->id, sizeof(ho->id), "%s", id);
 	snprintf(ho->to, sizeof(ho->to), "%s", to);
+	ho->next = M.handoffs;
+	M.handoffs = ho;
 	handoff_cb(-1, 0, ho);
 }
 

@@ -28,6 +28,8 @@ int px_fleet_move_target(const char *target, size_t len);
 
 void px_fleet_move_init(struct event_base *, struct px_store *,
     void (*changed)(void));
+/* berthd stops: what the module still holds for itself goes. */
+void px_fleet_move_shutdown(void);
 /* What arrived of moves never committed (a restart): removed. */
 void px_fleet_move_sweep(void);
 
