@@ -46,9 +46,12 @@
  * manifest's template_sha256, over its kernel's, initramfs's and image's
  * sha256s; each file hashed once per process), and the same command
  * line, agent and kind of disk: a guest restored over an image with
- * other bytes would read blocks its page cache does not expect. Copying
- * a template version the target lacks comes next. A fork's chain of
- * layers does not move yet.
+ * other bytes would read blocks its page cache does not expect. So the
+ * version's files are listed too (tpl.*, each named by its sparse form's
+ * sha256): a target that lacks the version asks for them and its caller
+ * makes them a template directory before the adoption (libvmm neither
+ * asks for nor places them). A fork's chain of layers does not move
+ * yet.
  *
  * The guest keeps its address (its network was configured at its boot
  * and is in its RAM) when it is free in the target's pool; else it is
@@ -107,7 +110,24 @@ static const struct {
 } names[] = {
 	{ "sandbox.conf", 0 }, { "disk.qcow2", 1 }, { "disk.raw", 1 },
 	{ "snap/state", 0 }, { "mem", 1 }, { "base.qcow2", 0 },
+	/* the template version's: the caller's to place */
+	{ "tpl.json", 0 }, { "tpl.kernel", 0 }, { "tpl.initrd", 0 },
+	{ "tpl.rootfs", 0 },
 };
+
+static const char *const tpl_names[] = { "tpl.json", "tpl.kernel",
+    "tpl.initrd", "tpl.rootfs" };
+
+int
+vmm_move_template_file(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(tpl_names) / sizeof(tpl_names[0]); i++)
+		if (strcmp(name, tpl_names[i]) == 0)
+			return (int)i;
+	return -1;
+}
 
 static int
 name_known(const char *n)
@@ -198,7 +218,10 @@ static int moved_path(const struct vmm *m, const char *sha, char *buf,
 int
 vmm_move_sparse(const char *name)
 {
-	return strcmp(name, "mem") == 0 || strcmp(name, "disk.raw") == 0;
+	/* (a template's kernel, initramfs and image: as its version is
+	 * named, vmm_move_template_id) */
+	return strcmp(name, "mem") == 0 || strcmp(name, "disk.raw") == 0 ||
+	    vmm_move_template_file(name) > 0;
 }
 
 static int
@@ -522,6 +545,46 @@ add_file(struct vmm_move *mv, const char *name, const char *path, int shared,
 }
 
 /*
+ * The template version sb was made from, for a target that lacks it:
+ * its template.json (beside its kernel, where every template directory
+ * has it) and its kernel, initramfs and image, each named by the sha256
+ * of its sparse form (cached: vmm_move_template_id). A template without
+ * a template.json there is not listed (a target lacking it refuses).
+ */
+static int
+add_template(struct vmm_move *mv, const struct vmm_template *t, char *err,
+    size_t errlen)
+{
+	const char *files[3] = { t->kernel, t->initrd, t->rootfs };
+	char json[PATH_MAX], *slash;
+	struct stat st;
+	size_t i;
+	int rc;
+
+	if (t->kernel == NULL || snprintf(json, sizeof(json), "%s",
+	    t->kernel) >= (int)sizeof(json) - 16 ||
+	    (slash = strrchr(json, '/')) == NULL)
+		return 0;
+	snprintf(slash + 1, sizeof(json) - (size_t)(slash + 1 - json),
+	    "template.json");
+	if (lstat(json, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > VMM_MOVE_TPL_JSON_MAX)
+		return 0;
+	if ((rc = add_file(mv, "tpl.json", json, 0, 1, err, errlen)) < 0)
+		return rc;
+	for (i = 0; i < 3; i++) {
+		if (files[i] == NULL || files[i][0] == '\0')
+			continue;
+		if ((rc = add_file(mv, tpl_names[i + 1], files[i], 0, 0, err,
+		    errlen)) < 0 ||
+		    (rc = sha_cached(files[i], 1, mv->f[mv->n - 1].sha256, err,
+		    errlen)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
  * A layered sb's base when a move brought it: its disk's chain the top,
  * .layers/moved-SHA.qcow2, the template's image, and the key it was
  * made as known (moved_key). Its path and SHA; -1 else (a fork's).
@@ -632,6 +695,8 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 			snprintf(mv->base_id, sizeof(mv->base_id), "%s",
 			    mv->f[mv->n - 1].sha256);
 	}
+	if ((rc = add_template(mv, &sb->tpl, err, errlen)) < 0)
+		goto fail;
 	return 0;
 fail:
 	sb->moving = 0;
@@ -807,7 +872,9 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 				    name);
 				goto out;
 			}
-		if (size < 0 || (uint64_t)size > (1ULL << 44)) {
+		if (size < 0 || (uint64_t)size > (1ULL << 44) ||
+		    (strcmp(name, "tpl.json") == 0 &&
+		    size > VMM_MOVE_TPL_JSON_MAX)) {
 			errf(err, errlen, rc, "manifest: %s: a bad size", name);
 			goto out;
 		}
@@ -830,6 +897,14 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		mv->f[mv->n].shared = shared;
 		mv->n++;
 	}
+	for (j = 0; j < sizeof(tpl_names) / sizeof(tpl_names[0]); j++)
+		if (name_in(mv, tpl_names[j]) >= 0 &&
+		    (name_in(mv, "tpl.json") < 0 ||
+		    name_in(mv, "tpl.kernel") < 0)) {
+			errf(err, errlen, rc, "manifest: a template's files "
+			    "are its tpl.json and tpl.kernel at least");
+			goto out;
+		}
 	if ((mv->ready_key[0] != '\0') != (name_in(mv, "base.qcow2") >= 0)) {
 		errf(err, errlen, rc, "manifest: base.qcow2 goes with a "
 		    "ready_key, and only with one");
@@ -874,7 +949,7 @@ vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
 	size_t i;
 
 	for (i = 0; i < VMM_MOVE_FILES; i++)
-		need[i] = i < mv->n;
+		need[i] = i < mv->n && vmm_move_template_file(mv->f[i].name) < 0;
 	for (i = 0; i < mv->n; i++) {
 		if (!mv->f[i].shared || mv->base_id[0] == '\0')
 			continue;
@@ -1311,7 +1386,8 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	}
 	for (i = 0; i < mv->n; i++) {
 		if (mv->f[i].shared || strcmp(mv->f[i].name,
-		    "sandbox.conf") == 0)
+		    "sandbox.conf") == 0 ||
+		    vmm_move_template_file(mv->f[i].name) >= 0)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, mv->f[i].name);
 		if ((rc = dest_path(m, mv->id, mv->f[i].name, q,

@@ -696,21 +696,31 @@ vmm_ready_pool_refill(struct vmm *m, const char *key)
 
 /* What the manager runs for itself goes with it: builds and pool
  * members, killed and reaped now, their taps, groups and files removed
- * (the application is stopping: no loop turns after this). */
+ * (the application is stopping: no loop turns after this). So does a
+ * sandbox being deleted (its row is gone: a delete's answer does not
+ * wait for its VMM's end), which would else leave its group behind. */
 void
 vmm_ready_drain(struct vmm *m)
 {
 	struct vmm_sandbox *sb;
 
 	for (sb = m->list; sb != NULL; sb = sb->next) {
-		if (!sb->hidden)
+		if (!sb->hidden && !(sb->busy && sb->op == VMM_OP_DELETE))
 			continue;
 		if (m->be->release != NULL)
 			m->be->release(sb);	/* ends a standby */
 		if (sb->pid > 0) {
+			int rc, i;
+
 			kill(sb->pid, SIGKILL);
-			while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+			while ((rc = waitpid(sb->pid, NULL, 0)) < 0 &&
+			    errno == EINTR)
 				;
+			/* one adopted at a start is not our child: its end
+			 * (it leaves its group then) seen by its pid, 2 s */
+			for (i = 0; rc < 0 && i < 200 && kill(sb->pid, 0) == 0;
+			    i++)
+				usleep(10000);
 			sb->pid = 0;
 		}
 		if (sb->tap[0] != '\0' && !m->cfg.external_taps)

@@ -472,8 +472,9 @@ void vmm_ready_pool_fill(struct vmm *m, const char *key,
 /* Ready pool members restored, identified and paused now (all keys). */
 unsigned vmm_ready_pool_members(const struct vmm *m);
 /* End what the manager runs for itself (ready snapshot builds, pool
- * members) now: before vmm_free at shutdown, so nothing of it outlives
- * the application. */
+ * members) now, and the deletes in flight (their VMM killed and reaped,
+ * their tap, group and files removed): before vmm_free at shutdown, so
+ * nothing of it outlives the application. */
 void vmm_ready_drain(struct vmm *m);
 
 /* ---- fork ---- */
@@ -545,16 +546,22 @@ int vmm_checkpoint_fork(struct vmm_sandbox *src, const char *name,
  * already hold byte for byte); the caller copies them into a directory
  * on the target, which checks every byte and adopts the sandbox from
  * there, suspended. Files are named by the names below, never by paths:
- * the target decides where each goes. */
+ * the target decides where each goes. The template version the sandbox
+ * was made from is listed too (tpl.json, its template.json, and
+ * tpl.kernel, tpl.initrd, tpl.rootfs): a target that lacks that version
+ * asks for them, and its caller makes them a template directory of its
+ * own before the adoption (libvmm neither asks for nor places those). */
 
-#define VMM_MOVE_FILES 6
+#define VMM_MOVE_FILES 10
 #define VMM_MOVE_NAME 16
 #define VMM_MOVE_PATH 4096
 
 struct vmm_move_file {
 	char name[VMM_MOVE_NAME];	/* "sandbox.conf", "disk.qcow2" or
 					 * "disk.raw", "snap/state", "mem",
-					 * "base.qcow2" */
+					 * "base.qcow2"; the template's:
+					 * "tpl.json", "tpl.kernel",
+					 * "tpl.initrd", "tpl.rootfs" */
 	uint64_t size;
 	char sha256[65];		/* lower-case hex; "" not computed */
 	int shared;			/* 1: not its own: base.qcow2, the
@@ -622,6 +629,10 @@ int vmm_move_sha256(const char *path, uint64_t *size, char hex[65],
 #define VMM_SPARSE_HDR	16u
 /* Whether the file of that name goes as its sparse form. */
 int vmm_move_sparse(const char *name);
+/* Which of the template's files a move's file name is: 0 tpl.json,
+ * 1 tpl.kernel, 2 tpl.initrd, 3 tpl.rootfs; -1 none. */
+int vmm_move_template_file(const char *name);
+#define VMM_MOVE_TPL_JSON_MAX	(64 * 1024)
 /* The records of the next window of fd (size bytes) holding data, from
  * *pos (0 at the start; moved past it), each given to emit as its head
  * then its bytes (pointers into buf, VMM_SPARSE_WIN bytes the caller
@@ -657,7 +668,8 @@ int vmm_move_parse(const char *text, size_t len, struct vmm_move *mv,
     char *err, size_t errlen);
 /* Which of mv's files this manager must receive: need[i] is 0 for a
  * shared file whose bytes it already holds (its own ready snapshot of
- * that key, the same sha256), else 1. 0, or -errno. */
+ * that key, the same sha256) and for the template's files (the
+ * caller's to ask for), else 1. 0, or -errno. */
 int vmm_move_needs(struct vmm *m, const struct vmm_move *mv,
     int need[VMM_MOVE_FILES], char *err, size_t errlen);
 /* Adopt the sandbox mv describes from dir (the files received, at their

@@ -531,6 +531,34 @@ place_try(struct placing *p)
  * 0: create it here; 1: answered (an error) or placed elsewhere (the
  * answer comes later).
  */
+/* This host's own templates are what its store says now, not what it
+ * last published (a template just added is placed on here at once). */
+static void
+self_template(struct px_control *ctl, json_t *hosts, const char *self,
+    const char *tmpl)
+{
+	struct px_template t;
+	json_t *h, *room, *ts;
+	char err[256];
+	size_t i;
+
+	if (self == NULL || tmpl == NULL ||
+	    strcmp(tmpl, PX_TEMPLATE_DEFAULT) == 0 ||
+	    px_store_template_get(ctl->store, tmpl, &t, err, sizeof(err)) !=
+	    PX_STORE_OK)
+		return;
+	json_array_foreach(hosts, i, h) {
+		if (!json_is_string(json_object_get(h, "id")) ||
+		    strcmp(json_string_value(json_object_get(h, "id")),
+		    self) != 0 ||
+		    !json_is_object(room = json_object_get(h, "room")))
+			continue;
+		/* (a host that publishes templates: one that runs VMs) */
+		if (json_is_array(ts = json_object_get(room, "templates")))
+			json_array_append_new(ts, json_string(tmpl));
+	}
+}
+
 static int
 fleet_place(struct req *r, json_t *obj, const char *id)
 {
@@ -616,6 +644,7 @@ fleet_place(struct req *r, json_t *obj, const char *id)
 		json_decref(doc);
 		return 1;
 	}
+	self_template(ctl, json_object_get(doc, "hosts"), self, tmpl);
 	order = px_fleet_place(json_object_get(doc, "hosts"), self,
 	    tmpl != NULL ? tmpl : PX_TEMPLATE_DEFAULT, host, zone, &e);
 	if (order == NULL) {

@@ -1440,6 +1440,15 @@ begin_parse(struct incoming *in, const char *body, size_t len, char *err,
 	return rc;
 }
 
+/* the store name of the moving sandbox's template ("" the default)
+ * from its records; NULL none */
+static const char *
+rec_template(json_t *rec)
+{
+	return json_string_value(json_object_get(json_object_get(rec,
+	    "sandbox"), "template"));
+}
+
 json_t *
 px_fleet_move_begin(const char *host, const char *id, const char *body,
     size_t len, int *status, char *err, size_t errlen, void *arg)
@@ -1449,6 +1458,7 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 	char e[256], p[PATH_MAX + 16];
 	json_t *need;
 	size_t i;
+	int rc;
 
 	(void)arg;
 	in_expire();
@@ -1490,8 +1500,14 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 		free(in);
 		return NULL;
 	}
-	if (px_vm_move_needs(&in->mv, in->need, err, errlen) < 0 ||
-	    px_vm_move_dir(NULL, p, sizeof(p)) < 0 ||
+	if ((rc = px_vm_move_needs(&in->mv, rec_template(in->rec), in->need,
+	    err, errlen)) < 0) {
+		*status = rc == -2 ? 409 : 500;
+		json_decref(in->rec);
+		free(in);
+		return NULL;
+	}
+	if (px_vm_move_dir(NULL, p, sizeof(p)) < 0 ||
 	    (mkdir(p, 0700) < 0 && errno != EEXIST) ||
 	    px_vm_move_dir(id, in->dir, sizeof(in->dir)) < 0) {
 		*status = 500;
@@ -1862,14 +1878,28 @@ in_adopt(struct incoming *in, struct vmm_move *mv, json_t *rec, int resume,
     const char *how, int *status, char *err, size_t errlen)
 {
 	struct px_event ev;
-	const char *tdir;
-	char tbuf[1024], e[256];
-	int rc;
+	const char *tdir, *tname = rec_template(rec);
+	char tbuf[1024], vdir[PATH_MAX], e[256], how2[160];
+	int rc, copied = 0;
 
+	/* its template's version: this host's, or the copy that came */
+	*status = 409;
+	if (tname == NULL || px_vm_move_template(in->dir, mv, tname, vdir,
+	    sizeof(vdir), &copied, err, errlen) < 0) {
+		if (tname == NULL)
+			snprintf(err, errlen, "records: no template");
+		return -1;
+	}
+	if (copied) {
+		snprintf(how2, sizeof(how2), "%s; template %s version %.12s "
+		    "copied", how, tname[0] ? tname : "default",
+		    mv->tpl_sha256);
+		how = how2;
+	}
 	if (store_records(in->id, rec, &tdir, tbuf, sizeof(tbuf), status, err,
 	    errlen) < 0)
 		return -1;
-	if ((rc = px_vm_move_adopt(in->dir, mv, tdir, err, errlen)) < 0) {
+	if ((rc = px_vm_move_adopt(in->dir, mv, vdir, err, errlen)) < 0) {
 		*status = rc == -2 ? 409 : 400;
 		(void)px_store_sandbox_rm(M.store, in->id, e, sizeof(e));
 		return -1;

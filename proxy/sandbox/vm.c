@@ -3190,15 +3190,318 @@ px_vm_move_dir(const char *id, char *buf, size_t len)
 	return V.m == NULL || n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-int
-px_vm_move_needs(const struct vmm_move *mv, int *need, char *err,
-    size_t errlen)
+/*
+ * ---- template versions a move brings ----
+ * A sandbox stays on the template version it was made from. Moved to a
+ * host that holds another version of its template (or none of that
+ * name), it brings its version's files (libvmm's tpl.*), which become
+ * templates/<name>/vm-<sha256>/ here ("default" for the default
+ * template's), checked to be that version by content before anything
+ * uses them: the sandbox is adopted over it, the host's own version of
+ * the name stays what creates use. A name this host did not know is
+ * registered with it (templates/<name>/current), as a build would. A
+ * copy no sandbox uses and no name names goes at the next move here or
+ * the next start.
+ */
+static int
+mv_file(const struct vmm_move *mv, const char *name)
 {
+	size_t i;
+
+	for (i = 0; i < mv->n; i++)
+		if (strcmp(mv->f[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* template tname's registered directory ("" or "default": the default's) */
+static int
+tpl_registered(const char *tname, char *dir, size_t len)
+{
+	struct px_template tp;
+	char e[256];
+
+	if (tname[0] == '\0' || strcmp(tname, PX_TEMPLATE_DEFAULT) == 0) {
+		snprintf(dir, len, "%s", V.tdir);
+		return 0;
+	}
+	if (px_store_template_get(V.store, tname, &tp, e, sizeof(e)) !=
+	    PX_STORE_OK)
+		return -1;
+	snprintf(dir, len, "%s", tp.dir);
+	return 0;
+}
+
+static int
+tpl_version_is(const char *dir, const char *sha)
+{
+	struct vmm_template t;
+	char hex[65], e[VMM_ERRLEN];
+	int yes;
+
+	if (vmm_template_load(dir, &t, e, sizeof(e)) < 0)
+		return 0;
+	yes = vmm_move_template_id(&t, hex, e, sizeof(e)) == 0 &&
+	    strcmp(hex, sha) == 0;
+	vmm_template_free(&t);
+	return yes;
+}
+
+/* 1 with its directory if this host holds version sha of template
+ * tname (its registered one, or a copy a move brought); 0 with where a
+ * copy goes */
+static int
+tpl_held(const char *tname, const char *sha, char *dir, size_t len)
+{
+	char p[PATH_MAX + 32];
+	struct stat st;
+
+	if (tpl_registered(tname, dir, len) == 0 && tpl_version_is(dir, sha))
+		return 1;
+	snprintf(dir, len, "%s/templates/%s/vm-%s", V.state_dir, tname[0] ?
+	    tname : PX_TEMPLATE_DEFAULT, sha);
+	snprintf(p, sizeof(p), "%s/template.json", dir);
+	return lstat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* files of a version directory, then it */
+static void
+tpl_rmdir(const char *dir)
+{
+	char p[PATH_MAX + 300];
+	struct dirent *de;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		(void)unlink(p);
+	}
+	closedir(d);
+	(void)rmdir(dir);
+}
+
+/* Copies moves brought that no sandbox uses and no name registers: gone. */
+static void
+moved_tpl_gc(void)
+{
+	char top[PATH_MAX], nd[PATH_MAX + 256], v[PATH_MAX * 2], reg[PATH_MAX];
+	char real[PATH_MAX], rv[PATH_MAX];
+	struct dirent *de, *ve;
+	DIR *d, *vd;
+
+	snprintf(top, sizeof(top), "%s/templates", V.state_dir);
+	if ((d = opendir(top)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' || !px_template_name_valid(de->d_name))
+			continue;
+		snprintf(nd, sizeof(nd), "%s/%s", top, de->d_name);
+		if ((vd = opendir(nd)) == NULL)
+			continue;
+		real[0] = '\0';
+		if (tpl_registered(de->d_name, reg, sizeof(reg)) == 0 &&
+		    realpath(reg, real) == NULL)
+			real[0] = '\0';
+		while ((ve = readdir(vd)) != NULL) {
+			if (strncmp(ve->d_name, "vm-", 3) != 0)
+				continue;
+			snprintf(v, sizeof(v), "%s/%s", nd, ve->d_name);
+			if (realpath(v, rv) == NULL || strcmp(rv, real) == 0 ||
+			    tb_version_used(rv))
+				continue;
+			tpl_rmdir(v);
+			log_info("template %s: the copy of version %.12s a move "
+			    "brought is removed (no sandbox uses it)",
+			    de->d_name, ve->d_name + 3);
+		}
+		closedir(vd);
+	}
+	closedir(d);
+}
+
+/* The copy of version mv->tpl_sha256 made from what came in mdir
+ * (tpl.*), checked, at vdir. 0, or -1 with err. */
+static int
+tpl_install(const char *mdir, const struct vmm_move *mv, const char *tname,
+    const char *vdir, char *err, size_t errlen)
+{
+	static const char *const key[] = { NULL, "kernel", "initrd", "rootfs" };
+	static const char *const fixed[] = { "template.json", "vmlinuz",
+	    "initrd.img", "root.img" };
+	char tmp[PATH_MAX + 8], p[PATH_MAX + 32], q[PATH_MAX + 32];
+	char hex[65], e[VMM_ERRLEN];
+	struct vmm_template t;
+	json_error_t je;
+	json_t *j;
+	int i, rc = -1;
+
+	snprintf(p, sizeof(p), "%s/templates", V.state_dir);
+	(void)mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/templates/%s", V.state_dir, tname[0] ?
+	    tname : PX_TEMPLATE_DEFAULT);
+	(void)mkdir(p, 0755);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", vdir);
+	tpl_rmdir(tmp);		/* a copy cut short before */
+	if (mkdir(tmp, 0755) < 0) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	snprintf(p, sizeof(p), "%s/tpl.json", mdir);
+	if ((j = json_load_file(p, JSON_REJECT_DUPLICATES, &je)) == NULL ||
+	    !json_is_object(j)) {
+		snprintf(err, errlen, "the template's template.json: %s", j ==
+		    NULL ? je.text : "not an object");
+		goto out;
+	}
+	/* its files under this host's names; none of the source's paths */
+	for (i = 1; i < 4; i++) {
+		static const char *const nm[] = { NULL, "tpl.kernel",
+		    "tpl.initrd", "tpl.rootfs" };
+
+		if (mv_file(mv, nm[i]) < 0) {
+			(void)json_object_del(j, key[i]);
+			continue;
+		}
+		snprintf(p, sizeof(p), "%s/%s", mdir, nm[i]);
+		snprintf(q, sizeof(q), "%s/%s", tmp, fixed[i]);
+		if (rename(p, q) < 0 || chmod(q, 0644) < 0 ||
+		    json_object_set_new(j, key[i], json_string(fixed[i])) < 0) {
+			snprintf(err, errlen, "%s: %s", q, strerror(errno));
+			goto out;
+		}
+	}
+	snprintf(q, sizeof(q), "%s/%s", tmp, fixed[0]);
+	if (json_dump_file(j, q, JSON_INDENT(2)) < 0 || chmod(q, 0644) < 0) {
+		snprintf(err, errlen, "%s: cannot be written", q);
+		goto out;
+	}
+	/* the version the manifest names, by content */
+	if (vmm_template_load(tmp, &t, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "the template that came: %s", e);
+		goto out;
+	}
+	i = vmm_move_template_id(&t, hex, e, sizeof(e));
+	vmm_template_free(&t);
+	if (i < 0 || strcmp(hex, mv->tpl_sha256) != 0) {
+		snprintf(err, errlen, "the template that came is not version "
+		    "%.12s: %s", mv->tpl_sha256, i < 0 ? e : "other bytes");
+		goto out;
+	}
+	if (rename(tmp, vdir) < 0) {
+		if (errno != EEXIST && errno != ENOTEMPTY) {
+			snprintf(err, errlen, "%s: %s", vdir, strerror(errno));
+			goto out;
+		}
+		tpl_rmdir(tmp);	/* another move's copy, the same by name */
+	}
+	rc = 0;
+out:
+	json_decref(j);
+	if (rc < 0)
+		tpl_rmdir(tmp);
+	return rc;
+}
+
+int
+px_vm_move_needs(const struct vmm_move *mv, const char *tname, int *need,
+    char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	size_t i;
+
 	if (V.m == NULL) {
 		snprintf(err, errlen, "this berthd runs no VMM");
 		return -1;
 	}
-	return vmm_move_needs(V.m, mv, need, err, errlen) < 0 ? -1 : 0;
+	if (vmm_move_needs(V.m, mv, need, err, errlen) < 0)
+		return -1;
+	if (tname == NULL)
+		return 0;
+	if (tname[0] != '\0' && !px_template_name_valid(tname)) {
+		snprintf(err, errlen, "a bad template name");
+		return -2;
+	}
+	if (tpl_held(tname, mv->tpl_sha256, dir, sizeof(dir)))
+		return 0;
+	if (mv_file(mv, "tpl.json") < 0) {
+		snprintf(err, errlen, "template %s: this host holds no "
+		    "version %.12s of it, and the move brings none of its "
+		    "files", tname[0] ? tname : PX_TEMPLATE_DEFAULT,
+		    mv->tpl_sha256);
+		return -2;
+	}
+	for (i = 0; i < mv->n; i++)
+		if (vmm_move_template_file(mv->f[i].name) >= 0)
+			need[i] = 1;
+	return 0;
+}
+
+int
+px_vm_move_template(const char *mdir, const struct vmm_move *mv,
+    const char *tname, char *dir, size_t len, int *copied, char *err,
+    size_t errlen)
+{
+	struct px_template tp;
+	char p[PATH_MAX + 32], e[256];
+	size_t i;
+	int rc = 0;
+
+	*copied = 0;
+	if (V.m == NULL) {
+		snprintf(err, errlen, "this berthd runs no VMM");
+		return -1;
+	}
+	if (tname[0] != '\0' && !px_template_name_valid(tname)) {
+		snprintf(err, errlen, "a bad template name");
+		return -1;
+	}
+	if (!tpl_held(tname, mv->tpl_sha256, dir, len)) {
+		if (mv_file(mv, "tpl.json") < 0) {
+			snprintf(err, errlen, "template %s: this host holds no "
+			    "version %.12s, and none came", tname[0] ? tname :
+			    PX_TEMPLATE_DEFAULT, mv->tpl_sha256);
+			rc = -1;
+		} else {
+			moved_tpl_gc();
+			if ((rc = tpl_install(mdir, mv, tname, dir, err,
+			    errlen)) == 0) {
+				*copied = 1;
+				log_info("template %s: version %.12s copied here "
+				    "by a move (%s)", tname[0] ? tname :
+				    PX_TEMPLATE_DEFAULT, mv->tpl_sha256, dir);
+			}
+		}
+	}
+	/* what came of the template and is not needed (held meanwhile) */
+	for (i = 0; i < mv->n; i++)
+		if (vmm_move_template_file(mv->f[i].name) >= 0) {
+			snprintf(p, sizeof(p), "%s/%s", mdir, mv->f[i].name);
+			(void)unlink(p);
+		}
+	if (rc < 0 || tname[0] == '\0' ||
+	    strcmp(tname, PX_TEMPLATE_DEFAULT) == 0 ||
+	    px_store_template_get(V.store, tname, &tp, e, sizeof(e)) !=
+	    PX_STORE_NOTFOUND)
+		return rc;
+	/* a name this host did not know: it is this version here */
+	memset(&tp, 0, sizeof(tp));
+	snprintf(tp.name, sizeof(tp.name), "%s", tname);
+	snprintf(tp.dir, sizeof(tp.dir), "%s/templates/%s/current",
+	    V.state_dir, tname);
+	(void)unlink(tp.dir);
+	if (symlink(strrchr(dir, '/') + 1, tp.dir) < 0 ||
+	    px_store_template_add(V.store, &tp, e, sizeof(e)) != PX_STORE_OK) {
+		snprintf(err, errlen, "template %s: cannot be registered: %s",
+		    tname, e);
+		return -1;
+	}
+	log_info("template %s: registered, the version a move brought",
+	    tname);
+	return 0;
 }
 
 /* One template directory's version by content (vmm_move_template_id,
@@ -3238,6 +3541,7 @@ px_vm_move_prehash(void)
 	if (V.m == NULL)
 		return;
 	V.prehash = 1;
+	moved_tpl_gc();
 	prehash(PX_TEMPLATE_DEFAULT, V.tdir);
 	(void)px_store_template_list(V.store, prehash_one, NULL, e,
 	    sizeof(e));

@@ -169,7 +169,20 @@ int px_vm_move_dir(const char *id, char *buf, size_t len);
  * that a first move does not stop the loop (and the fleet lease's
  * renewal) for the second or two a large image takes. */
 void px_vm_move_prehash(void);
-int px_vm_move_needs(const struct vmm_move *mv, int *need, char *err,
+/* Which files of mv this host needs: libvmm's answer, and the
+ * template's files when this host lacks that version of tname (its
+ * store name, "" the default; NULL: not known, none asked). 0; -1 with
+ * err; -2 with err: a bad name, or a version lacking that the move
+ * cannot bring. */
+int px_vm_move_needs(const struct vmm_move *mv, const char *tname, int *need,
+    char *err, size_t errlen);
+/* The template directory the sandbox mv (of store template tname) is
+ * adopted over: this host's version of it when the same by content,
+ * else one a move brought, else the copy made now of what came in mdir
+ * (*copied 1; a name unknown here registered with it). What came of the
+ * template is taken out of mdir either way. 0, or -1 with err. */
+int px_vm_move_template(const char *mdir, const struct vmm_move *mv,
+    const char *tname, char *dir, size_t len, int *copied, char *err,
     size_t errlen);
 int px_vm_move_adopt(const char *dir, const struct vmm_move *mv,
     const char *template_dir, char *err, size_t errlen);

@@ -11,7 +11,8 @@
 # And a target killed while the files stream: the sandbox stays on a,
 # suspended, and wakes there; a source that dies before its commit
 # (a fault injected): the target adopts it once the source's lease is
-# gone, and the source, back, drops its copy.
+# gone, and the source, back, drops its copy. A sandbox of a template
+# version the target lacks: the version is copied with it.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -385,11 +386,46 @@ like "b, started again, asks a, which holds d3" "$(grep d3 "$T/b/berthd.log")" "
 is "... and drops its copy" "$(on a)$(on b)" 10
 is "no journal left on b" "$(ls "$T/b/state/vms/.moved" 2>/dev/null | wc -l)" 0
 
+# ---- a template version the target lacks: copied with the move ----
+# t2, on a only: a's template with an initramfs of other bytes (an empty
+# cpio archive appended as a second gzip member, which the kernel reads
+# past). A sandbox of it made on a moves to b, which holds no t2: b is
+# sent the version's files with the sandbox's, keeps them as
+# templates/t2/vm-<version>/, registers t2 with them, and the sandbox
+# wakes there over them; moved back, a (which holds that version) is
+# sent none of them.
+b_up_again() { nc_ a fleet hosts 2>/dev/null | grep -q "^b  *up"; }
+wait_for 60 b_up_again || bail "a does not see b up again"
+cp -r "$T/a/state/templates/default" "$T/t2" || bail "cp template"
+printf '' | cpio -o -H newc 2>/dev/null | gzip -n >>"$T/t2/initramfs.cpio.gz"
+chmod -R a+rX "$T/t2"
+nc_ a template add t2 "$T/t2" >/dev/null || bail "template add t2"
+out=$(nc_ a sandbox create tv --host a --template t2 2>&1) || bail "create tv: $out"
+nc_ a sandbox exec tv -- sh -c 'echo t2-bytes >/root/t2.txt && sync' </dev/null >/dev/null 2>&1
+nc_ a sandbox suspend tv >/dev/null || bail "suspend tv"
+out=$(nc_ a sandbox move tv --to b 2>&1)
+is "a sandbox of a template b lacks moves there" "$?" 0
+diag "$out"
+like "b copied that version of the template first" "$(grep 't2' "$T/b/berthd.log")" \
+	"template t2: version [0-9a-f]{12} copied here by a move"
+like "... and registered t2 with it" "$(nc_ b template ls 2>&1)" "t2"
+like "its event on b says so" "$(nc_ b sandbox events tv 2>&1)" \
+	"here from host a; template t2 version [0-9a-f]{12} copied"
+like "it stands on the copy" "$(grep '^initrd=' "$T/b/state/vms/tv/sandbox.conf" 2>&1)" \
+	"/templates/t2/vm-[0-9a-f]{64}/initrd.img$"
+is "... and wakes on b for a command: the file written on a" \
+	"$(nc_ b sandbox exec tv -- cat /root/t2.txt </dev/null 2>&1)" t2-bytes
+nc_ b sandbox suspend tv >/dev/null || bail "suspend tv on b"
+out=$(nc_ b sandbox move tv --to a 2>&1)
+is "moved back to a" "$?" 0
+unlike "... a is sent none of the template: it holds that version" \
+	"$(grep 't2' "$T/a/berthd.log")" "copied here"
+is "... and it wakes there" "$(nc_ a sandbox exec tv -- cat /root/t2.txt </dev/null 2>&1)" t2-bytes
+nc_ a sandbox rm tv >/dev/null 2>&1
+
 # ---- etcd stopped mid-move: the move finishes ----
 # (the files and the commit go host to host; only the claims are
 # etcd's, and the target's wins where it is seen, a routing d2 to b)
-b_up_again() { nc_ a fleet hosts 2>/dev/null | grep -q "^b  *up"; }
-wait_for 60 b_up_again || bail "a does not see b up again"
 ( nc_ b sandbox move d2 --to a >"$T/mv7.out" 2>&1; echo $? >"$T/mv7.rc" ) &
 mvpid=$!
 begun_d2() { grep -q "moves sandbox d2 here" "$T/a/berthd.log" 2>/dev/null; }

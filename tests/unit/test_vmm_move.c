@@ -104,6 +104,17 @@ template(const char *name, struct vmm_template *t)
 	return 0;
 }
 
+/* how many of mv's files are the sandbox's own (not its template's) */
+static size_t
+own(const struct vmm_move *mv)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < mv->n; i++)
+		n += vmm_move_template_file(mv->f[i].name) < 0;
+	return n;
+}
+
 /* A suspended sandbox as a suspend leaves it, in m's state dir. */
 static void
 lay_out(struct vmm *m, const struct vmm_template *t, const char *id,
@@ -254,6 +265,18 @@ test_json(void)
 	    "00112233445566778899aabbccddeeff"), "a base not shared, no "
 	    "ready key: refused");
 	REFUSED("", "no file: refused");
+	REFUSED(F("mem", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff") ","
+	    F("tpl.rootfs", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff"), "a template's image without "
+	    "its template.json and kernel: refused");
+	REFUSED(F("mem", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff") ","
+	    "{\"name\":\"tpl.json\",\"size\":70000,\"sha256\":\"\","
+	    "\"shared\":false},"
+	    F("tpl.kernel", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff"), "a template.json past 64 KiB: "
+	    "refused");
 	snprintf(bad, sizeof(bad), HEAD_("../x")
 	    "\"ready_key\":\"\",\"mem_mib\":256,\"vcpus\":1,\"disk_mib\":4,"
 	    "\"files\":[" F("mem", "%s") "]}", sha);
@@ -543,7 +566,37 @@ test_move(struct event_base *base)
 	    "suspended"))
 		return;
 	rc = vmm_move_export(sb, &mv, 1, err, sizeof(err));
-	ok(rc == 0 && mv.n == 4, "exported: %zu files (%s)", mv.n, err);
+	ok(rc == 0 && own(&mv) == 4, "exported: %zu files of its own (%s)",
+	    own(&mv), err);
+	/* and its template version's, named by content, for a target that
+	 * lacks it; libvmm never asks for those (its caller does) */
+	{
+		int j = -1, k = -1, r = -1, x = 0;
+		char tid[65] = "";
+
+		for (i = 0; i < mv.n; i++) {
+			if (strcmp(mv.f[i].name, "tpl.json") == 0)
+				j = (int)i;
+			else if (strcmp(mv.f[i].name, "tpl.kernel") == 0)
+				k = (int)i;
+			else if (strcmp(mv.f[i].name, "tpl.rootfs") == 0)
+				r = (int)i;
+			else if (strcmp(mv.f[i].name, "tpl.initrd") == 0)
+				x = 1;
+		}
+		ok(j >= 0 && k >= 0 && r >= 0 && !x && mv.f[r].size == 4 << 20 &&
+		    strlen(mv.f[j].sha256) == 64 && strcmp(mv.f[r].path,
+		    ta.rootfs) == 0, "its template's files listed: template."
+		    "json, kernel, image (no initramfs: it has none)");
+		ok(vmm_move_sparse("tpl.rootfs") && vmm_move_sparse("tpl.kernel") &&
+		    !vmm_move_sparse("tpl.json") &&
+		    vmm_move_template_file("tpl.rootfs") == 3 &&
+		    vmm_move_template_file("mem") == -1, "its files go as "
+		    "their sparse form, as the version is named");
+		ok(vmm_move_template_id(&ta, tid, err, sizeof(err)) == 0 &&
+		    strcmp(tid, mv.tpl_sha256) == 0, "the manifest names the "
+		    "version");
+	}
 	for (i = 0; i < mv.n; i++)
 		diag("%s %llu %.12s %s", mv.f[i].name,
 		    (unsigned long long)mv.f[i].size, mv.f[i].sha256,
@@ -557,7 +610,8 @@ test_move(struct event_base *base)
 	ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0, "after the "
 	    "move's end, again (%s)", err);
 	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && need[0] &&
-	    need[1] && need[2] && need[3], "b needs them all");
+	    need[1] && need[2] && need[3] && !need[4] && !need[5],
+	    "b needs them all, but the template's (its caller's to ask)");
 	snprintf(dir, sizeof(dir), "%s/.move/mv1", b->state_dir);
 
 	/* refusals: nothing of b's touched */
@@ -670,7 +724,7 @@ test_move(struct event_base *base)
 	    "snapshot (%s)", err);
 	sb = vmm_sandbox_find(a, "mv2");
 	ok(sb != NULL && vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0 &&
-	    mv.n == 5 && strcmp(mv.f[4].name, "base.qcow2") == 0 &&
+	    own(&mv) == 5 && strcmp(mv.f[4].name, "base.qcow2") == 0 &&
 	    mv.f[4].shared, "exported with its base, shared (%s)", err);
 	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && need[4],
 	    "b needs the base");
@@ -700,7 +754,7 @@ test_move(struct event_base *base)
 	    "that ready snapshot");
 	sb = vmm_sandbox_find(a, "mv3");
 	ok(sb != NULL && vmm_move_export(sb, &mv, 0, err, sizeof(err)) == 0 &&
-	    mv.n == 5 && strlen(mv.f[4].sha256) == 64, "exported without "
+	    own(&mv) == 5 && strlen(mv.f[4].sha256) == 64, "exported without "
 	    "hashing its own files, its base named by its sha256 (%s)", err);
 	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0 && !need[4] &&
 	    need[0] && need[1], "b does not need the base again");
@@ -733,7 +787,7 @@ test_move(struct event_base *base)
 		(void)vmm_move_sha256(p, &sz, orig, err, sizeof(err));
 		sb = vmm_sandbox_find(b, "mv2");
 		ok(sb != NULL && vmm_move_export(sb, &mv, 1, err,
-		    sizeof(err)) == 0 && mv.n == 5 &&
+		    sizeof(err)) == 0 && own(&mv) == 5 &&
 		    strcmp(mv.f[4].path, files[1]) == 0, "a sandbox over a "
 		    "moved base moves on, with it (%s)", err);
 		ok(strcmp(mv.base_id, orig) == 0 && strcmp(mv.f[4].sha256,
