@@ -248,6 +248,9 @@ struct vmm_sandbox {
 					 * copied to another host: no
 					 * operation but a delete, no
 					 * standby */
+	int flattened;			/* ... its layers merged for it
+					 * (vmm_move_flatten): the export
+					 * that follows takes it moving */
 
 	/* capacity (capacity.c) */
 	uint64_t pss;			/* its VMM's PSS at the last sample */
@@ -333,8 +336,10 @@ uint64_t vmm_proc_pss(pid_t pid);
 
 /* ping + identity, at most: a restored guest under TCG translates its
  * code anew, and on a loaded host (2 cores, builds beside it) a deep
- * fork's first answer took more than 15 s */
-#define VMM_IDENT_MS 30000
+ * fork's first answer took more than 15 s, then (the CI's chain of
+ * twelve forks, merges beside it, another test's VMs) more than 30 s:
+ * a clone that answers late is better than a create that failed */
+#define VMM_IDENT_MS 60000
 typedef void (*vmm_ident_cb)(struct vmm_sandbox *sb, int ok,
     const char *why, void *arg);
 /* Give a just-restored clone its identity through its guest agent

@@ -50,8 +50,8 @@
  * version's files are listed too (tpl.*, each named by its sparse form's
  * sha256): a target that lacks the version asks for them and its caller
  * makes them a template directory before the adoption (libvmm neither
- * asks for nor places them). A fork's chain of layers does not move
- * yet.
+ * asks for nor places them). A fork's chain of layers does not move:
+ * vmm_move_flatten rebases its top onto the base under it first.
  *
  * The guest keeps its address (its network was configured at its boot
  * and is in its RAM) when it is free in the target's pool; else it is
@@ -71,11 +71,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -466,6 +468,28 @@ sha_cached(const char *path, int sparse, char hex[65], char *err,
 }
 
 int
+vmm_move_prehash_ready(struct vmm *m, const char *key)
+{
+	char p[PATH_MAX], hex[65], why[VMM_ERRLEN];
+	struct dirent *de;
+	DIR *d;
+
+	if (key != NULL)
+		return vmm_ready_path(m, key, "disk.qcow2", p, sizeof(p)) < 0 ?
+		    -ENAMETOOLONG : sha_cached(p, 0, hex, why, sizeof(why));
+	if (vmm_ready_path(m, NULL, NULL, p, sizeof(p)) < 0 ||
+	    (d = opendir(p)) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL)
+		if (strlen(de->d_name) == VMM_READY_KEY - 1 &&
+		    strspn(de->d_name, "0123456789abcdef") ==
+		    VMM_READY_KEY - 1)
+			(void)vmm_move_prehash_ready(m, de->d_name);
+	closedir(d);
+	return 0;
+}
+
+int
 vmm_move_template_id(const struct vmm_template *t, char hex[65], char *err,
     size_t errlen)
 {
@@ -626,16 +650,17 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 	memset(mv, 0, sizeof(*mv));
 	if (sb->hidden || sb->deleting)
 		return errf(err, errlen, -ENOENT, "no sandbox %s", sb->id);
-	if (sb->busy || sb->moving)
+	if (sb->busy || (sb->moving && !sb->flattened))
 		return errf(err, errlen, -EBUSY, "sandbox %s: %s in progress",
 		    sb->id, sb->moving ? "a move" : vmm_op_name(sb->op));
+	sb->flattened = 0;
 	if (sb->state != VMM_SUSPENDED)
 		return errf(err, errlen, -EPERM, "sandbox %s is %s, not "
 		    "suspended", sb->id, vmm_state_name(sb->state));
 	if (sb->layer_gen > 0 || (sb->layered && moved_base(sb, base,
 	    sizeof(base), bid) < 0))
 		return errf(err, errlen, -ENOTSUP, "sandbox %s stands on a "
-		    "fork's layers: those do not move yet", sb->id);
+		    "fork's layers: flattened first (vmm_move_flatten)", sb->id);
 	if (sb->ram_shared)
 		return errf(err, errlen, -ENOTSUP, "sandbox %s: its RAM is "
 		    "still the ready snapshot's", sb->id);
@@ -706,10 +731,169 @@ fail:
 void
 vmm_move_end(struct vmm_sandbox *sb)
 {
+	sb->flattened = 0;
 	if (!sb->moving)
 		return;
 	sb->moving = 0;
 	vmm_standby_rebalance(sb->m);
+}
+
+/* ---- a fork's layers flattened before it moves ---- */
+
+struct flat_ctx {
+	struct vmm *m;
+	char id[VMM_ID_MAX + 1];
+	char top[PATH_MAX], dst[PATH_MAX];
+	char key[VMM_READY_KEY];	/* the ready layer it stands on, "" */
+	int moved;			/* ... or the moved base (moved_key) */
+	struct vmm_child *watch;
+	void (*done)(void *, int, const char *);
+	void *arg;
+};
+
+/* is p dir/<n hex>suffix? */
+static int
+hex_path(const char *p, const char *dir, size_t n, const char *suffix)
+{
+	size_t dl = strlen(dir), sl = strlen(suffix);
+
+	return strncmp(p, dir, dl) == 0 && strlen(p) == dl + n + sl &&
+	    strspn(p + dl, "0123456789abcdef") == n &&
+	    strcmp(p + dl + n, suffix) == 0;
+}
+
+static void
+flat_exited(pid_t pid, int status, void *arg)
+{
+	struct flat_ctx *f = arg;
+	struct vmm_sandbox *sb = vmm_sandbox_find(f->m, f->id);
+	char why[VMM_ERRLEN], st[64];
+
+	(void)pid;
+	if (sb == NULL) {
+		f->done(f->arg, 0, "the sandbox was deleted meanwhile");
+		free(f);
+		return;
+	}
+	why[0] = '\0';
+	if (status != 0) {
+		vmm_status_text(status, st, sizeof(st));
+		snprintf(why, sizeof(why), "flattening its layers: qemu-img "
+		    "rebase %s", st);
+	} else if (strcmp(f->top, f->dst) != 0 && rename(f->top, f->dst) < 0)
+		snprintf(why, sizeof(why), "flattening its layers: %s: %s",
+		    f->dst, strerror(errno));
+	if (why[0] != '\0') {
+		f->done(f->arg, 0, why);
+		free(f);
+		return;
+	}
+	/* as one made without a fork: its top over the base */
+	snprintf(sb->disk, sizeof(sb->disk), "%s", f->dst);
+	sb->layer_gen = 0;
+	sb->layered = f->moved;
+	if (!f->moved)
+		snprintf(sb->ready_key, sizeof(sb->ready_key), "%s", f->key);
+	sb->flattened = 1;
+	vmm_meta_save(sb);
+	vmm_layers_gc(f->m);	/* what no sandbox stands on now */
+	f->done(f->arg, 1, NULL);
+	free(f);
+}
+
+int
+vmm_move_flatten(struct vmm_sandbox *sb,
+    void (*done)(void *arg, int ok, const char *why), void *arg, char *err,
+    size_t errlen)
+{
+	static char chain[VMM_CHAIN_MAX][PATH_MAX];
+	struct vmm *m = sb->m;
+	char ready[PATH_MAX], layers[PATH_MAX], base[PATH_MAX], logp[PATH_MAX];
+	char *argv[] = { "qemu-img", "rebase", "-q", "-f", "qcow2", "-b", NULL,
+	    "-F", NULL, NULL, NULL };
+	struct flat_ctx *f;
+	int n, i;
+	pid_t pid;
+
+	if (sb->hidden || sb->deleting)
+		return errf(err, errlen, -ENOENT, "no sandbox %s", sb->id);
+	if (sb->busy || sb->moving)
+		return errf(err, errlen, -EBUSY, "sandbox %s: %s in progress",
+		    sb->id, sb->moving ? "a move" : vmm_op_name(sb->op));
+	if (sb->state != VMM_SUSPENDED)
+		return errf(err, errlen, -EPERM, "sandbox %s is %s, not "
+		    "suspended", sb->id, vmm_state_name(sb->state));
+	if (sb->layer_gen == 0 && (!sb->layered ||
+	    moved_base(sb, base, sizeof(base), ready) == 0))
+		return 0;	/* no fork's layers under it */
+	if ((n = vmm_chain(sb->disk, chain, VMM_CHAIN_MAX, err, errlen)) < 2)
+		return n < 0 ? -EIO : errf(err, errlen, -EINVAL, "sandbox %s: "
+		    "a layered disk without layers", sb->id);
+	if ((f = calloc(1, sizeof(*f))) == NULL)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	f->m = m;
+	snprintf(f->id, sizeof(f->id), "%s", sb->id);
+	snprintf(f->top, sizeof(f->top), "%s", sb->disk);
+	snprintf(ready, sizeof(ready), "%s/.ready/", m->state_dir);
+	snprintf(layers, sizeof(layers), "%s/.layers/moved-", m->state_dir);
+	/* the deepest base a move names: its ready layer (of its key), or
+	 * the base a move brought (known by the key it was made as); else
+	 * the template's image, the chain's end */
+	snprintf(base, sizeof(base), "%s", chain[n - 1]);
+	for (i = 1; i < n; i++) {
+		if (hex_path(chain[i], ready, VMM_READY_KEY - 1,
+		    "/disk.qcow2") && sb->ready_key[0] != '\0' &&
+		    strncmp(chain[i] + strlen(ready), sb->ready_key,
+		    VMM_READY_KEY - 1) == 0) {
+			snprintf(f->key, sizeof(f->key), "%s", sb->ready_key);
+			snprintf(base, sizeof(base), "%s", chain[i]);
+			break;
+		}
+		if (hex_path(chain[i], layers, 64, ".qcow2") &&
+		    sb->moved_key[0] != '\0') {
+			f->moved = 1;
+			snprintf(base, sizeof(base), "%s", chain[i]);
+			break;
+		}
+	}
+	if (strcmp(base, chain[n - 1]) == 0 && (!sb->tpl.root_overlay ||
+	    sb->tpl.rootfs == NULL || strcmp(base, sb->tpl.rootfs) != 0)) {
+		free(f);
+		return errf(err, errlen, -ENOTSUP, "sandbox %s: its layers end "
+		    "on %s, not its template's image", sb->id, base);
+	}
+	if (snprintf(f->dst, sizeof(f->dst), "%s/disk.qcow2", sb->jdir) >=
+	    (int)sizeof(f->dst)) {
+		free(f);
+		return errf(err, errlen, -ENAMETOOLONG, "path too long");
+	}
+	/* nothing may hold the disk while it is rewritten: its standby
+	 * goes, none comes back (moving) */
+	sb->moving = 1;
+	if (sb->standby_pid > 0 && m->be->standby_stop != NULL) {
+		m->be->standby_stop(sb);
+		sb->standby_mine = 0;
+		vmm_meta_save(sb);
+	}
+	argv[6] = base;
+	argv[8] = f->key[0] != '\0' || f->moved ? "qcow2" : "raw";
+	argv[9] = f->top;
+	f->done = done;
+	f->arg = arg;
+	(void)vmm_path(sb, "mkfs.log", logp, sizeof(logp));
+	if ((pid = vmm_spawn(argv, logp, 0, 0, err, errlen)) < 0 ||
+	    (f->watch = vmm_child_watch(m->base, pid, flat_exited, f, err,
+	    errlen)) == NULL) {
+		if (pid > 0) {
+			(void)kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		free(f);
+		sb->moving = 0;
+		return -EIO;
+	}
+	return 1;
 }
 
 /* ---- the manifest on the wire ---- */
@@ -1237,7 +1421,7 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 		BAD("state %.32s, not suspended", conf_get(&c, "state"));
 	if (conf_int(&c, "layer_gen") || (conf_int(&c, "layered") &&
 	    bi < 0))
-		BAD("a fork's layers: those do not move yet");
+		BAD("a fork's layers: its source flattens them first");
 	if (conf_int(&c, "ram_shared"))
 		BAD("its RAM is a ready snapshot's");
 	if (strcmp(conf_get(&c, "template"), tpl->name) != 0)

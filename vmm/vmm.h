@@ -598,11 +598,22 @@ struct vmm_move {
  * mark it moving: no operation but a delete is accepted (-EBUSY), its
  * standby VMM is stopped and none is started, until vmm_move_end (the
  * move failed: it stays here) or its delete (the target has it). 0, or
- * -errno: -EPERM (not suspended), -EBUSY, -ENOTSUP (a fork's layers,
- * not moved yet). */
+ * -errno: -EPERM (not suspended), -EBUSY, -ENOTSUP (a fork's layers:
+ * vmm_move_flatten first). */
 int vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
     char *err, size_t errlen);
 void vmm_move_end(struct vmm_sandbox *sb);
+/* A suspended sandbox that stands on a fork's layers (a fork, or the
+ * source of one) is flattened before it moves: its top rebased (qemu-img
+ * rebase, which copies into it what the layers between held) onto the
+ * ready snapshot's layer or moved base under them, else the template's
+ * image; then it moves as any other. It is marked moving from the start
+ * (wakes wait); done(arg, 1, NULL) then, and the caller's
+ * vmm_move_export takes it; done(arg, 0, why) and the caller's
+ * vmm_move_end. 0: nothing to flatten (no done); 1: started; -errno. */
+int vmm_move_flatten(struct vmm_sandbox *sb,
+    void (*done)(void *arg, int ok, const char *why), void *arg, char *err,
+    size_t errlen);
 /* A template version's identity by content: the sha256 of its kernel's,
  * initramfs's and root image's sha256s (hex), each of its sparse form
  * (a mostly empty 4 GiB image: its data only). Each file is read once
@@ -610,6 +621,11 @@ void vmm_move_end(struct vmm_sandbox *sb);
  * second per GiB of data, the first time. 0, or -errno with err. */
 int vmm_move_template_id(const struct vmm_template *t, char hex[65],
     char *err, size_t errlen);
+/* A ready snapshot's frozen layer (key; NULL: each there) hashed now,
+ * as a move names it (kept for the process): so that neither a source's
+ * nor a target's first move reads it (a second on a busy host). 0, or
+ * -errno. Blocking. */
+int vmm_move_prehash_ready(struct vmm *m, const char *key);
 /* sha256 of a whole file (opened without following a link) as hex, and
  * its size. 0, or -errno with err. Reads every byte: blocking. */
 int vmm_move_sha256(const char *path, uint64_t *size, char hex[65],

@@ -596,6 +596,8 @@ struct outgoing {
 	void *done_arg;
 	int step;
 	int exported, begun;
+	int flat;			/* 0, 1 flattening its fork's layers
+					 * (or none to), 2 flattened */
 	int resume;			/* it ran: the target resumes it */
 	int cuts;			/* the link cut, a file sent again */
 	int journaled;			/* vms/.moved/ID written */
@@ -1014,11 +1016,42 @@ out_next(struct outgoing *o)
 		out_end(o, 502, err);
 }
 
+static void out_export(struct outgoing *o);
+
+/* its fork's layers flattened: it moves as any other */
+static void
+flattened(void *arg, int ok, const char *why)
+{
+	struct outgoing *o = arg;
+	char e[512];
+
+	if (!ok) {
+		snprintf(e, sizeof(e), "%s", why);
+		out_end(o, 500, e);
+		return;
+	}
+	o->flat = 2;
+	out_export(o);
+}
+
 static void
 out_export(struct outgoing *o)
 {
 	char err[VMM_ERRLEN];
+	int rc;
 
+	if (o->flat == 0) {
+		if ((rc = px_vm_move_flatten(o->id, flattened, o, err,
+		    sizeof(err))) < 0) {
+			out_end(o, 409, err);
+			return;
+		}
+		o->flat = 1;
+		if (rc == 1) {
+			o->exported = 1;	/* moving: its end ends it */
+			return;
+		}
+	}
 	if (px_vm_move_export(o->id, &o->mv, err, sizeof(err)) < 0) {
 		out_end(o, 409, err);
 		return;

@@ -100,6 +100,8 @@ ready_built(const char *key, int ok, const char *reason, uint64_t dur,
 		log_info("the default template's ready snapshot %s built in "
 		    "%llu ms: creates restore it", key,
 		    (unsigned long long)dur);
+		if (V.prehash && V.m != NULL)	/* not at its first move */
+			(void)vmm_move_prehash_ready(V.m, key);
 		if (V.m != NULL && vmm_template_load(V.tdir, &t, e,
 		    sizeof(e)) == 0) {
 			vmm_ready_pool_fill(V.m, key, &t, 0, 0);
@@ -116,10 +118,12 @@ ready_built_other(const char *key, int ok, const char *reason,
     uint64_t dur, void *arg)
 {
 	(void)arg;
-	if (ok)
+	if (ok) {
 		log_info("ready snapshot %s built in %llu ms: creates restore it",
 		    key, (unsigned long long)dur);
-	else
+		if (V.prehash && V.m != NULL)
+			(void)vmm_move_prehash_ready(V.m, key);
+	} else
 		log_warnx("ready snapshot %s: %s (creates boot)", key, reason);
 }
 
@@ -3147,6 +3151,23 @@ px_vm_move_export(const char *id, struct vmm_move *mv, char *err,
 	return vmm_move_export(sb, mv, 0, err, errlen) < 0 ? -1 : 0;
 }
 
+int
+px_vm_move_flatten(const char *id, void (*done)(void *, int, const char *),
+    void *arg, char *err, size_t errlen)
+{
+	struct vmm_sandbox *sb;
+	int rc;
+
+	if (V.m == NULL || (sb = vmm_sandbox_find(V.m, id)) == NULL) {
+		snprintf(err, errlen, "no VM for sandbox %s", id);
+		return -1;
+	}
+	if ((rc = vmm_move_flatten(sb, done, arg, err, errlen)) == 1)
+		log_info("sandbox %s: flattening its fork's layers to move it",
+		    id);
+	return rc < 0 ? -1 : rc;
+}
+
 /* 1 if a wake of id waits for its move's end (and no longer does). */
 static int
 move_wait_take(const char *id)
@@ -3543,6 +3564,7 @@ px_vm_move_prehash(void)
 	V.prehash = 1;
 	moved_tpl_gc();
 	prehash(PX_TEMPLATE_DEFAULT, V.tdir);
+	(void)vmm_move_prehash_ready(V.m, NULL);
 	(void)px_store_template_list(V.store, prehash_one, NULL, e,
 	    sizeof(e));
 }

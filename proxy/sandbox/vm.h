@@ -159,6 +159,11 @@ struct vmm_move;
 int px_vm_move_export(const char *id, struct vmm_move *mv, char *err,
     size_t errlen);
 void px_vm_move_end(const char *id);
+/* One that stands on a fork's layers is flattened first (libvmm's
+ * vmm_move_flatten: moving meanwhile, wakes wait): 0 nothing to do,
+ * 1 started (done later), -1 with err. */
+int px_vm_move_flatten(const char *id, void (*done)(void *, int, const char *),
+    void *arg, char *err, size_t errlen);
 /* It moved, and the route table says where: the requests that waited
  * for the move go on (there). */
 void px_vm_move_handed(const char *id);

@@ -20,91 +20,12 @@ need_tool etcd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
 
-CPORT=$(free_port) PPORT=$(free_port)
-spawn "$T/etcd.log" etcd --name bfmv --data-dir "$T/etcd" \
-	--listen-client-urls "http://127.0.0.1:$CPORT" \
-	--advertise-client-urls "http://127.0.0.1:$CPORT" \
-	--listen-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-cluster "bfmv=http://127.0.0.1:$PPORT"
-ETCD_PID=$SPAWNED
-wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
-	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
-
-mkdir -p "$T/fleet"
-for h in a b; do
-	"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$h" 127.0.0.1 ||
-		bail "berth-fleet-cert $h"
-done
-chmod 755 "$T/fleet"
-
-# host_conf H EXTRA...: $T/H/berth.conf with fresh ports. Each host
-# its own address pool (a 10.227.0.0/24, b 10.228.0.0/24): a moved
-# guest is given the target's address for it as it is restored.
-host_conf() {
-	_h=$1; shift
-	mkdir -p "$T/$_h/state"
-	eval "HTTPS_$_h=$(free_port)"
-	{
-		echo "domain $DOMAIN"
-		echo "listen https 127.0.0.1:$(eval echo "\$HTTPS_$_h")"
-		echo "workers 1"
-		echo "user nobody"
-		echo "vmm on"
-		echo "vm_template minimal"
-		echo "accel tcg"
-		echo "vm_disk 64"
-		echo "egress off"
-		echo "tap_prefix bmv$_h"
-		if [ "$_h" = a ]; then echo "vm_pool 10.227.0.0/24"
-		else echo "vm_pool 10.228.0.0/24"; fi
-		echo "idle_pause never"
-		echo "idle_suspend never"
-		echo "timeout wake 60s"
-		echo "fleet_etcd http://127.0.0.1:$CPORT"
-		echo "fleet_host $_h"
-		echo "fleet_listen 127.0.0.1:$(free_port)"
-		echo "fleet_api_listen 127.0.0.1:$(free_port)"
-		eval "CTL_$_h=$(free_port)"
-		echo "control_listen 127.0.0.1:$(eval echo "\$CTL_$_h")"
-		echo "fleet_ca $T/fleet/fleet-ca.pem"
-		echo "fleet_cert $T/fleet/$_h.pem $T/fleet/$_h.key"
-		echo "fleet_ttl 5s"
-		echo "fleet_prefix /bfmv"
-		for _l in "$@"; do echo "$_l"; done
-	} >"$T/$_h/berth.conf"
-}
-# kill9 PID...: SIGKILL, then wait until each is gone (a helper dying
-# slowly still holds the control socket a restart binds)
-kill9() {
-	kill -9 "$@" 2>/dev/null
-	for _p in "$@"; do wait_gone 30 "$_p" || bail "pid $_p did not die"; done
-}
-start_host() {
-	spawn "$T/$1/berthd.log" "$BERTHD" -f "$T/$1/berth.conf" -s "$T/$1/state"
-	eval "PID_$1=$SPAWNED"
-	wait_log 120 "$T/$1/berthd.log" "fleet: registered host $1" "$SPAWNED" ||
-		{ tail -n 30 "$T/$1/berthd.log" >&2; bail "berthd $1 did not start"; }
-	wait_log 60 "$T/$1/berthd.log" "vmm: qemu" "$SPAWNED" ||
-		bail "no VMM in berthd $1"
-}
-host_conf a
-host_conf b
+FV=bmv FV_POOL_a=10.227.0.0/24 FV_POOL_b=10.228.0.0/24
+. "$(dirname "$0")/fleet-vm.sh"
+host_conf a "vm_template minimal" "vm_disk 64"
+host_conf b "vm_template minimal" "vm_disk 64"
 start_host a
 start_host b
-
-nc_() { _h=$1; shift; "$NETCTL" -s "$T/$_h/state" "$@"; }
-isnt() { if [ "$2" != "$3" ]; then ok "$1"; else not_ok "$1"; diag "got '$2'"; fi; }
-state_on() { nc_ "$1" --json sandbox show "$2" 2>/dev/null |
-	json_get "$(cat)" 'j["state"]'; }
-# via H ID PATH: GET through host H's edge; headers in $T/hdr
-via() {
-	curl -sS --max-time 90 --cacert "$T/$1/state/tls/ca.pem" \
-		--connect-to "::127.0.0.1:" -D "$T/hdr" -o "$T/body" \
-		-w '%{http_code}' \
-		"https://8080-$2.$DOMAIN:$(eval echo "\$HTTPS_$1")$3" 2>/dev/null
-}
-served() { [ "$(via "$1" "$2" /healthz)" = 200 ]; }
 
 # ---- the move ----
 # made on a by name: placement could put it on b (the more room)
@@ -252,7 +173,6 @@ nc_ a sandbox pause d2 >/dev/null || bail "pause d2"
 nc_ a sandbox suspend d3 >/dev/null || bail "suspend d3"
 nc_ a sandbox stop d4 >/dev/null || bail "stop d4"
 is "mv runs on a before the drain" "$(state_on a mv)" running
-b_up() { nc_ a fleet hosts 2>/dev/null | grep -q "^b  *up"; }
 wait_for 60 b_up || bail "a does not see b up: $(nc_ a fleet hosts 2>&1)"
 nc_ a fleet drain >"$T/drain.out" 2>"$T/drain.err"
 rc=$?
@@ -394,8 +314,7 @@ is "no journal left on b" "$(ls "$T/b/state/vms/.moved" 2>/dev/null | wc -l)" 0
 # templates/t2/vm-<version>/, registers t2 with them, and the sandbox
 # wakes there over them; moved back, a (which holds that version) is
 # sent none of them.
-b_up_again() { nc_ a fleet hosts 2>/dev/null | grep -q "^b  *up"; }
-wait_for 60 b_up_again || bail "a does not see b up again"
+wait_for 60 b_up || bail "a does not see b up again"
 cp -r "$T/a/state/templates/default" "$T/t2" || bail "cp template"
 printf '' | cpio -o -H newc 2>/dev/null | gzip -n >>"$T/t2/initramfs.cpio.gz"
 chmod -R a+rX "$T/t2"

@@ -30,22 +30,9 @@ need_tool etcd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
 
-CPORT=$(free_port) PPORT=$(free_port)
-spawn "$T/etcd.log" etcd --name bfpl --data-dir "$T/etcd" \
-	--listen-client-urls "http://127.0.0.1:$CPORT" \
-	--advertise-client-urls "http://127.0.0.1:$CPORT" \
-	--listen-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-cluster "bfpl=http://127.0.0.1:$PPORT"
-wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
-	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
-
-mkdir -p "$T/fleet"
-for h in a b c d; do	# d: a certificate, no host
-	"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$h" 127.0.0.1 ||
-		bail "berth-fleet-cert $h"
-done
-chmod 755 "$T/fleet"
+etcd_start bfpl
+# d: a certificate, no host
+fleet_certs a b c d
 
 # host_conf H N ZONE POOL: $T/H/berth.conf, a VM host with fresh ports,
 # vm_max_running N

@@ -12,22 +12,8 @@ need_tool etcd
 [ -c /dev/net/tun ] || skip_all "no /dev/net/tun"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is not installed"
 
-CPORT=$(free_port) PPORT=$(free_port)
-spawn "$T/etcd.log" etcd --name bflw --data-dir "$T/etcd" \
-	--listen-client-urls "http://127.0.0.1:$CPORT" \
-	--advertise-client-urls "http://127.0.0.1:$CPORT" \
-	--listen-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-cluster "bflw=http://127.0.0.1:$PPORT"
-wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
-	{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
-
-mkdir -p "$T/fleet"
-for h in a b; do
-	"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$h" 127.0.0.1 ||
-		bail "berth-fleet-cert $h"
-done
-chmod 755 "$T/fleet"
+etcd_start bflw
+fleet_certs a b
 
 # host_conf H VMM EXTRA...: $T/H/berth.conf with fresh ports
 host_conf() {

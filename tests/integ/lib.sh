@@ -122,14 +122,23 @@ _cleanup() {
 	wait 2>/dev/null
 	# VMs a restarted berthd adopted are not its children: any qemu of
 	# this test (its command line names $T) goes too.
+	_vms=""
 	for _p in $(pgrep -f "qemu-system-x86_64 .*$T/" 2>/dev/null); do
-		kill -KILL "$_p" 2>/dev/null
+		kill -KILL "$_p" 2>/dev/null && _vms="$_vms $_p"
 	done
 	# jailed ones name only paths inside their jail: their root tells
 	for _p in $(pgrep -f "qemu-system-x86_64 -name berth-" 2>/dev/null); do
 		case $(readlink "/proc/$_p/root" 2>/dev/null) in
-		"$T"/*) kill -KILL "$_p" 2>/dev/null;;
+		"$T"/*) kill -KILL "$_p" 2>/dev/null && _vms="$_vms $_p";;
 		esac
+	done
+	# gone, not only killed: a dying qemu (its guest's memory freed)
+	# still holds its cgroup, which is removed below (10 s at most)
+	_i=0
+	for _p in $_vms; do
+		while [ -d "/proc/$_p" ] && [ $_i -lt 100 ]; do
+			sleep 0.1; _i=$((_i + 1))
+		done
 	done
 	# the taps of this test's VM sandboxes are persistent (they outlive a
 	# berthd restart): delete them, or the next test's sandbox of the
@@ -379,6 +388,32 @@ wait_debian_built() {
 	fi
 	grep 'template debian:' "$BERTHD_LOG" | tail -n 30 >&2
 	bail "berthd's build of the default template debian failed"
+}
+
+# etcd_start NAME: a one-member etcd on loopback (client port $CPORT,
+# its pid $ETCD_PID), ready
+etcd_start() {
+	CPORT=$(free_port) PPORT=$(free_port)
+	spawn "$T/etcd.log" etcd --name "$1" --data-dir "$T/etcd" \
+		--listen-client-urls "http://127.0.0.1:$CPORT" \
+		--advertise-client-urls "http://127.0.0.1:$CPORT" \
+		--listen-peer-urls "http://127.0.0.1:$PPORT" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
+		--initial-cluster "$1=http://127.0.0.1:$PPORT"
+	ETCD_PID=$SPAWNED
+	wait_log 30 "$T/etcd.log" "ready to serve client requests" "$SPAWNED" ||
+		{ tail -n 20 "$T/etcd.log" >&2; bail "etcd did not start"; }
+}
+
+# fleet_certs HOST...: a fleet CA and each host's certificate (for
+# 127.0.0.1) in $T/fleet
+fleet_certs() {
+	mkdir -p "$T/fleet"
+	for _fh; do
+		"$top_srcdir/certs/berth-fleet-cert" "$T/fleet" host "$_fh" 127.0.0.1 ||
+			bail "berth-fleet-cert $_fh"
+	done
+	chmod 755 "$T/fleet"
 }
 
 start_berthd() {

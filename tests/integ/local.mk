@@ -173,7 +173,13 @@ EXTRA_DIST += tests/integ/sdk-fork.sh \
 # Fleet mode: a suspended microVM sandbox moves between two hosts (root,
 # qemu TCG, etcd-server; a boot, three moves).
 TESTS += tests/integ/fleet-move.sh
-EXTRA_DIST += tests/integ/fleet-move.sh
+EXTRA_DIST += tests/integ/fleet-move.sh tests/integ/fleet-vm.sh
+
+# Fleet mode: the default sandbox, Debian, moves running a -> b and
+# suspended back (root, qemu TCG, etcd-server, the template cache or
+# mmdebstrap; one boot: a's ready snapshot; the normal pass only).
+TESTS += tests/integ/fleet-move-debian.sh
+EXTRA_DIST += tests/integ/fleet-move-debian.sh
 
 # Issue 32's last gap: both SDKs' admin calls (templates, tokens, the
 # global policy, every port, the OpenAPI document, fleet mode's views),

@@ -104,6 +104,14 @@ template(const char *name, struct vmm_template *t)
 	return 0;
 }
 
+static void
+flat_done(void *arg, int ok_, const char *why)
+{
+	*(int *)arg = ok_;
+	if (!ok_)
+		diag("flatten: %s", why);
+}
+
 /* how many of mv's files are the sandbox's own (not its template's) */
 static size_t
 own(const struct vmm_move *mv)
@@ -822,6 +830,63 @@ test_move(struct event_base *base)
 			vmm_template_free(&tc);
 			vmm_free(c);
 		}
+		vmm_move_end(sb);
+	}
+
+	/* A fork's source stands on a frozen layer (bytes of its own) over
+	 * a's ready layer, its top disk.1.qcow2: refused by an export,
+	 * flattened first (its top rebased onto the ready layer), then it
+	 * exports as one made from the ready snapshot. */
+	{
+		char lay[PATH_MAX], top5[PATH_MAX];
+		static char f5[4][PATH_MAX];
+		int flat = -1;
+
+		snprintf(lay, sizeof(lay), "%s/.layers", a->state_dir);
+		mkdir(lay, 0711);
+		snprintf(lay, sizeof(lay), "%s/.layers/f5.qcow2", a->state_dir);
+		snprintf(cmd, sizeof(cmd), "qemu-img create -q -u -f qcow2 -F "
+		    "qcow2 -b %s/disk.qcow2 %s 4M && qemu-io -f qcow2 -c "
+		    "'write -P 0x5a 0 64k' %s >/dev/null", rd, lay, lay);
+		sh(cmd);
+		lay_out(a, &ta, "mv5", "10.200.0.18", key, lay);
+		snprintf(cmd, sizeof(cmd), "cd %s/mv5 && mv disk.qcow2 "
+		    "disk.1.qcow2 && sed -i 's/^layered=0$/layered=1/; "
+		    "s/^layer_gen=0$/layer_gen=1/' sandbox.conf", a->state_dir);
+		sh(cmd);
+		ok(vmm_adopt_all(a, err, sizeof(err)) == 1, "a has a fork's "
+		    "source over a frozen layer (%s)", err);
+		sb = vmm_sandbox_find(a, "mv5");
+		ok(sb != NULL && vmm_move_export(sb, &mv, 1, err,
+		    sizeof(err)) == -ENOTSUP, "its export alone: refused (%s)",
+		    err);
+		ok(sb != NULL && (rc = vmm_move_flatten(sb, flat_done, &flat,
+		    err, sizeof(err))) == 1, "flattened first: started (%d %s)",
+		    rc, err);
+		ok(vmm_sandbox_resume(sb, NULL, NULL, err, sizeof(err)) ==
+		    -EBUSY, "... moving meanwhile: a wake is refused");
+		while (flat < 0 && event_base_loop(base, EVLOOP_ONCE) == 0)
+			;
+		ok(flat == 1, "... and done");
+		snprintf(top5, sizeof(top5), "%s/mv5/disk.qcow2", a->state_dir);
+		rc = vmm_chain(top5, f5, 4, err, sizeof(err));
+		snprintf(p, sizeof(p), "%s/disk.qcow2", rd);
+		ok(rc == 3 && strcmp(f5[1], p) == 0 && !exists("%s/mv5/"
+		    "disk.1.qcow2", a->state_dir), "its top is disk.qcow2 over "
+		    "the ready layer (%d: %s)", rc, rc > 1 ? f5[1] : err);
+		snprintf(cmd, sizeof(cmd), "qemu-io -r -f qcow2 -c 'read -P "
+		    "0x5a 0 64k' %s | grep -q 'verification failed'", top5);
+		ok(system(cmd) != 0, "... holding the frozen layer's bytes");
+		snprintf(p, sizeof(p), "grep -q '^layer_gen=0$' %s/mv5/"
+		    "sandbox.conf && grep -q '^layered=0$' %s/mv5/sandbox.conf "
+		    "&& grep -q '^ready_key=%s$' %s/mv5/sandbox.conf",
+		    a->state_dir, a->state_dir, key, a->state_dir);
+		ok(system(p) == 0, "... as one made from the ready snapshot");
+		ok(!exists("%s", lay), "the frozen layer, used by none now, "
+		    "goes");
+		ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0 &&
+		    own(&mv) == 5 && strcmp(mv.f[4].name, "base.qcow2") == 0,
+		    "then it exports, with its base (%s)", err);
 		vmm_move_end(sb);
 	}
 	vmm_template_free(&ta);
