@@ -142,9 +142,8 @@ name_known(const char *n)
 	return -1;
 }
 
-/* The index of file name in mv, -1 */
-static int
-name_in(const struct vmm_move *mv, const char *name)
+int
+vmm_move_index(const struct vmm_move *mv, const char *name)
 {
 	size_t i;
 
@@ -1082,20 +1081,20 @@ vmm_move_parse(const char *text, size_t len, struct vmm_move *mv, char *err,
 		mv->n++;
 	}
 	for (j = 0; j < sizeof(tpl_names) / sizeof(tpl_names[0]); j++)
-		if (name_in(mv, tpl_names[j]) >= 0 &&
-		    (name_in(mv, "tpl.json") < 0 ||
-		    name_in(mv, "tpl.kernel") < 0)) {
+		if (vmm_move_index(mv, tpl_names[j]) >= 0 &&
+		    (vmm_move_index(mv, "tpl.json") < 0 ||
+		    vmm_move_index(mv, "tpl.kernel") < 0)) {
 			errf(err, errlen, rc, "manifest: a template's files "
 			    "are its tpl.json and tpl.kernel at least");
 			goto out;
 		}
-	if ((mv->ready_key[0] != '\0') != (name_in(mv, "base.qcow2") >= 0)) {
+	if ((mv->ready_key[0] != '\0') != (vmm_move_index(mv, "base.qcow2") >= 0)) {
 		errf(err, errlen, rc, "manifest: base.qcow2 goes with a "
 		    "ready_key, and only with one");
 		goto out;
 	}
 	/* (a manifest without one: the base is named by its bytes) */
-	if ((i = (size_t)name_in(mv, "base.qcow2")) < mv->n &&
+	if ((i = (size_t)vmm_move_index(mv, "base.qcow2")) < mv->n &&
 	    mv->base_id[0] == '\0')
 		snprintf(mv->base_id, sizeof(mv->base_id), "%s",
 		    mv->f[i].sha256);
@@ -1300,7 +1299,7 @@ check_entries(int dfd, const struct vmm_move *mv, const int *need, char *err,
 			continue;
 		if (strcmp(de->d_name, "snap") == 0)
 			continue;	/* its one file checked by name */
-		i = name_in(mv, de->d_name);
+		i = vmm_move_index(mv, de->d_name);
 		if (i < 0 || !need[i])
 			rc = errf(err, errlen, -EINVAL, "%s: not a file of "
 			    "the manifest", de->d_name);
@@ -1370,16 +1369,16 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 		return errf(err, errlen, -EINVAL, "%u MiB and %u vCPUs: past "
 		    "this host's vm_max_memory or vm_max_vcpus", mv->mem_mib,
 		    mv->vcpus);
-	if (name_in(mv, "sandbox.conf") < 0 || name_in(mv, disk) < 0 ||
-	    name_in(mv, "snap/state") < 0)
+	if (vmm_move_index(mv, "sandbox.conf") < 0 || vmm_move_index(mv, disk) < 0 ||
+	    vmm_move_index(mv, "snap/state") < 0)
 		return errf(err, errlen, -EINVAL, "sandbox.conf, %s and "
 		    "snap/state are needed", disk);
-	if (name_in(mv, tpl->root_overlay ? "disk.raw" : "disk.qcow2") >= 0)
+	if (vmm_move_index(mv, tpl->root_overlay ? "disk.raw" : "disk.qcow2") >= 0)
 		return errf(err, errlen, -EINVAL, "a disk of another kind "
 		    "than template %s's", tpl->name);
 	if ((rc = vmm_move_needs(m, mv, need, err, errlen)) < 0)
 		return rc;
-	bi = name_in(mv, "base.qcow2");
+	bi = vmm_move_index(mv, "base.qcow2");
 	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) < 0)
 		return errf(err, errlen, -errno, "%s: %s", dir,
@@ -1441,8 +1440,8 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	    (unsigned)conf_int(&c, "disk_mib") != mv->disk_mib)
 		BAD("its size is not the manifest's");
 	if ((!conf_int(&c, "snap_ram") || conf_int(&c, "snap_dev")) !=
-	    (name_in(mv, "mem") >= 0))
-		BAD("its RAM file is %s", name_in(mv, "mem") >= 0 ?
+	    (vmm_move_index(mv, "mem") >= 0))
+		BAD("its RAM file is %s", vmm_move_index(mv, "mem") >= 0 ?
 		    "not its" : "missing");
 	if (strcmp(conf_get(&c, "accel"), "kvm") == 0 &&
 	    vmm_accel_template(m, tpl) != VMM_ACCEL_KVM)

@@ -645,6 +645,8 @@ int vmm_move_sha256(const char *path, uint64_t *size, char hex[65],
 #define VMM_SPARSE_HDR	16u
 /* Whether the file of that name goes as its sparse form. */
 int vmm_move_sparse(const char *name);
+/* The index of the file named name in mv, -1 if none. */
+int vmm_move_index(const struct vmm_move *mv, const char *name);
 /* Which of the template's files a move's file name is: 0 tpl.json,
  * 1 tpl.kernel, 2 tpl.initrd, 3 tpl.rootfs; -1 none. */
 int vmm_move_template_file(const char *name);

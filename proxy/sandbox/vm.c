@@ -3224,17 +3224,6 @@ px_vm_move_dir(const char *id, char *buf, size_t len)
  * copy no sandbox uses and no name names goes at the next move here or
  * the next start.
  */
-static int
-mv_file(const struct vmm_move *mv, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < mv->n; i++)
-		if (strcmp(mv->f[i].name, name) == 0)
-			return (int)i;
-	return -1;
-}
-
 /* template tname's registered directory ("" or "default": the default's) */
 static int
 tpl_registered(const char *tname, char *dir, size_t len)
@@ -3383,7 +3372,7 @@ tpl_install(const char *mdir, const struct vmm_move *mv, const char *tname,
 		static const char *const nm[] = { NULL, "tpl.kernel",
 		    "tpl.initrd", "tpl.rootfs" };
 
-		if (mv_file(mv, nm[i]) < 0) {
+		if (vmm_move_index(mv, nm[i]) < 0) {
 			(void)json_object_del(j, key[i]);
 			continue;
 		}
@@ -3448,7 +3437,7 @@ px_vm_move_needs(const struct vmm_move *mv, const char *tname, int *need,
 	}
 	if (tpl_held(tname, mv->tpl_sha256, dir, sizeof(dir)))
 		return 0;
-	if (mv_file(mv, "tpl.json") < 0) {
+	if (vmm_move_index(mv, "tpl.json") < 0) {
 		snprintf(err, errlen, "template %s: this host holds no "
 		    "version %.12s of it, and the move brings none of its "
 		    "files", tname[0] ? tname : PX_TEMPLATE_DEFAULT,
@@ -3481,7 +3470,7 @@ px_vm_move_template(const char *mdir, const struct vmm_move *mv,
 		return -1;
 	}
 	if (!tpl_held(tname, mv->tpl_sha256, dir, len)) {
-		if (mv_file(mv, "tpl.json") < 0) {
+		if (vmm_move_index(mv, "tpl.json") < 0) {
 			snprintf(err, errlen, "template %s: this host holds no "
 			    "version %.12s, and none came", tname[0] ? tname :
 			    PX_TEMPLATE_DEFAULT, mv->tpl_sha256);
