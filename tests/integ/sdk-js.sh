@@ -3,10 +3,11 @@
 # berthd: built with tsc into $T, packed (npm pack, dist/ built by
 # prepack) and installed from the tarball, its node --test suites run,
 # each of their tests one TAP line here. test/api.test.mjs against an
-# API-only berthd (external sandboxes with testapp as upstream: a
-# published port fetched through berthd, egress rules, a sandbox token
-# over control_listen refused another sandbox, typed errors: not found,
-# bad request naming the field, conflict, no berthd), then
+# API-only berthd (its health; external sandboxes with testapp as
+# upstream: their events, no console, a published port fetched through
+# berthd, egress rules, a sandbox token over control_listen refused
+# another sandbox, typed errors: not found, bad request naming the
+# field, conflict, no berthd), then
 # test/admin.test.mjs on the same berthd (tokens listed, shown, rotated
 # and revoked, a sandbox's token rotating itself; the global policy set
 # and refused; every port; the OpenAPI document; templates added, shown
@@ -19,7 +20,9 @@
 # status and output, stdin, a timeout, the streamed exec as a
 # conversation, files, watch events, a 100 MB round trip with bounded
 # client memory, a detached busybox httpd on its published port,
-# detached output, pause and resume, a fork and a checkpoint refused
+# detached output, a detached shell on a terminal attached to, typed to
+# and detached from, the guest console read and followed, health with
+# VMs, pause and resume with their events, a fork and a checkpoint refused
 # with a ConflictError: the minimal template has no root overlay, suspend
 # then the next exec wakes it, bench_exec.mjs), and the README's example
 # as written

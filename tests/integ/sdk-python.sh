@@ -9,7 +9,8 @@
 # rules' shapes; the TLS listener with an admin token (keep-alive) and a
 # sandbox's token (its own sandbox only: Forbidden elsewhere); typed
 # errors (NotFound with its code, BadRequest naming the field, Conflict,
-# Unauthorized, ConnectionError). The admin calls (tests/test_admin.py)
+# Unauthorized, ConnectionError; no console for an external sandbox:
+# NotFound, Forbidden to its token). The admin calls (tests/test_admin.py)
 # on the same berthd, no VM booted for them: tokens listed, shown,
 # rotated (the old secret then 401) and revoked, a sandbox's token
 # rotating itself and refused another's; the global policy put and read
@@ -26,8 +27,10 @@
 # With one shared minimal microVM (qemu TCG; skipped with the reason
 # when the host cannot run one): exec's status, signal, env, cwd,
 # timeout and stdin; the streamed exec written to as it answers; a
-# detached shell on a terminal attached to and detached from; a detached
-# busybox httpd reached on its published port; 100 MB written and read
+# detached shell on a terminal attached to and detached from; the guest
+# console from its boot, its end, a line the guest writes followed, a
+# bad offset refused; a detached busybox httpd reached on its published
+# port; 100 MB written and read
 # back streamed while the Python process's peak RSS stays far below
 # that; mkdir/list/move/remove; a watch seeing a file written; exec,
 # streamed exec and files over TLS with the sandbox's own token; a fork

@@ -68,6 +68,22 @@ export interface RawResponse {
 
 const SOCKET_DEFAULT = "/var/lib/berth/control.sock";
 
+/** What GET /v1/health answers. */
+export interface Health {
+	/** "ok": berthd answers. */
+	status: string;
+	/** Its microVMs: "on", or "off: " and why. */
+	vms?: string;
+	/** Its egress policy: "on", "off", or "failed: " and why. */
+	egress?: string;
+	/** berth.conf's default template (VMs on). */
+	template?: string;
+	/** What the host holds and can take, as /metrics samples it
+	 * (VMs on): sampled_at, states, standby, host, per_sandbox... */
+	capacity?: Record<string, unknown>;
+	[field: string]: unknown;
+}
+
 /** A connection to berthd's control API. */
 export class Client {
 	/** The unix socket spoken to, when not a URL. */
@@ -167,6 +183,13 @@ export class Client {
 	/** Fleet mode: hosts, sandboxes, drain, undrain (admin). */
 	get fleet(): Fleet {
 		return new Fleet(this);
+	}
+
+	/** Whether berthd answers, and what it runs: VMs, egress, the
+	 * default template, the host's capacity (GET /v1/health, any
+	 * token). */
+	health(): Promise<Health> {
+		return this.call("GET", "/v1/health");
 	}
 
 	/** The global egress policy no sandbox can widen (any token). */

@@ -3,13 +3,15 @@
 // exec.ts — commands in a guest: the buffered exec (one JSON answer), the
 // streamed one (POST .../exec?stream=1), and detached processes.
 //
-// The streamed exec speaks the guest agent's framing through berthd
-// (vmm/proto/agent_proto.h, proxy/api/streams.c): a frame is a 4-byte
-// big-endian payload length, a type byte, the payload. The client sends
-// 'J' first (the exec request's JSON), then 'I' (stdin, at most 32 KiB a
-// frame; an empty one is EOF) and 'W' ("ROWS COLS" of a terminal); the
-// answer, chunked, is 'O' (stdout), 'R' (stderr) and last 'X' (the end,
-// JSON) or 'F' (a failure after the answer began, JSON).
+// The streamed exec, and an attach to a detached process on a terminal
+// (POST .../processes/N/attach), speak the guest agent's framing through
+// berthd (vmm/proto/agent_proto.h, proxy/api/streams.c): a frame is a
+// 4-byte big-endian payload length, a type byte, the payload. The client
+// sends 'J' first (the exec request's JSON; an attach's {rows, cols,
+// offset}), then 'I' (stdin, at most 32 KiB a frame; an empty one is EOF)
+// and 'W' ("ROWS COLS" of a terminal); the answer, chunked, is 'O'
+// (stdout), 'R' (stderr) and last 'X' (the end, JSON; an attach's says
+// whether it detached) or 'F' (a failure after the answer began, JSON).
 
 import { Writable } from "node:stream";
 import { once } from "node:events";
@@ -63,7 +65,7 @@ export interface ExecResult {
 	durationMs: number;
 }
 
-/** The end of a streamed command. */
+/** The end of a streamed command, or of an attach. */
 export interface ExecExit {
 	stream: "exit";
 	exitCode: number | null;
@@ -71,6 +73,17 @@ export interface ExecExit {
 	timedOut: boolean;
 	wakeMs: number;
 	durationMs: number;
+	/** An attach that ended with its client detaching (its stdin
+	 * ended): the process runs on. false for a command's end. */
+	detached: boolean;
+	/** An attach's end: the process's state, "running" (detached) or
+	 * "exited". */
+	state?: string;
+	/** An attach's end: the process's number. */
+	process?: number;
+	/** An attach's end: the offset of the process's output so far
+	 * (where a next attach or logs call goes on from). */
+	nextOffset?: number;
 }
 
 /** One piece of a streamed command's output. */
@@ -168,7 +181,10 @@ export async function* frames(body: AsyncIterable<Buffer>):
  * A command running with its output streamed: iterate it for
  * {stream: "stdout" | "stderr", data} chunks as the command writes them,
  * then one {stream: "exit", exitCode, signal, ...}. Its stdin is
- * `.stdin` (a Writable) when started with stdin: "pipe".
+ * `.stdin` (a Writable) when started with stdin: "pipe". An attach
+ * (Process.attach) is one too: its output is the process's terminal,
+ * `.stdin` its keys, and ending `.stdin` detaches (the exit event then
+ * says detached: true, state: "running").
  */
 export class ExecStream implements AsyncIterable<ExecEvent> {
 	/** The command's stdin: each write becomes 'I' frames, end() its
@@ -233,7 +249,14 @@ export class ExecStream implements AsyncIterable<ExecEvent> {
 					    signal: d.signal ?? null,
 					    timedOut: d.timed_out === true,
 					    wakeMs: d.wake_ms ?? 0,
-					    durationMs: d.duration_ms ?? 0 };
+					    durationMs: d.duration_ms ?? 0,
+					    detached: d.detached === true };
+					if (typeof d.state === "string")
+						e.state = d.state;
+					if (typeof d.process === "number")
+						e.process = d.process;
+					if (typeof d.next_offset === "number")
+						e.nextOffset = d.next_offset;
 					this.settle(e);
 					yield e;
 					return;

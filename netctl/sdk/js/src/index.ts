@@ -6,7 +6,7 @@
 // policy and fleet mode's views.
 
 export { Client } from "./client.js";
-export type { ClientOptions, Body } from "./client.js";
+export type { ClientOptions, Body, Health } from "./client.js";
 export {
 	APIError, BadRequestError, ForbiddenError, NotFoundError,
 	ConflictError, ConnectionError, SandboxStateError,
@@ -28,7 +28,8 @@ export {
 	Sandbox, Process, Processes, Files, Watch, Ports, Egress, withSandbox,
 } from "./sandbox.js";
 export type {
-	SandboxInfo, CreateOptions, SpawnOptions, Checkpoint, ForkOptions,
+	SandboxInfo, SandboxEvent, ConsoleText, CreateOptions, SpawnOptions,
+	AttachOptions, Checkpoint, ForkOptions,
 	ForkResult, MoveResult, ProcessInfo, ProcessLogs,
 	ProcessExit, FileEntry, WatchEvent, WriteResult, PortInfo,
 	PublishOptions, EgressRule, EgressInfo,

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 //
 // sandbox.ts — a sandbox and what it holds: its commands and detached
-// processes, files, published ports, egress rules, lifecycle, forks and
-// checkpoints. Each method is one call of the control API (README, "##
-// netctl" and proxy/api/table.c); field names are the API's, in
-// camelCase where the SDK takes options.
+// processes (attached to on a terminal), files, published ports, egress
+// rules, lifecycle, events, guest console, forks and checkpoints. Each
+// method is one call of the control API (README, "## netctl" and
+// proxy/api/table.c); field names are the API's, in camelCase where the
+// SDK takes options.
 
 import { randomBytes } from "node:crypto";
 import type { Body, Client, RawResponse } from "./client.js";
@@ -19,6 +20,9 @@ import {
 
 /** Options of a detached command (sb.spawn, or exec with detach). */
 export interface SpawnOptions extends Omit<ExecOptions, "stdin" | "tty"> {
+	/** On a terminal: true, or its size. Process.attach is then its
+	 * client (a shell, a REPL that outlives its client). */
+	tty?: boolean | { rows: number; cols: number };
 	/** Bytes of its output kept, 1024 to 16 MiB (default 1 MiB). */
 	ring?: number;
 	/** The sandbox is not idle while it runs. */
@@ -38,6 +42,31 @@ export interface SandboxInfo {
 	host?: string;
 	placement_failed?: string;
 	[field: string]: unknown;
+}
+
+/** A lifecycle event of a sandbox (GET /v1/sandboxes/ID/events). */
+export interface SandboxEvent {
+	/** Its sequence number, increasing. */
+	seq: number;
+	time_ms: number;
+	/** create, pause, resume, suspend, wake, stop, start, restart... */
+	operation: string;
+	/** ok or failed */
+	result: string;
+	reason: string;
+	duration_ms: number;
+	[field: string]: unknown;
+}
+
+/** The guest console berthd keeps (GET /v1/sandboxes/ID/console). */
+export interface ConsoleText {
+	/** Bytes of the console kept now (at most vm_console_max). */
+	size: number;
+	/** Where text begins in them. */
+	from: number;
+	/** The console from `from` (at most 1 MiB; bytes other than
+	 * printable ASCII, tab and newline are "?"). */
+	text: string;
 }
 
 /** A move's answer (POST /v1/sandboxes/ID/move). */
@@ -83,6 +112,8 @@ export interface CreateOptions {
 }
 
 const WAIT_STEP_MS = 250;
+/** How often followConsole asks (netctl sandbox console --follow's). */
+const CONSOLE_STEP_MS = 500;
 const WAIT_MAX_MS = 5 * 60 * 1000;
 
 function sleep(ms: number): Promise<void> {
@@ -245,6 +276,51 @@ export class Sandbox {
 	/** Deletes it (its VM, ports, rules and token). */
 	async remove(): Promise<void> {
 		await this.client.call("DELETE", this.path());
+	}
+
+	/** Its lifecycle events, oldest first (the API's pages followed). */
+	async events(): Promise<SandboxEvent[]> {
+		const all: SandboxEvent[] = [];
+		let after: string | undefined;
+		do {
+			const d = await this.client.call("GET", this.path("/events"),
+			    { query: { limit: 1000, after } });
+			all.push(...(d.events ?? []));
+			after = d.next ?? undefined;
+		} while (after !== undefined);
+		return all;
+	}
+
+	/**
+	 * Its guest's console as berthd keeps it (GET .../console, admin):
+	 * `size`, the bytes kept, and `text`, the console from byte `from`
+	 * of them (without it: the last 64 KiB). NotFoundError when it is
+	 * not a VM of this host; BadRequestError (field "from") for a bad
+	 * offset.
+	 */
+	console(o: { from?: number } = {}): Promise<ConsoleText> {
+		return this.client.call("GET", this.path("/console"),
+		    { query: { from: o.from } });
+	}
+
+	/**
+	 * Its console as it comes (netctl sandbox console --follow): the
+	 * last 64 KiB (or from `from`), then what was added, asked for
+	 * every `intervalMs` (default 500); each non-empty piece of text is
+	 * yielded. When the kept console shrinks (it rotated) it is read
+	 * again from its start. Runs until the caller stops (break, return)
+	 * or a call fails (the sandbox removed: NotFoundError).
+	 */
+	async *followConsole(o: { from?: number; intervalMs?: number } = {}):
+	    AsyncGenerator<string> {
+		let next = o.from;
+		for (;;) {
+			const d = await this.console({ from: next });
+			if (d.text !== "")
+				yield d.text;
+			next = next !== undefined && d.size < next ? 0 : d.size;
+			await sleep(o.intervalMs ?? CONSOLE_STEP_MS);
+		}
 	}
 
 	/** Changes what a sandbox may change later: idle limits, env. */
@@ -447,7 +523,8 @@ export class Sandbox {
 	/**
 	 * Starts a command that runs on by itself (its stdin /dev/null, its
 	 * output kept in a ring of `ring` bytes, default 1 MiB): a Process.
-	 * keepAwake: the sandbox is not idle while it runs.
+	 * keepAwake: the sandbox is not idle while it runs. tty: on a
+	 * terminal, which Process.attach is a client of.
 	 */
 	async spawn(cmd: Command, o: SpawnOptions = {}): Promise<Process> {
 		const extra: Record<string, unknown> = { detach: true };
@@ -560,6 +637,21 @@ export interface ProcessExit {
 	signal: number | null;
 }
 
+/** Options of an attach to a process on a terminal (Process.attach). */
+export interface AttachOptions {
+	/** The terminal's size from now (both or neither; default: as it
+	 * is). */
+	rows?: number;
+	cols?: number;
+	/** Its output from this offset of all it wrote (default: what its
+	 * ring holds), then as it comes. */
+	offset?: number;
+	/** Keys: "pipe" (default): `.stdin` stays open for them, and
+	 * ending it (`stdin.end()`) detaches; bytes or a stream of them:
+	 * sent, then it detaches. */
+	stdin?: ExecStreamOptions["stdin"];
+}
+
 /** A sandbox's detached processes (sb.spawn starts one). */
 export class Processes {
 	private readonly sb: Sandbox;
@@ -615,6 +707,27 @@ export class Processes {
 		return { process: d.process, state: d.state,
 		    exitCode: d.exit_code ?? null, signal: d.signal ?? null };
 	}
+
+	/**
+	 * Attaches to a process started on a terminal (spawn with tty):
+	 * an ExecStream of its screen (what the ring holds from offset, then
+	 * the output as it comes), `.stdin` its keys, `resize(rows, cols)`.
+	 * Ending `.stdin` detaches: the exit event then says detached: true,
+	 * state: "running", and the process runs on (another attach may
+	 * follow); when the process ends first, it says its exit. kill()
+	 * drops the connection, which detaches too.
+	 */
+	attach(n: number, o: AttachOptions = {}): Promise<ExecStream> {
+		const j: Record<string, unknown> = {};
+		if (o.rows !== undefined)
+			j.rows = o.rows;
+		if (o.cols !== undefined)
+			j.cols = o.cols;
+		if (o.offset !== undefined)
+			j.offset = o.offset;
+		return execStream(this.sb.client, this.p(n, "/attach"), j,
+		    o.stdin ?? "pipe");
+	}
 }
 
 /** A detached process: sb.spawn's, or sb.processes.get's. */
@@ -651,6 +764,11 @@ export class Process {
 
 	wait(): Promise<ProcessExit> {
 		return this.sandbox.processes.wait(this.id);
+	}
+
+	/** Attaches to it (a process on a terminal): Processes.attach. */
+	attach(o: AttachOptions = {}): Promise<ExecStream> {
+		return this.sandbox.processes.attach(this.id, o);
 	}
 }
 

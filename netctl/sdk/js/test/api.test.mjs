@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 //
 // api.test.mjs — the SDK against an API-only berthd (no VMM): external
-// sandboxes (--address 127.0.0.1) with testapp as their upstream. A port
-// published and fetched through berthd's proxy, egress rules, a sandbox
-// token kept to its own sandbox, errors typed as berthd's answers say.
+// sandboxes (--address 127.0.0.1) with testapp as their upstream. Its
+// health; a port published and fetched through berthd's proxy, egress
+// rules, a sandbox token kept to its own sandbox, errors typed as
+// berthd's answers say (an external sandbox has events, no console).
 // Environment (tests/integ/sdk-js.sh): BERTH_SOCKET, BERTH_TEST_CTL_URL,
 // BERTH_TEST_CA, BERTH_TEST_UPSTREAM_PORT.
 
@@ -32,6 +33,45 @@ test("create external sandboxes; get and list them", async () => {
 	const ids = (await Sandbox.list(c)).map((s) => s.id);
 	assert.ok(ids.includes("sdk-a") && ids.includes("sdk-b"), ids.join());
 	assert.equal((await a.info()).id, "sdk-a");
+});
+
+test("health: berthd answers, without VMs here", async () => {
+	const h = await c.health();
+	assert.equal(h.status, "ok");
+	// this berthd has no VMM: it says why
+	assert.match(h.vms, /^off: \S/);
+	assert.match(h.egress, /^(on|off|failed: .+)$/);
+	assert.equal(h.capacity, undefined);
+	// any token may ask
+	const t = tokenClient(a.token);
+	try {
+		assert.equal((await t.health()).status, "ok");
+	} finally {
+		t.close();
+	}
+});
+
+test("an external sandbox: its events; no console (NotFoundError)", async () => {
+	const ev = await a.events();
+	assert.deepEqual(ev.map((x) => `${x.operation} ${x.result}`),
+	    ["create ok"]);
+	assert.equal(typeof ev[0].seq, "number");
+	const e = await a.console().catch((x) => x);
+	assert.ok(e instanceof NotFoundError, String(e));
+	assert.deepEqual([e.status, e.code], [404, "not_found"]);
+	assert.match(e.message, /not a VM/);
+	const g = a.followConsole();
+	await assert.rejects(g.next(), NotFoundError);
+	// an admin's call: a sandbox's own token is refused
+	const t = tokenClient(a.token);
+	try {
+		const f = await (await Sandbox.get(t, "sdk-a")).console()
+		    .catch((x) => x);
+		assert.ok(f instanceof ForbiddenError, String(f));
+		assert.equal(f.status, 403);
+	} finally {
+		t.close();
+	}
 });
 
 test("a generated id when none is given; withSandbox removes it", async () => {

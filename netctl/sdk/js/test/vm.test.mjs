@@ -4,9 +4,11 @@
 // busybox guest): commands (status, output, stdin, env, timeouts, the
 // streamed exec as a conversation), files (small ones, a 100 MB round
 // trip with bounded client memory, watch), a detached server reached on
-// its published port, fork and checkpoint refused (the minimal template),
-// suspend then the next exec wakes it. Environment (tests/integ/sdk-js.sh):
-// BERTH_SOCKET, BERTH_TEST_CA, BERTH_TEST_VM_ID.
+// its published port, a detached shell on a terminal attached to and
+// detached from, the guest console (read and followed), the health of a
+// berthd with VMs, events, fork and checkpoint refused (the minimal
+// template), suspend then the next exec wakes it. Environment
+// (tests/integ/sdk-js.sh): BERTH_SOCKET, BERTH_TEST_CA, BERTH_TEST_VM_ID.
 
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -240,12 +242,128 @@ test("a detached server, reached on its published port", async () => {
 	assert.ok((await sb.processes.get(f.id)).pid > 0);
 });
 
-test("pause and resume", async () => {
+/** Reads an ExecStream's iterator until its output holds text (what
+ * it read), failing at its end or after ms (the stream then killed). */
+async function readUntil(s, it, text, ms = 60000) {
+	const guard = setTimeout(() => s.kill(), ms);
+	let out = "";
+	try {
+		while (!out.includes(text)) {
+			const { value, done } = await it.next();
+			assert.ok(!done && value.stream !== "exit",
+			    `ended before ${JSON.stringify(text)}: ${JSON.stringify(out)}`);
+			out += value.data.toString();
+		}
+	} finally {
+		clearTimeout(guard);
+	}
+	return out;
+}
+
+/** The rest of an ExecStream's iterator: its exit event. */
+async function endOf(it) {
+	let end;
+	for (;;) {
+		const { value, done } = await it.next();
+		if (done)
+			return end;
+		if (value.stream === "exit")
+			end = value;
+	}
+}
+
+test("attach: a detached shell on a terminal, typed to, detached", async () => {
+	const p = await sb.exec("sh", { detach: true,
+	    tty: { rows: 24, cols: 80 } });
+	assert.equal((await p.info()).state, "running");
+	const s = await p.attach();
+	const it = s[Symbol.asyncIterator]();
+	s.stdin.write("echo $((6*7))\r");
+	await readUntil(s, it, "42");
+	s.stdin.end();		// the end of the request body: it detaches
+	const end = await endOf(it);
+	assert.equal(end.stream, "exit");
+	assert.deepEqual([end.detached, end.state, end.process],
+	    [true, "running", p.id]);
+	assert.equal(end.exitCode, null);
+	assert.ok(end.nextOffset > 0, `nextOffset ${end.nextOffset}`);
+	assert.equal((await s.exit).detached, true);
+	assert.equal((await p.info()).state, "running");
+	// attached again with the screen from offset 0 (the ring: the 42
+	// of before) and a terminal of another size
+	const s2 = await sb.processes.attach(p.id, { offset: 0, rows: 30,
+	    cols: 100 });
+	const it2 = s2[Symbol.asyncIterator]();
+	await readUntil(s2, it2, "42");
+	s2.stdin.write("stty size\r");
+	await readUntil(s2, it2, "30 100");
+	s2.stdin.end();
+	assert.equal((await endOf(it2)).detached, true);
+	await p.kill("KILL");
+	const w = await p.wait();
+	assert.deepEqual([w.state, w.signal], ["exited", 9]);
+});
+
+test("the guest console: from byte 0, its end, followed; a bad offset", async () => {
+	const full = await sb.console({ from: 0 });
+	assert.equal(full.from, 0);
+	assert.ok(full.size > 0);
+	assert.equal(full.text.length, Math.min(full.size, 1024 * 1024));
+	// the minimal template's kernel prints its banner first
+	assert.match(full.text.slice(0, 65536), /Linux version/);
+	const last = await sb.console();
+	assert.ok(last.text.length > 0 && last.text.length <= 65536,
+	    `${last.text.length} bytes`);
+	assert.equal(last.from, last.size - last.text.length);
+	const end = await sb.console({ from: last.size });
+	assert.deepEqual([end.from, end.text], [last.size, ""]);
+	const e = await sb.console({ from: "x" }).catch((x) => x);
+	assert.ok(e instanceof BadRequestError, String(e));
+	assert.equal(e.field, "from");
+	// a line the guest writes on its console, followed from the end
+	const mark = `berth-sdk-js-console-${Date.now()}`;
+	await sb.exec(`echo ${mark} >/dev/console`);
+	await waitFor("the line on the console", async () =>
+	    (await sb.console({ from: end.size })).text.includes(mark));
+	let piece;
+	for await (const t of sb.followConsole({ from: end.size })) {
+		piece = t;
+		break;
+	}
+	assert.ok(piece.includes(mark), piece);
+	// without from: the last 64 KiB first
+	const g = sb.followConsole();
+	const first = (await g.next()).value;
+	await g.return();
+	assert.ok(first.includes(mark) && first.length <= 65536);
+	const nf = await new Sandbox(c, { id: `${id}-nosuch`, state: "running" })
+	    .console().catch((x) => x);
+	assert.ok(nf instanceof NotFoundError, String(nf));
+});
+
+test("health: a berthd with VMs says so, with its capacity", async () => {
+	const h = await c.health();
+	assert.equal(h.status, "ok");
+	assert.equal(h.vms, "on");
+	assert.equal(typeof h.egress, "string");
+	assert.equal(typeof h.template, "string");
+	assert.equal(typeof h.capacity, "object");
+	assert.ok(h.capacity.states?.running?.sandboxes >= 1,
+	    JSON.stringify(h.capacity.states));
+});
+
+test("pause and resume; the events say so", async () => {
 	await sb.pause();
 	assert.equal((await sb.info()).state, "paused");
 	await sb.resume();
 	assert.equal((await sb.info()).state, "running");
 	assert.equal((await sb.exec(["echo", "on"])).stdout, "on\n");
+	const ev = await sb.events();
+	const ops = ev.map((x) => `${x.operation} ${x.result}`);
+	assert.equal(ops[0], "create ok", ops.join(", "));
+	assert.ok(ops.includes("pause ok") && ops.includes("resume ok"),
+	    ops.join(", "));
+	assert.ok(ev.every((x, i) => i === 0 || x.seq > ev[i - 1].seq));
 });
 
 test("fork and checkpoint of the minimal template: ConflictError, nothing stored", async () => {

@@ -14,8 +14,8 @@ import secrets
 import threading
 import time
 import urllib.parse
-from typing import (Any, Dict, List, Mapping, Optional, Sequence,
-                    Union)
+from typing import (Any, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Union)
 
 from .client import Client, Response
 from .errors import (BerthError, ConnectionError, Forbidden, NotFound,
@@ -238,6 +238,34 @@ class Sandbox:
 
     def events(self) -> List[Dict[str, Any]]:
         return self.client.pages(self._path + "/events", "events")
+
+    def console(self, from_: Optional[int] = None) -> Dict[str, Any]:
+        """Its guest's console as berthd keeps it (``GET .../console``,
+        admin): ``size`` (the bytes kept), ``from`` and ``text`` (the
+        console from byte ``from_`` of them, at most 1 MiB; without it
+        the last 64 KiB; bytes other than printable ASCII, tab and
+        newline are "?"). NotFound when it is not a VM of this host,
+        BadRequest (field "from") for a bad offset."""
+        return self.client.call(  # type: ignore[no-any-return]
+            "GET", self._path + "/console", {"from": from_})
+
+    def follow_console(self, from_: Optional[int] = None,
+                       interval: float = 0.5) -> Iterator[str]:
+        """Its console as it comes (``netctl sandbox console --follow``):
+        the last 64 KiB (or from ``from_``), then what was added, asked
+        for every ``interval`` seconds; yields each non-empty piece of
+        text. When the kept console shrinks (it rotated) it is read
+        again from its start. Runs until the caller stops iterating, or
+        a call fails (the sandbox removed: NotFound)."""
+        nxt = from_
+        while True:
+            doc = self.console(nxt)
+            text = doc.get("text") or ""
+            size = int(doc.get("size") or 0)
+            if text:
+                yield text
+            nxt = 0 if nxt is not None and size < nxt else size
+            time.sleep(interval)
 
     # ---- lifecycle ----
 

@@ -180,6 +180,23 @@ class Api(unittest.TestCase):
             sb.remove()
         c.close()
 
+    def test_console_external(self):
+        """an external sandbox has no console: NotFound; a sandbox's
+        token may not read one (admin): Forbidden"""
+        with self.assertRaises(berth.NotFound) as cm:
+            self.a.console()
+        self.assertEqual((cm.exception.status, cm.exception.code),
+                         (404, "not_found"))
+        self.assertIn("not a VM", cm.exception.message)
+        with self.assertRaises(berth.NotFound):
+            next(self.a.follow_console())
+        c = self.tls(self.a.token)
+        try:
+            with self.assertRaises(berth.Forbidden):
+                berth.Sandbox("py-a", c).console()
+        finally:
+            c.close()
+
     def test_bad_token(self):
         """an unknown token: Unauthorized"""
         with self.assertRaises(berth.Unauthorized) as cm:

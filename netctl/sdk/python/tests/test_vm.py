@@ -216,6 +216,46 @@ class Guest(unittest.TestCase):
             SB.files.read("relative")
         self.assertEqual(cm.exception.field, "path")
 
+    def test_6_console(self):
+        """the guest console: its boot from byte 0, its end, a line the
+        guest writes to /dev/console, followed; a bad offset refused"""
+        full = SB.console(from_=0)
+        size = full["size"]
+        self.assertEqual(full["from"], 0)
+        self.assertGreater(size, 0)
+        self.assertEqual(len(full["text"]), min(size, MB))
+        # the minimal template's kernel prints its banner first
+        # (console=ttyS0, not quiet)
+        self.assertIn("Linux version", full["text"][:64 * 1024])
+        last = SB.console()
+        self.assertTrue(last["text"])
+        self.assertEqual(len(last["text"]), min(last["size"], 64 * 1024))
+        self.assertEqual(last["from"], last["size"] - len(last["text"]))
+        end = SB.console(from_=last["size"])
+        self.assertEqual((end["from"], end["text"]), (last["size"], ""))
+        with self.assertRaises(berth.BadRequest) as cm:
+            SB.console(from_="x")
+        self.assertEqual(cm.exception.field, "from")
+        # a line the guest writes on its console, read from where the
+        # console was, then followed from there
+        mark = "berth-sdk-console-%d" % time.monotonic_ns()
+        SB.exec("echo %s >/dev/console" % mark)
+        wait_for("the line on the console",
+                 lambda: mark in SB.console(from_=end["size"])["text"])
+        it = SB.follow_console(from_=end["size"])
+        try:
+            self.assertIn(mark, next(it))
+        finally:
+            it.close()
+        # without from_: the last 64 KiB first
+        it = SB.follow_console()
+        try:
+            first = next(it)
+        finally:
+            it.close()
+        self.assertIn(mark, first)
+        self.assertLessEqual(len(first), 64 * 1024)
+
     def test_6_watch(self):
         """a watch sees a file written in its directory"""
         SB.files.mkdir("/data/w", parents=True)
