@@ -8,7 +8,14 @@
 # never the router's 404 nor a 405; tests/unit/test_api_table checks the
 # table the other way); and every error the server sends on the way,
 # with the router's 404 and 405 and a sandbox token's 403, has the shape
-# the document's Error schema gives.
+# the document's Error schema gives. And the SDKs cover the API: each
+# path with an operation a client calls (x-berth-scope other than
+# "fleet", the hosts' own calls) is named by both SDKs' sources
+# (netctl/sdk/python/berth/*.py, netctl/sdk/js/src/*.ts): a root such as
+# /v1/health as that literal path, any other by its last fixed segment
+# ("/console", "attach") as a string or the end of one. A check of the
+# sources, not of calls made: the SDKs' suites (sdk-python.sh,
+# sdk-js.sh) make them.
 # SPDX-License-Identifier: GPL-2.0-or-later
 . "$(dirname "$0")/lib.sh"
 need_berth
@@ -41,10 +48,10 @@ is "... any token may read it" "$code" 200
 
 # The rest in one python program, printing TAP lines numbered from here.
 python3 - "$T/served.json" "$STATE/control.sock" "$CTL_PORT" "$CA" "$DOMAIN" "$tok1" \
-	"$_t_n" >"$T/py.tap" 2>"$T/py.err" <<'EOF'
-import json, re, socket, ssl, sys
+	"$_t_n" "$top_srcdir" >"$T/py.tap" 2>"$T/py.err" <<'EOF'
+import glob, json, os, re, socket, ssl, sys
 
-doc_path, sock, ctl_port, ca, domain, tok1, n0 = sys.argv[1:]
+doc_path, sock, ctl_port, ca, domain, tok1, n0, srcdir = sys.argv[1:]
 doc = json.load(open(doc_path))
 n = int(n0)
 failed = 0
@@ -218,6 +225,36 @@ for what, code, text in errors:
 ok(not bad and len(errors) > 20,
    "all %d errors seen (statuses %s) have the Error schema's shape"
    % (len(errors), " ".join(str(c) for c in sorted(codes))), bad)
+
+# ---- the SDKs name every path a client calls --------------------------------
+SDKS = (("Python", "netctl/sdk/python/berth/*.py"),
+        ("TypeScript", "netctl/sdk/js/src/*.ts"))
+for sdk, pattern in SDKS:
+    files = sorted(glob.glob(os.path.join(srcdir, pattern)))
+    text = "\n".join(open(f, encoding="utf-8").read() for f in files)
+    missing = []
+    paths = 0
+    for p, item in doc["paths"].items():
+        ms = [m.upper() for m, o in item.items()
+              if o.get("x-berth-scope") != "fleet"]
+        if not ms:
+            continue
+        paths += 1
+        segs = p.strip("/").split("/")
+        if len(segs) <= 2:
+            # /v1/health, /metrics: the literal path, a whole string
+            want = p
+            pat = re.escape(p) + "[\"'`?]"
+        else:
+            # its last fixed segment, after a quote or a slash and
+            # before a quote, a slash or a query: "/console", "attach"
+            want = [s for s in segs if not s.startswith("{")][-1]
+            pat = "[\"'`/]" + re.escape(want) + "[\"'`/?]"
+        if not re.search(pat, text):
+            missing.append("%s %s (%s)" % ("/".join(ms), p, want))
+    ok(files and not missing, "the %s SDK (%d files) names each of the %d "
+       "paths a client calls" % (sdk, len(files), paths),
+       "\n".join("not named: " + m for m in missing))
 print("N=%d" % n, file=sys.stderr)
 EOF
 rc=$?
