@@ -1862,6 +1862,7 @@ start_fleet_move(struct px_control_hooks *hooks)
 	hooks->move_spool_write = px_fleet_move_spool_write;
 	hooks->move_spool_end = px_fleet_move_spool_end;
 	hooks->move_spool_abort = px_fleet_move_spool_abort;
+	hooks->move_part = px_fleet_move_part;
 	hooks->move_commit = px_fleet_move_commit;
 	hooks->move_abort = px_fleet_move_abort;
 	hooks->move_held = px_fleet_move_held;

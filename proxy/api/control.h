@@ -513,9 +513,12 @@ struct px_control_hooks {
 	 * The target's side, asked by fleet peer host only (fleet_api_listen):
 	 * move_begin: sandbox is coming with this manifest (JSON text):
 	 * a new JSON object ({"need":[names]}) or NULL with *status and
-	 * err. move_spool: its file name, size bytes, as it comes: a handle
-	 * or NULL; _write/_end/_abort as template_spool's (end: 0 when its
-	 * size and sha256 are whole). move_commit: adopt it with its records
+	 * err. move_spool: its file name, size bytes, as it comes, from
+	 * byte from of it (the rest of one cut short): a handle or NULL;
+	 * _write/_end/_abort as template_spool's (end: 0 when its size and
+	 * sha256 are whole; abort keeps what came for a resume), move_part:
+	 * how many bytes of one cut short are here ({"id","name","bytes"},
+	 * new) or NULL with *status and err. move_commit: adopt it with its records
 	 * (JSON text): a new JSON object (the sandbox) or NULL with *status
 	 * and err (what came is removed). move_abort: what came goes. NULL
 	 * move_begin: 404.
@@ -524,6 +527,9 @@ struct px_control_hooks {
 	    const char *body, size_t len, int *status, char *err, size_t errlen,
 	    void *arg);
 	void *(*move_spool)(const char *host, const char *sandbox,
+	    const char *name, uint64_t from, int *status, char *err,
+	    size_t errlen, void *arg);
+	struct json_t *(*move_part)(const char *host, const char *sandbox,
 	    const char *name, int *status, char *err, size_t errlen,
 	    void *arg);
 	int (*move_spool_write)(void *h, const void *p, size_t len,

@@ -11,6 +11,9 @@
  */
 #include "api.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 /* A move that ended well (the target holds it, restorable): this
  * host's copy goes, and with its row its claim in etcd (the target's
  * wins). For `sandbox move` and for a drain's moves. */
@@ -123,9 +126,10 @@ api_fleet_move(struct req *r)
 {
 	struct px_control *ctl = r->c->ctl;
 	const char *peer = r->c->fleet_peer;
-	char err[512] = "", name[32];
+	char err[512] = "", name[32], num[24], *end;
+	unsigned long long from = 0;
 	struct cstream *cs;
-	int status = 500;
+	int rc, status = 500;
 	json_t *doc;
 	void *h;
 
@@ -159,7 +163,23 @@ api_fleet_move(struct req *r)
 			api_routes_changed(ctl);	/* it is here now */
 		return;
 	}
-	/* PUT .../file?name=NAME: the body is its bytes */
+	/* GET .../file?name=NAME: how much of one cut short is here */
+	if (r->method == HTTP_GET || r->method == HTTP_HEAD) {
+		if (api_query_get(r, "name", name, sizeof(name)) != 1) {
+			api_reply_error(r, 400, NULL, "name", "which file "
+			    "(?name=)");
+			return;
+		}
+		if ((doc = ctl->hooks.move_part(peer, r->id, name, &status,
+		    err, sizeof(err), ctl->hooks.arg)) == NULL)
+			api_reply_error(r, status, NULL, status == 400 ?
+			    "name" : NULL, "%s", err);
+		else
+			api_reply_json(r, 200, doc);
+		return;
+	}
+	/* PUT .../file?name=NAME[&from=N]: the body is its bytes (from
+	 * byte N of it: the rest of one cut short) */
 	if (!r->c->rh.streamed) {
 		api_reply_error(r, 400, NULL, NULL, "PUT a moved file as a "
 		    "streamed body");
@@ -169,11 +189,18 @@ api_fleet_move(struct req *r)
 		api_reply_error(r, 400, NULL, "name", "which file (?name=)");
 		return;
 	}
+	if ((rc = api_query_get(r, "from", num, sizeof(num))) == -1 ||
+	    (rc == 1 && (num[0] < '0' || num[0] > '9' ||
+	    (from = strtoull(num, &end, 10)) == ULLONG_MAX || *end != '\0'))) {
+		api_reply_error(r, 400, NULL, "from", "a byte offset (0 or "
+		    "more)");
+		return;
+	}
 	if ((cs = calloc(1, sizeof(*cs))) == NULL) {
 		api_reply_error(r, 503, NULL, NULL, "out of memory");
 		return;
 	}
-	if ((h = ctl->hooks.move_spool(peer, r->id, name, &status, err,
+	if ((h = ctl->hooks.move_spool(peer, r->id, name, from, &status, err,
 	    sizeof(err), ctl->hooks.arg)) == NULL) {
 		free(cs);
 		api_reply_error(r, status, NULL, status == 400 ? "name" : NULL,

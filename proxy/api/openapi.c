@@ -65,7 +65,13 @@ static const struct {
 	{ API_READ, "/v1/sandboxes/{id}/events", "after", "the events after "
 	    "this sequence number" },
 	{ API_READ, "/v1/sandboxes/{id}/console", "from", "the console from "
-	    "this byte (-1: its last 64 KiB)" },
+	    "this byte (0 or more; without it, its last 64 KiB)" },
+	{ API_PUT, "/v1/fleet/move/{id}/file", "name", "which file of the "
+	    "move's manifest" },
+	{ API_PUT, "/v1/fleet/move/{id}/file", "from", "the body is the file "
+	    "from this byte (the rest of one cut short)" },
+	{ API_READ, "/v1/fleet/move/{id}/file", "name", "which file of the "
+	    "move's manifest" },
 };
 
 static const char *

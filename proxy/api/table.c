@@ -77,7 +77,12 @@ const struct api_route api_routes[] = {
 	{ API_PUT, "/v1/fleet/move/{id}/file", api_fleet_move, API_FLEET,
 	    API_BODY_STREAM, NULL, NULL,
 	    "Fleet hosts only: one file of a moving sandbox (?name=), its "
-	    "bytes as the body" },
+	    "bytes as the body (from byte ?from= of it: the rest of one cut "
+	    "short)" },
+	{ R, "/v1/fleet/move/{id}/file", api_fleet_move, API_FLEET,
+	    API_BODY_NONE, NULL, NULL,
+	    "Fleet hosts only: how many bytes of a file cut short (?name=) "
+	    "are here, for the source to go on from" },
 	{ API_POST, "/v1/fleet/move/{id}/commit", api_fleet_move, API_FLEET,
 	    API_BODY_JSON, NULL, NULL,
 	    "Fleet hosts only: the moved sandbox adopted here with its "

@@ -17,7 +17,10 @@
  * restorable; the caller (api/move.c) then deletes it here. Any other
  * end: DELETE to the target (what it received goes), the sandbox stays
  * here, suspended, and may wake again. Faults that are not ends: a file
- * whose connection was cut is sent again (MOVE_RESUMES times); once the
+ * whose connection was cut goes on (MOVE_RESUMES times) from the byte
+ * the target says it holds of it (GET .../file?name=; the body then
+ * from there, ?from=N, the bytes before it read and hashed here but not
+ * sent); once the
  * target may hold the sandbox (a commit whose answer never came or that
  * found no move begun there, the last file's answer lost for good) the
  * target is asked whether it holds it (OUT_RESOLVE), until it says; and
@@ -34,7 +37,11 @@
  * fleet peer (the control helper checked its certificate, the parent its
  * lease), for an id this host does not hold; its files arrive into
  * <vms>/.move/ID/, each created anew, checked against the manifest's
- * size as it comes and hashed; the commit compares the hashes, stores
+ * size as it comes and hashed; one whose connection went before its end
+ * is kept as it is (its descriptor, hash and sparse form's state: struct
+ * incoming's part) for the rest, which goes on writing it, to come (a
+ * ?from= other than its bytes: it goes, sent anew); the commit compares
+ * the hashes, stores
  * the records and has libvmm adopt the sandbox (which checks every byte
  * again before it moves anything). A move whose every file came whole
  * but whose source's lease is gone before its commit (the source died)
@@ -83,6 +90,7 @@
 #define MOVE_STALE	(15 * 60)	/* seconds a begun move may wait */
 #define MOVE_RESUMES	5		/* a cut link: a file sent again */
 #define MOVE_RESUME_MS	1000		/* after this long */
+#define MOVE_TEST_RATE	(8 * 1024 * 1024)	/* bytes/s: slow-send, a test's */
 #define RESOLVE_MS	2000		/* between two asks of a target */
 #define ADOPT_SECS	30		/* + 2 leases: a source gone that soon
 					 * after its files: adopted */
@@ -239,18 +247,25 @@ struct hreq {
 	uint64_t	 pos, size;	/* ... where it is, of how many */
 	struct evbuffer	*chunk;		/* ... its next chunk */
 	uint64_t	 bytes;		/* ... its body's bytes so far */
+	uint64_t	 skip;		/* ... those the target holds of
+					 * it (a resume): hashed, not sent */
 	EVP_MD_CTX	*md;		/* ... hashed as read */
 	char		 sha[65];
 	struct evbuffer	*in;
 	int		 finished;
 	struct event	*free_ev;
+	struct ev_token_bucket_cfg *slow;	/* a test's (slow-send) */
 };
+
+static int test_fault(const char *);
 
 static void
 hreq_free(struct hreq *h)
 {
 	if (h->bev != NULL)
 		bufferevent_free(h->bev);
+	if (h->slow != NULL)
+		ev_token_bucket_cfg_free(h->slow);
 	if (h->fd >= 0)
 		close(h->fd);
 	EVP_MD_CTX_free(h->md);
@@ -351,10 +366,12 @@ static void
 emit_chunk(void *arg, const void *p, size_t len)
 {
 	struct hreq *h = arg;
+	size_t k = h->skip < len ? (size_t)h->skip : len;
 
 	(void)EVP_DigestUpdate(h->md, p, len);
-	evbuffer_add(h->chunk, p, len);
-	h->bytes += len;
+	h->skip -= k;
+	evbuffer_add(h->chunk, (const char *)p + k, len - k);
+	h->bytes += len - k;
 }
 
 /* A sparse file's next windows, each a chunk of the body. */
@@ -416,9 +433,14 @@ hreq_write(struct bufferevent *bev, void *arg)
 			return;
 		}
 		(void)EVP_DigestUpdate(h->md, buf, (size_t)n);
-		evbuffer_add(out, buf, (size_t)n);
 		h->left -= (uint64_t)n;
-		h->bytes += (uint64_t)n;
+		if (h->skip >= (uint64_t)n) {
+			h->skip -= (uint64_t)n;
+			continue;
+		}
+		evbuffer_add(out, buf + h->skip, (size_t)n - h->skip);
+		h->bytes += (uint64_t)n - h->skip;
+		h->skip = 0;
 	}
 	if (h->fd >= 0 && h->left == 0) {
 		(void)EVP_DigestFinal_ex(h->md, md, &mdlen);
@@ -460,13 +482,14 @@ hreq_event(struct bufferevent *bev, short what, void *arg)
 /*
  * method target to host's fleet_api_listen, the body JSON text (json,
  * may be NULL) or the file at path (size bytes, hashed into h->sha as
- * sent; sparse: its sparse form, vmm.h, in chunks). NULL with err when
- * it cannot start; else done once, later.
+ * sent; sparse: its sparse form, vmm.h, in chunks), less the first skip
+ * bytes of it (hashed all the same: the target holds them). NULL with
+ * err when it cannot start; else done once, later.
  */
 static struct hreq *
 hreq_start(const char *host, const char *method, const char *target,
     const char *json, const char *path, uint64_t size, int sparse,
-    hreq_done_fn *done, void *arg, char *err, size_t errlen)
+    uint64_t skip, hreq_done_fn *done, void *arg, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	int sslen = (int)sizeof(ss);
@@ -505,6 +528,7 @@ hreq_start(const char *host, const char *method, const char *target,
 		}
 		h->left = size;
 		h->size = size;
+		h->skip = sparse || skip <= size ? skip : size;
 		if ((h->sparse = sparse) && (h->chunk = evbuffer_new()) ==
 		    NULL) {
 			snprintf(err, errlen, "out of memory");
@@ -525,6 +549,14 @@ hreq_start(const char *host, const char *method, const char *target,
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(h->bev, 1);
 	bufferevent_setcb(h->bev, hreq_read, hreq_write, hreq_event, h);
+	/* a test's slow link (a file takes seconds, to be cut midway) */
+	if (path != NULL && test_fault("slow-send") &&
+	    ((h->slow = ev_token_bucket_cfg_new(MOVE_TEST_RATE,
+	    MOVE_TEST_RATE, EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX, NULL)) ==
+	    NULL || bufferevent_set_rate_limit(h->bev, h->slow) != 0)) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	/* refilled while half of what is queued still goes out */
 	bufferevent_setwatermark(h->bev, EV_WRITE, MOVE_HIGH / 2, 0);
 	{
@@ -541,7 +573,7 @@ hreq_start(const char *host, const char *method, const char *target,
 	else
 		evbuffer_add_printf(bufferevent_get_output(h->bev),
 		    "Content-Length: %llu\r\n", (unsigned long long)(path !=
-		    NULL ? size : json != NULL ? strlen(json) : 0));
+		    NULL ? size - h->skip : json != NULL ? strlen(json) : 0));
 	evbuffer_add_printf(bufferevent_get_output(h->bev), "Connection: "
 	    "close\r\n\r\n");
 	if (json != NULL)
@@ -600,6 +632,9 @@ struct outgoing {
 					 * (or none to), 2 flattened */
 	int resume;			/* it ran: the target resumes it */
 	int cuts;			/* the link cut, a file sent again */
+	int ask;			/* ... from where: the target asked
+					 * what it holds of the cut file */
+	uint64_t from;			/* ... its answer: sent from there */
 	int journaled;			/* vms/.moved/ID written */
 	unsigned asked;			/* OUT_RESOLVE: asks so far */
 	struct event *again;		/* the next try of a file, or ask */
@@ -609,9 +644,22 @@ struct outgoing {
 	uint64_t sent;			/* the bodies of the files that
 					 * went whole */
 	struct hreq *req;
+	/* where its time went (monotonic ms), said in the log at its end */
+	uint64_t t0, t_export, t_begun, t_file, t_files;
+	uint64_t longest_ms;		/* the file that took longest */
+	size_t longest;
 };
 
 static void out_next(struct outgoing *);
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static void
 out_unlink(struct outgoing *o)
@@ -739,7 +787,7 @@ out_end(struct outgoing *o, int status, const char *err)
 		if (o->begun) {
 			snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
 			(void)hreq_start(o->to, "DELETE", target, NULL, NULL,
-			    0, 0, abort_done, NULL, e, sizeof(e));
+			    0, 0, 0, abort_done, NULL, e, sizeof(e));
 		}
 		if (o->exported)
 			px_vm_move_end(o->id);
@@ -751,15 +799,27 @@ out_end(struct outgoing *o, int status, const char *err)
 			if (!o->need[i])
 				held += o->mv.f[i].size;
 		}
-		if (o->asked > 0)
+		if (o->asked > 0 || o->t_files == 0)
 			log_info("fleet: sandbox %s moved to host %s (it "
 			    "says it holds it)", o->id, o->to);
-		else
+		else {
+			uint64_t now = mono_ms();
+
 			log_info("fleet: sandbox %s moved to host %s: %llu "
 			    "bytes sent for its %llu (zeros not sent, %llu "
-			    "the target held)", o->id, o->to,
-			    (unsigned long long)o->sent,
-			    (unsigned long long)all, (unsigned long long)held);
+			    "the target held) in %llu ms: to its files %llu "
+			    "(suspend, flatten, export), begin %llu, files "
+			    "%llu (%s the longest, %llu), commit %llu", o->id,
+			    o->to, (unsigned long long)o->sent,
+			    (unsigned long long)all, (unsigned long long)held,
+			    (unsigned long long)(now - o->t0),
+			    (unsigned long long)(o->t_export - o->t0),
+			    (unsigned long long)(o->t_begun - o->t_export),
+			    (unsigned long long)(o->t_files - o->t_begun),
+			    o->longest_ms > 0 ? o->mv.f[o->longest].name :
+			    "none", (unsigned long long)o->longest_ms,
+			    (unsigned long long)(now - o->t_files));
+		}
 		/* routed there from here until the target's claim is seen */
 		px_fleet_moved(o->id, px_fleet_self(), o->to);
 	}
@@ -824,19 +884,37 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 	/*
 	 * The link cut while a file went (no answer: a reset, a close, a
 	 * silence), or the target still busy with the cut one (409, after
-	 * a cut): the files the target has whole stay there, this one is
-	 * sent again from its start, MOVE_RESUME_MS later, MOVE_RESUMES
-	 * times at most in the move.
+	 * a cut): the files the target has whole stay there; MOVE_RESUME_MS
+	 * later the target is asked how much of this one it holds, and it
+	 * goes on from there; MOVE_RESUMES times at most in the move.
 	 */
 	if (o->step == OUT_FILES && (status == 0 || (status == 409 &&
 	    o->cuts > 0)) && o->cuts < MOVE_RESUMES) {
 		answer_error(status, body, len, err, why, sizeof(why));
 		o->cuts++;
+		o->ask = 1;
 		log_warnx("fleet: move of %s to %s: %s while %s went: sent "
-		    "again (resume %d of %d)", o->id, o->to, why,
-		    o->mv.f[o->cur].name, o->cuts, MOVE_RESUMES);
+		    "again from where it broke off (resume %d of %d)", o->id,
+		    o->to, why, o->mv.f[o->cur].name, o->cuts, MOVE_RESUMES);
 		if (again_in(o, MOVE_RESUME_MS) < 0)
 			out_end(o, 503, "out of memory");
+		return;
+	}
+	/* what the target holds of the cut file: sent from there (a
+	 * target that cannot say, an older one, takes it whole again) */
+	if (o->step == OUT_FILES && o->ask) {
+		json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) :
+		    NULL;
+		json_int_t n = json_integer_value(json_object_get(doc,
+		    "bytes"));
+
+		json_decref(doc);
+		o->ask = 0;
+		o->from = n > 0 ? (uint64_t)n : 0;
+		log_info("fleet: move of %s to %s: host %s holds %llu bytes "
+		    "of %s: sent on from there", o->id, o->to, o->to,
+		    (unsigned long long)o->from, o->mv.f[o->cur].name);
+		out_next(o);
 		return;
 	}
 	/*
@@ -883,14 +961,23 @@ step_done(struct hreq *h, int status, const char *body, size_t len,
 		o->begun = 1;
 		o->step = OUT_FILES;
 		o->cur = 0;
+		o->t_begun = mono_ms();
 		break;
 	}
-	case OUT_FILES:
+	case OUT_FILES: {
+		uint64_t took = mono_ms() - o->t_file;
+
+		if (took > o->longest_ms) {
+			o->longest_ms = took;
+			o->longest = o->cur;
+		}
 		snprintf(o->mv.f[o->cur].sha256, sizeof(o->mv.f[0].sha256),
 		    "%s", h->sha);
 		o->sent += h->bytes;
+		o->from = 0;
 		o->cur++;
 		break;
+	}
 	case OUT_COMMIT:
 		out_end(o, 200, NULL);
 		return;
@@ -968,23 +1055,39 @@ out_next(struct outgoing *o)
 		}
 		o->journaled = 1;
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
-		o->req = hreq_start(o->to, "POST", target, text, NULL, 0, 0,
+		o->req = hreq_start(o->to, "POST", target, text, NULL, 0, 0, 0,
 		    step_done, o, err, sizeof(err));
 		free(text);
 		break;
 	case OUT_FILES:
 		while (o->cur < o->mv.n && !o->need[o->cur])
 			o->cur++;
-		if (o->cur < o->mv.n) {
+		if (o->cur < o->mv.n && o->ask) {
 			snprintf(target, sizeof(target), MOVE_PREFIX "%s/file"
 			    "?name=%s", o->id, o->mv.f[o->cur].name);
+			o->req = hreq_start(o->to, "GET", target, NULL, NULL,
+			    0, 0, 0, step_done, o, err, sizeof(err));
+			break;
+		}
+		if (o->cur < o->mv.n) {
+			if (o->from > 0)
+				snprintf(target, sizeof(target), MOVE_PREFIX
+				    "%s/file?name=%s&from=%llu", o->id,
+				    o->mv.f[o->cur].name,
+				    (unsigned long long)o->from);
+			else
+				snprintf(target, sizeof(target), MOVE_PREFIX
+				    "%s/file?name=%s", o->id,
+				    o->mv.f[o->cur].name);
+			o->t_file = mono_ms();
 			o->req = hreq_start(o->to, "PUT", target, NULL,
 			    o->mv.f[o->cur].path, o->mv.f[o->cur].size,
-			    vmm_move_sparse(o->mv.f[o->cur].name), step_done, o,
-			    err, sizeof(err));
+			    vmm_move_sparse(o->mv.f[o->cur].name), o->from,
+			    step_done, o, err, sizeof(err));
 			break;
 		}
 		o->step = OUT_COMMIT;
+		o->t_files = mono_ms();
 		/* FALLTHROUGH */
 	case OUT_COMMIT:
 		if ((text = commit_body(o, err, sizeof(err))) == NULL) {
@@ -998,13 +1101,13 @@ out_next(struct outgoing *o)
 		}
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s/commit",
 		    o->id);
-		o->req = hreq_start(o->to, "POST", target, text, NULL, 0, 0,
+		o->req = hreq_start(o->to, "POST", target, text, NULL, 0, 0, 0,
 		    step_done, o, err, sizeof(err));
 		free(text);
 		break;
 	case OUT_RESOLVE:
 		snprintf(target, sizeof(target), MOVE_PREFIX "%s", o->id);
-		o->req = hreq_start(o->to, "GET", target, NULL, NULL, 0, 0,
+		o->req = hreq_start(o->to, "GET", target, NULL, NULL, 0, 0, 0,
 		    step_done, o, err, sizeof(err));
 		if (o->req == NULL) {	/* the target not known now: later */
 			resolve_later(o, err);
@@ -1058,6 +1161,7 @@ out_export(struct outgoing *o)
 	}
 	o->exported = 1;
 	o->step = OUT_BEGIN;
+	o->t_export = mono_ms();
 	out_next(o);
 }
 
@@ -1138,6 +1242,7 @@ px_fleet_move(const char *id, const char *to,
 	}
 	snprintf(o->id, sizeof(o->id), "%s", id);
 	snprintf(o->to, sizeof(o->to), "%s", to);
+	o->t0 = mono_ms();
 	o->done = done;
 	o->done_arg = done_arg;
 	if (strcmp(sb.state, PX_STATE_RUNNING) == 0 ||
@@ -1362,6 +1467,9 @@ struct incoming {
 	struct vmm_move mv;
 	int need[VMM_MOVE_FILES], got[VMM_MOVE_FILES], busy[VMM_MOVE_FILES];
 	char sha[VMM_MOVE_FILES][65];
+	struct spool *part[VMM_MOVE_FILES];	/* cut short: what came of
+						 * it, for the source to go
+						 * on from */
 };
 
 struct spool {
@@ -1373,6 +1481,8 @@ struct spool {
 	int sparse;			/* its sparse form comes (vmm.h) */
 	struct vmm_sparse_wr wr;
 };
+
+static void spool_free(struct spool *, int);
 
 static struct incoming *
 in_find(const char *id)
@@ -1389,12 +1499,16 @@ static void
 in_drop(struct incoming *in)
 {
 	struct incoming **pp;
+	size_t i;
 
 	for (pp = &M.in; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == in) {
 			*pp = in->next;
 			break;
 		}
+	for (i = 0; i < VMM_MOVE_FILES; i++)
+		if (in->part[i] != NULL)
+			spool_free(in->part[i], 0);
 	rm_tree(in->dir);
 	if (in->stale != NULL)
 		event_free(in->stale);
@@ -1581,11 +1695,12 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 
 void *
 px_fleet_move_spool(const char *host, const char *id, const char *name,
-    int *status, char *err, size_t errlen, void *arg)
+    uint64_t from, int *status, char *err, size_t errlen, void *arg)
 {
 	struct incoming *in = in_find(id);
 	struct spool *s;
 	char p[PATH_MAX + 32];
+	uint64_t held = 0;
 	size_t i;
 
 	(void)arg;
@@ -1605,6 +1720,22 @@ px_fleet_move_spool(const char *host, const char *id, const char *name,
 	}
 	if (in->busy[i]) {
 		snprintf(err, errlen, "%s is being sent", name);
+		return NULL;
+	}
+	/* the rest of one cut short, from the byte it reached */
+	if ((s = in->part[i]) != NULL) {
+		in->part[i] = NULL;
+		if (from > 0 && from == s->bytes) {
+			in->busy[i] = 1;
+			return s;
+		}
+		held = s->bytes;
+		spool_free(s, 0);
+	}
+	if (from > 0) {
+		snprintf(err, errlen, "%s: sent on from byte %llu, but %llu "
+		    "bytes of it are here", name, (unsigned long long)from,
+		    (unsigned long long)held);
 		return NULL;
 	}
 	snprintf(p, sizeof(p), "%s/%s", in->dir, name);
@@ -1733,10 +1864,49 @@ px_fleet_move_spool_end(void *h, int *status, char *err, size_t errlen)
 	return 0;
 }
 
+/* Its connection went before the end: what came of it is kept (its
+ * bytes written and hashed, the sparse form's state) for the source to
+ * go on from; it goes if the rest never comes (the move's end). */
 void
 px_fleet_move_spool_abort(void *h)
 {
-	spool_free(h, 0);
+	struct spool *s = h;
+
+	if (s->bytes > 0 && s->in->part[s->i] == NULL) {
+		s->in->busy[s->i] = 0;
+		s->in->part[s->i] = s;
+		return;
+	}
+	spool_free(s, 0);
+}
+
+/* GET .../file?name=: how many bytes of a file cut short are here (0:
+ * none; the source sends it from there). */
+json_t *
+px_fleet_move_part(const char *host, const char *id, const char *name,
+    int *status, char *err, size_t errlen, void *arg)
+{
+	struct incoming *in = in_find(id);
+	int i;
+
+	(void)arg;
+	*status = 409;
+	if (in == NULL || strcmp(in->host, host) != 0) {
+		snprintf(err, errlen, "no move of sandbox %s from host %s was "
+		    "begun", id, host);
+		return NULL;
+	}
+	if ((i = vmm_move_index(&in->mv, name)) < 0 || !in->need[i]) {
+		*status = 400;
+		snprintf(err, errlen, "%s: not a file this move sends", name);
+		return NULL;
+	}
+	if (in->busy[i]) {
+		snprintf(err, errlen, "%s is being sent", name);
+		return NULL;
+	}
+	return json_pack("{s:s, s:s, s:I}", "id", id, "name", name, "bytes",
+	    (json_int_t)(in->part[i] != NULL ? in->part[i]->bytes : 0));
 }
 
 /* The records: the row, then tokens, ports and egress, stored; -1 with

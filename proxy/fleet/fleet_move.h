@@ -42,11 +42,13 @@ struct json_t *px_fleet_move_begin(const char *host, const char *id,
     const char *body, size_t len, int *status, char *err, size_t errlen,
     void *arg);
 void *px_fleet_move_spool(const char *host, const char *id, const char *name,
-    int *status, char *err, size_t errlen, void *arg);
+    uint64_t from, int *status, char *err, size_t errlen, void *arg);
 int px_fleet_move_spool_write(void *h, const void *p, size_t len, int *status,
     char *err, size_t errlen);
 int px_fleet_move_spool_end(void *h, int *status, char *err, size_t errlen);
 void px_fleet_move_spool_abort(void *h);
+struct json_t *px_fleet_move_part(const char *host, const char *id,
+    const char *name, int *status, char *err, size_t errlen, void *arg);
 struct json_t *px_fleet_move_commit(const char *host, const char *id,
     const char *body, size_t len, int *status, char *err, size_t errlen,
     void *arg);
