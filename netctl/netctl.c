@@ -448,7 +448,8 @@ static const struct cmd cmds[] = {
 	  "over the fleet's mutual TLS, adopted there with its tokens, ports\n"
 	  "and egress rules, and its URL then answers from <host>; only then\n"
 	  "are its files here removed. Anything failing before that leaves it\n"
-	  "here, suspended. The next request wakes it on <host>." },
+	  "here, suspended. The next request wakes it on <host>. A stopped\n"
+	  "one moves as its disk, stopped: 'sandbox start' boots it there." },
 	{ "checkpoint", "ls", "list", "<id>", 1, 1, 0, c_checkpoint_ls,
 	  "List a sandbox's checkpoints, oldest first, with their size on\n"
 	  "disk (the disk layer and memory each one keeps)." },

@@ -27,7 +27,8 @@
  * (disk.qcow2, a root overlay; disk.raw else), snap/state (the device
  * state, and the RAM when its RAM was a stream's or the ready
  * snapshot's: snap_ram) and the RAM file mem (unless snap/state holds
- * it). Its disk's top may stand on a ready snapshot's frozen layer
+ * it); a stopped one sandbox.conf and its disk only (it boots on the
+ * target, stopped until started there). Its disk's top may stand on a ready snapshot's frozen layer
  * (.ready/KEY/disk.qcow2), which is not its own: every host builds its
  * own ready snapshot of a key, so another host's layer of the same key
  * holds other bytes and only the same sha256 makes it the same layer:
@@ -653,14 +654,14 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 		return errf(err, errlen, -EBUSY, "sandbox %s: %s in progress",
 		    sb->id, sb->moving ? "a move" : vmm_op_name(sb->op));
 	sb->flattened = 0;
-	if (sb->state != VMM_SUSPENDED)
+	if (sb->state != VMM_SUSPENDED && sb->state != VMM_STOPPED)
 		return errf(err, errlen, -EPERM, "sandbox %s is %s, not "
-		    "suspended", sb->id, vmm_state_name(sb->state));
+		    "suspended or stopped", sb->id, vmm_state_name(sb->state));
 	if (sb->layer_gen > 0 || (sb->layered && moved_base(sb, base,
 	    sizeof(base), bid) < 0))
 		return errf(err, errlen, -ENOTSUP, "sandbox %s stands on a "
 		    "fork's layers: flattened first (vmm_move_flatten)", sb->id);
-	if (sb->ram_shared)
+	if (sb->state == VMM_SUSPENDED && sb->ram_shared)
 		return errf(err, errlen, -ENOTSUP, "sandbox %s: its RAM is "
 		    "still the ready snapshot's", sb->id);
 	/* Nothing may write its files while they are read: its standby
@@ -695,10 +696,12 @@ vmm_move_export(struct vmm_sandbox *sb, struct vmm_move *mv, int hash,
 	if ((rc = add_file(mv, vmm_disk_name(sb), sb->disk, 0, hash, err,
 	    errlen)) < 0)
 		goto fail;
-	if ((rc = vmm_path(sb, "snap/state", p, sizeof(p))) < 0 ||
-	    (rc = add_file(mv, "snap/state", p, 0, hash, err, errlen)) < 0)
+	/* a stopped one is its disk and sandbox.conf: it boots there */
+	if (sb->state == VMM_SUSPENDED && ((rc = vmm_path(sb, "snap/state",
+	    p, sizeof(p))) < 0 || (rc = add_file(mv, "snap/state", p, 0, hash,
+	    err, errlen)) < 0))
 		goto fail;
-	if (!sb->snap_ram || sb->snap_dev) {
+	if (sb->state == VMM_SUSPENDED && (!sb->snap_ram || sb->snap_dev)) {
 		if ((rc = vmm_path(sb, "mem", p, sizeof(p))) < 0 ||
 		    (rc = add_file(mv, "mem", p, 0, hash, err, errlen)) < 0)
 			goto fail;
@@ -819,9 +822,9 @@ vmm_move_flatten(struct vmm_sandbox *sb,
 	if (sb->busy || sb->moving)
 		return errf(err, errlen, -EBUSY, "sandbox %s: %s in progress",
 		    sb->id, sb->moving ? "a move" : vmm_op_name(sb->op));
-	if (sb->state != VMM_SUSPENDED)
+	if (sb->state != VMM_SUSPENDED && sb->state != VMM_STOPPED)
 		return errf(err, errlen, -EPERM, "sandbox %s is %s, not "
-		    "suspended", sb->id, vmm_state_name(sb->state));
+		    "suspended or stopped", sb->id, vmm_state_name(sb->state));
 	if (sb->layer_gen == 0 && (!sb->layered ||
 	    moved_base(sb, base, sizeof(base), ready) == 0))
 		return 0;	/* no fork's layers under it */
@@ -1330,7 +1333,7 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	const char *disk = tpl->root_overlay ? "disk.qcow2" : "disk.raw";
 	int need[VMM_MOVE_FILES], placed[VMM_MOVE_FILES];
 	int dfd = -1, rc, idx, jailed = m->cfg.jail, base_new = 0, bi;
-	int layered = 0;
+	int layered = 0, stopped = 0;
 	struct conf c = { 0 };
 	struct in_addr ip;
 	struct stat st;
@@ -1369,10 +1372,9 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 		return errf(err, errlen, -EINVAL, "%u MiB and %u vCPUs: past "
 		    "this host's vm_max_memory or vm_max_vcpus", mv->mem_mib,
 		    mv->vcpus);
-	if (vmm_move_index(mv, "sandbox.conf") < 0 || vmm_move_index(mv, disk) < 0 ||
-	    vmm_move_index(mv, "snap/state") < 0)
-		return errf(err, errlen, -EINVAL, "sandbox.conf, %s and "
-		    "snap/state are needed", disk);
+	if (vmm_move_index(mv, "sandbox.conf") < 0 || vmm_move_index(mv, disk) < 0)
+		return errf(err, errlen, -EINVAL, "sandbox.conf and %s are "
+		    "needed", disk);
 	if (vmm_move_index(mv, tpl->root_overlay ? "disk.raw" : "disk.qcow2") >= 0)
 		return errf(err, errlen, -EINVAL, "a disk of another kind "
 		    "than template %s's", tpl->name);
@@ -1416,12 +1418,21 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	__VA_ARGS__); goto fail; } while (0)
 	if (strcmp(conf_get(&c, "id"), mv->id) != 0)
 		BAD("its id is not %s", mv->id);
-	if (strcmp(conf_get(&c, "state"), "suspended") != 0)
-		BAD("state %.32s, not suspended", conf_get(&c, "state"));
+	/* suspended: its snapshot comes (snap/state, and mem unless that
+	 * holds its RAM); stopped: no snapshot, it boots here */
+	stopped = strcmp(conf_get(&c, "state"), "stopped") == 0;
+	if (!stopped && strcmp(conf_get(&c, "state"), "suspended") != 0)
+		BAD("state %.32s, not suspended or stopped",
+		    conf_get(&c, "state"));
+	if ((vmm_move_index(mv, "snap/state") >= 0) == stopped)
+		BAD("%s, but %s snap/state", stopped ? "stopped" : "suspended",
+		    stopped ? "a" : "no");
+	if (stopped && vmm_move_index(mv, "mem") >= 0)
+		BAD("stopped, but a RAM file");
 	if (conf_int(&c, "layer_gen") || (conf_int(&c, "layered") &&
 	    bi < 0))
 		BAD("a fork's layers: its source flattens them first");
-	if (conf_int(&c, "ram_shared"))
+	if (!stopped && conf_int(&c, "ram_shared"))
 		BAD("its RAM is a ready snapshot's");
 	if (strcmp(conf_get(&c, "template"), tpl->name) != 0)
 		BAD("template %.64s, not %s", conf_get(&c, "template"),
@@ -1439,11 +1450,11 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 	    (unsigned)conf_int(&c, "vcpus") != mv->vcpus ||
 	    (unsigned)conf_int(&c, "disk_mib") != mv->disk_mib)
 		BAD("its size is not the manifest's");
-	if ((!conf_int(&c, "snap_ram") || conf_int(&c, "snap_dev")) !=
-	    (vmm_move_index(mv, "mem") >= 0))
+	if (!stopped && (!conf_int(&c, "snap_ram") ||
+	    conf_int(&c, "snap_dev")) != (vmm_move_index(mv, "mem") >= 0))
 		BAD("its RAM file is %s", vmm_move_index(mv, "mem") >= 0 ?
 		    "not its" : "missing");
-	if (strcmp(conf_get(&c, "accel"), "kvm") == 0 &&
+	if (!stopped && strcmp(conf_get(&c, "accel"), "kvm") == 0 &&
 	    vmm_accel_template(m, tpl) != VMM_ACCEL_KVM)
 		BAD("saved under KVM, which this host does not use");
 	if (inet_pton(AF_INET, conf_get(&c, "guest_ip"), &ip) != 1)
@@ -1451,12 +1462,13 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 #undef BAD
 	/* its address, if free here; else this host's next one, which its
 	 * guest is given through its agent as it is restored (the network
-	 * part of a clone's identity: readdress) */
+	 * part of a clone's identity: readdress), or a stopped one's on
+	 * its kernel's command line at its next boot */
 	if ((idx = vmm_pool_claim(m->pool, ip)) < 0) {
 		struct in_addr gw;
 		char a[INET_ADDRSTRLEN];
 
-		if (conf_get(&c, "agent")[0] == '\0') {
+		if (!stopped && conf_get(&c, "agent")[0] == '\0') {
 			rc = errf(err, errlen, -EADDRNOTAVAIL, "its address %s "
 			    "is not free in this host's pool, and its guest "
 			    "has no agent to be given another",
@@ -1471,7 +1483,7 @@ vmm_move_adopt(struct vmm *m, const char *dir, const struct vmm_move *mv,
 		}
 		inet_ntop(AF_INET, &ip, a, sizeof(a));
 		if (conf_set(&c, "guest_ip", a) < 0 ||
-		    conf_set(&c, "readdress", "1") < 0) {
+		    conf_set(&c, "readdress", stopped ? "0" : "1") < 0) {
 			vmm_pool_release(m->pool, ip);
 			rc = errf(err, errlen, -ENOMEM, "out of memory");
 			goto fail;

@@ -3,7 +3,7 @@
  * marks this host placed on no more (its value in etcd says "drained",
  * kept across restarts) and, unless {"move": false}, moves its
  * sandboxes to other hosts, one at a time: each VM-backed one that is
- * running, paused or suspended goes where placement would put a new
+ * running, paused, suspended or stopped goes where placement would put a new
  * sandbox of its template (fleet_place.c; this host, drained, is never
  * a candidate), through the same move as `sandbox move` (a running one
  * is suspended, moved and resumed there); a move that fails tries the
@@ -140,10 +140,11 @@ drain_next(struct drain *d)
 			}
 			if (strcmp(sb.state, PX_STATE_RUNNING) != 0 &&
 			    strcmp(sb.state, PX_STATE_PAUSED) != 0 &&
-			    strcmp(sb.state, PX_STATE_SUSPENDED) != 0) {
+			    strcmp(sb.state, PX_STATE_SUSPENDED) != 0 &&
+			    strcmp(sb.state, PX_STATE_STOPPED) != 0) {
 				snprintf(err, sizeof(err), "it is %s: only a "
-				    "running, paused or suspended sandbox moves",
-				    sb.state);
+				    "running, paused, suspended or stopped "
+				    "sandbox moves", sb.state);
 				drain_fail(d, d->cur, err);
 				d->cur[0] = '\0';
 				continue;

@@ -120,6 +120,48 @@ api_sandbox_move(struct req *r)
 	}
 }
 
+/* A sandbox past this host's vm_max_memory, vm_max_vcpus or vm_max_disk
+ * (berth.conf as it is now) is moved here no more than one would be
+ * created: 0, or -1 with err. body: the begin's ({"manifest": {...}}),
+ * which the hook parses whole; here only its sizes are read. */
+static int
+move_fits(struct px_control *ctl, const char *body, size_t len, char *err,
+    size_t errlen)
+{
+	static const struct {
+		const char *field, *unit, *directive;
+	} f[3] = {
+		{ "mem_mib", " MiB of memory", "vm_max_memory" },
+		{ "vcpus", " vCPUs", "vm_max_vcpus" },
+		{ "disk_mib", " MiB of disk", "vm_max_disk" },
+	};
+	const struct px_config *c = ctl->hooks.config;
+	json_t *doc, *man;
+	json_int_t v;
+	unsigned max[3];
+	int i, rc = 0;
+
+	if (c == NULL)
+		return 0;
+	max[0] = c->vm_max_memory;
+	max[1] = c->vm_max_vcpus;
+	max[2] = c->vm_max_disk;
+	if ((doc = json_loadb(body, len, 0, NULL)) == NULL)
+		return 0;	/* the hook says what is wrong with it */
+	man = json_object_get(doc, "manifest");
+	for (i = 0; i < 3 && rc == 0; i++) {
+		v = json_integer_value(json_object_get(man, f[i].field));
+		if (v > (json_int_t)max[i]) {
+			snprintf(err, errlen, "%lld%s is more than this host's "
+			    "%s (%u)", (long long)v, f[i].unit,
+			    f[i].directive, max[i]);
+			rc = -1;
+		}
+	}
+	json_decref(doc);
+	return rc;
+}
+
 /* The target's side: /v1/fleet/move/{id}[/file|/commit] */
 void
 api_fleet_move(struct req *r)
@@ -147,6 +189,12 @@ api_fleet_move(struct req *r)
 		ctl->hooks.move_abort(peer, r->id, ctl->hooks.arg);
 		api_reply_json(r, 200, json_pack("{s:s, s:b}", "id", r->id,
 		    "aborted", 1));
+		return;
+	}
+	if (r->nseg == 4 && move_fits(ctl, r->body, r->bodylen, err,
+	    sizeof(err)) < 0) {
+		api_reply_error(r, 409, NULL, NULL, "sandbox %s: %s", r->id,
+		    err);
 		return;
 	}
 	if (r->nseg == 4 || (r->nseg == 5 && strcmp(r->seg[4], "commit") ==

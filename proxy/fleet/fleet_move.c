@@ -1256,9 +1256,10 @@ px_fleet_move(const char *id, const char *to,
 			free(o);
 			return -1;
 		}
-	} else if (strcmp(sb.state, PX_STATE_SUSPENDED) != 0) {
-		snprintf(err, errlen, "it is %s: only a running, paused or "
-		    "suspended sandbox moves", sb.state);
+	} else if (strcmp(sb.state, PX_STATE_SUSPENDED) != 0 &&
+	    strcmp(sb.state, PX_STATE_STOPPED) != 0) {
+		snprintf(err, errlen, "it is %s: only a running, paused, "
+		    "suspended or stopped sandbox moves", sb.state);
 		free(o);
 		return -1;
 	} else {
@@ -2206,6 +2207,7 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 	json_t *doc = NULL, *man, *rec, *res = NULL;
 	char *text = NULL;
 	size_t i;
+	int stopped;
 
 	(void)arg;
 	*status = 409;
@@ -2259,12 +2261,13 @@ px_fleet_move_commit(const char *host, const char *id, const char *body,
 	if (in_adopt(in, &mv, rec, json_is_true(res), "", status, err,
 	    errlen) < 0)
 		goto fail;
+	stopped = vmm_move_index(&mv, "snap/state") < 0;
 	in_drop(in);
 	free(text);
 	json_decref(doc);
 	return json_pack("{s:s, s:s, s:s, s:b}", "id", id, "state",
-	    PX_STATE_SUSPENDED, "host", px_fleet_self(), "resumed",
-	    json_is_true(res));
+	    stopped ? PX_STATE_STOPPED : PX_STATE_SUSPENDED, "host",
+	    px_fleet_self(), "resumed", json_is_true(res));
 fail:
 	log_warnx("fleet: the move of %s from %s is refused: %s", id, host,
 	    err);

@@ -3584,7 +3584,7 @@ px_vm_move_adopt(const char *dir, const struct vmm_move *mv,
 		return rc == -EADDRNOTAVAIL || rc == -EEXIST ? -2 : -1;
 	vmm_sandbox_info(sb, &info);
 	inet_ntop(AF_INET, &info.guest_ip, addr, sizeof(addr));
-	(void)px_store_sandbox_set_vm(V.store, info.id, "suspended", addr, e,
-	    sizeof(e));
+	(void)px_store_sandbox_set_vm(V.store, info.id, info.state ==
+	    VMM_STOPPED ? "stopped" : "suspended", addr, e, sizeof(e));
 	return 0;
 }

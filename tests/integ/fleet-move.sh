@@ -23,7 +23,8 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || skip_all "qemu-system-x86_64 is
 FV=bmv FV_POOL_a=10.227.0.0/24 FV_POOL_b=10.228.0.0/24
 . "$(dirname "$0")/fleet-vm.sh"
 host_conf a "vm_template minimal" "vm_disk 64"
-host_conf b "vm_template minimal" "vm_disk 64"
+# (b takes no sandbox past 256 MiB: the drain below has one it cannot move)
+host_conf b "vm_template minimal" "vm_disk 64" "vm_max_memory 256"
 start_host a
 start_host b
 
@@ -170,13 +171,18 @@ is "b's move area swept at its start" "$(ls "$T/b/state/vms/.move" 2>/dev/null |
 isnt "b holds no mv" "$(nc_ b --json sandbox show mv >/dev/null 2>&1; echo $?)" 0
 
 # ---- fleet drain: a's sandboxes move to b ----
-# mv runs on a (woken above); d2 paused, d3 suspended, d4 stopped
+# mv runs on a (woken above); d2 paused, d3 suspended, d4 stopped (a
+# file on its disk, /data), d5 stopped too but of 320 MiB, more than b takes
 for d in d2 d3 d4; do
 	out=$(nc_ a sandbox create "$d" --host a) || bail "sandbox create $d: $out"
 done
+out=$(nc_ a sandbox create d5 --host a --memory 320) || bail "sandbox create d5: $out"
 nc_ a sandbox pause d2 >/dev/null || bail "pause d2"
 nc_ a sandbox suspend d3 >/dev/null || bail "suspend d3"
+nc_ a sandbox exec d4 -- sh -c 'echo stopped-bytes >/data/d4.txt && sync' </dev/null >/dev/null 2>&1 ||
+	bail "a file in d4"
 nc_ a sandbox stop d4 >/dev/null || bail "stop d4"
+nc_ a sandbox stop d5 >/dev/null || bail "stop d5"
 is "mv runs on a before the drain" "$(state_on a mv)" running
 wait_for 60 b_up || bail "a does not see b up: $(nc_ a fleet hosts 2>&1)"
 nc_ a fleet drain >"$T/drain.out" 2>"$T/drain.err"
@@ -186,14 +192,15 @@ is "netctl fleet drain exits 1: one sandbox could not move" "$rc" 1
 like "... it moved the running one to b" "$(cat "$T/drain.out")" "sandbox mv moved to host b"
 like "... the paused one" "$(cat "$T/drain.out")" "sandbox d2 moved to host b"
 like "... the suspended one" "$(cat "$T/drain.out")" "sandbox d3 moved to host b"
-like "... the stopped one stays, saying why" "$(cat "$T/drain.out")" "sandbox d4 stays: it is stopped"
-like "... and sums up" "$(cat "$T/drain.out")" "fleet host a: 3 moved, 1 stay"
+like "... the stopped one (its disk)" "$(cat "$T/drain.out")" "sandbox d4 moved to host b"
+like "... one b refuses stays, saying why" "$(cat "$T/drain.out")" "sandbox d5 stays: .*320 MiB"
+like "... and sums up" "$(cat "$T/drain.out")" "fleet host a: 4 moved, 1 stay"
 like "... the error line says how many" "$(cat "$T/drain.err")" "1 of its sandboxes could not move"
 prog=$(curl -sS --max-time 10 --unix-socket "$T/a/state/control.sock" \
 	http://localhost/v1/fleet/drain)
-is "GET /v1/fleet/drain: done, 4 in all, none left, 3 moved" \
+is "GET /v1/fleet/drain: done, 5 in all, none left, 4 moved" \
 	"$(json_get "$prog" 'j["move"]["state"], j["move"]["total"], j["move"]["left"], len(j["move"]["moved"])')" \
-	"('done', 4, 0, 3)"
+	"('done', 5, 0, 4)"
 like "a is drained in the fleet's view" "$(nc_ b fleet hosts 2>&1)" "a  *up, drained"
 running_b() { [ "$(state_on b mv)" = running ]; }
 if wait_for 60 running_b; then ok "the running one runs on b (resumed there)"; else
@@ -203,10 +210,15 @@ out=$(nc_ b sandbox exec mv -- cat /root/moved.txt </dev/null 2>&1)
 is "... its file there" "$out" moved-bytes
 is "the paused one is on b, suspended" "$(state_on b d2)" suspended
 is "the suspended one too" "$(state_on b d3)" suspended
-is "a holds only the stopped one" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(s["id"] for s in j["sandboxes"] if s.get("host") == "a")')" d4
-is "b the three others" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(sorted(s["id"] for s in j["sandboxes"] if s.get("host") == "b"))')" "d2 d3 mv"
-is "the stopped one's event on a says its move failed" \
-	"$(nc_ a --json sandbox events d4 | json_get "$(cat)" '" ".join(e["result"] for e in j["events"] if e["operation"]=="move")')" failed
+is "the stopped one is on b, stopped" "$(state_on b d4)" stopped
+out=$(nc_ b sandbox start d4 2>&1)
+like "... started there: it boots from its disk" "$out" "d4"
+is "... its file there" "$(nc_ b sandbox exec d4 -- cat /data/d4.txt </dev/null 2>&1)" stopped-bytes
+nc_ b sandbox stop d4 >/dev/null 2>&1
+is "a holds only the one b refused" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(s["id"] for s in j["sandboxes"] if s.get("host") == "a")')" d5
+is "b the four others" "$(nc_ a --json sandbox ls | json_get "$(cat)" '" ".join(sorted(s["id"] for s in j["sandboxes"] if s.get("host") == "b"))')" "d2 d3 d4 mv"
+is "the refused one's event on a says its move failed" \
+	"$(nc_ a --json sandbox events d5 | json_get "$(cat)" '" ".join(e["result"] for e in j["events"] if e["operation"]=="move")')" failed
 out=$(nc_ b sandbox move d2 --to a 2>&1)
 like "a move to a drained host: refused by it (507)" "$out" "fleet host a is drained: it takes no moved sandbox"
 is "... d2 stays on b, suspended" "$(state_on b d2)" suspended
@@ -381,5 +393,6 @@ isnt "etcd unreachable: a move is refused" "$rc" 0
 like "... saying why" "$out" "etcd is unreachable from this host: no move starts"
 is "... d2 stays on a" "$(state_on a d2)" running
 for d in mv d2 d3; do nc_ a sandbox rm "$d" >/dev/null 2>&1; nc_ b sandbox rm "$d" >/dev/null 2>&1; done
-nc_ a sandbox rm d4 >/dev/null 2>&1
+nc_ b sandbox rm d4 >/dev/null 2>&1
+nc_ a sandbox rm d5 >/dev/null 2>&1
 done_testing

@@ -717,6 +717,57 @@ test_move(struct event_base *base)
 
 	/* over a ready snapshot's layer b does not have (its own of that
 	 * key would hold other bytes) */
+	/* a stopped one: its disk and sandbox.conf go, no snapshot; it
+	 * arrives stopped (it boots there when started) */
+	lay_out(a, &ta, "mvs", "10.200.0.30", "", NULL);
+	snprintf(cmd, sizeof(cmd), "cd %s/mvs && rm -r snap mem && sed -i "
+	    "'s/^state=suspended$/state=stopped/' sandbox.conf", a->state_dir);
+	sh(cmd);
+	ok(vmm_adopt_all(a, err, sizeof(err)) == 1, "a has a stopped one (%s)",
+	    err);
+	sb = vmm_sandbox_find(a, "mvs");
+	ok(sb != NULL && vmm_sandbox_state(sb) == VMM_STOPPED &&
+	    vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0 && own(&mv) == 2 &&
+	    vmm_move_index(&mv, "snap/state") < 0 &&
+	    vmm_move_index(&mv, "mem") < 0 &&
+	    vmm_move_index(&mv, "disk.qcow2") >= 0, "a stopped one exports: "
+	    "sandbox.conf and its disk, no snapshot (%s)", err);
+	ok(vmm_move_needs(b, &mv, need, err, sizeof(err)) == 0, "b needs "
+	    "them");
+	snprintf(dir, sizeof(dir), "%s/.move/mvs", b->state_dir);
+	ship(&mv, need, dir);
+	/* a suspended one's sandbox.conf without its snapshot: refused */
+	snprintf(cmd, sizeof(cmd), "sed -i 's/^state=stopped$/state=suspended/' "
+	    "%s/sandbox.conf && sha256sum %s/sandbox.conf", dir, dir);
+	{
+		FILE *pp = popen(cmd, "r");
+		int k = vmm_move_index(&mv, "sandbox.conf");
+		struct stat st;
+
+		/* the manifest says what came: only sandbox.conf is wrong */
+		snprintf(p, sizeof(p), "%s/sandbox.conf", dir);
+		if (pp == NULL || k < 0 || fscanf(pp, "%64s", mv.f[k].sha256) !=
+		    1 || stat(p, &st) < 0)
+			diag("sha256sum %s failed", p);
+		else
+			mv.f[k].size = (uint64_t)st.st_size;
+		if (pp != NULL)
+			pclose(pp);
+	}
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) ==
+	    -EINVAL && strstr(err, "suspended, but no snap/state") != NULL,
+	    "suspended without its snapshot: refused (%s)", err);
+	vmm_move_end(sb);
+	ok(vmm_move_export(sb, &mv, 1, err, sizeof(err)) == 0, "exported "
+	    "again (%s)", err);
+	ship(&mv, need, dir);
+	ok(vmm_move_adopt(b, dir, &mv, &tb, &got, err, sizeof(err)) == 0 &&
+	    got != NULL && vmm_sandbox_state(got) == VMM_STOPPED &&
+	    exists("%s/mvs/disk.qcow2", b->state_dir) &&
+	    !exists("%s/mvs/snap/state", b->state_dir), "b adopts it, "
+	    "stopped, its disk in place (%s)", err);
+	vmm_move_end(sb);
+
 	if (!have_qemu_img) {
 		ok(1, "# SKIP no qemu-img");
 		return;
