@@ -91,6 +91,8 @@
 #define MOVE_RESUMES	5		/* a cut link: a file sent again */
 #define MOVE_RESUME_MS	1000		/* after this long */
 #define MOVE_TEST_RATE	(8 * 1024 * 1024)	/* bytes/s: slow-send, a test's */
+#define MOVE_SKIP_STEP	(8 * 1024 * 1024)	/* a resume's bytes re-read a
+						 * turn of the loop */
 #define RESOLVE_MS	2000		/* between two asks of a target */
 #define ADOPT_SECS	30		/* + 2 leases: a source gone that soon
 					 * after its files: adopted */
@@ -254,6 +256,7 @@ struct hreq {
 	struct evbuffer	*in;
 	int		 finished;
 	struct event	*free_ev;
+	struct event	*more;		/* a resume: re-reading goes on */
 	struct ev_token_bucket_cfg *slow;	/* a test's (slow-send) */
 };
 
@@ -266,6 +269,8 @@ hreq_free(struct hreq *h)
 		bufferevent_free(h->bev);
 	if (h->slow != NULL)
 		ev_token_bucket_cfg_free(h->slow);
+	if (h->more != NULL)
+		event_free(h->more);
 	if (h->fd >= 0)
 		close(h->fd);
 	EVP_MD_CTX_free(h->md);
@@ -374,16 +379,33 @@ emit_chunk(void *arg, const void *p, size_t len)
 	h->bytes += len - k;
 }
 
+/*
+ * A resume re-reads (and hashes) what the target holds without sending
+ * it: MOVE_SKIP_STEP of it a turn of the loop, then h->more goes on (no
+ * drained output would call the writer again), so that a GiB held does
+ * not stall the parent's loop. 1: yield now.
+ */
+static int
+skip_yield(struct hreq *h, uint64_t skip0)
+{
+	return h->skip > 0 && skip0 - h->skip >= MOVE_SKIP_STEP;
+}
+
 /* A sparse file's next windows, each a chunk of the body. */
 static int
 sparse_write(struct hreq *h, struct evbuffer *out)
 {
 	static unsigned char win[VMM_SPARSE_WIN];
 	char err[VMM_ERRLEN];
+	uint64_t skip0 = h->skip;
 	size_t n;
 	int rc;
 
 	while (h->pos < h->size && evbuffer_get_length(out) < MOVE_HIGH) {
+		if (skip_yield(h, skip0)) {
+			event_active(h->more, 0, 0);
+			return 0;
+		}
 		if ((rc = vmm_sparse_next(h->fd, h->size, &h->pos, win,
 		    emit_chunk, h, err, sizeof(err))) < 0) {
 			log_warnx("fleet: reading a file of the sandbox: %s",
@@ -414,6 +436,7 @@ hreq_write(struct bufferevent *bev, void *arg)
 	static unsigned char buf[MOVE_CHUNK];
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0, i;
+	uint64_t skip0 = h->skip;
 	ssize_t n;
 
 	if (h->fd >= 0 && h->sparse && h->left > 0 &&
@@ -424,6 +447,10 @@ hreq_write(struct bufferevent *bev, void *arg)
 	}
 	while (h->fd >= 0 && !h->sparse && h->left > 0 &&
 	    evbuffer_get_length(out) < MOVE_HIGH) {
+		if (skip_yield(h, skip0)) {
+			event_active(h->more, 0, 0);
+			return;
+		}
 		n = read(h->fd, buf, h->left < sizeof(buf) ? (size_t)h->left :
 		    sizeof(buf));
 		if (n <= 0) {
@@ -449,6 +476,17 @@ hreq_write(struct bufferevent *bev, void *arg)
 		close(h->fd);
 		h->fd = -1;
 	}
+}
+
+static void
+hreq_more_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct hreq *h = arg;
+
+	(void)fd;
+	(void)what;
+	if (!h->finished && h->bev != NULL)
+		hreq_write(h->bev, h);
 }
 
 static void
@@ -529,6 +567,11 @@ hreq_start(const char *host, const char *method, const char *target,
 		h->left = size;
 		h->size = size;
 		h->skip = sparse || skip <= size ? skip : size;
+		if (h->skip > 0 && (h->more = event_new(M.base, -1, 0,
+		    hreq_more_cb, h)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
 		if ((h->sparse = sparse) && (h->chunk = evbuffer_new()) ==
 		    NULL) {
 			snprintf(err, errlen, "out of memory");
