@@ -1737,35 +1737,46 @@ px_fleet_move_begin(const char *host, const char *id, const char *body,
 	return json_pack("{s:s, s:o}", "id", id, "need", need);
 }
 
-void *
-px_fleet_move_spool(const char *host, const char *id, const char *name,
-    uint64_t from, int *status, char *err, size_t errlen, void *arg)
+/* The move of id from host, and the index *i of its file name, one
+ * this host asked for and not being sent now; NULL with *status (409 no
+ * such move or the file busy, 400 not a file it asked for) and err. */
+static struct incoming *
+in_file(const char *host, const char *id, const char *name, int *i,
+    int *status, char *err, size_t errlen)
 {
 	struct incoming *in = in_find(id);
-	struct spool *s;
-	char p[PATH_MAX + 32];
-	uint64_t held = 0;
-	size_t i;
 
-	(void)arg;
 	*status = 409;
 	if (in == NULL || strcmp(in->host, host) != 0) {
 		snprintf(err, errlen, "no move of sandbox %s from host %s was "
 		    "begun", id, host);
 		return NULL;
 	}
-	for (i = 0; i < in->mv.n; i++)
-		if (strcmp(in->mv.f[i].name, name) == 0)
-			break;
-	if (i == in->mv.n || !in->need[i]) {
+	if ((*i = vmm_move_index(&in->mv, name)) < 0 || !in->need[*i]) {
 		*status = 400;
 		snprintf(err, errlen, "%s: not a file this move sends", name);
 		return NULL;
 	}
-	if (in->busy[i]) {
+	if (in->busy[*i]) {
 		snprintf(err, errlen, "%s is being sent", name);
 		return NULL;
 	}
+	return in;
+}
+
+void *
+px_fleet_move_spool(const char *host, const char *id, const char *name,
+    uint64_t from, int *status, char *err, size_t errlen, void *arg)
+{
+	struct incoming *in;
+	struct spool *s;
+	char p[PATH_MAX + 32];
+	uint64_t held = 0;
+	int i;
+
+	(void)arg;
+	if ((in = in_file(host, id, name, &i, status, err, errlen)) == NULL)
+		return NULL;
 	/* the rest of one cut short, from the byte it reached */
 	if ((s = in->part[i]) != NULL) {
 		in->part[i] = NULL;
@@ -1798,7 +1809,7 @@ px_fleet_move_spool(const char *host, const char *id, const char *name,
 		return NULL;
 	}
 	s->in = in;
-	s->i = i;
+	s->i = (size_t)i;
 	if ((s->sparse = vmm_move_sparse(name)))
 		vmm_sparse_wr_init(&s->wr, s->fd, in->mv.f[i].size);
 	in->busy[i] = 1;
@@ -1930,25 +1941,12 @@ json_t *
 px_fleet_move_part(const char *host, const char *id, const char *name,
     int *status, char *err, size_t errlen, void *arg)
 {
-	struct incoming *in = in_find(id);
+	struct incoming *in;
 	int i;
 
 	(void)arg;
-	*status = 409;
-	if (in == NULL || strcmp(in->host, host) != 0) {
-		snprintf(err, errlen, "no move of sandbox %s from host %s was "
-		    "begun", id, host);
+	if ((in = in_file(host, id, name, &i, status, err, errlen)) == NULL)
 		return NULL;
-	}
-	if ((i = vmm_move_index(&in->mv, name)) < 0 || !in->need[i]) {
-		*status = 400;
-		snprintf(err, errlen, "%s: not a file this move sends", name);
-		return NULL;
-	}
-	if (in->busy[i]) {
-		snprintf(err, errlen, "%s is being sent", name);
-		return NULL;
-	}
 	return json_pack("{s:s, s:s, s:I}", "id", id, "name", name, "bytes",
 	    (json_int_t)(in->part[i] != NULL ? in->part[i]->bytes : 0));
 }
