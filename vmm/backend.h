@@ -411,6 +411,19 @@ struct vmm_split *vmm_split_start(struct vmm *m, const char *stream,
 struct vmm_split *vmm_join_start(struct vmm *m, const char *dev,
     const char *img, const char *stream, unsigned mem_mib, vmm_split_cb cb,
     void *arg, char *err, size_t errlen);
+/* The zero pages of fd (a guest's RAM file that nothing writes now: its
+ * VMM stopped or gone) punched out, so that they hold neither disk nor,
+ * once mapped again, memory: what its guest's kernel zeroed and never
+ * wrote again (its bss, pages freed in blocks too small to report). A
+ * read of a hole is zeros: the content is the same. *punched: the bytes.
+ * 0, or -errno with err (-EOPNOTSUPP: a file system without holes). */
+int vmm_punch_zeros(int fd, uint64_t *punched, char *err, size_t errlen);
+/* The same by a child of the manager for the RAM file at path, when
+ * punch (else only flushed), then flushed to disk: cb once, as a join's
+ * (img -1; why "" once done); vmm_split_cancel ends it without cb - and
+ * must before anything runs the guest again. */
+struct vmm_split *vmm_sparse_start(struct vmm *m, const char *path,
+    int punch, vmm_split_cb cb, void *arg, char *err, size_t errlen);
 void vmm_split_written(struct vmm_split *x);
 void vmm_split_cancel(struct vmm_split *x);
 /* A suspended sandbox's capture, for vmm_fork_begin: its disk's top

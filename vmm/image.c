@@ -807,7 +807,8 @@ split_watch(struct vmm *m, struct vmm_split *x, const char *made, char *err,
 	(void)kill(x->pid, SIGKILL);
 	while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	(void)unlink(made);
+	if (made != NULL)
+		(void)unlink(made);
 	return -1;
 }
 
@@ -977,6 +978,133 @@ vmm_join_start(struct vmm *m, const char *dev, const char *img,
 fail:
 	{
 		int fds[] = { p[0], p[1], in, im, out };
+
+		close_all(fds, sizeof(fds) / sizeof(fds[0]));
+	}
+	if (ret == NULL)
+		split_free(x);
+	return ret;
+}
+
+/* ---- a RAM file's zero pages punched out ---- */
+
+int
+vmm_punch_zeros(int fd, uint64_t *punched, char *err, size_t errlen)
+{
+	static const unsigned char zero[4096];
+	unsigned char *buf;
+	struct stat st;
+	off_t off = 0, data, hole, run = -1, p;
+	ssize_t n, i;
+	int e = 0;
+
+	*punched = 0;
+	if (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && (errno = EINVAL))) {
+		e = errno;
+		snprintf(err, errlen, "the RAM file: %s", strerror(e));
+		return -e;
+	}
+	if ((buf = malloc(1u << 20)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	while (off < st.st_size && e == 0) {
+		if ((data = lseek(fd, off, SEEK_DATA)) < 0) {
+			if (errno != ENXIO)	/* ENXIO: only a hole left */
+				e = errno;
+			break;
+		}
+		if ((hole = lseek(fd, data, SEEK_HOLE)) < 0)
+			hole = st.st_size;
+		for (p = data & ~(off_t)4095; p < hole && e == 0; p += n) {
+			n = pread(fd, buf, (size_t)(hole - p) < (1u << 20) ?
+			    (size_t)(hole - p) : (1u << 20), p);
+			if (n <= 0) {
+				e = n < 0 ? errno : 0;
+				break;		/* 0: it ends sooner */
+			}
+			for (i = 0; i < n && e == 0; i += 4096) {
+				if (n - i >= 4096 &&
+				    memcmp(buf + i, zero, 4096) == 0) {
+					if (run < 0)
+						run = p + i;
+					continue;
+				}
+				if (run >= 0 && fallocate(fd,
+				    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				    run, p + i - run) < 0)
+					e = errno;
+				else if (run >= 0)
+					*punched += (uint64_t)(p + i - run);
+				run = -1;
+			}
+		}
+		if (run >= 0 && e == 0) {
+			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+			    FALLOC_FL_KEEP_SIZE, run, p - run) < 0)
+				e = errno;
+			else
+				*punched += (uint64_t)(p - run);
+		}
+		run = -1;
+		off = hole;
+	}
+	free(buf);
+	if (e != 0) {
+		snprintf(err, errlen, "punching out its zero pages: %s",
+		    strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* The sparsing child: its why to errw. */
+static void __attribute__((noreturn))
+sparse_child(int img, int punch, int errw)
+{
+	char why[VMM_ERRLEN];
+	uint64_t punched;
+	int fds[KEEP] = { img, errw, -1, -1, -1 }, rc;
+
+	child_begin(fds);
+	/* a file system that cannot punch holes keeps them: it is synced */
+	if (punch && (rc = vmm_punch_zeros(img, &punched, why,
+	    sizeof(why))) < 0 && rc != -EOPNOTSUPP)
+		child_fail(errw, why);
+	if (fdatasync(img) < 0) {
+		snprintf(why, sizeof(why), "flushing it: %s", strerror(errno));
+		child_fail(errw, why);
+	}
+	_exit(0);
+}
+
+struct vmm_split *
+vmm_sparse_start(struct vmm *m, const char *path, int punch, vmm_split_cb cb,
+    void *arg, char *err, size_t errlen)
+{
+	struct vmm_split *x, *ret = NULL;
+	struct stat st;
+	int p[2] = { -1, -1 }, img = -1;
+
+	if ((x = split_new(cb, arg, err, errlen)) == NULL)
+		return NULL;
+	/* in the VMM's jail: a regular file, no link followed */
+	if ((img = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) < 0 || fstat(img, &st) < 0 ||
+	    (!S_ISREG(st.st_mode) && (errno = EINVAL)) ||
+	    pipe2(p, O_CLOEXEC) < 0 || (x->pid = fork()) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (x->pid == 0)
+		sparse_child(img, punch, p[1]);
+	x->errfd = p[0];
+	p[0] = -1;
+	if (split_watch(m, x, NULL, err, errlen) == 0)
+		ret = x;
+fail:
+	{
+		int fds[] = { p[0], p[1], img };
 
 		close_all(fds, sizeof(fds) / sizeof(fds[0]));
 	}

@@ -13,7 +13,8 @@
 # its own copy-on-write overlay of the root (grown to --disk); `netctl
 # sandbox exec` runs as uid 0 with apt and Docker; a local .deb
 # installed with apt and a
-# file in /root survive suspend -> resume, a guest reboot, `netctl
+# file in /root survive suspend -> resume (the suspended RAM image
+# without its zero pages), a guest reboot, `netctl
 # sandbox restart` and a berthd restart, while the template image stays
 # untouched; a rebuild makes a new version and the sandbox keeps its
 # own; an image imported into
@@ -211,6 +212,26 @@ if [ "$b3" -le $((b2 - 50)) ]; then
 else
 	not_ok "the guest dropped its page cache before the suspend: the RAM image is smaller ($b2 -> $b3 MiB)"
 fi
+# the zero pages among the RAM file's allocated blocks (4 KiB each)
+zero_pages() {
+	python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); end = os.fstat(fd).st_size
+off = n = 0; z = bytes(4096)
+while off < end:
+    try:
+        d = os.lseek(fd, off, os.SEEK_DATA)
+    except OSError:
+        break
+    h = os.lseek(fd, d, os.SEEK_HOLE)
+    while d < h:
+        b = os.pread(fd, min(1 << 20, h - d), d)
+        n += sum(1 for i in range(0, len(b), 4096) if b[i:i + 4096] == z)
+        d += len(b)
+    off = h
+print(n)' "$1"
+}
+is "... and its zero pages are punched out of it (a booted guest's were a third)" \
+	"$(zero_pages "$STATE/vms/deb/jail/mem")" 0
 check "resume" netctl sandbox resume deb
 persisted "after suspend and resume"
 x -- free -m >"$T/free2" </dev/null

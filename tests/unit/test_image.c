@@ -9,6 +9,8 @@
  * the writes' pieces; one that ends before its writer says it is
  * complete is refused. vmm_stream_join puts a devices' stream and its
  * image back together: split again, it gives the same two.
+ * vmm_punch_zeros punches a RAM file's zero pages out (runs of them, one
+ * at its end, none of its data), and leaves what it reads the same.
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
@@ -17,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,6 +232,84 @@ all(const unsigned char *p, int c, size_t n)
 	return 1;
 }
 
+/* vmm_punch_zeros on a file of data pages, written zero pages, a hole
+ * and zero pages at its end: only the zero pages go, the content stays */
+static void
+punch_zeros(void)
+{
+	char path[] = "/var/tmp/berth-test-punch.XXXXXX", err[256];
+	static unsigned char pg[PG], back[PG];
+	/* 0 data, 1-3 zero, 4 data, 5-260 a hole, 261 zero, 262 data, 263
+	 * 264 zero (the end) */
+	const char *kind = "dzzzd";
+	uint64_t punched = 1;
+	struct stat st0, st1;
+	int fd, p[2], rc, same = 1;
+	off_t off, nz = 0;
+
+	if ((fd = mkstemp(path)) < 0) {
+		ok(0, "a temp file for the punch: %s", strerror(errno));
+		return;
+	}
+	(void)unlink(path);
+	for (off = 0; off < 265; off++) {
+		char k = off < 5 ? kind[off] : off < 261 ? 'h' :
+		    off == 262 ? 'd' : 'z';
+
+		if (k == 'h')
+			continue;
+		memset(pg, k == 'd' ? (int)('a' + off % 26) : 0, PG);
+		if (k == 'd')
+			pg[PG - 1] = 0;		/* zero but for one byte */
+		if (k == 'z')
+			nz++;
+		if (pwrite(fd, pg, PG, off * PG) != PG)
+			abort();
+	}
+	(void)fsync(fd);
+	(void)fstat(fd, &st0);
+	rc = vmm_punch_zeros(fd, &punched, err, sizeof(err));
+	if (rc == -EOPNOTSUPP) {
+		ok(1, "# SKIP %s cannot punch holes", path);
+		close(fd);
+		return;
+	}
+	ok(rc == 0, "vmm_punch_zeros: %d %s", rc, rc ? err : "");
+	ok(punched == (uint64_t)nz * PG, "it punched the %lld zero pages "
+	    "(%llu bytes)", (long long)nz, (unsigned long long)punched);
+	(void)fstat(fd, &st1);
+	ok(st1.st_size == st0.st_size && (st0.st_blocks - st1.st_blocks) *
+	    512 == nz * PG, "... the file's size kept, %lld KiB fewer "
+	    "allocated (%lld -> %lld KiB)", (long long)nz * 4,
+	    (long long)st0.st_blocks / 2, (long long)st1.st_blocks / 2);
+	ok(lseek(fd, PG, SEEK_HOLE) == PG &&
+	    lseek(fd, PG, SEEK_DATA) == 4 * PG,
+	    "... the zero run is a hole, the data after it data");
+	for (off = 0; off < 265; off++) {
+		char k = off < 5 ? kind[off] : off < 261 ? 'h' :
+		    off == 262 ? 'd' : 'z';
+
+		memset(pg, k == 'd' ? (int)('a' + off % 26) : 0, PG);
+		if (k == 'd')
+			pg[PG - 1] = 0;
+		if (pread(fd, back, PG, off * PG) != PG ||
+		    memcmp(back, pg, PG) != 0)
+			same = 0;
+	}
+	ok(same, "... and every page reads as before");
+	rc = vmm_punch_zeros(fd, &punched, err, sizeof(err));
+	ok(rc == 0 && punched == 0, "again: nothing to punch (%d, %llu)",
+	    rc, (unsigned long long)punched);
+	close(fd);
+	if (pipe(p) == 0) {
+		rc = vmm_punch_zeros(p[0], &punched, err, sizeof(err));
+		ok(rc == -EINVAL && strstr(err, "RAM file") != NULL,
+		    "a pipe: refused (%d: %s)", rc, err);
+		close(p[0]);
+		close(p[1]);
+	}
+}
+
 int
 main(void)
 {
@@ -236,6 +318,8 @@ main(void)
 	char err[256];
 	int rc;
 	size_t i;
+
+	punch_zeros();
 
 	/* ---- a stream in three iterations ---- */
 	head(&in, MEM);
