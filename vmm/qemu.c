@@ -92,7 +92,7 @@ enum qm_state {
 	QS_CAPS,	/* suspend: migrate-set-capabilities' */
 	QS_MIGRATE,	/* suspend: migrate's */
 	QS_POLL,	/* suspend: query-migrate's, polled until done */
-	QS_SYNC,	/* suspend: the RAM file flushed (sync -d, qm_synced) */
+	QS_SYNC,	/* suspend: the RAM file punched, flushed (qm_sync_start) */
 	QS_QUIT,	/* suspend: snapshot in place; qemu's exit after quit */
 	QS_CONT,	/* suspend failed: cont's */
 	QC_IMG,		/* capture: qemu-img making the new top (a child) */
