@@ -418,12 +418,15 @@ struct vmm_split *vmm_join_start(struct vmm *m, const char *dev,
  * read of a hole is zeros: the content is the same. *punched: the bytes.
  * 0, or -errno with err (-EOPNOTSUPP: a file system without holes). */
 int vmm_punch_zeros(int fd, uint64_t *punched, char *err, size_t errlen);
-/* The same by a child of the manager for the RAM file at path, when
- * punch (else only flushed), then flushed to disk: cb once, as a join's
- * (img -1; why "" once done); vmm_split_cancel ends it without cb - and
- * must before anything runs the guest again. */
-struct vmm_split *vmm_sparse_start(struct vmm *m, const char *path,
-    int punch, vmm_split_cb cb, void *arg, char *err, size_t errlen);
+/* The same by a child of the manager for the RAM file at path, as how
+ * says: VMM_SPARSE_PUNCH its zero pages, then VMM_SPARSE_SYNC flushed to
+ * disk. cb once, as a join's (img -1; why "" once done); vmm_split_cancel ends
+ * it without cb - and must, for a punch, before anything may write the
+ * file again. */
+#define VMM_SPARSE_PUNCH	1
+#define VMM_SPARSE_SYNC		2
+struct vmm_split *vmm_sparse_start(struct vmm *m, const char *path, int how,
+    vmm_split_cb cb, void *arg, char *err, size_t errlen);
 void vmm_split_written(struct vmm_split *x);
 void vmm_split_cancel(struct vmm_split *x);
 /* A suspended sandbox's capture, for vmm_fork_begin: its disk's top

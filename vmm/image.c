@@ -1060,7 +1060,7 @@ vmm_punch_zeros(int fd, uint64_t *punched, char *err, size_t errlen)
 
 /* The sparsing child: its why to errw. */
 static void __attribute__((noreturn))
-sparse_child(int img, int punch, int errw)
+sparse_child(int img, int how, int errw)
 {
 	char why[VMM_ERRLEN];
 	uint64_t punched;
@@ -1068,10 +1068,10 @@ sparse_child(int img, int punch, int errw)
 
 	child_begin(fds);
 	/* a file system that cannot punch holes keeps them: it is synced */
-	if (punch && (rc = vmm_punch_zeros(img, &punched, why,
-	    sizeof(why))) < 0 && rc != -EOPNOTSUPP)
+	if ((how & VMM_SPARSE_PUNCH) && (rc = vmm_punch_zeros(img, &punched,
+	    why, sizeof(why))) < 0 && rc != -EOPNOTSUPP)
 		child_fail(errw, why);
-	if (fdatasync(img) < 0) {
+	if ((how & VMM_SPARSE_SYNC) && fdatasync(img) < 0) {
 		snprintf(why, sizeof(why), "flushing it: %s", strerror(errno));
 		child_fail(errw, why);
 	}
@@ -1079,7 +1079,7 @@ sparse_child(int img, int punch, int errw)
 }
 
 struct vmm_split *
-vmm_sparse_start(struct vmm *m, const char *path, int punch, vmm_split_cb cb,
+vmm_sparse_start(struct vmm *m, const char *path, int how, vmm_split_cb cb,
     void *arg, char *err, size_t errlen)
 {
 	struct vmm_split *x, *ret = NULL;
@@ -1097,7 +1097,7 @@ vmm_sparse_start(struct vmm *m, const char *path, int punch, vmm_split_cb cb,
 		goto fail;
 	}
 	if (x->pid == 0)
-		sparse_child(img, punch, p[1]);
+		sparse_child(img, how, p[1]);
 	x->errfd = p[0];
 	p[0] = -1;
 	if (split_watch(m, x, NULL, err, errlen) == 0)

@@ -156,7 +156,8 @@ struct qm {
 	char qmp_path[PATH_MAX];
 
 	/* the standby qemu (sb->standby_pid) while the sandbox sleeps */
-	struct vmm_split *sparse;	/* suspend: flushing the RAM file */
+	struct vmm_split *sparse;	/* the RAM file punched, flushed */
+	int sparse_stop;		/* ... qemu SIGSTOPped meanwhile */
 	struct vmm_console con;		/* jailed: the console's copier */
 	unsigned con_rot;		/* its rotations con_off knows of */
 	struct vmm_child *sb_watch;
@@ -206,6 +207,7 @@ static void qm_sb_reply(struct vmm_qmp *c, json_t *ret, const char *error,
     void *arg);
 static void qm_trial_failed(struct qm *q, const char *why);
 static void qm_sync_end(struct qm *q);
+static void qm_sparse_cont(struct qm *q);
 static int qm_snap_uri(struct qm *q, struct vmm_qmp *c, const char *name,
     int out, char *uri, size_t urilen, char *err, size_t errlen);
 
@@ -395,6 +397,7 @@ qm_cmd(struct qm *q, const char *cmd, json_t *args)
 {
 	char err[VMM_ERRLEN];
 
+	qm_sync_end(q);		/* a SIGSTOPped qemu would not answer */
 	if (vmm_qmp_command(q->qmp, cmd, args, qm_reply, q, err,
 	    sizeof(err)) < 0) {
 		qm_kill_now(q, err);
@@ -1594,6 +1597,7 @@ qm_stop(struct vmm_sandbox *sb, char *err, size_t errlen)
 {
 	struct qm *q = QM(sb);
 
+	qm_sync_end(q);		/* before its quit or SIGTERM */
 	q->op = QM_STOP;
 	q->step = QM_FIRST;
 	q->exit_state = VMM_STOPPED;
@@ -1644,6 +1648,9 @@ qm_adopt(struct vmm_sandbox *sb, pid_t pid, char *err, size_t errlen)
 {
 	struct qm *q = QM(sb);
 
+	/* a manager gone while a child punched its RAM file left it
+	 * SIGSTOPped (qm_sync_start): on again, its guest stopped still */
+	(void)kill(pid, SIGCONT);
 	sb->pid = pid;
 	q->watch = vmm_child_watch(sb->m->base, pid, qm_exited, q, err, errlen);
 	if (q->watch == NULL) {
@@ -1859,6 +1866,8 @@ qm_promote(struct qm *q)
 	(void)qm_cmd(q, "cont", NULL);
 }
 
+/* The RAM file's child done (why0 "" if well): qemu runs on, and the
+ * operation that started it goes on. */
 static void
 qm_synced(void *arg, int img, const char *why0, uint64_t ms)
 {
@@ -1868,6 +1877,7 @@ qm_synced(void *arg, int img, const char *why0, uint64_t ms)
 	(void)img;
 	(void)ms;
 	q->sparse = NULL;	/* freed after this */
+	qm_sparse_cont(q);
 	if (q->op != QM_SUSPEND || q->step != QS_SYNC)
 		return;		/* the suspend ended otherwise meanwhile */
 	if (why0[0] != '\0') {
@@ -1879,27 +1889,53 @@ qm_synced(void *arg, int img, const char *why0, uint64_t ms)
 	qm_step(q, NULL, NULL);
 }
 
-/* The RAM file, the suspended sandbox's memory image, flushed to disk by
+/*
+ * The suspended sandbox's memory image, its RAM file, flushed to disk by
  * a child (the loop does not wait for the writeback); with free page
- * reporting (a file that may be sparse) its zero pages punched out first:
- * a booted guest's were a third of it (44 of 144 MiB), its kernel's bss
- * and pages it zeroed and freed in blocks too small to report. qemu is
- * stopped and its migration complete: nothing writes the file meanwhile,
- * and a failed suspend ends the child before its cont. */
+ * reporting (a file that may be sparse, and of its own: not a clone's
+ * mapped image) its zero pages punched out first: a booted guest's were
+ * a third of it (44 of 144 MiB), its kernel's bss and pages zeroed and
+ * freed in blocks too small to report. Nothing may write the file
+ * meanwhile: the guest is stopped (QMP stop: its vCPUs, and block I/O
+ * drained) and so is its qemu (SIGSTOP: a stopped guest's agent channel
+ * still writes what comes to it into guest memory) until the child ends
+ * or is ended (qm_sync_end: a failed suspend's cont, any QMP command).
+ * 0, or -1 with err.
+ */
 static int
 qm_sync_start(struct qm *q, char *err, size_t errlen)
 {
 	struct vmm_sandbox *sb = q->sb;
 	char mem[PATH_MAX];
+	int how = VMM_SPARSE_SYNC;
 
+	qm_sync_end(q);
+	if (sb->tpl.balloon && !sb->ram_shared && !sb->ram_anon &&
+	    sb->pid > 0 && kill(sb->pid, SIGSTOP) == 0) {
+		how |= VMM_SPARSE_PUNCH;
+		q->sparse_stop = 1;
+	}
 	(void)vmm_path(sb, "mem", mem, sizeof(mem));
-	q->sparse = vmm_sparse_start(sb->m, mem, sb->tpl.balloon, qm_synced,
-	    q, err, errlen);
-	return q->sparse != NULL ? 0 : -1;
+	q->sparse = vmm_sparse_start(sb->m, mem, how, qm_synced, q, err,
+	    errlen);
+	if (q->sparse == NULL) {
+		qm_sparse_cont(q);
+		return -1;
+	}
+	return 0;
 }
 
-/* A suspend's flush (and punch) under way ended: before the guest runs
- * again, or the sandbox goes. */
+/* qemu SIGSTOPped for the child goes on */
+static void
+qm_sparse_cont(struct qm *q)
+{
+	if (q->sparse_stop && q->sb->pid > 0)
+		(void)kill(q->sb->pid, SIGCONT);
+	q->sparse_stop = 0;
+}
+
+/* A punch or flush under way ended: before anything is asked of qemu,
+ * the guest runs again, or the sandbox goes. */
 static void
 qm_sync_end(struct qm *q)
 {
@@ -1907,6 +1943,7 @@ qm_sync_end(struct qm *q)
 		vmm_split_cancel(q->sparse);
 		q->sparse = NULL;
 	}
+	qm_sparse_cont(q);
 }
 
 /* A sandbox's own snapshot restored and running: the snapshot is
