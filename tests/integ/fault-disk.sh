@@ -50,7 +50,8 @@ d=json.load(sys.stdin); d=d.get("sandboxes", d) if isinstance(d, dict) else d
 print(" ".join(sorted(s["id"] for s in d)))'; }
 
 is "access log written" "$(code "$URL/echo?before")" 200
-check "access log has the request" grep -q ' /echo ' "$ALOG"
+# the worker writes the line once the response is out: waited for
+check "access log has the request" wait_for 10 grep -q ' /echo ' "$ALOG"
 
 # ---- the state directory full -----------------------------------------------
 check "state tmpfs filled" fill "$STATE_MNT"
